@@ -1,0 +1,21 @@
+"""placement_dsl: declarative placement of DNN computation graphs onto devices.
+
+Declare a graph and a cluster, score any placement with the one cost model
+(:func:`evaluate`), find placements with fast heuristics, and solve exact or relaxed
+Pyomo formulations with a certificate (placement, proven lower bound, gap).
+"""
+from .cluster import Cluster, Device, Link
+from .errors import (EvaluationMismatchError, InfeasibleError, PlacementError, SolverUnavailableError,
+                     SpecError)
+from .evaluate import CostModel, Evaluation, evaluate
+from .graph import Graph, Op
+from .io import Workload, load_placement, load_workload, save_placement, save_workload
+from .placement import Placement
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
+    "Link", "Op", "Placement", "PlacementError", "SolverUnavailableError", "SpecError", "Workload",
+    "evaluate", "load_placement", "load_workload", "save_placement", "save_workload",
+]

@@ -1,0 +1,256 @@
+"""Devices and the links between them.
+
+A device runs an op ``v`` in ``work[v][device.kind] / device.speed``. A device that is not
+a *host* device pays ``out_bytes / bandwidth`` for every tensor crossing its boundary
+(Archer et al. eq. 1, Tarnawski et al. §3: an accelerator reads its inputs from and
+writes its outputs to host memory); host devices (CPUs) pay no transfers.
+
+Pairwise links (MOIRAI §III-A) give directed bandwidth and latency between devices for
+the latency models; without an explicit link, a multi-hop route's bandwidth is the
+bottleneck link of the widest route, and a full mesh through host memory is assumed
+when no links are given at all.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import SpecError
+
+ACCELERATOR = "accelerator"
+CPU = "cpu"
+
+
+class Device(BaseModel):
+    """One device (a pipeline stage, an accelerator or a CPU)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    kind: str = Field(ACCELERATOR, description="device kind; ops give their work per kind")
+    memory: float = Field(math.inf, description="memory capacity (same unit as op bytes)")
+    speed: float = Field(1.0, description="speed factor: time = work / speed")
+    bandwidth: float = Field(1.0, description="transfer bandwidth to the interconnect / host memory")
+    host: bool | None = Field(None, description="lives in host memory and pays no transfers (default: kind == 'cpu')")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: float) -> float:
+        if math.isnan(value) or value <= 0:
+            raise ValueError(f"memory must be > 0 (use inf for unlimited), got {value!r}")
+        return float(value)
+
+    @field_validator("speed", "bandwidth")
+    @classmethod
+    def _positive(cls, value: float, info: Any) -> float:
+        if math.isnan(value) or math.isinf(value) or value <= 0:
+            raise ValueError(f"{info.field_name} must be a finite number > 0, got {value!r}")
+        return float(value)
+
+    @model_validator(mode="after")
+    def _default_host(self) -> Device:
+        if self.host is None:
+            object.__setattr__(self, "host", self.kind == CPU)
+        return self
+
+
+class Link(BaseModel):
+    """A directed link ``src -> dst`` with bandwidth (bytes per time unit) and latency."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    src: str
+    dst: str
+    bandwidth: float
+    latency: float = 0.0
+
+    @field_validator("bandwidth")
+    @classmethod
+    def _bw(cls, value: float) -> float:
+        if math.isnan(value) or value <= 0:
+            raise ValueError(f"bandwidth must be > 0, got {value!r}")
+        return float(value)
+
+    @field_validator("latency")
+    @classmethod
+    def _lat(cls, value: float) -> float:
+        if math.isnan(value) or math.isinf(value) or value < 0:
+            raise ValueError(f"latency must be a finite number >= 0, got {value!r}")
+        return float(value)
+
+
+def _validated(model: type[BaseModel], item: Any, what: str) -> Any:
+    if isinstance(item, model):
+        return item
+    try:
+        return model.model_validate(dict(item))
+    except ValidationError as err:
+        name = item.get("name", item.get("src", "?")) if isinstance(item, Mapping) else "?"
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"{what} {name!r}: {loc}: {first['msg']}") from None
+
+
+class Cluster:
+    """An ordered set of devices (the order is the pipeline order) and optional links.
+
+    Examples
+    --------
+    >>> c = Cluster.accelerators(2, memory=16.0, cpus=1)
+    >>> [d.name for d in c.devices], [d.host for d in c.devices]
+    (['acc0', 'acc1', 'cpu0'], [False, False, True])
+    """
+
+    def __init__(self, devices: Iterable[Device | Mapping[str, Any]], links: Iterable[Link | Mapping[str, Any]] = ()):
+        self.devices: tuple[Device, ...] = tuple(_validated(Device, d, "device") for d in devices)
+        if not self.devices:
+            raise SpecError("cluster has no devices; add at least one device")
+        self.index: dict[str, int] = {}
+        for i, d in enumerate(self.devices):
+            if d.name in self.index:
+                raise SpecError(f"cluster: duplicate device name {d.name!r}")
+            self.index[d.name] = i
+        self.links: tuple[Link, ...] = tuple(_validated(Link, lk, "link") for lk in links)
+        for lk in self.links:
+            for end in (lk.src, lk.dst):
+                if end not in self.index:
+                    raise SpecError(f"link {lk.src!r} -> {lk.dst!r} names unknown device {end!r}")
+
+    # ------------------------------------------------------------------ shorthands
+    @classmethod
+    def stages(cls, k: int, memory: float = math.inf, bandwidth: float = 1.0, kind: str = ACCELERATOR) -> Cluster:
+        """``k`` identical pipeline stages (Archer et al.): every stage pays its IO."""
+        if k < 1:
+            raise SpecError(f"Cluster.stages: need k >= 1 stages, got {k}")
+        return cls(Device(name=f"stage{i}", kind=kind, memory=memory, bandwidth=bandwidth) for i in range(k))
+
+    @classmethod
+    def accelerators(
+        cls, k: int, memory: float = math.inf, cpus: int = 0, bandwidth: float = 1.0,
+        kind: str = ACCELERATOR, cpu_memory: float = math.inf,
+    ) -> Cluster:
+        """``k`` identical accelerators and ``cpus`` CPUs (Tarnawski et al. §3)."""
+        if k < 0 or cpus < 0 or k + cpus == 0:
+            raise SpecError(f"Cluster.accelerators: need k + cpus >= 1 with both >= 0, got k={k}, cpus={cpus}")
+        accs = [Device(name=f"acc{i}", kind=kind, memory=memory, bandwidth=bandwidth) for i in range(k)]
+        cpu = [Device(name=f"cpu{i}", kind=CPU, memory=cpu_memory, bandwidth=bandwidth) for i in range(cpus)]
+        return cls(accs + cpu)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def size(self) -> int:
+        return len(self.devices)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.devices)
+
+    @cached_property
+    def memory(self) -> np.ndarray:
+        return np.array([d.memory for d in self.devices], dtype=float)
+
+    @cached_property
+    def speed(self) -> np.ndarray:
+        return np.array([d.speed for d in self.devices], dtype=float)
+
+    @cached_property
+    def bandwidth(self) -> np.ndarray:
+        return np.array([d.bandwidth for d in self.devices], dtype=float)
+
+    @cached_property
+    def host(self) -> np.ndarray:
+        return np.array([bool(d.host) for d in self.devices], dtype=bool)
+
+    @cached_property
+    def transfer_scale(self) -> np.ndarray:
+        """Time per byte crossing each device's boundary (0 for host devices)."""
+        return np.where(self.host, 0.0, 1.0 / self.bandwidth)
+
+    def device(self, name: str) -> Device:
+        try:
+            return self.devices[self.index[name]]
+        except KeyError:
+            raise SpecError(f"unknown device {name!r}; the cluster has {list(self.index)}") from None
+
+    def times(self, graph: Any) -> np.ndarray:
+        """``(n_ops, n_devices)`` running times of every op on every device (``inf`` = not allowed)."""
+        cols = [graph.work(d.kind) / d.speed for d in self.devices]
+        return np.column_stack(cols)
+
+    def homogeneous_groups(self) -> list[list[int]]:
+        """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host)."""
+        groups: dict[tuple, list[int]] = {}
+        for i, d in enumerate(self.devices):
+            groups.setdefault((d.kind, d.memory, d.speed, d.bandwidth, d.host), []).append(i)
+        return list(groups.values())
+
+    # ------------------------------------------------------------------ routes
+    @cached_property
+    def route_bandwidth(self) -> np.ndarray:
+        """``(D, D)`` bandwidth from device a to b: a direct link, else the widest route's bottleneck.
+
+        With no links at all, transfers go through host memory: ``min(bw_a, bw_b)``.
+        Unreachable pairs get 0.
+        """
+        D = self.size
+        if not self.links:
+            bw = np.minimum.outer(self.bandwidth, self.bandwidth)
+            np.fill_diagonal(bw, math.inf)
+            return bw
+        adj: dict[int, list[tuple[int, float]]] = {i: [] for i in range(D)}
+        for lk in self.links:
+            adj[self.index[lk.src]].append((self.index[lk.dst], lk.bandwidth))
+        out = np.zeros((D, D))
+        for s in range(D):  # widest-path Dijkstra from each source
+            best = np.zeros(D)
+            best[s] = math.inf
+            heap = [(-math.inf, s)]
+            while heap:
+                neg, u = heapq.heappop(heap)
+                if -neg < best[u]:
+                    continue
+                for v, b in adj[u]:
+                    w = min(-neg, b)
+                    if w > best[v]:
+                        best[v] = w
+                        heapq.heappush(heap, (-w, v))
+            out[s] = best
+        return out
+
+    @cached_property
+    def route_latency(self) -> np.ndarray:
+        """``(D, D)`` fixed latency of a transfer (direct link latency, else 0)."""
+        lat = np.zeros((self.size, self.size))
+        for lk in self.links:
+            lat[self.index[lk.src], self.index[lk.dst]] = lk.latency
+        return lat
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "devices": [d.model_dump() for d in self.devices],
+            "links": [lk.model_dump() for lk in self.links],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
+        if "devices" not in data:
+            raise SpecError("cluster mapping needs a 'devices' list")
+        return cls(data["devices"], data.get("links", ()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cluster) and self.devices == other.devices and self.links == other.links
+
+    def __hash__(self) -> int:
+        return hash(self.devices)
+
+    def __repr__(self) -> str:
+        kinds: dict[str, int] = {}
+        for d in self.devices:
+            kinds[d.kind] = kinds.get(d.kind, 0) + 1
+        return f"Cluster({', '.join(f'{v}x{k}' for k, v in kinds.items())})"

@@ -1,0 +1,408 @@
+"""The cost model: the single referee of what a placement costs and whether it is valid.
+
+Every objective the package reports (heuristics, MIPs, bounds' incumbents) is re-checked
+here. For a device ``d`` holding ops ``S`` (Archer et al. eq. 1-3; Tarnawski et al. §5.1):
+
+* ``compute(d) = sum_{v in S} work_{kind(d)}(v) / speed(d)``
+* ``in(d)  = sum of out_bytes(u) / bw(d)`` over producers ``u`` outside ``S`` with a consumer in ``S``
+* ``out(d) = sum of out_bytes(u) / bw(d)`` over producers ``u`` in ``S`` with a consumer outside ``S``
+  (each tensor once per boundary, however many consumers; host devices pay no transfers)
+* ``overflow(d) = (param(S) + act(S) - memory(d))^+ / bw(d)`` when memory is soft (Archer eq. 2,
+  with the activation reserve of a stage taken as the sum of its ops' ``activation_bytes``)
+* ``load(d) = compute + in + out + overflow``; with overlapped communication (Tarnawski App. C.1)
+  ``max(compute, in + out + overflow)``, or ``max(compute, in, out + overflow)`` full duplex.
+
+Training graphs split each term into a forward and a backward part: compute by the op's
+pass, and a transfer by the pass of the tensor's *producer* (the tensor moves when it is
+made). Objectives: ``max_load`` = ``max_d load(d)`` (pipeline bottleneck, Tarnawski
+throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d BW_d``
+(overflow is charged to the forward pass); ``latency`` = single-sample latency in
+Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
+when all its inputs are in host memory, then reads them, computes and writes its outputs;
+host ops run as soon as their inputs are ready.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from .errors import SpecError
+from .placement import Placement
+
+REL_TOL = 1e-9
+
+
+class Objective(str, Enum):
+    MAX_LOAD = "max_load"
+    GPIPE = "gpipe"
+    LATENCY = "latency"
+
+
+class Overlap(str, Enum):
+    NONE = "none"  # load = compute + in + out
+    HALF = "half"  # load = max(compute, in + out)
+    FULL = "full"  # load = max(compute, in, out)
+
+
+class MemoryMode(str, Enum):
+    HARD = "hard"  # capacity is a constraint
+    OVERFLOW = "overflow"  # excess parameters are streamed at the device's bandwidth
+
+
+CHECKS = ("allowed", "memory", "colocation", "contiguous", "dag_order", "acyclic")
+DEFAULT_REQUIRE = frozenset({"allowed", "memory", "colocation"})
+
+# user-facing objective names -> (objective, memory mode)
+NAMED = {
+    "throughput": (Objective.MAX_LOAD, MemoryMode.HARD),
+    "pipedream": (Objective.MAX_LOAD, MemoryMode.HARD),
+    "max_load": (Objective.MAX_LOAD, MemoryMode.HARD),
+    "bottleneck": (Objective.MAX_LOAD, MemoryMode.OVERFLOW),
+    "gpipe": (Objective.GPIPE, MemoryMode.HARD),
+    "latency": (Objective.LATENCY, MemoryMode.HARD),
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What to measure: objective, overlap of communication, memory mode, required checks."""
+
+    objective: Objective = Objective.MAX_LOAD
+    overlap: Overlap = Overlap.NONE
+    memory: MemoryMode = MemoryMode.HARD
+    require: frozenset[str] = DEFAULT_REQUIRE
+
+    def __post_init__(self) -> None:
+        for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum(value))
+            except ValueError:
+                raise SpecError(f"CostModel: unknown {name} {value!r}; choose from {[e.value for e in enum]}") from None
+        unknown = set(self.require) - set(CHECKS)
+        if unknown:
+            raise SpecError(f"CostModel: unknown checks {sorted(unknown)}; choose from {list(CHECKS)}")
+        object.__setattr__(self, "require", frozenset(self.require))
+
+    @classmethod
+    def named(cls, name: str, **changes: Any) -> CostModel:
+        """A cost model by objective name: throughput, pipedream, bottleneck, gpipe, latency."""
+        if name not in NAMED:
+            raise SpecError(f"unknown objective {name!r}; choose from {sorted(NAMED)}")
+        objective, memory = NAMED[name]
+        require = DEFAULT_REQUIRE
+        if memory is MemoryMode.OVERFLOW:
+            require = require - {"memory"}
+        return replace(cls(objective=objective, memory=memory, require=require), **changes)
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    """One row of the per-device table."""
+
+    device: str
+    kind: str
+    ops: int
+    compute_fw: float
+    compute_bw: float
+    in_fw: float
+    in_bw: float
+    out_fw: float
+    out_bw: float
+    overflow: float
+    memory_used: float
+    memory_capacity: float
+    load_fw: float
+    load_bw: float
+    load: float
+
+    @property
+    def compute(self) -> float:
+        return self.compute_fw + self.compute_bw
+
+    @property
+    def transfer_in(self) -> float:
+        return self.in_fw + self.in_bw
+
+    @property
+    def transfer_out(self) -> float:
+        return self.out_fw + self.out_bw
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The cost model's verdict on one placement."""
+
+    objective: float
+    valid: bool
+    model: CostModel
+    devices: tuple[DeviceCost, ...]
+    violations: tuple[Violation, ...] = ()
+    latency: float | None = None
+    finish_times: dict[str, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def max_load(self) -> float:
+        return max((d.load for d in self.devices), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "objective": self.objective,
+            "valid": self.valid,
+            "model": {k: (sorted(v) if isinstance(v, frozenset) else getattr(v, "value", v))
+                      for k, v in self.model.__dict__.items()},
+            "violations": [{"check": v.check, "message": v.message} for v in self.violations],
+            "devices": [dict(d.__dict__) for d in self.devices],
+            **({"latency": self.latency} if self.latency is not None else {}),
+        }
+
+    def table(self) -> str:
+        """Per-device table as aligned text."""
+        head = f"{'device':<10} {'kind':<11} {'ops':>5} {'compute':>11} {'in':>10} {'out':>10} " \
+               f"{'overflow':>9} {'memory':>10} {'load':>11}"
+        rows = [head, "-" * len(head)]
+        for d in self.devices:
+            if d.ops == 0:
+                continue
+            mem = f"{d.memory_used / d.memory_capacity:.0%}" if math.isfinite(d.memory_capacity) else "-"
+            rows.append(
+                f"{d.device:<10} {d.kind:<11} {d.ops:>5} {d.compute:>11.4g} {d.transfer_in:>10.4g} "
+                f"{d.transfer_out:>10.4g} {d.overflow:>9.4g} {mem:>10} {d.load:>11.5g}"
+            )
+        name = self.model.objective.value
+        rows.append(f"objective ({name}): {self.objective:.6g}   valid: {self.valid}")
+        rows.extend(f"  violation [{v.check}] {v.message}" for v in self.violations)
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------- pieces
+def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes entering/leaving each device, split by the producer's pass: (in_fw, in_bw, out_fw, out_bw).
+
+    Each tensor is counted once per device boundary (Archer eq. 1): producers ``u`` with at
+    least one consumer on another device; for the receiving side, once per (tensor, device).
+    """
+    g, D = p.graph, p.cluster.size
+    dev = p.assign
+    cross = dev[g.src] != dev[g.dst]
+    prod = g.src[cross]
+    recv = dev[g.dst[cross]]
+    out_prod = np.unique(prod)
+    in_pairs = np.unique(np.stack([prod, recv], axis=1), axis=0) if prod.size else np.empty((0, 2), np.int64)
+    res = []
+    for producers, devices in ((in_pairs[:, 0], in_pairs[:, 1]), (out_prod, dev[out_prod])):
+        for backward in (False, True):
+            mask = g.backward[producers] == backward
+            res.append(np.bincount(devices[mask], weights=g.out_bytes[producers[mask]], minlength=D))
+    in_fw, in_bw, out_fw, out_bw = res
+    return in_fw, in_bw, out_fw, out_bw
+
+
+def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    if overlap is Overlap.NONE:
+        return compute + tin + tout + extra
+    if overlap is Overlap.HALF:
+        return np.maximum(compute, tin + tout + extra)
+    return np.maximum(np.maximum(compute, tin), tout + extra)
+
+
+def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
+    g, c = p.graph, p.cluster
+    D = c.size
+    times = c.times(g)[np.arange(g.n), p.assign]
+    with np.errstate(invalid="ignore"):
+        comp_fw = np.bincount(p.assign, weights=np.where(g.backward, 0.0, times), minlength=D)
+        comp_bw = np.bincount(p.assign, weights=np.where(g.backward, times, 0.0), minlength=D)
+    scale = c.transfer_scale
+    in_fw, in_bw, out_fw, out_bw = (t * scale for t in transfer_terms(p))
+    mem = np.bincount(p.assign, weights=g.param_bytes + g.activation_bytes, minlength=D)
+    if model.memory is MemoryMode.OVERFLOW:
+        overflow = np.where(c.host, 0.0, np.maximum(mem - c.memory, 0.0) / c.bandwidth)
+    else:
+        overflow = np.zeros(D)
+    zero = np.zeros(D)
+    load_fw = _combine(model.overlap, comp_fw, in_fw, out_fw, overflow)
+    load_bw = _combine(model.overlap, comp_bw, in_bw, out_bw, zero)
+    load = _combine(model.overlap, comp_fw + comp_bw, in_fw + in_bw, out_fw + out_bw, overflow)
+    counts = np.bincount(p.assign, minlength=D)
+    return tuple(
+        DeviceCost(
+            device=d.name, kind=d.kind, ops=int(counts[i]),
+            compute_fw=float(comp_fw[i]), compute_bw=float(comp_bw[i]),
+            in_fw=float(in_fw[i]), in_bw=float(in_bw[i]), out_fw=float(out_fw[i]), out_bw=float(out_bw[i]),
+            overflow=float(overflow[i]), memory_used=float(mem[i]), memory_capacity=d.memory,
+            load_fw=float(load_fw[i]), load_bw=float(load_bw[i]), load=float(load[i]),
+        )
+        for i, d in enumerate(c.devices)
+    )
+
+
+# ---------------------------------------------------------------------------- validity
+def _violations(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...]) -> list[Violation]:
+    g, c = p.graph, p.cluster
+    out: list[Violation] = []
+    times = c.times(g)[np.arange(g.n), p.assign]
+    for i in np.flatnonzero(~np.isfinite(times))[:10]:
+        d = c.devices[p.assign[i]]
+        out.append(Violation("allowed", f"op {g.names[i]!r} cannot run on device {d.name!r} (kind {d.kind!r})"))
+    if model.memory is MemoryMode.HARD:
+        for r in rows:
+            if r.memory_used > r.memory_capacity * (1 + REL_TOL):
+                out.append(Violation("memory", f"device {r.device!r}: ops need {r.memory_used:.6g} > "
+                                               f"{r.memory_capacity:.6g} capacity"))
+    for grp in g.groups:
+        devs = np.unique(p.assign[grp])
+        if devs.size > 1:
+            out.append(Violation("colocation", f"group {g.ops[grp[0]].group!r} is split over devices "
+                                               f"{[c.names[d] for d in devs]}"))
+    out.extend(_contiguity_violations(p))
+    out.extend(_order_violations(p))
+    return out
+
+
+def contiguity_witness(p: Placement) -> list[tuple[int, int]]:
+    """Pairs ``(label, op)`` proving non-contiguity (Tarnawski Def. 3.1).
+
+    A label is ``2 * device + backward``: forward and backward parts are checked separately.
+    Op ``b`` of that label is reached from the same label's ops through an op outside it.
+    """
+    g = p.graph
+    label = 2 * p.assign + g.backward.astype(np.int64)
+    reach = [0] * g.n  # bitmask of labels from which a node is strictly reachable
+    bad: list[tuple[int, int]] = []
+    for v in g.topo:
+        r = 0
+        for u in g.predecessors(v):
+            ru = reach[u]
+            if (ru >> label[v]) & 1 and label[u] != label[v]:
+                bad.append((int(label[v]), int(v)))
+            r |= ru | (1 << int(label[u]))
+        reach[v] = r
+    return bad
+
+
+def _contiguity_violations(p: Placement) -> list[Violation]:
+    seen: set[int] = set()
+    out = []
+    for lab, v in contiguity_witness(p):
+        if lab in seen:
+            continue
+        seen.add(lab)
+        part = "backward" if lab % 2 else "forward"
+        out.append(Violation("contiguous", f"device {p.cluster.names[lab // 2]!r}: {part} ops are not contiguous "
+                                           f"(op {p.graph.names[v]!r} is reached from the device through another device)"))
+    return out
+
+
+def _order_violations(p: Placement) -> list[Violation]:
+    g, c = p.graph, p.cluster
+    du, dv = p.assign[g.src], p.assign[g.dst]
+    out = []
+    back = np.flatnonzero(du > dv)
+    if back.size:
+        e = back[0]
+        out.append(Violation("dag_order", f"edge {g.names[g.src[e]]!r} -> {g.names[g.dst[e]]!r} goes from device "
+                                          f"{c.names[du[e]]!r} back to earlier device {c.names[dv[e]]!r} "
+                                          f"({back.size} such edges)"))
+    cross = du != dv
+    if cross.any():
+        import networkx as nx
+
+        q = nx.DiGraph(zip(du[cross].tolist(), dv[cross].tolist()))
+        try:
+            cyc = nx.find_cycle(q)
+            out.append(Violation("acyclic", "quotient graph has a cycle through devices "
+                                            f"{[c.names[a] for a, _ in cyc]}"))
+        except nx.NetworkXNoCycle:
+            pass
+    return out
+
+
+# ---------------------------------------------------------------------------- latency
+def invocation_latency(p: Placement, rows: tuple[DeviceCost, ...]) -> tuple[float, dict[str, float]]:
+    """Single-sample latency in Tarnawski's invocation model (§4); ``inf`` if the units form a cycle.
+
+    Units: each non-host device's op set (one invocation), and each op on a host device.
+    A unit starts when all its input tensors are in host memory; a device unit takes
+    ``in + compute + out``; a host op takes its running time.
+    """
+    g, c = p.graph, p.cluster
+    host = c.host[p.assign]
+    unit = np.where(host, c.size + np.arange(g.n), p.assign)  # device units first, then one per host op
+    n_units = c.size + g.n
+    dur = np.zeros(n_units)
+    dur[: c.size] = [r.transfer_in + r.compute + r.transfer_out for r in rows]
+    times = c.times(g)[np.arange(g.n), p.assign]
+    dur[c.size + np.flatnonzero(host)] = times[host]
+    cross = unit[g.src] != unit[g.dst]
+    us, vs = unit[g.src[cross]], unit[g.dst[cross]]
+    pairs = np.unique(np.stack([us, vs], 1), axis=0) if us.size else np.empty((0, 2), np.int64)
+    indeg = np.bincount(pairs[:, 1], minlength=n_units)
+    succ: dict[int, list[int]] = {}
+    for a, b in pairs:
+        succ.setdefault(int(a), []).append(int(b))
+    present = np.zeros(n_units, bool)
+    present[unit] = True
+    start = np.zeros(n_units)
+    stack = [int(u) for u in np.flatnonzero(present & (indeg == 0))]
+    done = 0
+    while stack:
+        a = stack.pop()
+        done += 1
+        fin = start[a] + dur[a]
+        for b in succ.get(a, ()):
+            start[b] = max(start[b], fin)
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                stack.append(b)
+    if done < int(present.sum()):
+        return math.inf, {}
+    finish = start + dur
+    per_op = finish[unit]
+    return float(per_op.max()), {g.names[i]: float(per_op[i]) for i in range(g.n)}
+
+
+# ---------------------------------------------------------------------------- entry point
+def evaluate(placement: Placement, model: CostModel | str | None = None) -> Evaluation:
+    """Score a placement: objective, validity (each violation named) and the per-device table.
+
+    Examples
+    --------
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.cluster import Cluster
+    >>> g = Graph([Op(name="a", work=1, out_bytes=2), Op(name="b", work=3)], [("a", "b")])
+    >>> p = Placement(g, Cluster.stages(2), [0, 1])
+    >>> evaluate(p).objective  # stage1: reads a's tensor (2) + works 3
+    5.0
+    """
+    if model is None:
+        model = CostModel()
+    elif isinstance(model, str):
+        model = CostModel.named(model)
+    rows = device_costs(placement, model)
+    violations = _violations(placement, model, rows)
+    valid = not any(v.check in model.require for v in violations)
+    latency, finish = None, {}
+    if model.objective is Objective.MAX_LOAD:
+        objective = max(r.load for r in rows)
+    elif model.objective is Objective.GPIPE:
+        objective = max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
+    else:
+        latency, finish = invocation_latency(placement, rows)
+        objective = latency
+        if not math.isfinite(latency):
+            violations.append(Violation("contiguous", "device subgraphs form a cycle: the invocation model "
+                                                      "needs contiguous subgraphs on non-host devices"))
+            valid = False
+    return Evaluation(objective=float(objective), valid=valid, model=model, devices=rows,
+                      violations=tuple(violations), latency=latency, finish_times=finish)

@@ -1,0 +1,285 @@
+"""Computation graphs: ops with costs, and producer -> consumer data-flow edges.
+
+A :class:`Graph` is validated on construction and immutable afterwards. It exposes numpy
+arrays (topological order, CSR successors/predecessors, cost vectors) for the fast
+algorithms and a networkx view for graph algorithms.
+
+Cost conventions (Archer et al. eq. 1; Tarnawski et al. §3):
+
+* ``work[kind]`` is the op's running time on a device of that kind (at speed 1). A kind
+  missing from ``work`` means the op cannot run there; the key ``"*"`` gives a default
+  for every kind.
+* ``out_bytes`` is the size of the op's single output tensor. The tensor is paid for once
+  per device boundary it crosses, however many consumers it has there. Dividing by a
+  device's bandwidth gives a time; formats that state transfer *times* (Tarnawski's
+  ``cost``) store them here with unit bandwidth.
+* ``param_bytes`` and ``activation_bytes`` count toward a device's memory.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import SpecError
+
+DEFAULT_KIND = "*"
+
+
+def _check_cost(value: float, what: str) -> float:
+    value = float(value)
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+class Op(BaseModel):
+    """One operator (or layer) of a computation graph."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="unique op name")
+    work: dict[str, float] = Field(
+        default_factory=lambda: {DEFAULT_KIND: 0.0},
+        description="running time per device kind; a missing kind means not allowed there",
+    )
+    param_bytes: float = Field(0.0, description="parameter (weight) memory")
+    out_bytes: float = Field(0.0, description="size of the output tensor (paid once per boundary)")
+    activation_bytes: float = Field(0.0, description="activation memory held while the op's stage runs")
+    backward: bool = Field(False, description="part of the backward pass of a training graph")
+    group: str | None = Field(None, description="colocation group: ops sharing it share a device")
+    attrs: dict[str, Any] = Field(default_factory=dict, description="free-form attributes")
+
+    @field_validator("work", mode="before")
+    @classmethod
+    def _work(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)):
+            value = {DEFAULT_KIND: value}
+        if not isinstance(value, Mapping) or not value:
+            raise ValueError("work must be a number or a non-empty mapping kind -> time")
+        return {str(k): _check_cost(v, f"work[{k!r}]") for k, v in value.items()}
+
+    @field_validator("param_bytes", "out_bytes", "activation_bytes")
+    @classmethod
+    def _nonneg(cls, value: float, info: Any) -> float:
+        return _check_cost(value, info.field_name)
+
+    @field_validator("group", mode="before")
+    @classmethod
+    def _group(cls, value: Any) -> Any:
+        return None if value is None else str(value)
+
+    def time_on(self, kind: str) -> float:
+        """Running time on a device of ``kind`` at speed 1 (``inf`` if not allowed)."""
+        if kind in self.work:
+            return self.work[kind]
+        return self.work.get(DEFAULT_KIND, math.inf)
+
+
+def _as_op(item: Op | Mapping[str, Any], position: int) -> Op:
+    if isinstance(item, Op):
+        return item
+    try:
+        return Op.model_validate(dict(item))
+    except ValidationError as err:
+        name = item.get("name", f"#{position}") if isinstance(item, Mapping) else f"#{position}"
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"op {name!r}: {where}: {first['msg']}") from None
+    except TypeError:
+        raise SpecError(f"op #{position}: expected an Op or a mapping, got {type(item).__name__}") from None
+
+
+def _as_edge(item: Any, position: int) -> tuple[str, str]:
+    if isinstance(item, Mapping):
+        try:
+            return str(item["src"]), str(item["dst"])
+        except KeyError:
+            raise SpecError(f"edge #{position}: mapping needs 'src' and 'dst', got {dict(item)!r}") from None
+    try:
+        src, dst = item
+    except (TypeError, ValueError):
+        raise SpecError(f"edge #{position}: expected a (src, dst) pair, got {item!r}") from None
+    return str(src), str(dst)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return _readonly(ptr), _readonly(values[order].astype(np.int64))
+
+
+class Graph:
+    """An immutable, validated computation graph.
+
+    Parameters
+    ----------
+    ops
+        :class:`Op` objects or mappings with the same fields.
+    edges
+        ``(producer, consumer)`` name pairs, or mappings with ``src``/``dst``.
+        Duplicate edges are merged.
+    name
+        A label used in messages and files.
+
+    Examples
+    --------
+    >>> g = Graph([Op(name="a", work=1.0, out_bytes=4), Op(name="b", work=2.0)], [("a", "b")])
+    >>> g.n, g.m, [g.names[i] for i in g.topo]
+    (2, 1, ['a', 'b'])
+    """
+
+    def __init__(self, ops: Iterable[Op | Mapping[str, Any]], edges: Iterable[Any] = (), name: str = "graph"):
+        self.name = str(name)
+        self.ops: tuple[Op, ...] = tuple(_as_op(o, i) for i, o in enumerate(ops))
+        if not self.ops:
+            raise SpecError(f"graph {self.name!r} has no ops; add at least one op")
+        self.index: dict[str, int] = {}
+        for i, op in enumerate(self.ops):
+            if op.name in self.index:
+                raise SpecError(f"graph {self.name!r}: duplicate op name {op.name!r}; op names must be unique")
+            self.index[op.name] = i
+        self.names: tuple[str, ...] = tuple(op.name for op in self.ops)
+        pairs = [_as_edge(e, i) for i, e in enumerate(edges)]
+        self.src, self.dst = self._edge_arrays(pairs)
+        self.succ_ptr, self.succ_idx = _csr(self.src, self.dst, self.n)
+        self.pred_ptr, self.pred_idx = _csr(self.dst, self.src, self.n)
+        self.topo = self._topological_order()
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[self.topo] = np.arange(self.n)
+        self.rank = _readonly(rank)
+        self.param_bytes = self._vector("param_bytes")
+        self.out_bytes = self._vector("out_bytes")
+        self.activation_bytes = self._vector("activation_bytes")
+        self.backward = _readonly(np.array([op.backward for op in self.ops], dtype=bool))
+        self.group_id = self._group_ids()
+
+    # ------------------------------------------------------------------ construction
+    def _edge_arrays(self, pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
+        idx = np.empty((len(pairs), 2), dtype=np.int64)
+        for i, (u, v) in enumerate(pairs):
+            for j, end in enumerate((u, v)):
+                if end not in self.index:
+                    raise SpecError(
+                        f"graph {self.name!r}: edge {u!r} -> {v!r} names unknown op {end!r} (dangling edge)"
+                    )
+                idx[i, j] = self.index[end]
+            if u == v:
+                raise SpecError(f"graph {self.name!r}: self-loop on op {u!r}; a computation graph must be acyclic")
+        idx = np.unique(idx, axis=0) if len(idx) else idx
+        return _readonly(idx[:, 0].copy()), _readonly(idx[:, 1].copy())
+
+    def _topological_order(self) -> np.ndarray:
+        indeg = np.bincount(self.dst, minlength=self.n)
+        order = np.empty(self.n, dtype=np.int64)
+        stack = list(np.flatnonzero(indeg == 0)[::-1])
+        count = 0
+        while stack:
+            u = stack.pop()
+            order[count] = u
+            count += 1
+            for v in self.succ_idx[self.succ_ptr[u] : self.succ_ptr[u + 1]]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    stack.append(v)
+        if count < self.n:
+            rest = [int(i) for i in np.flatnonzero(indeg > 0)]
+            sub = nx.DiGraph((int(u), int(v)) for u, v in zip(self.src, self.dst) if indeg[u] > 0 and indeg[v] > 0)
+            sub.add_nodes_from(rest)
+            cycle = [self.names[u] for u, _ in nx.find_cycle(sub)]
+            raise SpecError(
+                f"graph {self.name!r} has a cycle: {' -> '.join(cycle + cycle[:1])}; computation graphs must be DAGs"
+            )
+        return _readonly(order)
+
+    def _vector(self, field: str) -> np.ndarray:
+        return _readonly(np.array([getattr(op, field) for op in self.ops], dtype=float))
+
+    def _group_ids(self) -> np.ndarray:
+        ids: dict[str, int] = {}
+        out = np.arange(self.n, dtype=np.int64)
+        for i, op in enumerate(self.ops):
+            if op.group is not None:
+                out[i] = ids.setdefault(op.group, i)
+        return _readonly(out)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n(self) -> int:
+        """Number of ops."""
+        return len(self.ops)
+
+    @property
+    def m(self) -> int:
+        """Number of (deduplicated) edges."""
+        return len(self.src)
+
+    @cached_property
+    def kinds(self) -> frozenset[str]:
+        """Device kinds named explicitly in some op's ``work``."""
+        return frozenset(k for op in self.ops for k in op.work if k != DEFAULT_KIND)
+
+    def work(self, kind: str) -> np.ndarray:
+        """Running times on a device of ``kind`` (``inf`` where an op may not run there)."""
+        return self._work_cache(kind)
+
+    def _work_cache(self, kind: str) -> np.ndarray:
+        cache = self.__dict__.setdefault("_works", {})
+        if kind not in cache:
+            cache[kind] = _readonly(np.array([op.time_on(kind) for op in self.ops], dtype=float))
+        return cache[kind]
+
+    def successors(self, i: int) -> np.ndarray:
+        return self.succ_idx[self.succ_ptr[i] : self.succ_ptr[i + 1]]
+
+    def predecessors(self, i: int) -> np.ndarray:
+        return self.pred_idx[self.pred_ptr[i] : self.pred_ptr[i + 1]]
+
+    @cached_property
+    def groups(self) -> tuple[np.ndarray, ...]:
+        """Colocation groups with two or more ops, as arrays of op indices."""
+        _, inverse, counts = np.unique(self.group_id, return_inverse=True, return_counts=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.cumsum(counts)[:-1]
+        return tuple(_readonly(g) for g in np.split(order, bounds) if len(g) > 1)
+
+    @cached_property
+    def is_training(self) -> bool:
+        """True when the graph has backward ops."""
+        return bool(self.backward.any())
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A networkx view with op names as nodes and the :class:`Op` under key ``op``."""
+        g = nx.DiGraph(name=self.name)
+        g.add_nodes_from((op.name, {"op": op}) for op in self.ops)
+        g.add_edges_from((self.names[u], self.names[v]) for u, v in zip(self.src, self.dst))
+        return g
+
+    @cached_property
+    def edges(self) -> tuple[tuple[str, str], ...]:
+        """Edges as name pairs."""
+        return tuple((self.names[u], self.names[v]) for u, v in zip(self.src, self.dst))
+
+    def replace(self, **changes: Any) -> Graph:
+        """A copy with ops and/or edges replaced (``ops=``, ``edges=``, ``name=``)."""
+        return Graph(changes.get("ops", self.ops), changes.get("edges", self.edges), changes.get("name", self.name))
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, n={self.n}, m={self.m}{', training' if self.is_training else ''})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Graph) and self.ops == other.ops and set(self.edges) == set(other.edges)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.n, self.m))

@@ -1,0 +1,172 @@
+"""The dnn-partitioning JSON format (Tarnawski et al., NeurIPS 2020) and its split files.
+
+Input: ``maxSizePerFPGA`` (bytes per accelerator), ``maxFPGAs`` (k), ``maxCPUs`` (l),
+``nodes[]`` {id, supportedOnFpga, cpuLatency, fpgaLatency, isBackwardNode, colorClass, size}
+and ``edges[]`` {sourceId, destId, cost}. ``cost`` is the *time* to move the source's
+output between an accelerator and host memory, so it is stored as the op's ``out_bytes``
+on a cluster of unit bandwidth. ``size`` is the node's memory (weights and activations).
+
+A node whose out-edges carry different costs is handled by subdividing each edge with a
+zero-cost node colocated with the source (Tarnawski App. B); the artificial nodes are named
+``"<u>><v>"`` and disappear again when a split is written.
+
+Split files: ``{"fpgas": [{"nodes": [ids]}, ...], "cpus": [{"nodes": [ids]}], "maxLoad": x}``.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from ..cluster import ACCELERATOR, CPU, Cluster
+from ..errors import SpecError
+from ..graph import Graph, Op
+from ..placement import Placement
+
+SPLIT_MARK = ">"
+
+
+def _num(node: Mapping[str, Any], key: str, default: float | None = None) -> float:
+    if key not in node:
+        if default is None:
+            raise SpecError(f"node {node.get('id')!r}: missing field {key!r}")
+        return default
+    value = node[key]
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"node {node.get('id')!r}: {key} must be a number, got {value!r}") from None
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise SpecError(f"node {node.get('id')!r}: {key} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
+    """Build a :class:`Graph` from the dnn-partitioning input mapping."""
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise SpecError("dnn-partitioning input needs a 'nodes' list")
+    out_costs: dict[str, dict[str, float]] = defaultdict(dict)
+    ids = {str(n.get("id")) for n in nodes}
+    for e in data.get("edges", []):
+        u, v = str(e.get("sourceId")), str(e.get("destId"))
+        for end in (u, v):
+            if end not in ids:
+                raise SpecError(f"edge {u} -> {v} names unknown node {end!r} (dangling edge)")
+        cost = _num({"id": f"{u}->{v}", **e}, "cost", 0.0)
+        out_costs[u][v] = cost
+    ops: list[Op] = []
+    edges: list[tuple[str, str]] = []
+    for n in nodes:
+        nid = str(n.get("id"))
+        work = {CPU: _num(n, "cpuLatency")}
+        if int(n.get("supportedOnFpga", 1)):
+            work[ACCELERATOR] = _num(n, "fpgaLatency")
+        costs = out_costs.get(nid, {})
+        uniform = len(set(costs.values())) <= 1
+        group = f"color{n['colorClass']}" if "colorClass" in n else None
+        if not uniform and group is None:
+            group = f"split{nid}"
+        attrs = {k: n[k] for k in ("name", "colorClass", "layerId") if k in n}
+        ops.append(Op(
+            name=nid, work=work, param_bytes=_num(n, "size", 0.0),
+            out_bytes=next(iter(costs.values()), 0.0) if uniform else 0.0,
+            backward=bool(n.get("isBackwardNode", 0)), group=group, attrs=attrs,
+        ))
+        for v, cost in costs.items():
+            if uniform:
+                edges.append((nid, v))
+            else:  # subdivide (Tarnawski App. B): w colocated with the source carries the edge's cost
+                w = f"{nid}{SPLIT_MARK}{v}"
+                ops.append(Op(name=w, work=0.0, out_bytes=cost, backward=bool(n.get("isBackwardNode", 0)),
+                              group=group, attrs={"artificial": True}))
+                edges += [(nid, w), (w, v)]
+    return Graph(ops, edges, name=name)
+
+
+def cluster_from_dict(data: Mapping[str, Any]) -> Cluster:
+    """``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes and ``maxCPUs`` CPUs, unit bandwidth."""
+    k = int(data.get("maxFPGAs", 1))
+    cpus = int(data.get("maxCPUs", 0))
+    memory = float(data.get("maxSizePerFPGA", math.inf))
+    return Cluster.accelerators(k, memory=memory, cpus=cpus)
+
+
+def graph_to_dict(graph: Graph, cluster: Cluster | None = None) -> dict[str, Any]:
+    """The dnn-partitioning mapping of a graph (artificial split nodes are kept as nodes)."""
+    colors: dict[str, int] = {}
+    nodes = []
+    for i, op in enumerate(graph.ops):
+        key = op.group if op.group is not None else f"#{op.name}"
+        color = colors.setdefault(key, len(colors) + 1)
+        acc = op.time_on(ACCELERATOR)
+        nodes.append({
+            "id": _int_id(op.name, i), "name": op.attrs.get("name", op.name),
+            "supportedOnFpga": int(math.isfinite(acc)), "cpuLatency": op.time_on(CPU),
+            "fpgaLatency": acc if math.isfinite(acc) else 0.0, "isBackwardNode": int(op.backward),
+            "colorClass": color, "size": op.param_bytes + op.activation_bytes,
+        })
+    ids = {op.name: node["id"] for op, node in zip(graph.ops, nodes)}
+    edges = [{"sourceId": ids[u], "destId": ids[v], "cost": graph.ops[graph.index[u]].out_bytes}
+             for u, v in graph.edges]
+    out: dict[str, Any] = {}
+    if cluster is not None:
+        accs = [d for d in cluster.devices if not d.host]
+        out["maxSizePerFPGA"] = accs[0].memory if accs else 0.0
+        out["maxFPGAs"] = len(accs)
+        out["maxCPUs"] = len(cluster.devices) - len(accs)
+    out.update(nodes=nodes, edges=edges)
+    return out
+
+
+def _int_id(name: str, position: int) -> int | str:
+    try:
+        return int(name)
+    except ValueError:
+        return name
+
+
+def _device_lists(cluster: Cluster) -> tuple[list[str], list[str]]:
+    accs = [d.name for d in cluster.devices if not d.host]
+    cpus = [d.name for d in cluster.devices if d.host]
+    return accs, cpus
+
+
+def placement_from_split(graph: Graph, cluster: Cluster, split: Mapping[str, Any], source: str = "") -> Placement:
+    """Read a split file; artificial subdivision nodes follow their source node."""
+    accs, cpus = _device_lists(cluster)
+    mapping: dict[str, str] = {}
+    for key, devices in (("fpgas", accs), ("cpus", cpus)):
+        groups = split.get(key, [])
+        used = [i for i, grp in enumerate(groups) if grp.get("nodes")]
+        if used and used[-1] >= len(devices):
+            raise SpecError(f"split lists {len(groups)} {key} with nodes but the cluster has {len(devices)}")
+        for i in used:
+            for v in groups[i]["nodes"]:
+                name = str(v)
+                if name in mapping:
+                    raise SpecError(f"split places node {name!r} twice")
+                mapping[name] = devices[i]
+    for op in graph.names:
+        if SPLIT_MARK in op and op not in mapping:
+            mapping[op] = mapping.get(op.split(SPLIT_MARK)[0], "")
+    return Placement.from_mapping(graph, cluster, mapping, source=source)
+
+
+def placement_to_split(placement: Placement, max_load: float | None = None) -> dict[str, Any]:
+    """Write a placement as a split file (loads per device from the cost model)."""
+    from ..evaluate import evaluate
+
+    ev = evaluate(placement)
+    loads = {r.device: r.load for r in ev.devices}
+    accs, cpus = _device_lists(placement.cluster)
+    members = {name: [] for name in accs + cpus}
+    for op, dev in placement.mapping().items():
+        if SPLIT_MARK not in op:
+            members[dev].append(_int_id(op, 0))
+    return {
+        "fpgas": [{"nodes": members[d], "load": loads[d]} for d in accs],
+        "cpus": [{"nodes": members[d], "load": loads[d]} for d in cpus],
+        "maxLoad": ev.objective if max_load is None else max_load,
+    }

@@ -1,0 +1,200 @@
+"""Workloads (a graph and the cluster it is meant for) and placements, in every supported format.
+
+Formats
+-------
+``native``
+    The project's own versioned JSON: ``{"format": "placement_dsl.workload", "version": 1,
+    "graph": {...}, "cluster": {...}}`` (also a bare ``placement_dsl.graph``).
+``dnn-partitioning``
+    Tarnawski et al.'s JSON inputs and split files (:mod:`.dnn_partitioning`).
+``pipedream``
+    PipeDream profiler ``graph.txt`` (:mod:`.pipedream`).
+``moirai``
+    MOIRAI ``.xls`` sheets (:mod:`.moirai`, needs the ``xlrd`` extra).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..graph import Graph
+from ..placement import PLACEMENT_FORMAT, Placement
+
+WORKLOAD_FORMAT = "placement_dsl.workload"
+GRAPH_FORMAT = "placement_dsl.graph"
+VERSION = 1
+FORMATS = ("native", "dnn-partitioning", "pipedream", "moirai")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A graph with the cluster it is meant for, and where it came from."""
+
+    graph: Graph
+    cluster: Cluster
+    format: str = "native"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+
+# ---------------------------------------------------------------------------- native
+def graph_to_dict(graph: Graph) -> dict[str, Any]:
+    return {
+        "format": GRAPH_FORMAT, "version": VERSION, "name": graph.name,
+        "ops": [op.model_dump(exclude_defaults=True) | {"name": op.name} for op in graph.ops],
+        "edges": [list(e) for e in graph.edges],
+    }
+
+
+def graph_from_dict(data: dict[str, Any]) -> Graph:
+    _check_header(data, GRAPH_FORMAT)
+    if "ops" not in data:
+        raise SpecError("graph mapping needs an 'ops' list")
+    return Graph(data["ops"], data.get("edges", []), name=data.get("name", "graph"))
+
+
+def workload_to_dict(w: Workload) -> dict[str, Any]:
+    return {"format": WORKLOAD_FORMAT, "version": VERSION, "graph": graph_to_dict(w.graph),
+            "cluster": w.cluster.to_dict(), "meta": w.meta}
+
+
+def _check_header(data: dict[str, Any], expected: str) -> None:
+    fmt = data.get("format", expected)
+    if fmt != expected:
+        raise SpecError(f"expected format {expected!r}, got {fmt!r}")
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise SpecError(f"{expected}: unsupported version {version!r}; this package reads version {VERSION}")
+
+
+def workload_from_dict(data: dict[str, Any]) -> Workload:
+    fmt = data.get("format")
+    if fmt == GRAPH_FORMAT:
+        graph = graph_from_dict(data)
+        return Workload(graph, Cluster.stages(1), "native")
+    _check_header(data, WORKLOAD_FORMAT)
+    graph = graph_from_dict(data["graph"])
+    cluster = Cluster.from_dict(data["cluster"]) if "cluster" in data else Cluster.stages(1)
+    return Workload(graph, cluster, "native", dict(data.get("meta", {})))
+
+
+# ---------------------------------------------------------------------------- detection
+def detect_format(path: str | Path) -> str:
+    """Guess a workload file's format from its extension and content."""
+    path = Path(path)
+    if path.suffix.lower() in (".xls", ".xlsx"):
+        return "moirai"
+    try:
+        head = path.read_text(errors="replace")[:4096]
+    except OSError as err:
+        raise SpecError(f"cannot read workload {str(path)!r}: {err.strerror}") from None
+    stripped = head.lstrip()
+    if stripped.startswith("{"):
+        if '"format"' in head and "placement_dsl." in head:
+            return "native"
+        if '"nodes"' in head or "maxFPGAs" in head or "maxSizePerFPGA" in head:
+            return "dnn-partitioning"
+        return "native"
+    if " -- " in head and "forward_compute_time" in head:
+        return "pipedream"
+    raise SpecError(f"cannot tell the format of {str(path)!r}; pass --format with one of {list(FORMATS)}")
+
+
+def load_workload(path: str | Path, format: str | None = None, **options: Any) -> Workload:
+    """Read a workload file of any supported format (detected unless ``format`` is given).
+
+    ``options`` go to the format's reader (e.g. ``bandwidth=``/``memory=``/``stages=`` for PipeDream).
+    """
+    path = Path(path)
+    fmt = format or detect_format(path)
+    name = path.stem
+    if fmt == "native":
+        return workload_from_dict(_read_json(path))
+    if fmt == "dnn-partitioning":
+        from . import dnn_partitioning as dp
+
+        data = _read_json(path)
+        return Workload(dp.graph_from_dict(data, name=name), dp.cluster_from_dict(data), fmt, {"path": str(path)})
+    if fmt == "pipedream":
+        from . import pipedream
+
+        return pipedream.load(path, **options)
+    if fmt == "moirai":
+        from . import moirai
+
+        return moirai.load(path, **options)
+    raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
+
+
+def save_workload(w: Workload, path: str | Path, format: str | None = None) -> None:
+    """Write a workload (``native`` or ``dnn-partitioning``; by extension/format)."""
+    path = Path(path)
+    fmt = format or ("native" if path.suffix == ".json" else None)
+    if fmt == "native":
+        data = workload_to_dict(w)
+    elif fmt == "dnn-partitioning":
+        from . import dnn_partitioning as dp
+
+        data = dp.graph_to_dict(w.graph, w.cluster)
+    else:
+        raise SpecError(f"cannot write format {fmt!r}; writable formats are 'native' and 'dnn-partitioning'")
+    _write_json(path, data)
+
+
+def load_placement(path: str | Path, workload: Workload) -> Placement:
+    """Read a placement: native JSON, or a dnn-partitioning split file."""
+    data = _read_json(Path(path))
+    if data.get("format") == PLACEMENT_FORMAT:
+        return Placement.from_dict(workload.graph, workload.cluster, data)
+    if "fpgas" in data or "cpus" in data:
+        from . import dnn_partitioning as dp
+
+        return dp.placement_from_split(workload.graph, workload.cluster, data, source=str(path))
+    raise SpecError(f"{str(path)!r} is not a placement file (native 'assignment' or a split with 'fpgas'/'cpus')")
+
+
+def save_placement(placement: Placement, path: str | Path, workload: Workload | None = None,
+                   objective: float | None = None) -> None:
+    """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON."""
+    if workload is not None and workload.format == "dnn-partitioning":
+        from . import dnn_partitioning as dp
+
+        data = dp.placement_to_split(placement, objective)
+    else:
+        data = placement.to_dict()
+        if objective is not None:
+            data["objective"] = objective
+    _write_json(Path(path), data)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        with path.open() as fh:
+            data = json.load(fh)
+    except OSError as err:
+        raise SpecError(f"cannot read {str(path)!r}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{str(path)!r} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{str(path)!r}: expected a JSON object at the top level")
+    return data
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: nothing half-written on error."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=_json_default) + "\n")
+    tmp.replace(path)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot serialize {type(value).__name__}")

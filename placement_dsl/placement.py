@@ -1,0 +1,151 @@
+"""Placements: which device runs each op (devices in pipeline order)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .cluster import Cluster
+from .errors import SpecError
+from .graph import Graph
+
+if TYPE_CHECKING:
+    from .evaluate import CostModel, Evaluation
+
+PLACEMENT_FORMAT = "placement_dsl.placement"
+
+
+class Placement:
+    """An assignment op -> device for one graph on one cluster.
+
+    ``assign[i]`` is the index (in ``cluster.devices``) of the device running op ``i``.
+    The cluster's device order is the pipeline order.
+
+    Examples
+    --------
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name="a", work=1), Op(name="b", work=2)], [("a", "b")])
+    >>> p = Placement.from_mapping(g, Cluster.stages(2), {"a": "stage0", "b": "stage1"})
+    >>> p.device_of("b"), p.ops_on("stage0")
+    ('stage1', ['a'])
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, assign: Sequence[int] | np.ndarray, source: str = ""):
+        arr = np.asarray(assign)
+        if arr.shape != (graph.n,):
+            raise SpecError(f"placement for graph {graph.name!r} needs {graph.n} device indices, got shape {arr.shape}")
+        if arr.size and (not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0 or arr.max() >= cluster.size):
+            bad = int(np.flatnonzero((arr < 0) | (arr >= cluster.size))[0]) if np.issubdtype(arr.dtype, np.integer) else 0
+            raise SpecError(
+                f"placement: op {graph.names[bad]!r} has device index {arr[bad]!r}; valid are 0..{cluster.size - 1}"
+            )
+        self.graph = graph
+        self.cluster = cluster
+        self.assign = arr.astype(np.int64)
+        self.assign.setflags(write=False)
+        self.source = source
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_mapping(cls, graph: Graph, cluster: Cluster, mapping: Mapping[str, str], source: str = "") -> Placement:
+        """From ``{op name: device name}``; every op must be placed exactly once."""
+        assign = np.full(graph.n, -1, dtype=np.int64)
+        for op, dev in mapping.items():
+            if op not in graph.index:
+                raise SpecError(f"placement names unknown op {op!r} (graph {graph.name!r})")
+            if dev not in cluster.index:
+                raise SpecError(f"placement puts op {op!r} on unknown device {dev!r}; devices are {list(cluster.index)}")
+            assign[graph.index[op]] = cluster.index[dev]
+        missing = np.flatnonzero(assign < 0)
+        if missing.size:
+            names = [graph.names[i] for i in missing[:5]]
+            raise SpecError(f"placement leaves {missing.size} op(s) unplaced, e.g. {names}; place every op once")
+        return cls(graph, cluster, assign, source)
+
+    @classmethod
+    def from_groups(cls, graph: Graph, cluster: Cluster, groups: Mapping[str, Sequence[str]], source: str = "") -> Placement:
+        """From ``{device name: [op names]}``; an op listed twice is an error."""
+        mapping: dict[str, str] = {}
+        for dev, ops in groups.items():
+            for op in ops:
+                if op in mapping and mapping[op] != dev:
+                    raise SpecError(f"placement puts op {op!r} on two devices: {mapping[op]!r} and {dev!r}")
+                mapping[op] = dev
+        return cls.from_mapping(graph, cluster, mapping, source)
+
+    @classmethod
+    def from_dict(cls, graph: Graph, cluster: Cluster, data: Mapping[str, Any]) -> Placement:
+        if data.get("format", PLACEMENT_FORMAT) != PLACEMENT_FORMAT:
+            raise SpecError(f"not a placement file: format {data.get('format')!r}")
+        if "assignment" not in data:
+            raise SpecError("placement mapping needs an 'assignment' {op: device}")
+        return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""))
+
+    # ------------------------------------------------------------------ views
+    def device_of(self, op: str) -> str:
+        try:
+            return self.cluster.devices[self.assign[self.graph.index[op]]].name
+        except KeyError:
+            raise SpecError(f"unknown op {op!r}") from None
+
+    def ops_on(self, device: str) -> list[str]:
+        d = self.cluster.index.get(device)
+        if d is None:
+            raise SpecError(f"unknown device {device!r}; devices are {list(self.cluster.index)}")
+        return [self.graph.names[i] for i in np.flatnonzero(self.assign == d)]
+
+    def mapping(self) -> dict[str, str]:
+        """``{op name: device name}``."""
+        names = self.cluster.names
+        return {op: names[d] for op, d in zip(self.graph.names, self.assign)}
+
+    def members(self) -> list[np.ndarray]:
+        """Op indices on each device, in device order."""
+        order = np.argsort(self.assign, kind="stable")
+        bounds = np.searchsorted(self.assign[order], np.arange(1, self.cluster.size))
+        return np.split(order, bounds)
+
+    def used_devices(self) -> list[str]:
+        return [self.cluster.names[d] for d in np.unique(self.assign)]
+
+    def split_points(self, order: Sequence[int] | np.ndarray | None = None) -> list[int]:
+        """Positions in ``order`` (default: the graph's topological order) where the device changes."""
+        order = self.graph.topo if order is None else np.asarray(order)
+        seq = self.assign[order]
+        return [int(i) for i in np.flatnonzero(seq[1:] != seq[:-1]) + 1]
+
+    def evaluate(self, model: CostModel | None = None) -> Evaluation:
+        """Score with the cost model (see :func:`placement_dsl.evaluate.evaluate`)."""
+        from .evaluate import evaluate
+
+        return evaluate(self, model)
+
+    def table(self, model: CostModel | None = None) -> str:
+        """The per-device table (ops, compute, transfers, memory, load) as text."""
+        return self.evaluate(model).table()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": PLACEMENT_FORMAT, "version": 1, "graph": self.graph.name}
+        if self.source:
+            out["source"] = self.source
+        out["assignment"] = self.mapping()
+        return out
+
+    def with_cluster(self, cluster: Cluster) -> Placement:
+        """The same op -> device-name mapping on another cluster with those device names."""
+        return Placement.from_mapping(self.graph, cluster, self.mapping(), self.source)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Placement):
+            return NotImplemented
+        same_graph = self.graph is other.graph or self.graph == other.graph
+        return same_graph and self.cluster == other.cluster and bool(np.array_equal(self.assign, other.assign))
+
+    def __hash__(self) -> int:
+        return hash(self.assign.tobytes())
+
+    def __repr__(self) -> str:
+        used = len(np.unique(self.assign))
+        src = f", source={self.source!r}" if self.source else ""
+        return f"Placement({self.graph.name!r}: {self.graph.n} ops on {used}/{self.cluster.size} devices{src})"
