@@ -1,0 +1,4 @@
+"""Lower bounds on the optimal objective: combinatorial bounds and relaxed formulations."""
+from .simple import simple_lower_bound
+
+__all__ = ["simple_lower_bound"]
