@@ -1,0 +1,378 @@
+"""SliceGraph (Archer et al. §4): Kahn's algorithm with node priorities, then an optimal slicing.
+
+* :func:`kahn` — Alg. 3: a topological order that breaks ties by priority (higher first).
+* :class:`Slicer` — Alg. 1 with the Lemma 4.1 segment costs: the exact min-max DP that cuts
+  a topological order into at most ``k`` stages (``dp[t][j] = min_i max(dp[t-1][i], f_t(i, j))``,
+  empty stages allowed). Columns ``f(., j)`` are streamed (:func:`.segments.advance`), never
+  stored; only segments whose compute is at most a cutoff are visited (compute is monotone
+  and ``f >= compute``), with the cutoff the best of a balanced slicing of the same order and
+  the caller's incumbent. Time ``O(n * band * k)``, memory ``O(n k)``.
+* :func:`slicegraph` — the registered heuristic: slice a given / default order (Alg. 2 decoder
+  with fixed priorities). Stages are the cluster's devices in pipeline order; devices may
+  differ (each class has its own times, memory and transfer scale), so accelerators + CPUs
+  work too. Colocation groups are kept whole by forbidding the boundaries inside a group's span.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numba
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import CostModel, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from .base import HeuristicResult
+from .segments import advance, check_order, require_allowed, stage_load, stage_params
+
+INF = math.inf
+SLACK = 1e-9  # relative slack on cutoffs: the DP's and the cost model's sums round differently
+
+
+# ---------------------------------------------------------------------------- Alg. 3
+@numba.njit(cache=True, inline="always")
+def _before(prio, a, b):
+    return prio[a] > prio[b] or (prio[a] == prio[b] and a < b)
+
+
+@numba.njit(cache=True)
+def _kahn(prio, succ_ptr, succ_idx, indeg0):
+    """KahnWithNodePriorities (Archer Alg. 3): a max-heap of ready ops keyed by priority."""
+    n = prio.size
+    indeg = indeg0.copy()
+    heap = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    size = 0
+    count = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            size = _push(heap, size, v, prio)
+    while size > 0:
+        u = heap[0]
+        size -= 1
+        heap[0] = heap[size]
+        _sift_down(heap, size, prio)
+        order[count] = u
+        count += 1
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ_idx[e]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                size = _push(heap, size, v, prio)
+    return order
+
+
+@numba.njit(cache=True)
+def _push(heap, size, v, prio):
+    k = size
+    heap[k] = v
+    while k > 0:
+        parent = (k - 1) // 2
+        if not _before(prio, heap[k], heap[parent]):
+            break
+        heap[k], heap[parent] = heap[parent], heap[k]
+        k = parent
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _sift_down(heap, size, prio):
+    k = 0
+    while True:
+        left = 2 * k + 1
+        if left >= size:
+            return
+        best = left
+        if left + 1 < size and _before(prio, heap[left + 1], heap[left]):
+            best = left + 1
+        if not _before(prio, heap[best], heap[k]):
+            return
+        heap[k], heap[best] = heap[best], heap[k]
+        k = best
+
+
+def kahn(graph: Graph, priorities: np.ndarray) -> np.ndarray:
+    """Topological order by Kahn's algorithm, ready op with the highest priority first (Alg. 3).
+
+    Ties go to the lower op index. ``priorities = -graph.rank`` reproduces ``graph.topo``.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=c) for c in "abc"], [("a", "c"), ("b", "c")])
+    >>> kahn(g, np.array([0.1, 0.9, 0.5])).tolist()
+    [1, 0, 2]
+    """
+    prio = np.asarray(priorities, dtype=float)
+    if prio.shape != (graph.n,) or not np.all(np.isfinite(prio)):
+        raise SpecError(f"kahn: priorities must be {graph.n} finite numbers, got shape {prio.shape}")
+    indeg = np.diff(graph.pred_ptr)
+    return _kahn(prio, graph.succ_ptr, graph.succ_idx, indeg)
+
+
+# ---------------------------------------------------------------------------- Alg. 1 (streamed)
+@numba.njit(cache=True)
+def _prefix(order, times, mem_op, tmin):
+    n = order.size
+    C = times.shape[0]
+    cw = np.zeros((C, n + 1))
+    cm = np.zeros(n + 1)
+    tm = np.zeros(n + 1)
+    for q in range(n):
+        v = order[q]
+        for c in range(C):
+            cw[c, q + 1] = cw[c, q] + times[c, v]
+        cm[q + 1] = cm[q] + mem_op[v]
+        tm[q + 1] = tm[q] + tmin[v]
+    return cw, cm, tm
+
+
+@numba.njit(cache=True)
+def _allowed_boundaries(order, group_id, extra):
+    """Boundary ``b`` (between positions ``b-1`` and ``b``) is allowed iff no group straddles it."""
+    n = order.size
+    lo = np.full(n, n, dtype=np.int64)
+    hi = np.full(n, -1, dtype=np.int64)
+    for q in range(n):
+        g = group_id[order[q]]
+        lo[g] = min(lo[g], q)
+        hi[g] = max(hi[g], q)
+    diff = np.zeros(n + 2, dtype=np.int64)
+    for g in range(n):
+        if hi[g] > lo[g]:
+            diff[lo[g] + 1] += 1
+            diff[hi[g] + 1] -= 1
+    allowed = np.empty(n + 1, dtype=np.bool_)
+    run = 0
+    for b in range(n + 1):
+        run += diff[b]
+        allowed[b] = run == 0 and extra[b]
+    return allowed
+
+
+@numba.njit(cache=True)
+def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
+              cap, tscale, ovf, hard, cls, overlap, allowed, cutoff):
+    """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``."""
+    n = order.size
+    C = times.shape[0]
+    D = cls.size
+    pos = np.empty(n, dtype=np.int64)
+    for q in range(n):
+        pos[order[q]] = q
+    cw, cm, tm = _prefix(order, times, mem_op, tmin)
+    limit = cutoff * (1.0 + SLACK)
+    memlimit = 0.0
+    for c in range(C):
+        memlimit = max(memlimit, cap[c] * (1.0 + SLACK) if hard[c] else INF)
+    dp = np.full((D + 1, n + 1), INF)
+    arg = np.zeros((D + 1, n + 1), dtype=np.int32)
+    dp[0, 0] = 0.0
+    r_in = np.zeros(n)
+    r_out = np.zeros(n)
+    live = np.zeros(n + 1)
+    rem = np.zeros(n, dtype=np.int64)
+    lastseen = np.zeros(n, dtype=np.int64)
+    f = np.empty(C)
+    lo = 0
+    for j in range(1, n + 1):
+        advance(j, order[j - 1], pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live)
+        if not allowed[j]:
+            continue
+        while lo < j and (tm[j] - tm[lo] > limit or cm[j] - cm[lo] > memlimit):
+            lo += 1
+        q_in = 0.0
+        q_out = 0.0
+        for i in range(j - 1, lo - 1, -1):
+            q_in += r_in[i]
+            q_out += r_out[i]
+            if not allowed[i]:
+                continue
+            tin = live[i] - live[j] + q_in
+            mem = cm[j] - cm[i]
+            fmin = INF
+            for c in range(C):
+                f[c] = INF
+                if hard[c] and mem > cap[c] * (1.0 + SLACK):
+                    continue
+                val = stage_load(cw[c, j] - cw[c, i], tin * tscale[c], q_out * tscale[c],
+                                 max(mem - cap[c], 0.0) * ovf[c], overlap)
+                if val <= limit:
+                    f[c] = val
+                    fmin = min(fmin, val)
+            if fmin == INF:
+                continue
+            for t in range(1, D + 1):
+                val = max(dp[t - 1, i], f[cls[t - 1]])
+                if val < dp[t, j]:
+                    dp[t, j] = val
+                    arg[t, j] = i
+        for t in range(1, D + 1):  # device t stays empty
+            if dp[t - 1, j] < dp[t, j]:
+                dp[t, j] = dp[t - 1, j]
+                arg[t, j] = j
+    bounds = np.zeros(D + 1, dtype=np.int64)
+    bounds[D] = n
+    value = dp[D, n]
+    if not value <= limit:
+        return INF, bounds
+    j = n
+    for t in range(D, 0, -1):
+        j = arg[t, j]
+        bounds[t - 1] = j
+    return value, bounds
+
+
+@numba.njit(cache=True)
+def _slicing_value(order, bounds, succ_ptr, succ_idx, out_bytes, mem_op, times, cap, tscale, ovf, hard, cls, overlap):
+    """Max stage load of a given slicing, by one pass over the edges (each tensor once per stage)."""
+    n = order.size
+    D = cls.size
+    seg = np.empty(n, dtype=np.int64)
+    for t in range(D):
+        for q in range(bounds[t], bounds[t + 1]):
+            seg[order[q]] = t
+    comp = np.zeros(D)
+    mem = np.zeros(D)
+    tin = np.zeros(D)
+    tout = np.zeros(D)
+    stamp = np.full(D, -1, dtype=np.int64)
+    for u in range(n):
+        a = seg[u]
+        comp[a] += times[cls[a], u]
+        mem[a] += mem_op[u]
+        sent = False
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            b = seg[succ_idx[e]]
+            if b != a and stamp[b] != u:
+                stamp[b] = u
+                tin[b] += out_bytes[u]
+                sent = True
+        if sent:
+            tout[a] += out_bytes[u]
+    worst = 0.0
+    for t in range(D):
+        c = cls[t]
+        if hard[c] and mem[t] > cap[c] * (1.0 + SLACK):
+            return INF
+        load = stage_load(comp[t], tin[t] * tscale[c], tout[t] * tscale[c], max(mem[t] - cap[c], 0.0) * ovf[c], overlap)
+        if bounds[t + 1] > bounds[t]:
+            worst = max(worst, load)
+    return worst
+
+
+@numba.njit(cache=True)
+def _balanced_bounds(tm, allowed, D):
+    """Cut where cumulative (fastest) work crosses multiples of total / D, at allowed boundaries."""
+    n = tm.size - 1
+    bounds = np.zeros(D + 1, dtype=np.int64)
+    bounds[D] = n
+    q = 0
+    for t in range(1, D):
+        target = tm[n] * t / D
+        while q < n and (tm[q] < target or not allowed[q]):
+            q += 1
+        bounds[t] = q
+    return bounds
+
+
+class Slicer:
+    """A graph, its devices and cost model, prepared for slicing many orders (Alg. 1-2).
+
+    ``devices`` restricts and orders the stages (default: every device of the cluster, in order).
+    ``boundaries`` optionally forbids cuts at positions of the order (``bool`` array of length
+    ``n + 1``, consulted with each order); colocation groups are always kept whole.
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel | None = None,
+                 devices: np.ndarray | None = None):
+        self.graph, self.cluster = graph, cluster
+        self.model = model or CostModel()
+        self.devices = np.arange(cluster.size) if devices is None else np.asarray(devices, dtype=np.int64)
+        if self.devices.size == 0:
+            raise SpecError("Slicer: no devices to slice onto; pass a non-empty devices list")
+        p = stage_params(graph, cluster, self.model, self.devices)
+        require_allowed(graph, p)
+        self.params = p
+        tmin = p.times.min(axis=0)
+        self._indeg = np.diff(graph.pred_ptr)
+        self._outdeg = np.diff(graph.succ_ptr)
+        self._mem = graph.param_bytes + graph.activation_bytes
+        self._tmin = tmin
+        self._dp_args = (graph.pred_ptr, graph.pred_idx, self._outdeg, graph.out_bytes, self._mem, p.times, tmin,
+                         p.memory, p.tscale, p.overflow, p.hard, p.cls, p.overlap)
+        self._value_args = (graph.succ_ptr, graph.succ_idx, graph.out_bytes, self._mem, p.times,
+                            p.memory, p.tscale, p.overflow, p.hard, p.cls, p.overlap)
+        self._all = np.ones(graph.n + 1, dtype=bool)
+
+    @property
+    def k(self) -> int:
+        return int(self.devices.size)
+
+    def order(self, priorities: np.ndarray) -> np.ndarray:
+        """Alg. 3 on this graph."""
+        return _kahn(np.asarray(priorities, dtype=float), self.graph.succ_ptr, self.graph.succ_idx, self._indeg)
+
+    def allowed(self, order: np.ndarray, boundaries: np.ndarray | None = None) -> np.ndarray:
+        extra = self._all if boundaries is None else boundaries
+        return _allowed_boundaries(order, self.graph.group_id, extra)
+
+    def solve(self, order: np.ndarray, cutoff: float = INF,
+              boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """Optimal slicing value and stage bounds of ``order``; ``inf`` if no slicing is ``<= cutoff``."""
+        allowed = self.allowed(order, boundaries)
+        upper = self.balanced_value(order, allowed)
+        value, bounds = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper))
+        if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
+            value, bounds = _slice_dp(order, *self._dp_args, allowed, cutoff)
+        return value, bounds
+
+    def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
+        """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
+        _, _, tm = _prefix(order, self.params.times[:0], self._mem, self._tmin)
+        bounds = _balanced_bounds(tm, allowed, self.k)
+        return _slicing_value(order, bounds, *self._value_args)
+
+    def placement(self, order: np.ndarray, bounds: np.ndarray, source: str = "") -> Placement:
+        assign = np.empty(self.graph.n, dtype=np.int64)
+        for t in range(self.k):
+            assign[order[bounds[t]:bounds[t + 1]]] = self.devices[t]
+        return Placement(self.graph, self.cluster, assign, source=source)
+
+    def result(self, method: str, order: np.ndarray, bounds: np.ndarray, start: float,
+               evaluations: int, **info: Any) -> HeuristicResult:
+        placement = self.placement(order, bounds, source=method)
+        objective = evaluate(placement, self.model).objective
+        info = {"order": order, "bounds": bounds, **info}
+        return HeuristicResult(method=method, placement=placement, objective=objective,
+                               seconds=time.perf_counter() - start, evaluations=evaluations, info=info)
+
+
+def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+               order: np.ndarray | None = None, priorities: np.ndarray | None = None) -> HeuristicResult:
+    """SliceGraph(G, k, pi) (Archer Alg. 1): the optimal slicing of one topological order.
+
+    ``order`` (a topological order) or ``priorities`` (for :func:`kahn`, Alg. 3) choose the
+    order; the default is the graph's own topological order. ``seed`` is unused: the method is
+    deterministic.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=c, work=1.0) for c in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
+    >>> slicegraph(g, Cluster.stages(2)).objective  # two ops + one tensor of 0 bytes per stage
+    2.0
+    """
+    start = time.perf_counter()
+    slicer = Slicer(graph, cluster, model)
+    if order is not None and priorities is not None:
+        raise SpecError("slicegraph: give either order= or priorities=, not both")
+    if priorities is not None:
+        order = slicer.order(priorities)
+    order = graph.topo.copy() if order is None else np.asarray(order, dtype=np.int64)
+    check_order(graph, order)
+    value, bounds = slicer.solve(order)
+    if value == INF:
+        raise InfeasibleError(f"slicegraph: no slicing of this order onto {slicer.k} devices fits their memory "
+                              f"(graph {graph.name!r}); add devices or use the 'bottleneck' (overflow) model")
+    return slicer.result("slicegraph", order, bounds, start, evaluations=1, dp_value=value)
