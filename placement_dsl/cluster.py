@@ -221,7 +221,12 @@ class Cluster:
                         best[v] = w
                         heapq.heappush(heap, (-w, v))
             out[s] = best
-        return out
+        direct = np.zeros((D, D))  # a direct link is the channel (MOIRAI §III-A); routes only for unlinked pairs
+        for lk in self.links:
+            a, b = self.index[lk.src], self.index[lk.dst]
+            direct[a, b] = max(direct[a, b], lk.bandwidth)
+        np.fill_diagonal(direct, 0.0)
+        return np.where(direct > 0, direct, out)
 
     @cached_property
     def route_latency(self) -> np.ndarray:
