@@ -1,0 +1,214 @@
+"""MOIRAI sample workloads (Zhang et al., heterogeneous devices), read from ``.xls`` sheets.
+
+Sheet layout (row 0 = headers): ``task, c_task, dir_succ, dir_succ_add, p0..p{K-1},
+pc00..pc{K-1}{K-1}, mi, m0..m{K-1}``. A row is an operator ``task`` with running time
+``p_k`` on device ``k`` and memory footprint ``mi``; ``dir_succ`` lists its direct
+successors and ``c_task`` the communication tasks (data flows) carrying its output to
+them, aligned by position; ``pc_ab`` lists, aligned with ``c_task``, the time to move each
+flow from device ``a`` to device ``b``. The device memories ``m_k`` are on the first data
+row. Rows end at the first row with an empty ``task`` (notes may follow).
+
+Representation — the augmented DAG of MOIRAI eq. (3): every data flow ``q`` of operator
+``i`` to ``j`` becomes its own zero-work op ``q`` (named after the flow's id) with edges
+``i -> q -> j``, colocated with ``i`` (``Op.group``), so the flow crosses a device boundary
+exactly when ``i`` and ``j`` are apart (MOIRAI's ``z_q``) and then travels on channel
+``dev(i) -> dev(j)`` (``u_{q k' k''}``). Successors listed without a flow (the source
+task 0) get a plain zero-cost edge.
+
+Transfer times: the sheets give a full ``K x K`` time matrix per flow, and in general
+(e.g. ``example-1``) these matrices are *not* multiples of one matrix, so one bandwidth
+per channel cannot express them. The exact matrix is therefore stored on each flow op as
+``attrs["transfer_time"]`` (read it back with :func:`transfer_time`). For the generic,
+size-based cost model each flow also gets ``out_bytes = s_q = max_{a != b} pc_qab`` and
+the cluster gets directed :class:`~placement_dsl.cluster.Link` s ``a -> b`` of bandwidth
+``1 / t_ab`` with ``t_ab`` the median of ``pc_qab / s_q`` over flows; the largest
+deviation ``|s_q t_ab - pc_qab|`` relative to ``max pc`` is reported as
+``meta["transfer_fit_error"]`` (about 1e-4 on GoogLeNet, whose times are size /
+bandwidth up to rounding; large on the hand-made example-1).
+
+Devices: one device and one device *kind* per column, named ``"d0" .. "dK-1"``; an
+operator's ``work`` is keyed by those kinds and its ``mi`` is its ``param_bytes``
+(MOIRAI eq. 5).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster, Device, Link
+from ..errors import SpecError
+from ..graph import Graph, Op
+from .workload import Workload
+
+KIND_PREFIX = "d"
+
+
+def _xlrd() -> Any:
+    try:
+        import xlrd
+    except ImportError:
+        raise SpecError("reading MOIRAI .xls sheets needs xlrd: pip install placement_dsl[moirai]") from None
+    return xlrd
+
+
+def _cells(text: Any) -> list[str]:
+    if isinstance(text, float):
+        return [_name(text)]
+    return [part.strip() for part in str(text).split(",") if part.strip()]
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _float(value: Any, where: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}: {value!r} is not a number") from None
+    if math.isnan(out) or math.isinf(out) or out < 0:
+        raise SpecError(f"{where}: {value!r} must be a finite number >= 0")
+    return out
+
+
+def read_rows(path: str | Path) -> tuple[list[str], list[list[Any]]]:
+    """Headers and data rows of the first sheet (up to the first row without a task)."""
+    xlrd = _xlrd()
+    try:
+        sheet = xlrd.open_workbook(str(path)).sheet_by_index(0)
+    except (OSError, xlrd.XLRDError) as err:
+        raise SpecError(f"cannot read MOIRAI sheet {str(path)!r}: {err}") from None
+    if sheet.nrows < 2:
+        raise SpecError(f"{str(path)!r}: the first sheet has no data rows")
+    headers = [str(h).strip() for h in sheet.row_values(0)]
+    rows = []
+    for r in range(1, sheet.nrows):
+        row = sheet.row_values(r)
+        if row[0] == "":
+            break
+        rows.append(row)
+    return headers, rows
+
+
+def _devices(headers: list[str], source: str) -> int:
+    K = sum(1 for h in headers if h.startswith("p") and h[1:].isdigit())
+    need = ["task", "c_task", "dir_succ", "mi"] + [f"p{k}" for k in range(K)] + [f"m{k}" for k in range(K)]
+    need += [f"pc{a}{b}" for a in range(K) for b in range(K)]
+    missing = [h for h in need if h not in headers]
+    if K == 0 or missing:
+        raise SpecError(f"{source}: MOIRAI sheet needs columns task, c_task, dir_succ, p0.., pc00.., mi, m0..; "
+                        f"missing {missing or ['p0']}")
+    return K
+
+
+def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<sheet>") -> tuple[Graph, Cluster, float]:
+    """Graph, cluster and transfer-fit error from the sheet's headers and rows (see the module docstring)."""
+    K = _devices(headers, source)
+    col = {h: i for i, h in enumerate(headers)}
+    kinds = [f"{KIND_PREFIX}{k}" for k in range(K)]
+    ops: list[Op] = []
+    edges: list[tuple[str, str]] = []
+    flows: list[tuple[int, np.ndarray]] = []  # (op position, K x K times)
+    for r, row in enumerate(rows, start=2):
+        where = f"{source}, row {r}"
+        task = _name(row[col["task"]])
+        if isinstance(row[col["task"]], str) and not task.replace(".", "", 1).isdigit():
+            raise SpecError(f"{where}: task id {task!r} is not a number")
+        work = {kinds[k]: _float(row[col[f"p{k}"]], f"{where}, p{k}") for k in range(K)}
+        comm, succ = _cells(row[col["c_task"]]), _cells(row[col["dir_succ"]])
+        group = task if comm else None
+        ops.append(Op(name=task, work=work, param_bytes=_float(row[col["mi"]] or 0.0, f"{where}, mi"),
+                      group=group, attrs={"moirai": "operator"}))
+        if comm and len(comm) != len(succ):
+            raise SpecError(f"{where}: task {task}: {len(comm)} communication tasks {comm} but "
+                            f"{len(succ)} successors {succ}; they must align")
+        if not comm:
+            edges += [(task, j) for j in succ]
+            continue
+        times = _flow_times(row, col, K, len(comm), where)
+        for q, j, t in zip(comm, succ, times):
+            flows.append((len(ops), t))
+            ops.append(Op(name=q, work=0.0, group=task, attrs={"moirai": "communication",
+                                                                "transfer_time": t.tolist()}))
+            edges += [(task, q), (q, j)]
+    memory = [_float(rows[0][col[f"m{k}"]], f"{source}, row 2, m{k}") for k in range(K)]
+    for k, m in enumerate(memory):
+        if m <= 0:
+            raise SpecError(f"{source}: device d{k} has memory m{k}={m}; give every device a memory > 0")
+    ops, links, error = _fit_links(ops, flows, K)
+    graph = Graph(ops, edges, name=name)
+    devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k]) for k in range(K)]
+    return graph, Cluster(devices, links), error
+
+
+def _flow_times(row: list[Any], col: dict[str, int], K: int, count: int, where: str) -> list[np.ndarray]:
+    out = np.zeros((count, K, K))
+    for a in range(K):
+        for b in range(K):
+            cells = _cells(row[col[f"pc{a}{b}"]])
+            if len(cells) != count:
+                raise SpecError(f"{where}, pc{a}{b}: {len(cells)} times {cells} for {count} communication tasks")
+            out[:, a, b] = [_float(c, f"{where}, pc{a}{b}") for c in cells]
+    return list(out)
+
+
+def _fit_links(ops: list[Op], flows: list[tuple[int, np.ndarray]], K: int) -> tuple[list[Op], list[Link], float]:
+    """Sizes ``s_q`` and channel bandwidths ``1 / t_ab`` with ``s_q t_ab ~ pc_qab`` (see the module docstring)."""
+    if not flows or K < 2:
+        return ops, [], 0.0
+    off = ~np.eye(K, dtype=bool)
+    pc = np.stack([t for _, t in flows])  # (flows, K, K)
+    size = pc[:, off].max(axis=1)
+    used = size > 0
+    if not used.any():
+        return ops, [], 0.0
+    t = np.zeros((K, K))
+    t[off] = np.median(pc[used][:, off] / size[used, None], axis=0)
+    error = float(np.abs(size[:, None, None] * t - pc)[:, off].max() / pc.max())
+    ops = list(ops)
+    for (pos, _), s in zip(flows, size):
+        ops[pos] = ops[pos].model_copy(update={"out_bytes": float(s)})
+    links = [Link(src=f"{KIND_PREFIX}{a}", dst=f"{KIND_PREFIX}{b}", bandwidth=1.0 / t[a, b] if t[a, b] > 0 else math.inf)
+             for a in range(K) for b in range(K) if a != b]
+    return ops, links, error
+
+
+def transfer_time(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``(n, D, D)`` time to move each op's output from device ``a`` to device ``b`` (0 on the diagonal).
+
+    The exact per-flow matrix where an op carries ``attrs["transfer_time"]`` (MOIRAI
+    ``p^comm_{q a b}``), else ``out_bytes / route_bandwidth[a, b]``.
+    """
+    D = cluster.size
+    with np.errstate(divide="ignore"):
+        per_byte = np.where(np.eye(D, dtype=bool), 0.0, 1.0 / cluster.route_bandwidth)
+    out = graph.out_bytes[:, None, None] * per_byte[None]
+    for i, op in enumerate(graph.ops):
+        exact = op.attrs.get("transfer_time")
+        if exact is not None:
+            exact = np.asarray(exact, dtype=float)
+            if exact.shape != (D, D):
+                raise SpecError(f"op {op.name!r}: transfer_time has shape {exact.shape}, the cluster has {D} devices")
+            out[i] = exact
+    return out
+
+
+def load(path: str | Path, **options: Any) -> Workload:
+    """Read a MOIRAI ``.xls`` sheet as a workload on its heterogeneous devices.
+
+    No options are accepted (the devices come from the sheet); an unknown option raises
+    :class:`SpecError`.
+    """
+    if options:
+        raise SpecError(f"moirai.load takes no options, got {sorted(options)}")
+    path = Path(path)
+    headers, rows = read_rows(path)
+    graph, cluster, error = build(headers, rows, name=path.stem, source=str(path))
+    meta = {"path": str(path), "transfer_fit_error": error,
+            "flows": sum(1 for op in graph.ops if op.attrs.get("moirai") == "communication")}
+    return Workload(graph, cluster, "moirai", meta)
