@@ -167,9 +167,12 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     memlimit = 0.0
     for c in range(C):
         memlimit = max(memlimit, cap[c] * (1.0 + SLACK) if hard[c] else INF)
-    dp = np.full((D + 1, n + 1), INF)
-    arg = np.zeros((D + 1, n + 1), dtype=np.int32)
+    dp = np.full((n + 1, D + 1), INF)  # dp[j, t]: best max load of positions [0, j) on the first t devices
+    arg = np.zeros((n + 1, D + 1), dtype=np.int32)
+    first = np.full(n + 1, D + 1, dtype=np.int64)  # smallest t with dp[j, t] finite
     dp[0, 0] = 0.0
+    first[0] = 0
+    last = _last_useful(tm, limit, D)
     r_in = np.zeros(n)
     r_out = np.zeros(n)
     live = np.zeros(n + 1)
@@ -204,25 +207,47 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
                     fmin = min(fmin, val)
             if fmin == INF:
                 continue
-            for t in range(1, D + 1):
-                val = max(dp[t - 1, i], f[cls[t - 1]])
-                if val < dp[t, j]:
-                    dp[t, j] = val
-                    arg[t, j] = i
+            t_hi = min(last[i], last[j] - 1) + 2
+            if C == 1:
+                for t in range(first[i] + 1, t_hi):
+                    val = max(dp[i, t - 1], fmin)
+                    if val < dp[j, t]:
+                        dp[j, t] = val
+                        arg[j, t] = i
+            else:
+                for t in range(first[i] + 1, t_hi):
+                    val = max(dp[i, t - 1], f[cls[t - 1]])
+                    if val < dp[j, t]:
+                        dp[j, t] = val
+                        arg[j, t] = i
         for t in range(1, D + 1):  # device t stays empty
-            if dp[t - 1, j] < dp[t, j]:
-                dp[t, j] = dp[t - 1, j]
-                arg[t, j] = j
+            if dp[j, t - 1] < dp[j, t]:
+                dp[j, t] = dp[j, t - 1]
+                arg[j, t] = j
+            if dp[j, t] < INF and first[j] > D:
+                first[j] = t
     bounds = np.zeros(D + 1, dtype=np.int64)
     bounds[D] = n
-    value = dp[D, n]
+    value = dp[n, D]
     if not value <= limit:
         return INF, bounds
     j = n
     for t in range(D, 0, -1):
-        j = arg[t, j]
+        j = arg[j, t]
         bounds[t - 1] = j
     return value, bounds
+
+
+@numba.njit(cache=True)
+def _last_useful(tm, limit, D):
+    """Most devices a prefix ``[0, j)`` may use: each later stage holds at most ``limit`` of work."""
+    n = tm.size - 1
+    last = np.full(n + 1, D, dtype=np.int64)
+    if limit < INF and limit > 0.0:
+        for j in range(n + 1):
+            need = np.ceil((tm[n] - tm[j]) / limit - 1e-9)
+            last[j] = max(0, D - int(max(need, 0.0)))
+    return last
 
 
 @numba.njit(cache=True)

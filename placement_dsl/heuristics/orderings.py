@@ -1,0 +1,255 @@
+"""Searching over topological orders for SliceGraph (Archer et al. §4.2, App. C.1).
+
+Every method maps node priorities ``x in [0, 1]^n`` to a topological order with Kahn's
+algorithm (Alg. 3) and slices it optimally (Alg. 1):
+
+* :func:`random_orders` — random-T: ``T`` i.i.d. ``U(0, 1)`` priority vectors, best slicing.
+* :func:`brkga` — a biased random-key genetic algorithm (Gonçalves & Resende 2011) whose
+  decoder is BrkgaSortAndSliceDecoder (Alg. 2); the fitness is the MTPP objective.
+* :func:`mla`, :func:`mla_weighted` — BRKGA on the minimum-linear-arrangement objective
+  ``h(pi) = sum_{(u,v) in E} w(u, v) |pi^-1(u) - pi^-1(v)|`` of the decoded order
+  (``w = 1`` or ``w = io(u, v)``), then one slicing of the best order.
+
+Decoding only needs the exact fitness of candidates that can still matter, so each decode
+gets a cutoff (the best value for random-T; the worst elite's value for BRKGA, since a child
+above it can never enter the elite set) and the DP prunes every segment above it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numba
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import CostModel
+from ..graph import Graph
+from .base import HeuristicResult
+from .slicegraph import Slicer, _kahn
+
+INF = math.inf
+
+
+# ---------------------------------------------------------------------------- options
+def _count(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise SpecError(f"option {name}={value!r}: expected an integer >= {minimum}")
+    return int(value)
+
+
+def _fraction(name: str, value: Any, low: float = 0.0, high: float = 1.0) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"option {name}={value!r}: expected a number in [{low}, {high}]") from None
+    if not low <= value <= high:
+        raise SpecError(f"option {name}={value!r}: expected a number in [{low}, {high}]")
+    return value
+
+
+@dataclass(frozen=True)
+class BrkgaConfig:
+    """BRKGA parameters (Gonçalves & Resende 2011; Archer et al. use population 100)."""
+
+    evaluations: int = 1000
+    population: int = 100
+    elite: float = 0.2  # fraction of the population kept as elite
+    mutants: float = 0.15  # fraction replaced by fresh random keys each generation
+    rho: float = 0.7  # probability a child inherits a gene from its elite parent
+
+    def __post_init__(self) -> None:
+        _count("evaluations", self.evaluations)
+        _count("population", self.population, 2)
+        _fraction("elite", self.elite, 0.0, 1.0)
+        _fraction("mutants", self.mutants, 0.0, 1.0)
+        _fraction("rho", self.rho, 0.5, 1.0)
+        if self.n_elite + self.n_mutants > self.population:
+            raise SpecError(f"BRKGA: elite ({self.elite}) + mutants ({self.mutants}) exceed the population "
+                            f"{self.population}; lower one of the fractions")
+
+    @property
+    def n_elite(self) -> int:
+        return max(1, int(round(self.elite * self.population)))
+
+    @property
+    def n_mutants(self) -> int:
+        return int(round(self.mutants * self.population))
+
+
+@dataclass
+class SearchState:
+    """The population and the bookkeeping of one BRKGA run."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    evaluations: int = 0
+    history: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- BRKGA core
+Fitness = Callable[[np.ndarray, float], float]  # (keys, cutoff) -> exact value, or inf if above cutoff
+
+
+def _evaluate_batch(fitness: Fitness, keys: np.ndarray, known: np.ndarray, n_elite: int,
+                    state: SearchState, budget: int) -> np.ndarray:
+    """Fitness of the rows the budget allows, the cutoff tightening to the current n_elite-th best."""
+    count = min(len(keys), budget - state.evaluations)
+    out = np.full(count, INF)
+    pool = list(np.sort(known)[:n_elite])
+    for r in range(count):
+        cutoff = pool[n_elite - 1] if len(pool) >= n_elite else INF
+        out[r] = fitness(keys[r], cutoff)
+        state.evaluations += 1
+        if out[r] < cutoff:
+            pool = sorted(pool + [out[r]])[:n_elite]
+    return out
+
+
+def _next_generation(state: SearchState, cfg: BrkgaConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Elites survive, mutants are fresh keys, the rest are biased crossovers elite x non-elite."""
+    P, n = state.keys.shape
+    rank = np.argsort(state.values, kind="stable")
+    elite, other = rank[: cfg.n_elite], rank[cfg.n_elite:]
+    n_cross = P - cfg.n_elite - cfg.n_mutants
+    mutants = rng.random((cfg.n_mutants, n))
+    parents_e = state.keys[rng.choice(elite, n_cross)]
+    parents_o = state.keys[rng.choice(other if other.size else elite, n_cross)]
+    children = np.where(rng.random((n_cross, n)) < cfg.rho, parents_e, parents_o)
+    return elite, np.vstack([mutants, children])
+
+
+def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Generator,
+                 initial: np.ndarray | None = None) -> SearchState:
+    """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes."""
+    P = min(cfg.population, cfg.evaluations)
+    keys = rng.random((P, n))
+    if initial is not None:
+        keys[: len(initial)] = initial[:P]
+    state = SearchState(keys=keys, values=np.full(P, INF))
+    n_elite = min(cfg.n_elite, P)
+    state.values = _evaluate_batch(fitness, keys, np.empty(0), n_elite, state, cfg.evaluations)
+    state.history.append(float(state.values.min()))
+    while state.evaluations < cfg.evaluations and P > cfg.n_elite:
+        elite, fresh = _next_generation(state, cfg, rng)
+        values = _evaluate_batch(fitness, fresh, state.values[elite], cfg.n_elite, state, cfg.evaluations)
+        state.keys = np.vstack([state.keys[elite], fresh[: values.size]])
+        state.values = np.concatenate([state.values[elite], values])
+        state.history.append(float(state.values.min()))
+    return state
+
+
+def topo_keys(graph: Graph) -> np.ndarray:
+    """Priorities that make Kahn's algorithm reproduce the graph's topological order."""
+    return 1.0 - (graph.rank + 0.5) / graph.n
+
+
+# ---------------------------------------------------------------------------- MTPP decoders
+def _slice_fitness(slicer: Slicer) -> Fitness:
+    """BrkgaSortAndSliceDecoder (Archer Alg. 2)."""
+    def fitness(keys: np.ndarray, cutoff: float) -> float:
+        return slicer.solve(slicer.order(keys), cutoff)[0]
+    return fitness
+
+
+def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluations: int,
+            **info: Any) -> HeuristicResult:
+    order = slicer.order(keys)
+    value, bounds = slicer.solve(order)
+    if value == INF:
+        raise InfeasibleError(f"{method}: no order found slices onto {slicer.k} devices within their memory "
+                              f"(graph {slicer.graph.name!r}); add devices or use the 'bottleneck' (overflow) model")
+    return slicer.result(method, order, bounds, start, evaluations, dp_value=value, keys=keys, **info)
+
+
+def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+                  evaluations: int = 1000) -> HeuristicResult:
+    """random-T (Archer App. C.1): best slicing over ``T = evaluations`` i.i.d. ``U(0,1)`` priority vectors."""
+    start = time.perf_counter()
+    T = _count("evaluations", evaluations)
+    slicer = Slicer(graph, cluster, model)
+    rng = np.random.default_rng(seed)
+    best, best_keys = INF, rng.random(graph.n)
+    for t in range(T):
+        keys = best_keys if t == 0 else rng.random(graph.n)
+        value = slicer.solve(slicer.order(keys), best)[0]
+        if value < best:
+            best, best_keys = value, keys
+    return _finish(slicer, "random", best_keys, start, T)
+
+
+def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+          evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
+          rho: float = 0.7, initial: np.ndarray | None = None) -> HeuristicResult:
+    """BRKGA over node priorities with the sort-and-slice decoder (Archer Alg. 2, App. C.1).
+
+    The initial population holds ``initial`` (rows of priorities; default: the priorities of
+    the graph's topological order, so the result is never worse than :func:`slicegraph`)
+    and uniform random keys. ``info['history']`` is the best value after each generation.
+    """
+    start = time.perf_counter()
+    cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
+    slicer = Slicer(graph, cluster, model)
+    init = _initial(graph, initial)
+    state = brkga_search(_slice_fitness(slicer), graph.n, cfg, np.random.default_rng(seed), init)
+    best = state.keys[int(np.argmin(state.values))]
+    return _finish(slicer, "brkga", best, start, state.evaluations, history=state.history)
+
+
+def _initial(graph: Graph, initial: np.ndarray | None) -> np.ndarray:
+    if initial is None:
+        return topo_keys(graph)[None, :]
+    init = np.atleast_2d(np.asarray(initial, dtype=float))
+    if init.shape[1] != graph.n or not np.all(np.isfinite(init)):
+        raise SpecError(f"option initial: expected rows of {graph.n} finite priorities, got shape {init.shape}")
+    return init
+
+
+# ---------------------------------------------------------------------------- MLA
+@numba.njit(cache=True)
+def _arrangement(keys, succ_ptr, succ_idx, indeg, src, dst, weight):
+    """h(pi) = sum_e w_e (pi^-1(v) - pi^-1(u)) of the Kahn order of ``keys`` (forward edges only)."""
+    order = _kahn(keys, succ_ptr, succ_idx, indeg)
+    pos = np.empty(order.size, dtype=np.int64)
+    for q in range(order.size):
+        pos[order[q]] = q
+    total = 0.0
+    for e in range(src.size):
+        total += weight[e] * (pos[dst[e]] - pos[src[e]])
+    return total
+
+
+def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | None, weighted: bool,
+         cfg: BrkgaConfig, method: str) -> HeuristicResult:
+    start = time.perf_counter()
+    slicer = Slicer(graph, cluster, model)
+    weight = graph.out_bytes[graph.src] if weighted else np.ones(graph.m)
+    indeg = np.diff(graph.pred_ptr)
+
+    def fitness(keys: np.ndarray, cutoff: float) -> float:
+        return _arrangement(keys, graph.succ_ptr, graph.succ_idx, indeg, graph.src, graph.dst, weight)
+
+    state = brkga_search(fitness, graph.n, cfg, np.random.default_rng(seed), topo_keys(graph)[None, :])
+    best = state.keys[int(np.argmin(state.values))]
+    return _finish(slicer, method, best, start, state.evaluations, arrangement=float(state.values.min()),
+                   history=state.history)
+
+
+def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+        evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
+        rho: float = 0.7) -> HeuristicResult:
+    """mla (Archer App. C.1): BRKGA on the unweighted linear-arrangement cost, then slice the best order."""
+    cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
+    return _mla(graph, cluster, model, seed, False, cfg, "mla")
+
+
+def mla_weighted(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+                 evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
+                 rho: float = 0.7) -> HeuristicResult:
+    """mla-weighted (Archer App. C.1): edge weights ``io(u, v)``, the producer's tensor size."""
+    cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
+    return _mla(graph, cluster, model, seed, True, cfg, "mla-weighted")
