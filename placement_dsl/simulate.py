@@ -22,7 +22,8 @@ Schedules
 ``gpipe``
     GPipe (Huang et al.; Tarnawski §5.3): per mini-batch of ``n`` microbatches, a device
     runs all its forwards, then all its backwards (pipeline flush). Time per sample tends
-    to ``max_d FW_d + max_d BW_d``.
+    to ``max_d FW_d + max_d BW_d`` when every forward op reaches the loss (as in a real
+    model); units not on such a path are only held back by their own dependencies.
 
 For ``n`` microbatches the makespan is ``n * T + O(fill)``, so ``makespan / n`` converges
 to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sample`).

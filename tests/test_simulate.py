@@ -1,0 +1,129 @@
+"""The schedule simulator converges to the analytic objectives of the cost model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import evaluate
+from placement_dsl.graph import Graph, Op
+from placement_dsl.placement import Placement
+from placement_dsl.simulate import analytic_time_per_sample, simulate, throughput_curve
+
+
+def training_placement(b1_work: float = 6.0) -> Placement:
+    g = Graph([Op(name="f1", work=2, out_bytes=1, group="1"), Op(name="f2", work=3, group="2"),
+               Op(name="b2", work=4, out_bytes=2, backward=True, group="2"),
+               Op(name="b1", work=b1_work, backward=True, group="1")],
+              [("f1", "f2"), ("f2", "b2"), ("b2", "b1")])
+    return Placement(g, Cluster.stages(2), [0, 1, 1, 0])
+
+
+def test_two_stage_pipeline_exact():
+    g = Graph([Op(name="a", work=1.0, out_bytes=1.0), Op(name="b", work=3.0)], [("a", "b")])
+    p = Placement(g, Cluster.stages(2), [0, 1])
+    # stage0 takes 2 (work + out), stage1 4 (in + work): makespan = 2 + n * 4
+    assert simulate(p, "pipeline", 5).makespan == 22.0
+    assert analytic_time_per_sample(p) == 4.0 == evaluate(p).objective
+
+
+@pytest.mark.parametrize("schedule, analytic", [("1f1b", 11.0), ("gpipe", 12.0)])
+def test_training_schedules_converge(schedule, analytic):
+    p = training_placement()
+    assert analytic_time_per_sample(p, schedule) == analytic
+    assert analytic == evaluate(p, "pipedream" if schedule == "1f1b" else "gpipe").objective
+    curve = throughput_curve(p, schedule, [1, 10, 100, 1000])
+    tps = [t for _, t in curve]
+    assert all(a >= b - 1e-9 for a, b in zip(tps, tps[1:]))  # falls as n grows
+    assert tps[-1] >= analytic - 1e-9 and tps[-1] == pytest.approx(analytic, rel=2e-3)
+    assert tps[0] > analytic * 1.3  # one sample cannot be pipelined
+
+
+def test_1f1b_beats_gpipe_when_peaks_differ():
+    p = training_placement()
+    n = 200
+    assert simulate(p, "1f1b", n).makespan < simulate(p, "gpipe", n).makespan
+
+
+def test_trace_respects_devices_and_dependencies():
+    p = training_placement()
+    res = simulate(p, "1f1b", 6, record=True)
+    assert len(res.trace) == 6 * 4
+    for dev in ("stage0", "stage1"):
+        bars = sorted((t.start, t.end) for t in res.trace if t.device == dev)
+        assert all(e <= s2 + 1e-12 for (_, e), (s2, _) in zip(bars, bars[1:]))  # one task at a time
+    when = {(t.device, t.backward, t.microbatch): t for t in res.trace}
+    for j in range(6):  # f(stage0) -> f(stage1) -> b(stage1) -> b(stage0)
+        chain = [("stage0", False), ("stage1", False), ("stage1", True), ("stage0", True)]
+        for a, b in zip(chain, chain[1:]):
+            assert when[(*a, j)].end <= when[(*b, j)].start + 1e-12
+    assert max(t.end for t in res.trace) == res.makespan
+
+
+def test_errors():
+    p = training_placement()
+    with pytest.raises(SpecError, match="use '1f1b' or 'gpipe'"):
+        simulate(p, "pipeline")
+    with pytest.raises(SpecError, match="unknown schedule 'zigzag'"):
+        simulate(p, "zigzag")
+    with pytest.raises(SpecError, match="microbatches must be an integer >= 1, got 0"):
+        simulate(p, "gpipe", 0)
+    g = Graph([Op(name=n, work=1.0) for n in "abc"], [("a", "b"), ("b", "c")])
+    with pytest.raises(SpecError, match="use 'pipeline'"):
+        simulate(Placement(g, Cluster.stages(2), [0, 1, 0]), "gpipe")
+    with pytest.raises(SpecError, match="form a cycle"):
+        simulate(Placement(g, Cluster.stages(2), [0, 1, 0]), "pipeline")
+
+
+@st.composite
+def pipelines(draw, training: bool):
+    """A random DAG placed in topological order (so the stages form an acyclic quotient graph).
+
+    Training graphs mirror the forward DAG and chain it through the loss, as a real model's do.
+    """
+    n = draw(st.integers(2, 8))
+    k = draw(st.integers(1, 4))
+    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=2 * n))
+    backbone = {(i, i + 1) for i in range(n - 1)} if training else set()  # every op reaches the loss
+    edges = sorted({(min(u, v), max(u, v)) for u, v in pairs if u != v} | backbone)
+    fw = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    bw = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    size = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    stage = sorted(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
+    ops = [Op(name=f"f{i}", work=float(fw[i]), out_bytes=float(size[i]), group=str(i)) for i in range(n)]
+    es = [(f"f{u}", f"f{v}") for u, v in edges]
+    assign = list(stage)
+    if training:
+        ops += [Op(name=f"b{i}", work=float(bw[i]), out_bytes=float(size[i]), backward=True, group=str(i))
+                for i in range(n)]
+        es += [(f"b{v}", f"b{u}") for u, v in edges] + [(f"f{n - 1}", f"b{n - 1}")]
+        assign += stage
+    return Placement(Graph(ops, es), Cluster.stages(k), assign)
+
+
+@given(pipelines(training=False))
+def test_pipeline_converges_to_max_load(p):
+    T = analytic_time_per_sample(p, "pipeline")
+    total = sum(r.load for r in evaluate(p).devices)
+    for n in (1, 50):
+        makespan = simulate(p, "pipeline", n).makespan
+        assert n * T - 1e-9 <= makespan <= (n - 1) * T + total + 1e-9
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+@given(p=pipelines(training=True))
+def test_training_converges(p, schedule):
+    T = analytic_time_per_sample(p, schedule)
+    rows = evaluate(p).devices
+    slack = 2 * sum(r.load for r in rows)  # fill and drain of the pipeline
+    n = 40
+    makespan = simulate(p, schedule, n).makespan
+    assert n * T - 1e-9 <= makespan <= n * T + slack + 1e-9
+    if schedule == "1f1b":
+        assert T == pytest.approx(evaluate(p, "pipedream").objective)
+    else:
+        assert T == pytest.approx(evaluate(p, "gpipe").objective)
+    assert np.isfinite(makespan)
