@@ -71,4 +71,4 @@ def test_with_cluster_and_evaluate(chain):
     assert q.assign.tolist() == p.assign.tolist() and q.cluster != p.cluster
     assert p.evaluate().objective == 2.0  # no tensors: each stage works 2
     assert "objective (max_load): 2" in p.table()
-    assert "2 ops" not in repr(p) and "on 2/2 devices" in repr(p)
+    assert "4 ops on 2/2 devices" in repr(p)
