@@ -8,6 +8,7 @@ guard (:mod:`.guard`) stops the worker outright if even that does not end it.
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import threading
 import time
@@ -64,18 +65,16 @@ def _write_mps(lm: LinearModel, path: Path) -> None:
     h.writeModel(str(path))
 
 
-def _load(lm: LinearModel, options: SolveOptions):
+def _load(lm: LinearModel, options: SolveOptions, tmp: Path, log: Path):
     """A pyscipopt model of ``lm`` and its variables in column order."""
     import pyscipopt
 
     model = pyscipopt.Model()
     model.hideOutput(not options.verbose)
-    if options.log_path:
-        model.setLogfile(str(options.log_path))
-    with tempfile.TemporaryDirectory(prefix="placement_dsl_") as tmp:
-        path = Path(tmp) / "model.mps"
-        _write_mps(lm, path)
-        model.readProblem(str(path))
+    model.setLogfile(str(log))
+    path = tmp / "model.mps"
+    _write_mps(lm, path)
+    model.readProblem(str(path))
     cols = [None] * lm.n_cols
     for var in model.getVars():
         cols[int(var.name[1:])] = var
@@ -90,8 +89,8 @@ def _handler_class():
     class Watch(pyscipopt.Eventhdlr):
         """Streams incumbents and bounds; interrupts at the deadline."""
 
-        def __init__(self, cols, emit: Emit, deadline: float, start_objective: float | None):
-            self.cols, self.emit, self.deadline = cols, emit, deadline
+        def __init__(self, cols, emit: Emit, deadline: float, start_objective: float | None, log: Path | None):
+            self.cols, self.emit, self.deadline, self.log = cols, emit, deadline, log
             self.start_objective, self.first, self.bound = start_objective, True, -math.inf
 
         def eventinit(self):
@@ -104,6 +103,7 @@ def _handler_class():
 
         def eventexec(self, event):
             m = self.model
+            self.judge_start()
             if event.getType() == pyscipopt.SCIP_EVENTTYPE.BESTSOLFOUND:
                 self._incumbent(m, m.getBestSol())
             self._bound(m)
@@ -111,16 +111,15 @@ def _handler_class():
                 m.interruptSolve()
 
         def _incumbent(self, m, sol) -> None:
-            obj = float(m.getSolObjVal(sol))
-            if self.first and self.start_objective is not None:
-                same = math.isclose(obj, self.start_objective, rel_tol=1e-9, abs_tol=1e-9)
-                heur = sol.getHeur() if hasattr(sol, "getHeur") else None
-                origin = "the given start" if heur is None else f"heuristic {heur.getName()!r}"
-                self.emit(StartVerdict(same, f"first incumbent {obj:.10g} at t={m.getSolvingTime():.3f}s "
-                                             f"from {origin}"))
-            self.first = False
+            self.judge_start()
             x = np.array([m.getSolVal(sol, v) for v in self.cols])
-            self.emit(Incumbent(float(m.getSolvingTime()), obj, x))
+            self.emit(Incumbent(float(m.getSolvingTime()), float(m.getSolObjVal(sol)), x))
+
+        def judge_start(self) -> None:
+            """Judge the start once, from SCIP's log line about its solution candidate storage."""
+            if self.first and self.start_objective is not None and self.log is not None:
+                self.first = False
+                self.emit(_verdict(self.log, self.start_objective))
 
         def _bound(self, m) -> None:
             b = float(m.getDualbound())
@@ -129,6 +128,23 @@ def _handler_class():
                 self.emit(Bound(float(m.getSolvingTime()), b))
 
     return Watch
+
+
+START_LINE = re.compile(r"feasible solution given by solution candidate storage, new primal bound (\S+)")
+
+
+def _verdict(log: Path, start_objective: float) -> StartVerdict:
+    """Whether SCIP's log shows the start entering as the first primal bound."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError as err:
+        return StartVerdict(False, f"SCIP log unreadable: {err}")
+    found = START_LINE.search(text)
+    if found is None:
+        return StartVerdict(False, "SCIP's log does not show the start being taken")
+    bound = float(found.group(1))
+    same = math.isclose(bound, start_objective, rel_tol=1e-6, abs_tol=1e-9)
+    return StartVerdict(same, f"SCIP log: start from candidate storage, new primal bound {found.group(1)}")
 
 
 def _add_start(model, cols, start: np.ndarray, emit: Emit) -> bool:
@@ -157,9 +173,15 @@ def _final(model, cols, seconds: float) -> Final:
 def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_objective: float | None,
         deadline: float, emit: Emit) -> None:
     """Solve ``lm`` with SCIP, reporting progress through ``emit`` and ending with a :class:`Final`."""
+    with tempfile.TemporaryDirectory(prefix="placement_dsl_scip_") as tmp:
+        log = Path(options.log_path) if options.log_path else Path(tmp) / "scip.log"
+        _run(lm, options, start, start_objective, deadline, emit, Path(tmp), log)
+
+
+def _run(lm, options, start, start_objective, deadline, emit, tmp: Path, log: Path) -> None:
     t0 = time.perf_counter()
-    model, cols = _load(lm, options)
-    watch = _handler_class()(cols, emit, deadline, start_objective)
+    model, cols = _load(lm, options, tmp, log)
+    watch = _handler_class()(cols, emit, deadline, start_objective, log)
     model.includeEventhdlr(watch, "placement_dsl_watch", "streams incumbents and bounds")
     if start is not None and not _add_start(model, cols, start, emit):
         watch.start_objective = None
@@ -174,6 +196,5 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
     finally:
         timer.cancel()
     final = _final(model, cols, time.perf_counter() - t1)
-    if start is not None and watch.first and watch.start_objective is not None:
-        emit(StartVerdict(False, f"SCIP reported no incumbent from the start ({final.code})"))
+    watch.judge_start()
     emit(final)
