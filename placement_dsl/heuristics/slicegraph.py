@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numba
@@ -23,7 +24,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import CostModel, evaluate
+from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult
@@ -318,7 +319,7 @@ class Slicer:
         self.devices = np.arange(cluster.size) if devices is None else np.asarray(devices, dtype=np.int64)
         if self.devices.size == 0:
             raise SpecError("Slicer: no devices to slice onto; pass a non-empty devices list")
-        p = stage_params(graph, cluster, self.model, self.devices)
+        p = stage_params(graph, cluster, replace(self.model, objective=Objective.MAX_LOAD), self.devices)
         require_allowed(graph, p)
         self.params = p
         tmin = p.times.min(axis=0)

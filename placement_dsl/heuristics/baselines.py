@@ -1,0 +1,351 @@
+"""Baseline placements (Tarnawski et al. §6-7 and their baselines; Archer et al.'s trivial bound).
+
+* :func:`greedy` — Tarnawski §7: contract colocation groups (and the cycles that creates, App. B),
+  fix a topological order, fill each accelerator in turn with as many ops as fit in its memory,
+  put the rest on the CPU.
+* :func:`local_search` — Tarnawski §6 ([MKA07]): from a random memory-feasible split, apply the best
+  single-group reassignment until a local optimum; 10 restarts, best kept.
+* :func:`pipedream_path` — PipeDream's optimizer (Narayanan et al. 2019) as Tarnawski run it:
+  branchings contracted so the graph becomes a path, then the exact path DP over the
+  accelerators. The path's nodes are the topological levels (ops of equal longest-path depth,
+  so parallel branches merge); the DP is the slicing DP with cuts only between levels.
+* :func:`one_device` — everything on the best single accelerator.
+
+All keep colocation groups on one device. Each optimizes the max-load objective (compute +
+transfers + overflow, as :mod:`placement_dsl.evaluate` defines it) and reports the cost
+model's objective for ``model``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import networkx as nx
+import numba
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from .base import HeuristicResult
+from .segments import OVERLAP_CODE, stage_load
+from .slicegraph import Slicer
+
+INF = math.inf
+SLACK = 1e-9
+
+
+def _result(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, assign: np.ndarray,
+            start: float, evaluations: int = 1, **info: object) -> HeuristicResult:
+    model = model or CostModel()
+    placement = Placement(graph, cluster, assign, source=method)
+    objective = evaluate(placement, model).objective
+    return HeuristicResult(method=method, placement=placement, objective=objective,
+                           seconds=time.perf_counter() - start, evaluations=evaluations, info=dict(info))
+
+
+def _accelerators(cluster: Cluster) -> np.ndarray:
+    """Non-host devices in pipeline order (all devices when every one is a host)."""
+    acc = np.flatnonzero(~cluster.host)
+    return acc if acc.size else np.arange(cluster.size)
+
+
+def max_load_model(model: CostModel | None) -> CostModel:
+    """The max-load version of ``model`` (same overlap and memory mode) that the baselines optimize."""
+    model = model or CostModel()
+    return replace(model, objective=Objective.MAX_LOAD)
+
+
+# ---------------------------------------------------------------------------- contraction (Tarnawski App. B)
+def contract(graph: Graph) -> list[np.ndarray]:
+    """Colocation groups contracted, then strongly connected components: units in topological order."""
+    gid = graph.group_id
+    q = nx.DiGraph()
+    q.add_nodes_from(np.unique(gid).tolist())
+    cross = gid[graph.src] != gid[graph.dst]
+    q.add_edges_from(zip(gid[graph.src[cross]].tolist(), gid[graph.dst[cross]].tolist()))
+    cond = nx.condensation(q)
+    members_of = cond.graph["mapping"]  # group id -> component
+    comp = np.array([members_of[int(g)] for g in gid], dtype=np.int64)
+    first = np.full(cond.number_of_nodes(), graph.n, dtype=np.int64)
+    np.minimum.at(first, comp, graph.rank)
+    order = nx.lexicographical_topological_sort(cond, key=lambda c: first[c])
+    by_comp = np.argsort(comp, kind="stable")
+    splits = np.split(by_comp, np.cumsum(np.bincount(comp, minlength=cond.number_of_nodes()))[:-1])
+    return [np.sort(splits[c]) for c in order]
+
+
+# ---------------------------------------------------------------------------- greedy
+def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
+           seed: int | None = None) -> HeuristicResult:
+    """Tarnawski §7 greedy: fill accelerators in topological order up to their memory, rest on the CPU.
+
+    Units that may not run on accelerators go to the CPU. Without a CPU, what is left goes to
+    the last accelerator (the cost model then reports the memory violation or the overflow).
+    """
+    start = time.perf_counter()
+    times = cluster.times(graph)
+    mem = graph.param_bytes + graph.activation_bytes
+    acc = np.flatnonzero(~cluster.host)
+    cpus = np.flatnonzero(cluster.host)
+    spill = int(cpus[0]) if cpus.size else int(acc[-1])
+    assign = np.full(graph.n, spill, dtype=np.int64)
+    cur, used = 0, 0.0
+    for unit in contract(graph):
+        need = float(mem[unit].sum())
+        while cur < acc.size:
+            d = acc[cur]
+            if np.isfinite(times[unit, d]).all() and used + need <= cluster.memory[d] * (1 + SLACK):
+                assign[unit] = d
+                used += need
+                break
+            if not np.isfinite(times[unit, d]).all():
+                break  # not allowed on accelerators: goes to the CPU, the fill goes on
+            cur, used = cur + 1, 0.0
+    return _result("greedy", graph, cluster, model, assign, start)
+
+
+# ---------------------------------------------------------------------------- one device
+def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
+               seed: int | None = None) -> HeuristicResult:
+    """Every op on one accelerator: the best valid one by the cost model (else the best at all)."""
+    start = time.perf_counter()
+    model = model or CostModel()
+    best: tuple[bool, float, int] | None = None
+    for group in cluster.homogeneous_groups():
+        d = group[0]
+        if cluster.host[d] and (~cluster.host).any():
+            continue
+        ev = evaluate(Placement(graph, cluster, np.full(graph.n, d)), model)
+        key = (not ev.valid, ev.objective, d)
+        best = key if best is None or key < best else best
+    assert best is not None
+    return _result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
+                   evaluations=len(cluster.homogeneous_groups()))
+
+
+# ---------------------------------------------------------------------------- PipeDream path DP
+@numba.njit(cache=True)
+def _depths(topo, pred_ptr, pred_idx):
+    """Longest-path depth of every op from the sources."""
+    depth = np.zeros(topo.size, dtype=np.int64)
+    for v in topo:
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            depth[v] = max(depth[v], depth[pred_idx[e]] + 1)
+    return depth
+
+
+def level_path(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The graph contracted to a path of topological levels: an order by (depth, rank) and its level cuts.
+
+    Ops at the same longest-path depth (parallel branches) become one path node; the path's
+    edges join consecutive levels, and the only cuts allowed are between levels.
+    """
+    depth = _depths(graph.topo, graph.pred_ptr, graph.pred_idx)
+    order = np.lexsort((graph.rank, depth))
+    d = depth[order]
+    cuts = np.r_[True, d[1:] != d[:-1], True]
+    return order, cuts
+
+
+def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
+                   seed: int | None = None) -> HeuristicResult:
+    """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators."""
+    start = time.perf_counter()
+    slicer = Slicer(graph, cluster, max_load_model(model), devices=_accelerators(cluster))
+    order, cuts = level_path(graph)
+    value, bounds = slicer.solve(order, boundaries=cuts)
+    if value == INF:
+        raise InfeasibleError(f"pipedream: no split of the level path of {graph.name!r} fits the "
+                              f"accelerators' memory; add devices or use the 'bottleneck' (overflow) model")
+    assign = slicer.placement(order, bounds).assign
+    return _result("pipedream", graph, cluster, model, assign, start, path_nodes=int(cuts.sum()) - 1,
+                   dp_value=value)
+
+
+# ---------------------------------------------------------------------------- local search
+@numba.njit(cache=True)
+def _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D):
+    n = dev.size
+    comp = np.zeros(D)
+    mem = np.zeros(D)
+    tin = np.zeros(D)
+    tout = np.zeros(D)
+    stamp = np.full(D, -1, dtype=np.int64)
+    for u in range(n):
+        a = dev[u]
+        comp[a] += times[a, u]
+        mem[a] += mem_op[u]
+        sent = False
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            b = dev[succ_idx[e]]
+            if b != a and stamp[b] != u:
+                stamp[b] = u
+                tin[b] += out_bytes[u]
+                sent = True
+        if sent:
+            tout[a] += out_bytes[u]
+    return comp, mem, tin, tout
+
+
+@numba.njit(cache=True)
+def _score(comp, mem, tin, tout, cap, tscale, ovf, overlap):
+    """(max load, sum of squared loads): the max first, the spread to break its plateaus."""
+    worst = 0.0
+    spread = 0.0
+    for d in range(comp.size):
+        load = stage_load(comp[d], tin[d] * tscale[d], tout[d] * tscale[d], max(mem[d] - cap[d], 0.0) * ovf[d],
+                          overlap)
+        worst = max(worst, load)
+        spread += load * load
+    return worst, spread
+
+
+@numba.njit(cache=True)
+def _tensor_terms(a, row, size, sign, din, dout):
+    """Tensor of size ``size`` made on device ``a`` with ``row[d]`` consumers on device ``d``."""
+    sent = False
+    for d in range(row.size):
+        if d != a and row[d] > 0:
+            din[d] += sign * size
+            sent = True
+    if sent:
+        dout[a] += sign * size
+
+
+@numba.njit(cache=True)
+def _move_delta(G, b, gptr, gmem_idx, gid, dev, cnt, pred_ptr, pred_idx, succ_ptr, succ_idx, out_bytes,
+                stamp, token, din, dout, row):
+    """Transfer deltas of moving group ``G`` to device ``b`` (each affected tensor re-counted once)."""
+    a = dev[gmem_idx[gptr[G]]]
+    for k in range(gptr[G], gptr[G + 1]):
+        v = gmem_idx[k]
+        for e in range(pred_ptr[v], pred_ptr[v + 1] + 1):
+            u = pred_idx[e] if e < pred_ptr[v + 1] else v
+            if stamp[u] == token:
+                continue
+            stamp[u] = token
+            inside = 0
+            for f in range(succ_ptr[u], succ_ptr[u + 1]):
+                if gid[succ_idx[f]] == G:
+                    inside += 1
+            if inside == 0 and gid[u] != G:
+                continue
+            _tensor_terms(dev[u], cnt[u], out_bytes[u], -1.0, din, dout)
+            row[:] = cnt[u]
+            row[a] -= inside
+            row[b] += inside
+            _tensor_terms(b if gid[u] == G else dev[u], row, out_bytes[u], 1.0, din, dout)
+
+
+@numba.njit(cache=True)
+def _better(v0, v1, b0, b1):
+    return v0 < b0 * (1.0 - 1e-12) or (v0 <= b0 and v1 < b1 * (1.0 - 1e-12))
+
+
+@numba.njit(cache=True)
+def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                  out_bytes, cap, hard, tscale, ovf, overlap, max_moves):
+    """Best single-group move until none improves (max load, then spread)."""
+    n = dev.size
+    D = cap.size
+    nG = gptr.size - 1
+    cnt = np.zeros((n, D), dtype=np.int32)
+    for v in range(n):
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            cnt[pred_idx[e], dev[v]] += 1
+    comp, mem, tin, tout = _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
+    b0, b1 = _score(comp, mem, tin, tout, cap, tscale, ovf, overlap)
+    stamp = np.full(n, -1, dtype=np.int64)
+    din = np.zeros(D)
+    dout = np.zeros(D)
+    row = np.zeros(D, dtype=np.int32)
+    token = 0
+    moves = 0
+    while moves < max_moves:
+        best_g, best_d, n0, n1 = -1, -1, b0, b1
+        for G in range(nG):
+            a = dev[gmem_idx[gptr[G]]]
+            for d in range(D):
+                if d == a or gtime[G, d] == np.inf or (hard and mem[d] + gmem[G] > cap[d] * (1.0 + 1e-9)):
+                    continue
+                din[:] = 0.0
+                dout[:] = 0.0
+                token += 1
+                _move_delta(G, d, gptr, gmem_idx, gid, dev, cnt, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                            out_bytes, stamp, token, din, dout, row)
+                comp[a] -= gtime[G, a]
+                comp[d] += gtime[G, d]
+                mem[a] -= gmem[G]
+                mem[d] += gmem[G]
+                v0, v1 = _score(comp, mem, tin + din, tout + dout, cap, tscale, ovf, overlap)
+                comp[a] += gtime[G, a]
+                comp[d] -= gtime[G, d]
+                mem[a] += gmem[G]
+                mem[d] -= gmem[G]
+                if _better(v0, v1, n0, n1):
+                    best_g, best_d, n0, n1 = G, d, v0, v1
+        if best_g < 0:
+            break
+        for k in range(gptr[best_g], gptr[best_g + 1]):
+            v = gmem_idx[k]
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                cnt[pred_idx[e], dev[v]] -= 1
+                cnt[pred_idx[e], best_d] += 1
+            dev[v] = best_d
+        comp, mem, tin, tout = _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
+        b0, b1 = _score(comp, mem, tin, tout, cap, tscale, ovf, overlap)
+        moves += 1
+    return dev, b0, moves
+
+
+def _random_start(gtime: np.ndarray, gmem: np.ndarray, cap: np.ndarray, hard: bool,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Each group (in random order) on a random allowed device with room left."""
+    free = cap.copy()
+    out = np.empty(len(gmem), dtype=np.int64)
+    for G in rng.permutation(len(gmem)):
+        ok = np.isfinite(gtime[G]) & ((free >= gmem[G] * (1 - SLACK)) | (not hard))
+        pool = np.flatnonzero(ok) if ok.any() else np.flatnonzero(np.isfinite(gtime[G]))
+        if pool.size == 0:
+            raise InfeasibleError(f"local search: group #{G} may run on no device")
+        out[G] = rng.choice(pool)
+        free[out[G]] -= gmem[G]
+    return out
+
+
+def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+                 restarts: int = 10, max_moves: int = 100_000) -> HeuristicResult:
+    """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``."""
+    start = time.perf_counter()
+    ml = max_load_model(model)
+    times = cluster.times(graph).T.copy()
+    mem_op = graph.param_bytes + graph.activation_bytes
+    _, gid = np.unique(graph.group_id, return_inverse=True)
+    gid = gid.astype(np.int64)
+    gmem_idx = np.argsort(gid, kind="stable")
+    gptr = np.concatenate([[0], np.cumsum(np.bincount(gid))]).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        gtime = np.stack([np.bincount(gid, weights=times[d]) for d in range(cluster.size)], axis=1)
+    gtime[~np.isfinite(gtime)] = np.inf
+    gmem = np.bincount(gid, weights=mem_op)
+    hard = ml.memory is MemoryMode.HARD
+    ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
+    rng = np.random.default_rng(seed)
+    best: tuple[float, np.ndarray] | None = None
+    total_moves = 0
+    for _ in range(max(1, int(restarts))):
+        dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
+        dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
+                                          graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
+                                          cluster.memory, hard, cluster.transfer_scale, ovf,
+                                          OVERLAP_CODE[ml.overlap], max_moves)
+        total_moves += moves
+        if best is None or value < best[0]:
+            best = (value, dev.copy())
+    assert best is not None
+    return _result("local-search", graph, cluster, model, best[1], start, evaluations=max(1, int(restarts)),
+                   moves=total_moves, max_load=best[0])
