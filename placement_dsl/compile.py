@@ -1,0 +1,189 @@
+"""Problem x formulation -> a Pyomo model of named blocks, with a map to and from placements.
+
+>>> from placement_dsl.graph import Graph, Op
+>>> from placement_dsl.problem import Problem, Stages
+>>> from placement_dsl.objectives import Bottleneck
+>>> from placement_dsl.constraints import DagOrder
+>>> g = Graph([Op(name="a", work=1, out_bytes=2), Op(name="b", work=3)], [("a", "b")])
+>>> c = compile(Problem(g, Stages(2), Bottleneck(), [DagOrder()]))
+>>> c.formulation, [b.local_name for b in c.model.component_objects(pyo.Block, descend_into=False)]
+('exact', ['assignment', 'dag_order', 'tensor_cut', 'device_load', 'max_load'])
+>>> p = c.problem.placement([0, 1])
+>>> c.varmap.residual(c.varmap.values(p))[0] <= 1e-9
+True
+"""
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
+
+from .blocks.base import BlockTemplate, Context, Scale, Warm
+from .errors import SpecError
+from .evaluate import CostModel
+from .formulations import get
+from .formulations.base import Step
+from .placement import Placement
+from .problem import Problem
+
+
+@dataclass
+class VarMap:
+    """Placements to variable values (warm start) and back."""
+
+    model: pyo.ConcreteModel
+    context: Context
+    built: list[tuple[pyo.Block, BlockTemplate]]
+
+    def values(self, placement: Placement) -> ComponentMap:
+        """A value for every variable of the model, encoding ``placement``: ``{VarData: float}``.
+
+        A ``ComponentMap`` (Pyomo's dict keyed by component identity; VarData are not hashable).
+
+        All constraints hold when the placement is feasible for the formulation (check
+        with :meth:`residual`).
+        """
+        assign = np.asarray(placement.assign)
+        if assign.shape != (self.context.n,):
+            raise SpecError(f"placement has {assign.shape[0]} ops, the model {self.context.n}")
+        warm = Warm(self.context, assign)
+        out = ComponentMap()
+        for blk, template in self.built:
+            for var, value in template.values(blk, self.context, warm):
+                out[var] = value
+        missing = [v.name for v in self.model.component_data_objects(pyo.Var, descend_into=True) if v not in out]
+        if missing:
+            raise SpecError(f"warm start: no value for {len(missing)} variable(s), e.g. {missing[:3]}; "
+                            "the template that created them must yield them from values()")
+        return out
+
+    def residual(self, values: Any) -> tuple[float, str]:
+        """Largest violation (constraints, bounds, integrality) under ``values``, and where it is.
+
+        Variables missing from ``values`` keep their current values.
+        """
+        saved = ComponentMap((v, v.value) for v in values)
+        try:
+            for v, x in values.items():
+                v.set_value(x, skip_validation=True)
+            return builtins.max([(0.0, ""), *self._bound_violations(values),
+                                 *self._constraint_violations()], key=lambda t: t[0])
+        finally:
+            for v, x in saved.items():
+                v.set_value(x, skip_validation=True)
+
+    @staticmethod
+    def _bound_violations(values: Any) -> list[tuple[float, str]]:
+        out = []
+        for v, x in values.items():
+            lb, ub = v.lb, v.ub
+            viol = max(0.0 if lb is None else lb - x, 0.0 if ub is None else x - ub)
+            if v.is_integer():
+                viol = max(viol, abs(x - round(x)))
+            if viol > 0:
+                out.append((viol, v.name))
+        return out
+
+    def _constraint_violations(self) -> list[tuple[float, str]]:
+        out = []
+        for c in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+            body = pyo.value(c.body, exception=False)
+            if body is None:
+                out.append((float("inf"), c.name))
+                continue
+            lb, ub = c.lb, c.ub
+            viol = max(0.0 if lb is None else lb - body, 0.0 if ub is None else body - ub)
+            if viol > 0:
+                out.append((viol, c.name))
+        return out
+
+    def placement(self, model: pyo.ConcreteModel | None = None) -> Placement:
+        """The placement the model's current variable values encode (binaries rounded)."""
+        if model is not None and model is not self.model:
+            raise SpecError("varmap.placement: pass the compiled model (or nothing)")
+        ctx = self.context
+        score = np.array([[_value(ctx.x(v, d)) for d in range(ctx.D)] for v in range(ctx.n)])
+        if np.isnan(score).all(axis=1).any():
+            raise SpecError("varmap.placement: the model holds no values; solve it or load a solution first")
+        return ctx.problem.placement(np.nanargmax(np.nan_to_num(score, nan=-1.0), axis=1), source="mip")
+
+
+def _value(expr: Any) -> float:
+    if isinstance(expr, (int, float)):
+        return float(expr)
+    value = pyo.value(expr, exception=False)
+    return float("nan") if value is None else float(value)
+
+
+@dataclass
+class Compiled:
+    """A compiled problem: the model, its variable map and units.
+
+    ``model objective * objective_scale`` is in cost-model units; re-evaluate results
+    with ``cost_model`` (e.g. ``problem.evaluate(placement)``).
+    """
+
+    model: pyo.ConcreteModel
+    varmap: VarMap
+    problem: Problem
+    formulation: str
+    cost_model: CostModel
+    scale: Scale
+    terms: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def objective_scale(self) -> float:
+        return self.scale.time
+
+    @property
+    def objective(self) -> pyo.Objective:
+        return next(self.model.component_data_objects(pyo.Objective, active=True, descend_into=True))
+
+    def size(self) -> dict[str, dict[str, int]]:
+        """Variables and constraints per block (structure tests, reports)."""
+        out = {}
+        for blk in self.model.component_objects(pyo.Block, descend_into=False):
+            out[blk.local_name] = {
+                "variables": sum(1 for _ in blk.component_data_objects(pyo.Var, descend_into=True)),
+                "constraints": sum(1 for _ in blk.component_data_objects(pyo.Constraint, active=True,
+                                                                         descend_into=True)),
+            }
+        return out
+
+
+def compile(problem: Problem, formulation: str = "auto") -> Compiled:
+    """Build the Pyomo model of ``problem`` with ``formulation`` (a name in ``FORMULATIONS`` or ``"auto"``)."""
+    name, builder = get(formulation, problem)
+    steps = sorted(builder(problem), key=lambda s: s.template.phase)
+    ctx = Context(problem)
+    model = pyo.ConcreteModel(name=f"{problem.graph.name}:{name}")
+    built, terms = [], {}
+    for step in _unique(steps):
+        blk = pyo.Block(doc=step.template.doc)
+        block_name = step.template.name
+        if model.component(block_name) is not None:
+            raise SpecError(f"formulation {name!r}: two templates build block {block_name!r}")
+        model.add_component(block_name, blk)
+        ctx.blocks[block_name] = blk
+        step.template.build(blk, ctx)
+        built.append((blk, step.template))
+        terms[block_name] = "formulation" if step.term is None else repr(step.term)
+    goals = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
+    if len(goals) != 1:
+        raise SpecError(f"formulation {name!r} built {len(goals)} objectives; exactly one objective term "
+                        "template must add a minimize Objective")
+    return Compiled(model, VarMap(model, ctx, built), problem, name, problem.cost_model(), ctx.scale, terms)
+
+
+def _unique(steps: list[Step]) -> list[Step]:
+    seen, out = set(), []
+    for s in steps:
+        key = (s.template.name, repr(s.template))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out

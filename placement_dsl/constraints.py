@@ -1,0 +1,308 @@
+"""Problem terms: the base class of every term, and the constraint terms.
+
+A *term* says what must hold; it does not know Pyomo. Each term names the block
+templates that realize it in a formulation (:meth:`Term.templates`), tells the cost
+model which checks it requires (:meth:`Term.require`), may fold itself into the graph
+the evaluator sees (:meth:`Term.apply`, e.g. colocation and allowed kinds), and reports
+violations the evaluator cannot see (:meth:`Term.check`, e.g. pins).
+
+Terms are frozen dataclasses; every subclass registers itself by class name so a
+problem saved as JSON can be read back (:func:`term_from_dict`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from .errors import SpecError
+from .graph import Graph, Op
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+    from .placement import Placement
+
+TERMS: dict[str, type[Term]] = {}
+
+# a template reference: a registered template name, (name, options) or a template object
+TemplateRef = Any
+
+
+class Term:
+    """Base of every problem term (objective or constraint).
+
+    Subclasses are frozen dataclasses; they register by class name for :func:`term_from_dict`.
+    """
+
+    kind: ClassVar[str] = "constraint"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        TERMS[cls.__name__] = cls
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        """The block templates realizing this term in ``formulation`` (names or template objects)."""
+        return []
+
+    def require(self) -> frozenset[str]:
+        """Cost-model checks (see :data:`placement_dsl.evaluate.CHECKS`) this term makes mandatory."""
+        return frozenset()
+
+    def apply(self, graph: Graph, cluster: Cluster) -> Graph:
+        """The graph the evaluator sees with this term folded in (default: unchanged)."""
+        return graph
+
+    def validate(self, graph: Graph, cluster: Cluster) -> None:
+        """Raise :class:`SpecError` when the term names unknown ops/devices or cannot hold."""
+
+    def check(self, placement: Placement) -> list[str]:
+        """Violations the cost model cannot see (messages); empty when the placement satisfies the term."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"term": type(self).__name__}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = _jsonable(value)
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _tupled(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def term_from_dict(data: Mapping[str, Any]) -> Term:
+    """Rebuild a term written by :meth:`Term.to_dict`."""
+    name = data.get("term")
+    if name not in TERMS:
+        raise SpecError(f"unknown problem term {name!r}; known terms are {sorted(TERMS)} "
+                        "(define and import a custom term before loading)")
+    fields = {k: _tupled(v) for k, v in data.items() if k != "term"}
+    try:
+        return TERMS[name](**fields)
+    except TypeError as err:
+        raise SpecError(f"term {name!r}: {err}") from None
+
+
+def _known_ops(term: str, graph: Graph, names: Iterable[str]) -> None:
+    unknown = [n for n in names if n not in graph.index]
+    if unknown:
+        raise SpecError(f"{term}: unknown op(s) {unknown} in graph {graph.name!r}; "
+                        f"check the spelling (ops are e.g. {list(graph.names[:5])})")
+
+
+# ---------------------------------------------------------------------------- memory
+@dataclass(frozen=True)
+class Memory(Term):
+    """Hard memory capacity: ``sum_{v on d} (param_v + act_v) <= M_d`` for every device (Tarnawski eq. (3))."""
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return ["memory"]
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"memory"})
+
+
+@dataclass(frozen=True)
+class Overflow(Term):
+    """Soft memory: excess bytes are streamed, ``overflow_d = (param + act - M_d)^+ / B_d`` (Archer eq. (2))."""
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return ["overflow"]
+
+
+# ---------------------------------------------------------------------------- structure
+@dataclass(frozen=True)
+class Contiguous(Term):
+    """Every device's forward ops, and separately its backward ops, form a contiguous set.
+
+    Tarnawski et al. Def. 3.1 and the z-variable formulation of Lemma 4.1 (eq. 11-13);
+    training graphs split by pass as in §5.3.
+    """
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return ["contiguity"]
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"contiguous"})
+
+
+@dataclass(frozen=True)
+class DagOrder(Term):
+    """Devices numbered in pipeline order: every edge goes to the same or a later device.
+
+    Archer et al. Fig. 3: "completed-by-block" variables ``y_{vb}`` with eq. (8)
+    ``y_{ub} >= y_{vb}``; the quotient graph is then acyclic.
+    """
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return ["dag_order"]
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"dag_order", "acyclic"})
+
+
+# ---------------------------------------------------------------------------- colocation
+@dataclass(frozen=True)
+class Colocate(Term):
+    """Ops of each group share one device.
+
+    Folded into the graph's colocation groups (so the cost model checks it) and realized
+    by shared assignment variables, or, with ``shared=False``, by equalities
+    ``x_{vd} = x_{rd}`` in a ``colocation`` block.
+
+    Parameters
+    ----------
+    groups
+        Lists of op names.
+    attr
+        Alternatively, group ops by this attribute (``Colocate.by("colorClass")``); ops
+        without it stay alone. ``"group"`` uses the op's own ``group`` field.
+    shared
+        Share variables (default) or write equalities.
+    """
+
+    groups: tuple[tuple[str, ...], ...] = ()
+    attr: str | None = None
+    shared: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", tuple(tuple(str(o) for o in g) for g in self.groups))
+        if not self.groups and self.attr is None:
+            raise SpecError("Colocate: give groups=[[op, ...], ...] or use Colocate.by(attr)")
+
+    @classmethod
+    def by(cls, attr: str, shared: bool = True) -> Colocate:
+        """Colocate ops sharing the value of attribute ``attr`` (e.g. ``"colorClass"`` or ``"group"``)."""
+        return cls(attr=str(attr), shared=shared)
+
+    def resolve(self, graph: Graph) -> list[list[str]]:
+        """The groups as op-name lists (attribute groups computed from ``graph``)."""
+        if self.attr is None:
+            return [list(g) for g in self.groups]
+        by_value: dict[Any, list[str]] = {}
+        for op in graph.ops:
+            value = op.group if self.attr == "group" else op.attrs.get(self.attr)
+            if value is not None:
+                by_value.setdefault(_hashable(value), []).append(op.name)
+        return [g for g in by_value.values() if len(g) > 1]
+
+    def validate(self, graph: Graph, cluster: Cluster) -> None:
+        _known_ops("Colocate", graph, [o for g in self.groups for o in g])
+        if self.attr is not None and self.attr != "group" and not any(self.attr in op.attrs for op in graph.ops):
+            raise SpecError(f"Colocate.by({self.attr!r}): no op of graph {graph.name!r} has attribute "
+                            f"{self.attr!r}; attributes present: {sorted({k for op in graph.ops for k in op.attrs})}")
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return [] if self.shared else ["colocation"]
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"colocation"})
+
+    def apply(self, graph: Graph, cluster: Cluster) -> Graph:
+        return merge_groups(graph, self.resolve(graph))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def merge_groups(graph: Graph, groups: Sequence[Sequence[str]]) -> Graph:
+    """The graph with ``groups`` merged into its colocation groups (union-find over both)."""
+    if not groups:
+        return graph
+    parent = list(range(graph.n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, rep in enumerate(graph.group_id):
+        parent[find(i)] = find(int(rep))
+    for g in groups:
+        idx = [graph.index[o] for o in g]
+        for i in idx[1:]:
+            parent[find(i)] = find(idx[0])
+    roots = [find(i) for i in range(graph.n)]
+    size = np.bincount(roots, minlength=graph.n)
+    ops = [op.model_copy(update={"group": graph.names[r] if size[r] > 1 else None})
+           for op, r in zip(graph.ops, roots)]
+    return graph.replace(ops=ops)
+
+
+# ---------------------------------------------------------------------------- pins, kinds
+@dataclass(frozen=True)
+class Pin(Term):
+    """Op ``op`` runs on device ``device`` (a ``pin`` block: ``x_{op,device} = 1``)."""
+
+    op: str
+    device: str
+
+    def validate(self, graph: Graph, cluster: Cluster) -> None:
+        _known_ops("Pin", graph, [self.op])
+        if self.device not in cluster.index:
+            raise SpecError(f"Pin({self.op!r}, {self.device!r}): unknown device {self.device!r}; "
+                            f"devices are {list(cluster.names)}")
+        kind = cluster.device(self.device).kind
+        if not math.isfinite(graph.ops[graph.index[self.op]].time_on(kind)):
+            raise SpecError(f"Pin({self.op!r}, {self.device!r}): op {self.op!r} cannot run on kind {kind!r}; "
+                            "pin it to a device of an allowed kind")
+
+    def templates(self, formulation: str) -> list[TemplateRef]:
+        return ["pin"]
+
+    def check(self, placement: Placement) -> list[str]:
+        where = placement.device_of(self.op)
+        return [] if where == self.device else [f"op {self.op!r} is pinned to {self.device!r} but runs on {where!r}"]
+
+
+@dataclass(frozen=True)
+class AllowedKinds(Term):
+    """Ops ``ops`` may only run on devices of the given ``kinds`` (folded into the ops' work tables)."""
+
+    ops: tuple[str, ...]
+    kinds: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        ops = (self.ops,) if isinstance(self.ops, str) else tuple(self.ops)
+        kinds = (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
+        object.__setattr__(self, "ops", ops)
+        object.__setattr__(self, "kinds", kinds)
+        if not kinds:
+            raise SpecError("AllowedKinds: give at least one device kind")
+
+    def validate(self, graph: Graph, cluster: Cluster) -> None:
+        _known_ops("AllowedKinds", graph, self.ops)
+        present = {d.kind for d in cluster.devices}
+        if not set(self.kinds) & present:
+            raise SpecError(f"AllowedKinds: kinds {list(self.kinds)} match no device; the cluster has kinds "
+                            f"{sorted(present)}")
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"allowed"})
+
+    def apply(self, graph: Graph, cluster: Cluster) -> Graph:
+        kinds = {d.kind for d in cluster.devices} | set(self.kinds)
+        chosen = set(self.ops)
+
+        def restricted(op: Op) -> Op:
+            work = {k: op.time_on(k) for k in sorted(kinds) if k in self.kinds and math.isfinite(op.time_on(k))}
+            if not work:
+                raise SpecError(f"AllowedKinds: op {op.name!r} has no running time on kinds {list(self.kinds)}")
+            return op.model_copy(update={"work": work})
+
+        return graph.replace(ops=[restricted(op) if op.name in chosen else op for op in graph.ops])

@@ -1,0 +1,40 @@
+"""Formulations: short compositions of block templates, registered by name.
+
+A builder takes a :class:`~placement_dsl.problem.Problem` and returns the list of
+:class:`Step` (template, and the term it realizes) that :func:`placement_dsl.compile.compile`
+builds in phase order. Authoring a formulation means composing templates::
+
+    def my_formulation(problem):
+        return [Step(Assignment()), Step(TensorCut()), *term_steps(problem, "my_formulation")]
+
+    FORMULATIONS["mine"] = my_formulation
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..constraints import DagOrder
+from ..errors import SpecError
+from ..problem import Problem
+from .base import Step, term_steps
+from .exact import exact
+from .throughput import throughput
+
+FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
+
+
+def choose(problem: Problem) -> str:
+    """``formulation="auto"``: Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    return "exact" if problem.has(DagOrder) else "throughput"
+
+
+def get(name: str, problem: Problem) -> tuple[str, Callable[[Problem], list[Step]]]:
+    """The builder for ``name`` (``"auto"`` chooses by the problem's terms)."""
+    if name == "auto":
+        name = choose(problem)
+    if name not in FORMULATIONS:
+        raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(FORMULATIONS)]}")
+    return name, FORMULATIONS[name]
+
+
+__all__ = ["FORMULATIONS", "Step", "choose", "exact", "get", "term_steps", "throughput"]

@@ -1,0 +1,16 @@
+"""Tarnawski et al. Fig. 6: the max-load (throughput) IP over accelerators and CPUs."""
+from __future__ import annotations
+
+from ..blocks import Assignment, TensorCut
+from ..problem import Problem
+from .base import Step, term_steps
+
+
+def throughput(problem: Problem) -> list[Step]:
+    """Tarnawski Fig. 6: one-hot ``x_{vi}`` (14), ``CommIn``/``CommOut`` (15-19), loads (20-21), ``MaxLoad``.
+
+    Contiguity (Lemma 4.1, z variables) only when :class:`Contiguous` is among the terms —
+    otherwise the non-contiguous variant of §5.2; training loads split forward/backward
+    (§5.3) for PipeDream or GPipe objectives.
+    """
+    return [Step(Assignment()), Step(TensorCut(form="commio")), *term_steps(problem, "throughput")]

@@ -1,0 +1,233 @@
+"""A placement problem as data: graph, cluster, one objective term and constraint terms.
+
+>>> from placement_dsl.graph import Graph, Op
+>>> from placement_dsl.objectives import Bottleneck
+>>> from placement_dsl.constraints import DagOrder, Overflow
+>>> g = Graph([Op(name="a", work=1, out_bytes=2), Op(name="b", work=3)], [("a", "b")])
+>>> p = Problem(g, Stages(2), objective=Bottleneck(), constraints=[DagOrder(), Overflow()])
+>>> cm = p.cost_model()
+>>> cm.memory.value, sorted(cm.require)
+('overflow', ['acyclic', 'allowed', 'colocation', 'dag_order'])
+
+The problem layer imports no Pyomo: :func:`placement_dsl.compile.compile` turns a problem
+into a model by composing the block templates its terms name.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .cluster import Cluster
+from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term, TemplateRef, term_from_dict
+from .errors import SpecError
+from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
+from .graph import Graph
+from .objectives import ObjectiveTerm, Throughput, objective_named
+from .placement import Placement
+
+PROBLEM_FORMAT = "placement_dsl.problem"
+VERSION = 1
+BASE_REQUIRE = frozenset({"allowed", "colocation"})
+
+
+def Stages(k: int, memory: float = math.inf, bandwidth: float = 1.0) -> Cluster:
+    """Shorthand for ``Cluster.stages(k, ...)``: ``k`` identical pipeline stages (Archer et al.)."""
+    return Cluster.stages(k, memory=memory, bandwidth=bandwidth)
+
+
+class Problem:
+    """A declarative placement problem.
+
+    Parameters
+    ----------
+    graph, cluster
+        What to place, and where.
+    objective
+        An :class:`~placement_dsl.objectives.ObjectiveTerm` (default ``Throughput()``).
+    constraints
+        Constraint terms (:mod:`placement_dsl.constraints`), possibly user-defined.
+
+    Attributes
+    ----------
+    graph
+        The graph the cost model sees: the input graph with colocation and allowed-kind
+        terms folded in. ``source_graph`` is the graph as given.
+    """
+
+    def __init__(self, graph: Graph, cluster: Cluster, objective: ObjectiveTerm | None = None,
+                 constraints: Iterable[Term] = ()):
+        self.source_graph = graph
+        self.cluster = cluster
+        self.objective = Throughput() if objective is None else objective
+        self.constraints: tuple[Term, ...] = tuple(constraints)
+        self._check_terms()
+        g = graph
+        for term in self.constraints:
+            term.validate(g, cluster)
+            g = term.apply(g, cluster)
+        self.graph = g
+        self._check_pins()
+
+    # ------------------------------------------------------------------ validation
+    def _check_terms(self) -> None:
+        if not isinstance(self.objective, ObjectiveTerm):
+            raise SpecError(f"Problem: objective must be an objective term such as Throughput() or Bottleneck(), "
+                            f"got {self.objective!r}")
+        for t in self.constraints:
+            if not isinstance(t, Term) or isinstance(t, ObjectiveTerm):
+                raise SpecError(f"Problem: constraint {t!r} is not a constraint term; pass objectives as objective=")
+        if self.has(Memory) and self.has(Overflow):
+            raise SpecError("Problem: Memory() (hard capacity) and Overflow() (streamed excess) conflict; keep one")
+
+    def _check_pins(self) -> None:
+        pins: dict[str, str] = {}
+        for pin in self.find(Pin):
+            if pins.get(pin.op, pin.device) != pin.device:
+                raise SpecError(f"conflicting pins: op {pin.op!r} pinned to {pins[pin.op]!r} and {pin.device!r}")
+            pins[pin.op] = pin.device
+        by_group: dict[int, tuple[str, str]] = {}
+        for op, dev in pins.items():
+            rep = int(self.graph.group_id[self.graph.index[op]])
+            other = by_group.setdefault(rep, (op, dev))
+            if other[1] != dev:
+                raise SpecError(f"conflicting pins: colocated ops {other[0]!r} and {op!r} are pinned to "
+                                f"{other[1]!r} and {dev!r}; pin the group to one device")
+
+    # ------------------------------------------------------------------ queries
+    def has(self, cls: type[Term]) -> bool:
+        return any(isinstance(t, cls) for t in self.constraints)
+
+    def find(self, cls: type[Term]) -> list[Any]:
+        return [t for t in self.constraints if isinstance(t, cls)]
+
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        return (self.objective, *self.constraints)
+
+    @property
+    def pins(self) -> dict[str, str]:
+        """``{op: device}`` from the :class:`Pin` terms."""
+        return {p.op: p.device for p in self.find(Pin)}
+
+    @property
+    def colocation_shared(self) -> bool:
+        """True unless some :class:`Colocate` term asks for equalities."""
+        return all(c.shared for c in self.find(Colocate))
+
+    def templates(self, formulation: str) -> list[tuple[Term, TemplateRef]]:
+        """``(term, template)`` pairs the terms name for ``formulation``, duplicates removed."""
+        out: list[tuple[Term, TemplateRef]] = []
+        seen: set[Any] = set()
+        for term in self.terms:
+            for ref in term.templates(formulation):
+                key = ref if isinstance(ref, str) else id(ref)
+                if key not in seen:
+                    seen.add(key)
+                    out.append((term, ref))
+        return out
+
+    # ------------------------------------------------------------------ cost model
+    def cost_model(self) -> CostModel:
+        """The evaluator's view: objective, overlap, memory mode and the required checks."""
+        require = set(BASE_REQUIRE)
+        for term in self.terms:
+            require |= term.require()
+        memory = MemoryMode.OVERFLOW if self.has(Overflow) else MemoryMode.HARD
+        return CostModel(objective=self.objective.cost_objective, overlap=self.objective.overlap,
+                         memory=memory, require=frozenset(require))
+
+    def evaluate(self, placement: Placement) -> Evaluation:
+        """Score a placement with this problem's cost model."""
+        return evaluate(self._rebased(placement), self.cost_model())
+
+    def violations(self, placement: Placement) -> list[str]:
+        """Every reason the placement is invalid for this problem (cost-model checks and term checks)."""
+        placement = self._rebased(placement)
+        ev = evaluate(placement, self.cost_model())
+        out = [f"[{v.check}] {v.message}" for v in ev.violations if v.check in ev.model.require]
+        for term in self.constraints:
+            out.extend(f"[{type(term).__name__}] {m}" for m in term.check(placement))
+        return out
+
+    def is_valid(self, placement: Placement) -> bool:
+        return not self.violations(placement)
+
+    def placement(self, assign: Any, source: str = "") -> Placement:
+        """A :class:`Placement` of this problem's graph on its cluster."""
+        return Placement(self.graph, self.cluster, assign, source)
+
+    def _rebased(self, placement: Placement) -> Placement:
+        if placement.graph is self.graph:
+            return placement
+        if placement.graph.names != self.graph.names:
+            raise SpecError(f"placement is for graph {placement.graph.name!r} with other ops than the problem's")
+        return Placement(self.graph, self.cluster, placement.assign, placement.source)
+
+    # ------------------------------------------------------------------ construction shortcuts
+    @classmethod
+    def for_workload(cls, workload: Any, objective: str | None = None, method: str = "ip",
+                     overlap: str = "none") -> Problem:
+        """The problem a command-line ``--method`` means for a workload.
+
+        ``ip``: contiguous throughput IP (Tarnawski Fig. 6); ``ip-noncontig``: the same
+        without contiguity (§5.2); ``exact``: Archer's Fig. 3 with DAG order. Memory is hard,
+        except for ``bottleneck`` which streams the overflow (Archer eq. (2)).
+        """
+        name = objective or workload.meta.get("objective", "throughput")
+        term = objective_named(name, overlap)
+        memory: Term = Overflow() if name == "bottleneck" else Memory()
+        structure: dict[str, list[Term]] = {"ip": [Contiguous()], "ip-noncontig": [], "exact": [DagOrder()]}
+        if method not in structure:
+            raise SpecError(f"method {method!r} has no formulation; choose from {sorted(structure)}")
+        return cls(workload.graph, workload.cluster, term, [memory, *structure[method]])
+
+    # ------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        from .io.workload import graph_to_dict
+
+        return {
+            "format": PROBLEM_FORMAT, "version": VERSION,
+            "graph": graph_to_dict(self.source_graph), "cluster": self.cluster.to_dict(),
+            "objective": self.objective.to_dict(), "constraints": [t.to_dict() for t in self.constraints],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        from .io.workload import graph_from_dict
+
+        if data.get("format", PROBLEM_FORMAT) != PROBLEM_FORMAT:
+            raise SpecError(f"not a problem file: format {data.get('format')!r}, expected {PROBLEM_FORMAT!r}")
+        if data.get("version", VERSION) != VERSION:
+            raise SpecError(f"{PROBLEM_FORMAT}: unsupported version {data.get('version')!r}; this package reads "
+                            f"version {VERSION}")
+        missing = [k for k in ("graph", "cluster", "objective") if k not in data]
+        if missing:
+            raise SpecError(f"problem mapping lacks {missing}")
+        objective = term_from_dict(data["objective"])
+        return cls(graph_from_dict(data["graph"]), Cluster.from_dict(data["cluster"]), objective,  # type: ignore[arg-type]
+                   [term_from_dict(t) for t in data.get("constraints", [])])
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Problem:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as err:
+            raise SpecError(f"cannot read problem {str(path)!r}: {err}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Problem) and self.source_graph == other.source_graph
+                and self.cluster == other.cluster and self.terms == other.terms)
+
+    def __hash__(self) -> int:
+        return hash((self.source_graph, self.cluster, self.terms))
+
+    def __repr__(self) -> str:
+        terms = ", ".join(repr(t) for t in self.constraints)
+        return f"Problem({self.graph!r}, {self.cluster!r}, objective={self.objective!r}, constraints=[{terms}])"
+
