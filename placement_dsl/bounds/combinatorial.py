@@ -1,0 +1,216 @@
+"""Combinatorial lower bounds and variable fixing for DAG-ordered throughput placements.
+
+The class of placements
+-----------------------
+A placement is *DAG-ordered* when its devices can be listed in a sequence (the pipeline)
+such that every forward edge ``u -> v`` goes from ``u``'s device to the same device or a
+later one. Equivalently, the quotient graph over forward edges is acyclic. These are the
+splits that Archer et al. (ICML 2024, Fig. 3) model with ideal variables ``y_{v,b}`` and
+exactly the search space of Tarnawski et al.'s DP over ideals (NeurIPS 2020, §5.1.1 and
+App. B: in training graphs the chain is carved on the forward part and backward ops
+follow their colocated forward ops). Colocation groups are treated as single ops.
+
+Notation: ``k`` accelerators (identical, not host) and ``l`` CPUs (host devices) as read
+by :func:`placement_dsl.io.load_workload`; ``w_g = min(time on an accelerator, time on a
+CPU)`` for a colocation group ``g``; ``A_g`` (``D_g``) the total ``w`` of ``g`` and its
+ancestors (descendants) through forward edges between groups; and
+``rho = max_g w_g / cpu_time_g`` (≤ 1), the most accelerator-work a unit of CPU time can
+absorb.
+
+The ancestor/descendant argument
+--------------------------------
+Let a DAG-ordered placement have max load ``T`` and put group ``g`` on the ``b``-th
+accelerator of the sequence (``b = 1..k`` counts accelerators only). Every ancestor of
+``g`` sits on an accelerator ``1..b`` or on a CPU; an accelerator spends at least ``w_u``
+on each op ``u`` it holds and a CPU at least ``w_u / rho``. Hence
+``A_g <= b*T + l*rho*T``; symmetrically ``D_g <= (k - b + 1 + l*rho) * T``. Therefore::
+
+    T >= tau[g, b] = max(A_g / (b + l*rho), D_g / (k - b + 1 + l*rho), acc_time_g)
+
+A CPU sits in a *gap* of the accelerator sequence: gap ``b = 1..k+1`` is just before
+accelerator ``b`` (``k+1``: after the last). If ``g`` is on a CPU in gap ``b``, its ancestors
+are on accelerators ``1..b-1`` or on CPUs and its descendants on accelerators ``b..k`` or
+on CPUs, so::
+
+    T >= tau_cpu[g, b] = max(A_g / (b - 1 + l*rho), D_g / (k - b + 1 + l*rho), cpu_time_g)
+
+(``x / 0`` read as ``inf`` for ``x > 0`` and 0 for ``x = 0``). :func:`chain_bound` is
+``max_g min(min_b tau[g, b], min_b tau_cpu[g, b])``; :func:`position_windows` fixes
+``x_{g,b} = 0`` whenever ``tau[g, b] > target`` (and the CPU-in-gap-``b`` variables when
+``tau_cpu[g, b] > target``), which every DAG-ordered placement of max load ``<= target``
+respects *for every valid numbering of its devices*. Used in a MIP, the cuts read
+``T >= sum_b tau[g, b] x_{g,b} + sum_b tau_cpu[g, b] xc_{g,b}`` (one per group; exactly
+one term is active in an integer point).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..graph import Graph
+from .simple import simple_lower_bound
+
+
+@dataclass(frozen=True)
+class ChainData:
+    """Contracted-group data of a throughput instance for the DAG-ordered class.
+
+    Attributes
+    ----------
+    group : (n,) int array
+        Group index of every op (colocation groups contracted).
+    acc_time, cpu_time, memory, work : (G,) float arrays
+        Per-group accelerator time, CPU time (``inf`` without CPUs), bytes, and ``w_g``.
+    chain_edges : (E, 2) int array
+        Distinct forward edges between different groups (the precedence of the chain).
+    ancestors, descendants : (G,) float arrays
+        ``A_g`` and ``D_g`` (each includes ``w_g`` itself).
+    k, l : int
+        Numbers of accelerators and CPUs.
+    rho : float
+        ``max_g w_g / cpu_time_g`` (0 without CPUs).
+    """
+
+    group: np.ndarray
+    acc_time: np.ndarray
+    cpu_time: np.ndarray
+    memory: np.ndarray
+    work: np.ndarray
+    chain_edges: np.ndarray
+    ancestors: np.ndarray
+    descendants: np.ndarray
+    k: int
+    l: int
+    rho: float
+
+    @property
+    def size(self) -> int:
+        """Number of groups ``G``."""
+        return len(self.work)
+
+    def tau(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tau, tau_cpu)``: ``(G, k)`` accelerator and ``(G, k+1)`` CPU-gap load floors (module doc)."""
+        slack = self.l * self.rho
+        acc_pos = np.arange(1, self.k + 1, dtype=float)
+        tau = np.maximum(_ratio(self.ancestors, acc_pos + slack), _ratio(self.descendants, self.k - acc_pos + 1 + slack))
+        tau = np.maximum(tau, self.acc_time[:, None])
+        if self.l == 0:
+            return tau, np.full((self.size, self.k + 1), math.inf)
+        gap = np.arange(1, self.k + 2, dtype=float)
+        tau_cpu = np.maximum(_ratio(self.ancestors, gap - 1 + slack), _ratio(self.descendants, self.k - gap + 1 + slack))
+        return tau, np.maximum(tau_cpu, self.cpu_time[:, None])
+
+
+def _ratio(total: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """``total[:, None] / capacity[None, :]`` with ``x / 0 = inf`` for ``x > 0`` and ``0 / 0 = 0``."""
+    num = np.broadcast_to(total[:, None], (len(total), len(capacity)))
+    den = np.broadcast_to(capacity[None, :], num.shape)
+    out = np.where(num > 0, math.inf, 0.0)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _device_split(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    acc, cpu = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
+    for name, idx in (("accelerators", acc), ("CPUs", cpu)):
+        if len({(cluster.devices[i].kind, cluster.speed[i], cluster.memory[i], cluster.bandwidth[i]) for i in idx}) > 1:
+            raise SpecError(f"chain bounds need identical {name}; got devices "
+                            f"{[cluster.names[i] for i in idx]} with different kind, speed, memory or bandwidth")
+    return acc, cpu
+
+
+def _reach_sums(n_groups: int, edges: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights of ancestors/descendants (inclusive) of every node; cycles collapse to one node."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(n_groups))
+    dag.add_edges_from(map(tuple, edges.tolist()))
+    cond = nx.condensation(dag)
+    comp = np.array([cond.graph["mapping"][v] for v in range(n_groups)], dtype=np.int64)
+    comp_w = np.bincount(comp, weights=weight, minlength=len(cond))
+    order = list(nx.topological_sort(cond))
+    out = []
+    for nodes, neighbours in ((order, cond.predecessors), (order[::-1], cond.successors)):
+        sets: dict[int, int] = {}
+        for c in nodes:
+            bits = 1 << c
+            for p in neighbours(c):
+                bits |= sets[p]
+            sets[c] = bits
+        total = np.array([_bit_sum(sets[c], comp_w) for c in range(len(cond))])
+        out.append(total[comp])
+    return out[0], out[1]
+
+
+def _bit_sum(bits: int, weight: np.ndarray) -> float:
+    raw = np.frombuffer(bits.to_bytes((len(weight) + 7) // 8, "little"), dtype=np.uint8)
+    mask = np.unpackbits(raw, bitorder="little")[: len(weight)].astype(bool)
+    return float(weight[mask].sum())
+
+
+def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
+    """Contract colocation groups and compute ``A_g``, ``D_g``, ``rho`` (see the module doc)."""
+    acc, cpu = _device_split(cluster)
+    if len(acc) == 0:
+        raise SpecError("chain bounds need at least one accelerator (non-host device)")
+    group = np.unique(graph.group_id, return_inverse=True)[1].astype(np.int64)
+    n_groups = int(group.max()) + 1
+    times = cluster.times(graph)
+    acc_time = np.bincount(group, weights=times[:, acc[0]], minlength=n_groups)
+    cpu_time = (np.bincount(group, weights=times[:, cpu[0]], minlength=n_groups) if len(cpu)
+                else np.full(n_groups, math.inf))
+    memory = np.bincount(group, weights=graph.param_bytes + graph.activation_bytes, minlength=n_groups)
+    work = np.minimum(acc_time, cpu_time)
+    if not np.isfinite(work).all():
+        bad = graph.names[int(np.flatnonzero(~np.isfinite(work[group]))[0])]
+        raise SpecError(f"op {bad!r} can run on no device of the cluster; allow a device kind for it")
+    rho = 0.0
+    if len(cpu):
+        positive = cpu_time > 0
+        rho = float(np.max(work[positive] / cpu_time[positive], initial=0.0))
+        if (~positive & (work > 0)).any():
+            rho = 1.0
+    fw = ~graph.backward
+    keep = fw[graph.src] & fw[graph.dst] & (group[graph.src] != group[graph.dst])
+    edges = np.stack([group[graph.src[keep]], group[graph.dst[keep]]], axis=1)
+    edges = np.unique(edges, axis=0) if len(edges) else np.zeros((0, 2), np.int64)
+    anc, desc = _reach_sums(n_groups, edges, work)
+    return ChainData(group, acc_time, cpu_time, memory, work, edges, anc, desc, len(acc), len(cpu), rho)
+
+
+def chain_bound(graph: Graph, cluster: Cluster, data: ChainData | None = None) -> float:
+    """Ancestor/descendant lower bound on the max load of any DAG-ordered placement.
+
+    ``max(L_simple, max_g min(min_b tau[g, b], tau_cpu[g]))`` (module doc for the proof).
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=f"v{i}", work=1.0) for i in range(4)],
+    ...           [("v0", "v1"), ("v1", "v2"), ("v2", "v3")])
+    >>> chain_bound(g, Cluster.stages(3))  # simple bound 4/3; v1 needs its 2 ancestors or 3 descendants in 1 stage
+    1.5
+    """
+    data = data or chain_data(graph, cluster)
+    tau, tau_cpu = data.tau()
+    per_group = np.minimum(tau.min(axis=1), tau_cpu.min(axis=1))
+    return float(max(simple_lower_bound(graph, cluster), per_group.max()))
+
+
+def position_windows(graph: Graph, cluster: Cluster, target: float,
+                     data: ChainData | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Allowed accelerator positions and CPU permission for a max load ``<= target``.
+
+    Returns ``(allowed, cpu_ok)``: ``allowed[g, b]`` is ``tau[g, b] <= target`` and
+    ``cpu_ok[g, b]`` is ``tau_cpu[g, b] <= target`` (CPU in gap ``b``). In every DAG-ordered placement with max load
+    ``<= target`` and any numbering of its accelerators along the pipeline, group ``g``
+    sits at an allowed position or on a CPU in an allowed gap (module doc). Fixing the other
+    variables to 0 turns ``min T`` into a model whose bound ``LB'`` certifies
+    ``OPT >= min(target, LB')``.
+    """
+    data = data or chain_data(graph, cluster)
+    tau, tau_cpu = data.tau()
+    slack = 1e-9 * max(1.0, abs(target))
+    return tau <= target + slack, tau_cpu <= target + slack
