@@ -1,0 +1,84 @@
+"""Order search for SliceGraph: random-T, BRKGA (Archer Alg. 2), MLA."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement_dsl.bounds.simple import simple_lower_bound
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import CostModel, evaluate
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.heuristics.orderings import BrkgaConfig, brkga, topo_keys
+from placement_dsl.heuristics.slicegraph import Slicer, kahn
+
+MODEL = CostModel.named("bottleneck")
+
+
+def branchy(n: int = 40, seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    ops = [Op(name=f"v{i}", work=float(rng.integers(1, 20)), out_bytes=float(rng.integers(1, 30)),
+              param_bytes=float(rng.integers(0, 10))) for i in range(n)]
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, min(n, i + 8)) if rng.random() < 0.25]
+    return Graph(ops, edges)
+
+
+def test_topo_keys_reproduce_the_topological_order():
+    g = branchy()
+    assert kahn(g, topo_keys(g)).tolist() == g.topo.tolist()
+
+
+@pytest.mark.parametrize("method", ["random", "brkga", "mla", "mla-weighted"])
+def test_methods_are_deterministic_and_checked_by_the_cost_model(method):
+    g, c = branchy(), Cluster.stages(4, memory=60.0)
+    a = run(method, g, c, model=MODEL, seed=7, evaluations=150)
+    b = run(method, g, c, model=MODEL, seed=7, evaluations=150)
+    assert np.array_equal(a.placement.assign, b.placement.assign) and a.objective == b.objective
+    assert a.evaluations == 150
+    assert a.objective >= simple_lower_bound(g, c) - 1e-9
+    assert evaluate(a.placement, MODEL).objective == pytest.approx(a.objective)
+
+
+def test_brkga_is_never_worse_than_its_initial_population():
+    g, c = branchy(60, seed=2), Cluster.stages(6, memory=80.0)
+    slicer = Slicer(g, c, MODEL)
+    rng = np.random.default_rng(11)
+    initial = rng.random((5, g.n))
+    initial_values = [slicer.solve(slicer.order(x))[0] for x in initial]
+    result = brkga(g, c, model=MODEL, seed=3, evaluations=400, population=20, initial=initial)
+    assert result.objective <= min(initial_values) + 1e-9
+    history = result.info["history"]
+    assert history[0] == pytest.approx(min(initial_values + [history[0]]))
+    assert all(b <= a for a, b in zip(history, history[1:]))
+
+
+def test_brkga_matches_or_beats_slicegraph_and_random_finds_the_lemma_b2_optimum():
+    g, c = branchy(50, seed=5), Cluster.stages(5)
+    base = run("slicegraph", g, c, model=MODEL).objective
+    assert run("brkga", g, c, model=MODEL, seed=0, evaluations=300).objective <= base + 1e-9
+    # Lemma B.2 graph: heavy i with light k+i, only (1, k+1) joined by a huge tensor
+    k = 3
+    ops = [Op(name=f"h{i}", work=0.99, out_bytes=30.0 if i == 1 else 0) for i in range(1, k + 1)]
+    ops += [Op(name=f"l{i}", work=0.01) for i in range(k + 1, 2 * k + 1)]
+    lb2 = Graph(ops, [("h1", f"l{k + 1}")])
+    assert run("random", lb2, Cluster.stages(k), seed=0, evaluations=200).objective == pytest.approx(1.0)
+
+
+def test_options_are_validated():
+    with pytest.raises(SpecError, match="evaluations"):
+        BrkgaConfig(evaluations=0)
+    with pytest.raises(SpecError, match="rho"):
+        BrkgaConfig(rho=0.2)
+    with pytest.raises(SpecError, match="exceed"):
+        BrkgaConfig(elite=0.7, mutants=0.5)
+    g = branchy(10)
+    with pytest.raises(SpecError, match="initial"):
+        brkga(g, Cluster.stages(2), initial=np.zeros((2, 3)))
+
+
+@pytest.mark.slow
+def test_brkga_ten_thousand_evaluations_on_a_thousand_ops_stays_under_a_minute():
+    g = branchy(1000, seed=9)
+    result = run("brkga", g, Cluster.stages(16, memory=1000.0), model=MODEL, seed=0, evaluations=10_000)
+    assert result.seconds < 60 and result.evaluations == 10_000
