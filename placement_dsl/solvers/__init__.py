@@ -18,12 +18,12 @@ from pyomo.core.base.var import VarData
 
 from ..errors import SolverUnavailableError
 from . import guard, highs, pyomo_generic, scip
-from .base import (Bound, Capabilities, Final, Incumbent, Native, SolveOptions, SolverOutcome, StartVerdict, Status,
+from .base import (Bound, Capabilities, Final, HandedOff, Incumbent, Native, SolveOptions, SolverOutcome, StartVerdict, Status,
                    Timings, classify)
 from .matrix import LinearModel, extract
 
 __all__ = ["Capabilities", "SolveOptions", "SolverOutcome", "Status", "Timings", "available_solvers", "backend",
-           "solve_model", "Bound", "Final", "Incumbent", "Native", "StartVerdict"]
+           "solve_model", "Backend", "Bound", "Final", "HandedOff", "Incumbent", "Native", "StartVerdict"]
 
 # Pyomo names probed when listing what is installed
 PYOMO_CANDIDATES = ("appsi_highs", "scip_direct", "pyomo:highs", "gurobi_direct", "gurobi", "cplex", "cbc", "glpk",

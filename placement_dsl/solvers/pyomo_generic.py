@@ -115,7 +115,7 @@ class PyomoWorker:
         seconds = time.perf_counter() - t1
         native = lookup(STATUS, results.solver.termination_condition)
         x = obj = None
-        if len(results.solution) > 0:
+        if native in (Native.OPTIMAL, Native.LIMIT) and len(results.solution) > 0:
             self.model.solutions.load_from(results)
             x = np.array([np.nan if v.value is None else float(v.value) for v in self.columns])
             obj = lm.objective(x) - lm.offset if not np.isnan(x).any() else None

@@ -1,0 +1,114 @@
+"""The answer of :func:`placement_dsl.solve.solve`: a placement with its certificate."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .evaluate import Evaluation
+from .placement import Placement
+from .solvers.base import Status
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """Wall-clock seconds of each phase of a solve.
+
+    ``build`` compiles the problem and extracts the model's arrays, ``start`` finds and checks
+    the warm start, ``handoff`` gives the model to the solver, ``solve`` is the search;
+    ``total`` is the whole call.
+    """
+
+    build: float = 0.0
+    start: float = 0.0
+    handoff: float = 0.0
+    solve: float = 0.0
+    total: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``(objective - bound) / objective``; 0 when both are 0, ``None`` when undefined.
+
+    Examples
+    --------
+    >>> relative_gap(10.0, 9.0), relative_gap(0.0, 0.0), relative_gap(5.0, None)
+    (0.1, 0.0, None)
+    """
+    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
+        return None
+    if objective == 0:
+        return 0.0 if bound >= 0 else None
+    return max(objective - bound, 0.0) / abs(objective)
+
+
+@dataclass
+class Result:
+    """A solve's placement, its cost-model objective, the proven bound and how they were found.
+
+    ``objective`` is the cost model's value of ``placement`` (re-evaluated, never taken from the
+    solver); ``bound`` is the solver's dual bound in cost-model units, never above ``objective``.
+    """
+
+    status: Status
+    placement: Placement | None
+    objective: float | None
+    bound: float | None
+    method: str
+    solver: str
+    formulation: str
+    timings: Seconds = field(default_factory=Seconds)
+    log_path: str | None = None
+    start_objective: float | None = None
+    start_accepted: bool | None = None
+    evaluation: Evaluation | None = None
+    message: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.objective, self.bound)
+
+    @property
+    def seconds(self) -> float:
+        return self.timings.total
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (the placement itself is saved separately)."""
+        out: dict[str, Any] = {
+            "objective": _finite(self.objective), "bound": _finite(self.bound), "gap": _finite(self.gap),
+            "status": self.status.value, "method": self.method, "solver": self.solver,
+            "formulation": self.formulation, "seconds": self.seconds, "timings": self.timings.to_dict(),
+            "valid": None if self.evaluation is None else self.evaluation.valid,
+        }
+        if self.start_accepted is not None or self.start_objective is not None:
+            out["start_objective"] = _finite(self.start_objective)
+            out["start_accepted"] = self.start_accepted
+        if self.log_path:
+            out["log_path"] = self.log_path
+        if self.message:
+            out["message"] = self.message
+        return out
+
+    def summary(self) -> str:
+        """A few lines for people: status, objective, bound, gap, time, and the per-device table."""
+        gap = "n/a" if self.gap is None else f"{100 * self.gap:.3g}%"
+        lines = [f"{self.method} [{self.formulation}] with {self.solver}: {self.status.value} in {self.seconds:.2f}s",
+                 f"objective {_fmt(self.objective)}  bound {_fmt(self.bound)}  gap {gap}"]
+        if self.start_accepted is not None:
+            lines.append(f"warm start {_fmt(self.start_objective)} "
+                         f"({'accepted' if self.start_accepted else 'not accepted'})")
+        if self.message:
+            lines.append(self.message)
+        if self.evaluation is not None:
+            lines.append(self.evaluation.table())
+        return "\n".join(lines)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.6g}"

@@ -1,0 +1,157 @@
+"""``solve``: compile a problem, warm-start it, run a solver under the time limit, and certify the answer.
+
+Every answer is re-checked by the cost model: the returned objective is the evaluator's value
+of the placement read back from the solution, and a solver objective that disagrees with it
+raises :class:`~placement_dsl.errors.EvaluationMismatchError` instead of being reported.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import EvaluationMismatchError, SpecError
+from .evaluate import Evaluation, evaluate
+from .placement import Placement
+from .result import Result, Seconds
+from .solvers import SolveOptions, SolverOutcome, Status, solve_model
+
+START_TOL = 1e-6  # largest constraint violation of a warm start that is still passed on
+MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
+
+
+def solve(problem: Any, formulation: str = "auto", solver: str = "highs", time_limit: float = 60.0,
+          gap: float = 1e-4, threads: int = 1, warm_start: str | Path | Placement | None = None,
+          log_path: str | Path | None = None, method: str = "ip") -> Result:
+    """Solve ``problem`` with a formulation and a solver; the result is certified by the cost model.
+
+    Parameters
+    ----------
+    problem
+        A :class:`~placement_dsl.problem.Problem`.
+    formulation
+        A formulation name, or ``"auto"`` to let the problem choose.
+    solver
+        ``"highs"``, ``"scip"`` or any installed Pyomo solver name.
+    time_limit
+        Seconds for hand-off and search, enforced by the project (a time limit is a status).
+    gap
+        Relative MIP gap at which to stop.
+    threads
+        Solver threads.
+    warm_start
+        A heuristic method name (``"dp"``, ``"slicegraph"``, ...), a :class:`Placement`, or the
+        path of a placement file. A start that violates the formulation is refused, not passed.
+    log_path
+        File for the solver's log.
+    method
+        The label of this run in the result (e.g. the command-line method name).
+
+    Returns
+    -------
+    Result
+        Status, placement, cost-model objective, bound, gap, timings and the start's fate.
+    """
+    from .compile import compile
+
+    t0 = time.perf_counter()
+    compiled = compile(problem, formulation)
+    t_compile = time.perf_counter() - t0
+    start, start_eval, refusal = _warm_start(compiled, warm_start)
+    t_start = time.perf_counter() - t0 - t_compile
+    options = SolveOptions(time_limit=time_limit, gap=gap, threads=threads, log_path=log_path)
+    values = None if start is None or refusal else compiled.varmap.values(start)
+    outcome = solve_model(compiled.model, solver, options, start=values)
+    result = _certify(compiled, outcome, method, solver, start_eval, refusal)
+    result.timings = Seconds(build=t_compile + outcome.timings.build, start=t_start,
+                             handoff=outcome.timings.handoff, solve=outcome.timings.solve,
+                             total=time.perf_counter() - t0)
+    return result
+
+
+# ---------------------------------------------------------------------------- warm start
+def _start_placement(compiled: Any, warm_start: str | Path | Placement) -> Placement:
+    """The placement a warm-start argument names."""
+    problem = compiled.problem
+    if isinstance(warm_start, Placement):
+        return warm_start
+    from .heuristics.base import METHODS
+
+    if isinstance(warm_start, str) and warm_start in METHODS:
+        from .heuristics import run
+
+        return run(warm_start, problem.graph, problem.cluster, model=compiled.cost_model).placement
+    path = Path(warm_start)
+    if not path.exists():
+        raise SpecError(f"warm_start {str(warm_start)!r} is neither a heuristic ({sorted(METHODS)}) "
+                        "nor an existing placement file")
+    from .io import Workload, load_placement
+
+    return load_placement(path, Workload(problem.graph, problem.cluster))
+
+
+def _warm_start(compiled: Any, warm_start: Any) -> tuple[Placement | None, Evaluation | None, str]:
+    """The start placement, its evaluation, and why it is refused ('' if it is passed on)."""
+    if warm_start is None:
+        return None, None, ""
+    start = _start_placement(compiled, warm_start)
+    ev = evaluate(start, compiled.cost_model)
+    if not ev.valid:
+        return start, ev, f"warm start refused: the cost model finds it invalid ({_violations(ev)})"
+    worst, where = compiled.varmap.residual(compiled.varmap.values(start))
+    if worst > START_TOL:
+        return start, ev, (f"warm start refused: it violates {where!r} of formulation "
+                           f"{compiled.formulation!r} by {worst:.3g}")
+    return start, ev, ""
+
+
+def _violations(ev: Evaluation) -> str:
+    return "; ".join(v.message for v in ev.violations[:3])
+
+
+# ---------------------------------------------------------------------------- certificate
+def _certify(compiled: Any, outcome: SolverOutcome, method: str, solver: str, start_eval: Evaluation | None,
+             refusal: str) -> Result:
+    """Read the placement back, re-evaluate it, check agreement, and assemble the result."""
+    scale = compiled.objective_scale
+    notes = [m for m in (refusal, outcome.message) if m]
+    placement = ev = objective = None
+    if outcome.has_solution:
+        placement = compiled.varmap.placement(compiled.model)
+        ev = evaluate(placement, compiled.cost_model)
+        objective = ev.objective
+        _check_agreement(compiled, outcome, ev, solver, notes)
+    bound = None if outcome.bound is None else outcome.bound * scale
+    if bound is not None and objective is not None:
+        bound = min(bound, objective)
+    accepted = outcome.start_accepted if start_eval is not None else None
+    if refusal:
+        accepted = False
+    return Result(status=outcome.status, placement=placement, objective=objective, bound=bound, method=method,
+                  solver=solver, formulation=compiled.formulation, log_path=outcome.log_path,
+                  start_objective=None if start_eval is None else start_eval.objective, start_accepted=accepted,
+                  evaluation=ev, message="; ".join(notes))
+
+
+def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solver: str, notes: list[str]) -> None:
+    """Raise when the solver's objective and the cost model's disagree in a way that signals a bug.
+
+    A solver objective *below* the cost model's means the model under-counts (e.g. a big-M that
+    let schedules overlap): always an error. A time-limited incumbent whose objective variable is
+    not yet tight (solver *above* the cost model) is a valid placement: the evaluator's value is
+    kept and the difference noted.
+    """
+    claimed = outcome.objective * compiled.objective_scale
+    tol = MATCH_TOL * max(abs(ev.objective), abs(claimed), 1e-9)
+    name = f"{compiled.formulation!r} with {solver!r}"
+    if not ev.valid:
+        raise EvaluationMismatchError(f"{name}: the solver's placement is invalid for the cost model "
+                                      f"({_violations(ev)}); the formulation misses a constraint")
+    if not math.isfinite(ev.objective) or abs(claimed - ev.objective) <= tol:
+        return
+    if claimed > ev.objective and outcome.status is Status.TIME_LIMIT_FEASIBLE:
+        notes.append(f"incumbent objective {claimed:.10g} was not tight; the cost model gives {ev.objective:.10g}")
+        return
+    raise EvaluationMismatchError(f"{name}: solver objective {claimed:.10g} (model {outcome.objective:.10g} x scale "
+                                  f"{compiled.objective_scale:.6g}) but the cost model gives {ev.objective:.10g}")
