@@ -75,6 +75,19 @@ def diamond_graph() -> Graph:
     return Graph(ops, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], name="diamond")
 
 
+def random_graph(rng: np.random.Generator, n: int, density: float = 0.4, training: bool = False,
+                 name: str = "random") -> Graph:
+    """A random DAG on ``n`` ops (edges ``i -> j``, ``i < j``, with probability ``density``).
+
+    Integer work in 1..5, tensors in 0..3, parameters in 0..4; with ``training`` the second
+    half of the ops is the backward pass.
+    """
+    ops = [Op(name=f"v{i}", work=float(rng.integers(1, 6)), out_bytes=float(rng.integers(0, 4)),
+              param_bytes=float(rng.integers(0, 5)), backward=training and i >= n // 2) for i in range(n)]
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < density]
+    return Graph(ops, edges, name=name)
+
+
 # ---------------------------------------------------------------------------- instances
 def chain() -> tuple[Problem, float]:
     """Four ops of work 2 in a chain, unit tensors, 2 stages: ``{op0, op1} | {op2, op3}`` costs 4 + 1 = 5."""

@@ -80,8 +80,8 @@ class TensorCut(BlockTemplate):
             def rhs_out(u: int, v: int, d: int) -> Any:
                 return x(u, d) - x(v, d)
         else:
-            def rhs_in(u: int, v: int, d: int) -> Any:
-                return (y(u, d - 1) if d > 0 else 0) + x(v, d) - 1
+            def rhs_in(u: int, v: int, d: int) -> Any:  # vacuous on the first block (y_{u,-1} = 0)
+                return y(u, d - 1) + x(v, d) - 1 if d > 0 else 0
 
             def rhs_out(u: int, v: int, d: int) -> Any:
                 return x(u, d) - y(v, d)

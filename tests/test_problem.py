@@ -1,0 +1,109 @@
+"""The declarative problem layer: validation, the cost-model view, JSON round trips."""
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+
+from placement_dsl import Cluster, Graph, Op, SpecError
+from placement_dsl.constraints import (AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin,
+                                       term_from_dict)
+from placement_dsl.evaluate import MemoryMode, Objective
+from placement_dsl.io import Workload
+from placement_dsl.objectives import Bottleneck, GPipe, PipeDream, Throughput
+from placement_dsl.problem import Problem, Stages
+from placement_dsl.testing import chain_graph, colocated_pinned, training_graph
+
+
+def small() -> Graph:
+    ops = [Op(name="a", work=1, out_bytes=1, attrs={"colorClass": 1}), Op(name="b", work=2, attrs={"colorClass": 1}),
+           Op(name="c", work={"accelerator": 1, "cpu": 3})]
+    return Graph(ops, [("a", "b"), ("b", "c")], name="small")
+
+
+def test_problem_layer_imports_no_pyomo():
+    code = ("import sys, placement_dsl.problem, placement_dsl.objectives, placement_dsl.constraints;"
+            "print('pyomo' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("term, words", [
+    (Pin("zz", "stage0"), ["Pin", "zz"]),
+    (Pin("a", "gpu9"), ["gpu9", "stage0"]),
+    (Colocate([["a", "nope"]]), ["Colocate", "nope"]),
+    (Colocate.by("missing_attr"), ["missing_attr", "colorClass"]),
+    (AllowedKinds(["a"], ["tpu"]), ["tpu", "accelerator"]),
+])
+def test_unknown_names_raise_spec_errors_naming_them(term, words):
+    with pytest.raises(SpecError) as err:
+        Problem(small(), Stages(2), Throughput(), [term])
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_conflicting_pins_and_memory_modes_are_rejected():
+    with pytest.raises(SpecError, match="conflicting pins"):
+        Problem(small(), Stages(2), Throughput(), [Pin("a", "stage0"), Pin("a", "stage1")])
+    with pytest.raises(SpecError, match="colocated ops"):
+        Problem(small(), Stages(2), Throughput(), [Colocate([["a", "b"]]), Pin("a", "stage0"), Pin("b", "stage1")])
+    with pytest.raises(SpecError, match="conflict"):
+        Problem(small(), Stages(2), Throughput(), [Memory(), Overflow()])
+    with pytest.raises(SpecError, match="overlap"):
+        Throughput(overlap="sometimes")
+    with pytest.raises(SpecError, match="objective"):
+        Problem(small(), Stages(2), objective=Memory())  # type: ignore[arg-type]
+
+
+def test_cost_model_view():
+    g = small()
+    cm = Problem(g, Stages(2), Bottleneck(overlap="half"), [Overflow(), DagOrder()]).cost_model()
+    assert (cm.objective, cm.overlap.value, cm.memory) == (Objective.MAX_LOAD, "half", MemoryMode.OVERFLOW)
+    assert cm.require == {"allowed", "colocation", "dag_order", "acyclic"}
+    cm = Problem(training_graph(), Cluster.accelerators(2), GPipe(), [Memory(), Contiguous()]).cost_model()
+    assert cm.objective is Objective.GPIPE and cm.require == {"allowed", "colocation", "memory", "contiguous"}
+    assert Problem(g, Stages(2), PipeDream()).cost_model().objective is Objective.MAX_LOAD
+
+
+def test_colocation_and_allowed_kinds_fold_into_the_graph():
+    g = small()
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Throughput(), [Colocate.by("colorClass"), AllowedKinds("c", "cpu")])
+    assert p.graph.group_id[0] == p.graph.group_id[1] and p.source_graph.group_id[1] == 1
+    assert math.isinf(p.graph.ops[2].time_on("accelerator")) and p.graph.ops[2].time_on("cpu") == 3
+    split = p.placement([0, 1, 1])
+    assert any("colocation" in v for v in p.violations(split))
+    assert p.is_valid(p.placement([0, 0, 1]))
+    assert not p.is_valid(p.placement([0, 0, 0]))  # c may not run on the accelerator
+
+
+def test_pins_are_checked_by_the_problem():
+    problem, _ = colocated_pinned()
+    bad = problem.placement([0, 0, 2, 0])
+    assert any("pinned" in v for v in problem.violations(bad))
+
+
+def test_json_round_trip(tmp_path):
+    terms = [Colocate([["a", "b"]], shared=False), Pin("c", "acc0"), AllowedKinds(["c"], ["accelerator"]), Memory(),
+             Contiguous()]
+    p = Problem(small(), Cluster.accelerators(2, memory=8, cpus=1), GPipe(overlap="full"), terms)
+    q = Problem.from_dict(p.to_dict())
+    assert q == p and q.cost_model() == p.cost_model()
+    p.save(tmp_path / "p.json")
+    assert Problem.load(tmp_path / "p.json") == p
+    with pytest.raises(SpecError, match="unknown problem term"):
+        term_from_dict({"term": "NoSuchTerm"})
+
+
+def test_for_workload_maps_command_line_methods():
+    w = Workload(chain_graph([1, 2, 3]), Stages(2))
+    assert Problem.for_workload(w, "bottleneck", "exact").has(DagOrder)
+    p = Problem.for_workload(w, "throughput", "ip")
+    assert p.has(Contiguous) and p.has(Memory)
+    assert not Problem.for_workload(w, "gpipe", "ip-noncontig").has(Contiguous)
+    with pytest.raises(SpecError, match="latency"):
+        Problem.for_workload(w, "latency", "ip")
+    with pytest.raises(SpecError, match="method"):
+        Problem.for_workload(w, "throughput", "magic")
