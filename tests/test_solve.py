@@ -1,0 +1,127 @@
+"""solve() end to end on the tiny instances with known optima: every formulation the problem picks,
+every native solver, warm starts of every kind, and the cost-model certificate."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from placement_dsl import testing
+from placement_dsl.errors import EvaluationMismatchError, SolverUnavailableError, SpecError
+from placement_dsl.io import Workload, save_placement
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem, Stages
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.constraints import DagOrder
+from placement_dsl.result import Result, relative_gap
+from placement_dsl.solve import solve
+from placement_dsl.solvers import Status, available_solvers, backend
+
+NATIVE = [s for s in ("highs", "scip") if s in available_solvers()]
+PYOMO = [s for s in available_solvers() if s not in NATIVE]
+
+
+@pytest.mark.parametrize("solver", NATIVE)
+@pytest.mark.parametrize("name", sorted(testing.INSTANCES))
+def test_known_optimum(name, solver):
+    problem, optimum = testing.INSTANCES[name]()
+    result = solve(problem, solver=solver, time_limit=20)
+    assert result.status is Status.OPTIMAL, result.message
+    assert result.objective == pytest.approx(optimum, rel=1e-9)
+    assert result.evaluation.valid and result.evaluation.objective == result.objective
+    assert result.bound <= result.objective and result.gap <= 1e-4 + 1e-9
+    assert result.placement.evaluate(problem.cost_model()).objective == pytest.approx(optimum)
+
+
+@pytest.mark.parametrize("solver", PYOMO)
+def test_pyomo_solver_by_name(solver):
+    problem, optimum = testing.diamond()
+    result = solve(problem, solver=solver, time_limit=20)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(optimum)
+    assert result.solver == solver
+
+
+def test_result_to_dict_is_json_with_the_agreed_keys():
+    problem, optimum = testing.chain()
+    best = testing.brute_force(problem)[1]
+    result = solve(problem, solver="highs", time_limit=10, warm_start=best, method="ip")
+    data = json.loads(json.dumps(result.to_dict()))
+    for key in ("objective", "bound", "gap", "status", "method", "solver", "seconds", "start_objective",
+                "start_accepted", "formulation", "timings"):
+        assert key in data
+    assert data["status"] == "optimal" and data["method"] == "ip" and data["objective"] == optimum
+    assert data["timings"]["total"] >= data["timings"]["solve"] > 0
+    assert "optimal" in result.summary() and "device" in result.summary()
+
+
+@pytest.mark.parametrize("solver", [s for s in NATIVE if backend(s).capabilities.mip_start])
+def test_warm_start_from_placement_is_accepted(solver):
+    problem, optimum = testing.fig2()
+    start = testing.brute_force(problem)[1]
+    result = solve(problem, solver=solver, time_limit=10, warm_start=start)
+    assert result.start_accepted is True, result.message
+    assert result.start_objective == pytest.approx(optimum)
+    assert result.objective == pytest.approx(optimum)
+
+
+def test_warm_start_from_heuristic_and_file(tmp_path):
+    problem, optimum = testing.chain()
+    by_name = solve(problem, solver="highs", time_limit=10, warm_start="greedy")
+    assert by_name.start_objective is not None and by_name.start_objective >= optimum
+    assert by_name.objective == pytest.approx(optimum) and by_name.start_accepted is True
+    path = tmp_path / "start.json"
+    save_placement(testing.brute_force(problem)[1], path, Workload(problem.graph, problem.cluster))
+    from_file = solve(problem, solver="highs", time_limit=10, warm_start=str(path))
+    assert from_file.start_accepted is True and from_file.start_objective == pytest.approx(optimum)
+    with pytest.raises(SpecError, match="neither a heuristic"):
+        solve(problem, solver="highs", time_limit=10, warm_start=str(tmp_path / "missing.json"))
+
+
+def test_start_that_violates_the_formulation_is_refused():
+    problem, optimum = testing.chain()
+    backwards = Placement(problem.graph, problem.cluster, [1, 1, 0, 0])  # data flows stage1 -> stage0
+    result = solve(problem, solver="highs", time_limit=10, warm_start=backwards)
+    assert result.start_accepted is False and "warm start refused" in result.message
+    assert result.objective == pytest.approx(optimum)
+
+
+def test_evaluation_mismatch_is_raised(monkeypatch):
+    import placement_dsl.compile as compile_module
+
+    monkeypatch.setattr(compile_module.Compiled, "objective_scale", property(lambda self: 2.0 * self.scale.time))
+    problem, _ = testing.diamond()
+    with pytest.raises(EvaluationMismatchError, match=r"solver objective 16 .* cost model gives 8"):
+        solve(problem, solver="highs", time_limit=10)
+
+
+def test_unknown_solver():
+    problem, _ = testing.chain()
+    with pytest.raises(SolverUnavailableError, match="no_such_solver"):
+        solve(problem, solver="no_such_solver")
+
+
+def test_gap_definition():
+    assert relative_gap(4.0, 3.0) == 0.25
+    assert relative_gap(None, 1.0) is None
+    r = Result(Status.TIME_LIMIT_NO_SOLUTION, None, None, 2.0, "ip", "highs", "exact")
+    assert r.gap is None and r.to_dict()["objective"] is None and "start_accepted" not in r.to_dict()
+
+
+def _big_problem() -> Problem:
+    graph = testing.random_graph(np.random.default_rng(7), 40, density=0.15)
+    return Problem(graph, Stages(6), Bottleneck(), [DagOrder()])
+
+
+@pytest.mark.parametrize("solver", NATIVE)
+def test_time_limit_end_to_end(solver):
+    problem = _big_problem()
+    t0 = time.perf_counter()
+    result = solve(problem, solver=solver, time_limit=1.0, warm_start="greedy")
+    wall = time.perf_counter() - t0
+    assert result.status in (Status.TIME_LIMIT_FEASIBLE, Status.OPTIMAL), result.message
+    assert result.timings.handoff + result.timings.solve < 1.0 + 0.5 + 0.3
+    assert wall < result.timings.build + result.timings.start + 1.0 + 0.5 + 0.5
+    assert result.objective <= result.start_objective + 1e-9
+    assert result.bound is None or result.bound <= result.objective
