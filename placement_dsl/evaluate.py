@@ -277,16 +277,18 @@ def contiguity_witness(p: Placement) -> list[tuple[int, int]]:
     Op ``b`` of that label is reached from the same label's ops through an op outside it.
     """
     g = p.graph
-    label = 2 * p.assign + g.backward.astype(np.int64)
+    label = (2 * p.assign + g.backward.astype(np.int64)).tolist()  # Python ints: bitmasks grow past 64 bits
+    preds = [g.predecessors(v).tolist() for v in range(g.n)]
     reach = [0] * g.n  # bitmask of labels from which a node is strictly reachable
     bad: list[tuple[int, int]] = []
-    for v in g.topo:
+    for v in g.topo.tolist():
         r = 0
-        for u in g.predecessors(v):
+        lv = label[v]
+        for u in preds[v]:
             ru = reach[u]
-            if (ru >> label[v]) & 1 and label[u] != label[v]:
-                bad.append((int(label[v]), int(v)))
-            r |= ru | (1 << int(label[u]))
+            if (ru >> lv) & 1 and label[u] != lv:
+                bad.append((lv, v))
+            r |= ru | (1 << label[u])
         reach[v] = r
     return bad
 
