@@ -18,8 +18,8 @@ from pyomo.core.base.var import VarData
 
 from ..errors import SolverUnavailableError
 from . import guard, highs, pyomo_generic, scip
-from .base import (Bound, Capabilities, Final, HandedOff, Incumbent, Native, SolveOptions, SolverOutcome, StartVerdict, Status,
-                   Timings, classify)
+from .base import (Bound, Capabilities, Final, HandedOff, Incumbent, Native, SolveOptions, SolverOutcome,
+                   StartVerdict, Status, Timings, classify)
 from .matrix import LinearModel, extract
 
 __all__ = ["Capabilities", "SolveOptions", "SolverOutcome", "Status", "Timings", "available_solvers", "backend",
@@ -101,8 +101,9 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
     options
         Time limit (enforced by the project), gap, threads, log file.
     start
-        A value for every variable (a ``ComponentMap`` {var: value}, or {var name: value}): passed as a MIP start where the backend takes one, and in any
-        case the answer is never worse than a feasible start.
+        A value for every variable (a ``ComponentMap`` {var: value}, or {var name: value}):
+        passed as a MIP start where the backend takes one, and in any case the answer is never
+        worse than a feasible start.
 
     Examples
     --------
@@ -145,7 +146,8 @@ def _start_to_pass(chosen: Backend, lm: LinearModel, x0, refusal: str) -> tuple[
     return x0, ""
 
 
-def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveOptions, x0, start_obj) -> SolverOutcome:
+def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveOptions, x0,
+             start_obj) -> SolverOutcome:
     """Fold the worker's reports into an outcome; fall back to a feasible start that is better."""
     x = got.x
     notes = list(got.notes)
