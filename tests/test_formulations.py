@@ -110,3 +110,11 @@ def test_mip_equals_brute_force(problem):
     overlap=st.sampled_from(["none", "half", "full"]), structure=st.sampled_from(sorted(CONSTRAINTS))))
 def test_mip_equals_brute_force_larger(problem):
     check_against_brute_force(problem)
+
+
+@pytest.mark.parametrize("script", ["custom_constraint.py", "custom_formulation.py"])
+def test_examples_run(script):
+    import runpy
+    from pathlib import Path
+
+    runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / script), run_name="__main__")
