@@ -181,7 +181,9 @@ class Evaluation:
             )
         name = self.model.objective.value
         rows.append(f"objective ({name}): {self.objective:.6g}   valid: {self.valid}")
-        rows.extend(f"  violation [{v.check}] {v.message}" for v in self.violations)
+        for v in self.violations:
+            label = "violation" if v.check in self.model.require else "note (not required)"
+            rows.append(f"  {label} [{v.check}] {v.message}")
         return "\n".join(rows)
 
 
