@@ -11,7 +11,7 @@ from placement_dsl import Cluster, SpecError
 from placement_dsl.compile import Compiled, compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
 from placement_dsl.objectives import Bottleneck, GPipe, PipeDream, Throughput
-from placement_dsl.problem import Problem, Stages
+from placement_dsl.problem import Problem
 from placement_dsl.testing import INSTANCES, brute_force, chain, random_graph, training_graph
 
 

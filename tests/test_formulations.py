@@ -12,7 +12,7 @@ from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
 from placement_dsl.formulations import FORMULATIONS, choose
 from placement_dsl.objectives import Bottleneck, GPipe, PipeDream, Throughput
-from placement_dsl.problem import Problem, Stages
+from placement_dsl.problem import Problem
 from placement_dsl.testing import INSTANCES, brute_force, random_graph
 
 pytestmark = pytest.mark.skipif(not pyo.SolverFactory("appsi_highs").available(exception_flag=False),
