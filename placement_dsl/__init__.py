@@ -11,10 +11,18 @@ from .evaluate import CostModel, Evaluation, evaluate
 from .graph import Graph, Op
 from .io import Workload, load_placement, load_workload, save_placement, save_workload
 from .placement import Placement
+from .objectives import Bottleneck, GPipe, PipeDream, Throughput
+from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
+from .problem import Problem, Stages
+from .compile import compile
+from .solve import solve
+from .result import Result
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllowedKinds", "Bottleneck", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
+    "Pin", "PipeDream", "Problem", "Result", "Stages", "Throughput", "compile", "solve",
     "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
     "Link", "Op", "Placement", "PlacementError", "SolverUnavailableError", "SpecError", "Workload",
     "evaluate", "load_placement", "load_workload", "save_placement", "save_workload",

@@ -132,7 +132,7 @@ def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
     from .problem import Problem
     from .solve import solve
 
-    problem = Problem.for_workload(w, objective=args.objective, method=args.method)
+    problem = Problem.for_workload(w, objective=args.objective, method=args.method, overlap=args.overlap)
     return solve(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
                  warm_start=args.warm_start, method=args.method)
 
