@@ -1,0 +1,361 @@
+"""Compiled kernels of the DP over ideals (see :mod:`.ideals` for the algorithm).
+
+Ideals are bitsets: rows of ``uint64`` words over the supernodes of the contracted DAG.
+Every kernel is ``numba.njit(cache=True)``: compiling them takes a few seconds, which would
+otherwise be paid by every process that runs the DP (each test worker, each benchmark and
+CLI call); the on-disk cache makes the second and later processes start at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = np.inf
+ONE = np.uint64(1)
+FNV_OFFSET = np.uint64(14695981039346656037)
+FNV_PRIME = np.uint64(1099511628211)
+
+# overlap modes (evaluate.Overlap): load = compute + in + out | max(compute, in + out) | max(compute, in, out)
+NONE, HALF, FULL = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------- enumeration
+@njit(cache=True)
+def _hash(row):
+    h = FNV_OFFSET
+    for w in row:
+        h = (h ^ w) * FNV_PRIME
+        h ^= h >> np.uint64(29)
+    return h
+
+
+@njit(cache=True)
+def _same(a, b):
+    for w in range(a.shape[0]):
+        if a[w] != b[w]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _insert(table, ideals, count, row):
+    """Slot of ``row`` in the open-addressing table: (slot, id or -1 if absent)."""
+    mask = np.uint64(table.shape[0] - 1)
+    h = _hash(row) & mask
+    while True:
+        j = table[h]
+        if j < 0 or _same(ideals[j], row):
+            return h, j
+        h = (h + ONE) & mask
+
+
+@njit(cache=True)
+def _rehash(ideals, count, size):
+    table = np.full(size, -1, np.int64)
+    for i in range(count):
+        h, _ = _insert(table, ideals, count, ideals[i])
+        table[h] = i
+    return table
+
+
+@njit(cache=True)
+def enumerate_ideals(pred, limit):
+    """All ideals of a DAG given each node's predecessor bitset ``pred`` (n x W).
+
+    Breadth-first from the empty set, so ids grow with cardinality (``J ⊊ I`` implies
+    ``id(J) < id(I)``). Returns ``(ideals, child, parent, complete)``: the ideals (N x W),
+    the immediate-sub-ideal pairs (``ideals[parent] = ideals[child]`` minus one maximal
+    node), and False if more than ``limit`` ideals exist (the arrays are then partial).
+    """
+    n, W = pred.shape
+    cap = 1024
+    ideals = np.zeros((cap, W), np.uint64)
+    table = np.full(4096, -1, np.int64)
+    h, _ = _insert(table, ideals, 1, ideals[0])
+    table[h] = 0
+    count = 1
+    ecap = 4096
+    child = np.empty(ecap, np.int64)
+    parent = np.empty(ecap, np.int64)
+    ne = 0
+    row = np.empty(W, np.uint64)
+    i = 0
+    while i < count:
+        for v in range(n):
+            wv = v >> 6
+            bv = ONE << np.uint64(v & 63)
+            if ideals[i, wv] & bv:
+                continue
+            ok = True
+            for w in range(W):
+                if pred[v, w] & ~ideals[i, w]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            row[:] = ideals[i]
+            row[wv] |= bv
+            h, j = _insert(table, ideals, count, row)
+            if j < 0:
+                if count >= limit:
+                    return ideals[:count], child[:ne], parent[:ne], False
+                if count == cap:
+                    cap *= 2
+                    grown = np.zeros((cap, W), np.uint64)
+                    grown[:count] = ideals[:count]
+                    ideals = grown
+                ideals[count] = row
+                table[h] = count
+                j = count
+                count += 1
+                if 2 * count > table.shape[0]:
+                    table = _rehash(ideals, count, 2 * table.shape[0])
+            if ne == ecap:
+                ecap *= 2
+                c2 = np.empty(ecap, np.int64)
+                p2 = np.empty(ecap, np.int64)
+                c2[:ne] = child[:ne]
+                p2[:ne] = parent[:ne]
+                child, parent = c2, p2
+            child[ne] = j
+            parent[ne] = i
+            ne += 1
+        i += 1
+    return ideals[:count], child[:ne], parent[:ne], True
+
+
+@njit(cache=True)
+def ideal_sums(ideals, values):
+    """``out[i] = sum of values[v] over nodes v in ideal i`` (values: n x K)."""
+    N, W = ideals.shape
+    n, K = values.shape
+    out = np.zeros((N, K))
+    for i in range(N):
+        for w in range(W):
+            word = ideals[i, w]
+            while word:
+                low = word & (~word + ONE)
+                v = w * 64 + _bit_index(low)
+                for k in range(K):
+                    out[i, k] += values[v, k]
+                word ^= low
+    return out
+
+
+@njit(cache=True)
+def _bit_index(low):
+    b = 0
+    while low > ONE:
+        low >>= ONE
+        b += 1
+    return b
+
+
+# ---------------------------------------------------------------------------- tensor boundaries
+@njit(cache=True)
+def _touch(tmask, lo, hi, row):
+    """(T ∩ row ≠ ∅, T ⊆ row) for a tensor's node set T."""
+    meets, inside = False, True
+    for w in range(lo, hi):
+        x = tmask[w] & row[w]
+        if x:
+            meets = True
+        if x != tmask[w]:
+            inside = False
+    return meets, inside
+
+
+@njit(cache=True)
+def _has(row, v):
+    return (row[v >> 6] >> np.uint64(v & 63)) & ONE
+
+
+@njit(cache=True)
+def boundaries(ideals, tmask, towner, tcost, tlo, thi):
+    """Per ideal ``J`` (as a node set): ``in(J)``, ``out(J)`` and the tensors split by ``J``.
+
+    A tensor is a node set ``T`` (its producer's node ``owner`` plus its consumers' nodes)
+    with a cost. ``out(J)`` sums tensors made in ``J`` with a consumer outside; ``in(J)``
+    those made outside with a consumer inside. Split tensors (``T ∩ J ≠ ∅``, ``T ⊄ J``)
+    come back as CSR ``(ptr, idx)``.
+    """
+    N = ideals.shape[0]
+    nT = tmask.shape[0]
+    tin = np.zeros(N)
+    tout = np.zeros(N)
+    ptr = np.zeros(N + 1, np.int64)
+    for pass_ in range(2):
+        if pass_ == 1:
+            for i in range(N):
+                ptr[i + 1] += ptr[i]
+            idx = np.empty(ptr[N], np.int64)
+            fill = ptr[:N].copy()
+        for i in range(N):
+            row = ideals[i]
+            for t in range(nT):
+                meets, inside = _touch(tmask[t], tlo[t], thi[t], row)
+                if not meets or inside:
+                    continue
+                if pass_ == 0:
+                    ptr[i + 1] += 1
+                    if _has(row, towner[t]):
+                        tout[i] += tcost[t]
+                    else:
+                        tin[i] += tcost[t]
+                else:
+                    idx[fill[i]] = t
+                    fill[i] += 1
+    return tin, tout, ptr, idx
+
+
+@njit(cache=True)
+def _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi):
+    """(in, out) of the stage ``S = I \\ J`` from ``J``'s boundary and the tensors split by ``I``.
+
+    Tensors inside ``I`` cross ``S``'s boundary exactly where they cross ``J``'s (with in and
+    out swapped); tensors outside ``I`` never touch ``S``; only those split by ``I`` need a
+    look (typically a handful: the frontier of ``I``).
+    """
+    s_in = tout[J]
+    s_out = tin[J]
+    for p in range(sptr[I], sptr[I + 1]):
+        t = sidx[p]
+        c = tcost[t]
+        a = towner[t]
+        a_in_j = _has(row_j, a)
+        a_in_i = _has(row_i, a)
+        meets_j = False
+        meets_s = False
+        for w in range(tlo[t], thi[t]):
+            m = tmask[t, w]
+            if m & row_j[w]:
+                meets_j = True
+            if m & row_i[w] & ~row_j[w]:
+                meets_s = True
+        if a_in_j:  # counted in out(J): made in J, leaves I
+            s_in -= c
+        elif meets_j:  # counted in in(J): made outside J, read in J
+            s_out -= c
+        if a_in_i and not a_in_j:
+            s_out += c
+        elif meets_s:
+            s_in += c
+    return max(s_in, 0.0), max(s_out, 0.0)
+
+
+# ---------------------------------------------------------------------------- the DP
+@njit(cache=True)
+def _load(mode, compute, t_in, t_out, overflow):
+    if mode == NONE:
+        return compute + t_in + t_out + overflow
+    if mode == HALF:
+        return max(compute, t_in + t_out + overflow)
+    return max(max(compute, t_in), t_out + overflow)
+
+
+@njit(cache=True)
+def _replicated(mode, load, sync, k):
+    """App. C.2: a stage on ``k`` replicas: ``load / k`` with the all-reduce ``(k-1)/k * sync``."""
+    if k == 1:
+        return load
+    ar = (k - 1) * sync / k
+    if mode == NONE:
+        return load / k + ar
+    return max(load / k, ar)
+
+
+@njit(cache=True)
+def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
+          cap, scale, inv_bw, overflow, max_rep, mode,
+          tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
+          counts, strides, ub):
+    """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
+
+    For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
+    steps, each visited once) while some device class can still take ``I \\ J``: its work,
+    memory and unsupported-op count only grow as ``J`` shrinks, so the walk stops at the
+    first ``J`` where every class exceeds ``ub`` or its memory (only ideals close to ``I``
+    are visited, never all ``I^2`` pairs). Candidates above ``ub`` are dropped; with ``ub`` a
+    known achievable max-load the DP still finds the optimum.
+
+    Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
+    ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).
+    """
+    N, W = ideals.shape
+    C = work.shape[0]
+    S = counts.shape[0]
+    dp = np.full((N, S), INF)
+    back_j = np.full((N, S), -2, np.int32)
+    back_c = np.zeros((N, S), np.int8)
+    back_k = np.ones((N, S), np.int16)
+    dp[0, :] = 0.0
+    stamp = np.full(N, -1, np.int64)
+    stack = np.empty(N, np.int64)
+    alive = np.zeros(C, np.bool_)
+    comp = np.zeros(C)
+    visited = 0
+    for I in range(1, N):
+        row_i = ideals[I]
+        top = 0
+        for p in range(sub_ptr[I], sub_ptr[I + 1]):
+            J = sub_idx[p]
+            stamp[J] = I
+            stack[top] = J
+            top += 1
+        while top > 0:
+            top -= 1
+            J = stack[top]
+            any_alive = False
+            for c in range(C):
+                comp[c] = work[c, I] - work[c, J]
+                ok = unsup[c, I] == unsup[c, J] and counts[S - 1, c] > 0
+                if ok and not overflow[c]:
+                    ok = mem[I] - mem[J] <= cap[c]
+                if ok:
+                    sync = (param[I] - param[J]) * inv_bw[c]
+                    lb = comp[c]
+                    for k in range(2, max_rep[c] + 1):
+                        lb = min(lb, _replicated(mode, comp[c], sync, k))
+                    ok = lb <= ub
+                alive[c] = ok
+                any_alive = any_alive or ok
+            if not any_alive:
+                continue
+            for p in range(sub_ptr[J], sub_ptr[J + 1]):
+                K = sub_idx[p]
+                if stamp[K] != I:
+                    stamp[K] = I
+                    stack[top] = K
+                    top += 1
+            visited += 1
+            s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+            dm = mem[I] - mem[J]
+            for c in range(C):
+                if not alive[c]:
+                    continue
+                ovf = 0.0
+                if overflow[c] and dm > cap[c]:
+                    ovf = (dm - cap[c]) * inv_bw[c]
+                base = _load(mode, comp[c], s_in * scale[c], s_out * scale[c], ovf)
+                sync = (param[I] - param[J]) * inv_bw[c]
+                for k in range(1, max_rep[c] + 1):
+                    load = _replicated(mode, base, sync, k)
+                    if load > ub:
+                        continue
+                    step = k * strides[c]
+                    for s in range(S):
+                        if counts[s, c] < k:
+                            continue
+                        cand = max(dp[J, s - step], load)
+                        if cand < dp[I, s]:
+                            dp[I, s] = cand
+                            back_j[I, s] = J
+                            back_c[I, s] = c
+                            back_k[I, s] = k
+        for s in range(S):
+            for c in range(C):
+                if counts[s, c] > 0 and dp[I, s - strides[c]] < dp[I, s]:
+                    dp[I, s] = dp[I, s - strides[c]]
+                    back_j[I, s] = -1
+                    back_c[I, s] = c
+    return dp, back_j, back_c, back_k, visited

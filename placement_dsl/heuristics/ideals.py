@@ -1,0 +1,429 @@
+"""The DP over ideals (Tarnawski et al., NeurIPS 2020, §5.1.1-5.1.2, §5.3, App. B-C).
+
+A set of ops is contiguous iff it is ``I \\ J`` for ideals ``J ⊆ I`` (Fact 5.2), so the best
+contiguous split of the ideal ``I`` onto ``s`` devices is
+
+    dp[I][s] = min over ideals J ⊊ I and device classes c (s_c >= 1) of
+               max(dp[J][s - e_c], load_c(I \\ J))
+
+plus "leave a device unused" (``dp[I][s - e_c]``), with ``dp[∅][·] = 0``. The answer is
+``dp[V][all devices]``. ``load_c`` is the cost model's device load (:mod:`placement_dsl.evaluate`):
+work on the class's kind and speed, plus in/out transfers (each tensor once per boundary;
+host devices pay none), combined per :class:`~placement_dsl.evaluate.Overlap` (App. C.1),
+``inf`` if the ops exceed the class's memory or cannot run there.
+
+* Devices: the cluster's devices are grouped into classes of identical devices (kind,
+  memory, speed, bandwidth, host); the DP counts devices per class. Tarnawski's ``k``
+  accelerators + ``l`` CPUs is two classes; any heterogeneous cluster is handled as long as
+  ``prod_c (n_c + 1)`` stays small (at most ``MAX_STATES``).
+* Training (§5.3, App. B): the DP runs on the forward DAG of :func:`.contract.contract`;
+  every forward supernode carries its backward ops along, so a device's load is
+  ``FW_i + BW_i`` (PipeDream's objective, ``max_i (FW_i + BW_i)``). As in the paper's code,
+  contiguity is enforced on the forward side only.
+* Replication (App. C.2, ``replication=True``): a stage may run on ``k`` devices of one
+  non-host class, at ``load / k`` plus the all-reduce ``(k-1) * param / (k * B)`` (summed,
+  or the max of the two with overlapped communication).
+* DPL (§5.1.2): :func:`dpl` adds a DFS path through the forward DAG, leaving ``n + 1``
+  ideals (the prefixes); it is exact among splits along that order only.
+
+Speed: ideals are ``uint64`` bitsets, enumerated breadth-first (so ``J ⊊ I`` has the smaller
+id); stage costs come from per-ideal prefix sums and the tensors on ``I``'s frontier
+(:func:`.ideal_kernels.sweep`); for each ``I`` only sub-ideals ``J`` whose stage ``I \\ J`` fits
+some device's memory and stays under an incumbent max-load (the DPL split) are visited.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from . import ideal_kernels as K
+from .base import HeuristicResult
+from .contract import Contraction, contract
+
+MAX_STATES = 4096
+DEFAULT_MAX_IDEALS = 2_000_000
+_MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
+
+
+# ---------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class DeviceClass:
+    """Interchangeable devices: same kind, memory, speed, bandwidth and host flag."""
+
+    devices: tuple[int, ...]
+    kind: str
+    host: bool
+    memory: float
+    speed: float
+    bandwidth: float
+
+    @property
+    def count(self) -> int:
+        return len(self.devices)
+
+
+def device_classes(cluster: Cluster) -> list[DeviceClass]:
+    """The cluster's devices grouped into classes of identical devices (cluster order kept)."""
+    out = []
+    for idx in cluster.homogeneous_groups():
+        d = cluster.devices[idx[0]]
+        out.append(DeviceClass(tuple(idx), d.kind, bool(d.host), d.memory, d.speed, d.bandwidth))
+    states = math.prod(c.count + 1 for c in out)
+    if states > MAX_STATES:
+        sizes = ", ".join(f"{len(c.devices)} x {c.kind!r}" for c in out)
+        raise SpecError(f"dp: the cluster has {len(out)} classes of identical devices ({sizes}), giving {states} "
+                        f"device-count states > {MAX_STATES}; make devices of a kind identical (memory, speed, "
+                        "bandwidth) or use a heuristic such as 'slicegraph'")
+    return out
+
+
+# ---------------------------------------------------------------------------- the lattice
+@dataclass(frozen=True)
+class IdealLattice:
+    """All ideals of a contraction's forward DAG, as bitsets, with immediate-sub-ideal links."""
+
+    contraction: Contraction
+    ideals: np.ndarray  # (N, W) uint64, breadth-first (by cardinality): 0 = ∅, N-1 = all nodes
+    sub_ptr: np.ndarray  # CSR: sub_idx[sub_ptr[i]:sub_ptr[i+1]] = ideals[i] minus one maximal node
+    sub_idx: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.ideals)
+
+    def nodes(self, i: int) -> np.ndarray:
+        """Supernodes in ideal ``i``."""
+        bits = np.unpackbits(self.ideals[i].view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.contraction.n_nodes])
+
+
+def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
+    """Boolean rows (k x n) -> uint64 words (k x ceil(n/64))."""
+    rows = np.asarray(rows, dtype=bool).reshape(-1, n)
+    W = max(1, -(-n // 64))
+    padded = np.zeros((len(rows), W * 64), dtype=bool)
+    padded[:, :n] = rows
+    return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(len(rows), W)
+
+
+def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> IdealLattice:
+    """Enumerate the ideals of ``con``'s DAG (raises :class:`SpecError` beyond ``max_ideals``)."""
+    n = con.n_nodes
+    pred = np.zeros((n, n), dtype=bool)
+    pred[con.dst, con.src] = True
+    ideals, child, parent, complete = K.enumerate_ideals(_bitsets(pred, n), int(max_ideals))
+    if not complete:
+        raise SpecError(f"dp: graph {con.graph.name!r} has more than {max_ideals} ideals ({n} supernodes); "
+                        "use method 'dpl' (linearized DP) or raise max_ideals")
+    order = np.argsort(child, kind="stable")
+    ptr = np.zeros(len(ideals) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(child, minlength=len(ideals)), out=ptr[1:])
+    return IdealLattice(con, ideals, ptr, parent[order].astype(np.int64))
+
+
+# ---------------------------------------------------------------------------- instance data
+def _node_costs(con: Contraction, cluster: Cluster, classes: list[DeviceClass]):
+    """Per supernode: work per class, unsupported-op count per class, memory, parameters."""
+    g, n = con.graph, con.n_nodes
+    work = np.zeros((len(classes), n))
+    unsup = np.zeros((len(classes), n), dtype=np.int64)
+    for c, cls in enumerate(classes):
+        t = g.work(cls.kind) / cls.speed
+        bad = ~np.isfinite(t)
+        work[c] = np.bincount(con.image, weights=np.where(bad, 0.0, t), minlength=n)
+        unsup[c] = np.bincount(con.image, weights=bad, minlength=n).astype(np.int64)
+    mem = np.bincount(con.image, weights=g.param_bytes + g.activation_bytes, minlength=n)
+    param = np.bincount(con.image, weights=g.param_bytes, minlength=n)
+    return work, unsup, mem, param
+
+
+def _tensors(con: Contraction):
+    """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
+
+    The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
+    device boundary iff that set is split. Tensors with the same (owner, set) are summed.
+    """
+    g, img = con.graph, con.image
+    agg: dict[tuple[int, frozenset[int]], float] = {}
+    for u in np.flatnonzero(g.out_bytes > 0):
+        nodes = frozenset(img[g.successors(u)].tolist()) | {int(img[u])}
+        if len(nodes) > 1:
+            key = (int(img[u]), nodes)
+            agg[key] = agg.get(key, 0.0) + float(g.out_bytes[u])
+    n = con.n_nodes
+    rows = np.zeros((len(agg), n), dtype=bool)
+    for t, (_, nodes) in enumerate(agg):
+        rows[t, list(nodes)] = True
+    masks = _bitsets(rows, n) if len(agg) else np.zeros((0, max(1, -(-n // 64))), np.uint64)
+    owner = np.array([a for a, _ in agg], dtype=np.int64)
+    cost = np.array(list(agg.values()), dtype=float)
+    lo = np.array([min(s) // 64 for _, s in agg], dtype=np.int64)
+    hi = np.array([max(s) // 64 + 1 for _, s in agg], dtype=np.int64)
+    return masks, owner, cost, lo, hi
+
+
+def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
+    """All device-count vectors (mixed radix, index increasing in every count) and strides."""
+    radix = [c.count + 1 for c in classes]
+    strides = np.cumprod([1] + radix[:-1]).astype(np.int64)
+    counts = np.array(np.unravel_index(np.arange(math.prod(radix)), radix[::-1], order="C")).T[:, ::-1]
+    return np.ascontiguousarray(counts, dtype=np.int64), strides
+
+
+# ---------------------------------------------------------------------------- solve
+@dataclass
+class _Solution:
+    value: float
+    stages: list[tuple[np.ndarray, int, int]]  # (supernodes, class, replicas), pipeline order
+    visited: int
+    seconds: dict[str, float]
+
+
+def _solve(lat: IdealLattice, cluster: Cluster, classes: list[DeviceClass], model: CostModel,
+           replication: bool, ub: float) -> _Solution:
+    con = lat.contraction
+    t0 = time.perf_counter()
+    work, unsup, mem, param = _node_costs(con, cluster, classes)
+    sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param]))
+    C = len(classes)
+    i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
+    i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
+    tmask, towner, tcost, tlo, thi = _tensors(con)
+    tin, tout, sptr, sidx = K.boundaries(lat.ideals, tmask, towner, tcost, tlo, thi)
+    counts, strides = _states(classes)
+    overflow = model.memory is MemoryMode.OVERFLOW
+    cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
+    scale = np.array([0.0 if c.host else 1.0 / c.bandwidth for c in classes])
+    t1 = time.perf_counter()
+    dp, back_j, back_c, back_k, visited = K.sweep(
+        lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
+        cap, scale, 1.0 / np.array([c.bandwidth for c in classes]),
+        np.array([overflow and not c.host for c in classes]),
+        np.array([c.count if replication and not c.host else 1 for c in classes], dtype=np.int64),
+        _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub))
+    t2 = time.perf_counter()
+    stages = _backtrack(lat, dp, back_j, back_c, back_k, strides)
+    return _Solution(float(dp[-1, -1]), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1})
+
+
+def _backtrack(lat, dp, back_j, back_c, back_k, strides) -> list[tuple[np.ndarray, int, int]]:
+    if not np.isfinite(dp[-1, -1]):
+        return []
+    stages = []
+    i, s = lat.count - 1, dp.shape[1] - 1
+    while i != 0:
+        j, c, k = int(back_j[i, s]), int(back_c[i, s]), int(back_k[i, s])
+        if j == -1:
+            s -= int(strides[c])
+            continue
+        stage = np.setdiff1d(lat.nodes(i), lat.nodes(j))
+        stages.append((stage, c, k))
+        s -= k * int(strides[c])
+        i = j
+    return stages[::-1]
+
+
+def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
+           stages: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, dict[str, list[str]]]:
+    """Supernode stages -> op assignment (devices of a class in cluster order) and replica sets."""
+    node_device = np.full(con.n_nodes, -1, dtype=np.int64)
+    used = [0] * len(classes)
+    replicas: dict[str, list[str]] = {}
+    for nodes, c, k in stages:
+        devs = classes[c].devices[used[c]: used[c] + k]
+        used[c] += k
+        node_device[nodes] = devs[0]
+        if k > 1:
+            replicas[cluster.names[devs[0]]] = [cluster.names[d] for d in devs]
+    return con.lift(node_device), replicas
+
+
+# ---------------------------------------------------------------------------- replication check
+def replicated_objective(placement: Placement, replicas: dict[str, list[str]], model: CostModel | None = None) -> float:
+    """Max-load of a split whose stages on ``replicas`` keys run on all listed devices (App. C.2).
+
+    Recomputed from the cost model's per-device rows: a device with ``k`` replicas has load
+    ``load / k`` and all-reduce ``(k-1) * param / (k * bandwidth)``, summed (no overlap) or
+    maxed (overlapped communication). Devices listed as extra replicas must hold no ops.
+    """
+    model = model or CostModel()
+    ev = evaluate(placement, model)
+    c = placement.cluster
+    param = np.bincount(placement.assign, weights=placement.graph.param_bytes, minlength=c.size)
+    mode = _MODES[model.overlap]
+    worst = 0.0
+    for i, row in enumerate(ev.devices):
+        k = len(replicas.get(row.device, [row.device]))
+        sync = param[i] / c.devices[i].bandwidth
+        worst = max(worst, K._replicated(mode, row.load, sync, k))
+    return worst
+
+
+# ---------------------------------------------------------------------------- linearization
+def _name_rank(names: list[str]) -> np.ndarray:
+    """Rank of names in natural order: integers numerically, before other names."""
+    keys = [(0, int(x), "") if x.lstrip("-").isdigit() else (1, 0, x) for x in names]
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+    return rank
+
+
+def dfs_order(con: Contraction) -> np.ndarray:
+    """A topological order of the forward DAG by DFS (Kahn's algorithm with a stack, §5.1.2).
+
+    Ready nodes are pushed in the natural order of their representative op's name and the
+    last one pushed is visited first; on the paper's integer-id inputs this is the order
+    of the reference implementation, which makes DPL reproduce Table 1.
+    """
+    n = con.n_nodes
+    key = _name_rank([con.graph.names[r] for r in con.rep])
+    indeg = np.bincount(con.dst, minlength=n)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in sorted(zip(con.src.tolist(), con.dst.tolist()), key=lambda e: key[e[1]]):
+        succ[u].append(v)
+    stack = sorted(np.flatnonzero(indeg == 0).tolist(), key=key.__getitem__)
+    out = []
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return np.array(out, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- entry points
+def _check_model(model: CostModel) -> None:
+    if not isinstance(model, CostModel):
+        raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}")
+
+
+def _run(graph: Graph, cluster: Cluster, model: CostModel, *, linearize: bool, replication: bool,
+         max_ideals: int, upper_bound: float | None, merge_zero_cost: bool,
+         ) -> tuple[_Solution, dict[str, Any], Contraction, list[DeviceClass]]:
+    _check_model(model)
+    start = time.perf_counter()
+    classes = device_classes(cluster)
+    con = contract(graph, kinds={c.kind for c in classes}, memory=min(c.memory for c in classes),
+                   merge_zero_cost=merge_zero_cost)
+    info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats)}
+    if linearize:
+        order = dfs_order(con)
+        con = con.with_edges(order[:-1], order[1:])
+    t0 = time.perf_counter()
+    lat = ideal_lattice(con, max_ideals)
+    info["ideals"] = lat.count
+    info["seconds"] = {"contract": t0 - start, "ideals": time.perf_counter() - t0}
+    ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
+    sol = _solve(lat, cluster, classes, model, replication, ub)
+    if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
+        sol = _solve(lat, cluster, classes, model, replication, math.inf)
+    info["seconds"].update(sol.seconds)
+    info["pairs"] = sol.visited
+    if not sol.stages:
+        raise InfeasibleError(_infeasible_message(graph, cluster, classes, linearize))
+    return sol, info, con, classes
+
+
+def _infeasible_message(graph: Graph, cluster: Cluster, classes: list[DeviceClass], linearize: bool) -> str:
+    caps = ", ".join(f"{c.count} x {c.kind!r} of memory {c.memory:.6g}" for c in classes)
+    total = float((graph.param_bytes + graph.activation_bytes).sum())
+    what = "split along the DFS order" if linearize else "contiguous split"
+    return (f"dp: no {what} of graph {graph.name!r} (total memory {total:.6g}) fits on the cluster ({caps}) "
+            "respecting colocation; add devices or memory, or let memory overflow (CostModel(memory='overflow'))")
+
+
+def _result(method: str, graph: Graph, cluster: Cluster, model: CostModel, run: tuple, start: float,
+            exact: bool, replication: bool) -> HeuristicResult:
+    sol, info, con, classes = run
+    assign, replicas = _place(con, cluster, classes, sol.stages)
+    placement = Placement(graph, cluster, assign, source=method)
+    ev = evaluate(placement, model)
+    info["dp_value"] = sol.value
+    info["stages"] = [{"device_class": classes[c].kind, "replicas": k, "nodes": int(len(nodes))}
+                      for nodes, c, k in sol.stages]
+    info["contiguous"] = not any(v.check == "contiguous" for v in ev.violations)
+    bound = None
+    if replication:
+        info["replicas"] = replicas
+        info["replicated_objective"] = replicated_objective(placement, replicas, model)
+    elif exact and model.objective is Objective.MAX_LOAD:
+        bound = ev.objective
+    if model.objective is not Objective.MAX_LOAD:
+        info["optimized"] = "max_load"
+    return HeuristicResult(method=method, placement=placement, objective=ev.objective,
+                           seconds=time.perf_counter() - start, bound=bound,
+                           exact_among="contiguous" if bound is not None else None,
+                           evaluations=int(info.get("pairs", 0)), info=info)
+
+
+def dp(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed: int | None = None,
+       replication: bool = False, max_ideals: int = DEFAULT_MAX_IDEALS, incumbent: bool = True,
+       merge_zero_cost: bool = True) -> HeuristicResult:
+    """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
+
+    Minimizes the max device load over splits whose (forward) parts are contiguous, respect
+    colocation and fit in memory; ``bound == objective`` and ``exact_among == "contiguous"``
+    (under a non-max-load model the max-load-optimal split is returned, with no bound).
+
+    Parameters
+    ----------
+    replication
+        Let a stage run on several identical non-host devices (App. C.2). The placement puts
+        a replicated stage on its first device; ``info["replicas"]`` maps that device to all
+        of its replicas and ``info["replicated_objective"]`` is the resulting max-load,
+        recomputed by :func:`replicated_objective` from the cost model's per-device rows.
+        ``objective`` stays the cost model's value of the unreplicated split, ``bound`` None.
+    max_ideals
+        Give up (``SpecError``) beyond this many ideals.
+    incumbent
+        Prune with the DPL split's max-load first (same optimum, far fewer pairs).
+    merge_zero_cost
+        App. B's merging of zero-cost leaves (off: more ideals, same optimum).
+
+    ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited),
+    ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``.
+
+    Examples
+    --------
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", (4, 1, 1, 4))],
+    ...           [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    >>> r = dp(g, Cluster.stages(2))
+    >>> r.objective, r.bound, r.info["ideals"]  # {a, b} | {c, d}: 4 + 1 + in 1 + out 1
+    (7.0, 7.0, 6)
+    """
+    del seed  # deterministic
+    start = time.perf_counter()
+    ub = None
+    if incumbent:
+        ub = _run(graph, cluster, model, linearize=True, replication=replication, max_ideals=max_ideals,
+                  upper_bound=None, merge_zero_cost=merge_zero_cost)[0].value
+    run = _run(graph, cluster, model, linearize=False, replication=replication, max_ideals=max_ideals,
+               upper_bound=ub, merge_zero_cost=merge_zero_cost)
+    run[1]["incumbent"] = ub
+    return _result("dp", graph, cluster, model, run, start, True, replication)
+
+
+def dpl(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed: int | None = None,
+        replication: bool = False, merge_zero_cost: bool = True) -> HeuristicResult:
+    """DP with the linearization heuristic (Tarnawski et al. §5.1.2): exact along one DFS order.
+
+    A DFS path through the contracted forward DAG leaves ``n + 1`` ideals (the prefixes), so
+    the DP takes ``O(n^2)`` pairs. No bound (the path may exclude the optimum).
+    """
+    del seed
+    start = time.perf_counter()
+    run = _run(graph, cluster, model, linearize=True, replication=replication, max_ideals=DEFAULT_MAX_IDEALS,
+               upper_bound=None, merge_zero_cost=merge_zero_cost)
+    return _result("dpl", graph, cluster, model, run, start, False, replication)
