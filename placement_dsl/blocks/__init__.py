@@ -21,6 +21,7 @@ A new template subclasses :class:`BlockTemplate` and is registered with :func:`r
 from .assignment import Assignment, Colocation, OrderedAssignment, PinOps
 from .base import (ASSIGN, COST, CUT, LOAD, OBJECTIVE, STRUCTURE, TEMPLATES, BlockTemplate, Context, Scale, Warm,
                    register, resolve)
+from .chain import AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, PositionWindows
 from .load import DeviceLoad, MemoryCapacity, OverflowCost
 from .objective import GPipeObjective, MaxLoad
 from .order import Contiguity, DagOrderBlock

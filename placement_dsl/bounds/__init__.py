@@ -1,4 +1,5 @@
 """Lower bounds on the optimal objective: combinatorial bounds and relaxed formulations."""
+from .combinatorial import chain_bound, chain_data, position_windows
 from .simple import simple_lower_bound
 
 __all__ = ["simple_lower_bound"]

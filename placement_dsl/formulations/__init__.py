@@ -17,10 +17,12 @@ from ..constraints import DagOrder
 from ..errors import SpecError
 from ..problem import Problem
 from .base import Step, term_steps
+from .chain import chain
 from .exact import exact
 from .throughput import throughput
 
 FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
+FORMULATIONS["chain"] = chain
 
 
 def choose(problem: Problem) -> str:
