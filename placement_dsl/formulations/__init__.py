@@ -19,9 +19,11 @@ from ..problem import Problem
 from .base import Step, term_steps
 from .chain import chain
 from .exact import exact
+from .relaxations import RELAXATIONS, GuessedBlock
 from .throughput import throughput
 
-FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
+FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput,
+                                                            **RELAXATIONS}
 FORMULATIONS["chain"] = chain
 
 
@@ -39,4 +41,4 @@ def get(name: str, problem: Problem) -> tuple[str, Callable[[Problem], list[Step
     return name, FORMULATIONS[name]
 
 
-__all__ = ["FORMULATIONS", "Step", "choose", "exact", "get", "term_steps", "throughput"]
+__all__ = ["FORMULATIONS", "RELAXATIONS", "GuessedBlock", "Step", "choose", "exact", "get", "term_steps", "throughput"]

@@ -1,0 +1,152 @@
+"""Superblock templates: Archer et al. §3.2-3.3 (ICML 2024), models whose size does not grow with ``k``.
+
+A DAG-ordered partition of ``V`` into ``k`` identical stages is viewed as three
+*superblocks* in pipeline order: ``first`` (the blocks before a chosen block), ``middle``
+(the chosen block) and ``last`` (the blocks after it). :class:`Superblocks` narrows the
+context to these three devices and builds Archer's ``y`` variables over them (Fig. 3 with
+``k = 3``); the tensor-cut, overflow and load templates then cost each superblock as if it
+were one block: node work, tensors entering it from an earlier superblock or leaving it
+for a later one (each tensor once), and overflow beyond the superblock's combined capacity.
+:class:`SuperblockLoad` is the objective.
+
+Only identical stages qualify (every device of the same kind, speed, bandwidth and memory,
+no host devices), as in the paper; pins name devices that no longer exist and are refused.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from .assignment import OrderedAssignment
+from .base import CUT, OBJECTIVE, BlockTemplate, Context, Warm
+
+NAMES = ("first", "middle", "last")
+
+
+def stages_of(cluster: Cluster) -> int:
+    """``k`` when ``cluster`` is ``k`` identical stages, else :class:`SpecError` saying why."""
+    devs = cluster.devices
+    if any(d.host for d in devs):
+        raise SpecError(f"superblock relaxations need identical pipeline stages; {cluster!r} has host devices "
+                        "(drop them, or use the exact formulation)")
+    fields = {name: {getattr(d, name) for d in devs} for name in ("kind", "speed", "memory")}
+    fields["bandwidth"] = set(np.asarray(cluster.transfer_scale).tolist())
+    mixed = {k: sorted(map(str, v)) for k, v in fields.items() if len(v) > 1}
+    if mixed:
+        raise SpecError(f"superblock relaxations need identical pipeline stages; {cluster!r} mixes {mixed} "
+                        "(use Cluster.stages(k, ...), or the exact formulation)")
+    return cluster.size
+
+
+def lemma33(ctx: Context) -> float:
+    """Lemma 3.3 in model units: ``L = max(max_v work(v), sum_v work(v) / k)`` (identical stages)."""
+    w = ctx.work[:, 0]
+    return float(max(w.max(initial=0.0), w.sum() / ctx.cluster.size))
+
+
+def _narrow(ctx: Context, capacity: tuple[float, float, float]) -> None:
+    """Make ``ctx`` describe the three superblocks (columns of stage 0; ``capacity`` in model units)."""
+    template = ctx.cluster.devices[0]
+    ctx.cluster = Cluster([template.model_copy(update={"name": n}) for n in NAMES], ())
+    ctx.D, ctx.devices = 3, NAMES
+    for attr in ("allowed", "work", "comm", "unit_allowed"):
+        setattr(ctx, attr, np.repeat(getattr(ctx, attr)[:, :1], 3, axis=1))
+    ctx.overflow_rate = np.repeat(ctx.overflow_rate[:1], 3)
+    ctx.capacity = np.asarray(capacity, dtype=float)
+
+
+class Superblocks(OrderedAssignment):
+    """Three superblocks in DAG order with ``sum_v work(v) x_{v,middle} >= L`` (Archer eq. 14).
+
+    ``blocks = (before, after)`` are the numbers of stages merged into ``first`` and ``last``
+    (``None``: any number, §3.2). A superblock of ``s`` stages has ``s`` times a stage's memory;
+    a superblock of 0 stages is empty (§3.3: ``j = 1`` forces ``x_{v1} = 0``, ``j = k`` forces
+    ``x_{v3} = 0``).
+    """
+
+    name = "superblocks"
+
+    def __init__(self, blocks: tuple[int | None, int | None] = (None, None)):
+        self.blocks = blocks
+
+    def __repr__(self) -> str:
+        return f"Superblocks(blocks={self.blocks})"
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        if ctx.pins:
+            raise SpecError("superblock relaxations cannot keep Pin terms (pins name stages that are merged); "
+                            "drop the pins or use the exact formulation")
+        k = stages_of(ctx.cluster)
+        if any(s is not None and s >= k for s in self.blocks):
+            raise SpecError(f"Superblocks(blocks={self.blocks}): at most k - 1 = {k - 1} stages fit beside the "
+                            "middle block")
+        floor = lemma33(ctx)
+        stage = float(ctx.capacity[0])
+        _narrow(ctx, tuple(np.inf if s is None or (s and np.isinf(stage)) else s * stage
+                           for s in (self.blocks[0], 1, self.blocks[1])))
+        super().build(blk, ctx)
+        blk.work_floor = pyo.Constraint(
+            expr=sum(float(ctx.work[v, 1]) * ctx.x(v, 1) for v in range(ctx.n) if ctx.work[v, 1] > 0) >= floor,
+            doc="the middle block holds at least Lemma 3.3's L units of work (eq. 14)")
+        empty = [NAMES[0]] * (self.blocks[0] == 0) + [NAMES[1]] * (self.blocks[1] == 0)
+        rows = [(u, b) for u in blk.units for b in empty]
+        blk.empty = pyo.Constraint(pyo.Set(dimen=2, initialize=rows),
+                                   rule=lambda b, u, d: b.y[u, d] == (0 if d == NAMES[0] else 1),
+                                   doc="a superblock of zero stages holds no op (j = 1 or j = k)")
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        raise SpecError("superblock models are relaxations: a placement of the k stages does not determine "
+                        "their variables; solve them without a warm start")
+
+
+class NoTransfer(BlockTemplate):
+    """No tensor-cut cost: ``in = out = 0`` on every device (the "no-cut-io" relaxation of Archer et al.)."""
+
+    name = "tensor_cut"
+    phase = CUT
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        ctx.comm_expr = lambda d, p, which: 0.0
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        return iter(())
+
+    def __repr__(self) -> str:
+        return "NoTransfer()"
+
+
+class SuperblockLoad(BlockTemplate):
+    """``minimize bottleneck`` with ``bottleneck >= weight_s * device_cost[s, total, part]`` per superblock ``s``.
+
+    §3.2 uses ``weights = (0, 1, 0)`` (only the middle block is costed); §3.3 with guess ``j``
+    uses ``(1/(j-1), 1, 1/(k-j))`` (a zero where the superblock is empty): the worst block of
+    a superblock is at least its average, part by part.
+    """
+
+    name = "max_load"
+    phase = OBJECTIVE
+
+    def __init__(self, weights: tuple[float, float, float] = (0.0, 1.0, 0.0)):
+        self.weights = weights
+
+    def __repr__(self) -> str:
+        return f"SuperblockLoad(weights={self.weights})"
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        load = ctx.block("device_load")
+        blk.bottleneck = pyo.Var(domain=pyo.NonNegativeReals, doc="the bottleneck the superblocks imply (scaled)")
+        rows = [(s, part) for s, w in zip(NAMES, self.weights) if w > 0 for part in load.parts]
+        weight = dict(zip(NAMES, self.weights))
+        blk.bottleneck_bound = pyo.Constraint(
+            pyo.Set(dimen=2, initialize=rows),
+            rule=lambda b, s, part: b.bottleneck >= weight[s] * load.device_cost[s, "total", part],
+            doc="bottleneck is at least the middle block's load and the superblocks' average loads")
+        blk.goal = pyo.Objective(expr=blk.bottleneck, sense=pyo.minimize, doc="minimize the implied bottleneck")
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        raise SpecError("superblock models are relaxations; solve them without a warm start")

@@ -1,0 +1,132 @@
+"""Relaxations of Archer et al.'s exact MIP (ICML 2024, Fig. 3): their optima are lower bounds on OPT.
+
+Each builder composes the superblock templates of :mod:`placement_dsl.blocks.superblock`
+with the exact formulation's tensor-cut, overflow and load templates. The models have
+``3n`` assignment variables and ``O(m)`` constraints whatever ``k`` is (Corollary 3.4). They
+need a DAG-ordered MTPP on identical stages (``DagOrder`` among the terms, ``Cluster.stages``).
+
+A model whose solve stops at a time limit still proves its dual bound, which is then a
+lower bound on the relaxation's optimum and hence on OPT. A relaxation's placement
+(three superblocks) is not a placement of the problem: solve these models with
+:func:`placement_dsl.solvers.solve_model` (as :mod:`placement_dsl.certify` does), not with
+:func:`placement_dsl.solve.solve`, which reads placements back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..blocks import BlockTemplate, DagOrderBlock, DeviceLoad, TensorCut, resolve
+from ..blocks.superblock import NoTransfer, SuperblockLoad, Superblocks, stages_of
+from ..constraints import DagOrder, Term
+from ..errors import SpecError
+from ..problem import Problem
+from .base import Step
+
+
+@dataclass(frozen=True)
+class GuessedBlock(Term):
+    """The guess of Archer §3.3: stage ``j`` (1-based) holds at least Lemma 3.3's ``L`` units of work.
+
+    A modelling term for the ``guess`` formulation; it constrains nothing a placement can see
+    (some stage always holds ``L``), so the cost model ignores it.
+    """
+
+    j: int = 1
+
+    def validate(self, graph: object, cluster: object) -> None:
+        size = getattr(cluster, "size", 0)
+        if not 1 <= self.j <= size:
+            raise SpecError(f"GuessedBlock(j={self.j}): j must lie in 1..k = 1..{size}")
+
+
+def _checked(problem: Problem, name: str) -> int:
+    if not problem.has(DagOrder):
+        raise SpecError(f"formulation {name!r} relaxes Archer's DAG-ordered MIP; add DagOrder() to the problem")
+    if problem.objective.cost_objective.value != "max_load":
+        raise SpecError(f"formulation {name!r} bounds the max stage load; objective {problem.objective!r} "
+                        "is not one (use Bottleneck())")
+    return stages_of(problem.cluster)
+
+
+KEPT = ("memory", "overflow", "colocation")  # terms whose templates carry over to superblocks
+
+
+def _cost_steps(problem: Problem, cut: BlockTemplate, objective: SuperblockLoad) -> list[Step]:
+    """Cut, load and objective, plus the memory, overflow and colocation terms' own templates.
+
+    A superblock of ``s`` stages gets ``s`` stages' memory: a hard capacity then holds for it
+    whenever it holds stage by stage, and its overflow is at most the sum of its stages'.
+    Other terms (e.g. ``Contiguous``) are dropped, which only relaxes further.
+    """
+    kept = [Step(resolve(ref), term) for term, ref in problem.templates("exact") if ref in KEPT]
+    return [Step(cut), *kept, Step(DeviceLoad(), problem.objective), Step(objective, problem.objective)]
+
+
+def _archer_cut(problem: Problem) -> TensorCut:
+    return TensorCut(form="archer", merged=problem.objective.overlap != "full")
+
+
+def superblock(problem: Problem) -> list[Step]:
+    """Archer §3.2, the three-superblock MIP ("bottleneck" in Table 1): Fig. 3 with ``k = 3``, eq. (14), ``min block_2``.
+
+    ``minimize block_middle`` subject to (8)-(12) over three superblocks and
+    ``sum_v work(v) x_{v,middle} >= L`` (14). Valid: in any DAG-ordered partition some block
+    ``b`` holds ``>= L`` work (Lemma 3.3); putting the blocks before ``b`` in ``first`` and those
+    after it in ``last`` is feasible, and the middle block's cost (work, tensors entering
+    from earlier blocks and leaving to later ones, overflow) is exactly ``b``'s cost, at most
+    the partition's bottleneck. Hence the optimum is ``<= OPT`` (Corollary 3.4).
+    """
+    _checked(problem, "superblock")
+    return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
+            *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
+
+
+def guess(problem: Problem) -> list[Step]:
+    """Archer §3.3, "guess the bottleneck block" LB_j for the guess in the problem's :class:`GuessedBlock`.
+
+    The superblock MIP with ``first`` = stages ``1..j-1`` and ``last`` = stages ``j+1..k``, and
+    ``bottleneck >= block_middle``, ``bottleneck >= block_first / (j-1)``,
+    ``bottleneck >= block_last / (k-j)`` (a superblock of zero stages is empty); ``block_first``
+    and ``block_last`` count the superblock's work, the tensors crossing its boundary once, and
+    the overflow beyond ``s`` stages' memory. Valid: for a partition whose stage ``j`` holds
+    ``>= L`` work, the merged assignment is feasible; the sum of ``s`` stages' costs is at least
+    the superblock's (tensors cut inside it are dropped, a tensor entering several of its
+    stages is counted once, and ``sum_b max(0, mem_b - M) >= max(0, sum_b mem_b - sM)``), and
+    the worst stage is at least the average, part by part of the load. So ``LB_j <= OPT`` for
+    that ``j`` and ``min_j LB_j <= OPT``.
+    """
+    k = _checked(problem, "guess")
+    guesses = problem.find(GuessedBlock)
+    if len(guesses) != 1:
+        raise SpecError(f"formulation 'guess' builds LB_j for one guess: add exactly one GuessedBlock(j) term "
+                        f"(found {len(guesses)}); certify() runs every j in 1..{k}")
+    j = guesses[0].j
+    weights = (1.0 / (j - 1) if j > 1 else 0.0, 1.0, 1.0 / (k - j) if j < k else 0.0)
+    return [Step(Superblocks((j - 1, k - j)), guesses[0]), Step(DagOrderBlock(), DagOrder()),
+            *_cost_steps(problem, _archer_cut(problem), SuperblockLoad(weights))]
+
+
+def no_dag(problem: Problem) -> list[Step]:
+    """MLSys draft, "bottleneck-no-dag": the three-superblock MIP without the DAG constraints (8).
+
+    Dropping constraints only enlarges the feasible set. The cut rows (9)-(10) still charge
+    every tensor that a DAG-ordered assignment cuts, so the §3.2 argument carries over and
+    the optimum is at most the superblock optimum, hence ``<= OPT``.
+    """
+    _checked(problem, "no-dag")
+    return [Step(Superblocks()), *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
+
+
+def no_cut_io(problem: Problem) -> list[Step]:
+    """MLSys draft, "bottleneck-no-cut-io": the three-superblock MIP without tensor-cut costs.
+
+    ``minimize work(middle) + overflow(middle)`` under (8), (11), (12), (14): every block cost
+    drops its transfer terms, which are nonnegative, so the optimum is at most the superblock
+    optimum, hence ``<= OPT``.
+    """
+    _checked(problem, "no-cut-io")
+    return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
+            *_cost_steps(problem, NoTransfer(), SuperblockLoad((0.0, 1.0, 0.0)))]
+
+
+RELAXATIONS = {"superblock": superblock, "guess": guess, "no-dag": no_dag, "no-cut-io": no_cut_io}
