@@ -3,6 +3,9 @@
 Declare a graph and a cluster, score any placement with the one cost model
 (:func:`evaluate`), find placements with fast heuristics, and solve exact or relaxed
 Pyomo formulations with a certificate (placement, proven lower bound, gap).
+
+The top-level namespace holds the Pyomo-free layers; the modelling layers are imported
+from their modules (``placement_dsl.solve.solve``, ``placement_dsl.compile.compile``).
 """
 from .cluster import Cluster, Device, Link
 from .errors import (EvaluationMismatchError, InfeasibleError, PlacementError, SolverUnavailableError,
@@ -14,15 +17,12 @@ from .placement import Placement
 from .objectives import Bottleneck, GPipe, PipeDream, Throughput
 from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
 from .problem import Problem, Stages
-from .compile import compile
-from .solve import solve
-from .result import Result
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AllowedKinds", "Bottleneck", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
-    "Pin", "PipeDream", "Problem", "Result", "Stages", "Throughput", "compile", "solve",
+    "Pin", "PipeDream", "Problem", "Stages", "Throughput",
     "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
     "Link", "Op", "Placement", "PlacementError", "SolverUnavailableError", "SpecError", "Workload",
     "evaluate", "load_placement", "load_workload", "save_placement", "save_workload",
