@@ -1,0 +1,340 @@
+"""Certificates: the best placement found, the best proven lower bound, and the gap between them.
+
+The lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheapest first:
+
+=============  ==================================================  ===========================
+level          bound                                               size
+=============  ==================================================  ===========================
+``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
+``dp``         exact DP over ideals: a bound only for ``Contiguous``  (upper bound otherwise)
+``no-cut-io``  three-superblock MIP without transfers (MLSys draft)  O(n) vars, O(m) rows
+``no-dag``     three-superblock MIP without eq. (8) (MLSys draft)    O(n), O(m)
+``superblock`` §3.2 three-superblock MIP ("bottleneck")              O(n), O(m)
+``guess``      §3.3 ``min_j LB_j``, one MIP per guess j               k x (O(n), O(m))
+``exact``      Fig. 3                                                O(nk), O(mk)
+=============  ==================================================  ===========================
+
+A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies,
+``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
+as soon as ``(best - bound) / best <= gap``.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+from .bounds import simple_lower_bound
+from .constraints import Contiguous, DagOrder, Memory, Overflow
+from .errors import PlacementError, SpecError
+from .evaluate import CostModel, MemoryMode, Objective
+from .objectives import Bottleneck, GPipe, Throughput
+from .placement import Placement
+from .problem import Problem
+
+LEVELS = ("simple", "dp", "no-cut-io", "no-dag", "superblock", "guess", "exact")
+RELAXED = ("no-cut-io", "no-dag", "superblock")
+UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound
+TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
+
+
+class LevelStatus(str, enum.Enum):
+    """How a level ended."""
+
+    OPTIMAL = "optimal"          # the relaxation (or exact MIP) was solved to optimality
+    TIME_LIMIT = "time_limit"    # stopped by the budget; its dual bound counts
+    NO_BOUND = "no_bound"        # ran but proved nothing (e.g. dp without Contiguous: upper bound only)
+    SKIPPED = "skipped"          # not run: the gap target was met earlier, or no budget was left
+    NOT_APPLICABLE = "not_applicable"  # the level does not bound this problem (message says why)
+
+
+@dataclass
+class LevelResult:
+    """One row of the certificate's table."""
+
+    level: str
+    bound: float | None
+    status: LevelStatus
+    seconds: float
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "bound": self.bound, "status": self.status.value,
+                "seconds": round(self.seconds, 3), "message": self.message}
+
+
+@dataclass
+class Certificate:
+    """Best placement and who found it, best bound and which level proved it, and the gap.
+
+    ``exact_among`` names the class (e.g. ``"contiguous"``) over which ``found_by`` is exact
+    when the problem asks for exactly that class: the placement is then optimal by itself.
+    """
+
+    placement: Placement | None
+    objective: float
+    found_by: str
+    bound: float
+    proved_by: str
+    levels: list[LevelResult] = field(default_factory=list)
+    exact_among: str | None = None
+    gap_target: float = 0.01
+
+    @property
+    def gap(self) -> float:
+        """``(objective - bound) / objective`` (0 when both are 0, inf without a placement)."""
+        if not math.isfinite(self.objective):
+            return math.inf
+        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.bound) / self.objective)
+
+    @property
+    def certified(self) -> bool:
+        return self.gap <= self.gap_target
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
+                "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
+                "exact_among": self.exact_among, "levels": [r.to_dict() for r in self.levels]}
+
+    def table(self) -> str:
+        rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}"]
+        for r in self.levels:
+            b = "-" if r.bound is None else f"{r.bound:.6g}"
+            ratio = "-" if r.bound is None or not self.objective else f"{r.bound / self.objective:.4f}"
+            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}")
+        rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by}; "
+                    f"gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
+                                             if self.exact_among else ""))
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------- MIP levels
+def _model_bound(problem: Problem, formulation: str, solver: str, seconds: float) -> tuple[float | None, LevelStatus]:
+    """Compile ``formulation`` and solve it; its proven dual bound in cost-model units."""
+    from .compile import compile
+    from .solvers import SolveOptions, Status, solve_model
+
+    compiled = compile(problem, formulation)
+    out = solve_model(compiled.model, solver, SolveOptions(time_limit=max(seconds, 0.1), gap=1e-6, threads=1))
+    bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
+    status = LevelStatus.OPTIMAL if out.status is Status.OPTIMAL else (
+        LevelStatus.TIME_LIMIT if out.status.is_ok else LevelStatus.NO_BOUND)
+    return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
+
+
+def guess_problem(problem: Problem, j: int) -> Problem:
+    """``problem`` with the guess ``GuessedBlock(j)`` (Archer §3.3) added."""
+    from .formulations import GuessedBlock
+
+    return Problem(problem.source_graph, problem.cluster, problem.objective, [*problem.constraints, GuessedBlock(j)])
+
+
+def _guess_one(args: tuple[Problem, int, str, float]) -> tuple[int, float | None, LevelStatus]:
+    problem, j, solver, seconds = args
+    bound, status = _model_bound(guess_problem(problem, j), "guess", solver, seconds)
+    return j, bound, status
+
+
+def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0,
+                workers: int = 1) -> tuple[float | None, LevelStatus, dict[int, float | None]]:
+    """``min_j LB_j`` over ``j = 1..k`` (Archer §3.3), the k MIPs in ``workers`` processes.
+
+    ``seconds`` is the level's wall-clock budget, shared by the guesses each worker runs.
+    Returns the bound (``None`` if some guess proved none), the worst status, and every ``LB_j``.
+    """
+    k = problem.cluster.size
+    rounds = math.ceil(k / max(workers, 1))
+    jobs = [(problem, j, solver, seconds / rounds) for j in range(1, k + 1)]
+    if workers <= 1:
+        results = [_guess_one(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+            results = list(pool.map(_guess_one, jobs))
+    per = {j: b for j, b, _ in results}
+    statuses = {s for _, _, s in results}
+    worst = next((s for s in (LevelStatus.NO_BOUND, LevelStatus.TIME_LIMIT) if s in statuses), LevelStatus.OPTIMAL)
+    bound = None if any(b is None for b in per.values()) else min(per.values())
+    return bound, worst, per
+
+
+# ---------------------------------------------------------------------------- the runner
+class _Run:
+    """State of one certification: best placement, best bound, the table."""
+
+    def __init__(self, problem: Problem, solver: str, workers: int, gap: float):
+        self.problem, self.solver, self.workers, self.gap = problem, solver, workers, gap
+        self.model = problem.cost_model()
+        self.best: tuple[float, Placement | None, str] = (math.inf, None, "")
+        self.bound: tuple[float, str] = (0.0, "none")
+        self.exact_among: str | None = None
+        self.rows: list[LevelResult] = []
+
+    def offer(self, placement: Placement, who: str) -> None:
+        if not self.problem.is_valid(placement):
+            return
+        value = self.problem.evaluate(placement).objective
+        if value < self.best[0]:
+            self.best = (value, placement, who)
+
+    def prove(self, level: str, bound: float | None) -> float | None:
+        if bound is None:
+            return None
+        ub = self.best[0]
+        assert bound <= ub * (1 + TOL) + 1e-9, (
+            f"level {level!r} claims bound {bound!r} above the feasible objective {ub!r} found by {self.best[2]!r}; "
+            "the relaxation is invalid")
+        bound = min(bound, ub)
+        if bound > self.bound[0]:
+            self.bound = (bound, level)
+        return bound
+
+    def met(self) -> bool:
+        ub = self.best[0]
+        return math.isfinite(ub) and (ub <= 0 or (ub - self.bound[0]) / ub <= self.gap)
+
+    def certificate(self) -> Certificate:
+        value, placement, who = self.best
+        return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap)
+
+
+def _upper(run: _Run, methods: tuple[str, ...]) -> None:
+    from .heuristics import run as heuristic
+
+    g, c = run.problem.graph, run.problem.cluster
+    for method in methods:
+        try:
+            run.offer(heuristic(method, g, c, model=run.model).placement, method)
+        except PlacementError:
+            continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
+
+
+def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelStatus, str]:
+    p = run.problem
+    if level == "simple":
+        return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3"
+    if level == "dp":
+        return _dp(run)
+    if not p.has(DagOrder):
+        return None, LevelStatus.NOT_APPLICABLE, "Archer's MIP levels bound DAG-ordered problems; add DagOrder()"
+    if level == "exact":
+        return _exact(run, seconds)
+    try:
+        if level == "guess":
+            bound, status, per = guess_bound(p, run.solver, seconds, run.workers)
+            return bound, status, f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
+        bound, status = _model_bound(p, level, run.solver, seconds)
+        return bound, status, ""
+    except SpecError as err:
+        return None, LevelStatus.NOT_APPLICABLE, str(err)
+
+
+def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
+    from .heuristics import run as heuristic
+
+    try:
+        res = heuristic("dp", run.problem.graph, run.problem.cluster, model=run.model)
+    except PlacementError as err:
+        return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0]
+    run.offer(res.placement, "dp")
+    if res.exact_among == "contiguous" and run.problem.has(Contiguous):
+        run.exact_among = "contiguous"
+        return res.bound, LevelStatus.OPTIMAL, "exact among contiguous placements: a certificate by itself"
+    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})"
+
+
+def _exact(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str]:
+    from .solve import solve
+
+    start = run.best[1]
+    res = solve(run.problem, formulation="exact", solver=run.solver, time_limit=max(seconds, 0.1), gap=1e-6,
+                warm_start=start if start is not None and run.problem.is_valid(start) else None)
+    if res.placement is not None:
+        run.offer(res.placement, "exact")
+    status = LevelStatus.OPTIMAL if res.status.value == "optimal" else (
+        LevelStatus.TIME_LIMIT if res.status.is_ok else LevelStatus.NO_BOUND)
+    return res.bound, status, ""
+
+
+def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] = ("simple", "dp", "superblock", "guess",
+                                                                                 "exact"),
+            gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True) -> Certificate:
+    """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
+
+    Parameters
+    ----------
+    problem
+        An MTPP (``Bottleneck`` objective, ``DagOrder``) for the MIP levels; ``simple`` and
+        ``dp`` apply to any max-load problem.
+    budget
+        Wall-clock seconds for everything; each MIP level gets an equal share of what is left.
+    levels
+        Names from :data:`LEVELS`, run in the order of :data:`LEVELS`.
+    gap
+        Stop when ``(best - bound) / best <= gap``.
+    workers
+        Processes for the ``guess`` level's k MIPs (one solver thread each).
+    stop_at_gap
+        ``False`` runs every level (the bound-quality table).
+
+    Examples
+    --------
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.problem import Stages
+    >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
+    >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
+    >>> cert.objective, cert.bound, cert.proved_by
+    (3.0, 3.0, 'superblock')
+    """
+    unknown = sorted(set(levels) - set(LEVELS))
+    if unknown:
+        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
+    t0 = time.perf_counter()
+    run = _Run(problem, solver, workers, gap)
+    _upper(run, UPPER)
+    todo = [lv for lv in LEVELS if lv in levels]
+    for i, level in enumerate(todo):
+        left = budget - (time.perf_counter() - t0)
+        if (stop_at_gap and run.met()) or left <= 0:
+            run.rows.append(LevelResult(level, None, LevelStatus.SKIPPED, 0.0,
+                                        "gap target met" if run.met() else "budget spent"))
+            continue
+        mips = sum(1 for lv in todo[i:] if lv not in ("simple", "dp"))
+        t = time.perf_counter()
+        bound, status, note = _level(run, level, left / max(mips, 1))
+        run.rows.append(LevelResult(level, run.prove(level, bound), status, time.perf_counter() - t, note))
+    return run.certificate()
+
+
+# ---------------------------------------------------------------------------- command line
+def problem_for(workload: Any, model: CostModel) -> Problem:
+    """The DAG-ordered problem the ``bounds`` command certifies for a workload and a cost model."""
+    if model.objective is Objective.GPIPE:
+        objective: Any = GPipe(overlap=model.overlap.value)
+    elif model.objective is Objective.MAX_LOAD:
+        objective = (Bottleneck if model.memory is MemoryMode.OVERFLOW else Throughput)(overlap=model.overlap.value)
+    else:
+        raise SpecError(f"bounds: objective {model.objective.value!r} has no bound hierarchy; use bottleneck")
+    memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
+    return Problem(workload.graph, workload.cluster, objective, [memory, DagOrder()])
+
+
+def bounds_command(workload: Any, cost_model: CostModel, levels: list[str] | tuple[str, ...] = LEVELS,
+                   time_limit: float = 60.0, workers: int = 1, solver: str = "highs") -> tuple[dict[str, Any], str]:
+    """Every requested level's bound and status, the best upper bound, and bound/UB (``placement-dsl bounds``).
+
+    ``time_limit`` is per MIP level; the payload is JSON-ready.
+    """
+    problem = problem_for(workload, cost_model)
+    mips = sum(1 for lv in levels if lv not in ("simple", "dp"))
+    cert = certify(problem, budget=time_limit * max(mips, 1) + 1.0, levels=tuple(levels), gap=0.0, solver=solver,
+                   workers=workers, stop_at_gap=False)
+    ub = cert.objective
+    payload = cert.to_dict()
+    payload.update(graph=problem.graph.name, stages=problem.cluster.size, upper_bound=ub,
+                   upper_bound_by=cert.found_by, placement_class="dag-ordered",
+                   ratios={r.level: (None if r.bound is None or not ub else r.bound / ub) for r in cert.levels})
+    return payload, cert.table()
