@@ -1,0 +1,90 @@
+"""Archer et al.'s relaxations: every one bounds the brute-force optimum, in the order the paper proves."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.certify import _model_bound, guess_bound
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.compile import compile
+from placement_dsl.constraints import DagOrder, Overflow
+from placement_dsl.errors import SpecError
+from placement_dsl.formulations import FORMULATIONS, RELAXATIONS
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.problem import Problem, Stages
+from placement_dsl.bounds import simple_lower_bound
+from placement_dsl.testing import brute_force, chain_graph, random_graph
+
+SLACK = 1e-6
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> Problem:
+    """DAG-ordered MTPPs on 2-5 ops and 1-4 stages, any overlap, with or without overflow."""
+    seed = draw(st.integers(0, 10_000))
+    n, k = draw(st.integers(2, 5)), draw(st.integers(1, 4))
+    graph = random_graph(np.random.default_rng(seed), n, density=draw(st.sampled_from([0.3, 0.6])))
+    overflow = draw(st.booleans())
+    cluster = Stages(k, memory=4.0 if overflow else float("inf"), bandwidth=draw(st.sampled_from([0.5, 1.0, 2.0])))
+    terms = [DagOrder(), Overflow()] if overflow else [DagOrder()]
+    return Problem(graph, cluster, Bottleneck(overlap=draw(st.sampled_from(["none", "half", "full"]))), terms)
+
+
+def _bound(problem: Problem, formulation: str) -> float:
+    bound, _ = _model_bound(problem, formulation, "highs", 20.0)
+    assert bound is not None
+    return bound
+
+
+@settings(max_examples=40)
+@given(problems())
+def test_every_relaxation_is_below_the_optimum_and_ordered(problem: Problem) -> None:
+    optimum = brute_force(problem)[0]
+    simple = simple_lower_bound(problem.graph, problem.cluster)
+    sb = _bound(problem, "superblock")
+    guess = guess_bound(problem, "highs", 60.0)[0]
+    assert guess is not None
+    for name in ("no-dag", "no-cut-io"):  # relax the superblock MIP (MLSys draft, Table 2)
+        assert simple - SLACK <= _bound(problem, name) <= sb + SLACK * sb
+    assert simple - SLACK <= sb <= guess * (1 + SLACK) + SLACK   # LB_j >= superblock for every j
+    assert guess <= optimum * (1 + SLACK) + SLACK                # min_j LB_j <= OPT (§3.3)
+    if problem.cluster.size <= 2:                                # "the MIPs are equivalent for k = 2" (§5)
+        assert guess == pytest.approx(optimum, rel=1e-6, abs=1e-9)
+
+
+def test_superblock_size_does_not_grow_with_k() -> None:
+    graph = chain_graph([1, 2, 3, 4, 5, 6])
+    sizes = [compile(Problem(graph, Stages(k), Bottleneck(), [DagOrder()]), "superblock").size() for k in (3, 8, 32)]
+    assert sizes[0] == sizes[1] == sizes[2]
+    assert sizes[0]["superblocks"]["variables"] == 3 * graph.n  # Corollary 3.4: O(n) variables
+    exact = [compile(Problem(graph, Stages(k), Bottleneck(), [DagOrder()]), "exact").size() for k in (3, 8)]
+    assert exact[1]["assignment"]["variables"] > exact[0]["assignment"]["variables"]
+
+
+def test_superblock_on_a_chain_sees_the_cut() -> None:
+    """Four ops of work 2, unit tensors, 2 stages: L = 4; a middle block of work >= 4 cut on one side costs 5."""
+    problem = Problem(chain_graph([2, 2, 2, 2]), Stages(2), Bottleneck(), [DagOrder()])
+    assert _bound(problem, "superblock") == pytest.approx(5.0)
+    assert _bound(problem, "no-cut-io") == pytest.approx(4.0)
+
+
+def test_registered() -> None:
+    assert set(RELAXATIONS) == {"superblock", "guess", "no-dag", "no-cut-io"}
+    assert all(FORMULATIONS[name] is fn for name, fn in RELAXATIONS.items())
+
+
+def test_mixed_stages_are_refused() -> None:
+    cluster = Cluster([Device(name="a"), Device(name="b", speed=2.0), Device(name="c")])
+    problem = Problem(chain_graph([1, 2, 3]), cluster, Bottleneck(), [DagOrder()])
+    with pytest.raises(SpecError, match="identical pipeline stages"):
+        compile(problem, "superblock")
+
+
+def test_guess_needs_its_guess_and_dag_order() -> None:
+    problem = Problem(chain_graph([1, 2, 3]), Stages(3), Bottleneck(), [DagOrder()])
+    with pytest.raises(SpecError, match="GuessedBlock"):
+        compile(problem, "guess")
+    with pytest.raises(SpecError, match="DagOrder"):
+        compile(Problem(chain_graph([1, 2, 3]), Stages(3), Bottleneck()), "superblock")
