@@ -40,6 +40,7 @@ LEVELS = ("simple", "dp", "no-cut-io", "no-dag", "superblock", "guess", "exact")
 RELAXED = ("no-cut-io", "no-dag", "superblock")
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
+ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 
 
 class LevelStatus(str, enum.Enum):
@@ -187,7 +188,7 @@ class _Run:
         assert bound <= ub * (1 + TOL) + 1e-9, (
             f"level {level!r} claims bound {bound!r} above the feasible objective {ub!r} found by {self.best[2]!r}; "
             "the relaxation is invalid")
-        bound = min(bound, ub)
+        bound = ub if bound >= ub * (1 - ROUNDING) else bound  # the scale's rounding is not a gap
         if bound > self.bound[0]:
             self.bound = (bound, level)
         return bound

@@ -1,0 +1,82 @@
+"""certify(): gap 0 on tiny instances, the DP's own certificate, the bounds command's payload."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement_dsl import testing
+from placement_dsl.certify import LEVELS, Certificate, LevelStatus, bounds_command, certify
+from placement_dsl.constraints import Contiguous, DagOrder
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import CostModel
+from placement_dsl.io import Workload
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.problem import Problem, Stages
+
+
+@pytest.mark.parametrize("instance", [testing.chain, testing.diamond, testing.fig2, testing.overflow_chain])
+def test_gap_zero_on_tiny_instances(instance) -> None:
+    problem, optimum = instance()
+    cert = certify(problem, budget=60.0, gap=0.0)
+    assert cert.objective == pytest.approx(optimum)
+    assert cert.bound == pytest.approx(optimum)
+    assert cert.gap == pytest.approx(0.0, abs=1e-9) and cert.certified
+    assert problem.evaluate(cert.placement).objective == pytest.approx(optimum)
+    assert cert.proved_by in LEVELS and cert.found_by
+
+
+def test_stops_once_the_gap_is_met() -> None:
+    problem, optimum = testing.chain()  # the superblock MIP already proves 5
+    cert = certify(problem, budget=60.0, gap=0.0)
+    by_level = {r.level: r for r in cert.levels}
+    assert cert.proved_by == "superblock"
+    assert by_level["guess"].status is LevelStatus.SKIPPED and by_level["exact"].status is LevelStatus.SKIPPED
+    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "guess", "exact"]
+
+
+def test_contiguous_dp_is_a_certificate_by_itself() -> None:
+    problem = Problem(testing.chain_graph([2, 2, 2, 2]), Stages(2), Bottleneck(), [DagOrder(), Contiguous()])
+    cert = certify(problem, levels=("simple", "dp"), gap=0.0)
+    assert cert.exact_among == "contiguous" and cert.proved_by == "dp"
+    assert cert.gap == 0.0 and cert.objective == pytest.approx(5.0)
+
+
+def test_dp_without_contiguous_only_bounds_from_above() -> None:
+    problem, _ = testing.chain()
+    cert = certify(problem, levels=("simple", "dp"), gap=0.0)
+    dp = next(r for r in cert.levels if r.level == "dp")
+    assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
+    assert cert.exact_among is None and cert.proved_by == "simple"
+
+
+def test_guess_in_worker_processes_matches_in_process() -> None:
+    problem, optimum = testing.fig2()
+    one = certify(problem, levels=("guess",), gap=0.0, stop_at_gap=False)
+    two = certify(problem, levels=("guess",), gap=0.0, workers=2, stop_at_gap=False)
+    assert one.levels[0].bound == pytest.approx(two.levels[0].bound)
+    assert one.levels[0].bound <= optimum + 1e-9
+
+
+def test_unknown_level() -> None:
+    with pytest.raises(SpecError, match="unknown level"):
+        certify(testing.chain()[0], levels=("simple", "lp"))
+
+
+def test_bounds_command_payload() -> None:
+    problem, optimum = testing.diamond()
+    workload = Workload(problem.graph, problem.cluster, "json", {})
+    payload, text = bounds_command(workload, CostModel.named("bottleneck"), levels=["simple", "superblock", "exact"],
+                                   time_limit=20.0)
+    json.dumps(payload)
+    assert payload["upper_bound"] == pytest.approx(optimum)
+    assert set(payload["ratios"]) == {"simple", "superblock", "exact"}
+    assert all(r is None or 0 <= r <= 1 + 1e-9 for r in payload["ratios"].values())
+    assert payload["ratios"]["exact"] == pytest.approx(1.0)
+    assert [lv["level"] for lv in payload["levels"]] == ["simple", "superblock", "exact"]
+    assert "exact" in text
+
+
+def test_certificate_gap() -> None:
+    cert = Certificate(None, 10.0, "x", 9.0, "y", gap_target=0.05)
+    assert cert.gap == pytest.approx(0.1) and not cert.certified
