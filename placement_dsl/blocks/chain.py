@@ -83,8 +83,8 @@ def chain_view(ctx: Context) -> ChainView:
 def warm_slots(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(slot[g], gap[j])`` of a placement: accelerator ``b`` is slot ``b``, CPU ``j`` its gap.
 
-    Each CPU takes the earliest gap after every accelerator (and CPU) holding a forward
-    ancestor of one of its groups; an empty CPU takes gap 1. The placement is in the class
+    Each CPU takes the earliest gap after every accelerator (and CPU of a higher index)
+    holding a forward predecessor of one of its groups, and no earlier gap than a lower-index CPU feeding it; an empty CPU takes gap 1. The placement is in the class
     iff the resulting values satisfy the model (check with ``varmap.residual``).
     """
     view = chain_view(ctx)
@@ -101,7 +101,8 @@ def warm_slots(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray
             break
         u, v = edges[:, 0], edges[:, 1]
         onto_cpu = cpu_of[device[v]] >= 0
-        need = np.where(pos[device[u]] > 0, pos[device[u]] + 1, slot[u])
+        later = (cpu_of[device[u]] > cpu_of[device[v]]).astype(np.int64)  # CPUs sharing a gap run in index order
+        need = np.where(pos[device[u]] > 0, pos[device[u]] + 1, slot[u] + later)
         new = gap.copy()
         np.maximum.at(new, cpu_of[device[v[onto_cpu]]], need[onto_cpu])
         if (new == gap).all():

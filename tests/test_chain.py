@@ -1,0 +1,173 @@
+"""The chain formulation: optimum over the DP's class, warm starts, and the validity of the windows."""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl import testing
+from placement_dsl.bounds import chain_data
+from placement_dsl.cluster import Cluster
+from placement_dsl.compile import compile
+from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.evaluate import evaluate
+from placement_dsl.formulations.chain import LoadTarget, certified_bound, chain_problem
+from placement_dsl.objectives import PipeDream, Throughput
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning" / "throughput-inputs"
+
+
+def in_class(problem: Problem, assign: np.ndarray) -> bool:
+    """DAG-ordered with CPUs in gaps, checked without the model: some choice of CPU gaps orders every forward edge.
+
+    Sequence key of a device: accelerator ``b`` -> ``(b, l)``; CPU ``j`` in gap ``t`` -> ``(t, j)``.
+    """
+    g, c = problem.graph, problem.cluster
+    data = chain_data(g, c)
+    acc, cpu = np.flatnonzero(~c.host), np.flatnonzero(c.host)
+    device = np.zeros(data.size, dtype=np.int64)
+    device[data.group] = assign
+    for gaps in itertools.product(range(1, data.k + 2), repeat=data.l):
+        key = {int(d): (b + 1, data.l) for b, d in enumerate(acc)}
+        key.update({int(d): (gaps[j], j) for j, d in enumerate(cpu)})
+        if all(key[device[u]] <= key[device[v]] for u, v in data.chain_edges.tolist()):
+            return True
+    return False
+
+
+def class_placements(problem: Problem) -> list[tuple[float, Placement]]:
+    """Every valid placement of the class with its cost-model objective (brute force)."""
+    g, c = problem.graph, problem.cluster
+    reps = np.unique(g.group_id)
+    where = np.searchsorted(reps, g.group_id)
+    model, out = problem.cost_model(), []
+    for combo in itertools.product(range(c.size), repeat=len(reps)):
+        assign = np.asarray(combo, dtype=np.int64)[where]
+        placement = problem.placement(assign)
+        ev = evaluate(placement, model)
+        if ev.valid and in_class(problem, assign) and not problem.violations(placement):
+            out.append((ev.objective, placement))
+    return out
+
+
+def tiny(seed: int, n: int, cpus: int, training: bool = False) -> Problem:
+    rng = np.random.default_rng(seed)
+    graph = testing.random_graph(rng, n, density=0.5)
+    cluster = Cluster.accelerators(2, memory=float(rng.integers(6, 20)), cpus=cpus)
+    return Problem(graph, cluster, Throughput(), [Memory(), Contiguous()])
+
+
+def test_accelerators_cpu_instance():
+    problem, optimum = testing.accelerators_cpu()
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert result.objective == pytest.approx(optimum)
+    assert result.bound == pytest.approx(optimum, rel=1e-6)
+
+
+def test_structure_counts():
+    """O(Gk) slot variables, O(G l (k+1)) CPU-gap variables, one cut per group."""
+    problem, _ = testing.accelerators_cpu()
+    size = compile(problem, "chain").size()
+    groups, k, l = 3, 2, 1
+    assert size["assignment"]["variables"] == groups * k
+    assert size["cpu_gaps"]["variables"] == l * (k + 1) + groups * l * (k + 1)
+    assert size["ancestor_cuts"]["constraints"] >= groups
+    assert "contiguity" not in size
+
+
+def test_cyclic_colocation_is_outside_the_class():
+    """A colocation group closing a cycle with a pinned op and a CPU-only op leaves no DAG-ordered split."""
+    problem, _ = testing.colocated_pinned()
+    assert not class_placements(problem)
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert result.placement is None
+
+
+@settings(max_examples=12)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 5), cpus=st.integers(0, 2))
+def test_optimum_is_brute_force_over_the_class(seed, n, cpus):
+    problem = tiny(seed, n, cpus)
+    feasible = class_placements(problem)
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    if not feasible:
+        assert result.placement is None
+        return
+    best = min(obj for obj, _ in feasible)
+    assert result.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
+    assert in_class(problem, result.placement.assign)
+
+
+@settings(max_examples=12)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 5), cpus=st.integers(0, 2))
+def test_warm_values_of_class_placements_satisfy_the_model(seed, n, cpus):
+    problem = tiny(seed, n, cpus)
+    compiled = compile(problem, "chain")
+    for _, placement in class_placements(problem):
+        worst, where = compiled.varmap.residual(compiled.varmap.values(placement))
+        assert worst <= 1e-9, where
+
+
+@settings(max_examples=12)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 5), cpus=st.integers(0, 1), slack=st.floats(0.0, 0.3))
+def test_windows_keep_every_split_within_the_target(seed, n, cpus, slack):
+    problem = tiny(seed, n, cpus)
+    feasible = class_placements(problem)
+    if not feasible:
+        return
+    target = min(obj for obj, _ in feasible) * (1 + slack)
+    windowed = chain_problem(problem, target)
+    compiled = compile(windowed, "chain")
+    for obj, placement in feasible:
+        if obj <= target:
+            worst, where = compiled.varmap.residual(compiled.varmap.values(placement))
+            assert worst <= 1e-9, where
+
+
+def test_windows_certify_below_the_target():
+    """With T* below the optimum the windowed model's bound is >= T* (or it is infeasible): min(T*, bound) = T*."""
+    problem, optimum = testing.accelerators_cpu()
+    target = optimum / 1.01
+    windowed = chain_problem(problem, target)
+    assert [t.target for t in windowed.find(LoadTarget)] == [target]
+    result = solve(windowed, formulation="chain", solver="highs", time_limit=20)
+    assert certified_bound(windowed, result.bound) == pytest.approx(target)
+    assert certified_bound(problem, 3.0) == 3.0
+
+
+def test_load_target_is_ignored_elsewhere():
+    problem, optimum = testing.accelerators_cpu()
+    result = solve(chain_problem(problem, optimum / 2), formulation="throughput", solver="highs", time_limit=20)
+    assert result.objective == pytest.approx(optimum)
+
+
+def test_training_pipedream_with_colocated_passes():
+    """PipeDream loads (forward + backward) with each backward op colocated with its forward op."""
+    from placement_dsl.constraints import Colocate
+
+    problem = Problem(testing.training_graph(), Cluster.accelerators(2, cpus=1), PipeDream(),
+                      [Contiguous(), Colocate([[f"f{i}", f"g{i}"] for i in range(3)])])
+    best = min(obj for obj, _ in class_placements(problem))
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert result.objective == pytest.approx(best)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="throughput inputs not available")
+def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
+    from placement_dsl.heuristics import run
+    from placement_dsl.io import load_workload
+
+    problem = Problem.for_workload(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
+    compiled = compile(problem, "chain")
+    assert compiled.varmap.residual(compiled.varmap.values(dp.placement))[0] <= 1e-7
+    result = solve(chain_problem(problem, dp.objective / 1.01), formulation="chain", solver="highs", time_limit=30)
+    assert certified_bound(chain_problem(problem, dp.objective / 1.01), result.bound) >= dp.objective / 1.01 - 1e-6
+    assert math.isfinite(dp.objective)
