@@ -265,6 +265,18 @@ def _replicated(mode, load, sync, k):
 
 
 @njit(cache=True)
+def _may_improve(dp, I, J, alive, lbs, counts, strides):
+    """Whether stage ``I \\ J`` with load at least ``lbs[c]`` could lower some ``dp[I, s]``."""
+    for c in range(lbs.shape[0]):
+        if not alive[c]:
+            continue
+        for s in range(counts.shape[0]):
+            if counts[s, c] >= 1 and max(dp[J, s - strides[c]], lbs[c]) < dp[I, s]:
+                return True
+    return False
+
+
+@njit(cache=True)
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, overflow, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
@@ -276,7 +288,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     memory and unsupported-op count only grow as ``J`` shrinks, so the walk stops at the
     first ``J`` where every class exceeds ``ub`` or its memory (only ideals close to ``I``
     are visited, never all ``I^2`` pairs). Candidates above ``ub`` are dropped; with ``ub`` a
-    known achievable max-load the DP still finds the optimum.
+    known achievable max-load the DP still finds the optimum. A pair's transfers are only
+    computed when its compute-only lower bound could still improve ``dp[I, ·]``.
 
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
     ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).
@@ -293,6 +306,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
     comp = np.zeros(C)
+    lbs = np.zeros(C)
     visited = 0
     for I in range(1, N):
         row_i = ideals[I]
@@ -317,6 +331,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     for k in range(2, max_rep[c] + 1):
                         lb = min(lb, _replicated(mode, comp[c], sync, k))
                     ok = lb <= ub
+                    lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok
             if not any_alive:
@@ -328,6 +343,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     stack[top] = K
                     top += 1
             visited += 1
+            if not _may_improve(dp, I, J, alive, lbs, counts, strides):
+                continue
             s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
             dm = mem[I] - mem[J]
             for c in range(C):

@@ -1,0 +1,105 @@
+"""The DP over ideals and DPL on Tarnawski et al.'s throughput inputs, next to Table 1.
+
+For each workload (cluster = ``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes +
+``maxCPUs`` CPUs, as :func:`placement_dsl.io.load_workload` reads it) the table shows the
+number of ideals of the contracted forward DAG (ours / paper), the DP's time (wall and CPU
+seconds, after a warm-up that loads the compiled kernels) next to the paper's single-core
+C++ ``dp_runtime``, and the time-per-sample of the DP and DPL splits next to ``dp_tps`` /
+``dpl_tps``. Every objective is the cost model's (:func:`placement_dsl.heuristics.run`
+re-checks it).
+
+    python benchmarks/bench_dp.py            # all 10 workloads (InceptionV3 takes about a minute each)
+    python benchmarks/bench_dp.py --quick    # skips InceptionV3
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.io import load_workload
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+BIG = ("inceptionv3",)
+
+
+def paper_rows() -> list[dict[str, str]]:
+    with (DATA / "paper_throughput.csv").open() as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def seconds(text: str) -> float:
+    """'32m' / '29s' / '0s' -> seconds."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([sm])", text.strip())
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * (60 if m.group(2) == "m" else 1)
+
+
+def warm_up() -> None:
+    g = Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=1)], [("a", "b")])
+    run("dp", g, Cluster.accelerators(1, cpus=1))
+
+
+def measure(row: dict[str, str]) -> dict[str, object]:
+    w = load_workload(DATA / row["file"])
+    wall, cpu = time.perf_counter(), time.process_time()
+    exact = run("dp", w.graph, w.cluster)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    linear = run("dpl", w.graph, w.cluster)
+    name = Path(row["file"]).stem
+    return {
+        "workload": name, "mode": row["mode"], "ops": w.graph.n, "nodes": exact.info["nodes"],
+        "ideals": exact.info["ideals"], "paper_ideals": int(row["ideals"]), "pairs": exact.info["pairs"],
+        "dp_wall": wall, "dp_cpu": cpu, "paper_dp_runtime": row["dp_runtime"],
+        "dp_tps": exact.objective, "paper_dp_tps": float(row["dp_tps"]),
+        "dpl_tps": linear.objective, "paper_dpl_tps": float(row["dpl_tps"]), "dpl_seconds": linear.seconds,
+    }
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    head = (f"{'workload':<22} {'ideals':>13} {'pairs':>11} {'DP wall':>8} {'DP cpu':>7} {'paper':>6} "
+            f"{'of paper':>8} {'DP TPS':>8} {'paper':>7} {'DPL TPS':>8} {'paper':>7}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        paper_s = seconds(str(r["paper_dp_runtime"]))
+        share = f"{r['dp_cpu'] / paper_s:.1%}" if paper_s > 0 else "-"
+        ok = "" if (r["ideals"] == r["paper_ideals"] and f"{r['dp_tps']:.2f}" == f"{r['paper_dp_tps']:.2f}"
+                    and f"{r['dpl_tps']:.2f}" == f"{r['paper_dpl_tps']:.2f}") else "  <-- differs"
+        out.append(f"{r['workload']:<22} {str(r['ideals']) + '/' + str(r['paper_ideals']):>13} {r['pairs']:>11} "
+                   f"{r['dp_wall']:>7.2f}s {r['dp_cpu']:>6.2f}s {r['paper_dp_runtime']:>6} {share:>8} "
+                   f"{r['dp_tps']:>8.2f} {r['paper_dp_tps']:>7.2f} {r['dpl_tps']:>8.2f} {r['paper_dpl_tps']:>7.2f}{ok}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip the big workloads (InceptionV3)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
+    args = ap.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"no data at {DATA}", file=sys.stderr)
+        return 1
+    warm_up()
+    rows = []
+    for row in paper_rows():
+        if args.quick and any(b in row["file"] for b in BIG):
+            continue
+        rows.append(measure(row))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if args.json:
+            with args.json.open("a") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

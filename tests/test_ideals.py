@@ -1,0 +1,313 @@
+"""The DP over ideals (Tarnawski et al. §5.1, App. B-C): brute force on tiny graphs, Table 1 on the shared data."""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.errors import InfeasibleError, SpecError
+from placement_dsl.evaluate import CostModel, evaluate
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.heuristics.contract import Contraction, contract
+from placement_dsl.heuristics.ideals import dfs_order, dp, dpl, ideal_lattice, replicated_objective
+from placement_dsl.placement import Placement
+
+MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"),
+          CostModel.named("bottleneck")]
+
+
+# ---------------------------------------------------------------------------- brute force
+def _closure(n: int, src, dst) -> tuple[list[int], list[int]]:
+    """Descendant and ancestor bitmasks of a DAG with nodes 0..n-1."""
+    desc = [0] * n
+    succ = [[] for _ in range(n)]
+    for u, v in zip(src, dst):
+        succ[u].append(v)
+    for u in reversed(range(n)):  # numbering is topological: successors are settled first
+        for v in succ[u]:
+            desc[u] |= (1 << v) | desc[v]
+    anc = [0] * n
+    for u in range(n):
+        for v in range(n):
+            if desc[u] >> v & 1:
+                anc[v] |= 1 << u
+    return desc, anc
+
+
+def _contiguous(mask: int, desc: list[int], anc: list[int]) -> bool:
+    """Def. 3.1: no node outside the set lies on a path between two of its nodes."""
+    return not any(not mask >> v & 1 and desc[v] & mask and anc[v] & mask for v in range(len(desc)))
+
+
+def brute_force(con: Contraction, cluster: Cluster, model: CostModel) -> float:
+    """Best valid split whose devices hold contiguous supernode sets of ``con``'s DAG."""
+    desc, anc = _closure(con.n_nodes, con.src.tolist(), con.dst.tolist())
+    best = math.inf
+    for assign in itertools.product(range(cluster.size), repeat=con.n_nodes):
+        masks = [0] * cluster.size
+        for x, d in enumerate(assign):
+            masks[d] |= 1 << x
+        if not all(_contiguous(m, desc, anc) for m in masks if m):
+            continue
+        ev = evaluate(Placement(con.graph, cluster, con.lift(np.array(assign))), model)
+        if ev.valid:
+            best = min(best, ev.objective)
+    return best
+
+
+def brute_force_groups(graph: Graph, cluster: Cluster, model: CostModel) -> float:
+    """Best valid split over all op assignments, contiguous in the colocation quotient graph."""
+    gid = np.unique(graph.group_id, return_inverse=True)[1]
+    n = int(gid.max()) + 1
+    pairs = {(int(gid[u]), int(gid[v])) for u, v in zip(graph.src, graph.dst) if gid[u] != gid[v]}
+    import networkx as nx
+
+    q = nx.DiGraph(pairs)
+    q.add_nodes_from(range(n))
+    desc = [sum(1 << w for w in nx.descendants(q, v)) for v in range(n)]
+    anc = [sum(1 << w for w in nx.ancestors(q, v)) for v in range(n)]
+    best = math.inf
+    for assign in itertools.product(range(cluster.size), repeat=n):
+        masks = [0] * cluster.size
+        for x, d in enumerate(assign):
+            masks[d] |= 1 << x
+        if not all(_contiguous(m, desc, anc) for m in masks if m):
+            continue
+        ev = evaluate(Placement(graph, cluster, np.array(assign)[gid]), model)
+        if ev.valid:
+            best = min(best, ev.objective)
+    return best
+
+
+# ---------------------------------------------------------------------------- random instances
+@st.composite
+def inference_graphs(draw, max_ops: int = 7, groups: bool = True) -> Graph:
+    n = draw(st.integers(1, max_ops))
+    ops = []
+    for i in range(n):
+        acc = draw(st.sampled_from([0, 0, 1, 2, 3, 5, 8]))
+        cpu = draw(st.sampled_from([0, 1, 4, 9, 20]))
+        work = {"accelerator": acc, "cpu": cpu}
+        if draw(st.integers(0, 9)) == 0:
+            del work["accelerator"]  # cpu-only op
+        group = f"g{draw(st.integers(0, 2))}" if groups and draw(st.booleans()) else None
+        ops.append(Op(name=f"v{i}", work=work, out_bytes=draw(st.integers(0, 4)),
+                      param_bytes=draw(st.sampled_from([0, 0, 1, 3, 6])), group=group))
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if draw(st.integers(0, 2)) == 0]
+    return Graph(ops, edges)
+
+
+@st.composite
+def training_graphs(draw, max_fw: int = 4) -> Graph:
+    """A forward DAG, mirrored backward ops colocated with their forward op, stash edges, orphans."""
+    nf = draw(st.integers(1, max_fw))
+    ops, edges = [], []
+    for i in range(nf):
+        ops.append(Op(name=f"f{i}", work={"accelerator": draw(st.integers(0, 5)), "cpu": draw(st.integers(1, 12))},
+                      out_bytes=draw(st.integers(0, 3)), param_bytes=draw(st.integers(0, 4)), group=f"c{i}"))
+    fw_edges = [(i, j) for i in range(nf) for j in range(i + 1, nf) if draw(st.booleans())]
+    edges += [(f"f{i}", f"f{j}") for i, j in fw_edges]
+    nb = 0
+    for i in range(nf):
+        if len(ops) >= 7 or not draw(st.booleans()):
+            continue
+        ops.append(Op(name=f"b{i}", work={"accelerator": draw(st.integers(0, 5)), "cpu": draw(st.integers(1, 12))},
+                      out_bytes=draw(st.integers(0, 3)), backward=True, group=f"c{i}"))
+        nb += 1
+        if draw(st.booleans()):
+            edges.append((f"f{i}", f"b{i}"))
+    names = {op.name for op in ops}
+    edges += [(f"b{j}", f"b{i}") for i, j in fw_edges if f"b{i}" in names and f"b{j}" in names]
+    if len(ops) < 7 and nb and draw(st.booleans()):  # an orphaned backward op (no forward mate)
+        tail = next(op.name for op in ops if op.backward)
+        ops.append(Op(name="orphan", work=draw(st.integers(0, 4)), out_bytes=1, backward=True))
+        edges.append((tail, "orphan") if draw(st.booleans()) else ("orphan", tail))
+    return Graph(ops, edges)
+
+
+@st.composite
+def clusters(draw) -> Cluster:
+    memory = draw(st.sampled_from([math.inf, 8.0, 12.0]))
+    return Cluster.accelerators(2, memory=memory, cpus=draw(st.integers(0, 1)))
+
+
+def _dp(graph: Graph, cluster: Cluster, model: CostModel, **options):
+    try:
+        return run("dp", graph, cluster, model=model, **options)
+    except InfeasibleError:
+        return None
+
+
+def _value(result) -> float:
+    return math.inf if result is None else result.objective
+
+
+# ---------------------------------------------------------------------------- brute-force equality
+@given(graph=inference_graphs(groups=False), cluster=clusters(), model=st.sampled_from(MODELS))
+def test_dp_equals_brute_force_on_contiguous_splits(graph, cluster, model):
+    result = _dp(graph, cluster, model)
+    expected = brute_force_groups(graph, cluster, model)
+    assert _value(result) == pytest.approx(expected, rel=1e-9)
+    if result is not None:
+        assert result.bound == result.objective and result.exact_among == "contiguous"
+
+
+@given(graph=inference_graphs(), cluster=clusters(), model=st.sampled_from(MODELS[:2]))
+def test_dp_with_colocation_equals_brute_force(graph, cluster, model):
+    """App. B steps 1, 3, 4 keep the optimum over colocation-respecting contiguous splits."""
+    assert _value(_dp(graph, cluster, model)) == pytest.approx(brute_force_groups(graph, cluster, model), rel=1e-9)
+
+
+@given(graph=training_graphs(), cluster=clusters(), model=st.sampled_from(MODELS[:2]))
+def test_training_dp_equals_brute_force(graph, cluster, model):
+    """Forward-contiguous splits carrying the backward ops (App. B); zero-cost merging keeps the optimum."""
+    unmerged = contract(graph, kinds={d.kind for d in cluster.devices}, merge_zero_cost=False)
+    assert _value(_dp(graph, cluster, model)) == pytest.approx(brute_force(unmerged, cluster, model), rel=1e-9)
+
+
+@given(graph=inference_graphs(max_ops=6), cluster=clusters())
+def test_dpl_is_never_better_than_dp(graph, cluster):
+    exact = _dp(graph, cluster, CostModel())
+    try:
+        linear = run("dpl", graph, cluster)
+    except InfeasibleError:
+        linear = None
+    assert _value(linear) >= _value(exact) - 1e-9
+    if linear is not None:
+        assert linear.bound is None and linear.info["ideals"] == linear.info["nodes"] + 1
+
+
+def test_heterogeneous_accelerators_equal_brute_force():
+    """Devices of different speed and memory form separate classes; the DP counts each."""
+    g = Graph([Op(name=f"v{i}", work=w, out_bytes=1, param_bytes=p)
+               for i, (w, p) in enumerate([(4, 1), (2, 5), (6, 2), (3, 3), (5, 1)])],
+              [("v0", "v1"), ("v0", "v2"), ("v1", "v3"), ("v2", "v3"), ("v3", "v4")])
+    cluster = Cluster([Device(name="fast", speed=2.0, memory=7), Device(name="slow0", memory=9),
+                       Device(name="slow1", memory=9)])
+    result = run("dp", g, cluster)
+    assert result.objective == pytest.approx(brute_force_groups(g, cluster, CostModel()))
+    assert result.info["stages"]
+
+
+# ---------------------------------------------------------------------------- contraction
+def test_contraction_orphans_get_mirrored_images():
+    ops = [Op(name="f0", work=1, group="a"), Op(name="f1", work=1, group="b"),
+           Op(name="b1", work=1, backward=True, group="b"), Op(name="o", work=1, backward=True)]
+    g = Graph(ops, [("f0", "f1"), ("f1", "b1"), ("b1", "o")])
+    con = contract(g, kinds=["*"])
+    assert con.stats["orphaned_groups"] == 1 and con.artificial.sum() == 1
+    # mirrored edge: b1 -> o in the backward pass becomes image(o) -> f1 in the forward DAG
+    img = con.image
+    assert (int(img[3]), int(img[1])) in set(zip(con.src.tolist(), con.dst.tolist()))
+
+
+def test_contraction_merges_strongly_connected_components():
+    ops = [Op(name="u", work=1, group="g"), Op(name="v", work=1), Op(name="w", work=1, group="g")]
+    con = contract(Graph(ops, [("u", "v"), ("v", "w")]), kinds=["*"])
+    assert con.n_nodes == 1 and con.stats["scc_merges"] == 1
+
+
+def test_zero_cost_leaf_with_memory_is_kept_when_memory_can_bind():
+    ops = [Op(name="x", work=0, param_bytes=5, out_bytes=1), Op(name="a", work=3, param_bytes=5)]
+    g = Graph(ops, [("x", "a")])
+    assert contract(g, kinds=["*"], memory=100).n_nodes == 1
+    assert contract(g, kinds=["*"], memory=6).n_nodes == 2
+    # with memory 6 the leaf must leave 'a''s device: the DP still finds that split
+    assert run("dp", g, Cluster.stages(2, memory=6)).objective == pytest.approx(4.0)
+
+
+def test_ideal_lattice_of_a_diamond():
+    g = Graph([Op(name=n) for n in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    lat = ideal_lattice(contract(g))
+    assert lat.count == 6
+    assert [len(lat.nodes(i)) for i in range(lat.count)] == sorted(len(lat.nodes(i)) for i in range(lat.count))
+    order = dfs_order(contract(g))
+    assert sorted(order.tolist()) == [0, 1, 2, 3] and order[0] == 0 and order[-1] == 3
+
+
+# ---------------------------------------------------------------------------- errors and options
+def test_memory_infeasibility_raises():
+    g = Graph([Op(name="a", work=1, param_bytes=10, out_bytes=1), Op(name="b", work=1, param_bytes=10)], [("a", "b")])
+    with pytest.raises(InfeasibleError, match="fits on the cluster"):
+        dp(g, Cluster.accelerators(2, memory=9))
+    with pytest.raises(InfeasibleError):
+        dpl(g, Cluster.accelerators(2, memory=9))
+    assert dp(g, Cluster.accelerators(2, memory=9), model=CostModel.named("bottleneck")).objective > 0
+
+
+def test_too_many_ideals_raises_spec_error():
+    g = Graph([Op(name=f"v{i}", work=1) for i in range(12)])  # no edges: 2^12 ideals
+    with pytest.raises(SpecError, match="dpl"):
+        dp(g, Cluster.stages(2), max_ideals=1000)
+
+
+def test_non_max_load_model_returns_the_max_load_split_without_bound():
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, backward=True)], [("a", "b")])
+    result = run("dp", g, Cluster.stages(2), model=CostModel.named("gpipe"))
+    assert result.bound is None and result.info["optimized"] == "max_load"
+
+
+def test_replication_halves_a_heavy_stage():
+    g = Graph([Op(name="a", work=10, param_bytes=2)])
+    plain = dp(g, Cluster.accelerators(2))
+    rep = run("dp", g, Cluster.accelerators(2), replication=True)
+    assert plain.objective == 10.0
+    assert rep.info["replicas"] == {"acc0": ["acc0", "acc1"]}
+    assert rep.info["replicated_objective"] == pytest.approx(10 / 2 + 1 * 2 / 2)
+    assert rep.info["replicated_objective"] == pytest.approx(rep.info["dp_value"])
+    assert rep.objective == evaluate(rep.placement).objective and rep.bound is None
+
+
+@given(graph=inference_graphs(max_ops=6, groups=False), model=st.sampled_from(MODELS[:3]))
+def test_replication_never_hurts_and_is_rechecked(graph, model):
+    cluster = Cluster.accelerators(3, memory=math.inf, cpus=1)
+    plain = dp(graph, cluster, model=model)
+    rep = dp(graph, cluster, model=model, replication=True)
+    assert rep.info["replicated_objective"] <= plain.objective + 1e-9
+    assert replicated_objective(rep.placement, rep.info["replicas"], model) == pytest.approx(rep.info["dp_value"])
+
+
+# ---------------------------------------------------------------------------- Table 1
+def _table1(dnn_partitioning):
+    with open(dnn_partitioning / "paper_throughput.csv") as fh:
+        return {r["file"]: r for r in csv.DictReader(line for line in fh if not line.startswith("#"))}
+
+
+SMALL = ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.json",
+         "LayerGraphs/resnet50_inference.json", "LayerGraphs/resnet50_training.json",
+         "LayerGraphs/gnmt_inference.json", "LayerGraphs/gnmt_training.json",
+         "OperatorGraphs/bert_l-3_inference.json", "OperatorGraphs/bert_l-3_training.json"]
+BIG = ["LayerGraphs/inceptionv3_inference.json", "LayerGraphs/inceptionv3_training.json"]
+
+
+def _check_table1(dnn_partitioning, name):
+    from placement_dsl.io import load_workload
+
+    row = _table1(dnn_partitioning)[f"throughput-inputs/{name}"]
+    w = load_workload(dnn_partitioning / "throughput-inputs" / name)
+    exact = run("dp", w.graph, w.cluster)
+    linear = run("dpl", w.graph, w.cluster)
+    assert exact.info["ideals"] == int(row["ideals"])
+    assert f"{exact.objective:.2f}" == row["dp_tps"]
+    assert f"{linear.objective:.2f}" == row["dpl_tps"]
+    assert evaluate(exact.placement).valid and exact.bound == exact.objective
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", SMALL)
+def test_table1_small(dnn_partitioning, name):
+    _check_table1(dnn_partitioning, name)
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BIG)
+def test_table1_inceptionv3(dnn_partitioning, name):
+    _check_table1(dnn_partitioning, name)
