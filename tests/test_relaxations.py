@@ -72,7 +72,7 @@ def test_superblock_on_a_chain_sees_the_cut() -> None:
 
 def test_registered() -> None:
     assert set(RELAXATIONS) == {"superblock", "guess", "no-dag", "no-cut-io"}
-    assert all(FORMULATIONS[name] is fn for name, fn in RELAXATIONS.items())
+    assert not set(RELAXATIONS) & set(FORMULATIONS)  # their optima are bounds, not the problem's optima
 
 
 def test_mixed_stages_are_refused() -> None:

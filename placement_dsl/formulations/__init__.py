@@ -22,8 +22,8 @@ from .exact import exact
 from .relaxations import RELAXATIONS, GuessedBlock
 from .throughput import throughput
 
-FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput,
-                                                            **RELAXATIONS}
+FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
+# relaxations compile by name too, but their optima are lower bounds, not the problem's optima
 FORMULATIONS["chain"] = chain
 
 
@@ -36,9 +36,10 @@ def get(name: str, problem: Problem) -> tuple[str, Callable[[Problem], list[Step
     """The builder for ``name`` (``"auto"`` chooses by the problem's terms)."""
     if name == "auto":
         name = choose(problem)
-    if name not in FORMULATIONS:
-        raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(FORMULATIONS)]}")
-    return name, FORMULATIONS[name]
+    builders = {**FORMULATIONS, **RELAXATIONS}
+    if name not in builders:
+        raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(builders)]}")
+    return name, builders[name]
 
 
 __all__ = ["FORMULATIONS", "RELAXATIONS", "GuessedBlock", "Step", "choose", "exact", "get", "term_steps", "throughput"]
