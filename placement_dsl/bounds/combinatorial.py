@@ -176,10 +176,34 @@ def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
             rho = 1.0
     fw = ~graph.backward
     keep = fw[graph.src] & fw[graph.dst] & (group[graph.src] != group[graph.dst])
-    edges = np.stack([group[graph.src[keep]], group[graph.dst[keep]]], axis=1)
-    edges = np.unique(edges, axis=0) if len(edges) else np.zeros((0, 2), np.int64)
+    edges = _unique_pairs(group[graph.src[keep]], group[graph.dst[keep]])
     anc, desc = _reach_sums(n_groups, edges, work)
-    return ChainData(group, acc_time, cpu_time, memory, work, edges, anc, desc, len(acc), len(cpu), rho)
+    return ChainData(group, acc_time, cpu_time, memory, work, _with_orphan_mirrors(graph, group, edges),
+                     anc, desc, len(acc), len(cpu), rho)
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    edges = np.stack([a, b], axis=1).astype(np.int64)
+    return np.unique(edges, axis=0) if len(edges) else np.zeros((0, 2), np.int64)
+
+
+def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -> np.ndarray:
+    """Forward group edges plus the mirror images of backward edges that touch an orphan group.
+
+    A group with no forward op (an *orphaned* backward node, Tarnawski App. B) is placed by
+    the DP through an artificial forward image wired as the mirror of its backward edges:
+    backward edge ``(u', v')`` becomes forward edge ``(v, u)``. Ordering those mirrored
+    edges keeps the chain in the DP's class (and orphans' backward parts contiguous). The
+    ancestor/descendant sums use forward edges only, so they stay valid lower bounds.
+    """
+    has_forward = np.zeros(int(group.max()) + 1, dtype=bool)
+    has_forward[group[~graph.backward]] = True
+    gs, gd = group[graph.src], group[graph.dst]
+    bw_edge = graph.backward[graph.src] & graph.backward[graph.dst] & (gs != gd)
+    orphan = bw_edge & (~has_forward[gs] | ~has_forward[gd])
+    if not orphan.any():
+        return forward
+    return np.unique(np.concatenate([forward, _unique_pairs(gd[orphan], gs[orphan])]), axis=0)
 
 
 def chain_bound(graph: Graph, cluster: Cluster, data: ChainData | None = None) -> float:
