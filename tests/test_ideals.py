@@ -135,7 +135,8 @@ def training_graphs(draw, max_fw: int = 4) -> Graph:
 @st.composite
 def clusters(draw) -> Cluster:
     memory = draw(st.sampled_from([math.inf, 8.0, 12.0]))
-    return Cluster.accelerators(2, memory=memory, cpus=draw(st.integers(0, 1)))
+    return Cluster.accelerators(2, memory=memory, cpus=draw(st.integers(0, 1)),
+                                cpu_memory=draw(st.sampled_from([math.inf, math.inf, 6.0])))
 
 
 def _dp(graph: Graph, cluster: Cluster, model: CostModel, **options):

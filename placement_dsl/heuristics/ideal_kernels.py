@@ -128,7 +128,7 @@ def enumerate_ideals(pred, limit):
 def ideal_sums(ideals, values):
     """``out[i] = sum of values[v] over nodes v in ideal i`` (values: n x K)."""
     N, W = ideals.shape
-    n, K = values.shape
+    K = values.shape[1]
     out = np.zeros((N, K))
     for i in range(N):
         for w in range(W):
@@ -278,7 +278,7 @@ def _may_improve(dp, I, J, alive, lbs, counts, strides):
 
 @njit(cache=True)
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
-          cap, scale, inv_bw, overflow, max_rep, mode,
+          cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
           counts, strides, ub):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
@@ -291,10 +291,14 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     known achievable max-load the DP still finds the optimum. A pair's transfers are only
     computed when its compute-only lower bound could still improve ``dp[I, ·]``.
 
+    Memory is a hard cap per class, or with ``soft`` the excess is streamed at
+    ``ovf_scale`` per byte (Archer eq. 2; 0 on host devices). Transfers cost ``scale`` per
+    byte (0 on host devices); the all-reduce of a replicated stage ``inv_bw`` per byte.
+
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
     ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).
     """
-    N, W = ideals.shape
+    N = ideals.shape[0]
     C = work.shape[0]
     S = counts.shape[0]
     dp = np.full((N, S), INF)
@@ -323,7 +327,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             for c in range(C):
                 comp[c] = work[c, I] - work[c, J]
                 ok = unsup[c, I] == unsup[c, J] and counts[S - 1, c] > 0
-                if ok and not overflow[c]:
+                if ok and not soft:
                     ok = mem[I] - mem[J] <= cap[c]
                 if ok:
                     sync = (param[I] - param[J]) * inv_bw[c]
@@ -351,8 +355,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 if not alive[c]:
                     continue
                 ovf = 0.0
-                if overflow[c] and dm > cap[c]:
-                    ovf = (dm - cap[c]) * inv_bw[c]
+                if soft and dm > cap[c]:
+                    ovf = (dm - cap[c]) * ovf_scale[c]
                 base = _load(mode, comp[c], s_in * scale[c], s_out * scale[c], ovf)
                 sync = (param[I] - param[J]) * inv_bw[c]
                 for k in range(1, max_rep[c] + 1):

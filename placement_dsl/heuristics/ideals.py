@@ -50,6 +50,7 @@ from .base import HeuristicResult
 from .contract import Contraction, contract
 
 MAX_STATES = 4096
+MAX_TABLE = 200_000_000  # DP cells (ideals x device-count states); about 15 bytes each
 DEFAULT_MAX_IDEALS = 2_000_000
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
 
@@ -200,14 +201,14 @@ def _solve(lat: IdealLattice, cluster: Cluster, classes: list[DeviceClass], mode
     tmask, towner, tcost, tlo, thi = _tensors(con)
     tin, tout, sptr, sidx = K.boundaries(lat.ideals, tmask, towner, tcost, tlo, thi)
     counts, strides = _states(classes)
-    overflow = model.memory is MemoryMode.OVERFLOW
     cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
-    scale = np.array([0.0 if c.host else 1.0 / c.bandwidth for c in classes])
+    inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
+    host = np.array([c.host for c in classes])
+    scale = np.where(host, 0.0, inv_bw)  # host devices pay no transfers and no overflow
     t1 = time.perf_counter()
     dp, back_j, back_c, back_k, visited = K.sweep(
         lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
-        cap, scale, 1.0 / np.array([c.bandwidth for c in classes]),
-        np.array([overflow and not c.host for c in classes]),
+        cap, scale, inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
         np.array([c.count if replication and not c.host else 1 for c in classes], dtype=np.int64),
         _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub))
     t2 = time.perf_counter()
@@ -303,71 +304,87 @@ def dfs_order(con: Contraction) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- entry points
-def _check_model(model: CostModel) -> None:
+@dataclass(frozen=True)
+class _Setup:
+    graph: Graph
+    cluster: Cluster
+    model: CostModel
+    classes: list[DeviceClass]
+    con: Contraction
+    replication: bool
+
+
+def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
+           merge_zero_cost: bool) -> _Setup:
+    model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
-        raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}")
-
-
-def _run(graph: Graph, cluster: Cluster, model: CostModel, *, linearize: bool, replication: bool,
-         max_ideals: int, upper_bound: float | None, merge_zero_cost: bool,
-         ) -> tuple[_Solution, dict[str, Any], Contraction, list[DeviceClass]]:
-    _check_model(model)
-    start = time.perf_counter()
+        raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}; e.g. CostModel.named('throughput')")
     classes = device_classes(cluster)
     con = contract(graph, kinds={c.kind for c in classes}, memory=min(c.memory for c in classes),
                    merge_zero_cost=merge_zero_cost)
-    info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats)}
+    return _Setup(graph, cluster, model, classes, con, replication)
+
+
+def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None) -> tuple[_Solution, dict]:
+    """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP."""
+    t0 = time.perf_counter()
+    con = su.con
     if linearize:
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
-    t0 = time.perf_counter()
     lat = ideal_lattice(con, max_ideals)
-    info["ideals"] = lat.count
-    info["seconds"] = {"contract": t0 - start, "ideals": time.perf_counter() - t0}
+    if lat.count * math.prod(c.count + 1 for c in su.classes) > MAX_TABLE:
+        raise SpecError(f"dp: {lat.count} ideals x {math.prod(c.count + 1 for c in su.classes)} device-count states "
+                        f"exceed the table limit {MAX_TABLE}; use method 'dpl' or fewer device classes")
+    info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats), "ideals": lat.count,
+                            "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
-    sol = _solve(lat, cluster, classes, model, replication, ub)
+    sol = _solve(lat, su.cluster, su.classes, su.model, su.replication, ub)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
-        sol = _solve(lat, cluster, classes, model, replication, math.inf)
+        sol = _solve(lat, su.cluster, su.classes, su.model, su.replication, math.inf)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
     if not sol.stages:
-        raise InfeasibleError(_infeasible_message(graph, cluster, classes, linearize))
-    return sol, info, con, classes
+        raise InfeasibleError(_infeasible_message(su, linearize))
+    return sol, info
 
 
-def _infeasible_message(graph: Graph, cluster: Cluster, classes: list[DeviceClass], linearize: bool) -> str:
-    caps = ", ".join(f"{c.count} x {c.kind!r} of memory {c.memory:.6g}" for c in classes)
-    total = float((graph.param_bytes + graph.activation_bytes).sum())
+def _infeasible_message(su: _Setup, linearize: bool) -> str:
+    g = su.graph
+    caps = ", ".join(f"{c.count} x {c.kind!r} of memory {c.memory:.6g}" for c in su.classes)
+    total = float((g.param_bytes + g.activation_bytes).sum())
+    nowhere = [g.names[i] for i in np.flatnonzero(~np.isfinite(su.cluster.times(g)).any(axis=1))[:5]]
+    why = f"; ops {nowhere} can run on no device kind of the cluster" if nowhere else ""
     what = "split along the DFS order" if linearize else "contiguous split"
-    return (f"dp: no {what} of graph {graph.name!r} (total memory {total:.6g}) fits on the cluster ({caps}) "
-            "respecting colocation; add devices or memory, or let memory overflow (CostModel(memory='overflow'))")
+    return (f"dp: no {what} of graph {g.name!r} (total memory {total:.6g}) fits on the cluster ({caps}) "
+            f"respecting colocation{why}; add devices or memory, or let memory overflow "
+            "(CostModel(memory='overflow'))")
 
 
-def _result(method: str, graph: Graph, cluster: Cluster, model: CostModel, run: tuple, start: float,
-            exact: bool, replication: bool) -> HeuristicResult:
-    sol, info, con, classes = run
-    assign, replicas = _place(con, cluster, classes, sol.stages)
-    placement = Placement(graph, cluster, assign, source=method)
-    ev = evaluate(placement, model)
+def _result(method: str, su: _Setup, sol: _Solution, info: dict[str, Any], start: float,
+            exact: bool) -> HeuristicResult:
+    assign, replicas = _place(su.con, su.cluster, su.classes, sol.stages)
+    placement = Placement(su.graph, su.cluster, assign, source=method)
+    ev = evaluate(placement, su.model)
     info["dp_value"] = sol.value
-    info["stages"] = [{"device_class": classes[c].kind, "replicas": k, "nodes": int(len(nodes))}
+    info["stages"] = [{"device_class": su.classes[c].kind, "replicas": k, "nodes": len(nodes)}
                       for nodes, c, k in sol.stages]
     info["contiguous"] = not any(v.check == "contiguous" for v in ev.violations)
     bound = None
-    if replication:
+    if su.replication:
         info["replicas"] = replicas
-        info["replicated_objective"] = replicated_objective(placement, replicas, model)
-    elif exact and model.objective is Objective.MAX_LOAD:
+        info["replicated_objective"] = replicated_objective(placement, replicas, su.model)
+    elif exact and su.model.objective is Objective.MAX_LOAD:
         bound = ev.objective
-    if model.objective is not Objective.MAX_LOAD:
+    if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
     return HeuristicResult(method=method, placement=placement, objective=ev.objective,
                            seconds=time.perf_counter() - start, bound=bound,
                            exact_among="contiguous" if bound is not None else None,
-                           evaluations=int(info.get("pairs", 0)), info=info)
+                           evaluations=info["pairs"], info=info)
 
 
-def dp(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed: int | None = None,
+def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
        replication: bool = False, max_ideals: int = DEFAULT_MAX_IDEALS, incumbent: bool = True,
        merge_zero_cost: bool = True) -> HeuristicResult:
     """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
@@ -400,22 +417,21 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed: 
     >>> g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", (4, 1, 1, 4))],
     ...           [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
     >>> r = dp(g, Cluster.stages(2))
-    >>> r.objective, r.bound, r.info["ideals"]  # {a, b} | {c, d}: 4 + 1 + in 1 + out 1
+    >>> r.objective, r.bound, r.info["ideals"]  # {a, b} | {c, d}: work 5 + two tensors each
     (7.0, 7.0, 6)
     """
     del seed  # deterministic
     start = time.perf_counter()
+    su = _setup(graph, cluster, model, replication, merge_zero_cost)
     ub = None
     if incumbent:
-        ub = _run(graph, cluster, model, linearize=True, replication=replication, max_ideals=max_ideals,
-                  upper_bound=None, merge_zero_cost=merge_zero_cost)[0].value
-    run = _run(graph, cluster, model, linearize=False, replication=replication, max_ideals=max_ideals,
-               upper_bound=ub, merge_zero_cost=merge_zero_cost)
-    run[1]["incumbent"] = ub
-    return _result("dp", graph, cluster, model, run, start, True, replication)
+        ub = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0].value
+    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub)
+    info["incumbent"] = ub
+    return _result("dp", su, sol, info, start, exact=True)
 
 
-def dpl(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed: int | None = None,
+def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         replication: bool = False, merge_zero_cost: bool = True) -> HeuristicResult:
     """DP with the linearization heuristic (Tarnawski et al. §5.1.2): exact along one DFS order.
 
@@ -424,6 +440,6 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel = CostModel(), seed:
     """
     del seed
     start = time.perf_counter()
-    run = _run(graph, cluster, model, linearize=True, replication=replication, max_ideals=DEFAULT_MAX_IDEALS,
-               upper_bound=None, merge_zero_cost=merge_zero_cost)
-    return _result("dpl", graph, cluster, model, run, start, False, replication)
+    su = _setup(graph, cluster, model, replication, merge_zero_cost)
+    sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None)
+    return _result("dpl", su, sol, info, start, exact=False)
