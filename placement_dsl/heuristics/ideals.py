@@ -132,7 +132,7 @@ def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> Ide
 
 
 # ---------------------------------------------------------------------------- instance data
-def _node_costs(con: Contraction, cluster: Cluster, classes: list[DeviceClass]):
+def _node_costs(con: Contraction, classes: list[DeviceClass]):
     """Per supernode: work per class, unsupported-op count per class, memory, parameters."""
     g, n = con.graph, con.n_nodes
     work = np.zeros((len(classes), n))
@@ -189,11 +189,11 @@ class _Solution:
     seconds: dict[str, float]
 
 
-def _solve(lat: IdealLattice, cluster: Cluster, classes: list[DeviceClass], model: CostModel,
-           replication: bool, ub: float) -> _Solution:
+def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
+           ub: float) -> _Solution:
     con = lat.contraction
     t0 = time.perf_counter()
-    work, unsup, mem, param = _node_costs(con, cluster, classes)
+    work, unsup, mem, param = _node_costs(con, classes)
     sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param]))
     C = len(classes)
     i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
@@ -339,9 +339,9 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats), "ideals": lat.count,
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
-    sol = _solve(lat, su.cluster, su.classes, su.model, su.replication, ub)
+    sol = _solve(lat, su.classes, su.model, su.replication, ub)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
-        sol = _solve(lat, su.cluster, su.classes, su.model, su.replication, math.inf)
+        sol = _solve(lat, su.classes, su.model, su.replication, math.inf)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
     if not sol.stages:
@@ -389,9 +389,12 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
        merge_zero_cost: bool = True) -> HeuristicResult:
     """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
 
-    Minimizes the max device load over splits whose (forward) parts are contiguous, respect
-    colocation and fit in memory; ``bound == objective`` and ``exact_among == "contiguous"``
-    (under a non-max-load model the max-load-optimal split is returned, with no bound).
+    Minimizes the max device load over splits that respect colocation, fit in memory and
+    whose forward parts are contiguous (each device holds ``I \\ J`` of the colocation
+    quotient's forward DAG, App. B; with singleton groups, or forward/backward pairs, that is
+    Def. 3.1 on the forward ops); ``bound == objective`` and ``exact_among == "contiguous"``.
+    Under a non-max-load model (GPipe, latency) the max-load-optimal split is returned with
+    no bound (the paper's §7 baseline).
 
     Parameters
     ----------
