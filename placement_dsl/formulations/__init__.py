@@ -22,9 +22,13 @@ from .exact import exact
 from .relaxations import RELAXATIONS, GuessedBlock
 from .throughput import throughput
 
+# formulations whose optimum is the problem's optimum
 FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
+# restrictions optimize over a subclass of the problem's placements: their incumbents are feasible
+# (upper bounds) and their bounds hold for that subclass only. "chain" is the DP-over-ideals class:
+# DAG-ordered contiguous splits with CPUs in gaps of the accelerator sequence (Tarnawski §5.1.1).
+RESTRICTIONS: dict[str, Callable[[Problem], list[Step]]] = {"chain": chain}
 # relaxations compile by name too, but their optima are lower bounds, not the problem's optima
-FORMULATIONS["chain"] = chain
 
 
 def choose(problem: Problem) -> str:
@@ -36,10 +40,10 @@ def get(name: str, problem: Problem) -> tuple[str, Callable[[Problem], list[Step
     """The builder for ``name`` (``"auto"`` chooses by the problem's terms)."""
     if name == "auto":
         name = choose(problem)
-    builders = {**FORMULATIONS, **RELAXATIONS}
+    builders = {**FORMULATIONS, **RESTRICTIONS, **RELAXATIONS}
     if name not in builders:
         raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(builders)]}")
     return name, builders[name]
 
 
-__all__ = ["FORMULATIONS", "RELAXATIONS", "GuessedBlock", "Step", "choose", "exact", "get", "term_steps", "throughput"]
+__all__ = ["FORMULATIONS", "RELAXATIONS", "RESTRICTIONS", "GuessedBlock", "Step", "choose", "exact", "get", "term_steps", "throughput"]
