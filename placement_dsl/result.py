@@ -5,9 +5,37 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .constraints import Contiguous, DagOrder
 from .evaluate import Evaluation
 from .placement import Placement
 from .solvers.base import Status
+
+
+# classes of placements a lower bound can hold for, largest first
+ALL = "all placements"
+CONTIGUOUS = "contiguous placements"
+DAG_ORDERED = "dag-ordered placements"
+DP_CLASS = "dag-ordered contiguous placements (DP class)"  # Tarnawski's DP over ideals; the "chain" MIP
+SCOPES = (ALL, CONTIGUOUS, DAG_ORDERED, DP_CLASS)
+_INSIDE = {ALL: set(SCOPES), CONTIGUOUS: {CONTIGUOUS, DP_CLASS}, DAG_ORDERED: {DAG_ORDERED, DP_CLASS},
+           DP_CLASS: {DP_CLASS}}
+
+
+def problem_scope(problem: Any) -> str:
+    """The class of placements a problem optimizes over (its structure terms)."""
+    contiguous, ordered = problem.has(Contiguous), problem.has(DagOrder)
+    if contiguous and ordered:
+        return DP_CLASS
+    return CONTIGUOUS if contiguous else DAG_ORDERED if ordered else ALL
+
+
+def covers(scope: str, target: str) -> bool:
+    """A bound over ``scope`` holds over ``target`` when ``target`` is a subclass of ``scope``.
+
+    >>> covers(ALL, DP_CLASS), covers(DP_CLASS, CONTIGUOUS)
+    (True, False)
+    """
+    return target in _INSIDE[scope]
 
 
 @dataclass(frozen=True)
@@ -49,7 +77,10 @@ class Result:
     """A solve's placement, its cost-model objective, the proven bound and how they were found.
 
     ``objective`` is the cost model's value of ``placement`` (re-evaluated, never taken from the
-    solver); ``bound`` is the solver's dual bound in cost-model units, never above ``objective``.
+    solver); ``bound`` is the proven lower bound in cost-model units, never above ``objective``.
+    ``found_by`` says who found the placement (``"solver"`` or the warm start, e.g.
+    ``"warm start (dp)"``); ``bound_scope`` names the class of placements the bound holds for
+    (one of :data:`SCOPES`; :data:`DP_CLASS` for the ``chain`` restriction).
     """
 
     status: Status
@@ -65,6 +96,8 @@ class Result:
     start_accepted: bool | None = None
     evaluation: Evaluation | None = None
     message: str = ""
+    found_by: str = ""
+    bound_scope: str = ""
 
     @property
     def gap(self) -> float | None:
@@ -85,6 +118,10 @@ class Result:
         if self.start_accepted is not None or self.start_objective is not None:
             out["start_objective"] = _finite(self.start_objective)
             out["start_accepted"] = self.start_accepted
+        if self.found_by:
+            out["found_by"] = self.found_by
+        if self.bound_scope:
+            out["bound_scope"] = self.bound_scope
         if self.log_path:
             out["log_path"] = self.log_path
         if self.message:
@@ -103,7 +140,24 @@ class Result:
             lines.append(self.message)
         if self.evaluation is not None:
             lines.append(self.evaluation.table())
+        lines.append(self.certificate_line())
         return "\n".join(lines)
+
+    def certificate_line(self) -> str:
+        """One line: best objective and who found it, proven bound and its class, gap, status.
+
+        Examples
+        --------
+        >>> r = Result(Status.OPTIMAL, None, 2.0, 1.9, "ip", "highs", "throughput", found_by="solver",
+        ...            bound_scope=CONTIGUOUS)
+        >>> r.certificate_line()
+        'certificate: objective 2 (found by solver), bound 1.9 over contiguous placements, gap 5%, status optimal'
+        """
+        gap = "n/a" if self.gap is None else f"{100 * self.gap:.3g}%"
+        scope = f" over {self.bound_scope}" if self.bound_scope and self.bound is not None else ""
+        who = f" (found by {self.found_by})" if self.found_by else ""
+        return (f"certificate: objective {_fmt(self.objective)}{who}, bound {_fmt(self.bound)}{scope}, "
+                f"gap {gap}, status {self.status.value}")
 
 
 def _finite(x: float | None) -> float | None:

@@ -62,16 +62,27 @@ def chain_problem(problem: Problem, target: float) -> Problem:
     return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LoadTarget(target)])
 
 
-def certified_bound(problem: Problem, bound: float | None) -> float | None:
+def certified_bound(problem: Problem, bound: float | None, infeasible: bool = False) -> float | None:
     """``min(T*, bound)`` with the problem's :class:`LoadTarget` ``T*`` (the bound alone without one).
 
-    ``bound`` is the solver's bound of the windowed model in cost-model units; ``None`` (e.g.
-    the windowed model is infeasible) certifies ``T*``.
+    ``bound`` is the solver's bound of the windowed model in cost-model units. A windowed model
+    proved ``infeasible`` certifies ``T*``; without a bound and without that proof (e.g. a time
+    limit before any bound) nothing is certified (``None``).
+
+    Examples
+    --------
+    >>> from placement_dsl.problem import Stages
+    >>> from placement_dsl.graph import Graph, Op
+    >>> p = chain_problem(Problem(Graph([Op(name="a", work=1)], []), Stages(1)), 2.0)
+    >>> certified_bound(p, 3.0), certified_bound(p, 1.5), certified_bound(p, None, infeasible=True)
+    (2.0, 1.5, 2.0)
+    >>> certified_bound(p, None) is None
+    True
     """
     targets = [t.target for t in problem.find(LoadTarget)]
     if not targets:
         return bound
     floor = min(targets)
-    return floor if bound is None else min(floor, bound)
-
-
+    if bound is None:
+        return floor if infeasible else None
+    return min(floor, bound)
