@@ -1,6 +1,27 @@
 """Certificates: the best placement found, the best proven lower bound, and the gap between them.
 
-The lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheapest first:
+Every bound holds for a class of placements (:data:`~placement_dsl.result.SCOPES`); the
+certificate's ``bound`` is the best bound over the problem's own class, and narrower classes'
+bounds are reported beside it (``class_bounds``).
+
+Tarnawski et al.'s throughput problems (NeurIPS 2020; ``Contiguous`` or no structure, no
+``DagOrder``), cheapest first:
+
+==============  =====================================================  ==============================
+level           bound                                                  class
+==============  =====================================================  ==============================
+``simple``      ``max(max_v work, sum_v work / k)``                     all placements
+``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)
+``chain``       chain MIP with ancestor cuts and position windows at     DP class
+                ``T* = DP / (1 + gap)``: ``min(T*, bound)``
+                (``docs/strengthening.md``), a solver's proof of the DP
+``throughput``  Fig. 6 IP warm-started from the best placement, its      contiguous (Lemma 4.1), or all
+                time-limited dual bound                                 placements without ``Contiguous``
+==============  =====================================================  ==============================
+
+Without ``Contiguous`` the DP is only an upper bound (the throughput MIP's warm start).
+
+The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheapest first:
 
 =============  ==================================================  ===========================
 level          bound                                               size
@@ -35,8 +56,13 @@ from .evaluate import CostModel, MemoryMode, Objective
 from .objectives import Bottleneck, GPipe, Throughput
 from .placement import Placement
 from .problem import Problem
+from .result import ALL, DAG_ORDERED, DP_CLASS, covers, problem_scope
 
-LEVELS = ("simple", "dp", "no-cut-io", "no-dag", "superblock", "guess", "exact")
+LEVELS = ("simple", "dp", "chain", "throughput", "no-cut-io", "no-dag", "superblock", "guess", "exact")
+MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
+THROUGHPUT_LEVELS = ("simple", "dp", "chain", "throughput")  # default for Tarnawski's contiguous problems
+NONCONTIG_LEVELS = ("simple", "dp", "throughput")  # default without structure terms: the DP is the warm start
+CLOSED_FORM = ("simple", "dp")  # levels that take no share of the MIP budget
 RELAXED = ("no-cut-io", "no-dag", "superblock")
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
@@ -62,10 +88,11 @@ class LevelResult:
     status: LevelStatus
     seconds: float
     message: str = ""
+    scope: str = ALL  # the class of placements the bound holds for
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "bound": self.bound, "status": self.status.value,
-                "seconds": round(self.seconds, 3), "message": self.message}
+                "seconds": round(self.seconds, 3), "message": self.message, "scope": self.scope}
 
 
 @dataclass
@@ -74,6 +101,8 @@ class Certificate:
 
     ``exact_among`` names the class (e.g. ``"contiguous"``) over which ``found_by`` is exact
     when the problem asks for exactly that class: the placement is then optimal by itself.
+    ``scope`` is the problem's class, which ``bound`` covers; ``class_bounds`` maps narrower
+    classes (e.g. the DP class) to their best ``(bound, level)``.
     """
 
     placement: Placement | None
@@ -84,6 +113,16 @@ class Certificate:
     levels: list[LevelResult] = field(default_factory=list)
     exact_among: str | None = None
     gap_target: float = 0.01
+    scope: str = ALL
+    class_bounds: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+    def gap_in(self, scope: str) -> float | None:
+        """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
+        if scope == self.scope:
+            return self.gap
+        if scope not in self.class_bounds or not math.isfinite(self.objective):
+            return None
+        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.class_bounds[scope][0]) / self.objective)
 
     @property
     def gap(self) -> float:
@@ -99,17 +138,22 @@ class Certificate:
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
                 "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
-                "exact_among": self.exact_among, "levels": [r.to_dict() for r in self.levels]}
+                "exact_among": self.exact_among, "bound_scope": self.scope,
+                "class_bounds": {k: {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
+                                 for k, (b, lv) in self.class_bounds.items()},
+                "levels": [r.to_dict() for r in self.levels]}
 
     def table(self) -> str:
-        rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}"]
+        rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}  class"]
         for r in self.levels:
             b = "-" if r.bound is None else f"{r.bound:.6g}"
             ratio = "-" if r.bound is None or not self.objective else f"{r.bound / self.objective:.4f}"
-            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}")
-        rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by}; "
-                    f"gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
-                                             if self.exact_among else ""))
+            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}  {r.scope}")
+        for scope, (b, lv) in self.class_bounds.items():
+            rows.append(f"over {scope}: bound {b:.6g} by {lv}; gap {self.gap_in(scope):.4%}")
+        rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
+                    f"{self.scope}; gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
+                                                           if self.exact_among else ""))
         return "\n".join(rows)
 
 
@@ -169,9 +213,12 @@ class _Run:
     def __init__(self, problem: Problem, solver: str, workers: int, gap: float):
         self.problem, self.solver, self.workers, self.gap = problem, solver, workers, gap
         self.model = problem.cost_model()
+        self.scope = problem_scope(problem)
         self.best: tuple[float, Placement | None, str] = (math.inf, None, "")
         self.bound: tuple[float, str] = (0.0, "none")
+        self.class_bounds: dict[str, tuple[float, str]] = {}
         self.exact_among: str | None = None
+        self.dp: Placement | None = None  # the DP optimum: the chain level's incumbent
         self.rows: list[LevelResult] = []
 
     def offer(self, placement: Placement, who: str) -> None:
@@ -181,9 +228,13 @@ class _Run:
         if value < self.best[0]:
             self.best = (value, placement, who)
 
-    def prove(self, level: str, bound: float | None) -> float | None:
+    def prove(self, level: str, bound: float | None, scope: str = ALL) -> float | None:
         if bound is None:
             return None
+        if not covers(scope, self.scope):  # a narrower class: its optimum may exceed the best placement
+            if bound > self.class_bounds.get(scope, (-math.inf, ""))[0]:
+                self.class_bounds[scope] = (bound, level)
+            return bound
         ub = self.best[0]
         assert bound <= ub * (1 + TOL) + 1e-9, (
             f"level {level!r} claims bound {bound!r} above the feasible objective {ub!r} found by {self.best[2]!r}; "
@@ -199,7 +250,8 @@ class _Run:
 
     def certificate(self) -> Certificate:
         value, placement, who = self.best
-        return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap)
+        return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
+                           self.scope, dict(self.class_bounds))
 
 
 def _upper(run: _Run, methods: tuple[str, ...]) -> None:
@@ -213,24 +265,31 @@ def _upper(run: _Run, methods: tuple[str, ...]) -> None:
             continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
 
 
-def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelStatus, str]:
+def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
+    """One level's bound, status, note and the class its bound holds for."""
     p = run.problem
     if level == "simple":
-        return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3"
+        return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
     if level == "dp":
-        return _dp(run)
+        return (*_dp(run), DP_CLASS)
+    if level in ("chain", "throughput"):
+        if p.has(DagOrder):
+            return None, LevelStatus.NOT_APPLICABLE, f"{level!r} bounds Tarnawski's problems; use 'exact'", run.scope
+        return _chain(run, seconds) if level == "chain" else _throughput(run, seconds)
     if not p.has(DagOrder):
-        return None, LevelStatus.NOT_APPLICABLE, "Archer's MIP levels bound DAG-ordered problems; add DagOrder()"
+        return (None, LevelStatus.NOT_APPLICABLE, "Archer's MIP levels bound DAG-ordered problems; add DagOrder()",
+                DAG_ORDERED)
     if level == "exact":
-        return _exact(run, seconds)
+        return (*_exact(run, seconds), run.scope)
     try:
         if level == "guess":
             bound, status, per = guess_bound(p, run.solver, seconds, run.workers)
-            return bound, status, f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
+            note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
+            return bound, status, note, DAG_ORDERED
         bound, status = _model_bound(p, level, run.solver, seconds)
-        return bound, status, ""
+        return bound, status, "", DAG_ORDERED
     except SpecError as err:
-        return None, LevelStatus.NOT_APPLICABLE, str(err)
+        return None, LevelStatus.NOT_APPLICABLE, str(err), DAG_ORDERED
 
 
 def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
@@ -241,9 +300,10 @@ def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
     except PlacementError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0]
     run.offer(res.placement, "dp")
+    run.dp = res.placement if run.problem.is_valid(res.placement) else None
     if res.exact_among == "contiguous" and run.problem.has(Contiguous):
-        run.exact_among = "contiguous"
-        return res.bound, LevelStatus.OPTIMAL, "exact among contiguous placements: a certificate by itself"
+        run.exact_among = "contiguous" if covers(DP_CLASS, run.scope) else None
+        return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself"
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})"
 
 
@@ -260,20 +320,65 @@ def _exact(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str]:
     return res.bound, status, ""
 
 
-def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] = ("simple", "dp", "superblock", "guess",
-                                                                                 "exact"),
+def _status(res: Any) -> LevelStatus:
+    if res.status.value == "optimal":
+        return LevelStatus.OPTIMAL
+    return LevelStatus.TIME_LIMIT if res.status.is_ok and res.bound is not None else LevelStatus.NO_BOUND
+
+
+def _chain(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
+    """The chain MIP with windows at ``DP / (1 + gap)``: a solver's proof of the DP optimum."""
+    from .solve import solve
+
+    if run.dp is None:
+        return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", DP_CLASS
+    try:
+        res = solve(run.problem, formulation="chain", solver=run.solver, time_limit=max(seconds, 0.1),
+                    gap=max(run.gap, 1e-6), warm_start=run.dp, windows=True)
+    except SpecError as err:
+        return None, LevelStatus.NOT_APPLICABLE, str(err), DP_CLASS
+    if res.placement is not None and res.found_by == "solver":
+        run.offer(res.placement, "chain")
+    return res.bound, _status(res), "min(T*, bound) of the windowed chain MIP", DP_CLASS
+
+
+def _throughput(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
+    """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class."""
+    from .solve import solve
+
+    start = run.best[1]
+    res = solve(run.problem, formulation="throughput", solver=run.solver, time_limit=max(seconds, 0.1),
+                gap=max(run.gap, 1e-6), warm_start=start, windows=False)
+    if res.placement is not None:
+        run.offer(res.placement, "throughput")
+    note = "" if res.start_accepted in (None, True) else "warm start not accepted"
+    return res.bound, _status(res), note, run.scope
+
+
+def default_levels(problem: Problem) -> tuple[str, ...]:
+    """:data:`MTPP_LEVELS` for DAG-ordered problems, :data:`THROUGHPUT_LEVELS` for Tarnawski's contiguous
+    ones, :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
+    if problem.has(DagOrder):
+        return MTPP_LEVELS
+    return THROUGHPUT_LEVELS if problem.has(Contiguous) else NONCONTIG_LEVELS
+
+
+def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | None = None,
             gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True) -> Certificate:
     """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
 
     Parameters
     ----------
     problem
-        An MTPP (``Bottleneck`` objective, ``DagOrder``) for the MIP levels; ``simple`` and
-        ``dp`` apply to any max-load problem.
+        An MTPP (``Bottleneck`` objective, ``DagOrder``) for Archer's MIP levels, or one of
+        Tarnawski's throughput problems (``Contiguous`` or no structure term) for ``chain``
+        and ``throughput``; ``simple`` and ``dp`` apply to any max-load problem.
     budget
         Wall-clock seconds for everything; each MIP level gets an equal share of what is left.
     levels
-        Names from :data:`LEVELS`, run in the order of :data:`LEVELS`.
+        Names from :data:`LEVELS`, run in the order of :data:`LEVELS`; ``None`` chooses
+        :func:`default_levels`. ``chain`` always runs when asked (it checks the DP by a MIP);
+        the others are skipped once the gap over the problem's class is met.
     gap
         Stop when ``(best - bound) / best <= gap``.
     workers
@@ -290,23 +395,26 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] = ("
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'superblock')
     """
+    levels = default_levels(problem) if levels is None else levels
     unknown = sorted(set(levels) - set(LEVELS))
     if unknown:
         raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
     t0 = time.perf_counter()
     run = _Run(problem, solver, workers, gap)
-    _upper(run, UPPER)
+    if problem.has(DagOrder):
+        _upper(run, UPPER)
     todo = [lv for lv in LEVELS if lv in levels]
     for i, level in enumerate(todo):
         left = budget - (time.perf_counter() - t0)
-        if (stop_at_gap and run.met()) or left <= 0:
+        if (stop_at_gap and run.met() and level != "chain") or left <= 0:
             run.rows.append(LevelResult(level, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
-        mips = sum(1 for lv in todo[i:] if lv not in ("simple", "dp"))
+        mips = sum(1 for lv in todo[i:] if lv not in CLOSED_FORM)
         t = time.perf_counter()
-        bound, status, note = _level(run, level, left / max(mips, 1))
-        run.rows.append(LevelResult(level, run.prove(level, bound), status, time.perf_counter() - t, note))
+        bound, status, note, scope = _level(run, level, left / max(mips, 1))
+        run.rows.append(LevelResult(level, run.prove(level, bound, scope), status, time.perf_counter() - t, note,
+                                    scope))
     return run.certificate()
 
 
@@ -330,7 +438,7 @@ def bounds_command(workload: Any, cost_model: CostModel, levels: list[str] | tup
     ``time_limit`` is per MIP level; the payload is JSON-ready.
     """
     problem = problem_for(workload, cost_model)
-    mips = sum(1 for lv in levels if lv not in ("simple", "dp"))
+    mips = sum(1 for lv in levels if lv not in CLOSED_FORM)
     cert = certify(problem, budget=time_limit * max(mips, 1) + 1.0, levels=tuple(levels), gap=0.0, solver=solver,
                    workers=workers, stop_at_gap=False)
     ub = cert.objective
