@@ -31,6 +31,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult
+from .kernels import device_tallies
 from .segments import OVERLAP_CODE, stage_load
 from .slicegraph import Slicer
 
@@ -168,30 +169,6 @@ def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
 
 # ---------------------------------------------------------------------------- local search
 @numba.njit(cache=True)
-def _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D):
-    n = dev.size
-    comp = np.zeros(D)
-    mem = np.zeros(D)
-    tin = np.zeros(D)
-    tout = np.zeros(D)
-    stamp = np.full(D, -1, dtype=np.int64)
-    for u in range(n):
-        a = dev[u]
-        comp[a] += times[a, u]
-        mem[a] += mem_op[u]
-        sent = False
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            b = dev[succ_idx[e]]
-            if b != a and stamp[b] != u:
-                stamp[b] = u
-                tin[b] += out_bytes[u]
-                sent = True
-        if sent:
-            tout[a] += out_bytes[u]
-    return comp, mem, tin, tout
-
-
-@numba.njit(cache=True)
 def _score(comp, mem, tin, tout, cap, tscale, ovf, overlap):
     """(max load, sum of squared loads): the max first, the spread to break its plateaus."""
     worst = 0.0
@@ -253,11 +230,12 @@ def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr
     n = dev.size
     D = cap.size
     nG = gptr.size - 1
+    own = np.arange(D)  # times has one row per device
     cnt = np.zeros((n, D), dtype=np.int32)
     for v in range(n):
         for e in range(pred_ptr[v], pred_ptr[v + 1]):
             cnt[pred_idx[e], dev[v]] += 1
-    comp, mem, tin, tout = _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
+    comp, mem, tin, tout = device_tallies(dev, own, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
     b0, b1 = _score(comp, mem, tin, tout, cap, tscale, ovf, overlap)
     stamp = np.full(n, -1, dtype=np.int64)
     din = np.zeros(D)
@@ -296,7 +274,7 @@ def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr
                 cnt[pred_idx[e], dev[v]] -= 1
                 cnt[pred_idx[e], best_d] += 1
             dev[v] = best_d
-        comp, mem, tin, tout = _loads(dev, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
+        comp, mem, tin, tout = device_tallies(dev, own, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
         b0, b1 = _score(comp, mem, tin, tout, cap, tscale, ovf, overlap)
         moves += 1
     return dev, b0, moves

@@ -28,6 +28,7 @@ from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult
+from .kernels import device_tallies
 from .segments import advance, check_order, require_allowed, stage_load, stage_params
 
 INF = math.inf
@@ -260,24 +261,7 @@ def _slicing_value(order, bounds, succ_ptr, succ_idx, out_bytes, mem_op, times, 
     for t in range(D):
         for q in range(bounds[t], bounds[t + 1]):
             seg[order[q]] = t
-    comp = np.zeros(D)
-    mem = np.zeros(D)
-    tin = np.zeros(D)
-    tout = np.zeros(D)
-    stamp = np.full(D, -1, dtype=np.int64)
-    for u in range(n):
-        a = seg[u]
-        comp[a] += times[cls[a], u]
-        mem[a] += mem_op[u]
-        sent = False
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            b = seg[succ_idx[e]]
-            if b != a and stamp[b] != u:
-                stamp[b] = u
-                tin[b] += out_bytes[u]
-                sent = True
-        if sent:
-            tout[a] += out_bytes[u]
+    comp, mem, tin, tout = device_tallies(seg, cls, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
     worst = 0.0
     for t in range(D):
         c = cls[t]
