@@ -147,7 +147,7 @@ def _keep_start(result: Result, start: Placement, start_eval: Evaluation, target
                 label: str) -> None:
     """Make the start the answer unless the windowed solve beat it; map the status to the certificate's."""
     result.found_by = "solver"
-    if result.objective is None or start_eval.objective < result.objective:
+    if result.objective is None or start_eval.objective <= result.objective * (1 + MATCH_TOL):
         result.placement, result.objective, result.evaluation = start, start_eval.objective, start_eval
         result.found_by = label
     if result.bound is not None:

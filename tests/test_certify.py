@@ -80,3 +80,25 @@ def test_bounds_command_payload() -> None:
 def test_certificate_gap() -> None:
     cert = Certificate(None, 10.0, "x", 9.0, "y", gap_target=0.05)
     assert cert.gap == pytest.approx(0.1) and not cert.certified
+
+
+def test_throughput_levels_on_a_contiguous_problem() -> None:
+    problem, optimum = testing.accelerators_cpu()  # Throughput, Memory, Contiguous
+    cert = certify(problem, budget=60.0, gap=0.0)
+    assert [r.level for r in cert.levels] == ["simple", "dp", "chain", "throughput"]
+    assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
+    assert cert.scope == "contiguous placements" and cert.proved_by == "throughput"
+    by_level = {r.level: r for r in cert.levels}
+    assert by_level["dp"].scope == by_level["chain"].scope == "dag-ordered contiguous placements (DP class)"
+    assert cert.gap_in("dag-ordered contiguous placements (DP class)") == pytest.approx(0.0, abs=1e-9)
+    assert json.loads(json.dumps(cert.to_dict()))["bound_scope"] == "contiguous placements"
+
+
+def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
+    problem, optimum = testing.diamond_noncontiguous()
+    cert = certify(problem, budget=60.0, gap=0.0)
+    assert [r.level for r in cert.levels] == ["simple", "dp", "throughput"]
+    dp = next(r for r in cert.levels if r.level == "dp")
+    assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
+    assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
+    assert cert.scope == "all placements" and cert.certified

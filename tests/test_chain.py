@@ -171,3 +171,15 @@ def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
     result = solve(chain_problem(problem, dp.objective / 1.01), formulation="chain", solver="highs", time_limit=30)
     assert certified_bound(chain_problem(problem, dp.objective / 1.01), result.bound) >= dp.objective / 1.01 - 1e-6
     assert math.isfinite(dp.objective)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="throughput inputs not available")
+def test_windowed_solve_certifies_bert24_within_one_percent():
+    from placement_dsl.io import load_workload
+
+    problem = Problem.for_workload(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=60)
+    assert result.objective == pytest.approx(17.79, abs=0.005)  # Tarnawski Table 1, dp_tps
+    assert result.gap <= 0.01 + 1e-9 and result.bound <= result.objective
+    assert result.status.value == "optimal" and "DP class" in result.bound_scope
+    assert problem.evaluate(result.placement).objective == pytest.approx(result.objective)

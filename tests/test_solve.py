@@ -125,3 +125,60 @@ def test_time_limit_end_to_end(solver):
     assert wall < result.timings.build + result.timings.start + 1.0 + 0.5 + 0.5
     assert result.objective <= result.start_objective + 1e-9
     assert result.bound is None or result.bound <= result.objective
+
+
+# ---------------------------------------------------------------------------- relaxations and position windows
+def test_relaxations_are_refused_with_a_pointer_to_certify():
+    problem, _ = testing.chain()
+    with pytest.raises(SpecError, match="lower bound.*certify"):
+        solve(problem, formulation="superblock")
+
+
+def test_windows_need_chain_and_a_warm_start():
+    problem, _ = testing.accelerators_cpu()
+    with pytest.raises(SpecError, match="windows=True"):
+        solve(problem, formulation="throughput", warm_start="dp", windows=True)
+    with pytest.raises(SpecError, match="windows=True"):
+        solve(problem, formulation="chain", windows=True)
+
+
+def test_windowed_chain_certifies_the_dp_class():
+    problem, optimum = testing.accelerators_cpu()
+    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=20)
+    assert result.objective == pytest.approx(optimum)
+    assert optimum / 1.01 - 1e-9 <= result.bound <= result.objective
+    assert result.status is Status.OPTIMAL and result.gap <= 0.01 + 1e-9
+    assert result.to_dict()["bound_scope"] == "dag-ordered contiguous placements (DP class)"
+    assert result.found_by == "warm start (dp)" and result.start_accepted
+    assert result.summary().splitlines()[-1].startswith("certificate: objective 4")
+
+
+@pytest.mark.parametrize("bound, expected", [(None, None), (1e9, 4.0 / 1.01)])
+def test_windowed_time_limit_keeps_the_start(monkeypatch, bound, expected):
+    """A time limit inside the windowed solve returns the start; a bound counts only if the solver proved one."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl.solvers import SolverOutcome
+
+    def stopped(model, solver, options, start=None):
+        assert start is None  # the windows cut the start off: it is never a MIP start
+        return SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None, bound, False, solver)
+
+    monkeypatch.setattr(solve_module, "solve_model", stopped)
+    problem, optimum = testing.accelerators_cpu()
+    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=0.01)
+    assert result.status is Status.TIME_LIMIT_FEASIBLE
+    assert result.objective == pytest.approx(optimum) and problem.is_valid(result.placement)
+    assert result.found_by == "warm start (dp)"
+    if expected is None:
+        assert result.bound is None
+    else:
+        scale = 1e9 / (result.bound or 1)  # the solver's bound is in model units: min(T*, bound) is T*
+        assert result.bound == pytest.approx(expected) and scale > 1
+
+
+def test_windowed_real_time_limit_returns_the_start():
+    problem, optimum = testing.accelerators_cpu()
+    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=1e-3)
+    assert result.placement is not None and result.objective <= optimum + 1e-9
+    assert result.status in (Status.OPTIMAL, Status.TIME_LIMIT_FEASIBLE)
+    assert result.bound is None or result.bound <= result.objective

@@ -1,0 +1,125 @@
+"""Certified throughput optima on Tarnawski et al.'s inputs (NeurIPS 2020, Table 1).
+
+(a) Contiguous splits: the DP over ideals (time, value) and the chain MIP with ancestor cuts and
+position windows at ``T* = DP / 1.01`` warm-started by the DP (``solve(..., formulation="chain")``):
+time to certify a 1 % gap over the DP class, final bound ``min(T*, solver bound)`` and gap, per
+solver, next to the paper's ``ip_contig_tps`` and ``dp_tps``.
+
+(b) Non-contiguous splits: Tarnawski's throughput IP without contiguity warm-started by the DP,
+its objective against ``ip_noncontig_tps`` (within 1 %?), its dual bound and gap.
+
+Every objective is the cost model's value of the returned placement (``solve`` re-evaluates it).
+
+Usage::
+
+    python benchmarks/bench_certify.py --quick                      # the three smallest workloads
+    python benchmarks/bench_certify.py --solvers highs scip --parts contiguous
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import time
+from pathlib import Path
+
+from placement_dsl.heuristics import run
+from placement_dsl.io import load_workload
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+CERTIFY_GAP = 0.01
+
+
+def paper_rows() -> dict[str, dict[str, str]]:
+    lines = [ln for ln in (DATA / "paper_throughput.csv").read_text().splitlines() if not ln.startswith("#")]
+    return {row["file"]: row for row in csv.DictReader(lines)}
+
+
+def _key(path: Path) -> str:
+    return f"throughput-inputs/{path.parent.name}/{path.name}"
+
+
+def _name(path: Path) -> str:
+    return f"{path.parent.name[:-6].lower()}/{path.stem}"
+
+
+def num(text: str) -> float | None:
+    """A paper figure (``"-"`` = not reported)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def fmt(value, spec: str = ".2f", none: str = "—") -> str:
+    return none if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
+
+
+def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[str, str]) -> list[list[str]]:
+    problem = Problem.for_workload(load_workload(path), method="ip")
+    t0 = time.perf_counter()
+    dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
+    t_dp = time.perf_counter() - t0
+    dp_value = problem.evaluate(dp.placement).objective
+    rows = []
+    for solver in solvers:
+        res = solve(problem, formulation="chain", solver=solver, time_limit=time_limit, gap=CERTIFY_GAP,
+                    warm_start=dp.placement, windows=True, method="chain")
+        assert res.bound is None or res.bound <= res.objective + 1e-9
+        certified = res.gap is not None and res.gap <= CERTIFY_GAP + 1e-9
+        rows.append([_name(path), solver, fmt(t_dp, ".1f"), fmt(dp_value), fmt(res.seconds if certified else None, ".1f"),
+                     fmt(res.objective), fmt(res.bound), fmt(None if res.gap is None else 100 * res.gap),
+                     res.status.value, res.found_by, fmt(num(paper["dp_tps"])), fmt(num(paper["ip_contig_tps"]))])
+    return rows
+
+
+def noncontiguous(path: Path, solver: str, time_limit: float, paper: dict[str, str]) -> list[str]:
+    problem = Problem.for_workload(load_workload(path), method="ip-noncontig")
+    dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
+    res = solve(problem, formulation="throughput", solver=solver, time_limit=time_limit, gap=1e-4,
+                warm_start=dp.placement, method="ip-noncontig")
+    assert res.bound is None or res.bound <= res.objective + 1e-9
+    ref = num(paper["ip_noncontig_tps"])
+    within = None if ref is None or res.objective is None else res.objective <= ref * (1 + CERTIFY_GAP)
+    return [_name(path), solver, fmt(problem.evaluate(dp.placement).objective), fmt(res.objective),
+            fmt(ref), {None: "—", True: "yes", False: "no"}[within], fmt(res.bound), fmt(None if res.gap is None else 100 * res.gap),
+            res.status.value, fmt(res.seconds, ".1f"), str(res.start_accepted), paper["ip_noncontig_runtime"]]
+
+
+def table(head: list[str]) -> None:
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the three smallest workloads only")
+    ap.add_argument("--solvers", nargs="+", default=["highs"], help="solvers for the contiguous part (highs, scip)")
+    ap.add_argument("--parts", nargs="+", default=["contiguous", "noncontiguous"],
+                    choices=["contiguous", "noncontiguous"])
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
+    args = ap.parse_args(argv)
+    paper = paper_rows()
+    paths = sorted((DATA / "throughput-inputs").glob("*/*.json"), key=lambda p: int(paper[_key(p)]["nodes"]))
+    if args.quick:
+        paths = paths[:3]
+    print(f"time limit {args.time_limit:g} s per solve, 1 thread; certify = gap <= {CERTIFY_GAP:.0%}")
+    if "contiguous" in args.parts:
+        print("\n(a) contiguous: DP over ideals, then the chain MIP with windows at DP/1.01 (bound over the DP class)")
+        table(["workload", "solver", "DP s", "DP", "t(1%) s", "ours", "bound", "gap %", "status", "found by",
+               "paper dp", "paper ip_contig"])
+        for path in paths:
+            for row in contiguous(path, args.solvers, args.time_limit, paper[_key(path)]):
+                print("| " + " | ".join(row) + " |", flush=True)
+    if "noncontiguous" in args.parts:
+        print("\n(b) non-contiguous: throughput IP without contiguity, warm-started by the DP (bound over all splits)")
+        table(["workload", "solver", "DP", "ours", "paper ip_noncontig", "within 1 %", "bound", "gap %", "status",
+               "s", "start accepted", "paper time"])
+        for path in paths:
+            print("| " + " | ".join(noncontiguous(path, args.solvers[0], args.time_limit, paper[_key(path)])) + " |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
