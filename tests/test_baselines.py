@@ -95,3 +95,13 @@ def test_pipedream_on_tarnawski_layer_graphs(dnn_partitioning):
     # Tarnawski Table 1: PipeDream and the contiguous DP optimum are both 17.79 on bert24 inference
     assert run("pipedream", g, c, model=model).objective == pytest.approx(17.79, abs=0.01)
     assert run("slicegraph", g, c, model=model).objective == pytest.approx(17.79, abs=0.01)
+
+
+def test_pipedream_on_a_training_graph_splits_its_forward_levels(dnn_partitioning):
+    from placement_dsl.io import load_workload
+
+    w = load_workload(dnn_partitioning / "throughput-inputs/LayerGraphs/bert24_training.json")
+    r = run("pipedream", w.graph, w.cluster, model=CostModel.named("throughput"))
+    for g in w.graph.groups:
+        assert len(set(r.placement.assign[g].tolist())) == 1
+    assert r.objective == pytest.approx(41.75, abs=0.01)  # Tarnawski Table 2: the DP optimum

@@ -82,3 +82,14 @@ def test_brkga_ten_thousand_evaluations_on_a_thousand_ops_stays_under_a_minute()
     g = branchy(1000, seed=9)
     result = run("brkga", g, Cluster.stages(16, memory=1000.0), model=MODEL, seed=0, evaluations=10_000)
     assert result.seconds < 60 and result.evaluations == 10_000
+
+
+def test_brkga_on_a_training_graph_decodes_through_the_forward_projection(dnn_partitioning):
+    from placement_dsl.io import load_workload
+
+    w = load_workload(dnn_partitioning / "throughput-inputs/LayerGraphs/resnet50_training.json")
+    sliced = run("slicegraph", w.graph, w.cluster)
+    r = brkga(w.graph, w.cluster, seed=0, evaluations=200, population=20)
+    assert r.placement.graph is w.graph
+    assert r.objective <= sliced.objective + 1e-9
+    assert r.objective <= 78.63 * 1.02  # Tarnawski Table 2, dp

@@ -171,3 +171,26 @@ def test_large_graph_streams_without_a_dense_table():
               [(str(a), str(b)) for a, b in edges])
     result = run("slicegraph", g, Cluster.stages(16))
     assert result.objective >= g.work("*").sum() / 16
+
+
+PAPER_DP = {"bert24": 41.75, "resnet50": 78.63, "gnmt": 107.00, "inceptionv3": 122.76}  # Tarnawski Table 2, dp
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_DP))
+def test_training_graphs_slice_their_forward_projection_close_to_the_dp(dnn_partitioning, name):
+    from placement_dsl.io import load_workload
+    w = load_workload(dnn_partitioning / f"throughput-inputs/LayerGraphs/{name}_training.json")
+    r = slicegraph(w.graph, w.cluster)
+    assert r.placement.graph is w.graph
+    assert r.objective == pytest.approx(r.info["dp_value"], rel=1e-9)  # the projection's costs are exact
+    assert PAPER_DP[name] * (1 - 1e-3) <= r.objective <= PAPER_DP[name] * 1.02
+
+
+def test_training_graph_keeps_forward_and_backward_partners_together():
+    from placement_dsl import zoo
+    w = zoo.get("transformer-small-train")
+    r = slicegraph(w.graph, w.cluster)
+    assign = r.placement.assign
+    for g in w.graph.groups:
+        assert len(set(assign[g].tolist())) == 1
+    assert evaluate(r.placement, CostModel()).objective == pytest.approx(r.info["dp_value"])

@@ -139,13 +139,15 @@ def _depths(topo, pred_ptr, pred_idx):
     return depth
 
 
-def level_path(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The graph contracted to a path of topological levels: an order by (depth, rank) and its level cuts.
 
     Ops at the same longest-path depth (parallel branches) become one path node; the path's
-    edges join consecutive levels, and the only cuts allowed are between levels.
+    edges join consecutive levels, and the only cuts allowed are between levels. ``depth``
+    overrides the longest-path depths (e.g. a training graph's forward depths).
     """
-    depth = _depths(graph.topo, graph.pred_ptr, graph.pred_idx)
+    if depth is None:
+        depth = _depths(graph.topo, graph.pred_ptr, graph.pred_idx)
     order = np.lexsort((graph.rank, depth))
     d = depth[order]
     cuts = np.r_[True, d[1:] != d[:-1], True]
@@ -154,10 +156,14 @@ def level_path(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
 
 def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                    seed: int | None = None) -> HeuristicResult:
-    """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators."""
+    """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.
+
+    A training graph's levels are those of its forward projection (Tarnawski App. B), each
+    forward node carrying its backward ops, as PipeDream's profile of a layer does.
+    """
     start = time.perf_counter()
     slicer = Slicer(graph, cluster, max_load_model(model), devices=_accelerators(cluster))
-    order, cuts = level_path(graph)
+    order, cuts = level_path(slicer.sliced, slicer.projection.depth)
     value, bounds = slicer.solve(order, boundaries=cuts)
     if value == INF:
         raise InfeasibleError(f"pipedream: no split of the level path of {graph.name!r} fits the "

@@ -34,9 +34,11 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, Overlap
-from ..graph import Graph
+from ..graph import Graph, Op
+from .contract import Contraction, contract
 
 DENSE_LIMIT = 2048
+TENSOR_FIRST = 1e300  # priority of a tensor carrier: Kahn places it right after its host
 OVERLAP_CODE = {Overlap.NONE: 0, Overlap.HALF: 1, Overlap.FULL: 2}
 
 # Kernels are compiled with cache=True: the first compile of the fused DP takes seconds,
@@ -274,3 +276,109 @@ def require_allowed(graph: Graph, params: StageParams) -> None:
     if bad.size:
         raise InfeasibleError(f"op {graph.names[bad[0]]!r} may run on none of the devices; "
                               "give it a work entry for one of the device kinds")
+
+
+# ---------------------------------------------------------------------------- training graphs
+@dataclass(frozen=True)
+class Projection:
+    """What a slicer cuts: the graph itself, or a training graph's forward projection (Tarnawski App. B).
+
+    ``graph`` is the graph that is sliced; ``image`` maps every original op to its node there.
+    For a training graph, :func:`forward_projection` builds it from the contraction; otherwise
+    it is the original graph and ``image`` is the identity.
+    """
+
+    graph: Graph
+    image: np.ndarray  # (n_original,) node of every original op
+    carrier: np.ndarray  # (graph.n,) True for zero-work nodes that only carry an extra tensor of their host
+    depth: np.ndarray | None = None  # forward-DAG depth per node (carriers: their host's), None = graph's own
+
+    @property
+    def identity(self) -> bool:
+        return self.image.size == self.graph.n and not self.carrier.any() and self.depth is None
+
+    def priorities(self, priorities: np.ndarray) -> np.ndarray:
+        """Node priorities from op priorities: a node's highest member's; carriers go first when ready."""
+        if self.identity:
+            return priorities
+        prio = np.full(self.graph.n, -np.inf)
+        np.maximum.at(prio, self.image, priorities)
+        prio[self.carrier] = TENSOR_FIRST
+        return prio
+
+    def lift(self, assign: np.ndarray) -> np.ndarray:
+        """Op -> device from node -> device."""
+        return np.asarray(assign)[self.image]
+
+
+def forward_projection(graph: Graph, cluster: Cluster) -> Projection:
+    """The graph to slice: a training graph's forward supernode DAG, each node carrying its backward ops.
+
+    Slicing one topological order of a training graph puts a forward op and its colocated
+    backward partner at the two ends of the order, so a colocation group spans nearly all of
+    it. Instead, as the DP over ideals does (Tarnawski App. B, §5.3), :func:`.contract.contract`
+    maps every op to a forward supernode; a node's work and memory are its members' sums
+    (forward + backward), so a stage's load is ``FW + BW``. Tensors: the tensor of op ``u``
+    touches the nodes ``N = {image(u)} ∪ image(succ(u))`` and, cut, costs its size once on
+    every stage touching ``N`` (out on the producer's stage, in on the others). The projected
+    graph gives it to ``min(N)``, the first of them in every order, with edges to the rest of
+    ``N`` (extra order constraints, never a wrong cost); tensors with the same ``N`` are summed,
+    and a node's second and further tensors hang on zero-work *carriers* colocated with it.
+    With full-duplex overlap (in and out on separate links) a backward tensor's out is charged
+    as an in: the slicing's value is then approximate, the reported objective is exact.
+    """
+    if not graph.is_training:
+        return Projection(graph, np.arange(graph.n), np.zeros(graph.n, bool))
+    kinds = sorted({d.kind for d in cluster.devices})
+    con = contract(graph, kinds=kinds, memory=float(min(d.memory for d in cluster.devices)))
+    ops, edges, image, carrier, depth = _projected_ops(graph, con, kinds)
+    projected = Graph(ops, edges, name=f"{graph.name} (forward projection)")
+    return Projection(projected, image, np.asarray(carrier, bool), np.asarray(depth, np.int64))
+
+
+def _node_tensors(graph: Graph, con: Contraction) -> list[list[tuple[tuple[int, ...], float]]]:
+    """Per node ``h``: the tensors it hosts, as (other nodes touched, bytes), summed per node set."""
+    img = con.image
+    agg: dict[tuple[int, ...], float] = {}
+    for u in np.flatnonzero(graph.out_bytes > 0):
+        nodes = tuple(sorted(set(img[graph.successors(u)].tolist()) | {int(img[u])}))
+        if len(nodes) > 1:
+            agg[nodes] = agg.get(nodes, 0.0) + float(graph.out_bytes[u])
+    hosted: list[list[tuple[tuple[int, ...], float]]] = [[] for _ in range(con.n_nodes)]
+    for nodes, size in sorted(agg.items()):
+        hosted[nodes[0]].append((nodes[1:], size))
+    return hosted
+
+
+def _projected_ops(graph: Graph, con: Contraction, kinds: list[str]):
+    """Ops and edges of the projected graph (each node followed by its carriers), in node order."""
+    n = con.n_nodes
+    work = {k: np.bincount(con.image, weights=graph.work(k), minlength=n) for k in kinds}
+    param = np.bincount(con.image, weights=graph.param_bytes, minlength=n)
+    act = np.bincount(con.image, weights=graph.activation_bytes, minlength=n)
+    fw_depth = np.zeros(n, dtype=np.int64)
+    for a, b in sorted(zip(con.src.tolist(), con.dst.tolist())):  # src < dst: a topological sweep
+        fw_depth[b] = max(fw_depth[b], fw_depth[a] + 1)
+    name = [f"node{x}" for x in range(n)]
+    ops, edges, carrier, depth = [], [], [], []
+    index = np.empty(n, dtype=np.int64)
+    for x, tensors in enumerate(_node_tensors(graph, con)):
+        allowed = {k: float(w[x]) for k, w in work.items() if np.isfinite(w[x])}
+        if not allowed:
+            raise InfeasibleError(f"ops {[graph.names[i] for i in con.members(x)][:4]} must share a device but "
+                                  f"no device kind runs all of them; give them work on a common kind")
+        index[x] = len(ops)
+        first = tensors[0] if tensors else ((), 0.0)
+        ops.append(Op(name=name[x], work=allowed, param_bytes=float(param[x]), activation_bytes=float(act[x]),
+                      out_bytes=first[1], group=name[x]))
+        carrier.append(False)
+        depth.append(fw_depth[x])
+        edges += [(name[x], name[y]) for y in first[0]]
+        for t, (others, size) in enumerate(tensors[1:]):
+            c = f"{name[x]}.t{t}"
+            ops.append(Op(name=c, work={k: 0.0 for k in allowed}, out_bytes=size, group=name[x]))
+            carrier.append(True)
+            depth.append(fw_depth[x])
+            edges += [(name[x], c)] + [(c, name[y]) for y in others]
+    edges += [(name[a], name[b]) for a, b in zip(con.src.tolist(), con.dst.tolist())]
+    return ops, list(dict.fromkeys(edges)), index[con.image], carrier, depth

@@ -29,7 +29,7 @@ from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult
 from .kernels import device_tallies
-from .segments import advance, check_order, require_allowed, stage_load, stage_params
+from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
 
 INF = math.inf
 SLACK = 1e-9  # relative slack on cutoffs: the DP's and the cost model's sums round differently
@@ -294,6 +294,11 @@ class Slicer:
     ``devices`` restricts and orders the stages (default: every device of the cluster, in order).
     ``boundaries`` optionally forbids cuts at positions of the order (``bool`` array of length
     ``n + 1``, consulted with each order); colocation groups are always kept whole.
+
+    A training graph is sliced through its forward projection (:func:`.segments.forward_projection`,
+    Tarnawski App. B): orders, bounds and ``boundaries`` then refer to the nodes of
+    ``self.sliced``; priorities are still given per op of ``graph``, and :meth:`placement`
+    lifts the slicing back to the ops.
     """
 
     def __init__(self, graph: Graph, cluster: Cluster, model: CostModel | None = None,
@@ -303,7 +308,12 @@ class Slicer:
         self.devices = np.arange(cluster.size) if devices is None else np.asarray(devices, dtype=np.int64)
         if self.devices.size == 0:
             raise SpecError("Slicer: no devices to slice onto; pass a non-empty devices list")
-        p = stage_params(graph, cluster, replace(self.model, objective=Objective.MAX_LOAD), self.devices)
+        ml = replace(self.model, objective=Objective.MAX_LOAD)
+        self.projection = forward_projection(graph, cluster)
+        if not self.projection.identity:
+            require_allowed(graph, stage_params(graph, cluster, ml, self.devices))
+        graph = self.sliced = self.projection.graph
+        p = stage_params(graph, cluster, ml, self.devices)
         require_allowed(graph, p)
         self.params = p
         tmin = p.times.min(axis=0)
@@ -322,12 +332,13 @@ class Slicer:
         return int(self.devices.size)
 
     def order(self, priorities: np.ndarray) -> np.ndarray:
-        """Alg. 3 on this graph."""
-        return _kahn(np.asarray(priorities, dtype=float), self.graph.succ_ptr, self.graph.succ_idx, self._indeg)
+        """Alg. 3 on the sliced graph, from priorities per op of the original graph."""
+        prio = self.projection.priorities(np.asarray(priorities, dtype=float))
+        return _kahn(prio, self.sliced.succ_ptr, self.sliced.succ_idx, self._indeg)
 
     def allowed(self, order: np.ndarray, boundaries: np.ndarray | None = None) -> np.ndarray:
         extra = self._all if boundaries is None else boundaries
-        return _allowed_boundaries(order, self.graph.group_id, extra)
+        return _allowed_boundaries(order, self.sliced.group_id, extra)
 
     def solve(self, order: np.ndarray, cutoff: float = INF,
               boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray]:
@@ -346,10 +357,10 @@ class Slicer:
         return _slicing_value(order, bounds, *self._value_args)
 
     def placement(self, order: np.ndarray, bounds: np.ndarray, source: str = "") -> Placement:
-        assign = np.empty(self.graph.n, dtype=np.int64)
+        assign = np.empty(self.sliced.n, dtype=np.int64)
         for t in range(self.k):
             assign[order[bounds[t]:bounds[t + 1]]] = self.devices[t]
-        return Placement(self.graph, self.cluster, assign, source=source)
+        return Placement(self.graph, self.cluster, self.projection.lift(assign), source=source)
 
     def result(self, method: str, order: np.ndarray, bounds: np.ndarray, start: float,
                evaluations: int, **info: Any) -> HeuristicResult:
@@ -366,7 +377,8 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
 
     ``order`` (a topological order) or ``priorities`` (for :func:`kahn`, Alg. 3) choose the
     order; the default is the graph's own topological order. ``seed`` is unused: the method is
-    deterministic.
+    deterministic. A training graph is sliced through its forward projection (Tarnawski App. B;
+    :class:`Slicer`): a given order then sets node priorities (earliest member first).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=c, work=1.0) for c in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
@@ -377,10 +389,15 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     slicer = Slicer(graph, cluster, model)
     if order is not None and priorities is not None:
         raise SpecError("slicegraph: give either order= or priorities=, not both")
+    if order is not None:
+        order = np.asarray(order, dtype=np.int64)
+        check_order(graph, order)
+        if not slicer.projection.identity:
+            priorities, order = -np.argsort(order).astype(float), None
     if priorities is not None:
         order = slicer.order(priorities)
-    order = graph.topo.copy() if order is None else np.asarray(order, dtype=np.int64)
-    check_order(graph, order)
+    elif order is None:
+        order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
     value, bounds = slicer.solve(order)
     if value == INF:
         raise InfeasibleError(f"slicegraph: no slicing of this order onto {slicer.k} devices fits their memory "
