@@ -25,7 +25,6 @@ arrays: 2 x 34 MB at the limit).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numba
