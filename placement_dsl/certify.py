@@ -431,19 +431,22 @@ def problem_for(workload: Any, model: CostModel) -> Problem:
     return Problem(workload.graph, workload.cluster, objective, [memory, DagOrder()])
 
 
-def bounds_command(workload: Any, cost_model: CostModel, levels: list[str] | tuple[str, ...] = LEVELS,
-                   time_limit: float = 60.0, workers: int = 1, solver: str = "highs") -> tuple[dict[str, Any], str]:
+def bounds_command(workload: Any, cost_model: CostModel, levels: list[str] | tuple[str, ...] | None = None,
+                   time_limit: float = 60.0, workers: int = 1, solver: str = "highs",
+                   problem: Problem | None = None) -> tuple[dict[str, Any], str]:
     """Every requested level's bound and status, the best upper bound, and bound/UB (``placement-dsl bounds``).
 
-    ``time_limit`` is per MIP level; the payload is JSON-ready.
+    ``problem`` defaults to the DAG-ordered (MTPP) problem of the workload; ``levels`` to the
+    problem's default hierarchy. ``time_limit`` is per MIP level; the payload is JSON-ready.
     """
-    problem = problem_for(workload, cost_model)
+    problem = problem if problem is not None else problem_for(workload, cost_model)
+    levels = tuple(levels) if levels else default_levels(problem)
     mips = sum(1 for lv in levels if lv not in CLOSED_FORM)
     cert = certify(problem, budget=time_limit * max(mips, 1) + 1.0, levels=tuple(levels), gap=0.0, solver=solver,
                    workers=workers, stop_at_gap=False)
     ub = cert.objective
     payload = cert.to_dict()
     payload.update(graph=problem.graph.name, stages=problem.cluster.size, upper_bound=ub,
-                   upper_bound_by=cert.found_by, placement_class="dag-ordered",
+                   upper_bound_by=cert.found_by,
                    ratios={r.level: (None if r.bound is None or not ub else r.bound / ub) for r in cert.levels})
     return payload, cert.table()

@@ -141,8 +141,14 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     from .certify import bounds_command
 
     w = read_workload(args.workload, args.format, args.stages)
-    payload, text = bounds_command(w, cost_model(args, w), levels=args.levels.split(","),
-                                   time_limit=args.time_limit, workers=args.workers, solver=args.solver)
+    problem = None
+    if args.method:
+        from .problem import Problem
+
+        problem = Problem.for_workload(w, objective=args.objective, method=args.method, overlap=args.overlap)
+    levels = args.levels.split(",") if args.levels else None
+    payload, text = bounds_command(w, cost_model(args, w), levels=levels, time_limit=args.time_limit,
+                                   workers=args.workers, solver=args.solver, problem=problem)
     emit(args, payload, text)
     return 0
 
@@ -188,7 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate")
     workload_args(bo)
-    bo.add_argument("--levels", default="simple,no-dag,no-cut-io,superblock,guess,exact")
+    bo.add_argument("--levels", help="comma-separated levels (default: the problem's hierarchy, e.g. "
+                                     "simple,no-dag,no-cut-io,superblock,guess,exact for pipelines)")
+    bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
+                                                         "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=float, default=60.0)
     bo.add_argument("--workers", type=int, default=1)
     bo.add_argument("--solver", default="highs")
