@@ -5,14 +5,16 @@ slicegraph (the profile's own topological order), random-T, brkga and mla / mla-
 ``--evaluations`` candidate orders each, and report the geometric mean over the models of
 ``objective / simple_lower_bound`` (Archer Lemma 3.3) next to the paper's Table 2 (which is
 over Google's production models, so only the trend is comparable), and evaluations per second.
-Then time BRKGA with 10,000 evaluations on a 1,000-op REGAL-style graph with k = 16.
+Then slice the training layer graphs of Tarnawski et al. (their forward projection, App. B)
+with slicegraph and pipedream next to the paper's DP optimum (Table 2), and time BRKGA with
+10,000 evaluations on a 1,000-op REGAL-style graph with k = 16.
 
 Workload mapping (placement_dsl.io.pipedream.load): work = forward_compute_time (ms),
 out_bytes = activation_size, param_bytes = parameter_size; cost model 'bottleneck' (Archer's
 MTPP with parameter overflow). Assumed: bandwidth 12.5e6 bytes/ms (100 Gbit/s) and 16 GiB of
 fast memory per stage unless --bandwidth / --memory say otherwise.
 
-    python benchmarks/bench_slicegraph.py [--quick] [--evaluations N]
+    python benchmarks/bench_slicegraph.py [--quick] [--evaluations N] [--ks 2 4 64]
 """
 from __future__ import annotations
 
@@ -27,11 +29,14 @@ import numpy as np
 from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.evaluate import CostModel
 from placement_dsl.heuristics import run
+from placement_dsl.io import load_workload
 from placement_dsl.io.pipedream import DEFAULT_BANDWIDTH, DEFAULT_MEMORY, load
 from placement_dsl.zoo import regal
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PROFILES = DATA / "pipedream-profiles"
+LAYER_GRAPHS = DATA / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs"
+TRAINING_DP = {"bert24": 41.75, "resnet50": 78.63, "gnmt": 107.00, "inceptionv3": 122.76}  # Tarnawski Table 2
 KS = (2, 4, 8, 16, 32, 64)
 METHODS = ("slicegraph", "random", "brkga", "mla", "mla-weighted")
 # Archer et al. Table 2 (production models): rows we have a method for
@@ -54,18 +59,13 @@ def table2(paths: list[Path], ks: tuple[int, ...], evaluations: int, bandwidth: 
     model = CostModel.named("bottleneck")
     ratios: dict[tuple[str, int], list[float]] = {}
     rates: dict[str, list[float]] = {}
-    skipped: set[int] = set()
     for path in paths:
         for k in ks:
             w = load(path, stages=k, bandwidth=bandwidth, memory=memory)
             lb = simple_lower_bound(w.graph, w.cluster)
             for method in METHODS:
                 opts = {} if method == "slicegraph" else {"evaluations": evaluations}
-                try:
-                    r = run(method, w.graph, w.cluster, model=model, seed=0, **opts)
-                except OverflowError:  # evaluate's contiguity bitmask overflows past 31 devices
-                    skipped.add(k)
-                    continue
+                r = run(method, w.graph, w.cluster, model=model, seed=0, **opts)
                 ratios.setdefault((method, k), []).append(r.objective / lb)
                 rates.setdefault(method, []).append(r.evaluations / max(r.seconds, 1e-9))
         print(f"  done {path.stem} (n={w.graph.n})", file=sys.stderr)
@@ -76,11 +76,19 @@ def table2(paths: list[Path], ks: tuple[int, ...], evaluations: int, bandwidth: 
         name = method if method in ("slicegraph", "mla", "mla-weighted") else f"{method}-{evaluations}"
         row = "".join(f"{geomean(ratios.get((method, k), [])):>8.3f}" for k in ks)
         print(f"{name:<18}{row}{np.median(rates[method]):>10.0f}")
-    if skipped:
-        print(f"(nan: k={sorted(skipped)} not scored; the cost model's contiguity check overflows past 31 devices)")
     print("\nArcher et al. Table 2 (production models; same ratio)")
     for name, vals in PAPER.items():
-        print(f"{name:<18}" + "".join(f"{vals[KS.index(k)]:>8.3f}" for k in ks))
+        print(f"{name:<18}" + "".join(f"{vals[KS.index(k)]:>8.3f}" if k in KS else f"{'-':>8}" for k in ks))
+
+
+def training() -> None:
+    """Slicing the forward projection of Tarnawski's training layer graphs vs their DP optimum."""
+    print("\nTraining layer graphs (Tarnawski Table 2 setting): max load, and / DP optimum")
+    print(f"{'model':<12}{'n':>6}{'dp':>9}{'slicegraph':>12}{'ratio':>8}{'pipedream':>11}{'ratio':>8}")
+    for name, dp in TRAINING_DP.items():
+        w = load_workload(LAYER_GRAPHS / f"{name}_training.json")
+        sg, pd = (run(m, w.graph, w.cluster).objective for m in ("slicegraph", "pipedream"))
+        print(f"{name:<12}{w.graph.n:>6}{dp:>9.2f}{sg:>12.2f}{sg / dp:>8.3f}{pd:>11.2f}{pd / dp:>8.3f}")
 
 
 def brkga_timing(evaluations: int) -> None:
@@ -101,6 +109,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=1000)
     parser.add_argument("--bandwidth", type=float, default=DEFAULT_BANDWIDTH, help="bytes per ms")
     parser.add_argument("--memory", type=float, default=DEFAULT_MEMORY, help="bytes of fast memory per stage")
+    parser.add_argument("--ks", type=int, nargs="+", help="numbers of stages (default: 2..64, with --quick 2..16)")
     args = parser.parse_args()
     if not PROFILES.is_dir():
         print(f"shared data missing: {PROFILES} not found; skipping the profile table")
@@ -111,11 +120,14 @@ def main() -> None:
         if args.quick:
             paths = [p for p in paths if p.stem in ("alexnet", "resnet18", "vgg16")]
             ks, evals = (2, 4, 8, 16), 100
+        ks = tuple(args.ks) if args.ks else ks
         print(f"bandwidth {args.bandwidth:.4g} bytes/ms, memory {args.memory:.4g} bytes per stage, "
               f"cost model 'bottleneck'")
         start = time.perf_counter()
         table2(paths, ks, evals, args.bandwidth, args.memory)
         print(f"({time.perf_counter() - start:.0f} s)")
+    if LAYER_GRAPHS.is_dir():
+        training()
     brkga_timing(2000 if args.quick else 10_000)
 
 
