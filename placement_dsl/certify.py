@@ -304,7 +304,22 @@ def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
     if res.exact_among == "contiguous" and run.problem.has(Contiguous):
         run.exact_among = "contiguous" if covers(DP_CLASS, run.scope) else None
         return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself"
+    if res.exact_among == "contiguous" and run.dp is not None and _dp_class_is_dag_order(run.problem):
+        run.exact_among = "dag-ordered"
+        return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class"
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})"
+
+
+def _dp_class_is_dag_order(problem: Problem) -> bool:
+    """Identical stages, no host devices, an inference graph, under DagOrder: the DP is exact.
+
+    An acyclic quotient numbered in DAG order makes every prefix of stages an ideal, so a
+    DAG-ordered placement is a chain of ideals (Tarnawski Fact 5.2) — the DP's search space —
+    and conversely; stages being identical, the numbering costs nothing.
+    """
+    c = problem.cluster
+    return (problem.has(DagOrder) and not problem.graph.is_training and not c.host.any()
+            and len(c.homogeneous_groups()) == 1)
 
 
 def _exact(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str]:
