@@ -42,12 +42,23 @@ def test_contiguous_dp_is_a_certificate_by_itself() -> None:
     assert cert.gap == 0.0 and cert.objective == pytest.approx(5.0)
 
 
-def test_dp_without_contiguous_only_bounds_from_above() -> None:
-    problem, _ = testing.chain()
+def test_dp_without_structure_only_bounds_from_above() -> None:
+    problem, _ = testing.accelerators_cpu()
+    assert not problem.has(Contiguous) and not problem.has(DagOrder)
     cert = certify(problem, levels=("simple", "dp"), gap=0.0)
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
     assert cert.exact_among is None and cert.proved_by == "simple"
+
+
+def test_dp_is_exact_for_dag_ordered_identical_stages() -> None:
+    problem, optimum = testing.chain()
+    assert problem.has(DagOrder)
+    cert = certify(problem, levels=("simple", "dp"), gap=0.0)
+    dp = next(r for r in cert.levels if r.level == "dp")
+    assert dp.status is LevelStatus.OPTIMAL and dp.bound == pytest.approx(optimum)
+    assert dp.bound <= testing.brute_force(problem)[0] + 1e-9
+    assert cert.exact_among == "dag-ordered" and cert.gap == pytest.approx(0.0, abs=1e-12)
 
 
 def test_guess_in_worker_processes_matches_in_process() -> None:
