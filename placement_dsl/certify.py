@@ -271,7 +271,7 @@ def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelSt
     if level == "simple":
         return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
     if level == "dp":
-        return (*_dp(run), DP_CLASS)
+        return (*_dp(run), run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS)
     if level in ("chain", "throughput"):
         if p.has(DagOrder):
             return None, LevelStatus.NOT_APPLICABLE, f"{level!r} bounds Tarnawski's problems; use 'exact'", run.scope
