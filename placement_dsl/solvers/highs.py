@@ -85,7 +85,9 @@ class _Watch:
         obj = float(out.objective_function_value)
         if self.first and self.start_objective is not None:
             same = math.isclose(obj, self.start_objective, rel_tol=1e-9, abs_tol=1e-9)
-            evidence = f"first incumbent {obj:.10g} at t={out.running_time:.3f}s"
+            evidence = (f"HiGHS's first incumbent (t={out.running_time:.3f}s) "
+                        + ("is the start" if same else
+                           f"differs from the start: {obj:.10g} vs {self.start_objective:.10g} in model units"))
             if self.log_says_feasible:
                 evidence += "; log: MIP start solution is feasible"
             self.emit(StartVerdict(same, evidence))

@@ -144,7 +144,8 @@ def _verdict(log: Path, start_objective: float) -> StartVerdict:
         return StartVerdict(False, "SCIP's log does not show the start being taken")
     bound = float(found.group(1))
     same = math.isclose(bound, start_objective, rel_tol=1e-6, abs_tol=1e-9)
-    return StartVerdict(same, f"SCIP log: start from candidate storage, new primal bound {found.group(1)}")
+    return StartVerdict(same, "SCIP log: the start from candidate storage became the incumbent" if same else
+                        f"SCIP log: candidate storage gave primal bound {found.group(1)} (model units), not the start")
 
 
 def _add_start(model, cols, start: np.ndarray, emit: Emit) -> bool:
