@@ -194,3 +194,44 @@ def test_training_graph_keeps_forward_and_backward_partners_together():
     for g in w.graph.groups:
         assert len(set(assign[g].tolist())) == 1
     assert evaluate(r.placement, CostModel()).objective == pytest.approx(r.info["dp_value"])
+
+
+@st.composite
+def graphs_with_cpu_only_and_accelerator_only_ops(draw) -> Graph:
+    n = draw(st.integers(2, 6))
+    kinds = [draw(st.sampled_from(["both", "accelerator", "cpu"])) for _ in range(n)]
+    work = {"both": {"accelerator": 2.0, "cpu": 5.0}, "accelerator": {"accelerator": 3.0}, "cpu": {"cpu": 1.0}}
+    ops = [Op(name=f"v{i}", work=work[kinds[i]], out_bytes=draw(st.integers(0, 4))) for i in range(n)]
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=8))
+    return Graph(ops, [(f"v{i}", f"v{j}") for i, j in chosen])
+
+
+@given(graphs_with_cpu_only_and_accelerator_only_ops(), st.randoms(use_true_random=False))
+def test_dp_equals_brute_force_when_some_ops_cannot_run_on_a_device_kind(graph, rnd):
+    """A segment's work on a kind is finite iff it has no op that kind cannot run (no inf - inf)."""
+    cluster = Cluster.accelerators(2, cpus=1, bandwidth=2.0)
+    model = CostModel.named("throughput")
+    order = kahn(graph, np.array([rnd.random() for _ in range(graph.n)]))
+    best = brute_force(graph, cluster, order, model)
+    if not np.isfinite(best):
+        return
+    result = slicegraph(graph, cluster, model=model, order=order)
+    assert result.objective == pytest.approx(best, rel=1e-9, abs=1e-12)
+    costs = SegmentCosts(graph, cluster, order, model, device=2)  # the CPU: inf where it cannot run an op
+    for j in range(graph.n + 1):
+        column = costs.column(j)
+        for i in range(j):
+            expected = evaluate(_single(graph, cluster, order[i:j]), model).devices[2].load
+            if np.isinf(expected):
+                assert np.isinf(column[i])
+            else:
+                assert column[i] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def _single(graph: Graph, cluster: Cluster, members: np.ndarray):
+    from placement_dsl.placement import Placement
+
+    assign = np.zeros(graph.n, dtype=np.int64)
+    assign[members] = 2
+    return Placement(graph, cluster, assign)

@@ -160,7 +160,10 @@ class SegmentCosts:
         params = stage_params(graph, cluster, model, np.array([device]))
         self._tscale, self._ovf = float(params.tscale[0]), float(params.overflow[0])
         self._cap, self._hard, self._overlap = float(params.memory[0]), bool(params.hard[0]), params.overlap
-        self.work = np.concatenate([[0.0], np.cumsum(params.times[0][order])])
+        times = params.times[0][order]
+        finite = np.isfinite(times)  # ops the device cannot run are counted apart: inf - inf is nan
+        self.work = np.concatenate([[0.0], np.cumsum(np.where(finite, times, 0.0))])
+        self.blocked = np.concatenate([[0], np.cumsum(~finite)])
         self.mem = np.concatenate([[0.0], np.cumsum((graph.param_bytes + graph.activation_bytes)[order])])
         self.in_points, self.out_points = tensor_points(graph, pos)
         self.live = live_bytes(self.out_points, graph.n)
@@ -208,7 +211,7 @@ class SegmentCosts:
         return np.cumsum(per_x[::-1])[::-1] - per_x[j]  # sum_{i <= x < j}
 
     def _load(self, i: np.ndarray, j: np.ndarray, tin: np.ndarray, tout: np.ndarray) -> np.ndarray:
-        comp = self.work[j] - self.work[i]
+        comp = np.where(self.blocked[j] > self.blocked[i], np.inf, self.work[j] - self.work[i])
         mem = self.mem[j] - self.mem[i]
         overflow = np.maximum(mem - self._cap, 0.0) * self._ovf
         ts = self._tscale

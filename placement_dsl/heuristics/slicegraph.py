@@ -117,18 +117,25 @@ def kahn(graph: Graph, priorities: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- Alg. 1 (streamed)
 @numba.njit(cache=True)
 def _prefix(order, times, mem_op, tmin):
+    """Prefix sums along ``order``: finite work per class, count of ops a class cannot run
+    (``inf`` time: kept apart so a segment without them gets a finite difference), memory,
+    and the cheapest work."""
     n = order.size
     C = times.shape[0]
     cw = np.zeros((C, n + 1))
+    ci = np.zeros((C, n + 1), dtype=np.int64)
     cm = np.zeros(n + 1)
     tm = np.zeros(n + 1)
     for q in range(n):
         v = order[q]
         for c in range(C):
-            cw[c, q + 1] = cw[c, q] + times[c, v]
+            t = times[c, v]
+            finite = t < INF
+            cw[c, q + 1] = cw[c, q] + (t if finite else 0.0)
+            ci[c, q + 1] = ci[c, q] + (0 if finite else 1)
         cm[q + 1] = cm[q] + mem_op[v]
         tm[q + 1] = tm[q] + tmin[v]
-    return cw, cm, tm
+    return cw, ci, cm, tm
 
 
 @numba.njit(cache=True)
@@ -164,7 +171,7 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     pos = np.empty(n, dtype=np.int64)
     for q in range(n):
         pos[order[q]] = q
-    cw, cm, tm = _prefix(order, times, mem_op, tmin)
+    cw, ci, cm, tm = _prefix(order, times, mem_op, tmin)
     limit = cutoff * (1.0 + SLACK)
     memlimit = 0.0
     for c in range(C):
@@ -172,7 +179,7 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     dp = np.full((n + 1, D + 1), INF)  # dp[j, t]: best max load of positions [0, j) on the first t devices
     arg = np.zeros((n + 1, D + 1), dtype=np.int32)
     first = np.full(n + 1, D + 1, dtype=np.int64)  # smallest t with dp[j, t] finite
-    dp[0, 0] = 0.0
+    dp[0, :] = 0.0  # leading devices may stay empty (e.g. everything on a CPU at the end of the sequence)
     first[0] = 0
     last = _last_useful(tm, limit, D)
     r_in = np.zeros(n)
@@ -200,7 +207,7 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
             fmin = INF
             for c in range(C):
                 f[c] = INF
-                if hard[c] and mem > cap[c] * (1.0 + SLACK):
+                if (hard[c] and mem > cap[c] * (1.0 + SLACK)) or ci[c, j] > ci[c, i]:
                     continue
                 val = stage_load(cw[c, j] - cw[c, i], tin * tscale[c], q_out * tscale[c],
                                  max(mem - cap[c], 0.0) * ovf[c], overlap)
@@ -352,7 +359,7 @@ class Slicer:
 
     def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
         """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
-        _, _, tm = _prefix(order, self.params.times[:0], self._mem, self._tmin)
+        _, _, _, tm = _prefix(order, self.params.times[:0], self._mem, self._tmin)
         bounds = _balanced_bounds(tm, allowed, self.k)
         return _slicing_value(order, bounds, *self._value_args)
 
@@ -400,6 +407,7 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
         order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
     value, bounds = slicer.solve(order)
     if value == INF:
-        raise InfeasibleError(f"slicegraph: no slicing of this order onto {slicer.k} devices fits their memory "
-                              f"(graph {graph.name!r}); add devices or use the 'bottleneck' (overflow) model")
+        raise InfeasibleError(f"slicegraph: no slicing of this order onto the {slicer.k} devices in cluster order "
+                              f"fits their memory and the kinds each op may run on (graph {graph.name!r}); add "
+                              "devices, use the 'bottleneck' (overflow) model, or another order or method")
     return slicer.result("slicegraph", order, bounds, start, evaluations=1, dp_value=value)
