@@ -18,8 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import time
 from pathlib import Path
 
@@ -28,17 +26,9 @@ from placement_dsl.io import load_workload
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+from common import fmt, input_key as _key, markdown_head as table, paper_table as paper_rows, throughput_inputs
+
 CERTIFY_GAP = 0.01
-
-
-def paper_rows() -> dict[str, dict[str, str]]:
-    lines = [ln for ln in (DATA / "paper_throughput.csv").read_text().splitlines() if not ln.startswith("#")]
-    return {row["file"]: row for row in csv.DictReader(lines)}
-
-
-def _key(path: Path) -> str:
-    return f"throughput-inputs/{path.parent.name}/{path.name}"
 
 
 def _name(path: Path) -> str:
@@ -51,10 +41,6 @@ def num(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-def fmt(value, spec: str = ".2f", none: str = "—") -> str:
-    return none if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
 
 
 def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[str, str]) -> list[list[str]]:
@@ -88,10 +74,6 @@ def noncontiguous(path: Path, solver: str, time_limit: float, paper: dict[str, s
             res.status.value, fmt(res.seconds, ".1f"), str(res.start_accepted), paper["ip_noncontig_runtime"]]
 
 
-def table(head: list[str]) -> None:
-    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the three smallest workloads only")
@@ -101,9 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
     args = ap.parse_args(argv)
     paper = paper_rows()
-    paths = sorted((DATA / "throughput-inputs").glob("*/*.json"), key=lambda p: int(paper[_key(p)]["nodes"]))
-    if args.quick:
-        paths = paths[:3]
+    paths = throughput_inputs(paper, args.quick)
     print(f"time limit {args.time_limit:g} s per solve, 1 thread; certify = gap <= {CERTIFY_GAP:.0%}")
     if "contiguous" in args.parts:
         print("\n(a) contiguous: DP over ideals, then the chain MIP with windows at DP/1.01 (bound over the DP class)")

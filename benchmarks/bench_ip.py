@@ -16,7 +16,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import re
 import tempfile
@@ -30,16 +29,12 @@ from placement_dsl.io import load_workload
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+from common import fmt, input_key as _key, paper_table as paper_rows, throughput_inputs
+
 FORMULATIONS = {"plain": ("ip", "throughput"), "chain": ("ip", "chain"), "noncontig": ("ip-noncontig", "throughput")}
 PAPER_COLUMN = {"plain": "ip_contig", "chain": "ip_contig", "noncontig": "ip_noncontig"}
 CERTIFY_GAP = 0.01
 HIGHS_ROW = re.compile(r"\|\s*(?P<bound>[-\d.einf]+)\s+(?P<sol>[-\d.einf]+)\s+\S+\s*\|.*?(?P<t>\d+\.\d+)s\s*$")
-
-
-def paper_rows() -> dict[str, dict[str, str]]:
-    lines = [ln for ln in (DATA / "paper_throughput.csv").read_text().splitlines() if not ln.startswith("#")]
-    return {row["file"]: row for row in csv.DictReader(lines)}
 
 
 def progress(log: Path) -> list[tuple[float, float, float]]:
@@ -100,10 +95,6 @@ def bench(path: Path, name: str, solver: str, time_limit: float, paper: dict[str
                 paper_time=paper[f"{PAPER_COLUMN[name]}_runtime"])
 
 
-def fmt(value, spec: str = ".2f", none: str = "—") -> str:
-    return none if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the three smallest workloads only")
@@ -112,9 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
     args = ap.parse_args(argv)
     paper = paper_rows()
-    paths = sorted((DATA / "throughput-inputs").glob("*/*.json"), key=lambda p: int(paper[_key(p)]["nodes"]))
-    if args.quick:
-        paths = paths[:3]
+    paths = throughput_inputs(paper, args.quick)
     print(f"time limit {args.time_limit:g} s, 1 thread; certify = gap <= {CERTIFY_GAP:.0%}; times in seconds")
     head = ["workload", "form.", "solver", "vars", "cons", "build", "handoff", "t(paper)", "t(1%)", "ours",
             "bound", "gap %", "status", "paper", "paper time"]
@@ -128,10 +117,6 @@ def main(argv: list[str] | None = None) -> None:
                          fmt(r["bound"]), fmt(None if r["gap"] is None else 100 * r["gap"], ".2f"), r["status"],
                          fmt(r["paper"]), r["paper_time"]]
                 print("| " + " | ".join(map(str, cells)) + " |", flush=True)
-
-
-def _key(path: Path) -> str:
-    return f"throughput-inputs/{path.parent.name}/{path.name}"
 
 
 if __name__ == "__main__":

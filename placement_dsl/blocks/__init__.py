@@ -28,7 +28,8 @@ from .order import Contiguity, DagOrderBlock
 from .transfer import TensorCut
 
 __all__ = [
-    "ASSIGN", "COST", "CUT", "LOAD", "OBJECTIVE", "STRUCTURE", "TEMPLATES", "Assignment", "BlockTemplate",
+    "ASSIGN", "COST", "CUT", "LOAD", "OBJECTIVE", "STRUCTURE", "TEMPLATES", "AncestorCuts", "Assignment",
+    "BlockTemplate", "ChainAssignment", "ChainOrder", "ChainTensorCut", "CpuGaps", "PositionWindows",
     "Colocation", "Context", "Contiguity", "DagOrderBlock", "DeviceLoad", "GPipeObjective", "MaxLoad",
     "MemoryCapacity", "OrderedAssignment", "OverflowCost", "PinOps", "Scale", "TensorCut", "Warm", "register",
     "resolve",

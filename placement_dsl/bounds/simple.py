@@ -1,8 +1,6 @@
 """The simple lower bound (Archer et al. Lemma 3.3), generalized to heterogeneous devices."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..cluster import Cluster
 from ..graph import Graph
 

@@ -23,6 +23,7 @@ from ..cluster import ACCELERATOR, CPU, Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
 from ..placement import Placement
+from .common import nonnegative
 
 SPLIT_MARK = ">"
 
@@ -32,14 +33,7 @@ def _num(node: Mapping[str, Any], key: str, default: float | None = None) -> flo
         if default is None:
             raise SpecError(f"node {node.get('id')!r}: missing field {key!r}")
         return default
-    value = node[key]
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"node {node.get('id')!r}: {key} must be a number, got {value!r}") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise SpecError(f"node {node.get('id')!r}: {key} must be a finite number >= 0, got {value!r}")
-    return value
+    return nonnegative(node[key], f"node {node.get('id')!r}: {key}")
 
 
 def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:

@@ -41,6 +41,7 @@ import numpy as np
 from ..cluster import Cluster, Device, Link
 from ..errors import SpecError
 from ..graph import Graph, Op
+from .common import nonnegative
 from .workload import Workload
 
 KIND_PREFIX = "d"
@@ -64,16 +65,6 @@ def _name(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value).strip()
-
-
-def _float(value: Any, where: str) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{where}: {value!r} is not a number") from None
-    if math.isnan(out) or math.isinf(out) or out < 0:
-        raise SpecError(f"{where}: {value!r} must be a finite number >= 0")
-    return out
 
 
 def read_rows(path: str | Path) -> tuple[list[str], list[list[Any]]]:
@@ -119,10 +110,10 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
         task = _name(row[col["task"]])
         if isinstance(row[col["task"]], str) and not task.replace(".", "", 1).isdigit():
             raise SpecError(f"{where}: task id {task!r} is not a number")
-        work = {kinds[k]: _float(row[col[f"p{k}"]], f"{where}, p{k}") for k in range(K)}
+        work = {kinds[k]: nonnegative(row[col[f"p{k}"]], f"{where}, p{k}") for k in range(K)}
         comm, succ = _cells(row[col["c_task"]]), _cells(row[col["dir_succ"]])
         group = task if comm else None
-        ops.append(Op(name=task, work=work, param_bytes=_float(row[col["mi"]] or 0.0, f"{where}, mi"),
+        ops.append(Op(name=task, work=work, param_bytes=nonnegative(row[col["mi"]] or 0.0, f"{where}, mi"),
                       group=group, attrs={"moirai": "operator"}))
         if comm and len(comm) != len(succ):
             raise SpecError(f"{where}: task {task}: {len(comm)} communication tasks {comm} but "
@@ -136,7 +127,7 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
             ops.append(Op(name=q, work=0.0, group=task, attrs={"moirai": "communication",
                                                                 "transfer_time": t.tolist()}))
             edges += [(task, q), (q, j)]
-    memory = [_float(rows[0][col[f"m{k}"]], f"{source}, row 2, m{k}") for k in range(K)]
+    memory = [nonnegative(rows[0][col[f"m{k}"]], f"{source}, row 2, m{k}") for k in range(K)]
     for k, m in enumerate(memory):
         if m <= 0:
             raise SpecError(f"{source}: device d{k} has memory m{k}={m}; give every device a memory > 0")
@@ -153,7 +144,7 @@ def _flow_times(row: list[Any], col: dict[str, int], K: int, count: int, where: 
             cells = _cells(row[col[f"pc{a}{b}"]])
             if len(cells) != count:
                 raise SpecError(f"{where}, pc{a}{b}: {len(cells)} times {cells} for {count} communication tasks")
-            out[:, a, b] = [_float(c, f"{where}, pc{a}{b}") for c in cells]
+            out[:, a, b] = [nonnegative(c, f"{where}, pc{a}{b}") for c in cells]
     return list(out)
 
 
