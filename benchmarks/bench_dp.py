@@ -26,7 +26,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+from common import DNN as DATA
 BIG = ("inceptionv3",)
 
 

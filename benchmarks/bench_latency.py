@@ -22,7 +22,7 @@ from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
 from placement_dsl.io.dnn_partitioning import placement_from_split
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning"
+from common import DNN as DATA
 NAMES = {"bert_l-3": "BERT-3 (op)", "bert24": "BERT-24", "resnet50": "ResNet50", "inceptionv3": "InceptionV3",
          "gnmt": "GNMT"}
 

@@ -33,7 +33,7 @@ from placement_dsl.io import load_workload
 from placement_dsl.io.pipedream import DEFAULT_BANDWIDTH, DEFAULT_MEMORY, load
 from placement_dsl.zoo import regal
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from common import SHARED_DATA as DATA
 PROFILES = DATA / "pipedream-profiles"
 LAYER_GRAPHS = DATA / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs"
 TRAINING_DP = {"bert24": 41.75, "resnet50": 78.63, "gnmt": 107.00, "inceptionv3": 122.76}  # Tarnawski Table 2
