@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 from placement_dsl.certify import _model_bound, guess_bound
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.compile import compile
-from placement_dsl.constraints import DagOrder, Overflow
-from placement_dsl.errors import SpecError
-from placement_dsl.formulations import FORMULATIONS, RELAXATIONS
-from placement_dsl.objectives import Bottleneck
+from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
+from placement_dsl.errors import InfeasibleError, SpecError
+from placement_dsl.formulations import FORMULATIONS, RELAXATIONS, GuessedBlock
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Bottleneck, PipeDream, Throughput
 from placement_dsl.problem import Problem, Stages
 from placement_dsl.bounds import simple_lower_bound
 from placement_dsl.testing import brute_force, chain_graph, random_graph
@@ -86,5 +87,70 @@ def test_guess_needs_its_guess_and_dag_order() -> None:
     problem = Problem(chain_graph([1, 2, 3]), Stages(3), Bottleneck(), [DagOrder()])
     with pytest.raises(SpecError, match="GuessedBlock"):
         compile(problem, "guess")
-    with pytest.raises(SpecError, match="DagOrder"):
-        compile(Problem(chain_graph([1, 2, 3]), Stages(3), Bottleneck()), "superblock")
+    with pytest.raises(SpecError, match="j must lie"):
+        compile(Problem(chain_graph([1, 2, 3]), Cluster.accelerators(2, cpus=1), Throughput(),
+                        [GuessedBlock(3)]), "guess")
+
+
+def test_mixed_accelerators_are_refused() -> None:
+    cluster = Cluster([Device(name="a"), Device(name="b", speed=2.0), Device(name="c", kind="cpu")])
+    with pytest.raises(SpecError, match="identical accelerators"):
+        compile(Problem(chain_graph([1, 2, 3]), cluster, Throughput()), "superblock")
+
+
+# ---------------------------------------------------------------- Tarnawski's setting: accelerators + CPUs
+def _tarnawski_graph(seed: int, n: int, training: bool) -> Graph:
+    """A random graph whose ops run ``cpu_factor`` times slower on a CPU (some not at all)."""
+    rng = np.random.default_rng(seed)
+    base = random_graph(rng, n, density=0.5, training=training)
+    ops = []
+    for op in base.ops:
+        w = float(op.work["*"])
+        cpu = float(rng.choice([1.0, 2.0, 4.0, np.inf]))
+        ops.append(op.model_copy(update={"work": {"accelerator": w, "cpu": w * cpu}}))
+    return Graph(ops, [(base.names[u], base.names[v]) for u, v in zip(base.src, base.dst)], name="tarnawski")
+
+
+@st.composite
+def tarnawski_problems(draw: st.DrawFn) -> Problem:
+    """2 accelerators + 0/1 CPU, inference (Throughput) or training (PipeDream), hard memory, any structure."""
+    training = draw(st.booleans())
+    n = draw(st.integers(3, 6 if training else 5))
+    graph = _tarnawski_graph(draw(st.integers(0, 10_000)), n, training)
+    cluster = Cluster.accelerators(2, memory=draw(st.sampled_from([6.0, float("inf")])), cpus=draw(st.integers(0, 1)),
+                                   bandwidth=draw(st.sampled_from([0.5, 1.0])))
+    structure = draw(st.sampled_from([[], [Contiguous()], [DagOrder()]]))
+    objective = PipeDream() if training else Throughput(overlap=draw(st.sampled_from(["none", "half", "full"])))
+    return Problem(graph, cluster, objective, [Memory(), *structure])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(tarnawski_problems())
+def test_tarnawski_relaxations_are_below_the_optimum(problem: Problem) -> None:
+    """On accelerators + CPUs the superblock bounds hold over all placements, so below any class's optimum."""
+    if not problem.cluster.host.any() and problem.has(DagOrder):
+        return  # Archer's setting, covered above
+    try:
+        optimum = brute_force(problem)[0]
+    except InfeasibleError:  # no valid placement (memory)
+        return
+    sb = _bound(problem, "superblock")
+    guess = guess_bound(problem, "highs", 20.0)
+    assert guess[0] is not None
+    assert _bound(problem, "no-cut-io") <= sb * (1 + SLACK) + SLACK
+    assert _bound(problem, "no-dag") == pytest.approx(sb, rel=1e-6, abs=1e-9)
+    assert sb <= optimum * (1 + SLACK) + SLACK
+    for lb in guess[2].values():  # every LB_j, not only their minimum, bounds every placement here
+        assert lb is not None and lb <= optimum * (1 + SLACK) + SLACK
+
+
+def test_tarnawski_cpu_load_counts() -> None:
+    """Two accelerators and a CPU; the embedding must go to the CPU (Tarnawski §5): the bound sees its load."""
+    ops = [Op(name="emb", work={"accelerator": 1, "cpu": 5}, param_bytes=12, out_bytes=1),
+           Op(name="a", work={"accelerator": 2, "cpu": 8}, out_bytes=1),
+           Op(name="b", work={"accelerator": 2, "cpu": 8})]
+    g = Graph(ops, [("emb", "a"), ("a", "b")], name="acc_cpu")
+    problem = Problem(g, Cluster.accelerators(2, memory=10.0, cpus=1), Throughput(), [Memory(), Contiguous()])
+    assert brute_force(problem)[0] == pytest.approx(5.0)
+    assert _bound(problem, "superblock") == pytest.approx(5.0)  # the CPU's load, no transfers on the CPU
+    assert compile(problem, "superblock").size()["assignment"]["variables"] == 4 * 3  # (first, middle, last, cpu0) x 3 ops

@@ -11,6 +11,11 @@ for a later one (each tensor once), and overflow beyond the superblock's combine
 
 Only identical stages qualify (every device of the same kind, speed, bandwidth and memory,
 no host devices), as in the paper; pins name devices that no longer exist and are refused.
+
+Tarnawski et al.'s throughput setting (NeurIPS 2020, §5.1: ``k`` identical accelerators and
+``l`` CPUs, which pay no transfers) uses :class:`HostSuperblocks`: the three superblocks
+merge the accelerators only, and every CPU stays a device of its own. Its assignment is
+one-hot with no order, so it relaxes *every* placement (see the class).
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import pyomo.environ as pyo
 
 from ..cluster import Cluster
 from ..errors import SpecError
-from .assignment import OrderedAssignment
+from .assignment import Assignment, OrderedAssignment
 from .base import CUT, OBJECTIVE, BlockTemplate, Context, Warm
 
 NAMES = ("first", "middle", "last")
@@ -41,6 +46,24 @@ def stages_of(cluster: Cluster) -> int:
         raise SpecError(f"superblock relaxations need identical pipeline stages; {cluster!r} mixes {mixed} "
                         "(use Cluster.stages(k, ...), or the exact formulation)")
     return cluster.size
+
+
+def accelerators_of(cluster: Cluster) -> tuple[list[int], list[int]]:
+    """``(accelerators, hosts)`` device indices when the non-host devices are identical, else :class:`SpecError`.
+
+    Host devices (CPUs) may differ from one another: each keeps its own column.
+    """
+    devs = cluster.devices
+    acc = [i for i, d in enumerate(devs) if not d.host]
+    hosts = [i for i, d in enumerate(devs) if d.host]
+    if not acc:
+        raise SpecError(f"superblock relaxations merge accelerators; {cluster!r} has none")
+    fields = {name: {getattr(devs[i], name) for i in acc} for name in ("kind", "speed", "memory", "bandwidth")}
+    mixed = {k: sorted(map(str, v)) for k, v in fields.items() if len(v) > 1}
+    if mixed:
+        raise SpecError(f"superblock relaxations need identical accelerators; {cluster!r} mixes {mixed} "
+                        "(use Cluster.accelerators(k, cpus=l), or the exact formulation)")
+    return acc, hosts
 
 
 def lemma33(ctx: Context) -> float:
@@ -104,6 +127,84 @@ class Superblocks(OrderedAssignment):
                         "their variables; solve them without a warm start")
 
 
+class HostSuperblocks(Assignment):
+    """Three accelerator superblocks and the CPUs, one-hot and unordered (Tarnawski's throughput setting).
+
+    Devices ``first, middle, last`` (each with the accelerators' columns) followed by the
+    cluster's host devices, each as itself. ``x_{v,d}`` one-hot over these ``3 + l``
+    devices, and, with ``A(v) = x_{v,first} + x_{v,middle} + x_{v,last}`` and ``w`` the
+    accelerator work,
+
+    * ``k * sum_v w(v) x_{v,middle} >= sum_v w(v) A(v)`` (the middle holds at least the
+      accelerators' average work) and ``sum_u w(u) x_{u,middle} >= w(v) A(v)`` for every ``v``
+      (at least any op the accelerators run): Lemma 3.3 restricted to the accelerators;
+    * with ``blocks = (a, b)`` (guess ``j``: ``a = j - 1``, ``b = k - j``): ``first`` and ``last``
+      have ``a`` and ``b`` accelerators' memory, each holds at most ``a`` (``b``) times the
+      middle's work, and a superblock of zero accelerators is empty. ``blocks = (None, None)``
+      (§3.2): sizes free (``0`` when ``k = 1``), memory unbounded.
+
+    Valid for **all** placements: given one, let ``middle`` be its accelerator with the most
+    work, put any ``a`` of the other accelerators into ``first`` and the remaining ``b`` into
+    ``last``, and leave every CPU's ops on that CPU. Every row above holds (the maximum of
+    ``k`` numbers is at least their average, at least each of them, and a sum of ``a`` of them
+    is at most ``a`` times the maximum); memory holds device by device, hence for the sums.
+    No DAG order is needed, so the order of the accelerators is irrelevant.
+    """
+
+    def __init__(self, blocks: tuple[int | None, int | None] = (None, None)):
+        self.blocks = blocks
+
+    def __repr__(self) -> str:
+        return f"HostSuperblocks(blocks={self.blocks})"
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        if ctx.pins:
+            raise SpecError("superblock relaxations cannot keep Pin terms (pins name devices that are merged); "
+                            "drop the pins or use the exact formulation")
+        acc, hosts = accelerators_of(ctx.cluster)
+        k = len(acc)
+        blocks = (0, 0) if k == 1 and self.blocks == (None, None) else self.blocks
+        if any(s is not None and s >= k for s in blocks) or (None not in blocks and sum(blocks) != k - 1):
+            raise SpecError(f"HostSuperblocks(blocks={blocks}): first and last hold k - 1 = {k - 1} accelerators")
+        stage = float(ctx.capacity[acc[0]])
+        cap = [np.inf if s is None or (s and np.isinf(stage)) else s * stage for s in (blocks[0], 1, blocks[1])]
+        cols = [acc[0]] * 3 + hosts
+        template = ctx.cluster.devices[acc[0]]
+        ctx.cluster = Cluster([template.model_copy(update={"name": n}) for n in NAMES]
+                              + [ctx.cluster.devices[h] for h in hosts], ())
+        ctx.D, ctx.devices = len(cols), ctx.cluster.names
+        for attr in ("allowed", "work", "comm", "unit_allowed"):
+            setattr(ctx, attr, getattr(ctx, attr)[:, cols])
+        ctx.overflow_rate = ctx.overflow_rate[cols]
+        ctx.capacity = np.concatenate([cap, ctx.capacity[hosts]]).astype(float)
+        super().build(blk, ctx)
+        w = ctx.work[:, 0]
+        ops = [v for v in range(ctx.n) if w[v] > 0]
+
+        def work(b: int) -> Any:
+            return sum(float(w[v]) * ctx.x(v, b) for v in ops)
+
+        blk.work_floor = pyo.Constraint(expr=k * work(1) >= work(0) + work(1) + work(2),
+                                        doc="the middle holds at least the accelerators' average work")
+        blk.op_floor = pyo.Constraint(
+            [ctx.ops[v] for v in ops],
+            rule=lambda b, v: work(1) >= float(w[ctx.graph.index[v]]) * sum(ctx.x(ctx.graph.index[v], d)
+                                                                             for d in range(3)),
+            doc="the middle holds at least the work of any op on an accelerator")
+        sized = [(d, s) for d, s in ((0, blocks[0]), (2, blocks[1])) if s is not None]
+        blk.work_cap = pyo.Constraint([NAMES[d] for d, s in sized if s > 0],
+                                      rule=lambda b, name: work(NAMES.index(name))
+                                      <= dict(sized)[NAMES.index(name)] * work(1),
+                                      doc="a superblock of s accelerators holds at most s times the middle's work")
+        rows = [(ctx.ops[u], NAMES[d]) for u in ctx.units for d, s in sized if s == 0 and ctx.unit_allowed[u, d]]
+        blk.empty = pyo.Constraint(pyo.Set(dimen=2, initialize=rows), rule=lambda b, u, d: b.x[u, d] == 0,
+                                   doc="a superblock of zero accelerators holds no op")
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        raise SpecError("superblock models are relaxations: a placement does not determine their variables; "
+                        "solve them without a warm start")
+
+
 class NoTransfer(BlockTemplate):
     """No tensor-cut cost: ``in = out = 0`` on every device (the "no-cut-io" relaxation of Archer et al.)."""
 
@@ -125,7 +226,8 @@ class SuperblockLoad(BlockTemplate):
 
     §3.2 uses ``weights = (0, 1, 0)`` (only the middle block is costed); §3.3 with guess ``j``
     uses ``(1/(j-1), 1, 1/(k-j))`` (a zero where the superblock is empty): the worst block of
-    a superblock is at least its average, part by part.
+    a superblock is at least its average, part by part. Any other device (a CPU of
+    :class:`HostSuperblocks`) has weight 1: its load is a load of the placement.
     """
 
     name = "max_load"
@@ -140,8 +242,8 @@ class SuperblockLoad(BlockTemplate):
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         load = ctx.block("device_load")
         blk.bottleneck = pyo.Var(domain=pyo.NonNegativeReals, doc="the bottleneck the superblocks imply (scaled)")
-        rows = [(s, part) for s, w in zip(NAMES, self.weights) if w > 0 for part in load.parts]
-        weight = dict(zip(NAMES, self.weights))
+        weight = {d: 1.0 for d in ctx.devices} | dict(zip(NAMES, self.weights))
+        rows = [(s, part) for s in ctx.devices if weight[s] > 0 for part in load.parts]
         blk.bottleneck_bound = pyo.Constraint(
             pyo.Set(dimen=2, initialize=rows),
             rule=lambda b, s, part: b.bottleneck >= weight[s] * load.device_cost[s, "total", part],

@@ -2,8 +2,21 @@
 
 Each builder composes the superblock templates of :mod:`placement_dsl.blocks.superblock`
 with the exact formulation's tensor-cut, overflow and load templates. The models have
-``3n`` assignment variables and ``O(m)`` constraints whatever ``k`` is (Corollary 3.4). They
-need a DAG-ordered MTPP on identical stages (``DagOrder`` among the terms, ``Cluster.stages``).
+``3n`` assignment variables and ``O(m)`` constraints whatever ``k`` is (Corollary 3.4).
+
+Two settings:
+
+* **Archer's** — a DAG-ordered MTPP (``DagOrder``) on identical stages (``Cluster.stages``):
+  ordered superblocks with the DAG constraints (8); the bounds hold over DAG-ordered placements.
+* **Tarnawski's throughput setting** (NeurIPS 2020, §5.1) — ``k`` identical accelerators and
+  any CPUs (host devices, no transfers), with or without ``Contiguous``, inference or
+  training (PipeDream ``max_d FW_d + BW_d``), hard or soft memory; also any DAG-ordered
+  problem whose cluster has CPUs. :class:`~placement_dsl.blocks.superblock.HostSuperblocks`:
+  the accelerators merge into unordered superblocks, each CPU stays a device, tensors are cut
+  by Tarnawski's eq. (15)-(19). There is no DAG order to keep (with CPUs an edge may leave
+  a later accelerator for a CPU and come back to an earlier one), so these bounds hold over
+  **all** placements, hence over contiguous and DAG-ordered ones too. ``superblock`` and
+  ``no-dag`` coincide there.
 
 A model whose solve stops at a time limit still proves its dual bound, which is then a
 lower bound on the relaxation's optimum and hence on OPT. A relaxation's placement
@@ -16,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..blocks import BlockTemplate, DagOrderBlock, DeviceLoad, TensorCut, resolve
-from ..blocks.superblock import NoTransfer, SuperblockLoad, Superblocks, stages_of
+from ..blocks.superblock import HostSuperblocks, NoTransfer, SuperblockLoad, Superblocks, accelerators_of, stages_of
 from ..constraints import DagOrder, Term
 from ..errors import SpecError
 from ..problem import Problem
@@ -39,13 +52,25 @@ class GuessedBlock(Term):
             raise SpecError(f"GuessedBlock(j={self.j}): j must lie in 1..k = 1..{size}")
 
 
+def unordered(problem: Problem) -> bool:
+    """Tarnawski's setting: no ``DagOrder``, or CPUs in the cluster (the bound then covers all placements)."""
+    return not problem.has(DagOrder) or bool(problem.cluster.host.any())
+
+
 def _checked(problem: Problem, name: str) -> int:
-    if not problem.has(DagOrder):
-        raise SpecError(f"formulation {name!r} relaxes Archer's DAG-ordered MIP; add DagOrder() to the problem")
+    """``k``: the stages (Archer's setting) or the accelerators (Tarnawski's), else :class:`SpecError`."""
     if problem.objective.cost_objective.value != "max_load":
-        raise SpecError(f"formulation {name!r} bounds the max stage load; objective {problem.objective!r} "
-                        "is not one (use Bottleneck())")
+        raise SpecError(f"formulation {name!r} bounds the max device load; objective {problem.objective!r} "
+                        "is not one (use Bottleneck(), Throughput() or PipeDream())")
+    if unordered(problem):
+        return len(accelerators_of(problem.cluster)[0])
     return stages_of(problem.cluster)
+
+
+def _unordered_steps(problem: Problem, blocks: tuple[int | None, int | None], cut: BlockTemplate,
+                     weights: tuple[float, float, float], term: Term | None = None) -> list[Step]:
+    """Tarnawski's setting: :class:`HostSuperblocks`, no DAG constraints, CPUs' loads in the objective."""
+    return [Step(HostSuperblocks(blocks), term), *_cost_steps(problem, cut, SuperblockLoad(weights))]
 
 
 KEPT = ("memory", "overflow", "colocation")  # terms whose templates carry over to superblocks
@@ -75,8 +100,18 @@ def superblock(problem: Problem) -> list[Step]:
     after it in ``last`` is feasible, and the middle block's cost (work, tensors entering
     from earlier blocks and leaving to later ones, overflow) is exactly ``b``'s cost, at most
     the partition's bottleneck. Hence the optimum is ``<= OPT`` (Corollary 3.4).
+
+    Tarnawski's setting (accelerators + CPUs; see the module): ``minimize bottleneck`` with
+    ``bottleneck >= load(middle)`` and ``>= load(c)`` for every CPU ``c``, the middle holding at
+    least the accelerators' average work and every accelerator op's work. Valid over **all**
+    placements: the placement's accelerator of most work as ``middle``, the other
+    accelerators merged into ``first``, the CPUs as themselves is feasible, and each costed
+    device's load is a load of the placement (the middle's transfers are exactly its
+    tensors crossing its boundary, CPUs pay none), so the optimum is ``<= OPT``.
     """
     _checked(problem, "superblock")
+    if unordered(problem):
+        return _unordered_steps(problem, (None, None), TensorCut(form="commio"), (0.0, 1.0, 0.0))
     return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
             *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
 
@@ -94,6 +129,15 @@ def guess(problem: Problem) -> list[Step]:
     stages is counted once, and ``sum_b max(0, mem_b - M) >= max(0, sum_b mem_b - sM)``), and
     the worst stage is at least the average, part by part of the load. So ``LB_j <= OPT`` for
     that ``j`` and ``min_j LB_j <= OPT``.
+
+    Tarnawski's setting (see the module): ``k`` counts accelerators; ``first`` has ``j - 1`` of
+    them and ``last`` ``k - j``, each with that many accelerators' memory and at most that many
+    times the middle's work; the objective adds every CPU's load. Valid over **all**
+    placements for **every** ``j``: with ``middle`` the accelerator of most work, any ``j - 1``
+    other accelerators in ``first`` and the rest in ``last`` is feasible, and the averages are
+    at most the worst accelerator's load. Hence ``LB_j <= OPT`` for each ``j`` (so
+    ``max_j LB_j`` is a bound too; :func:`~placement_dsl.certify.guess_bound` reports the
+    smaller ``min_j``).
     """
     k = _checked(problem, "guess")
     guesses = problem.find(GuessedBlock)
@@ -101,7 +145,11 @@ def guess(problem: Problem) -> list[Step]:
         raise SpecError(f"formulation 'guess' builds LB_j for one guess: add exactly one GuessedBlock(j) term "
                         f"(found {len(guesses)}); certify() runs every j in 1..{k}")
     j = guesses[0].j
+    if j > k:
+        raise SpecError(f"GuessedBlock(j={j}): j must lie in 1..k = 1..{k} (the accelerators)")
     weights = (1.0 / (j - 1) if j > 1 else 0.0, 1.0, 1.0 / (k - j) if j < k else 0.0)
+    if unordered(problem):
+        return _unordered_steps(problem, (j - 1, k - j), TensorCut(form="commio"), weights, guesses[0])
     return [Step(Superblocks((j - 1, k - j)), guesses[0]), Step(DagOrderBlock(), DagOrder()),
             *_cost_steps(problem, _archer_cut(problem), SuperblockLoad(weights))]
 
@@ -112,8 +160,13 @@ def no_dag(problem: Problem) -> list[Step]:
     Dropping constraints only enlarges the feasible set. The cut rows (9)-(10) still charge
     every tensor that a DAG-ordered assignment cuts, so the §3.2 argument carries over and
     the optimum is at most the superblock optimum, hence ``<= OPT``.
+
+    Tarnawski's setting: the ``superblock`` model itself (it has no DAG constraints), valid
+    over all placements.
     """
     _checked(problem, "no-dag")
+    if unordered(problem):
+        return superblock(problem)
     return [Step(Superblocks()), *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
 
 
@@ -123,8 +176,13 @@ def no_cut_io(problem: Problem) -> list[Step]:
     ``minimize work(middle) + overflow(middle)`` under (8), (11), (12), (14): every block cost
     drops its transfer terms, which are nonnegative, so the optimum is at most the superblock
     optimum, hence ``<= OPT``.
+
+    Tarnawski's setting: the ``superblock`` model without transfers, valid over all placements
+    for the same reason.
     """
     _checked(problem, "no-cut-io")
+    if unordered(problem):
+        return _unordered_steps(problem, (None, None), NoTransfer(), (0.0, 1.0, 0.0))
     return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
             *_cost_steps(problem, NoTransfer(), SuperblockLoad((0.0, 1.0, 0.0)))]
 
