@@ -191,7 +191,7 @@ def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0,
     ``seconds`` is the level's wall-clock budget, shared by the guesses each worker runs.
     Returns the bound (``None`` if some guess proved none), the worst status, and every ``LB_j``.
     """
-    k = problem.cluster.size
+    k = int((~problem.cluster.host).sum())  # the stages, or the accelerators beside CPUs
     rounds = math.ceil(k / max(workers, 1))
     jobs = [(problem, j, solver, seconds / rounds) for j in range(1, k + 1)]
     if workers <= 1:
@@ -276,20 +276,20 @@ def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelSt
         if p.has(DagOrder):
             return None, LevelStatus.NOT_APPLICABLE, f"{level!r} bounds Tarnawski's problems; use 'exact'", run.scope
         return _chain(run, seconds) if level == "chain" else _throughput(run, seconds)
-    if not p.has(DagOrder):
-        return (None, LevelStatus.NOT_APPLICABLE, "Archer's MIP levels bound DAG-ordered problems; add DagOrder()",
-                DAG_ORDERED)
     if level == "exact":
+        if not p.has(DagOrder):
+            return None, LevelStatus.NOT_APPLICABLE, "Archer's exact MIP bounds DAG-ordered problems", DAG_ORDERED
         return (*_exact(run, seconds), run.scope)
+    scope = DAG_ORDERED if p.has(DagOrder) else ALL  # Tarnawski's setting: superblocks bound all placements
     try:
         if level == "guess":
             bound, status, per = guess_bound(p, run.solver, seconds, run.workers)
             note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
-            return bound, status, note, DAG_ORDERED
+            return bound, status, note, scope
         bound, status = _model_bound(p, level, run.solver, seconds)
-        return bound, status, "", DAG_ORDERED
+        return bound, status, "", scope
     except SpecError as err:
-        return None, LevelStatus.NOT_APPLICABLE, str(err), DAG_ORDERED
+        return None, LevelStatus.NOT_APPLICABLE, str(err), scope
 
 
 def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
