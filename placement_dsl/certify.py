@@ -285,6 +285,8 @@ def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelSt
         if level == "guess":
             bound, status, per = guess_bound(p, run.solver, seconds, run.workers)
             note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
+            if scope == ALL and bound is not None:  # unordered superblocks: every LB_j bounds every placement
+                bound, note = max(per.values()), f"max over j: j = {max(per, key=lambda j: per[j])}"
             return bound, status, note, scope
         bound, status = _model_bound(p, level, run.solver, seconds)
         return bound, status, "", scope
