@@ -154,3 +154,17 @@ def test_tarnawski_cpu_load_counts() -> None:
     assert brute_force(problem)[0] == pytest.approx(5.0)
     assert _bound(problem, "superblock") == pytest.approx(5.0)  # the CPU's load, no transfers on the CPU
     assert compile(problem, "superblock").size()["assignment"]["variables"] == 4 * 3  # (first, middle, last, cpu0) x 3 ops
+
+
+def test_certify_runs_the_superblock_levels_on_tarnawski_problems() -> None:
+    """Without DagOrder the superblock levels bound all placements; guess reports its best LB_j."""
+    from placement_dsl.certify import certify
+    from placement_dsl.result import ALL
+    from placement_dsl.testing import accelerators_cpu
+
+    problem, optimum = accelerators_cpu()
+    cert = certify(problem, budget=20, levels=("no-cut-io", "superblock", "guess"), gap=0.0, stop_at_gap=False)
+    rows = {r.level: r for r in cert.levels}
+    assert all(r.scope == ALL and r.bound is not None for r in rows.values())
+    assert all(r.bound <= optimum * (1 + SLACK) for r in rows.values())
+    assert rows["guess"].bound == pytest.approx(optimum)
