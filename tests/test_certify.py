@@ -98,7 +98,7 @@ def test_certificate_gap() -> None:
 def test_throughput_levels_on_a_contiguous_problem() -> None:
     problem, optimum = testing.accelerators_cpu()  # Throughput, Memory, Contiguous
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "dp", "chain", "throughput"]
+    assert [r.level for r in cert.levels] == ["simple", "dp", "chain", "superblock", "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
     assert cert.scope == "contiguous placements" and cert.proved_by == "throughput"
     by_level = {r.level: r for r in cert.levels}
@@ -110,7 +110,7 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
 def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     problem, optimum = testing.diamond_noncontiguous()
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "dp", "throughput"]
+    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "throughput"]
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
