@@ -22,7 +22,9 @@ from placement_dsl.cli import resize
 from placement_dsl.evaluate import CostModel
 from placement_dsl.io import Workload, load_workload
 
-PROFILES = Path("/work/shared/data/pipedream-profiles")
+from common import SHARED_DATA, require
+
+PROFILES = SHARED_DATA / "pipedream-profiles"
 KS = (2, 4, 8, 16, 32, 64)
 LEVELS = ("simple", "no-cut-io", "no-dag", "superblock", "guess", "exact")
 # Archer et al. Table 1 (production models) and Table 3 (REGAL), k = 2..64
@@ -37,7 +39,7 @@ PAPER = {
 def testbed(quick: bool) -> list[tuple[str, Workload]]:
     names = ["alexnet", "vgg16", "resnet18", "gnmt"] if quick else sorted(
         p.stem for p in PROFILES.glob("*.txt") if p.stem != "LICENSE")
-    out = [(n, load_workload(PROFILES / f"{n}.txt")) for n in names]
+    out = [(n, load_workload(require(PROFILES) / f"{n}.txt")) for n in names]
     regal = ["regal-1"] if quick else [f"regal-{i}" for i in range(6)]
     return out + [(n, zoo.get(n)) for n in regal]
 
