@@ -53,6 +53,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph
+from ..heuristics.contract import orphan_mirrors
 from .simple import simple_lower_bound
 
 
@@ -196,14 +197,10 @@ def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -
     edges keeps the chain in the DP's class (and orphans' backward parts contiguous). The
     ancestor/descendant sums use forward edges only, so they stay valid lower bounds.
     """
-    has_forward = np.zeros(int(group.max()) + 1, dtype=bool)
-    has_forward[group[~graph.backward]] = True
-    gs, gd = group[graph.src], group[graph.dst]
-    bw_edge = graph.backward[graph.src] & graph.backward[graph.dst] & (gs != gd)
-    orphan = bw_edge & (~has_forward[gs] | ~has_forward[gd])
-    if not orphan.any():
+    _, mirror_src, mirror_dst = orphan_mirrors(graph, group)
+    if not mirror_src.size:
         return forward
-    return np.unique(np.concatenate([forward, _unique_pairs(gd[orphan], gs[orphan])]), axis=0)
+    return np.unique(np.concatenate([forward, _unique_pairs(mirror_src, mirror_dst)]), axis=0)
 
 
 def chain_bound(graph: Graph, cluster: Cluster, data: ChainData | None = None) -> float:

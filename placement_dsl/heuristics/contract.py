@@ -114,6 +114,23 @@ class Contraction:
 
 
 # ---------------------------------------------------------------------------- steps
+def orphan_mirrors(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Orphaned groups and the mirror images of their backward edges (Tarnawski App. B).
+
+    ``label`` groups ops (colocation classes). A group with backward ops but no forward op is
+    *orphaned*; each backward edge ``(u', v')`` between two groups, one of them orphaned, is
+    mirrored to the group edge ``(label v', label u')`` — the forward edge ``(v, u)`` between
+    the groups' forward images. Returns ``(orphans, mirror_src, mirror_dst)`` as group labels.
+    """
+    bw = graph.backward
+    orphans = np.setdiff1d(np.unique(label[bw]), np.unique(label[~bw]))
+    is_orphan = np.zeros(int(label.max()) + 1, bool)
+    is_orphan[orphans] = True
+    ls, ld = label[graph.src], label[graph.dst]
+    sel = bw[graph.src] & bw[graph.dst] & (ls != ld) & (is_orphan[ls] | is_orphan[ld])
+    return orphans, ld[sel], ls[sel]
+
+
 def _orphan_images(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 2: one artificial forward op per orphaned group, and the mirrored edges.
 
@@ -121,20 +138,14 @@ def _orphan_images(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndar
     per orphaned group) and the artificial edges ``(src, dst)`` between forward ops.
     """
     bw = graph.backward
-    orphans = np.setdiff1d(np.unique(label[bw]), np.unique(label[~bw]))
+    orphans, mirror_src, mirror_dst = orphan_mirrors(graph, label)
     n = graph.n
     aug_label = np.concatenate([label, orphans])
     aug_bw = np.concatenate([bw, np.zeros(len(orphans), bool)])
     rep = np.full(n, -1, dtype=np.int64)  # group label -> a forward op (real or virtual) of it
     fw_ops = np.flatnonzero(~aug_bw)
     rep[aug_label[fw_ops[::-1]]] = fw_ops[::-1]
-    is_orphan = np.zeros(n, bool)
-    is_orphan[orphans] = True
-    s, d = graph.src, graph.dst
-    sel = bw[s] & bw[d] & (is_orphan[label[s]] | is_orphan[label[d]])
-    art_src, art_dst = rep[label[d[sel]]], rep[label[s[sel]]]  # mirror: (u', v') -> (v, u)
-    keep = art_src != art_dst
-    return aug_label, aug_bw, art_src[keep], art_dst[keep]
+    return aug_label, aug_bw, rep[mirror_src], rep[mirror_dst]
 
 
 def _keys(uf: _UnionFind, label: np.ndarray, backward: np.ndarray) -> np.ndarray:
