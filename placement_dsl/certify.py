@@ -44,29 +44,21 @@ from __future__ import annotations
 import enum
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
 from .bounds import simple_lower_bound
-from .constraints import Contiguous, DagOrder, Memory, Overflow
+from .constraints import Contiguous, DagOrder
 from .errors import PlacementError, SpecError
-from .evaluate import CostModel, MemoryMode, Objective
-from .objectives import Bottleneck, GPipe, Throughput
-from .placement import Placement
+from .placement import Placement, PlacementClass
 from .problem import Problem
-from .result import ALL, DAG_ORDERED, DP_CLASS, covers, problem_scope
+from .solvers.base import Status
 
-LEVELS = ("simple", "dp", "chain", "no-cut-io", "no-dag", "superblock", "guess", "throughput", "exact")  # run order
-MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
-# default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
-# placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
-THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
-NONCONTIG_LEVELS = ("simple", "dp", "superblock", "throughput")  # without structure terms the DP is the warm start
-CLOSED_FORM = ("simple", "dp")  # levels that take no share of the MIP budget
-RELAXED = ("no-cut-io", "no-dag", "superblock")
-UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound
+ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
+UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 
@@ -90,11 +82,11 @@ class LevelResult:
     status: LevelStatus
     seconds: float
     message: str = ""
-    scope: str = ALL  # the class of placements the bound holds for
+    scope: PlacementClass = PlacementClass.ALL  # the class of placements the bound holds for
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "bound": self.bound, "status": self.status.value,
-                "seconds": round(self.seconds, 3), "message": self.message, "scope": self.scope}
+                "seconds": round(self.seconds, 3), "message": self.message, "scope": str(self.scope)}
 
 
 @dataclass
@@ -115,10 +107,10 @@ class Certificate:
     levels: list[LevelResult] = field(default_factory=list)
     exact_among: str | None = None
     gap_target: float = 0.01
-    scope: str = ALL
-    class_bounds: dict[str, tuple[float, str]] = field(default_factory=dict)
+    scope: PlacementClass = PlacementClass.ALL
+    class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
 
-    def gap_in(self, scope: str) -> float | None:
+    def gap_in(self, scope: PlacementClass) -> float | None:
         """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
         if scope == self.scope:
             return self.gap
@@ -140,8 +132,8 @@ class Certificate:
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
                 "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
-                "exact_among": self.exact_among, "bound_scope": self.scope,
-                "class_bounds": {k: {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
+                "exact_among": self.exact_among, "bound_scope": str(self.scope),
+                "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
                                  for k, (b, lv) in self.class_bounds.items()},
                 "levels": [r.to_dict() for r in self.levels]}
 
@@ -159,17 +151,26 @@ class Certificate:
         return "\n".join(rows)
 
 
+# ---------------------------------------------------------------------------- statuses
+def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
+    """How a level ended, from its solve's status (the one mapping of solver to level statuses)."""
+    if status is Status.OPTIMAL:
+        return LevelStatus.OPTIMAL
+    return LevelStatus.TIME_LIMIT if status.is_ok and has_bound else LevelStatus.NO_BOUND
+
+
 # ---------------------------------------------------------------------------- MIP levels
 def _model_bound(problem: Problem, formulation: str, solver: str, seconds: float) -> tuple[float | None, LevelStatus]:
-    """Compile ``formulation`` and solve it; its proven dual bound in cost-model units."""
+    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units."""
     from .compile import compile
-    from .solvers import SolveOptions, Status, solve_model
+    from .solvers import SolveOptions, solve_model
 
+    t0 = time.perf_counter()
     compiled = compile(problem, formulation)
-    out = solve_model(compiled.model, solver, SolveOptions(time_limit=max(seconds, 0.1), gap=1e-6, threads=1))
+    left = max(seconds - (time.perf_counter() - t0), 0.1)
+    out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
     bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
-    status = LevelStatus.OPTIMAL if out.status is Status.OPTIMAL else (
-        LevelStatus.TIME_LIMIT if out.status.is_ok else LevelStatus.NO_BOUND)
+    status = level_status(out.status)
     return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
 
 
@@ -215,10 +216,10 @@ class _Run:
     def __init__(self, problem: Problem, solver: str, workers: int, gap: float):
         self.problem, self.solver, self.workers, self.gap = problem, solver, workers, gap
         self.model = problem.cost_model()
-        self.scope = problem_scope(problem)
+        self.scope = problem.placement_class()
         self.best: tuple[float, Placement | None, str] = (math.inf, None, "")
         self.bound: tuple[float, str] = (0.0, "none")
-        self.class_bounds: dict[str, tuple[float, str]] = {}
+        self.class_bounds: dict[PlacementClass, tuple[float, str]] = {}
         self.exact_among: str | None = None
         self.dp: Placement | None = None  # the DP optimum: the chain level's incumbent
         self.rows: list[LevelResult] = []
@@ -230,10 +231,10 @@ class _Run:
         if value < self.best[0]:
             self.best = (value, placement, who)
 
-    def prove(self, level: str, bound: float | None, scope: str = ALL) -> float | None:
+    def prove(self, level: str, bound: float | None, scope: PlacementClass = ALL) -> float | None:
         if bound is None:
             return None
-        if not covers(scope, self.scope):  # a narrower class: its optimum may exceed the best placement
+        if self.scope not in scope:  # a narrower class: its optimum may exceed the best placement
             if bound > self.class_bounds.get(scope, (-math.inf, ""))[0]:
                 self.class_bounds[scope] = (bound, level)
             return bound
@@ -267,51 +268,50 @@ def _upper(run: _Run, methods: tuple[str, ...]) -> None:
             continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
 
 
-def _level(run: _Run, level: str, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
-    """One level's bound, status, note and the class its bound holds for."""
+# ---------------------------------------------------------------------------- levels
+Outcome = tuple[float | None, LevelStatus, str, PlacementClass]
+
+
+@dataclass(frozen=True)
+class Level:
+    """One rung of the bound hierarchy, registered once in :data:`LEVELS` (run in that order).
+
+    ``run(run, seconds)`` returns the bound, how the level ended, a note, and the class of
+    placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
+    problem, else the reason (the row then reads not applicable). ``closed_form`` levels take
+    no share of the MIP budget; an ``always`` level runs even after the gap target is met.
+    """
+
+    name: str
+    run: Callable[[_Run, float], Outcome]
+    accepts: Callable[[Problem], str | None] = lambda problem: None
+    closed_form: bool = False
+    always: bool = False
+    doc: str = ""
+
+
+def _simple(run: _Run, seconds: float) -> Outcome:
     p = run.problem
-    if level == "simple":
-        return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
-    if level == "dp":
-        return (*_dp(run), run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS)
-    if level in ("chain", "throughput"):
-        if p.has(DagOrder):
-            return None, LevelStatus.NOT_APPLICABLE, f"{level!r} bounds Tarnawski's problems; use 'exact'", run.scope
-        return _chain(run, seconds) if level == "chain" else _throughput(run, seconds)
-    if level == "exact":
-        if not p.has(DagOrder):
-            return None, LevelStatus.NOT_APPLICABLE, "Archer's exact MIP bounds DAG-ordered problems", DAG_ORDERED
-        return (*_exact(run, seconds), run.scope)
-    scope = DAG_ORDERED if p.has(DagOrder) else ALL  # Tarnawski's setting: superblocks bound all placements
-    try:
-        if level == "guess":
-            bound, status, per = guess_bound(p, run.solver, seconds, run.workers)
-            note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
-            if scope == ALL and bound is not None:  # unordered superblocks: every LB_j bounds every placement
-                bound, note = max(per.values()), f"max over j: j = {max(per, key=lambda j: per[j])}"
-            return bound, status, note, scope
-        bound, status = _model_bound(p, level, run.solver, seconds)
-        return bound, status, "", scope
-    except SpecError as err:
-        return None, LevelStatus.NOT_APPLICABLE, str(err), scope
+    return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
 
 
-def _dp(run: _Run) -> tuple[float | None, LevelStatus, str]:
+def _dp(run: _Run, seconds: float) -> Outcome:
     from .heuristics import run as heuristic
 
+    scope = run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS
     try:
         res = heuristic("dp", run.problem.graph, run.problem.cluster, model=run.model)
     except PlacementError as err:
-        return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0]
+        return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")
     run.dp = res.placement if run.problem.is_valid(res.placement) else None
     if res.exact_among == "contiguous" and run.problem.has(Contiguous):
-        run.exact_among = "contiguous" if covers(DP_CLASS, run.scope) else None
-        return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself"
+        run.exact_among = "contiguous" if run.scope in DP_CLASS else None
+        return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself", scope
     if res.exact_among == "contiguous" and run.dp is not None and _dp_class_is_dag_order(run.problem):
         run.exact_among = "dag-ordered"
-        return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class"
-    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})"
+        return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
+    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
 
 
 def _dp_class_is_dag_order(problem: Problem) -> bool:
@@ -326,52 +326,98 @@ def _dp_class_is_dag_order(problem: Problem) -> bool:
             and len(c.homogeneous_groups()) == 1)
 
 
-def _exact(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str]:
+def _solve_level(run: _Run, formulation: str, seconds: float, start: Placement | None,
+                 **options: Any) -> tuple[Any, LevelStatus]:
     from .solve import solve
 
+    res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
+                gap=max(run.gap, 1e-6), warm_start=start, **options)
+    return res, level_status(res.status, res.bound is not None)
+
+
+def _exact(run: _Run, seconds: float) -> Outcome:
     start = run.best[1]
-    res = solve(run.problem, formulation="exact", solver=run.solver, time_limit=max(seconds, 0.1), gap=1e-6,
-                warm_start=start if start is not None and run.problem.is_valid(start) else None)
+    res, status = _solve_level(run, "exact", seconds, start if start is not None and run.problem.is_valid(start)
+                               else None)
     if res.placement is not None:
         run.offer(res.placement, "exact")
-    status = LevelStatus.OPTIMAL if res.status.value == "optimal" else (
-        LevelStatus.TIME_LIMIT if res.status.is_ok else LevelStatus.NO_BOUND)
-    return res.bound, status, ""
+    return res.bound, status, "", run.scope
 
 
-def _status(res: Any) -> LevelStatus:
-    if res.status.value == "optimal":
-        return LevelStatus.OPTIMAL
-    return LevelStatus.TIME_LIMIT if res.status.is_ok and res.bound is not None else LevelStatus.NO_BOUND
-
-
-def _chain(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
+def _chain(run: _Run, seconds: float) -> Outcome:
     """The chain MIP with windows at ``DP / (1 + gap)``: a solver's proof of the DP optimum."""
-    from .solve import solve
-
     if run.dp is None:
         return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", DP_CLASS
     try:
-        res = solve(run.problem, formulation="chain", solver=run.solver, time_limit=max(seconds, 0.1),
-                    gap=max(run.gap, 1e-6), warm_start=run.dp, windows=True)
+        res, status = _solve_level(run, "chain", seconds, run.dp, windows=True)
     except SpecError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err), DP_CLASS
     if res.placement is not None and res.found_by == "solver":
         run.offer(res.placement, "chain")
-    return res.bound, _status(res), "min(T*, bound) of the windowed chain MIP", DP_CLASS
+    return res.bound, status, "min(T*, bound) of the windowed chain MIP", DP_CLASS
 
 
-def _throughput(run: _Run, seconds: float) -> tuple[float | None, LevelStatus, str, str]:
+def _throughput(run: _Run, seconds: float) -> Outcome:
     """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class."""
-    from .solve import solve
-
-    start = run.best[1]
-    res = solve(run.problem, formulation="throughput", solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, 1e-6), warm_start=start, windows=False)
+    res, status = _solve_level(run, "throughput", seconds, run.best[1])
     if res.placement is not None:
         run.offer(res.placement, "throughput")
     note = "" if res.start_accepted in (None, True) else "warm start not accepted"
-    return res.bound, _status(res), note, run.scope
+    return res.bound, status, note, run.scope
+
+
+def _relaxed(name: str) -> Callable[[_Run, float], Outcome]:
+    """A relaxation level: its formulation's dual bound over the class the relaxation holds for."""
+    def level(run: _Run, seconds: float) -> Outcome:
+        from .formulations import get
+
+        scope = get(name).placement_class(run.problem)
+        bound, status = _model_bound(run.problem, name, run.solver, seconds)
+        return bound, status, "", scope
+    return level
+
+
+def _guess(run: _Run, seconds: float) -> Outcome:
+    from .formulations import get
+
+    scope = get("guess").placement_class(run.problem)
+    bound, status, per = guess_bound(run.problem, run.solver, seconds, run.workers)
+    note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
+    if scope is ALL and bound is not None:  # unordered superblocks: every LB_j bounds every placement
+        bound, note = max(per.values()), f"max over j: j = {max(per, key=lambda j: per[j])}"
+    return bound, status, note, scope
+
+
+def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
+    def accepts(problem: Problem) -> str | None:
+        from .formulations import get
+
+        return get(name).accepts(problem)
+    return accepts
+
+
+def _tarnawski(problem: Problem) -> str | None:
+    return "bounds Tarnawski's problems (no DagOrder); use 'exact'" if problem.has(DagOrder) else None
+
+
+def _archer(problem: Problem) -> str | None:
+    return None if problem.has(DagOrder) else "Archer's exact MIP bounds DAG-ordered problems"
+
+
+LEVELS: dict[str, Level] = {lv.name: lv for lv in (
+    Level("simple", _simple, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)"),
+    Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class"),
+    Level("chain", _chain, _tarnawski, always=True, doc="windowed chain MIP: a solver's proof of the DP"),
+    *(Level(name, _relaxed(name), _relaxation_accepts(name)) for name in ("no-cut-io", "no-dag", "superblock")),
+    Level("guess", _guess, _relaxation_accepts("guess"), doc="Archer §3.3, one MIP per guess j"),
+    Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound"),
+    Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
+)}
+MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
+# default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
+# placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
+THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
+NONCONTIG_LEVELS = ("simple", "dp", "superblock", "throughput")  # without structure terms the DP is the warm start
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
@@ -393,7 +439,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         Tarnawski's throughput problems (``Contiguous`` or no structure term) for ``chain``
         and ``throughput``; ``simple`` and ``dp`` apply to any max-load problem.
     budget
-        Wall-clock seconds for everything; each MIP level gets an equal share of what is left.
+        Wall-clock seconds for everything (upper-bound heuristics included); each MIP level
+        gets an equal share of what is left.
     levels
         Names from :data:`LEVELS`, run in the order of :data:`LEVELS`; ``None`` chooses
         :func:`default_levels`. ``chain`` always runs when asked (it checks the DP by a MIP);
@@ -409,60 +456,69 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     --------
     >>> from placement_dsl.graph import Graph, Op
     >>> from placement_dsl.problem import Stages
+    >>> from placement_dsl.objectives import Bottleneck
     >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
     >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'superblock')
     """
-    levels = default_levels(problem) if levels is None else levels
-    unknown = sorted(set(levels) - set(LEVELS))
-    if unknown:
-        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
+    chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     t0 = time.perf_counter()
     run = _Run(problem, solver, workers, gap)
     if problem.has(DagOrder):
         _upper(run, UPPER)
-    todo = [lv for lv in LEVELS if lv in levels]
-    for i, level in enumerate(todo):
+    for i, level in enumerate(chosen):
         left = budget - (time.perf_counter() - t0)
-        if (stop_at_gap and run.met() and level != "chain") or left <= 0:
-            run.rows.append(LevelResult(level, None, LevelStatus.SKIPPED, 0.0,
+        if (stop_at_gap and run.met() and not level.always) or left <= 0:
+            run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
-        mips = sum(1 for lv in todo[i:] if lv not in CLOSED_FORM)
+        reason = level.accepts(problem)
+        if reason:
+            run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
+            continue
+        mips = sum(1 for lv in chosen[i:] if not lv.closed_form)
         t = time.perf_counter()
-        bound, status, note, scope = _level(run, level, left / max(mips, 1))
-        run.rows.append(LevelResult(level, run.prove(level, bound, scope), status, time.perf_counter() - t, note,
-                                    scope))
+        try:
+            bound, status, note, scope = level.run(run, left / max(mips, 1))
+        except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
+            bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
+        run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
+                                    note, scope))
     return run.certificate()
 
 
+def _checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None) -> list[str]:
+    """The requested level names (or the problem's default hierarchy) in run order; unknown names refused."""
+    levels = default_levels(problem) if levels is None else tuple(levels)
+    unknown = sorted(set(levels) - set(LEVELS))
+    if unknown:
+        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
+    return [name for name in LEVELS if name in levels]
+
+
 # ---------------------------------------------------------------------------- command line
-def problem_for(workload: Any, model: CostModel) -> Problem:
+def problem_for(workload: Any, model: Any) -> Problem:
     """The DAG-ordered problem the ``bounds`` command certifies for a workload and a cost model."""
-    if model.objective is Objective.GPIPE:
-        objective: Any = GPipe(overlap=model.overlap.value)
-    elif model.objective is Objective.MAX_LOAD:
-        objective = (Bottleneck if model.memory is MemoryMode.OVERFLOW else Throughput)(overlap=model.overlap.value)
-    else:
-        raise SpecError(f"bounds: objective {model.objective.value!r} has no bound hierarchy; use bottleneck")
+    from .constraints import Memory, Overflow
+    from .evaluate import MemoryMode
+    from .objectives import objective_of
+
     memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
-    return Problem(workload.graph, workload.cluster, objective, [memory, DagOrder()])
+    return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
 
 
-def bounds_command(workload: Any, cost_model: CostModel, levels: list[str] | tuple[str, ...] | None = None,
+def bounds_command(workload: Any, cost_model: Any, levels: list[str] | tuple[str, ...] | None = None,
                    time_limit: float = 60.0, workers: int = 1, solver: str = "highs",
                    problem: Problem | None = None) -> tuple[dict[str, Any], str]:
     """Every requested level's bound and status, the best upper bound, and bound/UB (``placement-dsl bounds``).
 
     ``problem`` defaults to the DAG-ordered (MTPP) problem of the workload; ``levels`` to the
-    problem's default hierarchy. ``time_limit`` is per MIP level; the payload is JSON-ready.
+    problem's default hierarchy. ``time_limit`` is the total wall-clock budget; the run stops
+    once the bound meets the best placement (gap 0). The payload is JSON-ready.
     """
     problem = problem if problem is not None else problem_for(workload, cost_model)
-    levels = tuple(levels) if levels else default_levels(problem)
-    mips = sum(1 for lv in levels if lv not in CLOSED_FORM)
-    cert = certify(problem, budget=time_limit * max(mips, 1) + 1.0, levels=tuple(levels), gap=0.0, solver=solver,
-                   workers=workers, stop_at_gap=False)
+    cert = certify(problem, budget=time_limit, levels=levels, gap=0.0, solver=solver, workers=workers)
     ub = cert.objective
     payload = cert.to_dict()
     payload.update(graph=problem.graph.name, stages=problem.cluster.size, upper_bound=ub,

@@ -6,7 +6,7 @@
 >>> from placement_dsl.constraints import DagOrder
 >>> g = Graph([Op(name="a", work=1, out_bytes=2), Op(name="b", work=3)], [("a", "b")])
 >>> c = compile(Problem(g, Stages(2), Bottleneck(), [DagOrder()]))
->>> c.formulation, [b.local_name for b in c.model.component_objects(pyo.Block, descend_into=False)]
+>>> c.formulation.name, [b.local_name for b in c.model.component_objects(pyo.Block, descend_into=False)]
 ('exact', ['assignment', 'dag_order', 'tensor_cut', 'device_load', 'max_load'])
 >>> p = c.problem.placement([0, 1])
 >>> c.varmap.residual(c.varmap.values(p))[0] <= 1e-9
@@ -22,11 +22,10 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from .blocks.base import BlockTemplate, Context, Scale, Warm
+from .blocks.base import BlockTemplate, Context, Scale, Warm, build_order
 from .errors import SpecError
 from .evaluate import CostModel
-from .formulations import get
-from .formulations.base import Step
+from .formulations import Formulation, get
 from .placement import Placement
 from .problem import Problem
 
@@ -130,7 +129,7 @@ class Compiled:
     model: pyo.ConcreteModel
     varmap: VarMap
     problem: Problem
-    formulation: str
+    formulation: Formulation
     cost_model: CostModel
     scale: Scale
     terms: dict[str, str] = field(default_factory=dict)
@@ -155,35 +154,36 @@ class Compiled:
         return out
 
 
-def compile(problem: Problem, formulation: str = "auto") -> Compiled:
-    """Build the Pyomo model of ``problem`` with ``formulation`` (a name in ``FORMULATIONS`` or ``"auto"``)."""
-    name, builder = get(formulation, problem)
-    steps = sorted(builder(problem), key=lambda s: s.template.phase)
+def compile(problem: Problem, formulation: str | Formulation = "auto") -> Compiled:
+    """Build the Pyomo model of ``problem`` with ``formulation`` (a registered name, an object, or ``"auto"``).
+
+    The formulation's skeleton and its rules for the problem's terms give the templates;
+    they are built in the order their links require (:func:`~placement_dsl.blocks.base.build_order`),
+    each into a block of its name; then the formulation's Pyomo transformation, if any
+    (e.g. ``gdp.bigm`` for disjunctions), is applied.
+    """
+    form = get(formulation, problem)
+    steps = form.steps(problem)
+    by_template = {id(s.template): s for s in steps}
+    ordered = [by_template[id(t)] for t in build_order([s.template for s in steps])]
     ctx = Context(problem)
-    model = pyo.ConcreteModel(name=f"{problem.graph.name}:{name}")
+    model = pyo.ConcreteModel(name=f"{problem.graph.name}:{form.name}")
     built, terms = [], {}
-    for step in _unique(steps):
+    for step in ordered:
         blk = pyo.Block(doc=step.template.doc)
         block_name = step.template.name
         if model.component(block_name) is not None:
-            raise SpecError(f"formulation {name!r}: two templates build block {block_name!r}")
+            raise SpecError(f"formulation {form.name!r}: templates {terms[block_name][0]} and {step.template!r} "
+                            f"both build block {block_name!r}; give one of them another name")
         model.add_component(block_name, blk)
-        ctx.blocks[block_name] = blk
         step.template.build(blk, ctx)
         built.append((blk, step.template))
-        terms[block_name] = "formulation" if step.term is None else repr(step.term)
+        terms[block_name] = (repr(step.template), "formulation" if step.term is None else repr(step.term))
     goals = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
     if len(goals) != 1:
-        raise SpecError(f"formulation {name!r} built {len(goals)} objectives; exactly one objective term "
+        raise SpecError(f"formulation {form.name!r} built {len(goals)} objectives; exactly one objective term "
                         "template must add a minimize Objective")
-    return Compiled(model, VarMap(model, ctx, built), problem, name, problem.cost_model(), ctx.scale, terms)
-
-
-def _unique(steps: list[Step]) -> list[Step]:
-    seen, out = set(), []
-    for s in steps:
-        key = (s.template.name, repr(s.template))
-        if key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
+    if form.transformation:
+        pyo.TransformationFactory(form.transformation).apply_to(model)
+    return Compiled(model, VarMap(model, ctx, built), problem, form, problem.cost_model(), ctx.scale,
+                    {name: term for name, (_, term) in terms.items()})

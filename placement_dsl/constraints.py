@@ -1,10 +1,10 @@
 """Problem terms: the base class of every term, and the constraint terms.
 
-A *term* says what must hold; it does not know Pyomo. Each term names the block
-templates that realize it in a formulation (:meth:`Term.templates`), tells the cost
-model which checks it requires (:meth:`Term.require`), may fold itself into the graph
-the evaluator sees (:meth:`Term.apply`, e.g. colocation and allowed kinds), and reports
-violations the evaluator cannot see (:meth:`Term.check`, e.g. pins).
+A *term* says what must hold; it knows neither Pyomo nor any formulation: each formulation
+owns the rules turning term types into block templates (:mod:`placement_dsl.formulations`).
+A term tells the cost model which checks it requires (:meth:`Term.require`), may fold
+itself into the graph the evaluator sees (:meth:`Term.apply`, e.g. colocation and allowed
+kinds), and reports violations the evaluator cannot see (:meth:`Term.check`, e.g. pins).
 
 Terms are frozen dataclasses; every subclass registers itself by class name so a
 problem saved as JSON can be read back (:func:`term_from_dict`).
@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 
 TERMS: dict[str, type[Term]] = {}
 
-# a template reference: a registered template name, (name, options) or a template object
-TemplateRef = Any
-
-
 class Term:
     """Base of every problem term (objective or constraint).
 
@@ -44,9 +40,6 @@ class Term:
         super().__init_subclass__(**kwargs)
         TERMS[cls.__name__] = cls
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        """The block templates realizing this term in ``formulation`` (names or template objects)."""
-        return []
 
     def require(self) -> frozenset[str]:
         """Cost-model checks (see :data:`placement_dsl.evaluate.CHECKS`) this term makes mandatory."""
@@ -108,9 +101,6 @@ def _known_ops(term: str, graph: Graph, names: Iterable[str]) -> None:
 class Memory(Term):
     """Hard memory capacity: ``sum_{v on d} (param_v + act_v) <= M_d`` for every device (Tarnawski eq. (3))."""
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["memory"]
-
     def require(self) -> frozenset[str]:
         return frozenset({"memory"})
 
@@ -118,9 +108,6 @@ class Memory(Term):
 @dataclass(frozen=True)
 class Overflow(Term):
     """Soft memory: excess bytes are streamed, ``overflow_d = (param + act - M_d)^+ / B_d`` (Archer eq. (2))."""
-
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["overflow"]
 
 
 # ---------------------------------------------------------------------------- structure
@@ -131,9 +118,6 @@ class Contiguous(Term):
     Tarnawski et al. Def. 3.1 and the z-variable formulation of Lemma 4.1 (eq. 11-13);
     training graphs split by pass as in §5.3.
     """
-
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["contiguity"]
 
     def require(self) -> frozenset[str]:
         return frozenset({"contiguous"})
@@ -146,9 +130,6 @@ class DagOrder(Term):
     Archer et al. Fig. 3: "completed-by-block" variables ``y_{vb}`` with eq. (8)
     ``y_{ub} >= y_{vb}``; the quotient graph is then acyclic.
     """
-
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["dag_order"]
 
     def require(self) -> frozenset[str]:
         return frozenset({"dag_order", "acyclic"})
@@ -205,8 +186,6 @@ class Colocate(Term):
             raise SpecError(f"Colocate.by({self.attr!r}): no op of graph {graph.name!r} has attribute "
                             f"{self.attr!r}; attributes present: {sorted({k for op in graph.ops for k in op.attrs})}")
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return [] if self.shared else ["colocation"]
 
     def require(self) -> frozenset[str]:
         return frozenset({"colocation"})
@@ -262,8 +241,6 @@ class Pin(Term):
             raise SpecError(f"Pin({self.op!r}, {self.device!r}): op {self.op!r} cannot run on kind {kind!r}; "
                             "pin it to a device of an allowed kind")
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["pin"]
 
     def check(self, placement: Placement) -> list[str]:
         where = placement.device_of(self.op)

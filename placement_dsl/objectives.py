@@ -17,66 +17,97 @@ tensor's producer):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from .constraints import TemplateRef, Term
+from .constraints import Term
 from .errors import SpecError
+from .evaluate import CostModel
 from .evaluate import Objective as CostObjective
 from .evaluate import Overlap
 
 OVERLAPS = tuple(o.value for o in Overlap)
 
+# the one table of objective names: name -> term class (filled by ObjectiveTerm subclasses' ``names``);
+# the cost model of a name is the term's (``CostModel.named`` for the evaluator's side of the same names)
+OBJECTIVES: dict[str, type[ObjectiveTerm]] = {}
+
 
 @dataclass(frozen=True)
 class ObjectiveTerm(Term):
-    """Base of the objective terms: a cost-model objective and a communication overlap mode."""
+    """Base of the objective terms: a cost-model objective and a communication overlap mode.
+
+    Subclasses list the command-line ``names`` they answer to; :func:`objective_named` finds
+    them there, and :meth:`cost_model` is the evaluator's view of the term.
+    """
 
     overlap: str = "none"
     kind: ClassVar[str] = "objective"
+    names: ClassVar[tuple[str, ...]] = ()
     cost_objective: ClassVar[CostObjective] = CostObjective.MAX_LOAD
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.names:
+            if name in OBJECTIVES:
+                raise SpecError(f"objective name {name!r} is taken by {OBJECTIVES[name].__name__}")
+            OBJECTIVES[name] = cls
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise SpecError(f"{type(self).__name__}(overlap={self.overlap!r}): choose overlap from {list(OVERLAPS)}")
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["device_load", "max_load"]
+    @property
+    def bounds_max_load(self) -> bool:
+        """The objective is the max device load (the relaxations and the chain cuts bound that)."""
+        return self.cost_objective is CostObjective.MAX_LOAD
+
+    def cost_model(self) -> CostModel:
+        """The evaluator's cost model of this objective (memory mode and checks from its first name)."""
+        return CostModel.named(self.names[0], overlap=self.overlap)
 
 
 @dataclass(frozen=True)
 class Bottleneck(ObjectiveTerm):
     """Archer et al. MTPP: ``minimize bottleneck >= block_b`` for every block ``b`` (eq. (5)-(7))."""
 
+    names: ClassVar[tuple[str, ...]] = ("bottleneck",)
+
 
 @dataclass(frozen=True)
 class Throughput(ObjectiveTerm):
     """Tarnawski et al. Fig. 6: ``minimize MaxLoad >= Load_i`` over accelerators (eq. 20) and CPUs (eq. 21)."""
+
+    names: ClassVar[tuple[str, ...]] = ("throughput", "max_load")
 
 
 @dataclass(frozen=True)
 class PipeDream(ObjectiveTerm):
     """Tarnawski et al. §5.3, PipeDream schedule: ``minimize max_d (FW_d + BW_d)``."""
 
+    names: ClassVar[tuple[str, ...]] = ("pipedream",)
+
 
 @dataclass(frozen=True)
 class GPipe(ObjectiveTerm):
     """Tarnawski et al. §5.3 / App. A, GPipe schedule: ``minimize max_d FW_d + max_d BW_d`` (two epigraphs)."""
 
+    names: ClassVar[tuple[str, ...]] = ("gpipe",)
     cost_objective: ClassVar[CostObjective] = CostObjective.GPIPE
-
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        return ["device_load", "gpipe"]
-
-
-BY_NAME: dict[str, type[ObjectiveTerm]] = {
-    "bottleneck": Bottleneck, "throughput": Throughput, "max_load": Throughput,
-    "pipedream": PipeDream, "gpipe": GPipe,
-}
 
 
 def objective_named(name: str, overlap: str = "none") -> ObjectiveTerm:
-    """An objective term by its cost-model name (``throughput``, ``bottleneck``, ``pipedream``, ``gpipe``)."""
-    if name not in BY_NAME:
-        raise SpecError(f"objective {name!r} has no MIP formulation; choose from {sorted(BY_NAME)} "
-                        "(latency is scored by the cost model and the heuristics only)")
-    return BY_NAME[name](overlap=overlap)
+    """An objective term by name (``throughput``, ``bottleneck``, ``pipedream``, ``gpipe``, ...)."""
+    if name not in OBJECTIVES:
+        raise SpecError(f"objective {name!r} has no formulation; choose from {sorted(OBJECTIVES)}")
+    return OBJECTIVES[name](overlap=overlap)
+
+
+def objective_of(model: CostModel) -> ObjectiveTerm:
+    """The objective term whose cost model is ``model`` (its objective, memory mode and overlap)."""
+    for cls in dict.fromkeys(OBJECTIVES.values()):
+        term = cls(overlap=model.overlap.value)
+        mine = term.cost_model()
+        if (mine.objective, mine.memory) == (model.objective, model.memory):
+            return term
+    raise SpecError(f"objective {model.objective.value!r} with {model.memory.value} memory has no objective term; "
+                    f"choose from {sorted(OBJECTIVES)}")

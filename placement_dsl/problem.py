@@ -10,7 +10,7 @@
 ('overflow', ['acyclic', 'allowed', 'colocation', 'dag_order'])
 
 The problem layer imports no Pyomo: :func:`placement_dsl.compile.compile` turns a problem
-into a model by composing the block templates its terms name.
+into a model with a formulation, whose rule table maps each term to block templates.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import Cluster
-from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term, TemplateRef, term_from_dict
+from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term, term_from_dict
 from .errors import SpecError
 from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput, objective_named
-from .placement import Placement
+from .placement import Placement, PlacementClass
 
 PROBLEM_FORMAT = "placement_dsl.problem"
 VERSION = 1
@@ -117,17 +117,12 @@ class Problem:
         """True unless some :class:`Colocate` term asks for equalities."""
         return all(c.shared for c in self.find(Colocate))
 
-    def templates(self, formulation: str) -> list[tuple[Term, TemplateRef]]:
-        """``(term, template)`` pairs the terms name for ``formulation``, duplicates removed."""
-        out: list[tuple[Term, TemplateRef]] = []
-        seen: set[Any] = set()
-        for term in self.terms:
-            for ref in term.templates(formulation):
-                key = ref if isinstance(ref, str) else id(ref)
-                if key not in seen:
-                    seen.add(key)
-                    out.append((term, ref))
-        return out
+    def placement_class(self) -> PlacementClass:
+        """The class of placements the problem optimizes over (its structure terms)."""
+        contiguous, ordered = self.has(Contiguous), self.has(DagOrder)
+        if contiguous and ordered:
+            return PlacementClass.DP
+        return PlacementClass.CONTIGUOUS if contiguous else PlacementClass.DAG_ORDERED if ordered else PlacementClass.ALL
 
     # ------------------------------------------------------------------ cost model
     def cost_model(self) -> CostModel:

@@ -12,6 +12,7 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.io import Workload
 from placement_dsl.objectives import Bottleneck
+from placement_dsl.placement import PlacementClass
 from placement_dsl.problem import Problem, Stages
 
 
@@ -85,7 +86,11 @@ def test_bounds_command_payload() -> None:
     assert payload["upper_bound"] == pytest.approx(optimum)
     assert set(payload["ratios"]) == {"simple", "superblock", "exact"}
     assert all(r is None or 0 <= r <= 1 + 1e-9 for r in payload["ratios"].values())
-    assert payload["ratios"]["exact"] == pytest.approx(1.0)
+    # the time limit is a total budget and the run stops once the gap is closed: no level runs after the proof
+    proved = [r for r in payload["levels"] if r["bound"] is not None and r["bound"] == pytest.approx(optimum)]
+    assert proved, payload["levels"]
+    after = payload["levels"][payload["levels"].index(proved[0]) + 1:]
+    assert all(r["status"] == "skipped" and r["message"] == "gap target met" for r in after)
     assert [lv["level"] for lv in payload["levels"]] == ["simple", "superblock", "exact"]
     assert "exact" in text
 
@@ -100,10 +105,10 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
     cert = certify(problem, budget=60.0, gap=0.0)
     assert [r.level for r in cert.levels] == ["simple", "dp", "chain", "superblock", "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
-    assert cert.scope == "contiguous placements" and cert.proved_by == "throughput"
+    assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "throughput"
     by_level = {r.level: r for r in cert.levels}
-    assert by_level["dp"].scope == by_level["chain"].scope == "dag-ordered contiguous placements (DP class)"
-    assert cert.gap_in("dag-ordered contiguous placements (DP class)") == pytest.approx(0.0, abs=1e-9)
+    assert by_level["dp"].scope is by_level["chain"].scope is PlacementClass.DP
+    assert cert.gap_in(PlacementClass.DP) == pytest.approx(0.0, abs=1e-9)
     assert json.loads(json.dumps(cert.to_dict()))["bound_scope"] == "contiguous placements"
 
 
@@ -114,4 +119,4 @@ def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
-    assert cert.scope == "all placements" and cert.certified
+    assert cert.scope is PlacementClass.ALL and cert.certified

@@ -15,10 +15,11 @@ from placement_dsl.bounds import chain_data
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations.chain import LoadTarget, certified_bound, chain_problem
 from placement_dsl.objectives import PipeDream, Throughput
-from placement_dsl.placement import Placement
+from placement_dsl.placement import Placement, PlacementClass
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 
@@ -142,10 +143,11 @@ def test_windows_certify_below_the_target():
     assert certified_bound(problem, 3.0) == 3.0
 
 
-def test_load_target_is_ignored_elsewhere():
+def test_a_term_without_a_rule_is_refused_not_dropped():
+    """A load target means windows in the chain formulation; elsewhere it has no rule, which is an error."""
     problem, optimum = testing.accelerators_cpu()
-    result = solve(chain_problem(problem, optimum / 2), formulation="throughput", solver="highs", time_limit=20)
-    assert result.objective == pytest.approx(optimum)
+    with pytest.raises(SpecError, match="'throughput' has no rule for term LoadTarget"):
+        solve(chain_problem(problem, optimum / 2), formulation="throughput", solver="highs", time_limit=20)
 
 
 def test_training_pipedream_with_colocated_passes():
@@ -181,5 +183,5 @@ def test_windowed_solve_certifies_bert24_within_one_percent():
     result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=60)
     assert result.objective == pytest.approx(17.79, abs=0.005)  # Tarnawski Table 1, dp_tps
     assert result.gap <= 0.01 + 1e-9 and result.bound <= result.objective
-    assert result.status.value == "optimal" and "DP class" in result.bound_scope
+    assert result.status.value == "optimal" and result.bound_scope is PlacementClass.DP
     assert problem.evaluate(result.placement).objective == pytest.approx(result.objective)

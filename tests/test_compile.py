@@ -30,7 +30,7 @@ def warm_objective(c: Compiled, placement) -> float:
 def test_model_contract():
     problem, _ = chain()
     c = compile(problem)
-    assert isinstance(c.model, pyo.ConcreteModel) and c.formulation == "exact"
+    assert isinstance(c.model, pyo.ConcreteModel) and c.formulation.name == "exact"
     goals = list(c.model.component_data_objects(pyo.Objective, active=True))
     assert len(goals) == 1 and goals[0].sense == pyo.minimize
     assert set(c.terms) == {b.local_name for b in c.model.component_objects(pyo.Block, descend_into=False)}

@@ -11,7 +11,7 @@ from placement_dsl.cluster import Cluster, Device
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
 from placement_dsl.errors import InfeasibleError, SpecError
-from placement_dsl.formulations import FORMULATIONS, RELAXATIONS, GuessedBlock
+from placement_dsl.formulations import RELAXATIONS, GuessedBlock, Kind, of_kind
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, PipeDream, Throughput
 from placement_dsl.problem import Problem, Stages
@@ -73,7 +73,7 @@ def test_superblock_on_a_chain_sees_the_cut() -> None:
 
 def test_registered() -> None:
     assert set(RELAXATIONS) == {"superblock", "guess", "no-dag", "no-cut-io"}
-    assert not set(RELAXATIONS) & set(FORMULATIONS)  # their optima are bounds, not the problem's optima
+    assert set(RELAXATIONS) == set(of_kind(Kind.RELAXATION))  # their optima are bounds, not the problem's optima
 
 
 def test_mixed_stages_are_refused() -> None:
@@ -159,12 +159,12 @@ def test_tarnawski_cpu_load_counts() -> None:
 def test_certify_runs_the_superblock_levels_on_tarnawski_problems() -> None:
     """Without DagOrder the superblock levels bound all placements; guess reports its best LB_j."""
     from placement_dsl.certify import certify
-    from placement_dsl.result import ALL
+    from placement_dsl.placement import PlacementClass
     from placement_dsl.testing import accelerators_cpu
 
     problem, optimum = accelerators_cpu()
     cert = certify(problem, budget=20, levels=("no-cut-io", "superblock", "guess"), gap=0.0, stop_at_gap=False)
     rows = {r.level: r for r in cert.levels}
-    assert all(r.scope == ALL and r.bound is not None for r in rows.values())
+    assert all(r.scope is PlacementClass.ALL and r.bound is not None for r in rows.values())
     assert all(r.bound <= optimum * (1 + SLACK) for r in rows.values())
     assert rows["guess"].bound == pytest.approx(optimum)

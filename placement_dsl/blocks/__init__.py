@@ -16,21 +16,26 @@ block name         template                                        paper
 ``gpipe``          :class:`GPipeObjective`                          Tarnawski §5.3, App. A
 =================  ==============================================  =========================
 
-A new template subclasses :class:`BlockTemplate` and is registered with :func:`register`.
+A new template subclasses :class:`BlockTemplate`, declares the links it ``provides`` and ``needs``
+(:class:`AssignmentLink`, :class:`TransferLink`, :class:`LoadLink`, ...) and is listed in the library with
+:func:`register` (keyed by class); formulations map problem terms to templates
+(:mod:`placement_dsl.formulations`).
 """
 from .assignment import Assignment, Colocation, OrderedAssignment, PinOps
-from .base import (ASSIGN, COST, CUT, LOAD, OBJECTIVE, STRUCTURE, TEMPLATES, BlockTemplate, Context, Scale, Warm,
-                   register, resolve)
-from .chain import AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, PositionWindows
+from .base import (TEMPLATES, AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, OverflowLink,
+                   Scale, Stage, TransferLink, Warm, build_order, register)
+from .chain import (AncestorCuts, ChainAssignment, ChainLink, ChainOrder, ChainTensorCut, CpuGaps, CpuGapsLink,
+                    PositionWindows)
 from .load import DeviceLoad, MemoryCapacity, OverflowCost
 from .objective import GPipeObjective, MaxLoad
 from .order import Contiguity, DagOrderBlock
+from .superblock import HostSuperblocks, NoTransfer, SuperblockLoad, Superblocks
 from .transfer import TensorCut
 
 __all__ = [
-    "ASSIGN", "COST", "CUT", "LOAD", "OBJECTIVE", "STRUCTURE", "TEMPLATES", "AncestorCuts", "Assignment",
-    "BlockTemplate", "ChainAssignment", "ChainOrder", "ChainTensorCut", "CpuGaps", "PositionWindows",
-    "Colocation", "Context", "Contiguity", "DagOrderBlock", "DeviceLoad", "GPipeObjective", "MaxLoad",
-    "MemoryCapacity", "OrderedAssignment", "OverflowCost", "PinOps", "Scale", "TensorCut", "Warm", "register",
-    "resolve",
+    "TEMPLATES", "AncestorCuts", "Assignment", "AssignmentLink", "BlockTemplate", "BottleneckLink",
+    "ChainAssignment", "ChainLink", "ChainOrder", "ChainTensorCut", "Colocation", "Context", "Contiguity", "CpuGaps",
+    "CpuGapsLink", "DagOrderBlock", "DeviceLoad", "GPipeObjective", "HostSuperblocks", "Link", "LoadLink", "MaxLoad",
+    "MemoryCapacity", "NoTransfer", "OrderedAssignment", "OverflowCost", "OverflowLink", "PinOps", "PositionWindows",
+    "Scale", "Stage", "SuperblockLoad", "Superblocks", "TensorCut", "TransferLink", "Warm", "build_order", "register",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..errors import InfeasibleError
-from .base import ASSIGN, STRUCTURE, BlockTemplate, Context, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
 
 
 def _pairs(ctx: Context) -> list[tuple[str, str]]:
@@ -33,7 +33,9 @@ class Assignment(BlockTemplate):
     """One-hot assignment: ``x_{ud} in {0,1}``, ``sum_d x_{ud} = 1`` for every unit ``u``."""
 
     name = "assignment"
-    phase = ASSIGN
+    stage = Stage.ASSIGN
+    provides = (AssignmentLink,)
+    needs = ()
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         blk.units = pyo.Set(initialize=[ctx.ops[u] for u in ctx.units], doc="assignment units (ops or groups)")
@@ -50,19 +52,21 @@ class Assignment(BlockTemplate):
             u = ctx.unit[v]
             return blk.x[ops[u], devs[d]] if ctx.unit_allowed[u, d] else 0
 
-        ctx.x = x
-        ctx.y = lambda v, b: sum(x(v, d) for d in range(b + 1))
+        ctx.provide(AssignmentLink(x=x, y=lambda v, b: sum(x(v, d) for d in range(b + 1))), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         for (u, d), var in blk.x.items():
             yield var, float(warm.assign[ctx.graph.index[u]] == ctx.cluster.index[d])
 
 
+@register
 class OrderedAssignment(BlockTemplate):
     """Archer et al. Fig. 3: ``y_{ub} in {0,1}`` nondecreasing in ``b``, ``y_{u,last} = 1``; ``x`` by eq. (11)."""
 
     name = "assignment"
-    phase = ASSIGN
+    stage = Stage.ASSIGN
+    provides = (AssignmentLink,)
+    needs = ()
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         D, last = ctx.D, ctx.devices[-1]
@@ -85,8 +89,8 @@ class OrderedAssignment(BlockTemplate):
         blk.forbidden = pyo.Constraint(
             pyo.Set(dimen=2, initialize=forbidden), rule=lambda b, u, d: x(ctx.graph.index[u], ctx.cluster.index[d]) == 0,
             doc="x[u, b] = 0 where unit u may not run on device b (allowed kinds)")
-        ctx.x = lambda v, b: x(v, b) if ctx.unit_allowed[ctx.unit[v], b] else 0
-        ctx.y = lambda v, b: blk.y[ops[ctx.unit[v]], devs[b]]
+        ctx.provide(AssignmentLink(x=lambda v, b: x(v, b) if ctx.unit_allowed[ctx.unit[v], b] else 0,
+                                   y=lambda v, b: blk.y[ops[ctx.unit[v]], devs[b]]), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         for (u, d), var in blk.y.items():
@@ -98,7 +102,6 @@ class PinOps(BlockTemplate):
     """Pins: ``x_{v, d(v)} = 1`` for every pinned op ``v``."""
 
     name = "pin"
-    phase = STRUCTURE
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         for v, d in ctx.pins.items():
@@ -118,7 +121,6 @@ class Colocation(BlockTemplate):
     """Colocation by equalities: ``x_{vd} = x_{rd}`` for each op ``v`` of a group with representative ``r``."""
 
     name = "colocation"
-    phase = STRUCTURE
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         g = ctx.graph

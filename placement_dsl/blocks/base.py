@@ -10,9 +10,10 @@ well conditioned; ``model objective * scale.time`` is in cost-model units.
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import pyomo.environ as pyo
@@ -22,9 +23,72 @@ from ..errors import InfeasibleError, SpecError
 if TYPE_CHECKING:
     from ..problem import Problem
 
-# build order of the phases: assignment first, objective last
-ASSIGN, STRUCTURE, CUT, COST, LOAD, OBJECTIVE = 0, 10, 20, 30, 40, 50
 PASSES = ("forward", "backward")
+L = TypeVar("L", bound="Link")
+T = TypeVar("T", bound="BlockTemplate")
+
+
+class Stage(enum.IntEnum):
+    """Where a block sits in the model's reading order (variables, structure, costs, objective).
+
+    Only a layout convention, like the rows of a paper's figure: which block is built before
+    which is decided by the links templates provide and need (:func:`build_order`); among
+    blocks that are ready, the lower stage comes first, then the formulation's own order.
+    """
+
+    ASSIGN = 0
+    STRUCTURE = 10
+    CUT = 20
+    COST = 30
+    LOAD = 40
+    OBJECTIVE = 50
+
+
+# ---------------------------------------------------------------------------- links
+class Link:
+    """Base of the typed links between blocks: what one template provides and others need.
+
+    A link is a small frozen dataclass of expressions (or callables returning expressions)
+    a template exposes, like a Pyomo ``network`` Port. :meth:`Context.provide` records it
+    once — a second provider of the same link is an error, never an overwrite.
+    """
+
+
+@dataclass(frozen=True)
+class AssignmentLink(Link):
+    """``x(v, d)``: op ``v`` runs on device ``d``; ``y(v, b)``: op ``v`` runs on device ``b`` or an earlier one."""
+
+    x: Callable[[int, int], Any]
+    y: Callable[[int, int], Any]
+
+
+@dataclass(frozen=True)
+class TransferLink(Link):
+    """``comm(d, pass, which)``: transfer time of device ``d``'s tensors of a pass, ``which`` in/out/both."""
+
+    comm: Callable[[int, str, str], Any]
+
+
+@dataclass(frozen=True)
+class OverflowLink(Link):
+    """``overflow(d)``: time to stream device ``d``'s bytes beyond its memory (Archer eq. (2))."""
+
+    overflow: Callable[[int], Any]
+
+
+@dataclass(frozen=True)
+class LoadLink(Link):
+    """``device_cost[d, pass, part]`` expressions and the ``parts`` whose maximum is a device's load."""
+
+    device_cost: Any
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BottleneckLink(Link):
+    """The epigraph variable that the objective bounds every device's load by (scaled time)."""
+
+    bottleneck: Any
 
 
 @dataclass(frozen=True)
@@ -80,12 +144,47 @@ class Context:
         self.units = np.unique(self.unit)
         self.unit_allowed = self._unit_allowed()
         self.pins = {g.index[o]: c.index[d] for o, d in problem.pins.items()}
-        self.blocks: dict[str, pyo.Block] = {}
-        # links filled by templates
-        self.x: Callable[[int, int], Any] = _missing("an assignment template")
-        self.y: Callable[[int, int], Any] = _missing("an assignment template")
-        self.comm_expr: Callable[[int, str, str], Any] = _missing("a tensor_cut template")
-        self.overflow_expr: Callable[[int], Any] = lambda d: 0.0
+        self.views: dict[str, Any] = {}  # derived data templates share (e.g. the chain view), built once per model
+        self._links: dict[type[Link], tuple[Link, str]] = {}
+
+    # ------------------------------------------------------------------ links
+    def provide(self, link: Link, by: str = "") -> None:
+        """Record ``link`` (a template calls this from ``build``); a second provider is an error."""
+        kind = type(link)
+        if kind in self._links:
+            raise SpecError(f"formulation: {by or 'a template'} provides {kind.__name__}, which "
+                            f"{self._links[kind][1] or 'another template'} already provides; keep one of them")
+        self._links[kind] = (link, by)
+
+    def link(self, kind: type[L]) -> L:
+        """The link of type ``kind``; :class:`SpecError` when no template of the model provides it."""
+        if kind not in self._links:
+            raise SpecError(f"formulation: {kind.__name__} is needed but no template provides it; "
+                            "add a template that does (see BlockTemplate.provides)")
+        return self._links[kind][0]  # type: ignore[return-value]
+
+    def has(self, kind: type[Link]) -> bool:
+        return kind in self._links
+
+    def view(self, key: str, factory: Callable[[], Any]) -> Any:
+        """Derived data shared by several templates of one model, computed on first use."""
+        if key not in self.views:
+            self.views[key] = factory()
+        return self.views[key]
+
+    # the links most templates read, by their usual names
+    def x(self, v: int, d: int) -> Any:
+        return self.link(AssignmentLink).x(v, d)
+
+    def y(self, v: int, b: int) -> Any:
+        return self.link(AssignmentLink).y(v, b)
+
+    def comm_expr(self, d: int, p: str, which: str) -> Any:
+        return self.link(TransferLink).comm(d, p, which)
+
+    def overflow_expr(self, d: int) -> Any:
+        """Overflow time of device ``d``: 0 unless an overflow template provides it."""
+        return self.link(OverflowLink).overflow(d) if self.has(OverflowLink) else 0.0
 
     def _unit_allowed(self) -> np.ndarray:
         ok = np.ones((self.n, self.D), dtype=bool)
@@ -114,11 +213,6 @@ class Context:
         keep = self.unit[g.src] != self.unit[g.dst]
         return list(zip(g.src[keep].tolist(), g.dst[keep].tolist()))
 
-    def block(self, name: str) -> pyo.Block:
-        if name not in self.blocks:
-            raise SpecError(f"formulation: block {name!r} is needed but was not built; add its template")
-        return self.blocks[name]
-
 
 def _memory_scale(problem: Problem) -> float:
     cap = problem.cluster.memory
@@ -127,12 +221,6 @@ def _memory_scale(problem: Problem) -> float:
         return float(finite.max())
     total = float((problem.graph.param_bytes + problem.graph.activation_bytes).sum())
     return total if total > 0 else 1.0
-
-
-def _missing(what: str) -> Callable[..., Any]:
-    def fail(*_: Any) -> Any:
-        raise SpecError(f"formulation: this template needs {what} built before it")
-    return fail
 
 
 class Warm:
@@ -173,12 +261,16 @@ class Warm:
 class BlockTemplate:
     """A reusable recipe adding documented components to a block.
 
-    Subclasses set ``name`` (the default block name), ``phase`` (build order) and ``doc``
-    and implement :meth:`build` and :meth:`values`.
+    Subclasses set ``name`` (the block's name), ``stage`` (reading order), the links they
+    ``provides`` / ``needs`` / ``uses`` (optional: built after its provider when one is
+    present) and implement :meth:`build` and :meth:`values`.
     """
 
     name: ClassVar[str] = ""
-    phase: ClassVar[int] = STRUCTURE
+    stage: ClassVar[Stage] = Stage.STRUCTURE
+    provides: ClassVar[tuple[type[Link], ...]] = ()
+    needs: ClassVar[tuple[type[Link], ...]] = (AssignmentLink,)
+    uses: ClassVar[tuple[type[Link], ...]] = ()
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         raise NotImplementedError
@@ -195,39 +287,52 @@ class BlockTemplate:
         return f"{type(self).__name__}()"
 
 
-TEMPLATES: dict[str, Callable[..., BlockTemplate]] = {}
+TEMPLATES: dict[type[BlockTemplate], str] = {}
 
 
-def register(cls: type[BlockTemplate]) -> type[BlockTemplate]:
-    """Class decorator: make a template available by its ``name`` to terms and formulations."""
+def register(cls: type[T]) -> type[T]:
+    """Class decorator: list a template in the library (:data:`TEMPLATES`, keyed by class).
+
+    Registered templates are covered by the conformance checks of
+    :mod:`placement_dsl.testing` without a test of their own.
+    """
     if not cls.name:
-        raise SpecError(f"template {cls.__name__} needs a name")
-    TEMPLATES[cls.name] = cls
+        raise SpecError(f"template {cls.__name__} needs a block name")
+    TEMPLATES[cls] = cls.name
     return cls
 
 
-def resolve(ref: Any) -> BlockTemplate:
-    """A template from a name, a ``(name, options)`` pair or a template object."""
-    if isinstance(ref, BlockTemplate):
-        return ref
-    name, options = (ref, {}) if isinstance(ref, str) else ref
-    if name not in TEMPLATES:
-        raise SpecError(f"unknown block template {name!r}; known templates are {sorted(TEMPLATES)}")
-    return TEMPLATES[name](**options)
+def build_order(templates: list[BlockTemplate]) -> list[BlockTemplate]:
+    """Templates ordered so that every link is provided before it is needed or used.
+
+    Kahn's algorithm over the provides/needs/uses links; among ready templates the lower
+    :class:`Stage` comes first, then the given order. A needed link that no template
+    provides, or a cycle, is a :class:`SpecError` naming the templates.
+    """
+    providers = {}
+    for i, t in enumerate(templates):
+        for kind in t.provides:
+            providers.setdefault(kind, i)
+    for t in templates:
+        missing = [k.__name__ for k in t.needs if k not in providers]
+        if missing:
+            raise SpecError(f"formulation: template {t!r} needs {missing}, which no template of the formulation "
+                            "provides; add the template that provides it")
+    deps = [{providers[k] for k in (*t.needs, *t.uses) if k in providers} - {i} for i, t in enumerate(templates)]
+    done: list[int] = []
+    ready = [i for i, d in enumerate(deps) if not d]
+    while ready:
+        i = min(ready, key=lambda j: (templates[j].stage, j))
+        ready.remove(i)
+        done.append(i)
+        ready.extend(j for j, d in enumerate(deps) if j not in done and j not in ready and d <= set(done))
+    if len(done) < len(templates):
+        stuck = [repr(templates[i]) for i in range(len(templates)) if i not in done]
+        raise SpecError(f"formulation: templates {stuck} need links from one another in a cycle")
+    return [templates[i] for i in done]
 
 
 def indexed_values(component: Any, values: Any) -> Iterator[tuple[Any, float]]:
     """Pair each index of ``component`` with ``values(index)``."""
     for index in component:
         yield component[index], float(values(index))
-
-
-@dataclass
-class Built:
-    """One built block: the template, the term it realizes (None for a formulation's skeleton)."""
-
-    block: pyo.Block
-    template: BlockTemplate
-    term: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-

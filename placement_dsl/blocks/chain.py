@@ -19,7 +19,6 @@ memory, pin and objective templates apply unchanged.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,14 +26,31 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from ..bounds.combinatorial import ChainData, chain_data
 from ..errors import SpecError
-from .base import ASSIGN, OBJECTIVE, STRUCTURE, BlockTemplate, Context, Warm, register
+from ..structure import ChainData, chain_data
+from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, Stage, Warm, register
 from .transfer import TensorCut
 
-CHAIN_ASSIGN = ASSIGN + 1  # after the CPU gaps
-WINDOW = STRUCTURE + 5
-ANCESTOR_CUTS = OBJECTIVE + 5  # after the objective's epigraph variable exists
+
+
+@dataclass(frozen=True)
+class CpuGapsLink(Link):
+    """The CPU-gap variables of :class:`CpuGaps`: ``xc[g, j, b]`` and ``gamma[j, b]`` over ``groups``, ``cpus``, ``gaps``."""
+
+    xc: Any
+    gamma: Any
+    groups: Any
+    cpus: Any
+    gaps: Any
+
+
+@dataclass(frozen=True)
+class ChainLink(Link):
+    """The cumulative slots of :class:`ChainAssignment`: ``Y[g, b]`` and ``xa[g, b]`` over ``positions``."""
+
+    Y: Any
+    xa: Any
+    positions: Any
 
 
 @dataclass(frozen=True)
@@ -62,22 +78,20 @@ class ChainView:
         return len(self.cpu)
 
 
-_VIEWS: weakref.WeakKeyDictionary[Context, ChainView] = weakref.WeakKeyDictionary()
-
-
 def chain_view(ctx: Context) -> ChainView:
-    """The (cached) :class:`ChainView` of ``ctx``; raises when the chain class does not apply."""
-    if ctx not in _VIEWS:
-        if not ctx.shared:
-            raise SpecError("chain formulation: colocation groups must share variables; "
-                            "use Colocate(..., shared=True)")
-        data = chain_data(ctx.graph, ctx.cluster)
-        tau, tau_cpu = data.tau()
-        names = [ctx.ops[u] for u in ctx.units]
-        host = ctx.cluster.host
-        _VIEWS[ctx] = ChainView(data, names, np.flatnonzero(~host), np.flatnonzero(host),
-                                tau / ctx.scale.time, tau_cpu / ctx.scale.time)
-    return _VIEWS[ctx]
+    """The :class:`ChainView` of ``ctx`` (computed once per model); raises when the chain class does not apply."""
+    return ctx.view("chain", lambda: _chain_view(ctx))
+
+
+def _chain_view(ctx: Context) -> ChainView:
+    if not ctx.shared:
+        raise SpecError("chain formulation: colocation groups must share variables; use Colocate(..., shared=True)")
+    data = chain_data(ctx.graph, ctx.cluster)
+    tau, tau_cpu = data.tau()
+    names = [ctx.ops[u] for u in ctx.units]
+    host = ctx.cluster.host
+    return ChainView(data, names, np.flatnonzero(~host), np.flatnonzero(host),
+                     tau / ctx.scale.time, tau_cpu / ctx.scale.time)
 
 
 def warm_slots(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +138,9 @@ class CpuGaps(BlockTemplate):
     """
 
     name = "cpu_gaps"
-    phase = ASSIGN
+    stage = Stage.ASSIGN
+    provides = (CpuGapsLink,)
+    needs = ()
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         view = chain_view(ctx)
@@ -143,6 +159,7 @@ class CpuGaps(BlockTemplate):
         blk.in_gap = pyo.Constraint(blk.groups, blk.cpus, blk.gaps,
                                     rule=lambda b, g, j, t: b.xc[g, j, t] <= b.gamma[j, t],
                                     doc="a group is on CPU j in gap b only if CPU j sits in gap b")
+        ctx.provide(CpuGapsLink(blk.xc, blk.gamma, blk.groups, blk.cpus, blk.gaps), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         view = chain_view(ctx)
@@ -158,6 +175,7 @@ class CpuGaps(BlockTemplate):
 
 
 # ---------------------------------------------------------------------------- assignment
+@register
 class ChainAssignment(BlockTemplate):
     """Cumulative slots over the accelerator sequence (recipe row 1).
 
@@ -172,10 +190,12 @@ class ChainAssignment(BlockTemplate):
     """
 
     name = "assignment"
-    phase = CHAIN_ASSIGN
+    stage = Stage.ASSIGN
+    provides = (AssignmentLink, ChainLink)
+    needs = (CpuGapsLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        view, gaps = chain_view(ctx), ctx.block("cpu_gaps")
+        view, gaps = chain_view(ctx), ctx.link(CpuGapsLink)
         k = view.k
         blk.positions = pyo.RangeSet(1, k, doc="accelerator positions b = 1..k (cluster order)")
         blk.Y = pyo.Var(gaps.groups, blk.positions, domain=pyo.Binary,
@@ -200,7 +220,7 @@ class ChainAssignment(BlockTemplate):
         self._link(blk, gaps, ctx, view)
 
     @staticmethod
-    def _link(blk: pyo.Block, gaps: pyo.Block, ctx: Context, view: ChainView) -> None:
+    def _link(blk: pyo.Block, gaps: CpuGapsLink, ctx: Context, view: ChainView) -> None:
         where = {int(d): ("acc", b + 1) for b, d in enumerate(view.acc)}
         where.update({int(d): ("cpu", ctx.devices[d]) for d in view.cpu})
         group_of = {u: view.names[i] for i, u in enumerate(ctx.units.tolist())}
@@ -212,7 +232,13 @@ class ChainAssignment(BlockTemplate):
                 return blk.xa[g, key]
             return sum(gaps.xc[g, key, t] for t in gaps.gaps)
 
-        ctx.x = x
+        def y(v: int, b: int) -> Any:
+            raise SpecError("chain formulation: y (device b or earlier in cluster order) is undefined; the chain's "
+                            "order is over slots (Y), so templates of cluster order (dag_order, Archer's cut) "
+                            "do not apply")
+
+        ctx.provide(AssignmentLink(x=x, y=y), by="ChainAssignment()")
+        ctx.provide(ChainLink(blk.Y, blk.xa, blk.positions), by="ChainAssignment()")
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         view = chain_view(ctx)
@@ -239,10 +265,10 @@ class ChainOrder(BlockTemplate):
     """
 
     name = "dag_order"
-    phase = STRUCTURE
+    needs = (ChainLink, CpuGapsLink)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        view, gaps, asg = chain_view(ctx), ctx.block("cpu_gaps"), ctx.block("assignment")
+        view, gaps, asg = chain_view(ctx), ctx.link(CpuGapsLink), ctx.link(ChainLink)
         names = view.names
         edges = [(names[u], names[v]) for u, v in view.data.chain_edges.tolist()]
         blk.forward_edges = pyo.Set(dimen=2, initialize=edges, doc="forward edges between groups (u, v)")
@@ -266,6 +292,7 @@ class ChainOrder(BlockTemplate):
 
 
 # ---------------------------------------------------------------------------- tensor cut
+@register
 class ChainTensorCut(TensorCut):
     """``CommIn``/``CommOut`` over the chain's ``xa`` (recipe row 5, Tarnawski eq. (15)-(19)).
 
@@ -275,6 +302,8 @@ class ChainTensorCut(TensorCut):
     accelerator ``b`` means ``v`` is on it too. Stronger than ``- xa[v, b]`` and still valid.
     """
 
+    needs = (AssignmentLink, ChainLink)
+
     def __init__(self) -> None:
         super().__init__(form="commio")
 
@@ -282,7 +311,7 @@ class ChainTensorCut(TensorCut):
         return "ChainTensorCut()"
 
     def _constraints(self, blk: pyo.Block, ctx: Context, var_in: Any, var_out: Any) -> None:
-        view, asg = chain_view(ctx), ctx.block("assignment")
+        view, asg = chain_view(ctx), ctx.link(ChainLink)
         idx, dev, x = ctx.graph.index, ctx.cluster.index, ctx.x
         group = {u: view.names[i] for i, u in enumerate(ctx.units.tolist())}
         forward = {(view.names[u], view.names[v]) for u, v in view.data.chain_edges.tolist()}
@@ -313,11 +342,12 @@ class AncestorCuts(BlockTemplate):
     """
 
     name = "ancestor_cuts"
-    phase = ANCESTOR_CUTS
+    stage = Stage.OBJECTIVE
+    needs = (ChainLink, CpuGapsLink, BottleneckLink)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        view, gaps, asg = chain_view(ctx), ctx.block("cpu_gaps"), ctx.block("assignment")
-        T = ctx.block("max_load").bottleneck
+        view, gaps, asg = chain_view(ctx), ctx.link(CpuGapsLink), ctx.link(ChainLink)
+        T = ctx.link(BottleneckLink).bottleneck
         pos = {name: g for g, name in enumerate(view.names)}
 
         def floor(g: str) -> Any:
@@ -338,7 +368,7 @@ class AncestorCuts(BlockTemplate):
 
 def _add_windows(blk: pyo.Block, ctx: Context, view: ChainView, target: float, prefix: str, why: str) -> None:
     """``xa[g, b] = 0`` where ``tau[g, b] > target`` and ``xc[g, j, b] = 0`` where ``tau_cpu[g, b] > target``."""
-    gaps, asg = ctx.block("cpu_gaps"), ctx.block("assignment")
+    gaps, asg = ctx.link(CpuGapsLink), ctx.link(ChainLink)
     slack = 1e-9 * max(1.0, abs(target)) if math.isfinite(target) else 0.0
     acc = [(view.names[g], t + 1) for g, t in zip(*np.nonzero(view.tau > target + slack))]
     cpu = [(view.names[g], j, t + 1) for g, t in zip(*np.nonzero(view.tau_cpu > target + slack)) for j in gaps.cpus]
@@ -361,7 +391,7 @@ class PositionWindows(BlockTemplate):
     """
 
     name = "position_windows"
-    phase = WINDOW
+    needs = (ChainLink, CpuGapsLink)
 
     def __init__(self, target: float):
         if not target > 0:

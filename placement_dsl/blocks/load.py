@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from .base import COST, LOAD, BlockTemplate, Context, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, LoadLink, OverflowLink, Stage, TransferLink, Warm, register
 
 PARTS = {"none": ("total",), "half": ("compute", "comm"), "full": ("compute", "in", "out")}
 
@@ -37,7 +37,7 @@ class MemoryCapacity(BlockTemplate):
     """Hard capacity (Tarnawski eq. (3)): ``sum_v (param_v + act_v) x_{vd} <= M_d``."""
 
     name = "memory"
-    phase = COST
+    stage = Stage.COST
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         blk.capacity = pyo.Constraint([ctx.devices[d] for d in _tight(ctx)],
@@ -54,7 +54,8 @@ class OverflowCost(BlockTemplate):
     """Archer eq. (2) linearized: ``overflow_d >= (sum_v (param_v + act_v) x_{vd} - M_d) / B_d``, ``>= 0``."""
 
     name = "overflow"
-    phase = COST
+    stage = Stage.COST
+    provides = (OverflowLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         devs = [d for d in _tight(ctx) if ctx.overflow_rate[d] > 0]
@@ -67,7 +68,8 @@ class OverflowCost(BlockTemplate):
             * (_memory_expr(ctx, dev[d]) - float(ctx.capacity[dev[d]])),
             doc="overflow is at least the excess bytes over the bandwidth")
         names = set(blk.overflow.index_set())
-        ctx.overflow_expr = lambda d: blk.overflow[ctx.devices[d]] if ctx.devices[d] in names else 0.0
+        ctx.provide(OverflowLink(lambda d: blk.overflow[ctx.devices[d]] if ctx.devices[d] in names else 0.0),
+                    by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         over = warm.overflow()
@@ -90,7 +92,10 @@ class DeviceLoad(BlockTemplate):
     """Per-device cost parts ``device_cost[d, pass, part]`` (pass ``total``, and ``forward``/``backward`` in training)."""
 
     name = "device_load"
-    phase = LOAD
+    stage = Stage.LOAD
+    provides = (LoadLink,)
+    needs = (AssignmentLink, TransferLink)
+    uses = (OverflowLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         dev = ctx.cluster.index
@@ -101,6 +106,7 @@ class DeviceLoad(BlockTemplate):
         blk.device_cost = pyo.Expression(
             ctx.devices, blk.passes, blk.parts, rule=lambda b, d, p, part: self._parts(b, ctx, d, p)[part],
             doc="part of device d's load in pass p; the load is the max over parts (sum when no overlap)")
+        ctx.provide(LoadLink(blk.device_cost, tuple(blk.parts)), by=repr(self))
 
     @staticmethod
     def passes(ctx: Context) -> list[str]:
@@ -133,7 +139,7 @@ def warm_parts(ctx: Context, warm: Warm, p: str) -> np.ndarray:
     compute = sum(warm.compute(q) for q in passes)
     tin = sum(warm.transfer(q, "in") for q in passes)
     tout = sum(warm.transfer(q, "out") for q in passes)
-    has_overflow = "overflow" in ctx.blocks
+    has_overflow = ctx.has(OverflowLink)
     extra = warm.overflow() if has_overflow and p in ("total", "forward") else np.zeros(ctx.D)
     parts = load_parts(ctx.overlap, compute, tin, tout, extra)
     return np.column_stack([parts[k] for k in PARTS[ctx.overlap]])

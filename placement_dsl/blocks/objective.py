@@ -6,12 +6,12 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from .base import OBJECTIVE, BlockTemplate, Context, Warm, register
+from .base import BlockTemplate, BottleneckLink, Context, LoadLink, Stage, Warm, register
 from .load import warm_parts
 
 
 def _bound_all(blk: pyo.Block, ctx: Context, var: Any, p: str, name: str, doc: str) -> None:
-    load = ctx.block("device_load")
+    load = ctx.link(LoadLink)
     costs = load.device_cost
     rows = [(d, part) for d in ctx.devices for part in load.parts]
     blk.add_component(name, pyo.Constraint(pyo.Set(dimen=2, initialize=rows),
@@ -23,13 +23,16 @@ class MaxLoad(BlockTemplate):
     """``minimize bottleneck`` with ``bottleneck >= device_cost[d, total, part]`` (Archer eq. (5)-(6); Tarnawski Fig. 6)."""
 
     name = "max_load"
-    phase = OBJECTIVE
+    stage = Stage.OBJECTIVE
+    provides = (BottleneckLink,)
+    needs = (LoadLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         blk.bottleneck = pyo.Var(domain=pyo.NonNegativeReals, doc="the largest device load (scaled time)")
         _bound_all(blk, ctx, blk.bottleneck, "total", "bottleneck_bound",
                    "bottleneck is at least every part of every device's load")
         blk.goal = pyo.Objective(expr=blk.bottleneck, sense=pyo.minimize, doc="minimize the bottleneck load")
+        ctx.provide(BottleneckLink(blk.bottleneck), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         yield blk.bottleneck, float(warm_parts(ctx, warm, "total").max(initial=0.0))
@@ -40,7 +43,8 @@ class GPipeObjective(BlockTemplate):
     """GPipe (Tarnawski §5.3, App. A): ``minimize fw_bottleneck + bw_bottleneck``, each bounding its pass's loads."""
 
     name = "gpipe"
-    phase = OBJECTIVE
+    stage = Stage.OBJECTIVE
+    needs = (LoadLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         blk.fw_bottleneck = pyo.Var(domain=pyo.NonNegativeReals, doc="max_d FW_d (scaled time)")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from .base import STRUCTURE, BlockTemplate, Context, Warm, register
+from .base import BlockTemplate, Context, Warm, register
 
 
 @register
@@ -21,7 +21,6 @@ class DagOrderBlock(BlockTemplate):
     """
 
     name = "dag_order"
-    phase = STRUCTURE
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         pairs = sorted({(int(ctx.unit[u]), int(ctx.unit[v])) for u, v in ctx.cross_edges()})
@@ -68,7 +67,6 @@ class Contiguity(BlockTemplate):
     """
 
     name = "contiguity"
-    phase = STRUCTURE
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         labels = [(d, p) for d in range(ctx.D) for p in ctx.passes

@@ -28,7 +28,7 @@ import pyomo.environ as pyo
 from ..cluster import Cluster
 from ..errors import SpecError
 from .assignment import Assignment, OrderedAssignment
-from .base import CUT, OBJECTIVE, BlockTemplate, Context, Warm
+from .base import BlockTemplate, BottleneckLink, Context, LoadLink, Stage, TransferLink, Warm, register
 
 NAMES = ("first", "middle", "last")
 
@@ -83,6 +83,7 @@ def _narrow(ctx: Context, capacity: tuple[float, float, float]) -> None:
     ctx.capacity = np.asarray(capacity, dtype=float)
 
 
+@register
 class Superblocks(OrderedAssignment):
     """Three superblocks in DAG order with ``sum_v work(v) x_{v,middle} >= L`` (Archer eq. 14).
 
@@ -127,6 +128,7 @@ class Superblocks(OrderedAssignment):
                         "their variables; solve them without a warm start")
 
 
+@register
 class HostSuperblocks(Assignment):
     """Three accelerator superblocks and the CPUs, one-hot and unordered (Tarnawski's throughput setting).
 
@@ -205,14 +207,16 @@ class HostSuperblocks(Assignment):
                         "solve them without a warm start")
 
 
+@register
 class NoTransfer(BlockTemplate):
     """No tensor-cut cost: ``in = out = 0`` on every device (the "no-cut-io" relaxation of Archer et al.)."""
 
     name = "tensor_cut"
-    phase = CUT
+    stage = Stage.CUT
+    provides = (TransferLink,)
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        ctx.comm_expr = lambda d, p, which: 0.0
+        ctx.provide(TransferLink(lambda d, p, which: 0.0), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         return iter(())
@@ -221,6 +225,7 @@ class NoTransfer(BlockTemplate):
         return "NoTransfer()"
 
 
+@register
 class SuperblockLoad(BlockTemplate):
     """``minimize bottleneck`` with ``bottleneck >= weight_s * device_cost[s, total, part]`` per superblock ``s``.
 
@@ -231,7 +236,9 @@ class SuperblockLoad(BlockTemplate):
     """
 
     name = "max_load"
-    phase = OBJECTIVE
+    stage = Stage.OBJECTIVE
+    provides = (BottleneckLink,)
+    needs = (LoadLink,)
 
     def __init__(self, weights: tuple[float, float, float] = (0.0, 1.0, 0.0)):
         self.weights = weights
@@ -240,7 +247,7 @@ class SuperblockLoad(BlockTemplate):
         return f"SuperblockLoad(weights={self.weights})"
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        load = ctx.block("device_load")
+        load = ctx.link(LoadLink)
         blk.bottleneck = pyo.Var(domain=pyo.NonNegativeReals, doc="the bottleneck the superblocks imply (scaled)")
         weight = {d: 1.0 for d in ctx.devices} | dict(zip(NAMES, self.weights))
         rows = [(s, part) for s in ctx.devices if weight[s] > 0 for part in load.parts]
@@ -249,6 +256,7 @@ class SuperblockLoad(BlockTemplate):
             rule=lambda b, s, part: b.bottleneck >= weight[s] * load.device_cost[s, "total", part],
             doc="bottleneck is at least the middle block's load and the superblocks' average loads")
         blk.goal = pyo.Objective(expr=blk.bottleneck, sense=pyo.minimize, doc="minimize the implied bottleneck")
+        ctx.provide(BottleneckLink(blk.bottleneck), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         raise SpecError("superblock models are relaxations; solve them without a warm start")

@@ -13,7 +13,7 @@ Forms
     With ``merged=True`` one ``c_{ub}`` holds both (a tensor either enters or leaves a
     block); the full-duplex overlap needs them apart.
 
-``ctx.comm_expr(d, pass, which)`` is the transfer time of device ``d``'s tensors of a pass
+The :class:`~.base.TransferLink` ``comm(d, pass, which)`` is the transfer time of device ``d``'s tensors of a pass
 (the producer's pass), ``which`` in ``"in"``, ``"out"``, ``"both"``.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..errors import SpecError
-from .base import CUT, BlockTemplate, Context, Warm, register
+from .base import BlockTemplate, Context, Stage, TransferLink, Warm, register
 
 FORMS = ("commio", "archer")
 
@@ -35,7 +35,8 @@ class TensorCut(BlockTemplate):
     """Tensor cut: ``CommIn``/``CommOut`` (Tarnawski eq. 15-19) or Archer's ``c_{ub}`` (eq. 9-10)."""
 
     name = "tensor_cut"
-    phase = CUT
+    stage = Stage.CUT
+    provides = (TransferLink,)
 
     def __init__(self, form: str = "commio", merged: bool = False):
         if form not in FORMS:
@@ -114,7 +115,7 @@ class TensorCut(BlockTemplate):
             sides = {"in": [var_in], "out": [var_out], "both": [var_in] if self.merged else [var_in, var_out]}
             return sum(ctx.comm[i, d] * var[u, name] for var in sides[which] for i, u in chosen)
 
-        ctx.comm_expr = comm
+        ctx.provide(TransferLink(comm), by=repr(self))
 
     # ------------------------------------------------------------------ warm start
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:

@@ -1,34 +1,26 @@
-"""Formulations: short compositions of block templates, registered by name.
+"""Formulations: registered objects composing block templates, each owning its rule table.
 
-A builder takes a :class:`~placement_dsl.problem.Problem` and returns the list of
-:class:`Step` (template, and the term it realizes) that :func:`placement_dsl.compile.compile`
-builds in phase order. Authoring a formulation means composing templates::
+A :class:`Formulation` has a kind (exact, restriction, relaxation), the class of placements
+its optimum or bound holds for, a skeleton of its own templates and a table from problem
+term types to templates. Authoring one means composing templates and inheriting a table::
 
-    def my_formulation(problem):
-        return [Step(Assignment()), Step(TensorCut()), *term_steps(problem, "my_formulation")]
+    from placement_dsl.formulations import Formulation, Kind, get, register
 
-    FORMULATIONS["mine"] = my_formulation
+    mine = register(get("throughput").derive("mine", rules={MyTerm: my_rule}))
+
+``solve(problem, formulation="mine")`` then finds it by name; :func:`get` resolves a name once
+into the object, and nothing below that compares names.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..constraints import DagOrder
-from ..errors import SpecError
 from ..problem import Problem
-from .base import Step, term_steps
-from .chain import chain
-from .exact import exact
+from .base import FORMULATIONS, Formulation, Kind, Plan, Rule, Step, drop, get, register
+from .chain import CHAIN, LoadTarget
+from .exact import EXACT
 from .relaxations import RELAXATIONS, GuessedBlock
-from .throughput import throughput
-
-# formulations whose optimum is the problem's optimum
-FORMULATIONS: dict[str, Callable[[Problem], list[Step]]] = {"exact": exact, "throughput": throughput}
-# restrictions optimize over a subclass of the problem's placements: their incumbents are feasible
-# (upper bounds) and their bounds hold for that subclass only. "chain" is the DP-over-ideals class:
-# DAG-ordered contiguous splits with CPUs in gaps of the accelerator sequence (Tarnawski §5.1.1).
-RESTRICTIONS: dict[str, Callable[[Problem], list[Step]]] = {"chain": chain}
-# relaxations compile by name too, but their optima are lower bounds, not the problem's optima
+from .rules import BASE_RULES
+from .throughput import THROUGHPUT
 
 
 def choose(problem: Problem) -> str:
@@ -36,14 +28,10 @@ def choose(problem: Problem) -> str:
     return "exact" if problem.has(DagOrder) else "throughput"
 
 
-def get(name: str, problem: Problem) -> tuple[str, Callable[[Problem], list[Step]]]:
-    """The builder for ``name`` (``"auto"`` chooses by the problem's terms)."""
-    if name == "auto":
-        name = choose(problem)
-    builders = {**FORMULATIONS, **RESTRICTIONS, **RELAXATIONS}
-    if name not in builders:
-        raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(builders)]}")
-    return name, builders[name]
+def of_kind(kind: Kind) -> dict[str, Formulation]:
+    """The registered formulations of one kind, by name."""
+    return {name: f for name, f in FORMULATIONS.items() if f.kind is kind}
 
 
-__all__ = ["FORMULATIONS", "RELAXATIONS", "RESTRICTIONS", "GuessedBlock", "Step", "choose", "exact", "get", "term_steps", "throughput"]
+__all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "RELAXATIONS", "THROUGHPUT", "Formulation", "GuessedBlock",
+           "Kind", "LoadTarget", "Plan", "Rule", "Step", "choose", "drop", "get", "of_kind", "register"]

@@ -1,21 +1,205 @@
-"""The step a formulation is made of, and the steps a problem's terms contribute."""
+"""Formulations as objects: a kind, a class of placements, a skeleton, and the table from term types to templates.
+
+A :class:`Formulation` is registered once by name (:func:`register`), like a Pyomo
+transformation in its factory, and owns the rules that turn each problem term into block
+templates, like a cvxpy reduction owns ``CANON_METHODS``: a term never learns a
+formulation's name. A formulation may inherit its parent's table and override entries
+(:meth:`Formulation.derive`); a term with no rule is a :class:`SpecError` naming both.
+
+>>> from placement_dsl.constraints import Memory
+>>> from placement_dsl.formulations import get
+>>> get("throughput").rule_for(Memory()) is not None
+True
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import enum
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from ..blocks.base import BlockTemplate, resolve
+from ..blocks.base import BlockTemplate
+from ..constraints import Term
+from ..errors import SpecError
+from ..placement import PlacementClass
 from ..problem import Problem
+
+if TYPE_CHECKING:
+    from ..evaluate import Evaluation
+    from ..placement import Placement
+    from ..result import Result
+
+Rule = Callable[[Any, Problem], Sequence[BlockTemplate]]
+
+
+class Kind(enum.Enum):
+    """What a formulation's optimum means for the problem."""
+
+    EXACT = "exact"              # its optimum is the problem's optimum
+    RESTRICTION = "restriction"  # optimizes over a subclass: incumbents are feasible, bounds hold for the subclass
+    RELAXATION = "relaxation"    # its optimum is a lower bound; its solution is not a placement
 
 
 @dataclass(frozen=True)
 class Step:
-    """Build ``template`` into a block named ``template.name``; ``term`` is the spec term it realizes."""
+    """Build ``template`` into a block; ``term`` is the problem term it realizes (None for the skeleton)."""
 
     template: BlockTemplate
     term: Any = None
 
 
-def term_steps(problem: Problem, formulation: str) -> list[Step]:
-    """One step per template the problem's terms name for ``formulation`` (duplicates removed)."""
-    return [Step(resolve(ref), term) for term, ref in problem.templates(formulation)]
+def drop(term: Any, problem: Problem) -> list[BlockTemplate]:
+    """The rule of a term a formulation needs no block for (folded into the data, or implied)."""
+    return []
+
+
+@dataclass
+class Plan:
+    """What a formulation's :meth:`~Formulation.prepare` hook decided for one solve.
+
+    ``problem`` is compiled (the input problem, or one with extra terms such as a load
+    target); ``pass_start`` says whether the warm start goes to the solver as a MIP start
+    (otherwise it is only kept as the fallback answer); ``info`` is for :meth:`~Formulation.finish`.
+    """
+
+    problem: Problem
+    pass_start: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Formulation:
+    """A formulation: kind, class of placements, skeleton templates, rule table, and solve hooks.
+
+    Parameters
+    ----------
+    name
+        The registered name (``solve(formulation=name)``).
+    kind
+        :class:`Kind`.
+    skeleton
+        ``problem -> [template, ...]``: the formulation's own blocks (assignment, cut, ...).
+    rules
+        ``{term type: rule}``; ``rule(term, problem) -> [template, ...]``. Looked up along the
+        term's class hierarchy, own entries first, then the parent's.
+    parent
+        A formulation whose table this one inherits.
+    transformation
+        A Pyomo transformation applied to the built model (``"gdp.bigm"``, ``"gdp.hull"``) when
+        its templates write disjunctions.
+    doc
+        One paragraph: what the formulation is, citing the paper.
+    """
+
+    def __init__(self, name: str, kind: Kind, skeleton: Callable[[Problem], Sequence[BlockTemplate]],
+                 rules: Mapping[type, Rule] | None = None, parent: Formulation | None = None, doc: str = "",
+                 transformation: str | None = None):
+        self.name, self.kind, self.doc = name, kind, doc.strip()
+        self.transformation = transformation
+        self._skeleton = skeleton
+        self.rules: dict[type, Rule] = dict(rules or {})
+        self.parent = parent
+
+    # ------------------------------------------------------------------ the table
+    def table(self) -> dict[type, Rule]:
+        """The full rule table: the parent's entries overridden by this formulation's own."""
+        return {**(self.parent.table() if self.parent else {}), **self.rules}
+
+    def rule_for(self, term: Term) -> Rule:
+        """The rule for ``term`` (by its class, then its base classes); :class:`SpecError` when none."""
+        table = self.table()
+        for cls in type(term).__mro__:
+            if cls in table:
+                return table[cls]
+        known = sorted(c.__name__ for c in table)
+        raise SpecError(f"formulation {self.name!r} has no rule for term {type(term).__name__} ({term!r}); "
+                        f"it has rules for {known}. Add one: get({self.name!r}).add_rule({type(term).__name__}, rule)")
+
+    def add_rule(self, term_type: type, rule: Rule) -> Rule:
+        """Add (or override) the rule for ``term_type``; usable as a decorator argument pair."""
+        self.rules[term_type] = rule
+        return rule
+
+    def derive(self, name: str, kind: Kind | None = None,
+               skeleton: Callable[[Problem], Sequence[BlockTemplate]] | None = None,
+               rules: Mapping[type, Rule] | None = None, doc: str = "", cls: type[Formulation] | None = None,
+               **extra: Any) -> Formulation:
+        """A new formulation inheriting this one's table (and, unless given, its kind and skeleton)."""
+        maker = cls or Formulation
+        extra.setdefault("transformation", self.transformation)
+        return maker(name, kind or self.kind, skeleton or self._skeleton, rules, parent=self, doc=doc, **extra)
+
+    # ------------------------------------------------------------------ what it builds
+    def skeleton(self, problem: Problem) -> list[BlockTemplate]:
+        return list(self._skeleton(problem))
+
+    def steps(self, problem: Problem) -> list[Step]:
+        """The skeleton, then each term's templates (one per distinct template, in term order)."""
+        out = [Step(t) for t in self.skeleton(problem)]
+        seen = {repr(s.template) for s in out}
+        for term in problem.terms:
+            for template in self.rule_for(term)(term, problem):
+                if repr(template) not in seen:
+                    seen.add(repr(template))
+                    out.append(Step(template, term))
+        return out
+
+    def accepts(self, problem: Problem) -> str | None:
+        """``None`` when the formulation applies to ``problem``, else the reason it does not."""
+        try:
+            for term in problem.terms:
+                self.rule_for(term)
+        except SpecError as err:
+            return str(err)
+        return None
+
+    def placement_class(self, problem: Problem) -> PlacementClass:
+        """The class of placements this formulation's optimum (exact), incumbents and bound (restriction)
+        or bound (relaxation) hold for on ``problem``: by default the problem's own class."""
+        return problem.placement_class()
+
+    # ------------------------------------------------------------------ solve hooks
+    def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
+                options: Mapping[str, Any]) -> Plan:
+        """Hook before the solve: the problem to compile and whether the start is a MIP start."""
+        unknown = sorted(options)
+        if unknown:
+            raise SpecError(f"formulation {self.name!r} takes no options {unknown}")
+        return Plan(problem)
+
+    def finish(self, result: Result, plan: Plan) -> None:
+        """Hook after the solve (e.g. a restriction's certificate); the default changes nothing."""
+
+    def __repr__(self) -> str:
+        parent = f", parent={self.parent.name!r}" if self.parent else ""
+        return f"Formulation({self.name!r}, {self.kind.value}{parent})"
+
+
+FORMULATIONS: dict[str, Formulation] = {}
+
+
+def register(formulation: Formulation) -> Formulation:
+    """Make ``formulation`` available by its name; a name registered twice is an error."""
+    if formulation.name in FORMULATIONS and FORMULATIONS[formulation.name] is not formulation:
+        raise SpecError(f"formulation {formulation.name!r} is already registered")
+    FORMULATIONS[formulation.name] = formulation
+    return formulation
+
+
+def get(name: str | Formulation, problem: Problem | None = None) -> Formulation:
+    """The formulation object for ``name`` (``"auto"``: the problem's default); objects pass through."""
+    if isinstance(name, Formulation):
+        return name
+    if name == "auto":
+        if problem is None:
+            raise SpecError("formulation 'auto' chooses by the problem; pass the problem")
+        from . import choose
+
+        name = choose(problem)
+    if name not in FORMULATIONS:
+        raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(FORMULATIONS)]}")
+    return FORMULATIONS[name]
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

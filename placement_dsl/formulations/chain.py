@@ -9,26 +9,34 @@ the optimum is then certified by ``min(T*, solver bound)`` (:func:`certified_bou
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from ..blocks.base import BlockTemplate
 from ..blocks.chain import AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, PositionWindows
-from ..constraints import Term, TemplateRef
+from ..constraints import Colocate, Contiguous, DagOrder, Term
 from ..errors import SpecError
 from ..objectives import GPipe
+from ..placement import PlacementClass
 from ..problem import Problem
-from .base import Step, term_steps
+from ..solvers.base import Status
+from .base import Formulation, Kind, Plan, drop, register
+from .exact import EXACT
 
-# templates of the problem's terms that the chain's own blocks replace (its order implies contiguity)
-REPLACED = frozenset({"assignment", "tensor_cut", "dag_order", "contiguity", "colocation"})
+if TYPE_CHECKING:
+    from ..evaluate import Evaluation
+    from ..placement import Placement
+    from ..result import Result
 
 
 @dataclass(frozen=True)
 class LoadTarget(Term):
     """Seek the optimum only below ``target``: placements of max load ``<= target`` must survive.
 
-    In the ``"chain"`` formulation this adds :class:`~placement_dsl.blocks.chain.PositionWindows`;
+    The ``chain`` formulation realizes it by :class:`~placement_dsl.blocks.chain.PositionWindows`;
     with an incumbent of value ``UB`` and ``target = UB / (1 + gap)`` the optimum is certified
-    within ``gap`` by ``min(target, bound)``. Other formulations ignore it (it restricts nothing).
+    within ``gap`` by ``min(target, bound)``. Other formulations have no rule for it.
     """
 
     target: float = math.inf
@@ -37,23 +45,99 @@ class LoadTarget(Term):
         if not self.target > 0:
             raise SpecError(f"LoadTarget(target={self.target!r}): the target must be a positive max load")
 
-    def templates(self, formulation: str) -> list[TemplateRef]:
-        if formulation == "chain" and math.isfinite(self.target):
-            return [PositionWindows(self.target)]
-        return []
 
-
-def chain(problem: Problem) -> list[Step]:
-    """CPU gaps (row 2), cumulative slots (row 1), forward DAG order (rows 3-4), tensor cut (row 5),
-    the problem's loads, memory, pins and max-load objective (row 6), ancestor cuts (row 7) and,
+def _skeleton(problem: Problem) -> list[BlockTemplate]:
+    """CPU gaps (row 2), cumulative slots (row 1), forward DAG order (rows 3-4), tensor cut (row 5) and
+    ancestor cuts (row 7); the terms add loads, memory, pins and the max-load objective (row 6) and,
     with a :class:`LoadTarget`, position windows (row 8)."""
-    if isinstance(problem.objective, GPipe):
-        raise SpecError("chain formulation: the ancestor cuts bound the max load; GPipe's sum of two maxima "
-                        "needs formulation='throughput'")
-    own = [Step(CpuGaps()), Step(ChainAssignment()), Step(ChainOrder()), Step(ChainTensorCut()),
-           Step(AncestorCuts())]
-    terms = [s for s in term_steps(problem, "chain") if s.template.name not in REPLACED]
-    return [*own, *terms]
+    return [CpuGaps(), ChainAssignment(), ChainOrder(), ChainTensorCut(), AncestorCuts()]
+
+
+def _no_gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
+    raise SpecError("chain formulation: the ancestor cuts bound the max load; GPipe's sum of two maxima "
+                    "needs formulation='throughput'")
+
+
+def _shared_colocation(term: Colocate, problem: Problem) -> list[BlockTemplate]:
+    if not term.shared:
+        raise SpecError("chain formulation: colocation groups must share variables; use Colocate(..., shared=True)")
+    return []
+
+
+def _windows(term: LoadTarget, problem: Problem) -> list[BlockTemplate]:
+    return [PositionWindows(term.target)] if math.isfinite(term.target) else []
+
+
+class ChainFormulation(Formulation):
+    """The DP class as a MIP, with position windows from a warm start and the DP-class certificate.
+
+    Option ``windows`` (:func:`~placement_dsl.solve.solve`): ``None`` (default) compiles the
+    windows at ``T* = UB / (1 + gap)`` whenever a warm start of value ``UB`` is given; the start
+    is then kept as the fallback answer (the windows cut it off, so it is not a MIP start) and
+    the bound is ``min(T*, solver bound)``. ``False`` passes the start as a MIP start instead.
+    """
+
+    def placement_class(self, problem: Problem) -> PlacementClass:
+        return PlacementClass.DP
+
+    def accepts(self, problem: Problem) -> str | None:
+        if isinstance(problem.objective, GPipe):
+            return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
+        return super().accepts(problem)
+
+    def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
+                options: Mapping[str, Any]) -> Plan:
+        windows = options.get("windows")
+        unknown = sorted(set(options) - {"windows"})
+        if unknown:
+            raise SpecError(f"formulation 'chain' takes the option 'windows' only, not {unknown}")
+        if windows and start is None:
+            raise SpecError("solve: windows=True needs a warm start that sets the target")
+        if start is None or windows is False:
+            return Plan(problem)
+        assert start_eval is not None
+        if not start_eval.valid or not math.isfinite(start_eval.objective) or start_eval.objective <= 0:
+            why = "; ".join(v.message for v in start_eval.violations[:3])
+            return Plan(problem, pass_start=False, info={"refused": (
+                f"warm start refused: the cost model finds it invalid or without a positive max load ({why}); "
+                "solved without windows")})
+        target = start_eval.objective / (1 + gap)
+        return Plan(chain_problem(problem, target), pass_start=False,
+                    info={"target": target, "start": start, "start_eval": start_eval})
+
+    def finish(self, result: Result, plan: Plan) -> None:
+        """``min(T*, bound)`` certifies the DP class; the start stays the answer unless the solver beat it."""
+        native = result.status
+        result.bound = certified_bound(plan.problem, result.bound, infeasible=native is Status.INFEASIBLE)
+        if "refused" in plan.info:
+            result.start_accepted = False
+            result.message = "; ".join(m for m in (plan.info["refused"], result.message) if m)
+        if "target" not in plan.info:
+            return
+        start, start_eval = plan.info["start"], plan.info["start_eval"]
+        result.found_by = "solver"
+        if result.objective is None or start_eval.objective <= result.objective * (1 + 1e-6):
+            result.placement, result.objective, result.evaluation = start, start_eval.objective, start_eval
+            result.found_by = plan.info.get("label", "warm start")
+        if result.bound is not None:
+            result.bound = min(result.bound, result.objective)
+        result.start_accepted = True  # as the incumbent; the windows cut it off, so it is not a MIP start
+        if native in (Status.OPTIMAL, Status.INFEASIBLE):
+            result.status = Status.OPTIMAL  # windowed model solved or empty: min(T*, bound) is proven
+        elif native in (Status.TIME_LIMIT_FEASIBLE, Status.TIME_LIMIT_NO_SOLUTION):
+            result.status = Status.TIME_LIMIT_FEASIBLE
+        note = (f"position windows at T* = {plan.info['target']:.6g} (start / (1 + gap)); the start is kept as the "
+                f"incumbent; the windowed model ended {native.value}")
+        result.message = "; ".join(m for m in (note, result.message) if m)
+
+
+CHAIN = register(EXACT.derive(
+    "chain", Kind.RESTRICTION, _skeleton, cls=ChainFormulation,
+    rules={Contiguous: drop, DagOrder: drop,  # the chain's order implies both
+           Colocate: _shared_colocation, GPipe: _no_gpipe, LoadTarget: _windows},
+    doc="""The DAG-ordered chain: the search space of Tarnawski et al.'s DP over ideals (§5.1.1, App. B)
+written with Archer et al.'s cumulative variables, CPUs in gaps of the accelerator sequence,
+ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``)."""))
 
 
 def chain_problem(problem: Problem, target: float) -> Problem:

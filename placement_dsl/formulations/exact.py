@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 from ..blocks import OrderedAssignment, TensorCut
+from ..blocks.base import BlockTemplate
 from ..constraints import DagOrder
 from ..problem import Problem
-from .base import Step, term_steps
+from .base import Formulation, Kind, register
+from .rules import BASE_RULES
 
 
-def exact(problem: Problem) -> list[Step]:
-    """Archer Fig. 3 with ``x`` eliminated by eq. (11).
-
-    ``y_{vb}`` binaries (eq. 11-12), DAG order (eq. 8, from :class:`DagOrder`), tensor cut
-    ``c_{ub}`` (eq. 9-10), block cost (eq. 7) and ``minimize bottleneck`` (eq. 5-6):
-    O(nk) variables and O(mk) constraints (Theorem 3.2). Without :class:`DagOrder` the cut
-    uses Tarnawski's CommIn/CommOut rows, which hold for any device order.
-    """
+def _skeleton(problem: Problem) -> list[BlockTemplate]:
     form = "archer" if problem.has(DagOrder) else "commio"
     merged = form == "archer" and problem.objective.overlap != "full"
-    return [Step(OrderedAssignment()), Step(TensorCut(form=form, merged=merged)), *term_steps(problem, "exact")]
+    return [OrderedAssignment(), TensorCut(form=form, merged=merged)]
+
+
+EXACT = register(Formulation("exact", Kind.EXACT, _skeleton, BASE_RULES, doc="""
+Archer Fig. 3 with ``x`` eliminated by eq. (11): ``y_{vb}`` binaries (eq. 11-12), DAG order (eq. 8,
+from :class:`DagOrder`), tensor cut ``c_{ub}`` (eq. 9-10), block cost (eq. 7) and
+``minimize bottleneck`` (eq. 5-6): O(nk) variables and O(mk) constraints (Theorem 3.2). Without
+:class:`DagOrder` the cut uses Tarnawski's CommIn/CommOut rows, which hold for any device order."""))

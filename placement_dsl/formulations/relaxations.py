@@ -26,14 +26,18 @@ lower bound on the relaxation's optimum and hence on OPT. A relaxation's placeme
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..blocks import BlockTemplate, DagOrderBlock, DeviceLoad, TensorCut, resolve
+from ..blocks import BlockTemplate, DagOrderBlock, DeviceLoad, MemoryCapacity, OverflowCost, TensorCut
 from ..blocks.superblock import HostSuperblocks, NoTransfer, SuperblockLoad, Superblocks, accelerators_of, stages_of
-from ..constraints import DagOrder, Term
+from ..constraints import Colocate, DagOrder, Memory, Overflow, Term
 from ..errors import SpecError
+from ..objectives import ObjectiveTerm
+from ..placement import PlacementClass
 from ..problem import Problem
-from .base import Step
+from .base import Formulation, Kind, Rule, drop, register
+from .rules import colocate
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ def unordered(problem: Problem) -> bool:
 
 def _checked(problem: Problem, name: str) -> int:
     """``k``: the stages (Archer's setting) or the accelerators (Tarnawski's), else :class:`SpecError`."""
-    if problem.objective.cost_objective.value != "max_load":
+    if not problem.objective.bounds_max_load:
         raise SpecError(f"formulation {name!r} bounds the max device load; objective {problem.objective!r} "
                         "is not one (use Bottleneck(), Throughput() or PipeDream())")
     if unordered(problem):
@@ -68,30 +72,26 @@ def _checked(problem: Problem, name: str) -> int:
 
 
 def _unordered_steps(problem: Problem, blocks: tuple[int | None, int | None], cut: BlockTemplate,
-                     weights: tuple[float, float, float], term: Term | None = None) -> list[Step]:
+                     weights: tuple[float, float, float]) -> list[BlockTemplate]:
     """Tarnawski's setting: :class:`HostSuperblocks`, no DAG constraints, CPUs' loads in the objective."""
-    return [Step(HostSuperblocks(blocks), term), *_cost_steps(problem, cut, SuperblockLoad(weights))]
+    return [HostSuperblocks(blocks), *_cost_steps(problem, cut, SuperblockLoad(weights))]
 
 
-KEPT = ("memory", "overflow", "colocation")  # terms whose templates carry over to superblocks
-
-
-def _cost_steps(problem: Problem, cut: BlockTemplate, objective: SuperblockLoad) -> list[Step]:
-    """Cut, load and objective, plus the memory, overflow and colocation terms' own templates.
+def _cost_steps(problem: Problem, cut: BlockTemplate, objective: SuperblockLoad) -> list[BlockTemplate]:
+    """Cut, load and objective; the memory, overflow and colocation terms add their own templates
+    (:data:`RELAXED_RULES`).
 
     A superblock of ``s`` stages gets ``s`` stages' memory: a hard capacity then holds for it
     whenever it holds stage by stage, and its overflow is at most the sum of its stages'.
-    Other terms (e.g. ``Contiguous``) are dropped, which only relaxes further.
     """
-    kept = [Step(resolve(ref), term) for term, ref in problem.templates("exact") if ref in KEPT]
-    return [Step(cut), *kept, Step(DeviceLoad(), problem.objective), Step(objective, problem.objective)]
+    return [cut, DeviceLoad(), objective]
 
 
 def _archer_cut(problem: Problem) -> TensorCut:
     return TensorCut(form="archer", merged=problem.objective.overlap != "full")
 
 
-def superblock(problem: Problem) -> list[Step]:
+def superblock(problem: Problem) -> list[BlockTemplate]:
     """Archer §3.2, the three-superblock MIP ("bottleneck" in Table 1): Fig. 3 with ``k = 3``, eq. (14), ``min block_2``.
 
     ``minimize block_middle`` subject to (8)-(12) over three superblocks and
@@ -112,11 +112,11 @@ def superblock(problem: Problem) -> list[Step]:
     _checked(problem, "superblock")
     if unordered(problem):
         return _unordered_steps(problem, (None, None), TensorCut(form="commio"), (0.0, 1.0, 0.0))
-    return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
+    return [Superblocks(), DagOrderBlock(),
             *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
 
 
-def guess(problem: Problem) -> list[Step]:
+def guess(problem: Problem) -> list[BlockTemplate]:
     """Archer §3.3, "guess the bottleneck block" LB_j for the guess in the problem's :class:`GuessedBlock`.
 
     The superblock MIP with ``first`` = stages ``1..j-1`` and ``last`` = stages ``j+1..k``, and
@@ -149,12 +149,12 @@ def guess(problem: Problem) -> list[Step]:
         raise SpecError(f"GuessedBlock(j={j}): j must lie in 1..k = 1..{k} (the accelerators)")
     weights = (1.0 / (j - 1) if j > 1 else 0.0, 1.0, 1.0 / (k - j) if j < k else 0.0)
     if unordered(problem):
-        return _unordered_steps(problem, (j - 1, k - j), TensorCut(form="commio"), weights, guesses[0])
-    return [Step(Superblocks((j - 1, k - j)), guesses[0]), Step(DagOrderBlock(), DagOrder()),
+        return _unordered_steps(problem, (j - 1, k - j), TensorCut(form="commio"), weights)
+    return [Superblocks((j - 1, k - j)), DagOrderBlock(),
             *_cost_steps(problem, _archer_cut(problem), SuperblockLoad(weights))]
 
 
-def no_dag(problem: Problem) -> list[Step]:
+def no_dag(problem: Problem) -> list[BlockTemplate]:
     """MLSys draft, "bottleneck-no-dag": the three-superblock MIP without the DAG constraints (8).
 
     Dropping constraints only enlarges the feasible set. The cut rows (9)-(10) still charge
@@ -167,10 +167,10 @@ def no_dag(problem: Problem) -> list[Step]:
     _checked(problem, "no-dag")
     if unordered(problem):
         return superblock(problem)
-    return [Step(Superblocks()), *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
+    return [Superblocks(), *_cost_steps(problem, _archer_cut(problem), SuperblockLoad((0.0, 1.0, 0.0)))]
 
 
-def no_cut_io(problem: Problem) -> list[Step]:
+def no_cut_io(problem: Problem) -> list[BlockTemplate]:
     """MLSys draft, "bottleneck-no-cut-io": the three-superblock MIP without tensor-cut costs.
 
     ``minimize work(middle) + overflow(middle)`` under (8), (11), (12), (14): every block cost
@@ -183,8 +183,41 @@ def no_cut_io(problem: Problem) -> list[Step]:
     _checked(problem, "no-cut-io")
     if unordered(problem):
         return _unordered_steps(problem, (None, None), NoTransfer(), (0.0, 1.0, 0.0))
-    return [Step(Superblocks()), Step(DagOrderBlock(), DagOrder()),
+    return [Superblocks(), DagOrderBlock(),
             *_cost_steps(problem, NoTransfer(), SuperblockLoad((0.0, 1.0, 0.0)))]
 
 
-RELAXATIONS = {"superblock": superblock, "guess": guess, "no-dag": no_dag, "no-cut-io": no_cut_io}
+class Relaxation(Formulation):
+    """A relaxation of Archer's MIP: its optimum (or time-limited dual bound) is a lower bound on OPT.
+
+    It bounds DAG-ordered placements in Archer's setting and all placements in Tarnawski's
+    (:func:`unordered`); it accepts only max-load objectives on identical stages or accelerators.
+    """
+
+    def placement_class(self, problem: Problem) -> PlacementClass:
+        return PlacementClass.ALL if unordered(problem) else PlacementClass.DAG_ORDERED
+
+    def accepts(self, problem: Problem) -> str | None:
+        try:
+            _checked(problem, self.name)
+        except SpecError as err:
+            return str(err)
+        return super().accepts(problem)
+
+
+RELAXED_RULES: dict[type, Rule] = {
+    Term: drop,  # dropping a constraint only enlarges the feasible set (e.g. Contiguous, GuessedBlock)
+    ObjectiveTerm: drop,  # the skeleton costs the superblocks (DeviceLoad + SuperblockLoad)
+    Memory: lambda term, problem: [MemoryCapacity()],
+    Overflow: lambda term, problem: [OverflowCost()],
+    Colocate: colocate,
+}
+
+
+def _relaxation(name: str, skeleton: Callable[[Problem], list[BlockTemplate]]) -> Formulation:
+    return register(Relaxation(name, Kind.RELAXATION, skeleton, RELAXED_RULES, doc=skeleton.__doc__ or ""))
+
+
+RELAXATIONS = {name: _relaxation(name, fn)
+               for name, fn in (("superblock", superblock), ("guess", guess), ("no-dag", no_dag),
+                                ("no-cut-io", no_cut_io))}

@@ -37,6 +37,7 @@ import networkx as nx
 import numpy as np
 
 from ..graph import Graph
+from ..structure import orphan_mirrors
 
 
 class _UnionFind:
@@ -114,23 +115,6 @@ class Contraction:
 
 
 # ---------------------------------------------------------------------------- steps
-def orphan_mirrors(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Orphaned groups and the mirror images of their backward edges (Tarnawski App. B).
-
-    ``label`` groups ops (colocation classes). A group with backward ops but no forward op is
-    *orphaned*; each backward edge ``(u', v')`` between two groups, one of them orphaned, is
-    mirrored to the group edge ``(label v', label u')`` — the forward edge ``(v, u)`` between
-    the groups' forward images. Returns ``(orphans, mirror_src, mirror_dst)`` as group labels.
-    """
-    bw = graph.backward
-    orphans = np.setdiff1d(np.unique(label[bw]), np.unique(label[~bw]))
-    is_orphan = np.zeros(int(label.max()) + 1, bool)
-    is_orphan[orphans] = True
-    ls, ld = label[graph.src], label[graph.dst]
-    sel = bw[graph.src] & bw[graph.dst] & (ls != ld) & (is_orphan[ls] | is_orphan[ld])
-    return orphans, ld[sel], ls[sel]
-
-
 def _orphan_images(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 2: one artificial forward op per orphaned group, and the mirrored edges.
 

@@ -1,0 +1,43 @@
+"""The rules every assignment-based formulation shares: problem terms to block templates.
+
+Each rule is ``rule(term, problem) -> [template, ...]``. :data:`BASE_RULES` is the table of
+Archer et al.'s exact MIP (ICML 2024, Fig. 3) and Tarnawski et al.'s throughput IP
+(NeurIPS 2020, Fig. 6); other formulations inherit it and override entries.
+"""
+from __future__ import annotations
+
+from ..blocks import (Colocation, Contiguity, DagOrderBlock, DeviceLoad, GPipeObjective, MaxLoad, MemoryCapacity,
+                      OverflowCost, PinOps)
+from ..blocks.base import BlockTemplate
+from ..constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
+from ..objectives import GPipe, ObjectiveTerm
+from ..problem import Problem
+from .base import Rule, drop
+
+
+def max_load(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
+    """Bottleneck / Throughput / PipeDream: device loads and ``minimize bottleneck`` (Archer eq. 5-7, Fig. 6)."""
+    return [DeviceLoad(), MaxLoad()]
+
+
+def gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
+    """GPipe: device loads by pass and ``minimize max FW + max BW`` (Tarnawski §5.3, App. A)."""
+    return [DeviceLoad(), GPipeObjective()]
+
+
+def colocate(term: Colocate, problem: Problem) -> list[BlockTemplate]:
+    """Shared variables need no block (the units are groups); ``shared=False`` writes equalities."""
+    return [] if term.shared else [Colocation()]
+
+
+BASE_RULES: dict[type, Rule] = {
+    ObjectiveTerm: max_load,
+    GPipe: gpipe,
+    Memory: lambda term, problem: [MemoryCapacity()],
+    Overflow: lambda term, problem: [OverflowCost()],
+    Contiguous: lambda term, problem: [Contiguity()],
+    DagOrder: lambda term, problem: [DagOrderBlock()],
+    Colocate: colocate,
+    Pin: lambda term, problem: [PinOps()],
+    AllowedKinds: drop,  # folded into the ops' work tables (the graph the model reads)
+}

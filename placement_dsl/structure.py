@@ -1,0 +1,182 @@
+"""Structural facts of a graph on a cluster that formulations, bounds and heuristics share.
+
+:class:`ChainData` contracts colocation groups and sums, for every group, the work of its
+ancestors and descendants through forward edges (the facts behind the ancestor/descendant
+cuts of :mod:`placement_dsl.bounds.combinatorial` and the chain formulation's templates);
+:func:`orphan_mirrors` is Tarnawski et al.'s (NeurIPS 2020, App. B) rule for backward
+groups without forward ops. Domain layer: numpy and networkx only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from .cluster import Cluster
+from .errors import SpecError
+from .graph import Graph
+
+
+def orphan_mirrors(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Orphaned groups and the mirror images of their backward edges (Tarnawski App. B).
+
+    ``label`` groups ops (colocation classes). A group with backward ops but no forward op is
+    *orphaned*; each backward edge ``(u', v')`` between two groups, one of them orphaned, is
+    mirrored to the group edge ``(label v', label u')`` — the forward edge ``(v, u)`` between
+    the groups' forward images. Returns ``(orphans, mirror_src, mirror_dst)`` as group labels.
+    """
+    bw = graph.backward
+    orphans = np.setdiff1d(np.unique(label[bw]), np.unique(label[~bw]))
+    is_orphan = np.zeros(int(label.max()) + 1, bool)
+    is_orphan[orphans] = True
+    ls, ld = label[graph.src], label[graph.dst]
+    sel = bw[graph.src] & bw[graph.dst] & (ls != ld) & (is_orphan[ls] | is_orphan[ld])
+    return orphans, ld[sel], ls[sel]
+
+
+@dataclass(frozen=True)
+class ChainData:
+    """Contracted-group data of a throughput instance for the DAG-ordered class.
+
+    Attributes
+    ----------
+    group : (n,) int array
+        Group index of every op (colocation groups contracted).
+    acc_time, cpu_time, memory, work : (G,) float arrays
+        Per-group accelerator time, CPU time (``inf`` without CPUs), bytes, and ``w_g``.
+    chain_edges : (E, 2) int array
+        Distinct forward edges between different groups (the precedence of the chain).
+    ancestors, descendants : (G,) float arrays
+        ``A_g`` and ``D_g`` (each includes ``w_g`` itself).
+    k, l : int
+        Numbers of accelerators and CPUs.
+    rho : float
+        ``max_g w_g / cpu_time_g`` (0 without CPUs).
+    """
+
+    group: np.ndarray
+    acc_time: np.ndarray
+    cpu_time: np.ndarray
+    memory: np.ndarray
+    work: np.ndarray
+    chain_edges: np.ndarray
+    ancestors: np.ndarray
+    descendants: np.ndarray
+    k: int
+    l: int
+    rho: float
+
+    @property
+    def size(self) -> int:
+        """Number of groups ``G``."""
+        return len(self.work)
+
+    def tau(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tau, tau_cpu)``: ``(G, k)`` accelerator and ``(G, k+1)`` CPU-gap load floors (module doc)."""
+        slack = self.l * self.rho
+        acc_pos = np.arange(1, self.k + 1, dtype=float)
+        tau = np.maximum(_ratio(self.ancestors, acc_pos + slack), _ratio(self.descendants, self.k - acc_pos + 1 + slack))
+        tau = np.maximum(tau, self.acc_time[:, None])
+        if self.l == 0:
+            return tau, np.full((self.size, self.k + 1), math.inf)
+        gap = np.arange(1, self.k + 2, dtype=float)
+        tau_cpu = np.maximum(_ratio(self.ancestors, gap - 1 + slack), _ratio(self.descendants, self.k - gap + 1 + slack))
+        return tau, np.maximum(tau_cpu, self.cpu_time[:, None])
+
+
+def _ratio(total: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """``total[:, None] / capacity[None, :]`` with ``x / 0 = inf`` for ``x > 0`` and ``0 / 0 = 0``."""
+    num = np.broadcast_to(total[:, None], (len(total), len(capacity)))
+    den = np.broadcast_to(capacity[None, :], num.shape)
+    out = np.where(num > 0, math.inf, 0.0)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _device_split(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    acc, cpu = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
+    for name, idx in (("accelerators", acc), ("CPUs", cpu)):
+        if len({(cluster.devices[i].kind, cluster.speed[i], cluster.memory[i], cluster.bandwidth[i]) for i in idx}) > 1:
+            raise SpecError(f"chain bounds need identical {name}; got devices "
+                            f"{[cluster.names[i] for i in idx]} with different kind, speed, memory or bandwidth")
+    return acc, cpu
+
+
+def _reach_sums(n_groups: int, edges: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights of ancestors/descendants (inclusive) of every node; cycles collapse to one node."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(n_groups))
+    dag.add_edges_from(map(tuple, edges.tolist()))
+    cond = nx.condensation(dag)
+    comp = np.array([cond.graph["mapping"][v] for v in range(n_groups)], dtype=np.int64)
+    comp_w = np.bincount(comp, weights=weight, minlength=len(cond))
+    order = list(nx.topological_sort(cond))
+    out = []
+    for nodes, neighbours in ((order, cond.predecessors), (order[::-1], cond.successors)):
+        sets: dict[int, int] = {}
+        for c in nodes:
+            bits = 1 << c
+            for p in neighbours(c):
+                bits |= sets[p]
+            sets[c] = bits
+        total = np.array([_bit_sum(sets[c], comp_w) for c in range(len(cond))])
+        out.append(total[comp])
+    return out[0], out[1]
+
+
+def _bit_sum(bits: int, weight: np.ndarray) -> float:
+    raw = np.frombuffer(bits.to_bytes((len(weight) + 7) // 8, "little"), dtype=np.uint8)
+    mask = np.unpackbits(raw, bitorder="little")[: len(weight)].astype(bool)
+    return float(weight[mask].sum())
+
+
+def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
+    """Contract colocation groups and compute ``A_g``, ``D_g``, ``rho`` (see the module doc)."""
+    acc, cpu = _device_split(cluster)
+    if len(acc) == 0:
+        raise SpecError("chain bounds need at least one accelerator (non-host device)")
+    group = np.unique(graph.group_id, return_inverse=True)[1].astype(np.int64)
+    n_groups = int(group.max()) + 1
+    times = cluster.times(graph)
+    acc_time = np.bincount(group, weights=times[:, acc[0]], minlength=n_groups)
+    cpu_time = (np.bincount(group, weights=times[:, cpu[0]], minlength=n_groups) if len(cpu)
+                else np.full(n_groups, math.inf))
+    memory = np.bincount(group, weights=graph.param_bytes + graph.activation_bytes, minlength=n_groups)
+    work = np.minimum(acc_time, cpu_time)
+    if not np.isfinite(work).all():
+        bad = graph.names[int(np.flatnonzero(~np.isfinite(work[group]))[0])]
+        raise SpecError(f"op {bad!r} can run on no device of the cluster; allow a device kind for it")
+    rho = 0.0
+    if len(cpu):
+        positive = cpu_time > 0
+        rho = float(np.max(work[positive] / cpu_time[positive], initial=0.0))
+        if (~positive & (work > 0)).any():
+            rho = 1.0
+    fw = ~graph.backward
+    keep = fw[graph.src] & fw[graph.dst] & (group[graph.src] != group[graph.dst])
+    edges = _unique_pairs(group[graph.src[keep]], group[graph.dst[keep]])
+    anc, desc = _reach_sums(n_groups, edges, work)
+    return ChainData(group, acc_time, cpu_time, memory, work, _with_orphan_mirrors(graph, group, edges),
+                     anc, desc, len(acc), len(cpu), rho)
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    edges = np.stack([a, b], axis=1).astype(np.int64)
+    return np.unique(edges, axis=0) if len(edges) else np.zeros((0, 2), np.int64)
+
+
+def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -> np.ndarray:
+    """Forward group edges plus the mirror images of backward edges that touch an orphan group.
+
+    A group with no forward op (an *orphaned* backward node, Tarnawski App. B) is placed by
+    the DP through an artificial forward image wired as the mirror of its backward edges:
+    backward edge ``(u', v')`` becomes forward edge ``(v, u)``. Ordering those mirrored
+    edges keeps the chain in the DP's class (and orphans' backward parts contiguous). The
+    ancestor/descendant sums use forward edges only, so they stay valid lower bounds.
+    """
+    _, mirror_src, mirror_dst = orphan_mirrors(graph, group)
+    if not mirror_src.size:
+        return forward
+    return np.unique(np.concatenate([forward, _unique_pairs(mirror_src, mirror_dst)]), axis=0)
