@@ -156,29 +156,25 @@ class Evaluation:
         return max((d.load for d in self.devices), default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready verdict; ``devices`` has one row per device with the unit in each key
+        (``compute_ms``, ``memory_bytes``, ``memory_capacity_bytes``, ``memory_percent``, ...)."""
+        from .io.report import device_rows
+
         return {
             "objective": self.objective,
             "valid": self.valid,
             "model": {k: (sorted(v) if isinstance(v, frozenset) else getattr(v, "value", v))
                       for k, v in self.model.__dict__.items()},
             "violations": [{"check": v.check, "message": v.message} for v in self.violations],
-            "devices": [dict(d.__dict__) for d in self.devices],
+            "devices": device_rows(self.devices),
             **({"latency": self.latency} if self.latency is not None else {}),
         }
 
     def table(self) -> str:
-        """Per-device table as aligned text."""
-        head = f"{'device':<10} {'kind':<11} {'ops':>5} {'compute':>11} {'in':>10} {'out':>10} " \
-               f"{'overflow':>9} {'memory':>10} {'load':>11}"
-        rows = [head, "-" * len(head)]
-        for d in self.devices:
-            if d.ops == 0:
-                continue
-            mem = f"{d.memory_used / d.memory_capacity:.0%}" if math.isfinite(d.memory_capacity) else "-"
-            rows.append(
-                f"{d.device:<10} {d.kind:<11} {d.ops:>5} {d.compute:>11.4g} {d.transfer_in:>10.4g} "
-                f"{d.transfer_out:>10.4g} {d.overflow:>9.4g} {mem:>10} {d.load:>11.5g}"
-            )
+        """Per-device table as aligned text: times in ms, memory as bytes used / capacity (share)."""
+        from .io.report import device_table
+
+        rows = device_table(self.devices)
         name = self.model.objective.value
         rows.append(f"objective ({name}): {self.objective:.6g}   valid: {self.valid}")
         for v in self.violations:

@@ -7,6 +7,7 @@ from typing import Any
 
 from .constraints import Contiguous, DagOrder
 from .evaluate import Evaluation
+from .io.report import device_rows, stage_lines, stage_ranges
 from .placement import Placement
 from .solvers.base import Status
 
@@ -108,7 +109,10 @@ class Result:
         return self.timings.total
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (the placement itself is saved separately)."""
+        """JSON-ready summary: the certificate, the placement (op -> device), device rows and stage ranges.
+
+        Non-finite numbers are ``None``; the rows come from :func:`placement_report`.
+        """
         out: dict[str, Any] = {
             "objective": _finite(self.objective), "bound": _finite(self.bound), "gap": _finite(self.gap),
             "status": self.status.value, "method": self.method, "solver": self.solver,
@@ -126,6 +130,7 @@ class Result:
             out["log_path"] = self.log_path
         if self.message:
             out["message"] = self.message
+        out.update(placement_report(self.placement, self.evaluation))
         return out
 
     def summary(self) -> str:
@@ -140,6 +145,8 @@ class Result:
             lines.append(self.message)
         if self.evaluation is not None:
             lines.append(self.evaluation.table())
+        if self.placement is not None:
+            lines.extend(stage_lines(stage_ranges(self.placement)))
         lines.append(self.certificate_line())
         return "\n".join(lines)
 
@@ -158,6 +165,16 @@ class Result:
         who = f" (found by {self.found_by})" if self.found_by else ""
         return (f"certificate: objective {_fmt(self.objective)}{who}, bound {_fmt(self.bound)}{scope}, "
                 f"gap {gap}, status {self.status.value}")
+
+
+def placement_report(placement: Placement | None, evaluation: Evaluation | None) -> dict[str, Any]:
+    """``placement`` (op -> device name), ``devices`` (one row per device, units in the keys) and
+    ``stages`` (each device's ops as runs in topological order); empty when there is no placement."""
+    return {
+        "placement": None if placement is None else placement.mapping(),
+        "devices": [] if evaluation is None else device_rows(evaluation.devices),
+        "stages": [] if placement is None else stage_ranges(placement),
+    }
 
 
 def _finite(x: float | None) -> float | None:

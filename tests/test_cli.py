@@ -1,12 +1,16 @@
 """The command line: acceptance spellings, JSON fields, and clear errors."""
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from placement_dsl.cli import main
+from placement_dsl.cli import build_parser, main
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -27,9 +31,13 @@ def test_evaluate_expert_split_json(capsys, dnn_partitioning):
 def test_evaluate_text_table(capsys, dnn_partitioning):
     workload = dnn_partitioning / "throughput-inputs/LayerGraphs/bert24_inference.json"
     split = dnn_partitioning / "human-experts/bert24_inference_expert.json"
-    assert main(["evaluate", str(workload), "--split", str(split), "--objective", "gpipe"]) == 0
+    assert main(["evaluate", str(workload), "--split", str(split)]) == 0
     text = capsys.readouterr().out
-    assert "acc0" in text and "objective (gpipe): 20.08" in text
+    assert "acc0" in text and "objective (max_load): 20.08" in text
+    training = dnn_partitioning / "throughput-inputs/LayerGraphs/bert24_training.json"
+    split = dnn_partitioning / "human-experts/bert24_training_expert.json"
+    assert main(["evaluate", str(training), "--split", str(split), "--objective", "gpipe"]) == 0
+    assert "objective (gpipe): 49.40" in capsys.readouterr().out
 
 
 def test_convert_round_trip_keeps_objective(capsys, tmp_path, dnn_partitioning):
@@ -74,3 +82,271 @@ def test_bad_split_names_the_node(capsys, tmp_path, dnn_partitioning):
     split.write_text(json.dumps({"fpgas": [{"nodes": [999999]}], "cpus": []}))
     assert main(["evaluate", str(workload), "--split", str(split)]) == 2
     assert "999999" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- robustness
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def strict_loads(text: str) -> dict:
+    """``json.loads`` that refuses ``NaN``/``Infinity`` (what ``python -m json.tool`` accepts)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of one command (argparse's own exits included)."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write_native(path: Path, ops: list[dict], edges: list[list[str]], memory: float = 100.0) -> Path:
+    """A native workload file of ``ops`` on two accelerators of ``memory`` bytes each."""
+    data = {"format": "placement_dsl.workload", "version": 1,
+            "graph": {"format": "placement_dsl.graph", "version": 1, "name": "g", "ops": ops, "edges": edges},
+            "cluster": {"devices": [{"name": "a0", "memory": memory}, {"name": "a1", "memory": memory}]}}
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("method", ["slicegraph", "random", "brkga", "mla"])
+def test_solve_json_is_strict_for_array_infos(capsys, method):
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", method, "--json")
+    assert code == 0, err
+    payload = strict_loads(out)
+    assert isinstance(payload["info"]["order"], list) and payload["objective"] > 0
+
+
+def test_closed_stdout_exits_quietly(tmp_path):
+    split = tmp_path / "split.json"
+    assert main(["solve", "zoo:transformer-small", "--method", "one-device", "--out", str(split)]) == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone away before anything is written
+    proc = subprocess.run([sys.executable, "-m", "placement_dsl.cli", "evaluate", "zoo:transformer-small",
+                           "--split", str(split), "--json"], stdout=write_end, stderr=subprocess.PIPE,
+                          text=True, timeout=120, check=False)
+    os.close(write_end)
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert proc.returncode in (0, 141)
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"a": 1}', "--format"),
+    (None, "cannot read"),
+    ("", "empty"),
+    ("{not json", "not valid JSON"),
+])
+def test_bad_workload_file_is_one_line_error(capsys, tmp_path, content, needle):
+    path = tmp_path / "w.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run_cli(capsys, "solve", str(path), "--method", "greedy")
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_missing_keys_say_which_keys_each_format_expects(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text('{"a": 1}')
+    code, _, err = run_cli(capsys, "evaluate", str(path), "--split", str(path))
+    assert code == 2 and "'graph'" in err and "'nodes'" in err and "--format" in err
+
+
+@pytest.mark.parametrize("method", ["greedy", "dp", "slicegraph", "ip"])
+def test_memory_infeasible_names_the_op_and_exits_3(capsys, tmp_path, method):
+    path = write_native(tmp_path / "w.json", [{"name": "big", "work": 1, "param_bytes": 500},
+                                              {"name": "small", "work": 2, "param_bytes": 1}], [["big", "small"]])
+    code, out, err = run_cli(capsys, "solve", str(path), "--method", method, "--json")
+    assert code == 3 and out == ""
+    assert "'big'" in err and "500" in err and "100" in err and "Traceback" not in err
+
+
+def test_help_documents_exit_codes(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0 and "3" in out and "infeasible" in out and "70" in out
+
+
+@pytest.mark.parametrize("method", ["dp", "slicegraph", "greedy"])
+def test_evaluations_on_a_method_without_them_is_a_note(capsys, method):
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", method,
+                             "--evaluations", "200", "--json")
+    assert code == 0 and strict_loads(out)["method"] == method
+    note = [line for line in err.splitlines() if "--evaluations" in line]
+    assert len(note) == 1 and "brkga" in note[0] and method not in note[0].split("taken by")[-1].split(", ")
+
+
+def test_mip_options_on_a_heuristic_are_a_note(capsys):
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "greedy", "--solver", "scip",
+                             "--time-limit", "5", "--json")
+    assert code == 0 and strict_loads(out)["method"] == "greedy"
+    assert "--solver" in err and "--time-limit" in err and "ip" in err
+
+
+def test_training_objective_on_forward_graph_suggests_training(capsys, shared_data):
+    profile = shared_data / "pipedream-profiles" / "alexnet.txt"
+    for objective in ("gpipe", "pipedream"):
+        code, out, err = run_cli(capsys, "solve", str(profile), "--method", "dp", "--objective", objective)
+        assert code == 2 and "--training" in err and out == ""
+    code, out, err = run_cli(capsys, "solve", str(profile), "--method", "dp", "--objective", "gpipe",
+                             "--training", "--json")
+    assert code == 0, err
+    payload = strict_loads(out)
+    assert any(op.endswith("~bw") for op in payload["placement"])
+
+
+def test_cluster_options_set_memory_bandwidth_and_cpus(capsys, shared_data):
+    profile = shared_data / "pipedream-profiles" / "alexnet.txt"
+    code, out, err = run_cli(capsys, "solve", str(profile), "--method", "greedy", "--memory", "8e9",
+                             "--bandwidth", "1e6", "--cpus", "1", "--stages", "2", "--json")
+    assert code == 0, err
+    rows = strict_loads(out)["devices"]
+    assert [r["kind"] for r in rows] == ["accelerator", "accelerator", "cpu"]
+    assert rows[0]["memory_capacity_bytes"] == 8e9
+
+
+@pytest.mark.parametrize("method", ["dp", "ip"])
+def test_solve_json_has_placement_and_device_rows(capsys, method):
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", method, "--time-limit", "30",
+                             "--json")
+    assert code == 0, err
+    payload = strict_loads(out)
+    for key in ("objective", "bound", "gap", "status", "seconds", "placement", "devices"):
+        assert key in payload
+    assert len(payload["placement"]) == 50 and set(payload["placement"].values()) <= {"acc0", "acc1", "acc2", "cpu0"}
+    row = payload["devices"][0]
+    for key in ("device", "ops", "compute_ms", "in_ms", "out_ms", "memory_bytes", "memory_capacity_bytes",
+                "memory_percent", "load_ms"):
+        assert key in row
+    assert sum(r["ops"] for r in payload["devices"]) == 50
+
+
+def test_evaluate_json_has_device_rows(capsys, tmp_path):
+    split = tmp_path / "split.json"
+    assert main(["solve", "zoo:transformer-small", "--method", "dp", "--out", str(split)]) == 0
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "evaluate", "zoo:transformer-small", "--split", str(split), "--json")
+    rows = strict_loads(out)["devices"]
+    assert code == 0 and rows[0]["memory_capacity_bytes"] == 16e9 and rows[-1]["memory_capacity_bytes"] is None
+    assert 0 < rows[0]["memory_percent"] < 100 and rows[0]["memory_bytes"] > 0
+
+
+def test_solve_text_has_units_memory_and_stage_ranges(capsys):
+    code, out, _ = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "dp")
+    assert code == 0
+    assert "ms" in out and "bytes" in out and " / 16 GB (" in out and "(0%)" not in out
+    stages = [line for line in out.splitlines() if ".." in line and "ops" in line]
+    assert len(stages) >= 2
+
+
+def _actions(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {a.dest}", a) for a in sub._actions)
+        else:
+            yield parser.prog + " " + action.dest, action
+
+
+def test_every_option_of_every_subcommand_has_help():
+    missing = [name for name, action in _actions(build_parser()) if not (action.help or "").strip()]
+    assert missing == []
+
+
+def test_cold_kernel_cache_is_detected(tmp_path):
+    code = "from placement_dsl.cli import kernels_cold; print(kernels_cold('dp'), kernels_cold('one-device'))"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.stdout.split() == ["True", "False"], proc.stderr
+
+
+def test_cold_kernel_note_goes_to_stderr_only(capsys, monkeypatch):
+    from placement_dsl import cli
+
+    monkeypatch.setattr(cli, "kernels_cold", lambda method: True)
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "dp", "--json")
+    assert code == 0 and strict_loads(out)["method"] == "dp"
+    assert "compiling kernels once; later runs are fast" in err
+
+
+def test_warm_kernel_cache_is_silent(capsys):
+    from placement_dsl.cli import kernels_cold
+
+    assert main(["solve", "zoo:transformer-small", "--method", "dp"]) == 0
+    assert kernels_cold("dp") is False and "compiling" not in capsys.readouterr().err
+
+
+def test_unexpected_exception_is_one_line_exit_70_and_debug_reraises(capsys, monkeypatch):
+    from placement_dsl import cli
+
+    def boom(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_zoo", boom)
+    code, _, err = run_cli(capsys, "zoo")
+    assert code == 70 and err.strip() == "internal error: RuntimeError: boom"
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["zoo", "--debug"])
+
+
+BAD_OPS = {
+    "cyclic": ([{"name": "a", "work": 1}, {"name": "b", "work": 1}], [["a", "b"], ["b", "a"]]),
+    "dangling": ([{"name": "a", "work": 1}], [["a", "zz"]]),
+    "negative": ([{"name": "a", "work": -1}, {"name": "b", "work": 1}], [["a", "b"]]),
+    "nan": ([{"name": "a", "work": float("nan")}, {"name": "b", "work": 1}], [["a", "b"]]),
+    "infeasible": ([{"name": "a", "work": 1, "param_bytes": 500}], []),
+}
+
+
+@pytest.mark.parametrize("case", [
+    *[("file", name) for name in BAD_OPS],
+    ("text", '{"a": 1}'), ("text", '{"graph": [1]}'), ("text", '{"nodes": "x"}'), ("text", "[]"),
+    ("argv", ("solve", "zoo:transformer-small", "--method", "ip", "--solver", "no-such-solver")),
+    ("argv", ("solve", "zoo:transformer-small", "--method", "no-such-method")),
+    ("argv", ("solve", "zoo:transformer-small", "--method", "dp", "--objective", "no-such-objective")),
+    ("argv", ("solve", "/nonexistent/w.json", "--method", "dp")),
+    ("argv", ("bounds", "/nonexistent/w.json")),
+    ("argv", ("evaluate", "zoo:transformer-small", "--split", "/nonexistent/s.json")),
+    ("argv", ("convert", "/nonexistent/w.json", "/nonexistent/out.json")),
+])
+def test_bad_inputs_never_end_in_a_traceback(capsys, tmp_path, case):
+    kind, value = case
+    if kind == "file":
+        ops, edges = BAD_OPS[value]
+        argv = ("solve", str(write_native(tmp_path / f"{value}.json", ops, edges)), "--method", "dp")
+    elif kind == "text":
+        (tmp_path / "w.json").write_text(value)
+        argv = ("solve", str(tmp_path / "w.json"), "--method", "greedy")
+    else:
+        argv = value
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code in (2, 3) and "Traceback" not in err
+    assert out == "" or strict_loads(out)
+    lines = err.strip().splitlines()
+    prog = build_parser().prog
+    assert len(lines) == 1 and (lines[0].startswith("error:") or lines[0].startswith(prog) and ": error:" in lines[0])
+
+
+@pytest.mark.parametrize("argv", [
+    ("zoo",),
+    ("bounds", "zoo:transformer-small", "--levels", "simple"),
+    ("solve", "zoo:transformer-small", "--method", "pipedream"),
+])
+def test_every_json_output_is_strict(capsys, argv):
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    strict_loads(out)
+
+
+def test_seed_or_evaluations_with_a_mip_method_are_noted(capsys):
+    from placement_dsl.cli import heuristic_options
+
+    assert heuristic_options(argparse.Namespace(method="ip", evaluations=50, seed=3)) == {}
+    err = capsys.readouterr().err
+    assert "--seed does not apply to method ip" in err and "--evaluations does not apply to method ip" in err
+    assert heuristic_options(argparse.Namespace(method="brkga", evaluations=50, seed=3)) == {"evaluations": 50,
+                                                                                             "seed": 3}

@@ -342,3 +342,65 @@ def test_moirai_build_errors():
     bad[0][11] = 0.0
     with pytest.raises(SpecError, match="device d0 has memory m0=0.0"):
         build(headers, bad, "tiny")
+
+
+# ---------------------------------------------------------------------------- strict JSON, keys, training
+def test_strict_encoder_writes_standard_json():
+    from enum import Enum
+
+    from placement_dsl.io.common import dumps_strict
+
+    class Colour(Enum):
+        RED = "red"
+
+    data = {"order": np.arange(3), "scalar": np.float64(2.5), "count": np.int64(4), "colour": Colour.RED,
+            "inf": math.inf, "nan": np.float64("nan"), "nested": [{"x": np.array([1.0, np.inf])}],
+            np.int64(7): frozenset({2, 1})}
+
+    def refuse(name):
+        raise ValueError(name)
+
+    back = json.loads(dumps_strict(data), parse_constant=refuse)
+    assert back == {"order": [0, 1, 2], "scalar": 2.5, "count": 4, "colour": "red", "inf": None, "nan": None,
+                    "nested": [{"x": [1.0, None]}], "7": [1, 2]}
+    with pytest.raises(TypeError, match="object"):
+        dumps_strict({"oops": object()})
+
+
+def test_json_without_expected_keys_names_each_format(tmp_path):
+    path = _write(tmp_path / "w.json", {"a": 1})
+    with pytest.raises(SpecError) as err:
+        load_workload(path)
+    text = str(err.value)
+    assert "['a']" in text and "'graph'" in text and "'nodes'" in text and "--format" in text and "w.json" in text
+    with pytest.raises(SpecError, match="'nodes' list.*--format native"):
+        load_workload(path, format="dnn-partitioning")
+    with pytest.raises(SpecError, match="malformed"):
+        load_workload(_write(tmp_path / "d.json", {"nodes": [1, 2], "edges": []}), format="dnn-partitioning")
+
+
+def test_empty_and_binary_files(tmp_path):
+    (tmp_path / "empty.json").write_text("  \n")
+    with pytest.raises(SpecError, match="is empty"):
+        load_workload(tmp_path / "empty.json")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00{")
+    with pytest.raises(SpecError, match="not a text file"):
+        load_workload(tmp_path / "bin.json", format="native")
+
+
+def test_bare_graph_without_header_loads(tmp_path):
+    path = _write(tmp_path / "g.json", {"ops": [{"name": "a", "work": 1}, {"name": "b", "work": 2}],
+                                        "edges": [["a", "b"]]})
+    assert load_workload(path).graph.n == 2
+
+
+def test_training_option_derives_the_backward_pass(tmp_path):
+    path = _write(tmp_path / "g.json", {"ops": [{"name": "a", "work": 1, "out_bytes": 3}, {"name": "b", "work": 2}],
+                                        "edges": [["a", "b"]]})
+    w = load_workload(path, training=True)
+    assert w.graph.is_training and w.graph.n == 4 and w.meta["training"] is True
+    assert load_workload(path).graph.is_training is False
+    (tmp_path / "g.txt").write_text(PROFILE)
+    assert load_workload(tmp_path / "g.txt", training=True).graph.is_training
+    with pytest.raises(SpecError, match="no reader options"):
+        load_workload(path, stages=3)

@@ -1,8 +1,14 @@
-"""Helpers every importer shares."""
+"""Helpers every importer and writer shares: number checks and the one strict JSON encoder."""
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import PurePath
 from typing import Any
+
+import numpy as np
 
 from ..errors import SpecError
 
@@ -16,3 +22,69 @@ def nonnegative(value: Any, where: str) -> float:
     if math.isnan(out) or math.isinf(out) or out < 0:
         raise SpecError(f"{where}: {value!r} must be a finite number >= 0")
     return out
+
+
+def jsonable(value: Any, finite: bool = True) -> Any:
+    """``value`` as plain JSON types: numpy arrays -> lists, numpy scalars -> Python, enums -> their value.
+
+    With ``finite`` (the default) ``inf``/``nan`` become ``None`` so that strict JSON (no
+    ``Infinity``/``NaN``) can always be written. Mappings, sequences and sets are converted
+    recursively (sets sorted); objects with a ``to_dict`` method are converted through it; any
+    other object raises :class:`TypeError` naming its type.
+
+    >>> import numpy as np
+    >>> jsonable({"a": np.arange(2), "b": np.float64("inf"), 3: {np.int64(1)}})
+    {'a': [0, 1], 'b': None, 3: [1]}
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Enum):
+        return jsonable(value.value, finite)
+    if isinstance(value, (int, float, np.generic)):
+        return _scalar(value, finite)
+    return _container(value, finite)
+
+
+def _container(value: Any, finite: bool) -> Any:
+    """:func:`jsonable` of arrays, mappings, sequences, sets, paths and objects with ``to_dict``."""
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist(), finite)
+    if isinstance(value, Mapping):
+        return {_key(k): jsonable(v, finite) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [jsonable(v, finite) for v in sorted(value, key=repr)]
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, finite) for v in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    if callable(getattr(value, "to_dict", None)):
+        return jsonable(value.to_dict(), finite)
+    raise TypeError(f"cannot write a {type(value).__name__} as JSON: {value!r:.80}")
+
+
+def _scalar(value: Any, finite: bool) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and finite and not math.isfinite(value):
+        return None
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return jsonable(value, finite)
+
+
+def _key(key: Any) -> Any:
+    """A mapping key JSON accepts: strings and Python numbers as they are, anything else as text."""
+    if isinstance(key, np.generic):
+        key = key.item()
+    if isinstance(key, Enum):
+        key = key.value
+    return key if isinstance(key, (str, int, float, bool)) or key is None else str(key)
+
+
+def dumps_strict(value: Any, **options: Any) -> str:
+    """Standard JSON text of ``value`` (see :func:`jsonable`); never ``NaN`` or ``Infinity``.
+
+    >>> dumps_strict({"x": float("nan"), "y": [1.5]})
+    '{"x": null, "y": [1.5]}'
+    """
+    return json.dumps(jsonable(value), allow_nan=False, **options)

@@ -40,7 +40,12 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
     """Build a :class:`Graph` from the dnn-partitioning input mapping."""
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
-        raise SpecError("dnn-partitioning input needs a 'nodes' list")
+        raise SpecError(f"dnn-partitioning input needs a 'nodes' list (found keys {sorted(map(str, data))[:8]}); "
+                        "pass --format native if this is a placement_dsl workload")
+    bad = next((n for n in nodes if not isinstance(n, Mapping)), None)
+    if bad is not None or not isinstance(data.get("edges", []), list):
+        what = f"node {bad!r:.40}" if bad is not None else "'edges'"
+        raise SpecError(f"dnn-partitioning input: {what} is malformed; 'nodes' and 'edges' are lists of mappings")
     out_costs: dict[str, dict[str, float]] = defaultdict(dict)
     ids = {str(n.get("id")) for n in nodes}
     for e in data.get("edges", []):

@@ -23,6 +23,7 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph
 from ..placement import PLACEMENT_FORMAT, Placement
+from .common import jsonable
 
 WORKLOAD_FORMAT = "placement_dsl.workload"
 GRAPH_FORMAT = "placement_dsl.graph"
@@ -54,6 +55,8 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
 
 
 def graph_from_dict(data: dict[str, Any]) -> Graph:
+    if not isinstance(data, dict):
+        raise SpecError(f"'graph' must be a mapping with an 'ops' list, got {type(data).__name__}")
     _check_header(data, GRAPH_FORMAT)
     if "ops" not in data:
         raise SpecError("graph mapping needs an 'ops' list")
@@ -74,15 +77,53 @@ def _check_header(data: dict[str, Any], expected: str) -> None:
         raise SpecError(f"{expected}: unsupported version {version!r}; this package reads version {VERSION}")
 
 
-def workload_from_dict(data: dict[str, Any]) -> Workload:
+# the top-level keys each JSON format needs, for the error that says what a file lacks
+EXPECTED_KEYS = {
+    "native": "'graph' (with optional 'cluster' and 'meta'), or a bare graph with 'ops' and 'edges'",
+    "dnn-partitioning": "'nodes' and 'edges' (with optional 'maxFPGAs', 'maxCPUs' and 'maxSizePerFPGA')",
+}
+
+
+def missing_keys_message(data: dict[str, Any], source: str = "workload") -> str:
+    """What a JSON workload lacks: the keys found, the keys each format expects, and ``--format``."""
+    found = sorted(map(str, data))[:8]
+    wanted = "; ".join(f"{fmt} needs {keys}" for fmt, keys in EXPECTED_KEYS.items())
+    return (f"{source}: found keys {found}, which match no workload format ({wanted}); "
+            f"fix the file, or pass --format with one of {list(FORMATS)} if the format was detected wrongly")
+
+
+def workload_from_dict(data: dict[str, Any], source: str = "workload") -> Workload:
+    """A workload from the native mapping (or a bare graph, on one stage); ``source`` names it in errors."""
     fmt = data.get("format")
-    if fmt == GRAPH_FORMAT:
+    if fmt == GRAPH_FORMAT or (fmt is None and "ops" in data and "graph" not in data):
         graph = graph_from_dict(data)
         return Workload(graph, Cluster.stages(1), "native")
     _check_header(data, WORKLOAD_FORMAT)
+    if "graph" not in data:
+        raise SpecError(missing_keys_message(data, source))
     graph = graph_from_dict(data["graph"])
     cluster = Cluster.from_dict(data["cluster"]) if "cluster" in data else Cluster.stages(1)
-    return Workload(graph, cluster, "native", dict(data.get("meta", {})))
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise SpecError(f"{source}: 'meta' must be a mapping, got {type(meta).__name__}")
+    return Workload(graph, cluster, "native", dict(meta))
+
+
+def with_training(w: Workload) -> Workload:
+    """The workload with the backward pass of its graph, unchanged if it already has one.
+
+    Each forward op ``v`` gets a colocated backward op ``v.grad`` with twice its work
+    (:func:`placement_dsl.zoo.training.with_backward`); ``meta["training"]`` says how the
+    backward pass was made. PipeDream profiles have measured backward times: read them with
+    ``load_workload(path, training=True)`` instead.
+    """
+    if w.graph.is_training:
+        return w
+    from ..zoo.training import with_backward
+
+    ops, edges = with_backward(w.graph.ops, w.graph.edges)
+    meta = {**w.meta, "training": True, "backward": "derived: each op's backward work is twice its forward work"}
+    return Workload(Graph(ops, edges, name=w.graph.name), w.cluster, w.format, meta)
 
 
 # ---------------------------------------------------------------------------- detection
@@ -92,10 +133,13 @@ def detect_format(path: str | Path) -> str:
     if path.suffix.lower() in (".xls", ".xlsx"):
         return "moirai"
     try:
-        head = path.read_text(errors="replace")[:4096]
+        with path.open(errors="replace") as fh:
+            head = fh.read(4096)
     except OSError as err:
         raise SpecError(f"cannot read workload {str(path)!r}: {err.strerror}") from None
     stripped = head.lstrip()
+    if not stripped:
+        raise SpecError(f"workload {str(path)!r} is empty; give a workload file (formats: {list(FORMATS)})")
     if stripped.startswith("{"):
         if '"format"' in head and "placement_dsl." in head:
             return "native"
@@ -111,26 +155,36 @@ def load_workload(path: str | Path, format: str | None = None, **options: Any) -
     """Read a workload file of any supported format (detected unless ``format`` is given).
 
     ``options`` go to the format's reader (e.g. ``bandwidth=``/``memory=``/``stages=`` for PipeDream).
+    ``training=True`` gives the training graph: PipeDream profiles mirror their ops with the
+    profiled backward times; other forward-only graphs get :func:`with_training`.
     """
     path = Path(path)
     fmt = format or detect_format(path)
-    name = path.stem
-    if fmt == "native":
-        return workload_from_dict(_read_json(path))
-    if fmt == "dnn-partitioning":
-        from . import dnn_partitioning as dp
-
-        data = _read_json(path)
-        return Workload(dp.graph_from_dict(data, name=name), dp.cluster_from_dict(data), fmt, {"path": str(path)})
     if fmt == "pipedream":
         from . import pipedream
 
         return pipedream.load(path, **options)
+    training = bool(options.pop("training", False))
+    w = _load_json_or_sheet(path, fmt, options)
+    return with_training(w) if training else w
+
+
+def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Workload:
     if fmt == "moirai":
         from . import moirai
 
         return moirai.load(path, **options)
-    raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
+    if fmt not in FORMATS:
+        raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
+    if options:
+        raise SpecError(f"format {fmt!r} takes no reader options, got {sorted(options)}")
+    if fmt == "native":
+        return workload_from_dict(_read_json(path), source=repr(str(path)))
+    from . import dnn_partitioning as dp
+
+    data = _read_json(path)
+    graph = dp.graph_from_dict(data, name=path.stem)
+    return Workload(graph, dp.cluster_from_dict(data), fmt, {"path": str(path)})
 
 
 def save_workload(w: Workload, path: str | Path, format: str | None = None) -> None:
@@ -182,6 +236,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise SpecError(f"cannot read {str(path)!r}: {err.strerror}") from None
     except json.JSONDecodeError as err:
         raise SpecError(f"{str(path)!r} is not valid JSON: {err}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{str(path)!r} is not a text file; expected JSON") from None
     if not isinstance(data, dict):
         raise SpecError(f"{str(path)!r}: expected a JSON object at the top level")
     return data
@@ -190,11 +246,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: nothing half-written on error."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=_json_default) + "\n")
+    text = json.dumps(jsonable(data, finite=False), indent=1) + "\n"  # unlimited memory stays Infinity
+    tmp.write_text(text)
     tmp.replace(path)
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"cannot serialize {type(value).__name__}")
