@@ -160,7 +160,7 @@ def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
 
 
 # ---------------------------------------------------------------------------- MIP levels
-def _model_bound(problem: Problem, formulation: str, solver: str, seconds: float) -> tuple[float | None, LevelStatus]:
+def model_bound(problem: Problem, formulation: str, solver: str, seconds: float) -> tuple[float | None, LevelStatus]:
     """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units."""
     from .compile import compile
     from .solvers import SolveOptions, solve_model
@@ -183,7 +183,7 @@ def guess_problem(problem: Problem, j: int) -> Problem:
 
 def _guess_one(args: tuple[Problem, int, str, float]) -> tuple[int, float | None, LevelStatus]:
     problem, j, solver, seconds = args
-    bound, status = _model_bound(guess_problem(problem, j), "guess", solver, seconds)
+    bound, status = model_bound(guess_problem(problem, j), "guess", solver, seconds)
     return j, bound, status
 
 
@@ -372,7 +372,7 @@ def _relaxed(name: str) -> Callable[[_Run, float], Outcome]:
         from .formulations import get
 
         scope = get(name).placement_class(run.problem)
-        bound, status = _model_bound(run.problem, name, run.solver, seconds)
+        bound, status = model_bound(run.problem, name, run.solver, seconds)
         return bound, status, "", scope
     return level
 

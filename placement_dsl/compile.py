@@ -60,17 +60,18 @@ class VarMap:
                             "the template that created them must yield them from values()")
         return out
 
-    def residual(self, values: Any) -> tuple[float, str]:
+    def residual(self, values: Any, block: pyo.Block | None = None) -> tuple[float, str]:
         """Largest violation (constraints, bounds, integrality) under ``values``, and where it is.
 
-        Variables missing from ``values`` keep their current values.
+        Variables missing from ``values`` keep their current values. With ``block``, only that
+        block's constraints count (a template's own rows: the conformance check).
         """
         saved = ComponentMap((v, v.value) for v in values)
         try:
             for v, x in values.items():
                 v.set_value(x, skip_validation=True)
             return builtins.max([(0.0, ""), *self._bound_violations(values),
-                                 *self._constraint_violations()], key=lambda t: t[0])
+                                 *self._constraint_violations(block or self.model)], key=lambda t: t[0])
         finally:
             for v, x in saved.items():
                 v.set_value(x, skip_validation=True)
@@ -87,9 +88,10 @@ class VarMap:
                 out.append((viol, v.name))
         return out
 
-    def _constraint_violations(self) -> list[tuple[float, str]]:
+    @staticmethod
+    def _constraint_violations(where: pyo.Block) -> list[tuple[float, str]]:
         out = []
-        for c in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+        for c in where.component_data_objects(pyo.Constraint, active=True, descend_into=True):
             body = pyo.value(c.body, exception=False)
             if body is None:
                 out.append((float("inf"), c.name))

@@ -5,38 +5,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .constraints import Contiguous, DagOrder
 from .evaluate import Evaluation
 from .io.report import device_rows, stage_lines, stage_ranges
-from .placement import Placement
+from .placement import Placement, PlacementClass
 from .solvers.base import Status
-
-
-# classes of placements a lower bound can hold for, largest first
-ALL = "all placements"
-CONTIGUOUS = "contiguous placements"
-DAG_ORDERED = "dag-ordered placements"
-DP_CLASS = "dag-ordered contiguous placements (DP class)"  # Tarnawski's DP over ideals; the "chain" MIP
-SCOPES = (ALL, CONTIGUOUS, DAG_ORDERED, DP_CLASS)
-_INSIDE = {ALL: set(SCOPES), CONTIGUOUS: {CONTIGUOUS, DP_CLASS}, DAG_ORDERED: {DAG_ORDERED, DP_CLASS},
-           DP_CLASS: {DP_CLASS}}
-
-
-def problem_scope(problem: Any) -> str:
-    """The class of placements a problem optimizes over (its structure terms)."""
-    contiguous, ordered = problem.has(Contiguous), problem.has(DagOrder)
-    if contiguous and ordered:
-        return DP_CLASS
-    return CONTIGUOUS if contiguous else DAG_ORDERED if ordered else ALL
-
-
-def covers(scope: str, target: str) -> bool:
-    """A bound over ``scope`` holds over ``target`` when ``target`` is a subclass of ``scope``.
-
-    >>> covers(ALL, DP_CLASS), covers(DP_CLASS, CONTIGUOUS)
-    (True, False)
-    """
-    return target in _INSIDE[scope]
 
 
 @dataclass(frozen=True)
@@ -80,8 +52,8 @@ class Result:
     ``objective`` is the cost model's value of ``placement`` (re-evaluated, never taken from the
     solver); ``bound`` is the proven lower bound in cost-model units, never above ``objective``.
     ``found_by`` says who found the placement (``"solver"`` or the warm start, e.g.
-    ``"warm start (dp)"``); ``bound_scope`` names the class of placements the bound holds for
-    (one of :data:`SCOPES`; :data:`DP_CLASS` for the ``chain`` restriction).
+    ``"warm start (dp)"``); ``bound_scope`` is the class of placements the bound holds for
+    (:class:`~placement_dsl.placement.PlacementClass`; ``DP`` for the ``chain`` restriction).
     """
 
     status: Status
@@ -98,7 +70,7 @@ class Result:
     evaluation: Evaluation | None = None
     message: str = ""
     found_by: str = ""
-    bound_scope: str = ""
+    bound_scope: PlacementClass | None = None
 
     @property
     def gap(self) -> float | None:
@@ -125,7 +97,7 @@ class Result:
         if self.found_by:
             out["found_by"] = self.found_by
         if self.bound_scope:
-            out["bound_scope"] = self.bound_scope
+            out["bound_scope"] = str(self.bound_scope)
         if self.log_path:
             out["log_path"] = self.log_path
         if self.message:
@@ -156,7 +128,7 @@ class Result:
         Examples
         --------
         >>> r = Result(Status.OPTIMAL, None, 2.0, 1.9, "ip", "highs", "throughput", found_by="solver",
-        ...            bound_scope=CONTIGUOUS)
+        ...            bound_scope=PlacementClass.CONTIGUOUS)
         >>> r.certificate_line()
         'certificate: objective 2 (found by solver), bound 1.9 over contiguous placements, gap 5%, status optimal'
         """

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_dsl.certify import _model_bound, guess_bound
+from placement_dsl.certify import model_bound, guess_bound
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
@@ -34,7 +34,7 @@ def problems(draw: st.DrawFn) -> Problem:
 
 
 def _bound(problem: Problem, formulation: str) -> float:
-    bound, _ = _model_bound(problem, formulation, "highs", 20.0)
+    bound, _ = model_bound(problem, formulation, "highs", 20.0)
     assert bound is not None
     return bound
 

@@ -139,8 +139,20 @@ def _linear(expr, what: str):
     return repn
 
 
+def refuse_disjunctions(model: pyo.ConcreteModel) -> None:
+    """:class:`SpecError` when ``model`` holds active disjunctions: their rows would be read as hard
+    constraints. Apply ``gdp.bigm`` or ``gdp.hull`` first (``Formulation(transformation=...)``)."""
+    from pyomo.gdp import Disjunct, Disjunction
+
+    left = [d.name for d in model.component_data_objects((Disjunction, Disjunct), active=True, descend_into=True)]
+    if left:
+        raise SpecError(f"model {model.name!r} has {len(left)} untransformed disjunction(s) or disjunct(s), e.g. "
+                        f"{left[:3]}; apply pyo.TransformationFactory('gdp.bigm') or ('gdp.hull') before solving")
+
+
 def extract(model: pyo.ConcreteModel) -> LinearModel:
-    """The arrays of a linear Pyomo model with one active minimize objective."""
+    """The arrays of a linear Pyomo model with one active minimize objective (no untransformed disjunctions)."""
+    refuse_disjunctions(model)
     cols = _Columns()
     obj = active_objective(model)
     orepn = _linear(obj.expr, f"objective {obj.name!r}")
