@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import SpecError
 from .placement import Placement
+from .schedule import Congestion, schedule_makespan
 
 REL_TOL = 1e-9
 
@@ -40,6 +41,7 @@ class Objective(str, Enum):
     MAX_LOAD = "max_load"
     GPIPE = "gpipe"
     LATENCY = "latency"
+    MAKESPAN = "makespan"  # MOIRAI eq. (4): the last finish of a schedule (placement_dsl.schedule)
 
 
 class Overlap(str, Enum):
@@ -53,7 +55,7 @@ class MemoryMode(str, Enum):
     OVERFLOW = "overflow"  # excess parameters are streamed at the device's bandwidth
 
 
-CHECKS = ("allowed", "memory", "colocation", "contiguous", "dag_order", "acyclic")
+CHECKS = ("allowed", "memory", "colocation", "contiguous", "dag_order", "acyclic", "schedule")
 DEFAULT_REQUIRE = frozenset({"allowed", "memory", "colocation"})
 
 # user-facing objective names -> (objective, memory mode)
@@ -64,6 +66,7 @@ NAMED = {
     "bottleneck": (Objective.MAX_LOAD, MemoryMode.OVERFLOW),
     "gpipe": (Objective.GPIPE, MemoryMode.HARD),
     "latency": (Objective.LATENCY, MemoryMode.HARD),
+    "makespan": (Objective.MAKESPAN, MemoryMode.HARD),
 }
 
 
@@ -75,9 +78,11 @@ class CostModel:
     overlap: Overlap = Overlap.NONE
     memory: MemoryMode = MemoryMode.HARD
     require: frozenset[str] = DEFAULT_REQUIRE
+    congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan only)
 
     def __post_init__(self) -> None:
-        for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode)):
+        for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode),
+                           ("congestion", Congestion)):
             value = getattr(self, name)
             try:
                 object.__setattr__(self, name, enum(value))
@@ -90,13 +95,15 @@ class CostModel:
 
     @classmethod
     def named(cls, name: str, **changes: Any) -> CostModel:
-        """A cost model by objective name: throughput, pipedream, bottleneck, gpipe, latency."""
+        """A cost model by objective name: throughput, pipedream, bottleneck, gpipe, latency, makespan."""
         if name not in NAMED:
             raise SpecError(f"unknown objective {name!r}; choose from {sorted(NAMED)}")
         objective, memory = NAMED[name]
         require = DEFAULT_REQUIRE
         if memory is MemoryMode.OVERFLOW:
             require = require - {"memory"}
+        if objective is Objective.MAKESPAN:
+            require = require | {"schedule"}
         return replace(cls(objective=objective, memory=memory, require=require), **changes)
 
 
@@ -397,6 +404,10 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
         objective = max(r.load for r in rows)
     elif model.objective is Objective.GPIPE:
         objective = max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
+    elif model.objective is Objective.MAKESPAN:  # the placement's schedule, else list scheduling's
+        objective, problems = schedule_makespan(placement, model.congestion)
+        violations.extend(Violation("schedule", msg) for msg in problems)
+        valid = valid and not (problems and "schedule" in model.require)
     else:
         latency, finish = invocation_latency(placement, rows)
         objective = latency

@@ -9,6 +9,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .graph import Graph
+from .schedule import Schedule
 
 if TYPE_CHECKING:
     from .evaluate import CostModel, Evaluation
@@ -20,7 +21,10 @@ class Placement:
     """An assignment op -> device for one graph on one cluster.
 
     ``assign[i]`` is the index (in ``cluster.devices``) of the device running op ``i``.
-    The cluster's device order is the pipeline order.
+    The cluster's device order is the pipeline order. ``schedule`` optionally says when each
+    op and transfer runs (:class:`~placement_dsl.schedule.Schedule`, scored by the makespan
+    objective). Equality and hashing look at the assignment only: a schedule is an
+    annotation of the placement, not part of what it is.
 
     Examples
     --------
@@ -31,7 +35,8 @@ class Placement:
     ('stage1', ['a'])
     """
 
-    def __init__(self, graph: Graph, cluster: Cluster, assign: Sequence[int] | np.ndarray, source: str = ""):
+    def __init__(self, graph: Graph, cluster: Cluster, assign: Sequence[int] | np.ndarray, source: str = "",
+                 *, schedule: Schedule | None = None):
         arr = np.asarray(assign)
         if arr.shape != (graph.n,):
             raise SpecError(f"placement for graph {graph.name!r} needs {graph.n} device indices, got shape {arr.shape}")
@@ -45,10 +50,15 @@ class Placement:
         self.assign = arr.astype(np.int64)
         self.assign.setflags(write=False)
         self.source = source
+        if schedule is not None and schedule.start.shape != (graph.n,):
+            raise SpecError(f"placement for graph {graph.name!r}: its schedule has {schedule.start.size} op start "
+                            f"times for {graph.n} ops")
+        self.schedule = schedule
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_mapping(cls, graph: Graph, cluster: Cluster, mapping: Mapping[str, str], source: str = "") -> Placement:
+    def from_mapping(cls, graph: Graph, cluster: Cluster, mapping: Mapping[str, str], source: str = "",
+                     *, schedule: Schedule | None = None) -> Placement:
         """From ``{op name: device name}``; every op must be placed exactly once."""
         assign = np.full(graph.n, -1, dtype=np.int64)
         for op, dev in mapping.items():
@@ -61,7 +71,7 @@ class Placement:
         if missing.size:
             names = [graph.names[i] for i in missing[:5]]
             raise SpecError(f"placement leaves {missing.size} op(s) unplaced, e.g. {names}; place every op once")
-        return cls(graph, cluster, assign, source)
+        return cls(graph, cluster, assign, source, schedule=schedule)
 
     @classmethod
     def from_groups(cls, graph: Graph, cluster: Cluster, groups: Mapping[str, Sequence[str]], source: str = "") -> Placement:
@@ -80,7 +90,8 @@ class Placement:
             raise SpecError(f"not a placement file: format {data.get('format')!r}")
         if "assignment" not in data:
             raise SpecError("placement mapping needs an 'assignment' {op: device}")
-        return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""))
+        schedule = Schedule.from_dict(graph, cluster, data["schedule"]) if data.get("schedule") is not None else None
+        return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""), schedule=schedule)
 
     # ------------------------------------------------------------------ views
     def device_of(self, op: str) -> str:
@@ -130,11 +141,16 @@ class Placement:
         if self.source:
             out["source"] = self.source
         out["assignment"] = self.mapping()
+        if self.schedule is not None:
+            out["schedule"] = self.schedule.to_dict(self.graph, self.cluster)
         return out
 
     def with_cluster(self, cluster: Cluster) -> Placement:
-        """The same op -> device-name mapping on another cluster with those device names."""
-        return Placement.from_mapping(self.graph, cluster, self.mapping(), self.source)
+        """The same op -> device-name mapping (and schedule, by names) on another cluster with those device names."""
+        schedule = None
+        if self.schedule is not None:
+            schedule = Schedule.from_dict(self.graph, cluster, self.schedule.to_dict(self.graph, self.cluster))
+        return Placement.from_mapping(self.graph, cluster, self.mapping(), self.source, schedule=schedule)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Placement):

@@ -46,6 +46,8 @@ METHODS: dict[str, str] = {
     "local-search": "baselines:local_search",
     "pipedream": "baselines:pipedream_path",
     "one-device": "baselines:one_device",
+    "list": "listsched:heft",
+    "one-device-best": "listsched:one_device_best",
 }
 
 
