@@ -16,13 +16,14 @@ import math
 import sys
 from pathlib import Path
 
+from common import SHARED_DATA, require
+
 from placement_dsl import zoo
-from placement_dsl.certify import certify, problem_for
+from placement_dsl.certify import certify
 from placement_dsl.cli import resize
+from placement_dsl.cli.problems import dag_problem
 from placement_dsl.evaluate import CostModel
 from placement_dsl.io import Workload, load_workload
-
-from common import SHARED_DATA, require
 
 PROFILES = SHARED_DATA / "pipedream-profiles"
 KS = (2, 4, 8, 16, 32, 64)
@@ -53,7 +54,7 @@ def run(quick: bool, time_limit: float, workers: int, out: Path | None) -> dict[
     ratios: dict[tuple[str, int], list[float]] = {}
     for name, w in testbed(quick):
         for k in ks:
-            problem = problem_for(Workload(w.graph, resize(w.cluster, k), w.format, w.meta),
+            problem = dag_problem(Workload(w.graph, resize(w.cluster, k), w.format, w.meta),
                                   CostModel.named("bottleneck"))
             cert = certify(problem, budget=time_limit * len(LEVELS), levels=LEVELS, gap=0.0, workers=workers,
                            stop_at_gap=False)

@@ -21,12 +21,15 @@ import argparse
 import time
 from pathlib import Path
 
+from common import fmt, throughput_inputs
+from common import input_key as _key
+from common import markdown_head as table
+from common import paper_table as paper_rows
+
+from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
-from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
-
-from common import fmt, input_key as _key, markdown_head as table, paper_table as paper_rows, throughput_inputs
 
 CERTIFY_GAP = 0.01
 
@@ -44,7 +47,7 @@ def num(text: str) -> float | None:
 
 
 def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[str, str]) -> list[list[str]]:
-    problem = Problem.for_workload(load_workload(path), method="ip")
+    problem = problem_for_method(load_workload(path), method="ip")
     t0 = time.perf_counter()
     dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     t_dp = time.perf_counter() - t0
@@ -62,7 +65,7 @@ def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[st
 
 
 def noncontiguous(path: Path, solver: str, time_limit: float, paper: dict[str, str]) -> list[str]:
-    problem = Problem.for_workload(load_workload(path), method="ip-noncontig")
+    problem = problem_for_method(load_workload(path), method="ip-noncontig")
     dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     res = solve(problem, formulation="throughput", solver=solver, time_limit=time_limit, gap=1e-4,
                 warm_start=dp.placement, method="ip-noncontig")

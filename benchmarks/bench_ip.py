@@ -22,14 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import fmt, throughput_inputs
+from common import input_key as _key
+from common import paper_table as paper_rows
+
+from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.compile import compile
 from placement_dsl.formulations.chain import chain_problem
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
-from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
-
-from common import fmt, input_key as _key, paper_table as paper_rows, throughput_inputs
 
 FORMULATIONS = {"plain": ("ip", "throughput"), "chain": ("ip", "chain"), "noncontig": ("ip-noncontig", "throughput")}
 PAPER_COLUMN = {"plain": "ip_contig", "chain": "ip_contig", "noncontig": "ip_noncontig"}
@@ -56,7 +58,7 @@ def first_time(rows: list[tuple[float, float, float]], ok) -> float | None:
 
 def bench(path: Path, name: str, solver: str, time_limit: float, paper: dict[str, str]) -> dict:
     method, formulation = FORMULATIONS[name]
-    problem = Problem.for_workload(load_workload(path), method=method)
+    problem = problem_for_method(load_workload(path), method=method)
     paper_value = float(paper[f"{PAPER_COLUMN[name]}_tps"])
     floor, ub, start, gap_target, built = None, math.inf, None, 1e-4, problem
     if name == "chain":  # solve() puts position windows at UB/(1+gap) and certifies min(T*, bound)

@@ -495,33 +495,3 @@ def _checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None
     if unknown:
         raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
     return [name for name in LEVELS if name in levels]
-
-
-# ---------------------------------------------------------------------------- command line
-def problem_for(workload: Any, model: Any) -> Problem:
-    """The DAG-ordered problem the ``bounds`` command certifies for a workload and a cost model."""
-    from .constraints import Memory, Overflow
-    from .evaluate import MemoryMode
-    from .objectives import objective_of
-
-    memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
-    return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
-
-
-def bounds_command(workload: Any, cost_model: Any, levels: list[str] | tuple[str, ...] | None = None,
-                   time_limit: float = 60.0, workers: int = 1, solver: str = "highs",
-                   problem: Problem | None = None) -> tuple[dict[str, Any], str]:
-    """Every requested level's bound and status, the best upper bound, and bound/UB (``placement-dsl bounds``).
-
-    ``problem`` defaults to the DAG-ordered (MTPP) problem of the workload; ``levels`` to the
-    problem's default hierarchy. ``time_limit`` is the total wall-clock budget; the run stops
-    once the bound meets the best placement (gap 0). The payload is JSON-ready.
-    """
-    problem = problem if problem is not None else problem_for(workload, cost_model)
-    cert = certify(problem, budget=time_limit, levels=levels, gap=0.0, solver=solver, workers=workers)
-    ub = cert.objective
-    payload = cert.to_dict()
-    payload.update(graph=problem.graph.name, stages=problem.cluster.size, upper_bound=ub,
-                   upper_bound_by=cert.found_by,
-                   ratios={r.level: (None if r.bound is None or not ub else r.bound / ub) for r in cert.levels})
-    return payload, cert.table()

@@ -25,7 +25,7 @@ from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, 
 from .errors import SpecError
 from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
 from .graph import Graph
-from .objectives import ObjectiveTerm, Throughput, objective_named
+from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
 
 PROBLEM_FORMAT = "placement_dsl.problem"
@@ -160,24 +160,6 @@ class Problem:
         if placement.graph.names != self.graph.names:
             raise SpecError(f"placement is for graph {placement.graph.name!r} with other ops than the problem's")
         return Placement(self.graph, self.cluster, placement.assign, placement.source)
-
-    # ------------------------------------------------------------------ construction shortcuts
-    @classmethod
-    def for_workload(cls, workload: Any, objective: str | None = None, method: str = "ip",
-                     overlap: str = "none") -> Problem:
-        """The problem a command-line ``--method`` means for a workload.
-
-        ``ip``: contiguous throughput IP (Tarnawski Fig. 6); ``ip-noncontig``: the same
-        without contiguity (§5.2); ``exact``: Archer's Fig. 3 with DAG order. Memory is hard,
-        except for ``bottleneck`` which streams the overflow (Archer eq. (2)).
-        """
-        name = objective or workload.meta.get("objective", "throughput")
-        term = objective_named(name, overlap)
-        memory: Term = Overflow() if name == "bottleneck" else Memory()
-        structure: dict[str, list[Term]] = {"ip": [Contiguous()], "ip-noncontig": [], "exact": [DagOrder()]}
-        if method not in structure:
-            raise SpecError(f"method {method!r} has no formulation; choose from {sorted(structure)}")
-        return cls(workload.graph, workload.cluster, term, [memory, *structure[method]])
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from placement_dsl import testing
-from placement_dsl.certify import LEVELS, Certificate, LevelStatus, bounds_command, certify
+from placement_dsl.certify import LEVELS, Certificate, LevelStatus, certify
+from placement_dsl.cli.problems import bounds_payload, dag_problem
 from placement_dsl.constraints import Contiguous, DagOrder
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel
@@ -80,8 +81,8 @@ def test_unknown_level() -> None:
 def test_bounds_command_payload() -> None:
     problem, optimum = testing.diamond()
     workload = Workload(problem.graph, problem.cluster, "json", {})
-    payload, text = bounds_command(workload, CostModel.named("bottleneck"), levels=["simple", "superblock", "exact"],
-                                   time_limit=20.0)
+    payload, text = bounds_payload(dag_problem(workload, CostModel.named("bottleneck")),
+                                   levels=["simple", "superblock", "exact"], time_limit=20.0)
     json.dumps(payload)
     assert payload["upper_bound"] == pytest.approx(optimum)
     assert set(payload["ratios"]) == {"simple", "superblock", "exact"}

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from placement_dsl import testing
 from placement_dsl.bounds import chain_data
+from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, Memory
@@ -166,7 +167,7 @@ def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
     from placement_dsl.heuristics import run
     from placement_dsl.io import load_workload
 
-    problem = Problem.for_workload(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    problem = problem_for_method(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
     dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     compiled = compile(problem, "chain")
     assert compiled.varmap.residual(compiled.varmap.values(dp.placement))[0] <= 1e-7
@@ -179,7 +180,7 @@ def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
 def test_windowed_solve_certifies_bert24_within_one_percent():
     from placement_dsl.io import load_workload
 
-    problem = Problem.for_workload(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    problem = problem_for_method(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
     result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=60)
     assert result.objective == pytest.approx(17.79, abs=0.005)  # Tarnawski Table 1, dp_tps
     assert result.gap <= 0.01 + 1e-9 and result.bound <= result.objective

@@ -265,9 +265,9 @@ def test_cold_kernel_cache_is_detected(tmp_path):
 
 
 def test_cold_kernel_note_goes_to_stderr_only(capsys, monkeypatch):
-    from placement_dsl import cli
+    from placement_dsl.cli import options
 
-    monkeypatch.setattr(cli, "kernels_cold", lambda method: True)
+    monkeypatch.setattr(options, "kernels_cold", lambda method: True)
     code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "dp", "--json")
     assert code == 0 and strict_loads(out)["method"] == "dp"
     assert "compiling kernels once; later runs are fast" in err
@@ -281,12 +281,12 @@ def test_warm_kernel_cache_is_silent(capsys):
 
 
 def test_unexpected_exception_is_one_line_exit_70_and_debug_reraises(capsys, monkeypatch):
-    from placement_dsl import cli
+    from placement_dsl.cli import parser
 
     def boom(args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "cmd_zoo", boom)
+    monkeypatch.setattr(parser, "cmd_zoo", boom)
     code, _, err = run_cli(capsys, "zoo")
     assert code == 70 and err.strip() == "internal error: RuntimeError: boom"
     with pytest.raises(RuntimeError, match="boom"):

@@ -7,8 +7,16 @@ import sys
 import pytest
 
 from placement_dsl import Cluster, Graph, Op, SpecError
-from placement_dsl.constraints import (AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin,
-                                       term_from_dict)
+from placement_dsl.constraints import (
+    AllowedKinds,
+    Colocate,
+    Contiguous,
+    DagOrder,
+    Memory,
+    Overflow,
+    Pin,
+    term_from_dict,
+)
 from placement_dsl.evaluate import MemoryMode, Objective
 from placement_dsl.io import Workload
 from placement_dsl.objectives import Bottleneck, GPipe, PipeDream, Throughput
@@ -97,13 +105,16 @@ def test_json_round_trip(tmp_path):
         term_from_dict({"term": "NoSuchTerm"})
 
 
-def test_for_workload_maps_command_line_methods():
+def test_command_line_methods_map_to_terms():
+    from placement_dsl.cli.problems import problem_for_method
+
     w = Workload(chain_graph([1, 2, 3]), Stages(2))
-    assert Problem.for_workload(w, "bottleneck", "exact").has(DagOrder)
-    p = Problem.for_workload(w, "throughput", "ip")
+    assert problem_for_method(w, "bottleneck", "exact").has(DagOrder)
+    assert problem_for_method(w, "bottleneck", "exact").has(Overflow)
+    p = problem_for_method(w, "throughput", "ip")
     assert p.has(Contiguous) and p.has(Memory)
-    assert not Problem.for_workload(w, "gpipe", "ip-noncontig").has(Contiguous)
-    with pytest.raises(SpecError, match="latency"):
-        Problem.for_workload(w, "latency", "ip")
+    assert not problem_for_method(w, "gpipe", "ip-noncontig").has(Contiguous)
+    with pytest.raises(SpecError, match="objective 'nope'"):
+        problem_for_method(w, "nope", "ip")
     with pytest.raises(SpecError, match="method"):
-        Problem.for_workload(w, "throughput", "magic")
+        problem_for_method(w, "throughput", "magic")

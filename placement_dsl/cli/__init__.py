@@ -1,0 +1,75 @@
+"""Command line: ``placement-dsl evaluate|solve|bounds|convert|zoo``.
+
+WORKLOAD is a file in any supported format (detected from content/extension, or given by
+``--format``) or ``zoo:NAME`` for a model of the built-in zoo.
+
+With ``--json`` a command prints exactly one standard JSON object on stdout (no ``NaN`` or
+``Infinity``: non-finite numbers are ``null``); notes and errors go to stderr. Errors are one
+line; see :data:`EPILOG` for the exit statuses.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import InfeasibleError, PlacementError
+from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
+from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
+from .options import heuristic_options, kernels_cold
+from .parser import build_parser
+from .workloads import one_line, read_workload, resize
+
+__all__ = ["HEURISTIC_METHODS", "IP_METHODS", "build_parser", "cmd_bounds", "cmd_convert", "cmd_evaluate", "cmd_solve",
+           "cmd_zoo", "heuristic_options", "kernels_cold", "main", "read_workload", "resize", "run_command"]
+
+
+# ---------------------------------------------------------------------------- entry point
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command; every error becomes one line on stderr and an exit status."""
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        raise
+    except Exception as err:
+        if getattr(args, "debug", False):
+            raise
+        return _report(err)
+
+
+def _report(err: Exception) -> int:
+    if isinstance(err, InfeasibleError):
+        print(f"error: infeasible: {one_line(err)}", file=sys.stderr)
+        return EXIT_INFEASIBLE
+    if isinstance(err, PlacementError):
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"internal error: {type(err).__name__}: {one_line(err)}", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _quiet_closed_stdout() -> int:
+    """The reader of stdout went away: point stdout at /dev/null so that the interpreter's final
+    flush stays silent, and exit like a process killed by SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (e.g. captured)
+        pass
+    return EXIT_PIPE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``placement-dsl``: parse ``argv``, run the command, return the exit status (see :data:`EPILOG`)."""
+    try:
+        args = build_parser().parse_args(argv)
+        code = run_command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _quiet_closed_stdout()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return code
+

@@ -1,0 +1,146 @@
+"""The ``placement-dsl`` subcommands."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from ..evaluate import CostModel, Evaluation, evaluate
+from ..io import Workload, load_placement, save_placement, save_workload
+from ..io.report import stage_lines, stage_ranges
+from ..result import placement_report, relative_gap
+from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS
+from .options import heuristic_options, mip_options, note_cold_kernels
+from .problems import bounds_payload, dag_problem, problem_for_method
+from .workloads import check_memory, cost_model, emit, memory_summary, one_line, workload_from_args
+
+
+# ---------------------------------------------------------------------------- commands
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: the cost model's verdict on a split, with the device rows and stage ranges."""
+    w = workload_from_args(args)
+    placement = load_placement(args.split, w)
+    ev = evaluate(placement, cost_model(args, w))
+    payload = {**ev.to_dict(), "stages": stage_ranges(placement)}
+    text = "\n".join([f"{w.graph!r} on {w.cluster!r}", ev.table(), *stage_lines(payload["stages"])])
+    emit(args, payload, text)
+    return EXIT_OK
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """``convert``: write the workload (with any cluster options applied) as native or dnn-partitioning JSON."""
+    w = workload_from_args(args, args.input)
+    out = Path(args.output)
+    fmt = args.to or ("native" if out.suffix == ".json" else None)
+    try:
+        save_workload(w, out, fmt)
+    except OSError as err:
+        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    payload = {"output": str(out), "format": fmt, "ops": w.graph.n, "edges": w.graph.m, "devices": w.cluster.size}
+    emit(args, payload, f"wrote {out} ({w.graph.n} ops, {w.graph.m} edges, {w.cluster.size} devices)")
+    return EXIT_OK
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """``solve``: a placement by a heuristic or a MIP, its certificate, rows and stage ranges; exit 3 if infeasible."""
+    w = workload_from_args(args)
+    model = cost_model(args, w)
+    check_memory(w, model)
+    if args.method in IP_METHODS:
+        placement, payload, text = _run_ip(args, w, model)
+    else:
+        placement, payload, text = _run_heuristic(args, w, model)
+    if args.out and placement is not None:
+        save_placement(placement, args.out, w, payload.get("objective"))
+    emit(args, payload, text)
+    return _solve_status(args, w, payload)
+
+
+def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[Any, dict[str, Any], str]:
+    from ..heuristics import run
+
+    mip_options(args)
+    options = heuristic_options(args)
+    note_cold_kernels(args.method)
+    start = time.perf_counter()
+    res = run(args.method, w.graph, w.cluster, model=model, **options)
+    ev = evaluate(res.placement, model)
+    seconds = time.perf_counter() - start
+    payload = _heuristic_payload(args.method, res, ev, seconds)
+    lines = [f"{w.graph!r} on {w.cluster!r}: method {args.method} in {seconds:.2f}s", ev.table(),
+             *stage_lines(payload["stages"])]
+    if res.exact_among and ev.valid:
+        lines.append(f"proven optimal among {res.exact_among} placements")
+    return res.placement, payload, "\n".join(lines)
+
+
+def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) -> dict[str, Any]:
+    """The JSON answer of a heuristic: the same certificate fields as a MIP result, and the rows."""
+    status = "invalid" if not ev.valid else "optimal" if res.exact_among else "heuristic"
+    return {
+        "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
+        "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
+        "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations,
+        "violations": [{"check": v.check, "message": v.message, "required": v.check in ev.model.require}
+                       for v in ev.violations],
+        "info": res.info, **placement_report(res.placement, ev),
+    }
+
+
+def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[Any, dict[str, Any], str]:
+    heuristic_options(args)
+    for key, value in mip_options(args).items():
+        setattr(args, key, value)
+    start = args.warm_start if args.warm_start in HEURISTIC_METHODS else None
+    note_cold_kernels(start)
+    result = _solve_ip(args, w, model)
+    return result.placement, result.to_dict(), result.summary()
+
+
+def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
+    from ..solve import solve
+
+    problem = problem_for_method(w, objective=args.objective, method=args.method, overlap=args.overlap)
+    return solve(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
+                 warm_start=args.warm_start, method=args.method)
+
+
+def _solve_status(args: argparse.Namespace, w: Workload, payload: dict[str, Any]) -> int:
+    """Exit 3 (with the reason on stderr) when the solve proved infeasibility or found no valid placement."""
+    if payload.get("status") == "infeasible":
+        reason = f"no {args.method} placement satisfies the constraints (status infeasible)"
+    elif payload.get("valid") is False:
+        broken = "; ".join([v["message"] for v in payload.get("violations", []) if v.get("required")][:2])
+        reason = f"method {args.method} found no valid placement: {broken or 'see the violations'}"
+    else:
+        return EXIT_OK
+    print(f"error: infeasible: {one_line(reason)}; {memory_summary(w)}", file=sys.stderr)
+    return EXIT_INFEASIBLE
+
+
+def cmd_bounds(args: argparse.Namespace) -> int:
+    """``bounds``: the lower-bound hierarchy and the certificate of the best placement found."""
+    w = workload_from_args(args)
+    model = cost_model(args, w)
+    check_memory(w, model)
+    problem = (problem_for_method(w, objective=args.objective, method=args.method, overlap=args.overlap)
+               if args.method else dag_problem(w, model))
+    levels = args.levels.split(",") if args.levels else None
+    payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
+                                   solver=args.solver)
+    emit(args, payload, text)
+    return EXIT_OK
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    """``zoo``: the names of the built-in models."""
+    from .. import zoo
+
+    names = zoo.names()
+    emit(args, {"models": names}, "\n".join(names))
+    return EXIT_OK
+
+

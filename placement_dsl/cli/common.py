@@ -1,0 +1,21 @@
+"""Names the command line's modules share: method lists, exit statuses, help texts."""
+from __future__ import annotations
+
+from ..heuristics.base import METHODS
+
+HEURISTIC_METHODS = tuple(METHODS)  # the heuristics' registry: a new heuristic is a new --method
+IP_METHODS = ("ip", "ip-noncontig", "exact")
+TRAINING_OBJECTIVES = ("gpipe", "pipedream")  # score forward and backward passes separately
+MIP_DEFAULTS = {"solver": "highs", "time_limit": 60.0, "gap": 1e-4}
+MIP_FLAGS = {"solver": "--solver", "time_limit": "--time-limit", "gap": "--gap", "warm_start": "--warm-start"}
+HEURISTIC_FLAGS = {"evaluations": "--evaluations", "seed": "--seed"}  # heuristic keyword -> flag
+
+EXIT_OK, EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE = 0, 2, 3, 70, 141
+DESCRIPTION = "Place DNN computation graphs onto devices: evaluate a split, solve, bound, convert workloads."
+EPILOG = """exit status:
+  0    success
+  2    invalid input or usage; the message names the offending item
+  3    infeasible: no placement fits (the message names the op and the
+       devices), or the method found no valid placement
+  70   internal error (rerun with --debug for the traceback)
+  141  standard output was closed early (e.g. piped into head)"""

@@ -1,0 +1,132 @@
+"""Which options a method takes (from the heuristics' signatures), and the one-time kernel compilation note."""
+from __future__ import annotations
+
+import argparse
+import inspect
+from types import ModuleType
+from typing import Any
+
+from ..errors import PlacementError
+from .common import HEURISTIC_FLAGS, HEURISTIC_METHODS, IP_METHODS, MIP_DEFAULTS, MIP_FLAGS
+from .workloads import note
+
+
+# ---------------------------------------------------------------------------- options per method
+def accepted_options(method: str) -> set[str]:
+    """Keyword options the heuristic ``method``'s function takes (from its signature)."""
+    from ..heuristics.base import resolve
+
+    params = inspect.signature(resolve(method)).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return set(HEURISTIC_FLAGS)
+    return {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+
+
+def methods_taking(option: str) -> list[str]:
+    """The heuristic methods whose function takes ``option``."""
+    out = []
+    for method in HEURISTIC_METHODS:
+        try:
+            if option in accepted_options(method):
+                out.append(method)
+        except PlacementError:  # a heuristic whose module is unavailable takes nothing
+            continue
+    return out
+
+
+def heuristic_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The heuristic options given that ``args.method`` takes; the others are noted and ignored."""
+    given = {k: getattr(args, k) for k in HEURISTIC_FLAGS if getattr(args, k, None) is not None}
+    if not given:
+        return {}
+    accepted = accepted_options(args.method) if args.method in HEURISTIC_METHODS else set()
+    for name in sorted(set(given) - accepted):
+        note(f"{HEURISTIC_FLAGS[name]} does not apply to method {args.method} and is ignored; "
+             f"it is taken by {', '.join(methods_taking(name))}")
+    return {k: v for k, v in given.items() if k in accepted}
+
+
+def mip_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--solver``/``--time-limit``/``--gap``/``--warm-start`` with defaults for a MIP method; for a
+    heuristic method the given ones are noted as ignored."""
+    given = {k: getattr(args, k) for k in MIP_FLAGS if getattr(args, k, None) is not None}
+    if args.method in IP_METHODS:
+        return {**MIP_DEFAULTS, "warm_start": None, **given}
+    if given:
+        flags = ", ".join(MIP_FLAGS[k] for k in given)
+        note(f"{flags} appl{'ies' if len(given) == 1 else 'y'} only to the MIP methods "
+             f"({', '.join(IP_METHODS)}); ignored for method {args.method}")
+    return {}
+
+
+# ---------------------------------------------------------------------------- numba kernels
+def kernels_cold(method: str | None) -> bool:
+    """Whether running heuristic ``method`` first compiles numba kernels (their on-disk cache is
+    missing or stale). Unknown methods, MIP methods and any failure to tell give ``False``."""
+    if method not in HEURISTIC_METHODS:
+        return False
+    try:
+        from ..heuristics.base import resolve
+
+        return any(not _cached(k) for k in _kernels_reached(resolve(method)))
+    except Exception:  # noqa: BLE001 - a note is never worth a crash
+        return False
+
+
+def _cached(kernel: Any) -> bool:
+    """A cached kernel (``njit(cache=True)``) whose on-disk index matches its source."""
+    cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+    return cache_file is None or bool(cache_file._load_index())
+
+
+def _kernels_reached(fn: Any) -> list[Any]:
+    """The numba kernels a heuristic can call: a walk over the names its code (and the code of the
+    heuristics functions, classes and modules it names) refers to."""
+    from numba.core.dispatcher import Dispatcher
+
+    package = __package__.rpartition(".")[0] + ".heuristics"
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    stack = [fn]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Dispatcher):
+            found[id(obj)] = obj
+            continue
+        stack.extend(_referenced(obj, package))
+    return list(found.values())
+
+
+def _referenced(obj: Any, package: str) -> list[Any]:
+    """Objects of ``package`` that a function's or class's code names."""
+    if isinstance(obj, type):
+        return [v for v in vars(obj).values() if callable(v) or isinstance(v, (property, staticmethod, classmethod))]
+    obj = getattr(obj.fget if isinstance(obj, property) else obj, "__func__", obj)
+    code = getattr(obj, "__code__", None)
+    if code is None:
+        return []
+    names = set(_code_names(code))
+    spaces: list[dict[str, Any]] = [getattr(obj, "__globals__", {})]
+    spaces += [vars(m) for m in spaces[0].values() if isinstance(m, ModuleType) and m.__name__.startswith(package)]
+    found = [space[n] for space in spaces for n in names if n in space]
+    return [v for v in found if getattr(v, "__module__", None) and str(v.__module__).startswith(package)]
+
+
+def _code_names(code: Any) -> list[str]:
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names += _code_names(const)
+    return names
+
+
+def note_cold_kernels(*methods: str | None) -> None:
+    """Say once on stderr that the first run compiles kernels, when one of ``methods`` will."""
+    if any(kernels_cold(m) for m in methods if m):
+        note("compiling kernels once; later runs are fast")
+
+

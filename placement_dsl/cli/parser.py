@@ -1,0 +1,135 @@
+"""The argument parser of ``placement-dsl``: one subparser per command, every option with help."""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, NoReturn
+
+from ..evaluate import NAMED
+from ..io.workload import FORMATS
+from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
+from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
+from .workloads import one_line
+
+
+# ---------------------------------------------------------------------------- parser
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (``prog: error: ...``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message (see prog --help)`` on one line and exit 2."""
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _number(kind: type, low: float, name: str, inclusive: bool = True) -> Any:
+    """An argparse type: a ``kind`` number ``>= low`` (``> low`` unless ``inclusive``), with a clear message."""
+    def parse(text: str) -> Any:
+        """``text`` as a number in range, else an argparse error naming the option."""
+        try:
+            value = kind(float(text)) if kind is int and "e" in text.lower() else kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if math.isnan(value) or value < low or (value == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"{name} must be {'>=' if inclusive else '>'} {low:g}, got {text!r}")
+        return value
+    return parse
+
+
+def _common(sp: argparse.ArgumentParser, json_help: str = "print one standard JSON object on stdout") -> None:
+    sp.add_argument("--json", action="store_true", help=json_help)
+    sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                    help="re-raise unexpected errors with their traceback instead of a one-line message")
+
+
+def _cluster_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--format", choices=FORMATS, help="input format (default: detected from the file)")
+    sp.add_argument("--training", action="store_true",
+                    help="use the training graph: the zoo's -train model, a PipeDream profile's backward pass, "
+                         "or a derived one (backward work = 2x forward)")
+    sp.add_argument("--stages", type=_number(int, 1, "--stages"), metavar="K",
+                    help="number of accelerators / pipeline stages (copies of the first accelerator)")
+    sp.add_argument("--memory", type=_number(float, 0, "--memory", inclusive=False), metavar="BYTES",
+                    help="memory of each accelerator in bytes (inf = unlimited)")
+    sp.add_argument("--bandwidth", type=_number(float, 0, "--bandwidth", inclusive=False), metavar="BYTES_PER_MS",
+                    help="bandwidth of every device to the interconnect, in bytes per ms")
+    sp.add_argument("--cpus", type=_number(int, 0, "--cpus"), metavar="N",
+                    help="number of host CPUs (kept or added; they pay no transfers)")
+
+
+def _workload_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
+    _cluster_args(sp)
+    sp.add_argument("--objective", choices=sorted(NAMED),
+                    help="objective (default: the workload's, else throughput); gpipe and pipedream need a "
+                         "training graph")
+    sp.add_argument("--overlap", choices=("none", "half", "full"), default="none",
+                    help="overlap communication with computation (Tarnawski App. C.1; default: none)")
+    _common(sp)
+
+
+def _solve_parser(sub: Any) -> None:
+    so = sub.add_parser("solve", help="find a placement (heuristic or MIP)", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workload_args(so)
+    so.add_argument("--method", required=True, choices=HEURISTIC_METHODS + IP_METHODS,
+                    help=f"heuristic ({', '.join(HEURISTIC_METHODS)}) or MIP ({', '.join(IP_METHODS)})")
+    so.add_argument("--solver", help="MIP methods: highs, scip or any Pyomo solver name (default: highs)")
+    so.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), metavar="SECONDS",
+                    help="MIP methods: seconds, enforced by the project (default: 60)")
+    so.add_argument("--gap", type=_number(float, 0, "--gap"), help="MIP methods: relative gap target (default: 1e-4)")
+    so.add_argument("--warm-start", metavar="METHOD|FILE",
+                    help="MIP methods: heuristic METHOD or placement FILE to start from")
+    so.add_argument("--evaluations", type=_number(int, 1, "--evaluations"), metavar="N",
+                    help="evaluation budget of the ordering searches (methods whose function takes it)")
+    so.add_argument("--seed", type=int, metavar="N", help="random seed of the heuristics that draw (default: 0)")
+    so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs)")
+    so.set_defaults(func=cmd_solve)
+
+
+def _bounds_parser(sub: Any) -> None:
+    bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workload_args(bo)
+    bo.add_argument("--levels", help="comma-separated levels (default: the problem's hierarchy, e.g. "
+                                     "simple,no-dag,no-cut-io,superblock,guess,exact for pipelines)")
+    bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
+                                                         "ip = contiguous, ip-noncontig = any split")
+    bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
+                    metavar="SECONDS",
+                    help="seconds per MIP level (default: 60)")
+    bo.add_argument("--workers", type=_number(int, 1, "--workers"), default=1, metavar="N",
+                    help="levels solved in parallel (default: 1)")
+    bo.add_argument("--solver", default="highs", help="MIP solver of the MIP levels: highs, scip or any Pyomo "
+                                                      "solver name (default: highs)")
+    bo.set_defaults(func=cmd_bounds)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``placement-dsl`` parser: every option of every command has help; exit statuses in the epilog."""
+    p = Parser(prog="placement-dsl", description=DESCRIPTION, epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="re-raise unexpected errors with their traceback instead of a one-line message")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of the commands below")
+    ev = sub.add_parser("evaluate", help="score a split with the cost model", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workload_args(ev)
+    ev.add_argument("--split", required=True, help="placement or split file")
+    ev.set_defaults(func=cmd_evaluate)
+    _solve_parser(sub)
+    _bounds_parser(sub)
+    cv = sub.add_parser("convert", help="convert a workload between formats", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cv.add_argument("input", help="workload file or zoo:NAME to read")
+    cv.add_argument("output", help="file to write (.json: native unless --to says otherwise)")
+    _cluster_args(cv)
+    cv.add_argument("--to", choices=("native", "dnn-partitioning"), help="output format (default: native)")
+    _common(cv, "print a JSON summary of what was written")
+    cv.set_defaults(func=cmd_convert)
+    zo = sub.add_parser("zoo", help="list the built-in models", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(zo, "print the names as a JSON object")
+    zo.set_defaults(func=cmd_zoo)
+    return p
+
+

@@ -1,0 +1,183 @@
+"""Command-line helpers: messages, reading and reconfiguring workloads, the cost model, memory feasibility."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..cluster import CPU, Cluster, Device
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import REL_TOL, CostModel, MemoryMode
+from ..io import Workload, load_workload
+from ..io.common import dumps_strict
+from ..io.report import human_bytes
+from .common import TRAINING_OBJECTIVES
+
+
+# ---------------------------------------------------------------------------- messages
+def note(text: str) -> None:
+    """A one-line note on stderr (stdout stays clean for ``--json``)."""
+    print(f"note: {text}", file=sys.stderr)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks become ``; ``."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+    """Print the command's answer: one strict JSON object with ``--json``, else ``text``."""
+    print(dumps_strict(payload) if getattr(args, "json", False) else text)
+
+
+# ---------------------------------------------------------------------------- workloads
+def read_workload(spec: str, fmt: str | None = None, stages: int | None = None, training: bool = False) -> Workload:
+    """A workload from a path or ``zoo:NAME``, with ``stages`` accelerators if given.
+
+    ``training`` gives the training graph: the zoo's ``-train`` variant, a PipeDream profile's
+    measured backward pass, or a derived one (:func:`placement_dsl.io.workload.with_training`).
+    """
+    if spec.startswith("zoo:"):
+        from .. import zoo
+
+        name = spec[4:]
+        if training and not name.endswith(zoo.TRAIN_SUFFIX):
+            name += zoo.TRAIN_SUFFIX
+        w = zoo.get(name)
+    else:
+        w = load_workload(spec, fmt, **({"training": True} if training else {}))
+        if str(w.meta.get("backward", "")).startswith("derived"):
+            note(f"--training: graph {w.graph.name!r} had no backward pass; derived one "
+                 "(each op's backward work is twice its forward work)")
+    if stages is not None:
+        w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
+    return w
+
+
+def resize(cluster: Cluster, k: int) -> Cluster:
+    """The cluster with ``k`` copies of its first non-host device, host devices kept."""
+    if k < 1:
+        raise SpecError(f"--stages must be >= 1, got {k}")
+    accs = [d for d in cluster.devices if not d.host]
+    template = accs[0] if accs else cluster.devices[0]
+    prefix = template.name.rstrip("0123456789") or "dev"
+    copies = [template.model_copy(update={"name": f"{prefix}{i}"}) for i in range(k)]
+    hosts = [d for d in cluster.devices if d.host]
+    return Cluster(copies + hosts, ())
+
+
+def reconfigure(cluster: Cluster, memory: float | None = None, bandwidth: float | None = None,
+                cpus: int | None = None) -> Cluster:
+    """The cluster with accelerator ``memory``, every device's ``bandwidth`` and ``cpus`` host CPUs, where given.
+
+    Existing host devices are kept up to ``cpus`` and new ones named ``cpu0, cpu1, ...``;
+    links whose ends remain are kept.
+    """
+    devices = [_updated(d, memory, bandwidth) for d in cluster.devices]
+    if cpus is not None:
+        accs, hosts = [d for d in devices if not d.host], [d for d in devices if d.host][:cpus]
+        taken = {d.name for d in accs + hosts}
+        names = (f"cpu{i}" for i in range(len(devices) + cpus + 1) if f"cpu{i}" not in taken)
+        template = {"bandwidth": devices[0].bandwidth}
+        hosts += [Device(name=next(names), kind=CPU, **template) for _ in range(cpus - len(hosts))]
+        devices = accs + hosts
+    kept = {d.name for d in devices}
+    return Cluster(devices, [lk for lk in cluster.links if lk.src in kept and lk.dst in kept])
+
+
+def _updated(device: Device, memory: float | None, bandwidth: float | None) -> Device:
+    """``device`` with the given memory (accelerators only) and bandwidth, validated."""
+    update: dict[str, float] = {}
+    if memory is not None and not device.host:
+        update["memory"] = memory
+    if bandwidth is not None:
+        update["bandwidth"] = bandwidth
+    return Device(**{**device.model_dump(), **update}) if update else device
+
+
+def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Workload:
+    """The command's workload: read (``--format``, ``--training``), resized (``--stages``) and
+    with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied."""
+    w = read_workload(spec or args.workload, args.format, getattr(args, "stages", None),
+                      getattr(args, "training", False))
+    options = {k: getattr(args, k, None) for k in ("memory", "bandwidth", "cpus")}
+    if all(v is None for v in options.values()):
+        return w
+    given = {k: v for k, v in options.items() if v is not None}
+    return Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
+
+
+def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
+    """The cost model of ``--objective`` (default: the workload's), refusing a training objective
+    on a forward-only graph."""
+    name = args.objective or workload.meta.get("objective", "throughput")
+    if name in TRAINING_OBJECTIVES and not workload.graph.is_training:
+        raise SpecError(f"objective {name!r} scores the forward and backward passes of a training graph, but "
+                        f"graph {workload.graph.name!r} is forward-only; pass --training to add its backward pass, "
+                        "or use --objective throughput or latency")
+    return CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none")
+
+
+# ---------------------------------------------------------------------------- memory feasibility
+def _unit_needs(w: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per colocation unit (an op, or a group that must share a device): bytes, largest capacity
+    of a device every member may run on, and that device's index (-1 if none)."""
+    g, c = w.graph, w.cluster
+    _, unit = np.unique(g.group_id, return_inverse=True)
+    need = np.bincount(unit, weights=g.param_bytes + g.activation_bytes)
+    blocked = np.zeros((need.size, c.size), dtype=bool)
+    np.logical_or.at(blocked, unit, ~np.isfinite(c.times(g)))
+    capacity = np.where(blocked, -np.inf, c.memory[None, :])
+    best = np.argmax(capacity, axis=1)
+    has = ~blocked.all(axis=1)
+    return need, np.where(has, capacity[np.arange(need.size), best], np.nan), np.where(has, best, -1)
+
+
+def _unit_name(w: Workload, unit: int) -> str:
+    g = w.graph
+    _, inverse = np.unique(g.group_id, return_inverse=True)
+    members = np.flatnonzero(inverse == unit)
+    if members.size == 1:
+        return f"op {g.names[members[0]]!r}"
+    shown = ", ".join(repr(g.names[i]) for i in members[:3]) + (", ..." if members.size > 3 else "")
+    return f"colocation group {g.ops[members[0]].group!r} ({members.size} ops: {shown})"
+
+
+def check_memory(w: Workload, model: CostModel) -> None:
+    """Raise :class:`InfeasibleError` when hard memory cannot hold the ops, naming the op (or group).
+
+    Two necessary conditions: every op (colocation group) fits on some device it may run on,
+    and the ops' total bytes fit in the devices' total capacity.
+    """
+    if model.memory is not MemoryMode.HARD:
+        return
+    need, capacity, device = _unit_needs(w)
+    over = np.flatnonzero((device >= 0) & (need > capacity * (1 + REL_TOL)))
+    fix = "give more memory (--memory BYTES) or let memory overflow (--objective bottleneck)"
+    if over.size:
+        u = over[np.argmax(need[over])]
+        more = f" ({over.size - 1} more do not fit either)" if over.size > 1 else ""
+        raise InfeasibleError(
+            f"{_unit_name(w, u)} needs {need[u]:.6g} bytes ({human_bytes(need[u])}) but the largest device it can "
+            f"run on, {w.cluster.names[device[u]]!r}, holds {capacity[u]:.6g} bytes ({human_bytes(capacity[u])})"
+            f"{more}; {fix}")
+    total, room = float(need.sum()), float(w.cluster.memory.sum())
+    if total > room * (1 + REL_TOL):
+        raise InfeasibleError(f"the ops need {total:.6g} bytes ({human_bytes(total)}) in total but the "
+                              f"{w.cluster.size} devices hold {room:.6g} bytes ({human_bytes(room)}); "
+                              f"add devices (--stages) or {fix}")
+
+
+def memory_summary(w: Workload) -> str:
+    """Largest op (unit) bytes against largest device capacity, for messages about infeasibility."""
+    need, _, _ = _unit_needs(w)
+    if not need.size:
+        return "the graph has no ops"
+    u = int(np.argmax(need))
+    d = int(np.argmax(w.cluster.memory))
+    return (f"largest: {_unit_name(w, u)} with {human_bytes(need[u])}, device {w.cluster.names[d]!r} with "
+            f"{human_bytes(w.cluster.memory[d])}; total {human_bytes(need.sum())} of {human_bytes(w.cluster.memory.sum())}")
+
+
