@@ -1,6 +1,7 @@
-"""Placements: which device runs each op (devices in pipeline order)."""
+"""Placements: which device runs each op (devices in pipeline order), and classes of placements."""
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,38 @@ if TYPE_CHECKING:
     from .evaluate import CostModel, Evaluation
 
 PLACEMENT_FORMAT = "placement_dsl.placement"
+
+
+class PlacementClass(enum.Flag):
+    """Classes of placements a bound or an optimum holds for; ``a in b`` iff ``a`` is a subclass of ``b``.
+
+    Built from four disjoint parts: DAG-ordered and contiguous (:attr:`DP`, the class of
+    Tarnawski et al.'s DP over ideals), contiguous with a cyclic quotient, DAG-ordered but not
+    contiguous, and the rest. A bound over ``b`` covers a problem over ``a`` when ``a in b``.
+
+    >>> PlacementClass.DP in PlacementClass.CONTIGUOUS, PlacementClass.CONTIGUOUS in PlacementClass.DP
+    (True, False)
+    >>> str(PlacementClass.DAG_ORDERED)
+    'dag-ordered placements'
+    """
+
+    DP = 1
+    CYCLIC_CONTIGUOUS = 2
+    ORDERED_SPLIT = 4
+    OTHER = 8
+    CONTIGUOUS = DP | CYCLIC_CONTIGUOUS
+    DAG_ORDERED = DP | ORDERED_SPLIT
+    ALL = DP | CYCLIC_CONTIGUOUS | ORDERED_SPLIT | OTHER
+
+    def __str__(self) -> str:
+        return _CLASS_NAMES.get(self, self.name or repr(self))
+
+
+_CLASS_NAMES = {
+    PlacementClass.ALL: "all placements", PlacementClass.CONTIGUOUS: "contiguous placements",
+    PlacementClass.DAG_ORDERED: "dag-ordered placements",
+    PlacementClass.DP: "dag-ordered contiguous placements (DP class)",
+}
 
 
 class Placement:

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_dsl.certify import model_bound, guess_bound
+from placement_dsl.bounds import simple_lower_bound
+from placement_dsl.certify import guess_bound, model_bound
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
@@ -15,7 +16,6 @@ from placement_dsl.formulations import RELAXATIONS, GuessedBlock, Kind, of_kind
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, PipeDream, Throughput
 from placement_dsl.problem import Problem, Stages
-from placement_dsl.bounds import simple_lower_bound
 from placement_dsl.testing import brute_force, chain_graph, random_graph
 
 SLACK = 1e-6

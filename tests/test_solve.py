@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from placement_dsl import testing
+from placement_dsl.constraints import DagOrder
 from placement_dsl.errors import EvaluationMismatchError, SolverUnavailableError, SpecError
 from placement_dsl.io import Workload, save_placement
+from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
-from placement_dsl.objectives import Bottleneck
-from placement_dsl.constraints import DagOrder
 from placement_dsl.result import Result, relative_gap
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status, available_solvers, backend
