@@ -22,7 +22,7 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from .blocks.base import BlockTemplate, Context, Scale, Warm, build_order
+from .blocks.base import BlockTemplate, Context, Scale, ScheduleLink, Warm, build_order
 from .errors import SpecError
 from .evaluate import CostModel
 from .formulations import Formulation, get
@@ -49,7 +49,7 @@ class VarMap:
         assign = np.asarray(placement.assign)
         if assign.shape != (self.context.n,):
             raise SpecError(f"placement has {assign.shape[0]} ops, the model {self.context.n}")
-        warm = Warm(self.context, assign)
+        warm = Warm(self.context, assign, placement.schedule)
         out = ComponentMap()
         for blk, template in self.built:
             for var, value in template.values(blk, self.context, warm):
@@ -110,7 +110,22 @@ class VarMap:
         score = np.array([[_value(ctx.x(v, d)) for d in range(ctx.D)] for v in range(ctx.n)])
         if np.isnan(score).all(axis=1).any():
             raise SpecError("varmap.placement: the model holds no values; solve it or load a solution first")
-        return ctx.problem.placement(np.nanargmax(np.nan_to_num(score, nan=-1.0), axis=1), source="mip")
+        assign = np.nanargmax(np.nan_to_num(score, nan=-1.0), axis=1)
+        placement = ctx.problem.placement(assign, source="mip")
+        if not ctx.has(ScheduleLink):
+            return placement
+        return Placement(placement.graph, placement.cluster, assign, "mip", schedule=self._schedule(placement))
+
+    def _schedule(self, placement: Placement) -> Any:
+        """The solution's start times (cost-model units) for every op and every transfer the placement needs."""
+        from .schedule import Schedule, transfer_tasks
+
+        ctx, link = self.context, self.context.link(ScheduleLink)
+        start = np.array([_value(link.start(v)) for v in range(ctx.n)]) * ctx.scale.time
+        prod, recv, _ = transfer_tasks(placement)
+        transfers = {(int(u), int(d)): _value(link.transfer_start(int(u), int(d))) * ctx.scale.time
+                     for u, d in zip(prod.tolist(), recv.tolist())}
+        return Schedule(np.maximum(start, 0.0), transfers)
 
 
 def _value(expr: Any) -> float:

@@ -23,7 +23,7 @@ A new template subclasses :class:`BlockTemplate`, declares the links it ``provid
 """
 from .assignment import Assignment, Colocation, OrderedAssignment, PinOps
 from .base import (TEMPLATES, AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, OverflowLink,
-                   Scale, Stage, TransferLink, Warm, build_order, register)
+                   Scale, ScheduleLink, Stage, TransferLink, Warm, build_order, register)
 from .chain import (AncestorCuts, ChainAssignment, ChainLink, ChainOrder, ChainTensorCut, CpuGaps, CpuGapsLink,
                     PositionWindows)
 from .load import DeviceLoad, MemoryCapacity, OverflowCost
@@ -37,5 +37,5 @@ __all__ = [
     "ChainAssignment", "ChainLink", "ChainOrder", "ChainTensorCut", "Colocation", "Context", "Contiguity", "CpuGaps",
     "CpuGapsLink", "DagOrderBlock", "DeviceLoad", "GPipeObjective", "HostSuperblocks", "Link", "LoadLink", "MaxLoad",
     "MemoryCapacity", "NoTransfer", "OrderedAssignment", "OverflowCost", "OverflowLink", "PinOps", "PositionWindows",
-    "Scale", "Stage", "SuperblockLoad", "Superblocks", "TensorCut", "TransferLink", "Warm", "build_order", "register",
+    "Scale", "ScheduleLink", "Stage", "SuperblockLoad", "Superblocks", "TensorCut", "TransferLink", "Warm", "build_order", "register",
 ]

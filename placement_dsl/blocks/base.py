@@ -85,6 +85,16 @@ class LoadLink(Link):
 
 
 @dataclass(frozen=True)
+class ScheduleLink(Link):
+    """Start times in model units: ``start(v)`` of op ``v`` and ``transfer_start(u, d)`` of tensor ``u``'s
+    transfer to device ``d`` (``None`` where the model has no such variable). The solution's schedule
+    is read back through it (:meth:`placement_dsl.compile.VarMap.placement`)."""
+
+    start: Callable[[int], Any]
+    transfer_start: Callable[[int, int], Any]
+
+
+@dataclass(frozen=True)
 class BottleneckLink(Link):
     """The epigraph variable that the objective bounds every device's load by (scaled time)."""
 
@@ -224,10 +234,15 @@ def _memory_scale(problem: Problem) -> float:
 
 
 class Warm:
-    """A placement's values in model units, computed once and shared by the templates' ``values``."""
+    """A placement's values in model units, computed once and shared by the templates' ``values``.
 
-    def __init__(self, ctx: Context, assign: np.ndarray):
+    ``schedule`` is the placement's :class:`~placement_dsl.schedule.Schedule` (in cost-model
+    units; templates with time variables divide by ``ctx.scale.time``), or ``None``.
+    """
+
+    def __init__(self, ctx: Context, assign: np.ndarray, schedule: Any = None):
         self.ctx = ctx
+        self.schedule = schedule
         self.assign = np.asarray(assign, dtype=np.int64)
         n, D = ctx.n, ctx.D
         self.X = np.zeros((n, D))
