@@ -145,10 +145,13 @@ class Formulation:
         return out
 
     def accepts(self, problem: Problem) -> str | None:
-        """``None`` when the formulation applies to ``problem``, else the reason it does not."""
+        """``None`` when the formulation applies to ``problem``, else the reason it does not.
+
+        Every term needs a rule, and every rule must accept its term (a rule raises
+        :class:`SpecError` for a case it cannot write, e.g. the chain's GPipe).
+        """
         try:
-            for term in problem.terms:
-                self.rule_for(term)
+            self.steps(problem)
         except SpecError as err:
             return str(err)
         return None
