@@ -182,3 +182,31 @@ def test_windowed_real_time_limit_returns_the_start():
     assert result.placement is not None and result.objective <= optimum + 1e-9
     assert result.status in (Status.OPTIMAL, Status.TIME_LIMIT_FEASIBLE)
     assert result.bound is None or result.bound <= result.objective
+
+
+def test_every_path_checks_the_problems_own_constraints():
+    """A pin the cost model does not score: the windowed chain solve once returned 4.0 breaking it (optimum 10)."""
+    from placement_dsl.constraints import Pin
+
+    base, _ = testing.accelerators_cpu()
+    problem = Problem(base.source_graph, base.cluster, base.objective, [*base.constraints, Pin("a", "cpu0")])
+    best, _ = testing.brute_force(problem)
+    assert best == pytest.approx(10.0)
+    for formulation in ("chain", "throughput"):
+        result = solve(problem, formulation=formulation, warm_start="dp", gap=0.01, time_limit=20)
+        assert problem.is_valid(result.placement), problem.violations(result.placement)
+        assert result.objective == pytest.approx(best) and result.bound <= best + 1e-9
+        assert result.start_accepted is False and "pinned to 'cpu0'" in result.message
+
+
+def test_a_start_outside_the_formulation_is_refused_not_returned():
+    """A valid split outside the chain class (non-contiguous, 6.5) must not become the chain's answer (7.25)."""
+    from placement_dsl.constraints import Contiguous
+
+    contiguous, optimum = testing.contiguity_binds()
+    problem = testing.without(contiguous, Contiguous)
+    best, start = testing.brute_force(problem)
+    assert best == pytest.approx(6.5) and not contiguous.is_valid(start)
+    result = solve(problem, formulation="chain", warm_start=start, windows=False, time_limit=20)
+    assert result.objective == pytest.approx(optimum)  # the chain class's optimum, not the start's 6.5
+    assert result.start_accepted is False and "start refused" in result.message
