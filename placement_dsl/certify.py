@@ -409,7 +409,8 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class"),
     Level("chain", _chain, _tarnawski, always=True, doc="windowed chain MIP: a solver's proof of the DP"),
     *(Level(name, _relaxed(name), _relaxation_accepts(name)) for name in ("no-cut-io", "no-dag", "superblock")),
-    Level("guess", _guess, _relaxation_accepts("guess"), doc="Archer §3.3, one MIP per guess j"),
+    Level("guess", _guess, lambda problem: _relaxation_accepts("guess")(guess_problem(problem, 1)),
+          doc="Archer §3.3, one MIP per guess j"),
     Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound"),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
 )}

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ KEY_LINES = {
     "certify_zoo.py": r"^certified \d of 4 models within 0\.1%$",
 }
 SECONDS = r"(optimal|no_bound|time_limit|skipped|not_applicable) +\d+\.\d\d"
-GUIDES = ("tutorial.md", "heuristics.md", "solvers.md", "formats.md", "index.md")
+GUIDES = ("tutorial.md", "heuristics.md", "solvers.md", "formats.md", "index.md", "dsl.md")
 
 
 def _env() -> dict[str, str]:
@@ -53,7 +54,9 @@ def blocks(guide: str, lang: str) -> list[str]:
 @pytest.mark.parametrize("guide", GUIDES)
 def test_guide_python_blocks_run(guide, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__docs__"}
+    module = types.ModuleType("__docs__")  # a real module: dataclasses defined in a guide look their names up there
+    monkeypatch.setitem(sys.modules, "__docs__", module)
+    namespace = module.__dict__
     for block in blocks(guide, "python"):
         exec(compile(block, str(DOCS / guide), "exec"), namespace)
 
