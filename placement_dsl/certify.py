@@ -187,25 +187,37 @@ def _guess_one(args: tuple[Problem, int, str, float]) -> tuple[int, float | None
     return j, bound, status
 
 
-def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0,
-                workers: int = 1) -> tuple[float | None, LevelStatus, dict[int, float | None]]:
+def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0, workers: int = 1,
+                every_j: bool = False) -> tuple[float | None, LevelStatus, dict[int, float | None]]:
     """``min_j LB_j`` over ``j = 1..k`` (Archer §3.3), the k MIPs in ``workers`` processes.
 
-    ``seconds`` is the level's wall-clock budget, shared by the guesses each worker runs.
-    Returns the bound (``None`` if some guess proved none), the worst status, and every ``LB_j``.
+    ``seconds`` is the level's wall-clock budget, shared by the guesses each worker runs; no
+    guess starts after it is spent. Returns the bound (``None`` if some guess proved none, or,
+    unless ``every_j``, was not run), the worst status, and every ``LB_j`` that ran. With
+    ``every_j`` (Tarnawski's setting, where each ``LB_j`` bounds every placement) the bound is the
+    largest ``LB_j`` that ran.
     """
     k = int((~problem.cluster.host).sum())  # the stages, or the accelerators beside CPUs
+    deadline = time.perf_counter() + seconds
     rounds = math.ceil(k / max(workers, 1))
     jobs = [(problem, j, solver, seconds / rounds) for j in range(1, k + 1)]
     if workers <= 1:
-        results = [_guess_one(job) for job in jobs]
+        results = []
+        for job in jobs:
+            left = deadline - time.perf_counter()
+            if left <= 0.5:
+                break
+            results.append(_guess_one((*job[:3], min(job[3], left))))
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
             results = list(pool.map(_guess_one, jobs))
     per = {j: b for j, b, _ in results}
-    statuses = {s for _, _, s in results}
+    statuses = {s for _, _, s in results} | ({LevelStatus.TIME_LIMIT} if len(per) < k else set())
     worst = next((s for s in (LevelStatus.NO_BOUND, LevelStatus.TIME_LIMIT) if s in statuses), LevelStatus.OPTIMAL)
-    bound = None if any(b is None for b in per.values()) else min(per.values())
+    proved = [b for b in per.values() if b is not None]
+    if every_j:
+        return (max(proved) if proved else None), worst, per
+    bound = None if len(proved) < k else min(proved)
     return bound, worst, per
 
 
@@ -331,7 +343,7 @@ def _solve_level(run: _Run, formulation: str, seconds: float, start: Placement |
     from .solve import solve
 
     res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, 1e-6), warm_start=start, **options)
+                gap=max(run.gap, 1e-6), warm_start=start, budget=max(seconds, 0.1), **options)
     return res, level_status(res.status, res.bound is not None)
 
 
@@ -380,12 +392,15 @@ def _relaxed(name: str) -> Callable[[_Run, float], Outcome]:
 def _guess(run: _Run, seconds: float) -> Outcome:
     from .formulations import get
 
-    scope = get("guess").placement_class(run.problem)
-    bound, status, per = guess_bound(run.problem, run.solver, seconds, run.workers)
-    note = f"argmin j = {min(per, key=lambda j: per[j] or 0.0)}" if bound is not None else ""
-    if scope is ALL and bound is not None:  # unordered superblocks: every LB_j bounds every placement
-        bound, note = max(per.values()), f"max over j: j = {max(per, key=lambda j: per[j])}"
-    return bound, status, note, scope
+    scope = get("guess").placement_class(guess_problem(run.problem, 1))
+    every_j = scope is ALL  # unordered superblocks: every LB_j bounds every placement
+    bound, status, per = guess_bound(run.problem, run.solver, seconds, run.workers, every_j=every_j)
+    k = int((~run.problem.cluster.host).sum())
+    ran = f"{len(per)} of {k} guesses ran"
+    if bound is None:
+        return None, status, ran, scope
+    pick = (max if every_j else min)(per, key=lambda j: per[j] if per[j] is not None else -math.inf)
+    return bound, status, f"{'max' if every_j else 'min'} over j: j = {pick}; {ran}", scope
 
 
 def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:

@@ -26,7 +26,8 @@ MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 
 def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "highs", time_limit: float = 60.0,
           gap: float = 1e-4, threads: int = 1, warm_start: str | Path | Placement | None = None,
-          log_path: str | Path | None = None, method: str = "ip", windows: bool | None = None) -> Result:
+          log_path: str | Path | None = None, method: str = "ip", windows: bool | None = None,
+          budget: float | None = None) -> Result:
     """Solve ``problem`` with a formulation and a solver; the result is certified by the cost model.
 
     Parameters
@@ -56,6 +57,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     windows
         An option of the ``"chain"`` restriction (:class:`~placement_dsl.formulations.chain.ChainFormulation`):
         position windows from the warm start. ``None`` leaves the choice to the formulation.
+    budget
+        Wall-clock seconds for the whole call (warm start and compile included); the solver then
+        gets what is left, at most ``time_limit``. ``None``: only ``time_limit`` applies.
 
     Returns
     -------
@@ -81,6 +85,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     t_compile = time.perf_counter() - t0 - t_start
     passed = start is not None and not refusal and plan.pass_start
     values = compiled.varmap.values(start) if passed else None
+    if budget is not None:
+        time_limit = max(min(time_limit, budget - (time.perf_counter() - t0)), 0.1)
     outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
                                                                log_path=log_path), start=values)
     result = _certify(compiled, outcome, method, solver, gap)
