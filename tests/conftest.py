@@ -1,16 +1,37 @@
-"""Shared fixtures: the reference data in ../shared/data (tests skip cleanly without it)."""
+"""Shared fixtures and settings.
+
+* Hypothesis profiles: ``ci`` (the default: derandomized, 60 examples, no deadline), ``dev``
+  (random, no deadline) and ``deep`` (random, 1000 examples, no deadline), chosen by the
+  environment variable ``HYPOTHESIS_PROFILE`` (``HYPOTHESIS_PROFILE=deep python -m pytest``).
+  A test's own ``@settings(max_examples=...)`` is scaled up tenfold under ``deep``.
+* The reference data in ../shared/data: tests using the ``shared_data`` fixture (directly or
+  through ``dnn_partitioning``) carry the ``shared`` marker automatically and skip cleanly
+  without the data. With ``PLACEMENT_DSL_REQUIRE_SHARED=1`` (set by ``.ci/run``) a skipped
+  ``shared`` test is a failure instead: in CI the data is always beside the clone.
+"""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REQUIRE_SHARED = "PLACEMENT_DSL_REQUIRE_SHARED"
+DEEP_FACTOR = 10  # under the deep profile, explicit per-test max_examples grow by this factor
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.register_profile("dev", deadline=None)
-settings.load_profile("ci")
+settings.register_profile("deep", deadline=None, max_examples=1000,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
+
+
+def shared_required() -> bool:
+    """Whether a skipped ``shared`` test must fail (``PLACEMENT_DSL_REQUIRE_SHARED`` set and not 0)."""
+    return os.environ.get(REQUIRE_SHARED, "").strip() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +48,36 @@ def dnn_partitioning(shared_data: Path) -> Path:
     if not path.is_dir():
         pytest.skip("../shared/data/dnn-partitioning is not present")
     return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()) and item.get_closest_marker("shared") is None:
+            item.add_marker(pytest.mark.shared)
+        if PROFILE == "deep":
+            _deepen(item)
+
+
+def _deepen(item: pytest.Item) -> None:
+    """Scale a hypothesis test's own ``max_examples`` (which overrides the profile) by :data:`DEEP_FACTOR`."""
+    test = getattr(item, "obj", None)
+    if getattr(test, "hypothesis", None) is None or getattr(test, "_placement_dsl_deepened", False):
+        return  # not a hypothesis test, or scaled already (parametrized items share the function)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is not None and own.max_examples < settings.default.max_examples:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * DEEP_FACTOR)
+    test._placement_dsl_deepened = True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and not hasattr(report, "wasxfail") and shared_required()
+            and item.get_closest_marker("shared") is not None):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        where = "exists" if SHARED_DATA.is_dir() else "is missing"
+        report.outcome = "failed"
+        report.longrepr = (f"'shared' test skipped under {REQUIRE_SHARED}=1 ({SHARED_DATA} {where}): {reason}; "
+                           "CI runs with the reference data beside the clone, so this skip is a broken setup")
