@@ -1,8 +1,12 @@
-"""Tiny placement problems with known optima, and a brute-force reference solver.
+"""Tiny placement problems with known optima, a brute-force reference solver, and random
+problems on which the structural constraints bind.
 
 Every formulation and every solver must reproduce these optima; :func:`brute_force`
 enumerates all placements (colocation groups move together, ops only on allowed
-devices, pins respected) and scores them with the cost model.
+devices, pins respected) and scores them with the cost model. :func:`binding` tells
+whether a constraint changes the optimum (brute force with and without it);
+:func:`structured_problem` draws problems where contiguity and DAG order usually do, and
+:func:`structured_problems` wraps it as a hypothesis strategy.
 
 >>> problem, optimum = chain()
 >>> brute_force(problem)[0] == optimum
@@ -10,14 +14,16 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+import random
 from collections.abc import Callable
 
 import numpy as np
 
 from .cluster import Cluster
-from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
+from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term
 from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .graph import Graph, Op
@@ -28,10 +34,10 @@ from .problem import Problem, Stages
 MAX_BRUTE_FORCE = 20_000
 
 
-def brute_force(problem: Problem) -> tuple[float, Placement]:
-    """``(best objective, a best placement)`` over every valid placement (small problems only).
+def placements(problem: Problem):
+    """Every placement brute force considers: colocation groups together, allowed kinds, pins.
 
-    Raises :class:`InfeasibleError` when no placement is valid.
+    Raises :class:`SpecError` past :data:`MAX_BRUTE_FORCE` placements.
     """
     g, c = problem.graph, problem.cluster
     reps = np.unique(g.group_id)
@@ -46,11 +52,19 @@ def brute_force(problem: Problem) -> tuple[float, Placement]:
     total = math.prod(len(ch) for ch in choices)
     if total > MAX_BRUTE_FORCE:
         raise SpecError(f"brute_force: {total} placements to enumerate (> {MAX_BRUTE_FORCE}); use a smaller problem")
-    model = problem.cost_model()
     where = np.searchsorted(reps, g.group_id)
-    best: tuple[float, Placement] | None = None
     for combo in itertools.product(*choices):
-        placement = Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
+        yield Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
+
+
+def brute_force(problem: Problem) -> tuple[float, Placement]:
+    """``(best objective, a best placement)`` over every valid placement (small problems only).
+
+    Raises :class:`InfeasibleError` when no placement is valid.
+    """
+    model = problem.cost_model()
+    best: tuple[float, Placement] | None = None
+    for placement in placements(problem):
         ev = evaluate(placement, model)
         if not ev.valid or (best is not None and ev.objective >= best[0]):
             continue
@@ -58,8 +72,80 @@ def brute_force(problem: Problem) -> tuple[float, Placement]:
             continue
         best = (ev.objective, placement)
     if best is None:
-        raise InfeasibleError(f"brute_force: no valid placement of {g!r} on {c!r} for {problem!r}")
+        raise InfeasibleError(f"brute_force: no valid placement of {problem.graph!r} on {problem.cluster!r} "
+                              f"for {problem!r}")
     return best
+
+
+def optimum(problem: Problem) -> float:
+    """The brute-force optimum of ``problem``; ``inf`` when no placement is valid."""
+    try:
+        return brute_force(problem)[0]
+    except InfeasibleError:
+        return math.inf
+
+
+def without(problem: Problem, term: type[Term]) -> Problem:
+    """``problem`` with its constraints of class ``term`` dropped (same graph, cluster and objective)."""
+    if not problem.has(term):
+        raise SpecError(f"without: {problem!r} has no {term.__name__} constraint")
+    kept = [t for t in problem.constraints if not isinstance(t, term)]
+    return Problem(problem.source_graph, problem.cluster, problem.objective, kept)
+
+
+def binding(problem: Problem, term: type[Term]) -> tuple[float, float]:
+    """``(optimum with, optimum without)`` the constraints of class ``term``, both by brute force.
+
+    ``inf`` stands for infeasible. Dropping a constraint never raises the optimum, so the
+    constraint *binds* exactly when the first value is larger (see :func:`binds`). A term
+    that only adds cost-model checks (contiguity, DAG order, memory) is judged in one pass
+    over the placements; one that changes the graph, the pins or the cost (colocation,
+    allowed kinds, pins, overflow) by two brute-force solves.
+
+    >>> binding(fig2()[0], DagOrder)  # the cyclic split of Archer et al. Fig. 2 costs 5
+    (6.0, 5.0)
+    """
+    other = without(problem, term)
+    model, other_model = problem.cost_model(), other.cost_model()
+    same_cost = dataclasses.replace(model, require=frozenset()) == dataclasses.replace(other_model, require=frozenset())
+    if other.graph != problem.graph or other.pins != problem.pins or not same_cost:
+        return optimum(problem), optimum(other)
+    best, best_other = math.inf, math.inf  # best >= best_other throughout
+    for placement in placements(other):
+        ev = evaluate(placement, other_model)
+        if ev.objective >= best:
+            continue
+        failed = {v.check for v in ev.violations}
+        if any(t.check(placement) for t in other.constraints):
+            continue
+        if not failed & other_model.require and ev.objective < best_other:
+            best_other = ev.objective
+        if not failed & model.require and not any(t.check(placement) for t in problem.constraints):
+            best = ev.objective
+    return best, best_other
+
+
+def binds(problem: Problem, term: type[Term]) -> bool:
+    """Whether the constraints of class ``term`` change the optimum of ``problem`` (brute force)."""
+    with_it, without_it = binding(problem, term)
+    return not (with_it == without_it or math.isclose(with_it, without_it, rel_tol=1e-9, abs_tol=1e-9))
+
+
+def record_binding(problem: Problem) -> dict[str, bool]:
+    """Inside a hypothesis test: whether each constraint class of ``problem`` binds, as events.
+
+    Emits ``hypothesis.event("<Term> binds")`` or ``"<Term> slack"`` per constraint class
+    (``pytest --hypothesis-show-statistics`` prints the rates) and targets the number of
+    binding classes, so the search drifts toward draws where the constraints matter.
+    """
+    from hypothesis import event, target
+
+    out: dict[str, bool] = {}
+    for term in sorted({type(t) for t in problem.constraints}, key=lambda t: t.__name__):
+        out[term.__name__] = binds(problem, term)
+        event(f"{term.__name__} {'binds' if out[term.__name__] else 'slack'}")
+    target(float(sum(out.values())), label="binding constraint classes")
+    return out
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -86,6 +172,95 @@ def random_graph(rng: np.random.Generator, n: int, density: float = 0.4, trainin
               param_bytes=float(rng.integers(0, 5)), backward=training and i >= n // 2) for i in range(n)]
     edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < density]
     return Graph(ops, edges, name=name)
+
+
+# ---------------------------------------------------------------------------- structured random problems
+SHAPES = ("chain", "skip", "diamond", "fork_join", "random")
+"""Graph shapes of :func:`structured_graph`: where a balanced split of the work is rarely contiguous."""
+STRUCTURES: dict[str, type[Term]] = {"contiguous": Contiguous, "dag_order": DagOrder}
+"""Structural constraints :func:`structured_problem` draws, by name."""
+WORKS = (1, 1, 2, 3, 4, 6, 8)  # skewed: a few heavy ops that a balanced split must separate
+LIGHT, HEAVY = (1, 1, 2, 3), (5, 6, 8)  # a planted heavy edge: its ends want different devices
+TENSORS = (0.0, 0.0, 0.25, 0.5, 1.0)  # transfers cheap next to the work: splitting pays
+CPU_FACTORS = (2, 3, 4)  # a CPU runs an op this many times slower, but pays no transfers
+
+
+def _shape_edges(rng: random.Random, shape: str, n: int) -> list[tuple[int, int]]:
+    if shape == "chain":
+        return [(i, i + 1) for i in range(n - 1)]
+    if shape == "skip":  # a chain with residual connections over one or two ops
+        skips = [(i, i + d) for d in (2, 3) for i in range(n - d) if rng.random() < 0.5]
+        return [(i, i + 1) for i in range(n - 1)] + (skips or [(0, 2)])
+    if shape == "diamond":  # source, two branches (chains), sink
+        cut = rng.randint(1, n - 3)
+        left, right = list(range(1, 1 + cut)), list(range(1 + cut, n - 1))
+        edges = []
+        for branch in (left, right):
+            edges += [(0, branch[0]), (branch[-1], n - 1), *itertools.pairwise(branch)]
+        return edges
+    if shape == "fork_join":  # source, n - 2 parallel ops, sink
+        return [(0, i) for i in range(1, n - 1)] + [(i, n - 1) for i in range(1, n - 1)]
+    if shape == "random":  # a chain backbone with random forward edges
+        extra = [(i, j) for i in range(n) for j in range(i + 2, n) if rng.random() < 0.35]
+        return [(i, i + 1) for i in range(n - 1) if rng.random() < 0.7] + extra
+    raise SpecError(f"unknown shape {shape!r}; choose from {list(SHAPES)}")
+
+
+def structured_graph(rng: random.Random, shape: str, n: int, cpu: bool = False) -> Graph:
+    """A DAG of ``n`` ops in ``shape`` (:data:`SHAPES`) with skewed integer work and cheap tensors.
+
+    Half of the draws plant a heavy edge: both ends heavy, every other op light, so the
+    balanced split separates the two heavy ops and hangs light ops on either side — which a
+    contiguous, DAG-ordered split often cannot do. With ``cpu`` every op also gets a CPU
+    time (2-4 times its accelerator time).
+    """
+    if n < 4:
+        raise SpecError(f"structured_graph: need n >= 4 ops for shape {shape!r}, got {n}")
+    edges = sorted(set(_shape_edges(rng, shape, n)))
+    if rng.random() < 0.5:
+        heavy = set(rng.choice(edges))
+        works = [float(rng.choice(HEAVY if i in heavy else LIGHT)) for i in range(n)]
+    else:
+        works = [float(rng.choice(WORKS)) for _ in range(n)]
+    ops = []
+    for i, w in enumerate(works):
+        work: float | dict[str, float] = {"accelerator": w, "cpu": w * rng.choice(CPU_FACTORS)} if cpu else w
+        ops.append(Op(name=f"v{i}", work=work, out_bytes=rng.choice(TENSORS), param_bytes=float(rng.randint(0, 3))))
+    return Graph(ops, [(f"v{i}", f"v{j}") for i, j in edges], name=f"{shape}{n}")
+
+
+def structured_problem(seed: int | random.Random, structure: str | None = None, max_ops: int = 6) -> Problem:
+    """A small random problem on which ``structure`` (``"contiguous"``/``"dag_order"``) tends to bind.
+
+    At least two devices (2, or 3 in a quarter of the draws; one of them a CPU in a quarter), a shape from
+    :data:`SHAPES` with 4 to ``max_ops`` ops (5 at most on 3 devices, for brute force),
+    skewed work with cheap transfers so that the balanced split is usually not contiguous,
+    and a max-load objective (throughput or bottleneck, any overlap). Deterministic in ``seed``;
+    :func:`structured_problems` is the hypothesis strategy over the seeds.
+    """
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+    structure = structure or rng.choice(sorted(STRUCTURES))
+    if structure not in STRUCTURES:
+        raise SpecError(f"unknown structure {structure!r}; choose from {sorted(STRUCTURES)}")
+    devices = rng.choice((2, 2, 2, 3))
+    cpus = int(rng.random() < 0.25)
+    shape = rng.choice(SHAPES)
+    n = rng.randint(4, max(4, min(max_ops, 5 if devices == 3 else max_ops)))
+    graph = structured_graph(rng, shape, n, cpu=bool(cpus))
+    cluster = Cluster.accelerators(devices - cpus, cpus=cpus)
+    objective = rng.choice((Throughput, Bottleneck))(overlap=rng.choice(("none", "none", "half", "full")))
+    return Problem(graph, cluster, objective, [STRUCTURES[structure]()])
+
+
+def structured_problems(structure: str | None = None, max_ops: int = 6):
+    """Hypothesis strategy of :func:`structured_problem` (``None``: either structure).
+
+    Draws a seed and builds the problem from it, so a failing example is reproduced by
+    ``structured_problem(seed, structure)``.
+    """
+    from hypothesis import strategies as st
+
+    return st.builds(structured_problem, st.integers(0, 2**32 - 1), st.just(structure), st.just(max_ops))
 
 
 # ---------------------------------------------------------------------------- instances
@@ -199,9 +374,90 @@ def colocated_pinned() -> tuple[Problem, float]:
     return Problem(g, Cluster.accelerators(2, cpus=1), Throughput(), terms), 6.0
 
 
+# ---------------------------------------------------------------------------- instances where a constraint binds
+def contiguity_binds() -> tuple[Problem, float]:
+    """Chain of work 5, 5, 1, 1 (tensors 0.25) on 2 accelerators, contiguous: 7.25 (6.5 without).
+
+    Contiguous: ``{op0} | {op1, op2, op3}`` loads 5.25 and 7.25. Dropping contiguity,
+    ``{op0, op3} | {op1, op2}`` balances the work at 6 + 0.5 each: 6.5.
+    """
+    g = chain_graph([5, 5, 1, 1], out_bytes=0.25)
+    return Problem(g, Cluster.accelerators(2), Throughput(), [Contiguous()]), 7.25
+
+
+def crossing_graph() -> Graph:
+    """Two producers ``a`` (work 4) and ``c`` (3) both feeding ``b`` (1) and ``d`` (2); tensors 0.5."""
+    ops = [Op(name="a", work=4, out_bytes=0.5), Op(name="c", work=3, out_bytes=0.5),
+           Op(name="b", work=1), Op(name="d", work=2)]
+    return Graph(ops, [("a", "b"), ("a", "d"), ("c", "b"), ("c", "d")], name="crossing")
+
+
+def dag_order_binds() -> tuple[Problem, float]:
+    """The crossing graph on 2 stages, contiguous and DAG-ordered: 6.5 (6 with contiguity alone).
+
+    ``{a, b} | {c, d}`` is contiguous and balanced (5 + in 0.5 + out 0.5 = 6 each), but its
+    quotient is a cycle (a -> d, c -> b): DAG order forbids it. Best ordered split:
+    ``{a} | {c, b, d}`` at 4.5 and 6.5.
+    """
+    return Problem(crossing_graph(), Stages(2), Bottleneck(), [Contiguous(), DagOrder()]), 6.5
+
+
+def colocation_binds() -> tuple[Problem, float]:
+    """Chain of work 2 (unit tensors) on 2 accelerators with ``op0``, ``op3`` colocated by equalities: 6 (5 without).
+
+    ``{op0, op3} | {op1, op2}`` costs 4 + 2 transfers on both; the contiguous halves, 4 + 1 = 5,
+    split the group.
+    """
+    g = chain_graph([2, 2, 2, 2])
+    return Problem(g, Cluster.accelerators(2), Throughput(), [Colocate([["op0", "op3"]], shared=False)]), 6.0
+
+
+def pin_binds() -> tuple[Problem, float]:
+    """Chain of work 2 (unit tensors) on 2 accelerators, ``op0`` pinned to acc0 and ``op1`` to acc1: 6 (5 without).
+
+    The pins cut the first edge; the best completion is ``{op0, op3} | {op1, op2}`` at 4 + 2.
+    """
+    g = chain_graph([2, 2, 2, 2])
+    return Problem(g, Cluster.accelerators(2), Throughput(), [Pin("op0", "acc0"), Pin("op1", "acc1")]), 6.0
+
+
+def allowed_kinds_binds() -> tuple[Problem, float]:
+    """Three ops (work 2 on an accelerator, 6 on the CPU; unit tensors), ``op1`` CPU-only: 6 (5 without).
+
+    Without the restriction ``{op0, op1} | {op2}`` costs 4 + 1; with it ``op1`` runs 6 on ``cpu0``.
+    """
+    ops = [Op(name=f"op{i}", work={"accelerator": 2, "cpu": 6}, out_bytes=1) for i in range(3)]
+    g = Graph(ops, [("op0", "op1"), ("op1", "op2")], name="kinds")
+    return Problem(g, Cluster.accelerators(2, cpus=1), Throughput(), [AllowedKinds(["op1"], ["cpu"])]), 6.0
+
+
+def memory_binds() -> tuple[Problem, float]:
+    """``a -> b -> c`` (work 1, 1, 4; a and b hold 4 bytes each) on 2 accelerators of memory 5: 6 (5 without).
+
+    Unlimited, ``{a, b} | {c}`` costs 2 + 1 and 4 + 1; with memory 5, ``a`` and ``b`` must part
+    and ``{a} | {b, c}`` costs 5 + in 1 = 6.
+    """
+    ops = [Op(name="a", work=1, param_bytes=4, out_bytes=1), Op(name="b", work=1, param_bytes=4, out_bytes=1),
+           Op(name="c", work=4)]
+    g = Graph(ops, [("a", "b"), ("b", "c")], name="memory")
+    return Problem(g, Cluster.accelerators(2, memory=5.0), Throughput(), [Memory()]), 6.0
+
+
+BINDING: dict[str, tuple[Callable[[], tuple[Problem, float]], type[Term], float]] = {
+    "contiguity_binds": (contiguity_binds, Contiguous, 6.5),
+    "dag_order_binds": (dag_order_binds, DagOrder, 6.0),
+    "colocation_binds": (colocation_binds, Colocate, 5.0),
+    "pin_binds": (pin_binds, Pin, 5.0),
+    "allowed_kinds_binds": (allowed_kinds_binds, AllowedKinds, 5.0),
+    "memory_binds": (memory_binds, Memory, 5.0),
+}
+"""Instances whose constraint changes the optimum: ``name -> (instance, constraint class, optimum without it)``."""
+
+
 INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "chain": chain, "diamond": diamond, "diamond_noncontiguous": diamond_noncontiguous, "fork_join": fork_join,
     "lemma_b2": lemma_b2, "fig2": fig2, "overflow_chain": overflow_chain, "accelerators_cpu": accelerators_cpu,
     "training_pipedream": training_pipedream, "training_gpipe": training_gpipe,
     "colocated_pinned": colocated_pinned,
+    **{name: instance for name, (instance, _, _) in BINDING.items()},
 }
