@@ -6,7 +6,7 @@ slicegraph (the profile's own topological order), random-T, brkga and mla / mla-
 ``objective / simple_lower_bound`` (Archer Lemma 3.3) next to the paper's Table 2 (which is
 over Google's production models, so only the trend is comparable), and evaluations per second.
 Then slice the training layer graphs of Tarnawski et al. (their forward projection, App. B)
-with slicegraph and pipedream next to the paper's DP optimum (Table 2), and time BRKGA with
+with slicegraph and pipedream next to their DP optimum (Tarnawski Table 1), and time BRKGA with
 10,000 evaluations on a 1,000-op REGAL-style graph with k = 16.
 
 Workload mapping (placement_dsl.io.pipedream.load): work = forward_compute_time (ms),
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import SHARED_DATA as DATA
 
 from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.evaluate import CostModel
@@ -33,10 +34,9 @@ from placement_dsl.io import load_workload
 from placement_dsl.io.pipedream import DEFAULT_BANDWIDTH, DEFAULT_MEMORY, load
 from placement_dsl.zoo import regal
 
-from common import SHARED_DATA as DATA
 PROFILES = DATA / "pipedream-profiles"
 LAYER_GRAPHS = DATA / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs"
-TRAINING_DP = {"bert24": 41.75, "resnet50": 78.63, "gnmt": 107.00, "inceptionv3": 122.76}  # Tarnawski Table 2
+TRAINING_DP = {"bert24": 41.75, "resnet50": 78.63, "gnmt": 107.00, "inceptionv3": 122.76}  # Tarnawski Table 1, DP TPS
 KS = (2, 4, 8, 16, 32, 64)
 METHODS = ("slicegraph", "random", "brkga", "mla", "mla-weighted")
 # Archer et al. Table 2 (production models): rows we have a method for
@@ -83,7 +83,7 @@ def table2(paths: list[Path], ks: tuple[int, ...], evaluations: int, bandwidth: 
 
 def training() -> None:
     """Slicing the forward projection of Tarnawski's training layer graphs vs their DP optimum."""
-    print("\nTraining layer graphs (Tarnawski Table 2 setting): max load, and / DP optimum")
+    print("\nTraining layer graphs (Tarnawski Table 1 setting): max load, and / DP optimum")
     print(f"{'model':<12}{'n':>6}{'dp':>9}{'slicegraph':>12}{'ratio':>8}{'pipedream':>11}{'ratio':>8}")
     for name, dp in TRAINING_DP.items():
         w = load_workload(LAYER_GRAPHS / f"{name}_training.json")
