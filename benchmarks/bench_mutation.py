@@ -1,0 +1,184 @@
+"""Mutation scores of the core modules against the tests that own them (mutmut 3).
+
+For each module: copy the working tree to a scratch directory (the clone itself is never
+mutated, so it is safe to run while others use it), let mutmut mutate that one module, run
+the owning tests against every mutant within a per-module time budget, and print
+
+    module  mutants  killed  survived  timeout  no-tests  unchecked  score
+
+where score = killed / (killed + survived + timeout + suspicious): the share of the mutants
+that some selected test exercises which a test also catches. "no-tests" mutants sit in code
+no selected test runs; "unchecked" ones were still queued when the budget ran out.
+
+Why mutmut: it runs the tests in-process and forks per mutant after one warm-up, so a mutant
+costs its tests' time, not a fresh interpreter importing Pyomo, HiGHS and numba (several
+seconds each with cosmic-ray's subprocess-per-mutant runner), and it runs only the tests
+that reach the mutated function. Its Pyomo-solver tests are deselected (``-k``): Pyomo's
+legacy solver interfaces write to a stream mutmut's runner has closed.
+
+Install (not a test extra: it brings textual, libcst and friends)::
+
+    pip install 'mutmut>=3.8'                      # into the project's virtual environment
+    # or, leaving the environment untouched:
+    pip install --target /tmp/mutmut-lib 'mutmut>=3.8'
+    python benchmarks/bench_mutation.py --mutmut-path /tmp/mutmut-lib
+    # (then delete pytest, _pytest, pluggy, packaging, iniconfig and pygments from /tmp/mutmut-lib
+    # so that the environment's own pytest is used)
+
+Usage::
+
+    python benchmarks/bench_mutation.py [--modules solvers/base.py ...] [--budget 600] [--ref HEAD]
+                                        [--max-children 2] [--keep] [--show-survivors]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "placement_dsl"
+# Pyomo's legacy solver interfaces fail under mutmut's in-process runner (closed output stream)
+NO_PYOMO_SOLVERS = ["-k", "not appsi_highs and not scip_direct and not pyomo"]
+
+# module (under placement_dsl/) -> (tests that own it, extra pytest arguments)
+MODULES: dict[str, tuple[list[str], list[str]]] = {
+    "evaluate.py": (["tests/test_evaluate.py"], []),
+    "solvers/base.py": (["tests/test_solvers.py"], NO_PYOMO_SOLVERS),
+    "solvers/highs.py": (["tests/test_solvers.py"], NO_PYOMO_SOLVERS),
+    "blocks/order.py": (["tests/test_blocks.py", "tests/test_binding.py::test_solve_finds_both_optima"], []),
+    "bounds/simple.py": (["tests/test_bounds.py"], []),
+}
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
+          -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
+
+
+def working_tree_files() -> list[Path]:
+    """Tracked and untracked (not ignored) files of the clone, as in its working tree."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                         capture_output=True).stdout.decode()
+    return [Path(p) for p in out.split("\0") if p and (ROOT / p).is_file()]
+
+
+def scratch_copy(dest: Path, ref: str | None) -> None:
+    """The working tree (``ref`` None) or a commit's tree, copied to ``dest``."""
+    if ref is not None:
+        archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        return
+    for rel in working_tree_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+
+
+def write_config(dest: Path, module: str, tests: list[str], extra: list[str]) -> None:
+    """mutmut's configuration for one module, in the scratch copy's setup.cfg."""
+    pyproject = dest / "pyproject.toml"
+    if pyproject.exists() and "[tool.mutmut]" in pyproject.read_text():
+        raise SystemExit("pyproject.toml has a [tool.mutmut] section, which would override this benchmark's setup")
+
+    def lines(values: list[str]) -> str:
+        return "".join(f"\n    {v}" for v in values)
+
+    (dest / "setup.cfg").write_text(
+        "[mutmut]\n"
+        f"source_paths = {PACKAGE}\n"
+        f"only_mutate = {PACKAGE}/{module}\n"
+        f"pytest_add_cli_args_test_selection ={lines(tests)}\n"
+        f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', *extra])}\n"
+        "use_git_change_detection = false\n")
+
+
+def run_mutmut(dest: Path, budget: float, max_children: int, env: dict[str, str], log: Path) -> tuple[float, bool]:
+    """Run ``mutmut run`` in ``dest`` for at most ``budget`` seconds; (seconds, finished)."""
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
+                                cwd=dest, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=budget)
+            return time.monotonic() - t0, True
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)  # mutmut stops its workers and keeps the results so far
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return time.monotonic() - t0, False
+
+
+def results(dest: Path, module: str) -> dict[str, str]:
+    meta = dest / "mutants" / PACKAGE / f"{module}.meta"
+    if not meta.exists():
+        return {}
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+
+
+def show(dest: Path, env: dict[str, str], name: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=dest, env=env, capture_output=True,
+                          text=True, check=False)
+    return "\n".join(line for line in done.stdout.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modules", nargs="+", default=list(MODULES), choices=list(MODULES))
+    ap.add_argument("--budget", type=float, default=600.0, help="seconds per module, mutant generation included")
+    ap.add_argument("--max-children", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    ap.add_argument("--ref", help="mutate this commit's tree (e.g. HEAD) instead of the working tree")
+    ap.add_argument("--mutmut-path", help="a directory holding mutmut (pip install --target), put on PYTHONPATH")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copies (their mutants/ and logs)")
+    ap.add_argument("--show-survivors", action="store_true", help="print the diff of every surviving mutant")
+    args = ap.parse_args()
+
+    env = dict(os.environ)
+    env.pop("HYPOTHESIS_PROFILE", None)  # the derandomized ci profile: a mutant's verdict must not depend on luck
+    if args.mutmut_path:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.mutmut_path, env.get("PYTHONPATH", "")]))
+    if subprocess.run([sys.executable, "-c", "import mutmut"], env=env, capture_output=True, check=False).returncode:
+        raise SystemExit("mutmut is not importable; install it as this script's docstring says")
+
+    print(f"{'module':<20}{'mutants':>8}{'killed':>8}{'survived':>9}{'timeout':>8}{'no-tests':>9}"
+          f"{'unchecked':>10}{'score':>8}{'seconds':>9}")
+    for module in args.modules:
+        tests, extra = MODULES[module]
+        dest = Path(tempfile.mkdtemp(prefix=f"bench_mutation_{module.replace('/', '_')}_"))
+        try:
+            scratch_copy(dest, args.ref)
+            write_config(dest, module, tests, extra)
+            seconds, finished = run_mutmut(dest, args.budget, args.max_children, env, dest / "mutmut.log")
+            status = results(dest, module)
+            count = {s: sum(v == s for v in status.values())
+                     for s in ("killed", "survived", "timeout", "no tests", "not checked", "suspicious")}
+            judged = count["killed"] + count["survived"] + count["timeout"] + count["suspicious"]
+            score = f"{count['killed'] / judged:.1%}" if judged else "-"
+            print(f"{module:<20}{len(status):>8}{count['killed']:>8}{count['survived']:>9}{count['timeout']:>8}"
+                  f"{count['no tests']:>9}{count['not checked']:>10}{score:>8}{seconds:>8.0f}"
+                  + ("" if finished else "  (budget reached)"), flush=True)
+            if not status:
+                print(f"  mutmut produced no results; its log: {dest / 'mutmut.log'}", file=sys.stderr)
+                args.keep = True
+            if args.show_survivors:
+                for name, s in sorted(status.items()):
+                    if s == "survived":
+                        diff = show(dest, env, name).splitlines()
+                        print(f"  survived {name}\n" + "\n".join(f"    {line}" for line in diff))
+        finally:
+            if args.keep:
+                print(f"  scratch copy kept: {dest}", file=sys.stderr)
+            else:
+                shutil.rmtree(dest, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
