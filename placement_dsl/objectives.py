@@ -21,9 +21,8 @@ from typing import Any, ClassVar
 
 from .constraints import Term
 from .errors import SpecError
-from .evaluate import CostModel
+from .evaluate import CostModel, Overlap
 from .evaluate import Objective as CostObjective
-from .evaluate import Overlap
 
 OVERLAPS = tuple(o.value for o in Overlap)
 
@@ -40,7 +39,7 @@ class ObjectiveTerm(Term):
     them there, and :meth:`cost_model` is the evaluator's view of the term.
     """
 
-    overlap: str = "none"
+    overlap: Overlap = Overlap.NONE
     kind: ClassVar[str] = "objective"
     names: ClassVar[tuple[str, ...]] = ()
     cost_objective: ClassVar[CostObjective] = CostObjective.MAX_LOAD
@@ -55,6 +54,7 @@ class ObjectiveTerm(Term):
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAPS:
             raise SpecError(f"{type(self).__name__}(overlap={self.overlap!r}): choose overlap from {list(OVERLAPS)}")
+        object.__setattr__(self, "overlap", Overlap(self.overlap))  # given as a name or the enum; kept as the enum
 
     @property
     def bounds_max_load(self) -> bool:
@@ -95,7 +95,7 @@ class GPipe(ObjectiveTerm):
     cost_objective: ClassVar[CostObjective] = CostObjective.GPIPE
 
 
-def objective_named(name: str, overlap: str = "none") -> ObjectiveTerm:
+def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> ObjectiveTerm:
     """An objective term by name (``throughput``, ``bottleneck``, ``pipedream``, ``gpipe``, ...)."""
     if name not in OBJECTIVES:
         raise SpecError(f"objective {name!r} has no formulation; choose from {sorted(OBJECTIVES)}")
@@ -105,9 +105,39 @@ def objective_named(name: str, overlap: str = "none") -> ObjectiveTerm:
 def objective_of(model: CostModel) -> ObjectiveTerm:
     """The objective term whose cost model is ``model`` (its objective, memory mode and overlap)."""
     for cls in dict.fromkeys(OBJECTIVES.values()):
-        term = cls(overlap=model.overlap.value)
+        term = cls(overlap=model.overlap)
         mine = term.cost_model()
         if (mine.objective, mine.memory) == (model.objective, model.memory):
             return term
     raise SpecError(f"objective {model.objective.value!r} with {model.memory.value} memory has no objective term; "
                     f"choose from {sorted(OBJECTIVES)}")
+
+
+@dataclass(frozen=True)
+class Latency(ObjectiveTerm):
+    """Tarnawski et al. §4, Fig. 3: ``minimize TotalLatency >= Latency_v``, single-sample latency in the invocation model.
+
+    An accelerator's subgraph starts once its inputs are in host memory, reads them, computes and
+    writes its outputs; a host op runs as soon as its inputs are ready (:mod:`placement_dsl.invocation`).
+    The phases of an invocation run in sequence, so ``overlap`` changes nothing.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("latency",)
+    cost_objective: ClassVar[CostObjective] = CostObjective.LATENCY
+
+
+@dataclass(frozen=True)
+class Makespan(ObjectiveTerm):
+    """MOIRAI eq. (4): ``minimize max_i C_i``, the end of a schedule on heterogeneous devices.
+
+    Ops run one at a time per device (eq. 6) after their inputs (eq. 4a); a tensor crossing
+    devices is a transfer on a port or channel (eq. 7-8, :class:`~placement_dsl.constraints.Congestion`).
+    The cost model scores the placement's own schedule, else a list schedule
+    (:func:`~placement_dsl.schedule.schedule_makespan`). ``overlap`` changes nothing.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("makespan",)
+    cost_objective: ClassVar[CostObjective] = CostObjective.MAKESPAN
+
+    def require(self) -> frozenset[str]:
+        return frozenset({"schedule"})

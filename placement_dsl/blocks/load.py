@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from ..evaluate import Overlap
 from .base import AssignmentLink, BlockTemplate, Context, LoadLink, OverflowLink, Stage, TransferLink, Warm, register
 
-PARTS = {"none": ("total",), "half": ("compute", "comm"), "full": ("compute", "in", "out")}
+PARTS = {Overlap.NONE: ("total",), Overlap.HALF: ("compute", "comm"), Overlap.FULL: ("compute", "in", "out")}
 
 
 def _memory_expr(ctx: Context, d: int) -> Any:
@@ -77,12 +78,12 @@ class OverflowCost(BlockTemplate):
             yield var, float(over[ctx.cluster.index[d]])
 
 
-def load_parts(overlap: str, compute: Any, tin: Any, tout: Any, extra: Any, merged: Any = None) -> dict[str, Any]:
-    """The parts whose maximum is the load (their sum when ``overlap="none"``)."""
+def load_parts(overlap: Overlap, compute: Any, tin: Any, tout: Any, extra: Any, merged: Any = None) -> dict[str, Any]:
+    """The parts whose maximum is the load (their sum without overlap)."""
     comm = merged if merged is not None else tin + tout
-    if overlap == "none":
+    if overlap is Overlap.NONE:
         return {"total": compute + comm + extra}
-    if overlap == "half":
+    if overlap is Overlap.HALF:
         return {"compute": compute, "comm": comm + extra}
     return {"compute": compute, "in": tin, "out": tout + extra}
 
@@ -122,10 +123,10 @@ class DeviceLoad(BlockTemplate):
         d = ctx.cluster.index[name]
         passes = ctx.passes if p == "total" else (p,)
         extra = ctx.overflow_expr(d) if p in ("total", "forward") else 0.0
-        if ctx.overlap == "full":
+        if ctx.overlap is Overlap.FULL:
             tin = sum(ctx.comm_expr(d, q, "in") for q in passes)
             tout = sum(ctx.comm_expr(d, q, "out") for q in passes)
-            return load_parts("full", blk.compute[name, p], tin, tout, extra)
+            return load_parts(Overlap.FULL, blk.compute[name, p], tin, tout, extra)
         both = sum(ctx.comm_expr(d, q, "both") for q in passes)
         return load_parts(ctx.overlap, blk.compute[name, p], 0, 0, extra, merged=both)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..blocks import OrderedAssignment, TensorCut
 from ..blocks.base import BlockTemplate
 from ..constraints import DagOrder
+from ..evaluate import Overlap
 from ..problem import Problem
 from .base import Formulation, Kind, register
 from .rules import BASE_RULES
@@ -11,7 +12,7 @@ from .rules import BASE_RULES
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
     form = "archer" if problem.has(DagOrder) else "commio"
-    merged = form == "archer" and problem.objective.overlap != "full"
+    merged = form == "archer" and problem.objective.overlap is not Overlap.FULL
     return [OrderedAssignment(), TensorCut(form=form, merged=merged)]
 
 

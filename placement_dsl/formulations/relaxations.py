@@ -33,6 +33,7 @@ from ..blocks import BlockTemplate, DagOrderBlock, DeviceLoad, MemoryCapacity, O
 from ..blocks.superblock import HostSuperblocks, NoTransfer, SuperblockLoad, Superblocks, accelerators_of, stages_of
 from ..constraints import Colocate, DagOrder, Memory, Overflow, Term
 from ..errors import SpecError
+from ..evaluate import Overlap
 from ..objectives import ObjectiveTerm
 from ..placement import PlacementClass
 from ..problem import Problem
@@ -88,7 +89,7 @@ def _cost_steps(problem: Problem, cut: BlockTemplate, objective: SuperblockLoad)
 
 
 def _archer_cut(problem: Problem) -> TensorCut:
-    return TensorCut(form="archer", merged=problem.objective.overlap != "full")
+    return TensorCut(form="archer", merged=problem.objective.overlap is not Overlap.FULL)
 
 
 def superblock(problem: Problem) -> list[BlockTemplate]:
