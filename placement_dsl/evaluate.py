@@ -49,6 +49,12 @@ class Overlap(str, Enum):
     HALF = "half"  # load = max(compute, in + out)
     FULL = "full"  # load = max(compute, in, out)
 
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:  # terms print as GPipe(overlap='none')
+        return repr(self.value)
+
 
 class MemoryMode(str, Enum):
     HARD = "hard"  # capacity is a constraint
