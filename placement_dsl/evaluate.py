@@ -19,7 +19,8 @@ throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d B
 (overflow is charged to the forward pass); ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
-host ops run as soon as their inputs are ready.
+host ops run as soon as their inputs are ready. A non-contiguous device set is cut into
+contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
+from .invocation import invocations
 from .placement import Placement
 from .schedule import Congestion, schedule_makespan
 
@@ -85,6 +87,7 @@ class CostModel:
     memory: MemoryMode = MemoryMode.HARD
     require: frozenset[str] = DEFAULT_REQUIRE
     congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan only)
+    max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
 
     def __post_init__(self) -> None:
         for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode),
@@ -98,6 +101,9 @@ class CostModel:
         if unknown:
             raise SpecError(f"CostModel: unknown checks {sorted(unknown)}; choose from {list(CHECKS)}")
         object.__setattr__(self, "require", frozenset(self.require))
+        q = self.max_subgraphs
+        if q is not None and (isinstance(q, bool) or not isinstance(q, int) or q < 1):
+            raise SpecError(f"CostModel: max_subgraphs must be a whole number >= 1 or None, got {q!r}")
 
     @classmethod
     def named(cls, name: str, **changes: Any) -> CostModel:
@@ -163,6 +169,7 @@ class Evaluation:
     violations: tuple[Violation, ...] = ()
     latency: float | None = None
     finish_times: dict[str, float] = field(default_factory=dict, repr=False)
+    subgraphs: dict[str, int] = field(default_factory=dict)  # latency: invocations per accelerator
 
     @property
     def max_load(self) -> float:
@@ -181,6 +188,7 @@ class Evaluation:
             "violations": [{"check": v.check, "message": v.message} for v in self.violations],
             "devices": device_rows(self.devices),
             **({"latency": self.latency} if self.latency is not None else {}),
+            **({"subgraphs": dict(self.subgraphs)} if self.subgraphs else {}),
         }
 
     def table(self) -> str:
@@ -342,47 +350,29 @@ def _order_violations(p: Placement) -> list[Violation]:
 
 
 # ---------------------------------------------------------------------------- latency
-def invocation_latency(p: Placement, rows: tuple[DeviceCost, ...]) -> tuple[float, dict[str, float]]:
-    """Single-sample latency in Tarnawski's invocation model (§4); ``inf`` if the units form a cycle.
+def invocation_latency(p: Placement, model: CostModel | None = None
+                       ) -> tuple[float, dict[str, float], dict[str, int], list[Violation]]:
+    """Single-sample latency in Tarnawski's invocation model (§4, §4.1; :func:`.invocation.invocations`).
 
-    Units: each non-host device's op set (one invocation), and each op on a host device.
-    A unit starts when all its input tensors are in host memory; a device unit takes
-    ``in + compute + out``; a host op takes its running time.
+    Returns the latency, each op's finish time, the number of contiguous subgraphs
+    (invocations) on each accelerator, and the violations: invocations that wait on each
+    other (no order exists, latency ``inf``), or an accelerator needing more subgraphs than
+    ``model.max_subgraphs`` (Fig. 4's ``q``).
     """
-    g, c = p.graph, p.cluster
-    host = c.host[p.assign]
-    unit = np.where(host, c.size + np.arange(g.n), p.assign)  # device units first, then one per host op
-    n_units = c.size + g.n
-    dur = np.zeros(n_units)
-    dur[: c.size] = [r.transfer_in + r.compute + r.transfer_out for r in rows]
-    times = c.times(g)[np.arange(g.n), p.assign]
-    dur[c.size + np.flatnonzero(host)] = times[host]
-    cross = unit[g.src] != unit[g.dst]
-    us, vs = unit[g.src[cross]], unit[g.dst[cross]]
-    pairs = np.unique(np.stack([us, vs], 1), axis=0) if us.size else np.empty((0, 2), np.int64)
-    indeg = np.bincount(pairs[:, 1], minlength=n_units)
-    succ: dict[int, list[int]] = {}
-    for a, b in pairs:
-        succ.setdefault(int(a), []).append(int(b))
-    present = np.zeros(n_units, bool)
-    present[unit] = True
-    start = np.zeros(n_units)
-    stack = [int(u) for u in np.flatnonzero(present & (indeg == 0))]
-    done = 0
-    while stack:
-        a = stack.pop()
-        done += 1
-        fin = start[a] + dur[a]
-        for b in succ.get(a, ()):
-            start[b] = max(start[b], fin)
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                stack.append(b)
-    if done < int(present.sum()):
-        return math.inf, {}
-    finish = start + dur
-    per_op = finish[unit]
-    return float(per_op.max()), {g.names[i]: float(per_op[i]) for i in range(g.n)}
+    s = invocations(p)
+    c, g = p.cluster, p.graph
+    subgraphs = {c.names[d]: int(s.subgraphs[d]) for d in np.flatnonzero(~c.host)}
+    out = []
+    if s.waiting:
+        out.append(Violation("contiguous", f"no invocation order exists: {s.waiting} of {s.invocations} invocations "
+                                           f"wait on each other, e.g. the cycle {' -> '.join(s.blocked)}"))
+        return math.inf, {}, subgraphs, out
+    q = None if model is None else model.max_subgraphs
+    for name, k in subgraphs.items():
+        if q is not None and k > q:
+            out.append(Violation("contiguous", f"device {name!r} needs {k} contiguous subgraphs, more than the "
+                                               f"{q} per accelerator allowed (max_subgraphs)"))
+    return s.latency, {g.names[i]: float(s.finish[i]) for i in range(g.n)}, subgraphs, out
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -405,7 +395,7 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     rows = device_costs(placement, model)
     violations = _violations(placement, model, rows)
     valid = not any(v.check in model.require for v in violations)
-    latency, finish = None, {}
+    latency, finish, subgraphs = None, {}, {}
     if model.objective is Objective.MAX_LOAD:
         objective = max(r.load for r in rows)
     elif model.objective is Objective.GPIPE:
@@ -415,11 +405,9 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
         violations.extend(Violation("schedule", msg) for msg in problems)
         valid = valid and not (problems and "schedule" in model.require)
     else:
-        latency, finish = invocation_latency(placement, rows)
+        latency, finish, subgraphs, problems = invocation_latency(placement, model)
         objective = latency
-        if not math.isfinite(latency):
-            violations.append(Violation("contiguous", "device subgraphs form a cycle: the invocation model "
-                                                      "needs contiguous subgraphs on non-host devices"))
-            valid = False
+        violations.extend(problems)
+        valid = valid and not problems
     return Evaluation(objective=float(objective), valid=valid, model=model, devices=rows,
-                      violations=tuple(violations), latency=latency, finish_times=finish)
+                      violations=tuple(violations), latency=latency, finish_times=finish, subgraphs=subgraphs)

@@ -1,0 +1,231 @@
+"""Single-sample latency in Tarnawski et al.'s invocation model (NeurIPS 2020, §4 and §4.1).
+
+An accelerator holding a *contiguous* set ``S`` (Def. 3.1) is invoked once: it starts when
+every input tensor of ``S`` is in host memory (Fig. 3, constraint 6), reads them, computes
+and writes its outputs back (7); each tensor is paid once per boundary. A host (CPU) op runs
+as soon as its predecessors have finished and takes its own time (8, 9); there are as many
+CPU cores as the graph is wide, so host ops never wait for a core.
+
+A non-contiguous accelerator set is cut into contiguous *subgraphs* (§4.1, Fig. 4; the
+reference code's ``reworkSplitIntoContiguous``): op ``v`` of accelerator ``a`` lands in
+subgraph ``1 + r``, where ``r`` is the largest number of times a path ending in ``v`` leaves
+``a``'s ops and comes back. Each subgraph is contiguous, every edge between two subgraphs of
+``a`` goes to a higher index, and a contiguous set stays one subgraph. Each subgraph is its
+own invocation; the subgraphs of one accelerator run one at a time in index order, which is
+consistent with the DAG (Fig. 4, constraint 14). The latency is the longest path through the
+invocations weighted by their durations. When invocations of different accelerators wait on
+each other's outputs (their quotient has a cycle) no schedule exists and the latency is ``inf``.
+
+Every pass is linear in the graph (times the number of accelerators for the cut).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .placement import Placement
+
+
+@dataclass(frozen=True)
+class Invocations:
+    """The invocation schedule of a placement (Tarnawski Fig. 4 with the subgraphs of §4.1).
+
+    Attributes
+    ----------
+    latency
+        Latest finish time (``inf`` when no invocation order exists).
+    finish
+        Per op, the time its output is in host memory (its subgraph's finish on an accelerator).
+    subgraphs
+        Per device, the number of contiguous subgraphs (invocations); 0 on hosts and idle devices.
+    level
+        Per op, its subgraph's index on its accelerator (1, 2, ...); 0 on host devices.
+    blocked
+        Labels of invocations on a cycle (``"acc0#2"`` = subgraph 2 of acc0, host ops by name);
+        empty when a schedule exists.
+    waiting
+        How many of the ``invocations`` can never start (0 when a schedule exists).
+    invocations
+        Number of invocations: subgraphs plus host ops.
+    """
+
+    latency: float
+    finish: np.ndarray
+    subgraphs: np.ndarray
+    level: np.ndarray
+    blocked: tuple[str, ...] = ()
+    waiting: int = 0
+    invocations: int = 0
+
+
+# ---------------------------------------------------------------------------- subgraphs
+def subgraph_levels(p: Placement) -> np.ndarray:
+    """Index (1, 2, ...) of the contiguous subgraph of its accelerator each op falls in; 0 on hosts.
+
+    Tarnawski §4.1: ``level_a(v) = max(1, max_u level_a(u) + [u not on a])`` over the
+    predecessors ``u`` of an op ``v`` on accelerator ``a``, and ``max_u level_a(u)`` for ``v``
+    elsewhere: the most runs of ``a``'s ops on a path ending in ``v``. A contiguous set gets
+    level 1 throughout. One pass in topological order carrying a row of levels (one per
+    accelerator) per op; the rows merge with ``map(max, ...)``. The recursion is sequential
+    along every path, and on deep operator graphs this pass is faster than array calls per
+    depth layer.
+    """
+    g, c = p.graph, p.cluster
+    acc = np.flatnonzero(~c.host)
+    col = np.full(c.size, -1, dtype=np.int64)
+    col[acc] = np.arange(acc.size)
+    mine = col[p.assign].tolist()
+    zero = [0] * acc.size
+    rows: list[list[int]] = [zero] * g.n
+    ptr, preds = g.pred_ptr.tolist(), g.pred_idx.tolist()
+    out = [0] * g.n
+    for v in g.topo.tolist():
+        row, a = zero, mine[v]
+        for u in preds[ptr[v]:ptr[v + 1]]:
+            row = list(map(max, row, rows[u]))
+        if a >= 0:
+            out[v] = max(1, row[a], *(rows[u][a] + 1 for u in preds[ptr[v]:ptr[v + 1]] if mine[u] != a))
+            row = row.copy() if row is zero else row
+            row[a] = out[v]
+        rows[v] = row
+    return np.asarray(out, dtype=np.int64)
+
+
+def _units(p: Placement, level: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Invocation of each op, subgraphs per device and the first invocation id of each device.
+
+    Subgraphs come first (device by device, in index order), then one invocation per host op.
+    """
+    c = p.cluster
+    host = c.host[p.assign]
+    pieces = np.zeros(c.size, dtype=np.int64)
+    np.maximum.at(pieces, p.assign[~host], level[~host])
+    first = np.concatenate(([0], np.cumsum(pieces))).astype(np.int64)
+    unit = first[p.assign] + level - 1
+    hosted = np.flatnonzero(host)
+    unit[hosted] = first[-1] + np.arange(hosted.size)
+    return unit, pieces, first
+
+
+def _durations(p: Placement, unit: np.ndarray, n_units: int) -> np.ndarray:
+    """``in + compute + out`` of each subgraph (Fig. 3, constraint 7); a host op's own time."""
+    g, c = p.graph, p.cluster
+    with np.errstate(invalid="ignore"):
+        times = c.times(g)[np.arange(g.n), p.assign]
+    dur = np.bincount(unit, weights=times, minlength=n_units)
+    scale = np.zeros(n_units)
+    scale[unit] = c.transfer_scale[p.assign]  # 0 for host ops
+    cross = unit[g.src] != unit[g.dst]
+    prod, recv = g.src[cross], unit[g.dst[cross]]
+    if prod.size:
+        pairs = np.unique(np.stack([prod, recv], axis=1), axis=0)  # each tensor once per subgraph
+        dur += np.bincount(pairs[:, 1], weights=g.out_bytes[pairs[:, 0]] * scale[pairs[:, 1]], minlength=n_units)
+        sent = np.unique(prod)
+        dur += np.bincount(unit[sent], weights=g.out_bytes[sent] * scale[unit[sent]], minlength=n_units)
+    return dur
+
+
+def _unit_edges(p: Placement, unit: np.ndarray, pieces: np.ndarray) -> np.ndarray:
+    """Edges between invocations: data dependencies, and subgraph ``j -> j + 1`` of each accelerator."""
+    g = p.graph
+    cross = unit[g.src] != unit[g.dst]
+    data = np.stack([unit[g.src[cross]], unit[g.dst[cross]]], axis=1)
+    owner = np.repeat(np.arange(pieces.size), pieces)  # device of each subgraph, in id order
+    ids = np.flatnonzero(owner[:-1] == owner[1:])
+    chain = np.stack([ids, ids + 1], axis=1)
+    both = np.concatenate([data, chain]).astype(np.int64)
+    return np.unique(both, axis=0) if both.size else np.empty((0, 2), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- schedule
+def _longest_paths(n_units: int, edges: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, int]:
+    """Finish time of each invocation (start = latest finish of its predecessors) and how many were scheduled.
+
+    Kahn's algorithm one invocation at a time: the invocation graph is as deep as the op
+    graph where host ops chain, so per-layer array calls would cost more than this loop.
+    """
+    src, dst = edges[:, 0], edges[:, 1]
+    indeg = np.bincount(dst, minlength=n_units).tolist()
+    heads = dst[np.argsort(src, kind="stable")].tolist()
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n_units)))).tolist()
+    start, took, finish = [0.0] * n_units, dur.tolist(), [math.inf] * n_units
+    stack = [u for u in range(n_units) if indeg[u] == 0]
+    done = 0
+    while stack:
+        a = stack.pop()
+        done += 1
+        finish[a] = end = start[a] + took[a]
+        for b in heads[ptr[a]:ptr[a + 1]]:
+            start[b] = max(start[b], end)
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                stack.append(b)
+    return np.asarray(finish, dtype=float), done
+
+
+def _label(p: Placement, u: int, unit: np.ndarray, first: np.ndarray) -> str:
+    """``"acc0#2"`` for subgraph 2 of acc0; ``"op 'x' on cpu0"`` for a host op."""
+    if u < first[-1]:
+        d = int(np.searchsorted(first, u, side="right") - 1)
+        return f"{p.cluster.names[d]}#{u - first[d] + 1}"
+    v = int(np.flatnonzero(unit == u)[0])
+    return f"op {p.graph.names[v]!r} on {p.cluster.names[p.assign[v]]}"
+
+
+def _cycle(p: Placement, edges: np.ndarray, finish: np.ndarray, unit: np.ndarray,
+           first: np.ndarray) -> tuple[str, ...]:
+    """Labels of one cycle among the invocations that were never scheduled."""
+    import networkx as nx
+
+    stuck = ~np.isfinite(finish)
+    keep = stuck[edges[:, 0]] & stuck[edges[:, 1]]
+    try:
+        cyc = nx.find_cycle(nx.DiGraph(edges[keep].tolist()))
+    except nx.NetworkXNoCycle:  # pragma: no cover - unscheduled invocations always contain a cycle
+        return ()
+    return tuple(_label(p, int(a), unit, first) for a, _ in cyc)
+
+
+def _schedule(p: Placement, level: np.ndarray) -> tuple[Invocations, np.ndarray, np.ndarray, np.ndarray]:
+    """Invocations for given subgraph levels: durations, dependencies, longest paths.
+
+    Also returns what naming a cycle needs: the invocation edges, each op's invocation and
+    each device's first invocation id.
+    """
+    unit, pieces, first = _units(p, level)
+    n_units = int(first[-1]) + int(p.cluster.host[p.assign].sum())
+    edges = _unit_edges(p, unit, pieces)
+    finish, done = _longest_paths(n_units, edges, _durations(p, unit, n_units))
+    latency = math.inf if done < n_units else float(finish.max()) if n_units else 0.0
+    return Invocations(latency, finish[unit], pieces, level, (), n_units - done, n_units), edges, unit, first
+
+
+def invocations(p: Placement) -> Invocations:
+    """The invocation schedule of any placement: contiguous subgraphs, their order, the latency.
+
+    One invocation per accelerator is tried first: when those invocations can be ordered,
+    every accelerator's set is contiguous (a non-contiguous set would wait on itself) and
+    the schedule is Fig. 3's. Otherwise the sets are cut by :func:`subgraph_levels` (§4.1).
+
+    Examples
+    --------
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.cluster import Cluster
+    >>> g = Graph([Op(name=n, work=1, out_bytes=1) for n in "abc"], [("a", "b"), ("b", "c")])
+    >>> s = invocations(Placement(g, Cluster.stages(2), [0, 1, 0]))  # stage0 holds a and c
+    >>> s.subgraphs.tolist(), s.latency  # {a}: 1 + 1 out; {b}: 1 in + 1 + 1 out; {c}: 1 in + 1
+    ([2, 1], 7.0)
+    """
+    whole = (~p.cluster.host[p.assign]).astype(np.int64)  # level 1 on accelerators, 0 on hosts
+    schedule, edges, unit, first = _schedule(p, whole)
+    if schedule.waiting:
+        level = subgraph_levels(p)
+        if (level > 1).any():  # else contiguous sets wait on each other: no order exists
+            schedule, edges, unit, first = _schedule(p, level)
+    if schedule.waiting:
+        finish = np.full(schedule.invocations, math.inf)
+        finish[unit] = schedule.finish
+        schedule = replace(schedule, blocked=_cycle(p, edges, finish, unit, first))
+    return schedule
