@@ -4,7 +4,8 @@
   fix a topological order, fill each accelerator in turn with as many ops as fit in its memory,
   put the rest on the CPU.
 * :func:`local_search` — Tarnawski §6 ([MKA07]): from a random memory-feasible split, apply the best
-  single-group reassignment until a local optimum; 10 restarts, best kept.
+  single-group reassignment until a local optimum; 10 restarts, best kept. Under a latency
+  model it runs the latency local search (:mod:`.latency`).
 * :func:`pipedream_path` — PipeDream's optimizer (Narayanan et al. 2019) as Tarnawski run it:
   branchings contracted so the graph becomes a path, then the exact path DP over the
   accelerators. The path's nodes are the topological levels (ops of equal longest-path depth,
@@ -303,7 +304,17 @@ def _random_start(gtime: np.ndarray, gmem: np.ndarray, cap: np.ndarray, hard: bo
 
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  restarts: int = 10, max_moves: int = 100_000) -> HeuristicResult:
-    """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``."""
+    """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
+
+    It minimizes max-load. Under a latency model (where a max-load optimum from a random
+    start is usually non-contiguous and slow) it is the latency local search instead:
+    :func:`.latency.latency_local_search`, with ``restarts`` kicks.
+    """
+    if model is not None and model.objective is Objective.LATENCY:
+        from .latency import latency_local_search  # imported here: it starts from greedy() above
+
+        res = latency_local_search(graph, cluster, model=model, seed=seed, restarts=restarts)
+        return replace(res, method="local-search", info={**res.info, "search": "latency-local-search"})
     start = time.perf_counter()
     ml = max_load_model(model)
     times = cluster.times(graph).T.copy()

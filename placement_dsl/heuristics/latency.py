@@ -1,0 +1,282 @@
+"""Heuristics for single-sample latency (Tarnawski et al., NeurIPS 2020, §4, §4.1 and §7).
+
+* :func:`latency_local_search` — first-improvement local search on the invocation-model latency
+  itself. A move puts a *block* on one device: an interval of the colocation groups in
+  topological order (length 1 is a single group, i.e. a single op without colocation).
+  Memory capacities, allowed kinds and colocation groups hold after every move. It starts
+  from Tarnawski's §7 greedy and from the max-load DP split (the §7 baselines), then from
+  random kicks of the best split found.
+* :func:`latency_best` — greedy, the max-load DP and DPL splits and the latency local search
+  seeded with them; the best latency wins and ``info["candidates"]`` lists every one.
+
+The local search scores a move with :func:`.latency_kernels.latency`, a compiled copy of the referee
+(:func:`placement_dsl.invocation.invocations`): contiguous subgraphs per accelerator
+(§4.1), each invoked when its inputs are in host memory, subgraphs of one accelerator one
+at a time (Fig. 4, constraint 14), host ops as soon as their inputs are ready. The
+registry re-checks the final split with the referee.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from .base import HeuristicResult
+from .latency_kernels import apply, better, descend, latency
+
+INF = math.inf
+LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # blocks moved onto a device
+SWAPS = (1, 2, 4)  # blocks exchanged between two devices (memory may be full) ...
+WINDOW = 24  # ... when they start at most this many groups apart
+CHUNK = 2000  # evaluations between checks of the clock
+
+
+# ---------------------------------------------------------------------------- setup
+@dataclass
+class _Setup:
+    """Arrays of one (graph, cluster, model): the kernel's inputs and the move structure.
+
+    Groups are the colocation groups, ordered by their first op in the graph's topological
+    order; a block is an interval of that order. ``targets`` are the devices a block may go
+    to: every accelerator and one host per class of identical hosts (hosts never wait).
+    """
+
+    graph: Graph
+    cluster: Cluster
+    model: CostModel
+    kernel: tuple
+    gid: np.ndarray  # op -> group position in the order
+    gptr: np.ndarray
+    gops: np.ndarray
+    gmem: np.ndarray
+    targets: np.ndarray
+    bad: np.ndarray  # bad[d, i]: groups among the first i that may not run on device d
+    cap: np.ndarray
+
+
+def _setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
+    """Kernel inputs, groups in topological order, per-device prefix counts of forbidden groups, capacities."""
+    times = cluster.times(graph).T.copy()
+    acc = np.flatnonzero(~cluster.host)
+    col = np.full(cluster.size, -1, dtype=np.int64)
+    col[acc] = np.arange(acc.size)
+    kernel = (col, cluster.host.copy(), times, cluster.transfer_scale.copy(), graph.out_bytes.astype(float),
+              graph.topo.astype(np.int64), graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx,
+              int(acc.size))
+    _, raw = np.unique(graph.group_id, return_inverse=True)
+    first = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
+    np.minimum.at(first, raw, graph.rank)
+    pos = np.empty_like(first)
+    pos[np.argsort(first, kind="stable")] = np.arange(first.size)
+    gid = pos[raw]
+    gops = np.argsort(gid, kind="stable")
+    gptr = np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=first.size)))).astype(np.int64)
+    gmem = np.bincount(gid, weights=graph.param_bytes + graph.activation_bytes, minlength=first.size)
+    hosts = [grp[0] for grp in cluster.homogeneous_groups() if cluster.host[grp[0]]]
+    targets = np.array(sorted(acc.tolist() + hosts), dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        gtime = np.stack([np.bincount(gid, weights=times[d], minlength=first.size) for d in range(cluster.size)])
+    bad = np.concatenate([np.zeros((cluster.size, 1)), np.cumsum(~np.isfinite(gtime), axis=1)], axis=1)
+    cap = cluster.memory.copy() if model.memory is MemoryMode.HARD else np.full(cluster.size, INF)
+    return _Setup(graph, cluster, model, kernel, gid, gptr, gops, gmem, targets, bad.astype(np.int64), cap)
+
+
+def _score(su: _Setup, dev: np.ndarray) -> tuple[float, float, float]:
+    """(memory excess, latency, sum of invocation finishes): the local search's key, smaller is better."""
+    mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
+    return (float(np.maximum(mem - su.cap, 0).sum()),) + latency(dev, *su.kernel)
+
+
+def _moves(su: _Setup, rng: np.random.Generator) -> np.ndarray:
+    """Every move, shuffled: rows ``(i, j, device, -1, -1)`` put groups ``i .. j - 1`` on a target device
+    (lengths :data:`LENGTHS`); rows ``(i, j, -1, k, l)`` exchange two blocks (:data:`SWAPS`, :data:`WINDOW`)."""
+    G, T = su.gptr.size - 1, su.targets.size
+    rows = [np.empty((0, 5), dtype=np.int64)]
+    for length in (x for x in LENGTHS if x <= G):
+        i = np.repeat(np.arange(G - length + 1), T)
+        rows.append(np.stack([i, i + length, np.tile(su.targets, G - length + 1), -np.ones_like(i),
+                              -np.ones_like(i)], axis=1))
+    for length in (x for x in SWAPS if 2 * x <= G):
+        for gap in range(length, length + WINDOW):
+            i = np.arange(max(G - length - gap + 1, 0))
+            rows.append(np.stack([i, i + length, -np.ones_like(i), i + gap, i + gap + length], axis=1))
+    moves = np.concatenate(rows).astype(np.int64)
+    return moves[rng.permutation(len(moves))]
+
+
+def _groups(su: _Setup, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Colocation made whole (each group on its first op's device): (op devices, group devices, memory per device)."""
+    gdev = np.asarray(dev, dtype=np.int64)[su.gops[su.gptr[:-1]]].copy()
+    dev = gdev[su.gid].astype(np.int64)
+    mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
+    return dev, gdev, mem
+
+
+def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float,
+             budget: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Local optimum from ``start``: (op devices, key, evaluations)."""
+    dev, gdev, mem = _groups(su, start)
+    key = np.array(_score(su, dev))
+    pos = since = evals = 0
+    while since < len(moves) and evals < budget and time.perf_counter() < deadline:
+        pos, since, done = descend(dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moves,
+                                   pos, since, min(CHUNK, budget - evals), key, *su.kernel)
+        evals += done
+    return dev, key, evals
+
+
+def _compile(su: _Setup, start: np.ndarray, moves: np.ndarray) -> None:
+    """Compile the kernels (cached on disk after the first run) before the clock starts."""
+    dev, gdev, mem = _groups(su, start)
+    key = np.array(_score(su, dev))
+    descend(dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moves, 0, 0, 0, key, *su.kernel)
+
+
+def _kick(su: _Setup, dev: np.ndarray, moves: np.ndarray, rng: np.random.Generator, kicks: int) -> np.ndarray:
+    """``kicks`` random moves that fit in memory, whatever their latency (a restart point near ``dev``)."""
+    dev, gdev, mem = _groups(su, dev)
+    moved, was = np.empty((2, gdev.size), dtype=np.int64), np.empty((2, gdev.size), dtype=np.int64)
+    done = 0
+    for r in rng.integers(len(moves), size=50 * kicks):
+        done += apply(moves[r], dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moved, was)[0] >= 0
+        if done == kicks:
+            break
+    return dev
+
+
+def _latency_model(model: CostModel | None) -> CostModel:
+    model = model or CostModel.named("latency")
+    return model if model.objective is Objective.LATENCY else replace(model, objective=Objective.LATENCY)
+
+
+def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
+                  dp_max_ideals: int = 5000) -> tuple[str, np.ndarray] | None:
+    """The max-load DP split (Tarnawski §5.1.1, the §7 baseline); DPL's when the graph has more ideals."""
+    from .baselines import max_load_model
+    from .ideals import dp, dpl
+
+    ml = max_load_model(model)
+    try:
+        return "dp", dp(graph, cluster, model=ml, max_ideals=dp_max_ideals).placement.assign
+    except (SpecError, InfeasibleError):
+        pass
+    try:
+        return "dpl", dpl(graph, cluster, model=ml).placement.assign
+    except (SpecError, InfeasibleError):
+        return None
+
+
+def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int) -> list[tuple[str, np.ndarray]]:
+    from .baselines import greedy
+
+    out = [("greedy", greedy(graph, cluster, model=model).placement.assign)]
+    split = maxload_start(graph, cluster, model, dp_max_ideals)
+    return out + ([split] if split is not None else [])
+
+
+# ---------------------------------------------------------------------------- methods
+def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
+                         starts: list[tuple[str, np.ndarray]] | None = None, restarts: int = 50, kicks: int = 8,
+                         time_limit: float = 20.0, max_evaluations: int = 1_000_000,
+                         dp_max_ideals: int = 5000) -> HeuristicResult:
+    """First-improvement local search on the invocation-model latency (Tarnawski §4, §4.1).
+
+    Parameters
+    ----------
+    starts
+        ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
+        DP split (:func:`maxload_start`). Each descends to a local optimum; then ``restarts``
+        times the best split so far takes ``kicks`` random block moves and descends again.
+    time_limit, max_evaluations
+        Budget over all descents (seconds; latency evaluations).
+    dp_max_ideals
+        Above this many ideals the DP start is DPL's split (the exact DP's pairs grow fast).
+
+    Under a non-latency ``model`` the search still optimizes latency (same memory mode);
+    ``objective`` is the cost model's value under ``model``. ``info``: ``starts`` (each
+    start's latency before and after its descent), ``restarts``, ``optimizes``.
+    """
+    t0 = time.perf_counter()
+    lat = _latency_model(model)
+    su = _setup(graph, cluster, lat)
+    rng = np.random.default_rng(seed)
+    moves = _moves(su, rng)
+    begin = list(starts) if starts is not None else _starts(graph, cluster, lat, dp_max_ideals)
+    if not begin:
+        raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
+    _compile(su, np.asarray(begin[0][1]), moves)
+    deadline, evals, best, log = time.perf_counter() + time_limit, 0, None, []
+    for label, assign in begin:
+        dev, key, n = _descent(su, np.asarray(assign), moves, deadline, max_evaluations - evals)
+        evals += n
+        before = _score(su, np.asarray(assign, dtype=np.int64))[1]
+        log.append({"start": label, "latency": float(before), "after": float(key[1])})
+        best = (dev, key) if best is None or better(*key, *best[1]) else best
+    kicked = 0
+    while kicked < restarts and evals < max_evaluations and time.perf_counter() < deadline:
+        dev, key, n = _descent(su, _kick(su, best[0], moves, rng, kicks), moves, deadline, max_evaluations - evals)
+        evals, kicked = evals + n, kicked + 1
+        best = (dev, key) if better(*key, *best[1]) else best
+    placement = Placement(graph, cluster, best[0], source="latency-local-search")
+    return HeuristicResult(method="latency-local-search", placement=placement,
+                           objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
+                           evaluations=evals, info={"optimizes": "latency", "starts": log, "restarts": kicked,
+                                                    "moves": int(len(moves))})
+
+
+def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
+               model: CostModel, error: str = "") -> dict[str, Any]:
+    if assign is None:
+        return {"method": method, "error": error, "seconds": seconds}
+    ev = evaluate(Placement(graph, cluster, assign), model)
+    return {"method": method, "latency": ev.objective, "valid": ev.valid, "seconds": seconds, "assign": assign}
+
+
+def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int) -> list[dict[str, Any]]:
+    """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency."""
+    from .baselines import greedy, max_load_model
+    from .ideals import dp, dpl
+
+    out = []
+    for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
+                        ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals)),
+                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat)))):
+        t = time.perf_counter()
+        try:
+            assign, error = run().placement.assign, ""
+        except (SpecError, InfeasibleError) as err:
+            assign, error = None, str(err)
+        out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error))
+    return out
+
+
+def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
+                 dp_max_ideals: int = 5000, **search: Any) -> HeuristicResult:
+    """The best single-sample latency among greedy, the max-load DP and DPL splits and the latency local search.
+
+    The local search starts from each of those splits (``search`` goes to
+    :func:`latency_local_search`). Valid splits beat invalid ones, then lower latency wins.
+    ``info["candidates"]`` lists each method's latency, validity and seconds (or why it has
+    no split, e.g. the DP's ideal limit); ``info["best"]`` names the winner.
+    """
+    t0 = time.perf_counter()
+    lat = _latency_model(model)
+    cands = _baselines(graph, cluster, lat, dp_max_ideals)
+    starts = [(c["method"], c["assign"]) for c in cands if "assign" in c]
+    ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, **search)
+    cands.append(_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat))
+    ranked = [c for c in cands if "assign" in c]
+    win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
+    placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
+    listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
+    return HeuristicResult(method="latency-best", placement=placement, objective=evaluate(placement, model or lat).objective,
+                           seconds=time.perf_counter() - t0, evaluations=ls.evaluations,
+                           info={"optimizes": "latency", "best": win["method"], "candidates": listed})
