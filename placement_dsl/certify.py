@@ -55,6 +55,7 @@ from .constraints import Contiguous, DagOrder
 from .errors import PlacementError, SpecError
 from .placement import Placement, PlacementClass
 from .problem import Problem
+from .progress import report, scaled
 from .solvers.base import Status
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
@@ -168,7 +169,8 @@ def model_bound(problem: Problem, formulation: str, solver: str, seconds: float)
     t0 = time.perf_counter()
     compiled = compile(problem, formulation)
     left = max(seconds - (time.perf_counter() - t0), 0.1)
-    out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
+    with scaled(compiled.scale.time):
+        out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
     bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
     status = level_status(out.status)
     return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
@@ -483,6 +485,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     run = _Run(problem, solver, workers, gap)
     if problem.has(DagOrder):
         _upper(run, UPPER)
+    report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = budget - (time.perf_counter() - t0)
         if (stop_at_gap and run.met() and not level.always) or left <= 0:
@@ -501,6 +504,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope))
+        report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
     return run.certificate()
 
 

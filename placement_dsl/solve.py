@@ -18,6 +18,7 @@ from .errors import EvaluationMismatchError, PlacementError, SpecError
 from .evaluate import Evaluation
 from .formulations import Formulation, Kind, Plan, get
 from .placement import Placement
+from .progress import scaled
 from .result import Result, Seconds
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
 
@@ -87,8 +88,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     values = compiled.varmap.values(start) if passed else None
     if budget is not None:
         time_limit = max(min(time_limit, budget - (time.perf_counter() - t0)), 0.1)
-    outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
-                                                               log_path=log_path), start=values)
+    with scaled(compiled.objective_scale):  # progress reports in the problem's units
+        outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
+                                                                   log_path=log_path), start=values)
     result = _certify(compiled, outcome, method, solver, gap)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)

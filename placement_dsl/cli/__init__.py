@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from .. import progress
 from ..errors import InfeasibleError, PlacementError
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
@@ -28,7 +29,8 @@ __all__ = ["HEURISTIC_METHODS", "IP_METHODS", "build_parser", "cmd_bounds", "cmd
 def run_command(args: argparse.Namespace) -> int:
     """Run the parsed command; every error becomes one line on stderr and an exit status."""
     try:
-        return int(args.func(args) or 0)
+        with progress.reporting(progress.for_terminal(quiet=getattr(args, "quiet", False))):
+            return int(args.func(args) or 0)
     except BrokenPipeError:
         raise
     except Exception as err:

@@ -45,6 +45,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from ..progress import report
 from . import ideal_kernels as K
 from .base import HeuristicResult
 from .contract import Contraction, contract
@@ -339,11 +340,13 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats), "ideals": lat.count,
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
+    report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
     sol = _solve(lat, su.classes, su.model, su.replication, ub)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
         sol = _solve(lat, su.classes, su.model, su.replication, math.inf)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
+    report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, pairs=sol.visited, best=sol.value)
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info

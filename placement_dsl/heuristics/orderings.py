@@ -29,6 +29,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel
 from ..graph import Graph
+from ..progress import report
 from .base import HeuristicResult
 from .slicegraph import Slicer, _kahn
 
@@ -140,6 +141,7 @@ def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Gene
         state.keys = np.vstack([state.keys[elite], fresh[: values.size]])
         state.values = np.concatenate([state.values[elite], values])
         state.history.append(float(state.values.min()))
+        report("brkga", generation=len(state.history), evaluations=state.evaluations, best=state.history[-1])
     return state
 
 

@@ -11,6 +11,8 @@ Formats
     PipeDream profiler ``graph.txt`` (:mod:`.pipedream`).
 ``moirai``
     MOIRAI ``.xls`` sheets (:mod:`.moirai`, needs the ``xlrd`` extra).
+``onnx``
+    ONNX models (:mod:`.onnx`, needs the ``onnx`` extra); costs from shapes and a roofline.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from .common import jsonable
 WORKLOAD_FORMAT = "placement_dsl.workload"
 GRAPH_FORMAT = "placement_dsl.graph"
 VERSION = 1
-FORMATS = ("native", "dnn-partitioning", "pipedream", "moirai")
+FORMATS = ("native", "dnn-partitioning", "pipedream", "moirai", "onnx")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if path.suffix.lower() in (".xls", ".xlsx"):
         return "moirai"
+    if path.suffix.lower() == ".onnx":
+        return "onnx"
     try:
         with path.open(errors="replace") as fh:
             head = fh.read(4096)
@@ -174,6 +178,10 @@ def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Worklo
         from . import moirai
 
         return moirai.load(path, **options)
+    if fmt == "onnx":
+        from . import onnx as onnx_io
+
+        return onnx_io.load(path, **options)
     if fmt not in FORMATS:
         raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
     if options:

@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..progress import report_mip
 from .base import Bound, Final, HandedOff, Incumbent, Native, Report, SolveOptions, StartVerdict
 from .matrix import LinearModel
 
@@ -45,8 +46,10 @@ class Collected:
     def add(self, report: Report) -> None:
         if isinstance(report, Incumbent):
             self._incumbent(report.objective, report.x)
+            report_mip(self.objective, self.bound)
         elif isinstance(report, Bound):
             self._bound(report.bound)
+            report_mip(self.objective, self.bound)
         elif isinstance(report, StartVerdict):
             self.verdict = self.verdict or report
         elif isinstance(report, HandedOff):

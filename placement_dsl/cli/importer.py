@@ -1,0 +1,102 @@
+"""``placement-dsl import``: an ONNX model or a PyTorch module as a workload file, with measured costs."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from ..io import Workload, save_workload
+from ..io.costs import GRANULARITIES, apply_costs, read_costs
+from ..io.report import human_bytes
+from .common import EPILOG, EXIT_OK
+from .workloads import emit, resize
+
+
+def _dims(items: list[str]) -> dict[str, int]:
+    """``NAME=N`` options as a mapping, refusing anything else."""
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if not name or not value.strip().isdigit() or int(value) < 1:
+            raise SpecError(f"--dim {item!r}: expected NAME=N with an integer N >= 1, e.g. --dim seq=512")
+        out[name.strip()] = int(value)
+    return out
+
+
+def _read_model(args: argparse.Namespace) -> Workload:
+    options: dict[str, Any] = {"batch": args.batch, "seq": args.seq, "granularity": args.granularity,
+                               "depth": args.depth}
+    path = Path(args.model)
+    if path.suffix.lower() == ".onnx" or path.exists():
+        from ..io import onnx as onnx_io
+
+        return onnx_io.load(path, dims=_dims(args.dim), **options)
+    if args.dim:
+        raise SpecError("--dim applies to ONNX models; a PyTorch factory takes --batch and --seq")
+    from ..io import torch_export
+
+    return torch_export.load(args.model, **options)
+
+
+def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[str]]:
+    """The workload with the profile's measured times (and the calibrated roofline for the rest)."""
+    if not args.costs:
+        return w, []
+    graph, fits = apply_costs(w.graph, read_costs(args.costs), calibrate_rest=not args.no_calibrate)
+    calibration = {k: {"compute_scale": f.compute_scale, "memory_scale": f.memory_scale, "samples": f.samples}
+                   for k, f in fits.items()}
+    lines = [f"calibrated {k}: compute x{f.compute_scale:.3g}, memory x{f.memory_scale:.3g} from {f.samples} "
+             "measured ops" for k, f in fits.items()]
+    meta = {**w.meta, "costs": str(args.costs), "calibration": calibration}
+    return Workload(graph, w.cluster, w.format, meta), lines
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``import``: read the model, apply measured costs, write a native workload, print a summary."""
+    w, lines = _with_costs(_read_model(args), args)
+    if args.stages is not None:
+        w = Workload(w.graph, resize(w.cluster, args.stages), w.format, w.meta)
+    out = Path(args.out)
+    try:
+        save_workload(w, out, "native")
+    except OSError as err:
+        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    g = w.graph
+    payload = {"output": str(out), "source": w.meta.get("source"), "ops": g.n, "edges": g.m,
+               "devices": w.cluster.size, "param_bytes": float(g.param_bytes.sum()), "dims": w.meta.get("dims", {}),
+               "estimated": w.meta.get("estimated", {}), "calibration": w.meta.get("calibration", {})}
+    head = (f"wrote {out}: {g.n} ops, {g.m} edges, parameters {human_bytes(g.param_bytes.sum())}, "
+            f"{w.cluster.size} devices")
+    text = [head, *lines]
+    if payload["estimated"]:
+        text.append(f"estimated (one FLOP per output element): {payload['estimated']}")
+    emit(args, payload, "\n".join(text))
+    return EXIT_OK
+
+
+def add_import_parser(sub: Any) -> None:
+    """Register ``import`` on the subparsers ``sub``."""
+    from .parser import _common, _number, _quiet
+
+    im = sub.add_parser("import", help="import an ONNX model or a PyTorch module as a workload", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    im.add_argument("model", help="MODEL.onnx, or MODULE:FACTORY: a function building a torch module (run on the "
+                                  "meta device) and returning (module, args)")
+    im.add_argument("--out", required=True, metavar="WORKLOAD.json", help="workload file to write (native JSON)")
+    im.add_argument("--batch", type=_number(int, 1, "--batch"), default=1, help="batch size (default: 1)")
+    im.add_argument("--seq", type=_number(int, 1, "--seq"), help="sequence length of symbolic sequence dimensions")
+    im.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                    help="value of another symbolic dimension of an ONNX model (repeatable)")
+    im.add_argument("--granularity", choices=GRANULARITIES, default="op",
+                    help="op: one op per node; layer: one op per module; group: ops, each module's colocated")
+    im.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
+                    help="cut module paths to D dotted parts for layers and groups (default: the full path)")
+    im.add_argument("--costs", metavar="PROFILE.csv", help="measured times per op or module (CSV or JSON, ms)")
+    im.add_argument("--no-calibrate", action="store_true",
+                    help="keep the roofline times of ops the profile does not measure")
+    im.add_argument("--stages", type=_number(int, 1, "--stages"), metavar="K",
+                    help="accelerators of the workload's cluster (default: 4 and a CPU)")
+    _common(im, "print a JSON summary of what was written")
+    _quiet(im)
+    im.set_defaults(func=cmd_import)

@@ -1,0 +1,125 @@
+"""``placement-dsl show``: the partition as a picture, the pipeline's Gantt chart, the bounds over time, split points."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from ..io import Workload, load_placement
+from ..io.common import jsonable
+from ..placement import Placement
+from ..simulate import Schedule
+from .common import EPILOG, EXIT_OK
+from .workloads import cost_model, emit, note, workload_from_args
+
+KINDS = ("graph", "gantt", "bounds", "splits")
+
+
+def _placement(args: argparse.Namespace, w: Workload) -> Placement:
+    """The ``--split`` file's placement, else the dp heuristic's (noted on stderr)."""
+    if args.split:
+        return load_placement(args.split, w)
+    from ..heuristics import run
+
+    note("no --split given: showing the dp heuristic's placement")
+    return run("dp", w.graph, w.cluster, model=cost_model(args, w)).placement
+
+
+def _out(args: argparse.Namespace) -> Path:
+    if not args.out:
+        raise SpecError(f"show --kind {args.kind} draws a picture: give --out FILE (.svg or .png"
+                        f"{', or .dot' if args.kind == 'graph' else ''})")
+    return Path(args.out)
+
+
+def _graph(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
+    from ..viz import graph
+
+    placement = _placement(args, w)
+    out = _out(args)
+    view = graph.build_view(placement, args.max_nodes, args.depth)
+    drawn_by = graph.render(placement, out, args.max_nodes, args.depth)
+    payload = {"kind": "graph", "output": str(out), "drawn_by": drawn_by, "nodes": len(view.nodes),
+               "grouped_by": view.grouped_by, "devices": sorted({view.devices[n.device] for n in view.nodes})}
+    return payload, f"wrote {out} ({len(view.nodes)} boxes, grouped by {view.grouped_by}; drawn by {drawn_by})"
+
+
+def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
+    from ..viz import gantt
+
+    placement = _placement(args, w)
+    out = _out(args)
+    result = gantt.simulated(placement, args.schedule, args.microbatches)
+    gantt.draw(result, out, placement.cluster.names)
+    payload = {"kind": "gantt", "output": str(out), "schedule": result.schedule.value,
+               "microbatches": result.microbatches, "makespan_ms": result.makespan,
+               "time_per_sample_ms": result.time_per_sample, "tasks": len(result.trace)}
+    return payload, (f"wrote {out}: {result.schedule.value}, {len(result.trace)} tasks, makespan "
+                     f"{result.makespan:.4g} ms ({result.time_per_sample:.4g} ms per sample)")
+
+
+def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
+    from ..viz import bounds
+    from .problems import dag_problem
+
+    out = _out(args)
+    cert, points = bounds.certify_over_time(dag_problem(w, cost_model(args, w)), budget=args.time_limit, gap=0.0)
+    bounds.draw(points, out, title=f"{w.graph.name}: lower and upper bounds over time")
+    payload = {"kind": "bounds", "output": str(out), "points": [p.to_dict() for p in points], **cert.to_dict()}
+    return payload, f"wrote {out}: {len(points)} points; best {cert.objective:.6g}, bound {cert.bound:.6g}"
+
+
+def _splits(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
+    from ..viz import split_lines, split_points
+
+    points = split_points(_placement(args, w), args.depth)
+    text = "\n".join(split_lines(points))
+    if args.out:
+        out = Path(args.out)
+        body = json.dumps(jsonable(points), indent=1) + "\n" if out.suffix.lower() == ".json" else text + "\n"
+        try:
+            out.write_text(body)
+        except OSError as err:
+            raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    return {"kind": "splits", **points}, text
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``show``: draw or list the partition of a workload (see :data:`KINDS`)."""
+    w = workload_from_args(args)
+    payload, text = {"graph": _graph, "gantt": _gantt, "bounds": _bounds, "splits": _splits}[args.kind](args, w)
+    emit(args, payload, text)
+    return EXIT_OK
+
+
+def add_show_parser(sub: Any) -> None:
+    """Register ``show`` on the subparsers ``sub``."""
+    from ..evaluate import NAMED
+    from .parser import _cluster_args, _common, _number, _quiet
+
+    sh = sub.add_parser("show", help="draw the partition, the pipeline's Gantt chart or the bounds over time",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sh.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
+    _cluster_args(sh)
+    sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's)")
+    sh.add_argument("--kind", choices=KINDS, default="graph",
+                    help="graph: ops coloured by device; gantt: simulated pipeline schedule; bounds: certificate "
+                         "over time; splits: stages by layer and split points (default: graph)")
+    sh.add_argument("--out", metavar="FILE", help="picture to write: .svg or .png (graph also .dot); for splits "
+                                                  "an optional .json or text file")
+    sh.add_argument("--objective", choices=sorted(NAMED), help="objective (default: the workload's, else throughput)")
+    sh.add_argument("--schedule", choices=[s.value for s in Schedule],
+                    help="gantt: pipeline (inference), 1f1b or gpipe (training); default by the graph")
+    sh.add_argument("--microbatches", type=_number(int, 1, "--microbatches"), default=8, metavar="N",
+                    help="gantt: microbatches simulated (default: 8)")
+    sh.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
+                    help="graph and splits: group ops by module path cut to D dotted parts")
+    sh.add_argument("--max-nodes", type=_number(int, 2, "--max-nodes"), default=150, metavar="N",
+                    help="graph: collapse layers until at most N boxes remain (default: 150)")
+    sh.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=30.0,
+                    metavar="SECONDS", help="bounds: seconds for the certificate (default: 30)")
+    _common(sh)
+    _quiet(sh)
+    sh.set_defaults(func=cmd_show)

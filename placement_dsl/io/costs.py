@@ -1,0 +1,320 @@
+"""Op costs for imported models: roofline times, layers, measured times and a calibrated roofline.
+
+Imported ops (:mod:`.onnx`, :mod:`.torch_export`) keep their analytic FLOPs and bytes moved in
+``op.attrs["flops"]`` and ``op.attrs["bytes_moved"]``; their ``work`` comes from the roofline
+of each device kind (:mod:`placement_dsl.zoo.costs`)::
+
+    work[kind] = 1e3 * max(flops / peak_flops[kind], bytes_moved / mem_bandwidth[kind])   # ms
+
+Measured times replace that where a profile has them (:func:`read_costs`, :func:`apply_costs`),
+and a few measured ops calibrate the roofline for the others (:func:`calibrate`): compute-bound
+ops scale the peak FLOP rate, memory-bound ops the bandwidth.
+
+Profile files
+-------------
+CSV, one row per op (or per module) and device kind::
+
+    op,kind,ms                    op,accelerator,cpu
+    layer1.0.conv1,accelerator,0.21     layer1.0.conv1,0.21,3.4
+
+``op`` (or ``name``/``module``) names an op of the workload or a module path in
+``op.attrs["module"]`` (its time is shared over the module's ops in proportion to their
+roofline times). The time column is ``ms``/``time_ms`` (or ``us``/``time_us``, ``s``/``seconds``);
+without a ``kind`` column every time is for ``default_kind``. JSON: ``{"op": ms}``,
+``{"op": {"kind": ms}}``, or a list of ``{"op", "kind", "ms"}`` records (also under ``"ops"``).
+"""
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cluster import ACCELERATOR
+from ..errors import SpecError
+from ..graph import DEFAULT_KIND, Graph, Op
+from ..zoo.costs import ROOFLINES, SIGNIFICANT_DIGITS, Roofline
+
+Profile = dict[str, dict[str, float]]
+"""Measured times: op or module name -> device kind -> ms."""
+
+_NAME_COLUMNS = ("op", "name", "module", "layer")
+_TIME_COLUMNS = {"ms": 1.0, "time_ms": 1.0, "us": 1e-3, "time_us": 1e-3, "s": 1e3, "seconds": 1e3}
+
+
+# ---------------------------------------------------------------------------- roofline times
+def rounded(value: float) -> float:
+    """``value`` to :data:`~placement_dsl.zoo.costs.SIGNIFICANT_DIGITS` significant digits."""
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def roofline_work(flops: float, bytes_moved: float, rooflines: Iterable[Roofline] = ROOFLINES) -> dict[str, float]:
+    """Running time in ms per device kind of a kernel doing ``flops`` and moving ``bytes_moved``.
+
+    >>> roofline_work(15.7e9, 0.0)["accelerator"]
+    1.0
+    """
+    return {r.kind: rounded(r.time_ms(flops, bytes_moved)) for r in rooflines}
+
+
+# ---------------------------------------------------------------------------- layers
+def module_prefix(module: str | None, depth: int | None) -> str | None:
+    """The first ``depth`` dotted parts of a module path (all of it for ``None``).
+
+    >>> module_prefix("h.3.attn.q_proj", 2), module_prefix("h.3.attn", None), module_prefix("", 1)
+    ('h.3', 'h.3.attn', None)
+    """
+    if not module:
+        return None
+    return module if depth is None else ".".join(module.split(".")[:depth])
+
+
+def _merged_work(members: list[Op]) -> dict[str, float]:
+    kinds = {k for op in members for k in op.work if k != DEFAULT_KIND}
+    if not kinds:
+        return {DEFAULT_KIND: rounded(sum(op.work[DEFAULT_KIND] for op in members))}
+    times = {k: sum(op.time_on(k) for op in members) for k in kinds}
+    return {k: rounded(t) for k, t in times.items() if t != float("inf")} or {DEFAULT_KIND: 0.0}
+
+
+def _merged_op(name: str, members: list[Op], leaving: set[str]) -> Op:
+    """One op doing the work of ``members``; its output is what leaves the layer (or ends the graph)."""
+    types: dict[str, int] = {}
+    for op in members:
+        kind = str(op.attrs.get("type", "op"))
+        types[kind] = types.get(kind, 0) + 1
+    attrs = {"module": name, "ops": len(members), "types": types,
+             "flops": sum(float(op.attrs.get("flops", 0.0)) for op in members),
+             "bytes_moved": sum(float(op.attrs.get("bytes_moved", 0.0)) for op in members)}
+    return Op(name=name, work=_merged_work(members), param_bytes=sum(op.param_bytes for op in members),
+              out_bytes=sum(op.out_bytes for op in members if op.name in leaving),
+              activation_bytes=sum(op.activation_bytes for op in members), attrs=attrs)
+
+
+def collapse(graph: Graph, key: Callable[[Op], str | None], name: str | None = None) -> Graph:
+    """One op per value of ``key`` (ops with key ``None`` stay as they are), edges between them.
+
+    Work per kind, parameter and activation bytes add up; the merged op's output bytes are
+    those of its ops with an edge leaving the group or no successor at all. A grouping that
+    is not convex (a path leaves a group and comes back) is refused, naming the groups.
+    """
+    label = [key(op) or op.name for op in graph.ops]
+    groups: dict[str, list[Op]] = {}
+    for op, lab in zip(graph.ops, label):
+        groups.setdefault(lab, []).append(op)
+    edges = {(label[u], label[v]) for u, v in zip(graph.src.tolist(), graph.dst.tolist()) if label[u] != label[v]}
+    leaving = {graph.names[u] for u, v in zip(graph.src.tolist(), graph.dst.tolist()) if label[u] != label[v]}
+    leaving |= {graph.names[i] for i in range(graph.n) if not len(graph.successors(i))}
+    ops = [members[0] if len(members) == 1 and members[0].name == lab else _merged_op(lab, members, leaving)
+           for lab, members in groups.items()]
+    try:
+        return Graph(ops, sorted(edges), name=name or graph.name)
+    except SpecError as err:
+        raise SpecError(f"grouping the ops of {graph.name!r} into layers makes a cycle ({err}); the layers are not "
+                        "contiguous at this depth: choose another layer depth or keep op granularity") from None
+
+
+def layers(graph: Graph, depth: int | None = None) -> Graph:
+    """:func:`collapse` by module path (``op.attrs["module"]``) cut to ``depth`` dotted parts."""
+    return collapse(graph, lambda op: module_prefix(op.attrs.get("module"), depth))
+
+
+GRANULARITIES = ("op", "layer", "group")
+"""One op per node; one op per module (:func:`layers`); or op granularity with each module's ops colocated."""
+
+
+def by_granularity(graph: Graph, granularity: str, depth: int | None = None) -> Graph:
+    """``graph`` at one of :data:`GRANULARITIES`, modules cut to ``depth`` dotted parts."""
+    if granularity not in GRANULARITIES:
+        raise SpecError(f"granularity {granularity!r} is not one of {list(GRANULARITIES)}")
+    if granularity == "layer":
+        return layers(graph, depth)
+    if granularity == "group":
+        return graph.replace(ops=[op.model_copy(update={"group": module_prefix(op.attrs.get("module"), depth)})
+                                  for op in graph.ops])
+    return graph
+
+
+# ---------------------------------------------------------------------------- profiles
+def read_costs(path: str | Path, default_kind: str = ACCELERATOR) -> Profile:
+    """Measured times from a CSV or JSON profile (see the module's documentation), in ms."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+        try:
+            return _profile_json(json.loads(text), default_kind, str(path))
+        except json.JSONDecodeError as err:
+            raise SpecError(f"cost profile {str(path)!r} is not valid JSON: {err}") from None
+    return _profile_csv(text.splitlines(), default_kind, str(path))
+
+
+def _number(value: Any, where: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}: {value!r} is not a time; give a number of ms") from None
+    if not out >= 0 or out == float("inf"):
+        raise SpecError(f"{where}: time {value!r} must be a finite number >= 0")
+    return out
+
+
+def _profile_csv(lines: list[str], default_kind: str, source: str) -> Profile:
+    rows = list(csv.DictReader(line for line in lines if line.strip() and not line.lstrip().startswith("#")))
+    if not rows:
+        raise SpecError(f"cost profile {source!r} has no rows; give a header (op,kind,ms) and one row per op")
+    head = {c.strip().lower(): c for c in rows[0] if c is not None}
+    name_col = next((head[c] for c in _NAME_COLUMNS if c in head), None)
+    if name_col is None:
+        raise SpecError(f"cost profile {source!r}: no op column in {sorted(head)}; name it one of {_NAME_COLUMNS}")
+    time_col = next((c for c in _TIME_COLUMNS if c in head), None)
+    profile: Profile = {}
+    for i, row in enumerate(rows, start=2):
+        op = str(row[name_col]).strip()
+        if time_col is not None:
+            kind = str(row.get(head.get("kind", ""), "") or default_kind).strip()
+            ms = _number(row[head[time_col]], f"{source} line {i}") * _TIME_COLUMNS[time_col]
+            profile.setdefault(op, {})[kind] = ms
+            continue
+        for low, col in head.items():  # wide: one column per device kind
+            if col != name_col and str(row.get(col, "")).strip():
+                profile.setdefault(op, {})[low] = _number(row[col], f"{source} line {i}, column {col!r}")
+    return profile
+
+
+def _profile_json(data: Any, default_kind: str, source: str) -> Profile:
+    if isinstance(data, Mapping) and isinstance(data.get("ops"), list):
+        data = data["ops"]
+    profile: Profile = {}
+    if isinstance(data, list):
+        for i, rec in enumerate(data):
+            if not isinstance(rec, Mapping) or not any(c in rec for c in _NAME_COLUMNS):
+                raise SpecError(f"cost profile {source!r}: record #{i} needs an 'op' and a time ('ms'), got {rec!r}")
+            op = str(next(rec[c] for c in _NAME_COLUMNS if c in rec))
+            col = next((c for c in _TIME_COLUMNS if c in rec), None)
+            if col is None:
+                raise SpecError(f"cost profile {source!r}: record {op!r} has no time; add 'ms'")
+            kind = str(rec.get("kind", default_kind))
+            profile.setdefault(op, {})[kind] = _number(rec[col], f"{source}: {op!r}") * _TIME_COLUMNS[col]
+        return profile
+    if not isinstance(data, Mapping):
+        raise SpecError(f"cost profile {source!r}: expected an object or a list of records")
+    for op, value in data.items():
+        times = value if isinstance(value, Mapping) else {default_kind: value}
+        profile[str(op)] = {str(k): _number(v, f"{source}: {op!r}[{k!r}]") for k, v in times.items()}
+    return profile
+
+
+# ---------------------------------------------------------------------------- calibration
+@dataclass(frozen=True)
+class Calibration:
+    """Measured over predicted time on one device kind, for compute-bound and memory-bound ops.
+
+    A roofline calibrated this way has ``peak_flops / compute_scale`` and
+    ``mem_bandwidth / memory_scale``; ops without FLOPs and bytes scale by ``compute_scale``.
+    """
+
+    kind: str
+    compute_scale: float
+    memory_scale: float
+    samples: int
+
+    def roofline(self, base: Roofline) -> Roofline:
+        """``base`` with the measured efficiency."""
+        return Roofline(self.kind, base.peak_flops / self.compute_scale, base.mem_bandwidth / self.memory_scale)
+
+    def time_ms(self, op: Op, base: Roofline | None) -> float:
+        """The calibrated running time of ``op`` on this kind."""
+        flops, moved = op.attrs.get("flops"), op.attrs.get("bytes_moved")
+        if base is None or flops is None or moved is None:
+            return op.time_on(self.kind) * self.compute_scale
+        return self.roofline(base).time_ms(float(flops), float(moved))
+
+
+def _roofline_for(kind: str, rooflines: Iterable[Roofline]) -> Roofline | None:
+    return next((r for r in rooflines if r.kind == kind), None)
+
+
+def calibrate(graph: Graph, measured: Mapping[str, float], kind: str,
+              rooflines: Iterable[Roofline] = ROOFLINES) -> Calibration:
+    """Fit the roofline of ``kind`` to measured times (op name -> ms) of some ops of ``graph``.
+
+    Each measured op is compute-bound or memory-bound under the roofline; the median ratio
+    measured / predicted of each class scales that class (one class alone scales both).
+    """
+    base = _roofline_for(kind, rooflines)
+    compute, memory = [], []
+    for name, ms in measured.items():
+        op = graph.ops[graph.index[name]]
+        flops, moved = op.attrs.get("flops"), op.attrs.get("bytes_moved")
+        if base is None or flops is None or moved is None:
+            predicted = op.time_on(kind)
+            if 0 < predicted < float("inf"):
+                compute.append(ms / predicted)
+            continue
+        c, m = float(flops) / base.peak_flops * 1e3, float(moved) / base.mem_bandwidth * 1e3
+        if c > 0 and c >= m:
+            compute.append(ms / c)
+        elif m > c:
+            memory.append(ms / m)
+    if not compute and not memory:
+        raise SpecError(f"calibrate: none of the {len(measured)} measured ops has a predicted time on kind {kind!r}; "
+                        "measure ops with nonzero work there")
+    cs = statistics.median(compute) if compute else statistics.median(memory)
+    ms_ = statistics.median(memory) if memory else cs
+    return Calibration(kind, cs, ms_, len(compute) + len(memory))
+
+
+def _resolve(graph: Graph, profile: Profile) -> dict[str, dict[str, float]]:
+    """Profile entries per op: op names as they are, module paths shared by roofline time."""
+    modules: dict[str, list[Op]] = {}
+    for op in graph.ops:
+        mod = op.attrs.get("module")
+        while mod:
+            modules.setdefault(mod, []).append(op)
+            mod = mod.rpartition(".")[0]
+    out: dict[str, dict[str, float]] = {}
+    unknown = [key for key in profile if key not in graph.index and key not in modules]
+    if unknown:
+        hint = difflib.get_close_matches(unknown[0], list(graph.index) + list(modules), n=3)
+        raise SpecError(f"cost profile names {len(unknown)} unknown op(s) or module(s), e.g. {unknown[:3]}"
+                        f"{f' (close: {hint})' if hint else ''}; name them as the workload does (op names or "
+                        "module paths)")
+    for key, times in profile.items():
+        members = [graph.ops[graph.index[key]]] if key in graph.index else modules[key]
+        for kind, ms in times.items():
+            share = [op.time_on(kind) if op.time_on(kind) < float("inf") else 0.0 for op in members]
+            total = sum(share)
+            for op, part in zip(members, share):
+                out.setdefault(op.name, {})[kind] = ms * (part / total if total > 0 else 1.0 / len(members))
+    return out
+
+
+def apply_costs(graph: Graph, profile: Profile, calibrate_rest: bool = True,
+                rooflines: Iterable[Roofline] = ROOFLINES) -> tuple[Graph, dict[str, Calibration]]:
+    """``graph`` with measured times, and the other ops' times from the calibrated roofline.
+
+    Returns the new graph and the calibration of each measured kind (empty without
+    ``calibrate_rest``). Unknown names in the profile are refused with the closest matches.
+    """
+    rooflines = tuple(rooflines)
+    per_op = _resolve(graph, profile)
+    kinds = sorted({k for times in per_op.values() for k in times})
+    fits = {k: calibrate(graph, {op: t[k] for op, t in per_op.items() if k in t}, k, rooflines)
+            for k in kinds} if calibrate_rest else {}
+    ops = []
+    for op in graph.ops:
+        work = dict(op.work)
+        for kind, fit in fits.items():
+            if kind not in per_op.get(op.name, {}) and op.time_on(kind) < float("inf"):
+                work[kind] = rounded(fit.time_ms(op, _roofline_for(kind, rooflines)))
+        work.update({k: rounded(v) for k, v in per_op.get(op.name, {}).items()})
+        attrs = {**op.attrs, "measured": sorted(per_op[op.name])} if op.name in per_op else op.attrs
+        ops.append(op.model_copy(update={"work": work, "attrs": attrs}))
+    return graph.replace(ops=ops), fits

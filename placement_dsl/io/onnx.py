@@ -1,0 +1,425 @@
+"""ONNX models as workloads: one op per node (or per layer), costs from tensor shapes.
+
+The model is read without its external weight data (only the shapes of the weights are
+needed), its symbolic dimensions are fixed (``batch``, ``seq`` and any others by name), and
+ONNX shape inference gives every tensor's shape and element type. Then:
+
+* an edge joins the node producing a tensor to each node consuming it;
+* a node's ``out_bytes`` are the bytes of its outputs that other nodes (or the graph's
+  outputs) consume, ``activation_bytes`` those of all its outputs;
+* ``param_bytes`` come from the initializers a node reads, an initializer read by several
+  nodes counted once (at its first reader); nodes computing only from initializers and
+  shapes (``Constant``, ``Shape``, a weight's ``Transpose``) are folded away;
+* FLOPs and bytes moved come from the shapes for the common ops (``MatMul``/``Gemm``,
+  ``Conv``, pooling, attention, normalizations, elementwise, reductions, data movement) and
+  the roofline of each device kind turns them into times (:func:`.costs.roofline_work`);
+  other ops count one FLOP per output element and are listed in ``meta["estimated"]``;
+* the module path of a node (PyTorch's ``pkg.torch.onnx.name_scopes`` metadata, a
+  ``module`` metadata entry, or a ``/scope/scope/Op`` node name) is kept in
+  ``op.attrs["module"]``; ``granularity="layer"`` merges the ops of each module (cut to
+  ``depth`` dotted parts) into one op, ``"group"`` keeps the ops but colocates each module's.
+
+Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
+"""
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..graph import Graph, Op
+from ..zoo.costs import ROOFLINES, Roofline
+from .costs import by_granularity, roofline_work
+from .workload import Workload
+
+BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
+SEQ_NAMES = ("seq", "sequence", "seq_len", "seqlen", "sequence_length", "s", "t", "tokens", "length", "len")
+_FOLD = {"Constant", "Shape", "Size", "ConstantOfShape"}
+_VIEWS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
+_COPIES = {"Transpose", "Concat", "Split", "Slice", "GatherElements", "GatherND", "Pad", "Expand", "Tile", "Cast",
+           "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements", "CastLike", "Trilu"}
+_PER_ELEMENT = {
+    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1, "Max": 1, "Min": 1, "Sum": 1, "Mean": 1, "Where": 1, "Mod": 1,
+    "Equal": 1, "Less": 1, "Greater": 1, "LessOrEqual": 1, "GreaterOrEqual": 1, "And": 1, "Or": 1, "Not": 1,
+    "Relu": 1, "LeakyRelu": 2, "PRelu": 2, "Clip": 2, "Neg": 1, "Abs": 1, "Sqrt": 1, "Reciprocal": 1, "Exp": 1,
+    "Log": 1, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "Sigmoid": 4, "HardSigmoid": 3, "HardSwish": 4,
+    "Tanh": 4, "Erf": 4, "Sin": 4, "Cos": 4, "Elu": 3, "Selu": 4, "Celu": 4, "Softplus": 3, "Softsign": 3,
+    "Gelu": 8, "FastGelu": 8, "BiasGelu": 9, "QuickGelu": 5, "Mish": 8, "Swish": 5, "BiasAdd": 1,
+    "Softmax": 5, "LogSoftmax": 6, "BatchNormalization": 2, "InstanceNormalization": 8, "LayerNormalization": 8,
+    "SkipLayerNormalization": 9, "SimplifiedLayerNormalization": 6, "SkipSimplifiedLayerNormalization": 7,
+    "RMSNormalization": 6, "GroupNormalization": 8, "LpNormalization": 3, "MeanVarianceNormalization": 8,
+    "LRN": 6,
+}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+           "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "GlobalAveragePool",
+           "GlobalMaxPool", "GlobalLpPool", "CumSum", "TopK"}
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise SpecError("reading ONNX models needs the onnx package; install it with "
+                        "pip install 'placement_dsl[onnx]'") from None
+    return onnx
+
+
+# ---------------------------------------------------------------------------- tensors
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor's shape (``None`` when unknown) and element size in bytes."""
+
+    shape: tuple[int, ...] | None
+    itemsize: int
+
+    @property
+    def elems(self) -> int:
+        """Number of elements (0 when the shape is unknown)."""
+        return math.prod(self.shape) if self.shape is not None else 0
+
+    @property
+    def bytes(self) -> int:
+        return self.elems * self.itemsize
+
+
+def _itemsize(elem_type: int) -> int:
+    from onnx import helper
+
+    try:
+        return int(helper.tensor_dtype_to_np_dtype(elem_type).itemsize) or 4
+    except (KeyError, ValueError, TypeError):
+        return 4
+
+
+def _from_value_info(vi: Any) -> Tensor:
+    tt = vi.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    known = tt.HasField("shape") and all(d is not None for d in dims)
+    return Tensor(tuple(int(d) for d in dims) if known else None, _itemsize(tt.elem_type))
+
+
+def _tensor_table(graph: Any) -> dict[str, Tensor]:
+    table = {vi.name: _from_value_info(vi) for vi in (*graph.input, *graph.value_info, *graph.output)}
+    for init in graph.initializer:
+        table[init.name] = Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
+    return table
+
+
+# ---------------------------------------------------------------------------- symbolic dimensions
+def _dim_value(name: str, batch: int, seq: int | None, dims: Mapping[str, int]) -> int | None:
+    if name in dims:
+        return int(dims[name])
+    low = name.lower()
+    if low in BATCH_NAMES or "batch" in low:
+        return batch
+    if seq is not None and (low in SEQ_NAMES or "seq" in low or "sequence" in low):
+        return seq
+    return None
+
+
+def fix_dimensions(model: Any, batch: int = 1, seq: int | None = None,
+                   dims: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Replace the symbolic dimensions of the graph's tensors by numbers; returns the names fixed.
+
+    ``batch`` fixes names like ``batch``/``N``, ``seq`` names like ``seq``/``sequence_length``,
+    ``dims`` any name. A symbolic dimension of a graph input left open is refused.
+    """
+    dims, fixed = dict(dims or {}), {}
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    for vi in (*g.input, *g.value_info, *g.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") or not d.dim_param:
+                continue
+            value = _dim_value(d.dim_param, batch, seq, dims)
+            if value is None and vi.name not in inits and any(vi is x for x in g.input):
+                raise SpecError(f"ONNX input {vi.name!r} has the symbolic dimension {d.dim_param!r}; fix it with "
+                                f"'placement-dsl import --dim {d.dim_param}=N' (dims={{{d.dim_param!r}: N}} in "
+                                "Python), or --batch/--seq when it is a batch or sequence length")
+            if value is not None:
+                fixed[d.dim_param] = value
+                d.dim_value = value
+    return fixed
+
+
+# ---------------------------------------------------------------------------- module paths
+def _chain(parts: list[str]) -> str | None:
+    """Scope names joined into a dotted path; a part that already extends the path replaces it."""
+    path = ""
+    for part in parts:
+        if part:
+            path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
+    return path or None
+
+
+def module_path(node: Any) -> str | None:
+    """The module a node comes from: PyTorch's name-scope metadata, a ``module`` entry, or its ``/a/b/Op`` name."""
+    meta = {p.key: p.value for p in node.metadata_props}
+    if "pkg.torch.onnx.name_scopes" in meta:
+        try:
+            scopes = [str(s) for s in ast.literal_eval(meta["pkg.torch.onnx.name_scopes"])]
+        except (ValueError, SyntaxError):
+            scopes = []
+        path = ""
+        for s in scopes:
+            if s and path and not s.startswith(path + "."):
+                break
+            path = s or path
+        if path:
+            return path
+    if meta.get("module"):
+        return str(meta["module"])
+    if "/" in node.name:
+        return _chain([p for p in node.name.split("/")][:-1])
+    return None
+
+
+# ---------------------------------------------------------------------------- FLOPs
+def _attr(node: Any, name: str, default: Any = None) -> Any:
+    from onnx import helper
+
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _matmul(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    a = ins[0].shape
+    return None if not a else 2.0 * outs[0].elems * a[-1]
+
+
+def _gemm(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    a = ins[0].shape
+    if not a or len(a) != 2:
+        return None
+    k = a[0] if _attr(node, "transA", 0) else a[1]
+    return 2.0 * outs[0].elems * k + (outs[0].elems if len(ins) > 2 else 0)
+
+
+def _conv(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    w = ins[1].shape if len(ins) > 1 else None
+    if not w:
+        return None
+    per_out = math.prod(w[1:])
+    if node.op_type == "ConvTranspose":
+        return 2.0 * ins[0].elems * per_out
+    return 2.0 * outs[0].elems * per_out + (outs[0].elems if len(ins) > 2 else 0)
+
+
+def _pool(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    return float(outs[0].elems * math.prod(_attr(node, "kernel_shape", [1])))
+
+
+def _attention(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    """Scores ``Q K^T``, softmax and ``A V``; com.microsoft ``Attention`` adds its QKV projection."""
+    q = ins[0].shape
+    heads = int(_attr(node, "num_heads", 0) or _attr(node, "q_num_heads", 0) or 1)
+    if not q:
+        return None
+    if node.op_type == "Attention" and node.domain == "com.microsoft":
+        w = ins[1].shape if len(ins) > 1 else None
+        b, s, hidden = q[0], q[1], (w[1] // 3 if w else q[2])
+        return 2.0 * b * s * q[2] * 3 * hidden + 4.0 * b * s * s * hidden + 5.0 * b * heads * s * s
+    k = ins[1].shape if len(ins) > 1 and ins[1].shape else q
+    if len(q) == 4:  # (B, H, S, D)
+        b, h, s, d = q
+        return 4.0 * b * h * s * k[2] * d + 5.0 * b * h * s * k[2]
+    b, s, hidden = q[0], q[1], q[-1]
+    return 4.0 * b * s * k[1] * hidden + 5.0 * b * heads * s * k[1]
+
+
+def _einsum(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    eq = _attr(node, "equation", b"")
+    eq = eq.decode() if isinstance(eq, bytes) else str(eq)
+    terms = eq.replace(" ", "").split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    for term, t in zip(terms, ins):
+        if "." in term or t.shape is None or len(term) != len(t.shape):
+            return None
+        sizes.update(zip(term, t.shape))
+    return 2.0 * math.prod(sizes.values())
+
+
+def _recurrent(node: Any, ins: list[Tensor], outs: list[Tensor]) -> float | None:
+    x, w, r = (ins[i].shape if len(ins) > i else None for i in range(3))
+    if not (x and w and r):
+        return None
+    steps, b, dirs, gates_h, hidden = x[0], x[1], w[0], w[1], r[2]
+    return 2.0 * steps * b * dirs * gates_h * (x[2] + hidden) + 10.0 * steps * b * dirs * hidden
+
+
+_SPECIAL = {"MatMul": _matmul, "FusedMatMul": _matmul, "MatMulInteger": _matmul, "Gemm": _gemm, "Conv": _conv,
+            "ConvTranspose": _conv, "FusedConv": _conv, "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
+            "Attention": _attention, "MultiHeadAttention": _attention, "GroupQueryAttention": _attention,
+            "Einsum": _einsum, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
+
+
+def node_cost(node: Any, ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float, bool]:
+    """``(flops, bytes_moved, known)`` of one node from its input and output tensors.
+
+    ``known`` is false when the op type (or a shape it needs) is missing from the table and the
+    FLOPs are the one-per-output-element estimate.
+    """
+    op = node.op_type
+    moved = float(sum(t.bytes for t in ins) + sum(t.bytes for t in outs))
+    out_elems = sum(t.elems for t in outs)
+    if op in _VIEWS:
+        return 0.0, 0.0, True
+    if op in _COPIES:
+        return 0.0, moved, True
+    if op == "Gather":  # an embedding lookup reads the rows it returns, not the whole table
+        return 0.0, float(sum(t.bytes for t in ins[1:]) + 2 * sum(t.bytes for t in outs)), True
+    if op in _SPECIAL:
+        flops = _SPECIAL[op](node, ins, outs)
+        return (float(out_elems), moved, False) if flops is None else (flops, moved, True)
+    if op in _PER_ELEMENT:
+        return float(_PER_ELEMENT[op] * out_elems), moved, True
+    if op in _REDUCE:
+        return float(ins[0].elems if ins else out_elems), moved, True
+    return float(out_elems), moved, False
+
+
+# ---------------------------------------------------------------------------- graph
+@dataclass
+class _Build:
+    """What the node walk collects: ops, edges, and the notes for the workload's meta."""
+
+    table: dict[str, Tensor]
+    consumed: set[str]
+    static: dict[str, frozenset[str]]
+    ops: list[Op]
+    edges: list[tuple[str, str]]
+    producer: dict[str, str]
+    charged: set[str]
+    estimated: dict[str, int]
+    unshaped: int = 0
+
+
+def _node_name(node: Any, i: int, taken: set[str]) -> str:
+    name = node.name or f"{node.op_type}_{i}"
+    if name in taken:
+        name = f"{name}_{i}"
+    taken.add(name)
+    return name
+
+
+def _fold(node: Any, b: _Build) -> bool:
+    """Fold a node computing only from initializers and shapes; its outputs become static."""
+    inputs = [i for i in node.input if i]
+    if node.op_type not in _FOLD and not (inputs and all(i in b.static for i in inputs)):
+        return False
+    reads = [] if node.op_type in ("Shape", "Size") else inputs  # a shape is known, whatever the tensor holds
+    derived = frozenset().union(*(b.static.get(i, frozenset()) for i in reads))
+    for out in node.output:
+        b.static[out] = derived
+    return True
+
+
+def _params(node: Any, b: _Build) -> float:
+    """Bytes of the initializers the node reads that no earlier node was charged with."""
+    total = 0.0
+    for name in node.input:
+        for init in sorted(b.static.get(name, ())):
+            if init not in b.charged:
+                b.charged.add(init)
+                total += b.table[init].bytes
+    return total
+
+
+def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) -> None:
+    ins = [b.table.get(i, Tensor(None, 4)) for i in node.input if i]
+    outs = [b.table.get(o, Tensor(None, 4)) for o in node.output if o]
+    b.unshaped += any(t.shape is None for t in outs)
+    flops, moved, known = node_cost(node, ins, outs)
+    if not known:
+        b.estimated[node.op_type] = b.estimated.get(node.op_type, 0) + 1
+    attrs: dict[str, Any] = {"type": node.op_type, "flops": flops, "bytes_moved": moved}
+    if node.domain not in ("", "ai.onnx"):
+        attrs["domain"] = node.domain
+    module = module_path(node)
+    if module:
+        attrs["module"] = module
+    if outs and outs[0].shape is not None:
+        attrs["shape"] = list(outs[0].shape)
+    out_bytes = sum(b.table[o].bytes for o in node.output if o in b.consumed and o in b.table)
+    b.ops.append(Op(name=name, work=roofline_work(flops, moved, rooflines), param_bytes=_params(node, b),
+                    out_bytes=out_bytes, activation_bytes=sum(t.bytes for t in outs), attrs=attrs))
+    b.edges.extend((b.producer[i], name) for i in dict.fromkeys(node.input) if i in b.producer)
+    b.producer.update({o: name for o in node.output if o})
+
+
+def _walk(graph: Any, rooflines: tuple[Roofline, ...]) -> _Build:
+    static = {init.name: frozenset({init.name}) for init in graph.initializer}
+    b = _Build(_tensor_table(graph), set(), static, [], [], {}, set(), {})
+    kept = [(i, node) for i, node in enumerate(graph.node) if not _fold(node, b)]
+    b.consumed = {t for _, n in kept for t in n.input} | {o.name for o in graph.output}
+    taken: set[str] = set()
+    for i, node in kept:
+        _add_op(node, _node_name(node, i, taken), b, rooflines)
+    return b
+
+
+def _infer(model: Any) -> tuple[Any, str]:
+    onnx = _onnx()
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), ""
+    except Exception as err:  # noqa: BLE001 - a model shape inference cannot handle still imports
+        return model, f"shape inference failed ({type(err).__name__}: {str(err)[:120]}); sizes only where declared"
+
+
+def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | None = None,
+               dims: Mapping[str, int] | None = None, granularity: str = "op", depth: int | None = None,
+               cluster: Cluster | None = None, rooflines: tuple[Roofline, ...] = ROOFLINES) -> Workload:
+    """A workload from an ONNX ``ModelProto`` (changed in place: its symbolic dimensions are fixed).
+
+    Parameters
+    ----------
+    model
+        The model; external weight data need not be loaded.
+    name
+        The graph's name.
+    batch, seq, dims
+        Values of the symbolic dimensions (see :func:`fix_dimensions`).
+    granularity, depth
+        ``"op"`` (one op per node), ``"layer"`` (one op per module path cut to ``depth``
+        dotted parts) or ``"group"`` (op granularity, each module's ops colocated).
+    cluster
+        The cluster (default: the zoo's, four accelerators and a CPU on PCIe).
+    rooflines
+        One roofline per device kind, turning FLOPs and bytes into ms.
+    """
+    from ..zoo.build import default_cluster
+
+    fixed = fix_dimensions(model, batch, seq, dims)
+    inferred, problem = _infer(model)
+    b = _walk(inferred.graph, tuple(rooflines))
+    if not b.ops:
+        raise SpecError(f"ONNX model {name!r} has no compute nodes (only constants and shapes); check the file")
+    graph = by_granularity(Graph(b.ops, b.edges, name=name), granularity, depth)
+    opset = {o.domain or "ai.onnx": int(o.version) for o in model.opset_import}
+    meta = {"source": "onnx", "producer": model.producer_name, "opset": opset, "dims": fixed,
+            "granularity": granularity, "depth": depth, "estimated": b.estimated, "unshaped_ops": b.unshaped,
+            "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+    if problem:
+        meta["note"] = problem
+    return Workload(graph, cluster or default_cluster(), "onnx", meta)
+
+
+def load(path: str | Path, **options: Any) -> Workload:
+    """Read an ONNX file without its external data and import it (options: see :func:`from_model`)."""
+    onnx = _onnx()
+    path = Path(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except FileNotFoundError:
+        raise SpecError(f"cannot read ONNX model {str(path)!r}: no such file") from None
+    except Exception as err:  # noqa: BLE001 - protobuf's decode errors have no common base
+        raise SpecError(f"{str(path)!r} is not an ONNX model ({type(err).__name__}: {str(err)[:120]})") from None
+    w = from_model(model, name=options.pop("name", None) or path.stem, **options)
+    return Workload(w.graph, w.cluster, w.format, {**w.meta, "path": str(path)})

@@ -1,0 +1,250 @@
+"""PyTorch modules as workloads through ``torch.export``, on the meta device (no weights are made).
+
+``MODULE:FACTORY`` names a function building the model; it is called under
+``torch.device("meta")`` with the keyword arguments it takes among ``batch`` and ``seq`` and
+returns ``(module, args)`` or ``(module, args, kwargs)``: the example inputs fix every shape.
+The exported graph gives one op per ATen call:
+
+* shapes and element types from each node's ``meta["val"]``, so ``out_bytes`` and activation bytes;
+* ``param_bytes`` from the parameter and buffer placeholders, a tensor shared by several
+  modules (tied weights) counted once, at its first reader;
+* FLOPs and bytes moved from an analytic table over ATen ops (matrix products, convolutions,
+  attention, normalizations, elementwise, reductions; views cost nothing), turned into times by
+  the roofline of each device kind; ops missing from the table count one FLOP per output
+  element and are listed in ``meta["estimated"]``;
+* ``op.attrs["nn_module_stack"]`` keeps the module stack of every op and ``op.attrs["module"]``
+  its innermost module path, so layers and split points have PyTorch's names.
+
+Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..graph import Graph, Op
+from ..zoo.costs import ROOFLINES, Roofline
+from .costs import GRANULARITIES, by_granularity, roofline_work
+from .workload import Workload
+
+_VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
+          "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
+          "dropout", "lift_fresh_copy", "_assert_tensor_metadata", "sym_size", "sym_numel"}
+_COPIES = {"contiguous", "clone", "cat", "stack", "_to_copy", "to", "copy", "index_select", "gather", "pad",
+           "constant_pad_nd", "repeat", "roll", "index", "masked_fill", "where", "zeros_like", "ones_like", "full",
+           "arange", "zeros", "ones", "empty", "scatter", "tril", "triu", "flip"}
+_PER_ELEMENT = {"add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "pow": 1, "rsqrt": 2, "sqrt": 1, "exp": 1,
+                "log": 1, "abs": 1, "relu": 1, "relu_": 1, "leaky_relu": 2, "hardtanh": 2, "clamp": 2,
+                "sigmoid": 4, "tanh": 4, "gelu": 8, "silu": 5, "mish": 8, "hardswish": 4, "softplus": 3,
+                "softmax": 5, "_softmax": 5, "log_softmax": 6, "_log_softmax": 6, "layer_norm": 8,
+                "native_layer_norm": 8, "group_norm": 8, "native_group_norm": 8, "rms_norm": 6, "batch_norm": 2,
+                "_native_batch_norm_legit_no_training": 2, "_native_batch_norm_legit": 4, "native_batch_norm": 4,
+                "instance_norm": 8, "eq": 1, "ne": 1, "lt": 1, "gt": 1, "le": 1, "ge": 1, "maximum": 1,
+                "minimum": 1, "erf": 4, "cos": 4, "sin": 4, "logical_not": 1, "bitwise_not": 1, "fill": 0}
+_REDUCE = {"mean", "sum", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "prod", "cumsum",
+           "adaptive_avg_pool2d", "adaptive_avg_pool1d", "norm", "linalg_vector_norm", "topk"}
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise SpecError("importing a PyTorch module needs torch; install it with pip install 'placement_dsl[torch]' "
+                        "(or export the model to ONNX and import the .onnx file)") from None
+    return torch
+
+
+# ---------------------------------------------------------------------------- shapes and FLOPs
+def _shape(node: Any) -> tuple[tuple[int, ...], int] | None:
+    """The (shape, element size) of a node's tensor value, ``None`` for anything else."""
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    if val is None or not hasattr(val, "shape") or not hasattr(val, "element_size"):
+        return None
+    try:
+        return tuple(int(d) for d in val.shape), int(val.element_size())
+    except (TypeError, ValueError):  # a symbolic size left open
+        return None
+
+
+def _outputs(node: Any) -> list[tuple[tuple[int, ...], int]]:
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    out = []
+    for v in vals:
+        if hasattr(v, "shape") and hasattr(v, "element_size"):
+            out.append((tuple(int(d) for d in v.shape), int(v.element_size())))
+    return out
+
+
+def _elems(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def _aten_flops(name: str, ins: list[tuple[int, ...]], out: int) -> float | None:
+    """FLOPs of the ATen op ``name`` from its input shapes and output elements (``None``: not in the table)."""
+    if name in ("mm", "bmm", "matmul", "baddbmm") and ins:
+        k = ins[1][-2] if name == "baddbmm" and len(ins) > 1 else ins[0][-1]
+        return 2.0 * out * k
+    if name in ("addmm", "linear") and ins:
+        a = ins[1] if name == "addmm" else ins[0]
+        return 2.0 * out * a[-1] + (out if len(ins) > 2 else 0)
+    if name in ("convolution", "conv1d", "conv2d", "conv3d", "_convolution") and len(ins) > 1:
+        return 2.0 * out * _elems(ins[1][1:]) + (out if len(ins) > 2 else 0)
+    if "scaled_dot_product" in name and len(ins) > 1:
+        q, k = ins[0], ins[1]
+        heads_rows = _elems(q[:-1])
+        return 4.0 * heads_rows * k[-2] * q[-1] + 5.0 * heads_rows * k[-2]
+    if name in ("max_pool2d", "avg_pool2d", "max_pool2d_with_indices", "max_pool1d", "avg_pool1d"):
+        return 9.0 * out  # a 3 x 3 window: the kernel size is not kept in the node's shapes
+    if name in _PER_ELEMENT:
+        return float(_PER_ELEMENT[name] * out)
+    if name in _REDUCE and ins:
+        return float(_elems(ins[0]))
+    return None
+
+
+def _packet(node: Any) -> str:
+    target = node.target
+    packet = getattr(target, "_overloadpacket", None)
+    name = getattr(packet, "__name__", None) or getattr(target, "__name__", str(target))
+    return name.split(".")[-1]
+
+
+def _cost(node: Any, name: str, ins: list[tuple[tuple[int, ...], int]]) -> tuple[float, float, bool]:
+    outs = _outputs(node)
+    out_elems = sum(_elems(s) for s, _ in outs)
+    moved = float(sum(_elems(s) * e for s, e in ins) + sum(_elems(s) * e for s, e in outs))
+    if name in _VIEWS:
+        return 0.0, 0.0, True
+    if name in _COPIES:
+        return 0.0, moved, True
+    if name == "embedding":
+        return 0.0, float(sum(_elems(s) * e for s, e in ins[1:]) + 2 * sum(_elems(s) * e for s, e in outs)), True
+    flops = _aten_flops(name, [s for s, _ in ins], out_elems)
+    return (float(out_elems), moved, False) if flops is None else (flops, moved, True)
+
+
+# ---------------------------------------------------------------------------- graph
+def _stack(node: Any) -> list[str]:
+    stack = node.meta.get("nn_module_stack") or {}
+    return [str(path) for path, _ in stack.values() if path]
+
+
+class _Walk:
+    """The exported graph's nodes turned into ops and edges."""
+
+    def __init__(self, ep: Any, rooflines: tuple[Roofline, ...]):
+        sig = ep.graph_signature
+        owned = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+        self.param_of = {ph: id(ep.state_dict.get(fqn, fqn)) for ph, fqn in owned.items()}
+        self.rooflines = rooflines
+        self.producer: dict[str, str] = {}
+        self.charged: set[int] = set()
+        self.ops: list[Op] = []
+        self.edges: list[tuple[str, str]] = []
+        self.estimated: dict[str, int] = {}
+        self.users = {n.name: len(n.users) for n in ep.graph.nodes}
+
+    def node(self, node: Any) -> None:
+        if node.op != "call_function":
+            return
+        inputs = list(node.all_input_nodes)
+        if getattr(node.target, "__name__", "") == "getitem":  # a tuple output's part: the producing op's
+            self.producer[node.name] = self.producer.get(inputs[0].name, "") if inputs else ""
+            return
+        name = _packet(node)
+        ins = [s for s in (_shape(n) for n in inputs) if s is not None]
+        flops, moved, known = _cost(node, name, ins)
+        if not known:
+            self.estimated[name] = self.estimated.get(name, 0) + 1
+        self._add(node, name, inputs, flops, moved)
+
+    def _params(self, inputs: list[Any]) -> float:
+        total = 0.0
+        for n in inputs:
+            key = self.param_of.get(n.name)
+            if key is not None and key not in self.charged and _shape(n) is not None:
+                self.charged.add(key)
+                shape, size = _shape(n)
+                total += _elems(shape) * size
+        return total
+
+    def _add(self, node: Any, name: str, inputs: list[Any], flops: float, moved: float) -> None:
+        outs = _outputs(node)
+        out_bytes = float(sum(_elems(s) * e for s, e in outs))
+        stack = _stack(node)
+        attrs: dict[str, Any] = {"type": name, "flops": flops, "bytes_moved": moved, "nn_module_stack": stack}
+        if stack:
+            attrs["module"] = stack[-1]
+        if outs:
+            attrs["shape"] = list(outs[0][0])
+        self.ops.append(Op(name=node.name, work=roofline_work(flops, moved, self.rooflines),
+                           param_bytes=self._params(inputs), out_bytes=out_bytes if self.users[node.name] else 0.0,
+                           activation_bytes=out_bytes, attrs=attrs))
+        for src in dict.fromkeys(self.producer.get(n.name) for n in inputs):
+            if src:
+                self.edges.append((src, node.name))
+        self.producer[node.name] = node.name
+
+
+def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = None, *, name: str = "module",
+                granularity: str = "op", depth: int | None = None, cluster: Cluster | None = None,
+                rooflines: tuple[Roofline, ...] = ROOFLINES) -> Workload:
+    """A workload from ``torch.export.export(module, args, kwargs)`` (options as in :func:`.onnx.from_model`)."""
+    from ..zoo.build import default_cluster
+
+    torch = _torch()
+    if granularity not in GRANULARITIES:
+        raise SpecError(f"torch import: granularity {granularity!r} is not one of {list(GRANULARITIES)}")
+    try:
+        ep = torch.export.export(module, tuple(args), dict(kwargs or {}), strict=False)
+    except Exception as err:  # noqa: BLE001 - export failures come in many types
+        raise SpecError(f"torch.export could not trace {name!r}: {type(err).__name__}: {str(err)[:200]}; check "
+                        "that the factory's example inputs match the module's forward") from None
+    walk = _Walk(ep, tuple(rooflines))
+    for node in ep.graph.nodes:
+        walk.node(node)
+    if not walk.ops:
+        raise SpecError(f"module {name!r} exported no ATen calls; check the factory's module")
+    graph = by_granularity(Graph(walk.ops, walk.edges, name=name), granularity, depth)
+    meta = {"source": "torch.export", "torch": torch.__version__, "granularity": granularity, "depth": depth,
+            "estimated": walk.estimated, "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+    return Workload(graph, cluster or default_cluster(), "torch", meta)
+
+
+# ---------------------------------------------------------------------------- factories
+def factory(spec: str) -> Callable[..., Any]:
+    """The function ``FACTORY`` of module ``MODULE`` named by ``MODULE:FACTORY``."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise SpecError(f"{spec!r} is not MODULE:FACTORY (e.g. mypkg.models:make_gpt) nor an .onnx file")
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as err:
+        raise SpecError(f"cannot import module {mod_name!r} of {spec!r}: {err}; check the name and PYTHONPATH") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise SpecError(f"module {mod_name!r} has no function {attr!r}; name the factory returning (module, args)")
+    return fn
+
+
+def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
+    """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
+    torch = _torch()
+    fn = factory(spec)
+    wanted = inspect.signature(fn).parameters
+    given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
+    with torch.device("meta"):
+        built = fn(**given)
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise SpecError(f"factory {spec!r} must return (module, args) or (module, args, kwargs), "
+                        f"got {type(built).__name__}")
+    module, args, kwargs = (*built, {}) if len(built) == 2 else built
+    args = args if isinstance(args, tuple) else (args,)
+    w = from_module(module, args, kwargs, name=options.pop("name", None) or spec.partition(":")[2], **options)
+    return Workload(w.graph, w.cluster, w.format, {**w.meta, "factory": spec, "dims": given})

@@ -1,0 +1,200 @@
+"""The partition as a graph coloured by device: Graphviz DOT text, rendered by ``dot`` or drawn by matplotlib.
+
+Large graphs are shown at layer granularity: ops are grouped by module path (``op.attrs["module"]``)
+cut to the deepest depth that keeps at most ``max_nodes`` groups, each group split by device;
+without module paths, runs of consecutive ops on one device are grouped.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SpecError
+from ..io.costs import module_prefix
+from ..io.report import device_major_order, human_bytes
+from ..placement import Placement
+from .common import device_colour, pictures_or_dot, pyplot, save
+
+MAX_NODES = 150
+
+
+@dataclass(frozen=True)
+class Node:
+    """One box of the picture: a label, its device (index), how many ops, and their time there in ms."""
+
+    label: str
+    device: int
+    ops: int
+    ms: float
+    order: int  # position of its first op in the device-major order
+
+
+@dataclass(frozen=True)
+class View:
+    """What is drawn: the boxes, the edges between them with the bytes they carry, the device names."""
+
+    title: str
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[int, int, float], ...]
+    devices: tuple[str, ...]
+    kinds: tuple[str, ...]
+    grouped_by: str
+
+
+def _module_keys(p: Placement, depth: int) -> list[str] | None:
+    modules = [op.attrs.get("module") for op in p.graph.ops]
+    if not any(modules):
+        return None
+    return [f"{module_prefix(m, depth) or op.name}@{d}" for m, op, d in zip(modules, p.graph.ops, p.assign.tolist())]
+
+
+def _run_keys(p: Placement, order: np.ndarray, max_nodes: int) -> list[str]:
+    """Runs of at most ``size`` consecutive ops (device-major order) on one device."""
+    size = math.ceil(p.graph.n / max_nodes) + 1
+    keys = [""] * p.graph.n
+    run, count, previous = 0, 0, -1
+    for v in order.tolist():
+        d = int(p.assign[v])
+        if d != previous or count >= size:
+            run, count, previous = run + 1, 0, d
+        keys[v] = f"run{run}"
+        count += 1
+    return keys
+
+
+def _keys(p: Placement, order: np.ndarray, max_nodes: int, depth: int | None) -> tuple[list[str], str]:
+    if depth is None and p.graph.n <= max_nodes:
+        return list(p.graph.names), "op"
+    deepest = max((len(str(op.attrs.get("module", "")).split(".")) for op in p.graph.ops), default=0)
+    for d in ([depth] if depth is not None else range(deepest, 0, -1)):
+        keys = _module_keys(p, d)
+        if keys is not None and (depth is not None or len(set(keys)) <= max_nodes):
+            return keys, f"module depth {d}"
+    return _run_keys(p, order, max_nodes), "runs of ops"
+
+
+def _label(members: list[int], p: Placement, key: str, grouped_by: str) -> str:
+    names = p.graph.names
+    if grouped_by == "op":
+        return names[members[0]]
+    if grouped_by.startswith("module"):
+        return key.rpartition("@")[0]
+    return names[members[0]] if len(members) == 1 else f"{names[members[0]]} .. {names[members[-1]]}"
+
+
+def build_view(placement: Placement, max_nodes: int = MAX_NODES, depth: int | None = None) -> View:
+    """The boxes and edges to draw for ``placement`` (ops, or groups of ops when there are too many)."""
+    p, g = placement, placement.graph
+    order = device_major_order(p)
+    keys, grouped_by = _keys(p, order, max_nodes, depth)
+    members: dict[str, list[int]] = {}
+    for v in order.tolist():
+        members.setdefault(keys[v], []).append(v)
+    index = {k: i for i, k in enumerate(members)}
+    rank = {v: i for i, v in enumerate(order.tolist())}
+    times = p.cluster.times(g)
+    nodes = tuple(Node(_label(vs, p, k, grouped_by), int(p.assign[vs[0]]), len(vs),
+                       float(sum(times[v, p.assign[v]] for v in vs)), rank[vs[0]]) for k, vs in members.items())
+    carried: dict[tuple[int, int], float] = {}
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        a, b = index[keys[u]], index[keys[v]]
+        if a != b:
+            carried[(a, b)] = carried.get((a, b), 0.0) + float(g.out_bytes[u])
+    kinds = tuple(d.kind for d in p.cluster.devices)
+    return View(g.name, nodes, tuple((a, b, w) for (a, b), w in carried.items()), p.cluster.names, kinds, grouped_by)
+
+
+# ---------------------------------------------------------------------------- DOT
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(view: View) -> str:
+    """Graphviz DOT text: one cluster per device (named, in its colour), boxes filled with it."""
+    lines = [f"digraph {_quote(view.title)} {{",
+             f"  graph [rankdir=TB, fontname=Helvetica, labelloc=t, label={_quote(view.title)}];",
+             '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10, fontcolor=white];',
+             "  edge [color=\"#555555\", arrowsize=0.6];"]
+    for d, name in enumerate(view.devices):
+        mine = [i for i, n in enumerate(view.nodes) if n.device == d]
+        if not mine:
+            continue
+        lines += [f"  subgraph {_quote(f'cluster_{d}')} {{",
+                  f"    label={_quote(f'{name} ({view.kinds[d]})')}; color={_quote(device_colour(d))};"]
+        for i in mine:
+            n = view.nodes[i]
+            text = n.label + (f"\n{n.ops} ops" if n.ops > 1 else "") + f"\n{n.ms:.3g} ms"
+            lines.append(f"    n{i} [label={_quote(text)}, fillcolor={_quote(device_colour(d))}];")
+        lines.append("  }")
+    for a, b, w in view.edges:
+        lines.append(f"  n{a} -> n{b} [tooltip={_quote(human_bytes(w))}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- drawing
+def _positions(view: View) -> np.ndarray:
+    """A swimlane layout: one column per device, boxes top-down in the device-major order."""
+    order = np.argsort([n.order for n in view.nodes], kind="stable")
+    pos = np.zeros((len(view.nodes), 2))
+    for row, i in enumerate(order.tolist()):
+        pos[i] = (view.nodes[i].device, -row)
+    return pos
+
+
+def draw(view: View, path: str | Path) -> Path:
+    """Draw ``view`` with matplotlib (PNG or SVG by the suffix): boxes in device colours, a column per device."""
+    plt = pyplot()
+    pos = _positions(view)
+    used = sorted({n.device for n in view.nodes})
+    fig, ax = plt.subplots(figsize=(2.4 * len(used) + 1.5, min(0.32 * len(view.nodes) + 1.5, 30)))
+    column = {d: c for c, d in enumerate(used)}
+    xy = np.array([(column[int(x)], y) for x, y in pos])
+    for a, b, _ in view.edges:
+        ax.annotate("", xy=xy[b], xytext=xy[a], arrowprops={"arrowstyle": "->", "color": "#888888", "lw": 0.6})
+    labels = len(view.nodes) <= 80
+    for i, n in enumerate(view.nodes):
+        ax.text(*xy[i], n.label if labels else "", ha="center", va="center", fontsize=7, color="white",
+                bbox={"boxstyle": "round", "facecolor": device_colour(n.device), "edgecolor": "none"})
+    ax.set_xticks(range(len(used)), [f"{view.devices[d]}\n({view.kinds[d]})" for d in used])
+    ax.xaxis.tick_top()
+    ax.set_yticks([])
+    ax.set_xlim(-0.7, len(used) - 0.3)
+    ax.set_ylim(min(xy[:, 1], default=0) - 1, 1)
+    ax.set_title(f"{view.title}: {sum(n.ops for n in view.nodes)} ops on {len(used)} devices "
+                 f"({view.grouped_by})", pad=28)
+    for side in ("left", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    return save(fig, path)
+
+
+def render(placement: Placement, path: str | Path, max_nodes: int = MAX_NODES, depth: int | None = None) -> str:
+    """Write the partition picture to ``path`` (.dot, .svg, .png); returns what drew it.
+
+    ``.dot`` is the DOT text; ``.svg``/``.png`` are rendered by Graphviz ``dot`` when it is
+    installed, else drawn by matplotlib.
+    """
+    path = pictures_or_dot(path)
+    view = build_view(placement, max_nodes, depth)
+    text = to_dot(view)
+    if path.suffix.lower() == ".dot":
+        try:
+            path.write_text(text)
+        except OSError as err:
+            raise SpecError(f"cannot write {str(path)!r}: {err.strerror}") from None
+        return "dot text"
+    exe = shutil.which("dot")
+    if exe:
+        try:
+            subprocess.run([exe, f"-T{path.suffix[1:].lower()}", "-o", str(path)], input=text, text=True,
+                           check=True, capture_output=True, timeout=120)
+            return "graphviz"
+        except (subprocess.SubprocessError, OSError):
+            pass  # a failing dot leaves the matplotlib drawing
+    draw(view, path)
+    return "matplotlib"

@@ -1,0 +1,84 @@
+"""A partition as the frameworks take it: stages by module or layer name, and their split points.
+
+For ``torch.distributed.pipelining`` the split points are a ``split_spec`` mapping the module
+where each stage after the first begins to ``SplitPoint.BEGINNING`` (or the places to put
+``pipe_split()``); for DeepSpeed's ``PipelineModule`` they are each stage's list of layers and
+the layer-index boundaries ``parts``. Names are module paths (``op.attrs["module"]``) cut to
+``depth`` dotted parts, or op names where an op has none.
+"""
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from ..io.costs import module_prefix
+from ..io.report import device_major_order
+from ..placement import Placement
+
+
+def _layer(op: Any, depth: int | None) -> str:
+    return module_prefix(op.attrs.get("module"), depth) or op.name
+
+
+def _runs(placement: Placement) -> list[tuple[int, list[int]]]:
+    """Maximal runs of the device-major order on one device: ``(device, ops)``."""
+    runs: list[tuple[int, list[int]]] = []
+    for v in device_major_order(placement).tolist():
+        d = int(placement.assign[v])
+        if runs and runs[-1][0] == d:
+            runs[-1][1].append(v)
+        else:
+            runs.append((d, [v]))
+    return runs
+
+
+def _stage(k: int, device: str, ops: list[int], placement: Placement, depth: int | None) -> dict[str, Any]:
+    g = placement.graph
+    names = [_layer(g.ops[v], depth) for v in ops]
+    return {"stage": k, "device": device, "ops": len(ops), "first": g.names[ops[0]], "last": g.names[ops[-1]],
+            "layers": list(dict.fromkeys(names)), "begins_at": g.ops[ops[0]].attrs.get("module") or g.names[ops[0]]}
+
+
+def split_points(placement: Placement, depth: int | None = None) -> dict[str, Any]:
+    """Stages with their layers, the ``split_spec`` of ``torch.distributed.pipelining`` and DeepSpeed's ``parts``.
+
+    A stage is a run of ops on one device in the device-major order, so a contiguous pipeline
+    has one stage per device. ``warnings`` name a layer cut between stages (its split point
+    is then the deeper module where the stage begins) and a device holding several stages.
+    """
+    runs = _runs(placement)
+    names = placement.cluster.names
+    stages = [_stage(k, names[d], ops, placement, depth) for k, (d, ops) in enumerate(runs)]
+    order = list(dict.fromkeys(layer for s in stages for layer in s["layers"]))
+    warnings, spec, parts = [], {}, [0]
+    for prev, s in pairwise(stages):
+        cut = s["layers"][0]
+        if cut == prev["layers"][-1]:
+            warnings.append(f"layer {cut!r} is cut between stages {prev['stage']} and {s['stage']}; "
+                            f"the split point is inside it, at {s['begins_at']!r}")
+            cut = s["begins_at"]
+        spec[cut] = "SplitPoint.BEGINNING"
+        first = s["layers"][0]  # a cut layer stays whole in the earlier stage of DeepSpeed's parts
+        parts.append(order.index(first) + (first in prev["layers"]))
+    parts.append(len(order))
+    held: dict[str, int] = {}
+    for s in stages:
+        held[s["device"]] = held.get(s["device"], 0) + 1
+    warnings += [f"device {d!r} holds {n} separate stages; a pipeline split needs one run per device"
+                 for d, n in held.items() if n > 1]
+    return {"depth": depth, "layers": order, "stages": stages, "split_spec": spec, "parts": parts,
+            "warnings": warnings}
+
+
+def split_lines(points: dict[str, Any]) -> list[str]:
+    """Text: one line per stage (device, ops, layers), then the ``split_spec`` and DeepSpeed ``parts``."""
+    lines = ["stages by layer:"]
+    for s in points["stages"]:
+        shown = s["layers"] if len(s["layers"]) <= 5 else [*s["layers"][:4], "...", s["layers"][-1]]
+        lines.append(f"  stage {s['stage']} on {s['device']}: {s['ops']} ops, {len(s['layers'])} layers "
+                     f"[{', '.join(shown)}]")
+    spec = ", ".join(f"{k!r}: {v}" for k, v in points["split_spec"].items())
+    lines.append(f"torch.distributed.pipelining split_spec = {{{spec}}}")
+    lines.append(f"DeepSpeed PipelineModule parts = {points['parts']} over {len(points['layers'])} layers")
+    lines += [f"warning: {w}" for w in points["warnings"]]
+    return lines

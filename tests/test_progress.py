@@ -1,0 +1,98 @@
+"""Live progress: the reporters, the command line's choice of one, and the long runs that report."""
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+
+from placement_dsl import progress
+from placement_dsl.cli import main
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import DagOrder
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.problem import Problem
+from placement_dsl.progress import LineReporter, Recorder, Reporter, for_terminal, report, reporting
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _chain(n: int = 12) -> Graph:
+    return Graph([Op(name=f"o{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(n)],
+                 [(f"o{i}", f"o{i + 1}") for i in range(n - 1)])
+
+
+def test_silent_by_default_and_recorder_in_a_block():
+    report("dp", ideals=3)  # nobody listens: nothing happens
+    with reporting(Recorder()) as rec:
+        report("brkga", generation=1, best=2.5)
+        with reporting(Recorder()) as inner:
+            report("mip", incumbent=1.0)
+        report("brkga", generation=2, best=2.0)
+    assert [e.task for e in rec.events] == ["brkga", "brkga"] and [e.task for e in inner.events] == ["mip"]
+    assert rec.events[0].seconds <= rec.events[1].seconds and rec.of("brkga")[1].fields["best"] == 2.0
+
+
+def test_line_reporter_rewrites_one_line_and_clears_it():
+    out = io.StringIO()
+    line = LineReporter(out, interval=3600)
+    line.update("brkga", generation=1, best=1.5)
+    line.update("brkga", generation=2, best=1.25)  # throttled: same task within the interval
+    line.update("certify", level="dp", bound=math.inf)
+    text = out.getvalue()
+    assert "\rbrkga: generation 1, best 1.5" in text and "generation 2" not in text
+    assert "certify: level dp, bound inf" in text and "\n" not in text
+    line.close()
+    assert out.getvalue().endswith("\r") and out.getvalue().count("\r") == 4
+
+
+def test_for_terminal_only_on_a_terminal_and_not_quiet():
+    assert type(for_terminal(stream=io.StringIO())) is Reporter
+    assert isinstance(for_terminal(stream=_Terminal()), LineReporter)
+    assert type(for_terminal(quiet=True, stream=_Terminal())) is Reporter
+
+
+def test_mip_reports_are_in_the_problem_units():
+    with reporting(Recorder()) as rec, progress.scaled(10.0):
+        progress.report_mip(2.0, 1.5)
+        progress.report_mip(None, 1.0)
+    first, second = (e.fields for e in rec.events)
+    assert first == {"incumbent": 20.0, "bound": 15.0, "gap": "25.00%"}
+    assert math.isnan(second["incumbent"]) and second["gap"] == "-"
+
+
+def test_heuristics_report_their_progress():
+    g = _chain()
+    with reporting(Recorder()) as rec:
+        run("dp", g, Cluster.stages(3))
+        run("brkga", g, Cluster.stages(3), evaluations=400, population=50)
+    dp = rec.of("dp")
+    assert dp and dp[-1].fields["ideals"] == g.n + 1 and "pairs" in dp[-1].fields
+    gens = [e.fields["generation"] for e in rec.of("brkga")]
+    assert gens == list(range(2, len(gens) + 2)) and len(gens) >= 3
+    best = [e.fields["best"] for e in rec.of("brkga")]
+    assert best == sorted(best, reverse=True)
+
+
+def test_certify_and_mip_report_bounds():
+    from placement_dsl.certify import certify
+
+    problem = Problem(_chain(), Cluster.stages(3), Bottleneck(), [DagOrder()])
+    with reporting(Recorder()) as rec:
+        cert = certify(problem, budget=20, levels=("simple", "superblock", "exact"), gap=0.0, stop_at_gap=False)
+    levels = [e.fields["level"] for e in rec.of("certify")]
+    assert levels == ["start", "simple", "superblock", "exact"]
+    assert rec.of("certify")[-1].fields["bound"] == pytest.approx(cert.bound)
+    mip = rec.of("mip")
+    assert mip and all(e.fields["incumbent"] >= cert.objective * (1 - 1e-6) for e in mip
+                       if not math.isnan(e.fields["incumbent"]))
+
+
+def test_quiet_flag_is_accepted(capsys):
+    assert main(["solve", "zoo:transformer-small", "--method", "dp", "--quiet", "--json"]) == 0
+    assert capsys.readouterr().err == ""
