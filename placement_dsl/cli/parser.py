@@ -41,6 +41,11 @@ def _common(sp: argparse.ArgumentParser, json_help: str = "print one standard JS
                     help="re-raise unexpected errors with their traceback instead of a one-line message")
 
 
+def _quiet(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--quiet", action="store_true",
+                    help="no progress line on stderr (shown only while stderr is a terminal)")
+
+
 def _cluster_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--format", choices=FORMATS, help="input format (default: detected from the file)")
     sp.add_argument("--training", action="store_true",
@@ -65,6 +70,7 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--overlap", choices=("none", "half", "full"), default="none",
                     help="overlap communication with computation (Tarnawski App. C.1; default: none)")
     _common(sp)
+    _quiet(sp)
 
 
 def _solve_parser(sub: Any) -> None:
@@ -130,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
+    from .importer import add_import_parser
+    from .show import add_show_parser
+
+    add_show_parser(sub)
+    add_import_parser(sub)
     return p
 
 
