@@ -320,6 +320,18 @@ def test_latency_local_search_respects_memory():
     assert run("latency-local-search", g, cluster, model=soft, starts=start, **SMALL).objective == 4.0
 
 
+def test_latency_local_search_keeps_to_max_subgraphs():
+    g = grouped_graph(30, 3)
+    cluster = Cluster.accelerators(3, memory=float(g.param_bytes.sum()) / 2.2, cpus=1)
+    free = run("latency-local-search", g, cluster, model=LATENCY_MODEL, **SMALL)
+    assert max(evaluate(free.placement, LATENCY_MODEL).subgraphs.values()) == 2  # non-contiguous is faster here
+    contiguous = CostModel.named("latency", max_subgraphs=1)  # Fig. 3: one subgraph per accelerator
+    one = run("latency-local-search", g, cluster, model=contiguous, **SMALL)
+    ev = evaluate(one.placement, contiguous)
+    assert ev.valid and set(ev.subgraphs.values()) == {1}
+    assert free.objective < one.objective < run("greedy", g, cluster, model=contiguous).objective
+
+
 def test_latency_best_lists_every_candidate_and_keeps_the_best():
     g = grouped_graph(24, 5)
     cluster = Cluster.accelerators(3, memory=float(g.param_bytes.sum()) / 2.2, cpus=2)

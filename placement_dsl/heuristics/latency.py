@@ -70,7 +70,7 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
     col[acc] = np.arange(acc.size)
     kernel = (col, cluster.host.copy(), times, cluster.transfer_scale.copy(), graph.out_bytes.astype(float),
               graph.topo.astype(np.int64), graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx,
-              int(acc.size))
+              int(acc.size), int(model.max_subgraphs or 0))
     _, raw = np.unique(graph.group_id, return_inverse=True)
     first = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
     np.minimum.at(first, raw, graph.rank)
@@ -200,7 +200,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     dp_max_ideals
         Above this many ideals the DP start is DPL's split (the exact DP's pairs grow fast).
 
-    Under a non-latency ``model`` the search still optimizes latency (same memory mode);
+    With ``model.max_subgraphs`` (Fig. 4's ``q``) a split needing more contiguous subgraphs on
+    an accelerator counts as infinitely slow; ``max_subgraphs=1`` searches contiguous splits
+    (Fig. 3). Under a non-latency ``model`` the search still optimizes latency (same memory mode);
     ``objective`` is the cost model's value under ``model``. ``info``: ``starts`` (each
     start's latency before and after its descent), ``restarts``, ``optimizes``.
     """

@@ -153,14 +153,18 @@ def _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx):
 
 
 @numba.njit(cache=True)
-def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A):
+def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q):
     """(latency, sum of invocation finishes) of ``dev`` in the invocation model (§4, §4.1).
 
-    The referee first tries one invocation per accelerator; here the cut is always made
-    (a contiguous set is one subgraph anyway): most candidate moves of the local search
-    leave some set non-contiguous, so trying the whole sets first costs more than it saves.
+    ``inf`` when an accelerator needs more than ``q`` subgraphs (Fig. 4's slots; ``q = 0``:
+    no limit), as when invocations wait on each other. The referee first tries one
+    invocation per accelerator; here the cut is always made (a contiguous set is one
+    subgraph anyway): most candidate moves of the local search leave some set
+    non-contiguous, so trying the whole sets first costs more than it saves.
     """
     lev = _levels(dev, col, topo, pred_ptr, pred_idx, A)
+    if q > 0 and lev.max() > q:
+        return INF, INF
     return _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx)
 
 
@@ -256,7 +260,7 @@ def apply(row, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
 
 @numba.njit(cache=True)
 def descend(dev, gdev, gptr, gops, gmem, mem, cap, bad, moves, pos, since, budget, key,
-            col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A):
+            col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q):
     """First-improvement descent over ``moves`` (rows as in :func:`apply`), cyclically from ``pos``.
 
     Stops when a full cycle brings no improvement (``since == len(moves)``) or after
@@ -273,7 +277,7 @@ def descend(dev, gdev, gptr, gops, gmem, mem, cap, bad, moves, pos, since, budge
         if m1 < 0:
             continue
         excess = np.maximum(mem - cap, 0.0).sum()
-        lat, tot = latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A)
+        lat, tot = latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q)
         evals += 1
         if better(excess, lat, tot, key[0], key[1], key[2]):
             key[0], key[1], key[2] = excess, lat, tot
