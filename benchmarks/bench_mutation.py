@@ -13,8 +13,11 @@ no selected test runs; "unchecked" ones were still queued when the budget ran ou
 Why mutmut: it runs the tests in-process and forks per mutant after one warm-up, so a mutant
 costs its tests' time, not a fresh interpreter importing Pyomo, HiGHS and numba (several
 seconds each with cosmic-ray's subprocess-per-mutant runner), and it runs only the tests
-that reach the mutated function. Its Pyomo-solver tests are deselected (``-k``): Pyomo's
-legacy solver interfaces write to a stream mutmut's runner has closed.
+that reach the mutated function. That shapes the scratch copy: the Pyomo-solver tests are
+deselected (``-k``; Pyomo's legacy interfaces write to a stream mutmut's runner has closed),
+and for the solver modules every solve runs in the test process, since mutmut only sees which
+tests reach a function there and the guard solves in a child process by default (the guard's
+overrun tests, which need that child, are deselected).
 
 Install (not a test extra: it brings textual, libcst and friends)::
 
@@ -45,8 +48,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "placement_dsl"
-# Pyomo's legacy solver interfaces fail under mutmut's in-process runner (closed output stream)
-NO_PYOMO_SOLVERS = ["-k", "not appsi_highs and not scip_direct and not pyomo"]
+# Pyomo's legacy solver interfaces fail under mutmut's in-process runner (closed output stream); the
+# guard's overrun tests need a child process to stop them (their workers sleep 60 s)
+NO_PYOMO_SOLVERS = ["-k", "not appsi_highs and not scip_direct and not pyomo and not guard_stops and not worse_answer"]
+# mutmut maps a mutant to the tests that reach it in the test process, but the guard solves in a
+# child process: in the scratch copy every solve runs in-process (the guard's layer 1 only)
+IN_PROCESS = '''
+
+# added by benchmarks/bench_mutation.py: solve in the test process, where mutmut sees what reaches the solvers
+import pytest as _bench_pytest
+
+
+@_bench_pytest.fixture(autouse=True)
+def _bench_solve_in_process(monkeypatch):
+    from placement_dsl.solvers import guard
+
+    monkeypatch.setattr(guard, "can_isolate", lambda: False)
+'''
 
 # module (under placement_dsl/) -> (tests that own it, extra pytest arguments)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
@@ -88,6 +106,9 @@ def write_config(dest: Path, module: str, tests: list[str], extra: list[str]) ->
     def lines(values: list[str]) -> str:
         return "".join(f"\n    {v}" for v in values)
 
+    if module.startswith("solvers/"):
+        with open(dest / "tests" / "conftest.py", "a") as fh:
+            fh.write(IN_PROCESS)
     (dest / "setup.cfg").write_text(
         "[mutmut]\n"
         f"source_paths = {PACKAGE}\n"
