@@ -9,6 +9,7 @@ from ..evaluate import NAMED
 from ..io.workload import FORMATS
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
+from .sweep import add_sweep_parsers
 from .workloads import one_line
 
 
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
+    add_sweep_parsers(sub, _number, _common)
     from .importer import add_import_parser
     from .show import add_show_parser
 
