@@ -235,8 +235,8 @@ def factory(spec: str) -> Callable[..., Any]:
 
 def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
     """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
-    torch = _torch()
     fn = factory(spec)
+    torch = _torch()
     wanted = inspect.signature(fn).parameters
     given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
     with torch.device("meta"):
