@@ -194,7 +194,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     starts
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
         DP split (:func:`maxload_start`). Each descends to a local optimum; then ``restarts``
-        times the best split so far takes ``kicks`` random block moves and descends again.
+        times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
     time_limit, max_evaluations
         Budget over all descents (seconds; latency evaluations).
     dp_max_ideals
@@ -231,7 +231,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     return HeuristicResult(method="latency-local-search", placement=placement,
                            objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
                            evaluations=evals, info={"optimizes": "latency", "starts": log, "restarts": kicked,
-                                                    "moves": int(len(moves))})
+                                                    "moves": len(moves)})
 
 
 def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
@@ -279,6 +279,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
     placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
     listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
-    return HeuristicResult(method="latency-best", placement=placement, objective=evaluate(placement, model or lat).objective,
+    objective = evaluate(placement, model or lat).objective
+    return HeuristicResult(method="latency-best", placement=placement, objective=objective,
                            seconds=time.perf_counter() - t0, evaluations=ls.evaluations,
                            info={"optimizes": "latency", "best": win["method"], "candidates": listed})
