@@ -350,3 +350,13 @@ def test_seed_or_evaluations_with_a_mip_method_are_noted(capsys):
     assert "--seed does not apply to method ip" in err and "--evaluations does not apply to method ip" in err
     assert heuristic_options(argparse.Namespace(method="brkga", evaluations=50, seed=3)) == {"evaluations": 50,
                                                                                              "seed": 3}
+
+
+def test_a_method_that_optimizes_another_objective_says_so(capsys):
+    """Under --objective latency the max-load DP reports its split's latency and that it optimizes max-load."""
+    code, out, _ = run_cli(capsys, "solve", "zoo:transformer-small", "--objective", "latency", "--method", "dp")
+    assert code == 0 and "note: dp optimizes max_load, not latency; the latency of its split is" in out
+    code, out, _ = run_cli(capsys, "solve", "zoo:transformer-small", "--objective", "latency", "--method", "dp",
+                           "--json")
+    payload = strict_loads(out)
+    assert payload["info"]["optimizes"] == "max_load" and payload["bound"] is None

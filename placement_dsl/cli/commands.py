@@ -74,6 +74,10 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
              *stage_lines(payload["stages"])]
     if res.exact_among and ev.valid:
         lines.append(f"proven optimal among {res.exact_among} placements")
+    optimizes = res.info.get("optimizes")
+    if optimizes and optimizes != model.objective.value:
+        lines.append(f"note: {args.method} optimizes {optimizes}, not {model.objective.value}; "
+                     f"the {model.objective.value} of its split is {ev.objective:.6g}")
     return res.placement, payload, "\n".join(lines)
 
 
