@@ -104,4 +104,4 @@ def test_pipedream_on_a_training_graph_splits_its_forward_levels(dnn_partitionin
     r = run("pipedream", w.graph, w.cluster, model=CostModel.named("throughput"))
     for g in w.graph.groups:
         assert len(set(r.placement.assign[g].tolist())) == 1
-    assert r.objective == pytest.approx(41.75, abs=0.01)  # Tarnawski Table 2: the DP optimum
+    assert r.objective == pytest.approx(41.75, abs=0.01)  # Tarnawski Table 1: the DP optimum

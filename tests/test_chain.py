@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,7 @@ from placement_dsl.objectives import PipeDream, Throughput
 from placement_dsl.placement import Placement, PlacementClass
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dnn-partitioning" / "throughput-inputs"
+from placement_dsl.solvers import Status
 
 
 def in_class(problem: Problem, assign: np.ndarray) -> bool:
@@ -162,12 +160,12 @@ def test_training_pipedream_with_colocated_passes():
     assert result.objective == pytest.approx(best)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="throughput inputs not available")
-def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
+def test_dp_start_on_bert24_has_zero_residual_and_is_optimal(dnn_partitioning):
     from placement_dsl.heuristics import run
     from placement_dsl.io import load_workload
 
-    problem = problem_for_method(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    problem = problem_for_method(load_workload(path), method="ip")
     dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     compiled = compile(problem, "chain")
     assert compiled.varmap.residual(compiled.varmap.values(dp.placement))[0] <= 1e-7
@@ -176,13 +174,13 @@ def test_dp_start_on_bert24_has_zero_residual_and_is_optimal():
     assert math.isfinite(dp.objective)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="throughput inputs not available")
-def test_windowed_solve_certifies_bert24_within_one_percent():
+def test_windowed_solve_certifies_bert24_within_one_percent(dnn_partitioning):
     from placement_dsl.io import load_workload
 
-    problem = problem_for_method(load_workload(DATA / "LayerGraphs" / "bert24_inference.json"), method="ip")
+    path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    problem = problem_for_method(load_workload(path), method="ip")
     result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=60)
     assert result.objective == pytest.approx(17.79, abs=0.005)  # Tarnawski Table 1, dp_tps
     assert result.gap <= 0.01 + 1e-9 and result.bound <= result.objective
-    assert result.status.value == "optimal" and result.bound_scope is PlacementClass.DP
+    assert result.status is Status.OPTIMAL and result.bound_scope is PlacementClass.DP
     assert problem.evaluate(result.placement).objective == pytest.approx(result.objective)

@@ -92,4 +92,4 @@ def test_brkga_on_a_training_graph_decodes_through_the_forward_projection(dnn_pa
     r = brkga(w.graph, w.cluster, seed=0, evaluations=200, population=20)
     assert r.placement.graph is w.graph
     assert r.objective <= sliced.objective + 1e-9
-    assert r.objective <= 78.63 * 1.02  # Tarnawski Table 2, dp
+    assert r.objective <= 78.63 * 1.02  # Tarnawski Table 1, dp

@@ -120,7 +120,7 @@ def test_time_limit_end_to_end(solver):
     t0 = time.perf_counter()
     result = solve(problem, solver=solver, time_limit=1.0, warm_start="greedy")
     wall = time.perf_counter() - t0
-    assert result.status in (Status.TIME_LIMIT_FEASIBLE, Status.OPTIMAL), result.message
+    assert result.status is Status.TIME_LIMIT_FEASIBLE, result.message  # 1 s leaves the gap wide open
     assert result.timings.handoff + result.timings.solve < 1.0 + 0.5 + 0.3
     assert wall < result.timings.build + result.timings.start + 1.0 + 0.5 + 0.5
     assert result.objective <= result.start_objective + 1e-9
