@@ -85,7 +85,7 @@ def random_problem(seed, n, devices, cpus, objective, overlap, structure):
 
 
 problems = st.builds(
-    random_problem, seed=st.integers(0, 10_000), n=st.integers(2, 5), devices=st.integers(1, 2),
+    random_problem, seed=st.integers(0, 10_000), n=st.integers(2, 5), devices=st.integers(2, 2),
     cpus=st.integers(0, 1), objective=st.sampled_from(sorted(OBJECTIVES)),
     overlap=st.sampled_from(["none", "half", "full"]), structure=st.sampled_from(sorted(CONSTRAINTS)))
 
