@@ -50,15 +50,15 @@ def table(s: dict[str, Any], family: str, ks: list[int]) -> str:
     cell = {(r["level"], r["k"]): r for r in s["bounds"] if r["family"] == family}
     column = PAPER_COLUMN.get(family)
     name = {0: "Table 1", 1: "Table 3"}.get(column, "-")
-    lines = [f"\nbound / best UB, {family} graphs: ours (graphs) | Archer {name}",
-             f"{'level':<11}" + "".join(f"{'k=' + str(k):>16}" for k in ks)]
+    lines = [f"\nbest available bound / best UB, {family} graphs: ours (graphs) | Archer {name}",
+             f"{'level':<11}" + "".join(f"{'k=' + str(k):>20}" for k in ks)]
     for level in LEVELS:
         row = f"{level:<11}"
         for k in ks:
             r = cell.get((level, k))
-            ours = "-" if r is None or r["geomean"] is None else f"{r['geomean']:.4f}({r['count']})"
-            ref = "" if column is None or k not in KS else f"|{PAPER_BOUNDS[level][column][KS.index(k)]:.4f}"
-            row += f"{ours + ref:>16}"
+            ours = "-" if r is None or r["geomean"] is None else f"{r['geomean']:.4f} ({r['count']})"
+            ref = "" if column is None or k not in KS else f" | {PAPER_BOUNDS[level][column][KS.index(k)]:.4f}"
+            row += f"{ours + ref:>20}"
         lines.append(row)
     return "\n".join(lines)
 
@@ -67,15 +67,15 @@ def orderings(s: dict[str, Any], family: str, ks: list[int]) -> str:
     """UB / simple per heuristic beside the closest Archer Table 2 row."""
     cell = {(r["method"], r["k"]): r for r in s["orderings"] if r["family"] == family}
     lines = [f"\nUB / simple LB, {family} graphs: ours | Archer Table 2 (production models)",
-             f"{'method':<11}" + "".join(f"{'k=' + str(k):>16}" for k in ks)]
+             f"{'method':<11}" + "".join(f"{'k=' + str(k):>20}" for k in ks)]
     for method in METHODS:
         paper = PAPER_ORDERINGS.get(PAPER_METHOD.get(method, ""))
         row = f"{method:<11}"
         for k in ks:
             r = cell.get((method, k))
             ours = "-" if r is None or r["geomean"] is None else f"{r['geomean']:.3f}"
-            ref = "" if paper is None or k not in KS else f"|{paper[KS.index(k)]:.3f}"
-            row += f"{ours + ref:>16}"
+            ref = "" if paper is None or k not in KS else f" | {paper[KS.index(k)]:.3f}"
+            row += f"{ours + ref:>20}"
         lines.append(row + (f"   (vs {PAPER_METHOD[method]})" if method in PAPER_METHOD else ""))
     return "\n".join(lines)
 

@@ -245,13 +245,17 @@ def test_sweep_report_json_and_files(pool_run: tuple[Path, dict[str, Any]], tmp_
         assert "![Running times" in report and (out_dir / "running_times.png").stat().st_size > 1000
 
 
-def test_report_of_a_store_with_a_failure(tmp_path: Path) -> None:
-    task = {t.name: t for t in plan([("g", "zoo:regal-0")], [2], ["simple", "exact"], [], 1.0)}
+def test_report_of_a_store_with_a_failure_and_a_weak_level(tmp_path: Path) -> None:
+    task = {t.name: t for t in plan([("g", "zoo:regal-0")], [2], ["simple", "superblock", "exact"], [], 1.0)}
+    base = {"status": "done", "ub": 5.0, "simple": 4.0, "n": 3, "m": 2, "family": "regal"}
     with Store(tmp_path / "r.db") as store:
-        store.put(task["simple"], {"status": "done", "value": 4.0, "ub": 5.0, "simple": 4.0, "n": 3, "m": 2,
-                            "family": "regal", "detail": {"status": "optimal", "ub_by": "brkga"}}, 1, "local")
+        store.put(task["simple"], {**base, "value": 4.0, "detail": {"status": "optimal", "ub_by": "brkga"}}, 1, "local")
+        store.put(task["superblock"], {**base, "value": 3.0, "detail": {"status": "time_limit"}}, 1, "local")
         store.put(task["exact"], {"status": "failed", "error": "worker crashed on every attempt"}, 2, "local")
         s, _ = write_report(store, tmp_path / "out")
-    assert (s["tasks_done"], s["tasks_failed"]) == (1, 1)
-    assert [(r["level"], r["geomean"], r["count"]) for r in s["bounds"]] == [("simple", 0.8, 1), ("exact", None, 0)]
-    assert "## Failed tasks" in (tmp_path / "out" / "report.md").read_text()
+    assert (s["tasks_done"], s["tasks_failed"]) == (2, 1)
+    rows = [(r["level"], r["geomean"], r["count"], r["geomean_own"]) for r in s["bounds"]]
+    # superblock's own bound (time-limited) is below simple's: the best available at its level is simple's
+    assert rows == [("simple", 0.8, 1, 0.8), ("superblock", 0.8, 1, 0.6), ("exact", None, 0, None)]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Failed tasks" in report and "own bound / best upper bound" in report

@@ -3,9 +3,11 @@
 * Tables 1 and 3: per testbed family (``pipedream`` ~ Table 1, ``regal`` ~ Table 3), level and
   ``k``, the geometric mean over graphs of ``bound / best upper bound``, where the best upper
   bound of an instance is the least objective any of its tasks found (the heuristics, and the
-  placements ``certify`` found while bounding). A level that proved nothing on an instance
-  (failed, skipped, no bound) is left out of its mean, not counted as 0; ``count`` says how
-  many graphs entered it.
+  placements ``certify`` found while bounding), and the bound is the best available at that
+  level (its own or an earlier level's, as in Archer's captions); the levels' own bounds are
+  reported beside when they differ. A level without a bound on an instance (failed, skipped,
+  none proved) is left out of its mean, not counted as 0; ``count`` says how many graphs
+  entered it.
 * Table 2: per heuristic and ``k``, the geometric mean of ``objective / simple`` (Lemma 3.3).
 * Fig. 4: running time against graph size, a panel per ``k`` (:mod:`placement_dsl.sweep.figures`).
 * ``instances.csv``: one row per (graph, k), every level's bound, ratio, status and seconds
@@ -42,13 +44,26 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------------------- instances
-def instances(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One dict per (graph, k): size, family, best upper bound and who found it, every level and method."""
+def instances(rows: list[dict[str, Any]], levels: list[str]) -> list[dict[str, Any]]:
+    """One dict per (graph, k): size, family, best upper bound and who found it, every level and method.
+
+    ``levels`` is the hierarchy's order: a level's ``best_ratio`` is the best ratio of it and
+    the levels before it that ran on the instance (the best bound available at that rung), or
+    ``None`` when the level itself proved no bound.
+    """
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(row["graph"], row["k"])].append(row)
     order = sorted(groups, key=lambda key: (key[1], key[0]))
-    return [_instance(graph, k, groups[(graph, k)]) for graph, k in order]
+    out = [_instance(graph, k, groups[(graph, k)]) for graph, k in order]
+    for inst in out:
+        best = None
+        for level in (lv for lv in levels if lv in inst["levels"]):
+            cell = inst["levels"][level]
+            if cell["ratio"] is not None:
+                best = cell["ratio"] if best is None else max(best, cell["ratio"])
+            cell["best_ratio"] = None if cell["ratio"] is None else best
+    return out
 
 
 def _instance(graph: str, k: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,15 +98,22 @@ def _families(insts: list[dict[str, Any]]) -> list[str]:
 
 
 def bound_rows(insts: list[dict[str, Any]], levels: list[str]) -> list[dict[str, Any]]:
-    """Archer Tables 1/3: ``{family, level, k, geomean, count}`` of bound / best upper bound."""
+    """Archer Tables 1/3: ``{family, level, k, geomean, count, geomean_own, count_own}``.
+
+    ``geomean`` is over the best bound available at the level (Archer's "best available lower
+    bound from the MIP hierarchy": the level's or an earlier one's, whichever is higher);
+    ``geomean_own`` over the level's own bound, which a time-limited MIP may leave weak.
+    """
     out = []
     for fam in _families(insts):
         chosen = [i for i in insts if fam == ALL or i["family"] == fam]
         for level in levels:
             for k in sorted({i["k"] for i in chosen}):
-                vals = [i["levels"][level]["ratio"] for i in chosen if i["k"] == k and level in i["levels"]
-                        and i["levels"][level]["ratio"] is not None]
-                out.append({"family": fam, "level": level, "k": k, "geomean": geomean(vals), "count": len(vals)})
+                cells = [i["levels"][level] for i in chosen if i["k"] == k and level in i["levels"]]
+                best = [c["best_ratio"] for c in cells if c["best_ratio"] is not None]
+                own = [c["ratio"] for c in cells if c["ratio"] is not None]
+                out.append({"family": fam, "level": level, "k": k, "geomean": geomean(best), "count": len(best),
+                            "geomean_own": geomean(own), "count_own": len(own)})
     return out
 
 
@@ -115,7 +137,7 @@ def summary(store: Store) -> dict[str, Any]:
 
     levels = [lv for lv in LEVELS if any(r["kind"] == LEVEL and r["name"] == lv for r in rows)]
     methods = sorted({r["name"] for r in rows if r["kind"] == METHOD})
-    insts = instances(rows)
+    insts = instances(rows, levels)
     return {"results": str(store.path), "tasks": len(rows),
             "tasks_done": sum(r["status"] == DONE for r in rows),
             "tasks_failed": sum(r["status"] == FAILED for r in rows),
@@ -132,8 +154,10 @@ def summary(store: Store) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- text
 def _grid(rows: list[dict[str, Any]], fam: str, what: str, names: list[str], ks: list[int],
-          label: dict[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
-    """Header and cells of one table: a row per name, a column per k (``geomean (count)``)."""
+          label: dict[str, str] | None = None, own: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of one table: a row per name, a column per k (``geomean (count)``; ``own``: the
+    levels' own bounds)."""
+    value, count = ("geomean_own", "count_own") if own else ("geomean", "count")
     cell = {(r[what], r["k"]): r for r in rows if r["family"] == fam}
     head = [what] + [f"k={k}" for k in ks]
     body = []
@@ -141,7 +165,7 @@ def _grid(rows: list[dict[str, Any]], fam: str, what: str, names: list[str], ks:
         cells = [(label or {}).get(name, name)]
         for k in ks:
             r = cell.get((name, k))
-            cells.append("—" if r is None or r["geomean"] is None else f"{r['geomean']:.4f} ({r['count']})")
+            cells.append("—" if r is None or r[value] is None else f"{r[value]:.4f} ({r[count]})")
         body.append(cells)
     return head, body
 
@@ -154,10 +178,20 @@ def _tables(s: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
             ref = ARCHER_TABLES.get(fam, "Tables 1 and 3")
             out.append((f"bound / best upper bound, {fam} graphs (Archer {ref} form)",
                         *_grid(s["bounds"], fam, "level", s["levels"], s["ks"], ARCHER_NAMES)))
+            if any(_differs(r) for r in s["bounds"] if r["family"] == fam):
+                out.append((f"the levels' own bound / best upper bound, {fam} graphs",
+                            *_grid(s["bounds"], fam, "level", s["levels"], s["ks"], ARCHER_NAMES, own=True)))
         if s["methods"]:
             out.append((f"upper bound / simple lower bound, {fam} graphs (Archer Table 2 form)",
                         *_grid(s["orderings"], fam, "method", s["methods"], s["ks"])))
     return out
+
+
+def _differs(row: dict[str, Any]) -> bool:
+    """Whether a level's own bounds differ from the best available at it (a weaker own bound somewhere)."""
+    if row["count"] != row["count_own"]:
+        return True
+    return row["geomean"] is not None and abs(row["geomean"] - row["geomean_own"]) > 5e-5
 
 
 def text(s: dict[str, Any]) -> str:
@@ -183,7 +217,7 @@ def _headline(s: dict[str, Any]) -> str:
 def write_csv(s: dict[str, Any], path: Path) -> Path:
     """``instances.csv``: a row per (graph, k); level and method columns are prefixed by their names."""
     fields = ["graph", "family", "n", "m", "k", "best_ub", "best_ub_by", "simple"]
-    fields += [f"{lv}_{c}" for lv in s["levels"] for c in ("bound", "ratio", "status", "seconds")]
+    fields += [f"{lv}_{c}" for lv in s["levels"] for c in ("bound", "ratio", "best_ratio", "status", "seconds")]
     fields += [f"{m}_{c}" for m in s["methods"] for c in ("ub", "ratio_simple", "status", "seconds")]
     with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
