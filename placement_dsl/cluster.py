@@ -38,6 +38,8 @@ class Device(BaseModel):
     speed: float = Field(1.0, description="speed factor: time = work / speed")
     bandwidth: float = Field(1.0, description="transfer bandwidth to the interconnect / host memory")
     host: bool | None = Field(None, description="lives in host memory and pays no transfers (default: kind == 'cpu')")
+    server: str | None = Field(None, description="server (machine) holding the device in a hierarchical cluster; "
+                                                 "labelled devices exchange tensors over their links")
 
     @field_validator("memory")
     @classmethod
@@ -142,6 +144,33 @@ class Cluster:
         cpu = [Device(name=f"cpu{i}", kind=CPU, memory=cpu_memory, bandwidth=bandwidth) for i in range(cpus)]
         return cls(accs + cpu)
 
+    @classmethod
+    def hierarchical(cls, servers: int, per_server: int, *, intra: float, inter: float,
+                     memory: float = math.inf, kind: str = ACCELERATOR) -> Cluster:
+        """``servers`` machines of ``per_server`` identical accelerators (Tarnawski App. C.3; PipeDream).
+
+        Device ``s{i}g{j}`` is accelerator ``j`` of server ``i`` (server-major pipeline order).
+        Every ordered pair of devices has a link: ``intra`` bytes per time unit inside a
+        server, ``inter`` between servers. The devices carry their server, which makes the
+        cost model route every transfer over the link between its two devices
+        (:attr:`routed`) instead of through host memory.
+
+        >>> c = Cluster.hierarchical(2, 2, intra=10.0, inter=1.0)
+        >>> c.names, c.route_bandwidth[0, 1], c.route_bandwidth[1, 2], c.routed
+        (('s0g0', 's0g1', 's1g0', 's1g1'), 10.0, 1.0, True)
+        """
+        if servers < 1 or per_server < 1:
+            raise SpecError(f"Cluster.hierarchical: need servers >= 1 and per_server >= 1, got servers={servers}, "
+                            f"per_server={per_server}")
+        for name, value in (("intra", intra), ("inter", inter)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise SpecError(f"Cluster.hierarchical: {name} bandwidth must be a finite number > 0, got {value!r}")
+        devices = [Device(name=f"s{i}g{j}", kind=kind, memory=memory, bandwidth=intra, server=f"s{i}")
+                   for i in range(servers) for j in range(per_server)]
+        links = [Link(src=a.name, dst=b.name, bandwidth=intra if a.server == b.server else inter)
+                 for a in devices for b in devices if a is not b]
+        return cls(devices, links)
+
     # ------------------------------------------------------------------ views
     @property
     def size(self) -> int:
@@ -168,6 +197,19 @@ class Cluster:
         return np.array([bool(d.host) for d in self.devices], dtype=bool)
 
     @cached_property
+    def servers(self) -> np.ndarray:
+        """Server index of every device (order of first appearance), ``-1`` for unlabelled devices."""
+        labels = [d.server for d in self.devices]
+        known = list(dict.fromkeys(x for x in labels if x is not None))
+        return np.array([known.index(x) if x is not None else -1 for x in labels], dtype=np.int64)
+
+    @property
+    def routed(self) -> bool:
+        """Devices carry servers (:meth:`hierarchical`): transfers run over the route between the two
+        devices (:attr:`route_bandwidth`) rather than through host memory at each device's bandwidth."""
+        return bool((self.servers >= 0).any())
+
+    @cached_property
     def transfer_scale(self) -> np.ndarray:
         """Time per byte crossing each device's boundary (0 for host devices)."""
         return np.where(self.host, 0.0, 1.0 / self.bandwidth)
@@ -184,10 +226,10 @@ class Cluster:
         return np.column_stack(cols)
 
     def homogeneous_groups(self) -> list[list[int]]:
-        """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host)."""
+        """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host, server)."""
         groups: dict[tuple, list[int]] = {}
         for i, d in enumerate(self.devices):
-            groups.setdefault((d.kind, d.memory, d.speed, d.bandwidth, d.host), []).append(i)
+            groups.setdefault((d.kind, d.memory, d.speed, d.bandwidth, d.host, d.server), []).append(i)
         return list(groups.values())
 
     # ------------------------------------------------------------------ routes
@@ -238,7 +280,7 @@ class Cluster:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "devices": [d.model_dump() for d in self.devices],
+            "devices": [d.model_dump(exclude={"server"} if d.server is None else None) for d in self.devices],
             "links": [lk.model_dump() for lk in self.links],
         }
 

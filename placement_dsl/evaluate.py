@@ -34,7 +34,9 @@ import numpy as np
 from .errors import SpecError
 from .invocation import invocations
 from .placement import Placement
+from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .schedule import Congestion, schedule_makespan
+from .training import TrainingMemorySpec, gpipe_time_per_sample, training_memory
 
 REL_TOL = 1e-9
 
@@ -88,6 +90,8 @@ class CostModel:
     require: frozenset[str] = DEFAULT_REQUIRE
     congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan only)
     max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
+    microbatches: int | None = None  # gpipe: m micro-batches per mini-batch, fill and drain (placement_dsl.training)
+    training_memory: TrainingMemorySpec | None = None  # memory per schedule (placement_dsl.training)
 
     def __post_init__(self) -> None:
         for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode),
@@ -104,6 +108,9 @@ class CostModel:
         q = self.max_subgraphs
         if q is not None and (isinstance(q, bool) or not isinstance(q, int) or q < 1):
             raise SpecError(f"CostModel: max_subgraphs must be a whole number >= 1 or None, got {q!r}")
+        m = self.microbatches
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+            raise SpecError(f"CostModel: microbatches must be a whole number >= 1 or None, got {m!r}")
 
     @classmethod
     def named(cls, name: str, **changes: Any) -> CostModel:
@@ -144,6 +151,8 @@ class DeviceCost:
     load_fw: float
     load_bw: float
     load: float
+    replicas: int = 1  # devices running this stage (App. C.2); loads are per sample on each of them
+    sync: float = 0.0  # per-sample weight all-reduce of a replicated stage (placement_dsl.replication)
 
     @property
     def compute(self) -> float:
@@ -183,7 +192,8 @@ class Evaluation:
         return {
             "objective": self.objective,
             "valid": self.valid,
-            "model": {k: (sorted(v) if isinstance(v, frozenset) else getattr(v, "value", v))
+            "model": {k: (sorted(v) if isinstance(v, frozenset) else v.to_dict() if hasattr(v, "to_dict")
+                          else getattr(v, "value", v))
                       for k, v in self.model.__dict__.items()},
             "violations": [{"check": v.check, "message": v.message} for v in self.violations],
             "devices": device_rows(self.devices),
@@ -242,9 +252,16 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     with np.errstate(invalid="ignore"):
         comp_fw = np.bincount(p.assign, weights=np.where(g.backward, 0.0, times), minlength=D)
         comp_bw = np.bincount(p.assign, weights=np.where(g.backward, times, 0.0), minlength=D)
-    scale = c.transfer_scale
-    in_fw, in_bw, out_fw, out_bw = (t * scale for t in transfer_terms(p))
-    mem = np.bincount(p.assign, weights=g.param_bytes + g.activation_bytes, minlength=D)
+    owner = replica_owner(p.replica_sets)
+    bytes_in_fw, *other = transfer_terms(p)
+    if c.routed:  # hierarchical cluster: each transfer over its route (Tarnawski App. C.3)
+        in_fw, in_bw, out_fw, out_bw = routed_transfers(g, c, p.assign, p.replica_sets)
+    else:
+        in_fw, in_bw, out_fw, out_bw = (t * c.transfer_scale[owner] for t in (bytes_in_fw, *other))
+    if model.training_memory is not None:
+        mem = training_memory(p, model.training_memory, p.replica_sets, bytes_in_fw)
+    else:
+        mem = np.bincount(p.assign, weights=g.param_bytes + g.activation_bytes, minlength=D)[owner]
     if model.memory is MemoryMode.OVERFLOW:
         overflow = np.where(c.host, 0.0, np.maximum(mem - c.memory, 0.0) / c.bandwidth)
     else:
@@ -253,6 +270,15 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     load_fw = _combine(model.overlap, comp_fw, in_fw, out_fw, overflow)
     load_bw = _combine(model.overlap, comp_bw, in_bw, out_bw, zero)
     load = _combine(model.overlap, comp_fw + comp_bw, in_fw + in_bw, out_fw + out_bw, overflow)
+    r = p.replicas.astype(float)[owner]
+    sync = sync_times(c, p.replica_sets, np.bincount(p.assign, weights=g.param_bytes, minlength=D))[owner]
+    if p.replicated:  # App. C.2: per-sample load on each replica; replica devices mirror their stage's row
+        comp_fw, comp_bw, in_fw, in_bw, out_fw, out_bw = (x[owner] for x in (comp_fw, comp_bw, in_fw, in_bw,
+                                                                              out_fw, out_bw))
+        load_fw, load_bw, load = (x[owner] for x in (load_fw, load_bw, load))
+        load_fw = load_fw / r
+        load_bw = replicated(model.overlap.value, load_bw, sync, r)
+        load = replicated(model.overlap.value, load, sync, r)
     counts = np.bincount(p.assign, minlength=D)
     return tuple(
         DeviceCost(
@@ -261,6 +287,7 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
             in_fw=float(in_fw[i]), in_bw=float(in_bw[i]), out_fw=float(out_fw[i]), out_bw=float(out_bw[i]),
             overflow=float(overflow[i]), memory_used=float(mem[i]), memory_capacity=d.memory,
             load_fw=float(load_fw[i]), load_bw=float(load_bw[i]), load=float(load[i]),
+            replicas=int(r[i]), sync=float(sync[i]),
         )
         for i, d in enumerate(c.devices)
     )
@@ -398,6 +425,9 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     latency, finish, subgraphs = None, {}, {}
     if model.objective is Objective.MAX_LOAD:
         objective = max(r.load for r in rows)
+    elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain
+        objective = gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
+                                          np.array([r.load_bw for r in rows]), model.microbatches)
     elif model.objective is Objective.GPIPE:
         objective = max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
     elif model.objective is Objective.MAKESPAN:  # the placement's schedule, else list scheduling's

@@ -89,10 +89,29 @@ class PipeDream(ObjectiveTerm):
 
 @dataclass(frozen=True)
 class GPipe(ObjectiveTerm):
-    """Tarnawski et al. §5.3 / App. A, GPipe schedule: ``minimize max_d FW_d + max_d BW_d`` (two epigraphs)."""
+    """Tarnawski et al. §5.3 / App. A, GPipe schedule: ``minimize max_d FW_d + max_d BW_d`` (two epigraphs).
 
+    ``microbatches=m`` scores one mini-batch of ``m`` micro-batches with its fill and drain,
+    ``(F_m + B_m) / m`` (a bubble of ``(k-1)/(m+k-1)`` on ``k`` equal stages;
+    :func:`placement_dsl.training.gpipe_time_per_sample`); ``None`` is the steady state ``m -> inf``.
+    """
+
+    microbatches: int | None = None
     names: ClassVar[tuple[str, ...]] = ("gpipe",)
     cost_objective: ClassVar[CostObjective] = CostObjective.GPIPE
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = self.microbatches
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise SpecError(f"GPipe(microbatches={m!r}): give a whole number of micro-batches >= 1, or None")
+
+    def cost_model_fields(self) -> dict[str, Any]:
+        """The fill-and-drain option the cost model reads (:meth:`Problem.cost_model`)."""
+        return {} if self.microbatches is None else {"microbatches": self.microbatches}
+
+    def cost_model(self) -> CostModel:
+        return CostModel.named(self.names[0], overlap=self.overlap, **self.cost_model_fields())
 
 
 def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> ObjectiveTerm:

@@ -10,6 +10,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .graph import Graph
+from .replication import ReplicaSpec, replica_sets, replicas_dict
 from .schedule import Schedule
 
 if TYPE_CHECKING:
@@ -56,8 +57,11 @@ class Placement:
     ``assign[i]`` is the index (in ``cluster.devices``) of the device running op ``i``.
     The cluster's device order is the pipeline order. ``schedule`` optionally says when each
     op and transfer runs (:class:`~placement_dsl.schedule.Schedule`, scored by the makespan
-    objective). Equality and hashing look at the assignment only: a schedule is an
-    annotation of the placement, not part of what it is.
+    objective). ``replicas`` optionally runs a device's stage on several devices (Tarnawski
+    App. C.2): one count per device, or ``{device: count or [device names]}``
+    (:func:`~placement_dsl.replication.replica_sets`); default 1 each. Equality looks at the
+    assignment and the replicas, hashing at the assignment: a schedule is an annotation of
+    the placement, not part of what it is.
 
     Examples
     --------
@@ -69,7 +73,7 @@ class Placement:
     """
 
     def __init__(self, graph: Graph, cluster: Cluster, assign: Sequence[int] | np.ndarray, source: str = "",
-                 *, schedule: Schedule | None = None):
+                 *, schedule: Schedule | None = None, replicas: ReplicaSpec = None):
         arr = np.asarray(assign)
         if arr.shape != (graph.n,):
             raise SpecError(f"placement for graph {graph.name!r} needs {graph.n} device indices, got shape {arr.shape}")
@@ -87,11 +91,26 @@ class Placement:
             raise SpecError(f"placement for graph {graph.name!r}: its schedule has {schedule.start.size} op start "
                             f"times for {graph.n} ops")
         self.schedule = schedule
+        self.replica_sets = replica_sets(cluster, self.assign, replicas)
+
+    @property
+    def replicas(self) -> np.ndarray:
+        """Replica count of every device's stage (1 for unreplicated stages and idle devices)."""
+        return np.array([len(m) for m in self.replica_sets], dtype=np.int64)
+
+    @property
+    def replicated(self) -> bool:
+        return any(len(m) > 1 for m in self.replica_sets)
+
+    def with_replicas(self, replicas: ReplicaSpec) -> Placement:
+        """The same assignment (and schedule) with other replicas."""
+        return Placement(self.graph, self.cluster, self.assign, self.source, schedule=self.schedule,
+                         replicas=replicas)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_mapping(cls, graph: Graph, cluster: Cluster, mapping: Mapping[str, str], source: str = "",
-                     *, schedule: Schedule | None = None) -> Placement:
+                     *, schedule: Schedule | None = None, replicas: ReplicaSpec = None) -> Placement:
         """From ``{op name: device name}``; every op must be placed exactly once."""
         assign = np.full(graph.n, -1, dtype=np.int64)
         for op, dev in mapping.items():
@@ -104,7 +123,7 @@ class Placement:
         if missing.size:
             names = [graph.names[i] for i in missing[:5]]
             raise SpecError(f"placement leaves {missing.size} op(s) unplaced, e.g. {names}; place every op once")
-        return cls(graph, cluster, assign, source, schedule=schedule)
+        return cls(graph, cluster, assign, source, schedule=schedule, replicas=replicas)
 
     @classmethod
     def from_groups(cls, graph: Graph, cluster: Cluster, groups: Mapping[str, Sequence[str]], source: str = "") -> Placement:
@@ -124,7 +143,8 @@ class Placement:
         if "assignment" not in data:
             raise SpecError("placement mapping needs an 'assignment' {op: device}")
         schedule = Schedule.from_dict(graph, cluster, data["schedule"]) if data.get("schedule") is not None else None
-        return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""), schedule=schedule)
+        return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""), schedule=schedule,
+                                replicas=data.get("replicas"))
 
     # ------------------------------------------------------------------ views
     def device_of(self, op: str) -> str:
@@ -176,6 +196,8 @@ class Placement:
         out["assignment"] = self.mapping()
         if self.schedule is not None:
             out["schedule"] = self.schedule.to_dict(self.graph, self.cluster)
+        if self.replicated:
+            out["replicas"] = replicas_dict(self.cluster, self.replica_sets)
         return out
 
     def with_cluster(self, cluster: Cluster) -> Placement:
@@ -183,13 +205,16 @@ class Placement:
         schedule = None
         if self.schedule is not None:
             schedule = Schedule.from_dict(self.graph, cluster, self.schedule.to_dict(self.graph, self.cluster))
-        return Placement.from_mapping(self.graph, cluster, self.mapping(), self.source, schedule=schedule)
+        replicas = replicas_dict(self.cluster, self.replica_sets) or None
+        return Placement.from_mapping(self.graph, cluster, self.mapping(), self.source, schedule=schedule,
+                                      replicas=replicas)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Placement):
             return NotImplemented
         same_graph = self.graph is other.graph or self.graph == other.graph
-        return same_graph and self.cluster == other.cluster and bool(np.array_equal(self.assign, other.assign))
+        return (same_graph and self.cluster == other.cluster and bool(np.array_equal(self.assign, other.assign))
+                and self.replica_sets == other.replica_sets)
 
     def __hash__(self) -> int:
         return hash(self.assign.tobytes())
@@ -197,4 +222,5 @@ class Placement:
     def __repr__(self) -> str:
         used = len(np.unique(self.assign))
         src = f", source={self.source!r}" if self.source else ""
-        return f"Placement({self.graph.name!r}: {self.graph.n} ops on {used}/{self.cluster.size} devices{src})"
+        rep = f", replicas={replicas_dict(self.cluster, self.replica_sets)}" if self.replicated else ""
+        return f"Placement({self.graph.name!r}: {self.graph.n} ops on {used}/{self.cluster.size} devices{src}{rep})"

@@ -27,6 +27,7 @@ from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
+from .replication import replicas_dict
 
 PROBLEM_FORMAT = "placement_dsl.problem"
 VERSION = 1
@@ -131,8 +132,9 @@ class Problem:
         for term in self.terms:
             require |= term.require()
         memory = MemoryMode.OVERFLOW if self.has(Overflow) else MemoryMode.HARD
+        fields = {k: v for term in self.terms for k, v in getattr(term, "cost_model_fields", dict)().items()}
         return CostModel(objective=self.objective.cost_objective, overlap=self.objective.overlap,
-                         memory=memory, require=frozenset(require))
+                         memory=memory, require=frozenset(require), **fields)
 
     def evaluate(self, placement: Placement) -> Evaluation:
         """Score a placement with this problem's cost model."""
@@ -159,7 +161,8 @@ class Problem:
             return placement
         if placement.graph.names != self.graph.names:
             raise SpecError(f"placement is for graph {placement.graph.name!r} with other ops than the problem's")
-        return Placement(self.graph, self.cluster, placement.assign, placement.source)
+        return Placement(self.graph, self.cluster, placement.assign, placement.source, schedule=placement.schedule,
+                         replicas=replicas_dict(placement.cluster, placement.replica_sets) or None)
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:

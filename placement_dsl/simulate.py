@@ -40,6 +40,7 @@ import numpy as np
 from .errors import SpecError
 from .evaluate import CostModel, device_costs
 from .placement import Placement
+from .training import gpipe_time_per_sample
 
 
 class Schedule(str, Enum):
@@ -234,15 +235,20 @@ def _schedule(value: Schedule | str) -> Schedule:
 
 
 def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
-                             model: CostModel | None = None) -> float:
+                             model: CostModel | None = None, microbatches: int | None = None) -> float:
     """The steady-state time per sample the schedule tends to.
 
     ``pipeline``: ``max_d load_d``; ``1f1b``: ``max_d (FW_d + BW_d)``;
     ``gpipe``: ``max_d FW_d + max_d BW_d`` (Tarnawski et al. §5.3), with ``FW_d``/``BW_d``
-    the forward/backward loads of device ``d``.
+    the forward/backward loads of device ``d``; with ``microbatches`` ``m``, GPipe's time per
+    sample of one mini-batch of ``m`` micro-batches, fill and drain included
+    (:func:`placement_dsl.training.gpipe_time_per_sample`), which :func:`simulate` matches.
     """
     schedule = _schedule(schedule)
     rows = device_costs(placement, model or CostModel(memory="overflow", require=frozenset()))
+    if schedule is Schedule.GPIPE and microbatches is not None:
+        return gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
+                                     np.array([r.load_bw for r in rows]), microbatches)
     if schedule is Schedule.PIPELINE:
         return max(r.load for r in rows)
     if schedule is Schedule.ONE_F_ONE_B:

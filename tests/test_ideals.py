@@ -261,9 +261,9 @@ def test_replication_halves_a_heavy_stage():
     rep = run("dp", g, Cluster.accelerators(2), replication=True)
     assert plain.objective == 10.0
     assert rep.info["replicas"] == {"acc0": ["acc0", "acc1"]}
-    assert rep.info["replicated_objective"] == pytest.approx(10 / 2 + 1 * 2 / 2)
-    assert rep.info["replicated_objective"] == pytest.approx(rep.info["dp_value"])
-    assert rep.objective == evaluate(rep.placement).objective and rep.bound is None
+    assert rep.objective == pytest.approx(10 / 2 + 2 * (2 - 1) / 2 * 2)  # load / r + ring all-reduce
+    assert rep.objective == pytest.approx(rep.info["dp_value"]) == rep.bound
+    assert rep.objective == evaluate(rep.placement).objective and rep.placement.replicas.tolist() == [2, 1]
 
 
 @given(graph=inference_graphs(max_ops=6, groups=False), model=st.sampled_from(MODELS[:3]))
@@ -271,8 +271,9 @@ def test_replication_never_hurts_and_is_rechecked(graph, model):
     cluster = Cluster.accelerators(3, memory=math.inf, cpus=1)
     plain = dp(graph, cluster, model=model)
     rep = dp(graph, cluster, model=model, replication=True)
-    assert rep.info["replicated_objective"] <= plain.objective + 1e-9
+    assert rep.objective <= plain.objective + 1e-9
     assert replicated_objective(rep.placement, rep.info["replicas"], model) == pytest.approx(rep.info["dp_value"])
+    assert evaluate(rep.placement, model).objective == pytest.approx(rep.info["dp_value"])
 
 
 # ---------------------------------------------------------------------------- Table 1

@@ -45,6 +45,8 @@ METHODS: dict[str, str] = {
     "greedy": "baselines:greedy",
     "local-search": "baselines:local_search",
     "pipedream": "baselines:pipedream_path",
+    "pipedream-planner": "pipedream_planner:pipedream_planner",
+    "pipeline": "pipeline_dp:pipeline",
     "one-device": "baselines:one_device",
     "latency-local-search": "latency:latency_local_search",
     "latency-best": "latency:latency_best",
@@ -57,7 +59,8 @@ METHODS: dict[str, str] = {
 # "cost_model": picks by the model it is given). Under a latency model the max-load methods
 # return their own optimum, which Tarnawski §7 scores as a baseline: run() says so in ``info``.
 OPTIMIZES: dict[str, str] = {
-    **dict.fromkeys(("dp", "dpl", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream"), "max_load"),
+    **dict.fromkeys(("dp", "dpl", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
+                     "pipeline", "pipedream-planner"), "max_load"),
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "latency",
     "latency-local-search": "latency", "latency-best": "latency",
 }

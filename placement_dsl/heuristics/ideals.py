@@ -21,8 +21,11 @@ host devices pay none), combined per :class:`~placement_dsl.evaluate.Overlap` (A
   ``FW_i + BW_i`` (PipeDream's objective, ``max_i (FW_i + BW_i)``). As in the paper's code,
   contiguity is enforced on the forward side only.
 * Replication (App. C.2, ``replication=True``): a stage may run on ``k`` devices of one
-  non-host class, at ``load / k`` plus the all-reduce ``(k-1) * param / (k * B)`` (summed,
-  or the max of the two with overlapped communication).
+  non-host class, at ``load / k`` plus the ring all-reduce ``2 (k-1) * param / (k * B)``
+  (summed, or the max of the two with overlapped communication) — the cost model's term
+  (:mod:`placement_dsl.replication`); the placement carries the replicas.
+* Not here: hierarchical clusters (transfers over routes) and memory per schedule, whose stage
+  costs are not sums over ideals; the pipeline planner (:mod:`.pipeline_dp`) handles them.
 * DPL (§5.1.2): :func:`dpl` adds a DFS path through the forward DAG, leaving ``n + 1``
   ideals (the prefixes); it is exact among splits along that order only.
 
@@ -46,6 +49,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evalu
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
+from ..replication import ALLREDUCE_FACTOR
 from . import ideal_kernels as K
 from .base import HeuristicResult
 from .contract import Contraction, contract
@@ -209,7 +213,7 @@ def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repl
     t1 = time.perf_counter()
     dp, back_j, back_c, back_k, visited = K.sweep(
         lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
-        cap, scale, inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
+        cap, scale, ALLREDUCE_FACTOR * inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
         np.array([c.count if replication and not c.host else 1 for c in classes], dtype=np.int64),
         _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub))
     t2 = time.perf_counter()
@@ -251,23 +255,9 @@ def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
 
 # ---------------------------------------------------------------------------- replication check
 def replicated_objective(placement: Placement, replicas: dict[str, list[str]], model: CostModel | None = None) -> float:
-    """Max-load of a split whose stages on ``replicas`` keys run on all listed devices (App. C.2).
-
-    Recomputed from the cost model's per-device rows: a device with ``k`` replicas has load
-    ``load / k`` and all-reduce ``(k-1) * param / (k * bandwidth)``, summed (no overlap) or
-    maxed (overlapped communication). Devices listed as extra replicas must hold no ops.
-    """
-    model = model or CostModel()
-    ev = evaluate(placement, model)
-    c = placement.cluster
-    param = np.bincount(placement.assign, weights=placement.graph.param_bytes, minlength=c.size)
-    mode = _MODES[model.overlap]
-    worst = 0.0
-    for i, row in enumerate(ev.devices):
-        k = len(replicas.get(row.device, [row.device]))
-        sync = param[i] / c.devices[i].bandwidth
-        worst = max(worst, K._replicated(mode, row.load, sync, k))
-    return worst
+    """Max-load of a split whose stages on ``replicas`` keys run on all listed devices (App. C.2):
+    the cost model's objective of the placement with those replicas."""
+    return evaluate(placement.with_replicas(replicas or None), model or CostModel()).max_load
 
 
 # ---------------------------------------------------------------------------- linearization
@@ -320,6 +310,10 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
     model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
         raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}; e.g. CostModel.named('throughput')")
+    if cluster.routed or model.training_memory is not None:
+        why = "routes transfers between servers" if cluster.routed else "counts memory per schedule"
+        raise SpecError(f"dp over ideals: the cost model {why}, which is not a sum over ideals; use method "
+                        "'pipeline' (the pipeline planner, exact along the DFS order)")
     classes = device_classes(cluster)
     con = contract(graph, kinds={c.kind for c in classes}, memory=min(c.memory for c in classes),
                    merge_zero_cost=merge_zero_cost)
@@ -367,7 +361,7 @@ def _infeasible_message(su: _Setup, linearize: bool) -> str:
 def _result(method: str, su: _Setup, sol: _Solution, info: dict[str, Any], start: float,
             exact: bool) -> HeuristicResult:
     assign, replicas = _place(su.con, su.cluster, su.classes, sol.stages)
-    placement = Placement(su.graph, su.cluster, assign, source=method)
+    placement = Placement(su.graph, su.cluster, assign, source=method, replicas=replicas or None)
     ev = evaluate(placement, su.model)
     info["dp_value"] = sol.value
     info["stages"] = [{"device_class": su.classes[c].kind, "replicas": k, "nodes": len(nodes)}
@@ -376,8 +370,7 @@ def _result(method: str, su: _Setup, sol: _Solution, info: dict[str, Any], start
     bound = None
     if su.replication:
         info["replicas"] = replicas
-        info["replicated_objective"] = replicated_objective(placement, replicas, su.model)
-    elif exact and su.model.objective is Objective.MAX_LOAD:
+    if exact and su.model.objective is Objective.MAX_LOAD:
         bound = ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
@@ -402,11 +395,11 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     Parameters
     ----------
     replication
-        Let a stage run on several identical non-host devices (App. C.2). The placement puts
-        a replicated stage on its first device; ``info["replicas"]`` maps that device to all
-        of its replicas and ``info["replicated_objective"]`` is the resulting max-load,
-        recomputed by :func:`replicated_objective` from the cost model's per-device rows.
-        ``objective`` stays the cost model's value of the unreplicated split, ``bound`` None.
+        Let a stage run on several identical non-host devices (App. C.2). The placement carries
+        the replicas (a replicated stage's ops on its first device; ``info["replicas"]`` maps
+        that device to all of them); ``objective`` is the cost model's value of the replicated
+        placement, equal to the DP's, and ``bound == objective`` among contiguous splits with
+        replicated stages.
     max_ideals
         Give up (``SpecError``) beyond this many ideals.
     incumbent

@@ -70,6 +70,8 @@ def device_row(d: DeviceCost) -> dict[str, Any]:
     capacity = float(d.memory_capacity)
     row.update(memory_bytes=float(d.memory_used), memory_capacity_bytes=capacity if math.isfinite(capacity) else None,
                memory_percent=percent(d.memory_used, capacity))
+    if d.replicas > 1:
+        row.update(replicas=d.replicas, sync_ms=float(d.sync))
     return row
 
 
@@ -89,7 +91,8 @@ def device_table(devices: Iterable[DeviceCost]) -> list[str]:
     for d in devices:
         if d.ops == 0:
             continue
-        cells = (d.device, d.kind, d.ops, f"{d.compute:.4g}", f"{d.transfer_in:.4g}", f"{d.transfer_out:.4g}",
+        name = d.device if d.replicas == 1 else f"{d.device} x{d.replicas}"  # a replicated stage (App. C.2)
+        cells = (name, d.kind, d.ops, f"{d.compute:.4g}", f"{d.transfer_in:.4g}", f"{d.transfer_out:.4g}",
                  f"{d.overflow:.4g}", memory_text(d.memory_used, d.memory_capacity), f"{d.load:.5g}")
         rows.append(" ".join(f"{cell:{fmt}}" for cell, (_, fmt) in zip(cells, _HEAD)))
     return rows

@@ -1,0 +1,137 @@
+"""PipeDream's hierarchical planner (Narayanan et al., SOSP 2019, §3.1), from its recurrences.
+
+The model is a chain of layers ``0..n-1`` (here: the contracted forward DAG's supernodes in
+the DFS order the pipeline planner uses, each carrying its backward ops). With ``T_l`` a
+layer's forward + backward time, ``w_l`` its parameter bytes and ``a_s`` the forward bytes
+crossing the cut after layer ``s`` (their gradients cross back), level ``k`` of the hierarchy
+with bandwidth ``B_k`` and ``m_{k-1}`` workers per level-``(k-1)`` component has::
+
+    T^k(i -> j, m) = (1/m) max(A^{k-1}(i -> j, m_{k-1}), 2 (m - 1) sum_{l=i..j} w_l / B_k)
+    A^k(i -> j, m) = min( T^k(i -> j, m),
+                          min_{i <= s < j} min_{1 <= m' < m} max(A^k(i -> s, m - m'), 2 a_s / B_k, T^k(s+1 -> j, m')) )
+
+with ``A^0(i -> j, 1) = sum_{l=i..j} T_l``. Level 1 splits a segment over the ``P`` devices of
+one server (``B_1`` intra-server), level 2 over the ``S`` servers (``B_2`` inter-server;
+a server is a worker running level 1's best pipeline for its segment, replicated over ``m``
+servers). The answer is ``A^2(0 -> n-1, S)`` (``A^1(0 -> n-1, P)`` on one server).
+
+The planner's own estimate treats a link as a pipeline resource of its own (``2 a_s / B``) and
+ignores memory; its configuration is then scored by the cost model
+(:mod:`placement_dsl.evaluate`), like every placement, which is how it is compared with the
+pipeline planner (:mod:`.pipeline_dp`), exact for the cost model over a class containing it.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit
+
+from ..cluster import Cluster
+from ..evaluate import CostModel, evaluate
+from ..graph import Graph
+from .base import HeuristicResult
+from .pipeline_dp import Chain, _planner, placement_of
+
+INF = np.inf
+
+
+@njit(cache=True)
+def _replicated(base, W, m, B, max_rep):
+    """``T(i -> j, m)``: a block (worth ``base`` on one worker) on ``m`` data-parallel workers."""
+    if m > max_rep:
+        return INF
+    return max(base, 2.0 * (m - 1) * W / B) / m
+
+
+@njit(cache=True)
+def level(base, wp, cut, B, M, lefts, max_rep):
+    """``A^k(i -> j, m)`` for ``i`` in ``lefts``, all ``j >= i`` and ``m = 1..M``, with back-links.
+
+    ``base[i, j]`` is ``A^{k-1}(i -> j, m_{k-1})``; ``wp`` prefix sums of ``w``; ``cut[s]`` = ``a_s``.
+    ``split[i, j, m]`` is ``s`` (``-1``: the whole block replicated ``m`` times) and ``last[i, j, m]``
+    the last stage's ``m'``.
+    """
+    n = base.shape[0]
+    A = np.full((n, n, M + 1), INF)
+    split = np.full((n, n, M + 1), -2, np.int64)
+    last = np.zeros((n, n, M + 1), np.int64)
+    for i in lefts:
+        for j in range(i, n):
+            for m in range(1, M + 1):
+                best = _replicated(base[i, j], wp[j + 1] - wp[i], m, B, max_rep)
+                bs, bm = -1, m
+                for s in range(i, j):
+                    comm = 2.0 * cut[s] / B
+                    if comm >= best:
+                        continue
+                    for mp in range(1, m):
+                        left = A[i, s, m - mp]
+                        if left >= best:
+                            continue
+                        right = _replicated(base[s + 1, j], wp[j + 1] - wp[s + 1], mp, B, max_rep)
+                        v = max(max(left, comm), right)
+                        if v < best:
+                            best, bs, bm = v, s, mp
+                A[i, j, m], split[i, j, m], last[i, j, m] = best, bs, bm
+    return A, split, last
+
+
+def _blocks(split: np.ndarray, last: np.ndarray, i: int, j: int, m: int) -> list[tuple[int, int, int]]:
+    """Back-track ``A(i -> j, m)`` into blocks ``(first, last + 1, workers)`` in order."""
+    out: list[tuple[int, int, int]] = []
+    while True:
+        s, mp = int(split[i, j, m]), int(last[i, j, m])
+        if s == -1:
+            return [(i, j + 1, m), *out]
+        out.insert(0, (s + 1, j + 1, mp))
+        j, m = s, m - mp
+
+
+def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``T_l`` as a (n, n) block-sum table, prefix sums of ``w``, and ``a_s`` (forward bytes over each cut)."""
+    n = chain.n
+    comp = chain.comp
+    base = np.triu(comp[None, 1:] - comp[:-1, None])  # base[i, j] = sum T_l for l in i..j
+    owner, nbytes, forward, _, maxc, _ = chain.tensors
+    diff = np.zeros(n + 1)
+    keep = forward & (maxc > owner)
+    np.add.at(diff, owner[keep], nbytes[keep])
+    np.add.at(diff, maxc[keep], -nbytes[keep])
+    return base, chain.param, np.cumsum(diff)[:n]
+
+
+def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+                      replication: bool = True) -> HeuristicResult:
+    """PipeDream's hierarchical planner (module docstring) on a flat or two-level cluster.
+
+    ``info["planner_estimate"]`` is its own objective; ``objective`` the cost model's value of
+    its configuration (as a placement with replicas). No bound.
+    """
+    del seed
+    start = time.perf_counter()
+    model = CostModel() if model is None else model
+    con, chain, planner = _planner(graph, cluster, model, replication, None, None)
+    lay, n = planner.lay, chain.n
+    base, wp, cut = layer_data(chain)
+    max_rep = lay.per_server if replication else 1
+    lefts = np.arange(n) if lay.servers > 1 else np.zeros(1, np.int64)
+    A1, split1, last1 = level(base, wp, cut, lay.intra, lay.per_server, lefts, max_rep)
+    if lay.servers == 1:
+        estimate = float(A1[0, n - 1, lay.per_server])
+        segments = [(0, n, 1, _blocks(split1, last1, 0, n - 1, lay.per_server))]
+    else:
+        base2 = np.where(np.isfinite(A1[:, :, lay.per_server]), A1[:, :, lay.per_server], INF)
+        A2, split2, last2 = level(base2, wp, cut, lay.inter, lay.servers, np.zeros(1, np.int64),
+                                  lay.servers if replication else 1)
+        estimate = float(A2[0, n - 1, lay.servers])
+        segments = [(a, b, m, _blocks(split1, last1, a, b - 1, lay.per_server))
+                    for a, b, m in _blocks(split2, last2, 0, n - 1, lay.servers)]
+    placement = placement_of(con, chain, lay, cluster, segments, "pipedream-planner")
+    ev = evaluate(placement, model)
+    info = {"planner_estimate": estimate, "positions": n,
+            "segments": [{"positions": [a, b], "servers": m,
+                          "stages": [{"positions": [x, y], "replicas_per_server": r} for x, y, r in st]}
+                         for a, b, m, st in segments]}
+    return HeuristicResult(method="pipedream-planner", placement=placement, objective=ev.objective,
+                           seconds=time.perf_counter() - start, evaluations=1, info=info)

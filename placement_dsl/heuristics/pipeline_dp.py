@@ -1,0 +1,345 @@
+"""The pipeline planner: an exact DP for training pipelines with replication, servers and memory per schedule.
+
+Class of placements (``exact_among`` :data:`CLASS`): the supernodes of the contracted forward
+DAG (:func:`.contract.contract`, Tarnawski App. B) in one topological order — the DFS order of
+DPL (§5.1.2) unless given — are cut into stages of consecutive positions. On a cluster of
+``S`` servers of ``P`` identical devices (:meth:`~placement_dsl.cluster.Cluster.hierarchical`;
+a flat cluster is one server) the stages form *segments*, one per group of ``m`` consecutive
+servers: every server of the group runs the segment's pipeline, so each stage is replicated
+``m`` times across servers and ``r`` times inside a server (``R = r m`` replicas,
+App. C.2). This is the class of PipeDream's hierarchical planner (App. C.3; see
+:mod:`.pipedream_planner`) along the same order, so its configurations are never better
+under the cost model this DP minimizes exactly.
+
+Recurrences (suffix form, so a stage knows how many stages follow it). For a segment
+``[a, b)`` on ``m`` servers::
+
+    H[x][p][q] = min over y > x, 1 <= r <= p of max(H[y][p - r][q - 1], load(x, y; a, b, r m, q))
+    F[a][s]    = min over b > a, m <= s of max(F[b][s - m], min_q H_{a,b,m}[a][P][q])
+
+with ``H[b][.][0] = 0``, ``F[n][0] = 0``, the answer ``min_s F[0][s]``. ``load`` is the cost
+model's (:mod:`placement_dsl.evaluate`): compute plus transfers combined by the overlap mode,
+divided by ``R``, plus the ring all-reduce ``2 (R-1)/R * param / B_ring`` (``B_ring`` = inter
+if ``m > 1``); transfers inside the segment at the intra-server bandwidth, across segments at
+the inter-server one (a flat cluster: the devices' bandwidth through host memory). Memory per
+replica is hard: ``param + act`` of the stage, or per schedule
+(:class:`~placement_dsl.training.TrainingMemorySpec`): 1F1B's ``q`` stages in flight are
+why ``q`` is tracked, only then, and only on one server (``S = 1``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from . import pipeline_kernels as K
+from .base import HeuristicResult
+from .contract import Contraction, contract
+from .ideals import dfs_order
+
+CLASS = "pipelines along the DFS order with replicated stages and server segments"
+_MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
+_SPECS = {None: K.NO_SPEC, "1f1b": K.ONE_F_ONE_B, "gpipe": K.GPIPE}
+
+
+# ---------------------------------------------------------------------------- the cluster as servers
+@dataclass(frozen=True)
+class Layout:
+    """``servers`` x ``per_server`` identical devices (``devices[s, j]``), two bandwidths."""
+
+    devices: np.ndarray
+    intra: float
+    inter: float
+
+    @property
+    def servers(self) -> int:
+        return int(self.devices.shape[0])
+
+    @property
+    def per_server(self) -> int:
+        return int(self.devices.shape[1])
+
+
+def layout(cluster: Cluster) -> Layout:
+    """The cluster as servers of identical devices; :class:`SpecError` naming what differs otherwise."""
+    first = cluster.devices[0]
+    odd = [d.name for d in cluster.devices if (d.kind, d.memory, d.speed, d.host) != (first.kind, first.memory,
+                                                                                      first.speed, first.host)]
+    if odd or first.host:
+        raise SpecError(f"pipeline: needs identical accelerators; devices {odd or [first.name]} differ in kind, "
+                        "memory or speed, or are host devices")
+    if not cluster.routed:
+        if len({d.bandwidth for d in cluster.devices}) > 1:
+            raise SpecError("pipeline: the devices' bandwidths differ; give them one bandwidth")
+        return Layout(np.arange(cluster.size)[None, :], first.bandwidth, first.bandwidth)
+    server = cluster.servers
+    sizes = np.bincount(server[server >= 0])
+    if (server < 0).any() or len(set(sizes.tolist())) > 1 or (np.diff(server) < 0).any():
+        raise SpecError(f"pipeline: servers must be consecutive in device order and of one size; sizes are "
+                        f"{sizes.tolist()}")
+    bw = cluster.route_bandwidth
+    same = server[:, None] == server[None, :]
+    off = ~np.eye(cluster.size, dtype=bool)
+    levels = [np.unique(bw[mask]) for mask in (same & off, ~same)]
+    if any(v.size > 1 for v in levels):
+        raise SpecError(f"pipeline: needs one bandwidth inside servers and one between them, got "
+                        f"{[v.tolist() for v in levels]}")
+    intra = float(levels[0][0]) if levels[0].size else first.bandwidth
+    inter = float(levels[1][0]) if levels[1].size else intra
+    return Layout(np.arange(cluster.size).reshape(len(sizes), -1), intra, inter)
+
+
+# ---------------------------------------------------------------------------- the chain of positions
+@dataclass(frozen=True)
+class Chain:
+    """Per-position prefix sums and the tensors between positions (see :mod:`.pipeline_kernels`)."""
+
+    order: np.ndarray  # position -> supernode
+    comp: np.ndarray  # prefix sums: compute time (forward + backward), parameters, param + act, stashed act
+    param: np.ndarray
+    memnode: np.ndarray
+    act: np.ndarray
+    tensors: tuple[np.ndarray, ...]  # owner, bytes, forward, min consumer, max consumer, consumer count
+    incidence: tuple[np.ndarray, ...]  # produced-by CSR, consumed-by CSR
+    consumers: tuple[np.ndarray, np.ndarray]  # tensor -> sorted consumer positions (CSR)
+
+    @property
+    def n(self) -> int:
+        return len(self.order)
+
+
+def _prefix(values: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(values)])
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, values[order].astype(np.int64)
+
+
+def chain_data(con: Contraction, order: np.ndarray, cluster: Cluster) -> Chain:
+    """Positions of ``order`` (supernodes) with their costs on the cluster's device kind."""
+    g, d = con.graph, cluster.devices[0]
+    pos_of_node = np.empty(con.n_nodes, dtype=np.int64)
+    pos_of_node[order] = np.arange(len(order))
+    pos = pos_of_node[con.image]
+    work = g.work(d.kind) / d.speed
+    if not np.isfinite(work).all():
+        bad = [g.names[i] for i in np.flatnonzero(~np.isfinite(work))[:5]]
+        raise SpecError(f"pipeline: ops {bad} cannot run on device kind {d.kind!r}")
+    n = len(order)
+    fw = ~g.backward
+
+    def per_position(values: np.ndarray) -> np.ndarray:
+        return _prefix(np.bincount(pos, weights=values, minlength=n))
+
+    owner, cons_lists = [], []
+    for u in np.flatnonzero(g.out_bytes > 0):
+        cons = np.setdiff1d(pos[g.successors(u)], [pos[u]])
+        if cons.size:
+            owner.append(int(pos[u]))
+            cons_lists.append(cons)
+    T = len(owner)
+    producers = np.flatnonzero(g.out_bytes > 0)
+    kept = [u for u in producers if np.setdiff1d(pos[g.successors(u)], [pos[u]]).size]
+    tensors = (np.array(owner, dtype=np.int64), g.out_bytes[kept].astype(float), fw[kept].astype(bool),
+               np.array([c.min() for c in cons_lists], dtype=np.int64),
+               np.array([c.max() for c in cons_lists], dtype=np.int64),
+               np.array([c.size for c in cons_lists], dtype=np.int64))
+    flat = np.concatenate(cons_lists) if T else np.zeros(0, np.int64)
+    which = np.repeat(np.arange(T), [c.size for c in cons_lists]) if T else np.zeros(0, np.int64)
+    incidence = (*_csr(tensors[0], np.arange(T), n), *_csr(flat.astype(np.int64), which, n))
+    consumers = (np.concatenate([[0], np.cumsum(tensors[5])]).astype(np.int64), flat.astype(np.int64))
+    return Chain(order, per_position(work), per_position(g.param_bytes),
+                 per_position(g.param_bytes + g.activation_bytes),
+                 per_position(np.where(fw, g.out_bytes + g.activation_bytes, 0.0)), tensors, incidence, consumers)
+
+
+# ---------------------------------------------------------------------------- the DP
+@dataclass
+class _Planner:
+    chain: Chain
+    lay: Layout
+    model: CostModel
+    max_rep: int
+    cap: float
+    ub: float
+    tables: dict[tuple[int, int], tuple[np.ndarray, ...]]
+    replication: bool = True
+    runs: int = 0
+    base: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def track_q(self) -> int:
+        spec = self.model.training_memory
+        return self.lay.per_server if spec is not None and spec.schedule == "1f1b" else 0
+
+    def table(self, a: int, b: int) -> tuple[np.ndarray, ...]:
+        """In time, out time, forward bytes in of the stages of segment ``[a, b)``: the chain's byte
+        tables at the intra-server rate, plus the extra time of the bytes crossing the segment."""
+        if (a, b) not in self.tables:
+            c, lay = self.chain, self.lay
+            if self.base is None:
+                self.base = K.segment_tables(0, c.n, *c.tensors[:5], c.tensors[5], *c.incidence, 1.0, 1.0,
+                                             c.comp, self.ub, float(lay.per_server * lay.servers))
+            tin, tout, fin = (x[a:b + 1, a:b + 1] for x in self.base)
+            tin, tout = tin / lay.intra, tout / lay.intra
+            if lay.inter != lay.intra:
+                extra = 1.0 / lay.inter - 1.0 / lay.intra
+                ein, eout = K.boundary_bytes(a, b, c.tensors[0], c.tensors[1], *c.consumers)
+                tin, tout = tin + extra * ein, tout + extra * eout
+            self.tables[a, b] = (np.ascontiguousarray(tin), np.ascontiguousarray(tout), np.ascontiguousarray(fin))
+        return self.tables[a, b]
+
+    def inner(self, a: int, b: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        c, lay, spec = self.chain, self.lay, self.model.training_memory
+        self.runs += 1
+        inv_ring = 1.0 / (lay.inter if m > 1 else lay.intra)
+        return K.inner_dp(a, b, m, lay.per_server, self.track_q, c.comp, c.param, c.memnode, c.act,
+                          *self.table(a, b), _MODES[self.model.overlap], inv_ring, self.cap,
+                          _SPECS[None if spec is None else spec.schedule],
+                          1.0 if spec is None else spec.state_factor,
+                          0 if spec is None or spec.microbatches is None else int(spec.microbatches),
+                          bool(spec is not None and spec.recompute), self.max_rep, self.ub)
+
+    def segment_value(self, a: int, b: int, m: int) -> float:
+        H = self.inner(a, b, m)[0]
+        return float(H[0, self.lay.per_server].min())
+
+    def solve(self) -> tuple[float, list[tuple[int, int, int]]]:
+        """The outer DP over server segments: value and segments ``(a, b, m)`` in pipeline order."""
+        n, S = self.chain.n, self.lay.servers
+        F = np.full((n + 1, S + 1), math.inf)
+        F[n, 0] = 0.0
+        choice: dict[tuple[int, int], tuple[int, int]] = {}
+        for a in range(n - 1, -1, -1):
+            for s in range(1, S + 1):
+                if a > 0 and s >= S:
+                    continue  # no server is left for what comes before a
+                for m in range(1, (s if self.replication else 1) + 1):
+                    for b in np.flatnonzero(np.isfinite(F[a + 1:, s - m])) + a + 1:
+                        value = max(F[b, s - m], self.segment_value(a, int(b), m))
+                        if value < F[a, s]:
+                            F[a, s], choice[a, s] = value, (int(b), m)
+        s = int(np.argmin(F[0]))
+        if not np.isfinite(F[0, s]):
+            return math.inf, []
+        segments, a = [], 0
+        while a < n:
+            b, m = choice[a, s]
+            segments.append((a, b, m))
+            a, s = b, s - m
+        return float(F[0, int(np.argmin(F[0]))]), segments
+
+    def stages(self, a: int, b: int, m: int) -> list[tuple[int, int, int]]:
+        """Backtrack one segment: stages ``(x, y, r)`` as position ranges, in order."""
+        H, back_y, back_r = self.inner(a, b, m)
+        P = self.lay.per_server
+        x, p, q = 0, P, int(np.argmin(H[0, P]))
+        out = []
+        while x < b - a:
+            y, r = int(back_y[x, p, q]), int(back_r[x, p, q])
+            out.append((a + x, a + y, r))
+            x, p, q = y, p - r, (q - 1 if self.track_q else 0)
+        return out
+
+
+def placement_of(con: Contraction, chain: Chain, lay: Layout, cluster: Cluster,
+                 plan: list[tuple[int, int, int, list[tuple[int, int, int]]]], source: str) -> Placement:
+    """Segments on consecutive server groups, stages on consecutive devices of each server of the group."""
+    node_device = np.full(con.n_nodes, -1, dtype=np.int64)
+    replicas: dict[str, list[str]] = {}
+    server = 0
+    for _, _, m, stages in plan:
+        offset = 0
+        for x, y, r in stages:
+            group = [int(lay.devices[s, offset + i]) for s in range(server, server + m) for i in range(r)]
+            node_device[chain.order[x:y]] = group[0]
+            if len(group) > 1:
+                replicas[cluster.names[group[0]]] = [cluster.names[d] for d in group]
+            offset += r
+        server += m
+    return Placement(con.graph, cluster, con.lift(node_device), source=source, replicas=replicas or None)
+
+
+def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool, order: np.ndarray | None,
+             upper_bound: float | None) -> tuple[Contraction, Chain, _Planner]:
+    if model.memory is not MemoryMode.HARD:
+        raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
+    lay = layout(cluster)
+    spec = model.training_memory
+    if spec is not None and spec.schedule == "1f1b" and lay.servers > 1:
+        raise SpecError("pipeline: 1F1B memory (k - s micro-batches in flight) is tracked on one server only; "
+                        "use GPipe memory, or one server")
+    con = contract(graph, kinds={cluster.devices[0].kind}, memory=cluster.devices[0].memory)
+    if order is None:
+        order = dfs_order(con)
+    chain = chain_data(con, np.asarray(order, dtype=np.int64), cluster)
+    ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
+    planner = _Planner(chain, lay, model, lay.per_server if replication else 1,
+                       cluster.devices[0].memory * (1 + REL_TOL), ub, {}, replication)
+    return con, chain, planner
+
+
+def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool = True,
+         order: np.ndarray | None = None, upper_bound: float | None = None) -> tuple[Placement, dict[str, Any]]:
+    """The optimal placement of the class and the DP's facts (value, segments, stages, runs)."""
+    con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound)
+    value, segments = planner.solve()
+    if not segments and upper_bound is not None:  # the bound was below the optimum: solve without it
+        planner.ub, planner.tables, planner.base = math.inf, {}, None
+        value, segments = planner.solve()
+    if not segments:
+        raise InfeasibleError(f"pipeline: no pipeline of graph {graph.name!r} along the order fits the cluster "
+                              f"({cluster.size} devices of memory {cluster.devices[0].memory:.6g}); add devices or "
+                              "memory, or count memory differently")
+    full = [(a, b, m, planner.stages(a, b, m)) for a, b, m in segments]
+    placement = placement_of(con, chain, planner.lay, cluster, full, "pipeline")
+    info = {"dp_value": value, "positions": chain.n, "segment_runs": planner.runs, "upper_bound": upper_bound,
+            "segments": [{"positions": [a, b], "servers": m,
+                          "stages": [{"positions": [x, y], "replicas_per_server": r} for x, y, r in st]}
+                         for a, b, m, st in full]}
+    return placement, info
+
+
+def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+             replication: bool = True, upper_bound: float | None = None) -> HeuristicResult:
+    """Our pipeline planner: exact max-load (PipeDream's objective) over :data:`CLASS`.
+
+    ``bound == objective`` (``exact_among`` the class) under a max-load model; under GPipe the
+    max-load-optimal pipeline is returned without a bound. ``upper_bound`` prunes stages above
+    it (default: the max-load of PipeDream's planner's configuration, which is in the class);
+    a bound below the optimum only costs a second run.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name="a", work=8.0, param_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
+    >>> r = pipeline(g, Cluster.stages(3))  # one stage on three replicas: 10/3 + 2 (2/3) 1
+    >>> round(r.objective, 4), r.placement.replicas.tolist(), r.bound == r.objective
+    (4.6667, [3, 1, 1], True)
+    """
+    del seed
+    start = time.perf_counter()
+    model = CostModel() if model is None else model
+    if upper_bound is None:  # PipeDream's configuration is in the class: its max-load prunes (a valid bound)
+        from .pipedream_planner import pipedream_planner
+
+        upper_bound = evaluate(pipedream_planner(graph, cluster, model=model, replication=replication).placement,
+                               replace(model, objective=Objective.MAX_LOAD)).objective
+    placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound)
+    ev = evaluate(placement, model)
+    exact = model.objective is Objective.MAX_LOAD and ev.valid
+    if model.objective is not Objective.MAX_LOAD:
+        info["optimized"] = "max_load"
+    return HeuristicResult(method="pipeline", placement=placement, objective=ev.objective,
+                           seconds=time.perf_counter() - start, bound=ev.objective if exact else None,
+                           exact_among=CLASS if exact else None, evaluations=info["segment_runs"], info=info)

@@ -1,0 +1,199 @@
+"""Replicated stages and routed transfers: the pieces of the cost model for training pipelines.
+
+Replication (Tarnawski et al. App. C.2; PipeDream's hybrid of pipeline and data parallelism)
+---------------------------------------------------------------------------------------------
+A stage (the ops on one device ``d``) may run on ``r`` devices, its *replica set*: ``d`` and
+``r - 1`` devices holding no ops. Each replica processes every ``r``-th sample, so the stage's
+per-sample load is divided by ``r``; after each sample the replicas synchronize the stage's
+weights with a ring all-reduce, which sends ``2 (r - 1) / r`` of the parameter bytes over the
+ring's slowest link (reduce-scatter, then all-gather)::
+
+    sync = ALLREDUCE_FACTOR * (r - 1) / r * param_bytes / B_ring,   ALLREDUCE_FACTOR = 2
+
+(App. C.2 writes the same term with factor 1, counting each byte once; PipeDream's recurrence
+and a ring all-reduce both send it twice.) The replicated load is ``load / r + sync``, or
+``max(load / r, sync)`` with overlapped communication (App. C.1), as :func:`replicated` says;
+the DP over ideals and the IP use the same factor.
+
+Replica sets are given per device as a count (the stage's device and the next ``r - 1``
+devices in pipeline order) or as device names.
+
+Routes (Tarnawski App. C.3, hierarchical clusters)
+-------------------------------------------------
+On a routed cluster (:attr:`placement_dsl.cluster.Cluster.routed`) a tensor from stage ``A`` to
+stage ``B`` moves at :func:`set_bandwidth` of their replica sets: every replica exchanges with
+its best-connected replica of the other stage and the slowest such pairing sets the rate. The
+receiver pays ``bytes / bw`` once per tensor; the sender pays once per tensor at the slowest
+route to its consumer stages (one multicast, Archer eq. 1's "once per boundary").
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import SpecError
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+ALLREDUCE_FACTOR = 2.0
+
+ReplicaSpec = Sequence[int] | np.ndarray | Mapping[str, Any] | None
+
+
+# ---------------------------------------------------------------------------- replica sets
+def replica_sets(cluster: Cluster, assign: np.ndarray, replicas: ReplicaSpec) -> tuple[tuple[int, ...], ...]:
+    """Each device's replica set (itself first); devices holding no ops and replicating none get ``(d,)``.
+
+    ``replicas`` is ``None`` (no replication), one count per device, or ``{device: count or
+    [device names]}``. A count ``r`` on device ``d`` means devices ``d, d+1, ..., d+r-1``.
+    Replica devices must hold no ops, serve one stage only and be of the stage's kind.
+    """
+    D = cluster.size
+    sets: list[tuple[int, ...]] = [(d,) for d in range(D)]
+    if replicas is None:
+        return tuple(sets)
+    for d, members in _requested(cluster, replicas).items():
+        sets[d] = members
+    _check_sets(cluster, assign, sets)
+    return tuple(sets)
+
+
+def _requested(cluster: Cluster, replicas: ReplicaSpec) -> dict[int, tuple[int, ...]]:
+    """``{device: replica set}`` for the devices whose count is above one."""
+    D = cluster.size
+    if isinstance(replicas, Mapping):
+        items = []
+        for name, value in replicas.items():
+            if name not in cluster.index:
+                raise SpecError(f"replicas name unknown device {name!r}; devices are {list(cluster.names)}")
+            items.append((cluster.index[name], value))
+    else:
+        counts = np.asarray(replicas)
+        if counts.shape != (D,):
+            raise SpecError(f"replicas: need one count per device ({D}), got shape {counts.shape}")
+        items = list(enumerate(counts.tolist()))
+    out: dict[int, tuple[int, ...]] = {}
+    for d, value in items:
+        members = _members(cluster, d, value)
+        if len(members) > 1:
+            out[d] = members
+    return out
+
+
+def _members(cluster: Cluster, d: int, value: Any) -> tuple[int, ...]:
+    name = cluster.names[d]
+    if isinstance(value, (str, bytes)) or not isinstance(value, (int, np.integer, Sequence)):
+        raise SpecError(f"replicas of {name!r}: give a count or a list of device names, got {value!r}")
+    if isinstance(value, Sequence):
+        unknown = [x for x in value if x not in cluster.index]
+        if unknown:
+            raise SpecError(f"replicas of {name!r} name unknown devices {unknown}")
+        rest = [cluster.index[x] for x in value if x != name]
+        return (d, *dict.fromkeys(rest))
+    r = int(value)
+    if isinstance(value, bool) or r < 1:
+        raise SpecError(f"replicas of {name!r}: count must be a whole number >= 1, got {value!r}")
+    if d + r > cluster.size:
+        raise SpecError(f"replicas of {name!r}: {r} replicas need devices {name!r}.. up to index {d + r - 1}, "
+                        f"but the cluster has {cluster.size} devices")
+    return tuple(range(d, d + r))
+
+
+def _check_sets(cluster: Cluster, assign: np.ndarray, sets: list[tuple[int, ...]]) -> None:
+    used = np.bincount(assign, minlength=cluster.size) > 0
+    owner: dict[int, int] = {}
+    for d, members in enumerate(sets):
+        if len(members) == 1:
+            continue
+        name = cluster.names[d]
+        if not used[d]:
+            raise SpecError(f"replicas: device {name!r} holds no ops, so it has no stage to replicate")
+        for e in members[1:]:
+            other = cluster.names[e]
+            if used[e]:
+                raise SpecError(f"replicas: device {other!r} holds ops, so it cannot replicate {name!r}'s stage")
+            if e in owner:
+                raise SpecError(f"replicas: device {other!r} replicates both {cluster.names[owner[e]]!r} and {name!r}")
+            if cluster.devices[e].kind != cluster.devices[d].kind or cluster.host[e]:
+                raise SpecError(f"replicas: device {other!r} (kind {cluster.devices[e].kind!r}) cannot replicate "
+                                f"{name!r} (kind {cluster.devices[d].kind!r}); use non-host devices of its kind")
+            owner[e] = d
+
+
+def replica_owner(sets: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """For every device, the device whose stage it runs (itself unless it is a replica)."""
+    owner = np.arange(len(sets))
+    for d, members in enumerate(sets):
+        owner[list(members[1:])] = d
+    return owner
+
+
+def replicas_dict(cluster: Cluster, sets: Sequence[tuple[int, ...]]) -> dict[str, list[str]]:
+    """``{stage device: [its replica devices]}`` for the replicated stages (JSON-ready)."""
+    return {cluster.names[d]: [cluster.names[e] for e in m] for d, m in enumerate(sets) if len(m) > 1}
+
+
+# ---------------------------------------------------------------------------- costs
+def replicated(overlap: str, load: np.ndarray, sync: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per-sample load of stages on ``r`` replicas (App. C.2): ``load / r + sync`` or ``max(load / r, sync)``."""
+    share = load / r
+    return share + sync if overlap == "none" else np.maximum(share, sync)
+
+
+def ring_bandwidth(members: Sequence[int], bandwidth: np.ndarray) -> float:
+    """Slowest link of the ring through ``members`` in their order (``inf`` for one device)."""
+    if len(members) < 2:
+        return float("inf")
+    a = np.asarray(members)
+    b = np.roll(a, -1)
+    return float(np.minimum(bandwidth[a, b], bandwidth[b, a]).min())
+
+
+def sync_times(cluster: Cluster, sets: Sequence[tuple[int, ...]], param: np.ndarray) -> np.ndarray:
+    """Per-sample all-reduce time of each device's stage: ``2 (r-1)/r * param / B_ring`` (0 when ``r = 1``)."""
+    out = np.zeros(cluster.size)
+    bw = cluster.route_bandwidth
+    for d, members in enumerate(sets):
+        r = len(members)
+        if r > 1 and param[d] > 0:
+            out[d] = ALLREDUCE_FACTOR * (r - 1) / r * param[d] / ring_bandwidth(members, bw)
+    return out
+
+
+def set_bandwidth(a: Sequence[int], b: Sequence[int], bandwidth: np.ndarray) -> float:
+    """Rate of stage-to-stage traffic: each replica's best link to the other set, the slowest of those."""
+    sub = bandwidth[np.ix_(list(a), list(b))]
+    return float(min(sub.max(axis=1).min(), sub.max(axis=0).min()))
+
+
+def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
+                     sets: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Transfer *times* (in_fw, in_bw, out_fw, out_bw) per device on a routed cluster.
+
+    The receiver pays ``bytes / bw`` once per (tensor, device); the sender once per tensor at
+    its slowest route; the pass is the producer's. Host devices pay nothing.
+    """
+    D = cluster.size
+    dev = assign
+    cross = dev[graph.src] != dev[graph.dst]
+    pairs = np.unique(np.stack([graph.src[cross], dev[graph.dst[cross]]], axis=1), axis=0) \
+        if cross.any() else np.empty((0, 2), np.int64)
+    stage_bw = np.array([[set_bandwidth(sets[a], sets[b], cluster.route_bandwidth) if a != b else np.inf
+                          for b in range(D)] for a in range(D)])
+    u, b = pairs[:, 0], pairs[:, 1]
+    a = dev[u]
+    t = graph.out_bytes[u] / stage_bw[a, b]
+    worst = np.zeros(graph.n)
+    np.maximum.at(worst, u, t)
+    senders = np.unique(u)
+    res = []
+    for who, times, producers in ((b, t, u), (dev[senders], worst[senders], senders)):
+        for backward in (False, True):
+            mask = graph.backward[producers] == backward
+            res.append(np.bincount(who[mask], weights=times[mask], minlength=D))
+    paying = ~cluster.host
+    in_fw, in_bw, out_fw, out_bw = (x * paying for x in res)
+    return in_fw, in_bw, out_fw, out_bw

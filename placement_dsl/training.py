@@ -1,0 +1,201 @@
+"""Training pipelines in the cost model: memory per schedule and GPipe's fill and drain.
+
+Memory per schedule (:class:`TrainingMemorySpec`)
+------------------------------------------------
+A training stage on device ``d`` holds (per replica):
+
+* weights, gradients and optimizer state: ``state_factor * param_bytes(d)`` with
+  ``state_factor = optimizer_bytes / weight_bytes``. The default assumes Adam in mixed precision,
+  16 bytes per parameter (fp16 weight 2 + fp16 gradient 2 + fp32 master weight 4 + fp32 first
+  and second moments 4 + 4), over graphs whose ``param_bytes`` count 2-byte (fp16) weights:
+  a factor of 8. Profiles measured in fp32 (PipeDream's ``parameter_size`` is 4 bytes per
+  parameter) want ``weight_bytes=4``.
+* the activations of every micro-batch in flight, stashed for its backward pass: per
+  micro-batch ``act(d) = sum over d's forward ops of (out_bytes + activation_bytes)`` plus the
+  forward tensors ``d`` receives (``in(d)``, its stage input). With ``recompute`` (GPipe's
+  re-materialization) only the stage inputs are stashed and one micro-batch's activations are
+  rebuilt at a time: ``n * in(d) + act(d) + in(d)``.
+* micro-batches in flight ``n`` (Archer et al. §2's peak activation memory, per schedule):
+  1F1B (PipeDream) — stage ``s`` of ``k`` (0-based, in pipeline order) keeps ``k - s``, capped
+  by ``microbatches`` when given; GPipe — all ``m = microbatches``. A stage on ``r`` replicas
+  deals its micro-batches round-robin: ``ceil(n / r)`` per replica.
+
+GPipe with ``m`` micro-batches (Tarnawski §5.3, App. A; Huang et al.)
+----------------------------------------------------------------------
+Each pass is a flow shop over the DAG of device passes: with per-sample durations ``t``, ``m``
+identical micro-batches finish after ``max over units u of ((m - 1) t_u + longest path
+through u)``. A mini-batch runs all forwards, then all backwards (the flush), so its time per
+sample is ``(F_m + B_m) / m``; on ``k`` equal stages that is ``(m + k - 1) / m`` times the
+steady state, a bubble of ``(k - 1) / (m + k - 1)``. As ``m`` grows it tends to
+``max FW + max BW``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import SpecError
+
+if TYPE_CHECKING:
+    from .placement import Placement
+
+SCHEDULES = ("1f1b", "gpipe")
+ADAM_MIXED_BYTES = 16.0  # bytes per parameter: fp16 weight + fp16 grad + fp32 master, m, v
+FP16_WEIGHT_BYTES = 2.0
+
+
+@dataclass(frozen=True)
+class TrainingMemorySpec:
+    """How a training stage's memory is counted (see the module docstring for the formula).
+
+    Parameters
+    ----------
+    schedule
+        ``"1f1b"`` (PipeDream: stage ``s`` of ``k`` stashes ``k - s`` micro-batches) or ``"gpipe"``
+        (every stage stashes all ``microbatches``).
+    microbatches
+        ``m``: needed for GPipe; caps the 1F1B count when given.
+    optimizer_bytes, weight_bytes
+        Bytes per parameter of weights + gradients + optimizer state, and of a weight as the
+        graph's ``param_bytes`` count it; the ratio multiplies ``param_bytes``.
+    recompute
+        Stash only stage inputs and rebuild one micro-batch's activations at a time.
+    """
+
+    schedule: str = "1f1b"
+    microbatches: int | None = None
+    optimizer_bytes: float = ADAM_MIXED_BYTES
+    weight_bytes: float = FP16_WEIGHT_BYTES
+    recompute: bool = False
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise SpecError(f"training memory: unknown schedule {self.schedule!r}; choose from {list(SCHEDULES)}")
+        m = self.microbatches
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+            raise SpecError(f"training memory: microbatches must be a whole number >= 1, got {m!r}")
+        if self.schedule == "gpipe" and m is None:
+            raise SpecError("training memory: schedule 'gpipe' stashes all micro-batches; give microbatches=M")
+        for name in ("optimizer_bytes", "weight_bytes"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise SpecError(f"training memory: {name} must be a finite number > 0, got {value!r}")
+
+    @property
+    def state_factor(self) -> float:
+        """Bytes of weights, gradients and optimizer state per byte of ``param_bytes``."""
+        return self.optimizer_bytes / self.weight_bytes
+
+    def inflight(self, stages_from_end: np.ndarray | int, replicas: np.ndarray | int) -> np.ndarray:
+        """Micro-batches stashed per replica by a stage with ``stages_from_end`` stages from it to the
+        end (itself included, ``k - s``) on ``replicas`` devices."""
+        n = np.asarray(stages_from_end, dtype=float)
+        if self.schedule == "gpipe":
+            n = np.full_like(n, float(self.microbatches))
+        elif self.microbatches is not None:
+            n = np.minimum(n, float(self.microbatches))
+        return np.ceil(n / np.asarray(replicas, dtype=float))
+
+    def stage_bytes(self, param: Any, act: Any, inputs: Any, inflight: Any) -> Any:
+        """Memory of one replica: state + stashed activations (numpy arrays or scalars)."""
+        if self.recompute:
+            return self.state_factor * param + inflight * inputs + act + inputs
+        return self.state_factor * param + inflight * (act + inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schedule": self.schedule, "microbatches": self.microbatches, "optimizer_bytes": self.optimizer_bytes,
+                "weight_bytes": self.weight_bytes, "recompute": self.recompute}
+
+
+def stage_positions(assign: np.ndarray, size: int) -> np.ndarray:
+    """``k - s`` for every device holding ops (its stage and those after it, pipeline order); 0 elsewhere."""
+    used = np.bincount(assign, minlength=size) > 0
+    after = np.cumsum(used[::-1])[::-1]
+    return np.where(used, after, 0)
+
+
+def training_memory(p: Placement, spec: TrainingMemorySpec, sets: Any, in_fw_bytes: np.ndarray) -> np.ndarray:
+    """Per-device memory under ``spec`` (replica devices hold what their stage's device holds)."""
+    g, D = p.graph, p.cluster.size
+    if not g.is_training:
+        raise SpecError(f"training memory: graph {g.name!r} has no backward pass; use a training graph "
+                        "(--training) or plain memory")
+    fw = ~g.backward
+    param = np.bincount(p.assign, weights=g.param_bytes, minlength=D)
+    act = np.bincount(p.assign, weights=np.where(fw, g.out_bytes + g.activation_bytes, 0.0), minlength=D)
+    r = np.array([len(m) for m in sets], dtype=float)
+    n = spec.inflight(stage_positions(p.assign, D), r)
+    used = np.bincount(p.assign, minlength=D) > 0
+    mem = np.where(used, spec.stage_bytes(param, act, in_fw_bytes, n), 0.0)
+    for d, members in enumerate(sets):
+        mem[list(members[1:])] = mem[d]
+    return mem
+
+
+# ---------------------------------------------------------------------------- GPipe fill and drain
+def flow_shop(duration: np.ndarray, preds: list[list[int]], m: int) -> float:
+    """Makespan of ``m`` identical jobs through a DAG of units (each unit one job at a time, in order).
+
+    ``max over u of ((m - 1) * duration[u] + longest path through u)``: along any path the
+    jobs queue behind its slowest unit.
+    """
+    n = len(duration)
+    if n == 0:
+        return 0.0
+    order = _topological(preds, n)
+    head = np.zeros(n)  # longest path ending at u (u included)
+    for u in order:
+        head[u] = duration[u] + max((head[v] for v in preds[u]), default=0.0)
+    tail = np.zeros(n)  # longest path starting at u (u included)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u in range(n):
+        for v in preds[u]:
+            succ[v].append(u)
+    for u in reversed(order):
+        tail[u] = duration[u] + max((tail[v] for v in succ[u]), default=0.0)
+    return float(((m - 1) * duration + head + tail - duration).max())
+
+
+def _topological(preds: list[list[int]], n: int) -> list[int]:
+    indeg = np.array([len(p) for p in preds])
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u in range(n):
+        for v in preds[u]:
+            succ[v].append(u)
+    ready = [u for u in range(n) if indeg[u] == 0]
+    out = []
+    while ready:
+        u = ready.pop()
+        out.append(u)
+        for w in succ[u]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if len(out) < n:
+        raise SpecError("GPipe fill and drain: the device passes form a cycle; make the placement contiguous")
+    return out
+
+
+def pass_units(p: Placement, backward: bool) -> list[list[int]]:
+    """Predecessor lists of the devices' units of one pass (index = device), from the crossing edges."""
+    g, D = p.graph, p.cluster.size
+    keep = (g.backward[g.src] == backward) & (g.backward[g.dst] == backward)
+    a, b = p.assign[g.src[keep]], p.assign[g.dst[keep]]
+    cross = a != b
+    preds: list[set[int]] = [set() for _ in range(D)]
+    for x, y in zip(a[cross].tolist(), b[cross].tolist()):
+        preds[y].add(x)
+    return [sorted(s) for s in preds]
+
+
+def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray, m: int) -> float:
+    """GPipe's time per sample for mini-batches of ``m`` micro-batches: ``(F_m + B_m) / m``."""
+    used = np.bincount(p.assign, minlength=p.cluster.size) > 0
+    fw_has = np.bincount(p.assign, weights=~p.graph.backward, minlength=p.cluster.size) > 0
+    bw_has = np.bincount(p.assign, weights=p.graph.backward, minlength=p.cluster.size) > 0
+    forward = flow_shop(np.where(used & fw_has, load_fw, 0.0), pass_units(p, False), m)
+    backward = flow_shop(np.where(used & bw_has, load_bw, 0.0), pass_units(p, True), m)
+    return (forward + backward) / m
