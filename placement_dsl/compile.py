@@ -50,6 +50,7 @@ class VarMap:
         if assign.shape != (self.context.n,):
             raise SpecError(f"placement has {assign.shape[0]} ops, the model {self.context.n}")
         warm = Warm(self.context, assign, placement.schedule)
+        warm.replica_sets = placement.replica_sets  # read by templates with replica counts
         out = ComponentMap()
         for blk, template in self.built:
             for var, value in template.values(blk, self.context, warm):
@@ -112,9 +113,19 @@ class VarMap:
             raise SpecError("varmap.placement: the model holds no values; solve it or load a solution first")
         assign = np.nanargmax(np.nan_to_num(score, nan=-1.0), axis=1)
         placement = ctx.problem.placement(assign, source="mip")
+        replicas = self._replicas(assign)
+        if replicas:
+            placement = placement.with_replicas(replicas)
         if not ctx.has(ScheduleLink):
             return placement
-        return Placement(placement.graph, placement.cluster, assign, "mip", schedule=self._schedule(placement))
+        return Placement(placement.graph, placement.cluster, assign, "mip", schedule=self._schedule(placement),
+                         replicas=self._replicas(assign) or None)
+
+    def _replicas(self, assign: np.ndarray) -> dict[str, list[str]]:
+        """The solution's replica sets, when a template provides them (Tarnawski App. C.2)."""
+        from .blocks.replication import ReplicaLink
+
+        return self.context.link(ReplicaLink).read(assign) if self.context.has(ReplicaLink) else {}
 
     def _schedule(self, placement: Placement) -> Any:
         """The solution's start times (cost-model units) for every op and every transfer the placement needs."""

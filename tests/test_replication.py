@@ -185,3 +185,33 @@ def test_replicated_dp_placement_fills_distinct_devices():
     r = dp(g, Cluster.accelerators(3), replication=True)
     sets = [m for m in r.placement.replica_sets if len(m) > 1]
     assert sets and all(np.bincount(r.placement.assign, minlength=3)[list(m[1:])].sum() == 0 for m in sets)
+
+
+# ---------------------------------------------------------------------------- the IP (App. C.2)
+def _ip_problem(graph: Graph, overlap: str, r: int = 3):
+    from placement_dsl.constraints import Contiguous, Memory
+    from placement_dsl.objectives import Throughput
+    from placement_dsl.problem import Problem
+    from placement_dsl.training_terms import Replicate
+
+    return Problem(graph, Cluster.accelerators(3), Throughput(overlap=overlap), [Memory(), Contiguous(), Replicate(r)])
+
+
+@settings(max_examples=8, deadline=None)
+@given(graph=dags(max_ops=4), overlap=st.sampled_from(OVERLAPS))
+def test_replicated_ip_meets_the_dp_and_takes_its_warm_start(graph, overlap):
+    from placement_dsl.solve import solve
+
+    problem = _ip_problem(graph, overlap)
+    best = dp(graph, problem.cluster, model=problem.cost_model(), replication=True)
+    result = solve(problem, formulation="throughput-replicated", time_limit=30, warm_start=best.placement)
+    assert result.objective == pytest.approx(best.objective, rel=1e-6, abs=1e-9)
+    assert evaluate(result.placement, problem.cost_model()).objective == pytest.approx(result.objective, rel=1e-6)
+
+
+def test_plain_throughput_names_the_replicate_term_it_cannot_write():
+    from placement_dsl.formulations import get
+
+    problem = _ip_problem(chain([4, 3], [1, 1]), "none")
+    assert "no rule for term Replicate" in get("throughput").accepts(problem)
+    assert get("throughput-replicated").accepts(problem) is None

@@ -15,7 +15,8 @@ from ..result import placement_report, relative_gap
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS
 from .options import heuristic_options, mip_options, note_cold_kernels
 from .problems import bounds_payload, dag_problem, problem_for_method
-from .workloads import check_memory, cost_model, emit, memory_summary, one_line, workload_from_args
+from .training import schedule_objective
+from .workloads import check_memory, cost_model, emit, memory_summary, note, one_line, workload_from_args
 
 
 # ---------------------------------------------------------------------------- commands
@@ -63,7 +64,7 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     from ..heuristics import run
 
     mip_options(args)
-    options = heuristic_options(args)
+    options = {**heuristic_options(args), **_replication(args)}
     note_cold_kernels(args.method)
     start = time.perf_counter()
     res = run(args.method, w.graph, w.cluster, model=model, **options)
@@ -94,6 +95,20 @@ def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) ->
     }
 
 
+def _replication(args: argparse.Namespace) -> dict[str, Any]:
+    """``--replicate R`` for a heuristic that replicates; for one that does not, a note naming those that do."""
+    from .options import accepted_options, methods_taking
+    from .training import replication_options
+
+    if getattr(args, "replicate", None) is None:
+        return {}
+    options = replication_options(args, accepted_options(args.method))
+    if not options:
+        note(f"--replicate does not apply to method {args.method}, which places one device per stage; it is "
+             f"taken by {', '.join(methods_taking('replication'))} and the MIP methods")
+    return options
+
+
 def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[Any, dict[str, Any], str]:
     heuristic_options(args)
     for key, value in mip_options(args).items():
@@ -107,7 +122,10 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
 def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
     from ..solve import solve
 
-    problem = problem_for_method(w, objective=args.objective, method=args.method, overlap=args.overlap)
+    from .training import training_problem
+
+    problem = training_problem(args, problem_for_method(w, objective=schedule_objective(args, args.objective),
+                                                        method=args.method, overlap=args.overlap))
     return solve(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
                  warm_start=args.warm_start, method=args.method)
 

@@ -9,6 +9,7 @@ from ..evaluate import NAMED
 from ..io.workload import FORMATS
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
+from .training import add_cluster_args, add_training_args
 from .sweep import add_sweep_parsers
 from .workloads import one_line
 
@@ -60,6 +61,7 @@ def _cluster_args(sp: argparse.ArgumentParser) -> None:
                     help="bandwidth of every device to the interconnect, in bytes per ms")
     sp.add_argument("--cpus", type=_number(int, 0, "--cpus"), metavar="N",
                     help="number of host CPUs (kept or added; they pay no transfers)")
+    add_cluster_args(sp, _number)
 
 
 def _workload_args(sp: argparse.ArgumentParser) -> None:
@@ -70,6 +72,7 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                          "training graph")
     sp.add_argument("--overlap", choices=("none", "half", "full"), default="none",
                     help="overlap communication with computation (Tarnawski App. C.1; default: none)")
+    add_training_args(sp, _number)
     _common(sp)
     _quiet(sp)
 

@@ -103,21 +103,26 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
     w = read_workload(spec or args.workload, args.format, getattr(args, "stages", None),
                       getattr(args, "training", False))
     options = {k: getattr(args, k, None) for k in ("memory", "bandwidth", "cpus")}
-    if all(v is None for v in options.values()):
-        return w
-    given = {k: v for k, v in options.items() if v is not None}
-    return Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
+    if any(v is not None for v in options.values()):
+        given = {k: v for k, v in options.items() if v is not None}
+        w = Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
+    from .training import hierarchical
+
+    servers = hierarchical(args, w.cluster)
+    return w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
 
 
 def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
     """The cost model of ``--objective`` (default: the workload's), refusing a training objective
     on a forward-only graph."""
-    name = args.objective or workload.meta.get("objective", "throughput")
+    from .training import schedule_objective, training_model
+
+    name = schedule_objective(args, args.objective) or workload.meta.get("objective", "throughput")
     if name in TRAINING_OBJECTIVES and not workload.graph.is_training:
         raise SpecError(f"objective {name!r} scores the forward and backward passes of a training graph, but "
                         f"graph {workload.graph.name!r} is forward-only; pass --training to add its backward pass, "
                         "or use --objective throughput or latency")
-    return CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none")
+    return training_model(args, CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none"))
 
 
 # ---------------------------------------------------------------------------- memory feasibility

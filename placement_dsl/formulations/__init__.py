@@ -15,16 +15,20 @@ from __future__ import annotations
 
 from ..constraints import DagOrder
 from ..problem import Problem
+from ..training_terms import Replicate
 from .base import FORMULATIONS, Formulation, Kind, Plan, Rule, Step, drop, get, register
 from .chain import CHAIN, LoadTarget
 from .exact import EXACT
 from .relaxations import RELAXATIONS, GuessedBlock
+from .replication import THROUGHPUT_REPLICATED
 from .rules import BASE_RULES
 from .throughput import THROUGHPUT
 
 
 def choose(problem: Problem) -> str:
     """``formulation="auto"``: Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    if problem.has(Replicate):
+        return THROUGHPUT_REPLICATED.name
     return "exact" if problem.has(DagOrder) else "throughput"
 
 

@@ -10,6 +10,7 @@ from ..blocks import (Colocation, Contiguity, DagOrderBlock, DeviceLoad, GPipeOb
                       OverflowCost, PinOps)
 from ..blocks.base import BlockTemplate
 from ..constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
+from ..errors import SpecError
 from ..objectives import GPipe, ObjectiveTerm
 from ..problem import Problem
 from .base import Rule, drop
@@ -22,6 +23,9 @@ def max_load(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
 
 def gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
     """GPipe: device loads by pass and ``minimize max FW + max BW`` (Tarnawski §5.3, App. A)."""
+    if getattr(term, "microbatches", None) is not None:
+        raise SpecError(f"GPipe(microbatches={term.microbatches}): the IP writes GPipe's steady state (m -> inf); "
+                        "score the fill and drain with the cost model (drop microbatches for the IP)")
     return [DeviceLoad(), GPipeObjective()]
 
 

@@ -102,7 +102,7 @@ def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                      replication: bool = True) -> HeuristicResult:
+                      replication: bool = True, max_replicas: int | None = None) -> HeuristicResult:
     """PipeDream's hierarchical planner (module docstring) on a flat or two-level cluster.
 
     ``info["planner_estimate"]`` is its own objective; ``objective`` the cost model's value of
@@ -111,10 +111,10 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
     del seed
     start = time.perf_counter()
     model = CostModel() if model is None else model
-    con, chain, planner = _planner(graph, cluster, model, replication, None, None)
+    con, chain, planner = _planner(graph, cluster, model, replication, None, None, max_replicas)
     lay, n = planner.lay, chain.n
     base, wp, cut = layer_data(chain)
-    max_rep = lay.per_server if replication else 1
+    max_rep = planner.max_rep
     lefts = np.arange(n) if lay.servers > 1 else np.zeros(1, np.int64)
     A1, split1, last1 = level(base, wp, cut, lay.intra, lay.per_server, lefts, max_rep)
     if lay.servers == 1:

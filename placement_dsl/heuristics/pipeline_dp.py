@@ -273,7 +273,7 @@ def placement_of(con: Contraction, chain: Chain, lay: Layout, cluster: Cluster,
 
 
 def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool, order: np.ndarray | None,
-             upper_bound: float | None) -> tuple[Contraction, Chain, _Planner]:
+             upper_bound: float | None, max_replicas: int | None = None) -> tuple[Contraction, Chain, _Planner]:
     if model.memory is not MemoryMode.HARD:
         raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
     lay = layout(cluster)
@@ -286,15 +286,17 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
         order = dfs_order(con)
     chain = chain_data(con, np.asarray(order, dtype=np.int64), cluster)
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
-    planner = _Planner(chain, lay, model, lay.per_server if replication else 1,
+    per_server = min(lay.per_server, max_replicas or lay.per_server)
+    planner = _Planner(chain, lay, model, per_server if replication else 1,
                        cluster.devices[0].memory * (1 + REL_TOL), ub, {}, replication)
     return con, chain, planner
 
 
 def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool = True,
-         order: np.ndarray | None = None, upper_bound: float | None = None) -> tuple[Placement, dict[str, Any]]:
+         order: np.ndarray | None = None, upper_bound: float | None = None,
+         max_replicas: int | None = None) -> tuple[Placement, dict[str, Any]]:
     """The optimal placement of the class and the DP's facts (value, segments, stages, runs)."""
-    con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound)
+    con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound, max_replicas)
     value, segments = planner.solve()
     if not segments and upper_bound is not None:  # the bound was below the optimum: solve without it
         planner.ub, planner.tables, planner.base = math.inf, {}, None
@@ -313,13 +315,15 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
 
 
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-             replication: bool = True, upper_bound: float | None = None) -> HeuristicResult:
+             replication: bool = True, upper_bound: float | None = None,
+             max_replicas: int | None = None) -> HeuristicResult:
     """Our pipeline planner: exact max-load (PipeDream's objective) over :data:`CLASS`.
 
     ``bound == objective`` (``exact_among`` the class) under a max-load model; under GPipe the
     max-load-optimal pipeline is returned without a bound. ``upper_bound`` prunes stages above
     it (default: the max-load of PipeDream's planner's configuration, which is in the class);
-    a bound below the optimum only costs a second run.
+    a bound below the optimum only costs a second run. ``max_replicas`` caps a stage's replicas
+    inside one server (servers may still replicate a segment).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name="a", work=8.0, param_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
@@ -333,9 +337,11 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
     if upper_bound is None:  # PipeDream's configuration is in the class: its max-load prunes (a valid bound)
         from .pipedream_planner import pipedream_planner
 
-        upper_bound = evaluate(pipedream_planner(graph, cluster, model=model, replication=replication).placement,
+        upper_bound = evaluate(pipedream_planner(graph, cluster, model=model, replication=replication,
+                                                 max_replicas=max_replicas).placement,
                                replace(model, objective=Objective.MAX_LOAD)).objective
-    placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound)
+    placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound,
+                           max_replicas=max_replicas)
     ev = evaluate(placement, model)
     exact = model.objective is Objective.MAX_LOAD and ev.valid
     if model.objective is not Objective.MAX_LOAD:
