@@ -283,3 +283,38 @@ class AllowedKinds(Term):
             return op.model_copy(update={"work": work})
 
         return graph.replace(ops=[restricted(op) if op.name in chosen else op for op in graph.ops])
+
+
+# ---------------------------------------------------------------------------- congestion
+@dataclass(frozen=True)
+class Congestion(Term):
+    """Which data transfers exclude each other in time (MOIRAI eq. 8), for the makespan objective.
+
+    ``mode`` is ``"port"`` (default: one transfer at a time leaving a device and one entering
+    it), ``"channel"`` (one at a time per ordered device pair, MOIRAI §III-D) or ``None`` /
+    ``"none"`` (transfers never contend). The problem's cost model checks schedules with the
+    same mode (:meth:`cost_model_fields`), so a formulation and the referee agree.
+    """
+
+    mode: str | None = "port"
+
+    def __post_init__(self) -> None:
+        from .schedule import Congestion as Mode
+
+        try:
+            mode = Mode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
+        except ValueError:
+            raise SpecError(f"Congestion(mode={self.mode!r}): choose 'port', 'channel' or None") from None
+        object.__setattr__(self, "mode", mode.value)
+
+    def cost_model_fields(self) -> dict[str, Any]:
+        """What this term sets in the problem's :class:`~placement_dsl.evaluate.CostModel`."""
+        return {"congestion": self.mode}
+
+
+def congestion_of(terms: Iterable[Term]) -> str:
+    """The congestion mode the terms ask for (``"port"`` without a :class:`Congestion` term)."""
+    modes = {t.mode for t in terms if isinstance(t, Congestion)}
+    if len(modes) > 1:
+        raise SpecError(f"conflicting Congestion terms: modes {sorted(m or 'none' for m in modes)}; keep one")
+    return modes.pop() if modes else "port"

@@ -22,11 +22,14 @@ from .exact import EXACT
 from .relaxations import RELAXATIONS, GuessedBlock
 from .replication import THROUGHPUT_REPLICATED
 from .rules import BASE_RULES
+from .schedule import SCHEDULE
 from .throughput import THROUGHPUT
 
 
 def choose(problem: Problem) -> str:
     """``formulation="auto"``: Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    if SCHEDULE.chosen_for(problem):
+        return SCHEDULE.name
     if problem.has(Replicate):
         return THROUGHPUT_REPLICATED.name
     return "exact" if problem.has(DagOrder) else "throughput"

@@ -52,6 +52,7 @@ METHODS: dict[str, str] = {
     "latency-best": "latency:latency_best",
     "list": "listsched:heft",
     "one-device-best": "listsched:one_device_best",
+    "schedule-lns": "lns:schedule_lns",
 }
 
 

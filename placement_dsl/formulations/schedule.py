@@ -1,0 +1,143 @@
+"""MOIRAI's makespan MILP (Zhang et al., §III-D, eq. 4-8) as a formulation: placement and schedule at once.
+
+The skeleton is the one-hot assignment (eq. 4c) and the schedule blocks of
+:mod:`placement_dsl.blocks.schedule`: op start times and precedence over the augmented DAG
+(eq. 4a-4b), transfer tasks with their channel choice (eq. 7), device non-overlap (eq. 6)
+and congestion (eq. 8, in the problem's :class:`~placement_dsl.constraints.Congestion` mode).
+Memory (eq. 5), pins, colocation and allowed kinds come from :data:`~.rules.BASE_RULES`.
+Non-overlap is written as ``pyomo.gdp`` disjunctions and reformulated by ``gdp.bigm`` (the
+default; :func:`transformed` derives a ``gdp.hull`` variant). On MOIRAI's sheets big-M gives
+far smaller models than the hull at the same root bound (``benchmarks/bench_moirai.py --hull``);
+the hull's disaggregated copies of every start time buy nothing here, because the ordering rows
+are two-term differences whose convex hull the bounded big-M rows already give when the
+variable bounds are tight.
+
+Before the solve, :meth:`ScheduleFormulation.prepare` adds a :class:`ScheduleHint`: the warm
+start's makespan (else list scheduling's, when its placement is valid for the problem) is the
+horizon every big-M is derived from, so the start stays feasible and the bounds stay tight.
+The solution's schedule is read back with the placement (a
+:class:`~placement_dsl.blocks.base.ScheduleLink`) and re-checked by the cost model.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..blocks import Assignment
+from ..blocks.base import BlockTemplate
+from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, TransferCongestion, TransferTasks
+from ..constraints import Congestion, Overflow, Term
+from ..errors import PlacementError, SpecError
+from ..objectives import Makespan, ObjectiveTerm
+from ..problem import Problem
+from .base import Formulation, Kind, Plan, drop, register
+from .rules import BASE_RULES
+
+if TYPE_CHECKING:
+    from ..evaluate import Evaluation
+    from ..placement import Placement
+
+
+@dataclass(frozen=True)
+class ScheduleHint(Term):
+    """A known makespan ``horizon`` (cost-model units): it bounds the optimum, and every big-M of the
+    schedule MILP is derived from it (start times lie within ``[head, horizon - tail]``)."""
+
+    horizon: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not self.horizon > 0:
+            raise SpecError(f"ScheduleHint(horizon={self.horizon!r}): the horizon must be a positive makespan")
+
+
+def horizon_of(problem: Problem) -> float | None:
+    """The least hinted horizon, or ``None`` (the templates then take the serial bound)."""
+    hints = [h.horizon for h in problem.find(ScheduleHint) if math.isfinite(h.horizon)]
+    return min(hints) if hints else None
+
+
+def hinted(problem: Problem, horizon: float) -> Problem:
+    """``problem`` with a :class:`ScheduleHint` of ``horizon``."""
+    return Problem(problem.source_graph, problem.cluster, problem.objective,
+                   [*problem.constraints, ScheduleHint(float(horizon))])
+
+
+def _skeleton(problem: Problem) -> list[BlockTemplate]:
+    h = horizon_of(problem)
+    return [Assignment(), OpTimes(h), TransferTasks(h), DeviceOverlap(h), TransferCongestion(h)]
+
+
+def _makespan(term: Makespan, problem: Problem) -> list[BlockTemplate]:
+    """Eq. (4): ``minimize C_max``, with device and port busy-time cuts."""
+    return [MakespanObjective(horizon_of(problem))]
+
+
+def _other_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
+    raise SpecError(f"formulation 'schedule' minimizes the makespan (MOIRAI eq. 4), not {type(term).__name__}; "
+                    "use formulation='auto' for it")
+
+
+RULES = {
+    ObjectiveTerm: _other_objective,
+    Makespan: _makespan,
+    Congestion: drop,    # the templates read the mode from the problem (ScheduleData.congestion)
+    ScheduleHint: drop,  # read by the skeleton and the objective rule (the horizon)
+    Overflow: drop,      # a schedule's makespan charges no overflow: soft memory never binds it
+}
+
+
+class ScheduleFormulation(Formulation):
+    """The schedule MILP with a horizon from a known makespan (the warm start's, else list scheduling's)."""
+
+    def accepts(self, problem: Problem) -> str | None:
+        if not isinstance(problem.objective, Makespan):
+            return (f"formulation {self.name!r} minimizes the makespan of a schedule; the problem's objective is "
+                    f"{type(problem.objective).__name__}")
+        return super().accepts(problem)
+
+    @staticmethod
+    def chosen_for(problem: Problem) -> bool:
+        """``formulation="auto"`` picks this formulation for a makespan objective."""
+        return isinstance(problem.objective, Makespan)
+
+    def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
+                options: Mapping[str, Any]) -> Plan:
+        if options:
+            raise SpecError(f"formulation {self.name!r} takes no options {sorted(options)}")
+        if horizon_of(problem) is not None:
+            return Plan(problem, info={"horizon": "hint"})
+        if start_eval is not None and start_eval.valid and math.isfinite(start_eval.objective):
+            return Plan(hinted(problem, start_eval.objective), info={"horizon": "warm start"})
+        found = list_horizon(problem)
+        if found is None:
+            return Plan(problem, info={"horizon": "serial bound"})
+        return Plan(hinted(problem, found[1]), info={"horizon": "list", "fallback": found[0]})
+
+
+def list_horizon(problem: Problem) -> tuple[Placement, float] | None:
+    """List scheduling's placement and makespan when that placement is valid for the problem, else ``None``."""
+    from ..heuristics import run
+
+    try:
+        result = run("list", problem.graph, problem.cluster, model=problem.cost_model())
+    except PlacementError:
+        return None
+    if problem.violations(result.placement) or not math.isfinite(result.objective):
+        return None
+    return result.placement, result.objective
+
+
+def transformed(name: str, transformation: str) -> Formulation:
+    """The schedule formulation under another GDP reformulation (e.g. ``"gdp.hull"``), unregistered:
+    pass the object to ``solve`` or ``compile``."""
+    return SCHEDULE.derive(name, doc=f"{SCHEDULE.doc} Reformulated by {transformation}.", cls=ScheduleFormulation,
+                           transformation=transformation)
+
+
+SCHEDULE = register(ScheduleFormulation("schedule", Kind.EXACT, _skeleton, {**BASE_RULES, **RULES}, doc="""
+MOIRAI (Zhang et al. §III-D): assignment (4c), start times and precedence over the augmented DAG
+(4a-4b), transfer tasks with channel choice (7), device non-overlap (6) and port or channel
+congestion (8) as GDP disjunctions reformulated by big-M with bounds from the data, memory (5);
+``minimize C_max`` (4).""", transformation="gdp.bigm"))

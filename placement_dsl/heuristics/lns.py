@@ -1,0 +1,195 @@
+"""Large-neighbourhood search for the makespan (MOIRAI's schedule, Zhang et al. eq. 4-8).
+
+:func:`schedule_lns` (method ``"schedule-lns"``) starts from a placement that carries its
+schedule (list scheduling by default) and repeatedly frees a *window* of ops — consecutive
+colocation units in the incumbent's start order — while every other unit is pinned to its
+device (:class:`~placement_dsl.constraints.Pin`). The window is re-solved with CP-SAT
+(:func:`~placement_dsl.cpsat.solve_schedule_cpsat`) or with the ``schedule`` MILP
+(:func:`~placement_dsl.solve.solve`), warm-started with the incumbent, so a step never gets
+worse; the whole schedule (start times of every op and transfer) is re-optimized in each step.
+Windows slide over the schedule with half overlap; after a pass without improvement they
+grow, and random windows follow. Every accepted answer is certified by the cost model.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..constraints import Congestion, Memory, Pin
+from ..errors import EvaluationMismatchError, SpecError
+from ..evaluate import CostModel, MemoryMode, evaluate
+from ..graph import Graph
+from ..objectives import Makespan
+from ..placement import Placement
+from ..problem import Problem
+from .base import HeuristicResult
+
+MAX_WINDOW = 200  # units a window never exceeds
+
+
+def makespan_problem(graph: Graph, cluster: Cluster, model: CostModel) -> Problem:
+    """The makespan problem a cost model describes: hard memory unless overflow, its congestion."""
+    terms = [Memory()] if model.memory is MemoryMode.HARD else []
+    return Problem(graph, cluster, Makespan(), [*terms, Congestion(model.congestion.value)])
+
+
+def _units_by_start(placement: Placement) -> list[int]:
+    """Colocation units (representatives) that take time somewhere, by their first op's start."""
+    g = placement.graph
+    busy = np.isfinite(placement.cluster.times(g)) & (placement.cluster.times(g) > 0)
+    start = placement.schedule.start
+    first: dict[int, float] = {}
+    for v in np.flatnonzero(busy.any(axis=1)).tolist():
+        u = int(g.group_id[v])
+        first[u] = min(first.get(u, math.inf), float(start[v]))
+    return sorted(first, key=lambda u: (first[u], u))
+
+
+def _pinned(problem: Problem, incumbent: Placement, free: set[int]) -> Problem:
+    """``problem`` with every unit outside ``free`` pinned where the incumbent runs it."""
+    g, c = problem.graph, problem.cluster
+    reps = sorted({int(r) for r in g.group_id} - free)
+    pins = [Pin(g.names[r], c.names[incumbent.assign[r]]) for r in reps]
+    return Problem(problem.source_graph, c, problem.objective, [*problem.constraints, *pins])
+
+
+class _Steps:
+    """Re-solves a window: CP-SAT on one model built once (the other units fixed by assumptions; run it in a
+    child process, :func:`~placement_dsl.cpsat.isolated`), or the ``schedule`` MILP with the other units pinned."""
+
+    def __init__(self, problem: Problem, incumbent: Placement, solver: str, threads: int):
+        self.problem, self.solver, self.threads = problem, solver, threads
+        self.model = None
+        if solver == "cpsat":
+            from ..cpsat import build
+
+            self.model = build(problem, incumbent)[0]
+
+    def __call__(self, incumbent: Placement, free: set[int], seconds: float) -> Placement | None:
+        """A placement (with its schedule) no worse than the incumbent with units outside ``free`` fixed."""
+        if self.model is None:
+            from ..solve import solve
+
+            result = solve(_pinned(self.problem, incumbent, free), "schedule", solver=self.solver,
+                           time_limit=seconds, warm_start=incumbent, threads=self.threads)
+            return result.placement
+        g = self.problem.graph
+        self.model.hint(incumbent, incumbent.schedule)
+        self.model.fix({r: int(incumbent.assign[r]) for r in {int(u) for u in g.group_id} - free})
+        solver, _, status = self.model.solve(seconds, self.threads)
+        return self.model.read(solver) if status.has_solution else None
+
+
+def _windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
+    """Sliding windows of ``size`` units with half overlap (``sweep``), else one random window."""
+    size = max(1, min(size, len(units)))
+    if not sweep:
+        lo = rng.randrange(0, len(units) - size + 1)
+        return [units[lo:lo + size]]
+    stride = max(1, size // 2)
+    return [units[lo:lo + size] for lo in range(0, max(len(units) - size, 0) + 1, stride)]
+
+
+def _default_solver() -> str:
+    from ..cpsat import available
+
+    return "cpsat" if available() else "highs"
+
+
+def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
+                 window: int = 16, step_limit: float = 5.0, time_limit: float = 60.0, solver: str | None = None,
+                 start: str | Placement = "list", threads: int = 1) -> HeuristicResult:
+    """Large-neighbourhood search over windows of ops (see the module docstring).
+
+    Parameters
+    ----------
+    window
+        Units freed per step at first (doubled after a pass without improvement, up to
+        :data:`MAX_WINDOW`).
+    step_limit, time_limit
+        Seconds per step and in all.
+    solver
+        ``"cpsat"`` (default when OR-Tools is installed; the search then runs in a child process)
+        or a MILP solver (``"highs"``, ``"scip"``).
+    start
+        A heuristic name or a placement (with its schedule, else list-scheduled).
+    """
+    from ..cpsat import from_data, isolated, to_data
+
+    t0 = time.perf_counter()
+    model = model or CostModel.named("makespan")
+    problem = makespan_problem(graph, cluster, model)
+    incumbent = _start(problem, start)
+    solver = solver or _default_solver()
+    params = {"seed": seed, "window": window, "step_limit": step_limit, "solver": solver, "threads": threads,
+              "seconds": time_limit - (time.perf_counter() - t0)}
+    found = isolated(_search, problem, to_data(incumbent), params) if solver == "cpsat" else \
+        _search(problem, to_data(incumbent), params)
+    incumbent = from_data(problem, found, "schedule-lns")
+    ev = evaluate(incumbent, model)
+    return HeuristicResult(method="schedule-lns", placement=incumbent, objective=ev.objective,
+                           evaluations=found["steps"], seconds=time.perf_counter() - t0,
+                           info={"makespan": problem.evaluate(incumbent).objective, "steps": found["steps"],
+                                 "improvements": found["improvements"], "solver": solver, "window": found["window"]})
+
+
+def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The search loop (in a child process for CP-SAT): the best placement found, as plain data."""
+    from ..cpsat import from_data, to_data
+
+    t0 = time.perf_counter()
+    incumbent = from_data(problem, start, "schedule-lns")
+    best = problem.evaluate(incumbent).objective
+    rng, size, steps, better, sweep = random.Random(params["seed"]), params["window"], 0, 0, True
+    step = _Steps(problem, incumbent, params["solver"], params["threads"])
+    while time.perf_counter() - t0 < params["seconds"]:
+        improved = False
+        for free in _windows(_units_by_start(incumbent), size, rng, sweep):
+            left = params["seconds"] - (time.perf_counter() - t0)
+            if left <= 0.5:
+                break
+            found = step(incumbent, set(free), min(params["step_limit"], left))
+            steps += 1
+            objective = math.inf if found is None else _certified(problem, found)
+            if objective < best * (1 - 1e-9):
+                incumbent, best, improved, better = _rebase(problem, found), objective, True, better + 1
+        if not improved:
+            if size >= min(MAX_WINDOW, len(_units_by_start(incumbent))):
+                sweep = False
+            size = min(2 * size, MAX_WINDOW)
+    return {**to_data(incumbent), "steps": steps, "improvements": better, "window": size}
+
+
+def _certified(problem: Problem, placement: Placement) -> float:
+    """The cost model's makespan of a step's answer; an invalid answer is a bug in the model, never kept."""
+    ev = problem.evaluate(placement)
+    if not ev.valid:
+        raise EvaluationMismatchError(f"schedule-lns: a step returned a schedule the cost model rejects "
+                                      f"({'; '.join(v.message for v in ev.violations[:3])})")
+    return ev.objective
+
+
+def _rebase(problem: Problem, placement: Placement) -> Placement:
+    return Placement(problem.graph, problem.cluster, placement.assign, "schedule-lns", schedule=placement.schedule)
+
+
+def _start(problem: Problem, start: Any) -> Placement:
+    """The starting placement with a schedule valid for the problem."""
+    from ..schedule import check_schedule, list_schedule
+    from .base import run
+
+    placement = start if isinstance(start, Placement) else run(start, problem.graph, problem.cluster,
+                                                               model=problem.cost_model()).placement
+    bad = problem.violations(placement)
+    if bad:
+        raise SpecError(f"schedule-lns: the start is invalid for the problem ({'; '.join(bad[:3])})")
+    congestion = problem.cost_model().congestion
+    schedule = placement.schedule
+    if schedule is None or check_schedule(placement, schedule, congestion)[1]:
+        schedule = list_schedule(placement, congestion)
+    return Placement(problem.graph, problem.cluster, placement.assign, "schedule-lns", schedule=schedule)

@@ -1,0 +1,252 @@
+"""The makespan MILP (MOIRAI eq. 4-8), its CP-SAT twin and the LNS: optima against exhaustive search, the
+paper's example-1 (optimum 30), GoogLeNet, bad input and time limits."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+
+from placement_dsl import testing
+from placement_dsl.cluster import Cluster, Device, Link
+from placement_dsl.compile import compile
+from placement_dsl.conformance import check_template_rows
+from placement_dsl.constraints import Colocate, Congestion, Memory, Pin
+from placement_dsl.errors import InfeasibleError, SpecError
+from placement_dsl.formulations import choose, get
+from placement_dsl.formulations.schedule import hinted, transformed
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.io import moirai
+from placement_dsl.objectives import Makespan, Throughput
+from placement_dsl.problem import Problem
+from placement_dsl.schedule import ListScheduler, check_schedule
+from placement_dsl.solve import solve
+from placement_dsl.solvers import Status
+
+
+def devices(k: int, memory: float = math.inf) -> list[Device]:
+    return [Device(name=f"d{i}", kind=f"d{i}", memory=memory) for i in range(k)]
+
+
+def mesh(k: int, bandwidth: float = 1.0, latency: float = 0.0) -> list[Link]:
+    return [Link(src=f"d{a}", dst=f"d{b}", bandwidth=bandwidth, latency=latency)
+            for a in range(k) for b in range(k) if a != b]
+
+
+# ---------------------------------------------------------------------------- tiny instances
+def fork(mode: str = "port") -> Problem:
+    """``a -> b, a -> c`` on two devices: splitting b and c pays a's transfer."""
+    ops = [Op(name="a", work={"d0": 2, "d1": 3}, out_bytes=1), Op(name="b", work={"d0": 4, "d1": 2}),
+           Op(name="c", work={"d0": 3, "d1": 3})]
+    g = Graph(ops, [("a", "b"), ("a", "c")], name="fork")
+    return Problem(g, Cluster(devices(2), mesh(2)), Makespan(), [Congestion(mode)])
+
+
+def join(mode: str) -> Problem:
+    """Two producers feeding one consumer on three devices: port and channel congestion differ."""
+    ops = [Op(name="p0", work={"d0": 1, "d1": 3, "d2": 10}, out_bytes=2),
+           Op(name="p1", work={"d0": 3, "d1": 1, "d2": 10}, out_bytes=2),
+           Op(name="q", work={"d0": 5, "d1": 5, "d2": 1})]
+    g = Graph(ops, [("p0", "q"), ("p1", "q")], name="join")
+    return Problem(g, Cluster(devices(3), mesh(3)), Makespan(), [Congestion(mode)])
+
+
+def broadcast() -> Problem:
+    """One producer, three consumers on three devices (a transfer task per receiving device), memory binding."""
+    ops = [Op(name="a", work=1, out_bytes=1, param_bytes=1), Op(name="b", work=3, param_bytes=1),
+           Op(name="c", work=3, param_bytes=1), Op(name="e", work=3, param_bytes=1)]
+    g = Graph(ops, [("a", "b"), ("a", "c"), ("a", "e")], name="broadcast")
+    return Problem(g, Cluster(devices(3, memory=2), mesh(3, latency=0.5)), Makespan(), [Memory()])
+
+
+def flows() -> Problem:
+    """MOIRAI's augmented DAG in small: zero-time flow ops colocated with their producer, exact times per pair."""
+    times = [[0, 2, 1], [2, 0, 3], [1, 3, 0]]
+    ops = [Op(name="i", work={"d0": 2, "d1": 1, "d2": 3}, group="i"),
+           Op(name="q", work=0, group="i", attrs={"transfer_time": times}),
+           Op(name="r", work=0, group="i", attrs={"transfer_time": [[0, 1, 1], [1, 0, 1], [1, 1, 0]]}),
+           Op(name="j", work={"d0": 4, "d1": 2, "d2": 2}), Op(name="k", work={"d0": 1, "d1": 3, "d2": 2})]
+    g = Graph(ops, [("i", "q"), ("q", "j"), ("i", "r"), ("r", "k")], name="flows")
+    return Problem(g, Cluster(devices(3)), Makespan(), [])
+
+
+def pinned() -> Problem:
+    """A chain with a pinned middle op and colocated ends."""
+    ops = [Op(name=n, work={"d0": w0, "d1": w1}, out_bytes=1) for n, w0, w1 in
+           (("a", 1, 2), ("b", 2, 1), ("c", 1, 2), ("e", 2, 2))]
+    g = Graph(ops, [("a", "b"), ("b", "c"), ("a", "e")], name="pinned")
+    return Problem(g, Cluster(devices(2), mesh(2)), Makespan(), [Pin("b", "d0"), Colocate([["a", "c"]])])
+
+
+INSTANCES = {"fork": fork, "fork-channel": lambda: fork("channel"), "join-port": lambda: join("port"),
+             "join-channel": lambda: join("channel"), "join-none": lambda: join(None),
+             "broadcast": broadcast, "flows": flows, "pinned": pinned}
+
+
+def exhaustive(problem: Problem) -> float:
+    """Every valid placement, each list-scheduled in every topological order: the least checked makespan."""
+    g, c = problem.graph, problem.cluster
+    congestion = problem.cost_model().congestion
+    orders = [o for o in itertools.permutations(range(g.n))
+              if all(o.index(u) < o.index(v) for u, v in zip(g.src.tolist(), g.dst.tolist()))]
+    best = math.inf
+    for p in testing.placements(problem):
+        if not problem.is_valid(p):
+            continue
+        for order in orders:
+            ls = ListScheduler(g, c, congestion)
+            for v in order:
+                ls.place(v, int(p.assign[v]))
+            makespan, bad = check_schedule(p, ls.schedule(), congestion)
+            assert not bad
+            best = min(best, makespan)
+    return best
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+@pytest.mark.parametrize("solver", ["highs", "scip"])
+def test_milp_optimum_is_the_exhaustive_one(name, solver):
+    problem = INSTANCES[name]()
+    best = exhaustive(problem)
+    result = solve(problem, "schedule", solver=solver, time_limit=60, gap=1e-9)
+    assert result.status is Status.OPTIMAL
+    assert result.objective == pytest.approx(best, rel=1e-6)
+    assert result.bound == pytest.approx(best, rel=1e-6)
+    assert result.placement.schedule is not None
+    assert check_schedule(result.placement, result.placement.schedule, problem.cost_model().congestion)[1] == []
+    assert result.objective <= testing.brute_force(problem)[0] + 1e-9  # list scheduling per placement: never better
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+def test_cpsat_optimum_is_the_exhaustive_one(name):
+    pytest.importorskip("ortools")
+    from placement_dsl.cpsat import solve_schedule_cpsat
+
+    problem = INSTANCES[name]()
+    result = solve_schedule_cpsat(problem, time_limit=30)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(exhaustive(problem), rel=1e-6)
+    assert result.bound == pytest.approx(result.objective, rel=1e-6) and result.evaluation.valid
+
+
+def test_congestion_modes_reach_the_cost_model():
+    assert join("channel").cost_model().congestion.value == "channel"
+    assert join(None).cost_model().congestion.value == "none"
+    assert fork().cost_model().congestion.value == "port"
+    assert exhaustive(join("port")) > exhaustive(join("channel"))  # the in-port of q's device binds
+    with pytest.raises(SpecError, match="Congestion"):
+        Congestion("bus")
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+def test_every_template_gives_values_that_satisfy_its_rows(name):
+    problem = INSTANCES[name]()
+    compiled = compile(problem, "schedule")
+    for placement in [p for p in testing.placements(problem) if problem.is_valid(p)][:6]:
+        assert not check_template_rows(compiled, placement)
+    blocks = {b.local_name for b, _ in compiled.varmap.built}
+    assert {"op_times", "transfers", "device_overlap", "congestion", "makespan"} <= blocks
+
+
+def test_auto_chooses_the_schedule_formulation_and_it_refuses_other_objectives():
+    problem = fork()
+    assert choose(problem) == "schedule"
+    other = Problem(problem.graph, problem.cluster, Throughput(), [])
+    reason = get("schedule").accepts(other)
+    assert reason is not None and "makespan" in reason and "Throughput" in reason
+
+
+def test_the_hull_variant_reaches_the_same_optimum():
+    problem = join("port")
+    hull = transformed("schedule-hull", "gdp.hull")
+    result = solve(problem, hull, time_limit=60, gap=1e-9)
+    assert result.objective == pytest.approx(exhaustive(problem), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------- bad input, time limits
+def test_memory_no_device_holds_names_the_op_and_devices():
+    ops = [Op(name="a", work=1, param_bytes=1), Op(name="huge", work=1, param_bytes=9)]
+    problem = Problem(Graph(ops, [("a", "huge")]), Cluster(devices(2, memory=4), mesh(2)), Makespan(), [Memory()])
+    with pytest.raises(InfeasibleError, match=r"op 'huge'.*needs memory 9.*d0=4, d1=4"):
+        solve(problem, "schedule", time_limit=10)
+
+
+def random_problem(seed: int, n: int = 28) -> Problem:
+    rng = np.random.default_rng(seed)
+    ops = [Op(name=f"v{i}", work={f"d{d}": float(rng.integers(1, 9)) for d in range(3)},
+              out_bytes=float(rng.integers(0, 4))) for i in range(n)]
+    edges = {(f"v{i}", f"v{j}") for j in range(1, n) for i in rng.choice(j, size=min(j, 2), replace=False)}
+    return Problem(Graph(ops, sorted(edges), name=f"random{seed}"), Cluster(devices(3), mesh(3)), Makespan(), [])
+
+
+def test_a_time_limit_returns_the_best_schedule_found():
+    problem = random_problem(1)
+    result = solve(problem, "schedule", time_limit=3, warm_start="list")
+    assert result.status is Status.TIME_LIMIT_FEASIBLE
+    assert result.start_accepted
+    assert result.objective <= result.start_objective and result.bound < result.objective
+    assert result.evaluation.valid and result.placement.schedule is not None
+
+
+def test_a_warm_start_worse_than_list_scheduling_sets_the_horizon_and_is_accepted():
+    problem = random_problem(2, n=12)
+    start = run("one-device-best", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    result = solve(problem, "schedule", time_limit=5, warm_start=start)
+    assert result.start_accepted and result.objective <= result.start_objective
+
+
+def test_values_give_every_variable_and_hinted_problems_keep_the_start_inside():
+    problem = random_problem(3, n=10)
+    start = run("list", problem.graph, problem.cluster, model=problem.cost_model())
+    compiled = compile(hinted(problem, start.objective), "schedule")
+    values = compiled.varmap.values(start.placement)
+    assert compiled.varmap.residual(values)[0] <= 1e-7
+    indicators = [v for v in values if v.name.endswith("binary_indicator_var")]
+    assert indicators and len(values) == sum(1 for _ in compiled.model.component_data_objects(pyo.Var))
+
+
+# ---------------------------------------------------------------------------- LNS
+def test_lns_never_worsens_and_carries_its_schedule():
+    problem = random_problem(4, n=20)
+    model = problem.cost_model()
+    base = run("list", problem.graph, problem.cluster, model=model)
+    lns = run("schedule-lns", problem.graph, problem.cluster, model=model, time_limit=8, window=6, step_limit=2)
+    assert lns.objective <= base.objective + 1e-9
+    assert lns.placement.schedule is not None and problem.is_valid(lns.placement)
+
+
+# ---------------------------------------------------------------------------- MOIRAI sheets
+def sheet(shared_data, name: str, mode: str = "port") -> Problem:
+    w = moirai.load(shared_data / "moirai" / f"{name}.xls")
+    return Problem(w.graph, w.cluster, Makespan(), [Memory(), Congestion(mode)])
+
+
+def test_example1_cpsat_proves_30(shared_data):
+    pytest.importorskip("ortools")
+    from placement_dsl.cpsat import solve_schedule_cpsat
+
+    result = solve_schedule_cpsat(sheet(shared_data, "example-1"), time_limit=60)
+    assert result.status is Status.OPTIMAL and result.objective == 30 and result.bound == 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", ["highs", "scip"])
+def test_example1_milp_proves_30(shared_data, solver):
+    result = solve(sheet(shared_data, "example-1"), "schedule", solver=solver, time_limit=300, warm_start="list")
+    assert result.status is Status.OPTIMAL and result.objective == 30 and result.bound == pytest.approx(30)
+    assert result.start_accepted
+
+
+@pytest.mark.slow
+def test_googlenet_beats_list_and_one_device_with_a_bound(shared_data):
+    problem = sheet(shared_data, "GoogLeNet")
+    model = problem.cost_model()
+    listed = run("list", problem.graph, problem.cluster, model=model).objective
+    single = run("one-device-best", problem.graph, problem.cluster, model=model).objective
+    lns = run("schedule-lns", problem.graph, problem.cluster, model=model, time_limit=60)
+    assert lns.objective < listed < single
+    milp = solve(problem, "schedule", time_limit=60, warm_start=lns.placement)
+    assert milp.start_accepted and milp.evaluation.valid
+    assert 0 < milp.bound <= milp.objective <= lns.objective
