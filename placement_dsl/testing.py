@@ -19,15 +19,16 @@ import itertools
 import math
 import random
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .cluster import Cluster
-from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term
+from .cluster import Cluster, Device, Link
+from .constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Term
 from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .graph import Graph, Op
-from .objectives import Bottleneck, GPipe, PipeDream, Throughput
+from .objectives import Bottleneck, GPipe, Makespan, PipeDream, Throughput
 from .placement import Placement
 from .problem import Problem, Stages
 
@@ -57,6 +58,34 @@ def placements(problem: Problem):
         yield Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
 
 
+def _replicated(problem: Problem, candidates: Any) -> Any:
+    """Each placement, and with a ``Replicate`` term every choice of replica counts for its stages
+    (replicas on the free devices of the stage's kind, in pipeline order: identical devices give
+    every choice of devices the same cost)."""
+    from .training_terms import Replicate
+
+    limit = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+    for placement in candidates:
+        yield placement
+        if limit == 1:
+            continue
+        c = placement.cluster
+        used = [int(d) for d in np.unique(placement.assign) if not c.host[d]]
+        for counts in itertools.product(range(1, limit + 1), repeat=len(used)):
+            if max(counts, default=1) == 1:
+                continue
+            free = [d for d in range(c.size) if d not in set(placement.assign.tolist())]
+            sets: dict[str, list[str]] = {}
+            for d, r in zip(used, counts):
+                pool = [e for e in free if c.devices[e].kind == c.devices[d].kind][:r - 1]
+                if len(pool) < r - 1:
+                    break
+                free = [e for e in free if e not in pool]
+                sets[c.names[d]] = [c.names[d], *(c.names[e] for e in pool)]
+            else:
+                yield placement.with_replicas(sets)
+
+
 def brute_force(problem: Problem) -> tuple[float, Placement]:
     """``(best objective, a best placement)`` over every valid placement (small problems only).
 
@@ -64,7 +93,7 @@ def brute_force(problem: Problem) -> tuple[float, Placement]:
     """
     model = problem.cost_model()
     best: tuple[float, Placement] | None = None
-    for placement in placements(problem):
+    for placement in _replicated(problem, placements(problem)):
         ev = evaluate(placement, model)
         if not ev.valid or (best is not None and ev.objective >= best[0]):
             continue
@@ -363,6 +392,18 @@ def training_gpipe() -> tuple[Problem, float]:
     return Problem(training_graph(), Cluster.accelerators(2), GPipe(), [Contiguous()]), 14.0
 
 
+def replicated_chain() -> tuple[Problem, float]:
+    """``a`` (work 10, 2 parameter bytes) then ``b`` (work 1) on 3 accelerators with ``Replicate(3)``: 7.5.
+
+    ``a`` on two replicas: ``(10 + 1) / 2 + 2 (2-1)/2 * 2 = 7.5`` (Tarnawski App. C.2 with a ring
+    all-reduce); ``b`` alone: ``1 + 1``. Both on three replicas give ``11/3 + 4``; no replicas, 11.
+    """
+    from .training_terms import Replicate
+
+    g = Graph([Op(name="a", work=10, param_bytes=2, out_bytes=1), Op(name="b", work=1, param_bytes=1)], [("a", "b")])
+    return Problem(g, Cluster.accelerators(3), Throughput(), [Contiguous(), Replicate(3)]), 7.5
+
+
 def colocated_pinned() -> tuple[Problem, float]:
     """A chain with ``op0`` and ``op3`` colocated, ``op1`` pinned to ``acc1`` and ``op2`` CPU-only: 6.
 
@@ -454,10 +495,44 @@ BINDING: dict[str, tuple[Callable[[], tuple[Problem, float]], type[Term], float]
 """Instances whose constraint changes the optimum: ``name -> (instance, constraint class, optimum without it)``."""
 
 
+# ---------------------------------------------------------------------------- schedules (MOIRAI)
+def _mesh(k: int) -> Cluster:
+    """``k`` devices of their own kinds ``d0..``, every ordered pair linked at bandwidth 1."""
+    devices = [Device(name=f"d{i}", kind=f"d{i}") for i in range(k)]
+    return Cluster(devices, [Link(src=f"d{a}", dst=f"d{b}", bandwidth=1.0) for a in range(k) for b in range(k)
+                             if a != b])
+
+
+def makespan_fork() -> tuple[Problem, float]:
+    """``a -> b, a -> c`` on two heterogeneous devices, port congestion: makespan 5.
+
+    ``a`` (2 on d0) then ``c`` (3) on d0 while ``a``'s tensor (1) moves to d1 for ``b`` (2): 2 + 3
+    and 2 + 1 + 2 both end at 5; one device alone needs 9 (d0) or 8 (d1).
+    """
+    ops = [Op(name="a", work={"d0": 2, "d1": 3}, out_bytes=1), Op(name="b", work={"d0": 4, "d1": 2}),
+           Op(name="c", work={"d0": 3, "d1": 3})]
+    g = Graph(ops, [("a", "b"), ("a", "c")], name="fork")
+    return Problem(g, _mesh(2), Makespan(), [Congestion("port")]), 5.0
+
+
+def makespan_join() -> tuple[Problem, float]:
+    """Two producers feeding one consumer on three devices, port congestion: makespan 6.
+
+    ``p0`` on d0 and ``p1`` on d1 (1 each) send 2 bytes each into d2, whose in-port takes them one
+    after the other (1..3, 3..5), then ``q`` runs 1: 6.
+    """
+    ops = [Op(name="p0", work={"d0": 1, "d1": 3, "d2": 10}, out_bytes=2),
+           Op(name="p1", work={"d0": 3, "d1": 1, "d2": 10}, out_bytes=2),
+           Op(name="q", work={"d0": 5, "d1": 5, "d2": 1})]
+    g = Graph(ops, [("p0", "q"), ("p1", "q")], name="join")
+    return Problem(g, _mesh(3), Makespan(), [Congestion("port")]), 6.0
+
+
 INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "chain": chain, "diamond": diamond, "diamond_noncontiguous": diamond_noncontiguous, "fork_join": fork_join,
     "lemma_b2": lemma_b2, "fig2": fig2, "overflow_chain": overflow_chain, "accelerators_cpu": accelerators_cpu,
     "training_pipedream": training_pipedream, "training_gpipe": training_gpipe,
-    "colocated_pinned": colocated_pinned,
+    "colocated_pinned": colocated_pinned, "replicated_chain": replicated_chain,
+    "makespan_fork": makespan_fork, "makespan_join": makespan_join,
     **{name: instance for name, (instance, _, _) in BINDING.items()},
 }
