@@ -304,6 +304,13 @@ class Level:
     doc: str = ""
 
 
+def _widened(problem: Problem) -> str | None:
+    """Why no level bounds ``problem``: a term that widens the placements (``widens = True``, e.g.
+    :class:`~placement_dsl.training_terms.Replicate`) makes the levels' bounds, which ignore it, no bounds."""
+    wide = [type(t).__name__ for t in problem.constraints if getattr(t, "widens", False)]
+    return f"{', '.join(wide)} widens the placements beyond what the levels bound" if wide else None
+
+
 def _simple(run: _Run, seconds: float) -> Outcome:
     p = run.problem
     return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
@@ -492,7 +499,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
-        reason = level.accepts(problem)
+        reason = level.accepts(problem) or _widened(problem)
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue

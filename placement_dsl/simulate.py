@@ -126,11 +126,12 @@ def _depths(units: _Units) -> dict[int, int]:
 
 
 class _Simulator:
-    def __init__(self, units: _Units, schedule: Schedule, n: int, record: bool):
+    def __init__(self, units: _Units, schedule: Schedule, n: int, record: bool, extra: int = 0):
         self.u, self.schedule, self.n, self.record = units, schedule, n, record
         self.done = np.zeros(len(units.device), dtype=np.int64)  # microbatches finished per unit
         self.started = np.zeros(len(units.device), dtype=np.int64)
-        self.depth = _depths(units) if schedule is Schedule.ONE_F_ONE_B else {}
+        depth = _depths(units) if schedule is Schedule.ONE_F_ONE_B else {}
+        self.depth = {d: k + extra for d, k in depth.items()}
         self.trace: list[tuple[int, int, float, float]] = []
 
     def _ready(self, unit: int) -> bool:
@@ -183,7 +184,7 @@ class _Simulator:
 
 
 def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE, microbatches: int = 64,
-             model: CostModel | None = None, record: bool = False) -> SimulationResult:
+             model: CostModel | None = None, record: bool = False, extra_in_flight: int = 0) -> SimulationResult:
     """Simulate ``microbatches`` samples through a placement under a pipelined schedule.
 
     Parameters
@@ -199,6 +200,10 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
         that a placement over capacity still has a time).
     record
         Keep the per-task trace (for Gantt charts).
+    extra_in_flight
+        1F1B: micro-batches admitted beyond PipeDream's warm-up depth. With unequal stages the
+        depth alone can leave the bottleneck idle (a round trip through the later stages queues
+        behind their own work); one more in flight lets it reach ``max (FW + BW)``.
 
     Examples
     --------
@@ -218,7 +223,7 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
         raise SpecError(f"simulate: schedule {schedule.value!r} does not fit graph {placement.graph.name!r} "
                         f"({'training' if training else 'inference'}); use {want}")
     model = model or CostModel(memory="overflow", require=frozenset())
-    sim = _Simulator(_units(placement, model), schedule, int(microbatches), record)
+    sim = _Simulator(_units(placement, model), schedule, int(microbatches), record, int(extra_in_flight))
     makespan = sim.run()
     trace: tuple[Task, ...] = ()
     if record:

@@ -22,12 +22,15 @@ A training stage on device ``d`` holds (per replica):
 
 GPipe with ``m`` micro-batches (Tarnawski §5.3, App. A; Huang et al.)
 ----------------------------------------------------------------------
-Each pass is a flow shop over the DAG of device passes: with per-sample durations ``t``, ``m``
-identical micro-batches finish after ``max over units u of ((m - 1) t_u + longest path
-through u)``. A mini-batch runs all forwards, then all backwards (the flush), so its time per
-sample is ``(F_m + B_m) / m``; on ``k`` equal stages that is ``(m + k - 1) / m`` times the
-steady state, a bubble of ``(k - 1) / (m + k - 1)``. As ``m`` grows it tends to
-``max FW + max BW``.
+A unit is one device's forward or backward pass, lasting its per-sample load; units depend on
+each other through the edges that cross them. A device runs its forward unit for micro-batches
+``0..m-1``, then its backward unit for ``0..m-1`` (the flush), each task as soon as the device is
+free and its inputs are done: ``C(u, j) = max(C(previous task of the device), C(v, j) for the
+units v feeding u) + t_u``, and a mini-batch takes the last ``C``; the time per sample is that
+over ``m``. When the passes meet only at the loss, this is ``(F_m + B_m) / m`` with the flow-shop
+makespan ``F_m = max over units u of ((m - 1) t_u + longest path through u)`` of each pass
+(:func:`flow_shop`): on ``k`` equal stages ``(m + k - 1) / m`` times the steady state, a bubble of
+``(k - 1) / (m + k - 1)``. As ``m`` grows it tends to ``max FW + max BW``.
 """
 from __future__ import annotations
 
@@ -179,23 +182,37 @@ def _topological(preds: list[list[int]], n: int) -> list[int]:
     return out
 
 
-def pass_units(p: Placement, backward: bool) -> list[list[int]]:
-    """Predecessor lists of the devices' units of one pass (index = device), from the crossing edges."""
-    g, D = p.graph, p.cluster.size
-    keep = (g.backward[g.src] == backward) & (g.backward[g.dst] == backward)
-    a, b = p.assign[g.src[keep]], p.assign[g.dst[keep]]
-    cross = a != b
-    preds: list[set[int]] = [set() for _ in range(D)]
-    for x, y in zip(a[cross].tolist(), b[cross].tolist()):
-        preds[y].add(x)
-    return [sorted(s) for s in preds]
+def unit_graph(p: Placement) -> tuple[np.ndarray, list[list[int]]]:
+    """Units ``2 * device + backward`` present in ``p`` and each one's predecessor units (crossing edges)."""
+    g = p.graph
+    label = 2 * p.assign + g.backward.astype(np.int64)
+    present = np.unique(label)
+    uid = {int(x): i for i, x in enumerate(present)}
+    cross = label[g.src] != label[g.dst]
+    preds: list[set[int]] = [set() for _ in present]
+    for a, b in zip(label[g.src[cross]].tolist(), label[g.dst[cross]].tolist()):
+        preds[uid[b]].add(uid[a])
+    return present, [sorted(x) for x in preds]
 
 
 def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray, m: int) -> float:
-    """GPipe's time per sample for mini-batches of ``m`` micro-batches: ``(F_m + B_m) / m``."""
-    used = np.bincount(p.assign, minlength=p.cluster.size) > 0
-    fw_has = np.bincount(p.assign, weights=~p.graph.backward, minlength=p.cluster.size) > 0
-    bw_has = np.bincount(p.assign, weights=p.graph.backward, minlength=p.cluster.size) > 0
-    forward = flow_shop(np.where(used & fw_has, load_fw, 0.0), pass_units(p, False), m)
-    backward = flow_shop(np.where(used & bw_has, load_bw, 0.0), pass_units(p, True), m)
-    return (forward + backward) / m
+    """GPipe's time per sample for one mini-batch of ``m`` micro-batches, fill and drain included.
+
+    The max-plus recurrence of the module docstring over the units of ``p`` (per-sample loads
+    ``load_fw``/``load_bw`` per device); a cycle among units is a :class:`SpecError`.
+    """
+    present, preds = unit_graph(p)
+    dur = np.where(present % 2 == 1, load_bw[present // 2], load_fw[present // 2])
+    order = _topological(preds, len(present))
+    fw = [u for u in order if present[u] % 2 == 0]
+    bw = [u for u in order if present[u] % 2 == 1]
+    done = np.zeros((len(present), m))
+    free = np.zeros(int(present.max()) // 2 + 1)  # when each device is next free
+    for units in (fw, bw):
+        for j in range(m):
+            for u in units:
+                ready = max((done[v, j] for v in preds[u]), default=0.0)
+                d = present[u] // 2
+                done[u, j] = max(ready, free[d]) + dur[u]
+                free[d] = done[u, j]
+    return float(done.max(initial=0.0)) / m

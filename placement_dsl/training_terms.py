@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .constraints import Term
 from .errors import SpecError
@@ -71,6 +71,7 @@ class Replicate(Term):
     """
 
     max_per_stage: int = 2
+    widens: ClassVar[bool] = True  # more placements than without it: bounds that ignore it are none
 
     def __post_init__(self) -> None:
         r = self.max_per_stage

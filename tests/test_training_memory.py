@@ -168,3 +168,46 @@ def test_gpipe_fill_and_drain_matches_the_simulator_on_uneven_replicated_stages(
 def test_flow_shop_takes_the_slowest_unit_on_the_worst_path():
     assert flow_shop(np.array([1.0, 5.0, 2.0]), [[], [0], [0]], 4) == pytest.approx(1 + 5 + 3 * 5)
     assert flow_shop(np.array([]), [], 3) == 0.0
+
+
+# ---------------------------------------------------------------------------- GPipe-optimal splits
+@pytest.mark.parametrize("works", [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8], [1, 1, 1, 6, 1, 1]])
+def test_gpipe_split_is_the_brute_force_gpipe_optimum(works):
+    from placement_dsl.heuristics.gpipe_split import gpipe_split
+
+    ops = [Op(name=f"f{i}", work=w, out_bytes=1.0, group=f"f{i}") for i, w in enumerate(works)]
+    ops += [Op(name=f"b{i}", work=(i % 3) * w + 1, out_bytes=2.0, backward=True, group=f"f{i}")
+            for i, w in enumerate(works)]
+    k = len(works)
+    edges = [(f"f{i}", f"f{i + 1}") for i in range(k - 1)] + [(f"f{k - 1}", f"b{k - 1}")]
+    g = Graph(ops, edges + [(f"b{i + 1}", f"b{i}") for i in range(k - 1)])
+    c, model = Cluster.stages(3), CostModel.named("gpipe")
+    r = gpipe_split(g, c, model=model)
+    assert r.objective == pytest.approx(_brute_force(g, c, model)) == pytest.approx(r.info["dp_value"])
+    assert r.bound == r.objective
+    assert r.objective <= evaluate(pipeline(g, c, model=model, replication=False).placement, model).objective + 1e-9
+
+
+def test_gpipe_split_refuses_what_it_does_not_model():
+    from placement_dsl.heuristics.gpipe_split import gpipe_split
+
+    with pytest.raises(SpecError, match="flat clusters only"):
+        gpipe_split(training_chain(3), Cluster.hierarchical(2, 1, intra=1.0, inter=1.0))
+    with pytest.raises(SpecError, match="schedule 'gpipe'"):
+        gpipe_split(training_chain(3), Cluster.stages(2),
+                    model=CostModel.named("gpipe", training_memory=TrainingMemorySpec("1f1b")))
+
+
+# ---------------------------------------------------------------------------- bounds stay bounds
+def test_replication_widens_so_relaxations_and_certify_give_no_bound():
+    from placement_dsl.certify import certify
+    from placement_dsl.formulations import FORMULATIONS, Kind
+    from placement_dsl.testing import brute_force, replicated_chain
+
+    problem, optimum = replicated_chain()
+    assert brute_force(problem)[0] == pytest.approx(optimum)  # brute force enumerates replica counts
+    for form in FORMULATIONS.values():
+        if form.kind is Kind.RELAXATION:
+            assert form.accepts(problem) is not None
+    cert = certify(problem, budget=10)
+    assert all(row.bound is None for row in cert.levels)

@@ -24,8 +24,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..replication import ALLREDUCE_FACTOR
-from .base import (AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, Stage, Warm,
-                   register)
+from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, Stage, Warm, register
 from .load import warm_parts
 
 

@@ -50,7 +50,12 @@ class Step:
 
 
 def drop(term: Any, problem: Problem) -> list[BlockTemplate]:
-    """The rule of a term a formulation needs no block for (folded into the data, or implied)."""
+    """The rule of a term a formulation needs no block for (folded into the data, or implied).
+
+    A term that *widens* the placements (``widens = True``, e.g. ``Replicate``) cannot be dropped:
+    the formulation would then hold for fewer placements than the problem allows."""
+    if getattr(term, "widens", False):
+        raise SpecError(f"{term!r} widens the placements; this formulation cannot drop it and has no rule for it")
     return []
 
 

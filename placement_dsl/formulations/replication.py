@@ -3,7 +3,8 @@
 Derived from ``throughput``: the same skeleton and table, except that the objective terms build
 only the device loads and a :class:`~placement_dsl.training_terms.Replicate` term builds the
 objective over per-replica loads (:class:`~placement_dsl.blocks.replication.ReplicatedMaxLoad`).
-The plain ``throughput`` formulation has no rule for ``Replicate``, so it says so by name.
+The plain ``throughput`` formulation has no rule for ``Replicate``, so it says so by name; a
+relaxation's ``drop`` refuses it (``Replicate.widens``), as its bound would ignore the replicas.
 """
 from __future__ import annotations
 
@@ -42,3 +43,4 @@ THROUGHPUT_REPLICATED = register(THROUGHPUT.derive(
 Tarnawski Fig. 6 with App. C.2: binaries ``rho_{dr}`` choose each stage's replica count, the budget of devices per
 kind holds stages and replicas, and big-M rows bound ``(load_d + 2 (r-1) param_d / B_d) / r`` (or the overlapped
 parts) by ``MaxLoad``."""))
+

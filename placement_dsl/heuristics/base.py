@@ -47,6 +47,7 @@ METHODS: dict[str, str] = {
     "pipedream": "baselines:pipedream_path",
     "pipedream-planner": "pipedream_planner:pipedream_planner",
     "pipeline": "pipeline_dp:pipeline",
+    "gpipe-split": "gpipe_split:gpipe_split",
     "one-device": "baselines:one_device",
     "latency-local-search": "latency:latency_local_search",
     "latency-best": "latency:latency_best",
@@ -61,7 +62,7 @@ METHODS: dict[str, str] = {
 # return their own optimum, which Tarnawski §7 scores as a baseline: run() says so in ``info``.
 OPTIMIZES: dict[str, str] = {
     **dict.fromkeys(("dp", "dpl", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
-                     "pipeline", "pipedream-planner"), "max_load"),
+                     "pipeline", "pipedream-planner"), "max_load"), "gpipe-split": "gpipe",
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "latency",
     "latency-local-search": "latency", "latency-best": "latency",
 }

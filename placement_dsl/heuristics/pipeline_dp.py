@@ -192,7 +192,7 @@ class _Planner:
             if self.base is None:
                 self.base = K.segment_tables(0, c.n, *c.tensors[:5], c.tensors[5], *c.incidence, 1.0, 1.0,
                                              c.comp, self.ub, float(lay.per_server * lay.servers))
-            tin, tout, fin = (x[a:b + 1, a:b + 1] for x in self.base)
+            tin, tout, fin = (x[a:b + 1, a:b + 1] for x in self.base[:3])
             tin, tout = tin / lay.intra, tout / lay.intra
             if lay.inter != lay.intra:
                 extra = 1.0 / lay.inter - 1.0 / lay.intra

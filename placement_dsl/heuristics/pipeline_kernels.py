@@ -31,7 +31,8 @@ def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, pro
 
     Inside the segment (one server's pipeline) transfers run at ``intra``; a tensor from or to
     outside the segment at ``inter`` (the receiver pays per tensor, the sender once per tensor
-    at its slowest route). Tables are indexed ``[x - a, y - a]``; stages computing longer than
+    at its slowest route); the last two tables are the forward pass's in and out times (the pass of
+    a tensor is its producer's). Tables are indexed ``[x - a, y - a]``; stages computing longer than
     ``ub * spread`` (``spread``: the most replicas a stage may have) are left out.
     """
     L = b - a
@@ -44,11 +45,13 @@ def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, pro
     tin = np.zeros((L + 1, L + 1))
     tout = np.zeros((L + 1, L + 1))
     fin = np.zeros((L + 1, L + 1))
+    tin_fw = np.zeros((L + 1, L + 1))
+    tout_fw = np.zeros((L + 1, L + 1))
     stamp = np.full(T, -1, np.int64)
     prod = np.zeros(T, np.bool_)
     cons = np.zeros(T, np.int64)
     for x in range(a, b):
-        s_in, s_out, s_fin = 0.0, 0.0, 0.0
+        s_in, s_out, s_fin, f_in, f_out = 0.0, 0.0, 0.0, 0.0, 0.0
         for y in range(x + 1, b + 1):
             if comp[y] - comp[x] > ub * spread:
                 break
@@ -70,10 +73,15 @@ def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, pro
                     s_in += i1 - i0
                     s_out += o1 - o0
                     s_fin += f1 - f0
+                    if tfw[t]:
+                        f_in += i1 - i0
+                        f_out += o1 - o0
             tin[x - a, y - a] = max(s_in, 0.0)
             tout[x - a, y - a] = max(s_out, 0.0)
             fin[x - a, y - a] = max(s_fin, 0.0)
-    return tin, tout, fin
+            tin_fw[x - a, y - a] = max(f_in, 0.0)
+            tout_fw[x - a, y - a] = max(f_out, 0.0)
+    return tin, tout, fin, tin_fw, tout_fw
 
 
 @njit(cache=True)

@@ -1,0 +1,149 @@
+"""GPipe's objective ``max_d FW_d + max_d BW_d`` minimized exactly along one order (Tarnawski §5.3, App. A).
+
+The max-load DPs minimize PipeDream's ``max_d (FW_d + BW_d)``; App. A argues that its optimum is
+near GPipe's (within about 6 % in the paper's experiments) and notes that the IP can optimize
+GPipe's objective instead. Along the DFS order of the pipeline planner (:mod:`.pipeline_dp`), on
+a flat cluster of identical devices and without replication, GPipe's optimum is found by a
+threshold DP: for a bound ``theta`` on every stage's forward load,
+
+    G(theta) = min over splits with FW(stage) <= theta of max_stage BW(stage)
+
+is a min-max DP over positions; the answer is ``min over theta of theta + G(theta)``, where only
+stage forward loads are candidate thresholds, taken in increasing order from the first feasible
+one (found by bisection) until ``theta + G(inf)`` reaches the best value found.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+from ..cluster import Cluster
+from ..errors import InfeasibleError, SpecError
+from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..graph import Graph
+from . import pipeline_kernels as K
+from .base import HeuristicResult
+from .contract import contract
+from .ideals import dfs_order
+from .pipeline_dp import chain_data, layout, placement_of
+
+CLASS = "contiguous splits along the DFS order (one device per stage)"
+INF = np.inf
+
+
+@njit(cache=True)
+def threshold_dp(theta, P, FW, BW, ok, comp_fw):
+    """``(G(theta), back)``: least max backward load with every stage's forward load at most ``theta``."""
+    n = FW.shape[0] - 1
+    H = np.full((n + 1, P + 1), INF)
+    back = np.full((n + 1, P + 1), -1, np.int64)
+    H[n, :] = 0.0
+    for x in range(n - 1, -1, -1):
+        for y in range(x + 1, n + 1):
+            if comp_fw[y] - comp_fw[x] > theta:
+                break
+            if not ok[x, y] or FW[x, y] > theta:
+                continue
+            for p in range(1, P + 1):
+                cand = max(H[y, p - 1], BW[x, y])
+                if cand < H[x, p]:
+                    H[x, p], back[x, p] = cand, y
+    return H[0, P], back
+
+
+@njit(cache=True)
+def best_threshold(thetas, P, FW, BW, ok, comp_fw):
+    """The threshold minimizing ``theta + G(theta)`` over the sorted candidates, and its value."""
+    floor = threshold_dp(INF, P, FW, BW, ok, comp_fw)[0]
+    lo, hi = 0, thetas.shape[0] - 1  # the first feasible threshold, by bisection (feasibility is monotone)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if threshold_dp(thetas[mid], P, FW, BW, ok, comp_fw)[0] < INF:
+            hi = mid
+        else:
+            lo = mid + 1
+    best, arg = INF, -1.0
+    for theta in thetas[lo:]:
+        if theta + floor >= best:
+            break
+        g = threshold_dp(theta, P, FW, BW, ok, comp_fw)[0]
+        if theta + g < best:
+            best, arg = theta + g, theta
+    return best, arg
+
+
+def _combine(mode: Overlap, comp: np.ndarray, tin: np.ndarray, tout: np.ndarray) -> np.ndarray:
+    if mode is Overlap.NONE:
+        return comp + tin + tout
+    if mode is Overlap.HALF:
+        return np.maximum(comp, tin + tout)
+    return np.maximum(np.maximum(comp, tin), tout)
+
+
+def _tables(graph: Graph, cluster: Cluster, model: CostModel):
+    """Chain, per-stage FW and BW loads, memory feasibility, forward compute prefix sums."""
+    lay = layout(cluster)
+    if cluster.routed or lay.servers > 1:
+        raise SpecError("gpipe-split: flat clusters only; on servers use method 'pipeline'")
+    if model.memory is not MemoryMode.HARD:
+        raise SpecError("gpipe-split: memory must be hard")
+    spec = model.training_memory
+    if spec is not None and spec.schedule != "gpipe":
+        raise SpecError("gpipe-split: GPipe's memory is counted with schedule 'gpipe'")
+    d = cluster.devices[0]
+    con = contract(graph, kinds={d.kind}, memory=d.memory)
+    order = dfs_order(con)
+    chain = chain_data(con, order, cluster)
+    pos = np.empty(con.n_nodes, dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    work = graph.work(d.kind) / d.speed
+    comp_fw = np.concatenate([[0.0], np.cumsum(np.bincount(pos[con.image], weights=np.where(
+        graph.backward, 0.0, work), minlength=chain.n))])
+    tin, tout, fin, tin_fw, tout_fw = (t / (1.0 if i == 2 else d.bandwidth) for i, t in enumerate(
+        K.segment_tables(0, chain.n, *chain.tensors[:5], chain.tensors[5], *chain.incidence, 1.0, 1.0,
+                         chain.comp, math.inf, 1.0)))
+    span = lambda prefix: prefix[None, :] - prefix[:, None]
+    cf, cb = span(comp_fw), span(chain.comp) - span(comp_fw)
+    FW = _combine(model.overlap, cf, tin_fw, tout_fw)
+    BW = _combine(model.overlap, cb, tin - tin_fw, tout - tout_fw)
+    cap = d.memory * (1 + REL_TOL)
+    if spec is None:
+        ok = span(chain.memnode) <= cap
+    else:
+        ok = spec.stage_bytes(span(chain.param), span(chain.act), fin, float(spec.microbatches)) <= cap
+    upper = np.triu(np.ones_like(ok), 1).astype(bool)
+    return con, chain, lay, FW, BW, ok & upper, comp_fw
+
+
+def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
+                seed: int | None = None) -> HeuristicResult:
+    """The GPipe-optimal split of :data:`CLASS` (module docstring); ``bound == objective`` there.
+
+    Scored by ``model`` (default ``CostModel.named("gpipe")``); the search is exact for GPipe's
+    steady state (no ``microbatches``), where the bound is given.
+    """
+    del seed
+    start = time.perf_counter()
+    model = CostModel.named("gpipe") if model is None else model
+    con, chain, lay, FW, BW, ok, comp_fw = _tables(graph, cluster, model)
+    thetas = np.unique(FW[ok])
+    P = lay.per_server
+    best, theta = best_threshold(thetas, P, FW, BW, ok, comp_fw)
+    if not math.isfinite(best):
+        raise InfeasibleError(f"gpipe-split: no split of graph {graph.name!r} along the order fits the cluster")
+    back = threshold_dp(theta, P, FW, BW, ok, comp_fw)[1]
+    stages, x, p = [], 0, P
+    while x < chain.n:
+        y = int(back[x, p])
+        stages.append((x, y, 1))
+        x, p = y, p - 1
+    placement = placement_of(con, chain, lay, cluster, [(0, chain.n, 1, stages)], "gpipe-split")
+    ev = evaluate(placement, model)
+    exact = model.objective is Objective.GPIPE and model.microbatches is None and ev.valid
+    return HeuristicResult(method="gpipe-split", placement=placement, objective=ev.objective,
+                           seconds=time.perf_counter() - start, bound=ev.objective if exact else None,
+                           exact_among=CLASS if exact else None, evaluations=len(thetas),
+                           info={"dp_value": best, "threshold": theta, "stages": len(stages)})
