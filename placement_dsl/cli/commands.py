@@ -27,6 +27,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     ev = evaluate(placement, cost_model(args, w))
     payload = {**ev.to_dict(), "stages": stage_ranges(placement)}
     text = "\n".join([f"{w.graph!r} on {w.cluster!r}", ev.table(), *stage_lines(payload["stages"])])
+    if getattr(args, "replicate", None) is not None:  # the split's replicas against --replicate R
+        from ..training_terms import Replicate
+
+        broken = Replicate(args.replicate).check(placement)
+        payload["violations"] += [{"check": "replicate", "message": m} for m in broken]
+        payload["valid"] = payload["valid"] and not broken
+        text += "".join(f"\n  violation [replicate] {m}" for m in broken)
     emit(args, payload, text)
     return EXIT_OK
 
