@@ -63,8 +63,11 @@ def test_solve_heuristic_writes_split(capsys, tmp_path):
 
 
 def test_stages_override(capsys):
-    out = run_json(capsys, "solve", "zoo:transformer-small", "--stages", "2", "--method", "one-device")
-    assert out["objective"] > 0
+    """--stages 2 gives two accelerators (the CPU kept), and the DP uses both of them."""
+    out = run_json(capsys, "solve", "zoo:transformer-small", "--stages", "2", "--method", "dp")
+    accelerators = [d for d in out["devices"] if d["kind"] != "cpu"]
+    assert len(accelerators) == 2 and all(d["ops"] > 0 for d in accelerators)
+    assert set(out["placement"].values()) >= {d["device"] for d in accelerators}
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -53,10 +53,11 @@ def test_brkga_is_never_worse_than_its_initial_population():
     assert all(b <= a for a, b in zip(history, history[1:]))
 
 
-def test_brkga_matches_or_beats_slicegraph_and_random_finds_the_lemma_b2_optimum():
+def test_brkga_improves_on_its_seed_and_random_finds_the_lemma_b2_optimum():
     g, c = branchy(50, seed=5), Cluster.stages(5)
-    base = run("slicegraph", g, c, model=MODEL).objective
-    assert run("brkga", g, c, model=MODEL, seed=0, evaluations=300).objective <= base + 1e-9
+    seeded = brkga(g, c, model=MODEL, seed=0, evaluations=20, population=20)  # the first generation only
+    searched = brkga(g, c, model=MODEL, seed=0, evaluations=600, population=20)
+    assert searched.objective < seeded.objective - 1e-9  # the evolution, not the seeding, finds something better
     # Lemma B.2 graph: heavy i with light k+i, only (1, k+1) joined by a huge tensor
     k = 3
     ops = [Op(name=f"h{i}", work=0.99, out_bytes=30.0 if i == 1 else 0) for i in range(1, k + 1)]

@@ -30,7 +30,7 @@ def test_known_optimum(name, solver):
     result = solve(problem, solver=solver, time_limit=20)
     assert result.status is Status.OPTIMAL, result.message
     assert result.objective == pytest.approx(optimum, rel=1e-9)
-    assert result.evaluation.valid and result.evaluation.objective == result.objective
+    assert result.evaluation.valid and problem.is_valid(result.placement)
     assert result.bound <= result.objective and result.gap <= 1e-4 + 1e-9
     assert result.placement.evaluate(problem.cost_model()).objective == pytest.approx(optimum)
 
@@ -172,8 +172,7 @@ def test_windowed_time_limit_keeps_the_start(monkeypatch, bound, expected):
     if expected is None:
         assert result.bound is None
     else:
-        scale = 1e9 / (result.bound or 1)  # the solver's bound is in model units: min(T*, bound) is T*
-        assert result.bound == pytest.approx(expected) and scale > 1
+        assert result.bound == pytest.approx(expected)  # min(T*, solver bound): the target T* = 4 / 1.01
 
 
 def test_windowed_real_time_limit_returns_the_start():
