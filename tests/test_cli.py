@@ -363,3 +363,34 @@ def test_a_method_that_optimizes_another_objective_says_so(capsys):
                            "--json")
     payload = strict_loads(out)
     assert payload["info"]["optimizes"] == "max_load" and payload["bound"] is None
+
+
+def test_zoo_lists_exactly_the_zoo(capsys):
+    from placement_dsl import zoo
+
+    code, out, _ = run_cli(capsys, "zoo")
+    assert code == 0 and out.split() == list(zoo.names())
+    assert strict_loads(run_cli(capsys, "zoo", "--json")[1])["models"] == list(zoo.names())
+
+
+def test_convert_writes_the_same_graph_in_the_other_format(capsys, tmp_path):
+    from placement_dsl.io import load_workload
+
+    out = tmp_path / "small.json"
+    code, text, _ = run_cli(capsys, "convert", "zoo:transformer-small", str(out), "--to", "dnn-partitioning")
+    source, again = load_workload(MODELS / "transformer-small.json"), load_workload(out)
+    assert code == 0 and f"wrote {out}" in text
+    assert again.format == "dnn-partitioning" and again.graph.n >= source.graph.n - 1
+    assert again.graph.work("accelerator").sum() == pytest.approx(source.graph.work("accelerator").sum())
+
+
+def test_bounds_prints_each_level_and_the_certificate(capsys):
+    code, text, _ = run_cli(capsys, "bounds", "zoo:transformer-small", "--stages", "2", "--levels", "simple,dp",
+                            "--time-limit", "30")
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert code == 0 and "simple" in rows and "dp" in rows
+    assert "best " in text and "gap" in rows["best"]
+    payload = strict_loads(run_cli(capsys, "bounds", "zoo:transformer-small", "--stages", "2", "--levels",
+                                   "simple,dp", "--time-limit", "30", "--json")[1])
+    simple = next(r for r in payload["levels"] if r["level"] == "simple")
+    assert 0 < simple["bound"] <= payload["upper_bound"] and payload["stages"] >= 2
