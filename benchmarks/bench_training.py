@@ -84,7 +84,8 @@ def planners(args: argparse.Namespace) -> None:
             t = time.perf_counter()
             theirs = pipedream_planner(w.graph, c, model=model)
             t1 = time.perf_counter()
-            ours = pipeline(w.graph, c, model=model, upper_bound=evaluate(theirs.placement, model).objective)
+            ours = pipeline(w.graph, c, model=model, replication=True,
+                            upper_bound=evaluate(theirs.placement, model).objective)
             t2 = time.perf_counter()
             proven = ours.bound == ours.objective and abs(ours.info["dp_value"] - ours.objective) <= 1e-9 * ours.objective
             markdown_row([path.stem, 2 * per, fmt(theirs.info["planner_estimate"]), fmt(theirs.objective),

@@ -145,6 +145,8 @@ class Problem:
         placement = self._rebased(placement)
         ev = evaluate(placement, self.cost_model())
         out = [f"[{v.check}] {v.message}" for v in ev.violations if v.check in ev.model.require]
+        if placement.replicated and not any(getattr(t, "widens", False) for t in self.constraints):
+            out.append("[replicas] stages run on several devices, which the problem does not allow (add Replicate)")
         for term in self.constraints:
             out.extend(f"[{type(term).__name__}] {m}" for m in term.check(placement))
         return out

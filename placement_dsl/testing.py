@@ -31,6 +31,7 @@ from .graph import Graph, Op
 from .objectives import Bottleneck, GPipe, Makespan, PipeDream, Throughput
 from .placement import Placement
 from .problem import Problem, Stages
+from .training_terms import TrainingMemory
 
 MAX_BRUTE_FORCE = 20_000
 
@@ -404,6 +405,22 @@ def replicated_chain() -> tuple[Problem, float]:
     return Problem(g, Cluster.accelerators(3), Throughput(), [Contiguous(), Replicate(3)]), 7.5
 
 
+def training_memory_1f1b() -> tuple[Problem, float]:
+    """A 4-layer training chain on 3 devices of 12 bytes with 1F1B memory (``TrainingMemory``): 13.
+
+    Layers ``f0..f3`` (work 1, 1, 2, 2; backward twice that; 1 byte per tensor; ``f0``, ``f1`` hold
+    1 parameter byte, 8 bytes of Adam state each). Unconstrained the optimum is 10, with ``f0`` and
+    ``f1`` on the last device (one micro-batch in flight: 16 + 2 = 18 bytes); at 12 bytes no stage
+    may hold both, and brute force gives 13.
+    """
+    ops = [Op(name=f"f{i}", work=w, out_bytes=1.0, param_bytes=p, group=f"f{i}")
+           for i, (w, p) in enumerate(zip((1, 1, 2, 2), (1, 1, 0, 0)))]
+    ops += [Op(name=f"b{i}", work=2 * w, out_bytes=1.0, backward=True, group=f"f{i}") for i, w in enumerate((1, 1, 2, 2))]
+    edges = [("f0", "f1"), ("f1", "f2"), ("f2", "f3"), ("f3", "b3"), ("b3", "b2"), ("b2", "b1"), ("b1", "b0")]
+    return Problem(Graph(ops, edges), Cluster.stages(3, memory=12.0), PipeDream(),
+                   [Contiguous(), TrainingMemory("1f1b")]), 13.0
+
+
 def colocated_pinned() -> tuple[Problem, float]:
     """A chain with ``op0`` and ``op3`` colocated, ``op1`` pinned to ``acc1`` and ``op2`` CPU-only: 6.
 
@@ -491,6 +508,7 @@ BINDING: dict[str, tuple[Callable[[], tuple[Problem, float]], type[Term], float]
     "pin_binds": (pin_binds, Pin, 5.0),
     "allowed_kinds_binds": (allowed_kinds_binds, AllowedKinds, 5.0),
     "memory_binds": (memory_binds, Memory, 5.0),
+    "training_memory_1f1b": (training_memory_1f1b, TrainingMemory, 10.0),
 }
 """Instances whose constraint changes the optimum: ``name -> (instance, constraint class, optimum without it)``."""
 

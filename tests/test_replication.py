@@ -130,7 +130,7 @@ def test_cluster_hierarchical_errors():
 def test_pipeline_dp_on_a_flat_cluster_is_dpl_with_replication(graph, overlap):
     model = CostModel(overlap=overlap)
     cluster = Cluster.stages(3, bandwidth=2.0)
-    ours = pipeline(graph, cluster, model=model, upper_bound=math.inf)
+    ours = pipeline(graph, cluster, model=model, upper_bound=math.inf, replication=True)
     line = dpl(graph, cluster, model=model, replication=True)
     assert ours.objective == pytest.approx(ours.info["dp_value"]) == pytest.approx(ours.bound)
     assert ours.objective == pytest.approx(line.objective)
@@ -143,7 +143,7 @@ def test_pipeline_dp_on_a_flat_cluster_is_dpl_with_replication(graph, overlap):
 def test_pipeline_dp_is_the_cost_model_and_never_worse_than_pipedream(graph, servers, per, overlap):
     model = CostModel(overlap=overlap)
     cluster = Cluster.hierarchical(servers, per, intra=4.0, inter=0.5)
-    ours = pipeline(graph, cluster, model=model)
+    ours = pipeline(graph, cluster, model=model, replication=True)
     theirs = pipedream_planner(graph, cluster, model=model)
     assert ours.info["dp_value"] == pytest.approx(ours.objective)
     assert ours.objective <= theirs.objective * (1 + 1e-9) + 1e-12
@@ -165,7 +165,7 @@ def test_pipeline_uses_both_levels_and_refuses_what_it_cannot_model():
 def test_server_level_replication_is_found_when_the_model_is_sparse():
     g = chain([50, 50], [0.0, 0.0], out=0.001, training=True)
     c = Cluster.hierarchical(2, 1, intra=1.0, inter=1.0)
-    r = pipeline(g, c, model=CostModel.named("pipedream"))
+    r = pipeline(g, c, model=CostModel.named("pipedream"), replication=True)
     assert r.placement.replicas.max() == 2  # no weights to sync: plain data parallelism wins
 
 
@@ -174,7 +174,7 @@ def test_server_level_replication_is_found_when_the_model_is_sparse():
 def test_simulator_matches_replicated_and_routed_placements(schedule):
     g = chain([6, 2, 3, 1], [5, 1, 1, 1], out=1.0, training=True)
     c = Cluster.hierarchical(2, 2, intra=4.0, inter=1.0)
-    p = pipeline(g, c, model=CostModel.named("pipedream")).placement
+    p = pipeline(g, c, model=CostModel.named("pipedream"), replication=True).placement
     want = analytic_time_per_sample(p, schedule)
     got = [simulate(p, schedule, n).time_per_sample for n in (50, 400)]
     assert abs(got[1] - want) <= abs(got[0] - want) + 1e-9 and got[1] == pytest.approx(want, rel=0.02)
@@ -215,3 +215,29 @@ def test_plain_throughput_names_the_replicate_term_it_cannot_write():
     problem = _ip_problem(chain([4, 3], [1, 1]), "none")
     assert "no rule for term Replicate" in get("throughput").accepts(problem)
     assert get("throughput-replicated").accepts(problem) is None
+
+
+@settings(max_examples=6, deadline=None)
+@given(graph=dags(max_ops=5), overlap=st.sampled_from(OVERLAPS))
+def test_throughput_ip_routes_transfers_like_the_cost_model(graph, overlap):
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.objectives import Throughput
+    from placement_dsl.problem import Problem
+    from placement_dsl.solve import solve
+    from placement_dsl.testing import brute_force
+
+    problem = Problem(graph, Cluster.hierarchical(2, 2, intra=4.0, inter=0.5), Throughput(overlap=overlap),
+                      [Contiguous()])
+    result = solve(problem, formulation="throughput", time_limit=60, warm_start="pipeline")
+    assert result.objective == pytest.approx(brute_force(problem)[0], rel=1e-6, abs=1e-9)
+
+
+def test_replicas_need_a_replicate_term():
+    from placement_dsl.objectives import Throughput
+    from placement_dsl.problem import Problem
+    from placement_dsl.training_terms import Replicate
+
+    g = chain([4, 3], [1, 1])
+    p = Placement(g, Cluster.stages(3), [0, 2], replicas=[2, 1, 1])
+    assert "[replicas]" in " ".join(Problem(g, Cluster.stages(3), Throughput()).violations(p))
+    assert Problem(g, Cluster.stages(3), Throughput(), [Replicate(2)]).is_valid(p)

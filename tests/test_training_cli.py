@@ -75,7 +75,7 @@ def test_ours_is_never_worse_than_pipedreams_planner_on_two_servers(shared_data,
     model = CostModel.named("pipedream")
     for per in (2, 4, 8):
         c = Cluster.hierarchical(2, per, intra=12.5e6, inter=1.25e6, memory=16 * 2**30)
-        theirs, ours = pipedream_planner(w.graph, c, model=model), pipeline(w.graph, c, model=model)
+        theirs, ours = pipedream_planner(w.graph, c, model=model), pipeline(w.graph, c, model=model, replication=True)
         assert ours.objective <= theirs.objective * (1 + 1e-9) and ours.bound == ours.objective
         assert ours.info["dp_value"] == pytest.approx(ours.objective, rel=1e-9)
 
@@ -83,7 +83,7 @@ def test_ours_is_never_worse_than_pipedreams_planner_on_two_servers(shared_data,
 def test_simulator_meets_the_analytic_objectives_on_a_profile(shared_data):
     w = pipedream.load(shared_data / "pipedream-profiles" / "resnet18.txt", stages=4, training=True)
     c = Cluster.hierarchical(2, 2, intra=12.5e6, inter=1.25e6, memory=16 * 2**30)
-    p = pipeline(w.graph, c, model=CostModel.named("pipedream")).placement
+    p = pipeline(w.graph, c, model=CostModel.named("pipedream"), replication=True).placement
     for schedule in ("1f1b", "gpipe"):
         assert simulate(p, schedule, 256).time_per_sample == pytest.approx(
             analytic_time_per_sample(p, schedule), rel=0.01)

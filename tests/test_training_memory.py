@@ -137,10 +137,32 @@ def test_memory_that_fits_nowhere_is_infeasible():
         pipeline(training_chain(3), Cluster.stages(2, memory=20.0), model=model)
 
 
-def test_one_f_one_b_memory_on_several_servers_is_refused():
+def _brute_force_on_devices(g: Graph, c: Cluster, model: CostModel) -> float:
+    """Best valid chain split over every choice of cut points and increasing devices."""
+    k, best = g.n // 2, math.inf
+    for n_stages in range(1, min(k, c.size) + 1):
+        for cuts in itertools.combinations(range(1, k), n_stages - 1):
+            sizes = np.diff([0, *cuts, k])
+            for devices in itertools.combinations(range(c.size), n_stages):
+                stage = np.repeat(np.array(devices), sizes)
+                ev = evaluate(Placement(g, c, np.concatenate([stage, stage])), model)
+                if ev.valid:
+                    best = min(best, ev.objective)
+    return best
+
+
+@pytest.mark.parametrize("capacity", [26.0, 28.0, 30.0, 32.0])  # infeasible, binding (11 > 8), free
+def test_one_f_one_b_memory_across_servers_is_exact(capacity):
+    g = training_chain(6, param=1.0, out=2.0)
+    c = Cluster.hierarchical(2, 2, intra=4.0, inter=1.0, memory=capacity)
     model = CostModel.named("pipedream", training_memory=TrainingMemorySpec("1f1b"))
-    with pytest.raises(SpecError, match="one server only"):
-        pipeline(training_chain(3), Cluster.hierarchical(2, 2, intra=1.0, inter=1.0), model=model)
+    best = _brute_force_on_devices(g, c, model)
+    if not math.isfinite(best):
+        with pytest.raises(InfeasibleError):
+            pipeline(g, c, model=model)
+        return
+    r = pipeline(g, c, model=model)
+    assert r.objective == pytest.approx(best) == pytest.approx(r.info["dp_value"])
 
 
 # ---------------------------------------------------------------------------- GPipe fill and drain
@@ -211,3 +233,38 @@ def test_replication_widens_so_relaxations_and_certify_give_no_bound():
             assert form.accepts(problem) is not None
     cert = certify(problem, budget=10)
     assert all(row.bound is None for row in cert.levels)
+
+
+# ---------------------------------------------------------------------------- the IP
+@pytest.mark.parametrize("spec", [TrainingMemory("1f1b"), TrainingMemory("gpipe", 3),
+                                  TrainingMemory("1f1b", recompute=True), TrainingMemory("gpipe", 2, recompute=True)])
+def test_throughput_ip_counts_memory_per_schedule_like_brute_force(spec):
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.solve import solve
+    from placement_dsl.testing import brute_force
+
+    rng = np.random.default_rng(7)
+    binding = 0
+    for _ in range(3):
+        g = training_chain(5, out=1.0)
+        g = g.replace(ops=[op.model_copy(update={"work": {"accelerator": float(rng.integers(1, 6))},
+                                                 "param_bytes": float(rng.integers(0, 3))}) for op in g.ops])
+        plain_value, plain = brute_force(Problem(g, Cluster.stages(3), PipeDream(), [Contiguous()]))
+        need = max(r.memory_used for r in evaluate(plain, CostModel(training_memory=spec.spec())).devices)
+        for capacity in (need - 0.5, need + 0.5):  # just below what the unconstrained optimum needs, and above
+            problem = Problem(g, Cluster.stages(3, memory=capacity), PipeDream(), [Contiguous(), spec])
+            try:
+                best = brute_force(problem)[0]
+            except InfeasibleError:
+                continue
+            result = solve(problem, formulation="throughput", time_limit=30)
+            assert result.objective == pytest.approx(best, rel=1e-6)
+            binding += best > plain_value + 1e-9
+    assert binding  # some capacity changes the optimum
+
+
+def test_ip_refuses_memory_per_schedule_with_replicas():
+    from placement_dsl.formulations import get
+
+    problem = Problem(training_chain(2), Cluster.stages(3), PipeDream(), [TrainingMemory(), Replicate(2)])
+    assert "replicas share the micro-batches" in get("throughput-replicated").accepts(problem)

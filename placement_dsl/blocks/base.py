@@ -259,6 +259,8 @@ class Warm:
         return (self.ctx.work[rows] * self.X[rows]).sum(axis=0)
 
     def transfer(self, p: str, which: str) -> np.ndarray:
+        if "routed_transfer" in self.ctx.views:  # a routed tensor cut prices transfers per route
+            return self.ctx.views["routed_transfer"](self, p, which)
         rows = self.ctx.pass_ops(p)
         cut = {"in": self.cin, "out": self.cout}[which]
         return (self.ctx.comm[rows] * cut[rows]).sum(axis=0)

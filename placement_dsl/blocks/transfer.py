@@ -50,6 +50,10 @@ class TensorCut(BlockTemplate):
 
     # ------------------------------------------------------------------ build
     def build(self, blk: pyo.Block, ctx: Context) -> None:
+        if ctx.cluster.routed:  # hierarchical cluster: each transfer over its route (App. C.3)
+            from .routes import build_routed
+
+            return build_routed(blk, ctx, self.form)
         edges = ctx.cross_edges()
         payers = np.flatnonzero(ctx.comm.max(axis=0) > 0) if ctx.n else np.array([], int)
         producers = sorted({u for u, _ in edges if ctx.graph.out_bytes[u] > 0})
@@ -119,6 +123,11 @@ class TensorCut(BlockTemplate):
 
     # ------------------------------------------------------------------ warm start
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        if ctx.cluster.routed:
+            from .routes import routed_values
+
+            yield from routed_values(blk, ctx, warm)
+            return
         idx, dev = ctx.graph.index, ctx.cluster.index
         sides = [(blk.cut, warm.cin + warm.cout)] if self.merged else [(blk.cut_in, warm.cin),
                                                                         (blk.cut_out, warm.cout)]

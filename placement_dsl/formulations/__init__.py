@@ -24,6 +24,7 @@ from .replication import THROUGHPUT_REPLICATED
 from .rules import BASE_RULES
 from .schedule import SCHEDULE
 from .throughput import THROUGHPUT
+from .training import training_memory  # noqa: F401 - adds the TrainingMemory rule to throughput
 
 
 def choose(problem: Problem) -> str:

@@ -24,13 +24,15 @@ if ``m > 1``); transfers inside the segment at the intra-server bandwidth, acros
 the inter-server one (a flat cluster: the devices' bandwidth through host memory). Memory per
 replica is hard: ``param + act`` of the stage, or per schedule
 (:class:`~placement_dsl.training.TrainingMemorySpec`): 1F1B's ``q`` stages in flight are
-why ``q`` is tracked, only then, and only on one server (``S = 1``).
+why ``q`` is tracked, only then: ``F[a][s]`` becomes a vector over ``q`` (stages from ``a`` to the
+end) and each segment's inner DP starts from the vector of what follows it, so ``q`` counts to
+the pipeline's end across servers.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -176,13 +178,16 @@ class _Planner:
     ub: float
     tables: dict[tuple[int, int], tuple[np.ndarray, ...]]
     replication: bool = True
+    values: dict[tuple[int, int, int], float] = field(default_factory=dict)
     runs: int = 0
     base: tuple[np.ndarray, ...] | None = None
 
     @property
     def track_q(self) -> int:
+        """Stages the DP counts to the end (1F1B memory: ``k - s`` in flight), else 0."""
         spec = self.model.training_memory
-        return self.lay.per_server if spec is not None and spec.schedule == "1f1b" else 0
+        lay = self.lay
+        return lay.per_server * lay.servers if spec is not None and spec.schedule == "1f1b" else 0
 
     def table(self, a: int, b: int) -> tuple[np.ndarray, ...]:
         """In time, out time, forward bytes in of the stages of segment ``[a, b)``: the chain's byte
@@ -201,8 +206,9 @@ class _Planner:
             self.tables[a, b] = (np.ascontiguousarray(tin), np.ascontiguousarray(tout), np.ascontiguousarray(fin))
         return self.tables[a, b]
 
-    def inner(self, a: int, b: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def inner(self, a: int, b: int, m: int, init: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         c, lay, spec = self.chain, self.lay, self.model.training_memory
+        init = np.zeros(1) if init is None else init
         self.runs += 1
         inv_ring = 1.0 / (lay.inter if m > 1 else lay.intra)
         return K.inner_dp(a, b, m, lay.per_server, self.track_q, c.comp, c.param, c.memnode, c.act,
@@ -210,48 +216,61 @@ class _Planner:
                           _SPECS[None if spec is None else spec.schedule],
                           1.0 if spec is None else spec.state_factor,
                           0 if spec is None or spec.microbatches is None else int(spec.microbatches),
-                          bool(spec is not None and spec.recompute), self.max_rep, self.ub)
+                          bool(spec is not None and spec.recompute), self.max_rep, self.ub, init)
 
-    def segment_value(self, a: int, b: int, m: int) -> float:
-        H = self.inner(a, b, m)[0]
-        return float(H[0, self.lay.per_server].min())
+    def segment_values(self, a: int, b: int, m: int, after: np.ndarray) -> np.ndarray:
+        """Max-load of segment ``[a, b)`` on ``m`` servers followed by ``after`` (per stage count ``q``).
 
-    def solve(self) -> tuple[float, list[tuple[int, int, int]]]:
-        """The outer DP over server segments: value and segments ``(a, b, m)`` in pipeline order."""
-        n, S = self.chain.n, self.lay.servers
-        F = np.full((n + 1, S + 1), math.inf)
-        F[n, 0] = 0.0
-        choice: dict[tuple[int, int], tuple[int, int]] = {}
+        Without stage counts a max chain splits: ``max(after, segment alone)``, the segment's value
+        cached; with them the inner DP starts from ``after`` itself."""
+        P = self.lay.per_server
+        if not self.track_q:
+            if (a, b, m) not in self.values:
+                self.values[a, b, m] = float(self.inner(a, b, m)[0][0, P, 0])
+            return np.maximum(after, self.values[a, b, m])
+        return self.inner(a, b, m, after)[0][0, P]
+
+    def solve(self) -> tuple[float, list[tuple[int, int, int, list[tuple[int, int, int]]]]]:
+        """The outer DP over server segments: value and segments ``(a, b, m, stages)`` in pipeline order."""
+        n, S, Q = self.chain.n, self.lay.servers, self.track_q + 1
+        F = np.full((n + 1, S + 1, Q), math.inf)
+        F[n, 0, 0] = 0.0
+        choice: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         for a in range(n - 1, -1, -1):
             for s in range(1, S + 1):
                 if a > 0 and s >= S:
                     continue  # no server is left for what comes before a
+                best_b, best_m = np.full(Q, -1), np.zeros(Q, dtype=np.int64)
                 for m in range(1, (s if self.replication else 1) + 1):
-                    for b in np.flatnonzero(np.isfinite(F[a + 1:, s - m])) + a + 1:
-                        value = max(F[b, s - m], self.segment_value(a, int(b), m))
-                        if value < F[a, s]:
-                            F[a, s], choice[a, s] = value, (int(b), m)
-        s = int(np.argmin(F[0]))
-        if not np.isfinite(F[0, s]):
+                    for b in np.flatnonzero(np.isfinite(F[a + 1:, s - m]).any(axis=1)) + a + 1:
+                        values = self.segment_values(a, int(b), m, F[b, s - m])
+                        better = values < F[a, s]
+                        F[a, s, better], best_b[better], best_m[better] = values[better], b, m
+                choice[a, s] = (best_b, best_m)
+        s, q = np.unravel_index(int(np.argmin(F[0])), F[0].shape)
+        value = float(F[0, s, q])
+        if not np.isfinite(value):
             return math.inf, []
         segments, a = [], 0
         while a < n:
-            b, m = choice[a, s]
-            segments.append((a, b, m))
-            a, s = b, s - m
-        return float(F[0, int(np.argmin(F[0]))]), segments
+            b, m = int(choice[a, s][0][q]), int(choice[a, s][1][q])
+            stages, q_after = self.stages(a, b, m, F[b, s - m], q)
+            segments.append((a, b, m, stages))
+            a, s, q = b, s - m, q_after
+        return value, segments
 
-    def stages(self, a: int, b: int, m: int) -> list[tuple[int, int, int]]:
-        """Backtrack one segment: stages ``(x, y, r)`` as position ranges, in order."""
-        H, back_y, back_r = self.inner(a, b, m)
+    def stages(self, a: int, b: int, m: int, after: np.ndarray | None = None,
+               q: int | None = None) -> tuple[list[tuple[int, int, int]], int]:
+        """Backtrack one segment from ``q`` stages to the end: stages ``(x, y, r)`` and the ``q`` after it."""
+        H, back_y, back_r = self.inner(a, b, m, after if self.track_q else None)
         P = self.lay.per_server
-        x, p, q = 0, P, int(np.argmin(H[0, P]))
+        x, p, q = 0, P, (int(np.argmin(H[0, P])) if q is None or not self.track_q else q)
         out = []
         while x < b - a:
             y, r = int(back_y[x, p, q]), int(back_r[x, p, q])
             out.append((a + x, a + y, r))
             x, p, q = y, p - r, (q - 1 if self.track_q else 0)
-        return out
+        return out, q
 
 
 def placement_of(con: Contraction, chain: Chain, lay: Layout, cluster: Cluster,
@@ -277,10 +296,6 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
     if model.memory is not MemoryMode.HARD:
         raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
     lay = layout(cluster)
-    spec = model.training_memory
-    if spec is not None and spec.schedule == "1f1b" and lay.servers > 1:
-        raise SpecError("pipeline: 1F1B memory (k - s micro-batches in flight) is tracked on one server only; "
-                        "use GPipe memory, or one server")
     con = contract(graph, kinds={cluster.devices[0].kind}, memory=cluster.devices[0].memory)
     if order is None:
         order = dfs_order(con)
@@ -299,13 +314,13 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
     con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound, max_replicas)
     value, segments = planner.solve()
     if not segments and upper_bound is not None:  # the bound was below the optimum: solve without it
-        planner.ub, planner.tables, planner.base = math.inf, {}, None
+        planner.ub, planner.tables, planner.base, planner.values = math.inf, {}, None, {}
         value, segments = planner.solve()
     if not segments:
         raise InfeasibleError(f"pipeline: no pipeline of graph {graph.name!r} along the order fits the cluster "
                               f"({cluster.size} devices of memory {cluster.devices[0].memory:.6g}); add devices or "
                               "memory, or count memory differently")
-    full = [(a, b, m, planner.stages(a, b, m)) for a, b, m in segments]
+    full = segments
     placement = placement_of(con, chain, planner.lay, cluster, full, "pipeline")
     info = {"dp_value": value, "positions": chain.n, "segment_runs": planner.runs, "upper_bound": upper_bound,
             "segments": [{"positions": [a, b], "servers": m,
@@ -315,11 +330,13 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
 
 
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-             replication: bool = True, upper_bound: float | None = None,
+             replication: bool = False, upper_bound: float | None = None,
              max_replicas: int | None = None) -> HeuristicResult:
     """Our pipeline planner: exact max-load (PipeDream's objective) over :data:`CLASS`.
 
-    ``bound == objective`` (``exact_among`` the class) under a max-load model; under GPipe the
+    ``replication`` lets stages run on several devices (in a server, and segments over servers);
+    without it the class has one device per stage. ``bound == objective`` (``exact_among`` the
+    class) under a max-load model; under GPipe the
     max-load-optimal pipeline is returned without a bound. ``upper_bound`` prunes stages above
     it (default: the max-load of PipeDream's planner's configuration, which is in the class);
     a bound below the optimum only costs a second run. ``max_replicas`` caps a stage's replicas
@@ -327,7 +344,7 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name="a", work=8.0, param_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
-    >>> r = pipeline(g, Cluster.stages(3))  # one stage on three replicas: 10/3 + 2 (2/3) 1
+    >>> r = pipeline(g, Cluster.stages(3), replication=True)  # one stage on three replicas: 10/3 + 2 (2/3) 1
     >>> round(r.objective, 4), r.placement.replicas.tolist(), r.bound == r.objective
     (4.6667, [3, 1, 1], True)
     """

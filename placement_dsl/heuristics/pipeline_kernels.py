@@ -153,7 +153,7 @@ def _fits(spec, q, R, param, memnode, act, fin, cap, state, micro, recompute):
 
 @njit(cache=True)
 def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv_ring, cap,
-             spec, state, micro, recompute, max_rep, ub):
+             spec, state, micro, recompute, max_rep, ub, init):
     """Best split of segment ``[a, b)`` onto at most ``P`` devices of each of ``m`` servers.
 
     ``H[x, p, q]``: least max-load of stages covering ``[x, b)`` on at most ``p`` devices per
@@ -163,14 +163,16 @@ def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv
     ``1 / inv_ring`` per byte. ``comp``, ``param``, ``memnode``, ``act`` are prefix sums over
     positions; ``tin``, ``tout``, ``fin`` the segment's tables (:func:`segment_tables`).
     Stages above ``ub`` (a max-load some placement of the class achieves) are dropped: the
-    optimum keeps every stage under it.
+    optimum keeps every stage under it. ``init[q]`` is the value of what follows the segment with
+    ``q`` stages (0 for a last segment): the DP carries it, so ``q`` counts to the pipeline's end.
     """
     L = b - a
     Q = K + 1
     H = np.full((L + 1, P + 1, Q), INF)
     back_y = np.full((L + 1, P + 1, Q), -1, np.int64)
     back_r = np.zeros((L + 1, P + 1, Q), np.int64)
-    H[L, :, 0] = 0.0
+    for p in range(P + 1):
+        H[L, p, :] = init
     q_lo = 1 if K > 0 else 0
     for x in range(L - 1, -1, -1):
         for y in range(x + 1, L + 1):
