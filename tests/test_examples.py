@@ -30,7 +30,7 @@ KEY_LINES = {
     "certify_zoo.py": r"^certified \d of 4 models within 0\.1%$",
 }
 SECONDS = r"(optimal|no_bound|time_limit|skipped|not_applicable) +\d+\.\d\d"
-GUIDES = ("tutorial.md", "heuristics.md", "solvers.md", "formats.md", "index.md", "dsl.md")
+GUIDES = ("tutorial.md", "heuristics.md", "solvers.md", "formats.md", "index.md", "dsl.md", "training.md")
 
 
 def _env() -> dict[str, str]:
