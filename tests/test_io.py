@@ -12,8 +12,15 @@ from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.io import Workload, detect_format, load_placement, load_workload, save_placement, save_workload
-from placement_dsl.io import pipedream
+from placement_dsl.io import (
+    Workload,
+    detect_format,
+    load_placement,
+    load_workload,
+    pipedream,
+    save_placement,
+    save_workload,
+)
 from placement_dsl.io.workload import graph_to_dict, workload_from_dict, workload_to_dict
 from placement_dsl.placement import Placement
 
@@ -88,7 +95,9 @@ def test_unreadable_and_invalid_files(tmp_path):
     (tmp_path / "what.txt").write_text("hello\n")
     with pytest.raises(SpecError, match="cannot tell the format"):
         load_workload(tmp_path / "what.txt")
-    with pytest.raises(SpecError, match="unknown format 'onnx'"):
+    with pytest.raises(SpecError, match="unknown format 'tflite'"):
+        load_workload(tmp_path / "what.txt", format="tflite")
+    with pytest.raises(SpecError, match="is not an ONNX model"):  # a named format that does not parse
         load_workload(tmp_path / "what.txt", format="onnx")
     with pytest.raises(SpecError, match="not a placement file"):
         load_placement(_write(tmp_path / "p.json", {"x": 1}), rich_workload())
