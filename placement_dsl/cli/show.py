@@ -51,7 +51,7 @@ def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
 
     placement = _placement(args, w)
     out = _out(args)
-    result = gantt.simulated(placement, args.schedule, args.microbatches)
+    result = gantt.simulated(placement, args.gantt_schedule, args.gantt_microbatches)
     gantt.draw(result, out, placement.cluster.names)
     payload = {"kind": "gantt", "output": str(out), "schedule": result.schedule.value,
                "microbatches": result.microbatches, "makespan_ms": result.makespan,
@@ -110,9 +110,10 @@ def add_show_parser(sub: Any) -> None:
     sh.add_argument("--out", metavar="FILE", help="picture to write: .svg or .png (graph also .dot); for splits "
                                                   "an optional .json or text file")
     sh.add_argument("--objective", choices=sorted(NAMED), help="objective (default: the workload's, else throughput)")
-    sh.add_argument("--schedule", choices=[s.value for s in Schedule],
+    sh.add_argument("--schedule", dest="gantt_schedule", choices=[s.value for s in Schedule],
                     help="gantt: pipeline (inference), 1f1b or gpipe (training); default by the graph")
-    sh.add_argument("--microbatches", type=_number(int, 1, "--microbatches"), default=8, metavar="N",
+    sh.add_argument("--microbatches", dest="gantt_microbatches", type=_number(int, 1, "--microbatches"), default=8,
+                    metavar="N",
                     help="gantt: microbatches simulated (default: 8)")
     sh.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
                     help="graph and splits: group ops by module path cut to D dotted parts")
