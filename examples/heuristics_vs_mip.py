@@ -10,7 +10,8 @@ Run: python examples/heuristics_vs_mip.py   (about 10 s)
 """
 from placement_dsl import Memory, Problem, Throughput, zoo
 from placement_dsl.errors import PlacementError
-from placement_dsl.heuristics import METHODS, run
+from placement_dsl.heuristics import run
+from placement_dsl.heuristics.base import methods_for
 from placement_dsl.solve import solve
 
 workload = zoo.get("bert-large-ops")
@@ -19,7 +20,7 @@ model = problem.cost_model()
 print(f"{problem.graph!r} on {problem.cluster!r}")
 
 found = {}
-for method in METHODS:
+for method in methods_for("max_load"):  # the throughput heuristics
     try:
         found[method] = run(method, problem.graph, problem.cluster, model=model, seed=0)
     except PlacementError as err:  # e.g. too many ideals for the exact DP

@@ -63,9 +63,15 @@ METHODS: dict[str, str] = {
 OPTIMIZES: dict[str, str] = {
     **dict.fromkeys(("dp", "dpl", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
                      "pipeline", "pipedream-planner"), "max_load"), "gpipe-split": "gpipe",
-    "greedy": "memory_fill", "one-device": "cost_model", "local-search": "latency",
+    "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
     "latency-local-search": "latency", "latency-best": "latency",
+    **dict.fromkeys(("list", "one-device-best", "schedule-lns"), "makespan"),
 }
+
+
+def methods_for(objective: str) -> list[str]:
+    """The methods that search for ``objective`` (e.g. ``"max_load"``): its own, and those that take the model's."""
+    return [m for m in METHODS if OPTIMIZES.get(m) in (objective, "cost_model", "memory_fill")]
 
 
 def resolve(method: str) -> Callable[..., HeuristicResult]:
