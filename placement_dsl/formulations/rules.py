@@ -17,7 +17,13 @@ from .base import Rule, drop
 
 
 def max_load(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
-    """Bottleneck / Throughput / PipeDream: device loads and ``minimize bottleneck`` (Archer eq. 5-7, Fig. 6)."""
+    """Bottleneck / Throughput / PipeDream: device loads and ``minimize bottleneck`` (Archer eq. 5-7, Fig. 6).
+
+    Another objective (latency, makespan) is refused: minimizing the max load would not be its optimum.
+    """
+    if not term.bounds_max_load:
+        raise SpecError(f"objective {type(term).__name__} is not a max device load, which this formulation "
+                        "minimizes; use formulation='auto' to pick the one written for it")
     return [DeviceLoad(), MaxLoad()]
 
 
