@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from .cluster import Cluster, Device, Link
-from .constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Term
+from .constraints import (AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs,
+                          Term)
 from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .graph import Graph, Op
-from .objectives import Bottleneck, GPipe, Makespan, PipeDream, Throughput
+from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
 from .placement import Placement
 from .problem import Problem, Stages
 from .training_terms import TrainingMemory
@@ -546,11 +547,40 @@ def makespan_join() -> tuple[Problem, float]:
     return Problem(g, _mesh(3), Makespan(), [Congestion("port")]), 6.0
 
 
+# ---------------------------------------------------------------------------- single-sample latency
+def latency_graph() -> Graph:
+    """``a -> {b, c} -> d``: b and c heavy (6 on an accelerator, 9 on the CPU), half-unit tensors."""
+    ops = [Op(name="a", work={"accelerator": 2, "cpu": 5}, out_bytes=0.5),
+           Op(name="b", work={"accelerator": 6, "cpu": 9}, out_bytes=0.5),
+           Op(name="c", work={"accelerator": 6, "cpu": 9}, out_bytes=0.5),
+           Op(name="d", work={"accelerator": 1, "cpu": 3})]
+    return Graph(ops, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], name="latency-diamond")
+
+
+def latency_diamond() -> tuple[Problem, float]:
+    """Tarnawski's invocation model on 2 accelerators + a CPU, contiguous: latency 13.5 (15 on one accelerator).
+
+    ``a`` on acc0 (2 + out 0.5), ``b`` and ``c`` on the CPU from 2.5 to 11.5, ``d`` on acc1
+    (in 1 + 1): 13.5 (brute force agrees).
+    """
+    return Problem(latency_graph(), Cluster.accelerators(2, cpus=1, bandwidth=1.0), Latency(), [Contiguous()]), 13.5
+
+
+def latency_subgraphs() -> tuple[Problem, float]:
+    """The same graph on 2 accelerators without a CPU, at most 2 subgraphs per accelerator (Fig. 4's q = 2): 15.
+
+    Without the CPU, running ``b`` beside ``c`` costs two transfers each way, more than the 6 it
+    saves; one accelerator runs everything in 15 (brute force agrees).
+    """
+    return Problem(latency_graph(), Cluster.accelerators(2, bandwidth=1.0), Latency(), [Subgraphs(2)]), 15.0
+
+
 INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "chain": chain, "diamond": diamond, "diamond_noncontiguous": diamond_noncontiguous, "fork_join": fork_join,
     "lemma_b2": lemma_b2, "fig2": fig2, "overflow_chain": overflow_chain, "accelerators_cpu": accelerators_cpu,
     "training_pipedream": training_pipedream, "training_gpipe": training_gpipe,
     "colocated_pinned": colocated_pinned, "replicated_chain": replicated_chain,
     "makespan_fork": makespan_fork, "makespan_join": makespan_join,
+    "latency_diamond": latency_diamond, "latency_subgraphs": latency_subgraphs,
     **{name: instance for name, (instance, _, _) in BINDING.items()},
 }
