@@ -159,7 +159,8 @@ def paper_milp(problem: Problem, time_limit: float) -> tuple[float | None, float
     moves = {(u, d): float(m.S[u].value if u in flow else m.C[u].value)
              for u, d in zip(*(x.tolist() for x in transfer_tasks(placement)[:2]))}
     makespan, bad = check_schedule(placement, Schedule(np.maximum(start, 0.0), moves), "port")
-    verdict = "passes" if not bad else f"fails: {len(bad)} violations, e.g. {bad[0]}"
+    verdict = "passes" if not bad else (f"fails: {len(bad)} violations, e.g. {bad[0]}; its placement list-scheduled: "
+                                        f"{problem.evaluate(placement).objective:.6g}")
     return makespan, out.bound, seconds, f"{out.status.value}, claims {out.objective:.6g}; {verdict}"
 
 

@@ -352,10 +352,21 @@ def isolated(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in a fresh child process (``spawn``): OR-Tools' bundled HiGHS and SCIP libraries share
     their sonames with highspy's and PySCIPOpt's, so whichever loads first breaks the other in one process."""
     import multiprocessing
+    import os
+    import sys
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, *args).result()
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
+    if hidden:
+        del main.__file__
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(fn, *args).result()
+    finally:
+        if hidden:
+            main.__file__ = path
 
 
 def to_data(placement: Placement) -> dict[str, Any]:

@@ -350,7 +350,7 @@ class TransferTasks(_Timed):
         blk.T = pyo.Var(blk.tasks, bounds=lambda b, k: data.task_bounds(data.task_index[k]),
                         doc="T[k]: start time of transfer task k (scaled time)")
         chans = [(keys[k], ctx.devices[a], ctx.devices[c]) for k, a, c in data.channels]
-        blk.w = pyo.Var(pyo.Set(initialize=chans, dimen=3), domain=pyo.Binary,
+        blk.w = pyo.Var(pyo.Set(initialize=chans, dimen=3, doc="(task, a, b) channels a task may take"), domain=pyo.Binary,
                         doc="w[k, a, b] = 1 iff task k moves its tensor from device a to b (MOIRAI u_{qk'k''})")
         self._rows(blk, ctx, data, keys)
         self._provide(blk, ctx, data, keys)
@@ -361,19 +361,20 @@ class TransferTasks(_Timed):
         dev, idx = ctx.cluster.index, ctx.graph.index
         producer = {keys[k]: t.producer for k, t in enumerate(data.tasks)}
         blk.needed = pyo.Constraint(
-            pyo.Set(initialize=rows, dimen=4),
+            pyo.Set(initialize=rows, dimen=4, doc="(task, a, b, consumer) channel needs"),
             rule=lambda b, k, a, c, v: b.w[k, a, c] >= ctx.x(producer[k], dev[a]) + ctx.x(idx[v], dev[c]) - 1,
             doc="task k uses channel a -> b when its producer runs on a and consumer v on b (eq. 7, z_q and u)")
         blanks = [(ctx.ops[u], ctx.devices[a], ctx.ops[v], ctx.devices[c]) for u, a, v, c in data.no_route]
         blk.no_route = pyo.Constraint(
-            pyo.Set(initialize=blanks, dimen=4),
+            pyo.Set(initialize=blanks, dimen=4, doc="(producer, a, consumer, b) pairs without a route"),
             rule=lambda b, u, a, v, c: ctx.x(idx[u], dev[a]) + ctx.x(idx[v], dev[c]) <= 1,
             doc="no route from device a to c: producer u on a excludes its consumer v on c")
         blk.ready = pyo.Constraint(
             blk.tasks, rule=lambda b, k: b.T[k] >= times.start(producer[k]) + times.duration(producer[k]),
             doc="a transfer starts after its producer completes (eq. 4a, operator -> flow)")
         arrive = [(keys[k], ctx.ops[v]) for k in range(len(data.tasks)) for v in data.arrivals(k)]
-        blk.arrive = pyo.Constraint(pyo.Set(initialize=arrive, dimen=2), rule=lambda b, k, v: self._arrive(
+        waits = pyo.Set(initialize=arrive, dimen=2, doc="(task, consumer) pairs: the consumer waits for the task")
+        blk.arrive = pyo.Constraint(waits, rule=lambda b, k, v: self._arrive(
             b, ctx, data, data.task_index[k], idx[v]), doc="consumer v starts after the transfer ends (eq. 4a)")
 
     def _arrive(self, blk: pyo.Block, ctx: Context, data: ScheduleData, k: int, v: int) -> Any:
@@ -454,7 +455,8 @@ def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list
     """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated)."""
     index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
     blk.pairs = index
-    blk.apart = Disjunct(pyo.Set(initialize=apart, dimen=2), rule=lambda d, i, j: apart_rows(d, i, j),
+    separate = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
+    blk.apart = Disjunct(separate, rule=lambda d, i, j: apart_rows(d, i, j),
                          doc=f"the two {what} never share a resource")
     blk.first = Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
         expr=order(i, j), doc=f"{what} i ends before j starts")), doc=f"{what} i precedes j")

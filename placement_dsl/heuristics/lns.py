@@ -17,16 +17,15 @@ import random
 import time
 from typing import Any
 
-import numpy as np
-
 from ..cluster import Cluster
 from ..constraints import Congestion, Memory, Pin
 from ..errors import EvaluationMismatchError, SpecError
-from ..evaluate import CostModel, MemoryMode, evaluate
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..objectives import Makespan
 from ..placement import Placement
 from ..problem import Problem
+from ..solvers.base import Status
 from .base import HeuristicResult
 
 MAX_WINDOW = 200  # units a window never exceeds
@@ -39,12 +38,10 @@ def makespan_problem(graph: Graph, cluster: Cluster, model: CostModel) -> Proble
 
 
 def _units_by_start(placement: Placement) -> list[int]:
-    """Colocation units (representatives) that take time somewhere, by their first op's start."""
-    g = placement.graph
-    busy = np.isfinite(placement.cluster.times(g)) & (placement.cluster.times(g) > 0)
-    start = placement.schedule.start
+    """Colocation units (their representatives) by their first op's start."""
+    g, start = placement.graph, placement.schedule.start
     first: dict[int, float] = {}
-    for v in np.flatnonzero(busy.any(axis=1)).tolist():
+    for v in range(g.n):
         u = int(g.group_id[v])
         first[u] = min(first.get(u, math.inf), float(start[v]))
     return sorted(first, key=lambda u: (first[u], u))
@@ -70,19 +67,21 @@ class _Steps:
 
             self.model = build(problem, incumbent)[0]
 
-    def __call__(self, incumbent: Placement, free: set[int], seconds: float) -> Placement | None:
-        """A placement (with its schedule) no worse than the incumbent with units outside ``free`` fixed."""
+    def __call__(self, incumbent: Placement, free: set[int], seconds: float) -> tuple[Placement | None, bool]:
+        """A placement (with its schedule) no worse than the incumbent with units outside ``free`` fixed, and
+        whether it is proven optimal for the window."""
         if self.model is None:
             from ..solve import solve
 
             result = solve(_pinned(self.problem, incumbent, free), "schedule", solver=self.solver,
                            time_limit=seconds, warm_start=incumbent, threads=self.threads)
-            return result.placement
+            return result.placement, result.status is Status.OPTIMAL and (result.gap or 0.0) <= 1e-9
         g = self.problem.graph
         self.model.hint(incumbent, incumbent.schedule)
         self.model.fix({r: int(incumbent.assign[r]) for r in {int(u) for u in g.group_id} - free})
         solver, _, status = self.model.solve(seconds, self.threads)
-        return self.model.read(solver) if status.has_solution else None
+        exact = status is Status.OPTIMAL and self.model.scale.exact
+        return (self.model.read(solver) if status.has_solution else None), exact
 
 
 def _windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
@@ -132,10 +131,13 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
         _search(problem, to_data(incumbent), params)
     incumbent = from_data(problem, found, "schedule-lns")
     ev = evaluate(incumbent, model)
+    proven = found["proven"] and model.objective is Objective.MAKESPAN  # one window held every unit
     return HeuristicResult(method="schedule-lns", placement=incumbent, objective=ev.objective,
                            evaluations=found["steps"], seconds=time.perf_counter() - t0,
+                           bound=ev.objective if proven else None, exact_among="all placements" if proven else None,
                            info={"makespan": problem.evaluate(incumbent).objective, "steps": found["steps"],
-                                 "improvements": found["improvements"], "solver": solver, "window": found["window"]})
+                                 "improvements": found["improvements"], "solver": solver, "window": found["window"],
+                                 "proven_optimal": found["proven"]})
 
 
 def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
@@ -153,16 +155,18 @@ def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> 
             left = params["seconds"] - (time.perf_counter() - t0)
             if left <= 0.5:
                 break
-            found = step(incumbent, set(free), min(params["step_limit"], left))
+            found, proven = step(incumbent, set(free), min(params["step_limit"], left))
             steps += 1
             objective = math.inf if found is None else _certified(problem, found)
             if objective < best * (1 - 1e-9):
                 incumbent, best, improved, better = _rebase(problem, found), objective, True, better + 1
+            if proven and len(free) >= len(_units_by_start(incumbent)):
+                return {**to_data(incumbent), "steps": steps, "improvements": better, "window": size, "proven": True}
         if not improved:
             if size >= min(MAX_WINDOW, len(_units_by_start(incumbent))):
                 sweep = False
             size = min(2 * size, MAX_WINDOW)
-    return {**to_data(incumbent), "steps": steps, "improvements": better, "window": size}
+    return {**to_data(incumbent), "steps": steps, "improvements": better, "window": size, "proven": False}
 
 
 def _certified(problem: Problem, placement: Placement) -> float:
