@@ -285,6 +285,50 @@ class AllowedKinds(Term):
         return graph.replace(ops=[restricted(op) if op.name in chosen else op for op in graph.ops])
 
 
+# ---------------------------------------------------------------------------- subgraphs
+@dataclass(frozen=True)
+class Subgraphs(Term):
+    """At most ``q`` contiguous subgraphs per accelerator (Tarnawski et al. §4.1, Fig. 4).
+
+    An accelerator's ops are cut into contiguous subgraphs as the latency cost model does
+    (an op's subgraph is one more than the number of times a path into it leaves the
+    accelerator and comes back); ``q = 1`` is Fig. 3's contiguous accelerators. Host devices
+    are not limited.
+    """
+
+    q: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.q, bool) or not isinstance(self.q, (int, np.integer)) or self.q < 1:
+            raise SpecError(f"Subgraphs(q={self.q!r}): q must be a whole number of subgraphs >= 1")
+        object.__setattr__(self, "q", int(self.q))
+
+    def check(self, placement: Placement) -> list[str]:
+        counts = subgraph_counts(placement)
+        return [f"accelerator {name!r} runs {k} contiguous subgraphs, more than Subgraphs(q={self.q})"
+                for name, k in counts.items() if k > self.q]
+
+
+def subgraph_counts(placement: Placement) -> dict[str, int]:
+    """Contiguous subgraphs per accelerator: the latency cost model's count, else the most runs of the
+    accelerator's ops on one path (the same cut, Tarnawski §4.1)."""
+    from .evaluate import CostModel, evaluate
+
+    counts = getattr(evaluate(placement, CostModel.named("latency")), "subgraphs", None)
+    if counts:
+        return dict(counts)
+    g, c, assign = placement.graph, placement.cluster, placement.assign
+    runs = np.zeros((g.n, c.size), dtype=np.int64)
+    for v in g.topo.tolist():
+        preds = g.predecessors(v)
+        if preds.size:
+            runs[v] = runs[preds].max(axis=0)
+        d = assign[v]
+        back = [runs[u, d] + 1 for u in preds.tolist() if assign[u] != d]
+        runs[v, d] = max([1, int(runs[v, d]), *back])
+    return {c.names[d]: int(runs[assign == d, d].max(initial=0)) for d in np.flatnonzero(~c.host)}
+
+
 # ---------------------------------------------------------------------------- congestion
 @dataclass(frozen=True)
 class Congestion(Term):

@@ -19,6 +19,7 @@ from ..training_terms import Replicate
 from .base import FORMULATIONS, Formulation, Kind, Plan, Rule, Step, drop, get, register
 from .chain import CHAIN, LoadTarget
 from .exact import EXACT
+from .latency import LATENCY
 from .relaxations import RELAXATIONS, GuessedBlock
 from .replication import THROUGHPUT_REPLICATED
 from .rules import BASE_RULES
@@ -29,6 +30,8 @@ from .training import training_memory  # noqa: F401 - adds the TrainingMemory ru
 
 def choose(problem: Problem) -> str:
     """``formulation="auto"``: Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    if LATENCY.chosen_for(problem):
+        return LATENCY.name
     if SCHEDULE.chosen_for(problem):
         return SCHEDULE.name
     if problem.has(Replicate):

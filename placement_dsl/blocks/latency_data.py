@@ -1,0 +1,352 @@
+"""The data the latency blocks share: bounds from the data, subgraph levels, warm schedules, run arcs.
+
+Numpy only: everything here is computed once per model from the scaled :class:`~.base.Context`
+(times in model units) and read by the templates of :mod:`.latency` and :mod:`.latency_cuts`.
+
+* :class:`Bounds` — the horizon ``H`` (a known latency, else :func:`serial_bound`) and each op's
+  *head* / *tail* (longest path of fastest running times into / out of it): the big-Ms of
+  Tarnawski et al.'s Lemma 4.1 linearization, and variable bounds.
+* :func:`levels` — the cost model's cut of an accelerator's ops into contiguous subgraphs (§4.1).
+* :func:`warm_times` — a placement's invocation schedule: the values of every latency block.
+* :func:`run_arcs` — the arcs of the run flows along a longest path, with their costs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..constraints import Contiguous, DagOrder, Memory
+from .base import Context, Warm
+
+Slot = tuple[int, int]  # (accelerator index, subgraph number 1..q)
+EXACT_ITEMS = 12  # side ops of a run priced by an exact knapsack; beyond, the fractional one
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Times derived from the data (model units) that bound every considered schedule."""
+
+    horizon: float      # H: no considered solution is slower (a known latency, or the serial bound)
+    fastest: np.ndarray  # least running time of each op over the devices it may use
+    head: np.ndarray     # longest path of fastest times ending at the op, the op included
+    tail: np.ndarray     # longest path of fastest times after the op, the op excluded
+    ready: np.ndarray    # latest time the op's output can reach host memory within H
+
+
+def serial_bound(ctx: Context) -> float:
+    """Every invocation run one after another, each op on its slowest allowed device, every tensor moved
+    to each consumer: no placement's latency exceeds this (model units)."""
+    g = ctx.graph
+    slowest = np.where(ctx.unit_allowed[ctx.unit], ctx.work, 0.0).max(axis=1, initial=0.0)
+    degree = np.bincount(g.src, minlength=g.n)
+    return float(slowest.sum() + (ctx.comm.max(axis=1, initial=0.0) * (1 + degree)).sum())
+
+
+def bounds(ctx: Context, horizon: float | None) -> Bounds:
+    """The shared :class:`Bounds` for ``horizon`` (cost-model units; ``None``: the serial bound)."""
+    return ctx.view(f"latency_bounds:{horizon!r}", lambda: _bounds(ctx, horizon))
+
+
+def _bounds(ctx: Context, horizon: float | None) -> Bounds:
+    g = ctx.graph
+    serial = serial_bound(ctx)
+    H = serial if horizon is None else min(serial, horizon / ctx.scale.time)
+    H = H * (1 + 1e-9) + 1e-9  # the start that set H stays inside
+    allowed = ctx.unit_allowed[ctx.unit]
+    fastest = np.where(allowed, ctx.work, np.inf).min(axis=1, initial=np.inf)
+    fastest = np.where(np.isfinite(fastest), fastest, 0.0)
+    head, tail, ready = fastest.copy(), np.zeros(g.n), np.full(g.n, H)
+    for v in g.topo.tolist():
+        preds = g.predecessors(v)
+        head[v] += head[preds].max(initial=0.0)
+    for v in g.topo[::-1].tolist():
+        succ = g.successors(v)
+        if succ.size:
+            tail[v] = (fastest[succ] + tail[succ]).max()
+            ready[v] = np.maximum(H - fastest[succ] - tail[succ], ready[succ]).min()
+    return Bounds(H, fastest, head, tail, ready)
+
+
+def accelerators(ctx: Context) -> list[int]:
+    """Non-host devices some op may run on."""
+    return [d for d in range(ctx.D) if not ctx.cluster.host[d] and ctx.unit_allowed[:, d].any()]
+
+
+def longest_run(graph: Any) -> int:
+    """Ops on the longest path: an accelerator never needs more than ``ceil(run / 2)`` subgraphs."""
+    depth = np.ones(graph.n, dtype=np.int64)
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        if preds.size:
+            depth[v] += depth[preds].max()
+    return int(depth.max(initial=0))
+
+
+def levels(ctx: Context, assign: np.ndarray, acc: list[int]) -> np.ndarray:
+    """``(n, len(acc))``: the subgraph level of each op for each accelerator (§4.1).
+
+    ``level_a(v) = max(1, max_u level_a(u) + [u not on a])`` for ``v`` on ``a``, else
+    ``max_u level_a(u)`` (0 without predecessors): the cost model's cut into contiguous subgraphs.
+    """
+    g = ctx.graph
+    col = {a: i for i, a in enumerate(acc)}
+    out = np.zeros((g.n, len(acc)), dtype=np.int64)
+    for v in g.topo.tolist():
+        preds = g.predecessors(v)
+        if preds.size:
+            out[v] = out[preds].max(axis=0)
+        i = col.get(int(assign[v]))
+        if i is not None:
+            back = [out[u, i] + 1 for u in preds.tolist() if assign[u] != assign[v]]
+            out[v, i] = max([1, int(out[v, i]), *back])
+    return out
+
+
+def merged_hosts(ctx: Context) -> np.ndarray:
+    """``rep[d]``: the device whose variables stand for ``d``.
+
+    Identical hosts with unbounded memory are one device to the invocation model (Fig. 3's
+    index 0: host ops never wait for a core), so their ops go to the first of them — unless
+    contiguity, DAG order or a pin tells them apart.
+    """
+    rep = np.arange(ctx.D)
+    problem = ctx.problem
+    if problem.has(Contiguous) or problem.has(DagOrder):
+        return rep
+    pinned = set(ctx.pins.values())
+    for group in ctx.cluster.homogeneous_groups():
+        if (ctx.cluster.host[group[0]] and not pinned & set(group)
+                and all(math.isinf(ctx.capacity[d]) for d in group)):
+            rep[group] = group[0]
+    return rep
+
+
+def first_use_order(ctx: Context, assign: np.ndarray) -> tuple[str, ...]:
+    """Devices by the first unit (in index order) they hold, unused devices last: :class:`DeviceOrder`'s order
+    under which ``assign`` breaks no symmetry row."""
+    first = np.full(ctx.D, ctx.n, dtype=np.int64)
+    np.minimum.at(first, np.asarray(assign)[ctx.units], np.arange(ctx.units.size))
+    return tuple(ctx.devices[d] for d in sorted(range(ctx.D), key=lambda d: (first[d], d)))
+
+
+# ---------------------------------------------------------------------------- warm schedule
+@dataclass(frozen=True)
+class WarmTimes:
+    """A placement's invocation schedule in model units (the values of the latency blocks)."""
+
+    level: np.ndarray  # (n, accelerators) subgraph levels
+    ready: np.ndarray  # (n,) output in host memory (the cost model's finish times)
+    done: np.ndarray   # (n,) end of the op's own computation (within its slot on an accelerator)
+    start: dict[Slot, float]
+    finish: dict[Slot, float]
+
+
+def warm_times(ctx: Context, warm: Warm, q: int) -> WarmTimes:
+    """The cost model's schedule of ``warm.assign``, cached per placement."""
+    key = ("latency_warm", q)
+    cached = ctx.views.get(key)
+    if cached is not None and cached[0] is warm:
+        return cached[1]
+    times = _warm_times(ctx, warm.assign, q)
+    ctx.views[key] = (warm, times)
+    return times
+
+
+def _warm_times(ctx: Context, assign: np.ndarray, q: int) -> WarmTimes:
+    from ..evaluate import CostModel, evaluate
+
+    g, acc = ctx.graph, accelerators(ctx)
+    lev = levels(ctx, assign, acc)
+    ev = evaluate(ctx.problem.placement(assign), CostModel.named("latency"))
+    late = 2 * bounds(ctx, None).horizon  # no schedule: values that violate the rows, finitely
+    ready = np.array([ev.finish_times.get(name, math.inf) for name in g.names]) / ctx.scale.time
+    ready = np.where(np.isfinite(ready), ready, late)
+    done = ready.copy()
+    start, finish = {}, {}
+    for i, a in enumerate(acc):
+        prev = 0.0
+        for j in range(1, q + 1):
+            ops = np.flatnonzero((assign == a) & (lev[:, i] == j))
+            if ops.size == 0:
+                start[a, j] = finish[a, j] = prev
+                continue
+            tin, tout = _slot_transfers(ctx, assign, lev[:, i], a, j)
+            finish[a, j] = float(ready[ops].max())
+            start[a, j] = finish[a, j] - tin - tout - float(ctx.work[ops, a].sum())
+            order = ops[np.argsort(g.rank[ops])]
+            done[order] = start[a, j] + tin + np.cumsum(ctx.work[order, a])
+            prev = finish[a, j]
+    return WarmTimes(lev, ready, done, start, finish)
+
+
+def _slot_transfers(ctx: Context, assign: np.ndarray, level: np.ndarray, a: int, j: int) -> tuple[float, float]:
+    """In and out time of slot ``(a, j)``: each tensor once per slot boundary."""
+    g = ctx.graph
+    inside = (assign == a) & (level == j)
+    cross = inside[g.src] != inside[g.dst]
+    tin = np.unique(g.src[cross & inside[g.dst]])
+    tout = np.unique(g.src[cross & inside[g.src]])
+    return float(ctx.comm[tin, a].sum()), float(ctx.comm[tout, a].sum())
+
+
+def reach(ctx: Context, assign: np.ndarray) -> np.ndarray:
+    """``(n, D)``: some op of device ``d`` is reachable from ``v`` (``v`` included): Lemma 4.1's ``z``."""
+    g = ctx.graph
+    out = np.zeros((g.n, ctx.D), dtype=bool)
+    out[np.arange(g.n), assign] = True
+    for v in g.topo[::-1].tolist():
+        succ = g.successors(v)
+        if succ.size:
+            out[v] |= out[succ].any(axis=0)
+    return out
+
+
+def memory_segments(ctx: Context, bd: Bounds, M: float) -> list[tuple[tuple[int, ...], int]]:
+    """``(segment, R)``: each longest path, its shortest prefixes and suffixes whose memory exceeds ``k M``, with
+    ``R = ceil(memory / M) >= 2`` accelerators the segment needs when it stays off the hosts."""
+    out: dict[tuple[int, ...], int] = {}
+    for p in longest_paths(ctx, bd):
+        for part in (p, p[::-1]):
+            total = np.cumsum(ctx.mem[list(part)]) / M
+            for k in range(1, math.ceil(total[-1] - 1e-9)):
+                j = int(np.searchsorted(total, k + 1e-9, side="right"))
+                seg = part[:j + 1] if part is p else part[:j + 1][::-1]
+                out[seg] = math.ceil(total[j] - 1e-9)
+            out[p] = math.ceil(total[-1] - 1e-9)
+    return [(seg, need) for seg, need in out.items() if need >= 2]
+
+
+def longest_paths(ctx: Context, bd: Bounds, trim: bool = True) -> list[tuple[int, ...]]:
+    """The distinct longest paths of fastest times through each op (ties to the lower index); ``trim``: cut to
+    the first and last op that takes memory."""
+    g = ctx.graph
+    back = {v: int(p[np.argmax(bd.head[p])]) for v in range(g.n) if (p := g.predecessors(v)).size}
+    ahead = {v: int(s[np.argmax(bd.fastest[s] + bd.tail[s])]) for v in range(g.n) if (s := g.successors(v)).size}
+    out = {}
+    for v in range(g.n):
+        path, u = [v], v
+        while u in back:
+            u = back[u]
+            path.append(u)
+        path.reverse()
+        u = v
+        while u in ahead:
+            u = ahead[u]
+            path.append(u)
+        keep = [i for i, w in enumerate(path) if ctx.mem[w] > 0 or not trim]
+        if keep:
+            out[tuple(path[keep[0]:keep[-1] + 1])] = None
+    return [p for p in out if len(p) > 1]
+
+
+def capacity_bound(ctx: Context, acc: list[int]) -> float:
+    """The most memory one accelerator holds: its capacity under a :class:`Memory` term, else unbounded."""
+    if not acc or not ctx.problem.has(Memory):
+        return math.inf
+    return float(ctx.capacity[acc].max())
+
+
+def critical_paths(ctx: Context, bd: Bounds, count: int) -> list[tuple[int, ...]]:
+    """The ``count`` longest of :func:`longest_paths` (by fastest running times)."""
+    paths = longest_paths(ctx, bd, trim=False)
+    return sorted(paths, key=lambda p: (-float(bd.fastest[list(p)].sum()), p))[:count]
+
+
+def _priced(items: list[tuple[float, float]], room: float) -> float:
+    """Least total price of the items ``(price, memory)`` left out of a knapsack of size ``room``.
+
+    Exact (branch and bound over the items that may or may not fit) for up to :data:`EXACT_ITEMS`
+    of them, else the fractional knapsack's value, which is lower: a lower bound either way.
+    """
+    pay = sum(c for c, m in items if m > room)
+    mid = sorted(((c, m) for c, m in items if 0 < m <= room), key=lambda t: t[0] / t[1], reverse=True)
+    if len(mid) > EXACT_ITEMS:
+        return pay + _fractional(mid, room)
+    best = [sum(c for c, _ in mid)]
+
+    def branch(k: int, room: float, kept: float) -> None:  # kept: price of the items taken so far
+        left = sum(c for c, _ in mid[k:])
+        if sum(c for c, _ in mid) - kept - (left - _fractional(mid[k:], room)) >= best[0]:
+            return
+        if k == len(mid):
+            best[0] = sum(c for c, _ in mid) - kept
+            return
+        c, m = mid[k]
+        if m <= room:
+            branch(k + 1, room - m, kept + c)
+        branch(k + 1, room, kept)
+    branch(0, room, 0.0)
+    return pay + best[0]
+
+
+def _fractional(items: list[tuple[float, float]], room: float) -> float:
+    """Price left out when ``items`` (sorted by price per byte, best first) fill ``room``, the last one fractionally."""
+    pay = sum(c for c, _ in items)
+    for c, m in items:
+        if room <= 0:
+            break
+        take = 1.0 if m <= room else room / m
+        pay, room = pay - c * take, room - m * take
+    return max(pay, 0.0)
+
+
+def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int]) -> dict[tuple[int, int], float]:
+    """Arcs of :class:`~.latency_cuts.RunFlows` on path ``p`` with their costs (model units).
+
+    ``(i, j)``: ``p[i..j-1]`` on one accelerator: least running times, the read of ``p[i-1]``'s
+    and the write of ``p[j-1]``'s tensor at the boundaries, and the run's other reads and writes
+    (:func:`_side_price`). ``(-i-1, i+1)``: ``p[i]`` on a host. Colocated neighbours are never
+    separated by a run's end.
+    """
+    m = len(p)
+    M = capacity_bound(ctx, acc)
+    t_acc = np.where(ctx.unit_allowed[ctx.unit][:, acc], ctx.work[:, acc], np.inf).min(axis=1)
+    hosts = np.flatnonzero(ctx.cluster.host)
+    t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
+    c = ctx.comm[:, acc].min(axis=1)
+    glued = [k > 0 and ctx.unit[p[k]] == ctx.unit[p[k - 1]] for k in range(m)] + [False]
+    arcs: dict[tuple[int, int], float] = {}
+    for i in range(m):
+        if np.isfinite(t_host[p[i]]):
+            arcs[-i - 1, i + 1] = float(t_host[p[i]])
+        if glued[i]:
+            continue
+        mem, work = 0.0, 0.0
+        for j in range(i + 1, m + 1):
+            mem, work = mem + float(ctx.mem[p[j - 1]]), work + float(t_acc[p[j - 1]])
+            if mem > M * (1 + 1e-9) or not np.isfinite(work):
+                break
+            if not glued[j]:
+                ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
+                arcs[i, j] = work + ends + _side_price(ctx, p, i, j, c, np.isfinite(t_acc), M - mem)
+    return arcs
+
+
+def _side_price(ctx: Context, p: tuple[int, ...], i: int, j: int, c: np.ndarray, on_acc: np.ndarray,
+                room: float) -> float:
+    """Least price of run ``p[i..j-1]``'s reads and writes besides its two boundary tensors.
+
+    A tensor from ``p`` (or from an op no accelerator runs) is read for sure; a tensor of a run op
+    with a consumer on ``p`` past the run is written for sure. Each other side op ``w`` (off ``p``)
+    is an item: its tensor's read and the writes of run ops whose first outside consumer it is are
+    paid unless ``w`` shares the run's slot, for which its memory must fit in ``room`` (a
+    fractional knapsack: a lower bound on the price).
+    """
+    g, inside, pos = ctx.graph, set(p[i:j]), {v: k for k, v in enumerate(p)}
+    prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < len(p) else -1)
+    fixed, items = 0.0, {}
+    for u in {u for x in inside for u in g.predecessors(x).tolist() if u not in inside and u != prev}:
+        if u in pos or not on_acc[u]:
+            fixed += float(c[u])
+        else:
+            items[u] = items.get(u, 0.0) + float(c[u])
+    for v in inside - {last}:
+        outs = [w for w in g.successors(v).tolist() if w not in inside]
+        if any(w in pos or not on_acc[w] for w in outs):
+            fixed += float(c[v])
+        elif outs:
+            items[min(outs)] = items.get(min(outs), 0.0) + float(c[v])
+    return fixed + _priced([(cost, float(ctx.mem[w])) for w, cost in items.items()], room)

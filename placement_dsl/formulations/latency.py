@@ -1,0 +1,163 @@
+"""Tarnawski et al.'s latency IP (NeurIPS 2020, §4, Fig. 3 and §4.1, Fig. 4) as a formulation.
+
+The number ``q`` of contiguous subgraphs per accelerator comes from the problem: 1 under
+:class:`~placement_dsl.constraints.Contiguous` or ``Subgraphs(1)`` (Fig. 3), ``q`` under
+``Subgraphs(q)`` (Fig. 4), and otherwise as many as any placement can need (half the longest
+path), so that the optimum is the problem's over all placements. The slots follow the cost
+model's cut into subgraphs (:func:`~placement_dsl.blocks.latency.levels`), so the model's latency
+of a placement is the cost model's.
+
+Before the solve, :meth:`LatencyFormulation.prepare` adds a :class:`LatencyHint`: the warm
+start's latency (else Tarnawski §7's greedy's) as the horizon of the big-Ms, and the start's
+device order for the symmetry rows, which the start then satisfies.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..blocks import TensorCut
+from ..blocks.base import BlockTemplate, Context
+from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
+from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
+from ..blocks.latency_data import first_use_order, longest_run
+from ..constraints import Contiguous, Subgraphs, Term
+from ..errors import PlacementError, SpecError
+from ..objectives import Latency, ObjectiveTerm
+from ..placement import PlacementClass
+from ..problem import Problem
+from ..solvers.base import Status
+from .base import Formulation, Kind, Plan, drop, register
+from .rules import BASE_RULES
+
+if TYPE_CHECKING:
+    from ..evaluate import Evaluation
+    from ..placement import Placement
+    from ..result import Result
+
+
+@dataclass(frozen=True)
+class LatencyHint(Term):
+    """What a known placement tells the latency IP: its latency ``horizon`` (cost-model units) bounds the
+    optimum and sets the big-Ms; its device ``order`` orients the symmetry rows (:class:`DeviceOrder`)."""
+
+    horizon: float = math.inf
+    order: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "order", tuple(self.order))
+        if not self.horizon > 0:
+            raise SpecError(f"LatencyHint(horizon={self.horizon!r}): the horizon must be a positive latency")
+
+
+def subgraphs_per_accelerator(problem: Problem) -> int:
+    """``q``: 1 under Contiguous, the least ``Subgraphs(q)``, else enough for every placement."""
+    most = max(1, math.ceil(longest_run(problem.graph) / 2))
+    if problem.has(Contiguous):
+        return 1
+    asked = [t.q for t in problem.find(Subgraphs)]
+    return min([most, *asked])
+
+
+def _skeleton(problem: Problem) -> list[BlockTemplate]:
+    q = subgraphs_per_accelerator(problem)
+    cut = [TensorCut(form="commio")] if q == 1 else []
+    return [LatencyAssignment(), *cut, SubgraphSlots(q)]
+
+
+def _hint(problem: Problem) -> LatencyHint | None:
+    hints = problem.find(LatencyHint)
+    return min(hints, key=lambda h: h.horizon) if hints else None
+
+
+def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
+    """Fig. 3's times and objective, and the symmetry rows, oriented by the problem's hint."""
+    hint = _hint(problem)
+    horizon = hint.horizon if hint is not None and math.isfinite(hint.horizon) else None
+    return [InvocationTimes(horizon), PathCuts(horizon), RunFlows(horizon), LatencyObjective(horizon),
+            DeviceOrder(hint.order if hint else ())]
+
+
+def _other_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
+    raise SpecError(f"formulation 'latency' minimizes single-sample latency, not {type(term).__name__}; "
+                    "use formulation='auto' (or 'throughput', 'exact') for it")
+
+
+class LatencyFormulation(Formulation):
+    """The latency IP with a horizon from a known latency and the warm start's symmetry orientation."""
+
+    def accepts(self, problem: Problem) -> str | None:
+        if not isinstance(problem.objective, Latency):
+            return (f"formulation {self.name!r} minimizes single-sample latency; the problem's objective is "
+                    f"{type(problem.objective).__name__}")
+        return super().accepts(problem)
+
+    @staticmethod
+    def chosen_for(problem: Problem) -> bool:
+        """``formulation="auto"`` picks this formulation for a latency objective."""
+        return isinstance(problem.objective, Latency)
+
+    def placement_class(self, problem: Problem) -> PlacementClass:
+        """One subgraph per accelerator (Fig. 3): the bound holds at least for contiguous placements."""
+        if subgraphs_per_accelerator(problem) == 1 and not problem.has(Contiguous):
+            return PlacementClass.CONTIGUOUS
+        return problem.placement_class()
+
+    def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
+                options: Mapping[str, Any]) -> Plan:
+        if options:
+            raise SpecError(f"formulation {self.name!r} takes no options {sorted(options)}")
+        if _hint(problem) is not None:
+            return Plan(problem)
+        if start is not None and start_eval is not None and start_eval.valid and math.isfinite(start_eval.objective):
+            ctx = Context(problem)
+            order = first_use_order(ctx, start.assign)
+            return Plan(hinted(problem, start_eval.objective, order), info={"horizon": "warm start"})
+        found = _greedy(problem)
+        if found is None:
+            return Plan(problem, info={"horizon": "serial bound"})
+        placement, latency = found
+        return Plan(hinted(problem, latency), info={"horizon": "greedy", "fallback": placement})
+
+    def finish(self, result: Result, plan: Plan) -> None:
+        """Without an incumbent from the solver, the greedy placement that set the horizon is the answer."""
+        fallback = plan.info.get("fallback")
+        if result.placement is not None or fallback is None:
+            return
+        ev = plan.problem.evaluate(fallback)
+        result.placement, result.objective, result.evaluation = fallback, ev.objective, ev
+        result.found_by = "greedy (the horizon)"
+        if result.status is Status.TIME_LIMIT_NO_SOLUTION:
+            result.status = Status.TIME_LIMIT_FEASIBLE
+        if result.bound is not None:
+            result.bound = min(result.bound, ev.objective)
+
+
+def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = ()) -> Problem:
+    """``problem`` with a :class:`LatencyHint` (replacing any earlier one)."""
+    kept = [t for t in problem.constraints if not isinstance(t, LatencyHint)]
+    return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LatencyHint(horizon, order)])
+
+
+def _greedy(problem: Problem) -> tuple[Placement, float] | None:
+    """Tarnawski §7's greedy split and its latency, when it is valid for the problem."""
+    from ..heuristics import run
+
+    try:
+        found = run("greedy", problem.graph, problem.cluster, model=problem.cost_model())
+    except PlacementError:
+        return None
+    if problem.violations(found.placement) or not math.isfinite(found.objective):
+        return None
+    return found.placement, found.objective
+
+
+LATENCY = register(LatencyFormulation(
+    "latency", Kind.EXACT, _skeleton,
+    rules={**BASE_RULES, ObjectiveTerm: _other_objective, Latency: _latency, Subgraphs: drop, LatencyHint: drop},
+    doc="""Tarnawski Fig. 3 / Fig. 4: one-hot ``x`` with merged CPUs, contiguous subgraph slots (Lemma 4.1, or
+subgraph levels for ``q > 1``), ``CommIn``/``CommOut`` (4)-(5), SubgraphStart/Finish (6)-(7), host ops (8)-(9),
+``Latency_v`` (10), subgraphs in turn (14), longest-path and head/tail cuts, symmetry rows; big-Ms from a
+known latency and the data."""))

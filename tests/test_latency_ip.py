@@ -1,0 +1,270 @@
+"""Tarnawski et al.'s latency IP (NeurIPS 2020, §4, Fig. 3; §4.1, Fig. 4): ``formulation="latency"``.
+
+Every optimum is checked against brute force over all placements scored by the cost model
+(:func:`placement_dsl.testing.brute_force`), with HiGHS and SCIP, for one subgraph per accelerator
+(Fig. 3), two (Fig. 4) and no limit.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+from placement_dsl.blocks.base import Context
+from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, serial_bound
+from placement_dsl.cluster import Cluster
+from placement_dsl.compile import compile
+from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs, subgraph_counts
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import CostModel, Objective
+from placement_dsl.formulations import choose, get
+from placement_dsl.formulations.latency import LatencyHint, hinted, subgraphs_per_accelerator
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Latency, Throughput, objective_named
+from placement_dsl.placement import PlacementClass
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+from placement_dsl.solvers import available_solvers
+from placement_dsl.solvers.matrix import extract
+from placement_dsl.testing import brute_force, placements
+
+SOLVERS = [s for s in ("highs", "scip") if s in available_solvers()]
+LIMITS = {"q1": [Subgraphs(1)], "q2": [Subgraphs(2)], "all": [], "contiguous": [Contiguous()]}
+
+
+def op(name: str, acc: float, cpu: float, out: float = 1.0, mem: float = 0.0) -> Op:
+    return Op(name=name, work={"accelerator": acc, "cpu": cpu}, out_bytes=out, param_bytes=mem)
+
+
+def chain_cpu() -> tuple[Graph, Cluster]:
+    """Four ops in a chain; two fit on an accelerator, the CPU runs them 3x slower."""
+    g = Graph([op("a", 2, 6, mem=4), op("b", 3, 9, mem=4), op("c", 1, 3, mem=4), op("d", 2, 6, out=0, mem=4)],
+              [("a", "b"), ("b", "c"), ("c", "d")], name="chain_cpu")
+    return g, Cluster.accelerators(2, memory=8.0, cpus=1)
+
+
+def diamond() -> tuple[Graph, Cluster]:
+    """Two heavy branches: apart on two accelerators they run in parallel."""
+    g = Graph([op("s", 1, 2), op("l", 5, 20), op("r", 5, 20), op("t", 1, 2, out=0)],
+              [("s", "l"), ("s", "r"), ("l", "t"), ("r", "t")], name="diamond")
+    return g, Cluster.accelerators(2, memory=math.inf, cpus=1)
+
+
+def detour() -> tuple[Graph, Cluster]:
+    """``p -> h -> r``: ``p`` and ``r`` fit on the accelerator together, ``h`` only without them.
+
+    With two subgraphs per accelerator ``{p}`` and ``{r}`` run there and ``h`` on the CPU: 1 + 1
+    (write) + 1 (CPU) + 1 (read) + 1 = 5; with one subgraph one of them runs 10 on the CPU.
+    """
+    g = Graph([op("p", 1, 10, mem=4), op("h", 1, 1, mem=5), op("r", 1, 10, out=0, mem=4)],
+              [("p", "h"), ("h", "r")], name="detour")
+    return g, Cluster.accelerators(1, memory=10.0, cpus=1)
+
+
+def fork() -> tuple[Graph, Cluster]:
+    """A fan-out with a zero-time, zero-byte source and a skip edge, on three identical accelerators and two CPUs."""
+    g = Graph([op("in", 0, 0, out=0), op("x", 2, 5, mem=3), op("y", 2, 5, mem=3), op("z", 3, 4, mem=3),
+               op("o", 1, 2, out=0, mem=3)],
+              [("in", "x"), ("in", "y"), ("x", "z"), ("y", "z"), ("in", "o"), ("z", "o")], name="fork")
+    return g, Cluster.accelerators(3, memory=6.0, cpus=2)
+
+
+INSTANCES = {"chain_cpu": chain_cpu, "diamond": diamond, "detour": detour, "fork": fork}
+
+
+def problem(instance: str, limit: str) -> Problem:
+    g, c = INSTANCES[instance]()
+    memory = [Memory()] if np.isfinite(c.memory).any() else []
+    return Problem(g, c, Latency(), [*memory, *LIMITS[limit]])
+
+
+@functools.cache
+def optimum(instance: str, limit: str) -> float:
+    return brute_force(problem(instance, limit))[0]
+
+
+@functools.cache
+def valid_placements(instance: str, limit: str) -> tuple:
+    p = problem(instance, limit)
+    return tuple(pl for pl in placements(p) if p.is_valid(pl))
+
+
+# ---------------------------------------------------------------------------- terms
+def test_latency_term_names_the_invocation_cost_model():
+    term = objective_named("latency")
+    assert isinstance(term, Latency) and term.cost_model() == CostModel.named("latency")
+    assert term.cost_model().objective is Objective.LATENCY and not term.bounds_max_load
+
+
+@pytest.mark.parametrize("q", [0, -1, 1.5, True, "2"])
+def test_subgraphs_needs_a_whole_number_at_least_one(q):
+    with pytest.raises(SpecError, match="Subgraphs"):
+        Subgraphs(q)
+
+
+def test_subgraphs_check_counts_the_cost_models_contiguous_pieces():
+    p = problem("detour", "q1")
+    split = p.placement([0, 1, 0])  # p and r on acc0 around h on the CPU: two subgraphs
+    assert subgraph_counts(split) == {"acc0": 2}
+    assert any("2 contiguous subgraphs" in v for v in p.violations(split))
+    assert problem("detour", "q2").violations(split) == []
+
+
+def test_auto_chooses_the_latency_ip_and_other_objectives_are_refused():
+    p = problem("diamond", "q1")
+    assert choose(p) == "latency"
+    g, c = diamond()
+    other = Problem(g, c, Throughput(), [])
+    assert choose(other) != "latency"
+    assert "latency" in get("latency").accepts(other)
+    with pytest.raises(SpecError, match="single-sample latency"):
+        solve(other, formulation="latency")
+
+
+def test_q_comes_from_the_problem():
+    assert subgraphs_per_accelerator(problem("detour", "q1")) == 1
+    assert subgraphs_per_accelerator(problem("detour", "contiguous")) == 1
+    assert subgraphs_per_accelerator(problem("fork", "q2")) == 2
+    assert subgraphs_per_accelerator(problem("detour", "all")) == 2  # ceil(3 ops on the longest path / 2)
+    assert get("latency").placement_class(problem("detour", "q1")) is PlacementClass.CONTIGUOUS
+    assert get("latency").placement_class(problem("detour", "all")) is PlacementClass.ALL
+
+
+# ---------------------------------------------------------------------------- optimum = brute force
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+@pytest.mark.parametrize("instance", sorted(INSTANCES))
+def test_optimum_is_the_brute_force_optimum(instance, limit, solver):
+    p, best = problem(instance, limit), optimum(instance, limit)
+    result = solve(p, formulation="latency", solver=solver, time_limit=60)
+    assert result.status.value == "optimal"
+    assert result.objective == pytest.approx(best, rel=1e-6)
+    assert result.bound == pytest.approx(best, rel=1e-4)
+    assert p.is_valid(result.placement)
+
+
+def test_two_subgraphs_beat_one_on_the_detour():
+    assert optimum("detour", "q2") == pytest.approx(5.0)
+    assert optimum("detour", "q1") > 5.0
+
+
+@pytest.mark.parametrize("limit", ["q1", "q2"])
+def test_greedy_warm_start_is_accepted(limit):
+    p = problem("fork", limit)
+    result = solve(p, formulation="latency", warm_start="greedy", time_limit=60)
+    assert result.start_accepted is True
+    assert result.objective == pytest.approx(optimum("fork", limit))
+
+
+SAMPLE = 24  # placements per case checked by the fast test; the slow one checks them all
+
+
+def _check_warm_starts(instance: str, limit: str, sample: int | None) -> None:
+    p, valid = problem(instance, limit), valid_placements(instance, limit)
+    horizon = max(p.evaluate(pl).objective for pl in valid)
+    chosen = valid if sample is None else valid[::max(1, len(valid) // sample)]
+    by_order: dict[tuple[str, ...], list] = {}
+    for placement in chosen:
+        by_order.setdefault(first_use_order(Context(p), placement.assign), []).append(placement)
+    for order, group in by_order.items():
+        compiled = compile(hinted(p, horizon, order), "latency")
+        for placement in group:
+            values = compiled.varmap.values(placement)
+            worst, where = compiled.varmap.residual(values)
+            assert worst <= 1e-7, (placement.mapping(), where)
+            total = values[compiled.model.latency.total] * compiled.objective_scale
+            assert total == pytest.approx(p.evaluate(placement).objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("limit", ["q1", "q2", "all"])
+@pytest.mark.parametrize("instance", sorted(INSTANCES))
+def test_valid_placements_are_exact_warm_starts(instance, limit):
+    """Under the hint ``prepare`` derives from a placement (its device order; a horizon at least its latency),
+    its values satisfy every row of every block — the cuts hold — and TotalLatency is its latency."""
+    _check_warm_starts(instance, limit, SAMPLE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", ["q1", "q2", "all"])
+@pytest.mark.parametrize("instance", sorted(INSTANCES))
+def test_every_valid_placement_is_an_exact_warm_start(instance, limit):
+    _check_warm_starts(instance, limit, None)
+
+
+def test_levels_are_the_cost_models_cut():
+    p = problem("detour", "all")
+    ctx = Context(p)
+    lev = levels(ctx, np.array([0, 1, 0]), [0])
+    assert lev[:, 0].tolist() == [1, 1, 2]  # h (on the CPU) inherits p's level; r re-enters: level 2
+
+
+# ---------------------------------------------------------------------------- structure and big-Ms
+def test_block_sizes_follow_the_paper():
+    """Fig. 3 on ``chain_cpu`` (n = 4 ops, m = 3 edges, k = 2 accelerators, one CPU)."""
+    n, m, k = 4, 3, 2
+    size = compile(problem("chain_cpu", "q1"), "latency").size()
+    assert size["assignment"] == {"variables": n * (k + 1), "constraints": n}
+    assert size["subgraphs"] == {"variables": n * k, "constraints": n * k + 2 * m * k}  # z (11)-(13)
+    inv = size["invocations"]  # start, finish per accelerator, Latency_v; (7), (6), (10), (8), (9)
+    assert inv == {"variables": 2 * k + n, "constraints": k + m * k + n * k + 1 + m}
+    cuts = size["path_cuts"]  # done_v, enter/leave per (edge, accelerator) with 3 rows each, longest path, done <= ready
+    assert cuts["variables"] == n + 2 * m * k and cuts["constraints"] >= 6 * m * k + m + n
+    flows = size["run_flows"]  # the chain is its one longest path: n host arcs, n + (n - 1) runs of 1 or 2 ops
+    assert flows == {"variables": 3 * n - 1, "constraints": (n + 1) + n + 2 * (n - 1)}  # balance, on_acc, starts, ends
+    assert size["latency"] == {"variables": 1, "constraints": 1 + n + 1 + 1 + k}  # sink, tails, span, runs, slots
+    assert size["symmetry"]["variables"] == n * (k - 1)
+
+
+def test_two_subgraphs_add_levels_slots_and_their_cut():
+    size = compile(problem("detour", "q2"), "latency").size()
+    assert "tensor_cut" not in size  # each slot has its own CommIn/CommOut
+    assert size["invocations"]["variables"] == 2 * 2 + 3  # two slots on the accelerator
+
+
+@pytest.mark.parametrize("hint", [None, 12.0])
+@pytest.mark.parametrize("limit", ["q1", "q2"])
+def test_big_ms_are_derived_from_the_horizon(limit, hint):
+    p = problem("fork", limit)
+    p = p if hint is None else hinted(p, hint)
+    compiled = compile(p, "latency")
+    ctx = compiled.varmap.context
+    horizon = bounds(ctx, hint).horizon
+    assert math.isfinite(horizon)
+    assert horizon == pytest.approx(serial_bound(ctx) if hint is None else hint / ctx.scale.time, rel=1e-6)
+    lm = extract(compiled.model)
+    coefs = np.abs(lm.value)
+    rhs = np.abs(np.concatenate([lm.row_lower, lm.row_upper]))
+    assert coefs.max() <= 3 * horizon
+    assert rhs[np.isfinite(rhs)].max(initial=0.0) <= 3 * horizon
+
+
+def test_the_hint_is_a_term_of_the_plan_not_of_the_users_problem():
+    p = problem("fork", "q1")
+    plan = get("latency").prepare(p, None, None, 1e-4, {})
+    assert plan.info["horizon"] == "greedy" and plan.problem.find(LatencyHint)
+    assert not p.find(LatencyHint)
+    with pytest.raises(SpecError, match="horizon"):
+        LatencyHint(horizon=0.0)
+
+
+def test_pins_keep_their_host_apart():
+    g, c = fork()
+    p = Problem(g, c, Latency(), [Memory(), Subgraphs(1), Pin("o", "cpu1")])
+    result = solve(p, formulation="latency", time_limit=60)
+    assert result.placement.device_of("o") == "cpu1"
+    assert result.objective == pytest.approx(brute_force(p)[0])
+    assert result.objective == pytest.approx(optimum("fork", "q1"))  # the pin costs nothing here
+
+
+# ---------------------------------------------------------------------------- Tarnawski Table 4
+@pytest.mark.slow
+def test_bert24_is_proven_optimal(dnn_partitioning):
+    from placement_dsl.io import load_workload
+
+    w = load_workload(dnn_partitioning / "latency-inputs" / "LayerGraphs" / "bert24_inference.json")
+    p = Problem(w.graph, w.cluster, Latency(), [Memory(), Subgraphs(1)])
+    result = solve(p, formulation="latency", warm_start="greedy", time_limit=300, gap=1e-4)
+    assert result.objective == pytest.approx(100.22, abs=5e-3)  # Tarnawski Table 4
+    assert result.gap is not None and result.gap <= 1e-4
