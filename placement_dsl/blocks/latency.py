@@ -11,14 +11,15 @@ block              template                    paper
 =================  ==========================  ====================================================
 ``assignment``     :class:`LatencyAssignment`  Fig. 3 (1); identical CPUs merged into one index
 ``subgraphs``      :class:`SubgraphSlots`      Fig. 3 (2) by Lemma 4.1; Fig. 4 (2) by levels
-``invocations``    :class:`InvocationTimes`    Fig. 3 (6)-(10), Fig. 4 (14), longest-path cuts
-``latency``        :class:`LatencyObjective`   Fig. 3 ``min TotalLatency``, head/tail cuts
-``symmetry``       :class:`DeviceOrder`        interchangeable devices ordered by their first unit
+``invocations``    :class:`InvocationTimes`    Fig. 3 (6)-(10), Fig. 4 (14)
+``latency``        :class:`LatencyObjective`   Fig. 3 ``min TotalLatency``, with the cuts' bounds
 =================  ==========================  ====================================================
 
-Big-Ms (Lemma 4.1's ``H``) come from the data: the horizon ``H`` is a known latency (a
-heuristic's or the warm start's) or else the serial bound (every invocation one after another),
-and each op's *head* / *tail* is the longest path of fastest running times into / out of it.
+The strengthening blocks (longest-path cuts, run flows, symmetry) are in :mod:`.latency_cuts`;
+the data they share in :mod:`.latency_data`. Big-Ms (Lemma 4.1's ``H``) come from the data: the
+horizon ``H`` is a known latency (a heuristic's or the warm start's) or else the serial bound
+(every invocation one after another), and each op's *head* / *tail* is the longest path of
+fastest running times into / out of it.
 """
 from __future__ import annotations
 
@@ -353,7 +354,11 @@ class InvocationTimes(BlockTemplate):
 
 @register
 class LatencyObjective(BlockTemplate):
-    """Fig. 3: ``minimize TotalLatency >= Latency_v``, with ``TotalLatency >= done_v + tail_v`` and ``>= SubgraphFinish``."""
+    """Fig. 3: ``minimize TotalLatency >= Latency_v`` over the sinks, and ``>= SubgraphFinish`` of every slot.
+
+    With the cuts of :mod:`.latency_cuts`: ``TotalLatency >= done_v + tail_v`` per op, and at least each
+    longest path's span and run-flow cost. Its bounds: the longest path of fastest times, and ``H``.
+    """
 
     name = "latency"
     stage = Stage.OBJECTIVE

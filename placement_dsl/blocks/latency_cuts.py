@@ -49,14 +49,16 @@ class PathCuts(BlockTemplate):
     """Longest-path cuts: rows every schedule satisfies that carry times, transfers and memory into the LP bound.
 
     ``done[v]`` is the end of op ``v``'s own computation: its slot's start, reads and the
-    slot's ops up to ``v`` in topological order (``ready`` on a host). Per edge ``(u, v)``:
-    ``done_v >= done_u + t_v(x) + sum_a c_{ua} split_{uva}`` (``split``: the edge crosses
-    accelerator ``a``'s boundary, so ``u``'s tensor is written and read) and ``ready_v >= done_v``.
-    Per path ``P`` (the longest path of fastest times through each op, where its memory exceeds
-    an accelerator's ``M``): ``sum_{e in P} sum_a split_{ea} >= 2 m_acc(P) / M - x_{first,acc}
-    - x_{last,acc}``: no accelerator holds more than ``M``, so ``P``'s ops on accelerators form
-    at least ``m_acc(P) / M`` runs, each entered and left across an edge of ``P`` unless it
-    starts or ends ``P``.
+    slot's ops up to ``v`` in topological order (``ready`` on a host). ``enter[u, v, a]`` /
+    ``leave[u, v, a]`` say edge ``(u, v)`` enters / leaves accelerator ``a`` (so ``a`` reads /
+    writes ``u``'s tensor), linearized exactly (three rows each). Per edge:
+    ``done_v >= done_u + t_v(x) + sum_a c_{ua} (enter + leave)_{uva}`` and ``ready_v >= done_v``.
+    Per segment of a longest path ``P`` whose memory needs ``R >= 2`` accelerators
+    (:func:`~.latency_data.memory_segments`): ``sum_{e in P} sum_a (enter + leave)_{ea} >= 2 R
+    - 2 off - x_{first,acc} - x_{last,acc}``: ``P``'s ops on accelerators form at least ``R``
+    runs (fewer only by what its host ops free: ``off`` is the mixed-integer rounding of their
+    memory), each entered and left across an edge of ``P`` unless it starts or ends ``P``.
+    Per longest path, a *span* (:meth:`_spans`) bounds TotalLatency by the slots it visits.
     """
 
     name = "path_cuts"
