@@ -4,7 +4,7 @@ The number ``q`` of contiguous subgraphs per accelerator comes from the problem:
 :class:`~placement_dsl.constraints.Contiguous` or ``Subgraphs(1)`` (Fig. 3), ``q`` under
 ``Subgraphs(q)`` (Fig. 4), and otherwise as many as any placement can need (half the longest
 path), so that the optimum is the problem's over all placements. The slots follow the cost
-model's cut into subgraphs (:func:`~placement_dsl.blocks.latency.levels`), so the model's latency
+model's cut into subgraphs (:func:`~placement_dsl.blocks.latency_data.levels`), so the model's latency
 of a placement is the cost model's.
 
 Before the solve, :meth:`LatencyFormulation.prepare` adds a :class:`LatencyHint`: the warm
