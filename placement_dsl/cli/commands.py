@@ -9,12 +9,13 @@ from typing import Any
 
 from ..errors import SpecError
 from ..evaluate import CostModel, Evaluation, evaluate
-from ..io import Workload, load_placement, save_placement, save_workload
+from ..io import Workload, load_placement, save_workload
 from ..io.report import stage_lines, stage_ranges
 from ..result import placement_report, relative_gap
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS
-from .options import heuristic_options, mip_options, note_cold_kernels
+from .options import heuristic_options, mip_options, note_cold_kernels, taken_mip_options
 from .problems import bounds_payload, dag_problem, problem_for_method
+from .schedules import is_makespan, save_answer, solve_makespan
 from .training import schedule_objective
 from .workloads import check_memory, cost_model, emit, memory_summary, note, one_line, workload_from_args
 
@@ -62,7 +63,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     else:
         placement, payload, text = _run_heuristic(args, w, model)
     if args.out and placement is not None:
-        save_placement(placement, args.out, w, payload.get("objective"))
+        save_answer(placement, args.out, w, model, payload.get("objective"))
     emit(args, payload, text)
     return _solve_status(args, w, payload)
 
@@ -71,7 +72,7 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     from ..heuristics import run
 
     mip_options(args)
-    options = {**heuristic_options(args), **_replication(args)}
+    options = {**heuristic_options(args), **_replication(args), **taken_mip_options(args)}
     note_cold_kernels(args.method)
     start = time.perf_counter()
     res = run(args.method, w.graph, w.cluster, model=model, **options)
@@ -122,13 +123,12 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
         setattr(args, key, value)
     start = args.warm_start if args.warm_start in HEURISTIC_METHODS else None
     note_cold_kernels(start)
-    result = _solve_ip(args, w, model)
+    result = solve_makespan(args, w, model) if is_makespan(model) else _solve_ip(args, w, model)
     return result.placement, result.to_dict(), result.summary()
 
 
 def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
     from ..solve import solve
-
     from .training import training_problem
 
     problem = training_problem(args, problem_for_method(w, objective=schedule_objective(args, args.objective),

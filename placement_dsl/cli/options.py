@@ -53,11 +53,20 @@ def mip_options(args: argparse.Namespace) -> dict[str, Any]:
     given = {k: getattr(args, k) for k in MIP_FLAGS if getattr(args, k, None) is not None}
     if args.method in IP_METHODS:
         return {**MIP_DEFAULTS, "warm_start": None, **given}
+    given = {k: v for k, v in given.items() if k not in taken_mip_options(args)}
     if given:
         flags = ", ".join(MIP_FLAGS[k] for k in given)
         note(f"{flags} appl{'ies' if len(given) == 1 else 'y'} only to the MIP methods "
              f"({', '.join(IP_METHODS)}); ignored for method {args.method}")
     return {}
+
+
+def taken_mip_options(args: argparse.Namespace) -> dict[str, Any]:
+    """MIP flags the heuristic ``args.method``'s function takes too (e.g. schedule-lns's time limit and solver)."""
+    if args.method not in HEURISTIC_METHODS:
+        return {}
+    accepted = accepted_options(args.method)
+    return {k: getattr(args, k) for k in MIP_FLAGS if getattr(args, k, None) is not None and k in accepted}
 
 
 # ---------------------------------------------------------------------------- numba kernels

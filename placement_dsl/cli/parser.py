@@ -9,8 +9,9 @@ from ..evaluate import NAMED
 from ..io.workload import FORMATS
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
-from .training import add_cluster_args, add_training_args
+from .schedules import add_congestion_arg
 from .sweep import add_sweep_parsers
+from .training import add_cluster_args, add_training_args
 from .workloads import one_line
 
 
@@ -92,7 +93,9 @@ def _solve_parser(sub: Any) -> None:
     so.add_argument("--evaluations", type=_number(int, 1, "--evaluations"), metavar="N",
                     help="evaluation budget of the ordering searches (methods whose function takes it)")
     so.add_argument("--seed", type=int, metavar="N", help="random seed of the heuristics that draw (default: 0)")
-    so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs)")
+    add_congestion_arg(so)
+    so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs; "
+                                                  "the schedule file for MOIRAI sheets)")
     so.set_defaults(func=cmd_solve)
 
 

@@ -115,14 +115,17 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
 def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
     """The cost model of ``--objective`` (default: the workload's), refusing a training objective
     on a forward-only graph."""
+    from .schedules import congestion_fields, objective_name
     from .training import schedule_objective, training_model
 
-    name = schedule_objective(args, args.objective) or workload.meta.get("objective", "throughput")
+    name = objective_name(workload, schedule_objective(args, args.objective) or workload.meta.get("objective",
+                                                                                                   "throughput"))
     if name in TRAINING_OBJECTIVES and not workload.graph.is_training:
         raise SpecError(f"objective {name!r} scores the forward and backward passes of a training graph, but "
                         f"graph {workload.graph.name!r} is forward-only; pass --training to add its backward pass, "
                         "or use --objective throughput or latency")
-    return training_model(args, CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none"))
+    return training_model(args, CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none",
+                                                **congestion_fields(args, name)))
 
 
 # ---------------------------------------------------------------------------- memory feasibility

@@ -28,7 +28,15 @@ bandwidth up to rounding; large on the hand-made example-1).
 
 Devices: one device and one device *kind* per column, named ``"d0" .. "dK-1"``; an
 operator's ``work`` is keyed by those kinds and its ``mi`` is its ``param_bytes``
-(MOIRAI eq. 5).
+(MOIRAI eq. 5). A sheet's objective is the makespan of its schedule (MOIRAI eq. 4).
+
+Schedule files (:func:`schedule_to_dict`, :func:`schedule_from_dict`) speak the sheet's own
+integer ids and device columns::
+
+    {"assignment": {task: device index}, "start": {task: time},
+     "transfer_start": {flow (c_task id): time}}
+
+with every task, and every flow whose two ends run on different devices.
 """
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ import numpy as np
 from ..cluster import Cluster, Device, Link
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..placement import Placement
 from .common import nonnegative
 from .workload import Workload
 
@@ -200,6 +209,90 @@ def load(path: str | Path, **options: Any) -> Workload:
     path = Path(path)
     headers, rows = read_rows(path)
     graph, cluster, error = build(headers, rows, name=path.stem, source=str(path))
-    meta = {"path": str(path), "transfer_fit_error": error,
+    meta = {"path": str(path), "transfer_fit_error": error, "objective": "makespan",
             "flows": sum(1 for op in graph.ops if op.attrs.get("moirai") == "communication")}
     return Workload(graph, cluster, "moirai", meta)
+
+
+# ---------------------------------------------------------------------------- schedule files
+def _kinds(graph: Graph) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """Task ops and ``(flow, producer, consumer)`` of a sheet's graph; a graph not read from a sheet is refused."""
+    tasks = [i for i, op in enumerate(graph.ops) if op.attrs.get("moirai") == "operator"]
+    flows = [(q, int(graph.predecessors(q)[0]), int(graph.successors(q)[0])) for q, op in enumerate(graph.ops)
+             if op.attrs.get("moirai") == "communication"]
+    if not tasks:
+        raise SpecError(f"graph {graph.name!r} was not read from a MOIRAI sheet (no task ops); a schedule file "
+                        "needs the sheet's task and flow ids")
+    return tasks, flows
+
+
+def schedule_to_dict(placement: Placement, congestion: str = "port") -> dict[str, Any]:
+    """The placement's schedule as a MOIRAI schedule file (see the module docstring).
+
+    The placement's own schedule, else its list schedule under ``congestion`` (the one the cost
+    model scores); times in the sheet's units.
+    """
+    from ..schedule import list_schedule
+
+    g, a = placement.graph, placement.assign
+    tasks, flows = _kinds(g)
+    schedule = placement.schedule if placement.schedule is not None else list_schedule(placement, congestion)
+    moves = schedule.transfer_start
+    return {"assignment": {g.names[i]: int(a[i]) for i in tasks},
+            "start": {g.names[i]: float(schedule.start[i]) for i in tasks},
+            "transfer_start": {g.names[q]: float(moves[(q, int(a[j]))]) for q, _, j in flows if a[q] != a[j]}}
+
+
+def schedule_from_dict(graph: Graph, cluster: Cluster, data: Any) -> Placement:
+    """The placement and schedule a MOIRAI schedule file gives (inverse of :func:`schedule_to_dict`).
+
+    Flows run on their producer's device and take their instant when it ends; edges without a
+    flow move nothing and start then too. A missing or unknown id, or a device index outside
+    the sheet's columns, raises :class:`SpecError` naming it.
+    """
+    from ..schedule import Schedule, transfer_tasks
+
+    tasks, flows = _kinds(graph)
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), dict) for k in ("assignment", "start")):
+        raise SpecError('a MOIRAI schedule file needs {"assignment": {task: device}, "start": {task: time}, '
+                        '"transfer_start": {flow: time}}')
+    assign = np.zeros(graph.n, dtype=np.int64)
+    start = np.zeros(graph.n)
+    for key, field in (("assignment", assign), ("start", start)):
+        table = _ids(data[key], graph, {graph.names[i] for i in tasks}, key)
+        for i in tasks:
+            if graph.names[i] not in table:
+                raise SpecError(f"schedule file: {key} has no entry for task {graph.names[i]}")
+            field[i] = table[graph.names[i]]
+    bad = [graph.names[i] for i in tasks if not 0 <= assign[i] < cluster.size or assign[i] != float(assign[i])]
+    if bad:
+        raise SpecError(f"schedule file: task {bad[0]} is on device {assign[graph.index[bad[0]]]}; the sheet has "
+                        f"devices 0..{cluster.size - 1}")
+    times = cluster.times(graph)
+    for q, i, _ in flows:
+        assign[q], start[q] = assign[i], start[i] + times[i, assign[i]]
+    given = _ids(data.get("transfer_start", {}), graph, {graph.names[q] for q, _, _ in flows}, "transfer_start")
+    placement = Placement(graph, cluster, assign)
+    moves = {}
+    for u, d in zip(*(x.tolist() for x in transfer_tasks(placement)[:2])):
+        name = graph.names[u]
+        if graph.ops[u].attrs.get("moirai") == "communication" and name not in given:
+            raise SpecError(f"schedule file: transfer_start has no entry for flow {name}, whose ends run on devices "
+                            f"{assign[u]} and {d}")
+        moves[(u, d)] = given.get(name, start[u] + times[u, assign[u]])
+    return Placement(graph, cluster, assign, source="schedule file", schedule=Schedule(start, moves))
+
+
+def _ids(table: Any, graph: Graph, known: set[str], key: str) -> dict[str, float]:
+    """``{id: number}`` of a schedule file's section, every id one of ``known``."""
+    if not isinstance(table, dict):
+        raise SpecError(f"schedule file: {key} must map ids to numbers, got {type(table).__name__}")
+    out = {}
+    for name, value in table.items():
+        if str(name) not in known:
+            raise SpecError(f"schedule file: {key} names {name!r}, which is not a "
+                            f"{'flow' if key == 'transfer_start' else 'task'} of sheet {graph.name!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpecError(f"schedule file: {key}[{name}] = {value!r}; give a finite number")
+        out[str(name)] = float(value)
+    return out

@@ -1,0 +1,83 @@
+"""Schedules on heterogeneous devices from the command line (MOIRAI, Zhang et al.).
+
+* ``--objective latency`` on a MOIRAI sheet is the makespan of its schedule (MOIRAI eq. 4: one
+  inference's latency on heterogeneous devices), which is also a sheet's default objective;
+* ``--congestion port|channel|none`` says which transfers exclude each other (MOIRAI eq. 8);
+* ``--method ip`` on a makespan problem is the ``schedule`` formulation (``--solver cpsat`` for
+  CP-SAT), warm-started with list scheduling unless ``--warm-start`` says otherwise;
+* ``--out`` on a MOIRAI sheet writes the schedule file of :mod:`placement_dsl.io.moirai`
+  (the sheet's task and flow ids, devices numbered as its columns).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import SpecError
+from ..evaluate import CostModel, Objective
+from ..io import Workload, save_placement
+from ..io.common import jsonable
+from .workloads import note
+
+CONGESTION = ("port", "channel", "none")
+
+
+def add_congestion_arg(sp: argparse.ArgumentParser) -> None:
+    """``--congestion``: which transfers exclude each other in a schedule (makespan objectives)."""
+    sp.add_argument("--congestion", choices=CONGESTION,
+                    help="makespan (MOIRAI sheets): transfers leaving or entering one device never overlap (port, "
+                         "the default), or on one ordered device pair (channel), or never contend (none)")
+
+
+def objective_name(workload: Workload, name: str) -> str:
+    """``latency`` on a MOIRAI sheet is its schedule's makespan; other names are kept."""
+    return "makespan" if name == "latency" and workload.format == "moirai" else name
+
+
+def congestion_fields(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """The cost model's congestion from ``--congestion`` (noted and ignored for objectives without a schedule)."""
+    mode = getattr(args, "congestion", None)
+    if mode is None:
+        return {}
+    if name != "makespan":
+        note(f"--congestion applies to the makespan of a schedule (MOIRAI sheets, --objective makespan); "
+             f"ignored for objective {name!r}")
+        return {}
+    return {"congestion": mode}
+
+
+def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostModel) -> Any:
+    """``--method ip`` on a makespan problem: the ``schedule`` formulation (or CP-SAT), certified."""
+    from ..cpsat import solve_schedule
+    from ..heuristics.lns import makespan_problem
+
+    if args.method != "ip":
+        raise SpecError(f"method {args.method} has no makespan formulation; use --method ip (the schedule MILP, "
+                        "or CP-SAT with --solver cpsat) or a schedule heuristic (list, one-device-best, schedule-lns)")
+    problem = makespan_problem(workload.graph, workload.cluster, model)
+    return solve_schedule(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
+                          warm_start=args.warm_start or "list")
+
+
+def is_makespan(model: CostModel) -> bool:
+    return model.objective is Objective.MAKESPAN
+
+
+def save_answer(placement: Any, path: str, workload: Workload, model: CostModel, objective: float | None) -> None:
+    """``--out``: a MOIRAI sheet's schedule file, else the placement file of the workload's format."""
+    if workload.format != "moirai":
+        save_placement(placement, path, workload, objective)
+        return
+    import json
+    from pathlib import Path
+
+    from ..io.moirai import schedule_to_dict
+
+    data = schedule_to_dict(placement, model.congestion.value)
+    out = Path(path)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(jsonable(data), indent=1) + "\n")
+        tmp.replace(out)
+    except OSError as err:
+        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None

@@ -1,0 +1,93 @@
+"""``placement-dsl solve SHEET.xls --objective latency ... --out FILE``: the MOIRAI schedule file, read back and
+re-checked by the referee."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from placement_dsl.cli import main
+from placement_dsl.errors import SpecError
+from placement_dsl.io import moirai
+from placement_dsl.schedule import check_schedule
+
+pytest.importorskip("xlrd")
+
+
+def solve_sheet(capsys, path, tmp_path, method, *extra):
+    out = tmp_path / f"{method}.json"
+    code = main(["solve", str(path), "--objective", "latency", "--method", method, "--out", str(out), "--json",
+                 *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out), json.loads(out.read_text())
+
+
+def reread(path, data, congestion="port"):
+    """The file's placement and the referee's verdict on its schedule."""
+    w = moirai.load(path)
+    placement = moirai.schedule_from_dict(w.graph, w.cluster, data)
+    return w, placement, check_schedule(placement, placement.schedule, congestion)
+
+
+def sheet_ids(w):
+    tasks = {op.name for op in w.graph.ops if op.attrs["moirai"] == "operator"}
+    flows = {op.name: (w.graph.names[w.graph.predecessors(q)[0]], w.graph.names[w.graph.successors(q)[0]])
+             for q, op in enumerate(w.graph.ops) if op.attrs["moirai"] == "communication"}
+    return tasks, flows
+
+
+@pytest.mark.parametrize(("sheet", "method", "extra"), [
+    ("example-1", "list", ()), ("GoogLeNet", "list", ("--congestion", "channel")),
+    ("example-1", "ip", ("--time-limit", "30")), ("example-1", "schedule-lns", ("--time-limit", "10"))])
+def test_out_writes_the_sheets_ids_and_the_referee_accepts_it(capsys, tmp_path, shared_data, sheet, method, extra):
+    if method == "schedule-lns":
+        pytest.importorskip("ortools")
+    path = shared_data / "moirai" / f"{sheet}.xls"
+    payload, data = solve_sheet(capsys, path, tmp_path, method, *extra)
+    congestion = extra[1] if extra[:1] == ("--congestion",) else "port"
+    w, placement, (makespan, bad) = reread(path, data, congestion)
+    assert not bad and makespan == pytest.approx(payload["objective"])
+    for key in ("objective", "bound", "gap", "status", "seconds"):
+        assert key in payload
+    tasks, flows = sheet_ids(w)
+    assert set(data["assignment"]) == set(data["start"]) == tasks
+    assert all(isinstance(d, int) and 0 <= d < w.cluster.size for d in data["assignment"].values())
+    crossing = {q for q, (i, j) in flows.items() if data["assignment"][i] != data["assignment"][j]}
+    assert set(data["transfer_start"]) == crossing and crossing
+    assert np.array_equal(placement.assign, payload_assign(w, payload))
+
+
+def payload_assign(w, payload):
+    return np.array([w.cluster.index[payload["placement"][name]] for name in w.graph.names])
+
+
+def test_example1_ip_is_the_optimum_30(capsys, tmp_path, shared_data):
+    pytest.importorskip("ortools")
+    path = shared_data / "moirai" / "example-1.xls"
+    payload, data = solve_sheet(capsys, path, tmp_path, "ip", "--solver", "cpsat", "--time-limit", "60")
+    assert payload["status"] == "optimal" and payload["objective"] == pytest.approx(30.0)
+    assert reread(path, data)[2] == (pytest.approx(30.0), [])
+
+
+def test_a_bad_schedule_file_names_the_flow_or_the_pair(capsys, tmp_path, shared_data):
+    path = shared_data / "moirai" / "example-1.xls"
+    _, data = solve_sheet(capsys, path, tmp_path, "list")
+    w = moirai.load(path)
+    flow = sorted(data["transfer_start"])[0]
+    missing = {**data, "transfer_start": {k: v for k, v in data["transfer_start"].items() if k != flow}}
+    with pytest.raises(SpecError, match=f"flow {flow}"):
+        moirai.schedule_from_dict(w.graph, w.cluster, missing)
+    with pytest.raises(SpecError, match="devices 0..2"):
+        moirai.schedule_from_dict(w.graph, w.cluster, {**data, "assignment": {**data["assignment"], "0": 3}})
+    # two tasks on one device at the same time: the referee names them
+    tasks = [t for t, d in data["assignment"].items() if d == data["assignment"]["26"] and t != "26"]
+    late = {**data, "start": {**data["start"], tasks[-1]: data["start"][tasks[0]]}}
+    _, _, (_, bad) = reread(path, late)
+    assert bad and any(repr(tasks[-1]) in msg or tasks[-1] in msg for msg in bad)
+
+
+def test_congestion_on_a_throughput_objective_is_a_note(capsys):
+    code = main(["solve", "zoo:transformer-small", "--method", "greedy", "--congestion", "channel", "--json"])
+    assert code == 0 and "--congestion applies to the makespan" in capsys.readouterr().err
