@@ -31,6 +31,7 @@ from .latency_data import (
     bounds,
     capacity_bound,
     critical_paths,
+    fresh_memory,
     longest_paths,
     memory_segments,
     merged_hosts,
@@ -151,8 +152,9 @@ class PathCuts(BlockTemplate):
             p, need = segments[k]
             crossed = sum(b.enter[ops[u], ops[v], a] + b.leave[ops[u], ops[v], a] for u, v in pairwise(p)
                           for a in by_edge.get((ops[u], ops[v]), ()))
-            frac = float(ctx.mem[list(p)].sum() / M) - (need - 1)  # MIR: a host op of memory m_v saves m_v / (M frac) runs
-            off = sum(min(1.0, float(ctx.mem[v] / (M * frac))) * (1 - on_acc(v)) for v in p if ctx.mem[v] > 0)
+            fresh = fresh_memory(ctx, p) / M
+            frac = float(fresh.sum()) - (need - 1)  # MIR: a host group of memory m saves m / (M frac) runs
+            off = sum(min(1.0, float(f / frac)) * (1 - on_acc(v)) for v, f in zip(p, fresh) if f > 0)
             return crossed >= 2 * need - 2 * off - on_acc(p[0]) - on_acc(p[-1])
         blk.segments = pyo.Set(initialize=range(len(segments)), doc="segments of longest paths too big for one accelerator")
         blk.memory_runs = pyo.Constraint(blk.segments, rule=runs,
@@ -185,7 +187,7 @@ class RunFlows(BlockTemplate):
     name = "run_flows"
     stage = Stage.COST
     provides = (RunLink,)
-    needs = (AssignmentLink, PathLink)
+    needs = (AssignmentLink, PathLink, SlotLink)
 
     def __init__(self, horizon: float | None = None, paths: int = 3):
         self.horizon, self.paths = horizon, paths
@@ -196,7 +198,8 @@ class RunFlows(BlockTemplate):
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         bd, acc, link = bounds(ctx, self.horizon), accelerators(ctx), ctx.link(PathLink)
         chosen = critical_paths(ctx, bd, self.paths) if acc else []
-        arcs = [(k, i, j, cost) for k, p in enumerate(chosen) for (i, j), cost in run_arcs(ctx, p, acc).items()]
+        whole = ctx.link(SlotLink).q == 1  # one subgraph per accelerator: a run's slot holds what lies between its ops
+        arcs = [(k, i, j, cost) for k, p in enumerate(chosen) for (i, j), cost in run_arcs(ctx, p, acc, whole).items()]
         blk.arcs = pyo.Set(dimen=3, initialize=[(k, i, j) for k, i, j, _ in arcs], doc="(path, first, end) of each arc")
         blk.flow = pyo.Var(blk.arcs, bounds=(0, 1), doc="flow[k, i, j] = 1 iff path k's ops i..j-1 form one run "
                            "(j = i + 1 with a negative i: a host op)")

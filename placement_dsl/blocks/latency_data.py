@@ -204,13 +204,29 @@ def reach(ctx: Context, assign: np.ndarray) -> np.ndarray:
     return out
 
 
+def fresh_memory(ctx: Context, seq: tuple[int, ...] | list[int]) -> np.ndarray:
+    """Per op of ``seq``: the memory of its colocation group the first time ``seq`` meets the group, else 0.
+
+    A group shares one device, so the devices holding ``seq``'s ops hold at least the sum."""
+    group = ctx.graph.group_id
+    total = np.bincount(group, weights=ctx.mem, minlength=ctx.n)
+    seen: set[int] = set()
+    out = np.zeros(len(seq))
+    for k, v in enumerate(seq):
+        if int(group[v]) not in seen:
+            seen.add(int(group[v]))
+            out[k] = total[group[v]]
+    return out
+
+
 def memory_segments(ctx: Context, bd: Bounds, M: float) -> list[tuple[tuple[int, ...], int]]:
-    """``(segment, R)``: each longest path, its shortest prefixes and suffixes whose memory exceeds ``k M``, with
-    ``R = ceil(memory / M) >= 2`` accelerators the segment needs when it stays off the hosts."""
+    """``(segment, R)``: each longest path, its shortest prefixes and suffixes whose memory (with their colocation
+    groups, :func:`fresh_memory`) exceeds ``k M``, with ``R = ceil(memory / M) >= 2`` accelerators the segment
+    needs when it stays off the hosts."""
     out: dict[tuple[int, ...], int] = {}
     for p in longest_paths(ctx, bd):
         for part in (p, p[::-1]):
-            total = np.cumsum(ctx.mem[list(part)]) / M
+            total = np.cumsum(fresh_memory(ctx, part)) / M
             for k in range(1, math.ceil(total[-1] - 1e-9)):
                 j = int(np.searchsorted(total, k + 1e-9, side="right"))
                 seg = part[:j + 1] if part is p else part[:j + 1][::-1]
@@ -223,6 +239,7 @@ def longest_paths(ctx: Context, bd: Bounds, trim: bool = True) -> list[tuple[int
     """The distinct longest paths of fastest times through each op (ties to the lower index); ``trim``: cut to
     the first and last op that takes memory."""
     g = ctx.graph
+    heavy = np.bincount(g.group_id, weights=ctx.mem, minlength=g.n)
     back = {v: int(p[np.argmax(bd.head[p])]) for v in range(g.n) if (p := g.predecessors(v)).size}
     ahead = {v: int(s[np.argmax(bd.fastest[s] + bd.tail[s])]) for v in range(g.n) if (s := g.successors(v)).size}
     out = {}
@@ -236,7 +253,7 @@ def longest_paths(ctx: Context, bd: Bounds, trim: bool = True) -> list[tuple[int
         while u in ahead:
             u = ahead[u]
             path.append(u)
-        keep = [i for i, w in enumerate(path) if ctx.mem[w] > 0 or not trim]
+        keep = [i for i, w in enumerate(path) if heavy[ctx.graph.group_id[w]] > 0 or not trim]
         if keep:
             out[tuple(path[keep[0]:keep[-1] + 1])] = None
     return [p for p in out if len(p) > 1]
@@ -293,50 +310,73 @@ def _fractional(items: list[tuple[float, float]], room: float) -> float:
     return max(pay, 0.0)
 
 
-def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int]) -> dict[tuple[int, int], float]:
+def descendants(ctx: Context) -> np.ndarray:
+    """``(n, n)`` booleans: ``out[u, v]`` iff ``v`` is reachable from ``u`` (``u`` included), computed once per model."""
+    def build() -> np.ndarray:
+        g = ctx.graph
+        out = np.eye(g.n, dtype=bool)
+        for v in g.topo[::-1].tolist():
+            succ = g.successors(v)
+            if succ.size:
+                out[v] |= out[succ].any(axis=0)
+        return out
+    return ctx.view("latency_descendants", build)
+
+
+def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool) -> dict[tuple[int, int], float]:
     """Arcs of :class:`~.latency_cuts.RunFlows` on path ``p`` with their costs (model units).
 
-    ``(i, j)``: ``p[i..j-1]`` on one accelerator: least running times, the read of ``p[i-1]``'s
-    and the write of ``p[j-1]``'s tensor at the boundaries, and the run's other reads and writes
-    (:func:`_side_price`). ``(-i-1, i+1)``: ``p[i]`` on a host. Colocated neighbours are never
-    separated by a run's end.
+    ``(i, j)``: ``p[i..j-1]`` on one accelerator. Its *body* are the ops its slot must hold: the
+    run and, ``contiguous`` (one subgraph per accelerator, Lemma 4.1), every op on a path between
+    two of its ops (``desc(p[i]) & anc(p[j-1])``), with their colocation groups; its memory holds
+    the groups of the body. Cost: the body's least running times (the run's only, unless
+    ``contiguous``), the read of ``p[i-1]``'s and the write of ``p[j-1]``'s tensor at the
+    boundaries, and the body's other reads and writes (:func:`_side_price`). ``(-i-1, i+1)``:
+    ``p[i]`` on a host. Colocated neighbours are never separated by a run's end.
     """
-    m = len(p)
+    m, g = len(p), ctx.graph
     M = capacity_bound(ctx, acc)
     t_acc = np.where(ctx.unit_allowed[ctx.unit][:, acc], ctx.work[:, acc], np.inf).min(axis=1)
     hosts = np.flatnonzero(ctx.cluster.host)
     t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
     c = ctx.comm[:, acc].min(axis=1)
+    gmem = np.bincount(g.group_id, weights=ctx.mem, minlength=ctx.n)
+    reach = descendants(ctx) if contiguous else None
     glued = [k > 0 and ctx.unit[p[k]] == ctx.unit[p[k - 1]] for k in range(m)] + [False]
+    pos = {v: k for k, v in enumerate(p)}
     arcs: dict[tuple[int, int], float] = {}
     for i in range(m):
         if np.isfinite(t_host[p[i]]):
             arcs[-i - 1, i + 1] = float(t_host[p[i]])
-        if glued[i]:
-            continue
-        mem, work = 0.0, 0.0
-        for j in range(i + 1, m + 1):
-            mem, work = mem + float(ctx.mem[p[j - 1]]), work + float(t_acc[p[j - 1]])
-            if mem > M * (1 + 1e-9) or not np.isfinite(work):
+        for j in range(i + 1, m + 1) if not glued[i] else ():
+            run = np.zeros(ctx.n, dtype=bool)
+            run[list(p[i:j])] = True
+            body = run | (reach[p[i]] & reach[:, p[j - 1]]) if reach is not None else run.copy()
+            body |= np.isin(g.group_id, g.group_id[body])
+            groups = np.unique(g.group_id[body])
+            work = float(t_acc[body if contiguous else run].sum())
+            if gmem[groups].sum() > M * (1 + 1e-9) or not np.isfinite(work):
                 break
-            if not glued[j]:
-                ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
-                arcs[i, j] = work + ends + _side_price(ctx, p, i, j, c, np.isfinite(t_acc), M - mem)
+            if glued[j] or (contiguous and any(k < i or k >= j for k in map(pos.get, np.flatnonzero(body)) if k is not None)):
+                continue
+            ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
+            prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < m else -1)
+            arcs[i, j] = work + ends + _side_price(ctx, set(np.flatnonzero(body).tolist()), pos, prev, last, c,
+                                                   np.isfinite(t_acc), M - float(gmem[groups].sum()))
     return arcs
 
 
-def _side_price(ctx: Context, p: tuple[int, ...], i: int, j: int, c: np.ndarray, on_acc: np.ndarray,
-                room: float) -> float:
-    """Least price of run ``p[i..j-1]``'s reads and writes besides its two boundary tensors.
+def _side_price(ctx: Context, inside: set[int], pos: dict[int, int], prev: int, last: int, c: np.ndarray,
+                on_acc: np.ndarray, room: float) -> float:
+    """Least price of a run body's reads and writes besides its two boundary tensors (``prev``'s, ``last``'s).
 
-    A tensor from ``p`` (or from an op no accelerator runs) is read for sure; a tensor of a run op
-    with a consumer on ``p`` past the run is written for sure. Each other side op ``w`` (off ``p``)
-    is an item: its tensor's read and the writes of run ops whose first outside consumer it is are
+    A tensor from the path (or from an op no accelerator runs) is read for sure; a tensor of a body
+    op with a consumer on the path past the run is written for sure. Each other side op ``w`` is
+    an item: its tensor's read and the writes of body ops whose first outside consumer it is are
     paid unless ``w`` shares the run's slot, for which its memory must fit in ``room`` (a
-    fractional knapsack: a lower bound on the price).
+    knapsack, :func:`_priced`: a lower bound on the price).
     """
-    g, inside, pos = ctx.graph, set(p[i:j]), {v: k for k, v in enumerate(p)}
-    prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < len(p) else -1)
+    g = ctx.graph
     fixed, items = 0.0, {}
     for u in {u for x in inside for u in g.predecessors(x).tolist() if u not in inside and u != prev}:
         if u in pos or not on_acc[u]:
