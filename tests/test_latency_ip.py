@@ -128,7 +128,8 @@ def test_q_comes_from_the_problem():
     assert subgraphs_per_accelerator(problem("detour", "contiguous")) == 1
     assert subgraphs_per_accelerator(problem("fork", "q2")) == 2
     assert subgraphs_per_accelerator(problem("detour", "all")) == 2  # ceil(3 ops on the longest path / 2)
-    assert get("latency").placement_class(problem("detour", "q1")) is PlacementClass.CONTIGUOUS
+    assert get("latency").placement_class(problem("detour", "q1")) is PlacementClass.ALL  # Subgraphs(1) is the problem's
+    assert get("latency").placement_class(problem("detour", "contiguous")) is PlacementClass.CONTIGUOUS
     assert get("latency").placement_class(problem("detour", "all")) is PlacementClass.ALL
 
 

@@ -132,7 +132,8 @@ def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
     from .training import training_problem
 
     problem = training_problem(args, problem_for_method(w, objective=schedule_objective(args, args.objective),
-                                                        method=args.method, overlap=args.overlap))
+                                                        method=args.method, overlap=args.overlap,
+                                                        subgraphs=args.subgraphs))
     return solve(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
                  warm_start=args.warm_start, method=args.method)
 
@@ -155,8 +156,10 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     w = workload_from_args(args)
     model = cost_model(args, w)
     check_memory(w, model)
-    problem = (problem_for_method(w, objective=args.objective, method=args.method, overlap=args.overlap)
-               if args.method else dag_problem(w, model))
+    latency = model.objective.value == "latency"  # latency's default class: Tarnawski Fig. 3's contiguous splits
+    method = args.method or ("ip" if latency else None)
+    problem = (problem_for_method(w, objective=args.objective, method=method, overlap=args.overlap,
+                                  subgraphs=args.subgraphs) if method else dag_problem(w, model))
     levels = args.levels.split(",") if args.levels else None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver)

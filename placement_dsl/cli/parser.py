@@ -73,6 +73,9 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                          "training graph")
     sp.add_argument("--overlap", choices=("none", "half", "full"), default="none",
                     help="overlap communication with computation (Tarnawski App. C.1; default: none)")
+    sp.add_argument("--subgraphs", type=_number(int, 1, "--subgraphs"), metavar="Q",
+                    help="latency: at most Q contiguous subgraphs per accelerator (Tarnawski Fig. 4); default: "
+                         "1 for --method ip, any number for ip-noncontig and the heuristics")
     add_training_args(sp, _number)
     _common(sp)
     _quiet(sp)

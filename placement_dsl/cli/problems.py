@@ -7,29 +7,39 @@ from __future__ import annotations
 from typing import Any
 
 from ..certify import certify
-from ..constraints import Contiguous, DagOrder, Memory, Overflow, Term
+from ..constraints import Contiguous, DagOrder, Memory, Overflow, Subgraphs, Term
 from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
-from ..objectives import objective_named, objective_of
+from ..objectives import Latency, objective_named, objective_of
 from ..problem import Problem
 
 STRUCTURE: dict[str, list[Term]] = {"ip": [Contiguous()], "ip-noncontig": [], "exact": [DagOrder()]}
 
 
 def problem_for_method(workload: Any, objective: str | None = None, method: str = "ip",
-                       overlap: str = "none") -> Problem:
+                       overlap: str = "none", subgraphs: int | None = None) -> Problem:
     """The problem a command-line ``--method`` means for a workload.
 
     ``ip``: contiguous (Tarnawski Fig. 6; Fig. 3 for latency); ``ip-noncontig``: the same
     without contiguity (§5.2); ``exact``: Archer's Fig. 3 with DAG order. Memory is hard,
-    except for ``bottleneck`` which streams the overflow (Archer eq. (2)).
+    except for ``bottleneck`` which streams the overflow (Archer eq. (2)). ``subgraphs``
+    (latency only, ``--subgraphs Q``): at most ``Q`` contiguous subgraphs per accelerator
+    (Fig. 4) in place of contiguity.
     """
     name = objective or workload.meta.get("objective", "throughput")
     term = objective_named(name, overlap)
     if method not in STRUCTURE:
         raise SpecError(f"method {method!r} has no formulation; choose from {sorted(STRUCTURE)}")
     memory: Term = Overflow() if term.cost_model().memory is MemoryMode.OVERFLOW else Memory()
-    return Problem(workload.graph, workload.cluster, term, [memory, *STRUCTURE[method]])
+    structure = STRUCTURE[method]
+    if subgraphs is not None:
+        if not isinstance(term, Latency):
+            raise SpecError(f"--subgraphs {subgraphs} limits the subgraphs per accelerator of a latency split; "
+                            f"the objective is {name!r} (use --objective latency)")
+        if method == "exact":
+            raise SpecError("--subgraphs applies to methods ip and ip-noncontig, not exact (a DAG-ordered pipeline)")
+        structure = [Subgraphs(subgraphs)]
+    return Problem(workload.graph, workload.cluster, term, [memory, *structure])
 
 
 def dag_problem(workload: Any, model: CostModel) -> Problem:

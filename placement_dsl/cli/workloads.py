@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -124,8 +125,15 @@ def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
         raise SpecError(f"objective {name!r} scores the forward and backward passes of a training graph, but "
                         f"graph {workload.graph.name!r} is forward-only; pass --training to add its backward pass, "
                         "or use --objective throughput or latency")
-    return training_model(args, CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none",
-                                                **congestion_fields(args, name)))
+    model = training_model(args, CostModel.named(name, overlap=getattr(args, "overlap", "none") or "none",
+                                                 **congestion_fields(args, name)))
+    q = getattr(args, "subgraphs", None)
+    if q is not None:
+        if model.objective.value != "latency":
+            raise SpecError(f"--subgraphs {q} limits the subgraphs per accelerator of a latency split; the objective "
+                            f"is {name!r} (use --objective latency)")
+        model = replace(model, max_subgraphs=q)
+    return model
 
 
 # ---------------------------------------------------------------------------- memory feasibility

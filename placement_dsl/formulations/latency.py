@@ -100,9 +100,8 @@ class LatencyFormulation(Formulation):
         return isinstance(problem.objective, Latency)
 
     def placement_class(self, problem: Problem) -> PlacementClass:
-        """One subgraph per accelerator (Fig. 3): the bound holds at least for contiguous placements."""
-        if subgraphs_per_accelerator(problem) == 1 and not problem.has(Contiguous):
-            return PlacementClass.CONTIGUOUS
+        """The problem's own class: ``q`` comes from the problem's terms (:func:`subgraphs_per_accelerator`),
+        so the slots admit exactly the placements the problem does (``Subgraphs(1)`` included)."""
         return problem.placement_class()
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,

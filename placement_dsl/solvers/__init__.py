@@ -164,6 +164,8 @@ def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveO
         status = Status.ERROR
         notes.append("solver claims infeasible although a feasible start exists")
     bound = None if got.bound is None else got.bound + lm.offset
+    if not lm.is_mip:  # a MIP dual bound means nothing for an LP; its optimum is its own bound
+        bound = objective if status is Status.OPTIMAL else None
     if bound is not None and objective is not None:
         bound = min(bound, objective)
     if x is not None:

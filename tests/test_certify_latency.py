@@ -1,0 +1,189 @@
+"""The latency certificate: critical path, the latency IP's LP and its dual bound, each with its class.
+
+Bounds are checked against brute force over every placement scored by the cost model
+(:func:`placement_dsl.testing.brute_force`) on tiny graphs where memory and the number of
+subgraphs per accelerator bind.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds.latency import critical_path_bound
+from placement_dsl.certify import LATENCY_LEVELS, LevelStatus, certify, default_levels
+from placement_dsl.cli import main
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Latency
+from placement_dsl.problem import Problem
+from placement_dsl.testing import optimum
+
+TOL = 1e-6
+
+
+def op(name: str, acc: float, cpu: float, out: float = 1.0, mem: float = 0.0) -> Op:
+    return Op(name=name, work={"accelerator": acc, "cpu": cpu}, out_bytes=out, param_bytes=mem)
+
+
+def detour(limit: list) -> Problem:
+    """``p -> h -> r``: ``p`` and ``r`` share the accelerator only as two subgraphs (``h`` does not fit with them)."""
+    g = Graph([op("p", 1, 10, mem=4), op("h", 1, 1, mem=5), op("r", 1, 10, out=0, mem=4)],
+              [("p", "h"), ("h", "r")], name="detour")
+    return Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory(), *limit])
+
+
+def diamond() -> Problem:
+    g = Graph([op("s", 1, 2), op("l", 5, 20), op("r", 5, 20), op("t", 1, 2, out=0)],
+              [("s", "l"), ("s", "r"), ("l", "t"), ("r", "t")], name="diamond")
+    return Problem(g, Cluster.accelerators(2, memory=math.inf, cpus=1), Latency(), [Contiguous()])
+
+
+def test_latency_problems_get_the_latency_hierarchy():
+    assert default_levels(diamond()) == LATENCY_LEVELS
+
+
+def test_max_load_levels_refuse_latency():
+    """Lemma 3.3's sum over devices is no latency bound: host cores run in parallel."""
+    cert = certify(diamond(), budget=20, levels=("simple", "critical-path"))
+    simple = next(r for r in cert.levels if r.level == "simple")
+    assert simple.status is LevelStatus.NOT_APPLICABLE and "latency" in simple.message
+
+
+def test_critical_path_is_the_longest_fastest_path():
+    bound, path = critical_path_bound(diamond())
+    assert bound == pytest.approx(7.0) and path[0] == "s" and path[-1] == "t" and len(path) == 3
+
+
+def test_critical_path_follows_pins():
+    """Pinned to the CPU, ``l`` takes 20: the longest path goes through it."""
+    p = diamond()
+    pinned = Problem(p.graph, p.cluster, p.objective, [Pin("l", p.cluster.names[-1])])
+    bound, path = critical_path_bound(pinned)
+    assert bound == pytest.approx(22.0) and path == ["s", "l", "t"]
+
+
+@pytest.mark.parametrize("limit", [[Subgraphs(1)], [Subgraphs(2)], [], [Contiguous()]])
+def test_certificate_proves_the_brute_force_optimum(limit):
+    """The IP's slots admit exactly the problem's placements, so its bound is over the problem's own class."""
+    p = detour(limit)
+    opt = optimum(p)
+    cert = certify(p, budget=30, gap=1e-6)
+    assert cert.objective == pytest.approx(opt) and cert.bound == pytest.approx(opt)
+    assert cert.scope is p.placement_class() and cert.proved_by in ("latency", "latency-lp")
+    assert next(r for r in cert.levels if r.level == cert.proved_by).scope is p.placement_class()
+
+
+def test_every_level_runs_and_orders_its_bounds():
+    """critical path <= LP <= IP bound <= optimum: the LP carries the path cuts, the IP its LP."""
+    p = detour([Subgraphs(1)])
+    cert = certify(p, budget=40, gap=0.0, stop_at_gap=False)
+    got = {r.level: r.bound for r in cert.levels}
+    assert set(got) == set(LATENCY_LEVELS) and None not in got.values()
+    assert got["critical-path"] <= got["latency-lp"] + TOL <= got["latency"] + 2 * TOL
+    assert got["latency"] == pytest.approx(optimum(p))
+    assert got["critical-path"] == pytest.approx(3.0)  # three ops at 1 each, no transfers
+
+
+@st.composite
+def tiny_latency(draw):
+    """3-4 ops in a random DAG on one or two accelerators and a CPU; memory that binds."""
+    n = draw(st.integers(3, 4))
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
+    ops = [op(f"v{i}", draw(st.integers(1, 6)), draw(st.integers(1, 12)), out=draw(st.integers(0, 3)),
+              mem=draw(st.integers(0, 4))) for i in range(n)]
+    g = Graph(ops, edges, name="tiny")
+    acc = draw(st.integers(1, 2))
+    limit = draw(st.sampled_from([[Subgraphs(1)], [Subgraphs(2)], []]))
+    return Problem(g, Cluster.accelerators(acc, memory=6.0, cpus=1), Latency(), [Memory(), *limit])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_latency())
+def test_bounds_never_exceed_the_brute_force_optimum(p):
+    opt = optimum(p)
+    assert critical_path_bound(p)[0] <= opt + TOL
+    cert = certify(p, budget=20, gap=0.0, stop_at_gap=False)
+    if math.isfinite(opt):
+        assert cert.objective >= opt - TOL
+        for r in cert.levels:
+            if r.bound is not None and p.placement_class() in r.scope:
+                assert r.bound <= opt * (1 + TOL) + TOL, (r.level, r.bound, opt)
+
+
+# ---------------------------------------------------------------------------- command line
+def _workload(path, memory: float = math.inf) -> str:
+    ops = [{"name": "s", "work": {"accelerator": 1, "cpu": 2}, "out_bytes": 1},
+           {"name": "l", "work": {"accelerator": 5, "cpu": 20}, "out_bytes": 1},
+           {"name": "r", "work": {"accelerator": 5, "cpu": 20}, "out_bytes": 1},
+           {"name": "t", "work": {"accelerator": 1, "cpu": 2}, "out_bytes": 0}]
+    data = {"format": "placement_dsl.workload", "version": 1,
+            "graph": {"format": "placement_dsl.graph", "version": 1, "name": "g", "ops": ops,
+                      "edges": [["s", "l"], ["s", "r"], ["l", "t"], ["r", "t"]]},
+            "cluster": {"devices": [{"name": "a0", "memory": memory}, {"name": "a1", "memory": memory},
+                                    {"name": "cpu", "kind": "cpu", "host": True}]}}
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _optimum(path: str, *terms) -> float:
+    from placement_dsl.io import load_workload
+
+    w = load_workload(path)
+    return optimum(Problem(w.graph, w.cluster, Latency(), list(terms)))
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_bounds_for_latency_runs_the_latency_levels(capsys, tmp_path):
+    w = _workload(tmp_path / "w.json")
+    code, out, _ = _run(capsys, "bounds", w, "--objective", "latency", "--json", "--time-limit", "30")
+    payload = json.loads(out)
+    assert code == 0 and [r["level"] for r in payload["levels"]] == list(LATENCY_LEVELS)
+    opt = _optimum(w, Contiguous())  # latency's default class: contiguous splits (Fig. 3)
+    assert payload["upper_bound"] == pytest.approx(opt) and payload["bound"] == pytest.approx(opt)
+
+
+def test_cli_subgraphs_sets_q_for_the_ip_and_the_cost_model(capsys, tmp_path):
+    w = _workload(tmp_path / "w.json")
+    code, out, _ = _run(capsys, "solve", w, "--objective", "latency", "--method", "ip", "--subgraphs", "2",
+                        "--time-limit", "20", "--json")
+    payload = json.loads(out)
+    assert code == 0 and payload["objective"] == pytest.approx(_optimum(w, Subgraphs(2)))
+    assert {"objective", "bound", "gap", "status", "seconds"} <= set(payload)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("--objective", "throughput", "--method", "ip", "--subgraphs", "2"), "use --objective latency"),
+    (("--objective", "latency", "--method", "ip", "--subgraphs", "0"), "--subgraphs"),
+])
+def test_cli_subgraphs_misuse_is_a_one_line_error(capsys, tmp_path, argv, needle):
+    code, _, err = _run(capsys, "solve", _workload(tmp_path / "w.json"), *argv)
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_cli_out_writes_the_split_format_for_dnn_partitioning_inputs(capsys, tmp_path):
+    """A dnn-partitioning input's latency split is written as that project's ``fpgas``/``cpus`` node lists."""
+    native = _workload(tmp_path / "w.json", memory=1e9)
+    dnn = tmp_path / "dnn.json"
+    assert _run(capsys, "convert", native, str(dnn), "--to", "dnn-partitioning")[0] == 0
+    split = tmp_path / "split.json"
+    code, out, _ = _run(capsys, "solve", str(dnn), "--objective", "latency", "--method", "ip", "--time-limit", "20",
+                        "--out", str(split), "--json")
+    assert code == 0
+    data = json.loads(split.read_text())
+    nodes = [v for key in ("fpgas", "cpus") for dev in data[key] for v in dev["nodes"]]
+    assert sorted(map(str, nodes)) == sorted(json.loads(out)["placement"])
+    code, out, _ = _run(capsys, "evaluate", str(dnn), "--split", str(split), "--objective", "latency", "--json")
+    assert code == 0 and json.loads(out)["objective"] == pytest.approx(_optimum(native, Contiguous()))
