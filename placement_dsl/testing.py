@@ -584,3 +584,16 @@ INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "latency_diamond": latency_diamond, "latency_subgraphs": latency_subgraphs,
     **{name: instance for name, (instance, _, _) in BINDING.items()},
 }
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of one ``placement-dsl`` command run in-process (argparse's own exits
+    included); ``capsys`` is pytest's capture fixture."""
+    from .cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -15,13 +15,12 @@ from hypothesis import strategies as st
 
 from placement_dsl.bounds.latency import critical_path_bound
 from placement_dsl.certify import LATENCY_LEVELS, LevelStatus, certify, default_levels
-from placement_dsl.cli import main
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
-from placement_dsl.testing import optimum
+from placement_dsl.testing import optimum, run_cli
 
 TOL = 1e-6
 
@@ -137,18 +136,9 @@ def _optimum(path: str, *terms) -> float:
     return optimum(Problem(w.graph, w.cluster, Latency(), list(terms)))
 
 
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_cli_bounds_for_latency_runs_the_latency_levels(capsys, tmp_path):
     w = _workload(tmp_path / "w.json")
-    code, out, _ = _run(capsys, "bounds", w, "--objective", "latency", "--json", "--time-limit", "30")
+    code, out, _ = run_cli(capsys, "bounds", w, "--objective", "latency", "--json", "--time-limit", "30")
     payload = json.loads(out)
     assert code == 0 and [r["level"] for r in payload["levels"]] == list(LATENCY_LEVELS)
     opt = _optimum(w, Contiguous())  # latency's default class: contiguous splits (Fig. 3)
@@ -157,7 +147,7 @@ def test_cli_bounds_for_latency_runs_the_latency_levels(capsys, tmp_path):
 
 def test_cli_subgraphs_sets_q_for_the_ip_and_the_cost_model(capsys, tmp_path):
     w = _workload(tmp_path / "w.json")
-    code, out, _ = _run(capsys, "solve", w, "--objective", "latency", "--method", "ip", "--subgraphs", "2",
+    code, out, _ = run_cli(capsys, "solve", w, "--objective", "latency", "--method", "ip", "--subgraphs", "2",
                         "--time-limit", "20", "--json")
     payload = json.loads(out)
     assert code == 0 and payload["objective"] == pytest.approx(_optimum(w, Subgraphs(2)))
@@ -169,7 +159,7 @@ def test_cli_subgraphs_sets_q_for_the_ip_and_the_cost_model(capsys, tmp_path):
     (("--objective", "latency", "--method", "ip", "--subgraphs", "0"), "--subgraphs"),
 ])
 def test_cli_subgraphs_misuse_is_a_one_line_error(capsys, tmp_path, argv, needle):
-    code, _, err = _run(capsys, "solve", _workload(tmp_path / "w.json"), *argv)
+    code, _, err = run_cli(capsys, "solve", _workload(tmp_path / "w.json"), *argv)
     assert code == 2 and needle in err and "Traceback" not in err
 
 
@@ -177,13 +167,13 @@ def test_cli_out_writes_the_split_format_for_dnn_partitioning_inputs(capsys, tmp
     """A dnn-partitioning input's latency split is written as that project's ``fpgas``/``cpus`` node lists."""
     native = _workload(tmp_path / "w.json", memory=1e9)
     dnn = tmp_path / "dnn.json"
-    assert _run(capsys, "convert", native, str(dnn), "--to", "dnn-partitioning")[0] == 0
+    assert run_cli(capsys, "convert", native, str(dnn), "--to", "dnn-partitioning")[0] == 0
     split = tmp_path / "split.json"
-    code, out, _ = _run(capsys, "solve", str(dnn), "--objective", "latency", "--method", "ip", "--time-limit", "20",
+    code, out, _ = run_cli(capsys, "solve", str(dnn), "--objective", "latency", "--method", "ip", "--time-limit", "20",
                         "--out", str(split), "--json")
     assert code == 0
     data = json.loads(split.read_text())
     nodes = [v for key in ("fpgas", "cpus") for dev in data[key] for v in dev["nodes"]]
     assert sorted(map(str, nodes)) == sorted(json.loads(out)["placement"])
-    code, out, _ = _run(capsys, "evaluate", str(dnn), "--split", str(split), "--objective", "latency", "--json")
+    code, out, _ = run_cli(capsys, "evaluate", str(dnn), "--split", str(split), "--objective", "latency", "--json")
     assert code == 0 and json.loads(out)["objective"] == pytest.approx(_optimum(native, Contiguous()))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from placement_dsl.cli import build_parser, main
+from placement_dsl.testing import run_cli
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -95,16 +96,6 @@ def _reject_constant(name: str) -> None:
 def strict_loads(text: str) -> dict:
     """``json.loads`` that refuses ``NaN``/``Infinity`` (what ``python -m json.tool`` accepts)."""
     return json.loads(text, parse_constant=_reject_constant)
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of one command (argparse's own exits included)."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def write_native(path: Path, ops: list[dict], edges: list[list[str]], memory: float = 100.0) -> Path:
