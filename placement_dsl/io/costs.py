@@ -119,8 +119,29 @@ def collapse(graph: Graph, key: Callable[[Op], str | None], name: str | None = N
 
 
 def layers(graph: Graph, depth: int | None = None) -> Graph:
-    """:func:`collapse` by module path (``op.attrs["module"]``) cut to ``depth`` dotted parts."""
-    return collapse(graph, lambda op: module_prefix(op.attrs.get("module"), depth))
+    """:func:`collapse` by module path (``op.attrs["module"]``) cut to ``depth`` dotted parts.
+
+    Exporters leave ops outside any layer: glue in a parent module (the sum of token and
+    position embeddings in ``transformer`` beside ``transformer.h.0``, a residual sum in
+    ``h.0`` beside ``h.0.attn``) and ops with no module at all (rewriter outputs). Such an op
+    joins the layer of its latest producer, or of its earliest consumer when it has no producer
+    in a layer, so that the layers stay contiguous; an op with neither stays on its own.
+    """
+    key = [module_prefix(op.attrs.get("module"), depth) for op in graph.ops]
+    nested = {k.rsplit(".", i)[0] for k in key if k for i in range(1, k.count(".") + 1)}
+    glue = [k is None or k in nested for k in key]
+    order = [int(v) for v in graph.topo]
+    label = [None if g else k for k, g in zip(key, glue)]
+    for v in order:
+        if label[v] is None:
+            preds = [int(u) for u in graph.predecessors(v) if label[int(u)] is not None]
+            label[v] = label[max(preds, key=lambda u: graph.rank[u])] if preds else None
+    for v in reversed(order):
+        if label[v] is None:
+            succs = [int(w) for w in graph.successors(v) if label[int(w)] is not None]
+            label[v] = label[min(succs, key=lambda w: graph.rank[w])] if succs else None
+    index = {name: i for i, name in enumerate(graph.names)}
+    return collapse(graph, lambda op: label[index[op.name]] or key[index[op.name]])
 
 
 GRANULARITIES = ("op", "layer", "group")

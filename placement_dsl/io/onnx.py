@@ -112,13 +112,41 @@ def _tensor_table(graph: Any) -> dict[str, Tensor]:
 
 # ---------------------------------------------------------------------------- symbolic dimensions
 def _dim_value(name: str, batch: int, seq: int | None, dims: Mapping[str, int]) -> int | None:
+    """The value of a symbolic dimension: a name, or an expression of names (``seq*batch``, ``s0 + 1``)."""
     if name in dims:
         return int(dims[name])
-    low = name.lower()
-    if low in BATCH_NAMES or "batch" in low:
-        return batch
-    if seq is not None and (low in SEQ_NAMES or "seq" in low or "sequence" in low):
-        return seq
+    if name.isidentifier():
+        low = name.lower()
+        if low in BATCH_NAMES or "batch" in low:
+            return batch
+        if seq is not None and (low in SEQ_NAMES or "seq" in low or "sequence" in low):
+            return seq
+        return None
+    try:
+        tree = ast.parse(name, mode="eval")
+    except SyntaxError:
+        return None
+    value = _evaluate(tree.body, lambda n: _dim_value(n, batch, seq, dims))
+    return value if isinstance(value, int) and value > 0 else None
+
+
+_ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a // b if b and a % b == 0 else None,
+               ast.Mod: lambda a, b: a % b if b else None}
+
+
+def _evaluate(node: ast.AST, name: Any) -> int | None:
+    """An integer expression of exporters' symbolic dimensions (``+ - * // / %``), ``None`` if a name is open."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        return name(node.id)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        a, b = _evaluate(node.left, name), _evaluate(node.right, name)
+        return None if a is None or b is None else _ARITHMETIC[type(node.op)](a, b)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        a = _evaluate(node.operand, name)
+        return None if a is None else -a
     return None
 
 
@@ -149,11 +177,22 @@ def fix_dimensions(model: Any, batch: int = 1, seq: int | None = None,
 
 # ---------------------------------------------------------------------------- module paths
 def _chain(parts: list[str]) -> str | None:
-    """Scope names joined into a dotted path; a part that already extends the path replaces it."""
-    path = ""
+    """Scope names joined into a dotted path.
+
+    A part that extends the path so far replaces it (``a``, ``a.b``); one that extends the
+    previous part replaces that part (TorchScript's ``/layer1/layer1.0/conv1``: ``layer1.0.conv1``).
+    """
+    path, last = "", ""
     for part in parts:
-        if part:
-            path = part if not path or part.startswith(path + ".") else f"{path}.{part}"
+        if not part:
+            continue
+        if path and part.startswith(path + "."):
+            path = part
+        elif last and part.startswith(last + "."):
+            path = path[:len(path) - len(last)] + part
+        else:
+            path = f"{path}.{part}" if path else part
+        last = part
     return path or None
 
 
@@ -166,10 +205,12 @@ def module_path(node: Any) -> str | None:
         except (ValueError, SyntaxError):
             scopes = []
         path = ""
-        for s in scopes:
-            if s and path and not s.startswith(path + "."):
+        for s in scopes[:-1]:  # the module scopes, outermost first, then the node's own name
+            if not s or s.startswith("_"):  # the root module; exporter hooks (_empty_nn_module_stack...)
+                continue
+            if path and not s.startswith(path + "."):
                 break
-            path = s or path
+            path = s
         if path:
             return path
     if meta.get("module"):
