@@ -96,3 +96,27 @@ def test_certify_and_mip_report_bounds():
 def test_quiet_flag_is_accepted(capsys):
     assert main(["solve", "zoo:transformer-small", "--method", "dp", "--quiet", "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_latency_heuristics_report_their_progress():
+    from placement_dsl.evaluate import CostModel, evaluate
+    from placement_dsl.testing import latency_graph
+
+    g, c, lat = latency_graph(), Cluster.accelerators(2, cpus=1, bandwidth=1.0), CostModel.named("latency")
+    with reporting(Recorder()) as rec:
+        ls = run("latency-local-search", g, c, model=lat, restarts=3)
+    events = [e.fields for e in rec.of("latency-local-search")]
+    phases = list(dict.fromkeys(e["phase"] for e in events))
+    assert phases == ["start greedy", "start dp", "restart 1/3", "restart 2/3", "restart 3/3"]
+    evals = [e["evaluations"] for e in events]
+    best = [e["best"] for e in events]
+    assert evals == sorted(evals) and evals[-1] == ls.evaluations > 0
+    assert best == sorted(best, reverse=True) and all(b <= e["latency"] for b, e in zip(best, events))
+    assert best[-1] == pytest.approx(evaluate(ls.placement, lat).objective) == pytest.approx(13.5)
+
+    with reporting(Recorder()) as rec:
+        lb = run("latency-best", g, c, model=lat, restarts=2)
+    events = [e.fields for e in rec.of("latency-best")]
+    assert [e["candidate"] for e in events] == ["greedy", "dp", "dpl", "latency-local-search"]
+    assert [e["latency"] for e in events] == [cand.get("latency", math.nan) for cand in lb.info["candidates"]]
+    assert events[-1]["best"] == pytest.approx(lb.objective) and rec.of("latency-local-search")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from ..progress import report
 from .base import HeuristicResult
 from .latency_kernels import apply, better, descend, latency
 
@@ -120,9 +122,9 @@ def _groups(su: _Setup, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return dev, gdev, mem
 
 
-def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float,
-             budget: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Local optimum from ``start``: (op devices, key, evaluations)."""
+def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float, budget: int,
+             progress: Callable[[int, np.ndarray], None] | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Local optimum from ``start``: (op devices, key, evaluations); ``progress(evaluations, key)`` after each chunk."""
     dev, gdev, mem = _groups(su, start)
     key = np.array(_score(su, dev))
     pos = since = evals = 0
@@ -130,7 +132,23 @@ def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float,
         pos, since, done = descend(dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moves,
                                    pos, since, min(CHUNK, budget - evals), key, *su.kernel)
         evals += done
+        if progress is not None:
+            progress(evals, key)
     return dev, key, evals
+
+
+class _Progress:
+    """Live reports of the local search: phase, evaluations so far, the descent's latency and the best one."""
+
+    def __init__(self) -> None:
+        self.evaluations = 0
+        self.best: np.ndarray | None = None
+        self.phase = ""
+
+    def __call__(self, evals: int, key: np.ndarray) -> None:
+        best = key if self.best is None or better(*key, *self.best) else self.best
+        report("latency-local-search", phase=self.phase, evaluations=self.evaluations + evals,
+               latency=float(key[1]), best=float(best[1]), **({"excess": float(best[0])} if best[0] > 0 else {}))
 
 
 def _compile(su: _Setup, start: np.ndarray, moves: np.ndarray) -> None:
@@ -216,17 +234,23 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
     deadline, evals, best, log = time.perf_counter() + time_limit, 0, None, []
+    tell = _Progress()
     for label, assign in begin:
-        dev, key, n = _descent(su, np.asarray(assign), moves, deadline, max_evaluations - evals)
+        tell.phase = f"start {label}"
+        dev, key, n = _descent(su, np.asarray(assign), moves, deadline, max_evaluations - evals, tell)
         evals += n
         before = _score(su, np.asarray(assign, dtype=np.int64))[1]
         log.append({"start": label, "latency": float(before), "after": float(key[1])})
         best = (dev, key) if best is None or better(*key, *best[1]) else best
+        tell.evaluations, tell.best = evals, best[1]
     kicked = 0
     while kicked < restarts and evals < max_evaluations and time.perf_counter() < deadline:
-        dev, key, n = _descent(su, _kick(su, best[0], moves, rng, kicks), moves, deadline, max_evaluations - evals)
+        tell.phase = f"restart {kicked + 1}/{restarts}"
+        dev, key, n = _descent(su, _kick(su, best[0], moves, rng, kicks), moves, deadline, max_evaluations - evals,
+                               tell)
         evals, kicked = evals + n, kicked + 1
         best = (dev, key) if better(*key, *best[1]) else best
+        tell.evaluations, tell.best = evals, best[1]
     placement = Placement(graph, cluster, best[0], source="latency-local-search")
     return HeuristicResult(method="latency-local-search", placement=placement,
                            objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
@@ -257,7 +281,15 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
         except (SpecError, InfeasibleError) as err:
             assign, error = None, str(err)
         out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error))
+        _report_candidates(out)
     return out
+
+
+def _report_candidates(cands: list[dict[str, Any]]) -> None:
+    """The latest candidate's latency and the best valid latency so far (``inf`` while none is valid)."""
+    last = cands[-1]
+    best = min((c["latency"] for c in cands if c.get("valid")), default=INF)
+    report("latency-best", candidate=last["method"], latency=last.get("latency", math.nan), best=best)
 
 
 def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
@@ -275,6 +307,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     starts = [(c["method"], c["assign"]) for c in cands if "assign" in c]
     ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, **search)
     cands.append(_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat))
+    _report_candidates(cands)
     ranked = [c for c in cands if "assign" in c]
     win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
     placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
