@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .constraints import Term
 from .errors import SpecError
 from .graph import Graph
-from .training import ADAM_MIXED_BYTES, FP16_WEIGHT_BYTES, TrainingMemorySpec
+from .training import TrainingMemorySpec
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -27,23 +27,14 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class TrainingMemory(Term):
+class TrainingMemory(Term, TrainingMemorySpec):
     """Memory per schedule: ``state * param + in-flight micro-batches * activations <= M_d`` per replica.
 
-    Parameters mirror :class:`~placement_dsl.training.TrainingMemorySpec`: ``schedule``
+    The fields and their checks are :class:`~placement_dsl.training.TrainingMemorySpec`'s: ``schedule``
     (``"1f1b"``: stage ``s`` of ``k`` stashes ``k - s`` micro-batches; ``"gpipe"``: all
     ``microbatches``), ``microbatches``, ``optimizer_bytes`` per parameter (16: Adam in mixed
     precision) over ``weight_bytes`` per parameter in the graph (2: fp16), ``recompute``.
     """
-
-    schedule: str = "1f1b"
-    microbatches: int | None = None
-    optimizer_bytes: float = ADAM_MIXED_BYTES
-    weight_bytes: float = FP16_WEIGHT_BYTES
-    recompute: bool = False
-
-    def __post_init__(self) -> None:
-        self.spec()  # validates, naming the field
 
     def spec(self) -> TrainingMemorySpec:
         return TrainingMemorySpec(self.schedule, self.microbatches, self.optimizer_bytes, self.weight_bytes,
