@@ -120,3 +120,18 @@ def test_latency_heuristics_report_their_progress():
     assert [e["candidate"] for e in events] == ["greedy", "dp", "dpl", "latency-local-search"]
     assert [e["latency"] for e in events] == [cand.get("latency", math.nan) for cand in lb.info["candidates"]]
     assert events[-1]["best"] == pytest.approx(lb.objective) and rec.of("latency-local-search")
+
+
+def test_random_orders_report_each_improvement_and_each_percent():
+    branches = [Op(name=f"b{i}", work=float(1 + (7 * i) % 5), out_bytes=1.0) for i in range(16)]
+    g = Graph([Op(name="s", work=1.0, out_bytes=1.0), *branches, Op(name="t", work=1.0)],
+              [("s", b.name) for b in branches] + [(b.name, "t") for b in branches])
+    with reporting(Recorder()) as rec:  # a fork-join: the order of the branches decides the slicing
+        result = run("random", g, Cluster.stages(3), evaluations=250, seed=3)
+    events = [e.fields for e in rec.of("random")]
+    orders = [e["orders"] for e in events]
+    assert orders == sorted(set(orders)) and orders[-1] == 250 and {e["of"] for e in events} == {250}
+    assert set(range(2, 251, 2)) <= set(orders)  # every 1 % of 250 orders, at least
+    best = [e["best"] for e in events]
+    assert best == sorted(best, reverse=True) and best[-1] == pytest.approx(result.objective)
+    assert len(set(best)) >= 2  # the first order was improved on, and reported when it was

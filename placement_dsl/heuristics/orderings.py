@@ -75,11 +75,11 @@ class BrkgaConfig:
 
     @property
     def n_elite(self) -> int:
-        return max(1, int(round(self.elite * self.population)))
+        return max(1, round(self.elite * self.population))
 
     @property
     def n_mutants(self) -> int:
-        return int(round(self.mutants * self.population))
+        return round(self.mutants * self.population)
 
 
 @dataclass
@@ -176,11 +176,15 @@ def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = N
     slicer = Slicer(graph, cluster, model)
     rng = np.random.default_rng(seed)
     best, best_keys = INF, rng.random(graph.n)
+    every = max(1, T // 100)
     for t in range(T):
         keys = best_keys if t == 0 else rng.random(graph.n)
         value = slicer.solve(slicer.order(keys), best)[0]
-        if value < best:
+        improved = value < best
+        if improved:
             best, best_keys = value, keys
+        if improved or (t + 1) % every == 0 or t + 1 == T:  # each SliceGraph that improves, and each 1 %
+            report("random", orders=t + 1, of=T, best=best)
     return _finish(slicer, "random", best_keys, start, T)
 
 
