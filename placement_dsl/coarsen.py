@@ -42,9 +42,10 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "mul": ("mul", "multiply"),
     "sub": ("sub", "subtract"),
     "div": ("div", "realdiv", "divide"),
+    "math": ("pow", "sqrt", "rsqrt", "exp", "log", "neg", "abs", "reciprocal", "erf", "square", "where"),
 }
 CANONICAL = {alias: name for name, aliases in SYNONYMS.items() for alias in aliases}
-ELEMENTWISE = frozenset({"add", "mul", "sub", "div", "act", "bn"})  # one value in, one value out, per element
+ELEMENTWISE = frozenset({"add", "mul", "sub", "div", "act", "bn", "math"})  # one value in, one value out, per element
 
 
 @dataclass(frozen=True)

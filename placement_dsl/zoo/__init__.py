@@ -10,7 +10,9 @@ so that every op has work for both the ``"accelerator"`` and the ``"cpu"`` kind 
 et al. §3). Units: times in ms, sizes in bytes, bandwidth in bytes per ms. Weights and
 activations are ``BYTES_PER_ELEMENT``-byte floats.
 
-Generators: :func:`transformer` (BERT/GPT-style stacks), :func:`resnet` (bottleneck CNNs),
+Generators: :func:`transformer` (BERT/GPT-style stacks), :func:`gpt3` (MOIRAI's operator-level
+GPT-3 on the GPUs of :func:`moirai_cluster`, MOIRAI Table III; not in :func:`names`, whose
+models run on the accelerator/CPU kinds), :func:`resnet` (bottleneck CNNs),
 :func:`inception` (branching CNNs merging by concat), :func:`gnmt` (LSTM encoder/decoder with
 attention) and :func:`regal` (random DAGs following Archer et al., App. C.2). With
 ``training=True`` each forward op ``v`` gets a backward op ``v.grad`` (Tarnawski et al. §5.3,
@@ -63,18 +65,20 @@ from .costs import (
     pool,
     softmax,
 )
+from .gpt3 import GPT3_SIZES, gpt3
+from .gpus import GPU_ROOFLINES, TABLE_III, moirai_cluster
 from .regal import REGAL_FRACTION_STD, REGAL_MODELS, REGAL_TENSOR_MEAN, REGAL_TENSOR_STD, regal
 from .rnn import gnmt
 from .training import with_backward
 from .transformer import transformer
 
 __all__ = [
-    "ACCELERATOR_MEMORY", "ACCELERATOR_ROOFLINE", "BYTES_PER_ELEMENT", "CPU_ROOFLINE", "INCEPTION_V3_MODULES",
-    "PCIE_BANDWIDTH", "REGAL_FRACTION_STD", "REGAL_MODELS", "REGAL_TENSOR_MEAN", "REGAL_TENSOR_STD",
-    "RESNET_STAGES", "ROOFLINES", "SIGNIFICANT_DIGITS", "TRAIN_SUFFIX", "Cost", "Roofline", "concat", "conv",
-    "conv_out", "default_cluster", "elementwise", "embedding", "get", "gnmt", "inception", "layernorm", "lstm",
-    "matmul", "names", "op_from_costs", "pool", "regal", "resnet", "softmax", "total_work", "transformer",
-    "with_backward",
+    "ACCELERATOR_MEMORY", "ACCELERATOR_ROOFLINE", "BYTES_PER_ELEMENT", "CPU_ROOFLINE", "GPT3_SIZES", "GPU_ROOFLINES",
+    "INCEPTION_V3_MODULES", "PCIE_BANDWIDTH", "REGAL_FRACTION_STD", "REGAL_MODELS", "REGAL_TENSOR_MEAN", "REGAL_TENSOR_STD",
+    "RESNET_STAGES", "ROOFLINES", "SIGNIFICANT_DIGITS", "TABLE_III", "TRAIN_SUFFIX", "Cost", "Roofline", "concat",
+    "conv", "conv_out", "default_cluster", "elementwise", "embedding", "get", "gnmt", "gpt3", "inception", "layernorm",
+    "lstm", "matmul", "moirai_cluster", "names", "op_from_costs", "pool", "regal", "resnet", "softmax", "total_work",
+    "transformer", "with_backward",
 ]
 
 
