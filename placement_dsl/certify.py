@@ -21,6 +21,13 @@ level           bound                                                  class
 
 Without ``Contiguous`` the DP is only an upper bound (the throughput MIP's warm start).
 
+Replicated stages (a ``Replicate(R)`` term, Tarnawski App. C.2) widen every class: ``simple``
+becomes :func:`~placement_dsl.bounds.simple.replicated_lower_bound` (each op at its cheapest
+replica count ``r <= R`` with the all-reduce its own parameters force; all placements), ``dp``
+runs with at most ``R`` replicas per stage (exact over the DP class with replicas when each
+kind's accelerators are identical and unlinked, else an upper bound), and ``throughput``
+solves ``throughput-replicated``; the other levels ignore replicas and read not applicable.
+
 The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheapest first:
 
 =============  ==================================================  ===========================
@@ -51,6 +58,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from .bounds import simple_lower_bound
+from .bounds.simple import replicated_lower_bound
 from .constraints import Contiguous, DagOrder
 from .errors import PlacementError, SpecError
 from .placement import Placement, PlacementClass
@@ -294,6 +302,8 @@ class Level:
     placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels take
     no share of the MIP budget; an ``always`` level runs even after the gap target is met.
+    A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
+    term (replicated stages, App. C.2); the others read not applicable there.
     """
 
     name: str
@@ -302,6 +312,7 @@ class Level:
     closed_form: bool = False
     always: bool = False
     doc: str = ""
+    replicates: bool = False
 
 
 def _widened(problem: Problem) -> str | None:
@@ -311,8 +322,19 @@ def _widened(problem: Problem) -> str | None:
     return f"{', '.join(wide)} widens the placements beyond what the levels bound" if wide else None
 
 
+def _replicas(problem: Problem) -> int:
+    """The most devices a stage may run on (1 without a ``Replicate`` term)."""
+    from .training_terms import Replicate
+
+    return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+
+
 def _simple(run: _Run, seconds: float) -> Outcome:
     p = run.problem
+    R = _replicas(p)
+    if R > 1:
+        bound = replicated_lower_bound(p.graph, p.cluster, R, run.model.overlap.value)
+        return bound, LevelStatus.OPTIMAL, f"Lemma 3.3 with up to {R} replicas per stage", ALL
     return simple_lower_bound(p.graph, p.cluster), LevelStatus.OPTIMAL, "Lemma 3.3", ALL
 
 
@@ -320,12 +342,18 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     from .heuristics import run as heuristic
 
     scope = run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS
+    R = _replicas(run.problem)
+    options = {"replication": True, "max_replicas": R} if R > 1 else {}
     try:
-        res = heuristic("dp", run.problem.graph, run.problem.cluster, model=run.model)
+        res = heuristic("dp", run.problem.graph, run.problem.cluster, model=run.model, **options)
     except PlacementError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")
     run.dp = res.placement if run.problem.is_valid(res.placement) else None
+    if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
+        return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
+                                            "class of identical devices, the cost model over any devices of its "
+                                            "kind"), scope
     if res.exact_among == "contiguous" and run.problem.has(Contiguous):
         run.exact_among = "contiguous" if run.scope in DP_CLASS else None
         return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself", scope
@@ -333,6 +361,16 @@ def _dp(run: _Run, seconds: float) -> Outcome:
         run.exact_among = "dag-ordered"
         return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
+
+
+def _dp_replicates_exactly(cluster: Any) -> bool:
+    """Whether the DP's replicas (devices of the stage's class, ring at the class's bandwidth) are every
+    replica set the cost model allows (any non-host devices of the stage's kind, ring over their routes):
+    the non-host devices of each kind are identical and no links are given."""
+    if cluster.links or cluster.routed:
+        return False
+    kinds = [cluster.devices[g[0]].kind for g in cluster.homogeneous_groups() if not cluster.host[g[0]]]
+    return len(kinds) == len(set(kinds))
 
 
 def _dp_class_is_dag_order(problem: Problem) -> bool:
@@ -379,8 +417,10 @@ def _chain(run: _Run, seconds: float) -> Outcome:
 
 
 def _throughput(run: _Run, seconds: float) -> Outcome:
-    """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class."""
-    res, status = _solve_level(run, "throughput", seconds, run.best[1])
+    """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class
+    (with a ``Replicate`` term, App. C.2's ``throughput-replicated``)."""
+    formulation = "throughput-replicated" if _replicas(run.problem) > 1 else "throughput"
+    res, status = _solve_level(run, formulation, seconds, run.best[1])
     if res.placement is not None:
         run.offer(res.placement, "throughput")
     note = "" if res.start_accepted in (None, True) else "warm start not accepted"
@@ -429,13 +469,14 @@ def _archer(problem: Problem) -> str | None:
 
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (
-    Level("simple", _simple, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)"),
-    Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class"),
+    Level("simple", _simple, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)", replicates=True),
+    Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class", replicates=True),
     Level("chain", _chain, _tarnawski, always=True, doc="windowed chain MIP: a solver's proof of the DP"),
     *(Level(name, _relaxed(name), _relaxation_accepts(name)) for name in ("no-cut-io", "no-dag", "superblock")),
     Level("guess", _guess, lambda problem: _relaxation_accepts("guess")(guess_problem(problem, 1)),
           doc="Archer §3.3, one MIP per guess j"),
-    Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound"),
+    Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound",
+          replicates=True),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
@@ -499,7 +540,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
-        reason = level.accepts(problem) or _widened(problem)
+        reason = level.accepts(problem) or (None if level.replicates else _widened(problem))
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue

@@ -195,7 +195,7 @@ class _Solution:
 
 
 def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
-           ub: float) -> _Solution:
+           ub: float, max_replicas: int | None = None) -> _Solution:
     con = lat.contraction
     t0 = time.perf_counter()
     work, unsup, mem, param = _node_costs(con, classes)
@@ -214,7 +214,8 @@ def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repl
     dp, back_j, back_c, back_k, visited = K.sweep(
         lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
         cap, scale, ALLREDUCE_FACTOR * inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
-        np.array([c.count if replication and not c.host else 1 for c in classes], dtype=np.int64),
+        np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1 for c in classes],
+                 dtype=np.int64),
         _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub))
     t2 = time.perf_counter()
     stages = _backtrack(lat, dp, back_j, back_c, back_k, strides)
@@ -303,10 +304,11 @@ class _Setup:
     classes: list[DeviceClass]
     con: Contraction
     replication: bool
+    max_replicas: int | None = None  # cap on a stage's replicas (a Replicate term's max_per_stage)
 
 
 def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
-           merge_zero_cost: bool) -> _Setup:
+           merge_zero_cost: bool, max_replicas: int | None = None) -> _Setup:
     model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
         raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}; e.g. CostModel.named('throughput')")
@@ -315,9 +317,15 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
         raise SpecError(f"dp over ideals: the cost model {why}, which is not a sum over ideals; use method "
                         "'pipeline' (the pipeline planner, exact along the DFS order)")
     classes = device_classes(cluster)
+    if replication and merge_zero_cost:  # a zero-work leaf's parameters join its neighbour's all-reduce
+        idle = np.all([graph.work(c.kind) == 0.0 for c in classes], axis=0)
+        merge_zero_cost = not (idle & (graph.param_bytes > 0)).any()
     con = contract(graph, kinds={c.kind for c in classes}, memory=min(c.memory for c in classes),
                    merge_zero_cost=merge_zero_cost)
-    return _Setup(graph, cluster, model, classes, con, replication)
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise SpecError(f"dp: max_replicas must be a whole number >= 1 or None, got {max_replicas!r}")
+    return _Setup(graph, cluster, model, classes, con, replication, max_replicas)
 
 
 def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None) -> tuple[_Solution, dict]:
@@ -335,9 +343,9 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
-    sol = _solve(lat, su.classes, su.model, su.replication, ub)
+    sol = _solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
-        sol = _solve(lat, su.classes, su.model, su.replication, math.inf)
+        sol = _solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, pairs=sol.visited, best=sol.value)
@@ -381,8 +389,8 @@ def _result(method: str, su: _Setup, sol: _Solution, info: dict[str, Any], start
 
 
 def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-       replication: bool = False, max_ideals: int = DEFAULT_MAX_IDEALS, incumbent: bool = True,
-       merge_zero_cost: bool = True) -> HeuristicResult:
+       replication: bool = False, max_replicas: int | None = None, max_ideals: int = DEFAULT_MAX_IDEALS,
+       incumbent: bool = True, merge_zero_cost: bool = True) -> HeuristicResult:
     """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
 
     Minimizes the max device load over splits that respect colocation, fit in memory and
@@ -400,6 +408,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         that device to all of them); ``objective`` is the cost model's value of the replicated
         placement, equal to the DP's, and ``bound == objective`` among contiguous splits with
         replicated stages.
+    max_replicas
+        With ``replication``, at most this many devices per stage (a ``Replicate`` term's
+        ``max_per_stage``); ``None``: up to the whole device class.
     max_ideals
         Give up (``SpecError``) beyond this many ideals.
     incumbent
@@ -421,7 +432,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     """
     del seed  # deterministic
     start = time.perf_counter()
-    su = _setup(graph, cluster, model, replication, merge_zero_cost)
+    su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
     ub = None
     if incumbent:
         ub = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0].value
@@ -431,7 +442,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
 
 
 def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-        replication: bool = False, merge_zero_cost: bool = True) -> HeuristicResult:
+        replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True) -> HeuristicResult:
     """DP with the linearization heuristic (Tarnawski et al. §5.1.2): exact along one DFS order.
 
     A DFS path through the contracted forward DAG leaves ``n + 1`` ideals (the prefixes), so
@@ -439,6 +450,6 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
     """
     del seed
     start = time.perf_counter()
-    su = _setup(graph, cluster, model, replication, merge_zero_cost)
+    su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
     sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None)
     return _result("dpl", su, sol, info, start, exact=False)
