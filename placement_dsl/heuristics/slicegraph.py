@@ -11,6 +11,11 @@
   with fixed priorities). Stages are the cluster's devices in pipeline order; devices may
   differ (each class has its own times, memory and transfer scale), so accelerators + CPUs
   work too. Colocation groups are kept whole by forbidding the boundaries inside a group's span.
+* Replication (Tarnawski App. C.2, ``replication=True``): a stage may take ``r <= max_replicas``
+  consecutive devices of one non-host class, its ops on the first and ``r - 1`` replicas after
+  it, at the cost model's ``load / r`` with the ring all-reduce of the stage's parameters over
+  those devices (:mod:`placement_dsl.replication`); the slicing DP then also chooses ``r`` and
+  stays exact for the order.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from ..replication import ALLREDUCE_FACTOR, ring_bandwidth
 from .base import HeuristicResult
 from .kernels import device_tallies
 from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
@@ -161,11 +167,25 @@ def _allowed_boundaries(order, group_id, extra):
     return allowed
 
 
+@numba.njit(cache=True, inline="always")
+def _replicated(load, sync, r, overlap):
+    """App. C.2: a stage on ``r`` replicas, ``load / r + sync`` (``max`` of the two when overlapped)."""
+    if r == 1:
+        return load
+    return load / r + sync if overlap == 0 else max(load / r, sync)
+
+
 @numba.njit(cache=True)
 def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
-              cap, tscale, ovf, hard, cls, overlap, allowed, cutoff):
-    """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``."""
+              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff):
+    """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``.
+
+    ``sync_coef[t, r]`` (``r >= 2``) is the all-reduce time per parameter byte of a stage on
+    devices ``t .. t+r-1`` (negative: those devices cannot replicate one stage); its width
+    ``R + 1`` bounds the replicas. Returns the value, the stage bounds and each device's replicas.
+    """
     n = order.size
+    R = sync_coef.shape[1] - 1
     C = times.shape[0]
     D = cls.size
     pos = np.empty(n, dtype=np.int64)
@@ -178,6 +198,11 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
         memlimit = max(memlimit, cap[c] * (1.0 + SLACK) if hard[c] else INF)
     dp = np.full((n + 1, D + 1), INF)  # dp[j, t]: best max load of positions [0, j) on the first t devices
     arg = np.zeros((n + 1, D + 1), dtype=np.int32)
+    reps = np.ones((n + 1, D + 1), dtype=np.int32)  # devices of the last stage (its replicas)
+    cp = np.zeros(n + 1)
+    for q in range(n):
+        cp[q + 1] = cp[q] + param_op[order[q]]
+    base = np.empty(C)
     first = np.full(n + 1, D + 1, dtype=np.int64)  # smallest t with dp[j, t] finite
     dp[0, :] = 0.0  # leading devices may stay empty (e.g. everything on a CPU at the end of the sequence)
     first[0] = 0
@@ -193,7 +218,7 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
         advance(j, order[j - 1], pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live)
         if not allowed[j]:
             continue
-        while lo < j and (tm[j] - tm[lo] > limit or cm[j] - cm[lo] > memlimit):
+        while lo < j and (tm[j] - tm[lo] > limit * R or cm[j] - cm[lo] > memlimit):
             lo += 1
         q_in = 0.0
         q_out = 0.0
@@ -207,16 +232,32 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
             fmin = INF
             for c in range(C):
                 f[c] = INF
+                base[c] = INF
                 if (hard[c] and mem > cap[c] * (1.0 + SLACK)) or ci[c, j] > ci[c, i]:
                     continue
                 val = stage_load(cw[c, j] - cw[c, i], tin * tscale[c], q_out * tscale[c],
                                  max(mem - cap[c], 0.0) * ovf[c], overlap)
+                base[c] = val
                 if val <= limit:
                     f[c] = val
                     fmin = min(fmin, val)
+            t_hi = min(last[i], last[j] - 1) + 2
+            if R > 1:  # a stage on r devices t-r .. t-1 (Tarnawski App. C.2), so t - r <= last[i]
+                for t in range(first[i] + 1, min(last[i] + R - 1, last[j] - 1) + 2):
+                    for r in range(1, min(R, t - first[i]) + 1):
+                        t0 = t - r
+                        c = cls[t0]
+                        if base[c] == INF or (r > 1 and sync_coef[t0, r] < 0.0):
+                            continue
+                        load = _replicated(base[c], (cp[j] - cp[i]) * sync_coef[t0, r], r, overlap)
+                        val = max(dp[i, t0], load)
+                        if load <= limit and val < dp[j, t]:
+                            dp[j, t] = val
+                            arg[j, t] = i
+                            reps[j, t] = r
+                continue
             if fmin == INF:
                 continue
-            t_hi = min(last[i], last[j] - 1) + 2
             if C == 1:
                 for t in range(first[i] + 1, t_hi):
                     val = max(dp[i, t - 1], fmin)
@@ -233,18 +274,24 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
             if dp[j, t - 1] < dp[j, t]:
                 dp[j, t] = dp[j, t - 1]
                 arg[j, t] = j
+                reps[j, t] = 1
             if dp[j, t] < INF and first[j] > D:
                 first[j] = t
     bounds = np.zeros(D + 1, dtype=np.int64)
     bounds[D] = n
+    replicas = np.ones(D, dtype=np.int64)
     value = dp[n, D]
     if not value <= limit:
-        return INF, bounds
-    j = n
-    for t in range(D, 0, -1):
-        j = arg[j, t]
-        bounds[t - 1] = j
-    return value, bounds
+        return INF, bounds, replicas
+    j, t = n, D
+    while t > 0:
+        i, r = arg[j, t], reps[j, t]
+        for u in range(t - r + 1, t):  # the replicas hold no ops
+            bounds[u] = j
+        bounds[t - r] = i
+        replicas[t - r] = r
+        j, t = i, t - r
+    return value, bounds, replicas
 
 
 @numba.njit(cache=True)
@@ -306,10 +353,13 @@ class Slicer:
     Tarnawski App. B): orders, bounds and ``boundaries`` then refer to the nodes of
     ``self.sliced``; priorities are still given per op of ``graph``, and :meth:`placement`
     lifts the slicing back to the ops.
+
+    ``max_replicas > 1`` lets a stage run on up to that many consecutive devices of one non-host
+    class (Tarnawski App. C.2): :meth:`slice` then returns each device's replica count too.
     """
 
     def __init__(self, graph: Graph, cluster: Cluster, model: CostModel | None = None,
-                 devices: np.ndarray | None = None):
+                 devices: np.ndarray | None = None, max_replicas: int = 1):
         self.graph, self.cluster = graph, cluster
         self.model = model or CostModel()
         self.devices = np.arange(cluster.size) if devices is None else np.asarray(devices, dtype=np.int64)
@@ -329,10 +379,29 @@ class Slicer:
         self._mem = graph.param_bytes + graph.activation_bytes
         self._tmin = tmin
         self._dp_args = (graph.pred_ptr, graph.pred_idx, self._outdeg, graph.out_bytes, self._mem, p.times, tmin,
-                         p.memory, p.tscale, p.overflow, p.hard, p.cls, p.overlap)
+                         p.memory, p.tscale, p.overflow, p.hard, p.cls, p.overlap, graph.param_bytes,
+                         self._sync_coefficients(max_replicas))
         self._value_args = (graph.succ_ptr, graph.succ_idx, graph.out_bytes, self._mem, p.times,
                             p.memory, p.tscale, p.overflow, p.hard, p.cls, p.overlap)
         self._all = np.ones(graph.n + 1, dtype=bool)
+
+    def _sync_coefficients(self, max_replicas: int) -> np.ndarray:
+        """``[t, r]``: all-reduce time per parameter byte of a stage on devices ``t .. t+r-1`` (App. C.2's
+        ring at its slowest link), ``-1`` where those devices are not ``r`` non-host devices of one class."""
+        if isinstance(max_replicas, bool) or not isinstance(max_replicas, (int, np.integer)) or max_replicas < 1:
+            raise SpecError(f"Slicer: max_replicas must be a whole number >= 1, got {max_replicas!r}")
+        R, D, c = min(int(max_replicas), self.k), self.k, self.cluster
+        coef = np.full((D, R + 1), -1.0)
+        cls, host = self.params.cls, c.host[self.devices]
+        for t in range(D):
+            for r in range(2, min(R, D - t) + 1):
+                block = self.devices[t:t + r]
+                if host[t:t + r].any() or (cls[t:t + r] != cls[t]).any():
+                    break
+                bw = ring_bandwidth(block.tolist(), c.route_bandwidth)
+                if bw > 0:
+                    coef[t, r] = ALLREDUCE_FACTOR * (r - 1) / r / bw
+        return coef
 
     @property
     def k(self) -> int:
@@ -350,12 +419,18 @@ class Slicer:
     def solve(self, order: np.ndarray, cutoff: float = INF,
               boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """Optimal slicing value and stage bounds of ``order``; ``inf`` if no slicing is ``<= cutoff``."""
+        value, bounds, _ = self.slice(order, cutoff, boundaries)
+        return value, bounds
+
+    def slice(self, order: np.ndarray, cutoff: float = INF,
+              boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+        """:meth:`solve` with each device's replica count (1 unless ``max_replicas > 1``)."""
         allowed = self.allowed(order, boundaries)
         upper = self.balanced_value(order, allowed)
-        value, bounds = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper))
+        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper))
         if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
-            value, bounds = _slice_dp(order, *self._dp_args, allowed, cutoff)
-        return value, bounds
+            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff)
+        return value, bounds, replicas
 
     def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
         """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
@@ -363,15 +438,19 @@ class Slicer:
         bounds = _balanced_bounds(tm, allowed, self.k)
         return _slicing_value(order, bounds, *self._value_args)
 
-    def placement(self, order: np.ndarray, bounds: np.ndarray, source: str = "") -> Placement:
+    def placement(self, order: np.ndarray, bounds: np.ndarray, source: str = "",
+                  replicas: np.ndarray | None = None) -> Placement:
         assign = np.empty(self.sliced.n, dtype=np.int64)
         for t in range(self.k):
             assign[order[bounds[t]:bounds[t + 1]]] = self.devices[t]
-        return Placement(self.graph, self.cluster, self.projection.lift(assign), source=source)
+        names = self.cluster.names
+        sets = {names[self.devices[t]]: [names[d] for d in self.devices[t:t + r]]
+                for t, r in enumerate([] if replicas is None else replicas.tolist()) if r > 1}
+        return Placement(self.graph, self.cluster, self.projection.lift(assign), source=source, replicas=sets or None)
 
     def result(self, method: str, order: np.ndarray, bounds: np.ndarray, start: float,
-               evaluations: int, **info: Any) -> HeuristicResult:
-        placement = self.placement(order, bounds, source=method)
+               evaluations: int, replicas: np.ndarray | None = None, **info: Any) -> HeuristicResult:
+        placement = self.placement(order, bounds, source=method, replicas=replicas)
         objective = evaluate(placement, self.model).objective
         info = {"order": order, "bounds": bounds, **info}
         return HeuristicResult(method=method, placement=placement, objective=objective,
@@ -379,13 +458,16 @@ class Slicer:
 
 
 def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-               order: np.ndarray | None = None, priorities: np.ndarray | None = None) -> HeuristicResult:
+               order: np.ndarray | None = None, priorities: np.ndarray | None = None, replication: bool = False,
+               max_replicas: int | None = None) -> HeuristicResult:
     """SliceGraph(G, k, pi) (Archer Alg. 1): the optimal slicing of one topological order.
 
     ``order`` (a topological order) or ``priorities`` (for :func:`kahn`, Alg. 3) choose the
     order; the default is the graph's own topological order. ``seed`` is unused: the method is
     deterministic. A training graph is sliced through its forward projection (Tarnawski App. B;
     :class:`Slicer`): a given order then sets node priorities (earliest member first).
+    ``replication`` lets a stage run on up to ``max_replicas`` (default: all) consecutive devices
+    of its class (Tarnawski App. C.2); the placement carries the replicas.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=c, work=1.0) for c in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
@@ -393,7 +475,7 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     2.0
     """
     start = time.perf_counter()
-    slicer = Slicer(graph, cluster, model)
+    slicer = Slicer(graph, cluster, model, max_replicas=(max_replicas or cluster.size) if replication else 1)
     if order is not None and priorities is not None:
         raise SpecError("slicegraph: give either order= or priorities=, not both")
     if order is not None:
@@ -405,9 +487,9 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
         order = slicer.order(priorities)
     elif order is None:
         order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
-    value, bounds = slicer.solve(order)
+    value, bounds, replicas = slicer.slice(order)
     if value == INF:
         raise InfeasibleError(f"slicegraph: no slicing of this order onto the {slicer.k} devices in cluster order "
                               f"fits their memory and the kinds each op may run on (graph {graph.name!r}); add "
                               "devices, use the 'bottleneck' (overflow) model, or another order or method")
-    return slicer.result("slicegraph", order, bounds, start, evaluations=1, dp_value=value)
+    return slicer.result("slicegraph", order, bounds, start, evaluations=1, replicas=replicas, dp_value=value)
