@@ -24,39 +24,54 @@ from ..errors import InfeasibleError
 from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
 
 
-def _pairs(ctx: Context) -> list[tuple[str, str]]:
-    return [(ctx.ops[u], ctx.devices[d]) for u in ctx.units for d in np.flatnonzero(ctx.unit_allowed[u])]
+def _pairs(ctx: Context, rep: np.ndarray | None = None) -> list[tuple[str, str]]:
+    """(unit, device) pairs the unit may run on; with ``rep``, only devices that stand for themselves."""
+    return [(ctx.ops[u], ctx.devices[d]) for u in ctx.units for d in np.flatnonzero(ctx.unit_allowed[u])
+            if rep is None or rep[d] == d]
 
 
 @register
 class Assignment(BlockTemplate):
-    """One-hot assignment: ``x_{ud} in {0,1}``, ``sum_d x_{ud} = 1`` for every unit ``u``."""
+    """One-hot assignment: ``x_{ud} in {0,1}``, ``sum_d x_{ud} = 1`` for every unit ``u``.
+
+    :meth:`representatives` may let one device's variables stand for interchangeable others
+    (default: none); ``x(v, d)`` of a represented device is then 0 and a warm start's device
+    is read as its representative.
+    """
 
     name = "assignment"
     stage = Stage.ASSIGN
     provides = (AssignmentLink,)
     needs = ()
 
+    def representatives(self, ctx: Context) -> np.ndarray | None:
+        """``rep[d]``: the device whose variables stand for ``d`` (``None``: every device for itself)."""
+        return None
+
     def build(self, blk: pyo.Block, ctx: Context) -> None:
+        pairs = _pairs(ctx, self.representatives(ctx))
         blk.units = pyo.Set(initialize=[ctx.ops[u] for u in ctx.units], doc="assignment units (ops or groups)")
-        blk.allowed = pyo.Set(dimen=2, initialize=_pairs(ctx), doc="(unit, device) pairs the unit may run on")
+        blk.allowed = pyo.Set(dimen=2, initialize=pairs, doc="(unit, device) pairs the unit may run on")
         blk.x = pyo.Var(blk.allowed, domain=pyo.Binary, doc="x[u, d] = 1 iff unit u runs on device d")
         by_unit: dict[str, list[str]] = {}
-        for u, d in blk.allowed:
+        for u, d in pairs:
             by_unit.setdefault(u, []).append(d)
         blk.assign_once = pyo.Constraint(blk.units, rule=lambda b, u: sum(b.x[u, d] for d in by_unit[u]) == 1,
                                          doc="every unit runs on exactly one device")
-        ops, devs = ctx.ops, ctx.devices
+        ops, devs, keys = ctx.ops, ctx.devices, set(pairs)
 
         def x(v: int, d: int) -> Any:
-            u = ctx.unit[v]
-            return blk.x[ops[u], devs[d]] if ctx.unit_allowed[u, d] else 0
+            key = (ops[ctx.unit[v]], devs[d])
+            return blk.x[key] if key in keys else 0
 
         ctx.provide(AssignmentLink(x=x, y=lambda v, b: sum(x(v, d) for d in range(b + 1))), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        rep = self.representatives(ctx)
+        rep = np.arange(ctx.D) if rep is None else rep
+        idx, dev = ctx.graph.index, ctx.cluster.index
         for (u, d), var in blk.x.items():
-            yield var, float(warm.assign[ctx.graph.index[u]] == ctx.cluster.index[d])
+            yield var, float(rep[warm.assign[idx[u]]] == dev[d])
 
 
 @register

@@ -31,6 +31,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..constraints import Contiguous
+from .assignment import Assignment
 from .base import AssignmentLink, BlockTemplate, Context, Link, Stage, TransferLink, Warm, register
 from .latency_data import Bounds, Slot, accelerators, bounds, merged_hosts, reach, warm_times
 
@@ -72,38 +73,11 @@ class RunLink(Link):
 
 
 @register
-class LatencyAssignment(BlockTemplate):
+class LatencyAssignment(Assignment):
     """Fig. 3 (1): one-hot ``x_{ud}``; interchangeable unbounded hosts share one index (:func:`merged_hosts`)."""
 
-    name = "assignment"
-    stage = Stage.ASSIGN
-    provides = (AssignmentLink,)
-    needs = ()
-
-    def build(self, blk: pyo.Block, ctx: Context) -> None:
-        rep = merged_hosts(ctx)
-        ops, devs = ctx.ops, ctx.devices
-        pairs = [(ops[u], devs[d]) for u in ctx.units for d in np.flatnonzero(ctx.unit_allowed[u]) if rep[d] == d]
-        blk.units = pyo.Set(initialize=[ops[u] for u in ctx.units], doc="assignment units (ops or groups)")
-        blk.allowed = pyo.Set(dimen=2, initialize=pairs, doc="(unit, device) pairs; merged hosts by their first")
-        blk.x = pyo.Var(blk.allowed, domain=pyo.Binary, doc="x[u, d] = 1 iff unit u runs on device d")
-        by_unit: dict[str, list[str]] = {}
-        for u, d in pairs:
-            by_unit.setdefault(u, []).append(d)
-        blk.assign_once = pyo.Constraint(blk.units, rule=lambda b, u: sum(b.x[u, d] for d in by_unit[u]) == 1,
-                                         doc="every unit runs on exactly one device (Fig. 3 (1))")
-        keys = set(pairs)
-
-        def x(v: int, d: int) -> Any:
-            key = (ops[ctx.unit[v]], devs[d])
-            return blk.x[key] if key in keys else 0
-
-        ctx.provide(AssignmentLink(x=x, y=lambda v, b: sum(x(v, d) for d in range(b + 1))), by=repr(self))
-
-    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
-        rep, idx, dev = merged_hosts(ctx), ctx.graph.index, ctx.cluster.index
-        for (u, d), var in blk.x.items():
-            yield var, float(rep[warm.assign[idx[u]]] == dev[d])
+    def representatives(self, ctx: Context) -> np.ndarray:
+        return merged_hosts(ctx)
 
 
 @register
