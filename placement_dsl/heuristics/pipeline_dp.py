@@ -296,7 +296,9 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
     if model.memory is not MemoryMode.HARD:
         raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
     lay = layout(cluster)
-    con = contract(graph, kinds={cluster.devices[0].kind}, memory=cluster.devices[0].memory)
+    kind = cluster.devices[0].kind  # a zero-work leaf's parameters would join its neighbour's all-reduce
+    merge = not (replication and ((graph.work(kind) == 0.0) & (graph.param_bytes > 0)).any())
+    con = contract(graph, kinds={kind}, memory=cluster.devices[0].memory, merge_zero_cost=merge)
     if order is None:
         order = dfs_order(con)
     chain = chain_data(con, np.asarray(order, dtype=np.int64), cluster)
