@@ -5,7 +5,13 @@ of one pass (forward or backward) on one device; its duration is that device's f
 backward load from :func:`placement_dsl.evaluate.device_costs` (compute, transfers and
 overflow combined as the cost model's overlap mode says). Units depend on each other
 through the data-flow edges that cross them; every microbatch ``j = 0 .. n-1`` runs every
-unit once, in microbatch order per unit; a device runs one unit at a time.
+unit once, in microbatch order per unit; a device runs one unit at a time. A device holding a
+colocation group with ops of both passes (an op and its gradient) runs its backward unit for
+microbatch ``j`` only after its forward unit for ``j``: the backward reads the activations the
+forward stashed (:func:`_stash_pairs`). Graphs whose backward pass reaches every forward op
+through the loss already imply it; graphs that omit the forward-to-backward edges (the
+dnn-partitioning training inputs of Tarnawski et al., whose backward edges mirror the forward
+ones in the same direction) need it, or each device's backward stream runs ahead of its forwards.
 
 Schedules
 ---------
@@ -93,6 +99,7 @@ def _units(p: Placement, model: CostModel) -> _Units:
     dur = np.array([rows[lab // 2].load_bw if lab % 2 else rows[lab // 2].load_fw for lab in present], float)
     cross = label[g.src] != label[g.dst]
     pairs = {(uid[int(a)], uid[int(b)]) for a, b in zip(label[g.src[cross]], label[g.dst[cross]])}
+    pairs |= {(uid[2 * d], uid[2 * d + 1]) for d in _stash_pairs(p) if 2 * d in uid and 2 * d + 1 in uid}
     q = nx.DiGraph(list(pairs))
     q.add_nodes_from(range(len(present)))
     if not nx.is_directed_acyclic_graph(q):
@@ -105,6 +112,14 @@ def _units(p: Placement, model: CostModel) -> _Units:
     for u, lab in enumerate(present):
         of_device.setdefault(int(lab) // 2, {})[bool(lab % 2)] = u
     return _Units(present // 2, present % 2 == 1, dur, preds, of_device)
+
+
+def _stash_pairs(p: Placement) -> set[int]:
+    """Devices holding a colocation group with ops of both passes: their backward unit reads what their
+    forward unit stashed, so it waits for the same microbatch's forward."""
+    g = p.graph
+    return {int(p.assign[grp[0]]) for grp in g.groups
+            if g.backward[grp].any() and not g.backward[grp].all() and (p.assign[grp] == p.assign[grp[0]]).all()}
 
 
 def _depths(units: _Units) -> dict[int, int]:
@@ -149,9 +164,9 @@ class _Simulator:
             return bw
         if fw is None or not self._ready(fw):
             return None
-        if self.schedule is Schedule.ONE_F_ONE_B and bw is not None:
-            if self.started[fw] - self.done[bw] >= self.depth.get(d, 1):
-                return None
+        if (self.schedule is Schedule.ONE_F_ONE_B and bw is not None
+                and self.started[fw] - self.done[bw] >= self.depth.get(d, 1)):
+            return None
         return fw
 
     def run(self) -> float:
@@ -267,4 +282,4 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
     return [(n, simulate(placement, schedule, n, model).time_per_sample) for n in microbatches]
 
 
-__all__ = ["Schedule", "Task", "SimulationResult", "simulate", "analytic_time_per_sample", "throughput_curve"]
+__all__ = ["Schedule", "SimulationResult", "Task", "analytic_time_per_sample", "simulate", "throughput_curve"]

@@ -1,6 +1,8 @@
 """The schedule simulator converges to the analytic objectives of the cost model."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -8,7 +10,7 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import evaluate
+from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import analytic_time_per_sample, simulate, throughput_curve
@@ -37,7 +39,7 @@ def test_training_schedules_converge(schedule, analytic):
     assert analytic == evaluate(p, "pipedream" if schedule == "1f1b" else "gpipe").objective
     curve = throughput_curve(p, schedule, [1, 10, 100, 1000])
     tps = [t for _, t in curve]
-    assert all(a >= b - 1e-9 for a, b in zip(tps, tps[1:]))  # falls as n grows
+    assert all(a >= b - 1e-9 for a, b in itertools.pairwise(tps))  # falls as n grows
     assert tps[-1] >= analytic - 1e-9 and tps[-1] == pytest.approx(analytic, rel=2e-3)
     assert tps[0] > analytic * 1.3  # one sample cannot be pipelined
 
@@ -54,11 +56,11 @@ def test_trace_respects_devices_and_dependencies():
     assert len(res.trace) == 6 * 4
     for dev in ("stage0", "stage1"):
         bars = sorted((t.start, t.end) for t in res.trace if t.device == dev)
-        assert all(e <= s2 + 1e-12 for (_, e), (s2, _) in zip(bars, bars[1:]))  # one task at a time
+        assert all(e <= s2 + 1e-12 for (_, e), (s2, _) in itertools.pairwise(bars))  # one task at a time
     when = {(t.device, t.backward, t.microbatch): t for t in res.trace}
     for j in range(6):  # f(stage0) -> f(stage1) -> b(stage1) -> b(stage0)
         chain = [("stage0", False), ("stage1", False), ("stage1", True), ("stage0", True)]
-        for a, b in zip(chain, chain[1:]):
+        for a, b in itertools.pairwise(chain):
             assert when[(*a, j)].end <= when[(*b, j)].start + 1e-12
     assert max(t.end for t in res.trace) == res.makespan
 
@@ -127,3 +129,20 @@ def test_training_converges(p, schedule):
     else:
         assert T == pytest.approx(evaluate(p, "gpipe").objective)
     assert np.isfinite(makespan)
+
+
+def test_backward_waits_for_the_stashed_forward_when_the_graph_omits_the_edge():
+    """Tarnawski's training inputs have no forward-to-backward edges and mirror the forward edges in the
+    backward pass; each device's backward still reads what its forward stashed for the same micro-batch."""
+    from placement_dsl.simulate import _units
+
+    ops = [Op(name="a", work=1, group="a"), Op(name="b", work=1, group="b"), Op(name="c", work=3, group="c"),
+           Op(name="a~bw", work=1, group="a", backward=True), Op(name="b~bw", work=3, group="b", backward=True),
+           Op(name="c~bw", work=1, group="c", backward=True)]
+    g = Graph(ops, [("a", "b"), ("b", "c"), ("a~bw", "b~bw"), ("b~bw", "c~bw")])
+    p = Placement(g, Cluster.stages(3), [0, 1, 2, 0, 1, 2])
+    units = _units(p, CostModel(memory="overflow", require=frozenset()))
+    assert all(units.of_device[d][False] in units.preds[units.of_device[d][True]] for d in range(3))
+    want = analytic_time_per_sample(p, "1f1b")  # max (FW + BW) = 4
+    gaps = [simulate(p, "1f1b", m).time_per_sample / want - 1 for m in (50, 400)]
+    assert want == 4.0 and gaps[1] < gaps[0] and gaps[1] < 0.005  # without the stash: 50 % whatever m
