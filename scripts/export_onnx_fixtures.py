@@ -10,7 +10,13 @@ Two models as their users have them, from the Hugging Face ``transformers`` libr
 * ``gpt2.onnx``: ``GPT2LMHeadModel`` with a small configuration (4 layers, width 256, 4 heads,
   GPT-2's vocabulary of 50257 tokens, tied input and output embeddings), exported by the
   ``torch.export``-based exporter (``dynamo=True``, opset 18), dynamic ``batch`` and ``seq``:
-  module paths are in each node's ``pkg.torch.onnx.name_scopes`` metadata.
+  module paths are in each node's ``pkg.torch.onnx.name_scopes`` metadata;
+* ``gpt_blocks.onnx``: a GPT-style decoder from PyTorch's own modules (``nn.Embedding``, pre-norm
+  ``nn.TransformerEncoderLayer`` blocks under a causal mask, a head tied to the embedding; 2 layers
+  of width 128, 4 heads, 1000 tokens), exported by the TorchScript exporter (opset 14) with dynamic
+  ``batch`` and ``sequence``: ``nn.MultiheadAttention`` splits its heads with ``Shape``/``Gather``/
+  ``Unsqueeze``/``Concat`` chains and ``Constant`` nodes, and the tracer bakes the traced sequence
+  length (32) into some of them, so the model holds at that length only.
 
 The weights are written as ONNX external data next to each file and then deleted: the
 committed ``.onnx`` files hold the graph and the initializers' shapes and types only (a few
@@ -51,6 +57,38 @@ def _gpt2():
     config = GPT2Config(vocab_size=50257, n_positions=256, n_embd=256, n_layer=4, n_head=4, use_cache=False,
                         tie_word_embeddings=True)
     return GPT2LMHeadModel(config).eval()
+
+
+def _gpt_blocks():
+    """A GPT-style decoder from PyTorch's own modules: token and position embeddings, pre-norm
+    ``nn.TransformerEncoderLayer`` blocks under a causal mask, a final norm and a head tied to the embedding."""
+    import torch
+    from torch import nn
+
+    class GPT(nn.Module):
+        def __init__(self, vocab: int = 1000, width: int = 128, heads: int = 4, layers: int = 2, context: int = 256):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, width)
+            self.wpe = nn.Embedding(context, width)
+            block = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, activation="gelu",
+                                               batch_first=True, norm_first=True)
+            self.h = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+            self.ln_f = nn.LayerNorm(width)
+            self.lm_head = nn.Linear(width, vocab, bias=False)
+            self.lm_head.weight = self.wte.weight
+
+        def forward(self, input_ids):
+            seq = input_ids.shape[1]
+            positions = torch.arange(seq, device=input_ids.device).unsqueeze(0)
+            mask = torch.triu(torch.full((seq, seq), float("-inf"), device=input_ids.device), diagonal=1)
+            x = self.wte(input_ids) + self.wpe(positions)
+            return self.lm_head(self.ln_f(self.h(x, mask=mask)))
+
+    model = GPT().eval()
+    with torch.no_grad():  # distinct weights per layer, as after training (the encoder deep-copies one layer)
+        for param in model.parameters():
+            param.normal_(0.0, 0.02)
+    return model
 
 
 def _strip_weights(path: Path) -> None:
@@ -95,6 +133,18 @@ def export_gpt2(out: Path) -> Path:
     return path
 
 
+def export_gpt_blocks(out: Path) -> Path:
+    import torch
+
+    path = out / "gpt_blocks.onnx"
+    ids = torch.randint(0, 1000, (2, 32))
+    axes = {0: "batch", 1: "sequence"}
+    torch.onnx.export(_gpt_blocks(), (ids,), str(path), dynamo=False, opset_version=14, input_names=["input_ids"],
+                      output_names=["logits"], dynamic_axes={"input_ids": axes, "logits": axes})
+    _strip_weights(path)
+    return path
+
+
 def _drop_traces(model) -> None:
     """Drop the exporter's Python stack traces and FX node texts (nine tenths of the file, debugging aids only)."""
     for node in model.graph.node:
@@ -111,7 +161,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for export in (export_resnet18, export_gpt2):
+    for export in (export_resnet18, export_gpt2, export_gpt_blocks):
         path = export(out)
         print(f"{path}: {path.stat().st_size} bytes")
 

@@ -3,8 +3,10 @@
 tests/data holds ``resnet18.onnx`` (Hugging Face's ``ResNetForImageClassification`` with
 ResNet-18's configuration, TorchScript exporter, opset 13) and ``gpt2.onnx`` (``GPT2LMHeadModel``,
 4 layers of width 256 with GPT-2's vocabulary and tied embeddings, the ``torch.export``-based
-exporter, opset 18), made by scripts/export_onnx_fixtures.py with their weights as external
-data that is not committed: the importer reads the graph and the initializers' shapes only.
+exporter, opset 18), and ``gpt_blocks.onnx`` (a GPT-style decoder of ``nn.TransformerEncoderLayer``
+blocks, TorchScript exporter, opset 14: ``Constant`` nodes and ``Shape``/``Gather``/``Concat`` shape
+arithmetic), made by scripts/export_onnx_fixtures.py with their weights as external data that is
+not committed: the importer reads the graph and the initializers' shapes only.
 
 The expectations are computed here from the ONNX protos themselves, not from the importer:
 parameter bytes from each initializer's dims and type (an initializer read by several nodes
@@ -31,7 +33,7 @@ from placement_dsl.io import onnx as onnx_io
 from placement_dsl.viz import gantt, split_points
 
 DATA = Path(__file__).parent / "data"
-RESNET, GPT2 = DATA / "resnet18.onnx", DATA / "gpt2.onnx"
+RESNET, GPT2, BLOCKS = DATA / "resnet18.onnx", DATA / "gpt2.onnx", DATA / "gpt_blocks.onnx"
 
 
 def _proto(path: Path):
@@ -63,12 +65,35 @@ def _two_stages(w) -> Cluster:
 
 
 def test_files_hold_shapes_not_weights():
-    for path in (RESNET, GPT2):
+    for path, weights in ((RESNET, 40e6), (GPT2, 40e6), (BLOCKS, 2e6)):
         model = _proto(path)
         external = [i for i in model.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL]
         assert path.stat().st_size < 400_000 and len(external) >= 20
-        assert sum(_init_bytes(i) for i in external) > 40e6  # tens of MB of weights described, none stored
+        assert sum(_init_bytes(i) for i in external) > weights  # MBs of weights described, none stored
         assert not (path.parent / (path.name + ".data")).exists()
+
+
+def test_torchscript_shape_arithmetic_is_evaluated():
+    model = _proto(BLOCKS)
+    types = Counter(n.op_type for n in model.graph.node)
+    assert types["Constant"] > 100 and types["Shape"] > 10 and types["Concat"] > 10 and types["Gather"] > 10
+    w = onnx_io.load(BLOCKS, batch=2, seq=32)  # the sequence length it was traced with
+    assert w.meta["dims"] == {"batch": 2, "sequence": 32} and w.meta["unshaped_ops"] == 0 and not w.meta["estimated"]
+    assert "note" not in w.meta and sum(op.param_bytes for op in w.graph.ops) == sum(
+        _init_bytes(i) for i in model.graph.initializer)
+    ops = {op.name: op for op in w.graph.ops}
+    scores = ops["/h/layers.0/self_attn/MatMul_1"]  # Q K^T per head, after reshapes computed from shapes
+    assert scores.attrs["shape"] == [2, 4, 32, 32] and scores.attrs["flops"] == 2 * 2 * 4 * 32 * 32 * 32
+    # every product of the model, analytically: tokens T, width W, sequence S, vocabulary V, two layers
+    T, W, S, V = 64, 128, 32, 1000
+    per_layer = 2 * T * W * 3 * W + 2 * 2 * T * S * W + (2 * T * W * W + T * W) + 2 * 2 * T * W * 4 * W
+    products = sum(op.attrs["flops"] for op in w.graph.ops if op.attrs["type"] in ("MatMul", "Gemm"))
+    assert products == 2 * per_layer + 2 * T * W * V
+    coarse = onnx_io.load(BLOCKS, batch=2, seq=32, granularity="layer", depth=3)
+    assert list(coarse.graph.names) == ["wte", "h.layers.0", "h.layers.1", "ln_f", "lm_head"]
+    # at another length the baked constants contradict the shapes: said, naming a reshape
+    other = onnx_io.load(BLOCKS, batch=2, seq=64)
+    assert "fixed at trace time" in other.meta["note"] and other.meta["resized"][0].startswith("/h/layers.0/")
 
 
 def test_resnet18_memory_per_stage_is_its_initializers():
@@ -233,3 +258,37 @@ def test_layers_take_in_parent_scope_and_unscoped_ops():
     assert coarse.ops[0].attrs["ops"] == 3 and coarse.ops[1].attrs["ops"] == 6
     fine = layers(g)  # residual sums join the latest producer's layer, the rewriter's split its producer's
     assert list(fine.names) == ["model.wte", "model.h.0.attn", "model.h.0.mlp", "lm_head"]
+
+
+@pytest.mark.parametrize("opset", [11, 13])  # Unsqueeze's axes: an attribute before opset 13, an input after
+def test_reshape_targets_computed_from_shapes(opset):
+    """x (batch, seq, 12) -> (batch, seq, 3, 4) by a Shape/Gather/Div/Cast/Unsqueeze/Concat chain shape
+    inference cannot follow (Cast and Div of shape values), then a MatMul on the result."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name, values):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(values), name))
+
+    def unsqueeze(src, out):
+        if opset >= 13:
+            return [const(out + "_axes", [0]), helper.make_node("Unsqueeze", [src, out + "_axes"], [out])]
+        return [helper.make_node("Unsqueeze", [src], [out], axes=[0])]
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]), const("i0", 0), const("i1", 1), const("i2", 2),
+             const("four", 4.0),
+             helper.make_node("Gather", ["shape", "i0"], ["b"]), helper.make_node("Gather", ["shape", "i1"], ["s"]),
+             helper.make_node("Gather", ["shape", "i2"], ["w"]), helper.make_node("Cast", ["w"], ["wf"], to=1),
+             helper.make_node("Div", ["wf", "four"], ["hf"]), helper.make_node("Cast", ["hf"], ["h"], to=7),
+             *unsqueeze("b", "ub"), *unsqueeze("s", "us"), *unsqueeze("h", "uh"), const("d", [4]),
+             helper.make_node("Concat", ["ub", "us", "uh", "d"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["heads"], name="/attn/Reshape"),
+             helper.make_node("MatMul", ["heads", "w4"], ["y"], name="/attn/MatMul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.zeros((4, 5), np.float32), "w4")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    w = onnx_io.from_model(model, batch=2, seq=6)
+    ops = {op.name: op for op in w.graph.ops}
+    assert list(ops) == ["/attn/Reshape", "/attn/MatMul"] and w.meta["unshaped_ops"] == 0
+    assert ops["/attn/Reshape"].attrs["shape"] == [2, 6, 3, 4] and ops["/attn/MatMul"].attrs["shape"] == [2, 6, 3, 5]
+    assert ops["/attn/MatMul"].attrs["flops"] == 2 * (2 * 6 * 3 * 5) * 4 and ops["/attn/MatMul"].param_bytes == 80

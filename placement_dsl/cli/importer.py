@@ -71,6 +71,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     text = [head, *lines]
     if payload["estimated"]:
         text.append(f"estimated (one FLOP per output element): {payload['estimated']}")
+    if w.meta.get("note"):
+        payload["note"] = w.meta["note"]
+        text.append(f"note: {w.meta['note']}")
     emit(args, payload, "\n".join(text))
     return EXIT_OK
 

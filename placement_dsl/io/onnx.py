@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from ..errors import SpecError
 from ..graph import Graph, Op
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
+from .onnx_shapes import infer
 from .workload import Workload
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -340,6 +341,7 @@ class _Build:
     charged: set[str]
     estimated: dict[str, int]
     unshaped: int = 0
+    resized: list[str] = field(default_factory=list)  # reshapes whose element count changes
 
 
 def _node_name(node: Any, i: int, taken: set[str]) -> str:
@@ -377,6 +379,9 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     ins = [b.table.get(i, Tensor(None, 4)) for i in node.input if i]
     outs = [b.table.get(o, Tensor(None, 4)) for o in node.output if o]
     b.unshaped += any(t.shape is None for t in outs)
+    if node.op_type == "Reshape" and ins and outs and None not in (ins[0].shape, outs[0].shape) and \
+            ins[0].elems != outs[0].elems:
+        b.resized.append(name)
     flops, moved, known = node_cost(node, ins, outs)
     if not known:
         b.estimated[node.op_type] = b.estimated.get(node.op_type, 0) + 1
@@ -395,9 +400,13 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     b.producer.update({o: name for o in node.output if o})
 
 
-def _walk(graph: Any, rooflines: tuple[Roofline, ...]) -> _Build:
+def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _Build:
+    """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
-    b = _Build(_tensor_table(graph), set(), static, [], [], {}, set(), {})
+    table = _tensor_table(shapes if shapes is not None else graph)
+    table.update({init.name: Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
+                  for init in graph.initializer})
+    b = _Build(table, set(), static, [], [], {}, set(), {})
     kept = [(i, node) for i, node in enumerate(graph.node) if not _fold(node, b)]
     b.consumed = {t for _, n in kept for t in n.input} | {o.name for o in graph.output}
     taken: set[str] = set()
@@ -409,7 +418,7 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...]) -> _Build:
 def _infer(model: Any) -> tuple[Any, str]:
     onnx = _onnx()
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), ""
+        return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=True)), ""
     except Exception as err:  # noqa: BLE001 - a model shape inference cannot handle still imports
         return model, f"shape inference failed ({type(err).__name__}: {str(err)[:120]}); sizes only where declared"
 
@@ -439,7 +448,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
 
     fixed = fix_dimensions(model, batch, seq, dims)
     inferred, problem = _infer(model)
-    b = _walk(inferred.graph, tuple(rooflines))
+    b = _walk(model.graph, tuple(rooflines), inferred.graph)
     if not b.ops:
         raise SpecError(f"ONNX model {name!r} has no compute nodes (only constants and shapes); check the file")
     graph = by_granularity(Graph(b.ops, b.edges, name=name), granularity, depth)
@@ -447,6 +456,12 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     meta = {"source": "onnx", "producer": model.producer_name, "opset": opset, "dims": fixed,
             "granularity": granularity, "depth": depth, "estimated": b.estimated, "unshaped_ops": b.unshaped,
             "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+    if b.resized:  # TorchScript bakes sizes it traced into constants: the model holds only at those sizes
+        problem = "; ".join(filter(None, [problem, (
+            f"{len(b.resized)} reshapes change the number of elements (first {b.resized[0]!r}): the model was "
+            f"exported with sizes fixed at trace time; import it with the batch and sequence length it was traced "
+            f"with (now {fixed})")]))
+        meta["resized"] = b.resized
     if problem:
         meta["note"] = problem
     return Workload(graph, cluster or default_cluster(), "onnx", meta)
