@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..constraints import DagOrder
 from ..problem import Problem
 from ..training_terms import Replicate
-from .base import FORMULATIONS, Formulation, Kind, Plan, Rule, Step, drop, get, register
+from .base import FORMULATIONS, Formulation, Kind, ObjectiveFormulation, Plan, Rule, Step, drop, get, register
 from .chain import CHAIN, LoadTarget
 from .exact import EXACT
 from .latency import LATENCY
@@ -29,11 +29,11 @@ from .training import training_memory  # noqa: F401 - adds the TrainingMemory ru
 
 
 def choose(problem: Problem) -> str:
-    """``formulation="auto"``: Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
-    if LATENCY.chosen_for(problem):
-        return LATENCY.name
-    if SCHEDULE.chosen_for(problem):
-        return SCHEDULE.name
+    """``formulation="auto"``: the registered formulation of the problem's objective (latency, makespan), else
+    Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    for form in FORMULATIONS.values():
+        if isinstance(form, ObjectiveFormulation) and form.kind is Kind.EXACT and form.chosen_for(problem):
+            return form.name
     if problem.has(Replicate):
         return THROUGHPUT_REPLICATED.name
     return "exact" if problem.has(DagOrder) else "throughput"
@@ -44,5 +44,6 @@ def of_kind(kind: Kind) -> dict[str, Formulation]:
     return {name: f for name, f in FORMULATIONS.items() if f.kind is kind}
 
 
-__all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "RELAXATIONS", "THROUGHPUT", "Formulation", "GuessedBlock",
-           "Kind", "LoadTarget", "Plan", "Rule", "Step", "choose", "drop", "get", "of_kind", "register"]
+__all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
+           "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation", "Plan", "Rule", "Step",
+           "choose", "drop", "get", "of_kind", "register"]

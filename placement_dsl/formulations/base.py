@@ -183,6 +183,35 @@ class Formulation:
         return f"Formulation({self.name!r}, {self.kind.value}{parent})"
 
 
+class ObjectiveFormulation(Formulation):
+    """A formulation of one objective type (:attr:`objective`): it refuses problems with another,
+    any other objective term gets a rule that says so, and ``formulation="auto"`` picks it for
+    its own (:meth:`chosen_for`). :attr:`minimizes` words the objective in messages."""
+
+    objective: type = object
+    minimizes: str = ""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        from ..objectives import ObjectiveTerm
+
+        super().__init__(*args, **kwargs)
+        self.rules.setdefault(ObjectiveTerm, self._other_objective)
+
+    def _other_objective(self, term: Term, problem: Problem) -> list[BlockTemplate]:
+        raise SpecError(f"formulation {self.name!r} minimizes {self.minimizes}, not {type(term).__name__}; "
+                        "use formulation='auto' for it")
+
+    def accepts(self, problem: Problem) -> str | None:
+        if not isinstance(problem.objective, self.objective):
+            return (f"formulation {self.name!r} minimizes {self.minimizes}; the problem's objective is "
+                    f"{type(problem.objective).__name__}")
+        return super().accepts(problem)
+
+    def chosen_for(self, problem: Problem) -> bool:
+        """``formulation="auto"`` picks this formulation for its own objective."""
+        return isinstance(problem.objective, self.objective)
+
+
 FORMULATIONS: dict[str, Formulation] = {}
 
 

@@ -25,11 +25,11 @@ from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from ..blocks.latency_data import first_use_order, longest_run
 from ..constraints import Contiguous, Subgraphs, Term
 from ..errors import PlacementError, SpecError
-from ..objectives import Latency, ObjectiveTerm
+from ..objectives import Latency
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
-from .base import Formulation, Kind, Plan, drop, register
+from .base import Kind, ObjectiveFormulation, Plan, drop, register
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -80,24 +80,11 @@ def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
             DeviceOrder(hint.order if hint else ())]
 
 
-def _other_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
-    raise SpecError(f"formulation 'latency' minimizes single-sample latency, not {type(term).__name__}; "
-                    "use formulation='auto' (or 'throughput', 'exact') for it")
-
-
-class LatencyFormulation(Formulation):
+class LatencyFormulation(ObjectiveFormulation):
     """The latency IP with a horizon from a known latency and the warm start's symmetry orientation."""
 
-    def accepts(self, problem: Problem) -> str | None:
-        if not isinstance(problem.objective, Latency):
-            return (f"formulation {self.name!r} minimizes single-sample latency; the problem's objective is "
-                    f"{type(problem.objective).__name__}")
-        return super().accepts(problem)
-
-    @staticmethod
-    def chosen_for(problem: Problem) -> bool:
-        """``formulation="auto"`` picks this formulation for a latency objective."""
-        return isinstance(problem.objective, Latency)
+    objective = Latency
+    minimizes = "single-sample latency"
 
     def placement_class(self, problem: Problem) -> PlacementClass:
         """The problem's own class: ``q`` comes from the problem's terms (:func:`subgraphs_per_accelerator`),
@@ -155,7 +142,7 @@ def _greedy(problem: Problem) -> tuple[Placement, float] | None:
 
 LATENCY = register(LatencyFormulation(
     "latency", Kind.EXACT, _skeleton,
-    rules={**BASE_RULES, ObjectiveTerm: _other_objective, Latency: _latency, Subgraphs: drop, LatencyHint: drop},
+    rules={**BASE_RULES, Latency: _latency, Subgraphs: drop, LatencyHint: drop},
     doc="""Tarnawski Fig. 3 / Fig. 4: one-hot ``x`` with merged CPUs, contiguous subgraph slots (Lemma 4.1, or
 subgraph levels for ``q > 1``), ``CommIn``/``CommOut`` (4)-(5), SubgraphStart/Finish (6)-(7), host ops (8)-(9),
 ``Latency_v`` (10), subgraphs in turn (14), longest-path and head/tail cuts, symmetry rows; big-Ms from a

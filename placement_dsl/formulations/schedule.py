@@ -32,9 +32,9 @@ from ..blocks.base import BlockTemplate
 from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, TransferCongestion, TransferTasks
 from ..constraints import Congestion, Overflow, Term
 from ..errors import PlacementError, SpecError
-from ..objectives import Makespan, ObjectiveTerm
+from ..objectives import Makespan
 from ..problem import Problem
-from .base import Formulation, Kind, Plan, drop, register
+from .base import Formulation, Kind, ObjectiveFormulation, Plan, drop, register
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -76,13 +76,7 @@ def _makespan(term: Makespan, problem: Problem) -> list[BlockTemplate]:
     return [MakespanObjective(horizon_of(problem))]
 
 
-def _other_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
-    raise SpecError(f"formulation 'schedule' minimizes the makespan (MOIRAI eq. 4), not {type(term).__name__}; "
-                    "use formulation='auto' for it")
-
-
 RULES = {
-    ObjectiveTerm: _other_objective,
     Makespan: _makespan,
     Congestion: drop,    # the templates read the mode from the problem (ScheduleData.congestion)
     ScheduleHint: drop,  # read by the skeleton and the objective rule (the horizon)
@@ -90,19 +84,11 @@ RULES = {
 }
 
 
-class ScheduleFormulation(Formulation):
+class ScheduleFormulation(ObjectiveFormulation):
     """The schedule MILP with a horizon from a known makespan (the warm start's, else list scheduling's)."""
 
-    def accepts(self, problem: Problem) -> str | None:
-        if not isinstance(problem.objective, Makespan):
-            return (f"formulation {self.name!r} minimizes the makespan of a schedule; the problem's objective is "
-                    f"{type(problem.objective).__name__}")
-        return super().accepts(problem)
-
-    @staticmethod
-    def chosen_for(problem: Problem) -> bool:
-        """``formulation="auto"`` picks this formulation for a makespan objective."""
-        return isinstance(problem.objective, Makespan)
+    objective = Makespan
+    minimizes = "the makespan of a schedule (MOIRAI eq. 4)"
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
                 options: Mapping[str, Any]) -> Plan:
