@@ -16,6 +16,7 @@ comparable), REGAL against Table 3, and UB / simple against Table 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -52,12 +53,13 @@ def table(s: dict[str, Any], family: str, ks: list[int]) -> str:
     name = {0: "Table 1", 1: "Table 3"}.get(column, "-")
     lines = [f"\nbest available bound / best UB, {family} graphs: ours (graphs) | Archer {name}",
              f"{'level':<11}" + "".join(f"{'k=' + str(k):>20}" for k in ks)]
-    for level in LEVELS:
+    for level in s["levels"]:
         row = f"{level:<11}"
         for k in ks:
             r = cell.get((level, k))
             ours = "-" if r is None or r["geomean"] is None else f"{r['geomean']:.4f} ({r['count']})"
-            ref = "" if column is None or k not in KS else f" | {PAPER_BOUNDS[level][column][KS.index(k)]:.4f}"
+            ref = ("" if column is None or k not in KS or level not in PAPER_BOUNDS
+                   else f" | {PAPER_BOUNDS[level][column][KS.index(k)]:.4f}")
             row += f"{ours + ref:>20}"
         lines.append(row)
     return "\n".join(lines)
@@ -68,7 +70,7 @@ def orderings(s: dict[str, Any], family: str, ks: list[int]) -> str:
     cell = {(r["method"], r["k"]): r for r in s["orderings"] if r["family"] == family}
     lines = [f"\nUB / simple LB, {family} graphs: ours | Archer Table 2 (production models)",
              f"{'method':<11}" + "".join(f"{'k=' + str(k):>20}" for k in ks)]
-    for method in METHODS:
+    for method in s["methods"]:
         paper = PAPER_ORDERINGS.get(PAPER_METHOD.get(method, ""))
         row = f"{method:<11}"
         for k in ks:
@@ -88,12 +90,33 @@ def times(s: dict[str, Any]) -> str:
             for name, cell in inst[group].items():
                 if cell["seconds"] is not None:
                     by.setdefault((name, inst["k"]), []).append(cell["seconds"])
-    names = list(LEVELS) + list(METHODS)
+    names = list(s["levels"]) + list(s["methods"])
     lines = ["\nmedian seconds per task (Fig. 4)", f"{'':<11}" + "".join(f"{'k=' + str(k):>10}" for k in s["ks"])]
     for name in names:
         vals = [sorted(by.get((name, k), [])) for k in s["ks"]]
         lines.append(f"{name:<11}" + "".join(f"{v[len(v) // 2]:>10.3f}" if v else f"{'-':>10}" for v in vals))
     return "\n".join(lines)
+
+
+def best_proven(s: dict[str, Any], ks: list[int]) -> str:
+    """Per k: the geometric mean over every graph of the best bound any level proved / best UB (0 counts as
+    such a graph's ratio only when no level ran on it), beside Archer's exact row (Table 1), and per graph."""
+    per: dict[int, list[tuple[str, float, str]]] = {}
+    for inst in s["instances"]:
+        ratios = [(c["ratio"], name) for name, c in inst["levels"].items() if c["ratio"] is not None]
+        ratio, by = max(ratios) if ratios else (0.0, "-")
+        per.setdefault(inst["k"], []).append((inst["graph"], ratio, by))
+    exact = PAPER_BOUNDS["exact"][0]
+    lines = ["\nbest proven bound / best UB over all levels, every graph (geometric mean) | Archer Table 1 exact",
+             "".join(f"{'k=' + str(k):>22}" for k in ks),
+             "".join(f"{_geomean([r for _, r, _ in per.get(k, [])]):>13.4f} | {exact[KS.index(k)]:.4f}" for k in ks)]
+    for k in ks:
+        lines.append(f"k={k}: " + ", ".join(f"{g} {r:.4f} ({by})" for g, r, by in sorted(per.get(k, []))))
+    return "\n".join(lines)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values)) if values else float("nan")
 
 
 def main() -> None:
@@ -104,16 +127,20 @@ def main() -> None:
     ap.add_argument("--scheduler", help="Dask scheduler address (default: local processes)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="local processes")
     ap.add_argument("--regal-only", action="store_true", help="skip the PipeDream profiles")
+    ap.add_argument("--levels", nargs="+", default=list(LEVELS), help=f"levels (default: {' '.join(LEVELS)})")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), help="heuristics (default: slicegraph brkga)")
+    ap.add_argument("--testbed", help="a sweep testbed instead of the default (e.g. a list of files and zoo:NAME)")
     args = ap.parse_args()
     testbed = "zoo:" + ",zoo:".join(f"regal-{i}" for i in range(6))
     if not args.regal_only:
         testbed = f"{require(PROFILES)}," + testbed
+    testbed = args.testbed or testbed
     results = args.results or Path(tempfile.gettempdir()) / f"bench_sweep-{args.time_limit:g}s.db"
     graphs = expand_testbed(testbed)
     check_graphs(graphs)
-    tasks = plan(graphs, args.ks, list(LEVELS), list(METHODS), args.time_limit)
+    tasks = plan(graphs, args.ks, args.levels, args.methods, args.time_limit)
     executor = DaskExecutor(args.scheduler) if args.scheduler else LocalExecutor(args.workers)
-    print(f"{len(graphs)} graphs x {len(args.ks)} k x {len(LEVELS) + len(METHODS)} = {len(tasks)} tasks, "
+    print(f"{len(graphs)} graphs x {len(args.ks)} k x {len(args.levels) + len(args.methods)} = {len(tasks)} tasks, "
           f"{args.time_limit:g} s each; results in {results}", file=sys.stderr)
     with Store(results) as store:
         outcome = run_sweep(tasks, store, executor, progress=sys.stderr.isatty())
@@ -125,6 +152,7 @@ def main() -> None:
             print(table(s, family, sorted(args.ks)))
             print(orderings(s, family, sorted(args.ks)))
     print(times(s))
+    print(best_proven(s, sorted(args.ks)))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheape
 level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
-``dp``         exact DP over ideals: a bound only for ``Contiguous``  (upper bound otherwise)
+``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
+               identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
+               ``chain``: the windowed chain MIP from the best placement, on identical stages
 ``no-cut-io``  three-superblock MIP without transfers (MLSys draft)  O(n) vars, O(m) rows
 ``no-dag``     three-superblock MIP without eq. (8) (MLSys draft)    O(n), O(m)
 ``superblock`` §3.2 three-superblock MIP ("bottleneck")              O(n), O(m)
@@ -404,16 +406,28 @@ def _exact(run: _Run, seconds: float) -> Outcome:
 
 
 def _chain(run: _Run, seconds: float) -> Outcome:
-    """The chain MIP with windows at ``DP / (1 + gap)``: a solver's proof of the DP optimum."""
-    if run.dp is None:
-        return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", DP_CLASS
+    """The chain MIP with windows at ``UB / (1 + gap)``: a solver's proof of the DP optimum. On identical
+    stages under DagOrder its class is the problem's, and the best placement sets the windows without a DP."""
+    ordered = _dp_class_is_dag_order(run.problem)
+    scope = run.scope if ordered else DP_CLASS
+    start = run.dp if run.dp is not None or not ordered else run.best[1]
+    if start is None:
+        return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", scope
     try:
-        res, status = _solve_level(run, "chain", seconds, run.dp, windows=True)
+        res, status = _solve_level(run, "chain", seconds, start, windows=True)
     except SpecError as err:
-        return None, LevelStatus.NOT_APPLICABLE, str(err), DP_CLASS
+        return None, LevelStatus.NOT_APPLICABLE, str(err), scope
     if res.placement is not None and res.found_by == "solver":
         run.offer(res.placement, "chain")
-    return res.bound, status, "min(T*, bound) of the windowed chain MIP", DP_CLASS
+    return res.bound, status, "min(T*, bound) of the windowed chain MIP", scope
+
+
+def _stage_cut(run: _Run, seconds: float) -> Outcome:
+    """``max_v min_{S ∋ v} load(S)`` by one minimum cut per op (:mod:`placement_dsl.bounds.local`)."""
+    from .bounds.local import problem_bound
+
+    bound, note = problem_bound(run.problem)
+    return bound, LevelStatus.OPTIMAL, note, ALL
 
 
 def _throughput(run: _Run, seconds: float) -> Outcome:
@@ -464,6 +478,19 @@ def _tarnawski(problem: Problem) -> str | None:
     return "bounds Tarnawski's problems (no DagOrder); use 'exact'" if problem.has(DagOrder) else None
 
 
+def _chain_accepts(problem: Problem) -> str | None:
+    """Tarnawski's problems, and DAG-ordered ones on identical stages (where the chain's class is the problem's)."""
+    if problem.has(DagOrder) and not _dp_class_is_dag_order(problem):
+        return "bounds Tarnawski's problems, or DAG-ordered ones on identical stages; use 'exact'"
+    return None
+
+
+def _local() -> Any:
+    from .bounds import local
+
+    return local
+
+
 def _archer(problem: Problem) -> str | None:
     return None if problem.has(DagOrder) else "Archer's exact MIP bounds DAG-ordered problems"
 
@@ -471,7 +498,9 @@ def _archer(problem: Problem) -> str | None:
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("simple", _simple, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)", replicates=True),
     Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class", replicates=True),
-    Level("chain", _chain, _tarnawski, always=True, doc="windowed chain MIP: a solver's proof of the DP"),
+    Level("stage-cut", _stage_cut, lambda problem: _local().problem_applies(problem), closed_form=True,
+          doc="max over ops of the cheapest stage holding it, by minimum cuts"),
+    Level("chain", _chain, _chain_accepts, always=True, doc="windowed chain MIP: a solver's proof of the DP"),
     *(Level(name, _relaxed(name), _relaxation_accepts(name)) for name in ("no-cut-io", "no-dag", "superblock")),
     Level("guess", _guess, lambda problem: _relaxation_accepts("guess")(guess_problem(problem, 1)),
           doc="Archer §3.3, one MIP per guess j"),
