@@ -34,7 +34,7 @@ def test_stops_once_the_gap_is_met() -> None:
     by_level = {r.level: r for r in cert.levels}
     assert cert.proved_by == "dp" and cert.bound == pytest.approx(optimum)
     assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("superblock", "guess", "exact"))
-    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "guess", "exact"]
+    assert [r.level for r in cert.levels] == ["simple", "dp", "stage-cut", "superblock", "guess", "exact"]
 
 
 def test_contiguous_dp_is_a_certificate_by_itself() -> None:
