@@ -508,7 +508,7 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
           replicates=True),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
 )}
-MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
+MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
 # placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
 THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
@@ -555,7 +555,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
     >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
     >>> cert.objective, cert.bound, cert.proved_by
-    (3.0, 3.0, 'dp')
+    (3.0, 3.0, 'superblock')
     """
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     t0 = time.perf_counter()

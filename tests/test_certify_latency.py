@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_dsl.bounds.latency import critical_path_bound
-from placement_dsl.certify import LATENCY_LEVELS, LevelStatus, certify, default_levels
+from placement_dsl.certify import LATENCY_LEVELS, LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs
 from placement_dsl.graph import Graph, Op
@@ -48,7 +48,8 @@ def test_latency_problems_get_the_latency_hierarchy():
 
 def test_max_load_levels_refuse_latency():
     """Lemma 3.3's sum over devices is no latency bound: host cores run in parallel."""
-    cert = certify(diamond(), budget=20, levels=("simple", "critical-path"))
+    assert "latency" in (LEVELS["simple"].accepts(diamond()) or "")
+    cert = certify(diamond(), budget=120, levels=("simple", "critical-path"))
     simple = next(r for r in cert.levels if r.level == "simple")
     assert simple.status is LevelStatus.NOT_APPLICABLE and "latency" in simple.message
 
@@ -71,7 +72,7 @@ def test_certificate_proves_the_brute_force_optimum(limit):
     """The IP's slots admit exactly the problem's placements, so its bound is over the problem's own class."""
     p = detour(limit)
     opt = optimum(p)
-    cert = certify(p, budget=30, gap=1e-6)
+    cert = certify(p, budget=60, gap=1e-6)
     assert cert.objective == pytest.approx(opt) and cert.bound == pytest.approx(opt)
     assert cert.scope is p.placement_class() and cert.proved_by in ("latency", "latency-lp")
     assert next(r for r in cert.levels if r.level == cert.proved_by).scope is p.placement_class()
@@ -80,7 +81,7 @@ def test_certificate_proves_the_brute_force_optimum(limit):
 def test_every_level_runs_and_orders_its_bounds():
     """critical path <= LP <= IP bound <= optimum: the LP carries the path cuts, the IP its LP."""
     p = detour([Subgraphs(1)])
-    cert = certify(p, budget=40, gap=0.0, stop_at_gap=False)
+    cert = certify(p, budget=60, gap=0.0, stop_at_gap=False)
     got = {r.level: r.bound for r in cert.levels}
     assert set(got) == set(LATENCY_LEVELS) and None not in got.values()
     assert got["critical-path"] <= got["latency-lp"] + TOL <= got["latency"] + 2 * TOL
@@ -101,7 +102,7 @@ def tiny_latency(draw):
     return Problem(g, Cluster.accelerators(acc, memory=6.0, cpus=1), Latency(), [Memory(), *limit])
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_latency())
 def test_bounds_never_exceed_the_brute_force_optimum(p):
     opt = optimum(p)
