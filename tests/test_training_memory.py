@@ -221,7 +221,7 @@ def test_gpipe_split_refuses_what_it_does_not_model():
 
 
 # ---------------------------------------------------------------------------- bounds stay bounds
-def test_replication_widens_so_relaxations_and_certify_give_no_bound():
+def test_replication_widens_so_relaxations_refuse_and_certify_bounds_with_replicas():
     from placement_dsl.certify import certify
     from placement_dsl.formulations import FORMULATIONS, Kind
     from placement_dsl.testing import brute_force, replicated_chain
@@ -231,8 +231,10 @@ def test_replication_widens_so_relaxations_and_certify_give_no_bound():
     for form in FORMULATIONS.values():
         if form.kind is Kind.RELAXATION:
             assert form.accepts(problem) is not None
-    cert = certify(problem, budget=10)
-    assert all(row.bound is None for row in cert.levels)
+    cert = certify(problem, budget=10, stop_at_gap=False)  # the levels that model replicas (App. C.2) bound it
+    bounded = {row.level for row in cert.levels if row.bound is not None}
+    assert bounded == {"simple", "dp", "throughput"} and cert.bound == pytest.approx(optimum)
+    assert all(row.bound <= optimum * (1 + 1e-9) for row in cert.levels if row.bound is not None)
 
 
 # ---------------------------------------------------------------------------- the IP

@@ -24,8 +24,12 @@ host devices pay none), combined per :class:`~placement_dsl.evaluate.Overlap` (A
   non-host class, at ``load / k`` plus the ring all-reduce ``2 (k-1) * param / (k * B)``
   (summed, or the max of the two with overlapped communication) — the cost model's term
   (:mod:`placement_dsl.replication`); the placement carries the replicas.
-* Not here: hierarchical clusters (transfers over routes) and memory per schedule, whose stage
-  costs are not sums over ideals; the pipeline planner (:mod:`.pipeline_dp`) handles them.
+* Memory per schedule (``CostModel.training_memory``): 1F1B's stage ``s`` of ``k`` stashes
+  ``k - s`` micro-batches, so the DP runs over the ideals' complements and counts the stages to
+  the end (:mod:`.ideal_memory`); exact on identical accelerators without replication.
+* Not here: hierarchical clusters (transfers over routes), whose stage costs depend on the
+  servers of the neighbouring stages; the pipeline planner (:mod:`.pipeline_dp`) handles them
+  along the DFS order.
 * DPL (§5.1.2): :func:`dpl` adds a DFS path through the forward DAG, leaving ``n + 1``
   ideals (the prefixes); it is exact among splits along that order only.
 
@@ -152,15 +156,16 @@ def _node_costs(con: Contraction, classes: list[DeviceClass]):
     return work, unsup, mem, param
 
 
-def _tensors(con: Contraction):
+def _tensors(con: Contraction, forward_only: bool = False):
     """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
 
     The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
     device boundary iff that set is split. Tensors with the same (owner, set) are summed.
+    ``forward_only`` keeps the tensors made by forward ops (a training stage's stashed inputs).
     """
     g, img = con.graph, con.image
     agg: dict[tuple[int, frozenset[int]], float] = {}
-    for u in np.flatnonzero(g.out_bytes > 0):
+    for u in np.flatnonzero((g.out_bytes > 0) & ~(g.backward & forward_only)):
         nodes = frozenset(img[g.successors(u)].tolist()) | {int(img[u])}
         if len(nodes) > 1:
             key = (int(img[u]), nodes)
@@ -196,6 +201,8 @@ class _Solution:
 
 def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
            ub: float, max_replicas: int | None = None) -> _Solution:
+    if model.training_memory is not None:
+        return _solve_memory(lat, classes, model, ub)
     con = lat.contraction
     t0 = time.perf_counter()
     work, unsup, mem, param = _node_costs(con, classes)
@@ -220,6 +227,35 @@ def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repl
     t2 = time.perf_counter()
     stages = _backtrack(lat, dp, back_j, back_c, back_k, strides)
     return _Solution(float(dp[-1, -1]), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1})
+
+
+def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, ub: float) -> _Solution:
+    """The suffix DP of :mod:`.ideal_memory` (one class of accelerators, memory per schedule)."""
+    from .ideal_memory import sweep_suffix
+
+    con, spec, cls = lat.contraction, model.training_memory, classes[0]
+    t0 = time.perf_counter()
+    work, unsup, _, param = _node_costs(con, classes)
+    g = con.graph
+    act = np.bincount(con.image, weights=np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes),
+                      minlength=con.n_nodes)
+    sums = K.ideal_sums(lat.ideals, np.column_stack([work[0], unsup[0], param, act]))
+    every, forward = _tensors(con), _tensors(con, forward_only=True)  # all tensors; the stashed inputs
+    io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, *t), *t)]
+    inflight = np.concatenate([[0.0], spec.inflight(np.arange(1, cls.count + 1), 1)])
+    t1 = time.perf_counter()
+    f, back, visited = sweep_suffix(
+        lat.ideals, lat.sub_ptr, lat.sub_idx, sums[:, 0].copy(), np.rint(sums[:, 1]).astype(np.int64),
+        sums[:, 2].copy(), sums[:, 3].copy(), cls.memory * (1 + REL_TOL), 1.0 / cls.bandwidth,
+        _MODES[model.overlap], *io, spec.state_factor, inflight, spec.recompute, float(ub))
+    t2 = time.perf_counter()
+    stages: list[tuple[np.ndarray, int, int]] = []
+    J, h = 0, int(np.argmin(f[0]))
+    while np.isfinite(f[0].min()) and J != lat.count - 1:  # first stage first: pipeline order
+        I = int(back[J, h])
+        stages.append((np.setdiff1d(lat.nodes(I), lat.nodes(J)), 0, 1))
+        J, h = I, h - 1
+    return _Solution(float(f[0].min()), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1})
 
 
 def _backtrack(lat, dp, back_j, back_c, back_k, strides) -> list[tuple[np.ndarray, int, int]]:
@@ -312,11 +348,13 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
     model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
         raise SpecError(f"dp: model must be a CostModel, got {type(model).__name__}; e.g. CostModel.named('throughput')")
-    if cluster.routed or model.training_memory is not None:
-        why = "routes transfers between servers" if cluster.routed else "counts memory per schedule"
-        raise SpecError(f"dp over ideals: the cost model {why}, which is not a sum over ideals; use method "
-                        "'pipeline' (the pipeline planner, exact along the DFS order)")
+    if cluster.routed:
+        raise SpecError("dp over ideals: the cost model routes transfers between servers, which is not a sum over "
+                        "ideals; use method 'pipeline' (the pipeline planner, exact along the DFS order)")
     classes = device_classes(cluster)
+    if model.training_memory is not None:
+        _memory_per_schedule_ok(classes, model, replication)
+        merge_zero_cost = False  # a merged leaf's activations would be stashed on its neighbour's stage
     if replication and merge_zero_cost:  # a zero-work leaf's parameters join its neighbour's all-reduce
         idle = np.all([graph.work(c.kind) == 0.0 for c in classes], axis=0)
         merge_zero_cost = not (idle & (graph.param_bytes > 0)).any()
@@ -326,6 +364,15 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
                                      or max_replicas < 1):
         raise SpecError(f"dp: max_replicas must be a whole number >= 1 or None, got {max_replicas!r}")
     return _Setup(graph, cluster, model, classes, con, replication, max_replicas)
+
+
+def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replication: bool) -> None:
+    """The suffix DP's class: identical accelerators, hard memory, no replicas."""
+    why = ("replicated stages" if replication else "several device classes or host devices"
+           if len(classes) != 1 or classes[0].host else "soft memory" if model.memory is not MemoryMode.HARD else "")
+    if why:
+        raise SpecError(f"dp over ideals with memory per schedule: {why} are not modelled (it counts the stages to "
+                        "the end on identical accelerators with hard memory); use method 'pipeline'")
 
 
 def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None) -> tuple[_Solution, dict]:
@@ -435,7 +482,10 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
     ub = None
     if incumbent:
-        ub = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0].value
+        try:
+            ub = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0].value
+        except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
+            ub = None
     sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub)
     info["incumbent"] = ub
     return _result("dp", su, sol, info, start, exact=True)
