@@ -87,6 +87,15 @@ def test_work_bound_is_the_lp_value_on_unrelated_devices():
     assert makespan_bounds(g, _two_devices())["bound"] == pytest.approx(1.6)
 
 
+def test_segment_bound_makes_parallel_branches_share_the_devices():
+    g = Graph([Op(name=n, work=w) for n, w in (("a", 1.0), ("b", 2.0), ("c", 2.0), ("d", 1.0))],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    one = Cluster.accelerators(1)
+    assert critical_path_bound(g, one) == 4.0
+    assert makespan_bounds(g, one)["segments"] == 6.0 == makespan_bounds(g, one)["bound"]  # b and c share it
+    assert makespan_bounds(g, Cluster.accelerators(2))["segments"] == 4.0
+
+
 def test_bounds_never_exceed_a_schedule_found(shared_data):
     from placement_dsl.io import moirai
 

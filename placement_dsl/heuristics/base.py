@@ -54,6 +54,8 @@ METHODS: dict[str, str] = {
     "list": "listsched:heft",
     "one-device-best": "listsched:one_device_best",
     "schedule-lns": "lns:schedule_lns",
+    "schedule-ls": "schedule_ls:schedule_local_search",
+    "cpop": "schedule_ls:cpop",
 }
 
 
@@ -65,7 +67,7 @@ OPTIMIZES: dict[str, str] = {
                      "pipeline", "pipedream-planner"), "max_load"), "gpipe-split": "gpipe",
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
     "latency-local-search": "latency", "latency-best": "latency",
-    **dict.fromkeys(("list", "one-device-best", "schedule-lns"), "makespan"),
+    **dict.fromkeys(("list", "one-device-best", "schedule-lns", "schedule-ls", "cpop"), "makespan"),
 }
 
 

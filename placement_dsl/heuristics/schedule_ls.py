@@ -1,0 +1,269 @@
+"""Critical-chain local search for schedules on heterogeneous devices (method ``"schedule-ls"``), and CPOP.
+
+:func:`cpop` (method ``"cpop"``) is Topcuoglu et al.'s (2002) Critical-Path-On-a-Processor list
+scheduling: ops by decreasing ``upward + downward`` rank (mean costs), the ops of one critical
+path (walked from the top-ranked source along top-ranked successors) on the one device that
+runs them fastest, every other op
+where it finishes first (insertion-based and memory-aware, as HEFT in
+:mod:`~placement_dsl.heuristics.listsched`). On a transformer it keeps the chain of large
+matmuls on one fast device and spreads the attention heads, where HEFT may split the chain.
+
+For graphs too large for one MILP or CP-SAT model (MOIRAI's GPT-3 at thousands of ops, where a
+CP-SAT window over the whole model finds nothing in its step), :func:`schedule_local_search`
+searches the assignment and schedules every candidate by insertion-based list scheduling
+(:class:`~placement_dsl.schedule.ListScheduler`) in the incumbent's start order, about a tenth
+of a second per candidate on 4,000 ops:
+
+1. the incumbent's *critical chain*: from the op that ends last, back through what made each
+   start when it did — its latest input (the producer, or the transfer carrying it), or, when it
+   waited for its device, the op that ran there just before (a *blocker*);
+2. moves: a blocker, then an op of the chain next to a transfer (first to the device across it),
+   then any op of the chain, together with the ops within ``r`` hops of it on
+   the same device (``r`` in :data:`RADII`: one op, a chain, a head of attention, a branch; never
+   through a hub of more than :data:`HUB` neighbours, so a head's ball stops at its split and
+   concat) and their colocation groups, to each other device that may run and hold them;
+3. first improvement: a candidate whose makespan is less, or equal with a smaller sum of finish
+   times (progress across a plateau of equal makespans), becomes the incumbent and the chain is
+   recomputed; when no move of the chain improves, the search stops (a local optimum)
+   or the time limit ends it.
+
+Every answer is a list schedule, valid by construction, and certified by the cost model.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..evaluate import CostModel, MemoryMode, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
+from .base import HeuristicResult
+from .listsched import _choose, _groups, mean_costs
+
+RADII = (0, 1, 2, 4, 8, 16, 32, 64)
+HUB = 4  # a ball never grows into an op with more neighbours (a split or a concat of many heads)
+TOL = 1e-9
+
+
+class _State:
+    """The graph's units, memory and neighbours, and list scheduling of an assignment in a given order."""
+
+    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel):
+        self.g, self.c, self.congestion = graph, cluster, Congestion(model.congestion)
+        self.unit, packing = _groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
+        self.size, self.allowed, self.capacity = packing.size, packing.allowed, packing.free.copy()
+        self.members = [np.flatnonzero(self.unit == u) for u in range(self.size.size)]
+        self.preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
+        self.near = [sorted(set(self.preds[v]) | set(graph.successors(v).tolist())) for v in range(graph.n)]
+
+    def schedule(self, assign: np.ndarray, order: list[int]) -> tuple[tuple[float, float], ListScheduler | None]:
+        """``(makespan, sum of finish times)`` and the scheduler state of ``assign`` list-scheduled in ``order``
+        (``inf`` if it cannot run)."""
+        b = ListScheduler(self.g, self.c, self.congestion)
+        try:
+            for v in order:
+                b.place(v, int(assign[v]))
+        except SpecError:
+            return (math.inf, math.inf), None
+        return (max(b.finish, default=0.0), math.fsum(b.finish)), b
+
+    def used(self, assign: np.ndarray) -> np.ndarray:
+        return np.bincount(assign[[int(m[0]) for m in self.members]], weights=self.size, minlength=self.c.size)
+
+
+def _start_order(g: Graph, b: ListScheduler) -> list[int]:
+    """Ops by start time, ties in topological order (a topological order: an op starts after its inputs end)."""
+    return sorted(range(g.n), key=lambda v: (b.start[v], int(g.rank[v])))
+
+
+def _critical(state: _State, b: ListScheduler) -> tuple[list[int], list[int]]:
+    """The critical chain's ops (last first) and its blockers (ops its members waited for on their device)."""
+    by_device: dict[int, dict[float, int]] = {}
+    for v in range(state.g.n):
+        if b.finish[v] > b.start[v]:
+            by_device.setdefault(b.device[v], {})[round(b.finish[v], 9)] = v
+    v, chain, blockers, seen = int(np.argmax(b.finish)), [], [], set()
+    while v not in seen:
+        seen.add(v)
+        chain.append(v)
+        d, s = b.device[v], b.start[v]
+        ready = [(_arrival(b, u, d), u) for u in state.preds[v]]
+        t, u = max(ready, default=(-math.inf, -1))
+        if u >= 0 and t >= s - TOL * max(1.0, s):
+            v = u
+            continue
+        prev = by_device.get(d, {}).get(round(s, 9))
+        if prev is None:
+            break
+        blockers.append(prev)
+        v = prev
+    return chain, blockers
+
+
+def _arrival(b: ListScheduler, u: int, d: int) -> float:
+    """When ``u``'s output is on device ``d``: its end there, else the end of the transfer carrying it."""
+    a = b.device[u]
+    if a == d or (u, d) not in b.transfer_start:
+        return b.finish[u]
+    return b.transfer_start[(u, d)] + b.duration(u, a, d)
+
+
+def _ball(state: _State, v: int, radius: int, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ops within ``radius`` hops of ``v`` through ops on ``v``'s device, with their colocation groups."""
+    d, ball, frontier = assign[v], {v}, [v]
+    for _ in range(radius):
+        frontier = [w for u in frontier for w in state.near[u]
+                    if assign[w] == d and w not in ball and len(state.near[w]) <= HUB]
+        ball.update(frontier)
+    units = sorted({int(state.unit[w]) for w in ball})
+    return np.concatenate([state.members[u] for u in units]), np.array(units)
+
+
+def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random) -> Iterator[tuple[np.ndarray, int]]:
+    """Candidate moves ``(ops, device)``: blockers, then ops of the chain next to a transfer (first to the device
+    across it), then the rest of the chain; each by growing radius."""
+    chain, blockers = _critical(state, b)
+    across: dict[int, list[int]] = {}
+    for i, v in enumerate(chain):
+        across[v] = [int(assign[w]) for w in chain[max(0, i - 1):i + 2] if assign[w] != assign[v]]
+    tiers = [list(dict.fromkeys(blockers)), [v for v in chain if across[v]], chain]
+    used, seen = state.used(assign), set()
+    for tier in tiers:
+        rng.shuffle(tier)
+        for v in tier:
+            if v in seen:
+                continue
+            seen.add(v)
+            devices = list(dict.fromkeys(across.get(v, []) + rng.sample(range(state.c.size), state.c.size)))
+            yield from _balls(state, v, assign, used, devices)
+
+
+def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
+           devices: list[int]) -> Iterator[tuple[np.ndarray, int]]:
+    tried: set[tuple[int, ...]] = set()
+    for radius in RADII:
+        ops, units = _ball(state, v, radius, assign)
+        key = tuple(units.tolist())
+        if key in tried:
+            continue
+        tried.add(key)
+        need = float(state.size[units].sum())
+        for d in devices:
+            if d != assign[v] and state.allowed[units, d].all() and used[d] + need <= state.capacity[d] * (1 + 1e-9):
+                yield ops, d
+
+
+def downward_rank(graph: Graph, time: np.ndarray, edge_comm: np.ndarray) -> np.ndarray:
+    """``down(v) = max_u (down(u) + time(u) + comm(u, v))`` over predecessors ``u`` (0 for sources)."""
+    down = np.zeros(graph.n)
+    comm = np.asarray(edge_comm, dtype=float)
+    into: list[list[int]] = [[] for _ in range(graph.n)]
+    for k, v in enumerate(graph.dst.tolist()):
+        into[v].append(k)
+    src, t = graph.src.tolist(), np.asarray(time, dtype=float)
+    for v in graph.topo.tolist():
+        down[v] = max((down[src[k]] + t[src[k]] + comm[k] for k in into[v]), default=0.0)
+    return down
+
+
+def _critical_path(graph: Graph, rank: np.ndarray) -> np.ndarray:
+    """One path of largest rank sum: from the source of largest rank, each time the successor of largest rank
+    (ties: the lowest index), as CPOP walks it; symmetric branches (equal heads) stay off the path."""
+    on = np.zeros(graph.n, dtype=bool)
+    sources = [v for v in range(graph.n) if graph.predecessors(v).size == 0]
+    v = max(sources, key=lambda u: (rank[u], -u), default=None)
+    while v is not None:
+        on[v] = True
+        succ = graph.successors(v).tolist()
+        v = max(succ, key=lambda u: (rank[u], -u)) if succ else None
+    return on
+
+
+def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None) -> HeuristicResult:
+    """CPOP list scheduling (see the module docstring)."""
+    t0 = time.perf_counter()
+    model = model or CostModel.named("makespan")
+    unit, packing = _groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
+    mean_time, comm = mean_costs(graph, cluster)
+    rank = upward_rank(graph, mean_time, comm[graph.src]) + downward_rank(graph, mean_time, comm[graph.src])
+    on_path = _critical_path(graph, rank)
+    times = cluster.times(graph)
+    path_time = np.where(np.isfinite(times[on_path]), times[on_path], np.inf).sum(axis=0)
+    fastest = int(np.argmin(path_time))
+    builder = ListScheduler(graph, cluster, Congestion(model.congestion))
+    device = np.full(packing.size.size, -1, dtype=np.int64)
+    for v in priority_order(graph, rank):
+        u = unit[v]
+        if device[u] < 0:
+            keep = on_path[v] and packing.room(u, fastest) and packing.admits(u, fastest)
+            device[u] = fastest if keep else _choose(builder, packing, v, u)
+            packing.take(u, int(device[u]))
+        builder.place(v, int(device[u]))
+    placement = Placement(graph, cluster, device[unit], "cpop", schedule=builder.schedule())
+    ev = evaluate(placement, model)
+    return HeuristicResult(method="cpop", placement=placement, objective=ev.objective, evaluations=1,
+                           seconds=time.perf_counter() - t0,
+                           info={"makespan": ev.objective, "path_device": cluster.names[fastest],
+                                 "path_ops": int(on_path.sum())})
+
+
+def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
+    """A smaller makespan, or the same makespan with a smaller sum of finish times (progress on a plateau)."""
+    if one[0] < other[0] * (1 - TOL):
+        return True
+    return one[0] <= other[0] * (1 + TOL) and one[1] < other[1] * (1 - TOL)
+
+
+def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
+                          time_limit: float = 60.0, start: str | Placement = "list") -> HeuristicResult:
+    """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds.
+
+    The makespan is never worse than the start's: its own schedule when it carries a valid one,
+    else its list schedule in start order. ``info`` reports the accepted moves and whether a local
+    optimum was reached before the time limit.
+    """
+    from .base import run
+
+    t0 = time.perf_counter()
+    model = model or CostModel.named("makespan")
+    state = _State(graph, cluster, model)
+    first = start if isinstance(start, Placement) else run(start, graph, cluster, model=model).placement
+    assign = first.assign.copy()
+    order = (list(graph.topo.tolist()) if first.schedule is None else
+             sorted(range(graph.n), key=lambda v: (first.schedule.start[v], int(graph.rank[v]))))
+    best, b = state.schedule(assign, order)
+    if b is None:
+        raise SpecError("schedule-ls: the start placement cannot be scheduled (an op on a device that cannot run it)")
+    own = evaluate(first, model)
+    if own.valid and own.objective < best[0]:  # the start's own schedule is better: a move must not be worse
+        best = (own.objective, math.inf)
+    rng, evaluations, accepted, local_optimum, found = random.Random(seed), 1, 0, False, None
+    while time.perf_counter() - t0 < time_limit:
+        order, improved = _start_order(graph, b), False
+        for ops, d in _moves(state, b, assign, rng):
+            if time.perf_counter() - t0 >= time_limit:
+                break
+            trial = assign.copy()
+            trial[ops] = d
+            makespan, tb = state.schedule(trial, order)
+            evaluations += 1
+            if _better(makespan, best):
+                assign, best, b, improved, accepted, found = trial, makespan, tb, True, accepted + 1, tb
+                break
+        if not improved:
+            local_optimum = time.perf_counter() - t0 < time_limit
+            break
+    placement = (Placement(graph, cluster, assign, "schedule-ls", schedule=found.schedule()) if found is not None
+                 else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
+                                own.objective <= best[0] else b.schedule()))
+    ev = evaluate(placement, model)
+    return HeuristicResult(method="schedule-ls", placement=placement, objective=ev.objective, evaluations=evaluations,
+                           seconds=time.perf_counter() - t0,
+                           info={"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum})
