@@ -37,6 +37,7 @@ class HeuristicResult:
 METHODS: dict[str, str] = {
     "dp": "ideals:dp",
     "dpl": "ideals:dpl",
+    "dp-servers": "ideal_servers:dp_servers",
     "slicegraph": "slicegraph:slicegraph",
     "random": "orderings:random_orders",
     "brkga": "orderings:brkga",
@@ -63,7 +64,7 @@ METHODS: dict[str, str] = {
 # "cost_model": picks by the model it is given). Under a latency model the max-load methods
 # return their own optimum, which Tarnawski §7 scores as a baseline: run() says so in ``info``.
 OPTIMIZES: dict[str, str] = {
-    **dict.fromkeys(("dp", "dpl", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
+    **dict.fromkeys(("dp", "dpl", "dp-servers", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
                      "pipeline", "pipedream-planner"), "max_load"), "gpipe-split": "gpipe",
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
     "latency-local-search": "latency", "latency-best": "latency",
