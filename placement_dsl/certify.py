@@ -406,15 +406,20 @@ def _exact(run: _Run, seconds: float) -> Outcome:
 
 
 def _chain(run: _Run, seconds: float) -> Outcome:
-    """The chain MIP with windows at ``UB / (1 + gap)``: a solver's proof of the DP optimum. On identical
-    stages under DagOrder its class is the problem's, and the best placement sets the windows without a DP."""
+    """The chain MIP windowed at ``DP / (1 + gap)``; on identical stages under DagOrder (its class) without a DP,
+    at targets bisected between the known bound and the best placement (``formulations.chain.target_level``)."""
     ordered = _dp_class_is_dag_order(run.problem)
     scope = run.scope if ordered else DP_CLASS
-    start = run.dp if run.dp is not None or not ordered else run.best[1]
-    if start is None:
+    if run.dp is None and ordered and run.best[1] is not None:  # targets bisected below the best placement
+        from .formulations.chain import target_level
+        bound, done, note, found = target_level(run.problem, run.best[0], run.bound[0], seconds, run.solver)
+        for placement in found:
+            run.offer(placement, "chain")
+        return bound, LevelStatus.OPTIMAL if done else LevelStatus.TIME_LIMIT, note, scope
+    if run.dp is None:
         return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", scope
     try:
-        res, status = _solve_level(run, "chain", seconds, start, windows=True)
+        res, status = _solve_level(run, "chain", seconds, run.dp, windows=True)
     except SpecError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err), scope
     if res.placement is not None and res.found_by == "solver":

@@ -170,3 +170,72 @@ def certified_bound(problem: Problem, bound: float | None, infeasible: bool = Fa
     if bound is None:
         return floor if infeasible else None
     return min(floor, bound)
+
+
+CLOSE = 0.02  # relative distance of floor and ceiling at which target_search tries the ceiling itself
+
+
+def windowed_bound(problem: Problem, target: float, seconds: float,
+                   solver: str = "highs") -> tuple[float | None, bool, Placement | None]:
+    """``min(T*, bound)`` of the chain MIP windowed at ``target`` within ``seconds`` (build included), whether
+    it is proven (the windowed model solved or found empty), and the placement it found (max load ``<= T*``)."""
+    from ..solve import solve
+
+    res = solve(chain_problem(problem, target), formulation="chain", solver=solver, time_limit=seconds, gap=1e-6,
+                budget=seconds)
+    proven = res.status in (Status.OPTIMAL, Status.INFEASIBLE)
+    bound = res.bound if res.bound is not None else (target if res.status is Status.INFEASIBLE else None)
+    return bound, proven, res.placement if res.status.has_solution else None
+
+
+def target_search(problem: Problem, upper: float, floor: float, seconds: float, solver: str = "highs",
+                  rounds: int = 12) -> tuple[float, list[tuple[float, float | None, bool]], list[Placement]]:
+    """The best ``min(T*, bound)`` over windowed chain MIPs at targets between ``floor`` and ``upper``.
+
+    Every ``T*`` gives a valid bound (:class:`LoadTarget`), and a lower ``T*`` fixes more
+    positions, so the windowed model is smaller and its bound climbs faster. The first target
+    is halfway between the known bound ``floor`` and the best objective ``upper``; a target
+    proven (model empty or solved) raises the floor to it and the next target is halfway up
+    (the ceiling itself once within :data:`CLOSE` of it); a target not proven in its share of
+    time becomes the ceiling. Each round gets half of what
+    is left (the last all of it). Returns the best bound (at least ``floor``), the rounds
+    ``(target, bound, proven)`` and the placements the windowed models found.
+    """
+    import time
+
+    deadline = time.perf_counter() + seconds
+    lo, hi, best = floor, upper, floor
+    log: list[tuple[float, float | None, bool]] = []
+    found: list[Placement] = []
+    for i in range(rounds):
+        left = deadline - time.perf_counter()
+        if left <= 1.0 or hi <= lo * (1 + 1e-6):
+            break
+        target = hi if hi - lo <= CLOSE * hi else (lo + hi) / 2
+        bound, proven, placement = windowed_bound(problem, target, left if i == rounds - 1 else left / 2, solver)
+        log.append((target, bound, proven))
+        if placement is not None:
+            found.append(placement)
+        if bound is not None:
+            best = max(best, bound)
+        if proven and bound is not None and bound < target * (1 - 1e-9):
+            break  # the windowed optimum lies below T*: it is the optimum
+        if proven:
+            lo = max(lo, best)
+        else:
+            lo, hi = max(lo, best), target
+    return best, log, found
+
+
+def target_level(problem: Problem, upper: float, floor: float, seconds: float,
+                 solver: str = "highs") -> tuple[float, bool, str, list[Placement]]:
+    """:func:`target_search` from the larger of ``floor`` and the ancestor bound: the bound, whether it meets
+    ``upper`` or a windowed optimum (proven optimal), a note, and the placements found."""
+    from ..bounds.combinatorial import chain_bound
+
+    floor = max(floor, chain_bound(problem.graph, problem.cluster))
+    bound, log, found = target_search(problem, upper, floor, seconds, solver)
+    best = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
+    proven = [t for t, _, ok in log if ok]
+    note = f"{len(log)} windowed MIPs" + (f"; targets proven up to {max(proven):.6g}" if proven else "")
+    return bound, bound >= best * (1 - 1e-9), note, found
