@@ -58,8 +58,12 @@ def test_replicate_is_passed_on_or_said_not_to_apply(capsys):
     out = run_json(capsys, "solve", MODEL, "--training", "--method", "dp", "--stages", "3", "--replicate", "3",
                    "--objective", "pipedream")
     assert out["status"] == "optimal"
-    assert main(["solve", MODEL, "--training", "--method", "slicegraph", "--stages", "2", "--replicate", "2"]) == 0
-    assert "--replicate does not apply to method slicegraph" in capsys.readouterr().err
+    argv = ["solve", MODEL, "--training", "--method", "slicegraph", "--stages", "3", "--objective", "pipedream"]
+    plain, replicated = run_json(capsys, *argv), run_json(capsys, *argv, "--replicate", "2")
+    assert replicated["valid"] and replicated["objective"] <= plain["objective"]  # SliceGraph chooses replicas too
+    assert main(["solve", MODEL, "--training", "--method", "greedy", "--stages", "2", "--replicate", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "--replicate does not apply to method greedy" in err and "slicegraph" in err
 
 
 def test_replicate_with_a_mip_method_uses_the_replicated_ip(capsys):
