@@ -55,14 +55,16 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any
 
 from .bounds import simple_lower_bound
+from .bounds.latency import critical_path_bound
 from .bounds.simple import replicated_lower_bound
 from .constraints import Contiguous, DagOrder
 from .errors import PlacementError, SpecError
+from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report, scaled
@@ -171,13 +173,20 @@ def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
 
 
 # ---------------------------------------------------------------------------- MIP levels
-def model_bound(problem: Problem, formulation: str, solver: str, seconds: float) -> tuple[float | None, LevelStatus]:
-    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units."""
+def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
+                lp: bool = False) -> tuple[float | None, LevelStatus]:
+    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units.
+
+    ``lp``: solve the linear relaxation instead (integrality dropped), whose optimum is the bound."""
+    import pyomo.environ as pyo
+
     from .compile import compile
     from .solvers import SolveOptions, solve_model
 
     t0 = time.perf_counter()
     compiled = compile(problem, formulation)
+    if lp:
+        pyo.TransformationFactory("core.relax_integer_vars").apply_to(compiled.model)
     left = max(seconds - (time.perf_counter() - t0), 0.1)
     with scaled(compiled.scale.time):
         out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
@@ -471,6 +480,88 @@ def _guess(run: _Run, seconds: float) -> Outcome:
     return bound, status, f"{'max' if every_j else 'min'} over j: j = {pick}; {ran}", scope
 
 
+def _critical_path(run: _Run, seconds: float) -> Outcome:
+    """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
+    bound, path = critical_path_bound(run.problem)
+    note = f"{len(path)} ops, {path[0]!r} to {path[-1]!r}" if path else "empty graph"
+    return bound, LevelStatus.OPTIMAL, note, ALL
+
+
+def _run_paths(run: _Run, seconds: float) -> Outcome:
+    """The DP over the cheapest runs of the longest paths: memory splits a path, each split pays its transfers."""
+    from .blocks.base import Context
+    from .blocks.latency_data import run_path_bound
+    from .formulations.latency import subgraphs_per_accelerator
+
+    ctx = Context(run.problem)
+    whole = subgraphs_per_accelerator(run.problem) == 1
+    bound = run_path_bound(ctx, None, whole) * ctx.scale.time
+    return bound, LevelStatus.OPTIMAL, _subgraph_note(run.problem), run.scope if whole else ALL
+
+
+def _latency_hinted(run: _Run) -> Problem:
+    """The problem with the best latency found as the latency IP's horizon: the optimum is at most
+    that, so the model's bound (over placements no slower) bounds the optimum too."""
+    from .formulations.latency import hinted
+
+    best = run.best[0]
+    return hinted(run.problem, best) if math.isfinite(best) and best > 0 else run.problem
+
+
+def _subgraph_note(problem: Problem) -> str:
+    from .formulations.latency import longest_run, subgraphs_per_accelerator
+
+    q = subgraphs_per_accelerator(problem)
+    every = q >= max(1, math.ceil(longest_run(problem.graph) / 2))
+    return "any number of subgraphs per accelerator" if every else f"at most {q} subgraph(s) per accelerator"
+
+
+def _latency_lp(run: _Run, seconds: float) -> Outcome:
+    """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
+    from .formulations import get
+
+    problem = _latency_hinted(run)
+    bound, status = model_bound(problem, "latency", run.solver, seconds, lp=True)
+    if bound is not None and math.isfinite(run.best[0]):
+        bound = min(bound, run.best[0])
+    return bound, status, f"LP; {_subgraph_note(problem)}", get("latency").placement_class(problem)
+
+
+def _latency_ip(run: _Run, seconds: float) -> Outcome:
+    """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
+    from .formulations import get
+
+    res, status = _solve_level(run, "latency", seconds, run.best[1])
+    if res.placement is not None:
+        run.offer(res.placement, "latency IP")
+    note = _subgraph_note(run.problem) + ("" if res.start_accepted in (None, True) else "; warm start not accepted")
+    return res.bound, status, note, get("latency").placement_class(run.problem)
+
+
+def _latency_upper(run: _Run, seconds: float) -> None:
+    """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q."""
+    from .formulations.latency import subgraphs_per_accelerator
+    from .heuristics import run as heuristic
+
+    model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
+    p = run.problem
+    try:
+        found = heuristic("latency-best", p.graph, p.cluster, model=model, time_limit=max(seconds, 0.5))
+    except PlacementError:
+        return
+    run.offer(found.placement, "latency-best")
+
+
+def _latency(problem: Problem) -> str | None:
+    return None if isinstance(problem.objective, Latency) else "bounds single-sample latency (a Latency objective)"
+
+
+def _not_latency(problem: Problem) -> str | None:
+    """Lemma 3.3's sum term needs devices that run one op at a time; the latency model's hosts do not."""
+    return ("a max-load bound: single-sample latency has its own levels (critical-path, run-paths, latency-lp, "
+            "latency)" if isinstance(problem.objective, Latency) else None)
+
+
 def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
     def accepts(problem: Problem) -> str | None:
         from .formulations import get
@@ -501,7 +592,8 @@ def _archer(problem: Problem) -> str | None:
 
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (
-    Level("simple", _simple, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)", replicates=True),
+    Level("simple", _simple, _not_latency, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)",
+          replicates=True),
     Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class", replicates=True),
     Level("stage-cut", _stage_cut, lambda problem: _local().problem_applies(problem), closed_form=True,
           doc="max over ops of the cheapest stage holding it, by minimum cuts"),
@@ -512,17 +604,26 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound",
           replicates=True),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
+    Level("critical-path", _critical_path, _latency, closed_form=True,
+          doc="latency: longest path at the fastest allowed times, no transfers"),
+    Level("run-paths", _run_paths, _latency, closed_form=True,
+          doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
+    Level("latency-lp", _latency_lp, _latency, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
+    Level("latency", _latency_ip, _latency, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
 # placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
 THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
 NONCONTIG_LEVELS = ("simple", "dp", "superblock", "throughput")  # without structure terms the DP is the warm start
+LATENCY_LEVELS = ("critical-path", "run-paths", "latency-lp", "latency")  # single-sample latency (Tarnawski §4)
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
-    """:data:`MTPP_LEVELS` for DAG-ordered problems, :data:`THROUGHPUT_LEVELS` for Tarnawski's contiguous
-    ones, :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
+    """:data:`LATENCY_LEVELS` for latency, :data:`MTPP_LEVELS` for DAG-ordered problems,
+    :data:`THROUGHPUT_LEVELS` for Tarnawski's contiguous ones, :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
+    if isinstance(problem.objective, Latency):
+        return LATENCY_LEVELS
     if problem.has(DagOrder):
         return MTPP_LEVELS
     return THROUGHPUT_LEVELS if problem.has(Contiguous) else NONCONTIG_LEVELS
@@ -567,6 +668,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     run = _Run(problem, solver, workers, gap)
     if problem.has(DagOrder):
         _upper(run, UPPER)
+    if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
+        _latency_upper(run, min(20.0, budget / 4))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = budget - (time.perf_counter() - t0)

@@ -74,7 +74,7 @@ def test_certificate_proves_the_brute_force_optimum(limit):
     opt = optimum(p)
     cert = certify(p, budget=60, gap=1e-6)
     assert cert.objective == pytest.approx(opt) and cert.bound == pytest.approx(opt)
-    assert cert.scope is p.placement_class() and cert.proved_by in ("latency", "latency-lp")
+    assert cert.scope is p.placement_class() and cert.proved_by in ("run-paths", "latency", "latency-lp")
     assert next(r for r in cert.levels if r.level == cert.proved_by).scope is p.placement_class()
 
 
@@ -85,6 +85,7 @@ def test_every_level_runs_and_orders_its_bounds():
     got = {r.level: r.bound for r in cert.levels}
     assert set(got) == set(LATENCY_LEVELS) and None not in got.values()
     assert got["critical-path"] <= got["latency-lp"] + TOL <= got["latency"] + 2 * TOL
+    assert got["run-paths"] <= got["latency-lp"] + TOL  # the LP holds the run flows, so the paths' DP too
     assert got["latency"] == pytest.approx(optimum(p))
     assert got["critical-path"] == pytest.approx(3.0)  # three ops at 1 each, no transfers
 

@@ -67,9 +67,11 @@ class PathLink(Link):
 
 @dataclass(frozen=True)
 class RunLink(Link):
-    """``costs``: per path, the cost of its run flow (a lower bound on TotalLatency)."""
+    """``costs``: per path, the cost of its run flow (a lower bound on TotalLatency); ``bound``: the
+    cheapest such cost, by the DP over the runs (:func:`~.latency_data.run_path_bound`, model units)."""
 
     costs: list[Any]
+    bound: float = 0.0
 
 
 @register
@@ -347,8 +349,11 @@ class LatencyObjective(BlockTemplate):
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         bd, link, g = bounds(ctx, self.horizon), ctx.link(LatencyLink), ctx.graph
-        blk.total = pyo.Var(bounds=(float(bd.head.max(initial=0.0)), bd.horizon),
-                            doc="TotalLatency (scaled time); at least the longest path of fastest times, at most H")
+        floor = float(bd.head.max(initial=0.0))
+        if ctx.has(RunLink):
+            floor = max(floor, min(ctx.link(RunLink).bound, bd.horizon))
+        blk.total = pyo.Var(bounds=(floor, bd.horizon), doc="TotalLatency (scaled time); at least the longest path "
+                            "of fastest times and the cheapest runs of a longest path, at most H")
         sinks = [ctx.ops[v] for v in range(ctx.n) if g.successors(v).size == 0]
         blk.last = pyo.Constraint(sinks, rule=lambda b, v: b.total >= link.ready[v], doc="TotalLatency >= Latency_v")
         if ctx.has(PathLink):

@@ -36,6 +36,7 @@ from .latency_data import (
     memory_segments,
     merged_hosts,
     run_arcs,
+    run_path_bound,
     warm_times,
 )
 
@@ -216,7 +217,8 @@ class RunFlows(BlockTemplate):
             == (1 if t == 0 else -1 if t == ends[k] else 0), doc="one unit of flow from P's start to its end")
         self._link(blk, ctx, chosen, acc, link)
         ctx.provide(RunLink([sum(c * blk.flow[k, i, j] for (k2, i, j), c in cost.items() if k2 == k)
-                             for k in range(len(chosen))]), by=repr(self))
+                             for k in range(len(chosen))], run_path_bound(ctx, self.horizon, whole, self.paths)),
+                    by=repr(self))
 
     @staticmethod
     def _link(blk: pyo.Block, ctx: Context, chosen: list[tuple[int, ...]], acc: list[int], link: PathLink) -> None:

@@ -272,6 +272,32 @@ def critical_paths(ctx: Context, bd: Bounds, count: int) -> list[tuple[int, ...]
     return sorted(paths, key=lambda p: (-float(bd.fastest[list(p)].sum()), p))[:count]
 
 
+def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = 3) -> float:
+    """The DP over each of the ``paths`` longest paths' runs (:func:`run_arcs`): the cheapest way to cut
+    the path into accelerator runs and host ops, at least the latency of every placement whose slots
+    hold ``contiguous`` bodies (one subgraph per accelerator) or any (model units; 0 without accelerators).
+
+    Each placement cuts a longest path ``P`` into maximal runs on one accelerator and ops on hosts;
+    the slots ``P`` visits run one after another, each at least its arc's cost, so the latency is at
+    least the cost of that path through the arcs, and at least the cheapest one. This is
+    :class:`~.latency_cuts.RunFlows`'s flow solved exactly, computed once per model.
+    """
+    def build() -> float:
+        acc = accelerators(ctx)
+        if not acc:
+            return 0.0
+        best = 0.0
+        for p in critical_paths(ctx, bounds(ctx, horizon), paths):
+            dist = np.full(len(p) + 1, np.inf)
+            dist[0] = 0.0
+            arcs = sorted(((i if i >= 0 else -i - 1, j, c) for (i, j), c in run_arcs(ctx, p, acc, contiguous).items()))
+            for s, j, c in arcs:  # arcs go forward, sorted by their start: one pass is the DP
+                dist[j] = min(dist[j], dist[s] + c)
+            best = max(best, float(dist[-1]) if np.isfinite(dist[-1]) else 0.0)
+        return best
+    return ctx.view(f"latency_run_paths:{horizon!r}:{contiguous}:{paths}", build)
+
+
 def _priced(items: list[tuple[float, float]], room: float) -> float:
     """Least total price of the items ``(price, memory)`` left out of a knapsack of size ``room``.
 
