@@ -21,6 +21,21 @@ level           bound                                                  class
 
 Without ``Contiguous`` the DP is only an upper bound (the throughput MIP's warm start).
 
+Single-sample latency (a ``Latency`` objective, Tarnawski et al. §4), cheapest first:
+
+=================  ==================================================  ==============================
+level              bound                                               class
+=================  ==================================================  ==============================
+``critical-path``  longest path at the fastest allowed times, no        all placements
+                   transfers
+``run-paths``      DP over the cheapest cut of each longest path into   the problem's (``q = 1``: its
+                   accelerator runs (memory) and host ops, each run      bodies are Lemma 4.1's), else
+                   paying its boundary tensors and side inputs           all placements
+``latency-lp``     LP of the latency IP (Fig. 3 / Fig. 4) with its cuts  the problem's
+``latency``        the IP warm-started from ``latency-best``, its dual   the problem's
+                   bound
+=================  ==================================================  ==============================
+
 Replicated stages (a ``Replicate(R)`` term, Tarnawski App. C.2) widen every class: ``simple``
 becomes :func:`~placement_dsl.bounds.simple.replicated_lower_bound` (each op at its cheapest
 replica count ``r <= R`` with the all-reduce its own parameters force; all placements), ``dp``
