@@ -16,8 +16,8 @@ Tables (markdown):
    dnn-partitioning ``*training*`` inputs) on 4 accelerators: flat, flat with replication, and 2
    servers x 2 with replication; the simulator's time per sample for ``m`` micro-batches against
    the analytic objective (1F1B: ``max (FW + BW)``; GPipe: ``max FW + max BW``), relative gaps
-   (1F1B also with one micro-batch in flight beyond PipeDream's warm-up depth: on unequal stages
-   the depth alone can leave the bottleneck idle); ``fill`` is the largest gap between GPipe's
+   (1F1B also with one micro-batch more in PipeDream's warm-up: the strict one-forward-one-backward
+   steady state reaches ``max (FW + BW)`` at the depth already, so it changes only the fill); ``fill`` is the largest gap between GPipe's
    fill-and-drain time for finite ``m`` (:func:`placement_dsl.training.gpipe_time_per_sample`) and the
    simulator over ``m`` in 1, 4, 16, 64 (exact: round-off only).
 3. **GPipe vs PipeDream** — on 4 flat accelerators, the PipeDream-optimal split (pipeline planner,
