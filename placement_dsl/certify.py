@@ -42,6 +42,8 @@ replica count ``r <= R`` with the all-reduce its own parameters force; all place
 runs with at most ``R`` replicas per stage (exact over the DP class with replicas when each
 kind's accelerators are identical and unlinked, else an upper bound), and ``throughput``
 solves ``throughput-replicated``; the other levels ignore replicas and read not applicable.
+On a hierarchical cluster (``Cluster.hierarchical``) the ``dp`` level runs ``dp-servers``
+(App. C.3: server segments, each split over its accelerators), exact over the DP class there.
 
 The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheapest first:
 
@@ -370,8 +372,10 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     scope = run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS
     R = _replicas(run.problem)
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
+    routed = run.problem.cluster.routed and R == 1  # servers: the DP nests one over each server's accelerators
     try:
-        res = heuristic("dp", run.problem.graph, run.problem.cluster, model=run.model, **options)
+        res = heuristic("dp-servers" if routed else "dp", run.problem.graph, run.problem.cluster, model=run.model,
+                        **options)
     except PlacementError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")

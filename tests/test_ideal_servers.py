@@ -98,3 +98,16 @@ def test_dp_servers_refuses_what_it_does_not_model(cluster, model, message):
     g = Graph([Op(name="a", work=1, group="a"), Op(name="a~bw", work=1, backward=True, group="a")], [("a", "a~bw")])
     with pytest.raises(SpecError, match=message):
         dp_servers(g, cluster, model=model)
+
+
+@settings(max_examples=10, deadline=None)
+@given(graph=graphs(max_ops=3))
+def test_certify_bounds_the_dp_class_on_servers(graph):
+    from placement_dsl.certify import certify
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.placement import PlacementClass
+
+    cluster = Cluster.hierarchical(2, 2, intra=2.0, inter=0.5)
+    problem = Problem(graph, cluster, Throughput(), [Contiguous()])
+    row = next(r for r in certify(problem, budget=20, levels=("dp",)).levels if r.level == "dp")
+    assert row.scope is PlacementClass.DP and row.bound == pytest.approx(_best_in_class(problem), rel=1e-9, abs=1e-12)
