@@ -65,7 +65,7 @@ def _brute_cheapest(graph: Graph, cluster: Cluster, overflow: bool) -> float:
 @settings(max_examples=40)
 def test_stage_cut_is_the_cheapest_stage_and_below_every_placement(inst: tuple[Graph, Cluster]) -> None:
     graph, cluster = inst
-    bound, op = stage_cut_bound(graph, cluster, overflow=True)
+    bound, _ = stage_cut_bound(graph, cluster, overflow=True)
     plain, _ = stage_cut_bound(graph, cluster, overflow=False)
     problem = Problem(graph, cluster, Bottleneck(), [Overflow()])
     assert bound <= optimum(problem) * (1 + 1e-9) + 1e-9  # every placement, DAG-ordered or not
@@ -126,3 +126,18 @@ def test_certify_stage_cut_and_chain_levels_on_the_mtpp(seed: int) -> None:
     assert rows["chain"].bound == pytest.approx(best, rel=1e-6)
     assert rows["stage-cut"].bound <= best + 1e-9
     assert cert.objective == pytest.approx(best, rel=1e-6) and cert.gap <= 1e-6
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_target_search_bisects_to_the_optimum(seed: int) -> None:
+    """Each windowed round is a bound (never above brute force); its placements fit under its target; starting
+    from a loose floor and ceiling the search closes on the optimum."""
+    from placement_dsl.formulations.chain import target_search
+
+    problem = _mtpp(seed)
+    best = optimum(problem)
+    bound, log, found = target_search(problem, 1.2 * best, 0.3 * best, 60)
+    assert len(log) >= 2 and bound == pytest.approx(best, rel=1e-6)
+    assert all(b is None or b <= best * (1 + 1e-9) for _, b, _ in log)
+    assert all(problem.is_valid(p) and problem.evaluate(p).objective >= best * (1 - 1e-9) for p in found)
+    assert any(ok and t < best for t, _, ok in log)  # a target below the optimum was proven empty
