@@ -227,14 +227,39 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
     return best, log, found
 
 
+BRKGA_SHARE = 0.25  # of target_level's budget spent on a longer BRKGA run: a lower ceiling for the targets
+
+
+def _longer_brkga(problem: Problem, seconds: float) -> list[Placement]:
+    """BRKGA (seed 1, then seed 2 with as many evaluations as ``seconds`` allow, at most 50,000)."""
+    import time
+
+    from ..heuristics import run
+
+    g, c, model = problem.graph, problem.cluster, problem.cost_model()
+    t0 = time.perf_counter()
+    first = run("brkga", g, c, model=model, seed=1)
+    per = max(time.perf_counter() - t0, 1e-6) / 1000
+    count = int(min(50_000, (seconds - (time.perf_counter() - t0)) / per))
+    return [first.placement] + ([run("brkga", g, c, model=model, seed=2, evaluations=count).placement]
+                                if count >= 1000 else [])
+
+
 def target_level(problem: Problem, upper: float, floor: float, seconds: float,
                  solver: str = "highs") -> tuple[float, bool, str, list[Placement]]:
-    """:func:`target_search` from the larger of ``floor`` and the ancestor bound: the bound, whether it meets
-    ``upper`` or a windowed optimum (proven optimal), a note, and the placements found."""
+    """:func:`target_search` from the larger of ``floor`` and the ancestor bound, below the better of ``upper``
+    and a longer BRKGA run (:data:`BRKGA_SHARE` of the time): the bound, whether it meets the best placement
+    or a windowed optimum (proven optimal), a note, and the placements found."""
+    import time
+
     from ..bounds.combinatorial import chain_bound
 
+    t0 = time.perf_counter()
     floor = max(floor, chain_bound(problem.graph, problem.cluster))
-    bound, log, found = target_search(problem, upper, floor, seconds, solver)
+    found = _longer_brkga(problem, seconds * BRKGA_SHARE)
+    upper = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
+    bound, log, more = target_search(problem, upper, floor, seconds - (time.perf_counter() - t0), solver)
+    found += more
     best = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
     proven = [t for t, _, ok in log if ok]
     note = f"{len(log)} windowed MIPs" + (f"; targets proven up to {max(proven):.6g}" if proven else "")
