@@ -102,3 +102,30 @@ def test_latency_violations_are_contiguity_checks_and_the_limit_is_optional():
     assert latency == float("inf") and finish == {}
     assert [v.check for v in problems] == ["contiguous"]
     assert problems[0].message.endswith("wait on each other, e.g. the cycle stage0#1 -> stage1#1")
+
+
+# ---------------------------------------------------------------------------- the DP over ideals (linearized)
+def test_dpl_passes_its_options_to_the_search():
+    from placement_dsl.heuristics.ideals import dpl
+
+    heavy = Graph([Op(name="a", work=12)], [])
+    # one op of work 12 on four stages: replicas share it (no parameters, so no all-reduce)
+    assert dpl(heavy, Cluster.stages(4)).objective == 12.0
+    assert dpl(heavy, Cluster.stages(4), replication=True).objective == 3.0
+    assert dpl(heavy, Cluster.stages(4), replication=True, max_replicas=2).objective == 6.0
+    # a (work 4, tensor 2) -> b (work 4) on two stages: split, each stage computes 4 and moves 2
+    g = Graph([Op(name="a", work=4, out_bytes=2), Op(name="b", work=4)], [("a", "b")])
+    r = dpl(g, Cluster.stages(2))
+    assert (r.objective, r.bound, r.method, r.placement.source) == (6.0, None, "dpl", "dpl")
+    assert dpl(g, Cluster.stages(2), model=CostModel(overlap="half")).objective == 4.0  # max(4, 2)
+
+
+def test_dpl_merges_zero_cost_leaves_by_default():
+    from placement_dsl.heuristics.ideals import dpl
+
+    # z is a zero-work leaf hanging off b: App. B merges it into its neighbour, one supernode fewer
+    g = Graph([Op(name="a", work=4, out_bytes=1), Op(name="b", work=4, out_bytes=1), Op(name="z", work=0)],
+              [("a", "b"), ("b", "z")])
+    merged, kept = dpl(g, Cluster.stages(2)), dpl(g, Cluster.stages(2), merge_zero_cost=False)
+    assert merged.objective == kept.objective == 5.0
+    assert merged.info["nodes"] < kept.info["nodes"]
