@@ -329,7 +329,8 @@ class Level:
     ``run(run, seconds)`` returns the bound, how the level ended, a note, and the class of
     placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels take
-    no share of the MIP budget; an ``always`` level runs even after the gap target is met.
+    no share of the MIP budget; an ``always`` level runs even after the gap target is met; a
+    ``free`` one (a closed form of milliseconds) even after the budget is spent.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
     term (replicated stages, App. C.2); the others read not applicable there.
     """
@@ -339,6 +340,7 @@ class Level:
     accepts: Callable[[Problem], str | None] = lambda problem: None
     closed_form: bool = False
     always: bool = False
+    free: bool = False
     doc: str = ""
     replicates: bool = False
 
@@ -611,8 +613,8 @@ def _archer(problem: Problem) -> str | None:
 
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (
-    Level("simple", _simple, _not_latency, closed_form=True, doc="Lemma 3.3, max(max_v work, sum_v work / k)",
-          replicates=True),
+    Level("simple", _simple, _not_latency, closed_form=True, free=True,
+          doc="Lemma 3.3, max(max_v work, sum_v work / k)", replicates=True),
     Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class", replicates=True),
     Level("stage-cut", _stage_cut, lambda problem: _local().problem_applies(problem), closed_form=True,
           doc="max over ops of the cheapest stage holding it, by minimum cuts"),
@@ -623,14 +625,14 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound",
           replicates=True),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
-    Level("critical-path", _critical_path, _latency, closed_form=True,
+    Level("critical-path", _critical_path, _latency, closed_form=True, free=True,
           doc="latency: longest path at the fastest allowed times, no transfers"),
-    Level("run-paths", _run_paths, _latency, closed_form=True,
+    Level("run-paths", _run_paths, _latency, closed_form=True, free=True,
           doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
     Level("latency-lp", _latency_lp, _latency, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
     Level("latency", _latency_ip, _latency, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
 )}
-MTPP_LEVELS = ("simple", "dp", "superblock", "guess", "exact")  # default for DagOrder problems
+MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
 # placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
 THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
@@ -680,7 +682,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
     >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
     >>> cert.objective, cert.bound, cert.proved_by
-    (3.0, 3.0, 'superblock')
+    (3.0, 3.0, 'dp')
     """
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     t0 = time.perf_counter()
@@ -692,7 +694,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = budget - (time.perf_counter() - t0)
-        if (stop_at_gap and run.met() and not level.always) or left <= 0:
+        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.free):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
