@@ -6,12 +6,18 @@ module changes the answer.
 """
 from __future__ import annotations
 
+import pyomo.environ as pyo
 import pytest
 
 from placement_dsl.cluster import Cluster
+from placement_dsl.compile import compile
 from placement_dsl.evaluate import DEFAULT_REQUIRE, CostModel, evaluate, invocation_latency
+from placement_dsl.formulations import Kind, of_kind
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
+from placement_dsl.testing import INSTANCES, brute_force
+
+FORMULATIONS = of_kind(Kind.EXACT)
 
 
 # ---------------------------------------------------------------------------- the cost model
@@ -129,3 +135,23 @@ def test_dpl_merges_zero_cost_leaves_by_default():
     merged, kept = dpl(g, Cluster.stages(2)), dpl(g, Cluster.stages(2), merge_zero_cost=False)
     assert merged.objective == kept.objective == 5.0
     assert merged.info["nodes"] < kept.info["nodes"]
+
+
+# ---------------------------------------------------------------------------- block templates' warm starts
+@pytest.mark.parametrize("instance", sorted(INSTANCES))
+def test_warm_values_decode_to_their_placement_and_price_it_like_the_cost_model(instance):
+    # every block's warm-start values (assignment, tensor cut, overflow, objective epigraphs) of the
+    # brute-force optimum: the model decodes them back to that placement and its objective is the referee's
+    problem, optimum = INSTANCES[instance]()
+    _, placement = brute_force(problem)
+    checked = 0
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if formulation.accepts(problem):
+            continue
+        c = compile(problem, name)
+        for var, value in c.varmap.values(placement).items():
+            var.set_value(value, skip_validation=True)
+        assert c.varmap.placement().assign.tolist() == placement.assign.tolist(), name
+        assert pyo.value(c.objective) * c.objective_scale == pytest.approx(optimum, rel=1e-9), name
+        checked += 1
+    assert checked
