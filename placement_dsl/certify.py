@@ -67,25 +67,27 @@ as soon as ``(best - bound) / best <= gap``.
 """
 from __future__ import annotations
 
-import enum
 import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
 from .bounds import simple_lower_bound
-from .bounds.latency import critical_path_bound
 from .bounds.simple import replicated_lower_bound
+from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
+from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
 from .constraints import Contiguous, DagOrder
 from .errors import PlacementError, SpecError
 from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
-from .progress import report, scaled
-from .solvers.base import Status
+from .progress import report
+
+__all__ = ["LEVELS", "Certificate", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
+           "guess_bound", "level_status", "model_bound"]
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
@@ -93,125 +95,7 @@ TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 
 
-class LevelStatus(str, enum.Enum):
-    """How a level ended."""
-
-    OPTIMAL = "optimal"          # the relaxation (or exact MIP) was solved to optimality
-    TIME_LIMIT = "time_limit"    # stopped by the budget; its dual bound counts
-    NO_BOUND = "no_bound"        # ran but proved nothing (e.g. dp without Contiguous: upper bound only)
-    SKIPPED = "skipped"          # not run: the gap target was met earlier, or no budget was left
-    NOT_APPLICABLE = "not_applicable"  # the level does not bound this problem (message says why)
-
-
-@dataclass
-class LevelResult:
-    """One row of the certificate's table."""
-
-    level: str
-    bound: float | None
-    status: LevelStatus
-    seconds: float
-    message: str = ""
-    scope: PlacementClass = PlacementClass.ALL  # the class of placements the bound holds for
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "bound": self.bound, "status": self.status.value,
-                "seconds": round(self.seconds, 3), "message": self.message, "scope": str(self.scope)}
-
-
-@dataclass
-class Certificate:
-    """Best placement and who found it, best bound and which level proved it, and the gap.
-
-    ``exact_among`` names the class (e.g. ``"contiguous"``) over which ``found_by`` is exact
-    when the problem asks for exactly that class: the placement is then optimal by itself.
-    ``scope`` is the problem's class, which ``bound`` covers; ``class_bounds`` maps narrower
-    classes (e.g. the DP class) to their best ``(bound, level)``.
-    """
-
-    placement: Placement | None
-    objective: float
-    found_by: str
-    bound: float
-    proved_by: str
-    levels: list[LevelResult] = field(default_factory=list)
-    exact_among: str | None = None
-    gap_target: float = 0.01
-    scope: PlacementClass = PlacementClass.ALL
-    class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
-
-    def gap_in(self, scope: PlacementClass) -> float | None:
-        """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
-        if scope == self.scope:
-            return self.gap
-        if scope not in self.class_bounds or not math.isfinite(self.objective):
-            return None
-        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.class_bounds[scope][0]) / self.objective)
-
-    @property
-    def gap(self) -> float:
-        """``(objective - bound) / objective`` (0 when both are 0, inf without a placement)."""
-        if not math.isfinite(self.objective):
-            return math.inf
-        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.bound) / self.objective)
-
-    @property
-    def certified(self) -> bool:
-        return self.gap <= self.gap_target
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
-                "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
-                "exact_among": self.exact_among, "bound_scope": str(self.scope),
-                "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
-                                 for k, (b, lv) in self.class_bounds.items()},
-                "levels": [r.to_dict() for r in self.levels]}
-
-    def table(self) -> str:
-        rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}  class"]
-        for r in self.levels:
-            b = "-" if r.bound is None else f"{r.bound:.6g}"
-            ratio = "-" if r.bound is None or not self.objective else f"{r.bound / self.objective:.4f}"
-            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}  {r.scope}")
-        for scope, (b, lv) in self.class_bounds.items():
-            rows.append(f"over {scope}: bound {b:.6g} by {lv}; gap {self.gap_in(scope):.4%}")
-        rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
-                    f"{self.scope}; gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
-                                                           if self.exact_among else ""))
-        return "\n".join(rows)
-
-
-# ---------------------------------------------------------------------------- statuses
-def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
-    """How a level ended, from its solve's status (the one mapping of solver to level statuses)."""
-    if status is Status.OPTIMAL:
-        return LevelStatus.OPTIMAL
-    return LevelStatus.TIME_LIMIT if status.is_ok and has_bound else LevelStatus.NO_BOUND
-
-
 # ---------------------------------------------------------------------------- MIP levels
-def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
-                lp: bool = False) -> tuple[float | None, LevelStatus]:
-    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units.
-
-    ``lp``: solve the linear relaxation instead (integrality dropped), whose optimum is the bound."""
-    import pyomo.environ as pyo
-
-    from .compile import compile
-    from .solvers import SolveOptions, solve_model
-
-    t0 = time.perf_counter()
-    compiled = compile(problem, formulation)
-    if lp:
-        pyo.TransformationFactory("core.relax_integer_vars").apply_to(compiled.model)
-    left = max(seconds - (time.perf_counter() - t0), 0.1)
-    with scaled(compiled.scale.time):
-        out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
-    bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
-    status = level_status(out.status)
-    return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
-
-
 def guess_problem(problem: Problem, j: int) -> Problem:
     """``problem`` with the guess ``GuessedBlock(j)`` (Archer §3.3) added."""
     from .formulations import GuessedBlock
@@ -417,18 +301,9 @@ def _dp_class_is_dag_order(problem: Problem) -> bool:
             and len(c.homogeneous_groups()) == 1)
 
 
-def _solve_level(run: _Run, formulation: str, seconds: float, start: Placement | None,
-                 **options: Any) -> tuple[Any, LevelStatus]:
-    from .solve import solve
-
-    res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, 1e-6), warm_start=start, budget=max(seconds, 0.1), **options)
-    return res, level_status(res.status, res.bound is not None)
-
-
 def _exact(run: _Run, seconds: float) -> Outcome:
     start = run.best[1]
-    res, status = _solve_level(run, "exact", seconds, start if start is not None and run.problem.is_valid(start)
+    res, status = solve_level(run, "exact", seconds, start if start is not None and run.problem.is_valid(start)
                                else None)
     if res.placement is not None:
         run.offer(res.placement, "exact")
@@ -449,7 +324,7 @@ def _chain(run: _Run, seconds: float) -> Outcome:
     if run.dp is None:
         return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", scope
     try:
-        res, status = _solve_level(run, "chain", seconds, run.dp, windows=True)
+        res, status = solve_level(run, "chain", seconds, run.dp, windows=True)
     except SpecError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err), scope
     if res.placement is not None and res.found_by == "solver":
@@ -469,7 +344,7 @@ def _throughput(run: _Run, seconds: float) -> Outcome:
     """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class
     (with a ``Replicate`` term, App. C.2's ``throughput-replicated``)."""
     formulation = "throughput-replicated" if _replicas(run.problem) > 1 else "throughput"
-    res, status = _solve_level(run, formulation, seconds, run.best[1])
+    res, status = solve_level(run, formulation, seconds, run.best[1])
     if res.placement is not None:
         run.offer(res.placement, "throughput")
     note = "" if res.start_accepted in (None, True) else "warm start not accepted"
@@ -499,88 +374,6 @@ def _guess(run: _Run, seconds: float) -> Outcome:
         return None, status, ran, scope
     pick = (max if every_j else min)(per, key=lambda j: per[j] if per[j] is not None else -math.inf)
     return bound, status, f"{'max' if every_j else 'min'} over j: j = {pick}; {ran}", scope
-
-
-def _critical_path(run: _Run, seconds: float) -> Outcome:
-    """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
-    bound, path = critical_path_bound(run.problem)
-    note = f"{len(path)} ops, {path[0]!r} to {path[-1]!r}" if path else "empty graph"
-    return bound, LevelStatus.OPTIMAL, note, ALL
-
-
-def _run_paths(run: _Run, seconds: float) -> Outcome:
-    """The DP over the cheapest runs of the longest paths: memory splits a path, each split pays its transfers."""
-    from .blocks.base import Context
-    from .blocks.latency_data import run_path_bound
-    from .formulations.latency import subgraphs_per_accelerator
-
-    ctx = Context(run.problem)
-    whole = subgraphs_per_accelerator(run.problem) == 1
-    bound = run_path_bound(ctx, None, whole) * ctx.scale.time
-    return bound, LevelStatus.OPTIMAL, _subgraph_note(run.problem), run.scope if whole else ALL
-
-
-def _latency_hinted(run: _Run) -> Problem:
-    """The problem with the best latency found as the latency IP's horizon: the optimum is at most
-    that, so the model's bound (over placements no slower) bounds the optimum too."""
-    from .formulations.latency import hinted
-
-    best = run.best[0]
-    return hinted(run.problem, best) if math.isfinite(best) and best > 0 else run.problem
-
-
-def _subgraph_note(problem: Problem) -> str:
-    from .formulations.latency import longest_run, subgraphs_per_accelerator
-
-    q = subgraphs_per_accelerator(problem)
-    every = q >= max(1, math.ceil(longest_run(problem.graph) / 2))
-    return "any number of subgraphs per accelerator" if every else f"at most {q} subgraph(s) per accelerator"
-
-
-def _latency_lp(run: _Run, seconds: float) -> Outcome:
-    """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
-    from .formulations import get
-
-    problem = _latency_hinted(run)
-    bound, status = model_bound(problem, "latency", run.solver, seconds, lp=True)
-    if bound is not None and math.isfinite(run.best[0]):
-        bound = min(bound, run.best[0])
-    return bound, status, f"LP; {_subgraph_note(problem)}", get("latency").placement_class(problem)
-
-
-def _latency_ip(run: _Run, seconds: float) -> Outcome:
-    """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
-    from .formulations import get
-
-    res, status = _solve_level(run, "latency", seconds, run.best[1])
-    if res.placement is not None:
-        run.offer(res.placement, "latency IP")
-    note = _subgraph_note(run.problem) + ("" if res.start_accepted in (None, True) else "; warm start not accepted")
-    return res.bound, status, note, get("latency").placement_class(run.problem)
-
-
-def _latency_upper(run: _Run, seconds: float) -> None:
-    """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q."""
-    from .formulations.latency import subgraphs_per_accelerator
-    from .heuristics import run as heuristic
-
-    model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
-    p = run.problem
-    try:
-        found = heuristic("latency-best", p.graph, p.cluster, model=model, time_limit=max(seconds, 0.5))
-    except PlacementError:
-        return
-    run.offer(found.placement, "latency-best")
-
-
-def _latency(problem: Problem) -> str | None:
-    return None if isinstance(problem.objective, Latency) else "bounds single-sample latency (a Latency objective)"
-
-
-def _not_latency(problem: Problem) -> str | None:
-    """Lemma 3.3's sum term needs devices that run one op at a time; the latency model's hosts do not."""
-    return ("a max-load bound: single-sample latency has its own levels (critical-path, run-paths, latency-lp, "
-            "latency)" if isinstance(problem.objective, Latency) else None)
 
 
 def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
@@ -613,7 +406,7 @@ def _archer(problem: Problem) -> str | None:
 
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (
-    Level("simple", _simple, _not_latency, closed_form=True, free=True,
+    Level("simple", _simple, not_latency, closed_form=True, free=True,
           doc="Lemma 3.3, max(max_v work, sum_v work / k)", replicates=True),
     Level("dp", _dp, closed_form=True, doc="the DP over ideals, exact for its class", replicates=True),
     Level("stage-cut", _stage_cut, lambda problem: _local().problem_applies(problem), closed_form=True,
@@ -625,12 +418,12 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound",
           replicates=True),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
-    Level("critical-path", _critical_path, _latency, closed_form=True, free=True,
+    Level("critical-path", critical_path, latency_only, closed_form=True, free=True,
           doc="latency: longest path at the fastest allowed times, no transfers"),
-    Level("run-paths", _run_paths, _latency, closed_form=True, free=True,
+    Level("run-paths", run_paths, latency_only, closed_form=True, free=True,
           doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
-    Level("latency-lp", _latency_lp, _latency, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
-    Level("latency", _latency_ip, _latency, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
+    Level("latency-lp", latency_lp, latency_only, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
+    Level("latency", latency_ip, latency_only, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
@@ -690,7 +483,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     if problem.has(DagOrder):
         _upper(run, UPPER)
     if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
-        _latency_upper(run, min(20.0, budget / 4))
+        latency_upper(run, min(20.0, budget / 4))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = budget - (time.perf_counter() - t0)

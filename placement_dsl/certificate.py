@@ -1,0 +1,147 @@
+"""What a certification returns: how each level ended, the table of levels, and the certificate.
+
+:class:`Certificate` holds the best placement found, the best proven lower bound and the gap;
+:func:`model_bound` and :func:`solve_level` are how a level asks a formulation for its bound
+(:mod:`placement_dsl.certify` runs the levels).
+"""
+from __future__ import annotations
+
+import enum
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .placement import Placement, PlacementClass
+from .problem import Problem
+from .progress import scaled
+from .solvers.base import Status
+
+
+class LevelStatus(str, enum.Enum):
+    """How a level ended."""
+
+    OPTIMAL = "optimal"          # the relaxation (or exact MIP) was solved to optimality
+    TIME_LIMIT = "time_limit"    # stopped by the budget; its dual bound counts
+    NO_BOUND = "no_bound"        # ran but proved nothing (e.g. dp without Contiguous: upper bound only)
+    SKIPPED = "skipped"          # not run: the gap target was met earlier, or no budget was left
+    NOT_APPLICABLE = "not_applicable"  # the level does not bound this problem (message says why)
+
+
+@dataclass
+class LevelResult:
+    """One row of the certificate's table."""
+
+    level: str
+    bound: float | None
+    status: LevelStatus
+    seconds: float
+    message: str = ""
+    scope: PlacementClass = PlacementClass.ALL  # the class of placements the bound holds for
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "bound": self.bound, "status": self.status.value,
+                "seconds": round(self.seconds, 3), "message": self.message, "scope": str(self.scope)}
+
+
+@dataclass
+class Certificate:
+    """Best placement and who found it, best bound and which level proved it, and the gap.
+
+    ``exact_among`` names the class (e.g. ``"contiguous"``) over which ``found_by`` is exact
+    when the problem asks for exactly that class: the placement is then optimal by itself.
+    ``scope`` is the problem's class, which ``bound`` covers; ``class_bounds`` maps narrower
+    classes (e.g. the DP class) to their best ``(bound, level)``.
+    """
+
+    placement: Placement | None
+    objective: float
+    found_by: str
+    bound: float
+    proved_by: str
+    levels: list[LevelResult] = field(default_factory=list)
+    exact_among: str | None = None
+    gap_target: float = 0.01
+    scope: PlacementClass = PlacementClass.ALL
+    class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
+
+    def gap_in(self, scope: PlacementClass) -> float | None:
+        """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
+        if scope == self.scope:
+            return self.gap
+        if scope not in self.class_bounds or not math.isfinite(self.objective):
+            return None
+        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.class_bounds[scope][0]) / self.objective)
+
+    @property
+    def gap(self) -> float:
+        """``(objective - bound) / objective`` (0 when both are 0, inf without a placement)."""
+        if not math.isfinite(self.objective):
+            return math.inf
+        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.bound) / self.objective)
+
+    @property
+    def certified(self) -> bool:
+        return self.gap <= self.gap_target
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
+                "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
+                "exact_among": self.exact_among, "bound_scope": str(self.scope),
+                "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
+                                 for k, (b, lv) in self.class_bounds.items()},
+                "levels": [r.to_dict() for r in self.levels]}
+
+    def table(self) -> str:
+        rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}  class"]
+        for r in self.levels:
+            b = "-" if r.bound is None else f"{r.bound:.6g}"
+            ratio = "-" if r.bound is None or not self.objective else f"{r.bound / self.objective:.4f}"
+            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}  {r.scope}")
+        for scope, (b, lv) in self.class_bounds.items():
+            rows.append(f"over {scope}: bound {b:.6g} by {lv}; gap {self.gap_in(scope):.4%}")
+        rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
+                    f"{self.scope}; gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
+                                                           if self.exact_among else ""))
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------- statuses
+def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
+    """How a level ended, from its solve's status (the one mapping of solver to level statuses)."""
+    if status is Status.OPTIMAL:
+        return LevelStatus.OPTIMAL
+    return LevelStatus.TIME_LIMIT if status.is_ok and has_bound else LevelStatus.NO_BOUND
+
+
+# ---------------------------------------------------------------------------- MIP levels
+def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
+                lp: bool = False) -> tuple[float | None, LevelStatus]:
+    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units.
+
+    ``lp``: solve the linear relaxation instead (integrality dropped), whose optimum is the bound."""
+    import pyomo.environ as pyo
+
+    from .compile import compile
+    from .solvers import SolveOptions, solve_model
+
+    t0 = time.perf_counter()
+    compiled = compile(problem, formulation)
+    if lp:
+        pyo.TransformationFactory("core.relax_integer_vars").apply_to(compiled.model)
+    left = max(seconds - (time.perf_counter() - t0), 0.1)
+    with scaled(compiled.scale.time):
+        out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
+    bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
+    status = level_status(out.status)
+    return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
+
+
+def solve_level(run: Any, formulation: str, seconds: float, start: Placement | None,
+                 **options: Any) -> tuple[Any, LevelStatus]:
+    """Solve ``formulation`` on ``run``'s problem, warm-started from ``start``: the result and how the level ended."""
+    from .solve import solve
+
+    res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
+                gap=max(run.gap, 1e-6), warm_start=start, budget=max(seconds, 0.1), **options)
+    return res, level_status(res.status, res.bound is not None)
