@@ -172,3 +172,17 @@ def test_every_exact_formulation_proves_the_known_optimum(instance):
         assert r.bound == pytest.approx(optimum, rel=1e-6), name
         solved += 1
     assert solved
+
+
+@pytest.mark.parametrize("instance", sorted(INSTANCES))
+def test_every_component_of_every_exact_formulation_is_documented(instance):
+    problem, _ = INSTANCES[instance]()
+    kinds = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective, pyo.Block)
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if formulation.accepts(problem):
+            continue
+        model = compile(problem, name).model
+        for comp in model.component_objects(kinds, descend_into=True):
+            if comp.local_name.endswith("_index") or "_pyomo_" in comp.name:
+                continue  # Pyomo's implicit index sets and its disjunctions' reformulation
+            assert comp.doc, (name, comp.name)
