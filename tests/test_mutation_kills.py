@@ -11,10 +11,13 @@ import pytest
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
+from placement_dsl.constraints import Colocate, Memory
 from placement_dsl.evaluate import DEFAULT_REQUIRE, CostModel, evaluate, invocation_latency
 from placement_dsl.formulations import Kind, of_kind
 from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Throughput
 from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.testing import INSTANCES, brute_force
 
@@ -186,3 +189,32 @@ def test_every_component_of_every_exact_formulation_is_documented(instance):
             if comp.local_name.endswith("_index") or "_pyomo_" in comp.name:
                 continue  # Pyomo's implicit index sets and its disjunctions' reformulation
             assert comp.doc, (name, comp.name)
+
+
+def _mixed_kinds_problem(colocate: bool):
+    # one accelerator (memory 4) and one CPU (a host: no transfers); p1, p2 need 3 bytes each and run far faster
+    # on the accelerator; c runs on the CPU only and holds no memory (its 0 / not-allowed must not hide the
+    # accelerator's capacity)
+    ops = [Op(name="p1", work={"accelerator": 1, "cpu": 20}, param_bytes=3, out_bytes=1),
+           Op(name="p2", work={"accelerator": 1, "cpu": 10}, param_bytes=3, out_bytes=1),
+           Op(name="c", work={"cpu": 1})]
+    g = Graph(ops, [("p1", "p2"), ("p2", "c")])
+    terms = [Memory()] + ([Colocate([["p1", "c"]], shared=False)] if colocate else [])
+    return Problem(g, Cluster.accelerators(1, memory=4.0, cpus=1), Throughput(), terms)
+
+
+@pytest.mark.parametrize("colocate", [False, True])
+def test_memory_and_equality_colocation_bind_with_kind_restricted_ops(colocate):
+    problem = _mixed_kinds_problem(colocate)
+    best, _ = brute_force(problem)
+    # both on the accelerator would need 6 > 4 bytes (max load 2). Without colocation: p1 there (load 1 + its
+    # tensor 1), p2 and c on the CPU (10 + 1); with p1 colocated with the CPU-only c: p1, c on the CPU (20 + 1)
+    assert best == (11.0 if not colocate else 21.0)
+    solved = 0
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if formulation.accepts(problem):
+            continue
+        r = solve(problem, formulation=name, solver="highs", time_limit=20, gap=1e-9)
+        assert (r.objective, r.bound) == (pytest.approx(best), pytest.approx(best)), name
+        solved += 1
+    assert solved
