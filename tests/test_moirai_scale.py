@@ -119,3 +119,22 @@ def test_coarse_lns_expands_to_a_valid_schedule_no_worse_than_list_on_a_small_gp
     assert ours.objective >= makespan_bounds(w.graph, w.cluster)["bound"] * (1 - 1e-9)
     assert np.array_equal(fused.expand(lns.placement).assign[fused.members[0][0]],
                           lns.placement.assign[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["inter-server", "intra-server"])
+def test_a_six_layer_gpt_beats_list_scheduling_on_both_table_iii_clusters(scenario):
+    w = gpt3(None, layers=6, hidden=1024, heads=16, cluster=scenario)
+    model = CostModel.named("makespan")
+    listed = run("list", w.graph, w.cluster, model=model)
+    fused = coarsen(w.graph)
+    first = min((run(m, fused.coarse, w.cluster, model=model) for m in ("list", "cpop")), key=lambda r: r.objective)
+    coarse = run("schedule-ls", fused.coarse, w.cluster, model=model, start=first.placement, time_limit=20.0)
+    start = min((fused.expand(coarse.placement), listed.placement), key=lambda p: model_value(w, model, p))
+    ours = run("schedule-ls", w.graph, w.cluster, model=model, start=start, time_limit=30.0)
+    assert ours.objective < listed.objective
+    assert ours.objective >= makespan_bounds(w.graph, w.cluster)["bound"]
+
+
+def model_value(w, model, placement):
+    return makespan_problem(w.graph, w.cluster, model).evaluate(placement).objective
