@@ -68,3 +68,4 @@ def test_googlenet_local_search_beats_list_scheduling(shared_data):
     listed = run("list", w.graph, w.cluster, model=MODEL)
     r = run("schedule-ls", w.graph, w.cluster, model=MODEL, start="cpop", time_limit=5.0)
     assert r.objective < listed.objective and r.info["moves"] >= 1
+    assert 0.8 < r.bound < r.objective  # the segment bound: 0.8209 ms

@@ -38,9 +38,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..bounds.makespan import makespan_bounds
 from ..cluster import Cluster
 from ..errors import SpecError
-from ..evaluate import CostModel, MemoryMode, evaluate
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
@@ -226,8 +227,9 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds.
 
     The makespan is never worse than the start's: its own schedule when it carries a valid one,
-    else its list schedule in start order. ``info`` reports the accepted moves and whether a local
-    optimum was reached before the time limit.
+    else its list schedule in start order. ``bound`` is the closed-form makespan bound
+    (:func:`~placement_dsl.bounds.makespan.makespan_bounds`); ``info`` reports the accepted moves and
+    whether a local optimum was reached before the time limit.
     """
     from .base import run
 
@@ -264,6 +266,7 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
                  else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
                                 own.objective <= best[0] else b.schedule()))
     ev = evaluate(placement, model)
+    bound = makespan_bounds(graph, cluster)["bound"] if model.objective is Objective.MAKESPAN else None
     return HeuristicResult(method="schedule-ls", placement=placement, objective=ev.objective, evaluations=evaluations,
-                           seconds=time.perf_counter() - t0,
+                           seconds=time.perf_counter() - t0, bound=bound,
                            info={"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum})
