@@ -3,7 +3,10 @@
 :func:`solve_schedule_cpsat` is the ``solver="cpsat"`` route for problems with a
 :class:`~placement_dsl.objectives.Makespan` objective; it returns the same
 :class:`~placement_dsl.result.Result` as :func:`placement_dsl.solve.solve`, certified by the
-cost model. The model (``pip install placement_dsl[cpsat]``):
+cost model; :func:`solve_schedule` dispatches ``solver="cpsat"`` there and any other solver to
+:func:`~placement_dsl.solve.solve`. CP-SAT always runs in a child process (:func:`isolated`):
+OR-Tools bundles HiGHS and SCIP libraries under the sonames highspy and PySCIPOpt use, so
+whichever loads first breaks the other in one process. The model (``pip install placement_dsl[cpsat]``):
 
 * a literal per (colocation unit, allowed device), exactly one per unit (eq. 4c);
 * an optional interval per (op, device) of positive time, one ``NoOverlap`` per device (eq. 6);

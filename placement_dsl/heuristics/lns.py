@@ -2,13 +2,16 @@
 
 :func:`schedule_lns` (method ``"schedule-lns"``) starts from a placement that carries its
 schedule (list scheduling by default) and repeatedly frees a *window* of ops — consecutive
-colocation units in the incumbent's start order — while every other unit is pinned to its
-device (:class:`~placement_dsl.constraints.Pin`). The window is re-solved with CP-SAT
-(:func:`~placement_dsl.cpsat.solve_schedule_cpsat`) or with the ``schedule`` MILP
-(:func:`~placement_dsl.solve.solve`), warm-started with the incumbent, so a step never gets
-worse; the whole schedule (start times of every op and transfer) is re-optimized in each step.
-Windows slide over the schedule with half overlap; after a pass without improvement they
-grow, and random windows follow. Every accepted answer is certified by the cost model.
+colocation units in the incumbent's start order — while every other unit keeps its device.
+The window is re-solved, warm-started with the incumbent so a step never gets worse, either by
+CP-SAT (:mod:`placement_dsl.cpsat`: one model built once, the other units fixed by assumptions,
+the whole search in a child process) or by the ``schedule`` MILP on the problem with the other
+units pinned (:class:`~placement_dsl.constraints.Pin`). Each step re-optimizes the whole
+schedule (every op's and transfer's start), not only the window's. Windows slide over the
+schedule with half overlap; after a pass without improvement they grow, then random windows
+follow. A window holding every unit that is solved to optimality proves the optimum and ends
+the search (``bound`` and ``exact_among`` are then set). Every accepted answer is certified by
+the cost model.
 """
 from __future__ import annotations
 
