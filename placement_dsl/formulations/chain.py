@@ -227,6 +227,13 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
     return best, log, found
 
 
+def _stage_cut_floor(problem: Problem) -> float:
+    """The stage-cut bound where it applies (:mod:`placement_dsl.bounds.local`), else 0."""
+    from ..bounds import local
+
+    return 0.0 if local.problem_applies(problem) else local.problem_bound(problem)[0]
+
+
 BRKGA_SHARE = 0.25  # of target_level's budget spent on a longer BRKGA run: a lower ceiling for the targets
 
 
@@ -247,7 +254,7 @@ def _longer_brkga(problem: Problem, seconds: float) -> list[Placement]:
 
 def target_level(problem: Problem, upper: float, floor: float, seconds: float,
                  solver: str = "highs") -> tuple[float, bool, str, list[Placement]]:
-    """:func:`target_search` from the larger of ``floor`` and the ancestor bound, below the better of ``upper``
+    """:func:`target_search` from the largest of ``floor``, the ancestor and the stage-cut bounds, below the better of ``upper``
     and a longer BRKGA run (:data:`BRKGA_SHARE` of the time): the bound, whether it meets the best placement
     or a windowed optimum (proven optimal), a note, and the placements found."""
     import time
@@ -255,7 +262,7 @@ def target_level(problem: Problem, upper: float, floor: float, seconds: float,
     from ..bounds.combinatorial import chain_bound
 
     t0 = time.perf_counter()
-    floor = max(floor, chain_bound(problem.graph, problem.cluster))
+    floor = max(floor, chain_bound(problem.graph, problem.cluster), _stage_cut_floor(problem))
     found = _longer_brkga(problem, seconds * BRKGA_SHARE)
     upper = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
     bound, log, more = target_search(problem, upper, floor, seconds - (time.perf_counter() - t0), solver)
