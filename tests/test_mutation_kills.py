@@ -9,16 +9,18 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.compile import compile
-from placement_dsl.constraints import Colocate, Memory
+from placement_dsl.constraints import Colocate, Memory, Overflow, Pin
+from placement_dsl.errors import InfeasibleError
 from placement_dsl.evaluate import DEFAULT_REQUIRE, CostModel, evaluate, invocation_latency
 from placement_dsl.formulations import Kind, of_kind
 from placement_dsl.graph import Graph, Op
-from placement_dsl.objectives import Throughput
+from placement_dsl.objectives import Bottleneck, Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
+from placement_dsl.solvers import Status
 from placement_dsl.testing import INSTANCES, brute_force
 
 FORMULATIONS = of_kind(Kind.EXACT)
@@ -218,3 +220,38 @@ def test_memory_and_equality_colocation_bind_with_kind_restricted_ops(colocate):
         assert (r.objective, r.bound) == (pytest.approx(best), pytest.approx(best)), name
         solved += 1
     assert solved
+
+
+def test_overflow_is_zero_on_a_device_whose_memory_cannot_overflow():
+    # "small" (memory 2) may overflow, "big" (unbounded) never does and gets no overflow variable.
+    # a (work 1, 5 bytes, tensor 1) -> b (work 1, 1 byte): a on big and b on small costs max(1 + 1, 1 + 1) = 2,
+    # and so does everything on big; a on small overflows by 3
+    g = Graph([Op(name="a", work=1, param_bytes=5, out_bytes=1), Op(name="b", work=1, param_bytes=1)], [("a", "b")])
+    cluster = Cluster([Device(name="small", memory=2.0), Device(name="big")])
+    problem = Problem(g, cluster, Bottleneck(), [Overflow()])
+    best, _ = brute_force(problem)
+    assert best == 2.0
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if not formulation.accepts(problem):
+            r = solve(problem, formulation=name, solver="highs", time_limit=20, gap=1e-9)
+            assert (r.objective, r.bound) == (pytest.approx(2.0), pytest.approx(2.0)), name
+
+
+def test_a_pin_where_the_group_cannot_run_is_refused_with_the_reason():
+    # a may run on the CPU, but its group mate c may not: the pin cannot hold
+    ops = [Op(name="a", work={"accelerator": 1, "cpu": 1}), Op(name="c", work={"accelerator": 1})]
+    problem = Problem(Graph(ops, [("a", "c")]), Cluster.accelerators(1, cpus=1), Throughput(),
+                      [Colocate([["a", "c"]]), Pin("a", "cpu0")])
+    with pytest.raises(InfeasibleError, match=r"Pin\('a', 'cpu0'\): op 'a' or an op colocated with it cannot run "
+                                              r"there; pin the group to an allowed device"):
+        compile(problem, "throughput")
+
+
+def test_equality_colocation_of_ops_with_no_common_device_is_infeasible():
+    # a runs on the accelerator only, c on the CPU only: colocating them leaves no device
+    ops = [Op(name="a", work={"accelerator": 1}, out_bytes=1), Op(name="c", work={"cpu": 1})]
+    problem = Problem(Graph(ops, [("a", "c")]), Cluster.accelerators(1, cpus=1), Throughput(),
+                      [Colocate([["a", "c"]], shared=False)])
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if not formulation.accepts(problem):
+            assert solve(problem, formulation=name, solver="highs", time_limit=20).status is Status.INFEASIBLE, name
