@@ -217,7 +217,7 @@ class RunFlows(BlockTemplate):
             == (1 if t == 0 else -1 if t == ends[k] else 0), doc="one unit of flow from P's start to its end")
         self._link(blk, ctx, chosen, acc, link)
         ctx.provide(RunLink([sum(c * blk.flow[k, i, j] for (k2, i, j), c in cost.items() if k2 == k)
-                             for k in range(len(chosen))], run_path_bound(ctx, self.horizon, whole, self.paths)),
+                             for k in range(len(chosen))], run_path_bound(ctx, self.horizon, whole)),
                     by=repr(self))
 
     @staticmethod

@@ -272,7 +272,10 @@ def critical_paths(ctx: Context, bd: Bounds, count: int) -> list[tuple[int, ...]
     return sorted(paths, key=lambda p: (-float(bd.fastest[list(p)].sum()), p))[:count]
 
 
-def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = 3) -> float:
+FLOOR_PATHS = 10  # longest paths the run-paths DP cuts (each takes O(len^2) arcs; the LP's flows take 3)
+
+
+def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = FLOOR_PATHS) -> float:
     """The DP over each of the ``paths`` longest paths' runs (:func:`run_arcs`): the cheapest way to cut
     the path into accelerator runs and host ops, at least the latency of every placement whose slots
     hold ``contiguous`` bodies (one subgraph per accelerator) or any (model units; 0 without accelerators).
