@@ -116,6 +116,21 @@ def optimum(problem: Problem) -> float:
         return math.inf
 
 
+def forward_ordered_optimum(problem: Problem) -> float:
+    """Brute force over the DP's class of a (training) graph: placements whose forward edges never go
+    back in pipeline order, so every device's forward part is ``I \\ J`` of two ideals; ``inf`` when
+    none is valid. The problem's cost model judges validity (colocation, memory per schedule, ...)."""
+    g, model = problem.graph, problem.cost_model()
+    fw = ~g.backward[g.src] & ~g.backward[g.dst]
+    best = math.inf
+    for p in placements(problem):
+        if (p.assign[g.src[fw]] <= p.assign[g.dst[fw]]).all():
+            ev = evaluate(p, model)
+            if ev.valid:
+                best = min(best, ev.objective)
+    return best
+
+
 def without(problem: Problem, term: type[Term]) -> Problem:
     """``problem`` with its constraints of class ``term`` dropped (same graph, cluster and objective)."""
     if not problem.has(term):

@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import CostModel, evaluate
+from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.ideal_servers import dp_servers
 from placement_dsl.heuristics.pipeline_dp import pipeline
 from placement_dsl.objectives import Throughput
 from placement_dsl.problem import Problem
-from placement_dsl.testing import placements
+from placement_dsl.testing import forward_ordered_optimum
 from placement_dsl.training import TrainingMemorySpec
 
 
@@ -36,26 +36,13 @@ def graphs(draw, max_ops: int = 4) -> Graph:
     return Graph(ops, edges)
 
 
-def _best_in_class(problem: Problem) -> float:
-    """Brute force over splits whose forward edges never go back in pipeline (server-major) order."""
-    g, model = problem.graph, problem.cost_model()
-    fw = ~g.backward[g.src] & ~g.backward[g.dst]
-    best = math.inf
-    for p in placements(problem):
-        if (p.assign[g.src[fw]] <= p.assign[g.dst[fw]]).all():
-            ev = evaluate(p, model)
-            if ev.valid:
-                best = min(best, ev.objective)
-    return best
-
-
 @settings(max_examples=60, deadline=None)
 @given(graph=graphs(), servers=st.just(2), per=st.integers(1, 2), inter=st.sampled_from([0.5, 8.0]),
        memory=st.sampled_from([6.0, math.inf]), overlap=st.sampled_from(["none", "half", "full"]))
 def test_dp_servers_is_brute_force_over_its_class(graph, servers, per, inter, memory, overlap):
     cluster = Cluster.hierarchical(servers, per, intra=2.0, inter=inter, memory=memory)
     problem = Problem(graph, cluster, Throughput(overlap=overlap))
-    want = _best_in_class(problem)
+    want = forward_ordered_optimum(problem)
     if not math.isfinite(want):
         return
     res = run("dp-servers", graph, cluster, model=problem.cost_model())
@@ -110,4 +97,4 @@ def test_certify_bounds_the_dp_class_on_servers(graph):
     cluster = Cluster.hierarchical(2, 2, intra=2.0, inter=0.5)
     problem = Problem(graph, cluster, Throughput(), [Contiguous()])
     row = next(r for r in certify(problem, budget=20, levels=("dp",)).levels if r.level == "dp")
-    assert row.scope is PlacementClass.DP and row.bound == pytest.approx(_best_in_class(problem), rel=1e-9, abs=1e-12)
+    assert row.scope is PlacementClass.DP and row.bound == pytest.approx(forward_ordered_optimum(problem), rel=1e-9, abs=1e-12)

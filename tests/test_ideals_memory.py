@@ -17,7 +17,7 @@ from placement_dsl.heuristics.ideals import dp
 from placement_dsl.heuristics.pipeline_dp import pipeline
 from placement_dsl.objectives import Throughput
 from placement_dsl.problem import Problem
-from placement_dsl.testing import placements
+from placement_dsl.testing import forward_ordered_optimum
 from placement_dsl.training import TrainingMemorySpec
 from placement_dsl.training_terms import TrainingMemory
 
@@ -41,27 +41,13 @@ memories = st.builds(
     optimizer_bytes=st.just(4.0), weight_bytes=st.just(2.0), recompute=st.booleans())
 
 
-def _best_in_class(problem: Problem) -> float:
-    """Brute force over the DP's class: forward edges never go back in pipeline order (so every device's
-    forward part is ``I \\ J`` of two ideals), colocation kept, memory per schedule respected."""
-    g, model = problem.graph, problem.cost_model()
-    fw = ~g.backward[g.src] & ~g.backward[g.dst]
-    best = math.inf
-    for p in placements(problem):
-        if (p.assign[g.src[fw]] <= p.assign[g.dst[fw]]).all():
-            ev = evaluate(p, model)
-            if ev.valid:
-                best = min(best, ev.objective)
-    return best
-
-
 @settings(max_examples=60, deadline=None)
 @given(graph=training_graphs(), memory=memories, cap=st.sampled_from([8.0, 12.0, 20.0, 40.0]),
        overlap=st.sampled_from(["none", "half", "full"]), k=st.integers(2, 3))
 def test_dp_with_memory_per_schedule_is_brute_force_over_its_class(graph, memory, cap, overlap, k):
     cluster = Cluster.stages(k, memory=cap, bandwidth=2.0)
     problem = Problem(graph, cluster, Throughput(overlap=overlap), [memory])
-    want = _best_in_class(problem)
+    want = forward_ordered_optimum(problem)
     try:
         res = dp(graph, cluster, model=problem.cost_model())
     except InfeasibleError:
