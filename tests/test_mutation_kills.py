@@ -255,3 +255,19 @@ def test_equality_colocation_of_ops_with_no_common_device_is_infeasible():
     for name, formulation in sorted(FORMULATIONS.items()):
         if not formulation.accepts(problem):
             assert solve(problem, formulation=name, solver="highs", time_limit=20).status is Status.INFEASIBLE, name
+
+
+def test_warm_start_prices_the_overflow_of_the_optimum():
+    # a and b hold 3 bytes each on stages of memory 2: split, each stage streams 1 byte (load 1 + 1 = 2);
+    # together they stream 4 (load 2 + 4). The warm start's bottleneck must include the overflow.
+    g = Graph([Op(name="a", work=1, param_bytes=3), Op(name="b", work=1, param_bytes=3)], [("a", "b")])
+    problem = Problem(g, Cluster.stages(2, memory=2.0), Bottleneck(), [Overflow()])
+    best, placement = brute_force(problem)
+    assert best == 2.0
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if formulation.accepts(problem):
+            continue
+        c = compile(problem, name)
+        for var, value in c.varmap.values(placement).items():
+            var.set_value(value, skip_validation=True)
+        assert pyo.value(c.objective) * c.objective_scale == pytest.approx(2.0), name
