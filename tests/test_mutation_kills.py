@@ -271,3 +271,14 @@ def test_warm_start_prices_the_overflow_of_the_optimum():
         for var, value in c.varmap.values(placement).items():
             var.set_value(value, skip_validation=True)
         assert pyo.value(c.objective) * c.objective_scale == pytest.approx(2.0), name
+
+
+def test_dp_prunes_with_the_dpl_incumbent():
+    from placement_dsl.heuristics.ideals import dp, dpl
+
+    # the diamond of dp's docstring: {a, b} | {c, d}, work 5 plus two tensors on each stage
+    g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", (4, 1, 1, 4))],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    pruned, plain = dp(g, Cluster.stages(2)), dp(g, Cluster.stages(2), incumbent=False)
+    assert pruned.info["incumbent"] == dpl(g, Cluster.stages(2)).info["dp_value"] == 7.0
+    assert plain.info["incumbent"] is None and pruned.objective == plain.objective == 7.0
