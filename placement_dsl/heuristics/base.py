@@ -45,6 +45,7 @@ METHODS: dict[str, str] = {
     "mla-weighted": "orderings:mla_weighted",
     "greedy": "baselines:greedy",
     "local-search": "baselines:local_search",
+    "polish": "polish:polish",
     "pipedream": "baselines:pipedream_path",
     "pipedream-planner": "pipedream_planner:pipedream_planner",
     "pipeline": "pipeline_dp:pipeline",
@@ -65,7 +66,7 @@ METHODS: dict[str, str] = {
 # return their own optimum, which Tarnawski §7 scores as a baseline: run() says so in ``info``.
 OPTIMIZES: dict[str, str] = {
     **dict.fromkeys(("dp", "dpl", "dp-servers", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
-                     "pipeline", "pipedream-planner"), "max_load"), "gpipe-split": "gpipe",
+                     "pipeline", "pipedream-planner", "polish"), "max_load"), "gpipe-split": "gpipe",
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
     "latency-local-search": "latency", "latency-best": "latency",
     **dict.fromkeys(("list", "one-device-best", "schedule-lns", "schedule-ls", "cpop"), "makespan"),
