@@ -272,7 +272,7 @@ def critical_paths(ctx: Context, bd: Bounds, count: int) -> list[tuple[int, ...]
     return sorted(paths, key=lambda p: (-float(bd.fastest[list(p)].sum()), p))[:count]
 
 
-FLOOR_PATHS = 10  # longest paths the run-paths DP cuts (each takes O(len^2) arcs; the LP's flows take 3)
+FLOOR_PATHS = 3  # longest paths the run-paths DP cuts, the same as the LP's flows (their arcs are shared)
 
 
 def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = FLOOR_PATHS) -> float:
@@ -353,6 +353,11 @@ def descendants(ctx: Context) -> np.ndarray:
 
 
 def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool) -> dict[tuple[int, int], float]:
+    """:func:`_run_arcs`, computed once per model and path (the flows and the run-paths floor share them)."""
+    return ctx.view(f"latency_run_arcs:{p}:{tuple(acc)}:{contiguous}", lambda: _run_arcs(ctx, p, acc, contiguous))
+
+
+def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool) -> dict[tuple[int, int], float]:
     """Arcs of :class:`~.latency_cuts.RunFlows` on path ``p`` with their costs (model units).
 
     ``(i, j)``: ``p[i..j-1]`` on one accelerator. Its *body* are the ops its slot must hold: the
