@@ -56,3 +56,12 @@ def test_groups_are_units():
     """Six layers in three colocated pairs on two accelerators: one accelerator runs two pairs."""
     problem = Problem(layers([1.0] * 6, 10.0, groups=True), Cluster.accelerators(2, cpus=1), Throughput(), [])
     assert pigeonhole_bound(problem.graph, problem.cluster) == pytest.approx(4.0) == pytest.approx(optimum(problem))
+
+
+def test_certify_simple_level_carries_the_pigeonhole_bound():
+    from placement_dsl.certify import certify
+
+    problem = Problem(layers([2.0] * 5, 10.0), Cluster.accelerators(2, cpus=1), Throughput(), [])
+    cert = certify(problem, levels=("simple",), gap=0.0)
+    row = next(r for r in cert.levels if r.level == "simple")
+    assert row.bound == pytest.approx(6.0) and row.bound <= cert.objective + 1e-9
