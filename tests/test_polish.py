@@ -17,7 +17,7 @@ from placement_dsl.testing import binds, optimum, structured_problem, structured
 SEEDS = range(30)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(structured_problems("contiguous"))
 def test_polish_lies_between_the_optimum_and_its_start(problem):
     free = without(problem, Contiguous)
