@@ -274,6 +274,11 @@ def _dp(run: _Run, seconds: float) -> Outcome:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")
     run.dp = res.placement if run.problem.is_valid(res.placement) else None
+    if R == 1 and not routed and not run.problem.has(Contiguous) and not run.problem.has(DagOrder):
+        # without structure the DP's split is only a start: polish moves blocks off its busiest stage
+        polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=res.placement,
+                             time_limit=min(20.0, max(1.0, seconds / 4)))
+        run.offer(polished.placement, "polish")
     if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
         return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
                                             "class of identical devices, the cost model over any devices of its "

@@ -64,3 +64,13 @@ def test_polish_refuses_a_start_for_another_graph():
         pytest.skip("same size")
     with pytest.raises(SpecError, match="places"):
         polish(problem.graph, problem.cluster, start=start)
+
+
+def test_certify_dp_level_offers_the_polished_split_without_contiguity():
+    from placement_dsl.certify import certify
+
+    problem = structured_problem(1, "contiguous")
+    free = without(problem, Contiguous)
+    cert = certify(free, levels=("dp",), gap=0.0)
+    assert cert.objective == pytest.approx(optimum(free)) and cert.objective < optimum(problem) - 1e-9
+    assert free.is_valid(cert.placement)
