@@ -10,6 +10,15 @@ re-checks it).
 
     python benchmarks/bench_dp.py            # all 10 workloads (InceptionV3 takes about a minute each)
     python benchmarks/bench_dp.py --quick    # skips InceptionV3
+    python benchmarks/bench_dp.py --scale    # the DP at scale: GNMT's latency input, inception_v3's MTPP
+
+``--scale`` runs the exact DP on two large lattices and prints the ideals, pairs visited, wall
+time and memory (the lattice's and the DP arrays' bytes, the process's peak resident memory)
+next to the previous limits: GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators
+and 8 CPUs, max-load) has about 3.1 million ideals, which the DP declined beyond 2 million
+(bench_latency falls back to DPL there); inception_v3's PipeDream profile as Archer's MTPP
+with k = 8 identical stages (``CostModel.named("bottleneck")``) has 221,566 ideals and took
+more than 5 minutes before the DP pruned by its incumbent.
 """
 from __future__ import annotations
 
@@ -21,12 +30,21 @@ import sys
 import time
 from pathlib import Path
 
+from common import DNN as DATA
+from common import SHARED_DATA
+
+from placement_dsl.cli import resize
 from placement_dsl.cluster import Cluster
+from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
 
-from common import DNN as DATA
+SCALE = (  # (name, workload file, stages or None for the file's cluster, cost model, previous limit)
+    ("gnmt latency input", DATA / "latency-inputs" / "LayerGraphs" / "gnmt_inference.json", None, "throughput",
+     "declined: > 2,000,000 ideals"),
+    ("inception_v3 MTPP k=8", SHARED_DATA / "pipedream-profiles" / "inception_v3.txt", 8, "bottleneck", "> 300 s"),
+)
 BIG = ("inceptionv3",)
 
 
@@ -64,6 +82,30 @@ def measure(row: dict[str, str]) -> dict[str, object]:
     }
 
 
+def measure_scale(name: str, path: Path, stages: int | None, model: str, before: str) -> dict[str, object]:
+    w = load_workload(path)
+    cluster = w.cluster if stages is None else resize(w.cluster, stages)
+    wall = time.perf_counter()
+    r = run("dp", w.graph, cluster, model=CostModel.named(model), max_ideals=10_000_000)
+    wall = time.perf_counter() - wall
+    mem = r.info["memory"]
+    return {"case": name, "ideals": r.info["ideals"], "pairs": r.info["pairs"], "wall": wall,
+            "seconds": r.info["seconds"], "objective": r.objective, "incumbent": r.info["incumbent"],
+            "lattice_mib": mem["lattice_bytes"] / 2**20, "table_mib": mem["table_bytes"] / 2**20,
+            "peak_rss_mib": mem["peak_rss_bytes"] / 2**20, "before": before}
+
+
+def scale_table(rows: list[dict[str, object]]) -> str:
+    head = (f"{'case':<24} {'ideals':>10} {'pairs':>14} {'wall':>8} {'lattice':>9} {'DP arrays':>10} "
+            f"{'peak RSS':>9} {'max-load':>10} {'DPL':>10}  previous limit")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append(f"{r['case']:<24} {r['ideals']:>10,} {r['pairs']:>14,} {r['wall']:>7.1f}s "
+                   f"{r['lattice_mib']:>6.0f}MiB {r['table_mib']:>7.0f}MiB {r['peak_rss_mib']:>6.0f}MiB "
+                   f"{r['objective']:>10.4g} {r['incumbent']:>10.4g}  {r['before']}")
+    return "\n".join(out)
+
+
 def table(rows: list[dict[str, object]]) -> str:
     head = (f"{'workload':<22} {'ideals':>13} {'pairs':>11} {'DP wall':>8} {'DP cpu':>7} {'paper':>6} "
             f"{'of paper':>8} {'DP TPS':>8} {'paper':>7} {'DPL TPS':>8} {'paper':>7}")
@@ -82,12 +124,20 @@ def table(rows: list[dict[str, object]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the big workloads (InceptionV3)")
+    ap.add_argument("--scale", action="store_true", help="only the large lattices (GNMT latency, inception_v3 MTPP)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         print(f"no data at {DATA}", file=sys.stderr)
         return 1
     warm_up()
+    if args.scale:
+        big = []
+        for case in SCALE:
+            big.append(measure_scale(*case))
+            print(json.dumps(big[-1]), file=sys.stderr, flush=True)
+        print(scale_table(big))
+        return 0
     rows = []
     for row in paper_rows():
         if args.quick and any(b in row["file"] for b in BIG):

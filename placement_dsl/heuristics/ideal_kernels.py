@@ -142,13 +142,16 @@ def ideal_sums(ideals, values):
     return out
 
 
+DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, np.int64)
+for _b in range(64):
+    _DEBRUIJN_INDEX[((1 << _b) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _b
+
+
 @njit(cache=True)
 def _bit_index(low):
-    b = 0
-    while low > ONE:
-        low >>= ONE
-        b += 1
-    return b
+    """Index of the single set bit of ``low`` (a de Bruijn multiply instead of a shift loop)."""
+    return _DEBRUIJN_INDEX[(low * DEBRUIJN) >> np.uint64(58)]
 
 
 # ---------------------------------------------------------------------------- tensor boundaries
@@ -265,22 +268,61 @@ def _replicated(mode, load, sync, k):
 
 
 @njit(cache=True)
-def _may_improve(dp, I, J, alive, lbs, counts, strides):
-    """Whether stage ``I \\ J`` with load at least ``lbs[c]`` could lower some ``dp[I, s]``."""
+def _may_improve(dp, I, J, alive, lbs, counts, strides, live):
+    """Whether stage ``I \\ J`` with load at least ``lbs[c]`` could lower some live ``dp[I, s]``."""
     for c in range(lbs.shape[0]):
         if not alive[c]:
             continue
         for s in range(counts.shape[0]):
-            if counts[s, c] >= 1 and max(dp[J, s - strides[c]], lbs[c]) < dp[I, s]:
+            if live[s] and counts[s, c] >= 1 and max(dp[J, s - strides[c]], lbs[c]) < dp[I, s]:
                 return True
     return False
+
+
+@njit(cache=True)
+def _removed(big, small):
+    """The one node in ``big`` but not in ``small`` (an immediate sub-ideal step)."""
+    for w in range(big.shape[0]):
+        x = big[w] & ~small[w]
+        if x:
+            return w * 64 + _bit_index(x & (~x + ONE))
+    return -1
+
+
+@njit(cache=True)
+def _below_some(dp, I, lb, c, counts, live, rem_j, remaining, ub, max_rep):
+    """Whether some ``J' ⊆ J`` could still improve a live ``dp[I, s]`` with a stage on class ``c``.
+
+    Both tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
+    does the work outside ``J`` (``rem_j``), which must fit the devices left once the stage
+    takes its replicas (at most ``max_rep``) from ``s``.
+    """
+    for s in range(counts.shape[0]):
+        if live[s] and counts[s, c] >= 1 and lb < dp[I, s]:
+            left = remaining[s] + min(counts[s, c], max_rep)
+            if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _live_states(rem, remaining, ub, live):
+    """``live[s]``: the ops outside ``I`` (work at least ``rem``) fit ``remaining[s]`` devices under ``ub``."""
+    any_live = False
+    for s in range(remaining.shape[0]):
+        if ub == INF:
+            live[s] = True
+        else:
+            live[s] = rem <= remaining[s] * ub * (1.0 + 1e-9) + 1e-12
+        any_live = any_live or live[s]
+    return any_live
 
 
 @njit(cache=True)
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-          counts, strides, ub):
+          counts, strides, ub, rem_work, remaining):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
 
     For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
@@ -290,6 +332,15 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     are visited, never all ``I^2`` pairs). Candidates above ``ub`` are dropped; with ``ub`` a
     known achievable max-load the DP still finds the optimum. A pair's transfers are only
     computed when its compute-only lower bound could still improve ``dp[I, ·]``.
+
+    Pruning by the incumbent ``ub`` (exact for every answer ``<= ub``): a state ``(I, s)`` is
+    live only if the work outside ``I`` (``rem_work[I]``, each op at its cheapest class) fits
+    the ``remaining[s]`` unused devices at ``ub`` each; dead states stay ``inf`` and ``I``
+    with no live state is skipped. The walk below ``J`` stops as soon as ``I \\ J``'s lower
+    bound reaches the current ``dp[I, s]`` of every live ``s`` (a smaller ``J`` only adds
+    load), so the walk tightens as ``dp[I, ·]`` improves. That bound is the stage's work plus
+    the tensors it makes that are read outside ``I`` (each has one owner, so the sum over the
+    stage's nodes grows along the walk), combined as the overlap mode combines transfers.
 
     Memory is a hard cap per class, or with ``soft`` the excess is streamed at
     ``ovf_scale`` per byte (Archer eq. 2; 0 on host devices). Transfers cost ``scale`` per
@@ -311,14 +362,25 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     alive = np.zeros(C, np.bool_)
     comp = np.zeros(C)
     lbs = np.zeros(C)
+    live = np.zeros(S, np.bool_)
+    n = tmask.shape[1] * 64
+    leaving = np.zeros(n)  # per node of I: its tensors read outside I
+    out_lb = np.zeros(N)  # per J on the walk: the stage's tensors read outside I
     visited = 0
     for I in range(1, N):
+        if not _live_states(rem_work[I], remaining, ub, live):
+            continue
         row_i = ideals[I]
         top = 0
+        for p in range(sptr[I], sptr[I + 1]):
+            t = sidx[p]
+            if _has(row_i, towner[t]):
+                leaving[towner[t]] += tcost[t]
         for p in range(sub_ptr[I], sub_ptr[I + 1]):
             J = sub_idx[p]
             stamp[J] = I
             stack[top] = J
+            out_lb[J] = leaving[_removed(row_i, ideals[J])]
             top += 1
         while top > 0:
             top -= 1
@@ -331,10 +393,11 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     ok = mem[I] - mem[J] <= cap[c]
                 if ok:
                     sync = (param[I] - param[J]) * inv_bw[c]
-                    lb = comp[c]
+                    base = _load(mode, comp[c], 0.0, out_lb[J] * scale[c], 0.0)  # a lower bound on the load
+                    lb = base
                     for k in range(2, max_rep[c] + 1):
-                        lb = min(lb, _replicated(mode, comp[c], sync, k))
-                    ok = lb <= ub
+                        lb = min(lb, _replicated(mode, base, sync, k))
+                    ok = lb <= ub and _below_some(dp, I, lb, c, counts, live, rem_work[J], remaining, ub, max_rep[c])
                     lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok
@@ -345,9 +408,10 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 if stamp[K] != I:
                     stamp[K] = I
                     stack[top] = K
+                    out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
                     top += 1
             visited += 1
-            if not _may_improve(dp, I, J, alive, lbs, counts, strides):
+            if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
                 continue
             s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
             dm = mem[I] - mem[J]
@@ -365,7 +429,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                         continue
                     step = k * strides[c]
                     for s in range(S):
-                        if counts[s, c] < k:
+                        if counts[s, c] < k or not live[s]:
                             continue
                         cand = max(dp[J, s - step], load)
                         if cand < dp[I, s]:
@@ -373,9 +437,11 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                             back_j[I, s] = J
                             back_c[I, s] = c
                             back_k[I, s] = k
+        for p in range(sptr[I], sptr[I + 1]):
+            leaving[towner[sidx[p]]] = 0.0
         for s in range(S):
             for c in range(C):
-                if counts[s, c] > 0 and dp[I, s - strides[c]] < dp[I, s]:
+                if live[s] and counts[s, c] > 0 and dp[I, s - strides[c]] < dp[I, s]:
                     dp[I, s] = dp[I, s - strides[c]]
                     back_j[I, s] = -1
                     back_c[I, s] = c

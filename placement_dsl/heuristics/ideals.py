@@ -37,10 +37,15 @@ Speed: ideals are ``uint64`` bitsets, enumerated breadth-first (so ``J ⊊ I`` h
 id); stage costs come from per-ideal prefix sums and the tensors on ``I``'s frontier
 (:func:`.ideal_kernels.sweep`); for each ``I`` only sub-ideals ``J`` whose stage ``I \\ J`` fits
 some device's memory and stays under an incumbent max-load (the DPL split) are visited.
+The incumbent also kills states: ``(I, s)`` lives only if the least work outside ``I`` fits the
+devices ``s`` leaves at the incumbent each, and the walk below ``J`` stops once the stage's
+work plus the tensors it sends out of ``I`` reaches the current ``dp[I, s]`` of every live state
+(exact for every answer at or below the incumbent; ``tests/test_ideals_pruning.py``).
 """
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -197,6 +202,7 @@ class _Solution:
     stages: list[tuple[np.ndarray, int, int]]  # (supernodes, class, replicas), pipeline order
     visited: int
     seconds: dict[str, float]
+    table_bytes: int = 0  # the DP's arrays besides the lattice (sums, boundaries, table, back-links, scratch)
 
 
 def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
@@ -206,10 +212,13 @@ def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repl
     con = lat.contraction
     t0 = time.perf_counter()
     work, unsup, mem, param = _node_costs(con, classes)
-    sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param]))
+    cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)  # each node's least work over the classes
+    cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
+    sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
     C = len(classes)
     i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
     i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
+    rem_work = sums[-1, 2 * C + 2] - sums[:, 2 * C + 2]  # least work outside each ideal
     tmask, towner, tcost, tlo, thi = _tensors(con)
     tin, tout, sptr, sidx = K.boundaries(lat.ideals, tmask, towner, tcost, tlo, thi)
     counts, strides = _states(classes)
@@ -223,10 +232,13 @@ def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repl
         cap, scale, ALLREDUCE_FACTOR * inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
         np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1 for c in classes],
                  dtype=np.int64),
-        _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub))
+        _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub),
+        rem_work, (counts[-1].sum() - counts.sum(axis=1)).astype(np.float64))
     t2 = time.perf_counter()
     stages = _backtrack(lat, dp, back_j, back_c, back_k, strides)
-    return _Solution(float(dp[-1, -1]), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1})
+    scratch = 2 * 8 * lat.count  # the walk's stamp and stack
+    used = sum(a.nbytes for a in (sums, tin, tout, sptr, sidx, dp, back_j, back_c, back_k)) + scratch
+    return _Solution(float(dp[-1, -1]), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)
 
 
 def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, ub: float) -> _Solution:
@@ -255,7 +267,8 @@ def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostMode
         I = int(back[J, h])
         stages.append((np.setdiff1d(lat.nodes(I), lat.nodes(J)), 0, 1))
         J, h = I, h - 1
-    return _Solution(float(f[0].min()), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1})
+    used = sum(a.nbytes for a in (sums, f, back, *io)) + 2 * 8 * lat.count
+    return _Solution(float(f[0].min()), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)
 
 
 def _backtrack(lat, dp, back_j, back_c, back_k, strides) -> list[tuple[np.ndarray, int, int]]:
@@ -395,10 +408,22 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
         sol = _solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
+    lattice = lat.ideals.nbytes + lat.sub_ptr.nbytes + lat.sub_idx.nbytes
+    info["memory"] = {"lattice_bytes": lattice, "table_bytes": sol.table_bytes, "peak_rss_bytes": peak_rss()}
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, pairs=sol.visited, best=sol.value)
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info
+
+
+def peak_rss() -> int:
+    """The process's peak resident memory so far in bytes (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS reports bytes, Linux KiB
 
 
 def _infeasible_message(su: _Setup, linearize: bool) -> str:
@@ -466,7 +491,8 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
 
     ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited),
-    ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``.
+    ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
+    (bytes of the lattice and of the DP's arrays, and the process's peak resident memory).
 
     Examples
     --------
