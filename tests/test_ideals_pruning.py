@@ -11,7 +11,7 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics.ideals import _search, _setup
+from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
 
 MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"), CostModel.named("bottleneck"),
           CostModel(memory="overflow")]
@@ -74,3 +74,24 @@ def test_incumbent_prunes_states_and_walk():
         pruned, pairs = _value(graph, cluster, CostModel(), exact)
         assert pruned == exact
         assert pairs < free / 2, (pairs, free)
+
+
+def test_dead_states_and_transfers_prune_beyond_the_work_cutoff():
+    """Three 6-op chains with tensors on 3 devices: fewer pairs than the walk cut at ``work <= incumbent``.
+
+    That cut alone visits every ``J ⊊ I`` with ``work(I \\ J) <= incumbent``; dead states (outside
+    work too large for the devices left) and the stage's outgoing tensors in its bound cut more.
+    """
+    g = Graph([Op(name=f"{s}{i}", work=1 + i % 3, out_bytes=2) for s in "abc" for i in range(6)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)])
+    su = _setup(g, Cluster.accelerators(3), CostModel(), False, True)
+    exact, free = _value(g, Cluster.accelerators(3), CostModel(), None)
+    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact)
+    assert sol.value == exact == 12.0 and info["pairs"] < free
+    lat = ideal_lattice(su.con)
+    work = g.work("accelerator")
+    sets = [frozenset(lat.nodes(i).tolist()) for i in range(lat.count)]
+    load = [sum(work[su.con.image == v].sum() for v in s) for s in sets]
+    cutoff = sum(1 for i in range(1, lat.count) for j in range(lat.count)
+                 if sets[j] < sets[i] and load[i] - load[j] <= exact * (1 + 1e-9))
+    assert info["pairs"] < 0.7 * cutoff, (info["pairs"], cutoff)
