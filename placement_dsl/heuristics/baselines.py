@@ -302,6 +302,20 @@ def _random_start(gtime: np.ndarray, gmem: np.ndarray, cap: np.ndarray, hard: bo
     return out
 
 
+def group_arrays(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, ...]:
+    """The local searches' view of colocation groups: per-device op times ``(D, n)``, each op's group,
+    the ops sorted by group with the groups' offsets, and per-group times ``(G, D)`` (inf where not allowed)."""
+    times = cluster.times(graph).T.copy()
+    _, gid = np.unique(graph.group_id, return_inverse=True)
+    gid = gid.astype(np.int64)
+    gmem_idx = np.argsort(gid, kind="stable")
+    gptr = np.concatenate([[0], np.cumsum(np.bincount(gid))]).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        gtime = np.stack([np.bincount(gid, weights=times[d]) for d in range(cluster.size)], axis=1)
+    gtime[~np.isfinite(gtime)] = np.inf
+    return times, gid, gmem_idx, gptr, gtime
+
+
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  restarts: int = 10, max_moves: int = 100_000) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
@@ -317,15 +331,8 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
         return replace(res, method="local-search", info={**res.info, "search": "latency-local-search"})
     start = time.perf_counter()
     ml = max_load_model(model)
-    times = cluster.times(graph).T.copy()
+    times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)
     mem_op = graph.param_bytes + graph.activation_bytes
-    _, gid = np.unique(graph.group_id, return_inverse=True)
-    gid = gid.astype(np.int64)
-    gmem_idx = np.argsort(gid, kind="stable")
-    gptr = np.concatenate([[0], np.cumsum(np.bincount(gid))]).astype(np.int64)
-    with np.errstate(invalid="ignore"):
-        gtime = np.stack([np.bincount(gid, weights=times[d]) for d in range(cluster.size)], axis=1)
-    gtime[~np.isfinite(gtime)] = np.inf
     gmem = np.bincount(gid, weights=mem_op)
     hard = ml.memory is MemoryMode.HARD
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)

@@ -21,20 +21,8 @@ from ..evaluate import CostModel, MemoryMode, device_costs
 from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult
-from .baselines import _local_search, _result, max_load_model
+from .baselines import _local_search, _result, group_arrays, max_load_model
 from .segments import OVERLAP_CODE
-
-
-def _groups(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, ...]:
-    times = cluster.times(graph).T.copy()
-    _, gid = np.unique(graph.group_id, return_inverse=True)
-    gid = gid.astype(np.int64)
-    gmem_idx = np.argsort(gid, kind="stable")
-    gptr = np.concatenate([[0], np.cumsum(np.bincount(gid))]).astype(np.int64)
-    with np.errstate(invalid="ignore"):
-        gtime = np.stack([np.bincount(gid, weights=times[d]) for d in range(cluster.size)], axis=1)
-    gtime[~np.isfinite(gtime)] = np.inf
-    return times, gid, gmem_idx, gptr, gtime
 
 
 def _unit_neighbours(graph: Graph, gid: np.ndarray) -> list[np.ndarray]:
@@ -97,7 +85,7 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
             start = run("greedy", graph, cluster, model=ml).placement
     if start.graph.n != graph.n:
         raise SpecError(f"polish: the start places {start.graph.n} ops but the graph has {graph.n}")
-    times, gid, gmem_idx, gptr, gtime = _groups(graph, cluster)
+    times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)
     mem_op = graph.param_bytes + graph.activation_bytes
     gmem = np.bincount(gid, weights=mem_op)
     hard = ml.memory is MemoryMode.HARD
