@@ -1,10 +1,8 @@
 """Tiny placement problems with known optima, a brute-force reference solver, and random
 problems on which the structural constraints bind.
 
-Every formulation and every solver must reproduce these optima; :func:`brute_force`
-enumerates all placements (colocation groups move together, ops only on allowed
-devices, pins respected) and scores them with the cost model. :func:`binding` tells
-whether a constraint changes the optimum (brute force with and without it);
+Every formulation and every solver must reproduce these optima; :func:`brute_force` and
+:func:`binding` (:mod:`placement_dsl.brute`, re-exported here) are the reference;
 :func:`structured_problem` draws problems where contiguity and DAG order usually do, and
 :func:`structured_problems` wraps it as a hypothesis strategy.
 
@@ -14,184 +12,45 @@ True
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
 import random
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from .brute import (
+    MAX_BRUTE_FORCE,
+    binding,
+    binds,
+    brute_force,
+    forward_ordered_optimum,
+    optimum,
+    placements,
+    record_binding,
+    without,
+)
 from .cluster import Cluster, Device, Link
-from .constraints import (AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs,
-                          Term)
-from .errors import InfeasibleError, SpecError
-from .evaluate import evaluate
+from .constraints import (
+    AllowedKinds,
+    Colocate,
+    Congestion,
+    Contiguous,
+    DagOrder,
+    Memory,
+    Overflow,
+    Pin,
+    Subgraphs,
+    Term,
+)
+from .errors import SpecError
 from .graph import Graph, Op
 from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
-from .placement import Placement
 from .problem import Problem, Stages
+
+__all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "optimum",
+           "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
 from .training_terms import TrainingMemory
-
-MAX_BRUTE_FORCE = 20_000
-
-
-def placements(problem: Problem):
-    """Every placement brute force considers: colocation groups together, allowed kinds, pins.
-
-    Raises :class:`SpecError` past :data:`MAX_BRUTE_FORCE` placements.
-    """
-    g, c = problem.graph, problem.cluster
-    reps = np.unique(g.group_id)
-    times = c.times(g)
-    choices = []
-    pins = {g.index[o]: c.index[d] for o, d in problem.pins.items()}
-    for r in reps:
-        members = np.flatnonzero(g.group_id == r)
-        ok = np.isfinite(times[members]).all(axis=0)
-        pinned = {pins[m] for m in members if m in pins}
-        choices.append([d for d in range(c.size) if ok[d] and (not pinned or d in pinned)])
-    total = math.prod(len(ch) for ch in choices)
-    if total > MAX_BRUTE_FORCE:
-        raise SpecError(f"brute_force: {total} placements to enumerate (> {MAX_BRUTE_FORCE}); use a smaller problem")
-    where = np.searchsorted(reps, g.group_id)
-    for combo in itertools.product(*choices):
-        yield Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
-
-
-def _replicated(problem: Problem, candidates: Any) -> Any:
-    """Each placement, and with a ``Replicate`` term every choice of replica counts for its stages
-    (replicas on the free devices of the stage's kind, in pipeline order: identical devices give
-    every choice of devices the same cost)."""
-    from .training_terms import Replicate
-
-    limit = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
-    for placement in candidates:
-        yield placement
-        if limit == 1:
-            continue
-        c = placement.cluster
-        used = [int(d) for d in np.unique(placement.assign) if not c.host[d]]
-        for counts in itertools.product(range(1, limit + 1), repeat=len(used)):
-            if max(counts, default=1) == 1:
-                continue
-            free = [d for d in range(c.size) if d not in set(placement.assign.tolist())]
-            sets: dict[str, list[str]] = {}
-            for d, r in zip(used, counts):
-                pool = [e for e in free if c.devices[e].kind == c.devices[d].kind][:r - 1]
-                if len(pool) < r - 1:
-                    break
-                free = [e for e in free if e not in pool]
-                sets[c.names[d]] = [c.names[d], *(c.names[e] for e in pool)]
-            else:
-                yield placement.with_replicas(sets)
-
-
-def brute_force(problem: Problem) -> tuple[float, Placement]:
-    """``(best objective, a best placement)`` over every valid placement (small problems only).
-
-    Raises :class:`InfeasibleError` when no placement is valid.
-    """
-    model = problem.cost_model()
-    best: tuple[float, Placement] | None = None
-    for placement in _replicated(problem, placements(problem)):
-        ev = evaluate(placement, model)
-        if not ev.valid or (best is not None and ev.objective >= best[0]):
-            continue
-        if any(term.check(placement) for term in problem.constraints):
-            continue
-        best = (ev.objective, placement)
-    if best is None:
-        raise InfeasibleError(f"brute_force: no valid placement of {problem.graph!r} on {problem.cluster!r} "
-                              f"for {problem!r}")
-    return best
-
-
-def optimum(problem: Problem) -> float:
-    """The brute-force optimum of ``problem``; ``inf`` when no placement is valid."""
-    try:
-        return brute_force(problem)[0]
-    except InfeasibleError:
-        return math.inf
-
-
-def forward_ordered_optimum(problem: Problem) -> float:
-    """Brute force over the DP's class of a (training) graph: placements whose forward edges never go
-    back in pipeline order, so every device's forward part is ``I \\ J`` of two ideals; ``inf`` when
-    none is valid. The problem's cost model judges validity (colocation, memory per schedule, ...)."""
-    g, model = problem.graph, problem.cost_model()
-    fw = ~g.backward[g.src] & ~g.backward[g.dst]
-    best = math.inf
-    for p in placements(problem):
-        if (p.assign[g.src[fw]] <= p.assign[g.dst[fw]]).all():
-            ev = evaluate(p, model)
-            if ev.valid:
-                best = min(best, ev.objective)
-    return best
-
-
-def without(problem: Problem, term: type[Term]) -> Problem:
-    """``problem`` with its constraints of class ``term`` dropped (same graph, cluster and objective)."""
-    if not problem.has(term):
-        raise SpecError(f"without: {problem!r} has no {term.__name__} constraint")
-    kept = [t for t in problem.constraints if not isinstance(t, term)]
-    return Problem(problem.source_graph, problem.cluster, problem.objective, kept)
-
-
-def binding(problem: Problem, term: type[Term]) -> tuple[float, float]:
-    """``(optimum with, optimum without)`` the constraints of class ``term``, both by brute force.
-
-    ``inf`` stands for infeasible. Dropping a constraint never raises the optimum, so the
-    constraint *binds* exactly when the first value is larger (see :func:`binds`). A term
-    that only adds cost-model checks (contiguity, DAG order, memory) is judged in one pass
-    over the placements; one that changes the graph, the pins or the cost (colocation,
-    allowed kinds, pins, overflow) by two brute-force solves.
-
-    >>> binding(fig2()[0], DagOrder)  # the cyclic split of Archer et al. Fig. 2 costs 5
-    (6.0, 5.0)
-    """
-    other = without(problem, term)
-    model, other_model = problem.cost_model(), other.cost_model()
-    same_cost = dataclasses.replace(model, require=frozenset()) == dataclasses.replace(other_model, require=frozenset())
-    if other.graph != problem.graph or other.pins != problem.pins or not same_cost:
-        return optimum(problem), optimum(other)
-    best, best_other = math.inf, math.inf  # best >= best_other throughout
-    for placement in placements(other):
-        ev = evaluate(placement, other_model)
-        if ev.objective >= best:
-            continue
-        failed = {v.check for v in ev.violations}
-        if any(t.check(placement) for t in other.constraints):
-            continue
-        if not failed & other_model.require and ev.objective < best_other:
-            best_other = ev.objective
-        if not failed & model.require and not any(t.check(placement) for t in problem.constraints):
-            best = ev.objective
-    return best, best_other
-
-
-def binds(problem: Problem, term: type[Term]) -> bool:
-    """Whether the constraints of class ``term`` change the optimum of ``problem`` (brute force)."""
-    with_it, without_it = binding(problem, term)
-    return not (with_it == without_it or math.isclose(with_it, without_it, rel_tol=1e-9, abs_tol=1e-9))
-
-
-def record_binding(problem: Problem) -> dict[str, bool]:
-    """Inside a hypothesis test: whether each constraint class of ``problem`` binds, as events.
-
-    Emits ``hypothesis.event("<Term> binds")`` or ``"<Term> slack"`` per constraint class
-    (``pytest --hypothesis-show-statistics`` prints the rates) and targets the number of
-    binding classes, so the search drifts toward draws where the constraints matter.
-    """
-    from hypothesis import event, target
-
-    out: dict[str, bool] = {}
-    for term in sorted({type(t) for t in problem.constraints}, key=lambda t: t.__name__):
-        out[term.__name__] = binds(problem, term)
-        event(f"{term.__name__} {'binds' if out[term.__name__] else 'slack'}")
-    target(float(sum(out.values())), label="binding constraint classes")
-    return out
 
 
 # ---------------------------------------------------------------------------- graphs

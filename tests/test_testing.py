@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement_dsl import testing
+from placement_dsl import brute, testing
 from placement_dsl.constraints import Contiguous, DagOrder, Memory
 from placement_dsl.errors import SpecError
 from placement_dsl.graph import Graph
@@ -44,8 +44,8 @@ def _rate(results: list[tuple[float, float]]) -> float:
 
 
 def test_module_doctests():
-    failed, attempted = doctest.testmod(testing)
-    assert attempted >= 3 and failed == 0
+    results = [doctest.testmod(module) for module in (testing, brute)]
+    assert sum(r.attempted for r in results) >= 3 and all(r.failed == 0 for r in results)
 
 
 # ---------------------------------------------------------------------------- binding rates
