@@ -212,6 +212,21 @@ class ObjectiveFormulation(Formulation):
         return isinstance(problem.objective, self.objective)
 
 
+def valid_heuristic(problem: Problem, method: str) -> tuple[Placement, float] | None:
+    """Heuristic ``method``'s placement and objective when the placement is valid for ``problem`` (a
+    horizon for a formulation's big-Ms and its fallback answer), else ``None``."""
+    from ..errors import PlacementError
+    from ..heuristics import run
+
+    try:
+        found = run(method, problem.graph, problem.cluster, model=problem.cost_model())
+    except PlacementError:
+        return None
+    if problem.violations(found.placement) or not math.isfinite(found.objective):
+        return None
+    return found.placement, found.objective
+
+
 FORMULATIONS: dict[str, Formulation] = {}
 
 

@@ -24,12 +24,12 @@ from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjectiv
 from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from ..blocks.latency_data import first_use_order, longest_run
 from ..constraints import Contiguous, Subgraphs, Term
-from ..errors import PlacementError, SpecError
+from ..errors import SpecError
 from ..objectives import Latency
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
-from .base import Kind, ObjectiveFormulation, Plan, drop, register
+from .base import Kind, ObjectiveFormulation, Plan, drop, register, valid_heuristic
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class LatencyFormulation(ObjectiveFormulation):
             ctx = Context(problem)
             order = first_use_order(ctx, start.assign)
             return Plan(hinted(problem, start_eval.objective, order), info={"horizon": "warm start"})
-        found = _greedy(problem)
+        found = valid_heuristic(problem, "greedy")  # Tarnawski §7
         if found is None:
             return Plan(problem, info={"horizon": "serial bound"})
         placement, latency = found
@@ -125,19 +125,6 @@ def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = ()) -> Pro
     """``problem`` with a :class:`LatencyHint` (replacing any earlier one)."""
     kept = [t for t in problem.constraints if not isinstance(t, LatencyHint)]
     return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LatencyHint(horizon, order)])
-
-
-def _greedy(problem: Problem) -> tuple[Placement, float] | None:
-    """Tarnawski §7's greedy split and its latency, when it is valid for the problem."""
-    from ..heuristics import run
-
-    try:
-        found = run("greedy", problem.graph, problem.cluster, model=problem.cost_model())
-    except PlacementError:
-        return None
-    if problem.violations(found.placement) or not math.isfinite(found.objective):
-        return None
-    return found.placement, found.objective
 
 
 LATENCY = register(LatencyFormulation(

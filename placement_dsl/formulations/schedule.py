@@ -31,10 +31,10 @@ from ..blocks import Assignment
 from ..blocks.base import BlockTemplate
 from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, TransferCongestion, TransferTasks
 from ..constraints import Congestion, Overflow, Term
-from ..errors import PlacementError, SpecError
+from ..errors import SpecError
 from ..objectives import Makespan
 from ..problem import Problem
-from .base import Formulation, Kind, ObjectiveFormulation, Plan, drop, register
+from .base import Formulation, Kind, ObjectiveFormulation, Plan, drop, register, valid_heuristic
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -112,15 +112,7 @@ class ScheduleFormulation(ObjectiveFormulation):
 
 def list_horizon(problem: Problem) -> tuple[Placement, float] | None:
     """List scheduling's placement and makespan when that placement is valid for the problem, else ``None``."""
-    from ..heuristics import run
-
-    try:
-        result = run("list", problem.graph, problem.cluster, model=problem.cost_model())
-    except PlacementError:
-        return None
-    if problem.violations(result.placement) or not math.isfinite(result.objective):
-        return None
-    return result.placement, result.objective
+    return valid_heuristic(problem, "list")
 
 
 def transformed(name: str, transformation: str) -> Formulation:
