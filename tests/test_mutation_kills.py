@@ -144,6 +144,17 @@ def test_dpl_merges_zero_cost_leaves_by_default():
 
 
 # ---------------------------------------------------------------------------- block templates' warm starts
+def _compiled_at(problem, placement):
+    """Every formulation that accepts ``problem``, compiled, with ``placement``'s warm-start values loaded."""
+    for name, formulation in sorted(FORMULATIONS.items()):
+        if formulation.accepts(problem):
+            continue
+        c = compile(problem, name)
+        for var, value in c.varmap.values(placement).items():
+            var.set_value(value, skip_validation=True)
+        yield name, c
+
+
 @pytest.mark.parametrize("instance", sorted(INSTANCES))
 def test_warm_values_decode_to_their_placement_and_price_it_like_the_cost_model(instance):
     # every block's warm-start values (assignment, tensor cut, overflow, objective epigraphs) of the
@@ -151,12 +162,7 @@ def test_warm_values_decode_to_their_placement_and_price_it_like_the_cost_model(
     problem, optimum = INSTANCES[instance]()
     _, placement = brute_force(problem)
     checked = 0
-    for name, formulation in sorted(FORMULATIONS.items()):
-        if formulation.accepts(problem):
-            continue
-        c = compile(problem, name)
-        for var, value in c.varmap.values(placement).items():
-            var.set_value(value, skip_validation=True)
+    for name, c in _compiled_at(problem, placement):
         assert c.varmap.placement().assign.tolist() == placement.assign.tolist(), name
         assert pyo.value(c.objective) * c.objective_scale == pytest.approx(optimum, rel=1e-9), name
         checked += 1
@@ -264,12 +270,7 @@ def test_warm_start_prices_the_overflow_of_the_optimum():
     problem = Problem(g, Cluster.stages(2, memory=2.0), Bottleneck(), [Overflow()])
     best, placement = brute_force(problem)
     assert best == 2.0
-    for name, formulation in sorted(FORMULATIONS.items()):
-        if formulation.accepts(problem):
-            continue
-        c = compile(problem, name)
-        for var, value in c.varmap.values(placement).items():
-            var.set_value(value, skip_validation=True)
+    for name, c in _compiled_at(problem, placement):
         assert pyo.value(c.objective) * c.objective_scale == pytest.approx(2.0), name
 
 
