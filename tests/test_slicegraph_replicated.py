@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_dsl import testing
+from placement_dsl import brute, testing
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, evaluate
@@ -38,7 +38,7 @@ def _best_slicing_with_replicas(graph: Graph, cluster: Cluster, overlap: str, r:
     model = problem.cost_model()
     order = graph.topo
     best = np.inf
-    for p in testing._replicated(problem, testing.placements(problem)):
+    for p in brute._replicated(problem, brute.placements(problem)):
         if (np.diff(p.assign[order]) >= 0).all():
             best = min(best, evaluate(p, model).objective)
     return best
