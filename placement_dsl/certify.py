@@ -11,7 +11,7 @@ Tarnawski et al.'s throughput problems (NeurIPS 2020; ``Contiguous`` or no struc
 level           bound                                                  class
 ==============  =====================================================  ==============================
 ``simple``      ``max(max_v work, sum_v work / k)``; for max load also  all placements
-                the pigeonhole bound (:mod:`.bounds.pigeonhole`)
+                the packing bound (:mod:`.bounds.packing`)
 ``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)
 ``chain``       chain MIP with ancestor cuts and position windows at     DP class
                 ``T* = DP / (1 + gap)``: ``min(T*, bound)``
@@ -77,7 +77,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from .bounds import simple_lower_bound
-from .bounds.pigeonhole import pigeonhole_bound
+from .bounds.packing import packing_bound
 from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
 from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
@@ -254,9 +254,9 @@ def _simple(run: _Run, seconds: float) -> Outcome:
         return bound, LevelStatus.OPTIMAL, f"Lemma 3.3 with up to {R} replicas per stage", ALL
     bound = simple_lower_bound(p.graph, p.cluster)
     if run.model.objective is Objective.MAX_LOAD:  # one device's compute bounds max load, not GPipe's sum of maxima
-        hole = pigeonhole_bound(p.graph, p.cluster)
+        hole = packing_bound(p.graph, p.cluster)  # at least the pigeonhole bound
         if hole > bound:
-            return hole, LevelStatus.OPTIMAL, "pigeonhole: units too slow for a host share the accelerators", ALL
+            return hole, LevelStatus.OPTIMAL, "packing: units too slow for a host are packed on the accelerators", ALL
     return bound, LevelStatus.OPTIMAL, "Lemma 3.3", ALL
 
 

@@ -1,0 +1,194 @@
+"""The packing bound for the max-load objective on accelerators and host CPUs.
+
+A sharpening of the pigeonhole bound (:mod:`.pigeonhole`). With ``a_G``, ``h_G`` and ``K`` as
+there, in a placement of max load ``T`` every unit of ``B(T) = {G : h_G > T}`` sits on one of
+the ``K`` non-host devices, whose load is at least the sum of the ``a_G`` it holds. So the
+numbers ``{a_G : G in B(T)}`` split into ``K`` bins of sum at most ``T``: ``T >= P(B(T))``, the
+least makespan of ``B(T)`` on ``K`` identical machines (``P||Cmax``). The pigeonhole bound
+is one lower bound on ``P``; this module decides ``P`` exactly by a depth-first search
+over bin assignments within a node budget, and keeps only what the search proves (a
+capacity it proves too small), so a search cut short still yields a valid, weaker bound.
+
+As ``T`` grows ``B(T)`` shrinks and the bins widen, so the feasible ``T`` form a ray, and
+``OPT >= min{T : T >= P(B(T))}``, found by scanning the steps of ``B`` (the distinct ``h_G``)
+in increasing order as the pigeonhole bound does.
+
+On Tarnawski et al.'s GNMT inference layer graph (17 LSTM and output layers too slow for the
+CPU at ``T ~ 31.7``, six accelerators) the layers of 24.78 and 6.89 time units must share one
+accelerator: 31.669, where the pigeonhole bound and the throughput IP's dual bound stop near 31.2.
+Valid for every placement without replicated stages (a replicated stage divides its load);
+transfers, memory overflow and any overlap mode only add to a device's load.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..graph import Graph
+from .pigeonhole import unit_times
+
+SLACK = 1e-12  # relative capacity slack of the search: float sums in another order never refute a packing
+TOLERANCE = 1e-9  # relative width at which the capacity bisection stops
+FEASIBLE, INFEASIBLE, UNKNOWN = 1, 0, -1
+
+
+class _OutOfNodes(Exception):
+    """The search spent its node budget."""
+
+
+class _Completion:
+    """Korf's bin completion: does ``w`` (sorted decreasing) fit ``K`` bins of capacity ``C``?
+
+    Bins are filled one at a time, each with the largest item left and a *maximal* set of
+    further items (no item left fits beside them): any packing can move items into that bin
+    until it is maximal, so no packing is lost. The bins' total waste ``sum (C - bin)`` cannot
+    exceed ``K C - sum w``, which prunes both the bins and the sets filling one.
+    """
+
+    def __init__(self, w: np.ndarray, K: int, C: float, limit: int):
+        self.w, self.K, self.C, self.limit = [float(x) for x in w], K, C, limit
+        self.slack = K * C - float(np.sum(w))
+        self.used = [False] * len(self.w)
+        self.nodes = 0
+        self.bins: list[float] = []
+
+    def run(self) -> int:
+        if self.slack < -SLACK * self.K * self.C:
+            return INFEASIBLE
+        try:
+            return FEASIBLE if self._fill(self.K, 0.0) else INFEASIBLE
+        except _OutOfNodes:
+            return UNKNOWN
+
+    def _fill(self, bins_left: int, waste: float) -> bool:
+        first = next((i for i, u in enumerate(self.used) if not u), None)
+        if first is None:
+            return True
+        if bins_left == 0 or self.w[first] > self.C:
+            return False
+        self.used[first] = True
+        rest = [j for j in range(first + 1, len(self.w)) if not self.used[j]]
+        for total in self._sets(rest, 0, self.w[first], [], waste):
+            self.bins.append(total)
+            if self._fill(bins_left - 1, waste + self.C - total):
+                return True
+            self.bins.pop()
+        self.used[first] = False
+        return False
+
+    def _sets(self, rest: list[int], k: int, total: float, skipped: list[int], waste: float):
+        """Maximal sets of ``rest[k:]`` completing a bin at ``total``; items chosen are marked used while yielded."""
+        self.nodes += 1
+        if self.nodes > self.limit:
+            raise _OutOfNodes
+        room = self.C - total
+        reach = total + sum(self.w[j] for j in rest[k:] if self.w[j] <= room)
+        if waste + self.C - reach > self.slack + SLACK * self.C:  # even every item left that fits wastes too much
+            return
+        if k == len(rest):
+            if all(self.w[j] > room for j in skipped):  # maximal: no skipped item fits
+                yield total
+            return
+        j = rest[k]
+        twin = k > 0 and self.w[rest[k - 1]] == self.w[j] and rest[k - 1] in skipped
+        if self.w[j] <= room and not twin:  # an item equal to one skipped just before is skipped too
+            self.used[j] = True
+            yield from self._sets(rest, k + 1, total + self.w[j], skipped, waste)
+            self.used[j] = False
+        skipped.append(j)
+        yield from self._sets(rest, k + 1, total, skipped, waste)
+        skipped.pop()
+
+
+def cheap_bound(w: np.ndarray, K: int) -> float:
+    """``P(w) >=`` the largest item, the mean bin, and for each ``j`` the ``j + 1`` smallest of the
+    ``jK + 1`` largest items (some bin holds ``j + 1`` of them); ``w`` sorted decreasing."""
+    if w.size == 0:
+        return 0.0
+    best = max(float(w[0]), float(w.sum()) / K)
+    for j in range(1, (w.size - 1) // K + 1):
+        best = max(best, float(w[j * K - j: j * K + 1].sum()))
+    return best
+
+
+def _lpt(w: np.ndarray, K: int) -> float:
+    """Longest processing time first: a packing's makespan, so ``P(w) <=`` it."""
+    loads = np.zeros(K)
+    for x in w:
+        loads[int(np.argmin(loads))] += x
+    return float(loads.max())
+
+
+class _Search:
+    """Decisions ``P(w) <= C`` sharing one node budget; a spent budget answers ``UNKNOWN``."""
+
+    def __init__(self, K: int, budget: int):
+        self.K, self.left = K, budget
+
+    def decide(self, w: np.ndarray, C: float) -> tuple[int, float]:
+        """The verdict and, when feasible, the found packing's makespan (``<= C`` up to the slack)."""
+        if self.left <= 0:
+            return UNKNOWN, C
+        search = _Completion(w, self.K, C * (1 + SLACK) + SLACK, self.left)
+        verdict = search.run()
+        self.left -= search.nodes
+        return verdict, (max(search.bins, default=0.0) if verdict == FEASIBLE else C)
+
+
+def _interval(w: np.ndarray, lo: float, hi: float, search: _Search) -> float | None:
+    """A lower bound on ``max(lo, P(w))`` when that may lie below ``hi``; ``None`` once ``P(w) > hi`` is proved.
+
+    Each ``INFEASIBLE`` verdict at ``C`` proves ``P(w) > C``; an ``UNKNOWN`` one proves nothing,
+    so the bisection keeps the largest refuted capacity.
+    """
+    T = max(lo, cheap_bound(w, search.K), 0.0)
+    if T >= hi:
+        return None
+    if math.isfinite(hi) and search.decide(w, hi)[0] == INFEASIBLE:
+        return None
+    verdict, _ = search.decide(w, T)
+    if verdict != INFEASIBLE:
+        return T
+    low, high = T, min(hi, _lpt(w, search.K))
+    while high - low > TOLERANCE * high:
+        mid = (low + high) / 2
+        verdict, makespan = search.decide(w, mid)
+        if verdict == INFEASIBLE:
+            low = mid
+        else:
+            high = min(mid, makespan) if verdict == FEASIBLE else mid
+    return low
+
+
+def packing_bound(graph: Graph, cluster: Cluster, budget: int = 300_000) -> float:
+    """``min{T : T >= P(B(T))}`` of the module docstring: a lower bound on the max load of every placement.
+
+    ``budget`` caps the search nodes over all decisions (about 1.5 s at most); a search cut
+    short keeps the capacities it refuted, and the bound is never below the pigeonhole bound.
+    The bisection stops within a relative ``TOLERANCE`` below ``P``: the largest capacity refuted.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=f"v{i}", work={"accelerator": w, "cpu": 10 * w}) for i, w in enumerate([8, 3, 3, 3])])
+    >>> round(packing_bound(g, Cluster.accelerators(2, cpus=1)), 6)  # {8} | {3, 3, 3}; Lemma 3.3: 8.5, pigeonhole: 6
+    9.0
+    """
+    if graph.n == 0:
+        return 0.0
+    a, h = unit_times(graph, cluster)
+    K = int((~cluster.host).sum())
+    if K == 0:
+        return 0.0
+    movable = np.isfinite(a)  # a unit no accelerator runs sits on a host: Lemma 3.3 covers it
+    a, h = a[movable], h[movable]
+    steps = np.unique(h)  # B(T) = {h > T} is constant on [steps[i], steps[i + 1])
+    lows = np.concatenate([[-math.inf], steps])
+    search = _Search(K, budget)
+    for i, lo in enumerate(lows):
+        hi = float(steps[i]) if i < steps.size else math.inf
+        w = np.sort(a[h > lo] if i > 0 else a)[::-1].copy()
+        T = _interval(w, float(lo), hi, search)
+        if T is not None and T < hi:
+            return T
+    return 0.0

@@ -1,0 +1,110 @@
+"""The packing bound (bounds/packing.py) against brute force: its bin search, and the bound on tiny graphs."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds.packing import FEASIBLE, INFEASIBLE, UNKNOWN, _Completion, cheap_bound, packing_bound
+from placement_dsl.bounds.pigeonhole import pigeonhole_bound
+from placement_dsl.bounds.simple import simple_lower_bound
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Throughput
+from placement_dsl.problem import Problem
+from placement_dsl.testing import optimum, structured_problems, without
+
+
+def layers(works: list[float], cpu_factor: float = 10.0, tensor: float = 0.0) -> Graph:
+    ops = [Op(name=f"v{i}", work={"accelerator": w, "cpu": w * cpu_factor}, out_bytes=tensor)
+           for i, w in enumerate(works)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1)])
+
+
+def makespan(w: list[float], K: int) -> float:
+    """The least makespan of ``w`` on ``K`` machines, over every assignment."""
+    return min(max(np.bincount(a, weights=w, minlength=K)) for a in itertools.product(range(K), repeat=len(w)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, 5.0, 7.0]), min_size=1, max_size=7), st.integers(1, 3),
+       st.sampled_from([0.9, 1.0, 1.1, 1.3]))
+def test_bin_completion_decides_like_brute_force(w, K, scale):
+    """Duplicates exercise the twin rule, scales around the optimum the maximal sets and the waste cut."""
+    w = sorted(w, reverse=True)
+    best = makespan(w, K)
+    C = best * scale
+    verdict = _Completion(np.array(w), K, C, 10**6).run()
+    assert verdict == (FEASIBLE if C >= best else INFEASIBLE)
+
+
+def test_a_spent_budget_answers_unknown():
+    assert _Completion(np.array([5.0, 4.0, 3.0, 3.0, 3.0]), 2, 9.5, 0).run() == UNKNOWN
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 2.0, 3.0, 5.0]), min_size=2, max_size=7), st.integers(1, 3))
+def test_cheap_bound_is_below_the_least_makespan(w, K):
+    w = np.array(sorted(w, reverse=True))
+    assert cheap_bound(w, K) <= makespan(list(w), K) + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(structured_problems("contiguous"))
+def test_never_above_the_brute_force_optimum(problem):
+    free = without(problem, Contiguous)
+    assert packing_bound(free.graph, free.cluster) <= optimum(free) + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0]), min_size=3, max_size=6), st.sampled_from([1.5, 3.0, 10.0]),
+       st.sampled_from([0.0, 0.5]), st.integers(1, 2))
+def test_never_above_the_optimum_on_layers_with_a_cpu(works, cpu_factor, tensor, accelerators):
+    problem = Problem(layers(works, cpu_factor, tensor), Cluster.accelerators(accelerators, cpus=1), Throughput(), [])
+    bound = packing_bound(problem.graph, problem.cluster)
+    assert pigeonhole_bound(problem.graph, problem.cluster) <= bound + 1e-9
+    assert bound <= optimum(problem) + 1e-9
+
+
+def test_binds_where_pigeonhole_and_lemma_3_3_do_not():
+    """Layers 8, 3, 3, 3 on two accelerators and a CPU ten times slower: {8} | {3, 3, 3} (mean 8.5)."""
+    problem = Problem(layers([8.0, 3.0, 3.0, 3.0]), Cluster.accelerators(2, cpus=1), Throughput(), [])
+    bound = packing_bound(problem.graph, problem.cluster)
+    assert bound == pytest.approx(9.0) == pytest.approx(optimum(problem))
+    assert max(pigeonhole_bound(problem.graph, problem.cluster), simple_lower_bound(problem.graph, problem.cluster)) < 8.5
+
+
+def test_a_cpu_fast_enough_takes_the_small_layers():
+    """With the CPU 2.5 times slower a 3 may run there at T >= 7.5: {8} | {3, 3} | CPU {3} gives 8 < 9."""
+    problem = Problem(layers([8.0, 3.0, 3.0, 3.0], 2.5), Cluster.accelerators(2, cpus=1), Throughput(), [])
+    assert packing_bound(problem.graph, problem.cluster) == pytest.approx(8.0) == pytest.approx(optimum(problem))
+
+
+def test_a_search_cut_short_keeps_the_cheap_bound():
+    problem = Problem(layers([8.0, 3.0, 3.0, 3.0]), Cluster.accelerators(2, cpus=1), Throughput(), [])
+    assert packing_bound(problem.graph, problem.cluster, budget=0) == pytest.approx(8.5)
+
+
+def test_certify_simple_level_carries_the_packing_bound():
+    from placement_dsl.certify import certify
+
+    problem = Problem(layers([8.0, 3.0, 3.0, 3.0]), Cluster.accelerators(2, cpus=1), Throughput(), [])
+    cert = certify(problem, levels=("simple",), gap=0.0)
+    row = next(r for r in cert.levels if r.level == "simple")
+    assert row.bound == pytest.approx(9.0) and "packing" in row.message
+
+
+def test_gnmt_inference_layers_24_78_and_6_89_share_an_accelerator(dnn_partitioning):
+    """Tarnawski's GNMT inference: 31.669 from packing, where the throughput IP's dual bound stalls at 31.19."""
+    from placement_dsl.cli.problems import problem_for_method
+    from placement_dsl.io import load_workload
+
+    path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
+    problem = problem_for_method(load_workload(path), method="ip-noncontig")
+    bound = packing_bound(problem.graph, problem.cluster)
+    assert bound == pytest.approx(24.782 + 6.887, rel=1e-8)
+    assert bound <= 31.69  # the split polish finds
