@@ -225,9 +225,13 @@ class RunFlows(BlockTemplate):
         ops, devs = ctx.ops, ctx.devices
         runs = [(k, i, j) for k, i, j in blk.arcs if i >= 0]
         cover = [(k, t) for k, p in enumerate(chosen) for t in range(len(p))]
-        blk.on_acc = pyo.Constraint(pyo.Set(dimen=2, initialize=cover), rule=lambda b, k, t: sum(
-            b.flow[a] for a in runs if a[0] == k and a[1] <= t < a[2]) == sum(ctx.x(chosen[k][t], a) for a in acc),
-            doc="the runs covering an op put it on an accelerator")
+
+        def covered(b: pyo.Block, k: int, t: int) -> Any:  # an op no accelerator may run is covered by no run
+            flow = sum(b.flow[a] for a in runs if a[0] == k and a[1] <= t < a[2])
+            on = sum(ctx.x(chosen[k][t], a) for a in acc)
+            return pyo.Constraint.Skip if isinstance(flow, int) and isinstance(on, int) else flow == on
+        blk.on_acc = pyo.Constraint(pyo.Set(dimen=2, initialize=cover), rule=covered,
+                                    doc="the runs covering an op put it on an accelerator")
         edges = link.edges or {}
 
         def cross(k: int, t: int, var: Any, at: int) -> Any:
