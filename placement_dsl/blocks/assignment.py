@@ -142,10 +142,12 @@ class Colocation(BlockTemplate):
         rows = [(ctx.ops[v], ctx.devices[d]) for grp in g.groups for v in grp[1:] for d in range(ctx.D)
                 if ctx.op_allowed(v, d) or ctx.op_allowed(int(grp[0]), d)]
         rep = {ctx.ops[v]: int(grp[0]) for grp in g.groups for v in grp[1:]}
-        blk.same_device = pyo.Constraint(
-            pyo.Set(dimen=2, initialize=rows),
-            rule=lambda b, v, d: ctx.x(g.index[v], ctx.cluster.index[d]) == ctx.x(rep[v], ctx.cluster.index[d]),
-            doc="op v runs on device d iff its group's representative does")
+
+        def same(b: pyo.Block, v: str, d: str) -> Any:  # a represented device has no variables: 0 == 0
+            mine, theirs = ctx.x(g.index[v], ctx.cluster.index[d]), ctx.x(rep[v], ctx.cluster.index[d])
+            return pyo.Constraint.Skip if isinstance(mine, int) and isinstance(theirs, int) else mine == theirs
+        blk.same_device = pyo.Constraint(pyo.Set(dimen=2, initialize=rows), rule=same,
+                                         doc="op v runs on device d iff its group's representative does")
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         return iter(())
