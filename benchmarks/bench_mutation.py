@@ -68,7 +68,8 @@ def _bench_solve_in_process(monkeypatch):
 '''
 
 # the block templates' owners: structure counts, binding instances solved by every formulation, known optima
-BLOCK_TESTS = ["tests/test_blocks.py", "tests/test_binding.py", "tests/test_mutation_kills.py"]
+BLOCK_TESTS = ["tests/test_blocks.py", "tests/test_binding.py", "tests/test_mutation_kills.py",
+               "tests/test_mutation_kills_blocks.py"]
 # module (under placement_dsl/) -> (tests that own it, extra pytest arguments)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     # the cost model's replication, routing, memory-per-schedule and latency paths are checked in their own files
@@ -91,7 +92,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "blocks/transfer.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/load.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/objective.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
-    "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py"], ["-k", "not bert24"]),
+    "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_blocks.py"],
+                        ["-k", "not bert24"]),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
