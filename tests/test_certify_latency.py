@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from placement_dsl.bounds.latency import critical_path_bound
 from placement_dsl.certify import LATENCY_LEVELS, LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
-from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs
+from placement_dsl.constraints import Colocate, Contiguous, Memory, Pin, Subgraphs
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
@@ -92,7 +92,8 @@ def test_every_level_runs_and_orders_its_bounds():
 
 @st.composite
 def tiny_latency(draw):
-    """3-4 ops in a random DAG on one or two accelerators and a CPU; memory that binds."""
+    """3-4 ops in a random DAG on one or two accelerators and a CPU; memory that binds, and at times
+    two colocated ops (sharing memory or not) or a pinned op."""
     n = draw(st.integers(3, 4))
     edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
     ops = [op(f"v{i}", draw(st.integers(1, 6)), draw(st.integers(1, 12)), out=draw(st.integers(0, 3)),
@@ -100,6 +101,12 @@ def tiny_latency(draw):
     g = Graph(ops, edges, name="tiny")
     acc = draw(st.integers(1, 2))
     limit = draw(st.sampled_from([[Subgraphs(1)], [Subgraphs(2)], []]))
+    extra = draw(st.sampled_from(["none", "colocate", "colocate-separate", "pin"]))
+    u, v = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True))
+    if extra.startswith("colocate"):
+        limit.append(Colocate([[f"v{u}", f"v{v}"]], shared=extra == "colocate"))
+    elif extra == "pin":
+        limit.append(Pin(f"v{u}", draw(st.sampled_from(["acc0", "cpu0"]))))
     return Problem(g, Cluster.accelerators(acc, memory=6.0, cpus=1), Latency(), [Memory(), *limit])
 
 
@@ -114,6 +121,33 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
         for r in cert.levels:
             if r.bound is not None and p.placement_class() in r.scope:
                 assert r.bound <= opt * (1 + TOL) + TOL, (r.level, r.bound, opt)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_latency())
+def test_run_paths_never_exceeds_the_brute_force_optimum(p):
+    # no solver: the DP over the longest paths' runs alone, so many more draws than the certificate's test
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.latency_data import run_path_bound
+    from placement_dsl.formulations.latency import subgraphs_per_accelerator
+
+    opt = optimum(p)
+    ctx = Context(p)
+    bound = run_path_bound(ctx, None, subgraphs_per_accelerator(p) == 1) * ctx.scale.time
+    assert bound <= opt * (1 + TOL) + TOL
+
+
+def test_run_paths_lets_a_colocated_pair_take_two_slots_around_a_host_op():
+    # a -> b -> c, a and c colocated, one accelerator, q = 2 (the path's longest run is 3). a, c on acc0
+    # in two slots with b on the CPU: 1 + 1 (a's tensor) + 1 + 1 (b's) + 1 = 5; all on acc0: 1 + 4 + 1 = 6.
+    # A run's colocated partner shares its device, not its slot: charging the run {a} for c's read of b
+    # and the run {c} for a's write gave 3 + 1 + 3 = 7, so the floor claimed 6 above the optimum 5
+    g = Graph([op("a", 1, 5), op("b", 4, 1), op("c", 1, 5, out=0)], [("a", "b"), ("b", "c")], name="around")
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Colocate([["a", "c"]])])
+    assert optimum(p) == pytest.approx(5.0)
+    cert = certify(p, budget=20, gap=0.0)
+    got = {r.level: r.bound for r in cert.levels}
+    assert got["run-paths"] == pytest.approx(5.0) and cert.objective == pytest.approx(5.0)
 
 
 # ---------------------------------------------------------------------------- command line

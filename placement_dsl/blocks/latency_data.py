@@ -362,8 +362,9 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
 
     ``(i, j)``: ``p[i..j-1]`` on one accelerator. Its *body* are the ops its slot must hold: the
     run and, ``contiguous`` (one subgraph per accelerator, Lemma 4.1), every op on a path between
-    two of its ops (``desc(p[i]) & anc(p[j-1])``), with their colocation groups; its memory holds
-    the groups of the body. Cost: the body's least running times (the run's only, unless
+    two of its ops (``desc(p[i]) & anc(p[j-1])``) with their colocation groups; its memory holds
+    the groups of the body. With several slots per accelerator a colocated op shares the run's
+    device, not its slot: its memory counts, its reads and writes are not the run's. Cost: the body's least running times (the run's only, unless
     ``contiguous``), the read of ``p[i-1]``'s and the write of ``p[j-1]``'s tensor at the
     boundaries, and the body's other reads and writes (:func:`_side_price`). ``(-i-1, i+1)``:
     ``p[i]`` on a host. Colocated neighbours are never separated by a run's end.
@@ -386,8 +387,10 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             run = np.zeros(ctx.n, dtype=bool)
             run[list(p[i:j])] = True
             body = run | (reach[p[i]] & reach[:, p[j - 1]]) if reach is not None else run.copy()
-            body |= np.isin(g.group_id, g.group_id[body])
-            groups = np.unique(g.group_id[body])
+            device = body | np.isin(g.group_id, g.group_id[body])  # colocated: on the run's device
+            if contiguous:  # one slot per accelerator: the groups share the run's slot too
+                body = device
+            groups = np.unique(g.group_id[device])
             work = float(t_acc[body if contiguous else run].sum())
             if gmem[groups].sum() > M * (1 + 1e-9) or not np.isfinite(work):
                 break
