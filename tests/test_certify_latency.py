@@ -20,6 +20,7 @@ from placement_dsl.constraints import Colocate, Contiguous, Memory, Pin, Subgrap
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
 from placement_dsl.testing import optimum, run_cli
 
 TOL = 1e-6
@@ -148,6 +149,19 @@ def test_run_paths_lets_a_colocated_pair_take_two_slots_around_a_host_op():
     cert = certify(p, budget=20, gap=0.0)
     got = {r.level: r.bound for r in cert.levels}
     assert got["run-paths"] == pytest.approx(5.0) and cert.objective == pytest.approx(5.0)
+
+
+def test_latency_ip_compiles_a_colocated_group_larger_than_an_accelerator():
+    # s -> a -> b with a, b colocated: their 4 + 3 bytes exceed an accelerator's 6, so both run on the CPU
+    # (2 + 2) after s on an accelerator (1 + its tensor 1): 6. The memory-runs row of the path suffix (b,)
+    # once let a host group free at most one of the two accelerators its 7 bytes count for, and its
+    # constants alone read 0 >= 2, so the model refused to compile
+    g = Graph([op("s", 1, 9), op("a", 1, 2, mem=4), op("b", 1, 2, out=0, mem=3)], [("s", "a"), ("a", "b")])
+    p = Problem(g, Cluster.accelerators(2, memory=6.0, cpus=1), Latency(), [Memory(), Colocate([["a", "b"]])])
+    assert optimum(p) == pytest.approx(6.0)
+    r = solve(p, formulation="latency", solver="highs", time_limit=20, gap=0.0)
+    assert (r.objective, r.bound) == (pytest.approx(6.0), pytest.approx(6.0))
+    assert r.placement.mapping() == {"s": "acc0", "a": "cpu0", "b": "cpu0"}
 
 
 # ---------------------------------------------------------------------------- command line
