@@ -279,6 +279,7 @@ def _dp(run: _Run, seconds: float) -> Outcome:
         polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=res.placement,
                              time_limit=min(20.0, max(1.0, seconds / 4)))
         run.offer(polished.placement, "polish")
+        _polish_packed(run, min(20.0, max(1.0, seconds / 4)))
     if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
         return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
                                             "class of identical devices, the cost model over any devices of its "
@@ -290,6 +291,18 @@ def _dp(run: _Run, seconds: float) -> Outcome:
         run.exact_among = "dag-ordered"
         return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
+
+
+def _polish_packed(run: _Run, seconds: float) -> None:
+    """Polish from the packing bound's packing too (``heuristics.polish.packed_start``), where it packs anything."""
+    from .heuristics import run as heuristic
+    from .heuristics.polish import packed_start
+
+    start = packed_start(run.problem.graph, run.problem.cluster)
+    if start is not None:
+        polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
+                             time_limit=seconds)
+        run.offer(polished.placement, "polish-packed")
 
 
 def _dp_replicates_exactly(cluster: Any) -> bool:
@@ -457,7 +470,8 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
 
 
 def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | None = None,
-            gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True) -> Certificate:
+            gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True,
+            start: Placement | None = None) -> Certificate:
     """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
 
     Parameters
@@ -479,6 +493,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         Processes for the ``guess`` level's k MIPs (one solver thread each).
     stop_at_gap
         ``False`` runs every level (the bound-quality table).
+    start
+        A placement found beforehand (e.g. by a heuristic run outside the budget), the upper
+        bound the levels start from when valid.
 
     Examples
     --------
@@ -493,6 +510,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     t0 = time.perf_counter()
     run = _Run(problem, solver, workers, gap)
+    if start is not None:
+        run.offer(start, start.source or "start")
     if problem.has(DagOrder):
         _upper(run, UPPER)
     if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start

@@ -52,7 +52,8 @@ class _Completion:
         self.slack = K * C - float(np.sum(w))
         self.used = [False] * len(self.w)
         self.nodes = 0
-        self.bins: list[float] = []
+        self.bins: list[float] = []  # the packing found: each bin's sum and its items
+        self.members: list[list[int]] = []
 
     def run(self) -> int:
         if self.slack < -SLACK * self.K * self.C:
@@ -70,15 +71,18 @@ class _Completion:
             return False
         self.used[first] = True
         rest = [j for j in range(first + 1, len(self.w)) if not self.used[j]]
-        for total in self._sets(rest, 0, self.w[first], [], waste):
+        chosen: list[int] = []
+        for total in self._sets(rest, 0, self.w[first], [], chosen, waste):
             self.bins.append(total)
+            self.members.append([first, *chosen])
             if self._fill(bins_left - 1, waste + self.C - total):
                 return True
             self.bins.pop()
+            self.members.pop()
         self.used[first] = False
         return False
 
-    def _sets(self, rest: list[int], k: int, total: float, skipped: list[int], waste: float):
+    def _sets(self, rest: list[int], k: int, total: float, skipped: list[int], chosen: list[int], waste: float):
         """Maximal sets of ``rest[k:]`` completing a bin at ``total``; items chosen are marked used while yielded."""
         self.nodes += 1
         if self.nodes > self.limit:
@@ -95,10 +99,12 @@ class _Completion:
         twin = k > 0 and self.w[rest[k - 1]] == self.w[j] and rest[k - 1] in skipped
         if self.w[j] <= room and not twin:  # an item equal to one skipped just before is skipped too
             self.used[j] = True
-            yield from self._sets(rest, k + 1, total + self.w[j], skipped, waste)
+            chosen.append(j)
+            yield from self._sets(rest, k + 1, total + self.w[j], skipped, chosen, waste)
+            chosen.pop()
             self.used[j] = False
         skipped.append(j)
-        yield from self._sets(rest, k + 1, total, skipped, waste)
+        yield from self._sets(rest, k + 1, total, skipped, chosen, waste)
         skipped.pop()
 
 
@@ -129,12 +135,15 @@ class _Search:
 
     def decide(self, w: np.ndarray, C: float) -> tuple[int, float]:
         """The verdict and, when feasible, the found packing's makespan (``<= C`` up to the slack)."""
-        if self.left <= 0:
-            return UNKNOWN, C
-        search = _Completion(w, self.K, C * (1 + SLACK) + SLACK, self.left)
-        verdict = search.run()
+        verdict, found = self.pack(w, C)
+        return verdict, (max(found.bins, default=0.0) if verdict == FEASIBLE else C)
+
+    def pack(self, w: np.ndarray, C: float) -> tuple[int, _Completion]:
+        """The verdict and the search (its ``members``: each bin's items when feasible)."""
+        search = _Completion(w, self.K, C * (1 + SLACK) + SLACK, max(self.left, 0))
+        verdict = search.run() if self.left > 0 else UNKNOWN
         self.left -= search.nodes
-        return verdict, (max(search.bins, default=0.0) if verdict == FEASIBLE else C)
+        return verdict, search
 
 
 def _interval(w: np.ndarray, lo: float, hi: float, search: _Search) -> float | None:
@@ -192,3 +201,25 @@ def packing_bound(graph: Graph, cluster: Cluster, budget: int = 300_000) -> floa
         if T is not None and T < hi:
             return T
     return 0.0
+
+
+def heavy_packing(graph: Graph, cluster: Cluster, budget: int = 300_000) -> tuple[float, list[np.ndarray]] | None:
+    """The bound ``T`` and a packing of ``B(T)``'s units on the ``K`` non-host devices with least
+    makespan found (each bin: unit indices, as ``np.unique(graph.group_id)`` numbers them), or
+    ``None`` without non-host devices or when no packing is found within the budget. A start for
+    local search: the units too slow for a host, spread as the bound says they must be.
+    """
+    T = packing_bound(graph, cluster, budget)
+    a, h = unit_times(graph, cluster)
+    K = int((~cluster.host).sum())
+    if K == 0 or graph.n == 0:
+        return None
+    units = np.flatnonzero(np.isfinite(a) & (h > T))
+    order = units[np.argsort(-a[units], kind="stable")]
+    w = a[order].copy()
+    search = _Search(K, budget)
+    for C in (max(T, cheap_bound(w, K)), _lpt(w, K)):
+        verdict, found = search.pack(w, C * (1 + 2 * TOLERANCE))
+        if verdict == FEASIBLE:
+            return T, [order[np.array(m, dtype=np.int64)] for m in found.members]
+    return None

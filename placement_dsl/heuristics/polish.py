@@ -8,6 +8,11 @@ around a random unit of the most loaded device) moves to another device — and 
 keeping the result when its max load is lower. A non-contiguous split that beats the DP's
 often differs from it by a few blocks traded between neighbouring stages, which is what the
 kicks try. Every answer is re-checked by the cost model (:func:`.baselines._result`).
+
+:func:`packed_start` is the other start: where the packing bound (:mod:`..bounds.packing`)
+binds, the units too slow for a host are spread over the accelerators as its least-makespan
+packing says (GNMT inference: the 24.78 output layer beside a 6.89 LSTM layer), the others
+join a neighbour's device, and polish balances the rest.
 """
 from __future__ import annotations
 
@@ -64,6 +69,33 @@ def _kick(dev_g: np.ndarray, adj: list[np.ndarray], gtime: np.ndarray, loads: np
     if targets:
         out[block] = int(rng.choice(targets))
     return out
+
+
+def packed_start(graph: Graph, cluster: Cluster) -> Placement | None:
+    """The packing bound's packing of the units a host cannot run in time, each other unit on the device
+    of a placed predecessor (else successor, else its fastest device); ``None`` where nothing is packed."""
+    from ..bounds.packing import heavy_packing
+
+    found = heavy_packing(graph, cluster)
+    if found is None:
+        return None
+    gtime = group_arrays(graph, cluster)[4]
+    _, gid = np.unique(graph.group_id, return_inverse=True)
+    dev_g = np.full(gtime.shape[0], -1, dtype=np.int64)
+    acc = np.flatnonzero(~cluster.host)
+    for d, units in zip(acc, found[1]):
+        for g in units:
+            dev_g[g] = d if np.isfinite(gtime[g, d]) else acc[int(np.argmin(gtime[g, acc]))]
+    for order, near in ((graph.topo, graph.predecessors), (graph.topo[::-1], graph.successors)):
+        for v in order:
+            if dev_g[gid[v]] < 0:
+                placed = [int(dev_g[gid[u]]) for u in near(v) if dev_g[gid[u]] >= 0]
+                ok = [d for d in placed if np.isfinite(gtime[gid[v], d])]
+                if ok:
+                    dev_g[gid[v]] = ok[0]
+    alone = dev_g < 0
+    dev_g[alone] = np.argmin(gtime[alone], axis=1)
+    return Placement(graph, cluster, dev_g[gid], source="packed")
 
 
 def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
