@@ -128,10 +128,11 @@ def _lpt(w: np.ndarray, K: int) -> float:
 
 
 class _Search:
-    """Decisions ``P(w) <= C`` sharing one node budget; a spent budget answers ``UNKNOWN``."""
+    """Decisions ``P(w) <= C`` sharing one node budget (a quarter at most each); a spent budget answers ``UNKNOWN``."""
 
     def __init__(self, K: int, budget: int):
         self.K, self.left = K, budget
+        self.per_decision = max(budget // 4, 1)  # one hard decision cannot spend it all
 
     def decide(self, w: np.ndarray, C: float) -> tuple[int, float]:
         """The verdict and, when feasible, the found packing's makespan (``<= C`` up to the slack)."""
@@ -140,7 +141,7 @@ class _Search:
 
     def pack(self, w: np.ndarray, C: float) -> tuple[int, _Completion]:
         """The verdict and the search (its ``members``: each bin's items when feasible)."""
-        search = _Completion(w, self.K, C * (1 + SLACK) + SLACK, max(self.left, 0))
+        search = _Completion(w, self.K, C * (1 + SLACK) + SLACK, max(min(self.left, self.per_decision), 0))
         verdict = search.run() if self.left > 0 else UNKNOWN
         self.left -= search.nodes
         return verdict, search
