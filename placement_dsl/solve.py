@@ -88,9 +88,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     values = compiled.varmap.values(start) if passed else None
     if budget is not None:
         time_limit = max(min(time_limit, budget - (time.perf_counter() - t0)), 0.1)
+    cutoff = None if plan.cutoff is None else plan.cutoff / compiled.objective_scale
     with scaled(compiled.objective_scale):  # progress reports in the problem's units
         outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
-                                                                   log_path=log_path), start=values)
+                                                                   log_path=log_path, cutoff=cutoff), start=values)
     result = _certify(compiled, outcome, method, solver, gap)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)

@@ -142,6 +142,25 @@ def test_windows_certify_below_the_target():
     assert certified_bound(problem, 3.0) == 3.0
 
 
+def test_the_target_is_the_solvers_cutoff(monkeypatch):
+    """Only placements below T* matter: the solver gets a cutoff just above T* (in model units), so a placement of
+    max load T* survives and min(T*, bound) stays the certificate."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl.formulations.chain import CUTOFF_SLACK
+
+    seen = []
+    real = solve_module.solve_model
+    monkeypatch.setattr(solve_module, "solve_model", lambda model, solver, options, start: seen.append(options.cutoff)
+                        or real(model, solver, options, start))
+    problem, optimum = testing.accelerators_cpu()
+    scale = compile(chain_problem(problem, optimum), "chain").objective_scale
+    above = solve(chain_problem(problem, optimum * 1.01), formulation="chain", solver="highs", time_limit=20)
+    assert above.status is Status.OPTIMAL and above.objective == pytest.approx(optimum)
+    solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert seen[0] * scale == pytest.approx(optimum * 1.01 * (1 + CUTOFF_SLACK), rel=1e-12) and seen[1] is None
+    assert 0 < CUTOFF_SLACK <= 1e-6
+
+
 def test_a_term_without_a_rule_is_refused_not_dropped():
     """A load target means windows in the chain formulation; elsewhere it has no rule, which is an error."""
     problem, optimum = testing.accelerators_cpu()

@@ -515,3 +515,14 @@ def test_residual_names_the_violated_row():
     x = np.zeros(lm.n_cols)
     x[2] = 0.25
     assert lm.residual(x) == (0.25, "x[2]")  # integrality
+
+
+@pytest.mark.parametrize("solver", ["highs", "scip"])
+def test_a_cutoff_below_the_lp_bound_ends_the_search(solver):
+    """P||Cmax runs into its time limit, but nothing lies below a cutoff under its LP bound sum(p)/k: the solver
+    prunes the root and ends proven (infeasible, or optimal with whatever it found above the cutoff)."""
+    m, p = makespan()
+    assert solve_model(m, solver, SolveOptions(time_limit=3)).status is Status.TIME_LIMIT_FEASIBLE
+    m, p = makespan()
+    out = solve_model(m, solver, SolveOptions(time_limit=3, cutoff=0.99 * sum(p) / 6))
+    assert out.status in (Status.INFEASIBLE, Status.OPTIMAL)

@@ -141,3 +141,23 @@ def test_target_search_bisects_to_the_optimum(seed: int) -> None:
     assert all(b is None or b <= best * (1 + 1e-9) for _, b, _ in log)
     assert all(problem.is_valid(p) and problem.evaluate(p).objective >= best * (1 - 1e-9) for p in found)
     assert any(ok and t < best for t, _, ok in log)  # a target below the optimum was proven empty
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(instances(), st.floats(0.5, 1.5))
+def test_windowed_bound_with_its_cutoff_never_passes_brute_force(instance: tuple[Graph, Cluster], scale: float) -> None:
+    """``min(T*, bound)`` of the windowed chain MIP (which prunes at ``T*``) is a bound at any target: a target below
+    the optimum is proven, a target above it finds the optimum itself (the DAG-ordered class of identical stages)."""
+    from placement_dsl.formulations.chain import windowed_bound
+
+    graph, cluster = instance
+    problem = Problem(graph, cluster, Bottleneck(), [DagOrder(), Overflow()])
+    best = optimum(problem)
+    if best <= 0:
+        return
+    target = best * scale
+    bound, proven, placement = windowed_bound(problem, target, 20)
+    assert proven and bound is not None and bound <= best * (1 + 1e-6)
+    assert bound == pytest.approx(min(target, best), rel=1e-6)
+    if placement is not None:
+        assert problem.is_valid(placement) and problem.evaluate(placement).objective >= best * (1 - 1e-9)

@@ -65,12 +65,15 @@ class Plan:
 
     ``problem`` is compiled (the input problem, or one with extra terms such as a load
     target); ``pass_start`` says whether the warm start goes to the solver as a MIP start
-    (otherwise it is only kept as the fallback answer); ``info`` is for :meth:`~Formulation.finish`.
+    (otherwise it is only kept as the fallback answer); ``info`` is for :meth:`~Formulation.finish`;
+    ``cutoff`` (cost-model units) lets the solver prune every node whose bound reaches it, when
+    only placements below it matter (:attr:`~placement_dsl.solvers.base.SolveOptions.cutoff`).
     """
 
     problem: Problem
     pass_start: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    cutoff: float | None = None
 
 
 class Formulation:

@@ -68,6 +68,9 @@ def _windows(term: LoadTarget, problem: Problem) -> list[BlockTemplate]:
     return [PositionWindows(term.target)] if math.isfinite(term.target) else []
 
 
+CUTOFF_SLACK = 1e-7  # relative: the cutoff sits this far above T*, so a placement of max load T* survives
+
+
 class ChainFormulation(Formulation):
     """The DP class as a MIP, with position windows from a warm start and the DP-class certificate.
 
@@ -87,6 +90,16 @@ class ChainFormulation(Formulation):
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
                 options: Mapping[str, Any]) -> Plan:
+        """The plan of :meth:`_plan`, with the solver's cutoff just above the :class:`LoadTarget` ``T*``: only
+        placements below ``T*`` matter, so nodes whose bound reaches it are pruned (``min(T*, bound)`` stays valid)."""
+        plan = self._plan(problem, start, start_eval, gap, options)
+        targets = [t.target for t in plan.problem.find(LoadTarget) if math.isfinite(t.target)]
+        if targets:
+            plan.cutoff = min(targets) * (1 + CUTOFF_SLACK)
+        return plan
+
+    def _plan(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
+              options: Mapping[str, Any]) -> Plan:
         windows = options.get("windows")
         unknown = sorted(set(options) - {"windows"})
         if unknown:
@@ -150,8 +163,9 @@ def certified_bound(problem: Problem, bound: float | None, infeasible: bool = Fa
     """``min(T*, bound)`` with the problem's :class:`LoadTarget` ``T*`` (the bound alone without one).
 
     ``bound`` is the solver's bound of the windowed model in cost-model units. A windowed model
-    proved ``infeasible`` certifies ``T*``; without a bound and without that proof (e.g. a time
-    limit before any bound) nothing is certified (``None``).
+    proved ``infeasible`` (nothing below the cutoff just above ``T*``, whatever bound the solver
+    last streamed) certifies ``T*``; without a bound and without that proof (e.g. a time limit
+    before any bound) nothing is certified (``None``).
 
     Examples
     --------
@@ -160,6 +174,8 @@ def certified_bound(problem: Problem, bound: float | None, infeasible: bool = Fa
     >>> p = chain_problem(Problem(Graph([Op(name="a", work=1)], []), Stages(1)), 2.0)
     >>> certified_bound(p, 3.0), certified_bound(p, 1.5), certified_bound(p, None, infeasible=True)
     (2.0, 1.5, 2.0)
+    >>> certified_bound(p, 1.5, infeasible=True)
+    2.0
     >>> certified_bound(p, None) is None
     True
     """
@@ -167,12 +183,14 @@ def certified_bound(problem: Problem, bound: float | None, infeasible: bool = Fa
     if not targets:
         return bound
     floor = min(targets)
-    if bound is None:
-        return floor if infeasible else None
-    return min(floor, bound)
+    if infeasible:
+        return floor
+    return None if bound is None else min(floor, bound)
 
 
-CLOSE = 0.02  # relative distance of floor and ceiling at which target_search tries the ceiling itself
+CLOSE = 0.02  # relative distance of floor and best placement at which target_search tries the placement's value
+STEP = 0.25  # of the way from the floor to the best placement: the next target while none has failed
+FINE = 1e-4  # relative distance of floor and a failed target below which target_search stops
 
 
 def windowed_bound(problem: Problem, target: float, seconds: float,
@@ -193,25 +211,27 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
     """The best ``min(T*, bound)`` over windowed chain MIPs at targets between ``floor`` and ``upper``.
 
     Every ``T*`` gives a valid bound (:class:`LoadTarget`), and a lower ``T*`` fixes more
-    positions, so the windowed model is smaller and its bound climbs faster. The first target
-    is halfway between the known bound ``floor`` and the best objective ``upper``; a target
-    proven (model empty or solved) raises the floor to it and the next target is halfway up
-    (the ceiling itself once within :data:`CLOSE` of it); a target not proven in its share of
-    time becomes the ceiling. Each round gets half of what
-    is left (the last all of it). Returns the best bound (at least ``floor``), the rounds
-    ``(target, bound, proven)`` and the placements the windowed models found.
+    positions and lets the solver prune more (its cutoff sits at ``T*``), so the model is
+    smaller and proven sooner; proving ``T*`` costs more the closer it is to the optimum. So
+    the targets climb: :data:`STEP` of the way from the floor to the best objective ``upper``
+    (``upper`` itself once within :data:`CLOSE`); a target proven (nothing below it, or the
+    windowed model solved) raises the floor to it; a target not proven in its share of time
+    raises the floor to the solver's bound and becomes a ceiling the targets then bisect
+    (never tried again), down to :data:`FINE`. Each round gets half of what is left (the last
+    all of it). Returns the best bound (at least ``floor``), the rounds ``(target, bound, proven)``
+    and the placements the windowed models found.
     """
     import time
 
     deadline = time.perf_counter() + seconds
-    lo, hi, best = floor, upper, floor
+    lo, hi, best, failed = floor, upper, floor, False
     log: list[tuple[float, float | None, bool]] = []
     found: list[Placement] = []
     for i in range(rounds):
         left = deadline - time.perf_counter()
-        if left <= 1.0 or hi <= lo * (1 + 1e-6):
+        if left <= 1.0 or hi <= lo * (1 + (FINE if failed else 1e-6)):
             break
-        target = hi if hi - lo <= CLOSE * hi else (lo + hi) / 2
+        target = hi if not failed and hi - lo <= CLOSE * hi else lo + (hi - lo) * (0.5 if failed else STEP)
         bound, proven, placement = windowed_bound(problem, target, left if i == rounds - 1 else left / 2, solver)
         log.append((target, bound, proven))
         if placement is not None:
@@ -220,10 +240,9 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
             best = max(best, bound)
         if proven and bound is not None and bound < target * (1 - 1e-9):
             break  # the windowed optimum lies below T*: it is the optimum
-        if proven:
-            lo = max(lo, best)
-        else:
-            lo, hi = max(lo, best), target
+        lo = max(lo, best)
+        if not proven:
+            hi, failed = target, True
     return best, log, found
 
 

@@ -96,6 +96,11 @@ class SolveOptions:
     isolate
         Run the solver in a child process that can be stopped at any moment (default). With
         ``False`` the solver runs in this process and is stopped through its interrupt API only.
+    cutoff
+        Seek only solutions of objective below it (model units): the solver may prune any node
+        whose bound reaches it, so it may end infeasible or optimal above it with nothing found
+        below. Its bound ``b`` then only says ``min(cutoff, b) <= min(cutoff, optimum)``.
+        ``None``: no cutoff. Backends without the option ignore it.
     """
 
     time_limit: float = 60.0
@@ -105,6 +110,7 @@ class SolveOptions:
     verbose: bool = False
     grace: float = 0.5
     isolate: bool = True
+    cutoff: float | None = None
 
     def __post_init__(self) -> None:
         if not self.time_limit > 0:

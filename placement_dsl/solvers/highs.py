@@ -62,6 +62,8 @@ def _configure(h, options: SolveOptions, seconds: float) -> None:
     h.setOptionValue("threads", int(options.threads))
     h.setOptionValue("time_limit", max(seconds, 0.01))
     h.setOptionValue("mip_rel_gap", float(options.gap))
+    if options.cutoff is not None:
+        h.setOptionValue("objective_bound", float(options.cutoff))
 
 
 def _hand_off(h, lm: LinearModel) -> None:

@@ -80,6 +80,8 @@ def _load(lm: LinearModel, options: SolveOptions, tmp: Path, log: Path):
         cols[int(var.name[1:])] = var
     model.setParam("parallel/maxnthreads", int(options.threads))
     model.setParam("limits/gap", float(options.gap))
+    if options.cutoff is not None:
+        model.setObjlimit(float(options.cutoff))
     return model, cols
 
 
