@@ -11,6 +11,7 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import ideal_solve
 from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
 
 MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"), CostModel.named("bottleneck"),
@@ -40,10 +41,10 @@ def clusters(draw) -> Cluster:
                                 cpus=draw(st.integers(0, 2)), cpu_memory=draw(st.sampled_from([math.inf, 30.0])))
 
 
-def _value(graph, cluster, model, upper_bound, replication=False):
+def _value(graph, cluster, model, upper_bound, replication=False, descend=False):
     su = _setup(graph, cluster, model, replication, True)
     try:
-        sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=upper_bound)
+        sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=upper_bound, descend=descend)
     except InfeasibleError:
         return math.inf, 0
     return sol.value, info["pairs"]
@@ -51,13 +52,14 @@ def _value(graph, cluster, model, upper_bound, replication=False):
 
 @settings(max_examples=60, deadline=None)
 @given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans(),
-       slack=st.sampled_from([0.0, 1e-6, 0.1, 1.0]))
-def test_pruned_dp_equals_unpruned(graph, cluster, model, replication, slack):
-    """An incumbent at the optimum (the tightest prune) or above it leaves the optimum unchanged."""
+       slack=st.sampled_from([0.0, 1e-6, 0.1, 1.0]), descend=st.booleans())
+def test_pruned_dp_equals_unpruned(graph, cluster, model, replication, slack, descend):
+    """An incumbent at the optimum (the tightest prune) or above it leaves the optimum unchanged,
+    in one exact sweep and in the descending search by feasibility runs."""
     exact, _ = _value(graph, cluster, model, None, replication)
     if not math.isfinite(exact):
         return
-    pruned, _ = _value(graph, cluster, model, exact * (1 + slack), replication)
+    pruned, _ = _value(graph, cluster, model, exact * (1 + slack), replication, descend)
     assert pruned == pytest.approx(exact, rel=1e-9, abs=1e-12)
 
 
@@ -86,7 +88,7 @@ def test_dead_states_and_transfers_prune_beyond_the_work_cutoff():
               [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)])
     su = _setup(g, Cluster.accelerators(3), CostModel(), False, True)
     exact, free = _value(g, Cluster.accelerators(3), CostModel(), None)
-    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact)
+    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact, descend=False)
     assert sol.value == exact == 12.0 and info["pairs"] < free
     lat = ideal_lattice(su.con)
     work = g.work("accelerator")
@@ -95,3 +97,46 @@ def test_dead_states_and_transfers_prune_beyond_the_work_cutoff():
     cutoff = sum(1 for i in range(1, lat.count) for j in range(lat.count)
                  if sets[j] < sets[i] and load[i] - load[j] <= exact * (1 + 1e-9))
     assert info["pairs"] < 0.7 * cutoff, (info["pairs"], cutoff)
+
+
+def _reference(su):
+    """The DP with neither incumbent nor the walk's work cut (``mfw``)."""
+    saved, ideal_solve.PRUNE_WORK = ideal_solve.PRUNE_WORK, False
+    try:
+        return ideal_solve.solve(ideal_lattice(su.con), su.classes, su.model, su.replication, math.inf)
+    finally:
+        ideal_solve.PRUNE_WORK = saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans())
+def test_work_cut_and_descent_equal_the_reference(graph, cluster, model, replication):
+    """The work cut alone, and the descending search from the reference's value and from far above it."""
+    su = _setup(graph, cluster, model, replication, True)
+    ref = _reference(su).value
+    lat = ideal_lattice(su.con)
+    plain = ideal_solve.solve(lat, su.classes, su.model, su.replication, math.inf)
+    assert plain.value == pytest.approx(ref, rel=1e-9, abs=1e-12) if math.isfinite(ref) else plain.value == ref
+    if math.isfinite(ref):
+        for ub in (ref, 2 * ref + 1):
+            sol = ideal_solve.solve(lat, su.classes, su.model, su.replication, ub, descend=True)
+            assert sol.value == pytest.approx(ref, rel=1e-9, abs=1e-12) and sol.stages
+
+
+@settings(max_examples=80, deadline=None)
+@given(works=st.lists(st.floats(0.1, 10.0, allow_nan=False), min_size=4, max_size=12), k=st.integers(2, 4),
+       branches=st.integers(1, 2))
+def test_target_at_the_optimum_is_feasible(works, k, branches):
+    """Stages of pure work (no tensors): the optimal bottleneck stage's work *is* the optimum, so the
+    work cut is tight there (``cw(J') = cw(I) - T`` up to rounding). The feasibility run at exactly
+    the optimum must find it, the one just below must not; a cut tightened by an epsilon (or without
+    its rounding slack) loses the optimal stage and fails here."""
+    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
+    half = len(works) // branches
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
+    su = _setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), False, True)
+    ref = _reference(su).value
+    lat = ideal_lattice(su.con)
+    for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref
+        sol = ideal_solve.solve(lat, su.classes, su.model, False, ref, descend=descend)
+        assert sol.value == ref and sol.stages, (descend, sol.value, ref)

@@ -290,19 +290,47 @@ def _removed(big, small):
 
 
 @njit(cache=True)
-def _below_some(dp, I, lb, c, counts, live, rem_j, remaining, ub, max_rep):
+def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, cw, mfw, prune_work):
     """Whether some ``J' ⊆ J`` could still improve a live ``dp[I, s]`` with a stage on class ``c``.
 
-    Both tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
+    The tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
     does the work outside ``J`` (``rem_j``), which must fit the devices left once the stage
-    takes its replicas (at most ``max_rep``) from ``s``.
+    takes its replicas (at most ``max_rep``) from ``s``. A state at the floor ``lo`` is final.
+    With ``prune_work``, some ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` must also leave the
+    stage less cheapest work than ``dp[I, s]`` and ``ub`` (``mfw[J]``: the most such work below ``J``).
     """
     for s in range(counts.shape[0]):
-        if live[s] and counts[s, c] >= 1 and lb < dp[I, s]:
+        d = dp[I, s]
+        if live[s] and counts[s, c] >= 1 and lb < d and lo < d:
+            if prune_work:  # a useful J' leaves the stage less work than dp[I, s] and at most ub
+                most = min(d, ub)
+                if mfw[J, s - strides[c]] < cw[I] - most - (1e-9 * (cw[I] + most) + 1e-12):
+                    continue
             left = remaining[s] + min(counts[s, c], max_rep)
             if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
                 return True
     return False
+
+
+@njit(cache=True)
+def _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx):
+    """``mfw[I, s]``: the largest cheapest work of an ideal ``J ⊆ I`` with a finite ``dp[J, s]``."""
+    for s in range(dp.shape[1]):
+        best = cw[I] if dp[I, s] < INF else -INF
+        for p in range(sub_ptr[I], sub_ptr[I + 1]):
+            best = max(best, mfw[sub_idx[p], s])
+        mfw[I, s] = best
+
+
+@njit(cache=True)
+def _unused(dp, back_j, back_c, I, counts, strides, live):
+    """Leave a device unused: ``dp[I, s] <= dp[I, s - e_c]`` (states in increasing index order)."""
+    for s in range(counts.shape[0]):
+        for c in range(strides.shape[0]):
+            if live[s] and counts[s, c] > 0 and dp[I, s - strides[c]] < dp[I, s]:
+                dp[I, s] = dp[I, s - strides[c]]
+                back_j[I, s] = -1
+                back_c[I, s] = c
 
 
 @njit(cache=True)
@@ -322,7 +350,7 @@ def _live_states(rem, remaining, ub, live):
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-          counts, strides, ub, rem_work, remaining):
+          counts, strides, ub, rem_work, remaining, lo, cw, prune_work):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
 
     For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
@@ -346,6 +374,14 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     ``ovf_scale`` per byte (Archer eq. 2; 0 on host devices). Transfers cost ``scale`` per
     byte (0 on host devices); the all-reduce of a replicated stage ``inv_bw`` per byte.
 
+    Floor ``lo`` (a lower bound on the answer, or a target): ``dp[∅, ·] = lo``, so every value is
+    ``max(lo, ·)`` of the unfloored one (max distributes over min) and the answer is
+    ``max(lo, optimum)``; a state that reaches ``lo`` is final and its walk stops. With ``lo = ub``
+    this is a feasibility test (``ub`` or ``inf``). With ``prune_work`` (no replication) the walk
+    below ``J`` also stops once no ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` leaves the stage
+    ``I \\ J'`` less cheapest work ``cw`` than ``dp[I, s]`` (``mfw``, filled bottom-up), which
+    cuts the many cheap stages over ideals whose every split is already too costly.
+
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
     ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).
     """
@@ -356,7 +392,9 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     back_j = np.full((N, S), -2, np.int32)
     back_c = np.zeros((N, S), np.int8)
     back_k = np.ones((N, S), np.int16)
-    dp[0, :] = 0.0
+    dp[0, :] = lo
+    mfw = np.full((N, S), -INF)  # per (J, s): most cheapest work of a J' ⊆ J with finite dp[J', s]
+    _most_work_below(mfw, dp, 0, cw, sub_ptr, sub_idx)
     stamp = np.full(N, -1, np.int64)
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
@@ -369,6 +407,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     visited = 0
     for I in range(1, N):
         if not _live_states(rem_work[I], remaining, ub, live):
+            _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx)
             continue
         row_i = ideals[I]
         top = 0
@@ -397,7 +436,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     lb = base
                     for k in range(2, max_rep[c] + 1):
                         lb = min(lb, _replicated(mode, base, sync, k))
-                    ok = lb <= ub and _below_some(dp, I, lb, c, counts, live, rem_work[J], remaining, ub, max_rep[c])
+                    ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
+                                                  max_rep[c], lo, cw, mfw, prune_work)
                     lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok
@@ -415,6 +455,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 continue
             s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
             dm = mem[I] - mem[J]
+            improved = False
             for c in range(C):
                 if not alive[c]:
                     continue
@@ -437,12 +478,45 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                             back_j[I, s] = J
                             back_c[I, s] = c
                             back_k[I, s] = k
+                            improved = True
+            if improved:  # a state at the floor finishes the states with more devices at once
+                _unused(dp, back_j, back_c, I, counts, strides, live)
         for p in range(sptr[I], sptr[I + 1]):
             leaving[towner[sidx[p]]] = 0.0
-        for s in range(S):
-            for c in range(C):
-                if live[s] and counts[s, c] > 0 and dp[I, s - strides[c]] < dp[I, s]:
-                    dp[I, s] = dp[I, s - strides[c]]
-                    back_j[I, s] = -1
-                    back_c[I, s] = c
+        _unused(dp, back_j, back_c, I, counts, strides, live)
+        _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx)
     return dp, back_j, back_c, back_k, visited
+
+
+@njit(cache=True)
+def split_value(steps, ideals, work, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+                tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi):
+    """The max-load of a split given as ``(I, J, class, replicas)`` rows, in :func:`sweep`'s arithmetic.
+
+    The unfloored DP's value of that split, bit for bit: a descending search compares it with
+    the next target.
+    """
+    value = 0.0
+    for r in range(steps.shape[0]):
+        I, J, c, k = steps[r, 0], steps[r, 1], steps[r, 2], steps[r, 3]
+        s_in, s_out = _stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+        dm = mem[I] - mem[J]
+        ovf = 0.0
+        if soft and dm > cap[c]:
+            ovf = (dm - cap[c]) * ovf_scale[c]
+        base = _load(mode, work[c, I] - work[c, J], s_in * scale[c], s_out * scale[c], ovf)
+        value = max(value, _replicated(mode, base, (param[I] - param[J]) * inv_bw[c], k))
+    return value
+
+
+@njit(cache=True)
+def lookup(ideals, rows):
+    """The ids of ``rows`` (bitsets) among ``ideals``, -1 where absent (one hash table over the ideals)."""
+    size = 1
+    while size < 2 * ideals.shape[0]:
+        size *= 2
+    table = _rehash(ideals, ideals.shape[0], size)
+    out = np.empty(rows.shape[0], np.int64)
+    for r in range(rows.shape[0]):
+        _, out[r] = _insert(table, ideals, ideals.shape[0], rows[r])
+    return out

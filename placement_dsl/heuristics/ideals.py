@@ -39,8 +39,11 @@ id); stage costs come from per-ideal prefix sums and the tensors on ``I``'s fron
 some device's memory and stays under an incumbent max-load (the DPL split) are visited.
 The incumbent also kills states: ``(I, s)`` lives only if the least work outside ``I`` fits the
 devices ``s`` leaves at the incumbent each, and the walk below ``J`` stops once the stage's
-work plus the tensors it sends out of ``I`` reaches the current ``dp[I, s]`` of every live state
-(exact for every answer at or below the incumbent; ``tests/test_ideals_pruning.py``).
+work plus the tensors it sends out of ``I`` reaches the current ``dp[I, s]`` of every live state,
+or once no sub-ideal below ``J`` that has a split leaves the stage less work than that.
+With an incumbent, :mod:`.ideal_solve` searches downward by feasibility runs (is every stage
+``<= T``?), which prune far harder than one exact run; the DPL split is often proven optimal by
+a single run just below its value (exact; ``tests/test_ideals_pruning.py``).
 """
 from __future__ import annotations
 
@@ -48,25 +51,26 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
-from ..replication import ALLREDUCE_FACTOR
 from . import ideal_kernels as K
 from .base import HeuristicResult
 from .contract import Contraction, contract
 
+if TYPE_CHECKING:
+    from .ideal_solve import Solution
+
 MAX_STATES = 4096
 MAX_TABLE = 200_000_000  # DP cells (ideals x device-count states); about 15 bytes each
 DEFAULT_MAX_IDEALS = 2_000_000
-_MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
 
 
 # ---------------------------------------------------------------------------- devices
@@ -195,99 +199,6 @@ def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(counts, dtype=np.int64), strides
 
 
-# ---------------------------------------------------------------------------- solve
-@dataclass
-class _Solution:
-    value: float
-    stages: list[tuple[np.ndarray, int, int]]  # (supernodes, class, replicas), pipeline order
-    visited: int
-    seconds: dict[str, float]
-    table_bytes: int = 0  # the DP's arrays besides the lattice (sums, boundaries, table, back-links, scratch)
-
-
-def _solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
-           ub: float, max_replicas: int | None = None) -> _Solution:
-    if model.training_memory is not None:
-        return _solve_memory(lat, classes, model, ub)
-    con = lat.contraction
-    t0 = time.perf_counter()
-    work, unsup, mem, param = _node_costs(con, classes)
-    cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)  # each node's least work over the classes
-    cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
-    sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
-    C = len(classes)
-    i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
-    i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
-    rem_work = sums[-1, 2 * C + 2] - sums[:, 2 * C + 2]  # least work outside each ideal
-    tmask, towner, tcost, tlo, thi = _tensors(con)
-    tin, tout, sptr, sidx = K.boundaries(lat.ideals, tmask, towner, tcost, tlo, thi)
-    counts, strides = _states(classes)
-    cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
-    inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
-    host = np.array([c.host for c in classes])
-    scale = np.where(host, 0.0, inv_bw)  # host devices pay no transfers and no overflow
-    t1 = time.perf_counter()
-    dp, back_j, back_c, back_k, visited = K.sweep(
-        lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
-        cap, scale, ALLREDUCE_FACTOR * inv_bw, scale, model.memory is MemoryMode.OVERFLOW,
-        np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1 for c in classes],
-                 dtype=np.int64),
-        _MODES[model.overlap], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, float(ub),
-        rem_work, (counts[-1].sum() - counts.sum(axis=1)).astype(np.float64))
-    t2 = time.perf_counter()
-    stages = _backtrack(lat, dp, back_j, back_c, back_k, strides)
-    scratch = 2 * 8 * lat.count  # the walk's stamp and stack
-    used = sum(a.nbytes for a in (sums, tin, tout, sptr, sidx, dp, back_j, back_c, back_k)) + scratch
-    return _Solution(float(dp[-1, -1]), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)
-
-
-def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, ub: float) -> _Solution:
-    """The suffix DP of :mod:`.ideal_memory` (one class of accelerators, memory per schedule)."""
-    from .ideal_memory import sweep_suffix
-
-    con, spec, cls = lat.contraction, model.training_memory, classes[0]
-    t0 = time.perf_counter()
-    work, unsup, _, param = _node_costs(con, classes)
-    g = con.graph
-    act = np.bincount(con.image, weights=np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes),
-                      minlength=con.n_nodes)
-    sums = K.ideal_sums(lat.ideals, np.column_stack([work[0], unsup[0], param, act]))
-    every, forward = _tensors(con), _tensors(con, forward_only=True)  # all tensors; the stashed inputs
-    io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, *t), *t)]
-    inflight = np.concatenate([[0.0], spec.inflight(np.arange(1, cls.count + 1), 1)])
-    t1 = time.perf_counter()
-    f, back, visited = sweep_suffix(
-        lat.ideals, lat.sub_ptr, lat.sub_idx, sums[:, 0].copy(), np.rint(sums[:, 1]).astype(np.int64),
-        sums[:, 2].copy(), sums[:, 3].copy(), cls.memory * (1 + REL_TOL), 1.0 / cls.bandwidth,
-        _MODES[model.overlap], *io, spec.state_factor, inflight, spec.recompute, float(ub))
-    t2 = time.perf_counter()
-    stages: list[tuple[np.ndarray, int, int]] = []
-    J, h = 0, int(np.argmin(f[0]))
-    while np.isfinite(f[0].min()) and J != lat.count - 1:  # first stage first: pipeline order
-        I = int(back[J, h])
-        stages.append((np.setdiff1d(lat.nodes(I), lat.nodes(J)), 0, 1))
-        J, h = I, h - 1
-    used = sum(a.nbytes for a in (sums, f, back, *io)) + 2 * 8 * lat.count
-    return _Solution(float(f[0].min()), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)
-
-
-def _backtrack(lat, dp, back_j, back_c, back_k, strides) -> list[tuple[np.ndarray, int, int]]:
-    if not np.isfinite(dp[-1, -1]):
-        return []
-    stages = []
-    i, s = lat.count - 1, dp.shape[1] - 1
-    while i != 0:
-        j, c, k = int(back_j[i, s]), int(back_c[i, s]), int(back_k[i, s])
-        if j == -1:
-            s -= int(strides[c])
-            continue
-        stage = np.setdiff1d(lat.nodes(i), lat.nodes(j))
-        stages.append((stage, c, k))
-        s -= k * int(strides[c])
-        i = j
-    return stages[::-1]
-
-
 def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
            stages: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, dict[str, list[str]]]:
     """Supernode stages -> op assignment (devices of a class in cluster order) and replica sets."""
@@ -388,7 +299,10 @@ def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replic
                         "the end on identical accelerators with hard memory); use method 'pipeline'")
 
 
-def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None) -> tuple[_Solution, dict]:
+def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
+            incumbent: list | None = None, descend: bool = True) -> tuple[Solution, dict]:
+    from .ideal_solve import solve
+
     """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP."""
     t0 = time.perf_counter()
     con = su.con
@@ -403,11 +317,12 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
-    sol = _solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas)
+    sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, incumbent)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
-        sol = _solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
+        sol = solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
+    info["runs"] = sol.runs
     lattice = lat.ideals.nbytes + lat.sub_ptr.nbytes + lat.sub_idx.nbytes
     info["memory"] = {"lattice_bytes": lattice, "table_bytes": sol.table_bytes, "peak_rss_bytes": peak_rss()}
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, pairs=sol.visited, best=sol.value)
@@ -438,7 +353,7 @@ def _infeasible_message(su: _Setup, linearize: bool) -> str:
             "(CostModel(memory='overflow'))")
 
 
-def _result(method: str, su: _Setup, sol: _Solution, info: dict[str, Any], start: float,
+def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start: float,
             exact: bool) -> HeuristicResult:
     assign, replicas = _place(su.con, su.cluster, su.classes, sol.stages)
     placement = Placement(su.graph, su.cluster, assign, source=method, replicas=replicas or None)
@@ -506,13 +421,14 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     del seed  # deterministic
     start = time.perf_counter()
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
-    ub = None
+    ub, split = None, None
     if incumbent:
         try:
-            ub = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0].value
+            first = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0]
+            ub, split = first.value, first.stages
         except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
             ub = None
-    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub)
+    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split)
     info["incumbent"] = ub
     return _result("dp", su, sol, info, start, exact=True)
 
