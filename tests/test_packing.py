@@ -167,3 +167,18 @@ def test_gnmt_inference_polish_from_the_packing_reaches_the_paper(dnn_partitioni
                  start=packed_start(problem.graph, problem.cluster), seed=0)
     assert problem.violations(result.placement) == []
     assert result.objective < 31.69 and (result.objective - packing_bound(problem.graph, problem.cluster)) < 0.02
+
+
+@pytest.mark.slow
+def test_certify_proves_gnmt_inference_within_a_percent(dnn_partitioning):
+    """Default non-contiguous levels: the packing bound and polish from the packing certify 31.6873 / 31.669."""
+    from placement_dsl.certify import certify
+    from placement_dsl.cli.problems import problem_for_method
+    from placement_dsl.io import load_workload
+
+    path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
+    problem = problem_for_method(load_workload(path), method="ip-noncontig")
+    cert = certify(problem, budget=60)
+    assert problem.violations(cert.placement) == []
+    assert cert.proved_by == "simple" and cert.found_by == "polish-packed"
+    assert cert.objective < 31.69 and cert.gap <= 0.001
