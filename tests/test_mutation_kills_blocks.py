@@ -220,3 +220,56 @@ def test_position_windows_cut_the_positions_whose_floor_exceeds_the_target():
     assert sorted(windows.window_acc) == [("a", 2), ("c", 1)]
     assert windows.window_acc.doc == "xa[g, b] = 0: its floor tau exceeds the target 6"
     assert windows.window_cpu.doc == "xc[g, j, b] = 0: its floor tau exceeds the target 6"
+
+
+# ---------------------------------------------------------------------------- chain: CPUs in gaps
+def test_cpus_sharing_a_gap_run_in_index_order():
+    # u -> v -> w (accelerator 1, CPU 2, unit tensors) on one accelerator and two CPUs (hosts: no transfers).
+    # Pinned u on cpu1, v on cpu0, w on acc0: v reads from a higher-index CPU, so cpu0 needs a later gap than
+    # cpu1, yet v feeds the accelerator, so cpu0 sits before it — outside the DP's class. The mirror image
+    # (u on cpu0, v on cpu1) is inside: max(2, 2, 1 + 1) = 2
+    from placement_dsl.constraints import Pin
+    from placement_dsl.solvers import Status
+
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 2}, out_bytes=1) for n in "uvw"]
+    g = Graph(ops, [("u", "v"), ("v", "w")])
+    for first, second, status in (("cpu1", "cpu0", Status.INFEASIBLE), ("cpu0", "cpu1", Status.OPTIMAL)):
+        problem = Problem(g, Cluster.accelerators(1, cpus=2), Bottleneck(),
+                          [Pin("u", first), Pin("v", second), Pin("w", "acc0")])
+        r = solve(problem, formulation="chain", solver="highs", time_limit=20)
+        assert r.status is status, (first, second)
+        assert r.objective == (2.0 if status is Status.OPTIMAL else None)
+    # one row per forward edge, CPU pair (cpu0, cpu1) and gap (before and after the accelerator)
+    assert len(compile(problem, "chain").model.dag_order.cpu_order) == 2 * 1 * 2
+    # a CPU sits in one gap: u on cpu0 before the accelerator and w's consumer z on cpu0 after it is outside
+    problem = Problem(Graph([*ops, Op(name="z", work={"accelerator": 1, "cpu": 2})], [("u", "w"), ("w", "z")]),
+                      Cluster.accelerators(1, cpus=2), Bottleneck(), [Pin("u", "cpu0"), Pin("w", "acc0"),
+                                                                      Pin("z", "cpu0")])
+    assert solve(problem, formulation="chain", solver="highs", time_limit=20).status is Status.INFEASIBLE
+
+
+def test_chain_components_are_documented_and_equalities_refused_by_name():
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import chain_view
+    from placement_dsl.constraints import Memory
+    from placement_dsl.errors import SpecError
+    from placement_dsl.formulations.chain import chain_problem
+
+    # every block of the chain formulation (CPU gaps, slots, order, cut, ancestor cuts, windows) with CPUs
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 2}, out_bytes=1, param_bytes=1) for n in "uvw"]
+    g = Graph(ops, [("u", "v"), ("v", "w")])
+    problem = chain_problem(Problem(g, Cluster.accelerators(2, memory=2.0, cpus=2), Bottleneck(), [Memory()]), 4.0)
+    model = compile(problem, "chain").model
+    kinds = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective)
+    names = set()
+    for comp in model.component_objects(kinds, descend_into=True):
+        if not comp.local_name.endswith("_index"):
+            assert comp.doc, comp.name
+            names.add(comp.name)
+    assert {"cpu_gaps.cpus", "cpu_gaps.one_gap", "assignment.acc_slot", "assignment.last_slot",
+            "dag_order.precedes", "position_windows.window_acc"} <= names
+    # the templates refuse equality colocation themselves (a custom formulation may not go through the rule)
+    equalities = Problem(g, Cluster.accelerators(2), Bottleneck(), [Colocate([["u", "w"]], shared=False)])
+    with pytest.raises(SpecError, match=r"chain formulation: colocation groups must share variables; "
+                                        r"use Colocate\(\.\.\., shared=True\)"):
+        chain_view(Context(equalities))
