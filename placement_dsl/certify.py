@@ -343,7 +343,8 @@ def _chain(run: _Run, seconds: float) -> Outcome:
     scope = run.scope if ordered else DP_CLASS
     if run.dp is None and ordered and run.best[1] is not None:  # targets bisected below the best placement
         from .formulations.chain import target_level
-        bound, done, note, found = target_level(run.problem, run.best[0], run.bound[0], seconds, run.solver)
+        bound, done, note, found = target_level(run.problem, run.best[0], run.bound[0], seconds, run.solver,
+                                                start=run.best[1])
         for placement in found:
             run.offer(placement, "chain")
         return bound, LevelStatus.OPTIMAL if done else LevelStatus.TIME_LIMIT, note, scope

@@ -36,10 +36,13 @@ class LoadTarget(Term):
 
     The ``chain`` formulation realizes it by :class:`~placement_dsl.blocks.chain.PositionWindows`;
     with an incumbent of value ``UB`` and ``target = UB / (1 + gap)`` the optimum is certified
-    within ``gap`` by ``min(target, bound)``. Other formulations have no rule for it.
+    within ``gap`` by ``min(target, bound)``. Other formulations have no rule for it. With ``prune``
+    (default) the solver also prunes at ``target`` (a cutoff), so it finds no placement above it;
+    without, it may return better placements above ``target`` than the start (same bound).
     """
 
     target: float = math.inf
+    prune: bool = True
 
     def __post_init__(self) -> None:
         if not self.target > 0:
@@ -93,7 +96,7 @@ class ChainFormulation(Formulation):
         """The plan of :meth:`_plan`, with the solver's cutoff just above the :class:`LoadTarget` ``T*``: only
         placements below ``T*`` matter, so nodes whose bound reaches it are pruned (``min(T*, bound)`` stays valid)."""
         plan = self._plan(problem, start, start_eval, gap, options)
-        targets = [t.target for t in plan.problem.find(LoadTarget) if math.isfinite(t.target)]
+        targets = [t.target for t in plan.problem.find(LoadTarget) if math.isfinite(t.target) and t.prune]
         if targets:
             plan.cutoff = min(targets) * (1 + CUTOFF_SLACK)
         return plan
@@ -153,10 +156,10 @@ written with Archer et al.'s cumulative variables, CPUs in gaps of the accelerat
 ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``)."""))
 
 
-def chain_problem(problem: Problem, target: float) -> Problem:
+def chain_problem(problem: Problem, target: float, prune: bool = True) -> Problem:
     """``problem`` with a :class:`LoadTarget` (replacing any earlier one)."""
     kept = [t for t in problem.constraints if not isinstance(t, LoadTarget)]
-    return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LoadTarget(target)])
+    return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LoadTarget(target, prune)])
 
 
 def certified_bound(problem: Problem, bound: float | None, infeasible: bool = False) -> float | None:
@@ -193,13 +196,14 @@ STEP = 0.25  # of the way from the floor to the best placement: the next target 
 FINE = 1e-4  # relative distance of floor and a failed target below which target_search stops
 
 
-def windowed_bound(problem: Problem, target: float, seconds: float,
-                   solver: str = "highs") -> tuple[float | None, bool, Placement | None]:
+def windowed_bound(problem: Problem, target: float, seconds: float, solver: str = "highs",
+                   prune: bool = True) -> tuple[float | None, bool, Placement | None]:
     """``min(T*, bound)`` of the chain MIP windowed at ``target`` within ``seconds`` (build included), whether
-    it is proven (the windowed model solved or found empty), and the placement it found (max load ``<= T*``)."""
+    it is proven (the windowed model solved or found empty), and the placement it found (with ``prune``, only
+    placements below the cutoff just above ``T*`` are sought; without, the solver's incumbents above it too)."""
     from ..solve import solve
 
-    res = solve(chain_problem(problem, target), formulation="chain", solver=solver, time_limit=seconds, gap=1e-6,
+    res = solve(chain_problem(problem, target, prune), formulation="chain", solver=solver, time_limit=seconds, gap=1e-6,
                 budget=seconds)
     proven = res.status in (Status.OPTIMAL, Status.INFEASIBLE)
     bound = res.bound if res.bound is not None else (target if res.status is Status.INFEASIBLE else None)
@@ -216,9 +220,10 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
     the targets climb: :data:`STEP` of the way from the floor to the best objective ``upper``
     (``upper`` itself once within :data:`CLOSE`); a target proven (nothing below it, or the
     windowed model solved) raises the floor to it; a target not proven in its share of time
-    raises the floor to the solver's bound and becomes a ceiling the targets then bisect
-    (never tried again), down to :data:`FINE`. Each round gets half of what is left (the last
-    all of it). Returns the best bound (at least ``floor``), the rounds ``(target, bound, proven)``
+    raises the floor to the solver's bound and becomes a ceiling (never tried again). The
+    target halfway below it then gets all the time left, without the cutoff: pruned targets
+    find no placement, and this round's incumbents may lower the best placement (a proof
+    there would rather end the search). Each round before gets half of what is left. Returns the best bound (at least ``floor``), the rounds ``(target, bound, proven)``
     and the placements the windowed models found.
     """
     import time
@@ -232,7 +237,8 @@ def target_search(problem: Problem, upper: float, floor: float, seconds: float, 
         if left <= 1.0 or hi <= lo * (1 + (FINE if failed else 1e-6)):
             break
         target = hi if not failed and hi - lo <= CLOSE * hi else lo + (hi - lo) * (0.5 if failed else STEP)
-        bound, proven, placement = windowed_bound(problem, target, left if i == rounds - 1 else left / 2, solver)
+        last = failed or i == rounds - 1
+        bound, proven, placement = windowed_bound(problem, target, left if last else left / 2, solver, prune=not failed)
         log.append((target, bound, proven))
         if placement is not None:
             found.append(placement)
@@ -253,40 +259,61 @@ def _stage_cut_floor(problem: Problem) -> float:
     return 0.0 if local.problem_applies(problem) else local.problem_bound(problem)[0]
 
 
-BRKGA_SHARE = 0.25  # of target_level's budget spent on a longer BRKGA run: a lower ceiling for the targets
+BRKGA_SHARE = 0.1  # of target_level's budget spent on a longer BRKGA run: a lower ceiling for the targets
+DESCENT_SHARE = 0.15  # ... and on single-op moves from the best placement (heuristics.chain_descent)
+BRKGA_CHUNK = 2000  # evaluations per BRKGA run after the first
 
 
 def _longer_brkga(problem: Problem, seconds: float) -> list[Placement]:
-    """BRKGA (seed 1, then seed 2 with as many evaluations as ``seconds`` allow, at most 50,000)."""
+    """BRKGA (seed 1), then runs of :data:`BRKGA_CHUNK` evaluations (seeds 2, 3, ...) seeded with the best keys so
+    far while the clock allows another (at most 50,000 evaluations): a loaded machine cannot overrun ``seconds``
+    by more than one run."""
     import time
 
     from ..heuristics import run
 
     g, c, model = problem.graph, problem.cluster, problem.cost_model()
+    deadline = time.perf_counter() + seconds
     t0 = time.perf_counter()
-    first = run("brkga", g, c, model=model, seed=1)
+    best = run("brkga", g, c, model=model, seed=1)
     per = max(time.perf_counter() - t0, 1e-6) / 1000
-    count = int(min(50_000, (seconds - (time.perf_counter() - t0)) / per))
-    return [first.placement] + ([run("brkga", g, c, model=model, seed=2, evaluations=count).placement]
-                                if count >= 1000 else [])
+    out, seed = [best.placement], 2
+    while (seed - 1) * BRKGA_CHUNK < 50_000 and deadline - time.perf_counter() > per * BRKGA_CHUNK:
+        t0 = time.perf_counter()
+        res = run("brkga", g, c, model=model, seed=seed, evaluations=BRKGA_CHUNK, initial=best.info["keys"][None])
+        per, seed = max(time.perf_counter() - t0, 1e-6) / BRKGA_CHUNK, seed + 1
+        if res.objective < best.objective:
+            best = res
+            out.append(res.placement)
+    return out
 
 
-def target_level(problem: Problem, upper: float, floor: float, seconds: float,
-                 solver: str = "highs") -> tuple[float, bool, str, list[Placement]]:
-    """:func:`target_search` from the largest of ``floor``, the ancestor and the stage-cut bounds, below the better of ``upper``
-    and a longer BRKGA run (:data:`BRKGA_SHARE` of the time): the bound, whether it meets the best placement
-    or a windowed optimum (proven optimal), a note, and the placements found."""
+def _best(problem: Problem, placements: list[Placement]) -> Placement | None:
+    valid = [p for p in placements if p is not None and problem.is_valid(p)]
+    return min(valid, key=lambda p: problem.evaluate(p).objective, default=None)
+
+
+def target_level(problem: Problem, upper: float, floor: float, seconds: float, solver: str = "highs",
+                 start: Placement | None = None) -> tuple[float, bool, str, list[Placement]]:
+    """:func:`target_search` from the largest of ``floor``, the ancestor and the stage-cut bounds, below the best of
+    ``upper``, a longer BRKGA run (:data:`BRKGA_SHARE` of the time) and single-op moves from the best placement
+    (``start`` included; :data:`DESCENT_SHARE`): the bound, whether it meets the best placement or a windowed
+    optimum (proven optimal), a note, and the placements found."""
     import time
 
     from ..bounds.combinatorial import chain_bound
+    from ..heuristics.chain_descent import chain_descent
 
     t0 = time.perf_counter()
     floor = max(floor, chain_bound(problem.graph, problem.cluster), _stage_cut_floor(problem))
     found = _longer_brkga(problem, seconds * BRKGA_SHARE)
+    best = _best(problem, [start, *found])
+    if best is not None:
+        found.append(chain_descent(problem, best, seconds * DESCENT_SHARE))
     upper = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
     bound, log, more = target_search(problem, upper, floor, seconds - (time.perf_counter() - t0), solver)
     found += more
-    best = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
+    best_value = min([upper, *(problem.evaluate(p).objective for p in found if problem.is_valid(p))])
     proven = [t for t, _, ok in log if ok]
     note = f"{len(log)} windowed MIPs" + (f"; targets proven up to {max(proven):.6g}" if proven else "")
-    return bound, bound >= best * (1 - 1e-9), note, found
+    return bound, bound >= best_value * (1 - 1e-9), note, found
