@@ -20,7 +20,8 @@ level           bound                                                  class
                 time-limited dual bound                                 placements without ``Contiguous``
 ==============  =====================================================  ==============================
 
-Without ``Contiguous`` the DP is only an upper bound (the throughput MIP's warm start).
+Without ``Contiguous`` the DP is only an upper bound: the ``dp`` level polishes its split and the
+packing bound's packing (:func:`.heuristics.polish.packed_start`), the best the throughput MIP's warm start.
 
 Single-sample latency (a ``Latency`` objective, Tarnawski et al. §4), cheapest first:
 
