@@ -246,6 +246,22 @@ def test_cpus_sharing_a_gap_run_in_index_order():
                       Cluster.accelerators(1, cpus=2), Bottleneck(), [Pin("u", "cpu0"), Pin("w", "acc0"),
                                                                       Pin("z", "cpu0")])
     assert solve(problem, formulation="chain", solver="highs", time_limit=20).status is Status.INFEASIBLE
+    # a CPU in the gap before accelerator b cannot consume from it: u on acc0 -> v on cpu0 -> w on acc0 is outside
+    problem = Problem(g, Cluster.accelerators(1, cpus=2), Bottleneck(),
+                      [Pin("u", "acc0"), Pin("v", "cpu0"), Pin("w", "acc0")])
+    assert solve(problem, formulation="chain", solver="highs", time_limit=20).status is Status.INFEASIBLE
+
+
+def test_chain_keeps_ops_off_devices_they_may_not_run_on():
+    # a (accelerator 4 only) -> b (accelerator 3, CPU 8) -> c (CPU 5 only), unit tensors, one accelerator and two
+    # CPUs. b on acc0: 4 + 3 + 1 (tensor to c) = 8; b on a CPU: max(4 + 1, 8, 5) = 8. A model that let c onto the
+    # accelerator (its time there reads 0) would find 4 + 3 = 7, one that let a onto a CPU max(3 + 1 + 1, 5) = 5
+    ops = [Op(name="a", work={"accelerator": 4}, out_bytes=1), Op(name="b", work={"accelerator": 3, "cpu": 8},
+                                                                   out_bytes=1), Op(name="c", work={"cpu": 5})]
+    problem = Problem(Graph(ops, [("a", "b"), ("b", "c")]), Cluster.accelerators(1, cpus=2), Bottleneck(), [])
+    assert brute_force(problem)[0] == 8.0
+    r = solve(problem, formulation="chain", solver="highs", time_limit=20, gap=1e-9)
+    assert (r.objective, r.bound) == (pytest.approx(8.0), pytest.approx(8.0))
 
 
 def test_chain_components_are_documented_and_equalities_refused_by_name():
