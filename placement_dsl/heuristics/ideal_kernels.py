@@ -290,21 +290,21 @@ def _removed(big, small):
 
 
 @njit(cache=True)
-def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, cw, mfw, prune_work):
+def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, work, mfw, prune_work):
     """Whether some ``J' ⊆ J`` could still improve a live ``dp[I, s]`` with a stage on class ``c``.
 
     The tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
     does the work outside ``J`` (``rem_j``), which must fit the devices left once the stage
     takes its replicas (at most ``max_rep``) from ``s``. A state at the floor ``lo`` is final.
     With ``prune_work``, some ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` must also leave the
-    stage less cheapest work than ``dp[I, s]`` and ``ub`` (``mfw[J]``: the most such work below ``J``).
+    stage less work on ``c`` than ``dp[I, s]`` and ``ub`` (``mfw[c, J]``: the most such work below ``J``).
     """
     for s in range(counts.shape[0]):
         d = dp[I, s]
         if live[s] and counts[s, c] >= 1 and lb < d and lo < d:
             if prune_work:  # a useful J' leaves the stage less work than dp[I, s] and at most ub
                 most = min(d, ub)
-                if mfw[J, s - strides[c]] < cw[I] - most - (1e-9 * (cw[I] + most) + 1e-12):
+                if mfw[c, J, s - strides[c]] < work[c, I] - most - (1e-9 * (work[c, I] + most) + 1e-12):
                     continue
             left = remaining[s] + min(counts[s, c], max_rep)
             if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
@@ -313,13 +313,14 @@ def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, ma
 
 
 @njit(cache=True)
-def _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx):
-    """``mfw[I, s]``: the largest cheapest work of an ideal ``J ⊆ I`` with a finite ``dp[J, s]``."""
-    for s in range(dp.shape[1]):
-        best = cw[I] if dp[I, s] < INF else -INF
-        for p in range(sub_ptr[I], sub_ptr[I + 1]):
-            best = max(best, mfw[sub_idx[p], s])
-        mfw[I, s] = best
+def _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx):
+    """``mfw[c, I, s]``: the largest work on class ``c`` of an ideal ``J ⊆ I`` with a finite ``dp[J, s]``."""
+    for c in range(mfw.shape[0]):  # no classes without the cut
+        for s in range(dp.shape[1]):
+            best = work[c, I] if dp[I, s] < INF else -INF
+            for p in range(sub_ptr[I], sub_ptr[I + 1]):
+                best = max(best, mfw[c, sub_idx[p], s])
+            mfw[c, I, s] = best
 
 
 @njit(cache=True)
@@ -350,7 +351,7 @@ def _live_states(rem, remaining, ub, live):
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-          counts, strides, ub, rem_work, remaining, lo, cw, prune_work):
+          counts, strides, ub, rem_work, remaining, lo, prune_work):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
 
     For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
@@ -379,7 +380,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     ``max(lo, optimum)``; a state that reaches ``lo`` is final and its walk stops. With ``lo = ub``
     this is a feasibility test (``ub`` or ``inf``). With ``prune_work`` (no replication) the walk
     below ``J`` also stops once no ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` leaves the stage
-    ``I \\ J'`` less cheapest work ``cw`` than ``dp[I, s]`` (``mfw``, filled bottom-up), which
+    ``I \\ J'`` less work on its class than ``dp[I, s]`` (``mfw``, filled bottom-up), which
     cuts the many cheap stages over ideals whose every split is already too costly.
 
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
@@ -393,8 +394,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     back_c = np.zeros((N, S), np.int8)
     back_k = np.ones((N, S), np.int16)
     dp[0, :] = lo
-    mfw = np.full((N, S), -INF)  # per (J, s): most cheapest work of a J' ⊆ J with finite dp[J', s]
-    _most_work_below(mfw, dp, 0, cw, sub_ptr, sub_idx)
+    mfw = np.full((C if prune_work else 0, N, S), -INF)  # per (c, J, s): most work on c of a J' ⊆ J, finite dp
+    _most_work_below(mfw, dp, 0, work, sub_ptr, sub_idx)
     stamp = np.full(N, -1, np.int64)
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
@@ -407,7 +408,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     visited = 0
     for I in range(1, N):
         if not _live_states(rem_work[I], remaining, ub, live):
-            _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx)
+            _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx)
             continue
         row_i = ideals[I]
         top = 0
@@ -437,7 +438,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     for k in range(2, max_rep[c] + 1):
                         lb = min(lb, _replicated(mode, base, sync, k))
                     ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
-                                                  max_rep[c], lo, cw, mfw, prune_work)
+                                                  max_rep[c], lo, work, mfw, prune_work)
                     lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok
@@ -484,7 +485,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
         for p in range(sptr[I], sptr[I + 1]):
             leaving[towner[sidx[p]]] = 0.0
         _unused(dp, back_j, back_c, I, counts, strides, live)
-        _most_work_below(mfw, dp, I, cw, sub_ptr, sub_idx)
+        _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx)
     return dp, back_j, back_c, back_k, visited
 
 

@@ -78,10 +78,10 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     state = {"visited": 0, "runs": 0, "bytes": 0}
 
     def run(lo: float, hi: float):
-        out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), cw, PRUNE_WORK and bool((reps == 1).all()))
+        out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), PRUNE_WORK and bool((reps == 1).all()))
         state["visited"] += out[-1]
         state["runs"] += 1
-        state["bytes"] = sum(a.nbytes for a in out[:4]) + out[0].nbytes  # the table, back-links, most work below
+        state["bytes"] = sum(a.nbytes for a in out[:4]) * (1 + C)  # the table, back-links, most work below
         return out
 
     def value(steps: list[tuple[int, int, int, int]]) -> float:
