@@ -290,14 +290,16 @@ def _removed(big, small):
 
 
 @njit(cache=True)
-def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, work, mfw, prune_work):
+def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, work, mfw, prune_work,
+                mem, cap_c, soft):
     """Whether some ``J' ⊆ J`` could still improve a live ``dp[I, s]`` with a stage on class ``c``.
 
     The tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
     does the work outside ``J`` (``rem_j``), which must fit the devices left once the stage
     takes its replicas (at most ``max_rep``) from ``s``. A state at the floor ``lo`` is final.
     With ``prune_work``, some ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` must also leave the
-    stage less work on ``c`` than ``dp[I, s]`` and ``ub`` (``mfw[c, J]``: the most such work below ``J``).
+    stage less work on ``c`` than ``dp[I, s]`` and ``ub`` (``mfw[c, J]``: the most such work below ``J``)
+    and, with hard memory, at most ``cap_c`` bytes (``mfw[C, J]``: the most memory of such a ``J'``).
     """
     for s in range(counts.shape[0]):
         d = dp[I, s]
@@ -306,6 +308,8 @@ def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, ma
                 most = min(d, ub)
                 if mfw[c, J, s - strides[c]] < work[c, I] - most - (1e-9 * (work[c, I] + most) + 1e-12):
                     continue
+                if not soft and mfw[work.shape[0], J, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
+                    continue
             left = remaining[s] + min(counts[s, c], max_rep)
             if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
                 return True
@@ -313,11 +317,13 @@ def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, ma
 
 
 @njit(cache=True)
-def _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx):
-    """``mfw[c, I, s]``: the largest work on class ``c`` of an ideal ``J ⊆ I`` with a finite ``dp[J, s]``."""
-    for c in range(mfw.shape[0]):  # no classes without the cut
+def _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx):
+    """``mfw[c, I, s]``: the largest work on class ``c`` (memory for ``c = C``) of an ideal ``J ⊆ I``
+    with a finite ``dp[J, s]``."""
+    for c in range(mfw.shape[0]):  # no rows without the cut
         for s in range(dp.shape[1]):
-            best = work[c, I] if dp[I, s] < INF else -INF
+            own = mem[I] if c == work.shape[0] else work[c, I]
+            best = own if dp[I, s] < INF else -INF
             for p in range(sub_ptr[I], sub_ptr[I + 1]):
                 best = max(best, mfw[c, sub_idx[p], s])
             mfw[c, I, s] = best
@@ -394,8 +400,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     back_c = np.zeros((N, S), np.int8)
     back_k = np.ones((N, S), np.int16)
     dp[0, :] = lo
-    mfw = np.full((C if prune_work else 0, N, S), -INF)  # per (c, J, s): most work on c of a J' ⊆ J, finite dp
-    _most_work_below(mfw, dp, 0, work, sub_ptr, sub_idx)
+    mfw = np.full((C + 1 if prune_work else 0, N, S), -INF)  # (c, J, s): most work on c (memory) of J' ⊆ J
+    _most_work_below(mfw, dp, 0, work, mem, sub_ptr, sub_idx)
     stamp = np.full(N, -1, np.int64)
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
@@ -408,7 +414,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     visited = 0
     for I in range(1, N):
         if not _live_states(rem_work[I], remaining, ub, live):
-            _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx)
+            _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
             continue
         row_i = ideals[I]
         top = 0
@@ -438,7 +444,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     for k in range(2, max_rep[c] + 1):
                         lb = min(lb, _replicated(mode, base, sync, k))
                     ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
-                                                  max_rep[c], lo, work, mfw, prune_work)
+                                                  max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft)
                     lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok
@@ -485,7 +491,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
         for p in range(sptr[I], sptr[I + 1]):
             leaving[towner[sidx[p]]] = 0.0
         _unused(dp, back_j, back_c, I, counts, strides, live)
-        _most_work_below(mfw, dp, I, work, sub_ptr, sub_idx)
+        _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
     return dp, back_j, back_c, back_k, visited
 
 

@@ -81,7 +81,7 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
         out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), PRUNE_WORK and bool((reps == 1).all()))
         state["visited"] += out[-1]
         state["runs"] += 1
-        state["bytes"] = sum(a.nbytes for a in out[:4]) * (1 + C)  # the table, back-links, most work below
+        state["bytes"] = sum(a.nbytes for a in out[:4]) + out[0].nbytes * (C + 1)  # + most work, memory below
         return out
 
     def value(steps: list[tuple[int, int, int, int]]) -> float:
