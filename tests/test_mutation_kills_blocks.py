@@ -200,7 +200,7 @@ def test_position_windows_need_a_positive_target():
     from placement_dsl.errors import SpecError
 
     for bad in (0.0, -1.0):
-        with pytest.raises(SpecError, match=r"position_windows: target must be a positive max load, got "):
+        with pytest.raises(SpecError, match=rf"^position_windows: target must be a positive max load, got {bad!r}$"):
             PositionWindows(bad)
     assert PositionWindows(0.5).target == 0.5  # a max load below one time unit is a target like any other
 
@@ -286,6 +286,6 @@ def test_chain_components_are_documented_and_equalities_refused_by_name():
             "dag_order.precedes", "position_windows.window_acc"} <= names
     # the templates refuse equality colocation themselves (a custom formulation may not go through the rule)
     equalities = Problem(g, Cluster.accelerators(2), Bottleneck(), [Colocate([["u", "w"]], shared=False)])
-    with pytest.raises(SpecError, match=r"chain formulation: colocation groups must share variables; "
-                                        r"use Colocate\(\.\.\., shared=True\)"):
+    with pytest.raises(SpecError, match=r"^chain formulation: colocation groups must share variables; "
+                                        r"use Colocate\(\.\.\., shared=True\)$"):
         chain_view(Context(equalities))
