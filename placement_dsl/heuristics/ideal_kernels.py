@@ -291,7 +291,7 @@ def _removed(big, small):
 
 @njit(cache=True)
 def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, max_rep, lo, work, mfw, prune_work,
-                mem, cap_c, soft):
+                mem, cap_c, soft, rho_c):
     """Whether some ``J' ⊆ J`` could still improve a live ``dp[I, s]`` with a stage on class ``c``.
 
     The tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
@@ -310,7 +310,7 @@ def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, ma
                     continue
                 if not soft and mfw[work.shape[0], J, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
                     continue
-            left = remaining[s] + min(counts[s, c], max_rep)
+            left = remaining[s] + min(counts[s, c], max_rep) * rho_c
             if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
                 return True
     return False
@@ -357,7 +357,7 @@ def _live_states(rem, remaining, ub, live):
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-          counts, strides, ub, rem_work, remaining, lo, prune_work):
+          counts, strides, ub, rem_work, remaining, lo, prune_work, rho):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
 
     For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
@@ -370,7 +370,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
 
     Pruning by the incumbent ``ub`` (exact for every answer ``<= ub``): a state ``(I, s)`` is
     live only if the work outside ``I`` (``rem_work[I]``, each op at its cheapest class) fits
-    the ``remaining[s]`` unused devices at ``ub`` each; dead states stay ``inf`` and ``I``
+    the ``remaining[s]`` unused devices at ``ub`` each (a device of class ``c`` counted as ``rho[c]``:
+    the most cheapest work per unit of its own work, so a slow CPU counts as a fraction); dead states stay ``inf`` and ``I``
     with no live state is skipped. The walk below ``J`` stops as soon as ``I \\ J``'s lower
     bound reaches the current ``dp[I, s]`` of every live ``s`` (a smaller ``J`` only adds
     load), so the walk tightens as ``dp[I, ·]`` improves. That bound is the stage's work plus
@@ -444,7 +445,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     for k in range(2, max_rep[c] + 1):
                         lb = min(lb, _replicated(mode, base, sync, k))
                     ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
-                                                  max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft)
+                                                  max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft, rho[c])
                     lbs[c] = lb
                 alive[c] = ok
                 any_alive = any_alive or ok

@@ -74,11 +74,14 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
              model.memory is MemoryMode.OVERFLOW)
     head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param, *costs[3:],
             reps, _MODES[model.overlap], *io, counts, strides)
-    remaining = (counts[-1].sum() - counts.sum(axis=1)).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
+        ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
+    rho = np.minimum(1.0, ratio.max(axis=1, initial=0.0)) * (1 + 1e-12)
+    remaining = ((counts[-1] - counts) @ rho).astype(np.float64)
     state = {"visited": 0, "runs": 0, "bytes": 0}
 
     def run(lo: float, hi: float):
-        out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), PRUNE_WORK and bool((reps == 1).all()))
+        out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), PRUNE_WORK and bool((reps == 1).all()), rho)
         state["visited"] += out[-1]
         state["runs"] += 1
         state["bytes"] = sum(a.nbytes for a in out[:4]) + out[0].nbytes * (C + 1)  # + most work, memory below
