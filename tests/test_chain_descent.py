@@ -40,7 +40,7 @@ def test_loads_are_the_cost_models_and_descent_never_worsens(problem: Problem, p
     for p in valid:
         assert loads(np.asarray(p.assign)) == pytest.approx([d.load for d in problem.evaluate(p).devices], abs=1e-9)
     start = valid[pick % len(valid)]
-    found = chain_descent(problem, start, 0.2)
+    found = chain_descent(problem, start, 0.05)
     best, _ = brute_force(problem)
     assert problem.is_valid(found) and not problem.violations(found)
     assert best - 1e-9 <= problem.evaluate(found).objective <= problem.evaluate(start).objective + 1e-9
