@@ -12,13 +12,20 @@ re-checks it).
     python benchmarks/bench_dp.py --quick    # skips InceptionV3
     python benchmarks/bench_dp.py --scale    # the DP at scale: GNMT's latency input, inception_v3's MTPP
 
-``--scale`` runs the exact DP on two large lattices and prints the ideals, pairs visited, wall
-time and memory (the lattice's and the DP arrays' bytes, the process's peak resident memory)
-next to the previous limits: GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators
-and 8 CPUs, max-load) has about 3.1 million ideals, which the DP declined beyond 2 million
-(bench_latency falls back to DPL there); inception_v3's PipeDream profile as Archer's MTPP
-with k = 8 identical stages (``CostModel.named("bottleneck")``) has 221,566 ideals and took
-more than 5 minutes before the DP pruned by its incumbent.
+``--scale`` runs the exact DP on large lattices and prints the ideals, pairs visited, sweeps run,
+wall and CPU time and memory (the lattice's and the DP arrays' bytes, the process's peak resident
+memory) next to the previous figures (``--case NAME`` picks cases). Measured (2 cores, loaded):
+
+    case                      ideals        pairs runs   wall    CPU  lattice DP arrays peak RSS max-load   DPL   before
+    inception_v3 MTPP k=8    221,566   16,700,308    1   4.5s   4.5s   20MiB    86MiB   310MiB   70.45  70.45   not done in 16 CPU-min
+    inception_v3 MTPP k=16   221,566        8,071    1   2.0s   2.0s   20MiB   139MiB   363MiB   65.03  65.03   -
+
+inception_v3's PipeDream profile as Archer's MTPP with identical stages
+(``CostModel.named("bottleneck")``): the DP's descending search proves the DPL split optimal
+with one feasibility run just below its value (k = 32 and 64 too, 8,071 pairs each).
+GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs,
+max-load; 3,079,928 ideals, 63 device-count states) is not settled: the first feasibility run
+had not finished after 5 CPU-minutes.
 """
 from __future__ import annotations
 
@@ -40,10 +47,12 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
 
-SCALE = (  # (name, workload file, stages or None for the file's cluster, cost model, previous limit)
+SCALE = (  # (name, workload file, stages or None for the file's cluster, cost model, previous figures)
+    ("inception_v3 MTPP k=8", SHARED_DATA / "pipedream-profiles" / "inception_v3.txt", 8, "bottleneck",
+     "not done in 16 CPU-min"),
+    ("inception_v3 MTPP k=16", SHARED_DATA / "pipedream-profiles" / "inception_v3.txt", 16, "bottleneck", "-"),
     ("gnmt latency input", DATA / "latency-inputs" / "LayerGraphs" / "gnmt_inference.json", None, "throughput",
-     "declined: > 2,000,000 ideals"),
-    ("inception_v3 MTPP k=8", SHARED_DATA / "pipedream-profiles" / "inception_v3.txt", 8, "bottleneck", "> 300 s"),
+     "not done in 5.5 CPU-min"),
 )
 BIG = ("inceptionv3",)
 
@@ -85,22 +94,24 @@ def measure(row: dict[str, str]) -> dict[str, object]:
 def measure_scale(name: str, path: Path, stages: int | None, model: str, before: str) -> dict[str, object]:
     w = load_workload(path)
     cluster = w.cluster if stages is None else resize(w.cluster, stages)
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     r = run("dp", w.graph, cluster, model=CostModel.named(model), max_ideals=10_000_000)
-    wall = time.perf_counter() - wall
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     mem = r.info["memory"]
-    return {"case": name, "ideals": r.info["ideals"], "pairs": r.info["pairs"], "wall": wall,
+    return {"case": name, "ideals": r.info["ideals"], "pairs": r.info["pairs"], "runs": r.info["runs"],
+            "wall": wall, "cpu": cpu,
             "seconds": r.info["seconds"], "objective": r.objective, "incumbent": r.info["incumbent"],
             "lattice_mib": mem["lattice_bytes"] / 2**20, "table_mib": mem["table_bytes"] / 2**20,
             "peak_rss_mib": mem["peak_rss_bytes"] / 2**20, "before": before}
 
 
 def scale_table(rows: list[dict[str, object]]) -> str:
-    head = (f"{'case':<24} {'ideals':>10} {'pairs':>14} {'wall':>8} {'lattice':>9} {'DP arrays':>10} "
-            f"{'peak RSS':>9} {'max-load':>10} {'DPL':>10}  previous limit")
+    head = (f"{'case':<24} {'ideals':>10} {'pairs':>12} {'runs':>4} {'wall':>8} {'CPU':>8} {'lattice':>9} "
+            f"{'DP arrays':>10} {'peak RSS':>9} {'max-load':>10} {'DPL':>10}  before")
     out = [head, "-" * len(head)]
     for r in rows:
-        out.append(f"{r['case']:<24} {r['ideals']:>10,} {r['pairs']:>14,} {r['wall']:>7.1f}s "
+        out.append(f"{r['case']:<24} {r['ideals']:>10,} {r['pairs']:>12,} {r['runs']:>4} {r['wall']:>7.1f}s "
+                   f"{r['cpu']:>7.1f}s "
                    f"{r['lattice_mib']:>6.0f}MiB {r['table_mib']:>7.0f}MiB {r['peak_rss_mib']:>6.0f}MiB "
                    f"{r['objective']:>10.4g} {r['incumbent']:>10.4g}  {r['before']}")
     return "\n".join(out)
@@ -125,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the big workloads (InceptionV3)")
     ap.add_argument("--scale", action="store_true", help="only the large lattices (GNMT latency, inception_v3 MTPP)")
+    ap.add_argument("--case", action="append", help="with --scale: only cases whose name contains this")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
@@ -134,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale:
         big = []
         for case in SCALE:
+            if args.case and not any(c in case[0] for c in args.case):
+                continue
             big.append(measure_scale(*case))
             print(json.dumps(big[-1]), file=sys.stderr, flush=True)
         print(scale_table(big))
