@@ -168,3 +168,13 @@ def test_certify_runs_the_superblock_levels_on_tarnawski_problems() -> None:
     assert all(r.scope is PlacementClass.ALL and r.bound is not None for r in rows.values())
     assert all(r.bound <= optimum * (1 + SLACK) for r in rows.values())
     assert rows["guess"].bound == pytest.approx(optimum)
+
+
+@pytest.mark.parametrize("cpus", [0, 1])
+def test_superblock_relaxation_of_a_graph_without_work_bounds_zero(cpus):
+    # no op has work: Lemma 3.3's L is 0 and the work rows are void (they once read `0 >= 0`, a Boolean
+    # Pyomo refuses, so the relaxation failed to compile); the tensor still costs a transfer when split
+    g = Graph([Op(name="a", work=0, out_bytes=1), Op(name="b", work=0)], [("a", "b")])
+    problem = Problem(g, Cluster.accelerators(3, cpus=cpus), Bottleneck(), [])
+    bound, status = model_bound(problem, "superblock", "highs", 10.0)
+    assert bound == pytest.approx(0.0) and status.value == "optimal"

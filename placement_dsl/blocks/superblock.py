@@ -114,8 +114,9 @@ class Superblocks(OrderedAssignment):
         _narrow(ctx, tuple(np.inf if s is None or (s and np.isinf(stage)) else s * stage
                            for s in (self.blocks[0], 1, self.blocks[1])))
         super().build(blk, ctx)
+        busy = [v for v in range(ctx.n) if ctx.work[v, 1] > 0]  # none: L = 0 and the row is void
         blk.work_floor = pyo.Constraint(
-            expr=sum(float(ctx.work[v, 1]) * ctx.x(v, 1) for v in range(ctx.n) if ctx.work[v, 1] > 0) >= floor,
+            expr=sum(float(ctx.work[v, 1]) * ctx.x(v, 1) for v in busy) >= floor if busy else pyo.Constraint.Skip,
             doc="the middle block holds at least Lemma 3.3's L units of work (eq. 14)")
         empty = [NAMES[0]] * (self.blocks[0] == 0) + [NAMES[1]] * (self.blocks[1] == 0)
         rows = [(u, b) for u in blk.units for b in empty]
@@ -186,7 +187,7 @@ class HostSuperblocks(Assignment):
         def work(b: int) -> Any:
             return sum(float(w[v]) * ctx.x(v, b) for v in ops)
 
-        blk.work_floor = pyo.Constraint(expr=k * work(1) >= work(0) + work(1) + work(2),
+        blk.work_floor = pyo.Constraint(expr=k * work(1) >= work(0) + work(1) + work(2) if ops else pyo.Constraint.Skip,
                                         doc="the middle holds at least the accelerators' average work")
         blk.op_floor = pyo.Constraint(
             [ctx.ops[v] for v in ops],
@@ -194,7 +195,7 @@ class HostSuperblocks(Assignment):
                                                                              for d in range(3)),
             doc="the middle holds at least the work of any op on an accelerator")
         sized = [(d, s) for d, s in ((0, blocks[0]), (2, blocks[1])) if s is not None]
-        blk.work_cap = pyo.Constraint([NAMES[d] for d, s in sized if s > 0],
+        blk.work_cap = pyo.Constraint([NAMES[d] for d, s in sized if s > 0 and ops],
                                       rule=lambda b, name: work(NAMES.index(name))
                                       <= dict(sized)[NAMES.index(name)] * work(1),
                                       doc="a superblock of s accelerators holds at most s times the middle's work")
