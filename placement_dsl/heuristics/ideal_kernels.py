@@ -387,8 +387,9 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     ``max(lo, optimum)``; a state that reaches ``lo`` is final and its walk stops. With ``lo = ub``
     this is a feasibility test (``ub`` or ``inf``). With ``prune_work`` (no replication) the walk
     below ``J`` also stops once no ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` leaves the stage
-    ``I \\ J'`` less work on its class than ``dp[I, s]`` (``mfw``, filled bottom-up), which
-    cuts the many cheap stages over ideals whose every split is already too costly.
+    ``I \\ J'`` less work on its class than ``min(dp[I, s], ub)`` and, with hard memory, within
+    the class's memory (``mfw``, filled bottom-up), which cuts the many cheap stages over
+    ideals whose every split is already too costly.
 
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
     ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).

@@ -401,11 +401,12 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     max_ideals
         Give up (``SpecError``) beyond this many ideals.
     incumbent
-        Prune with the DPL split's max-load first (same optimum, far fewer pairs).
+        Start from the DPL split: feasibility runs below its max-load (same optimum, far fewer
+        pairs; one run when the DPL split is optimal).
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
 
-    ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited),
+    ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited), ``runs`` (sweeps),
     ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
     (bytes of the lattice and of the DP's arrays, and the process's peak resident memory).
 
