@@ -25,7 +25,7 @@ inception_v3's PipeDream profile as Archer's MTPP with identical stages
 with one feasibility run just below its value (k = 32 and 64 too, 8,071 pairs each).
 GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs,
 max-load; 3,079,928 ideals, 63 device-count states) is not settled: the first feasibility run
-had not finished after 5 CPU-minutes.
+had not finished after 8.5 CPU-minutes (8.6 GB resident), so ``DEFAULT_MAX_IDEALS`` stays 2 million.
 """
 from __future__ import annotations
 
