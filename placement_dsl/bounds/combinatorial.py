@@ -44,12 +44,11 @@ one term is active in an integer point).
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..cluster import Cluster
 from ..graph import Graph
-from ..structure import ChainData, chain_data  # noqa: F401  (re-exported: the facts the bounds are made of)
+from ..structure import ChainData, chain_data
 from .simple import simple_lower_bound
 
 

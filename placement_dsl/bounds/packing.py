@@ -27,7 +27,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..graph import Graph
-from .pigeonhole import unit_times
+from .pigeonhole import movable_units, unit_times
 
 SLACK = 1e-12  # relative capacity slack of the search: float sums in another order never refute a packing
 TOLERANCE = 1e-9  # relative width at which the capacity bisection stops
@@ -184,14 +184,10 @@ def packing_bound(graph: Graph, cluster: Cluster, budget: int = 300_000) -> floa
     >>> round(packing_bound(g, Cluster.accelerators(2, cpus=1)), 6)  # {8} | {3, 3, 3}; Lemma 3.3: 8.5, pigeonhole: 6
     9.0
     """
-    if graph.n == 0:
+    units = movable_units(graph, cluster)
+    if units is None:
         return 0.0
-    a, h = unit_times(graph, cluster)
-    K = int((~cluster.host).sum())
-    if K == 0:
-        return 0.0
-    movable = np.isfinite(a)  # a unit no accelerator runs sits on a host: Lemma 3.3 covers it
-    a, h = a[movable], h[movable]
+    a, h, K = units
     steps = np.unique(h)  # B(T) = {h > T} is constant on [steps[i], steps[i + 1])
     lows = np.concatenate([[-math.inf], steps])
     search = _Search(K, budget)

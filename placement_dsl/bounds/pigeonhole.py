@@ -42,6 +42,20 @@ def unit_times(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     return cheapest(np.flatnonzero(~cluster.host)), cheapest(np.flatnonzero(cluster.host))
 
 
+def movable_units(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(a, h, K)``: the least accelerator and host times of the units some accelerator runs (a unit
+    no accelerator runs sits on a host, where Lemma 3.3 covers it) and the number K of non-host
+    devices; ``None`` for an empty graph or a cluster of hosts only (the bounds are then 0)."""
+    if graph.n == 0:
+        return None
+    a, h = unit_times(graph, cluster)
+    K = int((~cluster.host).sum())
+    if K == 0:
+        return None
+    movable = np.isfinite(a)
+    return a[movable], h[movable], K
+
+
 def pigeonhole_bound(graph: Graph, cluster: Cluster) -> float:
     """``min{T : T >= f(T)}`` of the module docstring: a lower bound on the max load of every placement.
 
@@ -50,14 +64,10 @@ def pigeonhole_bound(graph: Graph, cluster: Cluster) -> float:
     >>> pigeonhole_bound(g, Cluster.accelerators(2, cpus=1))  # 3 of the 5 ops share an accelerator
     3.0
     """
-    if graph.n == 0:
+    units = movable_units(graph, cluster)
+    if units is None:
         return 0.0
-    a, h = unit_times(graph, cluster)
-    K = int((~cluster.host).sum())
-    if K == 0:
-        return 0.0
-    movable = np.isfinite(a)  # a unit no accelerator runs sits on a host: Lemma 3.3 covers it
-    a, h = a[movable], h[movable]
+    a, h, K = units
     order = np.argsort(-h, kind="stable")  # B(T) grows as T falls: units by host time, slowest first
     a, h = a[order], h[order]
     steps = np.unique(h)  # B(T) = {h > T} is constant on [steps[i], steps[i + 1])
