@@ -1,0 +1,368 @@
+"""Kills of the mutation runs over the solver status layer and the simple bounds (docs/mutation.md).
+
+The HiGHS backend's pieces are driven by stand-ins for ``highspy.Highs`` and its callback events,
+so every option, callback and status path is checked entry by entry without solving.
+"""
+from __future__ import annotations
+
+import math
+import time
+from types import SimpleNamespace
+
+import highspy
+import numpy as np
+import pytest
+
+from placement_dsl.bounds.simple import replicated_lower_bound, simple_lower_bound
+from placement_dsl.cluster import Cluster, Device, Link
+from placement_dsl.graph import Graph, Op
+from placement_dsl.solvers import highs
+from placement_dsl.solvers.base import Bound, Final, Incumbent, Native, SolveOptions, StartVerdict
+
+
+# ---------------------------------------------------------------------------- stand-ins
+class Recorder:
+    """A ``highspy.Highs`` stand-in that records every option set on it."""
+
+    def __init__(self):
+        self.options: dict[str, object] = {}
+
+    def setOptionValue(self, name, value):
+        assert name not in self.options or name == "time_limit", f"{name} set twice"
+        self.options[name] = value
+
+
+def event(objective=0.0, seconds=0.0, bound=-math.inf, x=(), message=""):
+    """A callback event as HiGHS hands it to a subscriber (only the fields the backend reads)."""
+    out = SimpleNamespace(objective_function_value=objective, running_time=seconds, mip_dual_bound=bound,
+                          mip_solution=list(x))
+    ev = SimpleNamespace(data_out=out, message=message, interrupted=False)
+    ev.interrupt = lambda: setattr(ev, "interrupted", True)
+    return ev
+
+
+def watch(start_objective=None, deadline=math.inf):
+    reports = []
+    return highs._Watch(reports.append, deadline, start_objective), reports
+
+
+# ---------------------------------------------------------------------------- _configure
+def test_configure_sets_each_option_by_its_highs_name():
+    h = Recorder()
+    highs._configure(h, SolveOptions(threads=3, gap=0.25, cutoff=7), 12.5)
+    assert h.options == {"output_flag": False, "log_to_console": False, "threads": 3, "time_limit": 12.5,
+                         "mip_rel_gap": 0.25, "objective_bound": 7.0}
+    assert type(h.options["threads"]) is int and type(h.options["objective_bound"]) is float
+
+
+def test_configure_logs_to_file_or_console_as_asked(tmp_path):
+    h = Recorder()
+    highs._configure(h, SolveOptions(log_path=tmp_path / "h.log"), 1.0)
+    # a log file switches HiGHS's output on, but not the console
+    assert h.options["output_flag"] is True and h.options["log_to_console"] is False
+    assert h.options["log_file"] == str(tmp_path / "h.log")
+    assert "objective_bound" not in h.options  # no cutoff
+    h = Recorder()
+    highs._configure(h, SolveOptions(verbose=True), 1.0)
+    assert h.options["output_flag"] is True and h.options["log_to_console"] is True
+    assert "log_file" not in h.options
+
+
+def test_configure_never_hands_highs_a_time_limit_below_a_hundredth():
+    # a deadline already past (-3 s left) still gives HiGHS 0.01 s, never a negative limit
+    for seconds, expected in ((-3.0, 0.01), (0.0, 0.01), (0.02, 0.02)):
+        h = Recorder()
+        highs._configure(h, SolveOptions(), seconds)
+        assert h.options["time_limit"] == expected
+
+
+# ---------------------------------------------------------------------------- _hand_off
+def test_hand_off_refuses_a_model_highs_rejects():
+    lm = SimpleNamespace(n_cols=1, n_rows=0, value=np.zeros(0), cost=np.ones(1), col_lower=np.zeros(1),
+                         col_upper=np.ones(1), row_lower=np.zeros(0), row_upper=np.zeros(0),
+                         start=np.zeros(2, dtype=np.int32), index=np.zeros(0, dtype=np.int32),
+                         integer=np.zeros(1, dtype=bool))
+    seen = []
+
+    class Refuses:
+        def passModel(self, *args):
+            seen.append(args)
+            return highspy.HighsStatus.kError
+
+    class Warns:
+        def passModel(self, *args):
+            return highspy.HighsStatus.kWarning
+
+    with pytest.raises(RuntimeError, match=r"^HiGHS refused the model: HighsStatus\.kError$"):
+        highs._hand_off(Refuses(), lm)
+    highs._hand_off(Warns(), lm)  # a warning is no refusal
+    # columns, rows, nonzeros, column-wise (1), minimize (1), offset 0, then the arrays
+    assert seen[0][:6] == (1, 0, 0, 1, 1, 0.0)
+    assert seen[0][-1].dtype == np.int32
+
+
+# ---------------------------------------------------------------------------- _Watch
+def test_first_incumbent_at_the_start_objective_accepts_the_start():
+    w, reports = watch(start_objective=5.0)
+    w.logging(event(message="... MIP start solution is feasible, objective 5 ..."))
+    w.improving(event(objective=5.0, seconds=0.0, bound=3.0, x=[1, 0]))
+    verdict, incumbent, bound = reports
+    assert verdict == StartVerdict(True, "HiGHS's first incumbent (t=0.000s) is the start; "
+                                         "log: MIP start solution is feasible")
+    assert isinstance(incumbent, Incumbent) and (incumbent.seconds, incumbent.objective) == (0.0, 5.0)
+    assert incumbent.x.dtype == float and incumbent.x.tolist() == [1.0, 0.0]
+    assert bound == Bound(0.0, 3.0)
+    # later incumbents are not judged again
+    w.improving(event(objective=4.0, seconds=1.0, bound=3.0, x=[0, 1]))
+    assert [type(r) for r in reports[3:]] == [Incumbent]
+
+
+def test_first_incumbent_elsewhere_refuses_the_start_with_both_values():
+    w, reports = watch(start_objective=5.0)
+    w.logging(event(message="Presolving model"))  # not the feasibility line
+    w.improving(event(objective=6.0, seconds=0.25))
+    assert reports[0] == StartVerdict(False, "HiGHS's first incumbent (t=0.250s) differs from the start: "
+                                             "6 vs 5 in model units")
+    # a relative difference of 1e-8 is no match at rel_tol = abs_tol = 1e-9 (5e-8 apart)
+    w, reports = watch(start_objective=5.0)
+    w.improving(event(objective=5.0 + 5e-8))
+    assert reports[0].accepted is False
+    # within the tolerance: 5 + 1e-9 is 2e-10 apart relatively
+    w, reports = watch(start_objective=5.0)
+    w.improving(event(objective=5.0 + 1e-9))
+    assert reports[0].accepted is True
+
+
+def test_a_start_at_zero_matches_within_the_absolute_tolerance():
+    # at 0 no relative tolerance helps: 5e-10 from a start of 0 is within abs_tol = 1e-9, 5e-9 is not
+    w, reports = watch(start_objective=0.0)
+    w.improving(event(objective=5e-10))
+    assert reports[0].accepted is True
+    w, reports = watch(start_objective=0.0)
+    w.improving(event(objective=5e-9))
+    assert reports[0].accepted is False
+
+
+def test_without_a_start_no_verdict_is_reported():
+    w, reports = watch(start_objective=None)
+    w.improving(event(objective=2.0, seconds=0.5, x=[1]))
+    assert [type(r) for r in reports] == [Incumbent]
+
+
+def test_bounds_are_reported_only_when_they_rise_past_a_relative_hair():
+    w, reports = watch()
+    w.mip_logging(event(bound=-math.inf))  # none yet
+    w.mip_logging(event(bound=math.nan))
+    w.mip_logging(event(bound=0.5, seconds=1.0))
+    w.mip_logging(event(bound=0.5, seconds=2.0))  # the same bound again
+    w.mip_logging(event(bound=0.5 + 1e-12, seconds=2.5))  # exactly at the hair (the same float sum): no rise
+    # below |b| = 1 the hair is 1e-12 absolute: 0.5 + 1.5e-12 counts, 0.5 + 1.5e-12 + 5e-13 does not
+    w.mip_logging(event(bound=0.5 + 1.5e-12, seconds=3.0))
+    w.mip_logging(event(bound=0.5 + 2.0e-12, seconds=4.0))
+    # above 1 it is relative: at 1000 a rise of 5e-10 (below 1e-9) is none, 2e-9 is one
+    w.mip_logging(event(bound=1000.0, seconds=5.0))
+    w.mip_logging(event(bound=1000.0 + 5e-10, seconds=6.0))
+    w.mip_logging(event(bound=1000.0 + 2e-9, seconds=7.0))
+    w.mip_logging(event(bound=math.inf, seconds=8.0))
+    w.mip_logging(event(bound=999.0, seconds=9.0))  # a lower bound than the best is never reported
+    assert [(r.seconds, r.bound) for r in reports] == [(1.0, 0.5), (3.0, 0.5 + 1.5e-12), (5.0, 1000.0),
+                                                      (7.0, 1000.0 + 2e-9)]
+    assert all(type(r) is Bound for r in reports)
+    assert w.bound == 1000.0 + 2e-9
+
+
+def test_interrupt_only_past_the_deadline_and_reads_the_bound_first():
+    w, reports = watch(deadline=math.inf)
+    ev = event(bound=2.0, seconds=0.1)
+    w.interrupt(ev)
+    assert not ev.interrupted and reports == [Bound(0.1, 2.0)]
+    w, reports = watch(deadline=-math.inf)
+    ev = event(bound=2.0, seconds=0.1)
+    w.interrupt(ev)
+    assert ev.interrupted and reports == [Bound(0.1, 2.0)]
+
+
+def test_no_interrupt_at_the_deadline_itself(monkeypatch):
+    # the clock reads exactly the deadline (100): not past it, so the search goes on
+    monkeypatch.setattr(highs.time, "monotonic", lambda: 100.0)
+    w, _ = watch(deadline=100.0)
+    ev = event()
+    w.interrupt(ev)
+    assert not ev.interrupted
+    w, _ = watch(deadline=99.5)
+    w.interrupt(ev)
+    assert ev.interrupted
+
+
+def test_subscribe_wires_each_callback_to_its_handler():
+    w, _ = watch()
+    subscribed = {}
+
+    def channel(name):
+        return SimpleNamespace(subscribe=lambda f: subscribed.setdefault(name, f))
+
+    h = SimpleNamespace(**{n: channel(n) for n in ("cbMipImprovingSolution", "cbMipLogging", "cbMipInterrupt",
+                                                    "cbLogging")})
+    highs._subscribe(h, w)
+    assert subscribed == {"cbMipImprovingSolution": w.improving, "cbMipLogging": w.mip_logging,
+                          "cbMipInterrupt": w.interrupt, "cbLogging": w.logging}
+
+
+# ---------------------------------------------------------------------------- _final
+class Ended:
+    """A ``highspy.Highs`` stand-in after ``run()``."""
+
+    def __init__(self, status, solution_status=2, objective=4.0, bound=3.0, cols=2, x=(1.0, 0.0)):
+        self.status, self.cols = status, cols
+        self.info = SimpleNamespace(primal_solution_status=solution_status, objective_function_value=objective,
+                                    mip_dual_bound=bound)
+        self.x = list(x)
+
+    def getModelStatus(self):
+        return self.status
+
+    def getInfo(self):
+        return self.info
+
+    def getSolution(self):
+        return SimpleNamespace(col_value=self.x)
+
+    def getNumCol(self):
+        return self.cols
+
+    def modelStatusToString(self, status):
+        return _NAMER.modelStatusToString(status)
+
+
+S = highspy.HighsModelStatus
+_NAMER = highspy.Highs()  # HiGHS's own names of its statuses (the real class, before any test replaces it)
+
+
+def test_final_of_a_mip_with_a_solution_and_a_bound():
+    f = highs._final(Ended(S.kTimeLimit, objective=4.0, bound=3.0), highs._status_table(), 1.5)
+    assert (f.native, f.code, f.objective, f.bound, f.seconds) == (Native.LIMIT, "Time limit reached", 4.0, 3.0, 1.5)
+    assert f.x.dtype == float and f.x.tolist() == [1.0, 0.0]
+
+
+def test_final_without_a_feasible_solution_has_neither_values_nor_objective():
+    # primal_solution_status 1 is "infeasible point", 0 "no solution": only 2 is a solution
+    for solution_status in (0, 1):
+        f = highs._final(Ended(S.kTimeLimit, solution_status=solution_status), highs._status_table(), 0.0)
+        assert f.x is None and f.objective is None and f.bound == 3.0
+
+
+def test_final_bound_of_an_lp_is_its_optimum_and_of_an_empty_model_none():
+    # an LP: HiGHS's MIP dual bound is infinite; solved to optimality its value (4) is its own bound
+    f = highs._final(Ended(S.kOptimal, bound=math.inf), highs._status_table(), 0.0)
+    assert f.bound == 4.0 and f.native is Native.OPTIMAL
+    # not optimal: no bound from the value
+    f = highs._final(Ended(S.kTimeLimit, bound=math.inf), highs._status_table(), 0.0)
+    assert f.bound is None
+    # optimal without a solution: nothing to take the bound from
+    f = highs._final(Ended(S.kOptimal, solution_status=0, bound=math.inf), highs._status_table(), 0.0)
+    assert f.bound is None
+    # no columns: the dual bound HiGHS reports (here 3) is not read, the optimum (4) is the bound
+    f = highs._final(Ended(S.kOptimal, bound=3.0, cols=0), highs._status_table(), 0.0)
+    assert f.bound == 4.0
+
+
+# ---------------------------------------------------------------------------- bounds/simple.py
+def test_simple_bound_takes_each_op_at_its_fastest_device():
+    fast_and_slow = Cluster([Device(name="fast", speed=2.0), Device(name="slow")])
+    # times fast/slow: a 3/6, b 1/2, c 1/2 -> t = (3, 1, 1): max 3 beats the sum 5 over 2 devices
+    g = Graph([Op(name="a", work=6), Op(name="b", work=2), Op(name="c", work=2)])
+    assert simple_lower_bound(g, fast_and_slow) == 3.0
+    # four ops of work 2: t = (1, 1, 1, 1), the sum 4 over 2 devices (2) beats the max (1)
+    g = Graph([Op(name=f"v{i}", work=2) for i in range(4)])
+    assert simple_lower_bound(g, fast_and_slow) == 2.0
+
+
+def _asymmetric_pair() -> Cluster:
+    # acc0 -> acc1 at 0.5, acc1 -> acc0 at 0.25: a ring of the two runs at the slower direction, 0.25
+    return Cluster([Device(name="acc0"), Device(name="acc1")],
+                   [Link(src="acc0", dst="acc1", bandwidth=0.5), Link(src="acc1", dst="acc0", bandwidth=0.25)])
+
+
+def test_replicated_bound_rings_at_the_slower_direction_of_a_link():
+    c = _asymmetric_pair()
+    # a (work 10, 1 parameter byte) on both: 10/2 + 2 * (1/2) * 1 / 0.25 = 5 + 4 = 9 < 10 alone;
+    # the sum 10 over 2 devices is 5. (Ringing at 0.5 would give 7, at the diagonal's inf 5, at 1.0 6.)
+    assert replicated_lower_bound(Graph([Op(name="a", work=10, param_bytes=1)]), c, 2) == 9.0
+    # replicas capped at 1: no replication, the bound is Lemma 3.3's 10
+    assert replicated_lower_bound(Graph([Op(name="a", work=10, param_bytes=1)]), c, 1) == 10.0
+    # overlapped, 2 parameter bytes: max(10/2, 2 * (1/2) * 2 / 0.25) = max(5, 8) = 8 (without overlap 5 + 8 > 10)
+    g = Graph([Op(name="a", work=10, param_bytes=2)])
+    assert replicated_lower_bound(g, c, 2, "full") == 8.0
+    assert replicated_lower_bound(g, c, 2) == 10.0
+
+
+def test_replicated_bound_rings_over_accelerators_only():
+    # two accelerators and a CPU (host): at most 2 replicas even if 3 are allowed;
+    # a (work 12, 1 byte) on 2: 12/2 + 2 * (1/2) * 1 / 1 = 7; the sum 12 over 3 devices is 4
+    # (3 replicas would give 4 + 2 * (2/3) = 5.33; the CPU alone as the ring, none: 12)
+    g = Graph([Op(name="a", work=12, param_bytes=1)])
+    assert replicated_lower_bound(g, Cluster.accelerators(2, cpus=1), 3) == 7.0
+
+
+def test_replicated_bound_below_one_time_unit():
+    # one op of work 0.5 on one stage: no ring, the bound is 0.5 (not the max's initial value)
+    assert replicated_lower_bound(Graph([Op(name="a", work=0.5)]), Cluster.stages(1), 3) == 0.5
+    # the sum binds: three ops of work 3 on 3 accelerators without parameters: each at 3/3 = 1 on
+    # 3 replicas, the sum 9 over 3 devices is 3
+    g = Graph([Op(name=f"v{i}", work=3) for i in range(3)])
+    assert replicated_lower_bound(g, Cluster.accelerators(3), 3) == 3.0
+
+
+# ---------------------------------------------------------------------------- run
+class FakeHighs(Recorder, Ended):
+    """``highspy.Highs`` for :func:`highs.run`: takes any model, refuses the start if told, ends at ``status``."""
+
+    refuse_start = False
+
+    def __init__(self):
+        Recorder.__init__(self)
+        Ended.__init__(self, S.kTimeLimit, solution_status=0, bound=math.inf)
+        for name in ("cbMipImprovingSolution", "cbMipLogging", "cbMipInterrupt", "cbLogging"):
+            setattr(self, name, SimpleNamespace(subscribe=lambda f: None))
+        self.time_limits = []
+        FakeHighs.last = self
+
+    def setOptionValue(self, name, value):
+        if name == "time_limit":
+            self.time_limits.append(value)
+        Recorder.setOptionValue(self, name, value)
+
+    def passModel(self, *args):
+        return highspy.HighsStatus.kOk
+
+    def setSolution(self, n, index, values):
+        return highspy.HighsStatus.kError if self.refuse_start else highspy.HighsStatus.kOk
+
+    def run(self):
+        pass
+
+
+def _one_column():
+    return SimpleNamespace(n_cols=1, n_rows=0, value=np.zeros(0), cost=np.ones(1), col_lower=np.zeros(1),
+                           col_upper=np.ones(1), row_lower=np.zeros(0), row_upper=np.zeros(0),
+                           start=np.zeros(2, dtype=np.int32), index=np.zeros(0, dtype=np.int32),
+                           integer=np.ones(1, dtype=bool))
+
+
+@pytest.mark.parametrize("refuse", [True, False])
+def test_run_reports_a_refused_start_once_and_limits_the_time_from_now(monkeypatch, refuse):
+    monkeypatch.setattr(highspy, "Highs", FakeHighs)
+    monkeypatch.setattr(FakeHighs, "refuse_start", refuse)
+    reports = []
+    deadline = time.monotonic() + 5.0
+    highs.run(_one_column(), SolveOptions(), np.ones(1), 1.0, deadline, reports.append)
+    # both time limits are what is left of the 5 s, set just before: above 4, at most 5
+    assert all(4.0 < limit <= 5.0 for limit in FakeHighs.last.time_limits)
+    assert len(FakeHighs.last.time_limits) == 2
+    verdicts = [r for r in reports if isinstance(r, StartVerdict)]
+    final = reports[-1]
+    assert isinstance(final, Final) and final.native is Native.LIMIT
+    if refuse:  # refused: said once, not again as "no incumbent at the start"
+        assert verdicts == [StartVerdict(False, "HiGHS setSolution refused the start")]
+    else:  # taken, but no incumbent came: said at the end with HiGHS's status
+        assert verdicts == [StartVerdict(False, "HiGHS reported no incumbent at the start (Time limit reached)")]
