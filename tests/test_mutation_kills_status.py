@@ -304,6 +304,18 @@ def test_replicated_bound_rings_over_accelerators_only():
     assert replicated_lower_bound(g, Cluster.accelerators(2, cpus=1), 3) == 7.0
 
 
+def test_replicated_bound_without_a_ring():
+    # CPUs only: no accelerator to replicate on; t = (3, 1), max 3 beats the sum 4 over 2 devices
+    g = Graph([Op(name="a", work=3), Op(name="b", work=1)])
+    assert replicated_lower_bound(g, Cluster.accelerators(0, cpus=2), 2) == 3.0
+    # two accelerators that cannot reach each other (links only to the CPU: their route bandwidth is 0)
+    # form no ring: no replicas, the bound is a's 4 (with an empty ring, 2 * (1/2) * 0 / 0 would be nan)
+    c = Cluster([Device(name="acc0"), Device(name="acc1"), Device(name="cpu", kind="cpu")],
+                [Link(src="acc0", dst="cpu", bandwidth=1.0), Link(src="cpu", dst="acc0", bandwidth=1.0)])
+    assert c.route_bandwidth[0, 1] == c.route_bandwidth[1, 0] == 0.0
+    assert replicated_lower_bound(Graph([Op(name="a", work=4)]), c, 2) == 4.0
+
+
 def test_replicated_bound_below_one_time_unit():
     # one op of work 0.5 on one stage: no ring, the bound is 0.5 (not the max's initial value)
     assert replicated_lower_bound(Graph([Op(name="a", work=0.5)]), Cluster.stages(1), 3) == 0.5
