@@ -6,6 +6,7 @@ so every option, callback and status path is checked entry by entry without solv
 from __future__ import annotations
 
 import math
+import sys
 import time
 from types import SimpleNamespace
 
@@ -17,7 +18,7 @@ from placement_dsl.bounds.simple import replicated_lower_bound, simple_lower_bou
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.graph import Graph, Op
 from placement_dsl.solvers import highs
-from placement_dsl.solvers.base import Bound, Final, Incumbent, Native, SolveOptions, StartVerdict
+from placement_dsl.solvers.base import Bound, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict
 
 
 # ---------------------------------------------------------------------------- stand-ins
@@ -374,7 +375,24 @@ def test_run_reports_a_refused_start_once_and_limits_the_time_from_now(monkeypat
     verdicts = [r for r in reports if isinstance(r, StartVerdict)]
     final = reports[-1]
     assert isinstance(final, Final) and final.native is Native.LIMIT
+    assert 0.0 <= final.seconds < 5.0  # the search's own time (run() returns at once), not a clock reading
+    handed = [r for r in reports if isinstance(r, HandedOff)]
+    assert len(handed) == 1 and 0.0 <= handed[0].seconds < 5.0
     if refuse:  # refused: said once, not again as "no incumbent at the start"
         assert verdicts == [StartVerdict(False, "HiGHS setSolution refused the start")]
     else:  # taken, but no incumbent came: said at the end with HiGHS's status
         assert verdicts == [StartVerdict(False, "HiGHS reported no incumbent at the start (Time limit reached)")]
+
+
+def test_run_past_its_deadline_still_hands_highs_a_hundredth(monkeypatch):
+    # the deadline passed a second ago: both limits are the floor 0.01 s, never what a clock reads
+    monkeypatch.setattr(highspy, "Highs", FakeHighs)
+    highs.run(_one_column(), SolveOptions(), None, None, time.monotonic() - 1.0, lambda report: None)
+    assert FakeHighs.last.time_limits == [0.01, 0.01]
+
+
+def test_available_says_no_without_highspy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "highspy", None)  # importing it raises ImportError
+    assert highs.available() is False
+    monkeypatch.undo()
+    assert highs.available() is True
