@@ -90,6 +90,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "bounds/simple.py": (["tests/test_bounds.py",
                           "tests/test_certify_replicated.py::test_replicated_simple_bound_on_the_replicated_chain",
                           "tests/test_mutation_kills_status.py"], []),
+    "bounds/pigeonhole.py": (["tests/test_pigeonhole.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),
