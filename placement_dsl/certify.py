@@ -276,11 +276,7 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     run.offer(res.placement, "dp")
     run.dp = res.placement if run.problem.is_valid(res.placement) else None
     if R == 1 and not routed and not run.problem.has(Contiguous) and not run.problem.has(DagOrder):
-        # without structure the DP's split is only a start: polish moves blocks off its busiest stage
-        polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=res.placement,
-                             time_limit=min(20.0, max(1.0, seconds / 4)))
-        run.offer(polished.placement, "polish")
-        _polish_packed(run, min(20.0, max(1.0, seconds / 4)))
+        _polish(run, res.placement, min(20.0, max(1.0, seconds / 4)))
     if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
         return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
                                             "class of identical devices, the cost model over any devices of its "
@@ -294,16 +290,19 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
 
 
-def _polish_packed(run: _Run, seconds: float) -> None:
-    """Polish from the packing bound's packing too (``heuristics.polish.packed_start``), where it packs anything."""
+def _polish(run: _Run, split: Placement, seconds: float) -> None:
+    """Without structure the DP's split is only a start: polish (blocks moved off the busiest stage) from it and
+    from the packing bound's packing (``heuristics.polish.packed_start``, where it packs anything), each in
+    ``seconds``."""
     from .heuristics import run as heuristic
     from .heuristics.polish import packed_start
 
-    start = packed_start(run.problem.graph, run.problem.cluster)
-    if start is not None:
-        polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
-                             time_limit=seconds)
-        run.offer(polished.placement, "polish-packed")
+    packed = packed_start(run.problem.graph, run.problem.cluster)
+    for start, label in ((split, "polish"), (packed, "polish-packed")):
+        if start is not None:
+            polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
+                                 time_limit=seconds)
+            run.offer(polished.placement, label)
 
 
 def _dp_replicates_exactly(cluster: Any) -> bool:
