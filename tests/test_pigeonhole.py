@@ -1,10 +1,12 @@
-"""The pigeonhole bound (bounds/pigeonhole.py) against brute force on tiny graphs."""
+"""The pigeonhole bound (bounds/pigeonhole.py) against brute force on tiny graphs, with the packing bound
+(bounds/packing.py) on the same structured draws."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement_dsl.bounds.packing import packing_bound
 from placement_dsl.bounds.pigeonhole import pigeonhole_bound
 from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.cluster import Cluster
@@ -22,11 +24,13 @@ def layers(works: list[float], cpu_factor: float, tensor: float = 0.0, groups: b
     return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1)])
 
 
+@pytest.mark.parametrize("bound", [pigeonhole_bound, packing_bound], ids=["pigeonhole", "packing"])
 @settings(max_examples=60, deadline=None)
-@given(structured_problems("contiguous"))
-def test_never_above_the_brute_force_optimum(problem):
+@given(problem=structured_problems("contiguous"))
+def test_never_above_the_brute_force_optimum(bound, problem):
+    # the pigeonhole bound and the packing bound that dominates it (tests/test_packing.py), over every placement
     free = without(problem, Contiguous)
-    assert pigeonhole_bound(free.graph, free.cluster) <= optimum(free) + 1e-9
+    assert bound(free.graph, free.cluster) <= optimum(free) + 1e-9
 
 
 @settings(max_examples=40, deadline=None)
