@@ -90,7 +90,12 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "bounds/simple.py": (["tests/test_bounds.py",
                           "tests/test_certify_replicated.py::test_replicated_simple_bound_on_the_replicated_chain",
                           "tests/test_mutation_kills_status.py"], []),
-    "bounds/pigeonhole.py": (["tests/test_pigeonhole.py"], []),
+    "bounds/pigeonhole.py": (["tests/test_pigeonhole.py", "tests/test_mutation_kills_status.py"], []),
+    # the packing bound: its bin search and the bound against brute force (the packing case of the
+    # structured draws shared with the pigeonhole bound), hand-computed kills
+    "bounds/packing.py": (["tests/test_packing.py",
+                           "tests/test_pigeonhole.py::test_never_above_the_brute_force_optimum[packing]",
+                           "tests/test_mutation_kills_bounds.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),

@@ -1,0 +1,121 @@
+"""Kills for the mutants that survived the bounds' owning tests (docs/mutation.md): the packing bound's
+search budget, its bisection and the start heavy_packing hands to local search, checked on hand-computed
+cases (numbers in the comments), without a solver."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from placement_dsl.bounds import packing
+from placement_dsl.bounds.packing import (
+    FEASIBLE,
+    INFEASIBLE,
+    TOLERANCE,
+    UNKNOWN,
+    _Completion,
+    _lpt,
+    _Search,
+    heavy_packing,
+    packing_bound,
+)
+from placement_dsl.cluster import Cluster
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Throughput
+from placement_dsl.problem import Problem
+from placement_dsl.testing import optimum
+
+
+def _layers(works: list[float], cpu_factor: float = 10.0) -> Graph:
+    """A chain of layers, each ``cpu_factor`` times slower on the host CPU."""
+    ops = [Op(name=f"v{i}", work={"accelerator": w, "cpu": w * cpu_factor}) for i, w in enumerate(works)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1)])
+
+
+TWO = Cluster.accelerators(2, cpus=1)
+
+# ---------------------------------------------------------------------------- bounds/packing.py
+
+
+def test_lpt_puts_each_item_on_the_least_loaded_bin():
+    # 3 | 3, then the 2s on 5 | 5 and 7 | 5: makespan 7 (the optimum {3, 3} | {2, 2, 2} is 6)
+    assert _lpt(np.array([3.0, 3.0, 2.0, 2.0, 2.0]), 2) == 7.0
+    # 8 | 5, 4 joins the 5 (9), 2 joins the 8 (10)
+    assert _lpt(np.array([8.0, 5.0, 4.0, 2.0]), 2) == 10.0
+
+
+def test_a_decision_may_spend_a_quarter_of_the_budget():
+    # [2, 1] in one bin of 3: the bin's first set (node 1) takes the 1 (node 2) and is complete: 2 nodes
+    w = np.array([2.0, 1.0])
+    assert _Completion(w, 1, 3.0, 2).run() == FEASIBLE
+    assert _Completion(w, 1, 3.0, 1).run() == UNKNOWN
+    # a budget of 7 allows 7 // 4 = 1 node per decision, 8 allows 2
+    assert _Search(1, 7).pack(w, 3.0)[0] == UNKNOWN
+    search = _Search(1, 8)
+    assert search.pack(w, 3.0)[0] == FEASIBLE and search.left == 6
+    assert _Search(1, 3).per_decision == 1  # never below one node
+
+
+def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds():
+    # [5, 5, 3, 3, 3] on two accelerators (the CPU, 10x slower, takes none below 30): the cheap bound
+    # 9.5 (half the sum) is refuted; LPT packs 5+3+3 = 11; the search at the midpoint 10.25 finds
+    # {5, 5} | {3, 3, 3}, whose makespan 10 becomes the top; 26 halvings of [9.5, 10] reach a width
+    # 0.5 * 2^-26 <= 1e-9 * 10: 10 - 2^-27 (the midpoint 10.25 as the top ends elsewhere)
+    assert packing_bound(_layers([5.0, 5.0, 3.0, 3.0, 3.0]), TWO) == 10.0 - 2.0**-27
+
+
+def test_the_capacity_slack_stays_valid_at_a_tiny_time_scale():
+    # the same layers in units of 1e-12: the absolute slack of 1e-12 accepts the cheap bound 9.5e-12
+    # (below the optimum 1e-11); a capacity narrowed by it instead refutes the optimum itself
+    graph = _layers([5e-12, 5e-12, 3e-12, 3e-12, 3e-12])
+    bound = packing_bound(graph, TWO)
+    assert bound == pytest.approx(9.5e-12, rel=1e-9)
+    assert bound <= optimum(Problem(graph, TWO, Throughput(), [])) * (1 + 1e-9)
+
+
+def test_heavy_packing_cut_short_keeps_the_bound_of_its_own_budget():
+    # [8, 5, 4, 2]: 24 nodes refute 20 halvings of [9.5, 10] (cheap bound, LPT 8+2): 10 - 2^-20; the
+    # default budget goes on to 10 - 2^-27; the packing {8, 2} | {5, 4}
+    graph = _layers([8.0, 5.0, 4.0, 2.0])
+    T, bins = heavy_packing(graph, TWO, budget=24)
+    assert T == packing_bound(graph, TWO, budget=24) == 10.0 - 2.0**-20 < packing_bound(graph, TWO)
+    assert [b.tolist() for b in bins] == [[0, 3], [1, 2]]
+
+
+def test_heavy_packing_uses_the_bounds_default_budget():
+    # its T is the bound's own: the same node budget when neither is given one
+    default = inspect.signature(packing_bound).parameters["budget"].default
+    assert inspect.signature(heavy_packing).parameters["budget"].default == default == 300_000
+
+
+def test_heavy_packing_widens_the_bound_by_twice_the_tolerance(monkeypatch):
+    # at a budget of 29 the bound stops at 10 - 2^-25 (about 10 - 2.98e-8); widened by 2e-9 it is
+    # still below P = 10 and refuted, so the LPT makespan 10 (widened) is packed; widened by 3e-9 it
+    # would reach 10 + 2e-10 and be packed first
+    graph = _layers([8.0, 5.0, 4.0, 2.0])
+    asked: list[tuple[float, int]] = []
+    pack = packing._Search.pack
+
+    def spy(self, w, C):
+        verdict, found = pack(self, w, C)
+        asked.append((C, verdict))
+        return verdict, found
+
+    monkeypatch.setattr(packing._Search, "pack", spy)
+    T = packing_bound(graph, TWO, budget=29)
+    assert T == 10.0 - 2.0**-25
+    del asked[:]
+    T, bins = heavy_packing(graph, TWO, budget=29)
+    assert asked[-2:] == [(T * (1 + 2 * TOLERANCE), INFEASIBLE), (10.0 * (1 + 2 * TOLERANCE), FEASIBLE)]
+    assert [b.tolist() for b in bins] == [[0, 3], [1, 2]]
+
+
+def test_heavy_packing_fills_bins_with_equal_units_in_index_order():
+    # ten layers of 1 then ten of 2, the CPU 100x slower: all twenty go to two accelerators (sum 30,
+    # T = 15). The 2s (units 10-19) come first in index order: the first bin takes 10-16 (14) and
+    # unit 0 (15), the second the rest. NumPy's default sort orders ties differently past 16 items
+    graph = _layers([1.0] * 10 + [2.0] * 10, cpu_factor=100.0)
+    T, bins = heavy_packing(graph, TWO)
+    assert T == 15.0
+    assert [b.tolist() for b in bins] == [[10, 11, 12, 13, 14, 15, 16, 0], [17, 18, 19, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
