@@ -55,6 +55,15 @@ def test_a_decision_may_spend_a_quarter_of_the_budget():
     search = _Search(1, 8)
     assert search.pack(w, 3.0)[0] == FEASIBLE and search.left == 6
     assert _Search(1, 3).per_decision == 1  # never below one node
+    # [2] in one bin of 3 takes one node: a budget of 1 is enough
+    assert _Search(1, 1).pack(np.array([2.0]), 3.0)[0] == FEASIBLE
+
+
+def test_a_spent_budget_answers_unknown_even_where_the_sums_refute():
+    # [3, 3] cannot fit one bin of 2 (sum 6 > 2, refuted before any node), but with no budget left the
+    # search does not run: unknown, as for any decision past the budget
+    assert _Completion(np.array([3.0, 3.0]), 1, 2.0, 0).run() == INFEASIBLE
+    assert _Search(1, 0).pack(np.array([3.0, 3.0]), 2.0)[0] == UNKNOWN
 
 
 def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds():
@@ -63,6 +72,13 @@ def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds():
     # {5, 5} | {3, 3, 3}, whose makespan 10 becomes the top; 26 halvings of [9.5, 10] reach a width
     # 0.5 * 2^-26 <= 1e-9 * 10: 10 - 2^-27 (the midpoint 10.25 as the top ends elsewhere)
     assert packing_bound(_layers([5.0, 5.0, 3.0, 3.0, 3.0]), TWO) == 10.0 - 2.0**-27
+
+
+def test_the_bound_is_the_largest_capacity_refuted_below_a_step_it_fills_exactly():
+    # [8, 3, 3, 3] with the CPU 3x slower: the 3s take 9 on the CPU, so the first step ends at 9, and
+    # {8} | {3, 3, 3} fills it exactly: the top 9 is not refuted (the search's slack admits a bin summing
+    # to its capacity); bisecting [8.5, 9] (mean, LPT 9) refutes up to 9 - 2^-27, the bound
+    assert packing_bound(_layers([8.0, 3.0, 3.0, 3.0], cpu_factor=3.0), TWO) == 9.0 - 2.0**-27
 
 
 def test_the_capacity_slack_stays_valid_at_a_tiny_time_scale():
