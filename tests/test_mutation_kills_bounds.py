@@ -66,12 +66,32 @@ def test_a_spent_budget_answers_unknown_even_where_the_sums_refute():
     assert _Search(1, 0).pack(np.array([3.0, 3.0]), 2.0)[0] == UNKNOWN
 
 
-def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds():
+def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds(monkeypatch):
     # [5, 5, 3, 3, 3] on two accelerators (the CPU, 10x slower, takes none below 30): the cheap bound
     # 9.5 (half the sum) is refuted; LPT packs 5+3+3 = 11; the search at the midpoint 10.25 finds
     # {5, 5} | {3, 3, 3}, whose makespan 10 becomes the top; 26 halvings of [9.5, 10] reach a width
     # 0.5 * 2^-26 <= 1e-9 * 10: 10 - 2^-27 (the midpoint 10.25 as the top ends elsewhere)
+    decisions = []
+    decide = packing._Search.decide
+
+    def counted(self, w, C):
+        decisions.append(C)
+        if len(decisions) > 100:  # a bisection that never ends fails here instead of hanging
+            raise AssertionError("the bisection does not converge")
+        return decide(self, w, C)
+
+    monkeypatch.setattr(packing._Search, "decide", counted)
     assert packing_bound(_layers([5.0, 5.0, 3.0, 3.0, 3.0]), TWO) == 10.0 - 2.0**-27
+    # the step's top 30, the cheap bound 9.5, the midpoint 10.25, then the 26 halvings
+    assert len(decisions) == 29 and decisions[:3] == [30.0, 9.5, 10.25]
+
+
+def test_a_step_whose_units_cannot_fit_its_top_moves_to_the_next():
+    # [8, 3, 3, 3] with the CPU 2.875x slower: a 3 takes 8.625 on the CPU. Below 8.625 all four need
+    # the two accelerators (least makespan 9 > 8.625: the step is refuted at its top); from 8.625 on
+    # only the 8 must, so the bound is the step 8.625 itself, the optimum ({8} | {3, 3} | CPU {3})
+    graph = _layers([8.0, 3.0, 3.0, 3.0], cpu_factor=2.875)
+    assert packing_bound(graph, TWO) == 8.625 == optimum(Problem(graph, TWO, Throughput(), []))
 
 
 def test_the_bound_is_the_largest_capacity_refuted_below_a_step_it_fills_exactly():
