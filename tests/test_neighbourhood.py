@@ -10,7 +10,7 @@ from placement_dsl.constraints import Contiguous, Pin
 from placement_dsl.errors import SpecError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.neighbourhood import _listed, _loads, _step, _Units, ip_neighbourhoods
+from placement_dsl.heuristics.neighbourhood import _free, _listed, _loads, _step, _Units, ip_neighbourhoods
 from placement_dsl.objectives import Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
@@ -38,13 +38,24 @@ def test_neighbourhoods_start_at_the_busiest_boundary_and_alternate_with_device_
     problem = chain_problem([1.0] * 12, accelerators=3)
     units = _Units(problem)
     dev = np.array([0] * 4 + [1] * 4 + [2] * 4)
-    loads = np.array([4.0, 4.5, 4.0, 0.0])  # device 1 busiest
-    listed = list(_listed(units, dev, loads, 3))
-    assert listed[0] == {3, 4, 5}  # around device 1's boundary units first (4 and 7), the first ball fills the cap
-    assert next(_listed(units, dev, loads, 6)) == {3, 4, 5, 6, 7, 8}  # then the ball around 7
-    assert listed[1] == {4, 5, 6, 7, 0, 1, 2, 3}  # the busiest with the next by load (device 0, the lower id)
-    assert len(listed) == len(set(listed))
-    assert all(set(range(4, 8)) <= free for free in listed[1::2][:6])  # device sets hold the busiest device
+    loads = np.array([4.0, 4.5, 4.0, 0.0])  # device 1 busiest, then 0 and 2 (lower id first), the CPU
+    listed = list(_listed(loads))
+    assert listed[:4] == [("ball", (1,)), ("devices", (1, 0)), ("ball", (2,)), ("devices", (1, 2))]
+    assert [arg for kind, arg in listed if kind == "devices"][3:5] == [(1, 0, 2), (1, 0, 3)]
+    assert len(listed) == 3 + 3 + 3
+    assert _free(units, dev, loads, "ball", (1,), 3) == {3, 4, 5}  # around 4 first (device 1's), filling the cap
+    assert _free(units, dev, loads, "ball", (1,), 6) == {3, 4, 5, 6, 7, 8}  # then around 7
+    assert _free(units, dev, loads, "devices", (1, 2), 3) == set(range(4, 12))  # device sets are not capped
+    assert _free(units, np.zeros(12, dtype=int), loads, "ball", (1,), 3) == set()  # no boundary, no ball
+
+
+def test_a_local_optimum_of_every_listed_neighbourhood_ends_the_search_early():
+    problem = chain_problem([1.0] * 24, accelerators=4)
+    start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
+    found = ip_neighbourhoods(problem, start, time_limit=60, step_limit=5, max_free=8)
+    assert found.info["local_optimum"] and found.bound is None  # balls of 8, device sets of at most 18 units
+    assert found.info["improvements"] == 0 and found.seconds < 30
+    assert found.objective == pytest.approx(problem.evaluate(start).objective)
 
 
 def test_a_step_keeps_every_unit_outside_the_neighbourhood():
@@ -105,3 +116,15 @@ def test_refuses_an_invalid_start_and_bad_limits():
     for bad in ({"time_limit": 0}, {"step_limit": -1}, {"max_free": 0}):
         with pytest.raises(SpecError, match="max_free"):
             ip_neighbourhoods(problem, good, **bad)
+
+
+@pytest.mark.parametrize("settles, cap", [(True, 40), (False, 8)])
+def test_the_ball_cap_grows_after_settled_balls_and_shrinks_after_timed_out_ones(monkeypatch, settles, cap):
+    import placement_dsl.heuristics.neighbourhood as nb
+
+    problem = chain_problem([1.0] * 24, accelerators=4)
+    start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
+    monkeypatch.setattr(nb, "_step", lambda *args: (None, settles, None))  # nothing found; settled or timed out
+    found = ip_neighbourhoods(problem, start, time_limit=1.0, max_free=40)
+    assert found.info["free_cap"] == cap and found.info["steps"] >= 3
+    assert found.info["local_optimum"] == settles and found.placement is start

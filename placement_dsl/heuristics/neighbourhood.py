@@ -8,17 +8,21 @@ incumbent and the neighbourhoods are rebuilt around it. Two kinds of neighbourho
 
 * **boundary balls** — the units within ``h`` hops (edges between units) of a *boundary unit*, one
   with a neighbour on another device, taken from the busiest device's boundary outward, at most
-  ``max_free`` units. A polished pipeline split is a few stage boundaries away from a better one
-  (ResNet50's and InceptionV3's layer graphs); ``h`` = 1, 2, 3.
+  a cap of units; ``h`` = 1, 2, 3. A polished pipeline split is a few stage boundaries away from a
+  better one (ResNet50's and InceptionV3's layer graphs). The cap starts at ``max_free / 2``, shrinks
+  (x 0.6, at least 8) after a ball the IP could not settle in ``step_limit`` and grows (x 1.5, at most
+  ``max_free``) after one it settled without a gain: training graphs' IPs are harder per free unit.
 * **device sets** — every unit on the busiest device and on ``k - 1`` others (by load, highest
   first; ``k`` = 2, then 3): a re-packing of a few devices, where the max load is set by heavy
   units rather than by transfers (GNMT training's LSTM cells).
 
-A neighbourhood solved to optimality without a gain is exhausted for that incumbent. When every
-listed one is exhausted or timed out, random ones follow (a ball of ``max_free`` units around a random
-boundary unit, or the busiest device with two random others, drawn from ``seed``) until
-``time_limit``. One neighbourhood holding every unit, solved to optimality, proves the incumbent
-optimal up to the solver's gap: the result then carries that step's dual bound and ``exact_among``.
+A neighbourhood tried without a gain is not tried again for that incumbent. When every listed one
+has been tried and each was solved to optimality, the incumbent is a local optimum for all of them and
+the search ends (``info["local_optimum"]``); when some timed out, random ones follow (a ball of the
+cap's size around a random boundary unit, or the busiest device with two random others, drawn from
+``seed``) until ``time_limit``. One neighbourhood holding every unit, solved to optimality, proves the
+incumbent optimal up to the solver's gap: the result then carries that step's dual bound and
+``exact_among``.
 
 This is large-neighbourhood search (Shaw, CP 1998) with the IP as the repair, the fixings chosen
 around the incumbent as in local branching (Fischetti and Lodi, Math. Programming 2003) but by
@@ -43,6 +47,7 @@ from .polish import _unit_neighbours
 
 HOPS = (1, 2, 3)  # boundary-ball radii, in order
 DEVICE_SETS = (2, 3)  # device-set sizes, in order
+MIN_FREE, SHRINK, GROW = 8, 0.6, 1.5  # the ball cap's floor, and its factors after a timed-out / settled ball
 
 
 class _Units:
@@ -85,32 +90,36 @@ def _loads(problem: Problem, placement: Placement) -> np.ndarray:
     return np.array([r.load for r in device_costs(placement, problem.cost_model())])
 
 
-def _listed(units: _Units, dev: np.ndarray, loads: np.ndarray, max_free: int) -> Iterator[frozenset[int]]:
-    """The neighbourhoods around an incumbent in the order they are tried: balls and device sets in turn."""
-    rank = np.argsort(-loads, kind="stable")
-    busiest = int(rank[0])
-    seeds = sorted(units.boundary(dev).tolist(), key=lambda u: (-loads[dev[u]], u))
-    balls = [units.ball(seeds, h, max_free) for h in HOPS] if seeds else []
-    others = [int(d) for d in rank[1:]]
-    sets = [frozenset(u for u in range(units.n) if dev[u] in (busiest, *rest))
-            for k in DEVICE_SETS for rest in itertools.combinations(others, k - 1)]
-    seen: set[frozenset[int]] = set()
-    for free in itertools.chain.from_iterable(itertools.zip_longest(balls, sets)):
-        if free and free not in seen:
-            seen.add(free)
-            yield free
+def _listed(loads: np.ndarray) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """The neighbourhoods tried around an incumbent, in order: ``("ball", (h,))`` and ``("devices", set)`` in turn."""
+    rank = [int(d) for d in np.argsort(-loads, kind="stable")]
+    balls = [("ball", (h,)) for h in HOPS]
+    sets = [("devices", (rank[0], *rest)) for k in DEVICE_SETS for rest in itertools.combinations(rank[1:], k - 1)]
+    for item in itertools.chain.from_iterable(itertools.zip_longest(balls, sets)):
+        if item is not None:
+            yield item
 
 
-def _random(units: _Units, dev: np.ndarray, loads: np.ndarray, max_free: int,
-            rng: np.random.Generator) -> frozenset[int]:
-    """A ball of ``max_free`` units around a random boundary unit, or the busiest device with two random others."""
+def _free(units: _Units, dev: np.ndarray, loads: np.ndarray, kind: str, arg: tuple[int, ...],
+          cap: int) -> frozenset[int]:
+    """The units a neighbourhood frees: a ball around the boundary (busiest devices' boundary units first)
+    of at most ``cap`` units, or every unit on a set of devices."""
+    if kind == "ball":
+        seeds = sorted(units.boundary(dev).tolist(), key=lambda u: (-loads[dev[u]], u))
+        return units.ball(seeds, arg[0], cap) if seeds else frozenset()
+    return frozenset(np.flatnonzero(np.isin(dev, arg)).tolist())
+
+
+def _random(units: _Units, dev: np.ndarray, loads: np.ndarray, cap: int,
+            rng: np.random.Generator) -> tuple[str, frozenset[int]]:
+    """A ball of ``cap`` units around a random boundary unit, or the busiest device with two random others."""
     seeds = units.boundary(dev)
     D = loads.size
     if seeds.size and (D < 3 or rng.random() < 0.5):
-        return units.ball([int(rng.choice(seeds))], units.n, max_free)
+        return "ball", units.ball([int(rng.choice(seeds))], units.n, cap)
     busiest = int(np.argmax(loads))
     rest = rng.choice([d for d in range(D) if d != busiest], size=min(2, D - 1), replace=False)
-    return frozenset(u for u in range(units.n) if dev[u] == busiest or dev[u] in rest)
+    return "devices", _free(units, dev, loads, "devices", (busiest, *rest.tolist()), cap)
 
 
 def _step(problem: Problem, units: _Units, incumbent: Placement, free: frozenset[int], seconds: float,
@@ -123,16 +132,16 @@ def _step(problem: Problem, units: _Units, incumbent: Placement, free: frozenset
     dev = units.devices(incumbent)
     pins = [Pin(g.names[units.rep[u]], c.names[dev[u]]) for u in range(units.n) if u not in free]
     sub = Problem(problem.source_graph, c, problem.objective, [*problem.constraints, *pins])
-    res = solve(sub, "throughput", solver=solver, time_limit=seconds, warm_start=incumbent)
+    res = solve(sub, "throughput", solver=solver, time_limit=seconds, budget=seconds, warm_start=incumbent)
     return res.placement, res.status is Status.OPTIMAL, res.bound
 
 
-def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float = 20.0, step_limit: float = 8.0,
+def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float = 20.0, step_limit: float = 5.0,
                       max_free: int = 64, seed: int | None = 0, solver: str = "highs") -> HeuristicResult:
     """Improve ``start`` by IP re-solves of neighbourhoods (see the module docstring) within ``time_limit`` s.
 
-    ``step_limit`` seconds per re-solve, at most ``max_free`` free units per boundary ball. The answer is
-    never worse than ``start``, which must be valid for ``problem``.
+    ``step_limit`` seconds per re-solve (model build included), at most ``max_free`` free units per boundary
+    ball. The answer is never worse than ``start``, which must be valid for ``problem``.
 
     >>> from placement_dsl.cluster import Cluster
     >>> from placement_dsl.graph import Graph, Op
@@ -153,29 +162,45 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
     units = _Units(problem)
     rng = np.random.default_rng(seed)
     incumbent, best = start, problem.evaluate(start).objective
-    steps = improvements = 0
+    steps, gains = 0, []
+    floor = min(MIN_FREE, max_free)
+    cap = max(floor, max_free // 2)
+    settled, local = True, False  # whether every step around the incumbent was solved to optimality
     bound: float | None = None  # the dual bound of a step that freed every unit
-    listed = None
+    listed: Iterator[tuple[str, tuple[int, ...]]] | None = None
+    seen: set[frozenset[int]] = set()
     while bound is None:
         left = time_limit - (time.perf_counter() - t0)
         if left < 0.5:
             break
         dev, loads = units.devices(incumbent), _loads(problem, incumbent)
         if listed is None:
-            listed = _listed(units, dev, loads, max_free)
-        free = next(listed, None)
-        if free is None:
-            free = _random(units, dev, loads, max_free, rng)
+            listed, seen = _listed(loads), set()
+        kind, free = "", frozenset()
+        for kind, arg in listed:
+            free = _free(units, dev, loads, kind, arg, cap)
+            if free and free not in seen:
+                break
+        else:
+            if settled:  # every listed neighbourhood of the incumbent solved to optimality: a local optimum
+                local = True
+                break
+            kind, free = _random(units, dev, loads, cap, rng)
+        seen.add(free)
         found, optimal, dual = _step(problem, units, incumbent, free, min(step_limit, left), solver)
         steps += 1
+        settled = settled and optimal
         value = problem.evaluate(found).objective if found is not None and problem.is_valid(found) else np.inf
         if value < best * (1 - 1e-9):
             incumbent = Placement(problem.graph, problem.cluster, found.assign, source="ip-neighbourhoods")
-            best, listed = value, None
-            improvements += 1
+            best, listed, settled = value, None, True
+            gains.append(kind)
+        elif kind == "ball":  # smaller balls where the IP cannot settle one, larger where it settles them
+            cap = min(max_free, int(cap * GROW)) if optimal else max(floor, int(cap * SHRINK))
         if optimal and dual is not None and len(free) == units.n:
             bound = min(dual, best)
     return HeuristicResult(method="ip-neighbourhoods", placement=incumbent, objective=best,
                            seconds=time.perf_counter() - t0, bound=bound,
                            exact_among=None if bound is None else "all placements", evaluations=steps,
-                           info={"steps": steps, "improvements": improvements, "whole": bound is not None})
+                           info={"steps": steps, "improvements": len(gains), "gains": gains, "free_cap": cap,
+                                 "whole": bound is not None, "local_optimum": local})
