@@ -21,11 +21,11 @@ import numpy as np
 
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Overlap
 from ..replication import ALLREDUCE_FACTOR
+from . import ideal_feasible as F
 from . import ideal_kernels as K
 from .ideals import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
 
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
-MAX_RUNS = 40  # feasibility runs before one exact run over what is left of [lo, hi]
 BISECT_GAP = 1e-3  # below this relative band, targets step down from hi (the float below it)
 PRUNE_WORK = True  # the walk's cut by the most work below J (off: the reference the tests compare with)
 
@@ -40,6 +40,81 @@ class Solution:
     runs: int = 1  # sweeps run (feasibility runs of the descending search, plus the exact one if any)
 
 
+class Sweeps:
+    """The DP's arrays for one lattice, cluster and cost model, and the runs over them.
+
+    :meth:`exact` is one float64 sweep (:func:`.ideal_kernels.sweep`, with back-links);
+    :meth:`feasible` a feasibility run with a bitset per ideal (:mod:`.ideal_feasible`);
+    :meth:`value` a split's max-load in the sweep's own arithmetic. ``visited``, ``runs`` and
+    ``table_bytes`` add up over the runs.
+    """
+
+    def __init__(self, lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
+                 max_replicas: int | None = None):
+        con = lat.contraction
+        work, unsup, mem, param = _node_costs(con, classes)
+        cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)  # each node's least work over the classes
+        cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
+        sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
+        C = len(classes)
+        i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
+        i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
+        cw = sums[:, 2 * C + 2].copy()
+        self.rem_work = cw[-1] - cw  # least work outside each ideal
+        tensors = _tensors(con)
+        self.io = (*K.boundaries(lat.ideals, *tensors), *tensors)
+        self.counts, self.strides = _states(classes)
+        counts = self.counts
+        cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
+        inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
+        scale = np.where([c.host for c in classes], 0.0, inv_bw)  # host devices pay no transfers and no overflow
+        self.reps = np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1
+                              for c in classes], dtype=np.int64)
+        self.mode = _MODES[model.overlap]
+        self.costs = (i_work, i_mem, i_param, cap, scale, ALLREDUCE_FACTOR * inv_bw, scale,
+                      model.memory is MemoryMode.OVERFLOW)
+        self.head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
+                     *self.costs[3:], self.reps, self.mode, *self.io, counts, self.strides)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
+            ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
+        self.rho = np.minimum(1.0, ratio.max(axis=1, initial=0.0)) * (1 + 1e-12)
+        self.remaining = ((counts[-1] - counts) @ self.rho).astype(np.float64)
+        # every device does at most rho of the cheapest work per time unit; no stage is below its largest node
+        self.lower = max(cw[-1] / max(float(counts[-1] @ self.rho), 1e-300),
+                         cheapest.max() / self.reps.max()) * (1 - 1e-9)
+        self.prune = PRUNE_WORK and bool((self.reps == 1).all())
+        self.masks = F.state_masks(counts, self.reps)
+        self.lat, self.C = lat, C
+        self.visited = self.runs = self.table_bytes = 0
+        self.fixed_bytes = sum(a.nbytes for a in (sums, *self.io[:4])) + 2 * 8 * lat.count  # + the walk's stamp, stack
+
+    def exact(self, lo: float, hi: float):
+        """One float64 sweep with floor ``lo`` and ceiling ``hi`` (see :func:`.ideal_kernels.sweep`)."""
+        out = K.sweep(*self.head, float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho)
+        self.visited += int(out[-1])
+        self.runs += 1
+        nbytes = sum(a.nbytes for a in out[:4]) + out[0].nbytes * (self.C + 1)  # + most work, memory below
+        self.table_bytes = max(self.table_bytes, nbytes)
+        return out
+
+    def feasible_bits(self, T: float) -> np.ndarray:
+        """Per ideal, the bitset of states with a split whose every stage is ``<= T``."""
+        feas, visited, nbytes = F.feasible(*self.head, float(T), self.rem_work, self.remaining, self.prune,
+                                           self.rho, self.masks)
+        self.visited += int(visited)
+        self.runs += 1
+        self.table_bytes = max(self.table_bytes, int(nbytes))
+        return feas
+
+    def feasible(self, T: float) -> list[tuple[int, int, int, int]] | None:
+        """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None."""
+        return _read_split(self.feasible_bits(T), self.head, float(T))
+
+    def value(self, steps: list[tuple[int, int, int, int]]) -> float:
+        return K.split_value(np.array(steps, dtype=np.int64).reshape(-1, 4), self.lat.ideals, *self.costs,
+                             self.mode, *self.io)
+
+
 def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
           ub: float, max_replicas: int | None = None, descend: bool = True,
           incumbent: list[tuple[np.ndarray, int, int]] | None = None) -> Solution:
@@ -51,62 +126,23 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     """
     if model.training_memory is not None:
         return _solve_memory(lat, classes, model, ub)
-    con = lat.contraction
     t0 = time.perf_counter()
-    work, unsup, mem, param = _node_costs(con, classes)
-    cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)  # each node's least work over the classes
-    cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
-    sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
-    C = len(classes)
-    i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
-    i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
-    cw = sums[:, 2 * C + 2].copy()
-    rem_work = cw[-1] - cw  # least work outside each ideal
-    tensors = _tensors(con)
-    io = (*K.boundaries(lat.ideals, *tensors), *tensors)
-    counts, strides = _states(classes)
-    cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
-    inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
-    scale = np.where([c.host for c in classes], 0.0, inv_bw)  # host devices pay no transfers and no overflow
-    reps = np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1 for c in classes],
-                    dtype=np.int64)
-    costs = (i_work, i_mem, i_param, cap, scale, ALLREDUCE_FACTOR * inv_bw, scale,
-             model.memory is MemoryMode.OVERFLOW)
-    head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param, *costs[3:],
-            reps, _MODES[model.overlap], *io, counts, strides)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
-        ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
-    rho = np.minimum(1.0, ratio.max(axis=1, initial=0.0)) * (1 + 1e-12)
-    remaining = ((counts[-1] - counts) @ rho).astype(np.float64)
-    state = {"visited": 0, "runs": 0, "bytes": 0}
-
-    def run(lo: float, hi: float):
-        out = K.sweep(*head, float(hi), rem_work, remaining, float(lo), PRUNE_WORK and bool((reps == 1).all()), rho)
-        state["visited"] += out[-1]
-        state["runs"] += 1
-        state["bytes"] = sum(a.nbytes for a in out[:4]) + out[0].nbytes * (C + 1)  # + most work, memory below
-        return out
-
-    def value(steps: list[tuple[int, int, int, int]]) -> float:
-        return K.split_value(np.array(steps, dtype=np.int64).reshape(-1, 4), lat.ideals, *costs,
-                             _MODES[model.overlap], *io)
-
+    sw = Sweeps(lat, classes, model, replication, max_replicas)
     t1 = time.perf_counter()
     start = _incumbent_steps(lat, incumbent)
-    if start is not None and value(start) <= ub:
-        ub = value(start)
+    if start is not None and sw.value(start) <= ub:
+        ub = sw.value(start)
     else:
         start = None
     if descend and math.isfinite(ub):
-        lo = max(cw[-1] / max(1, counts[-1].sum()), cheapest.max() / reps.max()) * (1 - 1e-9)  # lower bound
-        steps, best = _descend(run, value, lo, ub, start, strides)
+        steps, best = _descend(sw.feasible, sw.value, sw.lower, ub, start)
     else:
-        out = run(0.0, ub)
-        steps, best = _steps(out, strides), float(out[0][-1, -1])
+        out = sw.exact(0.0, ub)
+        steps, best = _steps(out, sw.strides), float(out[0][-1, -1])
     t2 = time.perf_counter()
     stages = [(np.setdiff1d(lat.nodes(i), lat.nodes(j)), c, k) for i, j, c, k in steps]
-    used = sum(a.nbytes for a in (sums, *io[:4])) + state["bytes"] + 2 * 8 * lat.count  # + the walk's stamp, stack
-    return Solution(best, stages, int(state["visited"]), {"prepare": t1 - t0, "sweep": t2 - t1}, used, state["runs"])
+    return Solution(best, stages, sw.visited, {"prepare": t1 - t0, "sweep": t2 - t1},
+                    sw.fixed_bytes + sw.table_bytes, sw.runs)
 
 
 def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int]] | None:
@@ -124,39 +160,54 @@ def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int
     return [(int(ids[t + 1]), int(ids[t]), c, k) for t, (_, c, k) in enumerate(stages)]
 
 
-def _descend(run, value, lo: float, hi: float, start, strides):
+def _descend(feasible, value, lo: float, hi: float, start):
     """Feasibility runs keeping ``lo < optimum <= hi``: the optimal split's steps and its value.
 
     ``hi`` starts as the incumbent (``start``'s value, or a given bound maybe rounded up) and
     is lowered to the value of every split found; ``lo`` starts as a lower bound and rises past
     every infeasible target. The first target is just below ``hi`` (heuristic incumbents are
     often optimal, and then one run proves it); then the band is bisected down to
-    ``BISECT_GAP``, and targets step down from ``hi``. At most ``MAX_RUNS`` runs; then one
-    exact run over ``[lo, hi]``.
+    ``BISECT_GAP``, and targets step down from ``hi`` (the float below it), bisecting again after
+    every step down that succeeds, so the runs stay logarithmic in the band.
     """
     found = start
     T = float(np.nextafter(hi, -math.inf))
-    for _ in range(MAX_RUNS):
-        out = run(T, T)
-        if np.isfinite(out[0][-1, -1]):
-            found = _steps(out, strides)
+    stepped = False
+    while True:
+        steps = feasible(T)
+        if steps:
+            found = steps
+            stepped = T == float(np.nextafter(hi, -math.inf))
             hi = min(value(found), T)
         else:
-            lo = T
-        del out
+            lo, stepped = T, False
         below = float(np.nextafter(hi, -math.inf))
         if lo >= below:  # nothing lies strictly between lo and hi: the optimum is hi
             break
-        T = below if hi - lo <= BISECT_GAP * hi else (lo + hi) / 2
-    else:
-        out = run(lo, hi)
-        return _steps(out, strides), float(out[0][-1, -1])
+        T = below if hi - lo <= BISECT_GAP * hi and not stepped else lo + (hi - lo) / 2
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
-        out = run(hi, hi)
-        found = _steps(out, strides)
+        found = feasible(hi)
         if not found:
             return [], math.inf
     return found, hi
+
+
+def _read_split(feas: np.ndarray, head: tuple, T: float) -> list[tuple[int, int, int, int]] | None:
+    """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none)."""
+    counts, strides = head[-2], head[-1]  # the head ends with the states' counts and strides
+    I, s = feas.shape[0] - 1, counts.shape[0] - 1
+    if not (int(feas[I, s >> 6]) >> (s & 63)) & 1:
+        return None
+    steps = []
+    while I != 0:
+        J, c, k = F.witness(I, s, feas, *head, T)
+        if J == -2:
+            raise RuntimeError(f"dp over ideals: no sub-ideal explains state {s} of ideal {I} at {T!r}")
+        if J >= 0:
+            steps.append((I, int(J), int(c), int(k)))
+            I = int(J)
+        s -= max(1, int(k)) * int(strides[c])
+    return steps[::-1]
 
 
 def _steps(out, strides) -> list[tuple[int, int, int, int]]:

@@ -1,0 +1,294 @@
+"""The DP over ideals as a feasibility test with one bit per state: "is every stage ``<= T``?".
+
+:func:`.ideal_kernels.sweep` with floor = ceiling = ``T`` keeps a float per (ideal, device-count
+state) that is either ``T`` or ``inf``, plus back-links and the walk's cut table in float64:
+about 40 bytes per state, so 3 million ideals x 63 states (GNMT's latency input on 6
+accelerators + 8 CPUs) took 8.6 GB and most of the time went to the cut table's upkeep. Here the
+same test keeps, per ideal, the set of feasible states as a bitset (``ceil(S / 64)`` words), the
+cut table in float32 rounded up (so the cut stays valid: it can only cut less) with the states
+innermost (the upkeep is a contiguous max the compiler vectorizes), and no back-links: the
+split is read back afterwards by walking below each stage's ideal once more for a sub-ideal
+that explains the bit (:func:`witness`). Every decision is the float64 sweep's, so the set of
+feasible states of every ideal is the same (``tests/test_ideal_feasible.py`` compares them).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .ideal_kernels import INF, _bit_index, _has, _load, _removed, _replicated, _stage_io
+
+ONE = np.uint64(1)
+ZERO = np.uint64(0)
+ROUND_UP = 1.0 + 2.0 ** -22  # float32(v * ROUND_UP) >= v for v >= 0
+
+
+def state_masks(counts: np.ndarray, max_rep: np.ndarray) -> np.ndarray:
+    """``masks[c, k]``: the bitset of states with at least ``k`` devices of class ``c`` (``k = 0``: all)."""
+    S, C = counts.shape
+    SW = (S + 63) // 64
+    K = int(max(1, max_rep.max(initial=1)))
+    masks = np.zeros((C, K + 1, SW), np.uint64)
+    for c in range(C):
+        for k in range(K + 1):
+            bits = np.zeros(SW * 64, bool)
+            bits[:S] = counts[:, c] >= k
+            masks[c, k] = np.packbits(bits, bitorder="little").view(np.uint64)
+    return masks
+
+
+@njit(cache=True)
+def _bit(row, s):
+    return (row[s >> 6] >> np.uint64(s & 63)) & ONE
+
+
+@njit(cache=True)
+def _shifted(src, step, mask, need, out):
+    """``out = (src << step) & mask & need`` over a multi-word bitset; whether any bit is set."""
+    SW = src.shape[0]
+    q = step >> 6
+    r = np.uint64(step & 63)
+    nz = False
+    for w in range(SW):
+        v = ZERO
+        if w - q >= 0:
+            v = src[w - q] << r
+            if r != ZERO and w - q - 1 >= 0:
+                v |= src[w - q - 1] >> (np.uint64(64) - r)
+        v &= mask[w] & need[w]
+        out[w] = v
+        nz = nz or v != ZERO
+    return nz
+
+
+@njit(cache=True)
+def _unused(feas_i, need, live, counts, strides):
+    """Leave a device unused: a live state ``s`` is feasible once ``s - e_c`` is (increasing order)."""
+    S, C = counts.shape
+    for s in range(S):
+        if not live[s] or _bit(feas_i, s):
+            continue
+        for c in range(C):
+            if counts[s, c] > 0 and _bit(feas_i, s - strides[c]):
+                feas_i[s >> 6] |= ONE << np.uint64(s & 63)
+                need[s >> 6] &= ~(ONE << np.uint64(s & 63))
+                break
+
+
+@njit(cache=True)
+def _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S):
+    """``mfw[I, c, s]`` (float32, rounded up): the most work on class ``c`` (memory for ``c = C``) of an
+    ideal ``J ⊆ I`` that is feasible in state ``s``."""
+    C1 = mfw.shape[1]
+    C = work.shape[0]
+    for c in range(C1):
+        own = np.float32((mem[I] if c == C else work[c, I]) * ROUND_UP)
+        for s in range(S):
+            mfw[I, c, s] = own if _bit(feas[I], s) else -INF
+    for p in range(sub_ptr[I], sub_ptr[I + 1]):
+        J = sub_idx[p]
+        for c in range(C1):
+            for s in range(S):
+                mfw[I, c, s] = max(mfw[I, c, s], mfw[J, c, s])
+
+
+@njit(cache=True)
+def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, work, mfw, prune_work, mem, cap_c,
+            soft, rho_c):
+    """Whether some ``J' ⊆ J`` could still make a state of ``need`` feasible with a stage on class ``c``
+    (the float64 sweep's ``_below_some`` with ``dp[I, s] = inf`` on ``need`` and ``T`` elsewhere)."""
+    C = work.shape[0]
+    S = counts.shape[0]
+    for w in range(need.shape[0]):
+        word = need[w]
+        while word:
+            low = word & (~word + ONE)
+            word ^= low
+            s = w * 64 + _bit_index(low)
+            if s >= S or counts[s, c] < 1 or not lb <= T:
+                continue
+            if prune_work:
+                if mfw[J, c, s - strides[c]] < work[c, I] - T - (1e-9 * (work[c, I] + T) + 1e-12):
+                    continue
+                if not soft and mfw[J, C, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
+                    continue
+            left = remaining[s] + min(counts[s, c], max_rep) * rho_c
+            if rem_j <= left * T * (1.0 + 1e-9) + 1e-12:
+                return True
+    return False
+
+
+@njit(cache=True)
+def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
+             cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
+             tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
+             counts, strides, T, rem_work, remaining, prune_work, rho, masks):
+    """``feas[I]``: the states ``s`` in which ideal ``I`` has a split with every stage ``<= T``.
+
+    The float64 sweep's feasibility run (floor = ceiling = ``T``) decision for decision, see
+    :func:`.ideal_kernels.sweep` for the walk, the liveness of states and the cuts. Returns
+    ``(feas, pairs visited, bytes of the arrays)``.
+    """
+    N = ideals.shape[0]
+    C = work.shape[0]
+    S = counts.shape[0]
+    SW = masks.shape[2]
+    feas = np.zeros((N, SW), np.uint64)
+    feas[0] = masks[0, 0]
+    mfw = np.full((N if prune_work else 1, C + 1, S), -INF, np.float32)
+    if prune_work:
+        _most_below(mfw, feas, 0, work, mem, sub_ptr, sub_idx, S)
+    stamp = np.full(N, -1, np.int64)
+    stack = np.empty(N, np.int64)
+    alive = np.zeros(C, np.bool_)
+    comp = np.zeros(C)
+    live = np.zeros(S, np.bool_)
+    need = np.zeros(SW, np.uint64)
+    add = np.zeros(SW, np.uint64)
+    n = tmask.shape[1] * 64
+    leaving = np.zeros(n)
+    out_lb = np.zeros(N)
+    visited = 0
+    for I in range(1, N):
+        need[:] = ZERO
+        any_live = False
+        for s in range(S):
+            live[s] = rem_work[I] <= remaining[s] * T * (1.0 + 1e-9) + 1e-12
+            if live[s]:
+                need[s >> 6] |= ONE << np.uint64(s & 63)
+                any_live = True
+        if any_live:
+            row_i = ideals[I]
+            for p in range(sptr[I], sptr[I + 1]):
+                t = sidx[p]
+                if _has(row_i, towner[t]):
+                    leaving[towner[t]] += tcost[t]
+            top = 0
+            for p in range(sub_ptr[I], sub_ptr[I + 1]):
+                J = sub_idx[p]
+                stamp[J] = I
+                stack[top] = J
+                out_lb[J] = leaving[_removed(row_i, ideals[J])]
+                top += 1
+            open_ = True
+            while top > 0 and open_:
+                top -= 1
+                J = stack[top]
+                any_alive = False
+                for c in range(C):
+                    comp[c] = work[c, I] - work[c, J]
+                    ok = unsup[c, I] == unsup[c, J] and counts[S - 1, c] > 0
+                    if ok and not soft:
+                        ok = mem[I] - mem[J] <= cap[c]
+                    if ok:
+                        sync = (param[I] - param[J]) * inv_bw[c]
+                        base = _load(mode, comp[c], 0.0, out_lb[J] * scale[c], 0.0)
+                        lb = base
+                        for k in range(2, max_rep[c] + 1):
+                            lb = min(lb, _replicated(mode, base, sync, k))
+                        ok = lb <= T and _useful(I, J, lb, c, need, counts, strides, rem_work[J], remaining, T,
+                                                 max_rep[c], work, mfw, prune_work, mem, cap[c], soft, rho[c])
+                    alive[c] = ok
+                    any_alive = any_alive or ok
+                if not any_alive:
+                    continue
+                for p in range(sub_ptr[J], sub_ptr[J + 1]):
+                    K = sub_idx[p]
+                    if stamp[K] != I:
+                        stamp[K] = I
+                        stack[top] = K
+                        out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
+                        top += 1
+                visited += 1
+                may = False
+                for c in range(C):
+                    if alive[c] and _shifted(feas[J], strides[c], masks[c, 1], need, add):
+                        may = True
+                        break
+                if not may:
+                    continue
+                s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+                dm = mem[I] - mem[J]
+                improved = False
+                for c in range(C):
+                    if not alive[c]:
+                        continue
+                    ovf = 0.0
+                    if soft and dm > cap[c]:
+                        ovf = (dm - cap[c]) * ovf_scale[c]
+                    base = _load(mode, comp[c], s_in * scale[c], s_out * scale[c], ovf)
+                    sync = (param[I] - param[J]) * inv_bw[c]
+                    for k in range(1, max_rep[c] + 1):
+                        if _replicated(mode, base, sync, k) > T:
+                            continue
+                        if _shifted(feas[J], k * strides[c], masks[c, k], need, add):
+                            for w in range(SW):
+                                feas[I, w] |= add[w]
+                                need[w] &= ~add[w]
+                            improved = True
+                if improved:  # (closing under unused devices after each improvement: bits only come from here)
+                    _unused(feas[I], need, live, counts, strides)
+                    open_ = False
+                    for w in range(SW):
+                        open_ = open_ or need[w] != ZERO
+            for p in range(sptr[I], sptr[I + 1]):
+                leaving[towner[sidx[p]]] = 0.0
+        if prune_work:
+            _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S)
+    return feas, visited, feas.nbytes + mfw.nbytes + stamp.nbytes + stack.nbytes + out_lb.nbytes
+
+
+@njit(cache=True)
+def witness(I, s, feas, ideals, sub_ptr, sub_idx, work, unsup, mem, param,
+            cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
+            tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, counts, strides, T):
+    """A last stage of a split of ``I`` in state ``s`` with every stage ``<= T``: ``(J, c, k)``, or
+    ``(-1, c, 0)`` when a device of class ``c`` is left unused (``s - e_c`` is feasible already).
+
+    Walks below ``I`` (every sub-ideal whose stage some class could still take, no cuts) for a
+    ``J`` whose stage has load ``<= T`` on ``k`` devices of class ``c`` and whose own state
+    ``s - k e_c`` is feasible, as the sweep found it.
+    """
+    C = work.shape[0]
+    for c in range(C):
+        if counts[s, c] > 0 and _bit(feas[I], s - strides[c]):
+            return -1, c, 0
+    N = ideals.shape[0]
+    stamp = np.zeros(N, np.bool_)
+    stack = np.empty(N, np.int64)
+    top = 0
+    for p in range(sub_ptr[I], sub_ptr[I + 1]):
+        stack[top] = sub_idx[p]
+        stamp[sub_idx[p]] = True
+        top += 1
+    row_i = ideals[I]
+    while top > 0:
+        top -= 1
+        J = stack[top]
+        dm = mem[I] - mem[J]
+        any_ok = False
+        for c in range(C):
+            if unsup[c, I] != unsup[c, J] or counts[s, c] < 1 or (not soft and dm > cap[c]):
+                continue
+            comp = work[c, I] - work[c, J]
+            sync = (param[I] - param[J]) * inv_bw[c]
+            lb = comp
+            for k in range(2, max_rep[c] + 1):
+                lb = min(lb, _replicated(mode, comp, sync, k))
+            if lb > T:
+                continue
+            any_ok = True
+            s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+            ovf = (dm - cap[c]) * ovf_scale[c] if soft and dm > cap[c] else 0.0
+            base = _load(mode, comp, s_in * scale[c], s_out * scale[c], ovf)
+            for k in range(1, min(max_rep[c], counts[s, c]) + 1):
+                if _replicated(mode, base, sync, k) <= T and _bit(feas[J], s - k * strides[c]):
+                    return J, c, k
+        if any_ok:
+            for p in range(sub_ptr[J], sub_ptr[J + 1]):
+                K = sub_idx[p]
+                if not stamp[K]:
+                    stamp[K] = True
+                    stack[top] = K
+                    top += 1
+    return -2, 0, 0

@@ -1,0 +1,110 @@
+"""The DP's feasibility run with a bitset per ideal against the float64 sweep, state by state."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_ideals_pruning import MODELS, clusters, graphs
+
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.errors import InfeasibleError
+from placement_dsl.evaluate import CostModel
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import ideal_feasible as F
+from placement_dsl.heuristics import ideal_solve
+from placement_dsl.heuristics.ideal_solve import Sweeps
+from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
+
+
+def _bits(feas: np.ndarray, S: int) -> np.ndarray:
+    """Bitset rows -> boolean (N, S)."""
+    return np.unpackbits(feas.view(np.uint8), axis=1, bitorder="little")[:, :S].astype(bool)
+
+
+def _sweeps(graph, cluster, model, replication):
+    su = _setup(graph, cluster, model, replication, True)
+    lat = ideal_lattice(su.con, 100_000)
+    return Sweeps(lat, su.classes, model, replication), su
+
+
+def _optimum(graph, cluster, model, replication) -> float:
+    su = _setup(graph, cluster, model, replication, True)
+    try:
+        return _search(su, linearize=False, max_ideals=100_000, upper_bound=None, descend=False)[0].value
+    except InfeasibleError:
+        return math.inf
+
+
+@settings(max_examples=80, deadline=None)
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans(),
+       shift=st.sampled_from([-0.25, -1e-9, 0.0, 1e-9, 0.2, 1.0]))
+def test_bitsets_are_the_sweeps_finite_states(graph, cluster, model, replication, shift):
+    """At targets around the optimum, every ideal's feasible states are the float64 sweep's finite
+    ones (with the cut and without it), and the split read back has every stage within the target."""
+    opt = _optimum(graph, cluster, model, replication)
+    if not math.isfinite(opt) or opt <= 0:
+        return
+    T = opt * (1 + shift)
+    sw, _ = _sweeps(graph, cluster, model, replication)
+    S = sw.counts.shape[0]
+    dp = sw.exact(T, T)[0]
+    bits = _bits(sw.feasible_bits(T), S)
+    np.testing.assert_array_equal(bits, np.isfinite(dp))
+    steps = sw.feasible(T)
+    assert bool(steps) == (T >= opt)
+    if steps:
+        assert sw.value(steps) <= T
+        assert steps[0][1] == 0 and steps[-1][0] == sw.lat.count - 1
+        assert all(j == i2 for (_, j, _, _), (i2, _, _, _) in zip(steps[1:], steps[:-1], strict=True))
+        used = np.zeros(sw.counts.shape[1], np.int64)
+        for _, _, c, k in steps:
+            used[c] += k
+        assert (used <= sw.counts[-1]).all()
+
+
+def test_multiword_state_sets():
+    """More than 64 device-count states (4 x 5 x 5 = 100): bits cross word boundaries when shifted."""
+    g = Graph([Op(name=f"v{i}", work={"accelerator": 2 + i % 3, "cpu": 9, "gpu": 3}, out_bytes=1) for i in range(9)],
+              [(f"v{i}", f"v{i + 1}") for i in range(8)] + [("v0", "v4"), ("v2", "v7")])
+    from placement_dsl.cluster import Device
+    devs = ([Device(name=f"a{i}", kind="accelerator") for i in range(3)] + [Device(name=f"g{i}", kind="gpu") for i in range(4)]
+            + [Device(name=f"c{i}", kind="cpu", host=True) for i in range(4)])
+    cluster = Cluster(devs)
+    sw, _ = _sweeps(g, cluster, CostModel(), False)
+    S = sw.counts.shape[0]
+    assert S == 100 and sw.masks.shape[2] == 2
+    opt = _optimum(g, cluster, CostModel(), False)
+    for T in (opt * 0.9, opt, opt * 1.5):
+        np.testing.assert_array_equal(_bits(sw.feasible_bits(T), S), np.isfinite(sw.exact(T, T)[0]))
+
+
+@pytest.mark.parametrize("step", [0, 1, 63, 64, 65, 100])
+def test_shift_crosses_words(step):
+    rng = np.random.default_rng(step)
+    bits = rng.random(130) < 0.5
+    src = np.packbits(np.r_[bits, np.zeros(62, bool)], bitorder="little").view(np.uint64)
+    mask = np.full(3, np.uint64(2**64 - 1), np.uint64)
+    need = mask.copy()
+    out = np.zeros(3, np.uint64)
+    nz = F._shifted(src, step, mask, need, out)
+    want = np.zeros(192, bool)
+    want[step:130 + step] = bits[:192 - step] if step + 130 > 192 else bits
+    got = np.unpackbits(out.view(np.uint8), bitorder="little").astype(bool)
+    np.testing.assert_array_equal(got, want)
+    assert nz == want.any()
+
+
+def test_descending_search_uses_bitsets_only(monkeypatch):
+    """With an incumbent the search never runs the float64 sweep (its table is what does not scale)."""
+    g = Graph([Op(name=f"{s}{i}", work=1 + (i * 7 + ord(s)) % 5, out_bytes=1) for s in "abc" for i in range(6)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)] + [("a0", "b3"), ("b1", "c4")])
+    cluster = Cluster.accelerators(4, cpus=2)
+    exact = _optimum(g, cluster, CostModel(), False)
+    monkeypatch.setattr(ideal_solve.Sweeps, "exact", lambda *a: pytest.fail("float64 sweep run"))
+    su = _setup(g, cluster, CostModel(), False, True)
+    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
+    assert sol.value == exact
+    assert info["runs"] >= 2
