@@ -1,6 +1,7 @@
 """Kills for the mutants that survived the bounds' owning tests (docs/mutation.md): the packing bound's
-search budget, its bisection and the start heavy_packing hands to local search, checked on hand-computed
-cases (numbers in the comments), without a solver."""
+search budget, its bisection and the start heavy_packing hands to local search; the stage-cut bound's
+colocation groups, nets, overflow, witness and problem-level entry. Hand-computed cases (numbers in the
+comments), brute force only on two- or three-op problems, no solver."""
 from __future__ import annotations
 
 import inspect
@@ -8,7 +9,8 @@ import inspect
 import numpy as np
 import pytest
 
-from placement_dsl.bounds import packing
+from placement_dsl.bounds import local, packing
+from placement_dsl.bounds.local import cheapest_stage, single_loads, stage_cut_bound
 from placement_dsl.bounds.packing import (
     FEASIBLE,
     INFEASIBLE,
@@ -21,9 +23,12 @@ from placement_dsl.bounds.packing import (
     packing_bound,
 )
 from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Overflow
+from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.objectives import Throughput
-from placement_dsl.problem import Problem
+from placement_dsl.objectives import Bottleneck, Latency, Throughput
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem, Stages
 from placement_dsl.testing import optimum
 
 
@@ -155,3 +160,80 @@ def test_heavy_packing_fills_bins_with_equal_units_in_index_order():
     T, bins = heavy_packing(graph, TWO)
     assert T == 15.0
     assert [b.tolist() for b in bins] == [[10, 11, 12, 13, 14, 15, 16, 0], [17, 18, 19, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
+
+# ---------------------------------------------------------------------------- bounds/local.py
+
+
+def test_stage_cut_keeps_a_colocation_group_whole():
+    # a, b, c (work 1, 1, 4) must share a stage, so every stage holding one of them costs 6, the optimum.
+    # Lemma 3.3 gives 4 (the largest op; half the sum is 3). The search skips an op whose smallest stage
+    # cannot beat the bound so far: that stage is its group (6), not the op alone (1, 1, 4 <= 4: all skipped)
+    graph = Graph([Op(name=n, work=w, group="g") for n, w in (("a", 1.0), ("b", 1.0), ("c", 4.0))])
+    assert single_loads(graph, Stages(2)).tolist() == [6.0, 6.0, 6.0]
+    bound, op = stage_cut_bound(graph, Stages(2))
+    assert bound == pytest.approx(6.0, rel=1e-9) and op == 0
+    assert optimum(Problem(graph, Stages(2), Bottleneck(), [])) == 6.0
+
+
+def test_single_loads_are_the_cost_models_load_of_each_ops_smallest_stage():
+    # a (2) -> b (3) -> c (1), {b, c} colocated; a writes 1 byte to b, b 0.5 to c, c 4 bytes to no one.
+    # a alone: 2 + 1 (its tensor leaves); {b, c}: 4 + 1 (a's tensor enters; b's stays inside, c's has no reader)
+    graph = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=3.0, out_bytes=0.5, group="g"),
+                   Op(name="c", work=1.0, out_bytes=4.0, group="g")], [("a", "b"), ("b", "c")])
+    stages = Stages(2)
+    loads = single_loads(graph, stages)
+    assert loads.tolist() == [3.0, 5.0, 5.0]
+    for v, members in ((0, [0]), (1, [1, 2]), (2, [1, 2])):
+        assign = np.array([0 if u in members else 1 for u in range(graph.n)], dtype=np.int64)
+        ev = evaluate(Placement(graph, stages, assign), CostModel.named("bottleneck"))
+        assert ev.devices[0].load == loads[v]
+
+
+def test_stage_cut_counts_activation_memory_in_the_overflow():
+    # as test_stage_cut.py's overflow case with activations: 10 bytes on a 4-byte stage stream 6 at bandwidth 2
+    graph = Graph([Op(name="a", work=2.0, activation_bytes=10.0), Op(name="b", work=1.0)], [("a", "b")])
+    stages = Stages(2, memory=4.0, bandwidth=2.0)
+    assert stage_cut_bound(graph, stages, overflow=True)[0] == pytest.approx(5.0, rel=1e-9)
+    assert optimum(Problem(graph, stages, Bottleneck(), [Overflow()])) == 5.0
+
+
+def test_cheapest_stage_puts_the_rest_on_the_second_stage():
+    # a (5) and b (1), no edge: the cheapest stage holding b is {b}; a goes to stage 1
+    graph = Graph([Op(name="a", work=5.0), Op(name="b", work=1.0)])
+    assert cheapest_stage(graph, Stages(2), 1).assign.tolist() == [1, 0]
+
+
+def test_cheapest_stage_is_the_cut_without_memory():
+    # a (1, 10 parameter bytes) writes 2 bytes to b (1): {b} costs 1 + 2, {a, b} costs 2, whatever a's
+    # parameters (the lam = 0 cut; with them counted, 2 + 10 would send a away)
+    graph = Graph([Op(name="a", work=1.0, param_bytes=10.0, out_bytes=2.0), Op(name="b", work=1.0)], [("a", "b")])
+    assert cheapest_stage(graph, Stages(2), 1).assign.tolist() == [0, 0]
+
+
+def test_stage_cut_problem_entry_names_its_op_or_lemma_3_3():
+    # test_stage_cut.py's transfer case: b alone reads and writes 6 bytes (13), so it is cut first: 11
+    graph = Graph([Op(name="a", work=5, out_bytes=6), Op(name="b", work=1, out_bytes=6), Op(name="c", work=5)],
+                  [("a", "b"), ("b", "c")])
+    problem = Problem(graph, Stages(3), Bottleneck(), [])
+    assert local.problem_applies(problem) is None
+    assert local.problem_bound(problem) == (pytest.approx(11.0, rel=1e-9), "the cheapest stage holding 'b'")
+    # two unit ops without edges: no stage beats Lemma 3.3's 1
+    two = Problem(Graph([Op(name="a", work=1.0), Op(name="b", work=1.0)]), Stages(2), Bottleneck(), [])
+    assert local.problem_bound(two) == (1.0, "Lemma 3.3: no op's cheapest stage beats it")
+
+
+def test_stage_cut_problem_entry_counts_overflow_only_when_streamed():
+    # 10 parameter bytes on a 4-byte stage at bandwidth 2: 2 + 3 when the overflow streams, 2 under a hard cap
+    graph = Graph([Op(name="a", work=2.0, param_bytes=10.0), Op(name="b", work=1.0)], [("a", "b")])
+    stages = Stages(2, memory=4.0, bandwidth=2.0)
+    streamed = local.problem_bound(Problem(graph, stages, Bottleneck(), [Overflow()]))
+    assert streamed == (pytest.approx(5.0, rel=1e-9), "the cheapest stage holding 'a'")
+    assert local.problem_bound(Problem(graph, stages, Bottleneck(), []))[0] == 2.0
+
+
+def test_stage_cut_problem_entry_refuses_other_objectives_and_overlap():
+    graph = Graph([Op(name="a", work=1.0)])
+    assert local.problem_applies(Problem(graph, Stages(2), Latency(), [])) == (
+        "the stage-cut bound bounds a max load, not 'latency'")
+    assert local.problem_applies(Problem(graph, Stages(2), Bottleneck(overlap="half"), [])) == (
+        "the stage-cut bound sums compute and transfers; overlap 'half' takes their maximum")

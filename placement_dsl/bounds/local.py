@@ -15,8 +15,8 @@ minimum s-t cut (Lawler's hyperedge gadget): source ``-> v`` (infinite), ``u -> 
 ``c_p`` with member ``-> a`` and ``b ->`` member (infinite). A cut separating members pays
 ``c_p`` once; a colocation group is joined by infinite arcs both ways.
 
-``min_{S ∋ v} load(S) <= load({v})``, so ops are visited by ``load({v})`` descending and the
-search stops when no remaining op can beat the best bound found.
+``min_{S ∋ v} load(S) <= load(G_v)``, with ``G_v`` the op's colocation group (``{v}`` without one), so ops
+are visited by ``load(G_v)`` descending and the search stops when no remaining op can beat the best bound found.
 """
 from __future__ import annotations
 
@@ -75,13 +75,17 @@ def _flow_graph(graph: Graph, cluster: Cluster, lam: float) -> nx.DiGraph:
 
 
 def single_loads(graph: Graph, cluster: Cluster) -> np.ndarray:
-    """``load({v})`` of every op alone on a device (an upper bound on its stage-cut value)."""
+    """The load of the smallest stage holding each op: the op with its colocation group (``load({v})`` for an op
+    without one), an upper bound on its stage-cut value."""
     t = cluster.times(graph)[:, 0]
     scale = float(cluster.transfer_scale[0])
-    load = t.copy()
+    unit = graph.group_id  # an op's colocation group, or the op alone
+    load = np.bincount(unit, weights=t, minlength=graph.n)[unit]
     for p, members in _nets(graph):
-        load[members] += graph.out_bytes[p] * scale
-    mem = graph.param_bytes + graph.activation_bytes
+        touched = np.unique(unit[members])
+        if touched.size > 1:  # each unit holding a member holds some but not all: the tensor crosses its boundary
+            load[np.isin(unit, touched)] += graph.out_bytes[p] * scale
+    mem = np.bincount(unit, weights=graph.param_bytes + graph.activation_bytes, minlength=graph.n)[unit]
     memory = cluster.devices[0].memory
     if math.isfinite(memory):
         load += np.maximum(mem - memory, 0.0) / cluster.devices[0].bandwidth
