@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.bounds import local, packing
-from placement_dsl.bounds.local import cheapest_stage, single_loads, stage_cut_bound
+from placement_dsl.bounds.local import cheapest_stage, single_loads, stage_cut_applies, stage_cut_bound
 from placement_dsl.bounds.packing import (
     FEASIBLE,
     INFEASIBLE,
@@ -22,7 +22,7 @@ from placement_dsl.bounds.packing import (
     heavy_packing,
     packing_bound,
 )
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Overflow
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
@@ -176,17 +176,41 @@ def test_stage_cut_keeps_a_colocation_group_whole():
 
 
 def test_single_loads_are_the_cost_models_load_of_each_ops_smallest_stage():
-    # a (2) -> b (3) -> c (1), {b, c} colocated; a writes 1 byte to b, b 0.5 to c, c 4 bytes to no one.
-    # a alone: 2 + 1 (its tensor leaves); {b, c}: 4 + 1 (a's tensor enters; b's stays inside, c's has no reader)
-    graph = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=3.0, out_bytes=0.5, group="g"),
-                   Op(name="c", work=1.0, out_bytes=4.0, group="g")], [("a", "b"), ("b", "c")])
-    stages = Stages(2)
+    # a (2) -> b (3) -> c (1), {b, c} colocated, on stages of 4 bytes at bandwidth 2 (0.5 per byte crossing);
+    # a writes 1 byte to b, b 0.5 to c, c 4 bytes to no one. a alone: 2 + 0.5 (its tensor leaves) + its
+    # overflow (3 + 2 - 4) / 2 = 0.5: 3; {b, c}: 4 + 0.5 (a's tensor enters; b's stays inside, c's has no
+    # reader), memory 1 + 1 = 2 within the 4 bytes: 4.5
+    graph = Graph([Op(name="a", work=2.0, out_bytes=1.0, param_bytes=3.0, activation_bytes=2.0),
+                   Op(name="b", work=3.0, out_bytes=0.5, param_bytes=1.0, group="g"),
+                   Op(name="c", work=1.0, out_bytes=4.0, activation_bytes=1.0, group="g")], [("a", "b"), ("b", "c")])
+    stages = Stages(2, memory=4.0, bandwidth=2.0)
     loads = single_loads(graph, stages)
-    assert loads.tolist() == [3.0, 5.0, 5.0]
+    assert loads.tolist() == [3.0, 4.5, 4.5]
     for v, members in ((0, [0]), (1, [1, 2]), (2, [1, 2])):
         assign = np.array([0 if u in members else 1 for u in range(graph.n)], dtype=np.int64)
         ev = evaluate(Placement(graph, stages, assign), CostModel.named("bottleneck"))
         assert ev.devices[0].load == loads[v]
+
+
+def test_stage_cut_refuses_hosts_routes_and_unlike_devices_by_name():
+    graph = Graph([Op(name="a", work=1.0)])
+    why = "the stage-cut bound needs identical non-host devices without routes"
+    assert stage_cut_applies(graph, Cluster.accelerators(2, cpus=1)) == why  # a host beside the accelerators
+    assert stage_cut_applies(graph, Cluster.accelerators(0, cpus=2)) == why  # alike, but hosts
+    assert stage_cut_applies(graph, Cluster.hierarchical(1, 2, intra=10.0, inter=1.0)) == why  # alike, but routed
+    assert stage_cut_applies(graph, Cluster([Device(name="fast", speed=2.0), Device(name="slow")])) == why
+    assert stage_cut_applies(graph, Stages(2)) is None
+
+
+def test_stage_cut_starts_from_the_floor_it_is_given():
+    # the transfer case bounds 11 from Lemma 3.3's 5; a floor of 20 leaves no op to cut, a floor of 0 lets the two
+    # unit ops (Lemma 3.3: 1) be cut: 1 shaved by the relative SAFETY, not Lemma 3.3's own 1
+    graph = Graph([Op(name="a", work=5, out_bytes=6), Op(name="b", work=1, out_bytes=6), Op(name="c", work=5)],
+                  [("a", "b"), ("b", "c")])
+    assert stage_cut_bound(graph, Stages(3), floor=20.0) == (20.0, None)
+    two = Graph([Op(name="a", work=1.0), Op(name="b", work=1.0)])
+    assert stage_cut_bound(two, Stages(2), floor=0.0) == (1.0 - 1e-12, 0)
+    assert stage_cut_bound(two, Stages(2)) == (1.0, None)
 
 
 def test_stage_cut_counts_activation_memory_in_the_overflow():
@@ -194,6 +218,7 @@ def test_stage_cut_counts_activation_memory_in_the_overflow():
     graph = Graph([Op(name="a", work=2.0, activation_bytes=10.0), Op(name="b", work=1.0)], [("a", "b")])
     stages = Stages(2, memory=4.0, bandwidth=2.0)
     assert stage_cut_bound(graph, stages, overflow=True)[0] == pytest.approx(5.0, rel=1e-9)
+    assert stage_cut_bound(graph, stages)[0] == 2.0  # by default the overflow is not counted: Lemma 3.3's 2
     assert optimum(Problem(graph, stages, Bottleneck(), [Overflow()])) == 5.0
 
 
