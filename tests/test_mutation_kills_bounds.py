@@ -262,3 +262,16 @@ def test_stage_cut_problem_entry_refuses_other_objectives_and_overlap():
         "the stage-cut bound bounds a max load, not 'latency'")
     assert local.problem_applies(Problem(graph, Stages(2), Bottleneck(overlap="half"), [])) == (
         "the stage-cut bound sums compute and transfers; overlap 'half' takes their maximum")
+
+
+def test_stage_cut_names_the_first_of_equal_ops():
+    # three unit ops, then two copies of the transfer case (a 5 -> b 1 -> c 5, 6-byte tensors) on 7 stages:
+    # Lemma 3.3 gives 5 (half the sum 25 / 7 is less); the two b's read and write 12 bytes (13 alone), are cut
+    # first, and cost 11 with their a and c; the first of the tie, b0 (op 4), is named, as on every machine
+    # (NumPy's default sort may order the tie either way)
+    ops = [Op(name=f"x{i}", work=1.0) for i in range(3)]
+    edges = []
+    for i in range(2):
+        ops += [Op(name=f"a{i}", work=5, out_bytes=6), Op(name=f"b{i}", work=1, out_bytes=6), Op(name=f"c{i}", work=5)]
+        edges += [(f"a{i}", f"b{i}"), (f"b{i}", f"c{i}")]
+    assert stage_cut_bound(Graph(ops, edges), Stages(7)) == (pytest.approx(11.0, rel=1e-9), 4)
