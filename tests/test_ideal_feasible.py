@@ -69,8 +69,8 @@ def test_multiword_state_sets():
     """More than 64 device-count states (4 x 5 x 5 = 100): bits cross word boundaries when shifted."""
     g = Graph([Op(name=f"v{i}", work={"accelerator": 2 + i % 3, "cpu": 9, "gpu": 3}, out_bytes=1) for i in range(9)],
               [(f"v{i}", f"v{i + 1}") for i in range(8)] + [("v0", "v4"), ("v2", "v7")])
-    from placement_dsl.cluster import Device
-    devs = ([Device(name=f"a{i}", kind="accelerator") for i in range(3)] + [Device(name=f"g{i}", kind="gpu") for i in range(4)]
+    devs = ([Device(name=f"a{i}", kind="accelerator") for i in range(3)]
+            + [Device(name=f"g{i}", kind="gpu") for i in range(4)]
             + [Device(name=f"c{i}", kind="cpu", host=True) for i in range(4)])
     cluster = Cluster(devs)
     sw, _ = _sweeps(g, cluster, CostModel(), False)
@@ -108,3 +108,22 @@ def test_descending_search_uses_bitsets_only(monkeypatch):
     sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
     assert sol.value == exact
     assert info["runs"] >= 2
+
+
+def test_table_limit_counts_the_bitset_tables(monkeypatch):
+    """The limit is on the tables' bytes: the bitset search fits where the float64 sweep's table would not."""
+    from placement_dsl.errors import SpecError
+    from placement_dsl.heuristics import ideals
+    from placement_dsl.heuristics.ideals import dp, table_bytes
+
+    g = Graph([Op(name=f"{s}{i}", work=1 + i, out_bytes=1) for s in "ab" for i in range(5)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "ab" for i in range(4)])
+    cluster = Cluster.accelerators(3, cpus=1)
+    classes = ideals.device_classes(cluster)
+    n = dp(g, cluster).info["ideals"]  # 36 ideals, 8 states, 2 classes
+    bits, exact = table_bytes(n, classes, exact=False), table_bytes(n, classes, exact=True)
+    assert (bits, exact) == (n * (8 + 4 * 8 * 3), n * 8 * (15 + 8 * 3))
+    monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", (bits + exact) // 2)
+    assert dp(g, cluster).objective == dp(g, cluster).bound
+    with pytest.raises(SpecError, match=r"36 ideals x 8 device-count states need about .* GiB"):
+        dp(g, cluster, incumbent=False)

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from .ideal_solve import Solution
 
 MAX_STATES = 4096
-MAX_TABLE = 200_000_000  # DP cells (ideals x device-count states); about 15 bytes each
+MAX_TABLE_BYTES = 16 * 2**30  # the DP's tables (see table_bytes); beyond this it declines the graph
 DEFAULT_MAX_IDEALS = 2_000_000
 
 
@@ -310,9 +310,12 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals)
-    if lat.count * math.prod(c.count + 1 for c in su.classes) > MAX_TABLE:
-        raise SpecError(f"dp: {lat.count} ideals x {math.prod(c.count + 1 for c in su.classes)} device-count states "
-                        f"exceed the table limit {MAX_TABLE}; use method 'dpl' or fewer device classes")
+    need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
+    if need > MAX_TABLE_BYTES:
+        states = math.prod(c.count + 1 for c in su.classes)
+        raise SpecError(f"dp: {lat.count} ideals x {states} device-count states need about {need / 2**30:.1f} GiB of "
+                        f"tables, above the limit of {MAX_TABLE_BYTES / 2**30:.1f} GiB; use method 'dpl' or fewer "
+                        "device classes")
     info: dict[str, Any] = {"nodes": con.n_nodes, "contraction": dict(con.stats), "ideals": lat.count,
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
@@ -329,6 +332,15 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info
+
+
+def table_bytes(ideals: int, classes: list[DeviceClass], exact: bool) -> int:
+    """Bytes of the DP's per-state tables: the float64 sweep's values, back-links and cut table (``exact``),
+    or the feasibility runs' bitsets and float32 cut table (:mod:`.ideal_feasible`)."""
+    S, C = math.prod(c.count + 1 for c in classes), len(classes)
+    if exact:
+        return ideals * S * (8 + 4 + 1 + 2 + 8 * (C + 1))
+    return ideals * (8 * -(-S // 64) + 4 * S * (C + 1))
 
 
 def peak_rss() -> int:
