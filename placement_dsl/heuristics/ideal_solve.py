@@ -1,15 +1,18 @@
 """Running the DP over ideals (:mod:`.ideals`): the exact sweep, a descending search, memory per schedule.
 
-With an incumbent ``hi`` (an achievable max-load) the optimum is found by *feasibility* runs of
-:func:`.ideal_kernels.sweep` with floor = ceiling = ``T`` (is there a split with every stage
-``<= T``?) instead of one run over ``[0, hi]``. A feasibility run prunes far harder: a state is
+With an incumbent ``hi`` (an achievable max-load) the optimum is found by *feasibility* runs
+(is there a split with every stage ``<= T``? :func:`.ideal_kernels.sweep` with floor = ceiling
+= ``T``, kept as one bit per state by :func:`.ideal_feasible.feasible`, so the search needs no
+float64 table) instead of one run over ``[0, hi]``. A feasibility run prunes far harder: a state is
 final as soon as some stage reaches it, and the walk below ``J`` stops once no sub-ideal that
 still has a split can leave the stage under ``T`` (on inception_v3 as Archer's MTPP with 8
 stages one run visits ~1.6e7 pairs where the exact run over ``[0, hi]`` visits billions). The
 search keeps ``lo < optimum <= hi`` with ``hi`` the value of a split found (recomputed in the
 sweep's own arithmetic, :func:`.ideal_kernels.split_value`): it first asks whether the
 incumbent can be beaten at all (``T`` = the float just below ``hi``), then bisects, and ends
-when the float below ``hi`` is infeasible, so ``hi`` is the optimum, exactly.
+when the float below ``hi`` is infeasible, so ``hi`` is the optimum, exactly. The start of the
+band, ``lo``, is the cheapest work over the devices' capacity (a slow device counted as a
+fraction) or the largest node.
 """
 from __future__ import annotations
 
