@@ -100,6 +100,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # seed, about 20 s each, the only owners of the problem-level entry) are left to the kills file
     "bounds/local.py": (["tests/test_stage_cut.py", "tests/test_mutation_kills_bounds.py"],
                         ["-k", "not certify_stage_cut_and_chain"]),
+    # the ancestor/descendant bound and its position windows against the DAG-ordered placements by brute force
+    "bounds/combinatorial.py": (["tests/test_bounds.py", "tests/test_mutation_kills_bounds.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),

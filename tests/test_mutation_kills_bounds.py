@@ -1,7 +1,8 @@
 """Kills for the mutants that survived the bounds' owning tests (docs/mutation.md): the packing bound's
 search budget, its bisection and the start heavy_packing hands to local search; the stage-cut bound's
-colocation groups, nets, overflow, witness and problem-level entry. Hand-computed cases (numbers in the
-comments), brute force only on two- or three-op problems, no solver."""
+colocation groups, nets, overflow, witness and problem-level entry; the ancestor/descendant bound's CPU
+floors and position windows. Hand-computed cases (numbers in the comments), brute force only on problems
+of two to five ops, no solver."""
 from __future__ import annotations
 
 import inspect
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.bounds import local, packing
+from placement_dsl.bounds.combinatorial import chain_bound, position_windows
 from placement_dsl.bounds.local import cheapest_stage, single_loads, stage_cut_applies, stage_cut_bound
 from placement_dsl.bounds.packing import (
     FEASIBLE,
@@ -22,6 +24,7 @@ from placement_dsl.bounds.packing import (
     heavy_packing,
     packing_bound,
 )
+from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Overflow
 from placement_dsl.evaluate import CostModel, evaluate
@@ -275,3 +278,29 @@ def test_stage_cut_names_the_first_of_equal_ops():
         ops += [Op(name=f"a{i}", work=5, out_bytes=6), Op(name=f"b{i}", work=1, out_bytes=6), Op(name=f"c{i}", work=5)]
         edges += [(f"a{i}", f"b{i}"), (f"b{i}", f"c{i}")]
     assert stage_cut_bound(Graph(ops, edges), Stages(7)) == (pytest.approx(11.0, rel=1e-9), 4)
+
+# ---------------------------------------------------------------------------- bounds/combinatorial.py
+
+
+def test_chain_bound_takes_each_groups_own_cpu_floor():
+    # v0 -> v1 -> v2 (1 on an accelerator, 10 on the CPU) and a lone x (0.5, 1) on two accelerators and a CPU:
+    # rho = 0.5 (x's work per CPU second). v1 at position 1 needs A = 2 within 1 + 0.5 accelerators' worth
+    # (4/3), at position 2 D = 2 within 1 + 0.5 (4/3); on the CPU it takes 10: 4/3. x's CPU floor (1) is x's
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 10.0}) for i in range(3)]
+    graph = Graph(ops + [Op(name="x", work={"accelerator": 0.5, "cpu": 1.0})], [("v0", "v1"), ("v1", "v2")])
+    cluster = Cluster.accelerators(2, cpus=1)
+    assert chain_bound(graph, cluster) == pytest.approx(4 / 3)
+    assert simple_lower_bound(graph, cluster) < 1.2
+
+
+def test_position_windows_are_closed_with_a_relative_slack():
+    # one op of e = 0.5 + 1e-9 on an accelerator or the CPU: every floor is e (A / (1 + rho) = e / 2 below it),
+    # exactly the target 0.5 plus its slack 1e-9: on the edge, inside
+    e = 0.5 + 1e-9
+    allowed, cpu_ok = position_windows(Graph([Op(name="a", work={"accelerator": e, "cpu": e})]),
+                                       Cluster.accelerators(1, cpus=1), 0.5)
+    assert allowed.all() and cpu_ok.all()
+    # below 1 the slack is 1e-9: an op of 0.5 is outside at 0.5 - 1.5e-9; above, 1e-9 of the target: 100 + 5e-8
+    # is inside at 100
+    assert not position_windows(Graph([Op(name="a", work=0.5)]), Stages(1), 0.5 - 1.5e-9)[0].any()
+    assert position_windows(Graph([Op(name="a", work=100.00000005)]), Stages(1), 100.0)[0].all()
