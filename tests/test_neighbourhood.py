@@ -125,6 +125,23 @@ def test_the_ball_cap_grows_after_settled_balls_and_shrinks_after_timed_out_ones
     problem = chain_problem([1.0] * 24, accelerators=4)
     start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
     monkeypatch.setattr(nb, "_step", lambda *args: (None, settles, None))  # nothing found; settled or timed out
-    found = ip_neighbourhoods(problem, start, time_limit=1.0, max_free=40)
+    found = ip_neighbourhoods(problem, start, time_limit=2.0, max_free=40)
     assert found.info["free_cap"] == cap and found.info["steps"] >= 3
     assert found.info["local_optimum"] == settles and found.placement is start
+
+
+def test_no_step_starts_that_cannot_end_by_the_time_limit(monkeypatch):
+    import time
+
+    import placement_dsl.heuristics.neighbourhood as nb
+
+    problem = chain_problem([1.0] * 24, accelerators=4)
+    start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
+
+    def late(problem, units, incumbent, free, seconds, solver):  # every step runs 0.8 s past its limit
+        time.sleep(seconds + 0.8)
+        return None, False, None
+
+    monkeypatch.setattr(nb, "_step", late)
+    found = ip_neighbourhoods(problem, start, time_limit=4.0, step_limit=0.6)
+    assert found.info["steps"] == 2 and found.seconds <= 4.0 + 0.1  # a third would end at 4.2 s

@@ -141,7 +141,8 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
     """Improve ``start`` by IP re-solves of neighbourhoods (see the module docstring) within ``time_limit`` s.
 
     ``step_limit`` seconds per re-solve (model build included), at most ``max_free`` free units per boundary
-    ball. The answer is never worse than ``start``, which must be valid for ``problem``.
+    ball. A step is not started unless it can end by ``time_limit`` (the most a step has run past its limit
+    is kept). The answer is never worse than ``start``, which must be valid for ``problem``.
 
     >>> from placement_dsl.cluster import Cluster
     >>> from placement_dsl.graph import Graph, Op
@@ -169,9 +170,10 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
     bound: float | None = None  # the dual bound of a step that freed every unit
     listed: Iterator[tuple[str, tuple[int, ...]]] | None = None
     seen: set[frozenset[int]] = set()
+    over = 0.5  # seconds a step runs past its limit (the sub-problem's model and hand-off), the most seen
     while bound is None:
-        left = time_limit - (time.perf_counter() - t0)
-        if left < 0.5:
+        seconds = min(step_limit, time_limit - (time.perf_counter() - t0) - over)
+        if seconds < 0.5:
             break
         dev, loads = units.devices(incumbent), _loads(problem, incumbent)
         if listed is None:
@@ -187,7 +189,9 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
                 break
             kind, free = _random(units, dev, loads, cap, rng)
         seen.add(free)
-        found, optimal, dual = _step(problem, units, incumbent, free, min(step_limit, left), solver)
+        t = time.perf_counter()
+        found, optimal, dual = _step(problem, units, incumbent, free, seconds, solver)
+        over = max(over, time.perf_counter() - t - seconds)
         steps += 1
         settled = settled and optimal
         value = problem.evaluate(found).objective if found is not None and problem.is_valid(found) else np.inf
