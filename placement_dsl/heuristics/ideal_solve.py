@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Overlap
+from ..progress import report
 from ..replication import ALLREDUCE_FACTOR
 from . import ideal_feasible as F
 from . import ideal_kernels as K
@@ -111,7 +112,11 @@ class Sweeps:
 
     def feasible(self, T: float) -> list[tuple[int, int, int, int]] | None:
         """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None."""
-        return _read_split(self.feasible_bits(T), self.head, float(T))
+        t0 = time.perf_counter()
+        steps = _read_split(self.feasible_bits(T), self.head, float(T))
+        report("dp", phase="feasibility", target=float(T), feasible=steps is not None, runs=self.runs,
+               pairs=self.visited, seconds=time.perf_counter() - t0)
+        return steps
 
     def value(self, steps: list[tuple[int, int, int, int]]) -> float:
         return K.split_value(np.array(steps, dtype=np.int64).reshape(-1, 4), self.lat.ideals, *self.costs,
