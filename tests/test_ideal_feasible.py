@@ -17,6 +17,7 @@ from placement_dsl.heuristics import ideal_feasible as F
 from placement_dsl.heuristics import ideal_solve
 from placement_dsl.heuristics.ideal_solve import Sweeps
 from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
+from placement_dsl.progress import Recorder, reporting
 
 
 def _bits(feas: np.ndarray, S: int) -> np.ndarray:
@@ -105,9 +106,13 @@ def test_descending_search_uses_bitsets_only(monkeypatch):
     exact = _optimum(g, cluster, CostModel(), False)
     monkeypatch.setattr(ideal_solve.Sweeps, "exact", lambda *a: pytest.fail("float64 sweep run"))
     su = _setup(g, cluster, CostModel(), False, True)
-    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
+    with reporting(Recorder()) as rec:
+        sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
     assert sol.value == exact
-    assert info["runs"] >= 2
+    runs = [e.fields for e in rec.of("dp") if e.fields.get("phase") == "feasibility"]
+    assert len(runs) == info["runs"] >= 2  # each run reported, the last one at the optimum's float below
+    assert runs[-1]["target"] == np.nextafter(exact, -math.inf) and not runs[-1]["feasible"]
+    assert any(r["feasible"] and r["target"] >= exact for r in runs)
 
 
 def test_table_limit_counts_the_bitset_tables(monkeypatch):
