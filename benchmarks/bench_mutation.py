@@ -102,6 +102,9 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                         ["-k", "not certify_stage_cut_and_chain"]),
     # the ancestor/descendant bound and its position windows against the DAG-ordered placements by brute force
     "bounds/combinatorial.py": (["tests/test_bounds.py", "tests/test_mutation_kills_bounds.py"], []),
+    # MOIRAI's makespan bounds on hand-made graphs and a shared workload (the coarse LNS run, 11 s, left out)
+    "bounds/makespan.py": (["tests/test_moirai_scale.py", "tests/test_mutation_kills_bounds.py"],
+                           ["-k", "not coarse_lns"]),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),
