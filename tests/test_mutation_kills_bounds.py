@@ -368,3 +368,8 @@ def test_work_weights_uniform_inverse_and_the_simplex_grid():
     assert _weights(2, np.array([0.5, np.inf]))[1].tolist() == [1.0, 0.0]  # ... or an impossible op
     assert len(_weights(2, np.array([0.0, np.inf]))) == 1 + 21  # no inverse weights at all
     assert len(_weights(4, np.ones(4))) == 2 + 1771 and len(_weights(5, np.ones(5))) == 2  # the grid up to D = 4
+
+
+def test_work_bound_with_the_uniform_weights_alone():
+    # five devices (no grid) and no work: no inverse weights either, one candidate row: 0
+    assert work_bound(Graph([Op(name="a", work=0.0)]), Cluster.accelerators(5)) == 0.0
