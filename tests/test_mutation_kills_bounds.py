@@ -1,8 +1,9 @@
 """Kills for the mutants that survived the bounds' owning tests (docs/mutation.md): the packing bound's
 search budget, its bisection and the start heavy_packing hands to local search; the stage-cut bound's
 colocation groups, nets, overflow, witness and problem-level entry; the ancestor/descendant bound's CPU
-floors and position windows; the makespan bounds' segments, weights and transfers. Hand-computed cases (numbers in the comments), brute force only on problems
-of two to five ops, no solver."""
+floors and position windows; the makespan bounds' segments, weights and transfers; the latency critical
+path under a pin its colocation group cannot follow. Hand-computed cases (numbers in the comments), brute
+force only on problems of two to five ops, no solver."""
 from __future__ import annotations
 
 import inspect
@@ -10,7 +11,7 @@ import inspect
 import numpy as np
 import pytest
 
-from placement_dsl.bounds import local, packing
+from placement_dsl.bounds import latency, local, packing
 from placement_dsl.bounds.combinatorial import chain_bound, position_windows
 from placement_dsl.bounds.local import cheapest_stage, single_loads, stage_cut_applies, stage_cut_bound
 from placement_dsl.bounds.makespan import _weights, makespan_bounds, path_bound, work_bound
@@ -27,7 +28,7 @@ from placement_dsl.bounds.packing import (
 )
 from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.cluster import Cluster, Device, Link
-from placement_dsl.constraints import Overflow
+from placement_dsl.constraints import Overflow, Pin
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, Latency, Throughput
@@ -373,3 +374,16 @@ def test_work_weights_uniform_inverse_and_the_simplex_grid():
 def test_work_bound_with_the_uniform_weights_alone():
     # five devices (no grid) and no work: no inverse weights either, one candidate row: 0
     assert work_bound(Graph([Op(name="a", work=0.0)]), Cluster.accelerators(5)) == 0.0
+
+# ---------------------------------------------------------------------------- bounds/latency.py
+
+
+def test_latency_critical_path_with_a_pin_its_group_cannot_follow():
+    # u (accelerator 1, CPU 3) and v (accelerator only) are colocated; u is pinned to the CPU, so their unit
+    # has no device (the problem's checks name that). They count 0 instead of claiming "no placement", and
+    # the longest path u -> w is w's 2 (not u's CPU time 3 + 2, which the pin alone would give)
+    graph = Graph([Op(name="u", work={"accelerator": 1.0, "cpu": 3.0}, group="g"),
+                   Op(name="v", work={"accelerator": 1.0}, group="g"),
+                   Op(name="w", work={"accelerator": 2.0, "cpu": 2.0})], [("u", "w")])
+    problem = Problem(graph, Cluster.accelerators(1, cpus=1), Latency(), [Pin("u", "cpu0")])
+    assert latency.critical_path_bound(problem) == (2.0, ["u", "w"])
