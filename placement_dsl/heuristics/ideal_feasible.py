@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .ideal_kernels import INF, _bit_index, _has, _load, _removed, _replicated, _stage_io
+from .ideal_kernels import INF, NONE, _bit_index, _has, _load, _removed, _replicated, _stage_io
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -94,9 +94,14 @@ def _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S):
 
 @njit(cache=True)
 def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, work, mfw, prune_work, mem, cap_c,
-            soft, rho_c):
+            soft, rho_c, sent):
     """Whether some ``J' ⊆ J`` could still make a state of ``need`` feasible with a stage on class ``c``
-    (the float64 sweep's ``_below_some`` with ``dp[I, s] = inf`` on ``need`` and ``T`` elsewhere)."""
+    (the float64 sweep's ``_below_some`` with ``dp[I, s] = inf`` on ``need`` and ``T`` elsewhere).
+
+    ``sent``: transfer time that every stage ``I \\ J'`` adds to its compute (the tensors ``I \\ J``
+    sends out of ``I``, which only grow as ``J'`` shrinks; 0 unless transfers add to compute), so
+    ``J'`` must leave the stage at most ``T - sent`` of work: tighter than the sweep's cut, same bits.
+    """
     C = work.shape[0]
     S = counts.shape[0]
     for w in range(need.shape[0]):
@@ -108,7 +113,7 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
             if s >= S or counts[s, c] < 1 or not lb <= T:
                 continue
             if prune_work:
-                if mfw[J, c, s - strides[c]] < work[c, I] - T - (1e-9 * (work[c, I] + T) + 1e-12):
+                if mfw[J, c, s - strides[c]] < work[c, I] - (T - sent) - (1e-9 * (work[c, I] + T) + 1e-12):
                     continue
                 if not soft and mfw[J, C, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
                     continue
@@ -186,8 +191,9 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                         lb = base
                         for k in range(2, max_rep[c] + 1):
                             lb = min(lb, _replicated(mode, base, sync, k))
+                        sent = out_lb[J] * scale[c] if mode == NONE else 0.0
                         ok = lb <= T and _useful(I, J, lb, c, need, counts, strides, rem_work[J], remaining, T,
-                                                 max_rep[c], work, mfw, prune_work, mem, cap[c], soft, rho[c])
+                                                 max_rep[c], work, mfw, prune_work, mem, cap[c], soft, rho[c], sent)
                     alive[c] = ok
                     any_alive = any_alive or ok
                 if not any_alive:
