@@ -45,6 +45,8 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
+from placement_dsl.heuristics.ideal_solve import Sweeps
+from placement_dsl.heuristics.ideals import _setup, ideal_lattice, peak_rss, table_bytes
 from placement_dsl.io import load_workload
 
 SCALE = (  # (name, workload file, stages or None for the file's cluster, cost model, previous figures)
@@ -105,6 +107,44 @@ def measure_scale(name: str, path: Path, stages: int | None, model: str, before:
             "peak_rss_mib": mem["peak_rss_bytes"] / 2**20, "before": before}
 
 
+def measure_targets(name: str, path: Path, stages: int | None, model: str, targets: list[float]) -> list[dict]:
+    """Feasibility runs of the exact DP at given targets (is there a contiguous split with every stage <= T?)."""
+    w = load_workload(path)
+    cluster = w.cluster if stages is None else resize(w.cluster, stages)
+    su = _setup(w.graph, cluster, CostModel.named(model), False, True)
+    t0 = time.perf_counter()
+    lat = ideal_lattice(su.con, 20_000_000)
+    sweeps = Sweeps(lat, su.classes, su.model, False)
+    t_lattice = time.perf_counter() - t0
+    lattice = (lat.ideals.nbytes + lat.sub_ptr.nbytes + lat.sub_idx.nbytes) / 2**20
+    dpl = run("dpl", w.graph, cluster, model=su.model).objective
+    rows = []
+    for T in targets:
+        wall, cpu, pairs = time.perf_counter(), time.process_time(), sweeps.visited
+        steps = sweeps.feasible(T)
+        rows.append({"case": name, "ideals": lat.count, "states": len(sweeps.counts), "lower": sweeps.lower,
+                     "dpl": dpl, "target": T, "feasible": steps is not None,
+                     "value": sweeps.value(steps) if steps else None, "pairs": sweeps.visited - pairs,
+                     "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "lattice_s": t_lattice,
+                     "lattice_mib": lattice, "table_mib": sweeps.table_bytes / 2**20,
+                     "float64_mib": table_bytes(lat.count, su.classes, exact=True) / 2**20,
+                     "peak_rss_mib": peak_rss() / 2**20})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def targets_table(rows: list[dict]) -> str:
+    head = (f"{'case':<20} {'ideals':>10} {'states':>6} {'lower':>8} {'DPL':>8} {'target':>8} {'feasible':>8} "
+            f"{'pairs':>12} {'wall':>8} {'CPU':>8} {'lattice':>8} {'bit tables':>10} {'float64 tables':>14} {'peak RSS':>9}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append(f"{r['case']:<20} {r['ideals']:>10,} {r['states']:>6} {r['lower']:>8.4g} {r['dpl']:>8.4g} "
+                   f"{r['target']:>8.4g} {'yes' if r['feasible'] else 'no':>8} {r['pairs']:>12,} {r['wall']:>7.1f}s "
+                   f"{r['cpu']:>7.1f}s {r['lattice_mib']:>5.0f}MiB {r['table_mib']:>7.0f}MiB "
+                   f"{r['float64_mib']:>11.0f}MiB {r['peak_rss_mib']:>6.0f}MiB")
+    return "\n".join(out)
+
+
 def scale_table(rows: list[dict[str, object]]) -> str:
     head = (f"{'case':<24} {'ideals':>10} {'pairs':>12} {'runs':>4} {'wall':>8} {'CPU':>8} {'lattice':>9} "
             f"{'DP arrays':>10} {'peak RSS':>9} {'max-load':>10} {'DPL':>10}  before")
@@ -137,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="skip the big workloads (InceptionV3)")
     ap.add_argument("--scale", action="store_true", help="only the large lattices (GNMT latency, inception_v3 MTPP)")
     ap.add_argument("--case", action="append", help="with --scale: only cases whose name contains this")
+    ap.add_argument("--targets", type=float, nargs="+",
+                    help="with --scale: feasibility runs at these max-loads instead of the whole search")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
@@ -148,9 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         for case in SCALE:
             if args.case and not any(c in case[0] for c in args.case):
                 continue
+            if args.targets:
+                big.extend(measure_targets(*case[:4], args.targets))
+                continue
             big.append(measure_scale(*case))
             print(json.dumps(big[-1]), file=sys.stderr, flush=True)
-        print(scale_table(big))
+        print(targets_table(big) if args.targets else scale_table(big))
         return 0
     rows = []
     for row in paper_rows():
