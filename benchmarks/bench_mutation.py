@@ -105,6 +105,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # MOIRAI's makespan bounds on hand-made graphs and a shared workload (the coarse LNS run, 11 s, left out)
     "bounds/makespan.py": (["tests/test_moirai_scale.py", "tests/test_mutation_kills_bounds.py"],
                            ["-k", "not coarse_lns"]),
+    # the latency critical path: hand-made cases, pins, brute force and certify's latency levels
+    "bounds/latency.py": (["tests/test_certify_latency.py", "tests/test_mutation_kills_bounds.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),
