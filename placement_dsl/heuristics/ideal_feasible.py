@@ -8,8 +8,9 @@ same test keeps, per ideal, the set of feasible states as a bitset (``ceil(S / 6
 cut table in float32 rounded up (so the cut stays valid: it can only cut less) with the states
 innermost (the upkeep is a contiguous max the compiler vectorizes), and no back-links: the
 split is read back afterwards by walking below each stage's ideal once more for a sub-ideal
-that explains the bit (:func:`witness`). Every decision is the float64 sweep's, so the set of
-feasible states of every ideal is the same (``tests/test_ideal_feasible.py`` compares them).
+that explains the bit (:func:`witness`). The walk is the float64 sweep's, with a tighter work
+cut (the stage's transfers out of ``I`` count against the target too), and the set of feasible
+states of every ideal is the same (``tests/test_ideal_feasible.py`` compares them).
 """
 from __future__ import annotations
 
@@ -130,8 +131,9 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
              counts, strides, T, rem_work, remaining, prune_work, rho, masks):
     """``feas[I]``: the states ``s`` in which ideal ``I`` has a split with every stage ``<= T``.
 
-    The float64 sweep's feasibility run (floor = ceiling = ``T``) decision for decision, see
-    :func:`.ideal_kernels.sweep` for the walk, the liveness of states and the cuts. Returns
+    The float64 sweep's feasibility run (floor = ceiling = ``T``) state for state, see
+    :func:`.ideal_kernels.sweep` for the walk, the liveness of states and the cuts (the work cut
+    here also counts the tensors the stage sends out of ``I``, see :func:`_useful`). Returns
     ``(feas, pairs visited, bytes of the arrays)``.
     """
     N = ideals.shape[0]
