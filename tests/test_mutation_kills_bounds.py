@@ -387,3 +387,11 @@ def test_latency_critical_path_with_a_pin_its_group_cannot_follow():
                    Op(name="w", work={"accelerator": 2.0, "cpu": 2.0})], [("u", "w")])
     problem = Problem(graph, Cluster.accelerators(1, cpus=1), Latency(), [Pin("u", "cpu0")])
     assert latency.critical_path_bound(problem) == (2.0, ["u", "w"])
+
+
+def test_packing_bound_below_one_time_unit_and_without_accelerators():
+    # one op, 5 on the accelerator and 0.5 on the CPU: from T = 0.5 no unit must leave the CPU (the last step,
+    # no unit): 0.5, the optimum; with hosts only there is nothing to pack: 0
+    graph = Graph([Op(name="a", work={"accelerator": 5.0, "cpu": 0.5})])
+    assert packing_bound(graph, Cluster.accelerators(1, cpus=1)) == 0.5
+    assert packing_bound(graph, Cluster.accelerators(0, cpus=1)) == 0.0
