@@ -11,21 +11,36 @@ re-checks it).
     python benchmarks/bench_dp.py            # all 10 workloads (InceptionV3 takes about a minute each)
     python benchmarks/bench_dp.py --quick    # skips InceptionV3
     python benchmarks/bench_dp.py --scale    # the DP at scale: GNMT's latency input, inception_v3's MTPP
+    python benchmarks/bench_dp.py --scale --case gnmt --targets 27 30 31 32 34   # feasibility runs only
 
 ``--scale`` runs the exact DP on large lattices and prints the ideals, pairs visited, sweeps run,
 wall and CPU time and memory (the lattice's and the DP arrays' bytes, the process's peak resident
 memory) next to the previous figures (``--case NAME`` picks cases). Measured (2 cores, loaded):
 
     case                      ideals        pairs runs   wall    CPU  lattice DP arrays peak RSS max-load   DPL   before
-    inception_v3 MTPP k=8    221,566   16,700,308    1   4.5s   4.5s   20MiB    86MiB   310MiB   70.45  70.45   not done in 16 CPU-min
-    inception_v3 MTPP k=16   221,566        8,071    1   2.0s   2.0s   20MiB   139MiB   363MiB   65.03  65.03   -
+    inception_v3 MTPP k=8    221,566   16,700,308    1  14.1s   4.5s   20MiB    49MiB   264MiB   70.45  70.45   not done in 16 CPU-min
+    inception_v3 MTPP k=16   221,566        8,071    1   5.9s   2.0s   20MiB    63MiB   287MiB   65.03  65.03   -
 
 inception_v3's PipeDream profile as Archer's MTPP with identical stages
 (``CostModel.named("bottleneck")``): the DP's descending search proves the DPL split optimal
-with one feasibility run just below its value (k = 32 and 64 too, 8,071 pairs each).
-GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs,
-max-load; 3,079,928 ideals, 63 device-count states) is not settled: the first feasibility run
-had not finished after 8.5 CPU-minutes (8.6 GB resident), so ``DEFAULT_MAX_IDEALS`` stays 2 million.
+with one feasibility run just below its value (k = 32 and 64 too, 8,071 pairs each). The
+feasibility runs keep a bit per state (:mod:`placement_dsl.heuristics.ideal_feasible`): the DP
+arrays took 86 and 139 MiB as float64 tables.
+
+GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs, max-load;
+3,079,928 ideals, 63 device-count states) with ``--targets``: the bit tables take 2.3 GiB where the
+float64 tables would take 7.0 GiB (3.2 GiB peak resident instead of 8.6 GB). Each run pays ~20 CPU-s
+for the cut table's upkeep; pairs grow steeply towards the optimum, which lies above 34 (DPL: 44.90):
+
+    target  feasible        pairs    CPU   (before the transfer-aware cut)
+        27        no            0   21s    0 pairs
+        30        no    1,681,683   22s    12.7M pairs, 36s
+        31        no   19,545,684   52s    -
+        32        no   50,334,144   77s    242M pairs, 322s wall
+        34        no  296,321,505  440s    -
+
+So the exact search (first target just below DPL's 44.90) is not settled in minutes there, and
+``DEFAULT_MAX_IDEALS`` stays 2 million; lattices up to the 16 GiB table limit run when asked.
 """
 from __future__ import annotations
 
