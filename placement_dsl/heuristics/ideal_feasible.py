@@ -17,7 +17,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .ideal_kernels import INF, NONE, _bit_index, _has, _load, _removed, _replicated, _stage_io
+from .ideal_kernels import (
+    INF,
+    NONE,
+    _bit_index,
+    _has,
+    _least_load,
+    _push_below,
+    _removed,
+    _replicated,
+    _stage_io,
+    _stage_load,
+)
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -188,11 +199,8 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     if ok and not soft:
                         ok = mem[I] - mem[J] <= cap[c]
                     if ok:
-                        sync = (param[I] - param[J]) * inv_bw[c]
-                        base = _load(mode, comp[c], 0.0, out_lb[J] * scale[c], 0.0)
-                        lb = base
-                        for k in range(2, max_rep[c] + 1):
-                            lb = min(lb, _replicated(mode, base, sync, k))
+                        lb = _least_load(mode, comp[c], out_lb[J] * scale[c], (param[I] - param[J]) * inv_bw[c],
+                                         max_rep[c])
                         sent = out_lb[J] * scale[c] if mode == NONE else 0.0
                         ok = lb <= T and _useful(I, J, lb, c, need, counts, strides, rem_work[J], remaining, T,
                                                  max_rep[c], work, mfw, prune_work, mem, cap[c], soft, rho[c], sent)
@@ -200,13 +208,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     any_alive = any_alive or ok
                 if not any_alive:
                     continue
-                for p in range(sub_ptr[J], sub_ptr[J + 1]):
-                    K = sub_idx[p]
-                    if stamp[K] != I:
-                        stamp[K] = I
-                        stack[top] = K
-                        out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
-                        top += 1
+                top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
                 visited += 1
                 may = False
                 for c in range(C):
@@ -221,10 +223,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 for c in range(C):
                     if not alive[c]:
                         continue
-                    ovf = 0.0
-                    if soft and dm > cap[c]:
-                        ovf = (dm - cap[c]) * ovf_scale[c]
-                    base = _load(mode, comp[c], s_in * scale[c], s_out * scale[c], ovf)
+                    base = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
                     sync = (param[I] - param[J]) * inv_bw[c]
                     for k in range(1, max_rep[c] + 1):
                         if _replicated(mode, base, sync, k) > T:
@@ -280,15 +279,11 @@ def witness(I, s, feas, ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 continue
             comp = work[c, I] - work[c, J]
             sync = (param[I] - param[J]) * inv_bw[c]
-            lb = comp
-            for k in range(2, max_rep[c] + 1):
-                lb = min(lb, _replicated(mode, comp, sync, k))
-            if lb > T:
+            if _least_load(mode, comp, 0.0, sync, max_rep[c]) > T:
                 continue
             any_ok = True
             s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-            ovf = (dm - cap[c]) * ovf_scale[c] if soft and dm > cap[c] else 0.0
-            base = _load(mode, comp, s_in * scale[c], s_out * scale[c], ovf)
+            base = _stage_load(mode, comp, s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
             for k in range(1, min(max_rep[c], counts[s, c]) + 1):
                 if _replicated(mode, base, sync, k) <= T and _bit(feas[J], s - k * strides[c]):
                     return J, c, k

@@ -268,6 +268,39 @@ def _replicated(mode, load, sync, k):
 
 
 @njit(cache=True)
+def _stage_load(mode, comp, s_in, s_out, dm, cap_c, soft, ovf_scale_c, scale_c):
+    """A stage's load on one device of a class: compute, transfers (``scale_c`` per byte) and, with
+    ``soft`` memory, the bytes ``dm`` beyond ``cap_c`` streamed at ``ovf_scale_c`` per byte."""
+    ovf = (dm - cap_c) * ovf_scale_c if soft and dm > cap_c else 0.0
+    return _load(mode, comp, s_in * scale_c, s_out * scale_c, ovf)
+
+
+@njit(cache=True)
+def _least_load(mode, comp, sent, sync, max_rep_c):
+    """A lower bound on a stage's load over 1..``max_rep_c`` replicas: its compute and the transfer
+    time ``sent`` it is known to send, without inputs and overflow."""
+    base = _load(mode, comp, 0.0, sent, 0.0)
+    lb = base
+    for k in range(2, max_rep_c + 1):
+        lb = min(lb, _replicated(mode, base, sync, k))
+    return lb
+
+
+@njit(cache=True)
+def _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving):
+    """Push ``J``'s immediate sub-ideals not yet seen in ``I``'s walk, each with the tensors its stage
+    sends out of ``I`` (``out_lb``: ``J``'s plus the removed node's); the new stack top."""
+    for p in range(sub_ptr[J], sub_ptr[J + 1]):
+        K = sub_idx[p]
+        if stamp[K] != I:
+            stamp[K] = I
+            stack[top] = K
+            out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
+            top += 1
+    return top
+
+
+@njit(cache=True)
 def _may_improve(dp, I, J, alive, lbs, counts, strides, live):
     """Whether stage ``I \\ J`` with load at least ``lbs[c]`` could lower some live ``dp[I, s]``."""
     for c in range(lbs.shape[0]):
@@ -440,11 +473,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 if ok and not soft:
                     ok = mem[I] - mem[J] <= cap[c]
                 if ok:
-                    sync = (param[I] - param[J]) * inv_bw[c]
-                    base = _load(mode, comp[c], 0.0, out_lb[J] * scale[c], 0.0)  # a lower bound on the load
-                    lb = base
-                    for k in range(2, max_rep[c] + 1):
-                        lb = min(lb, _replicated(mode, base, sync, k))
+                    lb = _least_load(mode, comp[c], out_lb[J] * scale[c], (param[I] - param[J]) * inv_bw[c], max_rep[c])
                     ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
                                                   max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft, rho[c])
                     lbs[c] = lb
@@ -452,13 +481,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 any_alive = any_alive or ok
             if not any_alive:
                 continue
-            for p in range(sub_ptr[J], sub_ptr[J + 1]):
-                K = sub_idx[p]
-                if stamp[K] != I:
-                    stamp[K] = I
-                    stack[top] = K
-                    out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
-                    top += 1
+            top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
             visited += 1
             if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
                 continue
@@ -468,10 +491,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             for c in range(C):
                 if not alive[c]:
                     continue
-                ovf = 0.0
-                if soft and dm > cap[c]:
-                    ovf = (dm - cap[c]) * ovf_scale[c]
-                base = _load(mode, comp[c], s_in * scale[c], s_out * scale[c], ovf)
+                base = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
                 sync = (param[I] - param[J]) * inv_bw[c]
                 for k in range(1, max_rep[c] + 1):
                     load = _replicated(mode, base, sync, k)
@@ -510,10 +530,7 @@ def split_value(steps, ideals, work, mem, param, cap, scale, inv_bw, ovf_scale, 
         I, J, c, k = steps[r, 0], steps[r, 1], steps[r, 2], steps[r, 3]
         s_in, s_out = _stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
         dm = mem[I] - mem[J]
-        ovf = 0.0
-        if soft and dm > cap[c]:
-            ovf = (dm - cap[c]) * ovf_scale[c]
-        base = _load(mode, work[c, I] - work[c, J], s_in * scale[c], s_out * scale[c], ovf)
+        base = _stage_load(mode, work[c, I] - work[c, J], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
         value = max(value, _replicated(mode, base, (param[I] - param[J]) * inv_bw[c], k))
     return value
 
