@@ -110,8 +110,8 @@ def test_descending_search_uses_bitsets_only(monkeypatch):
         sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
     assert sol.value == exact
     runs = [e.fields for e in rec.of("dp") if e.fields.get("phase") == "feasibility"]
-    assert len(runs) == info["runs"] >= 2  # each run reported, the last one at the optimum's float below
-    assert runs[-1]["target"] == np.nextafter(exact, -math.inf) and not runs[-1]["feasible"]
+    assert len(runs) == info["runs"] >= 2  # each run reported, the last one just below the optimum
+    assert runs[-1]["target"] == exact * (1 - ideal_solve.RESOLUTION) and not runs[-1]["feasible"]
     assert any(r["feasible"] and r["target"] >= exact for r in runs)
 
 
@@ -132,3 +132,25 @@ def test_table_limit_counts_the_bitset_tables(monkeypatch):
     assert dp(g, cluster).objective == dp(g, cluster).bound
     with pytest.raises(SpecError, match=r"36 ideals x 8 device-count states need about .* GiB"):
         dp(g, cluster, incumbent=False)
+
+
+def test_descent_does_not_chase_rounding_noise():
+    """Splits that beat the incumbent only by the rounding of their sums (a few ulps) end the search:
+    one run just below it, not a bisection of the whole band and steps of an ulp each."""
+    targets = []
+
+    def feasible(T):  # only the incumbent's noise-level twins exist: nothing below 10 (1 - 1e-15)
+        targets.append(T)
+        return [(T,)] if T >= 10.0 * (1 - 1e-15) else None
+
+    steps, best = ideal_solve._descend(feasible, lambda s: s[0][0] * (1 - 4e-16), 1.0, 10.0, [(10.0,)])
+    assert targets == [10.0 * (1 - ideal_solve.RESOLUTION)]
+    assert best == 10.0 and steps == [(10.0,)]
+    targets.clear()  # a real improvement (8) is still found, to the resolution
+
+    def better(T):
+        targets.append(T)
+        return [(8.0,)] if T >= 8.0 else None
+
+    steps, best = ideal_solve._descend(better, lambda s: s[0][0], 1.0, 10.0, None)
+    assert best == 8.0 and targets[-1] == 8.0 * (1 - ideal_solve.RESOLUTION) and len(targets) < 20

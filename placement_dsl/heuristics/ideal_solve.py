@@ -9,8 +9,10 @@ still has a split can leave the stage under ``T`` (on inception_v3 as Archer's M
 stages one run visits ~1.6e7 pairs where the exact run over ``[0, hi]`` visits billions). The
 search keeps ``lo < optimum <= hi`` with ``hi`` the value of a split found (recomputed in the
 sweep's own arithmetic, :func:`.ideal_kernels.split_value`): it first asks whether the
-incumbent can be beaten at all (``T`` = the float just below ``hi``), then bisects, and ends
-when the float below ``hi`` is infeasible, so ``hi`` is the optimum, exactly. The start of the
+incumbent can be beaten at all (``T`` just below ``hi``), then bisects, and ends when
+``hi * (1 - RESOLUTION)`` is infeasible, so ``hi`` is the optimum to a relative ``1e-12``: splits
+whose loads differ only by the rounding of their sums in another order are not told apart (on a
+wide REGAL graph the search otherwise stepped through splits a few ulps apart, ~35 s a run). The start of the
 band, ``lo``, is the cheapest work over the devices' capacity (a slow device counted as a
 fraction) or the largest node.
 """
@@ -30,7 +32,8 @@ from . import ideal_kernels as K
 from .ideals import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
 
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
-BISECT_GAP = 1e-3  # below this relative band, targets step down from hi (the float below it)
+BISECT_GAP = 1e-3  # below this relative band, targets step down from hi
+RESOLUTION = 1e-12  # relative: a split this much below hi counts as no better (float noise of a stage's sums)
 PRUNE_WORK = True  # the walk's cut by the most work below J (off: the reference the tests compare with)
 
 
@@ -175,22 +178,22 @@ def _descend(feasible, value, lo: float, hi: float, start):
     is lowered to the value of every split found; ``lo`` starts as a lower bound and rises past
     every infeasible target. The first target is just below ``hi`` (heuristic incumbents are
     often optimal, and then one run proves it); then the band is bisected down to
-    ``BISECT_GAP``, and targets step down from ``hi`` (the float below it), bisecting again after
-    every step down that succeeds, so the runs stay logarithmic in the band.
+    ``BISECT_GAP``, and targets step down from ``hi`` (to ``hi * (1 - RESOLUTION)``), bisecting again
+    after every step down that succeeds, so the runs stay logarithmic in the band.
     """
     found = start
-    T = float(np.nextafter(hi, -math.inf))
+    T = hi * (1 - RESOLUTION)
     stepped = False
     while True:
         steps = feasible(T)
         if steps:
             found = steps
-            stepped = T == float(np.nextafter(hi, -math.inf))
+            stepped = T == hi * (1 - RESOLUTION)
             hi = min(value(found), T)
         else:
             lo, stepped = T, False
-        below = float(np.nextafter(hi, -math.inf))
-        if lo >= below:  # nothing lies strictly between lo and hi: the optimum is hi
+        below = hi * (1 - RESOLUTION)
+        if lo >= below:  # nothing better than hi by more than the resolution: hi is the optimum
             break
         T = below if hi - lo <= BISECT_GAP * hi and not stepped else lo + (hi - lo) / 2
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
