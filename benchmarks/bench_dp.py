@@ -21,6 +21,7 @@ memory) next to the previous figures (``--case NAME`` picks cases). Measured (2 
     inception_v3 MTPP k=8    221,566   16,700,308    1  14.1s   4.5s   20MiB    49MiB   264MiB   70.45  70.45   not done in 16 CPU-min
     inception_v3 MTPP k=16   221,566        8,071    1   5.9s   2.0s   20MiB    63MiB   287MiB   65.03  65.03   -
     regal-0 n=55 MTPP k=32 3,900,417   25,818,613    1  62.5s  61.7s  284MiB  2097MiB  2544MiB    1147   1147   16+ runs, >9 min
+    regal-3 n=52 MTPP k=32 15,851,902 442,861,632   1 794.7s 778.7s 1266MiB  8213MiB  9316MiB    1034   1034   -
 
 inception_v3's PipeDream profile as Archer's MTPP with identical stages
 (``CostModel.named("bottleneck")``): the DP's descending search proves the DPL split optimal
@@ -29,7 +30,9 @@ feasibility runs keep a bit per state (:mod:`placement_dsl.heuristics.ideal_feas
 arrays took 86 and 139 MiB as float64 tables. On a wide REGAL graph (55 nodes, 3.9 million
 ideals, 32 identical stages) one run just below DPL's split proves it optimal (15 s enumerating
 the ideals, 44 s for the run); before, the search kept finding splits a few ulps below the
-incumbent (the same loads summed in another order) and spent a run of ~35 s on each.
+incumbent (the same loads summed in another order) and spent a run of ~35 s on each. With
+15.9 million ideals (52 nodes) the DP is exact in 9.1 GiB resident, but its one run takes 12
+minutes (443 million pairs, 1.6 us each, beside a test run on the other core), not a few.
 
 GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs, max-load;
 3,079,928 ideals, 63 device-count states) with ``--targets``: the bit tables take 2.3 GiB where the
