@@ -116,7 +116,7 @@ class Sweeps:
     def feasible(self, T: float) -> list[tuple[int, int, int, int]] | None:
         """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None."""
         t0 = time.perf_counter()
-        steps = _read_split(self.feasible_bits(T), self.head, float(T))
+        steps = _read_split(self.feasible_bits(T), self.head, self.counts, self.strides, float(T))
         report("dp", phase="feasibility", target=float(T), feasible=steps is not None, runs=self.runs,
                pairs=self.visited, seconds=time.perf_counter() - t0)
         return steps
@@ -203,9 +203,10 @@ def _descend(feasible, value, lo: float, hi: float, start):
     return found, hi
 
 
-def _read_split(feas: np.ndarray, head: tuple, T: float) -> list[tuple[int, int, int, int]] | None:
-    """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none)."""
-    counts, strides = head[-2], head[-1]  # the head ends with the states' counts and strides
+def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,
+                T: float) -> list[tuple[int, int, int, int]] | None:
+    """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none);
+    ``head``: the kernels' arguments, ``counts``/``strides``: the device-count states."""
     I, s = feas.shape[0] - 1, counts.shape[0] - 1
     if not (int(feas[I, s >> 6]) >> (s & 63)) & 1:
         return None
