@@ -166,6 +166,61 @@ def test_heavy_packing_fills_bins_with_equal_units_in_index_order():
     assert T == 15.0
     assert [b.tolist() for b in bins] == [[10, 11, 12, 13, 14, 15, 16, 0], [17, 18, 19, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
 
+
+@pytest.mark.parametrize("w, K, C", [
+    # 13 + 13 + 13 (9+4, 7+3+3, 5+5+3) and 33 + 32 + 33 (19+8+6, 16+9+7, 15+9+3+3+3)
+    ([9, 7, 5, 5, 4, 3, 3, 3], 3, 13.5),
+    ([19, 16, 15, 9, 9, 8, 7, 6, 3, 3, 3], 3, 33.5),
+])
+def test_bin_completion_finds_a_packing_after_backtracking(w, K, C):
+    # both need the search to undo a bin: the first bin's first maximal set leaves no packing of the rest.
+    # An item left marked as used after its branch (or the first item of a failed bin) is lost to every
+    # later bin, and the search refutes a packing that exists: a bound above the optimum
+    search = _Completion(np.array(w, dtype=float), K, C, 10**6)
+    assert search.run() == FEASIBLE
+    assert sorted(i for b in search.members for i in b) == list(range(len(w)))
+    assert all(sum(w[i] for i in b) <= C for b in search.members)
+
+
+@pytest.mark.parametrize("w, K, C, nodes", [
+    # sum 50, three bins of 17.5: slack 2.5. Bin 1 is {17} (waste 0.5); bin 2 starts at 13 with room 4.5
+    # and nothing fits: 0.5 + 4.5 > 2.5, cut at its first node. Nodes: 4 for bin 1 (17, then 13, 10, 10
+    # skipped), 1 for bin 2. Without the first bin's waste carried over, bin 2 is searched to its end
+    ([17, 13, 10, 10], 3, 17.5, 5),
+    # sum 52, three bins of 19: slack 5. {15, 4} fills bin 1; bin 2 from 12 (room 7, nothing fits) wastes
+    # 7: cut. {15} alone is no maximal set (4 fits the room of 4 exactly) and is never yielded: 7 nodes.
+    # Counting an exact fit as no fit yields it and searches its bin 2 (8 nodes)
+    ([15, 12, 12, 9, 4], 3, 19.0, 7),
+    # sum 71, two bins of 36: slack 1. {18, 15} wastes 3 (cut); with the first 15 skipped, its twin is
+    # skipped too (the same sets would follow), then {18, 12} and {18} are cut: 6 nodes; 7 when the twin
+    # 15 is tried (its set wastes 3: cut)
+    ([18, 15, 15, 12, 11], 2, 36.0, 6),
+])
+def test_bin_completion_refutes_within_its_hand_counted_nodes(w, K, C, nodes):
+    # the pruning rules (the waste carried from bin to bin, maximal sets only, twins skipped) decide how
+    # far a search gets within its budget: each refutation here ends on the node counted by hand, so a
+    # budget of exactly that many nodes still refutes, and a weaker rule runs out of nodes (UNKNOWN)
+    search = _Completion(np.array(w, dtype=float), K, C, nodes)
+    assert search.run() == INFEASIBLE
+    assert search.nodes == nodes
+
+
+def test_bin_completion_is_not_refuted_by_float_sums_in_another_order():
+    # one bin of exactly the items' sum as the search adds them (largest first); NumPy's sum of the
+    # same twelve numbers (eight partial sums) is one ulp larger, so the slack K C - sum w is -1 ulp
+    # (1.9e-9 at this scale). The search's tolerance is relative (SLACK C = 7.7e-6): the bin is
+    # filled. A tolerance that shrinks as C grows (SLACK / C) refutes the packing twice over: at the
+    # sum test and at the waste cut
+    w = np.array([974481.8, 967698.0, 882692.7, 824031.0, 804585.1, 792451.1, 605159.2, 546787.0,
+                  446603.5, 406004.9, 385640.1, 43987.7])
+    C = 0.0
+    for x in w:
+        C += x
+    assert C < float(np.sum(w))  # the premise: the two orders disagree
+    search = _Completion(w, 1, C, 1000)
+    assert search.run() == FEASIBLE
+    assert search.members == [list(range(12))]
+
 # ---------------------------------------------------------------------------- bounds/local.py
 
 
