@@ -444,6 +444,20 @@ def test_latency_critical_path_with_a_pin_its_group_cannot_follow():
     assert latency.critical_path_bound(problem) == (2.0, ["u", "w"])
 
 
+def test_latency_critical_path_follows_the_slower_input_of_a_join():
+    # c reads a (1) and b (5), listed in that order: the longest path ends b -> c (5 + 1), not a -> c (2)
+    graph = Graph([Op(name="a", work=1.0), Op(name="b", work=5.0), Op(name="c", work=1.0)], [("a", "c"), ("b", "c")])
+    assert latency.critical_path_bound(Problem(graph, Cluster.accelerators(2), Latency())) == (6.0, ["b", "c"])
+
+
+def test_latency_critical_path_of_one_op_and_of_a_chain():
+    # one op: its fastest time (the CPU's 2 beats the accelerator's 3); a chain: every op on it, first to last
+    one = Graph([Op(name="a", work={"accelerator": 3.0, "cpu": 2.0})])
+    assert latency.critical_path_bound(Problem(one, Cluster.accelerators(1, cpus=1), Latency())) == (2.0, ["a"])
+    chain = Graph([Op(name=n, work=1.0) for n in "pqrs"], [("p", "q"), ("q", "r"), ("r", "s")])
+    assert latency.critical_path_bound(Problem(chain, Cluster.accelerators(1), Latency())) == (4.0, list("pqrs"))
+
+
 def test_packing_bound_below_one_time_unit_and_without_accelerators():
     # one op, 5 on the accelerator and 0.5 on the CPU: from T = 0.5 no unit must leave the CPU (the last step,
     # no unit): 0.5, the optimum; with hosts only there is nothing to pack: 0

@@ -46,10 +46,10 @@ def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
         if preds.size:
             best = int(preds[np.argmax(head[preds])])
             back[v], head[v] = best, head[v] + head[best]
-    if g.n == 0:
-        return 0.0, []
-    v = int(np.argmax(head))
+    v = int(np.argmax(head))  # a graph has at least one op
     path = [v]
-    while back[path[-1]] >= 0:
+    for _ in range(g.n - 1):  # a path visits each op at most once
+        if back[path[-1]] < 0:
+            break
         path.append(int(back[path[-1]]))
     return float(head[v]) * ctx.scale.time, [g.names[u] for u in reversed(path)]
