@@ -188,3 +188,32 @@ def test_the_mps_hand_off_is_silent(tmp_path, capfd):
     assert (tmp_path / "m.mps").stat().st_size > 0
     assert capfd.readouterr() == ("", "")
 
+
+
+@pytest.mark.parametrize("text, start, verdict", [
+    # the line SCIP writes when the start from its candidate storage becomes the first incumbent
+    ("feasible solution given by solution candidate storage, new primal bound 1.000000e+02\n", 100.0,
+     StartVerdict(True, "SCIP log: the start from candidate storage became the incumbent")),
+    # within a relative 1e-6 (the log prints seven digits) ...
+    ("feasible solution given by solution candidate storage, new primal bound 1.0000005e+02\n", 100.0,
+     StartVerdict(True, "SCIP log: the start from candidate storage became the incumbent")),
+    # ... and not beyond: another solution entered first
+    ("feasible solution given by solution candidate storage, new primal bound 1.00002e+02\n", 100.0,
+     StartVerdict(False, "SCIP log: candidate storage gave primal bound 1.00002e+02 (model units), not the start")),
+    # a start of objective 0 compares absolutely (1e-9)
+    ("feasible solution given by solution candidate storage, new primal bound 5e-10\n", 0.0,
+     StartVerdict(True, "SCIP log: the start from candidate storage became the incumbent")),
+    ("feasible solution given by solution candidate storage, new primal bound 2e-09\n", 0.0,
+     StartVerdict(False, "SCIP log: candidate storage gave primal bound 2e-09 (model units), not the start")),
+    ("presolving:\n  (round 1) 0 del vars\n", 100.0, StartVerdict(False, "SCIP's log does not show the start being taken")),
+])
+def test_start_verdict_read_from_scip_log(tmp_path, text, start, verdict):
+    log = tmp_path / "scip.log"
+    log.write_bytes(b"\xff\xfe not utf-8 \n" + text.encode())  # a stray byte does not hide the line
+    assert scip._verdict(log, start) == verdict
+
+
+def test_start_verdict_of_an_unreadable_log(tmp_path):
+    verdict = scip._verdict(tmp_path / "missing.log", 1.0)
+    assert verdict.accepted is False and verdict.evidence.startswith("SCIP log unreadable: ")
+    assert "missing.log" in verdict.evidence
