@@ -271,7 +271,10 @@ def main() -> None:
             for module in modules:
                 status = results(dest, module)
                 if args.recheck and status:
-                    again = [n for n, v in sorted(status.items()) if v not in ("killed", "not checked", "no tests")]
+                    skip = ("killed", "no tests")
+                    if any(v not in ("not checked", "no tests") for v in status.values()) or args.sample:
+                        skip += ("not checked",)  # else mutmut judged none (its clean run failed): judge them all
+                    again = [n for n, v in sorted(status.items()) if v not in skip]
                     t0 = time.monotonic()
                     status.update(recheck(dest, env, again, list(tests), list(extra), args.recheck))
                     seconds += time.monotonic() - t0
