@@ -116,7 +116,8 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
 def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     problem, optimum = testing.diamond_noncontiguous()
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "throughput"]
+    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "throughput", "neighbourhoods"]
+    assert cert.levels[-1].status is LevelStatus.SKIPPED  # the gap was closed before the search
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)

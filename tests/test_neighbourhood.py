@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from placement_dsl.certificate import LevelStatus
+from placement_dsl.certify import certify, default_levels
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, Pin
 from placement_dsl.errors import SpecError
@@ -145,3 +147,20 @@ def test_no_step_starts_that_cannot_end_by_the_time_limit(monkeypatch):
     monkeypatch.setattr(nb, "_step", late)
     found = ip_neighbourhoods(problem, start, time_limit=4.0, step_limit=0.6)
     assert found.info["steps"] == 2 and found.seconds <= 4.0 + 0.1  # a third would end at 4.2 s
+
+
+def test_certify_improves_the_best_split_by_neighbourhoods_and_proves_it_when_one_holds_every_unit():
+    # 8 | 3 3 3 on two accelerators, the CPU 10x slower; the start {8, 3} | {3, 3} has max load 11. The
+    # first neighbourhood (a ball around the busiest boundary) holds all four units: 9, proven
+    g = Graph([Op(name=f"v{i}", work={"accelerator": w, "cpu": 10 * w}) for i, w in enumerate([8, 3, 3, 3])])
+    problem = Problem(g, Cluster.accelerators(2, cpus=1), Throughput(), [])
+    assert default_levels(problem)[-1] == "neighbourhoods"
+    start = Placement(g, problem.cluster, [0, 0, 1, 1])
+    cert = certify(problem, budget=30.0, levels=("neighbourhoods",), gap=0.0, start=start)
+    (row,) = cert.levels
+    assert row.status is LevelStatus.OPTIMAL and row.bound == 9.0
+    assert (cert.objective, cert.bound, cert.found_by, cert.proved_by) == (9.0, 9.0, "ip-neighbourhoods", "neighbourhoods")
+    assert problem.violations(cert.placement) == []
+    # nothing to start from: no bound, and no placement made up
+    cert = certify(problem, budget=30.0, levels=("neighbourhoods",), gap=0.0)
+    assert cert.levels[0].status is LevelStatus.NO_BOUND and cert.placement is None
