@@ -22,7 +22,7 @@ level           bound                                                  class
 
 Without ``Contiguous`` the DP is only an upper bound: the ``dp`` level polishes its split and the
 packing bound's packing (:func:`.heuristics.polish.packed_start`), the best the throughput MIP's warm start.
-There, ``neighbourhoods`` (after ``throughput``, sharing what is left with it) re-solves the IP over
+There, ``neighbourhoods`` (after ``throughput``, with twice its share of what is left) re-solves the IP over
 neighbourhoods of the best split (:mod:`.heuristics.neighbourhood`): an upper-bound step, with a bound
 only when one neighbourhood holds every unit.
 
@@ -223,7 +223,8 @@ class Level:
     no share of the MIP budget; an ``always`` level runs even after the gap target is met; a
     ``free`` one (a closed form of milliseconds) even after the budget is spent.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
-    term (replicated stages, App. C.2); the others read not applicable there.
+    term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
+    of what is left is its ``weight`` over the weights of the MIP levels still to run.
     """
 
     name: str
@@ -234,6 +235,7 @@ class Level:
     free: bool = False
     doc: str = ""
     replicates: bool = False
+    weight: float = 1.0
 
 
 def _widened(problem: Problem) -> str | None:
@@ -465,7 +467,7 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
           doc="Archer §3.3, one MIP per guess j"),
     Level("throughput", _throughput, _tarnawski, doc="Tarnawski Fig. 6 warm-started, its dual bound",
           replicates=True),
-    Level("neighbourhoods", _neighbourhoods, _tarnawski,
+    Level("neighbourhoods", _neighbourhoods, _tarnawski, weight=2.0,
           doc="IP neighbourhoods around the best placement: a better upper bound (a bound when one holds every unit)"),
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
     Level("critical-path", critical_path, latency_only, closed_form=True, free=True,
@@ -553,10 +555,10 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue
-        mips = sum(1 for lv in chosen[i:] if not lv.closed_form)
+        weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
         t = time.perf_counter()
         try:
-            bound, status, note, scope = level.run(run, left / max(mips, 1))
+            bound, status, note, scope = level.run(run, left * (level.weight / weights if weights else 1.0))
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
