@@ -481,8 +481,8 @@ MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # d
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
 # placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
 THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
-# without structure terms the DP (polished) is the warm start; the IP's search stalls on these graphs, so half of
-# what the bounds leave goes to re-solving neighbourhoods of the best split (benchmarks/bench_certify.py (b))
+# without structure terms the DP (polished) is the warm start; the IP's own search stalls on these graphs, so the
+# re-solves of neighbourhoods of the best split get twice the IP's share (benchmarks/bench_certify.py (b))
 NONCONTIG_LEVELS = ("simple", "dp", "superblock", "throughput", "neighbourhoods")
 LATENCY_LEVELS = ("critical-path", "run-paths", "latency-lp", "latency")  # single-sample latency (Tarnawski §4)
 
