@@ -385,3 +385,19 @@ def test_bounds_prints_each_level_and_the_certificate(capsys):
                                    "simple,dp", "--time-limit", "30", "--json")[1])
     simple = next(r for r in payload["levels"] if r["level"] == "simple")
     assert 0 < simple["bound"] <= payload["upper_bound"] and payload["stages"] >= 2
+
+
+def test_dp_time_limit_reports_a_time_limit_status_with_its_bound(capsys, tmp_path):
+    """The DP's time limit reaches it from --time-limit; stopped with the band open, the answer is its split
+    and the bound the search proved, with status time_limit (not optimal, not a bare heuristic)."""
+    from placement_dsl.io.workload import save_workload
+    from placement_dsl.zoo import regal
+
+    path = tmp_path / "regal.json"
+    save_workload(regal(0, n=14), path)
+    args = ["solve", str(path), "--stages", "3", "--method", "dp", "--objective", "bottleneck"]
+    exact = run_json(capsys, *args)
+    cut = run_json(capsys, *args, "--time-limit", "1e-9")
+    assert exact["status"] == "optimal" and exact["gap"] == 0.0
+    assert cut["status"] == "time_limit" and cut["exact_among"] is None and cut["info"]["stopped"] == "time limit"
+    assert cut["bound"] <= exact["objective"] <= cut["objective"] and cut["gap"] > 0

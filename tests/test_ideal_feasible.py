@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -143,7 +144,7 @@ def test_descent_does_not_chase_rounding_noise():
         targets.append(T)
         return [(T,)] if T >= 10.0 * (1 - 1e-15) else None
 
-    steps, best = ideal_solve._descend(feasible, lambda s: s[0][0] * (1 - 4e-16), 1.0, 10.0, [(10.0,)])
+    steps, best, _ = ideal_solve._descend(feasible, lambda s: s[0][0] * (1 - 4e-16), 1.0, 10.0, [(10.0,)])
     assert targets == [10.0 * (1 - ideal_solve.RESOLUTION)]
     assert best == 10.0 and steps == [(10.0,)]
     targets.clear()  # a real improvement (8) is still found, to the resolution
@@ -152,5 +153,49 @@ def test_descent_does_not_chase_rounding_noise():
         targets.append(T)
         return [(8.0,)] if T >= 8.0 else None
 
-    steps, best = ideal_solve._descend(better, lambda s: s[0][0], 1.0, 10.0, None)
+    steps, best, _ = ideal_solve._descend(better, lambda s: s[0][0], 1.0, 10.0, None)
     assert best == 8.0 and targets[-1] == 8.0 * (1 - ideal_solve.RESOLUTION) and len(targets) < 20
+
+
+def test_descent_stops_at_its_deadline_with_the_split_in_hand_and_the_band_it_proved(monkeypatch):
+    # optimum 8 in (1, 10]: every target from 8 up is feasible. Each run takes a second of a fake clock; with
+    # the deadline at 3 s the search starts no fourth run and returns the split it has (8) and the largest
+    # target it refuted; without a deadline it runs to the end, where the bound is the optimum itself
+    targets, clock = [], [0.0]
+
+    def feasible(T):
+        targets.append(T)
+        clock[0] = float(len(targets))
+        return [(8.0,)] if T >= 8.0 else None
+
+    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 10.0, None)
+    assert steps == [(8.0,)] and best == lower == 8.0 and len(targets) > 3
+    targets.clear()
+    clock[0] = 0.0
+    monkeypatch.setattr(ideal_solve, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=lambda: 0.0))
+    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 10.0, None, deadline=3.0)
+    assert len(targets) == 3 and targets[0] == 10.0 * (1 - ideal_solve.RESOLUTION)
+    assert steps == [(8.0,)] and best == 8.0
+    assert lower == max(t for t in targets if t < 8.0) < 8.0  # the largest target refuted: the optimum lies above
+    # no split in hand at the deadline (no incumbent, nothing feasible yet): the search goes on until it has one
+    targets.clear()
+    clock[0] = 10.0
+    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 7.0, None, deadline=3.0)
+    assert steps == [] and best == lower == math.inf  # nothing at or below 7 exists
+
+
+def test_dp_with_a_time_limit_returns_its_split_and_a_bound_not_a_certificate():
+    from placement_dsl.errors import SpecError
+    from placement_dsl.heuristics.ideals import dp
+    from placement_dsl.zoo import regal
+
+    w = regal(0, n=14)  # Archer's REGAL graph: the DFS-order split (1556.43) is 8 % above the optimum
+    cluster, model = Cluster.stages(3), CostModel.named("bottleneck")
+    exact = dp(w.graph, cluster, model=model)
+    assert exact.exact_among == "contiguous" and exact.bound == exact.objective and exact.info["runs"] > 2
+    cut = dp(w.graph, cluster, model=model, time_limit=1e-9)  # stops after its first run
+    assert cut.info["stopped"] == "time limit" and cut.exact_among is None and cut.info["runs"] == 1
+    assert 0 < cut.bound <= exact.objective <= cut.objective < cut.info["incumbent"]
+    assert "stopped" not in exact.info
+    with pytest.raises(SpecError, match="time_limit must be > 0"):
+        dp(w.graph, cluster, model=model, time_limit=0)

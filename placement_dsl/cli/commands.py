@@ -92,7 +92,8 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
 
 def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) -> dict[str, Any]:
     """The JSON answer of a heuristic: the same certificate fields as a MIP result, and the rows."""
-    status = "invalid" if not ev.valid else "optimal" if res.exact_among else "heuristic"
+    status = ("invalid" if not ev.valid else "optimal" if res.exact_among
+              else "time_limit" if res.info.get("stopped") == "time limit" else "heuristic")
     return {
         "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
         "status": status, "exact_among": res.exact_among, "method": method, "solver": None,

@@ -45,6 +45,7 @@ class Solution:
     seconds: dict[str, float]
     table_bytes: int = 0  # the DP's arrays besides the lattice (sums, boundaries, table, back-links, scratch)
     runs: int = 1  # sweeps run (feasibility runs of the descending search, plus the exact one if any)
+    lower: float | None = None  # a search stopped at its deadline: no split has max-load below it (None: exact)
 
 
 class Sweeps:
@@ -128,12 +129,14 @@ class Sweeps:
 
 def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
           ub: float, max_replicas: int | None = None, descend: bool = True,
-          incumbent: list[tuple[np.ndarray, int, int]] | None = None) -> Solution:
+          incumbent: list[tuple[np.ndarray, int, int]] | None = None, deadline: float | None = None) -> Solution:
     """The best split of ``lat`` with max-load ``<= ub`` (no stages if there is none).
 
     ``descend``: with a finite ``ub`` or an ``incumbent`` split (stages as in :class:`Solution`,
     e.g. DPL's), search by feasibility runs (exact, see the module docstring); otherwise one
     exact sweep pruned by ``ub``. An incumbent proven optimal is returned as it is.
+    ``deadline`` (``time.monotonic()``): the search starts no run after it once it holds a split,
+    and returns that split with ``lower`` the bound its infeasible runs proved (a run under way ends).
     """
     if model.training_memory is not None:
         return _solve_memory(lat, classes, model, ub)
@@ -146,14 +149,15 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     else:
         start = None
     if descend and math.isfinite(ub):
-        steps, best = _descend(sw.feasible, sw.value, sw.lower, ub, start)
+        steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
     else:
         out = sw.exact(0.0, ub)
         steps, best = _steps(out, sw.strides), float(out[0][-1, -1])
+        lower = best
     t2 = time.perf_counter()
     stages = [(np.setdiff1d(lat.nodes(i), lat.nodes(j)), c, k) for i, j, c, k in steps]
     return Solution(best, stages, sw.visited, {"prepare": t1 - t0, "sweep": t2 - t1},
-                    sw.fixed_bytes + sw.table_bytes, sw.runs)
+                    sw.fixed_bytes + sw.table_bytes, sw.runs, lower if lower < best else None)
 
 
 def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int]] | None:
@@ -171,8 +175,9 @@ def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int
     return [(int(ids[t + 1]), int(ids[t]), c, k) for t, (_, c, k) in enumerate(stages)]
 
 
-def _descend(feasible, value, lo: float, hi: float, start):
-    """Feasibility runs keeping ``lo < optimum <= hi``: the optimal split's steps and its value.
+def _descend(feasible, value, lo: float, hi: float, start, deadline: float | None = None):
+    """Feasibility runs keeping ``lo < optimum <= hi``: the optimal split's steps, its value and a lower bound
+    (the value itself, or ``lo`` when ``deadline`` passed with a split in hand and the band still open).
 
     ``hi`` starts as the incumbent (``start``'s value, or a given bound maybe rounded up) and
     is lowered to the value of every split found; ``lo`` starts as a lower bound and rises past
@@ -195,12 +200,15 @@ def _descend(feasible, value, lo: float, hi: float, start):
         below = hi * (1 - RESOLUTION)
         if lo >= below:  # nothing better than hi by more than the resolution: hi is the optimum
             break
+        if deadline is not None and found is not None and time.monotonic() >= deadline:
+            report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
+            return found, hi, lo
         T = below if hi - lo <= BISECT_GAP * hi and not stepped else lo + (hi - lo) / 2
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
         found = feasible(hi)
         if not found:
-            return [], math.inf
-    return found, hi
+            return [], math.inf, math.inf
+    return found, hi, hi
 
 
 def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,

@@ -300,7 +300,7 @@ def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replic
 
 
 def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
-            incumbent: list | None = None, descend: bool = True) -> tuple[Solution, dict]:
+            incumbent: list | None = None, descend: bool = True, deadline: float | None = None) -> tuple[Solution, dict]:
     from .ideal_solve import solve
 
     """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP."""
@@ -320,7 +320,7 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
-    sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, incumbent)
+    sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, incumbent, deadline)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
         sol = solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
     info["seconds"].update(sol.seconds)
@@ -377,19 +377,22 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
     bound = None
     if su.replication:
         info["replicas"] = replicas
+    stopped = exact and sol.lower is not None  # the search ended at its time limit with the band open
+    if stopped:
+        info["stopped"] = "time limit"
     if exact and su.model.objective is Objective.MAX_LOAD:
-        bound = ev.objective
+        bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
     return HeuristicResult(method=method, placement=placement, objective=ev.objective,
                            seconds=time.perf_counter() - start, bound=bound,
-                           exact_among="contiguous" if bound is not None else None,
+                           exact_among="contiguous" if bound is not None and not stopped else None,
                            evaluations=info["pairs"], info=info)
 
 
 def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
        replication: bool = False, max_replicas: int | None = None, max_ideals: int = DEFAULT_MAX_IDEALS,
-       incumbent: bool = True, merge_zero_cost: bool = True) -> HeuristicResult:
+       incumbent: bool = True, merge_zero_cost: bool = True, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
 
     Minimizes the max device load over splits that respect colocation, fit in memory and
@@ -417,6 +420,12 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         pairs; one run when the DPL split is optimal).
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
+    time_limit
+        Seconds after which the descending search starts no further feasibility run once it holds a
+        split (the lattice, the DPL split and a run under way are never cut short). Stopped with the
+        band still open, the result is that split with ``info["stopped"] == "time limit"``, ``bound``
+        the value its infeasible runs proved no contiguous split reaches (or the capacity bound), and
+        ``exact_among`` ``None``: a gap, not a certificate of optimality.
 
     ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited), ``runs`` (sweeps),
     ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
@@ -433,6 +442,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     """
     del seed  # deterministic
     start = time.perf_counter()
+    if time_limit is not None and not time_limit > 0:
+        raise SpecError(f"dp: time_limit must be > 0 seconds, got {time_limit!r}")
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
     ub, split = None, None
     if incumbent:
@@ -441,7 +453,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
             ub, split = first.value, first.stages
         except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
             ub = None
-    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split)
+    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split, deadline=deadline)
     info["incumbent"] = ub
     return _result("dp", su, sol, info, start, exact=True)
 
