@@ -179,6 +179,35 @@ def test_training_pipedream_with_colocated_passes():
     assert result.objective == pytest.approx(best)
 
 
+@pytest.mark.parametrize("cpus", [0, 1])
+def test_training_backward_tensors_leave_the_later_stage(cpus):
+    """Colocated passes on two accelerators: the gradient g1 -> g0 runs against the chain's order, so the later
+    stage writes it (x(u, d) - x(v, d)); the cumulative form ``x(u, d) - Y[v, b]`` holds for forward edges only
+    (it would drop that write: 13 instead of 14). With a CPU, the forward edges' CPU ends keep the plain form."""
+    from placement_dsl.constraints import Colocate
+
+    problem = Problem(testing.training_graph(), Cluster.accelerators(2, cpus=cpus), PipeDream(),
+                      [Contiguous(), Colocate([[f"f{i}", f"g{i}"] for i in range(3)])])
+    best = min(obj for obj, _ in class_placements(problem))
+    assert best == (14.0 if cpus == 0 else 9.0)
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert result.objective == pytest.approx(best) and result.bound == pytest.approx(best)
+
+
+def test_windows_close_cpu_positions_above_the_target():
+    """At T* = the optimum (4) the windows cut the class placements above it that use the CPU in a gap whose
+    floor tau_cpu exceeds T*, by their CPU rows (and never a placement at or below T*)."""
+    problem, optimum = testing.accelerators_cpu()
+    compiled = compile(chain_problem(problem, optimum), "chain")
+    rows = set()
+    for obj, placement in class_placements(problem):
+        worst, where = compiled.varmap.residual(compiled.varmap.values(placement))
+        if worst > 1e-9:
+            assert obj > optimum
+            rows.add(str(where).split("[")[0])
+    assert "position_windows.window_cpu" in rows
+
+
 def test_dp_start_on_bert24_has_zero_residual_and_is_optimal(dnn_partitioning):
     from placement_dsl.heuristics import run
     from placement_dsl.io import load_workload
