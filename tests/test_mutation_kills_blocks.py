@@ -252,6 +252,63 @@ def test_cpus_sharing_a_gap_run_in_index_order():
     assert solve(problem, formulation="chain", solver="highs", time_limit=20).status is Status.INFEASIBLE
 
 
+def test_warm_start_puts_a_cpu_fed_by_a_higher_index_cpu_one_gap_later():
+    # u on cpu1 -> v on cpu0, w alone on the accelerator. CPUs sharing a gap run in index order (cpu0 first), so
+    # v cannot share u's gap: cpu1 sits in gap 1 (before acc0), cpu0 in gap 2 (after it). The warm start of this
+    # placement must satisfy every row of the chain model; the gaps are the ones read off by hand
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import warm_slots
+    from placement_dsl.placement import Placement
+
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 2}, out_bytes=1) for n in "uvw"]
+    problem = Problem(Graph(ops, [("u", "v")]), Cluster.accelerators(1, cpus=2), Bottleneck(), [])
+    placement = Placement(problem.graph, problem.cluster, [2, 1, 0])  # devices: acc0, cpu0, cpu1
+    compiled = compile(problem, "chain")
+    worst, where = compiled.varmap.residual(compiled.varmap.values(placement))
+    assert worst <= 1e-9, where
+    slot, gap = warm_slots(Context(problem), placement.assign)
+    assert gap.tolist() == [2, 1] and sorted(slot.tolist()) == [1, 1, 2]
+
+
+def _two_op_chain():
+    """u (accelerator 4, CPU 0.5) -> v (accelerator 2, CPU 8), unit tensor, on two accelerators and a CPU."""
+    ops = [Op(name="u", work={"accelerator": 4, "cpu": 0.5}, out_bytes=1),
+           Op(name="v", work={"accelerator": 2, "cpu": 8}, out_bytes=1)]
+    return Problem(Graph(ops, [("u", "v")]), Cluster.accelerators(2, cpus=1), Bottleneck(), [])
+
+
+def test_ancestor_cut_keeps_cpu_floors_below_one_time_unit():
+    # u on the CPU before acc0, v on acc0: the cut's floor for u there is (0.5 + 2) / 3 = 5/6 (u's CPU time and
+    # v's least work, which must follow it, spread over the three devices) — below one time unit, and still cut
+    from pyomo.core.expr.visitor import identify_variables
+
+    from placement_dsl.placement import Placement
+
+    problem = _two_op_chain()
+    compiled = compile(problem, "chain")
+    values = compiled.varmap.values(Placement(problem.graph, problem.cluster, [2, 0]))
+    row = compiled.model.ancestor_cuts.ancestor_cut["u"]
+    for var in identify_variables(row.body):
+        var.set_value(values.get(var, 0.0))
+    bottleneck = compiled.model.max_load.bottleneck
+    floor = (pyo.value(row.body) + pyo.value(bottleneck)) * compiled.objective_scale
+    assert floor == pytest.approx(5 / 6)
+
+
+def test_chain_tensor_out_row_is_cumulative_for_forward_edges():
+    # the out-row of u -> v on accelerator b reads CommOut >= x(u, b) - Y[v, b]: v is in slot <= b (on an
+    # accelerator up to b or a CPU in a gap up to b), stronger than - x(v, b); with a CPU, x(v, b) differs
+    # from Y[v, b] by v's CPU terms, which the cumulative row leaves out
+    from pyomo.repn import generate_standard_repn
+
+    compiled = compile(_two_op_chain(), "chain")
+    for b, device in ((1, "acc0"), (2, "acc1")):
+        repn = generate_standard_repn(compiled.model.tensor_cut.tensor_out["u", "v", device].body)
+        terms = {v.name: c for v, c in zip(repn.linear_vars, repn.linear_coefs)}
+        assert terms[f"assignment.Y[v,{b}]"] == -1
+        assert not any(name.startswith(("cpu_gaps.xc[v,", f"assignment.Y[v,{b - 1}]")) for name in terms)
+
+
 def test_chain_keeps_ops_off_devices_they_may_not_run_on():
     # a (accelerator 4 only) -> b (accelerator 3, CPU 8) -> c (CPU 5 only), unit tensors, one accelerator and two
     # CPUs. b on acc0: 4 + 3 + 1 (tensor to c) = 8; b on a CPU: max(4 + 1, 8, 5) = 8. A model that let c onto the
