@@ -140,7 +140,7 @@ def test_descent_does_not_chase_rounding_noise():
     one run just below it, not a bisection of the whole band and steps of an ulp each."""
     targets = []
 
-    def feasible(T):  # only the incumbent's noise-level twins exist: nothing below 10 (1 - 1e-15)
+    def feasible(T, deadline=math.inf):  # only the incumbent's noise-level twins exist: nothing below 10 (1 - 1e-15)
         targets.append(T)
         return [(T,)] if T >= 10.0 * (1 - 1e-15) else None
 
@@ -149,7 +149,7 @@ def test_descent_does_not_chase_rounding_noise():
     assert best == 10.0 and steps == [(10.0,)]
     targets.clear()  # a real improvement (8) is still found, to the resolution
 
-    def better(T):
+    def better(T, deadline=math.inf):
         targets.append(T)
         return [(8.0,)] if T >= 8.0 else None
 
@@ -163,7 +163,7 @@ def test_descent_stops_at_its_deadline_with_the_split_in_hand_and_the_band_it_pr
     # target it refuted; without a deadline it runs to the end, where the bound is the optimum itself
     targets, clock = [], [0.0]
 
-    def feasible(T):
+    def feasible(T, deadline=math.inf):
         targets.append(T)
         clock[0] = float(len(targets))
         return [(8.0,)] if T >= 8.0 else None
@@ -199,3 +199,24 @@ def test_dp_with_a_time_limit_returns_its_split_and_a_bound_not_a_certificate():
     assert "stopped" not in exact.info
     with pytest.raises(SpecError, match="time_limit must be > 0"):
         dp(w.graph, cluster, model=model, time_limit=0)
+
+
+def test_a_run_past_the_deadline_stops_and_the_search_returns_its_split(monkeypatch):
+    # the kernel reads the clock every 16,384 ideals: a deadline already past stops the first run on a lattice of
+    # 94,620 ideals; the search then returns the incumbent (DPL's split) with the capacity bound
+    from placement_dsl.cli import resize
+    from placement_dsl.heuristics.ideals import dp
+    from placement_dsl.zoo import regal
+
+    w = regal(0, n=34)
+    cluster, model = resize(w.cluster, 8), CostModel.named("bottleneck")
+    su = _setup(w.graph, cluster, model, False, True)
+    lat = ideal_lattice(su.con, 1_000_000)
+    assert lat.count > 16_384
+    sw = Sweeps(lat, su.classes, su.model, False)
+    with pytest.raises(ideal_solve.Stopped):
+        sw.feasible_bits(1e9, deadline=0.0)  # time.monotonic() > 0
+    assert sw.feasible_bits(1e9)[-1].any()  # without a deadline the same run ends, feasible
+    cut = dp(w.graph, cluster, model=model, time_limit=1e-6)
+    assert cut.info["stopped"] == "time limit" and cut.objective == pytest.approx(cut.info["incumbent"], rel=1e-12)
+    assert cut.bound < cut.objective and cut.exact_among is None

@@ -14,8 +14,10 @@ states of every ideal is the same (``tests/test_ideal_feasible.py`` compares the
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from .ideal_kernels import (
     INF,
@@ -139,13 +141,14 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
 def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
              cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
              tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-             counts, strides, T, rem_work, remaining, prune_work, rho, masks):
+             counts, strides, T, rem_work, remaining, prune_work, rho, masks, deadline=INF):
     """``feas[I]``: the states ``s`` in which ideal ``I`` has a split with every stage ``<= T``.
 
     The float64 sweep's feasibility run (floor = ceiling = ``T``) state for state, see
     :func:`.ideal_kernels.sweep` for the walk, the liveness of states and the cuts (the work cut
     here also counts the tensors the stage sends out of ``I``, see :func:`_useful`). Returns
-    ``(feas, pairs visited, bytes of the arrays)``.
+    ``(feas, pairs visited, bytes of the arrays, stopped)``: ``stopped`` when ``time.monotonic()``
+    passed ``deadline`` (read every 16,384 ideals), and then ``feas`` is incomplete.
     """
     N = ideals.shape[0]
     C = work.shape[0]
@@ -167,7 +170,14 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     leaving = np.zeros(n)
     out_lb = np.zeros(N)
     visited = 0
+    stopped = False
     for I in range(1, N):
+        if (I & 0x3FFF) == 0 and deadline < INF:
+            with objmode(now="float64"):
+                now = time.monotonic()
+            if now > deadline:
+                stopped = True
+                break
         need[:] = ZERO
         any_live = False
         for s in range(S):
@@ -242,7 +252,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 leaving[towner[sidx[p]]] = 0.0
         if prune_work:
             _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S)
-    return feas, visited, feas.nbytes + mfw.nbytes + stamp.nbytes + stack.nbytes + out_lb.nbytes
+    return feas, visited, feas.nbytes + mfw.nbytes + stamp.nbytes + stack.nbytes + out_lb.nbytes, stopped
 
 
 @njit(cache=True)

@@ -37,6 +37,10 @@ RESOLUTION = 1e-12  # relative: a split this much below hi counts as no better (
 PRUNE_WORK = True  # the walk's cut by the most work below J (off: the reference the tests compare with)
 
 
+class Stopped(Exception):
+    """A feasibility run passed its deadline before it could tell."""
+
+
 @dataclass
 class Solution:
     value: float
@@ -105,19 +109,24 @@ class Sweeps:
         self.table_bytes = max(self.table_bytes, nbytes)
         return out
 
-    def feasible_bits(self, T: float) -> np.ndarray:
-        """Per ideal, the bitset of states with a split whose every stage is ``<= T``."""
-        feas, visited, nbytes = F.feasible(*self.head, float(T), self.rem_work, self.remaining, self.prune,
-                                           self.rho, self.masks)
+    def feasible_bits(self, T: float, deadline: float = math.inf) -> np.ndarray:
+        """Per ideal, the bitset of states with a split whose every stage is ``<= T``; :class:`Stopped` when
+        ``time.monotonic()`` passes ``deadline`` during the run."""
+        feas, visited, nbytes, stopped = F.feasible(*self.head, float(T), self.rem_work, self.remaining, self.prune,
+                                                    self.rho, self.masks, float(deadline))
         self.visited += int(visited)
         self.runs += 1
         self.table_bytes = max(self.table_bytes, int(nbytes))
+        if stopped:
+            report("dp", phase="feasibility", target=float(T), stopped=True, runs=self.runs, pairs=self.visited)
+            raise Stopped(T)
         return feas
 
-    def feasible(self, T: float) -> list[tuple[int, int, int, int]] | None:
-        """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None."""
+    def feasible(self, T: float, deadline: float = math.inf) -> list[tuple[int, int, int, int]] | None:
+        """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None;
+        :class:`Stopped` at ``deadline``."""
         t0 = time.perf_counter()
-        steps = _read_split(self.feasible_bits(T), self.head, self.counts, self.strides, float(T))
+        steps = _read_split(self.feasible_bits(T, deadline), self.head, self.counts, self.strides, float(T))
         report("dp", phase="feasibility", target=float(T), feasible=steps is not None, runs=self.runs,
                pairs=self.visited, seconds=time.perf_counter() - t0)
         return steps
@@ -135,8 +144,9 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     ``descend``: with a finite ``ub`` or an ``incumbent`` split (stages as in :class:`Solution`,
     e.g. DPL's), search by feasibility runs (exact, see the module docstring); otherwise one
     exact sweep pruned by ``ub``. An incumbent proven optimal is returned as it is.
-    ``deadline`` (``time.monotonic()``): the search starts no run after it once it holds a split,
-    and returns that split with ``lower`` the bound its infeasible runs proved (a run under way ends).
+    ``deadline`` (``time.monotonic()``): once the search holds a split, a run that passes it stops
+    (and none starts after it); the search returns that split with ``lower`` the bound its
+    infeasible runs proved.
     """
     if model.training_memory is not None:
         return _solve_memory(lat, classes, model, ub)
@@ -190,7 +200,11 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
     T = hi * (1 - RESOLUTION)
     stepped = False
     while True:
-        steps = feasible(T)
+        try:  # a run may stop at the deadline only when there is a split to return
+            steps = feasible(T, math.inf if deadline is None or found is None else deadline)
+        except Stopped:
+            report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
+            return found, hi, lo
         if steps:
             found = steps
             stepped = T == hi * (1 - RESOLUTION)
@@ -205,7 +219,7 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
             return found, hi, lo
         T = below if hi - lo <= BISECT_GAP * hi and not stepped else lo + (hi - lo) / 2
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
-        found = feasible(hi)
+        found = feasible(hi, math.inf)
         if not found:
             return [], math.inf, math.inf
     return found, hi, hi

@@ -421,11 +421,12 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
     time_limit
-        Seconds after which the descending search starts no further feasibility run once it holds a
-        split (the lattice, the DPL split and a run under way are never cut short). Stopped with the
-        band still open, the result is that split with ``info["stopped"] == "time limit"``, ``bound``
-        the value its infeasible runs proved no contiguous split reaches (or the capacity bound), and
-        ``exact_among`` ``None``: a gap, not a certificate of optimality.
+        Seconds after which the descending search stops once it holds a split: a feasibility run
+        under way stops (the clock is read every 16,384 ideals) and none starts after it; the
+        lattice and the DPL split are not cut short. Stopped with the band still open, the result
+        is that split with ``info["stopped"] == "time limit"``, ``bound`` the value its infeasible
+        runs proved no contiguous split reaches (or the capacity bound), and ``exact_among``
+        ``None``: a gap, not a certificate of optimality.
 
     ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited), ``runs`` (sweeps),
     ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
