@@ -116,7 +116,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "bounds/latency.py": (["tests/test_certify_latency.py", "tests/test_mutation_kills_bounds.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
-    "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py"], ["-k", "not table1"]),
+    "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py", "tests/test_ideal_feasible.py"],
+                             ["-k", "not table1"]),
     "blocks/assignment.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/transfer.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/load.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),

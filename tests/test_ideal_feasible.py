@@ -131,7 +131,8 @@ def test_table_limit_counts_the_bitset_tables(monkeypatch):
     assert (bits, exact) == (n * (8 + 4 * 8 * 3), n * 8 * (15 + 8 * 3))
     monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", (bits + exact) // 2)
     assert dp(g, cluster).objective == dp(g, cluster).bound
-    with pytest.raises(SpecError, match=r"36 ideals x 8 device-count states need about .* GiB"):
+    with pytest.raises(SpecError, match=r"36 ideals x 8 device-count states need about .* GiB .* use method 'dpl' or "
+                                        r"fewer device classes$"):
         dp(g, cluster, incumbent=False)
 
 

@@ -240,7 +240,7 @@ def test_ideal_lattice_of_a_diamond():
 # ---------------------------------------------------------------------------- errors and options
 def test_memory_infeasibility_raises():
     g = Graph([Op(name="a", work=1, param_bytes=10, out_bytes=1), Op(name="b", work=1, param_bytes=10)], [("a", "b")])
-    with pytest.raises(InfeasibleError, match="fits on the cluster"):
+    with pytest.raises(InfeasibleError, match=r"fits on the cluster .* \(CostModel\(memory='overflow'\)\)$"):
         dp(g, Cluster.accelerators(2, memory=9))
     with pytest.raises(InfeasibleError):
         dpl(g, Cluster.accelerators(2, memory=9))
@@ -272,6 +272,24 @@ def test_replication_halves_a_heavy_stage():
     assert rep.objective == pytest.approx(10 / 2 + 2 * (2 - 1) / 2 * 2)  # load / r + ring all-reduce
     assert rep.objective == pytest.approx(rep.info["dp_value"]) == rep.bound
     assert rep.objective == evaluate(rep.placement).objective and rep.placement.replicas.tolist() == [2, 1]
+    assert plain.info["contiguous"] is True and plain.exact_among == "contiguous"
+    # at most one device per stage is no replication at all; zero (or a bool) is refused by name
+    one = run("dp", g, Cluster.accelerators(2), replication=True, max_replicas=1)
+    assert one.objective == 10.0 and one.info["replicas"] == {}
+    for bad in (0, True, 1.5):
+        with pytest.raises(SpecError, match=r"max_replicas must be a whole number >= 1 or None"):
+            dp(g, Cluster.accelerators(2), replication=True, max_replicas=bad)
+
+
+def test_too_many_device_classes_names_them():
+    from placement_dsl.cluster import Device
+    from placement_dsl.heuristics import ideals
+
+    devices = [Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(ideals.MAX_STATES.bit_length())]
+    cluster = Cluster(devices)
+    sizes = ", ".join("1 x 'accelerator'" for _ in devices)
+    with pytest.raises(SpecError, match=rf"\({sizes}\).*use a heuristic such as 'slicegraph'$"):
+        ideals.device_classes(cluster)
 
 
 @given(graph=inference_graphs(max_ops=6, groups=False), model=st.sampled_from(MODELS[:3]))
