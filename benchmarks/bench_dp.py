@@ -80,6 +80,7 @@ SCALE = (  # (name, workload file, stages or None for the file's cluster, cost m
      "not done in 5.5 CPU-min"),
     ("regal-0 n=55 MTPP k=32", lambda: regal(0, n=55), 32, "bottleneck", "-"),  # wide random DAGs (Archer's REGAL)
     ("regal-3 n=52 MTPP k=32", lambda: regal(3, n=52), 32, "bottleneck", "-"),
+    ("regal-3 n=49 MTPP k=32", lambda: regal(3, n=49), 32, "bottleneck", "-"),  # 10.2 million ideals
 )
 BIG = ("inceptionv3",)
 

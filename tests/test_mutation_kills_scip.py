@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 import sys
 import threading
 import time
@@ -20,6 +19,8 @@ import pytest
 
 pytest.importorskip("pyscipopt")
 
+from test_solvers import makespan
+
 from placement_dsl.solvers import scip
 from placement_dsl.solvers.base import Bound, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict
 from placement_dsl.solvers.matrix import LinearModel, extract
@@ -27,15 +28,7 @@ from placement_dsl.solvers.matrix import LinearModel, extract
 
 def _makespan(seed: int = 0, n: int = 12, k: int = 3) -> LinearModel:
     """P||Cmax on ``k`` machines: SCIP's dual bound rises in steps (964, 2455, 2460 for seed 0) to the optimum."""
-    r = random.Random(seed)
-    p = [r.randint(100, 999) for _ in range(n)]
-    m = pyo.ConcreteModel()
-    m.x = pyo.Var(range(n), range(k), within=pyo.Binary)
-    m.c = pyo.Var(bounds=(0, None))
-    m.one = pyo.Constraint(range(n), rule=lambda m, j: sum(m.x[j, i] for i in range(k)) == 1)
-    m.cap = pyo.Constraint(range(k), rule=lambda m, i: sum(p[j] * m.x[j, i] for j in range(n)) <= m.c)
-    m.obj = pyo.Objective(expr=m.c)
-    return extract(m)
+    return extract(makespan(n, k, seed)[0])
 
 
 def _feasible(lm: LinearModel, x: np.ndarray) -> bool:
