@@ -22,6 +22,8 @@ memory) next to the previous figures (``--case NAME`` picks cases). Measured (2 
     inception_v3 MTPP k=16   221,566        8,071    1   5.9s   2.0s   20MiB    63MiB   287MiB   65.03  65.03   -
     regal-0 n=55 MTPP k=32 3,900,417   25,818,613    1  62.5s  61.7s  284MiB  2097MiB  2544MiB    1147   1147   16+ runs, >9 min
     regal-3 n=52 MTPP k=32 15,851,902 442,861,632   1 794.7s 778.7s 1266MiB  8213MiB  9316MiB    1034   1034   -
+    (--case n=49 --time-limit 180; bound column: the proven lower bound, here the capacity bound)
+    regal-3 n=49 MTPP k=32 10,225,897  89,824,720   1 180.4s 178.6s  844MiB  5198MiB  6056MiB   938.5 695.1 938.5  stopped
 
 inception_v3's PipeDream profile as Archer's MTPP with identical stages
 (``CostModel.named("bottleneck")``): the DP's descending search proves the DPL split optimal
@@ -32,7 +34,11 @@ ideals, 32 identical stages) one run just below DPL's split proves it optimal (1
 the ideals, 44 s for the run); before, the search kept finding splits a few ulps below the
 incumbent (the same loads summed in another order) and spent a run of ~35 s on each. With
 15.9 million ideals (52 nodes) the DP is exact in 9.1 GiB resident, but its one run takes 12
-minutes (443 million pairs, 1.6 us each, beside a test run on the other core), not a few.
+minutes (443 million pairs, 1.6 us each, beside a test run on the other core), not a few. With
+10.2 million ideals (49 nodes of another REGAL graph) the exact search was stopped unfinished after
+48 minutes (its first run, just below DPL's split, beside other jobs); with ``--time-limit 180`` the
+DP answers in 180 s: DPL's split (938.5) and the capacity bound (695.1), a gap of 26 %, having
+visited 90 million pairs of that first run in 123 s (the lattice took 46 s).
 
 GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs, max-load;
 3,079,928 ideals, 63 device-count states) with ``--targets``: the bit tables take 2.3 GiB where the
@@ -124,18 +130,20 @@ def _workload(path):
     return path() if callable(path) else load_workload(path)
 
 
-def measure_scale(name: str, path, stages: int | None, model: str, before: str) -> dict[str, object]:
+def measure_scale(name: str, path, stages: int | None, model: str, before: str,
+                  time_limit: float | None = None) -> dict[str, object]:
     w = _workload(path)
     cluster = w.cluster if stages is None else resize(w.cluster, stages)
     wall, cpu = time.perf_counter(), time.process_time()
-    r = run("dp", w.graph, cluster, model=CostModel.named(model), max_ideals=20_000_000)
+    r = run("dp", w.graph, cluster, model=CostModel.named(model), max_ideals=20_000_000, time_limit=time_limit)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     mem = r.info["memory"]
     return {"case": name, "ideals": r.info["ideals"], "pairs": r.info["pairs"], "runs": r.info["runs"],
             "wall": wall, "cpu": cpu,
             "seconds": r.info["seconds"], "objective": r.objective, "incumbent": r.info["incumbent"],
             "lattice_mib": mem["lattice_bytes"] / 2**20, "table_mib": mem["table_bytes"] / 2**20,
-            "peak_rss_mib": mem["peak_rss_bytes"] / 2**20, "before": before}
+            "peak_rss_mib": mem["peak_rss_bytes"] / 2**20, "before": before,
+            "bound": r.bound, "stopped": r.info.get("stopped")}
 
 
 def measure_targets(name: str, path, stages: int | None, model: str, targets: list[float]) -> list[dict]:
@@ -178,13 +186,15 @@ def targets_table(rows: list[dict]) -> str:
 
 def scale_table(rows: list[dict[str, object]]) -> str:
     head = (f"{'case':<24} {'ideals':>10} {'pairs':>12} {'runs':>4} {'wall':>8} {'CPU':>8} {'lattice':>9} "
-            f"{'DP arrays':>10} {'peak RSS':>9} {'max-load':>10} {'DPL':>10}  before")
+            f"{'DP arrays':>10} {'peak RSS':>9} {'max-load':>10} {'bound':>10} {'DPL':>10}  before")
     out = [head, "-" * len(head)]
     for r in rows:
+        bound = "-" if r["bound"] is None else f"{r['bound']:.4g}"
         out.append(f"{r['case']:<24} {r['ideals']:>10,} {r['pairs']:>12,} {r['runs']:>4} {r['wall']:>7.1f}s "
                    f"{r['cpu']:>7.1f}s "
                    f"{r['lattice_mib']:>6.0f}MiB {r['table_mib']:>7.0f}MiB {r['peak_rss_mib']:>6.0f}MiB "
-                   f"{r['objective']:>10.4g} {r['incumbent']:>10.4g}  {r['before']}")
+                   f"{r['objective']:>10.4g} {bound:>10} {r['incumbent']:>10.4g}  {r['before']}"
+                   + (f" (stopped: {r['stopped']})" if r["stopped"] else ""))
     return "\n".join(out)
 
 
@@ -208,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="skip the big workloads (InceptionV3)")
     ap.add_argument("--scale", action="store_true", help="only the large lattices (GNMT latency, inception_v3 MTPP)")
     ap.add_argument("--case", action="append", help="with --scale: only cases whose name contains this")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="with --scale: the DP's time limit (its split and the bound proved so far when it stops)")
     ap.add_argument("--targets", type=float, nargs="+",
                     help="with --scale: feasibility runs at these max-loads instead of the whole search")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
@@ -224,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.targets:
                 big.extend(measure_targets(*case[:4], args.targets))
                 continue
-            big.append(measure_scale(*case))
+            big.append(measure_scale(*case, time_limit=args.time_limit))
             print(json.dumps(big[-1]), file=sys.stderr, flush=True)
         print(targets_table(big) if args.targets else scale_table(big))
         return 0
