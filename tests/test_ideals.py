@@ -281,6 +281,16 @@ def test_replication_halves_a_heavy_stage():
             dp(g, Cluster.accelerators(2), replication=True, max_replicas=bad)
 
 
+def test_replication_keeps_a_zero_work_leaf_with_parameters_apart():
+    # a (work 10, tensor 1) -> z (no work, 10 parameter bytes) on three accelerators: a replicated over two
+    # (10 / 2, plus half its tensor each: 5.5) and z alone on the third. App. B's merge of zero-cost leaves
+    # would put z on a's stage, whose all-reduce then carries z's parameters: 10 at best (no replication)
+    g = Graph([Op(name="a", work=10, out_bytes=1), Op(name="z", work=0, param_bytes=10)], [("a", "z")])
+    r = run("dp", g, Cluster.accelerators(3), replication=True)
+    assert r.objective == pytest.approx(5.5) and r.info["contraction"]["zero_cost_merges"] == 0
+    assert r.info["replicas"] == {"acc0": ["acc0", "acc1"]} and r.placement.assign.tolist() == [0, 2]
+
+
 def test_too_many_device_classes_names_them():
     from placement_dsl.cluster import Device
     from placement_dsl.heuristics import ideals

@@ -90,3 +90,15 @@ def test_memory_per_schedule_refuses_what_it_does_not_model(cluster, options, me
     g = Graph([Op(name="a", work=1, group="a"), Op(name="a~bw", work=1, backward=True, group="a")], [("a", "a~bw")])
     with pytest.raises(SpecError, match=message):
         dp(g, cluster, model=CostModel(training_memory=TrainingMemorySpec("1f1b")), **options)
+
+
+def test_the_stash_holds_forward_tensors_only():
+    """The 1F1B chain of ``testing.training_memory_1f1b`` over the DP's class: 14, brute force. A stage stashes
+    the forward tensors it keeps for its backward pass; counting the backward ones too (the gradients
+    b3 -> b2 -> ...) fills the 12-byte devices early and gives 17."""
+    from placement_dsl.testing import training_memory_1f1b
+
+    problem, _ = training_memory_1f1b()
+    res = dp(problem.graph, problem.cluster, model=problem.cost_model())
+    assert res.objective == forward_ordered_optimum(problem) == 14.0
+    assert problem.is_valid(res.placement)
