@@ -203,8 +203,7 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
         try:  # a run may stop at the deadline only when there is a split to return
             steps = feasible(T, math.inf if deadline is None or found is None else deadline)
         except Stopped:
-            report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
-            return found, hi, lo
+            break
         if steps:
             found = steps
             stepped = T == hi * (1 - RESOLUTION)
@@ -215,9 +214,11 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
         if lo >= below:  # nothing better than hi by more than the resolution: hi is the optimum
             break
         if deadline is not None and found is not None and time.monotonic() >= deadline:
-            report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
-            return found, hi, lo
+            break
         T = below if hi - lo <= BISECT_GAP * hi and not stepped else lo + (hi - lo) / 2
+    if lo < hi * (1 - RESOLUTION):  # left by the deadline with the band still open
+        report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
+        return found, hi, lo
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
         found = feasible(hi, math.inf)
         if not found:
