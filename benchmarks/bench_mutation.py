@@ -74,7 +74,7 @@ BLOCK_TESTS = ["tests/test_blocks.py", "tests/test_binding.py", "tests/test_muta
 # module (under placement_dsl/) -> (tests that own it, extra pytest arguments)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     # the cost model's replication, routing, memory-per-schedule and latency paths are checked in their own files
-    "evaluate.py": (["tests/test_evaluate.py", "tests/test_mutation_kills.py",
+    "evaluate.py": (["tests/test_evaluate.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_evaluate.py",
                      "tests/test_replication.py::test_replicated_load_is_share_plus_ring_allreduce",
                      "tests/test_replication.py::test_hierarchical_cluster_routes_transfers_by_level",
                      "tests/test_replication.py::test_replicas_pair_with_their_server_and_sync_over_the_slowest_ring_link",
