@@ -8,16 +8,20 @@ variables that carry the case have the values computed by hand.
 """
 from __future__ import annotations
 
+import re
+
 import pyomo.environ as pyo
 import pytest
 
+from placement_dsl.blocks import OrderedAssignment, TensorCut
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Colocate, DagOrder, Overflow
-from placement_dsl.formulations import FORMULATIONS, Kind
+from placement_dsl.errors import SpecError
+from placement_dsl.formulations import FORMULATIONS, Kind, get
 from placement_dsl.formulations.latency import hinted
 from placement_dsl.graph import Graph, Op
-from placement_dsl.objectives import Bottleneck, GPipe, Latency
+from placement_dsl.objectives import Bottleneck, GPipe, Latency, Throughput
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.testing import brute_force
@@ -346,3 +350,66 @@ def test_chain_components_are_documented_and_equalities_refused_by_name():
     with pytest.raises(SpecError, match=r"^chain formulation: colocation groups must share variables; "
                                         r"use Colocate\(\.\.\., shared=True\)$"):
         chain_view(Context(equalities))
+
+
+# ---------------------------------------------------------------------------- tensor cut: passes, options, variables
+def _asymmetric_training_problem(objective) -> Problem:
+    """f0 -> f1 -> b1 -> b0 with f0/b0 and f1/b1 colocated; the forward tensor (2 bytes) is larger than the
+    backward one (1 byte), so a model that counts one pass's tensors in the other's load is wrong."""
+    ops = [Op(name="f0", work=4, out_bytes=2, group="a"), Op(name="f1", work=3, group="b"),
+           Op(name="b1", work=2, out_bytes=1, backward=True, group="b"), Op(name="b0", work=7, backward=True, group="a")]
+    return Problem(Graph(ops, [("f0", "f1"), ("f1", "b1"), ("b1", "b0")]), Cluster.stages(2), objective)
+
+
+def _whole(message: str) -> str:
+    """A pattern matching exactly ``message``."""
+    return f"^{re.escape(message)}$"
+
+
+@pytest.mark.parametrize("objective", [GPipe(), Throughput()], ids=["gpipe", "throughput"])
+def test_each_pass_pays_for_its_own_tensors(objective):
+    # split {f0, b0} | {f1, b1}: stage0 fw 4 + writes f0's 2 = 6, bw reads b1's 1 + 7 = 8; stage1 fw reads 2 + 3 = 5,
+    # bw 2 + writes 1 = 3. GPipe max fw + max bw = 6 + 8 = 14 (one stage: 7 + 9 = 16); throughput max(14, 8) = 14.
+    # Counting the forward tensors in the backward pass instead gives the split 6 + 7 = 13.
+    problem = _asymmetric_training_problem(objective)
+    best, _ = brute_force(problem)
+    assert best == 14.0
+    for name in _accepting(problem):
+        r = solve(problem, formulation=name, time_limit=30)
+        assert (r.objective, r.bound) == (pytest.approx(14.0), pytest.approx(14.0)), name
+
+
+def test_tensor_cut_options_and_their_errors():
+    assert (TensorCut().form, TensorCut().merged) == ("commio", False)
+    with pytest.raises(SpecError, match=_whole("tensor_cut: unknown form 'arch'; choose from ['commio', 'archer']")):
+        TensorCut(form="arch")
+    with pytest.raises(SpecError, match=_whole("tensor_cut: merged=True needs form='archer' (Archer's single c "
+                                                  "variable)")):
+        TensorCut(merged=True)
+
+
+def test_a_merged_cut_refuses_to_split_in_from_out_for_full_overlap():
+    merged = get("exact").derive("exact_merged_cut", skeleton=lambda p: [OrderedAssignment(),
+                                                                         TensorCut(form="archer", merged=True)])
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
+    problem = Problem(g, Cluster.stages(2), Bottleneck(overlap="full"), [DagOrder()])
+    with pytest.raises(SpecError, match=_whole("tensor_cut: merged c cannot split in from out; use merged=False "
+                                                  "for overlap='full'")):
+        compile(problem, merged)
+
+
+def test_only_tensors_with_bytes_get_cut_variables():
+    # a's tensor has 1 byte, b's none: only a gets a cut variable per device (b -> c crosses too)
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2), Op(name="c", work=2)], [("a", "b"), ("b", "c")])
+    c = compile(Problem(g, Cluster.stages(3), Bottleneck()), "throughput")
+    cut = c.model.tensor_cut
+    assert sorted(cut.tensors) == [("a", "stage0"), ("a", "stage1"), ("a", "stage2")]
+    assert sorted(cut.cut_in) == sorted(cut.cut_out) == sorted(cut.tensors)
+
+
+def test_archers_merged_cut_variables_are_non_negative():
+    # under DAG order every c[u, b] has a row with a non-negative right-hand side at an integer point, but the
+    # LP relaxation needs the bound: without it c = y + x - 1 < 0 prices a fractional split below zero
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
+    cut = compile(Problem(g, Cluster.stages(2), Bottleneck(), [DagOrder()]), "exact").model.tensor_cut.cut
+    assert len(cut) == 2 and all(v.lb == 0 and v.domain is pyo.NonNegativeReals for v in cut.values())

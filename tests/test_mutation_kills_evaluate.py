@@ -226,8 +226,8 @@ def test_table_ends_with_the_objective_then_required_violations_and_notes():
     assert lines[4:] == [
         "objective (max_load): 2   valid: False",
         "  violation [memory] device 'stage0': ops need 8 > 5 capacity",
-        "  note (not required) [contiguous] device 'stage0': forward ops are not contiguous (op 'c' is reached "
-        "from the device through another device)",
-        "  note (not required) [dag_order] edge 'b' -> 'c' goes from device 'stage1' back to earlier device "
-        "'stage0' (1 such edges)",
+        ("  note (not required) [contiguous] device 'stage0': forward ops are not contiguous (op 'c' is reached "
+         "from the device through another device)"),
+        ("  note (not required) [dag_order] edge 'b' -> 'c' goes from device 'stage1' back to earlier device "
+         "'stage0' (1 such edges)"),
         "  note (not required) [acyclic] quotient graph has a cycle through devices ['stage0', 'stage1']"]
