@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -349,3 +350,82 @@ def test_table1_small(dnn_partitioning, name):
 @pytest.mark.parametrize("name", BIG)
 def test_table1_inceptionv3(dnn_partitioning, name):
     _check_table1(dnn_partitioning, name)
+
+
+# ---------------------------------------------------------------------------- kills (docs/mutation.md)
+def _with_zero_cost_leaf() -> Graph:
+    """a -> b -> z with z a zero-work leaf: App. B merges it into b (one supernode fewer, same optimum 5)."""
+    return Graph([Op(name="a", work=4, out_bytes=1), Op(name="b", work=4, out_bytes=1), Op(name="z", work=0)],
+                 [("a", "b"), ("b", "z")])
+
+
+def test_dp_merges_zero_cost_leaves_by_default_and_reports_each_phase():
+    from placement_dsl.progress import Recorder, reporting
+
+    with reporting(Recorder()) as rec:
+        merged = dp(_with_zero_cost_leaf(), Cluster.stages(2))
+    kept = dp(_with_zero_cost_leaf(), Cluster.stages(2), merge_zero_cost=False)
+    assert merged.objective == kept.objective == 5.0
+    assert (merged.info["nodes"], kept.info["nodes"]) == (2, 3)
+    assert [e.fields["phase"] for e in rec.of("dp") if "ideals" in e.fields] == ["dpl", "dpl", "dp", "dp"]
+
+
+def test_memory_per_schedule_keeps_zero_cost_leaves_apart():
+    # a merged leaf's activations would be stashed on its neighbour's stage: no merging under training memory
+    from placement_dsl.training import TrainingMemorySpec
+
+    # z: a zero-work forward leaf with no backward op (say, a logged metric), b's only neighbour
+    ops = [Op(name=n, work=4, out_bytes=1, group=n) for n in "ab"] + [Op(name="z", work=0)]
+    ops += [Op(name=f"{n}~bw", work=4, backward=True, group=n) for n in "ab"]
+    g = Graph(ops, [("a", "b"), ("b", "z"), ("b", "b~bw"), ("b~bw", "a~bw")])
+    cluster = Cluster.stages(2, memory=100.0)
+    plain = dp(g, cluster)
+    per_schedule = dp(g, cluster, model=CostModel(training_memory=TrainingMemorySpec("1f1b")))
+    assert (plain.info["nodes"], per_schedule.info["nodes"]) == (2, 3)
+
+
+def test_dpl_optimizes_the_model_it_is_given_and_names_itself():
+    # a -> b -> c of work 10 with 3-byte tensors: overlap none splits in 3 (middle 10 + 3 + 3 = 16), overlap
+    # half too (max(10, 6) = 10); 2 stages would give 23 and 20, one stage 30
+    g = Graph([Op(name=n, work=10.0, out_bytes=3.0) for n in "abc"], [("a", "b"), ("b", "c")])
+    half = dpl(g, Cluster.stages(3), model=CostModel(overlap="half"))
+    assert half.objective == 10.0 and dpl(g, Cluster.stages(3)).objective == 16.0
+    assert half.method == half.placement.source == "dpl"
+
+
+def test_infeasible_messages_name_the_search_that_found_no_split():
+    g = Graph([Op(name="a", work=1, param_bytes=10.0)], [])
+    head = "no {} of graph 'graph' (total memory 10) fits on the cluster (2 x 'accelerator' of memory 5)"
+    with pytest.raises(InfeasibleError, match=re.escape(head.format("contiguous split"))):
+        dp(g, Cluster.stages(2, memory=5.0))
+    with pytest.raises(InfeasibleError, match=re.escape(head.format("split along the DFS order"))):
+        dpl(g, Cluster.stages(2, memory=5.0))
+
+
+def test_memory_per_schedule_refusals_give_the_whole_reason():
+    from placement_dsl.training import TrainingMemorySpec
+
+    g = Graph([Op(name="a", work=1, group="a"), Op(name="a~bw", work=1, backward=True, group="a")], [("a", "a~bw")])
+    tail = (" are not modelled (it counts the stages to the end on identical accelerators with hard memory); use "
+            "method 'pipeline'")
+    for cluster, options, why in [(Cluster.accelerators(2, cpus=1), {}, "several device classes or host devices"),
+                                  (Cluster.stages(3), {"replication": True}, "replicated stages")]:
+        model = CostModel(training_memory=TrainingMemorySpec("1f1b"))
+        with pytest.raises(SpecError, match=f"^{re.escape('dp over ideals with memory per schedule: ' + why + tail)}$"):
+            dp(g, cluster, model=model, **options)
+
+
+def test_a_bound_below_the_optimum_is_dropped():
+    from placement_dsl.heuristics.ideals import _search, _setup
+
+    su = _setup(_with_zero_cost_leaf(), Cluster.stages(2), CostModel(), False, True)
+    sol, _ = _search(su, linearize=False, max_ideals=1000, upper_bound=2.5)  # the optimum is 5
+    assert sol.value == 5.0 and sol.stages
+
+
+def test_bit_tables_take_a_word_per_64_states():
+    from placement_dsl.heuristics.ideals import device_classes, table_bytes
+
+    classes = device_classes(Cluster.stages(64))  # 65 states: two words of bits, a float32 per state and class + 1
+    assert table_bytes(10, classes, exact=False) == 10 * (8 * 2 + 4 * 65 * 2)
+    assert table_bytes(10, device_classes(Cluster.stages(63)), exact=False) == 10 * (8 * 1 + 4 * 64 * 2)
