@@ -5,6 +5,7 @@ import csv
 import itertools
 import math
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -282,11 +283,14 @@ def test_replication_halves_a_heavy_stage():
             dp(g, Cluster.accelerators(2), replication=True, max_replicas=bad)
 
 
-def test_replication_keeps_a_zero_work_leaf_with_parameters_apart():
+@pytest.mark.parametrize("per_kind", [False, True])
+def test_replication_keeps_a_zero_work_leaf_with_parameters_apart(per_kind):
     # a (work 10, tensor 1) -> z (no work, 10 parameter bytes) on three accelerators: a replicated over two
     # (10 / 2, plus half its tensor each: 5.5) and z alone on the third. App. B's merge of zero-cost leaves
-    # would put z on a's stage, whose all-reduce then carries z's parameters: 10 at best (no replication)
-    g = Graph([Op(name="a", work=10, out_bytes=1), Op(name="z", work=0, param_bytes=10)], [("a", "z")])
+    # would put z on a's stage, whose all-reduce then carries z's parameters: 10 at best (no replication).
+    # per_kind: times given for the accelerator only (idle is judged on the cluster's kinds, not a default)
+    work = (lambda w: {"accelerator": w}) if per_kind else (lambda w: w)
+    g = Graph([Op(name="a", work=work(10), out_bytes=1), Op(name="z", work=work(0), param_bytes=10)], [("a", "z")])
     r = run("dp", g, Cluster.accelerators(3), replication=True)
     assert r.objective == pytest.approx(5.5) and r.info["contraction"]["zero_cost_merges"] == 0
     assert r.info["replicas"] == {"acc0": ["acc0", "acc1"]} and r.placement.assign.tolist() == [0, 2]
@@ -429,3 +433,58 @@ def test_bit_tables_take_a_word_per_64_states():
     classes = device_classes(Cluster.stages(64))  # 65 states: two words of bits, a float32 per state and class + 1
     assert table_bytes(10, classes, exact=False) == 10 * (8 * 2 + 4 * 65 * 2)
     assert table_bytes(10, device_classes(Cluster.stages(63)), exact=False) == 10 * (8 * 1 + 4 * 64 * 2)
+
+
+def test_bitsets_take_a_word_per_64_nodes():
+    from placement_dsl.heuristics.ideals import _bitsets
+
+    rows = _bitsets(np.eye(65, dtype=bool), 65)
+    assert rows.shape == (65, 2) and rows[64].tolist() == [0, 1] and rows[63].tolist() == [1 << 63, 0]
+
+
+def test_lattice_and_tensor_arrays_have_the_kernels_types_and_widths():
+    from placement_dsl.heuristics.ideals import _tensors
+
+    with_tensors = Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=1)], [("a", "b")])
+    without = Graph([Op(name="a", work=1), Op(name="b", work=1)], [("a", "b")])
+    for g in (with_tensors, without):
+        con = contract(g)
+        lat = ideal_lattice(con)
+        masks, owner, cost, lo, hi = _tensors(con)
+        assert masks.shape[1] == lat.ideals.shape[1] == 1  # a tensor's node set has the ideals' words
+        assert lat.sub_ptr.dtype == lat.sub_idx.dtype == owner.dtype == lo.dtype == hi.dtype == np.int64
+        assert cost.dtype == np.float64
+    assert len(_tensors(contract(without))[0]) == 0
+
+
+def test_infeasible_message_lists_every_device_class():
+    g = Graph([Op(name="a", work=1, param_bytes=10.0)], [])
+    cluster = Cluster([Device(name="acc0", kind="accelerator", memory=5.0), Device(name="cpu0", kind="cpu", memory=4.0)])
+    with pytest.raises(InfeasibleError, match=re.escape("(1 x 'accelerator' of memory 5, 1 x 'cpu' of memory 4)")):
+        dp(g, cluster)
+
+
+def test_tables_above_the_limit_are_refused_with_both_sizes(monkeypatch):
+    from placement_dsl.heuristics import ideals
+
+    monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", 3 * 2**30)
+    monkeypatch.setattr(ideals, "table_bytes", lambda *args, **kwargs: 4 * 2**30)
+    with pytest.raises(SpecError, match=re.escape("need about 4.0 GiB of tables, above the limit of 3.0 GiB")):
+        dp(_with_zero_cost_leaf(), Cluster.stages(2))
+
+
+def test_dpl_passes_the_replica_limit():
+    # one op of work 8 on two stages: replicated over both 4, at most one replica 8
+    g = Graph([Op(name="a", work=8)], [])
+    assert dpl(g, Cluster.stages(2), replication=True).objective == 4.0
+    assert dpl(g, Cluster.stages(2), replication=True, max_replicas=1).objective == 8.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reports ru_maxrss in KiB")
+def test_peak_rss_is_ru_maxrss_in_bytes():
+    import resource
+
+    from placement_dsl.heuristics.ideals import peak_rss
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert before <= peak_rss() <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
