@@ -488,3 +488,51 @@ def test_peak_rss_is_ru_maxrss_in_bytes():
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert before <= peak_rss() <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def test_names_rank_in_natural_order_integers_first():
+    from placement_dsl.heuristics.ideals import _name_rank
+
+    assert _name_rank(["2", "10", "9", "b", "a", "-3"]).tolist() == [1, 3, 2, 5, 4, 0]
+
+
+def _replicable() -> Graph:
+    """a (work 10, 1 parameter byte) -> z (no work): on 3 accelerators a runs on 3 replicas (10 / 3 + 2/3 x 2 x 1
+    all-reduced = 4.67), on at most 2: 5 + 1/2 x 2 = 6; z merges into a (it holds no parameters)."""
+    return Graph([Op(name="a", work=10, param_bytes=1, out_bytes=1), Op(name="z", work=0)], [("a", "z")])
+
+
+@pytest.mark.parametrize("max_replicas, best", [(None, 14 / 3), (2, 6.0)])
+def test_the_retry_without_a_bound_keeps_replication_and_its_limit(max_replicas, best):
+    from placement_dsl.heuristics.ideals import _search, _setup
+
+    su = _setup(_replicable(), Cluster.accelerators(3), CostModel(), True, True, max_replicas)
+    assert _search(su, linearize=False, max_ideals=1000, upper_bound=1.0)[0].value == pytest.approx(best)
+
+
+def test_replication_merges_zero_cost_leaves_without_parameters_and_reports_its_stages():
+    from placement_dsl.progress import Recorder, reporting
+
+    with reporting(Recorder()) as rec:
+        r = dp(_replicable(), Cluster.accelerators(3), replication=True, max_replicas=2)
+    assert r.info["contraction"]["zero_cost_merges"] == 1 and r.objective == pytest.approx(6.0)
+    assert r.info["stages"] == [{"device_class": "accelerator", "replicas": 2, "nodes": 1}]
+    assert set(r.info["seconds"]) == {"ideals", "prepare", "sweep"}
+    first, last = [e.fields for e in rec.of("dp") if e.fields.get("phase") == "dp" and "ideals" in e.fields]
+    assert first == {"phase": "dp", "ideals": 2, "incumbent": pytest.approx(6.0)}
+    assert last == {"phase": "dp", "ideals": 2, "pairs": r.info["pairs"], "best": pytest.approx(6.0)}
+
+
+def test_a_routed_cluster_is_refused_with_the_whole_reason():
+    with pytest.raises(SpecError, match="^" + re.escape(
+            "dp over ideals: the cost model routes transfers between servers, which is not a sum over ideals; use "
+            "method 'pipeline' (the pipeline planner, exact along the DFS order)") + "$"):
+        dp(_replicable(), Cluster.hierarchical(2, 2, intra=4.0, inter=1.0))
+
+
+def test_tensor_masks_of_65_nodes_without_tensors_take_two_words():
+    from placement_dsl.heuristics.ideals import _tensors
+
+    g = Graph([Op(name=f"o{i}", work=1 + i) for i in range(65)], [(f"o{i}", f"o{i + 1}") for i in range(64)])
+    con = contract(g)
+    assert con.n_nodes == 65 and _tensors(con)[0].shape == (0, 2)
