@@ -91,7 +91,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # mutmut's forked runner: use --recheck)
     "solvers/pyomo_generic.py": (["tests/test_mutation_kills_pyomo.py", "tests/test_solvers.py"],
                                  ["-k", "pyomo or appsi_highs or scip_direct or options"]),
-    "blocks/order.py": (["tests/test_blocks.py", "tests/test_binding.py::test_solve_finds_both_optima"], []),
     # Lemma 3.3 and its replicated form (hand-computed values; the brute-force property of
     # test_certify_replicated.py is left out: it runs the DP per example)
     "bounds/simple.py": (["tests/test_bounds.py",
@@ -122,6 +121,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "blocks/transfer.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/load.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/objective.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
+    # contiguity (Tarnawski eq. 13) and DAG order: the binding instances where each changes the optimum
+    "blocks/order.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_blocks.py"],
                         ["-k", "not bert24"]),
 }

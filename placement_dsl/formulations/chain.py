@@ -89,6 +89,13 @@ class ChainFormulation(Formulation):
     def accepts(self, problem: Problem) -> str | None:
         if isinstance(problem.objective, GPipe):
             return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
+        g = problem.graph
+        back = g.backward[g.src] & ~g.backward[g.dst]  # the DP class orders the forward DAG; a gradient never feeds it
+        if back.any():
+            e = int(back.argmax())
+            return (f"chain formulation: forward op {g.names[g.dst[e]]!r} reads backward op {g.names[g.src[e]]!r}, "
+                    "which the DP class (backward ops mirror the forward chain) cannot place; use "
+                    "formulation='throughput'")
         return super().accepts(problem)
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
