@@ -536,3 +536,14 @@ def test_tensor_masks_of_65_nodes_without_tensors_take_two_words():
     g = Graph([Op(name=f"o{i}", work=1 + i) for i in range(65)], [(f"o{i}", f"o{i + 1}") for i in range(64)])
     con = contract(g)
     assert con.n_nodes == 65 and _tensors(con)[0].shape == (0, 2)
+
+
+@pytest.mark.parametrize("method", ["dp", "dpl"])
+def test_a_split_that_is_not_contiguous_by_def_3_1_is_no_certificate(method):
+    # f1 -> b -> f2 with b backward: the forward quotient is {f1, f2} (b hangs off it), so a stage holding f1 and f2
+    # leaves its forward set through b and comes back. The DP's 3.0 is not the contiguous optimum (4): no bound
+    g = Graph([Op(name="f1", work=2), Op(name="b", work=3, backward=True), Op(name="f2", work=1)],
+              [("f1", "b"), ("b", "f2")])
+    r = run(method, g, Cluster.stages(2))
+    assert r.objective == 3.0 and r.info["contiguous"] is False
+    assert r.bound is None and r.exact_among is None

@@ -380,7 +380,8 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
     stopped = exact and sol.lower is not None  # the search ended at its time limit with the band open
     if stopped:
         info["stopped"] = "time limit"
-    if exact and su.model.objective is Objective.MAX_LOAD:
+    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"]:  # (a gradient feeding a
+        # forward op can leave a split of the forward quotient non-contiguous by Def. 3.1: then no certificate)
         bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
@@ -399,6 +400,8 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     whose forward parts are contiguous (each device holds ``I \\ J`` of the colocation
     quotient's forward DAG, App. B; with singleton groups, or forward/backward pairs, that is
     Def. 3.1 on the forward ops); ``bound == objective`` and ``exact_among == "contiguous"``.
+    Where a backward op feeds a forward op the split found may not be contiguous by Def. 3.1
+    (``info["contiguous"]`` is False); the result then has no bound.
     Under a non-max-load model (GPipe, latency) the max-load-optimal split is returned with
     no bound (the paper's §7 baseline).
 
