@@ -46,6 +46,14 @@ def _warm(problem, name, placement):
     return c, values
 
 
+def _proved_by_every_formulation(problem, best):
+    """Every formulation that accepts ``problem`` solves it to a valid ``best`` with ``best`` as its bound."""
+    for name in _accepting(problem):
+        r = solve(problem, formulation=name, time_limit=30)
+        assert (r.objective, r.bound) == (pytest.approx(best), pytest.approx(best)), name
+        assert problem.is_valid(r.placement), name
+
+
 def _by_name(values, suffix):
     """The warm value of the one variable whose name ends with ``suffix``."""
     (value,) = [x for v, x in values.items() if v.name.endswith(suffix)]
@@ -374,9 +382,7 @@ def test_each_pass_pays_for_its_own_tensors(objective):
     problem = _asymmetric_training_problem(objective)
     best, _ = brute_force(problem)
     assert best == 14.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(14.0), pytest.approx(14.0)), name
+    _proved_by_every_formulation(problem, 14.0)
 
 
 def test_tensor_cut_options_and_their_errors():
@@ -425,9 +431,7 @@ def test_full_overlap_prices_each_pass_with_its_own_tensors_in_and_out():
     problem = Problem(Graph(ops, [("f0", "f1"), ("f1", "b1"), ("b1", "b0")]), Cluster.stages(2), GPipe(overlap="full"))
     best, _ = brute_force(problem)
     assert best == 15.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(15.0), pytest.approx(15.0)), name
+    _proved_by_every_formulation(problem, 15.0)
 
 
 @pytest.mark.parametrize("overlap", ["half", "full"])
@@ -439,17 +443,13 @@ def test_overflow_counts_on_the_transfer_side_of_an_overlapped_load(overlap):
     problem = Problem(g, Cluster.stages(2, memory=2.0), Bottleneck(overlap=overlap), [Overflow()])
     best, _ = brute_force(problem)
     assert best == 3.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(3.0), pytest.approx(3.0)), name
+    _proved_by_every_formulation(problem, 3.0)
 
 
 def test_training_gpipe_solves_with_the_overflow_in_the_forward_pass():
     # the problem of the warm-start test above, solved: 8 (without the forward overflow the model would say 6)
     problem = _training_overflow_problem()
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(8.0), pytest.approx(8.0)), name
+    _proved_by_every_formulation(problem, 8.0)
 
 
 # ---------------------------------------------------------------------------- contiguity of the backward pass
@@ -466,10 +466,7 @@ def _backward_contiguity_problem(objective) -> Problem:
 def test_backward_contiguity_binds_in_every_formulation(objective, best):
     problem = _backward_contiguity_problem(objective)
     assert brute_force(problem)[0] == best and brute_force(without(problem, Contiguous))[0] == 5.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(best), pytest.approx(best)), name
-        assert problem.is_valid(r.placement), name
+    _proved_by_every_formulation(problem, best)
 
 
 def test_contiguity_warm_start_marks_what_each_op_reaches():
@@ -509,9 +506,7 @@ def _pass_crossing_problem(grouped: bool) -> Problem:
 def test_a_forward_set_left_through_a_backward_op_is_not_contiguous(grouped, best):
     problem = _pass_crossing_problem(grouped)
     assert brute_force(problem)[0] == best and brute_force(without(problem, Contiguous))[0] == 3.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(best), pytest.approx(best)), name
+    _proved_by_every_formulation(problem, best)
 
 
 def test_contiguity_holds_per_pass_not_for_both_passes_at_once():
@@ -520,9 +515,7 @@ def test_contiguity_holds_per_pass_not_for_both_passes_at_once():
     problem = _asymmetric_training_problem(GPipe())
     problem = Problem(problem.graph, problem.cluster, problem.objective, [Contiguous()])
     assert brute_force(problem)[0] == 14.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(14.0), pytest.approx(14.0)), name
+    _proved_by_every_formulation(problem, 14.0)
 
 
 def test_chain_refuses_a_forward_op_that_reads_a_backward_one():
@@ -543,6 +536,4 @@ def test_backward_contiguity_holds_on_a_device_no_forward_op_may_use():
     g = Graph(ops, [("f", "b1"), ("b1", "b2"), ("b2", "b3")])
     problem = Problem(g, Cluster.accelerators(1, cpus=1), Throughput(), [Contiguous()])
     assert brute_force(problem)[0] == 6.0 and brute_force(without(problem, Contiguous))[0] == 5.0
-    for name in _accepting(problem):
-        r = solve(problem, formulation=name, time_limit=30)
-        assert (r.objective, r.bound) == (pytest.approx(6.0), pytest.approx(6.0)), name
+    _proved_by_every_formulation(problem, 6.0)
