@@ -90,7 +90,7 @@ class ChainFormulation(Formulation):
         if isinstance(problem.objective, GPipe):
             return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
         g = problem.graph
-        back = g.backward[g.src] & ~g.backward[g.dst]  # the DP class orders the forward DAG; a gradient never feeds it
+        back = g.backward[g.src] & ~g.backward[g.dst]  # the DP class mirrors the backward ops on the forward DAG
         if back.any():
             e = int(back.argmax())
             return (f"chain formulation: forward op {g.names[g.dst[e]]!r} reads backward op {g.names[g.src[e]]!r}, "

@@ -380,8 +380,9 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
     stopped = exact and sol.lower is not None  # the search ended at its time limit with the band open
     if stopped:
         info["stopped"] = "time limit"
-    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"]:  # (a gradient feeding a
-        # forward op can leave a split of the forward quotient non-contiguous by Def. 3.1: then no certificate)
+    # where a backward op feeds a forward op, a split of the forward quotient may not be contiguous by Def. 3.1:
+    # such a split certifies nothing
+    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"]:
         bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
