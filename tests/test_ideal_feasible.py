@@ -221,3 +221,4 @@ def test_a_run_past_the_deadline_stops_and_the_search_returns_its_split(monkeypa
     cut = dp(w.graph, cluster, model=model, time_limit=1e-6)
     assert cut.info["stopped"] == "time limit" and cut.objective == pytest.approx(cut.info["incumbent"], rel=1e-12)
     assert cut.bound < cut.objective and cut.exact_among is None
+    assert cut.bound == pytest.approx(sw.lower * (1 - 1e-9), rel=1e-14) and cut.bound < sw.lower  # just below it

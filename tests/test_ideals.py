@@ -547,3 +547,34 @@ def test_a_split_that_is_not_contiguous_by_def_3_1_is_no_certificate(method):
     r = run(method, g, Cluster.stages(2))
     assert r.objective == 3.0 and r.info["contiguous"] is False
     assert r.bound is None and r.exact_among is None
+
+
+def test_infeasible_message_in_full():
+    g = Graph([Op(name="a", work=1, param_bytes=10.0)], [])
+    with pytest.raises(InfeasibleError, match="^" + re.escape(
+            "dp: no contiguous split of graph 'graph' (total memory 10) fits on the cluster (2 x 'accelerator' of "
+            "memory 5) respecting colocation; add devices or memory, or let memory overflow "
+            "(CostModel(memory='overflow'))") + "$"):
+        dp(g, Cluster.stages(2, memory=5.0))
+
+
+def test_a_zero_cost_leaf_with_parameters_merges_without_replication():
+    # merging is exact without replicas (the leaf's parameters just join its neighbour's memory, which never binds
+    # here); the result counts its pairs as evaluations and reports the memory it used
+    g = Graph([Op(name="a", work=10, out_bytes=1), Op(name="z", work=0, param_bytes=10)], [("a", "z")])
+    r = dp(g, Cluster.stages(2))
+    assert r.info["contraction"]["zero_cost_merges"] == 1 and r.objective == 10.0
+    assert set(r.info["memory"]) == {"lattice_bytes", "table_bytes", "peak_rss_bytes"}
+    diamond = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", (4, 1, 1, 4))],
+                    [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    r = dp(diamond, Cluster.stages(2), incumbent=False)
+    assert r.evaluations == r.info["pairs"] > 0
+
+
+def test_a_cluster_at_the_state_limit_is_accepted():
+    from placement_dsl.heuristics import ideals
+
+    m = ideals.MAX_STATES.bit_length() - 1  # m classes of one device each: 2 ** m = MAX_STATES states
+    assert 2 ** m == ideals.MAX_STATES
+    cluster = Cluster([Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(m)])
+    assert dp(Graph([Op(name="a", work=1)], []), cluster).objective == 1.0
