@@ -345,13 +345,13 @@ def test_chain_components_are_documented_and_equalities_refused_by_name():
     g = Graph(ops, [("u", "v"), ("v", "w")])
     problem = chain_problem(Problem(g, Cluster.accelerators(2, memory=2.0, cpus=2), Bottleneck(), [Memory()]), 4.0)
     model = compile(problem, "chain").model
-    kinds = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective)
+    kinds = (pyo.Set, pyo.RangeSet, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective)
     names = set()
     for comp in model.component_objects(kinds, descend_into=True):
         if not comp.local_name.endswith("_index"):
             assert comp.doc, comp.name
             names.add(comp.name)
-    assert {"cpu_gaps.cpus", "cpu_gaps.one_gap", "assignment.acc_slot", "assignment.last_slot",
+    assert {"cpu_gaps.cpus", "cpu_gaps.gaps", "cpu_gaps.one_gap", "assignment.acc_slot", "assignment.last_slot",
             "dag_order.precedes", "position_windows.window_acc"} <= names
     # the templates refuse equality colocation themselves (a custom formulation may not go through the rule)
     equalities = Problem(g, Cluster.accelerators(2), Bottleneck(), [Colocate([["u", "w"]], shared=False)])
@@ -537,3 +537,16 @@ def test_backward_contiguity_holds_on_a_device_no_forward_op_may_use():
     problem = Problem(g, Cluster.accelerators(1, cpus=1), Throughput(), [Contiguous()])
     assert brute_force(problem)[0] == 6.0 and brute_force(without(problem, Contiguous))[0] == 5.0
     _proved_by_every_formulation(problem, 6.0)
+
+
+def test_chain_refuses_templates_of_cluster_order_by_name():
+    # the chain orders slots (Y), not devices: a template that asks for y(v, b) (here Archer's cut) is refused
+    from placement_dsl.blocks.chain import AncestorCuts, ChainAssignment, ChainOrder, CpuGaps
+
+    with_y = get("chain").derive("chain_with_archers_cut", skeleton=lambda p: [
+        CpuGaps(), ChainAssignment(), ChainOrder(), TensorCut(form="archer"), AncestorCuts()])
+    g = Graph([Op(name="u", work=1, out_bytes=1), Op(name="v", work=1)], [("u", "v")])
+    with pytest.raises(SpecError, match=_whole(
+            "chain formulation: y (device b or earlier in cluster order) is undefined; the chain's order is over "
+            "slots (Y), so templates of cluster order (dag_order, Archer's cut) do not apply")):
+        compile(Problem(g, Cluster.stages(2), Bottleneck()), with_y)
