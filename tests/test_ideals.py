@@ -255,7 +255,9 @@ def test_memory_infeasibility_raises():
 
 def test_too_many_ideals_raises_spec_error():
     g = Graph([Op(name=f"v{i}", work=1) for i in range(12)])  # no edges: 2^12 ideals
-    with pytest.raises(SpecError, match="dpl"):
+    with pytest.raises(SpecError, match="^" + re.escape(
+            "dp: graph 'graph' has more than 1000 ideals (12 supernodes); use method 'dpl' (linearized DP) or raise "
+            "max_ideals") + "$"):
         dp(g, Cluster.stages(2), max_ideals=1000)
 
 
