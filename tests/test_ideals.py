@@ -580,3 +580,16 @@ def test_a_cluster_at_the_state_limit_is_accepted():
     assert 2 ** m == ideals.MAX_STATES
     cluster = Cluster([Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(m)])
     assert dp(Graph([Op(name="a", work=1)], []), cluster).objective == 1.0
+
+
+def test_tensors_with_the_same_owner_and_readers_are_summed():
+    # a1 and a2 (colocated, one supernode) both feed b: 5 + 2 bytes cross the split, so {a1, a2} | {b} costs
+    # max(4 + 7, 7 + 5) = 12 and one stage (9) is optimal; counting one tensor only would price the split at 7
+    from placement_dsl.heuristics.ideals import _tensors
+
+    ops = [Op(name="a1", work=2, out_bytes=5, group="g"), Op(name="a2", work=2, out_bytes=2, group="g"),
+           Op(name="b", work=5)]
+    g = Graph(ops, [("a1", "b"), ("a2", "b")])
+    assert _tensors(contract(g))[2].tolist() == [7.0]
+    r = dp(g, Cluster.stages(2))
+    assert r.objective == r.bound == 9.0 == brute_force_problem(Problem(g, Cluster.stages(2), Bottleneck()))[0]
