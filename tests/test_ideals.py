@@ -17,13 +17,29 @@ from placement_dsl.constraints import Contiguous, DagOrder, Overflow
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import run
+from placement_dsl.heuristics import ideals, run
 from placement_dsl.heuristics.contract import Contraction, contract
-from placement_dsl.heuristics.ideals import dfs_order, dp, dpl, ideal_lattice, replicated_objective
+from placement_dsl.heuristics.ideals import (
+    _bitsets,
+    _name_rank,
+    _search,
+    _setup,
+    _tensors,
+    device_classes,
+    dfs_order,
+    dp,
+    dpl,
+    ideal_lattice,
+    peak_rss,
+    replicated_objective,
+    table_bytes,
+)
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
+from placement_dsl.progress import Recorder, reporting
 from placement_dsl.testing import brute_force as brute_force_problem
+from placement_dsl.training import TrainingMemorySpec
 
 MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"),
           CostModel.named("bottleneck")]
@@ -299,9 +315,6 @@ def test_replication_keeps_a_zero_work_leaf_with_parameters_apart(per_kind):
 
 
 def test_too_many_device_classes_names_them():
-    from placement_dsl.cluster import Device
-    from placement_dsl.heuristics import ideals
-
     devices = [Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(ideals.MAX_STATES.bit_length())]
     cluster = Cluster(devices)
     sizes = ", ".join("1 x 'accelerator'" for _ in devices)
@@ -366,8 +379,6 @@ def _with_zero_cost_leaf() -> Graph:
 
 
 def test_dp_merges_zero_cost_leaves_by_default_and_reports_each_phase():
-    from placement_dsl.progress import Recorder, reporting
-
     with reporting(Recorder()) as rec:
         merged = dp(_with_zero_cost_leaf(), Cluster.stages(2))
     kept = dp(_with_zero_cost_leaf(), Cluster.stages(2), merge_zero_cost=False)
@@ -378,7 +389,6 @@ def test_dp_merges_zero_cost_leaves_by_default_and_reports_each_phase():
 
 def test_memory_per_schedule_keeps_zero_cost_leaves_apart():
     # a merged leaf's activations would be stashed on its neighbour's stage: no merging under training memory
-    from placement_dsl.training import TrainingMemorySpec
 
     # z: a zero-work forward leaf with no backward op (say, a logged metric), b's only neighbour
     ops = [Op(name=n, work=4, out_bytes=1, group=n) for n in "ab"] + [Op(name="z", work=0)]
@@ -399,18 +409,18 @@ def test_dpl_optimizes_the_model_it_is_given_and_names_itself():
     assert half.method == half.placement.source == "dpl"
 
 
-def test_infeasible_messages_name_the_search_that_found_no_split():
+@pytest.mark.parametrize("method, search", [(dp, "contiguous split"), (dpl, "split along the DFS order")],
+                         ids=["dp", "dpl"])
+def test_infeasible_messages_name_the_search_that_found_no_split(method, search):
     g = Graph([Op(name="a", work=1, param_bytes=10.0)], [])
-    head = "no {} of graph 'graph' (total memory 10) fits on the cluster (2 x 'accelerator' of memory 5)"
-    with pytest.raises(InfeasibleError, match=re.escape(head.format("contiguous split"))):
-        dp(g, Cluster.stages(2, memory=5.0))
-    with pytest.raises(InfeasibleError, match=re.escape(head.format("split along the DFS order"))):
-        dpl(g, Cluster.stages(2, memory=5.0))
+    with pytest.raises(InfeasibleError, match="^" + re.escape(
+            f"dp: no {search} of graph 'graph' (total memory 10) fits on the cluster (2 x 'accelerator' of "
+            "memory 5) respecting colocation; add devices or memory, or let memory overflow "
+            "(CostModel(memory='overflow'))") + "$"):
+        method(g, Cluster.stages(2, memory=5.0))
 
 
 def test_memory_per_schedule_refusals_give_the_whole_reason():
-    from placement_dsl.training import TrainingMemorySpec
-
     g = Graph([Op(name="a", work=1, group="a"), Op(name="a~bw", work=1, backward=True, group="a")], [("a", "a~bw")])
     tail = (" are not modelled (it counts the stages to the end on identical accelerators with hard memory); use "
             "method 'pipeline'")
@@ -422,31 +432,23 @@ def test_memory_per_schedule_refusals_give_the_whole_reason():
 
 
 def test_a_bound_below_the_optimum_is_dropped():
-    from placement_dsl.heuristics.ideals import _search, _setup
-
     su = _setup(_with_zero_cost_leaf(), Cluster.stages(2), CostModel(), False, True)
     sol, _ = _search(su, linearize=False, max_ideals=1000, upper_bound=2.5)  # the optimum is 5
     assert sol.value == 5.0 and sol.stages
 
 
 def test_bit_tables_take_a_word_per_64_states():
-    from placement_dsl.heuristics.ideals import device_classes, table_bytes
-
     classes = device_classes(Cluster.stages(64))  # 65 states: two words of bits, a float32 per state and class + 1
     assert table_bytes(10, classes, exact=False) == 10 * (8 * 2 + 4 * 65 * 2)
     assert table_bytes(10, device_classes(Cluster.stages(63)), exact=False) == 10 * (8 * 1 + 4 * 64 * 2)
 
 
 def test_bitsets_take_a_word_per_64_nodes():
-    from placement_dsl.heuristics.ideals import _bitsets
-
     rows = _bitsets(np.eye(65, dtype=bool), 65)
     assert rows.shape == (65, 2) and rows[64].tolist() == [0, 1] and rows[63].tolist() == [1 << 63, 0]
 
 
 def test_lattice_and_tensor_arrays_have_the_kernels_types_and_widths():
-    from placement_dsl.heuristics.ideals import _tensors
-
     with_tensors = Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=1)], [("a", "b")])
     without = Graph([Op(name="a", work=1), Op(name="b", work=1)], [("a", "b")])
     for g in (with_tensors, without):
@@ -467,8 +469,6 @@ def test_infeasible_message_lists_every_device_class():
 
 
 def test_tables_above_the_limit_are_refused_with_both_sizes(monkeypatch):
-    from placement_dsl.heuristics import ideals
-
     monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", 3 * 2**30)
     monkeypatch.setattr(ideals, "table_bytes", lambda *args, **kwargs: 4 * 2**30)
     with pytest.raises(SpecError, match=re.escape("need about 4.0 GiB of tables, above the limit of 3.0 GiB")):
@@ -486,15 +486,12 @@ def test_dpl_passes_the_replica_limit():
 def test_peak_rss_is_ru_maxrss_in_bytes():
     import resource
 
-    from placement_dsl.heuristics.ideals import peak_rss
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert before <= peak_rss() <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def test_names_rank_in_natural_order_integers_first():
-    from placement_dsl.heuristics.ideals import _name_rank
-
     assert _name_rank(["2", "10", "9", "b", "a", "-3"]).tolist() == [1, 3, 2, 5, 4, 0]
 
 
@@ -506,15 +503,11 @@ def _replicable() -> Graph:
 
 @pytest.mark.parametrize("max_replicas, best", [(None, 14 / 3), (2, 6.0)])
 def test_the_retry_without_a_bound_keeps_replication_and_its_limit(max_replicas, best):
-    from placement_dsl.heuristics.ideals import _search, _setup
-
     su = _setup(_replicable(), Cluster.accelerators(3), CostModel(), True, True, max_replicas)
     assert _search(su, linearize=False, max_ideals=1000, upper_bound=1.0)[0].value == pytest.approx(best)
 
 
 def test_replication_merges_zero_cost_leaves_without_parameters_and_reports_its_stages():
-    from placement_dsl.progress import Recorder, reporting
-
     with reporting(Recorder()) as rec:
         r = dp(_replicable(), Cluster.accelerators(3), replication=True, max_replicas=2)
     assert r.info["contraction"]["zero_cost_merges"] == 1 and r.objective == pytest.approx(6.0)
@@ -533,8 +526,6 @@ def test_a_routed_cluster_is_refused_with_the_whole_reason():
 
 
 def test_tensor_masks_of_65_nodes_without_tensors_take_two_words():
-    from placement_dsl.heuristics.ideals import _tensors
-
     g = Graph([Op(name=f"o{i}", work=1 + i) for i in range(65)], [(f"o{i}", f"o{i + 1}") for i in range(64)])
     con = contract(g)
     assert con.n_nodes == 65 and _tensors(con)[0].shape == (0, 2)
@@ -551,15 +542,6 @@ def test_a_split_that_is_not_contiguous_by_def_3_1_is_no_certificate(method):
     assert r.bound is None and r.exact_among is None
 
 
-def test_infeasible_message_in_full():
-    g = Graph([Op(name="a", work=1, param_bytes=10.0)], [])
-    with pytest.raises(InfeasibleError, match="^" + re.escape(
-            "dp: no contiguous split of graph 'graph' (total memory 10) fits on the cluster (2 x 'accelerator' of "
-            "memory 5) respecting colocation; add devices or memory, or let memory overflow "
-            "(CostModel(memory='overflow'))") + "$"):
-        dp(g, Cluster.stages(2, memory=5.0))
-
-
 def test_a_zero_cost_leaf_with_parameters_merges_without_replication():
     # merging is exact without replicas (the leaf's parameters just join its neighbour's memory, which never binds
     # here); the result counts its pairs as evaluations and reports the memory it used
@@ -574,8 +556,6 @@ def test_a_zero_cost_leaf_with_parameters_merges_without_replication():
 
 
 def test_a_cluster_at_the_state_limit_is_accepted():
-    from placement_dsl.heuristics import ideals
-
     m = ideals.MAX_STATES.bit_length() - 1  # m classes of one device each: 2 ** m = MAX_STATES states
     assert 2 ** m == ideals.MAX_STATES
     cluster = Cluster([Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(m)])
@@ -585,7 +565,6 @@ def test_a_cluster_at_the_state_limit_is_accepted():
 def test_tensors_with_the_same_owner_and_readers_are_summed():
     # a1 and a2 (colocated, one supernode) both feed b: 5 + 2 bytes cross the split, so {a1, a2} | {b} costs
     # max(4 + 7, 7 + 5) = 12 and one stage (9) is optimal; counting one tensor only would price the split at 7
-    from placement_dsl.heuristics.ideals import _tensors
 
     ops = [Op(name="a1", work=2, out_bytes=5, group="g"), Op(name="a2", work=2, out_bytes=2, group="g"),
            Op(name="b", work=5)]
