@@ -453,20 +453,25 @@ def test_training_gpipe_solves_with_the_overflow_in_the_forward_pass():
 
 
 # ---------------------------------------------------------------------------- contiguity of the backward pass
-def _backward_contiguity_problem(objective) -> Problem:
+def _backward_contiguity_problem(objective, cpu: bool = False) -> Problem:
     """f (1) -> b1 (2) -> b2 (4) -> b3 (2), b1..b3 backward, no tensors, two stages: {f, b1, b3} | {b2} balances at 5
-    but leaves stage0's backward part and comes back; contiguous, the best is {f, b1} | {b2, b3} = 6 (throughput)."""
-    ops = [Op(name="f", work=1), Op(name="b1", work=2, backward=True), Op(name="b2", work=4, backward=True),
-           Op(name="b3", work=2, backward=True)]
+    but leaves stage0's backward part and comes back; contiguous, the best is {f, b1} | {b2, b3} = 6 (throughput).
+    ``cpu``: an accelerator and a CPU, f runs on the accelerator only."""
+    ops = [Op(name="f", work={"accelerator": 1.0} if cpu else 1), Op(name="b1", work=2, backward=True),
+           Op(name="b2", work=4, backward=True), Op(name="b3", work=2, backward=True)]
     g = Graph(ops, [("f", "b1"), ("b1", "b2"), ("b2", "b3")])
-    return Problem(g, Cluster.stages(2), objective, [Contiguous()])
+    return Problem(g, Cluster.accelerators(1, cpus=1) if cpu else Cluster.stages(2), objective, [Contiguous()])
+
+
+def _contiguity_binds(problem, best, loose):
+    """Contiguity lifts the brute-force optimum from ``loose`` to ``best``, which every formulation proves."""
+    assert brute_force(problem)[0] == best and brute_force(without(problem, Contiguous))[0] == loose
+    _proved_by_every_formulation(problem, best)
 
 
 @pytest.mark.parametrize("objective, best", [(Throughput(), 6.0), (GPipe(), 7.0)], ids=["throughput", "gpipe"])
 def test_backward_contiguity_binds_in_every_formulation(objective, best):
-    problem = _backward_contiguity_problem(objective)
-    assert brute_force(problem)[0] == best and brute_force(without(problem, Contiguous))[0] == 5.0
-    _proved_by_every_formulation(problem, best)
+    _contiguity_binds(_backward_contiguity_problem(objective), best, 5.0)
 
 
 def test_contiguity_warm_start_marks_what_each_op_reaches():
@@ -504,9 +509,7 @@ def _pass_crossing_problem(grouped: bool) -> Problem:
 
 @pytest.mark.parametrize("grouped, best", [(False, 4.0), (True, 12.0)])
 def test_a_forward_set_left_through_a_backward_op_is_not_contiguous(grouped, best):
-    problem = _pass_crossing_problem(grouped)
-    assert brute_force(problem)[0] == best and brute_force(without(problem, Contiguous))[0] == 3.0
-    _proved_by_every_formulation(problem, best)
+    _contiguity_binds(_pass_crossing_problem(grouped), best, 3.0)
 
 
 def test_contiguity_holds_per_pass_not_for_both_passes_at_once():
@@ -531,12 +534,7 @@ def test_chain_refuses_a_forward_op_that_reads_a_backward_one():
 def test_backward_contiguity_holds_on_a_device_no_forward_op_may_use():
     # f runs on the accelerator only; the CPU takes backward ops. {f, b2} | {b1, b3} balances at 5 but the CPU's
     # backward part is left through the accelerator and re-entered; contiguous, the best is 6
-    ops = [Op(name="f", work={"accelerator": 1.0}), Op(name="b1", work=2, backward=True),
-           Op(name="b2", work=4, backward=True), Op(name="b3", work=2, backward=True)]
-    g = Graph(ops, [("f", "b1"), ("b1", "b2"), ("b2", "b3")])
-    problem = Problem(g, Cluster.accelerators(1, cpus=1), Throughput(), [Contiguous()])
-    assert brute_force(problem)[0] == 6.0 and brute_force(without(problem, Contiguous))[0] == 5.0
-    _proved_by_every_formulation(problem, 6.0)
+    _contiguity_binds(_backward_contiguity_problem(Throughput(), cpu=True), 6.0, 5.0)
 
 
 def test_chain_refuses_templates_of_cluster_order_by_name():
