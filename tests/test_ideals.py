@@ -468,6 +468,28 @@ def test_infeasible_message_lists_every_device_class():
         dp(g, cluster)
 
 
+
+def test_infeasible_message_names_the_first_five_ops_that_run_nowhere():
+    # v0..v5 run only on a 'tpu' the cluster lacks, v6 anywhere: the message names five of the six, in graph order
+    g = Graph([Op(name=f"v{i}", work={"tpu": 1} if i < 6 else 1) for i in range(7)],
+              [(f"v{i}", f"v{i + 1}") for i in range(6)])
+    with pytest.raises(InfeasibleError, match=re.escape(
+            "respecting colocation; ops ['v0', 'v1', 'v2', 'v3', 'v4'] can run on no device kind of the cluster; add")):
+        dp(g, Cluster.accelerators(2))
+
+
+def test_dp_prices_the_backward_pass_tensors():
+    # f0 -> f1 forward (no tensor), b1 -> b0 backward with a tensor of 10, each backward op colocated with its forward
+    # mate; work 2 each on two accelerators of bandwidth 1. Split {f0, b0} | {f1, b1}: 4 + 10 (b1's tensor read
+    # and written) = 14 on each side; one device holds all: 8, the optimum
+    ops = [Op(name="f0", work=2, group="c0"), Op(name="f1", work=2, out_bytes=0, group="c1"),
+           Op(name="b1", work=2, out_bytes=10, backward=True, group="c1"), Op(name="b0", work=2, backward=True, group="c0")]
+    g = Graph(ops, [("f0", "f1"), ("f1", "b1"), ("b1", "b0")])
+    result = dp(g, Cluster.accelerators(2))
+    assert result.objective == result.info["dp_value"] == result.bound == 8.0
+    assert len(set(result.placement.assign.tolist())) == 1
+
+
 def test_tables_above_the_limit_are_refused_with_both_sizes(monkeypatch):
     monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", 3 * 2**30)
     monkeypatch.setattr(ideals, "table_bytes", lambda *args, **kwargs: 4 * 2**30)

@@ -234,6 +234,26 @@ def test_position_windows_cut_the_positions_whose_floor_exceeds_the_target():
     assert windows.window_cpu.doc == "xc[g, j, b] = 0: its floor tau exceeds the target 6"
 
 
+
+def test_position_windows_agree_with_the_bound_just_below_a_floor_above_one_model_unit():
+    # u0 -> u1 -> u2 -> u3 (work 1, no tensors) on four accelerators: the model unit is the simple bound 1, and u3
+    # on the first accelerator has the floor 4 (its four ancestors on one device). A target a relative 1e-10 below a
+    # floor is rounding noise: the block keeps the position, as position_windows does (slack 1e-9 of the target)
+    from placement_dsl.bounds.combinatorial import position_windows
+    from placement_dsl.formulations.chain import chain_problem
+
+    g = Graph([Op(name=f"u{i}", work=1) for i in range(4)], [(f"u{i}", f"u{i + 1}") for i in range(3)])
+    problem = Problem(g, Cluster.accelerators(4), Bottleneck(), [])
+    for floor in (4.0, 3.0, 2.0):
+        target = floor * (1 - 1e-10)
+        c = compile(chain_problem(problem, target), "chain")
+        assert c.objective_scale == pytest.approx(1.0)
+        allowed, _ = position_windows(g, problem.cluster, target)
+        cut = {(f"u{i}", b + 1) for i, b in zip(*(~allowed).nonzero())}
+        assert set(c.model.position_windows.window_acc) == cut, floor
+        assert (("u3", 1) in cut) == (floor < 4)  # the floor-4 position is kept just below 4
+
+
 # ---------------------------------------------------------------------------- chain: CPUs in gaps
 def test_cpus_sharing_a_gap_run_in_index_order():
     # u -> v -> w (accelerator 1, CPU 2, unit tensors) on one accelerator and two CPUs (hosts: no transfers).
@@ -305,6 +325,30 @@ def test_ancestor_cut_keeps_cpu_floors_below_one_time_unit():
     bottleneck = compiled.model.max_load.bottleneck
     floor = (pyo.value(row.body) + pyo.value(bottleneck)) * compiled.objective_scale
     assert floor == pytest.approx(5 / 6)
+
+
+
+def test_ancestor_cut_reads_the_floor_of_each_accelerator_position():
+    # each group's row is bottleneck >= sum_b tau[g, b] xa[g, b] + ...: with u and v both on accelerator b, the
+    # row of each reads its floor there, in model units: the simple bound's unit 2 makes v's floors 1 (its work 2)
+    from pyomo.core.expr.visitor import identify_variables
+
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import chain_view
+    from placement_dsl.placement import Placement
+
+    problem = _two_op_chain()
+    compiled = compile(problem, "chain")
+    view = chain_view(Context(problem))
+    assert view.tau.tolist() == [[2.0, 2.0], [1.0, 1.0]]
+    for b in range(view.k):
+        values = compiled.varmap.values(Placement(problem.graph, problem.cluster, [b, b]))
+        for i, g in enumerate(view.names):
+            row = compiled.model.ancestor_cuts.ancestor_cut[g]
+            for var in identify_variables(row.body):
+                var.set_value(values.get(var, 0.0))
+            assert pyo.value(row.body) + pyo.value(compiled.model.max_load.bottleneck) == pytest.approx(
+                view.tau[i, b]), (g, b)
 
 
 def test_chain_tensor_out_row_is_cumulative_for_forward_edges():
