@@ -125,6 +125,13 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "blocks/order.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_blocks.py"],
                         ["-k", "not bert24"]),
+    # the cluster-level templates: routed transfers (App. C.3), replicated stages (App. C.2), memory per schedule
+    "blocks/routes.py": (["tests/test_replication.py", "tests/test_cluster.py", "tests/test_mutation_kills_cluster.py"],
+                         NO_PYOMO_SOLVERS),
+    "blocks/replication.py": (["tests/test_replication.py", "tests/test_certify_replicated.py",
+                               "tests/test_mutation_kills_cluster.py"], NO_PYOMO_SOLVERS),
+    "blocks/training.py": (["tests/test_training_memory.py", "tests/test_mutation_kills_cluster.py"],
+                           NO_PYOMO_SOLVERS),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}

@@ -185,7 +185,9 @@ def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
                           for b in range(D)] for a in range(D)])
     u, b = pairs[:, 0], pairs[:, 1]
     a = dev[u]
-    t = graph.out_bytes[u] / stage_bw[a, b]
+    size = graph.out_bytes[u]
+    with np.errstate(divide="ignore"):  # an unreachable route (bandwidth 0) takes inf, a zero-byte tensor nothing
+        t = np.where(size > 0, size / np.where(size > 0, stage_bw[a, b], 1.0), 0.0)
     worst = np.zeros(graph.n)
     np.maximum.at(worst, u, t)
     senders = np.unique(u)
@@ -195,5 +197,5 @@ def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
             mask = graph.backward[producers] == backward
             res.append(np.bincount(who[mask], weights=times[mask], minlength=D))
     paying = ~cluster.host
-    in_fw, in_bw, out_fw, out_bw = (x * paying for x in res)
+    in_fw, in_bw, out_fw, out_bw = (np.where(paying, x, 0.0) for x in res)  # a host's inf is not its own
     return in_fw, in_bw, out_fw, out_bw

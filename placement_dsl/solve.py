@@ -214,7 +214,10 @@ def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solv
         raise EvaluationMismatchError(f"{name}: the solver's placement is invalid for the cost model "
                                       f"({'; '.join(v.message for v in ev.violations[:3])}); "
                                       "the formulation misses a constraint")
-    if not math.isfinite(ev.objective) or abs(claimed - ev.objective) <= tol:
+    if not math.isfinite(ev.objective):  # e.g. a tensor over an unreachable route: the model priced it finitely
+        raise EvaluationMismatchError(f"{name}: solver objective {claimed:.10g} but the cost model gives "
+                                      f"{ev.objective} for its placement; the formulation under-counts it")
+    if abs(claimed - ev.objective) <= tol:
         return
     slack_ok = outcome.status is Status.TIME_LIMIT_FEASIBLE or (
         outcome.status is Status.OPTIMAL and claimed - ev.objective <= gap * claimed + tol)

@@ -289,6 +289,13 @@ class BlockTemplate:
     needs: ClassVar[tuple[type[Link], ...]] = (AssignmentLink,)
     uses: ClassVar[tuple[type[Link], ...]] = ()
 
+    def check(self, problem: Problem) -> None:
+        """Raise :class:`~placement_dsl.errors.SpecError` for a problem the template cannot write.
+
+        Called when a formulation lists its steps, so ``accepts`` refuses with the reason (and
+        ``formulation="auto"`` moves on) before anything is built.
+        """
+
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         raise NotImplementedError
 

@@ -8,8 +8,10 @@ once per tensor at its slowest route. With ``x`` one-hot, the products become ro
     recv_{ud} >= r_{ad} (x_{ua} + x_{vd} - 1)     for every a != d
     send_{ua} >= r_{ab} (x_{ua} + x_{vb} - 1)     for every b != a
 
-Only non-host devices pay. :class:`~placement_dsl.blocks.transfer.TensorCut` (``commio`` form)
-builds these on a routed cluster and provides the same :class:`TransferLink`.
+Only non-host devices pay. A pair with no route (bandwidth 0) would make the tensor's time
+infinite for a device that pays, so the pair is forbidden instead: ``x_{ua} + x_{vd} <= 1``.
+:class:`~placement_dsl.blocks.transfer.TensorCut` (``commio`` form) builds these on a routed
+cluster and provides the same :class:`TransferLink`.
 """
 from __future__ import annotations
 
@@ -19,23 +21,18 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from ..errors import SpecError
 from .base import Context, TransferLink, Warm
 
 
 def _rate(ctx: Context) -> np.ndarray:
-    """``(D, D)`` scaled time per byte over each route (0 on the diagonal)."""
+    """``(D, D)`` scaled time per byte over each route (0 on the diagonal, inf where there is no route)."""
     bw = ctx.cluster.route_bandwidth
     with np.errstate(divide="ignore"):
-        rate = np.where(np.eye(ctx.D, dtype=bool) | ~np.isfinite(1.0 / bw), 0.0, 1.0 / bw) / ctx.scale.time
-    return rate
+        return np.where(np.eye(ctx.D, dtype=bool), 0.0, 1.0 / bw) / ctx.scale.time
 
 
-def build_routed(blk: pyo.Block, ctx: Context, form: str) -> None:
-    """The routed cut's variables, rows and :class:`TransferLink` on ``blk``."""
-    if form != "commio":
-        raise SpecError("tensor_cut: a routed cluster needs form='commio' (Archer's DAG-ordered cut prices "
-                        "transfers per device, not per route)")
+def build_routed(blk: pyo.Block, ctx: Context) -> None:
+    """The routed cut's variables, rows and :class:`TransferLink` on ``blk`` (``commio`` form)."""
     g, rate, pay = ctx.graph, _rate(ctx), ~ctx.cluster.host
     edges = [(u, v) for u, v in ctx.cross_edges() if g.out_bytes[u] > 0]
     producers = sorted({u for u, _ in edges})
@@ -47,7 +44,16 @@ def build_routed(blk: pyo.Block, ctx: Context, form: str) -> None:
                        doc="send[u, a]: time device a spends writing tensor u at its slowest route")
     rows = [(u, v, a, d) for u, v in edges for a in range(ctx.D) for d in range(ctx.D)
             if a != d and ctx.op_allowed(u, a) and ctx.op_allowed(v, d)]
-    idx = {(ops[u], ops[v], devs[a], devs[d]): (u, v, a, d) for u, v, a, d in rows}
+    named = {(ops[u], ops[v], devs[a], devs[d]): (u, v, a, d) for u, v, a, d in rows if pay[a] or pay[d]}
+    idx = {key: r for key, r in named.items() if np.isfinite(rate[r[2], r[3]])}
+    blocked = {key: r for key, r in named.items() if key not in idx}
+
+    def no_route(b: pyo.Block, un: str, vn: str, an: str, dn: str) -> Any:
+        u, v, a, d = blocked[un, vn, an, dn]
+        return ctx.x(u, a) + ctx.x(v, d) <= 1
+
+    blk.no_route = pyo.Constraint(pyo.Set(dimen=4, initialize=list(blocked)), rule=no_route,
+                                  doc="no tensor between devices with no route: its time would be infinite")
 
     def row(side: str) -> Any:
         def rule(b: pyo.Block, un: str, vn: str, an: str, dn: str) -> Any:
@@ -91,7 +97,7 @@ def _warm_tables(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarr
     a, b = assign[g.src], assign[g.dst]
     cross = a != b
     u, a, b = g.src[cross], a[cross], b[cross]
-    t = g.out_bytes[u] * rate[a, b]
+    t = np.where(np.isfinite(rate[a, b]), g.out_bytes[u] * rate[a, b], 0.0)  # no route: the start breaks no_route
     np.maximum.at(recv, (u, b), t)
     np.maximum.at(send, (u, a), t)
     return recv * pay, send * pay

@@ -19,13 +19,16 @@ The :class:`~.base.TransferLink` ``comm(d, pass, which)`` is the transfer time o
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyomo.environ as pyo
 
 from ..errors import SpecError
 from .base import BlockTemplate, Context, Stage, TransferLink, Warm, register
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 FORMS = ("commio", "archer")
 
@@ -48,12 +51,18 @@ class TensorCut(BlockTemplate):
     def __repr__(self) -> str:
         return f"TensorCut(form={self.form!r}, merged={self.merged})"
 
+    def check(self, problem: Problem) -> None:
+        if problem.cluster.routed and self.form != "commio":
+            raise SpecError("tensor_cut: a routed cluster needs form='commio' (Archer's DAG-ordered cut prices "
+                            "transfers per device, not per route)")
+
     # ------------------------------------------------------------------ build
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         if ctx.cluster.routed:  # hierarchical cluster: each transfer over its route (App. C.3)
             from .routes import build_routed
 
-            return build_routed(blk, ctx, self.form)
+            self.check(ctx.problem)
+            return build_routed(blk, ctx)
         edges = ctx.cross_edges()
         payers = np.flatnonzero(ctx.comm.max(axis=0) > 0) if ctx.n else np.array([], int)
         producers = sorted({u for u, _ in edges if ctx.graph.out_bytes[u] > 0})

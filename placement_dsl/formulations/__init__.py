@@ -30,13 +30,14 @@ from .training import training_memory  # noqa: F401 - adds the TrainingMemory ru
 
 def choose(problem: Problem) -> str:
     """``formulation="auto"``: the registered formulation of the problem's objective (latency, makespan), else
-    Archer's exact MIP under DAG order, Tarnawski's throughput IP otherwise."""
+    Archer's exact MIP under DAG order where it applies (not on a routed cluster), Tarnawski's throughput IP
+    otherwise."""
     for form in FORMULATIONS.values():
         if isinstance(form, ObjectiveFormulation) and form.kind is Kind.EXACT and form.chosen_for(problem):
             return form.name
     if problem.has(Replicate):
         return THROUGHPUT_REPLICATED.name
-    return "exact" if problem.has(DagOrder) else "throughput"
+    return "exact" if problem.has(DagOrder) and EXACT.accepts(problem) is None else "throughput"
 
 
 def of_kind(kind: Kind) -> dict[str, Formulation]:

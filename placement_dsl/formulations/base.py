@@ -142,7 +142,10 @@ class Formulation:
         return list(self._skeleton(problem))
 
     def steps(self, problem: Problem) -> list[Step]:
-        """The skeleton, then each term's templates (one per distinct template, in term order)."""
+        """The skeleton, then each term's templates (one per distinct template, in term order).
+
+        Every template checks that it can write ``problem`` (:meth:`BlockTemplate.check`).
+        """
         out = [Step(t) for t in self.skeleton(problem)]
         seen = {repr(s.template) for s in out}
         for term in problem.terms:
@@ -150,6 +153,8 @@ class Formulation:
                 if repr(template) not in seen:
                     seen.add(repr(template))
                     out.append(Step(template, term))
+        for step in out:
+            step.template.check(problem)
         return out
 
     def accepts(self, problem: Problem) -> str | None:
