@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyomo.environ as pyo
 import pytest
 
@@ -351,6 +352,46 @@ def test_ancestor_cut_reads_the_floor_of_each_accelerator_position():
                 view.tau[i, b]), (g, b)
 
 
+def test_ancestor_cut_reads_a_finite_cpu_floor_after_an_infinite_one():
+    # a (accelerator 1, no CPU) -> g (accelerator 0, CPU 1) on one accelerator and a CPU: no group both runs on
+    # the CPU and has work, so rho = 0 and g on the CPU before the accelerator would hold its ancestor a
+    # (floor A / 0 = inf); after it, the floor is max(A_g = 1, g's CPU time 1) = 1, which the row must read
+    from pyomo.core.expr.visitor import identify_variables
+
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import chain_view
+    from placement_dsl.placement import Placement
+
+    ops = [Op(name="a", work={"accelerator": 1}, out_bytes=1), Op(name="g", work={"accelerator": 0, "cpu": 1})]
+    problem = Problem(Graph(ops, [("a", "g")]), Cluster.accelerators(1, cpus=1), Bottleneck(), [])
+    view = chain_view(Context(problem))
+    i = view.names.index("g")
+    assert view.tau_cpu[i, 0] == float("inf") and np.isfinite(view.tau_cpu[i, 1])
+    compiled = compile(problem, "chain")
+    values = compiled.varmap.values(Placement(problem.graph, problem.cluster, [0, 1]))
+    row = compiled.model.ancestor_cuts.ancestor_cut["g"]
+    for var in identify_variables(row.body):
+        var.set_value(values.get(var, 0.0))
+    floor = pyo.value(row.body) + pyo.value(compiled.model.max_load.bottleneck)
+    assert floor == pytest.approx(view.tau_cpu[i, 1]) and floor * compiled.objective_scale == pytest.approx(1.0)
+
+
+def test_warm_start_keeps_a_cpu_reading_its_own_tensor_in_its_gap():
+    # u -> v both on the CPU, feeding w on the accelerator: the CPU sits in gap 1 (before the accelerator); an edge
+    # inside one CPU pushes its gap no later. The start satisfies every row
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import warm_slots
+    from placement_dsl.placement import Placement
+
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 2}, out_bytes=1) for n in "uvw"]
+    problem = Problem(Graph(ops, [("u", "v"), ("v", "w")]), Cluster.accelerators(1, cpus=1), Bottleneck(), [])
+    placement = Placement(problem.graph, problem.cluster, [1, 1, 0])
+    compiled = compile(problem, "chain")
+    worst, where = compiled.varmap.residual(compiled.varmap.values(placement))
+    assert worst <= 1e-9, where
+    slot, gap = warm_slots(Context(problem), placement.assign)
+    assert gap.tolist() == [1] and slot.tolist() == [1, 1, 1]
+
 def test_chain_tensor_out_row_is_cumulative_for_forward_edges():
     # the out-row of u -> v on accelerator b reads CommOut >= x(u, b) - Y[v, b]: v is in slot <= b (on an
     # accelerator up to b or a CPU in a gap up to b), stronger than - x(v, b); with a CPU, x(v, b) differs
@@ -396,7 +437,8 @@ def test_chain_components_are_documented_and_equalities_refused_by_name():
             assert comp.doc, comp.name
             names.add(comp.name)
     assert {"cpu_gaps.cpus", "cpu_gaps.gaps", "cpu_gaps.one_gap", "assignment.acc_slot", "assignment.last_slot",
-            "dag_order.precedes", "position_windows.window_acc"} <= names
+            "dag_order.precedes", "position_windows.window_acc", "ancestor_cuts.impossible_acc",
+            "ancestor_cuts.impossible_cpu"} <= names
     # the templates refuse equality colocation themselves (a custom formulation may not go through the rule)
     equalities = Problem(g, Cluster.accelerators(2), Bottleneck(), [Colocate([["u", "w"]], shared=False)])
     with pytest.raises(SpecError, match=r"^chain formulation: colocation groups must share variables; "

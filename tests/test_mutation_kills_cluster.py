@@ -6,6 +6,7 @@ held to brute force or to a number computed by hand in its comment.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pyomo.environ as pyo
@@ -29,7 +30,7 @@ DOCUMENTED = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective, p
 def _chain(works, sizes):
     names = [f"v{i}" for i in range(len(works))]
     return Graph([Op(name=n, work=w, out_bytes=b) for n, w, b in zip(names, works, sizes)],
-                 list(zip(names, names[1:])))
+                 list(itertools.pairwise(names)))
 
 
 def _solved_like_brute_force(problem, formulation="throughput"):
