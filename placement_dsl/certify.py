@@ -435,7 +435,17 @@ def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
 
 
 def _tarnawski(problem: Problem) -> str | None:
-    return "bounds Tarnawski's problems (no DagOrder); use 'exact'" if problem.has(DagOrder) else None
+    """Tarnawski's problems, and DAG-ordered ones Archer's MIP cannot write (a routed cluster: its rows hold DAG
+    order too)."""
+    if problem.has(DagOrder) and _archer_writes(problem):
+        return "bounds Tarnawski's problems (no DagOrder); use 'exact'"
+    return None
+
+
+def _archer_writes(problem: Problem) -> bool:
+    from .formulations import get
+
+    return get("exact").accepts(problem) is None
 
 
 def _chain_accepts(problem: Problem) -> str | None:
@@ -478,6 +488,7 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("latency", latency_ip, latency_only, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
+ROUTED_MTPP_LEVELS = ("simple", "dp", "throughput")  # DagOrder on a routed cluster: Archer's cut prices per device
 # default for Tarnawski's contiguous problems: the DP and chain certify the DP class; superblock bounds every
 # placement (cheap, and stronger than Fig. 6's LP where that IP stalls); the Fig. 6 IP covers the contiguous class
 THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
@@ -488,12 +499,13 @@ LATENCY_LEVELS = ("critical-path", "run-paths", "latency-lp", "latency")  # sing
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
-    """:data:`LATENCY_LEVELS` for latency, :data:`MTPP_LEVELS` for DAG-ordered problems,
-    :data:`THROUGHPUT_LEVELS` for Tarnawski's contiguous ones, :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
+    """:data:`LATENCY_LEVELS` for latency, :data:`MTPP_LEVELS` for DAG-ordered problems (:data:`ROUTED_MTPP_LEVELS`
+    where Archer's MIP cannot write them), :data:`THROUGHPUT_LEVELS` for Tarnawski's contiguous ones,
+    :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
     if isinstance(problem.objective, Latency):
         return LATENCY_LEVELS
     if problem.has(DagOrder):
-        return MTPP_LEVELS
+        return MTPP_LEVELS if _archer_writes(problem) else ROUTED_MTPP_LEVELS
     return THROUGHPUT_LEVELS if problem.has(Contiguous) else NONCONTIG_LEVELS
 
 
