@@ -49,8 +49,7 @@ class VarMap:
         assign = np.asarray(placement.assign)
         if assign.shape != (self.context.n,):
             raise SpecError(f"placement has {assign.shape[0]} ops, the model {self.context.n}")
-        warm = Warm(self.context, assign, placement.schedule)
-        warm.replica_sets = placement.replica_sets  # read by templates with replica counts
+        warm = Warm(self.context, assign, placement.schedule, placement.replica_sets)
         out = ComponentMap()
         for blk, template in self.built:
             for var, value in template.values(blk, self.context, warm):

@@ -164,3 +164,40 @@ def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throu
     cert = certify(problem, budget=60)
     assert cert.objective == pytest.approx(brute_force(problem)[0]) == 7.25
     assert cert.bound == pytest.approx(7.25, rel=1e-4) and cert.proved_by == "throughput"
+
+
+# ---------------------------------------------------------------------------- blocks/replication.py
+def _replicated(overlap="none"):
+    """v0 (work 8, 1 parameter byte) -> v1 (work 2), one-byte tensor, on three accelerators, up to 2 replicas."""
+    from placement_dsl.training_terms import Replicate
+
+    g = Graph([Op(name="v0", work=8, param_bytes=1, out_bytes=1), Op(name="v1", work=2)], [("v0", "v1")])
+    return Problem(g, Cluster.accelerators(3), Throughput(overlap=overlap), [Replicate(2)])
+
+
+@pytest.mark.parametrize("overlap", ["none", "half", "full"])
+def test_replicated_warm_start_holds_its_replica_counts(overlap):
+    # v0 on acc0 replicated onto acc2, v1 on acc1: rho[acc0, 2] = rho[acc1, 1] = 1, acc2 (a replica) picks no count.
+    # Without overlap acc0's replica runs (8 + 1 out + all-reduce 2 (r - 1) / r * 1 * r) / 2 = (9 + 2) / 2 = 5.5
+    # against acc1's 2 + 1. The values satisfy every row and the bottleneck is the cost model's
+    problem = _replicated(overlap)
+    placement = Placement(problem.graph, problem.cluster, [0, 1], replicas={"acc0": ["acc0", "acc2"]})
+    c = compile(problem, "throughput-replicated")
+    values = c.varmap.values(placement)
+    worst, where = c.varmap.residual(values)
+    assert worst <= 1e-9, where
+    blk = c.model.replicated_max_load
+    rho = {key: values[var] for key, var in blk.rho.items()}
+    assert rho == {("acc0", 1): 0.0, ("acc0", 2): 1.0, ("acc1", 1): 1.0, ("acc1", 2): 0.0,
+                   ("acc2", 1): 0.0, ("acc2", 2): 0.0}
+    objective = evaluate(placement, problem.cost_model()).objective
+    assert values[blk.bottleneck] * c.objective_scale == pytest.approx(objective)
+    if overlap == "none":
+        assert objective == 5.5
+
+
+def test_replicated_ip_finds_the_replicated_optimum():
+    # the IP replicates v0 (5.5) rather than leave it alone (9) or take all three devices for one stage
+    problem = _replicated()
+    r = _solved_like_brute_force(problem, "throughput-replicated")
+    assert r.objective == 5.5 and r.placement.replicated

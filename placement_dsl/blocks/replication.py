@@ -120,7 +120,7 @@ class ReplicatedMaxLoad(BlockTemplate):
         return replica_choice(ctx, assign, counts)
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
-        sets = getattr(warm, "replica_sets", None) or tuple((d,) for d in range(ctx.D))
+        sets = warm.replica_sets
         used = np.bincount(warm.assign, minlength=ctx.D) > 0
         for (name, r), var in blk.rho.items():
             d = ctx.cluster.index[name]
