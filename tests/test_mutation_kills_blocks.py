@@ -253,6 +253,31 @@ def test_position_windows_agree_with_the_bound_just_below_a_floor_above_one_mode
         cut = {(f"u{i}", b + 1) for i, b in zip(*(~allowed).nonzero())}
         assert set(c.model.position_windows.window_acc) == cut, floor
         assert (("u3", 1) in cut) == (floor < 4)  # the floor-4 position is kept just below 4
+    # below one model unit the slack is 1e-9: u0 on the first accelerator has the floor 1 (its descendants over
+    # four), cut at 1 - 1.5e-9 like position_windows cuts it
+    c = compile(chain_problem(problem, 1 - 1.5e-9), "chain")
+    assert ("u0", 1) in set(c.model.position_windows.window_acc)
+    assert not position_windows(g, problem.cluster, 1 - 1.5e-9)[0][0, 0]
+
+
+def test_cpu_windows_keep_a_gap_whose_floor_is_the_target():
+    # on the two-op chain with a CPU, a target equal to a CPU floor keeps that gap (a placement there has max load
+    # at most the target): the block's CPU windows are position_windows' at every floor taken as the target
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.chain import chain_view
+    from placement_dsl.bounds.combinatorial import position_windows
+    from placement_dsl.formulations.chain import chain_problem
+
+    problem = _two_op_chain()
+    view = chain_view(Context(problem))
+    scale = compile(problem, "chain").objective_scale
+    floors = sorted({float(t) * scale for t in view.tau_cpu.ravel() if np.isfinite(t)})
+    assert len(floors) >= 3
+    for target in floors:
+        c = compile(chain_problem(problem, target), "chain")
+        _, cpu_ok = position_windows(problem.graph, problem.cluster, target)
+        cut = {(view.names[g], "cpu0", b + 1) for g, b in zip(*(~cpu_ok).nonzero())}
+        assert set(c.model.position_windows.window_cpu) == cut, target
 
 
 # ---------------------------------------------------------------------------- chain: CPUs in gaps
@@ -352,6 +377,19 @@ def test_ancestor_cut_reads_the_floor_of_each_accelerator_position():
                 view.tau[i, b]), (g, b)
 
 
+def test_ancestor_cuts_fix_the_positions_whose_floor_is_infinite():
+    # a runs on the accelerator only; g (no work there, 1 on the CPU) cannot sit on the CPU before the accelerator:
+    # its ancestor a would have to run on a CPU too (floor a / 0 = inf). That position is fixed to 0 by name
+    ops = [Op(name="a", work={"accelerator": 1}, out_bytes=1), Op(name="g", work={"accelerator": 0, "cpu": 1})]
+    problem = Problem(Graph(ops, [("a", "g")]), Cluster.accelerators(1, cpus=1), Bottleneck(), [])
+    cuts = compile(problem, "chain").model.ancestor_cuts
+    assert ("g", "cpu0", 1) in set(cuts.impossible_cpu) and ("g", "cpu0", 2) not in set(cuts.impossible_cpu)
+    assert cuts.impossible_cpu.doc == "xc[g, j, b] = 0: position whose floor tau is infinite"
+    assert cuts.impossible_acc.doc == "xa[g, b] = 0: position whose floor tau is infinite"
+    r = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    assert r.objective == brute_force(problem)[0] == 1.0
+
+
 def test_ancestor_cut_reads_a_finite_cpu_floor_after_an_infinite_one():
     # a (accelerator 1, no CPU) -> g (accelerator 0, CPU 1) on one accelerator and a CPU: no group both runs on
     # the CPU and has work, so rho = 0 and g on the CPU before the accelerator would hold its ancestor a
@@ -439,6 +477,9 @@ def test_chain_components_are_documented_and_equalities_refused_by_name():
     assert {"cpu_gaps.cpus", "cpu_gaps.gaps", "cpu_gaps.one_gap", "assignment.acc_slot", "assignment.last_slot",
             "dag_order.precedes", "position_windows.window_acc", "ancestor_cuts.impossible_acc",
             "ancestor_cuts.impossible_cpu"} <= names
+    # a CPU sits in one gap: gamma is binary (real values such as (1, -1, 1) would put it in two)
+    gaps = model.cpu_gaps
+    assert all(v.is_binary() for v in gaps.gamma.values()) and all(v.is_binary() for v in gaps.xc.values())
     # the templates refuse equality colocation themselves (a custom formulation may not go through the rule)
     equalities = Problem(g, Cluster.accelerators(2), Bottleneck(), [Colocate([["u", "w"]], shared=False)])
     with pytest.raises(SpecError, match=r"^chain formulation: colocation groups must share variables; "

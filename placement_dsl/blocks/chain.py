@@ -367,11 +367,16 @@ class AncestorCuts(BlockTemplate):
 
 
 def _add_windows(blk: pyo.Block, ctx: Context, view: ChainView, target: float, prefix: str, why: str) -> None:
-    """``xa[g, b] = 0`` where ``tau[g, b] > target`` and ``xc[g, j, b] = 0`` where ``tau_cpu[g, b] > target``."""
+    """``xa[g, b] = 0`` where ``tau[g, b] > target`` and ``xc[g, j, b] = 0`` where ``tau_cpu[g, b] > target``;
+    an infinite floor is cut at any target (``target = inf``: the impossible positions alone)."""
     gaps, asg = ctx.link(CpuGapsLink), ctx.link(ChainLink)
     slack = 1e-9 * max(1.0, abs(target)) if math.isfinite(target) else 0.0
-    acc = [(view.names[g], t + 1) for g, t in zip(*np.nonzero(view.tau > target + slack))]
-    cpu = [(view.names[g], j, t + 1) for g, t in zip(*np.nonzero(view.tau_cpu > target + slack)) for j in gaps.cpus]
+
+    def over(tau: np.ndarray) -> np.ndarray:
+        return (tau > target + slack) | np.isinf(tau)
+
+    acc = [(view.names[g], t + 1) for g, t in zip(*np.nonzero(over(view.tau)))]
+    cpu = [(view.names[g], j, t + 1) for g, t in zip(*np.nonzero(over(view.tau_cpu))) for j in gaps.cpus]
     blk.add_component(f"{prefix}_acc", pyo.Constraint(pyo.Set(dimen=2, initialize=acc),
                                                       rule=lambda b, g, t: asg.xa[g, t] == 0,
                                                       doc=f"xa[g, b] = 0: {why}"))
