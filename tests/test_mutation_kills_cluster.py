@@ -168,18 +168,19 @@ def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throu
 
 # ---------------------------------------------------------------------------- blocks/replication.py
 def _replicated(overlap="none"):
-    """v0 (work 8, 1 parameter byte) -> v1 (work 2), one-byte tensor, on three accelerators, up to 2 replicas."""
+    """v0 (work 8, 4 parameter bytes) -> v1 (work 2), one-byte tensor, on three accelerators of bandwidth 2, up to
+    2 replicas."""
     from placement_dsl.training_terms import Replicate
 
-    g = Graph([Op(name="v0", work=8, param_bytes=1, out_bytes=1), Op(name="v1", work=2)], [("v0", "v1")])
-    return Problem(g, Cluster.accelerators(3), Throughput(overlap=overlap), [Replicate(2)])
+    g = Graph([Op(name="v0", work=8, param_bytes=4, out_bytes=1), Op(name="v1", work=2)], [("v0", "v1")])
+    return Problem(g, Cluster.accelerators(3, bandwidth=2.0), Throughput(overlap=overlap), [Replicate(2)])
 
 
 @pytest.mark.parametrize("overlap", ["none", "half", "full"])
 def test_replicated_warm_start_holds_its_replica_counts(overlap):
     # v0 on acc0 replicated onto acc2, v1 on acc1: rho[acc0, 2] = rho[acc1, 1] = 1, acc2 (a replica) picks no count.
-    # Without overlap acc0's replica runs (8 + 1 out + all-reduce 2 (r - 1) / r * 1 * r) / 2 = (9 + 2) / 2 = 5.5
-    # against acc1's 2 + 1. The values satisfy every row and the bottleneck is the cost model's
+    # Without overlap acc0's replica runs (8 + 0.5 out + all-reduce 2 (r - 1) * 4 / 2) / 2 = (8.5 + 4) / 2 = 6.25
+    # against acc1's 2 + 0.5. The values satisfy every row and the bottleneck is the cost model's
     problem = _replicated(overlap)
     placement = Placement(problem.graph, problem.cluster, [0, 1], replicas={"acc0": ["acc0", "acc2"]})
     c = compile(problem, "throughput-replicated")
@@ -193,11 +194,11 @@ def test_replicated_warm_start_holds_its_replica_counts(overlap):
     objective = evaluate(placement, problem.cost_model()).objective
     assert values[blk.bottleneck] * c.objective_scale == pytest.approx(objective)
     if overlap == "none":
-        assert objective == 5.5
+        assert objective == 6.25
 
 
 def test_replicated_ip_finds_the_replicated_optimum():
-    # the IP replicates v0 (5.5) rather than leave it alone (9) or take all three devices for one stage
+    # the IP replicates v0 (6.25) rather than leave it alone (8.5) or replicate both ops on one stage ((10 + 4) / 2)
     problem = _replicated()
     r = _solved_like_brute_force(problem, "throughput-replicated")
-    assert r.objective == 5.5 and r.placement.replicated
+    assert r.objective == 6.25 and r.placement.replicated
