@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pyomo.environ as pyo
 import pytest
 
@@ -167,22 +168,33 @@ def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throu
 
 
 # ---------------------------------------------------------------------------- blocks/replication.py
-def _replicated(overlap="none"):
-    """v0 (work 8, 4 parameter bytes) -> v1 (work 2), one-byte tensor, on three accelerators of bandwidth 2, up to
-    2 replicas."""
+def _replicated(overlap="none", cpus=0, training=False):
+    """v0 (work 8, 4 parameter bytes) -> v1 (work 2, 1 parameter byte), one-byte tensors, on three accelerators of
+    bandwidth 2 (and ``cpus`` CPUs), up to 2 replicas; ``training`` adds each op's backward op (twice its work)."""
     from placement_dsl.training_terms import Replicate
 
-    g = Graph([Op(name="v0", work=8, param_bytes=4, out_bytes=1), Op(name="v1", work=2)], [("v0", "v1")])
-    return Problem(g, Cluster.accelerators(3, bandwidth=2.0), Throughput(overlap=overlap), [Replicate(2)])
+    group = (lambda n: n) if training else (lambda n: None)
+    ops = [Op(name="v0", work=8, param_bytes=4, out_bytes=1, group=group("v0")),
+           Op(name="v1", work=2, param_bytes=1, out_bytes=1, group=group("v1"))]
+    edges = [("v0", "v1")]
+    if training:
+        ops += [Op(name="v1~bw", work=4, out_bytes=1, backward=True, group="v1"),
+                Op(name="v0~bw", work=16, backward=True, group="v0")]
+        edges += [("v1", "v1~bw"), ("v1~bw", "v0~bw")]
+    return Problem(Graph(ops, edges), Cluster.accelerators(3, bandwidth=2.0, cpus=cpus), Throughput(overlap=overlap),
+                   [Replicate(2)])
 
 
+@pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("overlap", ["none", "half", "full"])
-def test_replicated_warm_start_holds_its_replica_counts(overlap):
-    # v0 on acc0 replicated onto acc2, v1 on acc1: rho[acc0, 2] = rho[acc1, 1] = 1, acc2 (a replica) picks no count.
-    # Without overlap acc0's replica runs (8 + 0.5 out + all-reduce 2 (r - 1) * 4 / 2) / 2 = (8.5 + 4) / 2 = 6.25
-    # against acc1's 2 + 0.5. The values satisfy every row and the bottleneck is the cost model's
-    problem = _replicated(overlap)
-    placement = Placement(problem.graph, problem.cluster, [0, 1], replicas={"acc0": ["acc0", "acc2"]})
+def test_replicated_warm_start_holds_its_replica_counts(overlap, training):
+    # v0 on acc0 replicated onto acc2, v1 on acc1 (and a CPU left empty): rho[acc0, 2] = rho[acc1, 1] = 1, acc2 (a
+    # replica) picks no count. Inference without overlap: acc0's replica runs (8 + 0.5 out + all-reduce
+    # 2 (r - 1) * 4 / 2) / 2 = (8.5 + 4) / 2 = 6.25 against acc1's 2 + 0.5. The values satisfy every row and the
+    # bottleneck is the cost model's (backward passes and each stage's own parameters included)
+    problem = _replicated(overlap, cpus=1, training=training)
+    placement = Placement(problem.graph, problem.cluster, [0, 1, 1, 0][:problem.graph.n],
+                          replicas={"acc0": ["acc0", "acc2"]})
     c = compile(problem, "throughput-replicated")
     values = c.varmap.values(placement)
     worst, where = c.varmap.residual(values)
@@ -193,7 +205,7 @@ def test_replicated_warm_start_holds_its_replica_counts(overlap):
                    ("acc2", 1): 0.0, ("acc2", 2): 0.0}
     objective = evaluate(placement, problem.cost_model()).objective
     assert values[blk.bottleneck] * c.objective_scale == pytest.approx(objective)
-    if overlap == "none":
+    if overlap == "none" and not training:
         assert objective == 6.25
 
 
@@ -202,3 +214,18 @@ def test_replicated_ip_finds_the_replicated_optimum():
     problem = _replicated()
     r = _solved_like_brute_force(problem, "throughput-replicated")
     assert r.objective == 6.25 and r.placement.replicated
+
+
+def test_replica_choice_takes_the_nearest_free_devices_after_each_stage_in_pipeline_order():
+    # eight accelerators named against their order (index 0 is "d7"); stages on indices 0 (2 replicas), 3 (5) and
+    # 6 (1). In pipeline order index 0 takes the free device nearest after it (1), then index 3 takes 4, 5, 7 and,
+    # wrapping around, 2. A stage of one replica, and a device holding no ops, get no set
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.replication import replica_choice
+
+    cluster = Cluster([Device(name=f"d{7 - i}") for i in range(8)])
+    ctx = Context(Problem(Graph([Op(name=n, work=1) for n in "ace"]), cluster, Throughput()))
+    assign = np.array([0, 3, 6])
+    assert replica_choice(ctx, assign, {"d7": 2, "d4": 5, "d1": 1}) == {"d7": ["d7", "d6"],
+                                                                       "d4": ["d4", "d3", "d2", "d0", "d5"]}
+    assert replica_choice(ctx, assign, {"d6": 2}) == {}  # d6 holds no ops
