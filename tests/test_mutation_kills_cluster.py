@@ -229,3 +229,43 @@ def test_replica_choice_takes_the_nearest_free_devices_after_each_stage_in_pipel
     assert replica_choice(ctx, assign, {"d7": 2, "d4": 5, "d1": 1}) == {"d7": ["d7", "d6"],
                                                                        "d4": ["d4", "d3", "d2", "d0", "d5"]}
     assert replica_choice(ctx, assign, {"d6": 2}) == {}  # d6 holds no ops
+
+
+def test_replicated_ip_keeps_an_overlapped_all_reduce_under_the_bottleneck():
+    # full overlap, v0's parameters 12 bytes: on two replicas its all-reduce takes 2 (r - 1) / r * 12 / 2 = 6 per
+    # sample, above its halved compute (8 / 2). Replicated, the bottleneck is that 6; alone v0 takes 8
+    from placement_dsl.training_terms import Replicate
+
+    g = Graph([Op(name="v0", work=8, param_bytes=12, out_bytes=1), Op(name="v1", work=2)], [("v0", "v1")])
+    problem = Problem(g, Cluster.accelerators(3, bandwidth=2.0), Throughput(overlap="full"), [Replicate(2)])
+    r = _solved_like_brute_force(problem, "throughput-replicated")
+    assert r.objective == 6.0 and r.placement.replicated
+
+
+def test_replicas_come_from_free_devices_of_the_stage_kind():
+    # two ops that run on GPUs only, two GPUs and a TPU, up to three replicas: counting the TPU as a replica of a GPU
+    # stage would claim 16 / 3; a GPU stage has at most the two GPUs, so the best is 8 (both ops on one GPU twice, or
+    # one op per GPU)
+    from placement_dsl.training_terms import Replicate
+
+    cluster = Cluster([Device(name="g0", kind="gpu"), Device(name="g1", kind="gpu"), Device(name="t0", kind="tpu")])
+    g = Graph([Op(name=n, work={"gpu": 8}) for n in "ab"])
+    problem = Problem(g, cluster, Throughput(), [Replicate(3)])
+    assert _solved_like_brute_force(problem, "throughput-replicated").objective == 8.0
+    budget = compile(problem, "throughput-replicated").model.replicated_max_load.budget
+    assert {k: budget[k].upper for k in budget} == {"gpu": 2.0, "tpu": 1.0}
+
+
+def test_replicated_objective_rows_and_links():
+    # one count per accelerator (at most one of rho[d, 1..R]); the block's bottleneck is the one other templates read;
+    # every component documented
+    from placement_dsl.blocks.base import BottleneckLink
+
+    c = compile(_replicated(cpus=1), "throughput-replicated")
+    blk = c.model.replicated_max_load
+    assert {d: (row.upper, len(list(row.body.args))) for d, row in blk.one_count.items()} == {
+        d: (1.0, 2) for d in ("acc0", "acc1", "acc2")}
+    assert c.varmap.context.link(BottleneckLink).bottleneck is blk.bottleneck
+    for comp in blk.component_objects(DOCUMENTED, descend_into=True):
+        if not comp.local_name.endswith("_index"):
+            assert comp.doc, comp.name

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from ..evaluate import Overlap
 from ..replication import ALLREDUCE_FACTOR
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, Stage, Warm, register
 from .load import warm_parts
@@ -91,7 +92,7 @@ class ReplicatedMaxLoad(BlockTemplate):
         def sync(d: int, r: int) -> Any:
             return (r - 1) * sum(rate[v, d] * ctx.x(v, d) for v in range(ctx.n) if rate[v, d] > 0 and ctx.op_allowed(v, d))
 
-        none = ctx.overlap.value == "none" if hasattr(ctx.overlap, "value") else ctx.overlap == "none"
+        none = ctx.overlap is Overlap.NONE
         names = {ctx.devices[d]: d for d in acc}
         rows = [(name, part, r) for name in names for part in parts for r in range(1, self.R + 1)]
 
