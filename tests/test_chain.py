@@ -84,11 +84,18 @@ def test_structure_counts():
 
 
 def test_cyclic_colocation_is_outside_the_class():
-    """A colocation group closing a cycle with a pinned op and a CPU-only op leaves no DAG-ordered split."""
+    """A colocation group closing a cycle with a pinned op and a CPU-only op leaves no DAG-ordered split; the chain
+    refuses the pin (to one of two interchangeable accelerators) and solves the unpinned problem over its class."""
+    from placement_dsl.constraints import Pin
+    from placement_dsl.formulations import get
+
     problem, _ = testing.colocated_pinned()
     assert not class_placements(problem)
-    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
-    assert result.placement is None
+    assert "Pin('op1', 'acc1') ties an op to one of 2 interchangeable accelerators" in get("chain").accepts(problem)
+    unpinned = testing.without(problem, Pin)
+    feasible = class_placements(unpinned)
+    result = solve(unpinned, formulation="chain", solver="highs", time_limit=20)
+    assert result.objective == pytest.approx(min(obj for obj, _ in feasible))
 
 
 @settings(max_examples=12)
