@@ -129,6 +129,82 @@ def test_routed_warm_start_reads_each_route():
     assert pyo.value(c.model.max_load.bottleneck) * scale == pytest.approx(evaluate(placement).objective) == 12.0
 
 
+
+def _warm_holds(problem, placement, formulation="throughput"):
+    """The start's values satisfy every row and its bottleneck is the cost model's objective; returns the values."""
+    c = compile(problem, formulation)
+    values = c.varmap.values(placement)
+    worst, where = c.varmap.residual(values)
+    assert worst <= 1e-9, where
+    for var, value in values.items():
+        var.set_value(value, skip_validation=True)
+    assert pyo.value(c.model.max_load.bottleneck) * c.objective_scale == pytest.approx(
+        evaluate(placement, problem.cost_model()).objective)
+    return c, values
+
+
+def _routed_training(objective=None, terms=(), memory=math.inf):
+    """f0 (2) -> f1 (2) forward with a 2-byte tensor, b1 (4) -> b0 (4) backward with an 80-byte tensor, each backward
+    op with its forward mate, on two servers of two accelerators (4 bytes per time unit inside, 0.5 between)."""
+    ops = [Op(name="f0", work=2, out_bytes=2, group="c0"), Op(name="f1", work=2, group="c1"),
+           Op(name="b1", work=4, out_bytes=80, backward=True, group="c1"),
+           Op(name="b0", work=4, backward=True, group="c0")]
+    g = Graph(ops, [("f0", "f1"), ("f1", "b1"), ("b1", "b0")])
+    return Problem(g, Cluster.hierarchical(2, 2, intra=4.0, inter=0.5, memory=memory),
+                   objective or Throughput(overlap="half"), list(terms))
+
+
+def test_routed_ip_prices_each_pass_with_its_own_tensors():
+    # the backward tensor (80 bytes) is forty times the forward one: a split inside a server costs max(6, 0.5 + 20)
+    # (half overlap), so all on one device (12) is the optimum; priced with the forward tensors only, a split would
+    # look like 6. The IP and its warm starts price each pass with its own tensors, like brute force
+    problem = _routed_training()
+    assert _solved_like_brute_force(problem).objective == 12.0
+    for assign in ([0, 1, 1, 0], [0, 2, 2, 0]):
+        _warm_holds(problem, Placement(problem.graph, problem.cluster, assign))
+
+
+def test_routed_warm_start_stashes_what_each_stage_reads():
+    # 1F1B memory per stage counts the forward bytes the stage reads (its in-transfer times its bandwidth): f1's
+    # stage on s1g0 reads f0's 2 bytes over the 0.5 route (4 time units at bandwidth 4: 16 bytes); f0's stage reads
+    # nothing and writes 4. The start's stash values hold every row of the memory template
+    from placement_dsl.objectives import PipeDream
+    from placement_dsl.training_terms import TrainingMemory
+
+    problem = _routed_training(PipeDream(), [TrainingMemory("1f1b")], memory=1000.0)
+    c = compile(problem, "throughput")
+    values = c.varmap.values(Placement(problem.graph, problem.cluster, [0, 2, 2, 0]))
+    worst, where = c.varmap.residual(values)
+    assert worst <= 1e-9, where
+
+
+def test_routed_warm_start_keeps_reads_and_writes_apart():
+    # u (2 bytes) on s0g0 read by v on s1g0 (over 0.5: 4) and x on s0g1 (over 4: 0.5): the writer pays its slowest
+    # route once (4), each reader its own; loads 1 + 4, 1 + 4 and 1 + 0.5 (no overlap)
+    g = Graph([Op(name=n, work=1, out_bytes=2 if n == "u" else 0) for n in "uvx"], [("u", "v"), ("u", "x")])
+    problem = Problem(g, Cluster.hierarchical(2, 2, intra=4.0, inter=0.5), Throughput())
+    placement = Placement(g, problem.cluster, [0, 2, 1])
+    c, _ = _warm_holds(problem, placement)
+    assert evaluate(placement).objective == 5.0
+    cost = c.model.device_load.device_cost
+    loads = {d: pyo.value(cost[d, "total", "total"]) * c.objective_scale for d in ("s0g0", "s0g1", "s1g0")}
+    assert loads == {"s0g0": pytest.approx(5.0), "s0g1": pytest.approx(1.5), "s1g0": pytest.approx(5.0)}
+
+
+def test_routed_warm_start_beside_a_host_and_across_no_route():
+    # beside a host CPU the start's values hold every row (the host pays nothing); a start that sends a tensor
+    # between devices with no route gets finite values (0 for that tensor) and breaks only the no_route row
+    ops = [Op(name=n, work={"accelerator": 4, "cpu": 5}, out_bytes=2) for n in "uvw"]
+    problem = Problem(Graph(ops, [("u", "v"), ("v", "w")]), _host_cluster(), Throughput())
+    _warm_holds(problem, Placement(problem.graph, problem.cluster, [2, 0, 1]))
+    g = Graph([Op(name="u", work=4, out_bytes=1), Op(name="v", work=4)], [("u", "v")])
+    unreachable = Problem(g, _unreachable(), Throughput())
+    c = compile(unreachable, "throughput")
+    values = c.varmap.values(Placement(g, unreachable.cluster, [2, 1]))
+    assert values[c.model.tensor_cut.recv["u", "a1"]] == 0.0 and values[c.model.tensor_cut.send["u", "b0"]] == 0.0
+    worst, where = c.varmap.residual(values)
+    assert worst == pytest.approx(1.0) and "no_route" in where
+
 def test_routed_cluster_refuses_archers_cut_before_building():
     # Archer's cut prices transfers per device: on a routed cluster 'exact' refuses with the reason, and 'auto'
     # takes the throughput IP for a DAG-ordered problem instead of failing at compile time

@@ -80,7 +80,13 @@ class TrainingMemoryCapacity(BlockTemplate):
     def _stash_bound(self, ctx: Context, d: int) -> float:
         _, act, per_time = _terms(ctx)
         allowed = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        reads = per_time[d] * ctx.comm[:, d][~ctx.graph.backward].sum()
+        if ctx.cluster.routed:  # a read takes up to its slowest route, not the device's own bandwidth
+            from .routes import longest_reads
+
+            comm = longest_reads(ctx)
+        else:
+            comm = ctx.comm
+        reads = per_time[d] * comm[:, d][~ctx.graph.backward].sum()
         return float(act[allowed].sum() + reads)
 
     def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
