@@ -332,16 +332,28 @@ def test_replicas_come_from_free_devices_of_the_stage_kind():
     assert {k: budget[k].upper for k in budget} == {"gpu": 2.0, "tpu": 1.0}
 
 
+def test_replicated_ip_bounds_the_bottleneck_by_the_hosts_load_too():
+    # c runs on the CPU only (9): hosts are not replicated, and their load bounds the bottleneck like any stage's
+    from placement_dsl.training_terms import Replicate
+
+    base = _replicated(cpus=1)
+    g = Graph([*base.graph.ops, Op(name="c", work={"cpu": 9})], [*base.graph.edges, ("v1", "c")])
+    problem = Problem(g, base.cluster, base.objective, [Replicate(2)])
+    assert _solved_like_brute_force(problem, "throughput-replicated").objective == 9.0
+
+
 def test_replicated_objective_rows_and_links():
     # one count per accelerator (at most one of rho[d, 1..R]); the block's bottleneck is the one other templates read;
     # every component documented
     from placement_dsl.blocks.base import BottleneckLink
+    from placement_dsl.blocks.replication import ReplicatedMaxLoad
 
     c = compile(_replicated(cpus=1), "throughput-replicated")
     blk = c.model.replicated_max_load
     assert {d: (row.upper, len(list(row.body.args))) for d, row in blk.one_count.items()} == {
         d: (1.0, 2) for d in ("acc0", "acc1", "acc2")}
     assert c.varmap.context.link(BottleneckLink).bottleneck is blk.bottleneck
+    assert repr(ReplicatedMaxLoad()) == "ReplicatedMaxLoad(max_per_stage=2)"  # the default of Replicate too
     for comp in blk.component_objects(DOCUMENTED, descend_into=True):
         if not comp.local_name.endswith("_index"):
             assert comp.doc, comp.name
