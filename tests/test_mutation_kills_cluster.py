@@ -357,3 +357,61 @@ def test_replicated_objective_rows_and_links():
     for comp in blk.component_objects(DOCUMENTED, descend_into=True):
         if not comp.local_name.endswith("_index"):
             assert comp.doc, comp.name
+
+
+# ---------------------------------------------------------------------------- blocks/training.py
+def _training_memory_problem(spec, routed):
+    """f0 -> f1 -> f2 (activations 3, 2, 1; tensors 2, 1; parameters 1 each) with mirrored backward ops, on four
+    accelerators of memory 1000 (two servers of two when ``routed``) and, flat, a CPU of memory 1000 too."""
+    from placement_dsl.objectives import PipeDream
+
+    fw = [Op(name=f"f{i}", work={"accelerator": 2, "cpu": 6}, out_bytes=b, activation_bytes=a, param_bytes=1,
+             group=f"c{i}") for i, (a, b) in enumerate(((3, 2), (2, 1), (1, 0)))]
+    bw = [Op(name=f"b{i}", work={"accelerator": 4, "cpu": 12}, out_bytes=1, backward=True, group=f"c{i}")
+          for i in range(3)]
+    edges = [("f0", "f1"), ("f1", "f2"), ("f2", "b2"), ("b2", "b1"), ("b1", "b0")]
+    cluster = (Cluster.hierarchical(2, 2, intra=4.0, inter=0.5, memory=1000.0) if routed
+               else Cluster.accelerators(4, memory=1000.0, cpus=1, cpu_memory=1000.0))
+    return Problem(Graph(fw + bw, edges), cluster, PipeDream(), [spec])
+
+
+@pytest.mark.parametrize("routed", [False, True])
+@pytest.mark.parametrize("schedule, microbatches, recompute", [("1f1b", None, False), ("1f1b", None, True),
+                                                               ("gpipe", 3, False), ("gpipe", 2, True)])
+def test_memory_rows_at_a_start_are_the_cost_models_memory(schedule, microbatches, recompute, routed):
+    # each stage on its own device (f2's stage on the CPU when flat): at the start's values the left-hand side of
+    # every device's capacity row is the memory the cost model charges that device, and every row holds
+    from placement_dsl.training_terms import TrainingMemory
+
+    spec = TrainingMemory(schedule, microbatches, recompute=recompute)
+    problem = _training_memory_problem(spec, routed)
+    last = 2 if routed else 4  # s1g0, or the CPU
+    placement = Placement(problem.graph, problem.cluster, [0, 1, last, 0, 1, last])
+    c = compile(problem, "throughput")
+    values = c.varmap.values(placement)
+    worst, where = c.varmap.residual(values)
+    assert worst <= 1e-9, where
+    for var, value in values.items():
+        var.set_value(value, skip_validation=True)
+    rows = c.model.training_memory.capacity
+    used = {r.device: r.memory_used for r in evaluate(placement, problem.cost_model()).devices}
+    scale = c.varmap.context.scale.memory
+    for name in (problem.cluster.names[d] for d in (0, 1, last)):
+        assert pyo.value(rows[name].body) * scale == pytest.approx(used[name]), name
+    assert used[problem.cluster.names[1]] > 0
+
+
+def test_training_memory_template_refuses_what_it_cannot_write():
+    from placement_dsl.blocks.training import TrainingMemoryCapacity
+    from placement_dsl.errors import SpecError
+    from placement_dsl.training import TrainingMemorySpec
+
+    with pytest.raises(SpecError, match=r"^training_memory: the IP writes 1F1B's k - s micro-batches in flight; a "
+                                        r"microbatches cap on it is not written \(drop microbatches, or use method "
+                                        r"'pipeline'\)$"):
+        TrainingMemoryCapacity(TrainingMemorySpec("1f1b", 2))
+    assert TrainingMemoryCapacity(TrainingMemorySpec("gpipe", 2)).spec.microbatches == 2
+    inference = Problem(_chain([4, 3], [1, 0]), Cluster.stages(2, memory=10.0), Throughput())
+    with pytest.raises(SpecError, match=r"^training_memory: the graph has no backward pass$"):
+        compile(inference, get("throughput").derive("with_training_memory", skeleton=lambda p: [
+            *get("throughput").skeleton(p), TrainingMemoryCapacity()]))

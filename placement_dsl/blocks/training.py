@@ -5,7 +5,9 @@ Per device ``d`` (model units; :mod:`placement_dsl.training` for the accounting)
     state * param_d + n_d * (act_d + in_d) <= M_d          (recompute: state * param_d + n_d * in_d + act_d + in_d)
 
 with ``act_d = sum over forward ops of (out_bytes + activation_bytes) x_{vd}`` and ``in_d`` the
-forward bytes ``d`` reads (the tensor cut's forward in-transfer times the device's bandwidth).
+bytes of forward tensors ``d`` reads, once per tensor as the cost model counts them (hosts and
+routed clusters alike): ``in_d = sum_u reads_{ud}`` with ``reads_{ud} >= bytes_u (x_{vd} - x_{ud})``
+for every consumer ``v`` of a forward producer ``u`` (memory only wants ``reads`` small).
 GPipe: ``n_d = m``, linear. 1F1B: ``n_d = sum_{d' >= d} used_{d'}`` (stages from ``d`` to the end,
 ``k - s``) with ``used_{d'} >= x_{vd'}``; the products ``used_{d'} * (act_d + in_d)`` are
 linearized exactly by ``w_{dd'} >= (act_d + in_d) - A_d (1 - used_{d'})``, ``w >= 0`` (``A_d``:
@@ -21,16 +23,19 @@ import pyomo.environ as pyo
 
 from ..errors import SpecError
 from ..training import TrainingMemorySpec
-from .base import AssignmentLink, BlockTemplate, Context, Stage, TransferLink, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
 
 
-def _terms(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per op, in model bytes: parameters, stashed forward activations, and bytes per unit of in-time."""
-    g, c = ctx.graph, ctx.cluster
-    param = g.param_bytes / ctx.scale.memory
-    act = np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes) / ctx.scale.memory
-    per_time = np.where(c.host, 0.0, c.bandwidth) * ctx.scale.time / ctx.scale.memory  # time units -> bytes
-    return param, act, per_time
+def _terms(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, in model bytes: parameters and stashed forward activations."""
+    g = ctx.graph
+    return g.param_bytes / ctx.scale.memory, np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes) / ctx.scale.memory
+
+
+def _read_edges(ctx: Context) -> list[tuple[int, int]]:
+    """Edges ``(u, v)`` between assignment units whose producer ``u`` is a forward op with a tensor."""
+    g = ctx.graph
+    return [(u, v) for u, v in ctx.cross_edges() if not g.backward[u] and g.out_bytes[u] > 0]
 
 
 @register
@@ -39,7 +44,7 @@ class TrainingMemoryCapacity(BlockTemplate):
 
     name = "training_memory"
     stage = Stage.COST
-    needs = (AssignmentLink, TransferLink)
+    needs = (AssignmentLink,)
 
     def __init__(self, spec: TrainingMemorySpec | None = None):
         self.spec = spec or TrainingMemorySpec()
@@ -50,12 +55,13 @@ class TrainingMemoryCapacity(BlockTemplate):
     def __repr__(self) -> str:
         return f"TrainingMemoryCapacity({self.spec!r})"
 
-    def _exprs(self, ctx: Context, d: int) -> tuple[Any, Any, Any]:
-        param, act, per_time = _terms(ctx)
+    def _exprs(self, blk: pyo.Block, ctx: Context, d: int) -> tuple[Any, Any, Any]:
+        param, act = _terms(ctx)
         ops = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
         p = sum(param[v] * ctx.x(v, d) for v in ops if param[v] > 0)
         a = sum(act[v] * ctx.x(v, d) for v in ops if act[v] > 0)
-        i = per_time[d] * ctx.comm_expr(d, "forward", "in") if per_time[d] > 0 else 0.0
+        name = ctx.devices[d]
+        i = sum(var for (u, dn), var in blk.reads.items() if dn == name)
         return p, a, i
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
@@ -63,30 +69,45 @@ class TrainingMemoryCapacity(BlockTemplate):
             raise SpecError("training_memory: the graph has no backward pass")
         spec, devs = self.spec, [d for d in range(ctx.D) if np.isfinite(ctx.capacity[d])]
         names = [ctx.devices[d] for d in devs]
+        self._reads(blk, ctx, devs)
         if spec.schedule == "gpipe":
-            blk.capacity = pyo.Constraint(names, rule=lambda b, name: self._need(ctx, ctx.cluster.index[name],
+            blk.capacity = pyo.Constraint(names, rule=lambda b, name: self._need(b, ctx, ctx.cluster.index[name],
                                                                                   float(spec.microbatches))
                                           <= float(ctx.capacity[ctx.cluster.index[name]]),
                                           doc="state and m stashed micro-batches fit device d's memory")
             return
         self._one_f_one_b(blk, ctx, devs)
 
-    def _need(self, ctx: Context, d: int, inflight: Any) -> Any:
-        p, a, i = self._exprs(ctx, d)
+    @staticmethod
+    def _reads(blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
+        g, ops = ctx.graph, ctx.ops
+        edges = [(u, v, d) for u, v in _read_edges(ctx) for d in devs if ctx.op_allowed(v, d)]
+        keys = sorted({(ops[u], ctx.devices[d]) for u, _, d in edges}, key=lambda k: (g.index[k[0]], k[1]))
+        blk.reads = pyo.Var(pyo.Set(dimen=2, initialize=keys), domain=pyo.NonNegativeReals,
+                            doc="reads[u, d]: bytes of forward tensor u that device d reads and stashes")
+        rows = {(ops[u], ops[v], ctx.devices[d]): (u, v, d) for u, v, d in edges}
+        scale = ctx.scale.memory
+
+        def read(b: pyo.Block, un: str, vn: str, dn: str) -> Any:
+            u, v, d = rows[un, vn, dn]
+            own = ctx.x(u, d) if ctx.op_allowed(u, d) else 0.0
+            return b.reads[un, dn] >= float(g.out_bytes[u] / scale) * (ctx.x(v, d) - own)
+
+        blk.read = pyo.Constraint(pyo.Set(dimen=3, initialize=list(rows)), rule=read,
+                                  doc="a consumer on d of a forward tensor made elsewhere makes d read it")
+
+    def _need(self, blk: pyo.Block, ctx: Context, d: int, inflight: Any) -> Any:
+        p, a, i = self._exprs(blk, ctx, d)
         if self.spec.recompute:
             return self.spec.state_factor * p + inflight * i + a + i
         return self.spec.state_factor * p + inflight * (a + i)
 
-    def _stash_bound(self, ctx: Context, d: int) -> float:
-        _, act, per_time = _terms(ctx)
+    @staticmethod
+    def _stash_bound(ctx: Context, d: int) -> float:
+        """The most ``act_d + in_d`` can be: every allowed forward op's activations and every forward tensor."""
+        _, act = _terms(ctx)
         allowed = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        if ctx.cluster.routed:  # a read takes up to its slowest route, not the device's own bandwidth
-            from .routes import longest_reads
-
-            comm = longest_reads(ctx)
-        else:
-            comm = ctx.comm
-        reads = per_time[d] * comm[:, d][~ctx.graph.backward].sum()
+        reads = sum(ctx.graph.out_bytes[u] for u in {u for u, _ in _read_edges(ctx)}) / ctx.scale.memory
         return float(act[allowed].sum() + reads)
 
     def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
@@ -102,7 +123,7 @@ class TrainingMemoryCapacity(BlockTemplate):
 
         def stash_row(b: pyo.Block, dn: str, en: str) -> Any:
             d = index[dn]
-            _, a, i = self._exprs(ctx, index[dn])
+            _, a, i = self._exprs(b, ctx, index[dn])
             one = i if spec.recompute else a + i
             return b.stash[dn, en] >= one - self._stash_bound(ctx, d) * (1 - b.used[en])
 
@@ -111,7 +132,7 @@ class TrainingMemoryCapacity(BlockTemplate):
 
         def capacity(b: pyo.Block, dn: str) -> Any:
             d = index[dn]
-            p, a, i = self._exprs(ctx, d)
+            p, a, i = self._exprs(b, ctx, d)
             extra = a + i if spec.recompute else 0.0
             return (spec.state_factor * p + sum(b.stash[dn, ctx.devices[e]] for e in range(d, D)) + extra
                     <= float(ctx.capacity[d]))
@@ -120,13 +141,20 @@ class TrainingMemoryCapacity(BlockTemplate):
                                       doc="state and k - s stashed micro-batches fit device d's memory")
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        g, assign = ctx.graph, warm.assign
+        read = np.zeros((ctx.n, ctx.D))
+        for u, v in _read_edges(ctx):
+            if assign[u] != assign[v]:
+                read[u, assign[v]] = g.out_bytes[u] / ctx.scale.memory
+        for (un, dn), var in blk.reads.items():
+            yield var, float(read[g.index[un], ctx.cluster.index[dn]])
         if self.spec.schedule == "gpipe":
             return
-        used = np.bincount(warm.assign, minlength=ctx.D) > 0
-        _, act, per_time = _terms(ctx)
-        stash = (act @ warm.X) + per_time * warm.transfer("forward", "in")
+        used = np.bincount(assign, minlength=ctx.D) > 0
+        _, act = _terms(ctx)
+        stash = (act @ warm.X) + read.sum(axis=0)
         if self.spec.recompute:
-            stash = per_time * warm.transfer("forward", "in")
+            stash = read.sum(axis=0)
         for name, var in blk.used.items():
             yield var, float(used[ctx.cluster.index[name]])
         for (dn, en), var in blk.stash.items():
