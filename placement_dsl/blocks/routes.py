@@ -31,14 +31,6 @@ def _rate(ctx: Context) -> np.ndarray:
         return np.where(np.eye(ctx.D, dtype=bool), 0.0, 1.0 / bw) / ctx.scale.time
 
 
-def longest_reads(ctx: Context) -> np.ndarray:
-    """``(n, D)`` the longest time (model units) device ``d`` can spend reading op ``v``'s tensor over a route
-    (0 for a host): the routed counterpart of ``ctx.comm``, for big-Ms over in-transfers."""
-    rate = _rate(ctx)
-    worst = np.where(np.isfinite(rate), rate, 0.0).max(axis=0)  # unreachable pairs are forbidden (no_route)
-    return np.outer(ctx.graph.out_bytes, np.where(ctx.cluster.host, 0.0, worst))
-
-
 def build_routed(blk: pyo.Block, ctx: Context) -> None:
     """The routed cut's variables, rows and :class:`TransferLink` on ``blk`` (``commio`` form)."""
     g, rate, pay = ctx.graph, _rate(ctx), ~ctx.cluster.host
