@@ -6,6 +6,7 @@ import itertools
 import math
 import re
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -39,6 +40,7 @@ from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.progress import Recorder, reporting
 from placement_dsl.testing import brute_force as brute_force_problem
+from placement_dsl.testing import random_graph
 from placement_dsl.training import TrainingMemorySpec
 
 MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"),
@@ -424,9 +426,11 @@ def test_memory_per_schedule_refusals_give_the_whole_reason():
     g = Graph([Op(name="a", work=1, group="a"), Op(name="a~bw", work=1, backward=True, group="a")], [("a", "a~bw")])
     tail = (" are not modelled (it counts the stages to the end on identical accelerators with hard memory); use "
             "method 'pipeline'")
-    for cluster, options, why in [(Cluster.accelerators(2, cpus=1), {}, "several device classes or host devices"),
-                                  (Cluster.stages(3), {"replication": True}, "replicated stages")]:
-        model = CostModel(training_memory=TrainingMemorySpec("1f1b"))
+    spec = TrainingMemorySpec("1f1b")
+    for cluster, options, model, why in [
+            (Cluster.accelerators(2, cpus=1), {}, CostModel(training_memory=spec), "several device classes or host devices"),
+            (Cluster.stages(3), {"replication": True}, CostModel(training_memory=spec), "replicated stages"),
+            (Cluster.stages(3), {}, CostModel(training_memory=spec, memory="overflow"), "soft memory")]:
         with pytest.raises(SpecError, match=f"^{re.escape('dp over ideals with memory per schedule: ' + why + tail)}$"):
             dp(g, cluster, model=model, **options)
 
@@ -515,6 +519,7 @@ def test_peak_rss_is_ru_maxrss_in_bytes():
 
 def test_names_rank_in_natural_order_integers_first():
     assert _name_rank(["2", "10", "9", "b", "a", "-3"]).tolist() == [1, 3, 2, 5, 4, 0]
+    assert _name_rank(["X2", "1", "X10"]).tolist() == [2, 0, 1]  # letters then digits: a name, not a number
 
 
 def _replicable() -> Graph:
@@ -594,3 +599,84 @@ def test_tensors_with_the_same_owner_and_readers_are_summed():
     assert _tensors(contract(g))[2].tolist() == [7.0]
     r = dp(g, Cluster.stages(2))
     assert r.objective == r.bound == 9.0 == brute_force_problem(Problem(g, Cluster.stages(2), Bottleneck()))[0]
+
+
+
+def test_dp_counts_activation_bytes_as_memory():
+    # a and b hold 2 parameter and 3 activation bytes each: 5 on a device of 6, 10 together. Splitting costs the
+    # 10-byte tensor on both sides (2 + 10); together they would take 4 but do not fit. The refusal names the
+    # graph's whole memory, parameters and activations (10)
+    g = Graph([Op(name="a", work=2, param_bytes=2, activation_bytes=3, out_bytes=10),
+               Op(name="b", work=2, param_bytes=2, activation_bytes=3)], [("a", "b")])
+    result = dp(g, Cluster.accelerators(2, memory=6.0))
+    assert result.objective == result.bound == 12.0 and evaluate(result.placement).valid
+    with pytest.raises(InfeasibleError, match=re.escape("dp: no contiguous split of graph 'graph' (total memory 10)")):
+        dp(g, Cluster.accelerators(1, memory=6.0))
+
+
+def test_dp_over_three_device_classes_equals_brute_force():
+    # a fast and a slow accelerator and a CPU: three classes, one device each (mixed-radix states of 2 x 2 x 2)
+    g = Graph([Op(name=f"v{i}", work={"accelerator": w, "cpu": 3 * w}, out_bytes=1) for i, w in enumerate((4, 2, 6, 3))],
+              [("v0", "v1"), ("v1", "v2"), ("v2", "v3")])
+    cluster = Cluster([Device(name="fast", speed=2.0), Device(name="slow"), Device(name="cpu0", kind="cpu")])
+    assert len(device_classes(cluster)) == 3
+    assert dp(g, cluster).objective == pytest.approx(brute_force_groups(g, cluster, CostModel()))
+
+
+def test_dp_refuses_a_model_that_is_not_a_cost_model_by_its_type():
+    with pytest.raises(SpecError, match=re.escape("dp: model must be a CostModel, got str; e.g. "
+                                                  "CostModel.named('throughput')")):
+        dp(_with_zero_cost_leaf(), Cluster.stages(2), model="throughput")
+
+
+def test_replication_keeps_an_idle_leaf_with_parameters_off_a_replicated_stage():
+    # z does no work but holds 1 parameter byte; merged into a (work 8) its parameters would join a's all-reduce:
+    # (8 + 2 (r - 1) * 1) / r is 5 on two replicas, and all three ops on three (10 + 4) / 3. Kept apart, z sits
+    # with b: max(8 / 2, 2) = 4
+    g = Graph([Op(name="a", work=8), Op(name="b", work=2), Op(name="z", work=0, param_bytes=1)],
+              [("a", "b"), ("a", "z")])
+    result = dp(g, Cluster.stages(3), replication=True)
+    assert result.objective == 4.0 and result.info["contraction"]["zero_cost_merges"] == 0
+
+
+def test_dp_with_a_time_limit_it_does_not_reach_is_exact():
+    g = random_graph(np.random.default_rng(0), 16, density=0.3)
+    result = dp(g, Cluster.stages(3), time_limit=600)
+    assert result.bound == result.objective == dp(g, Cluster.stages(3)).objective
+
+
+def test_tables_at_the_limit_are_accepted(monkeypatch):
+    monkeypatch.setattr(ideals, "MAX_TABLE_BYTES", 3 * 2**30)
+    monkeypatch.setattr(ideals, "table_bytes", lambda *args, **kwargs: 3 * 2**30)
+    assert dp(_with_zero_cost_leaf(), Cluster.stages(2)).objective == 5.0
+
+
+def test_dp_reports_its_times_memory_and_label():
+    # 70 nodes (two 64-bit words): the best split cuts v63 -> v64, a tensor across the word boundary
+    ws = [1] * 64 + [12] * 6
+    g = Graph([Op(name=f"v{i}", work=w, out_bytes=1) for i, w in enumerate(ws)],
+              [(f"v{i}", f"v{i + 1}") for i in range(69)])
+    t0 = time.perf_counter()
+    result = dp(g, Cluster.stages(2), time_limit=600)
+    wall = time.perf_counter() - t0
+    assert result.objective == result.bound == result.info["dp_value"] == 73.0  # {v0..v63} 64 + 1, the rest 72 + 1
+    assert result.placement.source == "dp" and result.exact_among == "contiguous"
+    assert 0 <= result.info["seconds"]["ideals"] <= result.seconds <= wall
+    lat = ideal_lattice(contract(g))
+    assert result.info["memory"]["lattice_bytes"] == lat.ideals.nbytes + lat.sub_ptr.nbytes + lat.sub_idx.nbytes
+    # a chain's ideals are its 71 prefixes; each but the empty one links to the prefix one op shorter
+    assert len(lat.ideals) == 71 and lat.sub_ptr[-1] == len(lat.sub_idx) == 70
+    assert lat.sub_idx.tolist() == list(range(70)) and lat.sub_ptr.tolist() == [0, *range(71)]
+
+
+def test_dp_finds_a_split_of_no_cost():
+    # every op free and no tensors: the optimum is 0, which the incumbent bound must not prune
+    g = Graph([Op(name=n, work=0) for n in "abc"], [("a", "b"), ("b", "c")])
+    result = dp(g, Cluster.stages(2), merge_zero_cost=False)
+    assert result.objective == result.bound == 0.0
+
+
+def test_dpl_merges_zero_cost_leaves_unless_told_not_to():
+    assert dpl(_with_zero_cost_leaf(), Cluster.stages(2)).info["contraction"]["zero_cost_merges"] == 1
+    assert dpl(_with_zero_cost_leaf(), Cluster.stages(2), merge_zero_cost=False).info["contraction"][
+        "zero_cost_merges"] == 0
