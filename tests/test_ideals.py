@@ -680,3 +680,11 @@ def test_dpl_merges_zero_cost_leaves_unless_told_not_to():
     assert dpl(_with_zero_cost_leaf(), Cluster.stages(2)).info["contraction"]["zero_cost_merges"] == 1
     assert dpl(_with_zero_cost_leaf(), Cluster.stages(2), merge_zero_cost=False).info["contraction"][
         "zero_cost_merges"] == 0
+
+
+def test_dfs_order_pushes_successors_in_natural_name_order():
+    # r's successors "10" and "9" are pushed in natural order (9 before 10), so "10", pushed last, is visited
+    # first; pushing them in node order ("10" is node 1) would visit "9" first
+    g = Graph([Op(name=n, work=1) for n in ("r", "10", "9")], [("r", "10"), ("r", "9")])
+    con = contract(g, merge_zero_cost=False)
+    assert [g.names[con.rep[v]] for v in dfs_order(con)] == ["r", "10", "9"]
