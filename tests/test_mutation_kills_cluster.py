@@ -415,3 +415,29 @@ def test_training_memory_template_refuses_what_it_cannot_write():
     with pytest.raises(SpecError, match=r"^training_memory: the graph has no backward pass$"):
         compile(inference, get("throughput").derive("with_training_memory", skeleton=lambda p: [
             *get("throughput").skeleton(p), TrainingMemoryCapacity()]))
+
+
+def test_replicated_big_m_leaves_a_many_op_stage_free_to_replicate():
+    # 40 unit ops, v0 broadcasting a 0.1-byte tensor to the rest, on four accelerators with up to four replicas:
+    # all on one stage replicated four times gives 10 with no transfer; the row for one replica, inactive there,
+    # must allow the stage's whole load (40) above the bottleneck, far more than any single op's work
+    from placement_dsl.training_terms import Replicate
+
+    ops = [Op(name=f"v{i}", work=1, out_bytes=0.1 if i == 0 else 0) for i in range(40)]
+    problem = Problem(Graph(ops, [("v0", f"v{i}") for i in range(1, 40)]), Cluster.accelerators(4), Throughput(),
+                      [Replicate(4)])
+    r = solve(problem, formulation="throughput-replicated", solver="highs", time_limit=60)
+    assert r.objective == pytest.approx(10.0) and r.bound == pytest.approx(10.0, rel=1e-4)
+
+
+def test_replicated_big_m_leaves_a_parameter_heavy_stage_unreplicated():
+    # 20 ops of work 1 and 100 parameter bytes on two accelerators: replicating would all-reduce far more than it
+    # saves, so the best is 10 | 10 unreplicated; the rows for two replicas, inactive, must allow the stage's whole
+    # all-reduce (20 x 100 bytes) above the bottleneck
+    from placement_dsl.training_terms import Replicate
+
+    ops = [Op(name=f"v{i}", work=1, param_bytes=100) for i in range(20)]
+    problem = Problem(Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(19)]), Cluster.accelerators(2), Throughput(),
+                      [Replicate(2)])
+    r = solve(problem, formulation="throughput-replicated", solver="highs", time_limit=60)
+    assert (r.objective, r.bound) == (10.0, pytest.approx(10.0)) and not r.placement.replicated
