@@ -399,6 +399,9 @@ def test_memory_rows_at_a_start_are_the_cost_models_memory(schedule, microbatche
     for name in (problem.cluster.names[d] for d in (0, 1, last)):
         assert pyo.value(rows[name].body) * scale == pytest.approx(used[name]), name
     assert used[problem.cluster.names[1]] > 0
+    for comp in c.model.training_memory.component_objects(DOCUMENTED, descend_into=True):
+        if not comp.local_name.endswith("_index"):
+            assert comp.doc, comp.name
 
 
 def test_training_memory_template_refuses_what_it_cannot_write():
@@ -441,3 +444,34 @@ def test_replicated_big_m_leaves_a_parameter_heavy_stage_unreplicated():
                       [Replicate(2)])
     r = solve(problem, formulation="throughput-replicated", solver="highs", time_limit=60)
     assert (r.objective, r.bound) == (10.0, pytest.approx(10.0)) and not r.placement.replicated
+
+
+def test_a_stage_stashes_what_it_reads_from_a_producer_that_cannot_run_there():
+    # p runs on the CPU only and sends 0.2 bytes to q on the accelerator (memory scale: the 0.5-byte accelerator):
+    # 1F1B stashes those 0.2 bytes on q's stage, first of two, for two micro-batches: 0.4. The start (p alone on
+    # the CPU, the second accelerator empty) holds every row; with 0.35 bytes nothing fits, with 0.45 it does;
+    # every component is documented, the linearized stash and the reads non-negative
+    from placement_dsl.objectives import PipeDream
+    from placement_dsl.solvers import Status
+    from placement_dsl.training_terms import TrainingMemory
+
+    def problem(memory):
+        ops = [Op(name="p", work={"cpu": 1}, out_bytes=0.2), Op(name="q", work={"accelerator": 1}, group="q"),
+               Op(name="q~bw", work={"accelerator": 2}, backward=True, group="q")]
+        return Problem(Graph(ops, [("p", "q"), ("q", "q~bw")]), Cluster.accelerators(2, memory=memory, cpus=1),
+                       PipeDream(), [TrainingMemory("1f1b")])
+
+    c = compile(problem(0.5), "throughput")
+    values = c.varmap.values(Placement(c.problem.graph, c.problem.cluster, [2, 0, 0]))  # acc1 left empty
+    worst, where = c.varmap.residual(values)
+    assert worst <= 1e-9, where
+    blk = c.model.training_memory
+    assert values[blk.reads["p", "acc0"]] * c.varmap.context.scale.memory == pytest.approx(0.2)
+    assert all(v.lb == 0 for v in [*blk.reads.values(), *blk.stash.values()])
+    assert all(v.is_binary() for v in blk.used.values())  # a half-used stage would halve its successors' stash
+    for comp in blk.component_objects(DOCUMENTED, descend_into=True):
+        if not comp.local_name.endswith("_index"):
+            assert comp.doc, comp.name
+    assert solve(problem(0.35), formulation="throughput", time_limit=20).status is Status.INFEASIBLE
+    tight = problem(0.45)
+    assert solve(tight, formulation="throughput", time_limit=20).objective == brute_force(tight)[0]
