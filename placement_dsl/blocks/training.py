@@ -60,8 +60,7 @@ class TrainingMemoryCapacity(BlockTemplate):
         ops = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
         p = sum(param[v] * ctx.x(v, d) for v in ops if param[v] > 0)
         a = sum(act[v] * ctx.x(v, d) for v in ops if act[v] > 0)
-        name = ctx.devices[d]
-        i = sum(var for (u, dn), var in blk.reads.items() if dn == name)
+        i = sum(self._reads_of.get(ctx.devices[d], ()))
         return p, a, i
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
@@ -78,10 +77,11 @@ class TrainingMemoryCapacity(BlockTemplate):
             return
         self._one_f_one_b(blk, ctx, devs)
 
-    @staticmethod
-    def _reads(blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
+    def _reads(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
         g, ops = ctx.graph, ctx.ops
-        edges = [(u, v, d) for u, v in _read_edges(ctx) for d in devs if ctx.op_allowed(v, d)]
+        read_edges = _read_edges(ctx)
+        self._read_total = sum(g.out_bytes[u] for u in {u for u, _ in read_edges}) / ctx.scale.memory
+        edges = [(u, v, d) for u, v in read_edges for d in devs if ctx.op_allowed(v, d)]
         keys = sorted({(ops[u], ctx.devices[d]) for u, _, d in edges}, key=lambda k: (g.index[k[0]], k[1]))
         blk.reads = pyo.Var(pyo.Set(dimen=2, initialize=keys), domain=pyo.NonNegativeReals,
                             doc="reads[u, d]: bytes of forward tensor u that device d reads and stashes")
@@ -95,6 +95,9 @@ class TrainingMemoryCapacity(BlockTemplate):
 
         blk.read = pyo.Constraint(pyo.Set(dimen=3, initialize=list(rows)), rule=read,
                                   doc="a consumer on d of a forward tensor made elsewhere makes d read it")
+        self._reads_of: dict[str, list[Any]] = {}
+        for (_, dn), var in blk.reads.items():
+            self._reads_of.setdefault(dn, []).append(var)
 
     def _need(self, blk: pyo.Block, ctx: Context, d: int, inflight: Any) -> Any:
         p, a, i = self._exprs(blk, ctx, d)
@@ -102,13 +105,11 @@ class TrainingMemoryCapacity(BlockTemplate):
             return self.spec.state_factor * p + inflight * i + a + i
         return self.spec.state_factor * p + inflight * (a + i)
 
-    @staticmethod
-    def _stash_bound(ctx: Context, d: int) -> float:
+    def _stash_bound(self, ctx: Context, d: int) -> float:
         """The most ``act_d + in_d`` can be: every allowed forward op's activations and every forward tensor."""
         _, act = _terms(ctx)
         allowed = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        reads = sum(ctx.graph.out_bytes[u] for u in {u for u, _ in _read_edges(ctx)}) / ctx.scale.memory
-        return float(act[allowed].sum() + reads)
+        return float(act[allowed].sum() + self._read_total)
 
     def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
         spec, D = self.spec, ctx.D
