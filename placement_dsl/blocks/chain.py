@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -30,6 +30,9 @@ from ..errors import SpecError
 from ..structure import ChainData, chain_data
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, Stage, Warm, register
 from .transfer import TensorCut
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 
 
@@ -193,6 +196,26 @@ class ChainAssignment(BlockTemplate):
     stage = Stage.ASSIGN
     provides = (AssignmentLink, ChainLink)
     needs = (CpuGapsLink,)
+
+    def check(self, problem: Problem) -> None:
+        """Problems whose DP class the slots cannot hold: a backward op feeding a forward one (the class mirrors
+        the backward ops on the forward chain), or a pin to one of several interchangeable devices (the slots
+        number them in cluster order, so the optimum would restrict the class, not bound it)."""
+        g = problem.graph
+        back = g.backward[g.src] & ~g.backward[g.dst]
+        if back.any():
+            e = int(back.argmax())
+            raise SpecError(f"chain formulation: forward op {g.names[g.dst[e]]!r} reads backward op "
+                            f"{g.names[g.src[e]]!r}, which the DP class (backward ops mirror the forward chain) "
+                            "cannot place; use formulation='throughput'")
+        host = problem.cluster.host
+        for op, device in problem.pins.items():
+            twins = int((host == host[problem.cluster.index[device]]).sum())
+            if twins > 1:
+                what = "CPUs" if host[problem.cluster.index[device]] else "accelerators"
+                raise SpecError(f"chain formulation: Pin({op!r}, {device!r}) ties an op to one of {twins} "
+                                f"interchangeable {what}, which the chain's slots number in cluster order; its "
+                                "optimum would restrict the DP class, not bound it; use formulation='throughput'")
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         view, gaps = chain_view(ctx), ctx.link(CpuGapsLink)

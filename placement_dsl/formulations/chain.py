@@ -89,21 +89,6 @@ class ChainFormulation(Formulation):
     def accepts(self, problem: Problem) -> str | None:
         if isinstance(problem.objective, GPipe):
             return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
-        g = problem.graph
-        back = g.backward[g.src] & ~g.backward[g.dst]  # the DP class mirrors the backward ops on the forward DAG
-        if back.any():
-            e = int(back.argmax())
-            return (f"chain formulation: forward op {g.names[g.dst[e]]!r} reads backward op {g.names[g.src[e]]!r}, "
-                    "which the DP class (backward ops mirror the forward chain) cannot place; use "
-                    "formulation='throughput'")
-        host = problem.cluster.host
-        for op, device in problem.pins.items():
-            twins = int((host == host[problem.cluster.index[device]]).sum())
-            if twins > 1:
-                what = "CPUs" if host[problem.cluster.index[device]] else "accelerators"
-                return (f"chain formulation: Pin({op!r}, {device!r}) ties an op to one of {twins} interchangeable "
-                        f"{what}, which the chain's slots number in cluster order; its optimum would restrict the "
-                        "DP class, not bound it; use formulation='throughput'")
         return super().accepts(problem)
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
