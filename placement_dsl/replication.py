@@ -185,9 +185,9 @@ def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
                           for b in range(D)] for a in range(D)])
     u, b = pairs[:, 0], pairs[:, 1]
     a = dev[u]
-    size = graph.out_bytes[u]
+    size = graph.out_bytes[u].astype(float)
     with np.errstate(divide="ignore"):  # an unreachable route (bandwidth 0) takes inf, a zero-byte tensor nothing
-        t = np.where(size > 0, size / np.where(size > 0, stage_bw[a, b], 1.0), 0.0)
+        t = np.divide(size, stage_bw[a, b], out=np.zeros_like(size), where=size > 0)
     worst = np.zeros(graph.n)
     np.maximum.at(worst, u, t)
     senders = np.unique(u)
