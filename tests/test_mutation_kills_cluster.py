@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from test_mutation_kills_blocks import _warm
 
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.compile import compile
@@ -116,28 +117,18 @@ def test_routed_warm_start_reads_each_route():
     g = Graph([Op(name=n, work=4, out_bytes=2 if n == "u" else 0) for n in "uvw"], [("u", "v"), ("u", "w")])
     problem = Problem(g, Cluster.hierarchical(2, 1, intra=4.0, inter=0.5), Throughput())
     placement = Placement(g, problem.cluster, [0, 1, 0])
-    c = compile(problem, "throughput")
-    values = c.varmap.values(placement)
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
+    c, values = _warm(problem, "throughput", placement)
     cut, scale = c.model.tensor_cut, c.objective_scale
     got = {(k, side): values[var[k]] * scale for side, var in (("in", cut.recv), ("out", cut.send)) for k in var}
     assert got == {(("u", "s0g0"), "in"): 0.0, (("u", "s1g0"), "in"): pytest.approx(4.0),
                    (("u", "s0g0"), "out"): pytest.approx(4.0), (("u", "s1g0"), "out"): 0.0}
-    for var, value in values.items():
-        var.set_value(value, skip_validation=True)
     assert pyo.value(c.model.max_load.bottleneck) * scale == pytest.approx(evaluate(placement).objective) == 12.0
 
 
 
 def _warm_holds(problem, placement, formulation="throughput"):
     """The start's values satisfy every row and its bottleneck is the cost model's objective; returns the values."""
-    c = compile(problem, formulation)
-    values = c.varmap.values(placement)
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
-    for var, value in values.items():
-        var.set_value(value, skip_validation=True)
+    c, values = _warm(problem, formulation, placement)
     assert pyo.value(c.model.max_load.bottleneck) * c.objective_scale == pytest.approx(
         evaluate(placement, problem.cost_model()).objective)
     return c, values
@@ -172,10 +163,7 @@ def test_routed_warm_start_stashes_what_each_stage_reads():
     from placement_dsl.training_terms import TrainingMemory
 
     problem = _routed_training(PipeDream(), [TrainingMemory("1f1b")], memory=1000.0)
-    c = compile(problem, "throughput")
-    values = c.varmap.values(Placement(problem.graph, problem.cluster, [0, 2, 2, 0]))
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
+    _warm(problem, "throughput", Placement(problem.graph, problem.cluster, [0, 2, 2, 0]))
 
 
 def test_routed_warm_start_keeps_reads_and_writes_apart():
@@ -271,10 +259,7 @@ def test_replicated_warm_start_holds_its_replica_counts(overlap, training):
     problem = _replicated(overlap, cpus=1, training=training)
     placement = Placement(problem.graph, problem.cluster, [0, 1, 1, 0][:problem.graph.n],
                           replicas={"acc0": ["acc0", "acc2"]})
-    c = compile(problem, "throughput-replicated")
-    values = c.varmap.values(placement)
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
+    c, values = _warm(problem, "throughput-replicated", placement)
     blk = c.model.replicated_max_load
     rho = {key: values[var] for key, var in blk.rho.items()}
     assert rho == {("acc0", 1): 0.0, ("acc0", 2): 1.0, ("acc1", 1): 1.0, ("acc1", 2): 0.0,
@@ -387,12 +372,7 @@ def test_memory_rows_at_a_start_are_the_cost_models_memory(schedule, microbatche
     problem = _training_memory_problem(spec, routed)
     last = 2 if routed else 4  # s1g0, or the CPU
     placement = Placement(problem.graph, problem.cluster, [0, 1, last, 0, 1, last])
-    c = compile(problem, "throughput")
-    values = c.varmap.values(placement)
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
-    for var, value in values.items():
-        var.set_value(value, skip_validation=True)
+    c, _ = _warm(problem, "throughput", placement)
     rows = c.model.training_memory.capacity
     used = {r.device: r.memory_used for r in evaluate(placement, problem.cost_model()).devices}
     scale = c.varmap.context.scale.memory
@@ -461,10 +441,8 @@ def test_a_stage_stashes_what_it_reads_from_a_producer_that_cannot_run_there():
         return Problem(Graph(ops, [("p", "q"), ("q", "q~bw")]), Cluster.accelerators(2, memory=memory, cpus=1),
                        PipeDream(), [TrainingMemory("1f1b")])
 
-    c = compile(problem(0.5), "throughput")
-    values = c.varmap.values(Placement(c.problem.graph, c.problem.cluster, [2, 0, 0]))  # acc1 left empty
-    worst, where = c.varmap.residual(values)
-    assert worst <= 1e-9, where
+    start = problem(0.5)
+    c, values = _warm(start, "throughput", Placement(start.graph, start.cluster, [2, 0, 0]))  # acc1 left empty
     blk = c.model.training_memory
     assert values[blk.reads["p", "acc0"]] * c.varmap.context.scale.memory == pytest.approx(0.2)
     assert all(v.lb == 0 for v in [*blk.reads.values(), *blk.stash.values()])
