@@ -125,8 +125,9 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "blocks/order.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_blocks.py"],
                         ["-k", "not bert24"]),
-    # Archer's superblock relaxations and Tarnawski's host superblocks: their bounds against brute force
-    "blocks/superblock.py": (["tests/test_relaxations.py"], NO_PYOMO_SOLVERS),
+    # Archer's superblock relaxations and Tarnawski's host superblocks: their bounds against brute force,
+    # and each relaxation solved against its own definition enumerated (where a dropped row shows)
+    "blocks/superblock.py": (["tests/test_relaxations.py", "tests/test_superblock_exact.py"], NO_PYOMO_SOLVERS),
     # the cluster-level templates: routed transfers (App. C.3), replicated stages (App. C.2), memory per schedule
     "blocks/routes.py": (["tests/test_replication.py", "tests/test_cluster.py", "tests/test_mutation_kills_cluster.py"],
                          NO_PYOMO_SOLVERS),

@@ -1,0 +1,177 @@
+"""The superblock relaxations solved to optimality equal their own definitions, enumerated.
+
+``tests/test_relaxations.py`` checks that every relaxation stays *below* the optimum; a row
+dropped from a relaxation only lowers its bound, so those tests cannot see it. Here each MIP
+of :mod:`placement_dsl.blocks.superblock` is compared, value for value, with an enumeration
+of the relaxation as the papers define it: every assignment of the ops to ``first``,
+``middle``, ``last`` (and, in Tarnawski's setting, the CPUs), the rows of Archer et al. §3.2-3.3
+or of :class:`~placement_dsl.blocks.superblock.HostSuperblocks`, and each superblock costed
+by the cost model as one device with the superblock's memory. A second test shows that
+every row changes the enumerated optimum on some instance of the list, so a MIP that drops
+or weakens it fails the first test.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from placement_dsl.certificate import model_bound
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import DagOrder, Memory, Overflow
+from placement_dsl.evaluate import REL_TOL, MemoryMode, _combine, device_costs
+from placement_dsl.formulations import GuessedBlock
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Bottleneck, Throughput
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem, Stages
+from placement_dsl.testing import random_graph
+
+ROWS = ("dag_order", "work_floor", "op_floor", "work_cap", "empty", "memory")
+
+
+def _sizes(problem: Problem, formulation: str, k: int) -> tuple[int | None, int | None]:
+    if formulation != "guess":
+        return None, None
+    j = problem.find(GuessedBlock)[0].j
+    return j - 1, k - j
+
+
+def enumerated(problem: Problem, formulation: str, drop: frozenset[str] = frozenset()) -> float:
+    """The relaxation's optimum by enumeration (``inf``: no assignment meets its rows); ``drop``: rows left out."""
+    g, c = problem.graph, problem.cluster
+    model = problem.cost_model()
+    tarnawski = bool(c.host.any()) or not problem.has(DagOrder)
+    acc = [d for d in c.devices if not d.host]
+    hosts = [d for d in c.devices if d.host]
+    k = len(acc)
+    a, b = _sizes(problem, formulation, k)
+    if tarnawski and k == 1 and (a, b) == (None, None):
+        a, b = 0, 0
+    m = acc[0].memory
+    caps = [math.inf if s is None or (s and math.isinf(m)) else s * m for s in (a, 1, b)]
+    names = ("first", "middle", "last")
+    merged = Cluster([acc[0].model_copy(update={"name": n, "memory": cap}) for n, cap in zip(names, caps)]
+                     + hosts, ())
+    weights = (1 / a if a else 0.0, 1.0, 1 / b if b else 0.0) if formulation == "guess" else (0.0, 1.0, 0.0)
+    weights += (1.0,) * len(hosts)
+    times = merged.times(g)
+    w = c.times(g)[:, c.index[acc[0].name]]
+    floor = max(w.max(), w.sum() / k)
+    hard = problem.has(Memory) and model.memory is not MemoryMode.OVERFLOW
+    best = math.inf
+    for combo in itertools.product(range(merged.size), repeat=g.n):
+        assign = np.asarray(combo, dtype=np.int64)
+        if not np.isfinite(times[np.arange(g.n), assign]).all():
+            continue
+        if not tarnawski and "dag_order" not in drop and (assign[g.src] > assign[g.dst]).any():
+            continue
+        on = [w[assign == s].sum() for s in range(3)]
+        if tarnawski:
+            if "work_floor" not in drop and k * on[1] < sum(on) - 1e-9:
+                continue
+            if "op_floor" not in drop and (assign < 3).any() and on[1] < w[assign < 3].max() - 1e-9:
+                continue
+            if "work_cap" not in drop and any(s and on[d] > s * on[1] + 1e-9 for d, s in ((0, a), (2, b))):
+                continue
+        elif "work_floor" not in drop and on[1] < floor - 1e-9:
+            continue
+        if "empty" not in drop and any(s == 0 and (assign == d).any() for d, s in ((0, a), (2, b))):
+            continue
+        rows = device_costs(Placement(g, merged, assign), model)
+        if hard and "memory" not in drop and any(r.memory_used > r.memory_capacity * (1 + REL_TOL) for r in rows):
+            continue
+        if formulation == "no-cut-io":
+            loads = [float(_combine(model.overlap, np.array(r.compute), np.array(0.0), np.array(0.0),
+                                    np.array(r.overflow))) for r in rows]
+        else:
+            loads = [r.load for r in rows]
+        best = min(best, max(wt * load for wt, load in zip(weights, loads)))
+    return best
+
+
+def _graph(seed: int, n: int, cpu: bool) -> Graph:
+    """A random DAG; with ``cpu`` its work is skewed (one heavy op among light ones, so the middle's
+    floor by the heaviest op binds) and its ops run 2-4 times slower on a CPU, some not at all."""
+    rng = np.random.default_rng(seed)
+    base = random_graph(rng, n, density=0.5)
+    if not cpu:
+        return base
+    ops = []
+    for op in base.ops:
+        work = float(rng.choice([1, 1, 1, 2, 3, 8]))
+        ops.append(op.model_copy(update={"work": {"accelerator": work, "cpu": work * rng.choice([2.0, 4.0, np.inf])}}))
+    return Graph(ops, [(base.names[u], base.names[v]) for u, v in zip(base.src, base.dst)], name="cpu")
+
+
+def instance(seed: int) -> tuple[Problem, str]:
+    """Archer's setting (identical stages, DAG order) or Tarnawski's (accelerators + a CPU), any overlap,
+    hard memory, overflow or none, and one of the relaxations that build the superblock templates."""
+    rng = np.random.default_rng(1000 + seed)
+    tarnawski = seed % 2 == 1
+    n = int(rng.integers(3, 6))
+    k = int(rng.integers(2, 5)) if not tarnawski else int(rng.integers(1, 4))
+    memory = float(rng.choice([math.inf, 4.0, 6.0, 9.0]))
+    bandwidth = float(rng.choice([0.5, 1.0, 2.0]))
+    overlap = str(rng.choice(["none", "half", "full"]))
+    formulation = str(rng.choice(["superblock", "guess", "no-cut-io"]))
+    graph = _graph(seed, n, tarnawski)
+    if tarnawski:
+        cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth)
+        terms = [Memory()] if math.isfinite(memory) else []
+        objective = Throughput(overlap=overlap)
+    else:
+        cluster = Stages(k, memory=memory, bandwidth=bandwidth)
+        memory_term = [Overflow()] if rng.random() < 0.5 else [Memory()]
+        terms = [DagOrder(), *memory_term] if math.isfinite(memory) else [DagOrder()]
+        objective = Bottleneck(overlap=overlap)
+    if formulation == "guess":
+        terms.append(GuessedBlock(int(rng.integers(1, k + 1))))
+    return Problem(graph, cluster, objective, terms), formulation
+
+
+def _cpu_op(name: str, work: float, cpu: float, out: float, param: float) -> Op:
+    return Op(name=name, work={"accelerator": work, "cpu": cpu}, out_bytes=out, param_bytes=param)
+
+
+# Tarnawski's setting, where the random draws above rarely bind two rows
+HAND: dict[str, tuple[Problem, str]] = {
+    # LB_2 on 4 accelerators + a CPU, memory 4, half a byte per time unit: first (one accelerator) may hold at most the middle's work
+    "work_cap": (Problem(Graph([_cpu_op("v0", 2, 4, 1, 0), _cpu_op("v1", 3, 6, 2, 1), _cpu_op("v2", 2, 4, 2, 2),
+                                _cpu_op("v3", 3, 12, 0, 3)], [("v0", "v2"), ("v1", "v2")]),
+                          Cluster.accelerators(4, memory=4.0, cpus=1, bandwidth=0.5), Throughput(), [Memory(), GuessedBlock(2)]),
+                 "guess"),
+    # LB_1 on 2 accelerators + a CPU, half a byte per time unit: first has no accelerator and holds no op
+    "empty": (Problem(Graph([_cpu_op("v0", 2, 4, 0, 4), _cpu_op("v1", 2, 8, 2, 4), _cpu_op("v2", 1, 2, 1, 0)],
+                            [("v0", "v1"), ("v0", "v2"), ("v1", "v2")]),
+                      Cluster.accelerators(2, cpus=1, bandwidth=0.5), Throughput(overlap="full"), [GuessedBlock(1)]), "guess"),
+}
+SEEDS = range(48)
+CASES = {**{f"seed{s}": instance(s) for s in SEEDS}, **HAND}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_relaxation_solved_equals_its_enumeration(case: str) -> None:
+    problem, formulation = CASES[case]
+    expected = enumerated(problem, formulation)
+    bound, status = model_bound(problem, formulation, "highs", 20.0)
+    if math.isinf(expected):  # no assignment meets the rows: the solver proves nothing either
+        assert bound is None and status.value == "no_bound"
+        return
+    assert status.value == "optimal"
+    assert bound == pytest.approx(expected, rel=1e-5, abs=1e-7)
+
+
+
+
+def test_every_row_changes_the_enumerated_optimum_on_some_instance() -> None:
+    """A row that never binds on the instances above cannot be judged by them: each one must, somewhere."""
+    binding: dict[str, list[str]] = {row: [] for row in ROWS}
+    for case, (problem, formulation) in CASES.items():
+        full = enumerated(problem, formulation)
+        for row in ROWS:
+            if enumerated(problem, formulation, frozenset({row})) != full:
+                binding[row].append(case)
+    assert all(binding.values()), binding
