@@ -453,3 +453,16 @@ def test_a_stage_stashes_what_it_reads_from_a_producer_that_cannot_run_there():
     assert solve(problem(0.35), formulation="throughput", time_limit=20).status is Status.INFEASIBLE
     tight = problem(0.45)
     assert solve(tight, formulation="throughput", time_limit=20).objective == brute_force(tight)[0]
+
+
+def test_replicated_big_m_leaves_a_transfer_heavy_stage_free_to_replicate():
+    # thirty CPU ops send a byte each to one accelerator op (work 1) on two accelerators, up to two replicas: the
+    # stage reads 30, so alone it takes 31 and replicated 15.5. The row for one replica, inactive there, must
+    # allow the stage's whole load above the bottleneck (31 - 15.5), far more than its work plus any one tensor
+    from placement_dsl.training_terms import Replicate
+
+    ops = [Op(name=f"p{i}", work={"cpu": 0.01}, out_bytes=1) for i in range(30)] + [Op(name="q", work={"accelerator": 1})]
+    problem = Problem(Graph(ops, [(f"p{i}", "q") for i in range(30)]), Cluster.accelerators(2, cpus=1), Throughput(),
+                      [Replicate(2)])
+    r = solve(problem, formulation="throughput-replicated", solver="highs", time_limit=60)
+    assert r.objective == pytest.approx(15.5) and r.bound == pytest.approx(15.5, rel=1e-4) and r.placement.replicated
