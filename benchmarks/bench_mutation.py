@@ -127,7 +127,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                         ["-k", "not bert24"]),
     # Archer's superblock relaxations and Tarnawski's host superblocks: their bounds against brute force,
     # and each relaxation solved against its own definition enumerated (where a dropped row shows)
-    "blocks/superblock.py": (["tests/test_relaxations.py", "tests/test_superblock_exact.py"], NO_PYOMO_SOLVERS),
+    "blocks/superblock.py": (["tests/test_relaxations.py", "tests/test_superblock_templates.py"], NO_PYOMO_SOLVERS),
     # the cluster-level templates: routed transfers (App. C.3), replicated stages (App. C.2), memory per schedule
     "blocks/routes.py": (["tests/test_replication.py", "tests/test_cluster.py", "tests/test_mutation_kills_cluster.py"],
                          NO_PYOMO_SOLVERS),
@@ -136,6 +136,10 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # (certify's replicated levels run against the clock, which mutmut's tracing slows past its limit)
     "blocks/training.py": (["tests/test_training_memory.py", "tests/test_mutation_kills_cluster.py"],
                            ["-k", f"{NO_PYOMO_SOLVERS[1]} and not replication_widens"]),
+    # Tarnawski's latency IP (§4, Figs. 3-4): its optima against brute force for one, two and any number of
+    # subgraphs per accelerator, every valid placement as an exact warm start (HiGHS only: SCIP's library
+    # misbehaves in mutmut's forked runner)
+    "blocks/latency.py": (["tests/test_latency_ip.py"], ["-k", "not scip"]),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}

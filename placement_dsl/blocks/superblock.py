@@ -10,7 +10,7 @@ for a later one (each tensor once), and overflow beyond the superblock's combine
 :class:`SuperblockLoad` is the objective.
 
 Only identical stages qualify (every device of the same kind, speed, bandwidth and memory,
-no host devices), as in the paper; pins name devices that no longer exist and are refused.
+no host devices), as in the paper; pins name devices that no longer exist and are refused (``check``).
 
 Tarnawski et al.'s throughput setting (NeurIPS 2020, §5.1: ``k`` identical accelerators and
 ``l`` CPUs, which pay no transfers) uses :class:`HostSuperblocks`: the three superblocks
@@ -20,17 +20,26 @@ one-hot with no order, so it relaxes *every* placement (see the class).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyomo.environ as pyo
 
-from ..cluster import Cluster
+from ..cluster import Cluster, Device
 from ..errors import SpecError
 from .assignment import Assignment, OrderedAssignment
 from .base import BlockTemplate, BottleneckLink, Context, LoadLink, Stage, TransferLink, Warm, register
 
+if TYPE_CHECKING:
+    from ..problem import Problem
+
 NAMES = ("first", "middle", "last")
+
+
+def _mixed(devices: list[Device]) -> dict[str, list[str]]:
+    """The fields in which ``devices`` differ, each with its values."""
+    fields = {name: {getattr(d, name) for d in devices} for name in ("kind", "speed", "memory", "bandwidth")}
+    return {k: sorted(map(str, v)) for k, v in fields.items() if len(v) > 1}
 
 
 def stages_of(cluster: Cluster) -> int:
@@ -39,9 +48,7 @@ def stages_of(cluster: Cluster) -> int:
     if any(d.host for d in devs):
         raise SpecError(f"superblock relaxations need identical pipeline stages; {cluster!r} has host devices "
                         "(drop them, or use the exact formulation)")
-    fields = {name: {getattr(d, name) for d in devs} for name in ("kind", "speed", "memory")}
-    fields["bandwidth"] = set(np.asarray(cluster.transfer_scale).tolist())
-    mixed = {k: sorted(map(str, v)) for k, v in fields.items() if len(v) > 1}
+    mixed = _mixed(devs)
     if mixed:
         raise SpecError(f"superblock relaxations need identical pipeline stages; {cluster!r} mixes {mixed} "
                         "(use Cluster.stages(k, ...), or the exact formulation)")
@@ -58,8 +65,7 @@ def accelerators_of(cluster: Cluster) -> tuple[list[int], list[int]]:
     hosts = [i for i, d in enumerate(devs) if d.host]
     if not acc:
         raise SpecError(f"superblock relaxations merge accelerators; {cluster!r} has none")
-    fields = {name: {getattr(devs[i], name) for i in acc} for name in ("kind", "speed", "memory", "bandwidth")}
-    mixed = {k: sorted(map(str, v)) for k, v in fields.items() if len(v) > 1}
+    mixed = _mixed([devs[i] for i in acc])
     if mixed:
         raise SpecError(f"superblock relaxations need identical accelerators; {cluster!r} mixes {mixed} "
                         "(use Cluster.accelerators(k, cpus=l), or the exact formulation)")
@@ -70,6 +76,13 @@ def lemma33(ctx: Context) -> float:
     """Lemma 3.3 in model units: ``L = max(max_v work(v), sum_v work(v) / k)`` (identical stages)."""
     w = ctx.work[:, 0]
     return float(max(w.max(initial=0.0), w.sum() / ctx.cluster.size))
+
+
+def _no_pins(problem: Problem, merged: str) -> None:
+    pinned = sorted(problem.pins)
+    if pinned:
+        raise SpecError(f"superblock relaxations cannot keep Pin terms (pins name {merged} that are merged; pinned: "
+                        f"{', '.join(map(repr, pinned))}); drop the pins or use the exact formulation")
 
 
 def _narrow(ctx: Context, capacity: tuple[float, float, float]) -> None:
@@ -101,10 +114,10 @@ class Superblocks(OrderedAssignment):
     def __repr__(self) -> str:
         return f"Superblocks(blocks={self.blocks})"
 
+    def check(self, problem: Problem) -> None:
+        _no_pins(problem, "stages")
+
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        if ctx.pins:
-            raise SpecError("superblock relaxations cannot keep Pin terms (pins name stages that are merged); "
-                            "drop the pins or use the exact formulation")
         k = stages_of(ctx.cluster)
         if any(s is not None and s >= k for s in self.blocks):
             raise SpecError(f"Superblocks(blocks={self.blocks}): at most k - 1 = {k - 1} stages fit beside the "
@@ -160,10 +173,10 @@ class HostSuperblocks(Assignment):
     def __repr__(self) -> str:
         return f"HostSuperblocks(blocks={self.blocks})"
 
+    def check(self, problem: Problem) -> None:
+        _no_pins(problem, "accelerators")
+
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        if ctx.pins:
-            raise SpecError("superblock relaxations cannot keep Pin terms (pins name devices that are merged); "
-                            "drop the pins or use the exact formulation")
         acc, hosts = accelerators_of(ctx.cluster)
         k = len(acc)
         blocks = (0, 0) if k == 1 and self.blocks == (None, None) else self.blocks

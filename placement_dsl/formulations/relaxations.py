@@ -199,9 +199,6 @@ class Relaxation(Formulation):
         return PlacementClass.ALL if unordered(problem) else PlacementClass.DAG_ORDERED
 
     def accepts(self, problem: Problem) -> str | None:
-        if problem.pins:
-            return (f"formulation {self.name!r}: superblock relaxations cannot keep Pin terms (pins name devices "
-                    "that are merged); drop the pins or use the exact formulation")
         try:
             _checked(problem, self.name)
         except SpecError as err:

@@ -16,13 +16,25 @@ import itertools
 import math
 
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 
+from placement_dsl.blocks.base import Context
+from placement_dsl.blocks.superblock import (
+    HostSuperblocks,
+    NoTransfer,
+    SuperblockLoad,
+    Superblocks,
+    accelerators_of,
+    stages_of,
+)
 from placement_dsl.certificate import model_bound
-from placement_dsl.cluster import Cluster
-from placement_dsl.constraints import DagOrder, Memory, Overflow
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.compile import compile
+from placement_dsl.constraints import DagOrder, Memory, Overflow, Pin
+from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import REL_TOL, MemoryMode, _combine, device_costs
-from placement_dsl.formulations import GuessedBlock
+from placement_dsl.formulations import GuessedBlock, get
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, Throughput
 from placement_dsl.placement import Placement
@@ -120,7 +132,7 @@ def instance(seed: int) -> tuple[Problem, str]:
     graph = _graph(seed, n, tarnawski)
     if tarnawski:
         cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth)
-        terms = [Memory()] if math.isfinite(memory) else []
+        terms = ([Overflow()] if rng.random() < 0.3 else [Memory()]) if math.isfinite(memory) else []
         objective = Throughput(overlap=overlap)
     else:
         cluster = Stages(k, memory=memory, bandwidth=bandwidth)
@@ -175,3 +187,93 @@ def test_every_row_changes_the_enumerated_optimum_on_some_instance() -> None:
             if enumerated(problem, formulation, frozenset({row})) != full:
                 binding[row].append(case)
     assert all(binding.values()), binding
+
+
+# ---------------------------------------------------------------------------- what the templates refuse, by name
+def _two_ops() -> Graph:
+    return Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
+
+
+def test_pins_are_refused_with_the_pinned_ops_in_both_settings():
+    stages = Problem(_two_ops(), Stages(2), Bottleneck(), [DagOrder(), Pin("b", "stage1"), Pin("a", "stage0")])
+    assert get("superblock").accepts(stages) == (
+        "superblock relaxations cannot keep Pin terms (pins name stages that are merged; pinned: 'a', 'b'); drop the "
+        "pins or use the exact formulation")
+    cpus = Problem(_two_ops(), Cluster.accelerators(2, cpus=1), Throughput(), [Pin("a", "cpu0")])
+    assert get("no-cut-io").accepts(cpus) == (
+        "superblock relaxations cannot keep Pin terms (pins name accelerators that are merged; pinned: 'a'); drop "
+        "the pins or use the exact formulation")
+
+
+@pytest.mark.parametrize(("cluster", "message"), [
+    (Cluster.accelerators(2, cpus=1), ("superblock relaxations need identical pipeline stages; Cluster(2xaccelerator, "
+                                      "1xcpu) has host devices (drop them, or use the exact formulation)")),
+    (Cluster([Device(name="a"), Device(name="b", bandwidth=2.0, memory=4.0)]),
+     ("superblock relaxations need identical pipeline stages; Cluster(2xaccelerator) mixes {'memory': ['4.0', 'inf'], "
+     "'bandwidth': ['1.0', '2.0']} (use Cluster.stages(k, ...), or the exact formulation)")),
+])
+def test_stages_of_names_what_is_not_identical(cluster, message):
+    with pytest.raises(SpecError) as err:
+        stages_of(cluster)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("cluster", "message"), [
+    (Cluster([Device(name="c", kind="cpu")]), "superblock relaxations merge accelerators; Cluster(1xcpu) has none"),
+    (Cluster([Device(name="a", speed=2.0), Device(name="b"), Device(name="c", kind="cpu", speed=5.0)]),
+     ("superblock relaxations need identical accelerators; Cluster(2xaccelerator, 1xcpu) mixes {'speed': ['1.0', "
+     "'2.0']} (use Cluster.accelerators(k, cpus=l), or the exact formulation)")),
+])
+def test_accelerators_of_names_what_is_not_identical(cluster, message):
+    with pytest.raises(SpecError) as err:
+        accelerators_of(cluster)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("template", "cluster", "message"), [
+    (Superblocks((2, None)), Stages(2), ("Superblocks(blocks=(2, None)): at most k - 1 = 1 stages fit beside the "
+                                        "middle block")),
+    (HostSuperblocks((2, None)), Cluster.accelerators(2, cpus=1), ("HostSuperblocks(blocks=(2, None)): first and "
+                                                                  "last hold k - 1 = 1 accelerators")),
+    (HostSuperblocks((1, 1)), Cluster.accelerators(2, cpus=1), ("HostSuperblocks(blocks=(1, 1)): first and last "
+                                                               "hold k - 1 = 1 accelerators")),
+])
+def test_superblock_sizes_beyond_the_stages_are_refused(template, cluster, message):
+    with pytest.raises(SpecError) as err:
+        template.build(pyo.Block(concrete=True), Context(Problem(_two_ops(), cluster, Throughput())))
+    assert str(err.value) == message
+
+
+def test_a_second_transfer_or_bottleneck_provider_is_named():
+    problem = Problem(_two_ops(), Stages(2), Bottleneck(), [DagOrder()])
+    base = get("no-cut-io")
+    cut, load = NoTransfer(), SuperblockLoad((1.0, 1.0, 1.0))
+    cut.name, load.name = "second_cut", "second_objective"  # blocks of their own: only the links collide
+    twice = base.derive("twice", skeleton=lambda p: [*base.skeleton(p), cut])
+    with pytest.raises(SpecError, match=r"^formulation: NoTransfer\(\) provides TransferLink, which NoTransfer\(\) "
+                                        r"already provides; keep one of them$"):
+        compile(problem, twice)
+    again = base.derive("again", skeleton=lambda p: [*base.skeleton(p), load])
+    with pytest.raises(SpecError, match=r"^formulation: SuperblockLoad\(weights=\(.*\)\) provides BottleneckLink, "
+                                        r"which SuperblockLoad\(weights=\(.*\)\) already provides; keep one of them$"):
+        compile(problem, again)
+
+
+@pytest.mark.parametrize("formulation", ["superblock", "guess", "no-dag", "no-cut-io"])
+@pytest.mark.parametrize("cpus", [0, 1])
+def test_every_component_of_every_relaxation_is_documented(formulation, cpus):
+    cluster = Cluster.accelerators(3, memory=8.0, cpus=cpus)
+    terms = [DagOrder(), Overflow()] if cpus == 0 else [Memory()]
+    problem = Problem(_two_ops(), cluster, Throughput(), [*terms, GuessedBlock(2)] if formulation == "guess" else terms)
+    model = compile(problem, formulation).model
+    for comp in model.component_objects((pyo.Set, pyo.Var, pyo.Constraint, pyo.Objective), descend_into=True):
+        if not comp.local_name.endswith("_index"):
+            assert comp.doc, comp.name
+
+
+def test_the_dag_ordered_relaxation_of_a_graph_without_work_bounds_zero():
+    # Lemma 3.3's L is 0 and eq. (14) is void (written out, `0 >= 0` is a Boolean Pyomo refuses); the tensor still
+    # costs a transfer when split, so the middle takes both ops
+    g = Graph([Op(name="a", work=0, out_bytes=1), Op(name="b", work=0)], [("a", "b")])
+    bound, status = model_bound(Problem(g, Stages(3), Bottleneck(), [DagOrder()]), "superblock", "highs", 10.0)
+    assert bound == pytest.approx(0.0) and status.value == "optimal"
