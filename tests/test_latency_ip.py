@@ -173,6 +173,31 @@ def test_every_component_of_the_latency_ip_is_documented(limit):
             assert comp.doc, comp.name
 
 
+def test_zero_time_ops_cannot_slip_a_third_subgraph_into_two_slots():
+    """p2 and p3 take no time on the accelerator and send nothing, with a CPU op between them: in slot 2 together
+    their timing rows close a cycle of length 0, so only Fig. 4's row "no edge enters past level q" keeps the
+    third subgraph out. Under Subgraphs(2) one accelerator op moves to the CPU: 11, where three subgraphs give 3."""
+    def op(name: str, acc: float | None, cpu: float, out: float = 0.0) -> Op:
+        return Op(name=name, work={"cpu": cpu} if acc is None else {"accelerator": acc, "cpu": cpu}, out_bytes=out)
+
+    g = Graph([op("p1", 1, 10, out=1), op("h1", None, 1), op("p2", 0, 10), op("h2", None, 0), op("p3", 0, 10)],
+              [("p1", "h1"), ("h1", "p2"), ("p2", "h2"), ("h2", "p3")])
+    for terms, best in (([], 3.0), ([Subgraphs(2)], 11.0)):
+        p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
+        assert brute_force(p)[0] == best
+        result = solve(p, formulation="latency", solver="highs", time_limit=60)
+        assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+
+
+def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
+    """Ten independent ops, each 1 anywhere; the accelerator holds one. The CPU cores run host ops as soon as their
+    inputs are ready, all at once: latency 1, though the ops' total over the two devices is 5 (the time scale)."""
+    ops = [Op(name=f"o{i}", work={"accelerator": 1, "cpu": 1}, out_bytes=0, param_bytes=1) for i in range(10)]
+    p = Problem(Graph(ops, []), Cluster.accelerators(1, memory=1.0, cpus=1), Latency(), [Memory()])
+    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    assert (result.status.value, result.objective, result.bound) == ("optimal", 1.0, pytest.approx(1.0))
+
+
 def test_two_subgraphs_beat_one_on_the_detour():
     assert optimum("detour", "q2") == pytest.approx(5.0)
     assert optimum("detour", "q1") > 5.0
