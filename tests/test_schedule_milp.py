@@ -81,9 +81,16 @@ def pinned() -> Problem:
     return Problem(g, Cluster(devices(2), mesh(2)), Makespan(), [Pin("b", "d0"), Colocate([["a", "c"]])])
 
 
+def unreachable() -> Problem:
+    """d2 has no link at all: a runs fastest there but b, fastest elsewhere, could never receive its output."""
+    ops = [Op(name="a", work={"d0": 3, "d1": 3, "d2": 1}, out_bytes=1), Op(name="b", work={"d0": 1, "d1": 1, "d2": 4})]
+    g = Graph(ops, [("a", "b")], name="unreachable")
+    return Problem(g, Cluster(devices(3), mesh(2)), Makespan(), [])
+
+
 INSTANCES = {"fork": fork, "fork-channel": lambda: fork("channel"), "join-port": lambda: join("port"),
              "join-channel": lambda: join("channel"), "join-none": lambda: join(None),
-             "broadcast": broadcast, "flows": flows, "pinned": pinned}
+             "broadcast": broadcast, "flows": flows, "pinned": pinned, "unreachable": unreachable}
 
 
 def exhaustive(problem: Problem) -> float:
@@ -253,3 +260,33 @@ def test_googlenet_beats_list_and_one_device_with_a_bound(shared_data):
     milp = solve(problem, "schedule", time_limit=60, warm_start=lns.placement)
     assert milp.start_accepted and milp.evaluation.valid
     assert 0 < milp.bound <= milp.objective <= lns.objective
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+def test_every_component_of_the_schedule_milp_is_documented(name):
+    from pyomo.gdp import Disjunct, Disjunction
+
+    model = compile(INSTANCES[name](), "schedule").model
+    kinds = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Objective, Disjunct, Disjunction)
+    pyomo_made = {"indicator_var", "binary_indicator_var", "transformedConstraints"}  # gdp's and bigm's own
+    seen = set()
+    for comp in model.component_objects(kinds, descend_into=(pyo.Block, Disjunct)):
+        name = comp.local_name
+        if name.endswith(("_index", "_xor")) or "_pyomo_" in comp.name or name in pyomo_made:
+            continue
+        assert comp.doc, comp.name
+        seen.add(name)
+    assert {"makespan", "goal", "last", "device_busy"} <= seen
+    assert "pairs" not in seen or {"first", "second", "order"} <= seen
+
+
+def test_a_second_provider_of_the_transfer_tasks_is_named():
+    from placement_dsl.blocks.schedule import TransferTasks
+
+    base = get("schedule")
+    extra = TransferTasks()
+    extra.name = "second_transfers"  # a block of its own: only the links collide
+    twice = base.derive("twice", skeleton=lambda p: [*base.skeleton(p), extra])
+    with pytest.raises(SpecError, match=r"^formulation: TransferTasks\(.*\) provides TaskLink, which "
+                                        r"TransferTasks\(.*\) already provides; keep one of them$"):
+        compile(fork(), twice)
