@@ -277,3 +277,22 @@ def test_the_dag_ordered_relaxation_of_a_graph_without_work_bounds_zero():
     g = Graph([Op(name="a", work=0, out_bytes=1), Op(name="b", work=0)], [("a", "b")])
     bound, status = model_bound(Problem(g, Stages(3), Bottleneck(), [DagOrder()]), "superblock", "highs", 10.0)
     assert bound == pytest.approx(0.0) and status.value == "optimal"
+
+
+def test_a_relaxation_refuses_a_placement_as_its_values_by_name():
+    # solve() refuses relaxations before any start is mapped; the templates refuse too when asked directly
+    from placement_dsl.blocks.base import Warm
+
+    stages = Problem(_two_ops(), Stages(2), Bottleneck(), [DagOrder()])
+    with pytest.raises(SpecError, match=r"^superblock models are relaxations: a placement of the k stages does not "
+                                        r"determine their variables; solve them without a warm start$"):
+        compile(stages, "superblock").varmap.values(Placement(stages.graph, stages.cluster, [0, 1]))
+    cpus = Problem(_two_ops(), Cluster.accelerators(2, cpus=1), Throughput())
+    with pytest.raises(SpecError, match=r"^superblock models are relaxations: a placement does not determine their "
+                                        r"variables; solve them without a warm start$"):
+        compile(cpus, "superblock").varmap.values(Placement(cpus.graph, cpus.cluster, [0, 2]))
+    ctx = Context(stages)
+    warm = Warm(ctx, np.array([0, 1]))
+    assert list(NoTransfer().values(pyo.Block(concrete=True), ctx, warm)) == []
+    with pytest.raises(SpecError, match=r"^superblock models are relaxations; solve them without a warm start$"):
+        list(SuperblockLoad().values(pyo.Block(concrete=True), ctx, warm))
