@@ -277,7 +277,7 @@ def test_every_component_of_the_schedule_milp_is_documented(name):
         assert comp.doc, comp.name
         seen.add(name)
     assert {"makespan", "goal", "last", "device_busy"} <= seen
-    assert "pairs" not in seen or {"first", "second", "order"} <= seen
+    assert "pairs" not in seen or {"separable", "first", "second", "order"} <= seen
 
 
 def test_a_second_provider_of_the_transfer_tasks_is_named():

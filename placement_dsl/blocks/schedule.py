@@ -235,17 +235,15 @@ def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list
                        apart_rows: Callable[[Disjunct, Any, Any], None],
                        order: Callable[[Any, Any], Any], what: str) -> None:
     """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated)."""
-    index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
-    blk.pairs = index
-    separate = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
-    blk.apart = Disjunct(separate, rule=lambda d, i, j: apart_rows(d, i, j),
+    blk.pairs = index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
+    blk.separable = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
+    blk.apart = Disjunct(blk.separable, rule=lambda d, i, j: apart_rows(d, i, j),
                          doc=f"the two {what} never share a resource")
     blk.first = Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
         expr=order(i, j), doc=f"{what} i ends before j starts")), doc=f"{what} i precedes j")
     blk.second = Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
         expr=order(j, i), doc=f"{what} j ends before i starts")), doc=f"{what} j precedes i")
-    separable = set(apart)
-    blk.order = Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in separable else [])
+    blk.order = Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in b.separable else [])
                             + [b.first[i, j], b.second[i, j]],
                             doc=f"two {what} are apart or one precedes the other")
 
