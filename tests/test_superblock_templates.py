@@ -131,7 +131,9 @@ def instance(seed: int) -> tuple[Problem, str]:
     formulation = str(rng.choice(["superblock", "guess", "no-cut-io"]))
     graph = _graph(seed, n, tarnawski)
     if tarnawski:
-        cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth)
+        # a CPU with more memory than an accelerator sets the memory scale: a stage is then below one model unit
+        cpu_memory = float(rng.choice([math.inf, 16.0]))
+        cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth, cpu_memory=cpu_memory)
         terms = ([Overflow()] if rng.random() < 0.3 else [Memory()]) if math.isfinite(memory) else []
         objective = Throughput(overlap=overlap)
     else:
@@ -148,7 +150,7 @@ def _cpu_op(name: str, work: float, cpu: float, out: float, param: float) -> Op:
     return Op(name=name, work={"accelerator": work, "cpu": cpu}, out_bytes=out, param_bytes=param)
 
 
-# Tarnawski's setting, where the random draws above rarely bind two rows
+# where the random draws above rarely bind a row
 HAND: dict[str, tuple[Problem, str]] = {
     # LB_2 on 4 accelerators + a CPU, memory 4, half a byte per time unit: first (one accelerator) may hold at most the middle's work
     "work_cap": (Problem(Graph([_cpu_op("v0", 2, 4, 1, 0), _cpu_op("v1", 3, 6, 2, 1), _cpu_op("v2", 2, 4, 2, 2),
@@ -159,6 +161,16 @@ HAND: dict[str, tuple[Problem, str]] = {
     "empty": (Problem(Graph([_cpu_op("v0", 2, 4, 0, 4), _cpu_op("v1", 2, 8, 2, 4), _cpu_op("v2", 1, 2, 1, 0)],
                             [("v0", "v1"), ("v0", "v2"), ("v1", "v2")]),
                       Cluster.accelerators(2, cpus=1, bandwidth=0.5), Throughput(overlap="full"), [GuessedBlock(1)]), "guess"),
+    # one accelerator: first and last hold none, so z (no work there, 5 bytes) cannot hide in them; it takes the CPU
+    "one_accelerator": (Problem(Graph([_cpu_op("z", 0, 3, 0, 5), _cpu_op("a", 2, 8, 0, 1)]),
+                                Cluster.accelerators(1, memory=4.0, cpus=1), Throughput(), [Memory()]), "superblock"),
+    # LB_2 of two stages of 3 bytes: first is one stage (3 bytes), last none
+    "first_size": (Problem(Graph([Op(name="v0", work=5), Op(name="v1", work=1, param_bytes=2),
+                                  Op(name="v2", work=2, out_bytes=1, param_bytes=1),
+                                  Op(name="v3", work=5, out_bytes=2, param_bytes=3)],
+                                 [("v0", "v3"), ("v1", "v3"), ("v2", "v3")]),
+                           Stages(2, memory=3.0), Bottleneck(overlap="half"), [DagOrder(), Memory(), GuessedBlock(2)]),
+                   "guess"),
 }
 SEEDS = range(48)
 CASES = {**{f"seed{s}": instance(s) for s in SEEDS}, **HAND}
