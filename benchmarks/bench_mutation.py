@@ -117,6 +117,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # functions, which mutmut leaves alone (docs/mutation.md)
     "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py", "tests/test_ideal_feasible.py"],
                              ["-k", "not table1"]),
+    # the templates' shared machinery: Context (model units), links, build order, warm values
+    "blocks/base.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/assignment.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/transfer.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     "blocks/load.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
@@ -140,6 +142,9 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # subgraphs per accelerator, every valid placement as an exact warm start (HiGHS only: SCIP's library
     # misbehaves in mutmut's forked runner)
     "blocks/latency.py": (["tests/test_latency_ip.py"], ["-k", "not scip"]),
+    # the latency IP's cuts (longest paths, run flows, device order): valid at every start, exact with them,
+    # and certify's latency levels
+    "blocks/latency_cuts.py": (["tests/test_latency_ip.py", "tests/test_certify_latency.py"], ["-k", "not scip"]),
     # MOIRAI's schedule MILP (eq. 4-8): its optima against the exhaustive list schedules, every template's values
     # against its rows (HiGHS only, as above; CP-SAT and the LNS do not build these templates)
     "blocks/schedule.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),

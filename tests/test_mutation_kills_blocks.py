@@ -698,3 +698,64 @@ def test_chain_refuses_templates_of_cluster_order_by_name():
             "chain formulation: y (device b or earlier in cluster order) is undefined; the chain's order is over "
             "slots (Y), so templates of cluster order (dag_order, Archer's cut) do not apply")):
         compile(Problem(g, Cluster.stages(2), Bottleneck()), with_y)
+
+
+# ---------------------------------------------------------------------------- blocks/base.py
+def test_activation_bytes_count_toward_memory_in_the_model():
+    # a -> b, 1 parameter byte and 3 activation bytes each, 5 bytes per accelerator: together (load 2) they do not
+    # fit, so b reads a's 10-byte tensor on the other accelerator: 1 + 10
+    from placement_dsl.constraints import Memory
+
+    ops = [Op(name="a", work=1, param_bytes=1, activation_bytes=3, out_bytes=10),
+           Op(name="b", work=1, param_bytes=1, activation_bytes=3)]
+    problem = Problem(Graph(ops, [("a", "b")]), Cluster.accelerators(2, memory=5.0), Throughput(), [Memory()])
+    r = solve(problem, formulation="throughput", solver="highs", time_limit=30)
+    assert (r.objective, r.bound) == (11.0, pytest.approx(11.0)) and brute_force(problem)[0] == 11.0
+
+
+def test_ops_colocated_with_no_common_device_are_named():
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.errors import InfeasibleError
+
+    ops = [Op(name="a", work={"accelerator": 1}), Op(name="b", work={"cpu": 1}), Op(name="c", work=1)]
+    problem = Problem(Graph(ops), Cluster.accelerators(1, cpus=1), Throughput(), [Colocate([["a", "b"]])])
+    with pytest.raises(InfeasibleError) as err:
+        Context(problem)
+    assert str(err.value) == ("op(s) ['a', 'b'] have no device they may all run on; relax AllowedKinds/colocation "
+                              "or add a device of a suitable kind")
+
+
+def test_links_missing_twice_provided_or_in_a_cycle_are_named():
+    from dataclasses import dataclass
+
+    from placement_dsl.blocks.base import BlockTemplate, Context, Link, build_order
+
+    @dataclass(frozen=True)
+    class Ping(Link):
+        pass
+
+    @dataclass(frozen=True)
+    class Pong(Link):
+        pass
+
+    class Needs(BlockTemplate):
+        def __init__(self, provides, needs):
+            self.provides, self.needs = provides, needs
+
+        def __repr__(self):
+            return f"Needs({[k.__name__ for k in self.needs]})"
+
+    with pytest.raises(SpecError) as err:
+        build_order([Needs((), (Ping,))])
+    assert str(err.value) == ("formulation: template Needs(['Ping']) needs ['Ping'], which no template of the "
+                              "formulation provides; add the template that provides it")
+    with pytest.raises(SpecError) as err:
+        build_order([Needs((Ping,), (Pong,)), Needs((Pong,), (Ping,))])
+    assert str(err.value) == ("formulation: templates [\"Needs(['Pong'])\", \"Needs(['Ping'])\"] need links from one "
+                              "another in a cycle")
+    ctx = Context(Problem(Graph([Op(name="a", work=1)]), Cluster.accelerators(1), Throughput()))
+    ctx.provide(Ping())
+    with pytest.raises(SpecError) as err:
+        ctx.provide(Ping())
+    assert str(err.value) == ("formulation: a template provides Ping, which another template already provides; keep "
+                              "one of them")
