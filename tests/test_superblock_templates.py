@@ -217,28 +217,22 @@ def test_pins_are_refused_with_the_pinned_ops_in_both_settings():
         "the pins or use the exact formulation")
 
 
-@pytest.mark.parametrize(("cluster", "message"), [
-    (Cluster.accelerators(2, cpus=1), ("superblock relaxations need identical pipeline stages; Cluster(2xaccelerator, "
-                                      "1xcpu) has host devices (drop them, or use the exact formulation)")),
-    (Cluster([Device(name="a"), Device(name="b", bandwidth=2.0, memory=4.0)]),
+@pytest.mark.parametrize(("check", "cluster", "message"), [
+    (stages_of, Cluster.accelerators(2, cpus=1), ("superblock relaxations need identical pipeline stages; "
+                                                  "Cluster(2xaccelerator, 1xcpu) has host devices (drop them, or use "
+                                                  "the exact formulation)")),
+    (stages_of, Cluster([Device(name="a"), Device(name="b", bandwidth=2.0, memory=4.0)]),
      ("superblock relaxations need identical pipeline stages; Cluster(2xaccelerator) mixes {'memory': ['4.0', 'inf'], "
-     "'bandwidth': ['1.0', '2.0']} (use Cluster.stages(k, ...), or the exact formulation)")),
-])
-def test_stages_of_names_what_is_not_identical(cluster, message):
-    with pytest.raises(SpecError) as err:
-        stages_of(cluster)
-    assert str(err.value) == message
-
-
-@pytest.mark.parametrize(("cluster", "message"), [
-    (Cluster([Device(name="c", kind="cpu")]), "superblock relaxations merge accelerators; Cluster(1xcpu) has none"),
-    (Cluster([Device(name="a", speed=2.0), Device(name="b"), Device(name="c", kind="cpu", speed=5.0)]),
+      "'bandwidth': ['1.0', '2.0']} (use Cluster.stages(k, ...), or the exact formulation)")),
+    (accelerators_of, Cluster([Device(name="c", kind="cpu")]),
+     "superblock relaxations merge accelerators; Cluster(1xcpu) has none"),
+    (accelerators_of, Cluster([Device(name="a", speed=2.0), Device(name="b"), Device(name="c", kind="cpu", speed=5.0)]),
      ("superblock relaxations need identical accelerators; Cluster(2xaccelerator, 1xcpu) mixes {'speed': ['1.0', "
-     "'2.0']} (use Cluster.accelerators(k, cpus=l), or the exact formulation)")),
+      "'2.0']} (use Cluster.accelerators(k, cpus=l), or the exact formulation)")),
 ])
-def test_accelerators_of_names_what_is_not_identical(cluster, message):
+def test_the_shape_checks_name_what_is_not_identical(check, cluster, message):
     with pytest.raises(SpecError) as err:
-        accelerators_of(cluster)
+        check(cluster)
     assert str(err.value) == message
 
 
