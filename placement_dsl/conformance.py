@@ -10,13 +10,16 @@ so a newly registered formulation or template is covered without a test of its o
   a feasible placement satisfy the block's own rows (the warm start is exact);
 * :func:`check_formulation` — an exact formulation reaches the brute-force optimum; a
   restriction's optimum is that of the placements it represents (those whose values satisfy
-  its rows) and never below the problem's; a relaxation's bound never exceeds it.
+  its rows) and never below the problem's; a relaxation's bound never exceeds it; and every
+  component a template made says what it is (:func:`check_documented`).
 
 Users who author a formulation call them on their own instances.
 """
 from __future__ import annotations
 
 from typing import Any
+
+import pyomo.environ as pyo
 
 from .compile import Compiled, compile
 from .errors import SpecError
@@ -51,6 +54,24 @@ def check_template_rows(compiled: Compiled, placement: Placement) -> list[str]:
     return bad
 
 
+# components Pyomo makes itself: gdp's indicator variables, bigm's relaxed rows and the "exactly one" row
+PYOMO_MADE = ("indicator_var", "binary_indicator_var", "transformedConstraints")
+
+
+def check_documented(model: Any) -> list[str]:
+    """Components of ``model`` (a Pyomo block) that a template made without a ``doc``: every set, variable,
+    constraint, expression, objective, block, disjunct and disjunction, inside disjuncts too. Pyomo's own
+    are left out: implicit ``*_index`` sets, :data:`PYOMO_MADE`, a disjunction's ``*_xor`` row and the
+    transformations' ``_pyomo_*`` blocks."""
+    from pyomo.gdp import Disjunct, Disjunction
+
+    kinds = (pyo.Set, pyo.RangeSet, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective, pyo.Block, Disjunct,
+             Disjunction)
+    return [comp.name for comp in model.component_objects(kinds, descend_into=(pyo.Block, Disjunct))
+            if not (comp.doc or comp.local_name.endswith(("_index", "_xor")) or "_pyomo_" in comp.name
+                    or comp.local_name in PYOMO_MADE)]
+
+
 def check_formulation(formulation: str | Formulation, problem: Problem, optimum: float, placements: list[Placement],
                       solver: str = "highs", time_limit: float = 30.0, solve: bool = True) -> list[str]:
     """What ``formulation`` gets wrong on ``problem`` (empty when it conforms).
@@ -63,7 +84,7 @@ def check_formulation(formulation: str | Formulation, problem: Problem, optimum:
         return _check_relaxation(form, problem, optimum, solver, time_limit)
     compiled = compile(problem, form)
     inside = [p for p in placements if represented(compiled, p)]
-    problems = []
+    problems = [f"{form.name}: {name} has no doc" for name in check_documented(compiled.model)]
     if form.kind is Kind.EXACT:
         best = min(placements, key=lambda p: problem.evaluate(p).objective)
         if best not in inside:
@@ -104,10 +125,11 @@ def _check_relaxation(form: Formulation, problem: Problem, optimum: float, solve
                       time_limit: float) -> list[str]:
     from .certify import model_bound
 
+    problems = [f"{form.name}: {name} has no doc" for name in check_documented(compile(problem, form).model)]
     bound, _ = model_bound(problem, form.name, solver, time_limit)
     if bound is not None and bound > optimum * (1 + 1e-6) + 1e-9:
-        return [f"{form.name} with {solver}: bound {bound} exceeds the optimum {optimum}"]
-    return []
+        problems.append(f"{form.name} with {solver}: bound {bound} exceeds the optimum {optimum}")
+    return problems
 
 
 def templates_built(compiled: Compiled) -> set[type[Any]]:

@@ -16,6 +16,7 @@ from test_mutation_kills_blocks import _warm
 
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.compile import compile
+from placement_dsl.conformance import check_documented
 from placement_dsl.constraints import DagOrder
 from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations import choose, get
@@ -25,8 +26,6 @@ from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.testing import brute_force
-
-DOCUMENTED = (pyo.Set, pyo.Var, pyo.Constraint, pyo.Expression, pyo.Objective, pyo.Block)
 
 
 def _chain(works, sizes):
@@ -209,13 +208,8 @@ def test_every_component_of_the_routed_cut_is_documented():
     problem = Problem(Graph([Op(name=n, work={"accelerator": 4, "cpu": 5}, out_bytes=1) for n in "uv"],
                             [("u", "v")]), _unreachable(), Throughput())
     model = compile(problem, "throughput").model
-    names = set()
-    for comp in model.tensor_cut.component_objects(DOCUMENTED, descend_into=True):
-        if comp.local_name.endswith("_index"):
-            continue
-        assert comp.doc, comp.name
-        names.add(comp.local_name)
-    assert {"recv", "send", "route_in", "route_out", "no_route"} <= names
+    assert check_documented(model.tensor_cut) == []
+    assert {"recv", "send", "route_in", "route_out", "no_route"} <= {c.local_name for c in model.tensor_cut.component_objects()}
 
 
 def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throughput_ip():
@@ -339,9 +333,7 @@ def test_replicated_objective_rows_and_links():
         d: (1.0, 2) for d in ("acc0", "acc1", "acc2")}
     assert c.varmap.context.link(BottleneckLink).bottleneck is blk.bottleneck
     assert repr(ReplicatedMaxLoad()) == "ReplicatedMaxLoad(max_per_stage=2)"  # the default of Replicate too
-    for comp in blk.component_objects(DOCUMENTED, descend_into=True):
-        if not comp.local_name.endswith("_index"):
-            assert comp.doc, comp.name
+    assert check_documented(blk) == []
 
 
 # ---------------------------------------------------------------------------- blocks/training.py
@@ -379,9 +371,7 @@ def test_memory_rows_at_a_start_are_the_cost_models_memory(schedule, microbatche
     for name in (problem.cluster.names[d] for d in (0, 1, last)):
         assert pyo.value(rows[name].body) * scale == pytest.approx(used[name]), name
     assert used[problem.cluster.names[1]] > 0
-    for comp in c.model.training_memory.component_objects(DOCUMENTED, descend_into=True):
-        if not comp.local_name.endswith("_index"):
-            assert comp.doc, comp.name
+    assert check_documented(c.model.training_memory) == []
 
 
 def test_training_memory_template_refuses_what_it_cannot_write():
@@ -447,9 +437,7 @@ def test_a_stage_stashes_what_it_reads_from_a_producer_that_cannot_run_there():
     assert values[blk.reads["p", "acc0"]] * c.varmap.context.scale.memory == pytest.approx(0.2)
     assert all(v.lb == 0 for v in [*blk.reads.values(), *blk.stash.values()])
     assert all(v.is_binary() for v in blk.used.values())  # a half-used stage would halve its successors' stash
-    for comp in blk.component_objects(DOCUMENTED, descend_into=True):
-        if not comp.local_name.endswith("_index"):
-            assert comp.doc, comp.name
+    assert check_documented(blk) == []
     assert solve(problem(0.35), formulation="throughput", time_limit=20).status is Status.INFEASIBLE
     tight = problem(0.45)
     assert solve(tight, formulation="throughput", time_limit=20).objective == brute_force(tight)[0]
