@@ -63,7 +63,7 @@ def path_bound(graph: Graph, cluster: Cluster) -> float:
 
 def _weights(D: int, totals: np.ndarray) -> np.ndarray:
     """Candidate dual weights: uniform, inverse total time, and a grid over the simplex (small ``D``)."""
-    inverse = np.where(np.isfinite(totals) & (totals > 0), 1.0 / totals, 0.0)
+    inverse = np.divide(1.0, totals, out=np.zeros(len(totals)), where=np.isfinite(totals) & (totals > 0))
     out = [np.full(D, 1.0 / D)] + ([inverse / inverse.sum()] if inverse.sum() > 0 else [])
     if D <= 4:
         for parts in itertools.product(range(GRID + 1), repeat=D - 1):
@@ -121,7 +121,8 @@ def _work(times: np.ndarray, D: int) -> float:
     best = 0.0
     lam = _weights(D, busy)
     for chunk in np.array_split(lam, max(1, len(lam) // 256)):
-        scaled = chunk[:, None, :] * times[None]
+        with np.errstate(invalid="ignore"):  # weight 0 on a device that cannot run the op: nan, read as inf
+            scaled = chunk[:, None, :] * times[None]
         best = max(best, float(np.where(np.isnan(scaled), np.inf, scaled).min(axis=2).sum(axis=1).max()))
     return best
 
