@@ -148,6 +148,9 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # MOIRAI's schedule MILP (eq. 4-8): its optima against the exhaustive list schedules, every template's values
     # against its rows (HiGHS only, as above; CP-SAT and the LNS do not build these templates)
     "blocks/schedule.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
+    # the data the latency and schedule templates share: bounds, levels, warm times, tasks and pairs
+    "blocks/latency_data.py": (["tests/test_latency_ip.py", "tests/test_certify_latency.py"], ["-k", "not scip"]),
+    "blocks/schedule_data.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}

@@ -81,6 +81,14 @@ def pinned() -> Problem:
     return Problem(g, Cluster(devices(2), mesh(2)), Makespan(), [Pin("b", "d0"), Colocate([["a", "c"]])])
 
 
+def serial_channel() -> Problem:
+    """p0 and p1 on d0 both send 2 bytes to q on d1: under channel congestion the two transfers take turns."""
+    ops = [Op(name="p0", work={"d0": 1, "d1": 5}, out_bytes=2), Op(name="p1", work={"d0": 1, "d1": 5}, out_bytes=2),
+           Op(name="q", work={"d0": 10, "d1": 1})]
+    g = Graph(ops, [("p0", "q"), ("p1", "q")], name="serial_channel")
+    return Problem(g, Cluster(devices(2), mesh(2)), Makespan(), [Congestion("channel")])
+
+
 def unreachable() -> Problem:
     """d2 has no link at all: a runs fastest there but b, fastest elsewhere, could never receive its output."""
     ops = [Op(name="a", work={"d0": 3, "d1": 3, "d2": 1}, out_bytes=1), Op(name="b", work={"d0": 1, "d1": 1, "d2": 4})]
@@ -90,7 +98,8 @@ def unreachable() -> Problem:
 
 INSTANCES = {"fork": fork, "fork-channel": lambda: fork("channel"), "join-port": lambda: join("port"),
              "join-channel": lambda: join("channel"), "join-none": lambda: join(None),
-             "broadcast": broadcast, "flows": flows, "pinned": pinned, "unreachable": unreachable}
+             "broadcast": broadcast, "flows": flows, "pinned": pinned, "serial-channel": serial_channel,
+             "unreachable": unreachable}
 
 
 def exhaustive(problem: Problem) -> float:
