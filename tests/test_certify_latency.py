@@ -227,3 +227,71 @@ def test_cli_out_writes_the_split_format_for_dnn_partitioning_inputs(capsys, tmp
     assert sorted(map(str, nodes)) == sorted(json.loads(out)["placement"])
     code, out, _ = run_cli(capsys, "evaluate", str(dnn), "--split", str(split), "--objective", "latency", "--json")
     assert code == 0 and json.loads(out)["objective"] == pytest.approx(_optimum(native, Contiguous()))
+
+
+def test_side_inputs_are_priced_by_the_least_knapsack_left_out():
+    # a run's side inputs (price, bytes) that its accelerator's free memory cannot keep are paid: exactly the least
+    # price left out of a knapsack of that room up to EXACT_ITEMS items, beyond them the fractional knapsack's
+    # value, which is lower. Checked against every subset on 300 draws (ties of bytes and room included)
+    import itertools
+
+    import numpy as np
+
+    from placement_dsl.blocks.latency_data import EXACT_ITEMS, _priced
+
+    rng = np.random.default_rng(0)
+    for draw in range(300):
+        n = int(rng.integers(1, 8)) if draw < 240 else EXACT_ITEMS + int(rng.integers(1, 4))
+        items = [(float(rng.integers(1, 10)), float(rng.integers(0, 6))) for _ in range(n)]
+        room = float(rng.integers(0, 12))
+        best = min(sum(c for (c, _), keep in zip(items, mask) if not keep)
+                   for mask in itertools.product((False, True), repeat=n)
+                   if sum(m for (_, m), keep in zip(items, mask) if keep) <= room)
+        got = _priced(items, room)
+        if n <= EXACT_ITEMS:
+            assert got == pytest.approx(best), (items, room)
+        else:
+            assert sum(c for c, m in items if m > room) <= got <= best + 1e-9, (items, room)
+
+
+def test_latency_on_accelerators_alone_is_exact():
+    # no CPU at all: the run arcs have no host op to price (a fork a -> b, a -> c on two accelerators; brute force: 6)
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=3, out_bytes=1), Op(name="c", work=1)],
+              [("a", "b"), ("a", "c")])
+    p = Problem(g, Cluster.accelerators(2), Latency())
+    result = solve(p, formulation="latency", time_limit=60)
+    assert optimum(p) == 6.0 and (result.objective, result.bound) == (6.0, pytest.approx(6.0))
+
+
+@pytest.mark.parametrize(("terms", "floor"), [([], 5.0), ([Contiguous()], 6.0)])
+def test_run_paths_prices_the_longest_paths_side_inputs_and_contiguous_bodies(terms, floor):
+    # every op takes 1 on the accelerator and 10 on the CPU but s, which runs on the CPU only (0.5) and sends b
+    # 2 bytes. The longest path is a -> b -> c (not a -> x, a's first successor): one run, 3, plus s's tensor, read
+    # for sure: 5. Under Contiguous the run's one slot also holds y (a -> y -> c lies between its ops): 6. Both
+    # are below the optimum, 7.5
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.latency_data import run_path_bound
+    from placement_dsl.formulations.latency import subgraphs_per_accelerator
+
+    def node(name: str, acc: float | None, cpu: float, out: float = 0.0) -> Op:
+        return Op(name=name, work={"cpu": cpu} if acc is None else {"accelerator": acc, "cpu": cpu}, out_bytes=out)
+
+    g = Graph([node("a", 1, 10, 1), node("x", 1, 10), node("b", 1, 10, 1), node("c", 1, 10), node("s", None, 0.5, 2),
+               node("y", 1, 10, 1)], [("a", "x"), ("a", "b"), ("b", "c"), ("s", "b"), ("a", "y"), ("y", "c")])
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
+    ctx = Context(p)
+    assert run_path_bound(ctx, None, subgraphs_per_accelerator(p) == 1) * ctx.scale.time == pytest.approx(floor)
+    assert optimum(p) == pytest.approx(7.5)
+
+
+def test_longest_paths_follow_each_ops_longest_way_on():
+    # every op takes 1. Through a the longest path goes on to b -> c, not to its first successor x; through b it
+    # comes from s (after r), whose head is longer than a's. Paths are listed once, by their first op through
+    from placement_dsl.blocks.base import Context
+    from placement_dsl.blocks.latency_data import bounds, longest_paths
+
+    g = Graph([Op(name=n, work=1, out_bytes=1) for n in ("r", "s", "a", "x", "b", "c")],
+              [("r", "s"), ("s", "b"), ("a", "x"), ("a", "b"), ("b", "c")])
+    ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
+    paths = longest_paths(ctx, bounds(ctx, None), trim=False)
+    assert [[g.names[v] for v in p] for p in paths] == [["r", "s", "b", "c"], ["a", "b", "c"], ["a", "x"]]
