@@ -48,12 +48,18 @@ from .graph import Graph, Op
 from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
 from .problem import Problem, Stages
 
-__all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "optimum",
+__all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op", "optimum",
            "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
 from .training_terms import TrainingMemory
 
 
 # ---------------------------------------------------------------------------- graphs
+def host_op(name: str, acc: float | None, cpu: float, out: float = 1.0, mem: float = 0.0) -> Op:
+    """An op taking ``acc`` on an accelerator (``None``: it runs on CPUs only) and ``cpu`` on a CPU."""
+    work = {"cpu": cpu} if acc is None else {"accelerator": acc, "cpu": cpu}
+    return Op(name=name, work=work, out_bytes=out, param_bytes=mem)
+
+
 def chain_graph(works: list[float], out_bytes: float = 1.0) -> Graph:
     ops = [Op(name=f"op{i}", work=w, out_bytes=out_bytes) for i, w in enumerate(works)]
     return Graph(ops, [(f"op{i}", f"op{i + 1}") for i in range(len(works) - 1)], name="chain")

@@ -21,13 +21,10 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
+from placement_dsl.testing import host_op as op
 from placement_dsl.testing import optimum, run_cli
 
 TOL = 1e-6
-
-
-def op(name: str, acc: float, cpu: float, out: float = 1.0, mem: float = 0.0) -> Op:
-    return Op(name=name, work={"accelerator": acc, "cpu": cpu}, out_bytes=out, param_bytes=mem)
 
 
 def detour(limit: list) -> Problem:
@@ -273,11 +270,8 @@ def test_run_paths_prices_the_longest_paths_side_inputs_and_contiguous_bodies(te
     from placement_dsl.blocks.latency_data import run_path_bound
     from placement_dsl.formulations.latency import subgraphs_per_accelerator
 
-    def node(name: str, acc: float | None, cpu: float, out: float = 0.0) -> Op:
-        return Op(name=name, work={"cpu": cpu} if acc is None else {"accelerator": acc, "cpu": cpu}, out_bytes=out)
-
-    g = Graph([node("a", 1, 10, 1), node("x", 1, 10), node("b", 1, 10, 1), node("c", 1, 10), node("s", None, 0.5, 2),
-               node("y", 1, 10, 1)], [("a", "x"), ("a", "b"), ("b", "c"), ("s", "b"), ("a", "y"), ("y", "c")])
+    g = Graph([op("a", 1, 10), op("x", 1, 10, out=0), op("b", 1, 10), op("c", 1, 10, out=0), op("s", None, 0.5, out=2),
+               op("y", 1, 10)], [("a", "x"), ("a", "b"), ("b", "c"), ("s", "b"), ("a", "y"), ("y", "c")])
     p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
     ctx = Context(p)
     assert run_path_bound(ctx, None, subgraphs_per_accelerator(p) == 1) * ctx.scale.time == pytest.approx(floor)

@@ -31,13 +31,10 @@ from placement_dsl.solve import solve
 from placement_dsl.solvers import available_solvers
 from placement_dsl.solvers.matrix import extract
 from placement_dsl.testing import brute_force, placements
+from placement_dsl.testing import host_op as op
 
 SOLVERS = [s for s in ("highs", "scip") if s in available_solvers()]
 LIMITS = {"q1": [Subgraphs(1)], "q2": [Subgraphs(2)], "all": [], "contiguous": [Contiguous()]}
-
-
-def op(name: str, acc: float, cpu: float, out: float = 1.0, mem: float = 0.0) -> Op:
-    return Op(name=name, work={"accelerator": acc, "cpu": cpu}, out_bytes=out, param_bytes=mem)
 
 
 def chain_cpu() -> tuple[Graph, Cluster]:
@@ -173,10 +170,8 @@ def test_zero_time_ops_cannot_slip_a_third_subgraph_into_two_slots():
     """p2 and p3 take no time on the accelerator and send nothing, with a CPU op between them: in slot 2 together
     their timing rows close a cycle of length 0, so only Fig. 4's row "no edge enters past level q" keeps the
     third subgraph out. Under Subgraphs(2) one accelerator op moves to the CPU: 11, where three subgraphs give 3."""
-    def op(name: str, acc: float | None, cpu: float, out: float = 0.0) -> Op:
-        return Op(name=name, work={"cpu": cpu} if acc is None else {"accelerator": acc, "cpu": cpu}, out_bytes=out)
-
-    g = Graph([op("p1", 1, 10, out=1), op("h1", None, 1), op("p2", 0, 10), op("h2", None, 0), op("p3", 0, 10)],
+    g = Graph([op("p1", 1, 10), op("h1", None, 1, out=0), op("p2", 0, 10, out=0), op("h2", None, 0, out=0),
+               op("p3", 0, 10, out=0)],
               [("p1", "h1"), ("h1", "p2"), ("p2", "h2"), ("h2", "p3")])
     for terms, best in (([], 3.0), ([Subgraphs(2)], 11.0)):
         p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)

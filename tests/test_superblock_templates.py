@@ -41,7 +41,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
-from placement_dsl.testing import random_graph
+from placement_dsl.testing import host_op, random_graph
 
 ROWS = ("dag_order", "work_floor", "op_floor", "work_cap", "empty", "memory")
 
@@ -148,23 +148,19 @@ def instance(seed: int) -> tuple[Problem, str]:
     return Problem(graph, cluster, objective, terms), formulation
 
 
-def _cpu_op(name: str, work: float, cpu: float, out: float, param: float) -> Op:
-    return Op(name=name, work={"accelerator": work, "cpu": cpu}, out_bytes=out, param_bytes=param)
-
-
 # where the random draws above rarely bind a row
 HAND: dict[str, tuple[Problem, str]] = {
     # LB_2 on 4 accelerators + a CPU, memory 4, half a byte per time unit: first (one accelerator) may hold at most the middle's work
-    "work_cap": (Problem(Graph([_cpu_op("v0", 2, 4, 1, 0), _cpu_op("v1", 3, 6, 2, 1), _cpu_op("v2", 2, 4, 2, 2),
-                                _cpu_op("v3", 3, 12, 0, 3)], [("v0", "v2"), ("v1", "v2")]),
+    "work_cap": (Problem(Graph([host_op("v0", 2, 4, 1, 0), host_op("v1", 3, 6, 2, 1), host_op("v2", 2, 4, 2, 2),
+                                host_op("v3", 3, 12, 0, 3)], [("v0", "v2"), ("v1", "v2")]),
                           Cluster.accelerators(4, memory=4.0, cpus=1, bandwidth=0.5), Throughput(), [Memory(), GuessedBlock(2)]),
                  "guess"),
     # LB_1 on 2 accelerators + a CPU, half a byte per time unit: first has no accelerator and holds no op
-    "empty": (Problem(Graph([_cpu_op("v0", 2, 4, 0, 4), _cpu_op("v1", 2, 8, 2, 4), _cpu_op("v2", 1, 2, 1, 0)],
+    "empty": (Problem(Graph([host_op("v0", 2, 4, 0, 4), host_op("v1", 2, 8, 2, 4), host_op("v2", 1, 2, 1, 0)],
                             [("v0", "v1"), ("v0", "v2"), ("v1", "v2")]),
                       Cluster.accelerators(2, cpus=1, bandwidth=0.5), Throughput(overlap="full"), [GuessedBlock(1)]), "guess"),
     # one accelerator: first and last hold none, so z (no work there, 5 bytes) cannot hide in them; it takes the CPU
-    "one_accelerator": (Problem(Graph([_cpu_op("z", 0, 3, 0, 5), _cpu_op("a", 2, 8, 0, 1)]),
+    "one_accelerator": (Problem(Graph([host_op("z", 0, 3, 0, 5), host_op("a", 2, 8, 0, 1)]),
                                 Cluster.accelerators(1, memory=4.0, cpus=1), Throughput(), [Memory()]), "superblock"),
     # LB_2 of two stages of 3 bytes: first is one stage (3 bytes), last none
     "first_size": (Problem(Graph([Op(name="v0", work=5), Op(name="v1", work=1, param_bytes=2),
