@@ -151,6 +151,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # the data the latency and schedule templates share: bounds, levels, warm times, tasks and pairs
     "blocks/latency_data.py": (["tests/test_latency_ip.py", "tests/test_certify_latency.py"], ["-k", "not scip"]),
     "blocks/schedule_data.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
+    "blocks/schedule_warm.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}

@@ -292,3 +292,24 @@ def test_a_second_provider_of_the_transfer_tasks_is_named():
     with pytest.raises(SpecError, match=r"^formulation: TransferTasks\(.*\) provides TaskLink, which "
                                         r"TransferTasks\(.*\) already provides; keep one of them$"):
         compile(fork(), twice)
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+def test_retimed_and_serial_schedules_are_valid_and_priced_right(name):
+    # retime keeps a valid schedule's order and reports its own makespan; the serial fallback (every op, then its
+    # transfers, one after another) is valid under any congestion and lasts exactly the sum of its tasks
+    from placement_dsl.blocks.schedule_warm import retime, serial_schedule
+    from placement_dsl.schedule import Schedule, list_schedule, transfer_tasks
+
+    problem = INSTANCES[name]()
+    congestion = problem.cost_model().congestion
+    for placement in [p for p in testing.placements(problem) if problem.is_valid(p)][:6]:
+        listed = list_schedule(placement, congestion)
+        starts, moves, makespan = retime(placement, listed, congestion)
+        retimed, bad = check_schedule(placement, Schedule(np.asarray(starts, dtype=float), moves), congestion)
+        assert not bad and makespan == pytest.approx(retimed) and retimed <= check_schedule(
+            placement, listed, congestion)[0] + 1e-9
+        serial = serial_schedule(placement)
+        total, bad = check_schedule(placement, serial, congestion)
+        times = placement.cluster.times(placement.graph)[np.arange(placement.graph.n), placement.assign]
+        assert not bad and total == pytest.approx(times.sum() + transfer_tasks(placement)[2].sum())
