@@ -28,8 +28,8 @@ from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
 
 def _terms(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """Per op, in model bytes: parameters and stashed forward activations."""
-    g = ctx.graph
-    return g.param_bytes / ctx.scale.memory, np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes) / ctx.scale.memory
+    g, scale = ctx.graph, ctx.scale.memory
+    return g.param_bytes / scale, np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes) / scale
 
 
 def _read_edges(ctx: Context) -> list[tuple[int, int]]:
@@ -55,32 +55,34 @@ class TrainingMemoryCapacity(BlockTemplate):
     def __repr__(self) -> str:
         return f"TrainingMemoryCapacity({self.spec!r})"
 
-    def _exprs(self, blk: pyo.Block, ctx: Context, d: int) -> tuple[Any, Any, Any]:
+    @staticmethod
+    def _parts(ctx: Context, d: int, reads: dict[str, list[Any]]) -> tuple[Any, Any, Any]:
+        """Device ``d``'s parameters, stashed activations and reads (``param_d, act_d, in_d``)."""
         param, act = _terms(ctx)
         ops = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
         p = sum(param[v] * ctx.x(v, d) for v in ops if param[v] > 0)
         a = sum(act[v] * ctx.x(v, d) for v in ops if act[v] > 0)
-        i = sum(self._reads_of.get(ctx.devices[d], ()))
-        return p, a, i
+        return p, a, sum(reads.get(ctx.devices[d], ()))
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         if not ctx.training:
             raise SpecError("training_memory: the graph has no backward pass")
         spec, devs = self.spec, [d for d in range(ctx.D) if np.isfinite(ctx.capacity[d])]
-        names = [ctx.devices[d] for d in devs]
-        self._reads(blk, ctx, devs)
+        reads, total = self._reads(blk, ctx, devs)
+        parts = {d: self._parts(ctx, d, reads) for d in devs}  # each device's terms, built once for all its rows
         if spec.schedule == "gpipe":
-            blk.capacity = pyo.Constraint(names, rule=lambda b, name: self._need(b, ctx, ctx.cluster.index[name],
-                                                                                  float(spec.microbatches))
-                                          <= float(ctx.capacity[ctx.cluster.index[name]]),
-                                          doc="state and m stashed micro-batches fit device d's memory")
+            index = ctx.cluster.index
+            blk.capacity = pyo.Constraint([ctx.devices[d] for d in devs], rule=lambda b, name: self._need(
+                parts[index[name]], float(spec.microbatches)) <= float(ctx.capacity[index[name]]),
+                doc="state and m stashed micro-batches fit device d's memory")
             return
-        self._one_f_one_b(blk, ctx, devs)
+        self._one_f_one_b(blk, ctx, devs, parts, total)
 
-    def _reads(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
+    @staticmethod
+    def _reads(blk: pyo.Block, ctx: Context, devs: list[int]) -> tuple[dict[str, list[Any]], float]:
+        """``reads[u, d]`` and its rows; returns the variables by device and every forward tensor's bytes."""
         g, ops = ctx.graph, ctx.ops
         read_edges = _read_edges(ctx)
-        self._read_total = sum(g.out_bytes[u] for u in {u for u, _ in read_edges}) / ctx.scale.memory
         edges = [(u, v, d) for u, v in read_edges for d in devs if ctx.op_allowed(v, d)]
         keys = sorted({(ops[u], ctx.devices[d]) for u, _, d in edges}, key=lambda k: (g.index[k[0]], k[1]))
         blk.reads = pyo.Var(pyo.Set(dimen=2, initialize=keys), domain=pyo.NonNegativeReals,
@@ -95,23 +97,26 @@ class TrainingMemoryCapacity(BlockTemplate):
 
         blk.read = pyo.Constraint(pyo.Set(dimen=3, initialize=list(rows)), rule=read,
                                   doc="a consumer on d of a forward tensor made elsewhere makes d read it")
-        self._reads_of: dict[str, list[Any]] = {}
+        by_device: dict[str, list[Any]] = {}
         for (_, dn), var in blk.reads.items():
-            self._reads_of.setdefault(dn, []).append(var)
+            by_device.setdefault(dn, []).append(var)
+        return by_device, float(sum(g.out_bytes[u] for u in {u for u, _ in read_edges}) / scale)
 
-    def _need(self, blk: pyo.Block, ctx: Context, d: int, inflight: Any) -> Any:
-        p, a, i = self._exprs(blk, ctx, d)
+    def _need(self, parts: tuple[Any, Any, Any], inflight: Any) -> Any:
+        p, a, i = parts
         if self.spec.recompute:
             return self.spec.state_factor * p + inflight * i + a + i
         return self.spec.state_factor * p + inflight * (a + i)
 
-    def _stash_bound(self, ctx: Context, d: int) -> float:
+    @staticmethod
+    def _stash_bound(ctx: Context, d: int, read_total: float) -> float:
         """The most ``act_d + in_d`` can be: every allowed forward op's activations and every forward tensor."""
         _, act = _terms(ctx)
         allowed = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        return float(act[allowed].sum() + self._read_total)
+        return float(act[allowed].sum() + read_total)
 
-    def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int]) -> None:
+    def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int], parts: dict[int, tuple[Any, Any, Any]],
+                     read_total: float) -> None:
         spec, D = self.spec, ctx.D
         blk.used = pyo.Var(ctx.devices, domain=pyo.Binary, doc="used[d] = 1 when device d holds a stage")
         rows = [(ctx.ops[u], ctx.devices[d]) for u in ctx.units for d in range(D) if ctx.unit_allowed[u, d]]
@@ -121,19 +126,20 @@ class TrainingMemoryCapacity(BlockTemplate):
         blk.stash = pyo.Var(pyo.Set(dimen=2, initialize=pairs), domain=pyo.NonNegativeReals,
                             doc="stash[d, e] = (act_d + in_d) * used[e]: d's micro-batch stash counted for stage e")
         index = ctx.cluster.index
+        bound = {d: self._stash_bound(ctx, d, read_total) for d in devs}
 
         def stash_row(b: pyo.Block, dn: str, en: str) -> Any:
             d = index[dn]
-            _, a, i = self._exprs(b, ctx, index[dn])
+            _, a, i = parts[d]
             one = i if spec.recompute else a + i
-            return b.stash[dn, en] >= one - self._stash_bound(ctx, d) * (1 - b.used[en])
+            return b.stash[dn, en] >= one - bound[d] * (1 - b.used[en])
 
         blk.stash_link = pyo.Constraint(blk.stash.index_set(), rule=stash_row,
                                         doc="linearized product of the stash and 'stage e is used'")
 
         def capacity(b: pyo.Block, dn: str) -> Any:
             d = index[dn]
-            p, a, i = self._exprs(b, ctx, d)
+            p, a, i = parts[d]
             extra = a + i if spec.recompute else 0.0
             return (spec.state_factor * p + sum(b.stash[dn, ctx.devices[e]] for e in range(d, D)) + extra
                     <= float(ctx.capacity[d]))
