@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import numpy as np
 import pyomo.environ as pyo
@@ -41,7 +42,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
-from placement_dsl.testing import host_op, random_graph
+from placement_dsl.testing import SHAPES, host_op, random_graph, structured_graph
 
 ROWS = ("dag_order", "work_floor", "op_floor", "work_cap", "empty", "memory")
 
@@ -106,20 +107,6 @@ def enumerated(problem: Problem, formulation: str, drop: frozenset[str] = frozen
     return best
 
 
-def _graph(seed: int, n: int, cpu: bool) -> Graph:
-    """A random DAG; with ``cpu`` its work is skewed (one heavy op among light ones, so the middle's
-    floor by the heaviest op binds) and its ops run 2-4 times slower on a CPU, some not at all."""
-    rng = np.random.default_rng(seed)
-    base = random_graph(rng, n, density=0.5)
-    if not cpu:
-        return base
-    ops = []
-    for op in base.ops:
-        work = float(rng.choice([1, 1, 1, 2, 3, 8]))
-        ops.append(op.model_copy(update={"work": {"accelerator": work, "cpu": work * rng.choice([2.0, 4.0, np.inf])}}))
-    return Graph(ops, [(base.names[u], base.names[v]) for u, v in zip(base.src, base.dst)], name="cpu")
-
-
 def instance(seed: int) -> tuple[Problem, str]:
     """Archer's setting (identical stages, DAG order) or Tarnawski's (accelerators + a CPU), any overlap,
     hard memory, overflow or none, and one of the relaxations that build the superblock templates."""
@@ -131,11 +118,11 @@ def instance(seed: int) -> tuple[Problem, str]:
     bandwidth = float(rng.choice([0.5, 1.0, 2.0]))
     overlap = str(rng.choice(["none", "half", "full"]))
     formulation = str(rng.choice(["superblock", "guess", "no-cut-io"]))
-    graph = _graph(seed, n, tarnawski)
+    # Tarnawski's setting: skewed work with CPU times (so the middle's floor by its heaviest op binds)
+    graph = (structured_graph(random.Random(seed), SHAPES[seed % len(SHAPES)], max(n, 4), cpu=True) if tarnawski
+             else random_graph(np.random.default_rng(seed), n, density=0.5))
     if tarnawski:
-        # a CPU with more memory than an accelerator sets the memory scale: a stage is then below one model unit
-        cpu_memory = float(rng.choice([math.inf, 16.0]))
-        cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth, cpu_memory=cpu_memory)
+        cluster = Cluster.accelerators(k, memory=memory, cpus=1, bandwidth=bandwidth)
         terms = ([Overflow()] if rng.random() < 0.3 else [Memory()]) if math.isfinite(memory) else []
         objective = Throughput(overlap=overlap)
     else:
@@ -162,6 +149,12 @@ HAND: dict[str, tuple[Problem, str]] = {
     # one accelerator: first and last hold none, so z (no work there, 5 bytes) cannot hide in them; it takes the CPU
     "one_accelerator": (Problem(Graph([host_op("z", 0, 3, 0, 5), host_op("a", 2, 8, 0, 1)]),
                                 Cluster.accelerators(1, memory=4.0, cpus=1), Throughput(), [Memory()]), "superblock"),
+    # LB_2 on two accelerators of 4 bytes beside a CPU of 16, which sets the memory scale (a stage is a quarter of a
+    # model unit): the middle takes h (its op floor), first holds one of a, b (3 bytes each), the other runs on the
+    # CPU: 10. First with more room would hold both: 8
+    "cpu_memory_scale": (Problem(Graph([host_op("h", 8, 16, 0, 3), host_op("a", 1, 10, 0, 3), host_op("b", 1, 10, 0, 3)]),
+                                 Cluster.accelerators(2, memory=4.0, cpus=1, cpu_memory=16.0), Throughput(),
+                                 [Memory(), GuessedBlock(2)]), "guess"),
     # LB_2 of two stages of 3 bytes: first is one stage (3 bytes), last none
     "first_size": (Problem(Graph([Op(name="v0", work=5), Op(name="v1", work=1, param_bytes=2),
                                   Op(name="v2", work=2, out_bytes=1, param_bytes=1),
