@@ -48,8 +48,8 @@ from .graph import Graph, Op
 from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
 from .problem import Problem, Stages
 
-__all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op", "optimum",
-           "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
+__all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op",
+           "optimum", "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
 from .training_terms import TrainingMemory
 
 

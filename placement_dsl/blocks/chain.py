@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from ..problem import Problem
 
 
-
 @dataclass(frozen=True)
 class CpuGapsLink(Link):
     """The CPU-gap variables of :class:`CpuGaps`: ``xc[g, j, b]`` and ``gamma[j, b]`` over ``groups``, ``cpus``, ``gaps``."""
