@@ -14,7 +14,9 @@ import pytest
 
 from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import InvocationTimes, LatencyObjective
+from placement_dsl.blocks.latency_cuts import PathCuts
 from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, serial_bound
+from placement_dsl.certificate import model_bound
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.conformance import check_documented
@@ -159,6 +161,37 @@ def test_the_ip_without_its_cuts_reaches_the_brute_force_optimum(instance, limit
     result = solve(p, formulation=PLAIN, solver="highs", time_limit=60)
     assert result.status.value == "optimal"
     assert (result.objective, result.bound) == (pytest.approx(best, rel=1e-6), pytest.approx(best, rel=1e-4))
+
+
+# the longest-path cuts without the run flows, which otherwise dominate the LP bound on the paths both cover
+PATH_CUTS = get("latency").derive(
+    "latency-path-cuts", rules={Latency: lambda term, p: [InvocationTimes(), PathCuts(), LatencyObjective()]},
+    doc="the latency IP with its longest-path cuts and without its run flows")
+
+
+def test_the_longest_path_rows_carry_a_path_no_span_covers():
+    """``s -> a1, a2 -> m -> b1, b2``: a1 and b1 take 2 on the accelerator and 100 on the CPU and fill the accelerator
+    alone. The longest path through each op by fastest times takes a2 or b2 beside them, so no span (and no run
+    flow) covers ``a1 -> m -> b1``; only the rows ``done_v >= done_u + t_v(x)`` do, where the LP pays
+    ``201 - 98 (x_a1 + x_b1) >= 103`` (the optimum is 104: m also waits 3 for a2). Without them the LP reads 100."""
+    g = Graph([op("s", 0, 0, out=0), op("a1", 2, 100, out=0, mem=4), op("a2", 3, 3, out=0), op("m", 1, 1, out=0),
+               op("b1", 2, 100, out=0, mem=4), op("b2", 3, 3, out=0)],
+              [("s", "a1"), ("s", "a2"), ("a1", "m"), ("a2", "m"), ("m", "b1"), ("m", "b2")])
+    p = Problem(g, Cluster.accelerators(1, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert brute_force(p)[0] == 104.0
+    for formulation in ("latency", PATH_CUTS):
+        assert model_bound(p, formulation, "highs", 60, lp=True)[0] == pytest.approx(103.0)
+
+
+def test_a_span_reads_the_side_inputs_of_its_path():
+    """``p1 -> p2 -> v`` (10, 10, then 1 on the accelerator and 1000 on the CPU) with a side input from ``w``, which
+    runs on the CPU only and sends 5 bytes: ``v``'s slot reads them, so the span of that path is 10 + 10 + 1 + 5 in
+    the LP of the path cuts alone (21 if the span left the side input out); the optimum is 26 too."""
+    g = Graph([op("p1", 10, 10, out=0), op("p2", 10, 10, out=0), op("w", None, 1, out=5), op("v", 1, 1000, out=0)],
+              [("p1", "p2"), ("p2", "v"), ("w", "v")])
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [])
+    assert brute_force(p)[0] == 26.0
+    assert model_bound(p, PATH_CUTS, "highs", 60, lp=True)[0] == pytest.approx(26.0)
 
 
 @pytest.mark.parametrize("limit", sorted(LIMITS))
