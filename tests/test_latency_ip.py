@@ -170,28 +170,52 @@ PATH_CUTS = get("latency").derive(
 
 
 def test_the_longest_path_rows_carry_a_path_no_span_covers():
-    """``s -> a1, a2 -> m -> b1, b2``: a1 and b1 take 2 on the accelerator and 100 on the CPU and fill the accelerator
-    alone. The longest path through each op by fastest times takes a2 or b2 beside them, so no span (and no run
-    flow) covers ``a1 -> m -> b1``; only the rows ``done_v >= done_u + t_v(x)`` do, where the LP pays
-    ``201 - 98 (x_a1 + x_b1) >= 103`` (the optimum is 104: m also waits 3 for a2). Without them the LP reads 100."""
-    g = Graph([op("s", 0, 0, out=0), op("a1", 2, 100, out=0, mem=4), op("a2", 3, 3, out=0), op("m", 1, 1, out=0),
+    """``s -> a1, a2 -> h -> b1, b2``: a1 and b1 take 2 on the accelerator and 100 on the CPU and fill the accelerator
+    alone; h runs on the CPU only, and a1's and h's tensors take 5 to move. The longest path through each op by
+    fastest times takes a2 or b2, so no span (and no run flow) covers ``a1 -> h -> b1``; only the rows
+    ``done_v >= done_u + t_v(x) + moves`` do. There a1 writes (``leave >= x_a1``) and b1 reads (``enter >= x_b1``),
+    so the LP pays ``201 - 93 (x_a1 + x_b1) >= 108``, the optimum (one of a1, b1 on the CPU). Without the rows'
+    moves it reads 103."""
+    g = Graph([op("s", 0, 0, out=0), op("a1", 2, 100, out=5, mem=4), op("a2", 3, 3, out=0), op("h", None, 1, out=5),
                op("b1", 2, 100, out=0, mem=4), op("b2", 3, 3, out=0)],
-              [("s", "a1"), ("s", "a2"), ("a1", "m"), ("a2", "m"), ("m", "b1"), ("m", "b2")])
+              [("s", "a1"), ("s", "a2"), ("a1", "h"), ("a2", "h"), ("h", "b1"), ("h", "b2")])
     p = Problem(g, Cluster.accelerators(1, memory=4.0, cpus=1), Latency(), [Memory()])
-    assert brute_force(p)[0] == 104.0
+    assert brute_force(p)[0] == 108.0
     for formulation in ("latency", PATH_CUTS):
-        assert model_bound(p, formulation, "highs", 60, lp=True)[0] == pytest.approx(103.0)
+        assert model_bound(p, formulation, "highs", 60, lp=True)[0] == pytest.approx(108.0)
 
 
 def test_a_span_reads_the_side_inputs_of_its_path():
     """``p1 -> p2 -> v`` (10, 10, then 1 on the accelerator and 1000 on the CPU) with a side input from ``w``, which
     runs on the CPU only and sends 5 bytes: ``v``'s slot reads them, so the span of that path is 10 + 10 + 1 + 5 in
     the LP of the path cuts alone (21 if the span left the side input out); the optimum is 26 too."""
-    g = Graph([op("p1", 10, 10, out=0), op("p2", 10, 10, out=0), op("w", None, 1, out=5), op("v", 1, 1000, out=0)],
-              [("p1", "p2"), ("p2", "v"), ("w", "v")])
+    g = Graph([op("w", None, 1, out=5), op("p1", 10, 10, out=0), op("p2", 10, 10, out=0), op("v", 1, 1000, out=0)],
+              [("p1", "p2"), ("p2", "v"), ("w", "v")])  # (w first: an op's index is not its place on the path)
     p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [])
     assert brute_force(p)[0] == 26.0
     assert model_bound(p, PATH_CUTS, "highs", 60, lp=True)[0] == pytest.approx(26.0)
+
+
+def test_run_flows_stay_between_zero_and_one():
+    """A chain of four on one accelerator that holds three, with p1 cheap on the CPU: the LP of the whole IP is
+    tight at 16 (p0 on the accelerator, p1 on the CPU between two runs, p2 and p3 back on it). A flow below zero
+    on a short run would let two overlapping runs stand in for one run of all four ops, which does not fit and
+    moves nothing in between: 14.5."""
+    spec = [("p0", 3, 11, 2), ("p1", 1, 6, 2), ("p2", 1, 9, 2), ("p3", 2, 13, 0)]
+    g = Graph([op(n, a, c, out=o, mem=4) for n, a, c, o in spec], [("p0", "p1"), ("p1", "p2"), ("p2", "p3")])
+    p = Problem(g, Cluster.accelerators(1, memory=12.0, cpus=1), Latency(), [Memory()])
+    assert brute_force(p)[0] == 16.0
+    assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(16.0)
+
+
+def test_a_second_provider_of_the_path_cuts_is_named():
+    extra = PathCuts(horizon=1000.0)  # not the rule's PathCuts(horizon=None), which a formulation would keep once
+    extra.name = "second_path_cuts"  # a block of its own: only the links collide
+    base = get("latency")
+    twice = base.derive("twice", skeleton=lambda p: [*base.skeleton(p), extra])
+    with pytest.raises(SpecError, match=r"^formulation: PathCuts\(horizon=None\) provides PathLink, which "
+                                        r"PathCuts\(horizon=1000.0\) already provides; keep one of them$"):
+        compile(problem("fork", "all"), twice)
 
 
 @pytest.mark.parametrize("limit", sorted(LIMITS))
