@@ -756,3 +756,7 @@ def test_links_missing_twice_provided_or_in_a_cycle_are_named():
         ctx.provide(Ping())
     assert str(err.value) == ("formulation: a template provides Ping, which another template already provides; keep "
                               "one of them")
+    with pytest.raises(SpecError) as err:
+        ctx.link(Pong)
+    assert str(err.value) == ("formulation: Pong is needed but no template provides it; add a template that does "
+                              "(see BlockTemplate.provides)")
