@@ -230,12 +230,11 @@ def hull_rows(path: Path, limit: float) -> None:
 
 def _bounds(lm, limit: float) -> tuple[float, float]:
     """The LP relaxation's value and HiGHS's dual bound after the root node (one node, cuts included)."""
-    import highspy
+    from placement_dsl.solvers.highs import new_highs
 
     out = []
     for integer, nodes in ((False, None), (True, 1)):
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("time_limit", float(limit))
         if nodes:
             h.setOptionValue("mip_max_nodes", nodes)

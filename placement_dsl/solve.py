@@ -92,7 +92,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     with scaled(compiled.objective_scale):  # progress reports in the problem's units
         outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
                                                                    log_path=log_path, cutoff=cutoff), start=values)
-    result = _certify(compiled, outcome, method, solver, gap)
+    result = _certify(compiled, outcome, method, solver, gap, plan.cutoff)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
     _final_check(problem, result, form)
@@ -164,7 +164,8 @@ def _warm_start(problem: Any, warm_start: Any) -> tuple[Placement | None, Evalua
 
 
 # ---------------------------------------------------------------------------- certificate
-def _certify(compiled: Any, outcome: SolverOutcome, method: str, solver: str, gap: float) -> Result:
+def _certify(compiled: Any, outcome: SolverOutcome, method: str, solver: str, gap: float,
+             cutoff: float | None = None) -> Result:
     """Read the placement back, re-evaluate it, check agreement, and assemble the result."""
     scale = compiled.objective_scale
     notes = [m for m in (outcome.message,) if m]
@@ -173,7 +174,7 @@ def _certify(compiled: Any, outcome: SolverOutcome, method: str, solver: str, ga
         placement = compiled.varmap.placement(compiled.model)
         ev = compiled.problem.evaluate(placement)
         objective = ev.objective
-        _check_agreement(compiled, outcome, ev, solver, notes, gap)
+        _check_agreement(compiled, outcome, ev, solver, notes, gap, cutoff)
     bound = None if outcome.bound is None else outcome.bound * scale
     if bound is not None and objective is not None:
         bound = min(bound, objective)
@@ -197,15 +198,16 @@ def _final_check(problem: Any, result: Result, form: Formulation) -> None:
 
 
 def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solver: str, notes: list[str],
-                     gap: float) -> None:
+                     gap: float, cutoff: float | None = None) -> None:
     """Raise when the solver's objective and the cost model's disagree in a way that signals a bug.
 
     A solver objective *below* the cost model's means the model under-counts (e.g. a big-M that
     let schedules overlap): always an error. An incumbent whose objective variable is not tight
     (solver *above* the cost model) is a valid placement: the evaluator's value is kept and the
     difference noted. That happens under a time limit and also at "optimal" within a relative gap
-    tolerance (a solver may stop with slack in the max-load variable); beyond that tolerance an
-    "optimal" claim above the cost model is an error.
+    tolerance (a solver may stop with slack in the max-load variable), and for an answer above the
+    solver's ``cutoff`` (cost-model units), which "optimal" does not claim: it proves only that
+    nothing lies below the cutoff. Beyond that, an "optimal" claim above the cost model is an error.
     """
     claimed = outcome.objective * compiled.objective_scale
     tol = MATCH_TOL * max(abs(ev.objective), abs(claimed), 1e-9)
@@ -219,8 +221,8 @@ def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solv
                                       f"{ev.objective} for its placement; the formulation under-counts it")
     if abs(claimed - ev.objective) <= tol:
         return
-    slack_ok = outcome.status is Status.TIME_LIMIT_FEASIBLE or (
-        outcome.status is Status.OPTIMAL and claimed - ev.objective <= gap * claimed + tol)
+    slack_ok = outcome.status is Status.TIME_LIMIT_FEASIBLE or (outcome.status is Status.OPTIMAL and (
+        claimed - ev.objective <= gap * claimed + tol or (cutoff is not None and claimed > cutoff)))
     if claimed > ev.objective and slack_ok:
         notes.append(f"incumbent objective {claimed:.10g} was not tight; the cost model gives {ev.objective:.10g}")
         return

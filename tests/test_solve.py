@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
 from placement_dsl.result import Result, relative_gap
-from placement_dsl.solve import solve
+from placement_dsl.solve import _check_agreement, solve
 from placement_dsl.solvers import Status, available_solvers, backend
 
 NATIVE = [s for s in ("highs", "scip") if s in available_solvers()]
@@ -94,6 +95,25 @@ def test_evaluation_mismatch_is_raised(monkeypatch):
     problem, _ = testing.diamond()
     with pytest.raises(EvaluationMismatchError, match=r"solver objective 16 .* cost model gives 8"):
         solve(problem, solver="highs", time_limit=10)
+
+
+@pytest.mark.parametrize("status, cutoff, kept", [
+    (Status.OPTIMAL, None, False), (Status.OPTIMAL, 17.5, True), (Status.OPTIMAL, 18.2, False),
+    (Status.TIME_LIMIT_FEASIBLE, None, True)])
+def test_an_answer_whose_objective_variable_has_slack(status, cutoff, kept):
+    """Slack above the cost model is kept under a time limit or for an answer above the cutoff (HiGHS 1.16 calls
+    such an answer optimal: nothing lies below the cutoff); an optimal claim with slack beyond the gap is an error."""
+    compiled = SimpleNamespace(objective_scale=2.0, formulation=SimpleNamespace(name="chain"))
+    outcome = SimpleNamespace(objective=9.05, status=status)  # 18.1 in the problem's units
+    ev = SimpleNamespace(valid=True, objective=18.0, violations=[])
+    notes: list[str] = []
+    if kept:
+        _check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
+        assert notes == ["incumbent objective 18.1 was not tight; the cost model gives 18"]
+    else:
+        with pytest.raises(EvaluationMismatchError, match=r"solver objective 18.1 \(model 9.05 x scale 2\) but the "
+                                                          r"cost model gives 18$"):
+            _check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
 
 
 def test_unknown_solver():

@@ -1,6 +1,7 @@
 """solve_model on hand-built Pyomo models with known optima, every installed solver, by capability."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import time
@@ -313,6 +314,85 @@ def test_claimed_infeasible_with_a_feasible_start_is_an_error(monkeypatch):
     assert "claims infeasible" in out.message
 
 
+def _misled(always: bool = False, gap: float | None = None):
+    """A worker claiming optimality its own numbers contradict. Given a start, it reports the start optimal at
+    objective and bound 5 below what it is worth (HiGHS 1.16 lost the objective's constant in presolve that way);
+    without one it is HiGHS itself, unless it lies ``always``: then it reports HiGHS's answer at objective and bound
+    5 below it, or with ``gap``, at its true objective over a bound ``gap`` (relative) below."""
+    def run(lm, options, start, start_objective, deadline, emit):
+        if start is None and not always:
+            return highs.run(lm, options, start, start_objective, deadline, emit)
+        reports = []
+        highs.run(lm, dataclasses.replace(options, cutoff=None), None, None, deadline, reports.append)
+        x = start if start is not None else reports[-1].x
+        worth = lm.objective(x) - lm.offset
+        emit(HandedOff(0.0))
+        if gap is None:
+            emit(Final(Native.OPTIMAL, "Optimal", worth - 5, worth - 5, x, 0.0))
+        else:
+            emit(Final(Native.OPTIMAL, "Optimal", worth, worth - gap * abs(worth), x, 0.0))
+
+    return run
+
+
+def _misled_backend(monkeypatch, **kw) -> None:
+    fake = Backend("misled", Capabilities(mip_start=True, reports_bound=True), lambda model, lm: _misled(**kw))
+    monkeypatch.setitem(NATIVE, "misled", (lambda: True, fake))
+
+
+def test_an_optimality_claim_its_numbers_contradict_is_solved_again_without_the_start(monkeypatch):
+    _misled_backend(monkeypatch)
+    m, optimum = knapsack(6)
+    start = pyo.ComponentMap((v, 0.0) for v in m.x.values())  # worth 7: nothing packed
+    out = solve_model(m, "misled", SolveOptions(time_limit=10, isolate=False), start=start)
+    assert out.status is Status.OPTIMAL and out.objective == pytest.approx(optimum) and optimum < 7.0
+    assert out.bound == pytest.approx(optimum) and out.start_accepted is False
+    assert "'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it" \
+        in out.message
+
+
+def test_an_optimality_claim_nothing_supports_keeps_the_answer_but_not_the_status_or_bound(monkeypatch):
+    _misled_backend(monkeypatch, always=True)
+    m, optimum = knapsack(6)
+    out = solve_model(m, "misled", SolveOptions(time_limit=5, isolate=False))
+    assert out.status is Status.TIME_LIMIT_FEASIBLE and out.objective == pytest.approx(optimum) and out.bound is None
+    worth = optimum - 7  # the model's units leave the objective's constant out
+    assert out.message == (f"'Optimal' claims objective {worth - 5:.10g} for an answer worth {worth:.10g}: "
+                           "status and bound not trusted")
+
+
+@pytest.mark.parametrize("gap, trusted", [(1.5e-4, True), (2.5e-4, False)])
+def test_an_optimality_claim_is_trusted_within_twice_the_gap_asked(monkeypatch, gap, trusted):
+    """A solver stops at a relative gap of ``gap`` to its incumbent: twice that is still trusted."""
+    _misled_backend(monkeypatch, always=True, gap=gap)
+    m, optimum = knapsack(6)
+    out = solve_model(m, "misled", SolveOptions(time_limit=5, gap=1e-4, isolate=False))
+    worth = optimum - 7
+    assert out.objective == pytest.approx(optimum)
+    if trusted:
+        assert out.status is Status.OPTIMAL and out.bound == pytest.approx(optimum + gap * worth) and not out.message
+    else:
+        assert out.status is Status.TIME_LIMIT_FEASIBLE and out.bound is None
+        assert (f"claims optimality at {worth:.10g} with a bound of {worth + gap * worth:.10g} (gap asked: 0.0001)"
+                in out.message)
+
+
+@pytest.mark.parametrize("gap, above, trusted", [(0.0, 1.0, True), (0.5, 1.0, True), (0.5, 0.0, False)])
+def test_an_optimal_answer_above_the_cutoff_claims_only_that_nothing_lies_below(monkeypatch, gap, above, trusted):
+    """The solver was told to prune at the cutoff: an answer above it, with any bound, is still "optimal" (HiGHS
+    1.16 reports such an answer with a bound as high as the answer), and the bound is capped at the cutoff."""
+    _misled_backend(monkeypatch, always=True, gap=gap)
+    m, optimum = knapsack(6)
+    worth = optimum - 7
+    cutoff = worth - above
+    out = solve_model(m, "misled", SolveOptions(time_limit=5, cutoff=cutoff, isolate=False))
+    assert out.objective == pytest.approx(optimum)
+    if trusted:
+        assert out.status is Status.OPTIMAL and out.bound == pytest.approx(7 + min(worth - gap * abs(worth), cutoff))
+    else:
+        assert out.status is Status.TIME_LIMIT_FEASIBLE and out.bound is None
+
+
 # ---------------------------------------------------------------------------- warm starts
 @pytest.mark.parametrize("solver", WITH_START)
 def test_mip_start_is_taken_and_never_beaten_by_worse(solver, tmp_path):
@@ -370,9 +450,7 @@ def _alone(solver: str, lm, seconds: float, tmp_path) -> Final:
     """Run ``solver`` on ``lm`` with only its own time limit (no callbacks, no interrupt, no guard)."""
     t0 = time.perf_counter()
     if solver == "highs":
-        import highspy
-
-        h = highspy.Highs()
+        h = highs.new_highs()
         highs._configure(h, SolveOptions(time_limit=seconds), seconds)
         highs._hand_off(h, lm)
         h.run()

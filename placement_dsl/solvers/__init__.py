@@ -29,6 +29,8 @@ __all__ = ["Capabilities", "SolveOptions", "SolverOutcome", "Status", "Timings",
 PYOMO_CANDIDATES = ("appsi_highs", "scip_direct", "pyomo:highs", "gurobi_direct", "gurobi", "cplex", "cbc", "glpk",
                     "xpress")
 START_TOL = 1e-6  # largest residual of a start that is still passed to the solver
+CLAIM_TOL = 1e-6  # relative slack between a solver's claimed objective or bound and what its answer is worth
+RETRY_SECONDS = 0.5  # least time left for solving again without a start the solver mishandled
 
 
 @dataclass(frozen=True)
@@ -127,13 +129,45 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
     worker = chosen.make_worker(model, lm)
     start_off = None if passed is None else start_obj - lm.offset
     got = guard.run(worker, lm, options, passed, start_off, deadline)
+    doubt = _contradiction(lm, got, options)
+    if doubt and passed is not None and deadline - time.monotonic() > RETRY_SECONDS:
+        # a solver fault around the MIP start (HiGHS 1.16 lost the objective's presolve offset and
+        # proved a start optimal at a bound of 0): solve again without the start
+        again = guard.run(chosen.make_worker(model, lm), lm, options, None, None, deadline)
+        again.notes.insert(0, f"{doubt} with the MIP start; solved again without it")
+        got, doubt = again, _contradiction(lm, again, options)
     outcome = _outcome(lm, got, solver, options, x0 if not refusal else None, start_obj)
+    if doubt:  # optimality its own numbers do not support: the answer stands, the claim and the bound do not
+        outcome.status = Status.TIME_LIMIT_FEASIBLE if outcome.has_solution else Status.ERROR
+        outcome.bound = None
+        outcome.message = "; ".join(filter(None, [outcome.message, f"{doubt}: status and bound not trusted"]))
     outcome.timings = Timings(build=build, handoff=got.handoff, solve=got.solve_seconds)
     if start is not None:
         outcome.start_accepted = bool(passed is not None and got.verdict and got.verdict.accepted)
         evidence = got.verdict.evidence if got.verdict else ""
         outcome.message = "; ".join(filter(None, [refusal or note, evidence, outcome.message]))
     return outcome
+
+
+def _contradiction(lm: LinearModel, got: guard.Collected, options: SolveOptions) -> str:
+    """Why the solver's claim of optimality contradicts its own numbers ('' when it does not).
+
+    Its answer must be worth what it says, and its bound must close the gap it was asked for,
+    unless the answer lies above the cutoff: "optimal" then says only that nothing lies below it.
+    """
+    final = got.final
+    if final is None or final.native is not Native.OPTIMAL or final.x is None or not lm.is_mip:
+        return ""
+    worth = lm.objective(final.x) - lm.offset  # model units, as the solver reports them
+    scale = max(1.0, abs(worth))
+    if final.objective is not None and abs(final.objective - worth) > CLAIM_TOL * scale:
+        return (f"{final.code!r} claims objective {final.objective:.10g} for an answer worth {worth:.10g}")
+    if options.cutoff is not None and worth > options.cutoff:
+        return ""
+    if got.bound is not None and worth - got.bound > 2 * options.gap * scale + CLAIM_TOL * scale:
+        return (f"{final.code!r} claims optimality at {worth:.10g} with a bound of {got.bound:.10g} "
+                f"(gap asked: {options.gap:g})")
+    return ""
 
 
 def _start_to_pass(chosen: Backend, lm: LinearModel, x0, refusal: str) -> tuple[np.ndarray | None, str]:
@@ -168,6 +202,8 @@ def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveO
         bound = objective if status is Status.OPTIMAL else None
     if bound is not None and objective is not None:
         bound = min(bound, objective)
+    if bound is not None and options.cutoff is not None:  # nodes were pruned at the cutoff: it caps what is proven
+        bound = min(bound, options.cutoff + lm.offset)
     if x is not None:
         lm.load(x)
     log = str(options.log_path) if options.log_path else None

@@ -99,7 +99,8 @@ class SolveOptions:
     cutoff
         Seek only solutions of objective below it (model units): the solver may prune any node
         whose bound reaches it, so it may end infeasible or optimal above it with nothing found
-        below. Its bound ``b`` then only says ``min(cutoff, b) <= min(cutoff, optimum)``.
+        below. Its bound ``b`` then only says ``min(cutoff, b) <= min(cutoff, optimum)``: the
+        outcome's bound is capped at the cutoff.
         ``None``: no cutoff. Backends without the option ignore it.
     """
 

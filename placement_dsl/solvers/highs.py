@@ -7,6 +7,8 @@ and its first improving solution at t≈0 carries the start's objective.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 
 import numpy as np
@@ -52,6 +54,30 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def new_highs(verbose: bool = False):
+    """A ``highspy.Highs``, silent unless ``verbose``.
+
+    From highspy 1.16 the constructor itself prints HiGHS's banner (it enables the callbacks, which
+    logs the header), before any option such as ``output_flag`` can be set: standard output is sent
+    to the null device while it runs.
+    """
+    import highspy
+
+    if verbose:
+        return highspy.Highs()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _configure(h, options: SolveOptions, seconds: float) -> None:
@@ -138,10 +164,8 @@ def _final(h, table: dict, seconds: float) -> Final:
 def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_objective: float | None,
         deadline: float, emit: Emit) -> None:
     """Solve ``lm`` with HiGHS, reporting progress through ``emit`` and ending with a :class:`Final`."""
-    import highspy
-
     t0 = time.perf_counter()
-    h = highspy.Highs()
+    h = new_highs(options.verbose)
     _configure(h, options, deadline - time.monotonic())
     _hand_off(h, lm)
     watch = _Watch(emit, deadline, start_objective)

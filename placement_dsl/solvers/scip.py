@@ -54,10 +54,9 @@ def available() -> bool:
 
 
 def _write_mps(lm: LinearModel, path: Path) -> None:
-    import highspy
+    from .highs import new_highs
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.passModel(lm.n_cols, lm.n_rows, len(lm.value), 1, 1, 0.0, lm.cost, lm.col_lower, lm.col_upper,
                 lm.row_lower, lm.row_upper, lm.start, lm.index, lm.value, lm.integer.astype(np.int32))
     for j in range(lm.n_cols):
