@@ -95,7 +95,8 @@ def _ratio(total: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return out
 
 
-def _device_split(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+def device_split(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    """Accelerator and CPU indices; :class:`SpecError` unless the devices of each are identical."""
     acc, cpu = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
     for name, idx in (("accelerators", acc), ("CPUs", cpu)):
         if len({(cluster.devices[i].kind, cluster.speed[i], cluster.memory[i], cluster.bandwidth[i]) for i in idx}) > 1:
@@ -134,7 +135,7 @@ def _bit_sum(bits: int, weight: np.ndarray) -> float:
 
 def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
     """Contract colocation groups and compute ``A_g``, ``D_g``, ``rho`` (see the module doc)."""
-    acc, cpu = _device_split(cluster)
+    acc, cpu = device_split(cluster)
     if len(acc) == 0:
         raise SpecError("chain bounds need at least one accelerator (non-host device)")
     group = np.unique(graph.group_id, return_inverse=True)[1].astype(np.int64)

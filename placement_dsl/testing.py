@@ -237,6 +237,21 @@ def overflow_chain() -> tuple[Problem, float]:
     return Problem(g, Stages(2, memory=5.0), Bottleneck(), [DagOrder(), Overflow()]), 2.0
 
 
+def overflow_unlimited() -> tuple[Problem, float]:
+    """Soft memory beside unlimited devices: ``acc0`` holds 5 bytes, ``acc1`` and the CPU are unlimited: 4.
+
+    ``p`` and ``q`` (work 2, 4 parameter bytes, unit tensors) together on ``acc0`` stream 3;
+    ``r`` (work 1, 2 bytes) runs as fast on the CPU. Best: ``p`` on ``acc0`` (2 + 1 = 3), ``q``
+    and ``r`` on ``acc1`` (3 + 1 = 4), the unlimited accelerator carrying the max load.
+    """
+    ops = [Op(name="p", work={"accelerator": 2, "cpu": 20}, param_bytes=4, out_bytes=1),
+           Op(name="q", work={"accelerator": 2, "cpu": 20}, param_bytes=4, out_bytes=1),
+           Op(name="r", work={"accelerator": 1, "cpu": 1}, param_bytes=2)]
+    g = Graph(ops, [("p", "q"), ("q", "r")], name="overflow_unlimited")
+    cluster = Cluster([Device(name="acc0", memory=5.0), Device(name="acc1"), Device(name="cpu0", kind="cpu")])
+    return Problem(g, cluster, Throughput(), [Overflow()]), 4.0
+
+
 def accelerators_cpu() -> tuple[Problem, float]:
     """Two accelerators (memory 10) and one CPU (Tarnawski §5): an embedding that must go to the CPU.
 
@@ -251,18 +266,29 @@ def accelerators_cpu() -> tuple[Problem, float]:
     return Problem(g, cluster, Throughput(), [Memory(), Contiguous()]), 4.0
 
 
-def training_graph() -> Graph:
-    """Forward ``f0 -> f1 -> f2``, backward ``g2 -> g1 -> g0``, with stashes ``f_i -> g_i``."""
+def training_graph(gradient_bytes: float = 1.0) -> Graph:
+    """Forward ``f0 -> f1 -> f2``, backward ``g2 -> g1 -> g0``, with stashes ``f_i -> g_i``.
+
+    Activations are 1 byte, the backward ops' tensors ``gradient_bytes``."""
     fw = [Op(name=f"f{i}", work=w, out_bytes=1) for i, w in enumerate((2, 3, 1))]
-    bw = [Op(name=f"g{i}", work=w, out_bytes=1, backward=True) for i, w in enumerate((4, 6, 2))]
+    bw = [Op(name=f"g{i}", work=w, out_bytes=gradient_bytes, backward=True) for i, w in enumerate((4, 6, 2))]
     edges = [("f0", "f1"), ("f1", "f2"), ("f2", "g2"), ("g2", "g1"), ("g1", "g0")]
     edges += [(f"f{i}", f"g{i}") for i in range(2)]
-    return Graph(fw + bw, edges, name="training")
+    return Graph(fw + bw, edges, name="training" if gradient_bytes == 1.0 else "training_gradients")
 
 
 def training_pipedream() -> tuple[Problem, float]:
     """The training graph on 2 accelerators, PipeDream ``max_d FW_d + BW_d`` (optimum by brute force: 11)."""
     return Problem(training_graph(), Cluster.accelerators(2), PipeDream(), [Contiguous()]), 11.0
+
+
+def training_gradients() -> tuple[Problem, float]:
+    """The training graph with gradients three times its activations (3 bytes against 1), PipeDream: 13.
+
+    ``{f0, f1, g0} | {f2, g1, g2}`` (brute force): each accelerator computes 9, moves 1 byte
+    forward and 3 backward: 13. A backward pass priced like the forward one would read 11.
+    """
+    return Problem(training_graph(gradient_bytes=3.0), Cluster.accelerators(2), PipeDream(), [Contiguous()]), 13.0
 
 
 def training_gpipe() -> tuple[Problem, float]:
@@ -457,8 +483,10 @@ def latency_subgraphs() -> tuple[Problem, float]:
 
 INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "chain": chain, "diamond": diamond, "diamond_noncontiguous": diamond_noncontiguous, "fork_join": fork_join,
-    "lemma_b2": lemma_b2, "fig2": fig2, "overflow_chain": overflow_chain, "accelerators_cpu": accelerators_cpu,
-    "training_pipedream": training_pipedream, "training_gpipe": training_gpipe,
+    "lemma_b2": lemma_b2, "fig2": fig2, "overflow_chain": overflow_chain,
+    "overflow_unlimited": overflow_unlimited, "accelerators_cpu": accelerators_cpu,
+    "training_pipedream": training_pipedream, "training_gradients": training_gradients,
+    "training_gpipe": training_gpipe,
     "colocated_pinned": colocated_pinned, "replicated_chain": replicated_chain,
     "makespan_fork": makespan_fork, "makespan_join": makespan_join,
     "latency_diamond": latency_diamond, "latency_subgraphs": latency_subgraphs,

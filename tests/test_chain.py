@@ -83,6 +83,17 @@ def test_structure_counts():
     assert "contiguity" not in size
 
 
+def test_accelerators_that_differ_are_refused_before_building():
+    """The chain's slots stand for interchangeable accelerators: one of 5 bytes beside an unlimited one is refused by
+    ``accepts`` (it used to accept and raise while building, so ``auto`` and the conformance runs met an error)."""
+    from placement_dsl.formulations import get
+
+    problem, _ = testing.overflow_unlimited()
+    assert get("chain").accepts(problem) == (
+        "chain formulation: chain bounds need identical accelerators; got devices ['acc0', 'acc1'] with different "
+        "kind, speed, memory or bandwidth; use formulation='throughput'")
+
+
 def test_cyclic_colocation_is_outside_the_class():
     """A colocation group closing a cycle with a pinned op and a CPU-only op leaves no DAG-ordered split; the chain
     refuses the pin (to one of two interchangeable accelerators) and solves the unpinned problem over its class."""

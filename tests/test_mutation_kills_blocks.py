@@ -760,3 +760,24 @@ def test_links_missing_twice_provided_or_in_a_cycle_are_named():
         ctx.link(Pong)
     assert str(err.value) == ("formulation: Pong is needed but no template provides it; add a template that does "
                               "(see BlockTemplate.provides)")
+
+
+def test_ready_templates_are_built_lower_stage_first_then_in_the_given_order():
+    """The model reads like the paper's figure (variables, structure, cuts, costs, objective) whatever order a
+    derived formulation lists its templates in; links still come first (``Late`` needs what ``Cut`` provides)."""
+    from dataclasses import dataclass
+
+    from placement_dsl.blocks.base import BlockTemplate, Link, Stage, build_order
+
+    @dataclass(frozen=True)
+    class Ping(Link):
+        pass
+
+    def template(name, stage, provides=(), needs=()):
+        return type(name, (BlockTemplate,), {"stage": stage, "provides": provides, "needs": needs,
+                                             "__repr__": lambda self: name})()
+
+    listed = [template("Objective", Stage.OBJECTIVE), template("Late", Stage.ASSIGN, needs=(Ping,)),
+              template("Cut", Stage.CUT, provides=(Ping,)), template("Assign", Stage.ASSIGN),
+              template("Structure", Stage.STRUCTURE), template("Assign2", Stage.ASSIGN)]
+    assert [repr(t) for t in build_order(listed)] == ["Assign", "Assign2", "Structure", "Cut", "Late", "Objective"]

@@ -21,6 +21,7 @@ from ..objectives import GPipe
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
+from ..structure import device_split
 from .base import Formulation, Kind, Plan, drop, register
 from .exact import EXACT
 
@@ -89,6 +90,10 @@ class ChainFormulation(Formulation):
     def accepts(self, problem: Problem) -> str | None:
         if isinstance(problem.objective, GPipe):
             return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
+        try:
+            device_split(problem.cluster)
+        except SpecError as err:
+            return f"chain formulation: {err}; use formulation='throughput'"
         return super().accepts(problem)
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
