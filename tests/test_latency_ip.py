@@ -208,6 +208,21 @@ def test_run_flows_stay_between_zero_and_one():
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(16.0)
 
 
+def test_a_slot_holds_each_op_once_and_an_accelerator_runs_its_slots_in_turn():
+    """``v1 -> v2 -> v3`` and a lone ``v0`` on one accelerator and a CPU, two subgraphs: the optimum is 13 (v0 on the
+    CPU beside the chain). In integer solutions "an op lies in exactly one of its slots" and "slot j starts after
+    slot j - 1" follow from the other rows (a level-2 op is reached from slot 1 through the CPU), but the LP needs
+    them: the plain IP's LP reads 9.27 with both, 8.09 without the second and 8 without the first; with the cuts
+    10.38, 10.32 and 10. (A random search over 1500 small instances found these; three independent ops do not
+    show either row.)"""
+    g = Graph([op("v1", 1, 19, out=5), op("v2", 6, 24, out=2), op("v3", 7, 1, out=5), op("v0", 7, 13, out=0)],
+              [("v1", "v2"), ("v2", "v3")])
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(2)])
+    assert brute_force(p)[0] == 13.0
+    assert model_bound(p, PLAIN, "highs", 60, lp=True)[0] == pytest.approx(9.2743091, rel=1e-6)
+    assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(10.3782, rel=1e-4)
+
+
 def test_a_second_provider_of_the_path_cuts_is_named():
     extra = PathCuts(horizon=1000.0)  # not the rule's PathCuts(horizon=None), which a formulation would keep once
     extra.name = "second_path_cuts"  # a block of its own: only the links collide
