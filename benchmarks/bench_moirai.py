@@ -235,6 +235,7 @@ def _bounds(lm, limit: float) -> tuple[float, float]:
     out = []
     for integer, nodes in ((False, None), (True, 1)):
         h = new_highs()
+        h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", float(limit))
         if nodes:
             h.setOptionValue("mip_max_nodes", nodes)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import random
 import time
 
@@ -391,6 +392,22 @@ def test_an_optimal_answer_above_the_cutoff_claims_only_that_nothing_lies_below(
         assert out.status is Status.OPTIMAL and out.bound == pytest.approx(7 + min(worth - gap * abs(worth), cutoff))
     else:
         assert out.status is Status.TIME_LIMIT_FEASIBLE and out.bound is None
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_new_highs_prints_its_banner_only_when_verbose(monkeypatch, capfd, verbose):
+    """highspy 1.16's constructor writes HiGHS's banner to file descriptor 1 before any option can be set."""
+    import highspy
+
+    class Loud:
+        def __init__(self):
+            os.write(1, b"Running HiGHS\n")
+
+    monkeypatch.setattr(highspy, "Highs", Loud)
+    print("before", flush=True)
+    assert isinstance(highs.new_highs(verbose), Loud)
+    print("after", flush=True)
+    assert capfd.readouterr().out == ("before\nRunning HiGHS\nafter\n" if verbose else "before\nafter\n")
 
 
 # ---------------------------------------------------------------------------- warm starts
