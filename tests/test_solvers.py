@@ -142,8 +142,12 @@ def test_continuous_lp_and_offset(solver):
 # ---------------------------------------------------------------------------- errors
 def test_unknown_solver_lists_the_available_ones():
     m, _ = knapsack(4)
-    with pytest.raises(SolverUnavailableError, match="available here: .*highs"):
+    with pytest.raises(SolverUnavailableError) as err:
         solve_model(m, "no_such_solver", QUICK)
+    assert str(err.value) == (f"solver 'no_such_solver' is unknown or not installed; available here: "
+                              f"{available_solvers()} (install the solver, or pass one of these names)")
+    # highspy and PySCIPOpt are requirements: both native backends and Pyomo's HiGHS interfaces are always here
+    assert {"highs", "scip", "pyomo:highs", "appsi_highs"} <= set(available_solvers())
 
 
 def test_model_without_single_minimize_objective_is_refused():
@@ -315,11 +319,11 @@ def test_claimed_infeasible_with_a_feasible_start_is_an_error(monkeypatch):
     assert "claims infeasible" in out.message
 
 
-def _misled(always: bool = False, gap: float | None = None):
+def _misled(always: bool = False, gap: float | None = None, shift: float = 0.0):
     """A worker claiming optimality its own numbers contradict. Given a start, it reports the start optimal at
     objective and bound 5 below what it is worth (HiGHS 1.16 lost the objective's constant in presolve that way);
     without one it is HiGHS itself, unless it lies ``always``: then it reports HiGHS's answer at objective and bound
-    5 below it, or with ``gap``, at its true objective over a bound ``gap`` (relative) below."""
+    5 below it, or with ``gap``, at its true objective (plus ``shift``) over a bound ``gap`` (relative) below."""
     def run(lm, options, start, start_objective, deadline, emit):
         if start is None and not always:
             return highs.run(lm, options, start, start_objective, deadline, emit)
@@ -331,7 +335,7 @@ def _misled(always: bool = False, gap: float | None = None):
         if gap is None:
             emit(Final(Native.OPTIMAL, "Optimal", worth - 5, worth - 5, x, 0.0))
         else:
-            emit(Final(Native.OPTIMAL, "Optimal", worth, worth - gap * abs(worth), x, 0.0))
+            emit(Final(Native.OPTIMAL, "Optimal", worth + shift, worth - gap * abs(worth), x, 0.0))
 
     return run
 
@@ -380,6 +384,44 @@ def test_an_optimality_claim_is_trusted_within_twice_the_gap_asked(monkeypatch, 
                 in out.message)
 
 
+@pytest.mark.parametrize("shift, trusted", [(1e-5, True), (1e-3, False)])
+def test_a_claimed_objective_is_trusted_within_a_millionth_of_the_answers_size(monkeypatch, shift, trusted):
+    _misled_backend(monkeypatch, always=True, gap=0.0, shift=shift)
+    m, optimum = knapsack(6)  # worth -61 in the model's units: a millionth of it is 6.1e-5
+    out = solve_model(m, "misled", SolveOptions(time_limit=5, isolate=False))
+    assert out.objective == pytest.approx(optimum)
+    assert out.status is (Status.OPTIMAL if trusted else Status.TIME_LIMIT_FEASIBLE)
+
+
+def test_no_second_solve_without_the_time_for_it(monkeypatch):
+    _misled_backend(monkeypatch)
+    m, _ = knapsack(6)
+    start = pyo.ComponentMap((v, 0.0) for v in m.x.values())
+    out = solve_model(m, "misled", SolveOptions(time_limit=0.3, isolate=False), start=start)
+    assert out.status is Status.TIME_LIMIT_FEASIBLE and out.bound is None and out.objective == pytest.approx(7.0)
+    assert "solved again" not in out.message and out.message.endswith(": status and bound not trusted")
+
+
+def test_an_optimal_start_is_kept_without_a_note_and_the_outcome_names_its_solver():
+    m, optimum = knapsack(6)
+    assert solve_model(m, "highs", QUICK).objective == pytest.approx(optimum)
+    best = pyo.ComponentMap((v, round(v.value)) for v in m.x.values())
+    out = solve_model(m, "highs", QUICK, start=best)
+    assert out.objective == pytest.approx(optimum) and out.start_accepted is True
+    assert "worse than the start" not in out.message
+    assert (out.solver, out.log_path, out.has_solution) == ("highs", None, True)
+
+
+def test_a_linear_program_is_its_own_bound():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(0, 4))
+    m.y = pyo.Var(bounds=(0, 4))
+    m.c = pyo.Constraint(expr=m.x + 2 * m.y >= 3)
+    m.o = pyo.Objective(expr=2 * m.x + 3 * m.y)
+    out = solve_model(m, "highs", QUICK)
+    assert (out.status, out.objective, out.bound) == (Status.OPTIMAL, pytest.approx(4.5), pytest.approx(4.5))
+
+
 def _worse_than_the_start(lm, options, start, start_objective, deadline, emit):
     """A worker answering the start with its first packed item taken out (a worse, feasible knapsack)."""
     x = start.copy()
@@ -395,7 +437,8 @@ def test_an_answer_worse_than_the_start_by_any_amount_falls_back_to_it(monkeypat
     assert solve_model(m, "highs", QUICK).objective == pytest.approx(optimum)
     best = pyo.ComponentMap((v, round(v.value)) for v in m.x.values())
     out = solve_model(m, "worse_now", SolveOptions(time_limit=5, isolate=False), start=best)
-    assert out.objective == pytest.approx(optimum) and "is worse than the start" in out.message
+    assert out.objective == pytest.approx(optimum) and out.message.endswith("is worse than the start "
+                                                                             f"{optimum:.10g}; returning the start")
     assert [round(v.value) for v in m.x.values()] == [best[v] for v in m.x.values()]
 
 
@@ -410,7 +453,6 @@ def test_a_start_off_by_a_rounding_error_relative_to_its_size_is_passed():
     assert "start refused" not in out.message and out.start_accepted is True
 
 
-@pytest.mark.skipif("pyomo:highs" not in SOLVERS, reason="Pyomo's HiGHS interface is not installed")
 def test_a_pyomo_solver_keeps_a_start_as_its_fallback_and_says_so():
     m, optimum = knapsack(6)
     zero = pyo.ComponentMap((v, 0.0) for v in m.x.values())
@@ -423,7 +465,8 @@ def test_a_model_without_variables_is_its_own_optimum():
     m = pyo.ConcreteModel()
     m.o = pyo.Objective(expr=pyo.quicksum([5.0]))
     out = solve_model(m, "highs", QUICK, start={})
-    assert (out.status, out.objective, out.bound, out.solver) == (Status.OPTIMAL, 5.0, 5.0, "highs")
+    assert (out.status, out.objective, out.bound, out.solver, out.has_solution) == (Status.OPTIMAL, 5.0, 5.0, "highs",
+                                                                                    True)
     assert (out.start_objective, out.start_accepted) == (5.0, True)
     assert solve_model(m, "highs", QUICK).start_accepted is None
 
