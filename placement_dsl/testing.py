@@ -266,7 +266,7 @@ def accelerators_cpu() -> tuple[Problem, float]:
     return Problem(g, cluster, Throughput(), [Memory(), Contiguous()]), 4.0
 
 
-def training_graph(gradient_bytes: float = 1.0) -> Graph:
+def training_graph(gradient_bytes: float = 1.0, name: str = "training") -> Graph:
     """Forward ``f0 -> f1 -> f2``, backward ``g2 -> g1 -> g0``, with stashes ``f_i -> g_i``.
 
     Activations are 1 byte, the backward ops' tensors ``gradient_bytes``."""
@@ -274,7 +274,7 @@ def training_graph(gradient_bytes: float = 1.0) -> Graph:
     bw = [Op(name=f"g{i}", work=w, out_bytes=gradient_bytes, backward=True) for i, w in enumerate((4, 6, 2))]
     edges = [("f0", "f1"), ("f1", "f2"), ("f2", "g2"), ("g2", "g1"), ("g1", "g0")]
     edges += [(f"f{i}", f"g{i}") for i in range(2)]
-    return Graph(fw + bw, edges, name="training" if gradient_bytes == 1.0 else "training_gradients")
+    return Graph(fw + bw, edges, name=name)
 
 
 def training_pipedream() -> tuple[Problem, float]:
@@ -288,7 +288,8 @@ def training_gradients() -> tuple[Problem, float]:
     ``{f0, f1, g0} | {f2, g1, g2}`` (brute force): each accelerator computes 9, moves 1 byte
     forward and 3 backward: 13. A backward pass priced like the forward one would read 11.
     """
-    return Problem(training_graph(gradient_bytes=3.0), Cluster.accelerators(2), PipeDream(), [Contiguous()]), 13.0
+    graph = training_graph(gradient_bytes=3.0, name="training_gradients")
+    return Problem(graph, Cluster.accelerators(2), PipeDream(), [Contiguous()]), 13.0
 
 
 def training_gpipe() -> tuple[Problem, float]:

@@ -9,12 +9,14 @@ variables that carry the case have the values computed by hand.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
 import pytest
 
 from placement_dsl.blocks import OrderedAssignment, TensorCut
+from placement_dsl.blocks.base import BlockTemplate, Context, Link, Stage, build_order
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.conformance import check_documented
@@ -264,7 +266,6 @@ def test_position_windows_agree_with_the_bound_just_below_a_floor_above_one_mode
 def test_cpu_windows_keep_a_gap_whose_floor_is_the_target():
     # on the two-op chain with a CPU, a target equal to a CPU floor keeps that gap (a placement there has max load
     # at most the target): the block's CPU windows are position_windows' at every floor taken as the target
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import chain_view
     from placement_dsl.bounds.combinatorial import position_windows
     from placement_dsl.formulations.chain import chain_problem
@@ -338,7 +339,6 @@ def test_warm_start_puts_a_cpu_fed_by_a_higher_index_cpu_one_gap_later():
     # u on cpu1 -> v on cpu0, w alone on the accelerator. CPUs sharing a gap run in index order (cpu0 first), so
     # v cannot share u's gap: cpu1 sits in gap 1 (before acc0), cpu0 in gap 2 (after it). The warm start of this
     # placement must satisfy every row of the chain model; the gaps are the ones read off by hand
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import warm_slots
     from placement_dsl.placement import Placement
 
@@ -383,7 +383,6 @@ def test_ancestor_cut_reads_the_floor_of_each_accelerator_position():
     # row of each reads its floor there, in model units: the simple bound's unit 2 makes v's floors 1 (its work 2)
     from pyomo.core.expr.visitor import identify_variables
 
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import chain_view
     from placement_dsl.placement import Placement
 
@@ -420,7 +419,6 @@ def test_ancestor_cut_reads_a_finite_cpu_floor_after_an_infinite_one():
     # (floor A / 0 = inf); after it, the floor is max(A_g = 1, g's CPU time 1) = 1, which the row must read
     from pyomo.core.expr.visitor import identify_variables
 
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import chain_view
     from placement_dsl.placement import Placement
 
@@ -441,7 +439,6 @@ def test_ancestor_cut_reads_a_finite_cpu_floor_after_an_infinite_one():
 def test_warm_start_keeps_a_cpu_reading_its_own_tensor_in_its_gap():
     # u -> v both on the CPU, feeding w on the accelerator: the CPU sits in gap 1 (before the accelerator); an edge
     # inside one CPU pushes its gap no later. The start satisfies every row
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import warm_slots
     from placement_dsl.placement import Placement
 
@@ -481,7 +478,6 @@ def test_chain_keeps_ops_off_devices_they_may_not_run_on():
 
 
 def test_chain_components_are_documented_and_equalities_refused_by_name():
-    from placement_dsl.blocks.base import Context
     from placement_dsl.blocks.chain import chain_view
     from placement_dsl.constraints import Memory
     from placement_dsl.errors import SpecError
@@ -711,7 +707,6 @@ def test_activation_bytes_count_toward_memory_in_the_model():
 
 
 def test_ops_colocated_with_no_common_device_are_named():
-    from placement_dsl.blocks.base import Context
     from placement_dsl.errors import InfeasibleError
 
     ops = [Op(name="a", work={"accelerator": 1}), Op(name="b", work={"cpu": 1}), Op(name="c", work=1)]
@@ -722,19 +717,17 @@ def test_ops_colocated_with_no_common_device_are_named():
                               "or add a device of a suitable kind")
 
 
+@dataclass(frozen=True)
+class Ping(Link):
+    """A link no library template provides (for the build-order tests)."""
+
+
+@dataclass(frozen=True)
+class Pong(Link):
+    """A second such link."""
+
+
 def test_links_missing_twice_provided_or_in_a_cycle_are_named():
-    from dataclasses import dataclass
-
-    from placement_dsl.blocks.base import BlockTemplate, Context, Link, build_order
-
-    @dataclass(frozen=True)
-    class Ping(Link):
-        pass
-
-    @dataclass(frozen=True)
-    class Pong(Link):
-        pass
-
     class Needs(BlockTemplate):
         def __init__(self, provides, needs):
             self.provides, self.needs = provides, needs
@@ -765,14 +758,6 @@ def test_links_missing_twice_provided_or_in_a_cycle_are_named():
 def test_ready_templates_are_built_lower_stage_first_then_in_the_given_order():
     """The model reads like the paper's figure (variables, structure, cuts, costs, objective) whatever order a
     derived formulation lists its templates in; links still come first (``Late`` needs what ``Cut`` provides)."""
-    from dataclasses import dataclass
-
-    from placement_dsl.blocks.base import BlockTemplate, Link, Stage, build_order
-
-    @dataclass(frozen=True)
-    class Ping(Link):
-        pass
-
     def template(name, stage, provides=(), needs=()):
         return type(name, (BlockTemplate,), {"stage": stage, "provides": provides, "needs": needs,
                                              "__repr__": lambda self: name})()

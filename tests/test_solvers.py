@@ -402,10 +402,15 @@ def test_no_second_solve_without_the_time_for_it(monkeypatch):
     assert "solved again" not in out.message and out.message.endswith(": status and bound not trusted")
 
 
+def _optimal_start(m, optimum: float) -> pyo.ComponentMap:
+    """The knapsack's optimal packing, solved by HiGHS, as a start."""
+    assert solve_model(m, "highs", QUICK).objective == pytest.approx(optimum)
+    return pyo.ComponentMap((v, round(v.value)) for v in m.x.values())
+
+
 def test_an_optimal_start_is_kept_without_a_note_and_the_outcome_names_its_solver():
     m, optimum = knapsack(6)
-    assert solve_model(m, "highs", QUICK).objective == pytest.approx(optimum)
-    best = pyo.ComponentMap((v, round(v.value)) for v in m.x.values())
+    best = _optimal_start(m, optimum)
     out = solve_model(m, "highs", QUICK, start=best)
     assert out.objective == pytest.approx(optimum) and out.start_accepted is True
     assert "worse than the start" not in out.message
@@ -434,8 +439,7 @@ def test_an_answer_worse_than_the_start_by_any_amount_falls_back_to_it(monkeypat
     fake = Backend("worse_now", Capabilities(mip_start=True), lambda model, lm: _worse_than_the_start)
     monkeypatch.setitem(NATIVE, "worse_now", (lambda: True, fake))
     m, optimum = knapsack(6)
-    assert solve_model(m, "highs", QUICK).objective == pytest.approx(optimum)
-    best = pyo.ComponentMap((v, round(v.value)) for v in m.x.values())
+    best = _optimal_start(m, optimum)
     out = solve_model(m, "worse_now", SolveOptions(time_limit=5, isolate=False), start=best)
     assert out.objective == pytest.approx(optimum) and out.message.endswith("is worse than the start "
                                                                              f"{optimum:.10g}; returning the start")

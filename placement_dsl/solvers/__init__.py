@@ -136,11 +136,7 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
         again = guard.run(chosen.make_worker(model, lm), lm, options, None, None, deadline)
         again.notes.insert(0, f"{doubt} with the MIP start; solved again without it")
         got, doubt = again, _contradiction(lm, again, options)
-    outcome = _outcome(lm, got, solver, options, x0 if not refusal else None, start_obj)
-    if doubt:  # optimality its own numbers do not support: the answer stands, the claim and the bound do not
-        outcome.status = Status.TIME_LIMIT_FEASIBLE if outcome.has_solution else Status.ERROR
-        outcome.bound = None
-        outcome.message = "; ".join(filter(None, [outcome.message, f"{doubt}: status and bound not trusted"]))
+    outcome = _outcome(lm, got, solver, options, x0 if not refusal else None, start_obj, doubt)
     outcome.timings = Timings(build=build, handoff=got.handoff, solve=got.solve_seconds)
     if start is not None:
         outcome.start_accepted = bool(passed is not None and got.verdict and got.verdict.accepted)
@@ -181,8 +177,11 @@ def _start_to_pass(chosen: Backend, lm: LinearModel, x0, refusal: str) -> tuple[
 
 
 def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveOptions, x0,
-             start_obj) -> SolverOutcome:
-    """Fold the worker's reports into an outcome; fall back to a feasible start that is better."""
+             start_obj, doubt: str = "") -> SolverOutcome:
+    """Fold the worker's reports into an outcome; fall back to a feasible start that is better.
+
+    ``doubt`` (from :func:`_contradiction`): the solver's optimality claim is not supported by its
+    own numbers, so the answer stands but the claim and the bound do not."""
     x = got.x
     notes = list(got.notes)
     if got.final is not None and got.final.native in (Native.ERROR, Native.UNKNOWN):
@@ -204,6 +203,9 @@ def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveO
         bound = min(bound, objective)
     if bound is not None and options.cutoff is not None:  # nodes were pruned at the cutoff: it caps what is proven
         bound = min(bound, options.cutoff + lm.offset)
+    if doubt:
+        status, bound = (Status.TIME_LIMIT_FEASIBLE if x is not None else Status.ERROR), None
+        notes.append(f"{doubt}: status and bound not trusted")
     if x is not None:
         lm.load(x)
     log = str(options.log_path) if options.log_path else None
