@@ -67,6 +67,42 @@ def test_bitsets_are_the_sweeps_finite_states(graph, cluster, model, replication
         assert (used <= sw.counts[-1]).all()
 
 
+@settings(max_examples=60, deadline=None)
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS),
+       shifts=st.lists(st.sampled_from([-0.3, -0.1, -1e-9, 0.0, 0.05, 0.2, 1.0]), min_size=2, max_size=5))
+def test_runs_that_reuse_earlier_bits_keep_every_state(graph, cluster, model, shifts):
+    """A run started from the bits of earlier runs (the feasible states of a lower target, the possible ones of
+    a higher) ends with the states of a fresh run, in whatever order the targets come."""
+    opt = _optimum(graph, cluster, model, False)
+    if not math.isfinite(opt) or opt <= 0:
+        return
+    sw, _ = _sweeps(graph, cluster, model, False)
+    S = sw.counts.shape[0]
+    for shift in shifts:
+        T = opt * (1 + shift)
+        fresh, _ = _sweeps(graph, cluster, model, False)
+        np.testing.assert_array_equal(_bits(sw.feasible_bits(T), S), _bits(fresh.feasible_bits(T), S))
+        steps = sw.feasible(T)
+        assert bool(steps) == (T >= opt) and (not steps or sw.value(steps) <= T)
+
+
+def test_a_run_between_two_earlier_ones_walks_only_for_the_states_they_leave_open():
+    """Bisecting between an infeasible and a feasible run visits fewer pairs than the same run from scratch."""
+    from placement_dsl.cli import resize
+    from placement_dsl.zoo import regal
+
+    w = regal(0, n=24)
+    cluster, model = resize(w.cluster, 6), CostModel.named("bottleneck")
+    opt = _optimum(w.graph, cluster, model, False)
+    sw, _ = _sweeps(w.graph, cluster, model, False)
+    assert sw.feasible(opt * 0.97) is None and sw.feasible(opt * 1.03)
+    before = sw.visited
+    again = sw.feasible_bits(opt)
+    fresh, _ = _sweeps(w.graph, cluster, model, False)
+    np.testing.assert_array_equal(again, fresh.feasible_bits(opt))
+    assert sw.visited - before < fresh.visited / 2
+
+
 def test_multiword_state_sets():
     """More than 64 device-count states (4 x 5 x 5 = 100): bits cross word boundaries when shifted."""
     g = Graph([Op(name=f"v{i}", work={"accelerator": 2 + i % 3, "cpu": 9, "gpu": 3}, out_bytes=1) for i in range(9)],

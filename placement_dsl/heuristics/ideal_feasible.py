@@ -141,7 +141,7 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
 def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
              cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
              tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-             counts, strides, T, rem_work, remaining, prune_work, rho, masks, deadline=INF):
+             counts, strides, T, rem_work, remaining, prune_work, rho, masks, known, possible, deadline=INF):
     """``feas[I]``: the states ``s`` in which ideal ``I`` has a split with every stage ``<= T``.
 
     The float64 sweep's feasibility run (floor = ceiling = ``T``) state for state, see
@@ -149,6 +149,12 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     here also counts the tensors the stage sends out of ``I``, see :func:`_useful`). Returns
     ``(feas, pairs visited, bytes of the arrays, stopped)``: ``stopped`` when ``time.monotonic()``
     passed ``deadline`` (read every 16,384 ideals), and then ``feas`` is incomplete.
+
+    Bits of earlier runs (N x SW, or 0 rows when there are none): ``known``, a whole run's at a
+    target ``<= T``, whose states are feasible here too; ``possible``, a whole run's at a target
+    ``>= T``, outside which no live state is (a state live here is live there, and its bit there
+    says whether it is feasible at the larger target). Only the states between the two are
+    walked for, so the runs of a search get cheaper as its band narrows; ``feas`` is the same.
     """
     N = ideals.shape[0]
     C = work.shape[0]
@@ -179,12 +185,21 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 stopped = True
                 break
         need[:] = ZERO
-        any_live = False
         for s in range(S):
             live[s] = rem_work[I] <= remaining[s] * T * (1.0 + 1e-9) + 1e-12
             if live[s]:
                 need[s >> 6] |= ONE << np.uint64(s & 63)
-                any_live = True
+        for w in range(SW):
+            if known.shape[0]:
+                feas[I, w] = known[I, w] & need[w]
+                need[w] &= ~known[I, w]
+            if possible.shape[0]:
+                need[w] &= possible[I, w]
+        if known.shape[0]:  # a state live here but not there may be feasible by leaving a device unused
+            _unused(feas[I], need, live, counts, strides)
+        any_live = False
+        for w in range(SW):
+            any_live = any_live or need[w] != ZERO
         if any_live:
             row_i = ideals[I]
             for p in range(sptr[I], sptr[I + 1]):

@@ -98,6 +98,9 @@ class Sweeps:
         self.masks = F.state_masks(counts, self.reps)
         self.lat, self.C = lat, C
         self.visited = self.runs = self.table_bytes = 0
+        # the bits of the whole runs nearest a target, infeasible below it and feasible above (see F.feasible)
+        self._below: tuple[float, np.ndarray] | None = None
+        self._above: tuple[float, np.ndarray] | None = None
         self.fixed_bytes = sum(a.nbytes for a in (sums, *self.io[:4])) + 2 * 8 * lat.count  # + the walk's stamp, stack
 
     def exact(self, lo: float, hi: float):
@@ -112,14 +115,23 @@ class Sweeps:
     def feasible_bits(self, T: float, deadline: float = math.inf) -> np.ndarray:
         """Per ideal, the bitset of states with a split whose every stage is ``<= T``; :class:`Stopped` when
         ``time.monotonic()`` passes ``deadline`` during the run."""
+        none = np.zeros((0, self.masks.shape[2]), np.uint64)
+        known = self._below[1] if self._below is not None and self._below[0] <= T else none
+        possible = self._above[1] if self._above is not None and self._above[0] >= T else none
         feas, visited, nbytes, stopped = F.feasible(*self.head, float(T), self.rem_work, self.remaining, self.prune,
-                                                    self.rho, self.masks, float(deadline))
+                                                    self.rho, self.masks, known, possible, float(deadline))
         self.visited += int(visited)
         self.runs += 1
-        self.table_bytes = max(self.table_bytes, int(nbytes))
+        self.table_bytes = max(self.table_bytes, int(nbytes) + known.nbytes + possible.nbytes)
         if stopped:
             report("dp", phase="feasibility", target=float(T), stopped=True, runs=self.runs, pairs=self.visited)
             raise Stopped(T)
+        S = self.counts.shape[0] - 1
+        if (int(feas[-1, S >> 6]) >> (S & 63)) & 1:  # kept for the targets below T, or above it
+            if self._above is None or T < self._above[0]:
+                self._above = (float(T), feas)
+        elif self._below is None or T > self._below[0]:
+            self._below = (float(T), feas)
         return feas
 
     def feasible(self, T: float, deadline: float = math.inf) -> list[tuple[int, int, int, int]] | None:
