@@ -286,7 +286,7 @@ def test_a_relaxation_refuses_a_placement_as_its_values_by_name():
                                         r"variables; solve them without a warm start$"):
         compile(cpus, "superblock").varmap.values(Placement(cpus.graph, cpus.cluster, [0, 2]))
     ctx = Context(stages)
-    warm = Warm(ctx, np.array([0, 1]))
+    warm = Warm(ctx, np.array([0, 1]), None, ((0,), (1,)))
     assert list(NoTransfer().values(pyo.Block(concrete=True), ctx, warm)) == []
     with pytest.raises(SpecError, match=r"^superblock models are relaxations; solve them without a warm start$"):
         list(SuperblockLoad().values(pyo.Block(concrete=True), ctx, warm))

@@ -238,15 +238,14 @@ class Warm:
 
     ``schedule`` is the placement's :class:`~placement_dsl.schedule.Schedule` (in cost-model
     units; templates with time variables divide by ``ctx.scale.time``), or ``None``.
-    ``replica_sets`` are its devices per stage (:attr:`~placement_dsl.placement.Placement.replica_sets`;
-    default: each device alone).
+    ``replica_sets`` are its devices per stage (:attr:`~placement_dsl.placement.Placement.replica_sets`).
     """
 
-    def __init__(self, ctx: Context, assign: np.ndarray, schedule: Any = None,
-                 replica_sets: tuple[tuple[int, ...], ...] | None = None):
+    def __init__(self, ctx: Context, assign: np.ndarray, schedule: Any,
+                 replica_sets: tuple[tuple[int, ...], ...]):
         self.ctx = ctx
         self.schedule = schedule
-        self.replica_sets = replica_sets or tuple((d,) for d in range(ctx.D))
+        self.replica_sets = replica_sets
         self.assign = np.asarray(assign, dtype=np.int64)
         n, D = ctx.n, ctx.D
         self.X = np.zeros((n, D))
