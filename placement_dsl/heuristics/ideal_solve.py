@@ -14,7 +14,10 @@ incumbent can be beaten at all (``T`` just below ``hi``), then bisects, and ends
 whose loads differ only by the rounding of their sums in another order are not told apart (on a
 wide REGAL graph the search otherwise stepped through splits a few ulps apart, ~35 s a run). The start of the
 band, ``lo``, is the cheapest work over the devices' capacity (a slow device counted as a
-fraction) or the largest node.
+fraction) or the largest node. Feasibility is monotone in the target, so each run starts from the
+bits of the nearest runs on either side (:class:`Sweeps` keeps them): the states feasible at the
+last infeasible target are feasible, those infeasible at the last feasible target are not, and
+only the states in between are walked for.
 """
 from __future__ import annotations
 
