@@ -258,3 +258,53 @@ def test_a_run_past_the_deadline_stops_and_the_search_returns_its_split(monkeypa
     assert cut.info["stopped"] == "time limit" and cut.objective == pytest.approx(cut.info["incumbent"], rel=1e-12)
     assert cut.bound < cut.objective and cut.exact_among is None
     assert cut.bound == pytest.approx(sw.lower * (1 - 1e-9), rel=1e-14) and cut.bound < sw.lower  # just below it
+
+
+def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
+    """On REGAL's graph 3 (30 nodes, 8 stages) BRKGA's split (1477.66) beats DPL's (1599.47): as a second
+    incumbent it narrows the search's band, and the optimum (1395.24) is the same as without it."""
+    from placement_dsl.cli import resize
+    from placement_dsl.heuristics import ideals
+    from placement_dsl.heuristics.orderings import brkga
+    from placement_dsl.zoo import regal
+
+    w = regal(3, n=30)
+    cluster, model = resize(w.cluster, 8), CostModel.named("bottleneck")
+    alone = ideals.dp(w.graph, cluster, model=model)
+    assert "brkga" not in alone.info  # 12,128 ideals: below the threshold
+    monkeypatch.setattr(ideals, "BRKGA_INCUMBENT_IDEALS", 1)
+    both = ideals.dp(w.graph, cluster, model=model)
+    assert both.objective == both.bound == alone.objective == alone.bound
+    assert both.info["brkga"] == brkga(w.graph, cluster, model=model, seed=0).objective < both.info["incumbent"]
+    assert both.info["pairs"] < alone.info["pairs"]
+    su = _setup(w.graph, cluster, model, False, True)
+    stages, value = ideals._brkga_split(su)
+    assert value == both.info["brkga"]
+    assign, _ = ideals._place(su.con, cluster, su.classes, stages)  # the same split (devices of a class renamed)
+    mine = brkga(w.graph, cluster, model=model, seed=0).placement.assign
+    assert len({(int(a), int(b)) for a, b in zip(assign, mine, strict=True)}) == len(stages)
+    assert ideals._brkga_split(_setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
+
+
+@pytest.mark.parametrize("full, kept", [([0, 1, 1, 1], True), ([1, 0, 0, 0], False), ([0, 1, 0, 0], False),
+                                        ([0, 1, 1, 2], False)])
+def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkeypatch, full, kept):
+    # a -> b -> c -> z on three ordered stages: {a} | {b, c} is a DP split, but not backwards (DAG order); {a, c} | {b}
+    # is not contiguous; the zero-work leaf z is merged into c (App. B), so {a} | {b, c} | {z}, a valid placement,
+    # splits a supernode
+    from placement_dsl.heuristics import ideals, orderings
+    from placement_dsl.placement import Placement
+
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=1, out_bytes=1),
+               Op(name="z", work=0)], [("a", "b"), ("b", "c"), ("c", "z")])
+    cluster = Cluster.stages(3)
+    su = _setup(g, cluster, CostModel(), False, True)
+    assert su.con.n_nodes == 3  # z merged into c
+    monkeypatch.setattr(orderings, "brkga", lambda *a, **k: SimpleNamespace(
+        placement=Placement(g, cluster, full), objective=7.0))
+    stages, value = ideals._brkga_split(su)
+    assert value == 7.0
+    if kept:
+        assert [(s.tolist(), c, k) for s, c, k in stages] == [([0], 0, 1), ([1, 2], 0, 1)]
+    else:
+        assert stages is None

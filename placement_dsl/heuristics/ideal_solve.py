@@ -153,12 +153,13 @@ class Sweeps:
 
 def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
           ub: float, max_replicas: int | None = None, descend: bool = True,
-          incumbent: list[tuple[np.ndarray, int, int]] | None = None, deadline: float | None = None) -> Solution:
+          incumbents: list[list[tuple[np.ndarray, int, int]]] = (), deadline: float | None = None) -> Solution:
     """The best split of ``lat`` with max-load ``<= ub`` (no stages if there is none).
 
-    ``descend``: with a finite ``ub`` or an ``incumbent`` split (stages as in :class:`Solution`,
-    e.g. DPL's), search by feasibility runs (exact, see the module docstring); otherwise one
-    exact sweep pruned by ``ub``. An incumbent proven optimal is returned as it is.
+    ``descend``: with a finite ``ub`` or ``incumbents`` (splits with stages as in :class:`Solution`,
+    e.g. DPL's; the best in the sweep's arithmetic is kept, those not made of ideals of ``lat`` are
+    ignored), search by feasibility runs (exact, see the module docstring); otherwise one exact
+    sweep pruned by ``ub``. An incumbent proven optimal is returned as it is.
     ``deadline`` (``time.monotonic()``): once the search holds a split, a run that passes it stops
     (and none starts after it); the search returns that split with ``lower`` the bound its
     infeasible runs proved.
@@ -168,11 +169,10 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     t0 = time.perf_counter()
     sw = Sweeps(lat, classes, model, replication, max_replicas)
     t1 = time.perf_counter()
-    start = _incumbent_steps(lat, incumbent)
-    if start is not None and sw.value(start) <= ub:
-        ub = sw.value(start)
-    else:
-        start = None
+    start = None
+    for steps in (_incumbent_steps(lat, stages) for stages in incumbents):
+        if steps is not None and sw.value(steps) <= ub:
+            start, ub = steps, sw.value(steps)
     if descend and math.isfinite(ub):
         steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
     else:

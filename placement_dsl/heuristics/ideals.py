@@ -51,6 +51,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -299,6 +300,9 @@ def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replic
                         "the end on identical accelerators with hard memory); use method 'pipeline'")
 
 
+BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a second candidate incumbent
+
+
 def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
             incumbent: list | None = None, descend: bool = True, deadline: float | None = None) -> tuple[Solution, dict]:
     from .ideal_solve import solve
@@ -320,7 +324,12 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
                             "seconds": {"ideals": time.perf_counter() - t0}}
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
-    sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, incumbent, deadline)
+    starts = [incumbent] if incumbent else []
+    if not linearize and descend and lat.count >= BRKGA_INCUMBENT_IDEALS:  # runs are costly: a second incumbent
+        other, info["brkga"] = _brkga_split(su)
+        if other is not None:
+            starts.append(other)
+    sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, starts, deadline)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
         sol = solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
     info["seconds"].update(sol.seconds)
@@ -332,6 +341,35 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info
+
+
+def _brkga_split(su: _Setup) -> tuple[list[tuple[np.ndarray, int, int]] | None, float | None]:
+    """BRKGA's split (Archer Alg. 2, :func:`.orderings.brkga`) as supernode stages in pipeline order, and its
+    objective; ``(None, objective or None)`` when it is not one of the DP's splits (a supernode split across
+    devices, stages in a cycle, a violation) or BRKGA does not model the case (replicas, memory per schedule)."""
+    from .orderings import brkga
+
+    if su.replication or su.model.training_memory is not None:
+        return None, None
+    try:
+        r = brkga(su.graph, su.cluster, model=su.model, seed=0)
+    except (SpecError, InfeasibleError):
+        return None, None
+    con, dev = su.con, r.placement.assign
+    node_dev = np.full(con.n_nodes, -1, dtype=np.int64)
+    node_dev[con.image] = dev
+    if (node_dev[con.image] != dev).any() or evaluate(r.placement, su.model).violations:
+        return None, r.objective
+    stages = TopologicalSorter({int(d): set() for d in np.unique(node_dev)})
+    for a, b in zip(node_dev[con.src].tolist(), node_dev[con.dst].tolist()):
+        if a != b:
+            stages.add(b, a)
+    try:
+        order = list(stages.static_order())
+    except CycleError:  # not contiguous
+        return None, r.objective
+    cls = {d: c for c, dc in enumerate(su.classes) for d in dc.devices}
+    return [(np.flatnonzero(node_dev == d), cls[d], 1) for d in order], r.objective
 
 
 def table_bytes(ideals: int, classes: list[DeviceClass], exact: bool) -> int:
@@ -421,7 +459,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         Give up (``SpecError``) beyond this many ideals.
     incumbent
         Start from the DPL split: feasibility runs below its max-load (same optimum, far fewer
-        pairs; one run when the DPL split is optimal).
+        pairs; one run when the DPL split is optimal). From ``BRKGA_INCUMBENT_IDEALS`` ideals on,
+        BRKGA's split (seed 0) is a second candidate when it is one of the DP's splits, and the
+        better of the two starts the search (``info["brkga"]``: its objective).
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
     time_limit
