@@ -774,7 +774,8 @@ def test_bytes_are_in_units_of_the_largest_capacity():
     # an op of 4e9 parameter and 4e9 activation bytes is 0.5 (unscaled, rows would mix 1e9 with unit times)
     g = Graph([Op(name="a", work=1, param_bytes=4e9, activation_bytes=4e9), Op(name="b", work=1, param_bytes=2e9)],
               [("a", "b")])
-    devs = [Device(name="big", memory=16e9), Device(name="small", memory=8e9), Device(name="cpu", kind="cpu", host=True)]
+    devs = [Device(name="big", memory=16e9), Device(name="small", memory=8e9),
+            Device(name="cpu", kind="cpu", host=True)]
     ctx = Context(Problem(g, Cluster(devs), Throughput()))
     assert ctx.scale.memory == 16e9
     np.testing.assert_allclose(ctx.capacity, [1.0, 0.5, np.inf])
@@ -841,7 +842,8 @@ def test_warm_start_on_a_routed_cluster_prices_each_pass_with_its_own_tensors():
     # ga (1) sends a 3-byte gradient; {fa, ga} | {fb, gb}. The backward routes cost 3, the forward ones 1, so the
     # warm start's objective is the cost model's only if each pass reads its own tensors' routes
     ops = [Op(name="fa", work=2, out_bytes=1, group="a"), Op(name="fb", work=2, out_bytes=1, group="b"),
-           Op(name="gb", work=1, out_bytes=3, backward=True, group="b"), Op(name="ga", work=1, backward=True, group="a")]
+           Op(name="gb", work=1, out_bytes=3, backward=True, group="b"),
+           Op(name="ga", work=1, backward=True, group="a")]
     g = Graph(ops, [("fa", "fb"), ("fb", "gb"), ("gb", "ga")])
     problem = Problem(g, Cluster.hierarchical(2, 1, intra=10.0, inter=1.0), Throughput(), [Contiguous()])
     placement = problem.placement([0, 1, 1, 0])
