@@ -20,11 +20,10 @@ memory) next to the previous figures (``--case NAME`` picks cases). Measured (2 
     case                      ideals        pairs runs   wall    CPU  lattice DP arrays peak RSS max-load   DPL   before
     inception_v3 MTPP k=8    221,566   16,700,308    1  14.1s   4.5s   20MiB    49MiB   264MiB   70.45  70.45   not done in 16 CPU-min
     inception_v3 MTPP k=16   221,566        8,071    1   5.9s   2.0s   20MiB    63MiB   287MiB   65.03  65.03   -
-    regal-3 n=44 MTPP k=32 1,583,777   32,065,354    1  26.6s  26.6s  116MiB   790MiB  1081MiB   989.3  989.3   -
-    regal-0 n=55 MTPP k=32 3,900,417   25,818,613    1  62.5s  61.7s  284MiB  2097MiB  2544MiB    1147   1147   16+ runs, >9 min
-    regal-3 n=52 MTPP k=32 15,851,902 442,861,632   1 794.7s 778.7s 1266MiB  8213MiB  9316MiB    1034   1034   -
-    (--case n=49 --time-limit 180; bound column: the proven lower bound, here the capacity bound)
-    regal-3 n=49 MTPP k=32 10,225,897  89,824,720   1 180.4s 178.6s  844MiB  5198MiB  6056MiB   938.5 695.1 938.5  stopped
+    regal-3 n=44 MTPP k=32 1,583,777   32,065,354    1  38.1s  38.1s  116MiB   790MiB  1095MiB   989.3  989.3   26.6s (kernels compiled in this run)
+    regal-0 n=55 MTPP k=32 3,900,417   25,818,613    1  41.6s  41.5s  284MiB  2097MiB  2580MiB    1147   1147   62.5s
+    regal-3 n=49 MTPP k=32 10,225,897 197,265,430    1 252.8s 252.7s  844MiB  5198MiB  6124MiB   929.3  929.3   not settled in 48 min
+    regal-3 n=52 MTPP k=32 15,851,902 442,861,632   1 794.7s 778.7s 1266MiB  8213MiB  9316MiB    1034   1034   - (measured before)
 
 inception_v3's PipeDream profile as Archer's MTPP with identical stages
 (``CostModel.named("bottleneck")``): the DP's descending search proves the DPL split optimal
@@ -36,10 +35,14 @@ the ideals, 44 s for the run); before, the search kept finding splits a few ulps
 incumbent (the same loads summed in another order) and spent a run of ~35 s on each. With
 15.9 million ideals (52 nodes) the DP is exact in 9.1 GiB resident, but its one run takes 12
 minutes (443 million pairs, 1.6 us each, beside a test run on the other core), not a few. With
-10.2 million ideals (49 nodes of another REGAL graph) the exact search was stopped unfinished after
-48 minutes (its first run, just below DPL's split, beside other jobs); with ``--time-limit 180`` the
-DP answers in 180 s: DPL's split (938.5) and the capacity bound (695.1), a gap of 26 %, having
-visited 90 million pairs of that first run in 123 s (the lattice took 46 s).
+10.2 million ideals (49 nodes of another REGAL graph) the exact search used to be stopped unfinished
+after 48 minutes: DPL's split (938.5) is 1 % above the optimum, the capacity bound (695.1) 25 % below,
+and each of the bisection's runs near the optimum walked the whole lattice again (~200 s each). Two
+changes settle it. Each run now starts from the bits of the nearest runs on either side (a state
+feasible at a lower target is feasible, one infeasible at a higher target is not), which took the
+search to 14 runs, 1.1 billion pairs and 1,249 s wall. And on lattices of 100,000 ideals or more
+BRKGA's split (929.311, 0.1 s) joins DPL's as a candidate incumbent: it is the optimum, and one
+run just below it (197 million pairs) proves so, 253 s in all (the lattice 35 s).
 
 GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs, max-load;
 3,079,928 ideals, 63 device-count states) with ``--targets``: the bit tables take 2.3 GiB where the
