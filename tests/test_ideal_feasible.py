@@ -277,6 +277,8 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     assert both.objective == both.bound == alone.objective == alone.bound
     assert both.info["brkga"] == brkga(w.graph, cluster, model=model, seed=0).objective < both.info["incumbent"]
     assert both.info["pairs"] < alone.info["pairs"]
+    bare = ideals.dp(w.graph, cluster, model=model, incumbent=False)  # no incumbent asked: neither DPL's nor BRKGA's
+    assert "brkga" not in bare.info and bare.info["runs"] == 1 and bare.objective == alone.objective
     su = _setup(w.graph, cluster, model, False, True)
     stages, value = ideals._brkga_split(su)
     assert value == both.info["brkga"]

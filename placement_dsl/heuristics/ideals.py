@@ -325,7 +325,7 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
     starts = [incumbent] if incumbent else []
-    if not linearize and descend and lat.count >= BRKGA_INCUMBENT_IDEALS:  # runs are costly: a second incumbent
+    if incumbent and descend and lat.count >= BRKGA_INCUMBENT_IDEALS:  # runs are costly: a second incumbent
         other, info["brkga"] = _brkga_split(su)
         if other is not None:
             starts.append(other)
