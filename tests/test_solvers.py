@@ -5,6 +5,7 @@ import dataclasses
 import itertools
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -316,7 +317,7 @@ def test_claimed_infeasible_with_a_feasible_start_is_an_error(monkeypatch):
     start = pyo.ComponentMap((v, 0.0) for v in m.x.values())
     out = solve_model(m, "liar", SolveOptions(time_limit=5, isolate=False), start=start)
     assert out.status is Status.ERROR and out.objective == pytest.approx(7.0)
-    assert "claims infeasible" in out.message
+    assert out.message == "solver claims infeasible although a feasible start exists"
 
 
 def _misled(always: bool = False, gap: float | None = None, shift: float = 0.0):
@@ -352,8 +353,7 @@ def test_an_optimality_claim_its_numbers_contradict_is_solved_again_without_the_
     out = solve_model(m, "misled", SolveOptions(time_limit=10, isolate=False), start=start)
     assert out.status is Status.OPTIMAL and out.objective == pytest.approx(optimum) and optimum < 7.0
     assert out.bound == pytest.approx(optimum) and out.start_accepted is False
-    assert "'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it" \
-        in out.message
+    assert out.message == "'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it"
 
 
 def test_an_optimality_claim_nothing_supports_keeps_the_answer_but_not_the_status_or_bound(monkeypatch):
@@ -722,3 +722,36 @@ def test_a_cutoff_below_the_lp_bound_ends_the_search(solver):
     m, p = makespan()
     out = solve_model(m, solver, SolveOptions(time_limit=3, cutoff=0.99 * sum(p) / 6))
     assert out.status in (Status.INFEASIBLE, Status.OPTIMAL)
+
+
+def _ended_in_error(lm, options, start, start_objective, deadline, emit):
+    """A worker that gives up with an error code, holding the start with its first packed item taken out."""
+    x = start.copy()
+    x[np.flatnonzero(x > 0.5)[0]] = 0.0
+    emit(HandedOff(0.0))
+    emit(Final(Native.ERROR, "boom", lm.objective(x) - lm.offset, None, x, 0.0))
+
+
+def test_every_note_of_an_outcome_is_in_its_message_in_order(monkeypatch):
+    fake = Backend("boom", Capabilities(mip_start=True), lambda model, lm: _ended_in_error)
+    monkeypatch.setitem(NATIVE, "boom", (lambda: True, fake))
+    m, optimum = knapsack(6)
+    best = _optimal_start(m, optimum)
+    out = solve_model(m, "boom", SolveOptions(time_limit=5, isolate=False), start=best)
+    worse = out.message.split("solver's answer ")[1].split(" ")[0]
+    assert float(worse) > optimum and out.objective == pytest.approx(optimum)
+    assert out.message == (f"solver ended with 'boom'; solver's answer {worse} is worse than the start "
+                           f"{optimum:.10g}; returning the start")
+
+
+def test_nothing_to_say_is_an_empty_message():
+    m, optimum = knapsack(6)
+    assert solve_model(m, "highs", QUICK).message == ""  # no start
+    best = _optimal_start(m, optimum)
+    kept = solve_model(m, "highs", QUICK, start=best).message  # only HiGHS's verdict on the start
+    assert re.fullmatch(r"HiGHS's first incumbent \(t=[0-9.]+s\) is the start", kept), kept
+    lp = pyo.ConcreteModel()
+    lp.x = pyo.Var(bounds=(0, 4))
+    lp.o = pyo.Objective(expr=lp.x + 1)
+    out = solve_model(lp, "highs", QUICK, start=pyo.ComponentMap([(lp.x, 1.0)]))
+    assert out.message == "start not passed: the model has no integer variables" and out.objective == 1.0

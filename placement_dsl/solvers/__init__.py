@@ -177,7 +177,7 @@ def _start_to_pass(chosen: Backend, lm: LinearModel, x0, refusal: str) -> tuple[
 
 
 def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveOptions, x0,
-             start_obj, doubt: str = "") -> SolverOutcome:
+             start_obj, doubt: str) -> SolverOutcome:
     """Fold the worker's reports into an outcome; fall back to a feasible start that is better.
 
     ``doubt`` (from :func:`_contradiction`): the solver's optimality claim is not supported by its
