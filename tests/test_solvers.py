@@ -755,3 +755,65 @@ def test_nothing_to_say_is_an_empty_message():
     lp.o = pyo.Objective(expr=lp.x + 1)
     out = solve_model(lp, "highs", QUICK, start=pyo.ComponentMap([(lp.x, 1.0)]))
     assert out.message == "start not passed: the model has no integer variables" and out.objective == 1.0
+
+
+def test_the_build_time_is_measured():
+    m, _ = knapsack(6)
+    assert 0 < solve_model(m, "highs", QUICK).timings.build < 60
+    empty = pyo.ConcreteModel()
+    empty.o = pyo.Objective(expr=pyo.quicksum([5.0]))
+    assert 0 < solve_model(empty, "highs", QUICK).timings.build < 60
+
+
+def _small_mip() -> pyo.ConcreteModel:
+    """min 0.5 x + 0.25 y + 3 z over binaries with x + y >= 1 and a continuous w <= 0.5 beside: optimum 0.25."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(within=pyo.Binary)
+    m.y = pyo.Var(within=pyo.Binary)
+    m.z = pyo.Var(within=pyo.Binary)
+    m.w = pyo.Var(bounds=(0, 1))
+    m.c = pyo.Constraint(expr=m.x + m.y >= 1)
+    m.d = pyo.Constraint(expr=m.w <= 0.5)
+    m.o = pyo.Objective(expr=0.5 * m.x + 0.25 * m.y + 3 * m.z)
+    return m
+
+
+@pytest.mark.parametrize("shift, trusted", [(5e-7, True), (1.5e-6, False)])
+def test_a_claim_on_an_answer_below_one_is_trusted_within_a_millionth(monkeypatch, shift, trusted):
+    """Below one model unit the claim's tolerance is an absolute millionth (answers of any size near 0 alike)."""
+    _misled_backend(monkeypatch, always=True, gap=0.0, shift=shift)
+    out = solve_model(_small_mip(), "misled", SolveOptions(time_limit=5, isolate=False))
+    assert out.objective == pytest.approx(0.25)
+    assert out.status is (Status.OPTIMAL if trusted else Status.TIME_LIMIT_FEASIBLE)
+
+
+@pytest.mark.parametrize("over, passed", [(5e-7, True), (1.5e-6, False)])
+def test_a_start_of_small_values_is_judged_by_an_absolute_millionth(over, passed):
+    m = _small_mip()
+    start = pyo.ComponentMap([(m.x, 1.0), (m.y, 0.0), (m.z, 0.0), (m.w, 0.5 + over)])
+    out = solve_model(m, "highs", QUICK, start=start)
+    assert out.objective == pytest.approx(0.25)
+    refused = f"start refused: it violates 'd' by {over:.3g}"
+    assert (refused not in out.message) if passed else out.message.startswith(refused)
+
+
+def test_a_start_is_rounded_on_its_integer_columns():
+    m = _small_mip()
+    out = solve_model(m, "highs", QUICK, start=pyo.ComponentMap([(m.x, 0.6), (m.y, 0.4), (m.z, 0.0), (m.w, 0.3)]))
+    assert out.start_objective == 0.5 and "start refused" not in out.message  # x 1, y 0 (unrounded: 0.3 + 0.1)
+
+
+def test_a_stopped_linear_program_has_no_bound(monkeypatch):
+    def stopped(lm, options, start, start_objective, deadline, emit):
+        x = np.array([3.0, 0.0])  # feasible, worth 6 against the optimum 4.5
+        emit(HandedOff(0.0))
+        emit(Final(Native.LIMIT, "limit", lm.objective(x) - lm.offset, None, x, 0.0))
+
+    monkeypatch.setitem(NATIVE, "stopped", (lambda: True, Backend("stopped", Capabilities(), lambda model, lm: stopped)))
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(0, 4))
+    m.y = pyo.Var(bounds=(0, 4))
+    m.c = pyo.Constraint(expr=m.x + 2 * m.y >= 3)
+    m.o = pyo.Objective(expr=2 * m.x + 3 * m.y)
+    out = solve_model(m, "stopped", SolveOptions(time_limit=5, isolate=False))
+    assert (out.status, out.objective, out.bound) == (Status.TIME_LIMIT_FEASIBLE, 6.0, None)
