@@ -353,7 +353,8 @@ def test_an_optimality_claim_its_numbers_contradict_is_solved_again_without_the_
     out = solve_model(m, "misled", SolveOptions(time_limit=10, isolate=False), start=start)
     assert out.status is Status.OPTIMAL and out.objective == pytest.approx(optimum) and optimum < 7.0
     assert out.bound == pytest.approx(optimum) and out.start_accepted is False
-    assert out.message == "'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it"
+    assert out.message == ("'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again "
+                           "without it")
 
 
 def test_an_optimality_claim_nothing_supports_keeps_the_answer_but_not_the_status_or_bound(monkeypatch):
@@ -809,7 +810,8 @@ def test_a_stopped_linear_program_has_no_bound(monkeypatch):
         emit(HandedOff(0.0))
         emit(Final(Native.LIMIT, "limit", lm.objective(x) - lm.offset, None, x, 0.0))
 
-    monkeypatch.setitem(NATIVE, "stopped", (lambda: True, Backend("stopped", Capabilities(), lambda model, lm: stopped)))
+    fake = Backend("stopped", Capabilities(), lambda model, lm: stopped)
+    monkeypatch.setitem(NATIVE, "stopped", (lambda: True, fake))
     m = pyo.ConcreteModel()
     m.x = pyo.Var(bounds=(0, 4))
     m.y = pyo.Var(bounds=(0, 4))
