@@ -819,3 +819,74 @@ def test_a_stopped_linear_program_has_no_bound(monkeypatch):
     m.o = pyo.Objective(expr=2 * m.x + 3 * m.y)
     out = solve_model(m, "stopped", SolveOptions(time_limit=5, isolate=False))
     assert (out.status, out.objective, out.bound) == (Status.TIME_LIMIT_FEASIBLE, 6.0, None)
+
+
+@pytest.mark.parametrize("offset, delta, falls_back", [(100.0, 2e-8, False), (100.0, 2e-7, True), (0.0, 5e-10, False),
+                                                       (0.0, 1.5e-9, True)])
+def test_an_answer_worse_than_the_start_by_a_billionth_of_its_size_is_kept(monkeypatch, offset, delta, falls_back):
+    """The start (worth offset + 0.25) wins only when the answer is worse by more than a billionth of the start's
+    size, and of one model unit below 1: rounding in the solver is not a worse answer."""
+    def nudged(lm, options, start, start_objective, deadline, emit):
+        x = start.copy()
+        x[[v.name for v in lm.columns].index("w")] = delta
+        emit(HandedOff(0.0))
+        emit(Final(Native.LIMIT, "limit", lm.objective(x) - lm.offset, None, x, 0.0))
+
+    fake = Backend("nudged", Capabilities(mip_start=True), lambda model, lm: nudged)
+    monkeypatch.setitem(NATIVE, "nudged", (lambda: True, fake))
+    m = pyo.ConcreteModel()
+    m.y = pyo.Var(within=pyo.Binary)
+    m.w = pyo.Var(bounds=(0, 1))
+    m.c = pyo.Constraint(expr=m.y >= 1)
+    m.o = pyo.Objective(expr=offset + 0.25 * m.y + m.w)
+    out = solve_model(m, "nudged", SolveOptions(time_limit=5, isolate=False),
+                      start=pyo.ComponentMap([(m.y, 1.0), (m.w, 0.0)]))
+    assert out.objective == (offset + 0.25 if falls_back else pytest.approx(offset + 0.25 + delta, abs=1e-12))
+    assert ("returning the start" in out.message) is falls_back
+
+
+def test_a_distrusted_claim_with_no_answer_in_hand_is_an_error(monkeypatch):
+    """A worker claiming "optimal" with a vector but no objective, over a bound far below it: the vector is not taken
+    as an answer (no objective was reported with it), and the claim is not trusted, so nothing is left: an error."""
+    def vague(lm, options, start, start_objective, deadline, emit):
+        x = np.ones(lm.n_cols)
+        emit(HandedOff(0.0))
+        emit(Final(Native.OPTIMAL, "Optimal", None, lm.objective(x) - lm.offset - 100.0, x, 0.0))
+
+    fake = Backend("vague", Capabilities(reports_bound=True), lambda model, lm: vague)
+    monkeypatch.setitem(NATIVE, "vague", (lambda: True, fake))
+    out = solve_model(_small_mip(), "vague", SolveOptions(time_limit=5, isolate=False))
+    assert (out.status, out.has_solution, out.bound) == (Status.ERROR, False, None)
+    assert out.message.endswith("(gap asked: 0.0001): status and bound not trusted")
+
+
+def test_a_start_not_passed_and_the_solvers_own_notes_are_all_in_the_message(monkeypatch):
+    def gives_up(lm, options, start, start_objective, deadline, emit):
+        emit(HandedOff(0.0))
+        emit(Final(Native.ERROR, "boom", None, None, None, 0.0))
+
+    fake = Backend("gives_up", Capabilities(), lambda model, lm: gives_up)
+    monkeypatch.setitem(NATIVE, "gives_up", (lambda: True, fake))
+    m, _ = knapsack(6)
+    out = solve_model(m, "gives_up", SolveOptions(time_limit=5, isolate=False),
+                      start=pyo.ComponentMap((v, 0.0) for v in m.x.values()))
+    assert out.objective == 7.0 and out.message == ("start not passed: 'gives_up' takes no MIP start (kept as the "
+                                                    "fallback answer); solver ended with 'boom'")
+
+
+def test_the_note_of_a_second_solve_comes_before_what_that_solve_reports(monkeypatch):
+    """Solved again without the start, in a process that dies: the reason for the second solve, then its end."""
+    def dies_without_start(lm, options, start, start_objective, deadline, emit):
+        if start is None:
+            os._exit(3)
+        _misled()(lm, options, start, start_objective, deadline, emit)
+
+    fake = Backend("dies", Capabilities(mip_start=True, reports_bound=True), lambda model, lm: dies_without_start)
+    monkeypatch.setitem(NATIVE, "dies", (lambda: True, fake))
+    m, _ = knapsack(6)
+    out = solve_model(m, "dies", SolveOptions(time_limit=10, isolate=True),
+                      start=pyo.ComponentMap((v, 0.0) for v in m.x.values()))
+    why = r"(ended without a final report|closed its pipe) \(exit code (3|None)\)"
+    assert out.objective == 7.0 and re.fullmatch(
+        r"'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it; "
+        r"solver process " + why, out.message), out.message
