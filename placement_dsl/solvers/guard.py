@@ -146,7 +146,8 @@ def _pump(recv, proc, got: Collected, hard_deadline: float) -> None:
             elif not proc.is_alive() and not recv.poll(0):
                 got.notes.append(f"solver process ended without a final report (exit code {proc.exitcode})")
                 return
-        except EOFError:
+        except EOFError:  # the child is exiting: wait a moment for its exit code
+            proc.join(timeout=1.0)
             got.notes.append(f"solver process closed its pipe (exit code {proc.exitcode})")
             return
 
