@@ -428,20 +428,30 @@ def test_a_linear_program_is_its_own_bound():
     assert (out.status, out.objective, out.bound) == (Status.OPTIMAL, pytest.approx(4.5), pytest.approx(4.5))
 
 
-def _worse_than_the_start(lm, options, start, start_objective, deadline, emit):
-    """A worker answering the start with its first packed item taken out (a worse, feasible knapsack)."""
-    x = start.copy()
-    x[np.flatnonzero(x > 0.5)[0]] = 0.0
-    emit(HandedOff(0.0))
-    emit(Final(Native.LIMIT, "limit", lm.objective(x) - lm.offset, None, x, 0.0))
+def _worse_than_the_start(native: Native, code: str):
+    """A worker answering the start with its first packed item taken out (a worse, feasible knapsack), ending
+    with ``native`` and ``code``; registered as the backend ``code``, which takes MIP starts."""
+    def run(lm, options, start, start_objective, deadline, emit):
+        x = start.copy()
+        x[np.flatnonzero(x > 0.5)[0]] = 0.0
+        emit(HandedOff(0.0))
+        emit(Final(native, code, lm.objective(x) - lm.offset, None, x, 0.0))
+
+    return code, Backend(code, Capabilities(mip_start=True), lambda model, lm: run)
+
+
+def _solve_from_the_optimal_start(monkeypatch, native: Native, code: str):
+    """The knapsack solved by the worker of :func:`_worse_than_the_start` from its optimal packing: (outcome, optimum,
+    (model, start))."""
+    name, fake = _worse_than_the_start(native, code)
+    monkeypatch.setitem(NATIVE, name, (lambda: True, fake))
+    m, optimum = knapsack(6)
+    best = _optimal_start(m, optimum)
+    return solve_model(m, name, SolveOptions(time_limit=5, isolate=False), start=best), optimum, (m, best)
 
 
 def test_an_answer_worse_than_the_start_by_any_amount_falls_back_to_it(monkeypatch):
-    fake = Backend("worse_now", Capabilities(mip_start=True), lambda model, lm: _worse_than_the_start)
-    monkeypatch.setitem(NATIVE, "worse_now", (lambda: True, fake))
-    m, optimum = knapsack(6)
-    best = _optimal_start(m, optimum)
-    out = solve_model(m, "worse_now", SolveOptions(time_limit=5, isolate=False), start=best)
+    out, optimum, (m, best) = _solve_from_the_optimal_start(monkeypatch, Native.LIMIT, "limit")
     assert out.objective == pytest.approx(optimum) and out.message.endswith("is worse than the start "
                                                                              f"{optimum:.10g}; returning the start")
     assert [round(v.value) for v in m.x.values()] == [best[v] for v in m.x.values()]
@@ -725,20 +735,8 @@ def test_a_cutoff_below_the_lp_bound_ends_the_search(solver):
     assert out.status in (Status.INFEASIBLE, Status.OPTIMAL)
 
 
-def _ended_in_error(lm, options, start, start_objective, deadline, emit):
-    """A worker that gives up with an error code, holding the start with its first packed item taken out."""
-    x = start.copy()
-    x[np.flatnonzero(x > 0.5)[0]] = 0.0
-    emit(HandedOff(0.0))
-    emit(Final(Native.ERROR, "boom", lm.objective(x) - lm.offset, None, x, 0.0))
-
-
 def test_every_note_of_an_outcome_is_in_its_message_in_order(monkeypatch):
-    fake = Backend("boom", Capabilities(mip_start=True), lambda model, lm: _ended_in_error)
-    monkeypatch.setitem(NATIVE, "boom", (lambda: True, fake))
-    m, optimum = knapsack(6)
-    best = _optimal_start(m, optimum)
-    out = solve_model(m, "boom", SolveOptions(time_limit=5, isolate=False), start=best)
+    out, optimum, _ = _solve_from_the_optimal_start(monkeypatch, Native.ERROR, "boom")  # gives up with an error code
     worse = out.message.split("solver's answer ")[1].split(" ")[0]
     assert float(worse) > optimum and out.objective == pytest.approx(optimum)
     assert out.message == (f"solver ended with 'boom'; solver's answer {worse} is worse than the start "
