@@ -418,12 +418,18 @@ def test_an_optimal_start_is_kept_without_a_note_and_the_outcome_names_its_solve
     assert (out.solver, out.log_path, out.has_solution) == ("highs", None, True)
 
 
-def test_a_linear_program_is_its_own_bound():
+def _small_lp() -> pyo.ConcreteModel:
+    """min 2x + 3y with x + 2y >= 3 over [0, 4]^2: optimum 4.5 at (0, 1.5)."""
     m = pyo.ConcreteModel()
     m.x = pyo.Var(bounds=(0, 4))
     m.y = pyo.Var(bounds=(0, 4))
     m.c = pyo.Constraint(expr=m.x + 2 * m.y >= 3)
     m.o = pyo.Objective(expr=2 * m.x + 3 * m.y)
+    return m
+
+
+def test_a_linear_program_is_its_own_bound():
+    m = _small_lp()
     out = solve_model(m, "highs", QUICK)
     assert (out.status, out.objective, out.bound) == (Status.OPTIMAL, pytest.approx(4.5), pytest.approx(4.5))
 
@@ -810,11 +816,7 @@ def test_a_stopped_linear_program_has_no_bound(monkeypatch):
 
     fake = Backend("stopped", Capabilities(), lambda model, lm: stopped)
     monkeypatch.setitem(NATIVE, "stopped", (lambda: True, fake))
-    m = pyo.ConcreteModel()
-    m.x = pyo.Var(bounds=(0, 4))
-    m.y = pyo.Var(bounds=(0, 4))
-    m.c = pyo.Constraint(expr=m.x + 2 * m.y >= 3)
-    m.o = pyo.Objective(expr=2 * m.x + 3 * m.y)
+    m = _small_lp()
     out = solve_model(m, "stopped", SolveOptions(time_limit=5, isolate=False))
     assert (out.status, out.objective, out.bound) == (Status.TIME_LIMIT_FEASIBLE, 6.0, None)
 

@@ -129,8 +129,7 @@ class Sweeps:
         if stopped:
             report("dp", phase="feasibility", target=float(T), stopped=True, runs=self.runs, pairs=self.visited)
             raise Stopped(T)
-        S = self.counts.shape[0] - 1
-        if (int(feas[-1, S >> 6]) >> (S & 63)) & 1:  # kept for the targets below T, or above it
+        if _has_split(feas, self.counts.shape[0] - 1):  # kept for the targets below T, or above it
             if self._above is None or T < self._above[0]:
                 self._above = (float(T), feas)
         elif self._below is None or T > self._below[0]:
@@ -241,12 +240,17 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
     return found, hi, hi
 
 
+def _has_split(feas: np.ndarray, s: int) -> bool:
+    """Whether a feasibility run's bits hold a split of the whole graph (the last ideal) in state ``s``."""
+    return bool((int(feas[-1, s >> 6]) >> (s & 63)) & 1)
+
+
 def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,
                 T: float) -> list[tuple[int, int, int, int]] | None:
     """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none);
     ``head``: the kernels' arguments, ``counts``/``strides``: the device-count states."""
     I, s = feas.shape[0] - 1, counts.shape[0] - 1
-    if not (int(feas[I, s >> 6]) >> (s & 63)) & 1:
+    if not _has_split(feas, s):
         return None
     steps = []
     while I != 0:
