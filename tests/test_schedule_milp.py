@@ -16,7 +16,7 @@ from placement_dsl.conformance import check_documented, check_template_rows
 from placement_dsl.constraints import Colocate, Congestion, Memory, Pin
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.formulations import choose, get
-from placement_dsl.formulations.schedule import hinted, transformed
+from placement_dsl.formulations.schedule import ScheduleHint, hinted, transformed
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import moirai
@@ -314,3 +314,86 @@ def test_retimed_and_serial_schedules_are_valid_and_priced_right(name):
         total, bad = check_schedule(placement, serial, congestion)
         times = placement.cluster.times(placement.graph)[np.arange(placement.graph.n), placement.assign]
         assert not bad and total == pytest.approx(times.sum() + transfer_tasks(placement)[2].sum())
+
+
+# ---------------------------------------------------------------------------- the warm start's own choices
+def zero_hop(free_first: bool) -> Problem:
+    """``a``'s output costs nothing to move between d0 and d1 (but a unit to d2), ``p``'s two units anywhere."""
+    free = [[0, 0, 1], [0, 0, 1], [1, 1, 0]]
+    ops = [Op(name="p", work={"d0": 1, "d1": 9, "d2": 9}, attrs={"transfer_time": [[0, 2, 2], [2, 0, 2], [2, 2, 0]]}),
+           Op(name="a", work={"d0": 1, "d1": 9, "d2": 9}, attrs={"transfer_time": free}),
+           Op(name="q", work={"d0": 9, "d1": 1, "d2": 9}), Op(name="b", work={"d0": 9, "d1": 1, "d2": 9})]
+    g = Graph(ops[1::-1] + ops[2:] if free_first else ops, [("p", "q"), ("a", "b")], name="zero_hop")
+    return Problem(g, Cluster(devices(3), mesh(3)), Makespan(), [Congestion("port")])
+
+
+@pytest.mark.parametrize("free_first", [False, True])
+def test_a_transfer_that_takes_no_time_is_apart_from_one_on_its_port(free_first):
+    # p's transfer holds d0's out-port over [1, 3]; a's costs nothing on d0 -> d1 and leaves at 2, inside it: the two
+    # never contend, so the warm start keeps them apart (ordering them either way breaks a row)
+    from placement_dsl.placement import Placement
+    from placement_dsl.schedule import Schedule
+
+    problem = zero_hop(free_first)
+    g = problem.graph
+    start = {"p": 0.0, "a": 1.0, "q": 3.0, "b": 2.0}
+    schedule = Schedule(np.array([start[v] for v in g.names]), {(g.index["p"], 1): 1.0, (g.index["a"], 1): 2.0})
+    placement = Placement(g, problem.cluster, [0 if v in "pa" else 1 for v in g.names], schedule=schedule)
+    assert check_schedule(placement, schedule, "port") == (4.0, [])
+    assert not check_template_rows(compile(problem, "schedule"), placement)
+
+
+def test_the_warm_schedule_is_the_placements_own_else_its_list_schedule_else_the_serial_one_within_each_horizon():
+    # join under channel congestion, p0, p1 and q on d0, d1, d2: its list schedule lasts 4, the list schedule of port
+    # congestion 6 (q's in-port serializes what the channels need not), the serial one 7
+    from placement_dsl.blocks.base import Warm
+    from placement_dsl.blocks.schedule_data import schedule_data
+    from placement_dsl.blocks.schedule_warm import serial_schedule, warm_schedule
+    from placement_dsl.placement import Placement
+
+    problem = join("channel")
+    ctx = compile(problem, "schedule").varmap.context
+    placement = Placement(problem.graph, problem.cluster, [0, 1, 2])
+    serial = serial_schedule(placement)
+
+    def makespan(schedule, horizon):
+        warm = Warm(ctx, placement.assign, schedule, placement.replica_sets)
+        return warm_schedule(ctx, warm, schedule_data(ctx, horizon)).makespan * ctx.scale.time
+
+    assert makespan(None, None) == pytest.approx(4.0)  # no schedule: the list schedule of the problem's congestion
+    assert makespan(serial, None) == pytest.approx(7.0)  # the placement's own, valid and within the serial bound
+    assert makespan(serial, 4.0) == pytest.approx(4.0)  # ... but not within 4: the list schedule instead
+    assert makespan(None, 3.0) == pytest.approx(7.0)  # nothing fits 3: the serial schedule, valid under any congestion
+    warm = Warm(ctx, placement.assign, serial, placement.replica_sets)  # one placement, two horizons: one schedule each
+    assert [warm_schedule(ctx, warm, schedule_data(ctx, h)).makespan * ctx.scale.time for h in (None, 4.0)] == \
+        pytest.approx([7.0, 4.0])
+
+
+@pytest.mark.parametrize("start", [None, "list", "one-device-best"])
+def test_a_graph_whose_ops_take_no_time_has_makespan_zero(start):
+    # its warm start (or list schedule) sets a horizon of 0, and the warm start's makespan is 0 too
+    ops = [Op(name="a", work=0), Op(name="b", work=0)]  # and no transfer: no task ends the warm start either
+    problem = Problem(Graph(ops, [], name="idle"), Cluster(devices(2), mesh(2)), Makespan(), [])
+    result = solve(problem, "schedule", time_limit=30, warm_start=start)
+    assert result.status is Status.OPTIMAL and result.objective == 0 and result.evaluation.valid
+    assert result.start_accepted is (True if start else None)
+    with pytest.raises(SpecError, match=r"ScheduleHint\(horizon=-1.0\): the horizon must be a makespan, 0 or more"):
+        ScheduleHint(-1.0)
+
+
+def test_a_warm_start_whose_float_sums_round_apart_keeps_its_order():
+    # three ops on a device 6,000 times slower than the fastest: in model units (times / 1.5) the end of the second
+    # op, 6732 / 1.5 + 3427.8 / 1.5, rounds 9e-13 past the start of the third, (6732 + 3427.8) / 1.5; a tolerance
+    # relative to the horizon (~7,700) still orders them, one of a billionth of a unit would not
+    from placement_dsl.placement import Placement
+
+    ops = [Op(name=n, work={"d0": 1.0, "d1": t}) for n, t in (("x", 6732.0), ("y", 3427.8), ("z", 1368.7))]
+    problem = Problem(Graph(ops, [], name="slow"), Cluster(devices(2), mesh(2)), Makespan(), [])
+    compiled = compile(problem, "schedule")
+    assert compiled.varmap.context.scale.time == 1.5
+    for order in itertools.permutations(range(3)):
+        ls = ListScheduler(problem.graph, problem.cluster, "port")
+        for v in order:
+            ls.place(v, 1)
+        placement = Placement(problem.graph, problem.cluster, [1, 1, 1], schedule=ls.schedule())
+        assert not check_template_rows(compiled, placement), order

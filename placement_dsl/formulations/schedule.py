@@ -50,8 +50,8 @@ class ScheduleHint(Term):
     horizon: float = math.inf
 
     def __post_init__(self) -> None:
-        if not self.horizon > 0:
-            raise SpecError(f"ScheduleHint(horizon={self.horizon!r}): the horizon must be a positive makespan")
+        if not self.horizon >= 0:  # 0: every op and transfer takes no time
+            raise SpecError(f"ScheduleHint(horizon={self.horizon!r}): the horizon must be a makespan, 0 or more")
 
 
 def horizon_of(problem: Problem) -> float | None:
