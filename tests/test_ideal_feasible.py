@@ -288,12 +288,12 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     assert ideals._brkga_split(_setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
 
 
-@pytest.mark.parametrize("full, kept", [([0, 1, 1, 1], True), ([1, 0, 0, 0], False), ([0, 1, 0, 0], False),
+@pytest.mark.parametrize("full, kept", [([0, 1, 1, 1], True), ([1, 0, 0, 0], True), ([0, 1, 0, 0], False),
                                         ([0, 1, 1, 2], False)])
 def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkeypatch, full, kept):
-    # a -> b -> c -> z on three ordered stages: {a} | {b, c} is a DP split, but not backwards (DAG order); {a, c} | {b}
-    # is not contiguous; the zero-work leaf z is merged into c (App. B), so {a} | {b, c} | {z}, a valid placement,
-    # splits a supernode
+    # a -> b -> c -> z on three stages: {a} | {b, c} is a DP split, on the first two devices or backwards (the DP
+    # places its stages in DAG order); {a, c} | {b} is not contiguous; the zero-work leaf z is merged into c (App. B),
+    # so {a} | {b, c} | {z}, a valid placement, splits a supernode
     from placement_dsl.heuristics import ideals, orderings
     from placement_dsl.placement import Placement
 
@@ -310,3 +310,37 @@ def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkey
         assert [(s.tolist(), c, k) for s, c, k in stages] == [([0], 0, 1), ([1, 2], 0, 1)]
     else:
         assert stages is None
+
+
+def test_an_incumbent_the_dp_may_not_take_is_priced_infinite_and_ignored():
+    # a -> b -> c, each holding a byte and sending ten: two GPUs that hold one byte and a half each, and a CPU that
+    # cannot run b. All three on one GPU (no transfers: 3) beats every split the DP may take (21), but breaks the
+    # GPU's memory; so do a stage with b on the CPU and three GPU stages
+    from placement_dsl.evaluate import evaluate
+    from placement_dsl.heuristics.ideals import _place
+    from placement_dsl.placement import Placement
+
+    ops = [Op(name=n, work=work, param_bytes=1, out_bytes=10) for n, work in
+           (("a", {"gpu": 1, "cpu": 1}), ("b", {"gpu": 1}), ("c", {"gpu": 1, "cpu": 1}))]
+    g = Graph(ops, [("a", "b"), ("b", "c")])
+    cluster = Cluster([Device(name="g0", kind="gpu", memory=1.5), Device(name="g1", kind="gpu", memory=1.5),
+                       Device(name="cpu", kind="cpu")])
+    model = CostModel()
+    sw, su = _sweeps(g, cluster, model, False)
+    assert su.con.n_nodes == 3
+    gpu, cpu = (next(i for i, c in enumerate(su.classes) if c.kind == kind) for kind in ("gpu", "cpu"))
+
+    def split(*stages):
+        return [(np.array(nodes), c, 1) for nodes, c in stages]
+
+    def value(stages):
+        return sw.value(ideal_solve._incumbent_steps(sw.lat, stages))
+
+    good = split(([0], gpu), ([1], gpu), ([2], cpu))
+    assign, _ = _place(su.con, cluster, su.classes, good)
+    assert value(good) == evaluate(Placement(g, cluster, assign), model).max_load == 21.0  # b: 1 + 10 in + 10 out
+    bad = [split(([0, 1, 2], gpu)), split(([0], gpu), ([1, 2], cpu)), split(([0], gpu), ([1], gpu), ([2], gpu))]
+    assert [value(s) for s in bad] == [math.inf] * 3
+    for stages in bad:  # each bad split as the incumbent: the search still finds the optimum, a split it may take
+        sol = ideal_solve.solve(sw.lat, su.classes, model, False, math.inf, incumbents=[stages])
+        assert sol.value == 21.0 and sol.lower is None

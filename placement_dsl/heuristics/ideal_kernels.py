@@ -518,18 +518,24 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
 
 
 @njit(cache=True)
-def split_value(steps, ideals, work, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+def split_value(steps, ideals, unsup, devices, work, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
                 tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi):
     """The max-load of a split given as ``(I, J, class, replicas)`` rows, in :func:`sweep`'s arithmetic.
 
     The unfloored DP's value of that split, bit for bit: a descending search compares it with
-    the next target.
+    the next target. ``inf`` when the split is not one the DP may take: a stage with an op its
+    class cannot run (``unsup``), beyond a class's hard memory, or more devices of a class than
+    it has (``devices``).
     """
     value = 0.0
+    used = np.zeros(devices.shape[0], np.int64)
     for r in range(steps.shape[0]):
         I, J, c, k = steps[r, 0], steps[r, 1], steps[r, 2], steps[r, 3]
-        s_in, s_out = _stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
         dm = mem[I] - mem[J]
+        used[c] += k
+        if unsup[c, I] != unsup[c, J] or (not soft and dm > cap[c]) or used[c] > devices[c]:
+            return np.inf
+        s_in, s_out = _stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
         base = _stage_load(mode, work[c, I] - work[c, J], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
         value = max(value, _replicated(mode, base, (param[I] - param[J]) * inv_bw[c], k))
     return value

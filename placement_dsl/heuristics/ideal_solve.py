@@ -88,7 +88,8 @@ class Sweeps:
         self.mode = _MODES[model.overlap]
         self.costs = (i_work, i_mem, i_param, cap, scale, ALLREDUCE_FACTOR * inv_bw, scale,
                       model.memory is MemoryMode.OVERFLOW)
-        self.head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, i_unsup.astype(np.int64), i_mem, i_param,
+        self.unsup = i_unsup.astype(np.int64)  # per class and ideal, the ops the class cannot run
+        self.head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, self.unsup, i_mem, i_param,
                      *self.costs[3:], self.reps, self.mode, *self.io, counts, self.strides)
         with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
             ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
@@ -146,8 +147,8 @@ class Sweeps:
         return steps
 
     def value(self, steps: list[tuple[int, int, int, int]]) -> float:
-        return K.split_value(np.array(steps, dtype=np.int64).reshape(-1, 4), self.lat.ideals, *self.costs,
-                             self.mode, *self.io)
+        return K.split_value(np.array(steps, dtype=np.int64).reshape(-1, 4), self.lat.ideals, self.unsup,
+                             self.counts[-1], *self.costs, self.mode, *self.io)
 
 
 def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
@@ -156,9 +157,10 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     """The best split of ``lat`` with max-load ``<= ub`` (no stages if there is none).
 
     ``descend``: with a finite ``ub`` or ``incumbents`` (splits with stages as in :class:`Solution`,
-    e.g. DPL's; the best in the sweep's arithmetic is kept, those not made of ideals of ``lat`` are
-    ignored), search by feasibility runs (exact, see the module docstring); otherwise one exact
-    sweep pruned by ``ub``. An incumbent proven optimal is returned as it is.
+    e.g. DPL's; the best in the sweep's arithmetic is kept, those not made of ideals of ``lat`` or
+    not the DP's to take, :meth:`Sweeps.value` ``inf``, are ignored), search by feasibility runs
+    (exact, see the module docstring); otherwise one exact sweep pruned by ``ub``. An incumbent
+    proven optimal is returned as it is.
     ``deadline`` (``time.monotonic()``): once the search holds a split, a run that passes it stops
     (and none starts after it); the search returns that split with ``lower`` the bound its
     infeasible runs proved.
@@ -170,8 +172,9 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     t1 = time.perf_counter()
     start = None
     for steps in (_incumbent_steps(lat, stages) for stages in incumbents):
-        if steps is not None and sw.value(steps) <= ub:
-            start, ub = steps, sw.value(steps)
+        value = math.inf if steps is None else sw.value(steps)  # inf: not a split the DP may take
+        if value <= ub:
+            start, ub = steps, value
     if descend and math.isfinite(ub):
         steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
     else:

@@ -344,9 +344,11 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
 
 
 def _brkga_split(su: _Setup) -> tuple[list[tuple[np.ndarray, int, int]] | None, float | None]:
-    """BRKGA's split (Archer Alg. 2, :func:`.orderings.brkga`) as supernode stages in pipeline order, and its
-    objective; ``(None, objective or None)`` when it is not one of the DP's splits (a supernode split across
-    devices, stages in a cycle, a violation) or BRKGA does not model the case (replicas, memory per schedule)."""
+    """BRKGA's split (Archer Alg. 2, :func:`.orderings.brkga`) as supernode stages in DAG order, and its
+    objective; ``(None, objective or None)`` when it is not a split of the lattice's nodes (a supernode split
+    across devices, stages in a cycle) or BRKGA does not model the case (replicas, memory per schedule).
+    Whether the DP may take it (memory, the ops a class runs, devices per class) the search asks of every
+    incumbent alike (:meth:`.ideal_solve.Sweeps.value`)."""
     from .orderings import brkga
 
     if su.replication or su.model.training_memory is not None:
@@ -358,7 +360,7 @@ def _brkga_split(su: _Setup) -> tuple[list[tuple[np.ndarray, int, int]] | None, 
     con, dev = su.con, r.placement.assign
     node_dev = np.full(con.n_nodes, -1, dtype=np.int64)
     node_dev[con.image] = dev
-    if (node_dev[con.image] != dev).any() or evaluate(r.placement, su.model).violations:
+    if (node_dev[con.image] != dev).any():
         return None, r.objective
     stages = TopologicalSorter({int(d): set() for d in np.unique(node_dev)})
     for a, b in zip(node_dev[con.src].tolist(), node_dev[con.dst].tolist()):
