@@ -264,7 +264,7 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     """On REGAL's graph 3 (30 nodes, 8 stages) BRKGA's split (1477.66) beats DPL's (1599.47): as a second
     incumbent it narrows the search's band, and the optimum (1395.24) is the same as without it."""
     from placement_dsl.cli import resize
-    from placement_dsl.heuristics import ideals
+    from placement_dsl.heuristics import ideals, orderings
     from placement_dsl.heuristics.orderings import brkga
     from placement_dsl.zoo import regal
 
@@ -286,6 +286,11 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     mine = brkga(w.graph, cluster, model=model, seed=0).placement.assign
     assert len({(int(a), int(b)) for a, b in zip(assign, mine, strict=True)}) == len(stages)
     assert ideals._brkga_split(_setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
+    asked = []  # the DP's time limit bounds BRKGA's run: it gets what is left of it
+    monkeypatch.setattr(orderings, "brkga", lambda *a, **k: asked.append(k["time_limit"]) or brkga(*a, **k))
+    ideals.dp(w.graph, cluster, model=model, time_limit=50)
+    ideals.dp(w.graph, cluster, model=model)
+    assert 0 < asked[0] < 50 and asked[1] is None
 
 
 @pytest.mark.parametrize("full, kept", [([0, 1, 1, 1], True), ([1, 0, 0, 0], True), ([0, 1, 0, 0], False),

@@ -94,3 +94,13 @@ def test_brkga_on_a_training_graph_decodes_through_the_forward_projection(dnn_pa
     assert r.placement.graph is w.graph
     assert r.objective <= sliced.objective + 1e-9
     assert r.objective <= 78.63 * 1.02  # Tarnawski Table 1, dp
+
+
+def test_brkga_starts_no_generation_after_its_time_limit():
+    g, c = branchy(50, seed=5), Cluster.stages(5)
+    stopped = brkga(g, c, model=MODEL, seed=0, evaluations=600, population=20, time_limit=0.0)
+    first = brkga(g, c, model=MODEL, seed=0, evaluations=20, population=20)  # the first generation only
+    assert stopped.evaluations == 20 and len(stopped.info["history"]) == 1 and stopped.objective == first.objective
+    assert brkga(g, c, model=MODEL, seed=0, evaluations=600, population=20, time_limit=60).evaluations == 600
+    with pytest.raises(SpecError, match=r"brkga: time_limit must be >= 0 seconds, got -1"):
+        brkga(g, c, model=MODEL, time_limit=-1)

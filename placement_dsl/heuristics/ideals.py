@@ -326,7 +326,7 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     report("dp", phase="dpl" if linearize else "dp", ideals=lat.count, incumbent=ub)
     starts = [incumbent] if incumbent else []
     if incumbent and descend and lat.count >= BRKGA_INCUMBENT_IDEALS:  # runs are costly: a second incumbent
-        other, info["brkga"] = _brkga_split(su)
+        other, info["brkga"] = _brkga_split(su, deadline)
         if other is not None:
             starts.append(other)
     sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, starts, deadline)
@@ -343,18 +343,20 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     return sol, info
 
 
-def _brkga_split(su: _Setup) -> tuple[list[tuple[np.ndarray, int, int]] | None, float | None]:
+def _brkga_split(su: _Setup, deadline: float | None = None) -> tuple[list[tuple[np.ndarray, int, int]] | None,
+                                                                     float | None]:
     """BRKGA's split (Archer Alg. 2, :func:`.orderings.brkga`) as supernode stages in DAG order, and its
     objective; ``(None, objective or None)`` when it is not a split of the lattice's nodes (a supernode split
     across devices, stages in a cycle) or BRKGA does not model the case (replicas, memory per schedule).
     Whether the DP may take it (memory, the ops a class runs, devices per class) the search asks of every
-    incumbent alike (:meth:`.ideal_solve.Sweeps.value`)."""
+    incumbent alike (:meth:`.ideal_solve.Sweeps.value`). BRKGA starts no generation after ``deadline``."""
     from .orderings import brkga
 
     if su.replication or su.model.training_memory is not None:
         return None, None
     try:
-        r = brkga(su.graph, su.cluster, model=su.model, seed=0)
+        r = brkga(su.graph, su.cluster, model=su.model, seed=0,
+                  time_limit=None if deadline is None else max(0.0, deadline - time.monotonic()))
     except (SpecError, InfeasibleError):
         return None, None
     con, dev = su.con, r.placement.assign

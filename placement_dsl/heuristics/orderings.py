@@ -125,8 +125,9 @@ def _next_generation(state: SearchState, cfg: BrkgaConfig, rng: np.random.Genera
 
 
 def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Generator,
-                 initial: np.ndarray | None = None) -> SearchState:
-    """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes."""
+                 initial: np.ndarray | None = None, deadline: float | None = None) -> SearchState:
+    """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes; no generation
+    starts after ``deadline`` (``time.monotonic()``), the first population is always decoded."""
     P = min(cfg.population, cfg.evaluations)
     keys = rng.random((P, n))
     if initial is not None:
@@ -135,7 +136,7 @@ def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Gene
     n_elite = min(cfg.n_elite, P)
     state.values = _evaluate_batch(fitness, keys, np.empty(0), n_elite, state, cfg.evaluations)
     state.history.append(float(state.values.min()))
-    while state.evaluations < cfg.evaluations and P > cfg.n_elite:
+    while state.evaluations < cfg.evaluations and P > cfg.n_elite and (deadline is None or time.monotonic() < deadline):
         elite, fresh = _next_generation(state, cfg, rng)
         values = _evaluate_batch(fitness, fresh, state.values[elite], cfg.n_elite, state, cfg.evaluations)
         state.keys = np.vstack([state.keys[elite], fresh[: values.size]])
@@ -190,18 +191,22 @@ def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = N
 
 def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
           evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
-          rho: float = 0.7, initial: np.ndarray | None = None) -> HeuristicResult:
+          rho: float = 0.7, initial: np.ndarray | None = None, time_limit: float | None = None) -> HeuristicResult:
     """BRKGA over node priorities with the sort-and-slice decoder (Archer Alg. 2, App. C.1).
 
     The initial population holds ``initial`` (rows of priorities; default: the priorities of
     the graph's topological order, so the result is never worse than :func:`slicegraph`)
     and uniform random keys. ``info['history']`` is the best value after each generation.
+    ``time_limit`` (seconds): no generation starts after it; the first population is decoded.
     """
     start = time.perf_counter()
+    if time_limit is not None and not time_limit >= 0:
+        raise SpecError(f"brkga: time_limit must be >= 0 seconds, got {time_limit!r}")
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
     slicer = Slicer(graph, cluster, model)
     init = _initial(graph, initial)
-    state = brkga_search(_slice_fitness(slicer), graph.n, cfg, np.random.default_rng(seed), init)
+    state = brkga_search(_slice_fitness(slicer), graph.n, cfg, np.random.default_rng(seed), init, deadline)
     best = state.keys[int(np.argmin(state.values))]
     return _finish(slicer, "brkga", best, start, state.evaluations, history=state.history)
 
