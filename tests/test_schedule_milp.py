@@ -397,3 +397,128 @@ def test_a_warm_start_whose_float_sums_round_apart_keeps_its_order():
             ls.place(v, 1)
         placement = Placement(problem.graph, problem.cluster, [1, 1, 1], schedule=ls.schedule())
         assert not check_template_rows(compiled, placement), order
+
+
+# ---------------------------------------------------------------------------- the data the templates share
+def _data(problem: Problem, horizon: float | None = None):
+    from placement_dsl.blocks.schedule_data import schedule_data
+
+    ctx = compile(problem, "schedule").varmap.context
+    return schedule_data(ctx, horizon), ctx.scale.time
+
+
+def test_schedule_data_derives_devices_bounds_tasks_and_pairs_from_the_problem():
+    # a -> b, a -> c, c -> z, p -> b on three devices: a runs on d0/d1, p on d0 only, c pinned to d2 with z colocated
+    # (z takes no time); transfers move a byte per time unit, a's output 2 bytes
+    ops = [Op(name="a", work={"d0": 1, "d1": 3}, out_bytes=2),
+           Op(name="b", work={"d0": 2, "d1": 1, "d2": 4}, out_bytes=1),
+           Op(name="c", work={"d0": 1, "d1": 2, "d2": 1}, out_bytes=1), Op(name="z", work=0),
+           Op(name="p", work={"d0": 1}, out_bytes=1)]
+    g = Graph(ops, [("a", "b"), ("a", "c"), ("c", "z"), ("p", "b")], name="data")
+    problem = Problem(g, Cluster(devices(3), mesh(3)), Makespan(),
+                      [Congestion("port"), Pin("c", "d2"), Colocate([["c", "z"]])])
+    d, s = _data(problem)
+    assert s == pytest.approx(4 / 3)  # model units: the fastest times' sum over the devices
+    assert d.allowed.astype(int).tolist() == [[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 1], [1, 0, 0]]
+    assert d.busy.astype(int).tolist() == [[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 0]]
+    np.testing.assert_allclose(d.fastest * s, [1, 1, 1, 0, 1])
+    np.testing.assert_allclose(d.slowest * s, [3, 4, 1, 0, 1])
+    np.testing.assert_allclose(d.head * s, [0, 1, 1, 2, 0])  # longest fastest path into each op
+    np.testing.assert_allclose(d.tail * s, [1, 0, 0, 0, 1])  # ... and out of it
+    assert d.lower * s == pytest.approx(2)  # a, c, z: 1 + 1 + 0 (above the total, 4, over 3 devices)
+    serial = 3 + 4 + 1 + 0 + 1 + 2 + 2 + 2 + 1  # the slowest times and every task's longest transfer
+    assert d.horizon == pytest.approx(serial / s * (1 + 1e-9) + 1e-9, rel=1e-15)  # widened by SLACK
+    assert [(t.producer, t.consumers, t.dest) for t in d.tasks] == [(0, (1, 2), 0), (0, (1, 2), 1), (0, (1, 2), 2),
+                                                                    (4, (1,), None)]
+    assert [d.task_key(k) for k in range(4)] == ["a@d0", "a@d1", "a@d2", "p"]
+    assert d.task_channels == [{(1, 0)}, {(0, 1)}, {(0, 2), (1, 2)}, {(0, 1), (0, 2)}]
+    assert [d.longest_transfer(k) * s for k in range(4)] == pytest.approx([2, 2, 2, 1])
+    assert d.time(0, 1, 0) * s == pytest.approx(d.raw_time(0, 1, 0)) and d.raw_time(0, 1, 0) == 2.0
+    assert [d.arrivals(k) for k in range(4)] == [[1], [1], [1, 2], [1]]
+    assert d.channel_needs() == [(0, 1, 0, 1), (1, 0, 1, 1), (2, 0, 2, 1), (2, 0, 2, 2), (2, 1, 2, 1), (2, 1, 2, 2),
+                                 (3, 0, 1, 1), (3, 0, 2, 1)]  # p's one task: needed for its first consumer
+    H = d.horizon * s
+    np.testing.assert_allclose([d.start_bounds(v) for v in range(5)],
+                               np.array([(0, H - 2), (1, H - 1), (1, H - 1), (2, H), (0, H - 2)]) / s, rtol=1e-12)
+    np.testing.assert_allclose([d.task_bounds(k) for k in range(4)], np.array([(1, H - 1)] * 4) / s, rtol=1e-12)
+    assert d.op_pairs == [(0, 4, ["d0"]), (1, 2, ["d2"])]
+    assert d.task_pairs == [(0, 2, [(1, -1)]), (1, 2, [(0, -1)]), (1, 3, [(-1, 1), (0, -1)]),
+                            (2, 3, [(-1, 2), (0, -1)])]
+    assert d.resources() == [(0, -1), (1, -1), (2, -1), (-1, 0), (-1, 1), (-1, 2)]
+    assert d.separable(0, 4) and d.separable(1, 2)  # ops of two units
+
+
+@pytest.mark.parametrize("idle_on_d1, apart", [(False, False), (True, True)])
+def test_two_colocated_ops_are_kept_apart_only_where_one_of_them_takes_no_time(idle_on_d1, apart):
+    # u and w, colocated and unordered, run on d0 or d1: both take time on both, so they always share their device;
+    # when w takes no time on d1, running the two there keeps them apart
+    ops = [Op(name="u", work={"d0": 1, "d1": 1}), Op(name="w", work={"d0": 1, "d1": 0 if idle_on_d1 else 1})]
+    d, _ = _data(Problem(Graph(ops, []), Cluster(devices(2), mesh(2)), Makespan(), [Colocate([["u", "w"]])]))
+    assert d.op_pairs == [(0, 1, ["d0"] if idle_on_d1 else ["d0", "d1"])] and d.separable(0, 1) is apart
+
+
+def test_schedule_data_orders_tasks_by_precedence_and_by_their_time_windows():
+    # x -> y -> t -> u alternating between d0 and d1: x's and t's transfers share both ports, but t waits for y, which
+    # waits for x's transfer
+    relay = [Op(name=n, work={f"d{i % 2}": 1}, out_bytes=1) for i, n in enumerate("xytu")]
+    d, _ = _data(Problem(Graph(relay, [("x", "y"), ("y", "t"), ("t", "u")]), Cluster(devices(2), mesh(2)), Makespan(),
+                         [Congestion("port")]))
+    assert [d.task_key(k) for k in range(len(d.tasks))] == ["x", "y", "t"] and d.task_pairs == []
+    assert d.lower * 2 == pytest.approx(4)  # the chain's length (the devices' share is 4 / 2); time unit: 2
+    # x -> y -> y2 and s -> q -> r: x's transfer (d0 -> d1) ends by H - 4 + 1 (y and y2 follow it), q's starts at 4
+    # at the earliest (after s and q): a horizon of 6.5 orders them, one of 8 does not
+    ops = [Op(name="x", work={"d0": 1}, out_bytes=1), Op(name="y", work={"d1": 1}), Op(name="y2", work={"d1": 3}),
+           Op(name="s", work={"d0": 3}), Op(name="q", work={"d0": 1}, out_bytes=1), Op(name="r", work={"d1": 1})]
+    problem = Problem(Graph(ops, [("x", "y"), ("y", "y2"), ("s", "q"), ("q", "r")]), Cluster(devices(2), mesh(2)),
+                      Makespan(), [Congestion("port")])
+    d, s = _data(problem)
+    np.testing.assert_allclose(d.head * s, [0, 1, 2, 0, 3, 4])
+    np.testing.assert_allclose(d.tail * s, [4, 3, 0, 2, 1, 0])
+    assert [d.task_key(k) for k in range(len(d.tasks))] == ["x", "y", "s", "q"]  # y's and s's stay on their device
+    assert [d.longest_transfer(k) * s for k in range(4)] == [1, 0, 0, 1]
+    assert d.horizon * s == pytest.approx(1 + 1 + 3 + 3 + 1 + 1 + 1 + 1)  # the slowest times and the two transfers
+    assert _data(problem, 6.5)[0].task_pairs == []
+    d, _ = _data(problem, 8.0)
+    assert [d.task_key(k) for k, _, _ in d.task_pairs] + [d.task_key(j) for _, j, _ in d.task_pairs] == ["x", "q"]
+    assert d.task_pairs[0][2] == [(-1, 1), (0, -1)]
+    assert _data(problem, 100.0)[0].horizon == _data(problem)[0].horizon  # a hint above the serial bound: the bound
+    d, s = _data(problem, 8.0)
+    assert d.horizon == pytest.approx(8.0 / s * (1 + 1e-9) + 1e-9, rel=1e-15)
+
+
+@pytest.mark.parametrize("unit", [1.0, 0.1])
+def test_memory_no_device_holds_names_the_colocated_group_and_an_exact_fit_is_held(unit):
+    # x and huge colocated may run on d0 and d2 (4 units each; d1 holds 8): 5 units fit neither, 4 fit exactly,
+    # whatever the unit (a tenth: capacities below one)
+    def problem(huge: float) -> Problem:
+        ops = [Op(name="x", work=1, param_bytes=unit),
+               Op(name="huge", work={"d0": 1, "d2": 1}, param_bytes=huge * unit)]
+        cluster = Cluster([Device(name=f"d{i}", kind=f"d{i}", memory=m * unit) for i, m in enumerate((4, 8, 4))],
+                          mesh(3))
+        return Problem(Graph(ops, [("x", "huge")]), cluster, Makespan(), [Memory(), Colocate([["x", "huge"]])])
+
+    with pytest.raises(InfeasibleError) as info:
+        compile(problem(4), "schedule")  # 5 units, not 4 * (1 + a billionth) nor 4 * 2
+    assert str(info.value) == (f"op 'x' (colocated with ['x', 'huge']) needs memory {5 * unit:.6g}; no device it may "
+                               f"run on holds it: d0={4 * unit:.6g}, d2={4 * unit:.6g}")
+    assert compile(problem(3), "schedule")  # 4 units in 4
+
+
+def test_transfer_tasks_per_receiving_device_and_for_a_colocated_group():
+    # p runs on d0 only: its output goes to b's device, and to u and w, colocated, as one task (waited for by both,
+    # needed by the first); a feeds b and u, on devices of their own, with a task per device but its own
+    ops = [Op(name="p", work={"d0": 1}, out_bytes=1), Op(name="a", work=1, out_bytes=1), Op(name="b", work=1),
+           Op(name="u", work=1), Op(name="w", work=1)]
+    g = Graph(ops, [("p", "u"), ("p", "w"), ("a", "b"), ("a", "u")])
+    problem = Problem(g, Cluster(devices(3), mesh(3)), Makespan(), [Colocate([["u", "w"]]), Pin("a", "d1")])
+    d, _ = _data(problem)
+    assert [d.task_key(k) for k in range(len(d.tasks))] == ["p", "a@d0", "a@d2"]  # nothing to move to a's device
+    assert [d.arrivals(k) for k in range(3)] == [[3, 4], [2, 3], [2, 3]]
+    assert [need for need in d.channel_needs() if need[0] == 0] == [(0, 0, 1, 3), (0, 0, 2, 3)]
+    clash = [Op(name="q", work=1, out_bytes=1), Op(name="q@d1", work=1, out_bytes=1), Op(name="r", work=1),
+             Op(name="s", work=1)]  # q's task to d1 and q@d1's one task share a name
+    problem = Problem(Graph(clash, [("q", "r"), ("q", "s"), ("q@d1", "r")]), Cluster(devices(2), mesh(2)), Makespan(),
+                      [])
+    with pytest.raises(SpecError) as info:
+        compile(problem, "schedule")
+    assert str(info.value) == "schedule: an op name of the form 'producer@device' collides with a transfer task's name"
