@@ -22,7 +22,7 @@ from placement_dsl.heuristics import run
 from placement_dsl.io import moirai
 from placement_dsl.objectives import Makespan, Throughput
 from placement_dsl.problem import Problem
-from placement_dsl.schedule import ListScheduler, check_schedule
+from placement_dsl.schedule import ListScheduler, check_schedule, list_schedule
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status
 
@@ -522,3 +522,89 @@ def test_transfer_tasks_per_receiving_device_and_for_a_colocated_group():
     with pytest.raises(SpecError) as info:
         compile(problem, "schedule")
     assert str(info.value) == "schedule: an op name of the form 'producer@device' collides with a transfer task's name"
+
+
+# ---------------------------------------------------------------------------- the makespan block and the read-back
+def test_the_makespan_block_bounds_cmax_by_every_devices_and_ports_busy_time():
+    from pyomo.repn import generate_standard_repn
+
+    from placement_dsl.blocks.schedule import TaskLink
+    from placement_dsl.blocks.schedule_data import schedule_data
+
+    problem = join("port")
+    compiled = compile(problem, "schedule")
+    ctx = compiled.varmap.context
+    data = schedule_data(ctx, None)
+    blk = next(b for b, _ in compiled.varmap.built if b.local_name == "makespan")
+    assert blk.makespan.bounds == pytest.approx((data.lower, data.horizon))
+    assert blk.goal.sense == pyo.minimize
+    hinted_ = compile(hinted(problem, 7.0), "schedule")  # a known makespan: C_max's horizon, not the serial bound
+    cmax = next(b for b, _ in hinted_.varmap.built if b.local_name == "makespan").makespan
+    assert cmax.ub * hinted_.varmap.context.scale.time == pytest.approx(7.0) and data.horizon * ctx.scale.time > 7.5
+
+    def terms(row):  # {variable name: coefficient} of "C_max - sum >= 0"
+        repn = generate_standard_repn(row.body - row.lower if row.lower is not None else row.upper - row.body)
+        return {v.name: c for v, c in zip(repn.linear_vars, repn.linear_coefs) if abs(c) > 0}
+
+    for d in ctx.devices:
+        D = ctx.cluster.index[d]
+        expected = {ctx.x(v, D).name: -float(ctx.work[v, D]) for v in range(ctx.n) if ctx.work[v, D] > 0}
+        assert terms(blk.device_busy[d]) == pytest.approx({blk.makespan.name: 1.0, **expected})
+    link = ctx.link(TaskLink)
+    resources = data.resources()
+    assert len(blk.link_busy) == len(resources) == 6
+    for r, resource in enumerate(resources):
+        expected = {link.channel(k, a, c).name: -data.time(data.tasks[k].producer, a, c)
+                    for k in range(len(data.tasks)) for a, c in data.busy_channels(k, resource)}
+        assert expected and terms(blk.link_busy[r]) == pytest.approx({blk.makespan.name: 1.0, **expected})
+
+
+def test_the_solvers_order_survives_the_read_back_in_model_units():
+    # B waits for P's output from d1 and feeds C back on d1; A, long, shares d0 with B: B first (makespan 14) beats
+    # A first (22). The time unit is 11: the read-back orders ops and transfers by their starts in one unit
+    ops = [Op(name="P", work={"d1": 1}, out_bytes=1), Op(name="B", work={"d0": 1}, out_bytes=1),
+           Op(name="C", work={"d1": 10}), Op(name="A", work={"d0": 10})]
+    problem = Problem(Graph(ops, [("P", "B"), ("B", "C")]), Cluster(devices(2), mesh(2)), Makespan(),
+                      [Congestion("port")])
+    assert compile(problem, "schedule").varmap.context.scale.time == 11
+    result = solve(problem, "schedule", time_limit=60, gap=1e-9)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(14)
+    assert check_schedule(result.placement, result.placement.schedule, "port")[0] == pytest.approx(14)
+
+
+def test_the_schedule_link_hands_out_variables_before_a_solve_and_re_timed_starts_after():
+    from placement_dsl.blocks.base import ScheduleLink
+    from placement_dsl.blocks.schedule import TimesLink
+    from placement_dsl.placement import Placement
+
+    problem = fork()  # a -> b, a -> c: a task per receiving device
+    compiled = compile(problem, "schedule")
+    ctx = compiled.varmap.context
+    link, times = ctx.link(ScheduleLink), ctx.link(TimesLink)
+    blk = next(b for b, _ in compiled.varmap.built if b.local_name == "transfers")
+    data = next(t for b, t in compiled.varmap.built if b.local_name == "transfers").data(ctx)
+    b = problem.graph.index["b"]
+    assert link.start(0) is times.start(0)  # no values yet: the variables themselves
+    k = data.carrier(0, 1)
+    assert link.transfer_start(0, 1) is blk.T[data.task_key(k)] and link.transfer_start(b, 0) is None  # b sends nothing
+    placement = Placement(problem.graph, problem.cluster, [0, 1, 0])  # a and c on d0, b on d1
+    for var, value in compiled.varmap.values(placement).items():  # the values a solver would report
+        var.set_value(value, skip_validation=True)
+    listed = list_schedule(placement, "port")
+    assert [link.start(v) * ctx.scale.time for v in range(3)] == pytest.approx(listed.start.tolist())
+    assert link.transfer_start(0, 1) * ctx.scale.time == pytest.approx(listed.transfer_start[(0, 1)])
+    assert link.transfer_start(b, 0) is None
+    own = blk.T[data.task_key(data.carrier(0, 0))].value  # a@d0 moves nothing here: the task's own start
+    assert own is not None and link.transfer_start(0, 0) == own
+
+
+def test_colocated_ops_joined_by_an_edge_run_one_after_the_other():
+    # u -> v, colocated, then w on d2: no transfer between u and v, so only the precedence row keeps v from starting
+    # before u ends (6 on either device, then v's transfer and w: 17; v overlapping u would give 13)
+    ops = [Op(name="u", work={"d0": 5, "d1": 1}), Op(name="v", work={"d0": 1, "d1": 5}, out_bytes=1),
+           Op(name="w", work={"d2": 10})]
+    problem = Problem(Graph(ops, [("u", "v"), ("v", "w")]), Cluster(devices(3), mesh(3)), Makespan(),
+                      [Colocate([["u", "v"]])])
+    result = solve(problem, "schedule", time_limit=30, gap=1e-9)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(17) == exhaustive(problem)
+    assert result.bound == pytest.approx(17)
