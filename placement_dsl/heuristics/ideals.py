@@ -343,8 +343,8 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     return sol, info
 
 
-def _brkga_split(su: _Setup, deadline: float | None = None) -> tuple[list[tuple[np.ndarray, int, int]] | None,
-                                                                     float | None]:
+def _brkga_split(su: _Setup, deadline: float | None = None
+                 ) -> tuple[list[tuple[np.ndarray, int, int]] | None, float | None]:
     """BRKGA's split (Archer Alg. 2, :func:`.orderings.brkga`) as supernode stages in DAG order, and its
     objective; ``(None, objective or None)`` when it is not a split of the lattice's nodes (a supernode split
     across devices, stages in a cycle) or BRKGA does not model the case (replicas, memory per schedule).
