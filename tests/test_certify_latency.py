@@ -289,3 +289,66 @@ def test_longest_paths_follow_each_ops_longest_way_on():
     ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
     paths = longest_paths(ctx, bounds(ctx, None), trim=False)
     assert [[g.names[v] for v in p] for p in paths] == [["r", "s", "b", "c"], ["a", "b", "c"], ["a", "x"]]
+
+
+def test_latency_data_on_a_side_input():
+    # a -> c -> d on the accelerator's path, b (CPU only) feeding c from the side; one accelerator holding 10, a CPU
+    from placement_dsl.blocks import latency_data as L
+    from placement_dsl.compile import compile
+
+    g = Graph([op("a", 2, 10, mem=1), op("b", None, 1, mem=0), op("c", 2, 10, mem=1), op("d", 2, 10, out=0, mem=0)],
+              [("a", "c"), ("b", "c"), ("c", "d")], name="side")
+    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
+        .varmap.context
+    s = ctx.scale.time
+    # every op on its slowest device it may run on (b: the CPU's 1), and every tensor moved to each consumer, twice
+    assert L.serial_bound(ctx) * s == pytest.approx(10 + 1 + 10 + 10 + 2 * 3)
+    free, hinted = L.bounds(ctx, None), L.bounds(ctx, 9.0)  # one model, two horizons: bounds for each
+    assert free.horizon * s == pytest.approx(37.0) and hinted.horizon * s == pytest.approx(9.0)
+    assert (free.head * s).tolist() == pytest.approx([2, 1, 4, 6]) and (free.tail * s).tolist() == pytest.approx(
+        [4, 4, 2, 0])
+    assert L.longest_paths(ctx, free) == [(0, 2)]  # cut to the ops that take memory: d holds none
+    assert L.critical_paths(ctx, free, 3) == [(0, 2, 3), (1, 2, 3)]
+    arcs = L.run_arcs(ctx, (0, 2, 3), L.accelerators(ctx), False)
+    # a and c on the accelerator: their times, c's tensor written for d, and b's tensor read (b runs on the CPU)
+    assert arcs[0, 2] * s == pytest.approx(2 + 2 + 1 + 1) and arcs[0, 3] * s == pytest.approx(2 + 2 + 2 + 1)
+    assert arcs[-2, 2] * s == pytest.approx(10)  # c on the CPU
+
+
+def test_the_side_knapsack_prices_what_is_left_out():
+    from placement_dsl.blocks.latency_data import _fractional, _priced
+
+    items = [(2.0, 1.0), (3.0, 2.0)]  # (price, memory), best price per byte first
+    assert _fractional(items, 2.0) == pytest.approx(1.5)  # the first whole, half the second: 3 - 1.5 left out
+    assert _priced(items, 2.0) == pytest.approx(2.0)  # exactly: keep the second, leave the first out
+    assert _fractional(items, 0.0) == _priced(items, 0.0) == pytest.approx(5.0)
+
+
+def test_the_run_paths_floor_cuts_only_the_paths_it_is_asked_for():
+    # x1 -> x2 is the longest path by fastest times (6) and fits the accelerator (floor 6); y1 and y2 (4) fit only the
+    # CPU (floor 20 + 20): one path gives 6, two give 40
+    from placement_dsl.blocks.latency_data import run_path_bound
+    from placement_dsl.compile import compile
+
+    g = Graph([op("x1", 3, 30, mem=1), op("x2", 3, 30, out=0, mem=1), op("y1", 2, 20, mem=11),
+               op("y2", 2, 20, out=0, mem=11)], [("x1", "x2"), ("y1", "y2")], name="two_paths")
+    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
+        .varmap.context
+    floors = [run_path_bound(ctx, None, False, paths=k) * ctx.scale.time for k in (1, 2)]
+    assert floors == pytest.approx([6.0, 40.0])
+
+
+def test_a_contiguous_run_never_ends_just_before_an_op_colocated_with_it():
+    # a -> b -> c with a and c in one group: a run of a and b would hold c in its slot too, so with contiguous bodies
+    # it must run on through c (no arc (0, 2)); without, a and b may form a run and c another
+    from placement_dsl.blocks import latency_data as L
+    from placement_dsl.compile import compile
+
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 10}, out_bytes=0 if n == "c" else 1, param_bytes=1,
+              group="ac" if n != "b" else None) for n in "abc"]
+    g = Graph(ops, [("a", "b"), ("b", "c")], name="ring")
+    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory(), Contiguous()]),
+                  "latency").varmap.context
+    acc = L.accelerators(ctx)
+    assert (0, 2) not in L.run_arcs(ctx, (0, 1, 2), acc, True) and (0, 3) in L.run_arcs(ctx, (0, 1, 2), acc, True)
+    assert (0, 2) in L.run_arcs(ctx, (0, 1, 2), acc, False)
