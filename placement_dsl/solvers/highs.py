@@ -57,7 +57,7 @@ def available() -> bool:
 
 
 def new_highs(verbose: bool = False):
-    """A ``highspy.Highs`` that has printed nothing, and whose ``output_flag`` is off, unless ``verbose``.
+    """A ``highspy.Highs`` that has printed nothing unless ``verbose`` (set ``output_flag`` next).
 
     From highspy 1.16 the constructor itself prints HiGHS's banner (it enables the callbacks, which
     logs the header), before any option such as ``output_flag`` can be set: standard output is sent
@@ -76,7 +76,6 @@ def new_highs(verbose: bool = False):
     finally:
         os.dup2(saved, 1)
         os.close(saved)
-    h.setOptionValue("output_flag", False)
     return h
 
 

@@ -57,6 +57,7 @@ def _write_mps(lm: LinearModel, path: Path) -> None:
     from .highs import new_highs
 
     h = new_highs()
+    h.setOptionValue("output_flag", False)
     h.passModel(lm.n_cols, lm.n_rows, len(lm.value), 1, 1, 0.0, lm.cost, lm.col_lower, lm.col_upper,
                 lm.row_lower, lm.row_upper, lm.start, lm.index, lm.value, lm.integer.astype(np.int32))
     for j in range(lm.n_cols):
