@@ -352,3 +352,32 @@ def test_a_contiguous_run_never_ends_just_before_an_op_colocated_with_it():
     acc = L.accelerators(ctx)
     assert (0, 2) not in L.run_arcs(ctx, (0, 1, 2), acc, True) and (0, 3) in L.run_arcs(ctx, (0, 1, 2), acc, True)
     assert (0, 2) in L.run_arcs(ctx, (0, 1, 2), acc, False)
+
+
+def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
+    # p, h and r hold 13 together and the accelerator 10: the path needs two runs, whatever the placement
+    from placement_dsl.compile import compile
+
+    compiled = compile(detour([]), "latency")
+    cuts = next(b for b, _ in compiled.varmap.built if b.local_name == "path_cuts")
+    assert list(cuts.segments) == [0] and len(cuts.memory_runs) == 1
+
+
+def test_a_path_span_adds_its_ops_reads_and_writes():
+    # p and r on the accelerator, h on the CPU: 1 + 1 + 1 of compute, p's tensor written out and h's read in: 5, the
+    # placement's latency (the span is tight here)
+    import pyomo.environ as pyo
+
+    from placement_dsl.blocks.latency import PathLink
+    from placement_dsl.compile import compile
+    from placement_dsl.evaluate import evaluate
+    from placement_dsl.placement import Placement
+
+    problem = detour([])
+    compiled = compile(problem, "latency")
+    placement = Placement(problem.graph, problem.cluster, [0, 1, 0])
+    for var, value in compiled.varmap.values(placement).items():
+        var.set_value(value, skip_validation=True)
+    spans = compiled.varmap.context.link(PathLink).spans
+    assert [pyo.value(s) * compiled.varmap.context.scale.time for s in spans] == pytest.approx([5.0])
+    assert evaluate(placement, problem.cost_model()).objective == pytest.approx(5.0)
