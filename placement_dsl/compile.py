@@ -60,6 +60,18 @@ class VarMap:
                             "the template that created them must yield them from values()")
         return out
 
+    def set_values(self, placement: Placement) -> None:
+        """Set every variable of the model to its value for ``placement`` (:meth:`values`), as a solver would."""
+        for var, value in self.values(placement).items():
+            var.set_value(value, skip_validation=True)
+
+    def block(self, name: str) -> tuple[pyo.Block, BlockTemplate]:
+        """The block named ``name`` and the template that built it."""
+        found = [(blk, template) for blk, template in self.built if blk.local_name == name]
+        if not found:
+            raise SpecError(f"no block {name!r}; the model has {[blk.local_name for blk, _ in self.built]}")
+        return found[0]
+
     def residual(self, values: Any, block: pyo.Block | None = None) -> tuple[float, str]:
         """Largest violation (constraints, bounds, integrality) under ``values``, and where it is.
 

@@ -359,7 +359,7 @@ def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
     from placement_dsl.compile import compile
 
     compiled = compile(detour([]), "latency")
-    cuts = next(b for b, _ in compiled.varmap.built if b.local_name == "path_cuts")
+    cuts, _ = compiled.varmap.block("path_cuts")
     assert list(cuts.segments) == [0] and len(cuts.memory_runs) == 1
 
 
@@ -376,8 +376,7 @@ def test_a_path_span_adds_its_ops_reads_and_writes():
     problem = detour([])
     compiled = compile(problem, "latency")
     placement = Placement(problem.graph, problem.cluster, [0, 1, 0])
-    for var, value in compiled.varmap.values(placement).items():
-        var.set_value(value, skip_validation=True)
+    compiled.varmap.set_values(placement)
     spans = compiled.varmap.context.link(PathLink).spans
     assert [pyo.value(s) * compiled.varmap.context.scale.time for s in spans] == pytest.approx([5.0])
     assert evaluate(placement, problem.cost_model()).objective == pytest.approx(5.0)
@@ -390,7 +389,7 @@ def test_a_tensor_enters_a_slot_only_on_the_device_its_consumer_runs_on():
     from placement_dsl.compile import compile
 
     compiled = compile(detour([]), "latency")
-    slots = next(b for b, _ in compiled.varmap.built if b.local_name == "subgraphs")
+    slots, _ = compiled.varmap.block("subgraphs")
     assert len(slots.enter) > 0 and len(slots.enter_v) == len(slots.enter)
     for (u, v, a, j), row in slots.enter_v.items():
         repn = generate_standard_repn(row.body)

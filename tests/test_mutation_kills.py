@@ -151,8 +151,7 @@ def _compiled_at(problem, placement):
         if formulation.accepts(problem):
             continue
         c = compile(problem, name)
-        for var, value in c.varmap.values(placement).items():
-            var.set_value(value, skip_validation=True)
+        c.varmap.set_values(placement)
         yield name, c
 
 

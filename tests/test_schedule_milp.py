@@ -535,11 +535,13 @@ def test_the_makespan_block_bounds_cmax_by_every_devices_and_ports_busy_time():
     compiled = compile(problem, "schedule")
     ctx = compiled.varmap.context
     data = schedule_data(ctx, None)
-    blk = next(b for b, _ in compiled.varmap.built if b.local_name == "makespan")
+    blk, _ = compiled.varmap.block("makespan")
+    with pytest.raises(SpecError, match=r"no block 'nope'; the model has \['assignment', "):
+        compiled.varmap.block("nope")
     assert blk.makespan.bounds == pytest.approx((data.lower, data.horizon))
     assert blk.goal.sense == pyo.minimize
     hinted_ = compile(hinted(problem, 7.0), "schedule")  # a known makespan: C_max's horizon, not the serial bound
-    cmax = next(b for b, _ in hinted_.varmap.built if b.local_name == "makespan").makespan
+    cmax = hinted_.varmap.block("makespan")[0].makespan
     assert cmax.ub * hinted_.varmap.context.scale.time == pytest.approx(7.0) and data.horizon * ctx.scale.time > 7.5
 
     def terms(row):  # {variable name: coefficient} of "C_max - sum >= 0"
@@ -581,15 +583,14 @@ def test_the_schedule_link_hands_out_variables_before_a_solve_and_re_timed_start
     compiled = compile(problem, "schedule")
     ctx = compiled.varmap.context
     link, times = ctx.link(ScheduleLink), ctx.link(TimesLink)
-    blk = next(b for b, _ in compiled.varmap.built if b.local_name == "transfers")
-    data = next(t for b, t in compiled.varmap.built if b.local_name == "transfers").data(ctx)
+    blk, template = compiled.varmap.block("transfers")
+    data = template.data(ctx)
     b = problem.graph.index["b"]
     assert link.start(0) is times.start(0)  # no values yet: the variables themselves
     k = data.carrier(0, 1)
     assert link.transfer_start(0, 1) is blk.T[data.task_key(k)] and link.transfer_start(b, 0) is None  # b sends nothing
     placement = Placement(problem.graph, problem.cluster, [0, 1, 0])  # a and c on d0, b on d1
-    for var, value in compiled.varmap.values(placement).items():  # the values a solver would report
-        var.set_value(value, skip_validation=True)
+    compiled.varmap.set_values(placement)  # the values a solver would report
     listed = list_schedule(placement, "port")
     assert [link.start(v) * ctx.scale.time for v in range(3)] == pytest.approx(listed.start.tolist())
     assert link.transfer_start(0, 1) * ctx.scale.time == pytest.approx(listed.transfer_start[(0, 1)])

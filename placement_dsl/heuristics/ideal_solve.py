@@ -173,7 +173,7 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     start = None
     for steps in (_incumbent_steps(lat, stages) for stages in incumbents):
         value = math.inf if steps is None else sw.value(steps)  # inf: not a split the DP may take
-        if value <= ub:
+        if math.isfinite(value) and value <= ub:
             start, ub = steps, value
     if descend and math.isfinite(ub):
         steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
