@@ -252,6 +252,18 @@ def test_zero_time_ops_cannot_slip_a_third_subgraph_into_two_slots():
         assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
 
 
+def test_zero_time_ops_cannot_share_one_subgraph_around_a_cpu_op():
+    """p1 and p2 take no time on the accelerator and send nothing, with a CPU-only op between them: one slot holding
+    both closes a timing cycle of length 0, so only Lemma 4.1's rows (11)-(13) keep the accelerator's set contiguous.
+    Under Subgraphs(1) one of them runs on the CPU: 10, where two subgraphs give 0."""
+    g = Graph([op("p1", 0, 10, out=0), op("h", None, 0, out=0), op("p2", 0, 10, out=0)], [("p1", "h"), ("h", "p2")])
+    for terms, best in (([], 0.0), ([Subgraphs(1)], 10.0)):
+        p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
+        assert brute_force(p)[0] == best
+        result = solve(p, formulation="latency", solver="highs", time_limit=60)
+        assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+
+
 def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
     """Ten independent ops, each 1 anywhere; the accelerator holds one. The CPU cores run host ops as soon as their
     inputs are ready, all at once: latency 1, though the ops' total over the two devices is 5 (the time scale)."""
@@ -361,8 +373,10 @@ def test_the_hint_is_a_term_of_the_plan_not_of_the_users_problem():
     plan = get("latency").prepare(p, None, None, 1e-4, {})
     assert plan.info["horizon"] == "greedy" and plan.problem.find(LatencyHint)
     assert not p.find(LatencyHint)
-    with pytest.raises(SpecError, match="horizon"):
-        LatencyHint(horizon=0.0)
+    for bad in (-1.0, math.nan):  # 0 is a latency: a graph whose ops take no time and send nothing
+        with pytest.raises(SpecError, match=r"^LatencyHint\(horizon=.*\): the horizon must be a latency >= 0$"):
+            LatencyHint(horizon=bad)
+    assert LatencyHint(horizon=0.0).horizon == 0.0
 
 
 def test_pins_keep_their_host_apart():
