@@ -260,8 +260,23 @@ def test_zero_time_ops_cannot_share_one_subgraph_around_a_cpu_op():
     for terms, best in (([], 0.0), ([Subgraphs(1)], 10.0)):
         p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
         assert brute_force(p)[0] == best
-        result = solve(p, formulation="latency", solver="highs", time_limit=60)
+        result = solve(p, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
         assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+        # greedy's own split (two subgraphs) is valid without the limit: its TotalLatency is its latency, 0
+        assert result.start_accepted is (True if not terms else False)
+
+
+def test_a_tensor_enters_a_slot_only_on_the_device_its_consumer_runs_on():
+    # each entry of a tensor into a slot of device a has its row "enter <= x(consumer, a)"
+    from pyomo.repn import generate_standard_repn
+
+    compiled = compile(problem("detour", "all"), "latency")
+    slots, _ = compiled.varmap.block("subgraphs")
+    assert len(slots.enter) > 0 and len(slots.enter_v) == len(slots.enter)
+    for (u, v, a, j), row in slots.enter_v.items():
+        repn = generate_standard_repn(row.body)
+        names = {var.name: coef for var, coef in zip(repn.linear_vars, repn.linear_coefs)}
+        assert names[slots.enter[u, v, a, j].name] == 1 and row.upper == 0 and len(names) >= 2
 
 
 def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
@@ -278,7 +293,7 @@ def test_two_subgraphs_beat_one_on_the_detour():
     assert optimum("detour", "q1") > 5.0
 
 
-@pytest.mark.parametrize("limit", ["q1", "q2"])
+@pytest.mark.parametrize("limit", ["q1", "q2", "contiguous"])  # contiguous: q = 1 without Lemma 4.1's z
 def test_greedy_warm_start_is_accepted(limit):
     p = problem("fork", limit)
     result = solve(p, formulation="latency", warm_start="greedy", time_limit=60)
