@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.blocks.base import Context
-from placement_dsl.blocks.latency import InvocationTimes, LatencyObjective
+from placement_dsl.blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
 from placement_dsl.blocks.latency_cuts import PathCuts
 from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, serial_bound
 from placement_dsl.certificate import model_bound
@@ -233,6 +233,19 @@ def test_a_second_provider_of_the_path_cuts_is_named():
         compile(problem("fork", "all"), twice)
 
 
+def test_one_subgraph_per_accelerator_is_the_default_and_prices_its_transfers_by_the_tensor_cut():
+    assert repr(SubgraphSlots()) == "SubgraphSlots(q=1)"
+    base = get("latency")
+    for q, needs in ((1, True), (2, False)):  # q > 1 prices each slot's own CommIn/CommOut
+        bare = base.derive(f"bare-q{q}", skeleton=lambda p, q=q: [LatencyAssignment(), SubgraphSlots(q)])
+        if needs:
+            with pytest.raises(SpecError, match=r"^formulation: template SubgraphSlots\(q=1\) needs "
+                                                r"\['TransferLink'\]"):
+                compile(problem("fork", "q1"), bare)
+        else:
+            assert compile(problem("fork", "q2"), bare).model.subgraphs.s
+
+
 @pytest.mark.parametrize("limit", sorted(LIMITS))
 def test_every_component_of_the_latency_ip_is_documented(limit):
     assert check_documented(compile(problem("fork", limit), "latency").model) == []
@@ -277,6 +290,31 @@ def test_a_tensor_enters_a_slot_only_on_the_device_its_consumer_runs_on():
         repn = generate_standard_repn(row.body)
         names = {var.name: coef for var, coef in zip(repn.linear_vars, repn.linear_coefs)}
         assert names[slots.enter[u, v, a, j].name] == 1 and row.upper == 0 and len(names) >= 2
+
+
+def test_an_op_no_accelerator_can_run_lies_in_none_of_their_slots():
+    """v1, v2 and v4 run on the CPU only; Fig. 4's slots on two accelerators must count them in no slot, or a slot
+    waits for ops it does not hold. The plain IP (no cuts to hide a wrong slot) against brute force."""
+    g = Graph([op("v0", 1, 1, out=3), op("v1", None, 5, out=3), op("v2", None, 10, out=0), op("v3", 0, 5, out=0),
+               op("v4", None, 5, out=0)], [("v0", "v2"), ("v1", "v3"), ("v1", "v4"), ("v2", "v3")])
+    p = Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(3)])
+    best = brute_force(p)[0]
+    for formulation in (PLAIN, "latency"):
+        result = solve(p, formulation=formulation, solver="highs", time_limit=60)
+        assert (result.status.value, result.objective) == ("optimal", best)
+
+
+def test_a_latency_of_zero_is_proven_with_tensors_in_flight():
+    """Every op takes no time on some device and the only bytes sent stay on one accelerator: latency 0. Its horizon
+    0 bounds TotalLatency to (0, 0); without the bounds HiGHS leaves it at 1e-9, within its tolerance, and the
+    answer fails solve's check against the cost model."""
+    g = Graph([op("v0", None, 0, out=0), op("v1", 0, 0, out=1), op("v2", 0, 5, out=3), op("v3", None, 0, out=0)],
+              [("v0", "v2"), ("v1", "v2")])
+    p = Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(2)])
+    assert brute_force(p)[0] == 0.0
+    for formulation in (PLAIN, "latency"):
+        result = solve(p, formulation=formulation, solver="highs", time_limit=60)
+        assert (result.status.value, result.objective, result.bound) == ("optimal", 0.0, 0.0)
 
 
 def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
