@@ -306,8 +306,8 @@ def test_an_op_no_accelerator_can_run_lies_in_none_of_their_slots():
 
 def test_a_latency_of_zero_is_proven_with_tensors_in_flight():
     """Every op takes no time on some device and the only bytes sent stay on one accelerator: latency 0. Its horizon
-    0 bounds TotalLatency to (0, 0); without the bounds HiGHS leaves it at 1e-9, within its tolerance, and the
-    answer fails solve's check against the cost model."""
+    0 bounds TotalLatency and every op's Latency_v to (0, 0); without those bounds (or with the serial horizon, which
+    counts the bytes) HiGHS leaves them at 1e-9, within its tolerance, and the answer fails solve's check."""
     g = Graph([op("v0", None, 0, out=0), op("v1", 0, 0, out=1), op("v2", 0, 5, out=3), op("v3", None, 0, out=0)],
               [("v0", "v2"), ("v1", "v2")])
     p = Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(2)])
