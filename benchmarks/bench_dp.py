@@ -43,6 +43,17 @@ feasible at a lower target is feasible, one infeasible at a higher target is not
 search to 14 runs, 1.1 billion pairs and 1,249 s wall. And on lattices of 100,000 ideals or more
 BRKGA's split (929.311, 0.1 s) joins DPL's as a candidate incumbent: it is the optimum, and one
 run just below it (197 million pairs) proves so, 253 s in all (the lattice 35 s).
+Remeasured after incumbents were judged by the sweep's rules: 258 s CPU (496 s wall beside two solver
+runs on the two cores), 6.1 GiB peak.
+
+Where a feasibility run's time goes (regal-3 n=44 at 989.2, 32 million pairs, 20 s): the walk pops 161
+million sub-ideals for those pairs, four in five refused by the work cut after about four states
+each, and scans 243 million sub-ideal links. Two rewrites measured no gain and were not kept: the
+per-ideal scalars (work, unsupported ops, memory, parameters, work left) packed into one 64-byte row
+with the walk's stamp and tensors in another and the removed node stored beside each link (20.3 s
+against 19.7-20.3 s), and refusing sub-ideals as they are pushed rather than popped (45 s: most
+pushed ones are never popped, as the walk stops once every state is settled). The loads overlap
+already; fewer pops need a stronger cut, not a denser layout.
 
 GNMT's latency input (Tarnawski's inference GNMT, 6 accelerators of 600 MB and 8 CPUs, max-load;
 3,079,928 ideals, 63 device-count states) with ``--targets``: the bit tables take 2.3 GiB where the
