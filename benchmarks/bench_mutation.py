@@ -179,8 +179,11 @@ def scratch_copy(dest: Path, ref: str | None) -> None:
         shutil.copy2(ROOT / rel, target)
 
 
-def write_config(dest: Path, modules: list[str], tests: list[str], extra: list[str]) -> None:
-    """mutmut's configuration for modules that share their owning tests, in the scratch copy's setup.cfg."""
+def write_config(dest: Path, modules: list[str], tests: list[str], extra: list[str],
+                 timeout_multiplier: float = 15.0) -> None:
+    """mutmut's configuration for modules that share their owning tests, in the scratch copy's setup.cfg;
+    ``timeout_multiplier``: a mutant's CPU limit is twice that many times its tests' own time (mutmut's 15
+    lets a mutant that loops forever, such as ``t -= 1`` in a walk along a path, hold a child ~8 minutes)."""
     pyproject = dest / "pyproject.toml"
     if pyproject.exists() and "[tool.mutmut]" in pyproject.read_text():
         raise SystemExit("pyproject.toml has a [tool.mutmut] section, which would override this benchmark's setup")
@@ -198,6 +201,7 @@ def write_config(dest: Path, modules: list[str], tests: list[str], extra: list[s
         f"only_mutate ={lines([f'{PACKAGE}/{module}' for module in modules])}\n"
         f"pytest_add_cli_args_test_selection ={lines(tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', *extra])}\n"
+        f"timeout_multiplier = {timeout_multiplier}\n"
         "use_git_change_detection = false\n")
 
 
@@ -266,6 +270,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="random seed of --sample")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copies (their mutants/ and logs)")
     ap.add_argument("--show-survivors", action="store_true", help="print the diff of every surviving mutant")
+    ap.add_argument("--timeout-multiplier", type=float, default=15.0, metavar="F",
+                    help="a mutant's CPU limit is 2 F times its tests' time (mutmut's default 15; 3 keeps a mutant "
+                    "that loops forever to a minute or so)")
     ap.add_argument("--recheck", type=float, metavar="SECONDS",
                     help="rerun every judged mutant mutmut did not kill in a fresh pytest process, this many "
                     "seconds at most each, and report those verdicts (see recheck())")
@@ -288,7 +295,7 @@ def main() -> None:
         dest = Path(tempfile.mkdtemp(prefix=f"bench_mutation_{modules[0].replace('/', '_')}_"))
         try:
             scratch_copy(dest, args.ref)
-            write_config(dest, modules, list(tests), list(extra))
+            write_config(dest, modules, list(tests), list(extra), args.timeout_multiplier)
             names: list[str] = []
             if args.sample:  # generate the mutants and the test map (a probe name matches none), then draw
                 seconds, _ = run_mutmut(dest, args.budget, args.max_children, env, dest / "mutmut.log",
