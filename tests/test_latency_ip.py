@@ -328,6 +328,26 @@ def test_subgraph_levels_start_at_one():
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(3.0246250, rel=1e-6)
 
 
+def test_a_run_of_one_subgraph_holds_the_ops_between_its_own():
+    """A diamond, all four ops 1 on the accelerator and 10 on the CPU, one subgraph per accelerator: a run of the
+    longest path a, b, d on the accelerator holds c too (Lemma 4.1), so its arc costs 4 and the LP reads the
+    optimum, 4; priced as a, b, d alone it reads 3.857."""
+    g = Graph([op("a", 1, 10, out=0), op("b", 1, 10, out=0), op("c", 1, 10, out=0), op("d", 1, 10, out=0)],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)])
+    assert brute_force(p)[0] == 4.0
+    assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(4.0, rel=1e-9)
+
+
+def test_run_flows_follow_as_many_longest_paths_as_asked():
+    """Four longest paths a -> m_i -> z; the run flows take the first `paths` (3) of them, no more."""
+    g = Graph([op("a", 1, 10, out=1), *(op(f"m{i}", 1, 10, out=1) for i in range(4)), op("z", 1, 10, out=0)],
+              [e for i in range(4) for e in (("a", f"m{i}"), (f"m{i}", "z"))])
+    compiled = compile(Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)]), "latency")
+    flows, template = compiled.varmap.block("run_flows")
+    assert template.paths == 3 and {k for k, _, _ in flows.arcs} == {0, 1, 2}
+
+
 def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
     """Ten independent ops, each 1 anywhere; the accelerator holds one. The CPU cores run host ops as soon as their
     inputs are ready, all at once: latency 1, though the ops' total over the two devices is 5 (the time scale)."""
