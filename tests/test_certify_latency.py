@@ -6,19 +6,31 @@ subgraphs per accelerator bind.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
+import numpy as np
+import pyomo.environ as pyo
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from placement_dsl.blocks import latency_data as L
+from placement_dsl.blocks.base import Context
+from placement_dsl.blocks.latency import PathLink
+from placement_dsl.blocks.latency_data import EXACT_ITEMS, _fractional, _priced, bounds, longest_paths, run_path_bound
 from placement_dsl.bounds.latency import critical_path_bound
 from placement_dsl.certify import LATENCY_LEVELS, LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
+from placement_dsl.compile import compile
 from placement_dsl.constraints import Colocate, Contiguous, Memory, Pin, Subgraphs
+from placement_dsl.evaluate import evaluate
+from placement_dsl.formulations.latency import subgraphs_per_accelerator
 from placement_dsl.graph import Graph, Op
+from placement_dsl.io import load_workload
 from placement_dsl.objectives import Latency
+from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.testing import host_op as op
@@ -125,10 +137,6 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
 @given(tiny_latency())
 def test_run_paths_never_exceeds_the_brute_force_optimum(p):
     # no solver: the DP over the longest paths' runs alone, so many more draws than the certificate's test
-    from placement_dsl.blocks.base import Context
-    from placement_dsl.blocks.latency_data import run_path_bound
-    from placement_dsl.formulations.latency import subgraphs_per_accelerator
-
     opt = optimum(p)
     ctx = Context(p)
     bound = run_path_bound(ctx, None, subgraphs_per_accelerator(p) == 1) * ctx.scale.time
@@ -177,8 +185,6 @@ def _workload(path, memory: float = math.inf) -> str:
 
 
 def _optimum(path: str, *terms) -> float:
-    from placement_dsl.io import load_workload
-
     w = load_workload(path)
     return optimum(Problem(w.graph, w.cluster, Latency(), list(terms)))
 
@@ -230,11 +236,7 @@ def test_side_inputs_are_priced_by_the_least_knapsack_left_out():
     # a run's side inputs (price, bytes) that its accelerator's free memory cannot keep are paid: exactly the least
     # price left out of a knapsack of that room up to EXACT_ITEMS items, beyond them the fractional knapsack's
     # value, which is lower. Checked against every subset on 300 draws (ties of bytes and room included)
-    import itertools
 
-    import numpy as np
-
-    from placement_dsl.blocks.latency_data import EXACT_ITEMS, _priced
 
     rng = np.random.default_rng(0)
     for draw in range(300):
@@ -266,10 +268,6 @@ def test_run_paths_prices_the_longest_paths_side_inputs_and_contiguous_bodies(te
     # 2 bytes. The longest path is a -> b -> c (not a -> x, a's first successor): one run, 3, plus s's tensor, read
     # for sure: 5. Under Contiguous the run's one slot also holds y (a -> y -> c lies between its ops): 6. Both
     # are below the optimum, 7.5
-    from placement_dsl.blocks.base import Context
-    from placement_dsl.blocks.latency_data import run_path_bound
-    from placement_dsl.formulations.latency import subgraphs_per_accelerator
-
     g = Graph([op("a", 1, 10), op("x", 1, 10, out=0), op("b", 1, 10), op("c", 1, 10, out=0), op("s", None, 0.5, out=2),
                op("y", 1, 10)], [("a", "x"), ("a", "b"), ("b", "c"), ("s", "b"), ("a", "y"), ("y", "c")])
     p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
@@ -281,9 +279,6 @@ def test_run_paths_prices_the_longest_paths_side_inputs_and_contiguous_bodies(te
 def test_longest_paths_follow_each_ops_longest_way_on():
     # every op takes 1. Through a the longest path goes on to b -> c, not to its first successor x; through b it
     # comes from s (after r), whose head is longer than a's. Paths are listed once, by their first op through
-    from placement_dsl.blocks.base import Context
-    from placement_dsl.blocks.latency_data import bounds, longest_paths
-
     g = Graph([Op(name=n, work=1, out_bytes=1) for n in ("r", "s", "a", "x", "b", "c")],
               [("r", "s"), ("s", "b"), ("a", "x"), ("a", "b"), ("b", "c")])
     ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
@@ -293,9 +288,6 @@ def test_longest_paths_follow_each_ops_longest_way_on():
 
 def test_latency_data_on_a_side_input():
     # a -> c -> d on the accelerator's path, b (CPU only) feeding c from the side; one accelerator holding 10, a CPU
-    from placement_dsl.blocks import latency_data as L
-    from placement_dsl.compile import compile
-
     g = Graph([op("a", 2, 10, mem=1), op("b", None, 1, mem=0), op("c", 2, 10, mem=1), op("d", 2, 10, out=0, mem=0)],
               [("a", "c"), ("b", "c"), ("c", "d")], name="side")
     ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
@@ -316,8 +308,6 @@ def test_latency_data_on_a_side_input():
 
 
 def test_the_side_knapsack_prices_what_is_left_out():
-    from placement_dsl.blocks.latency_data import _fractional, _priced
-
     items = [(2.0, 1.0), (3.0, 2.0)]  # (price, memory), best price per byte first
     assert _fractional(items, 2.0) == pytest.approx(1.5)  # the first whole, half the second: 3 - 1.5 left out
     assert _priced(items, 2.0) == pytest.approx(2.0)  # exactly: keep the second, leave the first out
@@ -327,9 +317,6 @@ def test_the_side_knapsack_prices_what_is_left_out():
 def test_the_run_paths_floor_cuts_only_the_paths_it_is_asked_for():
     # x1 -> x2 is the longest path by fastest times (6) and fits the accelerator (floor 6); y1 and y2 (4) fit only the
     # CPU (floor 20 + 20): one path gives 6, two give 40
-    from placement_dsl.blocks.latency_data import run_path_bound
-    from placement_dsl.compile import compile
-
     g = Graph([op("x1", 3, 30, mem=1), op("x2", 3, 30, out=0, mem=1), op("y1", 2, 20, mem=11),
                op("y2", 2, 20, out=0, mem=11)], [("x1", "x2"), ("y1", "y2")], name="two_paths")
     ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
@@ -341,9 +328,6 @@ def test_the_run_paths_floor_cuts_only_the_paths_it_is_asked_for():
 def test_a_contiguous_run_never_ends_just_before_an_op_colocated_with_it():
     # a -> b -> c with a and c in one group: a run of a and b would hold c in its slot too, so with contiguous bodies
     # it must run on through c (no arc (0, 2)); without, a and b may form a run and c another
-    from placement_dsl.blocks import latency_data as L
-    from placement_dsl.compile import compile
-
     ops = [Op(name=n, work={"accelerator": 1, "cpu": 10}, out_bytes=0 if n == "c" else 1, param_bytes=1,
               group="ac" if n != "b" else None) for n in "abc"]
     g = Graph(ops, [("a", "b"), ("b", "c")], name="ring")
@@ -356,8 +340,6 @@ def test_a_contiguous_run_never_ends_just_before_an_op_colocated_with_it():
 
 def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
     # p, h and r hold 13 together and the accelerator 10: the path needs two runs, whatever the placement
-    from placement_dsl.compile import compile
-
     compiled = compile(detour([]), "latency")
     cuts, _ = compiled.varmap.block("path_cuts")
     assert list(cuts.segments) == [0] and len(cuts.memory_runs) == 1
@@ -366,12 +348,6 @@ def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
 def test_a_path_span_adds_its_ops_reads_and_writes():
     # p and r on the accelerator, h on the CPU: 1 + 1 + 1 of compute, p's tensor written out and h's read in: 5, the
     # placement's latency (the span is tight here)
-    import pyomo.environ as pyo
-
-    from placement_dsl.blocks.latency import PathLink
-    from placement_dsl.compile import compile
-    from placement_dsl.evaluate import evaluate
-    from placement_dsl.placement import Placement
 
     problem = detour([])
     compiled = compile(problem, "latency")
