@@ -251,6 +251,16 @@ def test_every_component_of_the_latency_ip_is_documented(limit):
     assert check_documented(compile(problem("fork", limit), "latency").model) == []
 
 
+def _proven(p: Problem, best: float, formulations=("latency",), **options) -> list:
+    """Brute force's optimum of ``p`` is ``best``, and every formulation proves it (optimal, bound tight) with HiGHS;
+    their results."""
+    assert brute_force(p)[0] == best
+    results = [solve(p, formulation=f, solver="highs", time_limit=60, **options) for f in formulations]
+    for result in results:
+        assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+    return results
+
+
 def test_zero_time_ops_cannot_slip_a_third_subgraph_into_two_slots():
     """p2 and p3 take no time on the accelerator and send nothing, with a CPU op between them: in slot 2 together
     their timing rows close a cycle of length 0, so only Fig. 4's row "no edge enters past level q" keeps the
@@ -259,10 +269,7 @@ def test_zero_time_ops_cannot_slip_a_third_subgraph_into_two_slots():
                op("p3", 0, 10, out=0)],
               [("p1", "h1"), ("h1", "p2"), ("p2", "h2"), ("h2", "p3")])
     for terms, best in (([], 3.0), ([Subgraphs(2)], 11.0)):
-        p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
-        assert brute_force(p)[0] == best
-        result = solve(p, formulation="latency", solver="highs", time_limit=60)
-        assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+        _proven(Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms), best)
 
 
 def test_zero_time_ops_cannot_share_one_subgraph_around_a_cpu_op():
@@ -271,10 +278,7 @@ def test_zero_time_ops_cannot_share_one_subgraph_around_a_cpu_op():
     Under Subgraphs(1) one of them runs on the CPU: 10, where two subgraphs give 0."""
     g = Graph([op("p1", 0, 10, out=0), op("h", None, 0, out=0), op("p2", 0, 10, out=0)], [("p1", "h"), ("h", "p2")])
     for terms, best in (([], 0.0), ([Subgraphs(1)], 10.0)):
-        p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms)
-        assert brute_force(p)[0] == best
-        result = solve(p, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
-        assert (result.status.value, result.objective, result.bound) == ("optimal", best, pytest.approx(best))
+        [result] = _proven(Problem(g, Cluster.accelerators(1, cpus=1), Latency(), terms), best, warm_start="greedy")
         if not terms:  # greedy's split (two subgraphs) is then valid: its TotalLatency, 0, is its latency
             assert result.start_accepted is True
 
@@ -297,11 +301,7 @@ def test_an_op_no_accelerator_can_run_lies_in_none_of_their_slots():
     waits for ops it does not hold. The plain IP (no cuts to hide a wrong slot) against brute force."""
     g = Graph([op("v0", 1, 1, out=3), op("v1", None, 5, out=3), op("v2", None, 10, out=0), op("v3", 0, 5, out=0),
                op("v4", None, 5, out=0)], [("v0", "v2"), ("v1", "v3"), ("v1", "v4"), ("v2", "v3")])
-    p = Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(3)])
-    best = brute_force(p)[0]
-    for formulation in (PLAIN, "latency"):
-        result = solve(p, formulation=formulation, solver="highs", time_limit=60)
-        assert (result.status.value, result.objective) == ("optimal", best)
+    _proven(Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(3)]), 14.0, (PLAIN, "latency"))
 
 
 def test_a_latency_of_zero_is_proven_with_tensors_in_flight():
@@ -310,11 +310,9 @@ def test_a_latency_of_zero_is_proven_with_tensors_in_flight():
     counts the bytes) HiGHS leaves them at 1e-9, within its tolerance, and the answer fails solve's check."""
     g = Graph([op("v0", None, 0, out=0), op("v1", 0, 0, out=1), op("v2", 0, 5, out=3), op("v3", None, 0, out=0)],
               [("v0", "v2"), ("v1", "v2")])
-    p = Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(2)])
-    assert brute_force(p)[0] == 0.0
-    for formulation in (PLAIN, "latency"):
-        result = solve(p, formulation=formulation, solver="highs", time_limit=60)
-        assert (result.status.value, result.objective, result.bound) == ("optimal", 0.0, 0.0)
+    for result in _proven(Problem(g, Cluster.accelerators(2, cpus=1), Latency(), [Subgraphs(2)]), 0.0,
+                          (PLAIN, "latency")):
+        assert result.bound == 0.0
 
 
 def test_subgraph_levels_start_at_one():
