@@ -345,6 +345,44 @@ def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
     assert list(cuts.segments) == [0] and len(cuts.memory_runs) == 1
 
 
+@pytest.mark.parametrize("assign, slack", [
+    ((1, 1, 1), 2), ((0, 1, 1), 2), ((1, 0, 1), 2), ((1, 1, 0), 2), ((0, 0, 1), 0), ((1, 0, 0), 0), ((0, 1, 0), 2)])
+def test_the_memory_row_frees_a_run_per_host_op_by_its_rounding(assign, slack):
+    """The detour's path holds 0.4 + 0.5 + 0.4 of the accelerator: R = 2 runs, frac = 0.3, and each op on the host
+    frees min(ceil(f), f / frac) = 1 run, so the row reads crossed >= 4 - 2 off - x_p - x_r. Its slack at each
+    placement (devices of p, h, r; 0 the accelerator, 1 the CPU): 0 where one run is cut by the host op after it."""
+    problem = detour([])
+    compiled = compile(problem, "latency")
+    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, list(assign)))
+    cuts, _ = compiled.varmap.block("path_cuts")
+    assert cuts.memory_runs[0].slack() == pytest.approx(slack)
+
+
+def test_an_op_as_big_as_the_accelerator_frees_one_run_on_the_host():
+    """a fills the accelerator (f = 1) and b half of it: R = 2, frac = 0.5. On the host a frees min(ceil(1), 1 / 0.5)
+    = 1 run, not 2: with a on the CPU and b on the accelerator the row is tight, 1 >= 4 - 2 - 0 - 1."""
+    g = Graph([op("a", 1, 10, mem=10), op("b", 1, 10, out=0, mem=5)], [("a", "b")])
+    problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()])
+    compiled = compile(problem, "latency")
+    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, [1, 0]))
+    cuts, _ = compiled.varmap.block("path_cuts")
+    assert [r.slack() for r in cuts.memory_runs.values()] == pytest.approx([0.0])
+
+
+def test_a_segment_only_hosts_may_run_gets_no_memory_row():
+    """b and c run on CPUs only and hold 16 against the accelerator's 10: their segment needs two accelerators on
+    paper, but no placement puts it on one, and its row would have no variable (Pyomo refuses such a row). The
+    latency IP makes none for it (the whole path, 18, keeps its row) and proves the optimum: a on the accelerator,
+    its tensor written, b and c: 4."""
+    g = Graph([op("a", 1, 5, mem=2), op("b", None, 1, mem=8), op("c", None, 1, mem=8, out=0)], [("a", "b"), ("b", "c")])
+    problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()])
+    cuts, _ = compile(problem, "latency").varmap.block("path_cuts")
+    assert len(cuts.memory_runs) == 1
+    result = solve(problem, formulation="latency", solver="highs", time_limit=60)
+    assert (result.status.value, result.objective, result.bound) == ("optimal", 4.0, pytest.approx(4.0))
+    assert optimum(problem) == 4.0
+
+
 def test_a_path_span_adds_its_ops_reads_and_writes():
     # p and r on the accelerator, h on the CPU: 1 + 1 + 1 of compute, p's tensor written out and h's read in: 5, the
     # placement's latency (the span is tight here)

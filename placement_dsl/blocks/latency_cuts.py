@@ -147,6 +147,8 @@ class PathCuts(BlockTemplate):
                       by_edge: dict[tuple[str, str], list[str]]) -> None:
         M, ops = capacity_bound(ctx, acc), ctx.ops
         segments = memory_segments(ctx, bd, M) if math.isfinite(M) and M > 0 else []
+        # a segment no accelerator may run any op of holds on the hosts: its row has no variable (and always holds)
+        segments = [(p, need) for p, need in segments if any(ctx.op_allowed(v, a) for v in p for a in acc)]
         on_acc = lambda v: sum(ctx.x(v, a) for a in acc)
 
         def runs(b: pyo.Block, k: int) -> Any:
