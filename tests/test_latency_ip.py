@@ -14,8 +14,8 @@ import pytest
 
 from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
-from placement_dsl.blocks.latency_cuts import PathCuts
-from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, serial_bound
+from placement_dsl.blocks.latency_cuts import DeviceOrder, PathCuts
+from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, run_path_bound, serial_bound
 from placement_dsl.certificate import model_bound
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
@@ -337,6 +337,19 @@ def test_a_run_of_one_subgraph_holds_the_ops_between_its_own():
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(4.0, rel=1e-9)
 
 
+def test_total_latency_starts_at_the_dp_over_whole_runs():
+    """The diamond again, each tensor 1 byte: the DP over the runs of a, b, d reads 4 when a run holds c (one
+    subgraph per accelerator), 3 when it need not (c's tensor is then read for free), and the longest path of
+    fastest times is 3. TotalLatency's lower bound is the first: 4, the optimum."""
+    g = Graph([op("a", 1, 10), op("b", 1, 10), op("c", 1, 10), op("d", 1, 10, out=0)],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)])
+    compiled = compile(p, "latency")
+    ctx, scale = compiled.varmap.context, compiled.objective_scale
+    assert (run_path_bound(ctx, None, True) * scale, run_path_bound(ctx, None, False) * scale) == pytest.approx((4, 3))
+    assert compiled.model.latency.total.lb * scale == pytest.approx(4.0) == brute_force(p)[0]
+
+
 def test_run_flows_follow_as_many_longest_paths_as_asked():
     """Four longest paths a -> m_i -> z; the run flows take the first `paths` (3) of them, no more."""
     g = Graph([op("a", 1, 10, out=1), *(op(f"m{i}", 1, 10, out=1) for i in range(4)), op("z", 1, 10, out=0)],
@@ -344,6 +357,14 @@ def test_run_flows_follow_as_many_longest_paths_as_asked():
     compiled = compile(Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)]), "latency")
     flows, template = compiled.varmap.block("run_flows")
     assert template.paths == 3 and {k for k, _, _ in flows.arcs} == {0, 1, 2}
+
+
+def test_devices_left_out_of_the_symmetry_order_follow_it_by_index():
+    """DeviceOrder takes the devices of its order first, then the rest by index: acc2 before acc0 and acc1."""
+    g = Graph([op("a", 1, 10), op("b", 1, 10, out=0)], [("a", "b")])
+    ctx = compile(Problem(g, Cluster.accelerators(3, cpus=1), Latency(), []), "latency").varmap.context
+    assert DeviceOrder(("acc2",)).pairs(ctx) == [(2, 0), (0, 1)]
+    assert DeviceOrder().pairs(ctx) == [(0, 1), (1, 2)]
 
 
 def test_the_floor_of_total_latency_lets_host_ops_run_side_by_side():
