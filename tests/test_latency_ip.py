@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import numpy as np
 import pytest
 
 from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
-from placement_dsl.blocks.latency_cuts import DeviceOrder, PathCuts
+from placement_dsl.blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from placement_dsl.blocks.latency_data import bounds, first_use_order, levels, run_path_bound, serial_bound
 from placement_dsl.certificate import model_bound
 from placement_dsl.cluster import Cluster
@@ -223,13 +224,15 @@ def test_a_slot_holds_each_op_once_and_an_accelerator_runs_its_slots_in_turn():
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(10.3782, rel=1e-4)
 
 
-def test_a_second_provider_of_the_path_cuts_is_named():
-    extra = PathCuts(horizon=1000.0)  # not the rule's PathCuts(horizon=None), which a formulation would keep once
-    extra.name = "second_path_cuts"  # a block of its own: only the links collide
+@pytest.mark.parametrize("template, link", [(PathCuts, "PathLink"), (RunFlows, "RunLink")])
+def test_a_second_provider_of_the_cuts_links_is_named(template, link):
+    extra = template(horizon=1000.0)  # not the rule's template(horizon=None), which a formulation would keep once
+    extra.name = "second_" + template.name  # a block of its own: only the links collide
     base = get("latency")
     twice = base.derive("twice", skeleton=lambda p: [*base.skeleton(p), extra])
-    with pytest.raises(SpecError, match=r"^formulation: PathCuts\(horizon=None\) provides PathLink, which "
-                                        r"PathCuts\(horizon=1000.0\) already provides; keep one of them$"):
+    first, second = repr(template()), repr(extra)
+    with pytest.raises(SpecError, match=rf"^formulation: {re.escape(first)} provides {link}, which "
+                                        rf"{re.escape(second)} already provides; keep one of them$"):
         compile(problem("fork", "all"), twice)
 
 
