@@ -353,6 +353,17 @@ def test_total_latency_starts_at_the_dp_over_whole_runs():
     assert compiled.model.latency.total.lb * scale == pytest.approx(4.0) == brute_force(p)[0]
 
 
+def test_an_op_too_big_for_every_accelerator_is_kept_on_the_host_by_the_run_flows():
+    """big holds 12 bytes and the accelerator 10: no run covers it, so the run flows' cover row (runs covering an op
+    = the op on an accelerator) reads 0 = x[big, acc0], where the memory row alone lets the LP put 10/12 of it
+    there. The LP reads 33.5 with that row, 29.67 without (optimum 41, one subgraph per accelerator)."""
+    g = Graph([op("a", 4, 20), op("b", 1, 5, mem=6), op("big", 1, 10, mem=12), op("d", 4, 20, out=3),
+               op("e", 1, 5, out=3, mem=3)], [("a", "b"), ("b", "big"), ("big", "d"), ("d", "e")])
+    p = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory(), Subgraphs(1)])
+    assert brute_force(p)[0] == 41.0
+    assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(33.5, rel=1e-6)
+
+
 def test_run_flows_follow_as_many_longest_paths_as_asked():
     """Four longest paths a -> m_i -> z; the run flows take the first `paths` (3) of them, no more."""
     g = Graph([op("a", 1, 10, out=1), *(op(f"m{i}", 1, 10, out=1) for i in range(4)), op("z", 1, 10, out=0)],
