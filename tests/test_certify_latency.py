@@ -102,12 +102,13 @@ def test_every_level_runs_and_orders_its_bounds():
 
 @st.composite
 def tiny_latency(draw):
-    """3-4 ops in a random DAG on one or two accelerators and a CPU; memory that binds, and at times
-    two colocated ops (sharing memory or not) or a pinned op."""
+    """3-4 ops in a random DAG on one or two accelerators and a CPU; memory that binds (an op may fill an
+    accelerator), ops at times CPU-only, and at times two colocated ops (sharing memory or not) or a pinned op."""
     n = draw(st.integers(3, 4))
     edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
-    ops = [op(f"v{i}", draw(st.integers(1, 6)), draw(st.integers(1, 12)), out=draw(st.integers(0, 3)),
-              mem=draw(st.integers(0, 4))) for i in range(n)]
+    fast = [draw(st.sampled_from([None, 1, 2, 3, 4, 5, 6])) for _ in range(n)]  # None: CPU-only
+    ops = [op(f"v{i}", fast[i], draw(st.integers(1, 12)), out=draw(st.integers(0, 3)), mem=draw(st.integers(0, 6)))
+           for i in range(n)]
     g = Graph(ops, edges, name="tiny")
     acc = draw(st.integers(1, 2))
     limit = draw(st.sampled_from([[Subgraphs(1)], [Subgraphs(2)], []]))
@@ -116,7 +117,7 @@ def tiny_latency(draw):
     if extra.startswith("colocate"):
         limit.append(Colocate([[f"v{u}", f"v{v}"]], shared=extra == "colocate"))
     elif extra == "pin":
-        limit.append(Pin(f"v{u}", draw(st.sampled_from(["acc0", "cpu0"]))))
+        limit.append(Pin(f"v{u}", draw(st.sampled_from(["acc0", "cpu0"] if fast[u] is not None else ["cpu0"]))))
     return Problem(g, Cluster.accelerators(acc, memory=6.0, cpus=1), Latency(), [Memory(), *limit])
 
 
@@ -131,6 +132,19 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
         for r in cert.levels:
             if r.bound is not None and p.placement_class() in r.scope:
                 assert r.bound <= opt * (1 + TOL) + TOL, (r.level, r.bound, opt)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_latency())
+def test_the_latency_ip_proves_the_brute_force_optimum(p):
+    """The whole latency IP (its cuts included) on the tiny instances: optimal, at the brute-force optimum."""
+    opt = optimum(p)
+    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    if not math.isfinite(opt):
+        assert result.objective is None
+        return
+    assert result.status.value == "optimal" and result.objective == pytest.approx(opt, rel=1e-6, abs=1e-6)
+    assert result.bound <= opt * (1 + TOL) + TOL
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -367,6 +381,19 @@ def test_an_op_as_big_as_the_accelerator_frees_one_run_on_the_host():
     compiled.varmap.set_values(Placement(problem.graph, problem.cluster, [1, 0]))
     cuts, _ = compiled.varmap.block("path_cuts")
     assert [r.slack() for r in cuts.memory_runs.values()] == pytest.approx([0.0])
+
+
+def test_the_memory_row_holds_to_the_last_bit_where_a_host_op_frees_a_whole_run():
+    """a holds 1/6 of the accelerator and b all of it: R = 2, frac = 1/6, and a on the host frees f / frac = 1
+    run, which floats compute as 0.99999999999999956. With both on the CPU the row is tight, so that roundoff
+    cut the placement off by 9e-16 (and made the row the constant False where no op could use the accelerator)."""
+    g = Graph([op("a", 1, 1, mem=1), op("b", 1, 1, out=0, mem=6)], [("a", "b")])
+    problem = Problem(g, Cluster.accelerators(1, memory=6.0, cpus=1), Latency(), [Memory()])
+    compiled = compile(problem, "latency")
+    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, [1, 1]))
+    cuts, _ = compiled.varmap.block("path_cuts")
+    assert [r.slack() for r in cuts.memory_runs.values()] == pytest.approx([0.0], abs=1e-8)
+    assert min(r.slack() for r in cuts.memory_runs.values()) >= 0.0
 
 
 def test_a_segment_only_hosts_may_run_gets_no_memory_row():

@@ -157,8 +157,10 @@ class PathCuts(BlockTemplate):
                           for a in by_edge.get((ops[u], ops[v]), ()))
             fresh = fresh_memory(ctx, p) / M
             frac = float(fresh.sum()) - (need - 1)  # MIR: a host group of memory m saves m / (M frac) runs,
-            # and no more than ceil(m / M): the accelerators it would have taken (a group above M takes none)
-            off = sum(min(math.ceil(f - 1e-9), float(f / frac)) * (1 - on_acc(v)) for v, f in zip(p, fresh) if f > 0)
+            # and no more than ceil(m / M): the accelerators it would have taken (a group above M takes none);
+            # f / frac rounded up by 1e-9, so that where it equals ceil(f) roundoff cannot leave it a hair below
+            off = sum(min(math.ceil(f - 1e-9), float(f / frac) + 1e-9) * (1 - on_acc(v)) for v, f in zip(p, fresh)
+                      if f > 0)
             return crossed >= 2 * need - 2 * off - on_acc(p[0]) - on_acc(p[-1])
         blk.segments = pyo.Set(initialize=range(len(segments)), doc="segments of longest paths too big for one accelerator")
         blk.memory_runs = pyo.Constraint(blk.segments, rule=runs,
