@@ -359,6 +359,47 @@ def test_a_longest_path_too_big_for_one_accelerator_gets_its_memory_cut():
     assert list(cuts.segments) == [0] and len(cuts.memory_runs) == 1
 
 
+@pytest.mark.parametrize("mems, segments", [
+    ([4, 4, 4, 4, 4], {(0, 1, 2): 2, (2, 3, 4): 2, (0, 1, 2, 3, 4): 2}),  # 1.2 of the accelerator each way, 2.0 whole
+    ([5, 5, 5, 5], {(0, 1, 2): 2, (1, 2, 3): 2, (0, 1, 2, 3): 2}),  # a prefix of exactly 1.0 still fits: not (0, 1)
+    ([5, 15, 5], {(0, 1): 2, (1, 2): 2, (0, 1, 2): 3}),  # 2.0 at b is two accelerators, not three
+    ([15, 5, 5], {(0,): 2, (0, 1, 2): 3}),  # an op above the accelerator alone; the suffix (1, 2) holds 1.0
+])
+def test_memory_segments_are_the_shortest_prefixes_and_suffixes_past_each_multiple(mems, segments):
+    """A chain of ops with these memories on an accelerator of 10: each prefix and suffix that first exceeds k
+    accelerators (k >= 1) and the whole path, each with R = ceil(memory / 10) when R >= 2. The CPU holds 20, so
+    model units are not the accelerator's (M = 0.5)."""
+    names = "abcde"[:len(mems)]
+    g = Graph([op(n, 1, 10, mem=m) for n, m in zip(names, mems)], list(zip(names, names[1:])))
+    problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1, cpu_memory=20.0), Latency(), [Memory()])
+    ctx = compile(problem, "latency").varmap.context
+    M = L.capacity_bound(ctx, L.accelerators(ctx))
+    assert (M, M * ctx.scale.memory) == pytest.approx((0.5, 10.0))
+    assert dict(L.memory_segments(ctx, bounds(ctx, None), M)) == segments
+
+
+def test_a_colocated_group_counts_its_memory_once_along_a_path():
+    """a and b share a device (4 + 4) and c holds 4: the path meets the group's 8 at a and nothing more at b, so
+    no prefix short of c exceeds the accelerator (not a, b: 0.8); the suffix b, c holds 4 + 8 (b brings a)."""
+    g = Graph([op("a", 1, 10, mem=4), op("b", 1, 10, mem=4), op("c", 1, 10, mem=4, out=0)], [("a", "b"), ("b", "c")])
+    problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory(), Colocate([["a", "b"]])])
+    ctx = compile(problem, "latency").varmap.context
+    assert list(L.fresh_memory(ctx, (0, 1, 2)) * ctx.scale.memory) == pytest.approx([8.0, 0.0, 4.0])
+    M = L.capacity_bound(ctx, L.accelerators(ctx))
+    assert dict(L.memory_segments(ctx, bounds(ctx, None), M)) == {(0, 1, 2): 2, (1, 2): 2}
+
+
+def test_memory_cuts_need_a_memory_term_and_an_accelerator():
+    """Without the Memory term a device's memory binds nothing, and without accelerators nothing is cut: the
+    capacity the memory cuts divide by is then unbounded."""
+    g = Graph([op("a", 1, 10, mem=4), op("b", 1, 10, mem=4, out=0)], [("a", "b")])
+    free = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), []), "latency").varmap.context
+    assert L.capacity_bound(free, L.accelerators(free)) == math.inf
+    hosts = compile(Problem(g, Cluster.accelerators(0, cpus=2, cpu_memory=10.0), Latency(), [Memory()]),
+                    "latency").varmap.context
+    assert L.accelerators(hosts) == [] and L.capacity_bound(hosts, []) == math.inf
+
+
 @pytest.mark.parametrize("assign, slack", [
     ((1, 1, 1), 2), ((0, 1, 1), 2), ((1, 0, 1), 2), ((1, 1, 0), 2), ((0, 0, 1), 0), ((1, 0, 0), 0), ((0, 1, 0), 2)])
 def test_the_memory_row_frees_a_run_per_host_op_by_its_rounding(assign, slack):
