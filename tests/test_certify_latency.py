@@ -370,7 +370,7 @@ def test_memory_segments_are_the_shortest_prefixes_and_suffixes_past_each_multip
     accelerators (k >= 1) and the whole path, each with R = ceil(memory / 10) when R >= 2. The CPU holds 20, so
     model units are not the accelerator's (M = 0.5)."""
     names = "abcde"[:len(mems)]
-    g = Graph([op(n, 1, 10, mem=m) for n, m in zip(names, mems)], list(zip(names, names[1:])))
+    g = Graph([op(n, 1, 10, mem=m) for n, m in zip(names, mems)], list(itertools.pairwise(names)))
     problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1, cpu_memory=20.0), Latency(), [Memory()])
     ctx = compile(problem, "latency").varmap.context
     M = L.capacity_bound(ctx, L.accelerators(ctx))
