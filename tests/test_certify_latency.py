@@ -134,7 +134,7 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
                 assert r.bound <= opt * (1 + TOL) + TOL, (r.level, r.bound, opt)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_latency())
 def test_the_latency_ip_proves_the_brute_force_optimum(p):
     """The whole latency IP (its cuts included) on the tiny instances: optimal, at the brute-force optimum."""
@@ -155,6 +155,21 @@ def test_run_paths_never_exceeds_the_brute_force_optimum(p):
     ctx = Context(p)
     bound = run_path_bound(ctx, None, subgraphs_per_accelerator(p) == 1) * ctx.scale.time
     assert bound <= opt * (1 + TOL) + TOL
+
+
+def test_a_side_op_that_exactly_fills_the_room_left_shares_the_runs_slot():
+    """v2 (5 bytes) runs on the accelerator of 6 after v0 (CPU-only) and v1 (1 byte, a 2-byte tensor): v1 fits
+    beside v2 exactly, so both share one slot, which starts when v0 is done: 1 + 1 + 1 = 3. In model units the
+    room left, 1 - 5/6, is a hair below v1's 1/6: the run (v2) paid v1's read and the floor claimed 4 (found
+    by the deep hypothesis profile). The run-paths floor and the latency IP both read the optimum's 3 or less."""
+    g = Graph([op("v0", None, 1, out=0), op("v1", 1, 1, out=2, mem=1), op("v2", 1, 3, out=0, mem=5)],
+              [("v0", "v2"), ("v1", "v2")])
+    p = Problem(g, Cluster.accelerators(1, memory=6.0, cpus=1), Latency(), [Memory(), Subgraphs(1)])
+    assert optimum(p) == 3.0
+    ctx = Context(p)
+    assert run_path_bound(ctx, None, True) * ctx.scale.time == pytest.approx(2.0)
+    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    assert (result.status.value, result.objective, result.bound) == ("optimal", 3.0, pytest.approx(3.0))
 
 
 def test_run_paths_lets_a_colocated_pair_take_two_slots_around_a_host_op():
