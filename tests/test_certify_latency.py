@@ -269,7 +269,7 @@ def test_side_inputs_are_priced_by_the_least_knapsack_left_out():
 
     rng = np.random.default_rng(0)
     for draw in range(300):
-        n = int(rng.integers(1, 8)) if draw < 240 else EXACT_ITEMS + int(rng.integers(1, 4))
+        n = int(rng.integers(1, 8)) if draw < 240 else EXACT_ITEMS + int(rng.integers(0, 4))  # 12 itself: exact
         items = [(float(rng.integers(1, 10)), float(rng.integers(0, 6))) for _ in range(n)]
         room = float(rng.integers(0, 12))
         best = min(sum(c for (c, _), keep in zip(items, mask) if not keep)
@@ -336,11 +336,62 @@ def test_latency_data_on_a_side_input():
     assert arcs[-2, 2] * s == pytest.approx(10)  # c on the CPU
 
 
+RUN_ARCS = {  # (i, j) -> cost on the path a, b, c, d (every op 1 on the accelerator, 10 on the CPU)
+    False: {(0, 1): 2, (0, 2): 6, (0, 3): 9, (0, 4): 13, (1, 2): 5, (1, 3): 7, (1, 4): 11, (2, 3): 4, (2, 4): 7,
+            (3, 4): 4},
+    True: {(0, 1): 2, (0, 2): 6, (0, 3): 11, (0, 4): 14, (1, 2): 5, (1, 3): 7, (1, 4): 11, (2, 3): 4, (2, 4): 7,
+           (3, 4): 4},
+}
+
+
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_run_arcs_price_their_bodies_boundaries_and_side_tensors(contiguous):
+    """Every arc of the path a -> b -> c -> d (2 bytes each, 1-byte tensors) on an accelerator of 10, by hand.
+
+    Beside the path: s and t (CPU-only) send b and d 2 bytes each, read for sure; w (4 bytes) sends c 3, y (2
+    bytes) sits on a -> y -> c, z (5 bytes) reads b's tensor and e (5 bytes) d's: items of the knapsack of the
+    room the body leaves; a -> c makes a's tensor a sure write of runs that end before c; x runs on
+    accelerators only. (0, 2): 1 + 1, b's tensor out, s's in, a's to c: 6. (0, 3): 3 + c's out + s's 2, room 4
+    keeps w and pays y (its tensor and a's to it, 2) and z (1): 9. (0, 4): 4 + s's and t's 2 + 2, room 2 keeps y
+    and pays w, z, e: 13. (1, 4): 3 + a's in + 2 + 2, room 4 keeps w and pays y, z, e: 11. (2, 4): 2 + b's in +
+    a's in + t's 2, room 6 keeps w and y, pays e: 7. One slot per accelerator (``contiguous``) puts y in the slot
+    of runs from a to c: (0, 3) 4 + 1 + 2, room 2 pays w and z: 11; (0, 4) fills the accelerator exactly (room
+    0): 5 + 2 + 2 + w, z, e: 14.
+    """
+    g = Graph([op("a", 1, 10, mem=2), op("b", 1, 10, mem=2), op("c", 1, 10, mem=2), op("d", 1, 10, mem=2),
+               op("s", None, 1, out=2), op("w", 1, 10, out=3, mem=4), op("z", 1, 10, out=0, mem=5),
+               op("y", 1, 10, mem=2), op("e", 1, 10, out=0, mem=5), Op(name="x", work={"accelerator": 1}, out_bytes=0),
+               op("t", None, 1, out=2)],
+              [("a", "b"), ("b", "c"), ("c", "d"), ("s", "b"), ("w", "c"), ("b", "z"), ("a", "y"), ("y", "c"),
+               ("a", "c"), ("d", "e"), ("t", "d")])
+    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
+        .varmap.context
+    arcs = {k: v * ctx.scale.time for k, v in L.run_arcs(ctx, (0, 1, 2, 3), L.accelerators(ctx), contiguous).items()}
+    hosts = {(-k - 1, k + 1): 10.0 for k in range(4)}  # each path op alone on the CPU
+    assert arcs == pytest.approx({**hosts, **RUN_ARCS[contiguous]})
+
+
+def test_a_run_never_splits_a_colocated_pair_at_the_start_of_its_path():
+    """a and b share a device: no run ends between them nor starts at b, with or without one slot per accelerator."""
+    ops = [Op(name=n, work={"accelerator": 1, "cpu": 10}, out_bytes=1, param_bytes=1, group="ab" if n in "ab" else None)
+           for n in "abc"]
+    g = Graph(ops, [("a", "b"), ("b", "c")], name="pair")
+    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
+        .varmap.context
+    for contiguous in (False, True):
+        runs = {k for k in L.run_arcs(ctx, (0, 1, 2), L.accelerators(ctx), contiguous) if k[0] >= 0}
+        assert runs == {(0, 2), (0, 3), (2, 3)}
+
+
 def test_the_side_knapsack_prices_what_is_left_out():
     items = [(2.0, 1.0), (3.0, 2.0)]  # (price, memory), best price per byte first
     assert _fractional(items, 2.0) == pytest.approx(1.5)  # the first whole, half the second: 3 - 1.5 left out
     assert _priced(items, 2.0) == pytest.approx(2.0)  # exactly: keep the second, leave the first out
     assert _fractional(items, 0.0) == _priced(items, 0.0) == pytest.approx(5.0)
+    # twelve items of 2 bytes (price 3) in a room of 5: two kept, exactly (30 left out); past EXACT_ITEMS the
+    # fractional knapsack keeps two and a half (39 - 7.5)
+    assert _priced([(3.0, 2.0)] * EXACT_ITEMS, 5.0) == pytest.approx(30.0)
+    assert _priced([(3.0, 2.0)] * (EXACT_ITEMS + 1), 5.0) == pytest.approx(31.5)
 
 
 def test_the_run_paths_floor_cuts_only_the_paths_it_is_asked_for():
