@@ -13,8 +13,7 @@ import time
 
 import numpy as np
 
-from .base import (Bound, Capabilities, Emit, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict,
-                   lookup)
+from .base import Bound, Capabilities, Emit, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict, lookup
 from .matrix import LinearModel
 
 NAME = "highs"
@@ -179,6 +178,15 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
     t1 = time.perf_counter()
     h.run()
     final = _final(h, _status_table(), time.perf_counter() - t1)
+    if final.native is Native.INFEASIBLE and lm.integer.any() and time.monotonic() < deadline:
+        # HiGHS 1.15's MIP presolve has declared feasible models infeasible (a 49-row latency IP whose start
+        # satisfies every row): an infeasibility verdict is checked once without presolve
+        h.setOptionValue("presolve", "off")
+        h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.01))
+        if start is not None:
+            h.setSolution(lm.n_cols, np.arange(lm.n_cols, dtype=np.int32), start)
+        h.run()
+        final = _final(h, _status_table(), time.perf_counter() - t1)
     if start is not None and watch.first and watch.start_objective is not None:
         emit(StartVerdict(False, f"HiGHS reported no incumbent at the start ({final.code})"))
     emit(final)
