@@ -275,14 +275,14 @@ class InvocationTimes(BlockTemplate):
         blk.start = pyo.Var(blk.slots, bounds=(0, H), doc="SubgraphStart: every input of the slot is in host memory")
         blk.finish = pyo.Var(blk.slots, bounds=(0, H), doc="SubgraphFinish: the slot's outputs are in host memory")
         idx = ctx.graph.index
-        blk.ready = pyo.Var(ops, bounds=lambda b, v: (bd.head[idx[v]], bd.ready[idx[v]]),
+        blk.ready = pyo.Var(ops, bounds=lambda b, v: (bd.head[idx[v]], H),
                             doc="Latency_v: op v's output is in host memory")
         self._slots(blk, ctx, bd, link)
         self._hosts(blk, ctx)
         ctx.provide(LatencyLink(blk.ready, blk.finish), by=repr(self))
 
     def _slots(self, blk: pyo.Block, ctx: Context, bd: Bounds, link: SlotLink) -> None:
-        dev, idx, ops = ctx.cluster.index, ctx.graph.index, ctx.ops
+        dev, idx, ops, H = ctx.cluster.index, ctx.graph.index, ctx.ops, bd.horizon
         member = lambda v, a, j: link.member(idx[v], (dev[a], j))
         blk.span = pyo.Constraint(blk.slots, rule=lambda b, a, j: b.finish[a, j] == b.start[a, j] + link.transfer(
             (dev[a], j)) + sum(float(ctx.work[v, dev[a]]) * link.member(v, (dev[a], j)) for v in range(ctx.n)
@@ -291,12 +291,12 @@ class InvocationTimes(BlockTemplate):
         rows = [(ops[u], ops[v], a, j) for u, v in ctx.cross_edges() for a, j in blk.slots if ctx.op_allowed(v, dev[a])]
         blk.inputs = pyo.Constraint(
             pyo.Set(dimen=4, initialize=rows), rule=lambda b, u, v, a, j: b.start[a, j] >= b.ready[u]
-            - float(bd.ready[idx[u]]) * (1 - member(v, a, j) + member(u, a, j)),
-            doc="a slot starts once each input from outside it is ready (6), big-M = latest ready time of u")
+            - H * (1 - member(v, a, j) + member(u, a, j)),
+            doc="a slot starts once each input from outside it is ready (6), big-M = H")
         outs = [(ops[v], a, j) for a, j in blk.slots for v in range(ctx.n) if ctx.op_allowed(v, dev[a])]
         blk.outputs = pyo.Constraint(
             pyo.Set(dimen=3, initialize=outs), rule=lambda b, v, a, j: b.ready[v] >= b.finish[a, j]
-            - float(bd.horizon - bd.head[idx[v]]) * (1 - member(v, a, j)),
+            - float(H - bd.head[idx[v]]) * (1 - member(v, a, j)),
             doc="an op's output is ready when its slot finishes (10), big-M = H - head of v")
         chain = [(a, j) for a, j in blk.slots if j > 1]
         blk.in_turn = pyo.Constraint(pyo.Set(dimen=2, initialize=chain),

@@ -33,7 +33,6 @@ class Bounds:
     fastest: np.ndarray  # least running time of each op over the devices it may use
     head: np.ndarray     # longest path of fastest times ending at the op, the op included
     tail: np.ndarray     # longest path of fastest times after the op, the op excluded
-    ready: np.ndarray    # latest time the op's output can reach host memory within H
 
 
 def serial_bound(ctx: Context) -> float:
@@ -58,7 +57,7 @@ def _bounds(ctx: Context, horizon: float | None) -> Bounds:
     allowed = ctx.unit_allowed[ctx.unit]
     fastest = np.where(allowed, ctx.work, np.inf).min(axis=1, initial=np.inf)
     fastest = np.where(np.isfinite(fastest), fastest, 0.0)
-    head, tail, ready = fastest.copy(), np.zeros(g.n), np.full(g.n, H)
+    head, tail = fastest.copy(), np.zeros(g.n)
     for v in g.topo.tolist():
         preds = g.predecessors(v)
         head[v] += head[preds].max(initial=0.0)
@@ -66,8 +65,9 @@ def _bounds(ctx: Context, horizon: float | None) -> Bounds:
         succ = g.successors(v)
         if succ.size:
             tail[v] = (fastest[succ] + tail[succ]).max()
-            ready[v] = np.maximum(H - fastest[succ] - tail[succ], ready[succ]).min()
-    return Bounds(H, fastest, head, tail, ready)
+    # an op's output is in host memory when its slot ends, and a slot may end at H whatever its ops' tails (the
+    # op's successors may share the slot): H, not H - tail, bounds every op's Latency_v
+    return Bounds(H, fastest, head, tail)
 
 
 def accelerators(ctx: Context) -> list[int]:
