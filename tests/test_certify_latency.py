@@ -315,12 +315,26 @@ def test_longest_paths_follow_each_ops_longest_way_on():
     assert [[g.names[v] for v in p] for p in paths] == [["r", "s", "b", "c"], ["a", "b", "c"], ["a", "x"]]
 
 
-def test_latency_data_on_a_side_input():
-    # a -> c -> d on the accelerator's path, b (CPU only) feeding c from the side; one accelerator holding 10, a CPU
+def _side() -> Context:
+    """a -> c -> d on the accelerator's path, b (CPU only) feeding c from the side; one accelerator holding 10, a
+    CPU (time scale 3.5)."""
     g = Graph([op("a", 2, 10, mem=1), op("b", None, 1, mem=0), op("c", 2, 10, mem=1), op("d", 2, 10, out=0, mem=0)],
               [("a", "c"), ("b", "c"), ("c", "d")], name="side")
-    ctx = compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
+    return compile(Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()]), "latency") \
         .varmap.context
+
+
+def test_the_horizon_keeps_the_start_that_set_it_strictly_inside():
+    """H is the hint raised by a relative and an absolute 1e-9, so the start whose latency set it satisfies every
+    row H bounds, whether H is below or above 1 in model units; without a hint, the serial bound raised so."""
+    ctx = _side()
+    for hint in (2.0, 9.0):
+        assert L.bounds(ctx, hint).horizon > hint / ctx.scale.time
+    assert L.bounds(ctx, None).horizon > L.serial_bound(ctx)
+
+
+def test_latency_data_on_a_side_input():
+    ctx = _side()
     s = ctx.scale.time
     # every op on its slowest device it may run on (b: the CPU's 1), and every tensor moved to each consumer, twice
     assert L.serial_bound(ctx) * s == pytest.approx(10 + 1 + 10 + 10 + 2 * 3)
@@ -381,6 +395,46 @@ def test_a_run_never_splits_a_colocated_pair_at_the_start_of_its_path():
     for contiguous in (False, True):
         runs = {k for k in L.run_arcs(ctx, (0, 1, 2), L.accelerators(ctx), contiguous) if k[0] >= 0}
         assert runs == {(0, 2), (0, 3), (2, 3)}
+
+
+def test_identical_unbounded_hosts_merge_unless_contiguity_tells_them_apart():
+    g = Graph([op("a", 1, 10), op("b", 1, 10, out=0)], [("a", "b")])
+    cluster = Cluster.accelerators(1, cpus=2)
+    assert L.merged_hosts(Context(Problem(g, cluster, Latency()))).tolist() == [0, 1, 1]
+    assert L.merged_hosts(Context(Problem(g, cluster, Latency(), [Contiguous()]))).tolist() == [0, 1, 2]
+
+
+def test_a_longest_path_comes_from_the_predecessor_with_the_longest_head_whatever_its_index():
+    """b's predecessors are a (head 1) and s (head 2, after r); s's own way on is x -> y -> z, so the path r, s, b, c
+    is found only by walking back from b to s. The two longest by fastest times come longest first."""
+    g = Graph([Op(name=n, work=1, out_bytes=1) for n in ("a", "b", "c", "r", "s", "x", "y", "z")],
+              [("a", "b"), ("b", "c"), ("r", "s"), ("s", "b"), ("s", "x"), ("x", "y"), ("y", "z")])
+    ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
+    bd = bounds(ctx, None)
+    names = lambda paths: [[g.names[v] for v in p] for p in paths]
+    assert names(longest_paths(ctx, bd, trim=False)) == [["a", "b", "c"], ["r", "s", "b", "c"],
+                                                          ["r", "s", "x", "y", "z"]]
+    assert names(L.critical_paths(ctx, bd, 2)) == [["r", "s", "x", "y", "z"], ["r", "s", "b", "c"]]
+
+
+def test_descendants_are_the_transitive_closure():
+    g = Graph([Op(name=n, work=1, out_bytes=1) for n in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
+    ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
+    assert L.descendants(ctx).tolist() == [[j >= i for j in range(4)] for i in range(4)]
+
+
+def test_an_accelerator_a_start_leaves_empty_gets_empty_slots_at_time_zero():
+    """Six independent ops, 1 anywhere, on two accelerators and a CPU (time scale 2): o0 on acc0 and the rest side
+    by side on the CPU take 1, 0.5 in model units. acc1's empty slots start and end at 0, so the start satisfies
+    every row and TotalLatency is its latency."""
+    ops = [Op(name=f"o{i}", work={"accelerator": 1, "cpu": 1}, out_bytes=0) for i in range(6)]
+    p = Problem(Graph(ops, []), Cluster.accelerators(2, cpus=1), Latency())
+    compiled = compile(p, "latency")
+    placement = Placement(p.graph, p.cluster, [0, 2, 2, 2, 2, 2])
+    values = compiled.varmap.values(placement)
+    assert compiled.varmap.residual(values)[0] <= 1e-9
+    assert values[compiled.model.latency.total] * compiled.objective_scale == pytest.approx(1.0)
+    assert compiled.objective_scale == pytest.approx(2.0)
 
 
 def test_the_side_knapsack_prices_what_is_left_out():
@@ -464,6 +518,7 @@ def test_memory_cuts_need_a_memory_term_and_an_accelerator():
     hosts = compile(Problem(g, Cluster.accelerators(0, cpus=2, cpu_memory=10.0), Latency(), [Memory()]),
                     "latency").varmap.context
     assert L.accelerators(hosts) == [] and L.capacity_bound(hosts, []) == math.inf
+    assert run_path_bound(hosts, None, False) == 0.0  # no runs to cut either
 
 
 @pytest.mark.parametrize("assign, slack", [
