@@ -149,6 +149,9 @@ def test_an_infeasibility_verdict_is_checked_without_presolve(solver):
     compiled = compile(hinted(p, 5.0), "latency")
     out = solve_model(compiled.model, solver, QUICK)
     assert out.status is Status.OPTIMAL and out.objective * compiled.objective_scale == pytest.approx(4.0)
+    greedy = compiled.varmap.values(p.placement([1, 0, 0, 0]))  # latency 5: passed again to the second solve
+    out = solve_model(compiled.model, solver, QUICK, start=greedy)
+    assert out.status is Status.OPTIMAL and out.objective * compiled.objective_scale == pytest.approx(4.0)
 
 
 @pytest.mark.parametrize("solver", ["highs", "scip"])
