@@ -130,10 +130,10 @@ def test_infeasible_and_unbounded_are_statuses(solver):
 @pytest.mark.parametrize("solver", [s for s in ("highs", "scip") if s in SOLVERS])
 def test_an_infeasibility_verdict_is_checked_without_presolve(solver):
     """HiGHS 1.15's MIP presolve declares this feasible 49-row latency IP infeasible (four ops, one pinned to the
-    accelerator, horizon 5; the brute-force optimum 4 satisfies every row); the native backend solves it again
-    without presolve before it reports infeasibility, and finds 4 (4/3 in model units), as SCIP does. Pyomo's
-    own HiGHS interfaces (``appsi_highs``, ``pyomo:highs``) are passed through as they are and still say
-    infeasible."""
+    accelerator, horizon 5; the brute-force optimum 4 satisfies every row), and given a start of latency 5 it
+    calls the start optimal, both without a node or an LP iteration. The native backend checks such a verdict
+    once without presolve and finds 4 (4/3 in model units), as SCIP does. Pyomo's own HiGHS interfaces
+    (``appsi_highs``, ``pyomo:highs``) are passed through as they are and still say infeasible."""
     from placement_dsl.cluster import Cluster
     from placement_dsl.compile import compile
     from placement_dsl.constraints import Memory, Pin, Subgraphs
@@ -149,7 +149,7 @@ def test_an_infeasibility_verdict_is_checked_without_presolve(solver):
     compiled = compile(hinted(p, 5.0), "latency")
     out = solve_model(compiled.model, solver, QUICK)
     assert out.status is Status.OPTIMAL and out.objective * compiled.objective_scale == pytest.approx(4.0)
-    greedy = compiled.varmap.values(p.placement([1, 0, 0, 0]))  # latency 5: passed again to the second solve
+    greedy = compiled.varmap.values(p.placement([1, 0, 0, 0]))  # latency 5
     out = solve_model(compiled.model, solver, QUICK, start=greedy)
     assert out.status is Status.OPTIMAL and out.objective * compiled.objective_scale == pytest.approx(4.0)
 
