@@ -159,6 +159,10 @@ def _final(h, table: dict, seconds: float) -> Final:
     return Final(lookup(table, status), h.modelStatusToString(status), obj, bound, x, seconds)
 
 
+def _set_start(h, lm: LinearModel, start: np.ndarray):
+    return h.setSolution(lm.n_cols, np.arange(lm.n_cols, dtype=np.int32), start)
+
+
 def _presolve_alone(h, lm: LinearModel, final: Final) -> bool:
     """A MIP verdict (optimal or infeasible) HiGHS's presolve reached alone: no node, no LP iteration.
 
@@ -180,7 +184,7 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
     watch = _Watch(emit, deadline, start_objective)
     _subscribe(h, watch)
     if start is not None:
-        ok = h.setSolution(lm.n_cols, np.arange(lm.n_cols, dtype=np.int32), start)
+        ok = _set_start(h, lm, start)
         if str(ok) == "HighsStatus.kError":
             emit(StartVerdict(False, "HiGHS setSolution refused the start"))
             watch.start_objective = None
@@ -193,7 +197,7 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
         h.setOptionValue("presolve", "off")
         h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.01))
         if start is not None:
-            h.setSolution(lm.n_cols, np.arange(lm.n_cols, dtype=np.int32), start)
+            _set_start(h, lm, start)
         h.run()
         final = _final(h, _status_table(), time.perf_counter() - t1)
     if start is not None and watch.first and watch.start_objective is not None:
