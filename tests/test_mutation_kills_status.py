@@ -392,6 +392,54 @@ def test_run_past_its_deadline_still_hands_highs_a_hundredth(monkeypatch):
     assert FakeHighs.last.time_limits == [0.01, 0.01]
 
 
+class PresolvedHighs(FakeHighs):
+    """HiGHS whose presolve alone (no node, no LP iteration) calls the MIP infeasible, and which solves it
+    (optimal, at 2.0) once presolve is off; it records the starts it is given."""
+
+    def __init__(self):
+        super().__init__()
+        self.starts = []
+        self._verdict(S.kInfeasible, solution_status=0)
+
+    def _verdict(self, status, solution_status, nodes=0):
+        self.status = status
+        self.info = SimpleNamespace(primal_solution_status=solution_status, objective_function_value=2.0,
+                                    mip_dual_bound=2.0, mip_node_count=nodes, simplex_iteration_count=0)
+
+    def setSolution(self, n, index, values):
+        self.starts.append(None if values is None else list(values))
+        return highspy.HighsStatus.kOk
+
+    def run(self):
+        if self.options.get("presolve") == "off":
+            self._verdict(S.kOptimal, solution_status=2, nodes=1)
+
+
+@pytest.mark.parametrize("left", [5.0, 0.5])
+def test_run_checks_a_verdict_presolve_reached_alone_without_presolve(monkeypatch, left):
+    monkeypatch.setattr(highspy, "Highs", PresolvedHighs)
+    reports = []
+    highs.run(_one_column(), SolveOptions(), np.ones(1), 1.0, time.monotonic() + left, reports.append)
+    h, final = FakeHighs.last, reports[-1]
+    assert h.options["presolve"] == "off" and h.starts == [[1.0], [1.0]]  # the start passed to both solves
+    assert len(h.time_limits) == 3 and all(left - 1.0 < limit <= left for limit in h.time_limits)
+    assert (final.native, final.objective, final.bound) == (Native.OPTIMAL, 2.0, 2.0)
+    assert 0.0 <= final.seconds < left  # both searches' own time, not a clock reading
+
+
+def test_run_trusts_a_verdict_reached_past_presolve(monkeypatch):
+    # infeasible after a node: no second solve, presolve stays as HiGHS chose it
+    class Searched(PresolvedHighs):
+        def __init__(self):
+            super().__init__()
+            self._verdict(S.kInfeasible, solution_status=0, nodes=1)
+
+    monkeypatch.setattr(highspy, "Highs", Searched)
+    reports = []
+    highs.run(_one_column(), SolveOptions(), None, None, time.monotonic() + 5.0, reports.append)
+    assert "presolve" not in FakeHighs.last.options and reports[-1].native is Native.INFEASIBLE
+
+
 def test_available_says_no_without_highspy(monkeypatch):
     monkeypatch.setitem(sys.modules, "highspy", None)  # importing it raises ImportError
     assert highs.available() is False

@@ -535,9 +535,10 @@ def test_an_optimal_answer_above_the_cutoff_claims_only_that_nothing_lies_below(
         assert out.status is Status.TIME_LIMIT_FEASIBLE and out.bound is None
 
 
-@pytest.mark.parametrize("verbose", [False, True])
+@pytest.mark.parametrize("verbose", [False, True, None])  # None: the default, quiet
 def test_a_new_highs_prints_its_banner_only_when_verbose(monkeypatch, capfd, verbose):
-    """highspy 1.16's constructor writes HiGHS's banner to file descriptor 1 before any option can be set."""
+    """highspy 1.16's constructor writes HiGHS's banner to file descriptor 1 before any option can be set; the
+    descriptor is given back to standard output after it (written to directly: ``print`` would bypass it)."""
     import highspy
 
     class Loud:
@@ -545,10 +546,10 @@ def test_a_new_highs_prints_its_banner_only_when_verbose(monkeypatch, capfd, ver
             os.write(1, b"Running HiGHS\n")
 
     monkeypatch.setattr(highspy, "Highs", Loud)
-    print("before", flush=True)
-    assert isinstance(highs.new_highs(verbose), Loud)
-    print("after", flush=True)
-    assert capfd.readouterr().out == ("before\nRunning HiGHS\nafter\n" if verbose else "before\nafter\n")
+    os.write(1, b"before\n")
+    assert isinstance(highs.new_highs() if verbose is None else highs.new_highs(verbose), Loud)
+    os.write(1, b"after\n")
+    assert capfd.readouterr() == (("before\nRunning HiGHS\nafter\n" if verbose else "before\nafter\n"), "")
 
 
 # ---------------------------------------------------------------------------- warm starts
