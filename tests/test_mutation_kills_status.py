@@ -427,6 +427,14 @@ def test_run_checks_a_verdict_presolve_reached_alone_without_presolve(monkeypatc
     assert 0.0 <= final.seconds < left  # both searches' own time, not a clock reading
 
 
+@pytest.mark.parametrize("verbose", [False, True])
+def test_run_makes_its_highs_as_loud_as_asked(monkeypatch, verbose):
+    made = []
+    monkeypatch.setattr(highs, "new_highs", lambda loud: made.append(loud) or FakeHighs())
+    highs.run(_one_column(), SolveOptions(verbose=verbose), None, None, time.monotonic() + 5.0, lambda report: None)
+    assert made == [verbose]
+
+
 def test_run_trusts_a_verdict_reached_past_presolve(monkeypatch):
     # infeasible after a node: no second solve, presolve stays as HiGHS chose it
     class Searched(PresolvedHighs):
