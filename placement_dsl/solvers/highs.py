@@ -166,9 +166,9 @@ def _set_start(h, lm: LinearModel, start: np.ndarray):
 def _presolve_alone(h, lm: LinearModel, final: Final) -> bool:
     """A MIP verdict (optimal or infeasible) HiGHS's presolve reached alone: no node, no LP iteration.
 
-    HiGHS 1.15's MIP presolve has declared a feasible 9-row model infeasible, and with a start the start
-    optimal (a latency IP pinned at the horizon of its start): such a verdict is checked once without presolve,
-    which costs nothing on the small models presolve settles."""
+    HiGHS 1.15's MIP presolve has declared a feasible 49-row latency IP infeasible, and given a start, the
+    start optimal (a 9-row reduction of the model reproduces it): such a verdict is checked once without
+    presolve, which costs little on the small models presolve settles alone."""
     info = h.getInfo()
     return (bool(lm.integer.any()) and final.native in (Native.OPTIMAL, Native.INFEASIBLE)
             and info.mip_node_count == 0 and info.simplex_iteration_count == 0)
