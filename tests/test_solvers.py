@@ -347,6 +347,22 @@ def test_claimed_infeasible_with_a_feasible_start_is_an_error(monkeypatch):
     assert out.message == "solver claims infeasible although a feasible start exists"
 
 
+@pytest.mark.parametrize("native, status", [(Native.INFEASIBLE, Status.INFEASIBLE), (Native.UNBOUNDED, Status.UNBOUNDED)])
+def test_a_model_proven_infeasible_or_unbounded_reports_no_bound(monkeypatch, native, status):
+    """A search streams its dual bound until it proves the model infeasible (or unbounded); that proof leaves no
+    bound to report, whatever was streamed before it."""
+    def searched(lm, options, start, start_objective, deadline, emit):
+        emit(HandedOff(0.0))
+        emit(Bound(0.1, 3.0))
+        emit(Final(native, "proven", None, None, None, 0.2))
+
+    fake = Backend("searched", Capabilities(reports_bound=True), lambda model, lm: searched)
+    monkeypatch.setitem(NATIVE, "searched", (lambda: True, fake))
+    m, _ = knapsack(6)
+    out = solve_model(m, "searched", SolveOptions(time_limit=5, isolate=False))
+    assert (out.status, out.bound, out.has_solution) == (status, None, False)
+
+
 def _misled(always: bool = False, gap: float | None = None, shift: float = 0.0):
     """A worker claiming optimality its own numbers contradict. Given a start, it reports the start optimal at
     objective and bound 5 below what it is worth (HiGHS 1.16 lost the objective's constant in presolve that way);
