@@ -196,9 +196,8 @@ def _outcome(lm: LinearModel, got: guard.Collected, solver: str, options: SolveO
     if status is Status.INFEASIBLE and x is not None:
         status = Status.ERROR
         notes.append("solver claims infeasible although a feasible start exists")
-    bound = None if got.bound is None else got.bound + lm.offset
-    if status in (Status.INFEASIBLE, Status.UNBOUNDED):  # the bounds a search streamed before it proved so
-        bound = None
+    # infeasible or unbounded: no bound, whatever a search streamed before its proof
+    bound = None if got.bound is None or status in (Status.INFEASIBLE, Status.UNBOUNDED) else got.bound + lm.offset
     if not lm.is_mip:  # a MIP dual bound means nothing for an LP; its optimum is its own bound
         bound = objective if status is Status.OPTIMAL else None
     if bound is not None and objective is not None:
