@@ -263,3 +263,10 @@ def get(name: str | Formulation, problem: Problem | None = None) -> Formulation:
 
 def finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+def check_horizon(hint: Any, what: str) -> None:
+    """A hint's ``horizon`` is a known ``what`` (latency, makespan) of some placement: 0 or more (0 when nothing
+    takes time), or infinite; anything else (negative, NaN) is refused, naming the hint."""
+    if not hint.horizon >= 0:
+        raise SpecError(f"{type(hint).__name__}(horizon={hint.horizon!r}): the horizon must be a {what}, 0 or more")

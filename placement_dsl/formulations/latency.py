@@ -29,7 +29,7 @@ from ..objectives import Latency
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
-from .base import Kind, ObjectiveFormulation, Plan, drop, register, valid_heuristic
+from .base import Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -48,8 +48,7 @@ class LatencyHint(Term):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "order", tuple(self.order))
-        if not self.horizon >= 0:  # 0: a graph whose ops take no time and send nothing
-            raise SpecError(f"LatencyHint(horizon={self.horizon!r}): the horizon must be a latency >= 0")
+        check_horizon(self, "latency")
 
 
 def subgraphs_per_accelerator(problem: Problem) -> int:

@@ -34,7 +34,7 @@ from ..constraints import Congestion, Overflow, Term
 from ..errors import SpecError
 from ..objectives import Makespan
 from ..problem import Problem
-from .base import Formulation, Kind, ObjectiveFormulation, Plan, drop, register, valid_heuristic
+from .base import Formulation, Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE_RULES
 
 if TYPE_CHECKING:
@@ -50,8 +50,7 @@ class ScheduleHint(Term):
     horizon: float = math.inf
 
     def __post_init__(self) -> None:
-        if not self.horizon >= 0:  # 0: every op and transfer takes no time
-            raise SpecError(f"ScheduleHint(horizon={self.horizon!r}): the horizon must be a makespan, 0 or more")
+        check_horizon(self, "makespan")
 
 
 def horizon_of(problem: Problem) -> float | None:
