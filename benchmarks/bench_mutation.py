@@ -182,7 +182,7 @@ def scratch_copy(dest: Path, ref: str | None) -> None:
 
 
 def write_config(dest: Path, modules: list[str], tests: list[str], extra: list[str],
-                 timeout_multiplier: float = 15.0) -> None:
+                 timeout_multiplier: float) -> None:
     """mutmut's configuration for modules that share their owning tests, in the scratch copy's setup.cfg;
     ``timeout_multiplier``: a mutant's CPU limit is twice that many times its tests' own time (mutmut's 15
     lets a mutant that loops forever, such as ``t -= 1`` in a walk along a path, hold a child ~8 minutes)."""

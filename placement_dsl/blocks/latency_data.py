@@ -371,6 +371,7 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     """
     m, g = len(p), ctx.graph
     M = capacity_bound(ctx, acc)
+    fits = M * (1 + 1e-9)  # a body fits up to this (in floats 1 - 5/6 < 1/6: a side op filling the room exactly)
     t_acc = np.where(ctx.unit_allowed[ctx.unit][:, acc], ctx.work[:, acc], np.inf).min(axis=1)
     hosts = np.flatnonzero(ctx.cluster.host)
     t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
@@ -391,16 +392,15 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             if contiguous:  # one slot per accelerator: the groups share the run's slot too
                 body = device
             groups = np.unique(g.group_id[device])
-            work = float(t_acc[body if contiguous else run].sum())
-            if gmem[groups].sum() > M * (1 + 1e-9) or not np.isfinite(work):
+            work, held = float(t_acc[body if contiguous else run].sum()), float(gmem[groups].sum())
+            if held > fits or not np.isfinite(work):
                 break
             if glued[j] or (contiguous and any(k < i or k >= j for k in map(pos.get, np.flatnonzero(body)) if k is not None)):
                 continue
             ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
             prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < m else -1)
-            room = M * (1 + 1e-9) - float(gmem[groups].sum())  # the fit test's tolerance: 1 - 5/6 < 1/6 in floats
             arcs[i, j] = work + ends + _side_price(ctx, set(np.flatnonzero(body).tolist()), pos, prev, last, c,
-                                                   np.isfinite(t_acc), room)
+                                                   np.isfinite(t_acc), fits - held)
     return arcs
 
 
