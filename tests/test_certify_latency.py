@@ -521,17 +521,21 @@ def test_memory_cuts_need_a_memory_term_and_an_accelerator():
     assert run_path_bound(hosts, None, False) == 0.0  # no runs to cut either
 
 
+def _memory_row_slacks(problem: Problem, assign: list[int]) -> list[float]:
+    """The memory-runs rows' slacks (``crossed`` over its right-hand side) at a placement's values."""
+    compiled = compile(problem, "latency")
+    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, assign))
+    cuts, _ = compiled.varmap.block("path_cuts")
+    return [row.slack() for row in cuts.memory_runs.values()]
+
+
 @pytest.mark.parametrize("assign, slack", [
     ((1, 1, 1), 2), ((0, 1, 1), 2), ((1, 0, 1), 2), ((1, 1, 0), 2), ((0, 0, 1), 0), ((1, 0, 0), 0), ((0, 1, 0), 2)])
 def test_the_memory_row_frees_a_run_per_host_op_by_its_rounding(assign, slack):
     """The detour's path holds 0.4 + 0.5 + 0.4 of the accelerator: R = 2 runs, frac = 0.3, and each op on the host
     frees min(ceil(f), f / frac) = 1 run, so the row reads crossed >= 4 - 2 off - x_p - x_r. Its slack at each
     placement (devices of p, h, r; 0 the accelerator, 1 the CPU): 0 where one run is cut by the host op after it."""
-    problem = detour([])
-    compiled = compile(problem, "latency")
-    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, list(assign)))
-    cuts, _ = compiled.varmap.block("path_cuts")
-    assert cuts.memory_runs[0].slack() == pytest.approx(slack)
+    assert _memory_row_slacks(detour([]), list(assign)) == pytest.approx([slack])
 
 
 def test_an_op_as_big_as_the_accelerator_frees_one_run_on_the_host():
@@ -539,10 +543,7 @@ def test_an_op_as_big_as_the_accelerator_frees_one_run_on_the_host():
     = 1 run, not 2: with a on the CPU and b on the accelerator the row is tight, 1 >= 4 - 2 - 0 - 1."""
     g = Graph([op("a", 1, 10, mem=10), op("b", 1, 10, out=0, mem=5)], [("a", "b")])
     problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()])
-    compiled = compile(problem, "latency")
-    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, [1, 0]))
-    cuts, _ = compiled.varmap.block("path_cuts")
-    assert [r.slack() for r in cuts.memory_runs.values()] == pytest.approx([0.0])
+    assert _memory_row_slacks(problem, [1, 0]) == pytest.approx([0.0])
 
 
 def test_the_memory_row_holds_to_the_last_bit_where_a_host_op_frees_a_whole_run():
@@ -551,11 +552,8 @@ def test_the_memory_row_holds_to_the_last_bit_where_a_host_op_frees_a_whole_run(
     cut the placement off by 9e-16 (and made the row the constant False where no op could use the accelerator)."""
     g = Graph([op("a", 1, 1, mem=1), op("b", 1, 1, out=0, mem=6)], [("a", "b")])
     problem = Problem(g, Cluster.accelerators(1, memory=6.0, cpus=1), Latency(), [Memory()])
-    compiled = compile(problem, "latency")
-    compiled.varmap.set_values(Placement(problem.graph, problem.cluster, [1, 1]))
-    cuts, _ = compiled.varmap.block("path_cuts")
-    assert [r.slack() for r in cuts.memory_runs.values()] == pytest.approx([0.0], abs=1e-8)
-    assert min(r.slack() for r in cuts.memory_runs.values()) >= 0.0
+    slacks = _memory_row_slacks(problem, [1, 1])
+    assert slacks == pytest.approx([0.0], abs=1e-8) and min(slacks) >= 0.0
 
 
 def test_a_segment_only_hosts_may_run_gets_no_memory_row():

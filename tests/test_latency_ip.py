@@ -329,13 +329,19 @@ def test_subgraph_levels_start_at_one():
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(3.0246250, rel=1e-6)
 
 
+def one_slot_diamond(out: float) -> Problem:
+    """a -> b, a -> c, b -> d, c -> d, each op 1 on the accelerator and 10 on the CPU, tensors of ``out`` bytes
+    (d's none), one accelerator with one subgraph."""
+    g = Graph([op(n, 1, 10, out=out if n != "d" else 0) for n in "abcd"],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    return Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)])
+
+
 def test_a_run_of_one_subgraph_holds_the_ops_between_its_own():
     """A diamond, all four ops 1 on the accelerator and 10 on the CPU, one subgraph per accelerator: a run of the
     longest path a, b, d on the accelerator holds c too (Lemma 4.1), so its arc costs 4 and the LP reads the
     optimum, 4; priced as a, b, d alone it reads 3.857."""
-    g = Graph([op("a", 1, 10, out=0), op("b", 1, 10, out=0), op("c", 1, 10, out=0), op("d", 1, 10, out=0)],
-              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
-    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)])
+    p = one_slot_diamond(out=0)
     assert brute_force(p)[0] == 4.0
     assert model_bound(p, "latency", "highs", 60, lp=True)[0] == pytest.approx(4.0, rel=1e-9)
 
@@ -344,9 +350,7 @@ def test_total_latency_starts_at_the_dp_over_whole_runs():
     """The diamond again, each tensor 1 byte: the DP over the runs of a, b, d reads 4 when a run holds c (one
     subgraph per accelerator), 3 when it need not (c's tensor is then read for free), and the longest path of
     fastest times is 3. TotalLatency's lower bound is the first: 4, the optimum."""
-    g = Graph([op("a", 1, 10), op("b", 1, 10), op("c", 1, 10), op("d", 1, 10, out=0)],
-              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
-    p = Problem(g, Cluster.accelerators(1, cpus=1), Latency(), [Subgraphs(1)])
+    p = one_slot_diamond(out=1)
     compiled = compile(p, "latency")
     ctx, scale = compiled.varmap.context, compiled.objective_scale
     assert (run_path_bound(ctx, None, True) * scale, run_path_bound(ctx, None, False) * scale) == pytest.approx((4, 3))

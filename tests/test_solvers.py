@@ -13,7 +13,14 @@ import pyomo.environ as pyo
 import pytest
 from pyomo.opt import TerminationCondition as TC
 
+from placement_dsl.cluster import Cluster
+from placement_dsl.compile import compile
+from placement_dsl.constraints import Memory, Pin, Subgraphs
 from placement_dsl.errors import SolverUnavailableError, SpecError
+from placement_dsl.formulations.latency import hinted
+from placement_dsl.graph import Graph
+from placement_dsl.objectives import Latency
+from placement_dsl.problem import Problem
 from placement_dsl.solvers import (
     NATIVE,
     Backend,
@@ -34,6 +41,7 @@ from placement_dsl.solvers import (
 )
 from placement_dsl.solvers.base import Timings, classify, lookup
 from placement_dsl.solvers.matrix import extract
+from placement_dsl.testing import host_op as op
 
 SOLVERS = available_solvers()
 WITH_START = [s for s in SOLVERS if backend(s).capabilities.mip_start]
@@ -134,15 +142,6 @@ def test_an_infeasibility_verdict_is_checked_without_presolve(solver):
     calls the start optimal, both without a node or an LP iteration. The native backend checks such a verdict
     once without presolve and finds 4 (4/3 in model units), as SCIP does. Pyomo's own HiGHS interfaces
     (``appsi_highs``, ``pyomo:highs``) are passed through as they are and still say infeasible."""
-    from placement_dsl.cluster import Cluster
-    from placement_dsl.compile import compile
-    from placement_dsl.constraints import Memory, Pin, Subgraphs
-    from placement_dsl.formulations.latency import hinted
-    from placement_dsl.graph import Graph
-    from placement_dsl.objectives import Latency
-    from placement_dsl.problem import Problem
-    from placement_dsl.testing import host_op as op
-
     g = Graph([op("v0", None, 1, out=0), op("v1", 3, 3, out=2), op("v2", 1, 1, out=0), op("v3", 1, 1, out=0)],
               [("v1", "v3")], name="tiny")
     p = Problem(g, Cluster.accelerators(1, memory=6.0, cpus=1), Latency(), [Memory(), Subgraphs(1), Pin("v3", "acc0")])
