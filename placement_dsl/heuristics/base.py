@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -90,11 +91,18 @@ def resolve(method: str) -> Callable[..., HeuristicResult]:
 
 
 def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-        seed: int | None = 0, **options: Any) -> HeuristicResult:
-    """Run a heuristic by name and re-check its objective with the cost model."""
+        seed: int | None = 0, time_limit: float | None = None, **options: Any) -> HeuristicResult:
+    """Run a heuristic by name and re-check its objective with the cost model.
+
+    ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to every
+    method that takes one; such a method returns its best placement so far when it runs out.
+    """
     model = model or CostModel()
     start = time.perf_counter()
-    result = resolve(method)(graph, cluster, model=model, seed=seed, **options)
+    fn = resolve(method)
+    if time_limit is not None and "time_limit" in inspect.signature(fn).parameters:
+        options["time_limit"] = time_limit
+    result = fn(graph, cluster, model=model, seed=seed, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")
