@@ -259,3 +259,7 @@ def test_report_of_a_store_with_a_failure_and_a_weak_level(tmp_path: Path) -> No
     assert rows == [("simple", 0.8, 1, 0.8), ("superblock", 0.8, 1, 0.6), ("exact", None, 0, None)]
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Failed tasks" in report and "own bound / best upper bound" in report
+    # a level row is named by the level (what --levels takes), never by the 'bottleneck' cost model's name
+    labels = [line.split("|")[1].strip() for line in report.splitlines() if line.startswith("| ")]
+    assert any(label.startswith("superblock") for label in labels)
+    assert not any(label.startswith("bottleneck") for label in labels)

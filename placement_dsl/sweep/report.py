@@ -24,8 +24,10 @@ from typing import Any
 from .store import DONE, FAILED, Store
 from .tasks import LEVEL, METHOD
 
-ARCHER_NAMES = {"simple": "simple (Lemma 3.3)", "superblock": "bottleneck", "guess": "bottleneck-guess",
-                "exact": "exact"}
+ARCHER_NAMES = {"simple": "simple (Lemma 3.3)", "superblock": "superblock (§3.2, Archer's 'bottleneck')",
+                "guess": "guess (§3.3, Archer's 'bottleneck-guess')", "exact": "exact"}
+"""Row labels of the levels: the level's own name first (what ``--levels`` takes; ``bottleneck`` is a cost
+model here), the paper's column name beside it."""
 ARCHER_TABLES = {"pipedream": "Table 1 (production models)", "regal": "Table 3 (REGAL)"}
 ALL = "all"
 
