@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,19 +83,32 @@ def device_rows(devices: Iterable[DeviceCost]) -> list[dict[str, Any]]:
 
 _HEAD = (("device", "<10"), ("kind", "<11"), ("ops", ">5"), ("compute ms", ">11"), ("in ms", ">10"),
          ("out ms", ">10"), ("overflow ms", ">11"), ("memory bytes used / capacity", "<30"), ("load ms", ">11"))
+_PASSES = (("fw load ms", ">11"), ("bw load ms", ">11"))
 
 
-def device_table(devices: Iterable[DeviceCost]) -> list[str]:
-    """Aligned text rows (header with units, rule, one row per device holding ops)."""
-    head = " ".join(f"{name:{fmt}}" for name, fmt in _HEAD)
+def device_table(devices: Iterable[DeviceCost], passes: bool | None = None) -> list[str]:
+    """Aligned text rows (header with units, rule, one row per device holding ops).
+
+    ``passes`` adds each device's forward and backward loads (what GPipe's ``max FW + max BW``
+    and PipeDream's ``max (FW + BW)`` score apart); ``None`` adds them when any device has a
+    backward load (a training graph).
+    """
+    devices = list(devices)
+    if passes is None:
+        passes = any(d.load_bw > 0 for d in devices)
+    head_cells = _HEAD + (_PASSES if passes else ())
+    head = " ".join(f"{name:{fmt}}" for name, fmt in head_cells)
     rows = [head, "-" * len(head)]
     for d in devices:
         if d.ops == 0:
             continue
         name = d.device if d.replicas == 1 else f"{d.device} x{d.replicas}"  # a replicated stage (App. C.2)
-        cells = (name, d.kind, d.ops, f"{d.compute:.4g}", f"{d.transfer_in:.4g}", f"{d.transfer_out:.4g}",
-                 f"{d.overflow:.4g}", memory_text(d.memory_used, d.memory_capacity), f"{d.load:.5g}")
-        rows.append(" ".join(f"{cell:{fmt}}" for cell, (_, fmt) in zip(cells, _HEAD)))
+        cells: tuple[Any, ...] = (name, d.kind, d.ops, f"{d.compute:.4g}", f"{d.transfer_in:.4g}",
+                                  f"{d.transfer_out:.4g}", f"{d.overflow:.4g}",
+                                  memory_text(d.memory_used, d.memory_capacity), f"{d.load:.5g}")
+        if passes:
+            cells += (f"{d.load_fw:.5g}", f"{d.load_bw:.5g}")
+        rows.append(" ".join(f"{cell:{fmt}}" for cell, (_, fmt) in zip(cells, head_cells)))
     return rows
 
 
@@ -126,33 +140,73 @@ def device_major_order(placement: Placement) -> np.ndarray:
     return np.array(order, dtype=np.int64)
 
 
-def stage_ranges(placement: Placement) -> list[dict[str, Any]]:
-    """Each device holding ops: its op count and its ops as ``[first, last]`` runs in topological order.
+def display_names(graph: Any) -> list[str]:
+    """Each op's name for people: the source's ``name`` attribute when the op has one (a
+    dnn-partitioning node's ``bert.embeddings.word_embeddings.weight``), else its id ``op.name``."""
+    return [str(op.attrs["name"]) if op.attrs.get("name") else op.name for op in graph.ops]
 
-    A run is a maximal stretch of :func:`device_major_order` on one device, so a contiguous
-    pipeline stage is one run ``first..last``.
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def _by_name(names: list[str]) -> tuple[str, str, int] | None:
+    """Lowest and highest of ``names`` read as ``prefix<number>`` and how many names that span covers;
+    ``None`` unless every name is one prefix and a number."""
+    parts = [_NUMBERED.match(n) for n in names]
+    if not parts or any(m is None for m in parts) or len({m.group(1) for m in parts if m}) != 1:
+        return None
+    numbers = sorted((int(m.group(2)), m.group(0)) for m in parts if m)
+    return numbers[0][1], numbers[-1][1], numbers[-1][0] - numbers[0][0] + 1
+
+
+def stage_ranges(placement: Placement) -> list[dict[str, Any]]:
+    """What each device holding ops really holds: its op count, its first and last op in topological
+    order and its ops as ``[first, last]`` runs of that order.
+
+    The order is :func:`device_major_order`, so a contiguous pipeline stage is one run
+    (``one_interval``); a stage split into several runs is not one interval of any order this
+    function knows. Names are :func:`display_names`. When every name of a stage is one prefix
+    and a number (``node12``), ``by_name`` gives the lowest and highest and how many names lie
+    between them, since a reader takes ``node14..node41`` for a name range.
     """
     order = device_major_order(placement)
-    names, devices = placement.graph.names, placement.cluster.names
+    names, devices = display_names(placement.graph), placement.cluster.names
     runs: dict[int, list[list[str]]] = {}
+    held: dict[int, list[str]] = {}
     previous = -1
     for v in order.tolist():
         d = int(placement.assign[v])
         if d != previous:
             runs.setdefault(d, []).append([names[v], names[v]])
         runs[d][-1][1] = names[v]
+        held.setdefault(d, []).append(names[v])
         previous = d
-    counts = np.bincount(placement.assign, minlength=placement.cluster.size)
-    return [{"device": devices[d], "ops": int(counts[d]), "ranges": runs[d]} for d in sorted(runs)]
+    out = []
+    for d in sorted(runs):
+        stage = {"device": devices[d], "ops": len(held[d]), "first": held[d][0], "last": held[d][-1],
+                 "one_interval": len(runs[d]) == 1, "ranges": runs[d]}
+        span = _by_name(held[d])
+        if span is not None and (span[0], span[1]) != (held[d][0], held[d][-1]):
+            stage["by_name"] = {"lowest": span[0], "highest": span[1], "between": span[2]}
+        out.append(stage)
+    return out
 
 
 def stage_lines(stages: Sequence[dict[str, Any]], shown: int = 3) -> list[str]:
-    """Text lines for :func:`stage_ranges`: ``acc0: 12 ops  a..b`` (and further runs when split)."""
-    lines = ["stages (ops in topological order):"]
+    """Text lines for :func:`stage_ranges`: ``acc0: 12 ops  a..b``, the runs of a stage that is not one
+    interval, and the name span when it differs from the topological one."""
+    lines = ["stages (count, first..last op in topological order):"]
     width = max((len(s["device"]) for s in stages), default=0)
     for s in stages:
         spans = [a if a == b else f"{a}..{b}" for a, b in s["ranges"]]
-        text = ", ".join(spans[:shown]) + (f", ... ({len(spans) - shown} more)" if len(spans) > shown else "")
-        runs = f" in {len(spans)} runs" if len(spans) > 1 else ""
-        lines.append(f"  {s['device']:<{width}}  {s['ops']:>5} ops{runs}  {text}")
+        if len(spans) == 1:
+            text = spans[0]
+        else:
+            text = (f"{s['first']}..{s['last']}, not one interval: {len(spans)} runs " + ", ".join(spans[:shown])
+                    + (f", ... ({len(spans) - shown} more)" if len(spans) > shown else ""))
+        named = s.get("by_name")
+        if named:
+            text += (f"  (by name {named['lowest']}..{named['highest']}: holds {s['ops']} of the "
+                     f"{named['between']} names between)")
+        lines.append(f"  {s['device']:<{width}}  {s['ops']:>5} ops  {text}")
     return lines
