@@ -92,6 +92,7 @@ class CostModel:
     max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
     microbatches: int | None = None  # gpipe: m micro-batches per mini-batch, fill and drain (placement_dsl.training)
     training_memory: TrainingMemorySpec | None = None  # memory per schedule (placement_dsl.training)
+    name: str | None = field(default=None, compare=False)  # the objective asked by name (pipedream, throughput)
 
     def __post_init__(self) -> None:
         for name, enum in (("objective", Objective), ("overlap", Overlap), ("memory", MemoryMode),
@@ -123,7 +124,7 @@ class CostModel:
             require = require - {"memory"}
         if objective is Objective.MAKESPAN:
             require = require | {"schedule"}
-        return replace(cls(objective=objective, memory=memory, require=require), **changes)
+        return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
 
 
 @dataclass(frozen=True)
@@ -205,9 +206,9 @@ class Evaluation:
         """Per-device table as aligned text: times in ms, memory as bytes used / capacity (share)."""
         from .io.report import device_table
 
-        rows = device_table(self.devices)
-        name = self.model.objective.value
-        rows.append(f"objective ({name}): {self.objective:.6g}   valid: {self.valid}")
+        rows = device_table(self.devices, passes=self.model.objective is Objective.GPIPE or None)
+        rows.append(f"objective ({self.model.name or self.model.objective.value}): {self.objective:.6g}   "
+                    f"valid: {self.valid}")
         for v in self.violations:
             label = "violation" if v.check in self.model.require else "note (not required)"
             rows.append(f"  {label} [{v.check}] {v.message}")

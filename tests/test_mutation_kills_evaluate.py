@@ -224,7 +224,7 @@ def test_table_ends_with_the_objective_then_required_violations_and_notes():
     assert lines[0].split()[:3] == ["device", "kind", "ops"] and len(lines) == 9
     assert lines[2].split()[:3] == ["stage0", "accelerator", "2"] and lines[2].split()[-1] == "2"
     assert lines[4:] == [
-        "objective (max_load): 2   valid: False",
+        "objective (throughput): 2   valid: False",
         "  violation [memory] device 'stage0': ops need 8 > 5 capacity",
         ("  note (not required) [contiguous] device 'stage0': forward ops are not contiguous (op 'c' is reached "
          "from the device through another device)"),
