@@ -7,11 +7,13 @@ force, set with :func:`reporting`:
 
 * :class:`Reporter` (the default) drops it: a library call prints nothing;
 * :class:`LineReporter` rewrites one line on stderr, at most ten times a second;
+* :class:`LogReporter` writes plain lines (a log file, a pipe): one at each new task and at
+  most one every few seconds otherwise, each with the seconds elapsed;
 * :class:`Recorder` keeps every report with its time (the bounds-over-time picture is
   drawn from one), optionally passing it on to another reporter.
 
 :func:`for_terminal` gives the command line's reporter: a status line when stderr is a
-terminal and ``--quiet`` is not given, else nothing.
+terminal, plain timed lines when it is not (redirected to a log), nothing under ``--quiet``.
 
 Examples
 --------
@@ -26,12 +28,12 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-__all__ = ["Event", "LineReporter", "Recorder", "Reporter", "for_terminal", "report", "report_mip", "reporting",
+__all__ = ["Event", "LineReporter", "LogReporter", "Recorder", "Reporter", "for_terminal", "report", "report_mip", "reporting",
            "scaled"]
 
 
@@ -105,6 +107,60 @@ class LineReporter(Reporter):
             self._width = 0
 
 
+class LogReporter(Reporter):
+    """Plain lines on ``stream`` for a log: ``[   12.0s] task: key value, ...``, never a carriage return.
+
+    A line is written when a task (a phase: ``dp``, ``mip``, ``certify``) reports for the first
+    time since the last line, and otherwise at most once every ``interval`` seconds; a run
+    shorter than ``delay`` seconds writes nothing. On closing, the last report not yet written
+    is written, so a log ends with the final incumbent and bound.
+
+    Parameters
+    ----------
+    stream
+        Where to write (default: ``sys.stderr``).
+    interval
+        Least seconds between two lines of the same task.
+    delay
+        Seconds from the reporter's creation before the first line.
+    clock
+        Seconds of a monotonic clock (tests pass their own).
+    """
+
+    def __init__(self, stream: TextIO | None = None, interval: float = 5.0, delay: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval, self.delay, self.clock = interval, delay, clock
+        self._start = clock()
+        self._last = -math.inf
+        self._task = ""
+        self._pending: tuple[float, str, dict[str, Any]] | None = None
+
+    def update(self, task: str, **fields: Any) -> None:
+        """Write the report as a line if it starts a task or the interval has passed, else keep it."""
+        elapsed = self.clock() - self._start
+        self._pending = (elapsed, task, fields)
+        if elapsed < self.delay or (task == self._task and elapsed - self._last < self.interval):
+            return
+        self._flush()
+
+    def close(self) -> None:
+        """Write the last report if a line was written before it and it was not."""
+        if self._pending is not None and self._task:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self._pending is not None
+        elapsed, task, fields = self._pending
+        self._pending, self._last, self._task = None, elapsed, task
+        text = f"[{elapsed:8.1f}s] {task}: " + ", ".join(f"{k} {_value(v)}" for k, v in fields.items())
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed log ends the progress lines, never the run
+            self._task = ""
+
+
 class Recorder(Reporter):
     """Keeps every report as an :class:`Event` timed from the recorder's creation.
 
@@ -134,6 +190,10 @@ class Recorder(Reporter):
 
 
 _SILENT = Reporter()
+LOG_INTERVAL = 5.0
+"""Seconds between two progress lines of one task in a log (:func:`for_terminal`)."""
+LOG_DELAY = 1.0
+"""Seconds a command runs before its first progress line in a log: quick commands leave none."""
 _CURRENT: ContextVar[Reporter | None] = ContextVar("placement_dsl_progress", default=None)
 _SCALE: ContextVar[float] = ContextVar("placement_dsl_progress_scale", default=1.0)
 
@@ -177,10 +237,13 @@ def reporting(reporter: Reporter) -> Iterator[Reporter]:
 
 
 def for_terminal(quiet: bool = False, stream: TextIO | None = None) -> Reporter:
-    """A :class:`LineReporter` when ``stream`` (default stderr) is a terminal and not ``quiet``, else silence."""
+    """The command line's reporter on ``stream`` (default stderr): silence when ``quiet``, a
+    :class:`LineReporter` on a terminal, else a :class:`LogReporter` (no carriage returns in a file)."""
     stream = stream if stream is not None else sys.stderr
     try:
         tty = bool(stream.isatty())
     except (AttributeError, ValueError):
         tty = False
-    return LineReporter(stream) if tty and not quiet else Reporter()
+    if quiet:
+        return Reporter()
+    return LineReporter(stream) if tty else LogReporter(stream, LOG_INTERVAL, LOG_DELAY)

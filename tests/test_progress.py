@@ -14,7 +14,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.problem import Problem
-from placement_dsl.progress import LineReporter, Recorder, Reporter, for_terminal, report, reporting
+from placement_dsl.progress import LineReporter, LogReporter, Recorder, Reporter, for_terminal, report, reporting
 
 
 class _Terminal(io.StringIO):
@@ -51,10 +51,59 @@ def test_line_reporter_rewrites_one_line_and_clears_it():
     assert out.getvalue().endswith("\r") and out.getvalue().count("\r") == 4
 
 
-def test_for_terminal_only_on_a_terminal_and_not_quiet():
-    assert type(for_terminal(stream=io.StringIO())) is Reporter
+def test_for_terminal_a_line_on_a_terminal_plain_lines_in_a_log_and_nothing_quiet():
+    assert isinstance(for_terminal(stream=io.StringIO()), LogReporter)
     assert isinstance(for_terminal(stream=_Terminal()), LineReporter)
     assert type(for_terminal(quiet=True, stream=_Terminal())) is Reporter
+    assert type(for_terminal(quiet=True, stream=io.StringIO())) is Reporter
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_log_reporter_writes_timed_lines_at_each_phase_and_every_interval():
+    out, clock = io.StringIO(), _Clock()
+    log = LogReporter(out, interval=5.0, delay=1.0, clock=clock)
+    log.update("dp", ideals=3)  # within the delay: kept, not written
+    clock.now += 2
+    log.update("dp", ideals=40)  # the first line
+    clock.now += 1
+    log.update("dp", ideals=50)  # same phase within the interval: kept
+    log.update("mip", incumbent=9.5, bound=7.0, gap="26.32%")  # a new phase: written at once
+    clock.now += 6
+    log.update("mip", incumbent=9.0, bound=8.0, gap="11.11%")  # the interval has passed
+    clock.now += 1
+    log.update("mip", incumbent=8.5, bound=8.25, gap="2.94%")
+    log.close()  # the last report, not yet written
+    assert out.getvalue().splitlines() == [
+        "[     2.0s] dp: ideals 40",
+        "[     3.0s] mip: incumbent 9.5, bound 7, gap 26.32%",
+        "[     9.0s] mip: incumbent 9, bound 8, gap 11.11%",
+        "[    10.0s] mip: incumbent 8.5, bound 8.25, gap 2.94%",
+    ]
+    assert "\r" not in out.getvalue()
+
+
+def test_log_reporter_leaves_a_quick_run_silent():
+    out = io.StringIO()
+    log = LogReporter(out, delay=3600)
+    log.update("dp", ideals=3)
+    log.close()
+    assert out.getvalue() == ""
+
+
+def test_cli_writes_progress_lines_to_a_redirected_stderr(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "LOG_DELAY", 0.0)
+    assert main(["solve", "zoo:transformer-small", "--method", "dp", "--json"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    progress_lines = [line for line in lines if line.startswith("[")]
+    assert progress_lines and all(line.split("] ")[1].startswith("dp: ") for line in progress_lines), lines
+    assert not any("\r" in line for line in lines)
 
 
 def test_mip_reports_are_in_the_problem_units():
