@@ -21,8 +21,11 @@ from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.viz import bounds, gantt, graph, split_lines, split_points
+from placement_dsl.viz.common import pyplot
 
 pytest.importorskip("matplotlib")
+from matplotlib.colors import to_rgb
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -83,6 +86,77 @@ def test_large_graphs_collapse_to_layers(placed: Placement):
                                             [(f"o{i}", f"o{i + 1}") for i in range(29)]), Cluster.stages(2),
                                       [0] * 15 + [1] * 15), max_nodes=5)
     assert runs.grouped_by == "runs of ops" and len(runs.nodes) <= 6
+
+
+def branching(blocks: int = 20) -> Graph:
+    """``blocks`` modules of a fork into two branches of two ops and a join: 6 ops each, 121 with the input."""
+    ops, edges, last = [Op(name="input", work=1.0, out_bytes=1.0)], [], "input"
+    for b in range(blocks):
+        names = [f"m{b}.fork", f"m{b}.left.0", f"m{b}.left.1", f"m{b}.right.0", f"m{b}.right.1", f"m{b}.join"]
+        ops += [Op(name=n, work=1.0, out_bytes=1.0) for n in names]
+        edges += [(last, names[0]), (names[0], names[1]), (names[1], names[2]), (names[0], names[3]),
+                  (names[3], names[4]), (names[2], names[5]), (names[4], names[5])]
+        last = names[5]
+    return Graph(ops, edges, name="branching")
+
+
+def _drawn(fig) -> tuple[list, list[str], list]:
+    """The boxes, their labels and the arrows of a graph picture."""
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    ax = fig.axes[0]
+    return ([p for p in ax.patches if isinstance(p, FancyBboxPatch)], [t.get_text() for t in ax.texts],
+            [p for p in ax.patches if isinstance(p, FancyArrowPatch)])
+
+
+def test_a_graph_of_a_hundred_boxes_draws_every_box_and_label(tmp_path: Path, no_graphviz):
+    g = branching()
+    p = Placement(g, Cluster.stages(4), [min(i * 4 // g.n, 3) for i in range(g.n)])
+    view = graph.build_view(p)
+    assert view.grouped_by == "op" and len(view.nodes) == 121
+    fig = graph.figure(view)
+    boxes, texts, arrows = _drawn(fig)
+    assert len(boxes) == 121 and sorted(texts) == sorted(g.names)
+    assert {b.get_facecolor()[:3] for b in boxes} == {to_rgb(graph.device_colour(d)) for d in range(4)}
+    # layered: a fork's two branches side by side, 81 layers folded into bands of MAX_ROWS
+    assert len(arrows) == g.m
+    box = dict(zip(texts, boxes))
+    left, right = box["m0.left.0"], box["m0.right.0"]
+    assert left.get_y() == right.get_y() and left.get_x() != right.get_x()
+    width, height = fig.get_size_inches()
+    assert height <= graph.BOX_INCHES[1] * (graph.MAX_ROWS + 1) + 2 and width < 40
+    plt = pyplot()
+    plt.close(fig)
+    graph.render(p, tmp_path / "p.svg")
+    svg = (tmp_path / "p.svg").read_text()
+    assert all(f">{name}<" in svg for name in ("m0.fork", "m19.join", "m7.left.1"))
+
+
+def test_a_collapsed_picture_says_so_and_labels_every_box():
+    n = 400
+    g = Graph([Op(name=f"op{i}", work=1.0, out_bytes=1.0) for i in range(n)], [(f"op{i}", f"op{i + 1}")
+                                                                                for i in range(n - 1)])
+    view = graph.build_view(Placement(g, Cluster.stages(2), [0] * 200 + [1] * 200))
+    assert view.grouped_by == "runs of ops" and len(view.nodes) <= graph.MAX_NODES
+    fig = graph.figure(view)
+    boxes, texts, arrows = _drawn(fig)
+    assert len(boxes) == len(view.nodes) == len(texts) and all(texts) and len(arrows) == len(view.nodes) - 1
+    assert texts[0] == "op0 .. op3\n4 ops"
+    notes = [t.get_text() for t in fig.texts]
+    assert notes == [(f"collapsed: 400 ops drawn as {len(view.nodes)} boxes, grouped by runs of ops on each device "
+                      "(--max-nodes N for more boxes, --depth D for another module depth)")]
+    pyplot().close(fig)
+    assert not graph.collapse_note(graph.build_view(Placement(g, Cluster.stages(2), [0] * 200 + [1] * 200), n))
+
+
+def test_boxes_show_op_names_not_ids():
+    ops = [Op(name=str(i), work=1.0, out_bytes=1.0, attrs={"name": f"bert.layer.{i}.weight"}) for i in range(3)]
+    g = Graph(ops, [("0", "1"), ("1", "2")])
+    view = graph.build_view(Placement(g, Cluster.stages(2), [0, 0, 1]))
+    assert [n.label for n in view.nodes] == ["bert.layer.0.weight", "bert.layer.1.weight", "bert.layer.2.weight"]
+    assert graph.box_text(view.nodes[0]) == "bert.layer.0.weight"
+    assert graph.box_text(graph.Node("encoder.layers.11.attention.output.dense", 0, 3, 1.0, 0)) == \
+        "encoder.laye….output.dense\n3 ops"
 
 
 def test_unknown_picture_suffix_is_refused(placed: Placement, tmp_path: Path):
@@ -177,6 +251,18 @@ def test_cli_show_every_kind(placed: Placement, tmp_path: Path, capsys, no_graph
                  "--out", str(tmp_path / "s.json")]) == 0
     assert "split_spec" in capsys.readouterr().out
     assert json.loads((tmp_path / "s.json").read_text())["layers"][0] == "embed"
+
+
+def test_cli_show_notes_a_collapsed_graph(tmp_path: Path, capsys):
+    g = Graph([Op(name=f"op{i}", work=1.0) for i in range(300)], [(f"op{i}", f"op{i + 1}") for i in range(299)])
+    placed = Placement(g, Cluster.stages(2), [0] * 150 + [1] * 150)
+    save_workload(Workload(g, placed.cluster), tmp_path / "w.json")
+    (tmp_path / "split.json").write_text(json.dumps(placed.to_dict()))
+    argv = ["show", str(tmp_path / "w.json"), "--split", str(tmp_path / "split.json"), "--out", str(tmp_path / "g.dot")]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["note"].startswith("collapsed: 300 ops drawn as ")
+    assert main(argv) == 0
+    assert "\ncollapsed: 300 ops drawn as " in capsys.readouterr().out
 
 
 def test_cli_show_without_out_is_one_line_error(tmp_path: Path, capsys):

@@ -43,7 +43,11 @@ def _graph(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     drawn_by = graph.render(placement, out, args.max_nodes, args.depth)
     payload = {"kind": "graph", "output": str(out), "drawn_by": drawn_by, "nodes": len(view.nodes),
                "grouped_by": view.grouped_by, "devices": sorted({view.devices[n.device] for n in view.nodes})}
-    return payload, f"wrote {out} ({len(view.nodes)} boxes, grouped by {view.grouped_by}; drawn by {drawn_by})"
+    collapsed = graph.collapse_note(view)
+    if collapsed:
+        payload["note"] = collapsed
+    return payload, (f"wrote {out} ({len(view.nodes)} boxes, grouped by {view.grouped_by}; drawn by {drawn_by})"
+                     + (f"\n{collapsed}" if collapsed else ""))
 
 
 def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:

@@ -1,7 +1,8 @@
 """Pictures and framework views of a partition.
 
 * :mod:`.graph`: the partition as a graph coloured by device (Graphviz DOT; SVG/PNG by
-  ``dot`` when installed, else matplotlib), layers collapsed for large graphs;
+  ``dot`` when installed, else a layered matplotlib drawing from :mod:`.layout`), layers
+  collapsed for large graphs;
 * :mod:`.gantt`: the pipeline's Gantt chart from the simulator (GPipe, 1F1B, inference);
 * :mod:`.bounds`: the certificate's lower and upper bounds over time;
 * :mod:`.splits`: stages by module/layer name and their split points

@@ -2,7 +2,9 @@
 
 Large graphs are shown at layer granularity: ops are grouped by module path (``op.attrs["module"]``)
 cut to the deepest depth that keeps at most ``max_nodes`` groups, each group split by device;
-without module paths, runs of consecutive ops on one device are grouped.
+without module paths, runs of consecutive ops on one device are grouped, and the picture says so.
+The matplotlib drawing is layered (:mod:`.layout`): a layer per row, a labelled box per node, the
+canvas grown with the graph's width and depth, deep graphs folded into bands side by side.
 """
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import SpecError
 from ..io.costs import module_prefix
-from ..io.report import device_major_order, human_bytes
+from ..io.report import device_major_order, display_names, human_bytes
 from ..placement import Placement
 from .common import device_colour, pictures_or_dot, pyplot, save
+from .layout import layered
 
 MAX_NODES = 150
 
@@ -78,8 +82,7 @@ def _keys(p: Placement, order: np.ndarray, max_nodes: int, depth: int | None) ->
     return _run_keys(p, order, max_nodes), "runs of ops"
 
 
-def _label(members: list[int], p: Placement, key: str, grouped_by: str) -> str:
-    names = p.graph.names
+def _label(members: list[int], names: list[str], key: str, grouped_by: str) -> str:
     if grouped_by == "op":
         return names[members[0]]
     if grouped_by.startswith("module"):
@@ -98,7 +101,8 @@ def build_view(placement: Placement, max_nodes: int = MAX_NODES, depth: int | No
     index = {k: i for i, k in enumerate(members)}
     rank = {v: i for i, v in enumerate(order.tolist())}
     times = p.cluster.times(g)
-    nodes = tuple(Node(_label(vs, p, k, grouped_by), int(p.assign[vs[0]]), len(vs),
+    names = display_names(g)
+    nodes = tuple(Node(_label(vs, names, k, grouped_by), int(p.assign[vs[0]]), len(vs),
                        float(sum(times[v, p.assign[v]] for v in vs)), rank[vs[0]]) for k, vs in members.items())
     carried: dict[tuple[int, int], float] = {}
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
@@ -138,39 +142,74 @@ def to_dot(view: View) -> str:
 
 
 # ---------------------------------------------------------------------------- drawing
-def _positions(view: View) -> np.ndarray:
-    """A swimlane layout: one column per device, boxes top-down in the device-major order."""
-    order = np.argsort([n.order for n in view.nodes], kind="stable")
-    pos = np.zeros((len(view.nodes), 2))
-    for row, i in enumerate(order.tolist()):
-        pos[i] = (view.nodes[i].device, -row)
-    return pos
+BOX_INCHES = (1.9, 0.62)
+"""Inches across and down per slot of the layout (a box and the gap around it)."""
+MAX_ROWS = 40
+"""Layers per band: deeper graphs fold into bands side by side rather than a picture metres tall."""
+LABEL_CHARS = 26
+
+
+def _short(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` cut in the middle to ``limit`` characters (module paths keep both ends)."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return text[:half] + "…" + text[len(text) - (limit - 1 - half):]
+
+
+def box_text(node: Node) -> str:
+    """A box's label: its name (shortened), and how many ops it holds when more than one."""
+    return _short(node.label) + (f"\n{node.ops} ops" if node.ops > 1 else "")
+
+
+def collapse_note(view: View) -> str:
+    """The note under a collapsed picture: how many ops became how many boxes, and how to change it."""
+    if view.grouped_by == "op":
+        return ""
+    ops = sum(n.ops for n in view.nodes)
+    return (f"collapsed: {ops} ops drawn as {len(view.nodes)} boxes, grouped by {view.grouped_by} on each device "
+            "(--max-nodes N for more boxes, --depth D for another module depth)")
+
+
+def figure(view: View, max_rows: int = MAX_ROWS) -> Any:
+    """The matplotlib figure of ``view``: a layered drawing (a layer per row, deep graphs folded into
+    bands) with one rounded box per node in its device's colour, its label on it, an arrow per edge,
+    a legend of the devices and, when ops were grouped, a note saying so."""
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
+
+    plt = pyplot()
+    lay = layered(len(view.nodes), [(a, b) for a, b, _ in view.edges], [n.order for n in view.nodes], max_rows)
+    across, down = BOX_INCHES
+    fig, ax = plt.subplots(figsize=(max(across * (lay.width + 1), 6.0), down * (lay.rows + 1) + 1.6))
+    for a, b, _ in view.edges:
+        same_band = lay.layer[b] // lay.rows == lay.layer[a] // lay.rows
+        ax.add_artist(FancyArrowPatch((lay.x[a], -lay.y[a] - 0.3), (lay.x[b], -lay.y[b] + 0.3),
+                                      arrowstyle="-|>", mutation_scale=7, lw=0.6, zorder=1,
+                                      color="#777777" if same_band else "#bbbbbb",
+                                      linestyle="-" if same_band else ":"))
+    for i, n in enumerate(view.nodes):
+        ax.add_patch(FancyBboxPatch((lay.x[i] - 0.43, -lay.y[i] - 0.29), 0.86, 0.58, zorder=2,
+                                    boxstyle="round,pad=0,rounding_size=0.08", facecolor=device_colour(n.device),
+                                    edgecolor="white", linewidth=0.5))
+        ax.text(lay.x[i], -lay.y[i], box_text(n), ha="center", va="center", fontsize=6.5, color="white", zorder=3,
+                linespacing=1.0)
+    used = sorted({n.device for n in view.nodes})
+    ax.legend(handles=[Patch(color=device_colour(d), label=f"{view.devices[d]} ({view.kinds[d]})") for d in used],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_xlim(-0.6, lay.width - 0.4 if lay.width else 0.6)
+    ax.set_ylim(-lay.rows + 0.4, 0.6)
+    ax.axis("off")
+    ax.set_title(f"{view.title}: {sum(n.ops for n in view.nodes)} ops on {len(used)} devices, "
+                 f"{len(view.nodes)} boxes ({view.grouped_by})", fontsize=10)
+    note = collapse_note(view)
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=8, ha="left", va="bottom", color="#444444")
+    return fig
 
 
 def draw(view: View, path: str | Path) -> Path:
-    """Draw ``view`` with matplotlib (PNG or SVG by the suffix): boxes in device colours, a column per device."""
-    plt = pyplot()
-    pos = _positions(view)
-    used = sorted({n.device for n in view.nodes})
-    fig, ax = plt.subplots(figsize=(2.4 * len(used) + 1.5, min(0.32 * len(view.nodes) + 1.5, 30)))
-    column = {d: c for c, d in enumerate(used)}
-    xy = np.array([(column[int(x)], y) for x, y in pos])
-    for a, b, _ in view.edges:
-        ax.annotate("", xy=xy[b], xytext=xy[a], arrowprops={"arrowstyle": "->", "color": "#888888", "lw": 0.6})
-    labels = len(view.nodes) <= 80
-    for i, n in enumerate(view.nodes):
-        ax.text(*xy[i], n.label if labels else "", ha="center", va="center", fontsize=7, color="white",
-                bbox={"boxstyle": "round", "facecolor": device_colour(n.device), "edgecolor": "none"})
-    ax.set_xticks(range(len(used)), [f"{view.devices[d]}\n({view.kinds[d]})" for d in used])
-    ax.xaxis.tick_top()
-    ax.set_yticks([])
-    ax.set_xlim(-0.7, len(used) - 0.3)
-    ax.set_ylim(min(xy[:, 1], default=0) - 1, 1)
-    ax.set_title(f"{view.title}: {sum(n.ops for n in view.nodes)} ops on {len(used)} devices "
-                 f"({view.grouped_by})", pad=28)
-    for side in ("left", "right", "bottom"):
-        ax.spines[side].set_visible(False)
-    return save(fig, path)
+    """Draw ``view`` with matplotlib (PNG or SVG by the suffix): see :func:`figure`."""
+    return save(figure(view), path)
 
 
 def render(placement: Placement, path: str | Path, max_nodes: int = MAX_NODES, depth: int | None = None) -> str:
