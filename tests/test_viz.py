@@ -218,6 +218,14 @@ def test_split_points_by_layer(placed: Placement):
     assert "split_spec" in text and "parts" in text
 
 
+def test_split_points_name_ops_by_their_source_names():
+    ops = [Op(name=str(i), work=1.0, attrs={"name": f"enc.{i}.weight"}) for i in range(3)]
+    points = split_points(Placement(Graph(ops, [("0", "1"), ("1", "2")]), Cluster.stages(2), [0, 0, 1]))
+    assert points["split_spec"] == {"enc.2.weight": "SplitPoint.BEGINNING"}
+    assert [(s["first"], s["last"]) for s in points["stages"]] == [("enc.0.weight", "enc.1.weight"),
+                                                                   ("enc.2.weight", "enc.2.weight")]
+
+
 def test_split_inside_a_layer_is_warned():
     g = layered(2)
     cut = [0] * 3 + [1] * (g.n - 3)  # embed and two ops of blocks.0 | the rest: blocks.0 is cut

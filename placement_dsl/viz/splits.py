@@ -4,7 +4,8 @@ For ``torch.distributed.pipelining`` the split points are a ``split_spec`` mappi
 where each stage after the first begins to ``SplitPoint.BEGINNING`` (or the places to put
 ``pipe_split()``); for DeepSpeed's ``PipelineModule`` they are each stage's list of layers and
 the layer-index boundaries ``parts``. Names are module paths (``op.attrs["module"]``) cut to
-``depth`` dotted parts, or op names where an op has none.
+``depth`` dotted parts, or the ops' names for people where an op has none (a dnn-partitioning
+node's ``name``, else its id).
 """
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from ..io.report import device_major_order
 from ..placement import Placement
 
 
+def _name(op: Any) -> str:
+    return str(op.attrs["name"]) if op.attrs.get("name") else op.name
+
+
 def _layer(op: Any, depth: int | None) -> str:
-    return module_prefix(op.attrs.get("module"), depth) or op.name
+    return module_prefix(op.attrs.get("module"), depth) or _name(op)
 
 
 def _runs(placement: Placement) -> list[tuple[int, list[int]]]:
@@ -35,8 +40,9 @@ def _runs(placement: Placement) -> list[tuple[int, list[int]]]:
 def _stage(k: int, device: str, ops: list[int], placement: Placement, depth: int | None) -> dict[str, Any]:
     g = placement.graph
     names = [_layer(g.ops[v], depth) for v in ops]
-    return {"stage": k, "device": device, "ops": len(ops), "first": g.names[ops[0]], "last": g.names[ops[-1]],
-            "layers": list(dict.fromkeys(names)), "begins_at": g.ops[ops[0]].attrs.get("module") or g.names[ops[0]]}
+    first, last = g.ops[ops[0]], g.ops[ops[-1]]
+    return {"stage": k, "device": device, "ops": len(ops), "first": _name(first), "last": _name(last),
+            "layers": list(dict.fromkeys(names)), "begins_at": first.attrs.get("module") or _name(first)}
 
 
 def split_points(placement: Placement, depth: int | None = None) -> dict[str, Any]:
