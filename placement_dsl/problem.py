@@ -134,7 +134,7 @@ class Problem:
         memory = MemoryMode.OVERFLOW if self.has(Overflow) else MemoryMode.HARD
         fields = {k: v for term in self.terms for k, v in getattr(term, "cost_model_fields", dict)().items()}
         return CostModel(objective=self.objective.cost_objective, overlap=self.objective.overlap,
-                         memory=memory, require=frozenset(require), **fields)
+                         memory=memory, require=frozenset(require), name=self.objective.names[0], **fields)
 
     def evaluate(self, placement: Placement) -> Evaluation:
         """Score a placement with this problem's cost model."""

@@ -65,6 +65,15 @@ def test_table_names_the_objective_asked_for():
         assert f"objective ({name}): " in evaluate(p, name).table()
 
 
+def test_a_problem_scores_and_names_its_objective_term():
+    from placement_dsl.objectives import Bottleneck, PipeDream, Throughput
+    from placement_dsl.problem import Problem
+
+    p = Placement(training(), Cluster.stages(2), [0, 1, 1, 0])
+    for term, name in ((PipeDream(), "pipedream"), (Throughput(), "throughput"), (Bottleneck(), "bottleneck")):
+        assert f"objective ({name}): 11   " in Problem(p.graph, p.cluster, term).evaluate(p).table()
+
+
 def test_training_tables_have_forward_and_backward_loads():
     p = Placement(training(), Cluster.stages(2), [0, 1, 1, 0])
     for name, objective in (("pipedream", 11.0), ("gpipe", 12.0)):
