@@ -155,8 +155,8 @@ def test_boxes_show_op_names_not_ids():
     view = graph.build_view(Placement(g, Cluster.stages(2), [0, 0, 1]))
     assert [n.label for n in view.nodes] == ["bert.layer.0.weight", "bert.layer.1.weight", "bert.layer.2.weight"]
     assert graph.box_text(view.nodes[0]) == "bert.layer.0.weight"
-    assert graph.box_text(graph.Node("encoder.layers.11.attention.output.dense", 0, 3, 1.0, 0)) == \
-        "encoder.laye….output.dense\n3 ops"
+    assert graph.box_text(graph.Node("model.encoder.layers.11.attention.output.dense", 0, 3, 1.0, 0)) == \
+        "…11.attention.output.dense\n3 ops"
 
 
 def test_unknown_picture_suffix_is_refused(placed: Placement, tmp_path: Path):

@@ -150,11 +150,9 @@ LABEL_CHARS = 26
 
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
-    """``text`` cut in the middle to ``limit`` characters (module paths keep both ends)."""
-    if len(text) <= limit:
-        return text
-    half = (limit - 1) // 2
-    return text[:half] + "…" + text[len(text) - (limit - 1 - half):]
+    """``text`` cut to its last ``limit`` characters behind an ellipsis: a module path keeps its most
+    specific parts (``…h.0.attn.c_attn``), where its shared prefix says little."""
+    return text if len(text) <= limit else "…" + text[len(text) - limit + 1:]
 
 
 def box_text(node: Node) -> str:
