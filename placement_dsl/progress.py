@@ -107,11 +107,17 @@ class LineReporter(Reporter):
             self._width = 0
 
 
+def _phase(task: str, fields: dict[str, Any]) -> tuple[Any, ...]:
+    """What a phase change changes: the task, and the ``phase`` or ``level`` it reports."""
+    return task, fields.get("phase"), fields.get("level")
+
+
 class LogReporter(Reporter):
     """Plain lines on ``stream`` for a log: ``[   12.0s] task: key value, ...``, never a carriage return.
 
-    A line is written when a task (a phase: ``dp``, ``mip``, ``certify``) reports for the first
-    time since the last line, and otherwise at most once every ``interval`` seconds; a run
+    A line is written at each phase change (a task, ``dp``, ``mip``, ``certify``, reporting for
+    the first time since the last line, or a new ``phase`` or ``level`` field of the same task),
+    and otherwise at most once every ``interval`` seconds; a run
     shorter than ``delay`` seconds writes nothing. On closing, the last report not yet written
     is written, so a log ends with the final incumbent and bound.
 
@@ -133,14 +139,14 @@ class LogReporter(Reporter):
         self.interval, self.delay, self.clock = interval, delay, clock
         self._start = clock()
         self._last = -math.inf
-        self._task = ""
+        self._task: tuple[Any, ...] = ()
         self._pending: tuple[float, str, dict[str, Any]] | None = None
 
     def update(self, task: str, **fields: Any) -> None:
         """Write the report as a line if it starts a task or the interval has passed, else keep it."""
         elapsed = self.clock() - self._start
         self._pending = (elapsed, task, fields)
-        if elapsed < self.delay or (task == self._task and elapsed - self._last < self.interval):
+        if elapsed < self.delay or (_phase(task, fields) == self._task and elapsed - self._last < self.interval):
             return
         self._flush()
 
@@ -152,13 +158,13 @@ class LogReporter(Reporter):
     def _flush(self) -> None:
         assert self._pending is not None
         elapsed, task, fields = self._pending
-        self._pending, self._last, self._task = None, elapsed, task
+        self._pending, self._last, self._task = None, elapsed, _phase(task, fields)
         text = f"[{elapsed:8.1f}s] {task}: " + ", ".join(f"{k} {_value(v)}" for k, v in fields.items())
         try:
             self.stream.write(text + "\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed log ends the progress lines, never the run
-            self._task = ""
+            self._task = ()
 
 
 class Recorder(Reporter):

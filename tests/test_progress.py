@@ -74,7 +74,8 @@ def test_log_reporter_writes_timed_lines_at_each_phase_and_every_interval():
     log.update("dp", ideals=40)  # the first line
     clock.now += 1
     log.update("dp", ideals=50)  # same phase within the interval: kept
-    log.update("mip", incumbent=9.5, bound=7.0, gap="26.32%")  # a new phase: written at once
+    log.update("dp", phase="dp", pairs=7)  # a new phase of the task: written at once
+    log.update("mip", incumbent=9.5, bound=7.0, gap="26.32%")  # a new task: written at once
     clock.now += 6
     log.update("mip", incumbent=9.0, bound=8.0, gap="11.11%")  # the interval has passed
     clock.now += 1
@@ -82,6 +83,7 @@ def test_log_reporter_writes_timed_lines_at_each_phase_and_every_interval():
     log.close()  # the last report, not yet written
     assert out.getvalue().splitlines() == [
         "[     2.0s] dp: ideals 40",
+        "[     3.0s] dp: phase dp, pairs 7",
         "[     3.0s] mip: incumbent 9.5, bound 7, gap 26.32%",
         "[     9.0s] mip: incumbent 9, bound 8, gap 11.11%",
         "[    10.0s] mip: incumbent 8.5, bound 8.25, gap 2.94%",

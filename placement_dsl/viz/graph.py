@@ -178,7 +178,7 @@ def figure(view: View, max_rows: int = MAX_ROWS) -> Any:
     plt = pyplot()
     lay = layered(len(view.nodes), [(a, b) for a, b, _ in view.edges], [n.order for n in view.nodes], max_rows)
     across, down = BOX_INCHES
-    fig, ax = plt.subplots(figsize=(max(across * (lay.width + 1), 6.0), down * (lay.rows + 1) + 1.6))
+    fig, ax = plt.subplots(figsize=(across * (lay.width + 1.2), down * (lay.rows + 1) + 1.6))
     for a, b, _ in view.edges:
         same_band = lay.layer[b] // lay.rows == lay.layer[a] // lay.rows
         ax.add_artist(FancyArrowPatch((lay.x[a], -lay.y[a] - 0.3), (lay.x[b], -lay.y[b] + 0.3),
