@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -117,43 +118,72 @@ class LogReporter(Reporter):
 
     A line is written at each phase change (a task, ``dp``, ``mip``, ``certify``, reporting for
     the first time since the last line, or a new ``phase`` or ``level`` field of the same task),
-    and otherwise at most once every ``interval`` seconds; a run
-    shorter than ``delay`` seconds writes nothing. On closing, the last report not yet written
-    is written, so a log ends with the final incumbent and bound.
+    and otherwise at most once every ``interval`` seconds. A phase that reports rarely still
+    gets a line every ``interval`` seconds, repeating its latest report with the time elapsed
+    (:meth:`tick`, run by a background thread with ``heartbeat``). A run shorter than ``delay``
+    seconds writes nothing; on closing, the last report not yet written is written, so a log
+    ends with the final incumbent and bound.
 
     Parameters
     ----------
     stream
         Where to write (default: ``sys.stderr``).
     interval
-        Least seconds between two lines of the same task.
+        Seconds between two lines of one phase.
     delay
         Seconds from the reporter's creation before the first line.
     clock
         Seconds of a monotonic clock (tests pass their own).
+    heartbeat
+        Run :meth:`tick` every ``interval / 2`` seconds in a daemon thread from the first report on.
     """
 
     def __init__(self, stream: TextIO | None = None, interval: float = 5.0, delay: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, heartbeat: bool = True):
         self.stream = stream if stream is not None else sys.stderr
-        self.interval, self.delay, self.clock = interval, delay, clock
+        self.interval, self.delay, self.clock, self.heartbeat = interval, delay, clock, heartbeat
         self._start = clock()
         self._last = -math.inf
         self._task: tuple[Any, ...] = ()
         self._pending: tuple[float, str, dict[str, Any]] | None = None
+        self._latest: tuple[str, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def update(self, task: str, **fields: Any) -> None:
-        """Write the report as a line if it starts a task or the interval has passed, else keep it."""
-        elapsed = self.clock() - self._start
-        self._pending = (elapsed, task, fields)
-        if elapsed < self.delay or (_phase(task, fields) == self._task and elapsed - self._last < self.interval):
-            return
-        self._flush()
+        """Write the report as a line if it changes the phase or the interval has passed, else keep it."""
+        with self._lock:
+            elapsed = self.clock() - self._start
+            self._pending, self._latest = (elapsed, task, fields), (task, fields)
+            if self.heartbeat and self._thread is None:
+                self._thread = threading.Thread(target=self._beat, name="progress-log", daemon=True)
+                self._thread.start()
+            if elapsed < self.delay or (_phase(task, fields) == self._task and elapsed - self._last < self.interval):
+                return
+            self._flush()
+
+    def tick(self) -> None:
+        """Write the latest report again, with the time now, when no line was written for ``interval`` seconds."""
+        with self._lock:
+            elapsed = self.clock() - self._start
+            if self._latest is None or elapsed < self.delay or elapsed - self._last < self.interval:
+                return
+            self._pending = (elapsed, *self._latest)
+            self._flush()
 
     def close(self) -> None:
-        """Write the last report if a line was written before it and it was not."""
-        if self._pending is not None and self._task:
-            self._flush()
+        """Stop the heartbeat; write the last report if a line was written before it and it was not."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        with self._lock:
+            if self._pending is not None and self._task:
+                self._flush()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval / 2):
+            self.tick()
 
     def _flush(self) -> None:
         assert self._pending is not None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 
 import pytest
 
@@ -68,7 +69,7 @@ class _Clock:
 
 def test_log_reporter_writes_timed_lines_at_each_phase_and_every_interval():
     out, clock = io.StringIO(), _Clock()
-    log = LogReporter(out, interval=5.0, delay=1.0, clock=clock)
+    log = LogReporter(out, interval=5.0, delay=1.0, clock=clock, heartbeat=False)
     log.update("dp", ideals=3)  # within the delay: kept, not written
     clock.now += 2
     log.update("dp", ideals=40)  # the first line
@@ -91,9 +92,41 @@ def test_log_reporter_writes_timed_lines_at_each_phase_and_every_interval():
     assert "\r" not in out.getvalue()
 
 
+def test_log_reporter_repeats_a_quiet_phase_every_interval():
+    out, clock = io.StringIO(), _Clock()
+    log = LogReporter(out, interval=5.0, delay=1.0, clock=clock, heartbeat=False)
+    log.tick()  # nothing reported yet
+    log.update("mip", incumbent=9.0, bound=8.0)
+    clock.now += 0.5
+    log.tick()  # within the delay
+    clock.now += 1.5
+    log.update("mip", incumbent=9.0, bound=8.5)  # the first line
+    clock.now += 4
+    log.tick()  # 4 s since the last line
+    clock.now += 1
+    log.tick()  # 5 s: the latest report again
+    clock.now += 12
+    log.tick()
+    log.close()  # everything written already
+    assert out.getvalue().splitlines() == ["[     2.0s] mip: incumbent 9, bound 8.5",
+                                           "[     7.0s] mip: incumbent 9, bound 8.5",
+                                           "[    19.0s] mip: incumbent 9, bound 8.5"]
+
+
+def test_log_heartbeat_writes_while_the_run_is_silent():
+    out = io.StringIO()
+    log = LogReporter(out, interval=0.1, delay=0.0)
+    log.update("certify", level="superblock", bound=3.0)
+    time.sleep(0.5)
+    log.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.endswith("certify: level superblock, bound 3") for line in lines)
+    assert not log._thread.is_alive()
+
+
 def test_log_reporter_leaves_a_quick_run_silent():
     out = io.StringIO()
-    log = LogReporter(out, delay=3600)
+    log = LogReporter(out, delay=3600, heartbeat=False)
     log.update("dp", ideals=3)
     log.close()
     assert out.getvalue() == ""
