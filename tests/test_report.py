@@ -53,6 +53,11 @@ def test_dnn_partitioning_stages_show_node_names_not_ids():
     g = graph_from_dict(data)
     assert g.names[0] == "0"  # the id stays the op's key (split files name nodes by id)
     assert display_names(g) == ["bert.embeddings.word_embeddings.weight", "Gather1", "MatMul7", "3"]
+    # a node whose out-edges cost differently is subdivided; its artificial nodes are named from both ends
+    data["edges"].append({"sourceId": 0, "destId": 2, "cost": 5})
+    split = graph_from_dict(data)
+    assert [n for n in display_names(split) if ">" in n] == ["bert.embeddings.word_embeddings.weight>Gather1",
+                                                             "bert.embeddings.word_embeddings.weight>MatMul7"]
     p = Placement(g, Cluster.accelerators(2), [0, 0, 1, 1])
     assert [s["ranges"] for s in stage_ranges(p)] == [[["bert.embeddings.word_embeddings.weight", "Gather1"]],
                                                       [["MatMul7", "3"]]]

@@ -57,6 +57,7 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
         out_costs[u][v] = cost
     ops: list[Op] = []
     edges: list[tuple[str, str]] = []
+    labels = {str(n.get("id")): n.get("name") for n in nodes}  # what reports show for an id
     for n in nodes:
         nid = str(n.get("id"))
         work = {CPU: _num(n, "cpuLatency")}
@@ -78,8 +79,9 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
                 edges.append((nid, v))
             else:  # subdivide (Tarnawski App. B): w colocated with the source carries the edge's cost
                 w = f"{nid}{SPLIT_MARK}{v}"
+                named = {"name": f"{n['name']}{SPLIT_MARK}{labels.get(v) or v}"} if n.get("name") else {}
                 ops.append(Op(name=w, work=0.0, out_bytes=cost, backward=bool(n.get("isBackwardNode", 0)),
-                              group=group, attrs={"artificial": True}))
+                              group=group, attrs={"artificial": True, **named}))
                 edges += [(nid, w), (w, v)]
     return Graph(ops, edges, name=name)
 
