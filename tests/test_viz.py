@@ -3,6 +3,7 @@ and split points by layer name. Each picture is rendered and its content checked
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from itertools import pairwise
 from pathlib import Path
@@ -20,7 +21,7 @@ from placement_dsl.io.costs import layers
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
-from placement_dsl.viz import bounds, gantt, graph, split_lines, split_points
+from placement_dsl.viz import bounds, gantt, graph, layout, split_lines, split_points
 from placement_dsl.viz.common import pyplot
 
 pytest.importorskip("matplotlib")
@@ -147,6 +148,14 @@ def test_a_collapsed_picture_says_so_and_labels_every_box():
                       "(--max-nodes N for more boxes, --depth D for another module depth)")]
     pyplot().close(fig)
     assert not graph.collapse_note(graph.build_view(Placement(g, Cluster.stages(2), [0] * 200 + [1] * 200), n))
+
+
+def test_layout_of_a_cycle_between_groups_and_of_a_very_deep_graph():
+    lay = layout.layered(3, [(0, 1), (1, 0), (1, 2)], [0, 1, 2])  # groups 0 and 1 feed each other
+    assert lay.layer.tolist() == [0, 1, 2]
+    n = 3000  # a chain: 3000 layers in bands of about sqrt(3000 * 2 * aspect) rows, not 75 bands of 40
+    deep = layout.layered(n, [(i, i + 1) for i in range(n - 1)], list(range(n)), 40, aspect=3.0)
+    assert deep.rows == math.ceil(math.sqrt(n * 2 * 3.0)) and deep.bands == math.ceil(n / deep.rows)
 
 
 def test_boxes_show_op_names_not_ids():

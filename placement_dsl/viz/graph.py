@@ -176,8 +176,9 @@ def figure(view: View, max_rows: int = MAX_ROWS) -> Any:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
     plt = pyplot()
-    lay = layered(len(view.nodes), [(a, b) for a, b, _ in view.edges], [n.order for n in view.nodes], max_rows)
     across, down = BOX_INCHES
+    lay = layered(len(view.nodes), [(a, b) for a, b, _ in view.edges], [n.order for n in view.nodes], max_rows,
+                  aspect=across / down)
     fig, ax = plt.subplots(figsize=(across * (lay.width + 1.2), down * (lay.rows + 1) + 1.6))
     for a, b, _ in view.edges:
         same_band = lay.layer[b] // lay.rows == lay.layer[a] // lay.rows

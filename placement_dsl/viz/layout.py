@@ -6,6 +6,7 @@ the caller scales them to a canvas.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,10 +44,15 @@ def layers(n: int, edges: Sequence[tuple[int, int]], rank: Sequence[int]) -> np.
     return layer
 
 
-def layered(n: int, edges: Sequence[tuple[int, int]], rank: Sequence[int], max_rows: int = 40) -> Layout:
+def layered(n: int, edges: Sequence[tuple[int, int]], rank: Sequence[int], max_rows: int = 40,
+            aspect: float = 0.0) -> Layout:
     """Positions of ``n`` boxes: a layer per row, boxes of a layer side by side in the order of their
     parents' mean slot (ties by ``rank``), layers past ``max_rows`` folded into further bands, one empty
     slot apart.
+
+    ``aspect`` (a slot's width over its height on the canvas) lets a very deep graph take more rows
+    per band, as many as keep the canvas about square, so that thousands of layers do not become
+    hundreds of bands side by side.
 
     >>> lay = layered(3, [(0, 1), (1, 2)], [0, 1, 2], max_rows=2)
     >>> lay.x.tolist(), lay.y.tolist(), (lay.width, lay.rows, lay.bands)
@@ -71,7 +77,8 @@ def layered(n: int, edges: Sequence[tuple[int, int]], rank: Sequence[int], max_r
         row.sort(key=lambda v: (centre(v), rank[v]))
         for i, v in enumerate(row):
             slot[v] = i + (widest - len(row)) / 2  # each layer centred
-    rows = max(1, min(max_rows, depth))
+    square = math.ceil(math.sqrt(depth * (widest + 1) * aspect))
+    rows = max(1, min(max(max_rows, square), depth))
     band = layer // rows
     x = band * (widest + 1) + slot
     y = (layer % rows).astype(float)
