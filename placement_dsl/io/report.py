@@ -16,6 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..evaluate import DeviceCost
+    from ..graph import Graph
     from ..placement import Placement
 
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
@@ -140,7 +141,7 @@ def device_major_order(placement: Placement) -> np.ndarray:
     return np.array(order, dtype=np.int64)
 
 
-def display_names(graph: Any) -> list[str]:
+def display_names(graph: Graph) -> list[str]:
     """Each op's name for people: the source's ``name`` attribute when the op has one (a
     dnn-partitioning node's ``bert.embeddings.word_embeddings.weight``), else its id ``op.name``."""
     return [str(op.attrs["name"]) if op.attrs.get("name") else op.name for op in graph.ops]
