@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import check_writable, write_atomic
 from ..io import Workload, load_placement
 from ..io.common import jsonable
 from ..placement import Placement
 from ..simulate import Schedule
 from .common import EPILOG, EXIT_OK
-from .workloads import cost_model, emit, note, workload_from_args
+from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
 
 KINDS = ("graph", "gantt", "bounds", "splits")
 
@@ -75,21 +76,29 @@ def _splits(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
     from ..viz import split_lines, split_points
 
     points = split_points(_placement(args, w), args.depth)
-    text = "\n".join(split_lines(points))
-    if args.out:
-        out = Path(args.out)
-        body = json.dumps(jsonable(points), indent=1) + "\n" if out.suffix.lower() == ".json" else text + "\n"
-        try:
-            out.write_text(body)
-        except OSError as err:
-            raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
-    return {"kind": "splits", **points}, text
+    return {"kind": "splits", **points}, "\n".join(split_lines(points))
+
+
+def _save_splits(out: Path, payload: dict[str, Any], text: str) -> None:
+    """``show --kind splits --out FILE``: the split points as JSON (``.json``) or as the printed text."""
+    points = {k: v for k, v in payload.items() if k != "kind"}
+    write_atomic(out, json.dumps(jsonable(points), indent=1) + "\n" if out.suffix.lower() == ".json" else text + "\n")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """``show``: draw or list the partition of a workload (see :data:`KINDS`)."""
+    """``show``: draw or list the partition of a workload (see :data:`KINDS`).
+
+    ``--out`` is checked before the work; when writing the split points fails all the same, they
+    are printed as JSON and the exit status is 2.
+    """
+    out = check_writable(args.out) if args.out else None
     w = workload_from_args(args)
     payload, text = {"graph": _graph, "gantt": _gantt, "bounds": _bounds, "splits": _splits}[args.kind](args, w)
+    if args.kind == "splits" and out is not None:
+        try:
+            _save_splits(out, payload, text)
+        except SpecError as err:
+            return emit_unsaved(payload, err)
     emit(args, payload, text)
     return EXIT_OK
 

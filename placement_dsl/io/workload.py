@@ -23,6 +23,7 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..errors import SpecError
+from ..files import write_atomic
 from ..graph import Graph
 from ..placement import PLACEMENT_FORMAT, Placement
 from .common import jsonable
@@ -252,8 +253,5 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: nothing half-written on error."""
-    tmp = path.with_name(path.name + ".tmp")
-    text = json.dumps(jsonable(data, finite=False), indent=1) + "\n"  # unlimited memory stays Infinity
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write atomically (:func:`placement_dsl.files.write_atomic`): nothing half-written on error."""
+    write_atomic(path, json.dumps(jsonable(data, finite=False), indent=1) + "\n")  # unlimited memory stays Infinity

@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_open
+
 RUNNING_TIMES, BOUND_RATIOS = "running_times.png", "bound_ratios.png"
 
 
@@ -71,7 +73,8 @@ def running_times(plt: Any, s: dict[str, Any], path: Path) -> Path:
     if labels:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -93,6 +96,7 @@ def bound_ratios(plt: Any, s: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize="small")
     axes[0].set_ylabel("bound / best upper bound")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
     return path
