@@ -85,10 +85,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         outcome = run_sweep(tasks, store, executor, retry_failed=args.retry_failed, progress=progress, config=config)
         s = summary(store)
     payload = {"planned": outcome.planned, "stored_before": outcome.stored_before, "ran": outcome.ran,
-               "failed_now": outcome.failed, "retried": outcome.retried, "seconds": outcome.seconds,
+               "failed_now": outcome.failed, "retried": outcome.retried, "elsewhere": outcome.elsewhere,
+               "seconds": outcome.seconds,
                **{k: v for k, v in s.items() if k != "instances"}}
     head = (f"{outcome.planned} tasks planned: {outcome.stored_before} already stored, {outcome.ran} run now "
-            f"({len(outcome.failed)} failed, {len(outcome.retried)} retried after a crash) in {outcome.seconds:.0f} s")
+            f"({len(outcome.failed)} failed, {len(outcome.retried)} retried after a crash) in {outcome.seconds:.0f} s"
+            + (f"; {len(outcome.elsewhere)} left to another sweep on {args.results}" if outcome.elsewhere else ""))
     emit(args, payload, head + "\n" + summary_text(s))
     return EXIT_OK
 
