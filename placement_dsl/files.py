@@ -59,7 +59,8 @@ def atomic_open(path: str | PurePath, mode: str = "w", **options: Any) -> Iterat
 
     The text goes to a fresh temporary file in ``path``'s directory, created exclusively
     (``O_EXCL``, so a planted file or symlink of that name is never written through), is
-    flushed and fsynced, gets the permissions a new file would get, and is renamed over
+    flushed and fsynced, gets the permissions of the file it replaces (else those a new file
+    would get), and is renamed over
     ``path`` (``os.replace``: a symlink at ``path`` itself is replaced, not followed). On any
     error the temporary file is removed, ``path`` is left as it was, and the error is a
     :class:`SpecError` naming ``path`` (or the exception raised inside the block).
@@ -84,8 +85,9 @@ def atomic_open(path: str | PurePath, mode: str = "w", **options: Any) -> Iterat
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, _permissions(out))
         os.replace(tmp, out)
+        _sync_folder(out.parent)
     except OSError as err:
         _remove(tmp)
         raise cannot_write(out, err.strerror or str(err)) from None
@@ -127,8 +129,37 @@ def _remove(tmp: str) -> None:
         os.unlink(tmp)
 
 
+def _permissions(out: Path) -> int:
+    """The mode bits of the regular file ``out`` replaces, else those of a new file under the umask."""
+    try:
+        held = os.lstat(out)
+    except OSError:
+        held = None
+    if held is not None and stat.S_ISREG(held.st_mode):
+        return stat.S_IMODE(held.st_mode)
+    return 0o666 & ~_umask()
+
+
 def _umask() -> int:
-    """The process's umask (read by setting it and back; there is no other portable way)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """The process's umask: from ``/proc`` where it shows, else by setting it and back."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every system opens a directory)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

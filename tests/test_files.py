@@ -84,6 +84,14 @@ def test_new_files_get_the_umask_permissions(tmp_path):
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
 
 
+def test_a_replaced_file_keeps_its_permissions(tmp_path):
+    out = tmp_path / "a.json"
+    out.write_text("old")
+    out.chmod(0o600)
+    write_atomic(out, "new")
+    assert out.stat().st_mode & 0o777 == 0o600 and out.read_text() == "new"
+
+
 def test_a_pipe_is_written_in_place(tmp_path):
     """A device or pipe target (``/dev/stdout``) is written as it is, never replaced by a file."""
     fifo = tmp_path / "pipe"

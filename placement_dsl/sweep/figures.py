@@ -39,6 +39,15 @@ def write_figures(s: dict[str, Any], out: Path) -> dict[str, str]:
     return {title: path.name for title, path in written.items()}
 
 
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    """Write ``fig`` as a PNG through :func:`placement_dsl.files.atomic_open` and close it, written or not."""
+    try:
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+
+
 def _grid(plt: Any, panels: int, sharey: bool) -> tuple[Any, list[Any]]:
     cols = min(panels, 3)
     rows = math.ceil(panels / cols)
@@ -73,9 +82,7 @@ def running_times(plt: Any, s: dict[str, Any], path: Path) -> Path:
     if labels:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
     return path
 
 
@@ -96,7 +103,5 @@ def bound_ratios(plt: Any, s: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize="small")
     axes[0].set_ylabel("bound / best upper bound")
     fig.tight_layout()
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
     return path
