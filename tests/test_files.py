@@ -188,3 +188,20 @@ def test_show_and_import_check_out_first(tmp_path, capsys):
     assert main(["import", str(tmp_path / "no-model.onnx"), "--out", str(tmp_path / "missing" / "w.json")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all("missing' does not exist" in line for line in err)
+
+
+def test_show_gantt_on_a_full_disk_prints_the_simulation(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    full_disk(monkeypatch)
+    assert main(["show", SMALL, "--kind", "gantt", "--out", str(tmp_path / "gantt.png")]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["makespan_ms"] > 0 and "No space left on device" in captured.err
+    assert leftovers(tmp_path) == []
+
+
+def test_show_refuses_a_picture_suffix_before_the_work(tmp_path, capsys, monkeypatch):
+    from placement_dsl import heuristics
+
+    monkeypatch.setattr(heuristics, "run", lambda *a, **k: pytest.fail("placed before checking --out"))
+    assert main(["show", SMALL, "--kind", "gantt", "--out", str(tmp_path / "gantt.txt")]) == 2
+    assert "must end in one of" in capsys.readouterr().err
