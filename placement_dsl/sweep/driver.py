@@ -18,9 +18,11 @@ import socket
 import sys
 import time
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ..errors import PlacementError
 from .executors import Executor, Outcome
 from .store import DONE, FAILED, Store
 from .tasks import Task, code_version
@@ -93,7 +95,8 @@ def run_sweep(tasks: list[Task], store: Store, executor: Executor, *, retry_fail
     finally:
         executor.close()
         bar.close()
-        store.release(owner)
+        with suppress(PlacementError):  # a store that failed under the sweep keeps its error; the claims go stale
+            store.release(owner)
     store.finish_run(run_id)
     outcome.seconds = time.monotonic() - start
     return outcome

@@ -111,9 +111,11 @@ class Store:
         try:
             yield
         except sqlite3.DatabaseError as err:
-            raise SpecError(f"{str(self.path)!r} is not a sweep results store or is damaged ({doing}: "
-                            f"{' '.join(str(err).split())}); give the --results file of a sweep, or a new file "
-                            "name") from None
+            why = " ".join(str(err).split())
+            if doing == "open":
+                raise SpecError(f"{str(self.path)!r} is not a sweep results store or is damaged ({why}); give the "
+                                "--results file of a sweep, or a new file name") from None
+            raise SpecError(f"{str(self.path)!r}: cannot {doing} the sweep results store ({why})") from None
 
     def _check_file(self) -> None:
         """SQLite's own check of the file's pages (a flipped byte in a page or header shows here)."""
@@ -146,7 +148,7 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._reading("write"):
+        with self._reading("write to"):
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
@@ -208,7 +210,7 @@ class Store:
 
     def claimed(self, owner: str, stale: float = STALE) -> set[str]:
         """Keys that drivers other than ``owner`` hold."""
-        with self._reading("read claims"):
+        with self._reading("read the claims of"):
             cur = self.db.execute("SELECT key, host, pid, heartbeat FROM claims WHERE owner != ?", (owner,))
             return {key for key, *held in cur if _alive(*held, stale)}
 
@@ -216,16 +218,16 @@ class Store:
     def keys(self, statuses: tuple[str, ...] = (DONE, FAILED)) -> set[str]:
         """Keys of the stored tasks with one of ``statuses``."""
         marks = ", ".join("?" for _ in statuses)
-        with self._reading("read results"):
+        with self._reading("read the results of"):
             return {r[0] for r in self.db.execute(f"SELECT key FROM results WHERE status IN ({marks})", statuses)}
 
     def count(self, status: str) -> int:
-        with self._reading("read results"):
+        with self._reading("read the results of"):
             return int(self.db.execute("SELECT COUNT(*) FROM results WHERE status = ?", (status,)).fetchone()[0])
 
     def rows(self) -> list[dict[str, Any]]:
         """Every stored task as a dict of :data:`COLUMNS` (``record`` parsed), in key order."""
-        with self._reading("read results"):
+        with self._reading("read the results of"):
             return self._checked_rows()
 
     def _checked_rows(self) -> list[dict[str, Any]]:
@@ -248,7 +250,7 @@ class Store:
         return out
 
     def runs(self) -> list[dict[str, Any]]:
-        with self._reading("read runs"):
+        with self._reading("read the runs of"):
             cur = self.db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id")
             out = [dict(zip(RUN_COLUMNS, r)) for r in cur]
         for run in out:
