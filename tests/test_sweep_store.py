@@ -117,7 +117,8 @@ def damaged(good: Path, folder: Path, how: str) -> Path:
              "record-not-object": "UPDATE results SET record = '[1, 2]' WHERE rowid = 2",
              "text-value": "UPDATE results SET value = 'abc' WHERE rowid = 2",
              "text-k": "UPDATE results SET k = 'two' WHERE rowid = 2",
-             "unknown-status": "UPDATE results SET status = 'dnoe' WHERE rowid = 2"}
+             "unknown-status": "UPDATE results SET status = 'dnoe' WHERE rowid = 2",
+             "not-utf8": "UPDATE results SET graph = CAST(X'74696e79f3' AS TEXT) WHERE rowid = 2"}
     with sqlite3.connect(path) as db:
         db.execute(edits[how])
     db.close()
@@ -128,7 +129,8 @@ KINDS = {"flipped-header": "damaged SQLite file", "truncated": "malformed",
          "schema-version": "schema '0'", "no-results-table": "no table results",
          "column-missing": r"lacks column\(s\) \['ub'\]", "bad-json": "row 2 .*field record is '{not json'",
          "record-not-object": r"row 2 .*field record is '\[1, 2\]'", "text-value": "row 2 .*field value is 'abc'",
-         "text-k": "row 2 .*field k is 'two'", "unknown-status": "row 2 .*field status is 'dnoe'"}
+         "text-k": "row 2 .*field k is 'two'", "unknown-status": "row 2 .*field status is 'dnoe'",
+         "not-utf8": r"row 2 .*field graph is 'tiny\\udcf3', expected UTF-8 text"}
 
 
 def one_error(capsys: pytest.CaptureFixture[str], path: Path) -> str:

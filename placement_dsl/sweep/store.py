@@ -57,8 +57,8 @@ STALE = 60.0  # seconds without a heartbeat after which a driver's claims are ta
 # what each results column holds: (types, may be NULL, what to call it in an error)
 _TEXT, _INT, _NUM = (str,), (int,), (int, float)
 FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
-    **dict.fromkeys(("key", "graph", "source", "kind", "name", "status", "record"), (_TEXT, False, "text")),
-    **dict.fromkeys(("family", "error", "code_version", "executor"), (_TEXT, True, "text or NULL")),
+    **dict.fromkeys(("key", "graph", "source", "kind", "name", "status", "record"), (_TEXT, False, "UTF-8 text")),
+    **dict.fromkeys(("family", "error", "code_version", "executor"), (_TEXT, True, "UTF-8 text or NULL")),
     **dict.fromkeys(("k", "attempts"), (_INT, False, "an integer")),
     **dict.fromkeys(("n", "m"), (_INT, True, "an integer or NULL")),
     **dict.fromkeys(("time_limit", "finished_at"), (_NUM, False, "a number")),
@@ -87,6 +87,7 @@ class Store:
         uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
         with self._reading("open"):
             self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None)
+            self.db.text_factory = _text  # a damaged text cell is reported by the row checks, not a decode error
         try:
             with self._reading("open"):
                 self._open(readonly)
@@ -110,7 +111,7 @@ class Store:
         """SQLite's errors while ``doing`` something with the file as one-line :class:`SpecError` naming it."""
         try:
             yield
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, UnicodeError) as err:
             why = " ".join(str(err).split())
             if doing == "open":
                 raise SpecError(f"{str(self.path)!r} is not a sweep results store or is damaged ({why}); give the "
@@ -239,7 +240,8 @@ class Store:
                                                                 if isinstance(row["key"], str) else "")
             for column, (types, nullable, what) in FIELDS.items():
                 value = row[column]
-                if not (value is None and nullable) and (not isinstance(value, types) or isinstance(value, bool)):
+                if not (value is None and nullable) and (not isinstance(value, types) or isinstance(value, bool)
+                                                         or not _utf8(value)):
                     raise _damaged(where, column, value, what)
             if row["status"] not in (DONE, FAILED):
                 raise _damaged(where, "status", row["status"], f"{DONE!r} or {FAILED!r}")
@@ -260,6 +262,22 @@ class Store:
                 raise _damaged(f"{str(self.path)!r}: runs row {run['id']!r}", "config", run["config"],
                                "a JSON object") from None
         return out
+
+
+def _text(data: bytes) -> str:
+    """A TEXT cell as a string; bytes that are not UTF-8 stay as surrogates for :func:`_utf8` to catch."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _utf8(value: Any) -> bool:
+    """Whether ``value`` is not text, or text that was valid UTF-8 in the file."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _damaged(where: str, column: str, value: Any, what: str) -> SpecError:
