@@ -73,6 +73,8 @@ def atomic_open(path: str | PurePath, mode: str = "w", **options: Any) -> Iterat
     (['a.txt'], 'hello')
     """
     out = Path(path)
+    if "b" not in mode:
+        options.setdefault("encoding", "utf-8")  # JSON, CSV and markdown are UTF-8 whatever the locale
     if _special(out):
         yield from _in_place(out, mode, options)
         return

@@ -6,6 +6,8 @@ import errno
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -205,3 +207,12 @@ def test_show_refuses_a_picture_suffix_before_the_work(tmp_path, capsys, monkeyp
     monkeypatch.setattr(heuristics, "run", lambda *a, **k: pytest.fail("placed before checking --out"))
     assert main(["show", SMALL, "--kind", "gantt", "--out", str(tmp_path / "gantt.txt")]) == 2
     assert "must end in one of" in capsys.readouterr().err
+
+
+def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
+    out = tmp_path / "a.json"
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    code = "import sys; from placement_dsl.files import write_atomic; write_atomic(sys.argv[1], 'op \\u00e9')"
+    subprocess.run([sys.executable, "-c", code, str(out)], env=env, check=True, capture_output=True)
+    assert out.read_bytes() == "op é".encode()
