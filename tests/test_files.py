@@ -61,6 +61,20 @@ def test_a_symlink_at_the_target_is_replaced_not_followed(tmp_path):
     assert victim.read_text() == VICTIM and not out.is_symlink() and out.read_text() == "new\n"
 
 
+def test_problem_save_replaces_a_symlink_rather_than_writing_through_it(tmp_path):
+    from placement_dsl import testing
+    from placement_dsl.problem import Problem
+
+    problem, _ = testing.diamond()
+    victim = tmp_path / "victim.txt"
+    victim.write_text(VICTIM)
+    out = tmp_path / "problem.json"
+    out.symlink_to(victim)
+    problem.save(out)
+    assert victim.read_text() == VICTIM and not out.is_symlink()
+    assert Problem.load(out).graph.names == problem.graph.names
+
+
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
     out = tmp_path / "a.json"
     out.write_text("old\n")
