@@ -197,7 +197,10 @@ def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Worklo
 
 
 def save_workload(w: Workload, path: str | Path, format: str | None = None) -> None:
-    """Write a workload (``native`` or ``dnn-partitioning``; by extension/format)."""
+    """Write a workload (``native`` or ``dnn-partitioning``; by extension/format), whole or not at all.
+
+    A file that cannot be written is a :class:`SpecError` naming it (see :mod:`placement_dsl.files`).
+    """
     path = Path(path)
     fmt = format or ("native" if path.suffix == ".json" else None)
     if fmt == "native":
@@ -225,7 +228,8 @@ def load_placement(path: str | Path, workload: Workload) -> Placement:
 
 def save_placement(placement: Placement, path: str | Path, workload: Workload | None = None,
                    objective: float | None = None) -> None:
-    """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON."""
+    """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON,
+    whole or not at all; a file that cannot be written is a :class:`SpecError` naming it."""
     if workload is not None and workload.format == "dnn-partitioning":
         from . import dnn_partitioning as dp
 
