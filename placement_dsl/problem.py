@@ -24,6 +24,7 @@ from .cluster import Cluster
 from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term, term_from_dict
 from .errors import SpecError
 from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
+from .files import write_atomic
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
@@ -193,7 +194,7 @@ class Problem:
                    [term_from_dict(t) for t in data.get("constraints", [])])
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        write_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Problem:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 from ..evaluate import CostModel, Evaluation, evaluate
+from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
 from ..io.report import stage_lines, stage_ranges
 from ..result import placement_report, relative_gap
@@ -17,7 +17,7 @@ from .options import heuristic_options, mip_options, note_cold_kernels, taken_mi
 from .problems import bounds_payload, dag_problem, problem_for_method
 from .schedules import is_makespan, save_answer, solve_makespan
 from .training import schedule_objective
-from .workloads import check_memory, cost_model, emit, memory_summary, note, one_line, workload_from_args
+from .workloads import check_memory, cost_model, emit, emit_unsaved, memory_summary, note, one_line, workload_from_args
 
 
 # ---------------------------------------------------------------------------- commands
@@ -41,20 +41,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """``convert``: write the workload (with any cluster options applied) as native or dnn-partitioning JSON."""
+    out = check_writable(args.output)
     w = workload_from_args(args, args.input)
-    out = Path(args.output)
     fmt = args.to or ("native" if out.suffix == ".json" else None)
-    try:
-        save_workload(w, out, fmt)
-    except OSError as err:
-        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    save_workload(w, out, fmt)
     payload = {"output": str(out), "format": fmt, "ops": w.graph.n, "edges": w.graph.m, "devices": w.cluster.size}
     emit(args, payload, f"wrote {out} ({w.graph.n} ops, {w.graph.m} edges, {w.cluster.size} devices)")
     return EXIT_OK
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    """``solve``: a placement by a heuristic or a MIP, its certificate, rows and stage ranges; exit 3 if infeasible."""
+    """``solve``: a placement by a heuristic or a MIP, its certificate, rows and stage ranges; exit 3 if infeasible.
+
+    ``--out`` is checked before solving; when writing it fails all the same (a full disk), the
+    answer is printed as JSON and the exit status is 2.
+    """
+    if args.out:
+        check_writable(args.out)
     w = workload_from_args(args)
     model = cost_model(args, w)
     check_memory(w, model)
@@ -63,7 +66,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     else:
         placement, payload, text = _run_heuristic(args, w, model)
     if args.out and placement is not None:
-        save_answer(placement, args.out, w, model, payload.get("objective"))
+        try:
+            save_answer(placement, args.out, w, model, payload.get("objective"))
+        except SpecError as err:
+            return emit_unsaved(payload, err)
     emit(args, payload, text)
     return _solve_status(args, w, payload)
 

@@ -15,6 +15,8 @@ DESCRIPTION = "Place DNN computation graphs onto devices: evaluate a split, solv
 EPILOG = """exit status:
   0    success
   2    invalid input or usage; the message names the offending item
+       (an output file that cannot be written: checked before the work;
+       if writing fails after it, the answer is printed as JSON)
   3    infeasible: no placement fits (the message names the op and the
        devices), or the method found no valid placement
   70   internal error (rerun with --debug for the traceback)

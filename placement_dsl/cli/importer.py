@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import check_writable
 from ..io import Workload, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..io.report import human_bytes
@@ -54,14 +55,11 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``import``: read the model, apply measured costs, write a native workload, print a summary."""
+    out = check_writable(args.out)
     w, lines = _with_costs(_read_model(args), args)
     if args.stages is not None:
         w = Workload(w.graph, resize(w.cluster, args.stages), w.format, w.meta)
-    out = Path(args.out)
-    try:
-        save_workload(w, out, "native")
-    except OSError as err:
-        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    save_workload(w, out, "native")
     g = w.graph
     payload = {"output": str(out), "source": w.meta.get("source"), "ops": g.n, "edges": g.m,
                "devices": w.cluster.size, "param_bytes": float(g.param_bytes.sum()), "dims": w.meta.get("dims", {}),

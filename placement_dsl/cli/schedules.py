@@ -69,15 +69,9 @@ def save_answer(placement: Any, path: str, workload: Workload, model: CostModel,
         save_placement(placement, path, workload, objective)
         return
     import json
-    from pathlib import Path
 
+    from ..files import write_atomic
     from ..io.moirai import schedule_to_dict
 
     data = schedule_to_dict(placement, model.congestion.value)
-    out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(jsonable(data), indent=1) + "\n")
-        tmp.replace(out)
-    except OSError as err:
-        raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
+    write_atomic(path, json.dumps(jsonable(data), indent=1) + "\n")

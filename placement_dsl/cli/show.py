@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import check_writable, write_atomic
 from ..io import Workload, load_placement
 from ..io.common import jsonable
 from ..placement import Placement
 from ..simulate import Schedule
 from .common import EPILOG, EXIT_OK
-from .workloads import cost_model, emit, note, workload_from_args
+from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
 
 KINDS = ("graph", "gantt", "bounds", "splits")
 
@@ -28,10 +29,28 @@ def _placement(args: argparse.Namespace, w: Workload) -> Placement:
 
 
 def _out(args: argparse.Namespace) -> Path:
+    from ..viz.common import picture_path, pictures_or_dot
+
     if not args.out:
         raise SpecError(f"show --kind {args.kind} draws a picture: give --out FILE (.svg or .png"
                         f"{', or .dot' if args.kind == 'graph' else ''})")
-    return Path(args.out)
+    return pictures_or_dot(args.out) if args.kind == "graph" else picture_path(args.out)
+
+
+class _Unsaved(Exception):
+    """A picture that could not be written, with the answer computed for it (printed instead)."""
+
+    def __init__(self, payload: dict[str, Any], err: SpecError):
+        super().__init__(str(err))
+        self.payload, self.err = payload, err
+
+
+def _draw(payload: dict[str, Any], draw: Any, *args: Any, **options: Any) -> None:
+    """``draw(*args, **options)``; a file it cannot write raises :class:`_Unsaved` with ``payload``."""
+    try:
+        draw(*args, **options)
+    except SpecError as err:
+        raise _Unsaved(payload, err) from None
 
 
 def _graph(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
@@ -56,10 +75,10 @@ def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     placement = _placement(args, w)
     out = _out(args)
     result = gantt.simulated(placement, args.gantt_schedule, args.gantt_microbatches)
-    gantt.draw(result, out, placement.cluster.names)
     payload = {"kind": "gantt", "output": str(out), "schedule": result.schedule.value,
                "microbatches": result.microbatches, "makespan_ms": result.makespan,
                "time_per_sample_ms": result.time_per_sample, "tasks": len(result.trace)}
+    _draw(payload, gantt.draw, result, out, placement.cluster.names)
     return payload, (f"wrote {out}: {result.schedule.value}, {len(result.trace)} tasks, makespan "
                      f"{result.makespan:.4g} ms ({result.time_per_sample:.4g} ms per sample)")
 
@@ -70,8 +89,8 @@ def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
 
     out = _out(args)
     cert, points = bounds.certify_over_time(dag_problem(w, cost_model(args, w)), budget=args.time_limit, gap=0.0)
-    bounds.draw(points, out, title=f"{w.graph.name}: lower and upper bounds over time")
     payload = {"kind": "bounds", "output": str(out), "points": [p.to_dict() for p in points], **cert.to_dict()}
+    _draw(payload, bounds.draw, points, out, title=f"{w.graph.name}: lower and upper bounds over time")
     return payload, f"wrote {out}: {len(points)} points; best {cert.objective:.6g}, bound {cert.bound:.6g}"
 
 
@@ -79,21 +98,35 @@ def _splits(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
     from ..viz import split_lines, split_points
 
     points = split_points(_placement(args, w), args.depth)
-    text = "\n".join(split_lines(points))
-    if args.out:
-        out = Path(args.out)
-        body = json.dumps(jsonable(points), indent=1) + "\n" if out.suffix.lower() == ".json" else text + "\n"
-        try:
-            out.write_text(body)
-        except OSError as err:
-            raise SpecError(f"cannot write {str(out)!r}: {err.strerror}") from None
-    return {"kind": "splits", **points}, text
+    return {"kind": "splits", **points}, "\n".join(split_lines(points))
+
+
+def _save_splits(out: Path, payload: dict[str, Any], text: str) -> None:
+    """``show --kind splits --out FILE``: the split points as JSON (``.json``) or as the printed text."""
+    points = {k: v for k, v in payload.items() if k != "kind"}
+    write_atomic(out, json.dumps(jsonable(points), indent=1) + "\n" if out.suffix.lower() == ".json" else text + "\n")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """``show``: draw or list the partition of a workload (see :data:`KINDS`)."""
+    """``show``: draw or list the partition of a workload (see :data:`KINDS`).
+
+    ``--out`` is checked before the work; when writing fails all the same, the answer (the split
+    points, the Gantt chart's simulation, the bounds over time) is printed as JSON and the exit
+    status is 2.
+    """
+    out = check_writable(args.out) if args.out else None
+    if args.kind != "splits":
+        _out(args)
     w = workload_from_args(args)
-    payload, text = {"graph": _graph, "gantt": _gantt, "bounds": _bounds, "splits": _splits}[args.kind](args, w)
+    try:
+        payload, text = {"graph": _graph, "gantt": _gantt, "bounds": _bounds, "splits": _splits}[args.kind](args, w)
+    except _Unsaved as unsaved:
+        return emit_unsaved(unsaved.payload, unsaved.err)
+    if args.kind == "splits" and out is not None:
+        try:
+            _save_splits(out, payload, text)
+        except SpecError as err:
+            return emit_unsaved(payload, err)
     emit(args, payload, text)
     return EXIT_OK
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import SpecError
 from .common import EPILOG, EXIT_OK
-from .workloads import emit, note
+from .workloads import emit, emit_unsaved, note
 
 DEFAULT_STAGES = "2,4,8,16,32,64"
 DEFAULT_LEVELS = "simple,superblock,guess,exact"
@@ -85,23 +85,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         outcome = run_sweep(tasks, store, executor, retry_failed=args.retry_failed, progress=progress, config=config)
         s = summary(store)
     payload = {"planned": outcome.planned, "stored_before": outcome.stored_before, "ran": outcome.ran,
-               "failed_now": outcome.failed, "retried": outcome.retried, "seconds": outcome.seconds,
+               "failed_now": outcome.failed, "retried": outcome.retried, "elsewhere": outcome.elsewhere,
+               "seconds": outcome.seconds,
                **{k: v for k, v in s.items() if k != "instances"}}
     head = (f"{outcome.planned} tasks planned: {outcome.stored_before} already stored, {outcome.ran} run now "
-            f"({len(outcome.failed)} failed, {len(outcome.retried)} retried after a crash) in {outcome.seconds:.0f} s")
+            f"({len(outcome.failed)} failed, {len(outcome.retried)} retried after a crash) in {outcome.seconds:.0f} s"
+            + (f"; {len(outcome.elsewhere)} left to another sweep on {args.results}" if outcome.elsewhere else ""))
     emit(args, payload, head + "\n" + summary_text(s))
     return EXIT_OK
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
     """``sweep-report``: write the CSV, figures and markdown report; print the tables or the JSON summary."""
-    from ..sweep import Store, write_report
+    from ..sweep import Store, summary
     from ..sweep import text as summary_text
+    from ..sweep.report import check_report_dir, write_files
 
     results = Path(args.results)
-    out = Path(args.out) if args.out else results.with_name(results.stem + "-report")
+    out = check_report_dir(Path(args.out) if args.out else results.with_name(results.stem + "-report"))
     with Store(results, readonly=True) as store:
-        s, files = write_report(store, out)
+        s = summary(store)
+    try:
+        files = write_files(s, out)
+    except SpecError as err:
+        return emit_unsaved(s, err)
     if not any(f.suffix == ".png" for f in files):
         note("matplotlib is not installed: no figures (pip install 'placement_dsl[sweep]')")
     payload = {**s, "files": [str(f) for f in files]}

@@ -14,7 +14,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode
 from ..io import Workload, load_workload
 from ..io.common import dumps_strict
 from ..io.report import human_bytes
-from .common import TRAINING_OBJECTIVES
+from .common import EXIT_ERROR, TRAINING_OBJECTIVES
 
 
 # ---------------------------------------------------------------------------- messages
@@ -31,6 +31,14 @@ def one_line(text: str) -> str:
 def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     """Print the command's answer: one strict JSON object with ``--json``, else ``text``."""
     print(dumps_strict(payload) if getattr(args, "json", False) else text)
+
+
+def emit_unsaved(payload: dict[str, Any], err: Exception) -> int:
+    """A computed answer whose file could not be written: the answer as JSON on stdout (so that it is
+    not lost), the error on stderr, exit status 2."""
+    print(dumps_strict(payload))
+    print(f"error: {one_line(str(err))}; the answer is on standard output", file=sys.stderr)
+    return EXIT_ERROR
 
 
 # ---------------------------------------------------------------------------- workloads

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..errors import SpecError
+from ..files import write_atomic
 from ..graph import Graph
 from ..placement import PLACEMENT_FORMAT, Placement
 from .common import jsonable
@@ -196,7 +197,10 @@ def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Worklo
 
 
 def save_workload(w: Workload, path: str | Path, format: str | None = None) -> None:
-    """Write a workload (``native`` or ``dnn-partitioning``; by extension/format)."""
+    """Write a workload (``native`` or ``dnn-partitioning``; by extension/format), whole or not at all.
+
+    A file that cannot be written is a :class:`SpecError` naming it (see :mod:`placement_dsl.files`).
+    """
     path = Path(path)
     fmt = format or ("native" if path.suffix == ".json" else None)
     if fmt == "native":
@@ -224,7 +228,8 @@ def load_placement(path: str | Path, workload: Workload) -> Placement:
 
 def save_placement(placement: Placement, path: str | Path, workload: Workload | None = None,
                    objective: float | None = None) -> None:
-    """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON."""
+    """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON,
+    whole or not at all; a file that cannot be written is a :class:`SpecError` naming it."""
     if workload is not None and workload.format == "dnn-partitioning":
         from . import dnn_partitioning as dp
 
@@ -252,8 +257,5 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: nothing half-written on error."""
-    tmp = path.with_name(path.name + ".tmp")
-    text = json.dumps(jsonable(data, finite=False), indent=1) + "\n"  # unlimited memory stays Infinity
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write atomically (:func:`placement_dsl.files.write_atomic`): nothing half-written on error."""
+    write_atomic(path, json.dumps(jsonable(data, finite=False), indent=1) + "\n")  # unlimited memory stays Infinity

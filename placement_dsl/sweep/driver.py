@@ -4,25 +4,38 @@ A task whose worker process dies under it is run once more; a second death store
 ``failed`` with both reasons. A task that raises is stored as ``failed`` at once (the error
 would repeat). Killing the driver loses only the tasks in flight: started again on the same
 store, :func:`run_sweep` runs exactly the tasks the store lacks.
+
+Drivers share a store: each claims a task in the store (:meth:`Store.claim`) just before it
+hands it to its executor, keeping no more tasks than the executor's slots in hand, so a second
+``sweep`` on the same results file runs what the first has not taken, and no task runs twice.
+A driver beats every :data:`HEARTBEAT` seconds; the claims of one that died are taken over
+(at once on its host, after :data:`~placement_dsl.sweep.store.STALE` seconds elsewhere).
 """
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import time
+import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ..errors import PlacementError
 from .executors import Executor, Outcome
 from .store import DONE, FAILED, Store
 from .tasks import Task, code_version
 
 MAX_ATTEMPTS = 2  # a crashed task is retried once
 POLL = 0.5  # seconds between progress refreshes while waiting
+HEARTBEAT = 10.0  # seconds between a driver's heartbeats on its claims
 
 
 @dataclass
 class SweepOutcome:
-    """What a call of :func:`run_sweep` did: tasks in the grid, already stored, run now, and failed now."""
+    """What a call of :func:`run_sweep` did: tasks in the grid, already stored, run now, failed now, and
+    left to another driver (claimed by it, or stored by it while this one ran)."""
 
     planned: int
     stored_before: int
@@ -30,6 +43,12 @@ class SweepOutcome:
     failed: list[str] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    elsewhere: list[str] = field(default_factory=list)
+
+
+def driver_id() -> str:
+    """A name for this driver, unique among the drivers on one store: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def missing(tasks: list[Task], store: Store, retry_failed: bool = False) -> list[Task]:
@@ -59,24 +78,42 @@ def run_sweep(tasks: list[Task], store: Store, executor: Executor, *, retry_fail
     """
     todo = missing(tasks, store, retry_failed)
     outcome = SweepOutcome(len(tasks), len(tasks) - len(todo))
+    owner, skip = driver_id(), ((DONE,) if retry_failed else (DONE, FAILED))
     run_id = store.start_run(executor.name, code_version(), config or {})
     bar = Progress(len(todo), sys.stderr if progress else None)
     crashes: dict[str, list[str]] = {}
-    start = time.monotonic()
+    start = beat = time.monotonic()
     try:
-        for task in todo:
-            executor.submit(task, 1)
-        while executor.pending():
+        while _feed(todo, store, executor, owner, skip, outcome, bar):
             for done in executor.wait(POLL):
                 if _settle(done, store, executor, crashes, outcome):
                     bar.step(failed=done.task.key in outcome.failed)
+            if time.monotonic() - beat > HEARTBEAT:
+                store.heartbeat(owner)
+                beat = time.monotonic()
             bar.draw()
     finally:
         executor.close()
         bar.close()
+        with suppress(PlacementError):  # a store that failed under the sweep keeps its error; the claims go stale
+            store.release(owner)
     store.finish_run(run_id)
     outcome.seconds = time.monotonic() - start
     return outcome
+
+
+def _feed(todo: list[Task], store: Store, executor: Executor, owner: str, skip: tuple[str, ...],
+          outcome: SweepOutcome, bar: Progress) -> int:
+    """Claim and submit tasks of ``todo`` (consumed) until the executor's slots are full; tasks another driver
+    holds or has stored are left to it. Returns the tasks in hand."""
+    while todo and executor.pending() < executor.slots:
+        task = todo.pop(0)
+        if store.claim(task.key, owner, skip):
+            executor.submit(task, 1)
+        else:
+            outcome.elsewhere.append(task.key)
+            bar.total -= 1
+    return executor.pending()
 
 
 def _settle(done: Outcome, store: Store, executor: Executor, crashes: dict[str, list[str]],

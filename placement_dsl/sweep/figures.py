@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_open
+
 RUNNING_TIMES, BOUND_RATIOS = "running_times.png", "bound_ratios.png"
 
 
@@ -35,6 +37,15 @@ def write_figures(s: dict[str, Any], out: Path) -> dict[str, str]:
     if s["levels"]:
         written["Bound / best upper bound against k"] = bound_ratios(plt, s, out / BOUND_RATIOS)
     return {title: path.name for title, path in written.items()}
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    """Write ``fig`` as a PNG through :func:`placement_dsl.files.atomic_open` and close it, written or not."""
+    try:
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def _grid(plt: Any, panels: int, sharey: bool) -> tuple[Any, list[Any]]:
@@ -71,8 +82,7 @@ def running_times(plt: Any, s: dict[str, Any], path: Path) -> Path:
     if labels:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
     return path
 
 
@@ -93,6 +103,5 @@ def bound_ratios(plt: Any, s: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize="small")
     axes[0].set_ylabel("bound / best upper bound")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
     return path

@@ -21,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_open, cannot_write, check_writable, write_atomic
 from .store import DONE, FAILED, Store
 from .tasks import LEVEL, METHOD
 
@@ -221,7 +222,7 @@ def write_csv(s: dict[str, Any], path: Path) -> Path:
     fields = ["graph", "family", "n", "m", "k", "best_ub", "best_ub_by", "simple"]
     fields += [f"{lv}_{c}" for lv in s["levels"] for c in ("bound", "ratio", "best_ratio", "status", "seconds")]
     fields += [f"{m}_{c}" for m in s["methods"] for c in ("ub", "ratio_simple", "status", "seconds")]
-    with path.open("w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for inst in s["instances"]:
@@ -251,12 +252,33 @@ def markdown(s: dict[str, Any], pictures: dict[str, str]) -> str:
 
 def write_report(store: Store, out: Path) -> tuple[dict[str, Any], list[Path]]:
     """Write ``instances.csv``, the figures (when matplotlib is installed) and ``report.md`` into ``out``."""
+    s = summary(store)
+    return s, write_files(s, out)
+
+
+def check_report_dir(out: Path) -> Path:
+    """``out`` if the report's directory can be made or written, else a :class:`SpecError` saying why."""
+    if out.exists() and not out.is_dir():
+        raise cannot_write(out, "it is not a directory; give a directory for the report's files")
+    if out.is_dir():
+        return check_writable(out / "report.md").parent
+    folder = next(p for p in out.parents if p.exists())
+    if not folder.is_dir():
+        raise cannot_write(out, f"{str(folder)!r} is not a directory")
+    check_writable(folder / out.name)
+    return out
+
+
+def write_files(s: dict[str, Any], out: Path) -> list[Path]:
+    """The report files of summary ``s`` in ``out`` (created if missing): the CSV, the figures, ``report.md``."""
     from .figures import write_figures
 
-    out.mkdir(parents=True, exist_ok=True)
-    s = summary(store)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise cannot_write(out, err.strerror or str(err)) from None
     files = [write_csv(s, out / "instances.csv")]
     pictures = write_figures(s, out)
     files += [out / name for name in pictures.values()]
-    (out / "report.md").write_text(markdown(s, pictures))
-    return s, files + [out / "report.md"]
+    write_atomic(out / "report.md", markdown(s, pictures))
+    return files + [out / "report.md"]

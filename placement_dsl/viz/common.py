@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import atomic_open
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
@@ -44,9 +45,8 @@ def save(fig: Any, path: str | Path) -> Path:
     plt = pyplot()
     path = picture_path(path)
     try:
-        fig.savefig(path, format=path.suffix[1:].lower(), bbox_inches="tight", dpi=120)
-    except OSError as err:
-        raise SpecError(f"cannot write {str(path)!r}: {err.strerror}") from None
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format=path.suffix[1:].lower(), bbox_inches="tight", dpi=120)
     finally:
         plt.close(fig)
     return path

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..files import write_atomic
 from ..io.costs import module_prefix
 from ..io.report import device_major_order, display_names, human_bytes
 from ..placement import Placement
@@ -221,16 +221,14 @@ def render(placement: Placement, path: str | Path, max_nodes: int = MAX_NODES, d
     view = build_view(placement, max_nodes, depth)
     text = to_dot(view)
     if path.suffix.lower() == ".dot":
-        try:
-            path.write_text(text)
-        except OSError as err:
-            raise SpecError(f"cannot write {str(path)!r}: {err.strerror}") from None
+        write_atomic(path, text)
         return "dot text"
     exe = shutil.which("dot")
     if exe:
         try:
-            subprocess.run([exe, f"-T{path.suffix[1:].lower()}", "-o", str(path)], input=text, text=True,
-                           check=True, capture_output=True, timeout=120)
+            drawn = subprocess.run([exe, f"-T{path.suffix[1:].lower()}"], input=text.encode(), check=True,
+                                   capture_output=True, timeout=120).stdout
+            write_atomic(path, drawn)
             return "graphviz"
         except (subprocess.SubprocessError, OSError):
             pass  # a failing dot leaves the matplotlib drawing
