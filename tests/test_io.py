@@ -369,6 +369,24 @@ def moirai_dir(shared_data):
     return path
 
 
+
+@pytest.mark.shared
+@pytest.mark.parametrize("damage", ["truncate-half", "truncate-header", "flip-directory", "flip-stream"])
+def test_moirai_damaged_sheets_name_the_file(moirai_dir, tmp_path, damage):
+    data = bytearray((moirai_dir / "example-1.xls").read_bytes())  # a copy in tmp_path, never in the repository
+    if damage == "truncate-half":
+        data = data[: len(data) // 2]
+    elif damage == "truncate-header":
+        data = data[:300]
+    elif damage == "flip-directory":  # the sector allocation table of the compound document
+        data[76:80] = b"\xff\xfe\xff\xff"
+    else:  # the workbook stream's first record
+        data[512:520] = b"\xff" * 8
+    path = tmp_path / "damaged.xls"
+    path.write_bytes(data)
+    with pytest.raises(SpecError, match=rf"'{re.escape(str(path))}'"):
+        load_workload(path)
+
 @pytest.mark.shared
 def test_moirai_example(moirai_dir):
     from placement_dsl.io.moirai import transfer_time
