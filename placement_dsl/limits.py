@@ -55,13 +55,13 @@ def first_error(err: ValidationError) -> str:
     """The first problem pydantic found, on one line: ``field: message``."""
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "value"
-    return f"{where}: {first['msg']}"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
 
 
 class FieldError(SpecError):
     """A :class:`Validated` model refused a field; ``detail`` is ``field: message`` without the object's name."""
 
-    def __init__(self, message: str, detail: str):
+    def __init__(self, message: str, detail: str = ""):
         super().__init__(message)
         self.detail = detail
 
@@ -90,6 +90,6 @@ def construct(model: type[Validated], item: Any, what: str, position: int) -> An
     data = {str(k): v for k, v in item.items()}
     try:
         return model(**data)
-    except FieldError as err:
+    except FieldError as err:  # named again: by its position when it has no name
         name = data.get("name", data.get("src", f"#{position}"))
         raise SpecError(f"{what} {name!r:.80}: {err.detail}") from None

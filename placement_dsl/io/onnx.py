@@ -33,6 +33,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..limits import MAX_TOTAL
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .onnx_shapes import infer
@@ -406,13 +407,44 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     table = _tensor_table(shapes if shapes is not None else graph)
     table.update({init.name: Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
                   for init in graph.initializer})
+    _check_sources(graph)
     b = _Build(table, set(), static, [], [], {}, set(), {})
     kept = [(i, node) for i, node in enumerate(graph.node) if not _fold(node, b)]
     b.consumed = {t for _, n in kept for t in n.input} | {o.name for o in graph.output}
     taken: set[str] = set()
-    for i, node in kept:
-        _add_op(node, _node_name(node, i, taken), b, rooflines)
+    named = [(node, _node_name(node, i, taken)) for i, node in kept]
+    # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
+    # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
+    b.producer = {o: name for node, name in named for o in node.output if o}
+    for node, name in named:
+        _add_op(node, name, b, rooflines)
     return b
+
+
+def _check_sources(graph: Any) -> None:
+    """Refuse a node input that no node, graph input or initializer provides (a dangling input)."""
+    known = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
+    known |= {o for node in graph.node for o in node.output if o}
+    for i, node in enumerate(graph.node):
+        missing = next((t for t in node.input if t and t not in known), None)
+        if missing is not None:
+            raise SpecError(f"ONNX node {node.name or f'{node.op_type}_{i}'!r} reads tensor {missing!r}, which no "
+                            "node, graph input or initializer provides (a dangling input)")
+
+
+def _check_dims(graph: Any) -> None:
+    """Refuse a declared tensor with a negative dimension, or more bytes than the sane range holds."""
+    declared = [(vi.name, [d.dim_value for d in vi.type.tensor_type.shape.dim if d.HasField("dim_value")],
+                 vi.type.tensor_type.elem_type) for vi in (*graph.input, *graph.value_info, *graph.output)]
+    declared += [(init.name, list(init.dims), init.data_type) for init in graph.initializer]
+    for name, dims, elem_type in declared:
+        bad = next((d for d in dims if d < 0), None)
+        if bad is not None:
+            raise SpecError(f"ONNX tensor {name!r} has the dimension {bad} in its shape {dims}; dimensions are >= 0")
+        size = math.prod(dims) * _itemsize(elem_type)
+        if size > MAX_TOTAL:
+            raise SpecError(f"ONNX tensor {name!r} of shape {dims} holds {float(size):.3g} bytes, beyond "
+                            f"{MAX_TOTAL:g}; check its dimensions")
 
 
 def _infer(model: Any) -> tuple[Any, str]:
@@ -447,6 +479,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     from ..zoo.build import default_cluster
 
     fixed = fix_dimensions(model, batch, seq, dims)
+    _check_dims(model.graph)
     inferred, problem = _infer(model)
     b = _walk(model.graph, tuple(rooflines), inferred.graph)
     if not b.ops:

@@ -185,7 +185,7 @@ def naming(path: Path) -> Iterator[None]:
     except SpecError as err:
         if str(path) in str(err):
             raise
-        raise type(err)(f"{str(path)!r}: {err}") from None
+        raise SpecError(f"{str(path)!r}: {err}") from None
 
 
 def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Workload:
