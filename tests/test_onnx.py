@@ -427,3 +427,21 @@ def test_nodes_out_of_order_keep_every_edge(tmp_path: Path):
     nodes = [helper.make_node("Relu", ["a"], ["y"], name="B"), helper.make_node("Relu", ["x"], ["a"], name="A")]
     w = onnx_io.from_model(_relu_pair(nodes), name="unsorted")
     assert w.graph.edges == (("A", "B"),)
+
+
+@pytest.mark.parametrize("length, propagated", [(4, True), (2**26, False)])
+def test_long_1d_inputs_skip_onnx_data_propagation(monkeypatch, length, propagated):
+    """ONNX data propagation treats a 1-D tensor as a shape, per element: an input of 2**26 floats ran out of
+    6 GB in it. Such a model imports with plain shape inference."""
+    seen = []
+    infer_shapes = onnx.shape_inference.infer_shapes
+
+    def spy(model, **options):
+        seen.append(options.get("data_prop"))
+        return infer_shapes(model, **{**options, "data_prop": False})
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="A"), helper.make_node("Relu", ["a"], ["y"], name="B")]
+    w = onnx_io.from_model(_relu_pair(nodes, x_shape=(length,)), name="long")
+    assert seen and set(seen) == {propagated}
+    assert w.graph.ops[0].attrs["shape"] == [length]

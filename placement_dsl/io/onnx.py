@@ -36,7 +36,7 @@ from ..graph import Graph, Op
 from ..limits import MAX_TOTAL
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
-from .onnx_shapes import infer
+from .onnx_shapes import MAX_ELEMENTS, infer
 from .workload import Workload
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -447,10 +447,22 @@ def _check_dims(graph: Any) -> None:
                             f"{MAX_TOTAL:g}; check its dimensions")
 
 
+def _data_prop(graph: Any) -> bool:
+    """Whether ONNX shape inference may propagate values: it treats every 1-D tensor as a shape and spends
+    time and memory per element (a 1-D input of 2**20 floats took 0.75 s, one of 2**26 ran out of 6 GB), so
+    only while the declared 1-D tensors are shape-sized (:data:`.onnx_shapes.MAX_ELEMENTS`)."""
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) == 1 and dims[0].HasField("dim_value") and dims[0].dim_value > MAX_ELEMENTS:
+            return False
+    return True
+
+
 def _infer(model: Any) -> tuple[Any, str]:
     onnx = _onnx()
+    data_prop = _data_prop(model.graph)
     try:
-        return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=True)), ""
+        return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=data_prop)), ""
     except Exception as err:  # noqa: BLE001 - a model shape inference cannot handle still imports
         return model, f"shape inference failed ({type(err).__name__}: {str(err)[:120]}); sizes only where declared"
 
