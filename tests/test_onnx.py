@@ -423,6 +423,16 @@ def test_malformed_models_are_refused_naming_the_file_and_node(tmp_path: Path, m
         load_workload(path)
 
 
+def test_names_that_are_not_utf8_are_refused(tmp_path: Path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="Q"), helper.make_node("Relu", ["a"], ["y"], name="B")]
+    data = _relu_pair(nodes).SerializeToString()
+    assert data.count(b"Q") == 1
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(data.replace(b"Q", b"\x80"))  # protobuf reads the invalid UTF-8 name as bytes
+    with pytest.raises(SpecError, match=r"damaged\.onnx': ONNX node #0 has the name or tensor b'\\x80'"):
+        load_workload(path)
+
+
 def test_nodes_out_of_order_keep_every_edge(tmp_path: Path):
     nodes = [helper.make_node("Relu", ["a"], ["y"], name="B"), helper.make_node("Relu", ["x"], ["a"], name="A")]
     w = onnx_io.from_model(_relu_pair(nodes), name="unsorted")

@@ -421,6 +421,22 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     return b
 
 
+def _check_text(graph: Any) -> None:
+    """Refuse names that are not text: protobuf hands a string field with invalid UTF-8 over as bytes."""
+    for i, node in enumerate(graph.node):
+        for text in (node.name, node.op_type, node.domain, *node.input, *node.output):
+            if not isinstance(text, str):
+                raise SpecError(f"ONNX node #{i} has the name or tensor {text!r:.40}, which is not UTF-8 text; "
+                                "the file is damaged")
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if any(not isinstance(d.dim_param, str) for d in vi.type.tensor_type.shape.dim):
+            raise SpecError(f"ONNX tensor {vi.name!r:.40} has a symbolic dimension that is not UTF-8 text; the file "
+                            "is damaged")
+    for vi in (*graph.input, *graph.value_info, *graph.output, *graph.initializer):
+        if not isinstance(vi.name, str):
+            raise SpecError(f"ONNX tensor {vi.name!r:.40} has a name that is not UTF-8 text; the file is damaged")
+
+
 def _check_sources(graph: Any) -> None:
     """Refuse a node input that no node, graph input or initializer provides (a dangling input)."""
     known = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
@@ -490,6 +506,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     """
     from ..zoo.build import default_cluster
 
+    _check_text(model.graph)
     fixed = fix_dimensions(model, batch, seq, dims)
     _check_dims(model.graph)
     inferred, problem = _infer(model)
