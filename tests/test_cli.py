@@ -112,6 +112,41 @@ def test_more_stages_than_ops_is_refused_before_solving(capsys, tmp_path):
     assert "--stages 4: the graph has only 3 ops" in capsys.readouterr().err
     assert main(["bounds", _tiny(tmp_path), "--levels", "simple", "--memory", "inf", "--stages", "3", "--json"]) == 0
 
+
+def _dnn_file(tmp_path: Path, **changes) -> str:
+    node = {"supportedOnFpga": 1, "isBackwardNode": 0, "size": 1.0}
+    data = {"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 1,
+            "nodes": [{"id": 1, "cpuLatency": 1.0, "fpgaLatency": 0.5, **node},
+                      {"id": 2, "cpuLatency": 1.0, "fpgaLatency": 0.5, **node}],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 0.1}]}
+    for key, value in changes.items():
+        if key in data:
+            data[key] = value
+        else:
+            data["nodes"][0][key] = value
+    path = tmp_path / "dnn.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv", [["bounds", "--levels", "simple,superblock"], ["solve", "--method", "dp"],
+                                  ["solve", "--method", "ip", "--time-limit", "5"]])
+def test_costs_that_overflow_are_refused_at_load_naming_the_node(capsys, tmp_path, argv):
+    path = _dnn_file(tmp_path, cpuLatency=1e308, fpgaLatency=1e308)
+    assert main([argv[0], path, *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dnn.json': node 1: cpuLatency: 1e+308 is beyond 1e+18" in err
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"maxFPGAs": 10**9}, "maxFPGAs: 1000000000 is out of range"),
+    ({"maxFPGAs": 2.7}, "maxFPGAs: 2.7 is not a whole number"),
+    ({"isBackwardNode": "no"}, "node 1: isBackwardNode must be 0 or 1"),
+])
+def test_small_dnn_partitioning_files_that_would_blow_up_or_misread(capsys, tmp_path, changes, needle):
+    assert main(["bounds", _dnn_file(tmp_path, **changes), "--levels", "simple"]) == 2
+    assert needle in capsys.readouterr().err
+
 def test_bad_split_names_the_node(capsys, tmp_path, dnn_partitioning):
     workload = dnn_partitioning / "throughput-inputs/LayerGraphs/bert24_inference.json"
     split = tmp_path / "bad.json"
