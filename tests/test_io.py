@@ -313,6 +313,13 @@ def test_pipedream_small_profile(tmp_path):
     assert evaluate(p).objective == 8.0 / 2.0 + 2.5
 
 
+
+def test_pipedream_profile_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text(PROFILE, encoding="utf-8-sig")
+    assert detect_format(path) == "pipedream"
+    assert load_workload(path).graph.names == ("node1", "node2", "node3")
+
 def test_pipedream_defaults_and_training(tmp_path):
     path = tmp_path / "toy.txt"
     path.write_text(PROFILE)
