@@ -19,15 +19,16 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .errors import SpecError
+from .limits import MAX_DEVICES, MAX_TOTAL, Validated, construct, count
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
 
 
-class Device(BaseModel):
+class Device(Validated):
     """One device (a pipeline stage, an accelerator or a CPU)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +47,8 @@ class Device(BaseModel):
     def _memory(cls, value: float) -> float:
         if math.isnan(value) or value <= 0:
             raise ValueError(f"memory must be > 0 (use inf for unlimited), got {value!r}")
+        if math.isfinite(value) and value > MAX_TOTAL:
+            raise ValueError(f"memory must be at most {MAX_TOTAL:g} (use inf for unlimited), got {value!r}")
         return float(value)
 
     @field_validator("speed", "bandwidth")
@@ -53,6 +56,8 @@ class Device(BaseModel):
     def _positive(cls, value: float, info: Any) -> float:
         if math.isnan(value) or math.isinf(value) or value <= 0:
             raise ValueError(f"{info.field_name} must be a finite number > 0, got {value!r}")
+        if not 1 / MAX_TOTAL <= value <= MAX_TOTAL:
+            raise ValueError(f"{info.field_name} must lie in [{1 / MAX_TOTAL:g}, {MAX_TOTAL:g}], got {value!r}")
         return float(value)
 
     @model_validator(mode="after")
@@ -62,7 +67,7 @@ class Device(BaseModel):
         return self
 
 
-class Link(BaseModel):
+class Link(Validated):
     """A directed link ``src -> dst`` with bandwidth (bytes per time unit) and latency."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -87,16 +92,16 @@ class Link(BaseModel):
         return float(value)
 
 
-def _validated(model: type[BaseModel], item: Any, what: str) -> Any:
-    if isinstance(item, model):
-        return item
-    try:
-        return model.model_validate(dict(item))
-    except ValidationError as err:
-        name = item.get("name", item.get("src", "?")) if isinstance(item, Mapping) else "?"
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"{what} {name!r}: {loc}: {first['msg']}") from None
+def _listed(value: Any, what: str) -> list[Any]:
+    """``value`` as a list of at most :data:`MAX_DEVICES` items (``MAX_DEVICES**2`` for links); a string, a
+    mapping or a number is refused."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SpecError(f"cluster: {what} must be a list, got {type(value).__name__} {value!r:.40}")
+    items = list(value)
+    limit = MAX_DEVICES if what == "devices" else MAX_DEVICES**2
+    if len(items) > limit:
+        raise SpecError(f"cluster: {len(items)} {what}, more than the {limit} this package handles")
+    return items
 
 
 class Cluster:
@@ -110,7 +115,8 @@ class Cluster:
     """
 
     def __init__(self, devices: Iterable[Device | Mapping[str, Any]], links: Iterable[Link | Mapping[str, Any]] = ()):
-        self.devices: tuple[Device, ...] = tuple(_validated(Device, d, "device") for d in devices)
+        self.devices: tuple[Device, ...] = tuple(construct(Device, d, "device", i)
+                                                 for i, d in enumerate(_listed(devices, "devices")))
         if not self.devices:
             raise SpecError("cluster has no devices; add at least one device")
         self.index: dict[str, int] = {}
@@ -118,7 +124,7 @@ class Cluster:
             if d.name in self.index:
                 raise SpecError(f"cluster: duplicate device name {d.name!r}")
             self.index[d.name] = i
-        self.links: tuple[Link, ...] = tuple(_validated(Link, lk, "link") for lk in links)
+        self.links: tuple[Link, ...] = tuple(construct(Link, lk, "link", i) for i, lk in enumerate(_listed(links, "links")))
         for lk in self.links:
             for end in (lk.src, lk.dst):
                 if end not in self.index:
@@ -128,8 +134,7 @@ class Cluster:
     @classmethod
     def stages(cls, k: int, memory: float = math.inf, bandwidth: float = 1.0, kind: str = ACCELERATOR) -> Cluster:
         """``k`` identical pipeline stages (Archer et al.): every stage pays its IO."""
-        if k < 1:
-            raise SpecError(f"Cluster.stages: need k >= 1 stages, got {k}")
+        k = count(k, "Cluster.stages: k", 1)
         return cls(Device(name=f"stage{i}", kind=kind, memory=memory, bandwidth=bandwidth) for i in range(k))
 
     @classmethod
@@ -138,7 +143,10 @@ class Cluster:
         kind: str = ACCELERATOR, cpu_memory: float = math.inf,
     ) -> Cluster:
         """``k`` identical accelerators and ``cpus`` CPUs (Tarnawski et al. §3)."""
-        if k < 0 or cpus < 0 or k + cpus == 0:
+        k, cpus = count(k, "Cluster.accelerators: k"), count(cpus, "Cluster.accelerators: cpus")
+        if k + cpus > MAX_DEVICES:
+            raise SpecError(f"Cluster.accelerators: k + cpus = {k + cpus} devices, more than {MAX_DEVICES}")
+        if k + cpus == 0:
             raise SpecError(f"Cluster.accelerators: need k + cpus >= 1 with both >= 0, got k={k}, cpus={cpus}")
         accs = [Device(name=f"acc{i}", kind=kind, memory=memory, bandwidth=bandwidth) for i in range(k)]
         cpu = [Device(name=f"cpu{i}", kind=CPU, memory=cpu_memory, bandwidth=bandwidth) for i in range(cpus)]
@@ -159,6 +167,9 @@ class Cluster:
         >>> c.names, c.route_bandwidth[0, 1], c.route_bandwidth[1, 2], c.routed
         (('s0g0', 's0g1', 's1g0', 's1g1'), 10.0, 1.0, True)
         """
+        servers, per_server = count(servers, "Cluster.hierarchical: servers"), count(per_server, "per_server")
+        if servers * per_server > MAX_DEVICES:
+            raise SpecError(f"Cluster.hierarchical: {servers} x {per_server} devices, more than {MAX_DEVICES}")
         if servers < 1 or per_server < 1:
             raise SpecError(f"Cluster.hierarchical: need servers >= 1 and per_server >= 1, got servers={servers}, "
                             f"per_server={per_server}")
@@ -286,6 +297,8 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
+        if not isinstance(data, Mapping):
+            raise SpecError(f"cluster must be a mapping with a 'devices' list, got {type(data).__name__}")
         if "devices" not in data:
             raise SpecError("cluster mapping needs a 'devices' list")
         return cls(data["devices"], data.get("links", ()))

@@ -79,10 +79,10 @@ def _tupled(value: Any) -> Any:
 def term_from_dict(data: Mapping[str, Any]) -> Term:
     """Rebuild a term written by :meth:`Term.to_dict`."""
     name = data.get("term")
-    if name not in TERMS:
+    if not isinstance(name, str) or name not in TERMS:
         raise SpecError(f"unknown problem term {name!r}; known terms are {sorted(TERMS)} "
                         "(define and import a custom term before loading)")
-    fields = {k: _tupled(v) for k, v in data.items() if k != "term"}
+    fields = {str(k): _tupled(v) for k, v in data.items() if k != "term"}
     try:
         return TERMS[name](**fields)
     except TypeError as err:

@@ -20,25 +20,36 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from functools import cached_property
+from numbers import Integral
 from typing import Any
 
 import networkx as nx
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from .errors import SpecError
+from .limits import MAX_TOTAL, Validated, construct, total_ok
 
 DEFAULT_KIND = "*"
 
 
-def _check_cost(value: float, what: str) -> float:
-    value = float(value)
+def _check_cost(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, got {value!r}")  # noqa: TRY004 - pydantic reports ValueErrors
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} must be at most {MAX_TOTAL:g}, got an integer of {len(str(value))} digits") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r:.40}") from None
     if math.isnan(value) or math.isinf(value) or value < 0:
         raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+    if value > MAX_TOTAL:
+        raise ValueError(f"{what} must be at most {MAX_TOTAL:g}, got {value!r}")
     return value
 
 
-class Op(BaseModel):
+class Op(Validated):
     """One operator (or layer) of a computation graph."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,10 +75,17 @@ class Op(BaseModel):
             raise ValueError("work must be a number or a non-empty mapping kind -> time")
         return {str(k): _check_cost(v, f"work[{k!r}]") for k, v in value.items()}
 
-    @field_validator("param_bytes", "out_bytes", "activation_bytes")
+    @field_validator("param_bytes", "out_bytes", "activation_bytes", mode="before")
     @classmethod
-    def _nonneg(cls, value: float, info: Any) -> float:
+    def _nonneg(cls, value: Any, info: Any) -> float:
         return _check_cost(value, info.field_name)
+
+    @field_validator("backward", mode="before")
+    @classmethod
+    def _flag(cls, value: Any) -> Any:
+        if not isinstance(value, bool) and value not in (0, 1):
+            raise ValueError(f"backward must be true or false (or 0/1), got {value!r:.40}")
+        return bool(value)
 
     @field_validator("group", mode="before")
     @classmethod
@@ -82,30 +100,35 @@ class Op(BaseModel):
 
 
 def _as_op(item: Op | Mapping[str, Any], position: int) -> Op:
-    if isinstance(item, Op):
-        return item
-    try:
-        return Op.model_validate(dict(item))
-    except ValidationError as err:
-        name = item.get("name", f"#{position}") if isinstance(item, Mapping) else f"#{position}"
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"op {name!r}: {where}: {first['msg']}") from None
-    except TypeError:
-        raise SpecError(f"op #{position}: expected an Op or a mapping, got {type(item).__name__}") from None
+    return construct(Op, item, "op", position)
+
+
+def _end(value: Any, position: int) -> str:
+    """An edge's end: an op name (a string, or an integer id written as one)."""
+    if isinstance(value, bool) or not isinstance(value, (str, Integral)):
+        raise SpecError(f"edge #{position}: an end must be an op name, got {type(value).__name__} {value!r:.40}")
+    return str(value)
 
 
 def _as_edge(item: Any, position: int) -> tuple[str, str]:
     if isinstance(item, Mapping):
         try:
-            return str(item["src"]), str(item["dst"])
+            return _end(item["src"], position), _end(item["dst"], position)
         except KeyError:
-            raise SpecError(f"edge #{position}: mapping needs 'src' and 'dst', got {dict(item)!r}") from None
-    try:
-        src, dst = item
-    except (TypeError, ValueError):
-        raise SpecError(f"edge #{position}: expected a (src, dst) pair, got {item!r}") from None
-    return str(src), str(dst)
+            raise SpecError(f"edge #{position}: mapping needs 'src' and 'dst', got {dict(item)!r:.80}") from None
+    if isinstance(item, (str, bytes)) or not isinstance(item, Iterable):  # a string 'ab' is not the pair a -> b
+        raise SpecError(f"edge #{position}: expected a (src, dst) pair, got {item!r:.80}")
+    pair = list(item)
+    if len(pair) != 2:
+        raise SpecError(f"edge #{position}: expected a (src, dst) pair, got {item!r:.80}")
+    return _end(pair[0], position), _end(pair[1], position)
+
+
+def _items(value: Any, what: str, graph: str) -> list[Any]:
+    """``value`` as a list of items; a string, a mapping, a number or ``None`` is refused."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SpecError(f"graph {graph!r}: {what} must be a list, got {type(value).__name__} {value!r:.40}")
+    return list(value)
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -142,7 +165,7 @@ class Graph:
 
     def __init__(self, ops: Iterable[Op | Mapping[str, Any]], edges: Iterable[Any] = (), name: str = "graph"):
         self.name = str(name)
-        self.ops: tuple[Op, ...] = tuple(_as_op(o, i) for i, o in enumerate(ops))
+        self.ops: tuple[Op, ...] = tuple(_as_op(o, i) for i, o in enumerate(_items(ops, "ops", self.name)))
         if not self.ops:
             raise SpecError(f"graph {self.name!r} has no ops; add at least one op")
         self.index: dict[str, int] = {}
@@ -151,7 +174,7 @@ class Graph:
                 raise SpecError(f"graph {self.name!r}: duplicate op name {op.name!r}; op names must be unique")
             self.index[op.name] = i
         self.names: tuple[str, ...] = tuple(op.name for op in self.ops)
-        pairs = [_as_edge(e, i) for i, e in enumerate(edges)]
+        pairs = [_as_edge(e, i) for i, e in enumerate(_items(edges, "edges", self.name))]
         self.src, self.dst = self._edge_arrays(pairs)
         self.succ_ptr, self.succ_idx = _csr(self.src, self.dst, self.n)
         self.pred_ptr, self.pred_idx = _csr(self.dst, self.src, self.n)
@@ -164,6 +187,7 @@ class Graph:
         self.activation_bytes = self._vector("activation_bytes")
         self.backward = _readonly(np.array([op.backward for op in self.ops], dtype=bool))
         self.group_id = self._group_ids()
+        self._check_totals()
 
     # ------------------------------------------------------------------ construction
     def _edge_arrays(self, pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
@@ -202,6 +226,22 @@ class Graph:
                 f"graph {self.name!r} has a cycle: {' -> '.join(cycle + cycle[:1])}; computation graphs must be DAGs"
             )
         return _readonly(order)
+
+    def _check_totals(self) -> None:
+        """Refuse costs whose totals over the graph leave the sane range (:mod:`placement_dsl.limits`),
+        naming the largest op: sums, loads and big-M constants of such a graph would overflow."""
+        columns = {"param_bytes + activation_bytes": self.param_bytes + self.activation_bytes,
+                   "out_bytes": self.out_bytes}
+        for kind in sorted({k for op in self.ops for k in op.work}):
+            work = np.array([op.work.get(kind, 0.0) for op in self.ops])
+            columns[f"work[{kind!r}]"] = work
+        for what, values in columns.items():
+            total = float(np.sum(values))
+            if not total_ok(total):
+                big = int(np.argmax(values))
+                raise SpecError(f"graph {self.name!r}: the ops' {what} add up to {total:.3g}, beyond {MAX_TOTAL:g}; "
+                                f"the largest is op {self.names[big]!r} with {values[big]:.3g}; give costs in a "
+                                "larger unit")
 
     def _vector(self, field: str) -> np.ndarray:
         return _readonly(np.array([getattr(op, field) for op in self.ops], dtype=float))

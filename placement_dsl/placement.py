@@ -114,6 +114,8 @@ class Placement:
         """From ``{op name: device name}``; every op must be placed exactly once."""
         assign = np.full(graph.n, -1, dtype=np.int64)
         for op, dev in mapping.items():
+            if not isinstance(dev, str):
+                raise SpecError(f"placement puts op {op!r:.40} on {dev!r:.40}, which is not a device name")
             if op not in graph.index:
                 raise SpecError(f"placement names unknown op {op!r} (graph {graph.name!r})")
             if dev not in cluster.index:
@@ -142,6 +144,9 @@ class Placement:
             raise SpecError(f"not a placement file: format {data.get('format')!r}")
         if "assignment" not in data:
             raise SpecError("placement mapping needs an 'assignment' {op: device}")
+        if not isinstance(data["assignment"], Mapping):
+            raise SpecError(f"placement: 'assignment' must map op names to device names, got "
+                            f"{type(data['assignment']).__name__} {data['assignment']!r:.40}")
         schedule = Schedule.from_dict(graph, cluster, data["schedule"]) if data.get("schedule") is not None else None
         return cls.from_mapping(graph, cluster, data["assignment"], data.get("source", ""), schedule=schedule,
                                 replicas=data.get("replicas"))

@@ -40,6 +40,17 @@ def Stages(k: int, memory: float = math.inf, bandwidth: float = 1.0) -> Cluster:
     return Cluster.stages(k, memory=memory, bandwidth=bandwidth)
 
 
+def _term(data: Any, where: str) -> Term:
+    """A term from its mapping ``{"term": name, ...fields}``, errors naming ``where`` it was in the problem."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"problem: {where} must be a term mapping such as {{'term': 'Throughput'}}, got "
+                        f"{type(data).__name__} {data!r:.40}")
+    try:
+        return term_from_dict(data)
+    except SpecError as err:
+        raise SpecError(f"problem: {where}: {err}") from None
+
+
 class Problem:
     """A declarative placement problem.
 
@@ -181,6 +192,8 @@ class Problem:
     def from_dict(cls, data: Mapping[str, Any]) -> Problem:
         from .io.workload import graph_from_dict
 
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a problem is a mapping with 'graph', 'cluster' and 'objective', got {type(data).__name__}")
         if data.get("format", PROBLEM_FORMAT) != PROBLEM_FORMAT:
             raise SpecError(f"not a problem file: format {data.get('format')!r}, expected {PROBLEM_FORMAT!r}")
         if data.get("version", VERSION) != VERSION:
@@ -189,9 +202,13 @@ class Problem:
         missing = [k for k in ("graph", "cluster", "objective") if k not in data]
         if missing:
             raise SpecError(f"problem mapping lacks {missing}")
-        objective = term_from_dict(data["objective"])
+        objective = _term(data["objective"], "objective")
+        constraints = data.get("constraints", [])
+        if not isinstance(constraints, list):
+            raise SpecError(f"problem: 'constraints' must be a list of terms such as {{'term': 'Memory'}}, got "
+                            f"{type(constraints).__name__} {constraints!r:.40}")
         return cls(graph_from_dict(data["graph"]), Cluster.from_dict(data["cluster"]), objective,  # type: ignore[arg-type]
-                   [term_from_dict(t) for t in data.get("constraints", [])])
+                   [_term(t, f"constraints[{i}]") for i, t in enumerate(constraints)])
 
     def save(self, path: str | Path) -> None:
         write_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
@@ -199,9 +216,13 @@ class Problem:
     @classmethod
     def load(cls, path: str | Path) -> Problem:
         try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, json.JSONDecodeError) as err:
-            raise SpecError(f"cannot read problem {str(path)!r}: {err}") from None
+            data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError, RecursionError) as err:
+            raise SpecError(f"cannot read problem {str(path)!r}: {' '.join(str(err).split())[:120]}") from None
+        try:
+            return cls.from_dict(data)
+        except SpecError as err:
+            raise SpecError(f"problem {str(path)!r}: {err}") from None
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Problem) and self.source_graph == other.source_graph

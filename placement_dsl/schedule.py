@@ -134,6 +134,8 @@ class Schedule:
     @classmethod
     def from_dict(cls, graph: Graph, cluster: Cluster, data: Mapping[str, Any]) -> Schedule:
         """Inverse of :meth:`to_dict`; every op needs a start time."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"schedule must be a mapping with 'ops' and 'transfers', got {type(data).__name__}")
         ops = data.get("ops")
         if not isinstance(ops, Mapping):
             raise SpecError("schedule mapping needs 'ops': {op name: start time}")
@@ -146,9 +148,12 @@ class Schedule:
             missing = [graph.names[i] for i in np.flatnonzero(np.isnan(start))[:5]]
             raise SpecError(f"schedule gives no start time for {int(np.isnan(start).sum())} op(s), e.g. {missing}")
         transfers = {}
-        for item in data.get("transfers", ()):
+        items = data.get("transfers", [])
+        if not isinstance(items, list) or not all(isinstance(item, Mapping) for item in items):
+            raise SpecError(f"schedule: 'transfers' must be a list of {{'op', 'device', 'start'}}, got {items!r:.40}")
+        for item in items:
             op, dev = item.get("op"), item.get("device")
-            if op not in graph.index or dev not in cluster.index:
+            if not isinstance(op, str) or not isinstance(dev, str) or op not in graph.index or dev not in cluster.index:
                 raise SpecError(f"schedule transfer names unknown op {op!r} or device {dev!r}")
             transfers[(graph.index[op], cluster.index[dev])] = _time(item.get("start"), f"transfer of {op!r} to {dev!r}")
         return cls(start, transfers)

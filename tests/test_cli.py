@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,72 @@ def test_errors_exit_2_with_message(capsys, argv, needle):
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
 
+
+
+def _tiny(tmp_path: Path) -> str:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"graph": {"ops": [{"name": n, "work": 1} for n in "abc"],
+                                          "edges": [["a", "b"], ["b", "c"]]}}))
+    return str(path)
+
+
+@pytest.mark.parametrize("option, value, needle", [
+    ("--stages", "1e9", "--stages must be a whole number, got '1e9'"),
+    ("--stages", "2.5", "--stages must be a whole number, got '2.5'"),
+    ("--stages", "100000", "--stages must be at most 4096, got '100000'"),
+    ("--cpus", "10000000", "--cpus must be at most 4096"),
+    ("--bandwidth", "inf", "--bandwidth must be a finite number, got 'inf'"),
+    ("--bandwidth", "nan", "--bandwidth must be a finite number|--bandwidth must be > 0"),
+    ("--memory", "1e300", "--memory must be at most 1e+18 (or inf)"),
+    ("--time-limit", "inf", "--time-limit must be a finite number"),
+])
+def test_cluster_options_refuse_non_integers_non_finite_and_absurd_values(capsys, tmp_path, option, value, needle):
+    with pytest.raises(SystemExit) as exit_:  # argparse refuses the value itself
+        main(["solve", _tiny(tmp_path), "--method", "ip", option, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.count("\n") == 1 and re.search(needle if "|" in needle else re.escape(needle), err)
+
+
+def test_more_stages_than_ops_is_refused_before_solving(capsys, tmp_path):
+    assert main(["solve", _tiny(tmp_path), "--method", "ip", "--stages", "4", "--time-limit", "20"]) == 2
+    assert "--stages 4: the graph has only 3 ops" in capsys.readouterr().err
+    assert main(["bounds", _tiny(tmp_path), "--levels", "simple", "--memory", "inf", "--stages", "3", "--json"]) == 0
+
+
+def _dnn_file(tmp_path: Path, **changes) -> str:
+    node = {"supportedOnFpga": 1, "isBackwardNode": 0, "size": 1.0}
+    data = {"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 1,
+            "nodes": [{"id": 1, "cpuLatency": 1.0, "fpgaLatency": 0.5, **node},
+                      {"id": 2, "cpuLatency": 1.0, "fpgaLatency": 0.5, **node}],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 0.1}]}
+    for key, value in changes.items():
+        if key in data:
+            data[key] = value
+        else:
+            data["nodes"][0][key] = value
+    path = tmp_path / "dnn.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv", [["bounds", "--levels", "simple,superblock"], ["solve", "--method", "dp"],
+                                  ["solve", "--method", "ip", "--time-limit", "5"]])
+def test_costs_that_overflow_are_refused_at_load_naming_the_node(capsys, tmp_path, argv):
+    path = _dnn_file(tmp_path, cpuLatency=1e308, fpgaLatency=1e308)
+    assert main([argv[0], path, *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dnn.json': node 1: cpuLatency: 1e+308 is beyond 1e+18" in err
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"maxFPGAs": 10**9}, "maxFPGAs: 1000000000 is out of range"),
+    ({"maxFPGAs": 2.7}, "maxFPGAs: 2.7 is not a whole number"),
+    ({"isBackwardNode": "no"}, "node 1: isBackwardNode must be 0 or 1"),
+])
+def test_small_dnn_partitioning_files_that_would_blow_up_or_misread(capsys, tmp_path, changes, needle):
+    assert main(["bounds", _dnn_file(tmp_path, **changes), "--levels", "simple"]) == 2
+    assert needle in capsys.readouterr().err
 
 def test_bad_split_names_the_node(capsys, tmp_path, dnn_partitioning):
     workload = dnn_partitioning / "throughput-inputs/LayerGraphs/bert24_inference.json"

@@ -96,3 +96,39 @@ def test_dict_round_trip():
     with pytest.raises(SpecError, match="'devices'"):
         Cluster.from_dict({})
     assert np.isinf(c.memory[1])
+
+
+@pytest.mark.parametrize("devices, message", [
+    (["acc0"], r"device #0: expected a mapping of its fields, got str"),
+    (None, r"devices must be a list, got NoneType"),
+    ("acc0", r"devices must be a list, got str"),
+    ([{"name": "g", "memory": 1e300}], r"device 'g': memory: .*at most 1e\+18 \(use inf for unlimited\)"),
+    ([{"name": "g", "bandwidth": 1e-300}], r"device 'g': bandwidth: .*must lie in"),
+])
+def test_devices_that_are_not_device_mappings(devices, message):
+    with pytest.raises(SpecError, match=message):
+        Cluster(devices)
+
+
+def test_cluster_from_dict_needs_a_mapping():
+    with pytest.raises(SpecError, match="cluster must be a mapping"):
+        Cluster.from_dict(["acc0"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Cluster.accelerators(10**9), r"k: 1000000000 is out of range"),
+    (lambda: Cluster.accelerators(4000, cpus=200), r"4200 devices, more than 4096"),
+    (lambda: Cluster.stages(10**9), r"k: 1000000000 is out of range"),
+    (lambda: Cluster.stages(2.7), r"k: 2\.7 is not a whole number"),
+    (lambda: Cluster.hierarchical(10**5, 10**5, intra=1.0, inter=1.0), r"servers: 100000 is out of range"),
+    (lambda: Cluster.hierarchical(100, 100, intra=1.0, inter=1.0), r"100 x 100 devices, more than 4096"),
+])
+def test_device_counts_no_cluster_has_are_refused_before_allocating(make, message):
+    with pytest.raises(SpecError, match=message):
+        make()
+
+
+def test_device_constructor_raises_one_line_spec_errors():
+    with pytest.raises(SpecError, match=r"^device 'g': bandwidth: .*finite number > 0, got inf$"):
+        Device(name="g", bandwidth=math.inf)
+    assert Cluster.stages(np.int64(2)).size == 2

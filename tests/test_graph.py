@@ -123,3 +123,58 @@ def test_malformed_op():
         Graph([Op(name="a"), 5])
     with pytest.raises(SpecError, match="op 'x': colour"):
         Graph([{"name": "x", "colour": 3}])
+
+
+@pytest.mark.parametrize("ops, edges, message", [
+    (None, (), r"graph 'graph': ops must be a list, got NoneType"),
+    ("abc", (), r"ops must be a list, got str"),
+    ([{"name": "a"}], None, r"edges must be a list, got NoneType"),
+    ([{"name": "a"}], 5, r"edges must be a list, got int"),
+    (["a"], (), r"op #0: expected a mapping of its fields, got str"),
+])
+def test_ops_and_edges_that_are_not_lists(ops, edges, message):
+    with pytest.raises(SpecError, match=message):
+        Graph(ops, edges)
+
+
+@pytest.mark.parametrize("edge", ["ab", b"ab", ("a", 1.5), ("a", None), (True, "b")])
+def test_an_edge_is_a_pair_of_names_not_a_two_letter_string(edge):
+    with pytest.raises(SpecError, match=r"edge #0"):
+        Graph([Op(name="a"), Op(name="b")], [edge])
+
+
+def test_integer_and_numpy_ends_name_ops():
+    g = Graph([Op(name="1"), Op(name="2")], [(1, np.int64(2))])
+    assert g.edges == (("1", "2"),)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("work", 1e308, r"op 'bad': work: .*work\['\*'\] must be at most 1e\+18"),
+    ("work", 10**400, r"op 'bad': work: .*integer of 401 digits"),
+    ("out_bytes", 10**400, r"op 'bad': out_bytes: .*integer of 401 digits"),
+    ("param_bytes", 2e18, r"op 'bad': param_bytes: .*at most"),
+    ("work", {"cpu": "fast"}, r"op 'bad': work.*not a number|op 'bad': work.*number"),
+    ("work", True, r"op 'bad': work"),
+    ("out_bytes", True, r"op 'bad': out_bytes"),
+    ("backward", "no", r"op 'bad': backward: .*true or false"),
+    ("backward", 2, r"op 'bad': backward"),
+])
+def test_costs_out_of_range_name_the_op(field, value, message):
+    with pytest.raises(SpecError, match=message):
+        Graph([{"name": "ok"}, {"name": "bad", field: value}])
+
+
+def test_totals_beyond_the_sane_range_name_the_largest_op():
+    ops = [Op(name="a", work=6e17), Op(name="b", work=7e17)]
+    with pytest.raises(SpecError, match=r"work\['\*'\] add up to 1\.3e\+18.* op 'b' with 7e\+17"):
+        Graph(ops)
+    with pytest.raises(SpecError, match=r"param_bytes \+ activation_bytes add up"):
+        Graph([Op(name="a", param_bytes=6e17, activation_bytes=6e17)])
+    assert Graph([Op(name="a", work=5e17), Op(name="b", work=5e17)]).n == 2
+
+
+def test_op_constructor_raises_one_line_spec_errors():
+    with pytest.raises(SpecError, match=r"^op 'a': work: .*finite number >= 0, got -1\.0$"):
+        Op(name="a", work=-1.0)
+    with pytest.raises(SpecError, match=r"^op 'a': param_bytes: .*at most 1e\+18, got inf|finite"):
+        Op(name="a", param_bytes=math.inf)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from placement_dsl.io import (
     save_placement,
     save_workload,
 )
+from placement_dsl.io.dnn_partitioning import cluster_from_dict as dp_cluster_from_dict
 from placement_dsl.io.workload import graph_to_dict, workload_from_dict, workload_to_dict
 from placement_dsl.placement import Placement
 
@@ -191,6 +193,92 @@ def test_dnn_partitioning_invalid(tmp_path, change, message):
         load_workload(_write(tmp_path / "m.json", data), format="dnn-partitioning")
 
 
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(edges=[1, 2]), r"edges\[0\] = 1 is malformed"),
+    (lambda d: d.update(edges=5), r"'edges' is malformed"),
+    (lambda d: d.update(maxFPGAs="two"), r"maxFPGAs: 'two' is not a whole number"),
+    (lambda d: d.update(maxFPGAs=None), r"maxFPGAs: None is not a whole number"),
+    (lambda d: d.update(maxFPGAs=2.7), r"maxFPGAs: 2\.7 is not a whole number"),
+    (lambda d: d.update(maxFPGAs=10**9), r"maxFPGAs: 1000000000 is out of range"),
+    (lambda d: d.update(maxCPUs=-1), r"maxCPUs: -1 is out of range"),
+    (lambda d: d.update(maxSizePerFPGA="big"), r"maxSizePerFPGA: 'big' is not a number"),
+    (lambda d: d.update(maxSizePerFPGA=-10), r"maxSizePerFPGA: -10 must be a finite number >= 0"),
+    (lambda d: d.update(maxSizePerFPGA=0), r"maxSizePerFPGA: 0 must be > 0"),
+    (lambda d: d["nodes"][0].update(supportedOnFpga="yes"), r"node 1: supportedOnFpga must be 0 or 1"),
+    (lambda d: d["nodes"][0].update(isBackwardNode="no"), r"node 1: isBackwardNode must be 0 or 1"),
+    (lambda d: d["nodes"][0].update(id=[1]), r"nodes\[0\]\.id must be an integer or a string id"),
+    (lambda d: d["edges"][0].update(sourceId=None), r"edges\[0\]\.sourceId must be an integer or a string id"),
+    (lambda d: d["nodes"][0].update(cpuLatency=1e308), r"node 1: cpuLatency: 1e\+308 is beyond 1e\+18"),
+    (lambda d: d["nodes"][0].update(size=10**400), r"node 1: size: an integer of 401 digits"),
+])
+def test_dnn_partitioning_wrong_types_and_values_name_the_file_and_field(tmp_path, change, message):
+    data = dnn_input()
+    change(data)
+    path = _write(tmp_path / "m.json", data)
+    with pytest.raises(SpecError, match=rf"^'{re.escape(str(path))}': .*{message}"):
+        load_workload(path)
+
+
+def test_dnn_partitioning_maxfpgas_of_a_billion_is_refused_before_allocating(tmp_path):
+    data = dnn_input()
+    data["maxFPGAs"] = 10**9
+    with pytest.raises(SpecError, match="maxFPGAs"):
+        dp_cluster_from_dict(data)
+    assert dp_cluster_from_dict({**data, "maxFPGAs": 2.0}).size == 3
+
+
+@pytest.mark.parametrize("split, message", [
+    ({"fpgas": [1, 2]}, r"split: fpgas\[0\] = 1 must be a mapping"),
+    ({"fpgas": {"a": 1}}, r"split: 'fpgas' must be a list"),
+    ({"fpgas": [{"nodes": 5}]}, r"split: fpgas\[0\]\.nodes must be a list of node ids, got 5"),
+    ({"cpus": [{"nodes": [[3]]}]}, r"split: cpus\[0\]\.nodes must be an integer or a string id"),
+    ({"format": "placement_dsl.placement", "assignment": ["1"]}, r"'assignment' must map op names"),
+    ({"format": "placement_dsl.placement", "assignment": {"1": 0}}, r"op '1' on 0, which is not a device name"),
+])
+def test_malformed_split_files_name_the_file_and_field(tmp_path, split, message):
+    w = load_workload(_write(tmp_path / "model.json", dnn_input()))
+    path = _write(tmp_path / "split.json", split)
+    with pytest.raises(SpecError, match=rf"^'{re.escape(str(path))}': .*{message}"):
+        load_placement(path, w)
+
+
+@pytest.mark.parametrize("graph, message", [
+    ({"ops": "abc"}, r"ops must be a list, got str"),
+    ({"ops": [{"name": "a"}, {"name": "b"}], "edges": 5}, r"edges must be a list, got int"),
+    ({"ops": [{"name": "a"}, {"name": "b"}], "edges": ["ab"]}, r"edge #0: expected a \(src, dst\) pair, got 'ab'"),
+    ({"ops": [{"name": "a", "work": 10**400}]}, r"op 'a': work: .*integer of 401 digits"),
+])
+def test_native_malformed_graphs_name_the_file_and_item(tmp_path, graph, message):
+    path = _write(tmp_path / "w.json", {"format": "placement_dsl.workload", "version": 1, "graph": graph})
+    with pytest.raises(SpecError, match=rf"^'{re.escape(str(path))}': .*{message}"):
+        load_workload(path)
+
+
+def test_native_devices_that_are_names_not_mappings(tmp_path):
+    data = {"graph": {"ops": [{"name": "a"}]}, "cluster": {"devices": ["acc0"]}}
+    with pytest.raises(SpecError, match=r"w\.json': device #0: expected a mapping of its fields, got str"):
+        load_workload(_write(tmp_path / "w.json", data))
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[" * 100 + "]" * 100])
+def test_deeply_nested_json_is_refused(tmp_path, text):
+    path = tmp_path / "deep.json"
+    path.write_text('{"graph": ' + text + "}")
+    with pytest.raises(SpecError, match=r"deep\.json'.*(cannot hold|nested more than 64 levels)"):
+        load_workload(path)
+
+
+def test_json_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_text(json.dumps(workload_to_dict(rich_workload())), encoding="utf-8-sig")
+    assert detect_format(path) == "native"
+    assert load_workload(path).graph == rich_workload().graph
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": ["x", "y", "z"]}]}), encoding="utf-8-sig")
+    w = Workload(Graph([Op(name="x"), Op(name="y"), Op(name="z")]), Cluster.accelerators(1), "dnn-partitioning")
+    assert load_placement(split, w).used_devices() == ["acc0"]
+
 @pytest.mark.shared
 def test_dnn_partitioning_shared_round_trip(dnn_partitioning, tmp_path):
     w = load_workload(dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json")
@@ -224,6 +312,13 @@ def test_pipedream_small_profile(tmp_path):
     p = Placement(g, w.cluster, [0, 1, 1])
     assert evaluate(p).objective == 8.0 / 2.0 + 2.5
 
+
+
+def test_pipedream_profile_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text(PROFILE, encoding="utf-8-sig")
+    assert detect_format(path) == "pipedream"
+    assert load_workload(path).graph.names == ("node1", "node2", "node3")
 
 def test_pipedream_defaults_and_training(tmp_path):
     path = tmp_path / "toy.txt"
@@ -280,6 +375,24 @@ def moirai_dir(shared_data):
         pytest.skip("../shared/data/moirai is absent")
     return path
 
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("damage", ["truncate-half", "truncate-header", "flip-directory", "flip-stream"])
+def test_moirai_damaged_sheets_name_the_file(moirai_dir, tmp_path, damage):
+    data = bytearray((moirai_dir / "example-1.xls").read_bytes())  # a copy in tmp_path, never in the repository
+    if damage == "truncate-half":
+        data = data[: len(data) // 2]
+    elif damage == "truncate-header":
+        data = data[:300]
+    elif damage == "flip-directory":  # the sector allocation table of the compound document
+        data[76:80] = b"\xff\xfe\xff\xff"
+    else:  # the workbook stream's first record
+        data[512:520] = b"\xff" * 8
+    path = tmp_path / "damaged.xls"
+    path.write_bytes(data)
+    with pytest.raises(SpecError, match=rf"'{re.escape(str(path))}'"):
+        load_workload(path)
 
 @pytest.mark.shared
 def test_moirai_example(moirai_dir):

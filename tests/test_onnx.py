@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -392,3 +393,65 @@ def test_torch_factory_errors_are_spec_errors():
         torch_export.load("test_onnx:no_such_factory")
     with pytest.raises(SpecError, match="not MODULE:FACTORY"):
         torch_export.factory("just_a_name")
+
+
+# ---------------------------------------------------------------------------- malformed models
+def _relu_pair(nodes=None, x_shape=(2, 3)) -> onnx.ModelProto:
+    """``x -> A -> a -> B -> y`` (or the given nodes) with the declared input shape ``x_shape``."""
+    nodes = nodes or [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Relu", ["a"], ["y"], name="B")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "pair", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+@pytest.mark.parametrize("model, message", [
+    (lambda: _relu_pair([helper.make_node("Add", ["x", "b"], ["a"], name="A"),
+                         helper.make_node("Relu", ["a"], ["b"], name="B"),
+                         helper.make_node("Relu", ["b"], ["y"], name="C")]),
+     r"graph 'bad' has a cycle: (A -> B -> A|B -> A -> B)"),
+    (lambda: _relu_pair([helper.make_node("Add", ["x", "ghost"], ["a"], name="A"),
+                         helper.make_node("Relu", ["a"], ["y"], name="B")]),
+     r"ONNX node 'A' reads tensor 'ghost', which no node, graph input or initializer provides"),
+    (lambda: _relu_pair(x_shape=(-5, 3)), r"ONNX tensor 'x' has the dimension -5"),
+    (lambda: _relu_pair(x_shape=(2**62, 20)), r"ONNX tensor 'x' of shape \[4611686018427387904, 20\] holds 3\.69e\+20"),
+])
+def test_malformed_models_are_refused_naming_the_file_and_node(tmp_path: Path, model, message):
+    path = tmp_path / "bad.onnx"
+    onnx.save(model(), str(path))
+    with pytest.raises(SpecError, match=rf"'{re.escape(str(path))}': {message}"):
+        load_workload(path)
+
+
+def test_names_that_are_not_utf8_are_refused(tmp_path: Path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="Q"), helper.make_node("Relu", ["a"], ["y"], name="B")]
+    data = _relu_pair(nodes).SerializeToString()
+    assert data.count(b"Q") == 1
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(data.replace(b"Q", b"\x80"))  # protobuf reads the invalid UTF-8 name as bytes
+    with pytest.raises(SpecError, match=r"damaged\.onnx': ONNX node #0 has the name or tensor b'\\x80'"):
+        load_workload(path)
+
+
+def test_nodes_out_of_order_keep_every_edge(tmp_path: Path):
+    nodes = [helper.make_node("Relu", ["a"], ["y"], name="B"), helper.make_node("Relu", ["x"], ["a"], name="A")]
+    w = onnx_io.from_model(_relu_pair(nodes), name="unsorted")
+    assert w.graph.edges == (("A", "B"),)
+
+
+@pytest.mark.parametrize("length, propagated", [(4, True), (2**26, False)])
+def test_long_1d_inputs_skip_onnx_data_propagation(monkeypatch, length, propagated):
+    """ONNX data propagation treats a 1-D tensor as a shape, per element: an input of 2**26 floats ran out of
+    6 GB in it. Such a model imports with plain shape inference."""
+    seen = []
+    infer_shapes = onnx.shape_inference.infer_shapes
+
+    def spy(model, **options):
+        seen.append(options.get("data_prop"))
+        return infer_shapes(model, **{**options, "data_prop": False})
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="A"), helper.make_node("Relu", ["a"], ["y"], name="B")]
+    w = onnx_io.from_model(_relu_pair(nodes, x_shape=(length,)), name="long")
+    assert seen and set(seen) == {propagated}
+    assert w.graph.ops[0].attrs["shape"] == [length]

@@ -105,6 +105,35 @@ def test_json_round_trip(tmp_path):
         term_from_dict({"term": "NoSuchTerm"})
 
 
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(objective=[1]), r"problem: objective must be a term mapping .*got list \[1\]"),
+    (lambda d: d.update(constraints="Memory"), r"problem: 'constraints' must be a list of terms .*got str 'Memory'"),
+    (lambda d: d.update(constraints=[5]), r"problem: constraints\[0\] must be a term mapping"),
+    (lambda d: d.update(objective={"term": [1]}), r"problem: objective: unknown problem term \[1\]"),
+    (lambda d: d.update(graph=None), r"'graph' must be a mapping"),
+    (lambda d: d.update(cluster=[]), r"cluster must be a mapping"),
+    (lambda d: d["graph"].update(edges=["ab"]), r"edge #0: expected a \(src, dst\) pair, got 'ab'"),
+])
+def test_from_dict_refuses_malformed_fields_by_name(change, message):
+    data = Problem(small(), Cluster.accelerators(2), Throughput(), [Memory()]).to_dict()
+    change(data)
+    with pytest.raises(SpecError, match=message):
+        Problem.from_dict(data)
+    with pytest.raises(SpecError, match="problem mapping|a problem is a mapping"):
+        Problem.from_dict([data])
+
+
+def test_load_names_the_file(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text('{"graph": {"ops": "abc"}, "cluster": {"devices": [{"name": "a"}]}, '
+                    '"objective": {"term": "Throughput"}}')
+    with pytest.raises(SpecError, match=r"problem '.*p\.json': .*ops must be a list"):
+        Problem.load(path)
+    path.write_text("[" * 100_000)
+    with pytest.raises(SpecError, match=r"cannot read problem"):
+        Problem.load(path)
+
 def test_command_line_methods_map_to_terms():
     from placement_dsl.cli.problems import problem_for_method
 

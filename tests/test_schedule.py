@@ -161,6 +161,11 @@ def test_round_trip_through_placement_and_json(two):
     ({"ops": {**VALID, "zz": 1.0}}, "unknown op 'zz'"),
     ({"ops": {**VALID, "a": float("nan")}}, "op 'a' starts at nan"),
     ({"ops": VALID, "transfers": [{"op": "a", "device": "d7", "start": 1.0}]}, "unknown op 'a' or device 'd7'"),
+    (5, "schedule must be a mapping with 'ops' and 'transfers', got int"),
+    ([], "schedule must be a mapping with 'ops' and 'transfers', got list"),
+    ({"ops": VALID, "transfers": 3}, "'transfers' must be a list"),
+    ({"ops": VALID, "transfers": ["a"]}, "'transfers' must be a list"),
+    ({"ops": VALID, "transfers": [{"op": ["a"], "device": "d0", "start": 1.0}]}, r"unknown op \['a'\]"),
 ])
 def test_bad_schedules_are_named(two, bad, message):
     with pytest.raises(SpecError, match=message):

@@ -10,6 +10,7 @@ from ..files import check_writable
 from ..io import Workload, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..io.report import human_bytes
+from ..limits import MAX_DEVICES
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, resize
 
@@ -96,7 +97,7 @@ def add_import_parser(sub: Any) -> None:
     im.add_argument("--costs", metavar="PROFILE.csv", help="measured times per op or module (CSV or JSON, ms)")
     im.add_argument("--no-calibrate", action="store_true",
                     help="keep the roofline times of ops the profile does not measure")
-    im.add_argument("--stages", type=_number(int, 1, "--stages"), metavar="K",
+    im.add_argument("--stages", type=_number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
                     help="accelerators of the workload's cluster (default: 4 and a CPU)")
     _common(im, "print a JSON summary of what was written")
     _quiet(im)

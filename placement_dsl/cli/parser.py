@@ -7,12 +7,15 @@ from typing import Any, NoReturn
 
 from ..evaluate import NAMED
 from ..io.workload import FORMATS
+from ..limits import MAX_DEVICES, MAX_TOTAL
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
 from .schedules import add_congestion_arg
 from .sweep import add_sweep_parsers
 from .training import add_cluster_args, add_training_args
 from .workloads import one_line
+
+MAX_INT = 10**9  # an integer option beyond this is a typo (no budget, count or size here is that large)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -24,16 +27,31 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-def _number(kind: type, low: float, name: str, inclusive: bool = True) -> Any:
-    """An argparse type: a ``kind`` number ``>= low`` (``> low`` unless ``inclusive``), with a clear message."""
+def _number(kind: type, low: float, name: str, inclusive: bool = True, *, high: float | None = None,
+            unlimited: bool = False) -> Any:
+    """An argparse type: a ``kind`` number ``>= low`` (``> low`` unless ``inclusive``) and ``<= high``, with a
+    clear message. An ``int`` must be written as one (``1e9`` and ``2.5`` are refused) and stays below
+    :data:`MAX_INT` unless ``high`` says otherwise; a ``float`` is finite and at most
+    :data:`~placement_dsl.limits.MAX_TOTAL`, or ``inf`` where ``unlimited``."""
+    top = high if high is not None else MAX_INT if kind is int else MAX_TOTAL
+
     def parse(text: str) -> Any:
         """``text`` as a number in range, else an argparse error naming the option."""
         try:
-            value = kind(float(text)) if kind is int and "e" in text.lower() else kind(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
+        if math.isinf(value) and value > 0 and unlimited:
+            return value
+        if math.isinf(value):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number{' or inf' if unlimited else ''}, "
+                                             f"got {text!r}")
         if math.isnan(value) or value < low or (value == low and not inclusive):
             raise argparse.ArgumentTypeError(f"{name} must be {'>=' if inclusive else '>'} {low:g}, got {text!r}")
+        if value > top:
+            raise argparse.ArgumentTypeError(f"{name} must be at most {top:g}{' (or inf)' if unlimited else ''}, "
+                                             f"got {text!r}")
         return value
     return parse
 
@@ -54,13 +72,13 @@ def _cluster_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--training", action="store_true",
                     help="use the training graph: the zoo's -train model, a PipeDream profile's backward pass, "
                          "or a derived one (backward work = 2x forward)")
-    sp.add_argument("--stages", type=_number(int, 1, "--stages"), metavar="K",
+    sp.add_argument("--stages", type=_number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
                     help="number of accelerators / pipeline stages (copies of the first accelerator)")
-    sp.add_argument("--memory", type=_number(float, 0, "--memory", inclusive=False), metavar="BYTES",
+    sp.add_argument("--memory", type=_number(float, 0, "--memory", inclusive=False, unlimited=True), metavar="BYTES",
                     help="memory of each accelerator in bytes (inf = unlimited)")
     sp.add_argument("--bandwidth", type=_number(float, 0, "--bandwidth", inclusive=False), metavar="BYTES_PER_MS",
                     help="bandwidth of every device to the interconnect, in bytes per ms")
-    sp.add_argument("--cpus", type=_number(int, 0, "--cpus"), metavar="N",
+    sp.add_argument("--cpus", type=_number(int, 0, "--cpus", high=MAX_DEVICES), metavar="N",
                     help="number of host CPUs (kept or added; they pay no transfers)")
     add_cluster_args(sp, _number)
 

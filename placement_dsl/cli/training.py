@@ -21,6 +21,7 @@ from ..cluster import Cluster
 from ..constraints import Memory, Term
 from ..errors import SpecError
 from ..evaluate import CostModel
+from ..limits import MAX_DEVICES
 from ..objectives import GPipe
 from ..problem import Problem
 from ..training import ADAM_MIXED_BYTES, FP16_WEIGHT_BYTES, SCHEDULES, TrainingMemorySpec
@@ -32,9 +33,9 @@ SERVER_FLAGS = {"servers": "--servers", "per_server": "--per-server", "intra": "
 
 def add_cluster_args(sp: argparse.ArgumentParser, number: Any) -> None:
     """``--servers``, ``--per-server``, ``--intra``, ``--inter`` (all four together)."""
-    sp.add_argument("--servers", type=number(int, 1, "--servers"), metavar="S",
+    sp.add_argument("--servers", type=number(int, 1, "--servers", high=MAX_DEVICES), metavar="S",
                     help="servers of a two-level cluster (with --per-server, --intra, --inter; Tarnawski App. C.3)")
-    sp.add_argument("--per-server", type=number(int, 1, "--per-server"), metavar="P",
+    sp.add_argument("--per-server", type=number(int, 1, "--per-server", high=MAX_DEVICES), metavar="P",
                     help="accelerators per server")
     sp.add_argument("--intra", type=number(float, 0, "--intra", False), metavar="BW",
                     help="bandwidth between accelerators of one server, bytes per ms")
@@ -58,7 +59,7 @@ def add_training_args(sp: argparse.ArgumentParser, number: Any) -> None:
                          "PipeDream profiles are fp32: 4)")
     sp.add_argument("--recompute", action="store_true",
                     help="with --schedule: stash stage inputs only and recompute activations")
-    sp.add_argument("--replicate", type=number(int, 1, "--replicate"), metavar="R",
+    sp.add_argument("--replicate", type=number(int, 1, "--replicate", high=MAX_DEVICES), metavar="R",
                     help="let a stage run on up to R devices (data-parallel replicas, Tarnawski App. C.2)")
 
 

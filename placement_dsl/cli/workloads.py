@@ -77,6 +77,15 @@ def resize(cluster: Cluster, k: int) -> Cluster:
     return Cluster(copies + hosts, ())
 
 
+def check_stages(k: int, ops: int, replicated: bool = False) -> None:
+    """Refuse ``--stages K`` with more stages than ops: the extra stages stay empty, and the formulations
+    and the DP would only grow with them. Replicated stages (``--replicate``) may use the extra devices."""
+    if k > ops and not replicated:
+        raise SpecError(f"--stages {k}: the graph has only {ops} op{'s' if ops != 1 else ''}, so at most {ops} "
+                        f"stages can hold one; give --stages {ops} or fewer (or --replicate R to run a stage on "
+                        "several devices)")
+
+
 def reconfigure(cluster: Cluster, memory: float | None = None, bandwidth: float | None = None,
                 cpus: int | None = None) -> Cluster:
     """The cluster with accelerator ``memory``, every device's ``bandwidth`` and ``cpus`` host CPUs, where given.
@@ -109,8 +118,11 @@ def _updated(device: Device, memory: float | None, bandwidth: float | None) -> D
 def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Workload:
     """The command's workload: read (``--format``, ``--training``), resized (``--stages``) and
     with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied."""
-    w = read_workload(spec or args.workload, args.format, getattr(args, "stages", None),
-                      getattr(args, "training", False))
+    stages = getattr(args, "stages", None)
+    w = read_workload(spec or args.workload, args.format, None, getattr(args, "training", False))
+    if stages is not None:
+        check_stages(stages, w.graph.n, replicated=getattr(args, "replicate", None) is not None)
+        w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
     options = {k: getattr(args, k, None) for k in ("memory", "bandwidth", "cpus")}
     if any(v is not None for v in options.values()):
         given = {k: v for k, v in options.items() if v is not None}

@@ -22,6 +22,7 @@ from typing import Any
 from ..cluster import ACCELERATOR, CPU, Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..limits import MAX_DEVICES, count
 from ..placement import Placement
 from .common import nonnegative
 
@@ -36,20 +37,45 @@ def _num(node: Mapping[str, Any], key: str, default: float | None = None) -> flo
     return nonnegative(node[key], f"node {node.get('id')!r}: {key}")
 
 
-def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
-    """Build a :class:`Graph` from the dnn-partitioning input mapping."""
-    nodes = data.get("nodes")
+def _flag(node: Mapping[str, Any], key: str, default: int) -> bool:
+    """A 0/1 (or true/false) field; a string such as ``"no"`` is refused rather than read as true."""
+    value = node.get(key, default)
+    if value not in (0, 1) or not isinstance(value, (bool, int, float)):
+        raise SpecError(f"node {node.get('id')!r}: {key} must be 0 or 1 (or true/false), got {value!r:.40}")
+    return bool(value)
+
+
+def _id(value: Any, where: str) -> str:
+    """A node id (an integer or a string) as the op name."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SpecError(f"{where} must be an integer or a string id, got {value!r:.40}")
+    return str(value)
+
+
+def _lists(data: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The ``nodes`` and ``edges`` lists, every item a mapping."""
+    nodes, edges = data.get("nodes"), data.get("edges", [])
     if not isinstance(nodes, list):
         raise SpecError(f"dnn-partitioning input needs a 'nodes' list (found keys {sorted(map(str, data))[:8]}); "
                         "pass --format native if this is a placement_dsl workload")
-    bad = next((n for n in nodes if not isinstance(n, Mapping)), None)
-    if bad is not None or not isinstance(data.get("edges", []), list):
-        what = f"node {bad!r:.40}" if bad is not None else "'edges'"
-        raise SpecError(f"dnn-partitioning input: {what} is malformed; 'nodes' and 'edges' are lists of mappings")
+    if not isinstance(edges, list):
+        raise SpecError(f"dnn-partitioning input: 'edges' is malformed; it must be a list of mappings, got "
+                        f"{type(edges).__name__}")
+    for key, items in (("nodes", nodes), ("edges", edges)):
+        bad = next((i for i, n in enumerate(items) if not isinstance(n, Mapping)), None)
+        if bad is not None:
+            raise SpecError(f"dnn-partitioning input: {key}[{bad}] = {items[bad]!r:.40} is malformed; "
+                            f"'{key}' is a list of mappings")
+    return nodes, edges
+
+
+def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
+    """Build a :class:`Graph` from the dnn-partitioning input mapping."""
+    nodes, edge_list = _lists(data)
     out_costs: dict[str, dict[str, float]] = defaultdict(dict)
-    ids = {str(n.get("id")) for n in nodes}
-    for e in data.get("edges", []):
-        u, v = str(e.get("sourceId")), str(e.get("destId"))
+    ids = {_id(n.get("id"), f"nodes[{i}].id") for i, n in enumerate(nodes)}
+    for i, e in enumerate(edge_list):
+        u, v = _id(e.get("sourceId"), f"edges[{i}].sourceId"), _id(e.get("destId"), f"edges[{i}].destId")
         for end in (u, v):
             if end not in ids:
                 raise SpecError(f"edge {u} -> {v} names unknown node {end!r} (dangling edge)")
@@ -61,10 +87,12 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
     for n in nodes:
         nid = str(n.get("id"))
         work = {CPU: _num(n, "cpuLatency")}
-        if int(n.get("supportedOnFpga", 1)):
+        if _flag(n, "supportedOnFpga", 1):
             work[ACCELERATOR] = _num(n, "fpgaLatency")
         costs = out_costs.get(nid, {})
         uniform = len(set(costs.values())) <= 1
+        if "colorClass" in n:
+            _id(n["colorClass"], f"node {nid!r}: colorClass")
         group = f"color{n['colorClass']}" if "colorClass" in n else None
         if not uniform and group is None:
             group = f"split{nid}"
@@ -72,7 +100,7 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
         ops.append(Op(
             name=nid, work=work, param_bytes=_num(n, "size", 0.0),
             out_bytes=next(iter(costs.values()), 0.0) if uniform else 0.0,
-            backward=bool(n.get("isBackwardNode", 0)), group=group, attrs=attrs,
+            backward=_flag(n, "isBackwardNode", 0), group=group, attrs=attrs,
         ))
         for v, cost in costs.items():
             if uniform:
@@ -80,7 +108,7 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
             else:  # subdivide (Tarnawski App. B): w colocated with the source carries the edge's cost
                 w = f"{nid}{SPLIT_MARK}{v}"
                 named = {"name": f"{n['name']}{SPLIT_MARK}{labels.get(v) or v}"} if n.get("name") else {}
-                ops.append(Op(name=w, work=0.0, out_bytes=cost, backward=bool(n.get("isBackwardNode", 0)),
+                ops.append(Op(name=w, work=0.0, out_bytes=cost, backward=_flag(n, "isBackwardNode", 0),
                               group=group, attrs={"artificial": True, **named}))
                 edges += [(nid, w), (w, v)]
     return Graph(ops, edges, name=name)
@@ -88,9 +116,13 @@ def graph_from_dict(data: Mapping[str, Any], name: str = "graph") -> Graph:
 
 def cluster_from_dict(data: Mapping[str, Any]) -> Cluster:
     """``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes and ``maxCPUs`` CPUs, unit bandwidth."""
-    k = int(data.get("maxFPGAs", 1))
-    cpus = int(data.get("maxCPUs", 0))
-    memory = float(data.get("maxSizePerFPGA", math.inf))
+    k = count(data.get("maxFPGAs", 1), "maxFPGAs", 0, MAX_DEVICES)
+    cpus = count(data.get("maxCPUs", 0), "maxCPUs", 0, MAX_DEVICES - k)
+    memory = nonnegative(data.get("maxSizePerFPGA", math.inf), "maxSizePerFPGA", unlimited=True)
+    if memory <= 0:
+        raise SpecError(f"maxSizePerFPGA: {data['maxSizePerFPGA']!r} must be > 0 (bytes per accelerator)")
+    if k + cpus == 0:
+        raise SpecError("maxFPGAs and maxCPUs are both 0; the input needs at least one device")
     return Cluster.accelerators(k, memory=memory, cpus=cpus)
 
 
@@ -134,18 +166,33 @@ def _device_lists(cluster: Cluster) -> tuple[list[str], list[str]]:
     return accs, cpus
 
 
+def _split_groups(split: Mapping[str, Any], key: str) -> list[list[Any]]:
+    """The node lists of a split's ``fpgas`` or ``cpus``: a list of ``{"nodes": [ids]}``."""
+    groups = split.get(key, [])
+    if not isinstance(groups, list):
+        raise SpecError(f"split: {key!r} must be a list of {{'nodes': [ids]}}, got {type(groups).__name__}")
+    out = []
+    for i, grp in enumerate(groups):
+        if not isinstance(grp, Mapping):
+            raise SpecError(f"split: {key}[{i}] = {grp!r:.40} must be a mapping {{'nodes': [ids]}}")
+        nodes = grp.get("nodes", [])
+        if not isinstance(nodes, list):
+            raise SpecError(f"split: {key}[{i}].nodes must be a list of node ids, got {nodes!r:.40}")
+        out.append([_id(v, f"split: {key}[{i}].nodes") for v in nodes])
+    return out
+
+
 def placement_from_split(graph: Graph, cluster: Cluster, split: Mapping[str, Any], source: str = "") -> Placement:
     """Read a split file; artificial subdivision nodes follow their source node."""
     accs, cpus = _device_lists(cluster)
     mapping: dict[str, str] = {}
     for key, devices in (("fpgas", accs), ("cpus", cpus)):
-        groups = split.get(key, [])
-        used = [i for i, grp in enumerate(groups) if grp.get("nodes")]
+        groups = _split_groups(split, key)
+        used = [i for i, grp in enumerate(groups) if grp]
         if used and used[-1] >= len(devices):
             raise SpecError(f"split lists {len(groups)} {key} with nodes but the cluster has {len(devices)}")
         for i in used:
-            for v in groups[i]["nodes"]:
-                name = str(v)
+            for name in groups[i]:
                 if name in mapping:
                     raise SpecError(f"split places node {name!r} twice")
                 mapping[name] = devices[i]

@@ -77,21 +77,31 @@ def _name(value: Any) -> str:
 
 
 def read_rows(path: str | Path) -> tuple[list[str], list[list[Any]]]:
-    """Headers and data rows of the first sheet (up to the first row without a task)."""
+    """Headers and data rows of the first sheet (up to the first row without a task).
+
+    Every row is padded with empty cells to the headers' width. A file xlrd cannot decode (truncated,
+    corrupted) raises :class:`SpecError` naming it, whatever xlrd raised.
+    """
     xlrd = _xlrd()
     try:
         sheet = xlrd.open_workbook(str(path)).sheet_by_index(0)
-    except (OSError, xlrd.XLRDError) as err:
-        raise SpecError(f"cannot read MOIRAI sheet {str(path)!r}: {err}") from None
-    if sheet.nrows < 2:
+        table = [sheet.row_values(r) for r in range(sheet.nrows)]
+    except OSError as err:
+        raise SpecError(f"cannot read MOIRAI sheet {str(path)!r}: {err.strerror}") from None
+    except Exception as err:  # noqa: BLE001 - xlrd raises anything from CompDocError to IndexError on a damaged file
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:120]
+        raise SpecError(f"{str(path)!r} is not a readable .xls sheet ({detail})") from None
+    if len(table) < 2:
         raise SpecError(f"{str(path)!r}: the first sheet has no data rows")
-    headers = [str(h).strip() for h in sheet.row_values(0)]
+    headers = [str(h).strip() for h in table[0]]
     rows = []
-    for r in range(1, sheet.nrows):
-        row = sheet.row_values(r)
-        if row[0] == "":
+    for row in table[1:]:
+        row = list(row) + [""] * (len(headers) - len(row))
+        if not row or row[0] == "":
             break
         rows.append(row)
+    if not rows:
+        raise SpecError(f"{str(path)!r}: the first sheet's first data row has no task")
     return headers, rows
 
 

@@ -33,9 +33,10 @@ from typing import Any
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..limits import MAX_TOTAL
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
-from .onnx_shapes import infer
+from .onnx_shapes import MAX_ELEMENTS, infer
 from .workload import Workload
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -406,19 +407,78 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     table = _tensor_table(shapes if shapes is not None else graph)
     table.update({init.name: Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
                   for init in graph.initializer})
+    _check_sources(graph)
     b = _Build(table, set(), static, [], [], {}, set(), {})
     kept = [(i, node) for i, node in enumerate(graph.node) if not _fold(node, b)]
     b.consumed = {t for _, n in kept for t in n.input} | {o.name for o in graph.output}
     taken: set[str] = set()
-    for i, node in kept:
-        _add_op(node, _node_name(node, i, taken), b, rooflines)
+    named = [(node, _node_name(node, i, taken)) for i, node in kept]
+    # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
+    # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
+    b.producer = {o: name for node, name in named for o in node.output if o}
+    for node, name in named:
+        _add_op(node, name, b, rooflines)
     return b
+
+
+def _check_text(graph: Any) -> None:
+    """Refuse names that are not text: protobuf hands a string field with invalid UTF-8 over as bytes."""
+    for i, node in enumerate(graph.node):
+        for text in (node.name, node.op_type, node.domain, *node.input, *node.output):
+            if not isinstance(text, str):
+                raise SpecError(f"ONNX node #{i} has the name or tensor {text!r:.40}, which is not UTF-8 text; "
+                                "the file is damaged")
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if any(not isinstance(d.dim_param, str) for d in vi.type.tensor_type.shape.dim):
+            raise SpecError(f"ONNX tensor {vi.name!r:.40} has a symbolic dimension that is not UTF-8 text; the file "
+                            "is damaged")
+    for vi in (*graph.input, *graph.value_info, *graph.output, *graph.initializer):
+        if not isinstance(vi.name, str):
+            raise SpecError(f"ONNX tensor {vi.name!r:.40} has a name that is not UTF-8 text; the file is damaged")
+
+
+def _check_sources(graph: Any) -> None:
+    """Refuse a node input that no node, graph input or initializer provides (a dangling input)."""
+    known = {vi.name for vi in graph.input} | {init.name for init in graph.initializer}
+    known |= {o for node in graph.node for o in node.output if o}
+    for i, node in enumerate(graph.node):
+        missing = next((t for t in node.input if t and t not in known), None)
+        if missing is not None:
+            raise SpecError(f"ONNX node {node.name or f'{node.op_type}_{i}'!r} reads tensor {missing!r}, which no "
+                            "node, graph input or initializer provides (a dangling input)")
+
+
+def _check_dims(graph: Any) -> None:
+    """Refuse a declared tensor with a negative dimension, or more bytes than the sane range holds."""
+    declared = [(vi.name, [d.dim_value for d in vi.type.tensor_type.shape.dim if d.HasField("dim_value")],
+                 vi.type.tensor_type.elem_type) for vi in (*graph.input, *graph.value_info, *graph.output)]
+    declared += [(init.name, list(init.dims), init.data_type) for init in graph.initializer]
+    for name, dims, elem_type in declared:
+        bad = next((d for d in dims if d < 0), None)
+        if bad is not None:
+            raise SpecError(f"ONNX tensor {name!r} has the dimension {bad} in its shape {dims}; dimensions are >= 0")
+        size = math.prod(dims) * _itemsize(elem_type)
+        if size > MAX_TOTAL:
+            raise SpecError(f"ONNX tensor {name!r} of shape {dims} holds {float(size):.3g} bytes, beyond "
+                            f"{MAX_TOTAL:g}; check its dimensions")
+
+
+def _data_prop(graph: Any) -> bool:
+    """Whether ONNX shape inference may propagate values: it treats every 1-D tensor as a shape and spends
+    time and memory per element (a 1-D input of 2**20 floats took 0.75 s, one of 2**26 ran out of 6 GB), so
+    only while the declared 1-D tensors are shape-sized (:data:`.onnx_shapes.MAX_ELEMENTS`)."""
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) == 1 and dims[0].HasField("dim_value") and dims[0].dim_value > MAX_ELEMENTS:
+            return False
+    return True
 
 
 def _infer(model: Any) -> tuple[Any, str]:
     onnx = _onnx()
+    data_prop = _data_prop(model.graph)
     try:
-        return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=True)), ""
+        return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=data_prop)), ""
     except Exception as err:  # noqa: BLE001 - a model shape inference cannot handle still imports
         return model, f"shape inference failed ({type(err).__name__}: {str(err)[:120]}); sizes only where declared"
 
@@ -446,7 +506,9 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     """
     from ..zoo.build import default_cluster
 
+    _check_text(model.graph)
     fixed = fix_dimensions(model, batch, seq, dims)
+    _check_dims(model.graph)
     inferred, problem = _infer(model)
     b = _walk(model.graph, tuple(rooflines), inferred.graph)
     if not b.ops:

@@ -152,7 +152,7 @@ def load(path: str | Path, *, stages: int = 4, bandwidth: float = DEFAULT_BANDWI
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first node's name
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"cannot read PipeDream profile {str(path)!r}: {err}") from None
     nodes, edges = parse(text, source=str(path))

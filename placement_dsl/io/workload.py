@@ -17,6 +17,8 @@ Formats
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,7 +140,7 @@ def detect_format(path: str | Path) -> str:
     if path.suffix.lower() == ".onnx":
         return "onnx"
     try:
-        with path.open(errors="replace") as fh:
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:  # a byte-order mark is not content
             head = fh.read(4096)
     except OSError as err:
         raise SpecError(f"cannot read workload {str(path)!r}: {err.strerror}") from None
@@ -164,14 +166,27 @@ def load_workload(path: str | Path, format: str | None = None, **options: Any) -
     profiled backward times; other forward-only graphs get :func:`with_training`.
     """
     path = Path(path)
-    fmt = format or detect_format(path)
-    if fmt == "pipedream":
-        from . import pipedream
+    with naming(path):
+        fmt = format or detect_format(path)
+        if fmt == "pipedream":
+            from . import pipedream
 
-        return pipedream.load(path, **options)
-    training = bool(options.pop("training", False))
-    w = _load_json_or_sheet(path, fmt, options)
-    return with_training(w) if training else w
+            return pipedream.load(path, **options)
+        training = bool(options.pop("training", False))
+        w = _load_json_or_sheet(path, fmt, options)
+        return with_training(w) if training else w
+
+
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Errors raised while reading ``path`` name it: a :class:`SpecError` whose message lacks the path
+    gets it as a prefix, so that an op's or a field's error says which file it is in."""
+    try:
+        yield
+    except SpecError as err:
+        if str(path) in str(err):
+            raise
+        raise SpecError(f"{str(path)!r}: {err}") from None
 
 
 def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Workload:
@@ -216,7 +231,12 @@ def save_workload(w: Workload, path: str | Path, format: str | None = None) -> N
 
 def load_placement(path: str | Path, workload: Workload) -> Placement:
     """Read a placement: native JSON, or a dnn-partitioning split file."""
-    data = _read_json(Path(path))
+    with naming(Path(path)):
+        return _placement(Path(path), workload)
+
+
+def _placement(path: Path, workload: Workload) -> Placement:
+    data = _read_json(path)
     if data.get("format") == PLACEMENT_FORMAT:
         return Placement.from_dict(workload.graph, workload.cluster, data)
     if "fpgas" in data or "cpus" in data:
@@ -241,9 +261,12 @@ def save_placement(placement: Placement, path: str | Path, workload: Workload | 
     _write_json(Path(path), data)
 
 
+MAX_DEPTH = 64  # nesting of a JSON input; the formats need five levels
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        with path.open() as fh:
+        with path.open(encoding="utf-8-sig") as fh:  # a byte-order mark is not content
             data = json.load(fh)
     except OSError as err:
         raise SpecError(f"cannot read {str(path)!r}: {err.strerror}") from None
@@ -251,9 +274,24 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise SpecError(f"{str(path)!r} is not valid JSON: {err}") from None
     except UnicodeDecodeError:
         raise SpecError(f"{str(path)!r} is not a text file; expected JSON") from None
+    except (RecursionError, ValueError) as err:  # nesting beyond the parser's stack; integers of > 4300 digits
+        detail = " ".join(str(err).split())[:80]
+        raise SpecError(f"{str(path)!r}: JSON the reader cannot hold ({detail})") from None
     if not isinstance(data, dict):
         raise SpecError(f"{str(path)!r}: expected a JSON object at the top level")
+    _check_depth(data, str(path))
     return data
+
+
+def _check_depth(data: Any, source: str) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_DEPTH` (walked without recursion)."""
+    level: list[Any] = [data]
+    for depth in range(MAX_DEPTH + 1):
+        level = [v for item in level if isinstance(item, (dict, list))
+                 for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, (dict, list))]
+        if not level:
+            return
+    raise SpecError(f"{source!r}: JSON nested more than {MAX_DEPTH} levels deep; no workload format nests so deep")
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
