@@ -147,11 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
     add_sweep_parsers(sub, _number, _common)
+    from .export import add_export_parser
     from .importer import add_import_parser
     from .show import add_show_parser
 
     add_show_parser(sub)
     add_import_parser(sub)
+    add_export_parser(sub)
     return p
 
 

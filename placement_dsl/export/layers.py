@@ -4,7 +4,8 @@ The layer list is found from the module names: the dotted prefix followed by the
 integers (``transformer.h`` of ``transformer.h.N``, ``model.layers`` of ``model.layers.N``,
 ``encoder.layer`` of ``encoder.layer.N``). Ops before the first layer are the *embedding*, ops
 after the last the *head* (final norm, LM head, loss); both must sit on the end stages, where
-these runtimes put them, and no stage boundary may cut a layer.
+these runtimes put them, and no stage boundary may cut a layer. Ops of no module (an exporter's
+helpers, like the dynamo exporter's ``Split`` of a fused QKV output) go with their neighbours.
 """
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ def layer_stages(placement: Placement, runtime: str) -> LayerStages:
     seen_layer = False
     for s in stages:
         for v in s.ops:
+            if not paths[v]:  # an op of no module (an exporter's helper) goes with its neighbours
+                continue
             i = _layer_index(paths[v], prefix)
             if i is None:
                 where = "head" if seen_layer else "embedding"

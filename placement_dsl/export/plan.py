@@ -89,24 +89,24 @@ def pipeline_stages(placement: Placement, runtime: str) -> list[Stage]:
 def reused_modules(placement: Placement) -> set[str]:
     """Module paths that are no single module call: called several times, or an exporter's ``name_N`` call copy.
 
-    A module called more than once has its ops in several separate runs of the execution order
-    with other modules' ops between them; the ONNX exporter names the later calls ``relu_1``,
-    ``relu_2``, which name no module of the model.
+    A module called more than once has its ops in several separate runs of the graph's own op
+    order (the exporter's execution order) with other modules' ops between them; the ONNX
+    exporter names the later calls ``relu_1``, ``relu_2``, which name no module of the model.
+    Ops of no module are skipped.
     """
-    g = placement.graph
-    order = device_major_order(placement).tolist()
-    paths = [g.ops[v].attrs.get("module") or "" for v in order]
+    paths = [str(op.attrs.get("module") or "") for op in placement.graph.ops]
     known = {p for p in paths if p}
     reused = {p for p in known if (m := _CALL_SUFFIX.match(p)) and m.group(1) in known}
     reused |= {m.group(1) for p in reused if (m := _CALL_SUFFIX.match(p))}
     closed: set[str] = set()
     current: set[str] = set()
     for p in paths:
-        scopes = {module_prefix(p, k) for k in range(1, p.count(".") + 2)} if p else set()
-        for left in current - scopes:
-            closed.add(left)
+        if not p:
+            continue
+        scopes = {str(module_prefix(p, k)) for k in range(1, p.count(".") + 2)}
+        closed |= current - scopes
         reused |= scopes & closed
-        current = {s for s in scopes if s}
+        current = scopes
     return reused
 
 
@@ -114,17 +114,28 @@ def _owner(stages: list[Stage]) -> dict[int, int]:
     return {v: s.index for s in stages for v in s.ops}
 
 
+def _containers(placement: Placement) -> set[str]:
+    """Module paths that have submodules (every proper dotted prefix of a module path)."""
+    out: set[str] = set()
+    for op in placement.graph.ops:
+        p = op.attrs.get("module")
+        if p:
+            out |= {str(module_prefix(p, k)) for k in range(1, p.count(".") + 1)}
+    return out
+
+
 def whole_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[list[str]]:
     """Each stage's modules at ``depth`` in execution order; a module cut between stages is refused."""
     g = placement.graph
+    containers = _containers(placement)
     seen: dict[str, int] = {}
     out: list[list[str]] = []
     for s in stages:
         mods: list[str] = []
         for v in s.ops:
             m = module_of(g.ops[v], depth)
-            if m is None:
-                continue
+            if m is None or (depth is not None and m.count(".") + 1 < depth and m in containers):
+                continue  # no module, or a container's own glue op (a reshape between its children)
             if m in seen and seen[m] != s.index:
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {m!r} (depth {depth}), whose ops "
                                 f"also run on stage {seen[m]}; a runtime cuts only between modules (choose "
@@ -163,6 +174,7 @@ def split_modules(placement: Placement, stages: list[Stage], depth: int | None, 
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
                                 f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
                                 f"only between modules")
+            _check_no_skip(placement, stages, s.index, point, runtime)
             if point in reused:
                 raise SpecError(f"{runtime}: stage {s.index} begins at {point!r}, a module called more than once "
                                 f"(or an exporter's name for a repeated call of one); no runtime can split there")
@@ -172,6 +184,31 @@ def split_modules(placement: Placement, stages: list[Stage], depth: int | None, 
             if p:
                 before |= {module_prefix(p, k) for k in range(1, p.count(".") + 2)}
     return points
+
+
+def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str, runtime: str) -> None:
+    """Refuse a split at ``point`` (stage ``k``) inside a module whose own op after it reads an earlier stage.
+
+    The modules around ``point`` are cut by the split; a cut container is fine, but a cut module
+    whose own op on the later side reads a tensor of an earlier stage (a residual block's add
+    reading the block's input) would need that tensor carried past the split point inside the
+    module's forward, which no runtime does.
+    """
+    g = placement.graph
+    ancestors = {str(module_prefix(point, j)) for j in range(1, point.count(".") + 1)}
+    if not ancestors:
+        return
+    earlier = {v for s in stages[:k] for v in s.ops}
+    for s in stages[k:]:
+        for v in s.ops:
+            path = g.ops[v].attrs.get("module")
+            if path not in ancestors:
+                continue
+            for u in g.predecessors(v).tolist():
+                if u in earlier:
+                    raise SpecError(f"{runtime}: stage {k} begins at {point!r} inside module {path!r}, whose op "
+                                    f"{op_name(g.ops[v])!r} on stage {s.index} reads {op_name(g.ops[u])!r} of "
+                                    f"an earlier stage (a residual connection); no runtime can cut there")
 
 
 def _split_point(path: str, depth: int | None, before: set[str]) -> str | None:
