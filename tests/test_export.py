@@ -262,3 +262,41 @@ def test_write_is_whole(tmp_path: Path):
 def test_module_doctests():
     results = [doctest.testmod(module) for module in (export_package, megatron, pytorch)]
     assert all(r.failed == 0 for r in results) and sum(r.attempted for r in results) >= 3
+
+
+# ---------------------------------------------------------------------------- exported models
+DATA = Path(__file__).parent / "data"
+
+
+def _first_of(g: Graph, module: str) -> str:
+    """The first op (in the exporter's order) inside ``module``."""
+    return next(op.name for op in g.ops if (op.attrs.get("module") or "").startswith(module))
+
+
+def test_gpt2_from_the_dynamo_exporter():
+    pytest.importorskip("onnx")
+    from placement_dsl.io import onnx as onnx_io
+
+    g = onnx_io.load(DATA / "gpt2.onnx", batch=2, seq=64).graph  # Split ops of no module inside each block
+    p = _cut(g, _first_of(g, "transformer.h.2"))
+    assert export(p, "torch-pipelining").data["split_spec"] == {"transformer.h.2": "beginning"}
+    assert export(p, "torchtitan").data["module_fqns_per_model_part"] == [
+        ["transformer.wte", "transformer.h.0", "transformer.h.1"],
+        ["transformer.h.2", "transformer.h.3", "transformer.ln_f", "lm_head"]]
+    assert export(p, "megatron").data["pipeline_model_parallel_layout"] == "Et*2|t*2L"
+    assert export(p, "vllm").text == "2,2\n"
+    with pytest.raises(SpecError, match=r"op 'node_layer_norm_8' of the head runs on stage 0"):
+        export(_cut(g, "node_linear"), "vllm")  # the final norm and the LM head split apart
+
+
+def test_resnet_cut_inside_a_residual_block_is_refused():
+    pytest.importorskip("onnx")
+    from placement_dsl.io import onnx as onnx_io
+
+    g = onnx_io.load(DATA / "resnet18.onnx", batch=4).graph
+    block = "resnet.encoder.stages.1.layers.1"
+    p = _cut(g, _first_of(g, f"{block}.layer.0.activation"))
+    with pytest.raises(SpecError, match=rf"inside module '{re.escape(block)}', whose op .*Add"):
+        export(p, "torch-pipelining")
+    p = _cut(g, _first_of(g, "resnet.encoder.stages.2"))
+    assert export(p, "torch-pipelining").data["split_spec"] == {"resnet.encoder.stages.2": "beginning"}
