@@ -158,6 +158,18 @@ def test_split_at_a_reused_module_is_refused():
         export(p, "torch-pipelining")
 
 
+def test_stage_beginning_with_an_op_of_no_module_is_refused():
+    with pytest.raises(SpecError, match=r"stage 1 begins with op 'h0.split', which belongs to no module"):
+        export(_cut(gpt_like(), "h0.split"), "torch-pipelining")
+
+
+def test_graph_without_module_paths_is_refused_with_the_fix():
+    g = Graph([Op(name="L00.attn", work=1.0), Op(name="L01.attn", work=1.0)], [("L00.attn", "L01.attn")], name="z")
+    for to in ("torch-pipelining", "torchtitan"):
+        with pytest.raises(SpecError, match=rf"{to}: graph 'z' has no module paths.*placement-dsl import"):
+            export(_cut(g, "L01.attn"), to)
+
+
 def test_embedding_off_the_first_stage_is_refused():
     with pytest.raises(SpecError, match=r"op 'wte' of the embedding runs on stage 1; megatron keeps the embedding"):
         export(_cut(gpt_like(), "wte"), "megatron")

@@ -124,8 +124,16 @@ def _containers(placement: Placement) -> set[str]:
     return out
 
 
+def _need_modules(placement: Placement, runtime: str) -> None:
+    g = placement.graph
+    if not any(op.attrs.get("module") for op in g.ops):
+        raise SpecError(f"{runtime}: graph {g.name!r} has no module paths (op.attrs['module']); import the model "
+                        f"with 'placement-dsl import' (ONNX or torch.export) to name its split points")
+
+
 def whole_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[list[str]]:
     """Each stage's modules at ``depth`` in execution order; a module cut between stages is refused."""
+    _need_modules(placement, runtime)
     g = placement.graph
     containers = _containers(placement)
     seen: dict[str, int] = {}
@@ -155,6 +163,7 @@ def split_modules(placement: Placement, stages: list[Stage], depth: int | None, 
     stage enters. A stage that begins inside a module, with an op of no module, or at a module
     called several times (:func:`reused_modules`) is refused, naming the module and the stage.
     """
+    _need_modules(placement, runtime)
     g = placement.graph
     if depth is not None:
         whole_modules(placement, stages, depth, runtime)
