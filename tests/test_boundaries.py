@@ -92,3 +92,22 @@ def test_cpsat_takes_the_term_as_colocation():
         pytest.skip("ortools is not installed")
     p = cpsat.solve_schedule_cpsat(problem, time_limit=5).placement
     assert _modules_whole(p, 3)
+
+
+def test_cli_boundaries_option_gives_an_exportable_plan(tmp_path, capsys):
+    from placement_dsl.cli import main
+    from placement_dsl.io import Workload, save_workload
+
+    work = tmp_path / "blocks.json"
+    save_workload(Workload(blocks(), Cluster.stages(3, bandwidth=100.0), "native"), work)
+    split, out = tmp_path / "split.json", tmp_path / "spec.json"
+    export_args = ["export", str(work), "--split", str(split), "--to", "torch-pipelining", "--depth", "3",
+                   "--out", str(out)]
+    assert main(["solve", str(work), "--method", "dp", "--quiet", "--out", str(split)]) == 0
+    assert main(export_args) == 2 and "inside module" in capsys.readouterr().err
+    assert main(["solve", str(work), "--method", "dp", "--quiet", "--boundaries", "module:3", "--out", str(split)]) == 0
+    assert main(export_args) == 0 and out.exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["solve", str(work), "--method", "dp", "--boundaries", "layer:3"])
+    assert exit_.value.code == 2
+    assert "--boundaries must be module or module:DEPTH" in capsys.readouterr().err

@@ -6,9 +6,29 @@ from typing import Any
 
 from ..errors import SpecError
 from ..files import check_writable
-from ..io import load_placement
+from ..io import Workload, load_placement
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, emit_unsaved, workload_from_args
+
+
+def boundaries_arg(text: str) -> int:
+    """``--boundaries module[:DEPTH]`` as the module depth (1 for ``module``), else an argparse error."""
+    kind, _, depth = text.partition(":")
+    if kind != "module" or (depth and (not depth.isdigit() or int(depth) < 1)):
+        raise argparse.ArgumentTypeError(f"--boundaries must be module or module:DEPTH with DEPTH >= 1, got {text!r}")
+    return int(depth) if depth else 1
+
+
+def with_boundaries(args: argparse.Namespace, w: Workload) -> Workload:
+    """The workload with ``--boundaries`` folded into its colocation groups (unchanged without it)."""
+    depth = getattr(args, "boundaries", None)
+    if depth is None:
+        return w
+    from ..boundaries import Boundaries
+
+    term = Boundaries.modules(depth)
+    term.validate(w.graph, w.cluster)
+    return Workload(term.apply(w.graph, w.cluster), w.cluster, w.format, {**w.meta, "boundaries": depth})
 
 
 def cmd_export(args: argparse.Namespace) -> int:

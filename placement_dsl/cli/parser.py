@@ -77,6 +77,11 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                     help="latency: at most Q contiguous subgraphs per accelerator (Tarnawski Fig. 4); default: "
                          "1 for --method ip, any number for ip-noncontig and the heuristics")
     add_training_args(sp, _number)
+    from .export import boundaries_arg
+
+    sp.add_argument("--boundaries", type=boundaries_arg, metavar="module[:DEPTH]",
+                    help="stage boundaries only between modules (cut to DEPTH dotted parts, default 1): each "
+                         "module's ops share a device, so a pipeline runtime can cut the plan")
     _common(sp)
     _quiet(sp)
 
