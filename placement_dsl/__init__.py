@@ -17,11 +17,12 @@ from .placement import Placement
 from .objectives import Bottleneck, GPipe, PipeDream, Throughput
 from .constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
 from .problem import Problem, Stages
+from .boundaries import Boundaries
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AllowedKinds", "Bottleneck", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
+    "AllowedKinds", "Bottleneck", "Boundaries", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
     "Pin", "PipeDream", "Problem", "Stages", "Throughput",
     "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
     "Link", "Op", "Placement", "PlacementError", "SolverUnavailableError", "SpecError", "Workload",

@@ -95,6 +95,11 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                     help="latency: at most Q contiguous subgraphs per accelerator (Tarnawski Fig. 4); default: "
                          "1 for --method ip, any number for ip-noncontig and the heuristics")
     add_training_args(sp, _number)
+    from .export import boundaries_arg
+
+    sp.add_argument("--boundaries", type=boundaries_arg, metavar="module[:DEPTH]",
+                    help="stage boundaries only between modules (cut to DEPTH dotted parts, default 1): each "
+                         "module's ops share a device, so a pipeline runtime can cut the plan")
     _common(sp)
     _quiet(sp)
 
@@ -165,11 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
     add_sweep_parsers(sub, _number, _common)
+    from .export import add_export_parser
     from .importer import add_import_parser
     from .show import add_show_parser
 
     add_show_parser(sub)
     add_import_parser(sub)
+    add_export_parser(sub)
     return p
 
 

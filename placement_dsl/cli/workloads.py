@@ -130,7 +130,10 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
     from .training import hierarchical
 
     servers = hierarchical(args, w.cluster)
-    return w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
+    w = w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
+    from .export import with_boundaries
+
+    return with_boundaries(args, w)
 
 
 def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:

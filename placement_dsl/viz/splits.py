@@ -6,43 +6,30 @@ where each stage after the first begins to ``SplitPoint.BEGINNING`` (or the plac
 the layer-index boundaries ``parts``. Names are module paths (``op.attrs["module"]``) cut to
 ``depth`` dotted parts, or the ops' names for people where an op has none (a dnn-partitioning
 node's ``name``, else its id).
+
+This is the view for people: it warns where a runtime would refuse. The stages and module names
+come from :mod:`placement_dsl.export.plan`, whose exporters (:func:`placement_dsl.export.export`)
+write the files a runtime reads and refuse a plan it cannot run.
 """
 from __future__ import annotations
 
 from itertools import pairwise
 from typing import Any
 
-from ..io.costs import module_prefix
-from ..io.report import device_major_order
+from ..export.plan import module_of, op_name, stages_of
 from ..placement import Placement
 
 
-def _name(op: Any) -> str:
-    return str(op.attrs["name"]) if op.attrs.get("name") else op.name
-
-
 def _layer(op: Any, depth: int | None) -> str:
-    return module_prefix(op.attrs.get("module"), depth) or _name(op)
+    return module_of(op, depth) or op_name(op)
 
 
-def _runs(placement: Placement) -> list[tuple[int, list[int]]]:
-    """Maximal runs of the device-major order on one device: ``(device, ops)``."""
-    runs: list[tuple[int, list[int]]] = []
-    for v in device_major_order(placement).tolist():
-        d = int(placement.assign[v])
-        if runs and runs[-1][0] == d:
-            runs[-1][1].append(v)
-        else:
-            runs.append((d, [v]))
-    return runs
-
-
-def _stage(k: int, device: str, ops: list[int], placement: Placement, depth: int | None) -> dict[str, Any]:
+def _stage(k: int, device: str, ops: tuple[int, ...], placement: Placement, depth: int | None) -> dict[str, Any]:
     g = placement.graph
     names = [_layer(g.ops[v], depth) for v in ops]
     first, last = g.ops[ops[0]], g.ops[ops[-1]]
-    return {"stage": k, "device": device, "ops": len(ops), "first": _name(first), "last": _name(last),
-            "layers": list(dict.fromkeys(names)), "begins_at": first.attrs.get("module") or _name(first)}
+    return {"stage": k, "device": device, "ops": len(ops), "first": op_name(first), "last": op_name(last),
+            "layers": list(dict.fromkeys(names)), "begins_at": first.attrs.get("module") or op_name(first)}
 
 
 def split_points(placement: Placement, depth: int | None = None) -> dict[str, Any]:
@@ -52,9 +39,8 @@ def split_points(placement: Placement, depth: int | None = None) -> dict[str, An
     has one stage per device. ``warnings`` name a layer cut between stages (its split point
     is then the deeper module where the stage begins) and a device holding several stages.
     """
-    runs = _runs(placement)
     names = placement.cluster.names
-    stages = [_stage(k, names[d], ops, placement, depth) for k, (d, ops) in enumerate(runs)]
+    stages = [_stage(s.index, names[s.device], s.ops, placement, depth) for s in stages_of(placement)]
     order = list(dict.fromkeys(layer for s in stages for layer in s["layers"]))
     warnings, spec, parts = [], {}, [0]
     for prev, s in pairwise(stages):

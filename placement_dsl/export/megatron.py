@@ -1,0 +1,49 @@
+"""Megatron-LM (core >= 0.13): ``--pipeline-model-parallel-layout`` and the uneven first/last stage flags.
+
+The layout names each stage's layers, stages split by ``|``: ``E`` the embedding, ``t`` a
+transformer layer (``t*3`` three of them), ``L`` the loss (with the final norm and output
+layer); e.g. ``Et*3|t*3|t*2L``. The embedding is on the first stage and the head on the last,
+where Megatron builds them. When every middle stage holds the same number of layers the plan
+is also ``--decoder-first-pipeline-num-layers A --decoder-last-pipeline-num-layers B``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..placement import Placement
+from .layers import LayerStages, layer_stages
+
+
+def _run(n: int) -> str:
+    return "" if n == 0 else "t" if n == 1 else f"t*{n}"
+
+
+def layout_string(ls: LayerStages) -> str:
+    """The layout of ``ls``: ``E`` on the first stage, ``L`` on the last, ``t*N`` for N layers.
+
+    >>> layout_string(LayerStages("h", 8, (3, 3, 2), True, True))
+    'Et*3|t*3|t*2L'
+    """
+    parts = [_run(n) for n in ls.counts]
+    parts[0] = "E" + parts[0]
+    parts[-1] = parts[-1] + "L"
+    return "|".join(parts)
+
+
+def _first_last(ls: LayerStages) -> dict[str, int] | None:
+    c = ls.counts
+    if len(c) < 3 or len(set(c[1:-1])) != 1:
+        return None
+    return {"decoder_first_pipeline_num_layers": c[0], "decoder_last_pipeline_num_layers": c[-1]}
+
+
+def megatron(placement: Placement) -> dict[str, Any]:
+    """Megatron's arguments for ``placement`` (its layer list as Megatron's decoder layers)."""
+    ls = layer_stages(placement, "megatron")
+    layout = layout_string(ls)
+    args = ["--pipeline-model-parallel-size", str(len(ls.counts)), "--num-layers", str(ls.layers),
+            "--pipeline-model-parallel-layout", layout]
+    uneven = _first_last(ls)
+    return {"pipeline_model_parallel_size": len(ls.counts), "num_layers": ls.layers, "layer_list": ls.prefix,
+            "layers_per_stage": list(ls.counts), "pipeline_model_parallel_layout": layout,
+            "uneven": uneven, "args": args}

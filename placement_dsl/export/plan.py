@@ -1,0 +1,240 @@
+"""A placement as pipeline stages over module names, and the checks every runtime needs.
+
+A *stage* is a maximal run of ops on one device in the device-major order
+(:func:`~placement_dsl.io.report.device_major_order`), so a contiguous pipeline has one stage
+per device. Ops are named by their module path (``op.attrs["module"]``, set by the ONNX and
+``torch.export`` importers) cut to ``depth`` dotted parts.
+
+A runtime runs a plan only if it is a pipeline: one contiguous stage per device
+(:func:`pipeline_stages`), stages on accelerators, no replicated stage; a stage boundary falls
+between modules (:func:`split_modules`) and a split point names a module called once
+(:func:`reused_modules`: torchvision's one ``relu`` per block is called three times, and the
+ONNX exporter names its later calls ``relu_1``, ``relu_2``, which are no modules).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..cluster import CPU
+from ..errors import SpecError
+from ..io.costs import module_prefix
+from ..io.report import device_major_order
+from ..placement import Placement
+
+_CALL_SUFFIX = re.compile(r"^(.*)_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its index, device and ops (indices in the device-major order)."""
+
+    index: int
+    device: int
+    ops: tuple[int, ...]
+
+
+def op_name(op: Any) -> str:
+    """An op's name for people: its source name (``attrs["name"]``) where it has one, else its id."""
+    return str(op.attrs["name"]) if op.attrs.get("name") else op.name
+
+
+def module_of(op: Any, depth: int | None = None) -> str | None:
+    """The op's module path cut to ``depth`` dotted parts (``None``: all of it), ``None`` without one."""
+    return module_prefix(op.attrs.get("module"), depth)
+
+
+def stages_of(placement: Placement) -> list[Stage]:
+    """The maximal runs of the device-major order on one device, in order."""
+    runs: list[tuple[int, list[int]]] = []
+    for v in device_major_order(placement).tolist():
+        d = int(placement.assign[v])
+        if runs and runs[-1][0] == d:
+            runs[-1][1].append(v)
+        else:
+            runs.append((d, [v]))
+    return [Stage(k, d, tuple(ops)) for k, (d, ops) in enumerate(runs)]
+
+
+def pipeline_stages(placement: Placement, runtime: str) -> list[Stage]:
+    """The stages of ``placement`` if ``runtime`` can run them, else a :class:`SpecError` saying why.
+
+    Refused: a device holding several stages (the plan is not contiguous in execution order), a
+    stage on a CPU or host device, and a replicated stage.
+    """
+    stages = stages_of(placement)
+    names = placement.cluster.names
+    held: dict[int, list[int]] = {}
+    for s in stages:
+        held.setdefault(s.device, []).append(s.index)
+    for d, ks in held.items():
+        if len(ks) > 1:
+            raise SpecError(f"{runtime}: device {names[d]!r} holds stages {ks} that are not contiguous in execution "
+                            f"order; a pipeline runtime runs one contiguous stage per rank (solve with --method dp)")
+    for s in stages:
+        dev = placement.cluster.devices[s.device]
+        if dev.kind == CPU or dev.host:
+            op = placement.graph.ops[s.ops[0]]
+            raise SpecError(f"{runtime}: stage {s.index} runs on {dev.kind} device {dev.name!r} ({len(s.ops)} ops "
+                            f"from {op_name(op)!r}); pipeline runtimes place stages on accelerators only "
+                            f"(solve with --cpus 0)")
+    for s in stages:
+        if len(placement.replica_sets[s.device]) > 1:
+            raise SpecError(f"{runtime}: stage {s.index} on {names[s.device]!r} is replicated on "
+                            f"{len(placement.replica_sets[s.device])} devices; {runtime} has no per-stage replication")
+    return stages
+
+
+def reused_modules(placement: Placement) -> set[str]:
+    """Module paths that are no single module call: called several times, or an exporter's ``name_N`` call copy.
+
+    A module called more than once has its ops in several separate runs of the graph's own op
+    order (the exporter's execution order) with other modules' ops between them; the ONNX
+    exporter names the later calls ``relu_1``, ``relu_2``, which name no module of the model.
+    Ops of no module are skipped.
+    """
+    paths = [str(op.attrs.get("module") or "") for op in placement.graph.ops]
+    known = {p for p in paths if p}
+    reused = {p for p in known if (m := _CALL_SUFFIX.match(p)) and m.group(1) in known}
+    reused |= {m.group(1) for p in reused if (m := _CALL_SUFFIX.match(p))}
+    closed: set[str] = set()
+    current: set[str] = set()
+    for p in paths:
+        if not p:
+            continue
+        scopes = {str(module_prefix(p, k)) for k in range(1, p.count(".") + 2)}
+        closed |= current - scopes
+        reused |= scopes & closed
+        current = scopes
+    return reused
+
+
+def _owner(stages: list[Stage]) -> dict[int, int]:
+    return {v: s.index for s in stages for v in s.ops}
+
+
+def _containers(placement: Placement) -> set[str]:
+    """Module paths that have submodules (every proper dotted prefix of a module path)."""
+    out: set[str] = set()
+    for op in placement.graph.ops:
+        p = op.attrs.get("module")
+        if p:
+            out |= {str(module_prefix(p, k)) for k in range(1, p.count(".") + 1)}
+    return out
+
+
+def _need_modules(placement: Placement, runtime: str) -> None:
+    g = placement.graph
+    if not any(op.attrs.get("module") for op in g.ops):
+        raise SpecError(f"{runtime}: graph {g.name!r} has no module paths (op.attrs['module']); import the model "
+                        f"with 'placement-dsl import' (ONNX or torch.export) to name its split points")
+
+
+def whole_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[list[str]]:
+    """Each stage's modules at ``depth`` in execution order; a module cut between stages is refused."""
+    _need_modules(placement, runtime)
+    g = placement.graph
+    containers = _containers(placement)
+    seen: dict[str, int] = {}
+    out: list[list[str]] = []
+    for s in stages:
+        mods: list[str] = []
+        for v in s.ops:
+            m = module_of(g.ops[v], depth)
+            if m is None or (depth is not None and m.count(".") + 1 < depth and m in containers):
+                continue  # no module, or a container's own glue op (a reshape between its children)
+            if m in seen and seen[m] != s.index:
+                raise SpecError(f"{runtime}: stage {s.index} begins inside module {m!r} (depth {depth}), whose ops "
+                                f"also run on stage {seen[m]}; a runtime cuts only between modules (choose "
+                                f"another --depth or a split between modules)")
+            if m not in seen:
+                seen[m] = s.index
+                mods.append(m)
+        out.append(mods)
+    return out
+
+
+def split_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[str]:
+    """The module where each stage after the first begins: the split points, checked.
+
+    With ``depth`` the module is the first op's path cut to ``depth`` parts and must lie wholly
+    in its stage; without, it is the shallowest module of the first op's path that no earlier
+    stage enters. A stage that begins inside a module, with an op of no module, or at a module
+    called several times (:func:`reused_modules`) is refused, naming the module and the stage.
+    """
+    _need_modules(placement, runtime)
+    g = placement.graph
+    if depth is not None:
+        whole_modules(placement, stages, depth, runtime)
+    reused = reused_modules(placement)
+    owner = _owner(stages)
+    before: set[str] = set()  # every module scope entered by an earlier stage
+    points = []
+    for s in stages:
+        first = g.ops[s.ops[0]]
+        path = first.attrs.get("module")
+        if s.index and not path:
+            raise SpecError(f"{runtime}: stage {s.index} begins with op {op_name(first)!r}, which belongs to no module; "
+                            f"a split point is the beginning of a module")
+        if s.index:
+            point = _split_point(path, depth, before)
+            if point is None or point in before:
+                raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
+                                f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
+                                f"only between modules")
+            _check_no_skip(placement, stages, s.index, point, runtime)
+            if point in reused:
+                raise SpecError(f"{runtime}: stage {s.index} begins at {point!r}, a module called more than once "
+                                f"(or an exporter's name for a repeated call of one); no runtime can split there")
+            points.append(point)
+        for v in s.ops:
+            p = g.ops[v].attrs.get("module")
+            if p:
+                before |= {module_prefix(p, k) for k in range(1, p.count(".") + 2)}
+    return points
+
+
+def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str, runtime: str) -> None:
+    """Refuse a split at ``point`` (stage ``k``) inside a module whose own op after it reads an earlier stage.
+
+    The modules around ``point`` are cut by the split; a cut container is fine, but a cut module
+    whose own op on the later side reads a tensor of an earlier stage (a residual block's add
+    reading the block's input) would need that tensor carried past the split point inside the
+    module's forward, which no runtime does.
+    """
+    g = placement.graph
+    ancestors = {str(module_prefix(point, j)) for j in range(1, point.count(".") + 1)}
+    if not ancestors:
+        return
+    earlier = {v for s in stages[:k] for v in s.ops}
+    for s in stages[k:]:
+        for v in s.ops:
+            path = g.ops[v].attrs.get("module")
+            if path not in ancestors:
+                continue
+            for u in g.predecessors(v).tolist():
+                if u in earlier:
+                    raise SpecError(f"{runtime}: stage {k} begins at {point!r} inside module {path!r}, whose op "
+                                    f"{op_name(g.ops[v])!r} on stage {s.index} reads {op_name(g.ops[u])!r} of "
+                                    f"an earlier stage (a residual connection); no runtime can cut there")
+
+
+def _split_point(path: str, depth: int | None, before: set[str]) -> str | None:
+    if depth is not None:
+        return module_prefix(path, depth)
+    for k in range(1, path.count(".") + 2):
+        prefix = module_prefix(path, k)
+        if prefix not in before:
+            return prefix
+    return None
+
+
+def _entered(g: Any, stages: list[Stage], k: int, path: str) -> int:
+    """An op of an earlier stage than ``k`` inside ``path`` (for the message)."""
+    for s in stages[:k]:
+        for v in s.ops:
+            p = g.ops[v].attrs.get("module") or ""
+            if p == path or p.startswith(path + ".") or path.startswith(p + "."):
+                return v
+    return stages[k - 1].ops[-1]

@@ -1,0 +1,105 @@
+"""PyTorch runtimes: ``torch.distributed.pipelining`` split points, torchtitan's module lists, a schedule CSV.
+
+* ``torch-pipelining`` (torch >= 2.4): ``{"split_spec": {FQN: "beginning"}, ...}``; pass it as
+  ``pipeline(model, mb_args, split_spec={k: SplitPoint.BEGINNING for k in spec})``.
+* ``torchtitan`` (0.1, ``parallelism.module_fqns_per_model_part``): one list of module FQNs per
+  stage, in execution order.
+* ``schedule-csv`` (torch >= 2.5, ``_PipelineScheduleRuntime._load_csv(path, format="compute_only")``):
+  one row per rank, one cell per time step, each an action ``{stage}{F|B}{microbatch}`` (``0F3``:
+  stage 0's forward of microbatch 3), empty while the rank waits.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..placement import Placement
+from .plan import module_of, pipeline_stages, split_modules, whole_modules
+
+SCHEDULES = ("1f1b", "gpipe")
+
+
+def split_spec(placement: Placement, depth: int | None = None) -> dict[str, Any]:
+    """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``."""
+    runtime = "torch-pipelining"
+    stages = pipeline_stages(placement, runtime)
+    points = split_modules(placement, stages, depth, runtime)
+    names = placement.cluster.names
+    return {"split_spec": {p: "beginning" for p in points}, "num_stages": len(stages),
+            "stage_devices": [names[s.device] for s in stages], "depth": depth}
+
+
+def _titan_depth(placement: Placement) -> int:
+    from .layers import layer_prefix
+
+    prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
+    return 1 if prefix is None else prefix.count(".") + 2
+
+
+def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
+    """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's)."""
+    runtime = "torchtitan"
+    stages = pipeline_stages(placement, runtime)
+    depth = _titan_depth(placement) if depth is None else depth
+    parts = whole_modules(placement, stages, depth, runtime)
+    split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
+    unnamed = [s.index for s in stages if not parts[s.index]]
+    if unnamed:
+        from ..errors import SpecError
+
+        raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
+    return {"module_fqns_per_model_part": parts, "depth": depth}
+
+
+def _orders(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:
+    """Each rank's compute actions in order: GPipe (all forwards, then all backwards) or 1F1B."""
+    out = []
+    for r in range(stages):
+        fw = [("F", m) for m in range(microbatches)]
+        bw = [("B", m) for m in range(microbatches)]
+        if schedule == "gpipe":
+            out.append(fw + bw)
+            continue
+        warm = min(stages - r - 1, microbatches)
+        seq = fw[:warm]
+        for m in range(warm, microbatches):
+            seq += [fw[m], bw[m - warm]]
+        out.append(seq + bw[microbatches - warm:])
+    return out
+
+
+def schedule_rows(stages: int, microbatches: int, schedule: str = "1f1b") -> list[list[str]]:
+    """One row per rank of time steps (unit-time actions, dependencies respected); ``""`` while idle.
+
+    >>> schedule_rows(2, 2, "gpipe")
+    [['0F0', '0F1', '', '', '0B0', '0B1'], ['', '1F0', '1F1', '1B0', '1B1']]
+    """
+    orders = _orders(stages, microbatches, schedule)
+    done: dict[tuple[str, int, int], int] = {}  # (kind, stage, microbatch) -> finishing step
+    pos, free = [0] * stages, [0] * stages
+    rows: list[list[str]] = [[] for _ in range(stages)]
+    while any(pos[r] < len(orders[r]) for r in range(stages)):
+        for r in range(stages):
+            if pos[r] == len(orders[r]):
+                continue
+            kind, m = orders[r][pos[r]]
+            need = ("F", r - 1, m) if kind == "F" else ("B", r + 1, m) if r + 1 < stages else ("F", r, m)
+            if kind == "F" and r == 0:
+                ready = 0
+            elif need in done:
+                ready = done[need]
+            else:
+                continue
+            start = max(free[r], ready)
+            rows[r] += [""] * (start - len(rows[r])) + [f"{r}{kind}{m}"]
+            done[(kind, r, m)] = free[r] = start + 1
+            pos[r] += 1
+    return rows
+
+
+def schedule_csv(placement: Placement, microbatches: int = 4, schedule: str = "1f1b") -> list[list[str]]:
+    """The schedule CSV rows of ``placement``'s stages (one stage per rank)."""
+    stages = pipeline_stages(placement, "schedule-csv")
+    return schedule_rows(len(stages), microbatches, schedule)
+
+
+__all__ = ["SCHEDULES", "module_fqns", "module_of", "schedule_csv", "schedule_rows", "split_spec"]

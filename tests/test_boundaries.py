@@ -1,0 +1,113 @@
+"""Boundaries.modules: stage boundaries only between modules, with every formulation and heuristic."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from placement_dsl import Boundaries
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous, DagOrder, Memory, term_from_dict
+from placement_dsl.errors import SpecError
+from placement_dsl.export import export
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import run
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+
+
+def blocks(n: int = 4) -> Graph:
+    """``n`` blocks ``h.i`` of two ops each (heavy then light, so the best cut of 3 stages falls inside one),
+    a container's glue op at each end."""
+    rows = [("in", "model", 0.1)]
+    for i in range(n):
+        rows += [(f"h{i}.a", f"model.h.{i}.a", 5.0), (f"h{i}.b", f"model.h.{i}.b", 1.0)]
+    rows += [("out", "model", 0.1)]
+    ops = [Op(name=n, work=w, out_bytes=1.0, param_bytes=1.0, attrs={"module": m}) for n, m, w in rows]
+    return Graph(ops, [(a[0], b[0]) for a, b in pairwise(rows)], name="blocks")
+
+
+def _modules_whole(p: Placement, depth: int) -> bool:
+    dev: dict[str, int] = {}
+    for op, d in zip(p.graph.ops, p.assign.tolist()):
+        key = ".".join(op.attrs["module"].split(".")[:depth])
+        if op.attrs["module"] != "model" and dev.setdefault(key, d) != d:
+            return False
+    return True
+
+
+def test_groups_are_the_modules_at_depth():
+    g = blocks(2)
+    assert Boundaries.modules(depth=3).resolve(g) == [["h0.a", "h0.b"], ["h1.a", "h1.b"]]
+    assert Boundaries.modules().resolve(g) == [["in", "h0.a", "h0.b", "h1.a", "h1.b", "out"]]
+    assert Boundaries.modules(depth=4).resolve(g) == []  # every module holds one op
+    assert term_from_dict(Boundaries.modules(3).to_dict()) == Boundaries.modules(3)
+    with pytest.raises(SpecError, match=r"depth must be an integer >= 1, got 0"):
+        Boundaries.modules(0)
+
+
+def test_dp_and_slicegraph_cut_between_modules_only():
+    g = blocks()
+    cluster = Cluster.stages(3, bandwidth=100.0)
+    free = run("dp", g, cluster).placement
+    assert not _modules_whole(free, 3)  # the term matters: without it the best split cuts a block
+    with pytest.raises(SpecError, match=r"inside module"):
+        export(free, "torch-pipelining", depth=3)
+    problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Boundaries.modules(depth=3)])
+    for method in ("dp", "slicegraph"):
+        p = run(method, problem.graph, cluster).placement
+        assert _modules_whole(p, 3), method
+        assert export(Placement(g, cluster, p.assign), "torch-pipelining", depth=3).data["split_spec"]
+
+
+def test_ip_with_memory_keeps_modules_whole():
+    g = blocks()
+    cluster = Cluster.stages(3, memory=4.0, bandwidth=100.0)
+    problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Contiguous(), Memory(), Boundaries.modules(depth=3)])
+    result = solve(problem, time_limit=5, method="ip")
+    p = result.placement
+    assert _modules_whole(p, 3) and np.bincount(p.assign, weights=g.param_bytes, minlength=3).max() <= 4.0
+    # memory 4 holds at most two blocks (2 params each): the busiest stage runs two blocks of work 6 and
+    # receives and sends one tensor of 1 byte at 100 bytes/ms
+    assert result.objective == pytest.approx(12.0 + 0.02)
+
+
+def test_graph_without_modules_is_refused():
+    g = Graph([Op(name="a", work=1.0), Op(name="b", work=1.0)], [("a", "b")], name="plain")
+    with pytest.raises(SpecError, match=r"graph 'plain' has no module paths"):
+        Problem(g, Cluster.stages(2), Bottleneck(), [Boundaries.modules()])
+
+
+def test_cpsat_takes_the_term_as_colocation():
+    from placement_dsl import cpsat
+    from placement_dsl.objectives import Makespan
+
+    g = blocks(2)
+    problem = Problem(g, Cluster.stages(2, bandwidth=100.0), Makespan(), [Boundaries.modules(depth=3)])
+    cpsat._check_terms(problem)  # a Colocate by another name: modelled, not refused
+    if not cpsat.available():
+        pytest.skip("ortools is not installed")
+    p = cpsat.solve_schedule_cpsat(problem, time_limit=5).placement
+    assert _modules_whole(p, 3)
+
+
+def test_cli_boundaries_option_gives_an_exportable_plan(tmp_path, capsys):
+    from placement_dsl.cli import main
+    from placement_dsl.io import Workload, save_workload
+
+    work = tmp_path / "blocks.json"
+    save_workload(Workload(blocks(), Cluster.stages(3, bandwidth=100.0), "native"), work)
+    split, out = tmp_path / "split.json", tmp_path / "spec.json"
+    export_args = ["export", str(work), "--split", str(split), "--to", "torch-pipelining", "--depth", "3",
+                   "--out", str(out)]
+    assert main(["solve", str(work), "--method", "dp", "--quiet", "--out", str(split)]) == 0
+    assert main(export_args) == 2 and "inside module" in capsys.readouterr().err
+    assert main(["solve", str(work), "--method", "dp", "--quiet", "--boundaries", "module:3", "--out", str(split)]) == 0
+    assert main(export_args) == 0 and out.exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["solve", str(work), "--method", "dp", "--boundaries", "layer:3"])
+    assert exit_.value.code == 2
+    assert "--boundaries must be module or module:DEPTH" in capsys.readouterr().err
