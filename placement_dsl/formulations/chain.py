@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..blocks.base import BlockTemplate
-from ..blocks.chain import AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, PositionWindows
+from ..blocks.chain import (AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, IndexGaps,
+                            PositionWindows)
 from ..constraints import Colocate, Contiguous, DagOrder, Term
 from ..errors import SpecError
 from ..objectives import GPipe
@@ -66,6 +67,10 @@ def _shared_colocation(term: Colocate, problem: Problem) -> list[BlockTemplate]:
     if not term.shared:
         raise SpecError("chain formulation: colocation groups must share variables; use Colocate(..., shared=True)")
     return []
+
+
+def _cluster_order(term: DagOrder, problem: Problem) -> list[BlockTemplate]:
+    return [IndexGaps()]
 
 
 def _windows(term: LoadTarget, problem: Problem) -> list[BlockTemplate]:
@@ -154,7 +159,7 @@ class ChainFormulation(Formulation):
 
 CHAIN = register(EXACT.derive(
     "chain", Kind.RESTRICTION, _skeleton, cls=ChainFormulation,
-    rules={Contiguous: drop, DagOrder: drop,  # the chain's order implies both
+    rules={Contiguous: drop, DagOrder: _cluster_order,  # the chain's order implies contiguity; CPUs keep their place
            Colocate: _shared_colocation, GPipe: _no_gpipe, LoadTarget: _windows},
     doc="""The DAG-ordered chain: the search space of Tarnawski et al.'s DP over ideals (§5.1.1, App. B)
 written with Archer et al.'s cumulative variables, CPUs in gaps of the accelerator sequence,
