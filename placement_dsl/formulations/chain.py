@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..blocks.base import BlockTemplate
-from ..blocks.chain import (AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, IndexGaps,
-                            PositionWindows)
+from ..blocks.chain import (
+    AncestorCuts,
+    ChainAssignment,
+    ChainOrder,
+    ChainTensorCut,
+    CpuGaps,
+    IndexGaps,
+    PositionWindows,
+)
 from ..constraints import Colocate, Contiguous, DagOrder, Term
 from ..errors import SpecError
 from ..objectives import GPipe
