@@ -56,8 +56,8 @@ TIME_LIMIT = 5.0
 
 
 def tiny(objective: str, term: str, cpu: bool, seed: int) -> Problem:
-    """Four ops with random work (a CPU 1-3 times slower), tensors, parameters and edges; two accelerators of
-    small memory, and a CPU with ``cpu``."""
+    """Four ops with random work (a CPU 1-3 times slower), tensors, parameters and edges (``v0 -> v1`` always:
+    the colocated pair is adjacent); two accelerators of small memory, and a CPU with ``cpu``."""
     rng = np.random.default_rng(seed)
     training = objective in TRAINING or term == "training-memory"
     ops = []
@@ -66,19 +66,19 @@ def tiny(objective: str, term: str, cpu: bool, seed: int) -> Problem:
         ops.append(Op(name=f"v{i}", work={"accelerator": w, "cpu": w * float(rng.integers(1, 4))},
                       out_bytes=float(rng.integers(0, 4)), param_bytes=float(rng.integers(0, 5)),
                       backward=training and i >= 2))
-    edges = [(f"v{i}", f"v{j}") for i in range(4) for j in range(i + 1, 4) if rng.random() < 0.5]
+    edges = [(f"v{i}", f"v{j}") for i in range(4) for j in range(i + 1, 4) if (i, j) == (0, 1) or rng.random() < 0.5]
     cluster = Cluster.accelerators(2, memory=float(rng.integers(5, 12)), cpus=1 if cpu else 0)
     return Problem(Graph(ops, edges, name=f"tiny{seed}"), cluster, OBJECTIVES[objective], TERMS[term](cpu))
 
 
-def check(problem: Problem) -> str:
+def check(problem: Problem, formulation: str = "auto") -> str:
     """What ``solve`` did with ``problem`` ('refused', 'infeasible', 'optimal', 'bounded'), asserting it is right."""
     try:
         best: float | None = brute_force(problem)[0]
     except InfeasibleError:
         best = None
     try:
-        result = solve(problem, time_limit=TIME_LIMIT, gap=0.0)
+        result = solve(problem, formulation=formulation, time_limit=TIME_LIMIT, gap=0.0)
     except SpecError as err:
         assert str(err) and "\n" not in str(err), repr(err)
         return "refused"
@@ -108,6 +108,14 @@ def check(problem: Problem) -> str:
 def test_solve_answers_the_brute_force_optimum_or_refuses(objective, term, cpu):
     for seed in range(SEEDS):
         check(tiny(objective, term, cpu, seed))
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["accelerators", "with-cpu"])
+@pytest.mark.parametrize("objective", ["throughput", "bottleneck", "pipedream"])
+def test_the_chain_restriction_answers_the_optimum_of_its_class(objective, cpu):
+    # Contiguous and DagOrder: the problem's class is the chain's (CPUs where the cluster lists them)
+    for seed in range(SEEDS):
+        check(tiny(objective, "dp-class", cpu, seed), formulation="chain")
 
 
 def test_the_combinations_cover_every_term_and_objective():
