@@ -170,7 +170,8 @@ CHAIN = register(EXACT.derive(
            Colocate: _shared_colocation, GPipe: _no_gpipe, LoadTarget: _windows},
     doc="""The DAG-ordered chain: the search space of Tarnawski et al.'s DP over ideals (§5.1.1, App. B)
 written with Archer et al.'s cumulative variables, CPUs in gaps of the accelerator sequence,
-ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``)."""))
+ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``). Under
+DagOrder, which orders the devices as the cluster lists them, each CPU sits in the gap where it is listed."""))
 
 
 def chain_problem(problem: Problem, target: float, prune: bool = True) -> Problem:
