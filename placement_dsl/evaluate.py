@@ -36,7 +36,7 @@ from .invocation import invocations
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .schedule import Congestion, schedule_makespan
-from .training import TrainingMemorySpec, gpipe_time_per_sample, training_memory
+from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
 REL_TOL = 1e-9
 
@@ -129,8 +129,19 @@ class CostModel:
 
 @dataclass(frozen=True)
 class Violation:
+    """One reason a placement is invalid: the check it fails and what fails.
+
+    ``essential``: the objective itself has no value without it (no invocation order, no GPipe
+    fill-and-drain schedule), so it counts against validity whatever checks are required.
+    """
+
     check: str
     message: str
+    essential: bool = False
+
+    def counts(self, require: frozenset[str]) -> bool:
+        """Whether this violation makes a placement invalid under the checks ``require``."""
+        return self.essential or self.check in require
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,11 @@ class Evaluation:
     subgraphs: dict[str, int] = field(default_factory=dict)  # latency: invocations per accelerator
 
     @property
+    def binding(self) -> tuple[Violation, ...]:
+        """The violations that make the placement invalid (``valid`` is True exactly when there are none)."""
+        return tuple(v for v in self.violations if v.counts(self.model.require))
+
+    @property
     def max_load(self) -> float:
         return max((d.load for d in self.devices), default=0.0)
 
@@ -210,7 +226,7 @@ class Evaluation:
         rows.append(f"objective ({self.model.name or self.model.objective.value}): {self.objective:.6g}   "
                     f"valid: {self.valid}")
         for v in self.violations:
-            label = "violation" if v.check in self.model.require else "note (not required)"
+            label = "violation" if v.counts(self.model.require) else "note (not required)"
             rows.append(f"  {label} [{v.check}] {v.message}")
         return "\n".join(rows)
 
@@ -393,13 +409,14 @@ def invocation_latency(p: Placement, model: CostModel | None = None
     out = []
     if s.waiting:
         out.append(Violation("contiguous", f"no invocation order exists: {s.waiting} of {s.invocations} invocations "
-                                           f"wait on each other, e.g. the cycle {' -> '.join(s.blocked)}"))
+                                           f"wait on each other, e.g. the cycle {' -> '.join(s.blocked)}",
+                             essential=True))
         return math.inf, {}, subgraphs, out
     q = None if model is None else model.max_subgraphs
     for name, k in subgraphs.items():
         if q is not None and k > q:
             out.append(Violation("contiguous", f"device {name!r} needs {k} contiguous subgraphs, more than the "
-                                               f"{q} per accelerator allowed (max_subgraphs)"))
+                                               f"{q} per accelerator allowed (max_subgraphs)", essential=True))
     return s.latency, {g.names[i]: float(s.finish[i]) for i in range(g.n)}, subgraphs, out
 
 
@@ -422,23 +439,27 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
         model = CostModel.named(model)
     rows = device_costs(placement, model)
     violations = _violations(placement, model, rows)
-    valid = not any(v.check in model.require for v in violations)
     latency, finish, subgraphs = None, {}, {}
     if model.objective is Objective.MAX_LOAD:
         objective = max(r.load for r in rows)
     elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain
-        objective = gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
-                                          np.array([r.load_bw for r in rows]), model.microbatches)
+        cycle = pass_cycle(placement)
+        if cycle:
+            objective = math.inf
+            violations.append(Violation("acyclic", "GPipe fill and drain: no schedule exists, the device passes "
+                                                   f"form the cycle {' -> '.join(cycle)}", essential=True))
+        else:
+            objective = gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
+                                              np.array([r.load_bw for r in rows]), model.microbatches)
     elif model.objective is Objective.GPIPE:
         objective = max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
     elif model.objective is Objective.MAKESPAN:  # the placement's schedule, else list scheduling's
         objective, problems = schedule_makespan(placement, model.congestion)
         violations.extend(Violation("schedule", msg) for msg in problems)
-        valid = valid and not (problems and "schedule" in model.require)
     else:
         latency, finish, subgraphs, problems = invocation_latency(placement, model)
         objective = latency
         violations.extend(problems)
-        valid = valid and not problems
+    valid = not any(v.counts(model.require) for v in violations)
     return Evaluation(objective=float(objective), valid=valid, model=model, devices=rows,
                       violations=tuple(violations), latency=latency, finish_times=finish, subgraphs=subgraphs)

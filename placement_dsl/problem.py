@@ -156,7 +156,7 @@ class Problem:
         """Every reason the placement is invalid for this problem (cost-model checks and term checks)."""
         placement = self._rebased(placement)
         ev = evaluate(placement, self.cost_model())
-        out = [f"[{v.check}] {v.message}" for v in ev.violations if v.check in ev.model.require]
+        out = [f"[{v.check}] {v.message}" for v in ev.binding]
         if placement.replicated and not any(getattr(t, "widens", False) for t in self.constraints):
             out.append("[replicas] stages run on several devices, which the problem does not allow (add Replicate)")
         for term in self.constraints:

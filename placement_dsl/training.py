@@ -195,6 +195,36 @@ def unit_graph(p: Placement) -> tuple[np.ndarray, list[list[int]]]:
     return present, [sorted(x) for x in preds]
 
 
+def pass_cycle(p: Placement) -> list[str]:
+    """Device passes (``"acc0 forward"``) on a cycle of :func:`unit_graph`, first repeated last; ``[]`` without one.
+
+    GPipe's fill and drain has no schedule then: each pass waits on a later one.
+    """
+    present, preds = unit_graph(p)
+    indeg = np.array([len(x) for x in preds], dtype=np.int64)
+    succ: list[list[int]] = [[] for _ in present]
+    for u, before in enumerate(preds):
+        for v in before:
+            succ[v].append(u)
+    ready = [u for u in range(len(present)) if indeg[u] == 0]
+    while ready:
+        for w in succ[ready.pop()]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    left = np.flatnonzero(indeg > 0)
+    if left.size == 0:
+        return []
+    seen: dict[int, int] = {}
+    u = int(left[0])
+    while u not in seen:  # every unit left has a predecessor left: walking back must repeat one
+        seen[u] = len(seen)
+        u = next(v for v in preds[u] if indeg[v] > 0)
+    walk = list(seen)[seen[u]:][::-1]
+    names = [f"{p.cluster.names[present[x] // 2]} {'backward' if present[x] % 2 else 'forward'}" for x in walk]
+    return names + names[:1]
+
+
 def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray, m: int) -> float:
     """GPipe's time per sample for one mini-batch of ``m`` micro-batches, fill and drain included.
 

@@ -108,3 +108,52 @@ def test_chain_data_contracts_groups_and_counts_cpu_slack() -> None:
     assert d.rho == pytest.approx(0.1)
     assert len(d.chain_edges) == 1  # b -> c is a backward edge: not part of the chain
     assert sorted(d.work) == [2.0, 4.0]
+
+
+@pytest.fixture
+def shallow_stack():
+    """Python's recursion limit 300 frames above the caller: a bound that recurses once per op fails on any graph
+    much larger than that, whatever its size."""
+    import inspect
+    import sys
+
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 300)
+    yield
+    sys.setrecursionlimit(saved)
+
+
+def _long_chain(n: int) -> Graph:
+    ops = [Op(name=f"v{i}", work={"accelerator": 1 + i % 7, "cpu": 50 + i % 5}, out_bytes=1 + i % 3) for i in range(n)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)], name=f"chain{n}")
+
+
+def _wide(n: int) -> Graph:
+    mid = [Op(name=f"w{i}", work={"accelerator": 1 + i % 5, "cpu": 400 + i % 9}, out_bytes=1) for i in range(n - 2)]
+    edges = [("s", m.name) for m in mid] + [(m.name, "t") for m in mid]
+    return Graph([Op(name="s", work=1, out_bytes=1), *mid, Op(name="t", work=1)], edges, name=f"wide{n}")
+
+
+@pytest.mark.parametrize("graph", [_long_chain(20_000), _wide(2_000)], ids=["chain-20k", "wide-2k"])
+def test_closed_form_bounds_recurse_no_deeper_than_a_constant(graph, shallow_stack):
+    # the packing bound's search for a bin's items went one Python frame per item: a 2,000-op profile raised
+    # RecursionError in `placement-dsl bounds`; every closed-form bound now runs within a constant depth
+    from placement_dsl.bounds import local
+    from placement_dsl.bounds.latency import critical_path_bound
+    from placement_dsl.bounds.makespan import critical_path_bound as makespan_path_bound
+    from placement_dsl.bounds.packing import heavy_packing, packing_bound
+    from placement_dsl.bounds.pigeonhole import pigeonhole_bound
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.objectives import Latency, Throughput
+    from placement_dsl.problem import Problem
+
+    cluster = Cluster.accelerators(4, cpus=1)
+    simple = simple_lower_bound(graph, cluster)
+    assert packing_bound(graph, cluster, budget=20_000) >= pigeonhole_bound(graph, cluster) - 1e-9
+    assert heavy_packing(graph, cluster, budget=20_000) is not None
+    assert chain_bound(graph, cluster) >= 0 and simple > 0
+    assert critical_path_bound(Problem(graph, cluster, Latency()))[0] > 0
+    assert makespan_path_bound(graph, cluster) > 0
+    contiguous = Problem(graph, Cluster.accelerators(4), Throughput(), [Contiguous()])
+    if local.problem_applies(contiguous) is None:
+        assert local.problem_bound(contiguous)[0] > 0

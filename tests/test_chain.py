@@ -15,7 +15,7 @@ from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, Memory
-from placement_dsl.errors import SpecError
+from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations.chain import LoadTarget, certified_bound, chain_problem
 from placement_dsl.objectives import PipeDream, Throughput
@@ -250,3 +250,36 @@ def test_windowed_solve_certifies_bert24_within_one_percent(dnn_partitioning):
     assert result.gap <= 0.01 + 1e-9 and result.bound <= result.objective
     assert result.status is Status.OPTIMAL and result.bound_scope is PlacementClass.DP
     assert problem.evaluate(result.placement).objective == pytest.approx(result.objective)
+
+
+def ordered(seed: int, n: int, cpus: int, contiguous: bool) -> Problem:
+    """A tiny Throughput problem under DagOrder (the cluster's device order, CPUs listed last)."""
+    from placement_dsl.constraints import DagOrder
+
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.accelerators(2, memory=float(rng.integers(6, 20)), cpus=cpus)
+    return Problem(testing.random_graph(rng, n, density=0.5), cluster, Throughput(),
+                   [Memory(), DagOrder(), *([Contiguous()] if contiguous else [])])
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 5), cpus=st.integers(1, 2), contiguous=st.booleans())
+def test_dag_order_keeps_cpus_where_the_cluster_lists_them(seed, n, cpus, contiguous):
+    # DagOrder orders the cluster's devices as listed, CPUs included; the chain put a CPU in any gap of the
+    # accelerators, so an edge from the CPU into an accelerator listed before it came back (EvaluationMismatchError)
+    from placement_dsl.brute import brute_force
+
+    problem = ordered(seed, n, cpus, contiguous)
+    try:
+        best, _ = brute_force(problem)
+    except InfeasibleError:
+        best = None
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20, gap=0.0)
+    if best is None:
+        assert result.placement is None
+        return
+    assert result.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
+    assert problem.is_valid(result.placement)
+    compiled = compile(problem, "chain")  # the optimum, as a start, satisfies the model
+    worst, where = compiled.varmap.residual(compiled.varmap.values(result.placement))
+    assert worst <= 1e-9, where

@@ -519,3 +519,16 @@ def test_bert24_is_proven_optimal(dnn_partitioning):
     result = solve(p, formulation="latency", warm_start="greedy", time_limit=300, gap=1e-4)
     assert result.objective == pytest.approx(100.22, abs=5e-3)  # Tarnawski Table 4
     assert result.gap is not None and result.gap <= 1e-4
+
+
+@pytest.mark.parametrize("cpus", [0, 1])
+def test_colocated_neighbours_leave_run_flow_rows_that_constants_decide(cpus):
+    # a and b colocated: no run of the critical path starts or ends between them, so the flow's balance
+    # at that position has no arc (0 == 0); Pyomo refused the bare True and the IP did not compile
+    from placement_dsl.constraints import Colocate
+
+    g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", [1, 2, 3, 1])],
+              [("a", "b"), ("b", "c"), ("c", "d")])
+    p = Problem(g, Cluster.accelerators(2, cpus=cpus), Latency(), [Colocate([["a", "b"]])])
+    r = solve(p, formulation="latency", solver="highs", time_limit=10, gap=0.0)
+    assert r.status.value == "optimal" and r.objective == pytest.approx(brute_force(p)[0])

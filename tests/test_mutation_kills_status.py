@@ -33,6 +33,10 @@ class Recorder:
         assert name not in self.options or name == "time_limit", f"{name} set twice"
         self.options[name] = value
 
+    def getOptionValue(self, name):
+        defaults = {"mip_feasibility_tolerance": 1e-6, "mip_abs_gap": 1e-6}
+        return highspy.HighsStatus.kOk, self.options.get(name, defaults.get(name))
+
 
 def event(objective=0.0, seconds=0.0, bound=-math.inf, x=(), message=""):
     """A callback event as HiGHS hands it to a subscriber (only the fields the backend reads)."""
@@ -125,23 +129,48 @@ def test_first_incumbent_elsewhere_refuses_the_start_with_both_values():
     w.improving(event(objective=6.0, seconds=0.25))
     assert reports[0] == StartVerdict(False, "HiGHS's first incumbent (t=0.250s) differs from the start: "
                                              "6 vs 5 in model units")
-    # a relative difference of 1e-8 is no match at rel_tol = abs_tol = 1e-9 (5e-8 apart)
+    # a relative difference of 1e-5 is no match at HiGHS's feasibility tolerance (1e-6)
     w, reports = watch(start_objective=5.0)
-    w.improving(event(objective=5.0 + 5e-8))
+    w.improving(event(objective=5.0 + 5e-5))
     assert reports[0].accepted is False
-    # within the tolerance: 5 + 1e-9 is 2e-10 apart relatively
+    # within it: 5 + 4e-6 is 8e-7 apart relatively
     w, reports = watch(start_objective=5.0)
-    w.improving(event(objective=5.0 + 1e-9))
+    w.improving(event(objective=5.0 + 4e-6))
     assert reports[0].accepted is True
+
+
+def test_a_start_repaired_within_the_feasibility_tolerance_is_the_start():
+    # HiGHS recomputed an optimal latency start of 5.25 as 5.250000006: 1.1e-9 apart relatively,
+    # far inside what HiGHS can tell apart, so the start was taken
+    w, reports = watch(start_objective=5.25)
+    w.improving(event(objective=5.250000006))
+    assert reports[0].accepted is True
+    # the tolerances are HiGHS's own: at a feasibility tolerance and absolute gap of 1e-10 it is not the start
+    reports = []
+    w = highs._Watch(reports.append, math.inf, 5.25, (1e-10, 1e-10))
+    w.improving(event(objective=5.250000006))
+    assert reports[0].accepted is False
+
+
+def test_start_tolerance_reads_the_options_highs_solves_with():
+    h = highs.new_highs()
+    assert highs.start_tolerance(h) == (1e-6, 1e-6)  # HiGHS's defaults
+    h.setOptionValue("mip_feasibility_tolerance", 1e-8)
+    h.setOptionValue("mip_abs_gap", 1e-5)
+    assert highs.start_tolerance(h) == (1e-8, 1e-5)
+    h.setOptionValue("mip_abs_gap", 1e-9)  # the absolute tolerance is never below the feasibility one
+    assert highs.start_tolerance(h) == (1e-8, 1e-8)
+    # later highspy versions answer the value alone
+    assert highs._option(SimpleNamespace(getOptionValue=lambda name: 3e-7), "mip_abs_gap", 1.0) == 3e-7
 
 
 def test_a_start_at_zero_matches_within_the_absolute_tolerance():
-    # at 0 no relative tolerance helps: 5e-10 from a start of 0 is within abs_tol = 1e-9, 5e-9 is not
+    # at 0 no relative tolerance helps: 5e-7 from a start of 0 is within abs_tol = 1e-6, 5e-6 is not
     w, reports = watch(start_objective=0.0)
-    w.improving(event(objective=5e-10))
+    w.improving(event(objective=5e-7))
     assert reports[0].accepted is True
     w, reports = watch(start_objective=0.0)
-    w.improving(event(objective=5e-9))
+    w.improving(event(objective=5e-6))
     assert reports[0].accepted is False
 
 

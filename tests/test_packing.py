@@ -177,3 +177,11 @@ def test_certify_proves_gnmt_inference_within_a_percent(dnn_partitioning):
     assert problem.violations(cert.placement) == []
     assert cert.proved_by == "simple" and cert.found_by == "polish-packed"
     assert cert.objective < 31.69 and cert.gap <= 0.001
+
+
+def test_a_bin_of_thousands_of_items_is_searched_without_recursion():
+    # the search for a bin's items went one Python frame per item: 2,000 unit items filling two bins of
+    # 1,000 raised RecursionError (a 2,000-op profile hit it through `placement-dsl bounds`)
+    search = _Completion(np.ones(2000), 2, 1000.0, 10**6)
+    assert search.run() == FEASIBLE and search.bins == [1000.0, 1000.0]
+    assert [len(m) for m in search.members] == [1000, 1000]

@@ -147,3 +147,33 @@ def test_command_line_methods_map_to_terms():
         problem_for_method(w, "nope", "ip")
     with pytest.raises(SpecError, match="method"):
         problem_for_method(w, "throughput", "magic")
+
+
+def test_a_deadlocked_latency_placement_is_invalid_for_the_problem_too():
+    # acc0 holds a and d, acc1 holds b and c: acc0's one invocation waits for c, acc1's for a
+    from placement_dsl.objectives import Latency
+
+    g = Graph([Op(name=n, work=1, out_bytes=1) for n in "abcd"], [("a", "b"), ("c", "d")])
+    p = Problem(g, Cluster.accelerators(2), Latency())
+    pl = p.placement([0, 1, 1, 0])
+    ev = p.evaluate(pl)
+    assert not ev.valid and ev.objective == math.inf
+    assert p.is_valid(pl) is False
+    assert p.violations(pl) == [("[contiguous] no invocation order exists: 2 of 2 invocations wait on each other, "
+                                "e.g. the cycle acc0#1 -> acc1#1")]
+    # the problem and the cost model give one answer: the violations the problem lists are the ones that bind
+    assert [f"[{v.check}] {v.message}" for v in ev.binding] == p.violations(pl)
+
+
+@pytest.mark.parametrize("constraints", [[], [Memory()]])
+def test_gpipe_fill_and_drain_of_a_cyclic_placement_is_a_violation_not_an_error(constraints):
+    # v0 and v2 on acc0, v1 on acc1: acc0's forward pass feeds acc1's, which feeds acc0's
+    g = Graph([Op(name=f"v{i}", work=1, out_bytes=1, param_bytes=1) for i in range(3)], [("v0", "v1"), ("v1", "v2")])
+    p = Problem(g, Cluster.accelerators(2, memory=100), GPipe(microbatches=4), constraints)
+    pl = p.placement([0, 1, 0])
+    ev = p.evaluate(pl)
+    assert not ev.valid and ev.objective == math.inf
+    assert p.is_valid(pl) is False
+    assert p.violations(pl) == [("[acyclic] GPipe fill and drain: no schedule exists, the device passes form the cycle "
+                                "acc1 forward -> acc0 forward -> acc1 forward")]
+    assert p.is_valid(p.placement([0, 0, 1]))  # a contiguous placement has its schedule

@@ -153,7 +153,8 @@ def test_tarnawski_cpu_load_counts() -> None:
     problem = Problem(g, Cluster.accelerators(2, memory=10.0, cpus=1), Throughput(), [Memory(), Contiguous()])
     assert brute_force(problem)[0] == pytest.approx(5.0)
     assert _bound(problem, "superblock") == pytest.approx(5.0)  # the CPU's load, no transfers on the CPU
-    assert compile(problem, "superblock").size()["assignment"]["variables"] == 4 * 3  # (first, middle, last, cpu0) x 3 ops
+    # (first, middle, last, cpu0) x 3 ops, and the middle's work
+    assert compile(problem, "superblock").size()["assignment"]["variables"] == 4 * 3 + 1
 
 
 def test_certify_runs_the_superblock_levels_on_tarnawski_problems() -> None:

@@ -933,3 +933,19 @@ def test_the_note_of_a_second_solve_comes_before_what_that_solve_reports(monkeyp
     assert out.objective == 7.0 and re.fullmatch(
         r"'Optimal' claims objective -5 for an answer worth 0 with the MIP start; solved again without it; "
         r"solver process " + why, out.message), out.message
+
+
+def test_a_row_constants_alone_violate_is_an_infeasible_model_not_an_error():
+    from placement_dsl.blocks.base import settle
+    from placement_dsl.solvers import Status, solve_model
+
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(0, 1))
+    m.ok = pyo.Constraint([0, 1], rule=lambda b, i: settle(i * m.x >= 0 if i else sum(m.x for _ in ()) == 0))
+    assert list(m.ok.keys()) == [1]  # the row constants alone satisfy is skipped
+    m.bad = pyo.Constraint(rule=lambda b: settle(sum(m.x for _ in ()) == 1))  # an empty flow that must carry 1
+    m.o = pyo.Objective(expr=m.x)
+    out = solve_model(m, "highs", SolveOptions(time_limit=5), start={"x": 0.0})
+    assert out.status is Status.INFEASIBLE and not out.has_solution and out.start_accepted is False
+    assert out.message == ("constraint 'bad' is violated by constants alone (-inf <= 0 <= -1.0): "
+                           "the model has no feasible point")

@@ -290,3 +290,23 @@ def test_a_relaxation_refuses_a_placement_as_its_values_by_name():
     assert list(NoTransfer().values(pyo.Block(concrete=True), ctx, warm)) == []
     with pytest.raises(SpecError, match=r"^superblock models are relaxations; solve them without a warm start$"):
         list(SuperblockLoad().values(pyo.Block(concrete=True), ctx, warm))
+
+
+def test_the_op_floors_read_the_middles_work_once():
+    # each op's floor summed the middle's work over every op: n rows of n terms (44 s to build and hand off at
+    # 600 ops, a bounds run on a profile of thousands of layers never ended); one variable carries it now
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.problem import Problem
+    from placement_dsl.solvers.matrix import extract
+
+    n = 200
+    ops = [Op(name=f"v{i}", work={"accelerator": 1 + i % 5, "cpu": 9}, out_bytes=1) for i in range(n)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)], name="long")
+    problem = Problem(g, Cluster.accelerators(4, cpus=1), Throughput(), [Contiguous()])
+    compiled = compile(problem, "superblock")
+    floors = compiled.model.assignment.op_floor
+    assert len(floors) == n
+    lm = extract(compiled.model)
+    rows = [i for i, name in enumerate(lm.row_names) if name.startswith("assignment.op_floor")]
+    per_row = np.bincount(lm.index, minlength=lm.n_rows)[rows]  # nonzeros of each row
+    assert len(rows) == n and per_row.max() == 4  # the middle's work and the op's three superblocks

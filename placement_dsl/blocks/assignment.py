@@ -21,7 +21,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..errors import InfeasibleError
-from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
 
 
 def _pairs(ctx: Context, rep: np.ndarray | None = None) -> list[tuple[str, str]]:
@@ -145,7 +145,7 @@ class Colocation(BlockTemplate):
 
         def same(b: pyo.Block, v: str, d: str) -> Any:  # a represented device has no variables: 0 == 0
             mine, theirs = ctx.x(g.index[v], ctx.cluster.index[d]), ctx.x(rep[v], ctx.cluster.index[d])
-            return pyo.Constraint.Skip if isinstance(mine, int) and isinstance(theirs, int) else mine == theirs
+            return settle(mine == theirs)
         blk.same_device = pyo.Constraint(pyo.Set(dimen=2, initialize=rows), rule=same,
                                          doc="op v runs on device d iff its group's representative does")
 

@@ -359,6 +359,18 @@ def build_order(templates: list[BlockTemplate]) -> list[BlockTemplate]:
     return [templates[i] for i in done]
 
 
+def settle(expr: Any) -> Any:
+    """A constraint rule's result as Pyomo takes it: a comparison that constants alone decide is skipped
+    when it holds and :attr:`pyo.Constraint.Infeasible` when it fails (the model then has no feasible
+    point, which the solve layer reports as infeasible); Pyomo refuses a bare ``True`` or ``False``.
+
+    Rows over sums that may be empty (no arc, no variable left by pins or colocation) end here.
+    """
+    if isinstance(expr, (bool, np.bool_)):
+        return pyo.Constraint.Skip if expr else pyo.Constraint.Infeasible
+    return expr
+
+
 def indexed_values(component: Any, values: Any) -> Iterator[tuple[Any, float]]:
     """Pair each index of ``component`` with ``values(index)``."""
     for index in component:

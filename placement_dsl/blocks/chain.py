@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyomo.environ as pyo
 
+from ..constraints import DagOrder
 from ..errors import SpecError
 from ..structure import ChainData, chain_data
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, Stage, Warm, register
@@ -109,9 +110,10 @@ def warm_slots(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray
     cpu_of = np.full(ctx.D, -1, dtype=np.int64)
     cpu_of[view.cpu] = np.arange(view.l)
     device = np.asarray(assign, dtype=np.int64)[ctx.units]
-    gap = np.ones(view.l, dtype=np.int64)
+    ordered = ctx.problem.has(DagOrder)
+    gap = index_gaps(view) if ordered else np.ones(view.l, dtype=np.int64)
     edges = view.data.chain_edges
-    for _ in range(view.l + 1):
+    for _ in range(0 if ordered else view.l + 1):
         slot = np.where(pos[device] > 0, pos[device], gap[np.maximum(cpu_of[device], 0)] if view.l else 0)
         if not len(edges):
             break
@@ -128,7 +130,34 @@ def warm_slots(ctx: Context, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return slot, gap
 
 
+def index_gaps(view: ChainView) -> np.ndarray:
+    """Each CPU's gap in the cluster's device order: ``1 +`` the accelerators listed before it."""
+    return 1 + np.searchsorted(view.acc, view.cpu).astype(np.int64)
+
+
 # ---------------------------------------------------------------------------- CPU gaps
+@register
+class IndexGaps(BlockTemplate):
+    """Under :class:`~placement_dsl.constraints.DagOrder` the devices run in the cluster's order, CPUs included:
+    ``gamma[j, b_j] = 1`` with ``b_j`` CPU ``j``'s place among the accelerators (:func:`index_gaps`).
+
+    Without it a CPU may sit in any gap (Tarnawski's DP class), and an edge from a CPU listed after an
+    accelerator into that accelerator would go back in the cluster's order.
+    """
+
+    name = "index_gaps"
+    needs = (CpuGapsLink,)
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        view, gaps = chain_view(ctx), ctx.link(CpuGapsLink)
+        fixed = dict(zip((ctx.devices[d] for d in view.cpu), index_gaps(view).tolist()))
+        blk.listed_gap = pyo.Constraint(gaps.cpus, rule=lambda b, j: gaps.gamma[j, fixed[j]] == 1,
+                                        doc="CPU j sits in the gap where the cluster lists it")
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        return iter(())
+
+
 @register
 class CpuGaps(BlockTemplate):
     """CPUs in gaps of the accelerator sequence (recipe row 2).

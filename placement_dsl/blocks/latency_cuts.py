@@ -23,7 +23,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..constraints import DagOrder
-from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
 from .latency import LatencyLink, PathLink, RunLink, SlotLink
 from .latency_data import (
     Bounds,
@@ -217,9 +217,9 @@ class RunFlows(BlockTemplate):
             into.setdefault((k, j), []).append((k, i, j))
         nodes = [(k, t) for k, p in enumerate(chosen) for t in range(len(p) + 1)]
         ends = {k: len(p) for k, p in enumerate(chosen)}
-        blk.balance = pyo.Constraint(pyo.Set(dimen=2, initialize=nodes), rule=lambda b, k, t: sum(
+        blk.balance = pyo.Constraint(pyo.Set(dimen=2, initialize=nodes), rule=lambda b, k, t: settle(sum(
             b.flow[a] for a in out.get((k, t), ())) - sum(b.flow[a] for a in into.get((k, t), ()))
-            == (1 if t == 0 else -1 if t == ends[k] else 0), doc="one unit of flow from P's start to its end")
+            == (1 if t == 0 else -1 if t == ends[k] else 0)), doc="one unit of flow from P's start to its end")
         self._link(blk, ctx, chosen, acc, link)
         ctx.provide(RunLink([sum(c * blk.flow[k, i, j] for (k2, i, j), c in cost.items() if k2 == k)
                              for k in range(len(chosen))], run_path_bound(ctx, self.horizon, whole)),
@@ -234,7 +234,7 @@ class RunFlows(BlockTemplate):
         def covered(b: pyo.Block, k: int, t: int) -> Any:  # an op no accelerator may run is covered by no run
             flow = sum(b.flow[a] for a in runs if a[0] == k and a[1] <= t < a[2])
             on = sum(ctx.x(chosen[k][t], a) for a in acc)
-            return pyo.Constraint.Skip if isinstance(flow, int) and isinstance(on, int) else flow == on
+            return settle(flow == on)
         blk.on_acc = pyo.Constraint(pyo.Set(dimen=2, initialize=cover), rule=covered,
                                     doc="the runs covering an op put it on an accelerator")
         edges = link.edges or {}
@@ -243,7 +243,7 @@ class RunFlows(BlockTemplate):
             u, v = ops[chosen[k][t - 1]], ops[chosen[k][t]]
             side = sum(var[u, v, a] for a in edges.get((u, v), ()))
             arcs = sum(blk.flow[a] for a in runs if a[0] == k and a[at] == t)
-            return pyo.Constraint.Skip if isinstance(side, int) and isinstance(arcs, int) else arcs == side
+            return settle(arcs == side)
         inner = [(k, t) for k, p in enumerate(chosen) for t in range(1, len(p))]
         blk.starts = pyo.Constraint(pyo.Set(dimen=2, initialize=inner), rule=lambda b, k, t: cross(k, t, link.enter, 1),
                                     doc="a run starts where P's edge enters an accelerator")

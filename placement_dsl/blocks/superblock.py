@@ -153,7 +153,8 @@ class HostSuperblocks(Assignment):
 
     * ``k * sum_v w(v) x_{v,middle} >= sum_v w(v) A(v)`` (the middle holds at least the
       accelerators' average work) and ``sum_u w(u) x_{u,middle} >= w(v) A(v)`` for every ``v``
-      (at least any op the accelerators run): Lemma 3.3 restricted to the accelerators;
+      (at least any op the accelerators run): Lemma 3.3 restricted to the accelerators; the middle's
+      work is one variable, ``middle_work``, so these are ``n`` rows of ``4`` terms, not of ``n``;
     * with ``blocks = (a, b)`` (guess ``j``: ``a = j - 1``, ``b = k - j``): ``first`` and ``last``
       have ``a`` and ``b`` accelerators' memory, each holds at most ``a`` (``b``) times the
       middle's work, and a superblock of zero accelerators is empty. ``blocks = (None, None)``
@@ -200,17 +201,20 @@ class HostSuperblocks(Assignment):
         def work(b: int) -> Any:
             return sum(float(w[v]) * ctx.x(v, b) for v in ops)
 
-        blk.work_floor = pyo.Constraint(expr=k * work(1) >= work(0) + work(1) + work(2) if ops else pyo.Constraint.Skip,
+        # the middle's work once, as a variable: every op's floor reads it (n rows of one term each, not of n terms)
+        blk.middle_work = pyo.Var(domain=pyo.NonNegativeReals, doc="sum_v w(v) x_{v,middle}: the middle's work")
+        blk.middle_sum = pyo.Constraint(expr=blk.middle_work == work(1) if ops else pyo.Constraint.Skip,
+                                        doc="the middle's work is the work of the ops it holds")
+        mid = blk.middle_work
+        blk.work_floor = pyo.Constraint(expr=k * mid >= work(0) + mid + work(2) if ops else pyo.Constraint.Skip,
                                         doc="the middle holds at least the accelerators' average work")
         blk.op_floor = pyo.Constraint(
             [ctx.ops[v] for v in ops],
-            rule=lambda b, v: work(1) >= float(w[ctx.graph.index[v]]) * sum(ctx.x(ctx.graph.index[v], d)
-                                                                             for d in range(3)),
+            rule=lambda b, v: mid >= float(w[ctx.graph.index[v]]) * sum(ctx.x(ctx.graph.index[v], d) for d in range(3)),
             doc="the middle holds at least the work of any op on an accelerator")
         sized = [(d, s) for d, s in ((0, blocks[0]), (2, blocks[1])) if s is not None]
         blk.work_cap = pyo.Constraint([NAMES[d] for d, s in sized if s > 0 and ops],
-                                      rule=lambda b, name: work(NAMES.index(name))
-                                      <= dict(sized)[NAMES.index(name)] * work(1),
+                                      rule=lambda b, name: work(NAMES.index(name)) <= dict(sized)[NAMES.index(name)] * mid,
                                       doc="a superblock of s accelerators holds at most s times the middle's work")
         rows = [(ctx.ops[u], NAMES[d]) for u in ctx.units for d, s in sized if s == 0 and ctx.unit_allowed[u, d]]
         blk.empty = pyo.Constraint(pyo.Set(dimen=2, initialize=rows), rule=lambda b, u, d: b.x[u, d] == 0,

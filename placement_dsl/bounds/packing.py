@@ -32,6 +32,7 @@ from .pigeonhole import movable_units, unit_times
 SLACK = 1e-12  # relative capacity slack of the search: float sums in another order never refute a packing
 TOLERANCE = 1e-9  # relative width at which the capacity bisection stops
 FEASIBLE, INFEASIBLE, UNKNOWN = 1, 0, -1
+_ENTER, _UNTAKE, _SKIP, _UNSKIP = range(4)  # the steps of _Completion._sets's search
 
 
 class _OutOfNodes(Exception):
@@ -72,7 +73,7 @@ class _Completion:
         self.used[first] = True
         rest = [j for j in range(first + 1, len(self.w)) if not self.used[j]]
         chosen: list[int] = []
-        for total in self._sets(rest, 0, self.w[first], [], chosen, waste):
+        for total in self._sets(rest, self.w[first], chosen, waste):
             self.bins.append(total)
             self.members.append([first, *chosen])
             if self._fill(bins_left - 1, waste + self.C - total):
@@ -82,30 +83,48 @@ class _Completion:
         self.used[first] = False
         return False
 
-    def _sets(self, rest: list[int], k: int, total: float, skipped: list[int], chosen: list[int], waste: float):
-        """Maximal sets of ``rest[k:]`` completing a bin at ``total``; items chosen are marked used while yielded."""
+    def _sets(self, rest: list[int], total: float, chosen: list[int], waste: float):
+        """Maximal sets of ``rest`` completing a bin at ``total``; items chosen are marked used while yielded.
+
+        A depth-first search over taking or skipping each item in turn, on an explicit stack (a
+        recursion would go one level per item: a profile of 2,000 ops overflowed Python's stack).
+        Frames ``(k, total, step)``: ``_ENTER`` decides item ``k``; ``_UNTAKE`` undoes taking it;
+        ``_SKIP`` then searches without it and ``_UNSKIP`` ends that search.
+        """
+        skipped: list[int] = []
+        stack = [(0, total, _ENTER)]
+        while stack:
+            k, total, step = stack.pop()
+            if step == _UNTAKE:
+                chosen.pop()
+                self.used[rest[k]] = False
+            elif step == _SKIP:
+                skipped.append(rest[k])
+                stack += [(k, total, _UNSKIP), (k + 1, total, _ENTER)]
+            elif step == _UNSKIP:
+                skipped.pop()
+            elif self._pruned(rest, k, total, waste):
+                continue
+            elif k == len(rest):
+                if all(self.w[j] > self.C - total for j in skipped):  # maximal: no skipped item fits
+                    yield total
+            else:
+                j = rest[k]
+                twin = k > 0 and self.w[rest[k - 1]] == self.w[j] and rest[k - 1] in skipped
+                stack.append((k, total, _SKIP))  # after taking item j (or instead of it) comes skipping it
+                if self.w[j] <= self.C - total and not twin:  # an item equal to one skipped just before is skipped too
+                    self.used[j] = True
+                    chosen.append(j)
+                    stack += [(k, total, _UNTAKE), (k + 1, total + self.w[j], _ENTER)]
+
+    def _pruned(self, rest: list[int], k: int, total: float, waste: float) -> bool:
+        """Count a node; true when even every item of ``rest[k:]`` that fits wastes too much."""
         self.nodes += 1
         if self.nodes > self.limit:
             raise _OutOfNodes
         room = self.C - total
         reach = total + sum(self.w[j] for j in rest[k:] if self.w[j] <= room)
-        if waste + self.C - reach > self.slack + SLACK * self.C:  # even every item left that fits wastes too much
-            return
-        if k == len(rest):
-            if all(self.w[j] > room for j in skipped):  # maximal: no skipped item fits
-                yield total
-            return
-        j = rest[k]
-        twin = k > 0 and self.w[rest[k - 1]] == self.w[j] and rest[k - 1] in skipped
-        if self.w[j] <= room and not twin:  # an item equal to one skipped just before is skipped too
-            self.used[j] = True
-            chosen.append(j)
-            yield from self._sets(rest, k + 1, total + self.w[j], skipped, chosen, waste)
-            chosen.pop()
-            self.used[j] = False
-        skipped.append(j)
-        yield from self._sets(rest, k + 1, total, skipped, chosen, waste)
-        skipped.pop()
+        return waste + self.C - reach > self.slack + SLACK * self.C
 
 
 def cheap_bound(w: np.ndarray, K: int) -> float:

@@ -104,7 +104,7 @@ def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) ->
         "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
         "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
         "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations,
-        "violations": [{"check": v.check, "message": v.message, "required": v.check in ev.model.require}
+        "violations": [{"check": v.check, "message": v.message, "required": v.counts(ev.model.require)}
                        for v in ev.violations],
         "info": res.info, **placement_report(res.placement, ev),
     }

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..blocks.base import BlockTemplate
-from ..blocks.chain import AncestorCuts, ChainAssignment, ChainOrder, ChainTensorCut, CpuGaps, PositionWindows
+from ..blocks.chain import (
+    AncestorCuts,
+    ChainAssignment,
+    ChainOrder,
+    ChainTensorCut,
+    CpuGaps,
+    IndexGaps,
+    PositionWindows,
+)
 from ..constraints import Colocate, Contiguous, DagOrder, Term
 from ..errors import SpecError
 from ..objectives import GPipe
@@ -66,6 +74,10 @@ def _shared_colocation(term: Colocate, problem: Problem) -> list[BlockTemplate]:
     if not term.shared:
         raise SpecError("chain formulation: colocation groups must share variables; use Colocate(..., shared=True)")
     return []
+
+
+def _cluster_order(term: DagOrder, problem: Problem) -> list[BlockTemplate]:
+    return [IndexGaps()]
 
 
 def _windows(term: LoadTarget, problem: Problem) -> list[BlockTemplate]:
@@ -154,11 +166,12 @@ class ChainFormulation(Formulation):
 
 CHAIN = register(EXACT.derive(
     "chain", Kind.RESTRICTION, _skeleton, cls=ChainFormulation,
-    rules={Contiguous: drop, DagOrder: drop,  # the chain's order implies both
+    rules={Contiguous: drop, DagOrder: _cluster_order,  # the chain's order implies contiguity; CPUs keep their place
            Colocate: _shared_colocation, GPipe: _no_gpipe, LoadTarget: _windows},
     doc="""The DAG-ordered chain: the search space of Tarnawski et al.'s DP over ideals (§5.1.1, App. B)
 written with Archer et al.'s cumulative variables, CPUs in gaps of the accelerator sequence,
-ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``)."""))
+ancestor/descendant cuts and, for a target max load, position windows (``docs/strengthening.md``). Under
+DagOrder, which orders the devices as the cluster lists them, each CPU sits in the gap where it is listed."""))
 
 
 def chain_problem(problem: Problem, target: float, prune: bool = True) -> Problem:

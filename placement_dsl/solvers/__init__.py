@@ -16,7 +16,7 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.core.base.var import VarData
 
-from ..errors import SolverUnavailableError
+from ..errors import InfeasibleError, SolverUnavailableError
 from . import guard, highs, pyomo_generic, scip
 from .base import (Bound, Capabilities, Final, HandedOff, Incumbent, Native, SolveOptions, SolverOutcome,
                    StartVerdict, Status, Timings, classify)
@@ -118,7 +118,11 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
     options = options or SolveOptions()
     chosen = backend(solver)
     t0 = time.perf_counter()
-    lm = extract(model)
+    try:
+        lm = extract(model)
+    except InfeasibleError as err:  # a row that constants alone violate: infeasible without a search
+        return SolverOutcome(Status.INFEASIBLE, None, None, False, solver, Timings(build=time.perf_counter() - t0),
+                             start_accepted=None if start is None else False, message=str(err))
     build = time.perf_counter() - t0
     x0, start_obj, refusal = _prepare_start(lm, start)
     if lm.n_cols == 0:

@@ -18,6 +18,8 @@ from .matrix import LinearModel
 
 NAME = "highs"
 CAPABILITIES = Capabilities(mip_start=True, time_limit=True, gap=True, reports_bound=True, streams_incumbents=True)
+FEASIBILITY_TOL = 1e-6  # HiGHS's default mip_feasibility_tolerance
+ABS_GAP = 1e-6  # HiGHS's default mip_abs_gap
 
 
 def _status_table() -> dict:
@@ -100,8 +102,10 @@ def _hand_off(h, lm: LinearModel) -> None:
 class _Watch:
     """Callbacks: stream incumbents and bounds, judge the start, interrupt at the deadline."""
 
-    def __init__(self, emit: Emit, deadline: float, start_objective: float | None):
+    def __init__(self, emit: Emit, deadline: float, start_objective: float | None,
+                 tolerance: tuple[float, float] = (FEASIBILITY_TOL, ABS_GAP)):
         self.emit, self.deadline, self.start_objective = emit, deadline, start_objective
+        self.rel_tol, self.abs_tol = tolerance
         self.bound = -math.inf
         self.first = True
         self.log_says_feasible = False
@@ -110,7 +114,7 @@ class _Watch:
         out = e.data_out
         obj = float(out.objective_function_value)
         if self.first and self.start_objective is not None:
-            same = math.isclose(obj, self.start_objective, rel_tol=1e-9, abs_tol=1e-9)
+            same = math.isclose(obj, self.start_objective, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
             evidence = (f"HiGHS's first incumbent (t={out.running_time:.3f}s) "
                         + ("is the start" if same else
                            f"differs from the start: {obj:.10g} vs {self.start_objective:.10g} in model units"))
@@ -138,6 +142,26 @@ class _Watch:
         if math.isfinite(b) and b > self.bound + 1e-12 * max(1.0, abs(b)):
             self.bound = b
             self.emit(Bound(float(out.running_time), b))
+
+
+def _option(h, name: str, default: float) -> float:
+    """An option's value; highspy 1.15 answers ``(status, value)``, later versions the value alone."""
+    got = h.getOptionValue(name)
+    value = got[1] if isinstance(got, tuple) else got
+    return float(value) if value is not None else default
+
+
+def start_tolerance(h) -> tuple[float, float]:
+    """Relative and absolute distance within which HiGHS's first incumbent is the start.
+
+    HiGHS accepts a start that is feasible within ``mip_feasibility_tolerance`` and recomputes its
+    objective from the values it repairs to that tolerance (a latency start of 5.25 became
+    5.250000006), and it cannot tell apart two objectives closer than ``mip_abs_gap``: the first
+    incumbent is the start when it lies within those. The relative gap is no test of identity (at
+    a gap of 5% another solution would pass as the start).
+    """
+    feasibility = _option(h, "mip_feasibility_tolerance", FEASIBILITY_TOL)
+    return feasibility, max(_option(h, "mip_abs_gap", ABS_GAP), feasibility)
 
 
 def _subscribe(h, watch: _Watch) -> None:
@@ -181,7 +205,7 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
     h = new_highs(options.verbose)
     _configure(h, options, deadline - time.monotonic())
     _hand_off(h, lm)
-    watch = _Watch(emit, deadline, start_objective)
+    watch = _Watch(emit, deadline, start_objective, start_tolerance(h))
     _subscribe(h, watch)
     if start is not None:
         ok = _set_start(h, lm, start)

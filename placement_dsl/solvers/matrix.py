@@ -16,7 +16,7 @@ import pyomo.environ as pyo
 from pyomo.core.base.var import VarData
 from pyomo.repn import generate_standard_repn
 
-from ..errors import SpecError
+from ..errors import InfeasibleError, SpecError
 
 INF = float("inf")
 
@@ -166,7 +166,8 @@ def extract(model: pyo.ConcreteModel) -> LinearModel:
         up = INF if con.upper is None else float(pyo.value(con.upper)) - const
         if not repn.linear_vars:
             if lo > 1e-9 or up < -1e-9:
-                raise SpecError(f"constraint {con.name!r} is violated by constants alone ({lo} <= 0 <= {up})")
+                raise InfeasibleError(f"constraint {con.name!r} is violated by constants alone ({lo} <= 0 <= {up}): "
+                                      "the model has no feasible point")
             continue
         for v, c in zip(repn.linear_vars, repn.linear_coefs):
             rows_i.append(k)
