@@ -28,9 +28,10 @@ from .errors import PlacementError, SpecError
 __all__ = ["BudgetSpent", "Deadline", "model_seconds", "process_start", "seconds"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
-# measured on the project's formulations with another job on each core: 3e-5 to 6e-5 s for the throughput
-# and exact IPs (~2 s per 14k rows), 3e-5 to 1.6e-4 s for the latency IP; a value near the top is kept
-SECONDS_PER_NONZERO = 1e-4
+# measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
+# and exact IPs (2 s per 14k rows; 8.6 s for the 21k rows, 65k nonzeros of an 826-op graph), 3e-5 to
+# 1.6e-4 s for the latency IP; the extraction (not interruptible) is half or more; a value near the top is kept
+SECONDS_PER_NONZERO = 1.3e-4
 
 
 class BudgetSpent(PlacementError):

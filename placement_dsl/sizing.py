@@ -11,8 +11,9 @@ formulation         nonzeros                     measured
 latency (Fig. 3/4)  ``3.5 n m A min(q, 6)``       bert24 32 ops: 30k; gnmt 96: 163k; bert_l-3
                                                  235: 667k (q = 1); bert24, any q: 158k
 schedule            ``12 (n + m) D + 2 n^2 D``    the disjunctive pairs of ops on one device
-others              ``6 (n + m) D``              bert_l-3 training 600 ops: throughput 34k,
-                                                 exact 12k, without contiguity 10k
+others              ``9 (n + m) D``              bert_l-3 training 600 ops: throughput 34k,
+                                                 exact 12k, without contiguity 10k; GPT-3
+                                                 826 ops: throughput 65k
 ==================  ===========================  ===========================================
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ def estimate_nonzeros(problem: Any, formulation: Any) -> float:
         return 3.5 * n * max(m, 1) * A * min(max(q, 1), 6)
     if objective is Makespan:
         return 12.0 * (n + m) * D + 2.0 * n * n * D
-    return 6.0 * (n + m) * D
+    return 9.0 * (n + m) * D
 
 
 def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None) -> None:
