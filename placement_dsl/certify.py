@@ -100,6 +100,9 @@ __all__ = ["LEVELS", "Certificate", "Level", "LevelResult", "LevelStatus", "cert
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
+# heuristics tried for an upper bound when the levels before the first MIP found no valid placement (e.g. the DP
+# over servers refused a training graph): the first valid one is the MIP levels' start
+FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 
@@ -204,14 +207,15 @@ class _Run:
                            self.scope, dict(self.class_bounds))
 
 
-def _upper(run: _Run, methods: tuple[str, ...], seconds: float) -> None:
-    """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share)."""
+def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
+    """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
+    the first valid placement."""
     from .heuristics import run as heuristic
 
     g, c = run.problem.graph, run.problem.cluster
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):
-        if share.expired(0.1):
+        if share.expired(0.1) or (first and math.isfinite(run.best[0])):
             break
         try:
             found = heuristic(method, g, c, model=run.model, time_limit=share.left() / (len(methods) - i))
@@ -583,6 +587,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue
+        if not level.closed_form and not math.isfinite(run.best[0]) and not isinstance(problem.objective, Latency):
+            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # the MIP levels' start, and the certificate's
+            left = clock.left()
         weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
         share = left * (level.weight / weights if weights else 1.0)
         t = time.perf_counter()
