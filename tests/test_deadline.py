@@ -166,3 +166,17 @@ def test_run_paths_prices_no_path_after_the_deadline():
     assert run_path_bound(ctx, None, True) > 0.0
     cert = certify(big, budget=0.05, levels=("run-paths",), gap=0.0)
     assert cert.levels[0].status is LevelStatus.SKIPPED
+
+
+def test_a_solver_stopped_by_the_guard_still_answers_with_the_start_and_a_bound(monkeypatch):
+    from placement_dsl.solvers import guard
+
+    problem, optimum = testing.contiguity_binds()
+    start = testing.brute_force(problem)[1]
+    stopped = guard.Collected(stopped=True, notes=["solver overran the time limit and was stopped by the project"])
+    monkeypatch.setattr(guard, "run", lambda *args: stopped)
+    result = solve(problem, warm_start=start, time_limit=30)
+    assert result.status is Status.TIME_LIMIT_FEASIBLE and result.objective == pytest.approx(optimum)
+    assert result.found_by == "warm start" and result.start_accepted is None  # not refused: never asked
+    assert result.bound is not None and 0 < result.bound <= optimum
+    assert "stopped by the project" in result.message
