@@ -180,3 +180,22 @@ def test_a_solver_stopped_by_the_guard_still_answers_with_the_start_and_a_bound(
     assert result.found_by == "warm start" and result.start_accepted is None  # not refused: never asked
     assert result.bound is not None and 0 < result.bound <= optimum
     assert "stopped by the project" in result.message
+
+
+def test_the_command_line_solve_ends_by_its_time_limit_on_a_thousand_op_graph(tmp_path, capsys):
+    import json
+
+    from placement_dsl import zoo
+    from placement_dsl.cli import main
+    from placement_dsl.io import save_workload
+
+    path = tmp_path / "gpt3.json"
+    save_workload(zoo.gpt3(layers=5, hidden=1024, heads=16, vocab=8192), path)
+    capsys.readouterr()
+    t = time.perf_counter()
+    assert main(["solve", str(path), "--method", "ip", "--objective", "throughput", "--time-limit", "12",
+                 "--json"]) == 0
+    assert time.perf_counter() - t <= 12 + 5
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"].startswith("time_limit") or out["status"] == "optimal"
+    assert out["bound"] is not None
