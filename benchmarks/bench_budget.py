@@ -11,7 +11,7 @@ status and the reason a phase was cut short. The anchor: no run exceeds ``S`` by
 Usage::
 
     python benchmarks/bench_budget.py --time-limits 10,30
-    python benchmarks/bench_budget.py --time-limits 10 --only gpt3 --commands solve-ip,bounds
+    python benchmarks/bench_budget.py --time-limits 10 --only gpt3,OperatorGraphs --commands solve-ip,bounds
 """
 from __future__ import annotations
 
@@ -60,6 +60,12 @@ def generated_workloads(folder: Path) -> list[Path]:
     return out
 
 
+def label(path: Path) -> str:
+    """The workload's name in the table (Tarnawski's inputs with their kind: throughput or latency)."""
+    kind = path.parent.parent.name
+    return f"{kind.split('-')[0]}/{path.stem}" if kind.endswith("-inputs") else path.stem
+
+
 def busy_loop() -> subprocess.Popen:
     """Another CPU-bound job beside the runs, as on a shared machine."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -102,7 +108,7 @@ def outcome(out: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limits", default="10,30", help="comma-separated budgets S (seconds)")
-    ap.add_argument("--only", help="only workloads whose file name contains this")
+    ap.add_argument("--only", help="only workloads whose file name contains one of these (comma-separated)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     ap.add_argument("--no-busy", action="store_true", help="run without the CPU-bound job beside")
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "placement_dsl_bench_budget"),
@@ -110,7 +116,9 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [p for p in shared_workloads() + generated_workloads(folder) if args.only is None or args.only in p.name]
+    only = None if args.only is None else args.only.split(",")
+    paths = [p for p in shared_workloads() + generated_workloads(folder)
+             if only is None or any(part in str(p.relative_to(p.parents[1])) for part in only)]
     limits = [float(s) for s in args.time_limits.split(",")]
     busy = None if args.no_busy else busy_loop()
     worst: tuple[float, str] = (-float("inf"), "")
@@ -121,9 +129,9 @@ def main() -> None:
                 for name in args.commands.split(","):
                     wall, out = run(path, COMMANDS[name], limit)
                     over = wall - limit
-                    worst = max(worst, (over, f"{path.stem} {name} at {limit:g} s"))
+                    worst = max(worst, (over, f"{label(path)} {name} at {limit:g} s"))
                     flag = " **over**" if over > OVERRUN else ""
-                    markdown_row([path.stem, name, fmt(limit, ".0f"), fmt(wall, ".1f"), fmt(over, "+.1f") + flag,
+                    markdown_row([label(path), name, fmt(limit, ".0f"), fmt(wall, ".1f"), fmt(over, "+.1f") + flag,
                                   outcome(out)])
     finally:
         if busy is not None:

@@ -383,7 +383,10 @@ def _stage_cut(run: _Run, seconds: float) -> Outcome:
     """``max_v min_{S ∋ v} load(S)`` by one minimum cut per op (:mod:`placement_dsl.bounds.local`)."""
     from .bounds.local import problem_bound
 
-    bound, note = problem_bound(run.problem)
+    clock = run.clock.within(seconds)
+    bound, note = problem_bound(run.problem, deadline=clock)
+    if clock.expired():
+        return bound, LevelStatus.TIME_LIMIT, note + "; budget spent before every op was cut", ALL
     return bound, LevelStatus.OPTIMAL, note, ALL
 
 

@@ -199,3 +199,13 @@ def test_the_command_line_solve_ends_by_its_time_limit_on_a_thousand_op_graph(tm
     out = json.loads(capsys.readouterr().out)
     assert out["status"].startswith("time_limit") or out["status"] == "optimal"
     assert out["bound"] is not None
+
+
+def test_the_stage_cut_bound_cuts_no_op_after_the_deadline():
+    from placement_dsl.bounds.local import stage_cut_bound
+    from placement_dsl.bounds.simple import simple_lower_bound
+    from placement_dsl.cluster import Cluster
+
+    g = Graph([Op(name="a", work=1, out_bytes=5), Op(name="b", work=4, out_bytes=0)], [("a", "b")])
+    assert stage_cut_bound(g, Cluster.stages(2))[0] == pytest.approx(5.0)
+    assert stage_cut_bound(g, Cluster.stages(2), deadline=SPENT) == (simple_lower_bound(g, Cluster.stages(2)), None)
