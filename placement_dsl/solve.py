@@ -80,7 +80,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 
     t0 = time.perf_counter()
     clock = _clock(time_limit, budget, deadline)
-    _check_arguments(gap, threads, warm_start, windows)
+    _check_arguments(gap, threads, warm_start, windows, solver=solver, method=method, log_path=log_path,
+                     formulation=formulation)
     form = get(formulation, problem)
     if form.kind is Kind.RELAXATION:
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
@@ -133,8 +134,14 @@ def _clock(time_limit: Any, budget: Any, deadline: Deadline | None) -> Deadline:
     return Deadline(limit) if deadline is None else deadline.within(limit)
 
 
-def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any) -> None:
+def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **names: Any) -> None:
     """Every other public input of :func:`solve`, refused with its name and value."""
+    for name, value in names.items():
+        kinds = {"solver": (str,), "method": (str,), "log_path": (str, Path, type(None)),
+                 "formulation": (str, Formulation)}[name]
+        if not isinstance(value, kinds):
+            raise SpecError(f"{name} {value!r}: give a {' or '.join(k.__name__ for k in kinds if k is not type(None))}"
+                            f"{' or None' if type(None) in kinds else ''}, not a {type(value).__name__}")
     if isinstance(gap, bool) or not isinstance(gap, numbers.Real) or not 0 <= gap < 1:
         raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:

@@ -52,7 +52,9 @@ def test_a_budget_that_is_not_a_number_of_seconds_is_refused_by_name(value):
 @pytest.mark.parametrize("kwargs, field", [({"time_limit": "10"}, "time_limit"), ({"time_limit": math.nan}, "time_limit"),
                                            ({"time_limit": 0}, "time_limit"), ({"budget": -1}, "budget"),
                                            ({"warm_start": 42}, "warm_start"), ({"gap": "0.1"}, "gap"),
-                                           ({"threads": 1.5}, "threads"), ({"windows": "yes"}, "windows")])
+                                           ({"threads": 1.5}, "threads"), ({"windows": "yes"}, "windows"),
+                                           ({"solver": 3}, "solver"), ({"log_path": 1}, "log_path"),
+                                           ({"formulation": None}, "formulation"), ({"method": 1}, "method")])
 def test_solve_refuses_a_wrong_input_naming_it(kwargs, field):
     problem, _ = testing.chain()
     with pytest.raises(SpecError, match=rf"^{field} "):
