@@ -87,7 +87,7 @@ from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
 from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
 from .constraints import Contiguous, DagOrder
-from .deadline import BudgetSpent, Deadline, seconds
+from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .evaluate import Objective
 from .objectives import Latency
@@ -217,8 +217,9 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
     for i, method in enumerate(methods):
         if share.expired(0.1) or (first and math.isfinite(run.best[0])):
             break
-        try:
-            found = heuristic(method, g, c, model=run.model, time_limit=share.left() / (len(methods) - i))
+        seconds = share.left() / (len(methods) - i)
+        try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
+            found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
             run.offer(found.placement, method)
         except PlacementError:
             continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
@@ -289,8 +290,10 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
     routed = run.problem.cluster.routed and R == 1  # servers: the DP nests one over each server's accelerators
     try:
-        res = heuristic("dp-servers" if routed else "dp", run.problem.graph, run.problem.cluster, model=run.model,
-                        time_limit=run.clock.clip(seconds), **options)
+        res = call_within(run.clock.within(seconds), heuristic, "dp-servers" if routed else "dp", run.problem.graph,
+                          run.problem.cluster, model=run.model, time_limit=run.clock.clip(seconds), **options)
+    except BudgetSpent:
+        raise  # the level is skipped, with the reason
     except PlacementError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")

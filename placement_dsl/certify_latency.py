@@ -12,7 +12,7 @@ from typing import Any
 
 from .bounds.latency import critical_path_bound
 from .certificate import LevelStatus, model_bound, solve_level
-from .deadline import BudgetSpent
+from .deadline import BudgetSpent, call_within
 from .errors import PlacementError
 from .objectives import Latency
 from .placement import PlacementClass
@@ -95,7 +95,9 @@ def latency_upper(run: Any, seconds: float) -> None:
     model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
     p = run.problem
     try:
-        found = heuristic("latency-best", p.graph, p.cluster, model=model, time_limit=max(seconds, 0.5))
+        limit = max(seconds, 0.5)  # stopped if it runs past its limit (BudgetSpent, a PlacementError)
+        found = call_within(run.clock.within(limit), heuristic, "latency-best", p.graph, p.cluster, model=model,
+                            time_limit=limit)
     except PlacementError:
         return
     run.offer(found.placement, "latency-best")

@@ -19,13 +19,16 @@ placement_dsl.errors.SpecError: time_limit nan: give a finite number of seconds 
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import numbers
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "model_seconds", "process_start", "seconds"]
+__all__ = ["BudgetSpent", "Deadline", "call_within", "model_seconds", "process_start", "seconds"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -104,3 +107,52 @@ class Deadline:
 def model_seconds(nonzeros: float) -> float:
     """Seconds to build and hand off a model of ``nonzeros`` matrix entries (:data:`SECONDS_PER_NONZERO`)."""
     return nonzeros * SECONDS_PER_NONZERO
+
+
+GRACE = 1.0  # seconds a guarded call may run past its deadline before it is stopped
+
+
+def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, stopped by force at ``deadline`` (and :data:`GRACE`): its value or its exception,
+    else :class:`BudgetSpent`.
+
+    It runs in a forked child process (which may be stopped at any moment; its value comes back through
+    a pipe), except without a finite deadline or inside a daemonic process (which may have no
+    children), where it runs here and is trusted to stop itself (e.g. a heuristic's ``time_limit``).
+    """
+    if not math.isfinite(deadline.at) or mp.current_process().daemon or "fork" not in mp.get_all_start_methods():
+        return fn(*args, **kwargs)
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, args, kwargs), daemon=True, name="placement_dsl-guarded")
+    proc.start()
+    send.close()
+    name = getattr(fn, "__name__", repr(fn))
+    try:
+        if not recv.poll(deadline.left() + GRACE):
+            raise BudgetSpent(f"budget spent: {name} was stopped at the deadline ({deadline.seconds:.1f} s)")
+        ok, value = recv.recv()
+    except EOFError:
+        proc.join(timeout=1.0)
+        raise BudgetSpent(f"{name} ended without an answer (exit code {proc.exitcode})") from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=1.0)
+        recv.close()
+    if ok:
+        return value
+    raise value
+
+
+def _child(conn: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    try:
+        out: tuple[bool, Any] = (True, fn(*args, **kwargs))
+    except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
+        out = (False, err)
+    try:
+        conn.send(out)
+    except Exception as err:  # noqa: BLE001 - e.g. an exception that does not pickle
+        conn.send((False, RuntimeError(f"{type(err).__name__}: {err}")))
+    finally:
+        conn.close()

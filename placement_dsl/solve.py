@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .deadline import BudgetSpent, Deadline, seconds
+from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import EvaluationMismatchError, PlacementError, SpecError
 from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
@@ -243,7 +243,9 @@ def _start_placement(problem: Any, warm_start: str | Path | Placement,
         from .heuristics import run
 
         left = None if clock is None else max(clock.left() - MIN_SEARCH, 0.1)
-        found = run(warm_start, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=left)
+        guard = Deadline(math.inf) if left is None else Deadline(left)  # a heuristic past its limit is stopped
+        found = call_within(guard, run, warm_start, problem.graph, problem.cluster, model=problem.cost_model(),
+                            time_limit=left)
         return found.placement, _class_bound(problem, found)
     path = Path(warm_start)
     if not path.exists():

@@ -211,3 +211,45 @@ def test_the_stage_cut_bound_cuts_no_op_after_the_deadline():
     g = Graph([Op(name="a", work=1, out_bytes=5), Op(name="b", work=4, out_bytes=0)], [("a", "b")])
     assert stage_cut_bound(g, Cluster.stages(2))[0] == pytest.approx(5.0)
     assert stage_cut_bound(g, Cluster.stages(2), deadline=SPENT) == (simple_lower_bound(g, Cluster.stages(2)), None)
+
+
+def _slow(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _refuse() -> None:
+    raise SpecError("no")
+
+
+def test_a_guarded_call_returns_its_value_raises_its_error_and_is_stopped_at_the_deadline():
+    from placement_dsl.deadline import GRACE, call_within
+
+    assert call_within(Deadline(30.0), _slow, 0.01) == 0.01
+    with pytest.raises(SpecError, match="no"):
+        call_within(Deadline(30.0), _refuse)
+    t = time.perf_counter()
+    with pytest.raises(BudgetSpent, match="_slow was stopped at the deadline"):
+        call_within(Deadline(0.2), _slow, 30.0)
+    assert time.perf_counter() - t < 0.2 + GRACE + 1.0
+
+
+def test_a_warm_start_heuristic_past_its_limit_is_stopped_and_the_solve_answers(monkeypatch):
+    from placement_dsl.heuristics import base
+
+    problem, _ = testing.contiguity_binds()
+    real = base.resolve
+
+    def resolve(method):
+        if method != "dp":
+            return real(method)
+
+        def stuck(graph, cluster, model=None, seed=None):  # takes no time_limit: it never stops itself
+            time.sleep(60)
+        return stuck
+    monkeypatch.setattr(base, "resolve", resolve)
+    t = time.perf_counter()
+    result = solve(problem, time_limit=3, warm_start="dp")
+    assert time.perf_counter() - t < 3 + 5
+    assert result.status.value.startswith("time_limit") or result.status is Status.OPTIMAL
+    assert "warm start refused: 'dp' found no placement (budget spent" in result.message
