@@ -7,6 +7,8 @@ and makespan ``ip``; ``bounds``; ``bounds --objective latency``) at each budget 
 command as a user would, in a subprocess, beside another CPU-bound job (a busy loop this script
 starts; ``--no-busy`` leaves it out), and print the wall-clock time next to the budget with the
 status and the reason a phase was cut short. The anchor: no run exceeds ``S`` by more than 5 s.
+``floor`` is the wall-clock time of a command that does nothing (interpreter, imports, exit) on
+the machine as loaded at that moment: every run spends it inside its budget.
 
 Usage::
 
@@ -87,6 +89,15 @@ def run(path: Path, command: list[str], limit: float) -> tuple[float, dict]:
         return wall, {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:100]}
 
 
+def floor() -> float:
+    """Wall-clock seconds of a command that does nothing (``placement-dsl zoo``): starting the interpreter, the
+    imports and the exit, which every run spends inside its budget, on the machine as loaded now."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "placement_dsl.cli", "zoo"], capture_output=True, check=False, env=env)
+    return time.perf_counter() - t0
+
+
 def outcome(out: dict) -> str:
     """The status and why a phase was cut short: a solve's status and message, or the levels bounds skipped."""
     if "error" in out:
@@ -123,16 +134,17 @@ def main() -> None:
     busy = None if args.no_busy else busy_loop()
     worst: tuple[float, str] = (-float("inf"), "")
     try:
-        markdown_head(["workload", "command", "budget s", "wall s", "over s", "outcome"])
+        markdown_head(["workload", "command", "budget s", "wall s", "over s", "floor s", "outcome"])
         for limit in limits:
             for path in paths:
+                idle = floor()
                 for name in args.commands.split(","):
                     wall, out = run(path, COMMANDS[name], limit)
                     over = wall - limit
                     worst = max(worst, (over, f"{label(path)} {name} at {limit:g} s"))
                     flag = " **over**" if over > OVERRUN else ""
                     markdown_row([label(path), name, fmt(limit, ".0f"), fmt(wall, ".1f"), fmt(over, "+.1f") + flag,
-                                  outcome(out)])
+                                  fmt(idle, ".1f"), outcome(out)])
     finally:
         if busy is not None:
             busy.kill()

@@ -253,3 +253,13 @@ def test_a_warm_start_heuristic_past_its_limit_is_stopped_and_the_solve_answers(
     assert time.perf_counter() - t < 3 + 5
     assert result.status.value.startswith("time_limit") or result.status is Status.OPTIMAL
     assert "warm start refused: 'dp' found no placement (budget spent" in result.message
+
+
+def test_a_schedule_crosses_to_the_parent_of_a_guarded_heuristic():
+    import pickle
+
+    from placement_dsl.schedule import Schedule
+
+    schedule = Schedule([0.0, 1.5], {(0, 1): 1.0})
+    again = pickle.loads(pickle.dumps(schedule))
+    assert again.start.tolist() == [0.0, 1.5] and dict(again.transfer_start) == {(0, 1): 1.0}
