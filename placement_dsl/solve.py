@@ -93,6 +93,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound = start_bound
     options = {} if windows is None else {"windows": windows}
+    if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
+        return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
+                           f"{time.perf_counter() - t0:.1f} s)")
     plan = form.prepare(problem, None if refusal else start, None if refusal else start_eval, gap, options)
     plan.info["label"] = _start_label(warm_start)
     t_start = time.perf_counter() - t0
