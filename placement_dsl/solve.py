@@ -176,7 +176,7 @@ class _Stop:
                         solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
                         bound_scope=self.form.placement_class(self.problem))
         result.start_objective = None if self.start_eval is None else self.start_eval.objective
-        result.start_accepted = False if self.refusal else (None if self.start is None else False)
+        result.start_accepted = False if self.refusal else None  # no solver was asked
         result.found_by = _start_label(self.warm_start) if usable else ""
         self.known_bound(result)
         total = time.perf_counter() - self.t0
