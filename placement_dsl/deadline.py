@@ -122,12 +122,14 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
     """
     if not math.isfinite(deadline.at) or mp.current_process().daemon or "fork" not in mp.get_all_start_methods():
         return fn(*args, **kwargs)
+    name = getattr(fn, "__name__", repr(fn))
+    if deadline.expired():
+        raise BudgetSpent(f"budget spent before {name} started")
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, fn, args, kwargs), daemon=True, name="placement_dsl-guarded")
     proc.start()
     send.close()
-    name = getattr(fn, "__name__", repr(fn))
     try:
         if not recv.poll(deadline.left() + GRACE):
             raise BudgetSpent(f"budget spent: {name} was stopped at the deadline ({deadline.seconds:.1f} s)")

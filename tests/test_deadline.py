@@ -232,6 +232,8 @@ def test_a_guarded_call_returns_its_value_raises_its_error_and_is_stopped_at_the
     with pytest.raises(BudgetSpent, match="_slow was stopped at the deadline"):
         call_within(Deadline(0.2), _slow, 30.0)
     assert time.perf_counter() - t < 0.2 + GRACE + 1.0
+    with pytest.raises(BudgetSpent, match="before _slow started"):
+        call_within(SPENT, _slow, 30.0)
 
 
 def test_a_warm_start_heuristic_past_its_limit_is_stopped_and_the_solve_answers(monkeypatch):
