@@ -265,3 +265,13 @@ def test_a_schedule_crosses_to_the_parent_of_a_guarded_heuristic():
     schedule = Schedule([0.0, 1.5], {(0, 1): 1.0})
     again = pickle.loads(pickle.dumps(schedule))
     assert again.start.tolist() == [0.0, 1.5] and dict(again.transfer_start) == {(0, 1): 1.0}
+
+
+@pytest.mark.parametrize("command", ["solve", "bounds"])
+def test_the_help_calls_the_time_limit_the_whole_commands_budget(command, capsys):
+    from placement_dsl.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "wall-clock seconds for the whole command from its start" in text and "per MIP level" not in text
