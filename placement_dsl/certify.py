@@ -100,8 +100,8 @@ __all__ = ["LEVELS", "Certificate", "Level", "LevelResult", "LevelStatus", "cert
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
-# heuristics tried for an upper bound when the levels before the first MIP found no valid placement (e.g. the DP
-# over servers refused a training graph): the first valid one is the MIP levels' start
+# heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
+# refused a training graph with too many ideals): the first valid one is the MIP levels' start
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
@@ -593,8 +593,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue
-        if not level.closed_form and not math.isfinite(run.best[0]) and not isinstance(problem.objective, Latency):
-            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # the MIP levels' start, and the certificate's
+        if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
+            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
             left = clock.left()
         weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
         share = left * (level.weight / weights if weights else 1.0)
