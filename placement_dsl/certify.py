@@ -235,8 +235,9 @@ class Level:
 
     ``run(run, seconds)`` returns the bound, how the level ended, a note, and the class of
     placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
-    problem, else the reason (the row then reads not applicable). ``closed_form`` levels take
-    no share of the MIP budget; an ``always`` level runs even after the gap target is met; a
+    problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
+    counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
+    by it); an ``always`` level runs even after the gap target is met; a
     ``free`` one (a closed form of milliseconds) even after the budget is spent.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
     term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
@@ -597,7 +598,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
             left = clock.left()
         weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
-        share = left * (level.weight / weights if weights else 1.0)
+        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share
+        share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
         t = time.perf_counter()
         try:
             bound, status, note, scope = level.run(run, share)
