@@ -121,8 +121,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
     _final_check(problem, result, form)
-    if result.bound is None and result.status.is_ok and result.status is not Status.OPTIMAL:
-        stop.known_bound(result)
+    if result.status.is_ok and result.status is not Status.OPTIMAL:
+        stop.known_bound(result)  # a search stopped early may have proved less than a closed form
     result.timings = Seconds(build=t_compile + outcome.timings.build, start=t_start,
                              handoff=outcome.timings.handoff, solve=outcome.timings.solve,
                              total=time.perf_counter() - t0)
@@ -184,13 +184,11 @@ class _Stop:
         return result
 
     def known_bound(self, result: Result) -> None:
-        """Fill a missing bound with the best one known without a model: the start heuristic's proof over the
-        problem's class, else a closed form over every placement (Lemma 3.3 for max load and makespan, the
-        critical path for latency)."""
-        if result.bound is not None:
-            return
+        """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
+        over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
+        makespan, the critical path for latency)."""
         bound = self.start_bound if self.start_bound is not None else _closed_form_bound(self.problem)
-        if bound is None:
+        if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
         result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {self._bound_source()}") if m)

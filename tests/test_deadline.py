@@ -275,3 +275,17 @@ def test_the_help_calls_the_time_limit_the_whole_commands_budget(command, capsys
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "wall-clock seconds for the whole command from its start" in text and "per MIP level" not in text
+
+
+def test_a_stopped_search_reports_the_closed_form_bound_when_it_proved_less(monkeypatch):
+    import placement_dsl.solve as solve_module
+    from placement_dsl.solvers import SolverOutcome
+
+    problem, _ = testing.contiguity_binds()
+    start = testing.brute_force(problem)[1]
+
+    def weak(model, solver, options, start=None):
+        return SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None, 1e-3, False, solver)
+    monkeypatch.setattr(solve_module, "solve_model", weak)
+    result = solve(problem, warm_start=start, time_limit=30)
+    assert result.bound == pytest.approx(6.0) and "by a closed form" in result.message  # Lemma 3.3, not 0.001
