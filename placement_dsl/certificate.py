@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import enum
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .deadline import Deadline
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import scaled
@@ -116,22 +116,28 @@ def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
 
 # ---------------------------------------------------------------------------- MIP levels
 def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
-                lp: bool = False) -> tuple[float | None, LevelStatus]:
-    """Compile ``formulation`` and solve it within ``seconds`` (build included); its dual bound in cost-model units.
+                lp: bool = False, deadline: Deadline | None = None) -> tuple[float | None, LevelStatus]:
+    """Compile ``formulation`` and solve it within ``seconds`` (build included; and by ``deadline``); its dual
+    bound in cost-model units.
 
-    ``lp``: solve the linear relaxation instead (integrality dropped), whose optimum is the bound."""
+    ``lp``: solve the linear relaxation instead (integrality dropped), whose optimum is the bound.
+    A model too large for the time (:func:`~placement_dsl.sizing.check_fits`) is not built, and a
+    build that runs out of it stops: :class:`~placement_dsl.deadline.BudgetSpent`."""
     import pyomo.environ as pyo
 
     from .compile import compile
+    from .sizing import check_fits
     from .solvers import SolveOptions, solve_model
 
-    t0 = time.perf_counter()
-    compiled = compile(problem, formulation)
+    clock = (deadline or Deadline(math.inf)).within(seconds)
+    check_fits(problem, formulation, clock)
+    compiled = compile(problem, formulation, deadline=clock)
     if lp:
         pyo.TransformationFactory("core.relax_integer_vars").apply_to(compiled.model)
-    left = max(seconds - (time.perf_counter() - t0), 0.1)
+    clock.check(f"the hand-off of the {formulation!r} model")
     with scaled(compiled.scale.time):
-        out = solve_model(compiled.model, solver, SolveOptions(time_limit=left, gap=1e-6, threads=1))
+        out = solve_model(compiled.model, solver, SolveOptions(time_limit=max(clock.left(), 0.1), gap=1e-6,
+                                                               threads=1, deadline=clock.at))
     bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
     status = level_status(out.status)
     return (None if bound is None else max(bound, 0.0) * compiled.scale.time), status
@@ -140,8 +146,11 @@ def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
 def solve_level(run: Any, formulation: str, seconds: float, start: Placement | None,
                  **options: Any) -> tuple[Any, LevelStatus]:
     """Solve ``formulation`` on ``run``'s problem, warm-started from ``start``: the result and how the level ended."""
+    from .sizing import check_fits
     from .solve import solve
 
+    clock = run.clock.within(seconds)
+    check_fits(run.problem, formulation, clock)
     res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, 1e-6), warm_start=start, budget=max(seconds, 0.1), **options)
+                gap=max(run.gap, 1e-6), warm_start=start, deadline=clock, **options)
     return res, level_status(res.status, res.bound is not None)

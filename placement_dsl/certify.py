@@ -73,6 +73,7 @@ as soon as ``(best - bound) / best <= gap``.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -86,6 +87,7 @@ from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
 from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
 from .constraints import Contiguous, DagOrder
+from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .evaluate import Objective
 from .objectives import Latency
@@ -98,6 +100,9 @@ __all__ = ["LEVELS", "Certificate", "Level", "LevelResult", "LevelStatus", "cert
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
+# heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
+# refused a training graph with too many ideals): the first valid one is the MIP levels' start
+FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 
@@ -136,7 +141,10 @@ def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0, 
             left = deadline - time.perf_counter()
             if left <= 0.5:
                 break
-            results.append(_guess_one((*job[:3], min(job[3], left))))
+            try:
+                results.append(_guess_one((*job[:3], min(job[3], left))))
+            except BudgetSpent:  # this guess's model cannot fit in what is left: the later ones neither
+                break
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
             results = list(pool.map(_guess_one, jobs))
@@ -152,10 +160,11 @@ def guess_bound(problem: Problem, solver: str = "highs", seconds: float = 60.0, 
 
 # ---------------------------------------------------------------------------- the runner
 class _Run:
-    """State of one certification: best placement, best bound, the table."""
+    """State of one certification: best placement, best bound, the table, and the call's deadline (``clock``)."""
 
-    def __init__(self, problem: Problem, solver: str, workers: int, gap: float):
+    def __init__(self, problem: Problem, solver: str, workers: int, gap: float, clock: Deadline | None = None):
         self.problem, self.solver, self.workers, self.gap = problem, solver, workers, gap
+        self.clock = clock or Deadline(math.inf)
         self.model = problem.cost_model()
         self.scope = problem.placement_class()
         self.best: tuple[float, Placement | None, str] = (math.inf, None, "")
@@ -198,13 +207,20 @@ class _Run:
                            self.scope, dict(self.class_bounds))
 
 
-def _upper(run: _Run, methods: tuple[str, ...]) -> None:
+def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
+    """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
+    the first valid placement."""
     from .heuristics import run as heuristic
 
     g, c = run.problem.graph, run.problem.cluster
-    for method in methods:
-        try:
-            run.offer(heuristic(method, g, c, model=run.model).placement, method)
+    share = run.clock.within(seconds)
+    for i, method in enumerate(methods):
+        if share.expired(0.1) or (first and math.isfinite(run.best[0])):
+            break
+        seconds = share.left() / (len(methods) - i)
+        try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
+            found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
+            run.offer(found.placement, method)
         except PlacementError:
             continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
 
@@ -219,8 +235,9 @@ class Level:
 
     ``run(run, seconds)`` returns the bound, how the level ended, a note, and the class of
     placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
-    problem, else the reason (the row then reads not applicable). ``closed_form`` levels take
-    no share of the MIP budget; an ``always`` level runs even after the gap target is met; a
+    problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
+    counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
+    by it); an ``always`` level runs even after the gap target is met; a
     ``free`` one (a closed form of milliseconds) even after the budget is spent.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
     term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
@@ -274,14 +291,16 @@ def _dp(run: _Run, seconds: float) -> Outcome:
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
     routed = run.problem.cluster.routed and R == 1  # servers: the DP nests one over each server's accelerators
     try:
-        res = heuristic("dp-servers" if routed else "dp", run.problem.graph, run.problem.cluster, model=run.model,
-                        **options)
+        res = call_within(run.clock.within(seconds), heuristic, "dp-servers" if routed else "dp", run.problem.graph,
+                          run.problem.cluster, model=run.model, time_limit=run.clock.clip(seconds), **options)
+    except BudgetSpent:
+        raise  # the level is skipped, with the reason
     except PlacementError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     run.offer(res.placement, "dp")
     run.dp = res.placement if run.problem.is_valid(res.placement) else None
     if R == 1 and not routed and not run.problem.has(Contiguous) and not run.problem.has(DagOrder):
-        _polish(run, res.placement, min(20.0, max(1.0, seconds / 4)))
+        _polish(run, res.placement, max(run.clock.clip(min(20.0, max(1.0, seconds / 4))), 0.1))
     if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
         return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
                                             "class of identical devices, the cost model over any devices of its "
@@ -368,7 +387,10 @@ def _stage_cut(run: _Run, seconds: float) -> Outcome:
     """``max_v min_{S ∋ v} load(S)`` by one minimum cut per op (:mod:`placement_dsl.bounds.local`)."""
     from .bounds.local import problem_bound
 
-    bound, note = problem_bound(run.problem)
+    clock = run.clock.within(seconds)
+    bound, note = problem_bound(run.problem, deadline=clock)
+    if clock.expired():
+        return bound, LevelStatus.TIME_LIMIT, note + "; budget spent before every op was cut", ALL
     return bound, LevelStatus.OPTIMAL, note, ALL
 
 
@@ -407,7 +429,7 @@ def _relaxed(name: str) -> Callable[[_Run, float], Outcome]:
         from .formulations import get
 
         scope = get(name).placement_class(run.problem)
-        bound, status = model_bound(run.problem, name, run.solver, seconds)
+        bound, status = model_bound(run.problem, name, run.solver, seconds, deadline=run.clock)
         return bound, status, "", scope
     return level
 
@@ -482,7 +504,7 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
     Level("critical-path", critical_path, latency_only, closed_form=True, free=True,
           doc="latency: longest path at the fastest allowed times, no transfers"),
-    Level("run-paths", run_paths, latency_only, closed_form=True, free=True,
+    Level("run-paths", run_paths, latency_only, closed_form=True,
           doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
     Level("latency-lp", latency_lp, latency_only, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
     Level("latency", latency_ip, latency_only, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
@@ -511,7 +533,7 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
 
 def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | None = None,
             gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True,
-            start: Placement | None = None) -> Certificate:
+            start: Placement | None = None, deadline: Deadline | None = None) -> Certificate:
     """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
 
     Parameters
@@ -521,8 +543,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         Tarnawski's throughput problems (``Contiguous`` or no structure term) for ``chain``
         and ``throughput``; ``simple`` and ``dp`` apply to any max-load problem.
     budget
-        Wall-clock seconds for everything (upper-bound heuristics included); each MIP level
-        gets an equal share of what is left.
+        Wall-clock seconds for the whole call from its start (upper-bound heuristics, model
+        builds included); each MIP level gets its share of what is left, and a level that
+        cannot fit (its model too large for its share, or nothing left) is skipped with the reason.
     levels
         Names from :data:`LEVELS`, run in the order of :data:`LEVELS`; ``None`` chooses
         :func:`default_levels`. ``chain`` always runs when asked (it checks the DP by a MIP);
@@ -536,6 +559,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     start
         A placement found beforehand (e.g. by a heuristic run outside the budget), the upper
         bound the levels start from when valid.
+    deadline
+        The caller's :class:`~placement_dsl.deadline.Deadline` (e.g. a command's, from the process
+        start): the call ends by it and by ``budget``, whichever comes first.
 
     Examples
     --------
@@ -547,18 +573,19 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'dp')
     """
+    clock = _clock(budget, deadline)
+    _check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
-    t0 = time.perf_counter()
-    run = _Run(problem, solver, workers, gap)
+    run = _Run(problem, solver, workers, gap, clock)
     if start is not None:
         run.offer(start, start.source or "start")
     if problem.has(DagOrder):
-        _upper(run, UPPER)
+        _upper(run, UPPER, clock.left() / 4)
     if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
-        latency_upper(run, min(20.0, budget / 4))
+        latency_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
-        left = budget - (time.perf_counter() - t0)
+        left = clock.left()
         if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.free):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
@@ -567,16 +594,39 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue
+        if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
+            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
+            left = clock.left()
         weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
+        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share
+        share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
         t = time.perf_counter()
         try:
-            bound, status, note, scope = level.run(run, left * (level.weight / weights if weights else 1.0))
+            bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
+        except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
+            bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
     return run.certificate()
+
+
+def _clock(budget: Any, deadline: Deadline | None) -> Deadline:
+    """The call's deadline: ``budget`` seconds from now, and the caller's ``deadline`` if sooner."""
+    limit = seconds(budget, "budget")
+    return Deadline(limit) if deadline is None else deadline.within(limit)
+
+
+def _check_arguments(gap: Any, workers: Any, start: Any) -> None:
+    """:func:`certify`'s other inputs, refused with their name and value."""
+    if isinstance(gap, bool) or not isinstance(gap, numbers.Real) or not 0 <= gap < 1:
+        raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise SpecError(f"workers {workers!r}: give a whole number of processes, 1 or more")
+    if start is not None and not isinstance(start, Placement):
+        raise SpecError(f"start {start!r}: give a Placement, not a {type(start).__name__}")
 
 
 def _checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None) -> list[str]:

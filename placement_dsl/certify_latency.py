@@ -12,6 +12,7 @@ from typing import Any
 
 from .bounds.latency import critical_path_bound
 from .certificate import LevelStatus, model_bound, solve_level
+from .deadline import BudgetSpent, call_within
 from .errors import PlacementError
 from .objectives import Latency
 from .placement import PlacementClass
@@ -34,10 +35,17 @@ def run_paths(run: Any, seconds: float) -> Outcome:
     from .blocks.latency_data import run_path_bound
     from .formulations.latency import subgraphs_per_accelerator
 
+    clock = run.clock.within(seconds)
     ctx = Context(run.problem)
     whole = subgraphs_per_accelerator(run.problem) == 1
-    bound = run_path_bound(ctx, None, whole) * ctx.scale.time
-    return bound, LevelStatus.OPTIMAL, _subgraph_note(run.problem), run.scope if whole else ALL
+    bound = run_path_bound(ctx, None, whole, deadline=clock) * ctx.scale.time
+    note = _subgraph_note(run.problem)
+    if clock.expired():  # the paths not priced in time are left out: the bound holds, weaker
+        if bound <= 0:
+            raise BudgetSpent(f"budget spent: no longest path priced in its {clock.seconds:.1f} s")
+        return bound, LevelStatus.TIME_LIMIT, f"{note}; budget spent before every path was priced", \
+            run.scope if whole else ALL
+    return bound, LevelStatus.OPTIMAL, note, run.scope if whole else ALL
 
 
 def _latency_hinted(run: Any) -> Problem:
@@ -62,7 +70,7 @@ def latency_lp(run: Any, seconds: float) -> Outcome:
     from .formulations import get
 
     problem = _latency_hinted(run)
-    bound, status = model_bound(problem, "latency", run.solver, seconds, lp=True)
+    bound, status = model_bound(problem, "latency", run.solver, seconds, lp=True, deadline=run.clock)
     if bound is not None and math.isfinite(run.best[0]):
         bound = min(bound, run.best[0])
     return bound, status, f"LP; {_subgraph_note(problem)}", get("latency").placement_class(problem)
@@ -87,7 +95,9 @@ def latency_upper(run: Any, seconds: float) -> None:
     model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
     p = run.problem
     try:
-        found = heuristic("latency-best", p.graph, p.cluster, model=model, time_limit=max(seconds, 0.5))
+        limit = max(seconds, 0.5)  # stopped if it runs past its limit (BudgetSpent, a PlacementError)
+        found = call_within(run.clock.within(limit), heuristic, "latency-best", p.graph, p.cluster, model=model,
+                            time_limit=limit)
     except PlacementError:
         return
     run.offer(found.placement, "latency-best")

@@ -23,6 +23,7 @@ import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
 from .blocks.base import BlockTemplate, Context, Scale, ScheduleLink, Warm, build_order
+from .deadline import Deadline
 from .errors import SpecError
 from .evaluate import CostModel
 from .formulations import Formulation, get
@@ -193,13 +194,14 @@ class Compiled:
         return out
 
 
-def compile(problem: Problem, formulation: str | Formulation = "auto") -> Compiled:
+def compile(problem: Problem, formulation: str | Formulation = "auto", deadline: Deadline | None = None) -> Compiled:
     """Build the Pyomo model of ``problem`` with ``formulation`` (a registered name, an object, or ``"auto"``).
 
     The formulation's skeleton and its rules for the problem's terms give the templates;
     they are built in the order their links require (:func:`~placement_dsl.blocks.base.build_order`),
     each into a block of its name; then the formulation's Pyomo transformation, if any
-    (e.g. ``gdp.bigm`` for disjunctions), is applied.
+    (e.g. ``gdp.bigm`` for disjunctions), is applied. With a ``deadline``, the build stops between
+    blocks once it is spent (:class:`~placement_dsl.deadline.BudgetSpent`, naming the next block).
     """
     form = get(formulation, problem)
     steps = form.steps(problem)
@@ -211,6 +213,8 @@ def compile(problem: Problem, formulation: str | Formulation = "auto") -> Compil
     for step in ordered:
         blk = pyo.Block(doc=step.template.doc)
         block_name = step.template.name
+        if deadline is not None:
+            deadline.check(f"block {block_name!r} of the {form.name!r} model")
         if model.component(block_name) is not None:
             raise SpecError(f"formulation {form.name!r}: templates {terms[block_name][0]} and {step.template!r} "
                             f"both build block {block_name!r}; give one of them another name")
@@ -223,6 +227,8 @@ def compile(problem: Problem, formulation: str | Formulation = "auto") -> Compil
         raise SpecError(f"formulation {form.name!r} built {len(goals)} objectives; exactly one objective term "
                         "template must add a minimize Objective")
     if form.transformation:
+        if deadline is not None:
+            deadline.check(f"the {form.transformation!r} transformation of the {form.name!r} model")
         pyo.TransformationFactory(form.transformation).apply_to(model)
     return Compiled(model, VarMap(model, ctx, built), problem, form, problem.cost_model(), ctx.scale,
                     {name: term for name, (_, term) in terms.items()})

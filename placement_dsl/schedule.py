@@ -123,6 +123,10 @@ class Schedule:
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "transfer_start", MappingProxyType(times))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its times (a read-only view does not pickle): e.g. a heuristic's answer from a child process."""
+        return (Schedule, (self.start, dict(self.transfer_start)))
+
     def to_dict(self, graph: Graph, cluster: Cluster) -> dict[str, Any]:
         """``{"ops": {op: start}, "transfers": [{"op", "device", "start"}]}`` by names (strict JSON)."""
         if self.start.shape != (graph.n,):

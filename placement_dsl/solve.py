@@ -10,25 +10,29 @@ that disagrees raises :class:`~placement_dsl.errors.EvaluationMismatchError` ins
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from pathlib import Path
 from typing import Any
 
+from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import EvaluationMismatchError, PlacementError, SpecError
-from .evaluate import Evaluation
+from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
 from .placement import Placement
 from .progress import scaled
 from .result import Result, Seconds
+from .sizing import MIN_SEARCH, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
+RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 
 
 def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "highs", time_limit: float = 60.0,
           gap: float = 1e-4, threads: int = 1, warm_start: str | Path | Placement | None = None,
           log_path: str | Path | None = None, method: str = "ip", windows: bool | None = None,
-          budget: float | None = None) -> Result:
+          budget: float | None = None, deadline: Deadline | None = None) -> Result:
     """Solve ``problem`` with a formulation and a solver; the result is certified by the cost model.
 
     Parameters
@@ -42,7 +46,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     solver
         ``"highs"``, ``"scip"`` or any installed Pyomo solver name.
     time_limit
-        Seconds for hand-off and search, enforced by the project (a time limit is a status).
+        Wall-clock seconds for the whole call from its start: warm start, model build, hand-off
+        and search, enforced by the project (a time limit is a status). A model that cannot be
+        built and searched in the time left is not built: the start (if any) is the answer,
+        with status ``time_limit``, the best bound known and the reason in ``message``.
     gap
         Relative MIP gap at which to stop (and, with windows, the certificate's target gap).
     threads
@@ -59,8 +66,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         An option of the ``"chain"`` restriction (:class:`~placement_dsl.formulations.chain.ChainFormulation`):
         position windows from the warm start. ``None`` leaves the choice to the formulation.
     budget
-        Wall-clock seconds for the whole call (warm start and compile included); the solver then
-        gets what is left, at most ``time_limit``. ``None``: only ``time_limit`` applies.
+        Another name of ``time_limit`` (the whole call); with both, the smaller applies.
+    deadline
+        The caller's :class:`~placement_dsl.deadline.Deadline` (e.g. a command's, from the process
+        start): the call ends by it and by ``time_limit``, whichever comes first.
 
     Returns
     -------
@@ -70,6 +79,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     from .compile import compile
 
     t0 = time.perf_counter()
+    clock = _clock(time_limit, budget, deadline)
+    _check_arguments(gap, threads, warm_start, windows, solver=solver, method=method, log_path=log_path,
+                     formulation=formulation)
     form = get(formulation, problem)
     if form.kind is Kind.RELAXATION:
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
@@ -77,29 +89,126 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     reason = form.accepts(problem)
     if reason:
         raise SpecError(reason)
-    start, start_eval, refusal = _warm_start(problem, warm_start)
+    start, start_eval, refusal, start_bound = _warm_start(problem, warm_start, clock)
+    stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
+    stop.start_bound = start_bound
     options = {} if windows is None else {"windows": windows}
+    if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
+        return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
+                           f"{time.perf_counter() - t0:.1f} s)")
     plan = form.prepare(problem, None if refusal else start, None if refusal else start_eval, gap, options)
     plan.info["label"] = _start_label(warm_start)
     t_start = time.perf_counter() - t0
-    compiled = compile(plan.problem, form)
+    if clock.expired(MIN_SEARCH):
+        return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
+                           f"{t_start:.1f} s)")
+    try:
+        check_fits(plan.problem, form, clock, clock.left() - RESERVE)
+        compiled = compile(plan.problem, form, deadline=clock)
+    except BudgetSpent as err:
+        return stop.result(str(err))
     t_compile = time.perf_counter() - t0 - t_start
     passed = start is not None and not refusal and plan.pass_start
     values = compiled.varmap.values(start) if passed else None
-    if budget is not None:
-        time_limit = max(min(time_limit, budget - (time.perf_counter() - t0)), 0.1)
+    if clock.expired(RESERVE + 0.1):
+        return stop.result(f"budget spent by the model build ({t_compile:.1f} s)")
     cutoff = None if plan.cutoff is None else plan.cutoff / compiled.objective_scale
+    opts = SolveOptions(time_limit=max(clock.left() - RESERVE, 0.1), gap=gap, threads=threads, log_path=log_path,
+                        cutoff=cutoff, deadline=clock.at - RESERVE)
     with scaled(compiled.objective_scale):  # progress reports in the problem's units
-        outcome = solve_model(compiled.model, solver, SolveOptions(time_limit=time_limit, gap=gap, threads=threads,
-                                                                   log_path=log_path, cutoff=cutoff), start=values)
+        outcome = solve_model(compiled.model, solver, opts, start=values)
     result = _certify(compiled, outcome, method, solver, gap, plan.cutoff)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
     _final_check(problem, result, form)
+    if result.status.is_ok and result.status is not Status.OPTIMAL:
+        stop.known_bound(result)  # a search stopped early may have proved less than a closed form
     result.timings = Seconds(build=t_compile + outcome.timings.build, start=t_start,
                              handoff=outcome.timings.handoff, solve=outcome.timings.solve,
                              total=time.perf_counter() - t0)
     return result
+
+
+def _clock(time_limit: Any, budget: Any, deadline: Deadline | None) -> Deadline:
+    """The call's deadline: ``time_limit`` and ``budget`` (one meaning: the whole call) from now, and the caller's."""
+    limit = seconds(time_limit, "time_limit")
+    if budget is not None:
+        limit = min(limit, seconds(budget, "budget"))
+    return Deadline(limit) if deadline is None else deadline.within(limit)
+
+
+def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **names: Any) -> None:
+    """Every other public input of :func:`solve`, refused with its name and value."""
+    for name, value in names.items():
+        kinds = {"solver": (str,), "method": (str,), "log_path": (str, Path, type(None)),
+                 "formulation": (str, Formulation)}[name]
+        if not isinstance(value, kinds):
+            raise SpecError(f"{name} {value!r}: give a {' or '.join(k.__name__ for k in kinds if k is not type(None))}"
+                            f"{' or None' if type(None) in kinds else ''}, not a {type(value).__name__}")
+    if isinstance(gap, bool) or not isinstance(gap, numbers.Real) or not 0 <= gap < 1:
+        raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise SpecError(f"threads {threads!r}: give a whole number of solver threads, 1 or more")
+    if warm_start is not None and not isinstance(warm_start, (str, Path, Placement)):
+        raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, a Placement or a placement file, "
+                        f"not a {type(warm_start).__name__}")
+    if windows is not None and not isinstance(windows, bool):
+        raise SpecError(f"windows {windows!r}: give True, False or None")
+
+
+class _Stop:
+    """The answer of a solve that the budget stops before (or while) its model is built: the start, if any,
+    with status time limit and the best bound known without a model."""
+
+    def __init__(self, problem: Any, form: Formulation, method: str, solver: str, warm_start: Any,
+                 start: Placement | None, start_eval: Evaluation | None, refusal: str, t0: float):
+        self.problem, self.form, self.method, self.solver = problem, form, method, solver
+        self.warm_start, self.start, self.start_eval, self.refusal, self.t0 = warm_start, start, start_eval, refusal, t0
+        self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
+
+    def result(self, why: str) -> Result:
+        usable = self.start is not None and not self.refusal and self.start_eval is not None
+        ev = self.start_eval if usable else None
+        status = Status.TIME_LIMIT_FEASIBLE if usable else Status.TIME_LIMIT_NO_SOLUTION
+        notes = [m for m in (self.refusal, why + ("; the answer is the warm start" if usable else "")) if m]
+        result = Result(status=status, placement=self.start if usable else None,
+                        objective=None if ev is None else ev.objective, bound=None, method=self.method,
+                        solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
+                        bound_scope=self.form.placement_class(self.problem))
+        result.start_objective = None if self.start_eval is None else self.start_eval.objective
+        result.start_accepted = False if self.refusal else None  # no solver was asked
+        result.found_by = _start_label(self.warm_start) if usable else ""
+        self.known_bound(result)
+        total = time.perf_counter() - self.t0
+        result.timings = Seconds(start=total, total=total)
+        return result
+
+    def known_bound(self, result: Result) -> None:
+        """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
+        over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
+        makespan, the critical path for latency)."""
+        bound = self.start_bound if self.start_bound is not None else _closed_form_bound(self.problem)
+        if bound is None or (result.bound is not None and result.bound >= bound):
+            return
+        result.bound = bound if result.objective is None else min(bound, result.objective)
+        result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {self._bound_source()}") if m)
+
+    def _bound_source(self) -> str:
+        return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
+
+
+def _closed_form_bound(problem: Any) -> float | None:
+    """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
+    objective = problem.cost_model().objective
+    if objective in (Objective.MAX_LOAD, Objective.MAKESPAN):
+        from .bounds import simple_lower_bound
+
+        return float(simple_lower_bound(problem.graph, problem.cluster))
+    if objective is Objective.LATENCY:
+        from .bounds.latency import critical_path_bound
+
+        return float(critical_path_bound(problem)[0])
+    return None
 
 
 def _start_label(warm_start: Any) -> str:
@@ -113,7 +222,7 @@ def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, p
         result.found_by = "solver" if result.objective is not None else ""
         return
     result.start_objective = None if start_eval is None else start_eval.objective
-    result.start_accepted = bool(outcome.start_accepted) if passed else (False if refusal else None)
+    result.start_accepted = outcome.start_accepted if passed else (False if refusal else None)
     if refusal:
         result.message = "; ".join(m for m in (refusal, result.message) if m)
     if result.objective is None:
@@ -123,44 +232,62 @@ def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, p
 
 
 # ---------------------------------------------------------------------------- warm start
-def _start_placement(problem: Any, warm_start: str | Path | Placement) -> Placement:
-    """The placement a warm-start argument names."""
+def _start_placement(problem: Any, warm_start: str | Path | Placement,
+                     clock: Deadline | None = None) -> tuple[Placement, float | None]:
+    """The placement a warm-start argument names (a heuristic runs in what is left of ``clock``), and the bound
+    its heuristic proved over the problem's class (``None``: none)."""
     if isinstance(warm_start, Placement):
-        return warm_start
+        return warm_start, None
     from .heuristics.base import METHODS
 
     if isinstance(warm_start, str) and warm_start in METHODS:
         from .heuristics import run
 
-        return run(warm_start, problem.graph, problem.cluster, model=problem.cost_model()).placement
+        left = None if clock is None else max(clock.left() - MIN_SEARCH, 0.1)
+        guard = Deadline(math.inf) if left is None else Deadline(left)  # a heuristic past its limit is stopped
+        found = call_within(guard, run, warm_start, problem.graph, problem.cluster, model=problem.cost_model(),
+                            time_limit=left)
+        return found.placement, _class_bound(problem, found)
     path = Path(warm_start)
     if not path.exists():
         raise SpecError(f"warm_start {str(warm_start)!r} is neither a heuristic ({sorted(METHODS)}) "
                         "nor an existing placement file")
     from .io import Workload, load_placement
 
-    return load_placement(path, Workload(problem.graph, problem.cluster))
+    return load_placement(path, Workload(problem.graph, problem.cluster)), None
 
 
-def _warm_start(problem: Any, warm_start: Any) -> tuple[Placement | None, Evaluation | None, str]:
+def _class_bound(problem: Any, found: Any) -> float | None:
+    """A heuristic's bound when it holds for the problem's class: exact among contiguous splits (the DP over
+    ideals) on a contiguous problem whose terms do not widen the placements."""
+    from .constraints import Contiguous
+
+    widens = any(getattr(t, "widens", False) for t in problem.constraints)
+    if found.bound is None or found.exact_among != "contiguous" or not problem.has(Contiguous) or widens:
+        return None
+    return float(found.bound)
+
+
+def _warm_start(problem: Any, warm_start: Any,
+                clock: Deadline | None = None) -> tuple[Placement | None, Evaluation | None, str, float | None]:
     """The start placement, its evaluation, and why it is refused ('' if it may be used).
 
     A heuristic that cannot produce a start (e.g. no split fits the memory) refuses the start
     instead of failing the solve: the solver then decides (e.g. status infeasible).
     """
     if warm_start is None:
-        return None, None, ""
+        return None, None, "", None
     try:
-        start = _start_placement(problem, warm_start)
+        start, bound = _start_placement(problem, warm_start, clock)
     except SpecError:
         raise
     except PlacementError as err:
-        return None, None, f"warm start refused: {warm_start!r} found no placement ({err})"
+        return None, None, f"warm start refused: {warm_start!r} found no placement ({err})", None
     ev = problem.evaluate(start)
     violations = problem.violations(start)
     if violations:
-        return start, ev, f"warm start refused: it is invalid for the problem ({'; '.join(violations[:3])})"
-    return start, ev, ""
+        return start, ev, f"warm start refused: it is invalid for the problem ({'; '.join(violations[:3])})", None
+    return start, ev, "", bound
 
 
 # ---------------------------------------------------------------------------- certificate

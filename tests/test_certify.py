@@ -122,3 +122,17 @@ def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
     assert cert.scope is PlacementClass.ALL and cert.certified
+
+
+def test_without_a_placement_from_the_dp_the_upper_bound_comes_from_a_heuristic_that_applies(monkeypatch):
+    """The DP over servers refuses large training graphs (too many ideals): a pipeline heuristic still gives the
+    certificate its upper bound, instead of 'best inf'."""
+    from placement_dsl.certify import FALLBACK_UPPER, Level
+
+    problem, optimum = testing.contiguity_binds()
+    refused = Level("dp", lambda run, seconds: (None, LevelStatus.NOT_APPLICABLE, "too many ideals", run.scope),
+                    closed_form=True)
+    monkeypatch.setitem(LEVELS, "dp", refused)
+    cert = certify(problem, budget=20.0, levels=("simple", "dp", "superblock"), gap=0.0)
+    assert cert.found_by in FALLBACK_UPPER and cert.objective >= optimum and cert.objective < float("inf")
+    assert cert.gap < 1.0

@@ -173,9 +173,10 @@ def test_windowed_chain_certifies_the_dp_class():
     assert result.summary().splitlines()[-1].startswith("certificate: objective 4")
 
 
-@pytest.mark.parametrize("bound, expected", [(None, None), (1e9, 4.0 / 1.01)])
-def test_windowed_time_limit_keeps_the_start(monkeypatch, bound, expected):
-    """A time limit inside the windowed solve returns the start; a bound counts only if the solver proved one."""
+@pytest.mark.parametrize("bound", [None, 1e9])
+def test_windowed_time_limit_keeps_the_start(monkeypatch, bound):
+    """A time limit inside the windowed solve returns the start; the DP's own bound (exact over the contiguous
+    class: 4) is reported where the solver proved none, or less (``min(T*, bound)`` = 4 / 1.01)."""
     import placement_dsl.solve as solve_module
     from placement_dsl.solvers import SolverOutcome
 
@@ -185,19 +186,20 @@ def test_windowed_time_limit_keeps_the_start(monkeypatch, bound, expected):
 
     monkeypatch.setattr(solve_module, "solve_model", stopped)
     problem, optimum = testing.accelerators_cpu()
-    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=0.01)
+    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=30)
     assert result.status is Status.TIME_LIMIT_FEASIBLE
     assert result.objective == pytest.approx(optimum) and problem.is_valid(result.placement)
     assert result.found_by == "warm start (dp)"
-    if expected is None:
-        assert result.bound is None
-    else:
-        assert result.bound == pytest.approx(expected)  # min(T*, solver bound): the target T* = 4 / 1.01
+    assert result.bound == pytest.approx(4.0) and "proven by the warm start's heuristic" in result.message
 
 
 def test_windowed_real_time_limit_returns_the_start():
+    """A millisecond is the whole call's budget: the DP's split, found beforehand, is the start it returns."""
+    from placement_dsl.heuristics import run
+
     problem, optimum = testing.accelerators_cpu()
-    result = solve(problem, formulation="chain", warm_start="dp", gap=0.01, time_limit=1e-3)
+    split = run("dp", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    result = solve(problem, formulation="chain", warm_start=split, gap=0.01, time_limit=1e-3)
     assert result.placement is not None and result.objective <= optimum + 1e-9
     assert result.status in (Status.OPTIMAL, Status.TIME_LIMIT_FEASIBLE)
     assert result.bound is None or result.bound <= result.objective

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..constraints import Contiguous, DagOrder, Memory
+from ..deadline import BudgetSpent, Deadline
 from .base import Context, Warm
 
 Slot = tuple[int, int]  # (accelerator index, subgraph number 1..q)
@@ -275,7 +276,8 @@ def critical_paths(ctx: Context, bd: Bounds, count: int) -> list[tuple[int, ...]
 FLOOR_PATHS = 3  # longest paths the run-paths DP cuts, the same as the LP's flows (their arcs are shared)
 
 
-def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = FLOOR_PATHS) -> float:
+def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths: int = FLOOR_PATHS,
+                   deadline: Deadline | None = None) -> float:
     """The DP over each of the ``paths`` longest paths' runs (:func:`run_arcs`): the cheapest way to cut
     the path into accelerator runs and host ops, at least the latency of every placement whose slots
     hold ``contiguous`` bodies (one subgraph per accelerator) or any (model units; 0 without accelerators).
@@ -284,6 +286,9 @@ def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths:
     the slots ``P`` visits run one after another, each at least its arc's cost, so the latency is at
     least the cost of that path through the arcs, and at least the cheapest one. This is
     :class:`~.latency_cuts.RunFlows`'s flow solved exactly, computed once per model.
+
+    With a ``deadline``, the paths whose arcs are not done by it are left out (the maximum over the
+    others is still a bound; ``0.0`` if none is done), and nothing is stored for the model.
     """
     def build() -> float:
         acc = accelerators(ctx)
@@ -293,11 +298,17 @@ def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths:
         for p in critical_paths(ctx, bounds(ctx, horizon), paths):
             dist = np.full(len(p) + 1, np.inf)
             dist[0] = 0.0
-            arcs = sorted(((i if i >= 0 else -i - 1, j, c) for (i, j), c in run_arcs(ctx, p, acc, contiguous).items()))
+            try:
+                found = run_arcs(ctx, p, acc, contiguous, deadline)
+            except BudgetSpent:
+                break
+            arcs = sorted(((i if i >= 0 else -i - 1, j, c) for (i, j), c in found.items()))
             for s, j, c in arcs:  # arcs go forward, sorted by their start: one pass is the DP
                 dist[j] = min(dist[j], dist[s] + c)
             best = max(best, float(dist[-1]) if np.isfinite(dist[-1]) else 0.0)
         return best
+    if deadline is not None:
+        return build()
     return ctx.view(f"latency_run_paths:{horizon!r}:{contiguous}:{paths}", build)
 
 
@@ -352,12 +363,16 @@ def descendants(ctx: Context) -> np.ndarray:
     return ctx.view("latency_descendants", build)
 
 
-def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool) -> dict[tuple[int, int], float]:
-    """:func:`_run_arcs`, computed once per model and path (the flows and the run-paths floor share them)."""
-    return ctx.view(f"latency_run_arcs:{p}:{tuple(acc)}:{contiguous}", lambda: _run_arcs(ctx, p, acc, contiguous))
+def run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool,
+             deadline: Deadline | None = None) -> dict[tuple[int, int], float]:
+    """:func:`_run_arcs`, computed once per model and path (the flows and the run-paths floor share them);
+    :class:`~placement_dsl.deadline.BudgetSpent` when ``deadline`` passes before they are all priced."""
+    return ctx.view(f"latency_run_arcs:{p}:{tuple(acc)}:{contiguous}",
+                    lambda: _run_arcs(ctx, p, acc, contiguous, deadline))
 
 
-def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool) -> dict[tuple[int, int], float]:
+def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool,
+              deadline: Deadline | None = None) -> dict[tuple[int, int], float]:
     """Arcs of :class:`~.latency_cuts.RunFlows` on path ``p`` with their costs (model units).
 
     ``(i, j)``: ``p[i..j-1]`` on one accelerator. Its *body* are the ops its slot must hold: the
@@ -382,6 +397,8 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     pos = {v: k for k, v in enumerate(p)}
     arcs: dict[tuple[int, int], float] = {}
     for i in range(m):
+        if deadline is not None:
+            deadline.check(f"the run arcs from position {i} of a {m}-op path")
         if np.isfinite(t_host[p[i]]):
             arcs[-i - 1, i + 1] = float(t_host[p[i]])
         for j in range(i + 1, m + 1) if not glued[i] else ():

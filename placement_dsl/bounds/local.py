@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 
 from ..cluster import Cluster
+from ..deadline import Deadline
 from ..graph import Graph
 from ..placement import Placement
 from ..problem import Problem
@@ -93,13 +94,14 @@ def single_loads(graph: Graph, cluster: Cluster) -> np.ndarray:
 
 
 def stage_cut_bound(graph: Graph, cluster: Cluster, overflow: bool = False, *,
-                    floor: float | None = None) -> tuple[float, int | None]:
+                    floor: float | None = None, deadline: Deadline | None = None) -> tuple[float, int | None]:
     """``max_v min_{S ∋ v} load(S)`` (module doc) and the op attaining it (``None``: the simple bound did).
 
     ``overflow`` says whether memory over capacity is streamed (the ``bottleneck`` cost model);
     then the ``lam = 1`` cut is tried beside ``lam = 0``. ``floor`` (default: Lemma 3.3) is
     a bound already known: ops that cannot beat it are not cut. Colocation groups (the
-    graph's ``group`` field) stay on one side.
+    graph's ``group`` field) stay on one side. Past ``deadline`` no further op is cut: the
+    maximum over the ops cut so far is still a bound.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name="a", work=1, out_bytes=5), Op(name="b", work=4, out_bytes=0)], [("a", "b")])
@@ -119,7 +121,7 @@ def stage_cut_bound(graph: Graph, cluster: Cluster, overflow: bool = False, *,
         G = _flow_graph(graph, cluster, lam)
         offset = lam * cluster.devices[0].memory / cluster.devices[0].bandwidth if lam else 0.0
         for v in order.tolist():
-            if alone[v] <= best:
+            if alone[v] <= best or (deadline is not None and deadline.expired()):
                 break
             G.add_edge("s", v)
             value, _ = nx.maximum_flow(G, "s", "t")
@@ -150,11 +152,13 @@ def problem_applies(problem: Problem) -> str | None:
     return stage_cut_applies(problem.graph, problem.cluster, model.overlap.value)
 
 
-def problem_bound(problem: Problem) -> tuple[float, str]:
-    """The stage-cut bound of ``problem`` (overflow counted when its memory is soft) and a note naming the op."""
+def problem_bound(problem: Problem, deadline: Deadline | None = None) -> tuple[float, str]:
+    """The stage-cut bound of ``problem`` (overflow counted when its memory is soft) and a note naming the op;
+    the ops not cut by ``deadline`` are left out."""
     from ..evaluate import MemoryMode
 
     g = problem.graph
-    bound, op = stage_cut_bound(g, problem.cluster, overflow=problem.cost_model().memory is MemoryMode.OVERFLOW)
+    bound, op = stage_cut_bound(g, problem.cluster, overflow=problem.cost_model().memory is MemoryMode.OVERFLOW,
+                                deadline=deadline)
     return bound, ("Lemma 3.3: no op's cheapest stage beats it" if op is None
                    else f"the cheapest stage holding {g.names[op]!r}")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from .. import progress
+from ..deadline import process_start
 from ..errors import InfeasibleError, PlacementError
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
@@ -63,9 +65,14 @@ def _quiet_closed_stdout() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``placement-dsl``: parse ``argv``, run the command, return the exit status (see :data:`EPILOG`)."""
+    """``placement-dsl``: parse ``argv``, run the command, return the exit status (see :data:`EPILOG`).
+
+    A ``--time-limit`` counts from the start of the process when the command line is the process's own
+    (``argv`` is ``None``), else from this call."""
+    started = process_start() if argv is None else time.monotonic()
     try:
         args = build_parser().parse_args(argv)
+        args.started = started
         code = run_command(args)
         sys.stdout.flush()
     except BrokenPipeError:

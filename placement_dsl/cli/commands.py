@@ -12,7 +12,7 @@ from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
 from ..io.report import stage_lines, stage_ranges
 from ..result import placement_report, relative_gap
-from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS
+from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
 from .options import heuristic_options, mip_options, note_cold_kernels, taken_mip_options
 from .problems import bounds_payload, dag_problem, problem_for_method
 from .schedules import is_makespan, save_answer, solve_makespan
@@ -142,7 +142,7 @@ def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
                                                         method=args.method, overlap=args.overlap,
                                                         subgraphs=args.subgraphs))
     return solve(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
-                 warm_start=args.warm_start, method=args.method)
+                 warm_start=args.warm_start, method=args.method, deadline=command_deadline(args))
 
 
 def _solve_status(args: argparse.Namespace, w: Workload, payload: dict[str, Any]) -> int:
@@ -169,7 +169,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
                                   subgraphs=args.subgraphs) if method else dag_problem(w, model))
     levels = args.levels.split(",") if args.levels else None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
-                                   solver=args.solver)
+                                   solver=args.solver, deadline=command_deadline(args))
     emit(args, payload, text)
     return EXIT_OK
 

@@ -1,6 +1,9 @@
 """Names the command line's modules share: method lists, exit statuses, help texts."""
 from __future__ import annotations
 
+from typing import Any
+
+from ..deadline import Deadline
 from ..heuristics.base import METHODS
 
 HEURISTIC_METHODS = tuple(METHODS)  # the heuristics' registry: a new heuristic is a new --method
@@ -21,3 +24,10 @@ EPILOG = """exit status:
        devices), or the method found no valid placement
   70   internal error (rerun with --debug for the traceback)
   141  standard output was closed early (e.g. piped into head)"""
+
+
+def command_deadline(args: Any) -> Deadline:
+    """A command's ``--time-limit``: seconds of wall clock from the command's start (``args.started``, set by
+    :func:`~placement_dsl.cli.main`: the process's start for the command line itself; else now), reading the workload,
+    heuristics, model builds and searches included."""
+    return Deadline(args.time_limit, start=getattr(args, "started", None))

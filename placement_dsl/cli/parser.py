@@ -112,7 +112,9 @@ def _solve_parser(sub: Any) -> None:
                     help=f"heuristic ({', '.join(HEURISTIC_METHODS)}) or MIP ({', '.join(IP_METHODS)})")
     so.add_argument("--solver", help="MIP methods: highs, scip or any Pyomo solver name (default: highs)")
     so.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), metavar="SECONDS",
-                    help="MIP methods: seconds, enforced by the project (default: 60)")
+                    help="MIP methods: wall-clock seconds for the whole command from its start (reading, warm "
+                         "start, model build and search), enforced by the project; a model that cannot be built "
+                         "and searched in the time left is not built (default: 60)")
     so.add_argument("--gap", type=_number(float, 0, "--gap"), help="MIP methods: relative gap target (default: 1e-4)")
     so.add_argument("--warm-start", metavar="METHOD|FILE",
                     help="MIP methods: heuristic METHOD or placement FILE to start from")
@@ -135,7 +137,9 @@ def _bounds_parser(sub: Any) -> None:
                                                          "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
                     metavar="SECONDS",
-                    help="seconds per MIP level (default: 60)")
+                    help="wall-clock seconds for the whole command from its start, model builds included; "
+                         "each level gets its share of what is left, and a level that cannot fit is skipped "
+                         "with the reason (default: 60)")
     bo.add_argument("--workers", type=_number(int, 1, "--workers"), default=1, metavar="N",
                     help="levels solved in parallel (default: 1)")
     bo.add_argument("--solver", default="highs", help="MIP solver of the MIP levels: highs, scip or any Pyomo "

@@ -49,13 +49,15 @@ def dag_problem(workload: Any, model: CostModel) -> Problem:
 
 
 def bounds_payload(problem: Problem, levels: list[str] | tuple[str, ...] | None = None, time_limit: float = 60.0,
-                   workers: int = 1, solver: str = "highs") -> tuple[dict[str, Any], str]:
+                   workers: int = 1, solver: str = "highs", deadline: Any = None) -> tuple[dict[str, Any], str]:
     """Every requested level's bound and status, the best upper bound, and bound/UB (``placement-dsl bounds``).
 
-    ``levels`` default to the problem's hierarchy. ``time_limit`` is the total wall-clock budget;
-    the run stops once the bound meets the best placement (gap 0). The payload is JSON-ready.
+    ``levels`` default to the problem's hierarchy. ``time_limit`` is the total wall-clock budget (ending by
+    ``deadline`` too, the command's :class:`~placement_dsl.deadline.Deadline`); the run stops once the bound
+    meets the best placement (gap 0). The payload is JSON-ready.
     """
-    cert = certify(problem, budget=time_limit, levels=levels, gap=0.0, solver=solver, workers=workers)
+    cert = certify(problem, budget=time_limit, levels=levels, gap=0.0, solver=solver, workers=workers,
+                   deadline=deadline)
     ub = cert.objective
     payload = cert.to_dict()
     payload.update(graph=problem.graph.name, stages=problem.cluster.size, upper_bound=ub,

@@ -54,9 +54,15 @@ def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostMode
     if args.method != "ip":
         raise SpecError(f"method {args.method} has no makespan formulation; use --method ip (the schedule MILP, "
                         "or CP-SAT with --solver cpsat) or a schedule heuristic (list, one-device-best, schedule-lns)")
+    from .common import command_deadline
+
     problem = makespan_problem(workload.graph, workload.cluster, model)
+    deadline = command_deadline(args)
+    if args.solver == "cpsat":  # its own child process: what is left of the command's budget
+        return solve_schedule(problem, solver=args.solver, time_limit=max(deadline.left(), 0.1), gap=args.gap,
+                              warm_start=args.warm_start or "list")
     return solve_schedule(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
-                          warm_start=args.warm_start or "list")
+                          warm_start=args.warm_start or "list", deadline=deadline)
 
 
 def is_makespan(model: CostModel) -> bool:

@@ -31,6 +31,7 @@ PYOMO_CANDIDATES = ("appsi_highs", "scip_direct", "pyomo:highs", "gurobi_direct"
 START_TOL = 1e-6  # largest residual of a start that is still passed to the solver
 CLAIM_TOL = 1e-6  # relative slack between a solver's claimed objective or bound and what its answer is worth
 RETRY_SECONDS = 0.5  # least time left for solving again without a start the solver mishandled
+MIN_HANDOFF = 0.05  # least time left to hand a model to the solver at all
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,14 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
                              start_objective=start_obj, start_accepted=None if start is None else True)
     passed, note = _start_to_pass(chosen, lm, x0, refusal)
     deadline = time.monotonic() + options.time_limit
+    if options.deadline is not None:
+        deadline = min(deadline, options.deadline)
     worker = chosen.make_worker(model, lm)
     start_off = None if passed is None else start_obj - lm.offset
-    got = guard.run(worker, lm, options, passed, start_off, deadline)
+    if deadline - time.monotonic() <= MIN_HANDOFF:  # the arrays took the time: the start (if any) is the answer
+        got = guard.Collected(stopped=True, notes=["budget spent before the hand-off to the solver"])
+    else:
+        got = guard.run(worker, lm, options, passed, start_off, deadline)
     doubt = _contradiction(lm, got, options)
     if doubt and passed is not None and deadline - time.monotonic() > RETRY_SECONDS:
         # a solver fault around the MIP start (HiGHS 1.16 lost the objective's presolve offset and
@@ -144,6 +150,8 @@ def solve_model(model: pyo.ConcreteModel, solver: str, options: SolveOptions | N
     outcome.timings = Timings(build=build, handoff=got.handoff, solve=got.solve_seconds)
     if start is not None:
         outcome.start_accepted = bool(passed is not None and got.verdict and got.verdict.accepted)
+        if passed is not None and got.verdict is None and got.stopped:  # stopped before it said: not a refusal
+            outcome.start_accepted = None
         evidence = got.verdict.evidence if got.verdict else ""
         outcome.message = "; ".join(filter(None, [refusal or note, evidence, outcome.message]))
     return outcome

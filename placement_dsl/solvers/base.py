@@ -102,6 +102,10 @@ class SolveOptions:
         below. Its bound ``b`` then only says ``min(cutoff, b) <= min(cutoff, optimum)``: the
         outcome's bound is capped at the cutoff.
         ``None``: no cutoff. Backends without the option ignore it.
+    deadline
+        The caller's deadline on the :func:`time.monotonic` clock (its whole call's budget): the
+        hand-off and search end by it, whatever ``time_limit`` says. ``None``: ``time_limit`` from
+        the start of the hand-off.
     """
 
     time_limit: float = 60.0
@@ -112,6 +116,7 @@ class SolveOptions:
     grace: float = 0.5
     isolate: bool = True
     cutoff: float | None = None
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not self.time_limit > 0:
