@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 import math
 import time
 from collections.abc import Callable
@@ -104,9 +103,7 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     model = model or CostModel()
     start = time.perf_counter()
     fn = resolve(method)
-    if time_limit is not None and "time_limit" in inspect.signature(fn).parameters:
-        options["time_limit"] = time_limit
-    result = fn(graph, cluster, model=model, seed=seed, **options)
+    result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")

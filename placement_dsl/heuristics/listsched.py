@@ -41,7 +41,7 @@ from ..schedule import (
     schedule_makespan,
     upward_rank,
 )
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, stopped
 
 PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (the last packing is followed)
 TOL = 1e-9
@@ -193,9 +193,12 @@ def _choose(builder: ListScheduler, packing: _Packing, v: int, u: int) -> int:
 
 
 def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-         seed: int | None = None) -> HeuristicResult:
-    """HEFT with memory-aware earliest-finish device choice (see the module docstring)."""
+         seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
+    """HEFT with memory-aware earliest-finish device choice (see the module docstring).
+
+    One pass over the ops builds the one placement: ``time_limit`` has nothing to cut short."""
     start = time.perf_counter()
+    deadline_at("list", time_limit)
     mk = _makespan_model(model)
     unit, packing = _groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
@@ -213,16 +216,22 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 
 
 def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-                    seed: int | None = None) -> HeuristicResult:
-    """Every op on the one device with the least makespan among those that may run and hold them all."""
+                    seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
+    """Every op on the one device with the least makespan among those that may run and hold them all
+    (once one is scheduled, no further device is tried after ``time_limit`` seconds: ``info["stopped"]``)."""
     start = time.perf_counter()
+    at = deadline_at("one-device-best", time_limit)
     mk = _makespan_model(model)
     times = cluster.times(graph)
     need = float((graph.param_bytes + graph.activation_bytes).sum())
     biggest = graph.names[int(np.argmax(graph.param_bytes + graph.activation_bytes))]
     best: tuple[float, int, Placement] | None = None
     reasons = []
+    cut = False
     for d, dev in enumerate(cluster.devices):
+        if best is not None and expired(at):
+            cut = True
+            break
         bad = np.flatnonzero(~np.isfinite(times[:, d]))
         if bad.size:
             reasons.append(f"{dev.name!r} cannot run op {graph.names[bad[0]]!r} (kind {dev.kind!r})")
@@ -236,4 +245,5 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
                 best = (makespan, d, p)
     if best is None:
         raise InfeasibleError("one-device-best: no single device may run and hold every op: " + "; ".join(reasons))
-    return _result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
+    result = _result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
+    return stopped(result) if cut else result
