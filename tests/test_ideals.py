@@ -706,7 +706,7 @@ def test_boundaries_match_each_ideals_tensors_counted_from_scratch(seed):
 
     g = random_graph(np.random.default_rng(seed), 70, density=0.3)  # 70 nodes: tensors across two words
     lat = ideal_lattice(contract(g), 200_000)
-    masks, owner, cost, lo, hi = tensors = _tensors(lat.contraction)
+    masks, owner, cost, _, _ = tensors = _tensors(lat.contraction)
     tin, tout, ptr, idx = K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *tensors)
     sets = [set(np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little")).tolist()) for m in masks]
     for i in range(0, lat.count, max(1, lat.count // 300)):
