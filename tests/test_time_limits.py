@@ -93,6 +93,15 @@ def test_dp_declines_a_wide_graph_before_enumerating_its_ideals(monkeypatch):
     assert time.perf_counter() - t0 < 30  # milliseconds once compiled: the enumeration took 24-52 s at 420 ops
 
 
+def test_dpl_sizes_its_path_not_the_wide_graph():
+    # DPL's path through 30 chains side by side numbers its nodes out of topological order: sized as numbered,
+    # its 421 prefixes looked like 2^30 ideals and DPL was declined
+    ops = [Op(name=f"c{c}_{i}", work=1.0, out_bytes=1.0) for c in range(30) for i in range(14)]
+    wide = Graph(ops, [(f"c{c}_{i}", f"c{c}_{i + 1}") for c in range(30) for i in range(13)])
+    result = run("dpl", wide, Cluster.stages(4))
+    assert result.info["ideals"] == 421 and evaluate(result.placement).valid
+
+
 def test_dp_on_a_long_chain_declines_without_dense_arrays():
     # 200,000 ops: a dense predecessor matrix was 37.3 GiB; the ideals' bitsets alone would be 9.3 GiB
     with pytest.raises(SpecError, match=r"200000 supernodes: its ideals as bitsets need at least 9\.3 GiB"):

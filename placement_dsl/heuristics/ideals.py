@@ -147,8 +147,8 @@ def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadli
     """
     n = con.n_nodes
     W = max(1, -(-n // 64))
+    lattice_size_ok(con, max_ideals)
     pred_ptr, pred_idx = _predecessors(con)
-    lattice_size_ok(con, max_ideals, pred_ptr, pred_idx)
     ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, int(max_ideals),
                                                        kernel_deadline(deadline))
     if status == 1:
@@ -163,27 +163,33 @@ def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadli
     return IdealLattice(con, ideals, ptr, parent[order].astype(np.int64))
 
 
-def _predecessors(con: Contraction) -> tuple[np.ndarray, np.ndarray]:
-    """The DAG's predecessor lists in CSR form (``pred_idx[pred_ptr[v]:pred_ptr[v + 1]]``)."""
-    by_dst = np.argsort(con.dst, kind="stable")
-    ptr = np.zeros(con.n_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(con.dst, minlength=con.n_nodes), out=ptr[1:])
-    return ptr, np.ascontiguousarray(con.src[by_dst], dtype=np.int64)
+def _predecessors(con: Contraction, topological: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The DAG's predecessor lists in CSR form (``pred_idx[pred_ptr[v]:pred_ptr[v + 1]]``); with ``topological``
+    of the nodes renumbered so that every edge goes up (DPL's added path need not)."""
+    src, dst, n = con.src, con.dst, con.n_nodes
+    if topological and (src >= dst).any():
+        from .contract import _csr, _smallest_first_order
+
+        pos = np.empty(n, dtype=np.int64)
+        pos[_smallest_first_order(n, *_csr(n, src, dst))] = np.arange(n)
+        src, dst = pos[src], pos[dst]
+    by_dst = np.argsort(dst, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(src[by_dst], dtype=np.int64)
 
 
 ESTIMATE_WALKS = 64
 ESTIMATE_MARGIN = 3  # log2: an estimate this far (8x) above max_ideals declines (exact on chains, else mostly low)
 
 
-def lattice_size_ok(con: Contraction, max_ideals: int, pred_ptr: np.ndarray | None = None,
-                    pred_idx: np.ndarray | None = None) -> float:
+def lattice_size_ok(con: Contraction, max_ideals: int) -> float:
     """log2 of the ideals' count as far as cheaply known; :class:`SpecError` (in ``O(n + m)`` steps, before any
     enumeration) when the DAG has more than ``max_ideals`` ideals for sure (``2 ** w`` for ``w`` supernodes of one
     depth), very likely (the sampled estimate :func:`.ideal_kernels.log2_ideal_estimate` is 8 times above),
     or its bitsets would pass
     :data:`MAX_LATTICE_BYTES` (each ideal and each tensor is a row of ``n / 64`` words)."""
-    if pred_ptr is None or pred_idx is None:
-        pred_ptr, pred_idx = _predecessors(con)
+    pred_ptr, pred_idx = _predecessors(con, topological=True)
     n = con.n_nodes
     name, limit = con.graph.name, math.log2(max(int(max_ideals), 1))
     wide = int(K.widest_level(pred_ptr, pred_idx))

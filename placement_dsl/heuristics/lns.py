@@ -136,7 +136,7 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     incumbent = _start(problem, start, time_limit)
     solver = solver or _default_solver()
     params = {"seed": seed, "window": window, "step_limit": step_limit, "solver": solver, "threads": threads,
-              "seconds": time_limit - (time.perf_counter() - t0)}
+              "deadline": time.monotonic() + time_limit - (time.perf_counter() - t0)}  # the child's clock too
     found = isolated(_search, problem, to_data(incumbent), params) if solver == "cpsat" else \
         _search(problem, to_data(incumbent), params)
     incumbent = from_data(problem, found, "schedule-lns")
@@ -154,15 +154,14 @@ def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> 
     """The search loop (in a child process for CP-SAT): the best placement found, as plain data."""
     from ..cpsat import from_data, to_data
 
-    t0 = time.perf_counter()
     incumbent = from_data(problem, start, "schedule-lns")
     best = problem.evaluate(incumbent).objective
     rng, size, steps, better, sweep = random.Random(params["seed"]), params["window"], 0, 0, True
     step = _Steps(problem, incumbent, params["solver"], params["threads"])
-    while time.perf_counter() - t0 < params["seconds"]:
+    while time.monotonic() < params["deadline"]:
         improved = False
         for free in _windows(_units_by_start(incumbent), size, rng, sweep):
-            left = params["seconds"] - (time.perf_counter() - t0)
+            left = params["deadline"] - time.monotonic()
             if left <= 0.5:
                 break
             found, proven = step(incumbent, set(free), min(params["step_limit"], left))
