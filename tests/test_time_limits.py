@@ -115,3 +115,10 @@ def test_dp_on_a_chain_of_20k_ops_stops_at_its_limit_with_a_split():
     assert time.perf_counter() - t0 < 90  # generous slack (the cut itself comes within a second or two)
     assert result.info["stopped"] == STOPPED and evaluate(result.placement).valid
     assert result.objective < 0.3 * graph.work("*").sum()  # the balanced fallback, not one device
+
+
+@pytest.mark.parametrize("method", ["pipeline", "pipedream-planner", "gpipe-split"])
+def test_chain_dps_decline_before_allocating_tables_over_all_pairs(method):
+    # 30,000 positions: their pair tables would take 100+ GiB (a MemoryError, or the machine's swap)
+    with pytest.raises(SpecError, match=r"30000 positions along its DFS order need \d+\.\d GiB of tables"):
+        run(method, chain(30_000), Cluster.stages(4))

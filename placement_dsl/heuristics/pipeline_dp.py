@@ -129,7 +129,7 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return ptr, values[order].astype(np.int64)
 
 
-MAX_PAIR_TABLE_BYTES = 2**30  # the chain DPs' tables over pairs of positions; beyond this they decline the graph
+MAX_PAIR_TABLE_BYTES = 4 * 2**30  # the chain DPs' tables over pairs of positions; beyond this they decline the graph
 
 
 def check_pair_tables(method: str, positions: int, bytes_per_pair: int) -> None:
