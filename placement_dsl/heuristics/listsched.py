@@ -196,23 +196,29 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
          seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """HEFT with memory-aware earliest-finish device choice (see the module docstring).
 
-    One pass over the ops builds the one placement: ``time_limit`` has nothing to cut short."""
+    Past ``time_limit`` seconds the ops left stop comparing finish times on every device: each
+    joins the device of the op placed just before it when that device admits it (``info["stopped"]``)."""
     start = time.perf_counter()
-    deadline_at("list", time_limit)
+    at = deadline_at("list", time_limit)
     mk = _makespan_model(model)
     unit, packing = _groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
     rank = upward_rank(graph, mean_time, comm[graph.src])
     builder = ListScheduler(graph, cluster, mk.congestion)
     device = np.full(packing.size.size, -1, dtype=np.int64)
-    for v in priority_order(graph, rank):
+    last, cut = -1, False
+    for k, v in enumerate(priority_order(graph, rank)):
         u = unit[v]
         if device[u] < 0:
-            device[u] = _choose(builder, packing, v, u)
+            cut = cut or ((k & 255) == 0 and expired(at))
+            keep = cut and last >= 0 and packing.admits(u, last)
+            device[u] = last if keep else _choose(builder, packing, v, u)
             packing.take(u, int(device[u]))
         builder.place(v, int(device[u]))
+        last = int(device[u])
     placement = Placement(graph, cluster, device[unit], source="list", schedule=builder.schedule())
-    return _result("list", placement, model, start)
+    result = _result("list", placement, model, start)
+    return stopped(result) if cut else result
 
 
 def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
