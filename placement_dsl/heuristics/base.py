@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from ..cluster import Cluster
 from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
@@ -158,14 +160,16 @@ def stopped(result: HeuristicResult, **info: Any) -> HeuristicResult:
 def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, phase: str,
              start: float | None = None) -> HeuristicResult:
     """What ``method`` returns when its time limit passed in ``phase`` before it held a placement: the
-    best of the greedy split, the best single device and the work-balanced slicing of the topological
-    order (each built in ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and
-    ``info["fallback"]`` naming the one taken. No proven bound."""
+    best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
+    the best single device and the work-balanced slicing of the topological order (each built in
+    ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
+    one taken. No proven bound."""
     from .baselines import greedy, one_device
 
     begun = time.perf_counter() if start is None else start
     model = model or CostModel()
-    found = [fn(graph, cluster, model=model) for fn in (greedy, one_device)]
+    fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
+    found = [fn(graph, cluster, model=model) for fn in ((greedy, one_device) if fills else (one_device,))]
     found += _balanced(graph, cluster, model)
     best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
     placement = Placement(graph, cluster, best.placement.assign, source=method)
