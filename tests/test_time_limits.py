@@ -122,3 +122,13 @@ def test_chain_dps_decline_before_allocating_tables_over_all_pairs(method):
     # 30,000 positions: their pair tables would take 100+ GiB (a MemoryError, or the machine's swap)
     with pytest.raises(SpecError, match=r"30000 positions along its DFS order need \d+\.\d GiB of tables"):
         run(method, chain(30_000), Cluster.stages(4))
+
+
+@pytest.mark.parametrize("method", ["brkga", "random"])
+def test_an_order_search_cuts_its_first_decode_at_the_limit(method):
+    # one slicing DP of a 50,000-op chain on four stages visits hundreds of millions of segments: the first
+    # decode, always made, is cut at the limit and the order's work-balanced slicing returned
+    graph = chain(50_000)
+    result = run(method, graph, Cluster.stages(4), time_limit=0.5)
+    assert result.info["stopped"] == STOPPED and "slicing DP" in result.info["stopped_in"]
+    assert evaluate(result.placement).valid and result.objective < 0.3 * graph.work("*").sum()

@@ -156,18 +156,24 @@ def topo_keys(graph: Graph) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- MTPP decoders
-def _slice_fitness(slicer: Slicer) -> Fitness:
-    """BrkgaSortAndSliceDecoder (Archer Alg. 2)."""
+def _slice_fitness(slicer: Slicer, deadline: float | None = None) -> Fitness:
+    """BrkgaSortAndSliceDecoder (Archer Alg. 2); a decode cut by ``deadline`` counts as ``inf``."""
     def fitness(keys: np.ndarray, cutoff: float) -> float:
-        return slicer.solve(slicer.order(keys), cutoff)[0]
+        value = slicer.solve(slicer.order(keys), cutoff, deadline=deadline)[0]
+        return INF if math.isnan(value) else value
     return fitness
 
 
 def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluations: int,
-            deadline: float | None = None, **info: Any) -> HeuristicResult:
-    """The result of the best keys' order; marked stopped when ``deadline`` has passed."""
+            deadline: float | None = None, decoded: bool = False, **info: Any) -> HeuristicResult:
+    """The result of the best keys' order, marked stopped when ``deadline`` has passed. Keys the search
+    ``decoded`` in full are sliced again whatever the time (one decode more); others only until ``deadline``,
+    and then the work-balanced slicing of their order is returned."""
     order = slicer.order(keys)
-    value, bounds = slicer.solve(order)
+    value, bounds = slicer.solve(order, deadline=None if decoded else deadline)
+    if math.isnan(value):
+        result = slicer.result(method, order, bounds, start, evaluations, keys=keys, **info)
+        return stopped(result, stopped_in="the slicing DP (the work-balanced slicing is returned)")
     if value == INF:
         raise InfeasibleError(f"{method}: no order found slices onto {slicer.k} devices within their memory "
                               f"(graph {slicer.graph.name!r}); add devices or use the 'bottleneck' (overflow) model")
@@ -191,13 +197,15 @@ def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = N
             break
         done += 1
         keys = best_keys if t == 0 else rng.random(graph.n)
-        value = slicer.solve(slicer.order(keys), best)[0]
+        value = slicer.solve(slicer.order(keys), best, deadline=at)[0]
+        if math.isnan(value):  # the decode passed the time limit
+            break
         improved = value < best
         if improved:
             best, best_keys = value, keys
         if improved or (t + 1) % every == 0 or t + 1 == T:  # each SliceGraph that improves, and each 1 %
             report("random", orders=t + 1, of=T, best=best)
-    return _finish(slicer, "random", best_keys, start, done, at)
+    return _finish(slicer, "random", best_keys, start, done, at, decoded=best < INF)
 
 
 def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
@@ -216,9 +224,10 @@ def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, see
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
     slicer = Slicer(graph, cluster, model)
     init = _initial(graph, initial)
-    state = brkga_search(_slice_fitness(slicer), graph.n, cfg, np.random.default_rng(seed), init, deadline)
+    state = brkga_search(_slice_fitness(slicer, deadline), graph.n, cfg, np.random.default_rng(seed), init, deadline)
     best = state.keys[int(np.argmin(state.values))]
-    return _finish(slicer, "brkga", best, start, state.evaluations, deadline, history=state.history)
+    return _finish(slicer, "brkga", best, start, state.evaluations, deadline, decoded=bool(state.values.min() < INF),
+                   history=state.history)
 
 
 def _initial(graph: Graph, initial: np.ndarray | None) -> np.ndarray:
