@@ -244,7 +244,16 @@ def test_mip_options_on_a_heuristic_are_a_note(capsys):
     code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "greedy", "--solver", "scip",
                              "--time-limit", "5", "--json")
     assert code == 0 and strict_loads(out)["method"] == "greedy"
-    assert "--solver" in err and "--time-limit" in err and "ip" in err
+    assert "--solver" in err and "ip" in err
+    assert "--time-limit" not in err  # every heuristic takes its time limit
+
+
+def test_time_limit_reaches_a_heuristic_that_searches(capsys):
+    code, out, _ = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "random", "--evaluations",
+                           "100000", "--time-limit", "0.5", "--json")
+    payload = strict_loads(out)
+    assert code == 0 and payload["info"]["stopped"] == "time limit" and payload["status"] == "time_limit"
+    assert payload["evaluations"] < 100000 and payload["valid"]
 
 
 def test_training_objective_on_forward_graph_suggests_training(capsys, shared_data):

@@ -234,8 +234,8 @@ def test_dp_with_a_time_limit_returns_its_split_and_a_bound_not_a_certificate():
     assert cut.info["stopped"] == "time limit" and cut.exact_among is None and cut.info["runs"] == 1
     assert 0 < cut.bound <= exact.objective <= cut.objective < cut.info["incumbent"]
     assert "stopped" not in exact.info
-    with pytest.raises(SpecError, match="time_limit must be > 0"):
-        dp(w.graph, cluster, model=model, time_limit=0)
+    with pytest.raises(SpecError, match="time_limit must be a number of seconds >= 0"):
+        dp(w.graph, cluster, model=model, time_limit=-1)
 
 
 def test_a_run_past_the_deadline_stops_and_the_search_returns_its_split(monkeypatch):

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import importlib
-import inspect
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
+
+import numpy as np
 
 from ..cluster import Cluster
-from ..errors import SpecError
+from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
@@ -34,7 +37,9 @@ class HeuristicResult:
 
 
 # method name -> "module:function" (relative to this package); each function has the signature
-#   fn(graph: Graph, cluster: Cluster, *, model: CostModel, seed: int | None, **options) -> HeuristicResult
+#   fn(graph: Graph, cluster: Cluster, *, model: CostModel, seed: int | None, time_limit: float | None,
+#      **options) -> HeuristicResult
+# and, given a time limit, returns its best placement so far when it runs out (see deadline_at()).
 METHODS: dict[str, str] = {
     "dp": "ideals:dp",
     "dpl": "ideals:dpl",
@@ -94,15 +99,13 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
         seed: int | None = 0, time_limit: float | None = None, **options: Any) -> HeuristicResult:
     """Run a heuristic by name and re-check its objective with the cost model.
 
-    ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to every
-    method that takes one; such a method returns its best placement so far when it runs out.
+    ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to the
+    method, which returns its best placement so far when it runs out (``info["stopped"]``).
     """
     model = model or CostModel()
     start = time.perf_counter()
     fn = resolve(method)
-    if time_limit is not None and "time_limit" in inspect.signature(fn).parameters:
-        options["time_limit"] = time_limit
-    result = fn(graph, cluster, model=model, seed=seed, **options)
+    result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")
@@ -111,6 +114,68 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     if model.objective is Objective.LATENCY:
         result = _latency_verdict(method, result, check)
     return result
+
+
+# ---------------------------------------------------------------------------- time limits
+STOPPED = "time limit"
+"""``info["stopped"]`` of a result a method returned because its time limit passed."""
+
+
+class TimeLimitReached(PlacementError):
+    """A heuristic's time limit passed before it held any placement (and it has no fallback to build)."""
+
+
+def deadline_at(method: str, time_limit: float | None) -> float | None:
+    """The ``time.monotonic()`` at which ``time_limit`` seconds from now end (``None``: no limit).
+
+    Raises :class:`SpecError` unless ``time_limit`` is ``None`` or a number of seconds ``>= 0``.
+    """
+    if time_limit is None:
+        return None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit >= 0:
+        raise SpecError(f"{method}: time_limit must be a number of seconds >= 0 or None, got {time_limit!r}")
+    return time.monotonic() + float(time_limit)
+
+
+def expired(at: float | None) -> bool:
+    """Whether the deadline ``at`` (from :func:`deadline_at`) has passed."""
+    return at is not None and time.monotonic() >= at
+
+
+def left(at: float | None) -> float | None:
+    """Seconds left until the deadline ``at`` (``None``: no limit), never below 0."""
+    return None if at is None else max(0.0, at - time.monotonic())
+
+
+def kernel_deadline(at: float | None) -> float:
+    """The deadline as a numba kernel takes it: a float, ``inf`` for none."""
+    return math.inf if at is None else float(at)
+
+
+def stopped(result: HeuristicResult, **info: Any) -> HeuristicResult:
+    """``result`` marked as returned at its time limit (``info["stopped"]``), with ``info`` added."""
+    return replace(result, info={**result.info, **info, "stopped": STOPPED})
+
+
+def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, phase: str,
+             start: float | None = None) -> HeuristicResult:
+    """What ``method`` returns when its time limit passed in ``phase`` before it held a placement: the
+    best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
+    the best single device and the work-balanced slicing of the topological order (each built in
+    ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
+    one taken. No proven bound."""
+    from .baselines import greedy, one_device
+
+    begun = time.perf_counter() if start is None else start
+    model = model or CostModel()
+    fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
+    found = [fn(graph, cluster, model=model) for fn in ((greedy, one_device) if fills else (one_device,))]
+    found += _balanced(graph, cluster, model)
+    best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
+    placement = Placement(graph, cluster, best.placement.assign, source=method)
+    return HeuristicResult(method=method, placement=placement, objective=best.objective,
+                           seconds=time.perf_counter() - begun, evaluations=sum(r.evaluations for r in found),
+                           info={"stopped": STOPPED, "fallback": best.method, "stopped_in": phase})
 
 
 def _latency_verdict(method: str, result: HeuristicResult, latency: float) -> HeuristicResult:
@@ -125,3 +190,20 @@ def _latency_verdict(method: str, result: HeuristicResult, latency: float) -> He
     if goal in ("latency", "cost_model"):
         return replace(result, info=info)
     return replace(result, info=info, bound=None, exact_among=None)
+
+
+def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:
+    """The work-balanced slicing of the graph's topological order onto the accelerators, if the cluster allows one."""
+    from .slicegraph import Slicer
+
+    try:
+        slicer = Slicer(graph, cluster, model, devices=_non_host(cluster))
+        order = slicer.order(-graph.rank.astype(float))
+        return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
+    except PlacementError:  # an op the accelerators cannot run
+        return []
+
+
+def _non_host(cluster: Cluster) -> Any:
+    acc = [d for d in range(cluster.size) if not cluster.host[d]]
+    return acc or list(range(cluster.size))

@@ -31,8 +31,8 @@ from ..errors import InfeasibleError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from .base import HeuristicResult
-from .kernels import device_tallies
+from .base import HeuristicResult, deadline_at, expired, fallback, kernel_deadline, stopped
+from .kernels import clock, device_tallies
 from .segments import OVERLAP_CODE, stage_load
 from .slicegraph import Slicer
 
@@ -82,13 +82,15 @@ def contract(graph: Graph) -> list[np.ndarray]:
 
 # ---------------------------------------------------------------------------- greedy
 def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-           seed: int | None = None) -> HeuristicResult:
+           seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §7 greedy: fill accelerators in topological order up to their memory, rest on the CPU.
 
     Units that may not run on accelerators go to the CPU. Without a CPU, what is left goes to
     the last accelerator (the cost model then reports the memory violation or the overflow).
+    One pass in ``O(n + m)``: ``time_limit`` has nothing to cut short (it is checked, not used).
     """
     start = time.perf_counter()
+    deadline_at("greedy", time_limit)
     times = cluster.times(graph)
     mem = graph.param_bytes + graph.activation_bytes
     acc = np.flatnonzero(~cluster.host)
@@ -112,21 +114,30 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 
 # ---------------------------------------------------------------------------- one device
 def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-               seed: int | None = None) -> HeuristicResult:
-    """Every op on one accelerator: the best valid one by the cost model (else the best at all)."""
+               seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
+    """Every op on one accelerator: the best valid one by the cost model (else the best at all).
+
+    One evaluation per class of identical devices; past ``time_limit`` seconds the best so far
+    (``info["stopped"]``)."""
     start = time.perf_counter()
+    at = deadline_at("one-device", time_limit)
     model = model or CostModel()
     best: tuple[bool, float, int] | None = None
+    cut = False
     for group in cluster.homogeneous_groups():
         d = group[0]
         if cluster.host[d] and (~cluster.host).any():
             continue
+        if best is not None and expired(at):
+            cut = True
+            break
         ev = evaluate(Placement(graph, cluster, np.full(graph.n, d)), model)
         key = (not ev.valid, ev.objective, d)
         best = key if best is None or key < best else best
     assert best is not None
-    return _result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
-                   evaluations=len(cluster.homogeneous_groups()))
+    result = _result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
+                     evaluations=len(cluster.homogeneous_groups()))
+    return stopped(result) if cut else result
 
 
 # ---------------------------------------------------------------------------- PipeDream path DP
@@ -156,16 +167,20 @@ def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarra
 
 
 def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-                   seed: int | None = None) -> HeuristicResult:
+                   seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.
 
     A training graph's levels are those of its forward projection (Tarnawski App. B), each
-    forward node carrying its backward ops, as PipeDream's profile of a layer does.
+    forward node carrying its backward ops, as PipeDream's profile of a layer does. The slicing
+    DP stops at ``time_limit`` seconds: then :func:`.base.fallback`'s split (``info["stopped"]``).
     """
     start = time.perf_counter()
+    at = deadline_at("pipedream", time_limit)
     slicer = Slicer(graph, cluster, max_load_model(model), devices=_accelerators(cluster))
     order, cuts = level_path(slicer.sliced, slicer.projection.depth)
-    value, bounds = slicer.solve(order, boundaries=cuts)
+    value, bounds = slicer.solve(order, boundaries=cuts, deadline=at)
+    if math.isnan(value):  # NaN: the DP passed its deadline
+        return fallback("pipedream", graph, cluster, model, "the level path's slicing DP", start)
     if value == INF:
         raise InfeasibleError(f"pipedream: no split of the level path of {graph.name!r} fits the "
                               f"accelerators' memory; add devices or use the 'bottleneck' (overflow) model")
@@ -232,8 +247,9 @@ def _better(v0, v1, b0, b1):
 
 @numba.njit(cache=True)
 def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
-                  out_bytes, cap, hard, tscale, ovf, overlap, max_moves):
-    """Best single-group move until none improves (max load, then spread)."""
+                  out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline=np.inf):
+    """Best single-group move until none improves (max load, then spread), or ``time.monotonic()`` passes
+    ``deadline`` (read before every move)."""
     n = dev.size
     D = cap.size
     nG = gptr.size - 1
@@ -251,6 +267,8 @@ def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr
     token = 0
     moves = 0
     while moves < max_moves:
+        if deadline < np.inf and clock() > deadline:
+            break
         best_g, best_d, n0, n1 = -1, -1, b0, b1
         for G in range(nG):
             a = dev[gmem_idx[gptr[G]]]
@@ -317,19 +335,21 @@ def group_arrays(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, ...]:
 
 
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                 restarts: int = 10, max_moves: int = 100_000) -> HeuristicResult:
+                 restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
 
     It minimizes max-load. Under a latency model (where a max-load optimum from a random
     start is usually non-contiguous and slow) it is the latency local search instead:
-    :func:`.latency.latency_local_search`, with ``restarts`` kicks.
+    :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
+    the descent under way stops and no restart begins: the best split so far (``info["stopped"]``).
     """
     if model is not None and model.objective is Objective.LATENCY:
         from .latency import latency_local_search  # imported here: it starts from greedy() above
 
-        res = latency_local_search(graph, cluster, model=model, seed=seed, restarts=restarts)
+        res = latency_local_search(graph, cluster, model=model, seed=seed, restarts=restarts, time_limit=time_limit)
         return replace(res, method="local-search", info={**res.info, "search": "latency-local-search"})
     start = time.perf_counter()
+    at = deadline_at("local-search", time_limit)
     ml = max_load_model(model)
     times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)
     mem_op = graph.param_bytes + graph.activation_bytes
@@ -338,16 +358,19 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
     rng = np.random.default_rng(seed)
     best: tuple[float, np.ndarray] | None = None
-    total_moves = 0
+    total_moves, done = 0, 0
     for _ in range(max(1, int(restarts))):
+        if best is not None and expired(at):
+            break
         dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
         dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
                                           graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
                                           cluster.memory, hard, cluster.transfer_scale, ovf,
-                                          OVERLAP_CODE[ml.overlap], max_moves)
-        total_moves += moves
+                                          OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
+        total_moves, done = total_moves + moves, done + 1
         if best is None or value < best[0]:
             best = (value, dev.copy())
     assert best is not None
-    return _result("local-search", graph, cluster, model, best[1], start, evaluations=max(1, int(restarts)),
-                   moves=total_moves, max_load=best[0])
+    result = _result("local-search", graph, cluster, model, best[1], start, evaluations=done,
+                     moves=total_moves, max_load=best[0])
+    return stopped(result) if expired(at) else result

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numba
 import numpy as np
 
 from ..graph import Graph
@@ -141,7 +142,12 @@ def _merge_sccs(uf: _UnionFind, label: np.ndarray, backward: np.ndarray, src: np
     """Step 3: merge the groups of every strongly connected component of the forward graph."""
     key = _keys(uf, label, backward)
     fw = ~backward[src] & ~backward[dst] & (key[src] != key[dst])
-    g = nx.DiGraph(zip(key[src[fw]].tolist(), key[dst[fw]].tolist()))
+    a, b = key[src[fw]], key[dst[fw]]
+    nodes = np.unique(np.concatenate([a, b]))
+    ia, ib = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
+    core = _cyclic_core(len(nodes), ia, ib)  # only these nodes can lie on a cycle
+    keep = core[ia] & core[ib]
+    g = nx.DiGraph(zip(a[keep].tolist(), b[keep].tolist()))
     merged = 0
     for comp in nx.strongly_connected_components(g):
         comp = sorted(comp)
@@ -207,12 +213,91 @@ def _leaf_target(x: int, nbrs: dict[int, set[int]], nonzero: set[int], heavy: se
     return m
 
 
+def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Successor lists of ``n`` nodes in CSR form."""
+    by_src = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(dst[by_src], dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def _peel(n, ptr, idx, indeg, gone):
+    """Remove the nodes of in-degree 0 (given as ``indeg``) repeatedly, marking them in ``gone``."""
+    stack = np.empty(n, np.int64)
+    top = 0
+    for v in range(n):
+        if indeg[v] == 0 and not gone[v]:
+            stack[top] = v
+            top += 1
+    while top:
+        top -= 1
+        v = stack[top]
+        gone[v] = True
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0 and not gone[w]:
+                stack[top] = w
+                top += 1
+
+
+def _cyclic_core(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Nodes left after peeling sources and sinks repeatedly (in ``O(n + m)``): every node on a cycle."""
+    gone = np.zeros(n, dtype=np.bool_)
+    _peel(n, *_csr(n, src, dst), np.bincount(dst, minlength=n).astype(np.int64), gone)
+    _peel(n, *_csr(n, dst, src), np.bincount(src, minlength=n).astype(np.int64), gone)
+    return ~gone
+
+
+@numba.njit(cache=True)
+def _smallest_first_order(n, ptr, idx):
+    """Kahn's algorithm taking the smallest ready node first (a binary min-heap)."""
+    indeg = np.zeros(n, np.int64)
+    for e in range(idx.size):
+        indeg[idx[e]] += 1
+    heap = np.empty(n, np.int64)
+    size = 0
+    order = np.empty(n, np.int64)
+    count = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            heap[size] = v  # pushed in increasing order: already a heap
+            size += 1
+    while size:
+        v = heap[0]
+        size -= 1
+        last = heap[size]
+        k = 0
+        while 2 * k + 1 < size:  # sift the last leaf down from the root
+            c = 2 * k + 1
+            if c + 1 < size and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= last:
+                break
+            heap[k] = heap[c]
+            k = c
+        heap[k] = last
+        order[count] = v
+        count += 1
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                k = size
+                size += 1
+                while k > 0 and heap[(k - 1) // 2] > w:
+                    heap[k] = heap[(k - 1) // 2]
+                    k = (k - 1) // 2
+                heap[k] = w
+    return order[:count]
+
+
 def _topological_numbering(n_keys: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Position of every supernode in a topological order (smallest index first)."""
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n_keys))
-    g.add_edges_from(zip(src.tolist(), dst.tolist()))
-    order = list(nx.lexicographical_topological_sort(g))
+    order = _smallest_first_order(n_keys, *_csr(n_keys, np.asarray(src, np.int64), np.asarray(dst, np.int64)))
+    if len(order) != n_keys:
+        raise nx.NetworkXUnfeasible("graph contains a cycle")
     pos = np.empty(n_keys, dtype=np.int64)
     pos[order] = np.arange(n_keys)
     return pos

@@ -25,10 +25,10 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
 from . import pipeline_kernels as K
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, fallback
 from .contract import contract
 from .ideals import dfs_order
-from .pipeline_dp import chain_data, layout, placement_of
+from .pipeline_dp import chain_data, check_pair_tables, layout, placement_of
 
 CLASS = "contiguous splits along the DFS order (one device per stage)"
 INF = np.inf
@@ -96,6 +96,7 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
     d = cluster.devices[0]
     con = contract(graph, kinds={d.kind}, memory=d.memory)
     order = dfs_order(con)
+    check_pair_tables("gpipe-split", len(order), 8 * 16)  # transfers, spans, FW, BW, feasibility per pair
     chain = chain_data(con, order, cluster)
     pos = np.empty(con.n_nodes, dtype=np.int64)
     pos[order] = np.arange(len(order))
@@ -119,16 +120,20 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
 
 
 def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-                seed: int | None = None) -> HeuristicResult:
+                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """The GPipe-optimal split of :data:`CLASS` (module docstring); ``bound == objective`` there.
 
     Scored by ``model`` (default ``CostModel.named("gpipe")``); the search is exact for GPipe's
-    steady state (no ``microbatches``), where the bound is given.
+    steady state (no ``microbatches``), where the bound is given. ``time_limit`` (seconds) is
+    checked once the tables are built: past it, :func:`.base.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()
+    at = deadline_at("gpipe-split", time_limit)
     model = CostModel.named("gpipe") if model is None else model
     con, chain, lay, FW, BW, ok, comp_fw = _tables(graph, cluster, model)
+    if expired(at):
+        return fallback("gpipe-split", graph, cluster, model, "the split's tables", start)
     thetas = np.unique(FW[ok])
     P = lay.per_server
     best, theta = best_threshold(thetas, P, FW, BW, ok, comp_fw)

@@ -14,12 +14,11 @@ states of every ideal is the same (``tests/test_ideal_feasible.py`` compares the
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from numba import njit, objmode
+from numba import njit
 
 from .ideal_kernels import (
+    CLOCK_PAIRS,
     INF,
     NONE,
     _bit_index,
@@ -31,6 +30,7 @@ from .ideal_kernels import (
     _stage_io,
     _stage_load,
 )
+from .kernels import clock
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -148,7 +148,8 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     :func:`.ideal_kernels.sweep` for the walk, the liveness of states and the cuts (the work cut
     here also counts the tensors the stage sends out of ``I``, see :func:`_useful`). Returns
     ``(feas, pairs visited, bytes of the arrays, stopped)``: ``stopped`` when ``time.monotonic()``
-    passed ``deadline`` (read every 16,384 ideals), and then ``feas`` is incomplete.
+    passed ``deadline`` (read every 16,384 ideals or :data:`~.ideal_kernels.CLOCK_PAIRS` pairs), and then
+    ``feas`` is incomplete.
 
     Bits of earlier runs (N x SW, or 0 rows when there are none): ``known``, a whole run's at a
     target ``<= T``, whose states are feasible here too; ``possible``, a whole run's at a target
@@ -177,11 +178,11 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     out_lb = np.zeros(N)
     visited = 0
     stopped = False
+    checked = 0
     for I in range(1, N):
-        if (I & 0x3FFF) == 0 and deadline < INF:
-            with objmode(now="float64"):
-                now = time.monotonic()
-            if now > deadline:
+        if deadline < INF and ((I & 0x3FFF) == 0 or visited - checked > CLOCK_PAIRS):
+            checked = visited
+            if clock() > deadline:
                 stopped = True
                 break
         need[:] = ZERO

@@ -10,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .kernels import clock
+
 INF = np.inf
 ONE = np.uint64(1)
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
+
+CLOCK_PAIRS = 1 << 18  # a sweep reads the clock at least every this many pairs (a pair may cost O(n / 64) steps)
 
 # overlap modes (evaluate.Overlap): load = compute + in + out | max(compute, in + out) | max(compute, in, out)
 NONE, HALF, FULL = 0, 1, 2
@@ -59,15 +63,16 @@ def _rehash(ideals, count, size):
 
 
 @njit(cache=True)
-def enumerate_ideals(pred, limit):
-    """All ideals of a DAG given each node's predecessor bitset ``pred`` (n x W).
+def enumerate_ideals(pred_ptr, pred_idx, W, limit, deadline):
+    """All ideals of a DAG of ``n`` nodes given each node's predecessors (CSR ``pred_ptr``, ``pred_idx``).
 
     Breadth-first from the empty set, so ids grow with cardinality (``J ⊊ I`` implies
-    ``id(J) < id(I)``). Returns ``(ideals, child, parent, complete)``: the ideals (N x W),
-    the immediate-sub-ideal pairs (``ideals[parent] = ideals[child]`` minus one maximal
-    node), and False if more than ``limit`` ideals exist (the arrays are then partial).
+    ``id(J) < id(I)``). Returns ``(ideals, child, parent, status)``: the ideals (N x W words),
+    the immediate-sub-ideal pairs (``ideals[parent] = ideals[child]`` minus one maximal node),
+    and ``status`` 0 when complete, 1 when more than ``limit`` ideals exist, 2 when
+    ``time.monotonic()`` passed ``deadline`` (read after every 4,096 ideals); the arrays are then partial.
     """
-    n, W = pred.shape
+    n = pred_ptr.size - 1
     cap = 1024
     ideals = np.zeros((cap, W), np.uint64)
     table = np.full(4096, -1, np.int64)
@@ -81,14 +86,17 @@ def enumerate_ideals(pred, limit):
     row = np.empty(W, np.uint64)
     i = 0
     while i < count:
+        if (i & 0xFFF) == 0xFFF and deadline < INF and clock() > deadline:
+            return ideals[:count], child[:ne], parent[:ne], 2
         for v in range(n):
             wv = v >> 6
             bv = ONE << np.uint64(v & 63)
             if ideals[i, wv] & bv:
                 continue
             ok = True
-            for w in range(W):
-                if pred[v, w] & ~ideals[i, w]:
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_idx[e]
+                if not ideals[i, u >> 6] & (ONE << np.uint64(u & 63)):
                     ok = False
                     break
             if not ok:
@@ -98,7 +106,7 @@ def enumerate_ideals(pred, limit):
             h, j = _insert(table, ideals, count, row)
             if j < 0:
                 if count >= limit:
-                    return ideals[:count], child[:ne], parent[:ne], False
+                    return ideals[:count], child[:ne], parent[:ne], 1
                 if count == cap:
                     cap *= 2
                     grown = np.zeros((cap, W), np.uint64)
@@ -121,7 +129,64 @@ def enumerate_ideals(pred, limit):
             parent[ne] = i
             ne += 1
         i += 1
-    return ideals[:count], child[:ne], parent[:ne], True
+    return ideals[:count], child[:ne], parent[:ne], 0
+
+
+@njit(cache=True)
+def widest_level(pred_ptr, pred_idx):
+    """Most nodes of one longest-path depth, of a DAG whose nodes are numbered topologically.
+
+    Nodes of equal depth are pairwise incomparable, so any subset of the widest level, with
+    every node of smaller depth, is an ideal: the DAG has at least ``2 ** widest_level`` of them.
+    """
+    n = pred_ptr.size - 1
+    depth = np.zeros(n, np.int64)
+    for v in range(n):
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            depth[v] = max(depth[v], depth[pred_idx[e]] + 1)
+    if n == 0:
+        return 0
+    return np.bincount(depth).max()
+
+
+@njit(cache=True)
+def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
+    """log2 of an unbiased estimate of the number of ideals of a DAG whose nodes are numbered topologically.
+
+    Knuth's estimator of a backtracking tree's size, with importance sampling: deciding the nodes in
+    order, a node whose predecessors are all in may be taken or left, any other must be left; the
+    leaves are the ideals. A walk takes such a node with probability ``(h + 1) / (h + 2)`` (``h``: the
+    longest path below it, so along a chain every prefix is equally likely: exact on chains and on
+    side-by-side chains) and weighs each choice by one over its probability; the product over a walk
+    estimates the count without bias. The mean over ``walks`` walks, ``O(walks * (n + m))`` steps.
+    """
+    n = pred_ptr.size - 1
+    np.random.seed(seed)
+    height = np.zeros(n, np.int64)
+    for v in range(n - 1, -1, -1):
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            height[pred_idx[e]] = max(height[pred_idx[e]], height[v] + 1)
+    inside = np.zeros(n, np.bool_)
+    logs = np.empty(walks)
+    for w in range(walks):
+        weight = 0.0
+        for v in range(n):
+            ok = True
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                if not inside[pred_idx[e]]:
+                    ok = False
+                    break
+            inside[v] = False
+            if ok:
+                take = (height[v] + 1.0) / (height[v] + 2.0)
+                inside[v] = np.random.random() < take
+                weight -= np.log2(take if inside[v] else 1.0 - take)
+        logs[w] = weight
+    top = logs.max() if walks else 0.0
+    total = 0.0
+    for w in range(walks):
+        total += 2.0 ** (logs[w] - top)
+    return top + np.log2(total / max(walks, 1))
 
 
 @njit(cache=True)
@@ -156,59 +221,113 @@ def _bit_index(low):
 
 # ---------------------------------------------------------------------------- tensor boundaries
 @njit(cache=True)
-def _touch(tmask, lo, hi, row):
-    """(T ∩ row ≠ ∅, T ⊆ row) for a tensor's node set T."""
-    meets, inside = False, True
-    for w in range(lo, hi):
-        x = tmask[w] & row[w]
-        if x:
-            meets = True
-        if x != tmask[w]:
-            inside = False
-    return meets, inside
-
-
-@njit(cache=True)
 def _has(row, v):
     return (row[v >> 6] >> np.uint64(v & 63)) & ONE
 
 
 @njit(cache=True)
-def boundaries(ideals, tmask, towner, tcost, tlo, thi):
+def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
     """Per ideal ``J`` (as a node set): ``in(J)``, ``out(J)`` and the tensors split by ``J``.
 
     A tensor is a node set ``T`` (its producer's node ``owner`` plus its consumers' nodes)
     with a cost. ``out(J)`` sums tensors made in ``J`` with a consumer outside; ``in(J)``
     those made outside with a consumer inside. Split tensors (``T ∩ J ≠ ∅``, ``T ⊄ J``)
-    come back as CSR ``(ptr, idx)``.
+    come back as CSR ``(ptr, idx)``, each ideal's in increasing order.
+
+    Each ideal ``J`` is an immediate sub-ideal ``P`` (``sub_ptr``, ``sub_idx``, breadth-first so
+    ``P`` comes first) plus one node ``v``: only the tensors holding ``v`` change side, so the
+    work is the output's size plus the tensors at each ``v``, not ideals x tensors.
     """
     N = ideals.shape[0]
     nT = tmask.shape[0]
+    n = ideals.shape[1] * 64
+    size = np.zeros(nT, np.int64)
+    at_ptr = np.zeros(n + 1, np.int64)  # CSR: the tensors holding each node
+    for t in range(nT):
+        for w in range(tlo[t], thi[t]):
+            size[t] += _popcount(tmask[t, w])
+            word = tmask[t, w]
+            while word:
+                low = word & (~word + ONE)
+                at_ptr[w * 64 + _bit_index(low) + 1] += 1
+                word ^= low
+    for v in range(n):
+        at_ptr[v + 1] += at_ptr[v]
+    at_idx = np.empty(at_ptr[n], np.int64)
+    fill = at_ptr[:n].copy()
+    for t in range(nT):
+        for w in range(tlo[t], thi[t]):
+            word = tmask[t, w]
+            while word:
+                low = word & (~word + ONE)
+                v = w * 64 + _bit_index(low)
+                at_idx[fill[v]] = t
+                fill[v] += 1
+                word ^= low
+    parent = np.zeros(N, np.int64)
+    added = np.zeros(N, np.int64)
+    ptr = np.zeros(N + 1, np.int64)
+    for i in range(1, N):
+        p = sub_idx[sub_ptr[i]]
+        parent[i] = p
+        for w in range(ideals.shape[1]):
+            x = ideals[i, w] ^ ideals[p, w]
+            if x:
+                added[i] = w * 64 + _bit_index(x)
+                break
+        v = added[i]
+        k = ptr[p + 1]  # the count of P's split tensors (prefix sums are taken after this loop)
+        for e in range(at_ptr[v], at_ptr[v + 1]):
+            t = at_idx[e]
+            c = _meets(tmask[t], tlo[t], thi[t], ideals[p])
+            if 0 < c + 1 < size[t]:
+                k += 1
+            if 0 < c < size[t]:
+                k -= 1
+        ptr[i + 1] = k
+    for i in range(N):
+        ptr[i + 1] += ptr[i]
+    idx = np.empty(ptr[N], np.int64)
     tin = np.zeros(N)
     tout = np.zeros(N)
-    ptr = np.zeros(N + 1, np.int64)
-    for pass_ in range(2):
-        if pass_ == 1:
-            for i in range(N):
-                ptr[i + 1] += ptr[i]
-            idx = np.empty(ptr[N], np.int64)
-            fill = ptr[:N].copy()
-        for i in range(N):
-            row = ideals[i]
-            for t in range(nT):
-                meets, inside = _touch(tmask[t], tlo[t], thi[t], row)
-                if not meets or inside:
-                    continue
-                if pass_ == 0:
-                    ptr[i + 1] += 1
-                    if _has(row, towner[t]):
-                        tout[i] += tcost[t]
-                    else:
-                        tin[i] += tcost[t]
-                else:
-                    idx[fill[i]] = t
-                    fill[i] += 1
+    for i in range(1, N):
+        p, v, k = parent[i], added[i], ptr[i]
+        for e in range(ptr[p], ptr[p + 1]):
+            t = idx[e]
+            if not _has(tmask[t], v):
+                idx[k] = t
+                k += 1
+        for e in range(at_ptr[v], at_ptr[v + 1]):
+            t = at_idx[e]
+            if 0 < _meets(tmask[t], tlo[t], thi[t], ideals[i]) < size[t]:
+                idx[k] = t
+                k += 1
+        idx[ptr[i]:k] = np.sort(idx[ptr[i]:k])
+        for e in range(ptr[i], k):
+            t = idx[e]
+            if _has(ideals[i], towner[t]):
+                tout[i] += tcost[t]
+            else:
+                tin[i] += tcost[t]
     return tin, tout, ptr, idx
+
+
+@njit(cache=True)
+def _popcount(x):
+    count = 0
+    while x:
+        x &= x - ONE
+        count += 1
+    return count
+
+
+@njit(cache=True)
+def _meets(tmask, lo, hi, row):
+    """``|T ∩ row|`` for a tensor's node set T."""
+    c = 0
+    for w in range(lo, hi):
+        c += _popcount(tmask[w] & row[w])
+    return c
 
 
 @njit(cache=True)
@@ -390,7 +509,7 @@ def _live_states(rem, remaining, ub, live):
 def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
           cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
           tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
-          counts, strides, ub, rem_work, remaining, lo, prune_work, rho):
+          counts, strides, ub, rem_work, remaining, lo, prune_work, rho, deadline=INF):
     """Fill ``dp[I, s]``: the least max-load of ideal ``I`` on at most ``counts[s]`` devices per class.
 
     For each ``I`` the sub-ideals ``J`` are walked downward from ``I`` (immediate sub-ideal
@@ -424,6 +543,9 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     the class's memory (``mfw``, filled bottom-up), which cuts the many cheap stages over
     ideals whose every split is already too costly.
 
+    ``deadline`` (``time.monotonic()``, read every 16,384 ideals or :data:`CLOCK_PAIRS` pairs): once passed, the sweep stops and
+    ``visited`` is returned negative (``-1 - visited``): the table is then incomplete.
+
     Back-links: ``back_j[I, s]`` is ``J`` (a stage ``I \\ J`` on ``back_k`` replicas of class
     ``back_c``) or ``-1`` (one device of class ``back_c`` left unused).
     """
@@ -447,7 +569,12 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     leaving = np.zeros(n)  # per node of I: its tensors read outside I
     out_lb = np.zeros(N)  # per J on the walk: the stage's tensors read outside I
     visited = 0
+    checked = 0
     for I in range(1, N):
+        if deadline < INF and ((I & 0x3FFF) == 0 or visited - checked > CLOCK_PAIRS):
+            checked = visited
+            if clock() > deadline:
+                return dp, back_j, back_c, back_k, -1 - visited
         if not _live_states(rem_work[I], remaining, ub, live):
             _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
             continue

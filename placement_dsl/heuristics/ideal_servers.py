@@ -36,7 +36,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evalu
 from ..graph import Graph
 from ..placement import Placement
 from . import ideal_kernels as K
-from .base import HeuristicResult
+from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, fallback
 from .contract import contract
 from .ideals import _node_costs, _tensors, device_classes, ideal_lattice
 from .pipeline_dp import layout
@@ -53,10 +53,11 @@ def _as_ints(rows: np.ndarray) -> list[int]:
 class _Lattice:
     """The ideals as integer bitsets, their sums, the tensors and the route prices."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, max_ideals: int):
+    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, max_ideals: int,
+                 deadline: float | None = None):
         first = cluster.devices[0]
         self.con = contract(graph, kinds={first.kind}, memory=first.memory, merge_zero_cost=False)
-        self.lat = ideal_lattice(self.con, max_ideals)
+        self.lat = ideal_lattice(self.con, max_ideals, deadline)
         if self.lat.count > max_ideals:
             raise SpecError(f"dp-servers: {self.lat.count} ideals > {max_ideals}; use method 'pipeline'")
         self.masks = _as_ints(self.lat.ideals)
@@ -131,12 +132,13 @@ def _inner_stages(lt: _Lattice, j: int, i: int, per: int, back: dict) -> list[tu
 
 
 def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-               max_ideals: int = MAX_IDEALS) -> HeuristicResult:
+               max_ideals: int = MAX_IDEALS, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals on a hierarchical cluster (Tarnawski App. C.3; module docstring).
 
     ``bound == objective`` over the DP class under a max-load model (PipeDream's ``max (FW + BW)``
     for training graphs, App. B's contraction); refuses replication, memory per schedule, soft
-    memory and flat clusters (use ``dp`` there).
+    memory and flat clusters (use ``dp`` there). Past ``time_limit`` seconds (checked per ideal)
+    :func:`.base.fallback`'s split, without a bound (``info["stopped"]``).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=n, work=4, out_bytes=8) for n in "abc"], [("a", "b"), ("b", "c")])
@@ -146,13 +148,17 @@ def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     """
     del seed
     start = time.perf_counter()
+    at = deadline_at("dp-servers", time_limit)
     model = model or CostModel()
     if not cluster.routed:
         raise SpecError("dp-servers: the cluster has no servers; use method 'dp' (Cluster.hierarchical for servers)")
     if model.memory is not MemoryMode.HARD or model.training_memory is not None:
         raise SpecError("dp-servers: counts hard memory of the ops only; for memory per schedule or overflow use "
                         "method 'pipeline'")
-    lt = _Lattice(graph, cluster, model, max_ideals)
+    try:
+        lt = _Lattice(graph, cluster, model, max_ideals, at)
+    except TimeLimitReached as err:
+        return fallback("dp-servers", graph, cluster, model, str(err), start)
     S, P = lt.servers.shape
     N = lt.lat.count
     pairs = {}
@@ -160,6 +166,8 @@ def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     F[0] = [0.0] * (S + 1)
     back = {}
     for i in range(1, N):
+        if expired(at):
+            return fallback("dp-servers", graph, cluster, model, f"the DP at ideal {i} of {N}", start)
         subs = [j for j in range(i) if lt.masks[j] & ~lt.masks[i] == 0]
         for s in range(1, S + 1):
             best, arg = F[i][s - 1], -1

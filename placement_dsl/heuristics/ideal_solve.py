@@ -32,6 +32,7 @@ from ..progress import report
 from ..replication import ALLREDUCE_FACTOR
 from . import ideal_feasible as F
 from . import ideal_kernels as K
+from .base import TimeLimitReached
 from .ideals import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
 
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
@@ -55,6 +56,30 @@ class Solution:
     lower: float | None = None  # a search stopped at its deadline: no split has max-load below it (None: exact)
 
 
+def _capacity(work: np.ndarray, unsup: np.ndarray, classes: list[DeviceClass], replication: bool,
+              max_replicas: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per node its least work over the classes; per class its replicas per stage and ``rho`` (the most
+    cheapest work a device does per unit of its own); and the capacity bound on max-load: every device
+    does at most ``rho`` of the cheapest work per time unit, and no stage is below its largest node."""
+    cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)
+    cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
+    reps = np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1
+                     for c in classes], dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
+        ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
+    rho = np.minimum(1.0, ratio.max(axis=1, initial=0.0)) * (1 + 1e-12)
+    devices = np.array([c.count for c in classes], dtype=np.float64)
+    lower = max(cheapest.sum() / max(float(devices @ rho), 1e-300), cheapest.max(initial=0.0) / reps.max()) * (1 - 1e-9)
+    return cheapest, reps, rho, lower
+
+
+def capacity_bound(lat_or_con, classes: list[DeviceClass], replication: bool, max_replicas: int | None = None
+                   ) -> float:
+    """:func:`_capacity`'s bound for a contraction, without its lattice (a split stopped before the DP's)."""
+    work, unsup, _, _ = _node_costs(lat_or_con, classes)
+    return _capacity(work, unsup, classes, replication, max_replicas)[3]
+
+
 class Sweeps:
     """The DP's arrays for one lattice, cluster and cost model, and the runs over them.
 
@@ -68,8 +93,7 @@ class Sweeps:
                  max_replicas: int | None = None):
         con = lat.contraction
         work, unsup, mem, param = _node_costs(con, classes)
-        cheapest = np.where(unsup > 0, np.inf, work).min(axis=0)  # each node's least work over the classes
-        cheapest[~np.isfinite(cheapest)] = 0.0  # runs nowhere: infeasible anyway, 0 keeps the bound valid
+        cheapest, self.reps, self.rho, self.lower = _capacity(work, unsup, classes, replication, max_replicas)
         sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
         C = len(classes)
         i_work, i_unsup = np.ascontiguousarray(sums[:, :C].T), np.ascontiguousarray(np.rint(sums[:, C:2 * C].T))
@@ -77,27 +101,19 @@ class Sweeps:
         cw = sums[:, 2 * C + 2].copy()
         self.rem_work = cw[-1] - cw  # least work outside each ideal
         tensors = _tensors(con)
-        self.io = (*K.boundaries(lat.ideals, *tensors), *tensors)
+        self.io = (*K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *tensors), *tensors)
         self.counts, self.strides = _states(classes)
         counts = self.counts
         cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
         inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
         scale = np.where([c.host for c in classes], 0.0, inv_bw)  # host devices pay no transfers and no overflow
-        self.reps = np.array([min(c.count, max_replicas or c.count) if replication and not c.host else 1
-                              for c in classes], dtype=np.int64)
         self.mode = _MODES[model.overlap]
         self.costs = (i_work, i_mem, i_param, cap, scale, ALLREDUCE_FACTOR * inv_bw, scale,
                       model.memory is MemoryMode.OVERFLOW)
         self.unsup = i_unsup.astype(np.int64)  # per class and ideal, the ops the class cannot run
         self.head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, self.unsup, i_mem, i_param,
                      *self.costs[3:], self.reps, self.mode, *self.io, counts, self.strides)
-        with np.errstate(divide="ignore", invalid="ignore"):  # a class's device in units of cheapest work
-            ratio = np.where((unsup == 0) & (work > 0), cheapest / work, 0.0)
-        self.rho = np.minimum(1.0, ratio.max(axis=1, initial=0.0)) * (1 + 1e-12)
         self.remaining = ((counts[-1] - counts) @ self.rho).astype(np.float64)
-        # every device does at most rho of the cheapest work per time unit; no stage is below its largest node
-        self.lower = max(cw[-1] / max(float(counts[-1] @ self.rho), 1e-300),
-                         cheapest.max() / self.reps.max()) * (1 - 1e-9)
         self.prune = PRUNE_WORK and bool((self.reps == 1).all())
         self.masks = F.state_masks(counts, self.reps)
         self.lat, self.C = lat, C
@@ -107,11 +123,15 @@ class Sweeps:
         self._above: tuple[float, np.ndarray] | None = None
         self.fixed_bytes = sum(a.nbytes for a in (sums, *self.io[:4])) + 2 * 8 * lat.count  # + the walk's stamp, stack
 
-    def exact(self, lo: float, hi: float):
-        """One float64 sweep with floor ``lo`` and ceiling ``hi`` (see :func:`.ideal_kernels.sweep`)."""
-        out = K.sweep(*self.head, float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho)
-        self.visited += int(out[-1])
+    def exact(self, lo: float, hi: float, deadline: float = math.inf):
+        """One float64 sweep with floor ``lo`` and ceiling ``hi`` (see :func:`.ideal_kernels.sweep`);
+        :class:`Stopped` when ``time.monotonic()`` passes ``deadline`` during the sweep."""
+        out = K.sweep(*self.head, float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho,
+                      float(deadline))
+        self.visited += int(out[-1]) if out[-1] >= 0 else -1 - int(out[-1])
         self.runs += 1
+        if out[-1] < 0:
+            raise Stopped(hi)
         nbytes = sum(a.nbytes for a in out[:4]) + out[0].nbytes * (self.C + 1)  # + most work, memory below
         self.table_bytes = max(self.table_bytes, nbytes)
         return out
@@ -161,9 +181,9 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     not the DP's to take, :meth:`Sweeps.value` ``inf``, are ignored), search by feasibility runs
     (exact, see the module docstring); otherwise one exact sweep pruned by ``ub``. An incumbent
     proven optimal is returned as it is.
-    ``deadline`` (``time.monotonic()``): once the search holds a split, a run that passes it stops
-    (and none starts after it); the search returns that split with ``lower`` the bound its
-    infeasible runs proved.
+    ``deadline`` (``time.monotonic()``): a run that passes it stops (and none starts after it); once
+    the search holds a split it returns that split with ``lower`` the bound its infeasible runs
+    proved, before that it raises :class:`~.base.TimeLimitReached`.
     """
     if model.training_memory is not None:
         return _solve_memory(lat, classes, model, ub)
@@ -178,7 +198,11 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
     if descend and math.isfinite(ub):
         steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
     else:
-        out = sw.exact(0.0, ub)
+        try:
+            out = sw.exact(0.0, ub, math.inf if deadline is None else deadline)
+        except Stopped:
+            raise TimeLimitReached(f"dp: the time limit passed during the sweep over {lat.count} ideals, before "
+                                   "any split was found") from None
         steps, best = _steps(out, sw.strides), float(out[0][-1, -1])
         lower = best
     t2 = time.perf_counter()
@@ -217,9 +241,12 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
     T = hi * (1 - RESOLUTION)
     stepped = False
     while True:
-        try:  # a run may stop at the deadline only when there is a split to return
-            steps = feasible(T, math.inf if deadline is None or found is None else deadline)
+        try:
+            steps = feasible(T, math.inf if deadline is None else deadline)
         except Stopped:
+            if found is None:
+                raise TimeLimitReached(f"dp: the time limit passed during a feasibility run at max-load {T:.6g}, "
+                                       "before any split was found") from None
             break
         if steps:
             found = steps
@@ -237,7 +264,11 @@ def _descend(feasible, value, lo: float, hi: float, start, deadline: float | Non
         report("dp", phase="stopped", reason="time limit", lower=lo, best=hi)
         return found, hi, lo
     if found is None:  # the bound given is achieved but no split was: one run at it for the split
-        found = feasible(hi, math.inf)
+        try:
+            found = feasible(hi, math.inf if deadline is None else deadline)
+        except Stopped:
+            raise TimeLimitReached(f"dp: the time limit passed during a feasibility run at max-load {hi:.6g}, "
+                                   "before any split was found") from None
         if not found:
             return [], math.inf, math.inf
     return found, hi, hi
@@ -297,7 +328,7 @@ def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostMode
                       minlength=con.n_nodes)
     sums = K.ideal_sums(lat.ideals, np.column_stack([work[0], unsup[0], param, act]))
     every, forward = _tensors(con), _tensors(con, forward_only=True)  # all tensors; the stashed inputs
-    io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, *t), *t)]
+    io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *t), *t)]
     inflight = np.concatenate([[0.0], spec.inflight(np.arange(1, cls.count + 1), 1)])
     t1 = time.perf_counter()
     f, back, visited = sweep_suffix(

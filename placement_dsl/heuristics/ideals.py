@@ -47,6 +47,7 @@ a single run just below its value (exact; ``tests/test_ideals_pruning.py``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -63,7 +64,7 @@ from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
 from . import ideal_kernels as K
-from .base import HeuristicResult
+from .base import HeuristicResult, TimeLimitReached, deadline_at, fallback, kernel_deadline
 from .contract import Contraction, contract
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 
 MAX_STATES = 4096
 MAX_TABLE_BYTES = 16 * 2**30  # the DP's tables (see table_bytes); beyond this it declines the graph
+MAX_LATTICE_BYTES = 2 * 2**30  # the ideals' and tensors' bitsets (lattice_size_ok); beyond this it declines
 DEFAULT_MAX_IDEALS = 2_000_000
 
 
@@ -135,19 +137,77 @@ def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
     return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(len(rows), W)
 
 
-def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> IdealLattice:
-    """Enumerate the ideals of ``con``'s DAG (raises :class:`SpecError` beyond ``max_ideals``)."""
+def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadline: float | None = None
+                  ) -> IdealLattice:
+    """Enumerate the ideals of ``con``'s DAG.
+
+    Raises :class:`SpecError` beyond ``max_ideals`` ideals or :data:`MAX_LATTICE_BYTES` of bitsets,
+    declined at once (:func:`lattice_size_ok`) where the DAG surely or very likely has too many;
+    :class:`~.base.TimeLimitReached` when ``time.monotonic()`` passes ``deadline`` first.
+    """
     n = con.n_nodes
-    pred = np.zeros((n, n), dtype=bool)
-    pred[con.dst, con.src] = True
-    ideals, child, parent, complete = K.enumerate_ideals(_bitsets(pred, n), int(max_ideals))
-    if not complete:
+    W = max(1, -(-n // 64))
+    lattice_size_ok(con, max_ideals)
+    pred_ptr, pred_idx = _predecessors(con)
+    ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, int(max_ideals),
+                                                       kernel_deadline(deadline))
+    if status == 1:
         raise SpecError(f"dp: graph {con.graph.name!r} has more than {max_ideals} ideals ({n} supernodes); "
                         "use method 'dpl' (linearized DP) or raise max_ideals")
+    if status == 2:
+        raise TimeLimitReached(f"dp: the time limit passed while enumerating the ideals of graph {con.graph.name!r} "
+                               f"({len(ideals)} so far, {n} supernodes)")
     order = np.argsort(child, kind="stable")
     ptr = np.zeros(len(ideals) + 1, dtype=np.int64)
     np.cumsum(np.bincount(child, minlength=len(ideals)), out=ptr[1:])
     return IdealLattice(con, ideals, ptr, parent[order].astype(np.int64))
+
+
+def _predecessors(con: Contraction, topological: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The DAG's predecessor lists in CSR form (``pred_idx[pred_ptr[v]:pred_ptr[v + 1]]``); with ``topological``
+    of the nodes renumbered so that every edge goes up (DPL's added path need not)."""
+    src, dst, n = con.src, con.dst, con.n_nodes
+    if topological and (src >= dst).any():
+        from .contract import _csr, _smallest_first_order
+
+        pos = np.empty(n, dtype=np.int64)
+        pos[_smallest_first_order(n, *_csr(n, src, dst))] = np.arange(n)
+        src, dst = pos[src], pos[dst]
+    by_dst = np.argsort(dst, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(src[by_dst], dtype=np.int64)
+
+
+ESTIMATE_WALKS = 64
+ESTIMATE_MARGIN = 3  # log2: an estimate this far (8x) above max_ideals declines (exact on chains, else mostly low)
+
+
+def lattice_size_ok(con: Contraction, max_ideals: int) -> float:
+    """log2 of the ideals' count as far as cheaply known; :class:`SpecError` (in ``O(n + m)`` steps, before any
+    enumeration) when the DAG has more than ``max_ideals`` ideals for sure (``2 ** w`` for ``w`` supernodes of one
+    depth), very likely (the sampled estimate :func:`.ideal_kernels.log2_ideal_estimate` is 8 times above),
+    or its bitsets would pass
+    :data:`MAX_LATTICE_BYTES` (each ideal and each tensor is a row of ``n / 64`` words)."""
+    pred_ptr, pred_idx = _predecessors(con, topological=True)
+    n = con.n_nodes
+    name, limit = con.graph.name, math.log2(max(int(max_ideals), 1))
+    wide = int(K.widest_level(pred_ptr, pred_idx))
+    if wide > limit:
+        raise SpecError(f"dp: graph {name!r} has at least 2^{wide} ideals ({wide} of its {n} supernodes lie side "
+                        f"by side at one depth), more than max_ideals={max_ideals}; use method 'dpl' (linearized DP) "
+                        "or 'slicegraph'")
+    guess = float(K.log2_ideal_estimate(pred_ptr, pred_idx, ESTIMATE_WALKS, 0))
+    if guess > limit + ESTIMATE_MARGIN:
+        raise SpecError(f"dp: graph {name!r} has about 2^{guess:.0f} ideals by sampling ({n} supernodes), far more "
+                        f"than max_ideals={max_ideals}; use method 'dpl' (linearized DP) or 'slicegraph'")
+    at_least = max(n + 1.0, 2.0 ** wide, min(2.0 ** guess, float(max_ideals)))
+    need = (at_least + n) * 8 * max(1, -(-n // 64))  # ideals and (up to about n) tensors, n / 64 words each
+    if need > MAX_LATTICE_BYTES:
+        raise SpecError(f"dp: graph {name!r} has {n} supernodes: its ideals as bitsets need at least "
+                        f"{need / 2**30:.1f} GiB, above the limit of {MAX_LATTICE_BYTES / 2**30:.1f} GiB; use method "
+                        "'slicegraph' or 'pipeline', or coarsen the graph")
+    return max(math.log2(at_least), guess)
 
 
 # ---------------------------------------------------------------------------- instance data
@@ -181,10 +241,11 @@ def _tensors(con: Contraction, forward_only: bool = False):
             key = (int(img[u]), nodes)
             agg[key] = agg.get(key, 0.0) + float(g.out_bytes[u])
     n = con.n_nodes
-    rows = np.zeros((len(agg), n), dtype=bool)
-    for t, (_, nodes) in enumerate(agg):
-        rows[t, list(nodes)] = True
-    masks = _bitsets(rows, n) if len(agg) else np.zeros((0, max(1, -(-n // 64))), np.uint64)
+    masks = np.zeros((len(agg), max(1, -(-n // 64))), np.uint64)  # bitsets built directly: no dense tensors x n
+    if agg:
+        row = np.repeat(np.arange(len(agg)), [len(nodes) for _, nodes in agg])
+        col = np.fromiter((v for _, nodes in agg for v in nodes), dtype=np.int64, count=len(row))
+        np.bitwise_or.at(masks, (row, col >> 6), np.left_shift(np.uint64(1), (col & 63).astype(np.uint64)))
     owner = np.array([a for a, _ in agg], dtype=np.int64)
     cost = np.array(list(agg.values()), dtype=float)
     lo = np.array([min(s) // 64 for _, s in agg], dtype=np.int64)
@@ -313,7 +374,7 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     if linearize:
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
-    lat = ideal_lattice(con, max_ideals)
+    lat = ideal_lattice(con, max_ideals, deadline)
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
         states = math.prod(c.count + 1 for c in su.classes)
@@ -331,7 +392,7 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
             starts.append(other)
     sol = solve(lat, su.classes, su.model, su.replication, ub, su.max_replicas, descend, starts, deadline)
     if not sol.stages and math.isfinite(ub):  # the bound was below the optimum: solve without it
-        sol = solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas)
+        sol = solve(lat, su.classes, su.model, su.replication, math.inf, su.max_replicas, deadline=deadline)
     info["seconds"].update(sol.seconds)
     info["pairs"] = sol.visited
     info["runs"] = sol.runs
@@ -469,12 +530,13 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
     time_limit
-        Seconds after which the descending search stops once it holds a split: a feasibility run
-        under way stops (the clock is read every 16,384 ideals) and none starts after it; the
-        lattice and the DPL split are not cut short. Stopped with the band still open, the result
-        is that split with ``info["stopped"] == "time limit"``, ``bound`` the value its infeasible
+        Seconds of wall clock: every phase (the lattice's enumeration, DPL's run, the feasibility
+        runs, each reading the clock every few thousand ideals) stops when it passes, and the
+        result carries ``info["stopped"] == "time limit"``. Stopped in the descending search with
+        the band still open, the result is its best split, ``bound`` the value its infeasible
         runs proved no contiguous split reaches (or the capacity bound), and ``exact_among``
-        ``None``: a gap, not a certificate of optimality.
+        ``None``: a gap, not a certificate of optimality. Stopped before it, the DPL split if
+        there is one, else :func:`.base.fallback`'s (greedy or one device), without a bound.
 
     ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited), ``runs`` (sweeps),
     ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
@@ -491,31 +553,47 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     """
     del seed  # deterministic
     start = time.perf_counter()
-    if time_limit is not None and not time_limit > 0:
-        raise SpecError(f"dp: time_limit must be > 0 seconds, got {time_limit!r}")
-    deadline = None if time_limit is None else time.monotonic() + time_limit
+    at = deadline_at("dp", time_limit)
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
-    ub, split = None, None
-    if incumbent:
-        try:
-            first = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None)[0]
-            ub, split = first.value, first.stages
-        except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
-            ub = None
-    sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split, deadline=deadline)
+    ub, split, first = None, None, None
+    try:
+        lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL's run
+        if incumbent:
+            try:
+                first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=None, deadline=at)
+                ub, split = first.value, first.stages
+            except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
+                ub = None
+        sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split,
+                            deadline=at)
+    except TimeLimitReached as err:
+        if first is not None:  # DPL's split in hand, with the capacity bound (the DP's search did not end)
+            from .ideal_solve import capacity_bound
+
+            lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
+            first_info.update(incumbent=ub, stopped_in=str(err))
+            return _result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
+                           first_info, start, exact=True)
+        return fallback("dp", graph, cluster, su.model, str(err), start)
     info["incumbent"] = ub
     return _result("dp", su, sol, info, start, exact=True)
 
 
 def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-        replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True) -> HeuristicResult:
+        replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True,
+        time_limit: float | None = None) -> HeuristicResult:
     """DP with the linearization heuristic (Tarnawski et al. §5.1.2): exact along one DFS order.
 
     A DFS path through the contracted forward DAG leaves ``n + 1`` ideals (the prefixes), so
-    the DP takes ``O(n^2)`` pairs. No bound (the path may exclude the optimum).
+    the DP takes ``O(n^2)`` pairs. No bound (the path may exclude the optimum). Past ``time_limit``
+    seconds it returns :func:`.base.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()
+    at = deadline_at("dpl", time_limit)
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
-    sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None)
+    try:
+        sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None, deadline=at)
+    except TimeLimitReached as err:
+        return fallback("dpl", graph, cluster, su.model, str(err), start)
     return _result("dpl", su, sol, info, start, exact=False)

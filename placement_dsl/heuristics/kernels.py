@@ -2,11 +2,23 @@
 
 * :func:`device_tallies` — per-device compute, memory and boundary traffic of an assignment,
   the terms of Archer eq. 3 / Tarnawski eq. (1) that :func:`.segments.stage_load` combines.
+* :func:`clock` — ``time.monotonic()`` from inside a kernel, for the time limits: a kernel takes
+  an absolute deadline (a float, ``inf`` for none) and reads the clock every few thousand steps.
 """
 from __future__ import annotations
 
+import time
+
 import numba
 import numpy as np
+
+
+@numba.njit(cache=True)
+def clock():
+    """``time.monotonic()`` (seconds), read from compiled code."""
+    with numba.objmode(now="float64"):
+        now = time.monotonic()
+    return now
 
 
 @numba.njit(cache=True)

@@ -31,7 +31,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .latency_kernels import apply, better, descend, latency
 
 INF = math.inf
@@ -176,34 +176,41 @@ def _latency_model(model: CostModel | None) -> CostModel:
 
 
 def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
-                  dp_max_ideals: int = 5000) -> tuple[str, np.ndarray] | None:
-    """The max-load DP split (Tarnawski §5.1.1, the §7 baseline); DPL's when the graph has more ideals."""
+                  dp_max_ideals: int = 5000, deadline: float | None = None) -> tuple[str, np.ndarray] | None:
+    """The max-load DP split (Tarnawski §5.1.1, the §7 baseline); DPL's when the graph has more ideals. Each
+    gets what is left until ``deadline`` (``time.monotonic()``)."""
     from .baselines import max_load_model
     from .ideals import dp, dpl
 
     ml = max_load_model(model)
     try:
-        return "dp", dp(graph, cluster, model=ml, max_ideals=dp_max_ideals).placement.assign
+        return "dp", dp(graph, cluster, model=ml, max_ideals=dp_max_ideals, time_limit=left(deadline)).placement.assign
     except (SpecError, InfeasibleError):
         pass
     try:
-        return "dpl", dpl(graph, cluster, model=ml).placement.assign
+        return "dpl", dpl(graph, cluster, model=ml, time_limit=left(deadline)).placement.assign
     except (SpecError, InfeasibleError):
         return None
 
 
-def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int) -> list[tuple[str, np.ndarray]]:
+def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int,
+            deadline: float | None = None) -> list[tuple[str, np.ndarray]]:
     from .baselines import greedy
 
     out = [("greedy", greedy(graph, cluster, model=model).placement.assign)]
-    split = maxload_start(graph, cluster, model, dp_max_ideals)
+    if expired(deadline):
+        return out
+    split = maxload_start(graph, cluster, model, dp_max_ideals, deadline)
     return out + ([split] if split is not None else [])
 
 
 # ---------------------------------------------------------------------------- methods
+SEARCH_SECONDS = 20.0  # the latency local search's time limit when none is given
+
+
 def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                          starts: list[tuple[str, np.ndarray]] | None = None, restarts: int = 50, kicks: int = 8,
-                         time_limit: float = 20.0, max_evaluations: int = 1_000_000,
+                         time_limit: float | None = None, max_evaluations: int = 1_000_000,
                          dp_max_ideals: int = 5000) -> HeuristicResult:
     """First-improvement local search on the invocation-model latency (Tarnawski §4, §4.1).
 
@@ -214,7 +221,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         DP split (:func:`maxload_start`). Each descends to a local optimum; then ``restarts``
         times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
     time_limit, max_evaluations
-        Budget over all descents (seconds; latency evaluations).
+        Budget over the starts and all descents (seconds, ``None``: :data:`SEARCH_SECONDS` for the
+        descents; latency evaluations). Every start is descended from; past the time limit the best
+        so far, with ``info["stopped"]``.
     dp_max_ideals
         Above this many ideals the DP start is DPL's split (the exact DP's pairs grow fast).
 
@@ -225,15 +234,16 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     start's latency before and after its descent), ``restarts``, ``optimizes``.
     """
     t0 = time.perf_counter()
+    at = deadline_at("latency-local-search", time_limit)
     lat = _latency_model(model)
     su = _setup(graph, cluster, lat)
     rng = np.random.default_rng(seed)
     moves = _moves(su, rng)
-    begin = list(starts) if starts is not None else _starts(graph, cluster, lat, dp_max_ideals)
+    begin = list(starts) if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at)
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
-    deadline, evals, best, log = time.perf_counter() + time_limit, 0, None, []
+    deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
     for label, assign in begin:
         tell.phase = f"start {label}"
@@ -252,10 +262,12 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         best = (dev, key) if better(*key, *best[1]) else best
         tell.evaluations, tell.best = evals, best[1]
     placement = Placement(graph, cluster, best[0], source="latency-local-search")
-    return HeuristicResult(method="latency-local-search", placement=placement,
-                           objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
-                           evaluations=evals, info={"optimizes": "latency", "starts": log, "restarts": kicked,
-                                                    "moves": len(moves)})
+    result = HeuristicResult(method="latency-local-search", placement=placement,
+                             objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
+                             evaluations=evals, info={"optimizes": "latency", "starts": log, "restarts": kicked,
+                                                      "moves": len(moves)})
+    ran_out = kicked < restarts and evals < max_evaluations and time.perf_counter() >= deadline
+    return stopped(result) if ran_out else result
 
 
 def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
@@ -266,15 +278,20 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
     return {"method": method, "latency": ev.objective, "valid": ev.valid, "seconds": seconds, "assign": assign}
 
 
-def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int) -> list[dict[str, Any]]:
-    """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency."""
+def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
+               at: float | None = None) -> list[dict[str, Any]]:
+    """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is
+    left until ``at`` (``time.monotonic()``), and none starts after it."""
     from .baselines import greedy, max_load_model
     from .ideals import dp, dpl
 
     out = []
     for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
-                        ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals)),
-                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat)))):
+                        ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
+                                          time_limit=left(at))),
+                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at)))):
+        if out and expired(at):
+            break
         t = time.perf_counter()
         try:
             assign, error = run().placement.assign, ""
@@ -293,19 +310,22 @@ def _report_candidates(cands: list[dict[str, Any]]) -> None:
 
 
 def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
-                 dp_max_ideals: int = 5000, **search: Any) -> HeuristicResult:
+                 dp_max_ideals: int = 5000, time_limit: float | None = None, **search: Any) -> HeuristicResult:
     """The best single-sample latency among greedy, the max-load DP and DPL splits and the latency local search.
 
     The local search starts from each of those splits (``search`` goes to
     :func:`latency_local_search`). Valid splits beat invalid ones, then lower latency wins.
     ``info["candidates"]`` lists each method's latency, validity and seconds (or why it has
-    no split, e.g. the DP's ideal limit); ``info["best"]`` names the winner.
+    no split, e.g. the DP's ideal limit); ``info["best"]`` names the winner. ``time_limit`` (seconds,
+    ``None``: the local search's default) bounds the whole: the baselines, then the search gets what
+    is left (``info["stopped"]`` when it ran out).
     """
     t0 = time.perf_counter()
+    at = deadline_at("latency-best", time_limit)
     lat = _latency_model(model)
-    cands = _baselines(graph, cluster, lat, dp_max_ideals)
+    cands = _baselines(graph, cluster, lat, dp_max_ideals, at)
     starts = [(c["method"], c["assign"]) for c in cands if "assign" in c]
-    ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, **search)
+    ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, time_limit=left(at), **search)
     cands.append(_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat))
     _report_candidates(cands)
     ranked = [c for c in cands if "assign" in c]
@@ -313,6 +333,8 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
     listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
     objective = evaluate(placement, model or lat).objective
+    info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
+    if ls.info.get("stopped") or len(cands) < 4:
+        info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
-                           seconds=time.perf_counter() - t0, evaluations=ls.evaluations,
-                           info={"optimizes": "latency", "best": win["method"], "candidates": listed})
+                           seconds=time.perf_counter() - t0, evaluations=ls.evaluations, info=info)

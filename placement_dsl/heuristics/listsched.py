@@ -41,7 +41,7 @@ from ..schedule import (
     schedule_makespan,
     upward_rank,
 )
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, stopped
 
 PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (the last packing is followed)
 TOL = 1e-9
@@ -193,36 +193,51 @@ def _choose(builder: ListScheduler, packing: _Packing, v: int, u: int) -> int:
 
 
 def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-         seed: int | None = None) -> HeuristicResult:
-    """HEFT with memory-aware earliest-finish device choice (see the module docstring)."""
+         seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
+    """HEFT with memory-aware earliest-finish device choice (see the module docstring).
+
+    Past ``time_limit`` seconds the ops left stop comparing finish times on every device: each
+    joins the device of the op placed just before it when that device admits it (``info["stopped"]``)."""
     start = time.perf_counter()
+    at = deadline_at("list", time_limit)
     mk = _makespan_model(model)
     unit, packing = _groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
     rank = upward_rank(graph, mean_time, comm[graph.src])
     builder = ListScheduler(graph, cluster, mk.congestion)
     device = np.full(packing.size.size, -1, dtype=np.int64)
-    for v in priority_order(graph, rank):
+    last, cut = -1, False
+    for k, v in enumerate(priority_order(graph, rank)):
         u = unit[v]
         if device[u] < 0:
-            device[u] = _choose(builder, packing, v, u)
+            cut = cut or ((k & 255) == 0 and expired(at))
+            keep = cut and last >= 0 and packing.admits(u, last)
+            device[u] = last if keep else _choose(builder, packing, v, u)
             packing.take(u, int(device[u]))
         builder.place(v, int(device[u]))
+        last = int(device[u])
     placement = Placement(graph, cluster, device[unit], source="list", schedule=builder.schedule())
-    return _result("list", placement, model, start)
+    result = _result("list", placement, model, start)
+    return stopped(result) if cut else result
 
 
 def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-                    seed: int | None = None) -> HeuristicResult:
-    """Every op on the one device with the least makespan among those that may run and hold them all."""
+                    seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
+    """Every op on the one device with the least makespan among those that may run and hold them all
+    (once one is scheduled, no further device is tried after ``time_limit`` seconds: ``info["stopped"]``)."""
     start = time.perf_counter()
+    at = deadline_at("one-device-best", time_limit)
     mk = _makespan_model(model)
     times = cluster.times(graph)
     need = float((graph.param_bytes + graph.activation_bytes).sum())
     biggest = graph.names[int(np.argmax(graph.param_bytes + graph.activation_bytes))]
     best: tuple[float, int, Placement] | None = None
     reasons = []
+    cut = False
     for d, dev in enumerate(cluster.devices):
+        if best is not None and expired(at):
+            cut = True
+            break
         bad = np.flatnonzero(~np.isfinite(times[:, d]))
         if bad.size:
             reasons.append(f"{dev.name!r} cannot run op {graph.names[bad[0]]!r} (kind {dev.kind!r})")
@@ -236,4 +251,5 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
                 best = (makespan, d, p)
     if best is None:
         raise InfeasibleError("one-device-best: no single device may run and hold every op: " + "; ".join(reasons))
-    return _result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
+    result = _result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
+    return stopped(result) if cut else result

@@ -29,7 +29,7 @@ from ..objectives import Makespan
 from ..placement import Placement
 from ..problem import Problem
 from ..solvers.base import Status
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at
 
 MAX_WINDOW = 200  # units a window never exceeds
 
@@ -97,6 +97,9 @@ def _windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> li
     return [units[lo:lo + size] for lo in range(0, max(len(units) - size, 0) + 1, stride)]
 
 
+SEARCH_SECONDS = 60.0  # schedule-lns's time limit when none is given
+
+
 def _default_solver() -> str:
     from ..cpsat import available
 
@@ -104,8 +107,8 @@ def _default_solver() -> str:
 
 
 def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
-                 window: int = 16, step_limit: float = 5.0, time_limit: float = 60.0, solver: str | None = None,
-                 start: str | Placement = "list", threads: int = 1) -> HeuristicResult:
+                 window: int = 16, step_limit: float = 5.0, time_limit: float | None = None,
+                 solver: str | None = None, start: str | Placement = "list", threads: int = 1) -> HeuristicResult:
     """Large-neighbourhood search over windows of ops (see the module docstring).
 
     Parameters
@@ -114,7 +117,9 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
         Units freed per step at first (doubled after a pass without improvement, up to
         :data:`MAX_WINDOW`).
     step_limit, time_limit
-        Seconds per step and in all.
+        Seconds per step and in all (``None``: :data:`SEARCH_SECONDS`), the start's heuristic
+        included; a step is not begun with half a second or less left. ``info["stopped"]`` unless
+        one window held every unit (proven optimal).
     solver
         ``"cpsat"`` (default when OR-Tools is installed; the search then runs in a child process)
         or a MILP solver (``"highs"``, ``"scip"``).
@@ -124,12 +129,14 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     from ..cpsat import from_data, isolated, to_data
 
     t0 = time.perf_counter()
+    deadline_at("schedule-lns", time_limit)
+    time_limit = SEARCH_SECONDS if time_limit is None else float(time_limit)
     model = model or CostModel.named("makespan")
     problem = makespan_problem(graph, cluster, model)
-    incumbent = _start(problem, start)
+    incumbent = _start(problem, start, time_limit)
     solver = solver or _default_solver()
     params = {"seed": seed, "window": window, "step_limit": step_limit, "solver": solver, "threads": threads,
-              "seconds": time_limit - (time.perf_counter() - t0)}
+              "deadline": time.monotonic() + time_limit - (time.perf_counter() - t0)}  # the child's clock too
     found = isolated(_search, problem, to_data(incumbent), params) if solver == "cpsat" else \
         _search(problem, to_data(incumbent), params)
     incumbent = from_data(problem, found, "schedule-lns")
@@ -140,22 +147,21 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
                            bound=ev.objective if proven else None, exact_among="all placements" if proven else None,
                            info={"makespan": problem.evaluate(incumbent).objective, "steps": found["steps"],
                                  "improvements": found["improvements"], "solver": solver, "window": found["window"],
-                                 "proven_optimal": found["proven"]})
+                                 "proven_optimal": found["proven"], **({} if found["proven"] else {"stopped": "time limit"})})
 
 
 def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """The search loop (in a child process for CP-SAT): the best placement found, as plain data."""
     from ..cpsat import from_data, to_data
 
-    t0 = time.perf_counter()
     incumbent = from_data(problem, start, "schedule-lns")
     best = problem.evaluate(incumbent).objective
     rng, size, steps, better, sweep = random.Random(params["seed"]), params["window"], 0, 0, True
     step = _Steps(problem, incumbent, params["solver"], params["threads"])
-    while time.perf_counter() - t0 < params["seconds"]:
+    while time.monotonic() < params["deadline"]:
         improved = False
         for free in _windows(_units_by_start(incumbent), size, rng, sweep):
-            left = params["seconds"] - (time.perf_counter() - t0)
+            left = params["deadline"] - time.monotonic()
             if left <= 0.5:
                 break
             found, proven = step(incumbent, set(free), min(params["step_limit"], left))
@@ -185,13 +191,14 @@ def _rebase(problem: Problem, placement: Placement) -> Placement:
     return Placement(problem.graph, problem.cluster, placement.assign, "schedule-lns", schedule=placement.schedule)
 
 
-def _start(problem: Problem, start: Any) -> Placement:
+def _start(problem: Problem, start: Any, time_limit: float | None = None) -> Placement:
     """The starting placement with a schedule valid for the problem."""
     from ..schedule import check_schedule, list_schedule
     from .base import run
 
     placement = start if isinstance(start, Placement) else run(start, problem.graph, problem.cluster,
-                                                               model=problem.cost_model()).placement
+                                                               model=problem.cost_model(),
+                                                               time_limit=time_limit).placement
     bad = problem.violations(placement)
     if bad:
         raise SpecError(f"schedule-lns: the start is invalid for the problem ({'; '.join(bad[:3])})")

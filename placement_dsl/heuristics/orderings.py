@@ -30,7 +30,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel
 from ..graph import Graph
 from ..progress import report
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, stopped
 from .slicegraph import Slicer, _kahn
 
 INF = math.inf
@@ -97,12 +97,15 @@ Fitness = Callable[[np.ndarray, float], float]  # (keys, cutoff) -> exact value,
 
 
 def _evaluate_batch(fitness: Fitness, keys: np.ndarray, known: np.ndarray, n_elite: int,
-                    state: SearchState, budget: int) -> np.ndarray:
-    """Fitness of the rows the budget allows, the cutoff tightening to the current n_elite-th best."""
+                    state: SearchState, budget: int, deadline: float | None = None) -> np.ndarray:
+    """Fitness of the rows the budget allows, the cutoff tightening to the current n_elite-th best; after
+    ``deadline`` (``time.monotonic()``) no further row is decoded (the first always is): fewer values."""
     count = min(len(keys), budget - state.evaluations)
     out = np.full(count, INF)
     pool = list(np.sort(known)[:n_elite])
     for r in range(count):
+        if r and expired(deadline):
+            return out[:r]
         cutoff = pool[n_elite - 1] if len(pool) >= n_elite else INF
         out[r] = fitness(keys[r], cutoff)
         state.evaluations += 1
@@ -126,19 +129,20 @@ def _next_generation(state: SearchState, cfg: BrkgaConfig, rng: np.random.Genera
 
 def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Generator,
                  initial: np.ndarray | None = None, deadline: float | None = None) -> SearchState:
-    """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes; no generation
-    starts after ``deadline`` (``time.monotonic()``), the first population is always decoded."""
+    """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes; no decode
+    starts after ``deadline`` (``time.monotonic()``) but the first population's first row."""
     P = min(cfg.population, cfg.evaluations)
     keys = rng.random((P, n))
     if initial is not None:
         keys[: len(initial)] = initial[:P]
     state = SearchState(keys=keys, values=np.full(P, INF))
     n_elite = min(cfg.n_elite, P)
-    state.values = _evaluate_batch(fitness, keys, np.empty(0), n_elite, state, cfg.evaluations)
+    state.values = _evaluate_batch(fitness, keys, np.empty(0), n_elite, state, cfg.evaluations, deadline)
+    state.keys = keys[: state.values.size]
     state.history.append(float(state.values.min()))
-    while state.evaluations < cfg.evaluations and P > cfg.n_elite and (deadline is None or time.monotonic() < deadline):
+    while state.evaluations < cfg.evaluations and state.values.size > cfg.n_elite and not expired(deadline):
         elite, fresh = _next_generation(state, cfg, rng)
-        values = _evaluate_batch(fitness, fresh, state.values[elite], cfg.n_elite, state, cfg.evaluations)
+        values = _evaluate_batch(fitness, fresh, state.values[elite], cfg.n_elite, state, cfg.evaluations, deadline)
         state.keys = np.vstack([state.keys[elite], fresh[: values.size]])
         state.values = np.concatenate([state.values[elite], values])
         state.history.append(float(state.values.min()))
@@ -152,41 +156,56 @@ def topo_keys(graph: Graph) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- MTPP decoders
-def _slice_fitness(slicer: Slicer) -> Fitness:
-    """BrkgaSortAndSliceDecoder (Archer Alg. 2)."""
+def _slice_fitness(slicer: Slicer, deadline: float | None = None) -> Fitness:
+    """BrkgaSortAndSliceDecoder (Archer Alg. 2); a decode cut by ``deadline`` counts as ``inf``."""
     def fitness(keys: np.ndarray, cutoff: float) -> float:
-        return slicer.solve(slicer.order(keys), cutoff)[0]
+        value = slicer.solve(slicer.order(keys), cutoff, deadline=deadline)[0]
+        return INF if math.isnan(value) else value
     return fitness
 
 
 def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluations: int,
-            **info: Any) -> HeuristicResult:
+            deadline: float | None = None, decoded: bool = False, **info: Any) -> HeuristicResult:
+    """The result of the best keys' order, marked stopped when ``deadline`` has passed. Keys the search
+    ``decoded`` in full are sliced again whatever the time (one decode more); others only until ``deadline``,
+    and then the work-balanced slicing of their order is returned."""
     order = slicer.order(keys)
-    value, bounds = slicer.solve(order)
+    value, bounds = slicer.solve(order, deadline=None if decoded else deadline)
+    if math.isnan(value):
+        result = slicer.result(method, order, bounds, start, evaluations, keys=keys, **info)
+        return stopped(result, stopped_in="the slicing DP (the work-balanced slicing is returned)")
     if value == INF:
         raise InfeasibleError(f"{method}: no order found slices onto {slicer.k} devices within their memory "
                               f"(graph {slicer.graph.name!r}); add devices or use the 'bottleneck' (overflow) model")
-    return slicer.result(method, order, bounds, start, evaluations, dp_value=value, keys=keys, **info)
+    result = slicer.result(method, order, bounds, start, evaluations, dp_value=value, keys=keys, **info)
+    return stopped(result) if expired(deadline) else result
 
 
 def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                  evaluations: int = 1000) -> HeuristicResult:
-    """random-T (Archer App. C.1): best slicing over ``T = evaluations`` i.i.d. ``U(0,1)`` priority vectors."""
+                  evaluations: int = 1000, time_limit: float | None = None) -> HeuristicResult:
+    """random-T (Archer App. C.1): best slicing over ``T = evaluations`` i.i.d. ``U(0,1)`` priority vectors
+    (fewer when ``time_limit`` seconds pass first: the best so far, ``info["stopped"]``)."""
     start = time.perf_counter()
+    at = deadline_at("random", time_limit)
     T = _count("evaluations", evaluations)
     slicer = Slicer(graph, cluster, model)
     rng = np.random.default_rng(seed)
     best, best_keys = INF, rng.random(graph.n)
-    every = max(1, T // 100)
+    every, done = max(1, T // 100), 0
     for t in range(T):
+        if t and expired(at):
+            break
+        done += 1
         keys = best_keys if t == 0 else rng.random(graph.n)
-        value = slicer.solve(slicer.order(keys), best)[0]
+        value = slicer.solve(slicer.order(keys), best, deadline=at)[0]
+        if math.isnan(value):  # the decode passed the time limit
+            break
         improved = value < best
         if improved:
             best, best_keys = value, keys
         if improved or (t + 1) % every == 0 or t + 1 == T:  # each SliceGraph that improves, and each 1 %
             report("random", orders=t + 1, of=T, best=best)
-    return _finish(slicer, "random", best_keys, start, T)
+    return _finish(slicer, "random", best_keys, start, done, at, decoded=best < INF)
 
 
 def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
@@ -197,18 +216,18 @@ def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, see
     The initial population holds ``initial`` (rows of priorities; default: the priorities of
     the graph's topological order, so the result is never worse than :func:`slicegraph`)
     and uniform random keys. ``info['history']`` is the best value after each generation.
-    ``time_limit`` (seconds): no generation starts after it; the first population is decoded.
+    ``time_limit`` (seconds): no decode starts after it but the first (the initial order's), and
+    the result says ``info["stopped"]``.
     """
     start = time.perf_counter()
-    if time_limit is not None and not time_limit >= 0:
-        raise SpecError(f"brkga: time_limit must be >= 0 seconds, got {time_limit!r}")
-    deadline = None if time_limit is None else time.monotonic() + time_limit
+    deadline = deadline_at("brkga", time_limit)
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
     slicer = Slicer(graph, cluster, model)
     init = _initial(graph, initial)
-    state = brkga_search(_slice_fitness(slicer), graph.n, cfg, np.random.default_rng(seed), init, deadline)
+    state = brkga_search(_slice_fitness(slicer, deadline), graph.n, cfg, np.random.default_rng(seed), init, deadline)
     best = state.keys[int(np.argmin(state.values))]
-    return _finish(slicer, "brkga", best, start, state.evaluations, history=state.history)
+    return _finish(slicer, "brkga", best, start, state.evaluations, deadline, decoded=bool(state.values.min() < INF),
+                   history=state.history)
 
 
 def _initial(graph: Graph, initial: np.ndarray | None) -> np.ndarray:
@@ -235,8 +254,9 @@ def _arrangement(keys, succ_ptr, succ_idx, indeg, src, dst, weight):
 
 
 def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | None, weighted: bool,
-         cfg: BrkgaConfig, method: str) -> HeuristicResult:
+         cfg: BrkgaConfig, method: str, time_limit: float | None) -> HeuristicResult:
     start = time.perf_counter()
+    at = deadline_at(method, time_limit)
     slicer = Slicer(graph, cluster, model)
     weight = graph.out_bytes[graph.src] if weighted else np.ones(graph.m)
     indeg = np.diff(graph.pred_ptr)
@@ -244,23 +264,24 @@ def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | No
     def fitness(keys: np.ndarray, cutoff: float) -> float:
         return _arrangement(keys, graph.succ_ptr, graph.succ_idx, indeg, graph.src, graph.dst, weight)
 
-    state = brkga_search(fitness, graph.n, cfg, np.random.default_rng(seed), topo_keys(graph)[None, :])
+    state = brkga_search(fitness, graph.n, cfg, np.random.default_rng(seed), topo_keys(graph)[None, :], at)
     best = state.keys[int(np.argmin(state.values))]
-    return _finish(slicer, method, best, start, state.evaluations, arrangement=float(state.values.min()),
+    return _finish(slicer, method, best, start, state.evaluations, at, arrangement=float(state.values.min()),
                    history=state.history)
 
 
 def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
-        rho: float = 0.7) -> HeuristicResult:
-    """mla (Archer App. C.1): BRKGA on the unweighted linear-arrangement cost, then slice the best order."""
+        rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:
+    """mla (Archer App. C.1): BRKGA on the unweighted linear-arrangement cost, then slice the best order
+    (no decode starts after ``time_limit`` seconds but the first)."""
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
-    return _mla(graph, cluster, model, seed, False, cfg, "mla")
+    return _mla(graph, cluster, model, seed, False, cfg, "mla", time_limit)
 
 
 def mla_weighted(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
-                 rho: float = 0.7) -> HeuristicResult:
+                 rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:
     """mla-weighted (Archer App. C.1): edge weights ``io(u, v)``, the producer's tensor size."""
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
-    return _mla(graph, cluster, model, seed, True, cfg, "mla-weighted")
+    return _mla(graph, cluster, model, seed, True, cfg, "mla-weighted", time_limit)

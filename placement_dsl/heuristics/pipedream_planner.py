@@ -30,7 +30,7 @@ from numba import njit
 from ..cluster import Cluster
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, fallback
 from .pipeline_dp import Chain, _planner, placement_of
 
 INF = np.inf
@@ -102,21 +102,28 @@ def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                      replication: bool = True, max_replicas: int | None = None) -> HeuristicResult:
+                      replication: bool = True, max_replicas: int | None = None,
+                      time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's hierarchical planner (module docstring) on a flat or two-level cluster.
 
     ``info["planner_estimate"]`` is its own objective; ``objective`` the cost model's value of
-    its configuration (as a placement with replicas). No bound.
+    its configuration (as a placement with replicas). No bound. ``time_limit`` (seconds) is checked
+    between its levels: past it, :func:`.base.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()
+    at = deadline_at("pipedream-planner", time_limit)
     model = CostModel() if model is None else model
     con, chain, planner = _planner(graph, cluster, model, replication, None, None, max_replicas)
+    if expired(at):
+        return fallback("pipedream-planner", graph, cluster, model, "the chain's tables", start)
     lay, n = planner.lay, chain.n
     base, wp, cut = layer_data(chain)
     max_rep = planner.max_rep
     lefts = np.arange(n) if lay.servers > 1 else np.zeros(1, np.int64)
     A1, split1, last1 = level(base, wp, cut, lay.intra, lay.per_server, lefts, max_rep)
+    if expired(at):
+        return fallback("pipedream-planner", graph, cluster, model, "the planner's first level", start)
     if lay.servers == 1:
         estimate = float(A1[0, n - 1, lay.per_server])
         segments = [(0, n, 1, _blocks(split1, last1, 0, n - 1, lay.per_server))]

@@ -43,7 +43,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evalu
 from ..graph import Graph
 from ..placement import Placement
 from . import pipeline_kernels as K
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, left
 from .contract import Contraction, contract
 from .ideals import dfs_order
 
@@ -127,6 +127,19 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, values[order].astype(np.int64)
+
+
+MAX_PAIR_TABLE_BYTES = 4 * 2**30  # the chain DPs' tables over pairs of positions; beyond this they decline the graph
+
+
+def check_pair_tables(method: str, positions: int, bytes_per_pair: int) -> None:
+    """:class:`SpecError` before a chain DP allocates tables over all pairs of its ``positions`` when they pass
+    :data:`MAX_PAIR_TABLE_BYTES` (a long chain: the DP over ideals or SliceGraph handle it in linear memory)."""
+    need = float(positions) ** 2 * bytes_per_pair
+    if need > MAX_PAIR_TABLE_BYTES:
+        raise SpecError(f"{method}: the graph's {positions} positions along its DFS order need {need / 2**30:.1f} GiB "
+                        f"of tables over pairs of positions, above the limit of {MAX_PAIR_TABLE_BYTES / 2**30:.1f} GiB; "
+                        "use method 'slicegraph' or 'dp', or coarsen the graph")
 
 
 def chain_data(con: Contraction, order: np.ndarray, cluster: Cluster) -> Chain:
@@ -301,9 +314,10 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
     con = contract(graph, kinds={kind}, memory=cluster.devices[0].memory, merge_zero_cost=merge)
     if order is None:
         order = dfs_order(con)
+    per_server = min(lay.per_server, max_replicas or lay.per_server)
+    check_pair_tables("pipeline", len(order), 24 * (lay.per_server + 1) + 48)  # A, split, last; segment tables
     chain = chain_data(con, np.asarray(order, dtype=np.int64), cluster)
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
-    per_server = min(lay.per_server, max_replicas or lay.per_server)
     planner = _Planner(chain, lay, model, per_server if replication else 1,
                        cluster.devices[0].memory * (1 + REL_TOL), ub, {}, replication)
     return con, chain, planner
@@ -333,7 +347,7 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
 
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
              replication: bool = False, upper_bound: float | None = None,
-             max_replicas: int | None = None) -> HeuristicResult:
+             max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Our pipeline planner: exact max-load (PipeDream's objective) over :data:`CLASS`.
 
     ``replication`` lets stages run on several devices (in a server, and segments over servers);
@@ -342,7 +356,9 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
     max-load-optimal pipeline is returned without a bound. ``upper_bound`` prunes stages above
     it (default: the max-load of PipeDream's planner's configuration, which is in the class);
     a bound below the optimum only costs a second run. ``max_replicas`` caps a stage's replicas
-    inside one server (servers may still replicate a segment).
+    inside one server (servers may still replicate a segment). ``time_limit`` (seconds) is checked
+    between phases (PipeDream's planner for the bound, the DP): past it, the planner's placement, or
+    :func:`.base.fallback`'s, with ``info["stopped"]``.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name="a", work=8.0, param_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
@@ -352,13 +368,17 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
     """
     del seed
     start = time.perf_counter()
+    at = deadline_at("pipeline", time_limit)
     model = CostModel() if model is None else model
     if upper_bound is None:  # PipeDream's configuration is in the class: its max-load prunes (a valid bound)
         from .pipedream_planner import pipedream_planner
 
-        upper_bound = evaluate(pipedream_planner(graph, cluster, model=model, replication=replication,
-                                                 max_replicas=max_replicas).placement,
-                               replace(model, objective=Objective.MAX_LOAD)).objective
+        first = pipedream_planner(graph, cluster, model=model, replication=replication, max_replicas=max_replicas,
+                                  time_limit=left(at))
+        if expired(at):
+            return replace(first, method="pipeline", seconds=time.perf_counter() - start,
+                           info={**first.info, "stopped": "time limit", "stopped_in": "PipeDream's planner (the bound)"})
+        upper_bound = evaluate(first.placement, replace(model, objective=Objective.MAX_LOAD)).objective
     placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound,
                            max_replicas=max_replicas)
     ev = evaluate(placement, model)

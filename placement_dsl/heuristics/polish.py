@@ -25,7 +25,7 @@ from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, MemoryMode, device_costs
 from ..graph import Graph
 from ..placement import Placement
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, stopped
 from .baselines import _local_search, _result, group_arrays, max_load_model
 from .segments import OVERLAP_CODE
 
@@ -98,21 +98,26 @@ def packed_start(graph: Graph, cluster: Cluster) -> Placement | None:
     return Placement(graph, cluster, dev_g[gid], source="packed")
 
 
+SEARCH_SECONDS = 20.0  # polish's time limit when none is given
+
+
 def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
            start: Placement | None = None, kicks: int = 300, max_block: int = 12,
-           time_limit: float = 20.0) -> HeuristicResult:
+           time_limit: float | None = None) -> HeuristicResult:
     """Iterated single-group local search from ``start`` (default: the DP's split) on max load.
 
-    ``kicks`` perturbations of at most ``max_block`` units each, within ``time_limit`` seconds;
-    the answer is never worse than ``start`` (the first descent only improves it).
+    ``kicks`` perturbations of at most ``max_block`` units each, within ``time_limit`` seconds
+    (``None``: :data:`SEARCH_SECONDS`; the default start's DP and every descent included, the best so
+    far then with ``info["stopped"]``); the answer is never worse than ``start``.
     """
     t0 = time.perf_counter()
+    at = deadline_at("polish", SEARCH_SECONDS if time_limit is None else time_limit)
     ml = max_load_model(model)
     if start is None:
         from .base import run  # imported here: the DP is only the default start
 
         try:
-            start = run("dp", graph, cluster, model=ml).placement
+            start = run("dp", graph, cluster, model=ml, time_limit=left(at)).placement
         except PlacementError:  # no DP split (too many ideals, no fitting split): fill greedily instead
             start = run("greedy", graph, cluster, model=ml).placement
     if start.graph.n != graph.n:
@@ -124,14 +129,14 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
     args = (gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr, graph.pred_idx, graph.succ_ptr,
             graph.succ_idx, graph.out_bytes, cluster.memory, hard, cluster.transfer_scale, ovf,
-            OVERLAP_CODE[ml.overlap], 100_000)
+            OVERLAP_CODE[ml.overlap], 100_000, kernel_deadline(at))
     first = np.asarray(start.assign, dtype=np.int64).copy()
     dev, value, moves = _local_search(first, *args)
     best, best_value = dev.copy(), value
     rng = np.random.default_rng(seed)
     adj = _unit_neighbours(graph, gid)
     tried = 0
-    while tried < kicks and time.perf_counter() - t0 < time_limit:
+    while tried < kicks and not expired(at):
         tried += 1
         dev_g = np.empty(gptr.size - 1, dtype=np.int64)
         dev_g[gid] = best
@@ -143,5 +148,6 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
         moves += m
         if value < best_value * (1 - 1e-12):
             best, best_value = dev.copy(), value
-    return _result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value)
+    result = _result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value)
+    return stopped(result) if tried < kicks and expired(at) else result
 

@@ -45,7 +45,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
-from .base import HeuristicResult
+from .base import HeuristicResult, deadline_at, left
 from .listsched import _choose, _groups, mean_costs
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
@@ -187,9 +187,11 @@ def _critical_path(graph: Graph, rank: np.ndarray) -> np.ndarray:
     return on
 
 
-def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None) -> HeuristicResult:
-    """CPOP list scheduling (see the module docstring)."""
+def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+         time_limit: float | None = None) -> HeuristicResult:
+    """CPOP list scheduling (see the module docstring): one pass, ``time_limit`` has nothing to cut short."""
     t0 = time.perf_counter()
+    deadline_at("cpop", time_limit)
     model = model or CostModel.named("makespan")
     unit, packing = _groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
@@ -215,6 +217,10 @@ def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed
                                  "path_ops": int(on_path.sum())})
 
 
+SEARCH_SECONDS = 60.0  # schedule-ls's time limit when none is given
+BOUND_OPS = 2000  # past its time limit schedule-ls computes the closed-form bound only up to this many ops
+
+
 def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
     """A smaller makespan, or the same makespan with a smaller sum of finish times (progress on a plateau)."""
     if one[0] < other[0] * (1 - TOL):
@@ -223,20 +229,24 @@ def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
 
 
 def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
-                          time_limit: float = 60.0, start: str | Placement = "list") -> HeuristicResult:
-    """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds.
+                          time_limit: float | None = None, start: str | Placement = "list") -> HeuristicResult:
+    """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds
+    (``None``: :data:`SEARCH_SECONDS`), the start's heuristic included; ``info["stopped"]`` when it ran out.
 
     The makespan is never worse than the start's: its own schedule when it carries a valid one,
     else its list schedule in start order. ``bound`` is the closed-form makespan bound
-    (:func:`~placement_dsl.bounds.makespan.makespan_bounds`); ``info`` reports the accepted moves and
-    whether a local optimum was reached before the time limit.
+    (:func:`~placement_dsl.bounds.makespan.makespan_bounds`), past the time limit only on graphs of up
+    to :data:`BOUND_OPS` ops; ``info`` reports the accepted moves and whether a local optimum was reached.
     """
     from .base import run
 
     t0 = time.perf_counter()
+    at = deadline_at("schedule-ls", SEARCH_SECONDS if time_limit is None else time_limit)
+    time_limit = SEARCH_SECONDS if time_limit is None else float(time_limit)
     model = model or CostModel.named("makespan")
     state = _State(graph, cluster, model)
-    first = start if isinstance(start, Placement) else run(start, graph, cluster, model=model).placement
+    first = start if isinstance(start, Placement) else run(start, graph, cluster, model=model,
+                                                           time_limit=left(at)).placement
     assign = first.assign.copy()
     order = (list(graph.topo.tolist()) if first.schedule is None else
              sorted(range(graph.n), key=lambda v: (first.schedule.start[v], int(graph.rank[v]))))
@@ -266,7 +276,10 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
                  else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
                                 own.objective <= best[0] else b.schedule()))
     ev = evaluate(placement, model)
-    bound = makespan_bounds(graph, cluster)["bound"] if model.objective is Objective.MAKESPAN else None
+    info = {"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum}
+    if not local_optimum:
+        info["stopped"] = "time limit"
+    cheap = local_optimum or graph.n <= BOUND_OPS  # the closed-form bounds take a minute at 20k ops: not past the limit
+    bound = makespan_bounds(graph, cluster)["bound"] if model.objective is Objective.MAKESPAN and cheap else None
     return HeuristicResult(method="schedule-ls", placement=placement, objective=ev.objective, evaluations=evaluations,
-                           seconds=time.perf_counter() - t0, bound=bound,
-                           info={"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum})
+                           seconds=time.perf_counter() - t0, bound=bound, info=info)

@@ -33,8 +33,8 @@ from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..replication import ALLREDUCE_FACTOR, ring_bandwidth
-from .base import HeuristicResult
-from .kernels import device_tallies
+from .base import HeuristicResult, deadline_at, expired, stopped
+from .kernels import clock, device_tallies
 from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
 
 INF = math.inf
@@ -177,8 +177,9 @@ def _replicated(load, sync, r, overlap):
 
 @numba.njit(cache=True)
 def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
-              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff):
-    """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``.
+              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF):
+    """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``;
+    ``nan`` once ``time.monotonic()`` passes ``deadline`` (read every 1,024 positions).
 
     ``sync_coef[t, r]`` (``r >= 2``) is the all-reduce time per parameter byte of a stage on
     devices ``t .. t+r-1`` (negative: those devices cannot replicate one stage); its width
@@ -215,6 +216,8 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     f = np.empty(C)
     lo = 0
     for j in range(1, n + 1):
+        if (j & 0x3FF) == 0 and deadline < INF and clock() > deadline:
+            return np.nan, np.zeros(D + 1, dtype=np.int64), np.ones(D, dtype=np.int64)
         advance(j, order[j - 1], pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live)
         if not allowed[j]:
             continue
@@ -416,27 +419,34 @@ class Slicer:
         extra = self._all if boundaries is None else boundaries
         return _allowed_boundaries(order, self.sliced.group_id, extra)
 
-    def solve(self, order: np.ndarray, cutoff: float = INF,
-              boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-        """Optimal slicing value and stage bounds of ``order``; ``inf`` if no slicing is ``<= cutoff``."""
-        value, bounds, _ = self.slice(order, cutoff, boundaries)
+    def solve(self, order: np.ndarray, cutoff: float = INF, boundaries: np.ndarray | None = None,
+              deadline: float | None = None) -> tuple[float, np.ndarray]:
+        """Optimal slicing value and stage bounds of ``order``; ``inf`` if no slicing is ``<= cutoff``; ``nan``
+        with the work-balanced slicing's bounds when ``time.monotonic()`` passes ``deadline`` first."""
+        value, bounds, _ = self.slice(order, cutoff, boundaries, deadline)
         return value, bounds
 
-    def slice(self, order: np.ndarray, cutoff: float = INF,
-              boundaries: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+    def slice(self, order: np.ndarray, cutoff: float = INF, boundaries: np.ndarray | None = None,
+              deadline: float | None = None) -> tuple[float, np.ndarray, np.ndarray]:
         """:meth:`solve` with each device's replica count (1 unless ``max_replicas > 1``)."""
         allowed = self.allowed(order, boundaries)
         upper = self.balanced_value(order, allowed)
-        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper))
+        at = INF if deadline is None else float(deadline)
+        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at)
         if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
-            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff)
+            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff, at)
+        if math.isnan(value):
+            bounds = self.balanced_bounds(order, allowed)
         return value, bounds, replicas
 
     def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
         """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
+        return _slicing_value(order, self.balanced_bounds(order, allowed), *self._value_args)
+
+    def balanced_bounds(self, order: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+        """Stage bounds of the work-balanced slicing of ``order`` (``O(n)``)."""
         _, _, _, tm = _prefix(order, self.params.times[:0], self._mem, self._tmin)
-        bounds = _balanced_bounds(tm, allowed, self.k)
-        return _slicing_value(order, bounds, *self._value_args)
+        return _balanced_bounds(tm, self.allowed(order) if allowed is None else allowed, self.k)
 
     def placement(self, order: np.ndarray, bounds: np.ndarray, source: str = "",
                   replicas: np.ndarray | None = None) -> Placement:
@@ -459,11 +469,13 @@ class Slicer:
 
 def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                order: np.ndarray | None = None, priorities: np.ndarray | None = None, replication: bool = False,
-               max_replicas: int | None = None) -> HeuristicResult:
+               max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """SliceGraph(G, k, pi) (Archer Alg. 1): the optimal slicing of one topological order.
 
     ``order`` (a topological order) or ``priorities`` (for :func:`kahn`, Alg. 3) choose the
-    order; the default is the graph's own topological order. ``seed`` is unused: the method is
+    order; the default is the better of the graph's own topological order and the DFS order
+    DPL slices (:func:`dfs_priorities`; ``info["order"]`` is the one taken), the second skipped
+    once ``time_limit`` seconds have passed (``info["stopped"]``). ``seed`` is unused: the method is
     deterministic. A training graph is sliced through its forward projection (Tarnawski App. B;
     :class:`Slicer`): a given order then sets node priorities (earliest member first).
     ``replication`` lets a stage run on up to ``max_replicas`` (default: all) consecutive devices
@@ -475,6 +487,7 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     2.0
     """
     start = time.perf_counter()
+    at = deadline_at("slicegraph", time_limit)
     slicer = Slicer(graph, cluster, model, max_replicas=(max_replicas or cluster.size) if replication else 1)
     if order is not None and priorities is not None:
         raise SpecError("slicegraph: give either order= or priorities=, not both")
@@ -485,11 +498,50 @@ def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
             priorities, order = -np.argsort(order).astype(float), None
     if priorities is not None:
         order = slicer.order(priorities)
-    elif order is None:
-        order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
-    value, bounds, replicas = slicer.slice(order)
+    skipped = False
+    if order is None:
+        value, order, bounds, replicas, skipped = _best_default_order(slicer, graph, cluster, at)
+    else:
+        value, bounds, replicas = slicer.slice(order, deadline=at)
+    if math.isnan(value):  # the DP passed the time limit: the work-balanced slicing of the order
+        result = slicer.result("slicegraph", order, bounds, start, evaluations=1, replicas=replicas)
+        return stopped(result, dp_value=None, stopped_in="the slicing DP (the work-balanced slicing is returned)")
     if value == INF:
         raise InfeasibleError(f"slicegraph: no slicing of this order onto the {slicer.k} devices in cluster order "
                               f"fits their memory and the kinds each op may run on (graph {graph.name!r}); add "
                               "devices, use the 'bottleneck' (overflow) model, or another order or method")
-    return slicer.result("slicegraph", order, bounds, start, evaluations=1, replicas=replicas, dp_value=value)
+    result = slicer.result("slicegraph", order, bounds, start, evaluations=1, replicas=replicas, dp_value=value)
+    return stopped(result) if skipped else result
+
+
+def dfs_priorities(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """Op priorities (for :func:`kahn`) of the DFS order of the colocation-contracted forward DAG, the order
+    along which DPL (Tarnawski §5.1.2) is exact: a branch is finished before the next starts, and an op
+    that only feeds a later one (a weight) comes just before it rather than with the graph's sources."""
+    from .contract import contract
+    from .ideals import dfs_order
+
+    con = contract(graph, kinds={d.kind for d in cluster.devices}, memory=float(cluster.memory.min()))
+    rank = np.empty(con.n_nodes)
+    rank[dfs_order(con)] = np.arange(con.n_nodes)
+    return -(rank[con.image] * graph.n + graph.rank)
+
+
+def _best_default_order(slicer: Slicer, graph: Graph, cluster: Cluster, at: float | None
+                        ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The better slicing of two orders: the graph's own topological order, and (unless the time limit
+    ``at`` passed) :func:`dfs_priorities`' order. Sliced along the graph's order alone, a graph whose
+    weights are source ops pays a transfer for every weight read past a cut, so every split can cost more
+    than one device (Tarnawski's operator graphs, with or without a host CPU). Last: whether the time
+    limit skipped the second."""
+    order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
+    value, bounds, replicas = slicer.slice(order, deadline=at)
+    if math.isnan(value) or expired(at) or graph.n < 2:
+        return value, order, bounds, replicas, graph.n >= 2 and not math.isnan(value)
+    other = slicer.order(dfs_priorities(graph, cluster))
+    got = slicer.slice(other, value * (1 - SLACK) if value < INF else INF, deadline=at)
+    if math.isnan(got[0]):
+        return value, order, bounds, replicas, True
+    if got[0] < value:
+        return got[0], other, got[1], got[2], False
+    return value, order, bounds, replicas, False

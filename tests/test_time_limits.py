@@ -1,0 +1,134 @@
+"""Every heuristic honours a time limit: it returns its best placement so far and says it stopped; the DP over
+ideals declines graphs it cannot hold before building anything."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import CostModel, evaluate
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import METHODS, run
+from placement_dsl.heuristics.base import STOPPED
+from placement_dsl.zoo import regal
+
+BUILT_AT_ONCE = {"greedy", "cpop", "one-device", "pipedream"}  # one pass: nothing to cut short
+MAKESPAN = {"list", "cpop", "one-device-best", "schedule-ls", "schedule-lns"}
+LATENCY = {"latency-local-search", "latency-best"}
+
+
+def chain(n: int, seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    return Graph([Op(name=f"v{i}", work=float(rng.random()), out_bytes=1.0) for i in range(n)],
+                 [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+
+
+def _case(method: str) -> tuple[Graph, Cluster, CostModel | None]:
+    """An input on which ``method`` searches for a while without a limit."""
+    if method == "dp-servers":  # 41 ideals, under its limit of 64
+        return chain(40), Cluster.hierarchical(2, 2, intra=8.0, inter=1.0), None
+    if method in ("dp", "dpl"):  # DPL's sweep alone visits 4.5 million pairs
+        return chain(3000), Cluster.stages(4), None
+    g = regal(0, n=34).graph  # 94,620 ideals
+    model = (CostModel.named("makespan") if method in MAKESPAN else CostModel.named("latency")
+             if method in LATENCY else None)
+    return g, Cluster.stages(8), model
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_returns_a_placement_at_once_and_says_it_stopped(method):
+    graph, cluster, model = _case(method)
+    t0 = time.perf_counter()
+    result = run(method, graph, cluster, model=model, time_limit=0.0)
+    assert time.perf_counter() - t0 < 120  # generous: no method searches on
+    assert evaluate(result.placement, model or CostModel()).valid
+    if method not in BUILT_AT_ONCE:
+        assert result.info.get("stopped") == STOPPED, result.info
+        assert result.exact_among is None
+
+
+@pytest.mark.parametrize("method", ["dp", "slicegraph", "random"])
+def test_a_limit_not_reached_changes_nothing(method):
+    graph, cluster, model = regal(1, n=20).graph, Cluster.stages(3), None
+    free, limited = run(method, graph, cluster, model=model), run(method, graph, cluster, model=model, time_limit=600)
+    assert "stopped" not in limited.info and limited.objective == free.objective
+
+
+def test_a_negative_time_limit_is_bad_input():
+    with pytest.raises(SpecError, match=r"^greedy: time_limit must be a number of seconds >= 0 or None, got -1$"):
+        run("greedy", chain(3), Cluster.stages(2), time_limit=-1)
+
+
+def test_dp_stopped_before_its_lattice_returns_dpls_split_with_the_capacity_bound():
+    graph, cluster = regal(0, n=34).graph, Cluster.stages(8)  # DPL: 35 ideals; the DP: 94,620, stopped at 4,096
+    cut = run("dp", graph, cluster, time_limit=0.0)
+    assert cut.info["stopped"] == STOPPED and "enumerating the ideals" in cut.info["stopped_in"]
+    assert cut.objective == pytest.approx(run("dpl", graph, cluster).objective)
+    assert 0 < cut.bound < cut.objective and cut.exact_among is None
+
+
+def _boom(*args, **kwargs):
+    raise AssertionError("the ideals were enumerated")
+
+
+def test_dp_declines_a_wide_graph_before_enumerating_its_ideals(monkeypatch):
+    from placement_dsl.heuristics import ideal_kernels
+
+    monkeypatch.setattr(ideal_kernels, "enumerate_ideals", _boom)
+    ops = [Op(name=f"c{c}_{i}", work=1.0, out_bytes=1.0) for c in range(30) for i in range(14)]
+    wide = Graph(ops, [(f"c{c}_{i}", f"c{c}_{i + 1}") for c in range(30) for i in range(13)])  # 15^30 ideals
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError, match=r"has at least 2\^30 ideals \(30 of its 420 supernodes lie side by side"):
+        run("dp", wide, Cluster.stages(4))
+    # ten chains of 40 joined at both ends: no level wider than 10 (2^10 ideals), 41^10 ~ 2^53.6 by sampling
+    ops = [Op(name=f"c{c}_{i}", work=1.0, out_bytes=1.0) for c in range(10) for i in range(40)]
+    ops += [Op(name="s", work=1.0, out_bytes=1.0), Op(name="t", work=1.0)]
+    edges = [(f"c{c}_{i}", f"c{c}_{i + 1}") for c in range(10) for i in range(39)]
+    edges += [("s", f"c{c}_0") for c in range(10)] + [(f"c{c}_39", "t") for c in range(10)]
+    with pytest.raises(SpecError, match=r"has about 2\^54 ideals by sampling \(402 supernodes\)"):
+        run("dp", Graph(ops, edges), Cluster.stages(4))
+    assert time.perf_counter() - t0 < 30  # milliseconds once compiled: the enumeration took 24-52 s at 420 ops
+
+
+def test_dpl_sizes_its_path_not_the_wide_graph():
+    # DPL's path through 30 chains side by side numbers its nodes out of topological order: sized as numbered,
+    # its 421 prefixes looked like 2^30 ideals and DPL was declined
+    ops = [Op(name=f"c{c}_{i}", work=1.0, out_bytes=1.0) for c in range(30) for i in range(14)]
+    wide = Graph(ops, [(f"c{c}_{i}", f"c{c}_{i + 1}") for c in range(30) for i in range(13)])
+    result = run("dpl", wide, Cluster.stages(4))
+    assert result.info["ideals"] == 421 and evaluate(result.placement).valid
+
+
+def test_dp_on_a_long_chain_declines_without_dense_arrays():
+    # 200,000 ops: a dense predecessor matrix was 37.3 GiB; the ideals' bitsets alone would be 9.3 GiB
+    with pytest.raises(SpecError, match=r"200000 supernodes: its ideals as bitsets need at least 9\.3 GiB"):
+        run("dp", chain(200_000), Cluster.stages(4), time_limit=60)
+
+
+def test_dp_on_a_chain_of_20k_ops_stops_at_its_limit_with_a_split():
+    graph = chain(20_000)
+    t0 = time.perf_counter()
+    result = run("dp", graph, Cluster.stages(4), time_limit=2.0)
+    assert time.perf_counter() - t0 < 90  # generous slack (the cut itself comes within a second or two)
+    assert result.info["stopped"] == STOPPED and evaluate(result.placement).valid
+    assert result.objective < 0.3 * graph.work("*").sum()  # the balanced fallback, not one device
+
+
+@pytest.mark.parametrize("method", ["pipeline", "pipedream-planner", "gpipe-split"])
+def test_chain_dps_decline_before_allocating_tables_over_all_pairs(method):
+    # 30,000 positions: their pair tables would take 100+ GiB (a MemoryError, or the machine's swap)
+    with pytest.raises(SpecError, match=r"30000 positions along its DFS order need \d+\.\d GiB of tables"):
+        run(method, chain(30_000), Cluster.stages(4))
+
+
+@pytest.mark.parametrize("method", ["brkga", "random"])
+def test_an_order_search_cuts_its_first_decode_at_the_limit(method):
+    # one slicing DP of a 50,000-op chain on four stages visits hundreds of millions of segments: the first
+    # decode, always made, is cut at the limit and the order's work-balanced slicing returned
+    graph = chain(50_000)
+    result = run(method, graph, Cluster.stages(4), time_limit=0.5)
+    assert result.info["stopped"] == STOPPED and "slicing DP" in result.info["stopped_in"]
+    assert evaluate(result.placement).valid and result.objective < 0.3 * graph.work("*").sum()
