@@ -246,7 +246,7 @@ def test_a_warm_start_heuristic_past_its_limit_is_stopped_and_the_solve_answers(
         if method != "dp":
             return real(method)
 
-        def stuck(graph, cluster, model=None, seed=None):  # takes no time_limit: it never stops itself
+        def stuck(graph, cluster, model=None, seed=None, time_limit=None):  # ignores its time_limit
             time.sleep(60)
         return stuck
     monkeypatch.setattr(base, "resolve", resolve)

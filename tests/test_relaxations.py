@@ -107,7 +107,8 @@ def _tarnawski_graph(seed: int, n: int, training: bool) -> Graph:
     for op in base.ops:
         w = float(op.work["*"])
         cpu = float(rng.choice([1.0, 2.0, 4.0, np.inf]))
-        ops.append(op.model_copy(update={"work": {"accelerator": w, "cpu": w * cpu}}))
+        work = {"accelerator": w, "cpu": w * cpu} if np.isfinite(cpu) else {"accelerator": w}  # no kind: not there
+        ops.append(op.model_copy(update={"work": work}))
     return Graph(ops, [(base.names[u], base.names[v]) for u, v in zip(base.src, base.dst)], name="tarnawski")
 
 
