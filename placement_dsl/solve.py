@@ -168,20 +168,40 @@ class _Stop:
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
-        ev = self.start_eval if usable else None
-        status = Status.TIME_LIMIT_FEASIBLE if usable else Status.TIME_LIMIT_NO_SOLUTION
-        notes = [m for m in (self.refusal, why + ("; the answer is the warm start" if usable else "")) if m]
-        result = Result(status=status, placement=self.start if usable else None,
+        placement, ev = (self.start, self.start_eval) if usable else self._fallback()
+        status = Status.TIME_LIMIT_FEASIBLE if placement is not None else Status.TIME_LIMIT_NO_SOLUTION
+        answer = ("; the answer is the warm start" if usable else
+                  f"; the answer is the {placement.source} fallback split" if placement is not None else "")
+        notes = [m for m in (self.refusal, why + answer) if m]
+        result = Result(status=status, placement=placement,
                         objective=None if ev is None else ev.objective, bound=None, method=self.method,
                         solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
                         bound_scope=self.form.placement_class(self.problem))
         result.start_objective = None if self.start_eval is None else self.start_eval.objective
         result.start_accepted = False if self.refusal else None  # no solver was asked
-        result.found_by = _start_label(self.warm_start) if usable else ""
+        result.found_by = (_start_label(self.warm_start) if usable else
+                           f"fallback ({placement.source})" if placement is not None else "")
         self.known_bound(result)
         total = time.perf_counter() - self.t0
         result.timings = Seconds(start=total, total=total)
         return result
+
+    def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
+        """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
+        work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
+        from .heuristics.base import fallback
+
+        try:
+            found = fallback("fallback", self.problem.graph, self.problem.cluster, self.problem.cost_model(),
+                             phase="no model")
+        except PlacementError:
+            return None, None
+        placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
+                              source=found.info.get("fallback", "fallback"))
+        ev = self.problem.evaluate(placement)
+        if not ev.valid or self.problem.violations(placement):
+            return None, None
+        return placement, ev
 
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
@@ -245,8 +265,11 @@ def _start_placement(problem: Any, warm_start: str | Path | Placement,
 
         left = None if clock is None else max(clock.left() - MIN_SEARCH, 0.1)
         guard = Deadline(math.inf) if left is None else Deadline(left)  # a heuristic past its limit is stopped
-        found = call_within(guard, run, warm_start, problem.graph, problem.cluster, model=problem.cost_model(),
-                            time_limit=left)
+        try:
+            found = call_within(guard, run, warm_start, problem.graph, problem.cluster, model=problem.cost_model(),
+                                time_limit=left)
+        except SpecError as err:  # the method declines this graph (e.g. the DP's ideal count): no start, no error
+            raise PlacementError(f"{warm_start} declined the graph: {str(err).splitlines()[0]}") from None
         return found.placement, _class_bound(problem, found)
     path = Path(warm_start)
     if not path.exists():

@@ -95,11 +95,43 @@ def test_a_contiguous_problem_keeps_the_dps_bound_when_the_model_is_not_built(mo
     assert "proven by the warm start's heuristic" in result.message
 
 
-def test_without_a_start_the_stopped_solve_has_no_placement_but_a_bound():
+def test_without_a_start_the_stopped_solve_answers_a_fallback_split_with_a_bound():
+    problem, optimum = testing.chain()
+    result = solve(problem, deadline=SPENT)
+    assert result.status is Status.TIME_LIMIT_FEASIBLE and result.placement is not None
+    assert result.found_by.startswith("fallback (") and "fallback split" in result.message
+    assert problem.is_valid(result.placement) and 0 < result.bound <= optimum <= result.objective
+
+
+def test_without_a_start_or_a_fallback_the_stopped_solve_has_no_placement_but_a_bound(monkeypatch):
+    from placement_dsl.errors import PlacementError
+
+    def none(*args, **kwargs):
+        raise PlacementError("no split")
+    monkeypatch.setattr("placement_dsl.heuristics.base.fallback", none)
     problem, _ = testing.chain()
     result = solve(problem, deadline=SPENT)
     assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
     assert result.bound is not None and result.bound > 0
+
+
+def test_a_warm_start_heuristic_that_declines_the_graph_is_a_refused_start_not_an_error(monkeypatch):
+    from placement_dsl.heuristics import base
+
+    real = base.resolve
+
+    def resolve(method):
+        if method != "dp":
+            return real(method)
+
+        def declines(graph, cluster, model=None, seed=None, time_limit=None):
+            raise SpecError("dp: graph 'chain' has at least 2^48 ideals")
+        return declines
+    monkeypatch.setattr(base, "resolve", resolve)
+    problem, optimum = testing.chain()
+    result = solve(problem, time_limit=30, warm_start="dp")
+    assert result.status.is_ok and result.objective == pytest.approx(optimum)
+    assert "warm start refused" in result.message and "2^48 ideals" in result.message
 
 
 def test_the_build_stops_between_blocks_once_the_deadline_passes():
