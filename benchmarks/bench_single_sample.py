@@ -31,7 +31,9 @@ chooses, HiGHS), its bound and gap, the solve's wall seconds and its phases as
 ``build`` + ``handoff`` (model) and ``solve`` (search). Each heuristic runs with
 ``time_limit = max(5, T / 10)``. A value marked ``*`` is not valid for the problem (e.g. a
 non-contiguous split where the problem asks for contiguity), ``—`` means the method declined (reason
-in the JSON). Every value is the cost model's (``problem.evaluate``).
+in the JSON). Every value is the cost model's (``problem.evaluate``). "model not built": the solve sized
+the model, found it could not be built and searched in the time left, and answered its fallback (the
+JSON keeps its message).
 """
 from __future__ import annotations
 
@@ -289,7 +291,8 @@ def print_row(row: dict[str, Any]) -> None:
         anchor += "; ours: " + ", ".join(f"{fmt(s[m], '.2f')}x {m}" for m in ("m-sct", "getf"))
     markdown_row([row["input"], row["ops"], row["objective"], _cell(row["best heuristic"]), _cell(row["m-sct"]),
                   _cell(row["getf"]), _cell(row["list"]), _cell(row["one-device-best"]), _cell(ours),
-                  fmt(ours.get("bound"), ".6g"), fmt(ours.get("gap"), ".1%"), ours.get("status", "error"),
+                  fmt(ours.get("bound"), ".6g"), fmt(ours.get("gap"), ".1%"),
+                  ours.get("status", "error") + (" (model not built)" if "not built" in ours.get("message", "") else ""),
                   fmt(ours.get("seconds"), ".1f"), phases, anchor])
 
 
