@@ -64,6 +64,7 @@ METHODS: dict[str, str] = {
     "schedule-lns": "lns:schedule_lns",
     "schedule-ls": "schedule_ls:schedule_local_search",
     "cpop": "schedule_ls:cpop",
+    "m-sct": "etf:m_sct", "getf": "etf:getf",
 }
 
 
@@ -75,7 +76,7 @@ OPTIMIZES: dict[str, str] = {
                      "pipeline", "pipedream-planner", "polish"), "max_load"), "gpipe-split": "gpipe",
     "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
     "latency-local-search": "latency", "latency-best": "latency",
-    **dict.fromkeys(("list", "one-device-best", "schedule-lns", "schedule-ls", "cpop"), "makespan"),
+    **dict.fromkeys(("list", "one-device-best", "schedule-lns", "schedule-ls", "cpop", "m-sct", "getf"), "makespan"),
 }
 
 

@@ -1,0 +1,329 @@
+"""Single-sample placement (Tarnawski's latency, MOIRAI's makespan): ours against MOIRAI's baselines, with a bound.
+
+    python benchmarks/bench_single_sample.py [--time-limit 300] [--quick] [--only NAME ...]
+        [--sizes 500 1000 2000 5000] [--seeds 0 1 2] [--json out.json] [--data ../shared/data]
+
+Inputs (each skipped cleanly when its data is absent):
+
+* every latency input of Tarnawski et al. in ``dnn-partitioning/latency-inputs`` as the command line's
+  ``--objective latency --method ip`` means it (latency, hard memory, contiguous splits); anchor: the
+  paper's IP latency and gap (Table 4, ``paper_latency.csv``);
+* every MOIRAI sample sheet in ``moirai/`` (makespan, hard memory, port congestion); anchor:
+  example-1's optimum 30;
+* generated families, ``--sizes`` ops and ``--seeds`` (seed 0: the zoo's times; seed ``s > 0``: every
+  op time times a log-normal factor of sigma 0.1 drawn from ``s``, like profiling noise):
+
+  - ``gpt`` (operator-level transformer decoder of :func:`placement_dsl.zoo.gpt3`, hidden 512, 8 heads,
+    512 tokens, layers chosen for the size) and ``resnet`` (bottleneck CNN of
+    :func:`placement_dsl.zoo.resnet`, batch 8, its third stage deepened for the size) on both clusters of
+    MOIRAI's Table III (makespan; the CNN's accelerator times scaled by each GPU's fp32 peak); anchor:
+    MOIRAI Fig. 10's best speedups of its MILP over m-SCT and GETF (1.77x / 1.33x inter-server,
+    1.70x / 1.35x intra-server) next to ours over each;
+  - ``transformer`` (operator granularity, :func:`placement_dsl.zoo.transformer`) and ``resnet`` on a
+    Tarnawski-style cluster of 3 accelerators and a CPU (latency, hard memory, any split);
+  - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times.
+
+Columns: the best of the package's heuristics for the objective (``cpop`` and ``schedule-ls`` from it
+for makespan, ``latency-best`` for latency), ``m-sct``, ``getf``, HEFT (``list``), the best single
+device (``one-device-best``), ours (``solve(problem, time_limit=T)``: the formulation the problem
+chooses, HiGHS), its bound and gap, the solve's wall seconds and its phases as
+:class:`~placement_dsl.result.Seconds` reports them: ``start`` (the warm start: heuristics),
+``build`` + ``handoff`` (model) and ``solve`` (search). Each heuristic runs with
+``time_limit = max(5, T / 10)``. A value marked ``*`` is not valid for the problem (e.g. a
+non-contiguous split where the problem asks for contiguity), ``—`` means the method declined (reason
+in the JSON). Every value is the cost model's (``problem.evaluate``). "model not built": the solve sized
+the model, found it could not be built and searched in the time left, and answered its fallback (the
+JSON keeps its message).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import SHARED_DATA, fmt, markdown_head, markdown_row
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Congestion, Memory
+from placement_dsl.errors import PlacementError
+from placement_dsl.graph import Graph
+from placement_dsl.heuristics import run
+from placement_dsl.io import load_workload, moirai
+from placement_dsl.objectives import Latency, Makespan
+from placement_dsl.problem import Problem
+from placement_dsl.result import relative_gap
+from placement_dsl.solve import solve
+from placement_dsl.zoo import ACCELERATOR_ROOFLINE, RESNET_STAGES, TABLE_III, default_cluster, gpt3, resnet, transformer
+from placement_dsl.zoo.gpus import GPU_ROOFLINES, moirai_cluster
+
+BASELINES = ("m-sct", "getf", "list", "one-device-best")
+FIG10 = {"inter-server": {"m-sct": 1.77, "getf": 1.33}, "intra-server": {"m-sct": 1.70, "getf": 1.35}}
+"""MOIRAI Fig. 10 (a)/(b): its MILP's largest speedup over m-SCT and GETF on the original graphs."""
+TABLE_V_330M = {"m-sct": 15.92, "getf": 75.0, "ours": 82.8}
+"""MOIRAI Table V: placement seconds for GPT-3 330M (original graph; MOIRAI 1.38 min, GETF 1.25 min)."""
+PAPER_OPTIMUM = {"example-1": 30.0}
+TARNAWSKI_CLUSTER = "3acc+cpu"
+
+
+@dataclass
+class Case:
+    """An input, built only when it is run (``--only`` selects by name first)."""
+
+    name: str
+    build: Callable[[], Problem]
+    anchor: str = ""
+    scenario: str = ""
+
+    @cached_property
+    def problem(self) -> Problem:
+        return self.build()
+
+
+# ---------------------------------------------------------------------------- inputs
+def _noisy(graph: Graph, seed: int) -> Graph:
+    """``graph`` with every op time times a log-normal factor (sigma 0.1) drawn from ``seed``; seed 0: unchanged."""
+    if seed == 0:
+        return graph
+    rng = np.random.default_rng(seed)
+    ops = [op.model_copy(update={"work": {k: float(t * f) for k, t, f in
+                                          zip(op.work, op.work.values(), rng.lognormal(0.0, 0.1, len(op.work)))}})
+           for op in graph.ops]
+    return Graph(ops, [(graph.names[u], graph.names[v]) for u, v in zip(graph.src, graph.dst)],
+                 name=f"{graph.name}-s{seed}")
+
+
+def _on_gpus(graph: Graph, scenario: str) -> Graph:
+    """A zoo graph (accelerator/CPU kinds) on Table III's GPU kinds: accelerator time scaled by fp32 peaks."""
+    kinds = {kind for _, kind, _ in TABLE_III[scenario][0]}
+    ops = [op.model_copy(update={"work": {k: op.work["accelerator"] * ACCELERATOR_ROOFLINE.peak_flops
+                                          / GPU_ROOFLINES[k].peak_flops for k in kinds}}) for op in graph.ops]
+    return Graph(ops, [(graph.names[u], graph.names[v]) for u, v in zip(graph.src, graph.dst)], name=graph.name)
+
+
+@cache
+def _resnet_ops(depth: int) -> int:
+    return resnet(depth, batch=8).graph.n
+
+
+def _resnet(size: int) -> Graph:
+    """A bottleneck ResNet of about ``size`` ops: stages (3, 4, k, 3) with k chosen for the size."""
+    base = _resnet_ops(50)
+    per_block = (base - _resnet_ops(101)) / (6 - 23)
+    k = max(1, round(6 + (size - base) / per_block))
+    depth = 3 * (3 + 4 + k + 3) + 2
+    RESNET_STAGES.setdefault(depth, (3, 4, k, 3))  # the zoo names ResNets by depth; this one is ours
+    return resnet(depth, batch=8).graph
+
+
+def _gpt(size: int, cluster: str, seed: int) -> tuple[Graph, Cluster]:
+    heads = 8
+    layers = max(1, round((size - 14) / (43 + 10 * heads)))
+    w = gpt3(None, layers=layers, hidden=512, heads=heads, seq_len=512, cluster=cluster)
+    return _noisy(w.graph, seed), w.cluster
+
+
+def _transformer(size: int) -> Graph:
+    return transformer(layers=max(1, round((size - 2) / 12)), hidden=768, heads=12, seq_len=256, batch=4,
+                       granularity="operator").graph
+
+
+def makespan_problem(graph: Graph, cluster: Cluster) -> Problem:
+    return Problem(graph, cluster, Makespan(), [Memory(), Congestion("port")])
+
+
+def latency_problem(graph: Graph, cluster: Cluster) -> Problem:
+    return Problem(graph, cluster, Latency(), [Memory()])
+
+
+def generated(sizes: list[int], seeds: list[int], gpt3_330m: bool) -> list[Case]:
+    cases = []
+    for size in sizes:
+        for seed in seeds:
+            for scenario in sorted(TABLE_III):
+                ratio = FIG10[scenario]
+                anchor = f"Fig. 10 speedup ≤ {ratio['m-sct']}x m-SCT, {ratio['getf']}x GETF"
+                cases.append(Case(f"gpt-{size}-s{seed}@{scenario}",
+                                  lambda n=size, s=seed, sc=scenario: makespan_problem(*_gpt(n, sc, s)),
+                                  anchor, scenario))
+                cases.append(Case(f"resnet-{size}-s{seed}@{scenario}",
+                                  lambda n=size, s=seed, sc=scenario: makespan_problem(
+                                      _noisy(_on_gpus(_resnet(n), sc), s), moirai_cluster(sc)), anchor, scenario))
+            cases.append(Case(f"transformer-{size}-s{seed}@{TARNAWSKI_CLUSTER}",
+                              lambda n=size, s=seed: latency_problem(_noisy(_transformer(n), s), default_cluster(3, 1))))
+            cases.append(Case(f"resnet-{size}-s{seed}@{TARNAWSKI_CLUSTER}",
+                              lambda n=size, s=seed: latency_problem(_noisy(_resnet(n), s), default_cluster(3, 1))))
+    if gpt3_330m:
+        for scenario in sorted(TABLE_III):
+            anchor = ("Table V: m-SCT {m-sct} s, GETF {getf} s, MOIRAI {ours} s; ".format(**TABLE_V_330M)
+                      + f"Fig. 10 ≤ {FIG10[scenario]['m-sct']}x / {FIG10[scenario]['getf']}x")
+            cases.append(Case(f"gpt3-330M@{scenario}", lambda sc=scenario: _gpt3_330m(sc), anchor, scenario))
+    return cases
+
+
+def _gpt3_330m(scenario: str) -> Problem:
+    w = gpt3("330M", cluster=scenario)
+    return makespan_problem(w.graph, w.cluster)
+
+
+def tarnawski(data: Path) -> list[Case]:
+    root = data / "dnn-partitioning"
+    table = root / "paper_latency.csv"
+    if not table.exists():
+        print(f"skipped: no Tarnawski latency inputs at {root}", file=sys.stderr)
+        return []
+    import csv
+
+    with table.open() as fh:
+        paper = {r["file"]: r for r in csv.DictReader(line for line in fh if not line.startswith("#"))}
+    from placement_dsl.cli.problems import problem_for_method
+
+    cases = []
+    for key, row in sorted(paper.items(), key=lambda kv: int(kv[1]["nodes"])):
+        path = root / key
+        if path.exists():
+            cases.append(Case(path.stem.replace("_inference", ""),
+                              lambda p=path: problem_for_method(load_workload(p), "latency", "ip"),
+                              f"paper IP {row['ip_latency']} (gap {row['ip_mip_gap']})"))
+    return cases
+
+
+def sheets(data: Path) -> list[Case]:
+    folder = data / "moirai"
+    if not folder.is_dir():
+        print(f"skipped: no MOIRAI sheets at {folder}", file=sys.stderr)
+        return []
+    cases = []
+    for path in sorted(folder.glob("*.xls")):
+        optimum = PAPER_OPTIMUM.get(path.stem)
+        cases.append(Case(f"moirai:{path.stem}", lambda p=path: makespan_problem(*_sheet(p)),
+                          "—" if optimum is None else f"optimum {optimum:g}"))
+    return cases
+
+
+def _sheet(path: Path) -> tuple[Graph, Cluster]:
+    w = moirai.load(path)
+    return w.graph, w.cluster
+
+
+# ---------------------------------------------------------------------------- one input
+def heuristic(method: str, problem: Problem, limit: float, **options: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        r = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=limit, **options)
+    except PlacementError as err:
+        return {"value": None, "reason": str(err)[:200], "seconds": time.perf_counter() - t0}
+    ev = problem.evaluate(r.placement)
+    return {"value": ev.objective, "valid": ev.valid and not problem.violations(r.placement),
+            "seconds": time.perf_counter() - t0, "stopped": r.info.get("stopped"), "placement": r.placement}
+
+
+def best_heuristic(problem: Problem, limit: float) -> dict[str, Any]:
+    if isinstance(problem.objective, Latency):
+        out = heuristic("latency-best", problem, limit)
+        out["method"] = "latency-best"
+        return out
+    found = {m: heuristic(m, problem, limit) for m in ("cpop", "list")}
+    valid = {m: r for m, r in found.items() if r["value"] is not None}
+    if not valid:
+        return {**found["cpop"], "method": "cpop"}
+    start = min(valid, key=lambda m: valid[m]["value"])
+    out = heuristic("schedule-ls", problem, limit, start=valid[start]["placement"])
+    out["seconds"] += sum(r["seconds"] for r in found.values())
+    out["method"] = f"schedule-ls from {start}"
+    return out
+
+
+def bench(case: Case, time_limit: float) -> dict[str, Any]:
+    p = case.problem
+    limit = max(5.0, time_limit / 10)
+    row: dict[str, Any] = {"input": case.name, "ops": p.graph.n, "objective": type(p.objective).__name__.lower(),
+                           "anchor": case.anchor}
+    row["best heuristic"] = best_heuristic(p, limit)
+    for method in BASELINES:
+        row[method] = heuristic(method, p, limit)
+    t0 = time.perf_counter()
+    try:
+        r = solve(p, time_limit=time_limit)
+        ev = p.evaluate(r.placement) if r.placement is not None else None
+        row["ours"] = {"value": r.objective, "valid": ev is not None and ev.valid, "status": r.status.value,
+                       "bound": r.bound, "gap": relative_gap(r.objective, r.bound), "seconds": time.perf_counter() - t0,
+                       "phases": r.timings.to_dict(), "formulation": r.formulation, "message": r.message[:200]}
+    except PlacementError as err:
+        row["ours"] = {"value": None, "reason": str(err)[:200], "seconds": time.perf_counter() - t0}
+    if case.scenario:
+        ours = row["ours"].get("value")
+        row["speedup"] = {m: (row[m]["value"] / ours if ours and row[m].get("value") else None)
+                          for m in ("m-sct", "getf")}
+    for cell in row.values():
+        if isinstance(cell, dict):
+            cell.pop("placement", None)
+    return row
+
+
+# ---------------------------------------------------------------------------- output
+HEAD = ["input", "ops", "obj", "best heuristic", "m-SCT", "GETF", "HEFT", "one device", "ours", "bound", "gap",
+        "status", "wall s", "start / build / search s", "anchor"]
+
+
+def _cell(r: dict[str, Any]) -> str:
+    if r.get("value") is None:
+        return "—"
+    mark = "" if r.get("valid", True) else "*"
+    return f"{r['value']:.6g}{mark}" + (" (stopped)" if r.get("stopped") else "")
+
+
+def print_row(row: dict[str, Any]) -> None:
+    ours = row["ours"]
+    ph = ours.get("phases") or {}
+    phases = (f"{ph.get('start', 0):.1f} / {ph.get('build', 0) + ph.get('handoff', 0):.1f} / "
+              f"{ph.get('solve', 0):.1f}") if ph else "—"
+    anchor = row["anchor"]
+    if "speedup" in row:
+        s = row["speedup"]
+        anchor += "; ours: " + ", ".join(f"{fmt(s[m], '.2f')}x {m}" for m in ("m-sct", "getf"))
+    markdown_row([row["input"], row["ops"], row["objective"], _cell(row["best heuristic"]), _cell(row["m-sct"]),
+                  _cell(row["getf"]), _cell(row["list"]), _cell(row["one-device-best"]), _cell(ours),
+                  fmt(ours.get("bound"), ".6g"), fmt(ours.get("gap"), ".1%"),
+                  ours.get("status", "error") + (" (model not built)" if "not built" in ours.get("message", "") else ""),
+                  fmt(ours.get("seconds"), ".1f"), phases, anchor])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=None, help="seconds per solve (default 300; --quick: 20)")
+    ap.add_argument("--quick", action="store_true", help="a short run: 20 s, 500 ops, seed 0, no GPT-3 330M")
+    ap.add_argument("--only", nargs="+", default=None, help="inputs whose name contains one of these")
+    ap.add_argument("--sizes", nargs="+", type=int, default=None, help="ops of the generated graphs")
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds of the generated graphs")
+    ap.add_argument("--json", type=Path, default=None, help="write every row (with reasons and phases) here")
+    ap.add_argument("--data", type=Path, default=SHARED_DATA, help="the reference data folder")
+    args = ap.parse_args()
+    time_limit = args.time_limit if args.time_limit is not None else (20.0 if args.quick else 300.0)
+    sizes = args.sizes or ([500] if args.quick else [500, 1000, 2000, 5000])
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    if min(sizes) < 1 or not math.isfinite(time_limit) or time_limit <= 0:
+        ap.error("--sizes must be positive and --time-limit a positive number of seconds")
+    cases = tarnawski(args.data) + sheets(args.data) + generated(sizes, seeds, gpt3_330m=not args.quick)
+    if args.only:
+        cases = [c for c in cases if any(o in c.name for o in args.only)]
+    print(f"time limit {time_limit:g} s per solve, heuristics {max(5.0, time_limit / 10):g} s each\n")
+    markdown_head(HEAD)
+    rows = []
+    for case in cases:
+        row = bench(case, time_limit)
+        rows.append(row)
+        print_row(row)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
