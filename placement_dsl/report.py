@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..evaluate import DeviceCost
-    from ..graph import Graph
-    from ..placement import Placement
+    from .evaluate import DeviceCost
+    from .graph import Graph
+    from .placement import Placement
 
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 _TIME_FIELDS = (("compute", "compute"), ("compute_fw", "compute_fw"), ("compute_bw", "compute_bw"),
