@@ -22,7 +22,7 @@ import numpy as np
 from .errors import SpecError
 from .evaluate import CostModel, evaluate
 from .graph import Graph, Op
-from .schedule import Congestion as Mode
+from .schedule import Congestion as CongestionMode  # the schedule referee's modes; Congestion here is the term
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -344,7 +344,7 @@ class Congestion(Term):
 
     def __post_init__(self) -> None:
         try:
-            mode = Mode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
+            mode = CongestionMode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
         except ValueError:
             raise SpecError(f"Congestion(mode={self.mode!r}): choose 'port', 'channel' or None") from None
         object.__setattr__(self, "mode", mode.value)
