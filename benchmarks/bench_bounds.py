@@ -21,9 +21,9 @@ from common import SHARED_DATA, require
 from placement_dsl import zoo
 from placement_dsl.certify import certify
 from placement_dsl.cli import resize
-from placement_dsl.cli.problems import dag_problem
 from placement_dsl.evaluate import CostModel
 from placement_dsl.io import Workload, load_workload
+from placement_dsl.presets import dag_problem
 
 PROFILES = SHARED_DATA / "pipedream-profiles"
 KS = (2, 4, 8, 16, 32, 64)

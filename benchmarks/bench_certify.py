@@ -58,12 +58,12 @@ from common import markdown_head as table
 from common import paper_table as paper_rows
 
 from placement_dsl.certify import certify
-from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.neighbourhood import ip_neighbourhoods
 from placement_dsl.heuristics.polish import packed_start
 from placement_dsl.heuristics.rins import rins
 from placement_dsl.io import load_workload
+from placement_dsl.presets import problem_for_method
 from placement_dsl.solve import solve
 
 CERTIFY_GAP = 0.01

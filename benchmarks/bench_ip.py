@@ -26,11 +26,11 @@ from common import fmt, throughput_inputs
 from common import input_key as _key
 from common import paper_table as paper_rows
 
-from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.compile import compile
 from placement_dsl.formulations.chain import chain_problem
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload
+from placement_dsl.presets import problem_for_method
 from placement_dsl.solve import solve
 
 FORMULATIONS = {"plain": ("ip", "throughput"), "chain": ("ip", "chain"), "noncontig": ("ip-noncontig", "throughput")}

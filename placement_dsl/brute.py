@@ -20,6 +20,7 @@ from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .placement import Placement
 from .problem import Problem
+from .training_terms import Replicate
 
 MAX_BRUTE_FORCE = 20_000
 
@@ -51,8 +52,6 @@ def _replicated(problem: Problem, candidates: Any) -> Any:
     """Each placement, and with a ``Replicate`` term every choice of replica counts for its stages
     (replicas on the free devices of the stage's kind, in pipeline order: identical devices give
     every choice of devices the same cost)."""
-    from .training_terms import Replicate
-
     limit = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
     for placement in candidates:
         yield placement

@@ -81,7 +81,8 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
-from .bounds import simple_lower_bound
+from .bounds import local, simple_lower_bound
+from .bounds.local import problem_bound
 from .bounds.packing import packing_bound
 from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
@@ -90,10 +91,13 @@ from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .evaluate import Objective
+from .heuristics import run as heuristic
+from .heuristics.polish import packed_start
 from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
+from .training_terms import Replicate
 
 __all__ = ["LEVELS", "Certificate", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
            "guess_bound", "level_status", "model_bound"]
@@ -210,8 +214,6 @@ class _Run:
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
     """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
     the first valid placement."""
-    from .heuristics import run as heuristic
-
     g, c = run.problem.graph, run.problem.cluster
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):
@@ -264,8 +266,6 @@ def _widened(problem: Problem) -> str | None:
 
 def _replicas(problem: Problem) -> int:
     """The most devices a stage may run on (1 without a ``Replicate`` term)."""
-    from .training_terms import Replicate
-
     return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
 
 
@@ -284,8 +284,6 @@ def _simple(run: _Run, seconds: float) -> Outcome:
 
 
 def _dp(run: _Run, seconds: float) -> Outcome:
-    from .heuristics import run as heuristic
-
     scope = run.scope if _dp_class_is_dag_order(run.problem) else DP_CLASS
     R = _replicas(run.problem)
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
@@ -318,9 +316,6 @@ def _polish(run: _Run, split: Placement, seconds: float) -> None:
     """Without structure the DP's split is only a start: polish (blocks moved off the busiest stage) from it and
     from the packing bound's packing (``heuristics.polish.packed_start``, where it packs anything), each in
     ``seconds``."""
-    from .heuristics import run as heuristic
-    from .heuristics.polish import packed_start
-
     packed = packed_start(run.problem.graph, run.problem.cluster)
     for start, label in ((split, "polish"), (packed, "polish-packed")):
         if start is not None:
@@ -385,8 +380,6 @@ def _chain(run: _Run, seconds: float) -> Outcome:
 
 def _stage_cut(run: _Run, seconds: float) -> Outcome:
     """``max_v min_{S ∋ v} load(S)`` by one minimum cut per op (:mod:`placement_dsl.bounds.local`)."""
-    from .bounds.local import problem_bound
-
     clock = run.clock.within(seconds)
     bound, note = problem_bound(run.problem, deadline=clock)
     if clock.expired():
@@ -478,8 +471,6 @@ def _chain_accepts(problem: Problem) -> str | None:
 
 
 def _local() -> Any:
-    from .bounds import local
-
     return local
 
 

@@ -14,6 +14,7 @@ from .bounds.latency import critical_path_bound
 from .certificate import LevelStatus, model_bound, solve_level
 from .deadline import BudgetSpent, call_within
 from .errors import PlacementError
+from .heuristics import run as heuristic
 from .objectives import Latency
 from .placement import PlacementClass
 from .problem import Problem
@@ -90,7 +91,6 @@ def latency_ip(run: Any, seconds: float) -> Outcome:
 def latency_upper(run: Any, seconds: float) -> None:
     """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q."""
     from .formulations.latency import subgraphs_per_accelerator
-    from .heuristics import run as heuristic
 
     model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
     p = run.problem

@@ -29,6 +29,7 @@ from .evaluate import CostModel
 from .formulations import Formulation, get
 from .placement import Placement
 from .problem import Problem
+from .schedule import Schedule, transfer_tasks
 
 
 @dataclass
@@ -141,8 +142,6 @@ class VarMap:
 
     def _schedule(self, placement: Placement) -> Any:
         """The solution's start times (cost-model units) for every op and every transfer the placement needs."""
-        from .schedule import Schedule, transfer_tasks
-
         ctx, link = self.context, self.context.link(ScheduleLink)
         start = np.array([_value(link.start(v)) for v in range(ctx.n)]) * ctx.scale.time
         prod, recv, _ = transfer_tasks(placement)

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .errors import SpecError
+from .evaluate import CostModel, evaluate
 from .graph import Graph, Op
+from .schedule import Congestion as CongestionMode  # the schedule referee's modes; Congestion here is the term
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -312,8 +314,6 @@ class Subgraphs(Term):
 def subgraph_counts(placement: Placement) -> dict[str, int]:
     """Contiguous subgraphs per accelerator: the latency cost model's count, else the most runs of the
     accelerator's ops on one path (the same cut, Tarnawski §4.1)."""
-    from .evaluate import CostModel, evaluate
-
     counts = getattr(evaluate(placement, CostModel.named("latency")), "subgraphs", None)
     if counts:
         return dict(counts)
@@ -343,10 +343,8 @@ class Congestion(Term):
     mode: str | None = "port"
 
     def __post_init__(self) -> None:
-        from .schedule import Congestion as Mode
-
         try:
-            mode = Mode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
+            mode = CongestionMode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
         except ValueError:
             raise SpecError(f"Congestion(mode={self.mode!r}): choose 'port', 'channel' or None") from None
         object.__setattr__(self, "mode", mode.value)

@@ -35,6 +35,7 @@ from .errors import SpecError
 from .invocation import invocations
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
+from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
@@ -204,8 +205,6 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready verdict; ``devices`` has one row per device with the unit in each key
         (``compute_ms``, ``memory_bytes``, ``memory_capacity_bytes``, ``memory_percent``, ...)."""
-        from .io.report import device_rows
-
         return {
             "objective": self.objective,
             "valid": self.valid,
@@ -220,8 +219,6 @@ class Evaluation:
 
     def table(self) -> str:
         """Per-device table as aligned text: times in ms, memory as bytes used / capacity (share)."""
-        from .io.report import device_table
-
         rows = device_table(self.devices, passes=self.model.objective is Objective.GPIPE or None)
         rows.append(f"objective ({self.model.name or self.model.objective.value}): {self.objective:.6g}   "
                     f"valid: {self.valid}")

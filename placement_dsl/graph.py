@@ -28,25 +28,9 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from .errors import SpecError
-from .limits import MAX_TOTAL, Validated, construct, total_ok
+from .limits import FIELD, MAX_TOTAL, Validated, amount, construct, total_ok
 
 DEFAULT_KIND = "*"
-
-
-def _check_cost(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number, got {value!r}")  # noqa: TRY004 - pydantic reports ValueErrors
-    try:
-        value = float(value)
-    except OverflowError:
-        raise ValueError(f"{what} must be at most {MAX_TOTAL:g}, got an integer of {len(str(value))} digits") from None
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r:.40}") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
-    if value > MAX_TOTAL:
-        raise ValueError(f"{what} must be at most {MAX_TOTAL:g}, got {value!r}")
-    return value
 
 
 class Op(Validated):
@@ -73,12 +57,12 @@ class Op(Validated):
             value = {DEFAULT_KIND: value}
         if not isinstance(value, Mapping) or not value:
             raise ValueError("work must be a number or a non-empty mapping kind -> time")
-        return {str(k): _check_cost(v, f"work[{k!r}]") for k, v in value.items()}
+        return {str(k): amount(v, f"work[{k!r}]", wording=FIELD, error=ValueError) for k, v in value.items()}
 
     @field_validator("param_bytes", "out_bytes", "activation_bytes", mode="before")
     @classmethod
     def _nonneg(cls, value: Any, info: Any) -> float:
-        return _check_cost(value, info.field_name)
+        return amount(value, info.field_name, wording=FIELD, error=ValueError)
 
     @field_validator("backward", mode="before")
     @classmethod

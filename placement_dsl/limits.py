@@ -31,6 +31,52 @@ def total_ok(value: float) -> bool:
     return math.isfinite(value) and 0 <= value <= MAX_TOTAL
 
 
+# How a refused amount is worded: a constructor's field (``work['cpu'] must be ...``, raised as a ValueError that the
+# pydantic model turns into its one-line SpecError) or a reader's cell (``node 3: mi: 'x' is not a number``).
+FIELD = {"not_number": "{where} must be a number, got {value!r:.40}",
+         "digits": "{where} must be at most {top:g}, got an integer of {digits} digits",
+         "negative": "{where} must be a finite number >= 0, got {value!r}",
+         "beyond": "{where} must be at most {top:g}, got {value!r}"}
+CELL = {"not_number": "{where}: {value!r:.40} is not a number",
+        "digits": "{where}: an integer of {digits} digits is beyond {top:g}",
+        "negative": "{where}: {value!r} must be a finite number >= 0",
+        "beyond": "{where}: {value!r} is beyond {top:g}; give it in a larger unit"}
+
+
+def amount(value: Any, where: str, unlimited: bool = False, *, wording: Mapping[str, str] = CELL,
+           error: type[Exception] = SpecError) -> float:
+    """``value`` as a finite number in ``[0, MAX_TOTAL]`` (or ``inf`` when ``unlimited``), else ``error`` naming
+    ``where`` and the value in ``wording`` (:data:`CELL` or :data:`FIELD`); ``True``/``False`` are not numbers.
+
+    >>> amount("2.5", "mi"), amount(float("inf"), "maxSizePerFPGA", unlimited=True)
+    (2.5, inf)
+    >>> amount(-1, "node 3: mi")
+    Traceback (most recent call last):
+    ...
+    placement_dsl.errors.SpecError: node 3: mi: -1 must be a finite number >= 0
+    >>> amount(True, "work['cpu']", wording=FIELD, error=ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: work['cpu'] must be a number, got True
+    """
+    def refuse(key: str, **fields: Any) -> Exception:
+        return error(wording[key].format(where=where, value=value, top=MAX_TOTAL, **fields))
+
+    if isinstance(value, bool):
+        raise refuse("not_number")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise refuse("digits", digits=len(str(value))) from None
+    except (TypeError, ValueError):
+        raise refuse("not_number") from None
+    if math.isnan(out) or (math.isinf(out) and not unlimited) or out < 0:
+        raise refuse("negative")
+    if math.isfinite(out) and out > MAX_TOTAL:
+        raise refuse("beyond")
+    return out
+
+
 def count(value: Any, where: str, low: int = 0, high: int = MAX_DEVICES) -> int:
     """``value`` as an integer in ``[low, high]`` (``True``/``False`` and ``2.7`` are not counts), else a
     :class:`SpecError` naming ``where`` and the value.

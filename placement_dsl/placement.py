@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -185,14 +186,23 @@ class Placement:
         return [int(i) for i in np.flatnonzero(seq[1:] != seq[:-1]) + 1]
 
     def evaluate(self, model: CostModel | None = None) -> Evaluation:
-        """Score with the cost model (see :func:`placement_dsl.evaluate.evaluate`)."""
-        from .evaluate import evaluate
+        """Deprecated: ``placement_dsl.evaluate(placement, model)``, the one evaluation entry.
+
+        The cost model sits above placements, so this method reaches up the layers; it goes in the next release.
+        """
+        warnings.warn("Placement.evaluate() is deprecated; call placement_dsl.evaluate(placement, model)",
+                      DeprecationWarning, stacklevel=2)
+        from .evaluate import evaluate  # deprecated method: the cost model sits above placements
 
         return evaluate(self, model)
 
     def table(self, model: CostModel | None = None) -> str:
-        """The per-device table (ops, compute, transfers, memory, load) as text."""
-        return self.evaluate(model).table()
+        """Deprecated: ``placement_dsl.evaluate(placement, model).table()``."""
+        warnings.warn("Placement.table() is deprecated; call placement_dsl.evaluate(placement, model).table()",
+                      DeprecationWarning, stacklevel=2)
+        from .evaluate import evaluate  # deprecated method: the cost model sits above placements
+
+        return evaluate(self, model).table()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": PLACEMENT_FORMAT, "version": 1, "graph": self.graph.name}

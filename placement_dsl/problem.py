@@ -29,6 +29,7 @@ from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
 from .replication import replicas_dict
+from .workload import graph_from_dict, graph_to_dict
 
 PROBLEM_FORMAT = "placement_dsl.problem"
 VERSION = 1
@@ -180,8 +181,6 @@ class Problem:
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
-        from .io.workload import graph_to_dict
-
         return {
             "format": PROBLEM_FORMAT, "version": VERSION,
             "graph": graph_to_dict(self.source_graph), "cluster": self.cluster.to_dict(),
@@ -190,8 +189,6 @@ class Problem:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Problem:
-        from .io.workload import graph_from_dict
-
         if not isinstance(data, Mapping):
             raise SpecError(f"a problem is a mapping with 'graph', 'cluster' and 'objective', got {type(data).__name__}")
         if data.get("format", PROBLEM_FORMAT) != PROBLEM_FORMAT:

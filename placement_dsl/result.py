@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .evaluate import Evaluation
-from .io.report import device_rows, stage_lines, stage_ranges
 from .placement import Placement, PlacementClass
+from .report import device_rows, stage_lines, stage_ranges
 from .solvers.base import Status
 
 

@@ -189,7 +189,7 @@ class _Stop:
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
-        from .heuristics.base import fallback
+        from .heuristics.fallback import fallback
 
         try:
             found = fallback("fallback", self.problem.graph, self.problem.cluster, self.problem.cost_model(),

@@ -50,7 +50,7 @@ from .problem import Problem, Stages
 
 __all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op",
            "optimum", "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
-from .training_terms import TrainingMemory
+from .training_terms import Replicate, TrainingMemory
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -307,8 +307,6 @@ def replicated_chain() -> tuple[Problem, float]:
     ``a`` on two replicas: ``(10 + 1) / 2 + 2 (2-1)/2 * 2 = 7.5`` (Tarnawski App. C.2 with a ring
     all-reduce); ``b`` alone: ``1 + 1``. Both on three replicas give ``11/3 + 4``; no replicas, 11.
     """
-    from .training_terms import Replicate
-
     g = Graph([Op(name="a", work=10, param_bytes=2, out_bytes=1), Op(name="b", work=1, param_bytes=1)], [("a", "b")])
     return Problem(g, Cluster.accelerators(3), Throughput(), [Contiguous(), Replicate(3)]), 7.5
 

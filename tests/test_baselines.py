@@ -8,7 +8,8 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.baselines import contract, level_path
+from placement_dsl.heuristics.baselines import contract
+from placement_dsl.heuristics.level_path import level_path
 
 METHODS = ["greedy", "local-search", "pipedream", "one-device"]
 

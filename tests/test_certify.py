@@ -7,13 +7,14 @@ import pytest
 
 from placement_dsl import testing
 from placement_dsl.certify import LEVELS, Certificate, LevelStatus, certify
-from placement_dsl.cli.problems import bounds_payload, dag_problem
+from placement_dsl.cli.problems import bounds_payload
 from placement_dsl.constraints import Contiguous, DagOrder
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.io import Workload
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import PlacementClass
+from placement_dsl.presets import dag_problem
 from placement_dsl.problem import Problem, Stages
 
 

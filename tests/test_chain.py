@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from placement_dsl import testing
 from placement_dsl.bounds import chain_data
-from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, Memory
@@ -20,6 +19,7 @@ from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations.chain import LoadTarget, certified_bound, chain_problem
 from placement_dsl.objectives import PipeDream, Throughput
 from placement_dsl.placement import Placement, PlacementClass
+from placement_dsl.presets import problem_for_method
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status

@@ -108,7 +108,7 @@ def test_without_a_start_or_a_fallback_the_stopped_solve_has_no_placement_but_a_
 
     def none(*args, **kwargs):
         raise PlacementError("no split")
-    monkeypatch.setattr("placement_dsl.heuristics.base.fallback", none)
+    monkeypatch.setattr("placement_dsl.heuristics.fallback.fallback", none)
     problem, _ = testing.chain()
     result = solve(problem, deadline=SPENT)
     assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None

@@ -264,7 +264,7 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     """On REGAL's graph 3 (30 nodes, 8 stages) BRKGA's split (1477.66) beats DPL's (1599.47): as a second
     incumbent it narrows the search's band, and the optimum (1395.24) is the same as without it."""
     from placement_dsl.cli import resize
-    from placement_dsl.heuristics import ideals, orderings
+    from placement_dsl.heuristics import ideals
     from placement_dsl.heuristics.orderings import brkga
     from placement_dsl.zoo import regal
 
@@ -287,7 +287,7 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     assert len({(int(a), int(b)) for a, b in zip(assign, mine, strict=True)}) == len(stages)
     assert ideals._brkga_split(_setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
     asked = []  # the DP's time limit bounds BRKGA's run: it gets what is left of it
-    monkeypatch.setattr(orderings, "brkga", lambda *a, **k: asked.append(k["time_limit"]) or brkga(*a, **k))
+    monkeypatch.setattr(ideals, "brkga", lambda *a, **k: asked.append(k["time_limit"]) or brkga(*a, **k))
     ideals.dp(w.graph, cluster, model=model, time_limit=50)
     ideals.dp(w.graph, cluster, model=model)
     assert 0 < asked[0] < 50 and asked[1] is None
@@ -299,7 +299,7 @@ def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkey
     # a -> b -> c -> z on three stages: {a} | {b, c} is a DP split, on the first two devices or backwards (the DP
     # places its stages in DAG order); {a, c} | {b} is not contiguous; the zero-work leaf z is merged into c (App. B),
     # so {a} | {b, c} | {z}, a valid placement, splits a supernode
-    from placement_dsl.heuristics import ideals, orderings
+    from placement_dsl.heuristics import ideals
     from placement_dsl.placement import Placement
 
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=1, out_bytes=1),
@@ -307,7 +307,7 @@ def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkey
     cluster = Cluster.stages(3)
     su = _setup(g, cluster, CostModel(), False, True)
     assert su.con.n_nodes == 3  # z merged into c
-    monkeypatch.setattr(orderings, "brkga", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(ideals, "brkga", lambda *a, **k: SimpleNamespace(
         placement=Placement(g, cluster, full), objective=7.0))
     stages, value = ideals._brkga_split(su)
     assert value == 7.0

@@ -14,7 +14,7 @@ from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.ideal_servers import dp_servers
-from placement_dsl.heuristics.pipeline_dp import pipeline
+from placement_dsl.heuristics.pipeline import pipeline
 from placement_dsl.objectives import Throughput
 from placement_dsl.problem import Problem
 from placement_dsl.testing import forward_ordered_optimum

@@ -18,23 +18,18 @@ from placement_dsl.constraints import Contiguous, DagOrder, Overflow
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import ideal_lattice as lattice
 from placement_dsl.heuristics import ideals, run
 from placement_dsl.heuristics.contract import Contraction, contract
-from placement_dsl.heuristics.ideals import (
+from placement_dsl.heuristics.ideal_lattice import (
     _bitsets,
     _name_rank,
-    _search,
-    _setup,
     _tensors,
     device_classes,
     dfs_order,
-    dp,
-    dpl,
     ideal_lattice,
-    peak_rss,
-    replicated_objective,
-    table_bytes,
 )
+from placement_dsl.heuristics.ideals import _search, _setup, dp, dpl, peak_rss, replicated_objective, table_bytes
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
@@ -324,11 +319,11 @@ def test_replication_keeps_a_zero_work_leaf_with_parameters_apart(per_kind):
 
 
 def test_too_many_device_classes_names_them():
-    devices = [Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(ideals.MAX_STATES.bit_length())]
+    devices = [Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(lattice.MAX_STATES.bit_length())]
     cluster = Cluster(devices)
     sizes = ", ".join("1 x 'accelerator'" for _ in devices)
     with pytest.raises(SpecError, match=rf"\({sizes}\).*use a heuristic such as 'slicegraph'$"):
-        ideals.device_classes(cluster)
+        lattice.device_classes(cluster)
 
 
 @given(graph=inference_graphs(max_ops=6, groups=False), model=st.sampled_from(MODELS[:3]))
@@ -590,8 +585,8 @@ def test_a_zero_cost_leaf_with_parameters_merges_without_replication():
 
 
 def test_a_cluster_at_the_state_limit_is_accepted():
-    m = ideals.MAX_STATES.bit_length() - 1  # m classes of one device each: 2 ** m = MAX_STATES states
-    assert 2 ** m == ideals.MAX_STATES
+    m = lattice.MAX_STATES.bit_length() - 1  # m classes of one device each: 2 ** m = MAX_STATES states
+    assert 2 ** m == lattice.MAX_STATES
     cluster = Cluster([Device(name=f"a{i}", kind="accelerator", memory=float(i + 1)) for i in range(m)])
     assert dp(Graph([Op(name="a", work=1)], []), cluster).objective == 1.0
 
@@ -702,7 +697,6 @@ def test_boundaries_match_each_ideals_tensors_counted_from_scratch(seed):
     """The ideals' in/out traffic and split tensors, built from each ideal's immediate sub-ideal (work: the
     output plus the tensors at each added node, where a pass over ideals x tensors took 47 s on a 20k chain)."""
     from placement_dsl.heuristics import ideal_kernels as K
-    from placement_dsl.heuristics.ideals import _tensors
 
     g = random_graph(np.random.default_rng(seed), 70, density=0.3)  # 70 nodes: tensors across two words
     lat = ideal_lattice(contract(g), 200_000)

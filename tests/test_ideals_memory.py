@@ -14,7 +14,7 @@ from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics.ideals import dp
-from placement_dsl.heuristics.pipeline_dp import pipeline
+from placement_dsl.heuristics.pipeline import pipeline
 from placement_dsl.objectives import Throughput
 from placement_dsl.problem import Problem
 from placement_dsl.testing import forward_ordered_optimum

@@ -95,8 +95,8 @@ def test_certify_simple_level_carries_the_packing_bound():
 
 def test_gnmt_inference_layers_24_78_and_6_89_share_an_accelerator(dnn_partitioning):
     """Tarnawski's GNMT inference: 31.669 from packing, where the throughput IP's dual bound stalls at 31.19."""
-    from placement_dsl.cli.problems import problem_for_method
     from placement_dsl.io import load_workload
+    from placement_dsl.presets import problem_for_method
 
     path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
     problem = problem_for_method(load_workload(path), method="ip-noncontig")
@@ -151,10 +151,10 @@ def test_certify_starts_from_a_given_placement():
 
 def test_gnmt_inference_polish_from_the_packing_reaches_the_paper(dnn_partitioning):
     """Polish from the packed start: 31.6873, which the paper prints as 31.68 (the DP's split polishes to 31.96)."""
-    from placement_dsl.cli.problems import problem_for_method
     from placement_dsl.heuristics import run
     from placement_dsl.heuristics.polish import packed_start
     from placement_dsl.io import load_workload
+    from placement_dsl.presets import problem_for_method
 
     path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
     problem = problem_for_method(load_workload(path), method="ip-noncontig")
@@ -168,8 +168,8 @@ def test_gnmt_inference_polish_from_the_packing_reaches_the_paper(dnn_partitioni
 def test_certify_proves_gnmt_inference_within_a_percent(dnn_partitioning):
     """Default non-contiguous levels: the packing bound and polish from the packing certify 31.6873 / 31.669."""
     from placement_dsl.certify import certify
-    from placement_dsl.cli.problems import problem_for_method
     from placement_dsl.io import load_workload
+    from placement_dsl.presets import problem_for_method
 
     path = dnn_partitioning / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
     problem = problem_for_method(load_workload(path), method="ip-noncontig")

@@ -11,8 +11,8 @@ import csv
 
 import pytest
 
-from placement_dsl.cli.problems import problem_for_method
 from placement_dsl.io import load_workload
+from placement_dsl.presets import problem_for_method
 from placement_dsl.solve import solve
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]

@@ -6,6 +6,7 @@ import pytest
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
 
@@ -69,6 +70,14 @@ def test_with_cluster_and_evaluate(chain):
     p = Placement(chain, Cluster.stages(2), [0, 0, 1, 1])
     q = p.with_cluster(Cluster.stages(2, bandwidth=2.0))
     assert q.assign.tolist() == p.assign.tolist() and q.cluster != p.cluster
-    assert p.evaluate().objective == 2.0  # no tensors: each stage works 2
-    assert "objective (max_load): 2" in p.table()
+    assert evaluate(p).objective == 2.0  # no tensors: each stage works 2
     assert "4 ops on 2/2 devices" in repr(p)
+
+
+def test_placement_evaluate_and_table_are_deprecated(chain):
+    """The cost model sits above placements: Placement.evaluate/table forward to evaluate() with a warning."""
+    p = Placement(chain, Cluster.stages(2), [0, 0, 1, 1])
+    with pytest.warns(DeprecationWarning, match=r"placement_dsl\.evaluate\(placement, model\)"):
+        assert p.evaluate().objective == 2.0
+    with pytest.warns(DeprecationWarning, match=r"\.table\(\)"):
+        assert "objective (max_load): 2" in p.table()

@@ -135,7 +135,7 @@ def test_load_names_the_file(tmp_path):
         Problem.load(path)
 
 def test_command_line_methods_map_to_terms():
-    from placement_dsl.cli.problems import problem_for_method
+    from placement_dsl.presets import problem_for_method
 
     w = Workload(chain_graph([1, 2, 3]), Stages(2))
     assert problem_for_method(w, "bottleneck", "exact").has(DagOrder)

@@ -16,7 +16,8 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.ideals import dp, dpl
 from placement_dsl.heuristics.pipedream_planner import pipedream_planner
-from placement_dsl.heuristics.pipeline_dp import layout, pipeline
+from placement_dsl.heuristics.pipeline import pipeline
+from placement_dsl.heuristics.pipeline_dp import layout
 from placement_dsl.placement import Placement
 from placement_dsl.replication import ALLREDUCE_FACTOR, set_bandwidth
 from placement_dsl.simulate import analytic_time_per_sample, simulate

@@ -1,4 +1,4 @@
-"""Text and JSON reports of a placement (placement_dsl.io.report): stage ranges that say what a stage holds,
+"""Text and JSON reports of a placement (placement_dsl.report): stage ranges that say what a stage holds,
 op names rather than ids, the objective asked for, and the forward and backward loads of training objectives."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.io.dnn_partitioning import graph_from_dict
-from placement_dsl.io.report import device_table, display_names, stage_lines, stage_ranges
 from placement_dsl.placement import Placement
+from placement_dsl.report import device_table, display_names, stage_lines, stage_ranges
 
 
 def residual() -> Graph:

@@ -10,7 +10,7 @@ from placement_dsl.cli import main
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.heuristics.pipedream_planner import pipedream_planner
-from placement_dsl.heuristics.pipeline_dp import pipeline
+from placement_dsl.heuristics.pipeline import pipeline
 from placement_dsl.io import pipedream
 from placement_dsl.simulate import analytic_time_per_sample, simulate
 

@@ -14,7 +14,7 @@ from placement_dsl.constraints import Memory
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics.pipeline_dp import pipeline
+from placement_dsl.heuristics.pipeline import pipeline
 from placement_dsl.objectives import GPipe, PipeDream
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem

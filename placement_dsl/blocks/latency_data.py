@@ -20,6 +20,7 @@ import numpy as np
 
 from ..constraints import Contiguous, DagOrder, Memory
 from ..deadline import BudgetSpent, Deadline
+from ..evaluate import CostModel, evaluate
 from .base import Context, Warm
 
 Slot = tuple[int, int]  # (accelerator index, subgraph number 1..q)
@@ -157,8 +158,6 @@ def warm_times(ctx: Context, warm: Warm, q: int) -> WarmTimes:
 
 
 def _warm_times(ctx: Context, assign: np.ndarray, q: int) -> WarmTimes:
-    from ..evaluate import CostModel, evaluate
-
     g, acc = ctx.graph, accelerators(ctx)
     lev = levels(ctx, assign, acc)
     ev = evaluate(ctx.problem.placement(assign), CostModel.named("latency"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InfeasibleError
 from ..problem import Problem
 
 
@@ -27,15 +28,21 @@ def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
     >>> critical_path_bound(Problem(g, Cluster.accelerators(2), Latency()))
     (5.0, ['a', 'b'])
     """
-    from ..blocks.base import Context
-
-    ctx = Context(problem)
-    g = ctx.graph
-    allowed = ctx.unit_allowed[ctx.unit].copy()
-    for v, d in ctx.pins.items():  # a pin holds the op's whole colocation unit on its device
-        members = ctx.unit == ctx.unit[v]
-        allowed[members] &= np.arange(ctx.D) == d
-    fastest = np.where(allowed, ctx.work, np.inf).min(axis=1, initial=np.inf)
+    g, c = problem.graph, problem.cluster
+    times = c.times(g)  # inf where an op may not run
+    unit = np.asarray(g.group_id if problem.colocation_shared else np.arange(g.n), dtype=np.int64)
+    unit_allowed = np.ones((g.n, c.size), dtype=bool)
+    np.logical_and.at(unit_allowed, unit, np.isfinite(times))  # a colocation unit runs where all its members may
+    for u in np.unique(unit):
+        if not unit_allowed[u].any():
+            members = [g.names[i] for i in np.flatnonzero(unit == u)]
+            raise InfeasibleError(f"op(s) {members} have no device they may all run on; "
+                                  "relax AllowedKinds/colocation or add a device of a suitable kind")
+    allowed = unit_allowed[unit]
+    for op, device in problem.pins.items():  # a pin holds the op's whole colocation unit on its device
+        members = unit == unit[g.index[op]]
+        allowed[members] &= np.arange(c.size) == c.index[device]
+    fastest = np.where(allowed, times, np.inf).min(axis=1, initial=np.inf)
     stuck = np.flatnonzero(~np.isfinite(fastest))
     if stuck.size:  # the problem's own checks name it; a bound of "no placement" is not ours to claim
         fastest[stuck] = 0.0
@@ -52,4 +59,4 @@ def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
         if back[path[-1]] < 0:
             break
         path.append(int(back[path[-1]]))
-    return float(head[v]) * ctx.scale.time, [g.names[u] for u in reversed(path)]
+    return float(head[v]), [g.names[u] for u in reversed(path)]

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..deadline import Deadline
+from ..evaluate import MemoryMode, Objective
 from ..graph import Graph
 from ..placement import Placement
 from ..problem import Problem
@@ -144,8 +145,6 @@ def cheapest_stage(graph: Graph, cluster: Cluster, v: int) -> Placement:
 
 def problem_applies(problem: Problem) -> str | None:
     """``None`` when the stage-cut level bounds ``problem`` (a max load, identical stages, no overlap), else why not."""
-    from ..evaluate import Objective
-
     model = problem.cost_model()
     if model.objective is not Objective.MAX_LOAD:
         return f"the stage-cut bound bounds a max load, not {model.objective.value!r}"
@@ -155,8 +154,6 @@ def problem_applies(problem: Problem) -> str | None:
 def problem_bound(problem: Problem, deadline: Deadline | None = None) -> tuple[float, str]:
     """The stage-cut bound of ``problem`` (overflow counted when its memory is soft) and a note naming the op;
     the ops not cut by ``deadline`` are left out."""
-    from ..evaluate import MemoryMode
-
     g = problem.graph
     bound, op = stage_cut_bound(g, problem.cluster, overflow=problem.cost_model().memory is MemoryMode.OVERFLOW,
                                 deadline=deadline)

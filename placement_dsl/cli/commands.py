@@ -10,11 +10,11 @@ from ..errors import SpecError
 from ..evaluate import CostModel, Evaluation, evaluate
 from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
-from ..io.report import stage_lines, stage_ranges
-from ..result import placement_report, relative_gap
+from ..presets import dag_problem, problem_for_method
+from ..report import stage_lines, stage_ranges
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
 from .options import heuristic_options, mip_options, note_cold_kernels, taken_mip_options
-from .problems import bounds_payload, dag_problem, problem_for_method
+from .problems import bounds_payload
 from .schedules import is_makespan, save_answer, solve_makespan
 from .training import schedule_objective
 from .workloads import check_memory, cost_model, emit, emit_unsaved, memory_summary, note, one_line, workload_from_args
@@ -98,6 +98,8 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
 
 def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) -> dict[str, Any]:
     """The JSON answer of a heuristic: the same certificate fields as a MIP result, and the rows."""
+    from ..result import placement_report, relative_gap  # the solver stack: loaded when a command runs
+
     status = ("invalid" if not ev.valid else "optimal" if res.exact_among
               else "time_limit" if res.info.get("stopped") == "time limit" else "heuristic")
     return {

@@ -1,6 +1,7 @@
 """Names the command line's modules share: method lists, exit statuses, help texts."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..deadline import Deadline
@@ -31,3 +32,8 @@ def command_deadline(args: Any) -> Deadline:
     :func:`~placement_dsl.cli.main`: the process's start for the command line itself; else now), reading the workload,
     heuristics, model builds and searches included."""
     return Deadline(args.time_limit, start=getattr(args, "started", None))
+
+
+def note(text: str) -> None:
+    """A one-line note on stderr (stdout stays clean for ``--json``)."""
+    print(f"note: {text}", file=sys.stderr)

@@ -4,31 +4,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..deprecated import moved
 from ..errors import SpecError
 from ..files import check_writable
-from ..io import Workload, load_placement
+from ..io import load_placement
+from . import workloads
+from .arguments import cluster_args, common, number
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, emit_unsaved, workload_from_args
 
-
-def boundaries_arg(text: str) -> int:
-    """``--boundaries module[:DEPTH]`` as the module depth (1 for ``module``), else an argparse error."""
-    kind, _, depth = text.partition(":")
-    if kind != "module" or (depth and (not depth.isdigit() or int(depth) < 1)):
-        raise argparse.ArgumentTypeError(f"--boundaries must be module or module:DEPTH with DEPTH >= 1, got {text!r}")
-    return int(depth) if depth else 1
-
-
-def with_boundaries(args: argparse.Namespace, w: Workload) -> Workload:
-    """The workload with ``--boundaries`` folded into its colocation groups (unchanged without it)."""
-    depth = getattr(args, "boundaries", None)
-    if depth is None:
-        return w
-    from ..boundaries import Boundaries
-
-    term = Boundaries.modules(depth)
-    term.validate(w.graph, w.cluster)
-    return Workload(term.apply(w.graph, w.cluster), w.cluster, w.format, {**w.meta, "boundaries": depth})
+__getattr__ = moved(__name__, dict.fromkeys(("boundaries_arg", "with_boundaries"), workloads))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -57,21 +42,19 @@ def add_export_parser(sub: Any) -> None:
     """Register ``export`` on the subparsers ``sub``."""
     from ..export import EXPORTERS
     from ..export.pytorch import SCHEDULES
-    from .parser import _cluster_args, _common, _number
-
     ex = sub.add_parser("export", help="write a split as a pipeline runtime's input (torch, Megatron, vLLM, ...)",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
-    _cluster_args(ex)
+    cluster_args(ex)
     ex.add_argument("--split", required=True, metavar="SPLIT.json", help="placement or split file to export")
     ex.add_argument("--to", required=True, choices=list(EXPORTERS),
                     help="; ".join(f"{e.name}: {e.runtime}" for e in EXPORTERS.values()))
     ex.add_argument("--out", required=True, metavar="FILE", help="file to write")
-    ex.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
+    ex.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
                     help="torch-pipelining and torchtitan: name modules by their path cut to D dotted parts "
                          "(default: the shallowest module where each stage begins; torchtitan: the layer's)")
-    ex.add_argument("--microbatches", type=_number(int, 1, "--microbatches"), default=4, metavar="M",
+    ex.add_argument("--microbatches", type=number(int, 1, "--microbatches"), default=4, metavar="M",
                     help="schedule-csv: microbatches per step (default: 4)")
     ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="schedule-csv: the schedule (default: 1f1b)")
-    _common(ex, "print what was written as a JSON object")
+    common(ex, "print what was written as a JSON object")
     ex.set_defaults(func=cmd_export)

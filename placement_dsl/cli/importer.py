@@ -9,8 +9,9 @@ from ..errors import SpecError
 from ..files import check_writable
 from ..io import Workload, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
-from ..io.report import human_bytes
 from ..limits import MAX_DEVICES
+from ..report import human_bytes
+from .arguments import common, number, quiet
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, resize
 
@@ -79,26 +80,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def add_import_parser(sub: Any) -> None:
     """Register ``import`` on the subparsers ``sub``."""
-    from .parser import _common, _number, _quiet
-
     im = sub.add_parser("import", help="import an ONNX model or a PyTorch module as a workload", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     im.add_argument("model", help="MODEL.onnx, or MODULE:FACTORY: a function building a torch module (run on the "
                                   "meta device) and returning (module, args)")
     im.add_argument("--out", required=True, metavar="WORKLOAD.json", help="workload file to write (native JSON)")
-    im.add_argument("--batch", type=_number(int, 1, "--batch"), default=1, help="batch size (default: 1)")
-    im.add_argument("--seq", type=_number(int, 1, "--seq"), help="sequence length of symbolic sequence dimensions")
+    im.add_argument("--batch", type=number(int, 1, "--batch"), default=1, help="batch size (default: 1)")
+    im.add_argument("--seq", type=number(int, 1, "--seq"), help="sequence length of symbolic sequence dimensions")
     im.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                     help="value of another symbolic dimension of an ONNX model (repeatable)")
     im.add_argument("--granularity", choices=GRANULARITIES, default="op",
                     help="op: one op per node; layer: one op per module; group: ops, each module's colocated")
-    im.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
+    im.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
                     help="cut module paths to D dotted parts for layers and groups (default: the full path)")
     im.add_argument("--costs", metavar="PROFILE.csv", help="measured times per op or module (CSV or JSON, ms)")
     im.add_argument("--no-calibrate", action="store_true",
                     help="keep the roofline times of ops the profile does not measure")
-    im.add_argument("--stages", type=_number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
+    im.add_argument("--stages", type=number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
                     help="accelerators of the workload's cluster (default: 4 and a CPU)")
-    _common(im, "print a JSON summary of what was written")
-    _quiet(im)
+    common(im, "print a JSON summary of what was written")
+    quiet(im)
     im.set_defaults(func=cmd_import)

@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any, NoReturn
 
 from ..evaluate import NAMED
-from ..io.workload import FORMATS
-from ..limits import MAX_DEVICES, MAX_TOTAL
+from .arguments import cluster_args as _cluster_args
+from .arguments import common as _common
+from .arguments import number as _number
+from .arguments import quiet as _quiet
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
+from .export import add_export_parser
+from .importer import add_import_parser
 from .schedules import add_congestion_arg
+from .show import add_show_parser
 from .sweep import add_sweep_parsers
-from .training import add_cluster_args, add_training_args
-from .workloads import one_line
-
-MAX_INT = 10**9  # an integer option beyond this is a typo (no budget, count or size here is that large)
+from .training import add_training_args
+from .workloads import boundaries_arg, one_line
 
 
 # ---------------------------------------------------------------------------- parser
@@ -25,62 +27,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``prog: error: message (see prog --help)`` on one line and exit 2."""
         self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
-
-
-def _number(kind: type, low: float, name: str, inclusive: bool = True, *, high: float | None = None,
-            unlimited: bool = False) -> Any:
-    """An argparse type: a ``kind`` number ``>= low`` (``> low`` unless ``inclusive``) and ``<= high``, with a
-    clear message. An ``int`` must be written as one (``1e9`` and ``2.5`` are refused) and stays below
-    :data:`MAX_INT` unless ``high`` says otherwise; a ``float`` is finite and at most
-    :data:`~placement_dsl.limits.MAX_TOTAL`, or ``inf`` where ``unlimited``."""
-    top = high if high is not None else MAX_INT if kind is int else MAX_TOTAL
-
-    def parse(text: str) -> Any:
-        """``text`` as a number in range, else an argparse error naming the option."""
-        try:
-            value = kind(text)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
-        if math.isinf(value) and value > 0 and unlimited:
-            return value
-        if math.isinf(value):
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number{' or inf' if unlimited else ''}, "
-                                             f"got {text!r}")
-        if math.isnan(value) or value < low or (value == low and not inclusive):
-            raise argparse.ArgumentTypeError(f"{name} must be {'>=' if inclusive else '>'} {low:g}, got {text!r}")
-        if value > top:
-            raise argparse.ArgumentTypeError(f"{name} must be at most {top:g}{' (or inf)' if unlimited else ''}, "
-                                             f"got {text!r}")
-        return value
-    return parse
-
-
-def _common(sp: argparse.ArgumentParser, json_help: str = "print one standard JSON object on stdout") -> None:
-    sp.add_argument("--json", action="store_true", help=json_help)
-    sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                    help="re-raise unexpected errors with their traceback instead of a one-line message")
-
-
-def _quiet(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--quiet", action="store_true",
-                    help="no progress line on stderr (shown only while stderr is a terminal)")
-
-
-def _cluster_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--format", choices=FORMATS, help="input format (default: detected from the file)")
-    sp.add_argument("--training", action="store_true",
-                    help="use the training graph: the zoo's -train model, a PipeDream profile's backward pass, "
-                         "or a derived one (backward work = 2x forward)")
-    sp.add_argument("--stages", type=_number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
-                    help="number of accelerators / pipeline stages (copies of the first accelerator)")
-    sp.add_argument("--memory", type=_number(float, 0, "--memory", inclusive=False, unlimited=True), metavar="BYTES",
-                    help="memory of each accelerator in bytes (inf = unlimited)")
-    sp.add_argument("--bandwidth", type=_number(float, 0, "--bandwidth", inclusive=False), metavar="BYTES_PER_MS",
-                    help="bandwidth of every device to the interconnect, in bytes per ms")
-    sp.add_argument("--cpus", type=_number(int, 0, "--cpus", high=MAX_DEVICES), metavar="N",
-                    help="number of host CPUs (kept or added; they pay no transfers)")
-    add_cluster_args(sp, _number)
 
 
 def _workload_args(sp: argparse.ArgumentParser) -> None:
@@ -95,8 +41,6 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                     help="latency: at most Q contiguous subgraphs per accelerator (Tarnawski Fig. 4); default: "
                          "1 for --method ip, any number for ip-noncontig and the heuristics")
     add_training_args(sp, _number)
-    from .export import boundaries_arg
-
     sp.add_argument("--boundaries", type=boundaries_arg, metavar="module[:DEPTH]",
                     help="stage boundaries only between modules (cut to DEPTH dotted parts, default 1): each "
                          "module's ops share a device, so a pipeline runtime can cut the plan")
@@ -174,9 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
     add_sweep_parsers(sub, _number, _common)
-    from .export import add_export_parser
-    from .importer import add_import_parser
-    from .show import add_show_parser
 
     add_show_parser(sub)
     add_import_parser(sub)

@@ -17,7 +17,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, Objective
 from ..io import Workload, save_placement
 from ..io.common import jsonable
-from .workloads import note
+from .common import note
 
 CONGESTION = ("port", "channel", "none")
 

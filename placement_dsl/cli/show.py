@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..evaluate import NAMED
 from ..files import check_writable, write_atomic
 from ..io import Workload, load_placement
 from ..io.common import jsonable
 from ..placement import Placement
+from ..presets import dag_problem
 from ..simulate import Schedule
+from .arguments import cluster_args, common, number, quiet
 from .common import EPILOG, EXIT_OK
 from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
 
@@ -85,7 +88,6 @@ def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
 
 def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     from ..viz import bounds
-    from .problems import dag_problem
 
     out = _out(args)
     cert, points = bounds.certify_over_time(dag_problem(w, cost_model(args, w)), budget=args.time_limit, gap=0.0)
@@ -133,13 +135,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def add_show_parser(sub: Any) -> None:
     """Register ``show`` on the subparsers ``sub``."""
-    from ..evaluate import NAMED
-    from .parser import _cluster_args, _common, _number, _quiet
-
     sh = sub.add_parser("show", help="draw the partition, the pipeline's Gantt chart or the bounds over time",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sh.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
-    _cluster_args(sh)
+    cluster_args(sh)
     sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's)")
     sh.add_argument("--kind", choices=KINDS, default="graph",
                     help="graph: ops coloured by device; gantt: simulated pipeline schedule; bounds: certificate "
@@ -149,15 +148,15 @@ def add_show_parser(sub: Any) -> None:
     sh.add_argument("--objective", choices=sorted(NAMED), help="objective (default: the workload's, else throughput)")
     sh.add_argument("--schedule", dest="gantt_schedule", choices=[s.value for s in Schedule],
                     help="gantt: pipeline (inference), 1f1b or gpipe (training); default by the graph")
-    sh.add_argument("--microbatches", dest="gantt_microbatches", type=_number(int, 1, "--microbatches"), default=8,
+    sh.add_argument("--microbatches", dest="gantt_microbatches", type=number(int, 1, "--microbatches"), default=8,
                     metavar="N",
                     help="gantt: microbatches simulated (default: 8)")
-    sh.add_argument("--depth", type=_number(int, 1, "--depth"), metavar="D",
+    sh.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
                     help="graph and splits: group ops by module path cut to D dotted parts")
-    sh.add_argument("--max-nodes", type=_number(int, 2, "--max-nodes"), default=150, metavar="N",
+    sh.add_argument("--max-nodes", type=number(int, 2, "--max-nodes"), default=150, metavar="N",
                     help="graph: collapse layers until at most N boxes remain (default: 150)")
-    sh.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=30.0,
+    sh.add_argument("--time-limit", type=number(float, 0, "--time-limit", inclusive=False), default=30.0,
                     metavar="SECONDS", help="bounds: seconds for the certificate (default: 30)")
-    _common(sh)
-    _quiet(sh)
+    common(sh)
+    quiet(sh)
     sh.set_defaults(func=cmd_show)

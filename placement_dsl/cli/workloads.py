@@ -8,21 +8,21 @@ from typing import Any
 
 import numpy as np
 
+from .. import presets
+from ..boundaries import Boundaries
 from ..cluster import CPU, Cluster, Device
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode
-from ..io import Workload, load_workload
+from ..io import Workload
 from ..io.common import dumps_strict
-from ..io.report import human_bytes
-from .common import EXIT_ERROR, TRAINING_OBJECTIVES
+from ..presets import resize
+from ..report import human_bytes
+from .common import EXIT_ERROR, TRAINING_OBJECTIVES, note
+from .schedules import congestion_fields, objective_name
+from .training import hierarchical, schedule_objective, training_model
 
 
 # ---------------------------------------------------------------------------- messages
-def note(text: str) -> None:
-    """A one-line note on stderr (stdout stays clean for ``--json``)."""
-    print(f"note: {text}", file=sys.stderr)
-
-
 def one_line(text: str) -> str:
     """``text`` on one line: line breaks become ``; ``."""
     return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
@@ -43,38 +43,8 @@ def emit_unsaved(payload: dict[str, Any], err: Exception) -> int:
 
 # ---------------------------------------------------------------------------- workloads
 def read_workload(spec: str, fmt: str | None = None, stages: int | None = None, training: bool = False) -> Workload:
-    """A workload from a path or ``zoo:NAME``, with ``stages`` accelerators if given.
-
-    ``training`` gives the training graph: the zoo's ``-train`` variant, a PipeDream profile's
-    measured backward pass, or a derived one (:func:`placement_dsl.io.workload.with_training`).
-    """
-    if spec.startswith("zoo:"):
-        from .. import zoo
-
-        name = spec[4:]
-        if training and not name.endswith(zoo.TRAIN_SUFFIX):
-            name += zoo.TRAIN_SUFFIX
-        w = zoo.get(name)
-    else:
-        w = load_workload(spec, fmt, **({"training": True} if training else {}))
-        if str(w.meta.get("backward", "")).startswith("derived"):
-            note(f"--training: graph {w.graph.name!r} had no backward pass; derived one "
-                 "(each op's backward work is twice its forward work)")
-    if stages is not None:
-        w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
-    return w
-
-
-def resize(cluster: Cluster, k: int) -> Cluster:
-    """The cluster with ``k`` copies of its first non-host device, host devices kept."""
-    if k < 1:
-        raise SpecError(f"--stages must be >= 1, got {k}")
-    accs = [d for d in cluster.devices if not d.host]
-    template = accs[0] if accs else cluster.devices[0]
-    prefix = template.name.rstrip("0123456789") or "dev"
-    copies = [template.model_copy(update={"name": f"{prefix}{i}"}) for i in range(k)]
-    hosts = [d for d in cluster.devices if d.host]
-    return Cluster(copies + hosts, ())
+    """:func:`placement_dsl.presets.read_workload` with its notes on stderr."""
+    return presets.read_workload(spec, fmt, stages, training, note=note)
 
 
 def check_stages(k: int, ops: int, replicated: bool = False) -> None:
@@ -115,6 +85,24 @@ def _updated(device: Device, memory: float | None, bandwidth: float | None) -> D
     return Device(**{**device.model_dump(), **update}) if update else device
 
 
+def boundaries_arg(text: str) -> int:
+    """``--boundaries module[:DEPTH]`` as the module depth (1 for ``module``), else an argparse error."""
+    kind, _, depth = text.partition(":")
+    if kind != "module" or (depth and (not depth.isdigit() or int(depth) < 1)):
+        raise argparse.ArgumentTypeError(f"--boundaries must be module or module:DEPTH with DEPTH >= 1, got {text!r}")
+    return int(depth) if depth else 1
+
+
+def with_boundaries(args: argparse.Namespace, w: Workload) -> Workload:
+    """The workload with ``--boundaries`` folded into its colocation groups (unchanged without it)."""
+    depth = getattr(args, "boundaries", None)
+    if depth is None:
+        return w
+    term = Boundaries.modules(depth)
+    term.validate(w.graph, w.cluster)
+    return Workload(term.apply(w.graph, w.cluster), w.cluster, w.format, {**w.meta, "boundaries": depth})
+
+
 def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Workload:
     """The command's workload: read (``--format``, ``--training``), resized (``--stages``) and
     with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied."""
@@ -127,21 +115,14 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
     if any(v is not None for v in options.values()):
         given = {k: v for k, v in options.items() if v is not None}
         w = Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
-    from .training import hierarchical
-
     servers = hierarchical(args, w.cluster)
     w = w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
-    from .export import with_boundaries
-
     return with_boundaries(args, w)
 
 
 def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
     """The cost model of ``--objective`` (default: the workload's), refusing a training objective
     on a forward-only graph."""
-    from .schedules import congestion_fields, objective_name
-    from .training import schedule_objective, training_model
-
     name = objective_name(workload, schedule_objective(args, args.objective) or workload.meta.get("objective",
                                                                                                    "throughput"))
     if name in TRAINING_OBJECTIVES and not workload.graph.is_training:

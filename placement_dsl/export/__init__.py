@@ -26,6 +26,7 @@ from pathlib import PurePath
 from typing import Any
 
 from ..errors import SpecError
+from ..files import write_atomic
 from ..placement import Placement
 from . import deepspeed as _deepspeed
 from . import megatron as _megatron
@@ -127,8 +128,6 @@ def export(placement: Placement, to: str, *, depth: int | None = None, microbatc
 
 def write(result: Export, path: str | PurePath) -> None:
     """Write the export's text to ``path`` whole (atomically) or not at all."""
-    from ..files import write_atomic
-
     write_atomic(path, result.text)
 
 

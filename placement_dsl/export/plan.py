@@ -1,7 +1,7 @@
 """A placement as pipeline stages over module names, and the checks every runtime needs.
 
 A *stage* is a maximal run of ops on one device in the device-major order
-(:func:`~placement_dsl.io.report.device_major_order`), so a contiguous pipeline has one stage
+(:func:`~placement_dsl.report.device_major_order`), so a contiguous pipeline has one stage
 per device. Ops are named by their module path (``op.attrs["module"]``, set by the ONNX and
 ``torch.export`` importers) cut to ``depth`` dotted parts.
 
@@ -20,8 +20,8 @@ from typing import Any
 from ..cluster import CPU
 from ..errors import SpecError
 from ..io.costs import module_prefix
-from ..io.report import device_major_order
 from ..placement import Placement
+from ..report import device_major_order
 
 _CALL_SUFFIX = re.compile(r"^(.*)_(\d+)$")
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import SpecError
 from ..placement import Placement
+from .layers import layer_prefix
 from .plan import module_of, pipeline_stages, split_modules, whole_modules
 
 SCHEDULES = ("1f1b", "gpipe")
@@ -29,8 +31,6 @@ def split_spec(placement: Placement, depth: int | None = None) -> dict[str, Any]
 
 
 def _titan_depth(placement: Placement) -> int:
-    from .layers import layer_prefix
-
     prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
     return 1 if prefix is None else prefix.count(".") + 2
 
@@ -44,8 +44,6 @@ def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any
     split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
     unnamed = [s.index for s in stages if not parts[s.index]]
     if unnamed:
-        from ..errors import SpecError
-
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
     return {"module_fqns_per_model_part": parts, "depth": depth}
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks.base import BlockTemplate
 from ..constraints import Term
-from ..errors import SpecError
+from ..errors import PlacementError, SpecError
+from ..objectives import ObjectiveTerm
 from ..placement import PlacementClass
 from ..problem import Problem
 
@@ -200,8 +201,6 @@ class ObjectiveFormulation(Formulation):
     minimizes: str = ""
 
     def __init__(self, *args: Any, **kwargs: Any):
-        from ..objectives import ObjectiveTerm
-
         super().__init__(*args, **kwargs)
         self.rules.setdefault(ObjectiveTerm, self._other_objective)
 
@@ -223,7 +222,6 @@ class ObjectiveFormulation(Formulation):
 def valid_heuristic(problem: Problem, method: str) -> tuple[Placement, float] | None:
     """Heuristic ``method``'s placement and objective when the placement is valid for ``problem`` (a
     horizon for a formulation's big-Ms and its fallback answer), else ``None``."""
-    from ..errors import PlacementError
     from ..heuristics import run
 
     try:

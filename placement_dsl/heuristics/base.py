@@ -8,13 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from ..cluster import Cluster
+from ..deprecated import moved
 from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
+
+__getattr__ = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,11 @@ METHODS: dict[str, str] = {
     "mla": "orderings:mla",
     "mla-weighted": "orderings:mla_weighted",
     "greedy": "baselines:greedy",
-    "local-search": "baselines:local_search",
+    "local-search": "local_search:local_search",
     "polish": "polish:polish",
-    "pipedream": "baselines:pipedream_path",
+    "pipedream": "level_path:pipedream_path",
     "pipedream-planner": "pipedream_planner:pipedream_planner",
-    "pipeline": "pipeline_dp:pipeline",
+    "pipeline": "pipeline:pipeline",
     "gpipe-split": "gpipe_split:gpipe_split",
     "one-device": "baselines:one_device",
     "latency-local-search": "latency:latency_local_search",
@@ -158,27 +159,6 @@ def stopped(result: HeuristicResult, **info: Any) -> HeuristicResult:
     return replace(result, info={**result.info, **info, "stopped": STOPPED})
 
 
-def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, phase: str,
-             start: float | None = None) -> HeuristicResult:
-    """What ``method`` returns when its time limit passed in ``phase`` before it held a placement: the
-    best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
-    the best single device and the work-balanced slicing of the topological order (each built in
-    ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
-    one taken. No proven bound."""
-    from .baselines import greedy, one_device
-
-    begun = time.perf_counter() if start is None else start
-    model = model or CostModel()
-    fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
-    found = [fn(graph, cluster, model=model) for fn in ((greedy, one_device) if fills else (one_device,))]
-    found += _balanced(graph, cluster, model)
-    best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
-    placement = Placement(graph, cluster, best.placement.assign, source=method)
-    return HeuristicResult(method=method, placement=placement, objective=best.objective,
-                           seconds=time.perf_counter() - begun, evaluations=sum(r.evaluations for r in found),
-                           info={"stopped": STOPPED, "fallback": best.method, "stopped_in": phase})
-
-
 def _latency_verdict(method: str, result: HeuristicResult, latency: float) -> HeuristicResult:
     """Under a latency model: what the method optimized and its split's latency; no bound unless it searched latency.
 
@@ -191,20 +171,3 @@ def _latency_verdict(method: str, result: HeuristicResult, latency: float) -> He
     if goal in ("latency", "cost_model"):
         return replace(result, info=info)
     return replace(result, info=info, bound=None, exact_among=None)
-
-
-def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:
-    """The work-balanced slicing of the graph's topological order onto the accelerators, if the cluster allows one."""
-    from .slicegraph import Slicer
-
-    try:
-        slicer = Slicer(graph, cluster, model, devices=_non_host(cluster))
-        order = slicer.order(-graph.rank.astype(float))
-        return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
-    except PlacementError:  # an op the accelerators cannot run
-        return []
-
-
-def _non_host(cluster: Cluster) -> Any:
-    acc = [d for d in range(cluster.size) if not cluster.host[d]]
-    return acc or list(range(cluster.size))

@@ -3,13 +3,8 @@
 * :func:`greedy` — Tarnawski §7: contract colocation groups (and the cycles that creates, App. B),
   fix a topological order, fill each accelerator in turn with as many ops as fit in its memory,
   put the rest on the CPU.
-* :func:`local_search` — Tarnawski §6 ([MKA07]): from a random memory-feasible split, apply the best
-  single-group reassignment until a local optimum; 10 restarts, best kept. Under a latency
-  model it runs the latency local search (:mod:`.latency`).
-* :func:`pipedream_path` — PipeDream's optimizer (Narayanan et al. 2019) as Tarnawski run it:
-  branchings contracted so the graph becomes a path, then the exact path DP over the
-  accelerators. The path's nodes are the topological levels (ops of equal longest-path depth,
-  so parallel branches merge); the DP is the slicing DP with cuts only between levels.
+* the kernels of Tarnawski §6's local search ([MKA07]), which :mod:`.local_search` runs; PipeDream's path DP
+  is in :mod:`.level_path`.
 * :func:`one_device` — everything on the best single accelerator.
 
 All keep colocation groups on one device. Each optimizes the max-load objective (compute +
@@ -27,14 +22,18 @@ import numba
 import numpy as np
 
 from ..cluster import Cluster
+from ..deprecated import moved
 from ..errors import InfeasibleError
-from ..evaluate import CostModel, MemoryMode, Objective, evaluate
+from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from .base import HeuristicResult, deadline_at, expired, fallback, kernel_deadline, stopped
+from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import clock, device_tallies
-from .segments import OVERLAP_CODE, stage_load
-from .slicegraph import Slicer
+from .segments import stage_load
+
+__getattr__ = moved(__name__, {"level_path": "placement_dsl.heuristics.level_path",
+                                "pipedream_path": "placement_dsl.heuristics.level_path",
+                                "local_search": "placement_dsl.heuristics.local_search"})
 
 INF = math.inf
 SLACK = 1e-9
@@ -140,56 +139,6 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     return stopped(result) if cut else result
 
 
-# ---------------------------------------------------------------------------- PipeDream path DP
-@numba.njit(cache=True)
-def _depths(topo, pred_ptr, pred_idx):
-    """Longest-path depth of every op from the sources."""
-    depth = np.zeros(topo.size, dtype=np.int64)
-    for v in topo:
-        for e in range(pred_ptr[v], pred_ptr[v + 1]):
-            depth[v] = max(depth[v], depth[pred_idx[e]] + 1)
-    return depth
-
-
-def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The graph contracted to a path of topological levels: an order by (depth, rank) and its level cuts.
-
-    Ops at the same longest-path depth (parallel branches) become one path node; the path's
-    edges join consecutive levels, and the only cuts allowed are between levels. ``depth``
-    overrides the longest-path depths (e.g. a training graph's forward depths).
-    """
-    if depth is None:
-        depth = _depths(graph.topo, graph.pred_ptr, graph.pred_idx)
-    order = np.lexsort((graph.rank, depth))
-    d = depth[order]
-    cuts = np.r_[True, d[1:] != d[:-1], True]
-    return order, cuts
-
-
-def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
-                   seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
-    """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.
-
-    A training graph's levels are those of its forward projection (Tarnawski App. B), each
-    forward node carrying its backward ops, as PipeDream's profile of a layer does. The slicing
-    DP stops at ``time_limit`` seconds: then :func:`.base.fallback`'s split (``info["stopped"]``).
-    """
-    start = time.perf_counter()
-    at = deadline_at("pipedream", time_limit)
-    slicer = Slicer(graph, cluster, max_load_model(model), devices=_accelerators(cluster))
-    order, cuts = level_path(slicer.sliced, slicer.projection.depth)
-    value, bounds = slicer.solve(order, boundaries=cuts, deadline=at)
-    if math.isnan(value):  # NaN: the DP passed its deadline
-        return fallback("pipedream", graph, cluster, model, "the level path's slicing DP", start)
-    if value == INF:
-        raise InfeasibleError(f"pipedream: no split of the level path of {graph.name!r} fits the "
-                              f"accelerators' memory; add devices or use the 'bottleneck' (overflow) model")
-    assign = slicer.placement(order, bounds).assign
-    return _result("pipedream", graph, cluster, model, assign, start, path_nodes=int(cuts.sum()) - 1,
-                   dp_value=value)
-
-
-# ---------------------------------------------------------------------------- local search
 @numba.njit(cache=True)
 def _score(comp, mem, tin, tout, cap, tscale, ovf, overlap):
     """(max load, sum of squared loads): the max first, the spread to break its plateaus."""
@@ -332,45 +281,3 @@ def group_arrays(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, ...]:
         gtime = np.stack([np.bincount(gid, weights=times[d]) for d in range(cluster.size)], axis=1)
     gtime[~np.isfinite(gtime)] = np.inf
     return times, gid, gmem_idx, gptr, gtime
-
-
-def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                 restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
-    """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
-
-    It minimizes max-load. Under a latency model (where a max-load optimum from a random
-    start is usually non-contiguous and slow) it is the latency local search instead:
-    :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
-    the descent under way stops and no restart begins: the best split so far (``info["stopped"]``).
-    """
-    if model is not None and model.objective is Objective.LATENCY:
-        from .latency import latency_local_search  # imported here: it starts from greedy() above
-
-        res = latency_local_search(graph, cluster, model=model, seed=seed, restarts=restarts, time_limit=time_limit)
-        return replace(res, method="local-search", info={**res.info, "search": "latency-local-search"})
-    start = time.perf_counter()
-    at = deadline_at("local-search", time_limit)
-    ml = max_load_model(model)
-    times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)
-    mem_op = graph.param_bytes + graph.activation_bytes
-    gmem = np.bincount(gid, weights=mem_op)
-    hard = ml.memory is MemoryMode.HARD
-    ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
-    rng = np.random.default_rng(seed)
-    best: tuple[float, np.ndarray] | None = None
-    total_moves, done = 0, 0
-    for _ in range(max(1, int(restarts))):
-        if best is not None and expired(at):
-            break
-        dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
-        dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
-                                          graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
-                                          cluster.memory, hard, cluster.transfer_scale, ovf,
-                                          OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
-        total_moves, done = total_moves + moves, done + 1
-        if best is None or value < best[0]:
-            best = (value, dev.copy())
-    assert best is not None
-    result = _result("local-search", graph, cluster, model, best[1], start, evaluations=done,
-                     moves=total_moves, max_load=best[0])
-    return stopped(result) if expired(at) else result

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..bounds import local
 from ..placement import Placement
 from ..problem import Problem
 
@@ -114,8 +115,6 @@ def _descend(problem: Problem, loads: _Loads, stage: np.ndarray, movable: np.nda
 def chain_descent(problem: Problem, start: Placement, seconds: float, seed: int = 0) -> Placement:
     """The best placement the descent and its kicks reach from ``start`` within ``seconds`` (``start`` if none
     beats it). ``problem``: max load on identical stages without overlap, DAG-ordered (``start`` must be)."""
-    from ..bounds import local
-
     if local.problem_applies(problem) or not problem.is_valid(start):
         return start
     deadline = time.perf_counter() + seconds

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..structure import orphan_mirrors
+from .kernels import priority_order
 
 
 class _UnionFind:
@@ -250,47 +251,10 @@ def _cyclic_core(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return ~gone
 
 
-@numba.njit(cache=True)
-def _smallest_first_order(n, ptr, idx):
-    """Kahn's algorithm taking the smallest ready node first (a binary min-heap)."""
-    indeg = np.zeros(n, np.int64)
-    for e in range(idx.size):
-        indeg[idx[e]] += 1
-    heap = np.empty(n, np.int64)
-    size = 0
-    order = np.empty(n, np.int64)
-    count = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            heap[size] = v  # pushed in increasing order: already a heap
-            size += 1
-    while size:
-        v = heap[0]
-        size -= 1
-        last = heap[size]
-        k = 0
-        while 2 * k + 1 < size:  # sift the last leaf down from the root
-            c = 2 * k + 1
-            if c + 1 < size and heap[c + 1] < heap[c]:
-                c += 1
-            if heap[c] >= last:
-                break
-            heap[k] = heap[c]
-            k = c
-        heap[k] = last
-        order[count] = v
-        count += 1
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                k = size
-                size += 1
-                while k > 0 and heap[(k - 1) // 2] > w:
-                    heap[k] = heap[(k - 1) // 2]
-                    k = (k - 1) // 2
-                heap[k] = w
-    return order[:count]
+def _smallest_first_order(n: int, ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm taking the smallest ready node first; fewer than ``n`` nodes when there is a cycle."""
+    indeg = np.bincount(idx, minlength=n).astype(np.int64)
+    return priority_order(-np.arange(n, dtype=np.float64), ptr, idx, indeg)
 
 
 def _topological_numbering(n_keys: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

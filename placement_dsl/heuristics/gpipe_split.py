@@ -25,9 +25,10 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
 from . import pipeline_kernels as K
-from .base import HeuristicResult, deadline_at, expired, fallback
+from .base import HeuristicResult, deadline_at, expired
 from .contract import contract
-from .ideals import dfs_order
+from .fallback import fallback
+from .ideal_lattice import dfs_order
 from .pipeline_dp import chain_data, check_pair_tables, layout, placement_of
 
 CLASS = "contiguous splits along the DFS order (one device per stage)"
@@ -125,7 +126,7 @@ def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = Non
 
     Scored by ``model`` (default ``CostModel.named("gpipe")``); the search is exact for GPipe's
     steady state (no ``microbatches``), where the bound is given. ``time_limit`` (seconds) is
-    checked once the tables are built: past it, :func:`.base.fallback`'s split (``info["stopped"]``).
+    checked once the tables are built: past it, :func:`.fallback.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()

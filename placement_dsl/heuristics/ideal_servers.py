@@ -36,9 +36,10 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evalu
 from ..graph import Graph
 from ..placement import Placement
 from . import ideal_kernels as K
-from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, fallback
+from .base import HeuristicResult, TimeLimitReached, deadline_at, expired
 from .contract import contract
-from .ideals import _node_costs, _tensors, device_classes, ideal_lattice
+from .fallback import fallback
+from .ideal_lattice import _node_costs, _tensors, device_classes, ideal_lattice
 from .pipeline_dp import layout
 
 MAX_IDEALS = 64
@@ -138,7 +139,7 @@ def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     ``bound == objective`` over the DP class under a max-load model (PipeDream's ``max (FW + BW)``
     for training graphs, App. B's contraction); refuses replication, memory per schedule, soft
     memory and flat clusters (use ``dp`` there). Past ``time_limit`` seconds (checked per ideal)
-    :func:`.base.fallback`'s split, without a bound (``info["stopped"]``).
+    :func:`.fallback.fallback`'s split, without a bound (``info["stopped"]``).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=n, work=4, out_bytes=8) for n in "abc"], [("a", "b"), ("b", "c")])

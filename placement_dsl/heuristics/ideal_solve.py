@@ -33,7 +33,8 @@ from ..replication import ALLREDUCE_FACTOR
 from . import ideal_feasible as F
 from . import ideal_kernels as K
 from .base import TimeLimitReached
-from .ideals import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
+from .ideal_lattice import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
+from .ideal_memory import sweep_suffix
 
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
 BISECT_GAP = 1e-3  # below this relative band, targets step down from hi
@@ -318,8 +319,6 @@ def _steps(out, strides) -> list[tuple[int, int, int, int]]:
 
 def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, ub: float) -> Solution:
     """The suffix DP of :mod:`.ideal_memory` (one class of accelerators, memory per schedule)."""
-    from .ideal_memory import sweep_suffix
-
     con, spec, cls = lat.contraction, model.training_memory, classes[0]
     t0 = time.perf_counter()
     work, unsup, _, param = _node_costs(con, classes)

@@ -53,212 +53,36 @@ import sys
 import time
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..cluster import Cluster
+from ..deprecated import moved
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
-from . import ideal_kernels as K
-from .base import HeuristicResult, TimeLimitReached, deadline_at, fallback, kernel_deadline
+from . import ideal_lattice as ideal_lattice_module
+from .base import HeuristicResult, TimeLimitReached, deadline_at
 from .contract import Contraction, contract
+from .fallback import fallback
+from .ideal_lattice import (
+    DEFAULT_MAX_IDEALS,
+    DeviceClass,
+    device_classes,
+    dfs_order,
+    ideal_lattice,
+    lattice_size_ok,
+)
+from .ideal_solve import Solution, capacity_bound, solve
+from .orderings import brkga
 
-if TYPE_CHECKING:
-    from .ideal_solve import Solution
-
-MAX_STATES = 4096
 MAX_TABLE_BYTES = 16 * 2**30  # the DP's tables (see table_bytes); beyond this it declines the graph
-MAX_LATTICE_BYTES = 2 * 2**30  # the ideals' and tensors' bitsets (lattice_size_ok); beyond this it declines
-DEFAULT_MAX_IDEALS = 2_000_000
 
-
-# ---------------------------------------------------------------------------- devices
-@dataclass(frozen=True)
-class DeviceClass:
-    """Interchangeable devices: same kind, memory, speed, bandwidth and host flag."""
-
-    devices: tuple[int, ...]
-    kind: str
-    host: bool
-    memory: float
-    speed: float
-    bandwidth: float
-
-    @property
-    def count(self) -> int:
-        return len(self.devices)
-
-
-def device_classes(cluster: Cluster) -> list[DeviceClass]:
-    """The cluster's devices grouped into classes of identical devices (cluster order kept)."""
-    out = []
-    for idx in cluster.homogeneous_groups():
-        d = cluster.devices[idx[0]]
-        out.append(DeviceClass(tuple(idx), d.kind, bool(d.host), d.memory, d.speed, d.bandwidth))
-    states = math.prod(c.count + 1 for c in out)
-    if states > MAX_STATES:
-        sizes = ", ".join(f"{len(c.devices)} x {c.kind!r}" for c in out)
-        raise SpecError(f"dp: the cluster has {len(out)} classes of identical devices ({sizes}), giving {states} "
-                        f"device-count states > {MAX_STATES}; make devices of a kind identical (memory, speed, "
-                        "bandwidth) or use a heuristic such as 'slicegraph'")
-    return out
-
-
-# ---------------------------------------------------------------------------- the lattice
-@dataclass(frozen=True)
-class IdealLattice:
-    """All ideals of a contraction's forward DAG, as bitsets, with immediate-sub-ideal links."""
-
-    contraction: Contraction
-    ideals: np.ndarray  # (N, W) uint64, breadth-first (by cardinality): 0 = ∅, N-1 = all nodes
-    sub_ptr: np.ndarray  # CSR: sub_idx[sub_ptr[i]:sub_ptr[i+1]] = ideals[i] minus one maximal node
-    sub_idx: np.ndarray
-
-    @property
-    def count(self) -> int:
-        return len(self.ideals)
-
-    def nodes(self, i: int) -> np.ndarray:
-        """Supernodes in ideal ``i``."""
-        bits = np.unpackbits(self.ideals[i].view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[: self.contraction.n_nodes])
-
-
-def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
-    """Boolean rows (k x n) -> uint64 words (k x ceil(n/64))."""
-    rows = np.asarray(rows, dtype=bool).reshape(-1, n)
-    W = max(1, -(-n // 64))
-    padded = np.zeros((len(rows), W * 64), dtype=bool)
-    padded[:, :n] = rows
-    return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(len(rows), W)
-
-
-def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadline: float | None = None
-                  ) -> IdealLattice:
-    """Enumerate the ideals of ``con``'s DAG.
-
-    Raises :class:`SpecError` beyond ``max_ideals`` ideals or :data:`MAX_LATTICE_BYTES` of bitsets,
-    declined at once (:func:`lattice_size_ok`) where the DAG surely or very likely has too many;
-    :class:`~.base.TimeLimitReached` when ``time.monotonic()`` passes ``deadline`` first.
-    """
-    n = con.n_nodes
-    W = max(1, -(-n // 64))
-    lattice_size_ok(con, max_ideals)
-    pred_ptr, pred_idx = _predecessors(con)
-    ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, int(max_ideals),
-                                                       kernel_deadline(deadline))
-    if status == 1:
-        raise SpecError(f"dp: graph {con.graph.name!r} has more than {max_ideals} ideals ({n} supernodes); "
-                        "use method 'dpl' (linearized DP) or raise max_ideals")
-    if status == 2:
-        raise TimeLimitReached(f"dp: the time limit passed while enumerating the ideals of graph {con.graph.name!r} "
-                               f"({len(ideals)} so far, {n} supernodes)")
-    order = np.argsort(child, kind="stable")
-    ptr = np.zeros(len(ideals) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(child, minlength=len(ideals)), out=ptr[1:])
-    return IdealLattice(con, ideals, ptr, parent[order].astype(np.int64))
-
-
-def _predecessors(con: Contraction, topological: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The DAG's predecessor lists in CSR form (``pred_idx[pred_ptr[v]:pred_ptr[v + 1]]``); with ``topological``
-    of the nodes renumbered so that every edge goes up (DPL's added path need not)."""
-    src, dst, n = con.src, con.dst, con.n_nodes
-    if topological and (src >= dst).any():
-        from .contract import _csr, _smallest_first_order
-
-        pos = np.empty(n, dtype=np.int64)
-        pos[_smallest_first_order(n, *_csr(n, src, dst))] = np.arange(n)
-        src, dst = pos[src], pos[dst]
-    by_dst = np.argsort(dst, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
-    return ptr, np.ascontiguousarray(src[by_dst], dtype=np.int64)
-
-
-ESTIMATE_WALKS = 64
-ESTIMATE_MARGIN = 3  # log2: an estimate this far (8x) above max_ideals declines (exact on chains, else mostly low)
-
-
-def lattice_size_ok(con: Contraction, max_ideals: int) -> float:
-    """log2 of the ideals' count as far as cheaply known; :class:`SpecError` (in ``O(n + m)`` steps, before any
-    enumeration) when the DAG has more than ``max_ideals`` ideals for sure (``2 ** w`` for ``w`` supernodes of one
-    depth), very likely (the sampled estimate :func:`.ideal_kernels.log2_ideal_estimate` is 8 times above),
-    or its bitsets would pass
-    :data:`MAX_LATTICE_BYTES` (each ideal and each tensor is a row of ``n / 64`` words)."""
-    pred_ptr, pred_idx = _predecessors(con, topological=True)
-    n = con.n_nodes
-    name, limit = con.graph.name, math.log2(max(int(max_ideals), 1))
-    wide = int(K.widest_level(pred_ptr, pred_idx))
-    if wide > limit:
-        raise SpecError(f"dp: graph {name!r} has at least 2^{wide} ideals ({wide} of its {n} supernodes lie side "
-                        f"by side at one depth), more than max_ideals={max_ideals}; use method 'dpl' (linearized DP) "
-                        "or 'slicegraph'")
-    guess = float(K.log2_ideal_estimate(pred_ptr, pred_idx, ESTIMATE_WALKS, 0))
-    if guess > limit + ESTIMATE_MARGIN:
-        raise SpecError(f"dp: graph {name!r} has about 2^{guess:.0f} ideals by sampling ({n} supernodes), far more "
-                        f"than max_ideals={max_ideals}; use method 'dpl' (linearized DP) or 'slicegraph'")
-    at_least = max(n + 1.0, 2.0 ** wide, min(2.0 ** guess, float(max_ideals)))
-    need = (at_least + n) * 8 * max(1, -(-n // 64))  # ideals and (up to about n) tensors, n / 64 words each
-    if need > MAX_LATTICE_BYTES:
-        raise SpecError(f"dp: graph {name!r} has {n} supernodes: its ideals as bitsets need at least "
-                        f"{need / 2**30:.1f} GiB, above the limit of {MAX_LATTICE_BYTES / 2**30:.1f} GiB; use method "
-                        "'slicegraph' or 'pipeline', or coarsen the graph")
-    return max(math.log2(at_least), guess)
-
-
-# ---------------------------------------------------------------------------- instance data
-def _node_costs(con: Contraction, classes: list[DeviceClass]):
-    """Per supernode: work per class, unsupported-op count per class, memory, parameters."""
-    g, n = con.graph, con.n_nodes
-    work = np.zeros((len(classes), n))
-    unsup = np.zeros((len(classes), n), dtype=np.int64)
-    for c, cls in enumerate(classes):
-        t = g.work(cls.kind) / cls.speed
-        bad = ~np.isfinite(t)
-        work[c] = np.bincount(con.image, weights=np.where(bad, 0.0, t), minlength=n)
-        unsup[c] = np.bincount(con.image, weights=bad, minlength=n).astype(np.int64)
-    mem = np.bincount(con.image, weights=g.param_bytes + g.activation_bytes, minlength=n)
-    param = np.bincount(con.image, weights=g.param_bytes, minlength=n)
-    return work, unsup, mem, param
-
-
-def _tensors(con: Contraction, forward_only: bool = False):
-    """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
-
-    The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
-    device boundary iff that set is split. Tensors with the same (owner, set) are summed.
-    ``forward_only`` keeps the tensors made by forward ops (a training stage's stashed inputs).
-    """
-    g, img = con.graph, con.image
-    agg: dict[tuple[int, frozenset[int]], float] = {}
-    for u in np.flatnonzero((g.out_bytes > 0) & ~(g.backward & forward_only)):
-        nodes = frozenset(img[g.successors(u)].tolist()) | {int(img[u])}
-        if len(nodes) > 1:
-            key = (int(img[u]), nodes)
-            agg[key] = agg.get(key, 0.0) + float(g.out_bytes[u])
-    n = con.n_nodes
-    masks = np.zeros((len(agg), max(1, -(-n // 64))), np.uint64)  # bitsets built directly: no dense tensors x n
-    if agg:
-        row = np.repeat(np.arange(len(agg)), [len(nodes) for _, nodes in agg])
-        col = np.fromiter((v for _, nodes in agg for v in nodes), dtype=np.int64, count=len(row))
-        np.bitwise_or.at(masks, (row, col >> 6), np.left_shift(np.uint64(1), (col & 63).astype(np.uint64)))
-    owner = np.array([a for a, _ in agg], dtype=np.int64)
-    cost = np.array(list(agg.values()), dtype=float)
-    lo = np.array([min(s) // 64 for _, s in agg], dtype=np.int64)
-    hi = np.array([max(s) // 64 + 1 for _, s in agg], dtype=np.int64)
-    return masks, owner, cost, lo, hi
-
-
-def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
-    """All device-count vectors (mixed radix, index increasing in every count) and strides."""
-    radix = [c.count + 1 for c in classes]
-    strides = np.cumprod([1] + radix[:-1]).astype(np.int64)
-    counts = np.array(np.unravel_index(np.arange(math.prod(radix)), radix[::-1], order="C")).T[:, ::-1]
-    return np.ascontiguousarray(counts, dtype=np.int64), strides
+__getattr__ = moved(__name__, dict.fromkeys(("MAX_LATTICE_BYTES", "MAX_STATES", "IdealLattice"),
+                                            ideal_lattice_module))
 
 
 def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
@@ -281,40 +105,6 @@ def replicated_objective(placement: Placement, replicas: dict[str, list[str]], m
     """Max-load of a split whose stages on ``replicas`` keys run on all listed devices (App. C.2):
     the cost model's objective of the placement with those replicas."""
     return evaluate(placement.with_replicas(replicas or None), model or CostModel()).max_load
-
-
-# ---------------------------------------------------------------------------- linearization
-def _name_rank(names: list[str]) -> np.ndarray:
-    """Rank of names in natural order: integers numerically, before other names."""
-    keys = [(0, int(x), "") if x.lstrip("-").isdigit() else (1, 0, x) for x in names]
-    rank = np.empty(len(keys), dtype=np.int64)
-    rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
-    return rank
-
-
-def dfs_order(con: Contraction) -> np.ndarray:
-    """A topological order of the forward DAG by DFS (Kahn's algorithm with a stack, §5.1.2).
-
-    Ready nodes are pushed in the natural order of their representative op's name and the
-    last one pushed is visited first; on the paper's integer-id inputs this is the order
-    of the reference implementation, which makes DPL reproduce Table 1.
-    """
-    n = con.n_nodes
-    key = _name_rank([con.graph.names[r] for r in con.rep])
-    indeg = np.bincount(con.dst, minlength=n)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, v in sorted(zip(con.src.tolist(), con.dst.tolist()), key=lambda e: key[e[1]]):
-        succ[u].append(v)
-    stack = sorted(np.flatnonzero(indeg == 0).tolist(), key=key.__getitem__)
-    out = []
-    while stack:
-        v = stack.pop()
-        out.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return np.array(out, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -366,8 +156,6 @@ BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a
 
 def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
             incumbent: list | None = None, descend: bool = True, deadline: float | None = None) -> tuple[Solution, dict]:
-    from .ideal_solve import solve
-
     """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP."""
     t0 = time.perf_counter()
     con = su.con
@@ -411,8 +199,6 @@ def _brkga_split(su: _Setup, deadline: float | None = None
     across devices, stages in a cycle) or BRKGA does not model the case (replicas, memory per schedule).
     Whether the DP may take it (memory, the ops a class runs, devices per class) the search asks of every
     incumbent alike (:meth:`.ideal_solve.Sweeps.value`). BRKGA starts no generation after ``deadline``."""
-    from .orderings import brkga
-
     if su.replication or su.model.training_memory is not None:
         return None, None
     try:
@@ -536,7 +322,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         the band still open, the result is its best split, ``bound`` the value its infeasible
         runs proved no contiguous split reaches (or the capacity bound), and ``exact_among``
         ``None``: a gap, not a certificate of optimality. Stopped before it, the DPL split if
-        there is one, else :func:`.base.fallback`'s (greedy or one device), without a bound.
+        there is one, else :func:`.fallback.fallback`'s (greedy or one device), without a bound.
 
     ``info``: ``ideals``, ``nodes`` (supernodes), ``pairs`` (ideal pairs visited), ``runs`` (sweeps),
     ``seconds`` per phase, ``contraction`` statistics, ``stages``, ``incumbent``, ``memory``
@@ -568,8 +354,6 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
                             deadline=at)
     except TimeLimitReached as err:
         if first is not None:  # DPL's split in hand, with the capacity bound (the DP's search did not end)
-            from .ideal_solve import capacity_bound
-
             lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
             first_info.update(incumbent=ub, stopped_in=str(err))
             return _result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
@@ -586,7 +370,7 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
 
     A DFS path through the contracted forward DAG leaves ``n + 1`` ideals (the prefixes), so
     the DP takes ``O(n^2)`` pairs. No bound (the path may exclude the optimum). Past ``time_limit``
-    seconds it returns :func:`.base.fallback`'s split (``info["stopped"]``).
+    seconds it returns :func:`.fallback.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()

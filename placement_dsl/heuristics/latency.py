@@ -32,6 +32,8 @@ from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
 from .base import HeuristicResult, deadline_at, expired, left, stopped
+from .baselines import greedy, max_load_model
+from .ideals import dp, dpl
 from .latency_kernels import apply, better, descend, latency
 
 INF = math.inf
@@ -179,9 +181,6 @@ def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
                   dp_max_ideals: int = 5000, deadline: float | None = None) -> tuple[str, np.ndarray] | None:
     """The max-load DP split (Tarnawski §5.1.1, the §7 baseline); DPL's when the graph has more ideals. Each
     gets what is left until ``deadline`` (``time.monotonic()``)."""
-    from .baselines import max_load_model
-    from .ideals import dp, dpl
-
     ml = max_load_model(model)
     try:
         return "dp", dp(graph, cluster, model=ml, max_ideals=dp_max_ideals, time_limit=left(deadline)).placement.assign
@@ -195,8 +194,6 @@ def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
 
 def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int,
             deadline: float | None = None) -> list[tuple[str, np.ndarray]]:
-    from .baselines import greedy
-
     out = [("greedy", greedy(graph, cluster, model=model).placement.assign)]
     if expired(deadline):
         return out
@@ -282,9 +279,6 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
                at: float | None = None) -> list[dict[str, Any]]:
     """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is
     left until ``at`` (``time.monotonic()``), and none starts after it."""
-    from .baselines import greedy, max_load_model
-    from .ideals import dp, dpl
-
     out = []
     for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
                         ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,

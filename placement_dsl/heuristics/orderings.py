@@ -31,7 +31,8 @@ from ..evaluate import CostModel
 from ..graph import Graph
 from ..progress import report
 from .base import HeuristicResult, deadline_at, expired, stopped
-from .slicegraph import Slicer, _kahn
+from .kernels import priority_order
+from .slicegraph import Slicer
 
 INF = math.inf
 
@@ -243,7 +244,7 @@ def _initial(graph: Graph, initial: np.ndarray | None) -> np.ndarray:
 @numba.njit(cache=True)
 def _arrangement(keys, succ_ptr, succ_idx, indeg, src, dst, weight):
     """h(pi) = sum_e w_e (pi^-1(v) - pi^-1(u)) of the Kahn order of ``keys`` (forward edges only)."""
-    order = _kahn(keys, succ_ptr, succ_idx, indeg)
+    order = priority_order(keys, succ_ptr, succ_idx, indeg)
     pos = np.empty(order.size, dtype=np.int64)
     for q in range(order.size):
         pos[order[q]] = q

@@ -30,7 +30,8 @@ from numba import njit
 from ..cluster import Cluster
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
-from .base import HeuristicResult, deadline_at, expired, fallback
+from .base import HeuristicResult, deadline_at, expired
+from .fallback import fallback
 from .pipeline_dp import Chain, _planner, placement_of
 
 INF = np.inf
@@ -108,7 +109,7 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
 
     ``info["planner_estimate"]`` is its own objective; ``objective`` the cost model's value of
     its configuration (as a placement with replicas). No bound. ``time_limit`` (seconds) is checked
-    between its levels: past it, :func:`.base.fallback`'s split (``info["stopped"]``).
+    between its levels: past it, :func:`.fallback.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()

@@ -31,21 +31,22 @@ the pipeline's end across servers.
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..cluster import Cluster
+from ..deprecated import moved
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..evaluate import REL_TOL, CostModel, MemoryMode, Overlap
 from ..graph import Graph
 from ..placement import Placement
 from . import pipeline_kernels as K
-from .base import HeuristicResult, deadline_at, expired, left
 from .contract import Contraction, contract
-from .ideals import dfs_order
+from .ideal_lattice import dfs_order
+
+__getattr__ = moved(__name__, {"pipeline": "placement_dsl.heuristics.pipeline"})
 
 CLASS = "pipelines along the DFS order with replicated stages and server segments"
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
@@ -343,48 +344,3 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
                           "stages": [{"positions": [x, y], "replicas_per_server": r} for x, y, r in st]}
                          for a, b, m, st in full]}
     return placement, info
-
-
-def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-             replication: bool = False, upper_bound: float | None = None,
-             max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:
-    """Our pipeline planner: exact max-load (PipeDream's objective) over :data:`CLASS`.
-
-    ``replication`` lets stages run on several devices (in a server, and segments over servers);
-    without it the class has one device per stage. ``bound == objective`` (``exact_among`` the
-    class) under a max-load model; under GPipe the
-    max-load-optimal pipeline is returned without a bound. ``upper_bound`` prunes stages above
-    it (default: the max-load of PipeDream's planner's configuration, which is in the class);
-    a bound below the optimum only costs a second run. ``max_replicas`` caps a stage's replicas
-    inside one server (servers may still replicate a segment). ``time_limit`` (seconds) is checked
-    between phases (PipeDream's planner for the bound, the DP): past it, the planner's placement, or
-    :func:`.base.fallback`'s, with ``info["stopped"]``.
-
-    >>> from placement_dsl.graph import Graph, Op
-    >>> g = Graph([Op(name="a", work=8.0, param_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
-    >>> r = pipeline(g, Cluster.stages(3), replication=True)  # one stage on three replicas: 10/3 + 2 (2/3) 1
-    >>> round(r.objective, 4), r.placement.replicas.tolist(), r.bound == r.objective
-    (4.6667, [3, 1, 1], True)
-    """
-    del seed
-    start = time.perf_counter()
-    at = deadline_at("pipeline", time_limit)
-    model = CostModel() if model is None else model
-    if upper_bound is None:  # PipeDream's configuration is in the class: its max-load prunes (a valid bound)
-        from .pipedream_planner import pipedream_planner
-
-        first = pipedream_planner(graph, cluster, model=model, replication=replication, max_replicas=max_replicas,
-                                  time_limit=left(at))
-        if expired(at):
-            return replace(first, method="pipeline", seconds=time.perf_counter() - start,
-                           info={**first.info, "stopped": "time limit", "stopped_in": "PipeDream's planner (the bound)"})
-        upper_bound = evaluate(first.placement, replace(model, objective=Objective.MAX_LOAD)).objective
-    placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound,
-                           max_replicas=max_replicas)
-    ev = evaluate(placement, model)
-    exact = model.objective is Objective.MAX_LOAD and ev.valid
-    if model.objective is not Objective.MAX_LOAD:
-        info["optimized"] = "max_load"
-    return HeuristicResult(method="pipeline", placement=placement, objective=ev.objective,
-                           seconds=time.perf_counter() - start, bound=ev.objective if exact else None,
-                           exact_among=CLASS if exact else None, evaluations=info["segment_runs"], info=info)

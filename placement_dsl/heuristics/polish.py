@@ -20,12 +20,13 @@ import time
 
 import numpy as np
 
+from ..bounds.packing import heavy_packing
 from ..cluster import Cluster
 from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, MemoryMode, device_costs
 from ..graph import Graph
 from ..placement import Placement
-from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, stopped
+from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, run, stopped
 from .baselines import _local_search, _result, group_arrays, max_load_model
 from .segments import OVERLAP_CODE
 
@@ -74,8 +75,6 @@ def _kick(dev_g: np.ndarray, adj: list[np.ndarray], gtime: np.ndarray, loads: np
 def packed_start(graph: Graph, cluster: Cluster) -> Placement | None:
     """The packing bound's packing of the units a host cannot run in time, each other unit on the device
     of a placed predecessor (else successor, else its fastest device); ``None`` where nothing is packed."""
-    from ..bounds.packing import heavy_packing
-
     found = heavy_packing(graph, cluster)
     if found is None:
         return None
@@ -114,8 +113,6 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
     at = deadline_at("polish", SEARCH_SECONDS if time_limit is None else time_limit)
     ml = max_load_model(model)
     if start is None:
-        from .base import run  # imported here: the DP is only the default start
-
         try:
             start = run("dp", graph, cluster, model=ml, time_limit=left(at)).placement
         except PlacementError:  # no DP split (too many ideals, no fitting split): fill greedily instead

@@ -45,7 +45,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
-from .base import HeuristicResult, deadline_at, left
+from .base import HeuristicResult, deadline_at, left, run
 from .listsched import _choose, _groups, mean_costs
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
@@ -238,8 +238,6 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     (:func:`~placement_dsl.bounds.makespan.makespan_bounds`), past the time limit only on graphs of up
     to :data:`BOUND_OPS` ops; ``info`` reports the accepted moves and whether a local optimum was reached.
     """
-    from .base import run
-
     t0 = time.perf_counter()
     at = deadline_at("schedule-ls", SEARCH_SECONDS if time_limit is None else time_limit)
     time_limit = SEARCH_SECONDS if time_limit is None else float(time_limit)

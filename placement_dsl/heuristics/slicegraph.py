@@ -34,7 +34,10 @@ from ..graph import Graph
 from ..placement import Placement
 from ..replication import ALLREDUCE_FACTOR, ring_bandwidth
 from .base import HeuristicResult, deadline_at, expired, stopped
+from .contract import contract
+from .ideal_lattice import dfs_order
 from .kernels import clock, device_tallies
+from .kernels import priority_order as _kahn
 from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
 
 INF = math.inf
@@ -42,67 +45,6 @@ SLACK = 1e-9  # relative slack on cutoffs: the DP's and the cost model's sums ro
 
 
 # ---------------------------------------------------------------------------- Alg. 3
-@numba.njit(cache=True, inline="always")
-def _before(prio, a, b):
-    return prio[a] > prio[b] or (prio[a] == prio[b] and a < b)
-
-
-@numba.njit(cache=True)
-def _kahn(prio, succ_ptr, succ_idx, indeg0):
-    """KahnWithNodePriorities (Archer Alg. 3): a max-heap of ready ops keyed by priority."""
-    n = prio.size
-    indeg = indeg0.copy()
-    heap = np.empty(n, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
-    size = 0
-    count = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            size = _push(heap, size, v, prio)
-    while size > 0:
-        u = heap[0]
-        size -= 1
-        heap[0] = heap[size]
-        _sift_down(heap, size, prio)
-        order[count] = u
-        count += 1
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            v = succ_idx[e]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                size = _push(heap, size, v, prio)
-    return order
-
-
-@numba.njit(cache=True)
-def _push(heap, size, v, prio):
-    k = size
-    heap[k] = v
-    while k > 0:
-        parent = (k - 1) // 2
-        if not _before(prio, heap[k], heap[parent]):
-            break
-        heap[k], heap[parent] = heap[parent], heap[k]
-        k = parent
-    return size + 1
-
-
-@numba.njit(cache=True)
-def _sift_down(heap, size, prio):
-    k = 0
-    while True:
-        left = 2 * k + 1
-        if left >= size:
-            return
-        best = left
-        if left + 1 < size and _before(prio, heap[left + 1], heap[left]):
-            best = left + 1
-        if not _before(prio, heap[best], heap[k]):
-            return
-        heap[k], heap[best] = heap[best], heap[k]
-        k = best
-
-
 def kahn(graph: Graph, priorities: np.ndarray) -> np.ndarray:
     """Topological order by Kahn's algorithm, ready op with the highest priority first (Alg. 3).
 
@@ -518,9 +460,6 @@ def dfs_priorities(graph: Graph, cluster: Cluster) -> np.ndarray:
     """Op priorities (for :func:`kahn`) of the DFS order of the colocation-contracted forward DAG, the order
     along which DPL (Tarnawski §5.1.2) is exact: a branch is finished before the next starts, and an op
     that only feeds a later one (a weight) comes just before it rather than with the graph's sources."""
-    from .contract import contract
-    from .ideals import dfs_order
-
     con = contract(graph, kinds={d.kind for d in cluster.devices}, memory=float(cluster.memory.min()))
     rank = np.empty(con.n_nodes)
     rank[dfs_order(con)] = np.arange(con.n_nodes)

@@ -1,4 +1,4 @@
 """Importers and exporters: workloads (graph + cluster) and placements, in every supported format."""
-from .workload import Workload, load_workload, save_workload, load_placement, save_placement, detect_format
+from .workload import Workload, detect_format, load_placement, load_workload, save_placement, save_workload
 
-__all__ = ["Workload", "load_workload", "save_workload", "load_placement", "save_placement", "detect_format"]
+__all__ = ["Workload", "detect_format", "load_placement", "load_workload", "save_placement", "save_workload"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import PurePath
@@ -10,26 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
-from ..limits import MAX_TOTAL
+from ..limits import amount
 
 
 def nonnegative(value: Any, where: str, unlimited: bool = False) -> float:
-    """``value`` as a finite number in ``[0, MAX_TOTAL]`` (or ``inf`` when ``unlimited``), or a
-    :class:`SpecError` naming ``where`` and the value; ``True``/``False`` are not numbers."""
-    if isinstance(value, bool):
-        raise SpecError(f"{where}: {value!r} is not a number")
-    try:
-        out = float(value)
-    except OverflowError:
-        raise SpecError(f"{where}: an integer of {len(str(value))} digits is beyond {MAX_TOTAL:g}") from None
-    except (TypeError, ValueError):
-        raise SpecError(f"{where}: {value!r:.40} is not a number") from None
-    if math.isnan(out) or (math.isinf(out) and not unlimited) or out < 0:
-        raise SpecError(f"{where}: {value!r} must be a finite number >= 0")
-    if math.isfinite(out) and out > MAX_TOTAL:
-        raise SpecError(f"{where}: {value!r} is beyond {MAX_TOTAL:g}; give it in a larger unit")
-    return out
+    """Deprecated: :func:`placement_dsl.limits.amount`, the one check of a cost for readers and constructors."""
+    warnings.warn("placement_dsl.io.common.nonnegative moved to placement_dsl.limits.amount; import it from there "
+                  "(the old name goes in the next release)", DeprecationWarning, stacklevel=2)
+    return amount(value, where, unlimited)
 
 
 def jsonable(value: Any, finite: bool = True) -> Any:

@@ -21,10 +21,10 @@ from typing import Any
 
 from ..cluster import ACCELERATOR, CPU, Cluster
 from ..errors import SpecError
+from ..evaluate import evaluate
 from ..graph import Graph, Op
-from ..limits import MAX_DEVICES, count
+from ..limits import MAX_DEVICES, amount, count
 from ..placement import Placement
-from .common import nonnegative
 
 SPLIT_MARK = ">"
 
@@ -34,7 +34,7 @@ def _num(node: Mapping[str, Any], key: str, default: float | None = None) -> flo
         if default is None:
             raise SpecError(f"node {node.get('id')!r}: missing field {key!r}")
         return default
-    return nonnegative(node[key], f"node {node.get('id')!r}: {key}")
+    return amount(node[key], f"node {node.get('id')!r}: {key}")
 
 
 def _flag(node: Mapping[str, Any], key: str, default: int) -> bool:
@@ -118,7 +118,7 @@ def cluster_from_dict(data: Mapping[str, Any]) -> Cluster:
     """``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes and ``maxCPUs`` CPUs, unit bandwidth."""
     k = count(data.get("maxFPGAs", 1), "maxFPGAs", 0, MAX_DEVICES)
     cpus = count(data.get("maxCPUs", 0), "maxCPUs", 0, MAX_DEVICES - k)
-    memory = nonnegative(data.get("maxSizePerFPGA", math.inf), "maxSizePerFPGA", unlimited=True)
+    memory = amount(data.get("maxSizePerFPGA", math.inf), "maxSizePerFPGA", unlimited=True)
     if memory <= 0:
         raise SpecError(f"maxSizePerFPGA: {data['maxSizePerFPGA']!r} must be > 0 (bytes per accelerator)")
     if k + cpus == 0:
@@ -204,8 +204,6 @@ def placement_from_split(graph: Graph, cluster: Cluster, split: Mapping[str, Any
 
 def placement_to_split(placement: Placement, max_load: float | None = None) -> dict[str, Any]:
     """Write a placement as a split file (loads per device from the cost model)."""
-    from ..evaluate import evaluate
-
     ev = evaluate(placement)
     loads = {r.device: r.load for r in ev.devices}
     accs, cpus = _device_lists(placement.cluster)

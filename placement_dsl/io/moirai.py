@@ -49,9 +49,10 @@ import numpy as np
 from ..cluster import Cluster, Device, Link
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..limits import amount
 from ..placement import Placement
-from .common import nonnegative
-from .workload import Workload
+from ..schedule import Schedule, list_schedule, transfer_tasks
+from ..workload import Workload
 
 KIND_PREFIX = "d"
 
@@ -129,10 +130,10 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
         task = _name(row[col["task"]])
         if isinstance(row[col["task"]], str) and not task.replace(".", "", 1).isdigit():
             raise SpecError(f"{where}: task id {task!r} is not a number")
-        work = {kinds[k]: nonnegative(row[col[f"p{k}"]], f"{where}, p{k}") for k in range(K)}
+        work = {kinds[k]: amount(row[col[f"p{k}"]], f"{where}, p{k}") for k in range(K)}
         comm, succ = _cells(row[col["c_task"]]), _cells(row[col["dir_succ"]])
         group = task if comm else None
-        ops.append(Op(name=task, work=work, param_bytes=nonnegative(row[col["mi"]] or 0.0, f"{where}, mi"),
+        ops.append(Op(name=task, work=work, param_bytes=amount(row[col["mi"]] or 0.0, f"{where}, mi"),
                       group=group, attrs={"moirai": "operator"}))
         if comm and len(comm) != len(succ):
             raise SpecError(f"{where}: task {task}: {len(comm)} communication tasks {comm} but "
@@ -146,7 +147,7 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
             ops.append(Op(name=q, work=0.0, group=task, attrs={"moirai": "communication",
                                                                 "transfer_time": t.tolist()}))
             edges += [(task, q), (q, j)]
-    memory = [nonnegative(rows[0][col[f"m{k}"]], f"{source}, row 2, m{k}") for k in range(K)]
+    memory = [amount(rows[0][col[f"m{k}"]], f"{source}, row 2, m{k}") for k in range(K)]
     for k, m in enumerate(memory):
         if m <= 0:
             raise SpecError(f"{source}: device d{k} has memory m{k}={m}; give every device a memory > 0")
@@ -163,7 +164,7 @@ def _flow_times(row: list[Any], col: dict[str, int], K: int, count: int, where: 
             cells = _cells(row[col[f"pc{a}{b}"]])
             if len(cells) != count:
                 raise SpecError(f"{where}, pc{a}{b}: {len(cells)} times {cells} for {count} communication tasks")
-            out[:, a, b] = [nonnegative(c, f"{where}, pc{a}{b}") for c in cells]
+            out[:, a, b] = [amount(c, f"{where}, pc{a}{b}") for c in cells]
     return list(out)
 
 
@@ -242,8 +243,6 @@ def schedule_to_dict(placement: Placement, congestion: str = "port") -> dict[str
     The placement's own schedule, else its list schedule under ``congestion`` (the one the cost
     model scores); times in the sheet's units.
     """
-    from ..schedule import list_schedule
-
     g, a = placement.graph, placement.assign
     tasks, flows = _kinds(g)
     schedule = placement.schedule if placement.schedule is not None else list_schedule(placement, congestion)
@@ -260,8 +259,6 @@ def schedule_from_dict(graph: Graph, cluster: Cluster, data: Any) -> Placement:
     flow move nothing and start then too. A missing or unknown id, or a device index outside
     the sheet's columns, raises :class:`SpecError` naming it.
     """
-    from ..schedule import Schedule, transfer_tasks
-
     tasks, flows = _kinds(graph)
     if not isinstance(data, dict) or not all(isinstance(data.get(k), dict) for k in ("assignment", "start")):
         raise SpecError('a MOIRAI schedule file needs {"assignment": {task: device}, "start": {task: time}, '

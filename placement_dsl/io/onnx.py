@@ -34,10 +34,11 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
 from ..limits import MAX_TOTAL
+from ..workload import Workload
+from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .onnx_shapes import MAX_ELEMENTS, infer
-from .workload import Workload
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
 SEQ_NAMES = ("seq", "sequence", "seq_len", "seqlen", "sequence_length", "s", "t", "tokens", "length", "len")
@@ -504,8 +505,6 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     rooflines
         One roofline per device kind, turning FLOPs and bytes into ms.
     """
-    from ..zoo.build import default_cluster
-
     _check_text(model.graph)
     fixed = fix_dimensions(model, batch, seq, dims)
     _check_dims(model.graph)

@@ -37,7 +37,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
-from .workload import Workload
+from ..workload import Workload
 
 DEFAULT_BANDWIDTH = 12.5e6  # bytes per ms = 100 Gbit/s
 DEFAULT_MEMORY = 16 * 2**30  # bytes of fast memory per stage

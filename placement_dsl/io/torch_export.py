@@ -28,9 +28,10 @@ from typing import Any
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
+from ..workload import Workload
+from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
-from .workload import Workload
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
           "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
@@ -196,8 +197,6 @@ def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = Non
                 granularity: str = "op", depth: int | None = None, cluster: Cluster | None = None,
                 rooflines: tuple[Roofline, ...] = ROOFLINES) -> Workload:
     """A workload from ``torch.export.export(module, args, kwargs)`` (options as in :func:`.onnx.from_model`)."""
-    from ..zoo.build import default_cluster
-
     torch = _torch()
     if granularity not in GRANULARITIES:
         raise SpecError(f"torch import: granularity {granularity!r} is not one of {list(GRANULARITIES)}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,58 +27,22 @@ from ..errors import SpecError
 from ..files import write_atomic
 from ..graph import Graph
 from ..placement import PLACEMENT_FORMAT, Placement
+from ..workload import GRAPH_FORMAT, VERSION, Workload, graph_from_dict, graph_to_dict
+from ..workload import check_header as _check_header
+from ..zoo.training import with_backward
+from . import dnn_partitioning as dp
+from . import moirai, pipedream
+from . import onnx as onnx_io
 from .common import jsonable
 
 WORKLOAD_FORMAT = "placement_dsl.workload"
-GRAPH_FORMAT = "placement_dsl.graph"
-VERSION = 1
 FORMATS = ("native", "dnn-partitioning", "pipedream", "moirai", "onnx")
 
 
-@dataclass(frozen=True)
-class Workload:
-    """A graph with the cluster it is meant for, and where it came from."""
-
-    graph: Graph
-    cluster: Cluster
-    format: str = "native"
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.graph.name
-
-
 # ---------------------------------------------------------------------------- native
-def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    return {
-        "format": GRAPH_FORMAT, "version": VERSION, "name": graph.name,
-        "ops": [op.model_dump(exclude_defaults=True) | {"name": op.name} for op in graph.ops],
-        "edges": [list(e) for e in graph.edges],
-    }
-
-
-def graph_from_dict(data: dict[str, Any]) -> Graph:
-    if not isinstance(data, dict):
-        raise SpecError(f"'graph' must be a mapping with an 'ops' list, got {type(data).__name__}")
-    _check_header(data, GRAPH_FORMAT)
-    if "ops" not in data:
-        raise SpecError("graph mapping needs an 'ops' list")
-    return Graph(data["ops"], data.get("edges", []), name=data.get("name", "graph"))
-
-
 def workload_to_dict(w: Workload) -> dict[str, Any]:
     return {"format": WORKLOAD_FORMAT, "version": VERSION, "graph": graph_to_dict(w.graph),
             "cluster": w.cluster.to_dict(), "meta": w.meta}
-
-
-def _check_header(data: dict[str, Any], expected: str) -> None:
-    fmt = data.get("format", expected)
-    if fmt != expected:
-        raise SpecError(f"expected format {expected!r}, got {fmt!r}")
-    version = data.get("version", VERSION)
-    if version != VERSION:
-        raise SpecError(f"{expected}: unsupported version {version!r}; this package reads version {VERSION}")
 
 
 # the top-level keys each JSON format needs, for the error that says what a file lacks
@@ -124,8 +87,6 @@ def with_training(w: Workload) -> Workload:
     """
     if w.graph.is_training:
         return w
-    from ..zoo.training import with_backward
-
     ops, edges = with_backward(w.graph.ops, w.graph.edges)
     meta = {**w.meta, "training": True, "backward": "derived: each op's backward work is twice its forward work"}
     return Workload(Graph(ops, edges, name=w.graph.name), w.cluster, w.format, meta)
@@ -169,8 +130,6 @@ def load_workload(path: str | Path, format: str | None = None, **options: Any) -
     with naming(path):
         fmt = format or detect_format(path)
         if fmt == "pipedream":
-            from . import pipedream
-
             return pipedream.load(path, **options)
         training = bool(options.pop("training", False))
         w = _load_json_or_sheet(path, fmt, options)
@@ -191,12 +150,8 @@ def naming(path: Path) -> Iterator[None]:
 
 def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Workload:
     if fmt == "moirai":
-        from . import moirai
-
         return moirai.load(path, **options)
     if fmt == "onnx":
-        from . import onnx as onnx_io
-
         return onnx_io.load(path, **options)
     if fmt not in FORMATS:
         raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
@@ -204,7 +159,6 @@ def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Worklo
         raise SpecError(f"format {fmt!r} takes no reader options, got {sorted(options)}")
     if fmt == "native":
         return workload_from_dict(_read_json(path), source=repr(str(path)))
-    from . import dnn_partitioning as dp
 
     data = _read_json(path)
     graph = dp.graph_from_dict(data, name=path.stem)
@@ -221,8 +175,6 @@ def save_workload(w: Workload, path: str | Path, format: str | None = None) -> N
     if fmt == "native":
         data = workload_to_dict(w)
     elif fmt == "dnn-partitioning":
-        from . import dnn_partitioning as dp
-
         data = dp.graph_to_dict(w.graph, w.cluster)
     else:
         raise SpecError(f"cannot write format {fmt!r}; writable formats are 'native' and 'dnn-partitioning'")
@@ -240,8 +192,6 @@ def _placement(path: Path, workload: Workload) -> Placement:
     if data.get("format") == PLACEMENT_FORMAT:
         return Placement.from_dict(workload.graph, workload.cluster, data)
     if "fpgas" in data or "cpus" in data:
-        from . import dnn_partitioning as dp
-
         return dp.placement_from_split(workload.graph, workload.cluster, data, source=str(path))
     raise SpecError(f"{str(path)!r} is not a placement file (native 'assignment' or a split with 'fpgas'/'cpus')")
 
@@ -251,8 +201,6 @@ def save_placement(placement: Placement, path: str | Path, workload: Workload | 
     """Write a placement in the workload's native split format (dnn-partitioning) or the project's JSON,
     whole or not at all; a file that cannot be written is a :class:`SpecError` naming it."""
     if workload is not None and workload.format == "dnn-partitioning":
-        from . import dnn_partitioning as dp
-
         data = dp.placement_to_split(placement, objective)
     else:
         data = placement.to_dict()

@@ -23,7 +23,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from .. import __version__
+from ..bounds import simple_lower_bound
+from ..constraints import DagOrder
+from ..errors import PlacementError, SpecError
+from ..evaluate import CostModel
+from ..graph import Graph, Op
+from ..heuristics import run
+from ..heuristics.base import METHODS
+from ..io import Workload
+from ..objectives import Bottleneck
+from ..presets import dag_problem, read_workload, resize
+from ..problem import Problem, Stages
 
 LEVEL, METHOD = "level", "method"
 KINDS = (LEVEL, METHOD)
@@ -90,8 +101,6 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
 def check_names(levels: list[str], methods: list[str]) -> None:
     """Refuse unknown levels or methods, naming them and the choices."""
     from ..certify import LEVELS
-    from ..heuristics.base import METHODS
-
     bad_levels = [lv for lv in levels if lv not in LEVELS]
     if bad_levels:
         raise SpecError(f"sweep: unknown level(s) {bad_levels}; choose from {list(LEVELS)}")
@@ -175,16 +184,11 @@ def check_graphs(graphs: list[tuple[str, str]]) -> None:
 # ---------------------------------------------------------------------------- running a task
 @functools.lru_cache(maxsize=8)
 def _base_workload(source: str) -> Any:
-    from ..cli.workloads import read_workload
-
     return read_workload(source)
 
 
 def _workload(source: str, k: int | None) -> Any:
     """The workload of ``source`` on ``k`` stages (as ``bench_bounds`` builds it)."""
-    from ..cli.workloads import resize
-    from ..io import Workload
-
     w = _base_workload(source)
     return w if k is None else Workload(w.graph, resize(w.cluster, k), w.format, w.meta)
 
@@ -219,9 +223,6 @@ def execute(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(task: Task) -> dict[str, Any]:
-    from ..bounds import simple_lower_bound
-    from ..cli.problems import dag_problem
-    from ..evaluate import CostModel
 
     w = _workload(task.source, task.k)
     problem = dag_problem(w, CostModel.named(COST_MODEL))
@@ -239,7 +240,6 @@ def _level(problem: Any, task: Task) -> dict[str, Any]:
     would read "budget spent"). So they are timed here first and their time is added.
     """
     from ..certify import certify
-
     heuristics = _upper_seconds(problem)
     cert = certify(problem, budget=task.time_limit + heuristics, levels=(task.name,), gap=0.0, workers=1,
                    stop_at_gap=False)
@@ -252,10 +252,6 @@ def _level(problem: Any, task: Task) -> dict[str, Any]:
 def _upper_seconds(problem: Any) -> float:
     """Seconds the upper-bound heuristics of ``certify`` take on ``problem`` (0 unless it has ``DagOrder``)."""
     from ..certify import UPPER
-    from ..constraints import DagOrder
-    from ..errors import PlacementError
-    from ..heuristics import run
-
     if not problem.has(DagOrder):
         return 0.0
     start = time.perf_counter()
@@ -269,7 +265,6 @@ def _upper_seconds(problem: Any) -> float:
 
 def _method(problem: Any, task: Task) -> dict[str, Any]:
     """The heuristic's objective under the problem's cost model (seed 0)."""
-    from ..heuristics import run
 
     res = run(task.name, problem.graph, problem.cluster, model=problem.cost_model(), seed=0)
     return {"value": res.objective, "ub": res.objective, "seconds": res.seconds,
@@ -307,12 +302,6 @@ def warm() -> None:
         return
     _WARM = True
     from ..certify import certify
-    from ..cli import problems, workloads  # noqa: F401  (what _run imports: loaded here, before any fork)
-    from ..constraints import DagOrder
-    from ..graph import Graph, Op
-    from ..objectives import Bottleneck
-    from ..problem import Problem, Stages
-
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=2)],
               [("a", "b"), ("b", "c")], name="warm-up")
     certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=30, levels=("simple", "superblock"), gap=0.0,
@@ -323,8 +312,6 @@ def warm() -> None:
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """``placement_dsl`` version, with ``git describe --always --dirty`` of its checkout when there is one."""
-    from .. import __version__
-
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return __version__

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..files import write_atomic
 from ..io.costs import module_prefix
-from ..io.report import device_major_order, display_names, human_bytes
 from ..placement import Placement
+from ..report import device_major_order, display_names, human_bytes
 from .common import device_colour, pictures_or_dot, pyplot, save
 from .layout import layered
 

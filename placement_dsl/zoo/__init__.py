@@ -40,7 +40,7 @@ import numpy as np
 
 from ..cluster import ACCELERATOR
 from ..errors import SpecError
-from ..io.workload import Workload
+from ..workload import Workload
 from .build import default_cluster
 from .cnn import INCEPTION_V3_MODULES, RESNET_STAGES, inception, resnet
 from .costs import (

@@ -9,7 +9,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
-from ..io.workload import Workload
+from ..workload import Workload
 from .costs import ACCELERATOR_MEMORY, PCIE_BANDWIDTH, Cost, op_from_costs
 from .training import with_backward
 

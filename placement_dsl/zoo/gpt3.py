@@ -28,7 +28,7 @@ import math
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
-from ..io.workload import Workload
+from ..workload import Workload
 from .build import _positive
 from .costs import BYTES_PER_ELEMENT, SIGNIFICANT_DIGITS, Cost, concat, elementwise, embedding, matmul, softmax
 from .gpus import GPU_ROOFLINES, moirai_cluster

@@ -8,10 +8,9 @@ import numpy as np
 from ..cluster import ACCELERATOR, CPU, Cluster
 from ..errors import SpecError
 from ..graph import Op
-from ..io.workload import Workload
+from ..workload import Workload
 from .build import _Builder, _choice, _positive, _workload
 from .costs import ACCELERATOR_ROOFLINE, CPU_ROOFLINE, _round
-
 
 REGAL_MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz")
 REGAL_TENSOR_MEAN, REGAL_TENSOR_STD, REGAL_FRACTION_STD = 50.0, 10.0, 0.1

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..cluster import Cluster
 from ..errors import SpecError
-from ..io.workload import Workload
+from ..workload import Workload
 from .build import _Builder, _choice, _positive, _workload, default_cluster
 from .costs import Cost, elementwise, embedding, layernorm, matmul, softmax
 

@@ -1,0 +1,43 @@
+"""Old import paths of moved names, kept for one release with a :class:`DeprecationWarning`.
+
+A module whose public names moved to another module sets ``__getattr__ = moved(__name__, {name: module})``;
+reading such a name from the old module warns and returns the object from its new home.
+"""
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+
+def moved(old: str, names: Mapping[str, ModuleType | str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``old`` that forwards each name of ``names`` to the module it moved to (a module,
+    or its full name when the new module sits above the old one and may only be imported on use).
+
+    >>> import types
+    >>> new = types.ModuleType("new"); new.f = len
+    >>> getattr_ = moved("old", {"f": new})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     getattr_("f") is len, str(caught[0].message)
+    (True, 'old.f moved to new.f; import it from there (old.f goes in the next release)')
+    """
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        target = names[name]
+        module = importlib.import_module(target) if isinstance(target, str) else target
+        warnings.warn(f"{old}.{name} moved to {module.__name__}.{name}; import it from there ({old}.{name} goes in "
+                      "the next release)", DeprecationWarning, stacklevel=2)
+        return getattr(module, name)
+
+    return __getattr__
+
+
+def public(module: ModuleType) -> dict[str, ModuleType]:
+    """Every public name ``module`` defines itself, mapped to ``module`` (for a module moved whole)."""
+    return {name: module for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", module.__name__) == module.__name__
+            and not isinstance(value, ModuleType)}

@@ -1,0 +1,51 @@
+"""What a heuristic returns when its time limit passes before it holds a placement: the best of three splits built
+in ``O(n + m)`` (greedy, one device, the work-balanced slicing of the topological order)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import PlacementError
+from ..evaluate import CostModel, evaluate
+from ..graph import Graph
+from ..placement import Placement
+from .base import STOPPED, HeuristicResult
+from .baselines import greedy, one_device
+from .slicegraph import Slicer
+
+
+def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, phase: str,
+             start: float | None = None) -> HeuristicResult:
+    """What ``method`` returns when its time limit passed in ``phase`` before it held a placement: the
+    best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
+    the best single device and the work-balanced slicing of the topological order (each built in
+    ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
+    one taken. No proven bound."""
+    begun = time.perf_counter() if start is None else start
+    model = model or CostModel()
+    fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
+    found = [fn(graph, cluster, model=model) for fn in ((greedy, one_device) if fills else (one_device,))]
+    found += _balanced(graph, cluster, model)
+    best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
+    placement = Placement(graph, cluster, best.placement.assign, source=method)
+    return HeuristicResult(method=method, placement=placement, objective=best.objective,
+                           seconds=time.perf_counter() - begun, evaluations=sum(r.evaluations for r in found),
+                           info={"stopped": STOPPED, "fallback": best.method, "stopped_in": phase})
+
+
+def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:
+    """The work-balanced slicing of the graph's topological order onto the accelerators, if the cluster allows one."""
+    try:
+        slicer = Slicer(graph, cluster, model, devices=_non_host(cluster))
+        order = slicer.order(-graph.rank.astype(float))
+        return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
+    except PlacementError:  # an op the accelerators cannot run
+        return []
+
+
+def _non_host(cluster: Cluster) -> Any:
+    acc = [d for d in range(cluster.size) if not cluster.host[d]]
+    return acc or list(range(cluster.size))

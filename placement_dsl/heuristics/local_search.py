@@ -1,0 +1,57 @@
+"""Tarnawski et al. §6's local search ([MKA07]): from a random memory-feasible split, apply the best single-group
+reassignment until a local optimum; 10 restarts, best kept. Under a latency model it runs the latency local search
+(:mod:`.latency`)."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..evaluate import CostModel, MemoryMode, Objective
+from ..graph import Graph
+from .base import HeuristicResult, deadline_at, expired, kernel_deadline, stopped
+from .baselines import _local_search, _random_start, _result, group_arrays, max_load_model
+from .latency import latency_local_search
+from .segments import OVERLAP_CODE
+
+
+def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
+                 restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
+    """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
+
+    It minimizes max-load. Under a latency model (where a max-load optimum from a random
+    start is usually non-contiguous and slow) it is the latency local search instead:
+    :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
+    the descent under way stops and no restart begins: the best split so far (``info["stopped"]``).
+    """
+    if model is not None and model.objective is Objective.LATENCY:
+        res = latency_local_search(graph, cluster, model=model, seed=seed, restarts=restarts, time_limit=time_limit)
+        return replace(res, method="local-search", info={**res.info, "search": "latency-local-search"})
+    start = time.perf_counter()
+    at = deadline_at("local-search", time_limit)
+    ml = max_load_model(model)
+    times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)
+    mem_op = graph.param_bytes + graph.activation_bytes
+    gmem = np.bincount(gid, weights=mem_op)
+    hard = ml.memory is MemoryMode.HARD
+    ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
+    rng = np.random.default_rng(seed)
+    best: tuple[float, np.ndarray] | None = None
+    total_moves, done = 0, 0
+    for _ in range(max(1, int(restarts))):
+        if best is not None and expired(at):
+            break
+        dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
+        dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
+                                          graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
+                                          cluster.memory, hard, cluster.transfer_scale, ovf,
+                                          OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
+        total_moves, done = total_moves + moves, done + 1
+        if best is None or value < best[0]:
+            best = (value, dev.copy())
+    assert best is not None
+    result = _result("local-search", graph, cluster, model, best[1], start, evaluations=done,
+                     moves=total_moves, max_load=best[0])
+    return stopped(result) if expired(at) else result

@@ -1,0 +1,91 @@
+"""What the command line and the sweep share: reading workloads (a path or ``zoo:NAME``), resizing clusters, and
+the problems a ``--method`` means.
+
+Both front ends import this module; neither imports the other. The method-to-terms mapping is a front-end
+preset: the model layers below know terms, not method names.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import zoo
+from .cluster import Cluster
+from .constraints import Contiguous, DagOrder, Memory, Overflow, Subgraphs, Term
+from .errors import SpecError
+from .evaluate import CostModel, MemoryMode
+from .io import Workload, load_workload
+from .objectives import Latency, objective_named, objective_of
+from .problem import Problem
+
+
+# ---------------------------------------------------------------------------- workloads
+def read_workload(spec: str, fmt: str | None = None, stages: int | None = None, training: bool = False,
+                  note: Callable[[str], None] | None = None) -> Workload:
+    """A workload from a path or ``zoo:NAME``, with ``stages`` accelerators if given.
+
+    ``training`` gives the training graph: the zoo's ``-train`` variant, a PipeDream profile's
+    measured backward pass, or a derived one (:func:`placement_dsl.io.workload.with_training`),
+    which ``note`` (when given) is told about.
+    """
+    if spec.startswith("zoo:"):
+        name = spec[4:]
+        if training and not name.endswith(zoo.TRAIN_SUFFIX):
+            name += zoo.TRAIN_SUFFIX
+        w = zoo.get(name)
+    else:
+        w = load_workload(spec, fmt, **({"training": True} if training else {}))
+        if note is not None and str(w.meta.get("backward", "")).startswith("derived"):
+            note(f"--training: graph {w.graph.name!r} had no backward pass; derived one "
+                 "(each op's backward work is twice its forward work)")
+    if stages is not None:
+        w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
+    return w
+
+
+def resize(cluster: Cluster, k: int) -> Cluster:
+    """The cluster with ``k`` copies of its first non-host device, host devices kept."""
+    if k < 1:
+        raise SpecError(f"--stages must be >= 1, got {k}")
+    accs = [d for d in cluster.devices if not d.host]
+    template = accs[0] if accs else cluster.devices[0]
+    prefix = template.name.rstrip("0123456789") or "dev"
+    copies = [template.model_copy(update={"name": f"{prefix}{i}"}) for i in range(k)]
+    hosts = [d for d in cluster.devices if d.host]
+    return Cluster(copies + hosts, ())
+
+
+# ---------------------------------------------------------------------------- problems
+STRUCTURE: dict[str, list[Term]] = {"ip": [Contiguous()], "ip-noncontig": [], "exact": [DagOrder()]}
+
+
+def problem_for_method(workload: Any, objective: str | None = None, method: str = "ip",
+                       overlap: str = "none", subgraphs: int | None = None) -> Problem:
+    """The problem a command-line ``--method`` means for a workload.
+
+    ``ip``: contiguous (Tarnawski Fig. 6; Fig. 3 for latency); ``ip-noncontig``: the same
+    without contiguity (§5.2); ``exact``: Archer's Fig. 3 with DAG order. Memory is hard,
+    except for ``bottleneck`` which streams the overflow (Archer eq. (2)). ``subgraphs``
+    (latency only, ``--subgraphs Q``): at most ``Q`` contiguous subgraphs per accelerator
+    (Fig. 4) in place of contiguity.
+    """
+    name = objective or workload.meta.get("objective", "throughput")
+    term = objective_named(name, overlap)
+    if method not in STRUCTURE:
+        raise SpecError(f"method {method!r} has no formulation; choose from {sorted(STRUCTURE)}")
+    memory: Term = Overflow() if term.cost_model().memory is MemoryMode.OVERFLOW else Memory()
+    structure = STRUCTURE[method]
+    if subgraphs is not None:
+        if not isinstance(term, Latency):
+            raise SpecError(f"--subgraphs {subgraphs} limits the subgraphs per accelerator of a latency split; "
+                            f"the objective is {name!r} (use --objective latency)")
+        if method == "exact":
+            raise SpecError("--subgraphs applies to methods ip and ip-noncontig, not exact (a DAG-ordered pipeline)")
+        structure = [Subgraphs(subgraphs)]
+    return Problem(workload.graph, workload.cluster, term, [memory, *structure])
+
+
+def dag_problem(workload: Any, model: CostModel) -> Problem:
+    """The DAG-ordered problem the ``bounds`` command certifies by default for a cost model."""
+    memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
+    return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
