@@ -33,6 +33,7 @@ from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult, deadline_at, expired, fallback, kernel_deadline, stopped
 from .kernels import clock, device_tallies
+from .registry import heuristic
 from .segments import OVERLAP_CODE, stage_load
 from .slicegraph import Slicer
 
@@ -81,6 +82,7 @@ def contract(graph: Graph) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- greedy
+@heuristic("greedy", optimizes="memory_fill")
 def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
            seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §7 greedy: fill accelerators in topological order up to their memory, rest on the CPU.
@@ -113,6 +115,7 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 
 
 # ---------------------------------------------------------------------------- one device
+@heuristic("one-device", optimizes="cost_model")
 def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on one accelerator: the best valid one by the cost model (else the best at all).
@@ -166,6 +169,7 @@ def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarra
     return order, cuts
 
 
+@heuristic("pipedream", optimizes="max_load")
 def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                    seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.
@@ -334,6 +338,7 @@ def group_arrays(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, ...]:
     return times, gid, gmem_idx, gptr, gtime
 
 
+@heuristic("local-search", optimizes="cost_model")
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.

@@ -40,6 +40,7 @@ from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, fallb
 from .contract import contract
 from .ideals import _node_costs, _tensors, device_classes, ideal_lattice
 from .pipeline_dp import layout
+from .registry import heuristic
 
 MAX_IDEALS = 64
 INF = math.inf
@@ -131,6 +132,7 @@ def _inner_stages(lt: _Lattice, j: int, i: int, per: int, back: dict) -> list[tu
     return out[::-1]
 
 
+@heuristic("dp-servers", optimizes="max_load")
 def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                max_ideals: int = MAX_IDEALS, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals on a hierarchical cluster (Tarnawski App. C.3; module docstring).

@@ -66,6 +66,7 @@ from ..progress import report
 from . import ideal_kernels as K
 from .base import HeuristicResult, TimeLimitReached, deadline_at, fallback, kernel_deadline
 from .contract import Contraction, contract
+from .registry import heuristic
 
 if TYPE_CHECKING:
     from .ideal_solve import Solution
@@ -495,6 +496,7 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
                            evaluations=info["pairs"], info=info)
 
 
+@heuristic("dp", optimizes="max_load")
 def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
        replication: bool = False, max_replicas: int | None = None, max_ideals: int = DEFAULT_MAX_IDEALS,
        incumbent: bool = True, merge_zero_cost: bool = True, time_limit: float | None = None) -> HeuristicResult:
@@ -579,6 +581,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     return _result("dp", su, sol, info, start, exact=True)
 
 
+@heuristic("dpl", optimizes="max_load")
 def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True,
         time_limit: float | None = None) -> HeuristicResult:

@@ -46,6 +46,7 @@ from . import pipeline_kernels as K
 from .base import HeuristicResult, deadline_at, expired, left
 from .contract import Contraction, contract
 from .ideals import dfs_order
+from .registry import heuristic
 
 CLASS = "pipelines along the DFS order with replicated stages and server segments"
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
@@ -345,6 +346,7 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
     return placement, info
 
 
+@heuristic("pipeline", optimizes="max_load")
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
              replication: bool = False, upper_bound: float | None = None,
              max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

@@ -35,6 +35,7 @@ from ..placement import Placement
 from ..replication import ALLREDUCE_FACTOR, ring_bandwidth
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import clock, device_tallies
+from .registry import heuristic
 from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
 
 INF = math.inf
@@ -467,6 +468,7 @@ class Slicer:
                                seconds=time.perf_counter() - start, evaluations=evaluations, info=info)
 
 
+@heuristic("slicegraph", optimizes="max_load")
 def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                order: np.ndarray | None = None, priorities: np.ndarray | None = None, replication: bool = False,
                max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

@@ -73,7 +73,7 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
         ``(id, source)`` pairs from :func:`expand_testbed`.
     ks, levels, methods
         Numbers of stages, levels of :data:`placement_dsl.certify.LEVELS`, heuristics of
-        :data:`placement_dsl.heuristics.base.METHODS` (checked here).
+        the heuristics' registry (:func:`placement_dsl.heuristics.registry.names`) (checked here).
     time_limit
         Seconds per task: a level's ``certify`` budget, or the watchdog's base for a method.
     """
@@ -90,15 +90,16 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
 def check_names(levels: list[str], methods: list[str]) -> None:
     """Refuse unknown levels or methods, naming them and the choices."""
     from ..certify import LEVELS
-    from ..heuristics.base import METHODS
+    from ..heuristics.registry import names
 
     bad_levels = [lv for lv in levels if lv not in LEVELS]
     if bad_levels:
         raise SpecError(f"sweep: unknown level(s) {bad_levels}; choose from {list(LEVELS)}")
-    known = list(METHODS) + (list(FAKE_METHODS) if testing() else [])
+    methods_known = names()
+    known = methods_known + (list(FAKE_METHODS) if testing() else [])
     bad = [m for m in methods if m not in known]
     if bad:
-        raise SpecError(f"sweep: unknown method(s) {bad}; choose from {list(METHODS)}")
+        raise SpecError(f"sweep: unknown method(s) {bad}; choose from {methods_known}")
     if not levels and not methods:
         raise SpecError("sweep: nothing to run; give --levels and/or --methods")
 
