@@ -6,7 +6,7 @@ import math
 from typing import Any, NoReturn
 
 from ..evaluate import NAMED
-from ..io.workload import FORMATS
+from ..io import formats
 from ..limits import MAX_DEVICES, MAX_TOTAL
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
@@ -68,7 +68,7 @@ def _quiet(sp: argparse.ArgumentParser) -> None:
 
 
 def _cluster_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--format", choices=FORMATS, help="input format (default: detected from the file)")
+    sp.add_argument("--format", choices=formats.names(), help="input format (default: detected from the file)")
     sp.add_argument("--training", action="store_true",
                     help="use the training graph: the zoo's -train model, a PipeDream profile's backward pass, "
                          "or a derived one (backward work = 2x forward)")

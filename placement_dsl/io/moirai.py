@@ -51,6 +51,7 @@ from ..errors import SpecError
 from ..graph import Graph, Op
 from ..placement import Placement
 from .common import nonnegative
+from .formats import importer
 from .workload import Workload
 
 KIND_PREFIX = "d"
@@ -208,6 +209,7 @@ def transfer_time(graph: Graph, cluster: Cluster) -> np.ndarray:
     return out
 
 
+@importer("moirai", suffixes=(".xls", ".xlsx"))
 def load(path: str | Path, **options: Any) -> Workload:
     """Read a MOIRAI ``.xls`` sheet as a workload on its heterogeneous devices.
 

@@ -36,6 +36,7 @@ from ..graph import Graph, Op
 from ..limits import MAX_TOTAL
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
+from .formats import importer
 from .onnx_shapes import MAX_ELEMENTS, infer
 from .workload import Workload
 
@@ -529,6 +530,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     return Workload(graph, cluster or default_cluster(), "onnx", meta)
 
 
+@importer("onnx", suffixes=(".onnx",), model=True)
 def load(path: str | Path, **options: Any) -> Workload:
     """Read an ONNX file without its external data and import it (options: see :func:`from_model`)."""
     onnx = _onnx()

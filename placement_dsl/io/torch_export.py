@@ -30,6 +30,7 @@ from ..errors import SpecError
 from ..graph import Graph, Op
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
+from .formats import importer
 from .workload import Workload
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
@@ -233,6 +234,7 @@ def factory(spec: str) -> Callable[..., Any]:
     return fn
 
 
+@importer("torch", model=True, spec=True)
 def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
     """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
     fn = factory(spec)
