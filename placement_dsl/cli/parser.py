@@ -5,6 +5,7 @@ import argparse
 import math
 from typing import Any, NoReturn
 
+from ..certify import LEVELS
 from ..evaluate import NAMED
 from ..io import formats
 from ..limits import MAX_DEVICES, MAX_TOTAL
@@ -131,8 +132,8 @@ def _bounds_parser(sub: Any) -> None:
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(bo)
-    bo.add_argument("--levels", help="comma-separated levels (default: the problem's hierarchy, e.g. "
-                                     "simple,no-dag,no-cut-io,superblock,guess,exact for pipelines)")
+    bo.add_argument("--levels", help=f"comma-separated levels, of {', '.join(LEVELS)} (default: the problem's "
+                                     "hierarchy, e.g. simple,dp,stage-cut,superblock,guess,exact for pipelines)")
     bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
                                                          "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
