@@ -37,7 +37,7 @@ def scratch(monkeypatch):
 
 
 def test_the_levels_and_their_default_hierarchies():
-    assert list(LEVELS)[:len(ORDER)] == ORDER
+    assert [name for name in LEVELS if name in ORDER] == ORDER  # levels registered elsewhere may sit between
     assert {fam: defaults_of(fam) for fam in Family} == DEFAULTS
     chain, _ = testing.INSTANCES["chain"]()
     assert family(chain) is Family.MTPP and default_levels(chain) == DEFAULTS[Family.MTPP]
@@ -51,7 +51,7 @@ def test_a_registered_level_runs_in_its_rank_and_joins_its_family_default(scratc
         return 0.5, LevelStatus.OPTIMAL, "half", ALL
 
     chain, optimum = testing.INSTANCES["chain"]()
-    assert list(LEVELS)[:3] == ["simple", "half-work", "dp"]
+    assert [name for name in LEVELS if name in ("simple", "half-work", "dp")] == ["simple", "half-work", "dp"]
     assert default_levels(chain)[:3] == ("simple", "half-work", "dp")
     cert = certify(chain, budget=60.0, levels=("dp", "half-work"), stop_at_gap=False)
     assert [r.level for r in cert.levels] == ["half-work", "dp"]  # rank order, not the order asked
