@@ -23,8 +23,8 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.errors import PlacementError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import METHODS, run
-from placement_dsl.heuristics.base import OPTIMIZES
+from placement_dsl.heuristics import names, run
+from placement_dsl.heuristics.registry import optimizes
 from placement_dsl.zoo.gpt3 import gpt3
 
 SLACK = 10.0  # seconds past the limit a row may take before it is flagged (the cost model's re-check, a fallback)
@@ -49,7 +49,7 @@ def _gpt(layers: int) -> tuple[Graph, Cluster]:
 
 
 def model_for(method: str) -> CostModel:
-    goal = OPTIMIZES.get(method)
+    goal = optimizes(method)
     return CostModel.named("makespan" if goal == "makespan" else "latency" if goal == "latency" else "throughput")
 
 
@@ -69,13 +69,13 @@ def row(name: str, graph: Graph, cluster: Cluster, method: str, limit: float) ->
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=float, default=5.0, help="time limit in seconds per run")
-    ap.add_argument("--method", action="append", choices=sorted(METHODS), help="method (default: all)")
+    ap.add_argument("--method", action="append", choices=sorted(names()), help="method (default: all)")
     ap.add_argument("--input", action="append", choices=["gpt3-2", "gpt3-8", "chain-20k", "chain-200k"],
                     help="generated input (default: all)")
     args = ap.parse_args()
     markdown_head(["input", "ops", "method", "wall s", "limit s", "result", "objective", ""])
     for name, (graph, cluster) in inputs(args.input).items():
-        for method in args.method or sorted(METHODS):
+        for method in args.method or sorted(names()):
             row(name, graph, cluster, method, args.limit)
 
 

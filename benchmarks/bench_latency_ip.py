@@ -22,7 +22,7 @@ from common import DNN, fmt, markdown_head, markdown_row, paper_table, require
 from placement_dsl.constraints import Memory, Subgraphs
 from placement_dsl.evaluate import CostModel
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.base import METHODS
+from placement_dsl.heuristics.registry import names
 from placement_dsl.io import load_workload
 from placement_dsl.objectives import Latency
 from placement_dsl.placement import Placement
@@ -37,7 +37,7 @@ HEAD = ["workload", "q", "solver", "start", "IP latency", "bound", "gap", "secon
 def best_start(problem: Problem, q: int) -> tuple[Placement, float, str]:
     """The best heuristic split with at most ``q`` subgraphs per accelerator, its latency and its method."""
     model = CostModel.named("latency", max_subgraphs=q)
-    methods = [m for m in ("latency-best", "greedy") if m in METHODS]
+    methods = [m for m in ("latency-best", "greedy") if m in names()]
     best = None
     for method in methods:
         found = run(method, problem.graph, problem.cluster, model=model)

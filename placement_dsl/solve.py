@@ -258,9 +258,9 @@ def _start_placement(problem: Any, warm_start: str | Path | Placement,
     its heuristic proved over the problem's class (``None``: none)."""
     if isinstance(warm_start, Placement):
         return warm_start, None
-    from .heuristics.base import METHODS
+    from .heuristics.registry import names
 
-    if isinstance(warm_start, str) and warm_start in METHODS:
+    if isinstance(warm_start, str) and warm_start in names():
         from .heuristics import run
 
         left = None if clock is None else max(clock.left() - MIN_SEARCH, 0.1)
@@ -273,7 +273,7 @@ def _start_placement(problem: Any, warm_start: str | Path | Placement,
         return found.placement, _class_bound(problem, found)
     path = Path(warm_start)
     if not path.exists():
-        raise SpecError(f"warm_start {str(warm_start)!r} is neither a heuristic ({sorted(METHODS)}) "
+        raise SpecError(f"warm_start {str(warm_start)!r} is neither a heuristic ({sorted(names())}) "
                         "nor an existing placement file")
     from .io import Workload, load_placement
 

@@ -21,7 +21,7 @@ from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import PathLink
 from placement_dsl.blocks.latency_data import EXACT_ITEMS, _fractional, _priced, bounds, longest_paths, run_path_bound
 from placement_dsl.bounds.latency import critical_path_bound
-from placement_dsl.certify import LATENCY_LEVELS, LEVELS, LevelStatus, certify, default_levels
+from placement_dsl.certify import LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Colocate, Contiguous, Memory, Pin, Subgraphs
@@ -29,6 +29,7 @@ from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations.latency import subgraphs_per_accelerator
 from placement_dsl.graph import Graph, Op
 from placement_dsl.io import load_workload
+from placement_dsl.levels.base import Family, defaults_of
 from placement_dsl.objectives import Latency
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
@@ -53,7 +54,7 @@ def diamond() -> Problem:
 
 
 def test_latency_problems_get_the_latency_hierarchy():
-    assert default_levels(diamond()) == LATENCY_LEVELS
+    assert default_levels(diamond()) == defaults_of(Family.LATENCY)
 
 
 def test_max_load_levels_refuse_latency():
@@ -93,7 +94,7 @@ def test_every_level_runs_and_orders_its_bounds():
     p = detour([Subgraphs(1)])
     cert = certify(p, budget=60, gap=0.0, stop_at_gap=False)
     got = {r.level: r.bound for r in cert.levels}
-    assert set(got) == set(LATENCY_LEVELS) and None not in got.values()
+    assert set(got) == set(defaults_of(Family.LATENCY)) and None not in got.values()
     assert got["critical-path"] <= got["latency-lp"] + TOL <= got["latency"] + 2 * TOL
     assert got["run-paths"] <= got["latency-lp"] + TOL  # the LP holds the run flows, so the paths' DP too
     assert got["latency"] == pytest.approx(optimum(p))
@@ -222,7 +223,7 @@ def test_cli_bounds_for_latency_runs_the_latency_levels(capsys, tmp_path):
     w = _workload(tmp_path / "w.json")
     code, out, _ = run_cli(capsys, "bounds", w, "--objective", "latency", "--json", "--time-limit", "30")
     payload = json.loads(out)
-    assert code == 0 and [r["level"] for r in payload["levels"]] == list(LATENCY_LEVELS)
+    assert code == 0 and [r["level"] for r in payload["levels"]] == list(defaults_of(Family.LATENCY))
     opt = _optimum(w, Contiguous())  # latency's default class: contiguous splits (Fig. 3)
     assert payload["upper_bound"] == pytest.approx(opt) and payload["bound"] == pytest.approx(opt)
 

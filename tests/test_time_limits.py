@@ -11,7 +11,7 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import METHODS, run
+from placement_dsl.heuristics import names, run
 from placement_dsl.heuristics.base import STOPPED
 from placement_dsl.zoo import regal
 
@@ -38,7 +38,7 @@ def _case(method: str) -> tuple[Graph, Cluster, CostModel | None]:
     return g, Cluster.stages(8), model
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(names()))
 def test_every_method_returns_a_placement_at_once_and_says_it_stopped(method):
     graph, cluster, model = _case(method)
     t0 = time.perf_counter()

@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from ..io.workload import FORMATS
+from ..io import formats
 from ..limits import MAX_DEVICES, MAX_TOTAL
 from .training import add_cluster_args
 
@@ -57,7 +57,7 @@ def quiet(sp: argparse.ArgumentParser) -> None:
 
 def cluster_args(sp: argparse.ArgumentParser) -> None:
     """The options that read and reshape a workload's cluster (``--format``, ``--stages``, ``--memory``, ...)."""
-    sp.add_argument("--format", choices=FORMATS, help="input format (default: detected from the file)")
+    sp.add_argument("--format", choices=formats.names(), help="input format (default: detected from the file)")
     sp.add_argument("--training", action="store_true",
                     help="use the training graph: the zoo's -train model, a PipeDream profile's backward pass, "
                          "or a derived one (backward work = 2x forward)")

@@ -5,9 +5,9 @@ import sys
 from typing import Any
 
 from ..deadline import Deadline
-from ..heuristics.base import METHODS
+from ..heuristics.registry import names
 
-HEURISTIC_METHODS = tuple(METHODS)  # the heuristics' registry: a new heuristic is a new --method
+HEURISTIC_METHODS = tuple(names())  # the heuristics' registry: a new heuristic is a new --method
 IP_METHODS = ("ip", "ip-noncontig", "exact")
 TRAINING_OBJECTIVES = ("gpipe", "pipedream")  # score forward and backward passes separately
 MIP_DEFAULTS = {"solver": "highs", "time_limit": 60.0, "gap": 1e-4}

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..files import check_writable
-from ..io import Workload, save_workload
+from ..io import Workload, formats, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..limits import MAX_DEVICES
 from ..report import human_bytes
@@ -31,15 +31,13 @@ def _read_model(args: argparse.Namespace) -> Workload:
     options: dict[str, Any] = {"batch": args.batch, "seq": args.seq, "granularity": args.granularity,
                                "depth": args.depth}
     path = Path(args.model)
-    if path.suffix.lower() == ".onnx" or path.exists():
-        from ..io import onnx as onnx_io
-
-        return onnx_io.load(path, dims=_dims(args.dim), **options)
+    files, specs = formats.models(spec=False), formats.models(spec=True)
+    if files and (formats.by_suffix(path, model=True) is not None or path.exists()):
+        reader = formats.by_suffix(path, model=True) or files[0]  # an existing file of no model suffix: the first
+        return reader.read(path, dims=_dims(args.dim), **options)
     if args.dim:
         raise SpecError("--dim applies to ONNX models; a PyTorch factory takes --batch and --seq")
-    from ..io import torch_export
-
-    return torch_export.load(args.model, **options)
+    return specs[0].read(args.model, **options)
 
 
 def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
+from ..certify import LEVELS
 from ..evaluate import NAMED
 from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
@@ -75,8 +76,8 @@ def _bounds_parser(sub: Any) -> None:
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(bo)
-    bo.add_argument("--levels", help="comma-separated levels (default: the problem's hierarchy, e.g. "
-                                     "simple,no-dag,no-cut-io,superblock,guess,exact for pipelines)")
+    bo.add_argument("--levels", help=f"comma-separated levels, of {', '.join(LEVELS)} (default: the problem's "
+                                     "hierarchy, e.g. simple,dp,stage-cut,superblock,guess,exact for pipelines)")
     bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
                                                          "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,

@@ -13,10 +13,20 @@ into the object, and nothing below that compares names.
 """
 from __future__ import annotations
 
-from ..constraints import DagOrder
-from ..problem import Problem
-from ..training_terms import Replicate
-from .base import FORMULATIONS, Formulation, Kind, ObjectiveFormulation, Plan, Rule, Step, drop, get, register
+from .base import (
+    FORMULATIONS,
+    Auto,
+    Formulation,
+    Kind,
+    ObjectiveFormulation,
+    Plan,
+    Rule,
+    Step,
+    choose,
+    drop,
+    get,
+    register,
+)
 from .chain import CHAIN, LoadTarget
 from .exact import EXACT
 from .latency import LATENCY
@@ -25,19 +35,6 @@ from .replication import THROUGHPUT_REPLICATED
 from .rules import BASE_RULES
 from .schedule import SCHEDULE
 from .throughput import THROUGHPUT
-from .training import training_memory  # noqa: F401 - adds the TrainingMemory rule to throughput
-
-
-def choose(problem: Problem) -> str:
-    """``formulation="auto"``: the registered formulation of the problem's objective (latency, makespan), else
-    Archer's exact MIP under DAG order where it applies (not on a routed cluster), Tarnawski's throughput IP
-    otherwise."""
-    for form in FORMULATIONS.values():
-        if isinstance(form, ObjectiveFormulation) and form.kind is Kind.EXACT and form.chosen_for(problem):
-            return form.name
-    if problem.has(Replicate):
-        return THROUGHPUT_REPLICATED.name
-    return "exact" if problem.has(DagOrder) and EXACT.accepts(problem) is None else "throughput"
 
 
 def of_kind(kind: Kind) -> dict[str, Formulation]:
@@ -46,5 +43,5 @@ def of_kind(kind: Kind) -> dict[str, Formulation]:
 
 
 __all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
-           "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation", "Plan", "Rule", "Step",
+           "THROUGHPUT_REPLICATED", "Auto", "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation", "Plan", "Rule", "Step",
            "choose", "drop", "get", "of_kind", "register"]

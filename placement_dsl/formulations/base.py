@@ -60,6 +60,19 @@ def drop(term: Any, problem: Problem) -> list[BlockTemplate]:
     return []
 
 
+@dataclass(frozen=True)
+class Auto:
+    """When ``formulation="auto"`` picks a formulation, declared on it: the candidates of the highest
+    ``rank`` come first (the first registered on a tie), and a candidate is picked when the problem has
+    every term type in ``requires`` and, if ``checked``, the formulation accepts the problem
+    (:meth:`Formulation.accepts`). An :class:`ObjectiveFormulation` also needs the problem's objective
+    to be its own. A formulation without one is never picked by ``"auto"``."""
+
+    rank: int = 0
+    requires: tuple[type, ...] = ()
+    checked: bool = False
+
+
 @dataclass
 class Plan:
     """What a formulation's :meth:`~Formulation.prepare` hook decided for one solve.
@@ -96,15 +109,19 @@ class Formulation:
     transformation
         A Pyomo transformation applied to the built model (``"gdp.bigm"``, ``"gdp.hull"``) when
         its templates write disjunctions.
+    auto
+        When ``formulation="auto"`` picks it (:class:`Auto`); ``None``: never (not inherited by
+        :meth:`derive`).
     doc
         One paragraph: what the formulation is, citing the paper.
     """
 
     def __init__(self, name: str, kind: Kind, skeleton: Callable[[Problem], Sequence[BlockTemplate]],
                  rules: Mapping[type, Rule] | None = None, parent: Formulation | None = None, doc: str = "",
-                 transformation: str | None = None):
+                 transformation: str | None = None, auto: Auto | None = None):
         self.name, self.kind, self.doc = name, kind, doc.strip()
         self.transformation = transformation
+        self.auto = auto
         self._skeleton = skeleton
         self.rules: dict[type, Rule] = dict(rules or {})
         self.parent = parent
@@ -170,6 +187,13 @@ class Formulation:
             return str(err)
         return None
 
+    def chosen_for(self, problem: Problem) -> bool:
+        """Whether ``formulation="auto"`` may pick this formulation for ``problem`` (its :class:`Auto`)."""
+        auto = self.auto
+        if auto is None or not all(problem.has(t) for t in auto.requires):
+            return False
+        return not auto.checked or self.accepts(problem) is None
+
     def placement_class(self, problem: Problem) -> PlacementClass:
         """The class of placements this formulation's optimum (exact), incumbents and bound (restriction)
         or bound (relaxation) hold for on ``problem``: by default the problem's own class."""
@@ -195,12 +219,14 @@ class Formulation:
 class ObjectiveFormulation(Formulation):
     """A formulation of one objective type (:attr:`objective`): it refuses problems with another,
     any other objective term gets a rule that says so, and ``formulation="auto"`` picks it for
-    its own (:meth:`chosen_for`). :attr:`minimizes` words the objective in messages."""
+    its own (:meth:`chosen_for`, ahead of the formulations of no objective: :data:`OBJECTIVE_RANK`).
+    :attr:`minimizes` words the objective in messages."""
 
     objective: type = object
     minimizes: str = ""
 
     def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("auto", Auto(rank=OBJECTIVE_RANK))
         super().__init__(*args, **kwargs)
         self.rules.setdefault(ObjectiveTerm, self._other_objective)
 
@@ -216,7 +242,23 @@ class ObjectiveFormulation(Formulation):
 
     def chosen_for(self, problem: Problem) -> bool:
         """``formulation="auto"`` picks this formulation for its own objective."""
-        return isinstance(problem.objective, self.objective)
+        return isinstance(problem.objective, self.objective) and super().chosen_for(problem)
+
+
+OBJECTIVE_RANK = 3
+"""The :class:`Auto` rank of an :class:`ObjectiveFormulation`: its own objective comes before any other choice."""
+
+
+def choose(problem: Problem) -> str:
+    """``formulation="auto"``: the first registered exact formulation, highest :class:`Auto` rank first, that
+    declares itself chosen for ``problem`` (:meth:`Formulation.chosen_for`)."""
+    ranked = sorted((f for f in FORMULATIONS.values() if f.kind is Kind.EXACT and f.auto is not None),
+                    key=lambda f: -f.auto.rank)
+    for form in ranked:
+        if form.chosen_for(problem):
+            return form.name
+    raise SpecError(f"formulation 'auto': no registered formulation is chosen for a problem with terms "
+                    f"{[type(t).__name__ for t in problem.terms]}; name one of {sorted(FORMULATIONS)}")
 
 
 def valid_heuristic(problem: Problem, method: str) -> tuple[Placement, float] | None:
@@ -251,8 +293,6 @@ def get(name: str | Formulation, problem: Problem | None = None) -> Formulation:
     if name == "auto":
         if problem is None:
             raise SpecError("formulation 'auto' chooses by the problem; pass the problem")
-        from . import choose
-
         name = choose(problem)
     if name not in FORMULATIONS:
         raise SpecError(f"unknown formulation {name!r}; choose from {['auto', *sorted(FORMULATIONS)]}")

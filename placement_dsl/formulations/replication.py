@@ -16,7 +16,7 @@ from ..evaluate import Objective
 from ..objectives import GPipe, ObjectiveTerm
 from ..problem import Problem
 from ..training_terms import Replicate
-from .base import Kind, register
+from .base import Auto, Kind, register
 from .throughput import THROUGHPUT
 
 
@@ -39,7 +39,8 @@ def replicate(term: Replicate, problem: Problem) -> list[BlockTemplate]:
 
 
 THROUGHPUT_REPLICATED = register(THROUGHPUT.derive(
-    "throughput-replicated", Kind.EXACT, rules={ObjectiveTerm: replicated_objective, GPipe: replicated_objective, Replicate: replicate}, doc="""
+    "throughput-replicated", Kind.EXACT, rules={ObjectiveTerm: replicated_objective, GPipe: replicated_objective, Replicate: replicate},
+    auto=Auto(rank=2, requires=(Replicate,)), doc="""
 Tarnawski Fig. 6 with App. C.2: binaries ``rho_{dr}`` choose each stage's replica count, the budget of devices per
 kind holds stages and replicas, and big-M rows bound ``(load_d + 2 (r-1) param_d / B_d) / r`` (or the overlapped
 parts) by ``MaxLoad``."""))

@@ -1,6 +1,6 @@
 """Memory per schedule in the IPs: the rule for :class:`~placement_dsl.training_terms.TrainingMemory`.
 
-Added to the table of ``throughput`` (Tarnawski Fig. 6; inherited by ``throughput-replicated``):
+In the table of ``throughput`` (Tarnawski Fig. 6; inherited by ``throughput-replicated``):
 :class:`~placement_dsl.blocks.training.TrainingMemoryCapacity`. Archer's ``exact`` needs
 ``DagOrder``, which a training graph's backward edges never satisfy, so it has no rule for it.
 """
@@ -11,7 +11,6 @@ from ..blocks.training import TrainingMemoryCapacity
 from ..errors import SpecError
 from ..problem import Problem
 from ..training_terms import Replicate, TrainingMemory
-from .base import FORMULATIONS
 
 
 def training_memory(term: TrainingMemory, problem: Problem) -> list[BlockTemplate]:
@@ -21,5 +20,3 @@ def training_memory(term: TrainingMemory, problem: Problem) -> list[BlockTemplat
                         "(ceil(n / r)), which the IP does not write; use method 'pipeline'")
     return [TrainingMemoryCapacity(term.spec())]
 
-
-FORMULATIONS["throughput"].add_rule(TrainingMemory, training_memory)

@@ -1,9 +1,9 @@
-"""The common interface of the heuristics: a result type and a registry by method name."""
+"""The common interface of the heuristics: a result type, :func:`run` by method name (:mod:`.registry`), time limits."""
 from __future__ import annotations
 
-import importlib
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,8 +14,9 @@ from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from . import registry
 
-__getattr__ = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
+_moved = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
 
 
 @dataclass(frozen=True)
@@ -37,64 +38,26 @@ class HeuristicResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-# method name -> "module:function" (relative to this package); each function has the signature
-#   fn(graph: Graph, cluster: Cluster, *, model: CostModel, seed: int | None, time_limit: float | None,
-#      **options) -> HeuristicResult
-# and, given a time limit, returns its best placement so far when it runs out (see deadline_at()).
-METHODS: dict[str, str] = {
-    "dp": "ideals:dp",
-    "dpl": "ideals:dpl",
-    "dp-servers": "ideal_servers:dp_servers",
-    "slicegraph": "slicegraph:slicegraph",
-    "random": "orderings:random_orders",
-    "brkga": "orderings:brkga",
-    "mla": "orderings:mla",
-    "mla-weighted": "orderings:mla_weighted",
-    "greedy": "baselines:greedy",
-    "local-search": "local_search:local_search",
-    "polish": "polish:polish",
-    "pipedream": "level_path:pipedream_path",
-    "pipedream-planner": "pipedream_planner:pipedream_planner",
-    "pipeline": "pipeline:pipeline",
-    "gpipe-split": "gpipe_split:gpipe_split",
-    "one-device": "baselines:one_device",
-    "latency-local-search": "latency:latency_local_search",
-    "latency-best": "latency:latency_best",
-    "list": "listsched:heft",
-    "one-device-best": "listsched:one_device_best",
-    "schedule-lns": "lns:schedule_lns",
-    "schedule-ls": "schedule_ls:schedule_local_search",
-    "cpop": "schedule_ls:cpop",
-    "m-sct": "etf:m_sct", "getf": "etf:getf",
-}
-
-
-# What each method minimizes when it searches ("memory_fill": greedy looks at memory only;
-# "cost_model": picks by the model it is given). Under a latency model the max-load methods
-# return their own optimum, which Tarnawski §7 scores as a baseline: run() says so in ``info``.
-OPTIMIZES: dict[str, str] = {
-    **dict.fromkeys(("dp", "dpl", "dp-servers", "slicegraph", "random", "brkga", "mla", "mla-weighted", "pipedream",
-                     "pipeline", "pipedream-planner", "polish"), "max_load"), "gpipe-split": "gpipe",
-    "greedy": "memory_fill", "one-device": "cost_model", "local-search": "cost_model",
-    "latency-local-search": "latency", "latency-best": "latency",
-    **dict.fromkeys(("list", "one-device-best", "schedule-lns", "schedule-ls", "cpop", "m-sct", "getf"), "makespan"),
-}
+def __getattr__(name: str) -> Any:
+    """``METHODS`` and ``OPTIMIZES``, the old tables, read from the registry (deprecated)."""
+    if name in ("METHODS", "OPTIMIZES"):
+        warnings.warn(f"placement_dsl.heuristics.base.{name} is deprecated; use placement_dsl.heuristics.registry",
+                      DeprecationWarning, stacklevel=2)
+        table = registry.load()
+        if name == "METHODS":
+            return {h.name: f"{h.module}:{h.fn.__name__}" for h in table.values()}
+        return {h.name: h.optimizes for h in table.values()}
+    return _moved(name)
 
 
 def methods_for(objective: str) -> list[str]:
     """The methods that search for ``objective`` (e.g. ``"max_load"``): its own, and those that take the model's."""
-    return [m for m in METHODS if OPTIMIZES.get(m) in (objective, "cost_model", "memory_fill")]
+    return registry.methods_for(objective)
 
 
 def resolve(method: str) -> Callable[..., HeuristicResult]:
-    if method not in METHODS:
-        raise SpecError(f"unknown heuristic {method!r}; choose from {sorted(METHODS)}")
-    module, fn = METHODS[method].split(":")
-    try:
-        mod = importlib.import_module(f"{__package__}.{module}")
-    except ModuleNotFoundError as err:
-        raise SpecError(f"heuristic {method!r} is not available: {err}") from None
-    return getattr(mod, fn)
+    """The function of the registered method ``method`` (:class:`SpecError` naming the choices when unknown)."""
+    return registry.get(method).fn
 
 
 def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
@@ -166,7 +129,7 @@ def _latency_verdict(method: str, result: HeuristicResult, latency: float) -> He
     objective, which Tarnawski §7 scores for latency as a baseline: being exact among
     contiguous splits for max-load says nothing about latency.
     """
-    goal = result.info.get("optimizes", OPTIMIZES.get(method, "not latency"))
+    goal = result.info.get("optimizes", registry.optimizes(method, "not latency"))
     info = {**result.info, "optimizes": goal, "latency": latency}
     if goal in ("latency", "cost_model"):
         return replace(result, info=info)

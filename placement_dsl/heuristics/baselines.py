@@ -29,6 +29,7 @@ from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import clock, device_tallies
+from .registry import heuristic
 from .segments import stage_load
 
 __getattr__ = moved(__name__, {"level_path": "placement_dsl.heuristics.level_path",
@@ -80,6 +81,7 @@ def contract(graph: Graph) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- greedy
+@heuristic("greedy", optimizes="memory_fill")
 def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
            seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §7 greedy: fill accelerators in topological order up to their memory, rest on the CPU.
@@ -112,6 +114,7 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 
 
 # ---------------------------------------------------------------------------- one device
+@heuristic("one-device", optimizes="cost_model")
 def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on one accelerator: the best valid one by the cost model (else the best at all).

@@ -46,6 +46,7 @@ from ..placement import Placement
 from ..schedule import ListScheduler, upward_rank
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .listsched import _groups, _makespan_model, _Packing, _result, mean_costs
+from .registry import heuristic
 
 LP_SHARE = 0.3  # share of the time limit the favourite-child LP may take
 LP_EDGES = 200_000  # edges above which the LP is not built (greedy favourites)
@@ -289,12 +290,14 @@ def _quick(s: _ETF, favourite: np.ndarray | None) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------- the methods
+@heuristic("getf", optimizes="makespan")
 def getf(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
          time_limit: float | None = None, pins: Mapping[str, str] | None = None) -> HeuristicResult:
     """GETF: the ready pair that finishes first, repeatedly (see the module docstring)."""
     return _run("getf", graph, cluster, model, time_limit, pins, lambda s, v, d, f: (f, -s.rank[v], d))
 
 
+@heuristic("m-sct", optimizes="makespan")
 def m_sct(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
           time_limit: float | None = None, pins: Mapping[str, str] | None = None) -> HeuristicResult:
     """Baechi's m-SCT: earliest start with favourite children from the LP (see the module docstring);

@@ -30,6 +30,7 @@ from .contract import contract
 from .fallback import fallback
 from .ideal_lattice import dfs_order
 from .pipeline_dp import chain_data, check_pair_tables, layout, placement_of
+from .registry import heuristic
 
 CLASS = "contiguous splits along the DFS order (one device per stage)"
 INF = np.inf
@@ -120,6 +121,7 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
     return con, chain, lay, FW, BW, ok & upper, comp_fw
 
 
+@heuristic("gpipe-split", optimizes="gpipe")
 def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                 seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """The GPipe-optimal split of :data:`CLASS` (module docstring); ``bound == objective`` there.

@@ -41,6 +41,7 @@ from .contract import contract
 from .fallback import fallback
 from .ideal_lattice import _node_costs, _tensors, device_classes, ideal_lattice
 from .pipeline_dp import layout
+from .registry import heuristic
 
 MAX_IDEALS = 64
 INF = math.inf
@@ -132,6 +133,7 @@ def _inner_stages(lt: _Lattice, j: int, i: int, per: int, back: dict) -> list[tu
     return out[::-1]
 
 
+@heuristic("dp-servers", optimizes="max_load")
 def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                max_ideals: int = MAX_IDEALS, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals on a hierarchical cluster (Tarnawski App. C.3; module docstring).

@@ -78,6 +78,7 @@ from .ideal_lattice import (
 )
 from .ideal_solve import Solution, capacity_bound, solve
 from .orderings import brkga
+from .registry import heuristic
 
 MAX_TABLE_BYTES = 16 * 2**30  # the DP's tables (see table_bytes); beyond this it declines the graph
 
@@ -281,6 +282,7 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
                            evaluations=info["pairs"], info=info)
 
 
+@heuristic("dp", optimizes="max_load")
 def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
        replication: bool = False, max_replicas: int | None = None, max_ideals: int = DEFAULT_MAX_IDEALS,
        incumbent: bool = True, merge_zero_cost: bool = True, time_limit: float | None = None) -> HeuristicResult:
@@ -363,6 +365,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     return _result("dp", su, sol, info, start, exact=True)
 
 
+@heuristic("dpl", optimizes="max_load")
 def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True,
         time_limit: float | None = None) -> HeuristicResult:

@@ -17,6 +17,7 @@ from ..graph import Graph
 from .base import HeuristicResult, deadline_at
 from .baselines import INF, _accelerators, _result, max_load_model
 from .fallback import fallback
+from .registry import heuristic
 from .slicegraph import Slicer
 
 
@@ -45,6 +46,7 @@ def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarra
     return order, cuts
 
 
+@heuristic("pipedream", optimizes="max_load")
 def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                    seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.

@@ -42,6 +42,7 @@ from ..schedule import (
     upward_rank,
 )
 from .base import HeuristicResult, deadline_at, expired, stopped
+from .registry import heuristic
 
 PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (the last packing is followed)
 TOL = 1e-9
@@ -192,6 +193,7 @@ def _choose(builder: ListScheduler, packing: _Packing, v: int, u: int) -> int:
     return by_finish[0][1]  # no packing known for the rest: greedy
 
 
+@heuristic("list", optimizes="makespan")
 def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
          seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """HEFT with memory-aware earliest-finish device choice (see the module docstring).
@@ -221,6 +223,7 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
     return stopped(result) if cut else result
 
 
+@heuristic("one-device-best", optimizes="makespan")
 def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                     seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on the one device with the least makespan among those that may run and hold them all

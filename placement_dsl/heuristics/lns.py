@@ -30,6 +30,7 @@ from ..placement import Placement
 from ..problem import Problem
 from ..solvers.base import Status
 from .base import HeuristicResult, deadline_at
+from .registry import heuristic
 
 MAX_WINDOW = 200  # units a window never exceeds
 
@@ -106,6 +107,7 @@ def _default_solver() -> str:
     return "cpsat" if available() else "highs"
 
 
+@heuristic("schedule-lns", optimizes="makespan")
 def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                  window: int = 16, step_limit: float = 5.0, time_limit: float | None = None,
                  solver: str | None = None, start: str | Placement = "list", threads: int = 1) -> HeuristicResult:

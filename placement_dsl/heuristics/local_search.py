@@ -14,9 +14,11 @@ from ..graph import Graph
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, stopped
 from .baselines import _local_search, _random_start, _result, group_arrays, max_load_model
 from .latency import latency_local_search
+from .registry import heuristic
 from .segments import OVERLAP_CODE
 
 
+@heuristic("local-search", optimizes="cost_model")
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.

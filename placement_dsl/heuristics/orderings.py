@@ -32,6 +32,7 @@ from ..graph import Graph
 from ..progress import report
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import priority_order
+from .registry import heuristic
 from .slicegraph import Slicer
 
 INF = math.inf
@@ -182,6 +183,7 @@ def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluat
     return stopped(result) if expired(deadline) else result
 
 
+@heuristic("random", optimizes="max_load")
 def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                   evaluations: int = 1000, time_limit: float | None = None) -> HeuristicResult:
     """random-T (Archer App. C.1): best slicing over ``T = evaluations`` i.i.d. ``U(0,1)`` priority vectors
@@ -209,6 +211,7 @@ def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = N
     return _finish(slicer, "random", best_keys, start, done, at, decoded=best < INF)
 
 
+@heuristic("brkga", optimizes="max_load")
 def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
           evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
           rho: float = 0.7, initial: np.ndarray | None = None, time_limit: float | None = None) -> HeuristicResult:
@@ -271,6 +274,7 @@ def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | No
                    history=state.history)
 
 
+@heuristic("mla", optimizes="max_load")
 def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
         rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:
@@ -280,6 +284,7 @@ def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
     return _mla(graph, cluster, model, seed, False, cfg, "mla", time_limit)
 
 
+@heuristic("mla-weighted", optimizes="max_load")
 def mla_weighted(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
                  rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:

@@ -33,6 +33,7 @@ from ..graph import Graph
 from .base import HeuristicResult, deadline_at, expired
 from .fallback import fallback
 from .pipeline_dp import Chain, _planner, placement_of
+from .registry import heuristic
 
 INF = np.inf
 
@@ -102,6 +103,7 @@ def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return base, chain.param, np.cumsum(diff)[:n]
 
 
+@heuristic("pipedream-planner", optimizes="max_load")
 def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                       replication: bool = True, max_replicas: int | None = None,
                       time_limit: float | None = None) -> HeuristicResult:

@@ -11,8 +11,10 @@ from ..graph import Graph
 from .base import HeuristicResult, deadline_at, expired, left
 from .pipedream_planner import pipedream_planner
 from .pipeline_dp import CLASS, plan
+from .registry import heuristic
 
 
+@heuristic("pipeline", optimizes="max_load")
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
              replication: bool = False, upper_bound: float | None = None,
              max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

@@ -28,6 +28,7 @@ from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, run, stopped
 from .baselines import _local_search, _result, group_arrays, max_load_model
+from .registry import heuristic
 from .segments import OVERLAP_CODE
 
 
@@ -100,6 +101,7 @@ def packed_start(graph: Graph, cluster: Cluster) -> Placement | None:
 SEARCH_SECONDS = 20.0  # polish's time limit when none is given
 
 
+@heuristic("polish", optimizes="max_load")
 def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
            start: Placement | None = None, kicks: int = 300, max_block: int = 12,
            time_limit: float | None = None) -> HeuristicResult:

@@ -47,6 +47,7 @@ from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import _choose, _groups, mean_costs
+from .registry import heuristic
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
 HUB = 4  # a ball never grows into an op with more neighbours (a split or a concat of many heads)
@@ -187,6 +188,7 @@ def _critical_path(graph: Graph, rank: np.ndarray) -> np.ndarray:
     return on
 
 
+@heuristic("cpop", optimizes="makespan")
 def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
          time_limit: float | None = None) -> HeuristicResult:
     """CPOP list scheduling (see the module docstring): one pass, ``time_limit`` has nothing to cut short."""
@@ -228,6 +230,7 @@ def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
     return one[0] <= other[0] * (1 + TOL) and one[1] < other[1] * (1 - TOL)
 
 
+@heuristic("schedule-ls", optimizes="makespan")
 def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                           time_limit: float | None = None, start: str | Placement = "list") -> HeuristicResult:
     """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds

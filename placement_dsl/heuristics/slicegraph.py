@@ -38,6 +38,7 @@ from .contract import contract
 from .ideal_lattice import dfs_order
 from .kernels import clock, device_tallies
 from .kernels import priority_order as _kahn
+from .registry import heuristic
 from .segments import advance, check_order, forward_projection, require_allowed, stage_load, stage_params
 
 INF = math.inf
@@ -409,6 +410,7 @@ class Slicer:
                                seconds=time.perf_counter() - start, evaluations=evaluations, info=info)
 
 
+@heuristic("slicegraph", optimizes="max_load")
 def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                order: np.ndarray | None = None, priorities: np.ndarray | None = None, replication: bool = False,
                max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

@@ -53,6 +53,7 @@ from ..limits import amount
 from ..placement import Placement
 from ..schedule import Schedule, list_schedule, transfer_tasks
 from ..workload import Workload
+from .formats import importer
 
 KIND_PREFIX = "d"
 
@@ -209,6 +210,7 @@ def transfer_time(graph: Graph, cluster: Cluster) -> np.ndarray:
     return out
 
 
+@importer("moirai", suffixes=(".xls", ".xlsx"))
 def load(path: str | Path, **options: Any) -> Workload:
     """Read a MOIRAI ``.xls`` sheet as a workload on its heterogeneous devices.
 

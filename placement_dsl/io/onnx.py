@@ -38,6 +38,7 @@ from ..workload import Workload
 from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
+from .formats import importer
 from .onnx_shapes import MAX_ELEMENTS, infer
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -528,6 +529,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     return Workload(graph, cluster or default_cluster(), "onnx", meta)
 
 
+@importer("onnx", suffixes=(".onnx",), model=True)
 def load(path: str | Path, **options: Any) -> Workload:
     """Read an ONNX file without its external data and import it (options: see :func:`from_model`)."""
     onnx = _onnx()

@@ -38,6 +38,7 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
 from ..workload import Workload
+from .formats import importer
 
 DEFAULT_BANDWIDTH = 12.5e6  # bytes per ms = 100 Gbit/s
 DEFAULT_MEMORY = 16 * 2**30  # bytes of fast memory per stage
@@ -120,6 +121,13 @@ def build_graph(nodes: list[dict[str, Any]], edges: list[tuple[str, str]], name:
     return Graph(ops + back, list(forward.edges) + loss + bw_edges, name=name)
 
 
+
+def _sniff(head: str) -> float:
+    """PipeDream's ``node -- desc -- forward_compute_time=...`` lines."""
+    return 2.0 if " -- " in head and "forward_compute_time" in head else 0.0
+
+
+@importer("pipedream", sniff=_sniff, training=True)
 def load(path: str | Path, *, stages: int = 4, bandwidth: float = DEFAULT_BANDWIDTH,
          memory: float = DEFAULT_MEMORY, training: bool = False) -> Workload:
     """Read a PipeDream ``graph.txt`` as a workload on ``stages`` identical pipeline stages.

@@ -32,6 +32,7 @@ from ..workload import Workload
 from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
+from .formats import importer
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
           "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
@@ -232,6 +233,7 @@ def factory(spec: str) -> Callable[..., Any]:
     return fn
 
 
+@importer("torch", model=True, spec=True)
 def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
     """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
     fn = factory(spec)

@@ -13,10 +13,14 @@ Formats
     MOIRAI ``.xls`` sheets (:mod:`.moirai`, needs the ``xlrd`` extra).
 ``onnx``
     ONNX models (:mod:`.onnx`, needs the ``onnx`` extra); costs from shapes and a roofline.
+
+Each format registers its reader where it is defined (:func:`.formats.importer`); detection and
+:func:`load_workload` read the registry, so a new format is one module of this package.
 """
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,12 +35,11 @@ from ..workload import GRAPH_FORMAT, VERSION, Workload, graph_from_dict, graph_t
 from ..workload import check_header as _check_header
 from ..zoo.training import with_backward
 from . import dnn_partitioning as dp
-from . import moirai, pipedream
-from . import onnx as onnx_io
+from . import formats
 from .common import jsonable
+from .formats import importer
 
 WORKLOAD_FORMAT = "placement_dsl.workload"
-FORMATS = ("native", "dnn-partitioning", "pipedream", "moirai", "onnx")
 
 
 # ---------------------------------------------------------------------------- native
@@ -45,7 +48,6 @@ def workload_to_dict(w: Workload) -> dict[str, Any]:
             "cluster": w.cluster.to_dict(), "meta": w.meta}
 
 
-# the top-level keys each JSON format needs, for the error that says what a file lacks
 EXPECTED_KEYS = {
     "native": "'graph' (with optional 'cluster' and 'meta'), or a bare graph with 'ops' and 'edges'",
     "dnn-partitioning": "'nodes' and 'edges' (with optional 'maxFPGAs', 'maxCPUs' and 'maxSizePerFPGA')",
@@ -57,7 +59,7 @@ def missing_keys_message(data: dict[str, Any], source: str = "workload") -> str:
     found = sorted(map(str, data))[:8]
     wanted = "; ".join(f"{fmt} needs {keys}" for fmt, keys in EXPECTED_KEYS.items())
     return (f"{source}: found keys {found}, which match no workload format ({wanted}); "
-            f"fix the file, or pass --format with one of {list(FORMATS)} if the format was detected wrongly")
+            f"fix the file, or pass --format with one of {formats.names()} if the format was detected wrongly")
 
 
 def workload_from_dict(data: dict[str, Any], source: str = "workload") -> Workload:
@@ -93,34 +95,37 @@ def with_training(w: Workload) -> Workload:
 
 
 # ---------------------------------------------------------------------------- detection
+def __getattr__(name: str) -> Any:
+    """``FORMATS``, the old tuple of format names, read from the registry (deprecated)."""
+    if name == "FORMATS":
+        warnings.warn("placement_dsl.io.workload.FORMATS is deprecated; use placement_dsl.io.formats.names()",
+                      DeprecationWarning, stacklevel=2)
+        return tuple(formats.names())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def detect_format(path: str | Path) -> str:
-    """Guess a workload file's format from its extension and content."""
+    """Guess a workload file's format from its extension (:func:`.formats.by_suffix`) and content
+    (:func:`.formats.by_content`)."""
     path = Path(path)
-    if path.suffix.lower() in (".xls", ".xlsx"):
-        return "moirai"
-    if path.suffix.lower() == ".onnx":
-        return "onnx"
+    claimed = formats.by_suffix(path)
+    if claimed is not None:
+        return claimed.name
     try:
         with path.open(encoding="utf-8-sig", errors="replace") as fh:  # a byte-order mark is not content
             head = fh.read(4096)
     except OSError as err:
         raise SpecError(f"cannot read workload {str(path)!r}: {err.strerror}") from None
-    stripped = head.lstrip()
-    if not stripped:
-        raise SpecError(f"workload {str(path)!r} is empty; give a workload file (formats: {list(FORMATS)})")
-    if stripped.startswith("{"):
-        if '"format"' in head and "placement_dsl." in head:
-            return "native"
-        if '"nodes"' in head or "maxFPGAs" in head or "maxSizePerFPGA" in head:
-            return "dnn-partitioning"
-        return "native"
-    if " -- " in head and "forward_compute_time" in head:
-        return "pipedream"
-    raise SpecError(f"cannot tell the format of {str(path)!r}; pass --format with one of {list(FORMATS)}")
+    if not head.lstrip():
+        raise SpecError(f"workload {str(path)!r} is empty; give a workload file (formats: {formats.names()})")
+    sniffed = formats.by_content(head)
+    if sniffed is None:
+        raise SpecError(f"cannot tell the format of {str(path)!r}; pass --format with one of {formats.names()}")
+    return sniffed.name
 
 
 def load_workload(path: str | Path, format: str | None = None, **options: Any) -> Workload:
-    """Read a workload file of any supported format (detected unless ``format`` is given).
+    """Read a workload file of any registered format (detected unless ``format`` is given).
 
     ``options`` go to the format's reader (e.g. ``bandwidth=``/``memory=``/``stages=`` for PipeDream).
     ``training=True`` gives the training graph: PipeDream profiles mirror their ops with the
@@ -128,11 +133,11 @@ def load_workload(path: str | Path, format: str | None = None, **options: Any) -
     """
     path = Path(path)
     with naming(path):
-        fmt = format or detect_format(path)
-        if fmt == "pipedream":
-            return pipedream.load(path, **options)
+        reader = formats.get(format or detect_format(path))
+        if reader.training:
+            return reader.read(path, **options)
         training = bool(options.pop("training", False))
-        w = _load_json_or_sheet(path, fmt, options)
+        w = reader.read(path, **options)
         return with_training(w) if training else w
 
 
@@ -148,21 +153,38 @@ def naming(path: Path) -> Iterator[None]:
         raise SpecError(f"{str(path)!r}: {err}") from None
 
 
-def _load_json_or_sheet(path: Path, fmt: str, options: dict[str, Any]) -> Workload:
-    if fmt == "moirai":
-        return moirai.load(path, **options)
-    if fmt == "onnx":
-        return onnx_io.load(path, **options)
-    if fmt not in FORMATS:
-        raise SpecError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
+def _native_sniff(head: str) -> float:
+    """Sure of JSON naming a ``placement_dsl.`` format; JSON of no other format is read as native last."""
+    if not head.lstrip().startswith("{"):
+        return 0.0
+    return 3.0 if '"format"' in head and "placement_dsl." in head else 1.0
+
+
+def _dnn_partitioning_sniff(head: str) -> float:
+    """JSON with Tarnawski et al.'s ``nodes`` or cluster keys."""
+    keys = ('"nodes"', "maxFPGAs", "maxSizePerFPGA")
+    return 2.0 if head.lstrip().startswith("{") and any(k in head for k in keys) else 0.0
+
+
+def _no_options(fmt: str, options: dict[str, Any]) -> None:
     if options:
         raise SpecError(f"format {fmt!r} takes no reader options, got {sorted(options)}")
-    if fmt == "native":
-        return workload_from_dict(_read_json(path), source=repr(str(path)))
 
+
+@importer("native", sniff=_native_sniff)
+def read_native(path: Path, **options: Any) -> Workload:
+    """The project's own versioned JSON (a workload, or a bare graph on one stage)."""
+    _no_options("native", options)
+    return workload_from_dict(_read_json(path), source=repr(str(path)))
+
+
+@importer("dnn-partitioning", sniff=_dnn_partitioning_sniff)
+def read_dnn_partitioning(path: Path, **options: Any) -> Workload:
+    """Tarnawski et al.'s JSON inputs (:mod:`.dnn_partitioning`)."""
+    _no_options("dnn-partitioning", options)
     data = _read_json(path)
     graph = dp.graph_from_dict(data, name=path.stem)
-    return Workload(graph, dp.cluster_from_dict(data), fmt, {"path": str(path)})
+    return Workload(graph, dp.cluster_from_dict(data), "dnn-partitioning", {"path": str(path)})
 
 
 def save_workload(w: Workload, path: str | Path, format: str | None = None) -> None:

@@ -30,7 +30,7 @@ from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel
 from ..graph import Graph, Op
 from ..heuristics import run
-from ..heuristics.base import METHODS
+from ..heuristics.registry import names
 from ..io import Workload
 from ..objectives import Bottleneck
 from ..presets import dag_problem, read_workload, resize
@@ -84,7 +84,7 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
         ``(id, source)`` pairs from :func:`expand_testbed`.
     ks, levels, methods
         Numbers of stages, levels of :data:`placement_dsl.certify.LEVELS`, heuristics of
-        :data:`placement_dsl.heuristics.base.METHODS` (checked here).
+        the heuristics' registry (:func:`placement_dsl.heuristics.registry.names`) (checked here).
     time_limit
         Seconds per task: a level's ``certify`` budget, or the watchdog's base for a method.
     """
@@ -101,13 +101,15 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
 def check_names(levels: list[str], methods: list[str]) -> None:
     """Refuse unknown levels or methods, naming them and the choices."""
     from ..certify import LEVELS
+
     bad_levels = [lv for lv in levels if lv not in LEVELS]
     if bad_levels:
         raise SpecError(f"sweep: unknown level(s) {bad_levels}; choose from {list(LEVELS)}")
-    known = list(METHODS) + (list(FAKE_METHODS) if testing() else [])
+    methods_known = names()
+    known = methods_known + (list(FAKE_METHODS) if testing() else [])
     bad = [m for m in methods if m not in known]
     if bad:
-        raise SpecError(f"sweep: unknown method(s) {bad}; choose from {list(METHODS)}")
+        raise SpecError(f"sweep: unknown method(s) {bad}; choose from {methods_known}")
     if not levels and not methods:
         raise SpecError("sweep: nothing to run; give --levels and/or --methods")
 

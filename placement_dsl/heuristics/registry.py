@@ -1,0 +1,110 @@
+"""The heuristics' registry: each method registers itself where it is defined, with what it optimizes.
+
+A method is a function ``fn(graph, cluster, *, model, seed, time_limit, **options) -> HeuristicResult``
+that, given a time limit, returns its best placement so far when it runs out. It registers by name::
+
+    from placement_dsl.heuristics.registry import heuristic
+
+    @heuristic("mine", optimizes="max_load")
+    def mine(graph, cluster, *, model=None, seed=None, time_limit=None): ...
+
+:func:`load` imports the modules that hold the package's own methods (every module of this
+package, and of the packages named in :data:`PLUGIN_PACKAGES`, found by walking them and imported
+by dotted name, so that a method defined above this layer registers without this module importing
+upwards); a method defined elsewhere registers when its module is imported. ``optimizes`` says
+what the method minimizes when it searches: an objective (``"max_load"``, ``"latency"``,
+``"makespan"``, ``"gpipe"``), ``"cost_model"`` (picks by the model it is given) or
+``"memory_fill"`` (looks at memory only).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+
+PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
+"""Packages whose modules :func:`load` imports (a missing one is skipped); append a package to add its methods."""
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """A registered method: its name, function, what it optimizes, and the module that defines it."""
+
+    name: str
+    fn: Callable[..., Any]
+    optimizes: str
+    module: str
+    doc: str = ""
+
+
+HEURISTICS: dict[str, Heuristic] = {}
+"""Every registered method by name (complete after :func:`load`)."""
+
+_loaded: list[bool] = [False]
+
+
+def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the method ``name`` (returned unchanged).
+
+    A name registered by another function is refused (:class:`SpecError`); registering the same
+    function again (its module reloaded) replaces the entry.
+    """
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"heuristic name {name!r}: give a non-empty string")
+    if not isinstance(optimizes, str) or not optimizes:
+        raise SpecError(f"heuristic {name!r}: optimizes {optimizes!r} must name what the method minimizes")
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        old = HEURISTICS.get(name)
+        where = f"{fn.__module__}.{fn.__qualname__}"
+        if old is not None and f"{old.module}.{old.fn.__qualname__}" != where:
+            raise SpecError(f"heuristic {name!r} is already registered by {old.module}.{old.fn.__qualname__}; "
+                            f"{where} needs another name")
+        first = (fn.__doc__ or "").strip().split("\n")[0]
+        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first)
+        return fn
+    return register
+
+
+def load() -> dict[str, Heuristic]:
+    """Import every module of :data:`PLUGIN_PACKAGES` once, so that their methods are registered; the registry."""
+    if not _loaded[0]:
+        for package in PLUGIN_PACKAGES:
+            try:
+                pkg = importlib.import_module(package)
+            except ModuleNotFoundError as err:
+                if err.name is not None and package.startswith(err.name):
+                    continue  # the package is not there
+                raise
+            for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+                importlib.import_module(f"{package}.{info.name}")
+        _loaded[0] = True
+    return HEURISTICS
+
+
+def names() -> list[str]:
+    """The registered method names, in registration order."""
+    return list(load())
+
+
+def get(name: str) -> Heuristic:
+    """The registered method ``name``; :class:`SpecError` naming the choices when there is none."""
+    found = load().get(name) if isinstance(name, str) else None
+    if found is None:
+        raise SpecError(f"unknown heuristic {name!r}; choose from {sorted(HEURISTICS)}")
+    return found
+
+
+def optimizes(name: str, default: str | None = None) -> str | None:
+    """What the method ``name`` minimizes (``default`` for a name not registered)."""
+    found = load().get(name)
+    return found.optimizes if found is not None else default
+
+
+def methods_for(objective: str) -> list[str]:
+    """The methods that search for ``objective`` (e.g. ``"max_load"``): its own, and those that take the model's."""
+    return [h.name for h in load().values() if h.optimizes in (objective, "cost_model", "memory_fill")]

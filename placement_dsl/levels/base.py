@@ -1,0 +1,194 @@
+"""The certificate's levels: one registration per level, saying which problems it bounds and where it runs.
+
+A level is a function ``run_level(run, seconds) -> (bound, status, note, class)`` that reads the
+certification's running state ``run`` (its problem, best placement, best bound, solver, deadline;
+see :mod:`placement_dsl.certify`) and returns the bound it proved, how it ended, a note and the
+class of placements the bound holds for. It registers by name::
+
+    from placement_dsl.levels.base import Family, level
+
+    @level("mine", rank=35, defaults={Family.MTPP})
+    def mine(run, seconds): ...
+
+``rank`` is its place in the hierarchy (levels run cheapest first, in rank order, whatever order
+they were asked in); ``defaults`` the problem families (:class:`Family`) whose default hierarchy
+it joins; ``accepts(problem)`` says why it does not bound a problem (``None``: it does). The other
+flags are :class:`Level`'s. :func:`load` imports every module of this package, so a new level is
+one module here; a level defined elsewhere registers when its module is imported.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..certificate import LevelStatus
+from ..constraints import Contiguous, DagOrder
+from ..errors import SpecError
+from ..objectives import Latency
+from ..placement import PlacementClass
+from ..problem import Problem
+
+ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
+Outcome = tuple[float | None, LevelStatus, str, PlacementClass]
+Run = Any  # the certification's running state (placement_dsl.certify's runner), which sits above the levels
+
+
+class Family(enum.Enum):
+    """The problem families whose default hierarchies differ (:func:`family`)."""
+
+    LATENCY = "latency"              # single-sample latency (Tarnawski §4)
+    MTPP = "mtpp"                    # DAG-ordered, Archer's MIP writes it (Archer et al. §3, §5)
+    ROUTED_MTPP = "routed-mtpp"      # DAG-ordered on a routed cluster: Archer's cut prices per device
+    THROUGHPUT = "throughput"        # Tarnawski's contiguous throughput problems
+    NONCONTIGUOUS = "noncontiguous"  # Tarnawski's problems without structure terms
+
+
+def archer_writes(problem: Problem) -> bool:
+    """Whether Archer's exact MIP writes ``problem`` (not on a routed cluster)."""
+    from ..formulations import get
+
+    return get("exact").accepts(problem) is None
+
+
+def family(problem: Problem) -> Family:
+    """The family of ``problem``: latency by its objective, else by DagOrder (and whether Archer's MIP writes
+    it) and Contiguous."""
+    if isinstance(problem.objective, Latency):
+        return Family.LATENCY
+    if problem.has(DagOrder):
+        return Family.MTPP if archer_writes(problem) else Family.ROUTED_MTPP
+    return Family.THROUGHPUT if problem.has(Contiguous) else Family.NONCONTIGUOUS
+
+
+@dataclass(frozen=True)
+class Level:
+    """One rung of the bound hierarchy, registered once in :data:`LEVELS` (run in ``rank`` order).
+
+    ``run(run, seconds)`` returns the bound, how the level ended, a note, and the class of
+    placements the bound holds for; ``accepts(problem)`` is ``None`` when the level bounds the
+    problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
+    counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
+    by it); an ``always`` level runs even after the gap target is met; a
+    ``free`` one (a closed form of milliseconds) even after the budget is spent.
+    A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
+    term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
+    of what is left is its ``weight`` over the weights of the MIP levels still to run. ``rank`` is its
+    place in the run order (cheapest first); ``defaults`` the families whose default hierarchy it joins.
+    """
+
+    name: str
+    run: Callable[[Run, float], Outcome]
+    accepts: Callable[[Problem], str | None] = lambda problem: None
+    closed_form: bool = False
+    always: bool = False
+    free: bool = False
+    doc: str = ""
+    replicates: bool = False
+    weight: float = 1.0
+    rank: float = 0.0
+    defaults: frozenset[Family] = frozenset()
+
+
+LEVELS: dict[str, Level] = {}
+"""Every registered level by name, in rank order (complete after :func:`load`)."""
+
+_loaded: list[bool] = [False]
+
+
+def register(lv: Level) -> Level:
+    """Add ``lv`` to :data:`LEVELS` in its rank's place; a name taken by another level's function is refused."""
+    if not isinstance(lv.name, str) or not lv.name:
+        raise SpecError(f"level name {lv.name!r}: give a non-empty string")
+    old = LEVELS.get(lv.name)
+    if old is not None and _where(old.run) != _where(lv.run):
+        raise SpecError(f"level {lv.name!r} is already registered by {_where(old.run)}; {_where(lv.run)} needs "
+                        "another name")
+    LEVELS[lv.name] = lv
+    ranked = sorted(LEVELS.values(), key=lambda x: x.rank)
+    LEVELS.clear()
+    LEVELS.update((x.name, x) for x in ranked)
+    return lv
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
+          accepts: Callable[[Problem], str | None] | None = None, closed_form: bool = False, always: bool = False,
+          free: bool = False, replicates: bool = False, weight: float = 1.0,
+          doc: str = "") -> Callable[[Callable[[Run, float], Outcome]], Callable[[Run, float], Outcome]]:
+    """Register the decorated function as the level ``name`` (returned unchanged); see :class:`Level`."""
+    defaults = frozenset(defaults)
+    if not all(isinstance(f, Family) for f in defaults):
+        raise SpecError(f"level {name!r}: defaults {sorted(map(str, defaults))} must be Family members")
+
+    def add(fn: Callable[[Run, float], Outcome]) -> Callable[[Run, float], Outcome]:
+        first = (fn.__doc__ or "").strip().split("\n")[0]
+        register(Level(name, fn, accepts or (lambda problem: None), closed_form, always, free, doc or first,
+                       replicates, weight, float(rank), defaults))
+        return fn
+    return add
+
+
+def load() -> dict[str, Level]:
+    """Import every module of this package once, so that its levels are registered; the registry."""
+    if not _loaded[0]:
+        for info in pkgutil.iter_modules(importlib.import_module(__package__).__path__):
+            importlib.import_module(f"{__package__}.{info.name}")
+        _loaded[0] = True
+    return LEVELS
+
+
+def default_levels(problem: Problem) -> tuple[str, ...]:
+    """The levels whose ``defaults`` hold the problem's :func:`family`, in rank order."""
+    fam = family(problem)
+    return tuple(name for name, lv in load().items() if fam in lv.defaults)
+
+
+def defaults_of(fam: Family) -> tuple[str, ...]:
+    """The default hierarchy of the family ``fam``, in rank order."""
+    return tuple(name for name, lv in load().items() if fam in lv.defaults)
+
+
+# ---------------------------------------------------------------------------- what several levels ask
+def replicas(problem: Problem) -> int:
+    """The most devices a stage may run on (1 without a ``Replicate`` term)."""
+    from ..training_terms import Replicate
+
+    return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+
+
+def dp_class_is_dag_order(problem: Problem) -> bool:
+    """Identical stages, no host devices, an inference graph, under DagOrder: the DP is exact.
+
+    An acyclic quotient numbered in DAG order makes every prefix of stages an ideal, so a
+    DAG-ordered placement is a chain of ideals (Tarnawski Fact 5.2) — the DP's search space —
+    and conversely; stages being identical, the numbering costs nothing.
+    """
+    c = problem.cluster
+    return (problem.has(DagOrder) and not problem.graph.is_training and not c.host.any()
+            and len(c.homogeneous_groups()) == 1)
+
+
+def tarnawski(problem: Problem) -> str | None:
+    """Tarnawski's problems, and DAG-ordered ones Archer's MIP cannot write (a routed cluster: its rows hold DAG
+    order too)."""
+    if problem.has(DagOrder) and archer_writes(problem):
+        return "bounds Tarnawski's problems (no DagOrder); use 'exact'"
+    return None
+
+
+def not_latency(problem: Problem) -> str | None:
+    """Lemma 3.3's sum term needs devices that run one op at a time; the latency model's hosts do not."""
+    return ("a max-load bound: single-sample latency has its own levels (critical-path, run-paths, latency-lp, "
+            "latency)" if isinstance(problem.objective, Latency) else None)
+
+
+def latency_only(problem: Problem) -> str | None:
+    """The latency levels bound single-sample latency only."""
+    return None if isinstance(problem.objective, Latency) else "bounds single-sample latency (a Latency objective)"

@@ -1,0 +1,72 @@
+"""The DP over ideals (Tarnawski §5.1.1): exact over the DP class, a certificate by itself there; an upper
+bound (and, without structure terms, polish's start) elsewhere. On a routed cluster it runs ``dp-servers``."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..certificate import LevelStatus
+from ..constraints import Contiguous, DagOrder
+from ..deadline import BudgetSpent, call_within
+from ..errors import PlacementError
+from ..placement import Placement
+from .base import DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, replicas
+
+MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
+
+
+@level("dp", rank=20, defaults=MAX_LOAD, closed_form=True, replicates=True,
+       doc="the DP over ideals, exact for its class")
+def _dp(run: Run, seconds: float) -> Outcome:
+    from ..heuristics import run as heuristic
+
+    scope = run.scope if dp_class_is_dag_order(run.problem) else DP_CLASS
+    R = replicas(run.problem)
+    options = {"replication": True, "max_replicas": R} if R > 1 else {}
+    routed = run.problem.cluster.routed and R == 1  # servers: the DP nests one over each server's accelerators
+    try:
+        res = call_within(run.clock.within(seconds), heuristic, "dp-servers" if routed else "dp", run.problem.graph,
+                          run.problem.cluster, model=run.model, time_limit=run.clock.clip(seconds), **options)
+    except BudgetSpent:
+        raise  # the level is skipped, with the reason
+    except PlacementError as err:
+        return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
+    run.offer(res.placement, "dp")
+    run.dp = res.placement if run.problem.is_valid(res.placement) else None
+    if R == 1 and not routed and not run.problem.has(Contiguous) and not run.problem.has(DagOrder):
+        _polish(run, res.placement, max(run.clock.clip(min(20.0, max(1.0, seconds / 4))), 0.1))
+    if R > 1 and not _dp_replicates_exactly(run.problem.cluster):
+        return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
+                                            "class of identical devices, the cost model over any devices of its "
+                                            "kind"), scope
+    if res.exact_among == "contiguous" and run.problem.has(Contiguous):
+        run.exact_among = "contiguous" if run.scope in DP_CLASS else None
+        return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself", scope
+    if res.exact_among == "contiguous" and run.dp is not None and dp_class_is_dag_order(run.problem):
+        run.exact_among = "dag-ordered"
+        return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
+    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
+
+
+def _polish(run: Run, split: Placement, seconds: float) -> None:
+    """Without structure the DP's split is only a start: polish (blocks moved off the busiest stage) from it and
+    from the packing bound's packing (``heuristics.polish.packed_start``, where it packs anything), each in
+    ``seconds``."""
+    from ..heuristics import run as heuristic
+    from ..heuristics.polish import packed_start
+
+    packed = packed_start(run.problem.graph, run.problem.cluster)
+    for start, label in ((split, "polish"), (packed, "polish-packed")):
+        if start is not None:
+            polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
+                                 time_limit=seconds)
+            run.offer(polished.placement, label)
+
+
+def _dp_replicates_exactly(cluster: Any) -> bool:
+    """Whether the DP's replicas (devices of the stage's class, ring at the class's bandwidth) are every
+    replica set the cost model allows (any non-host devices of the stage's kind, ring over their routes):
+    the non-host devices of each kind are identical and no links are given."""
+    if cluster.links or cluster.routed:
+        return False
+    kinds = [cluster.devices[g[0]].kind for g in cluster.homogeneous_groups() if not cluster.host[g[0]]]
+    return len(kinds) == len(set(kinds))
