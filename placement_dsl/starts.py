@@ -5,8 +5,8 @@ backend, CP-SAT included), the formulations' horizons and the search layer. A st
 
 * a heuristic method (``"dp"``, ``"list"``, ...; :data:`~placement_dsl.heuristics.base.METHODS`),
   run under the caller's deadline;
-* ``"auto"``: the heuristics that optimize the problem's objective, each under a small share of
-  the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`), the best valid one by the
+* ``"auto"``: greedy and the heuristics that optimize the problem's objective, under a small share
+  of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`), the best valid one by the
   cost model kept (never one fixed method: on a 418-op latency graph greedy gives 494 where
   latency-best finds 438);
 * a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
@@ -64,11 +64,11 @@ class Start:
 
 
 def auto_methods(problem: Any) -> list[str]:
-    """The heuristics ``"auto"`` runs for ``problem``: those that optimize its objective (in registry order),
-    then greedy as a cheap baseline that needs no search."""
+    """The heuristics ``"auto"`` runs for ``problem``, in order: greedy first (a baseline in ``O(n + m)`` that
+    needs no search), then those that optimize the problem's objective (in registry order)."""
     goal = problem.cost_model().objective.value
     own = [m for m in METHODS if OPTIMIZES.get(m) == goal and m not in EXCLUDED]
-    return [*own, *(["greedy"] if "greedy" in METHODS and "greedy" not in own else [])]
+    return [*(["greedy"] if "greedy" in METHODS and "greedy" not in own else []), *own]
 
 
 def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share: float = AUTO_SHARE,
@@ -135,25 +135,33 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
-    """The best valid start among :func:`auto_methods`, each run in what is left of the share."""
+    """The best valid start among :func:`auto_methods`. Each runs here under its own ``time_limit`` (the
+    heuristics' contract: their best so far when it passes): what is left of the share split evenly among
+    the methods still to run, so a fast one leaves its time to the next. A forked guard per method would
+    re-load the compiled kernels in every child."""
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = time.perf_counter() + budget
+    methods = auto_methods(problem)
     best, refusals = Start(), []
-    for method in auto_methods(problem):
+    for i, method in enumerate(methods):
         left = end - time.perf_counter()
         if left <= 0 and best.usable:
             break
-        found = _method(problem, method, max(left, 0.05))
-        if not found.usable:
-            refusals.append(found.refusal)
+        try:
+            found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
+                        time_limit=max(left / (len(methods) - i), 0.05))
+        except PlacementError as err:  # SpecError too: the method declines the graph
+            refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
             continue
-        if not best.usable or found.objective < best.objective or (
-                found.objective == best.objective and best.bound is None and found.bound is not None):
-            best = found
+        start = _checked(problem, found.placement, _class_bound(problem, found), method)
+        if not start.usable:
+            refusals.append(start.refusal.removeprefix("warm start refused: "))
+        elif not best.usable or start.objective < best.objective:
+            best = start
     if best.usable:
         return best
     return Start(refusal="warm start refused: no heuristic found a valid start" +
-                 (f" ({refusals[0].removeprefix('warm start refused: ')})" if refusals else ""), method=AUTO)
+                 (f" ({refusals[0]})" if refusals else ""), method=AUTO)
 
 
 def _class_bound(problem: Any, found: HeuristicResult) -> float | None:
