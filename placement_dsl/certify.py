@@ -23,7 +23,7 @@ level           bound                                                  class
 Without ``Contiguous`` the DP is only an upper bound: the ``dp`` level polishes its split and the
 packing bound's packing (:func:`.heuristics.polish.packed_start`), the best the throughput MIP's warm start.
 There, ``neighbourhoods`` (after ``throughput``, with twice its share of what is left) re-solves the IP over
-neighbourhoods of the best split (:mod:`.heuristics.neighbourhood`): an upper-bound step, with a bound
+neighbourhoods of the best split (:mod:`.search.neighbourhood`): an upper-bound step, with a bound
 only when one neighbourhood holds every unit.
 
 Single-sample latency (a ``Latency`` objective, Tarnawski et al. §4), cheapest first:
@@ -362,11 +362,11 @@ def _exact(run: _Run, seconds: float) -> Outcome:
 
 def _chain(run: _Run, seconds: float) -> Outcome:
     """The chain MIP windowed at ``DP / (1 + gap)``; on identical stages under DagOrder (its class) without a DP,
-    at targets bisected between the known bound and the best placement (``formulations.chain.target_level``)."""
+    at targets bisected between the known bound and the best placement (``search.chain.target_level``)."""
     ordered = _dp_class_is_dag_order(run.problem)
     scope = run.scope if ordered else DP_CLASS
     if run.dp is None and ordered and run.best[1] is not None:  # targets bisected below the best placement
-        from .formulations.chain import target_level
+        from .search.chain import target_level
         bound, done, note, found = target_level(run.problem, run.best[0], run.bound[0], seconds, run.solver,
                                                 start=run.best[1])
         for placement in found:
@@ -406,9 +406,9 @@ def _throughput(run: _Run, seconds: float) -> Outcome:
 
 
 def _neighbourhoods(run: _Run, seconds: float) -> Outcome:
-    """IP neighbourhoods around the best placement (:mod:`.heuristics.neighbourhood`): an upper-bound step.
+    """IP neighbourhoods around the best placement (:mod:`.search.neighbourhood`): an upper-bound step.
     Its bound counts only when one neighbourhood held every unit and was solved to optimality."""
-    from .heuristics.neighbourhood import ip_neighbourhoods
+    from .search.neighbourhood import ip_neighbourhoods
 
     start = run.best[1]
     if start is None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import cpsat
 from .bounds import simple_lower_bound
 from .bounds.latency import critical_path_bound
 from .compile import compile
@@ -32,6 +33,7 @@ from .solvers import SolveOptions, SolverOutcome, Status, solve_model
 from .starts import AUTO, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
+CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 
 
@@ -50,7 +52,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         or ``"auto"`` to let the problem choose. Relaxations are refused: their optima are lower
         bounds, not placements (use :func:`~placement_dsl.certify.certify`).
     solver
-        ``"highs"``, ``"scip"`` or any installed Pyomo solver name.
+        ``"highs"``, ``"scip"``, any installed Pyomo solver name, or ``"cpsat"``: CP-SAT's interval
+        model of a makespan problem (:mod:`placement_dsl.cpsat`; formulation ``"auto"`` or ``"schedule"``).
     time_limit
         Wall-clock seconds for the whole call from its start: warm start, model build, hand-off
         and search, enforced by the project (a time limit is a status). A model that cannot be
@@ -89,6 +92,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     clock = _clock(time_limit, budget, deadline)
     _check_arguments(gap, threads, warm_start, windows, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
+    if solver == CPSAT:
+        return _solve_cpsat(problem, formulation, clock, t0, gap, threads, warm_start, log_path, method, windows)
     form = get(formulation, problem)
     if form.kind is Kind.RELAXATION:
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
@@ -133,6 +138,40 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     result.timings = Seconds(build=t_compile + outcome.timings.build, start=t_start,
                              handoff=outcome.timings.handoff, solve=outcome.timings.solve,
                              total=time.perf_counter() - t0)
+    return result
+
+
+def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
+                 warm_start: Any, log_path: Any, method: str, windows: Any) -> Result:
+    """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
+    with this module's start, deadline and checks."""
+    cpsat.check_terms(problem)
+    form = get(formulation, problem)
+    if form is not get("schedule"):
+        raise SpecError(f"solver 'cpsat' solves the makespan as its own interval model; formulation {form.name!r} "
+                        "is not it (give formulation='auto' or 'schedule')")
+    if windows is not None:
+        raise SpecError(f"windows {windows!r}: an option of the 'chain' formulation, not of solver 'cpsat'")
+    label = CPSAT if method == "ip" else method  # the default label names the backend
+    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
+    stop = _Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
+    stop.start_bound = start_bound
+    t_start = time.perf_counter() - t0
+    if clock.expired(MIN_SEARCH + RESERVE):
+        result = stop.result(f"budget spent before the CP-SAT search ({clock.left():.1f} s left, the warm start took "
+                             f"{t_start:.1f} s)")
+    else:
+        result = cpsat.solve_model(problem, start, refusal, clock.at - RESERVE, gap, threads,
+                                   None if log_path is None else str(log_path))
+        result.method = label
+        if result.found_by == "warm start":
+            result.found_by = _start_label(warm_start)
+        _final_check(problem, result, form)
+        if result.status.is_ok and result.status is not Status.OPTIMAL:
+            stop.known_bound(result)
+        result.timings = Seconds(build=result.timings.build, start=t_start, solve=result.timings.solve,
+                                 total=time.perf_counter() - t0)
+    result.formulation = CPSAT
     return result
 
 

@@ -39,6 +39,7 @@ __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "Start", "auto_methods", "resol
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
 AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share without a deadline)
+MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 EXCLUDED = frozenset({"schedule-lns"})  # a search over solver re-solves (placement_dsl.search), not a start
 
@@ -64,11 +65,11 @@ class Start:
 
 
 def auto_methods(problem: Any) -> list[str]:
-    """The heuristics ``"auto"`` runs for ``problem``, in order: greedy first (a baseline in ``O(n + m)`` that
-    needs no search), then those that optimize the problem's objective (in registry order)."""
+    """The heuristics ``"auto"`` runs for ``problem``, in order: those that optimize the problem's objective (in
+    registry order), then greedy, a baseline in ``O(n + m)`` for when they find nothing valid in time."""
     goal = problem.cost_model().objective.value
     own = [m for m in METHODS if OPTIMIZES.get(m) == goal and m not in EXCLUDED]
-    return [*(["greedy"] if "greedy" in METHODS and "greedy" not in own else []), *own]
+    return [*own, *(["greedy"] if "greedy" in METHODS and "greedy" not in own else [])]
 
 
 def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share: float = AUTO_SHARE,
@@ -149,7 +150,7 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
             break
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
-                        time_limit=max(left / (len(methods) - i), 0.05))
+                        time_limit=max(left / (len(methods) - i), MIN_METHOD))
         except PlacementError as err:  # SpecError too: the method declines the graph
             refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
             continue

@@ -141,10 +141,8 @@ def test_milp_optimum_is_the_exhaustive_one(name, solver):
 @pytest.mark.parametrize("name", sorted(INSTANCES))
 def test_cpsat_optimum_is_the_exhaustive_one(name):
     pytest.importorskip("ortools")
-    from placement_dsl.cpsat import solve_schedule_cpsat
-
     problem = INSTANCES[name]()
-    result = solve_schedule_cpsat(problem, time_limit=30)
+    result = solve(problem, solver="cpsat", time_limit=30, warm_start="list")
     assert result.status is Status.OPTIMAL and result.objective == pytest.approx(exhaustive(problem), rel=1e-6)
     assert result.bound == pytest.approx(result.objective, rel=1e-6) and result.evaluation.valid
 
@@ -244,9 +242,7 @@ def sheet(shared_data, name: str, mode: str = "port") -> Problem:
 
 def test_example1_cpsat_proves_30(shared_data):
     pytest.importorskip("ortools")
-    from placement_dsl.cpsat import solve_schedule_cpsat
-
-    result = solve_schedule_cpsat(sheet(shared_data, "example-1"), time_limit=60)
+    result = solve(sheet(shared_data, "example-1"), solver="cpsat", time_limit=60, warm_start="list")
     assert result.status is Status.OPTIMAL and result.objective == 30 and result.bound == 30
 
 

@@ -36,7 +36,8 @@ class HeuristicResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-# method name -> "module:function" (relative to this package); each function has the signature
+# method name -> "module:function" (relative to this package, or absolute for a method of a layer above it,
+# imported only when the method is run); each function has the signature
 #   fn(graph: Graph, cluster: Cluster, *, model: CostModel, seed: int | None, time_limit: float | None,
 #      **options) -> HeuristicResult
 # and, given a time limit, returns its best placement so far when it runs out (see deadline_at()).
@@ -61,7 +62,7 @@ METHODS: dict[str, str] = {
     "latency-best": "latency:latency_best",
     "list": "listsched:heft",
     "one-device-best": "listsched:one_device_best",
-    "schedule-lns": "lns:schedule_lns",
+    "schedule-lns": "placement_dsl.search.lns:schedule_lns",  # a search over CP-SAT / MILP re-solves
     "schedule-ls": "schedule_ls:schedule_local_search",
     "cpop": "schedule_ls:cpop",
 }
@@ -89,7 +90,7 @@ def resolve(method: str) -> Callable[..., HeuristicResult]:
         raise SpecError(f"unknown heuristic {method!r}; choose from {sorted(METHODS)}")
     module, fn = METHODS[method].split(":")
     try:
-        mod = importlib.import_module(f"{__package__}.{module}")
+        mod = importlib.import_module(module if module.startswith("placement_dsl.") else f"{__package__}.{module}")
     except ModuleNotFoundError as err:
         raise SpecError(f"heuristic {method!r} is not available: {err}") from None
     return getattr(mod, fn)
