@@ -5,10 +5,11 @@ backend, CP-SAT included), the formulations' horizons and the search layer. A st
 
 * a heuristic method (``"dp"``, ``"list"``, ...; :data:`~placement_dsl.heuristics.base.METHODS`),
   run under the caller's deadline;
-* ``"auto"``: greedy and the heuristics that optimize the problem's objective, under a small share
-  of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`), the best valid one by the
-  cost model kept (never one fixed method: on a 418-op latency graph greedy gives 494 where
-  latency-best finds 438);
+* ``"auto"``: the heuristics that search for the problem's objective or for the cost model they are
+  given, under a small share of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`),
+  and the baselines one device and greedy; the best valid one by the cost model is kept, never one
+  fixed method (BERT-3's 235-op latency graph without memory limits: greedy's split 416.2, one
+  device 49.4);
 * a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
   ``{op name: device name}``, or the path of a placement file;
 * ``None``: no start.
@@ -41,6 +42,7 @@ AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on i
 AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share without a deadline)
 MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
+BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 EXCLUDED = frozenset({"schedule-lns"})  # a search over solver re-solves (placement_dsl.search), not a start
 
 
@@ -65,11 +67,13 @@ class Start:
 
 
 def auto_methods(problem: Any) -> list[str]:
-    """The heuristics ``"auto"`` runs for ``problem``, in order: those that optimize the problem's objective (in
-    registry order), then greedy, a baseline in ``O(n + m)`` for when they find nothing valid in time."""
+    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for the problem's objective, and
+    those that search for the cost model they are given (each in registry order), then the baselines built in ``O(n + m)``
+    (:data:`BASELINES`: one device, greedy), which run whatever time is left."""
     goal = problem.cost_model().objective.value
-    own = [m for m in METHODS if OPTIMIZES.get(m) == goal and m not in EXCLUDED]
-    return [*own, *(["greedy"] if "greedy" in METHODS and "greedy" not in own else [])]
+    searches = [m for kind in (goal, "cost_model") for m in METHODS
+                if OPTIMIZES.get(m) == kind and m not in EXCLUDED | BASELINES]
+    return [*searches, *(m for m in sorted(BASELINES) if m in METHODS)]
 
 
 def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share: float = AUTO_SHARE,
@@ -138,7 +142,7 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
     """The best valid start among :func:`auto_methods`. Each runs here under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes): what is left of the share split evenly among
-    the methods still to run, so a fast one leaves its time to the next. A forked guard per method would
+    the searches still to run, so a fast one leaves its time to the next; the baselines always run. A forked guard per method would
     re-load the compiled kernels in every child."""
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = time.perf_counter() + budget
@@ -146,11 +150,12 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     best, refusals = Start(), []
     for i, method in enumerate(methods):
         left = end - time.perf_counter()
-        if left <= 0 and best.usable:
-            break
+        if left <= 0 and best.usable and method not in BASELINES:
+            continue
+        searches_left = sum(m not in BASELINES for m in methods[i:])
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
-                        time_limit=max(left / (len(methods) - i), MIN_METHOD))
+                        time_limit=max(left / max(searches_left, 1), MIN_METHOD))
         except PlacementError as err:  # SpecError too: the method declines the graph
             refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
             continue

@@ -26,7 +26,7 @@ def _latency_problem() -> Problem:
 
 def test_auto_keeps_the_best_heuristic_of_the_objective_by_the_cost_model():
     problem = _latency_problem()
-    assert auto_methods(problem) == ["latency-local-search", "latency-best", "greedy"]
+    assert auto_methods(problem) == ["latency-local-search", "latency-best", "local-search", "greedy", "one-device"]
     each = {m: run(m, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=2).objective
             for m in auto_methods(problem)}
     found = resolve(problem, "auto", deadline=Deadline(60))
@@ -99,3 +99,29 @@ def test_the_formulations_horizon_comes_from_the_resolver(monkeypatch):
     problem, _ = testing.makespan_fork()
     placement, makespan = valid_heuristic(problem, "list")
     assert seen == ["list"] and makespan == pytest.approx(problem.evaluate(placement).objective)
+
+
+def test_auto_is_never_worse_than_the_linear_baselines_even_once_the_searches_spent_its_share(monkeypatch):
+    import time
+
+    from placement_dsl.evaluate import evaluate
+    from placement_dsl.heuristics import base
+    from placement_dsl.heuristics.base import HeuristicResult
+    from placement_dsl.starts import BASELINES
+
+    problem = _latency_problem()
+    real = base.resolve
+
+    def resolve_method(method):
+        if method in BASELINES:
+            return real(method)
+
+        def slow_and_poor(graph, cluster, model=None, seed=None, time_limit=None):  # a search that spends its time
+            time.sleep(time_limit)
+            spread = Placement(graph, cluster, [i % cluster.size for i in range(graph.n)], source=method)
+            return HeuristicResult(method, spread, evaluate(spread, model).objective, time_limit)
+        return slow_and_poor
+    monkeypatch.setattr(base, "resolve", resolve_method)
+    found = resolve(problem, "auto", deadline=Deadline(2.0))
+    best = min(run(m, problem.graph, problem.cluster, model=problem.cost_model()).objective for m in BASELINES)
+    assert found.usable and found.method in BASELINES and found.objective == pytest.approx(best)
