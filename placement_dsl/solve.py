@@ -21,7 +21,7 @@ from .bounds import simple_lower_bound
 from .bounds.latency import critical_path_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
-from .errors import EvaluationMismatchError, PlacementError, SpecError
+from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
 from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
 from .heuristics import base as heuristic_base
@@ -146,6 +146,8 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
     """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
     with this module's start, deadline and checks."""
     cpsat.check_terms(problem)
+    if not cpsat.available():
+        raise SolverUnavailableError("solver 'cpsat' needs OR-Tools: pip install placement_dsl[cpsat]")
     form = get(formulation, problem)
     if form is not get("schedule"):
         raise SpecError(f"solver 'cpsat' solves the makespan as its own interval model; formulation {form.name!r} "
@@ -236,8 +238,8 @@ class _Stop:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
         try:
-            found = heuristic_base.fallback("fallback", self.problem.graph, self.problem.cluster, self.problem.cost_model(),
-                             phase="no model")
+            found = heuristic_base.fallback("fallback", self.problem.graph, self.problem.cluster,
+                                            self.problem.cost_model(), phase="no model")
         except PlacementError:
             return None, None
         placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
