@@ -43,7 +43,6 @@ AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share 
 MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
-EXCLUDED = frozenset({"schedule-lns"})  # a search over solver re-solves (placement_dsl.search), not a start
 
 
 @dataclass
@@ -72,8 +71,15 @@ def auto_methods(problem: Any) -> list[str]:
     (:data:`BASELINES`: one device, greedy), which run whatever time is left."""
     goal = problem.cost_model().objective.value
     searches = [m for kind in (goal, "cost_model") for m in METHODS
-                if OPTIMIZES.get(m) == kind and m not in EXCLUDED | BASELINES]
+                if OPTIMIZES.get(m) == kind and m not in BASELINES and not _above(m)]
     return [*searches, *(m for m in sorted(BASELINES) if m in METHODS)]
+
+
+def _above(method: str) -> bool:
+    """A method registered by a layer above this one (an absolute module, e.g. ``placement_dsl.search``'s
+    schedule LNS, which re-solves with solve): a search around a start, never one."""
+    target = METHODS.get(method)
+    return isinstance(target, str) and target.startswith("placement_dsl.")
 
 
 def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share: float = AUTO_SHARE,

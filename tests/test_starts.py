@@ -125,3 +125,9 @@ def test_auto_is_never_worse_than_the_linear_baselines_even_once_the_searches_sp
     found = resolve(problem, "auto", deadline=Deadline(2.0))
     best = min(run(m, problem.graph, problem.cluster, model=problem.cost_model()).objective for m in BASELINES)
     assert found.usable and found.method in BASELINES and found.objective == pytest.approx(best)
+
+
+def test_auto_never_runs_a_search_registered_above_it():
+    problem, _ = testing.makespan_fork()
+    methods = auto_methods(problem)
+    assert "schedule-lns" not in methods and {"list", "greedy", "one-device"} <= set(methods)
