@@ -11,7 +11,7 @@ bound's packing (``heuristics.polish.packed_start``), at most 6 s each ("start s
 ``certify(problem, budget=min(30, what is left), levels=(simple, superblock, throughput),
 start=...)``: the packing bound, the superblock relaxation and Fig. 6's IP warm-started, all bounds
 over every split ("certify s"); then, unless certify proved its placement optimal, IP neighbourhoods
-around that placement (``heuristics.neighbourhood``: boundary balls and device sets re-solved by
+around that placement (``search.neighbourhood``: boundary balls and device sets re-solved by
 Fig. 6's IP, seed 0) until 2 s before the limit ("search s"). Bounds first: they need no better upper
 bound to reach 1 % here (the superblock bound plateaus within ~12 s on these graphs), and whatever
 they leave goes to the upper bound. The row's gap is certify's bound against the search's placement
@@ -59,11 +59,11 @@ from common import paper_table as paper_rows
 
 from placement_dsl.certify import certify
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.neighbourhood import ip_neighbourhoods
 from placement_dsl.heuristics.polish import packed_start
-from placement_dsl.heuristics.rins import rins
 from placement_dsl.io import load_workload
 from placement_dsl.presets import problem_for_method
+from placement_dsl.search.neighbourhood import ip_neighbourhoods
+from placement_dsl.search.rins import rins
 from placement_dsl.solve import solve
 
 CERTIFY_GAP = 0.01
@@ -125,7 +125,7 @@ def certified(path: Path, time_limit: float, paper: dict[str, str], neighbourhoo
     """The start, the bounds, then the upper bound again, within ``time_limit`` seconds for all three: the DP and
     polish from its split and from the packing bound's packing; ``certify`` from the best of them (simple with
     packing, superblock, the warm IP) within ``bound_share`` of the time; IP neighbourhoods
-    (heuristics.neighbourhood) from certify's placement in what is left, unless certify proved it optimal."""
+    (search.neighbourhood) from certify's placement in what is left, unless certify proved it optimal."""
     problem = problem_for_method(load_workload(path), method="ip-noncontig")
     model = problem.cost_model()
     t0 = time.perf_counter()
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                          "limit (default); certify with its default levels alone, as a user calls it; or the "
                          "warm-started IP alone")
     ap.add_argument("--rins", type=float, default=0.0, metavar="SECONDS",
-                    help="with --via certify: also re-solve where three polished splits disagree (heuristics.rins), "
+                    help="with --via certify: also re-solve where three polished splits disagree (search.rins), "
                          "for at most SECONDS, as part of the start")
     ap.add_argument("--bound-share", type=float, default=BOUND_SHARE, metavar="F",
                     help=f"with --via certify: certify's levels get at most this share of the time limit, the IP "

@@ -9,7 +9,7 @@ schedule), proven bound, gap, seconds, and whether the schedule passes
 
 * ``milp`` — the ``schedule`` formulation (eq. 4-8 as GDP, big-M from the data), HiGHS,
   warm-started with list scheduling;
-* ``cpsat`` — :func:`~placement_dsl.cpsat.solve_schedule_cpsat`, hinted with list scheduling;
+* ``cpsat`` — :func:`~placement_dsl.solve.solve` with ``solver="cpsat"``, hinted with list scheduling;
 * ``lns`` — the ``schedule-lns`` heuristic (CP-SAT windows);
 * ``list``, ``cpop``, ``one device`` — HEFT with memory-aware device choice, Topcuoglu's CPOP, and
   the best single device;
@@ -39,7 +39,7 @@ from placement_dsl import zoo
 from placement_dsl.bounds.makespan import makespan_bounds
 from placement_dsl.coarsen import coarsen
 from placement_dsl.constraints import Congestion, Memory
-from placement_dsl.cpsat import available, solve_schedule_cpsat
+from placement_dsl.cpsat import available
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.heuristics import run
 from placement_dsl.io import moirai
@@ -197,7 +197,7 @@ def sheet_rows(path: Path, limit: float, congestion: str, threads: int) -> None:
     row(name, "milp", r.objective, r.bound, r.seconds, r.evaluation.valid,
         f"{r.status.value}, start accepted: {r.start_accepted}")
     if available():
-        r = solve_schedule_cpsat(problem, time_limit=limit, threads=threads)
+        r = solve(problem, solver="cpsat", time_limit=limit, threads=threads, warm_start="list")
         row(name, "cpsat", r.objective, r.bound, r.seconds, r.evaluation.valid, r.status.value)
         t0 = time.perf_counter()
         lns = run("schedule-lns", w.graph, w.cluster, model=model, time_limit=limit, threads=threads)

@@ -35,8 +35,8 @@ from placement_dsl.bounds.makespan import makespan_bounds
 from placement_dsl.coarsen import coarsen
 from placement_dsl.evaluate import CostModel
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.lns import makespan_problem
 from placement_dsl.result import relative_gap
+from placement_dsl.search.lns import makespan_problem
 from placement_dsl.zoo.gpt3 import gpt3
 from placement_dsl.zoo.gpus import TABLE_III
 

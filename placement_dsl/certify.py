@@ -23,7 +23,7 @@ level           bound                                                  class
 Without ``Contiguous`` the DP is only an upper bound: the ``dp`` level polishes its split and the
 packing bound's packing (:func:`.heuristics.polish.packed_start`), the best the throughput MIP's warm start.
 There, ``neighbourhoods`` (after ``throughput``, with twice its share of what is left) re-solves the IP over
-neighbourhoods of the best split (:mod:`.heuristics.neighbourhood`): an upper-bound step, with a bound
+neighbourhoods of the best split (:mod:`.search.neighbourhood`): an upper-bound step, with a bound
 only when one neighbourhood holds every unit.
 
 Single-sample latency (a ``Latency`` objective, Tarnawski et al. §4), cheapest first:
@@ -87,6 +87,7 @@ from .certificate import Certificate, LevelResult, LevelStatus, level_status, mo
 from .constraints import DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
+from .heuristics import run as heuristic
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import latency_upper
 from .levels.relaxed import guess_bound, guess_problem
@@ -159,8 +160,6 @@ class _Run:
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
     """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
     the first valid placement."""
-    from .heuristics import run as heuristic
-
     g, c = run.problem.graph, run.problem.cluster
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):

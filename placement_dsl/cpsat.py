@@ -1,10 +1,11 @@
 """CP-SAT (OR-Tools) for makespan problems: MOIRAI's schedule (Zhang et al., eq. 4-8) as an interval model.
 
-:func:`solve_schedule_cpsat` is the ``solver="cpsat"`` route for problems with a
-:class:`~placement_dsl.objectives.Makespan` objective; it returns the same
-:class:`~placement_dsl.result.Result` as :func:`placement_dsl.solve.solve`, certified by the
-cost model; :func:`solve_schedule` dispatches ``solver="cpsat"`` there and any other solver to
-:func:`~placement_dsl.solve.solve`. CP-SAT always runs in a child process (:func:`isolated`):
+:func:`solve_model` is the backend of :func:`placement_dsl.solve.solve` with ``solver="cpsat"``
+for problems with a :class:`~placement_dsl.objectives.Makespan` objective: ``solve`` checks the
+arguments, resolves the start (:func:`placement_dsl.starts.resolve`), keeps the deadline and
+certifies the answer like any other solver's, and returns one :class:`~placement_dsl.result.Result`.
+:func:`solve_schedule` and :func:`solve_schedule_cpsat` are deprecated wrappers of
+``solve(problem, "schedule", solver=...)``. CP-SAT always runs in a child process (:func:`isolated`):
 OR-Tools bundles HiGHS and SCIP libraries under the sonames highspy and PySCIPOpt use, so
 whichever loads first breaks the other in one process. The model (``pip install placement_dsl[cpsat]``):
 
@@ -24,8 +25,10 @@ corrected by the rounding: ``(bound_int - N) / f`` with ``N`` the tasks of posit
 """
 from __future__ import annotations
 
+import importlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +48,7 @@ from .schedule import Schedule, check_schedule, list_schedule
 from .solvers.base import Status
 
 SUPPORTED = ("Makespan", "Memory", "Pin", "Colocate", "AllowedKinds", "Congestion", "ScheduleHint", "Overflow")
+MIN_SEARCH = 1.0  # seconds CP-SAT searches at least, even when the child's start-up (imports) ate the budget
 RESOLUTION = 10 ** 6  # integer time units over the horizon when no power of ten makes the durations integral
 
 
@@ -199,8 +203,10 @@ class ScheduleModel:
         self.m.ClearAssumptions()
         self.m.AddAssumptions([self.x(v, d) for v, d in devices.items()])
 
-    def solve(self, seconds: float, threads: int = 1, gap: float = 1e-4, log: bool = False) -> tuple[Any, Any, Status]:
-        """Run CP-SAT; returns the solver (for :meth:`read`), the first-solution watch and the status."""
+    def solve(self, seconds: float, threads: int = 1, gap: float = 1e-4,
+              log: bool | str | None = False) -> tuple[Any, Any, Status]:
+        """Run CP-SAT; returns the solver (for :meth:`read`), the first-solution watch and the status. ``log``:
+        echo the search log (``True``), or append it to the file of that path."""
         from ortools.sat.python import cp_model
 
         solver = cp_model.CpSolver()
@@ -208,9 +214,19 @@ class ScheduleModel:
         solver.parameters.num_workers = int(threads)
         solver.parameters.relative_gap_limit = float(gap)
         solver.parameters.log_search_progress = bool(log)
+        if isinstance(log, str):
+            solver.parameters.log_to_stdout = False
+            sink = open(log, "a")  # noqa: SIM115 - closed after the search
+            solver.log_callback = lambda line: sink.write(line + "\n")
+        else:
+            sink = None
         solver.parameters.cp_model_probing_level = 0  # probing the optional intervals costs more than it prunes here
         watch = _First()
-        code = solver.Solve(self.m, watch)
+        try:
+            code = solver.Solve(self.m, watch)
+        finally:
+            if sink is not None:
+                sink.close()
         return solver, watch, STATUS.get(solver.StatusName(code), Status.ERROR)
 
     # ------------------------------------------------------------------ hint and read-back
@@ -259,7 +275,8 @@ STATUS = {"OPTIMAL": Status.OPTIMAL, "FEASIBLE": Status.TIME_LIMIT_FEASIBLE, "IN
           "UNKNOWN": Status.TIME_LIMIT_NO_SOLUTION, "MODEL_INVALID": Status.ERROR}
 
 
-def _check_terms(problem: Problem) -> None:
+def check_terms(problem: Problem) -> None:
+    """Refuse (:class:`SpecError`) a problem CP-SAT does not model: another objective, or terms outside :data:`SUPPORTED`."""
     if not isinstance(problem.objective, Makespan):
         raise SpecError(f"solver 'cpsat' minimizes the makespan; the problem's objective is "
                         f"{type(problem.objective).__name__} (use solve() with a MILP solver)")
@@ -269,18 +286,7 @@ def _check_terms(problem: Problem) -> None:
         raise SpecError(f"solver 'cpsat' does not model the terms {other}; it supports {list(SUPPORTED)}")
 
 
-def _start(problem: Problem, warm_start: Any) -> tuple[Placement | None, str]:
-    """The start placement (a heuristic's name, or a placement) and why it is refused ('' if usable)."""
-    if warm_start is None:
-        return None, ""
-    if isinstance(warm_start, str):
-        from .heuristics import run
-
-        warm_start = run(warm_start, problem.graph, problem.cluster, model=problem.cost_model()).placement
-    if not isinstance(warm_start, Placement):
-        raise SpecError(f"solve_schedule_cpsat: warm_start must be a heuristic name or a Placement, got {warm_start!r}")
-    bad = problem.violations(warm_start)
-    return warm_start, f"warm start refused: it is invalid for the problem ({'; '.join(bad[:3])})" if bad else ""
+_check_terms = check_terms
 
 
 def _start_schedule(problem: Problem, start: Placement) -> Schedule:
@@ -291,48 +297,42 @@ def _start_schedule(problem: Problem, start: Placement) -> Schedule:
     return list_schedule(start, congestion)
 
 
-def solve_schedule_cpsat(problem: Problem, time_limit: float = 60.0, warm_start: str | Placement | None = "list",
-                         gap: float = 1e-4, threads: int = 1, log: bool = False) -> Result:
-    """Solve a makespan problem with CP-SAT; the answer is certified by the cost model.
+def solve_model(problem: Problem, start: Placement | None, refusal: str, at: float, gap: float = 1e-4,
+                threads: int = 1, log_path: str | None = None) -> Result:
+    """CP-SAT on a makespan problem, hinted with ``start`` (unless ``refusal``), ending by ``at`` (a
+    :func:`time.monotonic` reading; the child process's start-up included): the answer (or the start when
+    CP-SAT finds nothing better), re-evaluated by the cost model. The backend of
+    :func:`placement_dsl.solve.solve` with ``solver="cpsat"``, which resolves the start and checks the answer.
 
     CP-SAT runs in a child process (:func:`isolated`): OR-Tools bundles its own HiGHS and SCIP
-    libraries, which cannot share a process with highspy's and PySCIPOpt's.
-
-    Parameters
-    ----------
-    problem
-        A problem with a :class:`~placement_dsl.objectives.Makespan` objective and terms among
-        :data:`SUPPORTED`.
-    time_limit
-        Seconds for building and search (the child process's start-up included).
-    warm_start
-        A heuristic name (default ``"list"``), a placement (its schedule is used when valid), or
-        ``None``: the hint.
-    gap
-        Relative gap at which CP-SAT may stop.
-    threads
-        CP-SAT search workers.
-    log
-        Echo CP-SAT's search log.
-
-    Returns
-    -------
-    Result
-        Status, placement with its schedule, cost-model objective, valid bound and gap.
+    libraries, which cannot share a process with highspy's and PySCIPOpt's. ``log_path``: a file
+    for CP-SAT's search log.
     """
     if not available():
         raise SolverUnavailableError("solver 'cpsat' needs OR-Tools: pip install placement_dsl[cpsat]")
-    _check_terms(problem)
-    t0 = time.perf_counter()
-    start, refusal = _start(problem, warm_start)
+    check_terms(problem)
     hint = None if start is None or refusal else _with_schedule(start, _start_schedule(problem, start))
-    t_start = time.perf_counter() - t0
-    out = isolated(_solve, problem, None if hint is None else to_data(hint),
-                   time_limit - (time.perf_counter() - t0), gap, threads, log)
+    out = isolated(_solve, problem, None if hint is None else to_data(hint), at, gap, threads,
+                   None if log_path is None else str(log_path))
     found = None if out["assign"] is None else from_data(problem, out)
     result = _certify(problem, found, hint, Status(out["status"]), out, refusal)
-    result.timings = Seconds(build=out["build"], start=t_start, solve=out["wall"], total=time.perf_counter() - t0)
+    result.log_path = None if log_path is None else str(log_path)
+    result.timings = Seconds(build=out["build"], solve=out["wall"])
     return result
+
+
+def solve_schedule_cpsat(problem: Problem, time_limit: float = 60.0, warm_start: str | Placement | None = "list",
+                         gap: float = 1e-4, threads: int = 1, log: bool = False) -> Result:
+    """Deprecated: ``solve(problem, "schedule", solver="cpsat", ...)`` (``log``: CP-SAT's log on stdout)."""
+    warnings.warn("placement_dsl.cpsat.solve_schedule_cpsat is deprecated; use placement_dsl.solve.solve(problem, "
+                  "'schedule', solver='cpsat')", DeprecationWarning, stacklevel=2)
+    return _solve_entry()(problem, "schedule", solver="cpsat", time_limit=time_limit, warm_start=warm_start, gap=gap,
+                          threads=threads, log_path="/dev/stdout" if log else None, method="cpsat")
+
+
+def _solve_entry() -> Callable[..., Result]:
+    """:func:`placement_dsl.solve.solve`, looked up when a deprecated wrapper is called (solve imports this module)."""
+    return importlib.import_module("placement_dsl.solve").solve
 
 
 def build(problem: Problem, hint: Placement | None = None) -> tuple[ScheduleModel, int | None]:
@@ -385,13 +385,14 @@ def from_data(problem: Problem, payload: Mapping[str, Any], source: str = "cpsat
                      schedule=Schedule(np.array(payload["start"], dtype=float), payload["moves"]))
 
 
-def _solve(problem: Problem, hint: Mapping[str, Any] | None, seconds: float, gap: float, threads: int,
-           log: bool) -> dict[str, Any]:
-    """The child's work: build, hint, solve, read back (plain data)."""
+def _solve(problem: Problem, hint: Mapping[str, Any] | None, at: float, gap: float, threads: int,
+           log_path: str | None) -> dict[str, Any]:
+    """The child's work: build, hint, solve until ``at`` (:func:`time.monotonic`; :data:`MIN_SEARCH` at least),
+    read back (plain data)."""
     t0 = time.perf_counter()
     model, hinted = build(problem, None if hint is None else from_data(problem, hint, "warm start"))
     built = time.perf_counter() - t0
-    solver, watch, status = model.solve(seconds - built, threads, gap, log)
+    solver, watch, status = model.solve(max(at - time.monotonic(), MIN_SEARCH), threads, gap, log_path)
     found = to_data(model.read(solver)) if status.has_solution else {"assign": None}
     return {**found, "status": status.value, "build": built, "wall": solver.WallTime(),
             "bound": _bound(model, solver, status), "exact": model.scale.exact, "factor": model.scale.factor,
@@ -456,10 +457,9 @@ def _with_schedule(start: Placement, schedule: Schedule) -> Placement:
 
 
 def solve_schedule(problem: Problem, solver: str = "highs", **options: Any) -> Result:
-    """``solver="cpsat"``: :func:`solve_schedule_cpsat`; any other solver: :func:`placement_dsl.solve.solve` with
-    the ``schedule`` formulation."""
-    if solver == "cpsat":
-        return solve_schedule_cpsat(problem, **options)
-    from .solve import solve
-
-    return solve(problem, "schedule", solver=solver, **options)
+    """Deprecated: ``solve(problem, "schedule", solver=solver, **options)`` (``solver="cpsat"`` included)."""
+    warnings.warn("placement_dsl.cpsat.solve_schedule is deprecated; use placement_dsl.solve.solve(problem, "
+                  "'schedule', solver=...)", DeprecationWarning, stacklevel=2)
+    if options.pop("log", False):
+        options["log_path"] = "/dev/stdout"
+    return _solve_entry()(problem, "schedule", solver=solver, **options)

@@ -1,5 +1,8 @@
 """Sizes of models before they are built, so that a budget can refuse one it cannot hold.
 
+The module sits above the formulations it sizes (it reads them, they never read it) and below
+:func:`~placement_dsl.solve.solve` and the certificates, which call :func:`check_fits` before a build.
+
 The estimates are counts of constraint-matrix nonzeros from the problem's shape (ops ``n``,
 edges ``m``, devices ``D``, accelerators ``A``, subgraphs per accelerator ``q``), fitted to the
 project's formulations on the reference workloads (``benchmarks/bench_budget.py`` prints the
@@ -24,6 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from .deadline import BudgetSpent, Deadline, model_seconds
+from .formulations import get
+from .formulations.latency import subgraphs_per_accelerator
+from .objectives import Latency, Makespan
 
 __all__ = ["build_seconds", "check_fits", "estimate_nonzeros"]
 
@@ -32,15 +38,11 @@ MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 
 def estimate_nonzeros(problem: Any, formulation: Any) -> float:
     """The nonzeros of ``formulation``'s model of ``problem`` (a registered formulation object), estimated."""
-    from .objectives import Latency, Makespan
-
     n, m = problem.graph.n, problem.graph.m
     D = problem.cluster.size
     A = max(int((~problem.cluster.host).sum()), 1)
     objective = getattr(formulation, "objective", None)
     if objective is Latency:
-        from .formulations.latency import subgraphs_per_accelerator
-
         q = subgraphs_per_accelerator(problem)
         return 3.5 * n * max(m, 1) * A * min(max(q, 1), 6)
     if objective is Makespan:
@@ -50,8 +52,6 @@ def estimate_nonzeros(problem: Any, formulation: Any) -> float:
 
 def build_seconds(problem: Any, formulation: Any) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated."""
-    from .objectives import Makespan
-
     slower = 4.0 if getattr(formulation, "objective", None) is Makespan else 1.0  # a Pyomo transformation more
     return model_seconds(estimate_nonzeros(problem, formulation)) * slower
 
@@ -60,8 +60,6 @@ def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: floa
     """Raise :class:`~placement_dsl.deadline.BudgetSpent` ("model too large for the time left") when building
     ``formulation``'s model of ``problem`` and a useful search (:data:`MIN_SEARCH`) cannot fit into ``seconds``
     (at most what is left of ``deadline``)."""
-    from .formulations import get
-
     form = get(formulation, problem)
     left = deadline.clip(seconds)
     nonzeros = estimate_nonzeros(problem, form)

@@ -12,20 +12,28 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .deadline import BudgetSpent, Deadline, call_within, seconds
-from .errors import EvaluationMismatchError, PlacementError, SpecError
+from . import cpsat
+from .bounds import simple_lower_bound
+from .bounds.latency import critical_path_bound
+from .compile import compile
+from .deadline import BudgetSpent, Deadline, seconds
+from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
 from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
+from .heuristics.fallback import fallback
 from .placement import Placement
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
+from .starts import AUTO, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
+CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 
 
@@ -44,7 +52,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         or ``"auto"`` to let the problem choose. Relaxations are refused: their optima are lower
         bounds, not placements (use :func:`~placement_dsl.certify.certify`).
     solver
-        ``"highs"``, ``"scip"`` or any installed Pyomo solver name.
+        ``"highs"``, ``"scip"``, any installed Pyomo solver name, or ``"cpsat"``: CP-SAT's interval
+        model of a makespan problem (:mod:`placement_dsl.cpsat`; formulation ``"auto"`` or ``"schedule"``).
     time_limit
         Wall-clock seconds for the whole call from its start: warm start, model build, hand-off
         and search, enforced by the project (a time limit is a status). A model that cannot be
@@ -55,9 +64,12 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     threads
         Solver threads.
     warm_start
-        A heuristic method name (``"dp"``, ``"slicegraph"``, ...), a :class:`Placement`, or the
-        path of a placement file. A start that is invalid for the problem or violates the
-        formulation is refused (and said so), not passed.
+        A heuristic method name (``"dp"``, ``"slicegraph"``, ...), ``"auto"`` (the best of the
+        heuristics that optimize the problem's objective, in a small share of the budget), a
+        :class:`Placement`, a mapping ``{op name: device name}``, or the path of a placement file
+        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, no
+        start otherwise. A start that is invalid for the problem or violates the formulation is
+        refused (and said so), not passed.
     log_path
         File for the solver's log.
     method
@@ -76,12 +88,12 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     Result
         Status, placement, cost-model objective, bound and its class, gap, timings and the start's fate.
     """
-    from .compile import compile
-
     t0 = time.perf_counter()
     clock = _clock(time_limit, budget, deadline)
     _check_arguments(gap, threads, warm_start, windows, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
+    if solver == CPSAT:
+        return _solve_cpsat(problem, formulation, clock, t0, gap, threads, warm_start, log_path, method, windows)
     form = get(formulation, problem)
     if form.kind is Kind.RELAXATION:
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
@@ -89,7 +101,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     reason = form.accepts(problem)
     if reason:
         raise SpecError(reason)
-    start, start_eval, refusal, start_bound = _warm_start(problem, warm_start, clock)
+    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
     stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound = start_bound
     options = {} if windows is None else {"windows": windows}
@@ -129,6 +141,42 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     return result
 
 
+def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
+                 warm_start: Any, log_path: Any, method: str, windows: Any) -> Result:
+    """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
+    with this module's start, deadline and checks."""
+    cpsat.check_terms(problem)
+    if not cpsat.available():
+        raise SolverUnavailableError("solver 'cpsat' needs OR-Tools: pip install placement_dsl[cpsat]")
+    form = get(formulation, problem)
+    if form is not get("schedule"):
+        raise SpecError(f"solver 'cpsat' solves the makespan as its own interval model; formulation {form.name!r} "
+                        "is not it (give formulation='auto' or 'schedule')")
+    if windows is not None:
+        raise SpecError(f"windows {windows!r}: an option of the 'chain' formulation, not of solver 'cpsat'")
+    label = CPSAT if method == "ip" else method  # the default label names the backend
+    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
+    stop = _Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
+    stop.start_bound = start_bound
+    t_start = time.perf_counter() - t0
+    if clock.expired(MIN_SEARCH + RESERVE):
+        result = stop.result(f"budget spent before the CP-SAT search ({clock.left():.1f} s left, the warm start took "
+                             f"{t_start:.1f} s)")
+    else:
+        result = cpsat.solve_model(problem, start, refusal, clock.at - RESERVE, gap, threads,
+                                   None if log_path is None else str(log_path))
+        result.method = label
+        if result.found_by == "warm start":
+            result.found_by = _start_label(warm_start)
+        _final_check(problem, result, form)
+        if result.status.is_ok and result.status is not Status.OPTIMAL:
+            stop.known_bound(result)
+        result.timings = Seconds(build=result.timings.build, start=t_start, solve=result.timings.solve,
+                                 total=time.perf_counter() - t0)
+    result.formulation = CPSAT
+    return result
+
+
 def _clock(time_limit: Any, budget: Any, deadline: Deadline | None) -> Deadline:
     """The call's deadline: ``time_limit`` and ``budget`` (one meaning: the whole call) from now, and the caller's."""
     limit = seconds(time_limit, "time_limit")
@@ -149,9 +197,9 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **na
         raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise SpecError(f"threads {threads!r}: give a whole number of solver threads, 1 or more")
-    if warm_start is not None and not isinstance(warm_start, (str, Path, Placement)):
-        raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, a Placement or a placement file, "
-                        f"not a {type(warm_start).__name__}")
+    if warm_start is not None and not isinstance(warm_start, (str, Path, Placement, Mapping)):
+        raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, 'auto', a Placement, a mapping of op to "
+                        f"device names or a placement file, not a {type(warm_start).__name__}")
     if windows is not None and not isinstance(windows, bool):
         raise SpecError(f"windows {windows!r}: give True, False or None")
 
@@ -189,11 +237,9 @@ class _Stop:
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
-        from .heuristics.fallback import fallback
-
         try:
-            found = fallback("fallback", self.problem.graph, self.problem.cluster, self.problem.cost_model(),
-                             phase="no model")
+            found = fallback("fallback", self.problem.graph, self.problem.cluster,
+                                            self.problem.cost_model(), phase="no model")
         except PlacementError:
             return None, None
         placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
@@ -221,12 +267,8 @@ def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
     if objective in (Objective.MAX_LOAD, Objective.MAKESPAN):
-        from .bounds import simple_lower_bound
-
         return float(simple_lower_bound(problem.graph, problem.cluster))
     if objective is Objective.LATENCY:
-        from .bounds.latency import critical_path_bound
-
         return float(critical_path_bound(problem)[0])
     return None
 
@@ -252,65 +294,25 @@ def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, p
 
 
 # ---------------------------------------------------------------------------- warm start
-def _start_placement(problem: Any, warm_start: str | Path | Placement,
-                     clock: Deadline | None = None) -> tuple[Placement, float | None]:
-    """The placement a warm-start argument names (a heuristic runs in what is left of ``clock``), and the bound
-    its heuristic proved over the problem's class (``None``: none)."""
-    if isinstance(warm_start, Placement):
-        return warm_start, None
-    from .heuristics.registry import names
-
-    if isinstance(warm_start, str) and warm_start in names():
-        from .heuristics import run
-
-        left = None if clock is None else max(clock.left() - MIN_SEARCH, 0.1)
-        guard = Deadline(math.inf) if left is None else Deadline(left)  # a heuristic past its limit is stopped
-        try:
-            found = call_within(guard, run, warm_start, problem.graph, problem.cluster, model=problem.cost_model(),
-                                time_limit=left)
-        except SpecError as err:  # the method declines this graph (e.g. the DP's ideal count): no start, no error
-            raise PlacementError(f"{warm_start} declined the graph: {str(err).splitlines()[0]}") from None
-        return found.placement, _class_bound(problem, found)
-    path = Path(warm_start)
-    if not path.exists():
-        raise SpecError(f"warm_start {str(warm_start)!r} is neither a heuristic ({sorted(names())}) "
-                        "nor an existing placement file")
-    from .io import Workload, load_placement
-
-    return load_placement(path, Workload(problem.graph, problem.cluster)), None
+SINGLE_SAMPLE = (Objective.LATENCY, Objective.MAKESPAN)  # objectives whose solve starts from "auto" by default
 
 
-def _class_bound(problem: Any, found: Any) -> float | None:
-    """A heuristic's bound when it holds for the problem's class: exact among contiguous splits (the DP over
-    ideals) on a contiguous problem whose terms do not widen the placements."""
-    from .constraints import Contiguous
-
-    widens = any(getattr(t, "widens", False) for t in problem.constraints)
-    if found.bound is None or found.exact_among != "contiguous" or not problem.has(Contiguous) or widens:
-        return None
-    return float(found.bound)
+def _start_spec(problem: Any, warm_start: Any) -> Any:
+    """What the start resolver is asked for: ``None`` means ``"auto"`` for the single-sample objectives
+    (latency, makespan), whose models are hard to start without a good incumbent, and no start otherwise."""
+    if warm_start is None and problem.cost_model().objective in SINGLE_SAMPLE:
+        return AUTO
+    return warm_start
 
 
-def _warm_start(problem: Any, warm_start: Any,
-                clock: Deadline | None = None) -> tuple[Placement | None, Evaluation | None, str, float | None]:
-    """The start placement, its evaluation, and why it is refused ('' if it may be used).
-
-    A heuristic that cannot produce a start (e.g. no split fits the memory) refuses the start
-    instead of failing the solve: the solver then decides (e.g. status infeasible).
-    """
-    if warm_start is None:
-        return None, None, "", None
-    try:
-        start, bound = _start_placement(problem, warm_start, clock)
-    except SpecError:
-        raise
-    except PlacementError as err:
-        return None, None, f"warm start refused: {warm_start!r} found no placement ({err})", None
-    ev = problem.evaluate(start)
-    violations = problem.violations(start)
-    if violations:
-        return start, ev, f"warm start refused: it is invalid for the problem ({'; '.join(violations[:3])})", None
-    return start, ev, "", bound
+def _warm_start(problem: Any, warm_start: Any, clock: Deadline | None = None
+                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any]:
+    """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
+    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``),
+    and the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked)."""
+    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH)
+    label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
+    return found.placement, found.evaluation, found.refusal, found.bound, label
 
 
 # ---------------------------------------------------------------------------- certificate

@@ -87,10 +87,12 @@ def test_cpsat_takes_the_term_as_colocation():
 
     g = blocks(2)
     problem = Problem(g, Cluster.stages(2, bandwidth=100.0), Makespan(), [Boundaries.modules(depth=3)])
-    cpsat._check_terms(problem)  # a Colocate by another name: modelled, not refused
+    cpsat.check_terms(problem)  # a Colocate by another name: modelled, not refused
     if not cpsat.available():
         pytest.skip("ortools is not installed")
-    p = cpsat.solve_schedule_cpsat(problem, time_limit=5).placement
+    from placement_dsl.solve import solve
+
+    p = solve(problem, solver="cpsat", time_limit=5, warm_start="list").placement
     assert _modules_whole(p, 3)
 
 

@@ -12,7 +12,7 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.lns import makespan_problem
+from placement_dsl.search.lns import makespan_problem
 from placement_dsl.zoo.gpt3 import gpt3
 from placement_dsl.zoo.gpus import GBPS, GPU_ROOFLINES, moirai_cluster
 

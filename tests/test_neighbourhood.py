@@ -1,4 +1,4 @@
-"""IP neighbourhood search (heuristics/neighbourhood.py): balls, device sets, pins kept, never worse, brute force."""
+"""IP neighbourhood search (search/neighbourhood.py): balls, device sets, pins kept, never worse, brute force."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +12,10 @@ from placement_dsl.constraints import Contiguous, Pin
 from placement_dsl.errors import SpecError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.neighbourhood import _free, _listed, _loads, _step, _Units, ip_neighbourhoods
 from placement_dsl.objectives import Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
+from placement_dsl.search.neighbourhood import _free, _listed, _loads, _step, _Units, ip_neighbourhoods
 from placement_dsl.testing import optimum, structured_problems, without
 
 
@@ -122,7 +122,7 @@ def test_refuses_an_invalid_start_and_bad_limits():
 
 @pytest.mark.parametrize("settles, cap", [(True, 40), (False, 8)])
 def test_the_ball_cap_grows_after_settled_balls_and_shrinks_after_timed_out_ones(monkeypatch, settles, cap):
-    import placement_dsl.heuristics.neighbourhood as nb
+    import placement_dsl.search.neighbourhood as nb
 
     problem = chain_problem([1.0] * 24, accelerators=4)
     start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
@@ -135,7 +135,7 @@ def test_the_ball_cap_grows_after_settled_balls_and_shrinks_after_timed_out_ones
 def test_no_step_starts_that_cannot_end_by_the_time_limit(monkeypatch):
     import time
 
-    import placement_dsl.heuristics.neighbourhood as nb
+    import placement_dsl.search.neighbourhood as nb
 
     problem = chain_problem([1.0] * 24, accelerators=4)
     start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))

@@ -1,4 +1,4 @@
-"""The RINS-style neighbourhood (heuristics/rins.py): relabelling, pins where splits agree, never worse."""
+"""The RINS-style neighbourhood (search/rins.py): relabelling, pins where splits agree, never worse."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,10 +11,10 @@ from placement_dsl.constraints import Contiguous, Pin
 from placement_dsl.errors import SpecError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.rins import agreement, relabel, rins
 from placement_dsl.objectives import Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
+from placement_dsl.search.rins import agreement, relabel, rins
 from placement_dsl.testing import optimum, structured_problems, without
 
 

@@ -141,10 +141,8 @@ def test_milp_optimum_is_the_exhaustive_one(name, solver):
 @pytest.mark.parametrize("name", sorted(INSTANCES))
 def test_cpsat_optimum_is_the_exhaustive_one(name):
     pytest.importorskip("ortools")
-    from placement_dsl.cpsat import solve_schedule_cpsat
-
     problem = INSTANCES[name]()
-    result = solve_schedule_cpsat(problem, time_limit=30)
+    result = solve(problem, solver="cpsat", time_limit=30, warm_start="list")
     assert result.status is Status.OPTIMAL and result.objective == pytest.approx(exhaustive(problem), rel=1e-6)
     assert result.bound == pytest.approx(result.objective, rel=1e-6) and result.evaluation.valid
 
@@ -244,9 +242,7 @@ def sheet(shared_data, name: str, mode: str = "port") -> Problem:
 
 def test_example1_cpsat_proves_30(shared_data):
     pytest.importorskip("ortools")
-    from placement_dsl.cpsat import solve_schedule_cpsat
-
-    result = solve_schedule_cpsat(sheet(shared_data, "example-1"), time_limit=60)
+    result = solve(sheet(shared_data, "example-1"), solver="cpsat", time_limit=60, warm_start="list")
     assert result.status is Status.OPTIMAL and result.objective == 30 and result.bound == 30
 
 
@@ -371,12 +367,12 @@ def test_the_warm_schedule_is_the_placements_own_else_its_list_schedule_else_the
 
 @pytest.mark.parametrize("start", [None, "list", "one-device-best"])
 def test_a_graph_whose_ops_take_no_time_has_makespan_zero(start):
-    # its warm start (or list schedule) sets a horizon of 0, and the warm start's makespan is 0 too
+    # its warm start (None: "auto", the best of the makespan heuristics) sets a horizon of 0, and its makespan is 0 too
     ops = [Op(name="a", work=0), Op(name="b", work=0)]  # and no transfer: no task ends the warm start either
     problem = Problem(Graph(ops, [], name="idle"), Cluster(devices(2), mesh(2)), Makespan(), [])
     result = solve(problem, "schedule", time_limit=30, warm_start=start)
     assert result.status is Status.OPTIMAL and result.objective == 0 and result.evaluation.valid
-    assert result.start_accepted is (True if start else None)
+    assert result.start_accepted is True
     with pytest.raises(SpecError, match=r"ScheduleHint\(horizon=-1.0\): the horizon must be a makespan, 0 or more"):
         ScheduleHint(-1.0)
 

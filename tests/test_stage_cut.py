@@ -132,7 +132,7 @@ def test_certify_stage_cut_and_chain_levels_on_the_mtpp(seed: int) -> None:
 def test_target_search_bisects_to_the_optimum(seed: int) -> None:
     """Each windowed round is a bound (never above brute force); its placements fit under its target; starting
     from a loose floor and ceiling the search closes on the optimum."""
-    from placement_dsl.formulations.chain import target_search
+    from placement_dsl.search.chain import target_search
 
     problem = _mtpp(seed)
     best = optimum(problem)
@@ -148,7 +148,7 @@ def test_target_search_bisects_to_the_optimum(seed: int) -> None:
 def test_windowed_bound_with_its_cutoff_never_passes_brute_force(instance: tuple[Graph, Cluster], scale: float) -> None:
     """``min(T*, bound)`` of the windowed chain MIP (which prunes at ``T*``) is a bound at any target: a target below
     the optimum is proven, a target above it finds the optimum itself (the DAG-ordered class of identical stages)."""
-    from placement_dsl.formulations.chain import windowed_bound
+    from placement_dsl.search.chain import windowed_bound
 
     graph, cluster = instance
     problem = Problem(graph, cluster, Bottleneck(), [DagOrder(), Overflow()])

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from ..certify import LEVELS
 from ..evaluate import NAMED
 from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
@@ -76,7 +75,7 @@ def _bounds_parser(sub: Any) -> None:
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(bo)
-    bo.add_argument("--levels", help=f"comma-separated levels, of {', '.join(LEVELS)} (default: the problem's "
+    bo.add_argument("--levels", help="comma-separated levels (default: the problem's "
                                      "hierarchy, e.g. simple,dp,stage-cut,superblock,guess,exact for pipelines)")
     bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
                                                          "ip = contiguous, ip-noncontig = any split")

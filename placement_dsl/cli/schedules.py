@@ -48,8 +48,8 @@ def congestion_fields(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostModel) -> Any:
     """``--method ip`` on a makespan problem: the ``schedule`` formulation (or CP-SAT), certified."""
-    from ..cpsat import solve_schedule
-    from ..heuristics.lns import makespan_problem
+    from ..search.lns import makespan_problem
+    from ..solve import solve
 
     if args.method != "ip":
         raise SpecError(f"method {args.method} has no makespan formulation; use --method ip (the schedule MILP, "
@@ -58,11 +58,8 @@ def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostMode
 
     problem = makespan_problem(workload.graph, workload.cluster, model)
     deadline = command_deadline(args)
-    if args.solver == "cpsat":  # its own child process: what is left of the command's budget
-        return solve_schedule(problem, solver=args.solver, time_limit=max(deadline.left(), 0.1), gap=args.gap,
-                              warm_start=args.warm_start or "list")
-    return solve_schedule(problem, solver=args.solver, time_limit=args.time_limit, gap=args.gap,
-                          warm_start=args.warm_start or "list", deadline=deadline)
+    return solve(problem, "schedule", solver=args.solver, time_limit=args.time_limit, gap=args.gap,
+                 warm_start=args.warm_start or "list", deadline=deadline)
 
 
 def is_makespan(model: CostModel) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import starts
 from ..blocks.base import BlockTemplate
 from ..constraints import Term
 from ..errors import PlacementError, SpecError
@@ -263,14 +264,10 @@ def choose(problem: Problem) -> str:
 
 def valid_heuristic(problem: Problem, method: str) -> tuple[Placement, float] | None:
     """Heuristic ``method``'s placement and objective when the placement is valid for ``problem`` (a
-    horizon for a formulation's big-Ms and its fallback answer), else ``None``."""
-    from ..heuristics import run
-
-    try:
-        found = run(method, problem.graph, problem.cluster, model=problem.cost_model())
-    except PlacementError:
-        return None
-    if problem.violations(found.placement) or not math.isfinite(found.objective):
+    horizon for a formulation's big-Ms and its fallback answer), else ``None``
+    (:func:`placement_dsl.starts.resolve`)."""
+    found = starts.resolve(problem, method)
+    if not found.usable or not math.isfinite(found.objective):
         return None
     return found.placement, found.objective
 

@@ -5,6 +5,7 @@ Use :func:`run` with a method name from the registry (:func:`names`; a method re
 """
 from typing import Any
 
+from . import base
 from .base import HeuristicResult, run
 from .registry import HEURISTICS, Heuristic, heuristic, load, methods_for, names
 
@@ -14,7 +15,5 @@ __all__ = ["HEURISTICS", "Heuristic", "HeuristicResult", "heuristic", "load", "m
 def __getattr__(name: str) -> Any:
     """``METHODS``, the old table of method names, read from the registry (deprecated)."""
     if name == "METHODS":
-        from . import base
-
         return base.__getattr__(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

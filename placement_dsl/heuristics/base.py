@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
                       DeprecationWarning, stacklevel=2)
         table = registry.load()
         if name == "METHODS":
-            return {h.name: f"{h.module}:{h.fn.__name__}" for h in table.values()}
+            return {h.name: h.where for h in table.values()}
         return {h.name: h.optimizes for h in table.values()}
     return _moved(name)
 

@@ -42,6 +42,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
+from ..lp import available, new_highs
 from ..placement import Placement
 from ..schedule import ListScheduler, upward_rank
 from .base import HeuristicResult, deadline_at, expired, left, stopped
@@ -57,8 +58,6 @@ TOL = 1e-9
 # ---------------------------------------------------------------------------- favourite children
 def favourite_lp(graph: Graph, p: np.ndarray, c: np.ndarray, seconds: float | None) -> np.ndarray | None:
     """The LP relaxation's ``x_e`` per edge (module docstring), or ``None`` when it is not solved in ``seconds``."""
-    from ..solvers.highs import available, new_highs
-
     n, m = graph.n, graph.m
     if not available() or m > LP_EDGES or (seconds is not None and seconds <= 0):
         return None

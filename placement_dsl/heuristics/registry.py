@@ -11,7 +11,11 @@ that, given a time limit, returns its best placement so far when it runs out. It
 :func:`load` imports the modules that hold the package's own methods (every module of this
 package, and of the packages named in :data:`PLUGIN_PACKAGES`, found by walking them and imported
 by dotted name, so that a method defined above this layer registers without this module importing
-upwards); a method defined elsewhere registers when its module is imported. ``optimizes`` says
+upwards); a method defined elsewhere registers when its module is imported. A plugin package whose
+modules are costly to import (the search package loads Pyomo) declares its methods instead, in a
+``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes)}``, modules relative to
+the package): :func:`load` reads the table without importing the modules, and a method's module is
+imported when the method is first run, so listing the methods (``--help``) stays cheap. ``optimizes`` says
 what the method minimizes when it searches: an objective (``"max_load"``, ``"latency"``,
 ``"makespan"``, ``"gpipe"``), ``"cost_model"`` (picks by the model it is given) or
 ``"memory_fill"`` (looks at memory only).
@@ -32,13 +36,27 @@ PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 
 @dataclass(frozen=True)
 class Heuristic:
-    """A registered method: its name, function, what it optimizes, and the module that defines it."""
+    """A registered method: its name, function (or, declared by a plugin package, ``"module:function"``
+    imported on first use), what it optimizes, and the module that defines it."""
 
     name: str
-    fn: Callable[..., Any]
+    target: Callable[..., Any] | str
     optimizes: str
     module: str
     doc: str = ""
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The method's function (its module imported now when it was declared by name)."""
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    @property
+    def where(self) -> str:
+        """``module:function`` of the method, without importing a declared one."""
+        return self.target if isinstance(self.target, str) else f"{self.module}:{self.target.__qualname__}"
 
 
 HEURISTICS: dict[str, Heuristic] = {}
@@ -60,10 +78,9 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         old = HEURISTICS.get(name)
-        where = f"{fn.__module__}.{fn.__qualname__}"
-        if old is not None and f"{old.module}.{old.fn.__qualname__}" != where:
-            raise SpecError(f"heuristic {name!r} is already registered by {old.module}.{old.fn.__qualname__}; "
-                            f"{where} needs another name")
+        where = f"{fn.__module__}:{fn.__qualname__}"
+        if old is not None and old.where != where:
+            raise SpecError(f"heuristic {name!r} is already registered by {old.where}; {where} needs another name")
         first = (fn.__doc__ or "").strip().split("\n")[0]
         HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first)
         return fn
@@ -80,6 +97,14 @@ def load() -> dict[str, Heuristic]:
                 if err.name is not None and package.startswith(err.name):
                     continue  # the package is not there
                 raise
+            declared = getattr(pkg, "HEURISTICS", None) if package != __package__ else None
+            if isinstance(declared, dict):  # a plugin's manifest: its modules are imported when a method runs
+                for name, (target, goal) in declared.items():
+                    module, _, attr = target.partition(":")
+                    full = f"{package}.{module}"
+                    if name not in HEURISTICS:
+                        HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
+                continue
             for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
                 importlib.import_module(f"{package}.{info.name}")
         _loaded[0] = True

@@ -31,6 +31,7 @@ from ..errors import SpecError
 from ..objectives import Latency
 from ..placement import PlacementClass
 from ..problem import Problem
+from ..training_terms import Replicate
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 Outcome = tuple[float | None, LevelStatus, str, PlacementClass]
@@ -158,8 +159,6 @@ def defaults_of(fam: Family) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------- what several levels ask
 def replicas(problem: Problem) -> int:
     """The most devices a stage may run on (1 without a ``Replicate`` term)."""
-    from ..training_terms import Replicate
-
     return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
 
 

@@ -19,11 +19,11 @@ def _chain_accepts(problem: Problem) -> str | None:
        doc="windowed chain MIP: a solver's proof of the DP")
 def _chain(run: Run, seconds: float) -> Outcome:
     """The chain MIP windowed at ``DP / (1 + gap)``; on identical stages under DagOrder (its class) without a DP,
-    at targets bisected between the known bound and the best placement (``formulations.chain.target_level``)."""
+    at targets bisected between the known bound and the best placement (``search.chain.target_level``)."""
     ordered = dp_class_is_dag_order(run.problem)
     scope = run.scope if ordered else DP_CLASS
     if run.dp is None and ordered and run.best[1] is not None:  # targets bisected below the best placement
-        from ..formulations.chain import target_level
+        from ..search.chain import target_level
         bound, done, note, found = target_level(run.problem, run.best[0], run.bound[0], seconds, run.solver,
                                                 start=run.best[1])
         for placement in found:

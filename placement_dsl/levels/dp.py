@@ -8,6 +8,8 @@ from ..certificate import LevelStatus
 from ..constraints import Contiguous, DagOrder
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError
+from ..heuristics import run as heuristic
+from ..heuristics.polish import packed_start
 from ..placement import Placement
 from .base import DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, replicas
 
@@ -17,8 +19,6 @@ MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIG
 @level("dp", rank=20, defaults=MAX_LOAD, closed_form=True, replicates=True,
        doc="the DP over ideals, exact for its class")
 def _dp(run: Run, seconds: float) -> Outcome:
-    from ..heuristics import run as heuristic
-
     scope = run.scope if dp_class_is_dag_order(run.problem) else DP_CLASS
     R = replicas(run.problem)
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
@@ -51,9 +51,6 @@ def _polish(run: Run, split: Placement, seconds: float) -> None:
     """Without structure the DP's split is only a start: polish (blocks moved off the busiest stage) from it and
     from the packing bound's packing (``heuristics.polish.packed_start``, where it packs anything), each in
     ``seconds``."""
-    from ..heuristics import run as heuristic
-    from ..heuristics.polish import packed_start
-
     packed = packed_start(run.problem.graph, run.problem.cluster)
     for start, label in ((split, "polish"), (packed, "polish-packed")):
         if start is not None:

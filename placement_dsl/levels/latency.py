@@ -15,6 +15,7 @@ from ..bounds.latency import critical_path_bound
 from ..certificate import LevelStatus, model_bound, solve_level
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError
+from ..heuristics import run as heuristic
 from ..problem import Problem
 from .base import ALL, Family, Outcome, latency_only, level
 
@@ -97,7 +98,6 @@ def latency_ip(run: Any, seconds: float) -> Outcome:
 def latency_upper(run: Any, seconds: float) -> None:
     """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q."""
     from ..formulations.latency import subgraphs_per_accelerator
-    from ..heuristics import run as heuristic
 
     model = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
     p = run.problem

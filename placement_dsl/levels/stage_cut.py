@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..bounds import local
+from ..bounds.local import problem_bound
 from ..certificate import LevelStatus
 from .base import ALL, Family, Outcome, Run, level
 
@@ -11,8 +12,6 @@ from .base import ALL, Family, Outcome, Run, level
        closed_form=True, doc="max over ops of the cheapest stage holding it, by minimum cuts")
 def _stage_cut(run: Run, seconds: float) -> Outcome:
     """``max_v min_{S ∋ v} load(S)`` by one minimum cut per op (:mod:`placement_dsl.bounds.local`)."""
-    from ..bounds.local import problem_bound
-
     clock = run.clock.within(seconds)
     bound, note = problem_bound(run.problem, deadline=clock)
     if clock.expired():

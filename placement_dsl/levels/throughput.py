@@ -21,9 +21,9 @@ def _throughput(run: Run, seconds: float) -> Outcome:
 @level("neighbourhoods", rank=100, defaults={Family.NONCONTIGUOUS}, accepts=tarnawski, weight=2.0,
        doc="IP neighbourhoods around the best placement: a better upper bound (a bound when one holds every unit)")
 def _neighbourhoods(run: Run, seconds: float) -> Outcome:
-    """IP neighbourhoods around the best placement (:mod:`.heuristics.neighbourhood`): an upper-bound step.
+    """IP neighbourhoods around the best placement (:mod:`placement_dsl.search.neighbourhood`): an upper-bound step.
     Its bound counts only when one neighbourhood held every unit and was solved to optimality."""
-    from ..heuristics.neighbourhood import ip_neighbourhoods
+    from ..search.neighbourhood import ip_neighbourhoods
 
     start = run.best[1]
     if start is None:

@@ -7,12 +7,11 @@ and its first improving solution at t≈0 carries the start's objective.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 
 import numpy as np
 
+from ..lp import available, new_highs  # noqa: F401  (available: re-exported for the backend table)
 from .base import Bound, Capabilities, Emit, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict, lookup
 from .matrix import LinearModel
 
@@ -47,37 +46,6 @@ def _status_table() -> dict:
         s.kNotset: Native.UNKNOWN,
         s.kUnknown: Native.UNKNOWN,
     }
-
-
-def available() -> bool:
-    try:
-        import highspy  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def new_highs(verbose: bool = False):
-    """A ``highspy.Highs`` that has printed nothing unless ``verbose`` (set ``output_flag`` next).
-
-    From highspy 1.16 the constructor itself prints HiGHS's banner (it enables the callbacks, which
-    logs the header), before any option such as ``output_flag`` can be set: standard output is sent
-    to the null device while it runs.
-    """
-    import highspy
-
-    if verbose:
-        return highspy.Highs()
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    return h
 
 
 def _configure(h, options: SolveOptions, seconds: float) -> None:

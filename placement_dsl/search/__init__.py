@@ -1,0 +1,30 @@
+"""Searches that re-solve parts of a problem with :func:`~placement_dsl.solve.solve` (or CP-SAT) around an
+incumbent, above the solve layer: the makespan LNS (:mod:`.lns`, method ``"schedule-lns"``), the throughput
+IP's neighbourhoods (:mod:`.neighbourhood`), RINS where good splits disagree (:mod:`.rins`, imported by its
+module name: its function has the same name), and the chain formulation's target search (:mod:`.chain`). Each
+step pins everything outside a free set and re-solves (:mod:`.pin`).
+
+Importing this package loads none of its modules (they load Pyomo and the solvers): each name below is
+imported on first use, and :data:`HEURISTICS` declares the methods this package adds to the heuristics'
+registry, so listing the methods stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan")}
+"""The methods this package registers (:mod:`placement_dsl.heuristics.registry`): name -> (module:function, what
+it minimizes)."""
+
+_WHERE = {"target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
+          "schedule_lns": "lns", "ip_neighbourhoods": "neighbourhood", "pin_outside": "pin", "resolve_free": "pin"}
+
+__all__ = ["ip_neighbourhoods", "makespan_problem", "pin_outside", "resolve_free", "schedule_lns", "target_level",
+           "target_search", "windowed_bound"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -1,0 +1,186 @@
+"""Warm starts: one resolver from what a caller names to a placement checked against the problem.
+
+:func:`resolve` is the one place a start is found, for :func:`placement_dsl.solve.solve` (every
+backend, CP-SAT included), the formulations' horizons and the search layer. A start is named by
+
+* a heuristic method (``"dp"``, ``"list"``, ...; :mod:`~placement_dsl.heuristics.registry`),
+  run under the caller's deadline;
+* ``"auto"``: the heuristics that search for the problem's objective or for the cost model they are
+  given, under a small share of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`),
+  and the baselines one device and greedy; the best valid one by the cost model is kept, never one
+  fixed method (BERT-3's 235-op latency graph without memory limits: greedy's split 416.2, one
+  device 49.4);
+* a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
+  ``{op name: device name}``, or the path of a placement file;
+* ``None``: no start.
+
+The answer is a :class:`Start`: the placement, its evaluation by the problem's cost model, why it
+is refused (``""`` when usable: a start the problem's validity check rejects, or a heuristic that
+found nothing, is refused, not an error) and the bound its heuristic proved over the problem's class.
+Bad input (an unknown method, a missing file, a value of another type) is a :class:`SpecError`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .constraints import Contiguous
+from .deadline import Deadline, call_within
+from .errors import PlacementError, SpecError
+from .evaluate import Evaluation
+from .heuristics import registry
+from .heuristics.base import HeuristicResult, run
+from .io import Workload, load_placement
+from .placement import Placement
+
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "Start", "auto_methods", "resolve"]
+
+AUTO = "auto"
+AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
+AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share without a deadline)
+MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
+KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
+BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
+
+
+@dataclass
+class Start:
+    """A resolved warm start: ``placement`` (``None``: none), its ``evaluation``, ``refusal`` (``""``: usable),
+    the ``bound`` its heuristic proved over the problem's class, and ``method`` (the heuristic that found it)."""
+
+    placement: Placement | None = None
+    evaluation: Evaluation | None = None
+    refusal: str = ""
+    bound: float | None = None
+    method: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.placement is not None and not self.refusal
+
+    @property
+    def objective(self) -> float | None:
+        return None if self.evaluation is None else self.evaluation.objective
+
+
+def auto_methods(problem: Any) -> list[str]:
+    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for the problem's objective, and
+    those that search for the cost model they are given (each in registry order), then the baselines built in ``O(n + m)``
+    (:data:`BASELINES`: one device, greedy), which run whatever time is left."""
+    goal = problem.cost_model().objective.value
+    table = registry.load()
+    searches = [m for kind in (goal, "cost_model") for m in table
+                if table[m].optimizes == kind and m not in BASELINES and not _above(m)]
+    return [*searches, *(m for m in sorted(BASELINES) if m in table)]
+
+
+def _above(method: str) -> bool:
+    """A method registered by a layer above this one (an absolute module, e.g. ``placement_dsl.search``'s
+    schedule LNS, which re-solves with solve): a search around a start, never one."""
+    found = registry.load().get(method)
+    return found is not None and not found.module.startswith(registry.__package__ + ".")
+
+
+def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share: float = AUTO_SHARE,
+            cap: float = AUTO_SECONDS, keep: float = KEEP) -> Start:
+    """The start ``spec`` names for ``problem`` (see the module docstring).
+
+    ``deadline`` bounds every heuristic run (a heuristic past it is stopped with its best so far);
+    a named heuristic leaves ``keep`` seconds of it to the caller; ``"auto"`` spends at most
+    ``share`` of what is left and ``cap`` seconds.
+    """
+    if spec is None:
+        return Start()
+    if isinstance(spec, str) and spec == AUTO:
+        return _auto(problem, deadline, share, cap)
+    if isinstance(spec, str) and spec in registry.load():
+        seconds = None if deadline is None else max(deadline.left() - keep, 0.1)
+        return _method(problem, spec, seconds)
+    if isinstance(spec, Placement):
+        return _checked(problem, spec)
+    if isinstance(spec, Mapping):
+        try:
+            placement = Placement.from_mapping(problem.graph, problem.cluster, spec, source="warm start")
+        except (SpecError, KeyError, TypeError, ValueError) as err:
+            raise SpecError(f"warm_start mapping: {str(err).splitlines()[0] if str(err) else err!r}") from None
+        return _checked(problem, placement)
+    if isinstance(spec, (str, Path)):
+        path = Path(spec)
+        if not path.exists():
+            raise SpecError(f"warm_start {str(spec)!r} is neither a heuristic ({sorted(registry.load())}), 'auto', "
+                            "nor an existing placement file")
+        return _checked(problem, load_placement(path, Workload(problem.graph, problem.cluster)))
+    raise SpecError(f"warm_start {spec!r}: give a heuristic name, 'auto', a Placement, a mapping of op to device "
+                    f"names or a placement file, not a {type(spec).__name__}")
+
+
+def _checked(problem: Any, placement: Placement, bound: float | None = None, method: str = "") -> Start:
+    """``placement`` evaluated by the problem's cost model, refused when the problem's validity check rejects it."""
+    ev = problem.evaluate(placement)
+    violations = problem.violations(placement)
+    if violations:
+        return Start(placement, ev, f"warm start refused: it is invalid for the problem ({'; '.join(violations[:3])})",
+                     None, method)
+    return Start(placement, ev, "", bound, method)
+
+
+def _run(problem: Any, method: str, seconds: float | None) -> HeuristicResult:
+    """``method`` on the problem's graph and cluster under its cost model; a method past ``seconds`` is stopped."""
+    guard = Deadline(math.inf if seconds is None else seconds)
+    try:
+        return call_within(guard, run, method, problem.graph, problem.cluster, model=problem.cost_model(),
+                           time_limit=seconds)
+    except SpecError as err:  # the method declines this graph (e.g. the DP's ideal count): no start, no error
+        raise PlacementError(f"{method} declined the graph: {str(err).splitlines()[0]}") from None
+
+
+def _method(problem: Any, method: str, seconds: float | None) -> Start:
+    try:
+        found = _run(problem, method, seconds)
+    except PlacementError as err:
+        return Start(refusal=f"warm start refused: {method!r} found no placement ({err})", method=method)
+    return _checked(problem, found.placement, _class_bound(problem, found), method)
+
+
+def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
+    """The best valid start among :func:`auto_methods`. Each runs here under its own ``time_limit`` (the
+    heuristics' contract: their best so far when it passes): what is left of the share split evenly among
+    the searches still to run, so a fast one leaves its time to the next; the baselines always run. A forked guard per method would
+    re-load the compiled kernels in every child."""
+    budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
+    end = time.perf_counter() + budget
+    methods = auto_methods(problem)
+    best, refusals = Start(), []
+    for i, method in enumerate(methods):
+        left = end - time.perf_counter()
+        if left <= 0 and best.usable and method not in BASELINES:
+            continue
+        searches_left = sum(m not in BASELINES for m in methods[i:])
+        try:
+            found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
+                        time_limit=max(left / max(searches_left, 1), MIN_METHOD))
+        except PlacementError as err:  # SpecError too: the method declines the graph
+            refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
+            continue
+        start = _checked(problem, found.placement, _class_bound(problem, found), method)
+        if not start.usable:
+            refusals.append(start.refusal.removeprefix("warm start refused: "))
+        elif not best.usable or start.objective < best.objective:
+            best = start
+    if best.usable:
+        return best
+    return Start(refusal="warm start refused: no heuristic found a valid start" +
+                 (f" ({refusals[0]})" if refusals else ""), method=AUTO)
+
+
+def _class_bound(problem: Any, found: HeuristicResult) -> float | None:
+    """A heuristic's bound when it holds for the problem's class: exact among contiguous splits (the DP over
+    ideals) on a contiguous problem whose terms do not widen the placements."""
+    widens = any(getattr(t, "widens", False) for t in problem.constraints)
+    if found.bound is None or found.exact_among != "contiguous" or not problem.has(Contiguous) or widens:
+        return None
+    return float(found.bound)

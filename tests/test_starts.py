@@ -1,0 +1,133 @@
+"""Warm starts (placement_dsl/starts.py): one resolver for method names, "auto", placements, mappings and files;
+solve() and the formulations' horizons start from it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement_dsl import testing
+from placement_dsl.cluster import Cluster
+from placement_dsl.deadline import Deadline
+from placement_dsl.errors import SpecError
+from placement_dsl.heuristics import run
+from placement_dsl.io import Workload, save_placement
+from placement_dsl.objectives import Latency
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+from placement_dsl.starts import auto_methods, resolve
+
+
+def _latency_problem() -> Problem:
+    """A 10-op random graph where greedy (31), the latency local search (31) and latency-best (24) differ."""
+    g = testing.random_graph(np.random.default_rng(0), 10)
+    return Problem(g, Cluster.accelerators(2, cpus=1, bandwidth=1.0), Latency(), [])
+
+
+def test_auto_keeps_the_best_heuristic_of_the_objective_by_the_cost_model():
+    problem = _latency_problem()
+    assert auto_methods(problem) == ["latency-local-search", "latency-best", "local-search", "greedy", "one-device"]
+    each = {m: run(m, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=2).objective
+            for m in auto_methods(problem)}
+    found = resolve(problem, "auto", deadline=Deadline(60))
+    assert found.usable and found.method != "greedy"
+    assert found.objective == pytest.approx(min(each.values())) == 24.0
+    assert found.objective < each["greedy"]
+    assert found.objective == pytest.approx(problem.evaluate(found.placement).objective)
+
+
+def test_auto_spends_a_small_share_of_the_budget():
+    import time
+
+    problem = _latency_problem()
+    t = time.perf_counter()
+    found = resolve(problem, "auto", deadline=Deadline(2.0))  # 15 %: 0.3 s shared by three methods
+    assert time.perf_counter() - t < 2.0 and found.usable
+
+
+def test_a_latency_solve_without_a_start_starts_from_auto_not_from_greedy():
+    problem = _latency_problem()
+    result = solve(problem, time_limit=20)
+    assert result.start_objective == pytest.approx(24.0)  # latency-best's, not greedy's 31
+    assert result.objective <= result.start_objective + 1e-9
+
+
+def test_a_makespan_solve_without_a_start_starts_from_auto():
+    problem, optimum = testing.makespan_fork()
+    result = solve(problem, time_limit=20)
+    assert result.start_objective is not None and result.objective == pytest.approx(optimum)
+
+
+def test_a_throughput_solve_without_a_start_has_none():
+    problem, _ = testing.chain()
+    assert solve(problem, time_limit=20).start_objective is None
+
+
+def test_placements_mappings_and_files_resolve_alike(tmp_path):
+    problem, _ = testing.chain()
+    best = run("dp", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    path = tmp_path / "start.json"
+    save_placement(best, path, Workload(problem.graph, problem.cluster))
+    for spec in (best, best.mapping(), path, str(path)):
+        found = resolve(problem, spec)
+        assert found.usable and list(found.placement.assign) == list(best.assign)
+    assert resolve(problem, None).placement is None
+
+
+def test_an_invalid_start_is_refused_not_an_error():
+    problem, _ = testing.pin_binds()
+    bad = Placement(problem.graph, problem.cluster, [1] * problem.graph.n)
+    found = resolve(problem, bad)
+    assert not found.usable and found.refusal.startswith("warm start refused: it is invalid")
+
+
+@pytest.mark.parametrize("spec, match", [("no-such-method", "neither a heuristic"), (3.5, "not a float"),
+                                         ({"nope": "acc0"}, "warm_start mapping")])
+def test_bad_start_specs_are_spec_errors_naming_the_value(spec, match):
+    problem, _ = testing.chain()
+    with pytest.raises(SpecError, match=match):
+        resolve(problem, spec)
+
+
+def test_the_formulations_horizon_comes_from_the_resolver(monkeypatch):
+    from placement_dsl import starts
+    from placement_dsl.formulations.base import valid_heuristic
+
+    seen = []
+    real = starts.resolve
+    monkeypatch.setattr(starts, "resolve", lambda problem, spec, **kw: seen.append(spec) or real(problem, spec, **kw))
+    problem, _ = testing.makespan_fork()
+    placement, makespan = valid_heuristic(problem, "list")
+    assert seen == ["list"] and makespan == pytest.approx(problem.evaluate(placement).objective)
+
+
+def test_auto_is_never_worse_than_the_linear_baselines_even_once_the_searches_spent_its_share(monkeypatch):
+    import time
+
+    from placement_dsl.evaluate import evaluate
+    from placement_dsl.heuristics import base
+    from placement_dsl.heuristics.base import HeuristicResult
+    from placement_dsl.starts import BASELINES
+
+    problem = _latency_problem()
+    real = base.resolve
+
+    def resolve_method(method):
+        if method in BASELINES:
+            return real(method)
+
+        def slow_and_poor(graph, cluster, model=None, seed=None, time_limit=None):  # a search that spends its time
+            time.sleep(time_limit)
+            spread = Placement(graph, cluster, [i % cluster.size for i in range(graph.n)], source=method)
+            return HeuristicResult(method, spread, evaluate(spread, model).objective, time_limit)
+        return slow_and_poor
+    monkeypatch.setattr(base, "resolve", resolve_method)
+    found = resolve(problem, "auto", deadline=Deadline(2.0))
+    best = min(run(m, problem.graph, problem.cluster, model=problem.cost_model()).objective for m in BASELINES)
+    assert found.usable and found.method in BASELINES and found.objective == pytest.approx(best)
+
+
+def test_auto_never_runs_a_search_registered_above_it():
+    problem, _ = testing.makespan_fork()
+    methods = auto_methods(problem)
+    assert "schedule-lns" not in methods and {"list", "greedy", "one-device"} <= set(methods)
