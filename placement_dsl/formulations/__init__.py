@@ -22,7 +22,7 @@ from .exact import EXACT
 from .latency import LATENCY
 from .relaxations import RELAXATIONS, GuessedBlock
 from .replication import THROUGHPUT_REPLICATED
-from .rules import BASE_RULES
+from .rules import BASE, BASE_RULES
 from .schedule import SCHEDULE
 from .throughput import THROUGHPUT
 from .training import training_memory  # noqa: F401 - adds the TrainingMemory rule to throughput
@@ -45,6 +45,6 @@ def of_kind(kind: Kind) -> dict[str, Formulation]:
     return {name: f for name, f in FORMULATIONS.items() if f.kind is kind}
 
 
-__all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
+__all__ = ["BASE", "BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
            "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation", "Plan", "Rule", "Step",
            "choose", "drop", "get", "of_kind", "register"]

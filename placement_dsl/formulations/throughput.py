@@ -5,14 +5,14 @@ from ..blocks import Assignment, TensorCut
 from ..blocks.base import BlockTemplate
 from ..problem import Problem
 from .base import Formulation, Kind, register
-from .rules import BASE_RULES
+from .rules import BASE
 
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
     return [Assignment(), TensorCut(form="commio")]
 
 
-THROUGHPUT = register(Formulation("throughput", Kind.EXACT, _skeleton, BASE_RULES, doc="""
+THROUGHPUT = register(Formulation("throughput", Kind.EXACT, _skeleton, parent=BASE, doc="""
 Tarnawski Fig. 6: one-hot ``x_{vi}`` (14), ``CommIn``/``CommOut`` (15-19), loads (20-21), ``MaxLoad``.
 Contiguity (Lemma 4.1, z variables) only when :class:`Contiguous` is among the terms — otherwise
 the non-contiguous variant of §5.2; training loads split forward/backward (§5.3) for PipeDream or
