@@ -41,6 +41,17 @@ level              bound                                               class
                    bound
 =================  ==================================================  ==============================
 
+Both single-sample objectives also take ``route-path`` (the longest path at the fastest allowed
+times, each edge paying the cheapest transfer between the devices its ends could run on: the
+latency model's write and read, the makespan's route) and ``device-work`` (the serial devices'
+work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
+of ops at once), both over all placements (:mod:`.bounds.latency`, :mod:`.bounds.makespan`).
+The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
+the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
+best of list scheduling, CPOP, the best single device and the schedule local search: its dual
+bound), over the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
+(e.g. derived from ``latency`` or ``schedule``) in the LP and MIP levels' place.
+
 Replicated stages (a ``Replicate(R)`` term, Tarnawski App. C.2) widen every class: ``simple``
 becomes :func:`~placement_dsl.bounds.simple.replicated_lower_bound` (each op at its cheapest
 replica count ``r <= R`` with the all-reduce its own parameters force; all placements), ``dp``
@@ -85,12 +96,28 @@ from .bounds import simple_lower_bound
 from .bounds.packing import packing_bound
 from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
-from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
+from .certify_latency import (
+    chosen_formulation,
+    critical_path,
+    device_work,
+    latency_ip,
+    latency_lp,
+    latency_only,
+    latency_upper,
+    makespan_only,
+    makespan_upper,
+    not_latency,
+    route_path,
+    run_paths,
+    schedule_ip,
+    schedule_lp,
+    single_sample,
+)
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .evaluate import Objective
-from .objectives import Latency
+from .objectives import Latency, Makespan
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
@@ -504,10 +531,16 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
     Level("critical-path", critical_path, latency_only, closed_form=True, free=True,
           doc="latency: longest path at the fastest allowed times, no transfers"),
+    Level("route-path", route_path, single_sample, closed_form=True, free=True,
+          doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer"),
+    Level("device-work", device_work, single_sample, closed_form=True, free=True,
+          doc="single sample: the serial devices' work between the ops' heads and tails"),
     Level("run-paths", run_paths, latency_only, closed_form=True,
           doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
     Level("latency-lp", latency_lp, latency_only, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
     Level("latency", latency_ip, latency_only, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
+    Level("schedule-lp", schedule_lp, makespan_only, doc="makespan: the LP of MOIRAI's schedule MILP"),
+    Level("schedule", schedule_ip, makespan_only, doc="makespan: MOIRAI's schedule MILP warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
 ROUTED_MTPP_LEVELS = ("simple", "dp", "throughput")  # DagOrder on a routed cluster: Archer's cut prices per device
@@ -517,7 +550,9 @@ THROUGHPUT_LEVELS = ("simple", "dp", "chain", "superblock", "throughput")
 # without structure terms the DP (polished) is the warm start; the IP's own search stalls on these graphs, so the
 # re-solves of neighbourhoods of the best split get twice the IP's share (benchmarks/bench_certify.py (b))
 NONCONTIG_LEVELS = ("simple", "dp", "superblock", "throughput", "neighbourhoods")
-LATENCY_LEVELS = ("critical-path", "run-paths", "latency-lp", "latency")  # single-sample latency (Tarnawski §4)
+# single-sample latency (Tarnawski §4)
+LATENCY_LEVELS = ("critical-path", "route-path", "device-work", "run-paths", "latency-lp", "latency")
+MAKESPAN_LEVELS = ("route-path", "device-work", "schedule-lp", "schedule")  # a schedule's makespan (MOIRAI §III)
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
@@ -526,6 +561,8 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
     :data:`NONCONTIG_LEVELS` for non-contiguous ones."""
     if isinstance(problem.objective, Latency):
         return LATENCY_LEVELS
+    if isinstance(problem.objective, Makespan):
+        return MAKESPAN_LEVELS
     if problem.has(DagOrder):
         return MTPP_LEVELS if _archer_writes(problem) else ROUTED_MTPP_LEVELS
     return THROUGHPUT_LEVELS if problem.has(Contiguous) else NONCONTIG_LEVELS
@@ -533,7 +570,8 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
 
 def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | None = None,
             gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True,
-            start: Placement | None = None, deadline: Deadline | None = None) -> Certificate:
+            start: Placement | None = None, deadline: Deadline | None = None,
+            formulation: Any = None) -> Certificate:
     """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
 
     Parameters
@@ -562,6 +600,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     deadline
         The caller's :class:`~placement_dsl.deadline.Deadline` (e.g. a command's, from the process
         start): the call ends by it and by ``budget``, whichever comes first.
+    formulation
+        For a single-sample problem, the formulation (a registered name or object, e.g. one derived
+        from ``latency`` or ``schedule``) the LP and MIP levels solve in place of their own.
 
     Examples
     --------
@@ -577,12 +618,15 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     _check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
+    run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
     if problem.has(DagOrder):
         _upper(run, UPPER, clock.left() / 4)
     if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
         latency_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
+    if isinstance(problem.objective, Makespan):  # the schedule levels' horizon and warm start
+        makespan_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()
