@@ -62,7 +62,7 @@ def subgraphs_per_accelerator(problem: Problem) -> int:
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
     q = subgraphs_per_accelerator(problem)
-    cut = [TensorCut(form="commio")] if q == 1 else []
+    cut = [TensorCut(form="commio", routes=False)] if q == 1 else []  # the invocation model pays no routes
     return [LatencyAssignment(), *cut, SubgraphSlots(q)]
 
 
