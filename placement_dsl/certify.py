@@ -41,6 +41,17 @@ level              bound                                               class
                    bound
 =================  ==================================================  ==============================
 
+Both single-sample objectives also take ``route-path`` (the longest path at the fastest allowed
+times, each edge paying the cheapest transfer between the devices its ends could run on: the
+latency model's write and read, the makespan's route) and ``device-work`` (the serial devices'
+work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
+of ops at once), both over all placements (:mod:`.bounds.latency`, :mod:`.bounds.makespan`).
+The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
+the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
+best of list scheduling, CPOP, the best single device and the schedule local search: its dual
+bound), over the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
+(e.g. derived from ``latency`` or ``schedule``) in the LP and MIP levels' place.
+
 Replicated stages (a ``Replicate(R)`` term, Tarnawski App. C.2) widen every class: ``simple``
 becomes :func:`~placement_dsl.bounds.simple.replicated_lower_bound` (each op at its cheapest
 replica count ``r <= R`` with the all-reduce its own parameters force; all placements), ``dp``
@@ -89,9 +100,9 @@ from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .heuristics import run as heuristic
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
-from .levels.latency import latency_upper
+from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
-from .objectives import Latency
+from .objectives import Latency, Makespan
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
@@ -123,6 +134,7 @@ class _Run:
         self.exact_among: str | None = None
         self.dp: Placement | None = None  # the DP optimum: the chain level's incumbent
         self.rows: list[LevelResult] = []
+        self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
 
     def offer(self, placement: Placement, who: str) -> None:
         if not self.problem.is_valid(placement):
@@ -185,7 +197,7 @@ load()  # the levels of placement_dsl.levels, registered in LEVELS in rank order
 
 _FAMILY_TUPLES = {"MTPP_LEVELS": Family.MTPP, "ROUTED_MTPP_LEVELS": Family.ROUTED_MTPP,
                   "THROUGHPUT_LEVELS": Family.THROUGHPUT, "NONCONTIG_LEVELS": Family.NONCONTIGUOUS,
-                  "LATENCY_LEVELS": Family.LATENCY}
+                  "LATENCY_LEVELS": Family.LATENCY, "MAKESPAN_LEVELS": Family.MAKESPAN}
 
 
 def __getattr__(name: str) -> Any:
@@ -208,7 +220,8 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
 
 def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | None = None,
             gap: float = 0.01, solver: str = "highs", workers: int = 1, stop_at_gap: bool = True,
-            start: Placement | None = None, deadline: Deadline | None = None) -> Certificate:
+            start: Placement | None = None, deadline: Deadline | None = None,
+            formulation: Any = None) -> Certificate:
     """Run the bound hierarchy cheapest-first until the gap target is met or the budget is spent.
 
     Parameters
@@ -237,6 +250,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     deadline
         The caller's :class:`~placement_dsl.deadline.Deadline` (e.g. a command's, from the process
         start): the call ends by it and by ``budget``, whichever comes first.
+    formulation
+        For a single-sample problem, the formulation (a registered name or object, e.g. one derived
+        from ``latency`` or ``schedule``) the LP and MIP levels solve in place of their own.
 
     Examples
     --------
@@ -252,12 +268,15 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     _check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
+    run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
     if problem.has(DagOrder):
         _upper(run, UPPER, clock.left() / 4)
     if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
         latency_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
+    if isinstance(problem.objective, Makespan):  # the schedule levels' horizon and warm start
+        makespan_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()

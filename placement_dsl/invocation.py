@@ -229,3 +229,20 @@ def invocations(p: Placement) -> Invocations:
         finish[unit] = schedule.finish
         schedule = replace(schedule, blocked=_cycle(p, edges, finish, unit, first))
     return schedule
+
+
+def invocation_spans(p: Placement) -> list[tuple[int, str, float, float]]:
+    """``(device index, label, start, end)`` of every invocation of :func:`invocations`' schedule: a subgraph
+    (``"acc0#2"``: reads, computes, writes) or a host op, in start order; empty when no order exists."""
+    schedule = invocations(p)
+    if schedule.waiting:
+        return []
+    unit, pieces, first = _units(p, schedule.level)
+    n_units = schedule.invocations
+    dur = _durations(p, unit, n_units)
+    finish, _ = _longest_paths(n_units, _unit_edges(p, unit, pieces), dur)
+    device = np.empty(n_units, dtype=np.int64)
+    device[unit] = p.assign
+    spans = [(int(device[u]), _label(p, u, unit, first), float(finish[u] - dur[u]), float(finish[u]))
+             for u in range(n_units)]
+    return sorted(spans, key=lambda s: (s[2], s[0]))

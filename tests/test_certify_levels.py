@@ -21,10 +21,12 @@ DEFAULTS = {
     Family.ROUTED_MTPP: ("simple", "dp", "throughput"),
     Family.THROUGHPUT: ("simple", "dp", "chain", "superblock", "throughput"),
     Family.NONCONTIGUOUS: ("simple", "dp", "superblock", "throughput", "neighbourhoods"),
-    Family.LATENCY: ("critical-path", "run-paths", "latency-lp", "latency"),
+    Family.LATENCY: ("critical-path", "route-path", "device-work", "run-paths", "latency-lp", "latency"),
+    Family.MAKESPAN: ("route-path", "device-work", "schedule-lp", "schedule"),
 }
 ORDER = ["simple", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess", "throughput",
-         "neighbourhoods", "exact", "critical-path", "run-paths", "latency-lp", "latency"]
+         "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "run-paths", "latency-lp", "latency",
+         "schedule-lp", "schedule"]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.brute import brute_force
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.constraints import (
     AllowedKinds,
     Colocate,
@@ -55,9 +55,33 @@ SEEDS = 2  # graphs per combination
 TIME_LIMIT = 5.0
 
 
-def tiny(objective: str, term: str, cpu: bool, seed: int) -> Problem:
+def linked(memory: float) -> Cluster:
+    """Heterogeneous with links: ``acc0`` and a twice as fast ``acc1`` of another bandwidth, a CPU, and directed
+    links of their own bandwidth and latency between every pair."""
+    devices = [Device(name="acc0", memory=memory, bandwidth=2.0), Device(name="acc1", memory=memory, speed=2.0),
+               Device(name="cpu0", kind="cpu")]
+    links = [Link(src=a, dst=b, bandwidth=bw, latency=lat) for a, b, bw, lat in
+             (("acc0", "acc1", 1.0, 0.5), ("acc1", "acc0", 0.5, 1.0), ("acc0", "cpu0", 2.0, 0.0),
+              ("cpu0", "acc0", 2.0, 0.25), ("acc1", "cpu0", 1.0, 0.25), ("cpu0", "acc1", 1.0, 0.0))]
+    return Cluster(devices, links)
+
+
+def hierarchical(memory: float) -> Cluster:
+    """Two servers of two accelerators (``acc0``, ``acc1`` on ``s0``), fast links inside a server, slow between."""
+    devices = [Device(name=f"acc{i}", memory=memory, bandwidth=4.0, server=f"s{i // 2}") for i in range(4)]
+    links = [Link(src=a.name, dst=b.name, bandwidth=4.0 if a.server == b.server else 1.0, latency=0.5)
+             for a in devices for b in devices if a is not b]
+    return Cluster(devices, links)
+
+
+CLUSTERS = {"linked": (linked, True), "hierarchical": (hierarchical, False)}  # name: (maker, has a CPU)
+SINGLE_SAMPLE = ("latency", "makespan")
+
+
+def tiny(objective: str, term: str, cpu: bool, seed: int, cluster: str | None = None) -> Problem:
     """Four ops with random work (a CPU 1-3 times slower), tensors, parameters and edges (``v0 -> v1`` always:
-    the colocated pair is adjacent); two accelerators of small memory, and a CPU with ``cpu``."""
+    the colocated pair is adjacent); two accelerators of small memory, and a CPU with ``cpu`` (or one of
+    :data:`CLUSTERS` by name, whose devices are named alike)."""
     rng = np.random.default_rng(seed)
     training = objective in TRAINING or term == "training-memory"
     ops = []
@@ -67,8 +91,9 @@ def tiny(objective: str, term: str, cpu: bool, seed: int) -> Problem:
                       out_bytes=float(rng.integers(0, 4)), param_bytes=float(rng.integers(0, 5)),
                       backward=training and i >= 2))
     edges = [(f"v{i}", f"v{j}") for i in range(4) for j in range(i + 1, 4) if (i, j) == (0, 1) or rng.random() < 0.5]
-    cluster = Cluster.accelerators(2, memory=float(rng.integers(5, 12)), cpus=1 if cpu else 0)
-    return Problem(Graph(ops, edges, name=f"tiny{seed}"), cluster, OBJECTIVES[objective], TERMS[term](cpu))
+    memory = float(rng.integers(5, 12))
+    devices = CLUSTERS[cluster][0](memory) if cluster else Cluster.accelerators(2, memory=memory, cpus=1 if cpu else 0)
+    return Problem(Graph(ops, edges, name=f"tiny{seed}"), devices, OBJECTIVES[objective], TERMS[term](cpu))
 
 
 def check(problem: Problem, formulation: str = "auto") -> str:
@@ -108,6 +133,15 @@ def check(problem: Problem, formulation: str = "auto") -> str:
 def test_solve_answers_the_brute_force_optimum_or_refuses(objective, term, cpu):
     for seed in range(SEEDS):
         check(tiny(objective, term, cpu, seed))
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+@pytest.mark.parametrize("term", TERMS)
+@pytest.mark.parametrize("objective", SINGLE_SAMPLE)
+def test_single_sample_objectives_answer_or_refuse_on_linked_and_hierarchical_clusters(objective, term, cluster):
+    # the single-sample family on heterogeneous devices with links and on servers (routed transfers)
+    for seed in range(SEEDS):
+        check(tiny(objective, term, CLUSTERS[cluster][1], seed, cluster))
 
 
 @pytest.mark.parametrize("cpu", [False, True], ids=["accelerators", "with-cpu"])

@@ -35,30 +35,38 @@ FORMS = ("commio", "archer")
 
 @register
 class TensorCut(BlockTemplate):
-    """Tensor cut: ``CommIn``/``CommOut`` (Tarnawski eq. 15-19) or Archer's ``c_{ub}`` (eq. 9-10)."""
+    """Tensor cut: ``CommIn``/``CommOut`` (Tarnawski eq. 15-19) or Archer's ``c_{ub}`` (eq. 9-10).
+
+    On a routed cluster the cut prices each transfer over its route (App. C.3); ``routes=False`` keeps the
+    per-device price there, for a model whose transfers go through host memory (the latency IP: the invocation
+    model writes and reads every tensor at its device's bandwidth, whatever the links).
+    """
 
     name = "tensor_cut"
     stage = Stage.CUT
     provides = (TransferLink,)
 
-    def __init__(self, form: str = "commio", merged: bool = False):
+    def __init__(self, form: str = "commio", merged: bool = False, routes: bool = True):
         if form not in FORMS:
             raise SpecError(f"tensor_cut: unknown form {form!r}; choose from {list(FORMS)}")
         if merged and form != "archer":
             raise SpecError("tensor_cut: merged=True needs form='archer' (Archer's single c variable)")
-        self.form, self.merged = form, merged
+        self.form, self.merged, self.routes = form, merged, routes
 
     def __repr__(self) -> str:
-        return f"TensorCut(form={self.form!r}, merged={self.merged})"
+        return f"TensorCut(form={self.form!r}, merged={self.merged}{'' if self.routes else ', routes=False'})"
+
+    def _routed(self, ctx: Context) -> bool:
+        return bool(ctx.cluster.routed and self.routes)
 
     def check(self, problem: Problem) -> None:
-        if problem.cluster.routed and self.form != "commio":
+        if problem.cluster.routed and self.routes and self.form != "commio":
             raise SpecError("tensor_cut: a routed cluster needs form='commio' (Archer's DAG-ordered cut prices "
                             "transfers per device, not per route)")
 
     # ------------------------------------------------------------------ build
     def build(self, blk: pyo.Block, ctx: Context) -> None:
-        if ctx.cluster.routed:  # hierarchical cluster: each transfer over its route (App. C.3)
+        if self._routed(ctx):  # hierarchical cluster: each transfer over its route (App. C.3)
             from .routes import build_routed
 
             return build_routed(blk, ctx)  # check() refused the archer form when the steps were listed
@@ -131,7 +139,7 @@ class TensorCut(BlockTemplate):
 
     # ------------------------------------------------------------------ warm start
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
-        if ctx.cluster.routed:
+        if self._routed(ctx):
             from .routes import routed_values
 
             yield from routed_values(blk, ctx, warm)

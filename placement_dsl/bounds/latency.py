@@ -5,13 +5,24 @@
 fastest allowed device and no tensor is ever transferred. Every placement's latency is at
 least that: an op starts after each of its inputs is produced, takes at least its fastest
 allowed time, and transfers and invocation overheads only add.
+
+:func:`route_path_latency` and :func:`energy_latency` add what every invocation schedule pays:
+an edge between an accelerator's subgraph and another device's work moves its tensor through
+host memory (written by the producer's subgraph at ``1 / bandwidth`` per byte, read by the
+consumer's), so each edge pays the cheapest such move between the devices its ends could run
+on (0 when they can share a device or both run on hosts); and each accelerator runs its
+subgraphs in turn, while hosts run any number of ops at once, so the ops no host may run share
+the accelerators' time between their heads and tails (:func:`~.makespan.energy_bound`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..cluster import Cluster
 from ..errors import InfeasibleError
+from ..graph import Graph
 from ..problem import Problem
+from .makespan import allowed_times, energy_bound, route_path_bound
 
 
 def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
@@ -60,3 +71,29 @@ def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
             break
         path.append(int(back[path[-1]]))
     return float(head[v]), [g.names[u] for u in reversed(path)]
+
+
+def latency_transfer_table(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``comm[u, d, d2]``: what moving ``u``'s output from ``d`` to ``d2`` adds to a path in the invocation model:
+    the producer's write and the consumer's read, ``out_bytes * (1 / bw_d + 1 / bw_d2)`` (0 on a host's side, 0 on
+    one device, 0 for an op without consumers)."""
+    scale = cluster.transfer_scale
+    sent = np.where(np.diff(graph.succ_ptr) > 0, graph.out_bytes, 0.0)
+    comm = sent[:, None, None] * (scale[:, None] + scale[None, :])[None]
+    comm[:, np.arange(cluster.size), np.arange(cluster.size)] = 0.0
+    return comm
+
+
+def route_path_latency(problem: Problem) -> tuple[float, str]:
+    """The longest path with the invocation model's transfers (module docstring), in cost-model units."""
+    g = problem.graph
+    bound, v = route_path_bound(g, allowed_times(problem), latency_transfer_table(g, problem.cluster))
+    return bound, f"longest path through {g.names[v]!r} with reads and writes" if g.n else "empty graph"
+
+
+def energy_latency(problem: Problem) -> tuple[float, str]:
+    """The accelerators' work between heads and tails, hosts free (module docstring), in cost-model units."""
+    g, c = problem.graph, problem.cluster
+    kinds = np.array([d.kind for d in c.devices])
+    bound = energy_bound(g, allowed_times(problem), latency_transfer_table(g, c), free=c.host, kinds=kinds)
+    return bound, f"work no host may run over {int((~c.host).sum())} accelerators with heads and tails"

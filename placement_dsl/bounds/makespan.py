@@ -25,6 +25,7 @@ Relaxations valid for every placement and schedule (memory and contention droppe
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -138,3 +139,137 @@ def makespan_bounds(graph: Graph, cluster: Cluster) -> dict[str, float]:
     out = {"critical_path": critical_path_bound(graph, cluster), "path": path_bound(graph, cluster),
            "work": work_bound(graph, cluster), "segments": segment_bound(graph, cluster)}
     return {**out, "bound": max(out.values())}
+
+
+# ---------------------------------------------------------------------------- the problem's bounds (certify's levels)
+def allowed_times(problem: Any) -> np.ndarray:
+    """``times[v, d]`` of the problem's graph, ``inf`` where ``v`` may not run on ``d``: its kind's time, narrowed by
+    pins and by colocation (a group runs where every member may). ``inf`` on every device where nothing is allowed
+    would claim "no placement", which is the problem's own checks' to say: such an op keeps its times."""
+    g, c = problem.graph, problem.cluster
+    times = c.times(g).astype(float)
+    ok = np.isfinite(times)
+    for op, dev in problem.pins.items():
+        pinned = np.zeros(c.size, dtype=bool)
+        pinned[c.index[dev]] = True
+        ok[g.index[op]] &= pinned
+    groups, inverse = np.unique(g.group_id, return_inverse=True)
+    if groups.size < g.n:
+        together = np.ones((groups.size, c.size), dtype=bool)
+        np.logical_and.at(together, inverse, ok)
+        ok &= together[inverse]
+    narrowed = np.where(ok, times, np.inf)
+    stuck = ~np.isfinite(narrowed).any(axis=1)
+    narrowed[stuck] = times[stuck]
+    return narrowed
+
+
+def transfer_table(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """``comm[u, d, d2]``: the least time op ``u``'s output takes from device ``d`` to ``d2`` in a schedule
+    (:func:`~placement_dsl.schedule.transfer_durations`: route latency plus size over the route's bandwidth, or the
+    sheet's matrix); 0 on one device and for an op without consumers."""
+    D = cluster.size
+    comm = np.zeros((graph.n, D, D))
+    producers = np.flatnonzero(np.diff(graph.succ_ptr) > 0)
+    if producers.size:
+        u, a, b = (x.ravel() for x in np.meshgrid(producers, np.arange(D), np.arange(D), indexing="ij"))
+        comm[producers] = transfer_durations(graph, cluster, u, a, b).reshape(len(producers), D, D)
+    comm[:, np.arange(D), np.arange(D)] = 0.0
+    return comm
+
+
+def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ready, tail)``, both ``(n, D)``: ``ready[v, d]`` is a lower bound on when ``v`` can start on ``d`` (each
+    input produced at its earliest, on its best device, and moved to ``d``); ``tail[v, d]`` a lower bound on the time
+    from ``v``'s end on ``d`` to the end of the schedule (each consumer moved to, and run on, its best device, then
+    its own tail). Every schedule starts ``v`` after ``min_d ready`` and runs at least ``min_d tail`` after it."""
+    n, D = times.shape
+    ready, tail = np.zeros((n, D)), np.zeros((n, D))
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        if preds.size:
+            done = ready[preds] + times[preds]  # (input, its device)
+            ready[v] = (done[:, :, None] + comm[preds]).min(axis=1).max(axis=0)
+    for v in graph.topo[::-1].tolist():
+        succ = graph.successors(v)
+        if succ.size:
+            after = (times[succ] + tail[succ])[:, None, :] + comm[v][None]  # (consumer, d, d2)
+            tail[v] = after.min(axis=2).max(axis=0)
+    return ready, tail
+
+
+def route_path_bound(graph: Graph, times: np.ndarray, comm: np.ndarray) -> tuple[float, int]:
+    """The longest path with route costs: ``max_v min_d ready[v, d] + p_vd + tail[v, d]`` and the ``v`` attaining it.
+
+    Each edge pays the cheapest transfer between the devices its ends could run on (0 when they can share one)."""
+    ready, tail = heads_tails(graph, times, comm)
+    with np.errstate(invalid="ignore"):
+        through = np.nan_to_num(ready + times + tail, nan=np.inf).min(axis=1)
+    through = np.where(np.isfinite(through), through, 0.0)
+    v = int(np.argmax(through)) if graph.n else 0
+    return (float(through[v]) if graph.n else 0.0), v
+
+
+def _costs(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``cost[w, v] = min_d weights[w, d] * times[v, d]`` (``0 * inf`` read as ``inf``; an op no weighted device can
+    run, with some device of weight 0 that can, costs 0)."""
+    with np.errstate(invalid="ignore"):
+        scaled = weights[:, None, :] * times[None]
+    return np.where(np.isnan(scaled), np.inf, scaled).min(axis=2)
+
+
+def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.ndarray | None = None,
+                 kinds: np.ndarray | None = None) -> float:
+    """Work over devices with release and tail times (an energy bound).
+
+    For a set ``S`` of ops, every schedule runs ``S`` inside ``[min_S head, C - min_S tail]`` (heads and tails of
+    :func:`heads_tails`), and the serial devices (not ``free``: a ``free`` device runs any number of ops at once, as
+    the latency model's hosts) must do ``S``'s work there, which fractionally takes at least ``sum_{v in S} min_d
+    lambda_d p_vd`` for any weights ``lambda`` on the serial devices' simplex (the LP dual of the load split), an op
+    a free device may run costing nothing. So ``C >= min_S head + W(S) + min_S tail``, taken over the sets of ops
+    whose head (or tail) is at least each value, and over the weights: uniform, inverse total time, uniform on
+    each device kind (``kinds``: a kind label per device), and a grid for at most four serial devices.
+    With ``S`` every op and no free devices this is :func:`work_bound`.
+    """
+    n, D = times.shape
+    if n == 0:
+        return 0.0
+    free = np.zeros(D, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    serial = np.flatnonzero(~free)
+    if serial.size == 0:
+        return 0.0
+    ready, tail = heads_tails(graph, times, comm)
+    with np.errstate(invalid="ignore"):
+        head = np.nan_to_num(ready, nan=np.inf).min(axis=1, where=np.isfinite(times), initial=np.inf)
+        rest = np.nan_to_num(tail, nan=np.inf).min(axis=1, where=np.isfinite(times), initial=np.inf)
+    head, rest = np.where(np.isfinite(head), head, 0.0), np.where(np.isfinite(rest), rest, 0.0)
+    sub = times[:, serial]
+    weights = _weights(serial.size, sub.sum(axis=0, where=np.isfinite(sub)))
+    if kinds is not None:
+        labels = np.asarray(kinds)[serial]
+        weights = np.vstack([weights, *[(labels == k) / (labels == k).sum() for k in np.unique(labels)]])
+    cost = _costs(sub, weights)
+    cost[:, np.isfinite(times[:, free]).any(axis=1)] = 0.0  # a free device runs it at no capacity
+    cost[~np.isfinite(cost)] = 0.0  # an op nothing may run: the problem's checks say so, not a bound
+    best = 0.0
+    for first, other in ((head, rest), (rest, head)):
+        order = np.argsort(first, kind="stable")
+        work = np.cumsum(cost[:, order][:, ::-1], axis=1)[:, ::-1]  # work of the ops from position k on
+        least = np.minimum.accumulate(other[order][::-1])[::-1]
+        best = max(best, float((first[order][None] + work + least[None]).max()))
+    return best
+
+
+def route_path_makespan(problem: Any) -> tuple[float, str]:
+    """:func:`route_path_bound` of a makespan problem (allowed times, the cost model's transfers) and a note."""
+    g = problem.graph
+    bound, v = route_path_bound(g, allowed_times(problem), transfer_table(g, problem.cluster))
+    return bound, f"longest path through {g.names[v]!r} with route costs" if g.n else "empty graph"
+
+
+def energy_makespan(problem: Any) -> tuple[float, str]:
+    """:func:`energy_bound` of a makespan problem: every device runs one op at a time."""
+    g, c = problem.graph, problem.cluster
+    kinds = np.array([d.kind for d in c.devices])
+    return energy_bound(g, allowed_times(problem), transfer_table(g, c), kinds=kinds), \
+        f"work of {g.n} ops over {c.size} devices with heads and tails"

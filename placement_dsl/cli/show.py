@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..evaluate import NAMED
+from ..evaluate import NAMED, Objective
 from ..files import check_writable, write_atomic
 from ..io import Workload, load_placement
 from ..io.common import jsonable
@@ -77,6 +77,9 @@ def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
 
     placement = _placement(args, w)
     out = _out(args)
+    model = cost_model(args, w)
+    if model.objective in (Objective.LATENCY, Objective.MAKESPAN):
+        return _single_sample_gantt(placement, model, out)
     result = gantt.simulated(placement, args.gantt_schedule, args.gantt_microbatches)
     payload = {"kind": "gantt", "output": str(out), "schedule": result.schedule.value,
                "microbatches": result.microbatches, "makespan_ms": result.makespan,
@@ -84,6 +87,18 @@ def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     _draw(payload, gantt.draw, result, out, placement.cluster.names)
     return payload, (f"wrote {out}: {result.schedule.value}, {len(result.trace)} tasks, makespan "
                      f"{result.makespan:.4g} ms ({result.time_per_sample:.4g} ms per sample)")
+
+
+def _single_sample_gantt(placement: Placement, model: Any, out: Path) -> tuple[dict[str, Any], str]:
+    """The schedule of one sample (latency's invocations, makespan's ops and transfers), not a pipeline."""
+    from ..viz import single_sample
+
+    rows = single_sample.bars(placement, model)
+    end = single_sample.span(rows)
+    payload = {"kind": "gantt", "output": str(out), "schedule": "single-sample", "objective": model.objective.value,
+               "makespan": end, "tasks": len(rows), "transfers": sum(b.transfer for b in rows)}
+    _draw(payload, single_sample.draw, rows, out, placement.cluster.names)
+    return payload, f"wrote {out}: single-sample {model.objective.value} schedule, {len(rows)} tasks, ends at {end:.6g}"
 
 
 def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
@@ -141,7 +156,8 @@ def add_show_parser(sub: Any) -> None:
     cluster_args(sh)
     sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's)")
     sh.add_argument("--kind", choices=KINDS, default="graph",
-                    help="graph: ops coloured by device; gantt: simulated pipeline schedule; bounds: certificate "
+                    help="graph: ops coloured by device; gantt: simulated pipeline schedule (latency and makespan: "
+                         "the single sample's schedule); bounds: certificate "
                          "over time; splits: stages by layer and split points (default: graph)")
     sh.add_argument("--out", metavar="FILE", help="picture to write: .svg or .png (graph also .dot); for splits "
                                                   "an optional .json or text file")

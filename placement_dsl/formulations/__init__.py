@@ -32,7 +32,7 @@ from .exact import EXACT
 from .latency import LATENCY
 from .relaxations import RELAXATIONS, GuessedBlock
 from .replication import THROUGHPUT_REPLICATED
-from .rules import BASE_RULES
+from .rules import BASE, BASE_RULES
 from .schedule import SCHEDULE
 from .throughput import THROUGHPUT
 
@@ -42,6 +42,7 @@ def of_kind(kind: Kind) -> dict[str, Formulation]:
     return {name: f for name, f in FORMULATIONS.items() if f.kind is kind}
 
 
-__all__ = ["BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
-           "THROUGHPUT_REPLICATED", "Auto", "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation", "Plan", "Rule", "Step",
+__all__ = ["BASE", "BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
+           "THROUGHPUT_REPLICATED", "Auto", "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation",
+           "Plan", "Rule", "Step",
            "choose", "drop", "get", "of_kind", "register"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import starts
 from ..blocks.base import BlockTemplate
 from ..constraints import Term
-from ..errors import PlacementError, SpecError
+from ..errors import SpecError
 from ..objectives import ObjectiveTerm
 from ..placement import PlacementClass
 from ..problem import Problem

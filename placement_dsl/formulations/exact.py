@@ -7,7 +7,7 @@ from ..constraints import DagOrder
 from ..evaluate import Overlap
 from ..problem import Problem
 from .base import Auto, Formulation, Kind, register
-from .rules import BASE_RULES
+from .rules import BASE
 
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
@@ -16,7 +16,7 @@ def _skeleton(problem: Problem) -> list[BlockTemplate]:
     return [OrderedAssignment(), TensorCut(form=form, merged=merged)]
 
 
-EXACT = register(Formulation("exact", Kind.EXACT, _skeleton, BASE_RULES,
+EXACT = register(Formulation("exact", Kind.EXACT, _skeleton, parent=BASE,
                              auto=Auto(rank=1, requires=(DagOrder,), checked=True), doc="""
 Archer Fig. 3 with ``x`` eliminated by eq. (11): ``y_{vb}`` binaries (eq. 11-12), DAG order (eq. 8,
 from :class:`DagOrder`), tensor cut ``c_{ub}`` (eq. 9-10), block cost (eq. 7) and

@@ -30,7 +30,7 @@ from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
 from .base import Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
-from .rules import BASE_RULES
+from .rules import BASE
 
 if TYPE_CHECKING:
     from ..evaluate import Evaluation
@@ -62,7 +62,7 @@ def subgraphs_per_accelerator(problem: Problem) -> int:
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
     q = subgraphs_per_accelerator(problem)
-    cut = [TensorCut(form="commio")] if q == 1 else []
+    cut = [TensorCut(form="commio", routes=False)] if q == 1 else []  # the invocation model pays no routes
     return [LatencyAssignment(), *cut, SubgraphSlots(q)]
 
 
@@ -128,7 +128,7 @@ def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = ()) -> Pro
 
 LATENCY = register(LatencyFormulation(
     "latency", Kind.EXACT, _skeleton,
-    rules={**BASE_RULES, Latency: _latency, Subgraphs: drop, LatencyHint: drop},
+    rules={Latency: _latency, Subgraphs: drop, LatencyHint: drop}, parent=BASE,
     doc="""Tarnawski Fig. 3 / Fig. 4: one-hot ``x`` with merged CPUs, contiguous subgraph slots (Lemma 4.1, or
 subgraph levels for ``q > 1``), ``CommIn``/``CommOut`` (4)-(5), SubgraphStart/Finish (6)-(7), host ops (8)-(9),
 ``Latency_v`` (10), subgraphs in turn (14), longest-path and head/tail cuts, symmetry rows; big-Ms from a

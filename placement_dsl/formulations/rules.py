@@ -2,18 +2,30 @@
 
 Each rule is ``rule(term, problem) -> [template, ...]``. :data:`BASE_RULES` is the table of
 Archer et al.'s exact MIP (ICML 2024, Fig. 3) and Tarnawski et al.'s throughput IP
-(NeurIPS 2020, Fig. 6); other formulations inherit it and override entries.
+(NeurIPS 2020, Fig. 6); :data:`BASE` is the (unregistered) formulation that owns it and the
+parent of every assignment-based formulation (throughput, exact, latency, schedule), which
+inherit it and override entries. The inheritance is resolved at use, so a rule added to
+:data:`BASE` (or to ``BASE_RULES``) after the formulations were defined reaches all of them.
 """
 from __future__ import annotations
 
-from ..blocks import (Colocation, Contiguity, DagOrderBlock, DeviceLoad, GPipeObjective, MaxLoad, MemoryCapacity,
-                      OverflowCost, PinOps)
+from ..blocks import (
+    Colocation,
+    Contiguity,
+    DagOrderBlock,
+    DeviceLoad,
+    GPipeObjective,
+    MaxLoad,
+    MemoryCapacity,
+    OverflowCost,
+    PinOps,
+)
 from ..blocks.base import BlockTemplate
 from ..constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
 from ..errors import SpecError
 from ..objectives import GPipe, ObjectiveTerm
 from ..problem import Problem
-from .base import Rule, drop
+from .base import Formulation, Kind, Rule, drop
 
 
 def max_load(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
@@ -51,3 +63,12 @@ BASE_RULES: dict[type, Rule] = {
     Pin: lambda term, problem: [PinOps()],
     AllowedKinds: drop,  # folded into the ops' work tables (the graph the model reads)
 }
+
+
+def _no_skeleton(problem: Problem) -> list[BlockTemplate]:
+    return []
+
+
+BASE = Formulation("base", Kind.EXACT, _no_skeleton, doc="""
+The rule table shared by the assignment-based formulations; not a model of its own (no skeleton).""")
+BASE.rules = BASE_RULES  # one table: an entry added to either reaches every child

@@ -4,7 +4,7 @@ The skeleton is the one-hot assignment (eq. 4c) and the schedule blocks of
 :mod:`placement_dsl.blocks.schedule`: op start times and precedence over the augmented DAG
 (eq. 4a-4b), transfer tasks with their channel choice (eq. 7), device non-overlap (eq. 6)
 and congestion (eq. 8, in the problem's :class:`~placement_dsl.constraints.Congestion` mode).
-Memory (eq. 5), pins, colocation and allowed kinds come from :data:`~.rules.BASE_RULES`.
+Memory (eq. 5), pins, colocation and allowed kinds come from the inherited :data:`~.rules.BASE_RULES`.
 Non-overlap is written as ``pyomo.gdp`` disjunctions and reformulated by ``gdp.bigm`` (the
 default; :func:`transformed` derives a ``gdp.hull`` variant for comparison, without warm starts).
 Big-M wins on MOIRAI's sheets (``benchmarks/bench_moirai.py --hull``): on example-1 the hull has
@@ -35,7 +35,7 @@ from ..errors import SpecError
 from ..objectives import Makespan
 from ..problem import Problem
 from .base import Formulation, Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
-from .rules import BASE_RULES
+from .rules import BASE
 
 if TYPE_CHECKING:
     from ..evaluate import Evaluation
@@ -121,7 +121,7 @@ def transformed(name: str, transformation: str) -> Formulation:
                            transformation=transformation)
 
 
-SCHEDULE = register(ScheduleFormulation("schedule", Kind.EXACT, _skeleton, {**BASE_RULES, **RULES}, doc="""
+SCHEDULE = register(ScheduleFormulation("schedule", Kind.EXACT, _skeleton, RULES, parent=BASE, doc="""
 MOIRAI (Zhang et al. §III-D): assignment (4c), start times and precedence over the augmented DAG
 (4a-4b), transfer tasks with channel choice (7), device non-overlap (6) and port or channel
 congestion (8) as GDP disjunctions reformulated by big-M with bounds from the data, memory (5);

@@ -6,7 +6,7 @@ from ..blocks.base import BlockTemplate
 from ..problem import Problem
 from ..training_terms import TrainingMemory
 from .base import Auto, Formulation, Kind, register
-from .rules import BASE_RULES
+from .rules import BASE
 from .training import training_memory
 
 
@@ -14,7 +14,7 @@ def _skeleton(problem: Problem) -> list[BlockTemplate]:
     return [Assignment(), TensorCut(form="commio")]
 
 
-THROUGHPUT = register(Formulation("throughput", Kind.EXACT, _skeleton, {**BASE_RULES, TrainingMemory: training_memory},
+THROUGHPUT = register(Formulation("throughput", Kind.EXACT, _skeleton, {TrainingMemory: training_memory}, parent=BASE,
                                   auto=Auto(rank=0), doc="""
 Tarnawski Fig. 6: one-hot ``x_{vi}`` (14), ``CommIn``/``CommOut`` (15-19), loads (20-21), ``MaxLoad``.
 Contiguity (Lemma 4.1, z variables) only when :class:`Contiguous` is among the terms — otherwise

@@ -35,7 +35,7 @@ from ..workload import GRAPH_FORMAT, VERSION, Workload, graph_from_dict, graph_t
 from ..workload import check_header as _check_header
 from ..zoo.training import with_backward
 from . import dnn_partitioning as dp
-from . import formats
+from . import formats, moirai
 from .common import jsonable
 from .formats import importer
 
@@ -204,7 +204,7 @@ def save_workload(w: Workload, path: str | Path, format: str | None = None) -> N
 
 
 def load_placement(path: str | Path, workload: Workload) -> Placement:
-    """Read a placement: native JSON, or a dnn-partitioning split file."""
+    """Read a placement: native JSON, a dnn-partitioning split file, or (for a MOIRAI sheet) its schedule file."""
     with naming(Path(path)):
         return _placement(Path(path), workload)
 
@@ -215,7 +215,10 @@ def _placement(path: Path, workload: Workload) -> Placement:
         return Placement.from_dict(workload.graph, workload.cluster, data)
     if "fpgas" in data or "cpus" in data:
         return dp.placement_from_split(workload.graph, workload.cluster, data, source=str(path))
-    raise SpecError(f"{str(path)!r} is not a placement file (native 'assignment' or a split with 'fpgas'/'cpus')")
+    if workload.format == "moirai" and "assignment" in data and "start" in data:
+        return moirai.schedule_from_dict(workload.graph, workload.cluster, data)  # what solve --out writes for a sheet
+    raise SpecError(f"{str(path)!r} is not a placement file (native 'assignment', a split with 'fpgas'/'cpus', "
+                    "or a MOIRAI sheet's schedule with 'assignment' and 'start')")
 
 
 def save_placement(placement: Placement, path: str | Path, workload: Workload | None = None,

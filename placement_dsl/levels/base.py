@@ -28,7 +28,7 @@ from typing import Any
 from ..certificate import LevelStatus
 from ..constraints import Contiguous, DagOrder
 from ..errors import SpecError
-from ..objectives import Latency
+from ..objectives import Latency, Makespan
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..training_terms import Replicate
@@ -42,6 +42,7 @@ class Family(enum.Enum):
     """The problem families whose default hierarchies differ (:func:`family`)."""
 
     LATENCY = "latency"              # single-sample latency (Tarnawski §4)
+    MAKESPAN = "makespan"            # a single-sample schedule's makespan (MOIRAI §III)
     MTPP = "mtpp"                    # DAG-ordered, Archer's MIP writes it (Archer et al. §3, §5)
     ROUTED_MTPP = "routed-mtpp"      # DAG-ordered on a routed cluster: Archer's cut prices per device
     THROUGHPUT = "throughput"        # Tarnawski's contiguous throughput problems
@@ -56,10 +57,12 @@ def archer_writes(problem: Problem) -> bool:
 
 
 def family(problem: Problem) -> Family:
-    """The family of ``problem``: latency by its objective, else by DagOrder (and whether Archer's MIP writes
+    """The family of ``problem``: latency or makespan by its objective, else by DagOrder (and whether Archer's MIP writes
     it) and Contiguous."""
     if isinstance(problem.objective, Latency):
         return Family.LATENCY
+    if isinstance(problem.objective, Makespan):
+        return Family.MAKESPAN
     if problem.has(DagOrder):
         return Family.MTPP if archer_writes(problem) else Family.ROUTED_MTPP
     return Family.THROUGHPUT if problem.has(Contiguous) else Family.NONCONTIGUOUS

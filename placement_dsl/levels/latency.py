@@ -1,9 +1,11 @@
-"""The certificate's levels for single-sample latency (Tarnawski et al., NeurIPS 2020, §4).
+"""The certificate's levels for the single-sample family: latency (Tarnawski et al., NeurIPS 2020, §4) and the
+makespan of a schedule (MOIRAI, Zhang et al. §III).
 
-Registered in :data:`placement_dsl.levels.base.LEVELS`, the default hierarchy of :attr:`Family.LATENCY`;
-the table and the class of each bound are in :mod:`placement_dsl.certify`'s docstring. Each level takes the
-certification's running state (``run``: its problem, best placement, solver and gap) and returns
-``(bound, status, note, class)``.
+Registered in :data:`placement_dsl.levels.base.LEVELS`, the default hierarchies of :attr:`Family.LATENCY` and
+:attr:`Family.MAKESPAN`; the table and the class of each bound are in :mod:`placement_dsl.certify`'s docstring.
+Each level takes the certification's running state (``run``: its problem, best placement, solver, gap and the
+formulation of its model levels) and returns ``(bound, status, note, class)``. The closed forms are in
+:mod:`placement_dsl.bounds.latency` and :mod:`placement_dsl.bounds.makespan`.
 """
 from __future__ import annotations
 
@@ -11,15 +13,21 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..bounds.latency import critical_path_bound
+from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
+from ..bounds.makespan import energy_makespan, route_path_makespan
 from ..certificate import LevelStatus, model_bound, solve_level
 from ..deadline import BudgetSpent, call_within
-from ..errors import PlacementError
+from ..errors import PlacementError, SpecError
+from ..formulations import get
+from ..formulations.schedule import hinted as schedule_hinted
+from ..formulations.schedule import horizon_of
 from ..heuristics import run as heuristic
+from ..objectives import Latency, Makespan
 from ..problem import Problem
 from .base import ALL, Family, Outcome, latency_only, level
 
 LATENCY = {Family.LATENCY}
+MAKESPAN = {Family.MAKESPAN}
 
 
 @level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True,
@@ -73,26 +81,24 @@ def _subgraph_note(problem: Problem) -> str:
        doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts")
 def latency_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
-    from ..formulations import get
-
     problem = _latency_hinted(run)
-    bound, status = model_bound(problem, "latency", run.solver, seconds, lp=True, deadline=run.clock)
+    form = get(formulation(run, "latency"))
+    bound, status = model_bound(problem, form, run.solver, seconds, lp=True, deadline=run.clock)
     if bound is not None and math.isfinite(run.best[0]):
         bound = min(bound, run.best[0])
-    return bound, status, f"LP; {_subgraph_note(problem)}", get("latency").placement_class(problem)
+    return bound, status, f"LP; {_subgraph_note(problem)}", form.placement_class(problem)
 
 
 @level("latency", rank=150, defaults=LATENCY, accepts=latency_only,
        doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound")
 def latency_ip(run: Any, seconds: float) -> Outcome:
     """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
-    from ..formulations import get
-
-    res, status = solve_level(run, "latency", seconds, run.best[1])
+    form = get(formulation(run, "latency"))
+    res, status = solve_level(run, form, seconds, run.best[1])
     if res.placement is not None:
         run.offer(res.placement, "latency IP")
     note = _subgraph_note(run.problem) + ("" if res.start_accepted in (None, True) else "; warm start not accepted")
-    return res.bound, status, note, get("latency").placement_class(run.problem)
+    return res.bound, status, note, form.placement_class(run.problem)
 
 
 def latency_upper(run: Any, seconds: float) -> None:
@@ -109,3 +115,104 @@ def latency_upper(run: Any, seconds: float) -> None:
         return
     run.offer(found.placement, "latency-best")
 
+
+
+# ---------------------------------------------------------------------------- the whole family
+def formulation(run: Any, default: str) -> Any:
+    """The formulation of the model levels: the one given to ``certify(formulation=...)``, else ``default``."""
+    return getattr(run, "formulation", None) or default
+
+
+def single_sample(problem: Problem) -> str | None:
+    return None if isinstance(problem.objective, (Latency, Makespan)) else \
+        "bounds the single-sample family (a Latency or Makespan objective)"
+
+
+def makespan_only(problem: Problem) -> str | None:
+    return None if isinstance(problem.objective, Makespan) else "bounds the makespan of a schedule (a Makespan objective)"
+
+
+@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=single_sample, closed_form=True, free=True,
+       doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer")
+def route_path(run: Any, seconds: float) -> Outcome:
+    """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
+    between the devices its ends could run on (0 when they can share one): every placement's objective."""
+    bound, note = (route_path_latency if isinstance(run.problem.objective, Latency) else route_path_makespan)(
+        run.problem)
+    return bound, LevelStatus.OPTIMAL, note, ALL
+
+
+@level("device-work", rank=124, defaults=LATENCY | MAKESPAN, accepts=single_sample, closed_form=True, free=True,
+       doc="single sample: the serial devices' work between the ops' heads and tails")
+def device_work(run: Any, seconds: float) -> Outcome:
+    """Work over devices between heads and tails (:func:`~placement_dsl.bounds.makespan.energy_bound`): every
+    placement's objective."""
+    bound, note = (energy_latency if isinstance(run.problem.objective, Latency) else energy_makespan)(run.problem)
+    return bound, LevelStatus.OPTIMAL, note, ALL
+
+
+def _schedule_hinted(run: Any) -> Problem:
+    """The problem with the best makespan found as the schedule model's horizon (its big-Ms)."""
+    best = run.best[0]
+    if horizon_of(run.problem) is not None or not math.isfinite(best):
+        return run.problem
+    return schedule_hinted(run.problem, best)
+
+
+@level("schedule-lp", rank=160, defaults=MAKESPAN, accepts=makespan_only,
+       doc="makespan: the LP of MOIRAI's schedule MILP")
+def schedule_lp(run: Any, seconds: float) -> Outcome:
+    """The linear relaxation of the schedule MILP (MOIRAI eq. 4-8, big-M from the best makespan as horizon)."""
+    problem = _schedule_hinted(run)
+    form = get(formulation(run, "schedule"))
+    bound, status = model_bound(problem, form, run.solver, seconds, lp=True, deadline=run.clock)
+    if bound is not None and math.isfinite(run.best[0]):
+        bound = min(bound, run.best[0])
+    return bound, status, "LP", form.placement_class(problem)
+
+
+@level("schedule", rank=170, defaults=MAKESPAN, accepts=makespan_only,
+       doc="makespan: MOIRAI's schedule MILP warm-started, its dual bound")
+def schedule_ip(run: Any, seconds: float) -> Outcome:
+    """The schedule MILP warm-started from the best placement: its dual bound, and its incumbent."""
+    form = get(formulation(run, "schedule"))
+    res, status = solve_level(run, form, seconds, run.best[1])
+    if res.placement is not None:
+        run.offer(res.placement, form.name)
+    note = "" if res.start_accepted in (None, True) else "warm start not accepted"
+    return res.bound, status, note, form.placement_class(run.problem)
+
+
+MAKESPAN_UPPER = ("list", "cpop", "one-device-best", "schedule-ls")  # cheapest first; each offers its schedule
+
+
+def makespan_upper(run: Any, seconds: float) -> None:
+    """The single-sample schedule heuristics for the makespan levels' horizon and warm start, sharing ``seconds``."""
+    p, share = run.problem, run.clock.within(max(seconds, 0.5))
+    for i, method in enumerate(MAKESPAN_UPPER):
+        if share.expired(0.1):
+            break
+        limit = share.left() / (len(MAKESPAN_UPPER) - i)
+        try:
+            found = call_within(share.within(limit), heuristic, method, p.graph, p.cluster, model=run.model,
+                                time_limit=limit)
+        except PlacementError:
+            continue
+        run.offer(found.placement, method)
+
+
+def chosen_formulation(problem: Problem, name: Any) -> Any:
+    """``certify(formulation=...)``: the formulation object of the single-sample model levels (``None``: theirs).
+
+    A registered name or an object, e.g. a formulation derived from ``latency`` or ``schedule``; refused with the
+    reason when the problem is not single-sample or the formulation cannot write it."""
+    if name is None:
+        return None
+    form = get(name, problem)
+    if single_sample(problem) is not None:
+        raise SpecError(f"certify: formulation {form.name!r} is for the single-sample model levels; the objective is "
+                        f"{type(problem.objective).__name__} (leave formulation out)")
+    reason = form.accepts(problem)
+    if reason:
+        raise SpecError(f"certify: formulation {form.name!r} cannot write the problem: {reason}")
+    return form

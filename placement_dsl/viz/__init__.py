@@ -4,6 +4,7 @@
   ``dot`` when installed, else a layered matplotlib drawing from :mod:`.layout`), layers
   collapsed for large graphs;
 * :mod:`.gantt`: the pipeline's Gantt chart from the simulator (GPipe, 1F1B, inference);
+* :mod:`.single_sample`: one sample's schedule (latency's invocations, makespan's ops and transfers);
 * :mod:`.bounds`: the certificate's lower and upper bounds over time;
 * :mod:`.splits`: stages by module/layer name and their split points
   (``torch.distributed.pipelining`` ``split_spec``, DeepSpeed ``parts``).
@@ -13,7 +14,7 @@ need nothing.
 """
 from __future__ import annotations
 
-from . import bounds, gantt, graph, splits
+from . import bounds, gantt, graph, single_sample, splits
 from .splits import split_lines, split_points
 
-__all__ = ["bounds", "gantt", "graph", "split_lines", "split_points", "splits"]
+__all__ = ["bounds", "gantt", "graph", "single_sample", "split_lines", "split_points", "splits"]
