@@ -2,7 +2,7 @@
 
 * ``--objective latency`` on a MOIRAI sheet is the makespan of its schedule (MOIRAI eq. 4: one
   inference's latency on heterogeneous devices), which is also a sheet's default objective;
-* ``--congestion port|channel|none`` says which transfers exclude each other (MOIRAI eq. 8);
+* ``--congestion port|channel|link|none`` says which transfers exclude each other (MOIRAI eq. 8);
 * ``--method ip`` on a makespan problem is the ``schedule`` formulation (``--solver cpsat`` for
   CP-SAT), warm-started with list scheduling unless ``--warm-start`` says otherwise;
 * ``--out`` on a MOIRAI sheet writes the schedule file of :mod:`placement_dsl.io.moirai`
@@ -19,7 +19,7 @@ from ..io import Workload, save_placement
 from ..io.common import jsonable
 from .workloads import note
 
-CONGESTION = ("port", "channel", "none")
+CONGESTION = ("port", "channel", "link", "none")
 
 
 def add_congestion_arg(sp: argparse.ArgumentParser) -> None:
