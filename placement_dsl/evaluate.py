@@ -20,7 +20,10 @@ throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d B
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
 host ops run as soon as their inputs are ready. A non-contiguous device set is cut into
-contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`).
+contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`). On a
+cluster with links, latency and makespan pay each transfer over its route (every hop's latency
+plus size over the bottleneck, :class:`~placement_dsl.cluster.Cluster`), under the model's
+congestion (latency: ``none`` unless a :class:`~placement_dsl.constraints.Congestion` term asks).
 """
 from __future__ import annotations
 
@@ -88,7 +91,7 @@ class CostModel:
     overlap: Overlap = Overlap.NONE
     memory: MemoryMode = MemoryMode.HARD
     require: frozenset[str] = DEFAULT_REQUIRE
-    congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan only)
+    congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan; latency over links)
     max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
     microbatches: int | None = None  # gpipe: m micro-batches per mini-batch, fill and drain (placement_dsl.training)
     training_memory: TrainingMemorySpec | None = None  # memory per schedule (placement_dsl.training)
@@ -124,7 +127,9 @@ class CostModel:
             require = require - {"memory"}
         if objective is Objective.MAKESPAN:
             require = require | {"schedule"}
-        return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
+        congestion = Congestion.NONE if objective is Objective.LATENCY else Congestion.PORT
+        return replace(cls(objective=objective, memory=memory, require=require, name=name, congestion=congestion),
+                       **changes)
 
 
 @dataclass(frozen=True)
@@ -403,7 +408,7 @@ def invocation_latency(p: Placement, model: CostModel | None = None
     other (no order exists, latency ``inf``), or an accelerator needing more subgraphs than
     ``model.max_subgraphs`` (Fig. 4's ``q``).
     """
-    s = invocations(p)
+    s = invocations(p, Congestion.NONE if model is None else model.congestion)
     c, g = p.cluster, p.graph
     subgraphs = {c.names[d]: int(s.subgraphs[d]) for d in np.flatnonzero(~c.host)}
     out = []
