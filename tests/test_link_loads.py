@@ -90,3 +90,14 @@ def test_congestion_is_accepted_by_throughput():
     problem = Problem(crossing(), Cluster.stages(2), Throughput(), [Congestion("port")])
     result = solve(problem, "throughput", time_limit=10)
     assert math.isfinite(result.objective) and result.evaluation.valid
+
+
+def test_the_simulator_pipelines_the_links_too():
+    # the shared link d1 -> d2 (load 4) is the pipeline's bottleneck: the simulated time per sample tends to it
+    from placement_dsl.simulate import analytic_time_per_sample, simulate
+
+    p = Placement(crossing(), cpu_line(4), [0, 1, 2, 3])
+    assert analytic_time_per_sample(p) == 4.0
+    run = simulate(p, "pipeline", 200, record=True)
+    assert 4.0 <= run.time_per_sample <= 4.05
+    assert {t.device for t in run.trace} >= {"d0->d1", "d1->d2", "d2->d3"}
