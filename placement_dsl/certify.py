@@ -86,6 +86,7 @@ from .bounds.packing import packing_bound
 from .bounds.simple import replicated_lower_bound
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound, solve_level
 from .certify_latency import critical_path, latency_ip, latency_lp, latency_only, latency_upper, not_latency, run_paths
+from .certify_latency import latency_host_memory as host_memory_latency
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
@@ -504,10 +505,10 @@ LEVELS: dict[str, Level] = {lv.name: lv for lv in (
     Level("exact", _exact, _archer, doc="Archer Fig. 3 warm-started, its dual bound"),
     Level("critical-path", critical_path, latency_only, closed_form=True, free=True,
           doc="latency: longest path at the fastest allowed times, no transfers"),
-    Level("run-paths", run_paths, latency_only, closed_form=True,
+    Level("run-paths", run_paths, host_memory_latency, closed_form=True,
           doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)"),
-    Level("latency-lp", latency_lp, latency_only, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
-    Level("latency", latency_ip, latency_only, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
+    Level("latency-lp", latency_lp, host_memory_latency, doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts"),
+    Level("latency", latency_ip, host_memory_latency, doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound"),
 )}
 MTPP_LEVELS = ("simple", "dp", "stage-cut", "superblock", "guess", "exact")  # default for DagOrder problems
 ROUTED_MTPP_LEVELS = ("simple", "dp", "throughput")  # DagOrder on a routed cluster: Archer's cut prices per device

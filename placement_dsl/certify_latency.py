@@ -107,6 +107,15 @@ def latency_only(problem: Problem) -> str | None:
     return None if isinstance(problem.objective, Latency) else "bounds single-sample latency (a Latency objective)"
 
 
+def latency_host_memory(problem: Problem) -> str | None:
+    """The levels built on Tarnawski's IP price transfers through host memory: not a cluster with links."""
+    reason = latency_only(problem)
+    if reason is None and problem.cluster.links:
+        return ("prices transfers through host memory (Tarnawski Fig. 3); the cluster's links carry them over "
+                "routes, which only the critical-path bound covers")
+    return reason
+
+
 def not_latency(problem: Problem) -> str | None:
     """Lemma 3.3's sum term needs devices that run one op at a time; the latency model's hosts do not."""
     return ("a max-load bound: single-sample latency has its own levels (critical-path, run-paths, latency-lp, "

@@ -118,3 +118,20 @@ def test_latency_heuristics_are_scored_over_routes(method):
     ev = problem.evaluate(found.placement)
     assert ev.valid and ev.objective == pytest.approx(found.objective)
     assert ev.objective <= 4.0  # one device: 1 + 1 + 1 + 1
+
+
+def test_certificate_bounds_stay_below_the_routed_latency():
+    # memory splits a -> b over two accelerators: through host memory the 10-byte tensor would cost 10 + 10, over
+    # the 100-wide link it costs 0.1, so the host-memory levels would bound above the optimum: they step aside
+    from placement_dsl.certify import certify
+    from placement_dsl.constraints import Memory
+
+    ops = [Op(name="a", work=1, out_bytes=10, param_bytes=1), Op(name="b", work=1, param_bytes=1)]
+    devices = [Device(name=f"g{i}", memory=1.0) for i in range(2)]
+    links = [Link(src="g0", dst="g1", bandwidth=100.0), Link(src="g1", dst="g0", bandwidth=100.0)]
+    problem = Problem(Graph(ops, [("a", "b")]), Cluster(devices, links), Latency(), [Memory()])
+    cert = certify(problem, budget=20, gap=0.0, stop_at_gap=False)
+    assert cert.objective == pytest.approx(2.1)
+    assert cert.bound <= cert.objective + 1e-9
+    skipped = {r.level for r in cert.levels if r.status.value == "not_applicable"}
+    assert {"run-paths", "latency-lp", "latency"} <= skipped
