@@ -89,3 +89,14 @@ def test_hierarchical_routes_are_the_direct_links():
     c = Cluster.hierarchical(2, 2, intra=10.0, inter=1.0)
     assert all(len(c.route_links[a][b]) == 1 for a in range(4) for b in range(4) if a != b)
     assert np.array_equal(c.route_bandwidth[0], [math.inf, 10.0, 1.0, 1.0])
+
+
+def test_reconfigured_cluster_keeps_the_routes_of_its_devices():
+    from placement_dsl.cli.workloads import reconfigure
+
+    c = line()
+    host_links = [Link(src="d1", dst="h", bandwidth=1.0), Link(src="h", dst="d1", bandwidth=1.0)]
+    declared = Cluster([*c.devices, Device(name="h", kind="cpu")], [*c.links, *host_links],
+                       {("d0", "d2"): ["d0", "d1", "d2"], ("d0", "h"): ["d0", "d1", "h"]})
+    again = reconfigure(declared, memory=8.0, cpus=0)  # the host goes, with its links and its route
+    assert [r.path for r in again.routes] == [("d0", "d1", "d2")] and "h" not in again.index
