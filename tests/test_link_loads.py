@@ -101,3 +101,17 @@ def test_the_simulator_pipelines_the_links_too():
     run = simulate(p, "pipeline", 200, record=True)
     assert 4.0 <= run.time_per_sample <= 4.05
     assert {t.device for t in run.trace} >= {"d0->d1", "d1->d2", "d2->d3"}
+
+
+@pytest.mark.parametrize("bandwidth", [0.1, 1.0])
+def test_pipedream_ip_with_link_loads_is_brute_force(bandwidth):
+    # the training graph (forward 2, 3, 1; backward 4, 6, 2) on three CPUs on a line: the gradients cross links too
+    from placement_dsl.objectives import PipeDream
+
+    problem = Problem(testing.training_graph(gradient_bytes=3.0), cpu_line(3, bandwidth), PipeDream())
+    best, _ = testing.brute_force(problem)
+    result = solve(problem, "throughput", time_limit=30, gap=1e-9)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(best)
+    without = Problem(problem.graph, Cluster(problem.cluster.devices), PipeDream())
+    if bandwidth < 1:
+        assert best > testing.brute_force(without)[0]  # the links bind
