@@ -41,7 +41,7 @@ from .errors import SpecError
 from .invocation import invocations
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
-from .schedule import Congestion, schedule_makespan
+from .schedule import Congestion, schedule_makespan, transfer_tasks
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
 REL_TOL = 1e-9
@@ -467,6 +467,11 @@ def invocation_latency(p: Placement, model: CostModel | None = None
                                            f"wait on each other, e.g. the cycle {' -> '.join(s.blocked)}",
                              essential=True))
         return math.inf, {}, subgraphs, out
+    if c.links and not math.isfinite(s.latency):  # a tensor between devices no chain of links joins
+        prod, recv, tdur = transfer_tasks(p)
+        for k in np.flatnonzero(~np.isfinite(tdur))[:10]:
+            out.append(Violation("allowed", f"op {g.names[prod[k]]!r}'s output has no route from device "
+                                            f"{c.names[p.assign[prod[k]]]!r} to {c.names[recv[k]]!r}", essential=True))
     q = None if model is None else model.max_subgraphs
     for name, k in subgraphs.items():
         if q is not None and k > q:

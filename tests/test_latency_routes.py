@@ -135,3 +135,12 @@ def test_certificate_bounds_stay_below_the_routed_latency():
     assert cert.bound <= cert.objective + 1e-9
     skipped = {r.level for r in cert.levels if r.status.value == "not_applicable"}
     assert {"run-paths", "latency-lp", "latency"} <= skipped
+
+
+def test_a_tensor_without_a_route_makes_the_placement_invalid():
+    g = Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=1)], [("a", "b")])
+    c = Cluster([Device(name="d0"), Device(name="d1")], [Link(src="d1", dst="d0", bandwidth=1.0)])
+    ev = evaluate(Placement(g, c, [0, 1]), "latency")
+    assert not ev.valid and ev.objective == float("inf")
+    assert [v.message for v in ev.binding] == ["op 'a''s output has no route from device 'd0' to 'd1'"]
+    assert evaluate(Placement(g, c, [1, 0]), "latency").objective == 3.0
