@@ -144,13 +144,20 @@ def _listed(value: Any, what: str) -> list[Any]:
 
 
 class Cluster:
-    """An ordered set of devices (the order is the pipeline order) and optional links.
+    """An ordered set of devices (the order is the pipeline order), optional links and declared routes.
+
+    ``routes`` maps ``(src, dst)`` to the devices a transfer passes (or lists :class:`Route` items);
+    the pairs it leaves out take :meth:`default_route`.
 
     Examples
     --------
     >>> c = Cluster.accelerators(2, memory=16.0, cpus=1)
     >>> [d.name for d in c.devices], [d.host for d in c.devices]
     (['acc0', 'acc1', 'cpu0'], [False, False, True])
+    >>> line = Cluster([Device(name=n) for n in ("a", "b", "c")],
+    ...                [Link(src="a", dst="b", bandwidth=4.0, latency=1.0), Link(src="b", dst="c", bandwidth=2.0, latency=1.0)])
+    >>> line.route_links[0][2], float(line.route_latency[0, 2]), float(line.route_bandwidth[0, 2])  # a -> b -> c
+    ((0, 1), 2.0, 2.0)
     """
 
     def __init__(self, devices: Iterable[Device | Mapping[str, Any]], links: Iterable[Link | Mapping[str, Any]] = (),
