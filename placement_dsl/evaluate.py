@@ -289,10 +289,11 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     A tensor ``u`` read on device ``d != dev(u)`` crosses every link of the route ``dev(u) -> d``
     (:attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) once, loading each
     link with ``out_bytes(u) / bandwidth``, in the pass of its producer. A replicated placement
-    counts the routes between its stages' owner devices.
+    (Tarnawski App. C.2) spreads its samples over the replicas' routes, which its devices' rows
+    price (:func:`~placement_dsl.replication.routed_transfers`): it has no link rows.
     """
     g, c = p.graph, p.cluster
-    if not c.links:
+    if not c.links or p.replicated:
         return ()
     dev = p.assign
     cross = dev[g.src] != dev[g.dst]

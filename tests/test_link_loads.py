@@ -115,3 +115,12 @@ def test_pipedream_ip_with_link_loads_is_brute_force(bandwidth):
     without = Problem(problem.graph, Cluster(problem.cluster.devices), PipeDream())
     if bandwidth < 1:
         assert best > testing.brute_force(without)[0]  # the links bind
+
+
+def test_replicated_stages_have_no_link_rows():
+    # a stage on two devices sends half its samples from each: its devices' rows price that, not one owner's route
+    c = Cluster.hierarchical(2, 2, intra=4.0, inter=1.0)
+    g = Graph([Op(name="a", work=4, out_bytes=4), Op(name="b", work=1)], [("a", "b")])
+    p = Placement(g, c, [0, 2], replicas={"s0g0": ["s0g0", "s0g1"]})
+    ev = evaluate(p, "throughput")
+    assert ev.links == () and ev.objective == max(r.load for r in ev.devices)
