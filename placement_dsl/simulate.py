@@ -107,17 +107,18 @@ def _units(p: Placement, model: CostModel) -> _Units:
     rows = device_costs(p, model)
     durations = {int(lab): rows[lab // 2].load_bw if lab % 2 else rows[lab // 2].load_fw for lab in np.unique(label)}
     cross = label[g.src] != label[g.dst]
+    links = link_loads(p)  # none without links, nor for replicated stages (their devices' rows price the routes)
     edges: set[tuple[int, int]] = set()
     for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
         a, b = int(p.assign[u]), int(p.assign[v])
         path = [int(label[u])]
-        if a != b and g.out_bytes[u] > 0:
+        if links and a != b and g.out_bytes[u] > 0:
             path += [2 * (D + k) + int(g.backward[u]) for k in c.route_links[a][b] or ()]
         path.append(int(label[v]))
         edges |= set(itertools.pairwise(path))
-    for k, lk in enumerate(link_loads(p)):
+    for k, lk in enumerate(links):
         for back, load in ((0, lk.load_fw), (1, lk.load_bw)):
-            if load > 0:
+            if load > 0:  # every link a tensor crosses in a pass carries its bytes there
                 durations[2 * (D + k) + back] = load
     present = np.array(sorted(durations), dtype=np.int64)
     uid = {int(lab): i for i, lab in enumerate(present)}
