@@ -124,3 +124,12 @@ def test_replicated_stages_have_no_link_rows():
     p = Placement(g, c, [0, 2], replicas={"s0g0": ["s0g0", "s0g1"]})
     ev = evaluate(p, "throughput")
     assert ev.links == () and ev.objective == max(r.load for r in ev.devices)
+
+
+def test_the_gantt_chart_draws_the_links_after_the_devices(tmp_path):
+    pytest.importorskip("matplotlib")
+    from placement_dsl.viz import gantt
+
+    p = Placement(crossing(), cpu_line(4), [0, 1, 2, 3])
+    out = gantt.draw(gantt.simulated(p, "pipeline", 4), tmp_path / "g.svg", p.cluster.names)
+    assert out.exists() and "d1-&gt;d2" in out.read_text()
