@@ -18,7 +18,7 @@ made). Objectives: ``max_load`` = ``max_d load(d)`` (pipeline bottleneck, Tarnaw
 throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d BW_d``
 (overflow is charged to the forward pass); on a cluster with links each link is a resource
 too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
-in ``max_load`` and ``gpipe`` (not in GPipe's fill and drain with micro-batches);
+in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;

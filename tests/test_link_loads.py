@@ -133,3 +133,18 @@ def test_the_gantt_chart_draws_the_links_after_the_devices(tmp_path):
     p = Placement(crossing(), cpu_line(4), [0, 1, 2, 3])
     out = gantt.draw(gantt.simulated(p, "pipeline", 4), tmp_path / "g.svg", p.cluster.names)
     assert out.exists() and "d1-&gt;d2" in out.read_text()
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_gpipe_fill_and_drain_runs_the_links_as_the_simulator_does(m):
+    # the gradients (3 bytes) cross a 0.5-wide link: the links are pipeline stages of the fill and drain too
+    from placement_dsl.evaluate import CostModel
+    from placement_dsl.simulate import simulate
+
+    g = testing.training_graph(gradient_bytes=3.0)
+    c = cpu_line(3, bandwidth=0.5)
+    p = Placement(g, c, [0, 1, 2, 0, 1, 2])
+    ev = evaluate(p, CostModel.named("gpipe", microbatches=m))
+    flat = evaluate(Placement(g, Cluster(c.devices), p.assign), CostModel.named("gpipe", microbatches=m))
+    assert ev.valid and ev.objective == pytest.approx(simulate(p, "gpipe", m).time_per_sample)
+    assert ev.objective > flat.objective  # the links add their time
