@@ -7,7 +7,7 @@ Pyomo formulations with a certificate (placement, proven lower bound, gap).
 The top-level namespace holds the Pyomo-free layers; the modelling layers are imported
 from their modules (``placement_dsl.solve.solve``, ``placement_dsl.compile.compile``).
 """
-from .cluster import Cluster, Device, Link
+from .cluster import Cluster, Device, Link, Route
 from .errors import (EvaluationMismatchError, InfeasibleError, PlacementError, SolverUnavailableError,
                      SpecError)
 from .evaluate import CostModel, Evaluation, evaluate
@@ -25,6 +25,6 @@ __all__ = [
     "AllowedKinds", "Bottleneck", "Boundaries", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
     "Pin", "PipeDream", "Problem", "Stages", "Throughput",
     "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
-    "Link", "Op", "Placement", "PlacementError", "SolverUnavailableError", "SpecError", "Workload",
+    "Link", "Op", "Placement", "PlacementError", "Route", "SolverUnavailableError", "SpecError", "Workload",
     "evaluate", "load_placement", "load_workload", "save_placement", "save_workload",
 ]

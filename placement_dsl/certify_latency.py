@@ -6,6 +6,7 @@ from .levels.latency import (  # noqa: F401
     chosen_formulation,
     critical_path,
     device_work,
+    latency_host_memory,
     latency_ip,
     latency_lp,
     latency_upper,

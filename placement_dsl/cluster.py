@@ -5,14 +5,17 @@ a *host* device pays ``out_bytes / bandwidth`` for every tensor crossing its bou
 (Archer et al. eq. 1, Tarnawski et al. §3: an accelerator reads its inputs from and
 writes its outputs to host memory); host devices (CPUs) pay no transfers.
 
-Pairwise links (MOIRAI §III-A) give directed bandwidth and latency between devices for
-the latency models; without an explicit link, a multi-hop route's bandwidth is the
-bottleneck link of the widest route, and a full mesh through host memory is assumed
-when no links are given at all.
+Pairwise links (MOIRAI §III-A) give directed bandwidth and latency between devices. The
+*route* between two devices is a list of links (:meth:`Cluster.route`): declared by the
+user (``routes=``), else the direct link, else a shortest route (:meth:`Cluster.default_route`).
+A transfer of ``s`` bytes over a route takes ``sum of the hops' latencies + s / bottleneck``
+(:attr:`Cluster.route_latency`, :attr:`Cluster.route_bandwidth`); each link of the route
+carries the tensor (a resource for throughput, a serialized channel under
+``Congestion("link")``). With no links at all, transfers go through host memory at each
+device's bandwidth.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Mapping
 from functools import cached_property
@@ -92,6 +95,42 @@ class Link(Validated):
         return float(value)
 
 
+class Route(Validated):
+    """The physical route of transfers ``src -> dst``: the devices it passes, ``path[0] == src`` and
+    ``path[-1] == dst``; each step ``path[i] -> path[i + 1]`` must be a link of the cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    src: str
+    dst: str
+    path: tuple[str, ...]
+
+    @model_validator(mode="after")
+    def _ends(self) -> Route:
+        if self.src == self.dst:
+            raise ValueError(f"route {self.src!r} -> {self.dst!r} joins a device to itself")
+        if len(self.path) < 2 or self.path[0] != self.src or self.path[-1] != self.dst:
+            raise ValueError(f"path {list(self.path)!r} must start at {self.src!r} and end at {self.dst!r}")
+        return self
+
+
+def _route_items(routes: Any) -> list[Any]:
+    """Declared routes as :class:`Route` items or mappings: a mapping ``{(src, dst): path}`` or a list."""
+    if routes is None:
+        return []
+    if isinstance(routes, Mapping):
+        items = []
+        for key, path in routes.items():
+            if not (isinstance(key, tuple) and len(key) == 2):
+                raise SpecError(f"cluster: routes key {key!r:.40} must be a (src, dst) pair of device names")
+            if isinstance(path, (str, bytes)) or not isinstance(path, Iterable):
+                raise SpecError(f"cluster: route {key[0]!r} -> {key[1]!r}: path must be a list of device names, "
+                                f"got {path!r:.40}")
+            items.append({"src": key[0], "dst": key[1], "path": tuple(path)})
+        return items
+    return _listed(routes, "routes")
+
+
 def _listed(value: Any, what: str) -> list[Any]:
     """``value`` as a list of at most :data:`MAX_DEVICES` items (``MAX_DEVICES**2`` for links); a string, a
     mapping or a number is refused."""
@@ -105,16 +144,24 @@ def _listed(value: Any, what: str) -> list[Any]:
 
 
 class Cluster:
-    """An ordered set of devices (the order is the pipeline order) and optional links.
+    """An ordered set of devices (the order is the pipeline order), optional links and declared routes.
+
+    ``routes`` maps ``(src, dst)`` to the devices a transfer passes (or lists :class:`Route` items);
+    the pairs it leaves out take :meth:`default_route`.
 
     Examples
     --------
     >>> c = Cluster.accelerators(2, memory=16.0, cpus=1)
     >>> [d.name for d in c.devices], [d.host for d in c.devices]
     (['acc0', 'acc1', 'cpu0'], [False, False, True])
+    >>> line = Cluster([Device(name=n) for n in ("a", "b", "c")],
+    ...                [Link(src="a", dst="b", bandwidth=4.0, latency=1.0), Link(src="b", dst="c", bandwidth=2.0, latency=1.0)])
+    >>> line.route_links[0][2], float(line.route_latency[0, 2]), float(line.route_bandwidth[0, 2])  # a -> b -> c
+    ((0, 1), 2.0, 2.0)
     """
 
-    def __init__(self, devices: Iterable[Device | Mapping[str, Any]], links: Iterable[Link | Mapping[str, Any]] = ()):
+    def __init__(self, devices: Iterable[Device | Mapping[str, Any]], links: Iterable[Link | Mapping[str, Any]] = (),
+                 routes: Mapping[tuple[str, str], Iterable[str]] | Iterable[Route | Mapping[str, Any]] | None = None):
         self.devices: tuple[Device, ...] = tuple(construct(Device, d, "device", i)
                                                  for i, d in enumerate(_listed(devices, "devices")))
         if not self.devices:
@@ -129,6 +176,23 @@ class Cluster:
             for end in (lk.src, lk.dst):
                 if end not in self.index:
                     raise SpecError(f"link {lk.src!r} -> {lk.dst!r} names unknown device {end!r}")
+        self.routes: tuple[Route, ...] = tuple(construct(Route, r, "route", i)
+                                               for i, r in enumerate(_route_items(routes)))
+        self._declared: dict[tuple[int, int], tuple[int, ...]] = {}
+        for r in self.routes:
+            for name in r.path:
+                if name not in self.index:
+                    raise SpecError(f"route {r.src!r} -> {r.dst!r} names unknown device {name!r}")
+            key = (self.index[r.src], self.index[r.dst])
+            if key in self._declared:
+                raise SpecError(f"route {r.src!r} -> {r.dst!r} is declared twice; keep one")
+            hops = []
+            for a, b in zip(r.path, r.path[1:]):
+                hop = self._widest_link(self.index[a], self.index[b])
+                if hop is None:
+                    raise SpecError(f"route {r.src!r} -> {r.dst!r}: hop {a!r} -> {b!r} is not a link of the cluster")
+                hops.append(hop)
+            self._declared[key] = tuple(hops)
 
     # ------------------------------------------------------------------ shorthands
     @classmethod
@@ -244,55 +308,118 @@ class Cluster:
         return list(groups.values())
 
     # ------------------------------------------------------------------ routes
+    def _widest_link(self, a: int, b: int) -> int | None:
+        """Index of the widest link ``a -> b`` (the first of equals), ``None`` without one."""
+        best = None
+        for k, lk in enumerate(self.links):
+            if self.index[lk.src] == a and self.index[lk.dst] == b and (
+                    best is None or lk.bandwidth > self.links[best].bandwidth):
+                best = k
+        return best
+
+    def default_route(self, a: int, b: int) -> tuple[int, ...] | None:
+        """The route ``a -> b`` when none is declared: link indices, ``None`` when ``b`` is unreachable.
+
+        The rule: fewest hops (so the direct link when there is one); among those, the widest
+        bottleneck; then the smallest sum of latencies; then the smallest sequence of link indices.
+        """
+        return () if a == b else self._default_routes(a).get(b)
+
+    def _default_routes(self, a: int) -> dict[int, tuple[int, ...]]:
+        """:meth:`default_route` from ``a`` to every reachable device: breadth-first layers, each device
+        keeping the routes of its layer that are not beaten on both bottleneck and latency."""
+        out = self._out_links
+        labels: dict[int, list[tuple[float, float, tuple[int, ...]]]] = {a: [(math.inf, 0.0, ())]}
+        layer = [a]
+        while layer:
+            grown: dict[int, list[tuple[float, float, tuple[int, ...]]]] = {}
+            for u in layer:
+                for k in out[u]:
+                    lk = self.links[k]
+                    v = self.index[lk.dst]
+                    if v in labels:
+                        continue
+                    grown.setdefault(v, []).extend((min(bw, lk.bandwidth), lat + lk.latency, path + (k,))
+                                                   for bw, lat, path in labels[u])
+            for v, labs in grown.items():
+                kept, best_lat = [], math.inf
+                for lab in sorted(labs, key=lambda t: (-t[0], t[1], t[2])):
+                    if lab[1] < best_lat:
+                        kept.append(lab)
+                        best_lat = lab[1]
+                labels[v] = kept
+            layer = sorted(grown)
+        return {v: labs[0][2] for v, labs in labels.items() if v != a}
+
+    @cached_property
+    def _out_links(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(self.size)]
+        for k, lk in enumerate(self.links):
+            out[self.index[lk.src]].append(k)
+        return out
+
+    @cached_property
+    def route_links(self) -> tuple[tuple[tuple[int, ...] | None, ...], ...]:
+        """``route_links[a][b]``: the links (indices into :attr:`links`) of the route ``a -> b``, in order;
+        ``()`` on the diagonal, ``None`` for an unreachable pair. Declared routes win, else
+        :meth:`default_route`. Empty rows (all ``None`` off the diagonal) without links: host memory."""
+        D = self.size
+        if not self.links:
+            return tuple(tuple(() if a == b else None for b in range(D)) for a in range(D))
+        rows = []
+        for a in range(D):
+            found = self._default_routes(a)
+            rows.append(tuple(() if a == b else self._declared.get((a, b), found.get(b)) for b in range(D)))
+        return tuple(rows)
+
+    def route(self, src: str, dst: str) -> list[Link]:
+        """The links a transfer ``src -> dst`` crosses, in order (empty without links or on one device)."""
+        a, b = self.index.get(src), self.index.get(dst)
+        if a is None or b is None:
+            raise SpecError(f"route {src!r} -> {dst!r}: unknown device; the cluster has {list(self.index)}")
+        hops = self.route_links[a][b]
+        if hops is None and self.links:
+            raise SpecError(f"route {src!r} -> {dst!r}: no route between these devices (no chain of links)")
+        return [self.links[k] for k in hops or ()]
+
     @cached_property
     def route_bandwidth(self) -> np.ndarray:
-        """``(D, D)`` bandwidth from device a to b: a direct link, else the widest route's bottleneck.
+        """``(D, D)`` bandwidth from device a to b: the bottleneck (narrowest link) of the route a -> b.
 
         With no links at all, transfers go through host memory: ``min(bw_a, bw_b)``.
-        Unreachable pairs get 0.
+        Unreachable pairs get 0; the diagonal is ``inf``.
         """
         D = self.size
         if not self.links:
             bw = np.minimum.outer(self.bandwidth, self.bandwidth)
             np.fill_diagonal(bw, math.inf)
             return bw
-        adj: dict[int, list[tuple[int, float]]] = {i: [] for i in range(D)}
-        for lk in self.links:
-            adj[self.index[lk.src]].append((self.index[lk.dst], lk.bandwidth))
         out = np.zeros((D, D))
-        for s in range(D):  # widest-path Dijkstra from each source
-            best = np.zeros(D)
-            best[s] = math.inf
-            heap = [(-math.inf, s)]
-            while heap:
-                neg, u = heapq.heappop(heap)
-                if -neg < best[u]:
-                    continue
-                for v, b in adj[u]:
-                    w = min(-neg, b)
-                    if w > best[v]:
-                        best[v] = w
-                        heapq.heappush(heap, (-w, v))
-            out[s] = best
-        direct = np.zeros((D, D))  # a direct link is the channel (MOIRAI §III-A); routes only for unlinked pairs
-        for lk in self.links:
-            a, b = self.index[lk.src], self.index[lk.dst]
-            direct[a, b] = max(direct[a, b], lk.bandwidth)
-        np.fill_diagonal(direct, 0.0)
-        return np.where(direct > 0, direct, out)
+        for a in range(D):
+            for b in range(D):
+                hops = self.route_links[a][b]
+                if hops is not None:
+                    out[a, b] = min((self.links[k].bandwidth for k in hops), default=math.inf)
+        return out
 
     @cached_property
     def route_latency(self) -> np.ndarray:
-        """``(D, D)`` fixed latency of a transfer (direct link latency, else 0)."""
-        lat = np.zeros((self.size, self.size))
-        for lk in self.links:
-            lat[self.index[lk.src], self.index[lk.dst]] = lk.latency
+        """``(D, D)`` fixed latency of a transfer: the sum of the latencies of its route's links (0 without links)."""
+        D = self.size
+        lat = np.zeros((D, D))
+        for a in range(D):
+            for b in range(D):
+                hops = self.route_links[a][b]
+                if hops:
+                    lat[a, b] = sum(self.links[k].latency for k in hops)
         return lat
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "devices": [d.model_dump(exclude={"server"} if d.server is None else None) for d in self.devices],
             "links": [lk.model_dump() for lk in self.links],
+            **({"routes": [{"src": r.src, "dst": r.dst, "path": list(r.path)} for r in self.routes]}
+               if self.routes else {}),
         }
 
     @classmethod
@@ -301,10 +428,11 @@ class Cluster:
             raise SpecError(f"cluster must be a mapping with a 'devices' list, got {type(data).__name__}")
         if "devices" not in data:
             raise SpecError("cluster mapping needs a 'devices' list")
-        return cls(data["devices"], data.get("links", ()))
+        return cls(data["devices"], data.get("links", ()), data.get("routes"))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Cluster) and self.devices == other.devices and self.links == other.links
+        return isinstance(other, Cluster) and self.devices == other.devices and self.links == other.links \
+            and self._declared == other._declared
 
     def __hash__(self) -> int:
         return hash(self.devices)

@@ -332,12 +332,16 @@ def subgraph_counts(placement: Placement) -> dict[str, int]:
 # ---------------------------------------------------------------------------- congestion
 @dataclass(frozen=True)
 class Congestion(Term):
-    """Which data transfers exclude each other in time (MOIRAI eq. 8), for the makespan objective.
+    """Which data transfers exclude each other in time (MOIRAI eq. 8).
 
     ``mode`` is ``"port"`` (default: one transfer at a time leaving a device and one entering
-    it), ``"channel"`` (one at a time per ordered device pair, MOIRAI §III-D) or ``None`` /
-    ``"none"`` (transfers never contend). The problem's cost model checks schedules with the
-    same mode (:meth:`cost_model_fields`), so a formulation and the referee agree.
+    it), ``"channel"`` (one at a time per ordered device pair, MOIRAI §III-D), ``"link"`` (one at
+    a time per physical link: transfers whose routes share a link, :meth:`Cluster.route
+    <placement_dsl.cluster.Cluster.route>`, are serialized) or ``None`` / ``"none"`` (transfers
+    never contend). The problem's cost model checks schedules with the same mode
+    (:meth:`cost_model_fields`), so a formulation and the referee agree. Single-sample objectives
+    (makespan, latency) schedule with it; throughput objectives already count every link's load
+    as a resource of the pipeline, so the term changes nothing there.
     """
 
     mode: str | None = "port"
@@ -346,7 +350,7 @@ class Congestion(Term):
         try:
             mode = CongestionMode("none" if self.mode is None else getattr(self.mode, "value", self.mode))
         except ValueError:
-            raise SpecError(f"Congestion(mode={self.mode!r}): choose 'port', 'channel' or None") from None
+            raise SpecError(f"Congestion(mode={self.mode!r}): choose 'port', 'channel', 'link' or None") from None
         object.__setattr__(self, "mode", mode.value)
 
     def cost_model_fields(self) -> dict[str, Any]:

@@ -13,7 +13,8 @@ whichever loads first breaks the other in one process. The model (``pip install 
 * an optional interval per (op, device) of positive time, one ``NoOverlap`` per device (eq. 6);
 * per transfer task (:class:`~placement_dsl.blocks.schedule.Task`) a literal and an optional
   interval per channel ``a -> b`` (MOIRAI's ``u_{qk'k''}``, eq. 7), ``NoOverlap`` per sending
-  and per receiving port (``Congestion("port")``) or per ordered pair (``"channel"``) (eq. 8);
+  and per receiving port (``Congestion("port")``), per ordered pair (``"channel"``) or per physical
+  link of the route (``"link"``) (eq. 8);
 * precedence over the augmented DAG (eq. 4a), memory as a linear constraint (eq. 5);
 * the list schedule (or the warm start's) as a complete hint, re-timed on integer durations.
 
@@ -171,7 +172,8 @@ class ScheduleModel:
 
     def _book(self, a: int, c: int, interval: Any) -> None:
         mode = self.data.congestion
-        keys = [(a, -1), (-1, c)] if mode == "port" else [(a, c)] if mode == "channel" else []
+        keys = [(a, -1), (-1, c)] if mode == "port" else [(a, c)] if mode == "channel" else \
+            [(-2, k) for k in self.data.ctx.cluster.route_links[a][c] or ()] if mode == "link" else []
         for key in keys:
             self.ports.setdefault(key, []).append(interval)
 

@@ -16,11 +16,17 @@ Training graphs split each term into a forward and a backward part: compute by t
 pass, and a transfer by the pass of the tensor's *producer* (the tensor moves when it is
 made). Objectives: ``max_load`` = ``max_d load(d)`` (pipeline bottleneck, Tarnawski
 throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d BW_d``
-(overflow is charged to the forward pass); ``latency`` = single-sample latency in
+(overflow is charged to the forward pass); on a cluster with links each link is a resource
+too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
+in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
+``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
 host ops run as soon as their inputs are ready. A non-contiguous device set is cut into
-contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`).
+contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`). On a
+cluster with links, latency and makespan pay each transfer over its route (every hop's latency
+plus size over the bottleneck, :class:`~placement_dsl.cluster.Cluster`), under the model's
+congestion (latency: ``none`` unless a :class:`~placement_dsl.constraints.Congestion` term asks).
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ from .invocation import invocations
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
-from .schedule import Congestion, schedule_makespan
+from .schedule import Congestion, schedule_makespan, transfer_tasks
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
 REL_TOL = 1e-9
@@ -89,7 +95,7 @@ class CostModel:
     overlap: Overlap = Overlap.NONE
     memory: MemoryMode = MemoryMode.HARD
     require: frozenset[str] = DEFAULT_REQUIRE
-    congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan only)
+    congestion: Congestion = Congestion.PORT  # which transfers exclude each other (makespan; latency over links)
     max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
     microbatches: int | None = None  # gpipe: m micro-batches per mini-batch, fill and drain (placement_dsl.training)
     training_memory: TrainingMemorySpec | None = None  # memory per schedule (placement_dsl.training)
@@ -125,7 +131,9 @@ class CostModel:
             require = require - {"memory"}
         if objective is Objective.MAKESPAN:
             require = require | {"schedule"}
-        return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
+        congestion = Congestion.NONE if objective is Objective.LATENCY else Congestion.PORT
+        return replace(cls(objective=objective, memory=memory, require=require, name=name, congestion=congestion),
+                       **changes)
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,20 @@ class DeviceCost:
 
 
 @dataclass(frozen=True)
+class LinkCost:
+    """One physical link's load per sample: ``bytes / bandwidth`` of every tensor whose route crosses it
+    (once per tensor and receiving device), by the producer's pass."""
+
+    link: str  # "src->dst"
+    load_fw: float
+    load_bw: float
+
+    @property
+    def load(self) -> float:
+        return self.load_fw + self.load_bw
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The cost model's verdict on one placement."""
 
@@ -192,6 +214,7 @@ class Evaluation:
     latency: float | None = None
     finish_times: dict[str, float] = field(default_factory=dict, repr=False)
     subgraphs: dict[str, int] = field(default_factory=dict)  # latency: invocations per accelerator
+    links: tuple[LinkCost, ...] = ()  # throughput on a cluster with links: each link's load (a resource too)
 
     @property
     def binding(self) -> tuple[Violation, ...]:
@@ -200,7 +223,8 @@ class Evaluation:
 
     @property
     def max_load(self) -> float:
-        return max((d.load for d in self.devices), default=0.0)
+        """The largest load of a device or, on a cluster with links, of a link."""
+        return max([d.load for d in self.devices] + [lk.load for lk in self.links], default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready verdict; ``devices`` has one row per device with the unit in each key
@@ -215,11 +239,16 @@ class Evaluation:
             "devices": device_rows(self.devices),
             **({"latency": self.latency} if self.latency is not None else {}),
             **({"subgraphs": dict(self.subgraphs)} if self.subgraphs else {}),
+            **({"links": [{"link": lk.link, "load_fw": lk.load_fw, "load_bw": lk.load_bw, "load": lk.load}
+                          for lk in self.links]} if self.links else {}),
         }
 
     def table(self) -> str:
         """Per-device table as aligned text: times in ms, memory as bytes used / capacity (share)."""
         rows = device_table(self.devices, passes=self.model.objective is Objective.GPIPE or None)
+        if self.links:
+            busiest = max(self.links, key=lambda lk: lk.load)
+            rows.append(f"busiest link {busiest.link}: load {busiest.load:.6g} (of {len(self.links)} links)")
         rows.append(f"objective ({self.model.name or self.model.objective.value}): {self.objective:.6g}   "
                     f"valid: {self.valid}")
         for v in self.violations:
@@ -249,6 +278,33 @@ def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
             res.append(np.bincount(devices[mask], weights=g.out_bytes[producers[mask]], minlength=D))
     in_fw, in_bw, out_fw, out_bw = res
     return in_fw, in_bw, out_fw, out_bw
+
+
+def link_loads(p: Placement) -> tuple[LinkCost, ...]:
+    """Per link of the cluster (none without links), the time it spends moving one sample's tensors.
+
+    A tensor ``u`` read on device ``d != dev(u)`` crosses every link of the route ``dev(u) -> d``
+    (:attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) once, loading each
+    link with ``out_bytes(u) / bandwidth``, in the pass of its producer. A replicated placement
+    (Tarnawski App. C.2) spreads its samples over the replicas' routes, which its devices' rows
+    price (:func:`~placement_dsl.replication.routed_transfers`): it has no link rows.
+    """
+    g, c = p.graph, p.cluster
+    if not c.links or p.replicated:
+        return ()
+    dev = p.assign
+    cross = dev[g.src] != dev[g.dst]
+    fw, bw = np.zeros(len(c.links)), np.zeros(len(c.links))
+    if cross.any():
+        pairs = np.unique(np.stack([g.src[cross], dev[g.dst[cross]]], axis=1), axis=0)
+        u, d = pairs[:, 0], pairs[:, 1]
+        key, D = dev[u] * c.size + d, c.size
+        for side, mask in ((fw, ~g.backward[u]), (bw, g.backward[u])):  # bytes per ordered device pair, then links
+            per_pair = np.bincount(key[mask], weights=g.out_bytes[u[mask]], minlength=D * D)
+            for pair in np.flatnonzero(per_pair > 0).tolist():
+                for k in c.route_links[pair // D][pair % D] or ():
+                    side[k] += per_pair[pair] / c.links[k].bandwidth
+    return tuple(LinkCost(f"{lk.src}->{lk.dst}", float(fw[k]), float(bw[k])) for k, lk in enumerate(c.links))
 
 
 def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
@@ -400,7 +456,7 @@ def invocation_latency(p: Placement, model: CostModel | None = None
     other (no order exists, latency ``inf``), or an accelerator needing more subgraphs than
     ``model.max_subgraphs`` (Fig. 4's ``q``).
     """
-    s = invocations(p)
+    s = invocations(p, Congestion.NONE if model is None else model.congestion)
     c, g = p.cluster, p.graph
     subgraphs = {c.names[d]: int(s.subgraphs[d]) for d in np.flatnonzero(~c.host)}
     out = []
@@ -409,6 +465,11 @@ def invocation_latency(p: Placement, model: CostModel | None = None
                                            f"wait on each other, e.g. the cycle {' -> '.join(s.blocked)}",
                              essential=True))
         return math.inf, {}, subgraphs, out
+    if c.links and not math.isfinite(s.latency):  # a tensor between devices no chain of links joins
+        prod, recv, tdur = transfer_tasks(p)
+        for k in np.flatnonzero(~np.isfinite(tdur))[:10]:
+            out.append(Violation("allowed", f"op {g.names[prod[k]]!r}'s output has no route from device "
+                                            f"{c.names[p.assign[prod[k]]]!r} to {c.names[recv[k]]!r}", essential=True))
     q = None if model is None else model.max_subgraphs
     for name, k in subgraphs.items():
         if q is not None and k > q:
@@ -437,8 +498,9 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     rows = device_costs(placement, model)
     violations = _violations(placement, model, rows)
     latency, finish, subgraphs = None, {}, {}
+    links = link_loads(placement) if model.objective in (Objective.MAX_LOAD, Objective.GPIPE) else ()
     if model.objective is Objective.MAX_LOAD:
-        objective = max(r.load for r in rows)
+        objective = max([r.load for r in rows] + [lk.load for lk in links])
     elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain
         cycle = pass_cycle(placement)
         if cycle:
@@ -447,9 +509,10 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
                                                    f"form the cycle {' -> '.join(cycle)}", essential=True))
         else:
             objective = gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
-                                              np.array([r.load_bw for r in rows]), model.microbatches)
+                                              np.array([r.load_bw for r in rows]), model.microbatches, links)
     elif model.objective is Objective.GPIPE:
-        objective = max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
+        objective = max([r.load_fw for r in rows] + [lk.load_fw for lk in links]) + \
+            max([r.load_bw for r in rows] + [lk.load_bw for lk in links])
     elif model.objective is Objective.MAKESPAN:  # the placement's schedule, else list scheduling's
         objective, problems = schedule_makespan(placement, model.congestion)
         violations.extend(Violation("schedule", msg) for msg in problems)
@@ -459,4 +522,5 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
         violations.extend(problems)
     valid = not any(v.counts(model.require) for v in violations)
     return Evaluation(objective=float(objective), valid=valid, model=model, devices=rows,
-                      violations=tuple(violations), latency=latency, finish_times=finish, subgraphs=subgraphs)
+                      violations=tuple(violations), latency=latency, finish_times=finish, subgraphs=subgraphs,
+                      links=links)

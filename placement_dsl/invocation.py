@@ -17,15 +17,27 @@ invocations weighted by their durations. When invocations of different accelerat
 each other's outputs (their quotient has a cycle) no schedule exists and the latency is ``inf``.
 
 Every pass is linear in the graph (times the number of accelerators for the cut).
+
+On a cluster with links (:class:`~placement_dsl.cluster.Cluster` ``links``) tensors do not go
+through host memory: an invocation is its computation, and a tensor ``u`` needed by an
+invocation on another device ``d`` moves once to ``d`` over the route, taking the route's
+latency plus ``out_bytes / bottleneck`` (:func:`~placement_dsl.schedule.transfer_durations`,
+the makespan's transfer), from the end of ``u``'s invocation; the invocation starts when its
+inputs have arrived. Transfers run in parallel unless a congestion mode
+(:class:`~placement_dsl.schedule.Congestion`: ``port``, ``channel``, ``link``) serializes
+them; then the invocations are taken in order of their earliest start and each books its
+inputs' transfers at the first time their ports, channel or links are free.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .placement import Placement
+from .schedule import Congestion, Timeline, _earliest, transfer_durations
 
 
 @dataclass(frozen=True)
@@ -110,11 +122,14 @@ def _units(p: Placement, level: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _durations(p: Placement, unit: np.ndarray, n_units: int) -> np.ndarray:
-    """``in + compute + out`` of each subgraph (Fig. 3, constraint 7); a host op's own time."""
+    """``in + compute + out`` of each subgraph (Fig. 3, constraint 7); a host op's own time. On a
+    cluster with links the transfers move over routes instead: an invocation is its computation."""
     g, c = p.graph, p.cluster
     with np.errstate(invalid="ignore"):
         times = c.times(g)[np.arange(g.n), p.assign]
     dur = np.bincount(unit, weights=times, minlength=n_units)
+    if c.links:
+        return dur
     scale = np.zeros(n_units)
     scale[unit] = c.transfer_scale[p.assign]  # 0 for host ops
     cross = unit[g.src] != unit[g.dst]
@@ -140,15 +155,19 @@ def _unit_edges(p: Placement, unit: np.ndarray, pieces: np.ndarray) -> np.ndarra
 
 
 # ---------------------------------------------------------------------------- schedule
-def _longest_paths(n_units: int, edges: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, int]:
-    """Finish time of each invocation (start = latest finish of its predecessors) and how many were scheduled.
+def _longest_paths(n_units: int, edges: np.ndarray, dur: np.ndarray,
+                   delay: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Finish time of each invocation (start = latest finish of its predecessors, plus the edge's
+    ``delay`` when given) and how many were scheduled.
 
     Kahn's algorithm one invocation at a time: the invocation graph is as deep as the op
     graph where host ops chain, so per-layer array calls would cost more than this loop.
     """
     src, dst = edges[:, 0], edges[:, 1]
     indeg = np.bincount(dst, minlength=n_units).tolist()
-    heads = dst[np.argsort(src, kind="stable")].tolist()
+    order = np.argsort(src, kind="stable")
+    heads = dst[order].tolist()
+    lag = (np.zeros(len(edges)) if delay is None else delay[order]).tolist()
     ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n_units)))).tolist()
     start, took, finish = [0.0] * n_units, dur.tolist(), [math.inf] * n_units
     stack = [u for u in range(n_units) if indeg[u] == 0]
@@ -157,11 +176,102 @@ def _longest_paths(n_units: int, edges: np.ndarray, dur: np.ndarray) -> tuple[np
         a = stack.pop()
         done += 1
         finish[a] = end = start[a] + took[a]
-        for b in heads[ptr[a]:ptr[a + 1]]:
-            start[b] = max(start[b], end)
+        for k in range(ptr[a], ptr[a + 1]):
+            b = heads[k]
+            start[b] = max(start[b], end + lag[k])
             indeg[b] -= 1
             if indeg[b] == 0:
                 stack.append(b)
+    return np.asarray(finish, dtype=float), done
+
+
+def _routed_inputs(p: Placement, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The tensors that move over routes: ``(producer, consumer invocation, receiving device, duration)``,
+    one row per producer and consumer invocation on another device."""
+    g, a = p.graph, p.assign
+    cross = a[g.src] != a[g.dst]
+    if not cross.any():
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty, np.empty(0)
+    pairs = np.unique(np.stack([g.src[cross], unit[g.dst[cross]]], axis=1), axis=0)
+    prod, consumer = pairs[:, 0], pairs[:, 1]
+    where = np.zeros(int(unit.max()) + 1, dtype=np.int64)
+    where[unit] = a  # the device of each invocation
+    recv = where[consumer]
+    return prod, consumer, recv, transfer_durations(g, p.cluster, prod, a[prod], recv)
+
+
+def _edge_delays(p: Placement, unit: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per invocation edge, the longest transfer of a tensor it carries between devices (0 on one device)."""
+    prod, consumer, _, dur = _routed_inputs(p, unit)
+    delay = np.zeros(len(edges))
+    if prod.size:
+        n = int(max(edges.max(initial=0), unit.max(initial=0))) + 1
+        pos = {k: i for i, k in enumerate((edges[:, 0] * n + edges[:, 1]).tolist())}
+        at = np.array([pos[k] for k in (unit[prod] * n + consumer).tolist()], dtype=np.int64)
+        np.maximum.at(delay, at, dur)
+    return delay
+
+
+def _congested(p: Placement, unit: np.ndarray, n_units: int, edges: np.ndarray, dur: np.ndarray,
+               congestion: Congestion) -> tuple[np.ndarray, int]:
+    """Finish times of the invocations with their inputs' transfers serialized by ``congestion``.
+
+    Invocations whose predecessors have finished are taken by earliest possible start (then id);
+    each books its inputs' transfers (by the producer's finish, then index; a tensor moves once
+    per receiving device) at the earliest time the ports, channel or links of the move are free.
+    """
+    c = p.cluster
+    prod, consumer, recv, tdur = _routed_inputs(p, unit)
+    inputs: dict[int, list[int]] = {}
+    for k, b in enumerate(consumer.tolist()):
+        inputs.setdefault(b, []).append(k)
+    src, dst = edges[:, 0].tolist(), edges[:, 1].tolist()
+    preds: list[list[int]] = [[] for _ in range(n_units)]
+    succs: list[list[int]] = [[] for _ in range(n_units)]
+    for a, b in zip(src, dst):
+        preds[b].append(a)
+        succs[a].append(b)
+    indeg = [len(x) for x in preds]
+    finish = [math.inf] * n_units
+    lines: dict[tuple[str, int], Timeline] = {}
+    arrive: dict[tuple[int, int], float] = {}
+    dev = p.assign
+
+    def resources(a: int, d: int) -> list[Timeline]:
+        if congestion is Congestion.PORT:
+            keys = [("out", a), ("in", d)]
+        elif congestion is Congestion.CHANNEL:
+            keys = [("channel", a * c.size + d)]
+        else:
+            keys = [("link", k) for k in c.route_links[a][d] or ()]
+        return [lines.setdefault(key, Timeline()) for key in keys]
+
+    heap = [(0.0, b) for b in range(n_units) if indeg[b] == 0]
+    heapq.heapify(heap)
+    done = 0
+    while heap:
+        _, b = heapq.heappop(heap)
+        done += 1
+        start = max((finish[a] for a in preds[b]), default=0.0)
+        for k in sorted(inputs.get(b, ()), key=lambda k: (finish[unit[prod[k]]], int(prod[k]))):
+            u, d = int(prod[k]), int(recv[k])
+            key = (u, d)
+            if key not in arrive:
+                t = finish[unit[u]]
+                if math.isfinite(tdur[k]):
+                    where = resources(int(dev[u]), d)
+                    t = _earliest(where, t, float(tdur[k]))
+                    for line in where:
+                        line.book(t, float(tdur[k]))
+                arrive[key] = t + float(tdur[k])
+            start = max(start, arrive[key])
+        finish[b] = start + float(dur[b])
+        for s in succs[b]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready = max(finish[a] for a in preds[s])
+                heapq.heappush(heap, (ready, s))
     return np.asarray(finish, dtype=float), done
 
 
@@ -188,7 +298,8 @@ def _cycle(p: Placement, edges: np.ndarray, finish: np.ndarray, unit: np.ndarray
     return tuple(_label(p, int(a), unit, first) for a, _ in cyc)
 
 
-def _schedule(p: Placement, level: np.ndarray) -> tuple[Invocations, np.ndarray, np.ndarray, np.ndarray]:
+def _schedule(p: Placement, level: np.ndarray,
+              congestion: Congestion = Congestion.NONE) -> tuple[Invocations, np.ndarray, np.ndarray, np.ndarray]:
     """Invocations for given subgraph levels: durations, dependencies, longest paths.
 
     Also returns what naming a cycle needs: the invocation edges, each op's invocation and
@@ -197,13 +308,23 @@ def _schedule(p: Placement, level: np.ndarray) -> tuple[Invocations, np.ndarray,
     unit, pieces, first = _units(p, level)
     n_units = int(first[-1]) + int(p.cluster.host[p.assign].sum())
     edges = _unit_edges(p, unit, pieces)
-    finish, done = _longest_paths(n_units, edges, _durations(p, unit, n_units))
+    dur = _durations(p, unit, n_units)
+    if not p.cluster.links:
+        finish, done = _longest_paths(n_units, edges, dur)
+    elif congestion is Congestion.NONE:
+        finish, done = _longest_paths(n_units, edges, dur, _edge_delays(p, unit, edges))
+    else:
+        finish, done = _congested(p, unit, n_units, edges, dur, congestion)
     latency = math.inf if done < n_units else float(finish.max()) if n_units else 0.0
     return Invocations(latency, finish[unit], pieces, level, (), n_units - done, n_units), edges, unit, first
 
 
-def invocations(p: Placement) -> Invocations:
+def invocations(p: Placement, congestion: Congestion | str = Congestion.NONE) -> Invocations:
     """The invocation schedule of any placement: contiguous subgraphs, their order, the latency.
+
+    ``congestion`` serializes transfers over the routes of a cluster with links (module
+    docstring); without links it changes nothing (an invocation's reads and writes already run
+    one after another).
 
     One invocation per accelerator is tried first: when those invocations can be ordered,
     every accelerator's set is contiguous (a non-contiguous set would wait on itself) and
@@ -218,12 +339,13 @@ def invocations(p: Placement) -> Invocations:
     >>> s.subgraphs.tolist(), s.latency  # {a}: 1 + 1 out; {b}: 1 in + 1 + 1 out; {c}: 1 in + 1
     ([2, 1], 7.0)
     """
+    congestion = Congestion(congestion)
     whole = (~p.cluster.host[p.assign]).astype(np.int64)  # level 1 on accelerators, 0 on hosts
-    schedule, edges, unit, first = _schedule(p, whole)
+    schedule, edges, unit, first = _schedule(p, whole, congestion)
     if schedule.waiting:
         level = subgraph_levels(p)
         if (level > 1).any():  # else contiguous sets wait on each other: no order exists
-            schedule, edges, unit, first = _schedule(p, level)
+            schedule, edges, unit, first = _schedule(p, level, congestion)
     if schedule.waiting:
         finish = np.full(schedule.invocations, math.inf)
         finish[unit] = schedule.finish

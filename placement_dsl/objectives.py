@@ -138,11 +138,17 @@ class Latency(ObjectiveTerm):
 
     An accelerator's subgraph starts once its inputs are in host memory, reads them, computes and
     writes its outputs; a host op runs as soon as its inputs are ready (:mod:`placement_dsl.invocation`).
-    The phases of an invocation run in sequence, so ``overlap`` changes nothing.
+    The phases of an invocation run in sequence, so ``overlap`` changes nothing. On a cluster with links
+    each tensor moves over its route instead of through host memory.
     """
 
     names: ClassVar[tuple[str, ...]] = ("latency",)
     cost_objective: ClassVar[CostObjective] = CostObjective.LATENCY
+
+    def cost_model_fields(self) -> dict[str, Any]:
+        """Transfers over links run in parallel unless a :class:`~placement_dsl.constraints.Congestion` term
+        (read after the objective) serializes them."""
+        return {"congestion": "none"}
 
 
 @dataclass(frozen=True)

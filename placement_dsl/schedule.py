@@ -10,7 +10,9 @@ MOIRAI matrix entry ``op.attrs["transfer_time"][dev(u)][d]`` where the op carrie
 (:mod:`placement_dsl.io.moirai`), else ``out_bytes / route_bandwidth + route_latency``
 (bytes over bytes per time unit, plus a time; :class:`~placement_dsl.cluster.Cluster`).
 
-Congestion (:class:`Congestion`) says which transfers may not overlap. Ops and transfers of
+Congestion (:class:`Congestion`) says which transfers may not overlap; under ``"link"`` a
+transfer holds every link of its route for its whole duration (MOIRAI's channel, generalized
+to multi-hop routes), so transfers whose routes share a physical link run one at a time. Ops and transfers of
 zero duration are instants: they occupy neither a device nor a link (MOIRAI's flows are
 not operators, so eq. 6 does not constrain them; zero-time flows carry no data).
 
@@ -47,6 +49,7 @@ class Congestion(str, Enum):
 
     PORT = "port"  # one transfer at a time leaving a device, and one entering it (MOIRAI's released code)
     CHANNEL = "channel"  # one transfer at a time per ordered device pair (MOIRAI §III-D text)
+    LINK = "link"  # one transfer at a time per physical link: transfers whose routes share a link (Cluster.route)
     NONE = "none"  # transfers never contend
 
 
@@ -244,6 +247,8 @@ def _contention(p: Placement, ops: tuple[np.ndarray, np.ndarray, np.ndarray],
         msgs.append(f"device {c.names[a[i]]!r} runs ops {g.names[i]!r} [{start[i]:.6g}, {finish[i]:.6g}) and "
                     f"{g.names[j]!r} [{start[j]:.6g}, {finish[j]:.6g}) at once")
     prod, src, dst, ts, tf = transfers
+    if congestion is Congestion.LINK:
+        return msgs + _link_contention(p, transfers, tol)
     groups = {Congestion.PORT: [("out-port of", src), ("in-port of", dst)], Congestion.NONE: [],
               Congestion.CHANNEL: [("channel", src * c.size + dst)]}[congestion]
     for label, group in groups:
@@ -253,6 +258,25 @@ def _contention(p: Placement, ops: tuple[np.ndarray, np.ndarray, np.ndarray],
             msgs.append(f"{label} {where}: transfers of op {g.names[prod[i]]!r} ({c.names[src[i]]}->{c.names[dst[i]]}, "
                         f"[{ts[i]:.6g}, {tf[i]:.6g})) and op {g.names[prod[j]]!r} ({c.names[src[j]]}->"
                         f"{c.names[dst[j]]}, [{ts[j]:.6g}, {tf[j]:.6g})) overlap")
+    return msgs
+
+
+def _link_contention(p: Placement, transfers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                     tol: float) -> list[str]:
+    """Transfers whose routes share a physical link and overlap in time (``Congestion("link")``)."""
+    g, c = p.graph, p.cluster
+    prod, src, dst, ts, tf = transfers
+    rows = [(k, lk) for k in range(prod.size) for lk in (c.route_links[src[k]][dst[k]] or ())]
+    if not rows:
+        return []
+    which = np.array([k for k, _ in rows], dtype=np.int64)
+    link = np.array([lk for _, lk in rows], dtype=np.int64)
+    msgs = []
+    for i, j in _overlaps(link, ts[which], tf[which], tol):
+        lk, a, b = c.links[link[i]], which[i], which[j]
+        msgs.append(f"link {lk.src!r}->{lk.dst!r}: transfers of op {g.names[prod[a]]!r} ({c.names[src[a]]}->"
+                    f"{c.names[dst[a]]}, [{ts[a]:.6g}, {tf[a]:.6g})) and op {g.names[prod[b]]!r} ({c.names[src[b]]}->"
+                    f"{c.names[dst[b]]}, [{ts[b]:.6g}, {tf[b]:.6g})) overlap")
     return msgs
 
 
@@ -358,7 +382,7 @@ class ListScheduler:
     Placing op ``v`` on device ``d`` books, for each cross-device input ``u`` not yet on ``d``
     (inputs by finish time, then index), the transfer ``(u, d)`` at the earliest time after
     ``u`` ends when its links are free (both ports under :attr:`Congestion.PORT`, the channel
-    under :attr:`Congestion.CHANNEL`); then ``v`` takes the earliest gap of its device after
+    under :attr:`Congestion.CHANNEL`, every link of the route under :attr:`Congestion.LINK`); then ``v`` takes the earliest gap of its device after
     its inputs arrive. :meth:`finish_on` tries a device without keeping anything.
     """
 
@@ -394,6 +418,8 @@ class ListScheduler:
             return [self._ports[0][a], self._ports[1][b]]
         if self.congestion is Congestion.CHANNEL:
             return [self._channels.setdefault((a, b), Timeline())]
+        if self.congestion is Congestion.LINK:
+            return [self._channels.setdefault((-1, k), Timeline()) for k in self.cluster.route_links[a][b] or ()]
         return []
 
     def _inputs(self, v: int, d: int, undo: list, booked: list) -> float:

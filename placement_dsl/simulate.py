@@ -3,7 +3,9 @@
 The simulator works at the granularity the cost model scores: a *unit* is the set of ops
 of one pass (forward or backward) on one device; its duration is that device's forward or
 backward load from :func:`placement_dsl.evaluate.device_costs` (compute, transfers and
-overflow combined as the cost model's overlap mode says). Units depend on each other
+overflow combined as the cost model's overlap mode says). On a cluster with links each link
+is a resource too: its unit of a pass moves that pass's tensors over it for the link's load
+(:func:`placement_dsl.evaluate.link_loads`), between the producer's and the consumer's units. Units depend on each other
 through the data-flow edges that cross them; every microbatch ``j = 0 .. n-1`` runs every
 unit once, in microbatch order per unit; a device runs one unit at a time. A device holding a
 colocation group with ops of both passes (an op and its gradient) runs its backward unit for
@@ -40,14 +42,16 @@ to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sam
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 from enum import Enum
 
 import networkx as nx
 import numpy as np
 
+from .cluster import Cluster
 from .errors import SpecError
-from .evaluate import CostModel, device_costs
+from .evaluate import CostModel, device_costs, link_loads
 from .placement import Placement
 from .training import gpipe_time_per_sample
 
@@ -94,20 +98,38 @@ class _Units:
 
 
 def _units(p: Placement, model: CostModel) -> _Units:
-    g = p.graph
+    """Units of device passes and, on a cluster with links, of link passes: resource ``D + k`` is link ``k``,
+    whose unit of a pass moves that pass's tensors over it (``Evaluation.links``), between the
+    producer's unit and the consumer's along the route."""
+    g, c = p.graph, p.cluster
+    D = c.size
     label = 2 * p.assign + g.backward.astype(np.int64)
-    present = np.unique(label)
-    uid = {int(lab): i for i, lab in enumerate(present)}
     rows = device_costs(p, model)
-    dur = np.array([rows[lab // 2].load_bw if lab % 2 else rows[lab // 2].load_fw for lab in present], float)
+    durations = {int(lab): rows[lab // 2].load_bw if lab % 2 else rows[lab // 2].load_fw for lab in np.unique(label)}
     cross = label[g.src] != label[g.dst]
-    pairs = {(uid[int(a)], uid[int(b)]) for a, b in zip(label[g.src[cross]], label[g.dst[cross]])}
+    links = link_loads(p)  # none without links, nor for replicated stages (their devices' rows price the routes)
+    edges: set[tuple[int, int]] = set()
+    for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
+        a, b = int(p.assign[u]), int(p.assign[v])
+        path = [int(label[u])]
+        if links and a != b and g.out_bytes[u] > 0:
+            path += [2 * (D + k) + int(g.backward[u]) for k in c.route_links[a][b] or ()]
+        path.append(int(label[v]))
+        edges |= set(itertools.pairwise(path))
+    for k, lk in enumerate(links):
+        for back, load in ((0, lk.load_fw), (1, lk.load_bw)):
+            if load > 0:  # every link a tensor crosses in a pass carries its bytes there
+                durations[2 * (D + k) + back] = load
+    present = np.array(sorted(durations), dtype=np.int64)
+    uid = {int(lab): i for i, lab in enumerate(present)}
+    dur = np.array([durations[int(lab)] for lab in present], float)
+    pairs = {(uid[a], uid[b]) for a, b in edges}
     pairs |= {(uid[2 * d], uid[2 * d + 1]) for d in _stash_pairs(p) if 2 * d in uid and 2 * d + 1 in uid}
     q = nx.DiGraph(list(pairs))
     q.add_nodes_from(range(len(present)))
     if not nx.is_directed_acyclic_graph(q):
         cyc = nx.find_cycle(q)
-        names = [f"{p.cluster.names[present[a] // 2]}/{'bw' if present[a] % 2 else 'fw'}" for a, _ in cyc]
+        names = [f"{_resource_names(c)[present[a] // 2]}/{'bw' if present[a] % 2 else 'fw'}" for a, _ in cyc]
         raise SpecError(f"simulate: the device passes form a cycle {' -> '.join(names)}; "
                         "a pipelined schedule needs an acyclic quotient graph (make the placement contiguous)")
     preds = [sorted(q.predecessors(u)) for u in range(len(present))]
@@ -115,6 +137,11 @@ def _units(p: Placement, model: CostModel) -> _Units:
     for u, lab in enumerate(present):
         of_device.setdefault(int(lab) // 2, {})[bool(lab % 2)] = u
     return _Units(present // 2, present % 2 == 1, dur, preds, of_device)
+
+
+def _resource_names(cluster: Cluster) -> list[str]:
+    """Device names, then ``"src->dst"`` for each link (resource ``D + k``)."""
+    return [*cluster.names, *(f"{lk.src}->{lk.dst}" for lk in cluster.links)]
 
 
 def _stash_pairs(p: Placement) -> set[int]:
@@ -253,7 +280,7 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
     makespan = sim.run()
     trace: tuple[Task, ...] = ()
     if record:
-        names = placement.cluster.names
+        names = _resource_names(placement.cluster)
         trace = tuple(Task(names[sim.u.device[u]], bool(sim.u.backward[u]), j, s, e) for u, j, s, e in sim.trace)
     return SimulationResult(schedule, int(microbatches), float(makespan), trace)
 
@@ -279,7 +306,8 @@ def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Sc
     rows = device_costs(placement, model or CostModel(memory="overflow", require=frozenset()))
     if schedule is Schedule.GPIPE and microbatches is not None:
         return gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
-                                     np.array([r.load_bw for r in rows]), microbatches)
+                                     np.array([r.load_bw for r in rows]), microbatches, link_loads(placement))
+    rows = [*rows, *link_loads(placement)]  # a link is a resource like a device (LinkCost has the same loads)
     if schedule is Schedule.PIPELINE:
         return max(r.load for r in rows)
     if schedule is Schedule.ONE_F_ONE_B:

@@ -34,7 +34,9 @@ makespan ``F_m = max over units u of ((m - 1) t_u + longest path through u)`` of
 """
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -183,14 +185,27 @@ def _topological(preds: list[list[int]], n: int) -> list[int]:
 
 
 def unit_graph(p: Placement) -> tuple[np.ndarray, list[list[int]]]:
-    """Units ``2 * device + backward`` present in ``p`` and each one's predecessor units (crossing edges)."""
-    g = p.graph
+    """Units ``2 * device + backward`` present in ``p`` and each one's predecessor units (crossing edges).
+
+    On a cluster with links (a placement without replicated stages) link ``k`` is resource ``D + k``:
+    a tensor crossing devices passes the units ``2 * (D + k) + backward`` of its route's links, in
+    its producer's pass (:func:`placement_dsl.evaluate.link_loads`)."""
+    g, c = p.graph, p.cluster
     label = 2 * p.assign + g.backward.astype(np.int64)
-    present = np.unique(label)
-    uid = {int(x): i for i, x in enumerate(present)}
     cross = label[g.src] != label[g.dst]
+    routed = bool(c.links) and not p.replicated
+    edges: set[tuple[int, int]] = set()
+    for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
+        path = [int(label[u])]
+        a, b = int(p.assign[u]), int(p.assign[v])
+        if routed and a != b and g.out_bytes[u] > 0:
+            path += [2 * (c.size + k) + int(g.backward[u]) for k in c.route_links[a][b] or ()]
+        path.append(int(label[v]))
+        edges |= set(itertools.pairwise(path))
+    present = np.unique(np.concatenate([label, np.array([x for e in edges for x in e], dtype=np.int64)]))
+    uid = {int(x): i for i, x in enumerate(present)}
     preds: list[set[int]] = [set() for _ in present]
-    for a, b in zip(label[g.src[cross]].tolist(), label[g.dst[cross]].tolist()):
+    for a, b in edges:
         preds[uid[b]].add(uid[a])
     return present, [sorted(x) for x in preds]
 
@@ -221,17 +236,27 @@ def pass_cycle(p: Placement) -> list[str]:
         seen[u] = len(seen)
         u = next(v for v in preds[u] if indeg[v] > 0)
     walk = list(seen)[seen[u]:][::-1]
-    names = [f"{p.cluster.names[present[x] // 2]} {'backward' if present[x] % 2 else 'forward'}" for x in walk]
+    resources = [*p.cluster.names, *(f"link {lk.src}->{lk.dst}" for lk in p.cluster.links)]
+    names = [f"{resources[present[x] // 2]} {'backward' if present[x] % 2 else 'forward'}" for x in walk]
     return names + names[:1]
 
 
-def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray, m: int) -> float:
+def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray, m: int,
+                          links: Sequence[Any] = ()) -> float:
     """GPipe's time per sample for one mini-batch of ``m`` micro-batches, fill and drain included.
 
     The max-plus recurrence of the module docstring over the units of ``p`` (per-sample loads
-    ``load_fw``/``load_bw`` per device); a cycle among units is a :class:`SpecError`.
+    ``load_fw``/``load_bw`` per device, then per link of the cluster when :func:`unit_graph` routes
+    tensors over links: ``links``, the cost model's per-link loads with ``load_fw``/``load_bw``,
+    :func:`placement_dsl.evaluate.link_loads`); a cycle among units is a :class:`SpecError`.
     """
     present, preds = unit_graph(p)
+    if present.max(initial=0) // 2 >= len(load_fw):  # link units: their loads follow the devices'
+        if len(links) + len(load_fw) <= present.max(initial=0) // 2:
+            raise SpecError("gpipe_time_per_sample: the placement routes tensors over links; pass their loads "
+                            "(placement_dsl.evaluate.link_loads)")
+        load_fw = np.concatenate([load_fw, [lk.load_fw for lk in links]])
+        load_bw = np.concatenate([load_bw, [lk.load_bw for lk in links]])
     dur = np.where(present % 2 == 1, load_bw[present // 2], load_fw[present // 2])
     order = _topological(preds, len(present))
     fw = [u for u in order if present[u] % 2 == 0]

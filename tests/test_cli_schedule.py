@@ -90,4 +90,4 @@ def test_a_bad_schedule_file_names_the_flow_or_the_pair(capsys, tmp_path, shared
 
 def test_congestion_on_a_throughput_objective_is_a_note(capsys):
     code = main(["solve", "zoo:transformer-small", "--method", "greedy", "--congestion", "channel", "--json"])
-    assert code == 0 and "--congestion applies to the makespan" in capsys.readouterr().err
+    assert code == 0 and "--congestion applies to single-sample objectives" in capsys.readouterr().err

@@ -80,12 +80,13 @@ def test_route_bandwidth_multi_hop_is_bottleneck():
         Link(src="D", dst="F", bandwidth=8.0), Link(src="A", dst="D", bandwidth=2.0)])
     bw = c.route_bandwidth
     i = c.index
-    assert bw[i["A"], i["F"]] == 5.0  # A->B->D->F: bottleneck 5 beats A->D->F (2)
+    assert bw[i["A"], i["F"]] == 2.0  # the default route has the fewest hops: A->D->F (bottleneck 2)
     assert bw[i["A"], i["D"]] == 2.0  # a direct link is the channel
     assert bw[i["B"], i["F"]] == 5.0
     assert bw[i["F"], i["A"]] == 0.0  # unreachable
-    # MOIRAI Fig. 3: 100 MB over A-B (10 MB/s) then B-D (5 MB/s) takes 20 s
-    assert 100.0 / bw[i["A"], i["F"]] == 20.0
+    # MOIRAI Fig. 3: 100 MB over A-B (10 MB/s) then B-D (5 MB/s) then D-F takes 20 s, on the declared route
+    declared = Cluster(c.devices, c.links, routes={("A", "F"): ["A", "B", "D", "F"]})
+    assert 100.0 / declared.route_bandwidth[i["A"], i["F"]] == 20.0
 
 
 def test_dict_round_trip():

@@ -35,7 +35,9 @@ class MaxLoad(BlockTemplate):
         ctx.provide(BottleneckLink(blk.bottleneck), by=repr(self))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
-        yield blk.bottleneck, float(warm_parts(ctx, warm, "total").max(initial=0.0))
+        links = ctx.views.get("link_loads")  # a cluster's links are resources too (blocks/routes.py LinkLoads)
+        busiest = float(links(warm).max(initial=0.0)) if links is not None else 0.0
+        yield blk.bottleneck, max(float(warm_parts(ctx, warm, "total").max(initial=0.0)), busiest)
 
 
 @register

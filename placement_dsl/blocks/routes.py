@@ -12,6 +12,11 @@ Only non-host devices pay. A pair with no route (bandwidth 0) would make the ten
 infinite for a device that pays, so the pair is forbidden instead: ``x_{ua} + x_{vd} <= 1``.
 :class:`~placement_dsl.blocks.transfer.TensorCut` (``commio`` form) builds these on a routed
 cluster and provides the same :class:`TransferLink`.
+
+On any cluster with links each physical link is a resource of the pipeline too
+(:class:`LinkLoads`, the cost model's :func:`~placement_dsl.evaluate.link_loads`): with
+``w_{uad} >= x_{ua} + x_{vd} - 1`` for every consumer ``v`` of ``u`` (the tensor moves from ``a``
+to ``d``), ``bottleneck >= sum_{(u, a, d): l on route(a, d)} bytes_u / bw_l * w_{uad}`` per link ``l``.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from .base import Context, TransferLink, Warm
+from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Stage, TransferLink, Warm, register
 
 
 def _rate(ctx: Context) -> np.ndarray:
@@ -108,3 +113,75 @@ def routed_values(blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[An
     for var, table in ((blk.recv, recv), (blk.send, send)):
         for (un, dn), data in var.items():
             yield data, float(table[ctx.graph.index[un], ctx.cluster.index[dn]])
+
+
+def link_rows_needed(cluster: Any) -> bool:
+    """Whether a link's load can exceed every device's: not on a cluster without links, nor on one whose
+    devices all pay their transfers over routes (:attr:`~placement_dsl.cluster.Cluster.routed`, no host)
+    with every route a single link, where a link's load is part of its receiver's in-time."""
+    if not cluster.links:
+        return False
+    direct = all(hops is None or len(hops) <= 1 for row in cluster.route_links for hops in row)
+    return not (cluster.routed and not cluster.host.any() and direct)
+
+
+def _moves(ctx: Context) -> dict[tuple[int, int, int], list[int]]:
+    """``(u, a, d) -> consumers``: tensor ``u`` may move from ``a`` to ``d`` over a route of links."""
+    g, routes, out = ctx.graph, ctx.cluster.route_links, {}
+    for u, v in ctx.cross_edges():
+        if g.out_bytes[u] <= 0:
+            continue
+        for a in range(ctx.D):
+            for d in range(ctx.D):
+                if a != d and routes[a][d] and ctx.op_allowed(u, a) and ctx.op_allowed(v, d):
+                    out.setdefault((u, a, d), []).append(v)
+    return out
+
+
+def warm_link_loads(ctx: Context, assign: np.ndarray) -> np.ndarray:
+    """Per link, its load (model units) under a placement: the rows of :class:`LinkLoads` at the start."""
+    c, g = ctx.cluster, ctx.graph
+    load = np.zeros(len(c.links))
+    moved = {(u, int(assign[u]), int(assign[v])) for u, v in zip(g.src.tolist(), g.dst.tolist())
+             if assign[u] != assign[v] and g.out_bytes[u] > 0}
+    for u, a, d in moved:
+        for k in c.route_links[a][d] or ():
+            load[k] += g.out_bytes[u] / c.links[k].bandwidth
+    return load / ctx.scale.time
+
+
+@register
+class LinkLoads(BlockTemplate):
+    """Each link's load bounds the bottleneck: the tensors whose route crosses it, ``bytes / bandwidth`` each."""
+
+    name = "link_loads"
+    stage = Stage.OBJECTIVE
+    needs = (AssignmentLink, BottleneckLink)
+
+    def build(self, blk: pyo.Block, ctx: Context) -> None:
+        c, g, ops, devs = ctx.cluster, ctx.graph, ctx.ops, ctx.devices
+        moves = _moves(ctx)
+        keys = [(ops[u], devs[a], devs[d]) for u, a, d in moves]
+        blk.w = pyo.Var(pyo.Set(dimen=3, initialize=keys), bounds=(0, 1),
+                        doc="w[u, a, d] = 1 if tensor u moves from device a to device d")
+        rows = [(ops[u], devs[a], devs[d], ops[v]) for (u, a, d), vs in moves.items() for v in vs]
+        idx, dev = g.index, c.index
+        blk.moves = pyo.Constraint(pyo.Set(dimen=4, initialize=rows), rule=lambda b, u, a, d, v: b.w[u, a, d]
+                                   >= ctx.x(idx[u], dev[a]) + ctx.x(idx[v], dev[d]) - 1,
+                                   doc="u on a and a consumer on d: the tensor moves a -> d")
+        by_link: dict[int, list[tuple[int, int, int]]] = {}
+        for u, a, d in moves:
+            for k in c.route_links[a][d]:
+                by_link.setdefault(k, []).append((u, a, d))
+        T = ctx.link(BottleneckLink).bottleneck
+        scale = ctx.scale.time
+        blk.link_load = pyo.Constraint(sorted(by_link), rule=lambda b, k: T >= sum(
+            float(g.out_bytes[u] / (c.links[k].bandwidth * scale)) * b.w[ops[u], devs[a], devs[d]]
+            for u, a, d in by_link[k]), doc="a link moves the tensors of its routes one after another")
+        ctx.views["link_loads"] = lambda warm: warm_link_loads(ctx, warm.assign)
+
+    def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
+        g, a = ctx.graph, warm.assign
+        for (un, an, dn), var in blk.w.items():
+            u, src, dst = g.index[un], ctx.cluster.index[an], ctx.cluster.index[dn]
+            yield var, float(a[u] == src and any(a[v] == dst for v in g.successors(u).tolist()))

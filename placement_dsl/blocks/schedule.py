@@ -289,7 +289,8 @@ class DeviceOverlap(_Timed):
 @register
 class TransferCongestion(_Timed):
     """MOIRAI eq. (8): transfers that may share a port (``mode="port"``: the sending or the receiving
-    device) or a channel (``"channel"``: the ordered pair) never overlap there.
+    device), a channel (``"channel"``: the ordered pair) or a physical link (``"link"``: a link of both
+    routes, :attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) never overlap there.
 
     ``apart``: the two tasks do not both use that port (channel) for a positive time;
     ``first``: ``T_j >= T_i + dur_i``; ``second`` likewise. ``"none"`` builds nothing.
@@ -317,7 +318,8 @@ class TransferCongestion(_Timed):
 
     @staticmethod
     def _use(ctx: Context, data: ScheduleData, key: Any, resource: tuple[int, ...]) -> Any:
-        """Task ``key``'s use of a port ``(a, -1)`` out, ``(-1, b)`` in, or channel ``(a, b)`` for a positive time."""
+        """Task ``key``'s use of a port ``(a, -1)`` out, ``(-1, b)`` in, channel ``(a, b)`` or link ``(-2, l)`` for a
+        positive time."""
         k = data.task_index[key]
         link = ctx.link(TaskLink)
         return sum(link.channel(k, a, c) for a, c in data.busy_channels(k, resource))

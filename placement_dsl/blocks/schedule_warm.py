@@ -129,7 +129,7 @@ def retime(placement: Placement, schedule: Schedule, congestion: str,
     start: list[Any] = [0] * len(preds)
     free: dict[tuple[str, int], Any] = {}
     for i in _by_start(preds, when, rank):
-        keys = _resources(i, g.n, a, prod, recv, congestion, c.size) if lengths[i] > 0 else []
+        keys = _resources(i, g.n, a, prod, recv, congestion, c) if lengths[i] > 0 else []
         start[i] = max([0, *(start[j] + lengths[j] for j in preds[i]), *(free.get(k, 0) for k in keys)])
         free.update((k, start[i] + lengths[i]) for k in keys)
     makespan = max((start[i] + lengths[i] for i in range(len(preds))), default=0)
@@ -157,11 +157,13 @@ def _by_start(preds: list[list[int]], when: list[float], rank: list[int]) -> lis
 
 
 def _resources(i: int, n: int, a: np.ndarray, prod: np.ndarray, recv: np.ndarray, congestion: str,
-               D: int) -> list[tuple[str, int]]:
+               cluster: Any) -> list[tuple[str, int]]:
     if i < n:
         return [("device", int(a[i]))]
     src, dst = int(a[prod[i - n]]), int(recv[i - n])
-    return {"port": [("out", src), ("in", dst)], "channel": [("channel", src * D + dst)]}.get(congestion, [])
+    if congestion == "link":
+        return [("link", k) for k in cluster.route_links[src][dst] or ()]
+    return {"port": [("out", src), ("in", dst)], "channel": [("channel", src * cluster.size + dst)]}.get(congestion, [])
 
 
 __all__ = ["WarmSchedule", "retime", "serial_schedule", "warm_schedule"]

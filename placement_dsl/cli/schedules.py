@@ -2,7 +2,7 @@
 
 * ``--objective latency`` on a MOIRAI sheet is the makespan of its schedule (MOIRAI eq. 4: one
   inference's latency on heterogeneous devices), which is also a sheet's default objective;
-* ``--congestion port|channel|none`` says which transfers exclude each other (MOIRAI eq. 8);
+* ``--congestion port|channel|link|none`` says which transfers exclude each other (MOIRAI eq. 8);
 * ``--method ip`` on a makespan problem is the ``schedule`` formulation (``--solver cpsat`` for
   CP-SAT), warm-started with list scheduling unless ``--warm-start`` says otherwise;
 * ``--out`` on a MOIRAI sheet writes the schedule file of :mod:`placement_dsl.io.moirai`
@@ -19,14 +19,16 @@ from ..io import Workload, save_placement
 from ..io.common import jsonable
 from .common import note
 
-CONGESTION = ("port", "channel", "none")
+CONGESTION = ("port", "channel", "link", "none")
 
 
 def add_congestion_arg(sp: argparse.ArgumentParser) -> None:
     """``--congestion``: which transfers exclude each other in a schedule (makespan objectives)."""
     sp.add_argument("--congestion", choices=CONGESTION,
-                    help="makespan (MOIRAI sheets): transfers leaving or entering one device never overlap (port, "
-                         "the default), or on one ordered device pair (channel), or never contend (none)")
+                    help="makespan (MOIRAI sheets) and latency over a cluster's links: transfers leaving or "
+                         "entering one device never overlap (port, the makespan's default), or on one ordered "
+                         "device pair (channel), or on one physical link of their routes (link), or never "
+                         "contend (none, the latency's default)")
 
 
 def objective_name(workload: Workload, name: str) -> str:
@@ -35,13 +37,14 @@ def objective_name(workload: Workload, name: str) -> str:
 
 
 def congestion_fields(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    """The cost model's congestion from ``--congestion`` (noted and ignored for objectives without a schedule)."""
+    """The cost model's congestion from ``--congestion`` (noted and ignored for throughput objectives, whose
+    link loads are already resources)."""
     mode = getattr(args, "congestion", None)
     if mode is None:
         return {}
-    if name != "makespan":
-        note(f"--congestion applies to the makespan of a schedule (MOIRAI sheets, --objective makespan); "
-             f"ignored for objective {name!r}")
+    if name not in ("makespan", "latency"):
+        note(f"--congestion applies to single-sample objectives (makespan, latency); objective {name!r} already "
+             f"counts every link's load as a resource, so it is ignored")
         return {}
     return {"congestion": mode}
 

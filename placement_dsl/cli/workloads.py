@@ -61,7 +61,7 @@ def reconfigure(cluster: Cluster, memory: float | None = None, bandwidth: float 
     """The cluster with accelerator ``memory``, every device's ``bandwidth`` and ``cpus`` host CPUs, where given.
 
     Existing host devices are kept up to ``cpus`` and new ones named ``cpu0, cpu1, ...``;
-    links whose ends remain are kept.
+    links whose ends remain are kept, and so are declared routes whose devices all remain.
     """
     devices = [_updated(d, memory, bandwidth) for d in cluster.devices]
     if cpus is not None:
@@ -72,7 +72,8 @@ def reconfigure(cluster: Cluster, memory: float | None = None, bandwidth: float 
         hosts += [Device(name=next(names), kind=CPU, **template) for _ in range(cpus - len(hosts))]
         devices = accs + hosts
     kept = {d.name for d in devices}
-    return Cluster(devices, [lk for lk in cluster.links if lk.src in kept and lk.dst in kept])
+    return Cluster(devices, [lk for lk in cluster.links if lk.src in kept and lk.dst in kept],
+                   [r for r in cluster.routes if set(r.path) <= kept])
 
 
 def _updated(device: Device, memory: float | None, bandwidth: float | None) -> Device:

@@ -23,7 +23,7 @@ from ..blocks.base import BlockTemplate, Context
 from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
 from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from ..blocks.latency_data import first_use_order, longest_run
-from ..constraints import Contiguous, Subgraphs, Term
+from ..constraints import Congestion, Contiguous, Subgraphs, Term
 from ..errors import SpecError
 from ..objectives import Latency
 from ..placement import PlacementClass
@@ -73,6 +73,10 @@ def _hint(problem: Problem) -> LatencyHint | None:
 
 def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
     """Fig. 3's times and objective, and the symmetry rows, oriented by the problem's hint."""
+    if problem.cluster.links:
+        raise SpecError("formulation 'latency' prices every transfer through host memory (Tarnawski Fig. 3) and cannot "
+                        f"price the routes of a cluster with links ({len(problem.cluster.links)} links); use a latency "
+                        "heuristic (latency-best, list), which the cost model scores over the routes")
     hint = _hint(problem)
     horizon = hint.horizon if hint is not None and math.isfinite(hint.horizon) else None
     return [InvocationTimes(horizon), PathCuts(horizon), RunFlows(horizon), LatencyObjective(horizon),
@@ -128,7 +132,9 @@ def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = ()) -> Pro
 
 LATENCY = register(LatencyFormulation(
     "latency", Kind.EXACT, _skeleton,
-    rules={Latency: _latency, Subgraphs: drop, LatencyHint: drop}, parent=BASE,
+    rules={Latency: _latency, Subgraphs: drop, LatencyHint: drop,
+           Congestion: drop},  # without links an invocation's reads and writes already take turns; links are refused
+    parent=BASE,
     doc="""Tarnawski Fig. 3 / Fig. 4: one-hot ``x`` with merged CPUs, contiguous subgraph slots (Lemma 4.1, or
 subgraph levels for ``q > 1``), ``CommIn``/``CommOut`` (4)-(5), SubgraphStart/Finish (6)-(7), host ops (8)-(9),
 ``Latency_v`` (10), subgraphs in turn (14), longest-path and head/tail cuts, symmetry rows; big-Ms from a

@@ -30,6 +30,9 @@ def replicated_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTem
     if problem.cluster.routed:
         raise SpecError("throughput-replicated: the IP prices transfers through host memory; on a hierarchical "
                         "cluster use method 'pipeline'")
+    if problem.cluster.links:
+        raise SpecError(f"throughput-replicated: the IP has no rows for the loads of the cluster's "
+                        f"{len(problem.cluster.links)} links; use a heuristic, which the cost model scores with them")
     return [DeviceLoad()]
 
 

@@ -21,7 +21,8 @@ from ..blocks import (
     PinOps,
 )
 from ..blocks.base import BlockTemplate
-from ..constraints import AllowedKinds, Colocate, Contiguous, DagOrder, Memory, Overflow, Pin
+from ..blocks.routes import LinkLoads, link_rows_needed
+from ..constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin
 from ..errors import SpecError
 from ..objectives import GPipe, ObjectiveTerm
 from ..problem import Problem
@@ -36,7 +37,7 @@ def max_load(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
     if not term.bounds_max_load:
         raise SpecError(f"objective {type(term).__name__} is not a max device load, which this formulation "
                         "minimizes; use formulation='auto' to pick the one written for it")
-    return [DeviceLoad(), MaxLoad()]
+    return [DeviceLoad(), MaxLoad(), *([LinkLoads()] if link_rows_needed(problem.cluster) else [])]
 
 
 def gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
@@ -44,6 +45,9 @@ def gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
     if getattr(term, "microbatches", None) is not None:
         raise SpecError(f"GPipe(microbatches={term.microbatches}): the IP writes GPipe's steady state (m -> inf); "
                         "score the fill and drain with the cost model (drop microbatches for the IP)")
+    if link_rows_needed(problem.cluster):
+        raise SpecError("GPipe: the IP bounds each pass by device loads only; on this cluster a link's load can be "
+                        "larger (multi-hop routes or host devices), so use Throughput/PipeDream or a heuristic")
     return [DeviceLoad(), GPipeObjective()]
 
 
@@ -62,6 +66,7 @@ BASE_RULES: dict[type, Rule] = {
     Colocate: colocate,
     Pin: lambda term, problem: [PinOps()],
     AllowedKinds: drop,  # folded into the ops' work tables (the graph the model reads)
+    Congestion: drop,  # a pipeline's link loads are already resources (LinkLoads); the schedule models read the mode
 }
 
 

@@ -30,6 +30,24 @@ LATENCY = {Family.LATENCY}
 MAKESPAN = {Family.MAKESPAN}
 
 
+def latency_host_memory(problem: Problem) -> str | None:
+    """The levels built on Tarnawski's IP price transfers through host memory: not a cluster with links."""
+    reason = latency_only(problem)
+    if reason is None and problem.cluster.links:
+        return ("prices transfers through host memory (Tarnawski Fig. 3); the cluster's links carry them over "
+                "routes, which only the critical-path bound covers")
+    return reason
+
+
+def priced(problem: Problem) -> str | None:
+    """The single-sample closed forms price a makespan's transfers over routes, a latency's through host memory
+    (so not on a cluster with links, where the latency model moves tensors over routes)."""
+    reason = single_sample(problem)
+    if reason is None and isinstance(problem.objective, Latency):
+        return latency_host_memory(problem)
+    return reason
+
+
 @level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True,
        doc="latency: longest path at the fastest allowed times, no transfers")
 def critical_path(run: Any, seconds: float) -> Outcome:
@@ -39,7 +57,7 @@ def critical_path(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL, note, ALL
 
 
-@level("run-paths", rank=130, defaults=LATENCY, accepts=latency_only, closed_form=True,
+@level("run-paths", rank=130, defaults=LATENCY, accepts=latency_host_memory, closed_form=True,
        doc="latency: the cheapest runs of the longest paths (memory, transfers, side inputs)")
 def run_paths(run: Any, seconds: float) -> Outcome:
     """The DP over the cheapest runs of the longest paths: memory splits a path, each split pays its transfers."""
@@ -77,7 +95,7 @@ def _subgraph_note(problem: Problem) -> str:
     return "any number of subgraphs per accelerator" if every else f"at most {q} subgraph(s) per accelerator"
 
 
-@level("latency-lp", rank=140, defaults=LATENCY, accepts=latency_only,
+@level("latency-lp", rank=140, defaults=LATENCY, accepts=latency_host_memory,
        doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts")
 def latency_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
@@ -89,7 +107,7 @@ def latency_lp(run: Any, seconds: float) -> Outcome:
     return bound, status, f"LP; {_subgraph_note(problem)}", form.placement_class(problem)
 
 
-@level("latency", rank=150, defaults=LATENCY, accepts=latency_only,
+@level("latency", rank=150, defaults=LATENCY, accepts=latency_host_memory,
        doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound")
 def latency_ip(run: Any, seconds: float) -> Outcome:
     """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
@@ -132,7 +150,7 @@ def makespan_only(problem: Problem) -> str | None:
     return None if isinstance(problem.objective, Makespan) else "bounds the makespan of a schedule (a Makespan objective)"
 
 
-@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=single_sample, closed_form=True, free=True,
+@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
        doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer")
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
@@ -142,7 +160,7 @@ def route_path(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL, note, ALL
 
 
-@level("device-work", rank=124, defaults=LATENCY | MAKESPAN, accepts=single_sample, closed_form=True, free=True,
+@level("device-work", rank=124, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
        doc="single sample: the serial devices' work between the ops' heads and tails")
 def device_work(run: Any, seconds: float) -> Outcome:
     """Work over devices between heads and tails (:func:`~placement_dsl.bounds.makespan.energy_bound`): every

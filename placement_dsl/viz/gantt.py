@@ -31,11 +31,13 @@ def draw(result: SimulationResult, path: str | Path, devices: tuple[str, ...] | 
          title: str = "") -> Path:
     """Draw the Gantt chart of a recorded simulation to a PNG or SVG file.
 
-    ``devices`` fixes the rows' order (default: as they first appear in the trace).
+    ``devices`` fixes the rows' order (default: as they first appear in the trace); rows it leaves out
+    (a cluster's links, ``"src->dst"``) follow in that order.
     """
     plt = pyplot()
     rows = bars(result)
-    order = list(devices) if devices else list(dict.fromkeys(r["device"] for r in rows))
+    seen = list(dict.fromkeys(r["device"] for r in rows))
+    order = [*devices, *(d for d in seen if d not in devices)] if devices else seen
     order = [d for d in order if any(r["device"] == d for r in rows)]
     fig, ax = plt.subplots(figsize=(11, 0.55 * len(order) + 1.6))
     for r in rows:
