@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pyomo.environ as pyo
 import pytest
-from test_mutation_kills_blocks import _warm
+from tests.test_mutation_kills_blocks import _warm
 
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.compile import compile

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("pyscipopt")
 
-from test_solvers import makespan
+from tests.solvers.test_solvers import makespan
 
 from placement_dsl.solvers import scip
 from placement_dsl.solvers.base import Bound, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict

@@ -14,7 +14,7 @@ import pytest
 from placement_dsl.cli import build_parser, main
 from placement_dsl.testing import run_cli
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
+MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

@@ -18,7 +18,7 @@ from placement_dsl.cli import main
 from placement_dsl.errors import SpecError
 from placement_dsl.files import atomic_open, check_writable, write_atomic
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
+MODELS = Path(__file__).resolve().parents[2] / "models"
 SMALL = str(MODELS / "transformer-small.json")
 VICTIM = "precious\n"
 
@@ -226,7 +226,7 @@ def test_show_refuses_a_picture_suffix_before_the_work(tmp_path, capsys, monkeyp
 def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
     out = tmp_path / "a.json"
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     code = "import sys; from placement_dsl.files import write_atomic; write_atomic(sys.argv[1], 'op \\u00e9')"
     subprocess.run([sys.executable, "-c", code, str(out)], env=env, check=True, capture_output=True)
     assert out.read_bytes() == "op é".encode()

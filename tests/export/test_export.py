@@ -277,7 +277,7 @@ def test_module_doctests():
 
 
 # ---------------------------------------------------------------------------- exported models
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _first_of(g: Graph, module: str) -> str:

@@ -126,4 +126,4 @@ def test_examples_run(script):
     import runpy
     from pathlib import Path
 
-    runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / script), run_name="__main__")
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "examples" / script), run_name="__main__")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ideals_pruning import MODELS, clusters, graphs
+from tests.heuristics.test_ideals_pruning import MODELS, clusters, graphs
 
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import InfeasibleError

@@ -32,7 +32,7 @@ from placement_dsl.heuristics import run
 from placement_dsl.io import onnx as onnx_io
 from placement_dsl.viz import gantt, split_points
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 RESNET, GPT2, BLOCKS = DATA / "resnet18.onnx", DATA / "gpt2.onnx", DATA / "gpt_blocks.onnx"
 
 

@@ -167,7 +167,7 @@ def _probe(tmp_path, *args: str, require: bool) -> subprocess.CompletedProcess:
     """Run tests/conftest.py in a directory whose ../../shared/data does not exist."""
     root = tmp_path / "clone"
     (root / "tests").mkdir(parents=True)
-    shutil.copy(Path(__file__).with_name("conftest.py"), root / "tests" / "conftest.py")
+    shutil.copy(Path(__file__).resolve().parents[1] / "conftest.py", root / "tests" / "conftest.py")
     (root / "tests" / "test_probe.py").write_text(SHARED_PROBE)
     env = {k: v for k, v in os.environ.items() if k not in ("PLACEMENT_DSL_REQUIRE_SHARED", "HYPOTHESIS_PROFILE")}
     if require:

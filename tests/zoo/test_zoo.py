@@ -14,7 +14,7 @@ import pytest
 from placement_dsl import SpecError, zoo
 from placement_dsl.io.workload import load_workload, workload_to_dict
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 NAMES = zoo.names()
 
 
