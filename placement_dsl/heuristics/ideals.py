@@ -43,7 +43,7 @@ work plus the tensors it sends out of ``I`` reaches the current ``dp[I, s]`` of 
 or once no sub-ideal below ``J`` that has a split leaves the stage less work than that.
 With an incumbent, :mod:`.ideal_solve` searches downward by feasibility runs (is every stage
 ``<= T``?), which prune far harder than one exact run; the DPL split is often proven optimal by
-a single run just below its value (exact; ``tests/test_ideals_pruning.py``).
+a single run just below its value (exact; ``tests/heuristics/test_ideals_pruning.py``).
 """
 from __future__ import annotations
 

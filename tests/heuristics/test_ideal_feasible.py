@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.heuristics.test_ideals_pruning import MODELS, clusters, graphs
 
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import InfeasibleError
@@ -19,6 +18,7 @@ from placement_dsl.heuristics import ideal_solve
 from placement_dsl.heuristics.ideal_solve import Sweeps
 from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
 from placement_dsl.progress import Recorder, reporting
+from tests.heuristics.test_ideals_pruning import MODELS, clusters, graphs
 
 
 def _bits(feas: np.ndarray, S: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Kills of the mutation run over the generic Pyomo backend (docs/mutation.md): the factory, the options
+"""The generic Pyomo backend (solvers/pyomo_generic.py): the factory, the options
 and time limit handed to ``SolverFactory(...).solve``, the bound read from Pyomo's results, and what the
 worker reports — driven by stand-ins for the solver and its results, so every path runs without one.
 """

@@ -1,8 +1,7 @@
 """The cost model's verdicts beyond the loads: violations and their messages, the GPipe and makespan
-branches of ``evaluate``, ``to_dict`` and ``CostModel``'s checks of its fields (docs/mutation.md).
+branches of ``evaluate``, ``to_dict`` and ``CostModel``'s checks of its fields.
 
-Each test was written against a surviving mutant of ``placement_dsl/evaluate.py``; the hand-worked
-numbers are in the comments.
+The hand-worked numbers are in the comments.
 """
 from __future__ import annotations
 

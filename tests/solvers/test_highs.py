@@ -1,7 +1,6 @@
-"""Kills of the mutation runs over the solver status layer and the simple bounds (docs/mutation.md).
-
-The HiGHS backend's pieces are driven by stand-ins for ``highspy.Highs`` and its callback events,
-so every option, callback and status path is checked entry by entry without solving.
+"""The HiGHS backend (solvers/highs.py) driven by stand-ins for ``highspy.Highs`` and its callback events: the
+options it sets, the hand-off, the start's verdict, bounds and interrupts, the final status, and ``run``; every
+option, callback and status path is checked entry by entry without solving.
 """
 from __future__ import annotations
 
@@ -14,10 +13,6 @@ import highspy
 import numpy as np
 import pytest
 
-from placement_dsl.bounds.pigeonhole import pigeonhole_bound
-from placement_dsl.bounds.simple import replicated_lower_bound, simple_lower_bound
-from placement_dsl.cluster import Cluster, Device, Link
-from placement_dsl.graph import Graph, Op
 from placement_dsl.solvers import highs
 from placement_dsl.solvers.base import Bound, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict
 
@@ -297,65 +292,6 @@ def test_final_bound_of_an_lp_is_its_optimum_and_of_an_empty_model_none():
     assert f.bound == 4.0
 
 
-# ---------------------------------------------------------------------------- bounds/simple.py
-def test_simple_bound_takes_each_op_at_its_fastest_device():
-    fast_and_slow = Cluster([Device(name="fast", speed=2.0), Device(name="slow")])
-    # times fast/slow: a 3/6, b 1/2, c 1/2 -> t = (3, 1, 1): max 3 beats the sum 5 over 2 devices
-    g = Graph([Op(name="a", work=6), Op(name="b", work=2), Op(name="c", work=2)])
-    assert simple_lower_bound(g, fast_and_slow) == 3.0
-    # four ops of work 2: t = (1, 1, 1, 1), the sum 4 over 2 devices (2) beats the max (1)
-    g = Graph([Op(name=f"v{i}", work=2) for i in range(4)])
-    assert simple_lower_bound(g, fast_and_slow) == 2.0
-
-
-def _asymmetric_pair() -> Cluster:
-    # acc0 -> acc1 at 0.5, acc1 -> acc0 at 0.25: a ring of the two runs at the slower direction, 0.25
-    return Cluster([Device(name="acc0"), Device(name="acc1")],
-                   [Link(src="acc0", dst="acc1", bandwidth=0.5), Link(src="acc1", dst="acc0", bandwidth=0.25)])
-
-
-def test_replicated_bound_rings_at_the_slower_direction_of_a_link():
-    c = _asymmetric_pair()
-    # a (work 10, 1 parameter byte) on both: 10/2 + 2 * (1/2) * 1 / 0.25 = 5 + 4 = 9 < 10 alone;
-    # the sum 10 over 2 devices is 5. (Ringing at 0.5 would give 7, at the diagonal's inf 5, at 1.0 6.)
-    assert replicated_lower_bound(Graph([Op(name="a", work=10, param_bytes=1)]), c, 2) == 9.0
-    # replicas capped at 1: no replication, the bound is Lemma 3.3's 10
-    assert replicated_lower_bound(Graph([Op(name="a", work=10, param_bytes=1)]), c, 1) == 10.0
-    # overlapped, 2 parameter bytes: max(10/2, 2 * (1/2) * 2 / 0.25) = max(5, 8) = 8 (without overlap 5 + 8 > 10)
-    g = Graph([Op(name="a", work=10, param_bytes=2)])
-    assert replicated_lower_bound(g, c, 2, "full") == 8.0
-    assert replicated_lower_bound(g, c, 2) == 10.0
-
-
-def test_replicated_bound_rings_over_accelerators_only():
-    # two accelerators and a CPU (host): at most 2 replicas even if 3 are allowed;
-    # a (work 12, 1 byte) on 2: 12/2 + 2 * (1/2) * 1 / 1 = 7; the sum 12 over 3 devices is 4
-    # (3 replicas would give 4 + 2 * (2/3) = 5.33; the CPU alone as the ring, none: 12)
-    g = Graph([Op(name="a", work=12, param_bytes=1)])
-    assert replicated_lower_bound(g, Cluster.accelerators(2, cpus=1), 3) == 7.0
-
-
-def test_replicated_bound_without_a_ring():
-    # CPUs only: no accelerator to replicate on; t = (3, 1), max 3 beats the sum 4 over 2 devices
-    g = Graph([Op(name="a", work=3), Op(name="b", work=1)])
-    assert replicated_lower_bound(g, Cluster.accelerators(0, cpus=2), 2) == 3.0
-    # two accelerators that cannot reach each other (links only to the CPU: their route bandwidth is 0)
-    # form no ring: no replicas, the bound is a's 4 (with an empty ring, 2 * (1/2) * 0 / 0 would be nan)
-    c = Cluster([Device(name="acc0"), Device(name="acc1"), Device(name="cpu", kind="cpu")],
-                [Link(src="acc0", dst="cpu", bandwidth=1.0), Link(src="cpu", dst="acc0", bandwidth=1.0)])
-    assert c.route_bandwidth[0, 1] == c.route_bandwidth[1, 0] == 0.0
-    assert replicated_lower_bound(Graph([Op(name="a", work=4)]), c, 2) == 4.0
-
-
-def test_replicated_bound_below_one_time_unit():
-    # one op of work 0.5 on one stage: no ring, the bound is 0.5 (not the max's initial value)
-    assert replicated_lower_bound(Graph([Op(name="a", work=0.5)]), Cluster.stages(1), 3) == 0.5
-    # the sum binds: three ops of work 3 on 3 accelerators without parameters: each at 3/3 = 1 on
-    # 3 replicas, the sum 9 over 3 devices is 3
-    g = Graph([Op(name=f"v{i}", work=3) for i in range(3)])
-    assert replicated_lower_bound(g, Cluster.accelerators(3), 3) == 3.0
-
-
 # ---------------------------------------------------------------------------- run
 class FakeHighs(Recorder, Ended):
     """``highspy.Highs`` for :func:`highs.run`: takes any model, refuses the start if told, ends at ``status``."""
@@ -484,38 +420,3 @@ def test_available_says_no_without_highspy(monkeypatch):
     assert highs.available() is True
 
 
-# ---------------------------------------------------------------------------- bounds/pigeonhole.py
-def _units(*works: dict) -> Graph:
-    return Graph([Op(name=f"v{i}", work=w) for i, w in enumerate(works)])
-
-
-def test_pigeonhole_with_one_accelerator_or_one_op():
-    # K = 1: the three units with host time 10 all sit on the accelerator below T = 10: f = 1 + 1 + 1 = 3
-    g = _units(*[{"accelerator": 1.0, "cpu": 10.0}] * 3)
-    assert pigeonhole_bound(g, Cluster.accelerators(1, cpus=1)) == 3.0
-    # a single op (a = 2, h = 10) on two accelerators: ceil(1 / 2) = 1 op on one of them, 2
-    assert pigeonhole_bound(_units({"accelerator": 2.0, "cpu": 10.0}), Cluster.accelerators(2, cpus=1)) == 2.0
-
-
-def test_pigeonhole_without_accelerators_or_with_a_host_only_op():
-    g = _units({"accelerator": 2.0, "cpu": 3.0})
-    assert pigeonhole_bound(g, Cluster.accelerators(0, cpus=1)) == 0.0  # hosts only
-    # an op only the CPU runs (3): its accelerator time reads as the largest float, so below T = 3 it
-    # must sit on the accelerator at that cost (f far above 3) and from 3 on nothing must: T = 3, its optimum
-    assert pigeonhole_bound(_units({"cpu": 3.0}), Cluster.accelerators(1, cpus=1)) == 3.0
-
-
-def test_pigeonhole_takes_the_units_slowest_on_the_host_first():
-    # K = 1; u: a = 1, h = 100; w: a = 5, h = 2. Below T = 2 both share the accelerator (f = 6 > 2);
-    # in [2, 100) only u must (f = 1): T = max(2, 1) = 2, the optimum (u on the accelerator, w on the CPU).
-    # Taking w as the unit that must stay would give 5.
-    g = _units({"accelerator": 1.0, "cpu": 100.0}, {"accelerator": 5.0, "cpu": 2.0})
-    assert pigeonhole_bound(g, Cluster.accelerators(1, cpus=1)) == 2.0
-
-
-def test_pigeonhole_below_one_time_unit():
-    # a = 0.5, h = 10 on one accelerator: 0.5
-    assert pigeonhole_bound(_units({"accelerator": 0.5, "cpu": 10.0}), Cluster.accelerators(1, cpus=1)) == 0.5
-    # a = 5, h = 0.5: below T = 0.5 the unit must sit on the accelerator (5 > 0.5); from 0.5 on nothing
-    # must, f = 0: T = 0.5 (the CPU alone)
-    assert pigeonhole_bound(_units({"accelerator": 5.0, "cpu": 0.5}), Cluster.accelerators(1, cpus=1)) == 0.5

@@ -1,4 +1,4 @@
-"""Kills of the mutation run over the SCIP backend (docs/mutation.md): what ``scip.run`` reports while it
+"""The SCIP backend (solvers/scip.py): what ``scip.run`` reports while it
 solves (hand-off, incumbents, bounds, the start's verdict, the end), the limits it sets from the deadline,
 its silence unless asked, and ``_final`` / ``_add_start`` on the paths a clean solve never takes.
 
@@ -19,11 +19,10 @@ import pytest
 
 pytest.importorskip("pyscipopt")
 
-from tests.solvers.test_solvers import makespan
-
 from placement_dsl.solvers import scip
 from placement_dsl.solvers.base import Bound, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict
 from placement_dsl.solvers.matrix import LinearModel, extract
+from tests.solvers.test_solvers import makespan
 
 
 def _makespan(seed: int = 0, n: int = 12, k: int = 3) -> LinearModel:
