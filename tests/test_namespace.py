@@ -1,0 +1,65 @@
+"""The top-level namespace: every objective and constraint term a problem is declared with is exported, and
+``import placement_dsl`` stays free of Pyomo."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+
+import placement_dsl
+from placement_dsl.constraints import Term
+from placement_dsl.objectives import ObjectiveTerm
+
+# the base classes, and the hints the formulations add to a problem they compile (never declared by a user)
+NOT_DECLARED = {Term, ObjectiveTerm}
+INTERNAL = ("placement_dsl.formulations.", "placement_dsl.blocks.")
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set()
+    for sub in cls.__subclasses__():
+        found |= {sub} | _subclasses(sub)
+    return found
+
+
+def declared_terms() -> set[type]:
+    """Every public term class of the package: its top-level modules walked (so a term in a new module counts),
+    then every subclass of :class:`Term` defined anywhere outside the formulations and block templates."""
+    for info in pkgutil.iter_modules(placement_dsl.__path__, "placement_dsl."):
+        if not info.ispkg:
+            importlib.import_module(info.name)
+    return {cls for cls in _subclasses(Term) - NOT_DECLARED
+            if cls.__module__.startswith("placement_dsl.") and not cls.__module__.startswith(INTERNAL)
+            and not cls.__name__.startswith("_")}
+
+
+def test_the_walk_finds_every_objective_and_constraint():
+    names = {cls.__name__ for cls in declared_terms()}
+    objectives = {"Bottleneck", "Throughput", "PipeDream", "GPipe", "Latency", "Makespan"}
+    constraints = {"Memory", "Overflow", "Contiguous", "DagOrder", "Colocate", "Pin", "AllowedKinds", "Subgraphs",
+                   "Congestion", "TrainingMemory", "Replicate"}
+    assert objectives | constraints <= names
+
+
+def test_every_term_is_exported_at_the_top_level():
+    missing = sorted(f"{cls.__module__}.{cls.__name__}" for cls in declared_terms()
+                     if cls.__name__ not in placement_dsl.__all__ or getattr(placement_dsl, cls.__name__) is not cls)
+    assert missing == [], "terms missing from placement_dsl.__all__"
+
+
+def test_every_objective_is_an_objective_term():
+    exported = {name: getattr(placement_dsl, name) for name in placement_dsl.__all__}
+    objectives = {name for name, obj in exported.items() if inspect.isclass(obj) and issubclass(obj, ObjectiveTerm)}
+    assert objectives == {"Bottleneck", "Throughput", "PipeDream", "GPipe", "Latency", "Makespan"}
+
+
+def test_every_name_in_all_exists():
+    assert [name for name in placement_dsl.__all__ if not hasattr(placement_dsl, name)] == []
+
+
+def test_importing_the_package_loads_no_pyomo():
+    code = "import sys, placement_dsl; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyomo'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
