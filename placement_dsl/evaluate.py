@@ -254,12 +254,15 @@ def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return in_fw, in_bw, out_fw, out_bw
 
 
-def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
+def combine_loads(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
     if overlap is Overlap.NONE:
         return compute + tin + tout + extra
     if overlap is Overlap.HALF:
         return np.maximum(compute, tin + tout + extra)
     return np.maximum(np.maximum(compute, tin), tout + extra)
+
+
+_combine = combine_loads  # the former name, kept for one release
 
 
 def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:

@@ -93,7 +93,9 @@ class _Units:
     of_device: dict[int, dict[bool, int]]  # device -> {backward: unit}
 
 
-def _units(p: Placement, model: CostModel) -> _Units:
+def pass_units(p: Placement, model: CostModel) -> _Units:
+    """The units the simulator runs: one per device pass present, its duration, and the units it waits for (the
+    tensors between passes, and each device's forward before the backward that reads its stash)."""
     g = p.graph
     label = 2 * p.assign + g.backward.astype(np.int64)
     present = np.unique(label)
@@ -115,6 +117,9 @@ def _units(p: Placement, model: CostModel) -> _Units:
     for u, lab in enumerate(present):
         of_device.setdefault(int(lab) // 2, {})[bool(lab % 2)] = u
     return _Units(present // 2, present % 2 == 1, dur, preds, of_device)
+
+
+_units = pass_units  # the former name, kept for one release
 
 
 def _stash_pairs(p: Placement) -> set[int]:

@@ -63,3 +63,25 @@ def test_importing_the_package_loads_no_pyomo():
     code = "import sys, placement_dsl; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyomo'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+FORMER_NAMES = {  # module: {former private name: public name}
+    "placement_dsl.heuristics.ideals": {"_setup": "setup", "_search": "search", "_bitsets": "bitsets",
+                                        "_tensors": "tensors", "_place": "place", "_name_rank": "name_rank"},
+    "placement_dsl.heuristics.latency": {"_setup": "setup"},
+    "placement_dsl.heuristics.chain_descent": {"_Loads": "StageLoads"},
+    "placement_dsl.heuristics.schedule_ls": {"_State": "ScheduleState", "_critical": "critical_chain"},
+    "placement_dsl.blocks.latency_data": {"_priced": "knapsack_price", "_fractional": "fractional_price"},
+    "placement_dsl.bounds.makespan": {"_weights": "dual_weights"},
+    "placement_dsl.bounds.packing": {"_Completion": "BinCompletion", "_Search": "PackingSearch", "_lpt": "lpt"},
+    "placement_dsl.evaluate": {"_combine": "combine_loads"},
+    "placement_dsl.schedule": {"_earliest": "earliest_free"},
+    "placement_dsl.simulate": {"_units": "pass_units"},
+}
+
+
+def test_former_private_names_still_import_as_the_public_ones():
+    for module, names in FORMER_NAMES.items():
+        loaded = importlib.import_module(module)
+        for old, new in names.items():
+            assert getattr(loaded, old) is getattr(loaded, new), f"{module}.{old}"

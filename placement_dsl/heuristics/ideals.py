@@ -128,13 +128,16 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.contraction.n_nodes])
 
 
-def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
+def bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
     """Boolean rows (k x n) -> uint64 words (k x ceil(n/64))."""
     rows = np.asarray(rows, dtype=bool).reshape(-1, n)
     W = max(1, -(-n // 64))
     padded = np.zeros((len(rows), W * 64), dtype=bool)
     padded[:, :n] = rows
     return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(len(rows), W)
+
+
+_bitsets = bitsets  # the former name, kept for one release
 
 
 def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadline: float | None = None
@@ -226,7 +229,7 @@ def _node_costs(con: Contraction, classes: list[DeviceClass]):
     return work, unsup, mem, param
 
 
-def _tensors(con: Contraction, forward_only: bool = False):
+def tensors(con: Contraction, forward_only: bool = False):
     """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
 
     The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
@@ -253,6 +256,9 @@ def _tensors(con: Contraction, forward_only: bool = False):
     return masks, owner, cost, lo, hi
 
 
+_tensors = tensors  # the former name, kept for one release
+
+
 def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
     """All device-count vectors (mixed radix, index increasing in every count) and strides."""
     radix = [c.count + 1 for c in classes]
@@ -261,7 +267,7 @@ def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(counts, dtype=np.int64), strides
 
 
-def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
+def place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
            stages: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, dict[str, list[str]]]:
     """Supernode stages -> op assignment (devices of a class in cluster order) and replica sets."""
     node_device = np.full(con.n_nodes, -1, dtype=np.int64)
@@ -276,6 +282,9 @@ def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
     return con.lift(node_device), replicas
 
 
+_place = place  # the former name, kept for one release
+
+
 # ---------------------------------------------------------------------------- replication check
 def replicated_objective(placement: Placement, replicas: dict[str, list[str]], model: CostModel | None = None) -> float:
     """Max-load of a split whose stages on ``replicas`` keys run on all listed devices (App. C.2):
@@ -284,12 +293,15 @@ def replicated_objective(placement: Placement, replicas: dict[str, list[str]], m
 
 
 # ---------------------------------------------------------------------------- linearization
-def _name_rank(names: list[str]) -> np.ndarray:
+def name_rank(names: list[str]) -> np.ndarray:
     """Rank of names in natural order: integers numerically, before other names."""
     keys = [(0, int(x), "") if x.lstrip("-").isdigit() else (1, 0, x) for x in names]
     rank = np.empty(len(keys), dtype=np.int64)
     rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
     return rank
+
+
+_name_rank = name_rank  # the former name, kept for one release
 
 
 def dfs_order(con: Contraction) -> np.ndarray:
@@ -329,7 +341,7 @@ class _Setup:
     max_replicas: int | None = None  # cap on a stage's replicas (a Replicate term's max_per_stage)
 
 
-def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
+def setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
            merge_zero_cost: bool, max_replicas: int | None = None) -> _Setup:
     model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
@@ -352,6 +364,9 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
     return _Setup(graph, cluster, model, classes, con, replication, max_replicas)
 
 
+_setup = setup  # the former name, kept for one release
+
+
 def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replication: bool) -> None:
     """The suffix DP's class: identical accelerators, hard memory, no replicas."""
     why = ("replicated stages" if replication else "several device classes or host devices"
@@ -364,7 +379,7 @@ def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replic
 BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a second candidate incumbent
 
 
-def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
+def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
             incumbent: list | None = None, descend: bool = True, deadline: float | None = None) -> tuple[Solution, dict]:
     from .ideal_solve import solve
 
@@ -402,6 +417,9 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info
+
+
+_search = search  # the former name, kept for one release
 
 
 def _brkga_split(su: _Setup, deadline: float | None = None

@@ -36,7 +36,7 @@ from placement_dsl.compile import compile
 from placement_dsl.conformance import check_documented
 from placement_dsl.constraints import DagOrder, Memory, Overflow, Pin
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import REL_TOL, MemoryMode, _combine, device_costs
+from placement_dsl.evaluate import REL_TOL, MemoryMode, combine_loads, device_costs
 from placement_dsl.formulations import GuessedBlock, get
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck, Throughput
@@ -99,7 +99,7 @@ def enumerated(problem: Problem, formulation: str, drop: frozenset[str] = frozen
         if hard and "memory" not in drop and any(r.memory_used > r.memory_capacity * (1 + REL_TOL) for r in rows):
             continue
         if formulation == "no-cut-io":
-            loads = [float(_combine(model.overlap, np.array(r.compute), np.array(0.0), np.array(0.0),
+            loads = [float(combine_loads(model.overlap, np.array(r.compute), np.array(0.0), np.array(0.0),
                                     np.array(r.overflow))) for r in rows]
         else:
             loads = [r.load for r in rows]

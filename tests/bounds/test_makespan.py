@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement_dsl.bounds.makespan import _weights, makespan_bounds, path_bound, work_bound
+from placement_dsl.bounds.makespan import dual_weights, makespan_bounds, path_bound, work_bound
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.graph import Graph, Op
 
@@ -68,13 +68,13 @@ def test_path_bound_reads_each_devices_ready_time_and_each_producers_transfers()
 
 
 def test_work_weights_uniform_inverse_and_the_simplex_grid():
-    rows = _weights(2, np.array([2.0, 6.0]))  # inverse (1/2, 1/6), normalized (3/4, 1/4); the grid i/20
+    rows = dual_weights(2, np.array([2.0, 6.0]))  # inverse (1/2, 1/6), normalized (3/4, 1/4); the grid i/20
     assert len(rows) == 2 + 21 and rows[:3].tolist() == [[0.5, 0.5], [0.75, 0.25], [0.0, 1.0]]
     assert rows[-1].tolist() == [1.0, 0.0]
-    assert _weights(2, np.array([0.0, 4.0]))[1].tolist() == [0.0, 1.0]  # a device with nothing to run: weight 0
-    assert _weights(2, np.array([0.5, np.inf]))[1].tolist() == [1.0, 0.0]  # ... or an impossible op
-    assert len(_weights(2, np.array([0.0, np.inf]))) == 1 + 21  # no inverse weights at all
-    assert len(_weights(4, np.ones(4))) == 2 + 1771 and len(_weights(5, np.ones(5))) == 2  # the grid up to D = 4
+    assert dual_weights(2, np.array([0.0, 4.0]))[1].tolist() == [0.0, 1.0]  # a device with nothing to run: weight 0
+    assert dual_weights(2, np.array([0.5, np.inf]))[1].tolist() == [1.0, 0.0]  # ... or an impossible op
+    assert len(dual_weights(2, np.array([0.0, np.inf]))) == 1 + 21  # no inverse weights at all
+    assert len(dual_weights(4, np.ones(4))) == 2 + 1771 and len(dual_weights(5, np.ones(5))) == 2  # the grid up to D = 4
 
 
 def test_work_bound_with_the_uniform_weights_alone():

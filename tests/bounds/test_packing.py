@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_dsl.bounds.packing import FEASIBLE, INFEASIBLE, UNKNOWN, _Completion, cheap_bound, packing_bound
+from placement_dsl.bounds.packing import FEASIBLE, INFEASIBLE, UNKNOWN, BinCompletion, cheap_bound, packing_bound
 from placement_dsl.bounds.pigeonhole import pigeonhole_bound
 from placement_dsl.bounds.simple import simple_lower_bound
 from placement_dsl.cluster import Cluster
@@ -37,12 +37,12 @@ def test_bin_completion_decides_like_brute_force(w, K, scale):
     w = sorted(w, reverse=True)
     best = makespan(w, K)
     C = best * scale
-    verdict = _Completion(np.array(w), K, C, 10**6).run()
+    verdict = BinCompletion(np.array(w), K, C, 10**6).run()
     assert verdict == (FEASIBLE if C >= best else INFEASIBLE)
 
 
 def test_a_spent_budget_answers_unknown():
-    assert _Completion(np.array([5.0, 4.0, 3.0, 3.0, 3.0]), 2, 9.5, 0).run() == UNKNOWN
+    assert BinCompletion(np.array([5.0, 4.0, 3.0, 3.0, 3.0]), 2, 9.5, 0).run() == UNKNOWN
 
 
 @settings(max_examples=80, deadline=None)
@@ -182,6 +182,6 @@ def test_certify_proves_gnmt_inference_within_a_percent(dnn_partitioning):
 def test_a_bin_of_thousands_of_items_is_searched_without_recursion():
     # the search for a bin's items went one Python frame per item: 2,000 unit items filling two bins of
     # 1,000 raised RecursionError (a 2,000-op profile hit it through `placement-dsl bounds`)
-    search = _Completion(np.ones(2000), 2, 1000.0, 10**6)
+    search = BinCompletion(np.ones(2000), 2, 1000.0, 10**6)
     assert search.run() == FEASIBLE and search.bins == [1000.0, 1000.0]
     assert [len(m) for m in search.members] == [1000, 1000]

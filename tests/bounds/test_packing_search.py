@@ -14,10 +14,10 @@ from placement_dsl.bounds.packing import (
     INFEASIBLE,
     TOLERANCE,
     UNKNOWN,
-    _Completion,
-    _lpt,
-    _Search,
+    BinCompletion,
+    PackingSearch,
     heavy_packing,
+    lpt,
     packing_bound,
 )
 from placement_dsl.cluster import Cluster
@@ -40,30 +40,30 @@ def _layers(works: list[float], cpu_factor: float = 10.0) -> Graph:
 
 def test_lpt_puts_each_item_on_the_least_loaded_bin():
     # 3 | 3, then the 2s on 5 | 5 and 7 | 5: makespan 7 (the optimum {3, 3} | {2, 2, 2} is 6)
-    assert _lpt(np.array([3.0, 3.0, 2.0, 2.0, 2.0]), 2) == 7.0
+    assert lpt(np.array([3.0, 3.0, 2.0, 2.0, 2.0]), 2) == 7.0
     # 8 | 5, 4 joins the 5 (9), 2 joins the 8 (10)
-    assert _lpt(np.array([8.0, 5.0, 4.0, 2.0]), 2) == 10.0
+    assert lpt(np.array([8.0, 5.0, 4.0, 2.0]), 2) == 10.0
 
 
 def test_a_decision_may_spend_a_quarter_of_the_budget():
     # [2, 1] in one bin of 3: the bin's first set (node 1) takes the 1 (node 2) and is complete: 2 nodes
     w = np.array([2.0, 1.0])
-    assert _Completion(w, 1, 3.0, 2).run() == FEASIBLE
-    assert _Completion(w, 1, 3.0, 1).run() == UNKNOWN
+    assert BinCompletion(w, 1, 3.0, 2).run() == FEASIBLE
+    assert BinCompletion(w, 1, 3.0, 1).run() == UNKNOWN
     # a budget of 7 allows 7 // 4 = 1 node per decision, 8 allows 2
-    assert _Search(1, 7).pack(w, 3.0)[0] == UNKNOWN
-    search = _Search(1, 8)
+    assert PackingSearch(1, 7).pack(w, 3.0)[0] == UNKNOWN
+    search = PackingSearch(1, 8)
     assert search.pack(w, 3.0)[0] == FEASIBLE and search.left == 6
-    assert _Search(1, 3).per_decision == 1  # never below one node
+    assert PackingSearch(1, 3).per_decision == 1  # never below one node
     # [2] in one bin of 3 takes one node: a budget of 1 is enough
-    assert _Search(1, 1).pack(np.array([2.0]), 3.0)[0] == FEASIBLE
+    assert PackingSearch(1, 1).pack(np.array([2.0]), 3.0)[0] == FEASIBLE
 
 
 def test_a_spent_budget_answers_unknown_even_where_the_sums_refute():
     # [3, 3] cannot fit one bin of 2 (sum 6 > 2, refuted before any node), but with no budget left the
     # search does not run: unknown, as for any decision past the budget
-    assert _Completion(np.array([3.0, 3.0]), 1, 2.0, 0).run() == INFEASIBLE
-    assert _Search(1, 0).pack(np.array([3.0, 3.0]), 2.0)[0] == UNKNOWN
+    assert BinCompletion(np.array([3.0, 3.0]), 1, 2.0, 0).run() == INFEASIBLE
+    assert PackingSearch(1, 0).pack(np.array([3.0, 3.0]), 2.0)[0] == UNKNOWN
 
 
 def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds(monkeypatch):
@@ -72,7 +72,7 @@ def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds(monkeypatch):
     # {5, 5} | {3, 3, 3}, whose makespan 10 becomes the top; 26 halvings of [9.5, 10] reach a width
     # 0.5 * 2^-26 <= 1e-9 * 10: 10 - 2^-27 (the midpoint 10.25 as the top ends elsewhere)
     decisions = []
-    decide = packing._Search.decide
+    decide = packing.PackingSearch.decide
 
     def counted(self, w, C):
         decisions.append(C)
@@ -80,7 +80,7 @@ def test_the_bisection_drops_to_the_makespan_of_a_packing_it_finds(monkeypatch):
             raise AssertionError("the bisection does not converge")
         return decide(self, w, C)
 
-    monkeypatch.setattr(packing._Search, "decide", counted)
+    monkeypatch.setattr(packing.PackingSearch, "decide", counted)
     assert packing_bound(_layers([5.0, 5.0, 3.0, 3.0, 3.0]), TWO) == 10.0 - 2.0**-27
     # the step's top 30, the cheap bound 9.5, the midpoint 10.25, then the 26 halvings
     assert len(decisions) == 29 and decisions[:3] == [30.0, 9.5, 10.25]
@@ -131,14 +131,14 @@ def test_heavy_packing_widens_the_bound_by_twice_the_tolerance(monkeypatch):
     # would reach 10 + 2e-10 and be packed first
     graph = _layers([8.0, 5.0, 4.0, 2.0])
     asked: list[tuple[float, int]] = []
-    pack = packing._Search.pack
+    pack = packing.PackingSearch.pack
 
     def spy(self, w, C):
         verdict, found = pack(self, w, C)
         asked.append((C, verdict))
         return verdict, found
 
-    monkeypatch.setattr(packing._Search, "pack", spy)
+    monkeypatch.setattr(packing.PackingSearch, "pack", spy)
     T = packing_bound(graph, TWO, budget=29)
     assert T == 10.0 - 2.0**-25
     del asked[:]
@@ -166,7 +166,7 @@ def test_bin_completion_finds_a_packing_after_backtracking(w, K, C):
     # both need the search to undo a bin: the first bin's first maximal set leaves no packing of the rest.
     # An item left marked as used after its branch (or the first item of a failed bin) is lost to every
     # later bin, and the search refutes a packing that exists: a bound above the optimum
-    search = _Completion(np.array(w, dtype=float), K, C, 10**6)
+    search = BinCompletion(np.array(w, dtype=float), K, C, 10**6)
     assert search.run() == FEASIBLE
     assert sorted(i for b in search.members for i in b) == list(range(len(w)))
     assert all(sum(w[i] for i in b) <= C for b in search.members)
@@ -190,7 +190,7 @@ def test_bin_completion_refutes_within_its_hand_counted_nodes(w, K, C, nodes):
     # the pruning rules (the waste carried from bin to bin, maximal sets only, twins skipped) decide how
     # far a search gets within its budget: each refutation here ends on the node counted by hand, so a
     # budget of exactly that many nodes still refutes, and a weaker rule runs out of nodes (UNKNOWN)
-    search = _Completion(np.array(w, dtype=float), K, C, nodes)
+    search = BinCompletion(np.array(w, dtype=float), K, C, nodes)
     assert search.run() == INFEASIBLE
     assert search.nodes == nodes
 
@@ -207,7 +207,7 @@ def test_bin_completion_is_not_refuted_by_float_sums_in_another_order():
     for x in w:
         C += x
     assert C < float(np.sum(w))  # the premise: the two orders disagree
-    search = _Completion(w, 1, C, 1000)
+    search = BinCompletion(w, 1, C, 1000)
     assert search.run() == FEASIBLE
     assert search.members == [list(range(12))]
 

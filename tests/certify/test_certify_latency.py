@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from placement_dsl.blocks import latency_data as L
 from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import PathLink
-from placement_dsl.blocks.latency_data import EXACT_ITEMS, _fractional, _priced, bounds, longest_paths, run_path_bound
+from placement_dsl.blocks.latency_data import (
+    EXACT_ITEMS,
+    bounds,
+    fractional_price,
+    knapsack_price,
+    longest_paths,
+    run_path_bound,
+)
 from placement_dsl.bounds.latency import critical_path_bound
 from placement_dsl.certify import LATENCY_LEVELS, LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
@@ -275,7 +282,7 @@ def test_side_inputs_are_priced_by_the_least_knapsack_left_out():
         best = min(sum(c for (c, _), keep in zip(items, mask) if not keep)
                    for mask in itertools.product((False, True), repeat=n)
                    if sum(m for (_, m), keep in zip(items, mask) if keep) <= room)
-        got = _priced(items, room)
+        got = knapsack_price(items, room)
         if n <= EXACT_ITEMS:
             assert got == pytest.approx(best), (items, room)
         else:
@@ -439,13 +446,13 @@ def test_an_accelerator_a_start_leaves_empty_gets_empty_slots_at_time_zero():
 
 def test_the_side_knapsack_prices_what_is_left_out():
     items = [(2.0, 1.0), (3.0, 2.0)]  # (price, memory), best price per byte first
-    assert _fractional(items, 2.0) == pytest.approx(1.5)  # the first whole, half the second: 3 - 1.5 left out
-    assert _priced(items, 2.0) == pytest.approx(2.0)  # exactly: keep the second, leave the first out
-    assert _fractional(items, 0.0) == _priced(items, 0.0) == pytest.approx(5.0)
+    assert fractional_price(items, 2.0) == pytest.approx(1.5)  # the first whole, half the second: 3 - 1.5 left out
+    assert knapsack_price(items, 2.0) == pytest.approx(2.0)  # exactly: keep the second, leave the first out
+    assert fractional_price(items, 0.0) == knapsack_price(items, 0.0) == pytest.approx(5.0)
     # twelve items of 2 bytes (price 3) in a room of 5: two kept, exactly (30 left out); past EXACT_ITEMS the
     # fractional knapsack keeps two and a half (39 - 7.5)
-    assert _priced([(3.0, 2.0)] * EXACT_ITEMS, 5.0) == pytest.approx(30.0)
-    assert _priced([(3.0, 2.0)] * (EXACT_ITEMS + 1), 5.0) == pytest.approx(31.5)
+    assert knapsack_price([(3.0, 2.0)] * EXACT_ITEMS, 5.0) == pytest.approx(30.0)
+    assert knapsack_price([(3.0, 2.0)] * (EXACT_ITEMS + 1), 5.0) == pytest.approx(31.5)
 
 
 def test_the_run_paths_floor_cuts_only_the_paths_it_is_asked_for():

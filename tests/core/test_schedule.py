@@ -22,8 +22,8 @@ from placement_dsl.schedule import (
     ListScheduler,
     Schedule,
     Timeline,
-    _earliest,
     check_schedule,
+    earliest_free,
     list_schedule,
     transfer_tasks,
 )
@@ -247,7 +247,7 @@ def test_timeline_inserts_into_gaps_merges_and_undoes():
     assert (line.starts, line.ends) == ([0.0], [6.0])
     line.undo(token)
     assert (line.starts, line.ends) == ([0.0, 5.0], [2.0, 6.0])
-    assert _earliest([line, Timeline()], 1.0, 1.0) == 2.0
+    assert earliest_free([line, Timeline()], 1.0, 1.0) == 2.0
 
 
 def test_trying_a_device_leaves_no_trace(two):

@@ -134,14 +134,14 @@ def test_training_converges(p, schedule):
 def test_backward_waits_for_the_stashed_forward_when_the_graph_omits_the_edge():
     """Tarnawski's training inputs have no forward-to-backward edges and mirror the forward edges in the
     backward pass; each device's backward still reads what its forward stashed for the same micro-batch."""
-    from placement_dsl.simulate import _units
+    from placement_dsl.simulate import pass_units
 
     ops = [Op(name="a", work=1, group="a"), Op(name="b", work=1, group="b"), Op(name="c", work=3, group="c"),
            Op(name="a~bw", work=1, group="a", backward=True), Op(name="b~bw", work=3, group="b", backward=True),
            Op(name="c~bw", work=1, group="c", backward=True)]
     g = Graph(ops, [("a", "b"), ("b", "c"), ("a~bw", "b~bw"), ("b~bw", "c~bw")])
     p = Placement(g, Cluster.stages(3), [0, 1, 2, 0, 1, 2])
-    units = _units(p, CostModel(memory="overflow", require=frozenset()))
+    units = pass_units(p, CostModel(memory="overflow", require=frozenset()))
     assert all(units.of_device[d][False] in units.preds[units.of_device[d][True]] for d in range(3))
     want = analytic_time_per_sample(p, "1f1b")  # max (FW + BW) = 4
     gaps = [simulate(p, "1f1b", m).time_per_sample / want - 1 for m in (50, 400)]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from placement_dsl.brute import brute_force, placements
 from placement_dsl.constraints import DagOrder, Overflow
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics.chain_descent import _Loads, chain_descent
+from placement_dsl.heuristics.chain_descent import StageLoads, chain_descent
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
@@ -36,7 +36,7 @@ def test_loads_are_the_cost_models_and_descent_never_worsens(problem: Problem, p
     """The search's stage loads equal the cost model's on every valid placement; from any of them the descent
     returns a valid DAG-ordered placement no worse than its start and no better than the optimum."""
     valid = [p for p in placements(problem) if problem.is_valid(p)]
-    loads = _Loads(problem)
+    loads = StageLoads(problem)
     for p in valid:
         assert loads(np.asarray(p.assign)) == pytest.approx([d.load for d in problem.evaluate(p).devices], abs=1e-9)
     start = valid[pick % len(valid)]

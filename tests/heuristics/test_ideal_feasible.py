@@ -16,7 +16,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import ideal_feasible as F
 from placement_dsl.heuristics import ideal_solve
 from placement_dsl.heuristics.ideal_solve import Sweeps
-from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
+from placement_dsl.heuristics.ideals import ideal_lattice, search, setup
 from placement_dsl.progress import Recorder, reporting
 from tests.heuristics.test_ideals_pruning import MODELS, clusters, graphs
 
@@ -27,15 +27,15 @@ def _bits(feas: np.ndarray, S: int) -> np.ndarray:
 
 
 def _sweeps(graph, cluster, model, replication):
-    su = _setup(graph, cluster, model, replication, True)
+    su = setup(graph, cluster, model, replication, True)
     lat = ideal_lattice(su.con, 100_000)
     return Sweeps(lat, su.classes, model, replication), su
 
 
 def _optimum(graph, cluster, model, replication) -> float:
-    su = _setup(graph, cluster, model, replication, True)
+    su = setup(graph, cluster, model, replication, True)
     try:
-        return _search(su, linearize=False, max_ideals=100_000, upper_bound=None, descend=False)[0].value
+        return search(su, linearize=False, max_ideals=100_000, upper_bound=None, descend=False)[0].value
     except InfeasibleError:
         return math.inf
 
@@ -142,9 +142,9 @@ def test_descending_search_uses_bitsets_only(monkeypatch):
     cluster = Cluster.accelerators(4, cpus=2)
     exact = _optimum(g, cluster, CostModel(), False)
     monkeypatch.setattr(ideal_solve.Sweeps, "exact", lambda *a: pytest.fail("float64 sweep run"))
-    su = _setup(g, cluster, CostModel(), False, True)
+    su = setup(g, cluster, CostModel(), False, True)
     with reporting(Recorder()) as rec:
-        sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
+        sol, info = search(su, linearize=False, max_ideals=100_000, upper_bound=exact * 1.3, descend=True)
     assert sol.value == exact
     runs = [e.fields for e in rec.of("dp") if e.fields.get("phase") == "feasibility"]
     assert len(runs) == info["runs"] >= 2  # each run reported, the last one just below the optimum
@@ -247,7 +247,7 @@ def test_a_run_past_the_deadline_stops_and_the_search_returns_its_split(monkeypa
 
     w = regal(0, n=34)
     cluster, model = resize(w.cluster, 8), CostModel.named("bottleneck")
-    su = _setup(w.graph, cluster, model, False, True)
+    su = setup(w.graph, cluster, model, False, True)
     lat = ideal_lattice(su.con, 1_000_000)
     assert lat.count > 16_384
     sw = Sweeps(lat, su.classes, su.model, False)
@@ -279,13 +279,13 @@ def test_brkgas_split_is_a_second_incumbent_on_large_lattices(monkeypatch):
     assert both.info["pairs"] < alone.info["pairs"]
     bare = ideals.dp(w.graph, cluster, model=model, incumbent=False)  # no incumbent asked: neither DPL's nor BRKGA's
     assert "brkga" not in bare.info and bare.info["runs"] == 1 and bare.objective == alone.objective
-    su = _setup(w.graph, cluster, model, False, True)
+    su = setup(w.graph, cluster, model, False, True)
     stages, value = ideals._brkga_split(su)
     assert value == both.info["brkga"]
-    assign, _ = ideals._place(su.con, cluster, su.classes, stages)  # the same split (devices of a class renamed)
+    assign, _ = ideals.place(su.con, cluster, su.classes, stages)  # the same split (devices of a class renamed)
     mine = brkga(w.graph, cluster, model=model, seed=0).placement.assign
     assert len({(int(a), int(b)) for a, b in zip(assign, mine, strict=True)}) == len(stages)
-    assert ideals._brkga_split(_setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
+    assert ideals._brkga_split(setup(w.graph, cluster, model, True, True)) == (None, None)  # replicas: not modelled
     asked = []  # the DP's time limit bounds BRKGA's run: it gets what is left of it
     monkeypatch.setattr(orderings, "brkga", lambda *a, **k: asked.append(k["time_limit"]) or brkga(*a, **k))
     ideals.dp(w.graph, cluster, model=model, time_limit=50)
@@ -305,7 +305,7 @@ def test_a_heuristic_split_is_an_incumbent_only_when_it_is_one_of_the_dps(monkey
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=1, out_bytes=1),
                Op(name="z", work=0)], [("a", "b"), ("b", "c"), ("c", "z")])
     cluster = Cluster.stages(3)
-    su = _setup(g, cluster, CostModel(), False, True)
+    su = setup(g, cluster, CostModel(), False, True)
     assert su.con.n_nodes == 3  # z merged into c
     monkeypatch.setattr(orderings, "brkga", lambda *a, **k: SimpleNamespace(
         placement=Placement(g, cluster, full), objective=7.0))
@@ -322,7 +322,7 @@ def test_an_incumbent_the_dp_may_not_take_is_priced_infinite_and_ignored():
     # cannot run b. All three on one GPU (no transfers: 3) beats every split the DP may take (21), but breaks the
     # GPU's memory; so do a stage with b on the CPU and three GPU stages
     from placement_dsl.evaluate import evaluate
-    from placement_dsl.heuristics.ideals import _place
+    from placement_dsl.heuristics.ideals import place
     from placement_dsl.placement import Placement
 
     ops = [Op(name=n, work=work, param_bytes=1, out_bytes=10) for n, work in
@@ -342,7 +342,7 @@ def test_an_incumbent_the_dp_may_not_take_is_priced_infinite_and_ignored():
         return sw.value(ideal_solve._incumbent_steps(sw.lat, stages))
 
     good = split(([0], gpu), ([1], gpu), ([2], cpu))
-    assign, _ = _place(su.con, cluster, su.classes, good)
+    assign, _ = place(su.con, cluster, su.classes, good)
     assert value(good) == evaluate(Placement(g, cluster, assign), model).max_load == 21.0  # b: 1 + 10 in + 10 out
     bad = [split(([0, 1, 2], gpu)), split(([0], gpu), ([1, 2], cpu)), split(([0], gpu), ([1], gpu), ([2], gpu))]
     assert [value(s) for s in bad] == [math.inf] * 3

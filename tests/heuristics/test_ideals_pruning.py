@@ -12,7 +12,7 @@ from placement_dsl.errors import InfeasibleError
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import ideal_solve
-from placement_dsl.heuristics.ideals import _search, _setup, ideal_lattice
+from placement_dsl.heuristics.ideals import ideal_lattice, search, setup
 
 MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"), CostModel.named("bottleneck"),
           CostModel(memory="overflow")]
@@ -42,9 +42,9 @@ def clusters(draw) -> Cluster:
 
 
 def _value(graph, cluster, model, upper_bound, replication=False, descend=False):
-    su = _setup(graph, cluster, model, replication, True)
+    su = setup(graph, cluster, model, replication, True)
     try:
-        sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=upper_bound, descend=descend)
+        sol, info = search(su, linearize=False, max_ideals=100_000, upper_bound=upper_bound, descend=descend)
     except InfeasibleError:
         return math.inf, 0
     return sol.value, info["pairs"]
@@ -86,9 +86,9 @@ def test_dead_states_and_transfers_prune_beyond_the_work_cutoff():
     """
     g = Graph([Op(name=f"{s}{i}", work=1 + i % 3, out_bytes=2) for s in "abc" for i in range(6)],
               [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)])
-    su = _setup(g, Cluster.accelerators(3), CostModel(), False, True)
+    su = setup(g, Cluster.accelerators(3), CostModel(), False, True)
     exact, free = _value(g, Cluster.accelerators(3), CostModel(), None)
-    sol, info = _search(su, linearize=False, max_ideals=100_000, upper_bound=exact, descend=False)
+    sol, info = search(su, linearize=False, max_ideals=100_000, upper_bound=exact, descend=False)
     assert sol.value == exact == 12.0 and info["pairs"] < free
     lat = ideal_lattice(su.con)
     work = g.work("accelerator")
@@ -112,7 +112,7 @@ def _reference(su):
 @given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans())
 def test_work_cut_and_descent_equal_the_reference(graph, cluster, model, replication):
     """The work cut alone, and the descending search from the reference's value and from far above it."""
-    su = _setup(graph, cluster, model, replication, True)
+    su = setup(graph, cluster, model, replication, True)
     ref = _reference(su).value
     lat = ideal_lattice(su.con)
     plain = ideal_solve.solve(lat, su.classes, su.model, su.replication, math.inf)
@@ -134,7 +134,7 @@ def test_target_at_the_optimum_is_feasible(works, k, branches):
     ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
     half = len(works) // branches
     edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
-    su = _setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), False, True)
+    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), False, True)
     ref = _reference(su).value
     lat = ideal_lattice(su.con)
     for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref

@@ -22,7 +22,7 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, contiguity_witness, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.latency import _setup
+from placement_dsl.heuristics.latency import setup
 from placement_dsl.heuristics.latency_kernels import latency as kernel_latency
 from placement_dsl.invocation import invocations
 from placement_dsl.placement import Placement
@@ -249,7 +249,7 @@ def test_subgraphs_are_contiguous_and_as_few_as_the_paths_allow(p):
 
 @given(placed_dags())
 def test_compiled_latency_matches_the_referee(p):
-    su = _setup(p.graph, p.cluster, CostModel.named("latency"))
+    su = setup(p.graph, p.cluster, CostModel.named("latency"))
     ref = evaluate(p, "latency").objective
     assert kernel_latency(p.assign.copy(), *su.kernel)[0] == pytest.approx(ref, rel=1e-12)
 

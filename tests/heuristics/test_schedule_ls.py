@@ -9,7 +9,7 @@ from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.schedule_ls import _critical, _State, downward_rank
+from placement_dsl.heuristics.schedule_ls import ScheduleState, critical_chain, downward_rank
 from placement_dsl.placement import Placement
 from placement_dsl.schedule import check_schedule
 
@@ -43,9 +43,9 @@ def test_downward_rank_is_the_longest_path_into_an_op():
 
 def test_the_critical_chain_follows_inputs_and_device_waits():
     g, c = fork()
-    state = _State(g, c, MODEL)
+    state = ScheduleState(g, c, MODEL)
     _, b = state.schedule(np.zeros(g.n, dtype=np.int64), g.topo.tolist())
-    chain, blockers = _critical(state, b)
+    chain, blockers = critical_chain(state, b)
     assert chain[0] == g.index["z"] and chain[-1] == g.index["a"]
     assert len(blockers) == 3  # on one device the branches wait for each other
 
