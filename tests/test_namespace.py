@@ -77,6 +77,10 @@ FORMER_NAMES = {  # module: {former private name: public name}
     "placement_dsl.evaluate": {"_combine": "combine_loads"},
     "placement_dsl.schedule": {"_earliest": "earliest_free"},
     "placement_dsl.simulate": {"_units": "pass_units"},
+    "placement_dsl.heuristics.neighbourhood": {"_Units": "ColocationUnits", "_loads": "device_loads",
+                                               "_listed": "neighbourhoods_tried", "_free": "freed_units",
+                                               "_step": "pinned_step"},
+    "placement_dsl.solve": {"_check_agreement": "check_agreement"},
 }
 
 

@@ -17,7 +17,7 @@ from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
 from placement_dsl.result import Result, relative_gap
-from placement_dsl.solve import _check_agreement, solve
+from placement_dsl.solve import check_agreement, solve
 from placement_dsl.solvers import Status, available_solvers, backend
 
 NATIVE = [s for s in ("highs", "scip") if s in available_solvers()]
@@ -108,12 +108,12 @@ def test_an_answer_whose_objective_variable_has_slack(status, cutoff, kept):
     ev = SimpleNamespace(valid=True, objective=18.0, violations=[])
     notes: list[str] = []
     if kept:
-        _check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
+        check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
         assert notes == ["incumbent objective 18.1 was not tight; the cost model gives 18"]
     else:
         with pytest.raises(EvaluationMismatchError, match=r"solver objective 18.1 \(model 9.05 x scale 2\) but the "
                                                           r"cost model gives 18$"):
-            _check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
+            check_agreement(compiled, outcome, ev, "highs", notes, 1e-4, cutoff)
 
 
 def test_unknown_solver():
