@@ -149,9 +149,13 @@ def test_closed_form_bounds_recurse_no_deeper_than_a_constant(graph, shallow_sta
 
     cluster = Cluster.accelerators(4, cpus=1)
     simple = simple_lower_bound(graph, cluster)
-    assert packing_bound(graph, cluster, budget=20_000) >= pigeonhole_bound(graph, cluster) - 1e-9
-    assert heavy_packing(graph, cluster, budget=20_000) is not None
-    assert chain_bound(graph, cluster) >= 0 and simple > 0
+    packing = packing_bound(graph, cluster, budget=20_000)
+    assert packing >= pigeonhole_bound(graph, cluster) - 1e-9
+    heavy = heavy_packing(graph, cluster, budget=20_000)
+    assert heavy is not None and heavy[0] == packing  # the packing bound, and bins of the units it says must spread
+    units = np.concatenate([np.zeros(0, np.int64), *heavy[1]])
+    assert len(np.unique(units)) == len(units)  # each unit in one bin
+    assert chain_bound(graph, cluster) >= simple - 1e-9 and simple > 0  # the chain bound is at least the simple one
     assert critical_path_bound(Problem(graph, cluster, Latency()))[0] > 0
     assert makespan_path_bound(graph, cluster) > 0
     contiguous = Problem(graph, Cluster.accelerators(4), Throughput(), [Contiguous()])
