@@ -89,3 +89,17 @@ def test_former_private_names_still_import_as_the_public_ones():
         loaded = importlib.import_module(module)
         for old, new in names.items():
             assert getattr(loaded, old) is getattr(loaded, new), f"{module}.{old}"
+
+
+def test_no_test_imports_a_private_name():
+    """Tests reach the package through names it keeps: a private one may change without notice."""
+    import ast
+    from pathlib import Path
+
+    private = []
+    for path in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "placement_dsl":
+                private += [f"{path.name}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_")]
+    assert private == []
