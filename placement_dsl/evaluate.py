@@ -254,7 +254,7 @@ def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return in_fw, in_bw, out_fw, out_bw
 
 
-def combine_loads(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
+def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
     if overlap is Overlap.NONE:
         return compute + tin + tout + extra
     if overlap is Overlap.HALF:
@@ -262,7 +262,7 @@ def combine_loads(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: 
     return np.maximum(np.maximum(compute, tin), tout + extra)
 
 
-_combine = combine_loads  # the former name, kept for one release
+combine_loads = _combine  # how a device's compute and transfers add up under its overlap
 
 
 def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:

@@ -93,9 +93,7 @@ class _Units:
     of_device: dict[int, dict[bool, int]]  # device -> {backward: unit}
 
 
-def pass_units(p: Placement, model: CostModel) -> _Units:
-    """The units the simulator runs: one per device pass present, its duration, and the units it waits for (the
-    tensors between passes, and each device's forward before the backward that reads its stash)."""
+def _units(p: Placement, model: CostModel) -> _Units:
     g = p.graph
     label = 2 * p.assign + g.backward.astype(np.int64)
     present = np.unique(label)
@@ -117,9 +115,6 @@ def pass_units(p: Placement, model: CostModel) -> _Units:
     for u, lab in enumerate(present):
         of_device.setdefault(int(lab) // 2, {})[bool(lab % 2)] = u
     return _Units(present // 2, present % 2 == 1, dur, preds, of_device)
-
-
-_units = pass_units  # the former name, kept for one release
 
 
 def _stash_pairs(p: Placement) -> set[int]:
@@ -297,5 +292,7 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
     """``(n, time per sample)`` for each ``n`` in ``microbatches``: it falls toward the analytic value."""
     return [(n, simulate(placement, schedule, n, model).time_per_sample) for n in microbatches]
 
+
+pass_units = _units  # the units the simulator runs: device passes and what each waits for
 
 __all__ = ["Schedule", "SimulationResult", "Task", "analytic_time_per_sample", "simulate", "throughput_curve"]

@@ -128,16 +128,13 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.contraction.n_nodes])
 
 
-def bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
+def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
     """Boolean rows (k x n) -> uint64 words (k x ceil(n/64))."""
     rows = np.asarray(rows, dtype=bool).reshape(-1, n)
     W = max(1, -(-n // 64))
     padded = np.zeros((len(rows), W * 64), dtype=bool)
     padded[:, :n] = rows
     return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(len(rows), W)
-
-
-_bitsets = bitsets  # the former name, kept for one release
 
 
 def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadline: float | None = None
@@ -229,7 +226,7 @@ def _node_costs(con: Contraction, classes: list[DeviceClass]):
     return work, unsup, mem, param
 
 
-def tensors(con: Contraction, forward_only: bool = False):
+def _tensors(con: Contraction, forward_only: bool = False):
     """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
 
     The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
@@ -254,9 +251,6 @@ def tensors(con: Contraction, forward_only: bool = False):
     lo = np.array([min(s) // 64 for _, s in agg], dtype=np.int64)
     hi = np.array([max(s) // 64 + 1 for _, s in agg], dtype=np.int64)
     return masks, owner, cost, lo, hi
-
-
-_tensors = tensors  # the former name, kept for one release
 
 
 def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
@@ -293,15 +287,12 @@ def replicated_objective(placement: Placement, replicas: dict[str, list[str]], m
 
 
 # ---------------------------------------------------------------------------- linearization
-def name_rank(names: list[str]) -> np.ndarray:
+def _name_rank(names: list[str]) -> np.ndarray:
     """Rank of names in natural order: integers numerically, before other names."""
     keys = [(0, int(x), "") if x.lstrip("-").isdigit() else (1, 0, x) for x in names]
     rank = np.empty(len(keys), dtype=np.int64)
     rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
     return rank
-
-
-_name_rank = name_rank  # the former name, kept for one release
 
 
 def dfs_order(con: Contraction) -> np.ndarray:

@@ -50,7 +50,7 @@ DEVICE_SETS = (2, 3)  # device-set sizes, in order
 MIN_FREE, SHRINK, GROW = 8, 0.6, 1.5  # the ball cap's floor, and its factors after a timed-out / settled ball
 
 
-class ColocationUnits:
+class _Units:
     """The problem's colocation units: a representative op each, their adjacency, the devices of a placement."""
 
     def __init__(self, problem: Problem):
@@ -86,17 +86,11 @@ class ColocationUnits:
         return frozenset(free)
 
 
-_Units = ColocationUnits  # the former name, kept for one release
-
-
-def device_loads(problem: Problem, placement: Placement) -> np.ndarray:
+def _loads(problem: Problem, placement: Placement) -> np.ndarray:
     return np.array([r.load for r in device_costs(placement, problem.cost_model())])
 
 
-_loads = device_loads  # the former name, kept for one release
-
-
-def neighbourhoods_tried(loads: np.ndarray) -> Iterator[tuple[str, tuple[int, ...]]]:
+def _listed(loads: np.ndarray) -> Iterator[tuple[str, tuple[int, ...]]]:
     """The neighbourhoods tried around an incumbent, in order: ``("ball", (h,))`` and ``("devices", set)`` in turn."""
     rank = [int(d) for d in np.argsort(-loads, kind="stable")]
     balls = [("ball", (h,)) for h in HOPS]
@@ -106,10 +100,7 @@ def neighbourhoods_tried(loads: np.ndarray) -> Iterator[tuple[str, tuple[int, ..
             yield item
 
 
-_listed = neighbourhoods_tried  # the former name, kept for one release
-
-
-def freed_units(units: ColocationUnits, dev: np.ndarray, loads: np.ndarray, kind: str, arg: tuple[int, ...],
+def _free(units: _Units, dev: np.ndarray, loads: np.ndarray, kind: str, arg: tuple[int, ...],
           cap: int) -> frozenset[int]:
     """The units a neighbourhood frees: a ball around the boundary (busiest devices' boundary units first)
     of at most ``cap`` units, or every unit on a set of devices."""
@@ -119,10 +110,7 @@ def freed_units(units: ColocationUnits, dev: np.ndarray, loads: np.ndarray, kind
     return frozenset(np.flatnonzero(np.isin(dev, arg)).tolist())
 
 
-_free = freed_units  # the former name, kept for one release
-
-
-def _random(units: ColocationUnits, dev: np.ndarray, loads: np.ndarray, cap: int,
+def _random(units: _Units, dev: np.ndarray, loads: np.ndarray, cap: int,
             rng: np.random.Generator) -> tuple[str, frozenset[int]]:
     """A ball of ``cap`` units around a random boundary unit, or the busiest device with two random others."""
     seeds = units.boundary(dev)
@@ -131,10 +119,10 @@ def _random(units: ColocationUnits, dev: np.ndarray, loads: np.ndarray, cap: int
         return "ball", units.ball([int(rng.choice(seeds))], units.n, cap)
     busiest = int(np.argmax(loads))
     rest = rng.choice([d for d in range(D) if d != busiest], size=min(2, D - 1), replace=False)
-    return "devices", freed_units(units, dev, loads, "devices", (busiest, *rest.tolist()), cap)
+    return "devices", _free(units, dev, loads, "devices", (busiest, *rest.tolist()), cap)
 
 
-def pinned_step(problem: Problem, units: ColocationUnits, incumbent: Placement, free: frozenset[int], seconds: float,
+def _step(problem: Problem, units: _Units, incumbent: Placement, free: frozenset[int], seconds: float,
           solver: str) -> tuple[Placement | None, bool, float | None]:
     """The throughput IP with every unit outside ``free`` pinned where the incumbent runs it: its answer,
     whether it was solved to optimality, and its dual bound."""
@@ -146,9 +134,6 @@ def pinned_step(problem: Problem, units: ColocationUnits, incumbent: Placement, 
     sub = Problem(problem.source_graph, c, problem.objective, [*problem.constraints, *pins])
     res = solve(sub, "throughput", solver=solver, time_limit=seconds, budget=seconds, warm_start=incumbent)
     return res.placement, res.status is Status.OPTIMAL, res.bound
-
-
-_step = pinned_step  # the former name, kept for one release
 
 
 def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float = 20.0, step_limit: float = 5.0,
@@ -175,7 +160,7 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
     if time_limit <= 0 or step_limit <= 0 or max_free < 1:
         raise SpecError(f"ip_neighbourhoods: time_limit ({time_limit}) and step_limit ({step_limit}) must be "
                         f"positive and max_free ({max_free}) at least 1")
-    units = ColocationUnits(problem)
+    units = _Units(problem)
     rng = np.random.default_rng(seed)
     incumbent, best = start, problem.evaluate(start).objective
     steps, gains = 0, []
@@ -190,12 +175,12 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
         seconds = min(step_limit, time_limit - (time.perf_counter() - t0) - over)
         if seconds < 0.5:
             break
-        dev, loads = units.devices(incumbent), device_loads(problem, incumbent)
+        dev, loads = units.devices(incumbent), _loads(problem, incumbent)
         if listed is None:
-            listed, seen = neighbourhoods_tried(loads), set()
+            listed, seen = _listed(loads), set()
         kind, free = "", frozenset()
         for kind, arg in listed:
-            free = freed_units(units, dev, loads, kind, arg, cap)
+            free = _free(units, dev, loads, kind, arg, cap)
             if free and free not in seen:
                 break
         else:
@@ -205,7 +190,7 @@ def ip_neighbourhoods(problem: Problem, start: Placement, *, time_limit: float =
             kind, free = _random(units, dev, loads, cap, rng)
         seen.add(free)
         t = time.perf_counter()
-        found, optimal, dual = pinned_step(problem, units, incumbent, free, seconds, solver)
+        found, optimal, dual = _step(problem, units, incumbent, free, seconds, solver)
         over = max(over, time.perf_counter() - t - seconds)
         steps += 1
         settled = settled and optimal

@@ -12,14 +12,7 @@ from placement_dsl.constraints import Contiguous, Pin
 from placement_dsl.errors import SpecError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.neighbourhood import (
-    ColocationUnits,
-    device_loads,
-    freed_units,
-    ip_neighbourhoods,
-    neighbourhoods_tried,
-    pinned_step,
-)
+from placement_dsl.heuristics.neighbourhood import _free, _listed, _loads, _step, _Units, ip_neighbourhoods
 from placement_dsl.objectives import Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
@@ -34,7 +27,7 @@ def chain_problem(works: list[float], accelerators: int = 2, out_bytes: float = 
 
 def test_boundary_units_and_balls_on_a_chain():
     problem = chain_problem([1.0] * 10)
-    units = ColocationUnits(problem)
+    units = _Units(problem)
     dev = np.array([0] * 5 + [1] * 5)
     assert units.boundary(dev).tolist() == [4, 5]
     assert units.ball([4, 5], 1, 64) == {3, 4, 5, 6}
@@ -45,17 +38,17 @@ def test_boundary_units_and_balls_on_a_chain():
 
 def test_neighbourhoods_start_at_the_busiest_boundary_and_alternate_with_device_sets():
     problem = chain_problem([1.0] * 12, accelerators=3)
-    units = ColocationUnits(problem)
+    units = _Units(problem)
     dev = np.array([0] * 4 + [1] * 4 + [2] * 4)
     loads = np.array([4.0, 4.5, 4.0, 0.0])  # device 1 busiest, then 0 and 2 (lower id first), the CPU
-    listed = list(neighbourhoods_tried(loads))
+    listed = list(_listed(loads))
     assert listed[:4] == [("ball", (1,)), ("devices", (1, 0)), ("ball", (2,)), ("devices", (1, 2))]
     assert [arg for kind, arg in listed if kind == "devices"][3:5] == [(1, 0, 2), (1, 0, 3)]
     assert len(listed) == 3 + 3 + 3
-    assert freed_units(units, dev, loads, "ball", (1,), 3) == {3, 4, 5}  # around 4 first (device 1's), filling the cap
-    assert freed_units(units, dev, loads, "ball", (1,), 6) == {3, 4, 5, 6, 7, 8}  # then around 7
-    assert freed_units(units, dev, loads, "devices", (1, 2), 3) == set(range(4, 12))  # device sets are not capped
-    assert freed_units(units, np.zeros(12, dtype=int), loads, "ball", (1,), 3) == set()  # no boundary, no ball
+    assert _free(units, dev, loads, "ball", (1,), 3) == {3, 4, 5}  # around 4 first (device 1's), filling the cap
+    assert _free(units, dev, loads, "ball", (1,), 6) == {3, 4, 5, 6, 7, 8}  # then around 7
+    assert _free(units, dev, loads, "devices", (1, 2), 3) == set(range(4, 12))  # device sets are not capped
+    assert _free(units, np.zeros(12, dtype=int), loads, "ball", (1,), 3) == set()  # no boundary, no ball
 
 
 def test_a_local_optimum_of_every_listed_neighbourhood_ends_the_search_early():
@@ -70,7 +63,7 @@ def test_a_local_optimum_of_every_listed_neighbourhood_ends_the_search_early():
 def test_a_step_keeps_every_unit_outside_the_neighbourhood():
     problem = chain_problem([8, 3, 3, 3, 1, 1])
     start = Placement(problem.graph, problem.cluster, [0, 0, 0, 1, 1, 1])
-    found, optimal, bound = pinned_step(problem, ColocationUnits(problem), start, frozenset({2, 3}), 10.0, "highs")
+    found, optimal, bound = _step(problem, _Units(problem), start, frozenset({2, 3}), 10.0, "highs")
     assert optimal and bound is not None
     assert found.assign.tolist()[:2] == [0, 0] and found.assign.tolist()[4:] == [1, 1]
     assert problem.evaluate(found).objective < problem.evaluate(start).objective - 1e-9  # v2 moved over
@@ -113,7 +106,7 @@ def test_never_worse_than_the_start_and_exact_where_it_claims(problem):
 def test_loads_are_the_cost_models():
     problem = chain_problem([8, 3, 3])
     p = Placement(problem.graph, problem.cluster, [0, 1, 1])
-    assert device_loads(problem, p).tolist() == pytest.approx([8 + 1, 6 + 1, 0.0])
+    assert _loads(problem, p).tolist() == pytest.approx([8 + 1, 6 + 1, 0.0])
 
 
 def test_refuses_an_invalid_start_and_bad_limits():
@@ -133,7 +126,7 @@ def test_the_ball_cap_grows_after_settled_balls_and_shrinks_after_timed_out_ones
 
     problem = chain_problem([1.0] * 24, accelerators=4)
     start = Placement(problem.graph, problem.cluster, np.repeat([0, 1, 2, 3], 6))
-    monkeypatch.setattr(nb, "pinned_step", lambda *args: (None, settles, None))  # nothing found; settled or timed out
+    monkeypatch.setattr(nb, "_step", lambda *args: (None, settles, None))  # nothing found; settled or timed out
     found = ip_neighbourhoods(problem, start, time_limit=2.0, max_free=40)
     assert found.info["free_cap"] == cap and found.info["steps"] >= 3
     assert found.info["local_optimum"] == settles and found.placement is start
@@ -151,7 +144,7 @@ def test_no_step_starts_that_cannot_end_by_the_time_limit(monkeypatch):
         time.sleep(seconds + 0.8)
         return None, False, None
 
-    monkeypatch.setattr(nb, "pinned_step", late)
+    monkeypatch.setattr(nb, "_step", late)
     found = ip_neighbourhoods(problem, start, time_limit=4.0, step_limit=0.6)
     assert found.info["steps"] == 2 and found.seconds <= 4.0 + 0.1  # a third would end at 4.2 s
 
