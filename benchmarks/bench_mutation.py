@@ -71,56 +71,63 @@ def _bench_solve_in_process(monkeypatch):
 '''
 
 # the block templates' owners: structure counts, binding instances solved by every formulation, known optima
-BLOCK_TESTS = ["tests/test_blocks.py", "tests/test_binding.py", "tests/test_mutation_kills.py",
-               "tests/test_mutation_kills_blocks.py"]
+BLOCK_TESTS = ["tests/blocks/test_blocks.py", "tests/problem/test_binding.py", "tests/cost/test_evaluate_loads.py",
+               "tests/heuristics/test_ideals_linearized.py", "tests/formulations/test_exact.py",
+               "tests/blocks/test_gpipe.py", "tests/blocks/test_warm_start.py", "tests/blocks/test_colocation.py",
+               "tests/blocks/test_chain.py", "tests/blocks/test_transfer.py", "tests/blocks/test_contiguity.py",
+               "tests/blocks/test_base.py", "tests/blocks/test_units.py"]
 # module (under placement_dsl/) -> (tests that own it, extra pytest arguments)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     # the cost model's replication, routing, memory-per-schedule and latency paths are checked in their own files
-    "evaluate.py": (["tests/test_evaluate.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_evaluate.py",
-                     "tests/test_replication.py::test_replicated_load_is_share_plus_ring_allreduce",
-                     "tests/test_replication.py::test_hierarchical_cluster_routes_transfers_by_level",
-                     "tests/test_replication.py::test_replicas_pair_with_their_server_and_sync_over_the_slowest_ring_link",
-                     "tests/test_training_memory.py::test_training_memory_term_reaches_the_cost_model_and_binds",
-                     "tests/test_latency.py::test_noncontiguous_split_is_cut_into_contiguous_subgraphs",
-                     "tests/test_latency.py::test_subgraphs_of_one_accelerator_run_in_order_and_count_against_q",
-                     "tests/test_latency.py::test_invocations_that_wait_on_each_other_are_a_named_violation"], []),
+    "evaluate.py": (["tests/cost/test_evaluate.py", "tests/cost/test_evaluate_loads.py",
+                     "tests/heuristics/test_ideals_linearized.py", "tests/formulations/test_exact.py",
+                     "tests/cost/test_evaluate_verdicts.py",
+                     "tests/core/test_replication.py::test_replicated_load_is_share_plus_ring_allreduce",
+                     "tests/core/test_replication.py::test_hierarchical_cluster_routes_transfers_by_level",
+                     "tests/core/test_replication.py::test_replicas_pair_with_their_server_and_sync_over_the_slowest_ring_link",
+                     "tests/cost/test_training_memory.py::test_training_memory_term_reaches_the_cost_model_and_binds",
+                     "tests/heuristics/test_latency.py::test_noncontiguous_split_is_cut_into_contiguous_subgraphs",
+                     "tests/heuristics/test_latency.py::test_subgraphs_of_one_accelerator_run_in_order_and_count_against_q",
+                     "tests/heuristics/test_latency.py::test_invocations_that_wait_on_each_other_are_a_named_violation"], []),
     # one solve for every backend: the start's check and fallback, the status folding, optimality claims the
     # solver's own numbers contradict (stand-in backends), the cutoff's cap on the bound
-    "solvers/__init__.py": (["tests/test_solvers.py", "tests/test_mutation_kills_status.py"], NO_PYOMO_SOLVERS),
+    "solvers/__init__.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
     # the status tables entry by entry, classify, the options' checks; HiGHS's callbacks through short solves
-    "solvers/base.py": (["tests/test_solvers.py", "tests/test_mutation_kills_status.py"], NO_PYOMO_SOLVERS),
-    "solvers/highs.py": (["tests/test_solvers.py", "tests/test_mutation_kills_status.py"], NO_PYOMO_SOLVERS),
+    "solvers/base.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
+    "solvers/highs.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
     # SCIP's event handler, limits, start and end (its library misbehaves in mutmut's forked runner: use --recheck)
-    "solvers/scip.py": (["tests/test_solvers.py", "tests/test_mutation_kills_scip.py"], ["-k", "scip and not scip_direct"]),
+    "solvers/scip.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_scip.py"],
+                        ["-k", "scip and not scip_direct"]),
     # stand-ins for the solver and its results, and the Pyomo-interface tests (Pyomo's plugins fail in
     # mutmut's forked runner: use --recheck)
-    "solvers/pyomo_generic.py": (["tests/test_mutation_kills_pyomo.py", "tests/test_solvers.py"],
+    "solvers/pyomo_generic.py": (["tests/solvers/test_pyomo_generic.py", "tests/solvers/test_solvers.py"],
                                  ["-k", "pyomo or appsi_highs or scip_direct or options"]),
     # Lemma 3.3 and its replicated form (hand-computed values; the brute-force property of
     # test_certify_replicated.py is left out: it runs the DP per example)
-    "bounds/simple.py": (["tests/test_bounds.py",
-                          "tests/test_certify_replicated.py::test_replicated_simple_bound_on_the_replicated_chain",
-                          "tests/test_mutation_kills_status.py"], []),
-    "bounds/pigeonhole.py": (["tests/test_pigeonhole.py", "tests/test_mutation_kills_status.py"], []),
+    "bounds/simple.py": (["tests/bounds/test_bounds.py",
+                          "tests/certify/test_certify_replicated.py::test_replicated_simple_bound_on_the_replicated_chain",
+                          "tests/bounds/test_simple.py"], []),
+    "bounds/pigeonhole.py": (["tests/bounds/test_pigeonhole.py", "tests/bounds/test_pigeonhole_units.py"], []),
     # the packing bound: its bin search and the bound against brute force (the packing case of the
     # structured draws shared with the pigeonhole bound), hand-computed kills
-    "bounds/packing.py": (["tests/test_packing.py",
-                           "tests/test_pigeonhole.py::test_never_above_the_brute_force_optimum[packing]",
-                           "tests/test_mutation_kills_bounds.py"], []),
+    "bounds/packing.py": (["tests/bounds/test_packing.py",
+                           "tests/bounds/test_pigeonhole.py::test_never_above_the_brute_force_optimum[packing]",
+                           "tests/bounds/test_packing_search.py"], []),
     # the stage-cut bound against brute force and hand-made cases; certify's MTPP runs (a chain MIP per
     # seed, about 20 s each, the only owners of the problem-level entry) are left to the kills file
-    "bounds/local.py": (["tests/test_stage_cut.py", "tests/test_mutation_kills_bounds.py"],
+    "bounds/local.py": (["tests/bounds/test_stage_cut.py", "tests/bounds/test_local.py"],
                         ["-k", "not certify_stage_cut_and_chain"]),
     # the ancestor/descendant bound and its position windows against the DAG-ordered placements by brute force
-    "bounds/combinatorial.py": (["tests/test_bounds.py", "tests/test_mutation_kills_bounds.py"], []),
+    "bounds/combinatorial.py": (["tests/bounds/test_bounds.py", "tests/bounds/test_combinatorial.py"], []),
     # MOIRAI's makespan bounds on hand-made graphs and a shared workload (the coarse LNS run, 11 s, left out)
-    "bounds/makespan.py": (["tests/test_moirai_scale.py", "tests/test_mutation_kills_bounds.py"],
+    "bounds/makespan.py": (["tests/zoo/test_moirai_scale.py", "tests/bounds/test_makespan.py"],
                            ["-k", "not coarse_lns"]),
     # the latency critical path: hand-made cases, pins, brute force and certify's latency levels
-    "bounds/latency.py": (["tests/test_certify_latency.py", "tests/test_mutation_kills_bounds.py"], []),
+    "bounds/latency.py": (["tests/certify/test_certify_latency.py", "tests/bounds/test_latency.py"], []),
     # the DP over ideals (Tarnawski et al.): its Python driver; the numba kernels are decorated
     # functions, which mutmut leaves alone (docs/mutation.md)
-    "heuristics/ideals.py": (["tests/test_ideals.py", "tests/test_ideals_memory.py", "tests/test_ideal_feasible.py"],
+    "heuristics/ideals.py": (["tests/heuristics/test_ideals.py", "tests/heuristics/test_ideals_memory.py",
+                              "tests/heuristics/test_ideal_feasible.py"],
                              ["-k", "not table1"]),
     # the templates' shared machinery: Context (model units), links, build order, warm values
     "blocks/base.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
@@ -130,33 +137,44 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "blocks/objective.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
     # contiguity (Tarnawski eq. 13) and DAG order: the binding instances where each changes the optimum
     "blocks/order.py": (BLOCK_TESTS, NO_PYOMO_SOLVERS),
-    "blocks/chain.py": (["tests/test_chain.py", "tests/test_mutation_kills.py", "tests/test_mutation_kills_blocks.py"],
+    "blocks/chain.py": (["tests/formulations/test_chain.py", "tests/cost/test_evaluate_loads.py",
+                         "tests/heuristics/test_ideals_linearized.py", "tests/formulations/test_exact.py",
+                         "tests/blocks/test_gpipe.py", "tests/blocks/test_warm_start.py",
+                         "tests/blocks/test_colocation.py", "tests/blocks/test_chain.py",
+                         "tests/blocks/test_transfer.py", "tests/blocks/test_contiguity.py",
+                         "tests/blocks/test_base.py", "tests/blocks/test_units.py"],
                         ["-k", "not bert24"]),
     # Archer's superblock relaxations and Tarnawski's host superblocks: their bounds against brute force,
     # and each relaxation solved against its own definition enumerated (where a dropped row shows)
-    "blocks/superblock.py": (["tests/test_relaxations.py", "tests/test_superblock_templates.py"], NO_PYOMO_SOLVERS),
+    "blocks/superblock.py": (["tests/formulations/test_relaxations.py",
+                              "tests/blocks/test_superblock_templates.py"], NO_PYOMO_SOLVERS),
     # the cluster-level templates: routed transfers (App. C.3), replicated stages (App. C.2), memory per schedule
-    "blocks/routes.py": (["tests/test_replication.py", "tests/test_cluster.py", "tests/test_mutation_kills_cluster.py"],
+    "blocks/routes.py": (["tests/core/test_replication.py", "tests/core/test_cluster.py",
+                          "tests/blocks/test_routes.py"],
                          NO_PYOMO_SOLVERS),
-    "blocks/replication.py": (["tests/test_replication.py", "tests/test_certify_replicated.py",
-                               "tests/test_mutation_kills_cluster.py"], NO_PYOMO_SOLVERS),
+    "blocks/replication.py": (["tests/core/test_replication.py", "tests/certify/test_certify_replicated.py",
+                               "tests/blocks/test_replication.py"], NO_PYOMO_SOLVERS),
     # (certify's replicated levels run against the clock, which mutmut's tracing slows past its limit)
-    "blocks/training.py": (["tests/test_training_memory.py", "tests/test_mutation_kills_cluster.py"],
+    "blocks/training.py": (["tests/cost/test_training_memory.py", "tests/blocks/test_training.py"],
                            ["-k", f"{NO_PYOMO_SOLVERS[1]} and not replication_widens"]),
     # Tarnawski's latency IP (§4, Figs. 3-4): its optima against brute force for one, two and any number of
     # subgraphs per accelerator, every valid placement as an exact warm start (HiGHS only: SCIP's library
     # misbehaves in mutmut's forked runner)
-    "blocks/latency.py": (["tests/test_latency_ip.py"], ["-k", "not scip"]),
+    "blocks/latency.py": (["tests/formulations/test_latency_ip.py"], ["-k", "not scip"]),
     # the latency IP's cuts (longest paths, run flows, device order): valid at every start, exact with them,
     # and certify's latency levels
-    "blocks/latency_cuts.py": (["tests/test_latency_ip.py", "tests/test_certify_latency.py"], ["-k", "not scip"]),
+    "blocks/latency_cuts.py": (["tests/formulations/test_latency_ip.py",
+                                "tests/certify/test_certify_latency.py"], ["-k", "not scip"]),
     # MOIRAI's schedule MILP (eq. 4-8): its optima against the exhaustive list schedules, every template's values
     # against its rows (HiGHS only, as above; CP-SAT and the LNS do not build these templates)
-    "blocks/schedule.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
+    "blocks/schedule.py": (["tests/formulations/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
     # the data the latency and schedule templates share: bounds, levels, warm times, tasks and pairs
-    "blocks/latency_data.py": (["tests/test_latency_ip.py", "tests/test_certify_latency.py"], ["-k", "not scip"]),
-    "blocks/schedule_data.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
-    "blocks/schedule_warm.py": (["tests/test_schedule_milp.py"], ["-k", "not scip and not cpsat and not lns"]),
+    "blocks/latency_data.py": (["tests/formulations/test_latency_ip.py",
+                                "tests/certify/test_certify_latency.py"], ["-k", "not scip"]),
+    "blocks/schedule_data.py": (["tests/formulations/test_schedule_milp.py"],
+                                ["-k", "not scip and not cpsat and not lns"]),
+    "blocks/schedule_warm.py": (["tests/formulations/test_schedule_milp.py"],
+                                ["-k", "not scip and not cpsat and not lns"]),
 }
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
           -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}

@@ -315,6 +315,9 @@ def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.nd
     return np.maximum(np.maximum(compute, tin), tout + extra)
 
 
+combine_loads = _combine  # how a device's compute and transfers add up under its overlap
+
+
 def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     g, c = p.graph, p.cluster
     D = c.size

@@ -366,7 +366,7 @@ class Timeline:
             self.starts[lo:lo + 1], self.ends[lo:lo + 1] = starts, ends
 
 
-def _earliest(lines: list[Timeline], t: float, dur: float) -> float:
+def earliest_free(lines: list[Timeline], t: float, dur: float) -> float:
     """First ``t' >= t`` at which every timeline is free for ``dur``."""
     while True:
         t0 = t
@@ -374,6 +374,9 @@ def _earliest(lines: list[Timeline], t: float, dur: float) -> float:
             t = line.earliest(t, dur)
         if t == t0:
             return t
+
+
+_earliest = earliest_free  # the former name, kept for one release
 
 
 class ListScheduler:

@@ -321,4 +321,6 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
     return [(n, simulate(placement, schedule, n, model).time_per_sample) for n in microbatches]
 
 
+pass_units = _units  # the units the simulator runs: device passes and what each waits for
+
 __all__ = ["Schedule", "SimulationResult", "Task", "analytic_time_per_sample", "simulate", "throughput_curve"]

@@ -349,7 +349,7 @@ def _final_check(problem: Any, result: Result, form: Formulation) -> None:
         result.bound = min(result.bound, result.objective)
 
 
-def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solver: str, notes: list[str],
+def check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solver: str, notes: list[str],
                      gap: float, cutoff: float | None = None) -> None:
     """Raise when the solver's objective and the cost model's disagree in a way that signals a bug.
 
@@ -380,6 +380,9 @@ def _check_agreement(compiled: Any, outcome: SolverOutcome, ev: Evaluation, solv
         return
     raise EvaluationMismatchError(f"{name}: solver objective {claimed:.10g} (model {outcome.objective:.10g} x scale "
                                   f"{compiled.objective_scale:.6g}) but the cost model gives {ev.objective:.10g}")
+
+
+_check_agreement = check_agreement  # the former name, kept for one release
 
 
 __all__ = ["Plan", "solve"]

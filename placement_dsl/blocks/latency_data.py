@@ -311,7 +311,7 @@ def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths:
     return ctx.view(f"latency_run_paths:{horizon!r}:{contiguous}:{paths}", build)
 
 
-def _priced(items: list[tuple[float, float]], room: float) -> float:
+def knapsack_price(items: list[tuple[float, float]], room: float) -> float:
     """Least total price of the items ``(price, memory)`` left out of a knapsack of size ``room``.
 
     Exact (branch and bound over the items that may or may not fit) for up to :data:`EXACT_ITEMS`
@@ -338,7 +338,10 @@ def _priced(items: list[tuple[float, float]], room: float) -> float:
     return pay + best[0]
 
 
-def _fractional(items: list[tuple[float, float]], room: float) -> float:
+_priced = knapsack_price  # the former name, kept for one release
+
+
+def fractional_price(items: list[tuple[float, float]], room: float) -> float:
     """Price left out when ``items`` (sorted by price per byte, best first) fill ``room``, the last one fractionally."""
     pay = sum(c for c, _ in items)
     for c, m in items:
@@ -347,6 +350,9 @@ def _fractional(items: list[tuple[float, float]], room: float) -> float:
         take = 1.0 if m <= room else room / m
         pay, room = pay - c * take, room - m * take
     return max(pay, 0.0)
+
+
+_fractional = fractional_price  # the former name, kept for one release
 
 
 def descendants(ctx: Context) -> np.ndarray:

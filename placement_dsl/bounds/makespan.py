@@ -62,7 +62,7 @@ def path_bound(graph: Graph, cluster: Cluster) -> float:
     return float(finish.min(axis=1).max(initial=0.0))
 
 
-def _weights(D: int, totals: np.ndarray) -> np.ndarray:
+def dual_weights(D: int, totals: np.ndarray) -> np.ndarray:
     """Candidate dual weights: uniform, inverse total time, and a grid over the simplex (small ``D``)."""
     inverse = np.divide(1.0, totals, out=np.zeros(len(totals)), where=np.isfinite(totals) & (totals > 0))
     out = [np.full(D, 1.0 / D)] + ([inverse / inverse.sum()] if inverse.sum() > 0 else [])
@@ -71,6 +71,9 @@ def _weights(D: int, totals: np.ndarray) -> np.ndarray:
             if sum(parts) <= GRID:
                 out.append(np.array([*parts, GRID - sum(parts)], dtype=float) / GRID)
     return np.array(out)
+
+
+_weights = dual_weights  # the former name, kept for one release
 
 
 def work_bound(graph: Graph, cluster: Cluster) -> float:

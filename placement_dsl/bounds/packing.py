@@ -39,7 +39,7 @@ class _OutOfNodes(Exception):
     """The search spent its node budget."""
 
 
-class _Completion:
+class BinCompletion:
     """Korf's bin completion: does ``w`` (sorted decreasing) fit ``K`` bins of capacity ``C``?
 
     Bins are filled one at a time, each with the largest item left and a *maximal* set of
@@ -127,6 +127,9 @@ class _Completion:
         return waste + self.C - reach > self.slack + SLACK * self.C
 
 
+_Completion = BinCompletion  # the former name, kept for one release
+
+
 def cheap_bound(w: np.ndarray, K: int) -> float:
     """``P(w) >=`` the largest item, the mean bin, and for each ``j`` the ``j + 1`` smallest of the
     ``jK + 1`` largest items (some bin holds ``j + 1`` of them); ``w`` sorted decreasing."""
@@ -138,7 +141,7 @@ def cheap_bound(w: np.ndarray, K: int) -> float:
     return best
 
 
-def _lpt(w: np.ndarray, K: int) -> float:
+def lpt(w: np.ndarray, K: int) -> float:
     """Longest processing time first: a packing's makespan, so ``P(w) <=`` it."""
     loads = np.zeros(K)
     for x in w:
@@ -146,7 +149,10 @@ def _lpt(w: np.ndarray, K: int) -> float:
     return float(loads.max())
 
 
-class _Search:
+_lpt = lpt  # the former name, kept for one release
+
+
+class PackingSearch:
     """Decisions ``P(w) <= C`` sharing one node budget (a quarter at most each); a spent budget answers ``UNKNOWN``."""
 
     def __init__(self, K: int, budget: int):
@@ -164,6 +170,9 @@ class _Search:
         verdict = search.run() if self.left > 0 else UNKNOWN
         self.left -= search.nodes
         return verdict, search
+
+
+_Search = PackingSearch  # the former name, kept for one release
 
 
 def _interval(w: np.ndarray, lo: float, hi: float, search: _Search) -> float | None:

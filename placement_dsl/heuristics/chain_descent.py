@@ -27,7 +27,7 @@ from ..placement import Placement
 from ..problem import Problem
 
 
-class _Loads:
+class StageLoads:
     """Stage loads of an assignment, vectorized over tensors (one net per producer with consumers)."""
 
     def __init__(self, problem: Problem):
@@ -56,6 +56,9 @@ class _Loads:
             mem = np.bincount(dev, weights=self.mem, minlength=self.k)
             load += np.maximum(mem - self.capacity, 0.0) / self.bandwidth
         return load
+
+
+_Loads = StageLoads  # the former name, kept for one release
 
 
 def _key(load: np.ndarray) -> tuple[float, float]:

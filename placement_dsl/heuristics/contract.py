@@ -25,7 +25,7 @@ must share a device. :func:`contract` builds it from a :class:`~placement_dsl.gr
 After contraction every op maps to a forward supernode (backward ops to the image of their
 group): a contiguous set ``S`` of supernodes stands for the ops ``image^{-1}(S)``, forward
 and backward together (§5.3). On the paper's workloads this reproduces the ideal counts of
-Table 1 exactly (``tests/test_ideals.py``).
+Table 1 exactly (``tests/heuristics/test_ideals.py``).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ innermost (the upkeep is a contiguous max the compiler vectorizes), and no back-
 split is read back afterwards by walking below each stage's ideal once more for a sub-ideal
 that explains the bit (:func:`witness`). The walk is the float64 sweep's, with a tighter work
 cut (the stage's transfers out of ``I`` count against the target too), and the set of feasible
-states of every ideal is the same (``tests/test_ideal_feasible.py`` compares them).
+states of every ideal is the same (``tests/heuristics/test_ideal_feasible.py`` compares them).
 """
 from __future__ import annotations
 

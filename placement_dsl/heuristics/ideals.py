@@ -43,7 +43,7 @@ work plus the tensors it sends out of ``I`` reaches the current ``dp[I, s]`` of 
 or once no sub-ideal below ``J`` that has a split leaves the stage less work than that.
 With an incumbent, :mod:`.ideal_solve` searches downward by feasibility runs (is every stage
 ``<= T``?), which prune far harder than one exact run; the DPL split is often proven optimal by
-a single run just below its value (exact; ``tests/test_ideals_pruning.py``).
+a single run just below its value (exact; ``tests/heuristics/test_ideals_pruning.py``).
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ __getattr__ = moved(__name__, dict.fromkeys(("MAX_LATTICE_BYTES", "MAX_STATES", 
                                             ideal_lattice_module))
 
 
-def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
+def place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
            stages: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, dict[str, list[str]]]:
     """Supernode stages -> op assignment (devices of a class in cluster order) and replica sets."""
     node_device = np.full(con.n_nodes, -1, dtype=np.int64)
@@ -99,6 +99,9 @@ def _place(con: Contraction, cluster: Cluster, classes: list[DeviceClass],
         if k > 1:
             replicas[cluster.names[devs[0]]] = [cluster.names[d] for d in devs]
     return con.lift(node_device), replicas
+
+
+_place = place  # the former name, kept for one release
 
 
 # ---------------------------------------------------------------------------- replication check
@@ -120,7 +123,7 @@ class _Setup:
     max_replicas: int | None = None  # cap on a stage's replicas (a Replicate term's max_per_stage)
 
 
-def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
+def setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: bool,
            merge_zero_cost: bool, max_replicas: int | None = None) -> _Setup:
     model = CostModel() if model is None else model
     if not isinstance(model, CostModel):
@@ -143,6 +146,9 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication:
     return _Setup(graph, cluster, model, classes, con, replication, max_replicas)
 
 
+_setup = setup  # the former name, kept for one release
+
+
 def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replication: bool) -> None:
     """The suffix DP's class: identical accelerators, hard memory, no replicas."""
     why = ("replicated stages" if replication else "several device classes or host devices"
@@ -155,7 +161,7 @@ def _memory_per_schedule_ok(classes: list[DeviceClass], model: CostModel, replic
 BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a second candidate incumbent
 
 
-def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
+def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
             incumbent: list | None = None, descend: bool = True, deadline: float | None = None) -> tuple[Solution, dict]:
     """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP."""
     t0 = time.perf_counter()
@@ -191,6 +197,9 @@ def _search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float 
     if not sol.stages:
         raise InfeasibleError(_infeasible_message(su, linearize))
     return sol, info
+
+
+_search = search  # the former name, kept for one release
 
 
 def _brkga_split(su: _Setup, deadline: float | None = None

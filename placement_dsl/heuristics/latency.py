@@ -67,7 +67,7 @@ class _Setup:
     cap: np.ndarray
 
 
-def _setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
+def setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
     """Kernel inputs, groups in topological order, per-device prefix counts of forbidden groups, capacities."""
     times = cluster.times(graph).T.copy()
     acc = np.flatnonzero(~cluster.host)
@@ -92,6 +92,9 @@ def _setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
     bad = np.concatenate([np.zeros((cluster.size, 1)), np.cumsum(~np.isfinite(gtime), axis=1)], axis=1)
     cap = cluster.memory.copy() if model.memory is MemoryMode.HARD else np.full(cluster.size, INF)
     return _Setup(graph, cluster, model, kernel, gid, gptr, gops, gmem, targets, bad.astype(np.int64), cap)
+
+
+_setup = setup  # the former name, kept for one release
 
 
 def _score(su: _Setup, dev: np.ndarray) -> tuple[float, float, float]:

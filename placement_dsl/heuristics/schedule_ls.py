@@ -54,7 +54,7 @@ HUB = 4  # a ball never grows into an op with more neighbours (a split or a conc
 TOL = 1e-9
 
 
-class _State:
+class ScheduleState:
     """The graph's units, memory and neighbours, and list scheduling of an assignment in a given order."""
 
     def __init__(self, graph: Graph, cluster: Cluster, model: CostModel):
@@ -80,12 +80,15 @@ class _State:
         return np.bincount(assign[[int(m[0]) for m in self.members]], weights=self.size, minlength=self.c.size)
 
 
+_State = ScheduleState  # the former name, kept for one release
+
+
 def _start_order(g: Graph, b: ListScheduler) -> list[int]:
     """Ops by start time, ties in topological order (a topological order: an op starts after its inputs end)."""
     return sorted(range(g.n), key=lambda v: (b.start[v], int(g.rank[v])))
 
 
-def _critical(state: _State, b: ListScheduler) -> tuple[list[int], list[int]]:
+def critical_chain(state: _State, b: ListScheduler) -> tuple[list[int], list[int]]:
     """The critical chain's ops (last first) and its blockers (ops its members waited for on their device)."""
     by_device: dict[int, dict[float, int]] = {}
     for v in range(state.g.n):
@@ -107,6 +110,9 @@ def _critical(state: _State, b: ListScheduler) -> tuple[list[int], list[int]]:
         blockers.append(prev)
         v = prev
     return chain, blockers
+
+
+_critical = critical_chain  # the former name, kept for one release
 
 
 def _arrival(b: ListScheduler, u: int, d: int) -> float:

@@ -1,0 +1,50 @@
+"""The linearized DP over ideals (dpl): the options it passes to the search, merged zero-cost leaves, and the
+incumbent the DP prunes with.
+"""
+from __future__ import annotations
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.evaluate import CostModel
+from placement_dsl.formulations import Kind, of_kind
+from placement_dsl.graph import Graph, Op
+
+FORMULATIONS = of_kind(Kind.EXACT)
+
+
+# ---------------------------------------------------------------------------- the DP over ideals (linearized)
+def test_dpl_passes_its_options_to_the_search():
+    from placement_dsl.heuristics.ideals import dpl
+
+    heavy = Graph([Op(name="a", work=12)], [])
+    # one op of work 12 on four stages: replicas share it (no parameters, so no all-reduce)
+    assert dpl(heavy, Cluster.stages(4)).objective == 12.0
+    assert dpl(heavy, Cluster.stages(4), replication=True).objective == 3.0
+    assert dpl(heavy, Cluster.stages(4), replication=True, max_replicas=2).objective == 6.0
+    # a (work 4, tensor 2) -> b (work 4) on two stages: split, each stage computes 4 and moves 2
+    g = Graph([Op(name="a", work=4, out_bytes=2), Op(name="b", work=4)], [("a", "b")])
+    r = dpl(g, Cluster.stages(2))
+    assert (r.objective, r.bound, r.method, r.placement.source) == (6.0, None, "dpl", "dpl")
+    assert dpl(g, Cluster.stages(2), model=CostModel(overlap="half")).objective == 4.0  # max(4, 2)
+
+
+def test_dpl_merges_zero_cost_leaves_by_default():
+    from placement_dsl.heuristics.ideals import dpl
+
+    # z is a zero-work leaf hanging off b: App. B merges it into its neighbour, one supernode fewer
+    g = Graph([Op(name="a", work=4, out_bytes=1), Op(name="b", work=4, out_bytes=1), Op(name="z", work=0)],
+              [("a", "b"), ("b", "z")])
+    merged, kept = dpl(g, Cluster.stages(2)), dpl(g, Cluster.stages(2), merge_zero_cost=False)
+    assert merged.objective == kept.objective == 5.0
+    assert merged.info["nodes"] < kept.info["nodes"]
+
+
+# ---------------------------------------------------------------------------- the DP's incumbent
+def test_dp_prunes_with_the_dpl_incumbent():
+    from placement_dsl.heuristics.ideals import dp, dpl
+
+    # the diamond of dp's docstring: {a, b} | {c, d}, work 5 plus two tensors on each stage
+    g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("abcd", (4, 1, 1, 4))],
+              [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    pruned, plain = dp(g, Cluster.stages(2)), dp(g, Cluster.stages(2), incumbent=False)
+    assert pruned.info["incumbent"] == dpl(g, Cluster.stages(2)).info["dp_value"] == 7.0
+    assert plain.info["incumbent"] is None and pruned.objective == plain.objective == 7.0

@@ -1,0 +1,142 @@
+"""The DP over ideals pruned by an incumbent max-load: the same optimum as the unpruned DP, fewer pairs."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import InfeasibleError
+from placement_dsl.evaluate import CostModel
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import ideal_solve
+from placement_dsl.heuristics.ideals import ideal_lattice, search, setup
+
+MODELS = [CostModel(), CostModel(overlap="half"), CostModel(overlap="full"), CostModel.named("bottleneck"),
+          CostModel(memory="overflow")]
+
+
+@st.composite
+def graphs(draw, max_ops: int = 14) -> Graph:
+    """Random DAGs larger than brute force reaches, with CPU-only ops and parameters."""
+    n = draw(st.integers(2, max_ops))
+    ops = []
+    for i in range(n):
+        work = {"accelerator": draw(st.sampled_from([0, 1, 2, 3, 5, 8, 13])), "cpu": draw(st.sampled_from([1, 4, 20]))}
+        if draw(st.integers(0, 12)) == 0:
+            del work["accelerator"]
+        ops.append(Op(name=f"v{i}", work=work, out_bytes=draw(st.integers(0, 4)),
+                      param_bytes=draw(st.sampled_from([0, 1, 3, 6]))))
+    p = draw(st.sampled_from([0.15, 0.3, 0.5]))
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n)
+             if draw(st.integers(0, 99)) < 100 * p]
+    return Graph(ops, edges)
+
+
+@st.composite
+def clusters(draw) -> Cluster:
+    return Cluster.accelerators(draw(st.integers(1, 5)), memory=draw(st.sampled_from([math.inf, 25.0, 40.0])),
+                                cpus=draw(st.integers(0, 2)), cpu_memory=draw(st.sampled_from([math.inf, 30.0])))
+
+
+def _value(graph, cluster, model, upper_bound, replication=False, descend=False):
+    su = setup(graph, cluster, model, replication, True)
+    try:
+        sol, info = search(su, linearize=False, max_ideals=100_000, upper_bound=upper_bound, descend=descend)
+    except InfeasibleError:
+        return math.inf, 0
+    return sol.value, info["pairs"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans(),
+       slack=st.sampled_from([0.0, 1e-6, 0.1, 1.0]), descend=st.booleans())
+def test_pruned_dp_equals_unpruned(graph, cluster, model, replication, slack, descend):
+    """An incumbent at the optimum (the tightest prune) or above it leaves the optimum unchanged,
+    in one exact sweep and in the descending search by feasibility runs."""
+    exact, _ = _value(graph, cluster, model, None, replication)
+    if not math.isfinite(exact):
+        return
+    pruned, _ = _value(graph, cluster, model, exact * (1 + slack), replication, descend)
+    assert pruned == pytest.approx(exact, rel=1e-9, abs=1e-12)
+
+
+def test_incumbent_prunes_states_and_walk():
+    """A 16-op chain on 4 devices: dead states and the tightening walk visit far fewer pairs."""
+    g = Graph([Op(name=f"v{i}", work=1 + i % 3, out_bytes=0) for i in range(16)],
+              [(f"v{i}", f"v{i + 1}") for i in range(15)])
+    # a wide graph too: two independent 8-chains (81 ideals)
+    h = Graph([Op(name=f"{s}{i}", work=1 + i % 3, out_bytes=0) for s in "ab" for i in range(8)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "ab" for i in range(7)])
+    for graph in (g, h):
+        cluster = Cluster.accelerators(4)
+        exact, free = _value(graph, cluster, CostModel(), None)
+        pruned, pairs = _value(graph, cluster, CostModel(), exact)
+        assert pruned == exact
+        assert pairs < free / 2, (pairs, free)
+
+
+def test_dead_states_and_transfers_prune_beyond_the_work_cutoff():
+    """Three 6-op chains with tensors on 3 devices: fewer pairs than the walk cut at ``work <= incumbent``.
+
+    That cut alone visits every ``J ⊊ I`` with ``work(I \\ J) <= incumbent``; dead states (outside
+    work too large for the devices left) and the stage's outgoing tensors in its bound cut more.
+    """
+    g = Graph([Op(name=f"{s}{i}", work=1 + i % 3, out_bytes=2) for s in "abc" for i in range(6)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)])
+    su = setup(g, Cluster.accelerators(3), CostModel(), False, True)
+    exact, free = _value(g, Cluster.accelerators(3), CostModel(), None)
+    sol, info = search(su, linearize=False, max_ideals=100_000, upper_bound=exact, descend=False)
+    assert sol.value == exact == 12.0 and info["pairs"] < free
+    lat = ideal_lattice(su.con)
+    work = g.work("accelerator")
+    sets = [frozenset(lat.nodes(i).tolist()) for i in range(lat.count)]
+    load = [sum(work[su.con.image == v].sum() for v in s) for s in sets]
+    cutoff = sum(1 for i in range(1, lat.count) for j in range(lat.count)
+                 if sets[j] < sets[i] and load[i] - load[j] <= exact * (1 + 1e-9))
+    assert info["pairs"] < 0.7 * cutoff, (info["pairs"], cutoff)
+
+
+def _reference(su):
+    """The DP with neither incumbent nor the walk's work cut (``mfw``)."""
+    saved, ideal_solve.PRUNE_WORK = ideal_solve.PRUNE_WORK, False
+    try:
+        return ideal_solve.solve(ideal_lattice(su.con), su.classes, su.model, su.replication, math.inf)
+    finally:
+        ideal_solve.PRUNE_WORK = saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans())
+def test_work_cut_and_descent_equal_the_reference(graph, cluster, model, replication):
+    """The work cut alone, and the descending search from the reference's value and from far above it."""
+    su = setup(graph, cluster, model, replication, True)
+    ref = _reference(su).value
+    lat = ideal_lattice(su.con)
+    plain = ideal_solve.solve(lat, su.classes, su.model, su.replication, math.inf)
+    assert plain.value == pytest.approx(ref, rel=1e-9, abs=1e-12) if math.isfinite(ref) else plain.value == ref
+    if math.isfinite(ref):
+        for ub in (ref, 2 * ref + 1):
+            sol = ideal_solve.solve(lat, su.classes, su.model, su.replication, ub, descend=True)
+            assert sol.value == pytest.approx(ref, rel=1e-9, abs=1e-12) and sol.stages
+
+
+@settings(max_examples=80, deadline=None)
+@given(works=st.lists(st.floats(0.1, 10.0, allow_nan=False), min_size=4, max_size=12), k=st.integers(2, 4),
+       branches=st.integers(1, 2))
+def test_target_at_the_optimum_is_feasible(works, k, branches):
+    """Stages of pure work (no tensors): the optimal bottleneck stage's work *is* the optimum, so the
+    work cut is tight there (``cw(J') = cw(I) - T`` up to rounding). The feasibility run at exactly
+    the optimum must find it, the one just below must not; a cut tightened by an epsilon (or without
+    its rounding slack) loses the optimal stage and fails here."""
+    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
+    half = len(works) // branches
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
+    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), False, True)
+    ref = _reference(su).value
+    lat = ideal_lattice(su.con)
+    for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref
+        sol = ideal_solve.solve(lat, su.classes, su.model, False, ref, descend=descend)
+        assert sol.value == ref and sol.stages, (descend, sol.value, ref)
