@@ -98,7 +98,7 @@ def test_fast_heuristics_on_a_long_chain_end_in_budget_without_deep_recursion(me
     assert evaluate(result.placement, CostModel.named(model)).valid
 
 
-@pytest.mark.parametrize("kind", ["contiguous", "noncontiguous", "mtpp"])
+@pytest.mark.parametrize("kind", ["contiguous", "noncontiguous", "mtpp", "latency"])
 def test_every_default_bounds_level_on_a_long_chain_recurses_no_deeper_than_a_constant(kind, shallow_stack):
     from placement_dsl.certify import certify, default_levels
 
