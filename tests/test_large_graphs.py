@@ -141,3 +141,16 @@ def test_greedy_units_are_the_condensation_in_first_rank_order(seed):
     edges = {(f"v{a}", f"v{b}") for a, b in rng.integers(n, size=(90, 2)) if a < b}
     graph = Graph(ops, sorted(edges))
     assert [u.tolist() for u in contract(graph)] == _condensation_order(graph)
+
+
+def test_packing_bound_keeps_to_its_seconds_and_stays_above_the_pigeonhole_bound():
+    # a node's bin fill is O(n): the node budget alone let the simple level run 17 s on a 20,000-op GPT-3 graph
+    from placement_dsl.bounds.packing import packing_bound
+    from placement_dsl.bounds.pigeonhole import pigeonhole_bound
+    from placement_dsl.zoo import gpt3
+
+    w = gpt3(layers=10, hidden=1024, heads=16, vocab=8192)
+    t0 = time.perf_counter()
+    bound = packing_bound(w.graph, w.cluster, seconds=0.2)
+    assert time.perf_counter() - t0 < 0.2 + 1.5
+    assert bound >= pigeonhole_bound(w.graph, w.cluster) - 1e-9
