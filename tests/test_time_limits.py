@@ -155,3 +155,11 @@ def test_a_heuristic_from_the_command_line_gets_what_is_left_of_the_commands_bud
     args.started = time.monotonic() - 20.0  # 20 s of the 30 already spent (the interpreter, the reader)
     commands.cmd_solve(args)
     assert seen["time_limit"] is not None and seen["time_limit"] <= 10.0 - 2.0 + 0.01
+
+
+def test_a_heuristic_taking_more_keywords_still_takes_its_time_limit_from_the_command_line():
+    # latency-best passes its other keywords on (**search): the command line dropped its --time-limit as
+    # "applies only to the MIP methods", and a 20,000-op graph ran its DPL baseline for minutes
+    from placement_dsl.cli.options import accepted_options
+
+    assert {"time_limit", "seed", "evaluations"} <= accepted_options("latency-best")
