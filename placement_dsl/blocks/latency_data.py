@@ -300,6 +300,8 @@ def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths:
             try:
                 found = run_arcs(ctx, p, acc, contiguous, deadline)
             except BudgetSpent:
+                if best <= 0 and not (deadline is not None and deadline.expired()):
+                    raise  # declined by its size before any path was priced: no bound, not a zero one
                 break
             arcs = sorted(((i if i >= 0 else -i - 1, j, c) for (i, j), c in found.items()))
             for s, j, c in arcs:  # arcs go forward, sorted by their start: one pass is the DP
@@ -392,6 +394,7 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     m, g = len(p), ctx.graph
     M = capacity_bound(ctx, acc)
     fits = M * (1 + 1e-9)  # a body fits up to this (in floats 1 - 5/6 < 1/6: a side op filling the room exactly)
+    _size_arcs(ctx, p, fits, contiguous)
     t_acc = np.where(ctx.unit_allowed[ctx.unit][:, acc], ctx.work[:, acc], np.inf).min(axis=1)
     hosts = np.flatnonzero(ctx.cluster.host)
     t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
@@ -424,6 +427,33 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             arcs[i, j] = work + ends + _side_price(ctx, set(np.flatnonzero(body).tolist()), pos, prev, last, c,
                                                    np.isfinite(t_acc), fits - held)
     return arcs
+
+
+# array cells the run arcs may touch (each arc's body is a few O(n) vectors; ``contiguous`` adds the (n, n)
+# reachability): above, the arcs are declined at once instead of taking hours (a 20,000-op chain: 10^12 cells)
+MAX_ARC_CELLS = 2e9
+MAX_REACH_CELLS = 1e8  # the reachability matrix's booleans (100 MB: 10,000 ops)
+
+
+def arc_cells(ctx: Context, p: tuple[int, ...], fits: float) -> float:
+    """Array cells :func:`_run_arcs` touches on path ``p``, estimated in ``O(m log m)`` without building an arc:
+    a run from ``p[i]`` ends by the first ``j`` whose path ops alone hold more memory than ``fits`` (its body
+    holds at least their groups), and each arc costs ``O(n)``."""
+    mem = np.concatenate(([0.0], np.cumsum(np.asarray(ctx.mem, dtype=float)[list(p)])))
+    ends = np.searchsorted(mem, mem[:-1] + fits, side="right") if np.isfinite(fits) else np.full(len(p), len(p) + 1)
+    runs = np.minimum(ends, len(p) + 1) - np.arange(1, len(p) + 1)
+    return float(np.maximum(runs, 1).sum()) * ctx.n
+
+
+def _size_arcs(ctx: Context, p: tuple[int, ...], fits: float, contiguous: bool) -> None:
+    """Raise :class:`~placement_dsl.deadline.BudgetSpent` when the run arcs of ``p`` are too large to price."""
+    cells = arc_cells(ctx, p, fits)
+    if cells > MAX_ARC_CELLS:
+        raise BudgetSpent(f"declined: the run arcs of a {len(p)}-op path over {ctx.n} ops would touch about "
+                          f"{cells:.2g} array cells (at most {MAX_ARC_CELLS:.0e})")
+    if contiguous and float(ctx.n) ** 2 > MAX_REACH_CELLS:
+        raise BudgetSpent(f"declined: the run arcs of a contiguous split need the reachability of {ctx.n} ops, "
+                          f"{float(ctx.n) ** 2:.2g} booleans (at most {MAX_REACH_CELLS:.0e})")
 
 
 def _side_price(ctx: Context, inside: set[int], pos: dict[int, int], prev: int, last: int, c: np.ndarray,

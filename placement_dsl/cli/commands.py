@@ -79,6 +79,9 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
 
     mip_options(args)
     options = {**heuristic_options(args), **_replication(args), **taken_mip_options(args)}
+    if options.get("time_limit") is not None:  # what is left of the command's budget (reading the workload took some),
+        reserve = min(0.1 * args.time_limit, 2.0)  # less a share for the re-check and the answer
+        options["time_limit"] = max(command_deadline(args).left() - reserve, 0.0)
     note_cold_kernels(args.method)
     start = time.perf_counter()
     res = run(args.method, w.graph, w.cluster, model=model, **options)

@@ -17,10 +17,11 @@ def accepted_options(method: str) -> set[str]:
     from ..heuristics.base import resolve
 
     params = inspect.signature(resolve(method)).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return set(HEURISTIC_FLAGS)
-    return {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
-                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    named = {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):  # its own names too (e.g. time_limit)
+        return named | set(HEURISTIC_FLAGS)
+    return named
 
 
 def methods_taking(option: str) -> list[str]:

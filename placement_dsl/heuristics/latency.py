@@ -41,7 +41,9 @@ INF = math.inf
 LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # blocks moved onto a device
 SWAPS = (1, 2, 4)  # blocks exchanged between two devices (memory may be full) ...
 WINDOW = 24  # ... when they start at most this many groups apart
-CHUNK = 2000  # evaluations between checks of the clock
+CHUNK = 2000  # evaluations between checks of the clock, at most ...
+CHECK_SECONDS = 0.25  # ... and about this many seconds of them (one evaluation is O(n): 20 ms at 200,000 ops)
+MAX_MOVES = 1_000_000  # moves listed; above, as many drawn at random (see _moves)
 
 
 # ---------------------------------------------------------------------------- setup
@@ -105,19 +107,39 @@ def _score(su: _Setup, dev: np.ndarray) -> tuple[float, float, float]:
 
 def _moves(su: _Setup, rng: np.random.Generator) -> np.ndarray:
     """Every move, shuffled: rows ``(i, j, device, -1, -1)`` put groups ``i .. j - 1`` on a target device
-    (lengths :data:`LENGTHS`); rows ``(i, j, -1, k, l)`` exchange two blocks (:data:`SWAPS`, :data:`WINDOW`)."""
+    (lengths :data:`LENGTHS`); rows ``(i, j, -1, k, l)`` exchange two blocks (:data:`SWAPS`, :data:`WINDOW`).
+
+    Above :data:`MAX_MOVES` moves (about 9,000 groups on four devices), :data:`MAX_MOVES` of them drawn at
+    random instead: a descent at that size evaluates far fewer moves than that within any budget, and the full
+    list grows as ``O(groups x devices)`` rows (27 million, 1 GiB and a minute to shuffle, at 200,000 ops)."""
     G, T = su.gptr.size - 1, su.targets.size
-    rows = [np.empty((0, 5), dtype=np.int64)]
-    for length in (x for x in LENGTHS if x <= G):
-        i = np.repeat(np.arange(G - length + 1), T)
-        rows.append(np.stack([i, i + length, np.tile(su.targets, G - length + 1), -np.ones_like(i),
-                              -np.ones_like(i)], axis=1))
-    for length in (x for x in SWAPS if 2 * x <= G):
-        for gap in range(length, length + WINDOW):
-            i = np.arange(max(G - length - gap + 1, 0))
-            rows.append(np.stack([i, i + length, -np.ones_like(i), i + gap, i + gap + length], axis=1))
-    moves = np.concatenate(rows).astype(np.int64)
-    return moves[rng.permutation(len(moves))]
+    # blocks of moves: (first row, length, devices per start: T for a move onto a device, 0 for a swap, swap gap)
+    blocks = [(length, T, 0, G - length + 1) for length in LENGTHS if length <= G]
+    blocks += [(length, 0, gap, max(G - length - gap + 1, 0)) for length in SWAPS if 2 * length <= G
+               for gap in range(length, length + WINDOW)]
+    sizes = np.array([count * (per or 1) for _, per, _, count in blocks], dtype=np.int64)
+    if sizes.sum() <= MAX_MOVES:
+        rows = [np.empty((0, 5), dtype=np.int64)]
+        for length, per, gap, count in blocks:
+            i = np.arange(count)
+            if per:
+                i = np.repeat(i, T)
+                rows.append(np.stack([i, i + length, np.tile(su.targets, count), -np.ones_like(i),
+                                      -np.ones_like(i)], axis=1))
+            else:
+                rows.append(np.stack([i, i + length, -np.ones_like(i), i + gap, i + gap + length], axis=1))
+        moves = np.concatenate(rows).astype(np.int64)
+        return moves[rng.permutation(len(moves))]
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    pick = rng.integers(starts[-1], size=MAX_MOVES)
+    block = np.searchsorted(starts, pick, side="right") - 1
+    offset = pick - starts[block]
+    length, per, gap = (np.array([b[f] for b in blocks], dtype=np.int64)[block] for f in range(3))
+    swap = per == 0
+    i = np.where(swap, offset, offset // np.maximum(per, 1))
+    device = np.where(swap, -1, su.targets[offset % T])
+    return np.stack([i, i + length, device, np.where(swap, i + gap, -1), np.where(swap, i + gap + length, -1)],
+                    axis=1).astype(np.int64)
 
 
 def _groups(su: _Setup, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -134,10 +156,16 @@ def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float, 
     dev, gdev, mem = _groups(su, start)
     key = np.array(_score(su, dev))
     pos = since = evals = 0
+    chunk = 1  # evaluations per kernel call, grown to about CHECK_SECONDS of them as their speed is seen
     while since < len(moves) and evals < budget and time.perf_counter() < deadline:
+        t = time.perf_counter()
         pos, since, done = descend(dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moves,
-                                   pos, since, min(CHUNK, budget - evals), key, *su.kernel)
+                                   pos, since, min(chunk, budget - evals), key, *su.kernel)
         evals += done
+        spent = time.perf_counter() - t
+        per = spent / done if done else 0.0
+        room = min(CHECK_SECONDS, max(deadline - time.perf_counter(), 0.0))
+        chunk = CHUNK if per <= 0 else int(min(CHUNK, max(1.0, room / per)))
         if progress is not None:
             progress(evals, key)
     return dev, key, evals

@@ -132,3 +132,34 @@ def test_an_order_search_cuts_its_first_decode_at_the_limit(method):
     result = run(method, graph, Cluster.stages(4), time_limit=0.5)
     assert result.info["stopped"] == STOPPED and "slicing DP" in result.info["stopped_in"]
     assert evaluate(result.placement).valid and result.objective < 0.3 * graph.work("*").sum()
+
+
+def test_a_heuristic_from_the_command_line_gets_what_is_left_of_the_commands_budget(tmp_path, monkeypatch):
+    # `solve --method M --time-limit S` gave the heuristic all S seconds after reading the workload (10 s or more
+    # for a 20,000-op file on a loaded machine): the command ended S + reading + answer after its start
+    from placement_dsl import heuristics
+    from placement_dsl.cli import build_parser, commands
+    from placement_dsl.io import Workload, save_workload
+
+    path = tmp_path / "chain.json"
+    save_workload(Workload(chain(50), Cluster.stages(2)), path)
+    seen = {}
+    real = heuristics.run
+
+    def spy(method, graph, cluster, **kw):
+        seen["time_limit"] = kw.get("time_limit")
+        return real(method, graph, cluster, **kw)
+
+    monkeypatch.setattr(heuristics, "run", spy)
+    args = build_parser().parse_args(["solve", str(path), "--method", "greedy", "--time-limit", "30", "--json"])
+    args.started = time.monotonic() - 20.0  # 20 s of the 30 already spent (the interpreter, the reader)
+    commands.cmd_solve(args)
+    assert seen["time_limit"] is not None and seen["time_limit"] <= 10.0 - 2.0 + 0.01
+
+
+def test_a_heuristic_taking_more_keywords_still_takes_its_time_limit_from_the_command_line():
+    # latency-best passes its other keywords on (**search): the command line dropped its --time-limit as
+    # "applies only to the MIP methods", and a 20,000-op graph ran its DPL baseline for minutes
+    from placement_dsl.cli.options import accepted_options
+
+    assert {"time_limit", "seed", "evaluations"} <= accepted_options("latency-best")
