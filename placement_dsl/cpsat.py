@@ -39,6 +39,7 @@ import numpy as np
 from .blocks.base import Context
 from .blocks.schedule import ScheduleData, retime, schedule_data
 from .constraints import Memory
+from .deadline import BudgetSpent
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError
 from .formulations.schedule import horizon_of
 from .objectives import Makespan
@@ -314,8 +315,12 @@ def solve_model(problem: Problem, start: Placement | None, refusal: str, at: flo
         raise SolverUnavailableError("solver 'cpsat' needs OR-Tools: pip install placement_dsl[cpsat]")
     check_terms(problem)
     hint = None if start is None or refusal else _with_schedule(start, _start_schedule(problem, start))
-    out = isolated(_solve, problem, None if hint is None else to_data(hint), at, gap, threads,
-                   None if log_path is None else str(log_path))
+    try:
+        out = isolated(_solve, problem, None if hint is None else to_data(hint), at, gap, threads,
+                       None if log_path is None else str(log_path), until=at)
+    except BudgetSpent:  # the child outran its deadline (e.g. building a model too large): the start stands
+        out = {"assign": None, "status": Status.TIME_LIMIT.value, "build": 0.0, "wall": 0.0, "bound": None,
+               "exact": True, "factor": 1.0, "accepted": None}
     found = None if out["assign"] is None else from_data(problem, out)
     result = _certify(problem, found, hint, Status(out["status"]), out, refusal)
     result.log_path = None if log_path is None else str(log_path)
@@ -354,23 +359,39 @@ def build(problem: Problem, hint: Placement | None = None) -> tuple[ScheduleMode
 
 
 # ---------------------------------------------------------------------------- the child process
-def isolated(fn: Callable[..., Any], *args: Any) -> Any:
+ISOLATED_GRACE = 3.0  # seconds a child may run past its own deadline (its clean-up) before it is stopped
+
+
+def isolated(fn: Callable[..., Any], *args: Any, until: float | None = None) -> Any:
     """``fn(*args)`` in a fresh child process (``spawn``): OR-Tools' bundled HiGHS and SCIP libraries share
-    their sonames with highspy's and PySCIPOpt's, so whichever loads first breaks the other in one process."""
+    their sonames with highspy's and PySCIPOpt's, so whichever loads first breaks the other in one process.
+
+    ``until`` (a :func:`time.monotonic` reading): the child is stopped :data:`ISOLATED_GRACE` seconds after it,
+    whatever it is doing (a model build that outgrew its budget), and :class:`~placement_dsl.deadline.BudgetSpent`
+    is raised: a caller's promise holds even when the child's own clock checks come too late."""
     import multiprocessing
     import os
     import sys
-    from concurrent.futures import ProcessPoolExecutor
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
     if hidden:
         del main.__file__
+    pool = multiprocessing.get_context("spawn").Pool(1)
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(fn, *args).result()
+        job = pool.apply_async(fn, args)
+        wait = None if until is None else max(until - time.monotonic(), 0.0) + ISOLATED_GRACE
+        try:
+            out = job.get(wait)
+        except multiprocessing.TimeoutError:
+            raise BudgetSpent(f"the child process passed its deadline by {ISOLATED_GRACE:g} s and was stopped") \
+                from None
+        pool.close()
+        return out
     finally:
+        pool.terminate()
+        pool.join()
         if hidden:
             main.__file__ = path
 

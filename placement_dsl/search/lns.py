@@ -23,7 +23,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..constraints import Congestion, Memory
 from ..cpsat import available, build, from_data, isolated, to_data
-from ..deadline import Deadline
+from ..deadline import BudgetSpent, Deadline
 from ..errors import EvaluationMismatchError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
@@ -128,8 +128,11 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     solver = solver or _default_solver()
     params = {"seed": seed, "window": window, "step_limit": step_limit, "solver": solver, "threads": threads,
               "deadline": time.monotonic() + time_limit - (time.perf_counter() - t0)}  # the child's clock too
-    found = isolated(_search, problem, to_data(incumbent), params) if solver == "cpsat" else \
-        _search(problem, to_data(incumbent), params)
+    try:
+        found = isolated(_search, problem, to_data(incumbent), params, until=params["deadline"]) \
+            if solver == "cpsat" else _search(problem, to_data(incumbent), params)
+    except BudgetSpent:  # the search's model outgrew the budget before its first step: the start stands
+        found = {**to_data(incumbent), "steps": 0, "improvements": 0, "window": window, "proven": False}
     incumbent = from_data(problem, found, "schedule-lns")
     ev = evaluate(incumbent, model)
     proven = found["proven"] and model.objective is Objective.MAKESPAN  # one window held every unit
@@ -182,7 +185,9 @@ def _rebase(problem: Problem, placement: Placement) -> Placement:
 
 def _start(problem: Problem, start: Any, time_limit: float | None = None) -> Placement:
     """The starting placement (:func:`placement_dsl.starts.resolve`) with a schedule valid for the problem."""
-    found = resolve(problem, start, deadline=None if time_limit is None else Deadline(time_limit), keep=0.0)
+    # a named start leaves half the budget to the search (the whole budget went to it before)
+    found = resolve(problem, start, deadline=None if time_limit is None else Deadline(time_limit),
+                    keep=0.0 if time_limit is None else time_limit / 2)
     if not found.usable:
         why = found.refusal.removeprefix("warm start refused: ")
         raise SpecError(f"schedule-lns: the start {start if isinstance(start, str) else 'placement'} is refused ({why})")

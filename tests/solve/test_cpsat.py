@@ -68,3 +68,18 @@ def test_the_old_entry_points_are_deprecated_wrappers_of_solve(monkeypatch, call
     assert answer == "result"
     (args, options), = seen
     assert args == ("schedule",) and options["solver"] == "cpsat" and options["time_limit"] == 7
+
+
+def test_a_child_process_past_its_deadline_is_stopped_and_the_caller_told():
+    # a CP-SAT build that outgrows its budget once kept 'schedule-lns' 38 s past a 20 s limit: the child is
+    # stopped a grace after the caller's deadline, whatever it is doing
+    import time
+
+    from placement_dsl.cpsat import ISOLATED_GRACE, isolated
+    from placement_dsl.deadline import BudgetSpent
+
+    t0 = time.monotonic()
+    with pytest.raises(BudgetSpent, match="stopped"):
+        isolated(time.sleep, 120, until=t0 + 0.5)
+    assert time.monotonic() - t0 < 0.5 + ISOLATED_GRACE + 20  # spawning the child on a busy machine included
+    assert isolated(abs, -3, until=time.monotonic() + 60) == 3
