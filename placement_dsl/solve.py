@@ -101,7 +101,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     reason = form.accepts(problem)
     if reason:
         raise SpecError(reason)
-    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
+    spec = _start_spec(problem, warm_start)
+    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, spec, clock)
     stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound = start_bound
     options = {} if windows is None else {"windows": windows}
@@ -116,6 +117,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
                            f"{t_start:.1f} s)")
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
+    except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
+        return _heuristics_instead(stop, spec, clock).result(str(err))
+    try:
         compiled = compile(plan.problem, form, deadline=clock)
     except BudgetSpent as err:
         return stop.result(str(err))
@@ -202,6 +206,23 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **na
                         f"device names or a placement file, not a {type(warm_start).__name__}")
     if windows is not None and not isinstance(windows, bool):
         raise SpecError(f"windows {windows!r}: give True, False or None")
+
+
+def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
+    """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
+    (all but :data:`RESERVE`) goes to the objective's heuristics again, and their best start, when better, is the
+    answer. Other starts were asked for by name: they stand."""
+    if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
+        return stop
+    found = resolve(stop.problem, AUTO, deadline=Deadline(clock.left() - RESERVE), share=1.0, cap=math.inf)
+    current = stop.start_eval.objective if stop.start_eval is not None and not stop.refusal else math.inf
+    if not found.usable or found.objective >= current:
+        return stop
+    better = _Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {found.method}", found.placement,
+                   found.evaluation, "", stop.t0)
+    better.start_bound = found.bound if stop.start_bound is None or found.bound is None else \
+        max(found.bound, stop.start_bound)
+    return better
 
 
 class _Stop:

@@ -52,6 +52,33 @@ def test_a_latency_solve_without_a_start_starts_from_auto_not_from_greedy():
     assert result.objective <= result.start_objective + 1e-9
 
 
+def test_a_model_too_large_for_the_budget_leaves_the_rest_of_it_to_the_heuristics(monkeypatch):
+    # a 235-op latency graph at a 60 s limit answered its 5 s "auto" start and returned after 5 s: the 55 s left
+    # went unused once the model was sized too large to build
+    from placement_dsl import solve as solve_module
+    from placement_dsl.deadline import BudgetSpent
+
+    def too_large(*args, **kwargs):
+        raise BudgetSpent("model too large for the time left")
+
+    shares = []
+    real = solve_module.resolve
+
+    def recording(problem, spec, **kwargs):
+        shares.append((spec, kwargs.get("share")))
+        return real(problem, spec, **kwargs)
+
+    monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(solve_module, "resolve", recording)
+    result = solve(_latency_problem(), time_limit=8)
+    assert [spec for spec, _ in shares] == ["auto", "auto"] and shares[1][1] == 1.0
+    assert result.status.value == "time_limit_feasible" and result.objective == pytest.approx(24.0)
+    assert "model too large" in result.message
+    shares.clear()
+    solve(_latency_problem(), time_limit=8, warm_start="greedy")  # a start asked for by name stands
+    assert [spec for spec, _ in shares] == ["greedy"]
+
+
 def test_a_makespan_solve_without_a_start_starts_from_auto():
     problem, optimum = testing.makespan_fork()
     result = solve(problem, time_limit=20)
