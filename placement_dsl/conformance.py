@@ -208,7 +208,8 @@ def well_formed(placement: Any, problem: Problem) -> list[str]:
     return out
 
 
-def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: int = 0) -> list[str]:
+def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: int = 0,
+                    valid: bool = False) -> list[str]:
     """What the registered heuristic ``name`` gets wrong on ``problem`` under its cost model (empty when it conforms).
 
     The method runs by :func:`~placement_dsl.heuristics.base.run` (which re-checks its objective to 1e-6);
@@ -216,6 +217,7 @@ def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: 
     must reproduce the reported objective to 1e-9 relative, and a claim is checked by brute force: a ``bound``
     never above the optimum over the class ``exact_among`` names (all placements without one), and an
     ``exact_among`` result valid in that class and no worse than its optimum (:data:`EXACT_CLASSES`).
+    ``valid=True`` also asks for a placement the problem accepts (its cost-model checks and its terms).
     """
     model = problem.cost_model()
     try:
@@ -226,6 +228,8 @@ def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: 
     if bad:
         return bad
     ev = evaluate(res.placement, model)
+    if valid and problem.violations(res.placement):
+        bad.append(f"{name}: its placement is not valid for {problem!r}: {problem.violations(res.placement)[0]}")
     if abs(ev.objective - res.objective) > REL * max(1.0, abs(ev.objective)):
         bad.append(f"{name}: reported objective {res.objective!r}, the cost model says {ev.objective!r}")
     if res.bound is None and res.exact_among is None:

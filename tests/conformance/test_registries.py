@@ -58,10 +58,29 @@ def test_every_heuristic_has_an_instance():
     assert goals <= set(BY_GOAL), sorted(goals - set(BY_GOAL))
 
 
+INVALID = {
+    ("latency-local-search", "latency_diamond"): "moves ops without regard to the model's required contiguity "
+                                                 "(it honours max_subgraphs only); latency-best drops its split",
+    ("pipedream-planner", "diamond_noncontiguous"): "replicates stages, which a problem without Replicate forbids",
+    ("pipedream-planner", "contiguity_binds"): "replicates stages, which a problem without Replicate forbids",
+    ("polish", "contiguity_binds"): "moves blocks off the busiest stage without regard to contiguity",
+}
+"""Methods whose placement on an instance breaks the problem's terms, with the reason (the other checks still
+hold for them; a method that comes to respect the terms fails the test until its row is removed)."""
+
+
 @pytest.mark.parametrize("name, instance", HEURISTIC_CASES)
 def test_every_heuristic_conforms(name, instance):
+    """Well-formed, the objective the cost model's, claims true by brute force, and a valid placement (or the
+    reason in INVALID why not)."""
     problem = dict(_problems(name))[instance]
-    assert not check_heuristic(name, problem, time_limit=TIME_LIMIT)
+    found = check_heuristic(name, problem, time_limit=TIME_LIMIT, valid=True)
+    invalid = [m for m in found if "is not valid for" in m]
+    assert not set(found) - set(invalid), found
+    if (name, instance) in INVALID:
+        assert invalid, f"{name} now places {instance} validly: drop its row from INVALID"
+    else:
+        assert not invalid, invalid
 
 
 def test_a_false_exactness_claim_is_caught(monkeypatch):
