@@ -118,8 +118,8 @@ def test_within_restricts_to_the_class():
 
 
 # ---------------------------------------------------------------------------- levels
-LEVEL_INSTANCES = ("chain", "diamond", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork")
-"""One or two tiny instances per family: MTPP (chain, diamond), throughput contiguous and not, latency, makespan."""
+LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork")
+"""One to three tiny instances per family: MTPP (chain, diamond, one where DAG order binds), throughput contiguous and not, latency, makespan."""
 
 SLOW_LEVELS: dict[str, str] = {}
 """Levels left out, with the reason (none: every level runs within its budget on these instances)."""
@@ -158,9 +158,10 @@ def test_a_bound_above_the_optimum_is_caught(monkeypatch):
 
 # ---------------------------------------------------------------------------- formats
 def small_workload() -> Workload:
-    """Three ops (one CPU-only, one with parameters) on two accelerators with memory and a CPU."""
+    """Three ops (one CPU-only, one with parameters, two colocated) on two accelerators with memory and a CPU."""
     ops = [Op(name="a", work={"accelerator": 1.0, "cpu": 3.0}, out_bytes=2.0, param_bytes=1.0),
-           Op(name="b", work={"cpu": 4.0}, out_bytes=1.0), Op(name="c", work={"accelerator": 2.0, "cpu": 5.0})]
+           Op(name="b", work={"cpu": 4.0}, out_bytes=1.0, group="pair"),
+           Op(name="c", work={"accelerator": 2.0, "cpu": 5.0}, activation_bytes=0.5, group="pair")]
     graph = Graph(ops, [("a", "b"), ("a", "c"), ("b", "c")], name="small")
     return Workload(graph, Cluster.accelerators(2, memory=8.0, cpus=1))
 
