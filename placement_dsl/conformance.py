@@ -13,19 +13,40 @@ so a newly registered formulation or template is covered without a test of its o
   its rows) and never below the problem's; a relaxation's bound never exceeds it; and every
   component a template made says what it is (:func:`check_documented`).
 
-Users who author a formulation call them on their own instances.
+The other registries are checked the same way, against :mod:`placement_dsl.brute` on tiny instances:
+
+* :func:`check_heuristic` — a registered heuristic's placement is one of the graph on the cluster, the
+  cost model reproduces its objective, and its ``bound``/``exact_among`` claims hold by brute force;
+* :func:`check_level` — a registered certify level's bound never exceeds the optimum over the class of
+  placements it names;
+* :func:`check_format` — a format that is written as well as read gives back the workload it wrote.
+
+Users who author a formulation, heuristic, level or format call them on their own instances.
 """
 from __future__ import annotations
 
+import math
+import tempfile
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyomo.environ as pyo
 
+from . import brute
+from .certify import certify
+from .cluster import Cluster
 from .compile import Compiled, compile
+from .constraints import Contiguous, DagOrder, Term
 from .errors import SpecError
+from .evaluate import evaluate
 from .formulations import Formulation, Kind, get
-from .placement import Placement
+from .graph import Graph, Op
+from .heuristics import run
+from .io.workload import load_workload, save_workload
+from .placement import Placement, PlacementClass
 from .problem import Problem
+from .workload import Workload
 
 TOL = 1e-7
 
@@ -135,3 +156,172 @@ def _check_relaxation(form: Formulation, problem: Problem, optimum: float, solve
 def templates_built(compiled: Compiled) -> set[type[Any]]:
     """The template classes a compiled model is made of."""
     return {type(template) for _, template in compiled.varmap.built}
+
+
+# ---------------------------------------------------------------------------- heuristics, levels, formats
+CLASS_TERMS: dict[PlacementClass, tuple[type[Term], ...]] = {
+    PlacementClass.ALL: (), PlacementClass.CONTIGUOUS: (Contiguous,), PlacementClass.DAG_ORDERED: (DagOrder,),
+    PlacementClass.DP: (Contiguous, DagOrder),
+}
+"""The structure terms that restrict a problem to a class of placements (brute force over the class)."""
+
+EXACT_CLASSES: dict[str, PlacementClass] = {  # what the heuristics name in HeuristicResult.exact_among
+    "all placements": PlacementClass.ALL, "contiguous": PlacementClass.CONTIGUOUS,
+    "dag-ordered": PlacementClass.DAG_ORDERED,
+}
+"""The ``exact_among`` names brute force checks, by the class they name. Other names (the pipeline DPs'
+classes along one DFS order) are narrower than the contiguous class: their placements are checked to lie
+in it, and their bound against their own objective only (a bound over a narrower class may exceed the
+optimum over a wider one)."""
+
+REL = 1e-9
+
+
+def within(problem: Problem, cls: PlacementClass) -> Problem:
+    """``problem`` restricted to the placements of ``cls`` (its structure terms added where missing)."""
+    extra = [term() for term in CLASS_TERMS[cls] if not problem.has(term)]
+    return Problem(problem.source_graph, problem.cluster, problem.objective, [*problem.constraints, *extra])
+
+
+def class_optimum(problem: Problem, cls: PlacementClass) -> float:
+    """The brute-force optimum of ``problem`` over the placements of ``cls`` (``inf`` when none is valid)."""
+    return brute.optimum(within(problem, cls))
+
+
+def _above(value: float, reference: float) -> bool:
+    return value > reference + REL * max(1.0, abs(reference))
+
+
+def well_formed(placement: Any, problem: Problem) -> list[str]:
+    """What is wrong with ``placement`` as a placement of the problem's graph on its cluster (empty when nothing)."""
+    g, c = problem.graph, problem.cluster
+    if not isinstance(placement, Placement):
+        return [f"returned {type(placement).__name__}, not a Placement"]
+    out = []
+    if placement.graph != g or placement.cluster != c:
+        out.append(f"placed {placement.graph!r} on {placement.cluster!r}, asked {g!r} on {c!r}")
+    assign = np.asarray(placement.assign)
+    if assign.shape != (g.n,) or not np.issubdtype(assign.dtype, np.integer):
+        out.append(f"assign has shape {assign.shape} and dtype {assign.dtype}, expected ({g.n},) integers")
+    elif assign.size and (assign.min() < 0 or assign.max() >= c.size):
+        out.append(f"assign holds devices outside 0..{c.size - 1}: {sorted(set(assign.tolist()))}")
+    return out
+
+
+def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: int = 0,
+                    valid: bool = False) -> list[str]:
+    """What the registered heuristic ``name`` gets wrong on ``problem`` under its cost model (empty when it conforms).
+
+    The method runs by :func:`~placement_dsl.heuristics.base.run` (which re-checks its objective to 1e-6);
+    then its placement must be one of the problem's graph on its cluster, :func:`~placement_dsl.evaluate.evaluate`
+    must reproduce the reported objective to 1e-9 relative, and a claim is checked by brute force: a ``bound``
+    never above the optimum over the class ``exact_among`` names (all placements without one), and an
+    ``exact_among`` result valid in that class and no worse than its optimum (:data:`EXACT_CLASSES`).
+    ``valid=True`` also asks for a placement the problem accepts (its cost-model checks and its terms).
+    """
+    model = problem.cost_model()
+    try:
+        res = run(name, problem.graph, problem.cluster, model=model, seed=seed, time_limit=time_limit)
+    except AssertionError as err:  # run's own re-check of the objective
+        return [f"{name}: {err}"]
+    bad = [f"{name}: {m}" for m in well_formed(res.placement, problem)]
+    if bad:
+        return bad
+    ev = evaluate(res.placement, model)
+    if valid and problem.violations(res.placement):
+        bad.append(f"{name}: its placement is not valid for {problem!r}: {problem.violations(res.placement)[0]}")
+    if abs(ev.objective - res.objective) > REL * max(1.0, abs(ev.objective)):
+        bad.append(f"{name}: reported objective {res.objective!r}, the cost model says {ev.objective!r}")
+    if res.bound is None and res.exact_among is None:
+        return bad
+    cls = EXACT_CLASSES.get(res.exact_among or "all placements", PlacementClass.CONTIGUOUS)
+    if res.bound is not None and _above(res.bound, ev.objective):
+        bad.append(f"{name}: bound {res.bound} above its own placement's objective {ev.objective}")
+    named = res.exact_among is None or res.exact_among in EXACT_CLASSES
+    best = class_optimum(problem, cls) if named else math.inf
+    where = f"over {cls} of {problem!r}"
+    if res.bound is not None and _above(res.bound, best):
+        bad.append(f"{name}: bound {res.bound} above the brute-force optimum {best} {where}")
+    if res.exact_among is not None:
+        if not within(problem, cls).is_valid(res.placement):
+            bad.append(f"{name}: claims exact among {res.exact_among} but its placement is not a valid one of "
+                       f"{cls}: {within(problem, cls).violations(res.placement)[:2]}")
+        elif named and _above(ev.objective, best):
+            bad.append(f"{name}: claims exact among {res.exact_among} at {ev.objective}, brute force finds {best} "
+                       f"{where}")
+    return bad
+
+
+def check_level(name: str, problem: Problem, optimum: float | None = None, budget: float = 3.0) -> list[str]:
+    """What the registered certify level ``name`` gets wrong on ``problem`` (empty when it conforms).
+
+    The level runs alone through :func:`~placement_dsl.certify.certify`; each bound it proves must not
+    exceed the brute-force optimum of the problem over the class of placements it names (``optimum``,
+    the problem's known optimum, stands in where that class holds the problem's: a makespan's brute
+    force schedules each placement by a heuristic, an upper bound).
+    """
+    cert = certify(problem, budget=budget, levels=(name,), stop_at_gap=False)
+    bad = []
+    for row in cert.levels:
+        if row.level != name or row.bound is None:
+            continue
+        best = class_optimum(problem, row.scope)
+        if optimum is not None and problem.placement_class() in row.scope:
+            best = min(best, optimum)
+        if _above(row.bound, best):
+            bad.append(f"level {name}: bound {row.bound} ({row.status.value}) above the optimum {best} over "
+                       f"{row.scope} of {problem!r}")
+    return bad
+
+
+def check_format(name: str, workload: Workload, folder: str | Path) -> list[str]:
+    """What the registered format ``name`` gets wrong writing ``workload`` and reading it back (empty when it
+    round-trips). A format without a writer raises :class:`SpecError` (see :func:`writable`).
+
+    The graph must come back the same to the cost model (:func:`same_graph`: names, work, bytes, direction,
+    edges and colocation; a format may name groups its own way), the cluster equal; and a second round trip
+    must give back exactly what the first read."""
+    once = _round_trip(name, workload, Path(folder) / f"once-{name}")
+    twice = _round_trip(name, once, Path(folder) / f"twice-{name}")
+    bad = [f"format {name}: the graph read back differs: {why}" for why in same_graph(workload.graph, once.graph)]
+    if once.cluster != workload.cluster:
+        bad.append(f"format {name}: the cluster read back differs: {workload.cluster.to_dict()} became "
+                   f"{once.cluster.to_dict()}")
+    if twice.graph != once.graph or twice.cluster != once.cluster:
+        bad.append(f"format {name}: a second round trip changes the workload: {same_graph(once.graph, twice.graph)}")
+    return bad
+
+
+def _round_trip(name: str, workload: Workload, path: Path) -> Workload:
+    path = path.with_suffix(".json")
+    save_workload(workload, path, format=name)
+    return load_workload(path, format=name)
+
+
+def same_graph(a: Graph, b: Graph) -> list[str]:
+    """How ``b`` differs from ``a`` for the cost model (empty when not): op names in order, their work per kind,
+    parameter plus activation bytes, output bytes and direction, the edges, and which ops are colocated."""
+    if [o.name for o in a.ops] != [o.name for o in b.ops]:
+        return [f"ops {[o.name for o in a.ops]} became {[o.name for o in b.ops]}"]
+    out = []
+    for x, y in zip(a.ops, b.ops):
+        mine = (x.work, x.param_bytes + x.activation_bytes, x.out_bytes, x.backward)
+        theirs = (y.work, y.param_bytes + y.activation_bytes, y.out_bytes, y.backward)
+        if mine != theirs:
+            out.append(f"op {x.name!r}: (work, bytes held, out bytes, backward) {mine} became {theirs}")
+    if sorted(a.edges) != sorted(b.edges):
+        out.append(f"edges {sorted(a.edges)} became {sorted(b.edges)}")
+    if not np.array_equal(np.unique(a.group_id, return_inverse=True)[1], np.unique(b.group_id, return_inverse=True)[1]):
+        out.append(f"colocation groups {a.group_id.tolist()} became {b.group_id.tolist()}")
+    return out
+
+
+def writable(name: str) -> str | None:
+    """``None`` when :func:`~placement_dsl.io.workload.save_workload` writes the format ``name``, else why not."""
+    tiny = Workload(Graph([Op(name="a", work=1)], [], name="probe"), Cluster.accelerators(1))
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            save_workload(tiny, Path(tmp) / "probe.json", format=name)
+        except SpecError as err:
+            return str(err)
+    return None

@@ -1,0 +1,201 @@
+"""Conformance over the heuristics', certify levels' and formats' registries, on tiny instances.
+
+Every registered heuristic, level and format is covered here without a test of its own
+(:func:`~placement_dsl.conformance.check_heuristic`, :func:`~placement_dsl.conformance.check_level`,
+:func:`~placement_dsl.conformance.check_format`): a new one is checked by registering it.
+"""
+from __future__ import annotations
+
+import pytest
+
+from placement_dsl import testing
+from placement_dsl.certificate import LevelStatus
+from placement_dsl.cluster import Cluster
+from placement_dsl.conformance import check_format, check_heuristic, check_level, within, writable
+from placement_dsl.constraints import Contiguous
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import registry
+from placement_dsl.heuristics.base import HeuristicResult
+from placement_dsl.io import formats
+from placement_dsl.levels import base as levels
+from placement_dsl.objectives import Throughput
+from placement_dsl.placement import Placement, PlacementClass
+from placement_dsl.problem import Problem
+from placement_dsl.workload import Workload
+
+TIME_LIMIT = 2.0
+
+# ---------------------------------------------------------------------------- heuristics
+BY_GOAL = {"max_load": ("diamond_noncontiguous", "contiguity_binds"), "cost_model": ("diamond_noncontiguous",),
+           "memory_fill": ("memory_binds",), "latency": ("latency_diamond",), "makespan": ("makespan_fork",),
+           "gpipe": ("training_gpipe",)}
+"""The tiny instances a method is run on, by what it optimizes (``registry.Heuristic.optimizes``)."""
+
+
+def servers() -> Problem:
+    """A chain on two servers of one accelerator each, contiguous: the cluster ``dp-servers`` needs."""
+    return Problem(testing.chain_graph([2, 3, 1, 2]), Cluster.hierarchical(2, 1, intra=2.0, inter=1.0), Throughput(),
+                   [Contiguous()])
+
+
+OWN_INSTANCES = {"dp-servers": servers}
+"""Methods that need an instance of their own, with the reason: ``dp-servers`` refuses a cluster without servers."""
+
+
+def _problems(name: str) -> list[tuple[str, Problem]]:
+    if name in OWN_INSTANCES:
+        return [(name, OWN_INSTANCES[name]())]
+    goal = registry.get(name).optimizes
+    return [(inst, testing.INSTANCES[inst]()[0]) for inst in BY_GOAL[goal]]
+
+
+HEURISTIC_CASES = [(name, inst) for name in sorted(registry.load()) for inst, _ in _problems(name)]
+
+
+def test_every_heuristic_has_an_instance():
+    """A method optimizing something new needs a row in BY_GOAL (else it would go unchecked)."""
+    goals = {h.optimizes for h in registry.load().values()}
+    assert goals <= set(BY_GOAL), sorted(goals - set(BY_GOAL))
+
+
+INVALID = {
+    ("latency-local-search", "latency_diamond"): "moves ops without regard to the model's required contiguity "
+                                                 "(it honours max_subgraphs only); latency-best drops its split",
+    ("pipedream-planner", "diamond_noncontiguous"): "replicates stages, which a problem without Replicate forbids",
+    ("pipedream-planner", "contiguity_binds"): "replicates stages, which a problem without Replicate forbids",
+    ("polish", "contiguity_binds"): "moves blocks off the busiest stage without regard to contiguity",
+}
+"""Methods whose placement on an instance breaks the problem's terms, with the reason (the other checks still
+hold for them; a method that comes to respect the terms fails the test until its row is removed)."""
+
+
+@pytest.mark.parametrize("name, instance", HEURISTIC_CASES)
+def test_every_heuristic_conforms(name, instance):
+    """Well-formed, the objective the cost model's, claims true by brute force, and a valid placement (or the
+    reason in INVALID why not)."""
+    problem = dict(_problems(name))[instance]
+    found = check_heuristic(name, problem, time_limit=TIME_LIMIT, valid=True)
+    invalid = [m for m in found if "is not valid for" in m]
+    assert not set(found) - set(invalid), found
+    if (name, instance) in INVALID:
+        assert invalid, f"{name} now places {instance} validly: drop its row from INVALID"
+    else:
+        assert not invalid, invalid
+
+
+def test_a_false_exactness_claim_is_caught(monkeypatch):
+    """A method that claims exactness among contiguous splits for a split brute force beats is a finding."""
+    problem, _ = testing.contiguity_binds()
+
+    def liar(graph, cluster, *, model=None, seed=None, time_limit=None):
+        placement = Placement(graph, cluster, [0, 0, 0, 0])  # everything on one device: 12, the optimum is 7.25
+        ev = problem.evaluate(placement)
+        return HeuristicResult("liar", placement, ev.objective, 0.0, bound=ev.objective, exact_among="contiguous")
+
+    monkeypatch.setitem(registry.HEURISTICS, "liar", registry.Heuristic("liar", liar, "max_load", __name__))
+    found = check_heuristic("liar", problem)
+    assert any("above the brute-force optimum 7.25" in m for m in found), found
+    assert any("claims exact among contiguous" in m for m in found), found
+
+
+def test_a_misreported_objective_is_caught(monkeypatch):
+    problem, _ = testing.contiguity_binds()
+
+    def off(graph, cluster, *, model=None, seed=None, time_limit=None):
+        placement = Placement(graph, cluster, [0, 0, 1, 1])
+        return HeuristicResult("off", placement, problem.evaluate(placement).objective * (1 + 1e-7), 0.0)
+
+    monkeypatch.setitem(registry.HEURISTICS, "off", registry.Heuristic("off", off, "max_load", __name__))
+    assert any("the cost model says" in m for m in check_heuristic("off", problem))
+
+
+def test_within_restricts_to_the_class():
+    problem, optimum = testing.contiguity_binds()
+    unrestricted = Problem(problem.source_graph, problem.cluster, problem.objective, [])
+    assert within(unrestricted, PlacementClass.CONTIGUOUS).has(Contiguous)
+    assert testing.optimum(within(unrestricted, PlacementClass.CONTIGUOUS)) == pytest.approx(optimum)
+    assert testing.optimum(unrestricted) == pytest.approx(6.5)
+
+
+# ---------------------------------------------------------------------------- levels
+LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork")
+"""One to three tiny instances per family: MTPP (chain, diamond, one where DAG order binds), throughput contiguous and not, latency, makespan."""
+
+SLOW_LEVELS: dict[str, str] = {}
+"""Levels left out, with the reason (none: every level runs within its budget on these instances)."""
+
+LEVEL_CASES = [(name, inst) for name in levels.load() for inst in LEVEL_INSTANCES
+               if levels.LEVELS[name].accepts(testing.INSTANCES[inst]()[0]) is None]
+
+
+def test_every_level_is_checked_somewhere():
+    """Each registered level accepts at least one of the instances (a new family needs an instance here)."""
+    checked = {name for name, _ in LEVEL_CASES} | set(SLOW_LEVELS)
+    assert checked == set(levels.load()), sorted(set(levels.load()) - checked)
+
+
+@pytest.mark.parametrize("name, instance", LEVEL_CASES)
+def test_every_level_bounds_the_optimum(name, instance):
+    if name in SLOW_LEVELS:
+        pytest.skip(SLOW_LEVELS[name])
+    problem, optimum = testing.INSTANCES[instance]()
+    assert not check_level(name, problem, optimum, budget=3.0)
+
+
+
+def test_a_bound_above_the_optimum_is_caught(monkeypatch):
+    """A level proving more than brute force allows over the class it names is a finding."""
+    problem, optimum = testing.contiguity_binds()
+
+    def over(scope):
+        def run_level(run, seconds):
+            return optimum + 1.0, LevelStatus.OPTIMAL, "too high", scope
+        return run_level
+
+    monkeypatch.setitem(levels.LEVELS, "too-high", levels.Level("too-high", over(PlacementClass.ALL), rank=1.0))
+    found = check_level("too-high", problem, optimum, budget=1.0)
+    assert any("above the optimum 7.25" in m for m in found), found
+
+# ---------------------------------------------------------------------------- formats
+def small_workload() -> Workload:
+    """Three ops (one CPU-only, one with parameters, two colocated) on two accelerators with memory and a CPU."""
+    ops = [Op(name="a", work={"accelerator": 1.0, "cpu": 3.0}, out_bytes=2.0, param_bytes=1.0),
+           Op(name="b", work={"cpu": 4.0}, out_bytes=1.0, group="pair"),
+           Op(name="c", work={"accelerator": 2.0, "cpu": 5.0}, activation_bytes=0.5, group="pair")]
+    graph = Graph(ops, [("a", "b"), ("a", "c"), ("b", "c")], name="small")
+    return Workload(graph, Cluster.accelerators(2, memory=8.0, cpus=1))
+
+
+READ_ONLY = {"moirai": "MOIRAI's spreadsheets (.xls/.xlsx) are read for their benchmarks; nothing writes them",
+             "onnx": "an ONNX model is imported, not written: its tensors carry no cluster",
+             "pipedream": "PipeDream's profiles are read (their graph.txt); nothing writes them",
+             "torch": "a MODULE:FACTORY name, not a file"}
+"""Formats :func:`~placement_dsl.io.workload.save_workload` does not write, with the reason."""
+
+FORMATS = sorted(formats.load())
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_format_round_trips(name, tmp_path):
+    reason = writable(name)
+    if name in READ_ONLY:
+        assert reason is not None, f"{name} is written now: drop it from READ_ONLY"
+        pytest.skip(f"read only: {READ_ONLY[name]}")
+    assert reason is None, f"{name} has no writer ({reason}) and no reason in READ_ONLY"
+    assert not check_format(name, small_workload(), tmp_path)
+
+
+def test_a_lossy_writer_is_caught(tmp_path, monkeypatch):
+    """A writer that drops a field (the CPU's work) is a finding."""
+    from placement_dsl.io import workload as io_workload
+
+    real = io_workload.workload_to_dict
+
+    def lossy(w):
+        data = real(w)
+        data["graph"]["ops"][0]["work"].pop("cpu", None)
+        return data
+
+    monkeypatch.setattr(io_workload, "workload_to_dict", lossy)
+    assert any("graph read back differs" in m for m in check_format("native", small_workload(), tmp_path))
+
