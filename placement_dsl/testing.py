@@ -427,6 +427,22 @@ def _mesh(k: int) -> Cluster:
                              if a != b])
 
 
+def link_binds() -> tuple[Problem, float]:
+    """Throughput on a line of links ``a0 - a1 - a2`` (1 byte per ms each way, no ``a0 - a2`` link), ``x`` pinned
+    to ``a0``: 3.0 (2.516 with fast links).
+
+    ``x`` (2, 1.5 bytes) feeds ``y`` and ``z`` (2 each), which feed ``w`` (0.5). Apart, ``y`` on ``a1`` and ``z``
+    on ``a2`` put both copies of ``x``'s tensor on the link ``a0 -> a1`` (the route to ``a2`` crosses it): 3.0,
+    the link the bottleneck; with fast links the devices' 2 + transfers decide (2.516).
+    """
+    devices = [Device(name=f"a{i}", kind="accelerator", bandwidth=100.0) for i in range(3)]
+    links = [Link(src=s, dst=d, bandwidth=1.0) for s, d in (("a0", "a1"), ("a1", "a0"), ("a1", "a2"), ("a2", "a1"))]
+    ops = [Op(name="x", work=2, out_bytes=1.5), Op(name="y", work=2, out_bytes=0.1), Op(name="z", work=2, out_bytes=0.1),
+           Op(name="w", work=0.5)]
+    g = Graph(ops, [("x", "y"), ("x", "z"), ("y", "w"), ("z", "w")], name="line")
+    return Problem(g, Cluster(devices, links), Throughput(), [Pin("x", "a0")]), 3.0
+
+
 def makespan_fork() -> tuple[Problem, float]:
     """``a -> b, a -> c`` on two heterogeneous devices, port congestion: makespan 5.
 
@@ -487,7 +503,7 @@ INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
     "training_pipedream": training_pipedream, "training_gradients": training_gradients,
     "training_gpipe": training_gpipe,
     "colocated_pinned": colocated_pinned, "replicated_chain": replicated_chain,
-    "makespan_fork": makespan_fork, "makespan_join": makespan_join,
+    "makespan_fork": makespan_fork, "makespan_join": makespan_join, "link_binds": link_binds,
     "latency_diamond": latency_diamond, "latency_subgraphs": latency_subgraphs,
     **{name: instance for name, (instance, _, _) in BINDING.items()},
 }
