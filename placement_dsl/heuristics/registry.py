@@ -23,12 +23,12 @@ what the method minimizes when it searches: an objective (``"max_load"``, ``"lat
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..plugins import import_modules
 
 PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 """Packages whose modules :func:`load` imports (a missing one is skipped); append a package to add its methods."""
@@ -105,8 +105,7 @@ def load() -> dict[str, Heuristic]:
                     if name not in HEURISTICS:
                         HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
                 continue
-            for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-                importlib.import_module(f"{package}.{info.name}")
+            import_modules(pkg)
         _loaded[0] = True
     return HEURISTICS
 

@@ -20,14 +20,13 @@ registered; a format defined elsewhere registers when its module is imported.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..plugins import import_modules
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,7 @@ def importer(name: str, *, suffixes: tuple[str, ...] = (), sniff: Callable[[str]
 def load() -> dict[str, Importer]:
     """Import every module of this package once, so that its formats are registered; the registry."""
     if not _loaded[0]:
-        for info in pkgutil.iter_modules(importlib.import_module(__package__).__path__):
-            importlib.import_module(f"{__package__}.{info.name}")
+        import_modules(__package__)
         _loaded[0] = True
     return IMPORTERS
 

@@ -19,8 +19,6 @@ one module here; a level defined elsewhere registers when its module is imported
 from __future__ import annotations
 
 import enum
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +28,7 @@ from ..constraints import Contiguous, DagOrder
 from ..errors import SpecError
 from ..objectives import Latency, Makespan
 from ..placement import PlacementClass
+from ..plugins import import_modules
 from ..problem import Problem
 from ..training_terms import Replicate
 
@@ -142,8 +141,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
 def load() -> dict[str, Level]:
     """Import every module of this package once, so that its levels are registered; the registry."""
     if not _loaded[0]:
-        for info in pkgutil.iter_modules(importlib.import_module(__package__).__path__):
-            importlib.import_module(f"{__package__}.{info.name}")
+        import_modules(__package__)
         _loaded[0] = True
     return LEVELS
 

@@ -100,11 +100,19 @@ def _subgraph_note(problem: Problem) -> str:
 def latency_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
     problem = _latency_hinted(run)
-    form = get(formulation(run, "latency"))
+    bound, status, form = _model_lp(run, problem, "latency", seconds)
+    return bound, status, f"LP; {_subgraph_note(problem)}", form.placement_class(problem)
+
+
+def _model_lp(run: Any, problem: Problem, default: str, seconds: float) -> tuple[float | None, LevelStatus, Any]:
+    """The LP relaxation of the model level's formulation (``certify(formulation=...)``, else ``default``) on
+    ``problem`` (the best objective as its horizon), capped by the best objective found: bound, status,
+    formulation."""
+    form = get(formulation(run, default))
     bound, status = model_bound(problem, form, run.solver, seconds, lp=True, deadline=run.clock)
     if bound is not None and math.isfinite(run.best[0]):
         bound = min(bound, run.best[0])
-    return bound, status, f"LP; {_subgraph_note(problem)}", form.placement_class(problem)
+    return bound, status, form
 
 
 @level("latency", rank=150, defaults=LATENCY, accepts=latency_host_memory,
@@ -182,10 +190,7 @@ def _schedule_hinted(run: Any) -> Problem:
 def schedule_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of the schedule MILP (MOIRAI eq. 4-8, big-M from the best makespan as horizon)."""
     problem = _schedule_hinted(run)
-    form = get(formulation(run, "schedule"))
-    bound, status = model_bound(problem, form, run.solver, seconds, lp=True, deadline=run.clock)
-    if bound is not None and math.isfinite(run.best[0]):
-        bound = min(bound, run.best[0])
+    bound, status, form = _model_lp(run, problem, "schedule", seconds)
     return bound, status, "LP", form.placement_class(problem)
 
 
