@@ -236,10 +236,15 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     continue
                 top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
                 visited += 1
+                # every k: ``need`` cut to an earlier run's bits need not hold s - e_c (infeasible there) when it
+                # holds s, reached from J's bit at s - k e_c on k replicas (J's s - e_c may be dead, 0)
                 may = False
                 for c in range(C):
-                    if alive[c] and _shifted(feas[J], strides[c], masks[c, 1], need, add):
-                        may = True
+                    for k in range(1, max_rep[c] + 1):
+                        if alive[c] and _shifted(feas[J], k * strides[c], masks[c, k], need, add):
+                            may = True
+                            break
+                    if may:
                         break
                 if not may:
                     continue

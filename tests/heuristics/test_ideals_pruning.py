@@ -140,3 +140,42 @@ def test_target_at_the_optimum_is_feasible(works, k, branches):
     for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref
         sol = ideal_solve.solve(lat, su.classes, su.model, False, ref, descend=descend)
         assert sol.value == ref and sol.stages, (descend, sol.value, ref)
+
+
+def _replicated_case():
+    """Two 8-work ops and a 5 on 5 accelerators beside CPU-only ops: the optimum 13/3 replicates
+    ``{v1, v2}`` 3 times and ``v3`` twice around a CPU stage (v3 on 2 replicas after it)."""
+    ops = [Op(name="v0", work={"cpu": 1}), Op(name="v1", work={"accelerator": 5, "cpu": 1}),
+           Op(name="v2", work={"accelerator": 8, "cpu": 4}), Op(name="v3", work={"accelerator": 8, "cpu": 4})]
+    ops += [Op(name=f"v{i}", work={"cpu": 1}) for i in (4, 5, 6)]
+    edges = [("v0", "v3"), ("v0", "v4"), ("v0", "v5"), ("v0", "v6"), ("v1", "v2"), ("v1", "v3"), ("v1", "v4"),
+             ("v1", "v5"), ("v1", "v6"), ("v2", "v3"), ("v2", "v4"), ("v2", "v5"), ("v2", "v6"), ("v4", "v5"),
+             ("v4", "v6"), ("v5", "v6")]
+    cluster = Cluster.accelerators(5, memory=math.inf, cpus=1, cpu_memory=math.inf)
+    return setup(Graph(ops, edges), cluster, CostModel(), True, True)
+
+
+def test_descent_with_replicas_reaches_the_optimum():
+    """From far above the optimum the search's runs reuse the bits of a run at a larger target, which
+    leave out the states one device short of the whole cluster; the last stage (``v3`` on 2 replicas of
+    a sub-ideal in a state two accelerators short) must still be found, not 5.0."""
+    su = _replicated_case()
+    ref = _reference(su).value
+    assert ref == pytest.approx(13 / 3)
+    lat = ideal_lattice(su.con)
+    for ub in (ref, 2 * ref + 1, 100.0):
+        sol = ideal_solve.solve(lat, su.classes, su.model, True, ub, descend=True)
+        assert sol.value == pytest.approx(ref) and sol.stages, (ub, sol.value)
+    sol, _ = search(su, linearize=False, max_ideals=100_000, upper_bound=2 * ref + 1, descend=True)
+    assert sol.value == pytest.approx(ref)
+
+
+def test_feasibility_run_from_earlier_bits_equals_a_fresh_run():
+    """A run given the bits of runs at larger targets finds the same feasible states as a run alone."""
+    su = _replicated_case()
+    lat = ideal_lattice(su.con)
+    chained = ideal_solve.Sweeps(lat, su.classes, su.model, True)
+    for T in (9.5, 6.25, 4.75, 4.5, 4.4):
+        fresh = ideal_solve.Sweeps(lat, su.classes, su.model, True).feasible_bits(T)
+        assert (chained.feasible_bits(T) == fresh).all(), T
+        assert ideal_solve._has_split(fresh, chained.counts.shape[0] - 1), T
