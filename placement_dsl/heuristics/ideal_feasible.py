@@ -115,6 +115,8 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
     ``sent``: transfer time that every stage ``I \\ J'`` adds to its compute (the tensors ``I \\ J``
     sends out of ``I``, which only grow as ``J'`` shrinks; 0 unless transfers add to compute), so
     ``J'`` must leave the stage at most ``T - sent`` of work: tighter than the sweep's cut, same bits.
+    On ``k`` replicas (its state ``s - k e_c``) the stage may hold ``k T - sent``: a replica's load is at
+    least its share of the compute and of the tensors sent.
     """
     C = work.shape[0]
     S = counts.shape[0]
@@ -126,10 +128,15 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
             s = w * 64 + _bit_index(low)
             if s >= S or counts[s, c] < 1 or not lb <= T:
                 continue
-            if prune_work:
-                if mfw[J, c, s - strides[c]] < work[c, I] - (T - sent) - (1e-9 * (work[c, I] + T) + 1e-12):
-                    continue
-                if not soft and mfw[J, C, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
+            if prune_work:  # on k replicas the stage may hold k times the work (each replica sends its share)
+                cut = True
+                for k in range(1, min(counts[s, c], max_rep) + 1):
+                    r = s - k * strides[c]
+                    if mfw[J, c, r] >= work[c, I] - (k * T - sent) - (1e-9 * (work[c, I] + k * T) + 1e-12) and (
+                            soft or mfw[J, C, r] >= mem[I] - cap_c - (1e-9 * mem[I] + 1e-12)):
+                        cut = False
+                        break
+                if cut:
                     continue
             left = remaining[s] + min(counts[s, c], max_rep) * rho_c
             if rem_j <= left * T * (1.0 + 1e-9) + 1e-12:
@@ -236,10 +243,15 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     continue
                 top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
                 visited += 1
+                # every k: ``need`` cut to an earlier run's bits need not hold s - e_c (infeasible there) when it
+                # holds s, reached from J's bit at s - k e_c on k replicas (J's s - e_c may be dead, 0)
                 may = False
                 for c in range(C):
-                    if alive[c] and _shifted(feas[J], strides[c], masks[c, 1], need, add):
-                        may = True
+                    for k in range(1, max_rep[c] + 1):
+                        if alive[c] and _shifted(feas[J], k * strides[c], masks[c, k], need, add):
+                            may = True
+                            break
+                    if may:
                         break
                 if not may:
                     continue

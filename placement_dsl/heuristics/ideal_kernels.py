@@ -449,18 +449,24 @@ def _below_some(dp, I, J, lb, c, counts, strides, live, rem_j, remaining, ub, ma
     The tests only get stricter as ``J`` shrinks: the stage's load bound ``lb`` grows, and so
     does the work outside ``J`` (``rem_j``), which must fit the devices left once the stage
     takes its replicas (at most ``max_rep``) from ``s``. A state at the floor ``lo`` is final.
-    With ``prune_work``, some ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` must also leave the
-    stage less work on ``c`` than ``dp[I, s]`` and ``ub`` (``mfw[c, J]``: the most such work below ``J``)
-    and, with hard memory, at most ``cap_c`` bytes (``mfw[C, J]``: the most memory of such a ``J'``).
+    With ``prune_work``, some ``J' ⊆ J`` with a finite ``dp[J', s - k e_c]`` (``k`` replicas) must also
+    leave the stage less work on ``c`` than ``k`` times ``dp[I, s]`` and ``ub`` (a replica's load is at
+    least its share of the compute; ``mfw[c, J]``: the most such work below ``J``) and, with hard
+    memory, at most ``cap_c`` bytes (``mfw[C, J]``: the most memory of such a ``J'``).
     """
     for s in range(counts.shape[0]):
         d = dp[I, s]
         if live[s] and counts[s, c] >= 1 and lb < d and lo < d:
-            if prune_work:  # a useful J' leaves the stage less work than dp[I, s] and at most ub
+            if prune_work:  # a useful J' leaves the stage less work than dp[I, s] and at most ub per replica
                 most = min(d, ub)
-                if mfw[c, J, s - strides[c]] < work[c, I] - most - (1e-9 * (work[c, I] + most) + 1e-12):
-                    continue
-                if not soft and mfw[work.shape[0], J, s - strides[c]] < mem[I] - cap_c - (1e-9 * mem[I] + 1e-12):
+                cut = True
+                for k in range(1, min(counts[s, c], max_rep) + 1):
+                    r = s - k * strides[c]
+                    if mfw[c, J, r] >= work[c, I] - k * most - (1e-9 * (work[c, I] + k * most) + 1e-12) and (
+                            soft or mfw[work.shape[0], J, r] >= mem[I] - cap_c - (1e-9 * mem[I] + 1e-12)):
+                        cut = False
+                        break
+                if cut:
                     continue
             left = remaining[s] + min(counts[s, c], max_rep) * rho_c
             if ub == INF or rem_j <= left * ub * (1.0 + 1e-9) + 1e-12:
@@ -537,9 +543,9 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     Floor ``lo`` (a lower bound on the answer, or a target): ``dp[∅, ·] = lo``, so every value is
     ``max(lo, ·)`` of the unfloored one (max distributes over min) and the answer is
     ``max(lo, optimum)``; a state that reaches ``lo`` is final and its walk stops. With ``lo = ub``
-    this is a feasibility test (``ub`` or ``inf``). With ``prune_work`` (no replication) the walk
-    below ``J`` also stops once no ``J' ⊆ J`` with a finite ``dp[J', s - e_c]`` leaves the stage
-    ``I \\ J'`` less work on its class than ``min(dp[I, s], ub)`` and, with hard memory, within
+    this is a feasibility test (``ub`` or ``inf``). With ``prune_work`` the walk
+    below ``J`` also stops once no ``J' ⊆ J`` with a finite ``dp[J', s - k e_c]`` leaves the stage
+    ``I \\ J'`` less work on its class than ``k min(dp[I, s], ub)`` (on ``k`` replicas) and, with hard memory, within
     the class's memory (``mfw``, filled bottom-up), which cuts the many cheap stages over
     ideals whose every split is already too costly.
 

@@ -115,7 +115,7 @@ class Sweeps:
         self.head = (lat.ideals, lat.sub_ptr, lat.sub_idx, i_work, self.unsup, i_mem, i_param,
                      *self.costs[3:], self.reps, self.mode, *self.io, counts, self.strides)
         self.remaining = ((counts[-1] - counts) @ self.rho).astype(np.float64)
-        self.prune = PRUNE_WORK and bool((self.reps == 1).all())
+        self.prune = PRUNE_WORK
         self.masks = F.state_masks(counts, self.reps)
         self.lat, self.C = lat, C
         self.visited = self.runs = self.table_bytes = 0

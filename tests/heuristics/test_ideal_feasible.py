@@ -68,19 +68,19 @@ def test_bitsets_are_the_sweeps_finite_states(graph, cluster, model, replication
 
 
 @settings(max_examples=60, deadline=None)
-@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS),
+@given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans(),
        shifts=st.lists(st.sampled_from([-0.3, -0.1, -1e-9, 0.0, 0.05, 0.2, 1.0]), min_size=2, max_size=5))
-def test_runs_that_reuse_earlier_bits_keep_every_state(graph, cluster, model, shifts):
+def test_runs_that_reuse_earlier_bits_keep_every_state(graph, cluster, model, replication, shifts):
     """A run started from the bits of earlier runs (the feasible states of a lower target, the possible ones of
-    a higher) ends with the states of a fresh run, in whatever order the targets come."""
-    opt = _optimum(graph, cluster, model, False)
+    a higher) ends with the states of a fresh run, in whatever order the targets come, with replicas too."""
+    opt = _optimum(graph, cluster, model, replication)
     if not math.isfinite(opt) or opt <= 0:
         return
-    sw, _ = _sweeps(graph, cluster, model, False)
+    sw, _ = _sweeps(graph, cluster, model, replication)
     S = sw.counts.shape[0]
     for shift in shifts:
         T = opt * (1 + shift)
-        fresh, _ = _sweeps(graph, cluster, model, False)
+        fresh, _ = _sweeps(graph, cluster, model, replication)
         np.testing.assert_array_equal(_bits(sw.feasible_bits(T), S), _bits(fresh.feasible_bits(T), S))
         steps = sw.feasible(T)
         assert bool(steps) == (T >= opt) and (not steps or sw.value(steps) <= T)

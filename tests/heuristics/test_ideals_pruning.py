@@ -140,3 +140,76 @@ def test_target_at_the_optimum_is_feasible(works, k, branches):
     for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref
         sol = ideal_solve.solve(lat, su.classes, su.model, False, ref, descend=descend)
         assert sol.value == ref and sol.stages, (descend, sol.value, ref)
+
+
+def _replicated_case():
+    """Two 8-work ops and a 5 on 5 accelerators beside CPU-only ops: the optimum 13/3 replicates
+    ``{v1, v2}`` 3 times and ``v3`` twice around a CPU stage (v3 on 2 replicas after it)."""
+    ops = [Op(name="v0", work={"cpu": 1}), Op(name="v1", work={"accelerator": 5, "cpu": 1}),
+           Op(name="v2", work={"accelerator": 8, "cpu": 4}), Op(name="v3", work={"accelerator": 8, "cpu": 4})]
+    ops += [Op(name=f"v{i}", work={"cpu": 1}) for i in (4, 5, 6)]
+    edges = [("v0", "v3"), ("v0", "v4"), ("v0", "v5"), ("v0", "v6"), ("v1", "v2"), ("v1", "v3"), ("v1", "v4"),
+             ("v1", "v5"), ("v1", "v6"), ("v2", "v3"), ("v2", "v4"), ("v2", "v5"), ("v2", "v6"), ("v4", "v5"),
+             ("v4", "v6"), ("v5", "v6")]
+    cluster = Cluster.accelerators(5, memory=math.inf, cpus=1, cpu_memory=math.inf)
+    return setup(Graph(ops, edges), cluster, CostModel(), True, True)
+
+
+def test_descent_with_replicas_reaches_the_optimum():
+    """From far above the optimum the search's runs reuse the bits of a run at a larger target, which
+    leave out the states one device short of the whole cluster; the last stage (``v3`` on 2 replicas of
+    a sub-ideal in a state two accelerators short) must still be found, not 5.0."""
+    su = _replicated_case()
+    ref = _reference(su).value
+    assert ref == pytest.approx(13 / 3)
+    lat = ideal_lattice(su.con)
+    for ub in (ref, 2 * ref + 1, 100.0):
+        sol = ideal_solve.solve(lat, su.classes, su.model, True, ub, descend=True)
+        assert sol.value == pytest.approx(ref) and sol.stages, (ub, sol.value)
+    sol, _ = search(su, linearize=False, max_ideals=100_000, upper_bound=2 * ref + 1, descend=True)
+    assert sol.value == pytest.approx(ref)
+
+
+def test_feasibility_run_from_earlier_bits_equals_a_fresh_run():
+    """A run given the bits of runs at larger targets finds the same feasible states as a run alone."""
+    su = _replicated_case()
+    lat = ideal_lattice(su.con)
+    chained = ideal_solve.Sweeps(lat, su.classes, su.model, True)
+    for T in (9.5, 6.25, 4.75, 4.5, 4.4):
+        fresh = ideal_solve.Sweeps(lat, su.classes, su.model, True).feasible_bits(T)
+        assert (chained.feasible_bits(T) == fresh).all(), T
+        assert ideal_solve._has_split(fresh, chained.counts.shape[0] - 1), T
+
+
+def test_work_cut_prunes_replicated_stages():
+    """With replication the work cut holds per replica (a stage on ``k`` replicas holds at most ``k`` times
+    the target): the chains of the tests above visit far fewer pairs than unpruned, same optimum."""
+    g = Graph([Op(name=f"v{i}", work=1 + i % 3, out_bytes=0) for i in range(16)],
+              [(f"v{i}", f"v{i + 1}") for i in range(15)])
+    h = Graph([Op(name=f"{s}{i}", work=1 + i % 3, out_bytes=2) for s in "abc" for i in range(6)],
+              [(f"{s}{i}", f"{s}{i + 1}") for s in "abc" for i in range(5)])
+    for graph, devices in ((g, 4), (h, 3)):
+        cluster = Cluster.accelerators(devices)
+        exact, free = _value(graph, cluster, CostModel(), None, replication=True)
+        for descend in (False, True):
+            pruned, pairs = _value(graph, cluster, CostModel(), exact, replication=True, descend=descend)
+            assert pruned == exact
+            assert pairs < free / 2, (descend, pairs, free)
+
+
+@settings(max_examples=60, deadline=None)
+@given(works=st.lists(st.floats(0.1, 10.0, allow_nan=False), min_size=4, max_size=10), k=st.integers(2, 4),
+       branches=st.integers(1, 2))
+def test_target_at_the_optimum_is_feasible_with_replicas(works, k, branches):
+    """Pure work on replicas (no parameters, so no all-reduce): a stage on ``r`` replicas holds exactly
+    ``r`` times its load, so the replicated work cut is tight at the optimum; the runs at and just
+    below it, and the sweep pruned at it, must still find it."""
+    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
+    half = len(works) // branches
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
+    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), True, True)
+    ref = _reference(su).value
+    lat = ideal_lattice(su.con)
+    for descend in (True, False):
+        sol = ideal_solve.solve(lat, su.classes, su.model, True, ref, descend=descend)
+        assert sol.value == pytest.approx(ref, rel=1e-12) and sol.stages, (descend, sol.value, ref)
