@@ -24,7 +24,7 @@ from .deadline import BudgetSpent, Deadline, seconds
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
 from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
-from .heuristics.fallback import fallback
+from .heuristics import fallback as fallbacks
 from .placement import Placement
 from .progress import scaled
 from .result import Result, Seconds
@@ -259,7 +259,7 @@ class _Stop:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
         try:
-            found = fallback("fallback", self.problem.graph, self.problem.cluster,
+            found = fallbacks.fallback("fallback", self.problem.graph, self.problem.cluster,
                                             self.problem.cost_model(), phase="no model")
         except PlacementError:
             return None, None

@@ -19,7 +19,6 @@ from placement_dsl.bounds.latency import critical_path_bound, energy_latency, ro
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.brute import brute_force
 from placement_dsl.certify import LEVELS, certify, default_levels
-from placement_dsl.levels.base import Family, defaults_of
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.constraints import AllowedKinds, Colocate, Memory, Pin
 from placement_dsl.errors import InfeasibleError, SpecError
@@ -27,6 +26,7 @@ from placement_dsl.formulations import get, register
 from placement_dsl.formulations.base import FORMULATIONS
 from placement_dsl.formulations.schedule import ScheduleHint
 from placement_dsl.graph import Graph, Op
+from placement_dsl.levels.base import Family, defaults_of
 from placement_dsl.objectives import Bottleneck, Latency, Makespan
 from placement_dsl.problem import Problem
 
@@ -155,13 +155,15 @@ def test_the_schedule_levels_are_the_models():
 @pytest.fixture
 def derived():
     """A formulation a user derived from ``schedule`` and registered, recording each problem it writes."""
-    from placement_dsl.formulations.schedule import ScheduleFormulation, _makespan
+    from placement_dsl.formulations.schedule import ScheduleFormulation
+
+    makespan_rule = get("schedule").table()[Makespan]
 
     seen: list[Problem] = []
 
     def recorded(term, problem):
         seen.append(problem)
-        return _makespan(term, problem)
+        return makespan_rule(term, problem)
 
     form = register(get("schedule").derive("schedule-recorded", cls=ScheduleFormulation, rules={Makespan: recorded}))
     yield form, seen
