@@ -93,7 +93,7 @@ def planners(args: argparse.Namespace) -> None:
         for per in (2, 4, 8):
             c = Cluster.hierarchical(2, per, intra=args.intra, inter=args.inter, memory=MEMORY)
             t = time.perf_counter()
-            theirs = pipedream_planner(w.graph, c, model=model)
+            theirs = pipedream_planner(w.graph, c, model=model, replication=True)
             t1 = time.perf_counter()
             ours = pipeline(w.graph, c, model=model, replication=True,
                             upper_bound=evaluate(theirs.placement, model).objective)
@@ -115,7 +115,7 @@ def planners_with_memory(args: argparse.Namespace) -> None:
         w = pipedream.load(path, stages=4, training=True)
         for per in (2, 4, 8):
             c = Cluster.hierarchical(2, per, intra=args.intra, inter=args.inter, memory=MEMORY)
-            theirs = pipedream_planner(w.graph, c, model=model)
+            theirs = pipedream_planner(w.graph, c, model=model, replication=True)
             t = time.perf_counter()
             ours = pipeline(w.graph, c, model=model, replication=True)
             valid = evaluate(ours.placement, model).valid

@@ -90,6 +90,16 @@ def _blocks(split: np.ndarray, last: np.ndarray, i: int, j: int, m: int) -> list
         j, m = s, m - mp
 
 
+def _workers(A: np.ndarray, replication: bool) -> np.ndarray:
+    """The workers each block ``A[i, j]`` is planned on: all ``M`` (PipeDream's recurrence, replicas taking
+    the spare ones), or without replication the ``m <= M`` of the least ``A[i, j, m]`` (one stage per worker,
+    so a block of fewer layers than workers leaves some idle instead of having no plan)."""
+    M = A.shape[2] - 1
+    if replication:
+        return np.full(A.shape[:2], M, np.int64)
+    return 1 + np.argmin(A[:, :, 1:], axis=2)
+
+
 def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``T_l`` as a (n, n) block-sum table, prefix sums of ``w``, and ``a_s`` (forward bytes over each cut)."""
     n = chain.n
@@ -105,9 +115,14 @@ def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @heuristic("pipedream-planner", optimizes="max_load")
 def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                      replication: bool = True, max_replicas: int | None = None,
+                      replication: bool = False, max_replicas: int | None = None,
                       time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's hierarchical planner (module docstring) on a flat or two-level cluster.
+
+    PipeDream replicates stages by design; that takes ``replication=True`` (a stage on at most
+    ``max_replicas`` devices of a server, segments over servers), as a problem with a ``Replicate``
+    term allows. Without it (the default, as ``pipeline``'s) the planner runs with one device per
+    stage and segment (``m = 1`` at both levels), so its placement is valid where replicas are not.
 
     ``info["planner_estimate"]`` is its own objective; ``objective`` the cost model's value of
     its configuration (as a placement with replicas). No bound. ``time_limit`` (seconds) is checked
@@ -127,16 +142,19 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
     A1, split1, last1 = level(base, wp, cut, lay.intra, lay.per_server, lefts, max_rep)
     if expired(at):
         return fallback("pipedream-planner", graph, cluster, model, "the planner's first level", start)
+    workers1 = _workers(A1, replication)
     if lay.servers == 1:
-        estimate = float(A1[0, n - 1, lay.per_server])
-        segments = [(0, n, 1, _blocks(split1, last1, 0, n - 1, lay.per_server))]
+        m1 = int(workers1[0, n - 1])
+        estimate = float(A1[0, n - 1, m1])
+        segments = [(0, n, 1, _blocks(split1, last1, 0, n - 1, m1))]
     else:
-        base2 = np.where(np.isfinite(A1[:, :, lay.per_server]), A1[:, :, lay.per_server], INF)
+        base2 = np.take_along_axis(A1, workers1[:, :, None], axis=2)[:, :, 0]
         A2, split2, last2 = level(base2, wp, cut, lay.inter, lay.servers, np.zeros(1, np.int64),
                                   lay.servers if replication else 1)
-        estimate = float(A2[0, n - 1, lay.servers])
-        segments = [(a, b, m, _blocks(split1, last1, a, b - 1, lay.per_server))
-                    for a, b, m in _blocks(split2, last2, 0, n - 1, lay.servers)]
+        m2 = int(_workers(A2, replication)[0, n - 1])
+        estimate = float(A2[0, n - 1, m2])
+        segments = [(a, b, m, _blocks(split1, last1, a, b - 1, int(workers1[a, b - 1])))
+                    for a, b, m in _blocks(split2, last2, 0, n - 1, m2)]
     placement = placement_of(con, chain, lay, cluster, segments, "pipedream-planner")
     ev = evaluate(placement, model)
     info = {"planner_estimate": estimate, "positions": n,

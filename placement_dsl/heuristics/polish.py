@@ -9,6 +9,12 @@ keeping the result when its max load is lower. A non-contiguous split that beats
 often differs from it by a few blocks traded between neighbouring stages, which is what the
 kicks try. Every answer is re-checked by the cost model (:func:`.baselines._result`).
 
+The moves ignore structure: where the cost model requires it (``contiguous``, ``dag_order`` or
+``acyclic`` among its ``require``, as :class:`~placement_dsl.constraints.Contiguous` and
+:class:`~placement_dsl.constraints.DagOrder` make it), a descent's result is kept only when the
+cost model finds it valid, so the answer stays valid whenever the start is (at worst the start:
+polish declines to move, ``info["rejected"]`` counting the descents it dropped).
+
 :func:`packed_start` is the other start: where the packing bound (:mod:`..bounds.packing`)
 binds, the units too slow for a host are spread over the accelerators as its least-makespan
 packing says (GNMT inference: the 24.78 output layer beside a 6.89 LSTM layer), the others
@@ -23,7 +29,7 @@ import numpy as np
 from ..bounds.packing import heavy_packing
 from ..cluster import Cluster
 from ..errors import PlacementError, SpecError
-from ..evaluate import CostModel, MemoryMode, device_costs
+from ..evaluate import CostModel, MemoryMode, device_costs, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, run, stopped
@@ -99,6 +105,8 @@ def packed_start(graph: Graph, cluster: Cluster) -> Placement | None:
 
 
 SEARCH_SECONDS = 20.0  # polish's time limit when none is given
+STRUCTURE = frozenset({"contiguous", "dag_order", "acyclic"})
+"""Cost-model checks the moves do not respect: under one of them a descent's result must pass the cost model."""
 
 
 @heuristic("polish", optimizes="max_load")
@@ -109,7 +117,8 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
 
     ``kicks`` perturbations of at most ``max_block`` units each, within ``time_limit`` seconds
     (``None``: :data:`SEARCH_SECONDS`; the default start's DP and every descent included, the best so
-    far then with ``info["stopped"]``); the answer is never worse than ``start``.
+    far then with ``info["stopped"]``); the answer is never worse than ``start``. Under a model that
+    requires structure (:data:`STRUCTURE`) only results the model finds valid replace the incumbent.
     """
     t0 = time.perf_counter()
     at = deadline_at("polish", SEARCH_SECONDS if time_limit is None else time_limit)
@@ -130,8 +139,17 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
             graph.succ_idx, graph.out_bytes, cluster.memory, hard, cluster.transfer_scale, ovf,
             OVERLAP_CODE[ml.overlap], 100_000, kernel_deadline(at))
     first = np.asarray(start.assign, dtype=np.int64).copy()
-    dev, value, moves = _local_search(first, *args)
+    structured = bool(ml.require & STRUCTURE)
+    rejected = 0
+
+    def keeps(assign: np.ndarray) -> bool:
+        return not structured or evaluate(Placement(graph, cluster, assign), ml).valid
+
+    dev, value, moves = _local_search(first.copy(), *args)  # the kernel moves units in place
     best, best_value = dev.copy(), value
+    if not keeps(best):
+        rejected += 1
+        best, best_value = first, evaluate(Placement(graph, cluster, first), ml).objective
     rng = np.random.default_rng(seed)
     adj = _unit_neighbours(graph, gid)
     tried = 0
@@ -146,7 +164,11 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
         dev, value, m = _local_search(kicked, *args)
         moves += m
         if value < best_value * (1 - 1e-12):
-            best, best_value = dev.copy(), value
-    result = _result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value)
+            if keeps(dev):
+                best, best_value = dev.copy(), value
+            else:
+                rejected += 1
+    extra = {"rejected": rejected} if structured else {}
+    result = _result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value, **extra)
     return stopped(result) if tried < kicks and expired(at) else result
 

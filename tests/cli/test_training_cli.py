@@ -79,7 +79,8 @@ def test_ours_is_never_worse_than_pipedreams_planner_on_two_servers(shared_data,
     model = CostModel.named("pipedream")
     for per in (2, 4, 8):
         c = Cluster.hierarchical(2, per, intra=12.5e6, inter=1.25e6, memory=16 * 2**30)
-        theirs, ours = pipedream_planner(w.graph, c, model=model), pipeline(w.graph, c, model=model, replication=True)
+        theirs = pipedream_planner(w.graph, c, model=model, replication=True)
+        ours = pipeline(w.graph, c, model=model, replication=True)
         assert ours.objective <= theirs.objective * (1 + 1e-9) and ours.bound == ours.objective
         assert ours.info["dp_value"] == pytest.approx(ours.objective, rel=1e-9)
 

@@ -145,7 +145,7 @@ def test_pipeline_dp_is_the_cost_model_and_never_worse_than_pipedream(graph, ser
     model = CostModel(overlap=overlap)
     cluster = Cluster.hierarchical(servers, per, intra=4.0, inter=0.5)
     ours = pipeline(graph, cluster, model=model, replication=True)
-    theirs = pipedream_planner(graph, cluster, model=model)
+    theirs = pipedream_planner(graph, cluster, model=model, replication=True)
     assert ours.info["dp_value"] == pytest.approx(ours.objective)
     assert ours.objective <= theirs.objective * (1 + 1e-9) + 1e-12
     assert evaluate(ours.placement, model).valid

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from placement_dsl import testing
 from placement_dsl.constraints import Contiguous
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
@@ -42,6 +43,18 @@ def test_polish_finds_the_non_contiguous_optimum_where_contiguity_binds():
         reached += abs(value - optimum(free)) <= 1e-9
     assert binding >= 8
     assert reached >= binding - 1
+
+
+@pytest.mark.parametrize("instance", ["contiguity_binds", "dag_order_binds"])
+def test_polish_keeps_the_structure_its_model_requires(instance):
+    """Under a model requiring contiguity (or DAG order) polish's moves, which break it, are declined: the answer
+    is the problem's valid optimum, not the better unstructured split (6.5 and 6.0 here)."""
+    problem, best = getattr(testing, instance)()
+    result = run("polish", problem.graph, problem.cluster, model=problem.cost_model(), seed=0, kicks=30,
+                 time_limit=30.0)
+    assert problem.is_valid(result.placement), problem.violations(result.placement)
+    assert result.objective == pytest.approx(best)
+    assert result.info["rejected"] >= 1
 
 
 def test_polish_keeps_colocation_groups_together():
