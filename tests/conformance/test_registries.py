@@ -59,8 +59,6 @@ def test_every_heuristic_has_an_instance():
 
 
 INVALID = {
-    ("latency-local-search", "latency_diamond"): "moves ops without regard to the model's required contiguity "
-                                                 "(it honours max_subgraphs only); latency-best drops its split",
     ("pipedream-planner", "diamond_noncontiguous"): "replicates stages, which a problem without Replicate forbids",
     ("pipedream-planner", "contiguity_binds"): "replicates stages, which a problem without Replicate forbids",
     ("polish", "contiguity_binds"): "moves blocks off the busiest stage without regard to contiguity",
