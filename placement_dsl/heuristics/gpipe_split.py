@@ -118,7 +118,25 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
     else:
         ok = spec.stage_bytes(span(chain.param), span(chain.act), fin, float(spec.microbatches)) <= cap
     upper = np.triu(np.ones_like(ok), 1).astype(bool)
-    return con, chain, lay, FW, BW, ok & upper, comp_fw
+    return con, chain, lay, FW, BW, ok & upper, comp_fw, follows_passes(graph, con.image, order)
+
+
+def follows_passes(graph: Graph, image: np.ndarray, order: np.ndarray) -> bool:
+    """Whether ``order`` (of the supernodes ops map to by ``image``) is one the graph's passes follow: every
+    forward edge and every edge from the forward pass into the backward one goes to the same or a later
+    supernode, every backward edge to the same or an earlier one (the backward pass mirrors the forward).
+
+    Backward ops not colocated with forward ops get images of their own (:mod:`.contract`), which no edge ties
+    to the forward supernodes; an order may then put them first, and its splits are not the class
+    :data:`CLASS` stands for (one topological order of the contracted forward DAG)."""
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    at = pos[image]
+    su, sv = at[graph.src], at[graph.dst]
+    bw_u, bw_v = graph.backward[graph.src], graph.backward[graph.dst]
+    forward_ok = np.where(bw_u, True, su <= sv)  # forward -> forward, forward -> backward
+    backward_ok = np.where(bw_u & bw_v, su >= sv, True)
+    return bool(np.all(forward_ok & backward_ok))
 
 
 @heuristic("gpipe-split", optimizes="gpipe")
@@ -127,14 +145,15 @@ def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = Non
     """The GPipe-optimal split of :data:`CLASS` (module docstring); ``bound == objective`` there.
 
     Scored by ``model`` (default ``CostModel.named("gpipe")``); the search is exact for GPipe's
-    steady state (no ``microbatches``), where the bound is given. ``time_limit`` (seconds) is
+    steady state (no ``microbatches``), where the bound is given, when the order is one the graph's passes
+    follow (:func:`follows_passes`; else ``info["order"]`` says why there is no claim). ``time_limit`` (seconds) is
     checked once the tables are built: past it, :func:`.fallback.fallback`'s split (``info["stopped"]``).
     """
     del seed
     start = time.perf_counter()
     at = deadline_at("gpipe-split", time_limit)
     model = CostModel.named("gpipe") if model is None else model
-    con, chain, lay, FW, BW, ok, comp_fw = _tables(graph, cluster, model)
+    con, chain, lay, FW, BW, ok, comp_fw, along = _tables(graph, cluster, model)
     if expired(at):
         return fallback("gpipe-split", graph, cluster, model, "the split's tables", start)
     thetas = np.unique(FW[ok])
@@ -150,8 +169,9 @@ def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = Non
         x, p = y, p - 1
     placement = placement_of(con, chain, lay, cluster, [(0, chain.n, 1, stages)], "gpipe-split")
     ev = evaluate(placement, model)
-    exact = model.objective is Objective.GPIPE and model.microbatches is None and ev.valid
+    exact = model.objective is Objective.GPIPE and model.microbatches is None and ev.valid and along
     return HeuristicResult(method="gpipe-split", placement=placement, objective=ev.objective,
                            seconds=time.perf_counter() - start, bound=ev.objective if exact else None,
                            exact_among=CLASS if exact else None, evaluations=len(thetas),
-                           info={"dp_value": best, "threshold": theta, "stages": len(stages)})
+                           info={"dp_value": best, "threshold": theta, "stages": len(stages),
+                                 **({} if along else {"order": "not one the graph's passes follow: no claim"})})

@@ -77,7 +77,8 @@ def setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
     col[acc] = np.arange(acc.size)
     kernel = (col, cluster.host.copy(), times, cluster.transfer_scale.copy(), graph.out_bytes.astype(float),
               graph.topo.astype(np.int64), graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx,
-              int(acc.size), int(model.max_subgraphs or 0))
+              int(acc.size), int(model.max_subgraphs or 0), graph.backward.astype(np.int64),
+              2 * cluster.size if "contiguous" in model.require else 0)
     _, raw = np.unique(graph.group_id, return_inverse=True)
     first = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
     np.minimum.at(first, raw, graph.rank)
@@ -259,7 +260,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
 
     With ``model.max_subgraphs`` (Fig. 4's ``q``) a split needing more contiguous subgraphs on
     an accelerator counts as infinitely slow; ``max_subgraphs=1`` searches contiguous splits
-    (Fig. 3). Under a non-latency ``model`` the search still optimizes latency (same memory mode);
+    (Fig. 3). A ``model`` requiring ``contiguous`` (a :class:`~placement_dsl.constraints.Contiguous`
+    term) counts a split whose device's forward or backward ops are not contiguous (Def. 3.1, hosts
+    too) as infinitely slow. Under a non-latency ``model`` the search still optimizes latency (same memory mode);
     ``objective`` is the cost model's value under ``model``. ``info``: ``starts`` (each
     start's latency before and after its descent), ``restarts``, ``optimizes``.
     """

@@ -153,17 +153,40 @@ def _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx):
 
 
 @numba.njit(cache=True)
-def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q):
+def contiguous(dev, backward, topo, pred_ptr, pred_idx, labels):
+    """Whether every device's forward ops, and separately its backward ops, form a contiguous set (Tarnawski
+    Def. 3.1, as :func:`placement_dsl.evaluate.contiguity_witness` checks it): no op is reached from ops of its
+    own label (``2 * device + backward``, ``labels`` of them) through an op of another label."""
+    n = dev.size
+    reach = np.zeros((n, labels), dtype=np.bool_)  # reach[v, l]: an op of label l is on a path ending in v
+    for v in topo:
+        lv = 2 * dev[v] + backward[v]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred_idx[e]
+            if reach[u, lv] and 2 * dev[u] + backward[u] != lv:
+                return False
+            for a in range(labels):
+                reach[v, a] = reach[v, a] or reach[u, a]
+        reach[v, lv] = True
+    return True
+
+
+@numba.njit(cache=True)
+def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q,
+            backward, labels):
     """(latency, sum of invocation finishes) of ``dev`` in the invocation model (§4, §4.1).
 
     ``inf`` when an accelerator needs more than ``q`` subgraphs (Fig. 4's slots; ``q = 0``:
-    no limit), as when invocations wait on each other. The referee first tries one
+    no limit), when ``labels > 0`` and a device's forward or backward ops are not contiguous
+    (:func:`contiguous`: the model requires it), and when invocations wait on each other. The referee first tries one
     invocation per accelerator; here the cut is always made (a contiguous set is one
     subgraph anyway): most candidate moves of the local search leave some set
     non-contiguous, so trying the whole sets first costs more than it saves.
     """
     lev = _levels(dev, col, topo, pred_ptr, pred_idx, A)
     if q > 0 and lev.max() > q:
+        return INF, INF
+    if labels > 0 and not contiguous(dev, backward, topo, pred_ptr, pred_idx, labels):
         return INF, INF
     return _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx)
 
@@ -260,7 +283,7 @@ def apply(row, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
 
 @numba.njit(cache=True)
 def descend(dev, gdev, gptr, gops, gmem, mem, cap, bad, moves, pos, since, budget, key,
-            col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q):
+            col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q, backward, labels):
     """First-improvement descent over ``moves`` (rows as in :func:`apply`), cyclically from ``pos``.
 
     Stops when a full cycle brings no improvement (``since == len(moves)``) or after
@@ -277,7 +300,8 @@ def descend(dev, gdev, gptr, gops, gmem, mem, cap, bad, moves, pos, since, budge
         if m1 < 0:
             continue
         excess = np.maximum(mem - cap, 0.0).sum()
-        lat, tot = latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q)
+        lat, tot = latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q,
+                           backward, labels)
         evals += 1
         if better(excess, lat, tot, key[0], key[1], key[2]):
             key[0], key[1], key[2] = excess, lat, tot
