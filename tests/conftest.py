@@ -81,3 +81,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = (f"'shared' test skipped under {REQUIRE_SHARED}=1 ({SHARED_DATA} {where}): {reason}; "
                            "CI runs with the reference data beside the clone, so this skip is a broken setup")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_kernels() -> None:
+    """Compile the heuristics' numba kernels once, before any test runs (numba caches them on disk).
+
+    A fresh install compiles each kernel on its first call, for up to ~45 s in all; tests that give a solve a
+    budget of seconds (latency and makespan solves start from their heuristics) would otherwise lose it to the
+    compiler when they happen to be the first caller."""
+    from placement_dsl import testing
+    from placement_dsl.errors import PlacementError
+    from placement_dsl.heuristics import registry, run
+
+    problems = [testing.latency_diamond()[0], testing.makespan_fork()[0], testing.contiguity_binds()[0]]
+    for name, method in registry.load().items():
+        if method.optimizes == "makespan" and name == "schedule-lns":
+            continue  # a search over solver calls: nothing of its own to compile
+        for problem in problems:
+            try:
+                run(name, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5)
+            except (PlacementError, ValueError, TypeError):
+                pass  # a method that declines the instance compiled what it reached
