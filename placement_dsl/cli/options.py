@@ -72,14 +72,17 @@ def taken_mip_options(args: argparse.Namespace) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- numba kernels
 def kernels_cold(method: str | None) -> bool:
-    """Whether running heuristic ``method`` first compiles numba kernels (their on-disk cache is
-    missing or stale). Unknown methods, MIP methods and any failure to tell give ``False``."""
+    """Whether running heuristic ``method`` first compiles numba kernels: none of the kernels its code can reach
+    has a valid on-disk cache (a fresh install, or an upgrade that changed them all). A kernel the method can
+    reach but does not call on every input (e.g. the DP's split read-out) stays uncached, so one missing cache
+    alone does not count. Unknown methods, MIP methods and any failure to tell give ``False``."""
     if method not in HEURISTIC_METHODS:
         return False
     try:
         from ..heuristics.base import resolve
 
-        return any(not _cached(k) for k in _kernels_reached(resolve(method)))
+        kernels = _kernels_reached(resolve(method))
+        return bool(kernels) and not any(_cached(k) for k in kernels)
     except Exception:  # noqa: BLE001 - a note is never worth a crash
         return False
 
