@@ -119,12 +119,20 @@ def _model_lp(run: Any, problem: Problem, default: str, seconds: float) -> tuple
        doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound")
 def latency_ip(run: Any, seconds: float) -> Outcome:
     """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
-    form = get(formulation(run, "latency"))
+    bound, status, refused, form = _model_ip(run, "latency", seconds, "latency IP")
+    return bound, status, _subgraph_note(run.problem) + ("; " + refused if refused else ""), \
+        form.placement_class(run.problem)
+
+
+def _model_ip(run: Any, default: str, seconds: float, who: str | None = None) -> tuple[Any, Any, str, Any]:
+    """The model level's formulation (``certify(formulation=...)``, else ``default``) solved warm-started from the
+    best placement, its answer offered as ``who`` (the formulation's name when ``None``): dual bound, status,
+    a note when the start was refused, formulation."""
+    form = get(formulation(run, default))
     res, status = solve_level(run, form, seconds, run.best[1])
     if res.placement is not None:
-        run.offer(res.placement, "latency IP")
-    note = _subgraph_note(run.problem) + ("" if res.start_accepted in (None, True) else "; warm start not accepted")
-    return res.bound, status, note, form.placement_class(run.problem)
+        run.offer(res.placement, who or form.name)
+    return res.bound, status, "" if res.start_accepted in (None, True) else "warm start not accepted", form
 
 
 def latency_upper(run: Any, seconds: float) -> None:
@@ -198,12 +206,8 @@ def schedule_lp(run: Any, seconds: float) -> Outcome:
        doc="makespan: MOIRAI's schedule MILP warm-started, its dual bound")
 def schedule_ip(run: Any, seconds: float) -> Outcome:
     """The schedule MILP warm-started from the best placement: its dual bound, and its incumbent."""
-    form = get(formulation(run, "schedule"))
-    res, status = solve_level(run, form, seconds, run.best[1])
-    if res.placement is not None:
-        run.offer(res.placement, form.name)
-    note = "" if res.start_accepted in (None, True) else "warm start not accepted"
-    return res.bound, status, note, form.placement_class(run.problem)
+    bound, status, note, form = _model_ip(run, "schedule", seconds)
+    return bound, status, note, form.placement_class(run.problem)
 
 
 MAKESPAN_UPPER = ("list", "cpop", "one-device-best", "schedule-ls")  # cheapest first; each offers its schedule
