@@ -45,7 +45,9 @@ Both single-sample objectives also take ``route-path`` (the longest path at the 
 times, each edge paying the cheapest transfer between the devices its ends could run on: the
 latency model's write and read, the makespan's route) and ``device-work`` (the serial devices'
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
-of ops at once), both over all placements (:mod:`.bounds.latency`, :mod:`.bounds.makespan`).
+of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
+memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
+:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`).
 The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
 best of list scheduling, CPOP, the best single device and the schedule local search: its dual

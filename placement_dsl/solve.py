@@ -18,7 +18,7 @@ from typing import Any
 
 from . import cpsat
 from .bounds import simple_lower_bound
-from .bounds.latency import critical_path_bound
+from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
@@ -287,10 +287,10 @@ class _Stop:
 def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
-    if objective in (Objective.MAX_LOAD, Objective.MAKESPAN):
+    if objective in (Objective.LATENCY, Objective.MAKESPAN):  # paths with route costs, work, segments
+        return single_sample_bound(problem)[0]
+    if objective is Objective.MAX_LOAD:
         return float(simple_lower_bound(problem.graph, problem.cluster))
-    if objective is Objective.LATENCY:
-        return float(critical_path_bound(problem)[0])
     return None
 
 

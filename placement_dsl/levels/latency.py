@@ -15,6 +15,7 @@ from typing import Any
 
 from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
 from ..bounds.makespan import energy_makespan, route_path_makespan
+from ..bounds.memory_path import segment_bound
 from ..certificate import LevelStatus, model_bound, solve_level
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
@@ -183,6 +184,23 @@ def device_work(run: Any, seconds: float) -> Outcome:
     placement's objective."""
     bound, note = (energy_latency if isinstance(run.problem.objective, Latency) else energy_makespan)(run.problem)
     return bound, LevelStatus.OPTIMAL, note, ALL
+
+
+def cut_paths(problem: Problem) -> str | None:
+    """The segment bound prices what :func:`priced` prices, with the memory an inference graph's ops hold."""
+    reason = priced(problem)
+    if reason is None and problem.graph.is_training:
+        return "counts an inference graph's memory (param + activation bytes); a training graph holds more"
+    return reason
+
+
+@level("segment-path", rank=126, defaults=LATENCY | MAKESPAN, accepts=cut_paths, closed_form=True, free=True,
+       doc="single sample: the cheapest cut of long paths into runs that fit in memory, each cut paying its transfer")
+def segment_path(run: Any, seconds: float) -> Outcome:
+    """The cheapest cut of the heaviest paths into runs that fit a device's memory, each run paying its boundary
+    transfers (:func:`~placement_dsl.bounds.memory_path.segment_bound`): every placement's objective."""
+    bound, note, complete = segment_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
 def _schedule_hinted(run: Any) -> Problem:

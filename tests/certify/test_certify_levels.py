@@ -21,12 +21,13 @@ DEFAULTS = {
     Family.ROUTED_MTPP: ("simple", "dp", "throughput"),
     Family.THROUGHPUT: ("simple", "dp", "chain", "superblock", "throughput"),
     Family.NONCONTIGUOUS: ("simple", "dp", "superblock", "throughput", "neighbourhoods"),
-    Family.LATENCY: ("critical-path", "route-path", "device-work", "run-paths", "latency-lp", "latency"),
-    Family.MAKESPAN: ("route-path", "device-work", "schedule-lp", "schedule"),
+    Family.LATENCY: ("critical-path", "route-path", "device-work", "segment-path", "run-paths", "latency-lp",
+                     "latency"),
+    Family.MAKESPAN: ("route-path", "device-work", "segment-path", "schedule-lp", "schedule"),
 }
 ORDER = ["simple", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess", "throughput",
-         "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "run-paths", "latency-lp", "latency",
-         "schedule-lp", "schedule"]
+         "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "segment-path", "run-paths",
+         "latency-lp", "latency", "schedule-lp", "schedule"]
 
 
 @pytest.fixture

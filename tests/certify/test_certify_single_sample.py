@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from placement_dsl.bounds.latency import critical_path_bound, energy_latency, route_path_latency
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
+from placement_dsl.bounds.memory_path import segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.certify import LEVELS, certify, default_levels
 from placement_dsl.cluster import Cluster, Device, Link
@@ -88,7 +89,8 @@ def optimum(p: Problem) -> float:
 @given(tiny(Latency()))
 def test_latency_closed_forms_never_exceed_the_brute_force_optimum(p):
     best = optimum(p)
-    for bound in (route_path_latency(p)[0], energy_latency(p)[0]):
+    cut = [] if p.cluster.links else [segment_bound(p)[0]]  # the invocation model's routes: only the path
+    for bound in (route_path_latency(p)[0], energy_latency(p)[0], *cut):
         assert bound <= best + TOL
     assert route_path_latency(p)[0] >= critical_path_bound(p)[0] - TOL  # transfers only add to the path
 
@@ -97,7 +99,7 @@ def test_latency_closed_forms_never_exceed_the_brute_force_optimum(p):
 @given(tiny(Makespan()))
 def test_makespan_closed_forms_never_exceed_the_brute_force_optimum(p):
     best = optimum(p)
-    for bound in (route_path_makespan(p)[0], energy_makespan(p)[0]):
+    for bound in (route_path_makespan(p)[0], energy_makespan(p)[0], segment_bound(p)[0]):
         assert bound <= best + TOL
 
 
@@ -123,7 +125,8 @@ def chain_and_one() -> Problem:
 
 def test_a_makespan_certificate_proves_the_chain_with_an_incumbent():
     cert = certify(chain_and_one(), budget=20)
-    assert default_levels(chain_and_one()) == defaults_of(Family.MAKESPAN) == ("route-path", "device-work", "schedule-lp", "schedule")
+    assert default_levels(chain_and_one()) == defaults_of(Family.MAKESPAN) == (
+        "route-path", "device-work", "segment-path", "schedule-lp", "schedule")
     assert cert.placement is not None and cert.objective == pytest.approx(4.0)
     assert cert.bound == pytest.approx(4.0) and cert.proved_by == "route-path"
 

@@ -1,0 +1,52 @@
+"""The best closed-form bound of a single-sample problem (latency or makespan) within a small clock.
+
+What a solve answers when its model is not built or its search proved less (:mod:`placement_dsl.solve`), and what
+the closed-form levels of :mod:`placement_dsl.levels.latency` prove one by one: the critical path, the longest path
+with route costs, the serial devices' work between heads and tails, and the segment bound (memory cuts long paths,
+each cut pays a transfer). On a cluster with links the latency model moves tensors over routes, which only the
+critical path covers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..deadline import BudgetSpent, Deadline
+from ..objectives import Latency, Makespan
+from .latency import critical_path_bound, energy_latency, route_path_latency
+from .makespan import energy_makespan, route_path_makespan
+from .memory_path import segment_bound
+from .simple import simple_lower_bound
+
+SECONDS = 2.0  # the clock of the segment bound, the one part whose time grows faster than the graph
+
+
+def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
+    """The largest of the closed forms that hold for every placement of ``problem``, in cost-model units, and
+    which proved it; the segment bound stops by ``deadline`` (default :data:`SECONDS` from now).
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.cluster import Cluster
+    >>> from placement_dsl.constraints import Memory
+    >>> from placement_dsl.problem import Problem
+    >>> g = Graph([Op(name=x, work=1.0, param_bytes=2.0, out_bytes=1.0) for x in "abc"], [("a", "b"), ("b", "c")])
+    >>> single_sample_bound(Problem(g, Cluster.accelerators(2, memory=4.0, bandwidth=1.0), Makespan(), [Memory()]))
+    (4.0, 'segment-path')
+    """
+    latency = isinstance(problem.objective, Latency)
+    if latency:
+        found = {"critical-path": critical_path_bound(problem)[0]}
+        if problem.cluster.links:
+            return found["critical-path"], "critical-path"
+        found["route-path"], found["device-work"] = route_path_latency(problem)[0], energy_latency(problem)[0]
+    elif isinstance(problem.objective, Makespan):
+        found = {"simple": simple_lower_bound(problem.graph, problem.cluster),
+                 "route-path": route_path_makespan(problem)[0], "device-work": energy_makespan(problem)[0]}
+    else:
+        raise TypeError(f"single_sample_bound: a Latency or Makespan objective, not {type(problem.objective).__name__}")
+    if not problem.graph.is_training:
+        try:
+            found["segment-path"] = segment_bound(problem, deadline or Deadline(SECONDS))[0]
+        except BudgetSpent:
+            pass
+    name = max(found, key=lambda k: found[k])
+    return float(found[name]), name

@@ -1,0 +1,116 @@
+"""The segment bound (bounds/memory_path.py): memory cuts a path into runs, each cut paying its transfers; exact on
+hand instances, at most the brute-force optimum where memory binds, declined by its size and stopped by its clock.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds import memory_path
+from placement_dsl.bounds.latency import route_path_latency
+from placement_dsl.bounds.makespan import route_path_makespan
+from placement_dsl.bounds.memory_path import segment_bound
+from placement_dsl.brute import brute_force
+from placement_dsl.certificate import LevelStatus
+from placement_dsl.certify import certify
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.deadline import BudgetSpent, Deadline
+from placement_dsl.errors import InfeasibleError
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Latency, Makespan
+from placement_dsl.problem import Problem
+
+TOL = 1e-6
+
+
+def chain(n: int, mem: float = 2.0, cpu: float = 10.0) -> Graph:
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": cpu}, param_bytes=mem, out_bytes=1.0) for i in range(n)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+
+
+def test_latency_chain_that_memory_cuts_in_two_pays_one_write_and_one_read():
+    # four ops of 2 bytes, accelerators of 4: two runs of two ops; the first writes v1's tensor (1), the second
+    # reads it (1): 2 + 1 + 1 + 2 = 6, the optimum; without the cut the path says 4, without either transfer 5
+    p = Problem(chain(4), Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert route_path_latency(p)[0] == pytest.approx(4.0)
+    assert segment_bound(p)[0] == pytest.approx(6.0) == brute_force(p)[0]
+
+
+def test_latency_a_host_op_between_two_runs_pays_no_transfer_itself():
+    # v1 holds 4 bytes (no room beside another op) and the CPU runs it in 1.5: v0 | v1 on the CPU | v2, the runs
+    # paying v0's write and v1's read: 1 + 1 + 1.5 + 1 + 1 = 5.5; a run of v1 alone would cost 1 + 1 + 1 + 1 more
+    ops = [Op(name="v0", work={"accelerator": 1.0, "cpu": 10.0}, param_bytes=2.0, out_bytes=1.0),
+           Op(name="v1", work={"accelerator": 1.0, "cpu": 1.5}, param_bytes=4.0, out_bytes=1.0),
+           Op(name="v2", work={"accelerator": 1.0, "cpu": 10.0}, param_bytes=2.0)]
+    p = Problem(Graph(ops, [("v0", "v1"), ("v1", "v2")]), Cluster.accelerators(1, memory=4.0, cpus=1), Latency(),
+                [Memory()])
+    assert segment_bound(p)[0] == pytest.approx(5.5) == brute_force(p)[0]
+
+
+def test_makespan_chain_pays_the_cheapest_transfer_at_each_cut():
+    # three ops of 2 bytes on devices of 4: one cut, one transfer of 1 (bandwidth 1): 3 + 1 = 4, the optimum
+    p = Problem(chain(3), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    assert route_path_makespan(p)[0] == pytest.approx(3.0)
+    assert segment_bound(p)[0] == pytest.approx(4.0) == brute_force(p)[0]
+
+
+def test_without_a_memory_term_the_cut_is_the_fastest_path():
+    p = Problem(chain(4), Cluster.accelerators(2, memory=4.0, cpus=1), Latency())
+    value, note, complete = segment_bound(p)
+    assert value == pytest.approx(4.0) and "no memory term" in note and complete
+
+
+def test_identical_accelerators_are_one_class():
+    data = memory_path.segment_data(Problem(chain(3), Cluster.accelerators(3, memory=4.0, cpus=1), Latency(),
+                                            [Memory()]))
+    assert data["times"].shape == (3, 1) and data["cap"].tolist() == [4.0]
+
+
+def test_declined_by_its_size_and_stopped_by_its_clock(monkeypatch):
+    p = Problem(chain(6), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    with pytest.raises(BudgetSpent, match="budget spent before a path was cut"):
+        segment_bound(p, Deadline(0.0))
+    monkeypatch.setattr(memory_path, "MAX_CELLS", 1.0)
+    with pytest.raises(BudgetSpent, match="declined: cutting"):
+        segment_bound(p)
+    row = {r.level: r for r in certify(p, budget=10, levels=("segment-path",)).levels}["segment-path"]
+    assert row.status is LevelStatus.SKIPPED and "declined" in row.message
+
+
+def test_the_level_proves_the_chain():
+    p = Problem(chain(3), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    cert = certify(p, budget=10, levels=("segment-path",))
+    assert cert.bound == pytest.approx(4.0) and cert.proved_by == "segment-path"
+
+
+@st.composite
+def chains_that_memory_cuts(draw):
+    """4-5 ops in a chain (at times with a skip edge) on two or three devices whose memory holds a few of them,
+    latency (with a CPU) or makespan, at times contiguous."""
+    n = draw(st.integers(4, 5))
+    ops = [Op(name=f"v{i}", work={"accelerator": draw(st.integers(1, 4)), "cpu": draw(st.integers(1, 12))},
+              param_bytes=draw(st.integers(0, 4)), out_bytes=draw(st.integers(0, 3))) for i in range(n)]
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(n - 1)]
+    if draw(st.booleans()):
+        edges.append(("v0", f"v{n - 1}"))
+    latency = draw(st.booleans())
+    cluster = Cluster.accelerators(draw(st.integers(1, 2)), memory=float(draw(st.integers(4, 8))),
+                                   cpus=1 if latency else 0, bandwidth=float(draw(st.sampled_from([0.5, 1.0, 2.0]))))
+    if not latency and cluster.size == 1:
+        cluster = Cluster.accelerators(2, memory=cluster.memory[0], bandwidth=cluster.bandwidth[0])
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    return Problem(Graph(ops, edges), cluster, Latency() if latency else Makespan(), terms)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(chains_that_memory_cuts())
+def test_the_segment_bound_never_exceeds_the_brute_force_optimum(p):
+    try:
+        best = brute_force(p)[0]
+    except InfeasibleError:
+        best = math.inf
+    assert segment_bound(p)[0] <= best + TOL

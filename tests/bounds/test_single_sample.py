@@ -1,0 +1,59 @@
+"""The best closed form of a single-sample problem (bounds/single_sample.py), and the solve that answers it when its
+search proves less: the segment bound where memory cuts the path, the critical path on a cluster with links.
+"""
+from __future__ import annotations
+
+import pytest
+
+from placement_dsl.bounds.single_sample import single_sample_bound
+from placement_dsl.brute import brute_force
+from placement_dsl.cluster import Cluster, Device, Link
+from placement_dsl.constraints import Memory
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Bottleneck, Latency, Makespan
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+from placement_dsl.solvers import SolverOutcome, Status
+
+
+def chain(n: int) -> Graph:
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 10.0}, param_bytes=2.0, out_bytes=1.0)
+           for i in range(n)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+
+
+def test_the_best_closed_form_of_each_objective():
+    latency = Problem(chain(4), Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert single_sample_bound(latency) == (pytest.approx(6.0), "segment-path")
+    makespan = Problem(chain(3), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    assert single_sample_bound(makespan) == (pytest.approx(4.0), "segment-path")
+    spread = Problem(Graph([Op(name=x, work=2.0) for x in "abcd"]), Cluster.accelerators(2), Makespan())
+    assert single_sample_bound(spread)[0] == pytest.approx(4.0)  # work over two devices
+    with pytest.raises(TypeError, match="Bottleneck"):
+        single_sample_bound(Problem(chain(2), Cluster.accelerators(2), Bottleneck()))
+
+
+def test_latency_over_links_keeps_to_the_critical_path():
+    devices = [Device(name="acc0", memory=4.0), Device(name="acc1", memory=4.0), Device(name="cpu0", kind="cpu")]
+    links = [Link(src=a, dst=b, bandwidth=1.0) for a in ("acc0", "acc1", "cpu0") for b in ("acc0", "acc1", "cpu0")
+             if a != b]
+    p = Problem(chain(4), Cluster(devices, links), Latency(), [Memory()])
+    assert single_sample_bound(p) == (pytest.approx(4.0), "critical-path")
+
+
+@pytest.mark.parametrize("objective, cluster, optimum", [
+    (Latency(), Cluster.accelerators(2, memory=4.0, cpus=1), 6.0), (Makespan(), Cluster.accelerators(2, memory=4.0), 5.0)])
+def test_a_stopped_search_reports_the_segment_bound(monkeypatch, objective, cluster, optimum):
+    # the search proves almost nothing; the answer's bound is the closed form's, here the optimum (the critical
+    # path said 4, the work over the devices 2)
+    import placement_dsl.solve as solve_module
+
+    problem = Problem(chain(4), cluster, objective, [Memory()])
+    value, start = brute_force(problem)
+    assert value == pytest.approx(optimum)
+
+    def weak(model, solver, options, start=None):
+        return SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None, 1e-3, False, solver)
+    monkeypatch.setattr(solve_module, "solve_model", weak)
+    result = solve(problem, warm_start=start, time_limit=30)
+    assert result.bound == pytest.approx(optimum) and "by a closed form" in result.message
