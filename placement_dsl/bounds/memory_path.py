@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..constraints import Memory
+from ..constraints import Contiguous, Memory
 from ..deadline import BudgetSpent, Deadline
 from ..graph import Graph
 from ..objectives import Latency
@@ -60,41 +60,118 @@ def segment_data(problem: Any) -> dict[str, Any]:
     _, first = np.unique(np.nan_to_num(key, posinf=-1.0), axis=0, return_index=True)
     keep = np.sort(first)
     return {"times": times[:, serial[keep]], "read": read[:, keep], "write": write[:, keep], "host": host,
+            "scale": c.transfer_scale[serial[keep]] if latency else None, "sent": sent,
             "mem": np.asarray(g.param_bytes + g.activation_bytes, dtype=float), "cap": cap[keep],
-            "fastest": np.minimum(np.where(np.isfinite(times), times, np.inf).min(axis=1), host)}
+            "fastest": np.minimum(np.where(np.isfinite(times), times, np.inf).min(axis=1), host),
+            "contiguous": problem.has(Contiguous)}
 
 
-def cut_path(path: np.ndarray, data: dict[str, Any], deadline: Deadline | None = None) -> float:
+def cut_path(path: np.ndarray, data: dict[str, Any], deadline: Deadline | None = None,
+             graph: Graph | None = None) -> float:
     """The cheapest cut of ``path`` (op indices, first to last) into runs and host ops (module docstring);
-    :class:`~placement_dsl.deadline.BudgetSpent` when ``deadline`` passes first."""
+    :class:`~placement_dsl.deadline.BudgetSpent` when ``deadline`` passes first.
+
+    With ``data["contiguous"]`` (and the ``graph``) a run's *body* is every op on a path between its first and last
+    op: a contiguous device set holds them all, so their memory counts against the run's device and their time
+    lies between the run's first start and last end on that serial device (:func:`between`)."""
     m = len(path)
     dist = np.full(m + 1, np.inf)
     dist[0] = 0.0
     host = data["host"][path]
     pmem = np.concatenate(([0.0], np.cumsum(data["mem"][path])))
+    body = between(graph, path) if data.get("contiguous") and graph is not None else None
+    skips = skip_bytes(graph, path, data["sent"]) if data.get("scale") is not None and graph is not None else None
     classes = []
     for k in range(data["times"].shape[1]):
-        work = np.concatenate(([0.0], np.cumsum(data["times"][path, k])))  # inf once an op may not run there
+        t = data["times"][:, k]
+        work = np.concatenate(([0.0], np.cumsum(np.where(np.isfinite(t[path]), t[path], 0.0))))
+        banned = np.concatenate(([0], np.cumsum(~np.isfinite(t[path]))))  # ops the class may not run, so far
         read = np.concatenate(([0.0], data["read"][path[:-1], k]))  # read[i]: a run starting at i reads p_{i-1}
         write = np.concatenate((data["write"][path[:-1], k], [0.0]))  # write[j-1]: a run ending at j < m writes
         first = np.searchsorted(pmem, pmem - data["cap"][k] * (1 + 1e-9), side="left") \
             if math.isfinite(data["cap"][k]) else np.zeros(m + 1, dtype=np.int64)
-        classes.append((work, read, write, first))
+        scale = 0.0 if skips is None else float(data["scale"][k])
+        classes.append((t, work, banned, read, write, first, np.zeros((3, m)), scale))  # the body's memory, time, bans
     for j in range(1, m + 1):
         if deadline is not None and j % 256 == 0:
             deadline.check(f"the cut of a {m}-op path at position {j}")
         best = dist[j - 1] + host[j - 1]
-        for work, read, write, first in classes:
+        for t, work, banned, read, write, first, side, scale in classes:
             lo = int(first[j])
-            if lo < j and math.isfinite(work[j]):
-                span = slice(lo, j)
-                with np.errstate(invalid="ignore"):  # inf - inf: a run through an op the class may not run
-                    cost = dist[span] + read[span] + (work[j] - work[span]) + write[j - 1]
-                cost = cost[np.isfinite(cost)]
-                if cost.size:
-                    best = min(best, float(cost.min()))
+            if body is not None:  # the ops that join the bodies of runs ending at j, by their last path ancestor
+                ops, at = body[j - 1]
+                np.add.at(side, (slice(None), at), np.vstack([data["mem"][ops], np.where(np.isfinite(t[ops]), t[ops], 0.0),
+                                                              (~np.isfinite(t[ops])).astype(float)]))
+            if lo >= j:
+                continue
+            span = slice(lo, j)
+            cost = dist[span] + read[span] + (work[j] - work[span]) + write[j - 1]
+            ok = banned[j] - banned[span] == 0
+            if scale:
+                cost = cost + scale * skips[span, j]
+            if body is not None:
+                extra = np.cumsum(side[:, span][:, ::-1], axis=1)[:, ::-1]  # sums over the ops joining at >= i
+                cost = cost + extra[1]
+                ok &= (pmem[j] - pmem[span] + extra[0] <= data["cap"][k] * (1 + 1e-9)) & (extra[2] == 0)
+            cost = cost[ok & np.isfinite(cost)]
+            if cost.size:
+                best = min(best, float(cost.min()))
         dist[j] = best
     return float(dist[m]) if math.isfinite(dist[m]) else 0.0
+
+
+MAX_SKIP_POSITIONS = 2000  # a path longer than this prices no skip edges (their table holds m^2 floats)
+
+
+def skip_bytes(graph: Graph, path: np.ndarray, sent: np.ndarray) -> np.ndarray | None:
+    """``extra[i, j]``: bytes a run of ``p_i .. p_{j-1}`` must read and write through host memory besides its two
+    boundary tensors, from the path's own skip edges (latency's invocation model; ``None`` beyond
+    :data:`MAX_SKIP_POSITIONS`).
+
+    A path op ``p_s`` with ``s <= i - 2`` feeding a run op is on another device or in an earlier invocation (its
+    consumer ``p_{s+1}`` lies outside the run and feeds it), so the run reads its tensor, once whatever the number of
+    consumers; a run op ``p_t``, ``t <= j - 2``, feeding a path op past the run writes its tensor."""
+    m = len(path)
+    if m > MAX_SKIP_POSITIONS:
+        return None
+    extra = np.zeros((m + 1, m + 1))
+    pos = np.full(graph.n, -1)
+    pos[path] = np.arange(m)
+    for s, u in enumerate(path.tolist()):
+        later = np.sort(pos[graph.successors(u)])
+        later = later[later >= s + 2]
+        if not later.size or not sent[u]:
+            continue
+        prev = s + 1
+        for t in later.tolist():  # runs starting in (prev, t] meet their first consumer of u at t
+            extra[prev + 1:t + 1, t + 1:] += sent[u]
+            prev = t
+        extra[:s + 1, s + 2:int(later[-1]) + 1] += sent[u]  # runs holding p_s, ending before its last consumer
+    return extra
+
+
+def between(graph: Graph, path: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per path position ``j``: the off-path ops ``w`` whose first path descendant is ``p_j`` (``b(w) = j``), with
+    their last path ancestor ``a(w) < j``: ``w`` lies between ``p_i`` and ``p_{j'}`` iff ``i <= a(w)`` and
+    ``b(w) <= j'`` (``p_i`` reaches every later path op), so it joins the body of every run from ``i <= a(w)`` to
+    ``j' >= b(w)``. ``O(n + m)``."""
+    n, m = graph.n, len(path)
+    a, b = np.full(n, -1), np.full(n, m)
+    a[path], b[path] = np.arange(m), np.arange(m)
+    on = np.zeros(n, dtype=bool)
+    on[path] = True
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        if not on[v] and preds.size:
+            a[v] = a[preds].max()
+    for v in graph.topo[::-1].tolist():
+        succ = graph.successors(v)
+        if not on[v] and succ.size:
+            b[v] = b[succ].min()
+    joined = np.flatnonzero(~on & (a >= 0) & (b < m))
+    order = joined[np.argsort(b[joined], kind="stable")]
+    cuts = np.searchsorted(b[order], np.arange(m + 1))
+    return [(order[cuts[j]:cuts[j + 1]], a[order[cuts[j]:cuts[j + 1]]]) for j in range(m)]
 
 
 def longest_path(graph: Graph, weight: np.ndarray) -> np.ndarray:
@@ -164,7 +241,7 @@ def segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float
         if deadline is not None and deadline.expired():
             break
         try:
-            value = cut_path(p, data, deadline)
+            value = cut_path(p, data, deadline, g)
         except BudgetSpent:
             break
         done += 1
