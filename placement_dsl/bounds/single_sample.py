@@ -2,8 +2,8 @@
 
 What a solve answers when its model is not built or its search proved less (:mod:`placement_dsl.solve`), and what
 the closed-form levels of :mod:`placement_dsl.levels.latency` prove one by one: the critical path, the longest path
-with route costs, the serial devices' work between heads and tails, and the segment bound (memory cuts long paths,
-each cut pays a transfer). On a cluster with links the latency model moves tensors over routes, which only the
+with route costs, the serial devices' work between heads and tails, the segment bound (memory cuts long paths,
+each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`). On a cluster with links the latency model moves tensors over routes, which only the
 critical path covers.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..objectives import Latency, Makespan
 from .latency import critical_path_bound, energy_latency, route_path_latency
 from .makespan import energy_makespan, route_path_makespan
 from .memory_path import segment_bound
+from .segments import transfer_segment_bound
 from .simple import simple_lower_bound
 
 SECONDS = 2.0  # the clock of the segment bound, the one part whose time grows faster than the graph
@@ -40,7 +41,8 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
         found["route-path"], found["device-work"] = route_path_latency(problem)[0], energy_latency(problem)[0]
     elif isinstance(problem.objective, Makespan):
         found = {"simple": simple_lower_bound(problem.graph, problem.cluster),
-                 "route-path": route_path_makespan(problem)[0], "device-work": energy_makespan(problem)[0]}
+                 "route-path": route_path_makespan(problem)[0], "device-work": energy_makespan(problem)[0],
+                 "cut-segments": transfer_segment_bound(problem, deadline or Deadline(SECONDS))[0]}
     else:
         raise TypeError(f"single_sample_bound: a Latency or Makespan objective, not {type(problem.objective).__name__}")
     if not problem.graph.is_training:

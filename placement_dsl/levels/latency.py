@@ -16,6 +16,7 @@ from typing import Any
 from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
 from ..bounds.makespan import energy_makespan, route_path_makespan
 from ..bounds.memory_path import segment_bound
+from ..bounds.segments import transfer_segment_bound
 from ..certificate import LevelStatus, model_bound, solve_level
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
@@ -201,6 +202,16 @@ def segment_path(run: Any, seconds: float) -> Outcome:
     transfers (:func:`~placement_dsl.bounds.memory_path.segment_bound`): every placement's objective."""
     bound, note, complete = segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
+@level("cut-segments", rank=127, defaults=MAKESPAN, accepts=makespan_only, closed_form=True, free=True,
+       doc="makespan: the segments between ops comparable with all others, each device paying its way in and out")
+def cut_segments(run: Any, seconds: float) -> Outcome:
+    """The ops comparable with all others split every schedule in time; between two of them each device that joins
+    pays a transfer in and out (:func:`~placement_dsl.bounds.segments.transfer_segment_bound`): every placement's
+    makespan."""
+    bound, note = transfer_segment_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL if "budget spent" not in note else LevelStatus.TIME_LIMIT, note, ALL
 
 
 def _schedule_hinted(run: Any) -> Problem:

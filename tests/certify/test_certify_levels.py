@@ -23,11 +23,11 @@ DEFAULTS = {
     Family.NONCONTIGUOUS: ("simple", "dp", "superblock", "throughput", "neighbourhoods"),
     Family.LATENCY: ("critical-path", "route-path", "device-work", "segment-path", "run-paths", "latency-lp",
                      "latency"),
-    Family.MAKESPAN: ("route-path", "device-work", "segment-path", "schedule-lp", "schedule"),
+    Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "schedule-lp", "schedule"),
 }
 ORDER = ["simple", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess", "throughput",
-         "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "segment-path", "run-paths",
-         "latency-lp", "latency", "schedule-lp", "schedule"]
+         "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "segment-path", "cut-segments",
+         "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from placement_dsl.bounds.latency import critical_path_bound, energy_latency, route_path_latency
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.memory_path import segment_bound
+from placement_dsl.bounds.segments import transfer_segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.certify import LEVELS, certify, default_levels
 from placement_dsl.cluster import Cluster, Device, Link
@@ -99,7 +100,7 @@ def test_latency_closed_forms_never_exceed_the_brute_force_optimum(p):
 @given(tiny(Makespan()))
 def test_makespan_closed_forms_never_exceed_the_brute_force_optimum(p):
     best = optimum(p)
-    for bound in (route_path_makespan(p)[0], energy_makespan(p)[0], segment_bound(p)[0]):
+    for bound in (route_path_makespan(p)[0], energy_makespan(p)[0], segment_bound(p)[0], transfer_segment_bound(p)[0]):
         assert bound <= best + TOL
 
 
@@ -126,7 +127,7 @@ def chain_and_one() -> Problem:
 def test_a_makespan_certificate_proves_the_chain_with_an_incumbent():
     cert = certify(chain_and_one(), budget=20)
     assert default_levels(chain_and_one()) == defaults_of(Family.MAKESPAN) == (
-        "route-path", "device-work", "segment-path", "schedule-lp", "schedule")
+        "route-path", "device-work", "segment-path", "cut-segments", "schedule-lp", "schedule")
     assert cert.placement is not None and cert.objective == pytest.approx(4.0)
     assert cert.bound == pytest.approx(4.0) and cert.proved_by == "route-path"
 

@@ -1,0 +1,105 @@
+"""The makespan's segments with the transfers a device pays to join one (MOIRAI §III's schedules).
+
+An op comparable with every other (an ancestor or a descendant of each, as a transformer's layer norm) splits every
+schedule in time (:func:`~placement_dsl.bounds.makespan.segment_bound`): the ops ``S`` between two such *cut* ops
+``a`` and ``b`` run in ``[end(a), start(b)]``, of length ``L``. A device ``d`` that runs some of ``S`` but not
+``a`` starts its first one only after a tensor reaches it from another device (every op of ``S`` descends from
+``a``, and the first one on ``d`` has its last input from elsewhere): at least ``in_d = min`` transfer into ``d``
+of a tensor of ``a`` or ``S``; likewise, not running ``b``, it ends its last one ``out_d`` before ``b`` starts. So
+with ``U`` the devices that run ``S``, ``L >= o_d + load_d`` for each ``d`` in ``U``, ``o_d = in_d [d != dev(a)] +
+out_d [d != dev(b)]``, and for any weights ``lambda`` on ``U``'s simplex (the LP dual of the load split)::
+
+    L >= sum_{v in S} min_{d in U} lambda_d p_vd + sum_{d in U} lambda_d o_d.
+
+The bound of a segment is the least over ``U`` and the devices of ``a`` and ``b`` (in ``U``: a smaller ``o``) of
+the best weights' value, and at least its longest path; the makespan is at least the cut ops' fastest times plus
+the segments' bounds. Where transfers cost more than the parallel branches save, it is the serial work of the
+segment on one device, which the work and path bounds cannot see.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from ..deadline import Deadline
+from .makespan import _costs, _reach, _segment_path, allowed_times, dual_weights, transfer_table
+
+GRID = 10  # simplex steps of a segment's weights (four devices: 286 weight vectors per device set)
+MAX_DEVICES = 6  # beyond, the device sets are too many to enumerate: the segments keep path and work only
+MAX_OPS = 6000  # the reachability matrix of the cut ops (n^2 booleans)
+
+
+def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
+    """The makespan bound of the module docstring, in cost-model units, and a note."""
+    g, c = problem.graph, problem.cluster
+    times = allowed_times(problem)
+    if g.n == 0:
+        return 0.0, "empty graph"
+    if g.n > MAX_OPS:
+        return 0.0, f"declined: {g.n} ops (the cut ops' reachability: at most {MAX_OPS})"
+    comm = transfer_table(g, c)
+    D = c.size
+    comm[:, np.arange(D), np.arange(D)] = np.inf
+    into = comm.min(axis=1)  # into[u, d]: the cheapest move of u's tensor into d from another device
+    out_of = comm.min(axis=2)  # out_of[u, d]: ... out of d
+    fastest = times.min(axis=1)
+    reach = _reach(g)
+    related = reach | reach.T
+    np.fill_diagonal(related, True)
+    cuts = np.flatnonzero(related.all(axis=1))
+    cuts = cuts[np.argsort(g.rank[cuts])]
+    segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
+    total, sets = float(fastest[cuts].sum()), _device_sets(D)
+    for s in np.unique(segment[segment >= 0]).tolist():
+        if deadline is not None and deadline.expired():
+            return 0.0, "budget spent before every segment was priced"
+        ops = np.flatnonzero(segment == s)
+        a = int(cuts[s - 1]) if s > 0 else -1
+        b = int(cuts[s]) if s < len(cuts) else -1
+        feed = ops if a < 0 else np.append(ops, a)
+        ins = into[feed].min(axis=0) if a >= 0 else np.zeros(D)
+        outs = out_of[ops].min(axis=0) if b >= 0 else np.zeros(D)
+        ins, outs = np.where(np.isfinite(ins), ins, 0.0), np.where(np.isfinite(outs), outs, 0.0)
+        spread = _spread(times[ops], ins, outs, sets) if D <= MAX_DEVICES else 0.0
+        total += max(_segment_path(g, ops, fastest), spread)
+    return total, f"{len(cuts)} cut ops, their segments' work with the transfers into and out of each device"
+
+
+def _device_sets(D: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every non-empty device set with its weight vectors (each over the set's simplex, spread to ``D`` columns)."""
+    out = []
+    for k in range(1, D + 1):
+        for subset in itertools.combinations(range(D), k):
+            idx = np.array(subset)
+            lam = np.zeros((0, D))
+            if k == 1:
+                lam = np.zeros((1, D))
+                lam[0, idx] = 1.0
+            else:
+                steps = [np.array([*p, GRID - sum(p)], dtype=float) / GRID
+                         for p in itertools.product(range(GRID + 1), repeat=k - 1) if sum(p) <= GRID]
+                full = np.zeros((len(steps) + 1, D))
+                full[:-1, idx] = np.array(steps)
+                full[-1, idx] = dual_weights(k, np.ones(k))[0]
+                lam = full
+            out.append((idx, lam))
+    return out
+
+
+def _spread(times: np.ndarray, ins: np.ndarray, outs: np.ndarray, sets: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The least over device sets ``U`` and the cut ops' devices in ``U`` of the best weights' value."""
+    best = np.inf
+    for idx, lam in sets:
+        if not np.isfinite(times[:, idx]).any(axis=1).all():
+            continue  # an op no device of the set may run
+        work = _costs(times[:, idx], lam[:, idx]).sum(axis=1)  # per weight vector: sum_v min_d lambda_d p_vd
+        for da, db in itertools.product(idx.tolist(), repeat=2):
+            o = ins + outs
+            o[da] -= ins[da]
+            o[db] -= outs[db]
+            best = min(best, float((work + lam @ o).max()))
+        if best <= 0:
+            return 0.0
+    return 0.0 if not np.isfinite(best) else best
