@@ -8,22 +8,25 @@ critical path covers.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..deadline import BudgetSpent, Deadline
 from ..objectives import Latency, Makespan
 from .latency import critical_path_bound, energy_latency, route_path_latency
-from .makespan import energy_makespan, route_path_makespan
+from .makespan import GRID, energy_makespan, route_path_makespan
 from .memory_path import segment_bound
 from .segments import transfer_segment_bound
 from .simple import simple_lower_bound
 
-SECONDS = 2.0  # the clock of the segment bound, the one part whose time grows faster than the graph
+SECONDS = 3.0  # the clock of the segment bounds, the parts whose time grows faster than the graph
+MAX_ENERGY_CELLS = 1e7  # beyond (about 2,500 ops on four devices), the device-work bound is left to its level
 
 
 def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
     """The largest of the closed forms that hold for every placement of ``problem``, in cost-model units, and
-    which proved it; the segment bound stops by ``deadline`` (default :data:`SECONDS` from now).
+    which proved it. The segment bounds stop by ``deadline`` (default :data:`SECONDS` from now; what they did not
+    finish is left out) and the device-work bound runs when it is small (:data:`MAX_ENERGY_CELLS`).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> from placement_dsl.cluster import Cluster
@@ -33,22 +36,34 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
     >>> single_sample_bound(Problem(g, Cluster.accelerators(2, memory=4.0, bandwidth=1.0), Makespan(), [Memory()]))
     (4.0, 'segment-path')
     """
+    clock = deadline or Deadline(SECONDS)
     latency = isinstance(problem.objective, Latency)
     if latency:
         found = {"critical-path": critical_path_bound(problem)[0]}
         if problem.cluster.links:
             return found["critical-path"], "critical-path"
-        found["route-path"], found["device-work"] = route_path_latency(problem)[0], energy_latency(problem)[0]
+        found["route-path"] = route_path_latency(problem)[0]
     elif isinstance(problem.objective, Makespan):
         found = {"simple": simple_lower_bound(problem.graph, problem.cluster),
-                 "route-path": route_path_makespan(problem)[0], "device-work": energy_makespan(problem)[0],
-                 "cut-segments": transfer_segment_bound(problem, deadline or Deadline(SECONDS))[0]}
+                 "route-path": route_path_makespan(problem)[0]}
+        found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
     else:
         raise TypeError(f"single_sample_bound: a Latency or Makespan objective, not {type(problem.objective).__name__}")
     if not problem.graph.is_training:
         try:
-            found["segment-path"] = segment_bound(problem, deadline or Deadline(SECONDS))[0]
+            found["segment-path"] = segment_bound(problem, clock)[0]
         except BudgetSpent:
             pass
+    if energy_cells(problem) <= MAX_ENERGY_CELLS:  # the work between heads and tails, when it is quick
+        found["device-work"] = (energy_latency if latency else energy_makespan)(problem)[0]
     name = max(found, key=lambda k: found[k])
     return float(found[name]), name
+
+
+def energy_cells(problem: Any) -> float:
+    """Array cells of the device-work bound: ops x weight vectors x serial devices (the simplex grid for up to
+    four serial devices, :func:`~placement_dsl.bounds.makespan.dual_weights`)."""
+    c = problem.cluster
+    serial = int((~c.host).sum()) if isinstance(problem.objective, Latency) else c.size
+    weights = 2 + len({d.kind for d in c.devices}) + (math.comb(GRID + serial - 1, serial - 1) if serial <= 4 else 0)
+    return float(problem.graph.n) * weights * max(serial, 1)

@@ -33,6 +33,21 @@ def test_the_best_closed_form_of_each_objective():
         single_sample_bound(Problem(chain(2), Cluster.accelerators(2), Bottleneck()))
 
 
+def test_the_device_work_bound_is_left_out_when_it_is_large(monkeypatch):
+    from placement_dsl.bounds import single_sample
+
+    # four independent ops of 2 on two devices: 4 ops x (2 + 1 kind + the 21-step simplex of two devices) x 2
+    p = Problem(Graph([Op(name=x, work=2.0) for x in "abcd"]), Cluster.accelerators(2), Makespan())
+    assert single_sample.energy_cells(p) == 4 * (2 + 1 + 21) * 2
+    assert single_sample_bound(p)[0] == pytest.approx(4.0)
+
+    def spent(problem):
+        raise AssertionError("the device-work bound ran")
+    monkeypatch.setattr(single_sample, "energy_makespan", spent)
+    monkeypatch.setattr(single_sample, "MAX_ENERGY_CELLS", 4 * 24 * 2 - 1)
+    assert single_sample_bound(p)[0] == pytest.approx(4.0)  # Lemma 3.3 and the cut segments say it too
+
+
 def test_latency_over_links_keeps_to_the_critical_path():
     devices = [Device(name="acc0", memory=4.0), Device(name="acc1", memory=4.0), Device(name="cpu0", kind="cpu")]
     links = [Link(src=a, dst=b, bandwidth=1.0) for a in ("acc0", "acc1", "cpu0") for b in ("acc0", "acc1", "cpu0")
