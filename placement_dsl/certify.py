@@ -47,7 +47,8 @@ latency model's write and read, the makespan's route) and ``device-work`` (the s
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
 of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
 memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
-:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`).
+:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); a makespan also takes ``cut-segments`` (between two ops
+comparable with all others, each device that joins pays a transfer in and out, :mod:`.bounds.segments`).
 The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
 best of list scheduling, CPOP, the best single device and the schedule local search: its dual
