@@ -249,6 +249,6 @@ def segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float
             best, which = value, p
     if done == 0:
         raise BudgetSpent("budget spent before a path was cut")
-    runs = "runs within capacity" if np.isfinite(data["cap"]).any() else "no memory term"
+    runs = "runs within capacity" if problem.has(Memory) else "no memory term"
     return best, f"cheapest cut of a {len(which)}-op path ({runs}; {done} of {len(paths)} paths priced)", \
         done == len(paths)

@@ -65,5 +65,5 @@ def energy_cells(problem: Any) -> float:
     four serial devices, :func:`~placement_dsl.bounds.makespan.dual_weights`)."""
     c = problem.cluster
     serial = int((~c.host).sum()) if isinstance(problem.objective, Latency) else c.size
-    weights = 2 + len({d.kind for d in c.devices}) + (math.comb(GRID + serial - 1, serial - 1) if serial <= 4 else 0)
+    weights = 2 + len({d.kind for d in c.devices}) + (math.comb(GRID + serial - 1, serial - 1) if 1 <= serial <= 4 else 0)
     return float(problem.graph.n) * weights * max(serial, 1)

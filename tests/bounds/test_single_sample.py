@@ -48,6 +48,14 @@ def test_the_device_work_bound_is_left_out_when_it_is_large(monkeypatch):
     assert single_sample_bound(p)[0] == pytest.approx(4.0)  # Lemma 3.3 and the cut segments say it too
 
 
+def test_without_accelerators_or_with_one_device():
+    # CPUs only: every op on a host, the path's 3 x 3; one device: the chain's 3
+    only_cpus = Problem(chain(3), Cluster.accelerators(0, cpus=1), Latency(), [Memory()])
+    assert single_sample_bound(only_cpus)[0] == pytest.approx(30.0)
+    one = Problem(chain(3), Cluster.accelerators(1, memory=10.0), Makespan(), [Memory()])
+    assert single_sample_bound(one)[0] == pytest.approx(3.0)
+
+
 def test_latency_over_links_keeps_to_the_critical_path():
     devices = [Device(name="acc0", memory=4.0), Device(name="acc1", memory=4.0), Device(name="cpu0", kind="cpu")]
     links = [Link(src=a, dst=b, bandwidth=1.0) for a in ("acc0", "acc1", "cpu0") for b in ("acc0", "acc1", "cpu0")
