@@ -51,7 +51,7 @@ def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tu
     cuts = np.flatnonzero(related.all(axis=1))
     cuts = cuts[np.argsort(g.rank[cuts])]
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
-    total, sets = float(fastest[cuts].sum()), _device_sets(D)
+    total, sets = float(fastest[cuts].sum()), (_device_sets(D) if D <= MAX_DEVICES else [])
     for s in np.unique(segment[segment >= 0]).tolist():
         if deadline is not None and deadline.expired():
             return 0.0, "budget spent before every segment was priced"

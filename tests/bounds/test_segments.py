@@ -36,3 +36,9 @@ def test_cheap_transfers_leave_the_path():
 def test_stopped_by_its_clock():
     value, note = transfer_segment_bound(fork(10.0), Deadline(0.0))
     assert value == 0.0 and "budget spent" in note
+
+
+def test_many_devices_keep_to_the_paths_without_enumerating_device_sets():
+    # 2^12 device sets with their weight grids would take minutes; the segments fall back to their paths (3)
+    p = Problem(fork(10.0).graph, Cluster.accelerators(12), Makespan())
+    assert transfer_segment_bound(p, Deadline(5.0))[0] == pytest.approx(3.0)
