@@ -30,7 +30,7 @@ from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
-from .starts import AUTO, resolve
+from .starts import AUTO, Start, improve, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
@@ -208,20 +208,38 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **na
         raise SpecError(f"windows {windows!r}: give True, False or None")
 
 
+SEARCHES = {Objective.LATENCY: "latency-lns", Objective.MAKESPAN: "makespan-lns"}
+"""Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
+coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
+IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
+MIN_LNS = 3.0  # seconds below which the search is not started
+
+
 def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
     """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
-    (all but :data:`RESERVE`) goes to the objective's heuristics again, and their best start, when better, is the
+    (all but :data:`RESERVE`) goes to the objective's improving method from the start (:data:`IMPROVE_SHARE` of it,
+    :func:`placement_dsl.starts.improve`; the objective's heuristics again when no start was found), then to the
+    objective's search (:data:`SEARCHES`: a coarse solve and LNS on contracted models), and the best start is the
     answer. Other starts were asked for by name: they stand."""
     if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
         return stop
-    found = resolve(stop.problem, AUTO, deadline=Deadline(clock.left() - RESERVE), share=1.0, cap=math.inf)
-    current = stop.start_eval.objective if stop.start_eval is not None and not stop.refusal else math.inf
-    if not found.usable or found.objective >= current:
+    current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
+                    str(stop.warm_start).removeprefix(f"{AUTO}: "))
+    method = SEARCHES.get(stop.problem.cost_model().objective)
+    share = IMPROVE_SHARE if method is not None else 1.0
+    seconds = share * (clock.left() - RESERVE)
+    found = improve(stop.problem, current, seconds, seed=1) if current.usable else \
+        resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
+    if found.usable and (not current.usable or found.objective < current.objective):
+        current = found
+    if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
+        current = improve(stop.problem, current, clock.left() - RESERVE, method=method)
+    if not current.usable or current.placement is stop.start:
         return stop
-    better = _Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {found.method}", found.placement,
-                   found.evaluation, "", stop.t0)
-    better.start_bound = found.bound if stop.start_bound is None or found.bound is None else \
-        max(found.bound, stop.start_bound)
+    better = _Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {current.method}", current.placement,
+                   current.evaluation, "", stop.t0)
+    better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
+        max(current.bound, stop.start_bound)
     return better
 
 
