@@ -232,14 +232,18 @@ def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
         resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
     if found.usable and (not current.usable or found.objective < current.objective):
         current = found
+    phases = {"start": time.perf_counter() - stop.t0}
     if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
         current = improve(stop.problem, current, clock.left() - RESERVE, method=method)
+        phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
+    stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
     better = _Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {current.method}", current.placement,
                    current.evaluation, "", stop.t0)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
+    better.phases = phases
     return better
 
 
@@ -252,6 +256,7 @@ class _Stop:
         self.problem, self.form, self.method, self.solver = problem, form, method, solver
         self.warm_start, self.start, self.start_eval, self.refusal, self.t0 = warm_start, start, start_eval, refusal, t0
         self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
+        self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
@@ -270,7 +275,8 @@ class _Stop:
                            f"fallback ({placement.source})" if placement is not None else "")
         self.known_bound(result)
         total = time.perf_counter() - self.t0
-        result.timings = Seconds(start=total, total=total)
+        result.timings = Seconds(start=self.phases.get("start", total), total=total,
+                                 coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0))
         return result
 
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class Start:
     refusal: str = ""
     bound: float | None = None
     method: str = ""
+    info: dict[str, Any] = field(default_factory=dict)  # what the heuristic that found it reported
 
     @property
     def usable(self) -> bool:
@@ -209,7 +210,11 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     except PlacementError:
         return start
     better = _checked(problem, found.placement, start.bound, f"{start.method}+{method}")
-    return better if better.usable and better.objective < start.objective else start
+    if better.usable and better.objective < start.objective:
+        better.info = dict(found.info)
+        return better
+    start.info = dict(found.info)
+    return start
 
 
 def _class_bound(problem: Any, found: HeuristicResult) -> float | None:
