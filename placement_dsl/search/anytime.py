@@ -43,6 +43,7 @@ COARSE_SHARE = 0.4  # of the time that the coarse solve gets
 WINDOW = 24  # ops a window frees at first
 STEP_SECONDS = 15.0  # a window's re-solve, at most
 MIN_STEP = 2.0  # seconds below which no step starts
+SLACK = 1.0  # seconds a step's solve may run past its limit (reading the answer back, the checks), kept free
 SEARCH_SECONDS = 60.0  # the time limit when none is given
 
 
@@ -72,20 +73,20 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
     incumbent, best = start, problem.evaluate(start).objective
     info: dict[str, Any] = {"start": best, "steps": 0, "improvements": 0, "coarse_seconds": 0.0, "lns_seconds": 0.0}
     if coarse and remaining(deadline) >= MIN_STEP:
-        found, info["coarse"] = step(problem, incumbent, None, COARSE_SHARE * remaining(deadline), solver)
+        found, info["coarse"] = step(problem, incumbent, None, COARSE_SHARE * remaining(deadline) - SLACK, solver)
         info["steps"] += 1
         if found is not None:
             incumbent, best, info["improvements"] = found, problem.evaluate(found).objective, 1
         info["coarse_seconds"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     rng, size, sweep = random.Random(seed), max(1, window), True
-    while remaining(deadline) >= MIN_STEP:
+    while remaining(deadline) >= MIN_STEP + SLACK:
         improved = False
         for free in _windows(order(problem, incumbent), size, rng, sweep):
             seconds_left = remaining(deadline)
-            if seconds_left < MIN_STEP:
+            if seconds_left < MIN_STEP + SLACK:
                 break
-            found, _ = step(problem, incumbent, free, min(STEP_SECONDS, seconds_left), solver)
+            found, _ = step(problem, incumbent, free, min(STEP_SECONDS, seconds_left - SLACK), solver)
             info["steps"] += 1
             if found is not None:
                 incumbent, best, improved = found, problem.evaluate(found).objective, True
