@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -256,12 +257,13 @@ def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "") -> C
 def runs(graph: Graph, order: Sequence[int], device: np.ndarray, single: np.ndarray, cap: int) -> list[list[int]]:
     """``order`` (a topological order) cut into intervals: a new one starts at an op that is ``single`` (it stays
     alone), after one, when the device changes, when the interval holds ``cap`` ops, or where the colocation groups
-    of its members would be two."""
+    of its members would be two (a group of one op is none)."""
+    counts = Counter(op.group for op in graph.ops)
     out: list[list[int]] = []
     current: list[int] = []
     group: str | None = None
     for v in order:
-        op_group = graph.ops[v].group
+        op_group = graph.ops[v].group if counts[graph.ops[v].group] > 1 else None
         if current and (single[v] or single[current[-1]] or device[v] != device[current[-1]] or len(current) >= cap
                         or (op_group is not None and group is not None and op_group != group)):
             out.append(current)

@@ -58,7 +58,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         Wall-clock seconds for the whole call from its start: warm start, model build, hand-off
         and search, enforced by the project (a time limit is a status). A model that cannot be
         built and searched in the time left is not built: the start (if any) is the answer,
-        with status ``time_limit``, the best bound known and the reason in ``message``.
+        with status ``time_limit``, the best bound known and the reason in ``message``; for
+        latency and makespan with the ``"auto"`` start, the rest of the time first continues the
+        start (:func:`placement_dsl.starts.improve`), then runs a coarse solve and LNS on contracted
+        models (:data:`SEARCHES`), whose phases ``timings`` reports (``coarse``, ``lns``).
     gap
         Relative MIP gap at which to stop (and, with windows, the certificate's target gap).
     threads

@@ -48,7 +48,7 @@ MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid 
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
-IMPROVING = {"latency": "latency-local-search", "makespan": "schedule-ls"}
+IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
 """Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
 critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
 its budget."""
@@ -199,7 +199,7 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD:
         return start
     placement = start.placement
-    if method == "latency-local-search":
+    if method in ("latency-best", "latency-local-search"):  # the start beside greedy's, the DP's and DPL's splits
         options = {"also": [(start.method or "start", placement.assign)], "restarts": 10 ** 9,
                    "max_evaluations": 10 ** 12, **options}
     else:

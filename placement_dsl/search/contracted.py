@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cluster import Cluster
 from ..coarsen import Coarsening, contract, runs
 from ..constraints import Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs
 from ..cpsat import available
@@ -35,7 +36,7 @@ from ..evaluate import Objective
 from ..formulations import get
 from ..placement import Placement
 from ..problem import Problem
-from ..schedule import ListScheduler
+from ..schedule import ListScheduler, Schedule
 from ..sizing import build_seconds, fitting_ops
 from ..solve import solve
 
@@ -98,10 +99,11 @@ def mapped(incumbent: Placement, groups: list[list[int]]) -> np.ndarray:
     return np.array([int(np.bincount(a[group]).argmax()) for group in groups], dtype=np.int64)
 
 
-def coarse_problem(problem: Problem, coarsening: Coarsening, pinned: list[int], incumbent: Placement
-                   ) -> Problem | None:
-    """The problem on the coarse graph: the kept terms, the problem's pins on the coarse ops holding their ops, and
-    the ``pinned`` coarse ops where the incumbent runs them; ``None`` when the problem has a term it cannot move."""
+def coarse_problem(problem: Problem, coarsening: Coarsening, pinned: list[int], incumbent: Placement,
+                   cluster: Cluster | None = None) -> Problem | None:
+    """The problem on the coarse graph (on ``cluster``, default the problem's): the kept terms, the problem's pins on
+    the coarse ops holding their ops, and the ``pinned`` coarse ops where the incumbent runs them; ``None`` when the
+    problem has a term it cannot move."""
     terms = [t for t in problem.constraints if isinstance(t, KEPT)]
     if any(not isinstance(t, (*KEPT, Pin)) and type(t).__name__ not in FOLDED for t in problem.constraints):
         return None
@@ -109,7 +111,27 @@ def coarse_problem(problem: Problem, coarsening: Coarsening, pinned: list[int], 
     pins = {int(of[problem.graph.index[p.op]]): p.device for p in problem.find(Pin)}
     for k in pinned:  # a pinned interval is a run of the incumbent: one device
         pins.setdefault(k, c.names[int(incumbent.assign[coarsening.members[k][0]])])
-    return Problem(coarsening.coarse, c, problem.objective, [*terms, *(Pin(names[k], d) for k, d in sorted(pins.items()))])
+    return Problem(coarsening.coarse, cluster or c, problem.objective,
+                   [*terms, *(Pin(names[k], d) for k, d in sorted(pins.items()))])
+
+
+def devices(problem: Problem, incumbent: Placement) -> list[int]:
+    """The devices a step may use: the incumbent's, and one unused device of each class of interchangeable devices
+    (any other unused one would be the same); every device on a cluster with links or routes."""
+    c = problem.cluster
+    if c.links or c.routes:
+        return list(range(c.size))
+    used = {int(d) for d in np.unique(incumbent.assign)}
+    spare = {next(d for d in group if d not in used) for group in c.homogeneous_groups() if set(group) - used}
+    return sorted(used | spare)
+
+
+def sub_cluster(cluster: Cluster, keep: list[int]) -> Cluster:
+    """The cluster of the devices ``keep`` (a cluster without links or routes)."""
+    if len(keep) == cluster.size:
+        return cluster
+    data = cluster.to_dict()
+    return Cluster.from_dict({"devices": [data["devices"][d] for d in keep]})
 
 
 def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds: float,
@@ -126,7 +148,7 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
     made = _sized(problem, incumbent, free, target, BUILD_SHARE * seconds, solver)
     if isinstance(made, str):
         return None, {**info, "skipped": made}
-    coarsening, small, start = made
+    coarsening, small, start, keep = made
     info["coarse_ops"] = small.graph.n
     left = seconds - (time.perf_counter() - t0)
     if left < 1.0:
@@ -139,17 +161,33 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
                 start_refused="warm start refused" in result.message)
     if result.placement is None:
         return None, info
-    return _better(problem, incumbent, coarsening, result.placement), info
+    return _better(problem, incumbent, coarsening, _on(problem.cluster, keep, result.placement)), info
+
+
+def _on(cluster: Cluster, keep: np.ndarray, placement: Placement) -> Placement:
+    """A placement on the kept devices as one on ``cluster`` (its schedule's transfers renamed too)."""
+    if placement.cluster is cluster:
+        return placement
+    schedule = placement.schedule
+    if schedule is not None:
+        schedule = Schedule(schedule.start, {(v, int(keep[d])): t for (v, d), t in schedule.transfer_start.items()})
+    return Placement(placement.graph, cluster, keep[np.asarray(placement.assign)], placement.source,
+                     schedule=schedule)
 
 
 TRIES = 4  # contractions tried before a step gives up on a model too large for its time
 
 
 def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, target: int, seconds: float,
-           solver: str) -> tuple[Coarsening, Problem, Placement] | str:
-    """The contraction, its problem and the incumbent on it, contracted until the model's estimated build fits
-    ``seconds`` (CP-SAT's model is not sized); or why there is none."""
+           solver: str) -> tuple[Coarsening, Problem, Placement, np.ndarray] | str:
+    """The contraction, its problem (on the incumbent's devices and a spare of each class, :func:`devices`), the
+    incumbent on it and the devices kept, contracted until the model's estimated build fits ``seconds`` (CP-SAT's
+    model is not sized); or why there is none."""
     window = None if free is None else list(free)
+    keep = devices(problem, incumbent)
+    cluster = sub_cluster(problem.cluster, keep)
+    at = np.full(problem.cluster.size, -1, dtype=np.int64)
+    at[keep] = np.arange(len(keep))
     for _ in range(TRIES):
         if (window is None and target < 2) or (window is not None and not window):
             return "no coarse model fits the time"
@@ -161,15 +199,15 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
         try:
             coarsening = contract(problem.graph, groups)
             pinned = [] if mask is None else [k for k, group in enumerate(groups) if not mask[group[0]]]
-            small = coarse_problem(problem, coarsening, pinned, incumbent)
+            small = coarse_problem(problem, coarsening, pinned, incumbent, cluster)
         except PlacementError as err:
             return str(err).splitlines()[0]
         if small is None:
             return "a term the coarse problem cannot hold"
         need = 0.0 if solver == "cpsat" else build_seconds(small, get("auto", small))
         if need <= seconds:
-            start = Placement(small.graph, small.cluster, mapped(incumbent, groups), source="incumbent")
-            return coarsening, small, start
+            start = Placement(small.graph, small.cluster, at[mapped(incumbent, groups)], source="incumbent")
+            return coarsening, small, start, np.asarray(keep, dtype=np.int64)
         shrink = 0.9 * math.sqrt(seconds / need)
         if window is None:
             target = min(int(target * shrink), len(groups) - 1)
@@ -214,4 +252,4 @@ def remaining(deadline: float) -> float:
     return max(0.0, deadline - time.perf_counter())
 
 
-__all__ = ["coarse_problem", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]
+__all__ = ["coarse_problem", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]

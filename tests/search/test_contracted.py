@@ -49,12 +49,13 @@ def test_the_contracted_search_strictly_improves_a_bad_start_and_stays_valid_wit
 
 
 def test_lns_windows_alone_improve_a_start_the_coarse_solve_is_not_asked_for():
-    problem = Problem(_graph(), default_cluster(3, 1), Latency(), [Memory()])
+    problem = Problem(_graph(), default_cluster(3, 1), Latency(), [Memory(), Contiguous()])
     acc = int(np.flatnonzero(~problem.cluster.host)[0])
     ops = contracted.order(problem, _halves(problem))
     assign = np.full(problem.graph.n, acc)
-    assign[ops[30:42]] = acc + 1  # a detour of twelve ops through another accelerator
+    assign[ops[:10]] = acc + 1  # the first ten ops on another accelerator: a transfer more, inside the first window
     bad = Placement(problem.graph, problem.cluster, assign)
+    assert not problem.violations(bad)
     found, info = search(problem, bad, LIMIT, coarse=False)
     assert "coarse" not in info and info["steps"] >= 1
     assert not problem.violations(found) and problem.evaluate(found).objective < problem.evaluate(bad).objective
@@ -109,3 +110,29 @@ def test_fitting_ops_is_the_largest_coarse_size_whose_model_builds_in_the_time()
             problem, _alternating(problem), None, size)), [], start)
         assert (build_seconds(small, get("auto", small)) <= 5.0 * 1.5) is fits
     assert fitting_ops(problem, form, 1e-9) == 0
+
+
+def test_ops_alone_in_their_colocation_group_still_contract():
+    # every op of Tarnawski's inputs is in a colocation group of its own ("color77"): intervals never formed, and
+    # no contracted model of resnet50 or inceptionv3 fit any step
+    from placement_dsl.coarsen import runs
+    from placement_dsl.graph import Graph, Op
+
+    ops = [Op(name=f"v{i}", work=1.0, group=f"color{i}") for i in range(6)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    assert runs(g, list(range(6)), np.zeros(6, dtype=np.int64), np.zeros(6, dtype=bool), 6) == [list(range(6))]
+    shared = Graph([*ops[:4], Op(name="v4", work=1.0, group="g"), Op(name="v5", work=1.0, group="h"),
+                    Op(name="v6", work=1.0, group="g"), Op(name="v7", work=1.0, group="h")],
+                   [(f"v{i}", f"v{i + 1}") for i in range(7)])
+    cut = runs(shared, list(range(8)), np.zeros(8, dtype=np.int64), np.zeros(8, dtype=bool), 8)
+    assert cut == [[0, 1, 2, 3, 4], [5], [6], [7]]  # a group of two is never fused with another group
+
+
+def test_a_step_keeps_the_incumbents_devices_and_one_spare_of_each_class():
+    problem = Problem(_graph(), default_cluster(6, 1), Latency(), [Memory()])
+    start = _halves(problem)
+    keep = contracted.devices(problem, start)
+    assert len(keep) == 4 and set(np.unique(start.assign).tolist()) < set(keep)
+    found, _ = contracted.step(problem, start, None, LIMIT)
+    assert found is not None and found.cluster is problem.cluster and not problem.violations(found)
+    assert problem.evaluate(found).objective < problem.evaluate(start).objective
