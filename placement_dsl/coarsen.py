@@ -16,11 +16,20 @@ transfers are its last member's, so the expanded schedule is valid with the same
 
 Types are read from ``op.attrs["type"]`` (ONNX / torch export / zoo), else from the last part
 of the op's name, and normalized (:data:`SYNONYMS`: ``Conv``, ``convolution`` -> ``conv``, ...).
+
+Beyond the rules, :func:`contract` fuses any partition of the ops into *intervals of one topological
+order* (each interval is convex: a path between two of its ops stays inside it, and the coarse graph
+is acyclic), and :func:`runs` cuts an order into such intervals where a placement keeps consecutive ops
+on one device: the chain contraction and the contraction of ops an incumbent ties together, which a
+solve uses to make a model small enough for its budget. A coarse placement of such a graph is a
+placement of the original graph (every member on its group's device); a coarse optimum is no bound for
+the original graph.
 """
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -118,13 +127,25 @@ class Coarsening:
                 "reduction": 1 - self.coarse.n / max(self.graph.n, 1), "fused": fused}
 
     def expand(self, placement: Placement) -> Placement:
-        """The coarse placement (and its schedule) on every original op (see the module docstring)."""
+        """The coarse placement (and its schedule) on every original op (see the module docstring). A schedule is
+        expanded only when every group is a chain whose last member alone feeds ops outside it (the fusion rules'
+        groups); otherwise the expanded placement carries none (the cost model schedules it)."""
         if placement.graph.names != self.coarse.names:
             raise SpecError(f"Coarsening.expand: the placement is for graph {placement.graph.name!r}, not the coarse "
                             f"graph {self.coarse.name!r}")
         assign = placement.assign[self.of]
-        schedule = None if placement.schedule is None else self._schedule(placement, assign)
+        chains = placement.schedule is not None and self._chains()
+        schedule = self._schedule(placement, assign) if chains else None
         return Placement(self.graph, placement.cluster, assign, placement.source, schedule=schedule)
+
+    def _chains(self) -> bool:
+        """Whether only the last member of every group has consumers outside its group."""
+        of = self.of
+        g = self.graph
+        last = np.zeros(g.n, dtype=bool)
+        last[[group[-1] for group in self.members]] = True
+        leaves = of[g.src] != of[g.dst]
+        return bool(last[g.src[leaves]].all())
 
     def _schedule(self, placement: Placement, assign: np.ndarray) -> Schedule:
         times = placement.cluster.times(self.graph)
@@ -200,3 +221,55 @@ def coarsen(graph: Graph, rules: Sequence[FusionRule] = DEFAULT_RULES,
                     if label[u] != label[v]})
     coarse = Graph(ops, edges, name=f"{graph.name}:fused")
     return Coarsening(graph, coarse, tuple(g for g, _ in members), tuple(r for _, r in members))
+
+
+# ---------------------------------------------------------------------------- contraction of intervals
+def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "") -> Coarsening:
+    """The coarse graph of ``groups``, a partition of the ops into intervals of one topological order (members in
+    that order; groups in it too). A group of one op keeps it; a larger one becomes one op doing the members'
+    work back to back (:func:`_merged`) whose output is the sum of the members' outputs that leave it (every
+    consumer outside gets it). Raises :class:`SpecError` when a group has no device kind that runs every member
+    or the groups do not partition the ops."""
+    of = np.full(graph.n, -1, dtype=np.int64)
+    for c, group in enumerate(groups):
+        of[list(group)] = c
+    if (of < 0).any() or sum(len(group) for group in groups) != graph.n:
+        raise SpecError(f"contract: the groups do not partition the {graph.n} ops of graph {graph.name!r}")
+    leaves = of[graph.src] != of[graph.dst]
+    sends = np.zeros(graph.n, dtype=bool)
+    sends[graph.src[leaves]] = True
+    ops = []
+    for c, group in enumerate(groups):
+        if len(group) == 1:
+            ops.append(graph.ops[group[0]])
+            continue
+        op = _merged(graph, group)
+        if op is None:
+            raise SpecError(f"contract: no device kind runs every op of group {c} ({graph.names[group[0]]!r}, ...)")
+        out = float(sum(graph.out_bytes[v] for v in group if sends[v]))
+        ops.append(op.model_copy(update={"name": f"{graph.names[group[0]]}..{len(group)}", "out_bytes": out}))
+    names = [op.name for op in ops]
+    edges = sorted({(names[of[u]], names[of[v]]) for u, v in zip(graph.src[leaves].tolist(), graph.dst[leaves].tolist())})
+    coarse = Graph(ops, edges, name=name or f"{graph.name}:contracted")
+    return Coarsening(graph, coarse, tuple(tuple(int(v) for v in group) for group in groups), (None,) * len(groups))
+
+
+def runs(graph: Graph, order: Sequence[int], device: np.ndarray, single: np.ndarray, cap: int) -> list[list[int]]:
+    """``order`` (a topological order) cut into intervals: a new one starts at an op that is ``single`` (it stays
+    alone), after one, when the device changes, when the interval holds ``cap`` ops, or where the colocation groups
+    of its members would be two (a group of one op is none)."""
+    counts = Counter(op.group for op in graph.ops)
+    out: list[list[int]] = []
+    current: list[int] = []
+    group: str | None = None
+    for v in order:
+        op_group = graph.ops[v].group if counts[graph.ops[v].group] > 1 else None
+        if current and (single[v] or single[current[-1]] or device[v] != device[current[-1]] or len(current) >= cap
+                        or (op_group is not None and group is not None and op_group != group)):
+            out.append(current)
+            current, group = [], None
+        current.append(int(v))
+        group = group if op_group is None else op_group
+    if current:
+        out.append(current)
+    return out

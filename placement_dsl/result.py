@@ -17,7 +17,8 @@ class Seconds:
 
     ``build`` compiles the problem and extracts the model's arrays, ``start`` finds and checks
     the warm start, ``handoff`` gives the model to the solver, ``solve`` is the search;
-    ``total`` is the whole call.
+    ``coarse`` and ``lns`` are the coarse solve and the LNS of a single-sample solve whose model was too
+    large to build (:mod:`placement_dsl.search.anytime`); ``total`` is the whole call.
     """
 
     build: float = 0.0
@@ -25,6 +26,8 @@ class Seconds:
     handoff: float = 0.0
     solve: float = 0.0
     total: float = 0.0
+    coarse: float = 0.0
+    lns: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return dict(self.__dict__)

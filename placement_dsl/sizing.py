@@ -31,14 +31,18 @@ from .formulations import get
 from .formulations.latency import subgraphs_per_accelerator
 from .objectives import Latency, Makespan
 
-__all__ = ["build_seconds", "check_fits", "estimate_nonzeros"]
+__all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops"]
 
 MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 
 
 def estimate_nonzeros(problem: Any, formulation: Any) -> float:
     """The nonzeros of ``formulation``'s model of ``problem`` (a registered formulation object), estimated."""
-    n, m = problem.graph.n, problem.graph.m
+    return _nonzeros(problem, formulation, problem.graph.n, problem.graph.m)
+
+
+def _nonzeros(problem: Any, formulation: Any, n: float, m: float) -> float:
+    """The estimate of :func:`estimate_nonzeros` for a graph of ``n`` ops and ``m`` edges on the problem's cluster."""
     D = problem.cluster.size
     A = max(int((~problem.cluster.host).sum()), 1)
     objective = getattr(formulation, "objective", None)
@@ -50,10 +54,33 @@ def estimate_nonzeros(problem: Any, formulation: Any) -> float:
     return 9.0 * (n + m) * D
 
 
+def _slower(formulation: Any) -> float:
+    return 4.0 if getattr(formulation, "objective", None) is Makespan else 1.0  # a Pyomo transformation more
+
+
+def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
+    """The most ops a coarsening of ``problem``'s graph may keep so that ``formulation``'s model of it builds in
+    ``seconds`` (its edges taken in proportion to its ops, at least one per op but the first); 0 when not even
+    two ops fit."""
+    form = get(formulation, problem)
+    n, m = problem.graph.n, problem.graph.m
+    per = max(m / max(n, 1), 1.0)
+
+    def fits(k: int) -> bool:
+        return model_seconds(_nonzeros(problem, form, k, per * (k - 1))) * _slower(form) <= seconds
+
+    if not fits(2):
+        return 0
+    lo, hi = 2, max(n, 2)
+    while lo < hi:  # the largest k in [lo, hi] that fits
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 def build_seconds(problem: Any, formulation: Any) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated."""
-    slower = 4.0 if getattr(formulation, "objective", None) is Makespan else 1.0  # a Pyomo transformation more
-    return model_seconds(estimate_nonzeros(problem, formulation)) * slower
+    return model_seconds(estimate_nonzeros(problem, formulation)) * _slower(formulation)
 
 
 def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None) -> None:

@@ -9,7 +9,9 @@ backend, CP-SAT included), the formulations' horizons and the search layer. A st
   given, under a small share of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`),
   and the baselines one device and greedy; the best valid one by the cost model is kept, never one
   fixed method (BERT-3's 235-op latency graph without memory limits: greedy's split 416.2, one
-  device 49.4);
+  device 49.4). The searches race in :data:`RACE` of the share; the rest goes to the objective's
+  improving method (:data:`IMPROVING`: a local search that continues from a start) from the best
+  start found (:func:`improve`), not to an even split among methods that stop early;
 * a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
   ``{op name: device name}``, or the path of a placement file;
 * ``None``: no start.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ from .heuristics.base import HeuristicResult, run
 from .io import Workload, load_placement
 from .placement import Placement
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "Start", "auto_methods", "resolve"]
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "RACE", "Start", "auto_methods", "improve", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -45,6 +47,11 @@ AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share 
 MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
+RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
+IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
+"""Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
+critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
+its budget."""
 
 
 @dataclass
@@ -57,6 +64,7 @@ class Start:
     refusal: str = ""
     bound: float | None = None
     method: str = ""
+    info: dict[str, Any] = field(default_factory=dict)  # what the heuristic that found it reported
 
     @property
     def usable(self) -> bool:
@@ -147,18 +155,21 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
-    """The best valid start among :func:`auto_methods`. Each runs here under its own ``time_limit`` (the
-    heuristics' contract: their best so far when it passes): what is left of the share split evenly among
-    the searches still to run, so a fast one leaves its time to the next; the baselines always run. A forked guard per method would
-    re-load the compiled kernels in every child."""
+    """The best valid start among :func:`auto_methods`, then improved (:func:`improve`). Each search runs here under
+    its own ``time_limit`` (the heuristics' contract: their best so far when it passes): :data:`RACE` of the share,
+    split evenly among the searches still to run (a fast one leaves its time to the next), at least
+    :data:`MIN_METHOD` each while the caller's deadline is more than :data:`KEEP` away; the baselines always run;
+    what is left of the share goes to the objective's improving method from the best start. A forked guard per
+    method would re-load the compiled kernels in every child."""
+    methods = auto_methods(problem)  # the registry's first load imports every method's module: not in the race
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = time.perf_counter() + budget
-    methods = auto_methods(problem)
+    race = time.perf_counter() + RACE * budget
     best, refusals = Start(), []
     for i, method in enumerate(methods):
-        left = end - time.perf_counter()
-        if left <= 0 and best.usable and method not in BASELINES:
-            continue
+        left = race - time.perf_counter()
+        if deadline is not None and deadline.left() <= KEEP and best.usable and method not in BASELINES:
+            continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:])
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
@@ -172,9 +183,62 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
         elif not best.usable or start.objective < best.objective:
             best = start
     if best.usable:
-        return best
+        return improve(problem, best, end - time.perf_counter())
     return Start(refusal="warm start refused: no heuristic found a valid start" +
                  (f" ({refusals[0]})" if refusals else ""), method=AUTO)
+
+
+def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: str | None = None,
+            **options: Any) -> Start:
+    """``start`` continued by ``method`` (default: the objective's improving method, :data:`IMPROVING`) for
+    ``seconds``: the better of the two by the cost model (``start`` itself when the method is not registered,
+    declines, finds nothing valid or better, or there is less than :data:`MIN_METHOD` to give it). The improved
+    start keeps ``start``'s method name (``"latency-best+latency-local-search"``) and its class bound. ``options``
+    go to ``method`` (a search registered above this layer takes the start as ``start=``, and the problem). The
+    latency searches run in rounds of at most :data:`ROUND` seconds, each from the best split so far with the next
+    seed: their kicks may not leave one local optimum, a fresh seed does (BERT-3: 408.79 for 90 s from one seed,
+    408.47 within 10 s from another)."""
+    method = method or IMPROVING.get(problem.cost_model().objective.value)
+    if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD:
+        return start
+    end = time.perf_counter() + seconds
+    rounds = method in ("latency-best", "latency-local-search")
+    best, info = start, {}
+    while True:
+        left = end - time.perf_counter()
+        if left < MIN_METHOD or (best is not start and not rounds):
+            break
+        found = _continue(problem, best, method, min(left, ROUND) if rounds else left, seed, options)
+        seed += 1
+        if found is None:
+            break
+        info = dict(found.info)
+        better = _checked(problem, found.placement, start.bound, f"{start.method}+{method}")
+        if better.usable and better.objective < best.objective:
+            best = better
+        elif not rounds:
+            break
+    best.info = info
+    return best
+
+
+ROUND = 10.0  # seconds of one round of a latency search continued by improve()
+
+
+def _continue(problem: Any, start: Start, method: str, seconds: float, seed: int,
+              options: dict[str, Any]) -> HeuristicResult | None:
+    """``method`` run from ``start`` for ``seconds`` (``None`` when it declines)."""
+    placement = start.placement
+    if method in ("latency-best", "latency-local-search"):  # the start beside greedy's, the DP's and DPL's splits
+        options = {"also": [(start.method or "start", placement.assign)], "restarts": 10 ** 9,
+                   "max_evaluations": 10 ** 12, **options}
+    else:
+        options = {"start": placement, **({"problem": problem} if _above(method) else {}), **options}
+    try:
+        return run(method, problem.graph, problem.cluster, model=problem.cost_model(), seed=seed,
+                   time_limit=seconds, **options)
+    except PlacementError:
+        return None
 
 
 def _class_bound(problem: Any, found: HeuristicResult) -> float | None:

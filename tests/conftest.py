@@ -96,8 +96,8 @@ def _compiled_kernels() -> None:
 
     problems = [testing.latency_diamond()[0], testing.makespan_fork()[0], testing.contiguity_binds()[0]]
     for name, method in registry.load().items():
-        if method.optimizes == "makespan" and name == "schedule-lns":
-            continue  # a search over solver calls: nothing of its own to compile
+        if method.where.startswith("placement_dsl.search."):
+            continue  # a search over solver calls (schedule-lns, latency-lns, ...): nothing of its own to compile
         for problem in problems:
             try:
                 run(name, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5)

@@ -242,7 +242,8 @@ SEARCH_SECONDS = 20.0  # the latency local search's time limit when none is give
 def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                          starts: list[tuple[str, np.ndarray]] | None = None, restarts: int = 50, kicks: int = 8,
                          time_limit: float | None = None, max_evaluations: int = 1_000_000,
-                         dp_max_ideals: int = 5000) -> HeuristicResult:
+                         dp_max_ideals: int = 5000, also: list[tuple[str, np.ndarray]] | None = None
+                         ) -> HeuristicResult:
     """First-improvement local search on the invocation-model latency (Tarnawski §4, §4.1).
 
     Parameters
@@ -251,6 +252,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
         DP split (:func:`maxload_start`). Each descends to a local optimum; then ``restarts``
         times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
+    also
+        Start splits descended from first, before ``starts`` (or the default ones): a search continuing from a
+        known split keeps the default starts' diversity (the kicks of one local optimum may not leave it).
     time_limit, max_evaluations
         Budget over the starts and all descents (seconds, ``None``: :data:`SEARCH_SECONDS` for the
         descents; latency evaluations). Every start is descended from; past the time limit the best
@@ -272,7 +276,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     su = _setup(graph, cluster, lat)
     rng = np.random.default_rng(seed)
     moves = _moves(su, rng)
-    begin = list(starts) if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at)
+    begin = [*(also or []), *(starts if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at))]
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)

@@ -13,14 +13,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan")}
+HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan"), "latency-lns": ("anytime:latency_lns", "latency"),
+              "makespan-lns": ("anytime:makespan_lns", "makespan")}
 """The methods this package registers (:mod:`placement_dsl.heuristics.registry`): name -> (module:function, what
 it minimizes)."""
 
-_WHERE = {"target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
+_WHERE = {"contracted_lns": "anytime", "target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
           "schedule_lns": "lns", "ip_neighbourhoods": "neighbourhood", "pin_outside": "pin", "resolve_free": "pin"}
 
-__all__ = ["ip_neighbourhoods", "makespan_problem", "pin_outside", "resolve_free", "schedule_lns", "target_level",
+__all__ = ["contracted_lns", "ip_neighbourhoods", "makespan_problem", "pin_outside", "resolve_free", "schedule_lns", "target_level",
            "target_search", "windowed_bound"]
 
 

@@ -20,7 +20,7 @@ KNOWN = {
     "local-search": "cost_model", "polish": "max_load", "pipedream": "max_load", "pipedream-planner": "max_load",
     "pipeline": "max_load", "gpipe-split": "gpipe", "one-device": "cost_model", "latency-local-search": "latency",
     "latency-best": "latency", "list": "makespan", "one-device-best": "makespan", "schedule-lns": "makespan",
-    "schedule-ls": "makespan", "cpop": "makespan",
+    "schedule-ls": "makespan", "cpop": "makespan", "latency-lns": "latency", "makespan-lns": "makespan",
 }
 
 

@@ -16,8 +16,8 @@ from placement_dsl.heuristics.base import STOPPED
 from placement_dsl.zoo import regal
 
 BUILT_AT_ONCE = {"greedy", "cpop", "one-device", "pipedream"}  # one pass: nothing to cut short
-MAKESPAN = {"list", "cpop", "one-device-best", "schedule-ls", "schedule-lns", "m-sct", "getf"}
-LATENCY = {"latency-local-search", "latency-best"}
+MAKESPAN = {"list", "cpop", "one-device-best", "schedule-ls", "schedule-lns", "makespan-lns", "m-sct", "getf"}
+LATENCY = {"latency-local-search", "latency-best", "latency-lns"}
 
 
 def chain(n: int, seed: int = 0) -> Graph:

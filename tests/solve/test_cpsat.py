@@ -83,3 +83,18 @@ def test_a_child_process_past_its_deadline_is_stopped_and_the_caller_told():
         isolated(time.sleep, 120, until=t0 + 0.5)
     assert time.monotonic() - t0 < 0.5 + ISOLATED_GRACE + 20  # spawning the child on a busy machine included
     assert isolated(abs, -3, until=time.monotonic() + 60) == 3
+
+
+@needs_ortools
+def test_a_cpsat_child_past_its_deadline_leaves_the_start_as_the_answer(monkeypatch):
+    # the child's BudgetSpent was mapped to a status that does not exist (AttributeError: an internal error)
+    from placement_dsl.deadline import BudgetSpent
+
+    def too_slow(*args, **kwargs):
+        raise BudgetSpent("the child outran its deadline")
+
+    monkeypatch.setattr(cpsat, "isolated", too_slow)
+    problem, _ = testing.makespan_fork()
+    result = solve(problem, solver="cpsat", time_limit=10, warm_start="list")
+    assert result.status is Status.TIME_LIMIT_FEASIBLE and result.found_by.startswith("warm start")
+    assert result.objective == pytest.approx(result.start_objective)

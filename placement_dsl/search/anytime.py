@@ -1,0 +1,160 @@
+"""The single-sample search a solve runs when its model is too large for its budget: a coarse solve, then LNS.
+
+:func:`contracted_lns` (methods ``"latency-lns"`` and ``"makespan-lns"``: one mechanism for both
+objectives) improves an incumbent until a deadline by contracted steps
+(:func:`placement_dsl.search.contracted.step`):
+
+1. **the coarse solve** (:data:`COARSE_SHARE` of the time): the whole graph contracted to intervals of
+   the incumbent's order that its model can be built and searched with, every interval free, solved by
+   the objective's MIP (or CP-SAT for the makespan when OR-Tools is installed) warm-started by the
+   incumbent; MOIRAI's fused chains (conv-bn-relu, ...) sit inside such intervals whenever the incumbent
+   keeps them on one device;
+2. **LNS over windows** of the incumbent's order: a window of ops stays fine and free, the rest is
+   contracted and pinned where the incumbent runs it; windows slide with half overlap and double after
+   a pass without improvement, then come at random; until the deadline.
+
+Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
+never worse than the start. No bound comes out of it: a contracted model's bound holds for its
+contraction only.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..cluster import Cluster
+from ..constraints import Contiguous, Memory, Subgraphs
+from ..deadline import Deadline
+from ..errors import SpecError
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate
+from ..graph import Graph
+from ..heuristics.base import HeuristicResult, deadline_at
+from ..heuristics.registry import heuristic
+from ..objectives import Latency
+from ..placement import Placement
+from ..problem import Problem
+from ..starts import resolve
+from .contracted import order, remaining, step, sub_solver
+from .lns import makespan_problem
+
+COARSE_SHARE = 0.4  # of the time that the coarse solve gets
+WINDOW = 24  # ops a window frees at first
+STEP_SECONDS = 15.0  # a window's re-solve, at most
+MIN_STEP = 2.0  # seconds below which no step starts
+SLACK = 1.0  # seconds a step's solve may run past its limit (reading the answer back, the checks), kept free
+SEARCH_SECONDS = 60.0  # the time limit when none is given
+
+
+def problem_of(graph: Graph, cluster: Cluster, model: CostModel) -> Problem:
+    """The single-sample problem a cost model describes: latency (hard memory unless overflow; contiguity or the
+    subgraph limit it requires) or the makespan (:func:`placement_dsl.search.lns.makespan_problem`)."""
+    if model.objective is Objective.MAKESPAN:
+        return makespan_problem(graph, cluster, model)
+    if model.objective is not Objective.LATENCY:
+        raise SpecError(f"contracted LNS searches latency and makespan; the cost model's objective is "
+                        f"{model.objective.value!r}")
+    terms: list[Any] = [Memory()] if model.memory is MemoryMode.HARD else []
+    if "contiguous" in model.require:
+        terms.append(Contiguous())
+    if model.max_subgraphs:
+        terms.append(Subgraphs(int(model.max_subgraphs)))
+    return Problem(graph, cluster, Latency(), terms)
+
+
+def search(problem: Problem, start: Placement, seconds: float, *, seed: int | None = 0, window: int = WINDOW,
+           solver: str | None = None, coarse: bool = True) -> tuple[Placement, dict[str, Any]]:
+    """Improve ``start`` (valid for ``problem``) for ``seconds``: the coarse solve, then windows (see the module
+    docstring). The best placement and ``info`` (steps, improvements, seconds per phase, the coarse step's sizes)."""
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    solver = solver or sub_solver(problem)
+    incumbent, best = start, problem.evaluate(start).objective
+    info: dict[str, Any] = {"start": best, "steps": 0, "improvements": 0, "coarse_seconds": 0.0, "lns_seconds": 0.0}
+    if coarse and remaining(deadline) >= MIN_STEP:
+        found, info["coarse"] = step(problem, incumbent, None, COARSE_SHARE * remaining(deadline) - SLACK, solver)
+        info["steps"] += 1
+        if found is not None:
+            incumbent, best, info["improvements"] = found, problem.evaluate(found).objective, 1
+        info["coarse_seconds"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    rng, size, sweep = random.Random(seed), max(1, window), True
+    while remaining(deadline) >= MIN_STEP + SLACK:
+        improved = False
+        for free in _windows(order(problem, incumbent), size, rng, sweep):
+            seconds_left = remaining(deadline)
+            if seconds_left < MIN_STEP + SLACK:
+                break
+            found, _ = step(problem, incumbent, free, min(STEP_SECONDS, seconds_left - SLACK), solver)
+            info["steps"] += 1
+            if found is not None:
+                incumbent, best, improved = found, problem.evaluate(found).objective, True
+                info["improvements"] += 1
+                break  # the order changed with the incumbent: windows anew
+        if not improved:
+            if size >= problem.graph.n:
+                sweep = False
+            size = min(2 * size, problem.graph.n)
+    info.update(lns_seconds=time.perf_counter() - t1, window=size, objective=best)
+    return incumbent, info
+
+
+def _windows(seq: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
+    """Windows of ``size`` consecutive ops of ``seq`` with half overlap (``sweep``), else one at random."""
+    size = max(1, min(size, len(seq)))
+    if not sweep:
+        lo = rng.randrange(0, len(seq) - size + 1)
+        return [seq[lo:lo + size]]
+    stride = max(1, size // 2)
+    return [seq[lo:lo + size] for lo in range(0, max(len(seq) - size, 0) + 1, stride)]
+
+
+def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
+                   time_limit: float | None = None, start: str | Placement = "auto", problem: Problem | None = None,
+                   solver: str | None = None, window: int = WINDOW, coarse: bool = True) -> HeuristicResult:
+    """The coarse solve, then LNS over windows, from ``start`` (a heuristic name, ``"auto"`` or a placement valid for
+    the problem) within ``time_limit`` seconds (``None``: :data:`SEARCH_SECONDS`), start included. ``problem``: the
+    problem to search (its pins and terms), else the one the cost model describes (:func:`problem_of`); ``solver``:
+    the sub-solver (default CP-SAT for the makespan when installed, else HiGHS)."""
+    t0 = time.perf_counter()
+    deadline_at("contracted-lns", time_limit)
+    seconds = SEARCH_SECONDS if time_limit is None else float(time_limit)
+    model = model or CostModel.named("latency")
+    problem = problem or problem_of(graph, cluster, model)
+    incumbent = start if isinstance(start, Placement) else _start(problem, start, seconds)
+    if problem.violations(incumbent):
+        raise SpecError(f"contracted LNS: the start is invalid for the problem ({problem.violations(incumbent)[0]})")
+    found, info = search(problem, incumbent, seconds - (time.perf_counter() - t0), seed=seed, window=window,
+                         solver=solver, coarse=coarse)
+    placement = Placement(graph, cluster, found.assign, "contracted-lns", schedule=found.schedule)
+    return HeuristicResult(method="contracted-lns", placement=placement, objective=evaluate(placement, model).objective,
+                           seconds=time.perf_counter() - t0, evaluations=info["steps"],
+                           info={**info, "stopped": "time limit"})
+
+
+def _start(problem: Problem, spec: Any, seconds: float) -> Placement:
+    found = resolve(problem, spec, deadline=Deadline(seconds), keep=seconds / 2)
+    if not found.usable:
+        raise SpecError(f"contracted LNS: the start {spec!r} is refused ({found.refusal})")
+    return found.placement
+
+
+@heuristic("latency-lns", optimizes="latency")
+def latency_lns(graph: Graph, cluster: Cluster, **options: Any) -> HeuristicResult:
+    """The coarse solve, then LNS over windows, for the latency (:func:`contracted_lns`)."""
+    return _named("latency-lns", contracted_lns(graph, cluster, **options))
+
+
+@heuristic("makespan-lns", optimizes="makespan")
+def makespan_lns(graph: Graph, cluster: Cluster, **options: Any) -> HeuristicResult:
+    """The coarse solve, then LNS over windows, for the makespan (:func:`contracted_lns`)."""
+    return _named("makespan-lns", contracted_lns(graph, cluster, **{"model": CostModel.named("makespan"), **options}))
+
+
+def _named(method: str, result: HeuristicResult) -> HeuristicResult:
+    placement = Placement(result.placement.graph, result.placement.cluster, result.placement.assign, method,
+                          schedule=result.placement.schedule)
+    return replace(result, method=method, placement=placement)
+
+__all__ = ["contracted_lns", "latency_lns", "makespan_lns", "problem_of", "search"]

@@ -1,0 +1,255 @@
+"""Re-solves of a single-sample problem (latency, makespan) on a contracted graph, around an incumbent.
+
+A model of the whole graph may be too large to build within a budget (the latency model grows with
+ops times edges, the schedule model with the square of the ops). A *contracted step* keeps a model
+small: the incumbent's ops, in a topological order that follows its schedule, are cut into intervals
+(:func:`placement_dsl.coarsen.runs`) where consecutive ops share a device, and each interval becomes
+one op (:func:`placement_dsl.coarsen.contract`); the coarse problem is solved by
+:func:`~placement_dsl.solve.solve` warm-started by the incumbent mapped onto it, expanded back
+(:meth:`~placement_dsl.coarsen.Coarsening.expand`), and kept only when the cost model on the full
+graph finds it valid and better.
+
+* The **coarse solve** (``free=None``): every interval may move, intervals of at most ``cap`` ops, the
+  cap as small as the model's size for the step's time allows (:func:`placement_dsl.sizing.fitting_ops`).
+* An **LNS step** (``free`` a window of ops): the window's ops stay single and free, every other
+  interval is as long as the incumbent allows and pinned where the incumbent runs it.
+
+Intervals of a topological order are convex, so a coarse placement is a placement of the whole graph
+and a contiguous coarse placement expands to a contiguous one. A coarse model's bound is no bound for
+the whole graph (it fixes which ops share a device): it is never reported as one.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..coarsen import Coarsening, contract, runs
+from ..constraints import Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs
+from ..cpsat import available
+from ..errors import PlacementError
+from ..evaluate import Objective
+from ..formulations import get
+from ..placement import Placement
+from ..problem import Problem
+from ..schedule import ListScheduler, Schedule
+from ..sizing import build_seconds, fitting_ops
+from ..solve import solve
+
+KEPT = (Memory, Overflow, Contiguous, DagOrder, Subgraphs, Congestion)
+"""Terms a coarse problem keeps as they are; colocation and allowed kinds are folded into the graph it contracts,
+pins are moved onto the coarse ops; a problem with any other term is not contracted."""
+FOLDED = ("Colocate", "AllowedKinds")
+BUILD_SHARE = 0.35  # of a step's seconds its model may take to build, by the sizing estimate
+CPSAT_OPS = 60  # the coarse size of a makespan step with CP-SAT (its interval model is not sized by nonzeros)
+
+
+def sub_solver(problem: Problem) -> str:
+    """CP-SAT for the makespan when OR-Tools is installed, else HiGHS."""
+    return "cpsat" if problem.cost_model().objective is Objective.MAKESPAN and available() else "highs"
+
+
+def order(problem: Problem, incumbent: Placement) -> list[int]:
+    """A topological order of the ops that follows the incumbent's schedule (its starts; else the graph's own
+    order): among the ops whose predecessors are all listed, the earliest start first."""
+    g = problem.graph
+    key = (np.asarray(incumbent.schedule.start, dtype=float) if incumbent.schedule is not None
+           else np.zeros(g.n))
+    rank = np.empty(g.n, dtype=np.int64)
+    rank[g.topo] = np.arange(g.n)
+    indeg = np.diff(g.pred_ptr).astype(np.int64)
+    ready = [(float(key[v]), int(rank[v]), int(v)) for v in range(g.n) if indeg[v] == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        _, _, v = heapq.heappop(ready)
+        out.append(v)
+        for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist():
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, (float(key[w]), int(rank[w]), int(w)))
+    return out
+
+
+def intervals(problem: Problem, incumbent: Placement, free: np.ndarray | None, target: int) -> list[list[int]]:
+    """The intervals of a contracted step (see the module docstring): with ``free`` (a mask of ops), its ops single
+    and the rest in maximal runs; without, runs of at most the smallest cap giving ``target`` intervals or fewer
+    (intervals that ignore the incumbent's devices when its runs alone are more than ``target``)."""
+    g = problem.graph
+    seq, dev = order(problem, incumbent), np.asarray(incumbent.assign)
+    if free is not None:
+        return runs(g, seq, dev, free, g.n)
+    single = np.zeros(g.n, dtype=bool)
+    if len(runs(g, seq, dev, single, g.n)) > target:  # the incumbent changes devices too often: plain intervals
+        dev = np.zeros(g.n, dtype=np.int64)
+    lo, hi = 1, g.n
+    while lo < hi:  # the smallest cap whose runs number at most target
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if len(runs(g, seq, dev, single, mid)) <= target else (mid + 1, hi)
+    return runs(g, seq, dev, single, lo)
+
+
+def mapped(incumbent: Placement, groups: list[list[int]]) -> np.ndarray:
+    """The device of every interval: where the incumbent runs most of its ops (the first such device)."""
+    a = np.asarray(incumbent.assign)
+    return np.array([int(np.bincount(a[group]).argmax()) for group in groups], dtype=np.int64)
+
+
+def coarse_problem(problem: Problem, coarsening: Coarsening, pinned: list[int], incumbent: Placement,
+                   cluster: Cluster | None = None) -> Problem | None:
+    """The problem on the coarse graph (on ``cluster``, default the problem's): the kept terms, the problem's pins on
+    the coarse ops holding their ops, and the ``pinned`` coarse ops where the incumbent runs them; ``None`` when the
+    problem has a term it cannot move."""
+    terms = [t for t in problem.constraints if isinstance(t, KEPT)]
+    if any(not isinstance(t, (*KEPT, Pin)) and type(t).__name__ not in FOLDED for t in problem.constraints):
+        return None
+    c, names, of = problem.cluster, coarsening.coarse.names, coarsening.of
+    pins = {int(of[problem.graph.index[p.op]]): p.device for p in problem.find(Pin)}
+    for k in pinned:  # a pinned interval is a run of the incumbent: one device
+        pins.setdefault(k, c.names[int(incumbent.assign[coarsening.members[k][0]])])
+    return Problem(coarsening.coarse, cluster or c, problem.objective,
+                   [*terms, *(Pin(names[k], d) for k, d in sorted(pins.items()))])
+
+
+def devices(problem: Problem, incumbent: Placement) -> list[int]:
+    """The devices a step may use: the incumbent's, and one unused device of each class of interchangeable devices
+    (any other unused one would be the same); every device on a cluster with links or routes."""
+    c = problem.cluster
+    if c.links or c.routes:
+        return list(range(c.size))
+    used = {int(d) for d in np.unique(incumbent.assign)}
+    spare = {next(d for d in group if d not in used) for group in c.homogeneous_groups() if set(group) - used}
+    return sorted(used | spare)
+
+
+def sub_cluster(cluster: Cluster, keep: list[int]) -> Cluster:
+    """The cluster of the devices ``keep`` (a cluster without links or routes)."""
+    if len(keep) == cluster.size:
+        return cluster
+    data = cluster.to_dict()
+    return Cluster.from_dict({"devices": [data["devices"][d] for d in keep]})
+
+
+def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds: float,
+         solver: str | None = None, target: int | None = None) -> tuple[Placement | None, dict[str, Any]]:
+    """One contracted re-solve within ``seconds`` (the whole call): a placement of the full graph that the cost
+    model finds valid and better than ``incumbent`` (else ``None``), and what happened (``info``). ``free``: the
+    window's ops (in order), or ``None`` for the coarse solve. A coarse model the sizing estimate finds too large
+    for :data:`BUILD_SHARE` of the time is contracted further (fewer intervals, a shorter window) first."""
+    t0 = time.perf_counter()
+    solver = solver or sub_solver(problem)
+    if target is None:
+        target = CPSAT_OPS if solver == "cpsat" else fitting_ops(problem, get("auto", problem), BUILD_SHARE * seconds)
+    info: dict[str, Any] = {"ops": problem.graph.n, "target": target}
+    made = _sized(problem, incumbent, free, target, BUILD_SHARE * seconds, solver)
+    if isinstance(made, str):
+        return None, {**info, "skipped": made}
+    coarsening, small, start, keep = made
+    info["coarse_ops"] = small.graph.n
+    left = seconds - (time.perf_counter() - t0)
+    if left < 1.0:
+        return None, {**info, "skipped": "no time left for the coarse model"}
+    try:
+        result = solve(small, solver=solver, time_limit=left, warm_start=start, gap=1e-6)
+    except PlacementError as err:
+        return None, {**info, "skipped": str(err).splitlines()[0]}
+    info.update(status=result.status.value, coarse_objective=result.objective,
+                start_refused="warm start refused" in result.message)
+    if result.placement is None:
+        return None, info
+    return _better(problem, incumbent, coarsening, _on(problem.cluster, keep, result.placement)), info
+
+
+def _on(cluster: Cluster, keep: np.ndarray, placement: Placement) -> Placement:
+    """A placement on the kept devices as one on ``cluster`` (its schedule's transfers renamed too)."""
+    if placement.cluster is cluster:
+        return placement
+    schedule = placement.schedule
+    if schedule is not None:
+        schedule = Schedule(schedule.start, {(v, int(keep[d])): t for (v, d), t in schedule.transfer_start.items()})
+    return Placement(placement.graph, cluster, keep[np.asarray(placement.assign)], placement.source,
+                     schedule=schedule)
+
+
+TRIES = 4  # contractions tried before a step gives up on a model too large for its time
+
+
+def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, target: int, seconds: float,
+           solver: str) -> tuple[Coarsening, Problem, Placement, np.ndarray] | str:
+    """The contraction, its problem (on the incumbent's devices and a spare of each class, :func:`devices`), the
+    incumbent on it and the devices kept, contracted until the model's estimated build fits ``seconds`` (CP-SAT's
+    model is not sized); or why there is none."""
+    window = None if free is None else list(free)
+    keep = devices(problem, incumbent)
+    cluster = sub_cluster(problem.cluster, keep)
+    at = np.full(problem.cluster.size, -1, dtype=np.int64)
+    at[keep] = np.arange(len(keep))
+    for _ in range(TRIES):
+        if (window is None and target < 2) or (window is not None and not window):
+            return "no coarse model fits the time"
+        mask = None
+        if window is not None:
+            mask = np.zeros(problem.graph.n, dtype=bool)
+            mask[window] = True
+        groups = intervals(problem, incumbent, mask, target)
+        try:
+            coarsening = contract(problem.graph, groups)
+            pinned = [] if mask is None else [k for k, group in enumerate(groups) if not mask[group[0]]]
+            small = coarse_problem(problem, coarsening, pinned, incumbent, cluster)
+        except PlacementError as err:
+            return str(err).splitlines()[0]
+        if small is None:
+            return "a term the coarse problem cannot hold"
+        need = 0.0 if solver == "cpsat" else build_seconds(small, get("auto", small))
+        if need <= seconds:
+            start = Placement(small.graph, small.cluster, at[mapped(incumbent, groups)], source="incumbent")
+            return coarsening, small, start, np.asarray(keep, dtype=np.int64)
+        shrink = 0.9 * math.sqrt(seconds / need)
+        if window is None:
+            target = min(int(target * shrink), len(groups) - 1)
+        else:
+            window = window[:min(int(len(window) * shrink), len(window) - 1)]
+    return "no coarse model fits the time"
+
+
+def _better(problem: Problem, incumbent: Placement, coarsening: Coarsening, coarse: Placement) -> Placement | None:
+    """The expanded coarse placement (with the best of its schedules for the makespan) when the cost model finds it
+    valid and better than the incumbent."""
+    fine = coarsening.expand(coarse)
+    candidates = [fine, Placement(fine.graph, fine.cluster, fine.assign, fine.source)]
+    if coarse.schedule is not None and problem.cost_model().objective is Objective.MAKESPAN:
+        candidates.append(_ordered(problem, coarsening, coarse, fine))
+    best, value = None, problem.evaluate(incumbent).objective * (1 - 1e-9)
+    for p in candidates:
+        if p is None:
+            continue
+        ev = problem.evaluate(p)
+        if ev.valid and not problem.violations(p) and ev.objective < value:
+            best, value = p, ev.objective
+    return best
+
+
+def _ordered(problem: Problem, coarsening: Coarsening, coarse: Placement, fine: Placement) -> Placement | None:
+    """``fine`` list-scheduled in the coarse schedule's order (coarse starts, then each group's run order)."""
+    g, a = fine.graph, np.asarray(fine.assign)
+    rank = {v: (float(coarse.schedule.start[k]), k, i) for k, group in enumerate(coarsening.members)
+            for i, v in enumerate(group)}
+    builder = ListScheduler(g, fine.cluster, problem.cost_model().congestion)
+    try:
+        for v in sorted(range(g.n), key=rank.__getitem__):
+            builder.place(v, int(a[v]))
+    except (PlacementError, KeyError, IndexError):
+        return None
+    return Placement(g, fine.cluster, a, fine.source, schedule=builder.schedule())
+
+
+def remaining(deadline: float) -> float:
+    """Seconds until ``deadline`` (``time.perf_counter()``), never below 0."""
+    return max(0.0, deadline - time.perf_counter())
+
+
+__all__ = ["coarse_problem", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]
