@@ -63,11 +63,12 @@ def build(spec: str, *, batch: int = 1, seq: int | None = None, device: str = "c
           ) -> tuple[Any, tuple, dict[str, Any]]:
     """The model of ``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) built on ``device`` with seed ``seed``."""
     torch = _torch()
+    dev = _device(torch, device)
     fn = factory(spec)
     wanted = inspect.signature(fn).parameters
     given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
     torch.manual_seed(seed)
-    with torch.device(device):
+    with dev:
         built = fn(**given)
     if not isinstance(built, tuple) or len(built) not in (2, 3):
         raise SpecError(f"factory {spec!r} must return (module, args) or (module, args, kwargs), "
