@@ -1,10 +1,10 @@
 """Place a small GPT and a small ResNet-style CNN on 2 pipeline stages, export the split, and run it.
 
 For each model: profile its modules on the CPU (:mod:`placement_dsl.profile`), import it through
-``torch.export`` with the measured costs, place it on 2 accelerators (throughput objective,
-stage boundaries between depth-2 modules, no CPU stage) with the DP over ideals, export the split
-to ``torch.distributed.pipelining`` and execute it there: GPipe and 1F1B, gloo backend, one
-process per stage on the CPU. The script checks that torch accepts the split, that every split
+``torch.export`` with the measured costs, place it on 2 accelerators (the throughput of a training
+step, 1F1B's ``max (FW + BW)``; stage boundaries between depth-2 modules; no CPU stage) with the DP
+over ideals, export the split to ``torch.distributed.pipelining`` and execute it there: GPipe and
+1F1B, gloo backend, one process per stage on the CPU. The script checks that torch accepts the split, that every split
 point names a module of the model, and that the pipeline's output equals the unsplit model's;
 then it prints the predicted and measured time per micro-batch of each stage (forward and
 backward, ms) and of each schedule's training step.
@@ -33,6 +33,7 @@ from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint
 
 from placement_dsl import Cluster, Placement, evaluate
 from placement_dsl.boundaries import Boundaries
+from placement_dsl.evaluate import CostModel
 from placement_dsl.export import export
 from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
@@ -207,13 +208,16 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int) -
     return plan
 
 
-def place(graph: Any, stages: int = 2) -> Placement:
-    """The best contiguous split of ``graph`` over ``stages`` accelerators, boundaries between depth-2 modules."""
+def place(graph: Any, rows: list[ModuleTime], stages: int = 2) -> Placement:
+    """The best contiguous split of ``graph`` over ``stages`` accelerators for a training step, boundaries between
+    depth-2 modules: the DP over ideals on the training graph with the measured backward times, objective
+    ``pipedream`` (the throughput of 1F1B: ``max (FW + BW)`` over the stages); its forward part."""
     cluster = Cluster.accelerators(stages, bandwidth=BANDWIDTH)
+    train = training_graph(graph, rows, KIND)
     term = Boundaries.modules(DEPTH)
-    term.validate(graph, cluster)
-    result = run("dp", term.apply(graph, cluster), cluster)
-    return Placement(graph, cluster, result.placement.assign)
+    term.validate(train, cluster)
+    result = run("dp", term.apply(train, cluster), cluster, model=CostModel.named("pipedream"))
+    return Placement(graph, cluster, result.placement.assign[:graph.n])
 
 
 def placement_of(graph: Any, first_of_stage: list[str], stages: int = 2) -> Placement:
@@ -251,7 +255,7 @@ def _fastest_ms(fn: Any, repeat: int) -> float:
 
 
 def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
-    """Forward and backward ms of this rank's stage module on one micro-batch, timed alone (both ranks at once)."""
+    """Forward and backward ms of this rank's stage module on one micro-batch, timed alone (the fastest run)."""
     h = x
     for k in range(rank):
         h = pipe.get_stage_module(k)(h)
@@ -331,9 +335,12 @@ def _run_job(rank: int, p: Prepared) -> dict:
                 out[f"{name}_max_abs_diff"] = float((y.detach() - want).abs().max())
                 out[f"{name}_allclose"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
         out[f"{name}_step_ms"] = min(steps[1:])
-    dist.barrier()
     mb = job["microbatch"]
-    fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
+    for turn in range(dist.get_world_size()):  # one rank at a time: the ranks share the machine's cores
+        dist.barrier()
+        if turn == rank:
+            fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
+    dist.barrier()
     out.update(forward_ms=fw, backward_ms=bw)
     return out
 
@@ -386,10 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
-        plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows)), rows, microbatches)
+        plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows), rows), rows, microbatches)
         plans.append(plan)
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
-                     "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 5 if args.quick else 10})
+                     "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
     ok = True
     runs = execute(jobs, args.quick)
     scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])

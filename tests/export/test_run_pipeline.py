@@ -50,7 +50,7 @@ def test_example_runs_both_models_and_schedules(tmp_path):
 def test_plan_is_two_stages_between_blocks(run_pipeline):
     rows = run_pipeline.profiled("gpt", 2, True)
     graph = run_pipeline.workload_graph("gpt", 2, True, rows)
-    plan = run_pipeline.plan_for(run_pipeline.place(graph), rows, 4)
+    plan = run_pipeline.plan_for(run_pipeline.place(graph, rows), rows, 4)
     (point,) = plan.split_spec
     assert re.fullmatch(r"h\.[1-3]", point)
     assert len(plan.forward_ms) == len(plan.backward_ms) == 2 and min(plan.forward_ms) > 0
