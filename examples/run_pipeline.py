@@ -4,7 +4,8 @@ For each model: profile its modules on the CPU (:mod:`placement_dsl.profile`), i
 ``torch.export`` with the measured costs, place it on 2 accelerators (the throughput of a training
 step, 1F1B's ``max (FW + BW)``; stage boundaries between depth-2 modules; no CPU stage) with the DP
 over ideals, export the split to ``torch.distributed.pipelining`` and execute it there: GPipe and
-1F1B, gloo backend, one process per stage on the CPU. The script checks that torch accepts the split, that every split
+1F1B, gloo backend, one process per stage on the CPU, and the exported schedule CSV (1F1B and GPipe)
+run by torch's schedule runtime (``_PipelineScheduleRuntime._load_csv``). The script checks that torch accepts the split, that every split
 point names a module of the model, and that the pipeline's output equals the unsplit model's;
 then it prints the predicted and measured time per micro-batch of each stage (forward and
 backward, ms) and of each schedule's training step.
@@ -30,6 +31,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
+from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
 from placement_dsl import Cluster, Placement, evaluate
 from placement_dsl.boundaries import Boundaries
@@ -54,6 +56,7 @@ KIND = "accelerator"  # the kind of the pipeline's stage devices; here each is a
 BANDWIDTH = 1e6  # bytes per ms between two ranks (gloo over the loopback moves about 1 GB/s)
 DEPTH = 2  # stage boundaries between modules of two dotted parts: h.N of the GPT, blocks.N of the CNN
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
 
 
 # ---------------------------------------------------------------------------- the models
@@ -179,12 +182,13 @@ class Plan:
     forward_ms: list[float]
     backward_ms: list[float]
     step_ms: dict[str, float] = field(default_factory=dict)  # predicted time per micro-batch of a schedule's step
+    csv: dict[str, str] = field(default_factory=dict)  # the exported schedule CSV of each CSV schedule
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
     """Each depth-2 module's measured forward and backward time on one CPU thread."""
     model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=5 if quick else 10, warmup=1)
+    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3)
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:
@@ -235,6 +239,9 @@ def plan_for(placement: Placement, rows: list[ModuleTime], microbatches: int) ->
     """The exported split of ``placement`` with its predicted times."""
     plan = predicted(placement, rows, microbatches)
     plan.split_spec = export(placement, "torch-pipelining").data["split_spec"]
+    for name, schedule in CSV.items():
+        plan.csv[name] = export(placement, "schedule-csv", microbatches=microbatches, schedule=schedule).text
+        plan.step_ms[name] = plan.step_ms[schedule]
     return plan
 
 
@@ -316,13 +323,25 @@ def worker(rank: int, world: int, port: int, prepared: list[Prepared], out_dir: 
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
 
 
+def _schedule(name: str, stage: Any, job: dict) -> Any:
+    """Torch's schedule ``name``, or torch's schedule runtime reading the exported CSV (``csv-...``)."""
+    if name in SCHEDULES:
+        return SCHEDULES[name](stage, job["microbatches"], loss_fn=loss_fn)
+    runtime = _PipelineScheduleRuntime([stage], job["microbatches"], loss_fn=loss_fn)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "schedule.csv")
+        path.write_text(job["csv"][name])
+        runtime._load_csv(str(path), format="compute_only")
+    return runtime
+
+
 def _run_job(rank: int, p: Prepared) -> dict:
     job, m = p.job, p.job["microbatches"]
     stage = p.pipe.build_stage(rank, torch.device("cpu"))
     last = rank == dist.get_world_size() - 1
     out: dict[str, Any] = {"model": job["model"], "rank": rank}
     for name in job["schedules"]:
-        schedule = SCHEDULES[name](stage, m, loss_fn=loss_fn)
+        schedule = _schedule(name, stage, job)
         steps = []
         for i in range(job["steps"] + 1):
             dist.barrier()
@@ -388,14 +407,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="gpt,cnn", help="comma-separated: gpt, cnn")
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
-    schedules = list(SCHEDULES)
+    schedules = [*SCHEDULES, *CSV]
     plans, jobs = [], []
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
         plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows), rows), rows, microbatches)
         plans.append(plan)
-        jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
+        jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
+                     "microbatch": microbatch,
                      "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
     ok = True
     runs = execute(jobs, args.quick)

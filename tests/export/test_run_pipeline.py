@@ -1,4 +1,5 @@
-"""The exported split runs in torch.distributed.pipelining: two CPU ranks, GPipe and 1F1B, outputs as unsplit.
+"""The exported split runs in torch.distributed.pipelining: two CPU ranks, GPipe and 1F1B, and the exported
+schedule CSV run by torch's schedule runtime; outputs as unsplit.
 
 ``examples/run_pipeline.py --quick`` profiles, imports (torch.export), places and exports a small
 GPT and a small ResNet-style CNN, then runs each split on 2 gloo processes; it exits non-zero when
@@ -40,7 +41,7 @@ def test_example_runs_both_models_and_schedules(tmp_path):
     assert re.search(r"^gpt: split_spec \{'h\.\d': 'beginning'\}$", out, flags=re.MULTILINE), out
     assert re.search(r"^cnn: split_spec \{'blocks\.\d': 'beginning'\}$", out, flags=re.MULTILINE), out
     for model in ("gpt", "cnn"):
-        for schedule in ("gpipe", "1f1b"):
+        for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
             assert f"{model} {schedule}: output matches the unsplit model: True" in out, out
             assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
@@ -54,7 +55,7 @@ def test_plan_is_two_stages_between_blocks(run_pipeline):
     (point,) = plan.split_spec
     assert re.fullmatch(r"h\.[1-3]", point)
     assert len(plan.forward_ms) == len(plan.backward_ms) == 2 and min(plan.forward_ms) > 0
-    assert plan.step_ms["gpipe"] >= plan.step_ms["1f1b"] > 0
+    assert plan.step_ms["gpipe"] >= plan.step_ms["1f1b"] * (1 - 1e-9) > 0  # GPipe's flush: never faster
 
 
 def test_split_naming_no_module_is_refused(run_pipeline):
