@@ -19,20 +19,22 @@ Which modules: those the forward calls, at most ``depth`` dotted parts deep, tha
 other such module (``depth=None``: the innermost modules called). Ops outside them (a
 container's own glue) are left to the calibrated roofline (:func:`placement_dsl.io.costs.apply_costs`).
 
-:func:`write_profile` writes the rows as the CSV ``import --costs`` reads (``op,kind,ms`` plus
-the backward columns, which that reader ignores); :func:`training_graph` gives a workload's
-training graph whose backward ops carry the measured backward times, and
+:func:`write_profile` writes the rows as the CSV ``import --costs`` reads (``op,kind,ms``, the
+forward, plus the backward columns, which it keeps for ``--training`` through
+:func:`with_measured_backward`); :func:`training_graph` gives a workload's training graph whose
+backward ops carry the measured backward times, and
 :func:`calibration` compares predicted with measured stage times.
 
 Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 """
 from __future__ import annotations
 
+import csv
 import inspect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from .errors import SpecError
@@ -229,31 +231,62 @@ def _shares(graph: Graph, module: str, kind: str) -> dict[int, float]:
     return {i: (t / total if total > 0 else 1.0 / len(members)) for i, t in zip(members, times)}
 
 
-def training_graph(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph:
-    """The training graph of a forward ``graph`` whose backward ops take the measured backward times.
+def with_measured_backward(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph:
+    """``graph`` whose forward ops carry the measured backward time in ``attrs["backward_work"][kind]``.
 
-    Each module's ``backward_ms`` is shared over the backward ops of its forward ops in proportion
-    to their forward times on ``kind``; the other backward ops keep twice their forward time
-    (:func:`placement_dsl.zoo.training.with_backward`).
+    Each module's ``backward_ms`` is shared over its forward ops in proportion to their forward
+    times on ``kind``; :func:`placement_dsl.zoo.training.with_backward` (``--training``) gives their
+    backward ops these times, and the other backward ops twice their forward time.
     """
-    if graph.is_training:
-        raise SpecError(f"training_graph: graph {graph.name!r} already has a backward pass")
-    backward: dict[str, float] = {}
+    backward: dict[int, float] = {}
     for r in rows:
         shares = _shares(graph, r.module, kind)
         if not shares:
             raise SpecError(f"profile: module {r.module!r} has no op in graph {graph.name!r}; profile the model "
                             f"the workload was imported from")
         for i, share in shares.items():
-            backward[graph.ops[i].name] = backward.get(graph.ops[i].name, 0.0) + r.backward_ms * share
-    ops, edges = with_backward(graph.ops, graph.edges)
-    out = []
-    for op in ops:
-        fw = op.name[:-5] if op.backward and op.name.endswith(".grad") else None
-        if fw in backward:
-            op = op.model_copy(update={"work": {**op.work, kind: rounded(backward[fw])}})
-        out.append(op)
-    return Graph(out, edges, name=graph.name)
+            backward[i] = backward.get(i, 0.0) + r.backward_ms * share
+    ops = []
+    for i, op in enumerate(graph.ops):
+        if i in backward:
+            work = {**op.attrs.get("backward_work", {}), kind: rounded(backward[i])}
+            op = op.model_copy(update={"attrs": {**op.attrs, "backward_work": work}})
+        ops.append(op)
+    return graph.replace(ops=ops)
+
+
+def training_graph(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph:
+    """The training graph of a forward ``graph`` whose backward ops take the measured backward times
+    (:func:`with_measured_backward`)."""
+    if graph.is_training:
+        raise SpecError(f"training_graph: graph {graph.name!r} already has a backward pass")
+    measured = with_measured_backward(graph, rows, kind)
+    ops, edges = with_backward(measured.ops, measured.edges)
+    return Graph(ops, edges, name=graph.name)
+
+
+def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
+    """The rows of a CSV :func:`write_profile` wrote, per device kind; ``{}`` for a profile without backward times
+    (a plain ``op,kind,ms`` file, whose forward times :func:`placement_dsl.io.costs.read_costs` reads)."""
+    try:
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    except OSError as err:
+        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    reader = csv.DictReader(lines)
+    if "backward_ms" not in (reader.fieldnames or []):
+        return {}
+    out: dict[str, list[ModuleTime]] = {}
+    for line, row in enumerate(reader, start=2):
+        try:
+            times = [float(row[c]) for c in ("ms", "backward_ms", "input_grad_ms", "weight_grad_ms")]
+            calls = int(row.get("calls") or 1)
+        except (TypeError, ValueError, KeyError):
+            raise SpecError(f"cost profile {str(path)!r} row {line}: times {[row.get(c) for c in COLUMNS[2:]]} "
+                            f"must be numbers of ms") from None
+        if not all(0 <= t < float("inf") for t in times):
+            raise SpecError(f"cost profile {str(path)!r} row {line}: times {times} must be finite and >= 0")
+        out.setdefault(row.get("kind") or "accelerator", []).append(ModuleTime(str(row["op"]), *times, calls))
+    return out
 
 
 @dataclass(frozen=True)
@@ -304,4 +337,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["COLUMNS", "DEVICES", "ModuleTime", "StageFit", "build", "calibrated", "calibration", "calibration_table",
-           "profile_csv", "profile_module", "scale_of", "training_graph", "write_profile"]
+           "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+           "write_profile"]

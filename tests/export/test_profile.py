@@ -79,6 +79,22 @@ def test_cli_profile_writes_what_import_costs_reads(tiny: str, tmp_path: Path, c
     head = [op for op in g.ops if op.attrs.get("module") == "head"]
     assert sum(op.work["accelerator"] for op in head) == pytest.approx(float(rows[3]["ms"]), rel=1e-3)
     assert all("accelerator" in op.attrs.get("measured", []) for op in head)
+    train = load_workload(out, training=True).graph  # --training: the measured backward, not twice the forward
+    head_bw = [op for op in train.ops if op.backward and op.attrs.get("module") == "head"]
+    assert sum(op.work["accelerator"] for op in head_bw) == pytest.approx(float(rows[3]["backward_ms"]), rel=1e-3)
+
+
+def test_read_profile(tmp_path: Path):
+    plain = tmp_path / "plain.csv"
+    plain.write_text("op,kind,ms\nhead,accelerator,0.5\n")
+    assert profile.read_profile(plain) == {}  # forward times only: read_costs reads them
+    bad = tmp_path / "bad.csv"
+    bad.write_text("op,kind,ms,backward_ms,input_grad_ms,weight_grad_ms,calls\nhead,accelerator,0.5,x,0,0,1\n")
+    with pytest.raises(SpecError, match=r"bad\.csv' row 2: times \['0\.5', 'x'"):
+        profile.read_profile(bad)
+    rows = [profile.ModuleTime("head", 0.5, 1.25, 0.75, 0.5, 1)]
+    profile.write_profile(rows, tmp_path / "p.csv", "cpu", note="measured")
+    assert profile.read_profile(tmp_path / "p.csv") == {"cpu": rows}
 
 
 def test_cli_profile_refuses_bad_input_with_exit_2(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
