@@ -221,6 +221,8 @@ def place(graph: Any, rows: list[ModuleTime], stages: int = 2) -> Placement:
     term = Boundaries.modules(DEPTH)
     term.validate(train, cluster)
     result = run("dp", term.apply(train, cluster), cluster, model=CostModel.named("pipedream"))
+    verdict = evaluate(result.placement, CostModel.named("pipedream"))
+    assert verdict.valid and abs(verdict.objective - result.objective) <= 1e-9 * max(1.0, verdict.objective)
     return Placement(graph, cluster, result.placement.assign[:graph.n])
 
 
