@@ -10,6 +10,7 @@ from ..files import check_writable
 from ..io import Workload, formats, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..limits import MAX_DEVICES
+from ..profile import read_profile, with_measured_backward
 from ..report import human_bytes
 from .arguments import common, number, quiet
 from .common import EPILOG, EXIT_OK
@@ -45,6 +46,8 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
     if not args.costs:
         return w, []
     graph, fits = apply_costs(w.graph, read_costs(args.costs), calibrate_rest=not args.no_calibrate)
+    for kind, rows in read_profile(args.costs).items():  # a 'placement-dsl profile' file's backward times
+        graph = with_measured_backward(graph, rows, kind)
     calibration = {k: {"compute_scale": f.compute_scale, "memory_scale": f.memory_scale, "samples": f.samples}
                    for k, f in fits.items()}
     lines = [f"calibrated {k}: compute x{f.compute_scale:.3g}, memory x{f.memory_scale:.3g} from {f.samples} "

@@ -13,6 +13,7 @@ from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
 from .export import add_export_parser
 from .importer import add_import_parser
+from .profile import add_profile_parser
 from .schedules import add_congestion_arg
 from .show import add_show_parser
 from .sweep import add_sweep_parsers
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_show_parser(sub)
     add_import_parser(sub)
     add_export_parser(sub)
+    add_profile_parser(sub)
     return p
 
 

@@ -1,6 +1,6 @@
 """PyTorch modules as workloads through ``torch.export``, on the meta device (no weights are made).
 
-``MODULE:FACTORY`` names a function building the model; it is called under
+``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) names a function building the model; it is called under
 ``torch.device("meta")`` with the keyword arguments it takes among ``batch`` and ``seq`` and
 returns ``(module, args)`` or ``(module, args, kwargs)``: the example inputs fix every shape.
 The exported graph gives one op per ATen call:
@@ -20,9 +20,12 @@ Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import math
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..cluster import Cluster
@@ -224,13 +227,33 @@ def factory(spec: str) -> Callable[..., Any]:
     if not mod_name or not attr:
         raise SpecError(f"{spec!r} is not MODULE:FACTORY (e.g. mypkg.models:make_gpt) nor an .onnx file")
     try:
-        module = importlib.import_module(mod_name)
+        module = _from_file(mod_name) if mod_name.endswith(".py") else importlib.import_module(mod_name)
     except ImportError as err:
         raise SpecError(f"cannot import module {mod_name!r} of {spec!r}: {err}; check the name and PYTHONPATH") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise SpecError(f"module {mod_name!r} has no function {attr!r}; name the factory returning (module, args)")
     return fn
+
+
+def _from_file(path: str) -> Any:
+    """The Python file ``path`` as a module named after it, kept in ``sys.modules`` (so a spawned process finds
+    what the file defines); a missing file is an ImportError."""
+    file = Path(path)
+    if not file.is_file():
+        raise ImportError(f"no file {path!r}")
+    name = file.stem
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(file.resolve()):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file.resolve())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - a model file may fail in many ways
+        del sys.modules[name]
+        raise ImportError(f"{type(err).__name__}: {str(err)[:200]}") from None
+    return module
 
 
 @importer("torch", model=True, spec=True)

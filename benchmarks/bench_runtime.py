@@ -1,0 +1,119 @@
+"""A real pipeline run: our split against torch's even split and DeepSpeed's ``parameters`` split.
+
+For the example models of ``examples/run_pipeline.py`` (a small GPT and a ResNet-style CNN) on 2
+stages on the CPU (gloo, one process and one thread per stage), three splits run by the same
+runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
+
+* **ours**: the DP over ideals on the training graph with the profiled forward and backward times
+  (objective ``pipedream``, stage boundaries between depth-2 modules);
+* **even**: torch's default even split, the same number of repeated blocks (``h.N``, ``blocks.N``)
+  on each stage;
+* **parameters**: DeepSpeed's ``partition_method="parameters"``: the depth-2 modules in execution
+  order as the layer list, cut where the larger part holds the fewest parameters.
+
+For each: the cost model's time per micro-batch of each stage (forward + backward, from the
+profile) against the time measured on the stage's own module, each schedule's step time per
+micro-batch (the simulator's against torch's, wall clock), the residuals after one calibration
+factor fitted over every stage of the run (the machine's speed against the profile's), and the
+measured throughput in samples per second.
+
+    python benchmarks/bench_runtime.py            # the full example sizes
+    python benchmarks/bench_runtime.py --quick    # the test's sizes
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import run_pipeline as rp
+from common import fmt, markdown_head, markdown_row
+
+from placement_dsl.export.layers import layer_prefix
+from placement_dsl.profile import calibrated, scale_of
+
+
+def blocks(graph, depth: int = rp.DEPTH) -> list[str]:
+    """The depth-``depth`` modules of ``graph`` in execution order."""
+    out: list[str] = []
+    for op in graph.ops:
+        path = str(op.attrs.get("module") or "")
+        head = ".".join(path.split(".")[:depth]) if path else ""
+        if head and head not in out:
+            out.append(head)
+    return out
+
+
+def even_point(graph) -> str:
+    """The first block of the second half of the repeated blocks (``h.N``, ``blocks.N``: the layer list)."""
+    prefix = layer_prefix(blocks(graph))
+    repeated = [m for m in blocks(graph) if m.rsplit(".", 1)[0] == prefix]
+    return repeated[len(repeated) // 2]
+
+
+def parameters_point(name: str, graph, quick: bool) -> str:
+    """DeepSpeed's ``parameters`` method for 2 parts: the cut of the layer list whose larger side holds the fewest
+    parameters (trainable parameters of each depth-2 module)."""
+    model, _, _ = rp.build(name, 1, quick)
+    modules = dict(model.named_modules())
+    layers = blocks(graph)
+    weights = [sum(p.numel() for p in modules[m].parameters()) for m in layers]
+    total, best, cut, prefix = sum(weights), None, 1, 0
+    for b in range(1, len(layers)):
+        prefix += weights[b - 1]
+        worst = max(prefix, total - prefix)
+        if best is None or worst < best:
+            best, cut = worst, b
+    return layers[cut]
+
+
+def plans(name: str, microbatch: int, microbatches: int, quick: bool) -> list[tuple[str, rp.Plan]]:
+    rows = rp.profiled(name, microbatch, quick)
+    graph = rp.workload_graph(name, microbatch, quick, rows)
+    out = [("ours", rp.plan_for(rp.place(graph, rows), rows, microbatches))]
+    for label, point in (("even", even_point(graph)), ("parameters", parameters_point(name, graph, quick))):
+        out.append((label, rp.plan_for(rp.placement_of(graph, [point]), rows, microbatches)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the test's small models and few steps")
+    ap.add_argument("--models", default="gpt,cnn")
+    args = ap.parse_args()
+    microbatch, microbatches = (2, 4) if args.quick else (4, 8)
+    schedules = list(rp.SCHEDULES)
+    start = time.perf_counter()
+    rp.torch.set_num_threads(1)
+    runs = [(name, label, plan) for name in args.models.split(",")
+            for label, plan in plans(name, microbatch, microbatches, args.quick)]
+    jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
+             "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20}
+            for name, _, plan in runs]
+    results = rp.execute(jobs, args.quick)
+    fits = [rp.stage_fits(plan, ranks) for (_, _, plan), ranks in zip(runs, results)]
+    scale = scale_of([f for fs in fits for f in fs])
+    print(f"micro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
+          f"calibration: predictions x{scale:.3f}\n")
+    markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
+                   "stage residual", "schedule", "step ms/mb predicted (cal.)", "step ms/mb measured",
+                   "step residual", "samples/s measured"])
+    for (name, label, plan), ranks, fs in zip(runs, results, fits):
+        cal = calibrated(fs, scale)
+        for s in schedules:
+            measured = max(r[f"{s}_step_ms"] for r in ranks)
+            want = plan.step_ms[s] * scale
+            markdown_row([name, label, ",".join(plan.split_spec), " / ".join(fmt(f.predicted_ms) for f in cal),
+                          " / ".join(fmt(f.measured_ms) for f in cal),
+                          " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in cal), s, fmt(want),
+                          fmt(measured), fmt(100 * (measured - want) / measured, ".1f") + "%",
+                          fmt(1e3 * microbatch / measured, ".1f")])
+            assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
+    print(f"\n{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

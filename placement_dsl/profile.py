@@ -1,0 +1,341 @@
+"""Measured module costs of a PyTorch model: forward, backward, input-gradient B and weight-gradient W.
+
+:func:`profile_module` runs the model once with forward hooks to record every call of the
+modules it times (with its inputs), then times each call alone on the device, ``repeat``
+times after ``warmup`` runs, and keeps the fastest run (the one least disturbed by other work on
+the machine; a median would measure the machine's load as much as the module):
+
+* ``forward_ms``: the module's forward with autograd recording, as a training step runs it;
+* ``backward_ms``: the gradients of the call's outputs with respect to its floating-point
+  inputs and its parameters together (one backward pass);
+* ``input_grad_ms`` (B) and ``weight_grad_ms`` (W): the gradients with respect to the inputs
+  alone and to the parameters alone. Torch's autograd computes each as its own backward pass
+  through the module, so the work shared by both (a weight's gradient needs the gradient of
+  the layer after it) is paid in each: ``B + W >= backward``. A call with no floating-point
+  input (an embedding's token ids) has B = 0, a module without parameters W = 0.
+
+A module called several times (one ``relu`` per block) is timed for every call, summed.
+Which modules: those the forward calls, at most ``depth`` dotted parts deep, that call no
+other such module (``depth=None``: the innermost modules called). Ops outside them (a
+container's own glue) are left to the calibrated roofline (:func:`placement_dsl.io.costs.apply_costs`).
+
+:func:`write_profile` writes the rows as the CSV ``import --costs`` reads (``op,kind,ms``, the
+forward, plus the backward columns, which it keeps for ``--training`` through
+:func:`with_measured_backward`); :func:`training_graph` gives a workload's training graph whose
+backward ops carry the measured backward times, and
+:func:`calibration` compares predicted with measured stage times.
+
+Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
+"""
+from __future__ import annotations
+
+import csv
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+from .errors import SpecError
+from .files import write_atomic
+from .graph import Graph
+from .io.costs import rounded
+from .io.torch_export import _torch, factory
+from .zoo.training import with_backward
+
+DEVICES = ("cpu", "cuda")
+COLUMNS = ("op", "kind", "ms", "backward_ms", "input_grad_ms", "weight_grad_ms", "calls")
+
+
+@dataclass(frozen=True)
+class ModuleTime:
+    """One module's measured times per call of the forward it is timed in, in ms (summed over its calls)."""
+
+    module: str
+    forward_ms: float
+    backward_ms: float
+    input_grad_ms: float
+    weight_grad_ms: float
+    calls: int
+
+
+# ---------------------------------------------------------------------------- building the model
+def build(spec: str, *, batch: int = 1, seq: int | None = None, device: str = "cpu", seed: int = 0
+          ) -> tuple[Any, tuple, dict[str, Any]]:
+    """The model of ``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) built on ``device`` with seed ``seed``."""
+    torch = _torch()
+    dev = _device(torch, device)
+    fn = factory(spec)
+    wanted = inspect.signature(fn).parameters
+    given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
+    torch.manual_seed(seed)
+    with dev:
+        built = fn(**given)
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise SpecError(f"factory {spec!r} must return (module, args) or (module, args, kwargs), "
+                        f"got {type(built).__name__}")
+    module, args, kwargs = (*built, {}) if len(built) == 2 else built
+    return module, (args if isinstance(args, tuple) else (args,)), dict(kwargs)
+
+
+def _device(torch: Any, device: str) -> Any:
+    if device not in DEVICES:
+        raise SpecError(f"profile: --device {device!r} is not one of {list(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecError("profile: --device cuda, but torch sees no CUDA device; profile with --device cpu")
+    return torch.device(device)
+
+
+# ---------------------------------------------------------------------------- recording the calls
+def _chosen(calls: Mapping[str, list], depth: int | None) -> list[str]:
+    """The called modules at most ``depth`` parts deep that call no other such module, in call order."""
+    within = [m for m in calls if m and (depth is None or m.count(".") + 1 <= depth)]
+    return [m for m in within if not any(o != m and o.startswith(m + ".") for o in within)]
+
+
+def _record(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, list]:
+    """Every module call of one forward: FQN -> [(args, kwargs), ...] (tensors detached)."""
+    calls: dict[str, list] = {}
+    handles = []
+
+    def keep(name: str) -> Any:
+        def hook(_mod: Any, a: tuple, kw: dict) -> None:
+            det = torch.utils._pytree.tree_map(lambda t: t.detach() if torch.is_tensor(t) else t, (a, kw))
+            calls.setdefault(name, []).append(det)
+        return hook
+
+    for name, sub in module.named_modules():
+        if name:
+            handles.append(sub.register_forward_pre_hook(keep(name), with_kwargs=True))
+    try:
+        with torch.no_grad():
+            module(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+# ---------------------------------------------------------------------------- timing one call
+def _fastest_ms(torch: Any, device: Any, prepare: Any, fn: Any, repeat: int, warmup: int) -> float:
+    """The fastest ms of ``fn(prepare())`` over ``repeat`` runs after ``warmup`` (``prepare`` not timed)."""
+    times = []
+    for i in range(warmup + repeat):
+        given = prepare()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn(given)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= warmup:
+            times.append(1e3 * (time.perf_counter() - start))
+    return min(times)
+
+
+def _tensors(torch: Any, value: Any) -> list:
+    return [t for t in torch.utils._pytree.tree_leaves(value) if torch.is_tensor(t)]
+
+
+def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int) -> tuple[float, ...]:
+    """(forward, backward, B, W) ms of one recorded call of ``sub``."""
+    a, kw = call
+    params = [p for p in sub.parameters() if p.requires_grad]
+
+    def inputs() -> tuple[tuple, dict, list]:
+        def fresh(t: Any) -> Any:
+            if torch.is_tensor(t) and t.is_floating_point():
+                return t.clone().requires_grad_(True)
+            return t
+        a2, kw2 = torch.utils._pytree.tree_map(fresh, (a, kw))
+        return a2, kw2, [t for t in _tensors(torch, (a2, kw2)) if t.requires_grad]
+
+    forward = _fastest_ms(torch, device, inputs, lambda given: sub(*given[0], **given[1]), repeat, warmup)
+
+    def grads(which: str) -> float:
+        def once() -> None:
+            a2, kw2, ins = inputs()
+            outs = [t for t in _tensors(torch, sub(*a2, **kw2)) if t.requires_grad]
+            wrt = (ins if which != "W" else []) + (params if which != "B" else [])
+            if not outs or not wrt:
+                return
+            seeds = [torch.ones_like(t) for t in outs]
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            torch.autograd.grad(outs, wrt, seeds, allow_unused=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            spent.append(1e3 * (time.perf_counter() - start))
+
+        spent: list[float] = []
+        for _ in range(warmup + repeat):
+            once()
+        return min(spent[warmup:]) if len(spent) > warmup else 0.0
+
+    return forward, grads("BW"), grads("B"), grads("W")
+
+
+def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = None, *, depth: int | None = None,
+                   device: str = "cpu", repeat: int = 5, warmup: int = 2, threads: int | None = 1
+                   ) -> list[ModuleTime]:
+    """Time the modules of ``module`` called by ``module(*args, **kwargs)`` (see the module's documentation)."""
+    torch = _torch()
+    dev = _device(torch, device)
+    if repeat < 1 or warmup < 0 or (depth is not None and depth < 1) or (threads is not None and threads < 1):
+        raise SpecError(f"profile: repeat ({repeat}) and threads ({threads}) must be >= 1, warmup ({warmup}) >= 0, "
+                        f"depth ({depth}) >= 1")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    module = module.to(dev).train()
+    args, kwargs = torch.utils._pytree.tree_map(lambda t: t.to(dev) if torch.is_tensor(t) else t,
+                                                (tuple(args), dict(kwargs or {})))
+    calls = _record(torch, module, args, kwargs)
+    subs = dict(module.named_modules())
+    rows = []
+    for name in _chosen(calls, depth):
+        times = [_time_call(torch, dev, subs[name], call, repeat, warmup) for call in calls[name]]
+        f, b, bi, bw = (sum(t[i] for t in times) for i in range(4))
+        rows.append(ModuleTime(name, f, b, bi, bw, len(times)))
+    if not rows:
+        raise SpecError("profile: the model's forward calls no submodule; profile a model built of modules")
+    return rows
+
+
+# ---------------------------------------------------------------------------- files
+def profile_csv(rows: Sequence[ModuleTime], kind: str, note: str = "") -> str:
+    """The rows as the CSV ``placement-dsl import --costs`` reads (one ``# note`` line first)."""
+    lines = [f"# {note}"] if note else []
+    lines.append(",".join(COLUMNS))
+    for r in rows:
+        lines.append(",".join([r.module, kind, *(f"{rounded(v)}" for v in (r.forward_ms, r.backward_ms,
+                                                                            r.input_grad_ms, r.weight_grad_ms)),
+                               str(r.calls)]))
+    return "\n".join(lines) + "\n"
+
+
+def write_profile(rows: Sequence[ModuleTime], path: str | PurePath, kind: str, note: str = "") -> None:
+    """Write :func:`profile_csv` to ``path`` whole (atomically)."""
+    write_atomic(path, profile_csv(rows, kind, note))
+
+
+# ---------------------------------------------------------------------------- backward times and calibration
+def _shares(graph: Graph, module: str, kind: str) -> dict[int, float]:
+    """The forward ops of ``module`` (and its submodules) with their share of its time, by their ``kind`` time."""
+    members = [i for i, op in enumerate(graph.ops)
+               if not op.backward and (p := op.attrs.get("module")) and (p == module or p.startswith(module + "."))]
+    times = [graph.ops[i].time_on(kind) for i in members]
+    times = [t if t < float("inf") else 0.0 for t in times]
+    total = sum(times)
+    return {i: (t / total if total > 0 else 1.0 / len(members)) for i, t in zip(members, times)}
+
+
+def with_measured_backward(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph:
+    """``graph`` whose forward ops carry the measured backward time in ``attrs["backward_work"][kind]``.
+
+    Each module's ``backward_ms`` is shared over its forward ops in proportion to their forward
+    times on ``kind``; :func:`placement_dsl.zoo.training.with_backward` (``--training``) gives their
+    backward ops these times, and the other backward ops twice their forward time.
+    """
+    backward: dict[int, float] = {}
+    for r in rows:
+        shares = _shares(graph, r.module, kind)
+        if not shares:
+            raise SpecError(f"profile: module {r.module!r} has no op in graph {graph.name!r}; profile the model "
+                            f"the workload was imported from")
+        for i, share in shares.items():
+            backward[i] = backward.get(i, 0.0) + r.backward_ms * share
+    ops = []
+    for i, op in enumerate(graph.ops):
+        if i in backward:
+            work = {**op.attrs.get("backward_work", {}), kind: rounded(backward[i])}
+            op = op.model_copy(update={"attrs": {**op.attrs, "backward_work": work}})
+        ops.append(op)
+    return graph.replace(ops=ops)
+
+
+def training_graph(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph:
+    """The training graph of a forward ``graph`` whose backward ops take the measured backward times
+    (:func:`with_measured_backward`)."""
+    if graph.is_training:
+        raise SpecError(f"training_graph: graph {graph.name!r} already has a backward pass")
+    measured = with_measured_backward(graph, rows, kind)
+    ops, edges = with_backward(measured.ops, measured.edges)
+    return Graph(ops, edges, name=graph.name)
+
+
+def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
+    """The rows of a CSV :func:`write_profile` wrote, per device kind; ``{}`` for a profile without backward times
+    (a plain ``op,kind,ms`` file, whose forward times :func:`placement_dsl.io.costs.read_costs` reads)."""
+    try:
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    except OSError as err:
+        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    reader = csv.DictReader(lines)
+    if "backward_ms" not in (reader.fieldnames or []):
+        return {}
+    out: dict[str, list[ModuleTime]] = {}
+    for line, row in enumerate(reader, start=2):
+        try:
+            times = [float(row[c]) for c in ("ms", "backward_ms", "input_grad_ms", "weight_grad_ms")]
+            calls = int(row.get("calls") or 1)
+        except (TypeError, ValueError, KeyError):
+            raise SpecError(f"cost profile {str(path)!r} row {line}: times {[row.get(c) for c in COLUMNS[2:]]} "
+                            f"must be numbers of ms") from None
+        if not all(0 <= t < float("inf") for t in times):
+            raise SpecError(f"cost profile {str(path)!r} row {line}: times {times} must be finite and >= 0")
+        out.setdefault(row.get("kind") or "accelerator", []).append(ModuleTime(str(row["op"]), *times, calls))
+    return out
+
+
+@dataclass(frozen=True)
+class StageFit:
+    """Predicted against measured time of one stage (ms per micro-batch) and the residual."""
+
+    stage: int
+    predicted_ms: float
+    measured_ms: float
+
+    @property
+    def residual(self) -> float:
+        """``(measured - predicted) / measured`` (0 when both are 0)."""
+        return (self.measured_ms - self.predicted_ms) / self.measured_ms if self.measured_ms else 0.0
+
+
+def calibration(predicted: Sequence[float], measured: Sequence[float]) -> list[StageFit]:
+    """Stage by stage fits of ``predicted`` against ``measured`` times, refused if the lengths differ."""
+    if len(predicted) != len(measured):
+        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured")
+    return [StageFit(k, float(p), float(m)) for k, (p, m) in enumerate(zip(predicted, measured))]
+
+
+def scale_of(fits: Sequence[StageFit]) -> float:
+    """The one factor ``c`` minimizing ``sum (measured - c * predicted)^2`` over ``fits`` (1 without a prediction).
+
+    >>> scale_of(calibration([1.0, 2.0], [2.0, 4.0]))
+    2.0
+    """
+    num = sum(f.predicted_ms * f.measured_ms for f in fits)
+    den = sum(f.predicted_ms ** 2 for f in fits)
+    return num / den if den > 0 else 1.0
+
+
+def calibrated(fits: Sequence[StageFit], scale: float) -> list[StageFit]:
+    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's)."""
+    return [StageFit(f.stage, f.predicted_ms * scale, f.measured_ms) for f in fits]
+
+
+def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
+    """Predicted, measured and residual per stage, one line each, and the largest residual."""
+    lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
+    for f in fits:
+        lines.append(f"{f'stage {f.stage}':<14} {f.predicted_ms:>13.4f} {f.measured_ms:>12.4f} {f.residual:>8.1%}")
+    worst = max((abs(f.residual) for f in fits), default=0.0)
+    lines.append(f"largest residual {worst:.1%}")
+    return "\n".join(lines)
+
+
+__all__ = ["COLUMNS", "DEVICES", "ModuleTime", "StageFit", "build", "calibrated", "calibration", "calibration_table",
+           "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+           "write_profile"]

@@ -1,0 +1,139 @@
+"""Measured module costs: which modules are timed, B and W, the CSV ``import --costs`` reads, backward times
+on the training graph, and the calibration report."""
+from __future__ import annotations
+
+import csv
+import doctest
+import json
+from pathlib import Path
+
+import pytest
+
+from placement_dsl import profile
+from placement_dsl.cli import main
+from placement_dsl.errors import SpecError
+from placement_dsl.io import load_workload
+from placement_dsl.io.costs import read_costs
+
+TINY = '''
+import torch
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        self.act = nn.ReLU()  # called twice
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, idx):
+        return self.head(self.act(self.act(self.body(self.emb(idx)))))
+
+
+def make(batch=2):
+    return Tiny(), (torch.randint(0, 16, (batch, 3)),)
+'''
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> str:
+    pytest.importorskip("torch")
+    (tmp_path / "tiny.py").write_text(TINY)
+    return f"{tmp_path / 'tiny.py'}:make"
+
+
+def _rows(spec: str, depth: int | None) -> dict[str, profile.ModuleTime]:
+    module, args, kwargs = profile.build(spec, batch=2)
+    return {r.module: r for r in profile.profile_module(module, args, kwargs, depth=depth, repeat=2, warmup=0)}
+
+
+def test_modules_timed_at_a_depth_and_innermost(tiny: str):
+    rows = _rows(tiny, 1)
+    assert list(rows) == ["emb", "body", "act", "head"]
+    assert rows["act"].calls == 2 and rows["body"].calls == 1
+    assert list(_rows(tiny, None)) == ["emb", "body.0", "body.1", "body.2", "act", "head"]
+
+
+def test_input_and_weight_gradients(tiny: str):
+    rows = _rows(tiny, 1)
+    assert all(r.forward_ms > 0 and r.backward_ms > 0 for r in rows.values())
+    assert rows["emb"].input_grad_ms == 0 and rows["emb"].weight_grad_ms > 0  # token ids have no gradient
+    assert rows["act"].weight_grad_ms == 0 and rows["act"].input_grad_ms > 0  # no parameters
+    assert rows["head"].input_grad_ms > 0 and rows["head"].weight_grad_ms > 0
+
+
+def test_cli_profile_writes_what_import_costs_reads(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    costs, out = tmp_path / "costs.csv", tmp_path / "w.json"
+    assert main(["profile", tiny, "--out", str(costs), "--depth", "1", "--repeat", "2", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["module"] for m in shown["modules"]] == ["emb", "body", "act", "head"]
+    rows = list(csv.DictReader(line for line in costs.read_text().splitlines() if not line.startswith("#")))
+    assert list(rows[0]) == list(profile.COLUMNS) and {r["kind"] for r in rows} == {"accelerator"}
+    assert set(read_costs(costs)) == {"emb", "body", "act", "head"}
+    assert main(["import", tiny, "--batch", "2", "--costs", str(costs), "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["calibration"]["accelerator"]["samples"] > 0
+    g = load_workload(out).graph
+    head = [op for op in g.ops if op.attrs.get("module") == "head"]
+    assert sum(op.work["accelerator"] for op in head) == pytest.approx(float(rows[3]["ms"]), rel=1e-3)
+    assert all("accelerator" in op.attrs.get("measured", []) for op in head)
+    train = load_workload(out, training=True).graph  # --training: the measured backward, not twice the forward
+    head_bw = [op for op in train.ops if op.backward and op.attrs.get("module") == "head"]
+    assert sum(op.work["accelerator"] for op in head_bw) == pytest.approx(float(rows[3]["backward_ms"]), rel=1e-3)
+
+
+def test_read_profile(tmp_path: Path):
+    plain = tmp_path / "plain.csv"
+    plain.write_text("op,kind,ms\nhead,accelerator,0.5\n")
+    assert profile.read_profile(plain) == {}  # forward times only: read_costs reads them
+    bad = tmp_path / "bad.csv"
+    bad.write_text("op,kind,ms,backward_ms,input_grad_ms,weight_grad_ms,calls\nhead,accelerator,0.5,x,0,0,1\n")
+    with pytest.raises(SpecError, match=r"bad\.csv' row 2: times \['0\.5', 'x'"):
+        profile.read_profile(bad)
+    rows = [profile.ModuleTime("head", 0.5, 1.25, 0.75, 0.5, 1)]
+    profile.write_profile(rows, tmp_path / "p.csv", "cpu", note="measured")
+    assert profile.read_profile(tmp_path / "p.csv") == {"cpu": rows}
+
+
+def test_cli_profile_refuses_bad_input_with_exit_2(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = str(tmp_path / "c.csv")
+    assert main(["profile", str(tmp_path / "none.py:make"), "--out", out]) == 2
+    assert "none.py" in capsys.readouterr().err
+    assert main(["profile", tiny.replace(":make", ":nothing"), "--out", out]) == 2
+    assert "has no function 'nothing'" in capsys.readouterr().err
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        assert main(["profile", tiny, "--out", out, "--device", "cuda"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
+    assert not Path(out).exists()
+
+
+def test_training_graph_takes_the_measured_backward(tiny: str):
+    from placement_dsl.io.torch_export import load
+
+    rows = _rows(tiny, 1)
+    graph = load(tiny, batch=2).graph
+    train = profile.training_graph(graph, list(rows.values()), "accelerator")
+    assert train.is_training and train.n == 2 * graph.n
+    head = [op for op in train.ops if op.backward and op.attrs.get("module") == "head"]
+    assert sum(op.work["accelerator"] for op in head) == pytest.approx(rows["head"].backward_ms, rel=1e-3)
+    with pytest.raises(SpecError, match="module 'nowhere' has no op"):
+        profile.training_graph(graph, [profile.ModuleTime("nowhere", 1, 1, 0, 0, 1)], "accelerator")
+
+
+def test_calibration_report():
+    fits = profile.calibration([1.0, 3.0], [2.0, 5.0])
+    assert [round(f.residual, 3) for f in fits] == [0.5, 0.4]
+    scale = profile.scale_of(fits)
+    assert scale == pytest.approx(17 / 10)
+    table = profile.calibration_table(profile.calibrated(fits, scale))
+    assert table.splitlines()[1].split()[:4] == ["stage", "0", "1.7000", "2.0000"]
+    assert table.endswith("largest residual 15.0%")
+    with pytest.raises(SpecError, match="2 predicted stage times but 1 measured"):
+        profile.calibration([1.0, 2.0], [1.0])
+
+
+def test_module_doctests():
+    assert doctest.testmod(profile).failed == 0

@@ -1,0 +1,70 @@
+"""The exported split runs in torch.distributed.pipelining: two CPU ranks, GPipe and 1F1B, and the exported
+schedule CSV run by torch's schedule runtime; outputs as unsplit.
+
+``examples/run_pipeline.py --quick`` profiles, imports (torch.export), places and exports a small
+GPT and a small ResNet-style CNN, then runs each split on 2 gloo processes; it exits non-zero when
+torch refuses the split, when a split point names no module or when an output differs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "run_pipeline.py"
+
+
+@pytest.fixture(scope="module")
+def run_pipeline():
+    """The example as a module (its models, plan and runtime)."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        import run_pipeline as module
+        yield module
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+
+
+def test_example_runs_both_models_and_schedules(tmp_path):
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick"], cwd=tmp_path, env=env, capture_output=True, check=False,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"^gpt: split_spec \{'h\.\d': 'beginning'\}$", out, flags=re.MULTILINE), out
+    assert re.search(r"^cnn: split_spec \{'blocks\.\d': 'beginning'\}$", out, flags=re.MULTILINE), out
+    for model in ("gpt", "cnn"):
+        for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
+            assert f"{model} {schedule}: output matches the unsplit model: True" in out, out
+            assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms", out, flags=re.MULTILINE)
+        assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
+    assert out.rstrip().endswith("all outputs match the unsplit models")
+
+
+def test_plan_is_two_stages_between_blocks(run_pipeline):
+    rows = run_pipeline.profiled("gpt", 2, True)
+    graph = run_pipeline.workload_graph("gpt", 2, True, rows)
+    plan = run_pipeline.plan_for(run_pipeline.place(graph, rows), rows, 4)
+    (point,) = plan.split_spec
+    assert re.fullmatch(r"h\.[1-3]", point)
+    assert len(plan.forward_ms) == len(plan.backward_ms) == 2 and min(plan.forward_ms) > 0
+    assert plan.step_ms["gpipe"] >= plan.step_ms["1f1b"] * (1 - 1e-9) > 0  # GPipe's flush: never faster
+
+
+def test_split_naming_no_module_is_refused(run_pipeline):
+    job = {"model": "gpt", "split_spec": {"h.9": "beginning"}, "microbatches": 2, "microbatch": 1}
+    with pytest.raises(SystemExit, match=r"names no module of the model: \['h\.9'\]"):
+        run_pipeline.prepare(job, True, 2)
+
+
+def test_split_torch_cannot_make_two_stages_of_is_refused(run_pipeline):
+    job = {"model": "cnn", "split_spec": {}, "microbatches": 2, "microbatch": 1}
+    with pytest.raises(SystemExit, match="torch split it into 1 stages, not 2"):
+        run_pipeline.prepare(job, True, 2)
