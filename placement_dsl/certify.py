@@ -46,7 +46,9 @@ times, each edge paying the cheapest transfer between the devices its ends could
 latency model's write and read, the makespan's route) and ``device-work`` (the serial devices'
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
 of ops at once), both over all placements (:mod:`.bounds.latency`, :mod:`.bounds.makespan`).
-The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
+The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency levels where the
+cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where its devices
+run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
 best of list scheduling, CPOP, the best single device and the schedule local search: its dual
 bound), over the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
@@ -102,7 +104,7 @@ from .heuristics import run as heuristic
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
-from .objectives import Latency, Makespan
+from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
@@ -273,10 +275,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         run.offer(start, start.source or "start")
     if problem.has(DagOrder):
         _upper(run, UPPER, clock.left() / 4)
-    if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
-        latency_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
-    if isinstance(problem.objective, Makespan):  # the schedule levels' horizon and warm start
-        makespan_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
+    if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
+        upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper
+        upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()

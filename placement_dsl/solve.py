@@ -287,9 +287,9 @@ class _Stop:
 def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
-    if objective in (Objective.MAX_LOAD, Objective.MAKESPAN):
+    if objective is Objective.MAX_LOAD:
         return float(simple_lower_bound(problem.graph, problem.cluster))
-    if objective is Objective.LATENCY:
+    if objective in SINGLE_SAMPLE:  # hosts run ops at once and accelerators may run invocations: the path only
         return float(critical_path_bound(problem)[0])
     return None
 
