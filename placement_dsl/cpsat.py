@@ -323,7 +323,7 @@ def solve_model(problem: Problem, start: Placement | None, refusal: str, at: flo
         out = isolated(_solve, problem, None if hint is None else to_data(hint), at, gap, threads,
                        None if log_path is None else str(log_path), until=at)
     except BudgetSpent:  # the child outran its deadline (e.g. building a model too large): the start stands
-        out = {"assign": None, "status": Status.TIME_LIMIT.value, "build": 0.0, "wall": 0.0, "bound": None,
+        out = {"assign": None, "status": Status.TIME_LIMIT_NO_SOLUTION.value, "build": 0.0, "wall": 0.0, "bound": None,
                "exact": True, "factor": 1.0, "accepted": None}
     found = None if out["assign"] is None else from_data(problem, out)
     result = _certify(problem, found, hint, Status(out["status"]), out, refusal)

@@ -33,7 +33,7 @@ from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, Transfe
 from ..constraints import Congestion, Overflow, Term
 from ..errors import SpecError
 from ..evaluate import execution
-from ..objectives import Latency
+from ..objectives import Latency, Makespan
 from ..problem import Problem
 from .base import Formulation, Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE
@@ -83,6 +83,7 @@ def _makespan(term: Latency, problem: Problem) -> list[BlockTemplate]:
 
 RULES = {
     Latency: _makespan,  # the single-sample family: Latency and its alias Makespan
+    Makespan: _makespan,  # its own key too, so a table derived with ``rules={Makespan: ...}`` overrides it
     Congestion: drop,    # the templates read the mode from the problem (ScheduleData.congestion)
     ScheduleHint: drop,  # read by the skeleton and the objective rule (the horizon)
     Overflow: drop,      # a schedule's makespan charges no overflow: soft memory never binds it
