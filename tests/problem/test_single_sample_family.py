@@ -179,3 +179,14 @@ def test_host_cpus_run_ops_in_parallel_in_both_models():
     for c in (flat, linked):
         for name in ("latency", "makespan"):
             assert evaluate(Placement(g, c, [1, 1]), name).objective == 3.0
+
+
+def test_the_gantt_bars_follow_the_devices_not_the_name():
+    from placement_dsl.evaluate import CostModel
+    from placement_dsl.viz.single_sample import bars
+
+    flat = Placement(diamond(), Cluster.accelerators(2), [0, 0, 1, 0])
+    linked = Placement(diamond(), heterogeneous(), [0, 0, 1, 0])
+    for name in ("latency", "makespan"):
+        assert {b.label for b in bars(flat, CostModel.named(name))} >= {"acc0#1", "acc1#1"}  # invocations
+        assert {b.label for b in bars(linked, CostModel.named(name)) if not b.transfer} == {"a", "b", "c", "d"}
