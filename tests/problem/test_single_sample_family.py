@@ -190,3 +190,14 @@ def test_the_gantt_bars_follow_the_devices_not_the_name():
     for name in ("latency", "makespan"):
         assert {b.label for b in bars(flat, CostModel.named(name))} >= {"acc0#1", "acc1#1"}  # invocations
         assert {b.label for b in bars(linked, CostModel.named(name)) if not b.transfer} == {"a", "b", "c", "d"}
+
+
+def test_a_model_is_sized_by_the_formulation_that_writes_it_whatever_the_name():
+    from placement_dsl.formulations import get
+    from placement_dsl.sizing import build_seconds, estimate_nonzeros
+
+    n, m, D = 4, 4, 4
+    for name in ("latency", "makespan"):
+        p = problem(name, "none", "hierarchical")
+        assert estimate_nonzeros(p, get("schedule")) == 12.0 * (n + m) * D + 4.0 * n * n * D  # MOIRAI's MILP
+        assert build_seconds(p, get("schedule")) > build_seconds(p, get("latency"))  # its GDP transformation
