@@ -47,9 +47,11 @@ latency model's write and read, the makespan's route) and ``device-work`` (the s
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
 of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
 memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
-:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); a makespan also takes ``cut-segments`` (between two ops
-comparable with all others, each device that joins pays a transfer in and out, :mod:`.bounds.segments`).
-The makespan of a schedule (a ``Makespan`` objective, MOIRAI §III) adds ``schedule-lp`` (the LP of
+:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``cut-segments``
+(between two ops comparable with all others, each device that joins pays a transfer in and out,
+:mod:`.bounds.segments`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
+levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
+its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
 best of list scheduling, CPOP, the best single device and the schedule local search: its dual
 bound), over the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
@@ -105,7 +107,7 @@ from .heuristics import run as heuristic
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
-from .objectives import Latency, Makespan
+from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
@@ -276,10 +278,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         run.offer(start, start.source or "start")
     if problem.has(DagOrder):
         _upper(run, UPPER, clock.left() / 4)
-    if isinstance(problem.objective, Latency):  # the latency levels' horizon and warm start
-        latency_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
-    if isinstance(problem.objective, Makespan):  # the schedule levels' horizon and warm start
-        makespan_upper(run, clock.clip(min(20.0, clock.seconds / 4)))
+    if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
+        upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper
+        upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()

@@ -44,6 +44,10 @@ class Device(Validated):
     host: bool | None = Field(None, description="lives in host memory and pays no transfers (default: kind == 'cpu')")
     server: str | None = Field(None, description="server (machine) holding the device in a hierarchical cluster; "
                                                  "labelled devices exchange tensors over their links")
+    invocations: bool | None = Field(None, description="single sample: runs its ops as invocations of whole "
+                                                       "contiguous subgraphs (Tarnawski §4) rather than one op at a "
+                                                       "time (MOIRAI); default: a non-host device of a cluster "
+                                                       "without links (Cluster.invocation)")
 
     @field_validator("memory")
     @classmethod
@@ -279,6 +283,22 @@ class Cluster:
         return np.array([known.index(x) if x is not None else -1 for x in labels], dtype=np.int64)
 
     @property
+    def parallel(self) -> np.ndarray:
+        """Single sample: devices that run any number of ops at once, each as soon as its inputs are ready (the host
+        CPUs of Tarnawski §4, as many cores as the graph is wide): the host flag."""
+        return self.host
+
+    @cached_property
+    def invocation(self) -> np.ndarray:
+        """Single sample: devices that run whole contiguous subgraphs as invocations (reads, compute, writes;
+        Tarnawski §4, Fig. 3-4). A device's ``invocations`` flag, else every non-host device of a cluster without
+        links (its tensors go through host memory, which it reads and writes itself). Other non-host devices run
+        one op at a time with transfer tasks over routes (MOIRAI §III)."""
+        default = not self.links
+        return np.array([(d.invocations if d.invocations is not None else default) and not d.host
+                         for d in self.devices], dtype=bool)
+
+    @property
     def routed(self) -> bool:
         """Devices carry servers (:meth:`hierarchical`): transfers run over the route between the two
         devices (:attr:`route_bandwidth`) rather than through host memory at each device's bandwidth."""
@@ -301,10 +321,10 @@ class Cluster:
         return np.column_stack(cols)
 
     def homogeneous_groups(self) -> list[list[int]]:
-        """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host, server)."""
+        """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host, server, execution)."""
         groups: dict[tuple, list[int]] = {}
         for i, d in enumerate(self.devices):
-            groups.setdefault((d.kind, d.memory, d.speed, d.bandwidth, d.host, d.server), []).append(i)
+            groups.setdefault((d.kind, d.memory, d.speed, d.bandwidth, d.host, d.server, d.invocations), []).append(i)
         return list(groups.values())
 
     # ------------------------------------------------------------------ routes
@@ -416,7 +436,8 @@ class Cluster:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "devices": [d.model_dump(exclude={"server"} if d.server is None else None) for d in self.devices],
+            "devices": [d.model_dump(exclude={k for k in ("server", "invocations") if getattr(d, k) is None} or None)
+                        for d in self.devices],
             "links": [lk.model_dump() for lk in self.links],
             **({"routes": [{"src": r.src, "dst": r.dst, "path": list(r.path)} for r in self.routes]}
                if self.routes else {}),

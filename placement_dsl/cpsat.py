@@ -1,8 +1,8 @@
 """CP-SAT (OR-Tools) for makespan problems: MOIRAI's schedule (Zhang et al., eq. 4-8) as an interval model.
 
 :func:`solve_model` is the backend of :func:`placement_dsl.solve.solve` with ``solver="cpsat"``
-for problems with a :class:`~placement_dsl.objectives.Makespan` objective: ``solve`` checks the
-arguments, resolves the start (:func:`placement_dsl.starts.resolve`), keeps the deadline and
+for single-sample problems (:class:`~placement_dsl.objectives.Latency` or ``Makespan``) on devices that run
+one op at a time: ``solve`` checks the arguments, resolves the start (:func:`placement_dsl.starts.resolve`), keeps the deadline and
 certifies the answer like any other solver's, and returns one :class:`~placement_dsl.result.Result`.
 :func:`solve_schedule` and :func:`solve_schedule_cpsat` are deprecated wrappers of
 ``solve(problem, "schedule", solver=...)``. CP-SAT always runs in a child process (:func:`isolated`):
@@ -41,15 +41,16 @@ from .blocks.schedule import ScheduleData, retime, schedule_data
 from .constraints import Memory
 from .deadline import BudgetSpent
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError
+from .evaluate import execution
 from .formulations.schedule import horizon_of
-from .objectives import Makespan
+from .objectives import Latency
 from .placement import Placement
 from .problem import Problem
 from .result import Result, Seconds
 from .schedule import Schedule, check_schedule, list_schedule
 from .solvers.base import Status
 
-SUPPORTED = ("Makespan", "Memory", "Pin", "Colocate", "AllowedKinds", "Congestion", "ScheduleHint", "Overflow")
+SUPPORTED = ("Latency", "Memory", "Pin", "Colocate", "AllowedKinds", "Congestion", "ScheduleHint", "Overflow")
 MIN_SEARCH = 1.0  # seconds CP-SAT searches at least, even when the child's start-up (imports) ate the budget
 RESOLUTION = 10 ** 6  # integer time units over the horizon when no power of ten makes the durations integral
 
@@ -131,7 +132,7 @@ class ScheduleModel:
             m.Add(self.end[v] == self.start[v] + sum(self.scale.up(self.raw[v, d]) * self.x(v, d) for d in devs))
             for d in devs:
                 size = self.scale.up(self.raw[v, d])
-                if size > 0:
+                if size > 0 and not ctx.cluster.parallel[d]:  # a host runs any number of ops at once
                     device[d].append(m.NewOptionalFixedSizeIntervalVar(self.start[v], size, self.x(v, d), f"op{v}@{d}"))
         for intervals in device.values():
             m.AddNoOverlap(intervals)
@@ -280,9 +281,12 @@ STATUS = {"OPTIMAL": Status.OPTIMAL, "FEASIBLE": Status.TIME_LIMIT_FEASIBLE, "IN
 
 def check_terms(problem: Problem) -> None:
     """Refuse (:class:`SpecError`) a problem CP-SAT does not model: another objective, or terms outside :data:`SUPPORTED`."""
-    if not isinstance(problem.objective, Makespan):
+    if not isinstance(problem.objective, Latency):
         raise SpecError(f"solver 'cpsat' minimizes the makespan; the problem's objective is "
                         f"{type(problem.objective).__name__} (use solve() with a MILP solver)")
+    if execution(problem.cluster) == "invocations":
+        raise SpecError("solver 'cpsat' schedules devices that run one op at a time; this cluster's accelerators "
+                        "run invocations (Tarnawski's model, a cluster without links): use solve() with a MILP solver")
     other = sorted({type(t).__name__ for t in problem.constraints  # a subclass (Boundaries of Colocate) is its base
                     if not any(c.__name__ in SUPPORTED for c in type(t).__mro__)})
     if other:

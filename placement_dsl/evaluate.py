@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from .cluster import Cluster
 from .errors import SpecError
-from .invocation import invocations
+from .invocation import invocations, subgraph_levels
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
@@ -129,11 +130,9 @@ class CostModel:
         require = DEFAULT_REQUIRE
         if memory is MemoryMode.OVERFLOW:
             require = require - {"memory"}
-        if objective is Objective.MAKESPAN:
+        if objective in (Objective.LATENCY, Objective.MAKESPAN):  # one single-sample model: a schedule to check
             require = require | {"schedule"}
-        congestion = Congestion.NONE if objective is Objective.LATENCY else Congestion.PORT
-        return replace(cls(objective=objective, memory=memory, require=require, name=name, congestion=congestion),
-                       **changes)
+        return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
 
 
 @dataclass(frozen=True)
@@ -481,6 +480,66 @@ def invocation_latency(p: Placement, model: CostModel | None = None
     return s.latency, {g.names[i]: float(s.finish[i]) for i in range(g.n)}, subgraphs, out
 
 
+def execution(cluster: Cluster) -> str:
+    """How the single-sample schedule model runs ``cluster``'s devices: ``"invocations"`` when every device
+    either runs invocations or is parallel (Tarnawski's restriction), ``"ops"`` when every one either runs one
+    op at a time or is parallel (MOIRAI's general case); see :attr:`Cluster.invocation <placement_dsl.cluster.Cluster.invocation>`.
+
+    Raises :class:`SpecError` for a cluster mixing invocation devices and one-op-at-a-time devices.
+    """
+    inv, serial = cluster.invocation, ~cluster.invocation & ~cluster.parallel
+    if inv.any() and serial.any():
+        names = [cluster.names[d] for d in np.flatnonzero(inv)][:3], [cluster.names[d] for d in np.flatnonzero(serial)][:3]
+        raise SpecError(f"cluster: devices {names[0]} run invocations (invocations=True) and devices {names[1]} run "
+                        "one op at a time; the single-sample model takes one or the other: set every non-host "
+                        "device's invocations flag alike")
+    return "ops" if serial.any() else "invocations"
+
+
+def single_sample(p: Placement, model: CostModel | None = None
+                  ) -> tuple[float, dict[str, float], dict[str, int], list[Violation]]:
+    """Single-sample latency of one input: the one referee of the ``latency`` and ``makespan`` objectives.
+
+    One schedule model: every op gets a device and a start time, a tensor crossing devices is a transfer
+    task after its producer ends (over its route under ``model.congestion`` on a cluster with links; through
+    host memory otherwise), a device that is not parallel runs one thing at a time, and the latency is the
+    last finish. Two kinds of devices (:func:`execution`):
+
+    * one op at a time (MOIRAI §III, eq. 4-8; the general case): the placement's own schedule is checked
+      (:func:`~placement_dsl.schedule.check_schedule`), else list scheduling's is scored;
+    * invocations (Tarnawski §4, the restriction): an accelerator runs each contiguous subgraph of its ops as
+      one invocation that reads its inputs, computes and writes its outputs (reads and writes are the
+      transfers, at its bandwidth, on a cluster without links), subgraphs in turn. The schedule is then fixed
+      by the placement (every invocation as early as its inputs allow; :func:`invocation_latency`), so a
+      placement's attached schedule is not consulted.
+
+    Parallel (host) devices run every op as soon as its inputs are ready in both. Returns the latency, each op's
+    finish (invocations) , the subgraphs per accelerator and the violations; ``model.max_subgraphs`` caps the
+    subgraphs of an accelerator in both (Tarnawski Fig. 4's ``q``).
+    """
+    model = CostModel.named("latency") if model is None else model
+    if execution(p.cluster) == "invocations":
+        latency, finish, subgraphs, out = invocation_latency(p, model)
+        g, c = p.graph, p.cluster
+        times = c.times(g)[np.arange(g.n), p.assign]
+        out += [Violation("schedule", f"op {g.names[i]!r} cannot run on device {c.names[p.assign[i]]!r} "
+                                      f"(kind {c.devices[p.assign[i]].kind!r})")
+                for i in np.flatnonzero(~np.isfinite(times))[:10]]  # no schedule exists, as in the general case
+        return latency, finish, subgraphs, out
+    latency, problems = schedule_makespan(p, model.congestion)
+    out = [Violation("schedule", msg) for msg in problems]
+    q = model.max_subgraphs
+    if q is not None:
+        levels = subgraph_levels(p)
+        for d in np.flatnonzero(~p.cluster.host):
+            k = int(levels[p.assign == d].max(initial=0))
+            if k > q:
+                out.append(Violation("contiguous", f"device {p.cluster.names[d]!r} needs {k} contiguous subgraphs, "
+                                                   f"more than the {q} per accelerator allowed (max_subgraphs)",
+                                     essential=True))
+    return latency, {}, {}, out
+
+
 # ---------------------------------------------------------------------------- entry point
 def evaluate(placement: Placement, model: CostModel | str | None = None) -> Evaluation:
     """Score a placement: objective, validity (each violation named) and the per-device table.
@@ -516,11 +575,8 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     elif model.objective is Objective.GPIPE:
         objective = max([r.load_fw for r in rows] + [lk.load_fw for lk in links]) + \
             max([r.load_bw for r in rows] + [lk.load_bw for lk in links])
-    elif model.objective is Objective.MAKESPAN:  # the placement's schedule, else list scheduling's
-        objective, problems = schedule_makespan(placement, model.congestion)
-        violations.extend(Violation("schedule", msg) for msg in problems)
-    else:
-        latency, finish, subgraphs, problems = invocation_latency(placement, model)
+    else:  # latency and makespan: one single-sample schedule model, one referee
+        latency, finish, subgraphs, problems = single_sample(placement, model)
         objective = latency
         violations.extend(problems)
     valid = not any(v.counts(model.require) for v in violations)

@@ -137,5 +137,6 @@ def construct(model: type[Validated], item: Any, what: str, position: int) -> An
     try:
         return model(**data)
     except FieldError as err:  # named again: by its position when it has no name
-        name = data.get("name", data.get("src", f"#{position}"))
-        raise SpecError(f"{what} {name!r:.80}: {err.detail}") from None
+        ends = f"{str(data['src'])!r:.40} -> {str(data['dst'])!r:.40}" if "src" in data and "dst" in data else None
+        name = data.get("name", f"#{position}")
+        raise SpecError(f"{what} {ends or repr(name)[:80]}: {err.detail}") from None

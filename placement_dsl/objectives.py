@@ -134,35 +134,32 @@ def objective_of(model: CostModel) -> ObjectiveTerm:
 
 @dataclass(frozen=True)
 class Latency(ObjectiveTerm):
-    """Tarnawski et al. §4, Fig. 3: ``minimize TotalLatency >= Latency_v``, single-sample latency in the invocation model.
+    """Single-sample latency of one input: ``minimize max_v C_v``, the last finish of a schedule (one family).
 
-    An accelerator's subgraph starts once its inputs are in host memory, reads them, computes and
-    writes its outputs; a host op runs as soon as its inputs are ready (:mod:`placement_dsl.invocation`).
-    The phases of an invocation run in sequence, so ``overlap`` changes nothing. On a cluster with links
-    each tensor moves over its route instead of through host memory.
+    One schedule model scores it (:func:`~placement_dsl.evaluate.single_sample`): ops get devices and start
+    times, a tensor crossing devices is a transfer task after its producer (over its route on a cluster with
+    links, under :class:`~placement_dsl.constraints.Congestion`; through host memory otherwise), and a device
+    runs one thing at a time unless it is parallel (a host CPU, Tarnawski §4). MOIRAI's makespan (eq. 4-8) is
+    the general case, where devices run one op at a time; Tarnawski's invocation model (§4, Fig. 3-4) is the
+    restriction where accelerators run whole contiguous subgraphs as invocations (reads, compute, writes), the
+    default on a cluster without links (:attr:`Cluster.invocation <placement_dsl.cluster.Cluster.invocation>`);
+    :class:`~placement_dsl.constraints.Subgraphs` bounds their number. ``overlap`` changes nothing.
     """
 
     names: ClassVar[tuple[str, ...]] = ("latency",)
     cost_objective: ClassVar[CostObjective] = CostObjective.LATENCY
 
-    def cost_model_fields(self) -> dict[str, Any]:
-        """Transfers over links run in parallel unless a :class:`~placement_dsl.constraints.Congestion` term
-        (read after the objective) serializes them."""
-        return {"congestion": "none"}
+    def require(self) -> frozenset[str]:
+        return frozenset({"schedule"})
 
 
 @dataclass(frozen=True)
-class Makespan(ObjectiveTerm):
-    """MOIRAI eq. (4): ``minimize max_i C_i``, the end of a schedule on heterogeneous devices.
+class Makespan(Latency):
+    """MOIRAI eq. (4), ``minimize max_i C_i``: the same objective as :class:`Latency` under its paper's name.
 
-    Ops run one at a time per device (eq. 6) after their inputs (eq. 4a); a tensor crossing
-    devices is a transfer on a port or channel (eq. 7-8, :class:`~placement_dsl.constraints.Congestion`).
-    The cost model scores the placement's own schedule, else a list schedule
-    (:func:`~placement_dsl.schedule.schedule_makespan`). ``overlap`` changes nothing.
+    Kept for compatibility: it answers to ``"makespan"`` and scores every placement exactly as ``Latency`` does
+    (one referee, the same schedule model); the formulations, bounds and heuristics of the family take both.
     """
 
     names: ClassVar[tuple[str, ...]] = ("makespan",)
     cost_objective: ClassVar[CostObjective] = CostObjective.MAKESPAN
-
-    def require(self) -> frozenset[str]:
-        return frozenset({"schedule"})

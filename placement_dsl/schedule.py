@@ -287,7 +287,8 @@ def check_schedule(placement: Placement, schedule: Schedule,
     Ops last their time on their device (``cluster.times``); an op starts after each
     same-device predecessor ends and after the transfer of each cross-device input arrives;
     a transfer starts after its producer ends; every needed transfer is present (missing and
-    extra ones are reported); a device runs one op at a time; transfers obey ``congestion``.
+    extra ones are reported); a device runs one op at a time unless it is parallel (a host,
+    :attr:`Cluster.parallel <placement_dsl.cluster.Cluster.parallel>`); transfers obey ``congestion``.
     Comparisons allow ``1e-9`` of the horizon. The makespan is the latest finish of an op or
     a needed transfer (``inf`` when an op cannot run on its device or a transfer has no route).
     """
@@ -312,7 +313,7 @@ def check_schedule(placement: Placement, schedule: Schedule,
               f"finishes at {finish[prod[k]]:.6g}" for k in np.flatnonzero(have & (ts < finish[prod] - tol))]
     _report(out, early, "start-time")
     _report(out, _precedence(placement, start, finish, prod * c.size + recv, tf, tol), "precedence")
-    busy, moving = np.flatnonzero(dur > 0), np.flatnonzero(have & (tdur > 0))
+    busy, moving = np.flatnonzero((dur > 0) & ~c.parallel[a]), np.flatnonzero(have & (tdur > 0))
     transfers = (prod[moving], a[prod[moving]], recv[moving], ts[moving], tf[moving])
     _report(out, _contention(placement, (start, finish, busy), transfers, congestion, tol), "overlap")
     return horizon, out
@@ -403,6 +404,7 @@ class ListScheduler:
         self.transfer_start: dict[tuple[int, int], float] = {}
         self._arrive: dict[tuple[int, int], float] = {}
         self._devices = [Timeline() for _ in range(D)]
+        self._parallel = cluster.parallel.tolist()  # host devices run any number of ops at once (Tarnawski §4)
         self._ports = ([Timeline() for _ in range(D)], [Timeline() for _ in range(D)])
         self._channels: dict[tuple[int, int], Timeline] = {}
 
@@ -451,7 +453,7 @@ class ListScheduler:
         undo: list = []
         ready = self._inputs(v, d, undo, [])
         dur = float(self.times[v, d])
-        end = self._devices[d].earliest(ready, dur) + dur if math.isfinite(ready + dur) else math.inf
+        end = self._earliest_on(d, ready, dur) + dur if math.isfinite(ready + dur) else math.inf
         for line, token in reversed(undo):
             line.undo(token)
         return end
@@ -465,10 +467,15 @@ class ListScheduler:
                             f"(time {dur}, inputs ready at {ready})")
         for key, t, end in booked:
             self.transfer_start[key], self._arrive[key] = t, end
-        t = self._devices[d].earliest(ready, dur)
-        self._devices[d].book(t, dur)
+        t = self._earliest_on(d, ready, dur)
+        if not self._parallel[d]:
+            self._devices[d].book(t, dur)
         self.device[v], self.start[v], self.finish[v] = d, t, t + dur
         return t + dur
+
+    def _earliest_on(self, d: int, ready: float, dur: float) -> float:
+        """The first time device ``d`` can run ``dur`` from ``ready``: at once on a parallel (host) device."""
+        return ready if self._parallel[d] else self._devices[d].earliest(ready, dur)
 
     def schedule(self) -> Schedule:
         if -1 in self.device:

@@ -28,8 +28,8 @@ from typing import Any
 
 from .deadline import BudgetSpent, Deadline, model_seconds
 from .formulations import get
-from .formulations.latency import subgraphs_per_accelerator
-from .objectives import Latency, Makespan
+from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
+from .formulations.schedule import ScheduleFormulation
 
 __all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops"]
 
@@ -45,17 +45,16 @@ def _nonzeros(problem: Any, formulation: Any, n: float, m: float) -> float:
     """The estimate of :func:`estimate_nonzeros` for a graph of ``n`` ops and ``m`` edges on the problem's cluster."""
     D = problem.cluster.size
     A = max(int((~problem.cluster.host).sum()), 1)
-    objective = getattr(formulation, "objective", None)
-    if objective is Latency:
+    if isinstance(formulation, LatencyFormulation):  # by the model written: both take the one single-sample objective
         q = subgraphs_per_accelerator(problem)
         return 3.5 * n * max(m, 1) * A * min(max(q, 1), 6)
-    if objective is Makespan:
+    if isinstance(formulation, ScheduleFormulation):
         return 12.0 * (n + m) * D + 4.0 * n * n * D
     return 9.0 * (n + m) * D
 
 
 def _slower(formulation: Any) -> float:
-    return 4.0 if getattr(formulation, "objective", None) is Makespan else 1.0  # a Pyomo transformation more
+    return 4.0 if isinstance(formulation, ScheduleFormulation) else 1.0  # a Pyomo transformation more
 
 
 def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:

@@ -344,10 +344,10 @@ class _Stop:
 def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
-    if objective in (Objective.LATENCY, Objective.MAKESPAN):  # paths with route costs, work, segments
-        return single_sample_bound(problem)[0]
     if objective is Objective.MAX_LOAD:
         return float(simple_lower_bound(problem.graph, problem.cluster))
+    if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
+        return single_sample_bound(problem)[0]
     return None
 
 

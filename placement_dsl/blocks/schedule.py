@@ -257,7 +257,8 @@ def _pair_values(blk: pyo.Block, choice: dict[tuple[Any, Any], str]) -> Iterator
 
 @register
 class DeviceOverlap(_Timed):
-    """MOIRAI eq. (6): ops not ordered by precedence that may share a device never overlap there.
+    """MOIRAI eq. (6): ops not ordered by precedence that may share a device never overlap there (parallel
+    host devices excepted: they run any number of ops at once, Tarnawski §4).
 
     ``apart``: ``x_{id} + x_{jd} <= 1`` on every device both may occupy for a positive time
     (absent for colocated ops); ``first``: ``S_j >= S_i + p_i``; ``second``: ``S_i >= S_j + p_j``.
@@ -351,7 +352,8 @@ class MakespanObjective(_Timed):
         idx = ctx.graph.index
         blk.last = pyo.Constraint(sinks, rule=lambda b, v: b.makespan >= times.start(idx[v]) + times.duration(idx[v]),
                                   doc="C_max is at least every final op's completion (eq. 4)")
-        blk.device_busy = pyo.Constraint(ctx.devices, rule=lambda b, d: b.makespan >= sum(
+        serial = [d for d in ctx.devices if not ctx.cluster.parallel[ctx.cluster.index[d]]]
+        blk.device_busy = pyo.Constraint(serial, rule=lambda b, d: b.makespan >= sum(
             float(ctx.work[v, ctx.cluster.index[d]]) * ctx.x(v, ctx.cluster.index[d]) for v in range(ctx.n)
             if ctx.work[v, ctx.cluster.index[d]] > 0), doc="device d runs its ops one at a time within [0, C_max]")
         resources = data.resources()

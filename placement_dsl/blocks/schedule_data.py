@@ -61,7 +61,8 @@ class ScheduleData:
         for v, d in ctx.pins.items():
             self.allowed[ctx.unit == ctx.unit[v]] = np.arange(ctx.D) == d
         _check_memory(ctx, self.allowed)
-        self.busy = self.allowed & (ctx.work > 0)
+        self.parallel = ctx.cluster.parallel  # host devices run any number of ops at once (Tarnawski §4)
+        self.busy = self.allowed & (ctx.work > 0) & ~self.parallel  # ops that hold a device one at a time
         self.fastest = np.where(self.allowed, ctx.work, np.inf).min(axis=1)
         self.slowest = np.where(self.allowed, ctx.work, 0.0).max(axis=1)
         self._tasks(ctx)
@@ -69,8 +70,9 @@ class ScheduleData:
         bound = serial if horizon is None else min(serial, horizon / ctx.scale.time)
         self.horizon = bound * (1 + SLACK) + SLACK
         self.head, self.tail = _longest_paths(g, self.fastest)
+        serial_only = self.fastest if not self.parallel.any() else np.zeros(ctx.n)  # a host takes any work at once
         self.lower = max(float((self.head + self.fastest + self.tail).max(initial=0.0)),
-                         float(self.fastest.sum()) / ctx.D)
+                         float(serial_only.sum()) / ctx.D)
 
     # ------------------------------------------------------------------ tasks
     def _tasks(self, ctx: Context) -> None:

@@ -271,8 +271,8 @@ def route_path_makespan(problem: Any) -> tuple[float, str]:
 
 
 def energy_makespan(problem: Any) -> tuple[float, str]:
-    """:func:`energy_bound` of a makespan problem: every device runs one op at a time."""
+    """:func:`energy_bound` of a makespan problem: every device but the parallel hosts runs one op at a time."""
     g, c = problem.graph, problem.cluster
     kinds = np.array([d.kind for d in c.devices])
-    return energy_bound(g, allowed_times(problem), transfer_table(g, c), kinds=kinds), \
+    return energy_bound(g, allowed_times(problem), transfer_table(g, c), free=c.parallel, kinds=kinds), \
         f"work of {g.n} ops over {c.size} devices with heads and tails"

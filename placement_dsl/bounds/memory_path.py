@@ -28,8 +28,8 @@ import numpy as np
 
 from ..constraints import Contiguous, Memory
 from ..deadline import BudgetSpent, Deadline
+from ..evaluate import execution
 from ..graph import Graph
-from ..objectives import Latency
 from .makespan import allowed_times, transfer_table
 
 MAX_CELLS = 5e8  # DP cells (positions x run lengths x device classes over every path) priced before declining
@@ -41,8 +41,8 @@ def segment_data(problem: Any) -> dict[str, Any]:
     its memory, and each class's capacity."""
     g, c = problem.graph, problem.cluster
     times = allowed_times(problem)
-    latency = isinstance(problem.objective, Latency)
-    serial = np.flatnonzero(~c.host) if latency else np.arange(c.size)
+    latency = execution(c) == "invocations"  # Tarnawski's restriction, else one op at a time (MOIRAI)
+    serial = np.flatnonzero(~c.parallel)  # parallel hosts: an op there pays only its own time
     sent = np.where(np.diff(g.succ_ptr) > 0, g.out_bytes, 0.0)
     if latency:
         read = write = sent[:, None] * c.transfer_scale[serial][None]
@@ -52,7 +52,7 @@ def segment_data(problem: Any) -> dict[str, Any]:
         read = comm.min(axis=1) if c.size > 1 else np.zeros((g.n, 1))
         read = np.where(np.isfinite(read), read, 0.0)[:, serial]
         write = np.zeros_like(read)
-    hosts = np.flatnonzero(c.host) if latency else np.zeros(0, dtype=int)
+    hosts = np.flatnonzero(c.parallel)
     host = times[:, hosts].min(axis=1, initial=np.inf)
     cap = c.memory[serial] if problem.has(Memory) else np.full(serial.size, np.inf)
     # identical serial devices are one class: the same times, capacity and transfers
@@ -225,7 +225,7 @@ def segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float
     >>> from placement_dsl.problem import Problem
     >>> g = Graph([Op(name=x, work=1.0, param_bytes=2.0, out_bytes=1.0) for x in "abc"], [("a", "b"), ("b", "c")])
     >>> segment_bound(Problem(g, Cluster.accelerators(2, memory=4.0, bandwidth=1.0), Makespan(), [Memory()]))[0]
-    4.0
+    5.0
     """
     g = problem.graph
     if g.n == 0:

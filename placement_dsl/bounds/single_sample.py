@@ -12,7 +12,8 @@ import math
 from typing import Any
 
 from ..deadline import BudgetSpent, Deadline
-from ..objectives import Latency, Makespan
+from ..evaluate import execution
+from ..objectives import Latency
 from .latency import critical_path_bound, energy_latency, route_path_latency
 from .makespan import GRID, energy_makespan, route_path_makespan
 from .memory_path import segment_bound
@@ -31,24 +32,26 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
     >>> from placement_dsl.graph import Graph, Op
     >>> from placement_dsl.cluster import Cluster
     >>> from placement_dsl.constraints import Memory
+    >>> from placement_dsl.objectives import Makespan
     >>> from placement_dsl.problem import Problem
     >>> g = Graph([Op(name=x, work=1.0, param_bytes=2.0, out_bytes=1.0) for x in "abc"], [("a", "b"), ("b", "c")])
     >>> single_sample_bound(Problem(g, Cluster.accelerators(2, memory=4.0, bandwidth=1.0), Makespan(), [Memory()]))
-    (4.0, 'segment-path')
+    (5.0, 'segment-path')
     """
     clock = deadline or Deadline(SECONDS)
-    latency = isinstance(problem.objective, Latency)
+    if not isinstance(problem.objective, Latency):  # Makespan is its alias
+        raise TypeError(f"single_sample_bound: a Latency or Makespan objective, not {type(problem.objective).__name__}")
+    latency = execution(problem.cluster) == "invocations"  # Tarnawski's restriction, else one op at a time
     if latency:
         found = {"critical-path": critical_path_bound(problem)[0]}
         if problem.cluster.links:
             return found["critical-path"], "critical-path"
         found["route-path"] = route_path_latency(problem)[0]
-    elif isinstance(problem.objective, Makespan):
-        found = {"simple": simple_lower_bound(problem.graph, problem.cluster),
-                 "route-path": route_path_makespan(problem)[0]}
-        found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
     else:
-        raise TypeError(f"single_sample_bound: a Latency or Makespan objective, not {type(problem.objective).__name__}")
+        found = {"route-path": route_path_makespan(problem)[0]}
+        if not problem.cluster.parallel.any():  # the load and the cut segments count every device as serial
+            found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
+            found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
     if not problem.graph.is_training:
         try:
             found["segment-path"] = segment_bound(problem, clock)[0]
@@ -64,6 +67,6 @@ def energy_cells(problem: Any) -> float:
     """Array cells of the device-work bound: ops x weight vectors x serial devices (the simplex grid for up to
     four serial devices, :func:`~placement_dsl.bounds.makespan.dual_weights`)."""
     c = problem.cluster
-    serial = int((~c.host).sum()) if isinstance(problem.objective, Latency) else c.size
+    serial = int((~c.parallel).sum())  # parallel hosts add no work term
     weights = 2 + len({d.kind for d in c.devices}) + (math.comb(GRID + serial - 1, serial - 1) if 1 <= serial <= 4 else 0)
     return float(problem.graph.n) * weights * max(serial, 1)

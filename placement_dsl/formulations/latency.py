@@ -25,6 +25,7 @@ from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from ..blocks.latency_data import first_use_order, longest_run
 from ..constraints import Congestion, Contiguous, Subgraphs, Term
 from ..errors import SpecError
+from ..evaluate import execution
 from ..objectives import Latency
 from ..placement import PlacementClass
 from ..problem import Problem
@@ -73,6 +74,10 @@ def _hint(problem: Problem) -> LatencyHint | None:
 
 def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
     """Fig. 3's times and objective, and the symmetry rows, oriented by the problem's hint."""
+    if execution(problem.cluster) == "ops":
+        raise SpecError("formulation 'latency' writes Tarnawski's invocation model, where accelerators run whole "
+                        "contiguous subgraphs; this cluster's devices run one op at a time (MOIRAI: a cluster with "
+                        "links, or Device(invocations=False)); use formulation 'schedule'")
     if problem.cluster.links:
         raise SpecError("formulation 'latency' prices every transfer through host memory (Tarnawski Fig. 3) and cannot "
                         f"price the routes of a cluster with links ({len(problem.cluster.links)} links); use a latency "
@@ -86,13 +91,18 @@ def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
 class LatencyFormulation(ObjectiveFormulation):
     """The latency IP with a horizon from a known latency and the warm start's symmetry orientation."""
 
-    objective = Latency
-    minimizes = "single-sample latency"
+    objective = Latency  # the single-sample family: Latency and its alias Makespan
+    minimizes = "single-sample latency in the invocation model"
 
     def placement_class(self, problem: Problem) -> PlacementClass:
         """The problem's own class: ``q`` comes from the problem's terms (:func:`subgraphs_per_accelerator`),
         so the slots admit exactly the placements the problem does (``Subgraphs(1)`` included)."""
         return problem.placement_class()
+
+    def chosen_for(self, problem: Problem) -> bool:
+        """``formulation="auto"``: the family's formulation for the way the cluster runs ops
+        (:func:`~placement_dsl.evaluate.execution`: ``"invocations"`` here)."""
+        return super().chosen_for(problem) and execution(problem.cluster) == "invocations"
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
                 options: Mapping[str, Any]) -> Plan:

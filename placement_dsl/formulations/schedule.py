@@ -32,7 +32,8 @@ from ..blocks.base import BlockTemplate
 from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, TransferCongestion, TransferTasks
 from ..constraints import Congestion, Overflow, Term
 from ..errors import SpecError
-from ..objectives import Makespan
+from ..evaluate import execution
+from ..objectives import Latency, Makespan
 from ..problem import Problem
 from .base import Formulation, Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE
@@ -70,13 +71,19 @@ def _skeleton(problem: Problem) -> list[BlockTemplate]:
     return [Assignment(), OpTimes(h), TransferTasks(h), DeviceOverlap(h), TransferCongestion(h)]
 
 
-def _makespan(term: Makespan, problem: Problem) -> list[BlockTemplate]:
-    """Eq. (4): ``minimize C_max``, with device and port busy-time cuts."""
+def _makespan(term: Latency, problem: Problem) -> list[BlockTemplate]:
+    """Eq. (4): ``minimize C_max``, with device and port busy-time cuts; devices that run one op at a time (the
+    invocation restriction is the ``latency`` formulation's)."""
+    if execution(problem.cluster) == "invocations":
+        raise SpecError("formulation 'schedule' schedules devices that run one op at a time (MOIRAI); this cluster's "
+                        "accelerators run invocations (Tarnawski's model: a cluster without links, or "
+                        "Device(invocations=True)); use formulation 'latency'")
     return [MakespanObjective(horizon_of(problem))]
 
 
 RULES = {
-    Makespan: _makespan,
+    Latency: _makespan,  # the single-sample family: Latency and its alias Makespan
+    Makespan: _makespan,  # its own key too, so a table derived with ``rules={Makespan: ...}`` overrides it
     Congestion: drop,    # the templates read the mode from the problem (ScheduleData.congestion)
     ScheduleHint: drop,  # read by the skeleton and the objective rule (the horizon)
     Overflow: drop,      # a schedule's makespan charges no overflow: soft memory never binds it
@@ -86,8 +93,13 @@ RULES = {
 class ScheduleFormulation(ObjectiveFormulation):
     """The schedule MILP with a horizon from a known makespan (the warm start's, else list scheduling's)."""
 
-    objective = Makespan
-    minimizes = "the makespan of a schedule (MOIRAI eq. 4)"
+    objective = Latency
+    minimizes = "single-sample latency, the makespan of a schedule (MOIRAI eq. 4)"
+
+    def chosen_for(self, problem: Problem) -> bool:
+        """``formulation="auto"``: the family's formulation for the way the cluster runs ops
+        (:func:`~placement_dsl.evaluate.execution`: ``"ops"`` here)."""
+        return super().chosen_for(problem) and execution(problem.cluster) == "ops"
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,
                 options: Mapping[str, Any]) -> Plan:

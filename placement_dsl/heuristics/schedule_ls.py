@@ -287,6 +287,8 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     if not local_optimum:
         info["stopped"] = "time limit"
     cheap = local_optimum or graph.n <= BOUND_OPS  # the closed-form bounds take a minute at 20k ops: not past the limit
-    bound = makespan_bounds(graph, cluster)["bound"] if model.objective is Objective.MAKESPAN and cheap else None
+    serial = not (cluster.parallel.any() or cluster.invocation.any())  # the closed forms run every device serially
+    bound = makespan_bounds(graph, cluster)["bound"] if model.objective is Objective.MAKESPAN and cheap and serial \
+        else None
     return HeuristicResult(method="schedule-ls", placement=placement, objective=ev.objective, evaluations=evaluations,
                            seconds=time.perf_counter() - t0, bound=bound, info=info)

@@ -24,9 +24,9 @@ from ..formulations import get
 from ..formulations.schedule import hinted as schedule_hinted
 from ..formulations.schedule import horizon_of
 from ..heuristics import run as heuristic
-from ..objectives import Latency, Makespan
+from ..objectives import Latency
 from ..problem import Problem
-from .base import ALL, Family, Outcome, latency_only, level
+from .base import ALL, Family, Outcome, family, latency_only, level
 
 LATENCY = {Family.LATENCY}
 MAKESPAN = {Family.MAKESPAN}
@@ -45,7 +45,7 @@ def priced(problem: Problem) -> str | None:
     """The single-sample closed forms price a makespan's transfers over routes, a latency's through host memory
     (so not on a cluster with links, where the latency model moves tensors over routes)."""
     reason = single_sample(problem)
-    if reason is None and isinstance(problem.objective, Latency):
+    if reason is None and family(problem) is Family.LATENCY:
         return latency_host_memory(problem)
     return reason
 
@@ -160,12 +160,13 @@ def formulation(run: Any, default: str) -> Any:
 
 
 def single_sample(problem: Problem) -> str | None:
-    return None if isinstance(problem.objective, (Latency, Makespan)) else \
+    return None if isinstance(problem.objective, Latency) else \
         "bounds the single-sample family (a Latency or Makespan objective)"
 
 
 def makespan_only(problem: Problem) -> str | None:
-    return None if isinstance(problem.objective, Makespan) else "bounds the makespan of a schedule (a Makespan objective)"
+    return None if single_sample(problem) is None and family(problem) is Family.MAKESPAN else \
+        "bounds the makespan of a schedule whose devices run one op at a time (MOIRAI)"
 
 
 @level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
@@ -173,7 +174,7 @@ def makespan_only(problem: Problem) -> str | None:
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
     between the devices its ends could run on (0 when they can share one): every placement's objective."""
-    bound, note = (route_path_latency if isinstance(run.problem.objective, Latency) else route_path_makespan)(
+    bound, note = (route_path_latency if family(run.problem) is Family.LATENCY else route_path_makespan)(
         run.problem)
     return bound, LevelStatus.OPTIMAL, note, ALL
 
@@ -183,7 +184,7 @@ def route_path(run: Any, seconds: float) -> Outcome:
 def device_work(run: Any, seconds: float) -> Outcome:
     """Work over devices between heads and tails (:func:`~placement_dsl.bounds.makespan.energy_bound`): every
     placement's objective."""
-    bound, note = (energy_latency if isinstance(run.problem.objective, Latency) else energy_makespan)(run.problem)
+    bound, note = (energy_latency if family(run.problem) is Family.LATENCY else energy_makespan)(run.problem)
     return bound, LevelStatus.OPTIMAL, note, ALL
 
 
@@ -204,7 +205,15 @@ def segment_path(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
-@level("cut-segments", rank=127, defaults=MAKESPAN, accepts=makespan_only, closed_form=True, free=True,
+def all_serial(problem: Problem) -> str | None:
+    """The cut segments count every device's share of a segment's work as run one op at a time."""
+    reason = makespan_only(problem)
+    if reason is None and problem.cluster.parallel.any():
+        return "counts every device as running one op at a time; this cluster has parallel hosts"
+    return reason
+
+
+@level("cut-segments", rank=127, defaults=MAKESPAN, accepts=all_serial, closed_form=True, free=True,
        doc="makespan: the segments between ops comparable with all others, each device paying its way in and out")
 def cut_segments(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; between two of them each device that joins

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpecError
-from ..evaluate import CostModel, Objective
+from ..evaluate import CostModel, Objective, execution
 from ..invocation import invocation_spans, invocations
 from ..placement import Placement
 from ..schedule import list_schedule, transfer_durations
@@ -36,10 +36,11 @@ class Bar:
 
 
 def bars(placement: Placement, model: CostModel) -> list[Bar]:
-    """The bars of ``placement``'s single-sample schedule under ``model`` (latency or makespan)."""
-    if model.objective is Objective.MAKESPAN:
-        return _schedule_bars(placement, model)
-    if model.objective is Objective.LATENCY:
+    """The bars of ``placement``'s single-sample schedule under ``model`` (latency or makespan, one objective): its
+    invocations where the accelerators run invocations, else its ops and transfers (:func:`~placement_dsl.evaluate.execution`)."""
+    if model.objective in (Objective.LATENCY, Objective.MAKESPAN):
+        if execution(placement.cluster) == "ops":
+            return _schedule_bars(placement, model)
         return _invocation_bars(placement)
     raise SpecError(f"objective {model.objective.value!r} is not a single-sample one; its Gantt chart is the "
                     "simulated pipeline")

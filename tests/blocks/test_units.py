@@ -78,7 +78,7 @@ def test_the_schedule_a_placement_carries_is_its_warm_start():
     from placement_dsl.schedule import Schedule, list_schedule
 
     g = Graph([Op(name="a", work=1), Op(name="b", work=2)])
-    problem = Problem(g, Cluster.accelerators(1), Makespan())
+    problem = Problem(g, Cluster([Device(name="acc0", invocations=False)]), Makespan())  # one op at a time
     assert list_schedule(Placement(g, problem.cluster, [0, 0])).start.tolist() == [2.0, 0.0]
     carried = Placement(g, problem.cluster, [0, 0], schedule=Schedule(np.array([0.0, 1.0]), {}))
     c, values = warm(problem, "schedule", carried)

@@ -16,13 +16,18 @@ from placement_dsl.bounds.memory_path import segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.certificate import LevelStatus
 from placement_dsl.certify import certify
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import AllowedKinds, Contiguous, Memory
 from placement_dsl.deadline import BudgetSpent, Deadline
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency, Makespan
 from placement_dsl.problem import Problem
+
+
+def serial(k: int, memory: float = math.inf) -> Cluster:
+    """``k`` accelerators that run one op at a time (MOIRAI's devices; a cluster without links runs invocations)."""
+    return Cluster([Device(name=f"acc{i}", memory=memory, invocations=False) for i in range(k)])
 
 TOL = 1e-6
 
@@ -82,7 +87,7 @@ def test_a_run_may_start_after_an_op_its_device_may_not_run():
 
 def test_makespan_chain_pays_the_cheapest_transfer_at_each_cut():
     # three ops of 2 bytes on devices of 4: one cut, one transfer of 1 (bandwidth 1): 3 + 1 = 4, the optimum
-    p = Problem(chain(3), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    p = Problem(chain(3), serial(2, memory=4.0), Makespan(), [Memory()])
     assert route_path_makespan(p)[0] == pytest.approx(3.0)
     assert segment_bound(p)[0] == pytest.approx(4.0) == brute_force(p)[0]
 
@@ -100,7 +105,7 @@ def test_identical_accelerators_are_one_class():
 
 
 def test_declined_by_its_size_and_stopped_by_its_clock(monkeypatch):
-    p = Problem(chain(6), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    p = Problem(chain(6), serial(2, memory=4.0), Makespan(), [Memory()])
     with pytest.raises(BudgetSpent, match="budget spent before a path was cut"):
         segment_bound(p, Deadline(0.0))
     monkeypatch.setattr(memory_path, "MAX_CELLS", 1.0)
@@ -111,7 +116,7 @@ def test_declined_by_its_size_and_stopped_by_its_clock(monkeypatch):
 
 
 def test_the_level_proves_the_chain():
-    p = Problem(chain(3), Cluster.accelerators(2, memory=4.0), Makespan(), [Memory()])
+    p = Problem(chain(3), serial(2, memory=4.0), Makespan(), [Memory()])
     cert = certify(p, budget=10, levels=("segment-path",))
     assert cert.bound == pytest.approx(4.0) and cert.proved_by == "segment-path"
 

@@ -1,22 +1,29 @@
 """The makespan's cut segments with the transfers a device pays to join one (bounds/segments.py)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.segments import transfer_segment_bound
 from placement_dsl.brute import brute_force
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
 
 
+def serial(k: int, memory: float = math.inf) -> Cluster:
+    """``k`` accelerators that run one op at a time (MOIRAI's devices; a cluster without links runs invocations)."""
+    return Cluster([Device(name=f"acc{i}", memory=memory, invocations=False) for i in range(k)])
+
+
 def fork(out: float) -> Problem:
     """``a -> {x, y} -> b``, 1 each, tensors of ``out`` bytes, on two devices of bandwidth 1."""
     ops = [Op(name=x, work=1.0, out_bytes=out) for x in "axyb"]
-    return Problem(Graph(ops, [("a", "x"), ("a", "y"), ("x", "b"), ("y", "b")]), Cluster.accelerators(2), Makespan())
+    return Problem(Graph(ops, [("a", "x"), ("a", "y"), ("x", "b"), ("y", "b")]), serial(2), Makespan())
 
 
 def test_a_branch_that_cannot_pay_its_way_runs_beside_the_other():
@@ -40,5 +47,5 @@ def test_stopped_by_its_clock():
 
 def test_many_devices_keep_to_the_paths_without_enumerating_device_sets():
     # 2^12 device sets with their weight grids would take minutes; the segments fall back to their paths (3)
-    p = Problem(fork(10.0).graph, Cluster.accelerators(12), Makespan())
+    p = Problem(fork(10.0).graph, serial(12), Makespan())
     assert transfer_segment_bound(p, Deadline(5.0))[0] == pytest.approx(3.0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from placement_dsl import Boundaries
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, term_from_dict
 from placement_dsl.errors import SpecError
 from placement_dsl.export import export
@@ -86,7 +86,8 @@ def test_cpsat_takes_the_term_as_colocation():
     from placement_dsl.objectives import Makespan
 
     g = blocks(2)
-    problem = Problem(g, Cluster.stages(2, bandwidth=100.0), Makespan(), [Boundaries.modules(depth=3)])
+    stages = Cluster([Device(name=f"stage{i}", bandwidth=100.0, invocations=False) for i in range(2)])  # one op at a time
+    problem = Problem(g, stages, Makespan(), [Boundaries.modules(depth=3)])
     cpsat.check_terms(problem)  # a Colocate by another name: modelled, not refused
     if not cpsat.available():
         pytest.skip("ortools is not installed")

@@ -100,3 +100,8 @@ def test_reconfigured_cluster_keeps_the_routes_of_its_devices():
                        {("d0", "d2"): ["d0", "d1", "d2"], ("d0", "h"): ["d0", "d1", "h"]})
     again = reconfigure(declared, memory=8.0, cpus=0)  # the host goes, with its links and its route
     assert [r.path for r in again.routes] == [("d0", "d1", "d2")] and "h" not in again.index
+
+
+def test_a_bad_link_is_named_by_both_ends():
+    with pytest.raises(SpecError, match=r"^link 'd0' -> 'd1': latency: latency must be a finite number >= 0, got -1.0$"):
+        Cluster([Device(name="d0"), Device(name="d1")], [{"src": "d0", "dst": "d1", "bandwidth": 1.0, "latency": -1.0}])

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import REL_TOL, CostModel, Overlap, contiguity_witness, evaluate
 from placement_dsl.graph import Graph, Op
@@ -136,10 +136,11 @@ def test_gpipe_with_microbatches_is_fill_and_drain_per_sample():
 
 # ---------------------------------------------------------------------------- makespan
 def _fan_out() -> Placement:
-    """a (stage0, 2-byte tensor) feeds b (stage1) and c (stage2), all of work 1, bandwidth 1."""
+    """a (stage0, 2-byte tensor) feeds b (stage1) and c (stage2), all of work 1, bandwidth 1; the stages run one op at
+    a time with transfer tasks through host memory (``invocations=False``, MOIRAI's model)."""
     g = Graph([Op(name="a", work=1.0, out_bytes=2.0), Op(name="b", work=1.0), Op(name="c", work=1.0)],
               [("a", "b"), ("a", "c")])
-    return Placement(g, Cluster.stages(3), [0, 1, 2])
+    return Placement(g, Cluster([Device(name=f"stage{i}", invocations=False) for i in range(3)]), [0, 1, 2])
 
 
 def test_makespan_uses_the_models_congestion():

@@ -1,6 +1,7 @@
-"""Single-sample latency on a cluster with links: every tensor moves over its route (every hop's latency plus
-size over the bottleneck), in parallel unless a Congestion term serializes it; the latency IP refuses such
-clusters with its reason, and heuristics are scored over the routes."""
+"""Single-sample latency in the invocation model on a cluster with links (accelerators declared
+``Device(invocations=True)``): every tensor moves over its route (every hop's latency plus size over the
+bottleneck), in parallel unless a Congestion term serializes it; the latency IP refuses such clusters with its
+reason, and heuristics are scored over the routes."""
 from __future__ import annotations
 
 import itertools
@@ -20,7 +21,7 @@ from placement_dsl.solve import solve
 
 
 def line(k: int, latency: float = 0.0, bandwidth: float = 1.0, cpu: bool = False) -> Cluster:
-    devices = [Device(name=f"d{i}", kind="cpu" if cpu and i == 0 else "accelerator") for i in range(k)]
+    devices = [Device(name=f"d{i}", kind="cpu" if cpu and i == 0 else "accelerator", invocations=True) for i in range(k)]
     links = [Link(src=f"d{a}", dst=f"d{b}", bandwidth=bandwidth, latency=latency)
              for a in range(k) for b in range(k) if abs(a - b) == 1]
     return Cluster(devices, links)
@@ -50,9 +51,10 @@ def test_congestion_serializes_transfers_sharing_a_link(mode, latency):
     assert ev.valid and ev.objective == latency
 
 
-def test_latency_default_is_no_congestion():
-    assert CostModel.named("latency").congestion.value == "none"
-    assert Problem(crossing(), line(4), Latency()).cost_model().congestion.value == "none"
+def test_the_single_sample_default_congestion_is_the_ports():
+    # one objective under two names: latency and makespan default to MOIRAI's ports alike
+    assert CostModel.named("latency").congestion.value == CostModel.named("makespan").congestion.value == "port"
+    assert Problem(crossing(), line(4), Latency()).cost_model().congestion.value == "port"
     assert Problem(crossing(), line(4), Latency(), [Congestion("link")]).cost_model().congestion.value == "link"
 
 
@@ -92,7 +94,7 @@ def test_brute_force_latency_on_a_line_with_hop_latency():
         if assign[0] == assign[2] != assign[1] and assign[0] != 0:
             continue  # a and c on one accelerator around b: two invocations (tested by the cost model's own tests)
         p = Placement(g, c, list(assign))
-        seen.append(evaluate(p, "latency").objective)
+        seen.append(evaluate(p, CostModel.named("latency", congestion="none")).objective)  # as the reference
         assert seen[-1] == pytest.approx(reference_latency(p)), assign
     assert (6.5 in seen) and min(seen) == 6.0  # (d1, d1, d0): 3, then a's 2 bytes over 0.5 + 2, c's 1; one device: 6
 
@@ -127,7 +129,7 @@ def test_certificate_bounds_stay_below_the_routed_latency():
     from placement_dsl.constraints import Memory
 
     ops = [Op(name="a", work=1, out_bytes=10, param_bytes=1), Op(name="b", work=1, param_bytes=1)]
-    devices = [Device(name=f"g{i}", memory=1.0) for i in range(2)]
+    devices = [Device(name=f"g{i}", memory=1.0, invocations=True) for i in range(2)]
     links = [Link(src="g0", dst="g1", bandwidth=100.0), Link(src="g1", dst="g0", bandwidth=100.0)]
     problem = Problem(Graph(ops, [("a", "b")]), Cluster(devices, links), Latency(), [Memory()])
     cert = certify(problem, budget=20, gap=0.0, stop_at_gap=False)
@@ -139,7 +141,8 @@ def test_certificate_bounds_stay_below_the_routed_latency():
 
 def test_a_tensor_without_a_route_makes_the_placement_invalid():
     g = Graph([Op(name="a", work=1, out_bytes=1), Op(name="b", work=1)], [("a", "b")])
-    c = Cluster([Device(name="d0"), Device(name="d1")], [Link(src="d1", dst="d0", bandwidth=1.0)])
+    c = Cluster([Device(name="d0", invocations=True), Device(name="d1", invocations=True)],
+                [Link(src="d1", dst="d0", bandwidth=1.0)])
     ev = evaluate(Placement(g, c, [0, 1]), "latency")
     assert not ev.valid and ev.objective == float("inf")
     assert [v.message for v in ev.binding] == ["op 'a''s output has no route from device 'd0' to 'd1'"]

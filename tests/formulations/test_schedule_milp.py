@@ -28,7 +28,8 @@ from placement_dsl.solvers import Status
 
 
 def devices(k: int, memory: float = math.inf) -> list[Device]:
-    return [Device(name=f"d{i}", kind=f"d{i}", memory=memory) for i in range(k)]
+    """MOIRAI's devices: own kinds, one op at a time with transfer tasks, links or not (no invocations)."""
+    return [Device(name=f"d{i}", kind=f"d{i}", memory=memory, invocations=False) for i in range(k)]
 
 
 def mesh(k: int, bandwidth: float = 1.0, latency: float = 0.0) -> list[Link]:
