@@ -564,3 +564,23 @@ def _best_default_order(slicer: Slicer, graph: Graph, cluster: Cluster, at: floa
     if got[0] < value:
         return got[0], other, got[1], got[2], False
     return value, order, bounds, replicas, False
+
+
+def node_slicing(graph: Graph, cluster: Cluster, model: CostModel, image: np.ndarray, node_order: np.ndarray,
+                 deadline: float | None = None) -> tuple[float, Slicer, np.ndarray, np.ndarray] | None:
+    """The optimal slicing of the ops in the order of their supernodes (``image``: op -> supernode, cut only
+    between supernodes, visited in ``node_order``, ops of one supernode by topological rank): DPL's path DP
+    (Tarnawski §5.1.2) when the devices are one class of identical devices, whatever their order. Value (``nan``
+    past ``deadline``, ``inf`` when nothing fits), the slicer, the op order and the stage bounds; ``None`` where
+    the slicing is not that DP (several device classes, ops the devices cannot run, a backward pass)."""
+    if len(cluster.homogeneous_groups()) != 1 or graph.backward.any() or not np.isfinite(cluster.times(graph)).all():
+        return None
+    slicer = Slicer(graph, cluster, model)
+    rank = np.empty(len(node_order), dtype=np.int64)
+    rank[np.asarray(node_order, dtype=np.int64)] = np.arange(len(node_order))
+    order = np.lexsort((graph.rank, rank[image])).astype(np.int64)
+    nodes = image[order]
+    cuts = np.ones(graph.n + 1, dtype=bool)
+    cuts[1:-1] = nodes[1:] != nodes[:-1]
+    value, bounds = slicer.solve(order, boundaries=cuts, deadline=deadline)
+    return value, slicer, order, bounds
