@@ -12,6 +12,8 @@ level           bound                                                  class
 ==============  =====================================================  ==============================
 ``simple``      ``max(max_v work, sum_v work / k)``; for max load also  all placements
                 the packing bound (:mod:`.bounds.packing`)
+``one-or-cut``  ``min(one device's load, busiest work + cheapest       all placements (identical devices)
+                tensor)`` (:mod:`.bounds.one_or_cut`)
 ``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)
 ``chain``       chain MIP with ancestor cuts and position windows at     DP class
                 ``T* = DP / (1 + gap)``: ``min(T*, bound)``
@@ -67,6 +69,7 @@ The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheape
 level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
+``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
 ``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
                identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
                ``chain``: the windowed chain MIP from the best placement, on identical stages
