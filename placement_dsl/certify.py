@@ -265,7 +265,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
     >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
     >>> cert.objective, cert.bound, cert.proved_by
-    (3.0, 3.0, 'dp')
+    (3.0, 3.0, 'one-or-cut')
     """
     clock = _clock(budget, deadline)
     _check_arguments(gap, workers, start)
