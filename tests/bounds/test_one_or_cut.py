@@ -72,3 +72,17 @@ def test_ops_joined_only_by_empty_tensors_may_be_split_for_free():
 
 def test_identical_non_host_devices_only():
     assert "identical non-host" in applies(_slow_chain(3), Cluster.accelerators(2, cpus=1))
+
+
+def test_the_one_device_load_is_not_shaved_so_the_gap_closes_exactly():
+    import numpy as np
+
+    from placement_dsl.evaluate import CostModel, evaluate
+    from placement_dsl.placement import Placement
+
+    rng = np.random.default_rng(0)
+    g = Graph([Op(name=f"v{i}", work=float(rng.random()), out_bytes=1e6) for i in range(200)],
+              [(f"v{i}", f"v{i + 1}") for i in range(199)])
+    one = evaluate(Placement(g, Stages(4), np.zeros(g.n, dtype=np.int64)), CostModel.named("throughput")).objective
+    # a bound shaved by 1e-12 left a gap of 1e-12 that the bounds command (gap target 0) kept searching
+    assert one_or_cut_bound(g, Stages(4)) == pytest.approx(one, rel=1e-14)
