@@ -118,6 +118,7 @@ def _replicated(load, sync, r, overlap):
     return load / r + sync if overlap == 0 else max(load / r, sync)
 
 
+CLOCK_STEPS = 1 << 20  # the slicing DP reads the clock at least this often (segments visited)
 SPARSE = 8  # the DP visits only the prefixes with a split when they are fewer than 1 in SPARSE of its band
 
 
@@ -195,9 +196,9 @@ def _extend(i, j, q_in, q_out, live, cm, cw, ci, cp, dp, arg, reps, first, last,
 
 @numba.njit(cache=True)
 def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
-              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF, sparse=8):
+              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF, sparse=8, clock_steps=1 << 20):
     """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``;
-    ``nan`` once ``time.monotonic()`` passes ``deadline`` (read every 1,024 positions).
+    ``nan`` once ``time.monotonic()`` passes ``deadline`` (read every 1,024 positions and every 2^20 segments).
 
     Only prefixes ``[0, i)`` with a split under the cutoff are extended. Where they are fewer than one in
     ``sparse`` of the positions whose work fits a stage (e.g. slow links: every cut costs more than the
@@ -246,9 +247,12 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     seen_in = np.zeros(n)
     seen_out = np.zeros(n)
     prev = np.zeros(n, dtype=np.int64)  # the in-points' previous ends of the op being added
+    steps = 0  # segments visited since the clock was last read
     for j in range(1, n + 1):
-        if (j & 0x3FF) == 0 and deadline < INF and clock() > deadline:
-            return np.nan, np.zeros(D + 1, dtype=np.int64), np.ones(D, dtype=np.int64)
+        if deadline < INF and (steps >= clock_steps or (j & 0x3FF) == 0):  # every 1,024 positions or 2^20 segments
+            steps = 0
+            if clock() > deadline:
+                return np.nan, np.zeros(D + 1, dtype=np.int64), np.ones(D, dtype=np.int64)
         v = order[j - 1]
         for e in range(pred_ptr[v], pred_ptr[v + 1]):
             prev[e - pred_ptr[v]] = lastseen[pred_idx[e]]
@@ -262,6 +266,7 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
             continue
         while lo < j and (tm[j] - tm[lo] > limit * R or cm[j] - cm[lo] > memlimit):
             lo += 1
+        steps += j - lo
         a0 = np.searchsorted(alive[:na], lo)
         if (na - a0) * sparse < j - lo:  # few prefixes in the band have a split: visit only those
             p_in = _tree_sum(fen_in, j)
@@ -443,9 +448,9 @@ class Slicer:
         allowed = self.allowed(order, boundaries)
         upper = min(self.balanced_value(order, allowed), self.single_value(order))
         at = INF if deadline is None else float(deadline)
-        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at, SPARSE)
+        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at, SPARSE, CLOCK_STEPS)
         if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
-            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff, at, SPARSE)
+            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff, at, SPARSE, CLOCK_STEPS)
         if math.isnan(value):
             bounds = self.balanced_bounds(order, allowed)
         return value, bounds, replicas

@@ -44,3 +44,15 @@ def test_the_sparse_visit_finds_the_streamed_bands_optimum(monkeypatch, seed):
             r = sg.slicegraph(g, Cluster.stages(k), model=THROUGHPUT)
             found.append((r.objective, r.info["dp_value"]))
         assert found[1] == pytest.approx(found[0], rel=1e-9)
+
+
+def test_the_dp_reads_the_clock_by_segments_visited_not_only_by_positions(monkeypatch):
+    import time
+
+    # 600 positions (never a multiple of 1,024) with every prefix alive: only the count of segments reads the clock
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=0.0) for i in range(600)],
+              [(f"v{i}", f"v{i + 1}") for i in range(599)])
+    slicer = sg.Slicer(g, Cluster.stages(4), THROUGHPUT)
+    monkeypatch.setattr(sg, "CLOCK_STEPS", 1)
+    value, _ = slicer.solve(g.topo, deadline=time.monotonic() - 1.0)
+    assert np.isnan(value)
