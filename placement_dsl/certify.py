@@ -114,7 +114,8 @@ __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStat
            "guess_bound", "guess_problem", "level_status", "model_bound"]
 
 ALL = PlacementClass.ALL
-UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
+UPPER = ("slicegraph", "brkga", "greedy")  # heuristics that always run for the upper bound of DAG-ordered problems;
+# greedy (O(n + m)) last: where memory binds and the slicing DP ran out of time, its split is often the only valid one
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
 # refused a training graph with too many ideals): the first valid one is the MIP levels' start
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")

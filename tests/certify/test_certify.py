@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -137,3 +138,20 @@ def test_without_a_placement_from_the_dp_the_upper_bound_comes_from_a_heuristic_
     cert = certify(problem, budget=20.0, levels=("simple", "dp", "superblock"), gap=0.0)
     assert cert.found_by in FALLBACK_UPPER and cert.objective >= optimum and cert.objective < float("inf")
     assert cert.gap < 1.0
+
+
+def test_greedy_gives_the_upper_bound_when_the_slicing_heuristics_find_none(monkeypatch) -> None:
+    from placement_dsl import certify as certify_module
+    from placement_dsl.errors import InfeasibleError
+
+    real = certify_module.heuristic
+
+    def without_slicing(method, *args, **kwargs):
+        if method in ("slicegraph", "brkga"):  # as when the slicing DP runs out of time on a memory-bound graph
+            raise InfeasibleError(f"{method}: no valid split in time")
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(certify_module, "heuristic", without_slicing)
+    problem, _ = testing.chain()
+    cert = certify(problem, budget=20.0, levels=("simple",))
+    assert cert.found_by == "greedy" and math.isfinite(cert.objective)
