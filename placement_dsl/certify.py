@@ -12,6 +12,8 @@ level           bound                                                  class
 ==============  =====================================================  ==============================
 ``simple``      ``max(max_v work, sum_v work / k)``; for max load also  all placements
                 the packing bound (:mod:`.bounds.packing`)
+``capacity``    cheapest work over the devices' speeds; the work of    all placements
+                the memory only the hosts can hold (:mod:`.bounds.capacity`)
 ``one-or-cut``  ``min(one device's load, busiest work + cheapest       all placements (identical devices)
                 tensor)`` (:mod:`.bounds.one_or_cut`)
 ``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)

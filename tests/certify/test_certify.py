@@ -36,7 +36,7 @@ def test_stops_once_the_gap_is_met() -> None:
     by_level = {r.level: r for r in cert.levels}
     assert cert.proved_by == "one-or-cut" and cert.bound == pytest.approx(optimum)
     assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("dp", "superblock", "guess", "exact"))
-    assert [r.level for r in cert.levels] == ["simple", "one-or-cut", "dp", "stage-cut", "superblock", "guess", "exact"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "stage-cut", "superblock", "guess", "exact"]
 
 
 def test_contiguous_dp_is_a_certificate_by_itself() -> None:
@@ -106,7 +106,7 @@ def test_certificate_gap() -> None:
 def test_throughput_levels_on_a_contiguous_problem() -> None:
     problem, optimum = testing.accelerators_cpu()  # Throughput, Memory, Contiguous
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "one-or-cut", "dp", "chain", "superblock", "throughput"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "chain", "superblock", "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
     assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "throughput"
     by_level = {r.level: r for r in cert.levels}
@@ -118,7 +118,7 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
 def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     problem, optimum = testing.diamond_noncontiguous()
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"]
     assert cert.levels[-1].status is LevelStatus.SKIPPED  # the gap was closed before the search
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
