@@ -185,8 +185,8 @@ def get(name: str) -> Heuristic:
 
 
 def optimizes(name: str, default: str | None = None) -> str | None:
-    """What the method ``name`` minimizes (``default`` for a name not registered)."""
-    found = load().get(name)
+    """What the method ``name`` minimizes (``default`` for a name not registered), from its declaration."""
+    found = declare().get(name) or load().get(name)
     return found.optimizes if found is not None else default
 
 

@@ -126,4 +126,5 @@ def test_a_declared_method_is_listed_before_its_module_is_imported(monkeypatch):
     names = registry.names()
     assert names[:len(registry.DECLARED)] == list(registry.DECLARED) and "schedule-lns" in names
     assert isinstance(registry.HEURISTICS["dp"].target, str)  # declared by name, not yet imported
+    assert registry.optimizes("dp") == "max_load" and isinstance(registry.HEURISTICS["dp"].target, str)
     assert registry.get("dp").fn.__name__ == "dp"  # its module imported on first use
