@@ -12,6 +12,10 @@ level           bound                                                  class
 ==============  =====================================================  ==============================
 ``simple``      ``max(max_v work, sum_v work / k)``; for max load also  all placements
                 the packing bound (:mod:`.bounds.packing`)
+``capacity``    cheapest work over the devices' speeds; the work of    all placements
+                the memory only the hosts can hold (:mod:`.bounds.capacity`)
+``one-or-cut``  ``min(one device's load, busiest work + cheapest       all placements (identical devices)
+                tensor)`` (:mod:`.bounds.one_or_cut`)
 ``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)
 ``chain``       chain MIP with ancestor cuts and position windows at     DP class
                 ``T* = DP / (1 + gap)``: ``min(T*, bound)``
@@ -72,6 +76,7 @@ The MTPP lower-bound hierarchy of Archer et al. (ICML 2024, §3 and §5), cheape
 level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
+``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
 ``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
                identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
                ``chain``: the windowed chain MIP from the best placement, on identical stages
@@ -116,7 +121,8 @@ __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStat
            "guess_bound", "guess_problem", "level_status", "model_bound"]
 
 ALL = PlacementClass.ALL
-UPPER = ("slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems
+UPPER = ("slicegraph", "brkga", "greedy")  # heuristics that always run for the upper bound of DAG-ordered problems;
+# greedy (O(n + m)) last: where memory binds and the slicing DP ran out of time, its split is often the only valid one
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
 # refused a training graph with too many ideals): the first valid one is the MIP levels' start
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
@@ -267,7 +273,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
     >>> cert = certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=20)
     >>> cert.objective, cert.bound, cert.proved_by
-    (3.0, 3.0, 'dp')
+    (3.0, 3.0, 'one-or-cut')
     """
     clock = _clock(budget, deadline)
     _check_arguments(gap, workers, start)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .evaluate import Evaluation
 from .placement import Placement, PlacementClass
 from .report import device_rows, stage_lines, stage_ranges
-from .solvers.base import Status
+
+if TYPE_CHECKING:  # a heuristic's answer (placement_report, relative_gap) needs no solver stack: solvers loads Pyomo
+    from .solvers.base import Status
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Result:
 
         Examples
         --------
+        >>> from placement_dsl.solvers.base import Status
         >>> r = Result(Status.OPTIMAL, None, 2.0, 1.9, "ip", "highs", "throughput", found_by="solver",
         ...            bound_scope=PlacementClass.CONTIGUOUS)
         >>> r.certificate_line()

@@ -79,6 +79,7 @@ from .ideal_lattice import (
 from .ideal_solve import Solution, capacity_bound, solve
 from .orderings import brkga
 from .registry import heuristic
+from .slicegraph import node_slicing
 
 MAX_TABLE_BYTES = 16 * 2**30  # the DP's tables (see table_bytes); beyond this it declines the graph
 
@@ -383,13 +384,49 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
     A DFS path through the contracted forward DAG leaves ``n + 1`` ideals (the prefixes), so
     the DP takes ``O(n^2)`` pairs. No bound (the path may exclude the optimum). Past ``time_limit``
     seconds it returns :func:`.fallback.fallback`'s split (``info["stopped"]``).
+
+    On one class of identical devices (no replication, no memory per schedule, no backward pass) the
+    prefixes' DP is the slicing of the DFS order into at most ``k`` stages, cut only between supernodes
+    (:func:`.slicegraph.node_slicing`, ``info["path"] == "slicing"``): ``O(n)`` memory, and only the segments
+    whose work fits under an incumbent (the better of the work-balanced and the one-device slicings) are
+    priced, from split prefixes alone, so 20,000 ops take seconds. Elsewhere the sweep over the prefixes runs.
     """
     del seed
     start = time.perf_counter()
     at = deadline_at("dpl", time_limit)
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
+    if not replication and su.model.training_memory is None:
+        found = _dpl_slicing(su, start, at)
+        if found is not None:
+            return found
     try:
         sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None, deadline=at)
     except TimeLimitReached as err:
         return fallback("dpl", graph, cluster, su.model, str(err), start)
     return _result("dpl", su, sol, info, start, exact=False)
+
+
+def _dpl_slicing(su: _Setup, start: float, at: float | None) -> HeuristicResult | None:
+    """DPL on one class of identical devices: the prefixes of the DFS order are its only ideals, so the DP is a
+    slicing of that order into at most ``k`` stages (:func:`.slicegraph.node_slicing`, ``O(n)`` memory, the
+    segments cut off by an incumbent) rather than a sweep over ``n^2 / 2`` ideal pairs; ``None`` elsewhere."""
+    con = su.con
+    found = node_slicing(su.graph, su.cluster, su.model, con.image, dfs_order(con), at)
+    if found is None:
+        return None
+    value, slicer, order, bounds = found
+    if math.isnan(value):
+        return fallback("dpl", su.graph, su.cluster, su.model, "the slicing of the DFS order", start)
+    if value == math.inf:
+        raise InfeasibleError(_infeasible_message(su, True))
+    res = slicer.result("dpl", order, bounds, start, evaluations=1)
+    sizes = np.diff(bounds)
+    info = {"nodes": con.n_nodes, "contraction": dict(con.stats), "ideals": con.n_nodes + 1, "dp_value": value,
+            "path": "slicing", "pairs": None,
+            "stages": [{"device_class": su.classes[0].kind, "replicas": 1,
+                        "nodes": int(np.unique(con.image[order[a:b]]).size)}
+                       for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size],
+            "contiguous": True, "memory": {"peak_rss_bytes": peak_rss()}}
+    if su.model.objective is not Objective.MAX_LOAD:
+        info["optimized"] = "max_load"
+    return dataclasses.replace(res, info=info, evaluations=0)

@@ -15,7 +15,9 @@ upwards); a method defined elsewhere registers when its module is imported. A pl
 modules are costly to import (the search package loads Pyomo) declares its methods instead, in a
 ``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes)}``, modules relative to
 the package): :func:`load` reads the table without importing the modules, and a method's module is
-imported when the method is first run, so listing the methods (``--help``) stays cheap. ``optimizes`` says
+imported when the method is first run, so listing the methods (``--help``) stays cheap. This package's own
+methods are declared the same way in :data:`DECLARED` (their modules compile numba kernels): :func:`names` and
+:func:`get` read the declarations (:func:`declare`) and import only the module of the method that runs. ``optimizes`` says
 what the method minimizes when it searches: an objective (``"max_load"``, ``"latency"``,
 ``"makespan"``, ``"gpipe"``), ``"cost_model"`` (picks by the model it is given) or
 ``"memory_fill"`` (looks at memory only).
@@ -60,9 +62,41 @@ class Heuristic:
 
 
 HEURISTICS: dict[str, Heuristic] = {}
-"""Every registered method by name (complete after :func:`load`)."""
+"""Every registered method by name (complete after :func:`load`; after :func:`declare`, this package's methods and
+the plugin packages' declared ones are there by name, their modules not yet imported)."""
 
 _loaded: list[bool] = [False]
+
+DECLARED: dict[str, tuple[str, str]] = {
+    "greedy": ("baselines:greedy", "memory_fill"),
+    "one-device": ("baselines:one_device", "cost_model"),
+    "list": ("listsched:heft", "makespan"),
+    "one-device-best": ("listsched:one_device_best", "makespan"),
+    "getf": ("etf:getf", "makespan"),
+    "m-sct": ("etf:m_sct", "makespan"),
+    "slicegraph": ("slicegraph:slicegraph", "max_load"),
+    "gpipe-split": ("gpipe_split:gpipe_split", "gpipe"),
+    "dp-servers": ("ideal_servers:dp_servers", "max_load"),
+    "random": ("orderings:random_orders", "max_load"),
+    "brkga": ("orderings:brkga", "max_load"),
+    "mla": ("orderings:mla", "max_load"),
+    "mla-weighted": ("orderings:mla_weighted", "max_load"),
+    "dp": ("ideals:dp", "max_load"),
+    "dpl": ("ideals:dpl", "max_load"),
+    "latency-local-search": ("latency:latency_local_search", "latency"),
+    "latency-best": ("latency:latency_best", "latency"),
+    "pipedream": ("level_path:pipedream_path", "max_load"),
+    "local-search": ("local_search:local_search", "cost_model"),
+    "pipedream-planner": ("pipedream_planner:pipedream_planner", "max_load"),
+    "pipeline": ("pipeline:pipeline", "max_load"),
+    "polish": ("polish:polish", "max_load"),
+    "cpop": ("schedule_ls:cpop", "makespan"),
+    "schedule-ls": ("schedule_ls:schedule_local_search", "makespan"),
+}
+"""This package's methods as ``{name: ("module:function", optimizes)}`` (modules relative to the package), in the
+order :func:`load` registers them: :func:`names` lists them without importing their modules (which compile numba
+kernels), so the command line's ``--help`` stays cheap. Each module's ``@heuristic`` decorator is the registration;
+``tests/heuristics/test_heuristics_registry.py`` checks that this table says the same."""
 
 
 def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -87,45 +121,72 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
     return register
 
 
+def _add_declared(package: str, table: dict[str, tuple[str, str]]) -> None:
+    """Enter ``table``'s methods (``{name: ("module:function", optimizes)}``, modules relative to ``package``) by
+    name; a method already registered keeps its entry."""
+    for name, (target, goal) in table.items():
+        module, _, attr = target.partition(":")
+        full = f"{package}.{module}"
+        if name not in HEURISTICS:
+            HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
+
+
+def _plugins(import_all: bool) -> None:
+    """The plugin packages' methods: a package's ``HEURISTICS`` table when it declares one, else (``import_all``, or
+    a package without a table) its modules imported. This package's own modules only when ``import_all``."""
+    for package in PLUGIN_PACKAGES:
+        if package == __package__:
+            if import_all:
+                import_modules(package)
+            continue
+        try:
+            pkg = importlib.import_module(package)
+        except ModuleNotFoundError as err:
+            if err.name is not None and package.startswith(err.name):
+                continue  # the package is not there
+            raise
+        declared = getattr(pkg, "HEURISTICS", None)
+        if isinstance(declared, dict):  # a plugin's manifest: its modules are imported when a method runs
+            _add_declared(package, declared)
+        else:
+            import_modules(pkg)
+
+
+def declare() -> dict[str, Heuristic]:
+    """Every method by name without importing the modules that define them (:data:`DECLARED`, the plugin packages'
+    tables; a plugin package without one is imported); the registry, whose declared entries import their module
+    when their function is asked for (:attr:`Heuristic.fn`)."""
+    if not _loaded[0]:
+        _add_declared(__package__, DECLARED)
+        _plugins(import_all=False)
+    return HEURISTICS
+
+
 def load() -> dict[str, Heuristic]:
     """Import every module of :data:`PLUGIN_PACKAGES` once, so that their methods are registered; the registry."""
     if not _loaded[0]:
-        for package in PLUGIN_PACKAGES:
-            try:
-                pkg = importlib.import_module(package)
-            except ModuleNotFoundError as err:
-                if err.name is not None and package.startswith(err.name):
-                    continue  # the package is not there
-                raise
-            declared = getattr(pkg, "HEURISTICS", None) if package != __package__ else None
-            if isinstance(declared, dict):  # a plugin's manifest: its modules are imported when a method runs
-                for name, (target, goal) in declared.items():
-                    module, _, attr = target.partition(":")
-                    full = f"{package}.{module}"
-                    if name not in HEURISTICS:
-                        HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
-                continue
-            import_modules(pkg)
+        declare()  # the declared order first: the decorators replace the entries in place
+        _plugins(import_all=True)
         _loaded[0] = True
     return HEURISTICS
 
 
 def names() -> list[str]:
-    """The registered method names, in registration order."""
-    return list(load())
+    """The method names, in registration order, without importing the modules that define them (:func:`declare`)."""
+    return list(declare())
 
 
 def get(name: str) -> Heuristic:
     """The registered method ``name``; :class:`SpecError` naming the choices when there is none."""
-    found = load().get(name) if isinstance(name, str) else None
+    found = (declare().get(name) or load().get(name)) if isinstance(name, str) else None
     if found is None:
         raise SpecError(f"unknown heuristic {name!r}; choose from {sorted(HEURISTICS)}")
     return found
 
 
 def optimizes(name: str, default: str | None = None) -> str | None:
-    """What the method ``name`` minimizes (``default`` for a name not registered)."""
-    found = load().get(name)
+    """What the method ``name`` minimizes (``default`` for a name not registered), from its declaration."""
+    found = declare().get(name) or load().get(name)
     return found.optimizes if found is not None else default
 
 

@@ -118,11 +118,92 @@ def _replicated(load, sync, r, overlap):
     return load / r + sync if overlap == 0 else max(load / r, sync)
 
 
+CLOCK_STEPS = 1 << 20  # the slicing DP reads the clock at least this often (segments visited)
+SPARSE = 8  # the DP visits only the prefixes with a split when they are fewer than 1 in SPARSE of its band
+
+
+@numba.njit(cache=True, inline="always")
+def _tree_sum(tree, i):
+    """Sum of the first ``i`` entries of the Fenwick tree ``tree`` (positions ``0 .. i-1``)."""
+    s = 0.0
+    while i > 0:
+        s += tree[i]
+        i -= i & -i
+    return s
+
+
+@numba.njit(cache=True, inline="always")
+def _sync_tree(tree, values, seen, x):
+    """Bring position ``x`` of ``tree`` to ``values[x]`` (``seen`` holds what the tree has)."""
+    delta = values[x] - seen[x]
+    if delta != 0.0:
+        seen[x] = values[x]
+        i = x + 1
+        while i < tree.size:
+            tree[i] += delta
+            i += i & -i
+
+
+@numba.njit(cache=True, inline="always")
+def _extend(i, j, q_in, q_out, live, cm, cw, ci, cp, dp, arg, reps, first, last, f, base, cap, tscale, ovf, hard,
+            cls, overlap, sync_coef, limit, C, R):
+    """Relax ``dp[j, .]`` by the stage ``[i, j)`` after every split of ``[0, i)`` (``q_in`` / ``q_out``: the
+    dominance sums of the segment, :mod:`.segments`)."""
+    tin = live[i] - live[j] + q_in
+    mem = cm[j] - cm[i]
+    fmin = INF
+    for c in range(C):
+        f[c] = INF
+        base[c] = INF
+        if (hard[c] and mem > cap[c] * (1.0 + SLACK)) or ci[c, j] > ci[c, i]:
+            continue
+        val = stage_load(cw[c, j] - cw[c, i], tin * tscale[c], q_out * tscale[c],
+                         max(mem - cap[c], 0.0) * ovf[c], overlap)
+        base[c] = val
+        if val <= limit:
+            f[c] = val
+            fmin = min(fmin, val)
+    t_hi = min(last[i], last[j] - 1) + 2
+    if R > 1:  # a stage on r devices t-r .. t-1 (Tarnawski App. C.2), so t - r <= last[i]
+        for t in range(first[i] + 1, min(last[i] + R - 1, last[j] - 1) + 2):
+            for r in range(1, min(R, t - first[i]) + 1):
+                t0 = t - r
+                c = cls[t0]
+                if base[c] == INF or (r > 1 and sync_coef[t0, r] < 0.0):
+                    continue
+                load = _replicated(base[c], (cp[j] - cp[i]) * sync_coef[t0, r], r, overlap)
+                val = max(dp[i, t0], load)
+                if load <= limit and val < dp[j, t]:
+                    dp[j, t] = val
+                    arg[j, t] = i
+                    reps[j, t] = r
+        return
+    if fmin == INF:
+        return
+    if C == 1:
+        for t in range(first[i] + 1, t_hi):
+            val = max(dp[i, t - 1], fmin)
+            if val < dp[j, t]:
+                dp[j, t] = val
+                arg[j, t] = i
+    else:
+        for t in range(first[i] + 1, t_hi):
+            val = max(dp[i, t - 1], f[cls[t - 1]])
+            if val < dp[j, t]:
+                dp[j, t] = val
+                arg[j, t] = i
+
+
 @numba.njit(cache=True)
 def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
-              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF):
+              cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF, sparse=8, clock_steps=1 << 20):
     """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``;
-    ``nan`` once ``time.monotonic()`` passes ``deadline`` (read every 1,024 positions).
+    ``nan`` once ``time.monotonic()`` passes ``deadline`` (read every 1,024 positions and every 2^20 segments).
+
+    Only prefixes ``[0, i)`` with a split under the cutoff are extended. Where they are fewer than one in
+    ``sparse`` of the positions whose work fits a stage (e.g. slow links: every cut costs more than the
+    cutoff), the DP visits just those, reading the segment's transfer sums from Fenwick trees, so a
+    graph best left on one device takes ``O(n log n)`` rather than ``O(n^2)``; else it streams the band.
 
     ``sync_coef[t, r]`` (``r >= 2``) is the all-reduce time per parameter byte of a stage on
     devices ``t .. t+r-1`` (negative: those devices cannot replicate one stage); its width
@@ -158,64 +239,53 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     lastseen = np.zeros(n, dtype=np.int64)
     f = np.empty(C)
     lo = 0
+    alive = np.zeros(n + 1, dtype=np.int64)  # positions i whose prefix [0, i) has a split, ascending
+    alive[0] = 0
+    na = 1 if allowed[0] else 0
+    fen_in = np.zeros(n + 1)  # Fenwick trees over r_in / r_out, for sums over sparse alive positions
+    fen_out = np.zeros(n + 1)
+    seen_in = np.zeros(n)
+    seen_out = np.zeros(n)
+    prev = np.zeros(n, dtype=np.int64)  # the in-points' previous ends of the op being added
+    steps = 0  # segments visited since the clock was last read
     for j in range(1, n + 1):
-        if (j & 0x3FF) == 0 and deadline < INF and clock() > deadline:
-            return np.nan, np.zeros(D + 1, dtype=np.int64), np.ones(D, dtype=np.int64)
-        advance(j, order[j - 1], pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live)
+        if deadline < INF and (steps >= clock_steps or (j & 0x3FF) == 0):  # every 1,024 positions or 2^20 segments
+            steps = 0
+            if clock() > deadline:
+                return np.nan, np.zeros(D + 1, dtype=np.int64), np.ones(D, dtype=np.int64)
+        v = order[j - 1]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            prev[e - pred_ptr[v]] = lastseen[pred_idx[e]]
+        advance(j, v, pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live)
+        _sync_tree(fen_in, r_in, seen_in, j - 1)
+        _sync_tree(fen_out, r_out, seen_out, j - 1)
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):  # the points advance moved
+            _sync_tree(fen_in, r_in, seen_in, prev[e - pred_ptr[v]])
+            _sync_tree(fen_out, r_out, seen_out, pos[pred_idx[e]])
         if not allowed[j]:
             continue
         while lo < j and (tm[j] - tm[lo] > limit * R or cm[j] - cm[lo] > memlimit):
             lo += 1
-        q_in = 0.0
-        q_out = 0.0
-        for i in range(j - 1, lo - 1, -1):
-            q_in += r_in[i]
-            q_out += r_out[i]
-            if not allowed[i]:
-                continue
-            tin = live[i] - live[j] + q_in
-            mem = cm[j] - cm[i]
-            fmin = INF
-            for c in range(C):
-                f[c] = INF
-                base[c] = INF
-                if (hard[c] and mem > cap[c] * (1.0 + SLACK)) or ci[c, j] > ci[c, i]:
+        steps += j - lo
+        a0 = np.searchsorted(alive[:na], lo)
+        if (na - a0) * sparse < j - lo:  # few prefixes in the band have a split: visit only those
+            p_in = _tree_sum(fen_in, j)
+            p_out = _tree_sum(fen_out, j)
+            for a in range(na - 1, a0 - 1, -1):
+                i = alive[a]
+                _extend(i, j, p_in - _tree_sum(fen_in, i), p_out - _tree_sum(fen_out, i), live, cm, cw, ci, cp,
+                        dp, arg, reps, first, last, f, base, cap, tscale, ovf, hard, cls, overlap, sync_coef,
+                        limit, C, R)
+        else:
+            q_in = 0.0
+            q_out = 0.0
+            for i in range(j - 1, lo - 1, -1):
+                q_in += r_in[i]
+                q_out += r_out[i]
+                if not allowed[i] or first[i] > D:  # no split of [0, i) stays under the cutoff
                     continue
-                val = stage_load(cw[c, j] - cw[c, i], tin * tscale[c], q_out * tscale[c],
-                                 max(mem - cap[c], 0.0) * ovf[c], overlap)
-                base[c] = val
-                if val <= limit:
-                    f[c] = val
-                    fmin = min(fmin, val)
-            t_hi = min(last[i], last[j] - 1) + 2
-            if R > 1:  # a stage on r devices t-r .. t-1 (Tarnawski App. C.2), so t - r <= last[i]
-                for t in range(first[i] + 1, min(last[i] + R - 1, last[j] - 1) + 2):
-                    for r in range(1, min(R, t - first[i]) + 1):
-                        t0 = t - r
-                        c = cls[t0]
-                        if base[c] == INF or (r > 1 and sync_coef[t0, r] < 0.0):
-                            continue
-                        load = _replicated(base[c], (cp[j] - cp[i]) * sync_coef[t0, r], r, overlap)
-                        val = max(dp[i, t0], load)
-                        if load <= limit and val < dp[j, t]:
-                            dp[j, t] = val
-                            arg[j, t] = i
-                            reps[j, t] = r
-                continue
-            if fmin == INF:
-                continue
-            if C == 1:
-                for t in range(first[i] + 1, t_hi):
-                    val = max(dp[i, t - 1], fmin)
-                    if val < dp[j, t]:
-                        dp[j, t] = val
-                        arg[j, t] = i
-            else:
-                for t in range(first[i] + 1, t_hi):
-                    val = max(dp[i, t - 1], f[cls[t - 1]])
-                    if val < dp[j, t]:
-                        dp[j, t] = val
-                        arg[j, t] = i
+                _extend(i, j, q_in, q_out, live, cm, cw, ci, cp, dp, arg, reps, first, last, f, base, cap, tscale,
+                        ovf, hard, cls, overlap, sync_coef, limit, C, R)
         for t in range(1, D + 1):  # device t stays empty
             if dp[j, t - 1] < dp[j, t]:
                 dp[j, t] = dp[j, t - 1]
@@ -223,6 +293,9 @@ def _slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
                 reps[j, t] = 1
             if dp[j, t] < INF and first[j] > D:
                 first[j] = t
+        if first[j] <= D:
+            alive[na] = j
+            na += 1
     bounds = np.zeros(D + 1, dtype=np.int64)
     bounds[D] = n
     replicas = np.ones(D, dtype=np.int64)
@@ -373,11 +446,11 @@ class Slicer:
               deadline: float | None = None) -> tuple[float, np.ndarray, np.ndarray]:
         """:meth:`solve` with each device's replica count (1 unless ``max_replicas > 1``)."""
         allowed = self.allowed(order, boundaries)
-        upper = self.balanced_value(order, allowed)
+        upper = min(self.balanced_value(order, allowed), self.single_value(order))
         at = INF if deadline is None else float(deadline)
-        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at)
+        value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at, SPARSE, CLOCK_STEPS)
         if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
-            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff, at)
+            value, bounds, replicas = _slice_dp(order, *self._dp_args, allowed, cutoff, at, SPARSE, CLOCK_STEPS)
         if math.isnan(value):
             bounds = self.balanced_bounds(order, allowed)
         return value, bounds, replicas
@@ -385,6 +458,16 @@ class Slicer:
     def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
         """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
         return _slicing_value(order, self.balanced_bounds(order, allowed), *self._value_args)
+
+    def single_value(self, order: np.ndarray) -> float:
+        """Least cost of the slicings that put every op on one device (one per device class): where every cut
+        costs more than the whole graph's work (slow links), this is the optimum, and as the DP's cutoff it
+        leaves no split prefix alive, so the DP visits each segment in O(1)."""
+        n, k, best = int(order.size), self.k, INF
+        for t in np.unique(self.params.cls, return_index=True)[1].tolist():
+            bounds = np.where(np.arange(k + 1) <= t, 0, n).astype(np.int64)
+            best = min(best, _slicing_value(order, bounds, *self._value_args))
+        return best
 
     def balanced_bounds(self, order: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
         """Stage bounds of the work-balanced slicing of ``order`` (``O(n)``)."""
@@ -486,3 +569,23 @@ def _best_default_order(slicer: Slicer, graph: Graph, cluster: Cluster, at: floa
     if got[0] < value:
         return got[0], other, got[1], got[2], False
     return value, order, bounds, replicas, False
+
+
+def node_slicing(graph: Graph, cluster: Cluster, model: CostModel, image: np.ndarray, node_order: np.ndarray,
+                 deadline: float | None = None) -> tuple[float, Slicer, np.ndarray, np.ndarray] | None:
+    """The optimal slicing of the ops in the order of their supernodes (``image``: op -> supernode, cut only
+    between supernodes, visited in ``node_order``, ops of one supernode by topological rank): DPL's path DP
+    (Tarnawski §5.1.2) when the devices are one class of identical devices, whatever their order. Value (``nan``
+    past ``deadline``, ``inf`` when nothing fits), the slicer, the op order and the stage bounds; ``None`` where
+    the slicing is not that DP (several device classes, ops the devices cannot run, a backward pass)."""
+    if len(cluster.homogeneous_groups()) != 1 or graph.backward.any() or not np.isfinite(cluster.times(graph)).all():
+        return None
+    slicer = Slicer(graph, cluster, model)
+    rank = np.empty(len(node_order), dtype=np.int64)
+    rank[np.asarray(node_order, dtype=np.int64)] = np.arange(len(node_order))
+    order = np.lexsort((graph.rank, rank[image])).astype(np.int64)
+    nodes = image[order]
+    cuts = np.ones(graph.n + 1, dtype=bool)
+    cuts[1:-1] = nodes[1:] != nodes[:-1]
+    value, bounds = slicer.solve(order, boundaries=cuts, deadline=deadline)
+    return value, slicer, order, bounds

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -30,12 +31,12 @@ def test_gap_zero_on_tiny_instances(instance) -> None:
 
 
 def test_stops_once_the_gap_is_met() -> None:
-    problem, optimum = testing.chain()  # identical stages: the DP over ideals already proves 5
+    problem, optimum = testing.chain()  # half the work plus the tensor every stage cuts already proves 5
     cert = certify(problem, budget=60.0, gap=0.0)
     by_level = {r.level: r for r in cert.levels}
-    assert cert.proved_by == "dp" and cert.bound == pytest.approx(optimum)
-    assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("superblock", "guess", "exact"))
-    assert [r.level for r in cert.levels] == ["simple", "dp", "stage-cut", "superblock", "guess", "exact"]
+    assert cert.proved_by == "one-or-cut" and cert.bound == pytest.approx(optimum)
+    assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("dp", "superblock", "guess", "exact"))
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "stage-cut", "superblock", "guess", "exact"]
 
 
 def test_contiguous_dp_is_a_certificate_by_itself() -> None:
@@ -105,7 +106,7 @@ def test_certificate_gap() -> None:
 def test_throughput_levels_on_a_contiguous_problem() -> None:
     problem, optimum = testing.accelerators_cpu()  # Throughput, Memory, Contiguous
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "dp", "chain", "superblock", "throughput"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "chain", "superblock", "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
     assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "throughput"
     by_level = {r.level: r for r in cert.levels}
@@ -117,7 +118,7 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
 def test_non_contiguous_problem_uses_the_dp_as_warm_start() -> None:
     problem, optimum = testing.diamond_noncontiguous()
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "dp", "superblock", "throughput", "neighbourhoods"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"]
     assert cert.levels[-1].status is LevelStatus.SKIPPED  # the gap was closed before the search
     dp = next(r for r in cert.levels if r.level == "dp")
     assert dp.bound is None and dp.status is LevelStatus.NO_BOUND
@@ -137,3 +138,20 @@ def test_without_a_placement_from_the_dp_the_upper_bound_comes_from_a_heuristic_
     cert = certify(problem, budget=20.0, levels=("simple", "dp", "superblock"), gap=0.0)
     assert cert.found_by in FALLBACK_UPPER and cert.objective >= optimum and cert.objective < float("inf")
     assert cert.gap < 1.0
+
+
+def test_greedy_gives_the_upper_bound_when_the_slicing_heuristics_find_none(monkeypatch) -> None:
+    from placement_dsl import certify as certify_module
+    from placement_dsl.errors import InfeasibleError
+
+    real = certify_module.heuristic
+
+    def without_slicing(method, *args, **kwargs):
+        if method in ("slicegraph", "brkga"):  # as when the slicing DP runs out of time on a memory-bound graph
+            raise InfeasibleError(f"{method}: no valid split in time")
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(certify_module, "heuristic", without_slicing)
+    problem, _ = testing.chain()
+    cert = certify(problem, budget=20.0, levels=("simple",))
+    assert cert.found_by == "greedy" and math.isfinite(cert.objective)

@@ -110,3 +110,22 @@ def test_the_old_tables_still_read_with_a_warning():
         goals = base.OPTIMIZES
     assert methods["dp"] == "placement_dsl.heuristics.ideals:dp" and goals["cpop"] == "makespan"
     assert set(KNOWN) <= set(methods)
+
+
+def test_the_declarations_say_what_the_modules_register():
+    """:data:`registry.DECLARED` lists the package's methods without importing them: the same names, functions,
+    goals as the decorators register once every module is imported (the order of registration follows whichever
+    module an earlier caller imported first; the listing's order is the declarations')."""
+    own = [h for h in registry.load().values() if h.module.startswith(registry.__package__ + ".")]
+    assert sorted((h.name, h.where, h.optimizes) for h in own) == sorted(
+        (name, f"{registry.__package__}.{target}", goal) for name, (target, goal) in registry.DECLARED.items())
+
+
+def test_a_declared_method_is_listed_before_its_module_is_imported(monkeypatch):
+    monkeypatch.setattr(registry, "HEURISTICS", {})
+    monkeypatch.setattr(registry, "_loaded", [False])
+    names = registry.names()
+    assert names[:len(registry.DECLARED)] == list(registry.DECLARED) and "schedule-lns" in names
+    assert isinstance(registry.HEURISTICS["dp"].target, str)  # declared by name, not yet imported
+    assert registry.optimizes("dp") == "max_load" and isinstance(registry.HEURISTICS["dp"].target, str)
+    assert registry.get("dp").fn.__name__ == "dp"  # its module imported on first use

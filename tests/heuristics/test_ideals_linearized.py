@@ -3,6 +3,8 @@ incumbent the DP prunes with.
 """
 from __future__ import annotations
 
+import pytest
+
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel
 from placement_dsl.formulations import Kind, of_kind
@@ -48,3 +50,51 @@ def test_dp_prunes_with_the_dpl_incumbent():
     pruned, plain = dp(g, Cluster.stages(2)), dp(g, Cluster.stages(2), incumbent=False)
     assert pruned.info["incumbent"] == dpl(g, Cluster.stages(2)).info["dp_value"] == 7.0
     assert plain.info["incumbent"] is None and pruned.objective == plain.objective == 7.0
+
+
+# ---------------------------------------------------------------------------- DPL as a slicing of its path
+def _random_graph(rng):
+    n = int(rng.integers(1, 20))
+    ops = [Op(name=f"o{i}", work=float(rng.integers(0, 6)), out_bytes=float(rng.choice([0, rng.integers(0, 8), 1e3])),
+              param_bytes=float(rng.integers(0, 4))) for i in range(n)]
+    return Graph(ops, [(f"o{i}", f"o{j}") for i in range(n) for j in range(i + 1, min(n, i + 5)) if rng.random() < 0.4])
+
+
+def test_dpl_on_identical_devices_slices_its_path_and_finds_the_lattice_dps_optimum():
+    import numpy as np
+
+    from placement_dsl.errors import InfeasibleError
+    from placement_dsl.heuristics.ideals import DEFAULT_MAX_IDEALS, _result, dpl, search, setup
+
+    rng = np.random.default_rng(0)
+    models = (CostModel.named("throughput"), CostModel(overlap="half"), CostModel.named("bottleneck"))
+    for trial in range(60):
+        g, k, model = _random_graph(rng), int(rng.integers(1, 5)), models[trial % 3]
+        cluster = Cluster.stages(k, memory=float(rng.choice([np.inf, 6.0, 12.0])))
+        su = setup(g, cluster, model, False, True)
+        try:  # the reference: the sweep over the n + 1 prefixes of the DFS order
+            sol, info = search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None)
+            want = _result("dpl", su, sol, info, 0.0, exact=False).objective
+        except InfeasibleError:
+            want = None
+        try:
+            got = dpl(g, cluster, model=model)
+        except InfeasibleError:
+            assert want is None
+            continue
+        assert got.info["path"] == "slicing" and got.objective == pytest.approx(want, rel=1e-9)
+
+
+def test_dpl_slices_a_20k_op_chain_in_seconds():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = 20_000
+    g = Graph([Op(name=f"v{i}", work=float(rng.random()) + 0.1, out_bytes=1.0) for i in range(n)],
+              [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    from placement_dsl.heuristics.ideals import dpl
+
+    # the sweep over 20,001 prefixes visited ~n^2/2 pairs (past 200 s); its time limit would stop it
+    r = dpl(g, Cluster.stages(4), time_limit=60)
+    assert "stopped" not in r.info and r.info["ideals"] == n + 1
+    assert r.objective <= g.work("accelerator").sum() / 4 * 1.01 + 2

@@ -1,0 +1,46 @@
+"""Start-up: importing the package, the command line's help and ``zoo`` load neither the solver stack nor numba
+(the heuristics' registry lists its methods from their declarations, not by importing the modules that compile
+kernels). Checked in a fresh interpreter by what is in ``sys.modules``, not by timing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = {"pyomo", "numba", "ortools", "highspy", "pyscipopt"}
+
+
+@pytest.mark.parametrize("argv", [None, ["--help"], ["solve", "--help"], ["bounds", "--help"], ["zoo"]],
+                         ids=["import", "help", "solve-help", "bounds-help", "zoo"])
+def test_start_up_loads_no_solver_stack_and_no_numba(argv):
+    code = "import placement_dsl"
+    if argv is not None:
+        code += f"\nfrom placement_dsl.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    code += f"\nimport sys\nprint(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r})))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_heuristic_run_loads_no_solver_stack(tmp_path):
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.io import Workload, save_workload
+
+    path = tmp_path / "chain.json"
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(6)], [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    save_workload(Workload(g, Cluster.stages(2)), path)
+    code = (f"from placement_dsl.cli import main\nassert main(['solve', {str(path)!r}, '--method', 'dp', '--json']) == 0"
+            "\nimport sys\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'pyomo', 'ortools', 'highspy', "
+            "'pyscipopt'}))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"  # the answer's report came through result.py, which needs none
