@@ -91,7 +91,7 @@ def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[st
     rows = []
     for solver in solvers:
         res = solve(problem, formulation="chain", solver=solver, time_limit=time_limit, gap=CERTIFY_GAP,
-                    warm_start=dp.placement, windows=True, method="chain")
+                    warm_start=dp.placement, options={"windows": True}, method="chain")
         assert res.bound is None or res.bound <= res.objective + 1e-9
         certified = res.gap is not None and res.gap <= CERTIFY_GAP + 1e-9
         rows.append([_name(path), solver, fmt(t_dp, ".1f"), fmt(dp_value), fmt(res.seconds if certified else None, ".1f"),

@@ -36,6 +36,19 @@ def moved(old: str, names: Mapping[str, ModuleType | str]) -> Callable[[str], An
     return __getattr__
 
 
+def keyword(function: str, name: str, instead: str, stacklevel: int = 3) -> None:
+    """Warn that the keyword ``name`` of ``function`` is deprecated in favour of ``instead`` (one release).
+
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     keyword("solve", "windows", "options={'windows': ...}")
+    ...     str(caught[0].message)
+    "solve(windows=...) is deprecated; give options={'windows': ...} (windows= goes in the next release)"
+    """
+    warnings.warn(f"{function}({name}=...) is deprecated; give {instead} ({name}= goes in the next release)",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
 def public(module: ModuleType) -> dict[str, ModuleType]:
     """Every public name ``module`` defines itself, mapped to ``module`` (for a module moved whole)."""
     return {name: module for name, value in vars(module).items()

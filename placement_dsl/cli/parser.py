@@ -9,10 +9,11 @@ from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
 from .arguments import number as _number
 from .arguments import quiet as _quiet
-from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
+from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_methods, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
 from .export import add_export_parser
 from .importer import add_import_parser
+from .options import options_epilog
 from .schedules import add_congestion_arg
 from .show import add_show_parser
 from .sweep import add_sweep_parsers
@@ -49,7 +50,7 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
 
 
 def _solve_parser(sub: Any) -> None:
-    so = sub.add_parser("solve", help="find a placement (heuristic or MIP)", epilog=EPILOG,
+    so = sub.add_parser("solve", help="find a placement (heuristic or MIP)", epilog=f"{options_epilog()}\n\n{EPILOG}",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(so)
     so.add_argument("--method", required=True, choices=HEURISTIC_METHODS + IP_METHODS,
@@ -65,6 +66,9 @@ def _solve_parser(sub: Any) -> None:
     so.add_argument("--evaluations", type=_number(int, 1, "--evaluations"), metavar="N",
                     help="evaluation budget of the ordering searches (methods whose function takes it)")
     so.add_argument("--seed", type=int, metavar="N", help="random seed of the heuristics that draw (default: 0)")
+    so.add_argument("--option", action="append", metavar="NAME=VALUE",
+                    help="an option the heuristic method declares (repeatable; listed below and by "
+                         "'placement-dsl methods'), e.g. --option population=50")
     add_congestion_arg(so)
     so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs; "
                                                   "the schedule file for MOIRAI sheets)")
@@ -117,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
+    me = sub.add_parser("methods", help="list the heuristic methods, what they optimize and their options",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(me, "print the methods as a JSON object")
+    me.set_defaults(func=cmd_methods)
     add_sweep_parsers(sub, _number, _common)
 
     add_show_parser(sub)

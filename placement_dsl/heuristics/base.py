@@ -66,10 +66,14 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
 
     ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to the
     method, which returns its best placement so far when it runs out (``info["stopped"]``).
+    ``options`` are checked against the method's declared ones (:mod:`.manifest`): an unknown or invalid
+    one is a :class:`SpecError` naming the method and the option.
     """
     model = model or CostModel()
     start = time.perf_counter()
-    fn = resolve(method)
+    entry = registry.get(method)
+    options = entry.check(options)
+    fn = entry.fn
     result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):

@@ -5,15 +5,19 @@ that, given a time limit, returns its best placement so far when it runs out. It
 
     from placement_dsl.heuristics.registry import heuristic
 
-    @heuristic("mine", optimizes="max_load")
-    def mine(graph, cluster, *, model=None, seed=None, time_limit=None): ...
+    @heuristic("mine", optimizes="max_load", options=MineOptions)
+    def mine(graph, cluster, *, model=None, seed=None, time_limit=None, depth=3): ...
+
+``options`` is the :class:`~placement_dsl.options.Options` model of the method's own keyword options
+(:mod:`.manifest` holds the package's); :func:`~placement_dsl.heuristics.run` checks what a caller passes against
+it. A method that declares none takes its keywords unchecked.
 
 :func:`load` imports the modules that hold the package's own methods (every module of this
 package, and of the packages named in :data:`PLUGIN_PACKAGES`, found by walking them and imported
 by dotted name, so that a method defined above this layer registers without this module importing
 upwards); a method defined elsewhere registers when its module is imported. A plugin package whose
 modules are costly to import (the search package loads Pyomo) declares its methods instead, in a
-``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes)}``, modules relative to
+``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes, options)}``, modules relative to
 the package): :func:`load` reads the table without importing the modules, and a method's module is
 imported when the method is first run, so listing the methods (``--help``) stays cheap. ``optimizes`` says
 what the method minimizes when it searches: an objective (``"max_load"``, ``"latency"``,
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..options import Options, describe, validate
 from ..plugins import import_modules
 
 PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
@@ -37,13 +42,24 @@ PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 @dataclass(frozen=True)
 class Heuristic:
     """A registered method: its name, function (or, declared by a plugin package, ``"module:function"``
-    imported on first use), what it optimizes, and the module that defines it."""
+    imported on first use), what it optimizes, the module that defines it and its declared options
+    (``None``: undeclared, passed unchecked)."""
 
     name: str
     target: Callable[..., Any] | str
     optimizes: str
     module: str
     doc: str = ""
+    options: type[Options] | None = None
+
+    def check(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` checked against the declared options (:func:`placement_dsl.options.validate`); undeclared
+        options pass as given."""
+        return dict(given) if self.options is None else validate(f"heuristic {self.name!r}", self.options, given)
+
+    def describe(self) -> list[Any]:
+        """The declared options (:class:`placement_dsl.options.OptionInfo`), in order."""
+        return describe(self.options)
 
     @property
     def fn(self) -> Callable[..., Any]:
@@ -65,8 +81,9 @@ HEURISTICS: dict[str, Heuristic] = {}
 _loaded: list[bool] = [False]
 
 
-def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated function as the method ``name`` (returned unchanged).
+def heuristic(name: str, *, optimizes: str, doc: str = "",
+              options: type[Options] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the method ``name`` (returned unchanged), with its declared ``options``.
 
     A name registered by another function is refused (:class:`SpecError`); registering the same
     function again (its module reloaded) replaces the entry.
@@ -75,6 +92,8 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
         raise SpecError(f"heuristic name {name!r}: give a non-empty string")
     if not isinstance(optimizes, str) or not optimizes:
         raise SpecError(f"heuristic {name!r}: optimizes {optimizes!r} must name what the method minimizes")
+    if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
+        raise SpecError(f"heuristic {name!r}: options {options!r} must be an Options model (placement_dsl.options)")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         old = HEURISTICS.get(name)
@@ -82,7 +101,8 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
         if old is not None and old.where != where:
             raise SpecError(f"heuristic {name!r} is already registered by {old.where}; {where} needs another name")
         first = (fn.__doc__ or "").strip().split("\n")[0]
-        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first)
+        declared = options if options is not None or old is None else old.options  # a plugin's manifest declared them
+        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first, declared)
         return fn
     return register
 
@@ -99,11 +119,12 @@ def load() -> dict[str, Heuristic]:
                 raise
             declared = getattr(pkg, "HEURISTICS", None) if package != __package__ else None
             if isinstance(declared, dict):  # a plugin's manifest: its modules are imported when a method runs
-                for name, (target, goal) in declared.items():
+                for name, (target, goal, *declared_options) in declared.items():
                     module, _, attr = target.partition(":")
                     full = f"{package}.{module}"
                     if name not in HEURISTICS:
-                        HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
+                        HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full,
+                                                     options=declared_options[0] if declared_options else None)
                 continue
             import_modules(pkg)
         _loaded[0] = True

@@ -13,9 +13,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan")}
+from ..heuristics.manifest import ScheduleStart
+from ..options import option
+
+
+class ScheduleLns(ScheduleStart):
+    """The makespan LNS's options."""
+
+    window: int = option(16, "units freed per step at first (doubled after a pass without improvement)", ge=1)
+    step_limit: float = option(5.0, "seconds per step's re-solve", gt=0)
+    solver: str | None = option(None, "the re-solve's solver (None: CP-SAT when installed, else HiGHS)")
+    threads: int = option(1, "solver threads", ge=1)
+
+
+HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan", ScheduleLns)}
 """The methods this package registers (:mod:`placement_dsl.heuristics.registry`): name -> (module:function, what
-it minimizes)."""
+it minimizes, its declared options)."""
 
 _WHERE = {"target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
           "schedule_lns": "lns", "ip_neighbourhoods": "neighbourhood", "pin_outside": "pin", "resolve_free": "pin"}
