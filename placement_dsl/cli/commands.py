@@ -180,7 +180,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     method = args.method or ("ip" if latency else None)
     problem = (problem_for_method(w, objective=args.objective, method=method, overlap=args.overlap,
                                   subgraphs=args.subgraphs) if method else dag_problem(w, model))
-    levels = args.levels.split(",") if args.levels else None
+    levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))
     emit(args, payload, text)

@@ -5,6 +5,7 @@ import argparse
 from typing import Any, NoReturn
 
 from ..evaluate import NAMED
+from ..levels import MANIFEST
 from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
 from .arguments import number as _number
@@ -19,6 +20,19 @@ from .show import add_show_parser
 from .sweep import add_sweep_parsers
 from .training import add_training_args
 from .workloads import boundaries_arg, one_line
+
+
+def level_choices() -> str:
+    """The certificate's levels, from the levels' manifest (the levels themselves load Pyomo)."""
+    return "; ".join(f"{name} ({doc})" for name, doc in MANIFEST.items())
+
+
+def levels_arg(text: str) -> list[str]:
+    """``--levels a,b``: the names, each non-empty (certify refuses one it does not know, naming the choices)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"--levels {text!r}: give comma-separated level names, e.g. simple,dp")
+    return names
 
 
 # ---------------------------------------------------------------------------- parser
@@ -79,8 +93,9 @@ def _bounds_parser(sub: Any) -> None:
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(bo)
-    bo.add_argument("--levels", help="comma-separated levels (default: the problem's "
-                                     "hierarchy, e.g. simple,dp,stage-cut,superblock,guess,exact for pipelines)")
+    bo.add_argument("--levels", type=levels_arg, metavar="LEVEL[,LEVEL...]",
+                    help="comma-separated levels, run cheapest first (default: the problem's hierarchy, e.g. "
+                         f"simple,dp,stage-cut,superblock,guess,exact for pipelines); the levels: {level_choices()}")
     bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
                                                          "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
