@@ -1,7 +1,6 @@
 """Searches that re-solve parts of a problem with :func:`~placement_dsl.solve.solve` (or CP-SAT) around an
 incumbent, above the solve layer: the makespan LNS (:mod:`.lns`, method ``"schedule-lns"``), the throughput
-IP's neighbourhoods (:mod:`.neighbourhood`), RINS where good splits disagree (:mod:`.rins`, imported by its
-module name: its function has the same name), and the chain formulation's target search (:mod:`.chain`). Each
+IP's neighbourhoods (:mod:`.neighbourhood`) and the chain formulation's target search (:mod:`.chain`). Each
 step pins everything outside a free set and re-solves (:mod:`.pin`).
 
 Importing this package loads none of its modules (they load Pyomo and the solvers): each name below is
