@@ -71,9 +71,8 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     """
     model = model or CostModel()
     start = time.perf_counter()
-    entry = registry.get(method)
-    options = entry.check(options)
-    fn = entry.fn
+    options = registry.get(method).check(options)
+    fn = resolve(method)
     result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
