@@ -18,7 +18,7 @@ they leave goes to the upper bound. The row's gap is certify's bound against the
 (both re-checked: ``problem.violations``, the cost model). Our objective is compared with
 ``ip_noncontig_tps`` at the paper's two decimals, truncated (rounded, GNMT inference's 31.6873 would
 read 31.69). ``--via ip`` is the earlier protocol: the warm-started IP alone for 60 s (``--start
-dp|polish``); ``--rins S`` adds two more polished splits and the IP where they disagree to the start.
+dp|polish``).
 
 Measured (b), HiGHS 1 thread, 2 cores shared with other work, seeds 0, ours / bound (gap %, start +
 certify + search s): all 10 proven within 1 % and at or below the paper within 60 s each.
@@ -63,7 +63,6 @@ from placement_dsl.heuristics.polish import packed_start
 from placement_dsl.io import load_workload
 from placement_dsl.presets import problem_for_method
 from placement_dsl.search.neighbourhood import ip_neighbourhoods
-from placement_dsl.search.rins import rins
 from placement_dsl.solve import solve
 
 CERTIFY_GAP = 0.01
@@ -91,7 +90,7 @@ def contiguous(path: Path, solvers: list[str], time_limit: float, paper: dict[st
     rows = []
     for solver in solvers:
         res = solve(problem, formulation="chain", solver=solver, time_limit=time_limit, gap=CERTIFY_GAP,
-                    warm_start=dp.placement, windows=True, method="chain")
+                    warm_start=dp.placement, options={"windows": True}, method="chain")
         assert res.bound is None or res.bound <= res.objective + 1e-9
         certified = res.gap is not None and res.gap <= CERTIFY_GAP + 1e-9
         rows.append([_name(path), solver, fmt(t_dp, ".1f"), fmt(dp_value), fmt(res.seconds if certified else None, ".1f"),
@@ -120,8 +119,7 @@ def noncontiguous(path: Path, solver: str, time_limit: float, paper: dict[str, s
             res.status.value, fmt(res.seconds, ".1f"), str(res.start_accepted), paper["ip_noncontig_runtime"]]
 
 
-def certified(path: Path, time_limit: float, paper: dict[str, str], neighbourhood: float = 0.0,
-              bound_share: float = BOUND_SHARE) -> list[str]:
+def certified(path: Path, time_limit: float, paper: dict[str, str], bound_share: float = BOUND_SHARE) -> list[str]:
     """The start, the bounds, then the upper bound again, within ``time_limit`` seconds for all three: the DP and
     polish from its split and from the packing bound's packing; ``certify`` from the best of them (simple with
     packing, superblock, the warm IP) within ``bound_share`` of the time; IP neighbourhoods
@@ -137,10 +135,6 @@ def certified(path: Path, time_limit: float, paper: dict[str, str], neighbourhoo
     if packed is not None:
         starts.append(run("polish", problem.graph, problem.cluster, model=model, start=packed, seed=0,
                           time_limit=polish).placement)
-    if neighbourhood > 0:  # two more polished splits (small blocks), then the IP where the splits disagree
-        starts += [run("polish", problem.graph, problem.cluster, model=model, start=dp.placement, seed=seed,
-                       kicks=1500, max_block=4, time_limit=12).placement for seed in (1, 2)]
-        starts.append(rins(problem, starts, time_limit=neighbourhood))
     start = min(starts, key=lambda p: problem.evaluate(p).objective)
     t_start = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -196,9 +190,6 @@ def main(argv: list[str] | None = None) -> None:
                     help="non-contiguous part: the start, certify's levels and the IP neighbourhoods within the time "
                          "limit (default); certify with its default levels alone, as a user calls it; or the "
                          "warm-started IP alone")
-    ap.add_argument("--rins", type=float, default=0.0, metavar="SECONDS",
-                    help="with --via certify: also re-solve where three polished splits disagree (search.rins), "
-                         "for at most SECONDS, as part of the start")
     ap.add_argument("--bound-share", type=float, default=BOUND_SHARE, metavar="F",
                     help=f"with --via certify: certify's levels get at most this share of the time limit, the IP "
                          f"neighbourhoods what the start and the levels leave (default {BOUND_SHARE})")
@@ -225,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         table(["workload", "paper ip_noncontig", "ours", "<= paper", "bound", "gap %", "within 1 %", "start s",
                "certify s", "search s", "total s", "found by", "proved by", "simple (packing)"])
         for path in paths:
-            row = certified(path, args.time_limit, paper[_key(path)], args.rins, args.bound_share)
+            row = certified(path, args.time_limit, paper[_key(path)], args.bound_share)
             print("| " + " | ".join(row) + " |", flush=True)
     elif "noncontiguous" in args.parts and args.via == "defaults":
         print(f"\n(b) non-contiguous: certify(problem, budget={args.time_limit:g}, gap=0) with its default levels")

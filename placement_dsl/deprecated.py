@@ -36,6 +36,35 @@ def moved(old: str, names: Mapping[str, ModuleType | str]) -> Callable[[str], An
     return __getattr__
 
 
+def forward(what: str, target: str, *args: Any, instead: str = "") -> Any:
+    """The body of a deprecated function ``what`` that moved to ``target`` (``"module:function"``): warn, then call
+    ``target`` with ``args``. The module is imported by name on use, so a method of a low layer may forward to a
+    function of a layer above it (``Placement.evaluate`` to the cost model) without the low layer importing it.
+
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     forward("size()", "builtins:len", [1, 2]), str(caught[0].message)
+    (2, 'size() is deprecated; call builtins.len(...) (size() goes in the next release)')
+    """
+    module, _, name = target.partition(":")
+    warnings.warn(f"{what} is deprecated; call {instead or f'{module}.{name}(...)'} ({what} goes in the next release)",
+                  DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module(module), name)(*args)
+
+
+def keyword(function: str, name: str, instead: str, stacklevel: int = 3) -> None:
+    """Warn that the keyword ``name`` of ``function`` is deprecated in favour of ``instead`` (one release).
+
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     keyword("solve", "windows", "options={'windows': ...}")
+    ...     str(caught[0].message)
+    "solve(windows=...) is deprecated; give options={'windows': ...} (windows= goes in the next release)"
+    """
+    warnings.warn(f"{function}({name}=...) is deprecated; give {instead} ({name}= goes in the next release)",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
 def public(module: ModuleType) -> dict[str, ModuleType]:
     """Every public name ``module`` defines itself, mapped to ``module`` (for a module moved whole)."""
     return {name: module for name, value in vars(module).items()

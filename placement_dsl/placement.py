@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import enum
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .cluster import Cluster
+from .deprecated import forward
 from .errors import SpecError
 from .graph import Graph
 from .replication import ReplicaSpec, replica_sets, replicas_dict
@@ -190,19 +190,13 @@ class Placement:
 
         The cost model sits above placements, so this method reaches up the layers; it goes in the next release.
         """
-        warnings.warn("Placement.evaluate() is deprecated; call placement_dsl.evaluate(placement, model)",
-                      DeprecationWarning, stacklevel=2)
-        from .evaluate import evaluate  # deprecated method: the cost model sits above placements
-
-        return evaluate(self, model)
+        return forward("Placement.evaluate()", "placement_dsl.evaluate:evaluate", self, model,
+                       instead="placement_dsl.evaluate(placement, model)")
 
     def table(self, model: CostModel | None = None) -> str:
         """Deprecated: ``placement_dsl.evaluate(placement, model).table()``."""
-        warnings.warn("Placement.table() is deprecated; call placement_dsl.evaluate(placement, model).table()",
-                      DeprecationWarning, stacklevel=2)
-        from .evaluate import evaluate  # deprecated method: the cost model sits above placements
-
-        return evaluate(self, model).table()
+        return forward("Placement.table()", "placement_dsl.evaluate:evaluate", self, model,
+                       instead="placement_dsl.evaluate(placement, model).table()").table()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": PLACEMENT_FORMAT, "version": 1, "graph": self.graph.name}

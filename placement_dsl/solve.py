@@ -21,10 +21,12 @@ from .bounds import simple_lower_bound
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
+from .deprecated import keyword
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
 from .evaluate import Evaluation, Objective
 from .formulations import Formulation, Kind, Plan, get
 from .heuristics import fallback as fallbacks
+from .options import validate
 from .placement import Placement
 from .progress import scaled
 from .result import Result, Seconds
@@ -40,7 +42,8 @@ RESERVE = 1.0  # seconds kept after the search: reading the answer back and the 
 def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "highs", time_limit: float = 60.0,
           gap: float = 1e-4, threads: int = 1, warm_start: str | Path | Placement | None = None,
           log_path: str | Path | None = None, method: str = "ip", windows: bool | None = None,
-          budget: float | None = None, deadline: Deadline | None = None) -> Result:
+          budget: float | None = None, deadline: Deadline | None = None,
+          options: Mapping[str, Any] | None = None) -> Result:
     """Solve ``problem`` with a formulation and a solver; the result is certified by the cost model.
 
     Parameters
@@ -78,8 +81,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     method
         The label of this run in the result (e.g. the command-line method name).
     windows
-        An option of the ``"chain"`` restriction (:class:`~placement_dsl.formulations.chain.ChainFormulation`):
-        position windows from the warm start. ``None`` leaves the choice to the formulation.
+        Deprecated: ``options={"windows": ...}`` of the ``"chain"`` formulation (goes in the next release).
     budget
         Another name of ``time_limit`` (the whole call); with both, the smaller applies.
     deadline
@@ -93,11 +95,13 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     """
     t0 = time.perf_counter()
     clock = _clock(time_limit, budget, deadline)
-    _check_arguments(gap, threads, warm_start, windows, solver=solver, method=method, log_path=log_path,
+    options = _options(options, windows)
+    _check_arguments(gap, threads, warm_start, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
     if solver == CPSAT:
-        return _solve_cpsat(problem, formulation, clock, t0, gap, threads, warm_start, log_path, method, windows)
+        return _solve_cpsat(problem, formulation, clock, t0, gap, threads, warm_start, log_path, method, options)
     form = get(formulation, problem)
+    options = validate(f"formulation {form.name!r}", form.options, options)
     if form.kind is Kind.RELAXATION:
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
                         "Use certify(problem, levels=...) or `placement-dsl bounds` for bounds")
@@ -111,7 +115,6 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     if _heavy(problem, form, spec, clock):  # the model leaves little time to search: the start goes on first
         stop = _continued(stop, clock, IMPROVE_SHARE * (clock.left() - RESERVE))
         start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
-    options = {} if windows is None else {"windows": windows}
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
                            f"{time.perf_counter() - t0:.1f} s)")
@@ -152,7 +155,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 
 
 def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
-                 warm_start: Any, log_path: Any, method: str, windows: Any) -> Result:
+                 warm_start: Any, log_path: Any, method: str, options: Mapping[str, Any]) -> Result:
     """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
     with this module's start, deadline and checks."""
     cpsat.check_terms(problem)
@@ -162,8 +165,9 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
     if form is not get("schedule"):
         raise SpecError(f"solver 'cpsat' solves the makespan as its own interval model; formulation {form.name!r} "
                         "is not it (give formulation='auto' or 'schedule')")
-    if windows is not None:
-        raise SpecError(f"windows {windows!r}: an option of the 'chain' formulation, not of solver 'cpsat'")
+    if options:
+        raise SpecError(f"solver 'cpsat' takes no formulation options; got {sorted(options)} (windows is an option "
+                        "of the 'chain' formulation)")
     label = CPSAT if method == "ip" else method  # the default label names the backend
     start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
     stop = _Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
@@ -195,7 +199,20 @@ def _clock(time_limit: Any, budget: Any, deadline: Deadline | None) -> Deadline:
     return Deadline(limit) if deadline is None else deadline.within(limit)
 
 
-def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **names: Any) -> None:
+def _options(options: Any, windows: Any) -> dict[str, Any]:
+    """The formulation's options, with the deprecated ``windows=`` keyword moved into them (warned)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise SpecError(f"options {options!r}: give a mapping of the formulation's option names to values")
+    found = dict(options or {})
+    if windows is not None:
+        keyword("solve", "windows", "options={'windows': ...}", stacklevel=4)
+        if not isinstance(windows, bool):
+            raise SpecError(f"windows {windows!r}: give True, False or None")
+        found.setdefault("windows", windows)
+    return found
+
+
+def _check_arguments(gap: Any, threads: Any, warm_start: Any, **names: Any) -> None:
     """Every other public input of :func:`solve`, refused with its name and value."""
     for name, value in names.items():
         kinds = {"solver": (str,), "method": (str,), "log_path": (str, Path, type(None)),
@@ -210,8 +227,6 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, windows: Any, **na
     if warm_start is not None and not isinstance(warm_start, (str, Path, Placement, Mapping)):
         raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, 'auto', a Placement, a mapping of op to "
                         f"device names or a placement file, not a {type(warm_start).__name__}")
-    if windows is not None and not isinstance(windows, bool):
-        raise SpecError(f"windows {windows!r}: give True, False or None")
 
 
 SEARCHES = {Objective.LATENCY: "latency-lns", Objective.MAKESPAN: "makespan-lns"}

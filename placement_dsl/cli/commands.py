@@ -13,7 +13,14 @@ from ..io import Workload, load_placement, save_workload
 from ..presets import dag_problem, problem_for_method
 from ..report import stage_lines, stage_ranges
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
-from .options import heuristic_options, mip_options, note_cold_kernels, taken_mip_options
+from .options import (
+    declared_options,
+    describe_methods,
+    heuristic_options,
+    mip_options,
+    note_cold_kernels,
+    taken_mip_options,
+)
 from .problems import bounds_payload
 from .schedules import is_makespan, save_answer, solve_makespan
 from .training import schedule_objective
@@ -78,7 +85,7 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     from ..heuristics import run
 
     mip_options(args)
-    options = {**heuristic_options(args), **_replication(args), **taken_mip_options(args)}
+    options = {**heuristic_options(args), **_replication(args), **taken_mip_options(args), **declared_options(args)}
     if options.get("time_limit") is not None:  # what is left of the command's budget (reading the workload took some),
         reserve = min(0.1 * args.time_limit, 2.0)  # less a share for the re-check and the answer
         options["time_limit"] = max(command_deadline(args).left() - reserve, 0.0)
@@ -131,6 +138,7 @@ def _replication(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[Any, dict[str, Any], str]:
     heuristic_options(args)
+    declared_options(args)
     for key, value in mip_options(args).items():
         setattr(args, key, value)
     start = args.warm_start if args.warm_start in HEURISTIC_METHODS else None
@@ -172,10 +180,23 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     method = args.method or ("ip" if latency else None)
     problem = (problem_for_method(w, objective=args.objective, method=method, overlap=args.overlap,
                                   subgraphs=args.subgraphs) if method else dag_problem(w, model))
-    levels = args.levels.split(",") if args.levels else None
+    levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))
     emit(args, payload, text)
+    return EXIT_OK
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    """``methods``: every heuristic with what it optimizes and its declared options, and the MIP methods."""
+    methods = describe_methods()
+    lines = []
+    for m in methods:
+        lines.append(f"{m['name']}  (optimizes {m['optimizes']}) {m['doc']}")
+        lines += [f"    {o['name']} ({o['type']}, default {o['default']}{', ' + o['bounds'] if o['bounds'] else ''})"
+                  f": {o['help']}{'' if o['settable'] else ' [from Python only]'}" for o in m["options"]]
+    lines.append(f"MIP methods: {', '.join(IP_METHODS)} (--solver, --time-limit, --gap, --warm-start)")
+    emit(args, {"heuristics": methods, "mip": list(IP_METHODS)}, "\n".join(lines))
     return EXIT_OK
 
 

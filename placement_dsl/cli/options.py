@@ -1,4 +1,5 @@
-"""Which options a method takes (from the heuristics' signatures), and the one-time kernel compilation note."""
+"""Which options a method takes (its declared options, :mod:`placement_dsl.heuristics.manifest`), ``--option
+NAME=VALUE``, and the one-time kernel compilation note."""
 from __future__ import annotations
 
 import argparse
@@ -6,17 +7,23 @@ import inspect
 from types import ModuleType
 from typing import Any
 
-from ..errors import PlacementError
+from ..errors import PlacementError, SpecError
+from ..heuristics import registry
+from ..options import parse
 from .common import HEURISTIC_FLAGS, HEURISTIC_METHODS, IP_METHODS, MIP_DEFAULTS, MIP_FLAGS
 from .workloads import note
 
-
 # ---------------------------------------------------------------------------- options per method
-def accepted_options(method: str) -> set[str]:
-    """Keyword options the heuristic ``method``'s function takes (from its signature)."""
-    from ..heuristics.base import resolve
+COMMON = {"model", "seed", "time_limit"}  # every heuristic's own arguments
 
-    params = inspect.signature(resolve(method)).parameters.values()
+
+def accepted_options(method: str) -> set[str]:
+    """Keyword options the heuristic ``method`` takes: its declared options and the common arguments (from its
+    function's signature when it declares none)."""
+    entry = registry.get(method)
+    if entry.options is not None:
+        return set(entry.options.model_fields) | COMMON
+    params = inspect.signature(entry.fn).parameters.values()
     named = {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
                                                   inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):  # its own names too (e.g. time_limit)
@@ -46,6 +53,37 @@ def heuristic_options(args: argparse.Namespace) -> dict[str, Any]:
         note(f"{HEURISTIC_FLAGS[name]} does not apply to method {args.method} and is ignored; "
              f"it is taken by {', '.join(methods_taking(name))}")
     return {k: v for k, v in given.items() if k in accepted}
+
+
+def declared_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--option NAME=VALUE`` (repeatable), read as the types the heuristic ``args.method`` declares; a MIP method
+    takes none (its formulation's options are given from Python: ``solve(..., options={...})``)."""
+    given = getattr(args, "option", None) or []
+    if not given:
+        return {}
+    if args.method not in HEURISTIC_METHODS:
+        raise SpecError(f"--option {given[0]!r}: method {args.method} takes no --option; the heuristic methods do "
+                        "(see 'placement-dsl methods')")
+    entry = registry.get(args.method)
+    return dict(parse(f"method {args.method}", entry.options, text) for text in given)
+
+
+def describe_methods() -> list[dict[str, Any]]:
+    """Every heuristic with what it optimizes, its first doc line and its declared options (for ``methods``)."""
+    return [{"name": h.name, "optimizes": h.optimizes, "doc": h.doc,
+             "options": [{"name": o.name, "type": o.type, "default": o.default if o.settable else repr(o.default),
+                          "help": o.help, "bounds": o.bounds, "settable": o.settable} for o in h.describe()]}
+            for h in registry.load().values()]
+
+
+def options_epilog() -> str:
+    """The options each heuristic declares, one line per method, for ``solve --help``."""
+    lines = ["options per method (--option NAME=VALUE; details: placement-dsl methods):"]
+    for h in registry.declare().values():  # the declarations: no method's module (numba, Pyomo) is imported
+        names = [o.name for o in h.describe() if o.settable]
+        if names:
+            lines.append(f"  {h.name}: {', '.join(names)}")
+    return "\n".join(lines)
 
 
 def mip_options(args: argparse.Namespace) -> dict[str, Any]:

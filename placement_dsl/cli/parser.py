@@ -5,20 +5,35 @@ import argparse
 from typing import Any, NoReturn
 
 from ..evaluate import NAMED
+from ..levels import MANIFEST
 from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
 from .arguments import number as _number
 from .arguments import quiet as _quiet
-from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
+from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_methods, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
 from .export import add_export_parser
 from .importer import add_import_parser
+from .options import options_epilog
 from .profile import add_profile_parser
 from .schedules import add_congestion_arg
 from .show import add_show_parser
 from .sweep import add_sweep_parsers
 from .training import add_training_args
 from .workloads import boundaries_arg, one_line
+
+
+def level_choices() -> str:
+    """The certificate's levels, from the levels' manifest (the levels themselves load Pyomo)."""
+    return "; ".join(f"{name} ({doc})" for name, doc in MANIFEST.items())
+
+
+def levels_arg(text: str) -> list[str]:
+    """``--levels a,b``: the names, each non-empty (certify refuses one it does not know, naming the choices)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"--levels {text!r}: give comma-separated level names, e.g. simple,dp")
+    return names
 
 
 # ---------------------------------------------------------------------------- parser
@@ -50,7 +65,7 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
 
 
 def _solve_parser(sub: Any) -> None:
-    so = sub.add_parser("solve", help="find a placement (heuristic or MIP)", epilog=EPILOG,
+    so = sub.add_parser("solve", help="find a placement (heuristic or MIP)", epilog=f"{options_epilog()}\n\n{EPILOG}",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(so)
     so.add_argument("--method", required=True, choices=HEURISTIC_METHODS + IP_METHODS,
@@ -66,6 +81,9 @@ def _solve_parser(sub: Any) -> None:
     so.add_argument("--evaluations", type=_number(int, 1, "--evaluations"), metavar="N",
                     help="evaluation budget of the ordering searches (methods whose function takes it)")
     so.add_argument("--seed", type=int, metavar="N", help="random seed of the heuristics that draw (default: 0)")
+    so.add_argument("--option", action="append", metavar="NAME=VALUE",
+                    help="an option the heuristic method declares (repeatable; listed below and by "
+                         "'placement-dsl methods'), e.g. --option population=50")
     add_congestion_arg(so)
     so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs; "
                                                   "the schedule file for MOIRAI sheets)")
@@ -76,8 +94,9 @@ def _bounds_parser(sub: Any) -> None:
     bo = sub.add_parser("bounds", help="lower-bound hierarchy and certificate", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(bo)
-    bo.add_argument("--levels", help="comma-separated levels (default: the problem's "
-                                     "hierarchy, e.g. simple,dp,stage-cut,superblock,guess,exact for pipelines)")
+    bo.add_argument("--levels", type=levels_arg, metavar="LEVEL[,LEVEL...]",
+                    help="comma-separated levels, run cheapest first (default: the problem's hierarchy, e.g. "
+                         f"simple,dp,stage-cut,superblock,guess,exact for pipelines); the levels: {level_choices()}")
     bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
                                                          "ip = contiguous, ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
@@ -118,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
+    me = sub.add_parser("methods", help="list the heuristic methods, what they optimize and their options",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(me, "print the methods as a JSON object")
+    me.set_defaults(func=cmd_methods)
     add_sweep_parsers(sub, _number, _common)
 
     add_show_parser(sub)

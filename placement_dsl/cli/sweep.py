@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..levels import MANIFEST
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, emit_unsaved, note
 
@@ -26,7 +27,8 @@ def add_sweep_parsers(sub: Any, number: Callable[..., Any], common: Callable[...
     sw.add_argument("--stages", default=DEFAULT_STAGES, metavar="K,K,...",
                     help=f"numbers of pipeline stages (default: {DEFAULT_STAGES})")
     sw.add_argument("--levels", default=DEFAULT_LEVELS, metavar="LEVEL,...",
-                    help=f"bound levels, one task each (default: {DEFAULT_LEVELS}; '' for none)")
+                    help=f"bound levels, one task each (default: {DEFAULT_LEVELS}; '' for none); choose from "
+                         f"{', '.join(MANIFEST)}")
     sw.add_argument("--methods", default=DEFAULT_METHODS, metavar="METHOD,...",
                     help=f"heuristics, one task each (default: {DEFAULT_METHODS}; '' for none)")
     sw.add_argument("--time-limit", type=number(float, 0, "--time-limit", inclusive=False), default=60.0,

@@ -24,6 +24,7 @@ from ..blocks.base import BlockTemplate
 from ..constraints import Term
 from ..errors import SpecError
 from ..objectives import ObjectiveTerm
+from ..options import Options
 from ..placement import PlacementClass
 from ..problem import Problem
 
@@ -116,6 +117,10 @@ class Formulation:
     doc
         One paragraph: what the formulation is, citing the paper.
     """
+
+    options: type[Options] | None = None
+    """The formulation's own options (:mod:`placement_dsl.options`), checked by ``solve(..., options=...)``;
+    ``None``: it takes none."""
 
     def __init__(self, name: str, kind: Kind, skeleton: Callable[[Problem], Sequence[BlockTemplate]],
                  rules: Mapping[type, Rule] | None = None, parent: Formulation | None = None, doc: str = "",

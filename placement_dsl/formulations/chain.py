@@ -28,6 +28,7 @@ from ..blocks.chain import (
 from ..constraints import Colocate, Contiguous, DagOrder, Term
 from ..errors import SpecError
 from ..objectives import GPipe
+from ..options import Options, option
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
@@ -89,6 +90,13 @@ def _windows(term: LoadTarget, problem: Problem) -> list[BlockTemplate]:
 CUTOFF_SLACK = 1e-7  # relative: the cutoff sits this far above T*, so a placement of max load T* survives
 
 
+class ChainOptions(Options):
+    """The chain restriction's options (``solve(..., formulation="chain", options={...})``)."""
+
+    windows: bool | None = option(None, "position windows at the warm start's max load / (1 + gap) (None: whenever "
+                                        "a warm start is given; True needs one)")
+
+
 class ChainFormulation(Formulation):
     """The DP class as a MIP, with position windows from a warm start and the DP-class certificate.
 
@@ -97,6 +105,8 @@ class ChainFormulation(Formulation):
     is then kept as the fallback answer (the windows cut it off, so it is not a MIP start) and
     the bound is ``min(T*, solver bound)``. ``False`` passes the start as a MIP start instead.
     """
+
+    options = ChainOptions
 
     def placement_class(self, problem: Problem) -> PlacementClass:
         return PlacementClass.DP

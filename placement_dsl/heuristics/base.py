@@ -66,9 +66,12 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
 
     ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to the
     method, which returns its best placement so far when it runs out (``info["stopped"]``).
+    ``options`` are checked against the method's declared ones (:mod:`.manifest`): an unknown or invalid
+    one is a :class:`SpecError` naming the method and the option.
     """
     model = model or CostModel()
     start = time.perf_counter()
+    options = registry.get(method).check(options)
     fn = resolve(method)
     result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective

@@ -26,6 +26,7 @@ from ..errors import InfeasibleError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import clock, device_tallies
 from .registry import heuristic
@@ -118,7 +119,7 @@ def _condensed(graph: Graph) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- greedy
-@heuristic("greedy", optimizes="memory_fill")
+@heuristic("greedy", optimizes="memory_fill", options=manifest.Nothing)
 def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
            seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §7 greedy: fill accelerators in topological order up to their memory, rest on the CPU.
@@ -151,7 +152,7 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 
 
 # ---------------------------------------------------------------------------- one device
-@heuristic("one-device", optimizes="cost_model")
+@heuristic("one-device", optimizes="cost_model", options=manifest.Nothing)
 def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on one accelerator: the best valid one by the cost model (else the best at all).

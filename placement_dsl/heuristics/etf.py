@@ -45,6 +45,7 @@ from ..graph import Graph
 from ..lp import available, new_highs
 from ..placement import Placement
 from ..schedule import ListScheduler, upward_rank
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .listsched import _groups, _makespan_model, _Packing, _result, mean_costs
 from .registry import heuristic
@@ -289,14 +290,14 @@ def _quick(s: _ETF, favourite: np.ndarray | None) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------- the methods
-@heuristic("getf", optimizes="makespan")
+@heuristic("getf", optimizes="makespan", options=manifest.Pins)
 def getf(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
          time_limit: float | None = None, pins: Mapping[str, str] | None = None) -> HeuristicResult:
     """GETF: the ready pair that finishes first, repeatedly (see the module docstring)."""
     return _run("getf", graph, cluster, model, time_limit, pins, lambda s, v, d, f: (f, -s.rank[v], d))
 
 
-@heuristic("m-sct", optimizes="makespan")
+@heuristic("m-sct", optimizes="makespan", options=manifest.Pins)
 def m_sct(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
           time_limit: float | None = None, pins: Mapping[str, str] | None = None) -> HeuristicResult:
     """Baechi's m-SCT: earliest start with favourite children from the LP (see the module docstring);

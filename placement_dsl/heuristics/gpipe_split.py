@@ -24,6 +24,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
+from . import manifest
 from . import pipeline_kernels as K
 from .base import HeuristicResult, deadline_at, expired
 from .contract import contract
@@ -139,7 +140,7 @@ def follows_passes(graph: Graph, image: np.ndarray, order: np.ndarray) -> bool:
     return bool(np.all(forward_ok & backward_ok))
 
 
-@heuristic("gpipe-split", optimizes="gpipe")
+@heuristic("gpipe-split", optimizes="gpipe", options=manifest.Nothing)
 def gpipe_split(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                 seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """The GPipe-optimal split of :data:`CLASS` (module docstring); ``bound == objective`` there.

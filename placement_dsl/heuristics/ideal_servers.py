@@ -36,6 +36,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evalu
 from ..graph import Graph
 from ..placement import Placement
 from . import ideal_kernels as K
+from . import manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at, expired
 from .contract import contract
 from .fallback import fallback
@@ -133,7 +134,7 @@ def _inner_stages(lt: _Lattice, j: int, i: int, per: int, back: dict) -> list[tu
     return out[::-1]
 
 
-@heuristic("dp-servers", optimizes="max_load")
+@heuristic("dp-servers", optimizes="max_load", options=manifest.DpServers)
 def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                max_ideals: int = MAX_IDEALS, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals on a hierarchical cluster (Tarnawski App. C.3; module docstring).

@@ -65,6 +65,7 @@ from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
 from . import ideal_lattice as ideal_lattice_module
+from . import manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at
 from .contract import Contraction, contract
 from .fallback import fallback
@@ -292,7 +293,7 @@ def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start:
                            evaluations=info["pairs"], info=info)
 
 
-@heuristic("dp", optimizes="max_load")
+@heuristic("dp", optimizes="max_load", options=manifest.Dp)
 def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
        replication: bool = False, max_replicas: int | None = None, max_ideals: int = DEFAULT_MAX_IDEALS,
        incumbent: bool = True, merge_zero_cost: bool = True, time_limit: float | None = None) -> HeuristicResult:
@@ -375,7 +376,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     return _result("dp", su, sol, info, start, exact=True)
 
 
-@heuristic("dpl", optimizes="max_load")
+@heuristic("dpl", optimizes="max_load", options=manifest.Dpl)
 def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         replication: bool = False, max_replicas: int | None = None, merge_zero_cost: bool = True,
         time_limit: float | None = None) -> HeuristicResult:

@@ -31,6 +31,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
@@ -238,7 +239,7 @@ def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int
 SEARCH_SECONDS = 20.0  # the latency local search's time limit when none is given
 
 
-@heuristic("latency-local-search", optimizes="latency")
+@heuristic("latency-local-search", optimizes="latency", options=manifest.LatencyLocalSearch)
 def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                          starts: list[tuple[str, np.ndarray]] | None = None, restarts: int = 50, kicks: int = 8,
                          time_limit: float | None = None, max_evaluations: int = 1_000_000,
@@ -343,7 +344,7 @@ def _report_candidates(cands: list[dict[str, Any]]) -> None:
     report("latency-best", candidate=last["method"], latency=last.get("latency", math.nan), best=best)
 
 
-@heuristic("latency-best", optimizes="latency")
+@heuristic("latency-best", optimizes="latency", options=manifest.LatencySearch)
 def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                  dp_max_ideals: int = 5000, time_limit: float | None = None, **search: Any) -> HeuristicResult:
     """The best single-sample latency among greedy, the max-load DP and DPL splits and the latency local search.

@@ -14,6 +14,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError
 from ..evaluate import CostModel
 from ..graph import Graph
+from . import manifest
 from .base import HeuristicResult, deadline_at
 from .baselines import INF, _accelerators, _result, max_load_model
 from .fallback import fallback
@@ -46,7 +47,7 @@ def level_path(graph: Graph, depth: np.ndarray | None = None) -> tuple[np.ndarra
     return order, cuts
 
 
-@heuristic("pipedream", optimizes="max_load")
+@heuristic("pipedream", optimizes="max_load", options=manifest.Nothing)
 def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                    seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """PipeDream's path DP on the graph contracted to its chain of levels, over the accelerators.

@@ -41,6 +41,7 @@ from ..schedule import (
     schedule_makespan,
     upward_rank,
 )
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .registry import heuristic
 
@@ -193,7 +194,7 @@ def _choose(builder: ListScheduler, packing: _Packing, v: int, u: int) -> int:
     return by_finish[0][1]  # no packing known for the rest: greedy
 
 
-@heuristic("list", optimizes="makespan")
+@heuristic("list", optimizes="makespan", options=manifest.Nothing)
 def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
          seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """HEFT with memory-aware earliest-finish device choice (see the module docstring).
@@ -223,7 +224,7 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
     return stopped(result) if cut else result
 
 
-@heuristic("one-device-best", optimizes="makespan")
+@heuristic("one-device-best", optimizes="makespan", options=manifest.Nothing)
 def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                     seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on the one device with the least makespan among those that may run and hold them all

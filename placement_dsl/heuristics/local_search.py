@@ -11,6 +11,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..evaluate import CostModel, MemoryMode, Objective
 from ..graph import Graph
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, stopped
 from .baselines import _local_search, _random_start, _result, group_arrays, max_load_model
 from .latency import latency_local_search
@@ -18,7 +19,7 @@ from .registry import heuristic
 from .segments import OVERLAP_CODE
 
 
-@heuristic("local-search", optimizes="cost_model")
+@heuristic("local-search", optimizes="cost_model", options=manifest.LocalSearch)
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.

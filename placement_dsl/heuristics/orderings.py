@@ -30,6 +30,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel
 from ..graph import Graph
 from ..progress import report
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .kernels import priority_order
 from .registry import heuristic
@@ -183,7 +184,7 @@ def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluat
     return stopped(result) if expired(deadline) else result
 
 
-@heuristic("random", optimizes="max_load")
+@heuristic("random", optimizes="max_load", options=manifest.Random)
 def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                   evaluations: int = 1000, time_limit: float | None = None) -> HeuristicResult:
     """random-T (Archer App. C.1): best slicing over ``T = evaluations`` i.i.d. ``U(0,1)`` priority vectors
@@ -211,7 +212,7 @@ def random_orders(graph: Graph, cluster: Cluster, *, model: CostModel | None = N
     return _finish(slicer, "random", best_keys, start, done, at, decoded=best < INF)
 
 
-@heuristic("brkga", optimizes="max_load")
+@heuristic("brkga", optimizes="max_load", options=manifest.Brkga)
 def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
           evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
           rho: float = 0.7, initial: np.ndarray | None = None, time_limit: float | None = None) -> HeuristicResult:
@@ -274,7 +275,7 @@ def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | No
                    history=state.history)
 
 
-@heuristic("mla", optimizes="max_load")
+@heuristic("mla", optimizes="max_load", options=manifest.Mla)
 def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
         evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
         rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:
@@ -284,7 +285,7 @@ def mla(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
     return _mla(graph, cluster, model, seed, False, cfg, "mla", time_limit)
 
 
-@heuristic("mla-weighted", optimizes="max_load")
+@heuristic("mla-weighted", optimizes="max_load", options=manifest.Mla)
 def mla_weighted(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                  evaluations: int = 1000, population: int = 100, elite: float = 0.2, mutants: float = 0.15,
                  rho: float = 0.7, time_limit: float | None = None) -> HeuristicResult:

@@ -30,6 +30,7 @@ from numba import njit
 from ..cluster import Cluster
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired
 from .fallback import fallback
 from .pipeline_dp import Chain, _planner, placement_of
@@ -113,7 +114,7 @@ def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return base, chain.param, np.cumsum(diff)[:n]
 
 
-@heuristic("pipedream-planner", optimizes="max_load")
+@heuristic("pipedream-planner", optimizes="max_load", options=manifest.Replicated)
 def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                       replication: bool = False, max_replicas: int | None = None,
                       time_limit: float | None = None) -> HeuristicResult:

@@ -8,13 +8,14 @@ from dataclasses import replace
 from ..cluster import Cluster
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left
 from .pipedream_planner import pipedream_planner
 from .pipeline_dp import CLASS, plan
 from .registry import heuristic
 
 
-@heuristic("pipeline", optimizes="max_load")
+@heuristic("pipeline", optimizes="max_load", options=manifest.Pipeline)
 def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
              replication: bool = False, upper_bound: float | None = None,
              max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

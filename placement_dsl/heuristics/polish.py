@@ -32,6 +32,7 @@ from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, MemoryMode, device_costs, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, run, stopped
 from .baselines import _local_search, _result, group_arrays, max_load_model
 from .registry import heuristic
@@ -109,7 +110,7 @@ STRUCTURE = frozenset({"contiguous", "dag_order", "acyclic"})
 """Cost-model checks the moves do not respect: under one of them a descent's result must pass the cost model."""
 
 
-@heuristic("polish", optimizes="max_load")
+@heuristic("polish", optimizes="max_load", options=manifest.Polish)
 def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
            start: Placement | None = None, kicks: int = 300, max_block: int = 12,
            time_limit: float | None = None) -> HeuristicResult:

@@ -5,15 +5,19 @@ that, given a time limit, returns its best placement so far when it runs out. It
 
     from placement_dsl.heuristics.registry import heuristic
 
-    @heuristic("mine", optimizes="max_load")
-    def mine(graph, cluster, *, model=None, seed=None, time_limit=None): ...
+    @heuristic("mine", optimizes="max_load", options=MineOptions)
+    def mine(graph, cluster, *, model=None, seed=None, time_limit=None, depth=3): ...
+
+``options`` is the :class:`~placement_dsl.options.Options` model of the method's own keyword options
+(:mod:`.manifest` holds the package's); :func:`~placement_dsl.heuristics.run` checks what a caller passes against
+it. A method that declares none takes its keywords unchecked.
 
 :func:`load` imports the modules that hold the package's own methods (every module of this
 package, and of the packages named in :data:`PLUGIN_PACKAGES`, found by walking them and imported
 by dotted name, so that a method defined above this layer registers without this module importing
 upwards); a method defined elsewhere registers when its module is imported. A plugin package whose
 modules are costly to import (the search package loads Pyomo) declares its methods instead, in a
-``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes)}``, modules relative to
+``HEURISTICS`` table of its ``__init__`` (``{name: ("module:function", optimizes, options)}``, modules relative to
 the package): :func:`load` reads the table without importing the modules, and a method's module is
 imported when the method is first run, so listing the methods (``--help``) stays cheap. This package's own
 methods are declared the same way in :data:`DECLARED` (their modules compile numba kernels): :func:`names` and
@@ -30,7 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..options import Options, describe, validate
 from ..plugins import import_modules
+from . import manifest
 
 PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 """Packages whose modules :func:`load` imports (a missing one is skipped); append a package to add its methods."""
@@ -39,13 +45,24 @@ PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 @dataclass(frozen=True)
 class Heuristic:
     """A registered method: its name, function (or, declared by a plugin package, ``"module:function"``
-    imported on first use), what it optimizes, and the module that defines it."""
+    imported on first use), what it optimizes, the module that defines it and its declared options
+    (``None``: undeclared, passed unchecked)."""
 
     name: str
     target: Callable[..., Any] | str
     optimizes: str
     module: str
     doc: str = ""
+    options: type[Options] | None = None
+
+    def check(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` checked against the declared options (:func:`placement_dsl.options.validate`); undeclared
+        options pass as given."""
+        return dict(given) if self.options is None else validate(f"heuristic {self.name!r}", self.options, given)
+
+    def describe(self) -> list[Any]:
+        """The declared options (:class:`placement_dsl.options.OptionInfo`), in order."""
+        return describe(self.options)
 
     @property
     def fn(self) -> Callable[..., Any]:
@@ -67,40 +84,41 @@ the plugin packages' declared ones are there by name, their modules not yet impo
 
 _loaded: list[bool] = [False]
 
-DECLARED: dict[str, tuple[str, str]] = {
-    "greedy": ("baselines:greedy", "memory_fill"),
-    "one-device": ("baselines:one_device", "cost_model"),
-    "list": ("listsched:heft", "makespan"),
-    "one-device-best": ("listsched:one_device_best", "makespan"),
-    "getf": ("etf:getf", "makespan"),
-    "m-sct": ("etf:m_sct", "makespan"),
-    "slicegraph": ("slicegraph:slicegraph", "max_load"),
-    "gpipe-split": ("gpipe_split:gpipe_split", "gpipe"),
-    "dp-servers": ("ideal_servers:dp_servers", "max_load"),
-    "random": ("orderings:random_orders", "max_load"),
-    "brkga": ("orderings:brkga", "max_load"),
-    "mla": ("orderings:mla", "max_load"),
-    "mla-weighted": ("orderings:mla_weighted", "max_load"),
-    "dp": ("ideals:dp", "max_load"),
-    "dpl": ("ideals:dpl", "max_load"),
-    "latency-local-search": ("latency:latency_local_search", "latency"),
-    "latency-best": ("latency:latency_best", "latency"),
-    "pipedream": ("level_path:pipedream_path", "max_load"),
-    "local-search": ("local_search:local_search", "cost_model"),
-    "pipedream-planner": ("pipedream_planner:pipedream_planner", "max_load"),
-    "pipeline": ("pipeline:pipeline", "max_load"),
-    "polish": ("polish:polish", "max_load"),
-    "cpop": ("schedule_ls:cpop", "makespan"),
-    "schedule-ls": ("schedule_ls:schedule_local_search", "makespan"),
+DECLARED: dict[str, tuple[str, str, str]] = {
+    "greedy": ("baselines:greedy", "memory_fill", "Nothing"),
+    "one-device": ("baselines:one_device", "cost_model", "Nothing"),
+    "list": ("listsched:heft", "makespan", "Nothing"),
+    "one-device-best": ("listsched:one_device_best", "makespan", "Nothing"),
+    "getf": ("etf:getf", "makespan", "Pins"),
+    "m-sct": ("etf:m_sct", "makespan", "Pins"),
+    "slicegraph": ("slicegraph:slicegraph", "max_load", "Slicegraph"),
+    "gpipe-split": ("gpipe_split:gpipe_split", "gpipe", "Nothing"),
+    "dp-servers": ("ideal_servers:dp_servers", "max_load", "DpServers"),
+    "random": ("orderings:random_orders", "max_load", "Random"),
+    "brkga": ("orderings:brkga", "max_load", "Brkga"),
+    "mla": ("orderings:mla", "max_load", "Mla"),
+    "mla-weighted": ("orderings:mla_weighted", "max_load", "Mla"),
+    "dp": ("ideals:dp", "max_load", "Dp"),
+    "dpl": ("ideals:dpl", "max_load", "Dpl"),
+    "latency-local-search": ("latency:latency_local_search", "latency", "LatencyLocalSearch"),
+    "latency-best": ("latency:latency_best", "latency", "LatencySearch"),
+    "pipedream": ("level_path:pipedream_path", "max_load", "Nothing"),
+    "local-search": ("local_search:local_search", "cost_model", "LocalSearch"),
+    "pipedream-planner": ("pipedream_planner:pipedream_planner", "max_load", "Replicated"),
+    "pipeline": ("pipeline:pipeline", "max_load", "Pipeline"),
+    "polish": ("polish:polish", "max_load", "Polish"),
+    "cpop": ("schedule_ls:cpop", "makespan", "Nothing"),
+    "schedule-ls": ("schedule_ls:schedule_local_search", "makespan", "ScheduleStart"),
 }
-"""This package's methods as ``{name: ("module:function", optimizes)}`` (modules relative to the package), in the
-order :func:`load` registers them: :func:`names` lists them without importing their modules (which compile numba
+"""This package's methods as ``{name: ("module:function", optimizes, options)}`` (modules relative to the package,
+``options`` the name of the method's model in :mod:`.manifest`), in the order :func:`load` registers them: :func:`names` lists them without importing their modules (which compile numba
 kernels), so the command line's ``--help`` stays cheap. Each module's ``@heuristic`` decorator is the registration;
 ``tests/heuristics/test_heuristics_registry.py`` checks that this table says the same."""
 
 
-def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated function as the method ``name`` (returned unchanged).
+def heuristic(name: str, *, optimizes: str, doc: str = "",
+              options: type[Options] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the method ``name`` (returned unchanged), with its declared ``options``.
 
     A name registered by another function is refused (:class:`SpecError`); registering the same
     function again (its module reloaded) replaces the entry.
@@ -109,6 +127,8 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
         raise SpecError(f"heuristic name {name!r}: give a non-empty string")
     if not isinstance(optimizes, str) or not optimizes:
         raise SpecError(f"heuristic {name!r}: optimizes {optimizes!r} must name what the method minimizes")
+    if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
+        raise SpecError(f"heuristic {name!r}: options {options!r} must be an Options model (placement_dsl.options)")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         old = HEURISTICS.get(name)
@@ -116,19 +136,24 @@ def heuristic(name: str, *, optimizes: str, doc: str = "") -> Callable[[Callable
         if old is not None and old.where != where:
             raise SpecError(f"heuristic {name!r} is already registered by {old.where}; {where} needs another name")
         first = (fn.__doc__ or "").strip().split("\n")[0]
-        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first)
+        declared = options if options is not None or old is None else old.options  # a plugin's manifest declared them
+        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first, declared)
         return fn
     return register
 
 
-def _add_declared(package: str, table: dict[str, tuple[str, str]]) -> None:
-    """Enter ``table``'s methods (``{name: ("module:function", optimizes)}``, modules relative to ``package``) by
-    name; a method already registered keeps its entry."""
-    for name, (target, goal) in table.items():
+def _add_declared(package: str, table: dict[str, tuple[Any, ...]]) -> None:
+    """Enter ``table``'s methods (``{name: ("module:function", optimizes[, options])}``, modules relative to
+    ``package``; ``options`` an :class:`~placement_dsl.options.Options` model or the name of one in
+    :mod:`.manifest`) by name; a method already registered keeps its entry."""
+    for name, (target, goal, *declared) in table.items():
         module, _, attr = target.partition(":")
         full = f"{package}.{module}"
         if name not in HEURISTICS:
-            HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full)
+            options = declared[0] if declared else None
+            if isinstance(options, str):  # a model of .manifest (pydantic only, no kernels)
+                options = getattr(manifest, options)
+            HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full, options=options)
 
 
 def _plugins(import_all: bool) -> None:

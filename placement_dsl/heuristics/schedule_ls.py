@@ -45,6 +45,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
+from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import _choose, _groups, mean_costs
 from .registry import heuristic
@@ -194,7 +195,7 @@ def _critical_path(graph: Graph, rank: np.ndarray) -> np.ndarray:
     return on
 
 
-@heuristic("cpop", optimizes="makespan")
+@heuristic("cpop", optimizes="makespan", options=manifest.Nothing)
 def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
          time_limit: float | None = None) -> HeuristicResult:
     """CPOP list scheduling (see the module docstring): one pass, ``time_limit`` has nothing to cut short."""
@@ -236,7 +237,7 @@ def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
     return one[0] <= other[0] * (1 + TOL) and one[1] < other[1] * (1 - TOL)
 
 
-@heuristic("schedule-ls", optimizes="makespan")
+@heuristic("schedule-ls", optimizes="makespan", options=manifest.ScheduleStart)
 def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                           time_limit: float | None = None, start: str | Placement = "list") -> HeuristicResult:
     """Critical-chain local search from ``start`` (a heuristic name or a placement) for ``time_limit`` seconds

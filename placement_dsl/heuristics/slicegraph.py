@@ -33,6 +33,7 @@ from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..replication import ALLREDUCE_FACTOR, ring_bandwidth
+from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
 from .contract import contract
 from .ideal_lattice import dfs_order
@@ -493,7 +494,7 @@ class Slicer:
                                seconds=time.perf_counter() - start, evaluations=evaluations, info=info)
 
 
-@heuristic("slicegraph", optimizes="max_load")
+@heuristic("slicegraph", optimizes="max_load", options=manifest.Slicegraph)
 def slicegraph(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
                order: np.ndarray | None = None, priorities: np.ndarray | None = None, replication: bool = False,
                max_replicas: int | None = None, time_limit: float | None = None) -> HeuristicResult:

@@ -32,7 +32,7 @@ def _chain(run: Run, seconds: float) -> Outcome:
     if run.dp is None:
         return None, LevelStatus.NOT_APPLICABLE, "needs the DP's placement as incumbent; run level 'dp'", scope
     try:
-        res, status = solve_level(run, "chain", seconds, run.dp, windows=True)
+        res, status = solve_level(run, "chain", seconds, run.dp, options={"windows": True})
     except SpecError as err:
         return None, LevelStatus.NOT_APPLICABLE, str(err), scope
     if res.placement is not None and res.found_by == "solver":

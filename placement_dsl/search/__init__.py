@@ -1,7 +1,6 @@
 """Searches that re-solve parts of a problem with :func:`~placement_dsl.solve.solve` (or CP-SAT) around an
 incumbent, above the solve layer: the makespan LNS (:mod:`.lns`, method ``"schedule-lns"``), the throughput
-IP's neighbourhoods (:mod:`.neighbourhood`), RINS where good splits disagree (:mod:`.rins`, imported by its
-module name: its function has the same name), and the chain formulation's target search (:mod:`.chain`). Each
+IP's neighbourhoods (:mod:`.neighbourhood`) and the chain formulation's target search (:mod:`.chain`). Each
 step pins everything outside a free set and re-solves (:mod:`.pin`).
 
 Importing this package loads none of its modules (they load Pyomo and the solvers): each name below is
@@ -13,10 +12,34 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan"), "latency-lns": ("anytime:latency_lns", "latency"),
-              "makespan-lns": ("anytime:makespan_lns", "makespan")}
+from ..heuristics.manifest import ScheduleStart
+from ..options import Options, option
+
+
+class ScheduleLns(ScheduleStart):
+    """The makespan LNS's options."""
+
+    window: int = option(16, "units freed per step at first (doubled after a pass without improvement)", ge=1)
+    step_limit: float = option(5.0, "seconds per step's re-solve", gt=0)
+    solver: str | None = option(None, "the re-solve's solver (None: CP-SAT when installed, else HiGHS)")
+    threads: int = option(1, "solver threads", ge=1)
+
+
+class ContractedLns(Options):
+    """The single-sample anytime search's options (the coarse solve, then LNS over windows)."""
+
+    start: Any = option("auto", "a heuristic name, 'auto' or a placement to start from")
+    problem: Any = option(None, "the problem to search, with its pins and terms (None: the cost model's)")
+    solver: str | None = option(None, "the sub-solver (None: CP-SAT for a makespan when installed, else HiGHS)")
+    window: int = option(24, "ops a window frees at first", ge=1)
+    coarse: bool = option(True, "solve a coarsened model before the windows")
+
+
+HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan", ScheduleLns),
+              "latency-lns": ("anytime:latency_lns", "latency", ContractedLns),
+              "makespan-lns": ("anytime:makespan_lns", "makespan", ContractedLns)}
 """The methods this package registers (:mod:`placement_dsl.heuristics.registry`): name -> (module:function, what
-it minimizes)."""
+it minimizes, its declared options)."""
 
 _WHERE = {"contracted_lns": "anytime", "target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
           "schedule_lns": "lns", "ip_neighbourhoods": "neighbourhood", "pin_outside": "pin", "resolve_free": "pin"}

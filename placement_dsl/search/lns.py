@@ -35,6 +35,7 @@ from ..problem import Problem
 from ..schedule import check_schedule, list_schedule
 from ..solvers.base import Status
 from ..starts import resolve
+from . import ScheduleLns
 from .pin import resolve_free
 
 MAX_WINDOW = 200  # units a window never exceeds
@@ -98,7 +99,7 @@ def _default_solver() -> str:
     return "cpsat" if available() else "highs"
 
 
-@heuristic("schedule-lns", optimizes="makespan")
+@heuristic("schedule-lns", optimizes="makespan", options=ScheduleLns)
 def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                  window: int = 16, step_limit: float = 5.0, time_limit: float | None = None,
                  solver: str | None = None, start: str | Placement = "list", threads: int = 1) -> HeuristicResult:

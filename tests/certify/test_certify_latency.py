@@ -142,7 +142,7 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
                 assert r.bound <= opt * (1 + TOL) + TOL, (r.level, r.bound, opt)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_latency())
 def test_the_latency_ip_proves_the_brute_force_optimum(p):
     """The whole latency IP (its cuts included) on the tiny instances: optimal, at the brute-force optimum."""

@@ -86,7 +86,7 @@ def optimum(p: Problem) -> float:
         return math.inf
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny(Latency()))
 def test_latency_closed_forms_never_exceed_the_brute_force_optimum(p):
     best = optimum(p)
@@ -96,7 +96,7 @@ def test_latency_closed_forms_never_exceed_the_brute_force_optimum(p):
     assert route_path_latency(p)[0] >= critical_path_bound(p)[0] - TOL  # transfers only add to the path
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny(Makespan()))
 def test_makespan_closed_forms_never_exceed_the_brute_force_optimum(p):
     best = optimum(p)

@@ -5,6 +5,8 @@ its own (:mod:`placement_dsl.conformance`).
 """
 from __future__ import annotations
 
+from itertools import islice
+
 import pytest
 
 from placement_dsl import testing
@@ -21,6 +23,16 @@ SOLVERS = ("highs", "scip")
 
 def _feasible(problem: Problem) -> list:
     return [p for p in testing.placements(problem) if problem.is_valid(p)]
+
+
+_FEASIBLE: dict[str, list] = {}
+
+
+def _feasible_of(name: str, problem: Problem) -> list:
+    """The feasible placements of the variant ``name`` (the instances are rebuilt alike), enumerated once per run."""
+    if name not in _FEASIBLE:
+        _FEASIBLE[name] = _feasible(problem)
+    return _FEASIBLE[name]
 
 
 def _instances():
@@ -45,7 +57,7 @@ CASES = [(form, name) for form in sorted(FORMULATIONS) for name, problem, _ in _
 def test_every_formulation_conforms(formulation, instance):
     problem, optimum = next((p, o) for n, p, o in _variants() if n == instance)
     form = FORMULATIONS[formulation]
-    placements = _feasible(problem)
+    placements = _feasible_of(instance, problem)
     try:
         # exact formulations' optima are solved by test_formulations.test_known_optima; here their rows
         problems = check_formulation(form, problem, optimum, placements, solver="highs",
@@ -73,8 +85,9 @@ def test_every_registered_template_is_built_and_conforms():
     """Each template class in the library appears in some registered formulation on some instance,
     and (outside relaxations, whose variables a placement does not determine) its values satisfy its rows."""
     seen = set()
+    variants = [(problem, _feasible_of(name, problem)) for name, problem, _ in _variants()]
     for form in FORMULATIONS.values():
-        for _, problem, _ in _variants():
+        for problem, feasible in variants:
             if form.accepts(problem) is not None:
                 continue
             try:
@@ -84,8 +97,8 @@ def test_every_registered_template_is_built_and_conforms():
             seen |= templates_built(compiled)
             if form.kind is Kind.RELAXATION:
                 continue
-            inside = [p for p in _feasible(problem) if represented(compiled, p)]
-            for placement in inside[:3]:
+            inside = islice((p for p in feasible if represented(compiled, p)), 3)  # the first three it holds
+            for placement in inside:
                 assert not check_template_rows(compiled, placement), (form.name, problem.graph.name)
     missing = sorted(cls.__name__ for cls in TEMPLATES if cls not in seen)
     assert not missing, f"registered templates no formulation builds on the testing instances: {missing}"

@@ -79,5 +79,6 @@ def test_placement_evaluate_and_table_are_deprecated(chain):
     p = Placement(chain, Cluster.stages(2), [0, 0, 1, 1])
     with pytest.warns(DeprecationWarning, match=r"placement_dsl\.evaluate\(placement, model\)"):
         assert p.evaluate().objective == 2.0
-    with pytest.warns(DeprecationWarning, match=r"\.table\(\)"):
+    with pytest.warns(DeprecationWarning, match=r"\.table\(\)") as caught:
         assert "objective (max_load): 2" in p.table()
+    assert caught[0].filename == __file__  # the warning points at the caller

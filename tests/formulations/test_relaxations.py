@@ -39,7 +39,7 @@ def _bound(problem: Problem, formulation: str) -> float:
     return bound
 
 
-@settings(max_examples=40)
+@settings(max_examples=20)
 @given(problems())
 def test_every_relaxation_is_below_the_optimum_and_ordered(problem: Problem) -> None:
     optimum = brute_force(problem)[0]
@@ -125,7 +125,7 @@ def tarnawski_problems(draw: st.DrawFn) -> Problem:
     return Problem(graph, cluster, objective, [Memory(), *structure])
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(tarnawski_problems())
 def test_tarnawski_relaxations_are_below_the_optimum(problem: Problem) -> None:
     """On accelerators + CPUs the superblock bounds hold over all placements, so below any class's optimum."""

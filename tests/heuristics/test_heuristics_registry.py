@@ -117,8 +117,9 @@ def test_the_declarations_say_what_the_modules_register():
     goals as the decorators register once every module is imported (the order of registration follows whichever
     module an earlier caller imported first; the listing's order is the declarations')."""
     own = [h for h in registry.load().values() if h.module.startswith(registry.__package__ + ".")]
-    assert sorted((h.name, h.where, h.optimizes) for h in own) == sorted(
-        (name, f"{registry.__package__}.{target}", goal) for name, (target, goal) in registry.DECLARED.items())
+    assert sorted((h.name, h.where, h.optimizes, h.options.__name__) for h in own) == sorted(
+        (name, f"{registry.__package__}.{target}", goal, options)
+        for name, (target, goal, options) in registry.DECLARED.items())
 
 
 def test_a_declared_method_is_listed_before_its_module_is_imported(monkeypatch):

@@ -162,4 +162,6 @@ def test_a_heuristic_taking_more_keywords_still_takes_its_time_limit_from_the_co
     # "applies only to the MIP methods", and a 20,000-op graph ran its DPL baseline for minutes
     from placement_dsl.cli.options import accepted_options
 
-    assert {"time_limit", "seed", "evaluations"} <= accepted_options("latency-best")
+    assert {"time_limit", "seed"} <= accepted_options("latency-best")
+    # its declared options are what it passes on; --evaluations is not one (the local search counts max_evaluations)
+    assert "evaluations" not in accepted_options("latency-best") and "max_evaluations" in accepted_options("latency-best")

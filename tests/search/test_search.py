@@ -37,31 +37,11 @@ def test_resolve_free_is_never_worse_than_the_incumbent_and_keeps_the_pins():
     assert list(none.placement.assign) == list(start.assign)
 
 
-@pytest.mark.parametrize("module", ["placement_dsl.search.neighbourhood", "placement_dsl.search.rins",
-                                    "placement_dsl.search.lns"])
+@pytest.mark.parametrize("module", ["placement_dsl.search.neighbourhood", "placement_dsl.search.lns"])
 def test_every_search_re_solves_through_the_one_helper(module):
     """Each search module reaches solve() only through search.pin (no copy of the pin-and-re-solve step)."""
     mod = importlib.import_module(module)
     assert mod.resolve_free is pin.resolve_free and not hasattr(mod, "solve")
-
-
-def test_rins_frees_exactly_the_units_the_splits_disagree_on(monkeypatch):
-    from placement_dsl.cluster import Cluster
-    from placement_dsl.graph import Graph, Op
-    from placement_dsl.objectives import Throughput
-    from placement_dsl.problem import Problem
-
-    rins_module = importlib.import_module("placement_dsl.search.rins")
-    g = Graph([Op(name=f"v{i}", work={"accelerator": w, "cpu": 10 * w}) for i, w in enumerate([8, 3, 3, 3])])
-    problem = Problem(g, Cluster.accelerators(2, cpus=1), Throughput(), [])
-    a, b = (Placement(g, problem.cluster, x) for x in ([0, 1, 1, 0], [0, 1, 0, 1]))
-    seen = []
-    real = rins_module.resolve_free
-    monkeypatch.setattr(rins_module, "resolve_free",
-                        lambda problem, incumbent, free, *args, **kw: seen.append(list(free)) or
-                        real(problem, incumbent, free, *args, **kw))
-    assert problem.evaluate(rins_module.rins(problem, [a, b], time_limit=10)).objective == 9.0
-    assert seen == [[2, 3]]
 
 
 def test_schedule_lns_is_still_a_method_and_lives_in_the_search_layer():
@@ -73,7 +53,6 @@ def test_schedule_lns_is_still_a_method_and_lives_in_the_search_layer():
     ("placement_dsl.heuristics.lns", "makespan_problem", "placement_dsl.search.lns"),
     ("placement_dsl.heuristics.lns", "schedule_lns", "placement_dsl.search.lns"),
     ("placement_dsl.heuristics.neighbourhood", "ip_neighbourhoods", "placement_dsl.search.neighbourhood"),
-    ("placement_dsl.heuristics.rins", "rins", "placement_dsl.search.rins"),
     ("placement_dsl.formulations.chain", "target_level", "placement_dsl.search.chain"),
     ("placement_dsl.formulations.chain", "windowed_bound", "placement_dsl.search.chain"),
 ])

@@ -39,7 +39,7 @@ def test_cpsat_refuses_another_objective_and_another_formulation_before_any_work
     with pytest.raises(SpecError, match="formulation 'throughput' is not it"):
         solve(makespan, "throughput", solver="cpsat", time_limit=5)
     with pytest.raises(SpecError, match="windows"):
-        solve(makespan, solver="cpsat", time_limit=5, windows=True)
+        solve(makespan, solver="cpsat", time_limit=5, options={"windows": True})
     with pytest.raises(SpecError, match="gap"):
         solve(makespan, solver="cpsat", time_limit=5, gap=2.0)  # solve's own argument checks apply
 

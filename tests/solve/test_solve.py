@@ -157,9 +157,9 @@ def test_relaxations_are_refused_with_a_pointer_to_certify():
 def test_windows_need_chain_and_a_warm_start():
     problem, _ = testing.accelerators_cpu()
     with pytest.raises(SpecError, match="'throughput' takes no options \\['windows'\\]"):
-        solve(problem, formulation="throughput", warm_start="dp", windows=True)
+        solve(problem, formulation="throughput", warm_start="dp", options={"windows": True})
     with pytest.raises(SpecError, match="windows=True"):
-        solve(problem, formulation="chain", windows=True)
+        solve(problem, formulation="chain", options={"windows": True})
 
 
 def test_windowed_chain_certifies_the_dp_class():
@@ -228,6 +228,6 @@ def test_a_start_outside_the_formulation_is_refused_not_returned():
     problem = testing.without(contiguous, Contiguous)
     best, start = testing.brute_force(problem)
     assert best == pytest.approx(6.5) and not contiguous.is_valid(start)
-    result = solve(problem, formulation="chain", warm_start=start, windows=False, time_limit=20)
+    result = solve(problem, formulation="chain", warm_start=start, options={"windows": False}, time_limit=20)
     assert result.objective == pytest.approx(optimum)  # the chain class's optimum, not the start's 6.5
     assert result.start_accepted is False and "start refused" in result.message
