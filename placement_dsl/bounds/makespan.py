@@ -91,15 +91,21 @@ def _reach(graph: Graph) -> np.ndarray:
     return reach
 
 
-def segment_bound(graph: Graph, cluster: Cluster) -> float:
-    """The sum over the ops comparable with all others and the segments between them (module docstring)."""
-    times = cluster.times(graph)
-    fastest = times.min(axis=1)
+def comparable_cuts(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The reachability matrix (``reach[u, v]``: u precedes v) and the ops comparable with all others (every op
+    precedes or follows them), in topological order: the cuts that split every schedule in time."""
     reach = _reach(graph)
     related = reach | reach.T
     np.fill_diagonal(related, True)
     cuts = np.flatnonzero(related.all(axis=1))
-    cuts = cuts[np.argsort(graph.rank[cuts])]
+    return reach, cuts[np.argsort(graph.rank[cuts])]
+
+
+def segment_bound(graph: Graph, cluster: Cluster) -> float:
+    """The sum over the ops comparable with all others and the segments between them (module docstring)."""
+    times = cluster.times(graph)
+    fastest = times.min(axis=1)
+    reach, cuts = comparable_cuts(graph)
     before = reach[:, cuts]  # before[v, i]: v precedes cut i
     segment = np.where(np.isin(np.arange(graph.n), cuts), -1, before.shape[1] - before.sum(axis=1))
     total = float(fastest[cuts].sum())

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..deadline import Deadline
-from .makespan import _costs, _reach, _segment_path, allowed_times, dual_weights, transfer_table
+from .makespan import _costs, _segment_path, allowed_times, comparable_cuts, dual_weights, transfer_table
 
 GRID = 10  # simplex steps of a segment's weights (four devices: 286 weight vectors per device set)
 MAX_DEVICES = 6  # beyond, the device sets are too many to enumerate: the segments keep path and work only
@@ -45,11 +45,7 @@ def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tu
     into = comm.min(axis=1)  # into[u, d]: the cheapest move of u's tensor into d from another device
     out_of = comm.min(axis=2)  # out_of[u, d]: ... out of d
     fastest = times.min(axis=1)
-    reach = _reach(g)
-    related = reach | reach.T
-    np.fill_diagonal(related, True)
-    cuts = np.flatnonzero(related.all(axis=1))
-    cuts = cuts[np.argsort(g.rank[cuts])]
+    reach, cuts = comparable_cuts(g)
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
     total, sets = float(fastest[cuts].sum()), (_device_sets(D) if D <= MAX_DEVICES else [])
     for s in np.unique(segment[segment >= 0]).tolist():

@@ -37,7 +37,7 @@ from ..placement import Placement
 from ..problem import Problem
 from ..starts import resolve
 from .contracted import order, remaining, step, sub_solver
-from .lns import makespan_problem
+from .lns import makespan_problem, windows
 
 COARSE_SHARE = 0.4  # of the time that the coarse solve gets
 WINDOW = 24  # ops a window frees at first
@@ -82,7 +82,7 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
     rng, size, sweep = random.Random(seed), max(1, window), True
     while remaining(deadline) >= MIN_STEP + SLACK:
         improved = False
-        for free in _windows(order(problem, incumbent), size, rng, sweep):
+        for free in windows(order(problem, incumbent), size, rng, sweep):
             seconds_left = remaining(deadline)
             if seconds_left < MIN_STEP + SLACK:
                 break
@@ -98,16 +98,6 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             size = min(2 * size, problem.graph.n)
     info.update(lns_seconds=time.perf_counter() - t1, window=size, objective=best)
     return incumbent, info
-
-
-def _windows(seq: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
-    """Windows of ``size`` consecutive ops of ``seq`` with half overlap (``sweep``), else one at random."""
-    size = max(1, min(size, len(seq)))
-    if not sweep:
-        lo = rng.randrange(0, len(seq) - size + 1)
-        return [seq[lo:lo + size]]
-    stride = max(1, size // 2)
-    return [seq[lo:lo + size] for lo in range(0, max(len(seq) - size, 0) + 1, stride)]
 
 
 def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,

@@ -82,8 +82,9 @@ class _Steps:
         return (self.model.read(solver) if status.has_solution else None), exact
 
 
-def _windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
-    """Sliding windows of ``size`` units with half overlap (``sweep``), else one random window."""
+def windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
+    """Sliding windows of ``size`` consecutive units (ops, colocation units) with half overlap (``sweep``), else
+    one random window."""
     size = max(1, min(size, len(units)))
     if not sweep:
         lo = rng.randrange(0, len(units) - size + 1)
@@ -153,7 +154,7 @@ def _search(problem: Problem, start: dict[str, Any], params: dict[str, Any]) -> 
     step = _Steps(problem, incumbent, params["solver"], params["threads"])
     while time.monotonic() < params["deadline"]:
         improved = False
-        for free in _windows(_units_by_start(incumbent), size, rng, sweep):
+        for free in windows(_units_by_start(incumbent), size, rng, sweep):
             left = params["deadline"] - time.monotonic()
             if left <= 0.5:
                 break
