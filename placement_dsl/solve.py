@@ -32,7 +32,7 @@ from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
-from .starts import AUTO, Start, improve, resolve
+from .starts import AUTO, Start, goal, improve, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
@@ -229,7 +229,7 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, **names: Any) -> N
                         f"device names or a placement file, not a {type(warm_start).__name__}")
 
 
-SEARCHES = {Objective.LATENCY: "latency-lns", Objective.MAKESPAN: "makespan-lns"}
+SEARCHES = {"latency": "latency-lns", "makespan": "makespan-lns"}  # by the start's goal (placement_dsl.starts.goal)
 """Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
 coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
 IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
@@ -273,7 +273,7 @@ def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
         return stop
     current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
                     str(stop.warm_start).removeprefix(f"{AUTO}: "))
-    method = SEARCHES.get(stop.problem.cost_model().objective)
+    method = SEARCHES.get(goal(stop.problem))
     share = IMPROVE_SHARE if method is not None else 1.0
     seconds = share * (clock.left() - RESERVE)
     found = improve(stop.problem, current, seconds, seed=1) if current.usable else \

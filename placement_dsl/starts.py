@@ -33,7 +33,7 @@ from typing import Any
 from .constraints import Contiguous
 from .deadline import Deadline, call_within
 from .errors import PlacementError, SpecError
-from .evaluate import Evaluation
+from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
 from .heuristics.base import HeuristicResult, run
 from .io import Workload, load_placement
@@ -75,13 +75,23 @@ class Start:
         return None if self.evaluation is None else self.evaluation.objective
 
 
+def goal(problem: Any) -> str:
+    """What a heuristic searches for ``problem``: its objective's name, and for the single-sample objective (``latency``
+    or its alias ``makespan``) how the cluster's devices run (:func:`~placement_dsl.evaluate.execution`): Tarnawski's
+    invocations are the latency methods' model, one op at a time the list schedulers' (MOIRAI)."""
+    objective = problem.cost_model().objective
+    if objective in (Objective.LATENCY, Objective.MAKESPAN):
+        return "latency" if execution(problem.cluster) == "invocations" else "makespan"
+    return objective.value
+
+
 def auto_methods(problem: Any) -> list[str]:
-    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for the problem's objective, and
+    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for its :func:`goal`, and
     those that search for the cost model they are given (each in registry order), then the baselines built in ``O(n + m)``
     (:data:`BASELINES`: one device, greedy), which run whatever time is left."""
-    goal = problem.cost_model().objective.value
+    goal_ = goal(problem)
     table = registry.load()
-    searches = [m for kind in (goal, "cost_model") for m in table
+    searches = [m for kind in (goal_, "cost_model") for m in table
                 if table[m].optimizes == kind and m not in BASELINES and not _above(m)]
     return [*searches, *(m for m in sorted(BASELINES) if m in table)]
 
@@ -198,7 +208,7 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     latency searches run in rounds of at most :data:`ROUND` seconds, each from the best split so far with the next
     seed: their kicks may not leave one local optimum, a fresh seed does (BERT-3: 408.79 for 90 s from one seed,
     408.47 within 10 s from another)."""
-    method = method or IMPROVING.get(problem.cost_model().objective.value)
+    method = method or IMPROVING.get(goal(problem))
     if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD:
         return start
     end = time.perf_counter() + seconds

@@ -215,7 +215,7 @@ def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throu
 
     problem = Problem(_chain([4, 3, 5, 2], [2, 1, 3, 1]), Cluster.hierarchical(2, 2, intra=4.0, inter=0.5),
                       Throughput(), [DagOrder()])
-    assert default_levels(problem) == ("simple", "dp", "throughput")
+    assert default_levels(problem) == ("simple", "capacity", "dp", "throughput")
     cert = certify(problem, budget=60)
     assert cert.objective == pytest.approx(brute_force(problem)[0]) == 7.25
     assert cert.bound == pytest.approx(7.25, rel=1e-4) and cert.proved_by == "throughput"

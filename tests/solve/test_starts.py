@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from placement_dsl import testing
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.deadline import Deadline
 from placement_dsl.errors import SpecError
+from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import Workload, save_placement
 from placement_dsl.objectives import Latency
@@ -221,3 +222,22 @@ def test_auto_never_runs_a_search_registered_above_it():
     problem, _ = testing.makespan_fork()
     methods = auto_methods(problem)
     assert "schedule-lns" not in methods and {"list", "greedy", "one-device"} <= set(methods)
+
+
+def test_auto_picks_the_methods_of_how_the_devices_run_not_of_the_objectives_name():
+    # one single-sample objective: Tarnawski's invocations are the latency methods' model, one op at a time the list
+    # schedulers' (MOIRAI); Makespan on accelerators that run invocations once got the list schedulers, whose
+    # schedules the referee may find invalid there
+    from placement_dsl.objectives import Makespan
+    from placement_dsl.starts import IMPROVING, goal
+
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(4)], [(f"v{i}", f"v{i + 1}") for i in range(3)])
+    invocations = Cluster.accelerators(2, cpus=1)
+    ops = Cluster([Device(name=f"d{i}", invocations=False) for i in range(2)])
+    for objective in (Latency(), Makespan()):
+        assert goal(Problem(g, invocations, objective)) == "latency"
+        assert goal(Problem(g, ops, objective)) == "makespan"
+        assert "latency-best" in auto_methods(Problem(g, invocations, objective))
+        assert "list" not in auto_methods(Problem(g, invocations, objective))
+        assert "list" in auto_methods(Problem(g, ops, objective))
+    assert IMPROVING[goal(Problem(g, ops, Latency()))] == "schedule-ls"
