@@ -266,7 +266,7 @@ def _infeasible_message(su: _Setup, linearize: bool) -> str:
             "(CostModel(memory='overflow'))")
 
 
-def _result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start: float,
+def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start: float,
             exact: bool) -> HeuristicResult:
     assign, replicas = _place(su.con, su.cluster, su.classes, sol.stages)
     placement = Placement(su.graph, su.cluster, assign, source=method, replicas=replicas or None)
@@ -369,11 +369,11 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         if first is not None:  # DPL's split in hand, with the capacity bound (the DP's search did not end)
             lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
             first_info.update(incumbent=ub, stopped_in=str(err))
-            return _result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
+            return ideal_result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
                            first_info, start, exact=True)
         return fallback("dp", graph, cluster, su.model, str(err), start)
     info["incumbent"] = ub
-    return _result("dp", su, sol, info, start, exact=True)
+    return ideal_result("dp", su, sol, info, start, exact=True)
 
 
 @heuristic("dpl", optimizes="max_load", options=manifest.Dpl)
@@ -404,7 +404,7 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
         sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None, deadline=at)
     except TimeLimitReached as err:
         return fallback("dpl", graph, cluster, su.model, str(err), start)
-    return _result("dpl", su, sol, info, start, exact=False)
+    return ideal_result("dpl", su, sol, info, start, exact=False)
 
 
 def _dpl_slicing(su: _Setup, start: float, at: float | None) -> HeuristicResult | None:

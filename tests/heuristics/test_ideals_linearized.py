@@ -64,7 +64,7 @@ def test_dpl_on_identical_devices_slices_its_path_and_finds_the_lattice_dps_opti
     import numpy as np
 
     from placement_dsl.errors import InfeasibleError
-    from placement_dsl.heuristics.ideals import DEFAULT_MAX_IDEALS, _result, dpl, search, setup
+    from placement_dsl.heuristics.ideals import DEFAULT_MAX_IDEALS, dpl, ideal_result, search, setup
 
     rng = np.random.default_rng(0)
     models = (CostModel.named("throughput"), CostModel(overlap="half"), CostModel.named("bottleneck"))
@@ -74,7 +74,7 @@ def test_dpl_on_identical_devices_slices_its_path_and_finds_the_lattice_dps_opti
         su = setup(g, cluster, model, False, True)
         try:  # the reference: the sweep over the n + 1 prefixes of the DFS order
             sol, info = search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None)
-            want = _result("dpl", su, sol, info, 0.0, exact=False).objective
+            want = ideal_result("dpl", su, sol, info, 0.0, exact=False).objective
         except InfeasibleError:
             want = None
         try:

@@ -367,7 +367,7 @@ def test_torch_module_imports_on_meta_device():
     pytest.importorskip("torch")
     from placement_dsl.io import torch_export
 
-    w = torch_export.load("test_onnx:torch_gpt", batch=4, seq=16)
+    w = torch_export.load(f"{__name__}:torch_gpt", batch=4, seq=16)
     g = w.graph
     module = torch_gpt()[0]
     params = sum(p.numel() * p.element_size() for p in module.parameters())  # tied: listed once
@@ -378,7 +378,7 @@ def test_torch_module_imports_on_meta_device():
     assert fc.attrs["nn_module_stack"][-1] == "h.0.fc" and "h.0" in fc.attrs["nn_module_stack"]
     sdpa = [op for op in g.ops if "scaled_dot_product" in op.attrs["type"]]
     assert len(sdpa) == 2 and all(op.attrs["flops"] > 0 for op in sdpa)
-    coarse = torch_export.load("test_onnx:torch_gpt", batch=4, seq=16, granularity="layer", depth=2)
+    coarse = torch_export.load(f"{__name__}:torch_gpt", batch=4, seq=16, granularity="layer", depth=2)
     assert {"h.0", "h.1", "emb", "head"} <= set(coarse.graph.names)
     assert run("dp", coarse.graph, Cluster.stages(2, bandwidth=NVLINK)).placement is not None
 
@@ -390,7 +390,7 @@ def test_torch_factory_errors_are_spec_errors():
     with pytest.raises(SpecError, match="cannot import module"):
         torch_export.load("no_such_module_here:make")
     with pytest.raises(SpecError, match="has no function"):
-        torch_export.load("test_onnx:no_such_factory")
+        torch_export.load(f"{__name__}:no_such_factory")
     with pytest.raises(SpecError, match="not MODULE:FACTORY"):
         torch_export.factory("just_a_name")
 
