@@ -108,6 +108,16 @@ def _reference(su):
         ideal_solve.PRUNE_WORK = saved
 
 
+def _pure_work(works, k, branches, replication):
+    """Ops of pure work (no tensors) in ``branches`` chains on ``k`` accelerators: the DP's setup, the reference
+    optimum and the ideal lattice."""
+    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
+    half = len(works) // branches
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
+    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), replication, True)
+    return su, _reference(su).value, ideal_lattice(su.con)
+
+
 @settings(max_examples=60, deadline=None)
 @given(graph=graphs(), cluster=clusters(), model=st.sampled_from(MODELS), replication=st.booleans())
 def test_work_cut_and_descent_equal_the_reference(graph, cluster, model, replication):
@@ -131,12 +141,7 @@ def test_target_at_the_optimum_is_feasible(works, k, branches):
     work cut is tight there (``cw(J') = cw(I) - T`` up to rounding). The feasibility run at exactly
     the optimum must find it, the one just below must not; a cut tightened by an epsilon (or without
     its rounding slack) loses the optimal stage and fails here."""
-    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
-    half = len(works) // branches
-    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
-    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), False, True)
-    ref = _reference(su).value
-    lat = ideal_lattice(su.con)
+    su, ref, lat = _pure_work(works, k, branches, replication=False)
     for descend in (True, False):  # the feasibility runs at and below ref; one exact sweep pruned at ref
         sol = ideal_solve.solve(lat, su.classes, su.model, False, ref, descend=descend)
         assert sol.value == ref and sol.stages, (descend, sol.value, ref)
@@ -204,12 +209,7 @@ def test_target_at_the_optimum_is_feasible_with_replicas(works, k, branches):
     """Pure work on replicas (no parameters, so no all-reduce): a stage on ``r`` replicas holds exactly
     ``r`` times its load, so the replicated work cut is tight at the optimum; the runs at and just
     below it, and the sweep pruned at it, must still find it."""
-    ops = [Op(name=f"v{i}", work=w) for i, w in enumerate(works)]
-    half = len(works) // branches
-    edges = [(f"v{i}", f"v{i + 1}") for i in range(len(works) - 1) if branches == 1 or (i + 1) % half]
-    su = setup(Graph(ops, edges), Cluster.accelerators(k), CostModel(), True, True)
-    ref = _reference(su).value
-    lat = ideal_lattice(su.con)
+    su, ref, lat = _pure_work(works, k, branches, replication=True)
     for descend in (True, False):
         sol = ideal_solve.solve(lat, su.classes, su.model, True, ref, descend=descend)
         assert sol.value == pytest.approx(ref, rel=1e-12) and sol.stages, (descend, sol.value, ref)
