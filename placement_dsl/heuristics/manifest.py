@@ -71,11 +71,11 @@ class LatencySearch(Options):
     kicks: int = option(8, "random moves per restart", ge=0)
     max_evaluations: int = option(1_000_000, "latency evaluations before the search stops", ge=1)
     dp_max_ideals: int = option(5000, "the ideals of the max-load DP start; larger lattices use DPL", ge=1)
+    also: Any = option(None, "(name, assignment) splits descended from first, before the starts")
 
 
 class LatencyLocalSearch(LatencySearch):
     starts: Any = option(None, "placements to start from (None: greedy and the max-load DP's split)")
-    also: Any = option(None, "(name, assignment) splits descended from first, before the starts")
 
 
 class LocalSearch(Options):
