@@ -256,3 +256,26 @@ def test_improve_continues_a_latency_start_with_the_latency_search():
     assert found.usable and found.objective == pytest.approx(24.0)
     assert found.method == "greedy+latency-best"
     assert found.objective == pytest.approx(problem.evaluate(found.placement).objective)
+
+
+def test_only_the_first_round_of_a_continued_latency_search_descends_from_the_baselines(monkeypatch):
+    from placement_dsl import starts
+    from placement_dsl.starts import Start, improve
+
+    calls = []
+    real = starts.run
+
+    def recording(method, *args, **kwargs):
+        calls.append((method, kwargs.get("starts", "default"), len(kwargs.get("also") or ()), kwargs["seed"]))
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(starts, "run", recording)
+    monkeypatch.setattr(starts, "ROUND", 0.5)
+    problem = _latency_problem()
+    greedy = run("greedy", problem.graph, problem.cluster, model=problem.cost_model())
+    start = Start(greedy.placement, problem.evaluate(greedy.placement), method="greedy")
+    found = improve(problem, start, 3.0, seed=4)
+    assert len(calls) >= 2 and found.objective == pytest.approx(24.0)
+    assert calls[0] == ("latency-best", "default", 1, 4)  # greedy's, the DP's and DPL's splits beside the start
+    for k, (method, given, also, seed) in enumerate(calls[1:], start=5):  # then kicks of the best, a fresh seed each
+        assert (method, given, also, seed) == ("latency-local-search", [], 1, k)
