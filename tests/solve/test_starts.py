@@ -97,7 +97,8 @@ def test_a_model_too_large_for_the_budget_leaves_the_rest_of_it_to_the_start_and
 
 def test_a_model_that_leaves_little_time_to_search_is_built_after_the_start_is_continued(monkeypatch):
     # gnmt's 96 layers at 60 s: a 23 s build of the 55 s left, and the MIP never improved its start (231.9); the
-    # start continued first reaches the paper's 225.6 and the model, built after, still proves 225.4
+    # start continued first reaches the paper's 225.6 and the model, built after, still proves 225.4. At 300 s the
+    # model is small for the budget, yet the MIP kept 231.9 for 260 s: a latency start is always continued a little
     from placement_dsl import solve as solve_module
 
     calls = []
@@ -108,8 +109,10 @@ def test_a_model_that_leaves_little_time_to_search_is_built_after_the_start_is_c
         return real(problem, start, seconds, seed=seed, method=method, **options)
 
     monkeypatch.setattr(solve_module, "improve", improving)
-    result = solve(_latency_problem(), time_limit=10)  # a small model: built at once
-    assert calls == [] and result.objective == pytest.approx(24.0)
+    result = solve(_latency_problem(), time_limit=10)  # a small model: its start continued for 15 % of the time
+    assert [m for m, _ in calls] == [None] and 0.8 < calls[0][1] < 1.5
+    assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
+    calls.clear()
     monkeypatch.setattr(solve_module, "build_seconds", lambda problem, form: 4.0)  # > 35 % of the ~9 s left
     result = solve(_latency_problem(), time_limit=10)
     assert [m for m, _ in calls] == [None] and 2.0 < calls[0][1] < 4.0
