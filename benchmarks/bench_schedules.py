@@ -92,7 +92,7 @@ def main() -> None:
     start = time.perf_counter()
     rows = models(args.quick, args.microbatches) + random_rows(args.seeds or (5 if args.quick else 20),
                                                                  args.microbatches)
-    print(f"| input | schedule | p | v | simulator | recurrence (err) | closed form (err) | steady (err) |")
+    print("| input | schedule | p | v | simulator | recurrence (err) | closed form (err) | steady (err) |")
     print("|---|---|---|---|---|---|---|---|")
     worst: dict[tuple[str, str], float] = {}
     for name, schedule, p, v, sim, rec, closed, steady, note in rows:

@@ -14,6 +14,15 @@ and its transfers in and out as its device would. The backward splits into the w
 parameters, none for one without, the package's ``backward = 2 x forward`` rule) and the input
 gradient ``I`` (the rest, with the backward's transfers).
 
+Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
+stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
+(its forward ops' ``out_bytes + activation_bytes`` and the forward tensors it receives); the
+micro-batches in flight follow the rank's order (:func:`placement_dsl.pipeline_orders.stash_peaks`),
+so a rank holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)``; with ``recompute``
+only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt at a
+time (the largest of the rank). The spec's ``schedule`` and ``microbatches`` are not read: the order
+and ``m`` given are.
+
 Simulator (:func:`simulate_orders`): every rank runs its order
 (:func:`placement_dsl.pipeline_orders.rank_orders`) one task at a time, each as soon as the rank
 is free and its inputs are done: ``F(s, j)`` after ``F(s-1, j)``; ``B``/``I(s, j)`` after ``F(s, j)``
@@ -31,8 +40,9 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .evaluate import CostModel, MemoryMode, device_costs
-from .pipeline_orders import Action, StageTimes
+from .pipeline_orders import Action, StageTimes, check_round_robin, rank_orders, stash_peaks
 from .placement import Placement
+from .training import TrainingMemorySpec
 
 
 def virtual_stages(p: Placement) -> tuple[np.ndarray, list[int]]:
@@ -108,7 +118,7 @@ def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = N
         share = np.broadcast_to(np.asarray(weight_share, dtype=float), (g.n,)).copy()
         bad = np.flatnonzero(~((share >= 0) & (share <= 1)))
         if bad.size:
-            raise SpecError(f"stage times: weight_share of op {g.names[bad[0]]!r} is {share[bad[0]]!r}; "
+            raise SpecError(f"stage times: weight_share of op {g.names[bad[0]]!r} is {float(share[bad[0]])!r}; "
                             "give a share of the backward compute between 0 and 1")
     return np.where(g.backward, share, 0.0)
 
@@ -133,6 +143,51 @@ def stage_times(p: Placement, model: CostModel | None = None,
     ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
     return StageTimes(tuple(ranks[d] for d in device), tuple(float(r.load_fw) for r in rows),
                       tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
+
+
+def stage_bytes(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per virtual stage: parameter bytes, stashed bytes of one micro-batch's forward ops, bytes of its inputs."""
+    g = p.graph
+    stage, device = virtual_stages(p)
+    S, fw = len(device), ~g.backward
+    param = np.bincount(stage, weights=g.param_bytes, minlength=S)
+    act = np.bincount(stage, weights=np.where(fw, g.out_bytes + g.activation_bytes, 0.0), minlength=S)
+    cross = fw[g.src] & fw[g.dst] & (stage[g.src] != stage[g.dst])
+    reads = {(int(u), int(stage[v])) for u, v in zip(g.src[cross], g.dst[cross])}  # each tensor once per stage
+    inputs = np.zeros(S)
+    for u, s in reads:
+        inputs[s] += g.out_bytes[u]
+    return param, act, inputs
+
+
+def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingMemorySpec | None = None
+                 ) -> np.ndarray:
+    """Per device of ``p``'s cluster, the bytes it holds under ``schedule`` (see the module docstring).
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.zoo.training import with_backward
+    >>> ops, edges = with_backward([Op(name=n, work=1.0, out_bytes=1.0, param_bytes=2.0) for n in "abcd"],
+    ...                            [("a", "b"), ("b", "c"), ("c", "d")])
+    >>> p = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 0, 1] + [1, 0, 1, 0])
+    >>> stage_memory(p, "interleaved-1f1b", 4).tolist()  # 2 stages x 8 x (2 + 2), then 0F0 0F1 2F0 2F1 0F2: 1+1+2+2+1
+    [71.0, 70.0]
+    """
+    spec = spec or TrainingMemorySpec()
+    param, act, inputs = stage_bytes(p)
+    times = stage_times(p)
+    ranks = max(times.rank) + 1
+    check_round_robin(times, ranks)
+    orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
+    held = inputs if spec.recompute else act + inputs
+    _, peak = stash_peaks(times, orders, held)
+    state = np.bincount(times.rank, weights=spec.state_factor * param, minlength=ranks)
+    if spec.recompute:
+        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if times.rank[s] == k]])
+                                  for k in range(ranks)])
+    _, device = virtual_stages(p)
+    out = np.zeros(p.cluster.size)
+    out[list(dict.fromkeys(device))] = state + peak
+    return out
 
 
 @dataclass(frozen=True)
@@ -200,4 +255,5 @@ def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], recor
     return OrderSimulation(now, tuple(trace))
 
 
-__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_times", "virtual_stages", "weight_shares"]
+__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory", "stage_times",
+           "virtual_stages", "weight_shares"]
