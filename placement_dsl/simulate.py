@@ -311,10 +311,18 @@ def stage_plan(placement: Placement, schedule: Schedule | str, microbatches: int
     schedule = _schedule(schedule)
     if schedule.value not in STAGE_ORDERS:
         raise SpecError(f"stage_plan: schedule {schedule.value!r} runs device passes; choose from {list(STAGE_ORDERS)}")
-    times = stage_times(placement, model or CostModel(memory="overflow", require=frozenset()), weight_share)
+    times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
+                        weight_share)
     ranks = max(times.rank) + 1
     check_round_robin(times, ranks)
     return times, rank_orders(schedule.value, ranks, times.stages // ranks, microbatches)
+
+
+def schedule_stage_times(placement: Placement, model: CostModel | None = None, weight_share: float | None = None):
+    """The virtual stages' ``F``/``I``/``W`` times of ``placement`` (:func:`placement_dsl.stage_schedules.stage_times`)
+    under ``model`` (default: no overlap, overflow memory, as :func:`simulate`)."""
+    return stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
+                       weight_share)
 
 
 def _simulate_stages(placement: Placement, schedule: Schedule, m: int, model: CostModel, record: bool,
@@ -372,7 +380,7 @@ def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: Cost
                            microbatches: int | None, closed_form: bool = False,
                            weight_share: float | None = None) -> float:
     if microbatches is None:  # the steady state: every rank busy, PipeDream's max over ranks of FW + BW
-        times = stage_times(placement, model or CostModel(memory="overflow", require=frozenset()))
+        times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()))
         load = np.bincount(times.rank, weights=np.add(np.add(times.f, times.i), times.w))
         return float(load.max())
     times, orders = stage_plan(placement, schedule, microbatches, model, weight_share)
@@ -401,4 +409,4 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
 pass_units = _units  # the units the simulator runs: device passes and what each waits for
 
 __all__ = ["STAGE_ORDERS", "Schedule", "SimulationResult", "Task", "analytic_time_per_sample",
-           "closed_form_time_per_sample", "simulate", "stage_plan", "throughput_curve"]
+           "closed_form_time_per_sample", "schedule_stage_times", "simulate", "stage_plan", "throughput_curve"]

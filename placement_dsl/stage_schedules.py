@@ -32,14 +32,14 @@ reorder.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from .cluster import Cluster
 from .errors import SpecError
-from .evaluate import CostModel, MemoryMode, device_costs
 from .pipeline_orders import Action, StageTimes, check_round_robin, rank_orders, stash_peaks
 from .placement import Placement
 from .training import TrainingMemorySpec
@@ -109,6 +109,12 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
     return out
 
 
+def stage_ranks(device: Sequence[int]) -> tuple[int, ...]:
+    """The rank of each stage: devices numbered in the order their first stages run."""
+    ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
+    return tuple(ranks[d] for d in device)
+
+
 def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = None) -> np.ndarray:
     """Per op, the share of its compute that is weight gradient (0 on forward ops)."""
     g = p.graph
@@ -123,9 +129,12 @@ def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = N
     return np.where(g.backward, share, 0.0)
 
 
-def stage_times(p: Placement, model: CostModel | None = None,
+def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], model: Any,
                 weight_share: float | Sequence[float] | None = None) -> StageTimes:
-    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring)."""
+    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring).
+
+    ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
+    :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
     c = p.cluster
     if not p.graph.is_training:
         raise SpecError(f"stage times: graph {p.graph.name!r} has no backward pass; interleaved and zero-bubble "
@@ -136,12 +145,11 @@ def stage_times(p: Placement, model: CostModel | None = None,
     stage, device = virtual_stages(p)
     copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
                       for s, d in enumerate(device)])
-    model = replace(model or CostModel(), memory=MemoryMode.HARD, training_memory=None, require=frozenset())
-    rows = device_costs(Placement(p.graph, copies, stage), model)
+    model = replace(model, memory="hard", training_memory=None, require=frozenset())
+    rows = costs(Placement(p.graph, copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
-    return StageTimes(tuple(ranks[d] for d in device), tuple(float(r.load_fw) for r in rows),
+    return StageTimes(stage_ranks(device), tuple(float(r.load_fw) for r in rows),
                       tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
 
 
@@ -174,17 +182,19 @@ def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingM
     """
     spec = spec or TrainingMemorySpec()
     param, act, inputs = stage_bytes(p)
-    times = stage_times(p)
-    ranks = max(times.rank) + 1
+    _, device = virtual_stages(p)
+    rank = stage_ranks(device)
+    ranks = max(rank) + 1
+    zero = (0.0,) * len(rank)
+    times = StageTimes(rank, zero, zero, zero)
     check_round_robin(times, ranks)
     orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
     held = inputs if spec.recompute else act + inputs
     _, peak = stash_peaks(times, orders, held)
-    state = np.bincount(times.rank, weights=spec.state_factor * param, minlength=ranks)
+    state = np.bincount(rank, weights=spec.state_factor * param, minlength=ranks)
     if spec.recompute:
-        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if times.rank[s] == k]])
+        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if rank[s] == k]])
                                   for k in range(ranks)])
-    _, device = virtual_stages(p)
     out = np.zeros(p.cluster.size)
     out[list(dict.fromkeys(device))] = state + peak
     return out
@@ -255,5 +265,5 @@ def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], recor
     return OrderSimulation(now, tuple(trace))
 
 
-__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory", "stage_times",
-           "virtual_stages", "weight_shares"]
+__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory", "stage_ranks",
+           "stage_times", "virtual_stages", "weight_shares"]

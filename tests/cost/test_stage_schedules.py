@@ -10,8 +10,13 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
-from placement_dsl.simulate import analytic_time_per_sample, closed_form_time_per_sample, simulate
-from placement_dsl.stage_schedules import stage_memory, stage_times, virtual_stages
+from placement_dsl.simulate import (
+    analytic_time_per_sample,
+    closed_form_time_per_sample,
+    schedule_stage_times,
+    simulate,
+)
+from placement_dsl.stage_schedules import stage_memory, virtual_stages
 from placement_dsl.training import TrainingMemorySpec
 from placement_dsl.zoo.training import with_backward
 
@@ -32,7 +37,7 @@ def test_virtual_stages_of_a_round_robin_chain():
     p = placed(chain([1, 2, 3, 4]), [0, 1, 0, 1], 2)
     stage, device = virtual_stages(p)
     assert stage.tolist() == [0, 1, 2, 3, 3, 2, 1, 0] and device == [0, 1, 0, 1]
-    t = stage_times(p)
+    t = schedule_stage_times(p)
     assert t.f == (1.0, 2.0, 3.0, 4.0) and t.i == t.w == t.f  # backward = 2 x forward, half of it W
 
 
@@ -59,7 +64,7 @@ def test_interleaving_halves_the_bubble_and_tends_to_pipedreams_objective():
 def test_communication_enters_the_stage_times():
     """out_bytes 1 at bandwidth 1: every stage boundary costs its sender and its receiver 1 per pass."""
     p = placed(chain([1, 1, 1, 1], out_bytes=1.0), [0, 1, 0, 1], 2)
-    t = stage_times(p)
+    t = schedule_stage_times(p)
     assert t.f == (2.0, 3.0, 3.0, 2.0)
     assert analytic_time_per_sample(p, "interleaved-1f1b") == evaluate(p, "pipedream").objective
 
