@@ -136,9 +136,6 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
     c = p.cluster
-    if not p.graph.is_training:
-        raise SpecError(f"stage times: graph {p.graph.name!r} has no backward pass; interleaved and zero-bubble "
-                        "schedules train (use a training graph, --training)")
     if c.links or c.routed or p.replicated:
         raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
                         "and without replicated stages; drop the links or the replicas")

@@ -119,3 +119,36 @@ def test_refusals():
     looped = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 0, 0, 1, 0])
     with pytest.raises(SpecError, match="the stages form a cycle"):
         simulate(looped, "interleaved-1f1b", 2)
+
+
+def test_the_cost_model_scores_the_schedules_as_the_simulator_runs_them():
+    from placement_dsl.evaluate import CostModel
+    from placement_dsl.objectives import Interleaved1F1B, ZeroBubbleH1
+
+    p = placed(chain([1, 2, 1, 3], out_bytes=1.0), [0, 1, 0, 1], 2)
+    for term in (Interleaved1F1B(microbatches=8), ZeroBubbleH1(microbatches=8)):
+        ev = evaluate(p, term.cost_model())
+        assert ev.valid and ev.objective == simulate(p, term.names[0], 8).time_per_sample
+        steady = evaluate(p, CostModel.named(term.names[0]))
+        assert steady.objective == evaluate(p, "pipedream").objective < ev.objective
+    skewed = placed(chain([1] * 6), [0, 1, 2, 1, 0, 2], 3)  # stage 3 on the second device: torch cannot run it
+    ev = evaluate(skewed, Interleaved1F1B(microbatches=6).cost_model())
+    assert not ev.valid and ev.objective == float("inf")
+    assert "interleaved-1f1b: pipeline schedule: stage 3 runs on rank 1, not on rank 0" in ev.violations[-1].message
+    with pytest.raises(SpecError, match=r"ZeroBubbleH1\(microbatches=0\)"):
+        ZeroBubbleH1(microbatches=0)
+
+
+def test_the_formulations_refuse_the_schedules_and_heuristics_answer_them():
+    from placement_dsl.heuristics.base import run
+    from placement_dsl.objectives import Interleaved1F1B
+    from placement_dsl.problem import Problem
+    from placement_dsl.solve import solve
+
+    g = chain([3, 1, 1, 2, 2, 1])
+    problem = Problem(g, Cluster.stages(2), Interleaved1F1B(microbatches=4))
+    with pytest.raises(SpecError, match="not a max device load"):
+        solve(problem, formulation="throughput", time_limit=5)
+    result = run("dp", g, problem.cluster, model=problem.cost_model(), time_limit=5)
+    assert problem.is_valid(result.placement)
+    assert result.objective == simulate(result.placement, "interleaved-1f1b", 4).time_per_sample
