@@ -181,7 +181,7 @@ def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) 
     return best
 
 
-def _inputs(a: Action, last: int) -> list[tuple[int, str, int]]:
+def task_inputs(a: Action, last: int) -> list[tuple[int, str, int]]:
     """The tasks ``a`` reads: the previous stage's forward, the next stage's gradient and its own forward, its ``I``."""
     s, j = a.stage, a.microbatch
     if a.kind == "F":
@@ -210,7 +210,7 @@ def order_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> flo
         for k, order in enumerate(orders):
             while pos[k] < len(order):
                 a = order[pos[k]]
-                needs = _inputs(a, last)
+                needs = task_inputs(a, last)
                 if not all(x in finish for x in needs):
                     break
                 clock[k] = max([clock[k], *(finish[x] for x in needs)]) + times.duration(a)
@@ -221,6 +221,32 @@ def order_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> flo
         raise SpecError("pipeline schedule: the ranks' orders wait on each other (a task before its inputs); "
                         "no run finishes them")
     return max(clock, default=0.0)
+
+
+def unit_rows(orders: Sequence[Sequence[Action]], stages: int) -> list[list[str]]:
+    """The orders as torch's schedule CSV rows: one cell per unit time step, ``""`` while a rank waits.
+
+    >>> unit_rows(rank_orders("zb-h1", 2, 1, 2), 2)
+    [['0F0', '0F1', '', '0I0', '0W0', '0I1', '0W1'], ['', '1F0', '1I0', '1F1', '1I1', '1W0', '1W1']]
+    """
+    finish: dict[tuple[int, str, int], int] = {}
+    pos, free = [0] * len(orders), [0] * len(orders)
+    rows: list[list[str]] = [[] for _ in orders]
+    moved = True
+    while moved:
+        moved = False
+        for r, order in enumerate(orders):
+            while pos[r] < len(order):
+                a = order[pos[r]]
+                needs = task_inputs(a, stages - 1)
+                if not all(x in finish for x in needs):
+                    break
+                start = max([free[r], *(finish[x] for x in needs)])
+                rows[r] += [""] * (start - len(rows[r])) + [str(a)]
+                finish[(a.stage, a.kind, a.microbatch)] = free[r] = start + 1
+                pos[r] += 1
+                moved = True
+    return rows
 
 
 def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequence[float]
@@ -254,4 +280,4 @@ def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequ
 
 
 __all__ = ["ORDERS", "Action", "StageTimes", "check_round_robin", "closed_form_makespan", "order_makespan",
-           "rank_orders", "rounds", "stash_peaks"]
+           "rank_orders", "rounds", "stash_peaks", "task_inputs", "unit_rows"]
