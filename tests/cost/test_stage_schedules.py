@@ -152,3 +152,6 @@ def test_the_formulations_refuse_the_schedules_and_heuristics_answer_them():
     result = run("dp", g, problem.cluster, model=problem.cost_model(), time_limit=5)
     assert problem.is_valid(result.placement)
     assert result.objective == simulate(result.placement, "interleaved-1f1b", 4).time_per_sample
+    assert result.bound is None and result.exact_among is None  # the DP minimizes the max load, not the bubble
+    steady = run("dp", g, problem.cluster, model=Interleaved1F1B().cost_model(), time_limit=5)
+    assert steady.bound == steady.objective == evaluate(steady.placement, "pipedream").objective  # exact there
