@@ -155,3 +155,22 @@ def test_the_formulations_refuse_the_schedules_and_heuristics_answer_them():
     assert result.bound is None and result.exact_among is None  # the DP minimizes the max load, not the bubble
     steady = run("dp", g, problem.cluster, model=Interleaved1F1B().cost_model(), time_limit=5)
     assert steady.bound == steady.objective == evaluate(steady.placement, "pipedream").objective  # exact there
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.lists(st.integers(1, 6), min_size=2, max_size=5), st.integers(0, 2), st.integers(2, 3))
+def test_the_steady_state_is_exact_under_the_dp_over_contiguous_placements(works, out_bytes, k):
+    """Without micro-batches the objectives are the steady state, which the DP minimizes exactly over contiguous
+    placements: it equals the brute-force optimum of the objective itself."""
+    from placement_dsl.brute import brute_force
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.heuristics.base import run
+    from placement_dsl.objectives import ZeroBubbleH1
+    from placement_dsl.problem import Problem
+
+    g = chain(works, out_bytes=float(out_bytes))
+    problem = Problem(g, Cluster.stages(k), ZeroBubbleH1(), [Contiguous()])
+    best, _ = brute_force(problem)
+    found = run("dp", g, problem.cluster, model=problem.cost_model())
+    assert problem.is_valid(found.placement)
+    assert found.objective == pytest.approx(best) and found.bound == pytest.approx(best)
