@@ -48,7 +48,7 @@ from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan, transfer_tasks
-from .stage_schedules import stage_times
+from .stage_schedules import stage_memory, stage_times
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
 REL_TOL = 1e-9
@@ -337,7 +337,9 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
         in_fw, in_bw, out_fw, out_bw = routed_transfers(g, c, p.assign, p.replica_sets)
     else:
         in_fw, in_bw, out_fw, out_bw = (t * c.transfer_scale[owner] for t in (bytes_in_fw, *other))
-    if model.training_memory is not None:
+    if model.training_memory is not None and model.name in ORDERS and model.microbatches is not None:
+        mem = _rank_order_memory(p, model, bytes_in_fw)
+    elif model.training_memory is not None:
         mem = training_memory(p, model.training_memory, p.replica_sets, bytes_in_fw)
     else:
         mem = np.bincount(p.assign, weights=g.param_bytes + g.activation_bytes, minlength=D)[owner]
@@ -545,6 +547,16 @@ def single_sample(p: Placement, model: CostModel | None = None
                                                    f"more than the {q} per accelerator allowed (max_subgraphs)",
                                      essential=True))
     return latency, {}, {}, out
+
+
+def _rank_order_memory(p: Placement, model: CostModel, in_fw_bytes: np.ndarray) -> np.ndarray:
+    """Memory per schedule under torch's interleaved / zero-bubble orders: each virtual stage's micro-batches in
+    flight along its rank's order (:func:`placement_dsl.stage_schedules.stage_memory`); a placement those orders
+    cannot run keeps the spec's own count (its objective reports why)."""
+    try:
+        return stage_memory(p, str(model.name), int(model.microbatches), model.training_memory)
+    except SpecError:
+        return training_memory(p, model.training_memory, p.replica_sets, in_fw_bytes)
 
 
 def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...],

@@ -174,3 +174,18 @@ def test_the_steady_state_is_exact_under_the_dp_over_contiguous_placements(works
     found = run("dp", g, problem.cluster, model=problem.cost_model())
     assert problem.is_valid(found.placement)
     assert found.objective == pytest.approx(best) and found.bound == pytest.approx(best)
+
+
+def test_the_cost_model_counts_memory_along_the_rank_orders():
+    """With a memory spec the cost model holds each virtual stage's micro-batches in flight in torch's order, not
+    1F1B's k - s (here rank 0 keeps 3 + 1 forwards of stages 0 and 2 in flight under torch's interleaved warm-up)."""
+    from dataclasses import replace
+
+    from placement_dsl.objectives import Interleaved1F1B
+
+    p = placed(chain([1, 1, 1, 1], out_bytes=1.0, param_bytes=2.0), [0, 1, 0, 1], 2)
+    spec = TrainingMemorySpec(microbatches=4)
+    model = replace(Interleaved1F1B(microbatches=4).cost_model(), training_memory=spec)
+    used = [d.memory_used for d in evaluate(p, model).devices]
+    assert used == stage_memory(p, "interleaved-1f1b", 4, spec).tolist() == [71.0, 70.0]
+    assert used != [d.memory_used for d in evaluate(p, replace(model, name="pipedream")).devices]
