@@ -2,7 +2,8 @@
 
 For each zoo training model, ``p`` ranks of the model's accelerators and ``v`` virtual stages per
 rank: the forward ops in topological order cut into ``p v`` parts of equal work (each gradient
-with its op), part ``s`` on rank ``s mod p``. Then on random stage times (uniform, several seeds).
+with its op), part ``s`` on rank ``s mod p``. Then on random stage times (uniform, several seeds), where ZBV's V
+(``zbv``, two stages per rank) runs too.
 Each row: the simulator's time per sample (:func:`placement_dsl.simulate.simulate`), the exact
 recurrence of the rank orders (``analytic_time_per_sample``), the fill-work-drain closed form
 (``closed_form_time_per_sample``) and the steady state (``m -> inf``), with their relative errors
@@ -21,13 +22,14 @@ import numpy as np
 from placement_dsl import zoo
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, order_makespan, rank_orders
+from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import analytic_time_per_sample, closed_form_time_per_sample, simulate
 from placement_dsl.stage_schedules import simulate_orders
 
 CASES = (("interleaved-1f1b", 2, 1), ("interleaved-1f1b", 2, 2), ("interleaved-1f1b", 4, 2),
          ("interleaved-1f1b", 4, 3), ("zb-h1", 2, 1), ("zb-h1", 4, 1), ("zb-h1", 4, 2))
+STAGE_ONLY_CASES = (("zbv", 2, 2), ("zbv", 4, 2))  # random stage times only: placements have no V (pipeline_orders)
 
 
 def round_robin(workload, p: int, v: int) -> Placement:
@@ -72,9 +74,9 @@ def random_rows(seeds: int, m: int) -> list[tuple]:
     rows = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        for schedule, p, v in CASES:
+        for schedule, p, v in CASES + STAGE_ONLY_CASES:
             s = p * v
-            t = StageTimes(tuple(k % p for k in range(s)), *(tuple(rng.uniform(lo, 2.0, s)) for lo in (0.5, 0.5, 0.2)))
+            t = StageTimes(tuple(layout(schedule, p, s)), *(tuple(rng.uniform(lo, 2.0, s)) for lo in (0.5, 0.5, 0.2)))
             orders = rank_orders(schedule, p, v, m)
             sim = simulate_orders(t, orders).makespan / m
             steady = float(np.bincount(t.rank, weights=np.add(np.add(t.f, t.i), t.w)).max())

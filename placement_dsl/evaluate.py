@@ -567,7 +567,7 @@ def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost
     try:
         times = stage_times(p, device_costs, model)
         ranks = max(times.rank) + 1
-        check_round_robin(times, ranks)
+        check_round_robin(times, ranks, str(model.name))
         if model.microbatches is None:
             return max(r.load for r in rows)
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))

@@ -18,6 +18,14 @@ rather than reorder, as ``torch.distributed.pipelining`` does (torch 2.13, ``sch
     the same with warm-up ``(v - 1) r + (p - 1 - k)`` and ``I`` for ``B``; rank ``k`` runs its
     first ``k`` steady steps without a ``W``, then each step's ``I`` is followed by the oldest
     ``W`` left, and the ``W`` still left run at the end: the ``W`` fill the bubbles 1F1B leaves.
+``zbv`` (``ScheduleZBVZeroBubble``, Qi et al. §6)
+    two stages per rank in a V: rank ``k`` holds stages ``k`` and ``2p - 1 - k`` (the last rank
+    turns the pipeline back); warm-up ``2(p - k) - 1`` forwards of the first, ``k`` pairs of
+    forwards, ``p - k`` rounds of ``F I W`` on the second, then ``F I W`` on each stage in turn,
+    then the remaining ``I`` and ``W``. Needs ``m >= 2p - 1`` (torch runs ``max(2p - 1, m)``).
+    Its orders, makespan and simulator work on :class:`StageTimes`; placements have no ``zbv``:
+    the turn puts stages ``p - 1`` and ``p`` back to back on one rank, which a placement's
+    stages (maximal parts of one device) cannot tell apart from one stage.
 
 Time (:func:`closed_form_makespan`): with per-stage task times ``f_s``, ``b_s`` (or ``i_s + w_s``)
 that include the stage's transfers (the cost model's loads), a rank ``k`` whose first stage is
@@ -48,8 +56,9 @@ import numpy as np
 
 from .errors import SpecError
 
-ORDERS = ("interleaved-1f1b", "zb-h1")
-SPLIT = frozenset({"zb-h1"})  # schedules that split the backward into I and W
+ORDERS = ("interleaved-1f1b", "zb-h1")  # the schedules of placements (virtual stages round-robin)
+STAGE_ONLY = ("zbv",)  # orders over stage times only: a placement cannot mark the V's turn (see zbv below)
+SPLIT = frozenset({"zb-h1", "zbv"})  # schedules that split the backward into I and W
 
 
 @dataclass(frozen=True)
@@ -74,11 +83,18 @@ def rounds(ranks: int, microbatches: int) -> int:
 
 
 def _check(schedule: str, ranks: int, local: int, microbatches: int) -> None:
-    if schedule not in ORDERS:
-        raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS)}")
+    if schedule not in ORDERS + STAGE_ONLY:
+        raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS + STAGE_ONLY)}")
     for name, value in (("ranks", ranks), ("virtual stages per rank", local), ("microbatches", microbatches)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise SpecError(f"pipeline schedule {schedule!r}: {name} must be a whole number >= 1, got {value!r}")
+
+
+def layout(schedule: str, ranks: int, stages: int) -> list[int]:
+    """The rank of each stage the schedule expects: round-robin ``s mod p``, or ZBV's V (``s`` then ``2p - 1 - s``)."""
+    if schedule == "zbv":
+        return [s if s < ranks else 2 * ranks - 1 - s for s in range(stages)]
+    return [s % ranks for s in range(stages)]
 
 
 def rank_orders(schedule: str, ranks: int, local: int, microbatches: int) -> list[list[Action]]:
@@ -88,6 +104,11 @@ def rank_orders(schedule: str, ranks: int, local: int, microbatches: int) -> lis
     ['0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2', '1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1W2']
     """
     _check(schedule, ranks, local, microbatches)
+    if schedule == "zbv":
+        if local != 2 or microbatches < 2 * ranks - 1:
+            raise SpecError(f"pipeline schedule 'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = "
+                            f"{2 * ranks - 1}, got {local} stages per rank and {microbatches} micro-batches")
+        return [_zbv_order(ranks, microbatches, k) for k in range(ranks)]
     per_round = rounds(ranks, microbatches)
     return [_rank_order(schedule, ranks, local, microbatches, per_round, k) for k in range(ranks)]
 
@@ -131,6 +152,46 @@ def _rank_order(schedule: str, p: int, v: int, m: int, per_round: int, k: int) -
     return out
 
 
+def _zbv_order(p: int, m: int, k: int) -> list[Action]:
+    first, second = k, 2 * p - 1 - k
+    n = {"F0": 0, "F1": 0, "I0": 0, "I1": 0, "W0": 0, "W1": 0}
+    out: list[Action] = []
+
+    def act(kind: str, chunk: int) -> None:
+        key = f"{kind}{chunk}"
+        out.append(Action(second if chunk else first, kind, n[key]))
+        n[key] += 1
+
+    for _ in range(2 * (p - k) - 1):
+        act("F", 0)
+    for _ in range(k):
+        act("F", 1)
+        act("F", 0)
+    for _ in range(p - k):
+        act("F", 1)
+        act("I", 1)
+        act("W", 1)
+    while n["F1"] < n["F0"] or n["F0"] < m:
+        if n["F0"] < m:
+            act("F", 0)
+        act("I", 0)
+        act("W", 0)
+        act("F", 1)
+        act("I", 1)
+        act("W", 1)
+    for _ in range(k):
+        act("I", 0)
+        act("I", 1)
+    for _ in range(p - k):
+        act("I", 0)
+        act("W", 0)
+    while n["W1"] < n["I1"]:
+        act("W", 1)
+    while n["W0"] < n["I0"]:
+        act("W", 0)
+    return out
+
+
 @dataclass(frozen=True)
 class StageTimes:
     """Per-stage task times (transfers included, as the cost model's loads): forward ``f``, input-gradient
@@ -151,15 +212,17 @@ class StageTimes:
         return {"F": self.f[s], "B": self.i[s] + self.w[s], "I": self.i[s], "W": self.w[s]}[a.kind]
 
 
-def check_round_robin(times: StageTimes, ranks: int) -> None:
-    """Stage ``s`` must run on rank ``s mod p`` with ``v`` stages per rank (the orders' layout)."""
+def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleaved-1f1b") -> None:
+    """Stage ``s`` must run on rank ``s mod p`` with ``v`` stages per rank (the orders' layout; ZBV's V for ``zbv``)."""
     if times.stages % ranks:
         raise SpecError(f"pipeline schedule: {times.stages} stages do not split into {ranks} ranks evenly; "
                         "every rank needs the same number of virtual stages")
+    want = layout(schedule, ranks, times.stages)
     for s, k in enumerate(times.rank):
-        if k != s % ranks:
-            raise SpecError(f"pipeline schedule: stage {s} runs on rank {k}, not on rank {s % ranks}; interleaved "
-                            f"schedules place stage s on rank s mod {ranks}")
+        if k != want[s]:
+            where = f"stage s on rank s mod {ranks}" if schedule != "zbv" else "stages k and 2p - 1 - k on rank k"
+            raise SpecError(f"pipeline schedule: stage {s} runs on rank {k}, not on rank {want[s]}; {schedule} "
+                            f"places {where}")
 
 
 def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
@@ -279,5 +342,18 @@ def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequ
     return peak, rank_peak
 
 
-__all__ = ["ORDERS", "Action", "StageTimes", "check_round_robin", "closed_form_makespan", "order_makespan",
-           "rank_orders", "rounds", "stash_peaks", "task_inputs", "unit_rows"]
+__all__ = [
+    "ORDERS",
+    "STAGE_ONLY",
+    "Action",
+    "StageTimes",
+    "check_round_robin",
+    "closed_form_makespan",
+    "layout",
+    "order_makespan",
+    "rank_orders",
+    "rounds",
+    "stash_peaks",
+    "task_inputs",
+    "unit_rows",
+]

@@ -184,7 +184,7 @@ def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingM
     ranks = max(rank) + 1
     zero = (0.0,) * len(rank)
     times = StageTimes(rank, zero, zero, zero)
-    check_round_robin(times, ranks)
+    check_round_robin(times, ranks, schedule)
     orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
     held = inputs if spec.recompute else act + inputs
     _, peak = stash_peaks(times, orders, held)

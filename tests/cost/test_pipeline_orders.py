@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from placement_dsl.errors import SpecError
 from placement_dsl.pipeline_orders import (
     ORDERS,
+    STAGE_ONLY,
     StageTimes,
     check_round_robin,
     closed_form_makespan,
+    layout,
     order_makespan,
     rank_orders,
     stash_peaks,
@@ -31,6 +33,18 @@ def torch_orders(name: str, p: int, v: int, m: int) -> list[list[str]]:
     s.number_of_rounds = max(1, m // p)
     s.microbatches_per_round = m // s.number_of_rounds
     return [[str(a) for a in s._calculate_single_rank_operations(k) if a is not None] for k in range(p)]
+
+
+def test_zbv_orders_are_torchs():
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    for p in (1, 2, 3, 4):
+        for m in range(2 * p - 1, 2 * p + 5):
+            s = object.__new__(schedules.ScheduleZBVZeroBubble)
+            s.pp_group_size, s.num_stages, s._n_microbatches = p, 2 * p, m
+            want = [[str(a) for a in s._calculate_single_rank_operations(k) if a is not None] for k in range(p)]
+            assert [[str(a) for a in o] for o in rank_orders("zbv", p, 2, m)] == want, (p, m)
+    with pytest.raises(SpecError, match=r"'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = 5"):
+        rank_orders("zbv", 3, 2, 4)
 
 
 @pytest.mark.parametrize("name", ORDERS)
@@ -79,17 +93,17 @@ def test_hand_instance_of_unequal_stages():
 
 @st.composite
 def instances(draw):
-    name = draw(st.sampled_from(ORDERS))
+    name = draw(st.sampled_from(ORDERS + STAGE_ONLY))
     p = draw(st.integers(1, 4))
-    v = draw(st.integers(1, 3))
-    m = p * draw(st.integers(1, 4))
+    v = 2 if name == "zbv" else draw(st.integers(1, 3))
+    m = p * draw(st.integers(2, 4)) if name == "zbv" else p * draw(st.integers(1, 4))
     s = p * v
     times = [st.lists(st.integers(0, 6).map(float), min_size=s, max_size=s) for _ in range(3)]
     f, i, w = (draw(x) for x in times)
-    return name, p, v, m, StageTimes(tuple(k % p for k in range(s)), tuple(f), tuple(i), tuple(w))
+    return name, p, v, m, StageTimes(tuple(layout(name, p, s)), tuple(f), tuple(i), tuple(w))
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=80)
 @given(instances())
 def test_recurrence_equals_simulator_and_closed_form_stays_below(case):
     name, p, v, m, t = case
@@ -114,11 +128,13 @@ def test_stash_of_interleaved_and_zero_bubble():
 
 
 def test_refusals():
-    with pytest.raises(SpecError, match="unknown schedule 'zbv'"):
-        rank_orders("zbv", 2, 1, 4)
+    with pytest.raises(SpecError, match="unknown schedule 'zb-h2'"):
+        rank_orders("zb-h2", 2, 1, 4)
     with pytest.raises(SpecError, match="microbatches=10 is not a multiple of its 3 rounds"):
         rank_orders("interleaved-1f1b", 3, 2, 10)
     with pytest.raises(SpecError, match="virtual stages per rank must be a whole number >= 1, got 0"):
         rank_orders("zb-h1", 2, 0, 4)
     with pytest.raises(SpecError, match="stage 1 runs on rank 0, not on rank 1"):
         check_round_robin(StageTimes((0, 0, 1, 1), (1.0,) * 4, (1.0,) * 4, (0.0,) * 4), 2)
+    with pytest.raises(SpecError, match="stage 2 runs on rank 0, not on rank 1; zbv places stages k and 2p - 1 - k"):
+        check_round_robin(StageTimes((0, 1, 0, 1), (1.0,) * 4, (1.0,) * 4, (0.0,) * 4), 2, "zbv")
