@@ -121,7 +121,11 @@ def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = N
     if weight_share is None:
         share = np.where(g.param_bytes > 0, 0.5, 0.0)
     else:
-        share = np.broadcast_to(np.asarray(weight_share, dtype=float), (g.n,)).copy()
+        try:
+            share = np.broadcast_to(np.asarray(weight_share, dtype=float), (g.n,)).copy()
+        except (TypeError, ValueError):
+            raise SpecError(f"stage times: weight_share must be one number or one per op ({g.n}), got "
+                            f"{np.size(weight_share)} values") from None
         bad = np.flatnonzero(~((share >= 0) & (share <= 1)))
         if bad.size:
             raise SpecError(f"stage times: weight_share of op {g.names[bad[0]]!r} is {float(share[bad[0]])!r}; "

@@ -114,6 +114,8 @@ def test_refusals():
         simulate(Placement(g, linked, [0, 1, 1, 1, 1, 0]), "zb-h1", 2)
     with pytest.raises(SpecError, match="weight_share of op 'l0' is 1.5"):
         simulate(placed(g, [0, 0, 1], 2), "zb-h1", 2, weight_share=1.5)
+    with pytest.raises(SpecError, match=r"weight_share must be one number or one per op \(6\), got 2 values"):
+        simulate(placed(g, [0, 0, 1], 2), "zb-h1", 2, weight_share=[0.5, 0.5])
     fw = [Op(name=n, work=1.0) for n in "abc"]
     ops, edges = with_backward(fw, [("a", "b"), ("b", "c"), ("a", "c")])
     looped = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 0, 0, 1, 0])
