@@ -17,6 +17,11 @@ micro-batch (the simulator's against torch's, wall clock), the residuals after o
 factor fitted over every stage of the run (the machine's speed against the profile's), and the
 measured throughput in samples per second.
 
+Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B and
+ZB-H1 from the exported schedule CSV over 4 virtual stages on the 2 ranks
+(``examples/run_interleaved.py``), the simulator's step time per micro-batch from the profiled
+module times (uncalibrated) against the measured one.
+
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
 """
@@ -29,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+import run_interleaved as ri
 import run_pipeline as rp
 from common import fmt, markdown_head, markdown_row
 
@@ -83,6 +89,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the test's small models and few steps")
     ap.add_argument("--models", default="gpt,cnn")
+    ap.add_argument("--no-virtual", dest="virtual", action="store_false",
+                    help="skip the interleaved 1F1B and ZB-H1 rows")
     args = ap.parse_args()
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
@@ -112,7 +120,22 @@ def main() -> None:
                           fmt(measured), fmt(100 * (measured - want) / measured, ".1f") + "%",
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
+    if args.virtual:
+        virtual_rows()
     print(f"\n{time.perf_counter() - start:.0f} s")
+
+
+def virtual_rows() -> None:
+    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV."""
+    split, results = ri.run()
+    print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
+          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; predictions uncalibrated\n")
+    markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb predicted", "step ms/mb measured",
+                   "step residual"])
+    for name, r in results.items():
+        residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
+        markdown_row([name, str(r["output"] and r["grads"]), fmt(r["predicted_ms"]), fmt(r["measured_ms"]),
+                      fmt(100 * residual, ".1f") + "%"])
 
 
 if __name__ == "__main__":

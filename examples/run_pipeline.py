@@ -1,4 +1,4 @@
-"""Place a small GPT and a small ResNet-style CNN on 2 pipeline stages, export the split, and run it.
+"""Place a small GPT and a small ResNet-style CNN (or a ViT) on 2 pipeline stages, export the split, and run it.
 
 For each model: profile its modules on the CPU (:mod:`placement_dsl.profile`), import it through
 ``torch.export`` with the measured costs, place it on 2 accelerators (the throughput of a training
@@ -61,11 +61,11 @@ CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of
 
 # ---------------------------------------------------------------------------- the models
 class Block(nn.Module):
-    """A pre-norm transformer block: causal self-attention and an MLP, each with a residual connection."""
+    """A pre-norm transformer block: self-attention (causal for the GPT) and an MLP, each with a residual connection."""
 
-    def __init__(self, d: int, heads: int):
+    def __init__(self, d: int, heads: int, causal: bool = True):
         super().__init__()
-        self.heads = heads
+        self.heads, self.causal = heads, causal
         self.ln_1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.ln_2, self.fc, self.out = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
@@ -73,7 +73,7 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln_2(x))))
 
@@ -128,10 +128,30 @@ class CNN(nn.Module):
         return self.fc(torch.flatten(self.pool(self.blocks(self.stem(x))), 1))
 
 
+class ViT(nn.Module):
+    """A vision transformer: a patch embedding, a position embedding, ``layers`` blocks ``blocks.N`` (full attention),
+    a final norm and a classifier over the mean of the tokens."""
+
+    def __init__(self, image: int, patch: int, d: int, heads: int, layers: int, classes: int = 10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, patch)
+        self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2, d))
+        self.blocks = nn.ModuleList(Block(d, heads, causal=False) for _ in range(layers))
+        self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x).flatten(2).transpose(1, 2).contiguous() + self.pos  # gloo sends contiguous tensors
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x).mean(dim=1))
+
+
 SIZES = {  # (full, --quick)
     "gpt": ({"vocab": 512, "seq": 64, "d": 128, "heads": 4, "layers": 6},
             {"vocab": 256, "seq": 32, "d": 64, "heads": 4, "layers": 4}),
     "cnn": ({"width": 32, "per_stage": 2, "image": 32}, {"width": 16, "per_stage": 2, "image": 16}),
+    "vit": ({"image": 32, "patch": 4, "d": 128, "heads": 4, "layers": 6},
+            {"image": 16, "patch": 4, "d": 64, "heads": 4, "layers": 4}),
 }
 
 
@@ -147,6 +167,12 @@ def make_cnn(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torc
     return CNN(s["width"], s["per_stage"]), (torch.randn(batch, 3, s["image"], s["image"]),)
 
 
+def make_vit(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """The ViT and a batch of images."""
+    s = SIZES["vit"][quick]
+    return ViT(**s), (torch.randn(batch, 3, s["image"], s["image"]),)
+
+
 def make_gpt_quick(batch: int = 4) -> tuple[nn.Module, tuple[torch.Tensor]]:
     return make_gpt(batch, quick=True)
 
@@ -155,7 +181,7 @@ def make_cnn_quick(batch: int = 4) -> tuple[nn.Module, tuple[torch.Tensor]]:
     return make_cnn(batch, quick=True)
 
 
-FACTORIES = {"gpt": make_gpt, "cnn": make_cnn}
+FACTORIES = {"gpt": make_gpt, "cnn": make_cnn, "vit": make_vit}
 
 
 def build(name: str, batch: int, quick: bool, seed: int = 0) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -406,7 +432,7 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], scale: float) ->
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small models and few steps (the test's sizes)")
-    ap.add_argument("--models", default="gpt,cnn", help="comma-separated: gpt, cnn")
+    ap.add_argument("--models", default="gpt,cnn", help="comma-separated: gpt, cnn, vit")
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = [*SCHEDULES, *CSV]

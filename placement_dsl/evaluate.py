@@ -19,6 +19,9 @@ throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d B
 (overflow is charged to the forward pass); on a cluster with links each link is a resource
 too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
 in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
+``interleaved-1f1b`` and ``zb-h1`` = the time per sample of torch's rank orders over the placement's
+virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
+``max_d (FW_d + BW_d)`` without;
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
@@ -40,10 +43,12 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .invocation import invocations, subgraph_levels
+from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan, transfer_tasks
+from .stage_schedules import stage_memory, stage_times
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 
 REL_TOL = 1e-9
@@ -85,6 +90,8 @@ NAMED = {
     "gpipe": (Objective.GPIPE, MemoryMode.HARD),
     "latency": (Objective.LATENCY, MemoryMode.HARD),
     "makespan": (Objective.MAKESPAN, MemoryMode.HARD),
+    "interleaved-1f1b": (Objective.MAX_LOAD, MemoryMode.HARD),  # placement_dsl.pipeline_orders: torch's orders
+    "zb-h1": (Objective.MAX_LOAD, MemoryMode.HARD),
 }
 
 
@@ -330,7 +337,9 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
         in_fw, in_bw, out_fw, out_bw = routed_transfers(g, c, p.assign, p.replica_sets)
     else:
         in_fw, in_bw, out_fw, out_bw = (t * c.transfer_scale[owner] for t in (bytes_in_fw, *other))
-    if model.training_memory is not None:
+    if model.training_memory is not None and model.name in ORDERS and model.microbatches is not None:
+        mem = _rank_order_memory(p, model, bytes_in_fw)
+    elif model.training_memory is not None:
         mem = training_memory(p, model.training_memory, p.replica_sets, bytes_in_fw)
     else:
         mem = np.bincount(p.assign, weights=g.param_bytes + g.activation_bytes, minlength=D)[owner]
@@ -540,6 +549,34 @@ def single_sample(p: Placement, model: CostModel | None = None
     return latency, {}, {}, out
 
 
+def _rank_order_memory(p: Placement, model: CostModel, in_fw_bytes: np.ndarray) -> np.ndarray:
+    """Memory per schedule under torch's interleaved / zero-bubble orders: each virtual stage's micro-batches in
+    flight along its rank's order (:func:`placement_dsl.stage_schedules.stage_memory`); a placement those orders
+    cannot run keeps the spec's own count (its objective reports why)."""
+    try:
+        return stage_memory(p, str(model.name), int(model.microbatches), model.training_memory)
+    except SpecError:
+        return training_memory(p, model.training_memory, p.replica_sets, in_fw_bytes)
+
+
+def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...],
+                          violations: list[Violation]) -> float:
+    """``interleaved-1f1b`` / ``zb-h1``: the time per sample of the ranks' orders over ``microbatches``
+    (:func:`placement_dsl.pipeline_orders.order_makespan`), or the steady state ``max_d (FW_d + BW_d)`` without;
+    a placement whose virtual stages the schedule cannot run (not round-robin, a cycle) has none."""
+    try:
+        times = stage_times(p, device_costs, model)
+        ranks = max(times.rank) + 1
+        check_round_robin(times, ranks, str(model.name))
+        if model.microbatches is None:
+            return max(r.load for r in rows)
+        orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
+    except SpecError as err:
+        violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))
+        return math.inf
+    return order_makespan(times, orders) / model.microbatches
+
+
 # ---------------------------------------------------------------------------- entry point
 def evaluate(placement: Placement, model: CostModel | str | None = None) -> Evaluation:
     """Score a placement: objective, validity (each violation named) and the per-device table.
@@ -561,7 +598,9 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     violations = _violations(placement, model, rows)
     latency, finish, subgraphs = None, {}, {}
     links = link_loads(placement) if model.objective in (Objective.MAX_LOAD, Objective.GPIPE) else ()
-    if model.objective is Objective.MAX_LOAD:
+    if model.objective is Objective.MAX_LOAD and model.name in ORDERS:
+        objective = _rank_order_objective(placement, model, rows, violations)
+    elif model.objective is Objective.MAX_LOAD:
         objective = max([r.load for r in rows] + [lk.load for lk in links])
     elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain
         cycle = pass_cycle(placement)

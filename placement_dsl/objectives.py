@@ -9,7 +9,9 @@ tensor's producer):
   :class:`~placement_dsl.constraints.Overflow` the overflow term is charged;
 * :class:`Throughput` — Tarnawski's max device load over accelerators and CPUs (Fig. 6);
 * :class:`PipeDream` — ``max_d (FW_d + BW_d)`` (Tarnawski §5.3), the same max load;
-* :class:`GPipe` — ``max_d FW_d + max_d BW_d`` (Tarnawski §5.3 and App. A), exact.
+* :class:`GPipe` — ``max_d FW_d + max_d BW_d`` (Tarnawski §5.3 and App. A), exact;
+* :class:`Interleaved1F1B`, :class:`ZeroBubbleH1` — torch's interleaved and zero-bubble orders over
+  virtual stages, their steady state the max load.
 
 ``overlap`` replaces each sum by a maximum (Tarnawski App. C.1): ``"half"``:
 ``max(compute, in + out + overflow)``; ``"full"``: ``max(compute, in, out + overflow)``.
@@ -112,6 +114,53 @@ class GPipe(ObjectiveTerm):
 
     def cost_model(self) -> CostModel:
         return CostModel.named(self.names[0], overlap=self.overlap, **self.cost_model_fields())
+
+
+@dataclass(frozen=True)
+class Interleaved1F1B(ObjectiveTerm):
+    """Interleaved 1F1B (Narayanan et al. 2021; torch's ``ScheduleInterleaved1F1B``) over the placement's virtual stages.
+
+    A device may hold ``v`` non-adjacent stages, stage ``s`` on the ``(s mod p)``-th device in pipeline
+    order (:mod:`placement_dsl.pipeline_orders`). ``microbatches=m`` scores the time per sample of one
+    step of ``m`` micro-batches in torch's order, fill and drain included (Megatron's bubble ``(p - 1)/(v m)``
+    on equal stages); ``None`` is the steady state ``max_d (FW_d + BW_d)``, PipeDream's max load.
+
+    The IPs refuse it (:attr:`bounds_max_load` is False): no formulation writes the bubble, which
+    depends on the stage order, nor restricts placements to round-robin stages (the cost model marks
+    the others invalid). Where it is exact, it is :class:`PipeDream`'s: the steady state over
+    contiguous placements (``v = 1``), which the DP and the IPs solve under ``pipedream`` with
+    ``Contiguous``; here the DP and the other heuristics answer and the cost model scores them.
+    """
+
+    microbatches: int | None = None
+    names: ClassVar[tuple[str, ...]] = ("interleaved-1f1b",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        m = self.microbatches
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise SpecError(f"{type(self).__name__}(microbatches={m!r}): give a whole number of micro-batches >= 1, "
+                            "or None")
+
+    @property
+    def bounds_max_load(self) -> bool:
+        """Not a max load: the bubble and the round-robin stages are the schedule's (see the class docstring)."""
+        return False
+
+    def cost_model_fields(self) -> dict[str, Any]:
+        return {} if self.microbatches is None else {"microbatches": self.microbatches}
+
+    def cost_model(self) -> CostModel:
+        return CostModel.named(self.names[0], overlap=self.overlap, **self.cost_model_fields())
+
+
+@dataclass(frozen=True)
+class ZeroBubbleH1(Interleaved1F1B):
+    """ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism"; torch's ``ScheduleInterleavedZeroBubble``): the
+    backward split into input and weight gradients, the weight gradients filling 1F1B's bubbles
+    (``(p - 1)(F + I - W)`` on equal stages). Same exactness as :class:`Interleaved1F1B`."""
+
+    names: ClassVar[tuple[str, ...]] = ("zb-h1",)
 
 
 def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> ObjectiveTerm:

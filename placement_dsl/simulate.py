@@ -35,6 +35,11 @@ Schedules
     runs all its forwards, then all its backwards (pipeline flush). Time per sample tends
     to ``max_d FW_d + max_d BW_d`` when every forward op reaches the loss (as in a real
     model); units not on such a path are only held back by their own dependencies.
+``interleaved-1f1b``, ``zb-h1``
+    Virtual stages (a device holds ``v`` non-adjacent stages) and the split backward (input
+    gradient ``I``, weight gradient ``W``), task by task per stage: each rank runs the order
+    torch's ``ScheduleInterleaved1F1B`` / ``ScheduleInterleavedZeroBubble`` gives it
+    (:mod:`placement_dsl.pipeline_orders`, :mod:`placement_dsl.stage_schedules`).
 
 For ``n`` microbatches the makespan is ``n * T + O(fill)``, so ``makespan / n`` converges
 to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sample`).
@@ -52,14 +57,20 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .evaluate import CostModel, device_costs, link_loads
+from .pipeline_orders import check_round_robin, closed_form_makespan, order_makespan, rank_orders
 from .placement import Placement
+from .stage_schedules import simulate_orders, stage_times, virtual_stages
 from .training import gpipe_time_per_sample
+
+STAGE_ORDERS = ("interleaved-1f1b", "zb-h1")  # schedules run from rank orders over virtual stages
 
 
 class Schedule(str, Enum):
     PIPELINE = "pipeline"
     ONE_F_ONE_B = "1f1b"
     GPIPE = "gpipe"
+    INTERLEAVED = "interleaved-1f1b"  # virtual stages, torch's ScheduleInterleaved1F1B order
+    ZB_H1 = "zb-h1"  # split backward (I, W), torch's ScheduleInterleavedZeroBubble order
 
 
 @dataclass(frozen=True)
@@ -238,7 +249,8 @@ class _Simulator:
 
 
 def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE, microbatches: int = 64,
-             model: CostModel | None = None, record: bool = False, extra_in_flight: int = 0) -> SimulationResult:
+             model: CostModel | None = None, record: bool = False, extra_in_flight: int = 0,
+             weight_share: float | None = None) -> SimulationResult:
     """Simulate ``microbatches`` samples through a placement under a pipelined schedule.
 
     Parameters
@@ -257,6 +269,9 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
     extra_in_flight
         1F1B: forwards admitted in the warm-up beyond PipeDream's depth (more activations
         stashed; the steady state already reaches ``max (FW + BW)`` at the depth).
+    weight_share
+        ``zb-h1``: the share of each backward op's compute that is weight gradient
+        (:func:`placement_dsl.stage_schedules.weight_shares`; default half for ops with parameters).
 
     Examples
     --------
@@ -272,10 +287,12 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
         raise SpecError(f"simulate: microbatches must be an integer >= 1, got {microbatches!r}")
     training = placement.graph.is_training
     if training != (schedule is not Schedule.PIPELINE):
-        want = "'1f1b' or 'gpipe'" if training else "'pipeline'"
+        want = "'1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1'" if training else "'pipeline'"
         raise SpecError(f"simulate: schedule {schedule.value!r} does not fit graph {placement.graph.name!r} "
                         f"({'training' if training else 'inference'}); use {want}")
     model = model or CostModel(memory="overflow", require=frozenset())
+    if schedule.value in STAGE_ORDERS:
+        return _simulate_stages(placement, schedule, int(microbatches), model, record, weight_share)
     sim = _Simulator(_units(placement, model), schedule, int(microbatches), record, int(extra_in_flight))
     makespan = sim.run()
     trace: tuple[Task, ...] = ()
@@ -283,6 +300,44 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
         names = _resource_names(placement.cluster)
         trace = tuple(Task(names[sim.u.device[u]], bool(sim.u.backward[u]), j, s, e) for u, j, s, e in sim.trace)
     return SimulationResult(schedule, int(microbatches), float(makespan), trace)
+
+
+def stage_plan(placement: Placement, schedule: Schedule | str, microbatches: int, model: CostModel | None = None,
+               weight_share: float | None = None):
+    """``(stage times, rank orders)`` of ``placement`` under ``interleaved-1f1b`` or ``zb-h1``.
+
+    The placement's virtual stages (:func:`placement_dsl.stage_schedules.virtual_stages`) must sit
+    round-robin on the ranks, stage ``s`` on rank ``s mod p``, as torch's schedules place them."""
+    schedule = _schedule(schedule)
+    if schedule.value not in STAGE_ORDERS:
+        raise SpecError(f"stage_plan: schedule {schedule.value!r} runs device passes; choose from {list(STAGE_ORDERS)}")
+    times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
+                        weight_share)
+    ranks = max(times.rank) + 1
+    check_round_robin(times, ranks)
+    return times, rank_orders(schedule.value, ranks, times.stages // ranks, microbatches)
+
+
+def schedule_stage_times(placement: Placement, model: CostModel | None = None, weight_share: float | None = None):
+    """The virtual stages' ``F``/``I``/``W`` times of ``placement`` (:func:`placement_dsl.stage_schedules.stage_times`)
+    under ``model`` (default: no overlap, overflow memory, as :func:`simulate`)."""
+    return stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
+                       weight_share)
+
+
+def _simulate_stages(placement: Placement, schedule: Schedule, m: int, model: CostModel, record: bool,
+                     weight_share: float | None) -> SimulationResult:
+    times, orders = stage_plan(placement, schedule, m, model, weight_share)
+    run = simulate_orders(times, orders, record)
+    names = _rank_names(placement)
+    trace = tuple(Task(names[t.rank], t.action.kind != "F", t.action.microbatch, t.start, t.end) for t in run.trace)
+    return SimulationResult(schedule, m, float(run.makespan), trace)
+
+
+def _rank_names(placement: Placement) -> list[str]:
+    """Device names of the ranks, in the order their first stages run."""
+    _, device = virtual_stages(placement)
+    return [placement.cluster.names[d] for d in dict.fromkeys(device)]
 
 
 def _schedule(value: Schedule | str) -> Schedule:
@@ -293,7 +348,8 @@ def _schedule(value: Schedule | str) -> Schedule:
 
 
 def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
-                             model: CostModel | None = None, microbatches: int | None = None) -> float:
+                             model: CostModel | None = None, microbatches: int | None = None,
+                             weight_share: float | None = None) -> float:
     """The steady-state time per sample the schedule tends to.
 
     ``pipeline``: ``max_d load_d``; ``1f1b``: ``max_d (FW_d + BW_d)``;
@@ -301,8 +357,13 @@ def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Sc
     the forward/backward loads of device ``d``; with ``microbatches`` ``m``, GPipe's time per
     sample of one mini-batch of ``m`` micro-batches, fill and drain included
     (:func:`placement_dsl.training.gpipe_time_per_sample`), which :func:`simulate` matches.
+    ``interleaved-1f1b`` and ``zb-h1``: ``max`` over ranks of their stages' ``F + I + W``; with ``m``,
+    the makespan of the ranks' orders over ``m`` (the max-plus recurrence,
+    :func:`placement_dsl.pipeline_orders.order_makespan`), which :func:`simulate` matches.
     """
     schedule = _schedule(schedule)
+    if schedule.value in STAGE_ORDERS:
+        return _stage_time_per_sample(placement, schedule, model, microbatches, weight_share=weight_share)
     rows = device_costs(placement, model or CostModel(memory="overflow", require=frozenset()))
     if schedule is Schedule.GPIPE and microbatches is not None:
         return gpipe_time_per_sample(placement, np.array([r.load_fw for r in rows]),
@@ -315,6 +376,30 @@ def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Sc
     return max(r.load_fw for r in rows) + max(r.load_bw for r in rows)
 
 
+def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: CostModel | None,
+                           microbatches: int | None, closed_form: bool = False,
+                           weight_share: float | None = None) -> float:
+    if microbatches is None:  # the steady state: every rank busy, PipeDream's max over ranks of FW + BW
+        times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()))
+        load = np.bincount(times.rank, weights=np.add(np.add(times.f, times.i), times.w))
+        return float(load.max())
+    times, orders = stage_plan(placement, schedule, microbatches, model, weight_share)
+    span = closed_form_makespan(times, orders) if closed_form else order_makespan(times, orders)
+    return span / microbatches
+
+
+def closed_form_time_per_sample(placement: Placement, schedule: Schedule | str, microbatches: int,
+                                model: CostModel | None = None, weight_share: float | None = None) -> float:
+    """``interleaved-1f1b`` / ``zb-h1``: the fill-work-drain bound per sample
+    (:func:`placement_dsl.pipeline_orders.closed_form_makespan`): Megatron's bubble ``(p - 1) / (v m)`` and
+    ZB-H1's ``(p - 1)(F + I - W)`` on equal stages, never above the simulated time per sample."""
+    schedule = _schedule(schedule)
+    if schedule.value not in STAGE_ORDERS:
+        raise SpecError(f"closed_form_time_per_sample: schedule {schedule.value!r} has no rank orders; "
+                        f"choose from {list(STAGE_ORDERS)}")
+    return _stage_time_per_sample(placement, schedule, model, microbatches, True, weight_share)
+
+
 def throughput_curve(placement: Placement, schedule: Schedule | str, microbatches: list[int] | tuple[int, ...],
                      model: CostModel | None = None) -> list[tuple[int, float]]:
     """``(n, time per sample)`` for each ``n`` in ``microbatches``: it falls toward the analytic value."""
@@ -323,4 +408,5 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
 
 pass_units = _units  # the units the simulator runs: device passes and what each waits for
 
-__all__ = ["Schedule", "SimulationResult", "Task", "analytic_time_per_sample", "simulate", "throughput_curve"]
+__all__ = ["STAGE_ORDERS", "Schedule", "SimulationResult", "Task", "analytic_time_per_sample",
+           "closed_form_time_per_sample", "schedule_stage_times", "simulate", "stage_plan", "throughput_curve"]

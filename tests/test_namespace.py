@@ -52,7 +52,8 @@ def test_every_term_is_exported_at_the_top_level():
 def test_every_objective_is_an_objective_term():
     exported = {name: getattr(placement_dsl, name) for name in placement_dsl.__all__}
     objectives = {name for name, obj in exported.items() if inspect.isclass(obj) and issubclass(obj, ObjectiveTerm)}
-    assert objectives == {"Bottleneck", "Throughput", "PipeDream", "GPipe", "Latency", "Makespan"}
+    assert objectives == {"Bottleneck", "Throughput", "PipeDream", "GPipe", "Latency", "Makespan", "Interleaved1F1B",
+                          "ZeroBubbleH1"}
 
 
 def test_every_name_in_all_exists():

@@ -22,7 +22,8 @@ from ..constraints import Memory, Term
 from ..errors import SpecError
 from ..evaluate import CostModel
 from ..limits import MAX_DEVICES
-from ..objectives import GPipe
+from ..objectives import GPipe, Interleaved1F1B
+from ..pipeline_orders import ORDERS
 from ..problem import Problem
 from ..training import ADAM_MIXED_BYTES, FP16_WEIGHT_BYTES, SCHEDULES, TrainingMemorySpec
 from ..training_terms import Replicate, TrainingMemory
@@ -50,7 +51,7 @@ def add_training_args(sp: argparse.ArgumentParser, number: Any) -> None:
                          "its memory (1f1b: stage s of k stashes k-s micro-batches; gpipe: all M)")
     sp.add_argument("--microbatches", type=number(int, 1, "--microbatches"), metavar="M",
                     help="micro-batches per mini-batch: GPipe's fill and drain and stash (needed for gpipe); caps "
-                         "1F1B's stash")
+                         "1F1B's stash; with --objective interleaved-1f1b or zb-h1, the step torch's orders run")
     sp.add_argument("--optimizer-bytes", type=number(float, 0, "--optimizer-bytes", False), metavar="B",
                     help=f"bytes per parameter of weights, gradients and optimizer state (default "
                          f"{ADAM_MIXED_BYTES:g}: Adam in mixed precision)")
@@ -90,7 +91,8 @@ def schedule_objective(args: argparse.Namespace, name: str | None) -> str | None
 def memory_spec(args: argparse.Namespace) -> TrainingMemorySpec | None:
     """Memory per schedule from the flags (``None`` without ``--schedule``)."""
     if getattr(args, "schedule", None) is None:
-        for flag in ("optimizer_bytes", "weight_bytes", "microbatches"):
+        ordered = getattr(args, "objective", None) in ORDERS  # --microbatches is the step of its rank orders
+        for flag in ("optimizer_bytes", "weight_bytes", *(() if ordered else ("microbatches",))):
             if getattr(args, flag, None) is not None:
                 raise SpecError(f"--{flag.replace('_', '-')} needs --schedule gpipe|1f1b")
         return None
@@ -103,7 +105,8 @@ def training_model(args: argparse.Namespace, model: CostModel) -> CostModel:
     """``model`` with GPipe's micro-batches and the memory per schedule the flags ask for."""
     spec = memory_spec(args)
     if spec is None:
-        return model
+        m = getattr(args, "microbatches", None)
+        return replace(model, microbatches=m) if model.name in ORDERS and m is not None else model
     fields: dict[str, Any] = {"training_memory": spec}
     if spec.schedule == "gpipe":
         fields["microbatches"] = spec.microbatches
@@ -139,6 +142,6 @@ def training_problem(args: argparse.Namespace, problem: Problem) -> Problem:
     constraints = [t for t in problem.constraints if not (isinstance(t, Memory) and any(
         isinstance(x, TrainingMemory) for x in terms))]
     objective = problem.objective
-    if isinstance(objective, GPipe) and getattr(args, "microbatches", None) is not None:
-        objective = GPipe(overlap=objective.overlap, microbatches=args.microbatches)
+    if isinstance(objective, (GPipe, Interleaved1F1B)) and getattr(args, "microbatches", None) is not None:
+        objective = type(objective)(overlap=objective.overlap, microbatches=args.microbatches)
     return Problem(problem.source_graph, problem.cluster, objective, [*constraints, *terms])

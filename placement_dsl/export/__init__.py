@@ -2,8 +2,9 @@
 
 :data:`EXPORTERS` maps a format name to an :class:`Exporter`: the runtime and version it targets,
 what it can express, and its writer. :func:`export` checks that the placement is a pipeline the
-runtime runs (one contiguous stage per accelerator, no replication, boundaries between modules
-or layers; see :mod:`.plan` and :mod:`.layers`) and returns an :class:`Export` with the file's
+runtime runs (one contiguous stage per accelerator, or ``v`` round-robin for the runtimes with
+interleaved schedules — torch-pipelining, torchtitan, megatron, schedule-csv —, no replication,
+boundaries between modules or layers; see :mod:`.plan` and :mod:`.layers`) and returns an :class:`Export` with the file's
 text; a plan the runtime cannot express raises :class:`~placement_dsl.errors.SpecError` with the
 reason.
 
@@ -108,7 +109,8 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
     Exporter("vllm", "vLLM >= 0.6 (VLLM_PP_LAYER_PARTITION)", "layer",
              "decoder layers per rank, embedding first, head last", _vllm_env),
     Exporter("schedule-csv", "torch >= 2.5 (_PipelineScheduleRuntime._load_csv, compute_only)", "stage",
-             "GPipe or 1F1B action rows, one stage per rank", _schedule),
+             "GPipe or 1F1B action rows, one stage per rank; interleaved 1F1B and ZB-H1 rows (torch 2.13's "
+             "orders), v stages per rank round-robin", _schedule),
 )}
 
 

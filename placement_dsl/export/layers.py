@@ -54,9 +54,10 @@ def _layer_index(path: str | None, prefix: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def layer_stages(placement: Placement, runtime: str) -> LayerStages:
-    """The layers per stage of ``placement`` for ``runtime``, refusing what it cannot run (see the module)."""
-    stages = pipeline_stages(placement, runtime)
+def layer_stages(placement: Placement, runtime: str, virtual: bool = False) -> LayerStages:
+    """The layers per stage of ``placement`` for ``runtime``, refusing what it cannot run (see the module);
+    ``virtual``: stages round-robin over the ranks (:func:`~placement_dsl.export.plan.pipeline_stages`)."""
+    stages = pipeline_stages(placement, runtime, virtual)
     g = placement.graph
     paths = [str(op.attrs.get("module") or "") for op in g.ops]
     prefix = layer_prefix([p for p in paths if p])

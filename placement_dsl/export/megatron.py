@@ -5,6 +5,12 @@ transformer layer (``t*3`` three of them), ``L`` the loss (with the final norm a
 layer); e.g. ``Et*3|t*3|t*2L``. The embedding is on the first stage and the head on the last,
 where Megatron builds them. When every middle stage holds the same number of layers the plan
 is also ``--decoder-first-pipeline-num-layers A --decoder-last-pipeline-num-layers B``.
+
+Virtual stages (interleaved 1F1B): a placement whose ``p`` devices hold ``v`` stages each,
+round-robin, is a layout of ``p v`` stages in Megatron's order (stage ``k`` on pipeline rank
+``k mod p``, virtual rank ``k // p``) with ``--pipeline-model-parallel-size p``; Megatron reads
+``v`` from the layout (its stage count over ``p``), and the uneven first/last flags, which
+cannot express it, are left out.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from typing import Any
 
 from ..placement import Placement
 from .layers import LayerStages, layer_stages
+from .plan import pipeline_stages, stage_ranks
 
 
 def _run(n: int) -> str:
@@ -39,11 +46,13 @@ def _first_last(ls: LayerStages) -> dict[str, int] | None:
 
 def megatron(placement: Placement) -> dict[str, Any]:
     """Megatron's arguments for ``placement`` (its layer list as Megatron's decoder layers)."""
-    ls = layer_stages(placement, "megatron")
+    ls = layer_stages(placement, "megatron", virtual=True)
+    ranks = max(stage_ranks(pipeline_stages(placement, "megatron", virtual=True))) + 1
+    v = len(ls.counts) // ranks
     layout = layout_string(ls)
-    args = ["--pipeline-model-parallel-size", str(len(ls.counts)), "--num-layers", str(ls.layers),
+    args = ["--pipeline-model-parallel-size", str(ranks), "--num-layers", str(ls.layers),
             "--pipeline-model-parallel-layout", layout]
-    uneven = _first_last(ls)
-    return {"pipeline_model_parallel_size": len(ls.counts), "num_layers": ls.layers, "layer_list": ls.prefix,
-            "layers_per_stage": list(ls.counts), "pipeline_model_parallel_layout": layout,
-            "uneven": uneven, "args": args}
+    uneven = _first_last(ls) if v == 1 else None
+    return {"pipeline_model_parallel_size": ranks, "num_virtual_stages_per_pipeline_rank": v,
+            "num_layers": ls.layers, "layer_list": ls.prefix, "layers_per_stage": list(ls.counts),
+            "pipeline_model_parallel_layout": layout, "uneven": uneven, "args": args}

@@ -57,11 +57,13 @@ def stages_of(placement: Placement) -> list[Stage]:
     return [Stage(k, d, tuple(ops)) for k, (d, ops) in enumerate(runs)]
 
 
-def pipeline_stages(placement: Placement, runtime: str) -> list[Stage]:
+def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -> list[Stage]:
     """The stages of ``placement`` if ``runtime`` can run them, else a :class:`SpecError` saying why.
 
-    Refused: a device holding several stages (the plan is not contiguous in execution order), a
-    stage on a CPU or host device, and a replicated stage.
+    Refused: a device holding several stages (the plan is not contiguous in execution order) unless
+    ``virtual`` (a runtime with interleaved schedules) and the stages sit round-robin, stage ``k`` on
+    the ``(k mod p)``-th device in order of first use (:func:`stage_ranks`); a stage on a CPU or host
+    device; a replicated stage.
     """
     stages = stages_of(placement)
     names = placement.cluster.names
@@ -69,9 +71,12 @@ def pipeline_stages(placement: Placement, runtime: str) -> list[Stage]:
     for s in stages:
         held.setdefault(s.device, []).append(s.index)
     for d, ks in held.items():
-        if len(ks) > 1:
+        if len(ks) > 1 and not (virtual and _round_robin(stages)):
+            hint = (" or hold v stages round-robin (stage k on the (k mod p)-th device) for an interleaved schedule"
+                    if virtual else "")
             raise SpecError(f"{runtime}: device {names[d]!r} holds stages {ks} that are not contiguous in execution "
-                            f"order; a pipeline runtime runs one contiguous stage per rank (solve with --method dp)")
+                            f"order; a pipeline runtime runs one contiguous stage per rank{hint} "
+                            "(solve with --method dp)")
     for s in stages:
         dev = placement.cluster.devices[s.device]
         if dev.kind == CPU or dev.host:
@@ -84,6 +89,20 @@ def pipeline_stages(placement: Placement, runtime: str) -> list[Stage]:
             raise SpecError(f"{runtime}: stage {s.index} on {names[s.device]!r} is replicated on "
                             f"{len(placement.replica_sets[s.device])} devices; {runtime} has no per-stage replication")
     return stages
+
+
+def stage_ranks(stages: list[Stage]) -> list[int]:
+    """The rank of each stage: devices numbered in the order their first stages run."""
+    rank: dict[int, int] = {}
+    for s in stages:
+        rank.setdefault(s.device, len(rank))
+    return [rank[s.device] for s in stages]
+
+
+def _round_robin(stages: list[Stage]) -> bool:
+    ranks = stage_ranks(stages)
+    p = max(ranks, default=0) + 1
+    return len(stages) % p == 0 and all(r == k % p for k, r in enumerate(ranks))
 
 
 def reused_modules(placement: Placement) -> set[str]:

@@ -5,29 +5,40 @@
 * ``torchtitan`` (0.1, ``parallelism.module_fqns_per_model_part``): one list of module FQNs per
   stage, in execution order.
 * ``schedule-csv`` (torch >= 2.5, ``_PipelineScheduleRuntime._load_csv(path, format="compute_only")``):
-  one row per rank, one cell per time step, each an action ``{stage}{F|B}{microbatch}`` (``0F3``:
-  stage 0's forward of microbatch 3), empty while the rank waits.
+  one row per rank, one cell per time step, each an action ``{stage}{F|B|I|W}{microbatch}`` (``0F3``:
+  stage 0's forward of microbatch 3; ``I``/``W`` the input and weight gradients of a split
+  backward), empty while the rank waits. ``gpipe`` and ``1f1b`` run one stage per rank;
+  ``interleaved-1f1b`` and ``zb-h1`` write torch's ``ScheduleInterleaved1F1B`` and
+  ``ScheduleInterleavedZeroBubble`` orders (:mod:`placement_dsl.pipeline_orders`) over the
+  placement's stages, ``v`` per rank round-robin, and refuse ``m`` that torch refuses.
+
+Split points and module lists take virtual stages too: a placement whose devices hold ``v``
+stages round-robin (stage ``k`` on the ``(k mod p)``-th device) splits into ``p v`` stages, and
+``stage_ranks`` says which rank builds each (``pipeline(...).build_stage(k, ...)`` on rank ``k mod p``).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..errors import SpecError
+from ..pipeline_orders import ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from .layers import layer_prefix
-from .plan import module_of, pipeline_stages, split_modules, whole_modules
+from .plan import module_of, pipeline_stages, split_modules, stage_ranks, whole_modules
 
-SCHEDULES = ("1f1b", "gpipe")
+SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 
 
 def split_spec(placement: Placement, depth: int | None = None) -> dict[str, Any]:
     """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``."""
     runtime = "torch-pipelining"
-    stages = pipeline_stages(placement, runtime)
+    stages = pipeline_stages(placement, runtime, virtual=True)
     points = split_modules(placement, stages, depth, runtime)
     names = placement.cluster.names
+    ranks = stage_ranks(stages)
     return {"split_spec": {p: "beginning" for p in points}, "num_stages": len(stages),
-            "stage_devices": [names[s.device] for s in stages], "depth": depth}
+            "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
+            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1)}
 
 
 def _titan_depth(placement: Placement) -> int:
@@ -38,14 +49,16 @@ def _titan_depth(placement: Placement) -> int:
 def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
     """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's)."""
     runtime = "torchtitan"
-    stages = pipeline_stages(placement, runtime)
+    stages = pipeline_stages(placement, runtime, virtual=True)
     depth = _titan_depth(placement) if depth is None else depth
     parts = whole_modules(placement, stages, depth, runtime)
     split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
     unnamed = [s.index for s in stages if not parts[s.index]]
     if unnamed:
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
-    return {"module_fqns_per_model_part": parts, "depth": depth}
+    ranks = stage_ranks(stages)
+    return {"module_fqns_per_model_part": parts, "depth": depth, "stage_ranks": ranks,
+            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1)}
 
 
 def _orders(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:
@@ -95,9 +108,13 @@ def schedule_rows(stages: int, microbatches: int, schedule: str = "1f1b") -> lis
 
 
 def schedule_csv(placement: Placement, microbatches: int = 4, schedule: str = "1f1b") -> list[list[str]]:
-    """The schedule CSV rows of ``placement``'s stages (one stage per rank)."""
-    stages = pipeline_stages(placement, "schedule-csv")
-    return schedule_rows(len(stages), microbatches, schedule)
+    """The schedule CSV rows of ``placement``'s stages (one stage per rank; ``v`` round-robin for the
+    interleaved and zero-bubble schedules)."""
+    if schedule not in ORDERS:
+        return schedule_rows(len(pipeline_stages(placement, "schedule-csv")), microbatches, schedule)
+    stages = pipeline_stages(placement, "schedule-csv", virtual=True)
+    p = max(stage_ranks(stages)) + 1
+    return unit_rows(rank_orders(schedule, p, len(stages) // p, microbatches), len(stages))
 
 
 __all__ = ["SCHEDULES", "module_fqns", "module_of", "schedule_csv", "schedule_rows", "split_spec"]

@@ -22,7 +22,7 @@ from .throughput import THROUGHPUT
 
 def replicated_objective(term: ObjectiveTerm, problem: Problem) -> list[BlockTemplate]:
     """The loads; the objective comes from the ``Replicate`` term (max-load objectives only)."""
-    if term.cost_objective is not Objective.MAX_LOAD:
+    if term.cost_objective is not Objective.MAX_LOAD or not term.bounds_max_load:
         raise SpecError(f"throughput-replicated: objective {type(term).__name__} is not a max-load; replicated "
                         "stages are written for Throughput / PipeDream / Bottleneck")
     if not problem.has(Replicate):

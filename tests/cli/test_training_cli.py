@@ -108,3 +108,14 @@ def test_evaluate_checks_replicas_against_replicate(capsys, tmp_path):
     assert run_json(capsys, "evaluate", *common, "--split", str(out_file), "--replicate", "3")["valid"]
     bad = run_json(capsys, "evaluate", *common, "--split", str(out_file), "--replicate", "2")
     assert not bad["valid"] and bad["violations"][-1]["check"] == "replicate"
+
+
+def test_interleaved_objective_takes_microbatches_and_claims_no_optimum(capsys):
+    code = main(["solve", "zoo:bert-base-layers-train", "--objective", "zb-h1", "--microbatches", "8", "--method", "dp",
+                 "--time-limit", "10", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["valid"] and out["bound"] is None and out["status"] != "optimal"
+    assert out["objective"] > max(d["load_ms"] for d in out["devices"])  # the bubble of 8 micro-batches
+    assert main(["solve", "zoo:bert-base-layers-train", "--objective", "pipedream", "--microbatches", "8",
+                 "--method", "dp"]) == 2  # elsewhere --microbatches still needs --schedule

@@ -68,3 +68,17 @@ def test_split_torch_cannot_make_two_stages_of_is_refused(run_pipeline):
     job = {"model": "cnn", "split_spec": {}, "microbatches": 2, "microbatch": 1}
     with pytest.raises(SystemExit, match="torch split it into 1 stages, not 2"):
         run_pipeline.prepare(job, True, 2)
+
+
+def test_example_runs_a_vision_transformer(tmp_path):
+    """The ViT family: patch embedding, full-attention blocks ``blocks.N``, split between blocks, every schedule."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick", "--models", "vit"], cwd=tmp_path, env=env,
+                          capture_output=True, check=False, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"^vit: split_spec \{'blocks\.\d': 'beginning'\}$", out, flags=re.MULTILINE), out
+    for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
+        assert f"vit {schedule}: output matches the unsplit model: True" in out, out
+    assert out.rstrip().endswith("all outputs match the unsplit models")

@@ -28,14 +28,24 @@ from placement_dsl.constraints import (
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import execution
 from placement_dsl.graph import Graph, Op
-from placement_dsl.objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
+from placement_dsl.objectives import (
+    Bottleneck,
+    GPipe,
+    Interleaved1F1B,
+    Latency,
+    Makespan,
+    PipeDream,
+    Throughput,
+    ZeroBubbleH1,
+)
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status
 from placement_dsl.training_terms import Replicate, TrainingMemory
 
 OBJECTIVES = {"throughput": Throughput(), "bottleneck": Bottleneck(), "pipedream": PipeDream(), "gpipe": GPipe(),
-              "gpipe-fill-drain": GPipe(microbatches=2), "latency": Latency(), "makespan": Makespan()}
+              "gpipe-fill-drain": GPipe(microbatches=2), "latency": Latency(), "makespan": Makespan(),
+              "interleaved-1f1b": Interleaved1F1B(microbatches=2), "zb-h1": ZeroBubbleH1(microbatches=2)}
 TRAINING = ("pipedream", "gpipe", "gpipe-fill-drain")  # objectives of training graphs (a backward pass)
 TERMS = {
     "none": lambda cpu: [],

@@ -1,0 +1,118 @@
+"""Interleaved 1F1B and ZB-H1: the analytic figures against the event simulator at m micro-batches.
+
+For each zoo training model, ``p`` ranks of the model's accelerators and ``v`` virtual stages per
+rank: the forward ops in topological order cut into ``p v`` parts of equal work (each gradient
+with its op), part ``s`` on rank ``s mod p``. Then on random stage times (uniform, several seeds), where ZBV's V
+(``zbv``, two stages per rank) runs too.
+Each row: the simulator's time per sample (:func:`placement_dsl.simulate.simulate`), the exact
+recurrence of the rank orders (``analytic_time_per_sample``), the fill-work-drain closed form
+(``closed_form_time_per_sample``) and the steady state (``m -> inf``), with their relative errors
+against the simulator; the last lines give the largest error per schedule.
+
+    python benchmarks/bench_schedules.py            # m = 64, every training model of the zoo, 20 seeds
+    python benchmarks/bench_schedules.py --quick    # three models, 5 seeds
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from placement_dsl import zoo
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
+from placement_dsl.placement import Placement
+from placement_dsl.simulate import analytic_time_per_sample, closed_form_time_per_sample, simulate
+from placement_dsl.stage_schedules import simulate_orders
+
+CASES = (("interleaved-1f1b", 2, 1), ("interleaved-1f1b", 2, 2), ("interleaved-1f1b", 4, 2),
+         ("interleaved-1f1b", 4, 3), ("zb-h1", 2, 1), ("zb-h1", 4, 1), ("zb-h1", 4, 2))
+STAGE_ONLY_CASES = (("zbv", 2, 2), ("zbv", 4, 2))  # random stage times only: placements have no V (pipeline_orders)
+
+
+def round_robin(workload, p: int, v: int) -> Placement:
+    """The forward ops cut into ``p v`` parts of equal work in topological order, part ``s`` on rank ``s mod p``."""
+    g = workload.graph
+    accelerators = [d for d in workload.cluster.devices if not workload.cluster.host[workload.cluster.index[d.name]]]
+    cluster = Cluster(accelerators[:p])
+    fw = [int(u) for u in g.topo if not g.backward[u]]
+    work = np.nan_to_num(g.work(accelerators[0].kind)[fw], posinf=0.0)
+    cut = np.minimum((np.cumsum(work) - work / 2) / max(work.sum(), 1e-300) * p * v, p * v - 1).astype(int)
+    part = np.zeros(g.n, dtype=np.int64)
+    part[fw] = cut
+    for grp in g.groups:
+        ahead = [u for u in grp if not g.backward[u]]
+        part[[u for u in grp if g.backward[u]]] = part[ahead[0]] if ahead else 0
+    return Placement(g, cluster, part % p)
+
+
+def error(value: float, reference: float) -> float:
+    return abs(value - reference) / reference if reference else 0.0
+
+
+def models(quick: bool, m: int) -> list[tuple]:
+    names = ["gpt2-medium-layers-train", "resnet50-train", "bert-base-layers-train"] if quick else \
+        [n for n in zoo.names() if n.endswith("-train") and not n.startswith("regal")]
+    rows = []
+    for name in names:
+        w = zoo.get(name)
+        for schedule, p, v in CASES:
+            try:
+                pl = round_robin(w, p, v)
+                sim = simulate(pl, schedule, m).time_per_sample
+            except SpecError as err:
+                rows.append((name, schedule, p, v, None, None, None, None, str(err)))
+                continue
+            rows.append((name, schedule, p, v, sim, analytic_time_per_sample(pl, schedule, microbatches=m),
+                         closed_form_time_per_sample(pl, schedule, m), analytic_time_per_sample(pl, schedule), ""))
+    return rows
+
+
+def random_rows(seeds: int, m: int) -> list[tuple]:
+    rows = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        for schedule, p, v in CASES + STAGE_ONLY_CASES:
+            s = p * v
+            t = StageTimes(tuple(layout(schedule, p, s)), *(tuple(rng.uniform(lo, 2.0, s)) for lo in (0.5, 0.5, 0.2)))
+            orders = rank_orders(schedule, p, v, m)
+            sim = simulate_orders(t, orders).makespan / m
+            steady = float(np.bincount(t.rank, weights=np.add(np.add(t.f, t.i), t.w)).max())
+            rows.append((f"random seed {seed}", schedule, p, v, sim, order_makespan(t, orders) / m,
+                         closed_form_makespan(t, orders) / m, steady, ""))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--microbatches", type=int, default=64)
+    ap.add_argument("--seeds", type=int, default=None)
+    args = ap.parse_args()
+    start = time.perf_counter()
+    rows = models(args.quick, args.microbatches) + random_rows(args.seeds or (5 if args.quick else 20),
+                                                                 args.microbatches)
+    print("| input | schedule | p | v | simulator | recurrence (err) | closed form (err) | steady (err) |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst: dict[tuple[str, str], float] = {}
+    for name, schedule, p, v, sim, rec, closed, steady, note in rows:
+        if sim is None:
+            print(f"| {name} | {schedule} | {p} | {v} | refused: {note} | | | |")
+            continue
+        errs = (error(rec, sim), error(closed, sim), error(steady, sim))
+        kind = "random" if name.startswith("random") else "zoo"
+        for label, e in zip(("recurrence", "closed form", "steady"), errs):
+            worst[(schedule, kind, label)] = max(worst.get((schedule, kind, label), 0.0), e)
+        if kind == "zoo" or args.quick:
+            print(f"| {name} | {schedule} | {p} | {v} | {sim:.6g} | {rec:.6g} ({errs[0]:.2%}) | "
+                  f"{closed:.6g} ({errs[1]:.2%}) | {steady:.6g} ({errs[2]:.2%}) |")
+    print(f"\nlargest relative error against the simulator at m = {args.microbatches}:")
+    for (schedule, kind, label), e in sorted(worst.items()):
+        print(f"  {schedule:<17} {kind:<7} {label:<12} {e:.3%}")
+    print(f"wall {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

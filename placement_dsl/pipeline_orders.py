@@ -1,0 +1,359 @@
+"""Schedules with virtual stages and a split backward: the order each rank runs, its time and its stash.
+
+A pipeline of ``S = p * v`` stages runs on ``p`` ranks, stage ``s`` on rank ``s mod p`` (each rank
+holds ``v`` non-adjacent *virtual* stages; Narayanan et al. 2021, §2.2). A task is one stage's pass
+over one micro-batch: ``F`` (forward), ``B`` (the whole backward), or, when the backward is split
+(Qi et al., "Zero Bubble Pipeline Parallelism"), ``I`` (the gradient of the stage's input, which the
+stage before waits for) and ``W`` (the gradient of its weights, which nothing waits for).
+
+Orders (:func:`rank_orders`): each rank runs its tasks in a fixed order and waits for the next one
+rather than reorder, as ``torch.distributed.pipelining`` does (torch 2.13, ``schedules.py``):
+
+``interleaved-1f1b`` (``ScheduleInterleaved1F1B``)
+    micro-batches go in rounds of ``r = m / max(1, m // p)``; rank ``k`` runs
+    ``min((v - 1) r + 2 (p - 1 - k), m v)`` forwards (warm-up), then one forward and one backward
+    in turn, then the remaining backwards. The ``t``-th forward is for local stage
+    ``(t // r) mod v``, backwards walk the local stages from the last one. ``v = 1`` is 1F1B.
+``zb-h1`` (``ScheduleInterleavedZeroBubble``, ZB-H1 at ``v = 1``)
+    the same with warm-up ``(v - 1) r + (p - 1 - k)`` and ``I`` for ``B``; rank ``k`` runs its
+    first ``k`` steady steps without a ``W``, then each step's ``I`` is followed by the oldest
+    ``W`` left, and the ``W`` still left run at the end: the ``W`` fill the bubbles 1F1B leaves.
+``zbv`` (``ScheduleZBVZeroBubble``, Qi et al. §6)
+    two stages per rank in a V: rank ``k`` holds stages ``k`` and ``2p - 1 - k`` (the last rank
+    turns the pipeline back); warm-up ``2(p - k) - 1`` forwards of the first, ``k`` pairs of
+    forwards, ``p - k`` rounds of ``F I W`` on the second, then ``F I W`` on each stage in turn,
+    then the remaining ``I`` and ``W``. Needs ``m >= 2p - 1`` (torch runs ``max(2p - 1, m)``).
+    Its orders, makespan and simulator work on :class:`StageTimes`; placements have no ``zbv``:
+    the turn puts stages ``p - 1`` and ``p`` back to back on one rank, which a placement's
+    stages (maximal parts of one device) cannot tell apart from one stage.
+
+Time (:func:`closed_form_makespan`): with per-stage task times ``f_s``, ``b_s`` (or ``i_s + w_s``)
+that include the stage's transfers (the cost model's loads), a rank ``k`` whose first stage is
+``s_k`` cannot start before micro-batch 0 has passed the stages before it, runs all its tasks, and
+after its last input-gradient task (stage ``s_k``, micro-batch ``m - 1``) either finishes its own
+tail or waits for that gradient to reach stage 0 and rank 0's tail::
+
+    T = max_k [ sum_{s < s_k} f_s + A_k + max(R_k, sum_{s < s_k} b_s + R_0) ]
+
+``A_k``: rank ``k``'s work up to and including that task, ``R_k``: its work after it (``W`` tasks).
+On ``p`` ranks with equal stages it is Megatron's ``m v (f + b) + (p - 1)(f + b)``, a bubble of
+``(p - 1) / (v m)``, and ZB-H1's ``m (f + i + w) + (p - 1)(f + i - w)``; on unequal stages each term
+is a path of the schedule's task graph, so ``T`` never exceeds the simulated makespan
+(:func:`placement_dsl.simulate.simulate`), which waits also where the steady state cannot keep
+the slowest rank busy. ``m -> inf``: ``T / m -> max_k sum_{s on k} (f_s + b_s)``, PipeDream's
+``max_d (FW_d + BW_d)`` on the ranks.
+
+Memory (:func:`stash_peaks`): a stage keeps a micro-batch's activations from its ``F`` to its
+``B`` (or ``W``, which reads them last); along a rank's fixed order the number in flight per
+stage, and the rank's peak of ``sum_s n_s(t) act_s``, follow from the order alone.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SpecError
+
+ORDERS = ("interleaved-1f1b", "zb-h1")  # the schedules of placements (virtual stages round-robin)
+STAGE_ONLY = ("zbv",)  # orders over stage times only: a placement cannot mark the V's turn (see zbv below)
+SPLIT = frozenset({"zb-h1", "zbv"})  # schedules that split the backward into I and W
+
+
+@dataclass(frozen=True)
+class Action:
+    """One task of a rank's order: ``stage``, ``kind`` (F, B, I or W) and ``microbatch``; prints as torch's ``0F1``."""
+
+    stage: int
+    kind: str
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.stage}{self.kind}{self.microbatch}"
+
+
+def rounds(ranks: int, microbatches: int) -> int:
+    """Micro-batches per round (torch's ``microbatches_per_round``); refused when ``m`` does not split into rounds."""
+    n = max(1, microbatches // ranks)
+    if microbatches % n:
+        raise SpecError(f"pipeline schedule: microbatches={microbatches} is not a multiple of its {n} rounds of "
+                        f"micro-batches over {ranks} ranks; use a multiple of {ranks} (torch refuses it too)")
+    return microbatches // n
+
+
+def _check(schedule: str, ranks: int, local: int, microbatches: int) -> None:
+    if schedule not in ORDERS + STAGE_ONLY:
+        raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS + STAGE_ONLY)}")
+    for name, value in (("ranks", ranks), ("virtual stages per rank", local), ("microbatches", microbatches)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise SpecError(f"pipeline schedule {schedule!r}: {name} must be a whole number >= 1, got {value!r}")
+
+
+def layout(schedule: str, ranks: int, stages: int) -> list[int]:
+    """The rank of each stage the schedule expects: round-robin ``s mod p``, or ZBV's V (``s`` then ``2p - 1 - s``)."""
+    if schedule == "zbv":
+        return [s if s < ranks else 2 * ranks - 1 - s for s in range(stages)]
+    return [s % ranks for s in range(stages)]
+
+
+def rank_orders(schedule: str, ranks: int, local: int, microbatches: int) -> list[list[Action]]:
+    """Each rank's tasks in the order ``schedule`` runs them (see the module docstring).
+
+    >>> [" ".join(map(str, o)) for o in rank_orders("zb-h1", 2, 1, 3)]
+    ['0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2', '1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1W2']
+    """
+    _check(schedule, ranks, local, microbatches)
+    if schedule == "zbv":
+        if local != 2 or microbatches < 2 * ranks - 1:
+            raise SpecError(f"pipeline schedule 'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = "
+                            f"{2 * ranks - 1}, got {local} stages per rank and {microbatches} micro-batches")
+        return [_zbv_order(ranks, microbatches, k) for k in range(ranks)]
+    per_round = rounds(ranks, microbatches)
+    return [_rank_order(schedule, ranks, local, microbatches, per_round, k) for k in range(ranks)]
+
+
+def _rank_order(schedule: str, p: int, v: int, m: int, per_round: int, k: int) -> list[Action]:
+    split = schedule in SPLIT
+    total = m * v
+    warm = min((v - 1) * per_round + (1 if split else 2) * (p - 1 - k), total)
+    count = {"F": [0] * (p * v), "B": [0] * (p * v), "W": [0] * (p * v)}
+
+    def take(kind: str, stage: int) -> Action:
+        j = count[kind][stage]
+        count[kind][stage] += 1
+        return Action(stage, "I" if split and kind == "B" else kind, j)
+
+    def fw_stage(t: int) -> int:
+        return (t // per_round) % v * p + k
+
+    def bw_stage(t: int) -> int:
+        return (v - 1 - (t - warm) // per_round % v) * p + k
+
+    out: list[Action] = []
+    backs: list[int] = []  # stages of the input-gradient tasks, in order: the W follow them
+
+    def backward(t: int) -> None:
+        out.append(take("B", bw_stage(t)))
+        backs.append(bw_stage(t))
+        if split and t - warm >= k:  # ZB: rank k defers its first k weight gradients
+            out.append(take("W", backs[count_w()]))
+
+    def count_w() -> int:
+        return sum(count["W"])
+
+    for t in range(warm + total):
+        if t < total:
+            out.append(take("F", fw_stage(t)))
+        if t >= warm:
+            backward(t)
+    while split and count_w() < len(backs):
+        out.append(take("W", backs[count_w()]))
+    return out
+
+
+def _zbv_order(p: int, m: int, k: int) -> list[Action]:
+    first, second = k, 2 * p - 1 - k
+    n = {"F0": 0, "F1": 0, "I0": 0, "I1": 0, "W0": 0, "W1": 0}
+    out: list[Action] = []
+
+    def act(kind: str, chunk: int) -> None:
+        key = f"{kind}{chunk}"
+        out.append(Action(second if chunk else first, kind, n[key]))
+        n[key] += 1
+
+    for _ in range(2 * (p - k) - 1):
+        act("F", 0)
+    for _ in range(k):
+        act("F", 1)
+        act("F", 0)
+    for _ in range(p - k):
+        act("F", 1)
+        act("I", 1)
+        act("W", 1)
+    while n["F1"] < n["F0"] or n["F0"] < m:
+        if n["F0"] < m:
+            act("F", 0)
+        act("I", 0)
+        act("W", 0)
+        act("F", 1)
+        act("I", 1)
+        act("W", 1)
+    for _ in range(k):
+        act("I", 0)
+        act("I", 1)
+    for _ in range(p - k):
+        act("I", 0)
+        act("W", 0)
+    while n["W1"] < n["I1"]:
+        act("W", 1)
+    while n["W0"] < n["I0"]:
+        act("W", 0)
+    return out
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Per-stage task times (transfers included, as the cost model's loads): forward ``f``, input-gradient
+    ``i`` and weight-gradient ``w`` (the whole backward is ``i + w``); ``rank[s]`` runs stage ``s``."""
+
+    rank: tuple[int, ...]
+    f: tuple[float, ...]
+    i: tuple[float, ...]
+    w: tuple[float, ...]
+
+    @property
+    def stages(self) -> int:
+        return len(self.rank)
+
+    def duration(self, a: Action) -> float:
+        """How long task ``a`` takes (``B`` is ``i + w``)."""
+        s = a.stage
+        return {"F": self.f[s], "B": self.i[s] + self.w[s], "I": self.i[s], "W": self.w[s]}[a.kind]
+
+
+def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleaved-1f1b") -> None:
+    """Stage ``s`` must run on rank ``s mod p`` with ``v`` stages per rank (the orders' layout; ZBV's V for ``zbv``)."""
+    if times.stages % ranks:
+        raise SpecError(f"pipeline schedule: {times.stages} stages do not split into {ranks} ranks evenly; "
+                        "every rank needs the same number of virtual stages")
+    want = layout(schedule, ranks, times.stages)
+    for s, k in enumerate(times.rank):
+        if k != want[s]:
+            where = f"stage s on rank s mod {ranks}" if schedule != "zbv" else "stages k and 2p - 1 - k on rank k"
+            raise SpecError(f"pipeline schedule: stage {s} runs on rank {k}, not on rank {want[s]}; {schedule} "
+                            f"places {where}")
+
+
+def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
+    """``T`` of the module docstring: fill, the rank's own work and the drain to stage 0, the largest over ranks."""
+    f = np.asarray(times.f, float)
+    bwd = np.asarray(times.i, float) + np.asarray(times.w, float)
+    tails = []
+    for order in orders:
+        last = max(n for n, a in enumerate(order) if a.kind in "BI")
+        tails.append((last, sum(times.duration(a) for a in order[last + 1:])))
+    best = 0.0
+    for order, (last, rest) in zip(orders, tails):
+        first = order[0].stage
+        back = order[last]
+        grad = np.asarray(times.i, float) if back.kind == "I" else bwd
+        drain = float(grad[:back.stage].sum()) + (tails[times.rank[0]][1] if back.stage > 0 else 0.0)
+        busy = sum(times.duration(a) for a in order[:last + 1])
+        best = max(best, float(f[:first].sum()) + busy + max(rest, drain))
+    return best
+
+
+def task_inputs(a: Action, last: int) -> list[tuple[int, str, int]]:
+    """The tasks ``a`` reads: the previous stage's forward, the next stage's gradient and its own forward, its ``I``."""
+    s, j = a.stage, a.microbatch
+    if a.kind == "F":
+        return [(s - 1, "F", j)] if s > 0 else []
+    if a.kind == "W":
+        return [(s, "I", j)]
+    return [(s, "F", j), *([(s + 1, a.kind, j)] if s < last else [])]
+
+
+def order_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
+    """The exact makespan of the ranks' fixed orders: ``C(a) = max(C(task before a on its rank), C(inputs of a)) + t(a)``.
+
+    The max-plus recurrence, swept rank by rank as far as each rank's inputs are known (the
+    longest path of the task graph); a rank order waiting on itself is a :class:`SpecError`.
+
+    >>> t = StageTimes((0, 1), (1.0, 2.0), (3.0, 1.0), (0.0, 0.0))
+    >>> order_makespan(t, rank_orders("interleaved-1f1b", 2, 1, 2))  # 0B1 runs 7..10, after 1B1 (6..7)
+    10.0
+    """
+    last = times.stages - 1
+    finish: dict[tuple[int, str, int], float] = {}
+    pos, clock = [0] * len(orders), [0.0] * len(orders)
+    moved = True
+    while moved:
+        moved = False
+        for k, order in enumerate(orders):
+            while pos[k] < len(order):
+                a = order[pos[k]]
+                needs = task_inputs(a, last)
+                if not all(x in finish for x in needs):
+                    break
+                clock[k] = max([clock[k], *(finish[x] for x in needs)]) + times.duration(a)
+                finish[(a.stage, a.kind, a.microbatch)] = clock[k]
+                pos[k] += 1
+                moved = True
+    if any(p < len(o) for p, o in zip(pos, orders)):
+        raise SpecError("pipeline schedule: the ranks' orders wait on each other (a task before its inputs); "
+                        "no run finishes them")
+    return max(clock, default=0.0)
+
+
+def unit_rows(orders: Sequence[Sequence[Action]], stages: int) -> list[list[str]]:
+    """The orders as torch's schedule CSV rows: one cell per unit time step, ``""`` while a rank waits.
+
+    >>> unit_rows(rank_orders("zb-h1", 2, 1, 2), 2)
+    [['0F0', '0F1', '', '0I0', '0W0', '0I1', '0W1'], ['', '1F0', '1I0', '1F1', '1I1', '1W0', '1W1']]
+    """
+    finish: dict[tuple[int, str, int], int] = {}
+    pos, free = [0] * len(orders), [0] * len(orders)
+    rows: list[list[str]] = [[] for _ in orders]
+    moved = True
+    while moved:
+        moved = False
+        for r, order in enumerate(orders):
+            while pos[r] < len(order):
+                a = order[pos[r]]
+                needs = task_inputs(a, stages - 1)
+                if not all(x in finish for x in needs):
+                    break
+                start = max([free[r], *(finish[x] for x in needs)])
+                rows[r] += [""] * (start - len(rows[r])) + [str(a)]
+                finish[(a.stage, a.kind, a.microbatch)] = free[r] = start + 1
+                pos[r] += 1
+                moved = True
+    return rows
+
+
+def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequence[float]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(peak micro-batches in flight per stage, peak stashed bytes per rank)`` along the ranks' orders.
+
+    A stage's micro-batch is stashed from its ``F`` until its ``B``, or its ``W`` when the backward is split.
+
+    >>> t = StageTimes((0, 1, 0, 1), (1.0,) * 4, (1.0,) * 4, (0.0,) * 4)
+    >>> n, peak = stash_peaks(t, rank_orders("interleaved-1f1b", 2, 2, 4), [1.0] * 4)
+    >>> n.tolist(), peak.tolist()
+    ([4, 3, 2, 1], [5.0, 3.0])
+    """
+    act = np.asarray(act, float)
+    inflight = np.zeros(times.stages, dtype=np.int64)
+    peak = np.zeros(times.stages, dtype=np.int64)
+    rank_peak = np.zeros(len(orders))
+    for k, order in enumerate(orders):
+        release = "W" if any(a.kind == "W" for a in order) else "B"
+        held = 0.0
+        for a in order:
+            if a.kind == "F":
+                inflight[a.stage] += 1
+                held += act[a.stage]
+                peak[a.stage] = max(peak[a.stage], inflight[a.stage])
+                rank_peak[k] = max(rank_peak[k], held)
+            elif a.kind == release:
+                inflight[a.stage] -= 1
+                held -= act[a.stage]
+    return peak, rank_peak
+
+
+__all__ = [
+    "ORDERS",
+    "STAGE_ONLY",
+    "Action",
+    "StageTimes",
+    "check_round_robin",
+    "closed_form_makespan",
+    "layout",
+    "order_makespan",
+    "rank_orders",
+    "rounds",
+    "stash_peaks",
+    "task_inputs",
+    "unit_rows",
+]

@@ -1,0 +1,270 @@
+"""A placement's virtual stages, their task times from the cost model, and an event simulator of rank orders.
+
+Virtual stages (:func:`virtual_stages`): the forward ops a device holds split into the parts that
+forward edges between ops of that device connect; each part is one stage, the stages ordered by
+the forward data flow (they must form a chain of parts: a part that reaches another part of
+the same device through other devices makes a cycle, refused). A backward op belongs to the
+stage of the forward ops of its colocation group (an op and its gradient). A device that holds
+stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 1F1B wants.
+
+Task times (:func:`stage_times`): the cost model's per-device loads of a cluster with one copy
+of each device per stage (:func:`placement_dsl.evaluate.device_costs`): a stage pays its compute
+and its transfers in and out as its device would. The backward splits into the weight gradient
+``W`` (``weight_share`` of each backward op's compute; by default half of it for an op with
+parameters, none for one without, the package's ``backward = 2 x forward`` rule) and the input
+gradient ``I`` (the rest, with the backward's transfers).
+
+Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
+stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
+(its forward ops' ``out_bytes + activation_bytes`` and the forward tensors it receives); the
+micro-batches in flight follow the rank's order (:func:`placement_dsl.pipeline_orders.stash_peaks`),
+so a rank holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)``; with ``recompute``
+only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt at a
+time (the largest of the rank). The spec's ``schedule`` and ``microbatches`` are not read: the order
+and ``m`` given are.
+
+Simulator (:func:`simulate_orders`): every rank runs its order
+(:func:`placement_dsl.pipeline_orders.rank_orders`) one task at a time, each as soon as the rank
+is free and its inputs are done: ``F(s, j)`` after ``F(s-1, j)``; ``B``/``I(s, j)`` after ``F(s, j)``
+and ``B``/``I(s+1, j)``; ``W(s, j)`` after ``I(s, j)``; a rank waits for its next task rather than
+reorder.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .cluster import Cluster
+from .errors import SpecError
+from .pipeline_orders import Action, StageTimes, check_round_robin, rank_orders, stash_peaks
+from .placement import Placement
+from .training import TrainingMemorySpec
+
+
+def virtual_stages(p: Placement) -> tuple[np.ndarray, list[int]]:
+    """``(stage of every op, device of every stage)``; stages in forward data-flow order.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name=n, work=1.0) for n in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
+    >>> stage, device = virtual_stages(Placement(g, Cluster.stages(2), [0, 1, 0, 1]))
+    >>> stage.tolist(), device
+    ([0, 1, 2, 3], [0, 1, 0, 1])
+    """
+    g = p.graph
+    fw = ~g.backward
+    parent = np.arange(g.n)
+
+    def root(u: int) -> int:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = int(parent[u])
+        return u
+
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        if fw[u] and fw[v] and p.assign[u] == p.assign[v]:
+            parent[root(u)] = root(v)
+    part = np.array([root(u) for u in range(g.n)])
+    order = _part_order(g, fw, part)
+    stage = np.full(g.n, -1, dtype=np.int64)
+    rank = {int(r): s for s, r in enumerate(order)}
+    stage[fw] = [rank[int(r)] for r in part[fw]]
+    for grp in g.groups:
+        ahead = grp[fw[grp]]
+        if ahead.size:
+            stage[grp[~fw[grp]]] = stage[ahead[0]]
+    orphan = np.flatnonzero(stage < 0)
+    if orphan.size:
+        raise SpecError(f"virtual stages: backward op {g.names[orphan[0]]!r} shares a colocation group with no "
+                        "forward op; pair each gradient with its op (Graph groups) to give it a stage")
+    return stage, [int(p.assign[part == r][0]) for r in order]
+
+
+def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
+    """Parts in a topological order of the forward edges between them (a cycle is refused)."""
+    succ: dict[int, set[int]] = {int(r): set() for r in np.unique(part[fw])}
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        if fw[u] and fw[v] and part[u] != part[v]:
+            succ[int(part[u])].add(int(part[v]))
+    indeg = {r: 0 for r in succ}
+    for after in succ.values():
+        for s in after:
+            indeg[s] += 1
+    first = {int(r): int(np.flatnonzero(part == r)[0]) for r in succ}
+    ready = sorted((first[r], r) for r in succ if indeg[r] == 0)
+    out: list[int] = []
+    while ready:
+        _, r = heapq.heappop(ready)
+        out.append(r)
+        for s in succ[r]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready, (first[s], s))
+    if len(out) < len(succ):
+        raise SpecError("virtual stages: the ops of one device reach each other through another device; "
+                        "the stages form a cycle and no pipeline schedule runs them (make each stage contiguous)")
+    return out
+
+
+def stage_ranks(device: Sequence[int]) -> tuple[int, ...]:
+    """The rank of each stage: devices numbered in the order their first stages run."""
+    ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
+    return tuple(ranks[d] for d in device)
+
+
+def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = None) -> np.ndarray:
+    """Per op, the share of its compute that is weight gradient (0 on forward ops)."""
+    g = p.graph
+    if weight_share is None:
+        share = np.where(g.param_bytes > 0, 0.5, 0.0)
+    else:
+        try:
+            share = np.broadcast_to(np.asarray(weight_share, dtype=float), (g.n,)).copy()
+        except (TypeError, ValueError):
+            raise SpecError(f"stage times: weight_share must be one number or one per op ({g.n}), got "
+                            f"{np.size(weight_share)} values") from None
+        bad = np.flatnonzero(~((share >= 0) & (share <= 1)))
+        if bad.size:
+            raise SpecError(f"stage times: weight_share of op {g.names[bad[0]]!r} is {float(share[bad[0]])!r}; "
+                            "give a share of the backward compute between 0 and 1")
+    return np.where(g.backward, share, 0.0)
+
+
+def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], model: Any,
+                weight_share: float | Sequence[float] | None = None) -> StageTimes:
+    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring).
+
+    ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
+    :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
+    c = p.cluster
+    if c.links or c.routed or p.replicated:
+        raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
+                        "and without replicated stages; drop the links or the replicas")
+    stage, device = virtual_stages(p)
+    copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
+                      for s, d in enumerate(device)])
+    model = replace(model, memory="hard", training_memory=None, require=frozenset())
+    rows = costs(Placement(p.graph, copies, stage), model)
+    times = copies.times(p.graph)[np.arange(p.graph.n), stage]
+    w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
+    return StageTimes(stage_ranks(device), tuple(float(r.load_fw) for r in rows),
+                      tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
+
+
+def stage_bytes(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per virtual stage: parameter bytes, stashed bytes of one micro-batch's forward ops, bytes of its inputs."""
+    g = p.graph
+    stage, device = virtual_stages(p)
+    S, fw = len(device), ~g.backward
+    param = np.bincount(stage, weights=g.param_bytes, minlength=S)
+    act = np.bincount(stage, weights=np.where(fw, g.out_bytes + g.activation_bytes, 0.0), minlength=S)
+    cross = fw[g.src] & fw[g.dst] & (stage[g.src] != stage[g.dst])
+    reads = {(int(u), int(stage[v])) for u, v in zip(g.src[cross], g.dst[cross])}  # each tensor once per stage
+    inputs = np.zeros(S)
+    for u, s in reads:
+        inputs[s] += g.out_bytes[u]
+    return param, act, inputs
+
+
+def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingMemorySpec | None = None
+                 ) -> np.ndarray:
+    """Per device of ``p``'s cluster, the bytes it holds under ``schedule`` (see the module docstring).
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.zoo.training import with_backward
+    >>> ops, edges = with_backward([Op(name=n, work=1.0, out_bytes=1.0, param_bytes=2.0) for n in "abcd"],
+    ...                            [("a", "b"), ("b", "c"), ("c", "d")])
+    >>> p = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 0, 1] + [1, 0, 1, 0])
+    >>> stage_memory(p, "interleaved-1f1b", 4).tolist()  # 2 stages x 8 x (2 + 2), then 0F0 0F1 2F0 2F1 0F2: 1+1+2+2+1
+    [71.0, 70.0]
+    """
+    spec = spec or TrainingMemorySpec()
+    param, act, inputs = stage_bytes(p)
+    _, device = virtual_stages(p)
+    rank = stage_ranks(device)
+    ranks = max(rank) + 1
+    zero = (0.0,) * len(rank)
+    times = StageTimes(rank, zero, zero, zero)
+    check_round_robin(times, ranks, schedule)
+    orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
+    held = inputs if spec.recompute else act + inputs
+    _, peak = stash_peaks(times, orders, held)
+    state = np.bincount(rank, weights=spec.state_factor * param, minlength=ranks)
+    if spec.recompute:
+        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if rank[s] == k]])
+                                  for k in range(ranks)])
+    out = np.zeros(p.cluster.size)
+    out[list(dict.fromkeys(device))] = state + peak
+    return out
+
+
+@dataclass(frozen=True)
+class StageTask:
+    """One task of a rank's order as it ran (a Gantt bar)."""
+
+    rank: int
+    action: Action
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class OrderSimulation:
+    makespan: float
+    trace: tuple[StageTask, ...] = field(default=(), repr=False)
+
+
+def _needs(a: Action, last: int) -> list[tuple[int, str, int]]:
+    s, j = a.stage, a.microbatch
+    if a.kind == "F":
+        return [(s - 1, "F", j)] if s > 0 else []
+    if a.kind == "W":
+        return [(s, "I", j)]
+    after = [(s + 1, a.kind, j)] if s < last else []
+    return [(s, "F", j), *after]
+
+
+def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], record: bool = False) -> OrderSimulation:
+    """Event simulation of the ranks' fixed orders (see the module docstring); a deadlock is a :class:`SpecError`."""
+    last = times.stages - 1
+    done: dict[tuple[int, str, int], float] = {}
+    nxt = [0] * len(orders)
+    free = [0.0] * len(orders)
+    running: list[tuple[float, int]] = []
+    trace: list[StageTask] = []
+    now, left = 0.0, sum(len(o) for o in orders)
+    idle = set(range(len(orders)))
+    while left:
+        for k in sorted(idle):
+            if nxt[k] < len(orders[k]):
+                a = orders[k][nxt[k]]
+                if all(key in done and done[key] <= now for key in _needs(a, last)):
+                    end = max(now, free[k]) + times.duration(a)
+                    idle.discard(k)
+                    heapq.heappush(running, (end, k))
+                    if record:
+                        trace.append(StageTask(k, a, now, end))
+        if not running:
+            raise SpecError(f"simulate: the ranks' orders wait on each other with {left} tasks left")
+        now, k = heapq.heappop(running)
+        a = orders[k][nxt[k]]
+        done[(a.stage, a.kind, a.microbatch)] = now
+        nxt[k] += 1
+        free[k] = now
+        idle.add(k)
+        left -= 1
+        while running and running[0][0] <= now:
+            _, k = heapq.heappop(running)
+            a = orders[k][nxt[k]]
+            done[(a.stage, a.kind, a.microbatch)] = now
+            nxt[k] += 1
+            idle.add(k)
+            left -= 1
+    return OrderSimulation(now, tuple(trace))
+
+
+__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory", "stage_ranks",
+           "stage_times", "virtual_stages", "weight_shares"]

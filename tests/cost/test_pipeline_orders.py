@@ -1,0 +1,140 @@
+"""Interleaved 1F1B and ZB-H1: torch's rank orders, their exact makespan, the closed form and the stash."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.errors import SpecError
+from placement_dsl.pipeline_orders import (
+    ORDERS,
+    STAGE_ONLY,
+    StageTimes,
+    check_round_robin,
+    closed_form_makespan,
+    layout,
+    order_makespan,
+    rank_orders,
+    stash_peaks,
+)
+from placement_dsl.stage_schedules import simulate_orders
+
+
+def torch_orders(name: str, p: int, v: int, m: int) -> list[list[str]]:
+    """torch's own per-rank actions (its schedule classes build them without stages from these four fields)."""
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    cls = {"interleaved-1f1b": schedules.ScheduleInterleaved1F1B,
+           "zb-h1": schedules.ScheduleInterleavedZeroBubble}[name]
+    s = object.__new__(cls)
+    s.pp_group_size, s.n_local_stages, s._n_microbatches = p, v, m
+    s.number_of_rounds = max(1, m // p)
+    s.microbatches_per_round = m // s.number_of_rounds
+    return [[str(a) for a in s._calculate_single_rank_operations(k) if a is not None] for k in range(p)]
+
+
+def test_zbv_orders_are_torchs():
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    for p in (1, 2, 3, 4):
+        for m in range(2 * p - 1, 2 * p + 5):
+            s = object.__new__(schedules.ScheduleZBVZeroBubble)
+            s.pp_group_size, s.num_stages, s._n_microbatches = p, 2 * p, m
+            want = [[str(a) for a in s._calculate_single_rank_operations(k) if a is not None] for k in range(p)]
+            assert [[str(a) for a in o] for o in rank_orders("zbv", p, 2, m)] == want, (p, m)
+    with pytest.raises(SpecError, match=r"'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = 5"):
+        rank_orders("zbv", 3, 2, 4)
+
+
+@pytest.mark.parametrize("name", ORDERS)
+def test_orders_are_torchs(name):
+    for p, v, m in itertools.product((1, 2, 3, 4), (1, 2, 3), (1, 2, 4, 6, 8, 12)):
+        if m % max(1, m // p):
+            continue
+        assert [[str(a) for a in o] for o in rank_orders(name, p, v, m)] == torch_orders(name, p, v, m), (p, v, m)
+
+
+def equal(p: int, v: int, f: float, i: float, w: float) -> StageTimes:
+    s = p * v
+    return StageTimes(tuple(k % p for k in range(s)), (f,) * s, (i,) * s, (w,) * s)
+
+
+@pytest.mark.parametrize("p, v, m", [(4, 2, 64), (4, 1, 64), (2, 3, 8), (8, 2, 64)])
+def test_interleaved_equal_stages_have_megatrons_bubble(p, v, m):
+    """m v (f + b) + (p - 1)(f + b): a bubble of (p - 1) / (v m) of the ideal time (Narayanan et al. 2021, §2.2)."""
+    t = equal(p, v, 1.0, 1.5, 1.0)
+    orders = rank_orders("interleaved-1f1b", p, v, m)
+    want = m * v * 3.5 + (p - 1) * 3.5
+    assert order_makespan(t, orders) == want == closed_form_makespan(t, orders)
+    assert simulate_orders(t, orders).makespan == want
+
+
+@pytest.mark.parametrize("p, m", [(4, 64), (2, 8), (8, 64)])
+def test_zb_h1_equal_stages_have_its_bubble(p, m):
+    """ZB-H1: m (F + I + W) + (p - 1)(F + I - W) (Qi et al., §3), W filling what 1F1B leaves idle."""
+    t = equal(p, 1, 1.0, 1.5, 1.0)
+    orders = rank_orders("zb-h1", p, 1, m)
+    want = m * 3.5 + (p - 1) * 1.5
+    assert order_makespan(t, orders) == want == closed_form_makespan(t, orders)
+    assert simulate_orders(t, orders).makespan == want
+    assert want < order_makespan(t, rank_orders("interleaved-1f1b", p, 1, m))
+
+
+def test_hand_instance_of_unequal_stages():
+    """0F0 0..1, 0F1 1..2, 1F0 1..3, 1B0 3..4, 1F1 4..6, 1B1 6..7, 0B0 4..7, 0B1 7..10."""
+    t = StageTimes((0, 1), (1.0, 2.0), (3.0, 1.0), (0.0, 0.0))
+    orders = rank_orders("interleaved-1f1b", 2, 1, 2)
+    run = simulate_orders(t, orders, record=True)
+    assert order_makespan(t, orders) == run.makespan == 10.0
+    bars = {str(task.action): (task.start, task.end) for task in run.trace}
+    assert bars["1F1"] == (4.0, 6.0) and bars["0B0"] == (4.0, 7.0) and bars["0B1"] == (7.0, 10.0)
+
+
+@st.composite
+def instances(draw):
+    name = draw(st.sampled_from(ORDERS + STAGE_ONLY))
+    p = draw(st.integers(1, 4))
+    v = 2 if name == "zbv" else draw(st.integers(1, 3))
+    m = p * draw(st.integers(2, 4)) if name == "zbv" else p * draw(st.integers(1, 4))
+    s = p * v
+    times = [st.lists(st.integers(0, 6).map(float), min_size=s, max_size=s) for _ in range(3)]
+    f, i, w = (draw(x) for x in times)
+    return name, p, v, m, StageTimes(tuple(layout(name, p, s)), tuple(f), tuple(i), tuple(w))
+
+
+@settings(deadline=None, max_examples=80)
+@given(instances())
+def test_recurrence_equals_simulator_and_closed_form_stays_below(case):
+    name, p, v, m, t = case
+    orders = rank_orders(name, p, v, m)
+    span = simulate_orders(t, orders).makespan
+    assert order_makespan(t, orders) == pytest.approx(span, abs=1e-9)
+    assert closed_form_makespan(t, orders) <= span + 1e-9
+    load = np.bincount(t.rank, weights=np.add(np.add(t.f, t.i), t.w), minlength=p)
+    assert span >= m * load.max() - 1e-9  # no rank does its work faster than alone
+
+
+def test_stash_of_interleaved_and_zero_bubble():
+    t = equal(2, 2, 1.0, 1.0, 0.0)
+    n, peak = stash_peaks(t, rank_orders("interleaved-1f1b", 2, 2, 4), [1.0, 1.0, 1.0, 1.0])
+    assert n.tolist() == [4, 3, 2, 1] and peak.tolist() == [5.0, 3.0]
+    # held until its W: torch's order defers k weight gradients on rank k, so every stage keeps p micro-batches
+    # (1F1B's first stage's count; 1F1B itself keeps p - k)
+    n, _ = stash_peaks(equal(4, 1, 1.0, 1.0, 1.0), rank_orders("zb-h1", 4, 1, 16), [1.0] * 4)
+    assert n.tolist() == [4, 4, 4, 4]
+    n, _ = stash_peaks(equal(4, 1, 1.0, 1.0, 0.0), rank_orders("interleaved-1f1b", 4, 1, 16), [1.0] * 4)
+    assert n.tolist() == [7, 5, 3, 1]  # torch's interleaved warm-up at v = 1: 2 (p - 1 - k) forwards, one more
+
+
+def test_refusals():
+    with pytest.raises(SpecError, match="unknown schedule 'zb-h2'"):
+        rank_orders("zb-h2", 2, 1, 4)
+    with pytest.raises(SpecError, match="microbatches=10 is not a multiple of its 3 rounds"):
+        rank_orders("interleaved-1f1b", 3, 2, 10)
+    with pytest.raises(SpecError, match="virtual stages per rank must be a whole number >= 1, got 0"):
+        rank_orders("zb-h1", 2, 0, 4)
+    with pytest.raises(SpecError, match="stage 1 runs on rank 0, not on rank 1"):
+        check_round_robin(StageTimes((0, 0, 1, 1), (1.0,) * 4, (1.0,) * 4, (0.0,) * 4), 2)
+    with pytest.raises(SpecError, match="stage 2 runs on rank 0, not on rank 1; zbv places stages k and 2p - 1 - k"):
+        check_round_robin(StageTimes((0, 1, 0, 1), (1.0,) * 4, (1.0,) * 4, (0.0,) * 4), 2, "zbv")

@@ -1,0 +1,73 @@
+"""Exports of virtual stages (interleaved 1F1B, ZB-H1): split points, Megatron's layout, torch's schedule CSV."""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.export import export
+from placement_dsl.pipeline_orders import rank_orders
+from placement_dsl.placement import Placement
+
+from .test_export import _cut, gpt_like
+
+
+def interleaved(layers: int = 4, ranks: int = 2) -> Placement:
+    """One block per stage (embedding with h.0, head with the last), stage k on device k mod ``ranks``."""
+    cut = _cut(gpt_like(layers), *(f"h{i}.ln" for i in range(1, layers)))
+    return Placement(cut.graph, Cluster.stages(ranks), [int(d) % ranks for d in cut.assign])
+
+
+def test_split_points_and_module_lists_name_every_virtual_stage():
+    p = interleaved()
+    spec = export(p, "torch-pipelining").data
+    assert spec["split_spec"] == {f"transformer.h.{i}": "beginning" for i in (1, 2, 3)}
+    assert spec["stage_ranks"] == [0, 1, 0, 1] and spec["virtual_stages_per_rank"] == 2
+    assert spec["stage_devices"] == ["stage0", "stage1", "stage0", "stage1"]
+    titan = export(p, "torchtitan").data
+    assert titan["module_fqns_per_model_part"][1:3] == [["transformer.h.1"], ["transformer.h.2"]]
+    assert titan["stage_ranks"] == [0, 1, 0, 1]
+
+
+def test_megatron_layout_with_virtual_stages():
+    data = export(interleaved(), "megatron").data
+    assert data["pipeline_model_parallel_layout"] == "Et|t|t|tL"
+    assert data["pipeline_model_parallel_size"] == 2 and data["num_virtual_stages_per_pipeline_rank"] == 2
+    assert data["args"] == ["--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                            "--pipeline-model-parallel-layout", "Et|t|t|tL"]
+    assert data["uneven"] is None
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "deepspeed"])
+def test_runtimes_without_virtual_stages_refuse_them(runtime):
+    with pytest.raises(SpecError, match=rf"{runtime}: device 'stage0' holds stages \[0, 2\].*one contiguous stage per "
+                                        "rank"):
+        export(interleaved(), runtime)
+
+
+def test_stages_not_round_robin_are_refused_with_the_layout_they_need():
+    cut = _cut(gpt_like(6), *(f"h{i}.ln" for i in range(1, 6)))
+    p = Placement(cut.graph, Cluster.stages(3), [[0, 1, 2, 1, 0, 2][int(d)] for d in cut.assign])
+    with pytest.raises(SpecError, match=r"round-robin \(stage k on the \(k mod p\)-th device\)"):
+        export(p, "torch-pipelining")
+
+
+@pytest.mark.parametrize("schedule", ["interleaved-1f1b", "zb-h1"])
+def test_schedule_csv_is_torchs_order_and_passes_its_validation(schedule):
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    m = 4
+    text = export(interleaved(), "schedule-csv", microbatches=m, schedule=schedule).text
+    rows = list(csv.reader(io.StringIO(text)))
+    actions = {r: [schedules._Action.from_str(cell) for cell in row] for r, row in enumerate(rows)}
+    assert schedules._validate_schedule(actions, 2, 4, m) == {0: 0, 1: 1, 2: 0, 3: 1}  # stage -> rank
+    assert [[c for c in row if c] for row in rows] == [[str(a) for a in o] for o in rank_orders(schedule, 2, 2, m)]
+    if schedule == "zb-h1":
+        assert any(c.endswith("W0") for c in rows[0]) and not any("B" in c for row in rows for c in row)
+
+
+def test_schedule_csv_refuses_what_torch_refuses():
+    with pytest.raises(SpecError, match=r"microbatches=5 is not a multiple of its 2 rounds"):
+        export(interleaved(), "schedule-csv", microbatches=5, schedule="interleaved-1f1b")
