@@ -11,7 +11,8 @@ subset of the schedule's, so their ports, channels or links exclude each other i
 Dropped (so the segment problem is a relaxation): memory, pins, colocation, allowed kinds narrowed by them, edges
 from ops before ``a`` and to ops after ``b`` (and the transfers they cause), and the transfers between consecutive
 cuts. The makespan is at least the cut ops' fastest times plus, per segment, the larger of its longest path and the
-segment problem's proven lower bound; and at least the longest path with route costs
+segment problem's proven lower bound (and, without parallel hosts, the cut segments' work with transfers,
+:mod:`.segments`); and at least the longest path with route costs
 (:func:`~placement_dsl.bounds.makespan.route_path_makespan`), which pays the transfers between cuts.
 
 Each segment problem is the package's CP-SAT interval model (:func:`placement_dsl.cpsat.build`); its objective bound,
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .makespan import _segment_path, allowed_times, comparable_cuts
+from .segments import segment_values
 
 MAX_SEGMENT_OPS = 400  # larger segments keep their longest paths (the model's transfer tasks grow with edges x D^2)
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans), as :mod:`.segments`
@@ -34,8 +36,9 @@ MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans), as :mod:`.seg
 
 @dataclass
 class Segment:
-    """One segment: its problem (``None`` for a segment of one op, whose fastest time is exact), its longest path at
-    the fastest allowed times, and its op count."""
+    """One segment: its problem (``None`` for a segment of one op, whose fastest time is exact, or of more than
+    :data:`MAX_SEGMENT_OPS`), its closed-form bound (the longest path at the fastest allowed times, and the work with
+    each device's transfers in and out, :func:`~placement_dsl.bounds.segments.segment_values`), and its op count."""
 
     problem: Any
     path: float
@@ -54,10 +57,11 @@ def segments(problem: Any) -> tuple[float, list[Segment]]:
     reach, cuts = comparable_cuts(g)
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))
     mode = problem.cost_model().congestion
+    closed = {} if c.parallel.any() else segment_values(problem)[1]  # path and spread (counting every device serial)
     out = []
     for s in np.unique(segment[segment >= 0]).tolist():
         ops = np.flatnonzero(segment == s)
-        path = _segment_path(g, ops, fastest)
+        path = max(_segment_path(g, ops, fastest), closed.get(s, 0.0))
         if len(ops) < 2 or len(ops) > MAX_SEGMENT_OPS:
             out.append(Segment(None, path, len(ops)))
             continue

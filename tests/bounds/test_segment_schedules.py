@@ -56,10 +56,12 @@ def test_the_ports_count():
     assert port[0] == pytest.approx(9.0) and free[0] == pytest.approx(8.0)
 
 
-def test_a_spent_clock_keeps_the_paths():
-    value, note, complete = schedule_segment_bound(star(3, 4.0, 1.0, "port"), Deadline(0.0))
+def test_a_spent_clock_keeps_the_closed_forms():
+    # unpriced, the segment keeps its path (6 in all) and its work with each device's transfers (7.33 in all)
+    p = star(3, 4.0, 1.0, "port")
+    value, note, complete = schedule_segment_bound(p, Deadline(0.0))
     assert not complete and "0 of 1" in note
-    assert value == pytest.approx(route_path_makespan(star(3, 4.0, 1.0, None))[0])
+    assert value == pytest.approx(transfer_segment_bound(p)[0]) == pytest.approx(22 / 3)
 
 
 @st.composite
