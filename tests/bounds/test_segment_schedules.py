@@ -64,6 +64,15 @@ def test_a_spent_clock_keeps_the_closed_forms():
     assert value == pytest.approx(transfer_segment_bound(p)[0]) == pytest.approx(22 / 3)
 
 
+def test_large_segments_keep_their_closed_forms_without_a_child(monkeypatch):
+    from placement_dsl.bounds import segment_schedules
+
+    monkeypatch.setattr(segment_schedules, "MAX_SEGMENT_OPS", 2)  # the star's segment has 3 ops
+    p = star(3, 4.0, 1.0, "port")
+    value, note, complete = schedule_segment_bound(p, Deadline(30.0))
+    assert complete and "0 of 0" in note and value == pytest.approx(22 / 3)
+
+
 @st.composite
 def fork_chains(draw):
     """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops) on two or three devices of two
