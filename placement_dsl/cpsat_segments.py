@@ -20,6 +20,7 @@ from .errors import PlacementError
 
 MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
 SECONDS = 10.0  # the default clock
+MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
 
 
 def schedule_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
@@ -134,10 +135,11 @@ class Running:
 
 def start(problem: Any, until: float) -> Running | None:
     """:class:`Running` for ``problem`` until ``until`` (a :func:`time.monotonic` reading), or ``None`` when it has no
-    segment of two ops or more, is too large for the cut ops' reachability, or OR-Tools is missing."""
+    segment to price, fewer than :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is
+    missing."""
     from . import cpsat
 
-    if problem.graph.n > MAX_OPS or not cpsat.available() or until - time.monotonic() < 2.0:
+    if not MIN_OPS <= problem.graph.n <= MAX_OPS or not cpsat.available() or until - time.monotonic() < 2.0:
         return None
     cut_total, parts = segments(problem)
     if all(s.problem is None for s in parts):

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced
 def stars(n: int, k: int = 4) -> Problem:
     """``n`` forks in a row, each of ``k`` branches of 4 or 5 between cut ops of 1, tensors of 1, ``k`` devices that
     run one op at a time, bandwidth 1, port congestion: each fork takes 8 or more past its cut (its three moves out
-    leave one port one at a time, the returns enter one), 55 in all, where the closed forms prove 43."""
+    leave one port one at a time, the returns enter one): 1 + 9 n in all, where the closed forms prove 1 + 7 n."""
     ops, edges = [Op(name="c0", work=1.0, out_bytes=1.0)], []
     for s in range(n):
         for i in range(k):
@@ -30,8 +30,8 @@ def stars(n: int, k: int = 4) -> Problem:
 
 
 def test_a_stopped_solve_reports_the_segments_bound():
-    p = stars(6)
-    assert single_sample_bound(p)[0] == pytest.approx(43.0)
+    p = stars(9)  # 46 ops: a graph this small would be proved by its model, and starts no child (MIN_OPS)
+    assert single_sample_bound(p)[0] == pytest.approx(64.0)
     r = solve(p, time_limit=20)
-    assert r.bound == pytest.approx(55.0) <= r.objective  # 55 is reached: the bound is the optimum
+    assert r.bound == pytest.approx(82.0) and r.objective >= 82.0 - 1e-6  # 82 is reached: the bound is the optimum
     assert r.timings.total <= 20 + 5
