@@ -29,6 +29,7 @@ from .formulations import Formulation, Kind, Plan, get
 from .heuristics import fallback as fallbacks
 from .options import validate
 from .placement import Placement
+from .problem import Problem
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
@@ -118,8 +119,8 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     """For a makespan on devices that run one op at a time, the segments' bound computing in a child process beside
     the solve (:class:`~placement_dsl.cpsat_segments.Running`, for :func:`_closed_form_bound`), else
     ``None``."""
-    if _RUNNING.get() is not None:  # a solve inside a solve (a coarse or contracted model): the outer one's runs
-        return None
+    if _RUNNING.get() is not None or not isinstance(problem, Problem):  # a solve inside a solve (a coarse or
+        return None  # contracted model): the outer one's runs; not a problem: solve's checks say so
     if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) == "invocations":
         return None
     left = clock.left() - RESERVE - 1.0  # the child starts in seconds (OR-Tools' import): short solves give it all
