@@ -24,8 +24,8 @@ MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove
 
 
 def schedule_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
-    """The bound of the module docstring, in cost-model units, a note, and whether CP-SAT priced every segment it was
-    given. ``deadline`` (default :data:`SECONDS`) bounds the child process; segments it did not price keep their
+    """The bound of the module docstring, in cost-model units, a note, and whether CP-SAT proved the optimum of every
+    segment it was given. ``deadline`` (default :data:`SECONDS`) bounds the child process; segments it did not price keep their
     longest paths."""
     return schedule_segment_bounds([problem], deadline)[0]
 
@@ -37,7 +37,7 @@ def schedule_segment_bounds(problems: list[Any], deadline: Deadline | None = Non
     clock = deadline or Deadline(SECONDS)
     split = [segments_or_reason(p) for p in problems]
     todo = [(k, i) for k, (_, parts, _) in enumerate(split) for i, s in enumerate(parts) if s.problem is not None]
-    priced: list[float | None] = [None] * len(todo)
+    priced: list[tuple[float, bool] | None] = [None] * len(todo)
     if todo and cpsat.available() and not clock.expired(1.0):
         try:
             priced = cpsat.isolated(solve_segments, [split[k][1][i].problem for k, i in todo], clock.at,
@@ -46,7 +46,7 @@ def schedule_segment_bounds(problems: list[Any], deadline: Deadline | None = Non
             pass
     found: list[dict[int, float | None]] = [{} for _ in problems]
     for (k, i), value in zip(todo, priced):
-        found[k][i] = value
+        found[k][i] = None if value is None else value[0]
     out = []
     for k, (cut_total, parts, reason) in enumerate(split):
         if reason:
@@ -54,18 +54,19 @@ def schedule_segment_bounds(problems: list[Any], deadline: Deadline | None = Non
             continue
         mine = [v for (j, _), v in zip(todo, priced) if j == k]
         done = sum(v is not None for v in mine)
-        note = (f"{len(parts)} segments between cut ops, {done} of {len(mine)} scheduled by CP-SAT (its proven "
-                "bound), the rest their longest paths")
+        exact = sum(v is not None and v[1] for v in mine)
+        note = (f"{len(parts)} segments between cut ops, {done} of {len(mine)} scheduled by CP-SAT ({exact} to "
+                "optimality; its proven bound), the rest their closed forms")
         out.append((max(combined(cut_total, parts, found[k]), route_path_makespan(problems[k])[0]), note,
-                    done == len(mine)))
+                    exact == len(mine)))
     return out
 
 
-def solve_segments(problems: list[Any], until: float) -> list[float | None]:
-    """Each segment problem's proven least makespan (real units), sharing the time until ``until`` (a
+def solve_segments(problems: list[Any], until: float) -> list[tuple[float, bool] | None]:
+    """Each segment problem's proven lower bound (real units) and whether it is the optimum, sharing the time until ``until`` (a
     :func:`time.monotonic` reading) evenly over the segments left; ``None`` where none was proven. Runs in a process
     without highspy (:func:`placement_dsl.cpsat.isolated`)."""
-    out: list[float | None] = []
+    out: list[tuple[float, bool] | None] = []
     for k, sub in enumerate(problems):
         left = until - time.monotonic()
         if left <= MIN_SECONDS:
@@ -75,20 +76,21 @@ def solve_segments(problems: list[Any], until: float) -> list[float | None]:
     return out
 
 
-def least_makespan(problem: Any, seconds: float) -> float | None:
+def least_makespan(problem: Any, seconds: float) -> tuple[float, bool] | None:
     """CP-SAT's proven lower bound on ``problem``'s makespan within ``seconds`` (real units, corrected for the
-    rounded-up durations), ``None`` when it proved none."""
+    rounded-up durations) and whether CP-SAT proved it optimal, ``None`` when it proved none."""
     from .cpsat import build
+    from .solvers.base import Status
 
     model, _ = build(problem)
-    solver, _, _ = model.solve(seconds)
+    solver, _, status = model.solve(seconds)
     lower = float(solver.BestObjectiveBound())
     if not np.isfinite(lower):
         return None
     if not model.scale.exact:  # each op and each transfer lasts at most one unit more in the model
         data = model.data
         lower -= int(data.busy.any(axis=1).sum()) + sum(data.longest_transfer(k) > 0 for k in range(len(data.tasks)))
-    return max(lower, 0.0) / model.scale.factor
+    return max(lower, 0.0) / model.scale.factor, status is Status.OPTIMAL
 
 
 class Running:
@@ -125,7 +127,8 @@ class Running:
             priced = self.job.get(max(0.0, min(by, self.until + 1.0) - time.monotonic()))
         except (multiprocessing.TimeoutError, PlacementError):  # a child that failed or is late proves nothing
             return None
-        self.found = combined(self.cut_total, self.parts, dict(zip(self.todo, priced)))
+        self.found = combined(self.cut_total, self.parts,
+                              {i: None if v is None else v[0] for i, v in zip(self.todo, priced)})
         return self.found
 
     def close(self) -> None:
