@@ -20,6 +20,7 @@ from .errors import PlacementError
 
 MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
 SECONDS = 10.0  # the default clock
+MIN_SHARE = 0.1  # of the graph's ops, the least the segments CP-SAT would price hold for a solve to start the child
 MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
 
 
@@ -138,13 +139,13 @@ class Running:
 
 def start(problem: Any, until: float) -> Running | None:
     """:class:`Running` for ``problem`` until ``until`` (a :func:`time.monotonic` reading), or ``None`` when it has no
-    segment to price, fewer than :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is
+    segment to price (or they hold under :data:`MIN_SHARE` of its ops), fewer than :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is
     missing."""
     from . import cpsat
 
     if not MIN_OPS <= problem.graph.n <= MAX_OPS or not cpsat.available() or until - time.monotonic() < 2.0:
         return None
     cut_total, parts = segments(problem)
-    if all(s.problem is None for s in parts):
-        return None
+    if sum(s.ops for s in parts if s.problem is not None) < MIN_SHARE * problem.graph.n:
+        return None  # e.g. GPT-3's one small segment beside 24 layers of 166 ops: nothing to gain for a child
     return Running(problem, cut_total, parts, until)

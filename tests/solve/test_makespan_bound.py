@@ -1,6 +1,9 @@
 """A makespan solve stopped before its proof reports the segments' CP-SAT bound computed beside it (solve.py)."""
 from __future__ import annotations
 
+import time
+from itertools import pairwise
+
 import pytest
 
 from placement_dsl.bounds.single_sample import single_sample_bound
@@ -35,3 +38,18 @@ def test_a_stopped_solve_reports_the_segments_bound():
     r = solve(p, time_limit=20)
     assert r.bound == pytest.approx(82.0) and r.objective >= 82.0 - 1e-6  # 82 is reached: the bound is the optimum
     assert r.timings.total <= 20 + 5
+
+
+def test_no_child_when_the_priced_segments_are_a_sliver_of_the_graph():
+    from placement_dsl import cpsat_segments
+
+    at = time.monotonic() + 60
+    running = cpsat_segments.start(stars(9), at)
+    assert running is not None
+    running.close()
+    chain = stars(1)  # one fork of four branches, then 60 cut ops in a row: 4 of 66 ops could be priced
+    ops = [*chain.graph.ops, *[Op(name=f"t{i}", work=1.0, out_bytes=1.0) for i in range(60)]]
+    names = ["c1", *[f"t{i}" for i in range(60)]]
+    g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
+              + list(pairwise(names)))
+    assert cpsat_segments.start(Problem(g, chain.cluster, Makespan(), [Congestion("port")]), at) is None
