@@ -13,21 +13,23 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from . import cpsat
+from . import cpsat, cpsat_segments
 from .bounds import simple_lower_bound
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
 from .deprecated import keyword
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
-from .evaluate import Evaluation, Objective
+from .evaluate import Evaluation, Objective, execution
 from .formulations import Formulation, Kind, Plan, get
 from .heuristics import fallback as fallbacks
 from .options import validate
 from .placement import Placement
+from .problem import Problem
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
@@ -98,6 +100,39 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     options = _options(options, windows)
     _check_arguments(gap, threads, warm_start, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
+    running = _segment_bound(problem, clock)
+    token = _RUNNING.set(running) if running is not None else None
+    try:
+        return _solve(problem, formulation, solver, clock, t0, gap, threads, warm_start, log_path, method, options)
+    finally:
+        if running is not None:
+            _RUNNING.reset(token)
+            running.close()
+
+
+_RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)
+SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
+SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
+
+
+def _segment_bound(problem: Any, clock: Deadline) -> Any:
+    """For a makespan on devices that run one op at a time, the segments' bound computing in a child process beside
+    the solve (:class:`~placement_dsl.cpsat_segments.Running`, for :func:`_closed_form_bound`), else
+    ``None``."""
+    if _RUNNING.get() is not None or not isinstance(problem, Problem):  # a solve inside a solve (a coarse or
+        return None  # contracted model): the outer one's runs; not a problem: solve's checks say so
+    if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) == "invocations":
+        return None
+    left = clock.left() - RESERVE - 1.0  # the child starts in seconds (OR-Tools' import): short solves give it all
+    until = time.monotonic() + max(SEGMENT_SHARE * left, min(left, SEGMENT_LEAST))
+    if not math.isfinite(until):
+        until = time.monotonic() + cpsat_segments.SECONDS
+    return cpsat_segments.start(problem, until)
+
+
+def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: float, gap: float, threads: int,
+           warm_start: Any, log_path: Any, method: str, options: dict[str, Any]) -> Result:
+    """:func:`solve` once its arguments are checked."""
     if solver == CPSAT:
         return _solve_cpsat(problem, formulation, clock, t0, gap, threads, warm_start, log_path, method, options)
     form = get(formulation, problem)
@@ -381,7 +416,9 @@ def _closed_form_bound(problem: Any) -> float | None:
     if objective is Objective.MAX_LOAD:
         return float(simple_lower_bound(problem.graph, problem.cluster))
     if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
-        return single_sample_bound(problem)[0]
+        running = _RUNNING.get()
+        found = None if running is None or running.problem is not problem else running.value(running.until + 1.0)
+        return max(single_sample_bound(problem)[0], found or 0.0)
     return None
 
 

@@ -33,12 +33,24 @@ MAX_OPS = 6000  # the reachability matrix of the cut ops (n^2 booleans)
 
 def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
     """The makespan bound of the module docstring, in cost-model units, and a note."""
-    g, c = problem.graph, problem.cluster
-    times = allowed_times(problem)
+    g = problem.graph
     if g.n == 0:
         return 0.0, "empty graph"
     if g.n > MAX_OPS:
         return 0.0, f"declined: {g.n} ops (the cut ops' reachability: at most {MAX_OPS})"
+    found = segment_values(problem, deadline)
+    if found is None:
+        return 0.0, "budget spent before every segment was priced"
+    total, values, cuts = found
+    note = f"{cuts} cut ops, their segments' work with the transfers into and out of each device"
+    return total + sum(values.values()), note
+
+
+def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[float, dict[int, float], int] | None:
+    """The cut ops' fastest times summed, each segment's bound of the module docstring by its number (the cut ops
+    before it), and the number of cut ops; ``None`` when ``deadline`` passed first."""
+    g, c = problem.graph, problem.cluster
+    times = allowed_times(problem)
     comm = transfer_table(g, c)
     D = c.size
     comm[:, np.arange(D), np.arange(D)] = np.inf
@@ -48,9 +60,10 @@ def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tu
     reach, cuts = comparable_cuts(g)
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
     total, sets = float(fastest[cuts].sum()), (_device_sets(D) if D <= MAX_DEVICES else [])
+    values = {}
     for s in np.unique(segment[segment >= 0]).tolist():
         if deadline is not None and deadline.expired():
-            return 0.0, "budget spent before every segment was priced"
+            return None
         ops = np.flatnonzero(segment == s)
         a = int(cuts[s - 1]) if s > 0 else -1
         b = int(cuts[s]) if s < len(cuts) else -1
@@ -59,8 +72,8 @@ def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tu
         outs = out_of[ops].min(axis=0) if b >= 0 else np.zeros(D)
         ins, outs = np.where(np.isfinite(ins), ins, 0.0), np.where(np.isfinite(outs), outs, 0.0)
         spread = _spread(times[ops], ins, outs, sets) if D <= MAX_DEVICES else 0.0
-        total += max(_segment_path(g, ops, fastest), spread)
-    return total, f"{len(cuts)} cut ops, their segments' work with the transfers into and out of each device"
+        values[s] = max(_segment_path(g, ops, fastest), spread)
+    return total, values, len(cuts)
 
 
 def _device_sets(D: int) -> list[tuple[np.ndarray, np.ndarray]]:

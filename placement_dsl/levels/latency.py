@@ -223,6 +223,18 @@ def cut_segments(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if "budget spent" not in note else LevelStatus.TIME_LIMIT, note, ALL
 
 
+@level("segment-schedules", rank=128, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+       doc="makespan: each segment between cut ops scheduled alone by CP-SAT, with its transfers and congestion")
+def segment_schedules(run: Any, seconds: float) -> Outcome:
+    """The ops comparable with all others split every schedule in time; each segment between two of them is a small
+    schedule of its own, priced by CP-SAT's proven bound
+    (:func:`~placement_dsl.cpsat_segments.schedule_segment_bound`): every placement's makespan."""
+    from ..cpsat_segments import schedule_segment_bound
+
+    bound, note, complete = schedule_segment_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
 def _schedule_hinted(run: Any) -> Problem:
     """The problem with the best makespan found as the schedule model's horizon (its big-Ms)."""
     best = run.best[0]

@@ -23,11 +23,12 @@ DEFAULTS = {
     Family.NONCONTIGUOUS: ("simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"),
     Family.LATENCY: ("critical-path", "route-path", "device-work", "segment-path", "run-paths", "latency-lp",
                      "latency"),
-    Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "schedule-lp", "schedule"),
+    Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "segment-schedules", "schedule-lp",
+                      "schedule"),
 }
 ORDER = ["simple", "capacity", "one-or-cut", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess",
          "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "segment-path",
-         "cut-segments", "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
+         "cut-segments", "segment-schedules", "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
 
 
 @pytest.fixture

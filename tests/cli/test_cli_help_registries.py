@@ -29,7 +29,7 @@ print("loaded:", sorted({{m.split('.')[0] for m in sys.modules}} & {{'pyomo', 'o
 
 def _help(*argv: str) -> str:
     code = HELP.format(argv=", ".join(repr(a) for a in (*argv, "--help")))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100000"}  # no wrapping: argparse breaks names at hyphens
     run = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr

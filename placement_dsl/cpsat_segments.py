@@ -1,0 +1,151 @@
+"""CP-SAT's proofs for the makespan's segments (:mod:`placement_dsl.bounds.segment_schedules`), in a child process.
+
+The segments and their problems are the bounds layer's (no solver there); pricing each with the package's CP-SAT model
+(:func:`placement_dsl.cpsat.build`) needs OR-Tools, which runs in a child process (:func:`placement_dsl.cpsat.isolated`:
+its bundled libraries break HiGHS's in one process). :func:`schedule_segment_bound` prices a problem's segments and
+waits (certify's ``segment-schedules`` level); :func:`start` prices them beside a solve (:class:`Running`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from .bounds.makespan import route_path_makespan
+from .bounds.segment_schedules import MAX_OPS, Segment, combined, segments, segments_or_reason
+from .deadline import BudgetSpent, Deadline
+from .errors import PlacementError
+
+MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
+SECONDS = 10.0  # the default clock
+MIN_SHARE = 0.1  # of the graph's ops, the least the segments CP-SAT would price hold for a solve to start the child
+MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
+
+
+def schedule_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
+    """The bound of the module docstring, in cost-model units, a note, and whether CP-SAT proved the optimum of every
+    segment it was given. ``deadline`` (default :data:`SECONDS`) bounds the child process; segments it did not price keep their
+    longest paths."""
+    return schedule_segment_bounds([problem], deadline)[0]
+
+
+def schedule_segment_bounds(problems: list[Any], deadline: Deadline | None = None) -> list[tuple[float, str, bool]]:
+    """:func:`schedule_segment_bound` of each problem, their segments priced in one child process."""
+    from . import cpsat
+
+    clock = deadline or Deadline(SECONDS)
+    split = [segments_or_reason(p) for p in problems]
+    todo = [(k, i) for k, (_, parts, _) in enumerate(split) for i, s in enumerate(parts) if s.problem is not None]
+    priced: list[tuple[float, bool] | None] = [None] * len(todo)
+    if todo and cpsat.available() and not clock.expired(1.0):
+        try:
+            priced = cpsat.isolated(solve_segments, [split[k][1][i].problem for k, i in todo], clock.at,
+                                    until=clock.at)
+        except BudgetSpent:
+            pass
+    found: list[dict[int, float | None]] = [{} for _ in problems]
+    for (k, i), value in zip(todo, priced):
+        found[k][i] = None if value is None else value[0]
+    out = []
+    for k, (cut_total, parts, reason) in enumerate(split):
+        if reason:
+            out.append((0.0, reason, True))
+            continue
+        mine = [v for (j, _), v in zip(todo, priced) if j == k]
+        done = sum(v is not None for v in mine)
+        exact = sum(v is not None and v[1] for v in mine)
+        note = (f"{len(parts)} segments between cut ops, {done} of {len(mine)} scheduled by CP-SAT ({exact} to "
+                "optimality; its proven bound), the rest their closed forms")
+        out.append((max(combined(cut_total, parts, found[k]), route_path_makespan(problems[k])[0]), note,
+                    exact == len(mine)))
+    return out
+
+
+def solve_segments(problems: list[Any], until: float) -> list[tuple[float, bool] | None]:
+    """Each segment problem's proven lower bound (real units) and whether it is the optimum, sharing the time until ``until`` (a
+    :func:`time.monotonic` reading) evenly over the segments left; ``None`` where none was proven. Runs in a process
+    without highspy (:func:`placement_dsl.cpsat.isolated`)."""
+    out: list[tuple[float, bool] | None] = []
+    for k, sub in enumerate(problems):
+        left = until - time.monotonic()
+        if left <= MIN_SECONDS:
+            out.extend([None] * (len(problems) - k))
+            break
+        out.append(least_makespan(sub, max(MIN_SECONDS, left / (len(problems) - k))))
+    return out
+
+
+def least_makespan(problem: Any, seconds: float) -> tuple[float, bool] | None:
+    """CP-SAT's proven lower bound on ``problem``'s makespan within ``seconds`` (real units, corrected for the
+    rounded-up durations) and whether CP-SAT proved it optimal, ``None`` when it proved none."""
+    from .cpsat import build
+    from .solvers.base import Status
+
+    model, _ = build(problem)
+    solver, _, status = model.solve(seconds)
+    lower = float(solver.BestObjectiveBound())
+    if not np.isfinite(lower):
+        return None
+    if not model.scale.exact:  # each op and each transfer lasts at most one unit more in the model
+        data = model.data
+        lower -= int(data.busy.any(axis=1).sum()) + sum(data.longest_transfer(k) > 0 for k in range(len(data.tasks)))
+    return max(lower, 0.0) / model.scale.factor, status is Status.OPTIMAL
+
+
+class Running:
+    """:func:`schedule_segment_bound` computing in a child process while the caller searches (a solve's model or
+    heuristics): :meth:`value` collects it, :meth:`close` stops the child (always call it, e.g. in ``finally``)."""
+
+    def __init__(self, problem: Any, cut_total: float, parts: list[Segment], until: float):
+        import multiprocessing
+        import sys
+
+        self.problem, self.cut_total, self.parts, self.until = problem, cut_total, parts, until
+        self.found: float | None = None
+        self.todo = [i for i, s in enumerate(self.parts) if s.problem is not None]
+        main = sys.modules.get("__main__")
+        path = getattr(main, "__file__", None)
+        hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
+        if hidden:
+            del main.__file__
+        try:
+            self.pool = multiprocessing.get_context("spawn").Pool(1)
+            self.job = self.pool.apply_async(solve_segments, ([self.parts[i].problem for i in self.todo], until))
+        finally:
+            if hidden:
+                main.__file__ = path
+
+    def value(self, by: float) -> float | None:
+        """The bound (cost-model units) when the child has answered by ``by`` (a :func:`time.monotonic` reading),
+        else ``None``."""
+        import multiprocessing
+
+        if self.found is not None:
+            return self.found
+        try:
+            priced = self.job.get(max(0.0, min(by, self.until + 1.0) - time.monotonic()))
+        except (multiprocessing.TimeoutError, PlacementError):  # a child that failed or is late proves nothing
+            return None
+        self.found = combined(self.cut_total, self.parts,
+                              {i: None if v is None else v[0] for i, v in zip(self.todo, priced)})
+        return self.found
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+
+def start(problem: Any, until: float) -> Running | None:
+    """:class:`Running` for ``problem`` until ``until`` (a :func:`time.monotonic` reading), or ``None`` when it has no
+    segment to price (or they hold under :data:`MIN_SHARE` of its ops), fewer than :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is
+    missing."""
+    from . import cpsat
+
+    if not MIN_OPS <= problem.graph.n <= MAX_OPS or not cpsat.available() or until - time.monotonic() < 2.0:
+        return None
+    cut_total, parts = segments(problem)
+    if sum(s.ops for s in parts if s.problem is not None) < MIN_SHARE * problem.graph.n:
+        return None  # e.g. GPT-3's one small segment beside 24 layers of 166 ops: nothing to gain for a child
+    return Running(problem, cut_total, parts, until)

@@ -1,0 +1,122 @@
+"""The makespan's segments between cut ops, each scheduled alone by CP-SAT (bounds/segment_schedules.py, cpsat_segments.py)."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds.makespan import route_path_makespan
+from placement_dsl.bounds.segments import transfer_segment_bound
+from placement_dsl.brute import brute_force
+from placement_dsl.certify import certify
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.constraints import Congestion
+from placement_dsl.cpsat import available
+from placement_dsl.cpsat_segments import schedule_segment_bound, schedule_segment_bounds
+from placement_dsl.deadline import Deadline
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Makespan
+from placement_dsl.problem import Problem
+
+pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced by CP-SAT (OR-Tools)")
+TOL = 1e-6
+
+
+def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
+    """``k`` devices that run one op at a time, bandwidth 1 between any two (kinds ``acc`` unless given)."""
+    kinds = kinds or ("acc",) * k
+    return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
+
+
+def star(k: int, work: float, out: float, mode: str | None) -> Problem:
+    """``a -> x0..x{k-1} -> b`` on ``k`` devices: ``a`` and ``b`` take 1, each ``x`` ``work``, tensors ``out``."""
+    ops = [Op(name="a", work=1.0, out_bytes=out), *[Op(name=f"x{i}", work=work, out_bytes=out) for i in range(k)],
+           Op(name="b", work=1.0)]
+    edges = [("a", f"x{i}") for i in range(k)] + [(f"x{i}", "b") for i in range(k)]
+    return Problem(Graph(ops, edges), serial(k), Makespan(), [Congestion(mode)])
+
+
+def test_the_hand_star_is_priced_exactly():
+    # a [0,1] on d0 sends to d1 [1,2], then d2 [2,3] (one port); x0 [1,5] on d0, x1 [2,6], x2 [3,7]; b on d2 takes x0
+    # [5,6] and x1 [6,7] through its port and runs [7,8]: 8, the optimum. The path says 6, the cut segments 7.33.
+    p = star(3, 4.0, 1.0, "port")
+    value, note, complete = schedule_segment_bound(p, Deadline(30.0))
+    assert complete and "1 of 1 scheduled by CP-SAT (1 to optimality" in note
+    assert value == pytest.approx(8.0) == brute_force(p)[0]
+    assert route_path_makespan(p)[0] == pytest.approx(6.0) and transfer_segment_bound(p)[0] < 7.5
+
+
+def test_the_ports_count():
+    # four branches on four devices, tensors of 1: a [0,1] on d0 sends to d1, d2, d3 through one port, [1,2], [2,3],
+    # [3,4]; x0 [1,5], x1 [2,6], x2 [3,7], x3 [4,8] on d3; b on d3 takes x0, x1, x2 through one port [5,6], [6,7],
+    # [7,8] and runs [8,9]: 9 is reached, and the bound proves it; without contention every move overlaps: 8
+    port, free = schedule_segment_bounds([star(4, 4.0, 1.0, "port"), star(4, 4.0, 1.0, None)], Deadline(30.0))
+    assert port[0] == pytest.approx(9.0) and free[0] == pytest.approx(8.0)
+
+
+def test_a_spent_clock_keeps_the_closed_forms():
+    # unpriced, the segment keeps its path (6 in all) and its work with each device's transfers (7.33 in all)
+    p = star(3, 4.0, 1.0, "port")
+    value, note, complete = schedule_segment_bound(p, Deadline(0.0))
+    assert not complete and "0 of 1" in note
+    assert value == pytest.approx(transfer_segment_bound(p)[0]) == pytest.approx(22 / 3)
+
+
+def test_large_segments_keep_their_closed_forms_without_a_child(monkeypatch):
+    from placement_dsl.bounds import segment_schedules
+
+    monkeypatch.setattr(segment_schedules, "MAX_SEGMENT_OPS", 2)  # the star's segment has 3 ops
+    p = star(3, 4.0, 1.0, "port")
+    value, note, complete = schedule_segment_bound(p, Deadline(30.0))
+    assert complete and "0 of 0" in note and value == pytest.approx(22 / 3)
+
+
+@st.composite
+def fork_chains(draw):
+    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops) on two or three devices of two
+    kinds, integer times and tensor sizes, port or channel congestion or none; at most 6 ops on two devices and 5 on
+    three (brute force list-schedules every placement)."""
+    D = draw(st.integers(2, 3))
+    room = 6 if D == 2 else 5
+    kinds = tuple(draw(st.sampled_from(["p", "q"])) for _ in range(D))
+    time = st.integers(1, 5).map(float)
+    size = st.integers(0, 3).map(float)
+
+    def op(name: str) -> Op:
+        return Op(name=name, work={"p": draw(time), "q": draw(time)}, out_bytes=draw(size))
+
+    ops, edges, f = [op("c0")], [], 0
+    while f == 0 or (len(ops) + 3 <= room and draw(st.booleans())):
+        branches: list[list[str]] = []
+        for b in range(draw(st.integers(2, 3))):
+            used = len(ops) + 1 + sum(map(len, branches))  # with the closing cut
+            left = room - used - (1 if b == 0 else 0)  # the first fork keeps room for its second branch
+            if left < 1:
+                break
+            length = 2 if left >= 2 and draw(st.booleans()) else 1
+            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        for chain in branches:
+            ops += [op(x) for x in chain]
+            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
+        ops.append(op(f"c{f + 1}"))
+        f += 1
+    mode = draw(st.sampled_from(["port", "channel", None]))
+    return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
+
+
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fork_chains(), min_size=6, max_size=6))
+def test_never_above_the_brute_force_optimum(problems):
+    # brute force list-schedules every placement: at least the optimum, which the bound may not pass
+    found = schedule_segment_bounds(problems, Deadline(60.0))
+    for p, (value, _, complete) in zip(problems, found):
+        assert complete
+        assert route_path_makespan(p)[0] - TOL <= value <= brute_force(p)[0] + TOL
+
+
+def test_certify_runs_it_as_a_level():
+    cert = certify(star(3, 4.0, 1.0, "port"), levels=("segment-schedules",), budget=30.0, stop_at_gap=False)
+    row = next(r for r in cert.levels if r.level == "segment-schedules")
+    assert row.bound == pytest.approx(8.0)

@@ -1,0 +1,55 @@
+"""A makespan solve stopped before its proof reports the segments' CP-SAT bound computed beside it (solve.py)."""
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+
+import pytest
+
+from placement_dsl.bounds.single_sample import single_sample_bound
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.constraints import Congestion
+from placement_dsl.cpsat import available
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Makespan
+from placement_dsl.problem import Problem
+from placement_dsl.solve import solve
+
+pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced by CP-SAT (OR-Tools)")
+
+
+def stars(n: int, k: int = 4) -> Problem:
+    """``n`` forks in a row, each of ``k`` branches of 4 or 5 between cut ops of 1, tensors of 1, ``k`` devices that
+    run one op at a time, bandwidth 1, port congestion: each fork takes 8 or more past its cut (its three moves out
+    leave one port one at a time, the returns enter one): 1 + 9 n in all, where the closed forms prove 1 + 7 n."""
+    ops, edges = [Op(name="c0", work=1.0, out_bytes=1.0)], []
+    for s in range(n):
+        for i in range(k):
+            ops.append(Op(name=f"s{s}x{i}", work=4.0 + i % 2, out_bytes=1.0))
+            edges += [(f"c{s}", f"s{s}x{i}"), (f"s{s}x{i}", f"c{s + 1}")]
+        ops.append(Op(name=f"c{s + 1}", work=1.0, out_bytes=1.0))
+    return Problem(Graph(ops, edges), Cluster([Device(name=f"d{i}", invocations=False) for i in range(k)]),
+                   Makespan(), [Congestion("port")])
+
+
+def test_a_stopped_solve_reports_the_segments_bound():
+    p = stars(9)  # 46 ops: a graph this small would be proved by its model, and starts no child (MIN_OPS)
+    assert single_sample_bound(p)[0] == pytest.approx(64.0)
+    r = solve(p, time_limit=20)
+    assert r.bound == pytest.approx(82.0) and r.objective >= 82.0 - 1e-6  # 82 is reached: the bound is the optimum
+    assert r.timings.total <= 20 + 5
+
+
+def test_no_child_when_the_priced_segments_are_a_sliver_of_the_graph():
+    from placement_dsl import cpsat_segments
+
+    at = time.monotonic() + 60
+    running = cpsat_segments.start(stars(9), at)
+    assert running is not None
+    running.close()
+    chain = stars(1)  # one fork of four branches, then 60 cut ops in a row: 4 of 66 ops could be priced
+    ops = [*chain.graph.ops, *[Op(name=f"t{i}", work=1.0, out_bytes=1.0) for i in range(60)]]
+    names = ["c1", *[f"t{i}" for i in range(60)]]
+    g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
+              + list(pairwise(names)))
+    assert cpsat_segments.start(Problem(g, chain.cluster, Makespan(), [Congestion("port")]), at) is None
