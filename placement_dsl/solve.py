@@ -34,7 +34,7 @@ from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
-from .starts import AUTO, Start, goal, improve, resolve
+from .starts import AUTO, Start, goal, improve, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
@@ -144,9 +144,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     if reason:
         raise SpecError(reason)
     spec = _start_spec(problem, warm_start)
-    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, spec, clock)
+    start, start_eval, refusal, start_bound, warm_start, unfinished = _warm_start(problem, spec, clock)
     stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound = start_bound
+    stop.start_bound, stop.unfinished = start_bound, unfinished
     heavy = _heavy(problem, form, spec, clock)  # the model leaves little time to search: the start goes on first
     if heavy or _continues(problem, form, spec, clock):  # Tarnawski's latency: the local search first, whatever the model's size
         stop = _continued(stop, clock, (IMPROVE_SHARE if heavy else CONTINUE_SHARE) * (clock.left() - RESERVE))
@@ -205,9 +205,10 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
         raise SpecError(f"solver 'cpsat' takes no formulation options; got {sorted(options)} (windows is an option "
                         "of the 'chain' formulation)")
     label = CPSAT if method == "ip" else method  # the default label names the backend
-    start, start_eval, refusal, start_bound, warm_start = _warm_start(problem, _start_spec(problem, warm_start), clock)
+    start, start_eval, refusal, start_bound, warm_start, unfinished = _warm_start(
+        problem, _start_spec(problem, warm_start), clock)
     stop = _Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound = start_bound
+    stop.start_bound, stop.unfinished = start_bound, unfinished
     t_start = time.perf_counter() - t0
     if clock.expired(MIN_SEARCH + RESERVE):
         result = stop.result(f"budget spent before the CP-SAT search ({clock.left():.1f} s left, the warm start took "
@@ -269,6 +270,7 @@ SEARCHES = {"latency": "latency-lns", "makespan": "makespan-lns"}  # by the star
 """Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
 coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
 IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
+RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
 
 
@@ -320,7 +322,8 @@ def _continued(stop: _Stop, clock: Deadline, seconds: float) -> _Stop:
 def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
     """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
     (all but :data:`RESERVE`) goes to the objective's improving method from the start (:data:`IMPROVE_SHARE` of it,
-    :func:`placement_dsl.starts.improve`; the objective's heuristics again when no start was found), then to the
+    :func:`placement_dsl.starts.improve`, after the searches the start's small share cut short run again in
+    :data:`RERUN` of it; the objective's heuristics again when no start was found), then to the
     objective's search (:data:`SEARCHES`: a coarse solve and LNS on contracted models), and the best start is the
     answer. Other starts were asked for by name: they stand."""
     if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
@@ -329,7 +332,12 @@ def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
                     str(stop.warm_start).removeprefix(f"{AUTO}: "))
     method = SEARCHES.get(goal(stop.problem))
     share = IMPROVE_SHARE if method is not None else 1.0
-    seconds = share * (clock.left() - RESERVE)
+    until = time.perf_counter() + share * (clock.left() - RESERVE)
+    if current.usable and stop.unfinished:  # the start's share stopped searches that may beat it (GETF on GPT-3
+        raced = race(stop.problem, list(stop.unfinished), RERUN * (until - time.perf_counter()))[0]  # 330M: 20 s)
+        if raced.usable and raced.objective < current.objective:
+            current = raced
+    seconds = until - time.perf_counter()
     found = improve(stop.problem, current, seconds, seed=1) if current.usable else \
         resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
     if found.usable and (not current.usable or found.objective < current.objective):
@@ -359,6 +367,7 @@ class _Stop:
         self.warm_start, self.start, self.start_eval, self.refusal, self.t0 = warm_start, start, start_eval, refusal, t0
         self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
+        self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
@@ -455,13 +464,14 @@ def _start_spec(problem: Any, warm_start: Any) -> Any:
 
 
 def _warm_start(problem: Any, warm_start: Any, clock: Deadline | None = None
-                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any]:
+                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...]]:
     """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
     (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``),
-    and the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked)."""
+    the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked) and the searches
+    ``"auto"``'s share cut short."""
     found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH)
     label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
-    return found.placement, found.evaluation, found.refusal, found.bound, label
+    return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished
 
 
 # ---------------------------------------------------------------------------- certificate

@@ -35,11 +35,11 @@ from .deadline import Deadline, call_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
-from .heuristics.base import HeuristicResult, run
+from .heuristics.base import STOPPED, HeuristicResult, TimeLimitReached, run
 from .io import Workload, load_placement
 from .placement import Placement
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "RACE", "Start", "auto_methods", "improve", "resolve"]
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "RACE", "Start", "auto_methods", "improve", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -65,6 +65,7 @@ class Start:
     bound: float | None = None
     method: str = ""
     info: dict[str, Any] = field(default_factory=dict)  # what the heuristic that found it reported
+    unfinished: tuple[str, ...] = ()  # searches of "auto" its share cut short (stopped, or not run): see race()
 
     @property
     def usable(self) -> bool:
@@ -165,20 +166,35 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
-    """The best valid start among :func:`auto_methods`, then improved (:func:`improve`). Each search runs here under
-    its own ``time_limit`` (the heuristics' contract: their best so far when it passes): :data:`RACE` of the share,
-    split evenly among the searches still to run (a fast one leaves its time to the next), at least
-    :data:`MIN_METHOD` each while the caller's deadline is more than :data:`KEEP` away; the baselines always run;
-    what is left of the share goes to the objective's improving method from the best start. A forked guard per
-    method would re-load the compiled kernels in every child."""
+    """The best valid start among :func:`auto_methods` (:func:`race` in :data:`RACE` of the share), then improved
+    (:func:`improve`) for what is left of the share. The searches the race cut short are named in the answer's
+    ``unfinished``: a caller with time to spare runs them again (a solve whose model is too large)."""
     methods = auto_methods(problem)  # the registry's first load imports every method's module: not in the race
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = time.perf_counter() + budget
-    race = time.perf_counter() + RACE * budget
-    best, refusals = Start(), []
+    best, refusals, unfinished = race(problem, methods, RACE * budget, deadline)
+    if best.usable:
+        best = improve(problem, best, end - time.perf_counter())
+        best.unfinished = tuple(unfinished)
+        return best
+    return Start(refusal="warm start refused: no heuristic found a valid start" +
+                 (f" ({refusals[0]})" if refusals else ""), method=AUTO, unfinished=tuple(unfinished))
+
+
+def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None
+         ) -> tuple[Start, list[str], list[str]]:
+    """The best valid start among ``methods``, run one after another in ``seconds``: each search under its own
+    ``time_limit`` (the heuristics' contract: their best so far when it passes), the time left split evenly among
+    the searches still to run (a fast one leaves its time to the next), at least :data:`MIN_METHOD` each while
+    ``deadline`` (the caller's) is more than :data:`KEEP` away; the baselines (:data:`BASELINES`) always run.
+    Returns the best start, why methods found nothing, and the searches cut short (stopped at their limit, or not
+    run at all) in order. A forked guard per method would re-load the compiled kernels in every child."""
+    until = time.perf_counter() + seconds
+    best, refusals, unfinished = Start(), [], []
     for i, method in enumerate(methods):
-        left = race - time.perf_counter()
+        left = until - time.perf_counter()
         if deadline is not None and deadline.left() <= KEEP and best.usable and method not in BASELINES:
+            unfinished.append(method)
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:])
         try:
@@ -186,16 +202,17 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
                         time_limit=max(left / max(searches_left, 1), MIN_METHOD))
         except PlacementError as err:  # SpecError too: the method declines the graph
             refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
+            if isinstance(err, TimeLimitReached):
+                unfinished.append(method)
             continue
+        if found.info.get("stopped") == STOPPED and method not in BASELINES:
+            unfinished.append(method)
         start = _checked(problem, found.placement, _class_bound(problem, found), method)
         if not start.usable:
             refusals.append(start.refusal.removeprefix("warm start refused: "))
         elif not best.usable or start.objective < best.objective:
             best = start
-    if best.usable:
-        return improve(problem, best, end - time.perf_counter())
-    return Start(refusal="warm start refused: no heuristic found a valid start" +
-                 (f" ({refusals[0]})" if refusals else ""), method=AUTO)
+    return best, refusals, unfinished
 
 
 def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: str | None = None,
