@@ -294,6 +294,7 @@ def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], s
 
 
 SLICING_SHARE = 0.25  # of the time left, the most the slicings that give DPL its incumbent may take
+SLICING_NODES = 500  # from this many supernodes on (below, DPL's unpruned sweep is quicker than loading the slicer)
 
 
 def slicing_incumbent(su: _Setup, deadline: float | None = None) -> float | None:
@@ -301,8 +302,9 @@ def slicing_incumbent(su: _Setup, deadline: float | None = None) -> float | None
     (``n^2 / 2``; seconds at 2,000 ops on accelerators and a CPU): the best slicing of DPL's DFS order onto the
     devices in the cluster's order and with the hosts first (:func:`.slicegraph.ordered_node_slicing`, each
     a split of DPL's prefixes). ``None`` where no slicing applies (replicas, memory per schedule, a backward
-    pass), none fits, or they pass :data:`SLICING_SHARE` of the time left."""
-    if su.replication or su.model.training_memory is not None:
+    pass), the graph is small (:data:`SLICING_NODES`), none fits, or they pass :data:`SLICING_SHARE` of the time
+    left."""
+    if su.replication or su.model.training_memory is not None or su.con.n_nodes < SLICING_NODES:
         return None
     at = None if deadline is None else time.monotonic() + max(0.0, deadline - time.monotonic()) * SLICING_SHARE
     devices = np.arange(su.cluster.size)

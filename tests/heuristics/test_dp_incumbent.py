@@ -10,7 +10,7 @@ import pytest
 from placement_dsl import zoo
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel
-from placement_dsl.heuristics import run
+from placement_dsl.heuristics import ideals, run
 from placement_dsl.heuristics.ideals import search, setup, slicing_incumbent
 from placement_dsl.progress import Recorder, reporting
 
@@ -21,7 +21,8 @@ def _graph():
 
 
 @pytest.mark.parametrize("objective", ["throughput", "bottleneck"])
-def test_dpl_starts_from_a_slicing_that_bounds_its_optimum(objective):
+def test_dpl_starts_from_a_slicing_that_bounds_its_optimum(objective, monkeypatch):
+    monkeypatch.setattr(ideals, "SLICING_NODES", 0)  # ResNet-50 is below the size where the slicing pays
     graph, cluster = _graph()
     model = CostModel.named(objective)
     su = setup(graph, cluster, model, False, True)
@@ -41,4 +42,11 @@ def test_dpl_starts_from_a_slicing_that_bounds_its_optimum(objective):
 def test_no_slicing_incumbent_with_replicas():
     graph, cluster = _graph()
     su = setup(graph, cluster, CostModel(), True, True)
+    assert slicing_incumbent(su) is None
+
+
+def test_a_small_graph_starts_dpl_without_loading_the_slicer():
+    graph, cluster = _graph()
+    su = setup(graph, cluster, CostModel(), False, True)
+    assert su.con.n_nodes < ideals.SLICING_NODES
     assert slicing_incumbent(su) is None
