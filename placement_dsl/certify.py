@@ -77,6 +77,8 @@ level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
+``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
+``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
 ``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
                identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
                ``chain``: the windowed chain MIP from the best placement, on identical stages
