@@ -77,6 +77,8 @@ level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
+``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
+``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
 ``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
                identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
                ``chain``: the windowed chain MIP from the best placement, on identical stages
@@ -128,6 +130,8 @@ UPPER = ("slicegraph", "brkga", "greedy")  # heuristics that always run for the 
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
+MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's build, hand-over and read-back run past
+# the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
 
 
 # ---------------------------------------------------------------------------- the runner
@@ -304,6 +308,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
         # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share
         share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
+        if not level.closed_form:
+            share = min(share, max(left - MODEL_MARGIN, 0.0))
         t = time.perf_counter()
         try:
             bound, status, note, scope = level.run(run, share)

@@ -444,10 +444,11 @@ def _order_violations(p: Placement) -> list[Violation]:
                                           f"{c.names[du[e]]!r} back to earlier device {c.names[dv[e]]!r} "
                                           f"({back.size} such edges)"))
     cross = du != dv
-    if cross.any():
+    pairs = set(zip(du[cross].tolist(), dv[cross].tolist()))
+    if pairs and _has_cycle(pairs):  # networkx only to name the cycle (it costs a start-up half a second)
         import networkx as nx
 
-        q = nx.DiGraph(zip(du[cross].tolist(), dv[cross].tolist()))
+        q = nx.DiGraph(pairs)
         try:
             cyc = nx.find_cycle(q)
             out.append(Violation("acyclic", "quotient graph has a cycle through devices "
@@ -455,6 +456,26 @@ def _order_violations(p: Placement) -> list[Violation]:
         except nx.NetworkXNoCycle:
             pass
     return out
+
+
+def _has_cycle(pairs: set[tuple[int, int]]) -> bool:
+    """Whether the directed graph of ``pairs`` (the devices' quotient: a few nodes) has a cycle (Kahn's algorithm)."""
+    succ: dict[int, list[int]] = {}
+    indeg: dict[int, int] = {}
+    for a, b in pairs:
+        succ.setdefault(a, []).append(b)
+        indeg[b] = indeg.get(b, 0) + 1
+        indeg.setdefault(a, 0)
+    ready = [v for v, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        v = ready.pop()
+        seen += 1
+        for w in succ.get(v, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return seen < len(indeg)
 
 
 # ---------------------------------------------------------------------------- latency

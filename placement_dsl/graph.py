@@ -21,14 +21,16 @@ import math
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from .errors import SpecError
 from .limits import FIELD, MAX_TOTAL, Validated, amount, construct, total_ok
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DEFAULT_KIND = "*"
 
@@ -203,6 +205,8 @@ class Graph:
                     stack.append(v)
         if count < self.n:
             rest = [int(i) for i in np.flatnonzero(indeg > 0)]
+            import networkx as nx  # only to name a cycle: a valid graph's reading never loads it
+
             sub = nx.DiGraph((int(u), int(v)) for u, v in zip(self.src, self.dst) if indeg[u] > 0 and indeg[v] > 0)
             sub.add_nodes_from(rest)
             cycle = [self.names[u] for u, _ in nx.find_cycle(sub)]
@@ -285,6 +289,8 @@ class Graph:
 
     def to_networkx(self) -> nx.DiGraph:
         """A networkx view with op names as nodes and the :class:`Op` under key ``op``."""
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name)
         g.add_nodes_from((op.name, {"op": op}) for op in self.ops)
         g.add_edges_from((self.names[u], self.names[v]) for u, v in zip(self.src, self.dst))

@@ -51,7 +51,6 @@ import itertools
 from dataclasses import dataclass, field
 from enum import Enum
 
-import networkx as nx
 import numpy as np
 
 from .cluster import Cluster
@@ -136,6 +135,8 @@ def _units(p: Placement, model: CostModel) -> _Units:
     dur = np.array([durations[int(lab)] for lab in present], float)
     pairs = {(uid[a], uid[b]) for a, b in edges}
     pairs |= {(uid[2 * d], uid[2 * d + 1]) for d in _stash_pairs(p) if 2 * d in uid and 2 * d + 1 in uid}
+    import networkx as nx  # here, not at import: the command line's parser imports this module for its choices
+
     q = nx.DiGraph(list(pairs))
     q.add_nodes_from(range(len(present)))
     if not nx.is_directed_acyclic_graph(q):

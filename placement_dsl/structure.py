@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from .cluster import Cluster
@@ -107,6 +106,8 @@ def device_split(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
 
 def _reach_sums(n_groups: int, edges: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weights of ancestors/descendants (inclusive) of every node; cycles collapse to one node."""
+    import networkx as nx  # here, not at import: the DP's contraction imports this module and never needs it
+
     dag = nx.DiGraph()
     dag.add_nodes_from(range(n_groups))
     dag.add_edges_from(map(tuple, edges.tolist()))

@@ -33,7 +33,6 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numba
 import numpy as np
 
@@ -148,6 +147,10 @@ def _merge_sccs(uf: _UnionFind, label: np.ndarray, backward: np.ndarray, src: np
     ia, ib = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
     core = _cyclic_core(len(nodes), ia, ib)  # only these nodes can lie on a cycle
     keep = core[ia] & core[ib]
+    if not keep.any():  # no cycle (the usual case): nothing to merge
+        return 0
+    import networkx as nx  # loaded only where groups make a cycle
+
     g = nx.DiGraph(zip(a[keep].tolist(), b[keep].tolist()))
     merged = 0
     for comp in nx.strongly_connected_components(g):
@@ -261,6 +264,8 @@ def _topological_numbering(n_keys: int, src: np.ndarray, dst: np.ndarray) -> np.
     """Position of every supernode in a topological order (smallest index first)."""
     order = _smallest_first_order(n_keys, *_csr(n_keys, np.asarray(src, np.int64), np.asarray(dst, np.int64)))
     if len(order) != n_keys:
+        import networkx as nx
+
         raise nx.NetworkXUnfeasible("graph contains a cycle")
     pos = np.empty(n_keys, dtype=np.int64)
     pos[order] = np.arange(n_keys)

@@ -30,6 +30,7 @@ from .ideal_kernels import (
     _stage_io,
     _stage_load,
 )
+from .ideal_sweep import _class_takes, _stage_loads
 from .kernels import clock
 
 ONE = np.uint64(1)
@@ -177,6 +178,8 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
     comp = np.zeros(C)
+    base = np.zeros(C)
+    sync = np.zeros(C)
     live = np.zeros(S, np.bool_)
     need = np.zeros(SW, np.uint64)
     add = np.zeros(SW, np.uint64)
@@ -227,13 +230,10 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 J = stack[top]
                 any_alive = False
                 for c in range(C):
-                    comp[c] = work[c, I] - work[c, J]
-                    ok = unsup[c, I] == unsup[c, J] and counts[S - 1, c] > 0
-                    if ok and not soft:
-                        ok = mem[I] - mem[J] <= cap[c]
+                    ok, cc, lb = _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
+                                              mode, counts, out_lb[J])
+                    comp[c] = cc
                     if ok:
-                        lb = _least_load(mode, comp[c], out_lb[J] * scale[c], (param[I] - param[J]) * inv_bw[c],
-                                         max_rep[c])
                         sent = out_lb[J] * scale[c] if mode == NONE else 0.0
                         ok = lb <= T and _useful(I, J, lb, c, need, counts, strides, rem_work[J], remaining, T,
                                                  max_rep[c], work, mfw, prune_work, mem, cap[c], soft, rho[c], sent)
@@ -255,16 +255,14 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                         break
                 if not may:
                     continue
-                s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-                dm = mem[I] - mem[J]
+                _stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft,
+                             mode, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
                 improved = False
                 for c in range(C):
                     if not alive[c]:
                         continue
-                    base = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
-                    sync = (param[I] - param[J]) * inv_bw[c]
                     for k in range(1, max_rep[c] + 1):
-                        if _replicated(mode, base, sync, k) > T:
+                        if _replicated(mode, base[c], sync[c], k) > T:
                             continue
                         if _shifted(feas[J], k * strides[c], masks[c, k], need, add):
                             for w in range(SW):

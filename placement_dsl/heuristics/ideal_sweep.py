@@ -47,6 +47,31 @@ def _stage_load(mode, comp, s_in, s_out, dm, cap_c, soft, ovf_scale_c, scale_c):
 
 
 @njit(cache=True)
+def _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep, mode, counts, out_lb_j):
+    """Whether class ``c`` may hold the stage ``I \\ J`` (it runs every op, has devices and, with hard memory, the
+    memory), the stage's compute on ``c``, and a lower bound on its load (:func:`_least_load`: its compute and the
+    ``out_lb_j`` bytes it is known to send, without inputs and overflow)."""
+    comp = work[c, I] - work[c, J]
+    if unsup[c, I] != unsup[c, J] or counts[counts.shape[0] - 1, c] <= 0 or (not soft and mem[I] - mem[J] > cap[c]):
+        return False, comp, INF
+    return True, comp, _least_load(mode, comp, out_lb_j * scale[c], (param[I] - param[J]) * inv_bw[c], max_rep[c])
+
+
+@njit(cache=True)
+def _stage_loads(I, J, row_i, row_j, alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+                 tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync):
+    """The stage ``I \\ J``'s load on one device of each class ``c`` still ``alive`` (``base[c]``: compute
+    ``comp[c]``, transfers in and out, overflow) and its all-reduce time (``sync[c]``, for replicas): the one
+    stage-load step of :func:`sweep` and :func:`.ideal_feasible.feasible`."""
+    s_in, s_out = _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+    dm = mem[I] - mem[J]
+    for c in range(alive.shape[0]):
+        if alive[c]:
+            base[c] = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
+            sync[c] = (param[I] - param[J]) * inv_bw[c]
+
+
+@njit(cache=True)
 def _least_load(mode, comp, sent, sync, max_rep_c):
     """A lower bound on a stage's load over 1..``max_rep_c`` replicas: its compute and the transfer
     time ``sent`` it is known to send, without inputs and overflow."""
@@ -221,6 +246,8 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
     comp = np.zeros(C)
+    base = np.zeros(C)
+    sync = np.zeros(C)
     lbs = np.zeros(C)
     live = np.zeros(S, np.bool_)
     n = tmask.shape[1] * 64
@@ -253,12 +280,10 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             J = stack[top]
             any_alive = False
             for c in range(C):
-                comp[c] = work[c, I] - work[c, J]
-                ok = unsup[c, I] == unsup[c, J] and counts[S - 1, c] > 0
-                if ok and not soft:
-                    ok = mem[I] - mem[J] <= cap[c]
+                ok, cc, lb = _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
+                                          mode, counts, out_lb[J])
+                comp[c] = cc
                 if ok:
-                    lb = _least_load(mode, comp[c], out_lb[J] * scale[c], (param[I] - param[J]) * inv_bw[c], max_rep[c])
                     ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
                                                   max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft, rho[c])
                     lbs[c] = lb
@@ -270,16 +295,14 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             visited += 1
             if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
                 continue
-            s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-            dm = mem[I] - mem[J]
+            _stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+                         tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
             improved = False
             for c in range(C):
                 if not alive[c]:
                     continue
-                base = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
-                sync = (param[I] - param[J]) * inv_bw[c]
                 for k in range(1, max_rep[c] + 1):
-                    load = _replicated(mode, base, sync, k)
+                    load = _replicated(mode, base[c], sync[c], k)
                     if load > ub:
                         continue
                     step = k * strides[c]

@@ -579,14 +579,27 @@ def node_slicing(graph: Graph, cluster: Cluster, model: CostModel, image: np.nda
     (Tarnawski §5.1.2) when the devices are one class of identical devices, whatever their order. Value (``nan``
     past ``deadline``, ``inf`` when nothing fits), the slicer, the op order and the stage bounds; ``None`` where
     the slicing is not that DP (several device classes, ops the devices cannot run, a backward pass)."""
-    if len(cluster.homogeneous_groups()) != 1 or graph.backward.any() or not np.isfinite(cluster.times(graph)).all():
+    if len(cluster.homogeneous_groups()) != 1:
         return None
-    slicer = Slicer(graph, cluster, model)
+    return ordered_node_slicing(graph, cluster, model, image, node_order, None, deadline)
+
+
+def ordered_node_slicing(graph: Graph, cluster: Cluster, model: CostModel, image: np.ndarray,
+                         node_order: np.ndarray, devices: np.ndarray | None = None, deadline: float | None = None,
+                         cutoff: float = INF) -> tuple[float, Slicer, np.ndarray, np.ndarray] | None:
+    """:func:`node_slicing` onto ``devices`` in that order (default: the cluster's), of any classes: the best
+    slicing of the supernode order whose stages run on those devices one after another (empty stages leave a
+    device unused). Every such slicing is a split of DPL's prefixes, so its value bounds DPL's optimum from
+    above (with one class of identical devices it is that optimum); ``inf`` when none is ``<= cutoff``. ``None``
+    with a backward pass or an op some device cannot run."""
+    if graph.backward.any() or not np.isfinite(cluster.times(graph)).all():
+        return None
+    slicer = Slicer(graph, cluster, model, devices=devices)
     rank = np.empty(len(node_order), dtype=np.int64)
     rank[np.asarray(node_order, dtype=np.int64)] = np.arange(len(node_order))
     order = np.lexsort((graph.rank, rank[image])).astype(np.int64)
     nodes = image[order]
     cuts = np.ones(graph.n + 1, dtype=bool)
     cuts[1:-1] = nodes[1:] != nodes[:-1]
-    value, bounds = slicer.solve(order, boundaries=cuts, deadline=deadline)
+    value, bounds = slicer.solve(order, cutoff, boundaries=cuts, deadline=deadline)
     return value, slicer, order, bounds

@@ -44,7 +44,21 @@ def _dp(run: Run, seconds: float) -> Outcome:
     if res.exact_among == "contiguous" and run.dp is not None and dp_class_is_dag_order(run.problem):
         run.exact_among = "dag-ordered"
         return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
+    if R == 1 and not routed and res.bound is not None and chains_hold_dag_order(run.problem):
+        status = LevelStatus.OPTIMAL if res.exact_among == "contiguous" else LevelStatus.TIME_LIMIT
+        return res.bound, status, ("the DP over contiguous splits in any device order: every DAG-ordered placement "
+                                   "is one"), run.scope
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
+
+
+def chains_hold_dag_order(problem: Any) -> bool:
+    """Whether the DP's least max-load bounds the DAG-ordered placements of an inference graph on any devices
+    (hosts, several classes). Under ``DagOrder`` the ops on devices ``<= d`` form an ideal (a predecessor's device
+    is no later), so device ``d`` holds the difference of two nested ideals: every DAG-ordered placement is a chain
+    of ideals with its stages on the devices in index order, one of the splits the DP searches (it also tries every
+    order of the classes, so its optimum may lie below, and its own split need not be DAG-ordered). A training
+    graph's backward edges run the other way; the DP pairs its passes instead (App. B), so it is left out."""
+    return problem.has(DagOrder) and not problem.has(Contiguous) and not problem.graph.is_training
 
 
 def _polish(run: Run, split: Placement, seconds: float) -> None:

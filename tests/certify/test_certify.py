@@ -36,7 +36,8 @@ def test_stops_once_the_gap_is_met() -> None:
     by_level = {r.level: r for r in cert.levels}
     assert cert.proved_by == "one-or-cut" and cert.bound == pytest.approx(optimum)
     assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("dp", "superblock", "guess", "exact"))
-    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "dp", "stage-cut", "superblock", "guess", "exact"]
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "ordered-memory", "dp", "stage-cut",
+                                              "superblock", "guess", "exact"]
 
 
 def test_contiguous_dp_is_a_certificate_by_itself() -> None:
