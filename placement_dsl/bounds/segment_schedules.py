@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ..constraints import Congestion
+from ..graph import Graph
+from ..objectives import Makespan
+from ..problem import Problem
 from .makespan import _segment_path, allowed_times, comparable_cuts
 from .segments import segment_values
 
@@ -48,11 +52,6 @@ class Segment:
 
 def segments(problem: Any) -> tuple[float, list[Segment]]:
     """The cut ops' fastest times summed, and every segment between cuts (and before the first, after the last)."""
-    from ..constraints import Congestion
-    from ..graph import Graph
-    from ..objectives import Makespan
-    from ..problem import Problem
-
     g, c = problem.graph, problem.cluster
     fastest = allowed_times(problem).min(axis=1)
     reach, cuts = comparable_cuts(g)

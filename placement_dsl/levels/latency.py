@@ -18,6 +18,7 @@ from ..bounds.makespan import energy_makespan, route_path_makespan
 from ..bounds.memory_path import segment_bound
 from ..bounds.segments import transfer_segment_bound
 from ..certificate import LevelStatus, model_bound, solve_level
+from ..cpsat_segments import schedule_segment_bound
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
 from ..formulations import get
@@ -229,8 +230,6 @@ def segment_schedules(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; each segment between two of them is a small
     schedule of its own, priced by CP-SAT's proven bound
     (:func:`~placement_dsl.cpsat_segments.schedule_segment_bound`): every placement's makespan."""
-    from ..cpsat_segments import schedule_segment_bound
-
     bound, note, complete = schedule_segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 

@@ -1,15 +1,15 @@
 """The hosts' share of a DAG-ordered placement when the accelerators' memory binds: the accelerators before (or
-after) every host hold an ideal within their summed memory (:mod:`placement_dsl.bounds.ordered_memory`); the
+after) every host hold an ideal within their summed memory (:mod:`placement_dsl.heuristics.ordered_memory`); the
 problem's DAG-ordered placements, its ideals enumerated where they are few."""
 from __future__ import annotations
 
-from ..bounds.ordered_memory import host_side, ordered_memory_bound
 from ..certificate import LevelStatus
 from ..constraints import DagOrder
 from ..deadline import BudgetSpent
 from ..errors import SpecError
 from ..evaluate import MemoryMode, Objective
 from ..heuristics.base import TimeLimitReached
+from ..heuristics.ordered_memory import host_side, ordered_memory_bound
 from ..problem import Problem
 from .base import Family, Outcome, Run, level
 

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from placement_dsl.bounds.ordered_memory import host_side, ordered_memory_bound
 from placement_dsl.certify import certify
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import DagOrder, Memory
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics.ordered_memory import host_side, ordered_memory_bound
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.problem import Problem
 from placement_dsl.testing import brute_force

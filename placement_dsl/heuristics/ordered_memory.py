@@ -12,8 +12,8 @@ times ``t_U`` (a host pays no transfers), so with ``|U|`` hosts::
 
 The ideals are enumerated (:func:`~placement_dsl.heuristics.ideal_lattice.ideal_lattice`), so the bound is taken
 only where they are few: on the chained CNNs of 20,000 ops (about 21,000 ideals) it is within 0.2 % of the best
-placement, where the fractional knapsack over all placements (:mod:`.capacity`) stops at half of it, the
-accelerators then holding the ops of best work per byte wherever they lie. Memory counts each op's parameters and
+placement, where the fractional knapsack over all placements (:mod:`placement_dsl.bounds.capacity`) stops at half
+of it, the accelerators then holding the ops of best work per byte wherever they lie. Memory counts each op's parameters and
 activations, as the cost model's hard memory does.
 """
 from __future__ import annotations
@@ -22,6 +22,9 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..graph import Graph
+from .contract import contract
+from .ideal_enumeration import ideal_sums
+from .ideal_lattice import ideal_lattice
 
 SAFETY = 1e-9  # relative shave: the sums run in another order than the cost model's
 MAX_IDEALS = 500_000
@@ -48,10 +51,6 @@ def ordered_memory_bound(graph: Graph, cluster: Cluster, deadline: float | None 
     hosts, a backward pass, a graph the contraction would change). Raises what
     :func:`~placement_dsl.heuristics.ideal_lattice.ideal_lattice` raises: ``SpecError`` beyond ``max_ideals``,
     ``TimeLimitReached`` past ``deadline`` (``time.monotonic()``)."""
-    from ..heuristics.contract import contract
-    from ..heuristics.ideal_enumeration import ideal_sums
-    from ..heuristics.ideal_lattice import ideal_lattice
-
     side = host_side(cluster)
     host = np.asarray(cluster.host, dtype=bool)
     caps = np.asarray(cluster.memory, dtype=float)[~host]
