@@ -6,6 +6,7 @@ Every optimum is checked against brute force over all placements scored by the c
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -23,7 +24,7 @@ from placement_dsl.compile import compile
 from placement_dsl.conformance import check_documented
 from placement_dsl.constraints import Contiguous, Memory, Pin, Subgraphs, subgraph_counts
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import CostModel, Objective
+from placement_dsl.evaluate import CostModel, Objective, evaluate
 from placement_dsl.formulations import choose, get
 from placement_dsl.formulations.latency import LatencyHint, hinted, subgraphs_per_accelerator
 from placement_dsl.graph import Graph, Op
@@ -83,14 +84,44 @@ def problem(instance: str, limit: str) -> Problem:
 
 
 @functools.cache
+def _scored(instance: str) -> tuple:
+    """Every placement of ``instance`` with its latency and the cost-model checks it fails, evaluated once: the
+    limits only add checks (the cost is the same), so each limit's brute force is a filter of this one pass
+    (the fork's 3,125 latency evaluations took half a minute per limit)."""
+    p = problem(instance, "all")
+    model = p.cost_model()
+    return tuple((pl, ev.objective, frozenset(v.check for v in ev.violations))
+                 for pl in placements(p) for ev in [evaluate(pl, model)])
+
+
+def _valid_scored(instance: str, limit: str):
+    """``(placement, latency)`` of every placement valid under ``limit`` (what ``Problem.is_valid`` accepts)."""
+    p, base = problem(instance, limit), problem(instance, "all")
+    model, base_model = p.cost_model(), base.cost_model()
+    assert dataclasses.replace(model, require=frozenset()) == dataclasses.replace(base_model, require=frozenset())
+    for pl, objective, failed in _scored(instance):
+        if not failed & model.require and not any(t.check(pl) for t in p.constraints):
+            yield pl, objective
+
+
+@functools.cache
 def optimum(instance: str, limit: str) -> float:
-    return brute_force(problem(instance, limit))[0]
+    return min(objective for _, objective in _valid_scored(instance, limit))
 
 
 @functools.cache
 def valid_placements(instance: str, limit: str) -> tuple:
+    return tuple(pl for pl, _ in _valid_scored(instance, limit))
+
+
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+@pytest.mark.parametrize("instance", ["chain_cpu", "detour", "diamond"])
+def test_the_one_pass_reference_is_brute_force(instance, limit):
+    """The optimum and the valid placements every test here compares with are brute force's and ``is_valid``'s."""
     p = problem(instance, limit)
-    return tuple(pl for pl in placements(p) if p.is_valid(pl))
+    assert optimum(instance, limit) == brute_force(p)[0]
+    valid = [pl.assign.tolist() for pl in placements(p) if p.is_valid(pl)]
+    assert [pl.assign.tolist() for pl in valid_placements(instance, limit)] == valid
 
 
 # ---------------------------------------------------------------------------- terms
@@ -412,11 +443,9 @@ SAMPLE = 24  # placements per case checked by the fast test; the slow one checks
 
 def _check_warm_starts(instance: str, limit: str, sample: int | None) -> None:
     p = problem(instance, limit)
-    if sample is None:
-        chosen = list(valid_placements(instance, limit))
-    else:  # every k-th placement, then the valid ones: checking all 3,125 of the fork's for validity took a minute
-        every = list(placements(p))
-        chosen = [pl for pl in every[::max(1, len(every) // (2 * sample))] if p.is_valid(pl)]
+    chosen = list(valid_placements(instance, limit))
+    if sample is not None:  # every k-th valid placement
+        chosen = chosen[::max(1, len(chosen) // sample)]
     horizon = max(p.evaluate(pl).objective for pl in chosen)  # at least each chosen placement's latency
     by_order: dict[tuple[str, ...], list] = {}
     for placement in chosen:
