@@ -443,9 +443,11 @@ SAMPLE = 24  # placements per case checked by the fast test; the slow one checks
 
 def _check_warm_starts(instance: str, limit: str, sample: int | None) -> None:
     p = problem(instance, limit)
-    chosen = list(valid_placements(instance, limit))
-    if sample is not None:  # every k-th valid placement
-        chosen = chosen[::max(1, len(chosen) // sample)]
+    if sample is None:
+        chosen = list(valid_placements(instance, limit))
+    else:  # every k-th placement, then the valid ones: checking all 3,125 of the fork's for validity took a minute
+        every = list(placements(p))
+        chosen = [pl for pl in every[::max(1, len(every) // (2 * sample))] if p.is_valid(pl)]
     horizon = max(p.evaluate(pl).objective for pl in chosen)  # at least each chosen placement's latency
     by_order: dict[tuple[str, ...], list] = {}
     for placement in chosen:
