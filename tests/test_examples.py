@@ -79,12 +79,16 @@ def test_tutorial_python_output_matches(tmp_path, monkeypatch, capsys):
         assert got.strip() == expected.strip()
 
 
-def test_tutorial_commands_run(tmp_path):
+def test_tutorial_commands_run(tmp_path, monkeypatch, capsys):
+    """Each command through the CLI's entry point in this process (the console script's start-up and exit codes
+    as a process are tests/cli/test_startup.py's and tests/cli/test_cli.py's): a fresh interpreter per command
+    paid the package's imports seven times."""
+    from placement_dsl.cli import main
+
+    monkeypatch.chdir(tmp_path)
     commands = [line for block in blocks("tutorial.md", "bash") for line in block.splitlines()
                 if line.startswith("placement-dsl ")]
     assert len(commands) >= 5
     for line in commands:
-        argv = shlex.split(line)[1:]
-        done = subprocess.run([sys.executable, "-m", "placement_dsl.cli", *argv], cwd=tmp_path, env=_env(),
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, f"{line}\n{done.stderr[-2000:]}"
+        code = main(shlex.split(line)[1:])
+        assert code == 0, f"{line}\n{capsys.readouterr().err[-2000:]}"

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster, Device
@@ -65,6 +65,14 @@ def _contiguous(mask: int, desc: list[int], anc: list[int]) -> bool:
     return not any(not mask >> v & 1 and desc[v] & mask and anc[v] & mask for v in range(len(desc)))
 
 
+def _compute_bound(graph: Graph, cluster: Cluster, assign: np.ndarray) -> float:
+    """The busiest device's compute time under ``assign``: every objective here is a device's load, which includes
+    its compute, so a split whose bound is already no better than the best so far need not be evaluated (the
+    brute forces below then evaluate a few percent of the splits; test_compute_bound_is_below_every_objective)."""
+    times = cluster.times(graph)[np.arange(graph.n), assign]
+    return float(np.bincount(assign, weights=times, minlength=cluster.size).max())
+
+
 def brute_force(con: Contraction, cluster: Cluster, model: CostModel) -> float:
     """Best valid split whose devices hold contiguous supernode sets of ``con``'s DAG."""
     desc, anc = _closure(con.n_nodes, con.src.tolist(), con.dst.tolist())
@@ -75,7 +83,10 @@ def brute_force(con: Contraction, cluster: Cluster, model: CostModel) -> float:
             masks[d] |= 1 << x
         if not all(_contiguous(m, desc, anc) for m in masks if m):
             continue
-        ev = evaluate(Placement(con.graph, cluster, con.lift(np.array(assign))), model)
+        ops = con.lift(np.array(assign))
+        if _compute_bound(con.graph, cluster, ops) >= best:
+            continue
+        ev = evaluate(Placement(con.graph, cluster, ops), model)
         if ev.valid:
             best = min(best, ev.objective)
     return best
@@ -99,7 +110,10 @@ def brute_force_groups(graph: Graph, cluster: Cluster, model: CostModel) -> floa
             masks[d] |= 1 << x
         if not all(_contiguous(m, desc, anc) for m in masks if m):
             continue
-        ev = evaluate(Placement(graph, cluster, np.array(assign)[gid]), model)
+        ops = np.array(assign)[gid]
+        if _compute_bound(graph, cluster, ops) >= best:
+            continue
+        ev = evaluate(Placement(graph, cluster, ops), model)
         if ev.valid:
             best = min(best, ev.objective)
     return best
@@ -170,6 +184,22 @@ def _value(result) -> float:
 
 
 # ---------------------------------------------------------------------------- brute-force equality
+@settings(max_examples=30)
+@given(graph=st.one_of(inference_graphs(), training_graphs()), cluster=clusters(), model=st.sampled_from(MODELS),
+       seed=st.integers(0, 2**32 - 1))
+def test_compute_bound_is_below_every_objective(graph, cluster, model, seed):
+    """The brute forces' pruning is sound: no valid placement's objective is below its busiest compute time."""
+    rng, gid = np.random.default_rng(seed), np.unique(graph.group_id, return_inverse=True)[1]
+    checked = 0
+    for _ in range(20):
+        assign = rng.integers(0, cluster.size, gid.max() + 1)[gid]  # colocated ops together
+        ev = evaluate(Placement(graph, cluster, assign), model)
+        if ev.valid:
+            checked += 1
+            assert _compute_bound(graph, cluster, assign) <= ev.objective * (1 + 1e-12) + 1e-12
+    event(f"valid placements checked: {min(checked, 5)}")
+
+
 @given(graph=inference_graphs(groups=False), cluster=clusters(), model=st.sampled_from(MODELS))
 def test_dp_equals_brute_force_on_contiguous_splits(graph, cluster, model):
     result = _dp(graph, cluster, model)
