@@ -132,6 +132,7 @@ TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's build, hand-over and read-back run past
 # the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
+MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
 
 
 # ---------------------------------------------------------------------------- the runner
@@ -309,7 +310,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share
         share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
         if not level.closed_form:
-            share = min(share, max(left - MODEL_MARGIN, 0.0))
+            share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
         t = time.perf_counter()
         try:
             bound, status, note, scope = level.run(run, share)

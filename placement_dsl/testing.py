@@ -366,6 +366,17 @@ def dag_order_binds() -> tuple[Problem, float]:
     return Problem(crossing_graph(), Stages(2), Bottleneck(), [Contiguous(), DagOrder()]), 6.5
 
 
+def memory_leaves_the_cpu() -> tuple[Problem, float]:
+    """A 6-op chain (3 bytes each; 1 s on an accelerator, ``i + 1`` s on the CPU) on two accelerators of 6 bytes and
+    a CPU last, DAG-ordered under hard memory: 11. The accelerators hold at most the first four ops; the CPU runs
+    ``v4, v5`` (5 + 6 s) in every placement."""
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": float(i + 1)}, activation_bytes=3.0) for i in range(6)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    acc = [Device(name=f"acc{i}", kind="accelerator", memory=6.0, bandwidth=4.0) for i in range(2)]
+    cluster = Cluster([*acc, Device(name="cpu0", kind="cpu", bandwidth=4.0, host=True)])
+    return Problem(g, cluster, Bottleneck(), [Memory(), DagOrder()]), 11.0
+
+
 def colocation_binds() -> tuple[Problem, float]:
     """Chain of work 2 (unit tensors) on 2 accelerators with ``op0``, ``op3`` colocated by equalities: 6 (5 without).
 

@@ -30,7 +30,7 @@ from .ideal_kernels import (
     _stage_io,
     _stage_load,
 )
-from .ideal_sweep import _class_takes, _stage_loads
+from .ideal_sweep import class_takes, stage_loads
 from .kernels import clock
 
 ONE = np.uint64(1)
@@ -230,7 +230,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 J = stack[top]
                 any_alive = False
                 for c in range(C):
-                    ok, cc, lb = _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
+                    ok, cc, lb = class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
                                               mode, counts, out_lb[J])
                     comp[c] = cc
                     if ok:
@@ -255,7 +255,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                         break
                 if not may:
                     continue
-                _stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft,
+                stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft,
                              mode, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
                 improved = False
                 for c in range(C):

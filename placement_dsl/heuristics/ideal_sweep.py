@@ -47,7 +47,7 @@ def _stage_load(mode, comp, s_in, s_out, dm, cap_c, soft, ovf_scale_c, scale_c):
 
 
 @njit(cache=True)
-def _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep, mode, counts, out_lb_j):
+def class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep, mode, counts, out_lb_j):
     """Whether class ``c`` may hold the stage ``I \\ J`` (it runs every op, has devices and, with hard memory, the
     memory), the stage's compute on ``c``, and a lower bound on its load (:func:`_least_load`: its compute and the
     ``out_lb_j`` bytes it is known to send, without inputs and overflow)."""
@@ -58,7 +58,7 @@ def _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max
 
 
 @njit(cache=True)
-def _stage_loads(I, J, row_i, row_j, alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+def stage_loads(I, J, row_i, row_j, alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
                  tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync):
     """The stage ``I \\ J``'s load on one device of each class ``c`` still ``alive`` (``base[c]``: compute
     ``comp[c]``, transfers in and out, overflow) and its all-reduce time (``sync[c]``, for replicas): the one
@@ -280,7 +280,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             J = stack[top]
             any_alive = False
             for c in range(C):
-                ok, cc, lb = _class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
+                ok, cc, lb = class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
                                           mode, counts, out_lb[J])
                 comp[c] = cc
                 if ok:
@@ -295,7 +295,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             visited += 1
             if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
                 continue
-            _stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+            stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
                          tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
             improved = False
             for c in range(C):

@@ -36,3 +36,21 @@ def test_the_last_mip_level_leaves_the_margin(monkeypatch):
     assert seconds >= left - MODEL_MARGIN - 0.5  # the rest of the budget, less the margin
     closed, left = given["simple"]
     assert closed == pytest.approx(left / 2, abs=0.5)
+
+
+def test_a_short_budget_keeps_a_share_of_it_not_the_whole_margin(monkeypatch):
+    # the sweep's 2 s certify of a tiny graph skipped its superblock level: 2 s less a 4 s margin left it nothing
+    from placement_dsl.certify import MARGIN_SHARE
+
+    given = {}
+
+    def run(r, seconds):
+        given["exact"] = (seconds, r.clock.left())
+        return None, LevelStatus.NO_BOUND, "", r.scope
+
+    monkeypatch.setitem(LEVELS, "exact", dataclasses.replace(LEVELS["exact"], run=run))
+    monkeypatch.setattr(certify_module, "_upper", lambda *a, **k: None)
+    g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=2)], [("a", "b")])
+    certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=2, levels=("exact",), stop_at_gap=False)
+    seconds, left = given["exact"]
+    assert left - MARGIN_SHARE * left - 0.3 <= seconds <= left - MARGIN_SHARE * left + 0.05 and seconds > 1.0

@@ -112,14 +112,17 @@ def test_within_restricts_to_the_class():
 
 
 # ---------------------------------------------------------------------------- levels
-LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork")
-"""One to three tiny instances per family: MTPP (chain, diamond, one where DAG order binds), throughput contiguous and not, latency, makespan."""
+LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork",
+                   "memory_leaves_the_cpu")
+"""One to three tiny instances per family: MTPP (chain, diamond, one where DAG order binds, one where the accelerators'
+memory leaves ops to a CPU), throughput contiguous and not, latency, makespan."""
+LEVEL_PROBLEMS = {**testing.INSTANCES, "memory_leaves_the_cpu": testing.memory_leaves_the_cpu}
 
 SLOW_LEVELS: dict[str, str] = {}
 """Levels left out, with the reason (none: every level runs within its budget on these instances)."""
 
 LEVEL_CASES = [(name, inst) for name in levels.load() for inst in LEVEL_INSTANCES
-               if levels.LEVELS[name].accepts(testing.INSTANCES[inst]()[0]) is None]
+               if levels.LEVELS[name].accepts(LEVEL_PROBLEMS[inst]()[0]) is None]
 
 
 def test_every_level_is_checked_somewhere():
@@ -132,7 +135,7 @@ def test_every_level_is_checked_somewhere():
 def test_every_level_bounds_the_optimum(name, instance):
     if name in SLOW_LEVELS:
         pytest.skip(SLOW_LEVELS[name])
-    problem, optimum = testing.INSTANCES[instance]()
+    problem, optimum = LEVEL_PROBLEMS[instance]()
     assert not check_level(name, problem, optimum, budget=3.0)
 
 

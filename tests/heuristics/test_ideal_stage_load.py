@@ -1,4 +1,4 @@
-"""The DP's one stage-load step (``ideal_sweep._class_takes`` and ``_stage_loads``, shared by the float64 sweep and
+"""The DP's one stage-load step (``ideal_sweep.class_takes`` and ``stage_loads``, shared by the float64 sweep and
 the feasibility run) against the cost model: a stage ``I \\ J`` with ``J`` on one device and the rest of the graph
 on another scores what :func:`placement_dsl.evaluate.evaluate` says of the stage's device."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from placement_dsl.cluster import Cluster, Device
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics.ideal_solve import Sweeps
-from placement_dsl.heuristics.ideal_sweep import _class_takes, _stage_loads
+from placement_dsl.heuristics.ideal_sweep import class_takes, stage_loads
 from placement_dsl.heuristics.ideals import ideal_lattice, setup
 from placement_dsl.placement import Placement
 
@@ -42,10 +42,10 @@ def test_a_stage_scores_what_the_cost_model_says_of_its_device(overlap):
     for J in range(top):
         alive, comp = np.zeros(C, np.bool_), np.zeros(C)
         for c in range(C):
-            alive[c], comp[c], _ = _class_takes(top, J, c, i_work, sw.unsup, i_mem, i_param, cap, scale, inv_bw,
+            alive[c], comp[c], _ = class_takes(top, J, c, i_work, sw.unsup, i_mem, i_param, cap, scale, inv_bw,
                                                 soft, sw.reps, sw.mode, sw.counts, 0.0)
         base, sync = np.full(C, np.nan), np.full(C, np.nan)
-        _stage_loads(top, J, lat.ideals[top], lat.ideals[J], alive, comp, i_mem, i_param, cap, scale, inv_bw,
+        stage_loads(top, J, lat.ideals[top], lat.ideals[J], alive, comp, i_mem, i_param, cap, scale, inv_bw,
                      ovf_scale, soft, sw.mode, *sw.io, base, sync)
         below = su.con.lift(np.isin(np.arange(su.con.n_nodes), lat.nodes(J)).astype(np.int64)).astype(bool)
         for c, cls in enumerate(su.classes):
