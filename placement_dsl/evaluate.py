@@ -50,6 +50,7 @@ from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan, transfer_tasks
 from .stage_schedules import stage_memory, stage_times
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
+from .validity import Violation, contiguity_violations, order_violations
 
 REL_TOL = 1e-9
 
@@ -140,23 +141,6 @@ class CostModel:
         if objective in (Objective.LATENCY, Objective.MAKESPAN):  # one single-sample model: a schedule to check
             require = require | {"schedule"}
         return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One reason a placement is invalid: the check it fails and what fails.
-
-    ``essential``: the objective itself has no value without it (no invocation order, no GPipe
-    fill-and-drain schedule), so it counts against validity whatever checks are required.
-    """
-
-    check: str
-    message: str
-    essential: bool = False
-
-    def counts(self, require: frozenset[str]) -> bool:
-        """Whether this violation makes a placement invalid under the checks ``require``."""
-        return self.essential or self.check in require
 
 
 @dataclass(frozen=True)
@@ -392,90 +376,9 @@ def _violations(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...]) ->
         if devs.size > 1:
             out.append(Violation("colocation", f"group {g.ops[grp[0]].group!r} is split over devices "
                                                f"{[c.names[d] for d in devs]}"))
-    out.extend(_contiguity_violations(p))
-    out.extend(_order_violations(p))
+    out.extend(contiguity_violations(p))
+    out.extend(order_violations(p))
     return out
-
-
-def contiguity_witness(p: Placement) -> list[tuple[int, int]]:
-    """Pairs ``(label, op)`` proving non-contiguity (Tarnawski Def. 3.1).
-
-    A label is ``2 * device + backward``: forward and backward parts are checked separately.
-    Op ``b`` of that label is reached from the same label's ops through an op outside it.
-    """
-    g = p.graph
-    label = (2 * p.assign + g.backward.astype(np.int64)).tolist()  # Python ints: bitmasks grow past 64 bits
-    preds = [g.predecessors(v).tolist() for v in range(g.n)]
-    reach = [0] * g.n  # bitmask of labels from which a node is strictly reachable
-    bad: list[tuple[int, int]] = []
-    for v in g.topo.tolist():
-        r = 0
-        lv = label[v]
-        for u in preds[v]:
-            ru = reach[u]
-            if (ru >> lv) & 1 and label[u] != lv:
-                bad.append((lv, v))
-            r |= ru | (1 << label[u])
-        reach[v] = r
-    return bad
-
-
-def _contiguity_violations(p: Placement) -> list[Violation]:
-    seen: set[int] = set()
-    out = []
-    for lab, v in contiguity_witness(p):
-        if lab in seen:
-            continue
-        seen.add(lab)
-        part = "backward" if lab % 2 else "forward"
-        out.append(Violation("contiguous", f"device {p.cluster.names[lab // 2]!r}: {part} ops are not contiguous "
-                                           f"(op {p.graph.names[v]!r} is reached from the device through another device)"))
-    return out
-
-
-def _order_violations(p: Placement) -> list[Violation]:
-    g, c = p.graph, p.cluster
-    du, dv = p.assign[g.src], p.assign[g.dst]
-    out = []
-    back = np.flatnonzero(du > dv)
-    if back.size:
-        e = back[0]
-        out.append(Violation("dag_order", f"edge {g.names[g.src[e]]!r} -> {g.names[g.dst[e]]!r} goes from device "
-                                          f"{c.names[du[e]]!r} back to earlier device {c.names[dv[e]]!r} "
-                                          f"({back.size} such edges)"))
-    cross = du != dv
-    pairs = set(zip(du[cross].tolist(), dv[cross].tolist()))
-    if pairs and _has_cycle(pairs):  # networkx only to name the cycle (it costs a start-up half a second)
-        import networkx as nx
-
-        q = nx.DiGraph(pairs)
-        try:
-            cyc = nx.find_cycle(q)
-            out.append(Violation("acyclic", "quotient graph has a cycle through devices "
-                                            f"{[c.names[a] for a, _ in cyc]}"))
-        except nx.NetworkXNoCycle:
-            pass
-    return out
-
-
-def _has_cycle(pairs: set[tuple[int, int]]) -> bool:
-    """Whether the directed graph of ``pairs`` (the devices' quotient: a few nodes) has a cycle (Kahn's algorithm)."""
-    succ: dict[int, list[int]] = {}
-    indeg: dict[int, int] = {}
-    for a, b in pairs:
-        succ.setdefault(a, []).append(b)
-        indeg[b] = indeg.get(b, 0) + 1
-        indeg.setdefault(a, 0)
-    ready = [v for v, d in indeg.items() if d == 0]
-    seen = 0
-    while ready:
-        v = ready.pop()
-        seen += 1
-        for w in succ.get(v, ()):
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    return seen < len(indeg)
 
 
 # ---------------------------------------------------------------------------- latency

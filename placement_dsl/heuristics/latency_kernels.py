@@ -155,7 +155,7 @@ def _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx):
 @numba.njit(cache=True)
 def contiguous(dev, backward, topo, pred_ptr, pred_idx, labels):
     """Whether every device's forward ops, and separately its backward ops, form a contiguous set (Tarnawski
-    Def. 3.1, as :func:`placement_dsl.evaluate.contiguity_witness` checks it): no op is reached from ops of its
+    Def. 3.1, as :func:`placement_dsl.validity.contiguity_witness` checks it): no op is reached from ops of its
     own label (``2 * device + backward``, ``labels`` of them) through an op of another label."""
     n = dev.size
     reach = np.zeros((n, labels), dtype=np.bool_)  # reach[v, l]: an op of label l is on a path ending in v

@@ -1,7 +1,6 @@
 """The cost model: hand-computed cases, brute-force recounts, properties, the papers' numbers."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -9,9 +8,10 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import CostModel, MemoryMode, Objective, Overlap, contiguity_witness, evaluate
+from placement_dsl.evaluate import CostModel, MemoryMode, Objective, Overlap, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
+from placement_dsl.validity import contiguity_witness
 
 
 def chain3() -> Graph:

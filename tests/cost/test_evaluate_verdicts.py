@@ -12,10 +12,11 @@ import pytest
 
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import REL_TOL, CostModel, Overlap, contiguity_witness, evaluate
+from placement_dsl.evaluate import REL_TOL, CostModel, Overlap, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
 from placement_dsl.training import TrainingMemorySpec
+from placement_dsl.validity import contiguity_witness
 
 
 def _checks(ev) -> list[str]:

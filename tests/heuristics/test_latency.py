@@ -19,13 +19,14 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import CostModel, contiguity_witness, evaluate
+from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.latency import setup
 from placement_dsl.heuristics.latency_kernels import latency as kernel_latency
 from placement_dsl.invocation import invocations
 from placement_dsl.placement import Placement
+from placement_dsl.validity import contiguity_witness
 
 LATENCY = "latency-inputs"
 INPUTS = {
