@@ -64,5 +64,5 @@ def test_a_dp_run_on_a_small_graph_loads_neither_networkx_nor_the_slicer(tmp_pat
               [("v0", "v1"), ("v0", "v2"), ("v1", "v3"), ("v2", "v3"), ("v3", "v4"), ("v4", "v5")])
     save_workload(Workload(g, Cluster.accelerators(2, cpus=1)), path)
     shown = _dp_run(path, "sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'scipy', 'pyomo'}), "
-                          "len(sys.modules['placement_dsl.heuristics.slicegraph']._slice_dp.signatures)")
+                          "len(sys.modules['placement_dsl.heuristics.slice_kernels'].slice_dp.signatures)")
     assert shown == "[] 0"  # the slicing DP's kernel never loaded

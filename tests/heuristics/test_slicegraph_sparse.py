@@ -8,6 +8,7 @@ import pytest
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import slice_kernels
 from placement_dsl.heuristics import slicegraph as sg
 
 THROUGHPUT = CostModel.named("throughput")
@@ -40,7 +41,7 @@ def test_the_sparse_visit_finds_the_streamed_bands_optimum(monkeypatch, seed):
         g, k = _random_graph(rng), int(rng.integers(1, 5))
         found = []
         for sparse in (10**9, 0):  # never sparse, always sparse
-            monkeypatch.setattr(sg, "SPARSE", sparse)
+            monkeypatch.setattr(slice_kernels, "SPARSE", sparse)
             r = sg.slicegraph(g, Cluster.stages(k), model=THROUGHPUT)
             found.append((r.objective, r.info["dp_value"]))
         assert found[1] == pytest.approx(found[0], rel=1e-9)
@@ -53,6 +54,6 @@ def test_the_dp_reads_the_clock_by_segments_visited_not_only_by_positions(monkey
     g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=0.0) for i in range(600)],
               [(f"v{i}", f"v{i + 1}") for i in range(599)])
     slicer = sg.Slicer(g, Cluster.stages(4), THROUGHPUT)
-    monkeypatch.setattr(sg, "CLOCK_STEPS", 1)
+    monkeypatch.setattr(slice_kernels, "CLOCK_STEPS", 1)
     value, _ = slicer.solve(g.topo, deadline=time.monotonic() - 1.0)
     assert np.isnan(value)
