@@ -9,7 +9,7 @@ import numpy as np
 
 from .placement import Placement
 
-__all__ = ["Violation", "contiguity_violations", "contiguity_witness", "order_violations"]
+__all__ = ["Violation", "contiguity_violations", "contiguity_witness", "order_violations", "quotient_cycle"]
 
 
 @dataclass(frozen=True)
@@ -80,34 +80,33 @@ def order_violations(p: Placement) -> list[Violation]:
                                           f"({back.size} such edges)"))
     cross = du != dv
     pairs = set(zip(du[cross].tolist(), dv[cross].tolist()))
-    if pairs and _has_cycle(pairs):  # networkx only to name the cycle (it costs a start-up half a second)
-        import networkx as nx
-
-        q = nx.DiGraph(pairs)
-        try:
-            cyc = nx.find_cycle(q)
-            out.append(Violation("acyclic", "quotient graph has a cycle through devices "
-                                            f"{[c.names[a] for a, _ in cyc]}"))
-        except nx.NetworkXNoCycle:
-            pass
+    cycle = quotient_cycle(pairs)
+    if cycle:
+        out.append(Violation("acyclic", f"quotient graph has a cycle through devices {[c.names[d] for d in cycle]}"))
     return out
 
 
-def _has_cycle(pairs: set[tuple[int, int]]) -> bool:
-    """Whether the directed graph of ``pairs`` (the devices' quotient: a few nodes) has a cycle (Kahn's algorithm)."""
+def quotient_cycle(pairs: set[tuple[int, int]]) -> list[int]:
+    """A cycle of the directed graph of ``pairs`` (the devices' quotient: a few nodes) as its nodes in order, from the
+    least node that reaches one (depth-first, successors in order); ``[]`` when it has none."""
     succ: dict[int, list[int]] = {}
-    indeg: dict[int, int] = {}
-    for a, b in pairs:
+    for a, b in sorted(pairs):
         succ.setdefault(a, []).append(b)
-        indeg[b] = indeg.get(b, 0) + 1
-        indeg.setdefault(a, 0)
-    ready = [v for v, d in indeg.items() if d == 0]
-    seen = 0
-    while ready:
-        v = ready.pop()
-        seen += 1
-        for w in succ.get(v, ()):
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    return seen < len(indeg)
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for root in sorted(succ):
+        if root in state:
+            continue
+        path, stack = [root], [iter(succ[root])]
+        state[root] = 1
+        while stack:
+            w = next(stack[-1], None)
+            if w is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(w) == 1:
+                return path[path.index(w):]
+            elif w not in state:
+                state[w] = 1
+                path.append(w)
+                stack.append(iter(succ.get(w, ())))
+    return []
