@@ -400,9 +400,13 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
     c = ctx.comm[:, acc].min(axis=1)
     gmem = np.bincount(g.group_id, weights=ctx.mem, minlength=ctx.n)
+    grouped = bool((np.asarray(g.group_id) != np.arange(ctx.n)).any())  # else each op is its own group (its index)
     reach = descendants(ctx) if contiguous else None
     glued = [k > 0 and ctx.unit[p[k]] == ctx.unit[p[k - 1]] for k in range(m)] + [False]
-    pos = {v: k for k, v in enumerate(p)}
+    on_path, on_acc = np.zeros(ctx.n, dtype=bool), np.isfinite(t_acc)
+    on_path[list(p)] = True
+    at = np.full(ctx.n, -1, dtype=np.int64)  # each op's position on the path, -1 off it
+    at[list(p)] = np.arange(m)
     arcs: dict[tuple[int, int], float] = {}
     for i in range(m):
         if deadline is not None:
@@ -413,19 +417,20 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             run = np.zeros(ctx.n, dtype=bool)
             run[list(p[i:j])] = True
             body = run | (reach[p[i]] & reach[:, p[j - 1]]) if reach is not None else run.copy()
-            device = body | np.isin(g.group_id, g.group_id[body])  # colocated: on the run's device
+            device = body | np.isin(g.group_id, g.group_id[body]) if grouped else body  # colocated: on its device
             if contiguous:  # one slot per accelerator: the groups share the run's slot too
                 body = device
-            groups = np.unique(g.group_id[device])
+            groups = np.unique(g.group_id[device]) if grouped else device
             work, held = float(t_acc[body if contiguous else run].sum()), float(gmem[groups].sum())
             if held > fits or not np.isfinite(work):
                 break
-            if glued[j] or (contiguous and any(k < i or k >= j for k in map(pos.get, np.flatnonzero(body)) if k is not None)):
+            if glued[j] or (contiguous and bool(((at[body] >= 0) & ((at[body] < i) | (at[body] >= j))).any())):
                 continue
             ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
             prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < m else -1)
-            arcs[i, j] = work + ends + _side_price(ctx, set(np.flatnonzero(body).tolist()), pos, prev, last, c,
-                                                   np.isfinite(t_acc), fits - held)
+            after = p[j] if j < m else -1
+            arcs[i, j] = work + ends + _side_price(ctx, body, on_path, prev, last, c, on_acc, fits - held,
+                                                   outside(reach, prev, after))
     return arcs
 
 
@@ -456,27 +461,70 @@ def _size_arcs(ctx: Context, p: tuple[int, ...], fits: float, contiguous: bool) 
                           f"{float(ctx.n) ** 2:.2g} booleans (at most {MAX_REACH_CELLS:.0e})")
 
 
-def _side_price(ctx: Context, inside: set[int], pos: dict[int, int], prev: int, last: int, c: np.ndarray,
-                on_acc: np.ndarray, room: float) -> float:
-    """Least price of a run body's reads and writes besides its two boundary tensors (``prev``'s, ``last``'s).
+def outside(reach: np.ndarray | None, prev: int, after: int) -> np.ndarray | None:
+    """With one subgraph per accelerator (``reach``: :func:`descendants`), the ops a run's slot cannot hold besides
+    the path's other ops: those reaching ``prev`` (the path op before the run) or reached from ``after`` (the one
+    past it). Both lie off the run's accelerator, so such an op in the slot would make the slot's set non-convex
+    (Tarnawski's Def. 3.1: an op of the slot, then ``prev``, then the run's first op). ``None`` without ``reach``."""
+    if reach is None:
+        return None
+    out = np.zeros(reach.shape[0], dtype=bool)
+    if prev >= 0:
+        out |= reach[:, prev]
+    if after >= 0:
+        out |= reach[after]
+    return out
 
-    A tensor from the path (or from an op no accelerator runs) is read for sure; a tensor of a body
-    op with a consumer on the path past the run is written for sure. Each other side op ``w`` is
-    an item: its tensor's read and the writes of body ops whose first outside consumer it is are
-    paid unless ``w`` shares the run's slot, for which its memory must fit in ``room`` (a
-    knapsack, :func:`_priced`: a lower bound on the price).
+
+def _side_price(ctx: Context, inside: np.ndarray, on_path: np.ndarray, prev: int, last: int, c: np.ndarray,
+                on_acc: np.ndarray, room: float, barred: np.ndarray | None = None) -> float:
+    """Least price of a run body's (``inside``, a mask) reads and writes besides its two boundary tensors (``prev``'s,
+    ``last``'s).
+
+    A tensor from the path (or from an op no accelerator runs, or, with one subgraph per accelerator, from an op
+    ``barred`` from the slot by convexity, :func:`outside`) is read for sure; a tensor of a body op with a consumer
+    on the path past the run (or one that cannot share the slot) is written for sure. Each other side op ``w`` is
+    an item: its tensor's read and the writes of body ops whose first outside consumer it is are paid unless ``w``
+    shares the run's slot, for which its memory must fit in ``room`` (a knapsack, :func:`_priced`: a lower bound on
+    the price). A ``w`` in the slot needs its own inputs there too: an input that cannot share the slot and whose
+    tensor the slot does not read anyway is read then (:func:`_surcharges`), so ``w`` saves at most its price less
+    that read.
     """
     g = ctx.graph
-    fixed, items = 0.0, {}
-    for u in {u for x in inside for u in g.predecessors(x).tolist() if u not in inside and u != prev}:
-        if u in pos or not on_acc[u]:
-            fixed += float(c[u])
-        else:
-            items[u] = items.get(u, 0.0) + float(c[u])
-    for v in inside - {last}:
-        outs = [w for w in g.successors(v).tolist() if w not in inside]
-        if any(w in pos or not on_acc[w] for w in outs):
-            fixed += float(c[v])
-        elif outs:
-            items[min(outs)] = items.get(min(outs), 0.0) + float(c[v])
+    never = on_path | ~on_acc if barred is None else on_path | ~on_acc | barred  # ops that cannot share the slot
+    ins = np.unique(g.src[inside[g.dst] & ~inside[g.src]])
+    ins = ins[ins != prev]
+    sure = never[ins]
+    fixed = float(c[ins[sure]].sum())
+    items = {int(u): float(c[u]) for u in ins[~sure]}
+    out = inside[g.src] & ~inside[g.dst] & (g.src != last)
+    src, dst = g.src[out], g.dst[out]
+    written = np.zeros(ctx.n, dtype=bool)
+    written[src[never[dst]]] = True
+    fixed += float(c[written].sum())
+    first = np.full(ctx.n, ctx.n, dtype=np.int64)
+    keep = ~written[src]
+    np.minimum.at(first, src[keep], dst[keep])
+    for v in np.flatnonzero(first < ctx.n).tolist():
+        w = int(first[v])
+        items[w] = items.get(w, 0.0) + float(c[v])
+    extra = _surcharges(ctx, items, inside, ins[sure], prev, c, never) if barred is not None else {}
+    for w, s in extra.items():
+        fixed += min(items[w], s)
+        items[w] = max(items[w] - s, 0.0)
     return fixed + _priced([(cost, float(ctx.mem[w])) for w, cost in items.items()], room)
+
+
+def _surcharges(ctx: Context, items: dict[int, float], inside: np.ndarray, read: np.ndarray, prev: int,
+                c: np.ndarray, never: np.ndarray) -> dict[int, float]:
+    """Per item ``w``: the reads its joining the slot adds — inputs of ``w`` outside the body that cannot share the
+    slot (``never``: path ops, host-only ops, ops barred by convexity) and are neither read for sure (``read``,
+    ``prev``) nor items. Each such input is charged to one item only (the first in index order), so that items
+    sharing an input never pay it twice."""
+    g, claimed, out = ctx.graph, {prev, *read.tolist(), *items}, {}
+    for w in sorted(items):
+        for x in g.predecessors(w).tolist():
+            if x not in claimed and not inside[x] and never[x] and c[x] > 0:
+                claimed.add(x)
+                out[w] = out.get(w, 0.0) + float(c[x])
+    return out
