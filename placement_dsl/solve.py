@@ -26,6 +26,7 @@ from .deprecated import keyword
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .formulations import Formulation, Kind, Plan, get
+from .formulations.latency import run_paths_floor
 from .heuristics import fallback as fallbacks
 from .options import validate
 from .placement import Placement
@@ -163,6 +164,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
+        stop.floor = _run_paths_floor(problem, clock)  # the bound the model's run flows would have carried
         return _heuristics_instead(stop, spec, clock).result(str(err))
     try:
         compiled = compile(plan.problem, form, deadline=clock)
@@ -353,7 +355,7 @@ def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
                    current.evaluation, "", stop.t0)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
-    better.phases = phases
+    better.phases, better.floor = phases, stop.floor
     return better
 
 
@@ -368,6 +370,7 @@ class _Stop:
         self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
         self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
+        self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
@@ -410,13 +413,29 @@ class _Stop:
         over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
         makespan, the critical path for latency)."""
         bound = self.start_bound if self.start_bound is not None else _closed_form_bound(self.problem)
+        if self.floor is not None:
+            bound = self.floor if bound is None else max(bound, self.floor)
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
-        result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {self._bound_source()}") if m)
+        source = "by the run-paths DP" if bound == self.floor else self._bound_source()
+        result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
 
     def _bound_source(self) -> str:
         return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
+
+
+FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 8.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)
+
+
+def _run_paths_floor(problem: Any, clock: Deadline) -> float | None:
+    """Tarnawski's latency whose model is not built: the run-paths DP (:func:`~.formulations.latency.run_paths_floor`)
+    within :data:`FLOOR_SHARE` of the time left (at least :data:`FLOOR_LEAST` s, at most a quarter of it and
+    :data:`FLOOR_MOST` s), else ``None``."""
+    if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) != "invocations":
+        return None
+    left = clock.left() - RESERVE
+    return run_paths_floor(problem, clock.within(min(max(FLOOR_SHARE * left, FLOOR_LEAST), left / 4, FLOOR_MOST)))
 
 
 def _closed_form_bound(problem: Any) -> float | None:

@@ -22,9 +22,10 @@ from ..blocks import TensorCut
 from ..blocks.base import BlockTemplate, Context
 from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
 from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
-from ..blocks.latency_data import first_use_order, longest_run
+from ..blocks.latency_data import first_use_order, longest_run, run_path_bound
 from ..constraints import Congestion, Contiguous, Subgraphs, Term
-from ..errors import SpecError
+from ..deadline import BudgetSpent, Deadline
+from ..errors import PlacementError, SpecError
 from ..evaluate import execution
 from ..objectives import Latency
 from ..placement import PlacementClass
@@ -59,6 +60,25 @@ def subgraphs_per_accelerator(problem: Problem) -> int:
         return 1
     asked = [t.q for t in problem.find(Subgraphs)]
     return min([most, *asked])
+
+
+FLOOR_PATHS = 8  # longest paths the run-paths floor of a solve without a model cuts, in turn while its clock allows
+
+
+def run_paths_floor(problem: Problem, deadline: Deadline, paths: int = FLOOR_PATHS) -> float | None:
+    """The run-paths DP (:func:`~placement_dsl.blocks.latency_data.run_path_bound`) over up to ``paths`` longest
+    paths, as many as ``deadline`` allows, in cost-model units: the floor the model's run flows carry, for a solve
+    whose model is not built. ``None`` where it does not apply (not Tarnawski's invocation model, a cluster with
+    links, a training graph) or no path was priced in time."""
+    if not isinstance(problem.objective, Latency) or execution(problem.cluster) != "invocations" \
+            or problem.cluster.links or problem.graph.is_training:
+        return None
+    try:
+        ctx = Context(problem)
+        value = run_path_bound(ctx, None, subgraphs_per_accelerator(problem) == 1, paths, deadline=deadline)
+    except (BudgetSpent, PlacementError):
+        return None
+    return value * ctx.scale.time if value > 0 else None
 
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
