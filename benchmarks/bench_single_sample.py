@@ -21,6 +21,10 @@ Inputs (each skipped cleanly when its data is absent):
     1.70x / 1.35x intra-server) next to ours over each;
   - ``transformer`` (operator granularity, :func:`placement_dsl.zoo.transformer`) and ``resnet`` on a
     Tarnawski-style cluster of 3 accelerators and a CPU (latency, hard memory, any split);
+  - ``bert`` (operator-level transformer with per-head ops, :func:`_bert`) and ``cnn`` (the ``resnet`` above) as
+    Tarnawski's own latency inputs are: four accelerators whose memory binds (the graph needs three of them) and a
+    CPU 23x slower, contiguous splits (``4acc-mem+cpu``, :func:`tarnawski_problem`); anchor: latency-best, the
+    column beside ours (no paper has these graphs);
   - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times.
 
 Columns: the best of the package's heuristics for the objective (``cpop`` and ``schedule-ls`` from it
@@ -54,7 +58,7 @@ import numpy as np
 from common import SHARED_DATA, fmt, markdown_head, markdown_row
 
 from placement_dsl.cluster import Cluster
-from placement_dsl.constraints import Congestion, Memory
+from placement_dsl.constraints import Congestion, Contiguous, Memory
 from placement_dsl.errors import PlacementError
 from placement_dsl.graph import Graph
 from placement_dsl.heuristics import run
@@ -73,6 +77,7 @@ TABLE_V_330M = {"m-sct": 15.92, "getf": 75.0, "ours": 82.8}
 """MOIRAI Table V: placement seconds for GPT-3 330M (original graph; MOIRAI 1.38 min, GETF 1.25 min)."""
 PAPER_OPTIMUM = {"example-1": 30.0}
 TARNAWSKI_CLUSTER = "3acc+cpu"
+TARNAWSKI_MEMORY = "4acc-mem+cpu"  # accelerators whose memory binds, as in Tarnawski's latency inputs
 
 
 @dataclass
@@ -137,6 +142,32 @@ def _transformer(size: int) -> Graph:
                        granularity="operator").graph
 
 
+TARNAWSKI_SLOWDOWN = 23.0  # BERT-3's host time over its accelerator time, op by op (Tarnawski's operator inputs)
+TARNAWSKI_SHARE = 2.5  # the graph's memory over one accelerator's: it needs three of the four, as BERT-3 does
+
+
+def _bert(size: int) -> Graph:
+    """An operator-level transformer of about ``size`` ops in Tarnawski's style: per-head attention ops (the zoo's
+    GPT-3 graph, hidden 1024, 4 heads, 128 tokens), accelerator time the first Table III GPU's, host time
+    :data:`TARNAWSKI_SLOWDOWN` times it."""
+    heads = 4
+    w = gpt3(None, layers=max(1, round((size - 14) / (43 + 10 * heads))), hidden=1024, heads=heads, seq_len=128)
+    kind = w.cluster.devices[0].kind
+    ops = [op.model_copy(update={"work": {"accelerator": op.work[kind], "cpu": op.work[kind] * TARNAWSKI_SLOWDOWN}})
+           for op in w.graph.ops]
+    return Graph(ops, [(w.graph.names[u], w.graph.names[v]) for u, v in zip(w.graph.src, w.graph.dst)],
+                 name=f"bert-{size}")
+
+
+def tarnawski_problem(graph: Graph) -> Problem:
+    """Tarnawski's latency setting as the command line's ``--objective latency --method ip`` means it (hard
+    memory, contiguous splits) on four accelerators that together hold the graph :data:`TARNAWSKI_SHARE` times
+    (each at least its largest op) and a CPU."""
+    mem = np.asarray(graph.param_bytes + graph.activation_bytes, dtype=float)
+    cluster = default_cluster(4, 1, memory=max(float(mem.sum()) / TARNAWSKI_SHARE, 1.05 * float(mem.max())))
+    return Problem(graph, cluster, Latency(), [Memory(), Contiguous()])
+
+
 def makespan_problem(graph: Graph, cluster: Cluster) -> Problem:
     return Problem(graph, cluster, Makespan(), [Memory(), Congestion("port")])
 
@@ -162,6 +193,10 @@ def generated(sizes: list[int], seeds: list[int], gpt3_330m: bool) -> list[Case]
                               lambda n=size, s=seed: latency_problem(_noisy(_transformer(n), s), default_cluster(3, 1))))
             cases.append(Case(f"resnet-{size}-s{seed}@{TARNAWSKI_CLUSTER}",
                               lambda n=size, s=seed: latency_problem(_noisy(_resnet(n), s), default_cluster(3, 1))))
+            for family, build in (("bert", _bert), ("cnn", _resnet)):
+                cases.append(Case(f"{family}-{size}-s{seed}@{TARNAWSKI_MEMORY}",
+                                  lambda n=size, s=seed, b=build: tarnawski_problem(_noisy(b(n), s)),
+                                  "latency-best's value (no paper value: a graph nobody has)"))
     if gpt3_330m:
         for scenario in sorted(TABLE_III):
             anchor = ("Table V: m-SCT {m-sct} s, GETF {getf} s, MOIRAI {ours} s; ".format(**TABLE_V_330M)
