@@ -425,17 +425,17 @@ class _Stop:
         return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
 
 
-FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 8.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)
+FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 12.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)
 
 
 def _run_paths_floor(problem: Any, clock: Deadline) -> float | None:
     """Tarnawski's latency whose model is not built: the run-paths DP (:func:`~.formulations.latency.run_paths_floor`)
-    within :data:`FLOOR_SHARE` of the time left (at least :data:`FLOOR_LEAST` s, at most a quarter of it and
+    within :data:`FLOOR_SHARE` of the time left (at least :data:`FLOOR_LEAST` s, at most a third of it and
     :data:`FLOOR_MOST` s), else ``None``."""
     if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) != "invocations":
         return None
     left = clock.left() - RESERVE
-    return run_paths_floor(problem, clock.within(min(max(FLOOR_SHARE * left, FLOOR_LEAST), left / 4, FLOOR_MOST)))
+    return run_paths_floor(problem, clock.within(min(max(FLOOR_SHARE * left, FLOOR_LEAST), left / 3, FLOOR_MOST)))
 
 
 def _closed_form_bound(problem: Any) -> float | None:

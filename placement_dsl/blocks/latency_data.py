@@ -400,7 +400,8 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     t_host = np.where(ctx.unit_allowed[ctx.unit][:, hosts], ctx.work[:, hosts], np.inf).min(axis=1, initial=np.inf)
     c = ctx.comm[:, acc].min(axis=1)
     gmem = np.bincount(g.group_id, weights=ctx.mem, minlength=ctx.n)
-    grouped = bool((np.asarray(g.group_id) != np.arange(ctx.n)).any())  # else each op is its own group (its index)
+    gid = np.asarray(g.group_id, dtype=np.int64)  # a group's id is an op index
+    grouped = bool((gid != np.arange(ctx.n)).any())  # else each op is its own group
     reach = descendants(ctx) if contiguous else None
     glued = [k > 0 and ctx.unit[p[k]] == ctx.unit[p[k - 1]] for k in range(m)] + [False]
     on_path, on_acc = np.zeros(ctx.n, dtype=bool), np.isfinite(t_acc)
@@ -417,10 +418,10 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             run = np.zeros(ctx.n, dtype=bool)
             run[list(p[i:j])] = True
             body = run | (reach[p[i]] & reach[:, p[j - 1]]) if reach is not None else run.copy()
-            device = body | np.isin(g.group_id, g.group_id[body]) if grouped else body  # colocated: on its device
+            device = body | _marked(gid, gid[body])[gid] if grouped else body  # colocated: on the run's device
             if contiguous:  # one slot per accelerator: the groups share the run's slot too
                 body = device
-            groups = np.unique(g.group_id[device]) if grouped else device
+            groups = _marked(gid, gid[device]) if grouped else device
             work, held = float(t_acc[body if contiguous else run].sum()), float(gmem[groups].sum())
             if held > fits or not np.isfinite(work):
                 break
@@ -461,6 +462,13 @@ def _size_arcs(ctx: Context, p: tuple[int, ...], fits: float, contiguous: bool) 
                           f"{float(ctx.n) ** 2:.2g} booleans (at most {MAX_REACH_CELLS:.0e})")
 
 
+def _marked(like: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A mask over ``like``'s positions holding ``ids`` (``np.isin`` on op indices, without sorting)."""
+    out = np.zeros(like.shape[0], dtype=bool)
+    out[ids] = True
+    return out
+
+
 def outside(reach: np.ndarray | None, prev: int, after: int) -> np.ndarray | None:
     """With one subgraph per accelerator (``reach``: :func:`descendants`), the ops a run's slot cannot hold besides
     the path's other ops: those reaching ``prev`` (the path op before the run) or reached from ``after`` (the one
@@ -492,12 +500,15 @@ def _side_price(ctx: Context, inside: np.ndarray, on_path: np.ndarray, prev: int
     """
     g = ctx.graph
     never = on_path | ~on_acc if barred is None else on_path | ~on_acc | barred  # ops that cannot share the slot
-    ins = np.unique(g.src[inside[g.dst] & ~inside[g.src]])
-    ins = ins[ins != prev]
+    src_in, dst_in = inside[g.src], inside[g.dst]
+    feeds = _marked(inside, g.src[dst_in & ~src_in])
+    if prev >= 0:
+        feeds[prev] = False
+    ins = np.flatnonzero(feeds)
     sure = never[ins]
     fixed = float(c[ins[sure]].sum())
     items = {int(u): float(c[u]) for u in ins[~sure]}
-    out = inside[g.src] & ~inside[g.dst] & (g.src != last)
+    out = src_in & ~dst_in & (g.src != last)
     src, dst = g.src[out], g.dst[out]
     written = np.zeros(ctx.n, dtype=bool)
     written[src[never[dst]]] = True
