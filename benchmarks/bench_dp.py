@@ -163,19 +163,22 @@ def _whole_process(cmd: list[str], stdin: Path | None = None, timeout: float = 6
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     with (stdin.open() if stdin else open(os.devnull)) as fh:
-        out = subprocess.run(cmd, stdin=fh, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        try:
+            out = subprocess.run(cmd, stdin=fh, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            out = subprocess.CompletedProcess(cmd, -9, "", f"stopped after {timeout:g} s")
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return out.stdout if out.returncode == 0 else f"exit {out.returncode}: {out.stderr.strip()[-200:]}", wall, cpu
 
 
-def measure_peer(row: dict[str, str], peer: Path) -> dict[str, object]:
-    """Ours (the command line, whole process) beside the C++ DP on one workload."""
+def measure_peer(row: dict[str, str], peer: Path, timeout: float = 600.0) -> dict[str, object]:
+    """Ours (the command line, whole process) beside the C++ DP on one workload (each stopped after ``timeout``)."""
     path = DATA / row["file"]
     ours, wall, cpu = _whole_process([sys.executable, "-m", "placement_dsl.cli", "solve", str(path), "--method", "dp",
-                                      "--json", "--quiet"])
-    theirs, peer_wall, peer_cpu = _whole_process([str(peer)], stdin=path)
+                                      "--json", "--quiet"], timeout=timeout)
+    theirs, peer_wall, peer_cpu = _whole_process([str(peer)], stdin=path, timeout=timeout)
     try:
         objective = json.loads(ours)["objective"]
     except (ValueError, KeyError):
@@ -302,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", type=Path, metavar="PATH",
                     help="the paper's C++ DP (built outside the repository): whole processes side by side")
     ap.add_argument("--only", action="append", help="with --peer: only workloads whose file name contains this")
+    ap.add_argument("--peer-timeout", type=float, default=600.0, help="with --peer: stop either process after this")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         print(f"no data at {DATA}", file=sys.stderr)
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             if (args.quick and any(b in row["file"] for b in BIG)) or (args.only and not any(
                     o in row["file"] for o in args.only)):
                 continue
-            found.append(measure_peer(row, args.peer))
+            found.append(measure_peer(row, args.peer, args.peer_timeout))
             print(json.dumps(found[-1]), file=sys.stderr, flush=True)
         print(peer_table(found))
         return 0
