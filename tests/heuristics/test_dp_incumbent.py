@@ -68,3 +68,18 @@ def test_a_stopped_slicing_still_gives_dpl_the_balanced_slicing_as_incumbent(mon
     dpl_opt = search(su, linearize=True, max_ideals=100_000, upper_bound=None)[0].value
     assert stopped is not None and math.isfinite(stopped)
     assert dpl_opt <= full * (1 + 1e-9) and full <= stopped * (1 + 1e-9)
+
+
+def test_a_dp_stopped_before_dpl_ends_returns_the_slicing_when_it_beats_the_fallback(monkeypatch):
+    from placement_dsl.heuristics.fallback import fallback
+
+    monkeypatch.setattr(ideals, "SLICING_NODES", 0)
+    graph, cluster = _graph()[0], Cluster.accelerators(3, cpus=1, bandwidth=1e9)  # fast links: splitting pays
+    su = setup(graph, cluster, CostModel(), False, True)
+    value, slicing = ideals.slicing_split(su)
+    plain = fallback("dp", graph, cluster, su.model, "phase", time.perf_counter())
+    res = ideals._stopped_early(su, slicing, "phase", time.perf_counter())
+    assert value < plain.objective  # 6.46 against the balanced fallback's 6.85
+    assert res.objective == pytest.approx(value, rel=1e-9) and res.info["fallback"] == "slicing"
+    assert res.bound is None and res.info["stopped"]
+    assert ideals._stopped_early(su, None, "phase", time.perf_counter()).objective == plain.objective
