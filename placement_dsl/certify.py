@@ -130,8 +130,6 @@ UPPER = ("slicegraph", "brkga", "greedy")  # heuristics that always run for the 
 # greedy (O(n + m)) last: where memory binds and the slicing DP ran out of time, its split is often the only valid one
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
 # refused a training graph with too many ideals): the first valid one is the MIP levels' start
-UPPER_SHARE_BEFORE_DP = 8  # 1/8 of the budget for UPPER where the dp level runs (else 1/4): on cnn-10000 under
-# load they gave greedy's 189.75 in 15 s, the DP's slicing 158.55 (0.7 % above the capacity bound)
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
@@ -293,8 +291,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     if start is not None:
         run.offer(start, start.source or "start")
     _warm_kernels(problem)
-    if problem.has(DagOrder):  # the DP level finds DPL's split itself, with a bound: a smaller share before it
-        _upper(run, UPPER, clock.left() / (UPPER_SHARE_BEFORE_DP if LEVELS["dp"] in chosen else 4))
+    if problem.has(DagOrder):
+        _upper(run, UPPER, clock.left() / 4)
     if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
         upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper
         upper(run, clock.clip(min(20.0, clock.seconds / 4)))
