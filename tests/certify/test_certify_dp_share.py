@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from placement_dsl import certify as certify_module
 from placement_dsl.certify import certify
 from placement_dsl.constraints import DagOrder
