@@ -12,6 +12,11 @@ re-checks it).
     python benchmarks/bench_dp.py --quick    # skips InceptionV3
     python benchmarks/bench_dp.py --scale    # the DP at scale: GNMT's latency input, inception_v3's MTPP
     python benchmarks/bench_dp.py --scale --case gnmt --targets 27 30 31 32 34   # feasibility runs only
+    python benchmarks/bench_dp.py --peer /tmp/peer-dp/dp   # whole processes, ours beside the paper's C++ DP
+
+``--peer PATH`` runs, on each workload, ``placement-dsl solve FILE --method dp --json`` and the paper's C++ DP
+(``PATH < FILE``; built from its public code outside the repository) as whole processes, one after the other,
+and prints their wall and CPU seconds (the process and its children) and max-loads side by side.
 
 ``--scale`` runs the exact DP on large lattices and prints the ideals, pairs visited, sweeps run,
 wall and CPU time and memory (the lattice's and the DP arrays' bytes, the process's peak resident
@@ -75,7 +80,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -144,6 +152,61 @@ def measure(row: dict[str, str]) -> dict[str, object]:
 def _workload(path):
     """A workload file, or a zoo workload built by a function."""
     return path() if callable(path) else load_workload(path)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _whole_process(cmd: list[str], stdin: Path | None = None, timeout: float = 600.0) -> tuple[str, float, float]:
+    """``cmd``'s standard output, wall seconds and CPU seconds (user + system of the process and its children)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    with (stdin.open() if stdin else open(os.devnull)) as fh:
+        try:
+            out = subprocess.run(cmd, stdin=fh, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            out = subprocess.CompletedProcess(cmd, -9, "", f"stopped after {timeout:g} s")
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out.stdout if out.returncode == 0 else f"exit {out.returncode}: {out.stderr.strip()[-200:]}", wall, cpu
+
+
+def measure_peer(row: dict[str, str], peer: Path, timeout: float = 600.0) -> dict[str, object]:
+    """Ours (the command line, whole process) beside the C++ DP on one workload (each stopped after ``timeout``)."""
+    path = DATA / row["file"]
+    ours, wall, cpu = _whole_process([sys.executable, "-m", "placement_dsl.cli", "solve", str(path), "--method", "dp",
+                                      "--json", "--quiet"], timeout=timeout)
+    theirs, peer_wall, peer_cpu = _whole_process([str(peer)], stdin=path, timeout=timeout)
+    try:
+        objective = json.loads(ours)["objective"]
+    except (ValueError, KeyError):
+        objective = ours[:80]
+    try:
+        peer_objective = json.loads(theirs[theirs.index("{"):])["maxLoad"]
+    except ValueError:
+        peer_objective = theirs[:80]
+    return {"workload": Path(row["file"]).stem, "wall": wall, "cpu": cpu, "objective": objective,
+            "peer_wall": peer_wall, "peer_cpu": peer_cpu, "peer_objective": peer_objective,
+            "paper_dp_runtime": row["dp_runtime"], "paper_dp_tps": float(row["dp_tps"])}
+
+
+def peer_table(rows: list[dict[str, object]]) -> str:
+    """Goal: ours <= 1 s wall where the peer takes < 1 s, <= 0.5x the peer where it takes >= 1 s."""
+    head = (f"{'workload':<22} {'ours wall':>9} {'ours CPU':>9} {'peer wall':>9} {'peer CPU':>9} {'ratio':>6} "
+            f"{'goal':>5} {'ours max-load':>13} {'peer max-load':>13} {'paper':>7}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        goal = r["wall"] <= 1.0 if r["peer_wall"] < 1.0 else r["wall"] <= 0.5 * r["peer_wall"]
+        same = (isinstance(r["objective"], float) and isinstance(r["peer_objective"], float)
+                and abs(r["objective"] - r["peer_objective"]) <= 1e-6 * max(1.0, abs(r["peer_objective"])))
+        fmt = (lambda v: f"{v:>13.4f}" if isinstance(v, float) else f"{str(v)[:13]:>13}")
+        out.append(f"{r['workload']:<22} {r['wall']:>8.2f}s {r['cpu']:>8.2f}s {r['peer_wall']:>8.2f}s "
+                   f"{r['peer_cpu']:>8.2f}s {r['wall'] / r['peer_wall']:>6.2f} {'met' if goal else 'no':>5} "
+                   f"{fmt(r['objective'])} {fmt(r['peer_objective'])} {r['paper_dp_tps']:>7.2f}"
+                   + ("" if same else "  <-- max-loads differ"))
+    return "\n".join(out)
 
 
 def measure_scale(name: str, path, stages: int | None, model: str, before: str,
@@ -239,10 +302,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", type=float, nargs="+",
                     help="with --scale: feasibility runs at these max-loads instead of the whole search")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
+    ap.add_argument("--peer", type=Path, metavar="PATH",
+                    help="the paper's C++ DP (built outside the repository): whole processes side by side")
+    ap.add_argument("--only", action="append", help="with --peer: only workloads whose file name contains this")
+    ap.add_argument("--peer-timeout", type=float, default=600.0, help="with --peer: stop either process after this")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         print(f"no data at {DATA}", file=sys.stderr)
         return 1
+    if args.peer:
+        found = []
+        for row in paper_rows():
+            if (args.quick and any(b in row["file"] for b in BIG)) or (args.only and not any(
+                    o in row["file"] for o in args.only)):
+                continue
+            found.append(measure_peer(row, args.peer, args.peer_timeout))
+            print(json.dumps(found[-1]), file=sys.stderr, flush=True)
+        print(peer_table(found))
+        return 0
     warm_up()
     if args.scale:
         big = []

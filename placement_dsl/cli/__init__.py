@@ -17,6 +17,7 @@ import time
 from .. import progress
 from ..deadline import process_start
 from ..errors import InfeasibleError, PlacementError
+from ..heuristics import jit
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
 from .options import heuristic_options, kernels_cold
@@ -31,7 +32,7 @@ __all__ = ["HEURISTIC_METHODS", "IP_METHODS", "build_parser", "cmd_bounds", "cmd
 def run_command(args: argparse.Namespace) -> int:
     """Run the parsed command; every error becomes one line on stderr and an exit status."""
     try:
-        with progress.reporting(progress.for_terminal(quiet=getattr(args, "quiet", False))):
+        with progress.reporting(progress.for_terminal(quiet=getattr(args, "quiet", False))), jit.scope():
             return int(args.func(args) or 0)
     except BrokenPipeError:
         raise

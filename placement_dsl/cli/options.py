@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import PlacementError, SpecError
-from ..heuristics import registry
+from ..heuristics import jit, registry
 from ..options import parse
 from .common import HEURISTIC_FLAGS, HEURISTIC_METHODS, IP_METHODS, MIP_DEFAULTS, MIP_FLAGS
 from .workloads import note
@@ -111,10 +114,11 @@ def taken_mip_options(args: argparse.Namespace) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- numba kernels
 def kernels_cold(method: str | None) -> bool:
     """Whether running heuristic ``method`` first compiles numba kernels: none of the kernels its code can reach
-    has a valid on-disk cache (a fresh install, or an upgrade that changed them all). A kernel the method can
-    reach but does not call on every input (e.g. the DP's split read-out) stays uncached, so one missing cache
-    alone does not count. Unknown methods, MIP methods and any failure to tell give ``False``."""
-    if method not in HEURISTIC_METHODS:
+    has an on-disk cache as new as its source (a fresh install, or an upgrade that changed them all). A kernel
+    the method can reach but does not call on every input (e.g. the DP's split read-out) stays uncached, so one
+    missing cache alone does not count. Kernels that run in Python (a small workload, :mod:`..heuristics.jit`)
+    compile nothing. Unknown methods, MIP methods and any failure to tell give ``False``."""
+    if method not in HEURISTIC_METHODS or jit.python_kernels():
         return False
     try:
         from ..heuristics.base import resolve
@@ -126,16 +130,25 @@ def kernels_cold(method: str | None) -> bool:
 
 
 def _cached(kernel: Any) -> bool:
-    """A cached kernel (``njit(cache=True)``) whose on-disk index matches its source."""
-    cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
-    return cache_file is None or bool(cache_file._load_index())
+    """A cached kernel (``njit(cache=True)``) whose on-disk index is as new as its source (numba's index file in
+    the ``__pycache__`` beside the source, or under ``NUMBA_CACHE_DIR``), read without loading numba."""
+    if not kernel.options.get("cache"):
+        return True
+    code = kernel.py_func.__code__
+    source = Path(code.co_filename)
+    stem = f"{source.stem}.{kernel.__qualname__}-{code.co_firstlineno}.py{sys.version_info[0]}{sys.version_info[1]}"
+    where = os.environ.get("NUMBA_CACHE_DIR")  # numba's own rule: a given cache folder mirrors the source's path
+    folder = Path(where, *source.parent.parts[1:]) if where else source.parent / "__pycache__"
+    index = folder / f"{stem}.nbi"
+    try:
+        return index.stat().st_mtime >= source.stat().st_mtime
+    except OSError:
+        return False
 
 
 def _kernels_reached(fn: Any) -> list[Any]:
-    """The numba kernels a heuristic can call: a walk over the names its code (and the code of the
-    heuristics functions, classes and modules it names) refers to."""
-    from numba.core.dispatcher import Dispatcher
-
+    """The kernels (:class:`~..heuristics.jit.Kernel`) a heuristic can call: a walk over the names its code (and
+    the code of the heuristics functions, classes and modules it names) refers to."""
     package = __package__.rpartition(".")[0] + ".heuristics"
     found: dict[int, Any] = {}
     seen: set[int] = set()
@@ -145,7 +158,7 @@ def _kernels_reached(fn: Any) -> list[Any]:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if isinstance(obj, Dispatcher):
+        if isinstance(obj, jit.Kernel):
             found[id(obj)] = obj
             continue
         stack.extend(_referenced(obj, package))

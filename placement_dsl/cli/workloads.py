@@ -13,6 +13,7 @@ from ..boundaries import Boundaries
 from ..cluster import CPU, Cluster, Device
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode
+from ..heuristics import jit
 from ..io import Workload
 from ..io.common import dumps_strict
 from ..presets import resize
@@ -109,6 +110,7 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
     with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied."""
     stages = getattr(args, "stages", None)
     w = read_workload(spec or args.workload, args.format, None, getattr(args, "training", False))
+    jit.note_workload(w.graph.n)  # a small graph's kernels run in Python: loading numba would cost more
     if stages is not None:
         check_stages(stages, w.graph.n, replicated=getattr(args, "replicate", None) is not None)
         w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)

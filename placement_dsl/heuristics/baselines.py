@@ -17,7 +17,6 @@ import math
 import time
 from dataclasses import replace
 
-import numba
 import numpy as np
 
 from ..cluster import Cluster
@@ -28,6 +27,7 @@ from ..graph import Graph
 from ..placement import Placement
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
+from .jit import njit
 from .kernels import clock, device_tallies
 from .registry import heuristic
 from .segments import stage_load
@@ -180,7 +180,7 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     return stopped(result) if cut else result
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _score(comp, mem, tin, tout, cap, tscale, ovf, overlap):
     """(max load, sum of squared loads): the max first, the spread to break its plateaus."""
     worst = 0.0
@@ -193,7 +193,7 @@ def _score(comp, mem, tin, tout, cap, tscale, ovf, overlap):
     return worst, spread
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _tensor_terms(a, row, size, sign, din, dout):
     """Tensor of size ``size`` made on device ``a`` with ``row[d]`` consumers on device ``d``."""
     sent = False
@@ -205,7 +205,7 @@ def _tensor_terms(a, row, size, sign, din, dout):
         dout[a] += sign * size
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _move_delta(G, b, gptr, gmem_idx, gid, dev, cnt, pred_ptr, pred_idx, succ_ptr, succ_idx, out_bytes,
                 stamp, token, din, dout, row):
     """Transfer deltas of moving group ``G`` to device ``b`` (each affected tensor re-counted once)."""
@@ -230,12 +230,12 @@ def _move_delta(G, b, gptr, gmem_idx, gid, dev, cnt, pred_ptr, pred_idx, succ_pt
             _tensor_terms(b if gid[u] == G else dev[u], row, out_bytes[u], 1.0, din, dout)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _better(v0, v1, b0, b1):
     return v0 < b0 * (1.0 - 1e-12) or (v0 <= b0 and v1 < b1 * (1.0 - 1e-12))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
                   out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline=np.inf):
     """Best single-group move until none improves (max load, then spread), or ``time.monotonic()`` passes

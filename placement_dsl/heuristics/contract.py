@@ -33,11 +33,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..graph import Graph
 from ..structure import orphan_mirrors
+from .jit import njit
 from .kernels import priority_order
 
 
@@ -225,7 +225,7 @@ def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return ptr, np.ascontiguousarray(dst[by_src], dtype=np.int64)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _peel(n, ptr, idx, indeg, gone):
     """Remove the nodes of in-degree 0 (given as ``indeg``) repeatedly, marking them in ``gone``."""
     stack = np.empty(n, np.int64)

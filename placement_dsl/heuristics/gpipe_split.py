@@ -18,7 +18,6 @@ import math
 import time
 
 import numpy as np
-from numba import njit
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
@@ -30,6 +29,7 @@ from .base import HeuristicResult, deadline_at, expired
 from .contract import contract
 from .fallback import fallback
 from .ideal_lattice import dfs_order
+from .jit import njit
 from .pipeline_dp import chain_data, check_pair_tables, layout, placement_of
 from .registry import heuristic
 

@@ -4,9 +4,9 @@ input and output (see :mod:`.ideals` for the algorithm). ``numba.njit(cache=True
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .ideal_enumeration import ONE, _bit_index
+from .jit import njit
 
 
 # ---------------------------------------------------------------------------- tensor boundaries

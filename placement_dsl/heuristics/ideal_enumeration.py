@@ -8,8 +8,8 @@ per-node values over ideals, and finding given rows among the ideals. Every kern
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .jit import njit
 from .kernels import clock
 
 INF = np.inf

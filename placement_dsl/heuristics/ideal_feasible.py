@@ -15,7 +15,6 @@ states of every ideal is the same (``tests/heuristics/test_ideal_feasible.py`` c
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .ideal_kernels import (
     CLOCK_PAIRS,
@@ -31,6 +30,7 @@ from .ideal_kernels import (
     _stage_load,
 )
 from .ideal_sweep import class_takes, stage_loads
+from .jit import njit
 from .kernels import clock
 
 ONE = np.uint64(1)

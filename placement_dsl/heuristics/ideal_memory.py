@@ -23,9 +23,9 @@ counts ``k - s`` over the used devices in pipeline order.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .ideal_kernels import INF, _load, _stage_io
+from .jit import njit
 
 
 @njit(cache=True)

@@ -5,10 +5,10 @@ liveness of states) and the read-out of a split's value (see :mod:`.ideals` for 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .ideal_boundaries import _has, _stage_io
 from .ideal_enumeration import INF, ONE, _bit_index
+from .jit import njit
 from .kernels import clock
 
 CLOCK_PAIRS = 1 << 18  # a sweep reads the clock at least every this many pairs (a pair may cost O(n / 64) steps)

@@ -298,27 +298,45 @@ SLICING_NODES = 500  # from this many supernodes on (below, DPL's unpruned sweep
 
 
 def slicing_incumbent(su: _Setup, deadline: float | None = None) -> float | None:
+    """The value of :func:`slicing_split` (``None`` where it has none)."""
+    return slicing_split(su, deadline)[0]
+
+
+def slicing_split(su: _Setup, deadline: float | None = None) -> tuple[float | None, HeuristicResult | None]:
     """An upper bound on DPL's optimum to prune its sweep, which without one walks every pair of prefixes
     (``n^2 / 2``; seconds at 2,000 ops on accelerators and a CPU): the best slicing of DPL's DFS order onto the
     devices in the cluster's order and with the hosts first (:func:`.slicegraph.ordered_node_slicing`, each
-    a split of DPL's prefixes). ``None`` where no slicing applies (replicas, memory per schedule, a backward
-    pass), the graph is small (:data:`SLICING_NODES`), none fits, or they pass :data:`SLICING_SHARE` of the time
-    left."""
+    a split of DPL's prefixes), and the best of those slicings as a result (what the DP returns if its time
+    runs out before DPL's sweep ends). A slicing stopped by :data:`SLICING_SHARE` of the time left (a loaded machine:
+    seconds at 10,000 ops) gives its work-balanced slicing's value, still a split of the prefixes, far better
+    than no incumbent. ``None`` where no slicing applies (replicas, memory per schedule, a backward pass), the
+    graph is small (:data:`SLICING_NODES`) or none fits."""
     if su.replication or su.model.training_memory is not None or su.con.n_nodes < SLICING_NODES:
-        return None
+        return None, None
     at = None if deadline is None else time.monotonic() + max(0.0, deadline - time.monotonic()) * SLICING_SHARE
     devices = np.arange(su.cluster.size)
     host = su.cluster.host.astype(bool)
     orders = [devices] + ([np.concatenate([devices[host], devices[~host]])] if host.any() and not host.all() else [])
     order = dfs_order(su.con)
-    best = math.inf
+    best, split = math.inf, None
+    if host.any() and not host.all():  # first the balanced slicing onto the accelerators alone (O(n + m)): the
+        found = ordered_node_slicing(su.graph, su.cluster, su.model, su.con.image, order, devices[~host],
+                                     time.monotonic(), best)  # cutoff of the slicings below, which a slow host's
+        if found is not None:  # share of the work would leave at thousands
+            best, split = _better(found, best, split)
     for chosen in orders:
         found = ordered_node_slicing(su.graph, su.cluster, su.model, su.con.image, order, chosen, at, best)
         if found is None:
-            return None
-        if not math.isnan(found[0]):
-            best = min(best, found[0])
-    return best if math.isfinite(best) else None
+            return None, None
+        best, split = _better(found, best, split)
+    return (best, split) if math.isfinite(best) else (None, None)
+
+
+def _better(found: tuple, best: float, split: tuple | None) -> tuple[float, tuple | None]:
+    """The better of ``(best, split)`` and the slicing ``found`` (value ``nan``: stopped, its balanced slicing)."""
+    value, slicer, sliced, bounds = found
+    value = slicer.value(sliced, bounds) if math.isnan(value) else value
+    return (value, (slicer, sliced, bounds)) if value < best else (best, split)
 
 
 @heuristic("dp", optimizes="max_load", options=manifest.Dp)
@@ -382,13 +400,14 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     start = time.perf_counter()
     at = deadline_at("dp", time_limit)
     su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
-    ub, split, first = None, None, None
+    ub, split, first, slicing = None, None, None, None
     try:
         lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL's run
         if incumbent:
             try:
-                first, first_info = _search(su, linearize=True, max_ideals=max_ideals,
-                                            upper_bound=slicing_incumbent(su, at), deadline=at)
+                sliced, slicing = slicing_split(su, at)
+                first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=sliced,
+                                            deadline=at)
                 ub, split = first.value, first.stages
             except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
                 ub = None
@@ -400,9 +419,21 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
             first_info.update(incumbent=ub, stopped_in=str(err))
             return ideal_result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
                            first_info, start, exact=True)
-        return fallback("dp", graph, cluster, su.model, str(err), start)
+        return _stopped_early(su, slicing, str(err), start)
     info["incumbent"] = ub
     return ideal_result("dp", su, sol, info, start, exact=True)
+
+
+def _stopped_early(su: _Setup, slicing: tuple | None, phase: str, start: float) -> HeuristicResult:
+    """The DP stopped before DPL's sweep ended: the better of :func:`.fallback.fallback`'s split and the slicing
+    that was DPL's incumbent (``slicing``: slicer, order, bounds), without a bound."""
+    found = fallback("dp", su.graph, su.cluster, su.model, phase, start)
+    if slicing is None:
+        return found
+    sliced = slicing[0].result("dp", slicing[1], slicing[2], start, 1)
+    if not evaluate(sliced.placement, su.model).valid or sliced.objective >= found.objective:
+        return found
+    return dataclasses.replace(sliced, info={**found.info, "fallback": "slicing"})
 
 
 @heuristic("dpl", optimizes="max_load", options=manifest.Dpl)

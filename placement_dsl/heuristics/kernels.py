@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import time
 
-import numba
 import numpy as np
 
+from .jit import njit, objmode
 
-@numba.njit(cache=True)
+
+@njit(cache=True)
 def clock():
     """``time.monotonic()`` (seconds), read from compiled code."""
-    with numba.objmode(now="float64"):
+    with objmode(now="float64"):
         now = time.monotonic()
     return now
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def device_tallies(dev, cls, times, mem_op, succ_ptr, succ_idx, out_bytes, D):
     """Compute, memory, bytes in and bytes out of each of ``D`` devices under ``dev`` (op -> device).
 
@@ -55,12 +56,12 @@ def device_tallies(dev, cls, times, mem_op, succ_ptr, succ_idx, out_bytes, D):
 
 
 # ---------------------------------------------------------------------------- topological order by priority
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _before(prio, a, b):
     return prio[a] > prio[b] or (prio[a] == prio[b] and a < b)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def priority_order(prio, succ_ptr, succ_idx, indeg0):
     """KahnWithNodePriorities (Archer Alg. 3): a topological order taking the ready node of the highest ``prio``
     first (ties: the lower index), by a binary max-heap. Fewer than all nodes when the graph has a cycle.
@@ -91,7 +92,7 @@ def priority_order(prio, succ_ptr, succ_idx, indeg0):
     return order[:count]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _push(heap, size, v, prio):
     k = size
     heap[k] = v
@@ -104,7 +105,7 @@ def _push(heap, size, v, prio):
     return size + 1
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sift_down(heap, size, prio):
     k = 0
     while True:

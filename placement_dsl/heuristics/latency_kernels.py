@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
+
+from .jit import njit
 
 INF = math.inf
 
 
 # ---------------------------------------------------------------------------- compiled referee
-@numba.njit(cache=True)
+@njit(cache=True)
 def _levels(dev, col, topo, pred_ptr, pred_idx, A):
     """Subgraph index of each op on its accelerator (§4.1: most runs of its device on a path into it).
 
@@ -41,7 +42,7 @@ def _levels(dev, col, topo, pred_ptr, pred_idx, A):
     return out
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _durations(dev, unit, n_units, times, scale, succ_ptr, succ_idx, out_bytes):
     """``in + compute + out`` per invocation, each tensor once per invocation boundary."""
     dur = np.zeros(n_units)
@@ -62,7 +63,7 @@ def _durations(dev, unit, n_units, times, scale, succ_ptr, succ_idx, out_bytes):
     return dur
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _longest(unit, n_units, dur, owner, succ_ptr, succ_idx):
     """Longest path over the invocations: (latency, sum of finishes), ``inf`` when they wait on each other.
 
@@ -94,7 +95,7 @@ def _longest(unit, n_units, dur, owner, succ_ptr, succ_idx):
     return _kahn(n_units, dur, ptr, head)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _kahn(n_units, dur, ptr, head):
     """Kahn's algorithm with start = latest predecessor finish: (latency, sum of finishes)."""
     indeg = np.zeros(n_units, dtype=np.int64)
@@ -127,7 +128,7 @@ def _kahn(n_units, dur, ptr, head):
     return worst, total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx):
     """(latency, sum of finishes) with op ``v`` in subgraph ``lev[v]`` of its accelerator."""
     n, D = dev.size, host.size
@@ -152,7 +153,7 @@ def _schedule(dev, lev, host, times, scale, out_bytes, succ_ptr, succ_idx):
     return _longest(unit, k, dur, owner, succ_ptr, succ_idx)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def contiguous(dev, backward, topo, pred_ptr, pred_idx, labels):
     """Whether every device's forward ops, and separately its backward ops, form a contiguous set (Tarnawski
     Def. 3.1, as :func:`placement_dsl.validity.contiguity_witness` checks it): no op is reached from ops of its
@@ -171,7 +172,7 @@ def contiguous(dev, backward, topo, pred_ptr, pred_idx, labels):
     return True
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q,
             backward, labels):
     """(latency, sum of invocation finishes) of ``dev`` in the invocation model (§4, §4.1).
@@ -192,7 +193,7 @@ def latency(dev, col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, s
 
 
 # ---------------------------------------------------------------------------- search
-@numba.njit(cache=True)
+@njit(cache=True)
 def better(a0, a1, a2, b0, b1, b2):
     """Lexicographic (memory excess, latency, sum of finishes), with a relative tolerance."""
     if a0 < b0 * (1.0 - 1e-12) - 1e-9:
@@ -204,7 +205,7 @@ def better(a0, a1, a2, b0, b1, b2):
     return a1 <= b1 and a2 < b2 * (1.0 - 1e-12)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def paint(i, j, b, dev, gdev, gptr, gops, gmem, mem, moved, was):
     """Put groups ``i .. j - 1`` on device ``b``; the moved groups and their old devices go to ``moved``/``was``."""
     m = 0
@@ -221,7 +222,7 @@ def paint(i, j, b, dev, gdev, gptr, gops, gmem, mem, moved, was):
     return m
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def undo(m, b, dev, gdev, gptr, gops, gmem, mem, moved, was):
     for k in range(m):
         g = moved[k]
@@ -232,7 +233,7 @@ def undo(m, b, dev, gdev, gptr, gops, gmem, mem, moved, was):
             dev[gops[q]] = was[k]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def fits(i, j, b, gdev, gmem, mem, cap, bad):
     """Whether painting groups ``i .. j - 1`` onto ``b`` changes something, is allowed and fits in memory."""
     if bad[b, j] - bad[b, i] > 0:
@@ -245,7 +246,7 @@ def fits(i, j, b, gdev, gmem, mem, cap, bad):
     return changed and mem[b] + add <= cap[b] * (1.0 + 1e-9)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _swap(i, j, k, l, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
     """Exchange blocks ``i .. j - 1`` (device of group ``i``) and ``k .. l - 1`` (device of group ``k``).
 
@@ -264,7 +265,7 @@ def _swap(i, j, k, l, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
     return m1, m2
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def apply(row, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
     """Apply move ``row``: ``(i, j, b, -1, -1)`` paints a block onto ``b``, ``(i, j, -1, k, l)`` swaps two blocks.
 
@@ -281,7 +282,7 @@ def apply(row, dev, gdev, gptr, gops, gmem, mem, cap, bad, moved, was):
     return m1, b, m2, a
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def descend(dev, gdev, gptr, gops, gmem, mem, cap, bad, moves, pos, since, budget, key,
             col, host, times, scale, out_bytes, topo, pred_ptr, pred_idx, succ_ptr, succ_idx, A, q, backward, labels):
     """First-improvement descent over ``moves`` (rows as in :func:`apply`), cyclically from ``pos``.

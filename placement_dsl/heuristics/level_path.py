@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 
-import numba
 import numpy as np
 
 from ..cluster import Cluster
@@ -18,11 +17,12 @@ from . import manifest
 from .base import HeuristicResult, deadline_at
 from .baselines import INF, _accelerators, _result, max_load_model
 from .fallback import fallback
+from .jit import njit
 from .registry import heuristic
 from .slicegraph import Slicer
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _depths(topo, pred_ptr, pred_idx):
     """Longest-path depth of every op from the sources."""
     depth = np.zeros(topo.size, dtype=np.int64)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from ..cluster import Cluster
@@ -32,6 +31,7 @@ from ..graph import Graph
 from ..progress import report
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
+from .jit import njit
 from .kernels import priority_order
 from .registry import heuristic
 from .slicegraph import Slicer
@@ -245,7 +245,7 @@ def _initial(graph: Graph, initial: np.ndarray | None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- MLA
-@numba.njit(cache=True)
+@njit(cache=True)
 def _arrangement(keys, succ_ptr, succ_idx, indeg, src, dst, weight):
     """h(pi) = sum_e w_e (pi^-1(v) - pi^-1(u)) of the Kahn order of ``keys`` (forward edges only)."""
     order = priority_order(keys, succ_ptr, succ_idx, indeg)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
 
 from ..cluster import Cluster
 from ..evaluate import CostModel, evaluate
@@ -33,6 +32,7 @@ from ..graph import Graph
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired
 from .fallback import fallback
+from .jit import njit
 from .pipeline_dp import Chain, _planner, placement_of
 from .registry import heuristic
 

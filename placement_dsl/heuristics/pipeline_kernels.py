@@ -7,7 +7,8 @@ its producer's position and its consumers' positions (other than the producer's)
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 INF = np.inf
 NONE, HALF, FULL = 0, 1, 2  # overlap modes, as in .ideal_kernels

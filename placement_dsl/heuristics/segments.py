@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from ..cluster import Cluster
@@ -35,6 +34,7 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, Overlap
 from ..graph import Graph, Op
 from .contract import Contraction, contract
+from .jit import njit
 
 DENSE_LIMIT = 2048
 TENSOR_FIRST = 1e300  # priority of a tensor carrier: Kahn places it right after its host
@@ -44,7 +44,7 @@ OVERLAP_CODE = {Overlap.NONE: 0, Overlap.HALF: 1, Overlap.FULL: 2}
 # and every process that imports the heuristics (tests, benchmarks, sweep workers) reuses it.
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def stage_load(comp: float, tin: float, tout: float, overflow: float, overlap: int) -> float:
     """Archer eq. 3 (overlap 0) and Tarnawski App. C.1 variants (1: half, 2: full duplex)."""
     if overlap == 0:
@@ -54,7 +54,7 @@ def stage_load(comp: float, tin: float, tout: float, overflow: float, overlap: i
     return max(max(comp, tin), tout + overflow)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def advance(j, v, pos, pred_ptr, pred_idx, outdeg, out_bytes, rem, lastseen, r_in, r_out, live):
     """Add op ``v`` at position ``j - 1``: update the alive points and ``live[j]`` (Alg. 5, streamed).
 

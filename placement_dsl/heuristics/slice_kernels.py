@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
+from .jit import njit
 from .kernels import clock, device_tallies
 from .segments import advance, stage_load
 
@@ -15,7 +15,7 @@ INF = math.inf
 SLACK = 1e-9  # relative slack on cutoffs: the DP's and the cost model's sums round differently
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def prefix(order, times, mem_op, tmin):
     """Prefix sums along ``order``: finite work per class, count of ops a class cannot run
     (``inf`` time: kept apart so a segment without them gets a finite difference), memory,
@@ -38,7 +38,7 @@ def prefix(order, times, mem_op, tmin):
     return cw, ci, cm, tm
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def allowed_boundaries(order, group_id, extra):
     """Boundary ``b`` (between positions ``b-1`` and ``b``) is allowed iff no group straddles it."""
     n = order.size
@@ -61,7 +61,7 @@ def allowed_boundaries(order, group_id, extra):
     return allowed
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _replicated(load, sync, r, overlap):
     """App. C.2: a stage on ``r`` replicas, ``load / r + sync`` (``max`` of the two when overlapped)."""
     if r == 1:
@@ -73,7 +73,7 @@ CLOCK_STEPS = 1 << 20  # the slicing DP reads the clock at least this often (seg
 SPARSE = 8  # the DP visits only the prefixes with a split when they are fewer than 1 in SPARSE of its band
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _tree_sum(tree, i):
     """Sum of the first ``i`` entries of the Fenwick tree ``tree`` (positions ``0 .. i-1``)."""
     s = 0.0
@@ -83,7 +83,7 @@ def _tree_sum(tree, i):
     return s
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _sync_tree(tree, values, seen, x):
     """Bring position ``x`` of ``tree`` to ``values[x]`` (``seen`` holds what the tree has)."""
     delta = values[x] - seen[x]
@@ -95,7 +95,7 @@ def _sync_tree(tree, values, seen, x):
             i += i & -i
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _extend(i, j, q_in, q_out, live, cm, cw, ci, cp, dp, arg, reps, first, last, f, base, cap, tscale, ovf, hard,
             cls, overlap, sync_coef, limit, C, R):
     """Relax ``dp[j, .]`` by the stage ``[i, j)`` after every split of ``[0, i)`` (``q_in`` / ``q_out``: the
@@ -145,7 +145,7 @@ def _extend(i, j, q_in, q_out, live, cm, cw, ci, cp, dp, arg, reps, first, last,
                 arg[j, t] = i
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
               cap, tscale, ovf, hard, cls, overlap, param_op, sync_coef, allowed, cutoff, deadline=INF, sparse=8, clock_steps=1 << 20):
     """Exact min-max slicing of ``order`` into the devices ``cls`` (Archer Alg. 1), or ``inf`` above ``cutoff``;
@@ -264,7 +264,7 @@ def slice_dp(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, times, tmin,
     return value, bounds, replicas
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def last_useful(tm, limit, D):
     """Most devices a prefix ``[0, j)`` may use: each later stage holds at most ``limit`` of work."""
     n = tm.size - 1
@@ -276,7 +276,7 @@ def last_useful(tm, limit, D):
     return last
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def slicing_value(order, bounds, succ_ptr, succ_idx, out_bytes, mem_op, times, cap, tscale, ovf, hard, cls, overlap):
     """Max stage load of a given slicing, by one pass over the edges (each tensor once per stage)."""
     n = order.size
@@ -297,7 +297,7 @@ def slicing_value(order, bounds, succ_ptr, succ_idx, out_bytes, mem_op, times, c
     return worst
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def balanced_bounds(tm, allowed, D):
     """Cut where cumulative (fastest) work crosses multiples of total / D, at allowed boundaries."""
     n = tm.size - 1

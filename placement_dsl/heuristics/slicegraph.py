@@ -155,6 +155,10 @@ class Slicer:
             bounds = self.balanced_bounds(order, allowed)
         return value, bounds, replicas
 
+    def value(self, order: np.ndarray, bounds: np.ndarray) -> float:
+        """Cost of the slicing of ``order`` at stage ``bounds`` (``O(n + m)``)."""
+        return sk.slicing_value(order, bounds, *self._value_args)
+
     def balanced_value(self, order: np.ndarray, allowed: np.ndarray) -> float:
         """Cost of the work-balanced slicing of ``order``: the DP's initial cutoff."""
         return sk.slicing_value(order, self.balanced_bounds(order, allowed), *self._value_args)

@@ -41,10 +41,11 @@ def test_a_heuristic_run_loads_no_solver_stack(tmp_path):
     assert shown == "[]"  # the answer's report came through result.py, which needs none
 
 
-def _dp_run(path, expression: str) -> str:
-    """What a fresh interpreter prints of ``expression`` after ``solve PATH --method dp`` (the last line)."""
-    code = (f"from placement_dsl.cli import main\nassert main(['solve', {str(path)!r}, '--method', 'dp', '--json']) == 0"
-            f"\nimport sys\nprint({expression})")
+def _dp_run(path, expression: str, command: tuple[str, ...] = ("solve", "--method", "dp")) -> str:
+    """What a fresh interpreter prints of ``expression`` after ``solve PATH --method dp`` (or another ``command``
+    on ``PATH``; the last line)."""
+    argv = [command[0], str(path), *command[1:], "--json"]
+    code = f"from placement_dsl.cli import main\nassert main({argv!r}) == 0\nimport sys\nprint({expression})"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
@@ -63,6 +64,48 @@ def test_a_dp_run_on_a_small_graph_loads_neither_networkx_nor_the_slicer(tmp_pat
     g = Graph([Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 4.0}, out_bytes=1.0) for i in range(6)],
               [("v0", "v1"), ("v0", "v2"), ("v1", "v3"), ("v2", "v3"), ("v3", "v4"), ("v4", "v5")])
     save_workload(Workload(g, Cluster.accelerators(2, cpus=1)), path)
-    shown = _dp_run(path, "sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'scipy', 'pyomo'}), "
+    shown = _dp_run(path, "sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'scipy', 'pyomo', 'numba'}), "
                           "len(sys.modules['placement_dsl.heuristics.slice_kernels'].slice_dp.signatures)")
     assert shown == "[] 0"  # the slicing DP's kernel never loaded
+
+
+def _small_workload(tmp_path):
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.io import Workload, save_workload
+
+    path = tmp_path / "chain.json"
+    g = Graph([Op(name=f"v{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(8)],
+              [(f"v{i}", f"v{i + 1}") for i in range(7)])
+    save_workload(Workload(g, Cluster.stages(3)), path)
+    return path
+
+
+@pytest.mark.parametrize("command", [("solve", "--method", "dp"), ("solve", "--method", "dpl"),
+                                     ("solve", "--method", "slicegraph"), ("evaluate",),
+                                     ("bounds", "--time-limit", "4")], ids=lambda c: "-".join(c[:3:2]))
+def test_a_command_on_a_small_workload_does_not_load_numba(tmp_path, command):
+    """Below the size where compiled kernels pay for loading numba and their cache (about a second of CPU), the
+    kernels run in Python (:mod:`placement_dsl.heuristics.jit`)."""
+    from placement_dsl.io import load_workload, save_placement
+    from placement_dsl.placement import Placement
+
+    path = _small_workload(tmp_path)
+    if command == ("evaluate",):
+        w = load_workload(path)
+        save_placement(Placement(w.graph, w.cluster, [0, 0, 0, 1, 1, 1, 2, 2]), tmp_path / "split.json", w)
+        command = ("evaluate", "--split", str(tmp_path / "split.json"))
+    assert _dp_run(path, "'numba' in sys.modules", command) == "False"
+
+
+def test_a_command_on_a_large_workload_compiles_its_kernels(tmp_path):
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.heuristics.jit import SMALL_OPS
+    from placement_dsl.io import Workload, save_workload
+
+    path = tmp_path / "long.json"
+    n = SMALL_OPS + 1
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(n)], [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    save_workload(Workload(g, Cluster.stages(2)), path)
+    assert _dp_run(path, "'numba' in sys.modules") == "True"

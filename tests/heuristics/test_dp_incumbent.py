@@ -4,6 +4,7 @@ sweep walked every pair of prefixes (seconds at 2,000 ops); with it the same opt
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -50,3 +51,35 @@ def test_a_small_graph_starts_dpl_without_loading_the_slicer():
     su = setup(graph, cluster, CostModel(), False, True)
     assert su.con.n_nodes < ideals.SLICING_NODES
     assert slicing_incumbent(su) is None
+
+
+def test_a_stopped_slicing_still_gives_dpl_the_balanced_slicing_as_incumbent(monkeypatch):
+    """Under load the slicing DP may pass its share of the time (cnn-10000 on 16 accelerators and a CPU: 2-11 s
+    each); DPL's sweep then ran without an incumbent, walked every pair of prefixes and was stopped. The
+    work-balanced slicing it falls back to is a split of the same prefixes, so its value bounds DPL's optimum."""
+    from placement_dsl.heuristics import slice_kernels
+
+    monkeypatch.setattr(ideals, "SLICING_NODES", 0)
+    monkeypatch.setattr(slice_kernels, "CLOCK_STEPS", 1)  # the DP reads the clock at its first segment
+    graph, cluster = _graph()
+    su = setup(graph, cluster, CostModel(), False, True)
+    stopped = slicing_incumbent(su, deadline=time.monotonic() - 1.0)
+    full = slicing_incumbent(su)
+    dpl_opt = search(su, linearize=True, max_ideals=100_000, upper_bound=None)[0].value
+    assert stopped is not None and math.isfinite(stopped)
+    assert dpl_opt <= full * (1 + 1e-9) and full <= stopped * (1 + 1e-9)
+
+
+def test_a_dp_stopped_before_dpl_ends_returns_the_slicing_when_it_beats_the_fallback(monkeypatch):
+    from placement_dsl.heuristics.fallback import fallback
+
+    monkeypatch.setattr(ideals, "SLICING_NODES", 0)
+    graph, cluster = _graph()[0], Cluster.accelerators(3, cpus=1, bandwidth=1e9)  # fast links: splitting pays
+    su = setup(graph, cluster, CostModel(), False, True)
+    value, slicing = ideals.slicing_split(su)
+    plain = fallback("dp", graph, cluster, su.model, "phase", time.perf_counter())
+    res = ideals._stopped_early(su, slicing, "phase", time.perf_counter())
+    assert value < plain.objective  # 6.46 against the balanced fallback's 6.85
+    assert res.objective == pytest.approx(value, rel=1e-9) and res.info["fallback"] == "slicing"
+    assert res.bound is None and res.info["stopped"]
+    assert ideals._stopped_early(su, None, "phase", time.perf_counter()).objective == plain.objective

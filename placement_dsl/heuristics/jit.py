@@ -1,0 +1,157 @@
+"""Compiled kernels that are loaded only when they pay: :func:`njit` is ``numba.njit`` deferred.
+
+Importing numba and loading a module's cached kernels costs about a second of CPU per process, far more than
+the heuristics spend on a graph of a few dozen ops. So a kernel declared here is a :class:`Kernel`: a plain
+Python function until the first call that wants speed. Inside :func:`interpreted` (the command line enters
+it for workloads of at most :data:`SMALL_OPS` ops) kernels run as the Python functions they are written as,
+and numba is never imported; any other call compiles (or loads from numba's on-disk cache) every kernel
+declared so far, and from then on every kernel is numba's dispatcher, the module globals included, so that
+compiled code calls compiled code. Both paths run the same code, so they give the same answers
+(``tests/heuristics/test_jit.py`` checks the DP's objective and split both ways).
+
+:data:`objmode` is ``numba.objmode`` the same way: a context manager that does nothing in Python.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+# Workloads of at most this many ops run their kernels in Python. Measured (the DP on 4 stages, CPU seconds of
+# the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
+# wider the graph, the more ideals); 128 ops 1.4 / 1.0. SliceGraph pays back later (256 ops: 0.2 / 0.8).
+SMALL_OPS = 32
+
+_KERNELS: list[Kernel] = []
+_PACKAGE = __name__.split(".")[0]
+
+
+class _State:
+    compiled: bool = False  # numba imported and every kernel declared so far compiled
+    interpreted: int = 0  # depth of interpreted() blocks
+
+
+class _ObjMode:
+    """``numba.objmode`` in Python: the block simply runs."""
+
+    def __call__(self, **types: str) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
+
+
+_OBJMODE = _ObjMode()
+objmode: Any = _OBJMODE
+
+
+class Kernel:
+    """A kernel's Python function and its ``numba.njit`` options; called, it runs compiled or in Python."""
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.py_func = fn
+        self.options = options
+        self.dispatcher: Any = None
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__module__ = fn.__module__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any) -> Any:
+        if self.dispatcher is not None:
+            return self.dispatcher(*args)
+        if _State.interpreted:
+            with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
+                return self.py_func(*args)
+        compile_all()
+        return self.dispatcher(*args)
+
+    @property
+    def signatures(self) -> list[Any]:
+        """The compiled signatures (none while the kernel has not been compiled)."""
+        return [] if self.dispatcher is None else self.dispatcher.signatures
+
+    def __repr__(self) -> str:
+        state = "compiled" if self.dispatcher is not None else "not compiled"
+        return f"<kernel {self.__module__}.{self.__qualname__} ({state})>"
+
+
+def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``numba.njit`` deferred (same options): a :class:`Kernel`, or numba's dispatcher once kernels are compiled."""
+    def wrap(f: Callable[..., Any]) -> Any:
+        if _State.compiled:
+            import numba
+
+            return numba.njit(**options)(f)
+        kernel = Kernel(f, options)
+        _KERNELS.append(kernel)
+        return kernel
+    return wrap if fn is None else wrap(fn)
+
+
+def compile_all() -> None:
+    """Import numba, make every declared kernel numba's dispatcher, and put the dispatchers (and
+    ``numba.objmode``) in place of the kernels in the package's modules, so compiled code finds compiled code."""
+    if _State.compiled:
+        return
+    import numba
+
+    shim = _OBJMODE
+    for kernel in _KERNELS:
+        if kernel.dispatcher is None:
+            kernel.dispatcher = numba.njit(**kernel.options)(kernel.py_func)
+    _State.compiled = True
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == _PACKAGE or name.startswith(_PACKAGE + ".")):
+            continue
+        space = vars(module)
+        for key, value in list(space.items()):
+            if isinstance(value, Kernel):
+                space[key] = value.dispatcher
+            elif value is shim:
+                space[key] = numba.objmode
+
+
+def python_kernels() -> bool:
+    """Whether kernels not yet compiled run in Python here (inside :func:`interpreted`, or a small workload's
+    command)."""
+    return bool(_State.interpreted) and not _State.compiled
+
+
+def is_compiled() -> bool:
+    """Whether numba has been loaded and the kernels compiled in this process."""
+    return _State.compiled
+
+
+@contextlib.contextmanager
+def interpreted(enabled: bool = True) -> Iterator[None]:
+    """Within the block (when ``enabled``), kernels not yet compiled run in Python and numba stays unloaded;
+    kernels already compiled stay compiled."""
+    _State.interpreted += bool(enabled)
+    try:
+        yield
+    finally:
+        _State.interpreted -= bool(enabled)
+
+
+def small(ops: int) -> bool:
+    """Whether a workload of ``ops`` ops is small enough for Python kernels (:data:`SMALL_OPS`)."""
+    return ops <= SMALL_OPS
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """A command's extent: :func:`note_workload` inside it holds until the block ends."""
+    depth = _State.interpreted
+    try:
+        yield
+    finally:
+        _State.interpreted = depth
+
+
+def note_workload(ops: int) -> None:
+    """The command works on a workload of ``ops`` ops: if it is :func:`small`, kernels run in Python until the
+    enclosing :func:`scope` ends (or for good, outside one)."""
+    if small(ops):
+        _State.interpreted += 1

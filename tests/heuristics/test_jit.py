@@ -1,0 +1,94 @@
+"""Kernels run in Python for small workloads and compiled otherwise (:mod:`placement_dsl.heuristics.jit`): the
+two paths give the same answers, and the Python one never loads numba."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.evaluate import CostModel
+from placement_dsl.heuristics import jit, run
+from placement_dsl.testing import random_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+METHODS = ("dp", "dpl", "slicegraph")
+
+
+def _cases() -> list[tuple[str, object, Cluster, CostModel]]:
+    """Random small graphs (integer work, so ties abound: the split, not only its value, must match) on
+    identical stages, accelerators with a CPU, tight memory, and a training graph."""
+    rng = np.random.default_rng(7)
+    cases = []
+    for i in range(8):
+        n = int(rng.integers(5, 13))
+        g = random_graph(rng, n, density=float(rng.uniform(0.15, 0.5)), name=f"g{i}")
+        cluster = [Cluster.stages(int(rng.integers(2, 4))), Cluster.accelerators(2, cpus=1),
+                   Cluster.stages(3, memory=float(g.param_bytes.sum()) / 2 + 4)][i % 3]
+        cases.append((f"g{i}", g, cluster, CostModel()))
+    g = random_graph(rng, 10, density=0.3, training=True, name="train")
+    cases.append(("train", g, Cluster.stages(2), CostModel.named("pipedream")))
+    return cases
+
+
+def answers() -> dict[str, list[object]]:
+    """Every method's objective and op -> device map on every case (an error's type in their place)."""
+    out: dict[str, list[object]] = {}
+    for name, g, cluster, model in _cases():
+        for method in METHODS:
+            try:
+                res = run(method, g, cluster, model=model)
+                out[f"{name}/{method}"] = [res.objective, res.placement.assign.tolist(), sorted(map(sorted, res.placement.replica_sets))]
+            except Exception as err:  # noqa: BLE001 - the same refusal on both paths is the same answer
+                out[f"{name}/{method}"] = [type(err).__name__]
+    return out
+
+
+def _python_answers() -> dict[str, list[object]]:
+    code = ("import json, sys\nfrom placement_dsl.heuristics import jit\nfrom tests.heuristics.test_jit import answers\n"
+            "with jit.interpreted():\n    found = answers()\nassert 'numba' not in sys.modules\nprint(json.dumps(found))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_python_and_compiled_kernels_give_the_same_objective_and_split():
+    python = _python_answers()
+    compiled = json.loads(json.dumps(answers()))
+    assert not jit.python_kernels()
+    assert python.keys() == compiled.keys()
+    solved = [k for k, v in compiled.items() if len(v) == 3]
+    assert len(solved) >= 20  # most cases are answered, not refused
+    for key in compiled:
+        if len(compiled[key]) == 3:
+            assert python[key][0] == pytest.approx(compiled[key][0], rel=1e-12), key
+        assert python[key][1:] == compiled[key][1:], key
+
+
+def test_a_kernel_runs_in_python_only_inside_interpreted():
+    from placement_dsl.heuristics.kernels import priority_order
+
+    prio = -np.arange(4, dtype=np.float64)
+    ptr, idx, indeg = np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1])
+    with jit.interpreted():
+        assert jit.python_kernels() == (not jit.is_compiled())
+        assert priority_order(prio, ptr, idx, indeg).tolist() == [0, 1, 2, 3]
+    assert not jit.python_kernels()
+    assert priority_order(prio, ptr, idx, indeg).tolist() == [0, 1, 2, 3]
+    assert jit.is_compiled() and "numba" in sys.modules
+
+
+def test_a_command_on_a_small_workload_interprets_only_until_it_ends():
+    assert not jit.python_kernels()
+    with jit.scope():
+        jit.note_workload(jit.SMALL_OPS)
+        assert bool(jit._State.interpreted)
+        jit.note_workload(jit.SMALL_OPS + 1)  # a large one adds nothing
+    assert not jit._State.interpreted
