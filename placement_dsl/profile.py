@@ -32,16 +32,19 @@ from __future__ import annotations
 import csv
 import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
+from .evaluate import CostModel
 from .files import write_atomic
 from .graph import Graph
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
+from .placement import Placement
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
@@ -326,6 +329,155 @@ def calibrated(fits: Sequence[StageFit], scale: float) -> list[StageFit]:
     return [StageFit(f.stage, f.predicted_ms * scale, f.measured_ms) for f in fits]
 
 
+# ---------------------------------------------------------------------------- the link between two ranks
+@dataclass(frozen=True)
+class LinkTime:
+    """One-way time of a point-to-point message: ``latency_ms + bytes / bandwidth`` (``bandwidth`` in bytes per ms),
+    fitted on ``samples`` (bytes, one-way ms)."""
+
+    latency_ms: float
+    bandwidth: float
+    samples: tuple[tuple[int, float], ...] = ()
+
+    def ms(self, size: float) -> float:
+        """The fitted one-way ms of a message of ``size`` bytes."""
+        return self.latency_ms + size / self.bandwidth
+
+
+def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
+    """The least-squares line ``ms = latency + bytes / bandwidth`` through ``samples`` (bytes, ms), latency
+    clipped at 0; refused without two sizes or when the time does not grow with the size.
+
+    >>> t = fit_link([(0, 0.05), (1000, 0.06), (2000, 0.07)])
+    >>> round(t.latency_ms, 6), round(t.bandwidth, 3)
+    (0.05, 100000.0)
+    """
+    xs = [float(x) for x, _ in samples]
+    ys = [float(y) for _, y in samples]
+    if len(set(xs)) < 2:
+        raise SpecError(f"fit_link: needs messages of at least two sizes, got sizes {sorted(set(xs))}")
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if not slope > 0:
+        raise SpecError(f"fit_link: the one-way time does not grow with the message size (slope {slope!r} ms per "
+                        "byte); measure larger messages")
+    latency = max(0.0, my - slope * mx)
+    return LinkTime(latency, 1.0 / slope, tuple((int(x), y) for x, y in zip(xs, ys)))
+
+
+def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
+    import json
+    import os
+    import statistics
+
+    torch = _torch()
+    dist = torch.distributed
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    rows = []
+    try:
+        for size in sizes:
+            buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
+            trips = []
+            for i in range(repeat + 2):
+                dist.barrier()
+                start = time.perf_counter()
+                if rank == 0:
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
+                else:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+                if i >= 2:
+                    trips.append(1e3 * (time.perf_counter() - start))
+            rows.append((buf.numel() * 4, statistics.median(trips) / 2))
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps(rows))
+
+
+def ping_pong(sizes: Sequence[int] = (4, 1 << 12, 1 << 16, 1 << 18, 1 << 20), repeat: int = 20) -> LinkTime:
+    """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
+    median round trip of ``repeat`` messages sent and returned, halved; then :func:`fit_link` over the sizes."""
+    import json
+    import socket
+    import tempfile
+
+    torch = _torch()
+    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
+        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp, "link.json"))
+        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out), nprocs=2,
+                                              join=True, start_method="fork")
+        rows = json.loads(Path(out).read_text())
+    return fit_link(rows)
+
+
+# ---------------------------------------------------------------------------- a pipeline run's costs
+@dataclass(frozen=True)
+class RunCosts:
+    """What a pipeline run costs besides the profiled compute, fed through the cost model's own terms.
+
+    ``scale``: measured compute over profiled (the machine's speed against the profile's; the stage
+    devices' ``speed`` is ``1 / scale``); ``link``: the point-to-point link between ranks (the devices'
+    ``bandwidth`` and the cost model's ``message_latency``, paid per tensor on each side as bytes are);
+    ``overhead_ms``: the runtime's fixed time per task, each stage's forward or backward of one
+    micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo).
+    """
+
+    scale: float = 1.0
+    link: LinkTime = LinkTime(0.0, float("inf"))
+    overhead_ms: float = 0.0
+
+    def cluster(self, stages: int, kind: str = ACCELERATOR) -> Cluster:
+        """``stages`` identical devices of ``kind`` at the run's speed and link bandwidth."""
+        bandwidth = min(self.link.bandwidth, 1e15)
+        return Cluster([Device(name=f"rank{k}", kind=kind, speed=1.0 / self.scale, bandwidth=bandwidth)
+                        for k in range(stages)])
+
+    def model(self) -> CostModel:
+        """The simulator's default cost model (no overlap, overflow memory) with the run's fixed costs."""
+        return CostModel(memory="overflow", require=frozenset(), task_overhead=self.overhead_ms,
+                         message_latency=self.link.latency_ms)
+
+    def placement(self, p: Placement) -> Placement:
+        """``p`` on :meth:`cluster` (same assignment; its devices' kind)."""
+        return Placement(p.graph, self.cluster(p.cluster.size, p.cluster.devices[0].kind), p.assign)
+
+
+def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
+    """The overhead ``o`` in ``[0, high]`` minimizing ``sum (measured - predict(o))^2`` (golden-section search;
+    ``predict`` grows with ``o``, as a makespan does with each task's fixed cost).
+
+    >>> round(fit_overhead(lambda o: [3 + 2 * o, 1 + 4 * o], [5.0, 5.0], 10.0), 4)
+    1.0
+    """
+    def loss(o: float) -> float:
+        return sum((m - q) ** 2 for m, q in zip(measured, predict(o)))
+
+    lo, hi = 0.0, float(high)
+    ratio = (5 ** 0.5 - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    for _ in range(60):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = loss(b)
+    best = (lo + hi) / 2
+    return 0.0 if loss(0.0) <= loss(best) else best
+
+
 def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     """Predicted, measured and residual per stage, one line each, and the largest residual."""
     lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
@@ -336,6 +488,6 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["COLUMNS", "DEVICES", "ModuleTime", "StageFit", "build", "calibrated", "calibration", "calibration_table",
-           "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
+           "calibration_table", "fit_link", "fit_overhead", "ping_pong", "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
            "write_profile"]
