@@ -41,11 +41,15 @@ from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.profile import (
+    LinkTime,
     ModuleTime,
+    RunCosts,
     StageFit,
     calibrated,
     calibration,
     calibration_table,
+    fit_overhead,
+    ping_pong,
     profile_module,
     scale_of,
     training_graph,
@@ -209,6 +213,14 @@ class Plan:
     backward_ms: list[float]
     step_ms: dict[str, float] = field(default_factory=dict)  # predicted time per micro-batch of a schedule's step
     csv: dict[str, str] = field(default_factory=dict)  # the exported schedule CSV of each CSV schedule
+    train: Placement | None = None  # the training graph on the stages, with the profiled times
+    microbatches: int = 1
+
+    def step_with(self, costs: RunCosts, schedule: str) -> float:
+        """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
+        costs: the profiled compute times ``costs.scale``, the link's bandwidth and latency, the per-task overhead."""
+        return simulate(costs.placement(self.train), CSV.get(schedule, schedule), self.microbatches,
+                        costs.model()).time_per_sample
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
@@ -233,7 +245,8 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int) -
     assign = [device[op.name[:-5] if op.backward else op.name] for op in train.ops]
     tp = Placement(train, placement.cluster, assign)
     rows_ = evaluate(tp, "gpipe").devices
-    plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_])
+    plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_], train=tp,
+                microbatches=microbatches)
     plan.step_ms = {s: simulate(tp, s, microbatches).makespan / microbatches for s in SCHEDULES}
     return plan
 
@@ -409,8 +422,9 @@ def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
                        [r["forward_ms"] + r["backward_ms"] for r in ranks])
 
 
-def report(plan: Plan, ranks: list[dict], schedules: list[str], scale: float) -> list[str]:
-    """Predicted against measured stage and step times of one run, as lines (``scale``: the calibration)."""
+def report(plan: Plan, ranks: list[dict], schedules: list[str], costs: RunCosts) -> list[str]:
+    """Predicted against measured stage and step times of one run, as lines (``costs``: the calibration)."""
+    scale = costs.scale
     lines = [f"{plan.name}: split_spec {plan.split_spec}"]
     last = ranks[-1]
     for s in schedules:
@@ -423,10 +437,22 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], scale: float) ->
     lines += calibration_table(calibrated(fits, scale)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
-        want = plan.step_ms[s] * scale
+        want = plan.step_with(costs, s)
         lines.append(f"{plan.name} {s}: step per micro-batch predicted {want:.4f} ms (calibrated), measured "
                      f"{measured:.4f} ms, residual {(measured - want) / measured:.1%}")
     return lines
+
+
+def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, fit_on: str = "1f1b") -> RunCosts:
+    """The run's costs: one compute factor fitted on every stage of ``runs`` (measured over profiled), the measured
+    ``link``, and the per-task overhead that fits the ``fit_on`` steps of ``runs`` best given them."""
+    scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    measured = [max(r[f"{fit_on}_step_ms"] for r in ranks) for ranks in runs]
+
+    def predict(o: float) -> list[float]:
+        return [plan.step_with(RunCosts(scale, link, o), fit_on) for plan in plans]
+
+    return RunCosts(scale, link, fit_overhead(predict, measured, max(measured)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -447,9 +473,12 @@ def main(argv: list[str] | None = None) -> int:
                      "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
     ok = True
     runs = execute(jobs, args.quick)
-    scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
+    print(f"calibration: compute x{costs.scale:.3f} (fitted on the stages), link {costs.link.latency_ms:.3f} ms + "
+          f"bytes / {costs.link.bandwidth:.4g} per ms (measured), {costs.overhead_ms:.3f} ms per task (fitted on the "
+          "1f1b steps)")
     for plan, ranks in zip(plans, runs):
-        print("\n".join(report(plan, ranks, schedules, scale)))
+        print("\n".join(report(plan, ranks, schedules, costs)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)
     print("all outputs match the unsplit models" if ok else "an output differs from the unsplit model")
     return 0 if ok else 1
