@@ -161,9 +161,32 @@ def main() -> None:
                           fmt(100 * max(w[f"{s}_step_ms"] for w in wide), ".0f") + "%",
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
+    print()
+    for line in rankings(runs, results, costs, schedules):
+        print(line)
     if args.virtual:
         virtual_rows(costs)
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
+
+
+def rankings(runs, results, costs, schedules) -> list[str]:
+    """Per model and schedule: the splits ranked by predicted and by measured step (the faster first), naming the
+    splits that cut at the same point (one split run more than once: their differences are the machine's)."""
+    lines = []
+    for name in dict.fromkeys(n for n, _, _ in runs):
+        mine = [(label, plan, ranks) for (n, label, plan), ranks in zip(runs, results) if n == name]
+        points: dict[str, list[str]] = {}
+        for label, plan, _ in mine:
+            points.setdefault(",".join(plan.split_spec), []).append(label)
+        same = [f"{' = '.join(labels)} (cut at {point})" for point, labels in points.items() if len(labels) > 1]
+        if same:
+            lines.append(f"{name}: the same split: {'; '.join(same)}")
+        for s in schedules:
+            pred = sorted(mine, key=lambda x: x[1].step_with(costs, s))
+            meas = sorted(mine, key=lambda x: max(r[f"{s}_step_ms"] for r in x[2]))
+            lines.append(f"{name} {s}: predicted fastest first {' < '.join(x[0] for x in pred)}; measured "
+                         f"{' < '.join(x[0] for x in meas)}")
+    return lines
 
 
 def virtual_rows(costs) -> None:
