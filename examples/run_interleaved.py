@@ -73,7 +73,7 @@ def plan(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, str],
     time per micro-batch of each schedule with the profiled module times (ms), alone and under ``costs`` (a run's
     compute factor, link and per-task overhead, :class:`placement_dsl.profile.RunCosts`; none: the same)."""
     model, x, _ = data()
-    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3)
+    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu")
     with torch.device("meta"):
         w = from_module(Net(), (torch.randn(MICROBATCH, 16),), name="net")
     g, _ = apply_costs(w.graph, {r.module: {KIND: r.forward_ms} for r in rows})

@@ -41,6 +41,7 @@ from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.profile import (
+    CLOCKS,
     LinkTime,
     ModuleTime,
     RunCosts,
@@ -59,6 +60,7 @@ from placement_dsl.simulate import simulate
 KIND = "accelerator"  # the kind of the pipeline's stage devices; here each is a one-thread CPU process
 BANDWIDTH = 1e6  # bytes per ms between two ranks (gloo over the loopback moves about 1 GB/s)
 DEPTH = 2  # stage boundaries between modules of two dotted parts: h.N of the GPT, blocks.N of the CNN
+CLOCK = "cpu"  # compute timed in the process's CPU time (profile and stages): the machine's other work does not count
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
 
@@ -226,7 +228,7 @@ class Plan:
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
     """Each depth-2 module's measured forward and backward time on one CPU thread."""
     model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3)
+    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK)
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:
@@ -294,11 +296,11 @@ def _free_port() -> int:
 
 
 def _fastest_ms(fn: Any, repeat: int) -> float:
-    times = []
+    times, clock = [], CLOCKS[CLOCK]
     for _ in range(repeat + 1):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(1e3 * (time.perf_counter() - start))
+        times.append(1e3 * (clock() - start))
     return min(times[1:])
 
 
@@ -321,9 +323,9 @@ def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, re
     spent = []
     for _ in range(repeat + 1):
         out = forward()
-        start = time.perf_counter()
+        start = CLOCKS[CLOCK]()
         out.backward(None if last else torch.ones_like(out))
-        spent.append(1e3 * (time.perf_counter() - start))
+        spent.append(1e3 * (CLOCKS[CLOCK]() - start))
     return fw, min(spent[1:])
 
 

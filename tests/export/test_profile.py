@@ -186,3 +186,33 @@ def test_run_costs_are_fitted_back_from_a_simulated_run():
     assert scale == 2.0 and o == pytest.approx(0.75, abs=1e-6)
     fitted = profile.RunCosts(scale, link, o)
     assert simulate(fitted.placement(p), "gpipe", 4, fitted.model()).time_per_sample == pytest.approx(measured["gpipe"])
+
+
+def test_cpu_clock_times_what_the_module_costs():
+    """The CPU clock does not count time the process spends off the CPU: a module that sleeps costs nothing there."""
+    import torch
+
+    class Nap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            import time
+            time.sleep(0.02)
+            return self.lin(x)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.nap = Nap()
+
+        def forward(self, x):
+            return self.nap(x)
+
+    x = torch.randn(2, 4)
+    wall = profile.profile_module(Net(), (x,), depth=1, repeat=2, warmup=0)
+    cpu = profile.profile_module(Net(), (x,), depth=1, repeat=2, warmup=0, clock="cpu")
+    assert wall[0].forward_ms >= 20.0 and cpu[0].forward_ms < 5.0
+    with pytest.raises(SpecError, match="clock 'gpu'"):
+        profile.profile_module(Net(), (x,), clock="gpu")
