@@ -141,8 +141,9 @@ def main() -> None:
     costs = rp.calibrate([runs[i][2] for i in fitted], [results[i] for i in fitted], link)
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"calibration, fitted on the 'ours' rows only: compute x{costs.scale:.3f} (their stages), "
-          f"{costs.overhead_ms:.3f} ms per task (their 1f1b steps); link measured; the other rows are predictions\n")
+          f"calibration, fitted on the 'ours' rows only: compute x{costs.scale:.3f} (their stages, CPU time), "
+          f"wall-clock slowdown x{costs.slowdown:.3f} and {costs.overhead_ms:.3f} ms per task (their 1f1b steps); "
+          "link measured; the other rows are predictions\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
                    "stage residual", "stage spread", "schedule", "step ms/mb predicted (cal.)", "step ms/mb measured",
                    "step residual", "step spread", "samples/s measured"])

@@ -50,6 +50,7 @@ from placement_dsl.profile import (
     calibration,
     calibration_table,
     fit_overhead,
+    fit_slowdown_and_overhead,
     ping_pong,
     profile_module,
     scale_of,
@@ -446,15 +447,19 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], costs: RunCosts)
 
 
 def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, fit_on: str = "1f1b") -> RunCosts:
-    """The run's costs: one compute factor fitted on every stage of ``runs`` (measured over profiled), the measured
-    ``link``, and the per-task overhead that fits the ``fit_on`` steps of ``runs`` best given them."""
+    """The run's costs: one compute factor fitted on every stage of ``runs`` (measured over profiled, both in CPU
+    time), the measured ``link``, and the wall-clock slowdown and per-task overhead that fit the ``fit_on`` steps
+    of ``runs`` best given them (the steps are wall clock: on a shared CPU the ranks get a share of it)."""
     scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
     measured = [max(r[f"{fit_on}_step_ms"] for r in ranks) for ranks in runs]
 
-    def predict(o: float) -> list[float]:
-        return [plan.step_with(RunCosts(scale, link, o), fit_on) for plan in plans]
+    def predict(slowdown: float, o: float) -> list[float]:
+        return [plan.step_with(RunCosts(scale, link, o, slowdown), fit_on) for plan in plans]
 
-    return RunCosts(scale, link, fit_overhead(predict, measured, max(measured)))
+    if CLOCK == "wall":  # the stages' factor is already the run's
+        return RunCosts(scale, link, fit_overhead(lambda o: predict(1.0, o), measured, max(measured)))
+    slowdown, o = fit_slowdown_and_overhead(predict, measured, max(measured))
+    return RunCosts(scale, link, o, slowdown)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -477,8 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = execute(jobs, args.quick)
     costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
     print(f"calibration: compute x{costs.scale:.3f} (fitted on the stages), link {costs.link.latency_ms:.3f} ms + "
-          f"bytes / {costs.link.bandwidth:.4g} per ms (measured), {costs.overhead_ms:.3f} ms per task (fitted on the "
-          "1f1b steps)")
+          f"bytes / {costs.link.bandwidth:.4g} per ms (measured), wall-clock slowdown x{costs.slowdown:.3f} and "
+          f"{costs.overhead_ms:.3f} ms per task (fitted on the 1f1b steps)")
     for plan, ranks in zip(plans, runs):
         print("\n".join(report(plan, ranks, schedules, costs)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -436,17 +437,21 @@ class RunCosts:
     devices' ``speed`` is ``1 / scale``); ``link``: the point-to-point link between ranks (the devices'
     ``bandwidth`` and the cost model's ``message_latency``, paid per tensor on each side as bytes are);
     ``overhead_ms``: the runtime's fixed time per task, each stage's forward or backward of one
-    micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo).
+    micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo);
+    ``slowdown``: wall clock over CPU time of the ranks' compute during the run (1 on an idle machine; on
+    a CPU shared with other work, the share it left the ranks), which multiplies ``scale`` in the devices'
+    speed when a step's wall-clock time is predicted from CPU-time profiles.
     """
 
     scale: float = 1.0
     link: LinkTime = LinkTime(0.0, float("inf"))
     overhead_ms: float = 0.0
+    slowdown: float = 1.0
 
     def cluster(self, stages: int, kind: str = ACCELERATOR) -> Cluster:
         """``stages`` identical devices of ``kind`` at the run's speed and link bandwidth."""
         bandwidth = min(self.link.bandwidth, 1e15)
-        return Cluster([Device(name=f"rank{k}", kind=kind, speed=1.0 / self.scale, bandwidth=bandwidth)
+        return Cluster([Device(name=f"rank{k}", kind=kind, speed=1.0 / (self.scale * self.slowdown), bandwidth=bandwidth)
                         for k in range(stages)])
 
     def model(self) -> CostModel:
@@ -486,6 +491,37 @@ def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence
     return 0.0 if loss(0.0) <= loss(best) else best
 
 
+def fit_slowdown_and_overhead(predict: Callable[[float, float], Sequence[float]], measured: Sequence[float],
+                              high: float, slowest: float = 64.0) -> tuple[float, float]:
+    """``(slowdown, overhead)`` minimizing ``sum (measured - predict(slowdown, overhead))^2``: a golden-section
+    search over ``log slowdown`` in ``[0, log slowest]`` around :func:`fit_overhead` in ``[0, high]``.
+
+    >>> s, o = fit_slowdown_and_overhead(lambda s, o: [2 * s + 3 * o, 4 * s + 3 * o], [8.0, 12.0], 10.0)
+    >>> round(s, 3), round(o, 3)
+    (2.0, 1.333)
+    """
+    def inner(log_s: float) -> tuple[float, float]:
+        sl = math.exp(log_s)
+        o = fit_overhead(lambda x: predict(sl, x), measured, high)
+        return sum((m - q) ** 2 for m, q in zip(measured, predict(sl, o))), o
+
+    lo, hi = 0.0, math.log(slowest)
+    ratio = (5 ** 0.5 - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = inner(a)[0], inner(b)[0]
+    for _ in range(40):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = inner(a)[0]
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = inner(b)[0]
+    best = (lo + hi) / 2
+    return math.exp(best), inner(best)[1]
+
+
 def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     """Predicted, measured and residual per stage, one line each, and the largest residual."""
     lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
@@ -497,5 +533,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "ping_pong", "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "ping_pong", "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
            "write_profile"]
