@@ -216,3 +216,27 @@ def test_cpu_clock_times_what_the_module_costs():
     assert wall[0].forward_ms >= 20.0 and cpu[0].forward_ms < 5.0
     with pytest.raises(SpecError, match="clock 'gpu'"):
         profile.profile_module(Net(), (x,), clock="gpu")
+
+
+def test_slowdown_and_overhead_are_fitted_back_from_two_simulated_runs():
+    """Two splits of a training chain run at a wall-clock slowdown of 3 with 0.75 ms per task: both come back."""
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.placement import Placement
+    from placement_dsl.simulate import simulate
+    from placement_dsl.zoo.training import with_backward
+
+    ops, edges = with_backward([Op(name=f"l{i}", work=float(w), out_bytes=2.0) for i, w in enumerate([1, 3, 2])],
+                               [("l0", "l1"), ("l1", "l2")])
+    g = Graph(ops, edges)
+    splits = [Placement(g, Cluster.stages(2), a) for a in ([0, 1, 1, 1, 1, 0], [0, 0, 1, 1, 0, 0])]
+    link = profile.LinkTime(0.5, 4.0)
+    truth = profile.RunCosts(1.0, link, 0.75, 3.0)
+    measured = [simulate(truth.placement(p), "1f1b", 4, truth.model()).time_per_sample for p in splits]
+
+    def predict(slowdown: float, o: float) -> list[float]:
+        costs = profile.RunCosts(1.0, link, o, slowdown)
+        return [simulate(costs.placement(p), "1f1b", 4, costs.model()).time_per_sample for p in splits]
+
+    slowdown, o = profile.fit_slowdown_and_overhead(predict, measured, 10.0)
+    assert slowdown == pytest.approx(3.0, rel=1e-4) and o == pytest.approx(0.75, abs=1e-3)
