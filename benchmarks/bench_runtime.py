@@ -28,6 +28,8 @@ module times (uncalibrated) against the measured one.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,7 +41,7 @@ import run_pipeline as rp
 from common import fmt, markdown_head, markdown_row
 
 from placement_dsl.export.layers import layer_prefix
-from placement_dsl.profile import calibrated, scale_of
+from placement_dsl.profile import calibrated, ping_pong
 
 
 def blocks(graph, depth: int = rp.DEPTH) -> list[str]:
@@ -85,57 +87,122 @@ def plans(name: str, microbatch: int, microbatches: int, quick: bool) -> list[tu
     return out
 
 
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def medians(repeats: list[list[list[dict]]]) -> tuple[list[list[dict]], list[list[dict]]]:
+    """Per job and rank, the median of every measured number over the repeats, and its spread ((max - min) / median)."""
+    med, spread = [], []
+    for job in range(len(repeats[0])):
+        med.append([]), spread.append([])
+        for rank in range(len(repeats[0][job])):
+            runs = [rep[job][rank] for rep in repeats]
+            row, wide = dict(runs[0]), {}
+            for key, value in runs[0].items():
+                if isinstance(value, float) and key.endswith("_ms"):
+                    xs = [r[key] for r in runs]
+                    row[key] = statistics.median(xs)
+                    wide[key] = (max(xs) - min(xs)) / row[key] if row[key] else 0.0
+                elif isinstance(value, bool):
+                    row[key] = all(r[key] for r in runs)
+            med[-1].append(row), spread[-1].append(wide)
+    return med, spread
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the test's small models and few steps")
     ap.add_argument("--models", default="gpt,cnn")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
                     help="skip the interleaved 1F1B and ZB-H1 rows")
     args = ap.parse_args()
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     start = time.perf_counter()
+    print(f"load at start: {load()}")
     rp.torch.set_num_threads(1)
+    link = ping_pong(repeat=5 if args.quick else 20)
+    print(f"link (gloo ping-pong, 2 processes): {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms; "
+          f"one-way ms by bytes: {', '.join(f'{b}: {t:.3f}' for b, t in link.samples)}")
     runs = [(name, label, plan) for name in args.models.split(",")
             for label, plan in plans(name, microbatch, microbatches, args.quick)]
     jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
              "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20}
             for name, _, plan in runs]
-    results = rp.execute(jobs, args.quick)
-    fits = [rp.stage_fits(plan, ranks) for (_, _, plan), ranks in zip(runs, results)]
-    scale = scale_of([f for fs in fits for f in fs])
-    print(f"micro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
-          f"calibration: predictions x{scale:.3f}\n")
+    repeats = []
+    for k in range(args.repeats):
+        repeats.append(rp.execute(jobs, args.quick))
+        print(f"repeat {k + 1} of {args.repeats} done, load {load()}")
+    results, spread = medians(repeats)
+    fitted = [i for i, (_, label, _) in enumerate(runs) if label == "ours"]
+    costs = rp.calibrate([runs[i][2] for i in fitted], [results[i] for i in fitted], link)
+    print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
+          f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
+          f"calibration, fitted on the 'ours' rows only: compute x{costs.scale:.3f} (their stages, CPU time), "
+          f"wall-clock slowdown x{costs.slowdown:.3f} and {costs.overhead_ms:.3f} ms per task (their 1f1b steps); "
+          "link measured; the other rows are predictions\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
-                   "stage residual", "schedule", "step ms/mb predicted (cal.)", "step ms/mb measured",
-                   "step residual", "samples/s measured"])
-    for (name, label, plan), ranks, fs in zip(runs, results, fits):
-        cal = calibrated(fs, scale)
+                   "stage residual", "stage spread", "schedule", "step ms/mb predicted (cal.)", "step ms/mb measured",
+                   "step residual", "step spread", "samples/s measured"])
+    for (name, label, plan), ranks, wide in zip(runs, results, spread):
+        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale)
+        stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
             measured = max(r[f"{s}_step_ms"] for r in ranks)
-            want = plan.step_ms[s] * scale
+            want = plan.step_with(costs, s)
+            tag = " (fit)" if label == "ours" and s == "1f1b" else ""
             markdown_row([name, label, ",".join(plan.split_spec), " / ".join(fmt(f.predicted_ms) for f in cal),
                           " / ".join(fmt(f.measured_ms) for f in cal),
-                          " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in cal), s, fmt(want),
+                          " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in cal),
+                          fmt(100 * stage_spread, ".0f") + "%", s + tag, fmt(want),
                           fmt(measured), fmt(100 * (measured - want) / measured, ".1f") + "%",
+                          fmt(100 * max(w[f"{s}_step_ms"] for w in wide), ".0f") + "%",
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
+    print()
+    for line in rankings(runs, results, costs, schedules):
+        print(line)
     if args.virtual:
-        virtual_rows()
-    print(f"\n{time.perf_counter() - start:.0f} s")
+        virtual_rows(costs)
+    print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
 
 
-def virtual_rows() -> None:
-    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV."""
-    split, results = ri.run()
+def rankings(runs, results, costs, schedules) -> list[str]:
+    """Per model and schedule: the splits ranked by predicted and by measured step (the faster first), naming the
+    splits that cut at the same point (one split run more than once: their differences are the machine's)."""
+    lines = []
+    for name in dict.fromkeys(n for n, _, _ in runs):
+        mine = [(label, plan, ranks) for (n, label, plan), ranks in zip(runs, results) if n == name]
+        points: dict[str, list[str]] = {}
+        for label, plan, _ in mine:
+            points.setdefault(",".join(plan.split_spec), []).append(label)
+        same = [f"{' = '.join(labels)} (cut at {point})" for point, labels in points.items() if len(labels) > 1]
+        if same:
+            lines.append(f"{name}: the same split: {'; '.join(same)}")
+        for s in schedules:
+            pred = sorted(mine, key=lambda x: x[1].step_with(costs, s))
+            meas = sorted(mine, key=lambda x: max(r[f"{s}_step_ms"] for r in x[2]))
+            lines.append(f"{name} {s}: predicted fastest first {' < '.join(x[0] for x in pred)}; measured "
+                         f"{' < '.join(x[0] for x in meas)}")
+    return lines
+
+
+def virtual_rows(costs) -> None:
+    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV, predicted with the
+    costs fitted above (none of them fitted here)."""
+    split, results = ri.run(costs)
     print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
-          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; predictions uncalibrated\n")
-    markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb predicted", "step ms/mb measured",
-                   "step residual"])
+          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; predicted with the costs fitted above "
+          "(uncalibrated: profiled compute alone)\n")
+    markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb predicted (uncal.)",
+                   "step ms/mb predicted (cal.)", "step ms/mb measured", "step residual (cal.)"])
     for name, r in results.items():
-        residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
-        markdown_row([name, str(r["output"] and r["grads"]), fmt(r["predicted_ms"]), fmt(r["measured_ms"]),
-                      fmt(100 * residual, ".1f") + "%"])
+        residual = (r["measured_ms"] - r["calibrated_ms"]) / r["measured_ms"]
+        markdown_row([name, str(r["output"] and r["grads"]), fmt(r["predicted_ms"]), fmt(r["calibrated_ms"]),
+                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%"])
 
 
 if __name__ == "__main__":

@@ -85,13 +85,79 @@ def random_rows(seeds: int, m: int) -> list[tuple]:
     return rows
 
 
+def memory_check(instances: int) -> None:
+    """The DP with memory per schedule under the orders against brute force over contiguous splits of random
+    training chains (k = 2..3 devices, m = 2..8, tight memory), and what 1F1B's ``k - s`` count would have answered:
+    how many of its splits the cost model finds over memory under the order, and how often it misses the optimum."""
+    import itertools
+    import math
+
+    from placement_dsl.errors import InfeasibleError
+    from placement_dsl.evaluate import CostModel, evaluate
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.heuristics import run
+    from placement_dsl.training import TrainingMemorySpec
+    from placement_dsl.zoo.training import with_backward
+
+    rng = np.random.default_rng(0)
+    tally = {s: dict.fromkeys(("instances", "feasible", "dp valid", "dp = brute", "1f1b count over memory",
+                               "1f1b count misses"), 0) for s in ("interleaved-1f1b", "zb-h1")}
+    for t in range(instances):
+        schedule = ("interleaved-1f1b", "zb-h1")[t % 2]
+        n, k, m = int(rng.integers(2, 7)), int(rng.integers(2, 4)), int(rng.choice([2, 4, 8]))
+        ops = [Op(name=f"l{i}", work=float(rng.integers(1, 5)), out_bytes=float(rng.integers(0, 4)),
+                  param_bytes=float(rng.integers(0, 3))) for i in range(n)]
+        ops, edges = with_backward(ops, [(f"l{i}", f"l{i + 1}") for i in range(n - 1)])
+        g = Graph(ops, edges)
+        spec = TrainingMemorySpec("1f1b", optimizer_bytes=4.0, weight_bytes=2.0)
+        total = float(g.param_bytes.sum() * 2 + (g.out_bytes * ~g.backward).sum())
+        cluster = Cluster.stages(k, memory=max(1.0, total * float(rng.uniform(0.4, 1.2))), bandwidth=2.0)
+        model = CostModel.named(schedule, microbatches=m, training_memory=spec)
+        steady = CostModel.named("pipedream", require=frozenset())
+        want = math.inf
+        for q in range(1, min(n, k) + 1):
+            for cuts in itertools.combinations(range(1, n), q - 1):
+                b = (0, *cuts, n)
+                fw = [s for s in range(q) for _ in range(b[s], b[s + 1])]
+                pl = Placement(g, cluster, fw + fw[::-1])
+                if evaluate(pl, model).valid:
+                    want = min(want, evaluate(pl, steady).objective)
+        row = tally[schedule]
+        row["instances"] += 1
+        row["feasible"] += math.isfinite(want)
+        try:
+            got = run("dp", g, cluster, model=model).placement
+            row["dp valid"] += evaluate(got, model).valid
+            row["dp = brute"] += bool(math.isclose(evaluate(got, steady).objective, want, rel_tol=1e-9))
+        except InfeasibleError:
+            row["dp = brute"] += not math.isfinite(want)
+        try:  # 1F1B's count: the same split search under the spec's own k - s
+            old = run("dp", g, cluster, model=CostModel.named("pipedream", training_memory=spec)).placement
+            row["1f1b count over memory"] += not evaluate(old, model).valid
+            row["1f1b count misses"] += bool(evaluate(old, model).valid and
+                                             evaluate(old, steady).objective > want * (1 + 1e-9))
+        except InfeasibleError:
+            row["1f1b count misses"] += math.isfinite(want)
+    print("\nmemory per schedule under the orders: the DP against brute force over contiguous splits")
+    print("| schedule | " + " | ".join(next(iter(tally.values()))) + " |")
+    print("|---|" + "---|" * len(next(iter(tally.values()))))
+    for schedule, row in tally.items():
+        print(f"| {schedule} | " + " | ".join(str(v) for v in row.values()) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--microbatches", type=int, default=64)
     ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--memory", type=int, default=0, metavar="N",
+                    help="only the memory check: the DP under the orders' memory against brute force, N instances")
     args = ap.parse_args()
     start = time.perf_counter()
+    if args.memory:
+        memory_check(args.memory)
+        print(f"wall {time.perf_counter() - start:.1f} s")
+        return
     rows = models(args.quick, args.microbatches) + random_rows(args.seeds or (5 if args.quick else 20),
                                                                  args.microbatches)
     print("| input | schedule | p | v | simulator | recurrence (err) | closed form (err) | steady (err) |")

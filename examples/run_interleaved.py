@@ -40,7 +40,7 @@ from placement_dsl.export import export
 from placement_dsl.export.plan import module_of
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
-from placement_dsl.profile import profile_module, training_graph
+from placement_dsl.profile import RunCosts, profile_module, training_graph
 from placement_dsl.simulate import simulate
 
 SCHEDULES = ("interleaved-1f1b", "zb-h1")
@@ -68,11 +68,12 @@ def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(output, target)
 
 
-def plan() -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+def plan(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, str], dict[str, float], dict[str, float]]:
     """The split points of the placement (one block per stage, stage k on rank k mod 2), its CSVs and the simulator's
-    time per micro-batch of each schedule with the profiled module times (ms)."""
+    time per micro-batch of each schedule with the profiled module times (ms), alone and under ``costs`` (a run's
+    compute factor, link and per-task overhead, :class:`placement_dsl.profile.RunCosts`; none: the same)."""
     model, x, _ = data()
-    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3)
+    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu")
     with torch.device("meta"):
         w = from_module(Net(), (torch.randn(MICROBATCH, 16),), name="net")
     g, _ = apply_costs(w.graph, {r.module: {KIND: r.forward_ms} for r in rows})
@@ -91,7 +92,10 @@ def plan() -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
     tp = Placement(train, cluster, [device[op.name[:-5] if op.backward else op.name] for op in train.ops])
     shares = [share.get(str(module_of(op, 2)), 0.0) if op.backward else 0.0 for op in train.ops]
     predicted = {s: simulate(tp, s, MICROBATCHES, weight_share=shares).time_per_sample for s in SCHEDULES}
-    return split, csvs, predicted
+    calibrated = predicted if costs is None else {
+        s: simulate(costs.placement(tp), s, MICROBATCHES, costs.model(), weight_share=shares).time_per_sample
+        for s in SCHEDULES}
+    return split, csvs, predicted, calibrated
 
 
 def data() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -142,10 +146,11 @@ def worker(rank: int, port: int, pipe, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
 
 
-def run() -> tuple[dict[str, str], dict[str, dict]]:
-    """Plan, export and run both schedules; per schedule: output and gradients as unsplit, predicted and measured ms."""
+def run(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+    """Plan, export and run both schedules; per schedule: output and gradients as unsplit, predicted (alone and
+    under ``costs``) and measured ms."""
     torch.set_num_threads(1)
-    split, csvs, predicted = plan()
+    split, csvs, predicted, calibrated = plan(costs)
     model, x, _ = data()
     pipe = pipeline(model, (x[:MICROBATCH],), split_spec={k: SplitPoint.BEGINNING for k in split})
     if pipe.num_stages != RANKS * 2:
@@ -160,7 +165,8 @@ def run() -> tuple[dict[str, str], dict[str, dict]]:
                            start_method="fork")
         ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(RANKS)]
     return split, {name: {"output": ranks[-1][name]["output"], "grads": all(r[name]["grads"] for r in ranks),
-                          "predicted_ms": predicted[name], "measured_ms": max(r[name]["ms"] for r in ranks)}
+                          "predicted_ms": predicted[name], "calibrated_ms": calibrated[name],
+                          "measured_ms": max(r[name]["ms"] for r in ranks)}
                    for name in SCHEDULES}
 
 

@@ -41,11 +41,17 @@ from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.profile import (
+    CLOCKS,
+    LinkTime,
     ModuleTime,
+    RunCosts,
     StageFit,
     calibrated,
     calibration,
     calibration_table,
+    fit_overhead,
+    fit_slowdown_and_overhead,
+    ping_pong,
     profile_module,
     scale_of,
     training_graph,
@@ -55,6 +61,7 @@ from placement_dsl.simulate import simulate
 KIND = "accelerator"  # the kind of the pipeline's stage devices; here each is a one-thread CPU process
 BANDWIDTH = 1e6  # bytes per ms between two ranks (gloo over the loopback moves about 1 GB/s)
 DEPTH = 2  # stage boundaries between modules of two dotted parts: h.N of the GPT, blocks.N of the CNN
+CLOCK = "cpu"  # compute timed in the process's CPU time (profile and stages): the machine's other work does not count
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
 
@@ -209,12 +216,20 @@ class Plan:
     backward_ms: list[float]
     step_ms: dict[str, float] = field(default_factory=dict)  # predicted time per micro-batch of a schedule's step
     csv: dict[str, str] = field(default_factory=dict)  # the exported schedule CSV of each CSV schedule
+    train: Placement | None = None  # the training graph on the stages, with the profiled times
+    microbatches: int = 1
+
+    def step_with(self, costs: RunCosts, schedule: str) -> float:
+        """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
+        costs: the profiled compute times ``costs.scale``, the link's bandwidth and latency, the per-task overhead."""
+        return simulate(costs.placement(self.train), CSV.get(schedule, schedule), self.microbatches,
+                        costs.model()).time_per_sample
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
     """Each depth-2 module's measured forward and backward time on one CPU thread."""
     model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3)
+    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK)
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:
@@ -233,7 +248,8 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int) -
     assign = [device[op.name[:-5] if op.backward else op.name] for op in train.ops]
     tp = Placement(train, placement.cluster, assign)
     rows_ = evaluate(tp, "gpipe").devices
-    plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_])
+    plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_], train=tp,
+                microbatches=microbatches)
     plan.step_ms = {s: simulate(tp, s, microbatches).makespan / microbatches for s in SCHEDULES}
     return plan
 
@@ -281,11 +297,11 @@ def _free_port() -> int:
 
 
 def _fastest_ms(fn: Any, repeat: int) -> float:
-    times = []
+    times, clock = [], CLOCKS[CLOCK]
     for _ in range(repeat + 1):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(1e3 * (time.perf_counter() - start))
+        times.append(1e3 * (clock() - start))
     return min(times[1:])
 
 
@@ -308,9 +324,9 @@ def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, re
     spent = []
     for _ in range(repeat + 1):
         out = forward()
-        start = time.perf_counter()
+        start = CLOCKS[CLOCK]()
         out.backward(None if last else torch.ones_like(out))
-        spent.append(1e3 * (time.perf_counter() - start))
+        spent.append(1e3 * (CLOCKS[CLOCK]() - start))
     return fw, min(spent[1:])
 
 
@@ -409,8 +425,9 @@ def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
                        [r["forward_ms"] + r["backward_ms"] for r in ranks])
 
 
-def report(plan: Plan, ranks: list[dict], schedules: list[str], scale: float) -> list[str]:
-    """Predicted against measured stage and step times of one run, as lines (``scale``: the calibration)."""
+def report(plan: Plan, ranks: list[dict], schedules: list[str], costs: RunCosts) -> list[str]:
+    """Predicted against measured stage and step times of one run, as lines (``costs``: the calibration)."""
+    scale = costs.scale
     lines = [f"{plan.name}: split_spec {plan.split_spec}"]
     last = ranks[-1]
     for s in schedules:
@@ -423,10 +440,26 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], scale: float) ->
     lines += calibration_table(calibrated(fits, scale)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
-        want = plan.step_ms[s] * scale
+        want = plan.step_with(costs, s)
         lines.append(f"{plan.name} {s}: step per micro-batch predicted {want:.4f} ms (calibrated), measured "
                      f"{measured:.4f} ms, residual {(measured - want) / measured:.1%}")
     return lines
+
+
+def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, fit_on: str = "1f1b") -> RunCosts:
+    """The run's costs: one compute factor fitted on every stage of ``runs`` (measured over profiled, both in CPU
+    time), the measured ``link``, and the wall-clock slowdown and per-task overhead that fit the ``fit_on`` steps
+    of ``runs`` best given them (the steps are wall clock: on a shared CPU the ranks get a share of it)."""
+    scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    measured = [max(r[f"{fit_on}_step_ms"] for r in ranks) for ranks in runs]
+
+    def predict(slowdown: float, o: float) -> list[float]:
+        return [plan.step_with(RunCosts(scale, link, o, slowdown), fit_on) for plan in plans]
+
+    if CLOCK == "wall":  # the stages' factor is already the run's
+        return RunCosts(scale, link, fit_overhead(lambda o: predict(1.0, o), measured, max(measured)))
+    slowdown, o = fit_slowdown_and_overhead(predict, measured, max(measured))
+    return RunCosts(scale, link, o, slowdown)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -447,9 +480,12 @@ def main(argv: list[str] | None = None) -> int:
                      "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
     ok = True
     runs = execute(jobs, args.quick)
-    scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
+    print(f"calibration: compute x{costs.scale:.3f} (fitted on the stages), link {costs.link.latency_ms:.3f} ms + "
+          f"bytes / {costs.link.bandwidth:.4g} per ms (measured), wall-clock slowdown x{costs.slowdown:.3f} and "
+          f"{costs.overhead_ms:.3f} ms per task (fitted on the 1f1b steps)")
     for plan, ranks in zip(plans, runs):
-        print("\n".join(report(plan, ranks, schedules, scale)))
+        print("\n".join(report(plan, ranks, schedules, costs)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)
     print("all outputs match the unsplit models" if ok else "an output differs from the unsplit model")
     return 0 if ok else 1

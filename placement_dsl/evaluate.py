@@ -11,6 +11,10 @@ here. For a device ``d`` holding ops ``S`` (Archer et al. eq. 1-3; Tarnawski et 
   with the activation reserve of a stage taken as the sum of its ops' ``activation_bytes``)
 * ``load(d) = compute + in + out + overflow``; with overlapped communication (Tarnawski App. C.1)
   ``max(compute, in + out + overflow)``, or ``max(compute, in, out + overflow)`` full duplex.
+* a pipeline runtime's fixed costs (``CostModel.message_latency``, ``CostModel.task_overhead``, 0 by
+  default; measured and fitted by :mod:`placement_dsl.profile`): each tensor of ``in``/``out`` adds
+  ``message_latency``, and a device's load adds ``task_overhead`` per pass it runs ops of. The searches
+  price neither (:func:`placement_dsl.heuristics.run` refuses them); the simulator and this referee do.
 
 Training graphs split each term into a forward and a backward part: compute by the op's
 pass, and a transfer by the pass of the tensor's *producer* (the tensor moves when it is
@@ -108,6 +112,8 @@ class CostModel:
     max_subgraphs: int | None = None  # latency: contiguous subgraphs per accelerator (Tarnawski Fig. 4's q)
     microbatches: int | None = None  # gpipe: m micro-batches per mini-batch, fill and drain (placement_dsl.training)
     training_memory: TrainingMemorySpec | None = None  # memory per schedule (placement_dsl.training)
+    task_overhead: float = 0.0  # fixed time a device pays per pass of a sample (a pipeline runtime's per action)
+    message_latency: float = 0.0  # fixed time per tensor crossing a device's boundary, paid where bytes / bw is
     name: str | None = field(default=None, compare=False)  # the objective asked by name (pipedream, throughput)
 
     def __post_init__(self) -> None:
@@ -128,6 +134,10 @@ class CostModel:
         m = self.microbatches
         if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
             raise SpecError(f"CostModel: microbatches must be a whole number >= 1 or None, got {m!r}")
+        for name in ("task_overhead", "message_latency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise SpecError(f"CostModel: {name} must be a finite number >= 0, got {value!r}")
 
     @classmethod
     def named(cls, name: str, **changes: Any) -> CostModel:
@@ -248,11 +258,12 @@ class Evaluation:
 
 
 # ---------------------------------------------------------------------------- pieces
-def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def transfer_terms(p: Placement, counts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bytes entering/leaving each device, split by the producer's pass: (in_fw, in_bw, out_fw, out_bw).
 
     Each tensor is counted once per device boundary (Archer eq. 1): producers ``u`` with at
     least one consumer on another device; for the receiving side, once per (tensor, device).
+    ``counts``: the number of such tensors instead of their bytes (the messages a runtime sends).
     """
     g, D = p.graph, p.cluster.size
     dev = p.assign
@@ -265,7 +276,8 @@ def transfer_terms(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     for producers, devices in ((in_pairs[:, 0], in_pairs[:, 1]), (out_prod, dev[out_prod])):
         for backward in (False, True):
             mask = g.backward[producers] == backward
-            res.append(np.bincount(devices[mask], weights=g.out_bytes[producers[mask]], minlength=D))
+            weights = np.ones(int(mask.sum())) if counts else g.out_bytes[producers[mask]]
+            res.append(np.bincount(devices[mask], weights=weights, minlength=D))
     in_fw, in_bw, out_fw, out_bw = res
     return in_fw, in_bw, out_fw, out_bw
 
@@ -321,6 +333,10 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
         in_fw, in_bw, out_fw, out_bw = routed_transfers(g, c, p.assign, p.replica_sets)
     else:
         in_fw, in_bw, out_fw, out_bw = (t * c.transfer_scale[owner] for t in (bytes_in_fw, *other))
+    if model.message_latency:  # a fixed time per tensor on each side that pays its bytes (none on hosts)
+        paid = np.where(c.host, 0.0, model.message_latency)[owner]
+        in_fw, in_bw, out_fw, out_bw = (t + n * paid for t, n in zip((in_fw, in_bw, out_fw, out_bw),
+                                                                     transfer_terms(p, counts=True)))
     if model.training_memory is not None and model.name in ORDERS and model.microbatches is not None:
         mem = _rank_order_memory(p, model, bytes_in_fw)
     elif model.training_memory is not None:
@@ -335,6 +351,10 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     load_fw = _combine(model.overlap, comp_fw, in_fw, out_fw, overflow)
     load_bw = _combine(model.overlap, comp_bw, in_bw, out_bw, zero)
     load = _combine(model.overlap, comp_fw + comp_bw, in_fw + in_bw, out_fw + out_bw, overflow)
+    if model.task_overhead:  # per pass of a sample on a device that runs ops of that pass
+        task_fw = model.task_overhead * (np.bincount(p.assign, weights=~g.backward, minlength=D) > 0)[owner]
+        task_bw = model.task_overhead * (np.bincount(p.assign, weights=g.backward, minlength=D) > 0)[owner]
+        load_fw, load_bw, load = load_fw + task_fw, load_bw + task_bw, load + task_fw + task_bw
     r = p.replicas.astype(float)[owner]
     sync = sync_times(c, p.replica_sets, np.bincount(p.assign, weights=g.param_bytes, minlength=D))[owner]
     if p.replicated:  # App. C.2: per-sample load on each replica; replica devices mirror their stage's row

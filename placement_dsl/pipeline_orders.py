@@ -342,6 +342,22 @@ def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequ
     return peak, rank_peak
 
 
+def stage_inflight(schedule: str, ranks: int, microbatches: int) -> np.ndarray:
+    """Micro-batches each stage of a ``ranks``-stage pipeline (one stage per rank) holds at its peak in ``schedule``'s
+    order (:func:`stash_peaks`): ``min(2 (p - s) - 1, m)`` in ``interleaved-1f1b`` (torch's warm-up of
+    ``2 (p - 1 - s)`` forwards), ``min(p, m)`` on every stage in ``zb-h1`` (rank ``s`` holds its first ``s``
+    micro-batches until their deferred ``W``). :class:`SpecError` where the order refuses ``m``.
+
+    >>> stage_inflight("interleaved-1f1b", 3, 8).tolist(), stage_inflight("zb-h1", 3, 8).tolist()
+    ([5, 3, 1], [3, 3, 3])
+    """
+    if schedule not in ORDERS:
+        raise SpecError(f"stage_inflight: schedule {schedule!r} is not one of {list(ORDERS)}")
+    zero = (0.0,) * ranks
+    times = StageTimes(tuple(range(ranks)), zero, zero, zero)
+    return stash_peaks(times, rank_orders(schedule, ranks, 1, microbatches), [0.0] * ranks)[0]
+
+
 __all__ = [
     "ORDERS",
     "STAGE_ONLY",
@@ -353,6 +369,7 @@ __all__ = [
     "order_makespan",
     "rank_orders",
     "rounds",
+    "stage_inflight",
     "stash_peaks",
     "task_inputs",
     "unit_rows",

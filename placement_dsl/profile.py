@@ -31,21 +31,26 @@ from __future__ import annotations
 
 import csv
 import inspect
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
+from .evaluate import CostModel
 from .files import write_atomic
 from .graph import Graph
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
+from .placement import Placement
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
 COLUMNS = ("op", "kind", "ms", "backward_ms", "input_grad_ms", "weight_grad_ms", "calls")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # elapsed time; the process's CPU time
 
 
 @dataclass(frozen=True)
@@ -118,19 +123,20 @@ def _record(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any]) -> 
 
 
 # ---------------------------------------------------------------------------- timing one call
-def _fastest_ms(torch: Any, device: Any, prepare: Any, fn: Any, repeat: int, warmup: int) -> float:
+def _fastest_ms(torch: Any, device: Any, prepare: Any, fn: Any, repeat: int, warmup: int, clock: Any = time.perf_counter
+                ) -> float:
     """The fastest ms of ``fn(prepare())`` over ``repeat`` runs after ``warmup`` (``prepare`` not timed)."""
     times = []
     for i in range(warmup + repeat):
         given = prepare()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        start = time.perf_counter()
+        start = clock()
         fn(given)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if i >= warmup:
-            times.append(1e3 * (time.perf_counter() - start))
+            times.append(1e3 * (clock() - start))
     return min(times)
 
 
@@ -138,7 +144,8 @@ def _tensors(torch: Any, value: Any) -> list:
     return [t for t in torch.utils._pytree.tree_leaves(value) if torch.is_tensor(t)]
 
 
-def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int) -> tuple[float, ...]:
+def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int, clock: Any = time.perf_counter
+               ) -> tuple[float, ...]:
     """(forward, backward, B, W) ms of one recorded call of ``sub``."""
     a, kw = call
     params = [p for p in sub.parameters() if p.requires_grad]
@@ -151,7 +158,7 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
         a2, kw2 = torch.utils._pytree.tree_map(fresh, (a, kw))
         return a2, kw2, [t for t in _tensors(torch, (a2, kw2)) if t.requires_grad]
 
-    forward = _fastest_ms(torch, device, inputs, lambda given: sub(*given[0], **given[1]), repeat, warmup)
+    forward = _fastest_ms(torch, device, inputs, lambda given: sub(*given[0], **given[1]), repeat, warmup, clock)
 
     def grads(which: str) -> float:
         def once() -> None:
@@ -163,11 +170,11 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
             seeds = [torch.ones_like(t) for t in outs]
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            start = time.perf_counter()
+            start = clock()
             torch.autograd.grad(outs, wrt, seeds, allow_unused=True)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            spent.append(1e3 * (time.perf_counter() - start))
+            spent.append(1e3 * (clock() - start))
 
         spent: list[float] = []
         for _ in range(warmup + repeat):
@@ -178,11 +185,16 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
 
 
 def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = None, *, depth: int | None = None,
-                   device: str = "cpu", repeat: int = 5, warmup: int = 2, threads: int | None = 1
-                   ) -> list[ModuleTime]:
-    """Time the modules of ``module`` called by ``module(*args, **kwargs)`` (see the module's documentation)."""
+                   device: str = "cpu", repeat: int = 5, warmup: int = 2, threads: int | None = 1,
+                   clock: str = "wall") -> list[ModuleTime]:
+    """Time the modules of ``module`` called by ``module(*args, **kwargs)`` (see the module's documentation).
+
+    ``clock``: ``"wall"`` (elapsed time) or ``"cpu"`` (the process's CPU time: on a CPU shared with other work, what
+    the module costs rather than how long the machine let it run; ``device="cpu"`` only)."""
     torch = _torch()
     dev = _device(torch, device)
+    if clock not in CLOCKS or (clock == "cpu" and device != "cpu"):
+        raise SpecError(f"profile: clock {clock!r} is not one of {list(CLOCKS)} (cpu only with --device cpu)")
     if repeat < 1 or warmup < 0 or (depth is not None and depth < 1) or (threads is not None and threads < 1):
         raise SpecError(f"profile: repeat ({repeat}) and threads ({threads}) must be >= 1, warmup ({warmup}) >= 0, "
                         f"depth ({depth}) >= 1")
@@ -195,7 +207,7 @@ def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = 
     subs = dict(module.named_modules())
     rows = []
     for name in _chosen(calls, depth):
-        times = [_time_call(torch, dev, subs[name], call, repeat, warmup) for call in calls[name]]
+        times = [_time_call(torch, dev, subs[name], call, repeat, warmup, CLOCKS[clock]) for call in calls[name]]
         f, b, bi, bw = (sum(t[i] for t in times) for i in range(4))
         rows.append(ModuleTime(name, f, b, bi, bw, len(times)))
     if not rows:
@@ -326,6 +338,190 @@ def calibrated(fits: Sequence[StageFit], scale: float) -> list[StageFit]:
     return [StageFit(f.stage, f.predicted_ms * scale, f.measured_ms) for f in fits]
 
 
+# ---------------------------------------------------------------------------- the link between two ranks
+@dataclass(frozen=True)
+class LinkTime:
+    """One-way time of a point-to-point message: ``latency_ms + bytes / bandwidth`` (``bandwidth`` in bytes per ms),
+    fitted on ``samples`` (bytes, one-way ms)."""
+
+    latency_ms: float
+    bandwidth: float
+    samples: tuple[tuple[int, float], ...] = ()
+
+    def ms(self, size: float) -> float:
+        """The fitted one-way ms of a message of ``size`` bytes."""
+        return self.latency_ms + size / self.bandwidth
+
+
+def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
+    """The least-squares line ``ms = latency + bytes / bandwidth`` through ``samples`` (bytes, ms), latency
+    clipped at 0; refused without two sizes or when the time does not grow with the size.
+
+    >>> t = fit_link([(0, 0.05), (1000, 0.06), (2000, 0.07)])
+    >>> round(t.latency_ms, 6), round(t.bandwidth, 3)
+    (0.05, 100000.0)
+    """
+    xs = [float(x) for x, _ in samples]
+    ys = [float(y) for _, y in samples]
+    if len(set(xs)) < 2:
+        raise SpecError(f"fit_link: needs messages of at least two sizes, got sizes {sorted(set(xs))}")
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if not slope > 0:
+        raise SpecError(f"fit_link: the one-way time does not grow with the message size (slope {slope!r} ms per "
+                        "byte); measure larger messages")
+    latency = max(0.0, my - slope * mx)
+    return LinkTime(latency, 1.0 / slope, tuple((int(x), y) for x, y in zip(xs, ys)))
+
+
+def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
+    import json
+    import os
+
+    torch = _torch()
+    dist = torch.distributed
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    rows = []
+    try:
+        for size in sizes:
+            buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
+            trips = []
+            for i in range(repeat + 2):
+                dist.barrier()
+                start = time.perf_counter()
+                if rank == 0:
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
+                else:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+                if i >= 2:
+                    trips.append(1e3 * (time.perf_counter() - start))
+            rows.append((buf.numel() * 4, min(trips) / 2))
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps(rows))
+
+
+def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20) -> LinkTime:
+    """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
+    fastest round trip of ``repeat`` messages sent and returned, halved (the one least disturbed by other work, as
+    :func:`profile_module` keeps); then :func:`fit_link` over the sizes."""
+    import json
+    import socket
+    import tempfile
+
+    torch = _torch()
+    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
+        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp, "link.json"))
+        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out), nprocs=2,
+                                              join=True, start_method="fork")
+        rows = json.loads(Path(out).read_text())
+    return fit_link(rows)
+
+
+# ---------------------------------------------------------------------------- a pipeline run's costs
+@dataclass(frozen=True)
+class RunCosts:
+    """What a pipeline run costs besides the profiled compute, fed through the cost model's own terms.
+
+    ``scale``: measured compute over profiled (the machine's speed against the profile's; the stage
+    devices' ``speed`` is ``1 / scale``); ``link``: the point-to-point link between ranks (the devices'
+    ``bandwidth`` and the cost model's ``message_latency``, paid per tensor on each side as bytes are);
+    ``overhead_ms``: the runtime's fixed time per task, each stage's forward or backward of one
+    micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo);
+    ``slowdown``: wall clock over CPU time of the ranks' compute during the run (1 on an idle machine; on
+    a CPU shared with other work, the share it left the ranks), which multiplies ``scale`` in the devices'
+    speed when a step's wall-clock time is predicted from CPU-time profiles.
+    """
+
+    scale: float = 1.0
+    link: LinkTime = LinkTime(0.0, float("inf"))
+    overhead_ms: float = 0.0
+    slowdown: float = 1.0
+
+    def cluster(self, stages: int, kind: str = ACCELERATOR) -> Cluster:
+        """``stages`` identical devices of ``kind`` at the run's speed and link bandwidth."""
+        bandwidth = min(self.link.bandwidth, 1e15)
+        return Cluster([Device(name=f"rank{k}", kind=kind, speed=1.0 / (self.scale * self.slowdown), bandwidth=bandwidth)
+                        for k in range(stages)])
+
+    def model(self) -> CostModel:
+        """The simulator's default cost model (no overlap, overflow memory) with the run's fixed costs."""
+        return CostModel(memory="overflow", require=frozenset(), task_overhead=self.overhead_ms,
+                         message_latency=self.link.latency_ms)
+
+    def placement(self, p: Placement) -> Placement:
+        """``p`` on :meth:`cluster` (same assignment; its devices' kind)."""
+        return Placement(p.graph, self.cluster(p.cluster.size, p.cluster.devices[0].kind), p.assign)
+
+
+def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
+    """The overhead ``o`` in ``[0, high]`` minimizing ``sum (measured - predict(o))^2`` (golden-section search;
+    ``predict`` grows with ``o``, as a makespan does with each task's fixed cost).
+
+    >>> round(fit_overhead(lambda o: [3 + 2 * o, 1 + 4 * o], [5.0, 5.0], 10.0), 4)
+    1.0
+    """
+    def loss(o: float) -> float:
+        return sum((m - q) ** 2 for m, q in zip(measured, predict(o)))
+
+    lo, hi = 0.0, float(high)
+    ratio = (5 ** 0.5 - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    for _ in range(60):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = loss(b)
+    best = (lo + hi) / 2
+    return 0.0 if loss(0.0) <= loss(best) else best
+
+
+def fit_slowdown_and_overhead(predict: Callable[[float, float], Sequence[float]], measured: Sequence[float],
+                              high: float, slowest: float = 64.0) -> tuple[float, float]:
+    """``(slowdown, overhead)`` minimizing ``sum (measured - predict(slowdown, overhead))^2``: a golden-section
+    search over ``log slowdown`` in ``[0, log slowest]`` around :func:`fit_overhead` in ``[0, high]``.
+
+    >>> s, o = fit_slowdown_and_overhead(lambda s, o: [2 * s + 3 * o, 4 * s + 3 * o], [8.0, 12.0], 10.0)
+    >>> round(s, 3), round(o, 3)
+    (2.0, 1.333)
+    """
+    def inner(log_s: float) -> tuple[float, float]:
+        sl = math.exp(log_s)
+        o = fit_overhead(lambda x: predict(sl, x), measured, high)
+        return sum((m - q) ** 2 for m, q in zip(measured, predict(sl, o))), o
+
+    lo, hi = 0.0, math.log(slowest)
+    ratio = (5 ** 0.5 - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = inner(a)[0], inner(b)[0]
+    for _ in range(40):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = inner(a)[0]
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = inner(b)[0]
+    best = (lo + hi) / 2
+    return math.exp(best), inner(best)[1]
+
+
 def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     """Predicted, measured and residual per stage, one line each, and the largest residual."""
     lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
@@ -336,6 +532,6 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["COLUMNS", "DEVICES", "ModuleTime", "StageFit", "build", "calibrated", "calibration", "calibration_table",
-           "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "ping_pong", "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
            "write_profile"]

@@ -71,6 +71,10 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     one is a :class:`SpecError` naming the method and the option.
     """
     model = model or CostModel()
+    if model.task_overhead or model.message_latency:
+        raise SpecError(f"{method}: the cost model's task_overhead ({model.task_overhead}) and message_latency "
+                        f"({model.message_latency}) are priced by the evaluator and the simulator only; search "
+                        "without them and evaluate the answer with them")
     start = time.perf_counter()
     options = registry.get(method).check(options)
     fn = resolve(method)

@@ -23,6 +23,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
+from ..pipeline_orders import ORDERS
 from . import manifest
 from . import pipeline_kernels as K
 from .base import HeuristicResult, deadline_at, expired
@@ -94,8 +95,9 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
     if model.memory is not MemoryMode.HARD:
         raise SpecError("gpipe-split: memory must be hard")
     spec = model.training_memory
-    if spec is not None and spec.schedule != "gpipe":
-        raise SpecError("gpipe-split: GPipe's memory is counted with schedule 'gpipe'")
+    if spec is not None and (spec.schedule != "gpipe" or (model.name in ORDERS and model.microbatches is not None)):
+        raise SpecError(f"gpipe-split: GPipe's memory is counted with schedule 'gpipe', not under {model.name!r}'s "
+                        "order; use method 'dp'")
     d = cluster.devices[0]
     con = contract(graph, kinds={d.kind}, memory=d.memory)
     order = dfs_order(con)

@@ -11,7 +11,10 @@ other way, over the ideals' complements: ``f[J][h]`` is the least max-load of ``
 
 with ``mem(S, h) = state * param(S) + n(h) * (act(S) + in_fw(S))`` (or ``n(h) * in_fw + act + in_fw``
 with recomputation), ``n(h) = min(h, m)`` for 1F1B and ``m`` for GPipe (which needs no ``h``:
-the same DP, exact too). The answer is ``min_{h <= k} f[∅][h]``. Every ideal ``I`` is processed
+the same DP, exact too). The answer is ``min_{h <= k} f[∅][h]``. Under torch's interleaved 1F1B and
+ZB-H1 orders with ``microbatches`` (the cost model's count, :func:`placement_dsl.pipeline_orders.stage_inflight`)
+the stage ``s`` of ``p`` holds ``min(2 (p - s) - 1, m)`` or ``min(p, m)``, which depends on ``p`` itself: one
+sweep per ``p`` with ``n(h)`` of that ``p``, each answering ``f[∅][p]``, and the least of them. Every ideal ``I`` is processed
 after all its super-ideals (descending breadth-first id) and pushes to its sub-ideals ``J``,
 walked downward while the stage's compute stays under the incumbent and its memory lower bound
 ``state * param + n_min * act`` under ``M`` (both only grow as ``J`` shrinks).

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Overlap
+from ..pipeline_orders import ORDERS, stage_inflight
 from ..progress import report
 from ..replication import ALLREDUCE_FACTOR
 from . import ideal_feasible as F
@@ -328,18 +330,38 @@ def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostMode
     sums = K.ideal_sums(lat.ideals, np.column_stack([work[0], unsup[0], param, act]))
     every, forward = _tensors(con), _tensors(con, forward_only=True)  # all tensors; the stashed inputs
     io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *t), *t)]
-    inflight = np.concatenate([[0.0], spec.inflight(np.arange(1, cls.count + 1), 1)])
     t1 = time.perf_counter()
-    f, back, visited = sweep_suffix(
-        lat.ideals, lat.sub_ptr, lat.sub_idx, sums[:, 0].copy(), np.rint(sums[:, 1]).astype(np.int64),
-        sums[:, 2].copy(), sums[:, 3].copy(), cls.memory * (1 + REL_TOL), 1.0 / cls.bandwidth,
-        _MODES[model.overlap], *io, spec.state_factor, inflight, spec.recompute, float(ub))
+
+    def sweep(inflight: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        return sweep_suffix(
+            lat.ideals, lat.sub_ptr, lat.sub_idx, sums[:, 0].copy(), np.rint(sums[:, 1]).astype(np.int64),
+            sums[:, 2].copy(), sums[:, 3].copy(), cls.memory * (1 + REL_TOL), 1.0 / cls.bandwidth,
+            _MODES[model.overlap], *io, spec.state_factor, inflight, spec.recompute, float(ub))
+
+    if model.name in ORDERS and model.microbatches is not None:
+        # torch's orders: stage s of p holds stage_inflight(...)[s] micro-batches, which depends on p as a whole
+        # (ZB-H1 holds p on every stage), so one sweep per p, each on exactly p stages (h = p - s)
+        f, back, visited, h = np.full((1, 1), np.inf), np.full((1, 1), -1), 0, 0
+        for ranks in range(1, cls.count + 1):
+            try:
+                held = stage_inflight(str(model.name), ranks, int(model.microbatches)).astype(float)
+            except SpecError:  # the order refuses m on these ranks: the cost model finds no schedule either
+                continue
+            fp, bp, vp = sweep(np.concatenate([[0.0], held[::-1]]))
+            visited += int(vp)
+            if fp[0, ranks] < f[0].min():
+                f, back, h = fp, bp, ranks
+        value = float(f[0, h]) if h else math.inf
+    else:
+        f, back, visited = sweep(np.concatenate([[0.0], spec.inflight(np.arange(1, cls.count + 1), 1)]))
+        h = int(np.argmin(f[0]))
+        value = float(f[0].min())
     t2 = time.perf_counter()
     stages: list[tuple[np.ndarray, int, int]] = []
-    J, h = 0, int(np.argmin(f[0]))
-    while np.isfinite(f[0].min()) and J != lat.count - 1:  # first stage first: pipeline order
+    J = 0
+    while math.isfinite(value) and J != lat.count - 1:  # first stage first: pipeline order
         I = int(back[J, h])
         stages.append((np.setdiff1d(lat.nodes(I), lat.nodes(J)), 0, 1))
         J, h = I, h - 1
     used = sum(a.nbytes for a in (sums, f, back, *io)) + 2 * 8 * lat.count
-    return Solution(float(f[0].min()), stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)
+    return Solution(value, stages, int(visited), {"prepare": t1 - t0, "sweep": t2 - t1}, used)

@@ -41,6 +41,7 @@ from ..deprecated import moved
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Overlap
 from ..graph import Graph
+from ..pipeline_orders import ORDERS
 from ..placement import Placement
 from . import pipeline_kernels as K
 from .contract import Contraction, contract
@@ -309,6 +310,10 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
              upper_bound: float | None, max_replicas: int | None = None) -> tuple[Contraction, Chain, _Planner]:
     if model.memory is not MemoryMode.HARD:
         raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
+    if model.training_memory is not None and model.name in ORDERS and model.microbatches is not None:
+        raise SpecError(f"pipeline: memory per schedule under {model.name!r} with microbatches={model.microbatches} "
+                        "holds micro-batches as torch's order does, which this DP does not count (it counts 1F1B's "
+                        "and GPipe's); use method 'dp'")
     lay = layout(cluster)
     kind = cluster.devices[0].kind  # a zero-work leaf's parameters would join its neighbour's all-reduce
     merge = not (replication and ((graph.work(kind) == 0.0) & (graph.param_bytes > 0)).any())

@@ -137,3 +137,106 @@ def test_calibration_report():
 
 def test_module_doctests():
     assert doctest.testmod(profile).failed == 0
+
+
+def test_link_fit_and_refusals():
+    t = profile.fit_link([(0, 0.1), (1000, 0.3), (3000, 0.7)])
+    assert t.latency_ms == pytest.approx(0.1) and t.bandwidth == pytest.approx(5000.0) and t.ms(500) == pytest.approx(0.2)
+    assert profile.fit_link([(0, 0.0), (10, 0.0001), (20, 0.0001)]).latency_ms >= 0.0  # clipped, never negative
+    with pytest.raises(SpecError, match="two sizes"):
+        profile.fit_link([(8, 1.0), (8, 2.0)])
+    with pytest.raises(SpecError, match="does not grow"):
+        profile.fit_link([(8, 2.0), (80, 1.0)])
+
+
+def test_ping_pong_measures_the_gloo_link():
+    pytest.importorskip("torch")
+    t = profile.ping_pong((4, 1 << 14, 1 << 20), repeat=3)
+    assert [b for b, _ in t.samples] == [4, 1 << 14, 1 << 20] and all(ms > 0 for _, ms in t.samples)
+    assert t.latency_ms >= 0 and 0 < t.bandwidth < float("inf")
+    with pytest.raises(SpecError, match="two sizes"):
+        profile.ping_pong((8,), repeat=3)
+
+
+def test_run_costs_are_fitted_back_from_a_simulated_run():
+    """Run a 2-stage training chain in the simulator with compute x2, a link of 0.5 ms + bytes / 4 and 0.75 ms per
+    task; the stage fit gives the factor back and :func:`fit_overhead` the overhead, given the link."""
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.placement import Placement
+    from placement_dsl.simulate import simulate
+    from placement_dsl.zoo.training import with_backward
+
+    ops, edges = with_backward([Op(name=f"l{i}", work=float(w), out_bytes=2.0) for i, w in enumerate([1, 3, 2])],
+                               [("l0", "l1"), ("l1", "l2")])
+    p = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 1, 1, 1, 0])
+    link = profile.LinkTime(0.5, 4.0)
+    truth = profile.RunCosts(2.0, link, 0.75)
+    run_p = truth.placement(p)
+    assert [d.speed for d in run_p.cluster.devices] == [0.5, 0.5] and run_p.cluster.devices[0].bandwidth == 4.0
+    assert (truth.model().task_overhead, truth.model().message_latency) == (0.75, 0.5)
+    measured = {s: simulate(run_p, s, 4, truth.model()).time_per_sample for s in ("1f1b", "gpipe")}
+    scale = profile.scale_of(profile.calibration([3.0, 15.0], [6.0, 30.0]))  # stage compute 1 + 2 | 3 + 2 + 6 + 4
+
+    def predict(o: float) -> list[float]:
+        costs = profile.RunCosts(scale, link, o)
+        return [simulate(costs.placement(p), "1f1b", 4, costs.model()).time_per_sample]
+
+    o = profile.fit_overhead(predict, [measured["1f1b"]], 10.0)
+    assert scale == 2.0 and o == pytest.approx(0.75, abs=1e-6)
+    fitted = profile.RunCosts(scale, link, o)
+    assert simulate(fitted.placement(p), "gpipe", 4, fitted.model()).time_per_sample == pytest.approx(measured["gpipe"])
+
+
+def test_cpu_clock_times_what_the_module_costs():
+    """The CPU clock does not count time the process spends off the CPU: a module that sleeps costs nothing there."""
+    import torch
+
+    class Nap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            import time
+            time.sleep(0.02)
+            return self.lin(x)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.nap = Nap()
+
+        def forward(self, x):
+            return self.nap(x)
+
+    x = torch.randn(2, 4)
+    wall = profile.profile_module(Net(), (x,), depth=1, repeat=2, warmup=0)
+    cpu = profile.profile_module(Net(), (x,), depth=1, repeat=2, warmup=0, clock="cpu")
+    assert wall[0].forward_ms >= 20.0 and cpu[0].forward_ms < 5.0
+    with pytest.raises(SpecError, match="clock 'gpu'"):
+        profile.profile_module(Net(), (x,), clock="gpu")
+
+
+def test_slowdown_and_overhead_are_fitted_back_from_two_simulated_runs():
+    """Two splits of a training chain run at a wall-clock slowdown of 3 with 0.75 ms per task: both come back."""
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.placement import Placement
+    from placement_dsl.simulate import simulate
+    from placement_dsl.zoo.training import with_backward
+
+    ops, edges = with_backward([Op(name=f"l{i}", work=float(w), out_bytes=2.0) for i, w in enumerate([1, 3, 2])],
+                               [("l0", "l1"), ("l1", "l2")])
+    g = Graph(ops, edges)
+    splits = [Placement(g, Cluster.stages(2), a) for a in ([0, 1, 1, 1, 1, 0], [0, 0, 1, 1, 0, 0])]
+    link = profile.LinkTime(0.5, 4.0)
+    truth = profile.RunCosts(1.0, link, 0.75, 3.0)
+    measured = [simulate(truth.placement(p), "1f1b", 4, truth.model()).time_per_sample for p in splits]
+
+    def predict(slowdown: float, o: float) -> list[float]:
+        costs = profile.RunCosts(1.0, link, o, slowdown)
+        return [simulate(costs.placement(p), "1f1b", 4, costs.model()).time_per_sample for p in splits]
+
+    slowdown, o = profile.fit_slowdown_and_overhead(predict, measured, 10.0)
+    assert slowdown == pytest.approx(3.0, rel=1e-4) and o == pytest.approx(0.75, abs=1e-3)

@@ -56,6 +56,12 @@ def test_plan_is_two_stages_between_blocks(run_pipeline):
     assert re.fullmatch(r"h\.[1-3]", point)
     assert len(plan.forward_ms) == len(plan.backward_ms) == 2 and min(plan.forward_ms) > 0
     assert plan.step_ms["gpipe"] >= plan.step_ms["1f1b"] * (1 - 1e-9) > 0  # GPipe's flush: never faster
+    from placement_dsl.profile import LinkTime, RunCosts
+
+    same = RunCosts(1.0, LinkTime(0.0, run_pipeline.BANDWIDTH), 0.0)  # the plan's own devices and cost model
+    assert plan.step_with(same, "1f1b") == pytest.approx(plan.step_ms["1f1b"])
+    slower = RunCosts(2.0, LinkTime(0.1, run_pipeline.BANDWIDTH), 1.0)
+    assert plan.step_with(slower, "csv-gpipe") == plan.step_with(slower, "gpipe") > 2 * plan.step_ms["gpipe"] + 1.0
 
 
 def test_split_naming_no_module_is_refused(run_pipeline):
