@@ -32,7 +32,10 @@ def stars(n: int, k: int = 4) -> Problem:
                    Makespan(), [Congestion("port")])
 
 
-def test_a_stopped_solve_reports_the_segments_bound():
+def test_a_stopped_solve_reports_the_segments_bound(monkeypatch):
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 2.0)  # the child starts however loaded the machine
     p = stars(9)  # 46 ops: a graph this small would be proved by its model, and starts no child (MIN_OPS)
     assert single_sample_bound(p)[0] == pytest.approx(64.0)
     r = solve(p, time_limit=20)
@@ -53,3 +56,38 @@ def test_no_child_when_the_priced_segments_are_a_sliver_of_the_graph():
     g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
               + list(pairwise(names)))
     assert cpsat_segments.start(Problem(g, chain.cluster, Makespan(), [Congestion("port")]), at) is None
+
+
+def sliver() -> Problem:
+    """One fork of four branches, then 60 cut ops in a row: CP-SAT could price 4 of 66 ops."""
+    chain = stars(1)
+    ops = [*chain.graph.ops, *[Op(name=f"t{i}", work=1.0, out_bytes=1.0) for i in range(60)]]
+    names = ["c1", *[f"t{i}" for i in range(60)]]
+    g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
+              + list(pairwise(names)))
+    return Problem(g, chain.cluster, Makespan(), [Congestion("port")])
+
+
+def test_with_a_free_core_the_segments_lps_run_in_the_child_where_cp_sat_would_not(monkeypatch):
+    from placement_dsl import cpsat_segments
+    from placement_dsl.bounds.segment_lp import segment_lp_bound
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 2.0)
+    p = sliver()
+    running = cpsat_segments.beside(p, time.monotonic() + 60, 5.0)
+    try:
+        assert isinstance(running, cpsat_segments.Running) and not running.note
+        assert running.value(time.monotonic() + 60) == pytest.approx(segment_lp_bound(p)[0])
+    finally:
+        running.close()
+
+
+def test_with_no_free_core_no_child_starts_and_the_result_says_so(monkeypatch):
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.3)
+    monkeypatch.setattr(cpsat_segments, "Running", None)  # a child would fail to start
+    p = stars(9)
+    r = solve(p, time_limit=10)
+    assert "no core free for a child (0.3 idle)" in r.message
+    assert r.bound <= r.objective + 1e-6 and r.timings.total <= 10 + 5
