@@ -39,12 +39,15 @@ TOL = 1e-7  # relative slack taken off an LP's optimum (HiGHS's tolerances)
 
 def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool = True) -> tuple[float, str, bool]:
     """The bound of the module docstring in cost-model units, a note, and whether every segment's LP was solved
-    (a segment left unsolved, by ``deadline`` or HiGHS, is priced by its path: the value still holds)."""
+    (a segment left unsolved, by ``deadline`` or HiGHS, is priced by its path, and once ``deadline`` has passed by 0:
+    the value still holds)."""
     g, c = problem.graph, problem.cluster
     if g.n == 0:
         return 0.0, "empty graph", True
     if g.n > MAX_OPS:
         return 0.0, f"declined: {g.n} ops (the cut ops' reachability: at most {MAX_OPS})", False
+    if deadline is not None and deadline.expired():
+        return 0.0, "budget spent before the cut ops were found", False
     times = allowed_times(problem)
     comm = transfer_table(g, c)
     congestion = problem.cost_model().congestion
@@ -58,14 +61,14 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
         ops = np.flatnonzero(segment == s)
         a = int(cuts[s - 1]) if s > 0 else -1
         b = int(cuts[s]) if s < len(cuts) else -1
-        price = pricer.price(ops, a, b)  # (Da, Db): Da = 1 without a, Db = 1 without b
+        price = pricer.price(ops, a, b)  # (Da, Db): Da = 1 without a, Db = 1 without b; 0 once the clock is spent
         through = price if finish is None else (finish[:, None] + price).min(axis=0)[None, :]
         finish = (through[0] + times[b]) if b >= 0 else through[0]
         if b < 0:
             break
     value = float(np.min(finish))
     note = (f"{len(cuts)} cut ops, {pricer.solved} segment LPs ({pricer.reused} reused)"
-            + ("" if pricer.complete else "; some segments priced by their path alone"))
+            + ("" if pricer.complete else "; some segments priced by their path alone or, past the clock, 0"))
     return (value if math.isfinite(value) else 0.0), note, pricer.complete
 
 
@@ -105,6 +108,9 @@ class _Pricer:
                 return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
             edge = b in self.g.successors(a).tolist()
             return self.comm[a].copy() if edge else np.zeros((D, D))
+        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long
+            self.complete = False
+            return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
         nodes, edges = self._local(ops, a, b)
         key = self._key(nodes, edges, a, b)
         if key in self.cache:

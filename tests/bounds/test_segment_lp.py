@@ -67,10 +67,25 @@ def test_the_cut_ops_devices_are_priced_pair_by_pair():
     assert segment_lp_bound(p)[0] == pytest.approx(62 / 11, rel=1e-5)
 
 
-def test_a_spent_clock_keeps_the_paths():
-    # no LP solved: the segment keeps its longest path (1), the cut ops their times: 3
-    value, _, complete = segment_lp_bound(heads(4, 10.0, "port"), Deadline(0.0))
-    assert not complete and value == pytest.approx(3.0)
+def test_a_spent_clock_answers_at_once(monkeypatch):
+    # spent before the start: nothing is priced; spent after the cut ops: every window counts 0, the cut ops their
+    # times (1 + 1); a clock that lets the paths but no LP through keeps the segment's longest path (1): 3
+    value, note, complete = segment_lp_bound(heads(4, 10.0, "port"), Deadline(0.0))
+    assert not complete and value == 0.0 and "budget spent" in note
+
+    class After:  # expired from its n-th question on
+        def __init__(self, n: int):
+            self.asked, self.n = 0, n
+
+        def expired(self) -> bool:
+            self.asked += 1
+            return self.asked > self.n
+
+        def left(self) -> float:
+            return 1.0
+
+    assert segment_lp_bound(heads(4, 10.0, "port"), After(1))[:3:2] == (pytest.approx(2.0), False)
+    assert segment_lp_bound(heads(4, 10.0, "port"), After(2))[:3:2] == (pytest.approx(3.0), False)
 
 
 def test_identical_segments_are_priced_once():
