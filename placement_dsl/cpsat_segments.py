@@ -127,6 +127,7 @@ class Running:
 
         self.problem, self.until, self.finish, self.note = problem, until, finish, note
         self.found: float | None = None
+        self.closed: float | None = None  # the caller's closed-form bound, kept beside (solve computes it once)
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None)
         hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
@@ -163,6 +164,7 @@ class Done:
 
     def __init__(self, problem: Any, until: float, found: float | None, note: str):
         self.problem, self.until, self.found, self.note = problem, until, found, note
+        self.closed: float | None = None  # as Running's
 
     def value(self, by: float) -> float | None:
         return self.found

@@ -132,7 +132,10 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     if not math.isfinite(until):
         until = time.monotonic() + cpsat_segments.SECONDS
     share, most = SEGMENT_HERE
-    return cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
+    running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
+    if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
+        running.closed = single_sample_bound(problem)[0]
+    return running
 
 
 def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: float, gap: float, threads: int,
@@ -431,8 +434,10 @@ def _closed_form_bound(problem: Any) -> float | None:
         return float(simple_lower_bound(problem.graph, problem.cluster))
     if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
         running = _RUNNING.get()
-        found = None if running is None or running.problem is not problem else running.value(running.until + 1.0)
-        return max(single_sample_bound(problem)[0], found or 0.0)
+        mine = running is not None and running.problem is problem
+        found = running.value(running.until + 1.0) if mine else None
+        closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
+        return max(closed, found or 0.0)
     return None
 
 

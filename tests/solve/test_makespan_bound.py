@@ -91,3 +91,27 @@ def test_with_no_free_core_no_child_starts_and_the_result_says_so(monkeypatch):
     r = solve(p, time_limit=10)
     assert "no core free for a child (0.3 idle)" in r.message
     assert r.bound <= r.objective + 1e-6 and r.timings.total <= 10 + 5
+
+
+def test_the_closed_forms_are_computed_once_inside_the_budget_not_after_the_search(monkeypatch):
+    # on a loaded machine the closed forms (cut ops found twice, paths, LPs) took over 10 s after a search that had
+    # spent the budget: a solve of GPT-3 330M ended 18 s past its limit
+    from placement_dsl import cpsat_segments
+    from placement_dsl import solve as solve_module
+
+    calls: list[float] = []
+    real = solve_module.single_sample_bound
+
+    def counted(problem, *args):
+        if problem is p:  # not a contracted step's coarse problem
+            calls.append(time.monotonic())
+        return real(problem, *args)
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.0)
+    monkeypatch.setattr(solve_module, "single_sample_bound", counted)
+    p = stars(20)
+    t0 = time.monotonic()
+    r = solve(p, time_limit=10)
+    assert r.timings.total >= 5  # the start and search used the time
+    assert len(calls) == 1 and calls[0] - t0 < r.timings.total / 2
+    assert r.bound >= real(p)[0] - 1e-9
