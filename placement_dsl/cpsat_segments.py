@@ -8,8 +8,9 @@ waits (certify's ``segment-schedules`` level); :func:`beside` prices them beside
 Beside a solve, the bound runs in one child process only when the machine has a core to spare (:func:`free_cores`:
 the cores this process may use less the load average, the solve's own core included in that load): CP-SAT's segments
 when they hold a share of the graph worth a child, else the segments' LPs (:mod:`placement_dsl.bounds.segment_lp`,
-HiGHS in a process without OR-Tools). With no core to spare no child starts: the segments' LPs run in this process
-for a small share of the solve's time (:class:`Done`), and the note says so.
+HiGHS in a process without OR-Tools). With no core to spare no child runs beside the solve: for a small share of the
+solve's time, before its search, the segments' LPs run in this process and then CP-SAT's segments (when worth it) in
+a child the solve waits for — one process at a time (:class:`Done`) — and the note says so.
 """
 from __future__ import annotations
 
@@ -191,7 +192,7 @@ def start(problem: Any, until: float) -> Running | None:
     if not _sized(problem) or not cpsat.available() or until - time.monotonic() < 2.0:
         return None
     cut_total, parts = segments(problem)
-    if sum(s.ops for s in parts if s.problem is not None) < MIN_SHARE * problem.graph.n:
+    if not _worth(problem, parts):
         return None  # e.g. GPT-3's one small segment beside 24 layers of 166 ops: nothing to gain for a child
     todo = [i for i, s in enumerate(parts) if s.problem is not None]
 
@@ -199,6 +200,11 @@ def start(problem: Any, until: float) -> Running | None:
         return combined(cut_total, parts, {i: None if v is None else v[0] for i, v in zip(todo, priced)})
 
     return Running(problem, until, solve_segments, ([parts[i].problem for i in todo], until), finish)
+
+
+def _worth(problem: Any, parts: list[Any]) -> bool:
+    """Whether the segments CP-SAT would price hold :data:`MIN_SHARE` of the graph's ops or more."""
+    return sum(s.ops for s in parts if s.problem is not None) >= MIN_SHARE * problem.graph.n
 
 
 def beside(problem: Any, until: float, in_process: float) -> Running | Done | None:
@@ -209,11 +215,17 @@ def beside(problem: Any, until: float, in_process: float) -> Running | Done | No
     if not _sized(problem) or until - time.monotonic() < 2.0:
         return None
     spare = free_cores()
-    if spare < MIN_FREE:
-        seconds = min(in_process, until - time.monotonic())
-        found = segment_lp_bound(problem, Deadline(seconds))[0] if problem.graph.n <= LP_MAX_OPS else None
-        return Done(problem, until, found, f"segment bound priced in this process for {seconds:.1f} s, by LPs "
-                    f"alone: no core free for a child ({spare:.1f} idle)")
+    if spare < MIN_FREE:  # one process at a time: the LPs here, then CP-SAT's segments in a child it waits for
+        from . import cpsat
+
+        clock = Deadline(min(in_process, until - time.monotonic()))
+        worth = cpsat.available() and _worth(problem, segments(problem)[1])
+        found = segment_lp_bound(problem, clock.within(clock.left() / 2 if worth else clock.left()))[0] \
+            if problem.graph.n <= LP_MAX_OPS else 0.0
+        if worth and not clock.expired(1.0):
+            found = max(found, schedule_segment_bound(problem, clock)[0])
+        return Done(problem, until, found, f"segment bound priced for {clock.seconds:.1f} s before the search, "
+                    f"{'by LPs and CP-SAT' if worth else 'by LPs'}: no core free for a child ({spare:.1f} idle)")
     running = start(problem, until)
     if running is None and problem.graph.n <= LP_MAX_OPS:
         running = Running(problem, until, lp_bound, (problem, until), float)

@@ -115,3 +115,16 @@ def test_the_closed_forms_are_computed_once_inside_the_budget_not_after_the_sear
     assert r.timings.total >= 5  # the start and search used the time
     assert len(calls) == 1 and calls[0] - t0 < r.timings.total / 2
     assert r.bound >= real(p)[0] - 1e-9
+
+
+def test_with_no_free_core_the_segments_are_priced_one_process_at_a_time_before_the_search(monkeypatch):
+    # the LPs here (55 on the stars), then CP-SAT's segments in a child waited for (82, as beside a solve); a graph
+    # whose CP-SAT segments are a sliver gets the LPs alone
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.5)
+    done = cpsat_segments.beside(stars(9), time.monotonic() + 120, 60.0)
+    assert isinstance(done, cpsat_segments.Done) and "by LPs and CP-SAT" in done.note
+    assert done.value(0.0) == pytest.approx(82.0)
+    done = cpsat_segments.beside(sliver(), time.monotonic() + 120, 10.0)
+    assert isinstance(done, cpsat_segments.Done) and "by LPs:" in done.note
