@@ -116,7 +116,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 _RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
 SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
-SEGMENT_HERE = (0.05, 15.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
+SEGMENT_HERE = (0.1, 30.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
 
 
 def _segment_bound(problem: Any, clock: Deadline) -> Any:
