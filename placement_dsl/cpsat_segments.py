@@ -3,7 +3,14 @@
 The segments and their problems are the bounds layer's (no solver there); pricing each with the package's CP-SAT model
 (:func:`placement_dsl.cpsat.build`) needs OR-Tools, which runs in a child process (:func:`placement_dsl.cpsat.isolated`:
 its bundled libraries break HiGHS's in one process). :func:`schedule_segment_bound` prices a problem's segments and
-waits (certify's ``segment-schedules`` level); :func:`start` prices them beside a solve (:class:`Running`).
+waits (certify's ``segment-schedules`` level); :func:`beside` prices them beside a solve (:class:`Running`).
+
+Beside a solve, the bound runs in one child process only when the machine has a core to spare (:func:`free_cores`:
+the cores this process may use less the load average, the solve's own core included in that load): CP-SAT's segments
+when they hold a share of the graph worth a child, else the segments' LPs (:mod:`placement_dsl.bounds.segment_lp`,
+HiGHS in a process without OR-Tools). With no core to spare no child runs beside the solve: for a small share of the
+solve's time, before its search, the segments' LPs run in this process and then CP-SAT's segments (when worth it) in
+a child the solve waits for — one process at a time (:class:`Done`) — and the note says so.
 """
 from __future__ import annotations
 
@@ -14,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from .bounds.makespan import route_path_makespan
-from .bounds.segment_schedules import MAX_OPS, Segment, combined, segments, segments_or_reason
+from .bounds.segment_lp import MAX_OPS as LP_MAX_OPS
+from .bounds.segment_lp import segment_lp_bound
+from .bounds.segment_schedules import MAX_OPS, combined, segments, segments_or_reason
 from .deadline import BudgetSpent, Deadline
 from .errors import PlacementError
 
@@ -22,6 +31,7 @@ MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
 SECONDS = 10.0  # the default clock
 MIN_SHARE = 0.1  # of the graph's ops, the least the segments CP-SAT would price hold for a solve to start the child
 MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
+MIN_FREE = 1.0  # idle cores (the machine's less its load) a child beside a solve needs
 
 
 def schedule_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
@@ -94,17 +104,31 @@ def least_makespan(problem: Any, seconds: float) -> tuple[float, bool] | None:
     return max(lower, 0.0) / model.scale.factor, status is Status.OPTIMAL
 
 
-class Running:
-    """:func:`schedule_segment_bound` computing in a child process while the caller searches (a solve's model or
-    heuristics): :meth:`value` collects it, :meth:`close` stops the child (always call it, e.g. in ``finally``)."""
+def free_cores() -> float:
+    """Cores this process may run on (its affinity) less the one-minute load average, at least 0."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return max(0.0, cores - load)
 
-    def __init__(self, problem: Any, cut_total: float, parts: list[Segment], until: float):
+
+class Running:
+    """A bound computing in a child process while the caller searches (a solve's model or heuristics): ``fn(*args)``
+    in the child, ``finish`` of its answer the bound; :meth:`value` collects it, :meth:`close` stops the child
+    (always call it, e.g. in ``finally``)."""
+
+    def __init__(self, problem: Any, until: float, fn: Any, args: tuple, finish: Any, note: str = ""):
         import multiprocessing
         import sys
 
-        self.problem, self.cut_total, self.parts, self.until = problem, cut_total, parts, until
+        self.problem, self.until, self.finish, self.note = problem, until, finish, note
         self.found: float | None = None
-        self.todo = [i for i, s in enumerate(self.parts) if s.problem is not None]
+        self.closed: float | None = None  # the caller's closed-form bound, kept beside (solve computes it once)
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None)
         hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
@@ -112,7 +136,7 @@ class Running:
             del main.__file__
         try:
             self.pool = multiprocessing.get_context("spawn").Pool(1)
-            self.job = self.pool.apply_async(solve_segments, ([self.parts[i].problem for i in self.todo], until))
+            self.job = self.pool.apply_async(fn, args)
         finally:
             if hidden:
                 main.__file__ = path
@@ -125,11 +149,10 @@ class Running:
         if self.found is not None:
             return self.found
         try:
-            priced = self.job.get(max(0.0, min(by, self.until + 1.0) - time.monotonic()))
+            answer = self.job.get(max(0.0, min(by, self.until + 1.0) - time.monotonic()))
         except (multiprocessing.TimeoutError, PlacementError):  # a child that failed or is late proves nothing
             return None
-        self.found = combined(self.cut_total, self.parts,
-                              {i: None if v is None else v[0] for i, v in zip(self.todo, priced)})
+        self.found = self.finish(answer)
         return self.found
 
     def close(self) -> None:
@@ -137,15 +160,73 @@ class Running:
         self.pool.join()
 
 
+class Done:
+    """A bound computed in this process (no core to spare for a child), with :class:`Running`'s interface."""
+
+    def __init__(self, problem: Any, until: float, found: float | None, note: str):
+        self.problem, self.until, self.found, self.note = problem, until, found, note
+        self.closed: float | None = None  # as Running's
+
+    def value(self, by: float) -> float | None:
+        return self.found
+
+    def close(self) -> None:
+        pass
+
+
+def lp_bound(problem: Any, until: float) -> float:
+    """:func:`~placement_dsl.bounds.segment_lp.segment_lp_bound` by ``until`` (a :func:`time.monotonic` reading)."""
+    return segment_lp_bound(problem, Deadline(max(0.0, until - time.monotonic())))[0]
+
+
+def _sized(problem: Any) -> bool:
+    return MIN_OPS <= problem.graph.n <= MAX_OPS
+
+
 def start(problem: Any, until: float) -> Running | None:
-    """:class:`Running` for ``problem`` until ``until`` (a :func:`time.monotonic` reading), or ``None`` when it has no
-    segment to price (or they hold under :data:`MIN_SHARE` of its ops), fewer than :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is
-    missing."""
+    """CP-SAT's segments of ``problem`` in a child process until ``until`` (a :func:`time.monotonic` reading), or
+    ``None`` when it has no segment to price (or they hold under :data:`MIN_SHARE` of its ops), fewer than
+    :data:`MIN_OPS` ops, too many for the cut ops' reachability, or OR-Tools is missing."""
     from . import cpsat
 
-    if not MIN_OPS <= problem.graph.n <= MAX_OPS or not cpsat.available() or until - time.monotonic() < 2.0:
+    if not _sized(problem) or not cpsat.available() or until - time.monotonic() < 2.0:
         return None
     cut_total, parts = segments(problem)
-    if sum(s.ops for s in parts if s.problem is not None) < MIN_SHARE * problem.graph.n:
+    if not _worth(problem, parts):
         return None  # e.g. GPT-3's one small segment beside 24 layers of 166 ops: nothing to gain for a child
-    return Running(problem, cut_total, parts, until)
+    todo = [i for i, s in enumerate(parts) if s.problem is not None]
+
+    def finish(priced: list[tuple[float, bool] | None]) -> float:
+        return combined(cut_total, parts, {i: None if v is None else v[0] for i, v in zip(todo, priced)})
+
+    return Running(problem, until, solve_segments, ([parts[i].problem for i in todo], until), finish)
+
+
+def _worth(problem: Any, parts: list[Any]) -> bool:
+    """Whether the segments CP-SAT would price hold :data:`MIN_SHARE` of the graph's ops or more."""
+    return sum(s.ops for s in parts if s.problem is not None) >= MIN_SHARE * problem.graph.n
+
+
+def beside(problem: Any, until: float, in_process: float) -> Running | Done | None:
+    """The segments' bound beside a solve until ``until``: CP-SAT's (:func:`start`) or else the segments' LPs in a
+    child process when a core is free (:func:`free_cores`), else the LPs in this process for ``in_process`` seconds
+    (:class:`Done`, its note naming the load); ``None`` for a graph outside :data:`MIN_OPS` .. :data:`MAX_OPS` ops
+    or a budget under 2 s."""
+    if not _sized(problem) or until - time.monotonic() < 2.0:
+        return None
+    spare = free_cores()
+    if spare < MIN_FREE:  # one process at a time: the LPs here, then CP-SAT's segments in a child it waits for
+        from . import cpsat
+
+        clock = Deadline(min(in_process, until - time.monotonic()))
+        worth = cpsat.available() and _worth(problem, segments(problem)[1])
+        found = segment_lp_bound(problem, clock.within(clock.left() / 2 if worth else clock.left()))[0] \
+            if problem.graph.n <= LP_MAX_OPS else 0.0
+        if worth and not clock.expired(1.0):
+            found = max(found, schedule_segment_bound(problem, clock)[0])
+        return Done(problem, until, found, f"segment bound priced for {clock.seconds:.1f} s before the search, "
+                    f"{'by LPs and CP-SAT' if worth else 'by LPs'}: no core free for a child ({spare:.1f} idle)")
+    running = start(problem, until)
+    if running is None and problem.graph.n <= LP_MAX_OPS:
+        running = Running(problem, until, lp_bound, (problem, until), float)
+    return running

@@ -104,7 +104,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     running = _segment_bound(problem, clock)
     token = _RUNNING.set(running) if running is not None else None
     try:
-        return _solve(problem, formulation, solver, clock, t0, gap, threads, warm_start, log_path, method, options)
+        result = _solve(problem, formulation, solver, clock, t0, gap, threads, warm_start, log_path, method, options)
+        if running is not None and running.note:
+            result.message = "; ".join(m for m in (result.message, running.note) if m)
+        return result
     finally:
         if running is not None:
             _RUNNING.reset(token)
@@ -114,12 +117,13 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 _RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
 SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
+SEGMENT_HERE = (0.1, 30.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
 
 
 def _segment_bound(problem: Any, clock: Deadline) -> Any:
     """For a makespan on devices that run one op at a time, the segments' bound computing in a child process beside
-    the solve (:class:`~placement_dsl.cpsat_segments.Running`, for :func:`_closed_form_bound`), else
-    ``None``."""
+    the solve when a core is free, else in this process for a small share of the time
+    (:func:`~placement_dsl.cpsat_segments.beside`, for :func:`_closed_form_bound`), else ``None``."""
     if _RUNNING.get() is not None or not isinstance(problem, Problem):  # a solve inside a solve (a coarse or
         return None  # contracted model): the outer one's runs; not a problem: solve's checks say so
     if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) == "invocations":
@@ -128,7 +132,11 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     until = time.monotonic() + max(SEGMENT_SHARE * left, min(left, SEGMENT_LEAST))
     if not math.isfinite(until):
         until = time.monotonic() + cpsat_segments.SECONDS
-    return cpsat_segments.start(problem, until)
+    share, most = SEGMENT_HERE
+    running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
+    if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
+        running.closed = single_sample_bound(problem)[0]
+    return running
 
 
 def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: float, gap: float, threads: int,
@@ -445,8 +453,10 @@ def _closed_form_bound(problem: Any) -> float | None:
         return float(simple_lower_bound(problem.graph, problem.cluster))
     if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
         running = _RUNNING.get()
-        found = None if running is None or running.problem is not problem else running.value(running.until + 1.0)
-        return max(single_sample_bound(problem)[0], found or 0.0)
+        mine = running is not None and running.problem is problem
+        found = running.value(running.until + 1.0) if mine else None
+        closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
+        return max(closed, found or 0.0)
     return None
 
 

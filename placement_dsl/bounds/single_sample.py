@@ -3,7 +3,8 @@
 What a solve answers when its model is not built or its search proved less (:mod:`placement_dsl.solve`), and what
 the closed-form levels of :mod:`placement_dsl.levels.latency` prove one by one: the critical path, the longest path
 with route costs, the serial devices' work between heads and tails, the segment bound (memory cuts long paths,
-each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`). On a cluster with links the latency model moves tensors over routes, which only the
+each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`) and their LPs
+(:mod:`.segment_lp`). On a cluster with links the latency model moves tensors over routes, which only the
 critical path covers.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..objectives import Latency
 from .latency import critical_path_bound, energy_latency, route_path_latency
 from .makespan import GRID, energy_makespan, route_path_makespan
 from .memory_path import segment_bound
+from .segment_lp import segment_lp_bound
 from .segments import transfer_segment_bound
 from .simple import simple_lower_bound
 
@@ -52,6 +54,7 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
         if not problem.cluster.parallel.any():  # the load and the cut segments count every device as serial
             found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
             found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
+        found["segment-lp"] = segment_lp_bound(problem, clock.within(clock.left() * 2 / 3))[0]
     if not problem.graph.is_training:
         try:
             found["segment-path"] = segment_bound(problem, clock)[0]

@@ -29,6 +29,7 @@ MANIFEST: dict[str, str] = {
     "segment-path": "single sample: the cheapest cut of long paths into runs that fit in memory",
     "cut-segments": "makespan: segments between ops comparable with all others, each device paying its way in",
     "segment-schedules": "makespan: each segment between cut ops scheduled alone by CP-SAT, with its congestion",
+    "segment-lp": "makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads",
     "run-paths": "latency: the cheapest runs of the longest paths",
     "latency-lp": "latency: the LP of Tarnawski Fig. 3 / 4 with its cuts",
     "latency": "latency: Tarnawski Fig. 3 / 4 warm-started, its dual bound",

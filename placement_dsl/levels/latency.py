@@ -16,6 +16,7 @@ from typing import Any
 from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
 from ..bounds.makespan import energy_makespan, route_path_makespan
 from ..bounds.memory_path import segment_bound
+from ..bounds.segment_lp import segment_lp_bound
 from ..bounds.segments import transfer_segment_bound
 from ..certificate import LevelStatus, model_bound, solve_level
 from ..cpsat_segments import schedule_segment_bound
@@ -231,6 +232,17 @@ def segment_schedules(run: Any, seconds: float) -> Outcome:
     schedule of its own, priced by CP-SAT's proven bound
     (:func:`~placement_dsl.cpsat_segments.schedule_segment_bound`): every placement's makespan."""
     bound, note, complete = schedule_segment_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
+@level("segment-lp", rank=129, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+       doc="makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads")
+def segment_lp(run: Any, seconds: float) -> Outcome:
+    """The ops comparable with all others split every schedule in time; each segment between two of them is priced,
+    for every pair of devices of its cut ops, by its path and an LP of its devices' work and its transfers' loads on
+    the congested resources, and the cut ops' devices are chosen by a shortest path
+    (:func:`~placement_dsl.bounds.segment_lp.segment_lp_bound`): every placement's makespan."""
+    bound, note, complete = segment_lp_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 

@@ -1,6 +1,6 @@
 """Searches that re-solve parts of a problem with :func:`~placement_dsl.solve.solve` (or CP-SAT) around an
-incumbent, above the solve layer: the makespan LNS (:mod:`.lns`, method ``"schedule-lns"``), the throughput
-IP's neighbourhoods (:mod:`.neighbourhood`) and the chain formulation's target search (:mod:`.chain`). Each
+incumbent, above the solve layer: the single-sample window search (:mod:`.anytime`; the deprecated
+``"schedule-lns"`` of :mod:`.lns` forwards to it), the throughput IP's neighbourhoods (:mod:`.neighbourhood`) and the chain formulation's target search (:mod:`.chain`). Each
 step pins everything outside a free set and re-solves (:mod:`.pin`).
 
 Importing this package loads none of its modules (they load Pyomo and the solvers): each name below is

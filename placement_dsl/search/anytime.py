@@ -15,7 +15,8 @@ objectives) improves an incumbent until a deadline by contracted steps
 
 Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
 never worse than the start. No bound comes out of it: a contracted model's bound holds for its
-contraction only.
+contraction only. It is the one window search of the single-sample family: the former makespan LNS
+(``"schedule-lns"``) forwards here (:func:`schedule_lns_options`).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from ..heuristics.registry import heuristic
 from ..objectives import Latency
 from ..placement import Placement
 from ..problem import Problem
+from ..schedule import list_schedule
 from ..starts import resolve
 from .contracted import order, remaining, step, sub_solver
 from .lns import makespan_problem, windows
@@ -64,7 +66,8 @@ def problem_of(graph: Graph, cluster: Cluster, model: CostModel) -> Problem:
 
 
 def search(problem: Problem, start: Placement, seconds: float, *, seed: int | None = 0, window: int = WINDOW,
-           solver: str | None = None, coarse: bool = True) -> tuple[Placement, dict[str, Any]]:
+           solver: str | None = None, coarse: bool = True,
+           step_seconds: float = STEP_SECONDS) -> tuple[Placement, dict[str, Any]]:
     """Improve ``start`` (valid for ``problem``) for ``seconds``: the coarse solve, then windows (see the module
     docstring). The best placement and ``info`` (steps, improvements, seconds per phase, the coarse step's sizes)."""
     t0 = time.perf_counter()
@@ -86,7 +89,7 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             seconds_left = remaining(deadline)
             if seconds_left < MIN_STEP + SLACK:
                 break
-            found, _ = step(problem, incumbent, free, min(STEP_SECONDS, seconds_left - SLACK), solver)
+            found, _ = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
             info["steps"] += 1
             if found is not None:
                 incumbent, best, improved = found, problem.evaluate(found).objective, True
@@ -102,7 +105,8 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
 
 def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                    time_limit: float | None = None, start: str | Placement = "auto", problem: Problem | None = None,
-                   solver: str | None = None, window: int = WINDOW, coarse: bool = True) -> HeuristicResult:
+                   solver: str | None = None, window: int = WINDOW, coarse: bool = True,
+                   step_seconds: float = STEP_SECONDS) -> HeuristicResult:
     """The coarse solve, then LNS over windows, from ``start`` (a heuristic name, ``"auto"`` or a placement valid for
     the problem) within ``time_limit`` seconds (``None``: :data:`SEARCH_SECONDS`), start included. ``problem``: the
     problem to search (its pins and terms), else the one the cost model describes (:func:`problem_of`); ``solver``:
@@ -116,7 +120,7 @@ def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
     if problem.violations(incumbent):
         raise SpecError(f"contracted LNS: the start is invalid for the problem ({problem.violations(incumbent)[0]})")
     found, info = search(problem, incumbent, seconds - (time.perf_counter() - t0), seed=seed, window=window,
-                         solver=solver, coarse=coarse)
+                         solver=solver, coarse=coarse, step_seconds=step_seconds)
     placement = Placement(graph, cluster, found.assign, "contracted-lns", schedule=found.schedule)
     return HeuristicResult(method="contracted-lns", placement=placement, objective=evaluate(placement, model).objective,
                            seconds=time.perf_counter() - t0, evaluations=info["steps"],
@@ -142,9 +146,30 @@ def makespan_lns(graph: Graph, cluster: Cluster, **options: Any) -> HeuristicRes
     return _named("makespan-lns", contracted_lns(graph, cluster, **{"model": CostModel.named("makespan"), **options}))
 
 
+def schedule_lns_options(graph: Graph, cluster: Cluster, options: dict[str, Any]) -> HeuristicResult:
+    """The deprecated ``"schedule-lns"``'s options on the contracted LNS for the makespan: ``window``, ``seed``,
+    ``start`` (its default ``"list"``), ``solver`` and ``time_limit`` as they were; ``step_limit`` caps a window's
+    re-solve (a step's model is built anew, so at least :data:`MIN_STEP` + 1 s); ``threads`` is not used (each
+    step's solve runs on one)."""
+    model = options.get("model") or CostModel.named("makespan")
+    if model.objective is not Objective.MAKESPAN:
+        raise SpecError(f"schedule-lns searches the makespan; the cost model's objective is {model.objective.value!r}")
+    step_seconds = max(float(options.get("step_limit", STEP_SECONDS)), MIN_STEP + SLACK)
+    found = contracted_lns(graph, cluster, model=model, seed=options.get("seed", 0),
+                           time_limit=options.get("time_limit"), start=options.get("start", "list"),
+                           solver=options.get("solver"), window=int(options.get("window", WINDOW)),
+                           step_seconds=step_seconds)
+    placement = found.placement
+    if placement.schedule is None:  # the method always answered with its schedule
+        placement = Placement(placement.graph, placement.cluster, placement.assign, placement.source,
+                              schedule=list_schedule(placement, model.congestion))
+        found = replace(found, placement=placement)
+    return _named("schedule-lns", found)
+
+
 def _named(method: str, result: HeuristicResult) -> HeuristicResult:
     placement = Placement(result.placement.graph, result.placement.cluster, result.placement.assign, method,
                           schedule=result.placement.schedule)
     return replace(result, method=method, placement=placement)
 
-__all__ = ["contracted_lns", "latency_lns", "makespan_lns", "problem_of", "search"]
+__all__ = ["contracted_lns", "latency_lns", "makespan_lns", "problem_of", "schedule_lns_options", "search"]

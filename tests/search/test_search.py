@@ -37,16 +37,40 @@ def test_resolve_free_is_never_worse_than_the_incumbent_and_keeps_the_pins():
     assert list(none.placement.assign) == list(start.assign)
 
 
-@pytest.mark.parametrize("module", ["placement_dsl.search.neighbourhood", "placement_dsl.search.lns"])
-def test_every_search_re_solves_through_the_one_helper(module):
-    """Each search module reaches solve() only through search.pin (no copy of the pin-and-re-solve step)."""
-    mod = importlib.import_module(module)
+def test_every_search_re_solves_through_the_one_helper():
+    """The neighbourhoods reach solve() only through search.pin (no copy of the pin-and-re-solve step); the former
+    makespan LNS has no search of its own left (it forwards to the contracted LNS)."""
+    mod = importlib.import_module("placement_dsl.search.neighbourhood")
     assert mod.resolve_free is pin.resolve_free and not hasattr(mod, "solve")
+    lns = importlib.import_module("placement_dsl.search.lns")
+    assert not any(hasattr(lns, name) for name in ("solve", "resolve_free", "build", "isolated"))
 
 
 def test_schedule_lns_is_still_a_method_and_lives_in_the_search_layer():
     fn = resolve_method("schedule-lns")
     assert fn.__module__ == "placement_dsl.search.lns"
+
+
+def test_schedule_lns_forwards_to_the_one_window_search_with_a_warning():
+    from placement_dsl.cluster import Cluster, Device
+    from placement_dsl.constraints import Congestion
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.heuristics import run
+    from placement_dsl.objectives import Makespan
+    from placement_dsl.problem import Problem
+
+    ops = [Op(name=f"c{j}", work=1.0, out_bytes=1.0) for j in range(4)]
+    ops += [Op(name=f"x{j}{i}", work=3.0 + i, out_bytes=1.0) for j in range(3) for i in range(3)]
+    edges = [e for j in range(3) for i in range(3) for e in ((f"c{j}", f"x{j}{i}"), (f"x{j}{i}", f"c{j + 1}"))]
+    problem = Problem(Graph(ops, edges), Cluster([Device(name=f"d{k}", invocations=False) for k in range(3)]),
+                      Makespan(), [Congestion("port")])
+    model = problem.cost_model()
+    base = run("list", problem.graph, problem.cluster, model=model)
+    with pytest.warns(DeprecationWarning, match="method 'schedule-lns' is deprecated; call method 'makespan-lns'"):
+        lns = run("schedule-lns", problem.graph, problem.cluster, model=model, time_limit=6, window=4, step_limit=2)
+    assert lns.method == "schedule-lns" and "coarse_seconds" in lns.info  # the contracted LNS's phases
+    assert lns.objective <= base.objective + 1e-9
+    assert lns.placement.schedule is not None and problem.is_valid(lns.placement)
 
 
 @pytest.mark.parametrize("old, name, new", [

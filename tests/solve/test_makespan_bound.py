@@ -32,7 +32,10 @@ def stars(n: int, k: int = 4) -> Problem:
                    Makespan(), [Congestion("port")])
 
 
-def test_a_stopped_solve_reports_the_segments_bound():
+def test_a_stopped_solve_reports_the_segments_bound(monkeypatch):
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 2.0)  # the child starts however loaded the machine
     p = stars(9)  # 46 ops: a graph this small would be proved by its model, and starts no child (MIN_OPS)
     assert single_sample_bound(p)[0] == pytest.approx(64.0)
     r = solve(p, time_limit=20)
@@ -53,3 +56,75 @@ def test_no_child_when_the_priced_segments_are_a_sliver_of_the_graph():
     g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
               + list(pairwise(names)))
     assert cpsat_segments.start(Problem(g, chain.cluster, Makespan(), [Congestion("port")]), at) is None
+
+
+def sliver() -> Problem:
+    """One fork of four branches, then 60 cut ops in a row: CP-SAT could price 4 of 66 ops."""
+    chain = stars(1)
+    ops = [*chain.graph.ops, *[Op(name=f"t{i}", work=1.0, out_bytes=1.0) for i in range(60)]]
+    names = ["c1", *[f"t{i}" for i in range(60)]]
+    g = Graph(ops, [(chain.graph.names[u], chain.graph.names[v]) for u, v in zip(chain.graph.src, chain.graph.dst)]
+              + list(pairwise(names)))
+    return Problem(g, chain.cluster, Makespan(), [Congestion("port")])
+
+
+def test_with_a_free_core_the_segments_lps_run_in_the_child_where_cp_sat_would_not(monkeypatch):
+    from placement_dsl import cpsat_segments
+    from placement_dsl.bounds.segment_lp import segment_lp_bound
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 2.0)
+    p = sliver()
+    running = cpsat_segments.beside(p, time.monotonic() + 60, 5.0)
+    try:
+        assert isinstance(running, cpsat_segments.Running) and not running.note
+        assert running.value(time.monotonic() + 60) == pytest.approx(segment_lp_bound(p)[0])
+    finally:
+        running.close()
+
+
+def test_with_no_free_core_no_child_starts_and_the_result_says_so(monkeypatch):
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.3)
+    monkeypatch.setattr(cpsat_segments, "Running", None)  # a child would fail to start
+    p = stars(9)
+    r = solve(p, time_limit=10)
+    assert "no core free for a child (0.3 idle)" in r.message
+    assert r.bound <= r.objective + 1e-6 and r.timings.total <= 10 + 5
+
+
+def test_the_closed_forms_are_computed_once_inside_the_budget_not_after_the_search(monkeypatch):
+    # on a loaded machine the closed forms (cut ops found twice, paths, LPs) took over 10 s after a search that had
+    # spent the budget: a solve of GPT-3 330M ended 18 s past its limit
+    from placement_dsl import cpsat_segments
+    from placement_dsl import solve as solve_module
+
+    calls: list[float] = []
+    real = solve_module.single_sample_bound
+
+    def counted(problem, *args):
+        if problem is p:  # not a contracted step's coarse problem
+            calls.append(time.monotonic())
+        return real(problem, *args)
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.0)
+    monkeypatch.setattr(solve_module, "single_sample_bound", counted)
+    p = stars(20)
+    t0 = time.monotonic()
+    r = solve(p, time_limit=10)
+    assert r.timings.total >= 5  # the start and search used the time
+    assert len(calls) == 1 and calls[0] - t0 < r.timings.total / 2
+    assert r.bound >= real(p)[0] - 1e-9
+
+
+def test_with_no_free_core_the_segments_are_priced_one_process_at_a_time_before_the_search(monkeypatch):
+    # the LPs here (55 on the stars), then CP-SAT's segments in a child waited for (82, as beside a solve); a graph
+    # whose CP-SAT segments are a sliver gets the LPs alone
+    from placement_dsl import cpsat_segments
+
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.5)
+    done = cpsat_segments.beside(stars(9), time.monotonic() + 120, 60.0)
+    assert isinstance(done, cpsat_segments.Done) and "by LPs and CP-SAT" in done.note
+    assert done.value(0.0) == pytest.approx(82.0)
+    done = cpsat_segments.beside(sliver(), time.monotonic() + 120, 10.0)
+    assert isinstance(done, cpsat_segments.Done) and "by LPs:" in done.note

@@ -1,0 +1,298 @@
+"""The makespan through the cut ops' devices: a shortest path over the cut ops, each segment priced by an LP.
+
+An op comparable with every other (a *cut* op, :func:`~placement_dsl.bounds.makespan.comparable_cuts`) splits every
+schedule in time: the ops ``S`` between two consecutive cut ops ``a`` and ``b`` run in ``[end(a), start(b)]``, and
+so do the transfers from ``S`` or ``a`` into ``S`` or ``b`` (each leaves after its producer ends and arrives before
+its consumer starts). With ``a`` on ``da`` and ``b`` on ``db`` the length of that window is at least
+
+* the longest path through ``S`` with route costs, from ``a`` on ``da`` to ``b`` on ``db`` (each op on its best
+  device, each edge the transfer between the devices chosen), and
+* the value of an LP: fractional assignments ``x[v, d]`` of ``S`` (``a`` and ``b`` fixed), each serial device's
+  work ``sum_v p_vd x[v, d]`` at most ``L``, and, under congestion, each resource's transfer time at most ``L``: a
+  tensor of ``u`` reaches device ``e`` from some ``y`` (``f[u, y, e] <= x[u, y]``) for at least the share of a
+  consumer on ``e`` that ``u`` does not run there (``sum_y f[u, y, e] >= x[w, e] - x[u, e]``), and the transfers a
+  resource carries (a device's out- and in-port, an ordered pair's channel, a link of the route) take ``sum
+  comm[u, y, e] f[u, y, e]``. Integral, it is any schedule's assignment with one transfer per tensor and device.
+
+The makespan is then at least the shortest path over the cut ops' devices: ``F_b(db) = min_da F_a(da) + L_s(da,
+db) + p_b(db)``, from the ops before the first cut op to the ops after the last. Where a transformer's attention
+heads must share the devices through their ports, the LP sees what neither the work nor the path can: moving a head
+off the cut ops' device loads both ports with its inputs. Memory, colocation and the order on a device are
+dropped, so the value holds for every placement.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..deadline import Deadline
+from ..lp import available, new_highs
+from ..schedule import Congestion
+from .makespan import allowed_times, comparable_cuts, transfer_table
+
+MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
+MAX_LP_OPS = 2000  # a segment beyond is priced by its path alone
+TOL = 1e-7  # relative slack taken off an LP's optimum (HiGHS's tolerances)
+
+
+def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool = True) -> tuple[float, str, bool]:
+    """The bound of the module docstring in cost-model units, a note, and whether every segment's LP was solved
+    (a segment left unsolved, by ``deadline`` or HiGHS, is priced by its path, and once ``deadline`` has passed by 0:
+    the value still holds)."""
+    g, c = problem.graph, problem.cluster
+    if g.n == 0:
+        return 0.0, "empty graph", True
+    if g.n > MAX_OPS:
+        return 0.0, f"declined: {g.n} ops (the cut ops' reachability: at most {MAX_OPS})", False
+    if deadline is not None and deadline.expired():
+        return 0.0, "budget spent before the cut ops were found", False
+    times = allowed_times(problem)
+    comm = transfer_table(g, c)
+    congestion = problem.cost_model().congestion
+    resources = _resources(c, congestion)
+    reach, cuts = comparable_cuts(g)
+    segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
+    del reach
+    pricer = _Pricer(g, times, comm, resources, ~np.asarray(c.parallel, dtype=bool), deadline, pairs)
+    finish = None  # finish[d]: least finish of the last cut op priced, on d
+    for s in range(len(cuts) + 1):
+        ops = np.flatnonzero(segment == s)
+        a = int(cuts[s - 1]) if s > 0 else -1
+        b = int(cuts[s]) if s < len(cuts) else -1
+        price = pricer.price(ops, a, b)  # (Da, Db): Da = 1 without a, Db = 1 without b; 0 once the clock is spent
+        through = price if finish is None else (finish[:, None] + price).min(axis=0)[None, :]
+        finish = (through[0] + times[b]) if b >= 0 else through[0]
+        if b < 0:
+            break
+    value = float(np.min(finish))
+    note = (f"{len(cuts)} cut ops, {pricer.solved} segment LPs ({pricer.reused} reused)"
+            + ("" if pricer.complete else "; some segments priced by their path alone or, past the clock, 0"))
+    return (value if math.isfinite(value) else 0.0), note, pricer.complete
+
+
+def _resources(cluster: Any, congestion: Congestion) -> list[list[tuple[int, int]]]:
+    """The ordered device pairs ``(y, e)`` whose transfers each resource carries one at a time."""
+    D = cluster.size
+    pairs = [(y, e) for y in range(D) for e in range(D) if y != e]
+    if congestion is Congestion.PORT:
+        return [[p for p in pairs if p[0] == d] for d in range(D)] + [[p for p in pairs if p[1] == d] for d in range(D)]
+    if congestion is Congestion.CHANNEL:
+        return [[p] for p in pairs]
+    if congestion is Congestion.LINK:
+        carried: dict[int, list[tuple[int, int]]] = {}
+        for y, e in pairs:
+            for k in cluster.route_links[y][e] or ():
+                carried.setdefault(int(k), []).append((y, e))
+        return list(carried.values())
+    return []
+
+
+class _Pricer:
+    """Each segment's window lengths ``(Da, Db)``; identical segments (same times, transfers and edges, as a
+    transformer's layers) are priced once."""
+
+    def __init__(self, g: Any, times: np.ndarray, comm: np.ndarray, resources: list[list[tuple[int, int]]],
+                 serial: np.ndarray, deadline: Deadline | None, pairs: bool = True) -> None:
+        self.g, self.times, self.comm, self.resources, self.serial = g, times, comm, resources, serial
+        self.deadline = deadline
+        self.cache: dict[bytes, np.ndarray] = {}
+        self.solved, self.reused, self.complete = 0, 0, True
+        self.lp_ok, self.pairs = available(), pairs
+
+    def price(self, ops: np.ndarray, a: int, b: int) -> np.ndarray:
+        D = self.times.shape[1]
+        if ops.size == 0:
+            if a < 0 or b < 0:
+                return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
+            edge = b in self.g.successors(a).tolist()
+            return self.comm[a].copy() if edge else np.zeros((D, D))
+        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long
+            self.complete = False
+            return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
+        nodes, edges = self._local(ops, a, b)
+        key = self._key(nodes, edges, a, b)
+        if key in self.cache:
+            self.reused += 1
+            return self.cache[key]
+        path = self._path(ops, a, b)
+        lp = np.zeros_like(path)
+        if not self.lp_ok or ops.size > MAX_LP_OPS:
+            self.complete = self.complete and ops.size <= MAX_LP_OPS and self.lp_ok
+        else:
+            lp = self._lp(nodes, edges, a, b, path.shape)
+        out = np.maximum(path, lp)
+        self.cache[key] = out
+        return out
+
+    def _local(self, ops: np.ndarray, a: int, b: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The window's nodes (``a``, the ops, ``b``; the ones present) and its edges as local index pairs: producer in
+        ``a`` or the ops, consumer in the ops or ``b``."""
+        nodes = np.array(([a] if a >= 0 else []) + ops.tolist() + ([b] if b >= 0 else []), dtype=np.int64)
+        at = {int(v): i for i, v in enumerate(nodes)}
+        edges = []
+        for u in nodes.tolist():
+            if u == b:
+                continue
+            for w in self.g.successors(u).tolist():
+                if w in at and w != a:
+                    edges.append((at[u], at[w]))
+        return nodes, edges
+
+    def _key(self, nodes: np.ndarray, edges: list[tuple[int, int]], a: int, b: int) -> bytes:
+        t, cm = self.times[nodes], self.comm[nodes[:-1] if b >= 0 else nodes]  # b's own tensor leaves after the window
+        return b"|".join([np.ascontiguousarray(t).tobytes(), np.ascontiguousarray(cm).tobytes(),
+                          np.asarray(edges, dtype=np.int64).tobytes(), bytes([a >= 0, b >= 0])])
+
+    def _path(self, ops: np.ndarray, a: int, b: int) -> np.ndarray:
+        """``(Da, Db)``: the longest path through the ops from ``a`` on ``da`` (ending at 0) to ``b`` on ``db``."""
+        g, p, comm = self.g, self.times, self.comm
+        D = p.shape[1]
+        order = ops[np.argsort(g.rank[ops])]
+        at = {int(v): i for i, v in enumerate(order.tolist())}
+        m, Da, Db = len(order), (D if a >= 0 else 1), (D if b >= 0 else 1)
+        ready = np.zeros((Da, m, D))
+        for i, v in enumerate(order.tolist()):
+            best = np.zeros((Da, D))
+            for u in g.predecessors(v).tolist():
+                if u == a:
+                    best = np.maximum(best, comm[a])  # (da, x)
+                elif u in at:
+                    j = at[u]
+                    arrive = (ready[:, j, :, None] + p[u][None, :, None] + comm[u][None]).min(axis=1)
+                    best = np.maximum(best, arrive)
+            ready[:, i] = best
+        tail = np.zeros((Db, m, D))
+        for i in range(m - 1, -1, -1):
+            v = int(order[i])
+            best = np.zeros((Db, D))
+            for w in g.successors(v).tolist():
+                if w == b:
+                    best = np.maximum(best, comm[v].T)  # (db, x)
+                elif w in at:
+                    j = at[w]
+                    after = (comm[v][None] + (p[w][None] + tail[:, j])[:, None, :]).min(axis=2)
+                    best = np.maximum(best, after)
+            tail[:, i] = best
+        through = ready[:, None] + p[order][None, None] + tail[None]  # (Da, Db, m, D)
+        with np.errstate(invalid="ignore"):
+            value = np.nan_to_num(through, nan=np.inf).min(axis=3).max(axis=2)
+        return np.where(np.isfinite(value), value, 0.0)
+
+    def _lp(self, nodes: np.ndarray, edges: list[tuple[int, int]], a: int, b: int,
+            shape: tuple[int, int]) -> np.ndarray:
+        """``(Da, Db)``: the LP of the module docstring for each pair of the cut ops' devices (0 where unsolved)."""
+        p, comm = self.times[nodes], self.comm[nodes]
+        N, D = p.shape
+        inner = np.ones(N, dtype=bool)
+        if a >= 0:
+            inner[0] = False
+        if b >= 0:
+            inner[-1] = False
+        col = 1 + np.arange(N * D).reshape(N, D)  # x[i, d]; column 0 is L
+        producers = sorted({u for u, _ in edges})
+        pairs = [(y, e) for y in range(D) for e in range(D) if y != e]
+        fcol: dict[tuple[int, int, int], int] = {}
+        nxt = 1 + N * D
+        if self.resources:
+            for u in producers:
+                for y, e in pairs:
+                    if math.isfinite(comm[u, y, e]):
+                        fcol[(u, y, e)] = nxt
+                        nxt += 1
+        rows: list[tuple[list[int], list[float], float, float]] = []
+        for i in range(N):  # each node on one device
+            ok = [d for d in range(D) if math.isfinite(p[i, d])]
+            rows.append(([int(col[i, d]) for d in ok], [1.0] * len(ok), 1.0, 1.0))
+        for d in np.flatnonzero(self.serial).tolist():  # each serial device's work within L
+            idx = [i for i in np.flatnonzero(inner).tolist() if math.isfinite(p[i, d]) and p[i, d] > 0]
+            rows.append(([int(col[i, d]) for i in idx] + [0], [float(p[i, d]) for i in idx] + [-1.0], -np.inf, 0.0))
+        if self.resources:
+            consumers: dict[int, list[int]] = {}
+            for u, w in edges:
+                consumers.setdefault(u, []).append(w)
+            for u in producers:
+                for e in range(D):
+                    src = [fcol[(u, y, e)] for y in range(D) if (u, y, e) in fcol]
+                    for w in consumers[u]:  # the tensor reaches e for the share of w on e that u is not
+                        if not math.isfinite(p[w, e]):
+                            continue
+                        cols = src + [int(col[w, e])]
+                        vals = [1.0] * len(src) + [-1.0]
+                        if math.isfinite(p[u, e]):
+                            cols.append(int(col[u, e]))
+                            vals.append(1.0)
+                        rows.append((cols, vals, 0.0, np.inf))
+            for (u, y, _e), k in fcol.items():  # sent from y only as much as u runs there
+                if math.isfinite(p[u, y]):
+                    rows.append(([k, int(col[u, y])], [1.0, -1.0], -np.inf, 0.0))
+                else:
+                    rows.append(([k], [1.0], -np.inf, 0.0))
+            for carried in self.resources:
+                cols, vals = [], []
+                for y, e in carried:
+                    for u in producers:
+                        k = fcol.get((u, y, e))
+                        if k is not None and comm[u, y, e] > 0:
+                            cols.append(k)
+                            vals.append(float(comm[u, y, e]))
+                if cols:
+                    rows.append((cols + [0], vals + [-1.0], -np.inf, 0.0))
+        n_cols = nxt
+        upper = np.full(n_cols, np.inf)
+        upper[1:1 + N * D] = np.where(np.isfinite(p), 1.0, 0.0).ravel()
+        r_idx = np.concatenate([np.full(len(r[0]), k) for k, r in enumerate(rows)]).astype(np.int64)
+        c_idx = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in rows])
+        v_all = np.concatenate([np.asarray(r[1], dtype=float) for r in rows])
+        order = np.lexsort((r_idx, c_idx))
+        r_idx, c_idx, v_all = r_idx[order], c_idx[order], v_all[order]
+        start = np.searchsorted(c_idx, np.arange(n_cols + 1)).astype(np.int32)
+        cost = np.zeros(n_cols)
+        cost[0] = 1.0
+        h = new_highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.passModel(n_cols, len(rows), len(v_all), 1, 1, 0.0, cost, np.zeros(n_cols), upper,
+                    np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float),
+                    start, r_idx.astype(np.int32), v_all, np.zeros(n_cols, dtype=np.int32))
+        out = np.zeros(shape)
+        base_upper = upper.copy()
+        floor = self._run(h, n_cols, base_upper)  # the cut ops anywhere: a floor under every pair
+        if floor is None:
+            return out
+        out[:] = floor
+        if not self.pairs:
+            return out
+        for da, db in sorted(np.ndindex(*shape), key=lambda pair: pair[0] != pair[1]):  # the diagonal first
+            if (a >= 0 and not math.isfinite(p[0, da])) or (b >= 0 and not math.isfinite(p[-1, db])):
+                continue  # the cut op may not run there: the path over the cut ops does not pass it
+            fixed = base_upper.copy()
+            if a >= 0:
+                fixed[col[0]] = 0.0
+                fixed[col[0, da]] = 1.0
+            if b >= 0:
+                fixed[col[-1]] = 0.0
+                fixed[col[-1, db]] = 1.0
+            value = self._run(h, n_cols, fixed)
+            if value is not None:
+                out[da, db] = max(floor, value)
+        return out
+
+    def _run(self, h: Any, n_cols: int, upper: np.ndarray) -> float | None:
+        """The LP's optimum with the columns' upper bounds ``upper`` (less HiGHS's tolerance), ``None`` unsolved."""
+        if self.deadline is not None:
+            if self.deadline.expired():
+                self.complete = False
+                return None
+            h.setOptionValue("time_limit", max(0.05, self.deadline.left()))
+        h.changeColsBounds(n_cols, np.arange(n_cols, dtype=np.int32), np.zeros(n_cols), upper)
+        h.run()
+        if str(h.getModelStatus()) != "HighsModelStatus.kOptimal":
+            self.complete = False
+            return None
+        self.solved += 1
+        return max(0.0, float(h.getInfo().objective_function_value) * (1 - TOL) - TOL)
+
+
+__all__ = ["segment_lp_bound"]

@@ -1,0 +1,146 @@
+"""The makespan through the cut ops' devices, each segment priced by its LP of work and transfer loads
+(bounds/segment_lp.py)."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
+from placement_dsl.bounds.segment_lp import segment_lp_bound
+from placement_dsl.bounds.segments import transfer_segment_bound
+from placement_dsl.brute import brute_force
+from placement_dsl.certify import certify
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.constraints import Congestion
+from placement_dsl.deadline import Deadline
+from placement_dsl.graph import Graph, Op
+from placement_dsl.lp import available
+from placement_dsl.objectives import Makespan
+from placement_dsl.problem import Problem
+
+pytestmark = pytest.mark.skipif(not available(), reason="the segments' LPs are solved by HiGHS")
+TOL = 1e-6
+
+
+def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
+    """``k`` devices that run one op at a time, bandwidth 1 between any two (kinds ``acc`` unless given)."""
+    kinds = kinds or ("acc",) * k
+    return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
+
+
+def heads(k: int, size: float, mode: str | None) -> Problem:
+    """``a -> q_i -> x_i -> b`` for ``k`` heads on two devices: ``a``, ``b`` and each ``x_i`` take 1, each ``q_i``
+    nothing; ``a``'s tensor is 100, each ``q_i``'s ``size``, each ``x_i``'s empty (as an attention head's inputs)."""
+    ops = [Op(name="a", work=1.0, out_bytes=100.0), Op(name="b", work=1.0)]
+    ops += [Op(name=f"q{i}", work=0.0, out_bytes=size) for i in range(k)]
+    ops += [Op(name=f"x{i}", work=1.0, out_bytes=0.0) for i in range(k)]
+    edges = [e for i in range(k) for e in (("a", f"q{i}"), (f"q{i}", f"x{i}"), (f"x{i}", "b"))]
+    return Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion(mode)])
+
+
+def test_the_ports_keep_the_heads_home():
+    # moving a share H of the four heads loads d0's out-port with 10 H: the LP's least L = max(4 - H, 10 H) is
+    # 40/11, and the makespan at least 1 + 40/11 + 1 = 62/11; the optimum keeps every head on d0: 6. The path says
+    # 3, the work over two devices 3, the cut segments 4 (an empty tensor leaves d1 for free)
+    p = heads(4, 10.0, "port")
+    value, note, complete = segment_lp_bound(p, Deadline(30.0))
+    assert complete and "2 cut ops" in note
+    assert value == pytest.approx(62 / 11, rel=1e-5)
+    assert brute_force(p)[0] == pytest.approx(6.0)
+    assert max(route_path_makespan(p)[0], energy_makespan(p)[0], transfer_segment_bound(p)[0]) <= 4.0 + TOL
+
+
+def test_a_channel_carries_the_same_moves_and_no_congestion_none():
+    # one channel d0 -> d1 carries every move, as the port did: 62/11; without congestion the heads split: 1 + 2 + 1
+    assert segment_lp_bound(heads(4, 10.0, "channel"))[0] == pytest.approx(62 / 11, rel=1e-5)
+    assert segment_lp_bound(heads(4, 10.0, None))[0] == pytest.approx(4.0, rel=1e-5)
+
+
+def test_the_cut_ops_devices_are_priced_pair_by_pair():
+    # with the cut ops anywhere, the LP splits a, b and every head half and half and moves nothing: 2, and 4 in all;
+    # pricing each pair of the cut ops' devices finds that the heads must pay their way out of a's device
+    p = heads(4, 10.0, "port")
+    assert segment_lp_bound(p, pairs=False)[0] == pytest.approx(4.0, rel=1e-5)
+    assert segment_lp_bound(p)[0] == pytest.approx(62 / 11, rel=1e-5)
+
+
+def test_a_spent_clock_answers_at_once(monkeypatch):
+    # spent before the start: nothing is priced; spent after the cut ops: every window counts 0, the cut ops their
+    # times (1 + 1); a clock that lets the paths but no LP through keeps the segment's longest path (1): 3
+    value, note, complete = segment_lp_bound(heads(4, 10.0, "port"), Deadline(0.0))
+    assert not complete and value == 0.0 and "budget spent" in note
+
+    class After:  # expired from its n-th question on
+        def __init__(self, n: int):
+            self.asked, self.n = 0, n
+
+        def expired(self) -> bool:
+            self.asked += 1
+            return self.asked > self.n
+
+        def left(self) -> float:
+            return 1.0
+
+    assert segment_lp_bound(heads(4, 10.0, "port"), After(1))[:3:2] == (pytest.approx(2.0), False)
+    assert segment_lp_bound(heads(4, 10.0, "port"), After(2))[:3:2] == (pytest.approx(3.0), False)
+
+
+def test_identical_segments_are_priced_once():
+    # three layers of the same two-head fork: one LP for the three
+    ops = [Op(name=f"c{j}", work=1.0, out_bytes=5.0) for j in range(4)]
+    ops += [Op(name=f"l{j}x{i}", work=2.0, out_bytes=5.0) for j in range(3) for i in range(2)]
+    edges = [e for j in range(3) for i in range(2) for e in ((f"c{j}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
+    p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+    _, note, complete = segment_lp_bound(p)
+    assert complete and "(2 reused)" in note
+
+
+@st.composite
+def forks(draw):
+    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops, some of no time, as views) on
+    two or three devices of two kinds, integer times and tensor sizes, port, channel or no congestion; at most 6 ops
+    on two devices and 5 on three (brute force list-schedules every placement)."""
+    D = draw(st.integers(2, 3))
+    room = 6 if D == 2 else 5
+    kinds = tuple(draw(st.sampled_from(["p", "q"])) for _ in range(D))
+    time = st.integers(0, 4).map(float)
+    size = st.integers(0, 4).map(float)
+
+    def op(name: str) -> Op:
+        return Op(name=name, work={"p": draw(time), "q": draw(time)}, out_bytes=draw(size))
+
+    ops, edges, f = [op("c0")], [], 0
+    while f == 0 or (len(ops) + 3 <= room and draw(st.booleans())):
+        branches: list[list[str]] = []
+        for b in range(draw(st.integers(2, 3))):
+            used = len(ops) + 1 + sum(map(len, branches))
+            left = room - used - (1 if b == 0 else 0)
+            if left < 1:
+                break
+            length = 2 if left >= 2 and draw(st.booleans()) else 1
+            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        for chain in branches:
+            ops += [op(x) for x in chain]
+            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
+        ops.append(op(f"c{f + 1}"))
+        f += 1
+    mode = draw(st.sampled_from(["port", "channel", None]))
+    return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(forks())
+def test_never_above_the_brute_force_optimum(p):
+    # brute force list-schedules every placement (at least the optimum); the bound is at least the route path
+    value, _, complete = segment_lp_bound(p, Deadline(30.0))
+    assert complete
+    assert route_path_makespan(p)[0] - TOL <= value <= brute_force(p)[0] + TOL
+
+
+def test_certify_runs_it_as_a_level():
+    cert = certify(heads(4, 10.0, "port"), levels=("segment-lp",), budget=30.0, stop_at_gap=False)
+    row = next(r for r in cert.levels if r.level == "segment-lp")
+    assert row.bound == pytest.approx(62 / 11, rel=1e-5)
