@@ -87,20 +87,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def _compiled_kernels() -> None:
     """Compile the heuristics' numba kernels once, before any test runs (numba caches them on disk).
 
-    A fresh install compiles each kernel on its first call, for up to ~45 s in all (about 100 s of CPU on a loaded
-    machine); tests that give a solve a budget of seconds (latency and makespan solves start from their heuristics)
-    would otherwise lose it to the compiler when they happen to be the first caller. Under pytest-xdist the odd
-    workers go through the heuristics in reverse order: each worker compiles about half of the kernels and finds the
-    other half in numba's disk cache, where both compiled everything side by side."""
+    A fresh install compiles each kernel on its first call, for up to ~45 s in all; tests that give a solve a
+    budget of seconds (latency and makespan solves start from their heuristics) would otherwise lose it to the
+    compiler when they happen to be the first caller."""
     from placement_dsl import testing
     from placement_dsl.errors import PlacementError
     from placement_dsl.heuristics import registry, run
 
     problems = [testing.latency_diamond()[0], testing.makespan_fork()[0], testing.contiguity_binds()[0]]
-    methods = list(registry.load().items())
-    if int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 2:
-        methods.reverse()  # two xdist workers compile from opposite ends and load the other's kernels from the cache
-    for name, method in methods:
+    for name, method in registry.load().items():
         if method.where.startswith("placement_dsl.search."):
             continue  # a search over solver calls (schedule-lns, latency-lns, ...): nothing of its own to compile
         for problem in problems:
