@@ -177,7 +177,7 @@ def test_a_side_op_that_exactly_fills_the_room_left_shares_the_runs_slot():
     assert optimum(p) == 3.0
     ctx = Context(p)
     assert run_path_bound(ctx, None, True) * ctx.scale.time == pytest.approx(2.0)
-    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    result = solve(p, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
     assert (result.status.value, result.objective, result.bound) == ("optimal", 3.0, pytest.approx(3.0))
 
 
@@ -202,7 +202,7 @@ def test_latency_ip_compiles_a_colocated_group_larger_than_an_accelerator():
     g = Graph([op("s", 1, 9), op("a", 1, 2, mem=4), op("b", 1, 2, out=0, mem=3)], [("s", "a"), ("a", "b")])
     p = Problem(g, Cluster.accelerators(2, memory=6.0, cpus=1), Latency(), [Memory(), Colocate([["a", "b"]])])
     assert optimum(p) == pytest.approx(6.0)
-    r = solve(p, formulation="latency", solver="highs", time_limit=20, gap=0.0)
+    r = solve(p, formulation="latency", solver="highs", time_limit=20, gap=0.0, warm_start="greedy")
     assert (r.objective, r.bound) == (pytest.approx(6.0), pytest.approx(6.0))
     assert r.placement.mapping() == {"s": "acc0", "a": "cpu0", "b": "cpu0"}
 
