@@ -574,7 +574,7 @@ def test_a_segment_only_hosts_may_run_gets_no_memory_row():
     problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()])
     cuts, _ = compile(problem, "latency").varmap.block("path_cuts")
     assert len(cuts.memory_runs) == 1
-    result = solve(problem, formulation="latency", solver="highs", time_limit=60)
+    result = solve(problem, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
     assert (result.status.value, result.objective, result.bound) == ("optimal", 4.0, pytest.approx(4.0))
     assert optimum(problem) == 4.0
 
