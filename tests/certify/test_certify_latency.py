@@ -147,7 +147,8 @@ def test_bounds_never_exceed_the_brute_force_optimum(p):
 def test_the_latency_ip_proves_the_brute_force_optimum(p):
     """The whole latency IP (its cuts included) on the tiny instances: optimal, at the brute-force optimum."""
     opt = optimum(p)
-    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    # a start by name: "auto" would search for 30 % of the limit (about 17 s of a 60 s one) on a graph of four ops
+    result = solve(p, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
     if not math.isfinite(opt):
         assert result.objective is None
         return
@@ -176,7 +177,7 @@ def test_a_side_op_that_exactly_fills_the_room_left_shares_the_runs_slot():
     assert optimum(p) == 3.0
     ctx = Context(p)
     assert run_path_bound(ctx, None, True) * ctx.scale.time == pytest.approx(2.0)
-    result = solve(p, formulation="latency", solver="highs", time_limit=60)
+    result = solve(p, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
     assert (result.status.value, result.objective, result.bound) == ("optimal", 3.0, pytest.approx(3.0))
 
 
@@ -201,7 +202,7 @@ def test_latency_ip_compiles_a_colocated_group_larger_than_an_accelerator():
     g = Graph([op("s", 1, 9), op("a", 1, 2, mem=4), op("b", 1, 2, out=0, mem=3)], [("s", "a"), ("a", "b")])
     p = Problem(g, Cluster.accelerators(2, memory=6.0, cpus=1), Latency(), [Memory(), Colocate([["a", "b"]])])
     assert optimum(p) == pytest.approx(6.0)
-    r = solve(p, formulation="latency", solver="highs", time_limit=20, gap=0.0)
+    r = solve(p, formulation="latency", solver="highs", time_limit=20, gap=0.0, warm_start="greedy")
     assert (r.objective, r.bound) == (pytest.approx(6.0), pytest.approx(6.0))
     assert r.placement.mapping() == {"s": "acc0", "a": "cpu0", "b": "cpu0"}
 
@@ -573,7 +574,7 @@ def test_a_segment_only_hosts_may_run_gets_no_memory_row():
     problem = Problem(g, Cluster.accelerators(1, memory=10.0, cpus=1), Latency(), [Memory()])
     cuts, _ = compile(problem, "latency").varmap.block("path_cuts")
     assert len(cuts.memory_runs) == 1
-    result = solve(problem, formulation="latency", solver="highs", time_limit=60)
+    result = solve(problem, formulation="latency", solver="highs", time_limit=60, warm_start="greedy")
     assert (result.status.value, result.objective, result.bound) == ("optimal", 4.0, pytest.approx(4.0))
     assert optimum(problem) == 4.0
 

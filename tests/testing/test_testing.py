@@ -154,6 +154,14 @@ def test_infeasible_counts_as_infinite():
 
 # ---------------------------------------------------------------------------- conftest: the shared marker
 SHARED_PROBE = '''
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_kernels():
+    pass  # the probe runs no heuristic: the conftest's warm-up of every heuristic would be most of its time
+
+
 def test_uses_the_data(shared_data):
     assert shared_data.is_dir()
 
