@@ -225,13 +225,14 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     latency searches run in rounds of at most :data:`ROUND` seconds, each from the best split so far with the next
     seed: their kicks may not leave one local optimum, a fresh seed does (BERT-3: 408.79 for 90 s from one seed,
     408.47 within 10 s from another). Only the first round also descends from greedy's, the DP's and DPL's splits;
-    the later ones kick the best split only (on BERT-3 the DP's split alone took 3 s of each 10 s round)."""
+    the later ones kick the best split only (on BERT-3 the DP's split alone took 3 s of each 10 s round). The rounds
+    stop after :data:`STALE` in a row that end on their own with nothing better (a small graph's search is done)."""
     method = method or IMPROVING.get(goal(problem))
     if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD:
         return start
     end = time.perf_counter() + seconds
     rounds, first = method in ("latency-best", "latency-local-search"), seed
-    best, info = start, {}
+    best, info, stale = start, {}, 0
     while True:
         left = end - time.perf_counter()
         if left < MIN_METHOD or (best is not start and not rounds):
@@ -245,14 +246,21 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
         info = dict(found.info)
         better = _checked(problem, found.placement, start.bound, f"{start.method}+{method}")
         if better.usable and better.objective < best.objective:
-            best = better
+            best, stale = better, 0
         elif not rounds:
             break
-    best.info = info
+        elif found.info.get("stopped") != STOPPED:  # the round ran all its restarts and found nothing better
+            stale += 1
+            if stale == STALE:
+                break
+    best.info = {**info, "rounds": seed - first}
     return best
 
 
 ROUND = 10.0  # seconds of one round of a latency search continued by improve()
+STALE = 3  # rounds in a row that end on their own without a better split, after which improve() stops (a graph of a
+# few ops: each round's 50 restarts take milliseconds, and fresh seeds ran until the share was spent, 16 s of a 60 s
+# solve on four ops); a round its time stops keeps the rounds going (BERT-3: a fresh seed found what 90 s did not)
 
 
 def _continue(problem: Any, start: Start, method: str, seconds: float, seed: int,
