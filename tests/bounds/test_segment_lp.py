@@ -2,18 +2,14 @@
 (bounds/segment_lp.py)."""
 from __future__ import annotations
 
-from itertools import pairwise
-
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.segment_lp import segment_lp_bound
 from placement_dsl.bounds.segments import transfer_segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.certify import certify
-from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Congestion
 from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
@@ -21,14 +17,10 @@ from placement_dsl.lp import available
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
 
+from tests.bounds.forks import fork_chains, serial
+
 pytestmark = pytest.mark.skipif(not available(), reason="the segments' LPs are solved by HiGHS")
 TOL = 1e-6
-
-
-def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
-    """``k`` devices that run one op at a time, bandwidth 1 between any two (kinds ``acc`` unless given)."""
-    kinds = kinds or ("acc",) * k
-    return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
 
 
 def heads(k: int, size: float, mode: str | None) -> Problem:
@@ -98,41 +90,8 @@ def test_identical_segments_are_priced_once():
     assert complete and "(2 reused)" in note
 
 
-@st.composite
-def forks(draw):
-    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops, some of no time, as views) on
-    two or three devices of two kinds, integer times and tensor sizes, port, channel or no congestion; at most 6 ops
-    on two devices and 5 on three (brute force list-schedules every placement)."""
-    D = draw(st.integers(2, 3))
-    room = 6 if D == 2 else 5
-    kinds = tuple(draw(st.sampled_from(["p", "q"])) for _ in range(D))
-    time = st.integers(0, 4).map(float)
-    size = st.integers(0, 4).map(float)
-
-    def op(name: str) -> Op:
-        return Op(name=name, work={"p": draw(time), "q": draw(time)}, out_bytes=draw(size))
-
-    ops, edges, f = [op("c0")], [], 0
-    while f == 0 or (len(ops) + 3 <= room and draw(st.booleans())):
-        branches: list[list[str]] = []
-        for b in range(draw(st.integers(2, 3))):
-            used = len(ops) + 1 + sum(map(len, branches))
-            left = room - used - (1 if b == 0 else 0)
-            if left < 1:
-                break
-            length = 2 if left >= 2 and draw(st.booleans()) else 1
-            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
-        for chain in branches:
-            ops += [op(x) for x in chain]
-            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
-        ops.append(op(f"c{f + 1}"))
-        f += 1
-    mode = draw(st.sampled_from(["port", "channel", None]))
-    return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
-
-
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(forks())
+@given(fork_chains(times=(0, 4), most_size=4))
 def test_never_above_the_brute_force_optimum(p):
     # brute force list-schedules every placement (at least the optimum); the bound is at least the route path
     value, _, complete = segment_lp_bound(p, Deadline(30.0))

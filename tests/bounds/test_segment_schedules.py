@@ -1,8 +1,6 @@
 """The makespan's segments between cut ops, each scheduled alone by CP-SAT (bounds/segment_schedules.py, cpsat_segments.py)."""
 from __future__ import annotations
 
-from itertools import pairwise
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,7 +9,6 @@ from placement_dsl.bounds.makespan import route_path_makespan
 from placement_dsl.bounds.segments import transfer_segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.certify import certify
-from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Congestion
 from placement_dsl.cpsat import available
 from placement_dsl.cpsat_segments import schedule_segment_bound, schedule_segment_bounds
@@ -20,14 +17,10 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
 
+from tests.bounds.forks import fork_chains, serial
+
 pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced by CP-SAT (OR-Tools)")
 TOL = 1e-6
-
-
-def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
-    """``k`` devices that run one op at a time, bandwidth 1 between any two (kinds ``acc`` unless given)."""
-    kinds = kinds or ("acc",) * k
-    return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
 
 
 def star(k: int, work: float, out: float, mode: str | None) -> Problem:
@@ -71,39 +64,6 @@ def test_large_segments_keep_their_closed_forms_without_a_child(monkeypatch):
     p = star(3, 4.0, 1.0, "port")
     value, note, complete = schedule_segment_bound(p, Deadline(30.0))
     assert complete and "0 of 0" in note and value == pytest.approx(22 / 3)
-
-
-@st.composite
-def fork_chains(draw):
-    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops) on two or three devices of two
-    kinds, integer times and tensor sizes, port or channel congestion or none; at most 6 ops on two devices and 5 on
-    three (brute force list-schedules every placement)."""
-    D = draw(st.integers(2, 3))
-    room = 6 if D == 2 else 5
-    kinds = tuple(draw(st.sampled_from(["p", "q"])) for _ in range(D))
-    time = st.integers(1, 5).map(float)
-    size = st.integers(0, 3).map(float)
-
-    def op(name: str) -> Op:
-        return Op(name=name, work={"p": draw(time), "q": draw(time)}, out_bytes=draw(size))
-
-    ops, edges, f = [op("c0")], [], 0
-    while f == 0 or (len(ops) + 3 <= room and draw(st.booleans())):
-        branches: list[list[str]] = []
-        for b in range(draw(st.integers(2, 3))):
-            used = len(ops) + 1 + sum(map(len, branches))  # with the closing cut
-            left = room - used - (1 if b == 0 else 0)  # the first fork keeps room for its second branch
-            if left < 1:
-                break
-            length = 2 if left >= 2 and draw(st.booleans()) else 1
-            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
-        for chain in branches:
-            ops += [op(x) for x in chain]
-            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
-        ops.append(op(f"c{f + 1}"))
-        f += 1
-    mode = draw(st.sampled_from(["port", "channel", None]))
-    return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
 
 
 @settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

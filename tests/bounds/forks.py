@@ -1,0 +1,53 @@
+"""Makespan instances for the segment bounds' tests: devices that run one op at a time, and chains of forks between
+cut ops small enough for brute force."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+from hypothesis import strategies as st
+
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.constraints import Congestion
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Makespan
+from placement_dsl.problem import Problem
+
+
+def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
+    """``k`` devices that run one op at a time, bandwidth 1 between any two (kinds ``acc`` unless given)."""
+    kinds = kinds or ("acc",) * k
+    return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
+
+
+@st.composite
+def fork_chains(draw, times: tuple[int, int] = (1, 5), most_size: int = 3):
+    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops) on two or three devices of two
+    kinds, integer times in ``times`` (0 allows ops of no time, as views) and tensor sizes up to ``most_size``, port
+    or channel congestion or none; at most 6 ops on two devices and 5 on three (brute force list-schedules every
+    placement)."""
+    D = draw(st.integers(2, 3))
+    room = 6 if D == 2 else 5
+    kinds = tuple(draw(st.sampled_from(["p", "q"])) for _ in range(D))
+    time = st.integers(*times).map(float)
+    size = st.integers(0, most_size).map(float)
+
+    def op(name: str) -> Op:
+        return Op(name=name, work={"p": draw(time), "q": draw(time)}, out_bytes=draw(size))
+
+    ops, edges, f = [op("c0")], [], 0
+    while f == 0 or (len(ops) + 3 <= room and draw(st.booleans())):
+        branches: list[list[str]] = []
+        for b in range(draw(st.integers(2, 3))):
+            used = len(ops) + 1 + sum(map(len, branches))  # with the closing cut
+            left = room - used - (1 if b == 0 else 0)  # the first fork keeps room for its second branch
+            if left < 1:
+                break
+            length = 2 if left >= 2 and draw(st.booleans()) else 1
+            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        for chain in branches:
+            ops += [op(x) for x in chain]
+            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
+        ops.append(op(f"c{f + 1}"))
+        f += 1
+    mode = draw(st.sampled_from(["port", "channel", None]))
+    return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
