@@ -16,7 +16,6 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.lp import available
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
-
 from tests.bounds.forks import fork_chains, serial
 
 pytestmark = pytest.mark.skipif(not available(), reason="the segments' LPs are solved by HiGHS")
