@@ -28,7 +28,7 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "model_seconds", "process_start", "seconds"]
+__all__ = ["BudgetSpent", "Deadline", "call_within", "model_seconds", "process_start", "seconds", "slowdown"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -104,9 +104,28 @@ class Deadline:
             raise BudgetSpent(f"budget spent before {what} ({self.seconds:g} s, {self.elapsed():.1f} s elapsed)")
 
 
+LOAD_MEASURED = 2.0  # runnable jobs per core up to which SECONDS_PER_NONZERO holds (it was measured beside one other)
+
+
+def slowdown() -> float:
+    """How many times slower than at :data:`SECONDS_PER_NONZERO`'s measurement a build runs here now: the one-minute
+    load average per core this process may run on, beyond :data:`LOAD_MEASURED`, at least 1. A build holds one
+    core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+
+
 def model_seconds(nonzeros: float) -> float:
-    """Seconds to build and hand off a model of ``nonzeros`` matrix entries (:data:`SECONDS_PER_NONZERO`)."""
-    return nonzeros * SECONDS_PER_NONZERO
+    """Seconds to build and hand off a model of ``nonzeros`` matrix entries (:data:`SECONDS_PER_NONZERO`) on this
+    machine as loaded now (:func:`slowdown`)."""
+    return nonzeros * SECONDS_PER_NONZERO * slowdown()
 
 
 GRACE = 1.0  # seconds a guarded call may run past its deadline before it is stopped

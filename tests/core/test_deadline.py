@@ -87,6 +87,27 @@ def test_a_model_too_large_for_the_time_left_is_not_built(monkeypatch):
     assert result.found_by == "warm start (dp)" and 0 < result.bound <= result.objective
 
 
+def test_a_model_is_sized_for_the_machine_as_loaded(monkeypatch):
+    # builds hold one core's share: at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s
+    from placement_dsl import deadline
+    from placement_dsl.formulations import get
+    from placement_dsl.sizing import check_fits, estimate_nonzeros
+
+    monkeypatch.setattr(deadline.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(deadline.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    idle = deadline.model_seconds(1e4)
+    assert idle == pytest.approx(1e4 * deadline.SECONDS_PER_NONZERO)  # as measured, one other job per core
+    monkeypatch.setattr(deadline.os, "getloadavg", lambda: (16.0, 0.0, 0.0))
+    assert deadline.model_seconds(1e4) == pytest.approx(4 * idle)
+    problem, _ = testing.chain()
+    nonzeros = estimate_nonzeros(problem, get("auto", problem))
+    monkeypatch.setattr(deadline, "SECONDS_PER_NONZERO", 1.5 / nonzeros)  # the chain's model: 1.5 s idle
+    with pytest.raises(deadline.BudgetSpent, match="model too large for the time left"):
+        check_fits(problem, "auto", deadline.Deadline(60.0), 3.0)  # 4 times that, loaded, and a second of search
+    monkeypatch.setattr(deadline.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    check_fits(problem, "auto", deadline.Deadline(60.0), 3.0)
+
+
 def test_a_contiguous_problem_keeps_the_dps_bound_when_the_model_is_not_built(monkeypatch):
     problem, optimum = testing.contiguity_binds()
     monkeypatch.setattr("placement_dsl.deadline.SECONDS_PER_NONZERO", 1e3)
