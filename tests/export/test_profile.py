@@ -151,8 +151,9 @@ def test_link_fit_and_refusals():
 
 def test_ping_pong_measures_the_gloo_link():
     pytest.importorskip("torch")
-    t = profile.ping_pong((4, 1 << 14, 1 << 20), repeat=3)
-    assert [b for b, _ in t.samples] == [4, 1 << 14, 1 << 20] and all(ms > 0 for _, ms in t.samples)
+    sizes = (4, 1 << 20, 1 << 23)  # up to 8 MiB (~2.5 ms one way): a loaded machine's noise on 4 bytes stays below
+    t = profile.ping_pong(sizes, repeat=5)  # (with 1 MiB at most and 3 repeats, the slope came out negative at load)
+    assert [b for b, _ in t.samples] == list(sizes) and all(ms > 0 for _, ms in t.samples)
     assert t.latency_ms >= 0 and 0 < t.bandwidth < float("inf")
     with pytest.raises(SpecError, match="two sizes"):
         profile.ping_pong((8,), repeat=3)
