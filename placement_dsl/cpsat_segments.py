@@ -24,7 +24,7 @@ from .bounds.makespan import route_path_makespan
 from .bounds.segment_lp import MAX_OPS as LP_MAX_OPS
 from .bounds.segment_lp import segment_lp_bound
 from .bounds.segment_schedules import MAX_OPS, combined, segments, segments_or_reason
-from .deadline import BudgetSpent, Deadline
+from .deadline import BudgetSpent, Deadline, machine
 from .errors import PlacementError
 
 MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
@@ -106,14 +106,7 @@ def least_makespan(problem: Any, seconds: float) -> tuple[float, bool] | None:
 
 def free_cores() -> float:
     """Cores this process may run on (its affinity) less the one-minute load average, at least 0."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load = 0.0
+    cores, load = machine()
     return max(0.0, cores - load)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "model_seconds", "process_start", "seconds", "slowdown"]
+__all__ = ["BudgetSpent", "Deadline", "call_within", "machine", "model_seconds", "process_start", "seconds", "slowdown"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -111,6 +111,12 @@ def slowdown() -> float:
     """How many times slower than at :data:`SECONDS_PER_NONZERO`'s measurement a build runs here now: the one-minute
     load average per core this process may run on, beyond :data:`LOAD_MEASURED`, at least 1. A build holds one
     core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
+    cores, load = machine()
+    return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+
+
+def machine() -> tuple[int, float]:
+    """The cores this process may run on (its affinity) and the one-minute load average (0 where unknown)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -118,8 +124,8 @@ def slowdown() -> float:
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
-        return 1.0
-    return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+        load = 0.0
+    return cores, load
 
 
 def model_seconds(nonzeros: float) -> float:
