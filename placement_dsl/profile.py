@@ -474,20 +474,7 @@ def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence
     def loss(o: float) -> float:
         return sum((m - q) ** 2 for m, q in zip(measured, predict(o)))
 
-    lo, hi = 0.0, float(high)
-    ratio = (5 ** 0.5 - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = loss(a), loss(b)
-    for _ in range(60):
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = loss(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = loss(b)
-    best = (lo + hi) / 2
+    best = _golden_min(loss, 0.0, float(high), 60)
     return 0.0 if loss(0.0) <= loss(best) else best
 
 
@@ -505,21 +492,26 @@ def fit_slowdown_and_overhead(predict: Callable[[float, float], Sequence[float]]
         o = fit_overhead(lambda x: predict(sl, x), measured, high)
         return sum((m - q) ** 2 for m, q in zip(measured, predict(sl, o))), o
 
-    lo, hi = 0.0, math.log(slowest)
+    best = _golden_min(lambda log_s: inner(log_s)[0], 0.0, math.log(slowest), 40)
+    return math.exp(best), inner(best)[1]
+
+
+def _golden_min(loss: Callable[[float], float], lo: float, hi: float, steps: int) -> float:
+    """The middle of the bracket a golden-section search for the minimum of ``loss`` on ``[lo, hi]`` keeps after
+    ``steps`` steps (``loss`` unimodal there)."""
     ratio = (5 ** 0.5 - 1) / 2
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = inner(a)[0], inner(b)[0]
-    for _ in range(40):
+    fa, fb = loss(a), loss(b)
+    for _ in range(steps):
         if fa <= fb:
             hi, b, fb = b, a, fa
             a = hi - ratio * (hi - lo)
-            fa = inner(a)[0]
+            fa = loss(a)
         else:
             lo, a, fa = a, b, fb
             b = lo + ratio * (hi - lo)
-            fb = inner(b)[0]
-    best = (lo + hi) / 2
-    return math.exp(best), inner(best)[1]
+            fb = loss(b)
+    return (lo + hi) / 2
 
 
 def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
