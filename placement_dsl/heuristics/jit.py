@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +33,9 @@ _PACKAGE = __name__.split(".")[0]
 class _State:
     compiled: bool = False  # numba imported and every kernel declared so far compiled
     interpreted: int = 0  # depth of interpreted() blocks
+
+
+_RUNNING = threading.local()  # .inside: a kernel runs in Python on this thread (its callees skip the errstate)
 
 
 class _ObjMode:
@@ -62,8 +66,14 @@ class Kernel:
         if self.dispatcher is not None:
             return self.dispatcher(*args)
         if _State.interpreted:
-            with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
+            if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
                 return self.py_func(*args)
+            _RUNNING.inside = True
+            try:
+                with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
+                    return self.py_func(*args)
+            finally:
+                _RUNNING.inside = False
         compile_all()
         return self.dispatcher(*args)
 
