@@ -14,6 +14,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import SpecError
 from . import ideal_kernels as K
+from . import jit
 from .base import TimeLimitReached, kernel_deadline
 from .contract import Contraction, _csr, _smallest_first_order
 
@@ -93,10 +94,16 @@ def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadli
     """
     n = con.n_nodes
     W = max(1, -(-n // 64))
-    lattice_size_ok(con, max_ideals)
+    log2_count = lattice_size_ok(con, max_ideals)
     pred_ptr, pred_idx = _predecessors(con)
-    ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, int(max_ideals),
-                                                       kernel_deadline(deadline))
+    cap = int(max_ideals)
+    if jit.tentative() and jit.note_work(2.0 ** log2_count):  # in Python while the lattice stays small
+        cap = min(cap, jit.PYTHON_WORK + 1)
+    ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, cap, kernel_deadline(deadline))
+    if status == 1 and cap < max_ideals:  # larger than the estimate said: enumerate again, compiled
+        jit.note_work(math.inf)
+        ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, int(max_ideals),
+                                                           kernel_deadline(deadline))
     if status == 1:
         raise SpecError(f"dp: graph {con.graph.name!r} has more than {max_ideals} ideals ({n} supernodes); "
                         "use method 'dpl' (linearized DP) or raise max_ideals")

@@ -65,7 +65,7 @@ from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
 from . import ideal_lattice as ideal_lattice_module
-from . import manifest
+from . import jit, manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at
 from .contract import Contraction, contract
 from .fallback import fallback
@@ -172,6 +172,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals, deadline)
+    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes))  # compiled kernels pay beyond
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
         states = math.prod(c.count + 1 for c in su.classes)
@@ -397,31 +398,32 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     (7.0, 7.0, 6)
     """
     del seed  # deterministic
-    start = time.perf_counter()
-    at = deadline_at("dp", time_limit)
-    su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
-    ub, split, first, slicing = None, None, None, None
-    try:
-        lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL's run
-        if incumbent:
-            try:
-                sliced, slicing = slicing_split(su, at)
-                first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=sliced,
-                                            deadline=at)
-                ub, split = first.value, first.stages
-            except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
-                ub = None
-        sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split,
-                            deadline=at)
-    except TimeLimitReached as err:
-        if first is not None:  # DPL's split in hand, with the capacity bound (the DP's search did not end)
-            lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
-            first_info.update(incumbent=ub, stopped_in=str(err))
-            return ideal_result("dp", su, dataclasses.replace(first, lower=lower if lower < first.value else None),
-                           first_info, start, exact=True)
-        return _stopped_early(su, slicing, str(err), start)
-    info["incumbent"] = ub
-    return ideal_result("dp", su, sol, info, start, exact=True)
+    with jit.by_work(graph.n):  # kernels in Python while the lattice is small (numba costs more to load)
+        start = time.perf_counter()
+        at = deadline_at("dp", time_limit)
+        su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
+        ub, split, first, slicing = None, None, None, None
+        try:
+            lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL's run
+            if incumbent:
+                try:
+                    sliced, slicing = slicing_split(su, at)
+                    first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=sliced,
+                                                deadline=at)
+                    ub, split = first.value, first.stages
+                except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
+                    ub = None
+            sol, info = _search(su, linearize=False, max_ideals=max_ideals, upper_bound=ub, incumbent=split,
+                                deadline=at)
+        except TimeLimitReached as err:
+            if first is not None:  # DPL's split in hand, with the capacity bound (the DP's search did not end)
+                lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
+                first_info.update(incumbent=ub, stopped_in=str(err))
+                chosen = dataclasses.replace(first, lower=lower if lower < first.value else None)
+                return ideal_result("dp", su, chosen, first_info, start, exact=True)
+            return _stopped_early(su, slicing, str(err), start)
+        info["incumbent"] = ub
+        return ideal_result("dp", su, sol, info, start, exact=True)
 
 
 def _stopped_early(su: _Setup, slicing: tuple | None, phase: str, start: float) -> HeuristicResult:

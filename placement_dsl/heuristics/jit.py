@@ -25,6 +25,13 @@ import numpy as np
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
 # wider the graph, the more ideals); 128 ops 1.4 / 1.0. SliceGraph pays back later (256 ops: 0.2 / 0.8).
 SMALL_OPS = 32
+# The DP over ideals runs in Python, whatever the op count, while its lattice is at most this many ideals x
+# device-count states (:func:`by_work`). Measured (CPU s of the DP in Python, loaded machine): bert24 30 x 14 0.08;
+# ResNet-50 242 x 14 3.1; BERT-L3 1,428 x 8 14; loading numba and the DP's kernels costs about 1-1.5 s.
+PYTHON_WORK = 1_000
+# by_work() starts in Python on graphs of at most this many ops (contraction and the lattice's first ideals
+# in Python cost milliseconds there).
+BY_WORK_OPS = 2_000
 
 _KERNELS: list[Kernel] = []
 _PACKAGE = __name__.split(".")[0]
@@ -33,6 +40,7 @@ _PACKAGE = __name__.split(".")[0]
 class _State:
     compiled: bool = False  # numba imported and every kernel declared so far compiled
     interpreted: int = 0  # depth of interpreted() blocks
+    tentative: int = 0  # of those, entered by by_work() and left as soon as note_work() finds the work large
 
 
 _RUNNING = threading.local()  # .inside: a kernel runs in Python on this thread (its callees skip the errstate)
@@ -158,6 +166,37 @@ def scope() -> Iterator[None]:
         yield
     finally:
         _State.interpreted = depth
+
+
+@contextlib.contextmanager
+def by_work(ops: int) -> Iterator[None]:
+    """Within the block, kernels not yet compiled run in Python until :func:`note_work` reports more work than
+    :data:`PYTHON_WORK`; from then on they are compiled (loaded from numba's cache). For a call on a graph of at
+    most :data:`BY_WORK_OPS` ops, where nothing decided already (compiled kernels, :func:`interpreted`)."""
+    enter = not _State.compiled and not _State.interpreted and ops <= BY_WORK_OPS
+    if enter:
+        _State.interpreted += 1
+        _State.tentative += 1
+    try:
+        yield
+    finally:
+        if enter and _State.tentative:
+            _State.interpreted -= 1
+            _State.tentative -= 1
+
+
+def tentative() -> bool:
+    """Whether kernels run in Python only until the work is found large (inside :func:`by_work`)."""
+    return bool(_State.tentative) and not _State.compiled
+
+
+def note_work(units: float) -> bool:
+    """The work ahead is ``units`` (the DP: ideals x device-count states): above :data:`PYTHON_WORK`, leave the
+    Python kernels of :func:`by_work` (the next kernel call compiles). Whether kernels still run in Python."""
+    if _State.tentative and units > PYTHON_WORK:
+        _State.interpreted -= _State.tentative
+        _State.tentative = 0
+    return python_kernels()
 
 
 def note_workload(ops: int) -> None:

@@ -98,14 +98,28 @@ def test_a_command_on_a_small_workload_does_not_load_numba(tmp_path, command):
     assert _dp_run(path, "'numba' in sys.modules", command) == "False"
 
 
-def test_a_command_on_a_large_workload_compiles_its_kernels(tmp_path):
+def _chain_file(tmp_path, n: int, stages: int):
     from placement_dsl.cluster import Cluster
     from placement_dsl.graph import Graph, Op
-    from placement_dsl.heuristics.jit import SMALL_OPS
     from placement_dsl.io import Workload, save_workload
 
-    path = tmp_path / "long.json"
-    n = SMALL_OPS + 1
-    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(n)], [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
-    save_workload(Workload(g, Cluster.stages(2)), path)
-    assert _dp_run(path, "'numba' in sys.modules") == "True"
+    path = tmp_path / f"chain-{n}-{stages}.json"
+    g = Graph([Op(name=f"v{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(n)],
+              [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    save_workload(Workload(g, Cluster.stages(stages)), path)
+    return path
+
+
+def test_a_command_on_a_large_workload_compiles_its_kernels(tmp_path):
+    from placement_dsl.heuristics.jit import SMALL_OPS
+
+    path = _chain_file(tmp_path, SMALL_OPS + 1, 2)
+    assert _dp_run(path, "'numba' in sys.modules", ("solve", "--method", "slicegraph")) == "True"
+
+
+def test_the_dp_on_many_ops_but_a_small_lattice_runs_in_python(tmp_path):
+    """The DP's kernels run in Python by its work (ideals x device-count states), not by the op count: 65 ideals
+    on 2 stages stay in Python (0.1 s), 201 ideals on 8 stages load numba's kernels
+    (:func:`placement_dsl.heuristics.jit.by_work`)."""
+    assert _dp_run(_chain_file(tmp_path, 64, 2), "'numba' in sys.modules") == "False"
+    assert _dp_run(_chain_file(tmp_path, 200, 8), "'numba' in sys.modules") == "True"

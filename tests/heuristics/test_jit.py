@@ -112,3 +112,58 @@ def test_a_kernel_in_python_sets_numpy_s_error_state_once_not_in_every_kernel_it
     with jit.interpreted():
         assert outer(3) == 8 and outer(4) == 10
     assert entered == [{"over": "ignore"}] * 2
+
+
+def _api_run(code: str) -> str:
+    """The last line a fresh interpreter prints running ``code``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("n", "stages", "compiled"), [(64, 2, False), (300, 4, True)])
+def test_the_dp_called_from_the_api_picks_python_or_compiled_kernels_by_its_lattice(n, stages, compiled):
+    """``heuristics.run("dp", ...)`` (not only the command line) runs its kernels in Python while ideals x
+    device-count states stay within ``jit.PYTHON_WORK``, and compiled beyond, with the same answer."""
+    code = ("import sys\nfrom placement_dsl.cluster import Cluster\nfrom placement_dsl.graph import Graph, Op\n"
+            "from placement_dsl.heuristics import run, jit\n"
+            f"n = {n}\ng = Graph([Op(name=f'v{{i}}', work=1.0 + i % 3, out_bytes=1.0) for i in range(n)], "
+            "[(f'v{i}', f'v{i + 1}') for i in range(n - 1)])\n"
+            f"r = run('dp', g, Cluster.stages({stages}))\n"
+            "print(r.objective, r.placement.assign.tolist(), jit.is_compiled(), 'numba' in sys.modules)")
+    shown = _api_run(code)
+    objective, rest = shown.split(" ", 1)
+    assign, flags = rest.rsplit("] ", 1)
+    assert flags == f"{compiled} {compiled}"
+    with jit.interpreted(enabled=False):  # this process: compiled kernels
+        from placement_dsl.graph import Graph, Op
+
+        g = Graph([Op(name=f"v{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(n)],
+                  [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+        r = run("dp", g, Cluster.stages(stages))
+    assert float(objective) == pytest.approx(r.objective, rel=1e-12)
+    assert json.loads(assign + "]") == r.placement.assign.tolist()
+
+
+def test_by_work_leaves_python_once_the_work_is_large_and_restores_the_state():
+    if jit.is_compiled():
+        assert not jit.tentative()
+    with jit.interpreted(enabled=False):
+        saved = (jit._State.interpreted, jit._State.tentative)
+        jit._State.compiled, was = False, jit._State.compiled
+        try:
+            with jit.by_work(10):
+                assert jit.tentative() and jit.python_kernels()
+                assert jit.note_work(jit.PYTHON_WORK)
+                assert not jit.note_work(jit.PYTHON_WORK + 1)
+                assert not jit.tentative() and not jit.python_kernels()
+            assert (jit._State.interpreted, jit._State.tentative) == saved
+            with jit.by_work(10):
+                assert jit.python_kernels()
+            with jit.by_work(jit.BY_WORK_OPS + 1):
+                assert not jit.python_kernels()
+            assert (jit._State.interpreted, jit._State.tentative) == saved
+        finally:
+            jit._State.compiled = was
