@@ -9,13 +9,15 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .deadline import Deadline
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import scaled
-from .solvers.base import Status
+
+if TYPE_CHECKING:  # the solvers' package loads Pyomo: imported where a model is solved, not by the levels without one
+    from .solvers.base import Status
 
 
 class LevelStatus(str, enum.Enum):
@@ -109,6 +111,8 @@ class Certificate:
 # ---------------------------------------------------------------------------- statuses
 def level_status(status: Status, has_bound: bool = True) -> LevelStatus:
     """How a level ended, from its solve's status (the one mapping of solver to level statuses)."""
+    from .solvers.base import Status
+
     if status is Status.OPTIMAL:
         return LevelStatus.OPTIMAL
     return LevelStatus.TIME_LIMIT if status.is_ok and has_bound else LevelStatus.NO_BOUND
@@ -128,6 +132,7 @@ def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
     from .compile import compile
     from .sizing import check_fits
     from .solvers import SolveOptions, solve_model
+    from .solvers.base import Status
 
     clock = (deadline or Deadline(math.inf)).within(seconds)
     check_fits(problem, formulation, clock)

@@ -22,9 +22,6 @@ from ..certificate import LevelStatus, model_bound, solve_level
 from ..cpsat_segments import schedule_segment_bound
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
-from ..formulations import get
-from ..formulations.schedule import hinted as schedule_hinted
-from ..formulations.schedule import horizon_of
 from ..heuristics import run as heuristic
 from ..objectives import Latency
 from ..problem import Problem
@@ -112,6 +109,8 @@ def _model_lp(run: Any, problem: Problem, default: str, seconds: float) -> tuple
     """The LP relaxation of the model level's formulation (``certify(formulation=...)``, else ``default``) on
     ``problem`` (the best objective as its horizon), capped by the best objective found: bound, status,
     formulation."""
+    from ..formulations import get  # the formulations load Pyomo: only where a model level runs
+
     form = get(formulation(run, default))
     bound, status = model_bound(problem, form, run.solver, seconds, lp=True, deadline=run.clock)
     if bound is not None and math.isfinite(run.best[0]):
@@ -132,6 +131,8 @@ def _model_ip(run: Any, default: str, seconds: float, who: str | None = None) ->
     """The model level's formulation (``certify(formulation=...)``, else ``default``) solved warm-started from the
     best placement, its answer offered as ``who`` (the formulation's name when ``None``): dual bound, status,
     a note when the start was refused, formulation."""
+    from ..formulations import get  # the formulations load Pyomo: only where a model level runs
+
     form = get(formulation(run, default))
     res, status = solve_level(run, form, seconds, run.best[1])
     if res.placement is not None:
@@ -249,6 +250,9 @@ def segment_lp(run: Any, seconds: float) -> Outcome:
 def _schedule_hinted(run: Any) -> Problem:
     """The problem with the best makespan found as the schedule model's horizon (its big-Ms)."""
     best = run.best[0]
+    from ..formulations.schedule import hinted as schedule_hinted
+    from ..formulations.schedule import horizon_of
+
     if horizon_of(run.problem) is not None or not math.isfinite(best):
         return run.problem
     return schedule_hinted(run.problem, best)
@@ -296,6 +300,8 @@ def chosen_formulation(problem: Problem, name: Any) -> Any:
     reason when the problem is not single-sample or the formulation cannot write it."""
     if name is None:
         return None
+    from ..formulations import get
+
     form = get(name, problem)
     if single_sample(problem) is not None:
         raise SpecError(f"certify: formulation {form.name!r} is for the single-sample model levels; the objective is "

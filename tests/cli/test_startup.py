@@ -123,3 +123,15 @@ def test_the_dp_on_many_ops_but_a_small_lattice_runs_in_python(tmp_path):
     (:func:`placement_dsl.heuristics.jit.by_work`)."""
     assert _dp_run(_chain_file(tmp_path, 64, 2), "'numba' in sys.modules") == "False"
     assert _dp_run(_chain_file(tmp_path, 200, 8), "'numba' in sys.modules") == "True"
+
+
+def test_importing_certify_and_every_level_loads_no_solver_stack():
+    """The certificate, the driver and every level module import Pyomo, the formulations and the solvers only
+    where a level builds a model (a closed-form level, a heuristic's upper bound never do)."""
+    code = ("import sys\nimport placement_dsl.certify\nfrom placement_dsl.levels.base import load\nload()\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r})))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
