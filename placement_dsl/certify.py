@@ -107,11 +107,9 @@ import warnings
 from typing import Any
 
 from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound
-from .cluster import Cluster
 from .constraints import DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
-from .graph import Graph, Op
 from .heuristics import jit
 from .heuristics import run as heuristic
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
@@ -333,18 +331,12 @@ WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuris
 
 def _warm_kernels(problem: Problem) -> None:
     """Load the compiled kernels of the heuristics the call runs in forked children (:func:`call_within`) once,
-    here, by running them on a three-op chain: each child would otherwise import numba and load the same cached
+    here (:func:`.heuristics.jit.load_kernels`): each child would otherwise import numba and load the same cached
     kernels again (1.5-2 s of CPU each, four or more children per call; on a loaded machine, most of a level's
     share). Nothing for a graph small enough that its kernels run in Python (:mod:`.heuristics.jit`)."""
     if jit.python_kernels() or jit.small(problem.graph.n):
         return
-    g = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=1.0, out_bytes=1.0), Op(name="c", work=2.0)],
-              [("a", "b"), ("b", "c")], name="warm-up")
-    for method in WARM_METHODS:
-        try:
-            heuristic(method, g, Cluster.accelerators(2, cpus=1), time_limit=5.0)
-        except PlacementError:
-            pass  # it compiled what it reached
+    jit.load_kernels(WARM_METHODS)
 
 
 def _clock(budget: Any, deadline: Deadline | None) -> Deadline:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -129,6 +129,35 @@ def compile_all() -> None:
                 space[key] = value.dispatcher
             elif value is shim:
                 space[key] = numba.objmode
+
+
+_LOADED: set[str] = set()  # the methods load_kernels() ran
+
+
+def load_kernels(methods: Iterable[str]) -> None:
+    """Compile (or load from numba's cache) the kernels each of ``methods`` (heuristics' names) reaches, once per
+    process, by running it on a three-op chain on two accelerators and a CPU: what a process does before it forks
+    children that run those methods (certify's heuristics, a sweep's tasks), so that each child finds them loaded
+    instead of importing numba and loading the same cache again (1.5-2 s of CPU each). A method that declines the
+    chain has loaded what it reached."""
+    from ..cluster import Cluster
+    from ..errors import PlacementError
+    from ..graph import Graph, Op
+    from .base import run
+
+    compile_all()
+    todo = [m for m in methods if m not in _LOADED]
+    if not todo:
+        return
+    g = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=1.0, out_bytes=1.0), Op(name="c", work=2.0)],
+              [("a", "b"), ("b", "c")], name="warm-up")
+    cluster = Cluster.accelerators(2, cpus=1)
+    for method in todo:
+        _LOADED.add(method)
+        try:
+            run(method, g, cluster, time_limit=5.0)
+        except PlacementError:
+            pass
 
 
 def python_kernels() -> bool:

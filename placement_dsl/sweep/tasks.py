@@ -303,7 +303,10 @@ def warm() -> None:
     if _WARM:
         return
     _WARM = True
-    from ..certify import certify
+    from ..certify import WARM_METHODS, certify
+    from ..heuristics import jit
+
+    jit.load_kernels(WARM_METHODS)  # the warm-up chain below is small enough for Python kernels: loaded here
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=2)],
               [("a", "b"), ("b", "c")], name="warm-up")
     certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=30, levels=("simple", "superblock"), gap=0.0,

@@ -167,3 +167,25 @@ def test_by_work_leaves_python_once_the_work_is_large_and_restores_the_state():
             assert (jit._State.interpreted, jit._State.tentative) == saved
         finally:
             jit._State.compiled = was
+
+
+def test_load_kernels_runs_each_method_once_per_process(monkeypatch):
+    from placement_dsl.heuristics import base
+
+    ran = []
+    monkeypatch.setattr(base, "run", lambda method, *a, **k: ran.append(method))
+    monkeypatch.setattr(jit, "_LOADED", set())
+    jit.load_kernels(["greedy", "dp"])
+    jit.load_kernels(["dp", "slicegraph"])
+    assert ran == ["greedy", "dp", "slicegraph"]
+    assert jit.is_compiled()
+
+
+def test_a_sweep_process_s_warm_up_loads_the_kernels_its_tasks_run():
+    """The sweep's fork server warms up once (``sweep.tasks.warm``), so that no task's time limit pays for numba:
+    its three-op warm-up chain is small enough for Python kernels, so the kernels are loaded by name
+    (:func:`placement_dsl.heuristics.jit.load_kernels`), the same ones certify loads before forking."""
+    code = ("import sys\nfrom placement_dsl.sweep import tasks\nfrom placement_dsl.heuristics import jit\n"
+            "from placement_dsl.heuristics.slice_kernels import slice_dp\ntasks.warm()\n"
+            "print(jit.is_compiled(), len(slice_dp.signatures) > 0)")
+    assert _api_run(code) == "True True"
