@@ -13,10 +13,19 @@ re-checks it).
     python benchmarks/bench_dp.py --scale    # the DP at scale: GNMT's latency input, inception_v3's MTPP
     python benchmarks/bench_dp.py --scale --case gnmt --targets 27 30 31 32 34   # feasibility runs only
     python benchmarks/bench_dp.py --peer /tmp/peer-dp/dp   # whole processes, ours beside the paper's C++ DP
+    python benchmarks/bench_dp.py --startup   # the command line's start-up: CPU and wall per command
 
 ``--peer PATH`` runs, on each workload, ``placement-dsl solve FILE --method dp --json`` and the paper's C++ DP
 (``PATH < FILE``; built from its public code outside the repository) as whole processes, one after the other,
 and prints their wall and CPU seconds (the process and its children) and max-loads side by side.
+
+Whole processes run as an installed package does: with its bytecode cached (in a temporary folder, as
+``PYTHONDONTWRITEBYTECODE`` may be set where the bench runs; compiling every module from source costs about
+0.5-0.8 s of CPU per process) and after one run that fills that cache and numba's.
+
+``--startup`` runs each of a few commands on a 6-op chain ``--repeat`` times (after one warm-up run) and prints
+the least and the median CPU seconds (user + system, the process and its children) and wall seconds, next to
+the goal of 0.5 s CPU.
 
 ``--scale`` runs the exact DP on large lattices and prints the ideals, pairs visited, sweeps run,
 wall and CPU time and memory (the lattice's and the DP arrays' bytes, the process's peak resident
@@ -85,6 +94,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -157,9 +167,18 @@ def _workload(path):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+BYTECODE = Path(tempfile.gettempdir()) / "placement-dsl-bench-bytecode"
+
+
+def _env() -> dict[str, str]:
+    """The environment of a whole-process run: the package as installed, its bytecode cached (outside the repo)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(BYTECODE)}
+
+
 def _whole_process(cmd: list[str], stdin: Path | None = None, timeout: float = 600.0) -> tuple[str, float, float]:
     """``cmd``'s standard output, wall seconds and CPU seconds (user + system of the process and its children)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _env()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     with (stdin.open() if stdin else open(os.devnull)) as fh:
@@ -171,6 +190,56 @@ def _whole_process(cmd: list[str], stdin: Path | None = None, timeout: float = 6
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return out.stdout if out.returncode == 0 else f"exit {out.returncode}: {out.stderr.strip()[-200:]}", wall, cpu
+
+
+STARTUP = (  # (label, command-line arguments after ``python -m placement_dsl.cli``; CHAIN and SPLIT filled in)
+    ("import placement_dsl", None),
+    ("--help", ["--help"]),
+    ("zoo", ["zoo"]),
+    ("evaluate", ["evaluate", "CHAIN", "--split", "SPLIT", "--json"]),
+    ("solve --method dp", ["solve", "CHAIN", "--method", "dp", "--json"]),
+    ("bounds", ["bounds", "CHAIN", "--json", "--quiet", "--time-limit", "20"]),
+)
+STARTUP_GOAL = 0.5  # CPU seconds
+
+
+def measure_startup(repeat: int = 5) -> list[dict[str, object]]:
+    """Each :data:`STARTUP` command on a 6-op chain on 2 stages, ``repeat`` times after one warm-up run: the least
+    and median CPU and wall seconds."""
+    from placement_dsl.io import Workload, save_placement, save_workload
+    from placement_dsl.placement import Placement
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    g = Graph([Op(name=f"v{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(6)],
+              [(f"v{i}", f"v{i + 1}") for i in range(5)], name="chain6")
+    w = Workload(g, Cluster.stages(2))
+    save_workload(w, folder / "chain6.json")
+    save_placement(Placement(g, w.cluster, [0, 0, 0, 1, 1, 1]), folder / "split.json", w)
+    rows = []
+    for label, args in STARTUP:
+        if args is None:
+            cmd = [sys.executable, "-c", "import placement_dsl"]
+        else:
+            fill = {"CHAIN": str(folder / "chain6.json"), "SPLIT": str(folder / "split.json")}
+            cmd = [sys.executable, "-m", "placement_dsl.cli", *(fill.get(a, a) for a in args)]
+        _whole_process(cmd)  # the bytecode and numba caches
+        runs = [_whole_process(cmd)[1:] for _ in range(repeat)]
+        walls, cpus = sorted(r[0] for r in runs), sorted(r[1] for r in runs)
+        rows.append({"command": label, "cpu_min": cpus[0], "cpu_median": cpus[len(cpus) // 2], "wall_min": walls[0],
+                     "wall_median": walls[len(walls) // 2], "goal_cpu": STARTUP_GOAL, "load": os.getloadavg()[0]})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def startup_table(rows: list[dict[str, object]]) -> str:
+    head = (f"{'command':<22} {'CPU min':>8} {'CPU med':>8} {'wall min':>9} {'wall med':>9} {'goal CPU':>9} {'met':>4} "
+            f"{'load':>5}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append(f"{r['command']:<22} {r['cpu_min']:>7.2f}s {r['cpu_median']:>7.2f}s {r['wall_min']:>8.2f}s "
+                   f"{r['wall_median']:>8.2f}s {r['goal_cpu']:>8.2f}s {'yes' if r['cpu_median'] < r['goal_cpu'] else 'no':>4} "
+                   f"{r['load']:>5.1f}")
+    return "\n".join(out)
 
 
 def measure_peer(row: dict[str, str], peer: Path, timeout: float = 600.0) -> dict[str, object]:
@@ -188,7 +257,7 @@ def measure_peer(row: dict[str, str], peer: Path, timeout: float = 600.0) -> dic
     except ValueError:
         peer_objective = theirs[:80]
     return {"workload": Path(row["file"]).stem, "wall": wall, "cpu": cpu, "objective": objective,
-            "peer_wall": peer_wall, "peer_cpu": peer_cpu, "peer_objective": peer_objective,
+            "peer_wall": peer_wall, "peer_cpu": peer_cpu, "peer_objective": peer_objective, "load": os.getloadavg()[0],
             "paper_dp_runtime": row["dp_runtime"], "paper_dp_tps": float(row["dp_tps"])}
 
 
@@ -306,12 +375,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="the paper's C++ DP (built outside the repository): whole processes side by side")
     ap.add_argument("--only", action="append", help="with --peer: only workloads whose file name contains this")
     ap.add_argument("--peer-timeout", type=float, default=600.0, help="with --peer: stop either process after this")
+    ap.add_argument("--startup", action="store_true", help="the command line's start-up: CPU and wall per command")
+    ap.add_argument("--repeat", type=int, default=5, help="with --startup: runs per command")
     args = ap.parse_args(argv)
+    if args.startup:
+        print(startup_table(measure_startup(args.repeat)))
+        return 0
     if not DATA.is_dir():
         print(f"no data at {DATA}", file=sys.stderr)
         return 1
     if args.peer:
         found = []
+        warm = [sys.executable, "-m", "placement_dsl.cli", "solve", str(DATA / paper_rows()[3]["file"]), "--method",
+                "dp", "--json", "--quiet"]
+        _whole_process(warm)  # the bytecode cache, and numba's for the DP's kernels
         for row in paper_rows():
             if (args.quick and any(b in row["file"] for b in BIG)) or (args.only and not any(
                     o in row["file"] for o in args.only)):

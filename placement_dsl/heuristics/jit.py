@@ -21,6 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ..cluster import Cluster
+from ..errors import PlacementError
+from ..graph import Graph, Op
+from .base import run
+
 # Workloads of at most this many ops run their kernels in Python. Measured (the DP on 4 stages, CPU seconds of
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
 # wider the graph, the more ideals); 128 ops 1.4 / 1.0. SliceGraph pays back later (256 ops: 0.2 / 0.8).
@@ -140,11 +145,6 @@ def load_kernels(methods: Iterable[str]) -> None:
     children that run those methods (certify's heuristics, a sweep's tasks), so that each child finds them loaded
     instead of importing numba and loading the same cache again (1.5-2 s of CPU each). A method that declines the
     chain has loaded what it reached."""
-    from ..cluster import Cluster
-    from ..errors import PlacementError
-    from ..graph import Graph, Op
-    from .base import run
-
     compile_all()
     todo = [m for m in methods if m not in _LOADED]
     if not todo:

@@ -29,7 +29,7 @@ from ..constraints import DagOrder
 from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel
 from ..graph import Graph, Op
-from ..heuristics import run
+from ..heuristics import jit, run
 from ..heuristics.registry import names
 from ..io import Workload
 from ..objectives import Bottleneck
@@ -304,7 +304,6 @@ def warm() -> None:
         return
     _WARM = True
     from ..certify import WARM_METHODS, certify
-    from ..heuristics import jit
 
     jit.load_kernels(WARM_METHODS)  # the warm-up chain below is small enough for Python kernels: loaded here
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=1, out_bytes=1), Op(name="c", work=2)],
