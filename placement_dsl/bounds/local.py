@@ -21,8 +21,8 @@ are visited by ``load(G_v)`` descending and the search stops when no remaining o
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from ..cluster import Cluster
@@ -32,6 +32,9 @@ from ..graph import Graph
 from ..placement import Placement
 from ..problem import Problem
 from .simple import simple_lower_bound
+
+if TYPE_CHECKING:  # networkx (about 0.3 s to import) loads where a flow is solved, not with the certificate's levels
+    import networkx as nx
 
 SAFETY = 1e-12  # relative shave of a max-flow value computed in floating point
 
@@ -55,11 +58,17 @@ def _nets(graph: Graph) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def _networkx() -> Any:
+    import networkx
+
+    return networkx
+
+
 def _flow_graph(graph: Graph, cluster: Cluster, lam: float) -> nx.DiGraph:
     dev = cluster.devices[0]
     t = cluster.times(graph)[:, 0]
     scale = float(cluster.transfer_scale[0])
-    G = nx.DiGraph()
+    G = _networkx().DiGraph()
     node_cost = t + (lam * (graph.param_bytes + graph.activation_bytes) / dev.bandwidth if lam else 0.0)
     for u in range(graph.n):
         G.add_edge(u, "t", capacity=float(node_cost[u]))
@@ -125,7 +134,7 @@ def stage_cut_bound(graph: Graph, cluster: Cluster, overflow: bool = False, *,
             if alone[v] <= best or (deadline is not None and deadline.expired()):
                 break
             G.add_edge("s", v)
-            value, _ = nx.maximum_flow(G, "s", "t")
+            value, _ = _networkx().maximum_flow(G, "s", "t")
             G.remove_edge("s", v)
             value = value * (1 - SAFETY) - offset
             if value > best:
@@ -138,7 +147,7 @@ def cheapest_stage(graph: Graph, cluster: Cluster, v: int) -> Placement:
     a witness that the cut's value is attained by a real stage (for tests)."""
     G = _flow_graph(graph, cluster, 0.0)
     G.add_edge("s", v)
-    _, (side, _) = nx.minimum_cut(G, "s", "t")
+    _, (side, _) = _networkx().minimum_cut(G, "s", "t")
     assign = np.array([0 if u in side else 1 for u in range(graph.n)], dtype=np.int64)
     return Placement(graph, cluster, assign)
 
