@@ -327,7 +327,7 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
                         ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
                                           time_limit=left(at))),
                         ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at))),
-                        ("chain", lambda: _Split(chain_split(graph, cluster, lat, at)))):
+                        ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE))))):
         if out and expired(at):
             break
         t = time.perf_counter()
@@ -338,6 +338,14 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
         out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error))
         _report_candidates(out)
     return out
+
+
+CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
+
+
+def _share(at: float | None, share: float) -> float | None:
+    """The deadline ``share`` of the time left until ``at`` from now (``None``: no limit)."""
+    return None if at is None else time.monotonic() + share * left(at)
 
 
 @dataclass

@@ -87,3 +87,15 @@ def test_latency_best_descends_from_its_best_start_first(dnn_partitioning):
     found = run("latency-best", problem.graph, problem.cluster, model=problem.cost_model(), time_limit=25.0,
                 restarts=0)
     assert problem.evaluate(found.placement).objective < 1300.0  # before: 1312.71, the best the search found
+
+
+def test_the_chain_split_leaves_most_of_latency_bests_time_to_the_search():
+    """1,500 ops whose memory needs most of three accelerators: the chain split's intervals take minutes; it gets
+    at most 40 % of the time and the local search the rest (before, it ran until latency-best's deadline)."""
+    n = 1500
+    g = chain([(1.0, 20.0)] * n, [1.0] * (n - 1) + [0.0], [1.0] * n)
+    c = Cluster.accelerators(3, memory=n / 2.5, cpus=1)
+    found = run("latency-best", g, c, model=LATENCY, time_limit=6.0)
+    chain_try = next(x for x in found.info["candidates"] if x["method"] == "chain")
+    assert chain_try["seconds"] <= 0.4 * 6.0 + 0.5
+    assert "time limit" in chain_try["error"]
