@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -30,7 +29,9 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
+from .latency_chain_kernels import chain_rows
 
+ROWS = 16  # starts the kernel prices between two looks at the clock
 MAX_GROUPS = 3000  # groups above which the chain split declines (its intervals grow as the square of them)
 
 
@@ -52,35 +53,22 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     if G > MAX_GROUPS:
         raise SpecError(f"chain split: {G} colocation groups, more than {MAX_GROUPS}")
     acc, hosts = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
-    tables = _Tables(graph, cluster, model, order, acc, hosts)
+    t = _tables(graph, cluster, model, order, acc, hosts)
     shape = (G + 1, acc.size + 1, hosts.size + 1)  # position, accelerators used, hosts used
     best = np.full(shape, math.inf)
     best[0, 0, 0] = 0.0
     back = np.full(shape, -1, dtype=np.int64)  # the last interval's start
     on_acc = np.zeros(shape, dtype=bool)  # whether it ran on an accelerator (else on a host)
-    for i in range(G):
+    marks = [np.zeros(graph.n, dtype=np.int64) for _ in range(3)]  # inside, read, written: stamped per start
+    finish = np.zeros(graph.n)
+    for i in range(0, G, ROWS):
         if deadline is not None and time.monotonic() > deadline:
             raise SpecError("chain split: time limit reached before every interval was priced")
-        if not np.isfinite(best[i]).any():
-            continue
-        for j, host, accel in tables.intervals(first, i):
-            _relax(best[i], best[j], back[j], on_acc[j], i, host, accel)
+        chain_rows(i, min(i + ROWS, G), first, *t, best, back, on_acc, *marks, finish)
     k, h = np.unravel_index(int(np.argmin(best[G])), best[G].shape)
     if not math.isfinite(best[G, k, h]):
         raise SpecError("chain split: no chain of intervals fits the accelerators' memory and the hosts")
     return _assignment(graph, order, first, back, on_acc, (int(k), int(h)), acc, hosts)
-
-
-def _relax(row: np.ndarray, to: np.ndarray, back: np.ndarray, on_acc: np.ndarray, i: int, host: float,
-           accel: np.ndarray) -> None:
-    """``to`` (the DP's cells at the interval's end) from ``row`` (at its start): the interval on the next host
-    (``h + 1``) or on the next accelerator (``k + 1``, its time ``accel[k]``)."""
-    cand = row[:, :-1] + host
-    better = cand < to[:, 1:]
-    to[:, 1:][better], back[:, 1:][better], on_acc[:, 1:][better] = cand[better], i, False
-    cand = row[:-1] + accel[:, None]
-    better = cand < to[1:]
-    to[1:][better], back[1:][better], on_acc[1:][better] = cand[better], i, True
 
 
 def _groups(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
@@ -95,70 +83,30 @@ def _groups(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     return order, np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=lead.size)))).astype(np.int64)
 
 
-class _Tables:
-    """Per op in the order: its host time, inputs, last consumer's position; prefix sums of the accelerators' work
-    (and of the ops they may not run) and of memory, so that an interval's work and memory are two lookups."""
-
-    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, order: np.ndarray, acc: np.ndarray,
-                 hosts: np.ndarray) -> None:
-        times = cluster.times(graph)[order]  # (n, devices) in the order, inf where not allowed
-        self.order = order
-        pos = np.empty(graph.n, dtype=np.int64)
-        pos[order] = np.arange(graph.n)
-        host = times[:, hosts].min(axis=1) if hosts.size else np.full(graph.n, math.inf)
-        self.host = host.tolist()
-        self.preds = [pos[graph.predecessors(int(v))].tolist() for v in order]
-        self.out = graph.out_bytes.astype(float)[order].tolist()
-        self.last_use = _last_use(graph, order)[order].tolist()
-        t = times[:, acc]
-        self.work = np.vstack([np.zeros(acc.size), np.cumsum(np.where(np.isfinite(t), t, 0.0), axis=0)])
-        self.banned = np.vstack([np.zeros(acc.size), np.cumsum(~np.isfinite(t), axis=0)])
-        mem = (graph.param_bytes + graph.activation_bytes)[order]
-        self.mem = np.concatenate(([0.0], np.cumsum(mem)))
-        cap = cluster.memory[acc] if model.memory is MemoryMode.HARD else np.full(acc.size, math.inf)
-        self.cap = cap * (1 + 1e-9)
-        self.scale = cluster.transfer_scale[acc]
-
-    def intervals(self, first: np.ndarray, i: int) -> Iterator[tuple[int, float, np.ndarray]]:
-        """For each end ``j > i``: the interval's time on a host, and on each accelerator (``inf`` where it does not
-        fit or runs an op the accelerator may not), extended one group at a time: its reads, writes and the host's
-        longest path are kept as it grows (positions in the order)."""
-        start = int(first[i])
-        inside: set[int] = set()
-        finish: dict[int, float] = {}
-        reads: set[int] = set()
-        by_end: dict[int, list[int]] = {}  # positions written so far, by their last consumer's position
-        read = written = longest = 0.0
-        out, host, last = self.out, self.host, self.last_use
-        for j in range(i + 1, len(first)):
-            lo, hi = int(first[j - 1]), int(first[j])
-            for v in range(lo, hi):
-                inside.add(v)
-                if v in reads:  # consumed inside before it joined (a group out of topological order)
-                    reads.discard(v)
-                    read -= out[v]
-                ready = 0.0
-                for u in self.preds[v]:
-                    if u in inside:
-                        ready = max(ready, finish.get(u, 0.0))
-                    elif u not in reads:
-                        reads.add(u)
-                        read += out[u]
-                finish[v] = ready + host[v]
-                longest = max(longest, finish[v])
-                if last[v] >= hi:
-                    by_end.setdefault(last[v], []).append(v)
-                    written += out[v]
-            for end in range(lo, hi):
-                for v in by_end.pop(end, ()):
-                    written -= out[v]
-            held = self.mem[hi] - self.mem[start]
-            fits = (held <= self.cap) & (self.banned[hi] == self.banned[start])
-            accel = np.where(fits, self.scale * (read + max(written, 0.0)) + self.work[hi] - self.work[start],
-                             math.inf)
-            yield j, longest, accel
-            if not fits.any() and not math.isfinite(longest):
-                return
+def _tables(graph: Graph, cluster: Cluster, model: CostModel, order: np.ndarray, acc: np.ndarray,
+            hosts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The kernel's inputs, by position in ``order``: predecessors (CSR), output bytes, host times, each op's last
+    consumer and the ops whose last consumer each position is (CSR), prefix sums of the accelerators' work, of the
+    ops each may not run and of memory, the capacities (with a relative tolerance) and transfer scales."""
+    pos = np.empty(graph.n, dtype=np.int64)
+    pos[order] = np.arange(graph.n)
+    preds = [np.sort(pos[graph.predecessors(int(v))]) for v in order]
+    pred_ptr = np.concatenate(([0], np.cumsum([p.size for p in preds]))).astype(np.int64)
+    pred_idx = np.concatenate([np.zeros(0, dtype=np.int64), *preds]).astype(np.int64)
+    times = cluster.times(graph)[order]  # (n, devices) in the order, inf where not allowed
+    host = times[:, hosts].min(axis=1) if hosts.size else np.full(graph.n, math.inf)
+    last_use = _last_use(graph, order)[order]
+    ends = np.argsort(last_use, kind="stable")
+    ends = ends[last_use[ends] >= 0]
+    end_ptr = np.concatenate(([0], np.cumsum(np.bincount(last_use[ends], minlength=graph.n)))).astype(np.int64)
+    t = times[:, acc]
+    work = np.vstack([np.zeros(acc.size), np.cumsum(np.where(np.isfinite(t), t, 0.0), axis=0)])
+    banned = np.vstack([np.zeros(acc.size), np.cumsum(~np.isfinite(t), axis=0)]).astype(np.int64)
+    mem = np.concatenate(([0.0], np.cumsum((graph.param_bytes + graph.activation_bytes)[order])))
+    cap = cluster.memory[acc] if model.memory is MemoryMode.HARD else np.full(acc.size, math.inf)
+    return (pred_ptr, pred_idx, graph.out_bytes.astype(float)[order], host.astype(float), last_use,
+            end_ptr, ends.astype(np.int64), work, banned, mem, cap * (1 + 1e-9),
+            cluster.transfer_scale[acc].astype(float))
 
 
 def _last_use(graph: Graph, order: np.ndarray) -> np.ndarray:
