@@ -35,6 +35,7 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
+from .latency_chain import chain_split
 from .latency_kernels import apply, better, descend, latency
 from .registry import heuristic
 
@@ -318,13 +319,15 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
                at: float | None = None) -> list[dict[str, Any]]:
-    """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is
-    left until ``at`` (``time.monotonic()``), and none starts after it."""
+    """Greedy (§7), the max-load DP (§5.1.1) and DPL (§5.1.2) splits and the chain split
+    (:func:`.latency_chain.chain_split`), scored for latency; the DPs get what is left until ``at``
+    (``time.monotonic()``), and none starts after it."""
     out = []
     for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
                         ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
                                           time_limit=left(at))),
-                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at)))):
+                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at))),
+                        ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE))))):
         if out and expired(at):
             break
         t = time.perf_counter()
@@ -335,6 +338,25 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
         out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error))
         _report_candidates(out)
     return out
+
+
+CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
+
+
+def _share(at: float | None, share: float) -> float | None:
+    """The deadline ``share`` of the time left until ``at`` from now (``None``: no limit)."""
+    return None if at is None else time.monotonic() + share * left(at)
+
+
+@dataclass
+class _Split:
+    """A split found by a function that returns only the assignment (the chain split), as a method's result."""
+
+    assign: np.ndarray
+
+    @property
+    def placement(self) -> _Split:
+        return self
 
 
 def _report_candidates(cands: list[dict[str, Any]]) -> None:
@@ -360,7 +382,8 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     at = deadline_at("latency-best", time_limit)
     lat = _latency_model(model)
     cands = _baselines(graph, cluster, lat, dp_max_ideals, at)
-    starts = [(c["method"], c["assign"]) for c in cands if "assign" in c]
+    ranked = sorted((c for c in cands if "assign" in c), key=lambda c: (not c["valid"], c["latency"]))
+    starts = [(c["method"], c["assign"]) for c in ranked]  # the best first: a short budget descends from it
     ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, time_limit=left(at), **search)
     cands.append(_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat))
     _report_candidates(cands)
@@ -370,7 +393,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
     objective = evaluate(placement, model or lat).objective
     info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
-    if ls.info.get("stopped") or len(cands) < 4:
+    if ls.info.get("stopped") or len(cands) < 5:
         info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
                            seconds=time.perf_counter() - t0, evaluations=ls.evaluations, info=info)

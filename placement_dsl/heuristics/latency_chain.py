@@ -1,0 +1,138 @@
+"""The chain split: the cheapest cut of a topological order into invocations run one after another (latency).
+
+Tarnawski et al.'s invocation model (§4): an accelerator's subgraph is invoked once its inputs are in host memory,
+reads them, runs its ops and writes the tensors other devices consume; an op on a host runs as soon as its inputs
+are ready, hosts never wait for a core. Cut the colocation groups, in topological order, into intervals, each
+either one accelerator's only subgraph or ops on a host, and run the intervals one after another: the latency of
+that chain is the sum of its intervals' times,
+
+* on accelerator ``d``: ``sum_{u read} s_d b_u + sum_{v in I} t_{v,d} + sum_{v written} s_d b_v`` (each tensor
+  from outside the interval read once, each tensor with a consumer past it written once; ``s_d`` the transfer
+  scale, ``b`` the output bytes), within ``d``'s memory;
+* on a host: the longest path of host times inside the interval (its inputs are ready when it starts).
+
+The DP ``best[j, k, h] = min_i best[i, k, h - 1] + host(i, j), best[i, k - 1, h] + acc_k(i, j)`` (``k`` accelerators
+used in the cluster's order, ``h`` hosts) is exact for such chains. The cost model runs the chain's independent intervals side by side,
+so its latency is at most the chain's. A layer graph whose memory needs several accelerators and whose tensors
+are large (InceptionV3, ResNet50 in Tarnawski's Table 4) is cut where its tensors are small, which the block moves
+of the local search (:mod:`.latency`) do not reach from greedy's or the max-load DP's splits: it is one of
+latency-best's starts.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import SpecError
+from ..evaluate import CostModel, MemoryMode
+from ..graph import Graph
+from .latency_chain_kernels import chain_rows
+
+ROWS = 16  # starts the kernel prices between two looks at the clock
+MAX_GROUPS = 3000  # groups above which the chain split declines (its intervals grow as the square of them)
+
+
+def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: float | None = None) -> np.ndarray:
+    """Op -> device of the cheapest chain of intervals (module docstring), each on its own device (a host too: a
+    host's ops interleaved with an accelerator's would form a cycle through the two). :class:`~placement_dsl.errors.SpecError` when the graph has more than
+    :data:`MAX_GROUPS` colocation groups, no chain fits the devices, or ``deadline``
+    (``time.monotonic()``, as :func:`~.base.deadline_at` gives it) passes first.
+
+    >>> from placement_dsl.graph import Op
+    >>> g = Graph([Op(name="a", work={"accelerator": 1.0, "cpu": 9.0}, param_bytes=1.0, out_bytes=5.0),
+    ...            Op(name="b", work={"accelerator": 1.0, "cpu": 1.5}, param_bytes=1.0, out_bytes=1.0)], [("a", "b")])
+    >>> c = Cluster.accelerators(2, memory=1.0, cpus=1)
+    >>> [c.names[d] for d in chain_split(g, c, CostModel.named("latency"))]
+    ['acc0', 'cpu0']
+    """
+    order, first = _groups(graph)
+    G = len(first) - 1
+    if G > MAX_GROUPS:
+        raise SpecError(f"chain split: {G} colocation groups, more than {MAX_GROUPS}")
+    acc, hosts = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
+    t = _tables(graph, cluster, model, order, acc, hosts)
+    shape = (G + 1, acc.size + 1, hosts.size + 1)  # position, accelerators used, hosts used
+    best = np.full(shape, math.inf)
+    best[0, 0, 0] = 0.0
+    back = np.full(shape, -1, dtype=np.int64)  # the last interval's start
+    on_acc = np.zeros(shape, dtype=bool)  # whether it ran on an accelerator (else on a host)
+    marks = [np.zeros(graph.n, dtype=np.int64) for _ in range(3)]  # inside, read, written: stamped per start
+    finish = np.zeros(graph.n)
+    for i in range(0, G, ROWS):
+        if deadline is not None and time.monotonic() > deadline:
+            raise SpecError("chain split: time limit reached before every interval was priced")
+        chain_rows(i, min(i + ROWS, G), first, *t, best, back, on_acc, *marks, finish)
+    k, h = np.unravel_index(int(np.argmin(best[G])), best[G].shape)
+    if not math.isfinite(best[G, k, h]):
+        raise SpecError("chain split: no chain of intervals fits the accelerators' memory and the hosts")
+    return _assignment(graph, order, first, back, on_acc, (int(k), int(h)), acc, hosts)
+
+
+def _groups(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """Ops ordered by colocation group, the groups by their first op's rank; ``first[g]``: the group's first slot."""
+    _, raw = np.unique(graph.group_id, return_inverse=True)
+    lead = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
+    np.minimum.at(lead, raw, graph.rank)
+    pos = np.empty_like(lead)
+    pos[np.argsort(lead, kind="stable")] = np.arange(lead.size)
+    gid = pos[raw]
+    order = np.lexsort((graph.rank, gid))
+    return order, np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=lead.size)))).astype(np.int64)
+
+
+def _tables(graph: Graph, cluster: Cluster, model: CostModel, order: np.ndarray, acc: np.ndarray,
+            hosts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The kernel's inputs, by position in ``order``: predecessors (CSR), output bytes, host times, each op's last
+    consumer and the ops whose last consumer each position is (CSR), prefix sums of the accelerators' work, of the
+    ops each may not run and of memory, the capacities (with a relative tolerance) and transfer scales."""
+    pos = np.empty(graph.n, dtype=np.int64)
+    pos[order] = np.arange(graph.n)
+    preds = [np.sort(pos[graph.predecessors(int(v))]) for v in order]
+    pred_ptr = np.concatenate(([0], np.cumsum([p.size for p in preds]))).astype(np.int64)
+    pred_idx = np.concatenate([np.zeros(0, dtype=np.int64), *preds]).astype(np.int64)
+    times = cluster.times(graph)[order]  # (n, devices) in the order, inf where not allowed
+    host = times[:, hosts].min(axis=1) if hosts.size else np.full(graph.n, math.inf)
+    last_use = _last_use(graph, order)[order]
+    ends = np.argsort(last_use, kind="stable")
+    ends = ends[last_use[ends] >= 0]
+    end_ptr = np.concatenate(([0], np.cumsum(np.bincount(last_use[ends], minlength=graph.n)))).astype(np.int64)
+    t = times[:, acc]
+    work = np.vstack([np.zeros(acc.size), np.cumsum(np.where(np.isfinite(t), t, 0.0), axis=0)])
+    banned = np.vstack([np.zeros(acc.size), np.cumsum(~np.isfinite(t), axis=0)]).astype(np.int64)
+    mem = np.concatenate(([0.0], np.cumsum((graph.param_bytes + graph.activation_bytes)[order])))
+    cap = cluster.memory[acc] if model.memory is MemoryMode.HARD else np.full(acc.size, math.inf)
+    return (pred_ptr, pred_idx, graph.out_bytes.astype(float)[order], host.astype(float), last_use,
+            end_ptr, ends.astype(np.int64), work, banned, mem, cap * (1 + 1e-9),
+            cluster.transfer_scale[acc].astype(float))
+
+
+def _last_use(graph: Graph, order: np.ndarray) -> np.ndarray:
+    """Per op, the position in ``order`` of its last consumer (``-1``: none)."""
+    pos = np.empty(graph.n, dtype=np.int64)
+    pos[order] = np.arange(graph.n)
+    out = np.full(graph.n, -1, dtype=np.int64)
+    np.maximum.at(out, graph.src, pos[graph.dst])
+    return out
+
+
+def _assignment(graph: Graph, order: np.ndarray, first: np.ndarray, back: np.ndarray, on_acc: np.ndarray,
+                used: tuple[int, int], acc: np.ndarray, hosts: np.ndarray) -> np.ndarray:
+    """The chain ending at position ``len(first) - 1`` with ``used`` (accelerators, hosts) as op -> device: the
+    ``k``-th accelerator interval on ``acc[k]``, the ``h``-th host interval on ``hosts[h]``."""
+    chain, j, (k, h) = [], len(first) - 1, used
+    while j > 0:
+        i, accel = int(back[j, k, h]), bool(on_acc[j, k, h])
+        chain.append((i, j, accel))
+        j, k, h = i, k - accel, h - (not accel)
+    assign = np.zeros(graph.n, dtype=np.int64)
+    k = h = 0
+    for i, j, accel in reversed(chain):
+        ops = order[first[i]:first[j]]
+        if accel:
+            assign[ops], k = acc[k], k + 1
+        else:
+            assign[ops], h = hosts[h], h + 1
+    return assign
