@@ -43,7 +43,8 @@ def test_example_runs_both_models_and_schedules(tmp_path):
     for model in ("gpt", "cnn"):
         for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
             assert f"{model} {schedule}: output matches the unsplit model: True" in out, out
-            assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms", out, flags=re.MULTILINE)
+            assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms .*; idle stages "
+                             r"\d+\.\d+ ms: \d+\.\d+ ms per task, slowdown x\d+\.\d+ \(measured\)$", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
