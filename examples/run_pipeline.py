@@ -8,7 +8,10 @@ over ideals, export the split to ``torch.distributed.pipelining`` and execute it
 run by torch's schedule runtime (``_PipelineScheduleRuntime._load_csv``). The script checks that torch accepts the split, that every split
 point names a module of the model, and that the pipeline's output equals the unsplit model's;
 then it prints the predicted and measured time per micro-batch of each stage (forward and
-backward, ms) and of each schedule's training step.
+backward, ms) and of each schedule's training step. One number is fitted, the compute factor (on the
+stages); beside every step the same schedule runs on stages that do no work (``IdleNet``: the
+runtime's own cost per task, :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute
+runs at once (the machine's wall-clock slowdown), so no step is fitted on.
 
 Run: python examples/run_pipeline.py [--quick]   (needs torch==2.13.0; about a minute)
 """
