@@ -1,8 +1,11 @@
 """A real pipeline run: our split against torch's even split and DeepSpeed's ``parameters`` split.
 
-For the example models of ``examples/run_pipeline.py`` (a small GPT and a ResNet-style CNN) on 2
-stages on the CPU (gloo, one process and one thread per stage), three splits run by the same
-runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
+For the example models of ``examples/run_pipeline.py`` (a small GPT and a ResNet-style CNN, and two
+uneven ones as real models are: ``gpt-vocab``, whose vocabulary makes the LM head as heavy as a few
+blocks and the embedding and head hold most parameters, and ``cnn-mobile``, whose width grows 1.5x a
+halving of the resolution so that the early blocks cost most of the compute and the late ones hold
+most parameters) on 2 stages on the CPU (gloo, one process and one thread per stage), three splits
+run by the same runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
 
 * **ours**: the DP over ideals on the training graph with the profiled forward and backward times
   (objective ``pipedream``, stage boundaries between depth-2 modules);
@@ -13,14 +16,17 @@ runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
 
 For each: the cost model's time per micro-batch of each stage (forward + backward, from the
 profile) against the time measured on the stage's own module, each schedule's step time per
-micro-batch (the simulator's against torch's, wall clock), the residuals after one calibration
-factor fitted over every stage of the run (the machine's speed against the profile's), and the
-measured throughput in samples per second.
+micro-batch (the simulator's against torch's, wall clock, medians over the steps), the residuals,
+and the measured throughput in samples per second. One number is fitted: the compute factor (the
+machine's CPU time against the profile's), on the stages of the ``ours`` rows. The rest is
+measured: the link (ping-pong), and beside every step the same schedule on stages that do no work
+(the runtime's own cost, read through the simulator as a time per task) and the ranks' compute run
+at once (the wall-clock slowdown of a loaded machine).
 
 Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B and
 ZB-H1 from the exported schedule CSV over 4 virtual stages on the 2 ranks
-(``examples/run_interleaved.py``), the simulator's step time per micro-batch from the profiled
-module times (uncalibrated) against the measured one.
+(``examples/run_interleaved.py``), the simulator's step time per micro-batch (the compute factor
+above, the overhead and slowdown measured beside its own steps) against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
@@ -32,6 +38,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -81,9 +88,9 @@ def parameters_point(name: str, graph, quick: bool) -> str:
 def plans(name: str, microbatch: int, microbatches: int, quick: bool) -> list[tuple[str, rp.Plan]]:
     rows = rp.profiled(name, microbatch, quick)
     graph = rp.workload_graph(name, microbatch, quick, rows)
-    out = [("ours", rp.plan_for(rp.place(graph, rows), rows, microbatches))]
+    out = [("ours", rp.plan_for(rp.place(graph, rows), rows, microbatches, microbatch))]
     for label, point in (("even", even_point(graph)), ("parameters", parameters_point(name, graph, quick))):
-        out.append((label, rp.plan_for(rp.placement_of(graph, [point]), rows, microbatches)))
+        out.append((label, rp.plan_for(rp.placement_of(graph, [point]), rows, microbatches, microbatch)))
     return out
 
 
@@ -101,7 +108,7 @@ def medians(repeats: list[list[list[dict]]]) -> tuple[list[list[dict]], list[lis
             runs = [rep[job][rank] for rep in repeats]
             row, wide = dict(runs[0]), {}
             for key, value in runs[0].items():
-                if isinstance(value, float) and key.endswith("_ms"):
+                if isinstance(value, float):
                     xs = [r[key] for r in runs]
                     row[key] = statistics.median(xs)
                     wide[key] = (max(xs) - min(xs)) / row[key] if row[key] else 0.0
@@ -114,7 +121,7 @@ def medians(repeats: list[list[list[dict]]]) -> tuple[list[list[dict]], list[lis
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the test's small models and few steps")
-    ap.add_argument("--models", default="gpt,cnn")
+    ap.add_argument("--models", default="gpt,cnn,gpt-vocab,cnn-mobile")
     ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
                     help="skip the interleaved 1F1B and ZB-H1 rows")
@@ -141,24 +148,26 @@ def main() -> None:
     costs = rp.calibrate([runs[i][2] for i in fitted], [results[i] for i in fitted], link)
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"calibration, fitted on the 'ours' rows only: compute x{costs.scale:.3f} (their stages, CPU time), "
-          f"wall-clock slowdown x{costs.slowdown:.3f} and {costs.overhead_ms:.3f} ms per task (their 1f1b steps); "
-          "link measured; the other rows are predictions\n")
+          f"fitted, on the 'ours' rows' stages only (CPU time): compute x{costs.scale:.3f}; measured: the link, and "
+          "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
+          "slowdown; every step is a prediction\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
-                   "stage residual", "stage spread", "schedule", "step ms/mb predicted (cal.)", "step ms/mb measured",
-                   "step residual", "step spread", "samples/s measured"])
+                   "stage residual", "stage spread", "schedule", "idle step ms/mb", "ms per task", "slowdown",
+                   "step ms/mb predicted", "step ms/mb measured", "step residual", "step spread",
+                   "samples/s measured"])
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
         cal = calibrated(rp.stage_fits(plan, ranks), costs.scale)
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
             measured = max(r[f"{s}_step_ms"] for r in ranks)
-            want = plan.step_with(costs, s)
-            tag = " (fit)" if label == "ours" and s == "1f1b" else ""
+            mine = rp.run_costs(costs, ranks, s, plan)
+            want = plan.step_with(mine, s)
             markdown_row([name, label, ",".join(plan.split_spec), " / ".join(fmt(f.predicted_ms) for f in cal),
                           " / ".join(fmt(f.measured_ms) for f in cal),
                           " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in cal),
-                          fmt(100 * stage_spread, ".0f") + "%", s + tag, fmt(want),
-                          fmt(measured), fmt(100 * (measured - want) / measured, ".1f") + "%",
+                          fmt(100 * stage_spread, ".0f") + "%", s,
+                          fmt(max(r[f"{s}_idle_ms"] for r in ranks)), fmt(mine.overhead_ms), fmt(mine.slowdown, ".2f"),
+                          fmt(want), fmt(measured), fmt(100 * (measured - want) / measured, ".1f") + "%",
                           fmt(100 * max(w[f"{s}_step_ms"] for w in wide), ".0f") + "%",
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
@@ -172,7 +181,9 @@ def main() -> None:
 
 def rankings(runs, results, costs, schedules) -> list[str]:
     """Per model and schedule: the splits ranked by predicted and by measured step (the faster first), naming the
-    splits that cut at the same point (one split run more than once: their differences are the machine's)."""
+    splits that cut at the same point (one split run more than once: their differences are the machine's). The
+    predictions share one overhead and slowdown per model and schedule (the medians of its rows), so that they rank
+    the splits as the cost model does, not as the load varied between their runs."""
     lines = []
     for name in dict.fromkeys(n for n, _, _ in runs):
         mine = [(label, plan, ranks) for (n, label, plan), ranks in zip(runs, results) if n == name]
@@ -183,25 +194,31 @@ def rankings(runs, results, costs, schedules) -> list[str]:
         if same:
             lines.append(f"{name}: the same split: {'; '.join(same)}")
         for s in schedules:
-            pred = sorted(mine, key=lambda x: x[1].step_with(costs, s))
+            each = [rp.run_costs(costs, ranks, s, plan) for _, plan, ranks in mine]
+            shared = replace(costs, overhead_ms=statistics.median(c.overhead_ms for c in each),
+                             slowdown=statistics.median(c.slowdown for c in each))
+            pred = sorted(mine, key=lambda x: x[1].step_with(shared, s))
             meas = sorted(mine, key=lambda x: max(r[f"{s}_step_ms"] for r in x[2]))
-            lines.append(f"{name} {s}: predicted fastest first {' < '.join(x[0] for x in pred)}; measured "
+            lines.append(f"{name} {s}: predicted fastest first {' < '.join(x[0] for x in pred)} "
+                         f"({', '.join(f'{x[0]} {x[1].step_with(shared, s):.2f}' for x in pred)} ms/mb); measured "
                          f"{' < '.join(x[0] for x in meas)}")
     return lines
 
 
 def virtual_rows(costs) -> None:
-    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV, predicted with the
-    costs fitted above (none of them fitted here)."""
+    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV: the compute factor
+    fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here)."""
     split, results = ri.run(costs)
     print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
-          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; predicted with the costs fitted above "
-          "(uncalibrated: profiled compute alone)\n")
-    markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb predicted (uncal.)",
-                   "step ms/mb predicted (cal.)", "step ms/mb measured", "step residual (cal.)"])
+          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; compute x{costs.scale:.3f} (fitted above), "
+          "overhead and slowdown measured beside each step\n")
+    markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
+                   "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",
+                   "step residual"])
     for name, r in results.items():
-        residual = (r["measured_ms"] - r["calibrated_ms"]) / r["measured_ms"]
-        markdown_row([name, str(r["output"] and r["grads"]), fmt(r["predicted_ms"]), fmt(r["calibrated_ms"]),
+        residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
+        markdown_row([name, str(r["output"] and r["grads"]), fmt(r["profiled_ms"]), fmt(r["idle_ms"]),
+                      fmt(r["overhead_ms"]), fmt(r["slowdown"], ".2f"), fmt(r["predicted_ms"]),
                       fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%"])
 
 

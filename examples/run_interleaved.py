@@ -13,24 +13,26 @@ share taken from its module's ``W / (B + W)``.
 
 Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 30 s)
 
-The model is tiny: on a loaded CPU the schedule runtime's per-action work (a gloo send or receive, Python
-bookkeeping) dwarfs its stages' compute, so the measured step is far above the prediction; the run checks
-correctness, not the cost model.
+The model is tiny: the schedule runtime's per-action work (a gloo send or receive, Python bookkeeping, and on a
+loaded machine the wait to be scheduled again) dwarfs its stages' compute, which is why that work is measured.
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+from run_pipeline import IDLE_FEATURES, busy_slowdown, idle_pipe
 from torch import nn
 from torch.distributed.pipelining import SplitPoint, pipeline
 from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
@@ -40,7 +42,7 @@ from placement_dsl.export import export
 from placement_dsl.export.plan import module_of
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
-from placement_dsl.profile import RunCosts, profile_module, training_graph
+from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, training_graph
 from placement_dsl.simulate import simulate
 
 SCHEDULES = ("interleaved-1f1b", "zb-h1")
@@ -68,10 +70,9 @@ def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(output, target)
 
 
-def plan(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, str], dict[str, float], dict[str, float]]:
-    """The split points of the placement (one block per stage, stage k on rank k mod 2), its CSVs and the simulator's
-    time per micro-batch of each schedule with the profiled module times (ms), alone and under ``costs`` (a run's
-    compute factor, link and per-task overhead, :class:`placement_dsl.profile.RunCosts`; none: the same)."""
+def plan() -> tuple[dict[str, str], dict[str, str], Placement, list[float]]:
+    """The split points of the placement (one block per stage, stage k on rank k mod 2), its CSVs, its training graph
+    on the ranks with the profiled module times and each op's weight-gradient share."""
     model, x, _ = data()
     rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu")
     with torch.device("meta"):
@@ -91,11 +92,20 @@ def plan(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, str],
     share = {r.module: r.weight_grad_ms / (r.input_grad_ms + r.weight_grad_ms or 1.0) for r in rows}
     tp = Placement(train, cluster, [device[op.name[:-5] if op.backward else op.name] for op in train.ops])
     shares = [share.get(str(module_of(op, 2)), 0.0) if op.backward else 0.0 for op in train.ops]
-    predicted = {s: simulate(tp, s, MICROBATCHES, weight_share=shares).time_per_sample for s in SCHEDULES}
-    calibrated = predicted if costs is None else {
-        s: simulate(costs.placement(tp), s, MICROBATCHES, costs.model(), weight_share=shares).time_per_sample
-        for s in SCHEDULES}
-    return split, csvs, predicted, calibrated
+    return split, csvs, tp, shares
+
+
+def predict(tp: Placement, shares: list[float], schedule: str, costs: RunCosts) -> float:
+    """The simulator's step per micro-batch of ``schedule`` under ``costs`` (ms)."""
+    return simulate(costs.placement(tp), schedule, MICROBATCHES, costs.model(), weight_share=shares).time_per_sample
+
+
+def run_costs(base: RunCosts, measured: dict) -> RunCosts:
+    """``base``'s compute factor and link with the per-task overhead of the idle stages' step and the slowdown
+    measured beside the run of one schedule (none fitted on it)."""
+    o = runtime_overhead(measured["idle_ms"], measured["schedule"], MICROBATCHES, stages=RANKS * 2, ranks=RANKS,
+                         message_bytes=4.0 * IDLE_FEATURES * MICROBATCH, link=base.link)
+    return replace(base, overhead_ms=o, slowdown=measured["slowdown"])
 
 
 def data() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -111,7 +121,17 @@ def reference_grads(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> 
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
-def worker(rank: int, port: int, pipe, out: str) -> None:
+def _stage_inputs(pipe, x: torch.Tensor) -> list[torch.Tensor]:
+    """The input of every stage on micro-batch ``x`` (the unsplit forward, stage by stage)."""
+    out = [x]
+    with torch.no_grad():
+        for k in range(pipe.num_stages - 1):
+            h = pipe.get_stage_module(k)(out[-1])
+            out.append(h[0] if isinstance(h, tuple) else h)
+    return out
+
+
+def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=RANKS)
@@ -119,14 +139,28 @@ def worker(rank: int, port: int, pipe, out: str) -> None:
     want_grads = reference_grads(model, x, target)
     with torch.no_grad():
         want = model(x)
+    idle_x, idle_target = torch.randn(len(x), IDLE_FEATURES), torch.randn(len(x), IDLE_FEATURES)
+    mine = range(rank, pipe.num_stages, RANKS)
+    inputs = _stage_inputs(pipe, x[:MICROBATCH])
+
+    def compute() -> None:  # this rank's stages' forward and backward of one micro-batch, as a step runs them
+        for k in mine:
+            h = inputs[k].detach().requires_grad_(True)
+            y = pipe.get_stage_module(k)(h)
+            y = y[0] if isinstance(y, tuple) else y
+            (loss_fn(y, target[:MICROBATCH]) if k == pipe.num_stages - 1 else y.sum()).backward()
+
     result: dict[str, dict] = {}
     try:
         for name in SCHEDULES:
-            stages = [pipe.build_stage(k, torch.device("cpu")) for k in range(rank, pipe.num_stages, RANKS)]
+            stages = [pipe.build_stage(k, torch.device("cpu")) for k in mine]
+            idle = [idle_stages.build_stage(k, torch.device("cpu")) for k in mine]
             runtime = _PipelineScheduleRuntime(stages, MICROBATCHES, loss_fn=loss_fn)
+            idle_runtime = _PipelineScheduleRuntime(idle, MICROBATCHES, loss_fn=loss_fn)
             path = Path(out, f"{name}.csv")
             runtime._load_csv(str(path), format="compute_only")
-            times = []
+            idle_runtime._load_csv(str(path), format="compute_only")
+            times, idle_times, slowdown = [], [], []
             for step in range(STEPS + 1):
                 for s in stages:
                     s.submod.zero_grad()
@@ -134,23 +168,34 @@ def worker(rank: int, port: int, pipe, out: str) -> None:
                 start = time.perf_counter()
                 y = runtime.step(x) if rank == 0 else runtime.step(target=target, losses=[])
                 times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
-            ms = min(times[1:])
-            checked = [p.grad is not None and torch.allclose(p.grad, want_grads[pname], rtol=1e-4, atol=1e-6)
-                       for s in stages for pname, p in s.submod.named_parameters()]  # the stage keeps the FQNs
-            entry = {"grads": bool(checked) and all(checked), "ms": ms}
+                if step == 0:
+                    checked = [p.grad is not None and torch.allclose(p.grad, want_grads[pname], rtol=1e-4, atol=1e-6)
+                               for s in stages for pname, p in s.submod.named_parameters()]  # the stage keeps FQNs
+                    output = any(s.is_last for s in stages) and bool(torch.allclose(y.detach(), want, rtol=1e-4,
+                                                                                    atol=1e-5))
+                dist.barrier()
+                start = time.perf_counter()
+                idle_runtime.step(idle_x) if rank == 0 else idle_runtime.step(target=idle_target, losses=[])
+                idle_times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
+                dist.barrier()  # every rank at once, as in a step
+                slowdown.append(busy_slowdown(compute, MICROBATCHES))
+            entry = {"grads": bool(checked) and all(checked), "ms": statistics.median(times[1:]),
+                     "idle_ms": statistics.median(idle_times[1:]), "slowdown": statistics.median(slowdown[1:])}
             if any(s.is_last for s in stages):
-                entry["output"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
+                entry["output"] = output
             result[name] = entry
     finally:
         dist.destroy_process_group()
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
 
 
-def run(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
-    """Plan, export and run both schedules; per schedule: output and gradients as unsplit, predicted (alone and
-    under ``costs``) and measured ms."""
+def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+    """Plan, export and run both schedules; per schedule: output and gradients as unsplit, the measured step, the
+    idle stages' step and the slowdown beside it, and the simulator's step under ``base``'s compute factor and link
+    (none: the profile's own speed and no link latency) with the overhead and slowdown measured in the run."""
     torch.set_num_threads(1)
-    split, csvs, predicted, calibrated = plan(costs)
+    base = base or RunCosts(1.0, LinkTime(0.0, BANDWIDTH))
+    split, csvs, tp, shares = plan()
     model, x, _ = data()
     pipe = pipeline(model, (x[:MICROBATCH],), split_spec={k: SplitPoint.BEGINNING for k in split})
     if pipe.num_stages != RANKS * 2:
@@ -161,13 +206,19 @@ def run(costs: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        mp.start_processes(worker, args=(port, pipe, tmp), nprocs=RANKS, join=True,
+        mp.start_processes(worker, args=(port, pipe, idle_pipe(RANKS * 2, MICROBATCH), tmp), nprocs=RANKS, join=True,
                            start_method="fork")
         ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(RANKS)]
-    return split, {name: {"output": ranks[-1][name]["output"], "grads": all(r[name]["grads"] for r in ranks),
-                          "predicted_ms": predicted[name], "calibrated_ms": calibrated[name],
-                          "measured_ms": max(r[name]["ms"] for r in ranks)}
-                   for name in SCHEDULES}
+    out = {}
+    for name in SCHEDULES:
+        measured = {"schedule": name, "idle_ms": max(r[name]["idle_ms"] for r in ranks),
+                    "slowdown": sum(r[name]["slowdown"] for r in ranks) / RANKS}
+        costs = run_costs(base, measured)
+        out[name] = {"output": ranks[-1][name]["output"], "grads": all(r[name]["grads"] for r in ranks),
+                     "predicted_ms": predict(tp, shares, name, costs), "measured_ms": max(r[name]["ms"] for r in ranks),
+                     "profiled_ms": predict(tp, shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
+                     "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown}
+    return split, out
 
 
 def main() -> int:
@@ -178,7 +229,8 @@ def main() -> int:
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
         print(f"{name}: output matches the unsplit model: {r['output']}; gradients match: {r['grads']}; "
               f"step per micro-batch predicted {r['predicted_ms']:.3f} ms, measured {r['measured_ms']:.3f} ms, "
-              f"residual {residual:.1%}")
+              f"residual {residual:.1%} (idle stages {r['idle_ms']:.3f} ms: {r['overhead_ms']:.3f} ms per task; "
+              f"slowdown x{r['slowdown']:.2f}; compute as profiled)")
         ok &= r["output"] and r["grads"]
     print("all outputs and gradients match the unsplit model" if ok else "a result differs from the unsplit model")
     return 0 if ok else 1

@@ -8,7 +8,10 @@ over ideals, export the split to ``torch.distributed.pipelining`` and execute it
 run by torch's schedule runtime (``_PipelineScheduleRuntime._load_csv``). The script checks that torch accepts the split, that every split
 point names a module of the model, and that the pipeline's output equals the unsplit model's;
 then it prints the predicted and measured time per micro-batch of each stage (forward and
-backward, ms) and of each schedule's training step.
+backward, ms) and of each schedule's training step. One number is fitted, the compute factor (on the
+stages); beside every step the same schedule runs on stages that do no work (``IdleNet``: the
+runtime's own cost per task, :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute
+runs at once (the machine's wall-clock slowdown), so no step is fitted on.
 
 Run: python examples/run_pipeline.py [--quick]   (needs torch==2.13.0; about a minute)
 """
@@ -18,10 +21,11 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +53,9 @@ from placement_dsl.profile import (
     calibrated,
     calibration,
     calibration_table,
-    fit_overhead,
-    fit_slowdown_and_overhead,
     ping_pong,
     profile_module,
+    runtime_overhead,
     scale_of,
     training_graph,
 )
@@ -118,13 +121,18 @@ class ResBlock(nn.Module):
 
 class CNN(nn.Module):
     """A ResNet-style network: a stem, residual blocks ``blocks.N`` over three widths, pooling and a classifier.
-    (Group norms instead of batch norms keep each sample's output independent of its micro-batch.)"""
+    (Group norms instead of batch norms keep each sample's output independent of its micro-batch.)
 
-    def __init__(self, width: int, per_stage: int, classes: int = 10):
+    ``growth``: the width's factor at each halving of the resolution: 2 as in ResNet (each block about the same
+    work, the late ones with 4x the parameters), 1.5 as in the mobile networks, whose early high-resolution blocks
+    cost most of the compute and the late ones most of the parameters."""
+
+    def __init__(self, width: int, per_stage: int, classes: int = 10, growth: float = 2.0):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.GroupNorm(4, width), nn.ReLU())
         blocks, cin = [], width
-        for i, cout in enumerate((width, 2 * width, 4 * width)):
+        widths = [4 * round(width * growth ** i / 4) for i in range(3)]  # group norms of 4 groups
+        for i, cout in enumerate(widths):
             for j in range(per_stage):
                 blocks.append(ResBlock(cin, cout, 2 if j == 0 and i > 0 else 1))
                 cin = cout
@@ -153,10 +161,54 @@ class ViT(nn.Module):
         return self.head(self.ln_f(x).mean(dim=1))
 
 
+class Idle(nn.Module):
+    """A stage that does no work: it scales its input by one parameter (so its backward has a weight gradient too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.w
+
+
+class IdleNet(nn.Module):
+    """``parts`` :class:`Idle` modules ``h.N`` in a chain. Split by torch between them and run by the same schedule
+    as a model, it times the runtime's own cost: its actions, their messages and the call of a traced stage."""
+
+    def __init__(self, parts: int):
+        super().__init__()
+        self.h = nn.ModuleList(Idle() for _ in range(parts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for part in self.h:
+            x = part(x)
+        return x
+
+
+IDLE_FEATURES = 16  # floats per sample of an idle stage's messages: the link's latency, hardly its bandwidth
+
+
+def idle_batch(samples: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """An input and a target batch of ``samples`` for a pipeline of :class:`Idle` stages."""
+    return torch.randn(samples, IDLE_FEATURES), torch.randint(0, IDLE_FEATURES, (samples,))
+
+
+def idle_pipe(stages: int, microbatch: int) -> Any:
+    """:class:`IdleNet` split by torch into ``stages`` stages of one :class:`Idle` each."""
+    x, _ = idle_batch(microbatch)
+    return pipeline(IdleNet(stages), (x,), split_spec={f"h.{k}": SplitPoint.BEGINNING for k in range(1, stages)})
+
+
 SIZES = {  # (full, --quick)
     "gpt": ({"vocab": 512, "seq": 64, "d": 128, "heads": 4, "layers": 6},
             {"vocab": 256, "seq": 32, "d": 64, "heads": 4, "layers": 4}),
     "cnn": ({"width": 32, "per_stage": 2, "image": 32}, {"width": 16, "per_stage": 2, "image": 16}),
+    # GPT-2's vocabulary makes its LM head as heavy as ~5 blocks (50257 / (12 x 768)); here 4096 / (12 x 128) ~ 2.7
+    "gpt-vocab": ({"vocab": 4096, "seq": 64, "d": 128, "heads": 4, "layers": 6},
+                  {"vocab": 1024, "seq": 32, "d": 64, "heads": 4, "layers": 4}),
+    "cnn-mobile": ({"width": 32, "per_stage": 2, "image": 32, "growth": 1.5},
+                   {"width": 16, "per_stage": 2, "image": 16, "growth": 1.5}),
     "vit": ({"image": 32, "patch": 4, "d": 128, "heads": 4, "layers": 6},
             {"image": 16, "patch": 4, "d": 64, "heads": 4, "layers": 4}),
 }
@@ -168,10 +220,21 @@ def make_gpt(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torc
     return GPT(**s), (torch.randint(0, s["vocab"], (batch, s["seq"])),)
 
 
-def make_cnn(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torch.Tensor]]:
+def make_cnn(batch: int = 4, quick: bool = False, family: str = "cnn") -> tuple[nn.Module, tuple[torch.Tensor]]:
     """The CNN and a batch of images."""
-    s = SIZES["cnn"][quick]
-    return CNN(s["width"], s["per_stage"]), (torch.randn(batch, 3, s["image"], s["image"]),)
+    s = SIZES[family][quick]
+    return CNN(s["width"], s["per_stage"], growth=s.get("growth", 2.0)), (torch.randn(batch, 3, s["image"], s["image"]),)
+
+
+def make_gpt_vocab(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """The GPT with a large vocabulary: its embedding and LM head hold most parameters, the head much compute."""
+    s = SIZES["gpt-vocab"][quick]
+    return GPT(**s), (torch.randint(0, s["vocab"], (batch, s["seq"])),)
+
+
+def make_cnn_mobile(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """The CNN whose width grows 1.5x a halving: the early blocks are the costly ones."""
+    return make_cnn(batch, quick, "cnn-mobile")
 
 
 def make_vit(batch: int = 4, quick: bool = False) -> tuple[nn.Module, tuple[torch.Tensor]]:
@@ -188,7 +251,8 @@ def make_cnn_quick(batch: int = 4) -> tuple[nn.Module, tuple[torch.Tensor]]:
     return make_cnn(batch, quick=True)
 
 
-FACTORIES = {"gpt": make_gpt, "cnn": make_cnn, "vit": make_vit}
+FACTORIES = {"gpt": make_gpt, "cnn": make_cnn, "vit": make_vit, "gpt-vocab": make_gpt_vocab,
+             "cnn-mobile": make_cnn_mobile}
 
 
 def build(name: str, batch: int, quick: bool, seed: int = 0) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -218,6 +282,7 @@ class Plan:
     csv: dict[str, str] = field(default_factory=dict)  # the exported schedule CSV of each CSV schedule
     train: Placement | None = None  # the training graph on the stages, with the profiled times
     microbatches: int = 1
+    microbatch: int = 1  # samples per micro-batch
 
     def step_with(self, costs: RunCosts, schedule: str) -> float:
         """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
@@ -241,7 +306,7 @@ def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTim
     return graph
 
 
-def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int) -> Plan:
+def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int, microbatch: int = 1) -> Plan:
     """The cost model's forward and backward time of each stage, and the simulator's step time per micro-batch."""
     train = training_graph(placement.graph, rows, KIND)
     device = {op.name: int(placement.assign[i]) for i, op in enumerate(placement.graph.ops)}
@@ -249,7 +314,7 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int) -
     tp = Placement(train, placement.cluster, assign)
     rows_ = evaluate(tp, "gpipe").devices
     plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_], train=tp,
-                microbatches=microbatches)
+                microbatches=microbatches, microbatch=microbatch)
     plan.step_ms = {s: simulate(tp, s, microbatches).makespan / microbatches for s in SCHEDULES}
     return plan
 
@@ -279,9 +344,9 @@ def placement_of(graph: Any, first_of_stage: list[str], stages: int = 2) -> Plac
     return Placement(graph, Cluster.accelerators(stages, bandwidth=BANDWIDTH), assign)
 
 
-def plan_for(placement: Placement, rows: list[ModuleTime], microbatches: int) -> Plan:
-    """The exported split of ``placement`` with its predicted times."""
-    plan = predicted(placement, rows, microbatches)
+def plan_for(placement: Placement, rows: list[ModuleTime], microbatches: int, microbatch: int = 1) -> Plan:
+    """The exported split of ``placement`` with its predicted times (``microbatch`` samples per micro-batch)."""
+    plan = predicted(placement, rows, microbatches, microbatch)
     plan.split_spec = export(placement, "torch-pipelining").data["split_spec"]
     for name, schedule in CSV.items():
         plan.csv[name] = export(placement, "schedule-csv", microbatches=microbatches, schedule=schedule).text
@@ -305,8 +370,9 @@ def _fastest_ms(fn: Any, repeat: int) -> float:
     return min(times[1:])
 
 
-def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
-    """Forward and backward ms of this rank's stage module on one micro-batch, timed alone (the fastest run)."""
+def _stage_pass(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor) -> tuple[Any, Any]:
+    """``(forward, backward)`` of this rank's stage module on one micro-batch: ``forward()`` returns what
+    ``backward(out)`` differentiates (the loss on the last stage)."""
     h = x
     for k in range(rank):
         h = pipe.get_stage_module(k)(h)
@@ -320,14 +386,34 @@ def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, re
         out = out[0] if isinstance(out, tuple) else out
         return loss_fn(out, target) if last else out
 
+    def backward(out: torch.Tensor) -> None:
+        out.backward(None if last else torch.ones_like(out))
+
+    return forward, backward
+
+
+def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
+    """Forward and backward ms of this rank's stage module on one micro-batch, timed alone (the fastest run)."""
+    forward, backward = _stage_pass(pipe, rank, x, target)
     fw = _fastest_ms(forward, repeat)
     spent = []
     for _ in range(repeat + 1):
         out = forward()
         start = CLOCKS[CLOCK]()
-        out.backward(None if last else torch.ones_like(out))
+        backward(out)
         spent.append(1e3 * (CLOCKS[CLOCK]() - start))
     return fw, min(spent[1:])
+
+
+def busy_slowdown(work: Any, times: int) -> float:
+    """Wall clock over CPU time of ``work()`` run ``times`` times: the share of a core the machine leaves a busy
+    process (1 on an idle core). Every rank runs it at once, as they compute at once in a step."""
+    wall = cpu = 0.0
+    for _ in range(times):
+        w, c = time.perf_counter(), time.process_time()
+        work()
+        wall, cpu = wall + time.perf_counter() - w, cpu + time.process_time() - c
+    return wall / cpu if cpu > 0 else 1.0
 
 
 @dataclass
@@ -339,6 +425,7 @@ class Prepared:
     x: torch.Tensor
     target: torch.Tensor
     pipe: Any
+    idle: Any = None  # :func:`idle_pipe` of as many stages
 
 
 def prepare(job: dict, quick: bool, world: int) -> Prepared:
@@ -352,7 +439,7 @@ def prepare(job: dict, quick: bool, world: int) -> Prepared:
     pipe = pipeline(model, (x[:job["microbatch"]],), split_spec=split)
     if pipe.num_stages != world:
         raise SystemExit(f"{job['model']}: torch split it into {pipe.num_stages} stages, not {world}")
-    return Prepared(job, model, x, target, pipe)
+    return Prepared(job, model, x, target, pipe, idle_pipe(world, job["microbatch"]))
 
 
 def worker(rank: int, world: int, port: int, prepared: list[Prepared], out_dir: str) -> None:
@@ -379,27 +466,45 @@ def _schedule(name: str, stage: Any, job: dict) -> Any:
     return runtime
 
 
+def _timed_step(schedule: Any, rank: int, x: torch.Tensor, target: torch.Tensor, m: int) -> tuple[float, Any]:
+    """One step of ``schedule``: its wall-clock ms per micro-batch and the last stage's output."""
+    dist.barrier()
+    start = time.perf_counter()
+    y = schedule.step(x) if rank == 0 else schedule.step(target=target, losses=[])
+    return 1e3 * (time.perf_counter() - start) / m, y
+
+
 def _run_job(rank: int, p: Prepared) -> dict:
+    """Each schedule's steps on the job's stages; after each, a step of the same schedule on :class:`Idle` stages
+    (the runtime's own cost) and the ranks' compute at once (the machine's slowdown), so that all three see the
+    same load; medians over the steps after the first. Then the stage times alone."""
     job, m = p.job, p.job["microbatches"]
     stage = p.pipe.build_stage(rank, torch.device("cpu"))
-    last = rank == dist.get_world_size() - 1
+    world = dist.get_world_size()
+    idle = p.idle.build_stage(rank, torch.device("cpu"))
+    idle_x, idle_target = idle_batch(len(p.x))
+    mb = job["microbatch"]
+    forward, backward = _stage_pass(p.pipe, rank, p.x[:mb], p.target[:mb])
+    last = rank == world - 1
     out: dict[str, Any] = {"model": job["model"], "rank": rank}
     for name in job["schedules"]:
-        schedule = _schedule(name, stage, job)
-        steps = []
+        schedule, idle_schedule = _schedule(name, stage, job), _schedule(name, idle, job)
+        steps, idle_steps, slowdown = [], [], []
         for i in range(job["steps"] + 1):
-            dist.barrier()
-            start = time.perf_counter()
-            y = schedule.step(p.x) if rank == 0 else schedule.step(target=p.target, losses=[])
-            steps.append(1e3 * (time.perf_counter() - start) / m)
+            ms, y = _timed_step(schedule, rank, p.x, p.target, m)
+            steps.append(ms)
+            idle_steps.append(_timed_step(idle_schedule, rank, idle_x, idle_target, m)[0])
+            dist.barrier()  # every rank at once, as in a step
+            slowdown.append(busy_slowdown(lambda: backward(forward()), m))
             if i == 0 and last:
                 with torch.no_grad():
                     want = p.model(p.x)
                 out[f"{name}_max_abs_diff"] = float((y.detach() - want).abs().max())
                 out[f"{name}_allclose"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
-        out[f"{name}_step_ms"] = min(steps[1:])
-    mb = job["microbatch"]
-    for turn in range(dist.get_world_size()):  # one rank at a time: the ranks share the machine's cores
+        out[f"{name}_step_ms"] = statistics.median(steps[1:])
+        out[f"{name}_idle_ms"] = statistics.median(idle_steps[1:])
+        out[f"{name}_slowdown"] = statistics.median(slowdown[1:])
+    for turn in range(world):  # one rank at a time: the ranks share the machine's cores
         dist.barrier()
         if turn == rank:
             fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
@@ -425,9 +530,10 @@ def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
                        [r["forward_ms"] + r["backward_ms"] for r in ranks])
 
 
-def report(plan: Plan, ranks: list[dict], schedules: list[str], costs: RunCosts) -> list[str]:
-    """Predicted against measured stage and step times of one run, as lines (``costs``: the calibration)."""
-    scale = costs.scale
+def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) -> list[str]:
+    """Predicted against measured stage and step times of one run, as lines (``base``: the compute factor and link;
+    each schedule's overhead and the slowdown are the run's own, :func:`run_costs`)."""
+    scale = base.scale
     lines = [f"{plan.name}: split_spec {plan.split_spec}"]
     last = ranks[-1]
     for s in schedules:
@@ -440,32 +546,40 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], costs: RunCosts)
     lines += calibration_table(calibrated(fits, scale)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
+        costs = run_costs(base, ranks, s, plan)
         want = plan.step_with(costs, s)
         lines.append(f"{plan.name} {s}: step per micro-batch predicted {want:.4f} ms (calibrated), measured "
-                     f"{measured:.4f} ms, residual {(measured - want) / measured:.1%}")
+                     f"{measured:.4f} ms, residual {(measured - want) / measured:.1%}; idle stages "
+                     f"{max(r[f'{s}_idle_ms'] for r in ranks):.3f} ms: {costs.overhead_ms:.3f} ms per task, "
+                     f"slowdown x{costs.slowdown:.3f} (measured)")
     return lines
 
 
-def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, fit_on: str = "1f1b") -> RunCosts:
-    """The run's costs: one compute factor fitted on every stage of ``runs`` (measured over profiled, both in CPU
-    time), the measured ``link``, and the wall-clock slowdown and per-task overhead that fit the ``fit_on`` steps
-    of ``runs`` best given them (the steps are wall clock: on a shared CPU the ranks get a share of it)."""
-    scale = scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
-    measured = [max(r[f"{fit_on}_step_ms"] for r in ranks) for ranks in runs]
+def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
+    """The one fitted cost: the compute factor over every stage of ``runs`` (measured over profiled, both in CPU
+    time); with the measured ``link``. The per-task overhead and the slowdown are measured in each run
+    (:func:`run_costs`)."""
+    return RunCosts(scale_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)]), link)
 
-    def predict(slowdown: float, o: float) -> list[float]:
-        return [plan.step_with(RunCosts(scale, link, o, slowdown), fit_on) for plan in plans]
 
-    if CLOCK == "wall":  # the stages' factor is already the run's
-        return RunCosts(scale, link, fit_overhead(lambda o: predict(1.0, o), measured, max(measured)))
-    slowdown, o = fit_slowdown_and_overhead(predict, measured, max(measured))
-    return RunCosts(scale, link, o, slowdown)
+def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:
+    """The costs of one run of ``plan`` under ``schedule``, none fitted on it: ``base``'s compute factor and link, the
+    per-task overhead at which the simulator gives the step measured on :class:`Idle` stages beside it
+    (:func:`placement_dsl.profile.runtime_overhead`), and the wall-clock slowdown its ranks measured at once
+    (:func:`busy_slowdown`: the compute is profiled in CPU time, the steps are wall clock)."""
+    stages = plan.train.cluster.size
+    idle = max(r[f"{schedule}_idle_ms"] for r in ranks)
+    message = 4.0 * IDLE_FEATURES * plan.microbatch
+    o = runtime_overhead(idle, CSV.get(schedule, schedule), plan.microbatches, stages=stages, ranks=stages,
+                         message_bytes=message, link=base.link)
+    slowdown = sum(r[f"{schedule}_slowdown"] for r in ranks) / len(ranks) if CLOCK == "cpu" else 1.0
+    return replace(base, overhead_ms=o, slowdown=slowdown)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small models and few steps (the test's sizes)")
-    ap.add_argument("--models", default="gpt,cnn", help="comma-separated: gpt, cnn, vit")
+    ap.add_argument("--models", default="gpt,cnn", help=f"comma-separated: {', '.join(FACTORIES)}")
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = [*SCHEDULES, *CSV]
@@ -473,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
-        plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows), rows), rows, microbatches)
+        plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows), rows), rows, microbatches, microbatch)
         plans.append(plan)
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
@@ -482,8 +596,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = execute(jobs, args.quick)
     costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
     print(f"calibration: compute x{costs.scale:.3f} (fitted on the stages), link {costs.link.latency_ms:.3f} ms + "
-          f"bytes / {costs.link.bandwidth:.4g} per ms (measured), wall-clock slowdown x{costs.slowdown:.3f} and "
-          f"{costs.overhead_ms:.3f} ms per task (fitted on the 1f1b steps)")
+          f"bytes / {costs.link.bandwidth:.4g} per ms (measured); per run, the per-task overhead (measured on idle "
+          "stages beside each step) and the wall-clock slowdown (measured by the ranks at once)")
     for plan, ranks in zip(plans, runs):
         print("\n".join(report(plan, ranks, schedules, costs)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)

@@ -42,10 +42,11 @@ from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
 from .evaluate import CostModel
 from .files import write_atomic
-from .graph import Graph
+from .graph import Graph, Op
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
 from .placement import Placement
+from .simulate import simulate
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
@@ -514,6 +515,51 @@ def _golden_min(loss: Callable[[float], float], lo: float, hi: float, steps: int
     return (lo + hi) / 2
 
 
+# ---------------------------------------------------------------------------- the runtime's own cost, measured
+def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR) -> Placement:
+    """The training graph of a chain of ``stages`` stages that do no work, stage ``k`` on rank ``k mod ranks``, each
+    passing ``message_bytes`` to the next one forward and as much back: the pipeline whose step is the schedule
+    runtime's own cost (its actions and their messages), which a run of stage modules that return their input
+    measures.
+
+    >>> p = idle_pipeline(4, 2, 64.0)
+    >>> p.graph.n, p.assign.tolist()
+    (8, [0, 1, 0, 1, 1, 0, 1, 0])
+    """
+    if stages < 2 or ranks < 2 or stages % ranks or not 0 <= message_bytes < float("inf"):
+        raise SpecError(f"idle_pipeline: needs stages ({stages}) a multiple of ranks ({ranks}) >= 2 and message "
+                        f"bytes ({message_bytes}) finite and >= 0")
+    ops = [Op(name=f"stage{k}", work={kind: 0.0}, param_bytes=4.0, out_bytes=message_bytes if k < stages - 1 else 0.0)
+           for k in range(stages)]
+    forward = [(f"stage{k}", f"stage{k + 1}") for k in range(stages - 1)]
+    ops, edges = with_backward(ops, forward)
+    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(ranks)])
+    rank = [k % ranks for k in range(stages)]
+    return Placement(Graph(ops, edges), cluster, rank + rank[::-1])  # the gradients come in reverse order
+
+
+def runtime_overhead(measured_ms: float, schedule: str, microbatches: int, *, stages: int, ranks: int,
+                     message_bytes: float, link: LinkTime) -> float:
+    """The per-task overhead (the cost model's ``task_overhead``) at which the simulator's step per micro-batch of
+    :func:`idle_pipeline` equals ``measured_ms``, the step measured on stages that do no work with the same schedule,
+    micro-batch count and ranks; the link (its latency per message, its bandwidth) is the measured one.
+
+    The step of a pipeline of idle stages is the runtime's alone, so the overhead is measured as the link is,
+    not fitted on a model's steps. 0 when the link alone accounts for ``measured_ms``.
+
+    >>> link = LinkTime(0.0, float("inf"))
+    >>> round(runtime_overhead(6.0, "1f1b", 4, stages=2, ranks=2, message_bytes=0.0, link=link), 4)
+    2.4
+    """
+    p = idle_pipeline(stages, ranks, message_bytes)
+
+    def predict(o: float) -> list[float]:
+        costs = RunCosts(1.0, link, o)
+        return [simulate(costs.placement(p), schedule, microbatches, costs.model()).time_per_sample]
+
+    return fit_overhead(predict, [float(measured_ms)], max(float(measured_ms), 1e-9))
+
+
 def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     """Predicted, measured and residual per stage, one line each, and the largest residual."""
     lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
@@ -525,5 +571,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "ping_pong", "profile_csv", "profile_module", "read_profile", "scale_of", "training_graph", "with_measured_backward",
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "training_graph", "with_measured_backward",
            "write_profile"]

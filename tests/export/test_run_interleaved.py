@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,4 +24,6 @@ def test_exported_interleaved_and_zero_bubble_schedules_run_in_torch(tmp_path):
     for schedule in ("interleaved-1f1b", "zb-h1"):
         assert f"{schedule}: output matches the unsplit model: True; gradients match: True; step per micro-batch " \
                "predicted" in out, out
+        assert re.search(rf"^{schedule}: .*\(idle stages \d+\.\d+ ms: \d+\.\d+ ms per task; slowdown x\d+\.\d+",
+                         out, flags=re.MULTILINE), out
     assert out.rstrip().endswith("all outputs and gradients match the unsplit model")

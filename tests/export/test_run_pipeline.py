@@ -43,7 +43,8 @@ def test_example_runs_both_models_and_schedules(tmp_path):
     for model in ("gpt", "cnn"):
         for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
             assert f"{model} {schedule}: output matches the unsplit model: True" in out, out
-            assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms", out, flags=re.MULTILINE)
+            assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms .*; idle stages "
+                             r"\d+\.\d+ ms: \d+\.\d+ ms per task, slowdown x\d+\.\d+ \(measured\)$", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
@@ -88,3 +89,35 @@ def test_example_runs_a_vision_transformer(tmp_path):
     for schedule in ("gpipe", "1f1b", "csv-1f1b", "csv-gpipe"):
         assert f"vit {schedule}: output matches the unsplit model: True" in out, out
     assert out.rstrip().endswith("all outputs match the unsplit models")
+
+
+def test_busy_slowdown_is_wall_clock_over_cpu_time(run_pipeline):
+    """Work that sleeps half its time runs at about half a core: a slowdown near 2 (at least 1.5 on a loaded
+    machine, where the spin's own wall clock only grows)."""
+    import time
+
+    def half_asleep():
+        start = time.process_time()
+        while time.process_time() - start < 0.005:
+            pass
+        time.sleep(0.005)
+
+    assert run_pipeline.busy_slowdown(half_asleep, 4) >= 1.5
+
+
+def test_run_costs_read_the_overhead_from_the_idle_step_and_fit_nothing(run_pipeline):
+    """A run's costs: the base's compute factor and link, the overhead at which the simulator's idle pipeline
+    gives the idle step measured, and the mean of the ranks' slowdowns; the model's own step is not read."""
+    from placement_dsl.profile import LinkTime, RunCosts, runtime_overhead
+
+    rows = run_pipeline.profiled("gpt", 2, True)
+    plan = run_pipeline.plan_for(run_pipeline.place(run_pipeline.workload_graph("gpt", 2, True, rows), rows), rows,
+                                 4, 2)
+    base = RunCosts(1.5, LinkTime(0.1, 1e6))
+    ranks = [{"1f1b_idle_ms": 3.0, "1f1b_slowdown": 2.0, "1f1b_step_ms": 1e9},
+             {"1f1b_idle_ms": 4.0, "1f1b_slowdown": 3.0, "1f1b_step_ms": 1e9}]
+    costs = run_pipeline.run_costs(base, ranks, "1f1b", plan)
+    want = runtime_overhead(4.0, "1f1b", 4, stages=2, ranks=2, message_bytes=4.0 * run_pipeline.IDLE_FEATURES * 2,
+                            link=base.link)
+    assert (costs.scale, costs.link, costs.slowdown) == (1.5, base.link, 2.5)
+    assert costs.overhead_ms == pytest.approx(want) and 0 < want < 4.0 / 2
