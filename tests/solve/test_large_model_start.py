@@ -11,9 +11,12 @@ import time
 import pytest
 
 from placement_dsl import zoo
+from placement_dsl.bounds import one_or_cut
 from placement_dsl.constraints import DagOrder
 from placement_dsl.heuristics import run
+from placement_dsl.io import Workload
 from placement_dsl.objectives import Bottleneck
+from placement_dsl.presets import problem_for_method, resize
 from placement_dsl.problem import Problem, Stages
 from placement_dsl.solve import solve
 from placement_dsl.solvers import available_solvers
@@ -31,3 +34,14 @@ def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_th
     heuristic = run("slicegraph", problem.graph, problem.cluster, model=problem.cost_model())
     assert result.objective <= heuristic.objective * (1 + 1e-9)
     assert result.bound is None or result.bound <= result.objective * (1 + 1e-9)
+
+
+def test_a_throughput_solve_reports_the_one_device_or_cut_bound_when_it_beats_the_starts() -> None:
+    """A GPT-3 layer whose tied embedding keeps it on one device: one-or-cut proves the whole load, Lemma 3.3 half
+    of it on two devices, and the DP's class bound, stopped early, less than the whole."""
+    w = zoo.gpt3(layers=1, hidden=1024, heads=16, vocab=8192)
+    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 2)), objective="throughput", method="ip")
+    result = solve(problem, time_limit=LIMIT)
+    assert result.objective is not None and result.bound is not None
+    assert result.bound == pytest.approx(one_or_cut.problem_bound(problem), rel=1e-9)
+    assert result.bound == pytest.approx(result.objective, rel=1e-9)
