@@ -76,9 +76,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         A heuristic method name (``"dp"``, ``"slicegraph"``, ...), ``"auto"`` (the best of the
         heuristics that optimize the problem's objective, in a small share of the budget), a
         :class:`Placement`, a mapping ``{op name: device name}``, or the path of a placement file
-        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, no
-        start otherwise. A start that is invalid for the problem or violates the formulation is
-        refused (and said so), not passed.
+        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, and for
+        a model whose estimated build takes more than :data:`LARGE` of the time left; no start otherwise.
+        A start that is invalid for the problem or violates the formulation is refused (and said so),
+        not passed.
     log_path
         File for the solver's log.
     method
