@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from placement_dsl import zoo
+from placement_dsl import testing, zoo
 from placement_dsl.bounds import one_or_cut
 from placement_dsl.constraints import DagOrder
 from placement_dsl.deadline import Deadline
@@ -58,3 +58,27 @@ def test_the_auto_start_keeps_the_best_class_bound_of_every_search_not_only_the_
     dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     assert found.usable and found.bound is not None
     assert found.bound >= dp.bound * (1 - 1e-9) and found.bound <= found.objective * (1 + 1e-9)
+
+
+def test_a_model_built_too_late_for_its_hand_off_is_not_handed_to_the_solver(monkeypatch) -> None:
+    """The arrays' extraction after the build cannot be stopped and takes about as long as the build: a build that
+    leaves less than that answers with what it has, within the limit."""
+    import placement_dsl.solve as solve_module
+
+    built = solve_module.compile
+
+    def slow_compile(*args, **kwargs):
+        out = built(*args, **kwargs)
+        time.sleep(2.5)
+        return out
+
+    def solver(*args, **kwargs):
+        raise AssertionError("the model was handed to the solver")
+
+    monkeypatch.setattr(solve_module, "compile", slow_compile)
+    monkeypatch.setattr(solve_module, "solve_model", solver)
+    problem, _ = testing.chain()
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=4.5, warm_start="greedy")
+    assert time.monotonic() - t0 <= 4.5 + 1.0
+    assert result.placement is not None and "hand-off" in result.message
