@@ -79,7 +79,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         heuristics that optimize the problem's objective, in a small share of the budget), a
         :class:`Placement`, a mapping ``{op name: device name}``, or the path of a placement file
         (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, and for
-        a model whose estimated build takes more than :data:`LARGE` of the time left; no start otherwise.
+        a model that fits but whose estimated build takes more than :data:`LARGE` of the time left; no start
+        otherwise.
         A start that is invalid for the problem or violates the formulation is refused (and said so),
         not passed.
     log_path
@@ -516,11 +517,15 @@ LARGE = 0.1  # of the time left, a model's estimated build above which a solve w
 
 
 def _large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
-    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model's estimated build takes
-    more than :data:`LARGE` of the time left. The solver rarely finds an incumbent of such a model in the time
-    left (the throughput IP on a ResNet-152 of 208 ops onto 16 stages: none in 60 s), and a model too large to be
-    built leaves the heuristics the rest of the time (:func:`_heuristics_instead`), not the balanced split."""
-    return spec is None and build_seconds(problem, form) > LARGE * (clock.left() - RESERVE)
+    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model fits the time left, but
+    its estimated build takes more than :data:`LARGE` of it. The solver rarely finds an incumbent of such a model in
+    the time left (the throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s). A model too large to
+    be built keeps the fallback: on 5,000 ops and more the heuristics' race overran its share under load (20,000
+    ops: 50 s past a 60 s limit)."""
+    if spec is not None:
+        return False
+    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    return LARGE * left < need <= left - MIN_SEARCH
 
 
 def _warm_start(problem: Any, warm_start: Any, clock: Deadline | None = None

@@ -1,8 +1,8 @@
 """A solve whose model is large for its time makes a start though none was asked for.
 
 The throughput IP of a ResNet-152 (208 ops) onto 16 stages found no incumbent in 60 s without a
-start, and a model too large to build answered with the balanced split; both now answer at
-least as well as the heuristics.
+start; a model that fits but takes a good share of the time to build now starts from the
+heuristics' best, and answers at least as well as they do.
 """
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ import pytest
 
 from placement_dsl import testing, zoo
 from placement_dsl.bounds import one_or_cut
-from placement_dsl.constraints import DagOrder
 from placement_dsl.deadline import Deadline
 from placement_dsl.heuristics import run
 from placement_dsl.io import Workload
-from placement_dsl.objectives import Bottleneck
 from placement_dsl.presets import problem_for_method, resize
-from placement_dsl.problem import Problem, Stages
 from placement_dsl.solve import solve
 from placement_dsl.solvers import available_solvers
 from placement_dsl.starts import resolve
@@ -28,10 +25,11 @@ LIMIT = 8.0
 
 
 def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_the_heuristics() -> None:
-    problem = Problem(zoo.resnet(152).graph, Stages(16), Bottleneck(), [DagOrder()])
+    w = zoo.resnet(152)
+    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 4)), objective="throughput", method="ip")
     t0 = time.monotonic()
-    result = solve(problem, time_limit=LIMIT)
-    assert time.monotonic() - t0 <= LIMIT + 5
+    result = solve(problem, time_limit=3 * LIMIT)
+    assert time.monotonic() - t0 <= 3 * LIMIT + 5
     assert result.placement is not None and result.found_by.startswith("warm start (auto")
     heuristic = run("slicegraph", problem.graph, problem.cluster, model=problem.cost_model())
     assert result.objective <= heuristic.objective * (1 + 1e-9)
