@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scale.py [--sizes 2000,20000] [--methods dp,slicegraph,bounds] [--k 4,16]
                                      [--families gpt3,cnn,wide,shared] [--time-limit 60] [--busy] [--quick]
+    python benchmarks/bench_scale.py --onnx vit-b16 [MODEL.onnx ...]
 
 Graphs (written once to ``--folder``): the zoo's GPT-3 operator graphs
 (``gpt3(layers=L, hidden=1024, heads=16, vocab=8192)``, ~203 ops per layer, L chosen for the size), CNNs (copies
@@ -13,6 +14,12 @@ the method searches (throughput, latency or makespan). A row: the wall seconds f
 exit, the peak resident memory of that process (``os.wait4``), the objective, the bound and the gap, the status,
 and the seconds of each phase the command reports (a solve's in-process seconds; each ``bounds`` level's). A run
 more than :data:`OVERRUN` seconds past its budget is flagged ``OVER``. ``--busy`` runs a CPU-bound loop beside.
+The one-minute load average is printed before and after the table.
+
+``--onnx`` imports ONNX files instead (``vit-b16``: a ViT-B/16-sized transformer, 86M float32 weights inline,
+written with ``onnx.helper`` to ``--folder``), each with ``python -m placement_dsl.cli import FILE --out ...`` in
+its own process: the weights' size (read from the initializers' dims), the process's peak resident memory, their
+ratio (anchor: :data:`ONNX_RATIO`) and the wall seconds.
 """
 from __future__ import annotations
 
@@ -33,6 +40,8 @@ SIZES = (200, 1_000, 2_000, 5_000, 10_000, 20_000)
 KS = (2, 4, 8, 16, 32, 64)
 FAMILIES = ("gpt3", "cnn", "wide", "shared")
 GPT3_OPS_PER_LAYER = 203  # zoo.gpt3 at hidden 1024, 16 heads: 2,044 ops at 10 layers, 20,314 at 100
+ONNX_RATIO = 2.0  # the import's peak memory may be at most this many times the weights in the file
+VIT_B16 = {"hidden": 768, "layers": 12, "mlp": 3072, "tokens": 197, "patch": 16, "classes": 1000}
 QUICK = {"sizes": "2000,20000", "k": "4", "families": "gpt3", "time_limit": 20.0,
          "methods": "dp,dpl,slicegraph,latency-best,latency-local-search,list,schedule-lns,bounds"}
 
@@ -106,6 +115,94 @@ def workload(family: str, size: int, folder: Path) -> list[tuple[str, Path]]:
             raise SystemExit(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
         save_workload(w, path)
     return [(f"{family}-{size}", path)]
+
+
+# ---------------------------------------------------------------------------- ONNX import
+def write_vit(path: Path, hidden: int, layers: int, mlp: int, tokens: int, patch: int, classes: int) -> None:
+    """A ViT-shaped ONNX model (patch convolution, pre-norm encoder layers, head), its weights inline and random."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def weight(name: str, *shape: int) -> str:
+        inits.append(numpy_helper.from_array(rng.standard_normal(shape, dtype=np.float32) * 0.02, name))
+        return name
+
+    def node(op: str, inputs: list[str], scope: str, **attrs) -> str:
+        out = f"{scope}/{op}_{len(nodes)}"
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def ints(name: str, values: list[int]) -> str:
+        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    x = node("Conv", ["image", weight("patch.w", hidden, 3, patch, patch), weight("patch.b", hidden)], "/patch",
+             strides=[patch, patch])
+    x = node("Transpose", [node("Reshape", [x, ints("flat", [1, hidden, tokens - 1])], "/patch")], "/patch",
+             perm=[0, 2, 1])
+    x = node("Add", [node("Concat", [weight("cls", 1, 1, hidden), x], "/embed", axis=1),
+                     weight("pos", 1, tokens, hidden)], "/embed")
+    heads = ints("heads", [1, tokens, 12, hidden // 12])
+    for i in range(layers):
+        s = f"/encoder/layers.{i}"
+        h = node("LayerNormalization", [x, weight(f"{s}.ln1.w", hidden), weight(f"{s}.ln1.b", hidden)], s)
+        qkv = node("MatMul", [h, weight(f"{s}.qkv.w", hidden, 3 * hidden)], s)
+        q, k, v = (node("Transpose", [node("Reshape", [node("Slice", [qkv, ints(f"{s}.{j}.a", [j * hidden]),
+                                                                       ints(f"{s}.{j}.b", [(j + 1) * hidden]),
+                                                                       ints(f"{s}.{j}.ax", [2])], s), heads], s)],
+                        s, perm=[0, 2, 3, 1] if j == 1 else [0, 2, 1, 3]) for j in range(3))
+        a = node("MatMul", [node("Softmax", [node("MatMul", [q, k], s)], s, axis=-1), v], s)
+        a = node("Reshape", [node("Transpose", [a], s, perm=[0, 2, 1, 3]), ints(f"{s}.m", [1, tokens, hidden])], s)
+        x = node("Add", [x, node("MatMul", [a, weight(f"{s}.out.w", hidden, hidden)], s)], s)
+        h = node("LayerNormalization", [x, weight(f"{s}.ln2.w", hidden), weight(f"{s}.ln2.b", hidden)], s)
+        h = node("Gelu", [node("MatMul", [h, weight(f"{s}.fc1.w", hidden, mlp)], s)], s)
+        x = node("Add", [x, node("MatMul", [h, weight(f"{s}.fc2.w", mlp, hidden)], s)], s)
+    y = node("MatMul", [node("Gather", [x, ints("first", 0)], "/head", axis=1), weight("head.w", hidden, classes)],
+             "/head")
+    graph = helper.make_graph(nodes, "vit", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                           [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], initializer=inits)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
+
+
+def weight_bytes(path: Path) -> int:
+    """Bytes of the initializers in the ONNX file ``path`` (from their dims, without reading their values)."""
+    import math
+
+    from onnx import helper
+
+    sys.path.insert(0, str(ROOT))
+    from placement_dsl.io.onnx_file import read
+
+    model, _ = read(path)
+    return sum(math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+               for t in model.graph.initializer)
+
+
+def onnx_rows(names: list[str], folder: Path) -> None:
+    """One row per ONNX file: the import's weights, peak memory, ratio against :data:`ONNX_RATIO`, wall seconds."""
+    markdown_head(["model", "weights MiB", "peak MiB", "ratio", "anchor", "wall s", "ops", "status"])
+    for name in names:
+        path = Path(name)
+        if name == "vit-b16":
+            path = folder / "vit-b16.onnx"
+            if not path.exists():  # in a child: the parent's peak is where a child's starts from (fork, exec)
+                subprocess.run([sys.executable, __file__, "--write-vit", str(path)], check=True)
+        out = folder / f"{path.stem}-imported.json"
+        wall, rss, code, data = run([sys.executable, "-m", "placement_dsl.cli", "import", str(path), "--out", str(out),
+                                     "--json"], 600.0)
+        weights = weight_bytes(path) / 2**20
+        markdown_row([path.name, fmt(weights, ".1f"), fmt(rss, ".0f"), fmt(rss / weights if weights else None, ".2f"),
+                      f"{ONNX_RATIO:g}x", fmt(wall, ".1f"), data.get("ops"), "ok" if code == 0 else status(code, data)])
+        sys.stdout.flush()
+
+
+def load() -> str:
+    """The one-minute load average per core, as ``load L on C cores``."""
+    return f"load {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} cores"
 
 
 # ---------------------------------------------------------------------------- runs
@@ -184,18 +281,29 @@ def main() -> None:
                          f"{QUICK['time_limit']:g} s (flags given explicitly still win)")
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "placement_dsl_bench_scale"),
                     help="where the generated graphs are written")
+    ap.add_argument("--onnx", nargs="+", metavar="MODEL",
+                    help="import these ONNX files instead ('vit-b16': a generated ViT-B/16-sized model)")
+    ap.add_argument("--write-vit", metavar="PATH", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if args.write_vit:
+        return write_vit(Path(args.write_vit), **VIT_B16)
+    if args.onnx:
+        print(load())
+        onnx_rows(args.onnx, folder)
+        print(load())
+        return None
     given = {a.split("=")[0] for a in sys.argv[1:]}
     if args.quick:
         for key, value in QUICK.items():
             if f"--{key.replace('_', '-')}" not in given:
                 setattr(args, key, value)
-    folder = Path(args.folder)
-    folder.mkdir(parents=True, exist_ok=True)
     methods = args.methods.split(",") if args.methods else all_methods()
     busy = busy_loop() if args.busy else None
     worst: tuple[float, str] = (-float("inf"), "")
     overruns = []
+    print(load())
     try:
         markdown_head(["graph", "ops", "k", "method", "wall s", "limit s", "peak MiB", "objective", "bound", "gap",
                        "status", "phases s", ""])
@@ -221,7 +329,8 @@ def main() -> None:
         if busy is not None:
             busy.kill()
             busy.wait()
-    print(f"\nlargest overrun: {worst[0]:+.1f} s ({worst[1]}); runs more than {OVERRUN:g} s over: {len(overruns)}")
+    print(f"\n{load()}")
+    print(f"largest overrun: {worst[0]:+.1f} s ({worst[1]}); runs more than {OVERRUN:g} s over: {len(overruns)}")
     for line in overruns:
         print(f"- {line}")
 

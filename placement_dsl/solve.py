@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cpsat, cpsat_segments
-from .bounds import simple_lower_bound
+from .bounds import one_or_cut, simple_lower_bound
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
@@ -40,6 +40,8 @@ from .starts import AUTO, Start, goal, improve, race, resolve
 MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
+EXTRACTION = 1.0  # the arrays' extraction for the solver (not interruptible), in seconds per second of model build:
+# ResNet-152 onto 16 stages at load 12 on two cores built in 11.3 s and was handed off with 1.6 s left, ending 21 s late
 
 
 def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "highs", time_limit: float = 60.0,
@@ -76,9 +78,11 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         A heuristic method name (``"dp"``, ``"slicegraph"``, ...), ``"auto"`` (the best of the
         heuristics that optimize the problem's objective, in a small share of the budget), a
         :class:`Placement`, a mapping ``{op name: device name}``, or the path of a placement file
-        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, no
-        start otherwise. A start that is invalid for the problem or violates the formulation is
-        refused (and said so), not passed.
+        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, and for
+        a model that fits but whose estimated build takes more than :data:`LARGE` of the time left; no start
+        otherwise.
+        A start that is invalid for the problem or violates the formulation is refused (and said so),
+        not passed.
     log_path
         File for the solver's log.
     method
@@ -153,6 +157,8 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     if reason:
         raise SpecError(reason)
     spec = _start_spec(problem, warm_start)
+    if _large(problem, form, spec, clock):
+        spec = AUTO
     start, start_eval, refusal, start_bound, warm_start, unfinished = _warm_start(problem, spec, clock)
     stop = _Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished = start_bound, unfinished
@@ -181,8 +187,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     t_compile = time.perf_counter() - t0 - t_start
     passed = start is not None and not refusal and plan.pass_start
     values = compiled.varmap.values(start) if passed else None
-    if clock.expired(RESERVE + 0.1):
-        return stop.result(f"budget spent by the model build ({t_compile:.1f} s)")
+    if clock.expired(RESERVE + 0.1 + EXTRACTION * t_compile):
+        return stop.result(f"budget spent by the model build ({t_compile:.1f} s, {clock.left():.1f} s left): the "
+                           "model's hand-off to the solver takes about as long and cannot be stopped")
     cutoff = None if plan.cutoff is None else plan.cutoff / compiled.objective_scale
     opts = SolveOptions(time_limit=max(clock.left() - RESERVE, 0.1), gap=gap, threads=threads, log_path=log_path,
                         cutoff=cutoff, deadline=clock.at - RESERVE)
@@ -420,13 +427,17 @@ class _Stop:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
         over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
         makespan, the critical path for latency)."""
-        bound = self.start_bound if self.start_bound is not None else _closed_form_bound(self.problem)
+        bound, source = self.start_bound, self._bound_source()
+        if bound is None:
+            bound = _closed_form_bound(self.problem)
+        elif (closed := _max_load_bound(self.problem)) is not None and closed > bound:  # a heuristic stopped early
+            bound, source = closed, "by a closed form"  # proves less than the closed forms
         if self.floor is not None:
             bound = self.floor if bound is None else max(bound, self.floor)
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
-        source = "by the run-paths DP" if bound == self.floor else self._bound_source()
+        source = "by the run-paths DP" if bound == self.floor else source
         result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
 
     def _bound_source(self) -> str:
@@ -450,7 +461,7 @@ def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
     if objective is Objective.MAX_LOAD:
-        return float(simple_lower_bound(problem.graph, problem.cluster))
+        return _max_load_bound(problem)
     if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
         running = _RUNNING.get()
         mine = running is not None and running.problem is problem
@@ -458,6 +469,16 @@ def _closed_form_bound(problem: Any) -> float | None:
         closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
         return max(closed, found or 0.0)
     return None
+
+
+def _max_load_bound(problem: Any) -> float | None:
+    """A max load's closed forms over every placement, in O(n + m): Lemma 3.3, and one device's load or a cut
+    tensor on each device used (:mod:`~placement_dsl.bounds.one_or_cut`; a GPT-3 of 217 ops whose tied embedding
+    keeps it on one device: 12.74 where Lemma 3.3 gives 6.37 on two); ``None`` for other objectives."""
+    if problem.cost_model().objective is not Objective.MAX_LOAD:
+        return None
+    simple = float(simple_lower_bound(problem.graph, problem.cluster))
+    return simple if one_or_cut.problem_applies(problem) else max(simple, one_or_cut.problem_bound(problem))
 
 
 def _start_label(warm_start: Any) -> str:
@@ -490,6 +511,21 @@ def _start_spec(problem: Any, warm_start: Any) -> Any:
     if warm_start is None and problem.cost_model().objective in SINGLE_SAMPLE:
         return AUTO
     return warm_start
+
+
+LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
+
+
+def _large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
+    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model fits the time left, but
+    its estimated build takes more than :data:`LARGE` of it. The solver rarely finds an incumbent of such a model in
+    the time left (the throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s). A model too large to
+    be built keeps the fallback: on 5,000 ops and more the heuristics' race overran its share under load (20,000
+    ops: 50 s past a 60 s limit)."""
+    if spec is not None:
+        return False
+    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    return LARGE * left < need <= left - MIN_SEARCH
 
 
 def _warm_start(problem: Any, warm_start: Any, clock: Deadline | None = None

@@ -39,6 +39,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
+from .onnx_file import read, weightless
 from .onnx_shapes import MAX_ELEMENTS, infer
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -477,7 +478,9 @@ def _data_prop(graph: Any) -> bool:
 
 
 def _infer(model: Any) -> tuple[Any, str]:
+    """Shapes from ONNX shape inference on a copy of ``model`` without its weights (it serializes its input)."""
     onnx = _onnx()
+    model = weightless(model)
     data_prop = _data_prop(model.graph)
     try:
         return infer(model, lambda m: onnx.shape_inference.infer_shapes(m, data_prop=data_prop)), ""
@@ -531,14 +534,17 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
 
 @importer("onnx", suffixes=(".onnx",), model=True)
 def load(path: str | Path, **options: Any) -> Workload:
-    """Read an ONNX file without its external data and import it (options: see :func:`from_model`)."""
-    onnx = _onnx()
+    """Read an ONNX file without its weights' values and import it (options: see :func:`from_model`).
+
+    The weights, inline or external, are never read: only their shapes (:func:`.onnx_file.read`).
+    """
+    _onnx()
     path = Path(path)
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model, _ = read(path)
     except FileNotFoundError:
         raise SpecError(f"cannot read ONNX model {str(path)!r}: no such file") from None
-    except Exception as err:  # noqa: BLE001 - protobuf's decode errors have no common base
+    except Exception as err:  # noqa: BLE001 - WireError, and protobuf's decode errors have no common base
         raise SpecError(f"{str(path)!r} is not an ONNX model ({type(err).__name__}: {str(err)[:120]})") from None
     w = from_model(model, name=options.pop("name", None) or path.stem, **options)
     return Workload(w.graph, w.cluster, w.format, {**w.meta, "path": str(path)})

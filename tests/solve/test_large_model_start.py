@@ -1,0 +1,82 @@
+"""A solve whose model is large for its time makes a start though none was asked for.
+
+The throughput IP of a ResNet-152 (208 ops) onto 16 stages found no incumbent in 60 s without a
+start; a model that fits but takes a good share of the time to build now starts from the
+heuristics' best, and answers at least as well as they do.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from placement_dsl import testing, zoo
+from placement_dsl.bounds import one_or_cut
+from placement_dsl.deadline import Deadline
+from placement_dsl.heuristics import run
+from placement_dsl.io import Workload
+from placement_dsl.presets import problem_for_method, resize
+from placement_dsl.solve import solve
+from placement_dsl.solvers import available_solvers
+from placement_dsl.starts import resolve
+
+pytestmark = pytest.mark.skipif("highs" not in available_solvers(), reason="needs HiGHS")
+LIMIT = 8.0
+
+
+def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_the_heuristics() -> None:
+    w = zoo.resnet(152)
+    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 4)), objective="throughput", method="ip")
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=3 * LIMIT)
+    assert time.monotonic() - t0 <= 3 * LIMIT + 5
+    assert result.placement is not None and result.found_by.startswith("warm start (auto")
+    heuristic = run("slicegraph", problem.graph, problem.cluster, model=problem.cost_model())
+    assert result.objective <= heuristic.objective * (1 + 1e-9)
+    assert result.bound is None or result.bound <= result.objective * (1 + 1e-9)
+
+
+def test_a_throughput_solve_reports_the_one_device_or_cut_bound_when_it_beats_the_starts() -> None:
+    """A GPT-3 layer whose tied embedding keeps it on one device: one-or-cut proves the whole load, Lemma 3.3 half
+    of it on two devices, and the DP's class bound, stopped early, less than the whole."""
+    w = zoo.gpt3(layers=1, hidden=1024, heads=16, vocab=8192)
+    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 2)), objective="throughput", method="ip")
+    result = solve(problem, time_limit=LIMIT)
+    assert result.objective is not None and result.bound is not None
+    assert result.bound == pytest.approx(one_or_cut.problem_bound(problem), rel=1e-9)
+    assert result.bound == pytest.approx(result.objective, rel=1e-9)
+
+
+def test_the_auto_start_keeps_the_best_class_bound_of_every_search_not_only_the_winners() -> None:
+    """On ResNet-152 onto 4 stages slicegraph finds 16.77 first and the DP, finding the same, proves it optimal
+    among contiguous splits: the start's bound is the DP's, though slicegraph's split is the one kept."""
+    w = zoo.resnet(152)
+    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 4)), objective="throughput", method="ip")
+    found = resolve(problem, "auto", deadline=Deadline(LIMIT), share=0.5, cap=LIMIT)
+    dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
+    assert found.usable and found.bound is not None
+    assert found.bound >= dp.bound * (1 - 1e-9) and found.bound <= found.objective * (1 + 1e-9)
+
+
+def test_a_model_built_too_late_for_its_hand_off_is_not_handed_to_the_solver(monkeypatch) -> None:
+    """The arrays' extraction after the build cannot be stopped and takes about as long as the build: a build that
+    leaves less than that answers with what it has, within the limit."""
+    import placement_dsl.solve as solve_module
+
+    built = solve_module.compile
+
+    def slow_compile(*args, **kwargs):
+        out = built(*args, **kwargs)
+        time.sleep(2.5)
+        return out
+
+    def solver(*args, **kwargs):
+        raise AssertionError("the model was handed to the solver")
+
+    monkeypatch.setattr(solve_module, "compile", slow_compile)
+    monkeypatch.setattr(solve_module, "solve_model", solver)
+    problem, _ = testing.chain()
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=4.5, warm_start="greedy")
+    assert time.monotonic() - t0 <= 4.5 + 1.0
+    assert result.placement is not None and "hand-off" in result.message
