@@ -69,6 +69,7 @@ class Kernel:
         self.py_func = fn
         self.options = options
         self.dispatcher: Any = None
+        self.in_python: Callable[..., Any] = fn  # what runs in Python (:meth:`python`: a numpy version)
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__module__ = fn.__module__
@@ -80,15 +81,21 @@ class Kernel:
             return self.dispatcher(*args)
         if _State.interpreted:
             if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
-                return self.py_func(*args)
+                return self.in_python(*args)
             _RUNNING.inside = True
             try:
                 with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
-                    return self.py_func(*args)
+                    return self.in_python(*args)
             finally:
                 _RUNNING.inside = False
         compile_all()
         return self.dispatcher(*args)
+
+    def python(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: ``fn`` runs in place of the kernel's loops when kernels run in Python (the same result to
+        the bit, with numpy's whole-array steps: loops over every ideal cost seconds in the interpreter)."""
+        self.in_python = fn
+        return fn
 
     @property
     def signatures(self) -> list[Any]:
@@ -111,6 +118,14 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         _KERNELS.append(kernel)
         return kernel
     return wrap if fn is None else wrap(fn)
+
+
+def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the function runs in place of ``kernel`` when kernels run in Python (:meth:`Kernel.python`);
+    nothing where ``kernel`` is numba's dispatcher already (declared after :func:`compile_all`)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return kernel.python(fn) if isinstance(kernel, Kernel) else fn
+    return wrap
 
 
 def compile_all() -> None:
