@@ -177,7 +177,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals, deadline, chain=order if linearize else None)
-    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes))  # compiled kernels pay beyond
+    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes), lat.count)  # compiled kernels pay beyond
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
         states = math.prod(c.count + 1 for c in su.classes)

@@ -30,10 +30,13 @@ from .base import run
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
 # wider the graph, the more ideals); 128 ops 1.4 / 1.0. SliceGraph pays back later (256 ops: 0.2 / 0.8).
 SMALL_OPS = 32
-# The DP over ideals runs in Python, whatever the op count, while its lattice is at most this many ideals x
-# device-count states (:func:`by_work`). Measured (CPU s of the DP in Python, loaded machine): bert24 30 x 14 0.08;
-# ResNet-50 242 x 14 3.1; BERT-L3 1,428 x 8 14; loading numba and the DP's kernels costs about 1-1.5 s.
-PYTHON_WORK = 1_000
+# The DP over ideals runs in Python, whatever the op count, while its lattice is at most PYTHON_WORK ideals x
+# device-count states and PYTHON_IDEALS ideals (:func:`by_work`; its pairs grow with the ideals, not the states).
+# Measured (CPU s of the DP in Python / whole process Python or compiled, load 7-10 on 2 cores): bert24 30 x 14
+# 0.08; ResNet-50 inference 242 x 14 0.8 / 1.3-1.9 or 1.9-2.0, training 1.0 / 1.9-2.8 or 1.7-2.6; BERT-L3 1,428 x 8
+# 11 (compiled: about 1 s); loading numba and the DP's kernels costs about 0.8-1.5 s.
+PYTHON_WORK = 4_000
+PYTHON_IDEALS = 300
 # by_work() starts in Python on graphs of at most this many ops (contraction and the lattice's first ideals
 # in Python cost milliseconds there).
 BY_WORK_OPS = 2_000
@@ -234,10 +237,11 @@ def tentative() -> bool:
     return bool(_State.tentative) and not _State.compiled
 
 
-def note_work(units: float) -> bool:
-    """The work ahead is ``units`` (the DP: ideals x device-count states): above :data:`PYTHON_WORK`, leave the
-    Python kernels of :func:`by_work` (the next kernel call compiles). Whether kernels still run in Python."""
-    if _State.tentative and units > PYTHON_WORK:
+def note_work(units: float, ideals: float = 0.0) -> bool:
+    """The work ahead is ``units`` (the DP: ideals x device-count states) over ``ideals`` ideals: above
+    :data:`PYTHON_WORK` or :data:`PYTHON_IDEALS`, leave the Python kernels of :func:`by_work` (the next kernel call
+    compiles). Whether kernels still run in Python."""
+    if _State.tentative and (units > PYTHON_WORK or ideals > PYTHON_IDEALS):
         _State.interpreted -= _State.tentative
         _State.tentative = 0
     return python_kernels()
