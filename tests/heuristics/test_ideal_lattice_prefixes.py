@@ -49,3 +49,21 @@ def test_ideal_sums_in_python_are_the_kernel_s_to_the_bit(n):
     with np.errstate(over="ignore"):
         loops = kernel.py_func(ideals, values)
     assert np.array_equal(kernel.in_python(ideals, values), loops)
+
+
+def test_the_most_work_below_in_python_is_the_kernel_s():
+    rng = np.random.default_rng(5)
+    N, C, S = 40, 2, 70
+    work, mem = rng.random((C, N)) * 100, rng.random(N) * 1e9
+    feas = rng.integers(0, 2**63, size=(N, 2), dtype=np.uint64)
+    sub_ptr = np.concatenate([[0], np.cumsum(rng.integers(0, 4, N))]).astype(np.int64)
+    sub_idx = np.array([rng.integers(0, max(1, i)) for i in range(N) for _ in range(sub_ptr[i + 1] - sub_ptr[i])],
+                       dtype=np.int64)
+    kernel = next(k for k in jit._KERNELS if k.__qualname__ == "_most_below")
+    assert kernel.in_python is not kernel.py_func
+    loops, whole = (np.full((N, C + 1, S), -np.inf, np.float32) for _ in range(2))
+    with np.errstate(over="ignore"), jit.interpreted():
+        for i in range(N):
+            kernel.py_func(loops, feas, i, work, mem, sub_ptr, sub_idx, S)
+            kernel.in_python(whole, feas, i, work, mem, sub_ptr, sub_idx, S)
+    assert np.array_equal(loops, whole)
