@@ -436,7 +436,10 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
         su = _setup(graph, cluster, model, replication, merge_zero_cost, max_replicas)
         ub, split, first, slicing = None, None, None, None
         try:
-            lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL's run
+            guess = 2.0 ** lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL
+            # a lattice that will run compiled loads the kernels before DPL's run too (BERT-L3: its 129 prefixes
+            # swept in Python took 0.7-1 s, compiled milliseconds; numba's load is paid either way)
+            jit.note_work(guess * math.prod(c.count + 1 for c in su.classes), guess)
             if incumbent:
                 try:
                     sliced, slicing = slicing_split(su, at)
