@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import njit
+from .jit import njit, python_version
 from .kernels import clock
 
 INF = np.inf
@@ -199,6 +199,19 @@ def ideal_sums(ideals, values):
                 for k in range(K):
                     out[i, k] += values[v, k]
                 word ^= low
+    return out
+
+
+@python_version(ideal_sums)
+def _ideal_sums_numpy(ideals, values):
+    """:func:`ideal_sums` in Python: node by node over all the ideals at once, adding in the kernel's order
+    (ascending nodes), so each sum is the same to the bit."""
+    N = ideals.shape[0]
+    out = np.zeros((N, values.shape[1]))
+    for v in range(values.shape[0]):
+        inside = ((ideals[:, v >> 6] >> np.uint64(v & 63)) & ONE).astype(bool)
+        if inside.any():
+            out[inside] += values[v]
     return out
 
 

@@ -30,7 +30,7 @@ from .ideal_kernels import (
     _stage_load,
 )
 from .ideal_sweep import class_takes, stage_loads
-from .jit import njit
+from .jit import njit, python_version
 from .kernels import clock
 
 ONE = np.uint64(1)
@@ -105,6 +105,22 @@ def _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S):
         for c in range(C1):
             for s in range(S):
                 mfw[I, c, s] = max(mfw[I, c, s], mfw[J, c, s])
+
+
+@python_version(_most_below)
+def _most_below_numpy(mfw, feas, I, work, mem, sub_ptr, sub_idx, S):
+    """:func:`_most_below` in Python: every class and state at once (maxima, so the same values)."""
+    own = np.empty(mfw.shape[1], np.float32)
+    own[:work.shape[0]] = work[:, I] * ROUND_UP
+    if own.size > work.shape[0]:
+        own[-1] = mem[I] * ROUND_UP
+    s = np.arange(S)
+    inside = ((feas[I][s >> 6] >> (s & 63).astype(np.uint64)) & ONE).astype(bool)
+    row = np.where(inside[None, :], own[:, None], np.float32(-np.inf))
+    subs = sub_idx[sub_ptr[I]:sub_ptr[I + 1]]
+    if subs.size:
+        row = np.maximum(row, mfw[subs, :, :S].max(axis=0))
+    mfw[I, :, :S] = row
 
 
 @njit(cache=True)

@@ -30,10 +30,13 @@ from .base import run
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
 # wider the graph, the more ideals); 128 ops 1.4 / 1.0. SliceGraph pays back later (256 ops: 0.2 / 0.8).
 SMALL_OPS = 32
-# The DP over ideals runs in Python, whatever the op count, while its lattice is at most this many ideals x
-# device-count states (:func:`by_work`). Measured (CPU s of the DP in Python, loaded machine): bert24 30 x 14 0.08;
-# ResNet-50 242 x 14 3.1; BERT-L3 1,428 x 8 14; loading numba and the DP's kernels costs about 1-1.5 s.
-PYTHON_WORK = 1_000
+# The DP over ideals runs in Python, whatever the op count, while its lattice is at most PYTHON_WORK ideals x
+# device-count states and PYTHON_IDEALS ideals (:func:`by_work`; its pairs grow with the ideals, not the states).
+# Measured (CPU s of the DP in Python / whole process Python or compiled, load 7-10 on 2 cores): bert24 30 x 14
+# 0.08; ResNet-50 inference 242 x 14 0.8 / 1.3-1.9 or 1.9-2.0, training 1.0 / 1.9-2.8 or 1.7-2.6; BERT-L3 1,428 x 8
+# 11 (compiled: about 1 s); loading numba and the DP's kernels costs about 0.8-1.5 s.
+PYTHON_WORK = 4_000
+PYTHON_IDEALS = 300
 # by_work() starts in Python on graphs of at most this many ops (contraction and the lattice's first ideals
 # in Python cost milliseconds there).
 BY_WORK_OPS = 2_000
@@ -69,6 +72,7 @@ class Kernel:
         self.py_func = fn
         self.options = options
         self.dispatcher: Any = None
+        self.in_python: Callable[..., Any] = fn  # what runs in Python (:meth:`python`: a numpy version)
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__module__ = fn.__module__
@@ -80,15 +84,21 @@ class Kernel:
             return self.dispatcher(*args)
         if _State.interpreted:
             if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
-                return self.py_func(*args)
+                return self.in_python(*args)
             _RUNNING.inside = True
             try:
                 with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
-                    return self.py_func(*args)
+                    return self.in_python(*args)
             finally:
                 _RUNNING.inside = False
         compile_all()
         return self.dispatcher(*args)
+
+    def python(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: ``fn`` runs in place of the kernel's loops when kernels run in Python (the same result to
+        the bit, with numpy's whole-array steps: loops over every ideal cost seconds in the interpreter)."""
+        self.in_python = fn
+        return fn
 
     @property
     def signatures(self) -> list[Any]:
@@ -111,6 +121,14 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         _KERNELS.append(kernel)
         return kernel
     return wrap if fn is None else wrap(fn)
+
+
+def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the function runs in place of ``kernel`` when kernels run in Python (:meth:`Kernel.python`);
+    nothing where ``kernel`` is numba's dispatcher already (declared after :func:`compile_all`)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return kernel.python(fn) if isinstance(kernel, Kernel) else fn
+    return wrap
 
 
 def compile_all() -> None:
@@ -219,10 +237,11 @@ def tentative() -> bool:
     return bool(_State.tentative) and not _State.compiled
 
 
-def note_work(units: float) -> bool:
-    """The work ahead is ``units`` (the DP: ideals x device-count states): above :data:`PYTHON_WORK`, leave the
-    Python kernels of :func:`by_work` (the next kernel call compiles). Whether kernels still run in Python."""
-    if _State.tentative and units > PYTHON_WORK:
+def note_work(units: float, ideals: float = 0.0) -> bool:
+    """The work ahead is ``units`` (the DP: ideals x device-count states) over ``ideals`` ideals: above
+    :data:`PYTHON_WORK` or :data:`PYTHON_IDEALS`, leave the Python kernels of :func:`by_work` (the next kernel call
+    compiles). Whether kernels still run in Python."""
+    if _State.tentative and (units > PYTHON_WORK or ideals > PYTHON_IDEALS):
         _State.interpreted -= _State.tentative
         _State.tentative = 0
     return python_kernels()
