@@ -41,9 +41,10 @@ TOL = 1e-7  # relative slack taken off an LP's optimum (HiGHS's tolerances)
 
 
 def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool = True) -> tuple[float, str, bool]:
-    """The bound of the module docstring in cost-model units, a note, and whether every segment's LP was solved
-    (a segment left unsolved, by ``deadline`` or HiGHS, is priced by its path, and once ``deadline`` has passed by 0:
-    the value still holds)."""
+    """The bound of the module docstring in cost-model units, a note, and whether every segment's LP was solved.
+    Every segment is priced with the cut ops anywhere first (its floor), then, with ``pairs``, pair by pair of their
+    devices; a segment left unsolved, by ``deadline`` or HiGHS, is priced by its floor if it has one, else its path,
+    and once ``deadline`` has passed by 0: the value still holds."""
     g, c = problem.graph, problem.cluster
     if g.n == 0:
         return 0.0, "empty graph", True
@@ -58,8 +59,22 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     reach, cuts = comparable_cuts(g)
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
     del reach
-    pricer = _Pricer(g, times, comm, resources, ~np.asarray(c.parallel, dtype=bool), deadline, pairs,
-                     congestion is Congestion.PORT)
+    serial, ports = ~np.asarray(c.parallel, dtype=bool), congestion is Congestion.PORT
+    pricer = _Pricer(g, times, comm, resources, serial, deadline, False, ports)  # every segment's floor first
+    value = _walk(pricer, segment, cuts, times)
+    solved, reused, complete = pricer.solved, pricer.reused, pricer.complete
+    if pairs:  # then pair by pair; a segment the clock stops keeps its floor
+        paired = _Pricer(g, times, comm, resources, serial, deadline, True, ports)
+        paired.fallback = pricer.cache
+        value = max(value, _walk(paired, segment, cuts, times))
+        solved, reused, complete = solved + paired.solved, reused + paired.reused, paired.complete
+    note = (f"{len(cuts)} cut ops, {solved} segment LPs ({reused} reused)"
+            + ("" if complete else "; some segments priced by their floor, their path alone or, past the clock, 0"))
+    return (value if math.isfinite(value) else 0.0), note, complete
+
+
+def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray, times: np.ndarray) -> float:
+    """The shortest path over the cut ops' devices, each segment priced by ``pricer``."""
     finish = None  # finish[d]: least finish of the last cut op priced, on d
     for s in range(len(cuts) + 1):
         ops = np.flatnonzero(segment == s)
@@ -70,10 +85,7 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
         finish = (through[0] + times[b]) if b >= 0 else through[0]
         if b < 0:
             break
-    value = float(np.min(finish))
-    note = (f"{len(cuts)} cut ops, {pricer.solved} segment LPs ({pricer.reused} reused)"
-            + ("" if pricer.complete else "; some segments priced by their path alone or, past the clock, 0"))
-    return (value if math.isfinite(value) else 0.0), note, pricer.complete
+    return float(np.min(finish))
 
 
 def _resources(cluster: Any, congestion: Congestion) -> list[list[tuple[int, int]]]:
@@ -103,6 +115,7 @@ class _Pricer:
         self.ports = ports  # each device's out- and in-port is a resource: the cut rows (:func:`_port_cuts`) hold
         self.deadline = deadline
         self.cache: dict[bytes, np.ndarray] = {}
+        self.fallback: dict[bytes, np.ndarray] = {}  # a segment's price when the clock stops it (an earlier pass's)
         self.solved, self.reused, self.complete = 0, 0, True
         self.lp_ok, self.pairs = available(), pairs
 
@@ -113,9 +126,11 @@ class _Pricer:
                 return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
             edge = b in self.g.successors(a).tolist()
             return self.comm[a].copy() if edge else np.zeros((D, D))
-        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long
+        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long, or its floor
             self.complete = False
-            return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
+            nodes, edges = self._local(ops, a, b)
+            floor = self.fallback.get(self._key(nodes, edges, a, b))
+            return np.zeros((1 if a < 0 else D, 1 if b < 0 else D)) if floor is None else floor
         nodes, edges = self._local(ops, a, b)
         key = self._key(nodes, edges, a, b)
         if key in self.cache:

@@ -91,19 +91,38 @@ def test_a_spent_clock_answers_at_once(monkeypatch):
     value, note, complete = segment_lp_bound(heads(4, 10.0, "port"), Deadline(0.0))
     assert not complete and value == 0.0 and "budget spent" in note
 
-    class After:  # expired from its n-th question on
-        def __init__(self, n: int):
-            self.asked, self.n = 0, n
-
-        def expired(self) -> bool:
-            self.asked += 1
-            return self.asked > self.n
-
-        def left(self) -> float:
-            return 1.0
-
     assert segment_lp_bound(heads(4, 10.0, "port"), After(1))[:3:2] == (pytest.approx(2.0), False)
     assert segment_lp_bound(heads(4, 10.0, "port"), After(2))[:3:2] == (pytest.approx(3.0), False)
+
+
+def test_a_clock_that_stops_the_pairs_keeps_every_segments_floor():
+    # two layers of four heads (the second's heads take 2): the floors of both are priced before any pair, so a clock
+    # spent after them (five questions: the start, and a price and an LP per layer) keeps both floors; priced layer by
+    # layer, the second layer counted 0 once the first one's pairs had spent the clock
+    ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(3)]
+    ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(2) for i in range(4)]
+    ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(2) for i in range(4)]
+    edges = [e for j in range(2) for i in range(4)
+             for e in ((f"c{j}", f"l{j}q{i}"), (f"l{j}q{i}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
+    p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+    floors = segment_lp_bound(p, pairs=False)[0]
+    assert floors == pytest.approx(3.0 + 2.0 + 4.0, rel=1e-6)  # the cut ops; each layer's heads split half and half
+    value, _, complete = segment_lp_bound(p, After(5))
+    assert not complete and value == pytest.approx(floors, rel=1e-6)
+
+
+class After:
+    """A clock expired from its n-th question on."""
+
+    def __init__(self, n: int):
+        self.asked, self.n = 0, n
+
+    def expired(self) -> bool:
+        self.asked += 1
+        return self.asked > self.n
+
+    def left(self) -> float:
+        return 1.0
 
 
 def test_identical_segments_are_priced_once():
