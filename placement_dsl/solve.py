@@ -121,7 +121,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 _RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
 SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
-SEGMENT_HERE = (0.1, 30.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
+SEGMENT_HERE = (0.15, 45.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
+# (GPT-3 330M inter-server's 17 pair LPs of its attention window take 20-35 s at load 8-10: 30 s left the bound at
+# 183.3 where they prove 198.6, and its window search had not improved the start in the 150 s it had)
 
 
 def _segment_bound(problem: Any, clock: Deadline) -> Any:
@@ -351,7 +353,8 @@ def _heuristics_instead(stop: _Stop, spec: Any, clock: Deadline) -> _Stop:
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
     if current.usable and stop.unfinished:  # the start's share stopped searches that may beat it (GETF on GPT-3
-        raced = race(stop.problem, list(stop.unfinished), RERUN * (until - time.perf_counter()))[0]  # 330M: 20 s)
+        raced = race(stop.problem, list(stop.unfinished), RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
+        # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
         if raced.usable and raced.objective < current.objective:
             current = raced
     seconds = until - time.perf_counter()

@@ -181,11 +181,12 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
                  (f" ({refusals[0]})" if refusals else ""), method=AUTO, unfinished=tuple(unfinished))
 
 
-def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None
+def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True
          ) -> tuple[Start, list[str], list[str]]:
     """The best valid start among ``methods``, run one after another in ``seconds``: each search under its own
     ``time_limit`` (the heuristics' contract: their best so far when it passes), the time left split evenly among
-    the searches still to run (a fast one leaves its time to the next), at least :data:`MIN_METHOD` each while
+    the searches still to run (a fast one leaves its time to the next; ``even=False``: each may take all the time
+    left, for searches known to need more than their even share), at least :data:`MIN_METHOD` each while
     ``deadline`` (the caller's) is more than :data:`KEEP` away; the baselines (:data:`BASELINES`) always run.
     Returns the best start, why methods found nothing, and the searches cut short (stopped at their limit, or not
     run at all) in order. A forked guard per method would re-load the compiled kernels in every child."""
@@ -197,7 +198,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         if deadline is not None and deadline.left() <= KEEP and best.usable and method not in BASELINES:
             unfinished.append(method)
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
-        searches_left = sum(m not in BASELINES for m in methods[i:])
+        searches_left = sum(m not in BASELINES for m in methods[i:]) if even else 1
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(left / max(searches_left, 1), MIN_METHOD))

@@ -51,3 +51,18 @@ def fork_chains(draw, times: tuple[int, int] = (1, 5), most_size: int = 3):
         f += 1
     mode = draw(st.sampled_from(["port", "channel", None]))
     return Problem(Graph(ops, edges), serial(D, kinds), Makespan(), [Congestion(mode)])
+
+
+@st.composite
+def hubs(draw):
+    """``a -> v -> q_i -> x_i -> b``: a view ``v`` of ``a``'s tensor whose slices ``q_i`` feed two heads ``x_i`` (as an
+    attention layer's q/k/v views), on three devices of one kind with port congestion, so that a device may relay
+    what it holds a share of; the view and its slices take no time, the heads' outputs are small."""
+    ops = [Op(name="a", work=float(draw(st.integers(0, 1))), out_bytes=float(draw(st.integers(2, 4)))),
+           Op(name="v", work=0.0, out_bytes=float(draw(st.integers(2, 4)))),
+           Op(name="b", work=float(draw(st.integers(0, 1))))]
+    ops += [Op(name=f"q{i}", work=0.0, out_bytes=float(draw(st.integers(1, 2)))) for i in range(2)]
+    ops += [Op(name=f"x{i}", work=float(draw(st.integers(1, 2))), out_bytes=float(draw(st.integers(0, 1))))
+            for i in range(2)]
+    edges = [("a", "v")] + [e for i in range(2) for e in (("v", f"q{i}"), (f"q{i}", f"x{i}"), (f"x{i}", "b"))]
+    return Problem(Graph(ops, edges), serial(3), Makespan(), [Congestion("port")])

@@ -93,6 +93,19 @@ def test_with_no_free_core_no_child_starts_and_the_result_says_so(monkeypatch):
     assert r.bound <= r.objective + 1e-6 and r.timings.total <= 10 + 5
 
 
+def test_with_no_free_core_the_segments_get_a_sixth_of_a_long_solve_before_the_search(monkeypatch):
+    # 15 % of the time, at most 45 s: GPT-3 330M's pair LPs need 20-35 s on a loaded machine (30 s left them unfinished)
+    from placement_dsl import cpsat_segments
+    from placement_dsl import solve as solve_module
+    from placement_dsl.deadline import Deadline
+
+    given: list = []
+    monkeypatch.setattr(cpsat_segments, "beside", lambda problem, until, in_process: given.append(in_process))
+    solve_module._segment_bound(stars(2), Deadline(400.0))
+    solve_module._segment_bound(stars(2), Deadline(100.0))
+    assert given[0] == pytest.approx(45.0) and given[1] == pytest.approx(0.15 * (100.0 - 2.0), abs=0.1)
+
+
 def test_the_closed_forms_are_computed_once_inside_the_budget_not_after_the_search(monkeypatch):
     # on a loaded machine the closed forms (cut ops found twice, paths, LPs) took over 10 s after a search that had
     # spent the budget: a solve of GPT-3 330M ended 18 s past its limit
