@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
 
