@@ -35,7 +35,7 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
-from .latency_chain import chain_split
+from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .registry import heuristic
 
@@ -81,19 +81,15 @@ def setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
               graph.topo.astype(np.int64), graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx,
               int(acc.size), int(model.max_subgraphs or 0), graph.backward.astype(np.int64),
               2 * cluster.size if "contiguous" in model.require else 0)
-    _, raw = np.unique(graph.group_id, return_inverse=True)
-    first = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
-    np.minimum.at(first, raw, graph.rank)
-    pos = np.empty_like(first)
-    pos[np.argsort(first, kind="stable")] = np.arange(first.size)
-    gid = pos[raw]
+    gid = group_positions(graph)
+    groups = int(gid.max()) + 1 if gid.size else 0
     gops = np.argsort(gid, kind="stable")
-    gptr = np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=first.size)))).astype(np.int64)
-    gmem = np.bincount(gid, weights=graph.param_bytes + graph.activation_bytes, minlength=first.size)
+    gptr = np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=groups)))).astype(np.int64)
+    gmem = np.bincount(gid, weights=graph.param_bytes + graph.activation_bytes, minlength=groups)
     hosts = [grp[0] for grp in cluster.homogeneous_groups() if cluster.host[grp[0]]]
     targets = np.array(sorted(acc.tolist() + hosts), dtype=np.int64)
     with np.errstate(invalid="ignore"):
-        gtime = np.stack([np.bincount(gid, weights=times[d], minlength=first.size) for d in range(cluster.size)])
+        gtime = np.stack([np.bincount(gid, weights=times[d], minlength=groups) for d in range(cluster.size)])
     bad = np.concatenate([np.zeros((cluster.size, 1)), np.cumsum(~np.isfinite(gtime), axis=1)], axis=1)
     cap = cluster.memory.copy() if model.memory is MemoryMode.HARD else np.full(cluster.size, INF)
     return _Setup(graph, cluster, model, kernel, gid, gptr, gops, gmem, targets, bad.astype(np.int64), cap)

@@ -71,16 +71,22 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     return _assignment(graph, order, first, back, on_acc, (int(k), int(h)), acc, hosts)
 
 
-def _groups(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """Ops ordered by colocation group, the groups by their first op's rank; ``first[g]``: the group's first slot."""
+def group_positions(graph: Graph) -> np.ndarray:
+    """Each op's colocation group as its position among the groups ordered by their first op's rank."""
     _, raw = np.unique(graph.group_id, return_inverse=True)
     lead = np.full(raw.max() + 1 if raw.size else 0, graph.n, dtype=np.int64)
     np.minimum.at(lead, raw, graph.rank)
     pos = np.empty_like(lead)
     pos[np.argsort(lead, kind="stable")] = np.arange(lead.size)
-    gid = pos[raw]
+    return pos[raw]
+
+
+def _groups(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """Ops ordered by colocation group, the groups by their first op's rank; ``first[g]``: the group's first slot."""
+    gid = group_positions(graph)
     order = np.lexsort((graph.rank, gid))
-    return order, np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=lead.size)))).astype(np.int64)
+    groups = int(gid.max()) + 1 if gid.size else 0
+    return order, np.concatenate(([0], np.cumsum(np.bincount(gid, minlength=groups)))).astype(np.int64)
 
 
 def _tables(graph: Graph, cluster: Cluster, model: CostModel, order: np.ndarray, acc: np.ndarray,
