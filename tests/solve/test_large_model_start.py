@@ -80,3 +80,26 @@ def test_a_model_built_too_late_for_its_hand_off_is_not_handed_to_the_solver(mon
     result = solve(problem, time_limit=4.5, warm_start="greedy")
     assert time.monotonic() - t0 <= 4.5 + 1.0
     assert result.placement is not None and "hand-off" in result.message
+
+
+def test_a_stopped_throughput_solve_reports_what_only_the_host_s_memory_can_hold(monkeypatch) -> None:
+    """Six ops of 10 GB and work 1 (100 on the CPU) onto two 16 GB accelerators and a CPU: at least 28 GB must run on
+    the CPU, a load of at least 280 (the fractional knapsack; each accelerator holds one op, so the optimum is 400),
+    which the capacity bound proves and Lemma 3.3 (about 2) does not."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.constraints import Memory
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.objectives import Throughput
+    from placement_dsl.problem import Problem
+    from placement_dsl.solvers import SolverOutcome, Status
+
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 100.0}, param_bytes=10e9) for i in range(6)]
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    problem = Problem(graph, Cluster.accelerators(2, memory=16e9, cpus=1), Throughput(), [Memory()])
+    monkeypatch.setattr(solve_module, "solve_model",
+                        lambda model, solver, options, start=None: SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None,
+                                                                                 1e-3, False, solver))
+    start = {"v0": "acc0", "v1": "acc1", **{f"v{i}": "cpu0" for i in range(2, 6)}}
+    result = solve(problem, warm_start=start, time_limit=LIMIT)
+    assert result.bound == pytest.approx(280, rel=1e-9) and "by a closed form" in result.message
