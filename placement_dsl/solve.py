@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from . import cpsat, cpsat_segments
-from .bounds import one_or_cut, simple_lower_bound
-from .bounds.capacity import capacity_bound
+from .bounds.max_load import max_load_bound
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
 from .deprecated import keyword
 from .errors import EvaluationMismatchError, PlacementError, SolverUnavailableError, SpecError
-from .evaluate import Evaluation, MemoryMode, Objective, execution
+from .evaluate import Evaluation, Objective, execution
 from .formulations import Formulation, Kind, Plan, get
 from .formulations.latency import run_paths_floor
 from .heuristics import fallback as fallbacks
@@ -434,7 +433,7 @@ class _Stop:
         bound, source = self.start_bound, self._bound_source()
         if bound is None:
             bound = _closed_form_bound(self.problem)
-        elif (closed := _max_load_bound(self.problem)) is not None and closed > bound:  # a heuristic stopped early
+        elif (closed := max_load_bound(self.problem)) is not None and closed > bound:  # a heuristic stopped early
             bound, source = closed, "by a closed form"  # proves less than the closed forms
         if self.floor is not None:
             bound = self.floor if bound is None else max(bound, self.floor)
@@ -465,7 +464,7 @@ def _closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
     if objective is Objective.MAX_LOAD:
-        return _max_load_bound(problem)
+        return max_load_bound(problem)
     if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
         running = _RUNNING.get()
         mine = running is not None and running.problem is problem
@@ -473,24 +472,6 @@ def _closed_form_bound(problem: Any) -> float | None:
         closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
         return max(closed, found or 0.0)
     return None
-
-
-def _max_load_bound(problem: Any) -> float | None:
-    """A max load's closed forms over every placement, in O(n D + n log n): Lemma 3.3; one device's load or a cut
-    tensor on each device used (:mod:`~placement_dsl.bounds.one_or_cut`; a GPT-3 of 217 ops whose tied embedding
-    keeps it on one device: 12.74 where Lemma 3.3 gives 6.37 on two); and each device's work at its speed with what
-    only the hosts' memory can hold (:mod:`~placement_dsl.bounds.capacity`, without replicated stages: 20,000 ops
-    of CNN onto 16 accelerators of 16 GB whose overflow must run on the host CPU, where the others prove 298 of
-    34,141). ``None`` for other objectives."""
-    model = problem.cost_model()
-    if model.objective is not Objective.MAX_LOAD:
-        return None
-    found = [float(simple_lower_bound(problem.graph, problem.cluster))]
-    if not one_or_cut.problem_applies(problem):
-        found.append(one_or_cut.problem_bound(problem))
-    if not any(getattr(t, "widens", False) for t in problem.constraints):
-        found.append(capacity_bound(problem.graph, problem.cluster, hard_memory=model.memory is MemoryMode.HARD))
-    return max(found)
 
 
 def _start_label(warm_start: Any) -> str:
