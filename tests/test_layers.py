@@ -43,7 +43,7 @@ LAZY = {
 HEAVY = ("placement_dsl.blocks", "placement_dsl.formulations", "placement_dsl.compile", "placement_dsl.solve",
          "placement_dsl.solvers", "placement_dsl.sizing", "placement_dsl.cpsat", "placement_dsl.certificate",
          "placement_dsl.certify", "placement_dsl.certify_latency", "placement_dsl.conformance", "placement_dsl.result",
-         "placement_dsl.search", "placement_dsl.starts")
+         "placement_dsl.search", "placement_dsl.starts", "placement_dsl.stopped")
 
 
 def _module_name(path: Path) -> str:

@@ -2,13 +2,14 @@
 
 Tarnawski's latency IP floors TotalLatency at the run-paths DP (:func:`run_path_bound`); a solve sized too large to
 build the model answers the heuristics' best placement, and its bound is that DP within a share of the budget
-(``solve._run_paths_floor``), not only the closed forms (BERT-3 at 60 s: 406.3 where the closed forms prove 398.1).
+(``stopped.paths_floor``), not only the closed forms (BERT-3 at 60 s: 406.3 where the closed forms prove 398.1).
 """
 from __future__ import annotations
 
 import pytest
 
 from placement_dsl import solve as solve_module
+from placement_dsl import stopped
 from placement_dsl.bounds.single_sample import single_sample_bound
 from placement_dsl.deadline import BudgetSpent, Deadline
 from placement_dsl.formulations.latency import run_paths_floor
@@ -24,6 +25,7 @@ def test_a_solve_without_its_model_answers_the_run_paths_floor(monkeypatch):
     p = side_chain()
     assert single_sample_bound(p)[0] == pytest.approx(5.0)  # the closed forms alone
     monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(stopped, "check_fits", too_large)
     result = solve(p, time_limit=10)
     assert "model too large" in result.message and "bound 9 by the run-paths DP" in result.message
     assert result.objective == pytest.approx(14.0) and result.bound == pytest.approx(9.0)

@@ -63,13 +63,14 @@ def test_a_model_too_large_for_the_budget_leaves_the_rest_of_it_to_the_start_and
     import time
 
     from placement_dsl import solve as solve_module
+    from placement_dsl import stopped
     from placement_dsl.deadline import BudgetSpent
 
     def too_large(*args, **kwargs):
         raise BudgetSpent("model too large for the time left")
 
     calls = []
-    real_resolve, real_improve = solve_module.resolve, solve_module.improve
+    real_resolve, real_improve = stopped.resolve, stopped.improve
 
     def resolving(problem, spec, **kwargs):
         if isinstance(spec, str):  # the contracted steps' own solves start from their incumbents
@@ -81,8 +82,9 @@ def test_a_model_too_large_for_the_budget_leaves_the_rest_of_it_to_the_start_and
         return real_improve(problem, start, seconds, seed=seed, method=method, **options)
 
     monkeypatch.setattr(solve_module, "check_fits", too_large)
-    monkeypatch.setattr(solve_module, "resolve", resolving)
-    monkeypatch.setattr(solve_module, "improve", improving)
+    monkeypatch.setattr(stopped, "check_fits", too_large)
+    monkeypatch.setattr(stopped, "resolve", resolving)
+    monkeypatch.setattr(stopped, "improve", improving)
     t = time.perf_counter()
     result = solve(_latency_problem(), time_limit=10)
     assert time.perf_counter() - t <= 10 + 10
@@ -100,20 +102,21 @@ def test_a_model_that_leaves_little_time_to_search_is_built_after_the_start_is_c
     # start continued first reaches the paper's 225.6 and the model, built after, still proves 225.4. At 300 s the
     # model is small for the budget, yet the MIP kept 231.9 for 260 s: a latency start is always continued a little
     from placement_dsl import solve as solve_module
+    from placement_dsl import stopped
 
     calls = []
-    real = solve_module.improve
+    real = stopped.improve
 
     def improving(problem, start, seconds, seed=0, method=None, **options):
         calls.append((method, seconds))
         return real(problem, start, seconds, seed=seed, method=method, **options)
 
-    monkeypatch.setattr(solve_module, "improve", improving)
+    monkeypatch.setattr(stopped, "improve", improving)
     result = solve(_latency_problem(), time_limit=10)  # a small model: its start continued for 15 % of the time
     assert [m for m, _ in calls] == [None] and 0.8 < calls[0][1] < 1.5
     assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
     calls.clear()
-    monkeypatch.setattr(solve_module, "build_seconds", lambda problem, form: 4.0)  # > 35 % of the ~9 s left
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 4.0)  # > 35 % of the ~9 s left
     result = solve(_latency_problem(), time_limit=10)
     assert [m for m, _ in calls] == [None] and 2.0 < calls[0][1] < 4.0
     assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
@@ -366,6 +369,7 @@ def test_a_model_too_large_runs_the_searches_the_starts_share_cut_short_again(mo
     # GPT-3 330M on MOIRAI's intra-server cluster: GETF needs ~20 s and finds 143.6; the 5 s "auto" start stopped it
     # after 2 s and the solve, whose model was too large, improved the best of the rest to 146.0 — above GETF
     from placement_dsl import solve as solve_module
+    from placement_dsl import stopped
     from placement_dsl.deadline import BudgetSpent
 
     def too_large(*args, **kwargs):
@@ -374,6 +378,7 @@ def test_a_model_too_large_runs_the_searches_the_starts_share_cut_short_again(mo
     calls: list = []
     _stopped_getf(monkeypatch, calls, enough=2.0)
     monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(stopped, "check_fits", too_large)
     monkeypatch.setattr(solve_module, "_segment_bound", lambda *args: None)  # the starts' time only, whatever the load
     problem = _makespan_problem()
     getf = run("getf", problem.graph, problem.cluster, model=problem.cost_model()).objective

@@ -1,0 +1,272 @@
+"""What a solve starts from, and what it answers when its model is not built or not searched to the end.
+
+The start policy of :func:`placement_dsl.solve.solve` (which start a solve makes when none is asked for, and when
+the start is continued by the objective's improving heuristics before or instead of the model) and :class:`Stop`,
+the answer of a solve stopped without a solution of its model: the start, else an O(n + m) fallback split, with
+the best bound known without a model (the start heuristic's proof, the closed forms, the run-paths DP).
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from .bounds.max_load import max_load_bound
+from .bounds.single_sample import single_sample_bound
+from .deadline import BudgetSpent, Deadline
+from .errors import PlacementError
+from .evaluate import Evaluation, Objective, execution
+from .formulations import Formulation
+from .formulations.latency import run_paths_floor
+from .heuristics import fallback as fallbacks
+from .placement import Placement
+from .result import Result, Seconds
+from .sizing import MIN_SEARCH, build_seconds, check_fits
+from .solvers import Status
+from .starts import AUTO, Start, goal, improve, race, resolve
+
+RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
+SINGLE_SAMPLE = (Objective.LATENCY, Objective.MAKESPAN)  # objectives whose solve starts from "auto" by default
+RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)  # a makespan's segment bound computing
+# beside the solve (placement_dsl.cpsat_segments.beside), set by solve for its call
+
+
+SEARCHES = {"latency": "latency-lns", "makespan": "makespan-lns"}  # by the start's goal (placement_dsl.starts.goal)
+"""Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
+coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
+IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
+RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
+MIN_LNS = 3.0  # seconds below which the search is not started
+
+
+HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
+
+
+def heavy(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
+    """Whether an ``"auto"`` start of a single-sample problem should be continued before its model is built: the
+    model fits the time left but its build takes more than :data:`HEAVY` of it (the search after it would rarely
+    improve the start; gnmt's 96 layers: a 23 s build of 55 s left, 231.9 kept where the local search continued
+    reaches 225.6)."""
+    if spec != AUTO or problem.cost_model().objective not in SINGLE_SAMPLE:
+        return False
+    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    return HEAVY * left < need <= left - MIN_SEARCH
+
+
+CONTINUE_SHARE = 0.15  # of the time left, for the latency local search from an "auto" start before any model is built
+
+
+def continues(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
+    """Whether an ``"auto"`` start of Tarnawski's latency (accelerators running invocations) is continued by the
+    latency local search for :data:`CONTINUE_SHARE` of the time before its model is built, however small the
+    model: the IP rarely improves a start the local search can (gnmt at 300 s: the IP kept the start's 231.9 for
+    260 s and proved 225.4; the local search reaches the paper's 225.6 within 20 s). A model too large for the
+    time left is not built, and its start is continued then (:func:`heuristics_instead`)."""
+    if spec != AUTO or problem.cost_model().objective not in SINGLE_SAMPLE or goal(problem) != "latency":
+        return False
+    try:
+        check_fits(problem, form, clock, clock.left() - RESERVE)
+    except BudgetSpent:
+        return False
+    return True
+
+
+def continued(stop: Stop, clock: Deadline, seconds: float) -> Stop:
+    """``stop`` with its start continued by the objective's improving method for ``seconds`` when that is better."""
+    current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
+                    str(stop.warm_start).removeprefix(f"{AUTO}: "))
+    found = improve(stop.problem, current, seconds, seed=1)
+    if not found.usable or found.placement is stop.start:
+        return stop
+    better = Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {found.method}", found.placement,
+                   found.evaluation, "", stop.t0)
+    better.start_bound = stop.start_bound
+    return better
+
+
+def continued_first(stop: Stop, spec: Any, clock: Deadline) -> Stop:
+    """``stop`` continued by the objective's improving method before the model is built: for
+    :data:`IMPROVE_SHARE` of the time left when the model leaves little time to search (:func:`heavy`), for
+    :data:`CONTINUE_SHARE` of it for Tarnawski's latency whatever the model's size (:func:`continues`)."""
+    if heavy(stop.problem, stop.form, spec, clock):
+        return continued(stop, clock, IMPROVE_SHARE * (clock.left() - RESERVE))
+    if continues(stop.problem, stop.form, spec, clock):
+        return continued(stop, clock, CONTINUE_SHARE * (clock.left() - RESERVE))
+    return stop
+
+
+def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
+    """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
+    (all but :data:`RESERVE`) goes to the objective's improving method from the start (:data:`IMPROVE_SHARE` of it,
+    :func:`placement_dsl.starts.improve`, after the searches the start's small share cut short run again in
+    :data:`RERUN` of it; the objective's heuristics again when no start was found), then to the
+    objective's search (:data:`SEARCHES`: a coarse solve and LNS on contracted models), and the best start is the
+    answer. Other starts were asked for by name: they stand."""
+    if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
+        return stop
+    current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
+                    str(stop.warm_start).removeprefix(f"{AUTO}: "))
+    method = SEARCHES.get(goal(stop.problem))
+    share = IMPROVE_SHARE if method is not None else 1.0
+    until = time.perf_counter() + share * (clock.left() - RESERVE)
+    if current.usable and stop.unfinished:  # the start's share stopped searches that may beat it (GETF on GPT-3
+        raced = race(stop.problem, list(stop.unfinished), RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
+        # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
+        if raced.usable and raced.objective < current.objective:
+            current = raced
+    seconds = until - time.perf_counter()
+    found = improve(stop.problem, current, seconds, seed=1) if current.usable else \
+        resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
+    if found.usable and (not current.usable or found.objective < current.objective):
+        current = found
+    phases = {"start": time.perf_counter() - stop.t0}
+    if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
+        current = improve(stop.problem, current, clock.left() - RESERVE, method=method)
+        phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
+    stop.phases = phases
+    if not current.usable or current.placement is stop.start:
+        return stop
+    better = Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {current.method}", current.placement,
+                   current.evaluation, "", stop.t0)
+    better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
+        max(current.bound, stop.start_bound)
+    better.phases, better.floor = phases, stop.floor
+    return better
+
+
+class Stop:
+    """The answer of a solve that the budget stops before (or while) its model is built: the start, if any,
+    with status time limit and the best bound known without a model."""
+
+    def __init__(self, problem: Any, form: Formulation, method: str, solver: str, warm_start: Any,
+                 start: Placement | None, start_eval: Evaluation | None, refusal: str, t0: float):
+        self.problem, self.form, self.method, self.solver = problem, form, method, solver
+        self.warm_start, self.start, self.start_eval, self.refusal, self.t0 = warm_start, start, start_eval, refusal, t0
+        self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
+        self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
+        self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
+        self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
+
+    def result(self, why: str) -> Result:
+        usable = self.start is not None and not self.refusal and self.start_eval is not None
+        placement, ev = (self.start, self.start_eval) if usable else self._fallback()
+        status = Status.TIME_LIMIT_FEASIBLE if placement is not None else Status.TIME_LIMIT_NO_SOLUTION
+        answer = ("; the answer is the warm start" if usable else
+                  f"; the answer is the {placement.source} fallback split" if placement is not None else "")
+        notes = [m for m in (self.refusal, why + answer) if m]
+        result = Result(status=status, placement=placement,
+                        objective=None if ev is None else ev.objective, bound=None, method=self.method,
+                        solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
+                        bound_scope=self.form.placement_class(self.problem))
+        result.start_objective = None if self.start_eval is None else self.start_eval.objective
+        result.start_accepted = False if self.refusal else None  # no solver was asked
+        result.found_by = (start_label(self.warm_start) if usable else
+                           f"fallback ({placement.source})" if placement is not None else "")
+        self.known_bound(result)
+        total = time.perf_counter() - self.t0
+        result.timings = Seconds(start=self.phases.get("start", total), total=total,
+                                 coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0))
+        return result
+
+    def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
+        """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
+        work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
+        try:
+            found = fallbacks.fallback("fallback", self.problem.graph, self.problem.cluster,
+                                            self.problem.cost_model(), phase="no model")
+        except PlacementError:
+            return None, None
+        placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
+                              source=found.info.get("fallback", "fallback"))
+        ev = self.problem.evaluate(placement)
+        if not ev.valid or self.problem.violations(placement):
+            return None, None
+        return placement, ev
+
+    def known_bound(self, result: Result) -> None:
+        """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
+        over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
+        makespan, the critical path for latency)."""
+        bound, source = self.start_bound, self._bound_source()
+        if bound is None:
+            bound = closed_form_bound(self.problem)
+        elif (closed := max_load_bound(self.problem)) is not None and closed > bound:  # a heuristic stopped early
+            bound, source = closed, "by a closed form"  # proves less than the closed forms
+        if self.floor is not None:
+            bound = self.floor if bound is None else max(bound, self.floor)
+        if bound is None or (result.bound is not None and result.bound >= bound):
+            return
+        result.bound = bound if result.objective is None else min(bound, result.objective)
+        source = "by the run-paths DP" if bound == self.floor else source
+        result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
+
+    def _bound_source(self) -> str:
+        return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
+
+
+FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 12.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)
+
+
+def paths_floor(problem: Any, clock: Deadline) -> float | None:
+    """Tarnawski's latency whose model is not built: the run-paths DP (:func:`~.formulations.latency.run_paths_floor`)
+    within :data:`FLOOR_SHARE` of the time left (at least :data:`FLOOR_LEAST` s, at most a third of it and
+    :data:`FLOOR_MOST` s), else ``None``."""
+    if problem.cost_model().objective not in SINGLE_SAMPLE or execution(problem.cluster) != "invocations":
+        return None
+    left = clock.left() - RESERVE
+    return run_paths_floor(problem, clock.within(min(max(FLOOR_SHARE * left, FLOOR_LEAST), left / 3, FLOOR_MOST)))
+
+
+def closed_form_bound(problem: Any) -> float | None:
+    """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
+    objective = problem.cost_model().objective
+    if objective is Objective.MAX_LOAD:
+        return max_load_bound(problem)
+    if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
+        running = RUNNING.get()
+        mine = running is not None and running.problem is problem
+        found = running.value(running.until + 1.0) if mine else None
+        closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
+        return max(closed, found or 0.0)
+    return None
+
+
+def start_spec(problem: Any, warm_start: Any) -> Any:
+    """What the start resolver is asked for: ``None`` means ``"auto"`` for the single-sample objectives
+    (latency, makespan), whose models are hard to start without a good incumbent, and no start otherwise."""
+    if warm_start is None and problem.cost_model().objective in SINGLE_SAMPLE:
+        return AUTO
+    return warm_start
+
+
+LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
+
+
+def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
+    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model fits the time left, but
+    its estimated build takes more than :data:`LARGE` of it. The solver rarely finds an incumbent of such a model in
+    the time left (the throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s). A model too large to
+    be built keeps the fallback: on 5,000 ops and more the heuristics' race overran its share under load (20,000
+    ops: 50 s past a 60 s limit)."""
+    if spec is not None:
+        return False
+    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    return LARGE * left < need <= left - MIN_SEARCH
+
+
+def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None
+                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...]]:
+    """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
+    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``),
+    the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked) and the searches
+    ``"auto"``'s share cut short."""
+    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH)
+    label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
+    return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished
+
+
+
+def start_label(warm_start: Any) -> str:
+    return f"warm start ({warm_start})" if isinstance(warm_start, str) and not Path(warm_start).suffix else "warm start"
