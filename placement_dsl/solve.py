@@ -205,6 +205,8 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     result = _certify(compiled, outcome, method, solver, gap, plan.cutoff)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
+    if result.placement is None and result.status is Status.TIME_LIMIT_NO_SOLUTION:  # the start still answers
+        result = stop.instead_of(result, outcome.message)
     _final_check(problem, result, form)
     if result.status.is_ok and result.status is not Status.OPTIMAL:
         stop.known_bound(result)  # a search stopped early may have proved less than a closed form

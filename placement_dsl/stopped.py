@@ -170,6 +170,16 @@ class Stop:
                                  coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0))
         return result
 
+    def instead_of(self, searched: Result, why: str) -> Result:
+        """The answer of a model searched to its time limit without a solution of its own (a solver that takes no
+        start, or refused it): the start, else the fallback split, as :meth:`result` gives them, with the
+        search's bound where it proved more."""
+        answer = self.result("; ".join(m for m in (why, "the solver found no solution in its time") if m))
+        if searched.bound is not None and (answer.bound is None or searched.bound > answer.bound):
+            answer.bound = searched.bound if answer.objective is None else min(searched.bound, answer.objective)
+        answer.start_accepted, answer.log_path = searched.start_accepted, searched.log_path
+        return answer
+
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
