@@ -23,9 +23,9 @@ throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d B
 (overflow is charged to the forward pass); on a cluster with links each link is a resource
 too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
 in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
-``interleaved-1f1b`` and ``zb-h1`` = the time per sample of torch's rank orders over the placement's
+``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
 virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
-``max_d (FW_d + BW_d)`` without;
+``max`` over ranks of ``FW + BW`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices onto a rank);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
@@ -52,7 +52,7 @@ from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan, transfer_tasks
-from .stage_schedules import stage_memory, stage_times
+from .stage_schedules import stage_memory, stage_times, virtual_stages
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 from .validity import Violation, contiguity_violations, order_violations
 
@@ -97,6 +97,7 @@ NAMED = {
     "makespan": (Objective.MAKESPAN, MemoryMode.HARD),
     "interleaved-1f1b": (Objective.MAX_LOAD, MemoryMode.HARD),  # placement_dsl.pipeline_orders: torch's orders
     "zb-h1": (Objective.MAX_LOAD, MemoryMode.HARD),
+    "zbv": (Objective.MAX_LOAD, MemoryMode.HARD),
 }
 
 
@@ -509,11 +510,13 @@ def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost
     (:func:`placement_dsl.pipeline_orders.order_makespan`), or the steady state ``max_d (FW_d + BW_d)`` without;
     a placement whose virtual stages the schedule cannot run (not round-robin, a cycle) has none."""
     try:
-        times = stage_times(p, device_costs, model)
+        times = stage_times(p, device_costs, model, schedule=str(model.name))
         ranks = max(times.rank) + 1
         check_round_robin(times, ranks, str(model.name))
-        if model.microbatches is None:
-            return max(r.load for r in rows)
+        if model.microbatches is None:  # a rank runs the loads of its devices (two under ZBV's fold)
+            _, device = virtual_stages(p)
+            rank = dict(zip(device, times.rank))
+            return float(np.bincount([rank[d] for d in rank], [rows[d].load for d in rank]).max())
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
     except SpecError as err:
         violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))

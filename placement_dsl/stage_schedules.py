@@ -18,9 +18,11 @@ Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpe
 stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
 (its forward ops' ``out_bytes + activation_bytes`` and the forward tensors it receives); the
 micro-batches in flight follow the rank's order (:func:`placement_dsl.pipeline_orders.stash_peaks`),
-so a rank holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)``; with ``recompute``
-only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt at a
-time (the largest of the rank). The spec's ``schedule`` and ``microbatches`` are not read: the order
+so a device holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)`` over its stages; with
+``recompute`` only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt
+at a time (the largest of the device). Under a folded rank map (ZBV, :func:`stage_ranks`) a rank's
+devices are its stages' slots, each checked against its own memory: give each its share of the rank's
+(half a GPU each); the sum of the slots' peaks is never below the rank's peak. The spec's ``schedule`` and ``microbatches`` are not read: the order
 and ``m`` given are.
 
 Simulator (:func:`simulate_orders`): every rank runs its order
@@ -40,7 +42,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import SpecError
-from .pipeline_orders import Action, StageTimes, check_round_robin, rank_orders, stash_peaks
+from .pipeline_orders import FOLDS, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
 from .placement import Placement
 from .training import TrainingMemorySpec
 
@@ -109,8 +111,30 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
     return out
 
 
-def stage_ranks(device: Sequence[int]) -> tuple[int, ...]:
-    """The rank of each stage: devices numbered in the order their first stages run."""
+def stage_ranks(device: Sequence[int], schedule: str | None = None) -> tuple[int, ...]:
+    """The rank map: the rank of each virtual stage (``device``: the device of each stage, in stage order).
+
+    Each device is one rank, numbered in the order its first stage runs; under a schedule that folds
+    (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV's V, two stages per rank) each device is one stage's
+    slot and stage ``s`` of ``S`` runs on rank :func:`~placement_dsl.pipeline_orders.layout` ``(s)`` of
+    ``S / 2``: the V's turn puts stages ``p - 1`` and ``p`` back to back on one rank, which one device
+    would hold as one stage. :class:`SpecError` when the stages do not fold or a device holds stages of two ranks.
+
+    >>> stage_ranks([0, 1, 0, 1]), stage_ranks([0, 1, 2, 3], "zbv")
+    ((0, 1, 0, 1), (0, 1, 1, 0))
+    """
+    if schedule in FOLDS:
+        per, n = FOLDS[schedule], len(device)
+        if n % per:
+            raise SpecError(f"virtual stages: {schedule} runs {per} stages per rank in a V, and the placement has "
+                            f"{n} stages; give the V's turn (stages p - 1 and p) a device each, one device per stage")
+        rank = tuple(layout(schedule, n // per, n))
+        owner: dict[int, int] = {}
+        for s, (d, r) in enumerate(zip(device, rank)):
+            if owner.setdefault(d, r) != r:
+                raise SpecError(f"virtual stages: device {d} holds stage {s}, which {schedule} runs on rank {r}, and "
+                                f"a stage of rank {owner[d]}; give each stage a device of its own")
+        return rank
     ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
     return tuple(ranks[d] for d in device)
 
@@ -134,8 +158,9 @@ def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = N
 
 
 def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], model: Any,
-                weight_share: float | Sequence[float] | None = None) -> StageTimes:
-    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring).
+                weight_share: float | Sequence[float] | None = None, schedule: str | None = None) -> StageTimes:
+    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring), its rank
+    from the rank map of ``schedule`` (:func:`stage_ranks`).
 
     ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
@@ -150,7 +175,7 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     rows = costs(Placement(p.graph, copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    return StageTimes(stage_ranks(device), tuple(float(r.load_fw) for r in rows),
+    return StageTimes(stage_ranks(device, schedule), tuple(float(r.load_fw) for r in rows),
                       tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
 
 
@@ -184,20 +209,21 @@ def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingM
     spec = spec or TrainingMemorySpec()
     param, act, inputs = stage_bytes(p)
     _, device = virtual_stages(p)
-    rank = stage_ranks(device)
+    rank = stage_ranks(device, schedule)
     ranks = max(rank) + 1
     zero = (0.0,) * len(rank)
     times = StageTimes(rank, zero, zero, zero)
     check_round_robin(times, ranks, schedule)
     orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
     held = inputs if spec.recompute else act + inputs
-    _, peak = stash_peaks(times, orders, held)
-    state = np.bincount(rank, weights=spec.state_factor * param, minlength=ranks)
-    if spec.recompute:
-        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if rank[s] == k]])
-                                  for k in range(ranks)])
+    own = np.asarray(device)
     out = np.zeros(p.cluster.size)
-    out[list(dict.fromkeys(device))] = state + peak
+    for d in dict.fromkeys(device):  # a device's stages sit on one rank: its peak along that rank's order
+        mine = own == d
+        _, peak = stash_peaks(times, orders, np.where(mine, held, 0.0))
+        out[d] = spec.state_factor * param[mine].sum() + peak[rank[int(np.argmax(mine))]]
+        if spec.recompute:
+            out[d] += (act + inputs)[mine].max()
     return out
 
 

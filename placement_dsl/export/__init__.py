@@ -68,7 +68,7 @@ def _csv(rows: list[list[str]]) -> str:
 
 
 def _pipelining(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, str]:
-    data = _torch.split_spec(p, depth)
+    data = _torch.split_spec(p, depth, s)
     return data, _json(data)
 
 
@@ -109,8 +109,8 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
     Exporter("vllm", "vLLM >= 0.6 (VLLM_PP_LAYER_PARTITION)", "layer",
              "decoder layers per rank, embedding first, head last", _vllm_env),
     Exporter("schedule-csv", "torch >= 2.5 (_PipelineScheduleRuntime._load_csv, compute_only)", "stage",
-             "GPipe or 1F1B action rows, one stage per rank; interleaved 1F1B and ZB-H1 rows (torch 2.13's "
-             "orders), v stages per rank round-robin", _schedule),
+             "GPipe or 1F1B action rows, one stage per rank; interleaved 1F1B, ZB-H1 and ZBV rows (torch 2.13's "
+             "orders), v stages per rank round-robin or 2 in a V", _schedule),
 )}
 
 
