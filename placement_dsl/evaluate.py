@@ -25,7 +25,8 @@ too (:func:`link_loads`: every tensor loads each link of its route with ``bytes 
 in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
 ``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
 virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
-``max`` over ranks of ``FW + BW`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices onto a rank);
+``max`` over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices
+onto a rank and hands the tensor between them over in its process);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
@@ -52,7 +53,7 @@ from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
 from .schedule import Congestion, schedule_makespan, transfer_tasks
-from .stage_schedules import stage_memory, stage_times, virtual_stages
+from .stage_schedules import stage_memory, stage_times
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 from .validity import Violation, contiguity_violations, order_violations
 
@@ -504,8 +505,7 @@ def _rank_order_memory(p: Placement, model: CostModel, in_fw_bytes: np.ndarray) 
         return training_memory(p, model.training_memory, p.replica_sets, in_fw_bytes)
 
 
-def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...],
-                          violations: list[Violation]) -> float:
+def _rank_order_objective(p: Placement, model: CostModel, violations: list[Violation]) -> float:
     """``interleaved-1f1b`` / ``zb-h1``: the time per sample of the ranks' orders over ``microbatches``
     (:func:`placement_dsl.pipeline_orders.order_makespan`), or the steady state ``max_d (FW_d + BW_d)`` without;
     a placement whose virtual stages the schedule cannot run (not round-robin, a cycle) has none."""
@@ -513,10 +513,8 @@ def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost
         times = stage_times(p, device_costs, model, schedule=str(model.name))
         ranks = max(times.rank) + 1
         check_round_robin(times, ranks, str(model.name))
-        if model.microbatches is None:  # a rank runs the loads of its devices (two under ZBV's fold)
-            _, device = virtual_stages(p)
-            rank = dict(zip(device, times.rank))
-            return float(np.bincount([rank[d] for d in rank], [rows[d].load for d in rank]).max())
+        if model.microbatches is None:  # the orders' limit: a rank's stages' tasks (two devices under ZBV's fold)
+            return float(np.bincount(times.rank, np.add(np.add(times.f, times.i), times.w)).max())
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
     except SpecError as err:
         violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))
@@ -546,7 +544,7 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     latency, finish, subgraphs = None, {}, {}
     links = link_loads(placement) if model.objective in (Objective.MAX_LOAD, Objective.GPIPE) else ()
     if model.objective is Objective.MAX_LOAD and model.name in ORDERS:
-        objective = _rank_order_objective(placement, model, rows, violations)
+        objective = _rank_order_objective(placement, model, violations)
     elif model.objective is Objective.MAX_LOAD:
         objective = max([r.load for r in rows] + [lk.load for lk in links])
     elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain

@@ -9,7 +9,8 @@ stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 
 
 Task times (:func:`stage_times`): the cost model's per-device loads of a cluster with one copy
 of each device per stage (:func:`placement_dsl.evaluate.device_costs`): a stage pays its compute
-and its transfers in and out as its device would. The backward splits into the weight gradient
+and its transfers in and out as its device would, except a tensor between two stages of one rank
+(ZBV's turn), which the runtime hands over in its process. The backward splits into the weight gradient
 ``W`` (``weight_share`` of each backward op's compute; by default half of it for an op with
 parameters, none for one without, the package's ``backward = 2 x forward`` rule) and the input
 gradient ``I`` (the rest, with the backward's transfers).
@@ -42,6 +43,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import SpecError
+from .graph import Graph
 from .pipeline_orders import FOLDS, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
 from .placement import Placement
 from .training import TrainingMemorySpec
@@ -169,14 +171,27 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
         raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
                         "and without replicated stages; drop the links or the replicas")
     stage, device = virtual_stages(p)
+    rank = stage_ranks(device, schedule)
     copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
                       for s, d in enumerate(device)])
     model = replace(model, memory="hard", training_memory=None, require=frozenset())
-    rows = costs(Placement(p.graph, copies, stage), model)
+    rows = costs(Placement(_sent(p.graph, stage, rank), copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    return StageTimes(stage_ranks(device, schedule), tuple(float(r.load_fw) for r in rows),
+    return StageTimes(rank, tuple(float(r.load_fw) for r in rows),
                       tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
+
+
+def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
+    """``g`` without the edges between two stages of one rank: the runtime hands such a tensor over in its
+    process (ZBV's turn, stages ``p - 1`` and ``p``), with no message to pay."""
+    r = np.asarray(rank)[stage]
+    local = (stage[g.src] != stage[g.dst]) & (r[g.src] == r[g.dst])
+    if not local.any():
+        return g
+    names = g.names
+    return Graph(g.ops, [(names[u], names[v]) for u, v, x in zip(g.src.tolist(), g.dst.tolist(), local) if not x],
+                 name=g.name)
 
 
 def stage_bytes(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -149,3 +149,16 @@ def test_the_objective_is_named_and_the_heuristics_answer_it():
     steady = run("dp", g, problem.cluster, model=ZeroBubbleV().cost_model(), time_limit=5)
     assert steady.objective == evaluate(steady.placement, CostModel.named("zbv")).objective
     assert steady.bound is None  # the DP bounds a device's load; a rank runs two
+
+
+def test_the_v_turn_hands_its_tensor_over_in_the_rank_without_a_message():
+    """Stages 1 and 2 share rank 1: torch passes stage 1's output to stage 2 in the process, so neither pays the
+    tensor (1 byte at bandwidth 1); stage 0's output to stage 1 and stage 2's to stage 3 cross ranks and do."""
+    p = placed(chain([1, 1, 1, 1], out_bytes=1.0), [0, 1, 2, 3], 4)
+    zbv = schedule_stage_times_of(p, "zbv")
+    assert zbv.f == (2.0, 2.0, 2.0, 2.0)
+    assert stage_plan(p, "interleaved-1f1b", 4)[0].f == (2.0, 3.0, 3.0, 2.0)  # 4 ranks in a row: every tensor sent
+
+
+def schedule_stage_times_of(p: Placement, schedule: str):
+    return stage_plan(p, schedule, 4)[0]
