@@ -45,6 +45,7 @@ from .files import write_atomic
 from .graph import Graph, Op
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
+from .pipeline_orders import FOLDS
 from .placement import Placement
 from .simulate import simulate
 from .zoo.training import with_backward
@@ -516,15 +517,17 @@ def _golden_min(loss: Callable[[float], float], lo: float, hi: float, steps: int
 
 
 # ---------------------------------------------------------------------------- the runtime's own cost, measured
-def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR) -> Placement:
+def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR,
+                  schedule: str | None = None) -> Placement:
     """The training graph of a chain of ``stages`` stages that do no work, stage ``k`` on rank ``k mod ranks``, each
     passing ``message_bytes`` to the next one forward and as much back: the pipeline whose step is the schedule
     runtime's own cost (its actions and their messages), which a run of stage modules that return their input
-    measures.
+    measures. Under a schedule whose rank map folds (``zbv``), stage ``k`` on device ``k`` of ``stages``, which the
+    map puts on the ranks (:func:`placement_dsl.stage_schedules.stage_ranks`).
 
     >>> p = idle_pipeline(4, 2, 64.0)
-    >>> p.graph.n, p.assign.tolist()
-    (8, [0, 1, 0, 1, 1, 0, 1, 0])
+    >>> p.graph.n, p.assign.tolist(), idle_pipeline(4, 2, 64.0, schedule="zbv").assign.tolist()
+    (8, [0, 1, 0, 1, 1, 0, 1, 0], [0, 1, 2, 3, 3, 2, 1, 0])
     """
     if stages < 2 or ranks < 2 or stages % ranks or not 0 <= message_bytes < float("inf"):
         raise SpecError(f"idle_pipeline: needs stages ({stages}) a multiple of ranks ({ranks}) >= 2 and message "
@@ -533,8 +536,9 @@ def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACC
            for k in range(stages)]
     forward = [(f"stage{k}", f"stage{k + 1}") for k in range(stages - 1)]
     ops, edges = with_backward(ops, forward)
-    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(ranks)])
-    rank = [k % ranks for k in range(stages)]
+    folds = schedule in FOLDS
+    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(stages if folds else ranks)])
+    rank = list(range(stages)) if folds else [k % ranks for k in range(stages)]
     return Placement(Graph(ops, edges), cluster, rank + rank[::-1])  # the gradients come in reverse order
 
 
@@ -551,7 +555,7 @@ def runtime_overhead(measured_ms: float, schedule: str, microbatches: int, *, st
     >>> round(runtime_overhead(6.0, "1f1b", 4, stages=2, ranks=2, message_bytes=0.0, link=link), 4)
     2.4
     """
-    p = idle_pipeline(stages, ranks, message_bytes)
+    p = idle_pipeline(stages, ranks, message_bytes, schedule=schedule)
 
     def predict(o: float) -> list[float]:
         costs = RunCosts(1.0, link, o)

@@ -13,7 +13,9 @@ and its transfers in and out as its device would, except a tensor between two st
 (ZBV's turn), which the runtime hands over in its process. The backward splits into the weight gradient
 ``W`` (``weight_share`` of each backward op's compute; by default half of it for an op with
 parameters, none for one without, the package's ``backward = 2 x forward`` rule) and the input
-gradient ``I`` (the rest, with the backward's transfers).
+gradient ``I`` (the rest, with the backward's transfers). A stage's forward and backward pay the cost
+model's ``task_overhead`` once each, as a device's passes do; under a split backward (``zb-h1``, ``zbv``)
+its ``W`` is an action of its own and pays it too.
 
 Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
 stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
@@ -44,7 +46,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .graph import Graph
-from .pipeline_orders import FOLDS, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
+from .pipeline_orders import FOLDS, SPLIT, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
 from .placement import Placement
 from .training import TrainingMemorySpec
 
@@ -178,8 +180,11 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     rows = costs(Placement(_sent(p.graph, stage, rank), copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    return StageTimes(rank, tuple(float(r.load_fw) for r in rows),
-                      tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
+    i = [float(r.load_bw - x) for r, x in zip(rows, w)]
+    if schedule in SPLIT:  # the runtime runs W as an action of its own, with its own fixed cost
+        w = w + np.where(np.bincount(stage, weights=p.graph.backward, minlength=len(device)) > 0,
+                         model.task_overhead, 0.0)
+    return StageTimes(rank, tuple(float(r.load_fw) for r in rows), tuple(i), tuple(float(x) for x in w))
 
 
 def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
