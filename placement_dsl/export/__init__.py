@@ -102,7 +102,7 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
              "split points at module beginnings (any depth)", _pipelining),
     Exporter("torchtitan", "torchtitan 0.1 (module_fqns_per_model_part)", "module",
              "lists of module FQNs per stage", _titan),
-    Exporter("megatron", "Megatron-LM core >= 0.13 (--pipeline-model-parallel-layout)", "layer",
+    Exporter("megatron", "Megatron-LM core >= 0.13 (--pipeline-model-parallel-layout; parsed by 0.16.1)", "layer",
              "transformer layers per stage, embedding first, loss last", _megatron_args),
     Exporter("deepspeed", "DeepSpeed >= 0.14 (PipelineModule parts)", "layer",
              "layer-index boundaries over [embedding, layers, head]", _deepspeed_parts),
