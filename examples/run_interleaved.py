@@ -10,10 +10,11 @@ stages to ranks, with the CSV loaded into it) on 2 gloo processes. The script ch
 the last stage and the gradients of every stage equal the unsplit model's (ZB-H1 computes the weight
 gradients in separate ``W`` actions), and prints the simulator's time per micro-batch of each
 schedule beside the measured one: the modules' forward, input-gradient and weight-gradient times are
-profiled on one CPU thread first (:mod:`placement_dsl.profile`), each backward op's weight-gradient
-share taken from its module's ``W / (B + W)``.
+profiled on one CPU thread first, as torch's pipeline runs them (:func:`placement_dsl.profile.profile_module`
+with ``pipelined=True``: the stage module's interpreted submodules, torch's split backward), each
+backward op's weight-gradient share taken from its module's ``W / (B + W)``.
 
-Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 30 s)
+Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 60 s)
 
 The model is tiny: the schedule runtime's per-action work (a gloo send or receive, Python bookkeeping, and on a
 loaded machine the wait to be scheduled again) dwarfs its stages' compute, which is why that work is measured.
@@ -50,6 +51,7 @@ from placement_dsl.simulate import simulate
 SCHEDULES = ("interleaved-1f1b", "zb-h1", "zbv")
 RANKS, LAYERS, WIDTH, MICROBATCH, MICROBATCHES = 2, 4, 32, 2, 4
 KIND, BANDWIDTH, STEPS = "accelerator", 1e6, 3  # stage devices are one-thread CPU ranks; gloo moves ~1 GB/s
+PIPELINED = True  # profile the modules as torch's pipeline() and split backward run them (profile_module)
 
 
 class Net(nn.Module):
@@ -82,7 +84,7 @@ def plan() -> tuple[dict[str, str], dict[str, str], dict[str, Placement], list[f
     training placement (ZBV's on 4 stage devices) with the profiled module times, and each op's weight-gradient
     share."""
     model, x, _ = data()
-    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu")
+    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu", pipelined=PIPELINED)
     with torch.device("meta"):
         w = from_module(Net(), (torch.randn(MICROBATCH, 16),), name="net")
     g, _ = apply_costs(w.graph, {r.module: {KIND: r.forward_ms} for r in rows})

@@ -14,6 +14,12 @@ the machine; a median would measure the machine's load as much as the module):
   the layer after it) is paid in each: ``B + W >= backward``. A call with no floating-point
   input (an embedding's token ids) has B = 0, a module without parameters W = 0.
 
+With ``pipelined=True`` the modules are timed as ``torch.distributed.pipelining`` runs them: the
+forward through the stage module ``pipeline()`` builds (interpreted ``torch.export`` submodules), B
+and W through torch's split backward (``stage_backward_input`` then ``stage_backward_weight``, the
+backward their sum), which is what its stages pay; an eager profile misses both (a small MLP's
+blocks: 2-6x the eager forward, and B + W 2-3x the eager backward).
+
 A module called several times (one ``relu`` per block) is timed for every call, summed.
 Which modules: those the forward calls, at most ``depth`` dotted parts deep, that call no
 other such module (``depth=None``: the innermost modules called). Ops outside them (a
@@ -32,6 +38,7 @@ from __future__ import annotations
 import csv
 import inspect
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,9 +153,10 @@ def _tensors(torch: Any, value: Any) -> list:
     return [t for t in torch.utils._pytree.tree_leaves(value) if torch.is_tensor(t)]
 
 
-def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int, clock: Any = time.perf_counter
-               ) -> tuple[float, ...]:
-    """(forward, backward, B, W) ms of one recorded call of ``sub``."""
+def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int, clock: Any = time.perf_counter,
+               pipelined: bool = False) -> tuple[float, ...]:
+    """(forward, backward, B, W) ms of one recorded call of ``sub`` (B and W as torch's split backward runs them when
+    ``pipelined``)."""
     a, kw = call
     params = [p for p in sub.parameters() if p.requires_grad]
 
@@ -161,6 +169,8 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
         return a2, kw2, [t for t in _tensors(torch, (a2, kw2)) if t.requires_grad]
 
     forward = _fastest_ms(torch, device, inputs, lambda given: sub(*given[0], **given[1]), repeat, warmup, clock)
+    if pipelined:
+        return (forward, *_split_backward_ms(torch, device, sub, inputs, params, repeat, warmup, clock))
 
     def grads(which: str) -> float:
         def once() -> None:
@@ -186,13 +196,77 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
     return forward, grads("BW"), grads("B"), grads("W")
 
 
+def _split_backward_ms(torch: Any, device: Any, sub: Any, inputs: Any, params: list, repeat: int, warmup: int,
+                       clock: Any) -> tuple[float, float, float]:
+    """(backward, B, W) ms of ``sub`` through torch's split backward (``stage_backward_input``, then
+    ``stage_backward_weight`` over the parameter groups the first found), as a zero-bubble stage runs them; the
+    backward is their sum. A call whose inputs need no gradient (token ids), or without parameters, has nothing to
+    split: its one gradient is timed by autograd."""
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    spent_i: list[float] = []
+    spent_w: list[float] = []
+    for _ in range(warmup + repeat):
+        a2, kw2, ins = inputs()
+        outs = [t for t in _tensors(torch, sub(*a2, **kw2)) if t.requires_grad]
+        if not outs:
+            return 0.0, 0.0, 0.0
+        outs = [t.clone() if t._is_view() else t for t in outs]  # torch detaches a stage's outputs in place
+        seeds = [torch.ones_like(t) for t in outs]
+        start = clock()
+        if ins and params:
+            _, groups = stage_backward_input(outs, seeds, ins, iter(params))
+        elif ins:  # nothing to split: the input gradient is the backward
+            torch.autograd.grad(outs, ins, seeds, allow_unused=True)
+        middle = clock()
+        if ins and params:
+            stage_backward_weight(iter(params), groups, retain_graph=False)
+        elif params:
+            torch.autograd.grad(outs, params, seeds, allow_unused=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        end = clock()
+        spent_i.append(1e3 * (middle - start) if ins else 0.0)
+        spent_w.append(1e3 * (end - middle) if params else 0.0)
+    i, w = min(spent_i[warmup:]), min(spent_w[warmup:])
+    return i + w, i, w
+
+
+def _merge_calls(rows: list[ModuleTime]) -> list[ModuleTime]:
+    """Rows of one module's later calls (``act@1``: ``torch.export`` unflattens each call as a module of its own)
+    added to the module's own row, as an eager profile counts them."""
+    merged: dict[str, ModuleTime] = {}
+    for r in rows:
+        name = re.sub(r"@\d+", "", r.module)
+        was = merged.get(name)
+        merged[name] = ModuleTime(name, r.forward_ms, r.backward_ms, r.input_grad_ms, r.weight_grad_ms, r.calls) \
+            if was is None else ModuleTime(name, was.forward_ms + r.forward_ms, was.backward_ms + r.backward_ms,
+                                           was.input_grad_ms + r.input_grad_ms, was.weight_grad_ms + r.weight_grad_ms,
+                                           was.calls + r.calls)
+    return list(merged.values())
+
+
+def _pipelined(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """``module`` as ``torch.distributed.pipelining.pipeline`` runs it: the one stage module of an unsplit pipe, whose
+    submodules (interpreted ``torch.export`` modules, named as in ``module``) cost more per op than eager ones."""
+    if kwargs:
+        raise SpecError(f"profile: a pipelined profile takes positional inputs only, got keyword inputs {sorted(kwargs)}")
+    from torch.distributed.pipelining import pipeline
+
+    return pipeline(module, tuple(args)).get_stage_module(0)
+
+
 def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = None, *, depth: int | None = None,
                    device: str = "cpu", repeat: int = 5, warmup: int = 2, threads: int | None = 1,
-                   clock: str = "wall") -> list[ModuleTime]:
+                   clock: str = "wall", pipelined: bool = False) -> list[ModuleTime]:
     """Time the modules of ``module`` called by ``module(*args, **kwargs)`` (see the module's documentation).
 
     ``clock``: ``"wall"`` (elapsed time) or ``"cpu"`` (the process's CPU time: on a CPU shared with other work, what
-    the module costs rather than how long the machine let it run; ``device="cpu"`` only)."""
+    the module costs rather than how long the machine let it run; ``device="cpu"`` only). ``pipelined``: the modules
+    as ``torch.distributed.pipelining`` runs them: the forward through ``pipeline()``'s stage module (its submodules
+    are interpreted ``torch.export`` graphs, 2-6x an eager module's time on small layers) and B and W through its
+    split backward (``stage_backward_input`` walks the stage's autograd graph in Python for ``stage_backward_weight``):
+    the costs its stages pay and an eager profile misses."""
     torch = _torch()
     dev = _device(torch, device)
     if clock not in CLOCKS or (clock == "cpu" and device != "cpu"):
@@ -205,13 +279,18 @@ def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = 
     module = module.to(dev).train()
     args, kwargs = torch.utils._pytree.tree_map(lambda t: t.to(dev) if torch.is_tensor(t) else t,
                                                 (tuple(args), dict(kwargs or {})))
+    if pipelined:
+        module = _pipelined(torch, module, args, kwargs)
     calls = _record(torch, module, args, kwargs)
     subs = dict(module.named_modules())
     rows = []
     for name in _chosen(calls, depth):
-        times = [_time_call(torch, dev, subs[name], call, repeat, warmup, CLOCKS[clock]) for call in calls[name]]
+        times = [_time_call(torch, dev, subs[name], call, repeat, warmup, CLOCKS[clock], pipelined)
+                 for call in calls[name]]
         f, b, bi, bw = (sum(t[i] for t in times) for i in range(4))
         rows.append(ModuleTime(name, f, b, bi, bw, len(times)))
+    if pipelined:
+        rows = _merge_calls(rows)
     if not rows:
         raise SpecError("profile: the model's forward calls no submodule; profile a model built of modules")
     return rows
