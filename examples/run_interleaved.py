@@ -45,7 +45,8 @@ from placement_dsl.export import export
 from placement_dsl.export.plan import module_of
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
-from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, training_graph
+from placement_dsl.pipeline_orders import SPLIT
+from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, split_backward, training_graph
 from placement_dsl.simulate import simulate
 
 SCHEDULES = ("interleaved-1f1b", "zb-h1", "zbv")
@@ -98,11 +99,12 @@ def plan() -> tuple[dict[str, str], dict[str, str], dict[str, Placement], list[f
                   for s in SCHEDULES}
     split = export(placements["zbv"], "torch-pipelining", schedule="zbv").data["split_spec"]
     csvs = {s: export(p, "schedule-csv", microbatches=MICROBATCHES, schedule=s).text for s, p in placements.items()}
-    train = training_graph(g, rows, KIND)
+    whole, split_graph = training_graph(g, rows, KIND), training_graph(g, split_backward(rows), KIND)
     share = {r.module: r.weight_grad_ms / (r.input_grad_ms + r.weight_grad_ms or 1.0) for r in rows}
     tps = {}
     for s, p in placements.items():
         device = dict(zip(g.names, p.assign.tolist()))
+        train = split_graph if s in SPLIT else whole  # ZB-H1, ZBV: the backward as torch splits it, B then W
         tps[s] = Placement(train, p.cluster, [device[op.name[:-5] if op.backward else op.name] for op in train.ops])
     shares = [share.get(str(module_of(op, 2)), 0.0) if op.backward else 0.0 for op in train.ops]
     return split, csvs, tps, shares

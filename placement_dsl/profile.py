@@ -16,9 +16,11 @@ the machine; a median would measure the machine's load as much as the module):
 
 With ``pipelined=True`` the modules are timed as ``torch.distributed.pipelining`` runs them: the
 forward through the stage module ``pipeline()`` builds (interpreted ``torch.export`` submodules), B
-and W through torch's split backward (``stage_backward_input`` then ``stage_backward_weight``, the
-backward their sum), which is what its stages pay; an eager profile misses both (a small MLP's
-blocks: 2-6x the eager forward, and B + W 2-3x the eager backward).
+and W through torch's split backward (``stage_backward_input`` then ``stage_backward_weight``, as
+its zero-bubble schedules run them; the backward stays whole, as 1F1B and GPipe run it), which is
+what its stages pay; an eager profile misses both (a small MLP's blocks: 2-6x the eager forward,
+and B + W 2-3x the eager backward). :func:`split_backward` gives rows whose backward is B + W, for
+a training graph of a zero-bubble run.
 
 A module called several times (one ``relu`` per block) is timed for every call, summed.
 Which modules: those the forward calls, at most ``depth`` dotted parts deep, that call no
@@ -169,8 +171,6 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
         return a2, kw2, [t for t in _tensors(torch, (a2, kw2)) if t.requires_grad]
 
     forward = _fastest_ms(torch, device, inputs, lambda given: sub(*given[0], **given[1]), repeat, warmup, clock)
-    if pipelined:
-        return (forward, *_split_backward_ms(torch, device, sub, inputs, params, repeat, warmup, clock))
 
     def grads(which: str) -> float:
         def once() -> None:
@@ -193,15 +193,16 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
             once()
         return min(spent[warmup:]) if len(spent) > warmup else 0.0
 
+    if pipelined:  # the whole backward as 1F1B and GPipe run it; B and W as the zero-bubble schedules split it
+        return (forward, grads("BW"), *_split_backward_ms(torch, device, sub, inputs, params, repeat, warmup, clock))
     return forward, grads("BW"), grads("B"), grads("W")
 
 
 def _split_backward_ms(torch: Any, device: Any, sub: Any, inputs: Any, params: list, repeat: int, warmup: int,
-                       clock: Any) -> tuple[float, float, float]:
-    """(backward, B, W) ms of ``sub`` through torch's split backward (``stage_backward_input``, then
-    ``stage_backward_weight`` over the parameter groups the first found), as a zero-bubble stage runs them; the
-    backward is their sum. A call whose inputs need no gradient (token ids), or without parameters, has nothing to
-    split: its one gradient is timed by autograd."""
+                       clock: Any) -> tuple[float, float]:
+    """(B, W) ms of ``sub`` through torch's split backward (``stage_backward_input``, then ``stage_backward_weight``
+    over the parameter groups the first found), as a zero-bubble stage runs them. A call whose inputs need no
+    gradient (token ids), or without parameters, has nothing to split: its one gradient is timed by autograd."""
     from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
     spent_i: list[float] = []
@@ -210,7 +211,7 @@ def _split_backward_ms(torch: Any, device: Any, sub: Any, inputs: Any, params: l
         a2, kw2, ins = inputs()
         outs = [t for t in _tensors(torch, sub(*a2, **kw2)) if t.requires_grad]
         if not outs:
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0
         outs = [t.clone() if t._is_view() else t for t in outs]  # torch detaches a stage's outputs in place
         seeds = [torch.ones_like(t) for t in outs]
         start = clock()
@@ -228,8 +229,17 @@ def _split_backward_ms(torch: Any, device: Any, sub: Any, inputs: Any, params: l
         end = clock()
         spent_i.append(1e3 * (middle - start) if ins else 0.0)
         spent_w.append(1e3 * (end - middle) if params else 0.0)
-    i, w = min(spent_i[warmup:]), min(spent_w[warmup:])
-    return i + w, i, w
+    return min(spent_i[warmup:]), min(spent_w[warmup:])
+
+
+def split_backward(rows: Sequence[ModuleTime]) -> list[ModuleTime]:
+    """``rows`` with each backward the sum of its B and W: the backward a zero-bubble schedule runs, in two actions.
+
+    >>> split_backward([ModuleTime("h.0", 1.0, 2.0, 1.5, 1.25, 1)])[0].backward_ms
+    2.75
+    """
+    return [ModuleTime(r.module, r.forward_ms, r.input_grad_ms + r.weight_grad_ms, r.input_grad_ms, r.weight_grad_ms,
+                       r.calls) for r in rows]
 
 
 def _merge_calls(rows: list[ModuleTime]) -> list[ModuleTime]:
@@ -264,9 +274,10 @@ def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = 
     ``clock``: ``"wall"`` (elapsed time) or ``"cpu"`` (the process's CPU time: on a CPU shared with other work, what
     the module costs rather than how long the machine let it run; ``device="cpu"`` only). ``pipelined``: the modules
     as ``torch.distributed.pipelining`` runs them: the forward through ``pipeline()``'s stage module (its submodules
-    are interpreted ``torch.export`` graphs, 2-6x an eager module's time on small layers) and B and W through its
-    split backward (``stage_backward_input`` walks the stage's autograd graph in Python for ``stage_backward_weight``):
-    the costs its stages pay and an eager profile misses."""
+    are interpreted ``torch.export`` graphs, 2-6x an eager module's time on small layers), the backward whole (as
+    1F1B and GPipe run it) and B and W through its split backward (``stage_backward_input`` walks the stage's
+    autograd graph in Python for ``stage_backward_weight``; ZB-H1 and ZBV): the costs its stages pay and an eager
+    profile misses."""
     torch = _torch()
     dev = _device(torch, device)
     if clock not in CLOCKS or (clock == "cpu" and device != "cpu"):
@@ -654,5 +665,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "training_graph", "with_measured_backward",
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward", "training_graph", "with_measured_backward",
            "write_profile"]
