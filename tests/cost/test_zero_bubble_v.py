@@ -162,3 +162,30 @@ def test_the_v_turn_hands_its_tensor_over_in_the_rank_without_a_message():
 
 def schedule_stage_times_of(p: Placement, schedule: str):
     return stage_plan(p, schedule, 4)[0]
+
+
+@settings(deadline=None, max_examples=15, derandomize=True)
+@given(st.lists(st.integers(1, 4), min_size=4, max_size=7), st.integers(0, 3), st.integers(20, 60),
+       st.sampled_from([2, 4, 8]))
+def test_the_dp_counts_zbvs_memory_as_the_cost_model_does(works, out_bytes, memory, m):
+    """With a memory spec, the DP under zbv (each stage's micro-batches along the V's orders, stage_inflight) finds a
+    placement exactly when some contiguous split of the chain into 2 or 4 stages fits, and its answer is valid."""
+    import itertools
+
+    from placement_dsl.errors import InfeasibleError
+    from placement_dsl.heuristics.base import run
+
+    g = chain(works, out_bytes=float(out_bytes))
+    model = replace(ZeroBubbleV(microbatches=m).cost_model(), training_memory=TrainingMemorySpec(microbatches=m))
+    n, fits = len(works), False
+    for h in (2, 4):
+        for cuts in itertools.combinations(range(1, n), h - 1):
+            bounds = (0, *cuts, n)
+            stage_device = [k for k in range(h) for _ in range(bounds[k + 1] - bounds[k])]
+            fits |= evaluate(placed(g, stage_device, 4, memory=float(memory)), model).valid
+    try:
+        found = run("dp", g, Cluster.stages(4, memory=float(memory)), model=model, time_limit=5)
+    except InfeasibleError:
+        assert not fits
+        return
+    assert fits and evaluate(found.placement, model).valid
