@@ -189,3 +189,20 @@ def test_the_dp_counts_zbvs_memory_as_the_cost_model_does(works, out_bytes, memo
         assert not fits
         return
     assert fits and evaluate(found.placement, model).valid
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("m", [1, 4, 16, 64])
+def test_equal_stages_take_two_m_tasks_of_three_plus_p_minus_one(p, m):
+    """F = I = W = c on all 2p stages: 2 m (F + I + W) + (p - 1) F, the recurrence, the simulator and the closed form
+    alike (for m >= 2p - 1, the V's full warm-up; below, torch drops the padded micro-batches)."""
+    from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, layout, order_makespan
+    from placement_dsl.stage_schedules import simulate_orders
+
+    c = 1.5
+    t = StageTimes(tuple(layout("zbv", p, 2 * p)), (c,) * (2 * p), (c,) * (2 * p), (c,) * (2 * p))
+    orders = rank_orders("zbv", p, 2, m)
+    span = simulate_orders(t, orders).makespan
+    assert order_makespan(t, orders) == span
+    if m >= 2 * p - 1:
+        assert span == 2 * m * 3 * c + (p - 1) * c == closed_form_makespan(t, orders)
