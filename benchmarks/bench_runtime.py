@@ -23,10 +23,11 @@ measured: the link (ping-pong), and beside every step the same schedule on stage
 (the runtime's own cost, read through the simulator as a time per task) and the ranks' compute run
 at once (the wall-clock slowdown of a loaded machine).
 
-Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B and
-ZB-H1 from the exported schedule CSV over 4 virtual stages on the 2 ranks
-(``examples/run_interleaved.py``), the simulator's step time per micro-batch (the compute factor
-above, the overhead and slowdown measured beside its own steps) against the measured one.
+Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B,
+ZB-H1 and ZBV from the exported schedule CSV over 4 virtual stages on the 2 ranks
+(``examples/run_interleaved.py``, its modules profiled as torch's pipeline runs them), the simulator's
+step time per micro-batch (the compute factor above, the overhead and slowdown measured beside its own
+steps) against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
@@ -124,7 +125,7 @@ def main() -> None:
     ap.add_argument("--models", default="gpt,cnn,gpt-vocab,cnn-mobile")
     ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
-                    help="skip the interleaved 1F1B and ZB-H1 rows")
+                    help="skip the interleaved 1F1B, ZB-H1 and ZBV rows")
     args = ap.parse_args()
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
@@ -206,11 +207,11 @@ def rankings(runs, results, costs, schedules) -> list[str]:
 
 
 def virtual_rows(costs) -> None:
-    """Interleaved 1F1B and ZB-H1 over 4 virtual stages on 2 ranks, run from the exported CSV: the compute factor
+    """Interleaved 1F1B, ZB-H1 and ZBV over 4 virtual stages on 2 ranks, run from the exported CSV: the compute factor
     fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here)."""
     split, results = ri.run(costs)
     print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
-          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS}; compute x{costs.scale:.3f} (fitted above), "
+          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} (fitted above), "
           "overhead and slowdown measured beside each step\n")
     markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
                    "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",

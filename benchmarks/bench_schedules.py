@@ -1,9 +1,10 @@
-"""Interleaved 1F1B and ZB-H1: the analytic figures against the event simulator at m micro-batches.
+"""Interleaved 1F1B, ZB-H1 and ZBV: the analytic figures against the event simulator at m micro-batches.
 
 For each zoo training model, ``p`` ranks of the model's accelerators and ``v`` virtual stages per
 rank: the forward ops in topological order cut into ``p v`` parts of equal work (each gradient
-with its op), part ``s`` on rank ``s mod p``. Then on random stage times (uniform, several seeds), where ZBV's V
-(``zbv``, two stages per rank) runs too.
+with its op), part ``s`` on rank ``s mod p``; for ZBV (``zbv``, two stages per rank in a V) part
+``s`` on a device of its own (copies of the first accelerator), which the V's rank map folds onto
+the ``p`` ranks. Then on random stage times (uniform, several seeds).
 Each row: the simulator's time per sample (:func:`placement_dsl.simulate.simulate`), the exact
 recurrence of the rank orders (``analytic_time_per_sample``), the fill-work-drain closed form
 (``closed_form_time_per_sample``) and the steady state (``m -> inf``), with their relative errors
@@ -22,21 +23,23 @@ import numpy as np
 from placement_dsl import zoo
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
-from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
+from placement_dsl.pipeline_orders import FOLDS, StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import analytic_time_per_sample, closed_form_time_per_sample, simulate
 from placement_dsl.stage_schedules import simulate_orders
 
 CASES = (("interleaved-1f1b", 2, 1), ("interleaved-1f1b", 2, 2), ("interleaved-1f1b", 4, 2),
-         ("interleaved-1f1b", 4, 3), ("zb-h1", 2, 1), ("zb-h1", 4, 1), ("zb-h1", 4, 2))
-STAGE_ONLY_CASES = (("zbv", 2, 2), ("zbv", 4, 2))  # random stage times only: placements have no V (pipeline_orders)
+         ("interleaved-1f1b", 4, 3), ("zb-h1", 2, 1), ("zb-h1", 4, 1), ("zb-h1", 4, 2), ("zbv", 2, 2), ("zbv", 4, 2))
 
 
-def round_robin(workload, p: int, v: int) -> Placement:
-    """The forward ops cut into ``p v`` parts of equal work in topological order, part ``s`` on rank ``s mod p``."""
+def round_robin(workload, p: int, v: int, schedule: str = "interleaved-1f1b") -> Placement:
+    """The forward ops cut into ``p v`` parts of equal work in topological order, part ``s`` on rank ``s mod p``
+    (ZBV: on device ``s`` of ``2p``, folded onto the ranks by the schedule)."""
     g = workload.graph
     accelerators = [d for d in workload.cluster.devices if not workload.cluster.host[workload.cluster.index[d.name]]]
-    cluster = Cluster(accelerators[:p])
+    folds = schedule in FOLDS
+    cluster = Cluster([accelerators[0].model_copy(update={"name": f"{accelerators[0].name}/{k}"})
+                       for k in range(p * v)]) if folds else Cluster(accelerators[:p])
     fw = [int(u) for u in g.topo if not g.backward[u]]
     work = np.nan_to_num(g.work(accelerators[0].kind)[fw], posinf=0.0)
     cut = np.minimum((np.cumsum(work) - work / 2) / max(work.sum(), 1e-300) * p * v, p * v - 1).astype(int)
@@ -45,7 +48,7 @@ def round_robin(workload, p: int, v: int) -> Placement:
     for grp in g.groups:
         ahead = [u for u in grp if not g.backward[u]]
         part[[u for u in grp if g.backward[u]]] = part[ahead[0]] if ahead else 0
-    return Placement(g, cluster, part % p)
+    return Placement(g, cluster, part if folds else part % p)
 
 
 def error(value: float, reference: float) -> float:
@@ -60,7 +63,7 @@ def models(quick: bool, m: int) -> list[tuple]:
         w = zoo.get(name)
         for schedule, p, v in CASES:
             try:
-                pl = round_robin(w, p, v)
+                pl = round_robin(w, p, v, schedule)
                 sim = simulate(pl, schedule, m).time_per_sample
             except SpecError as err:
                 rows.append((name, schedule, p, v, None, None, None, None, str(err)))
@@ -74,7 +77,7 @@ def random_rows(seeds: int, m: int) -> list[tuple]:
     rows = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        for schedule, p, v in CASES + STAGE_ONLY_CASES:
+        for schedule, p, v in CASES:
             s = p * v
             t = StageTimes(tuple(layout(schedule, p, s)), *(tuple(rng.uniform(lo, 2.0, s)) for lo in (0.5, 0.5, 0.2)))
             orders = rank_orders(schedule, p, v, m)

@@ -1,17 +1,20 @@
-"""Run interleaved 1F1B and ZB-H1 from the exported schedule CSV: 4 virtual stages on 2 CPU ranks.
+"""Run interleaved 1F1B, ZB-H1 and ZBV from the exported schedule CSV: 4 virtual stages on 2 CPU ranks.
 
 A small residual MLP (``embed``, blocks ``h.0`` .. ``h.3``, ``head``) is imported through
 ``torch.export``, placed one block per stage with stage ``k`` on rank ``k mod 2`` (each rank holds
-two non-adjacent stages), exported as ``torch.distributed.pipelining`` split points and as torch's
+two non-adjacent stages; for ZBV, stage ``k`` on device ``k`` of 4, which ZBV's V folds onto rank
+``k`` and ``3 - k``), exported as ``torch.distributed.pipelining`` split points and as torch's
 schedule CSV of each schedule, and run by torch's schedule runtime
-(``_PipelineScheduleRuntime._load_csv``) on 2 gloo processes. The script checks that the output of
+(``_PipelineScheduleRuntime._load_csv``; for ZBV, ``ScheduleZBVZeroBubble``, whose V maps the
+stages to ranks, with the CSV loaded into it) on 2 gloo processes. The script checks that the output of
 the last stage and the gradients of every stage equal the unsplit model's (ZB-H1 computes the weight
 gradients in separate ``W`` actions), and prints the simulator's time per micro-batch of each
 schedule beside the measured one: the modules' forward, input-gradient and weight-gradient times are
-profiled on one CPU thread first (:mod:`placement_dsl.profile`), each backward op's weight-gradient
-share taken from its module's ``W / (B + W)``.
+profiled on one CPU thread first, as torch's pipeline runs them (:func:`placement_dsl.profile.profile_module`
+with ``pipelined=True``: the stage module's interpreted submodules, torch's split backward), each
+backward op's weight-gradient share taken from its module's ``W / (B + W)``.
 
-Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 30 s)
+Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 60 s)
 
 The model is tiny: the schedule runtime's per-action work (a gloo send or receive, Python bookkeeping, and on a
 loaded machine the wait to be scheduled again) dwarfs its stages' compute, which is why that work is measured.
@@ -34,20 +37,22 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from run_pipeline import IDLE_FEATURES, busy_slowdown, idle_pipe
 from torch import nn
-from torch.distributed.pipelining import SplitPoint, pipeline
-from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+from torch.distributed.pipelining import PipelineStage, SplitPoint, pipeline
+from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble, _PipelineScheduleRuntime
 
 from placement_dsl import Cluster, Placement
 from placement_dsl.export import export
 from placement_dsl.export.plan import module_of
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
-from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, training_graph
+from placement_dsl.pipeline_orders import SPLIT
+from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, split_backward, training_graph
 from placement_dsl.simulate import simulate
 
-SCHEDULES = ("interleaved-1f1b", "zb-h1")
+SCHEDULES = ("interleaved-1f1b", "zb-h1", "zbv")
 RANKS, LAYERS, WIDTH, MICROBATCH, MICROBATCHES = 2, 4, 32, 2, 4
 KIND, BANDWIDTH, STEPS = "accelerator", 1e6, 3  # stage devices are one-thread CPU ranks; gloo moves ~1 GB/s
+PIPELINED = True  # profile the modules as torch's pipeline() and split backward run them (profile_module)
 
 
 class Net(nn.Module):
@@ -70,11 +75,17 @@ def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(output, target)
 
 
-def plan() -> tuple[dict[str, str], dict[str, str], Placement, list[float]]:
-    """The split points of the placement (one block per stage, stage k on rank k mod 2), its CSVs, its training graph
-    on the ranks with the profiled module times and each op's weight-gradient share."""
+def stages_of_rank(schedule: str, rank: int) -> list[int]:
+    """The stages ``rank`` builds: ``k mod 2`` round-robin, or ZBV's V (``rank`` and ``2 RANKS - 1 - rank``)."""
+    return [rank, 2 * RANKS - 1 - rank] if schedule == "zbv" else list(range(rank, RANKS * 2, RANKS))
+
+
+def plan() -> tuple[dict[str, str], dict[str, str], dict[str, Placement], list[float]]:
+    """The split points of the placement (one block per stage, stage k on rank k mod 2), each schedule's CSV and
+    training placement (ZBV's on 4 stage devices) with the profiled module times, and each op's weight-gradient
+    share."""
     model, x, _ = data()
-    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu")
+    rows = profile_module(model, (x[:MICROBATCH],), depth=2, repeat=10, warmup=3, clock="cpu", pipelined=PIPELINED)
     with torch.device("meta"):
         w = from_module(Net(), (torch.randn(MICROBATCH, 16),), name="net")
     g, _ = apply_costs(w.graph, {r.module: {KIND: r.forward_ms} for r in rows})
@@ -83,16 +94,20 @@ def plan() -> tuple[dict[str, str], dict[str, str], Placement, list[float]]:
         path = str(op.attrs.get("module") or "")
         block = int(path.split(".")[1]) if path.startswith("h.") else (LAYERS - 1 if path.startswith("head") else 0)
         stage.append(max(block, stage[-1] if stage else 0))
-    cluster = Cluster.accelerators(RANKS, bandwidth=BANDWIDTH)
-    placement = Placement(g, cluster, [s % RANKS for s in stage])
-    split = export(placement, "torch-pipelining").data["split_spec"]
-    csvs = {s: export(placement, "schedule-csv", microbatches=MICROBATCHES, schedule=s).text for s in SCHEDULES}
-    train = training_graph(g, rows, KIND)
-    device = dict(zip(g.names, placement.assign.tolist()))
+    placements = {s: Placement(g, Cluster.accelerators(4, bandwidth=BANDWIDTH), stage) if s == "zbv" else
+                  Placement(g, Cluster.accelerators(RANKS, bandwidth=BANDWIDTH), [k % RANKS for k in stage])
+                  for s in SCHEDULES}
+    split = export(placements["zbv"], "torch-pipelining", schedule="zbv").data["split_spec"]
+    csvs = {s: export(p, "schedule-csv", microbatches=MICROBATCHES, schedule=s).text for s, p in placements.items()}
+    whole, split_graph = training_graph(g, rows, KIND), training_graph(g, split_backward(rows), KIND)
     share = {r.module: r.weight_grad_ms / (r.input_grad_ms + r.weight_grad_ms or 1.0) for r in rows}
-    tp = Placement(train, cluster, [device[op.name[:-5] if op.backward else op.name] for op in train.ops])
+    tps = {}
+    for s, p in placements.items():
+        device = dict(zip(g.names, p.assign.tolist()))
+        train = split_graph if s in SPLIT else whole  # ZB-H1, ZBV: the backward as torch splits it, B then W
+        tps[s] = Placement(train, p.cluster, [device[op.name[:-5] if op.backward else op.name] for op in train.ops])
     shares = [share.get(str(module_of(op, 2)), 0.0) if op.backward else 0.0 for op in train.ops]
-    return split, csvs, tp, shares
+    return split, csvs, tps, shares
 
 
 def predict(tp: Placement, shares: list[float], schedule: str, costs: RunCosts) -> float:
@@ -131,6 +146,22 @@ def _stage_inputs(pipe, x: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
+def build(pipe, k: int, schedule: str):
+    """Stage ``k`` of ``pipe`` on this rank. For ZBV a ``PipelineStage`` of torch's stage module: the stages
+    ``pipe.build_stage`` makes send their first messages to the next stage's rank even at the V's turn, where it is
+    their own, which gloo refuses ("Pair is not connected"); ``PipelineStage`` skips a same-rank neighbour."""
+    if schedule != "zbv":
+        return pipe.build_stage(k, torch.device("cpu"))
+    return PipelineStage(pipe.get_stage_module(k), k, pipe.num_stages, torch.device("cpu"))
+
+
+def run_step(runtime, x: torch.Tensor, target: torch.Tensor):
+    """One step of ``runtime``: the input to the rank holding the first stage, the target to the last stage's (one
+    rank holds both under ZBV)."""
+    first, last = (any(getattr(s, attr) for s in runtime._stages) for attr in ("is_first", "is_last"))
+    return runtime.step(*([x] if first else []), **({"target": target, "losses": []} if last else {}))
+
+
 def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -140,8 +171,8 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
     with torch.no_grad():
         want = model(x)
     idle_x, idle_target = torch.randn(len(x), IDLE_FEATURES), torch.randn(len(x), IDLE_FEATURES)
-    mine = range(rank, pipe.num_stages, RANKS)
     inputs = _stage_inputs(pipe, x[:MICROBATCH])
+    mine: list[int] = []
 
     def compute() -> None:  # this rank's stages' forward and backward of one micro-batch, as a step runs them
         for k in mine:
@@ -153,10 +184,12 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
     result: dict[str, dict] = {}
     try:
         for name in SCHEDULES:
-            stages = [pipe.build_stage(k, torch.device("cpu")) for k in mine]
-            idle = [idle_stages.build_stage(k, torch.device("cpu")) for k in mine]
-            runtime = _PipelineScheduleRuntime(stages, MICROBATCHES, loss_fn=loss_fn)
-            idle_runtime = _PipelineScheduleRuntime(idle, MICROBATCHES, loss_fn=loss_fn)
+            mine[:] = stages_of_rank(name, rank)
+            stages = [build(pipe, k, name) for k in mine]
+            idle = [build(idle_stages, k, name) for k in mine]
+            kind = ScheduleZBVZeroBubble if name == "zbv" else _PipelineScheduleRuntime  # ZBV's class maps the V
+            runtime = kind(stages, MICROBATCHES, loss_fn=loss_fn)
+            idle_runtime = kind(idle, MICROBATCHES, loss_fn=loss_fn)
             path = Path(out, f"{name}.csv")
             runtime._load_csv(str(path), format="compute_only")
             idle_runtime._load_csv(str(path), format="compute_only")
@@ -166,7 +199,7 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
                     s.submod.zero_grad()
                 dist.barrier()
                 start = time.perf_counter()
-                y = runtime.step(x) if rank == 0 else runtime.step(target=target, losses=[])
+                y = run_step(runtime, x, target)
                 times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
                 if step == 0:
                     checked = [p.grad is not None and torch.allclose(p.grad, want_grads[pname], rtol=1e-4, atol=1e-6)
@@ -175,7 +208,7 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
                                                                                     atol=1e-5))
                 dist.barrier()
                 start = time.perf_counter()
-                idle_runtime.step(idle_x) if rank == 0 else idle_runtime.step(target=idle_target, losses=[])
+                run_step(idle_runtime, idle_x, idle_target)
                 idle_times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
                 dist.barrier()  # every rank at once, as in a step
                 slowdown.append(busy_slowdown(compute, MICROBATCHES))
@@ -195,7 +228,7 @@ def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
     (none: the profile's own speed and no link latency) with the overhead and slowdown measured in the run."""
     torch.set_num_threads(1)
     base = base or RunCosts(1.0, LinkTime(0.0, BANDWIDTH))
-    split, csvs, tp, shares = plan()
+    split, csvs, tps, shares = plan()
     model, x, _ = data()
     pipe = pipeline(model, (x[:MICROBATCH],), split_spec={k: SplitPoint.BEGINNING for k in split})
     if pipe.num_stages != RANKS * 2:
@@ -214,16 +247,18 @@ def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
         measured = {"schedule": name, "idle_ms": max(r[name]["idle_ms"] for r in ranks),
                     "slowdown": sum(r[name]["slowdown"] for r in ranks) / RANKS}
         costs = run_costs(base, measured)
-        out[name] = {"output": ranks[-1][name]["output"], "grads": all(r[name]["grads"] for r in ranks),
-                     "predicted_ms": predict(tp, shares, name, costs), "measured_ms": max(r[name]["ms"] for r in ranks),
-                     "profiled_ms": predict(tp, shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
+        out[name] = {"output": next(r[name]["output"] for r in ranks if "output" in r[name]), "grads": all(r[name]["grads"] for r in ranks),
+                     "predicted_ms": predict(tps[name], shares, name, costs),
+                     "measured_ms": max(r[name]["ms"] for r in ranks),
+                     "profiled_ms": predict(tps[name], shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
                      "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown}
     return split, out
 
 
 def main() -> int:
     split, results = run()
-    print(f"split_spec {split}; torch split it into {RANKS * 2} stages, stage k on rank k mod {RANKS}")
+    print(f"split_spec {split}; torch split it into {RANKS * 2} stages, stage k on rank k mod {RANKS} "
+          f"(zbv: stages k and {2 * RANKS - 1} - k on rank k)")
     ok = True
     for name, r in results.items():
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]

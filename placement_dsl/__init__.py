@@ -14,7 +14,8 @@ from .evaluate import CostModel, Evaluation, evaluate
 from .graph import Graph, Op
 from .io import Workload, load_placement, load_workload, save_placement, save_workload
 from .placement import Placement
-from .objectives import Bottleneck, GPipe, Interleaved1F1B, Latency, Makespan, PipeDream, Throughput, ZeroBubbleH1
+from .objectives import (Bottleneck, GPipe, Interleaved1F1B, Latency, Makespan, PipeDream, Throughput, ZeroBubbleH1,
+                         ZeroBubbleV)
 from .constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs
 from .training_terms import Replicate, TrainingMemory
 from .problem import Problem, Stages
@@ -26,6 +27,7 @@ __all__ = [
     "AllowedKinds", "Bottleneck", "Boundaries", "Colocate", "Contiguous", "DagOrder", "GPipe", "Memory", "Overflow",
     "Pin", "PipeDream", "Problem", "Stages", "Throughput",
     "Congestion", "Interleaved1F1B", "Latency", "Makespan", "Replicate", "Subgraphs", "TrainingMemory", "ZeroBubbleH1",
+    "ZeroBubbleV",
     "Cluster", "CostModel", "Device", "Evaluation", "EvaluationMismatchError", "Graph", "InfeasibleError",
     "Link", "Op", "Placement", "PlacementError", "Route", "SolverUnavailableError", "SpecError", "Workload",
     "evaluate", "load_placement", "load_workload", "save_placement", "save_workload",

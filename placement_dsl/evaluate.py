@@ -23,9 +23,10 @@ throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d B
 (overflow is charged to the forward pass); on a cluster with links each link is a resource
 too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
 in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
-``interleaved-1f1b`` and ``zb-h1`` = the time per sample of torch's rank orders over the placement's
+``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
 virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
-``max_d (FW_d + BW_d)`` without;
+``max`` over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices
+onto a rank and hands the tensor between them over in its process);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
@@ -97,6 +98,7 @@ NAMED = {
     "makespan": (Objective.MAKESPAN, MemoryMode.HARD),
     "interleaved-1f1b": (Objective.MAX_LOAD, MemoryMode.HARD),  # placement_dsl.pipeline_orders: torch's orders
     "zb-h1": (Objective.MAX_LOAD, MemoryMode.HARD),
+    "zbv": (Objective.MAX_LOAD, MemoryMode.HARD),
 }
 
 
@@ -503,17 +505,16 @@ def _rank_order_memory(p: Placement, model: CostModel, in_fw_bytes: np.ndarray) 
         return training_memory(p, model.training_memory, p.replica_sets, in_fw_bytes)
 
 
-def _rank_order_objective(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...],
-                          violations: list[Violation]) -> float:
+def _rank_order_objective(p: Placement, model: CostModel, violations: list[Violation]) -> float:
     """``interleaved-1f1b`` / ``zb-h1``: the time per sample of the ranks' orders over ``microbatches``
     (:func:`placement_dsl.pipeline_orders.order_makespan`), or the steady state ``max_d (FW_d + BW_d)`` without;
     a placement whose virtual stages the schedule cannot run (not round-robin, a cycle) has none."""
     try:
-        times = stage_times(p, device_costs, model)
+        times = stage_times(p, device_costs, model, schedule=str(model.name))
         ranks = max(times.rank) + 1
         check_round_robin(times, ranks, str(model.name))
-        if model.microbatches is None:
-            return max(r.load for r in rows)
+        if model.microbatches is None:  # the orders' limit: a rank's stages' tasks (two devices under ZBV's fold)
+            return float(np.bincount(times.rank, np.add(np.add(times.f, times.i), times.w)).max())
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
     except SpecError as err:
         violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))
@@ -543,7 +544,7 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     latency, finish, subgraphs = None, {}, {}
     links = link_loads(placement) if model.objective in (Objective.MAX_LOAD, Objective.GPIPE) else ()
     if model.objective is Objective.MAX_LOAD and model.name in ORDERS:
-        objective = _rank_order_objective(placement, model, rows, violations)
+        objective = _rank_order_objective(placement, model, violations)
     elif model.objective is Objective.MAX_LOAD:
         objective = max([r.load for r in rows] + [lk.load for lk in links])
     elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain

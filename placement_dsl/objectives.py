@@ -10,8 +10,8 @@ tensor's producer):
 * :class:`Throughput` — Tarnawski's max device load over accelerators and CPUs (Fig. 6);
 * :class:`PipeDream` — ``max_d (FW_d + BW_d)`` (Tarnawski §5.3), the same max load;
 * :class:`GPipe` — ``max_d FW_d + max_d BW_d`` (Tarnawski §5.3 and App. A), exact;
-* :class:`Interleaved1F1B`, :class:`ZeroBubbleH1` — torch's interleaved and zero-bubble orders over
-  virtual stages, their steady state the max load.
+* :class:`Interleaved1F1B`, :class:`ZeroBubbleH1`, :class:`ZeroBubbleV` — torch's interleaved and zero-bubble
+  orders over virtual stages, their steady state the max load (per rank under ZBV's V).
 
 ``overlap`` replaces each sum by a maximum (Tarnawski App. C.1): ``"half"``:
 ``max(compute, in + out + overflow)``; ``"full"``: ``max(compute, in, out + overflow)``.
@@ -161,6 +161,21 @@ class ZeroBubbleH1(Interleaved1F1B):
     (``(p - 1)(F + I - W)`` on equal stages). Same exactness as :class:`Interleaved1F1B`."""
 
     names: ClassVar[tuple[str, ...]] = ("zb-h1",)
+
+
+@dataclass(frozen=True)
+class ZeroBubbleV(Interleaved1F1B):
+    """ZBV (Qi et al., "Zero Bubble Pipeline Parallelism" §6; torch's ``ScheduleZBVZeroBubble``): two stages per
+    rank in a V, rank ``k`` running stages ``k`` and ``2p - 1 - k``, the backward split as in ZB-H1.
+
+    The placement gives each of its ``2p`` stages a device of its own (the V's turn, stages ``p - 1`` and
+    ``p``, sits on one rank back to back, which one device would hold as one stage), and the rank map
+    folds them onto ``p`` ranks (:func:`placement_dsl.stage_schedules.stage_ranks`): a rank's time is
+    its two stages' tasks, each device's memory its own stage's. ``microbatches=None`` is the steady
+    state, the most work of a rank, ``max_k sum_{s on k} (F_s + B_s)``. Same exactness as
+    :class:`Interleaved1F1B`: the heuristics answer and the cost model scores them."""
+
+    names: ClassVar[tuple[str, ...]] = ("zbv",)
 
 
 def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> ObjectiveTerm:

@@ -22,10 +22,14 @@ rather than reorder, as ``torch.distributed.pipelining`` does (torch 2.13, ``sch
     two stages per rank in a V: rank ``k`` holds stages ``k`` and ``2p - 1 - k`` (the last rank
     turns the pipeline back); warm-up ``2(p - k) - 1`` forwards of the first, ``k`` pairs of
     forwards, ``p - k`` rounds of ``F I W`` on the second, then ``F I W`` on each stage in turn,
-    then the remaining ``I`` and ``W``. Needs ``m >= 2p - 1`` (torch runs ``max(2p - 1, m)``).
-    Its orders, makespan and simulator work on :class:`StageTimes`; placements have no ``zbv``:
-    the turn puts stages ``p - 1`` and ``p`` back to back on one rank, which a placement's
-    stages (maximal parts of one device) cannot tell apart from one stage.
+    then the remaining ``I`` and ``W``. Built for ``max(2p - 1, m)`` micro-batches, the tasks of
+    micro-batches ``>= m`` dropped, as torch does.
+
+The rank map (:func:`layout`): stage ``s`` runs on rank ``s mod p`` (round-robin), or in ZBV's V on
+rank ``s`` for ``s < p`` and ``2p - 1 - s`` after. A schedule in :data:`FOLDS` (ZBV) puts two
+stages back to back on one rank at the V's turn, which one device cannot hold as two stages (its
+ops would form one stage): its placements give every stage a device of its own and the map folds
+those devices onto the ranks (:func:`placement_dsl.stage_schedules.stage_ranks`).
 
 Time (:func:`closed_form_makespan`): with per-stage task times ``f_s``, ``b_s`` (or ``i_s + w_s``)
 that include the stage's transfers (the cost model's loads), a rank ``k`` whose first stage is
@@ -56,9 +60,9 @@ import numpy as np
 
 from .errors import SpecError
 
-ORDERS = ("interleaved-1f1b", "zb-h1")  # the schedules of placements (virtual stages round-robin)
-STAGE_ONLY = ("zbv",)  # orders over stage times only: a placement cannot mark the V's turn (see zbv below)
+ORDERS = ("interleaved-1f1b", "zb-h1", "zbv")  # the schedules run as rank orders over virtual stages
 SPLIT = frozenset({"zb-h1", "zbv"})  # schedules that split the backward into I and W
+FOLDS = {"zbv": 2}  # schedules whose rank map folds stage devices onto ranks: name -> stages per rank
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,8 @@ def rounds(ranks: int, microbatches: int) -> int:
 
 
 def _check(schedule: str, ranks: int, local: int, microbatches: int) -> None:
-    if schedule not in ORDERS + STAGE_ONLY:
-        raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS + STAGE_ONLY)}")
+    if schedule not in ORDERS:
+        raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS)}")
     for name, value in (("ranks", ranks), ("virtual stages per rank", local), ("microbatches", microbatches)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise SpecError(f"pipeline schedule {schedule!r}: {name} must be a whole number >= 1, got {value!r}")
@@ -105,10 +109,10 @@ def rank_orders(schedule: str, ranks: int, local: int, microbatches: int) -> lis
     """
     _check(schedule, ranks, local, microbatches)
     if schedule == "zbv":
-        if local != 2 or microbatches < 2 * ranks - 1:
-            raise SpecError(f"pipeline schedule 'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = "
-                            f"{2 * ranks - 1}, got {local} stages per rank and {microbatches} micro-batches")
-        return [_zbv_order(ranks, microbatches, k) for k in range(ranks)]
+        if local != 2:
+            raise SpecError(f"pipeline schedule 'zbv': needs 2 stages per rank (a V over 2p stages), got {local}")
+        return [[a for a in _zbv_order(ranks, max(2 * ranks - 1, microbatches), k) if a.microbatch < microbatches]
+                for k in range(ranks)]
     per_round = rounds(ranks, microbatches)
     return [_rank_order(schedule, ranks, local, microbatches, per_round, k) for k in range(ranks)]
 
@@ -220,7 +224,7 @@ def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleave
     want = layout(schedule, ranks, times.stages)
     for s, k in enumerate(times.rank):
         if k != want[s]:
-            where = f"stage s on rank s mod {ranks}" if schedule != "zbv" else "stages k and 2p - 1 - k on rank k"
+            where = "stages k and 2p - 1 - k on rank k" if schedule in FOLDS else f"stage s on rank s mod {ranks}"
             raise SpecError(f"pipeline schedule: stage {s} runs on rank {k}, not on rank {want[s]}; {schedule} "
                             f"places {where}")
 
@@ -342,25 +346,32 @@ def stash_peaks(times: StageTimes, orders: Sequence[Sequence[Action]], act: Sequ
     return peak, rank_peak
 
 
-def stage_inflight(schedule: str, ranks: int, microbatches: int) -> np.ndarray:
-    """Micro-batches each stage of a ``ranks``-stage pipeline (one stage per rank) holds at its peak in ``schedule``'s
-    order (:func:`stash_peaks`): ``min(2 (p - s) - 1, m)`` in ``interleaved-1f1b`` (torch's warm-up of
-    ``2 (p - 1 - s)`` forwards), ``min(p, m)`` on every stage in ``zb-h1`` (rank ``s`` holds its first ``s``
-    micro-batches until their deferred ``W``). :class:`SpecError` where the order refuses ``m``.
+def stage_inflight(schedule: str, stages: int, microbatches: int) -> np.ndarray:
+    """Micro-batches each stage of a ``stages``-stage pipeline holds at its peak in ``schedule``'s order
+    (:func:`stash_peaks`), one stage per rank (two per rank in a V under :data:`FOLDS`, ``p = stages / 2``):
+    ``min(2 (p - s) - 1, m)`` in ``interleaved-1f1b`` (torch's warm-up of ``2 (p - 1 - s)`` forwards),
+    ``min(p, m)`` on every stage in ``zb-h1`` (rank ``s`` holds its first ``s`` micro-batches until their
+    deferred ``W``). :class:`SpecError` where the order refuses ``m`` or the stages.
 
     >>> stage_inflight("interleaved-1f1b", 3, 8).tolist(), stage_inflight("zb-h1", 3, 8).tolist()
     ([5, 3, 1], [3, 3, 3])
+    >>> stage_inflight("zbv", 4, 8).tolist()  # rank 0 holds stages 0 and 3 (4 + 1), rank 1 stages 1 and 2 (3 + 2)
+    [4, 3, 2, 1]
     """
     if schedule not in ORDERS:
         raise SpecError(f"stage_inflight: schedule {schedule!r} is not one of {list(ORDERS)}")
-    zero = (0.0,) * ranks
-    times = StageTimes(tuple(range(ranks)), zero, zero, zero)
-    return stash_peaks(times, rank_orders(schedule, ranks, 1, microbatches), [0.0] * ranks)[0]
+    per = FOLDS.get(schedule, 1)
+    if stages % per:
+        raise SpecError(f"stage_inflight: {schedule} runs {per} stages per rank; {stages} stages do not fold")
+    zero = (0.0,) * stages
+    times = StageTimes(tuple(layout(schedule, stages // per, stages)), zero, zero, zero)
+    return stash_peaks(times, rank_orders(schedule, stages // per, per, microbatches), [0.0] * stages)[0]
 
 
 __all__ = [
+    "FOLDS",
     "ORDERS",
-    "STAGE_ONLY",
+    "SPLIT",
     "Action",
     "StageTimes",
     "check_round_robin",

@@ -14,6 +14,14 @@ the machine; a median would measure the machine's load as much as the module):
   the layer after it) is paid in each: ``B + W >= backward``. A call with no floating-point
   input (an embedding's token ids) has B = 0, a module without parameters W = 0.
 
+With ``pipelined=True`` the modules are timed as ``torch.distributed.pipelining`` runs them: the
+forward through the stage module ``pipeline()`` builds (interpreted ``torch.export`` submodules), B
+and W through torch's split backward (``stage_backward_input`` then ``stage_backward_weight``, as
+its zero-bubble schedules run them; the backward stays whole, as 1F1B and GPipe run it), which is
+what its stages pay; an eager profile misses both (a small MLP's blocks: 2-6x the eager forward,
+and B + W 2-3x the eager backward). :func:`split_backward` gives rows whose backward is B + W, for
+a training graph of a zero-bubble run.
+
 A module called several times (one ``relu`` per block) is timed for every call, summed.
 Which modules: those the forward calls, at most ``depth`` dotted parts deep, that call no
 other such module (``depth=None``: the innermost modules called). Ops outside them (a
@@ -32,6 +40,7 @@ from __future__ import annotations
 import csv
 import inspect
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +54,7 @@ from .files import write_atomic
 from .graph import Graph, Op
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
+from .pipeline_orders import FOLDS
 from .placement import Placement
 from .simulate import simulate
 from .zoo.training import with_backward
@@ -145,9 +155,10 @@ def _tensors(torch: Any, value: Any) -> list:
     return [t for t in torch.utils._pytree.tree_leaves(value) if torch.is_tensor(t)]
 
 
-def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int, clock: Any = time.perf_counter
-               ) -> tuple[float, ...]:
-    """(forward, backward, B, W) ms of one recorded call of ``sub``."""
+def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warmup: int, clock: Any = time.perf_counter,
+               pipelined: bool = False) -> tuple[float, ...]:
+    """(forward, backward, B, W) ms of one recorded call of ``sub`` (B and W as torch's split backward runs them when
+    ``pipelined``)."""
     a, kw = call
     params = [p for p in sub.parameters() if p.requires_grad]
 
@@ -182,16 +193,91 @@ def _time_call(torch: Any, device: Any, sub: Any, call: tuple, repeat: int, warm
             once()
         return min(spent[warmup:]) if len(spent) > warmup else 0.0
 
+    if pipelined:  # the whole backward as 1F1B and GPipe run it; B and W as the zero-bubble schedules split it
+        return (forward, grads("BW"), *_split_backward_ms(torch, device, sub, inputs, params, repeat, warmup, clock))
     return forward, grads("BW"), grads("B"), grads("W")
+
+
+def _split_backward_ms(torch: Any, device: Any, sub: Any, inputs: Any, params: list, repeat: int, warmup: int,
+                       clock: Any) -> tuple[float, float]:
+    """(B, W) ms of ``sub`` through torch's split backward (``stage_backward_input``, then ``stage_backward_weight``
+    over the parameter groups the first found), as a zero-bubble stage runs them. A call whose inputs need no
+    gradient (token ids), or without parameters, has nothing to split: its one gradient is timed by autograd."""
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    spent_i: list[float] = []
+    spent_w: list[float] = []
+    for _ in range(warmup + repeat):
+        a2, kw2, ins = inputs()
+        outs = [t for t in _tensors(torch, sub(*a2, **kw2)) if t.requires_grad]
+        if not outs:
+            return 0.0, 0.0
+        outs = [t.clone() if t._is_view() else t for t in outs]  # torch detaches a stage's outputs in place
+        seeds = [torch.ones_like(t) for t in outs]
+        start = clock()
+        if ins and params:
+            _, groups = stage_backward_input(outs, seeds, ins, iter(params))
+        elif ins:  # nothing to split: the input gradient is the backward
+            torch.autograd.grad(outs, ins, seeds, allow_unused=True)
+        middle = clock()
+        if ins and params:
+            stage_backward_weight(iter(params), groups, retain_graph=False)
+        elif params:
+            torch.autograd.grad(outs, params, seeds, allow_unused=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        end = clock()
+        spent_i.append(1e3 * (middle - start) if ins else 0.0)
+        spent_w.append(1e3 * (end - middle) if params else 0.0)
+    return min(spent_i[warmup:]), min(spent_w[warmup:])
+
+
+def split_backward(rows: Sequence[ModuleTime]) -> list[ModuleTime]:
+    """``rows`` with each backward the sum of its B and W: the backward a zero-bubble schedule runs, in two actions.
+
+    >>> split_backward([ModuleTime("h.0", 1.0, 2.0, 1.5, 1.25, 1)])[0].backward_ms
+    2.75
+    """
+    return [ModuleTime(r.module, r.forward_ms, r.input_grad_ms + r.weight_grad_ms, r.input_grad_ms, r.weight_grad_ms,
+                       r.calls) for r in rows]
+
+
+def _merge_calls(rows: list[ModuleTime]) -> list[ModuleTime]:
+    """Rows of one module's later calls (``act@1``: ``torch.export`` unflattens each call as a module of its own)
+    added to the module's own row, as an eager profile counts them."""
+    merged: dict[str, ModuleTime] = {}
+    for r in rows:
+        name = re.sub(r"@\d+", "", r.module)
+        was = merged.get(name)
+        merged[name] = ModuleTime(name, r.forward_ms, r.backward_ms, r.input_grad_ms, r.weight_grad_ms, r.calls) \
+            if was is None else ModuleTime(name, was.forward_ms + r.forward_ms, was.backward_ms + r.backward_ms,
+                                           was.input_grad_ms + r.input_grad_ms, was.weight_grad_ms + r.weight_grad_ms,
+                                           was.calls + r.calls)
+    return list(merged.values())
+
+
+def _pipelined(torch: Any, module: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """``module`` as ``torch.distributed.pipelining.pipeline`` runs it: the one stage module of an unsplit pipe, whose
+    submodules (interpreted ``torch.export`` modules, named as in ``module``) cost more per op than eager ones."""
+    if kwargs:
+        raise SpecError(f"profile: a pipelined profile takes positional inputs only, got keyword inputs {sorted(kwargs)}")
+    from torch.distributed.pipelining import pipeline
+
+    return pipeline(module, tuple(args)).get_stage_module(0)
 
 
 def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = None, *, depth: int | None = None,
                    device: str = "cpu", repeat: int = 5, warmup: int = 2, threads: int | None = 1,
-                   clock: str = "wall") -> list[ModuleTime]:
+                   clock: str = "wall", pipelined: bool = False) -> list[ModuleTime]:
     """Time the modules of ``module`` called by ``module(*args, **kwargs)`` (see the module's documentation).
 
     ``clock``: ``"wall"`` (elapsed time) or ``"cpu"`` (the process's CPU time: on a CPU shared with other work, what
-    the module costs rather than how long the machine let it run; ``device="cpu"`` only)."""
+    the module costs rather than how long the machine let it run; ``device="cpu"`` only). ``pipelined``: the modules
+    as ``torch.distributed.pipelining`` runs them: the forward through ``pipeline()``'s stage module (its submodules
+    are interpreted ``torch.export`` graphs, 2-6x an eager module's time on small layers), the backward whole (as
+    1F1B and GPipe run it) and B and W through its split backward (``stage_backward_input`` walks the stage's
+    autograd graph in Python for ``stage_backward_weight``; ZB-H1 and ZBV): the costs its stages pay and an eager
+    profile misses."""
     torch = _torch()
     dev = _device(torch, device)
     if clock not in CLOCKS or (clock == "cpu" and device != "cpu"):
@@ -204,13 +290,18 @@ def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = 
     module = module.to(dev).train()
     args, kwargs = torch.utils._pytree.tree_map(lambda t: t.to(dev) if torch.is_tensor(t) else t,
                                                 (tuple(args), dict(kwargs or {})))
+    if pipelined:
+        module = _pipelined(torch, module, args, kwargs)
     calls = _record(torch, module, args, kwargs)
     subs = dict(module.named_modules())
     rows = []
     for name in _chosen(calls, depth):
-        times = [_time_call(torch, dev, subs[name], call, repeat, warmup, CLOCKS[clock]) for call in calls[name]]
+        times = [_time_call(torch, dev, subs[name], call, repeat, warmup, CLOCKS[clock], pipelined)
+                 for call in calls[name]]
         f, b, bi, bw = (sum(t[i] for t in times) for i in range(4))
         rows.append(ModuleTime(name, f, b, bi, bw, len(times)))
+    if pipelined:
+        rows = _merge_calls(rows)
     if not rows:
         raise SpecError("profile: the model's forward calls no submodule; profile a model built of modules")
     return rows
@@ -516,15 +607,17 @@ def _golden_min(loss: Callable[[float], float], lo: float, hi: float, steps: int
 
 
 # ---------------------------------------------------------------------------- the runtime's own cost, measured
-def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR) -> Placement:
+def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR,
+                  schedule: str | None = None) -> Placement:
     """The training graph of a chain of ``stages`` stages that do no work, stage ``k`` on rank ``k mod ranks``, each
     passing ``message_bytes`` to the next one forward and as much back: the pipeline whose step is the schedule
     runtime's own cost (its actions and their messages), which a run of stage modules that return their input
-    measures.
+    measures. Under a schedule whose rank map folds (``zbv``), stage ``k`` on device ``k`` of ``stages``, which the
+    map puts on the ranks (:func:`placement_dsl.stage_schedules.stage_ranks`).
 
     >>> p = idle_pipeline(4, 2, 64.0)
-    >>> p.graph.n, p.assign.tolist()
-    (8, [0, 1, 0, 1, 1, 0, 1, 0])
+    >>> p.graph.n, p.assign.tolist(), idle_pipeline(4, 2, 64.0, schedule="zbv").assign.tolist()
+    (8, [0, 1, 0, 1, 1, 0, 1, 0], [0, 1, 2, 3, 3, 2, 1, 0])
     """
     if stages < 2 or ranks < 2 or stages % ranks or not 0 <= message_bytes < float("inf"):
         raise SpecError(f"idle_pipeline: needs stages ({stages}) a multiple of ranks ({ranks}) >= 2 and message "
@@ -533,8 +626,9 @@ def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACC
            for k in range(stages)]
     forward = [(f"stage{k}", f"stage{k + 1}") for k in range(stages - 1)]
     ops, edges = with_backward(ops, forward)
-    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(ranks)])
-    rank = [k % ranks for k in range(stages)]
+    folds = schedule in FOLDS
+    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(stages if folds else ranks)])
+    rank = list(range(stages)) if folds else [k % ranks for k in range(stages)]
     return Placement(Graph(ops, edges), cluster, rank + rank[::-1])  # the gradients come in reverse order
 
 
@@ -551,7 +645,7 @@ def runtime_overhead(measured_ms: float, schedule: str, microbatches: int, *, st
     >>> round(runtime_overhead(6.0, "1f1b", 4, stages=2, ranks=2, message_bytes=0.0, link=link), 4)
     2.4
     """
-    p = idle_pipeline(stages, ranks, message_bytes)
+    p = idle_pipeline(stages, ranks, message_bytes, schedule=schedule)
 
     def predict(o: float) -> list[float]:
         costs = RunCosts(1.0, link, o)
@@ -571,5 +665,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "training_graph", "with_measured_backward",
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward", "training_graph", "with_measured_backward",
            "write_profile"]

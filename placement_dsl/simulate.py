@@ -35,11 +35,12 @@ Schedules
     runs all its forwards, then all its backwards (pipeline flush). Time per sample tends
     to ``max_d FW_d + max_d BW_d`` when every forward op reaches the loss (as in a real
     model); units not on such a path are only held back by their own dependencies.
-``interleaved-1f1b``, ``zb-h1``
+``interleaved-1f1b``, ``zb-h1``, ``zbv``
     Virtual stages (a device holds ``v`` non-adjacent stages) and the split backward (input
     gradient ``I``, weight gradient ``W``), task by task per stage: each rank runs the order
-    torch's ``ScheduleInterleaved1F1B`` / ``ScheduleInterleavedZeroBubble`` gives it
-    (:mod:`placement_dsl.pipeline_orders`, :mod:`placement_dsl.stage_schedules`).
+    torch's ``ScheduleInterleaved1F1B`` / ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble``
+    gives it (:mod:`placement_dsl.pipeline_orders`, :mod:`placement_dsl.stage_schedules`); under ``zbv``
+    each device holds one stage and the V's rank map folds two devices onto a rank.
 
 For ``n`` microbatches the makespan is ``n * T + O(fill)``, so ``makespan / n`` converges
 to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sample`).
@@ -56,12 +57,12 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .evaluate import CostModel, device_costs, link_loads
-from .pipeline_orders import check_round_robin, closed_form_makespan, order_makespan, rank_orders
+from .pipeline_orders import ORDERS, check_round_robin, closed_form_makespan, order_makespan, rank_orders
 from .placement import Placement
-from .stage_schedules import simulate_orders, stage_times, virtual_stages
+from .stage_schedules import simulate_orders, stage_ranks, stage_times, virtual_stages
 from .training import gpipe_time_per_sample
 
-STAGE_ORDERS = ("interleaved-1f1b", "zb-h1")  # schedules run from rank orders over virtual stages
+STAGE_ORDERS = ORDERS  # schedules run from rank orders over virtual stages
 
 
 class Schedule(str, Enum):
@@ -70,6 +71,7 @@ class Schedule(str, Enum):
     GPIPE = "gpipe"
     INTERLEAVED = "interleaved-1f1b"  # virtual stages, torch's ScheduleInterleaved1F1B order
     ZB_H1 = "zb-h1"  # split backward (I, W), torch's ScheduleInterleavedZeroBubble order
+    ZBV = "zbv"  # split backward in a V, two stages per rank, torch's ScheduleZBVZeroBubble order
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,7 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
         raise SpecError(f"simulate: microbatches must be an integer >= 1, got {microbatches!r}")
     training = placement.graph.is_training
     if training != (schedule is not Schedule.PIPELINE):
-        want = "'1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1'" if training else "'pipeline'"
+        want = "'1f1b', 'gpipe', 'interleaved-1f1b', 'zb-h1' or 'zbv'" if training else "'pipeline'"
         raise SpecError(f"simulate: schedule {schedule.value!r} does not fit graph {placement.graph.name!r} "
                         f"({'training' if training else 'inference'}); use {want}")
     model = model or CostModel(memory="overflow", require=frozenset())
@@ -305,17 +307,18 @@ def simulate(placement: Placement, schedule: Schedule | str = Schedule.PIPELINE,
 
 def stage_plan(placement: Placement, schedule: Schedule | str, microbatches: int, model: CostModel | None = None,
                weight_share: float | None = None):
-    """``(stage times, rank orders)`` of ``placement`` under ``interleaved-1f1b`` or ``zb-h1``.
+    """``(stage times, rank orders)`` of ``placement`` under ``interleaved-1f1b``, ``zb-h1`` or ``zbv``.
 
-    The placement's virtual stages (:func:`placement_dsl.stage_schedules.virtual_stages`) must sit
-    round-robin on the ranks, stage ``s`` on rank ``s mod p``, as torch's schedules place them."""
+    The placement's virtual stages (:func:`placement_dsl.stage_schedules.virtual_stages`) must sit on
+    the ranks as torch's schedules place them: round-robin, stage ``s`` on rank ``s mod p``, or ZBV's V
+    (:func:`placement_dsl.stage_schedules.stage_ranks`)."""
     schedule = _schedule(schedule)
     if schedule.value not in STAGE_ORDERS:
         raise SpecError(f"stage_plan: schedule {schedule.value!r} runs device passes; choose from {list(STAGE_ORDERS)}")
     times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
-                        weight_share)
+                        weight_share, schedule.value)
     ranks = max(times.rank) + 1
-    check_round_robin(times, ranks)
+    check_round_robin(times, ranks, schedule.value)
     return times, rank_orders(schedule.value, ranks, times.stages // ranks, microbatches)
 
 
@@ -330,15 +333,18 @@ def _simulate_stages(placement: Placement, schedule: Schedule, m: int, model: Co
                      weight_share: float | None) -> SimulationResult:
     times, orders = stage_plan(placement, schedule, m, model, weight_share)
     run = simulate_orders(times, orders, record)
-    names = _rank_names(placement)
+    names = _rank_names(placement, schedule.value)
     trace = tuple(Task(names[t.rank], t.action.kind != "F", t.action.microbatch, t.start, t.end) for t in run.trace)
     return SimulationResult(schedule, m, float(run.makespan), trace)
 
 
-def _rank_names(placement: Placement) -> list[str]:
-    """Device names of the ranks, in the order their first stages run."""
+def _rank_names(placement: Placement, schedule: str) -> list[str]:
+    """Device names of the ranks (``a+b`` for a rank ZBV folds two devices onto), in rank order."""
     _, device = virtual_stages(placement)
-    return [placement.cluster.names[d] for d in dict.fromkeys(device)]
+    held: dict[int, list[str]] = {}
+    for d, k in zip(device, stage_ranks(device, schedule)):
+        held.setdefault(k, []).append(placement.cluster.names[d])
+    return ["+".join(dict.fromkeys(held[k])) for k in sorted(held)]
 
 
 def _schedule(value: Schedule | str) -> Schedule:
@@ -358,7 +364,7 @@ def analytic_time_per_sample(placement: Placement, schedule: Schedule | str = Sc
     the forward/backward loads of device ``d``; with ``microbatches`` ``m``, GPipe's time per
     sample of one mini-batch of ``m`` micro-batches, fill and drain included
     (:func:`placement_dsl.training.gpipe_time_per_sample`), which :func:`simulate` matches.
-    ``interleaved-1f1b`` and ``zb-h1``: ``max`` over ranks of their stages' ``F + I + W``; with ``m``,
+    ``interleaved-1f1b``, ``zb-h1`` and ``zbv``: ``max`` over ranks of their stages' ``F + I + W``; with ``m``,
     the makespan of the ranks' orders over ``m`` (the max-plus recurrence,
     :func:`placement_dsl.pipeline_orders.order_makespan`), which :func:`simulate` matches.
     """
@@ -381,7 +387,8 @@ def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: Cost
                            microbatches: int | None, closed_form: bool = False,
                            weight_share: float | None = None) -> float:
     if microbatches is None:  # the steady state: every rank busy, PipeDream's max over ranks of FW + BW
-        times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()))
+        times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
+                            schedule=schedule.value)
         load = np.bincount(times.rank, weights=np.add(np.add(times.f, times.i), times.w))
         return float(load.max())
     times, orders = stage_plan(placement, schedule, microbatches, model, weight_share)
@@ -391,7 +398,7 @@ def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: Cost
 
 def closed_form_time_per_sample(placement: Placement, schedule: Schedule | str, microbatches: int,
                                 model: CostModel | None = None, weight_share: float | None = None) -> float:
-    """``interleaved-1f1b`` / ``zb-h1``: the fill-work-drain bound per sample
+    """``interleaved-1f1b`` / ``zb-h1`` / ``zbv``: the fill-work-drain bound per sample
     (:func:`placement_dsl.pipeline_orders.closed_form_makespan`): Megatron's bubble ``(p - 1) / (v m)`` and
     ZB-H1's ``(p - 1)(F + I - W)`` on equal stages, never above the simulated time per sample."""
     schedule = _schedule(schedule)

@@ -9,18 +9,23 @@ stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 
 
 Task times (:func:`stage_times`): the cost model's per-device loads of a cluster with one copy
 of each device per stage (:func:`placement_dsl.evaluate.device_costs`): a stage pays its compute
-and its transfers in and out as its device would. The backward splits into the weight gradient
+and its transfers in and out as its device would, except a tensor between two stages of one rank
+(ZBV's turn), which the runtime hands over in its process. The backward splits into the weight gradient
 ``W`` (``weight_share`` of each backward op's compute; by default half of it for an op with
 parameters, none for one without, the package's ``backward = 2 x forward`` rule) and the input
-gradient ``I`` (the rest, with the backward's transfers).
+gradient ``I`` (the rest, with the backward's transfers). A stage's forward and backward pay the cost
+model's ``task_overhead`` once each, as a device's passes do; under a split backward (``zb-h1``, ``zbv``)
+its ``W`` is an action of its own and pays it too.
 
 Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
 stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
 (its forward ops' ``out_bytes + activation_bytes`` and the forward tensors it receives); the
 micro-batches in flight follow the rank's order (:func:`placement_dsl.pipeline_orders.stash_peaks`),
-so a rank holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)``; with ``recompute``
-only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt at a
-time (the largest of the rank). The spec's ``schedule`` and ``microbatches`` are not read: the order
+so a device holds ``sum_s state * param_s + max_t sum_s n_s(t) (act_s + in_s)`` over its stages; with
+``recompute`` only the inputs are stashed, ``n_s(t) in_s``, plus one micro-batch's ``act_s + in_s`` rebuilt
+at a time (the largest of the device). Under a folded rank map (ZBV, :func:`stage_ranks`) a rank's
+devices are its stages' slots, each checked against its own memory: give each its share of the rank's
+(half a GPU each); the sum of the slots' peaks is never below the rank's peak. The spec's ``schedule`` and ``microbatches`` are not read: the order
 and ``m`` given are.
 
 Simulator (:func:`simulate_orders`): every rank runs its order
@@ -40,7 +45,8 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import SpecError
-from .pipeline_orders import Action, StageTimes, check_round_robin, rank_orders, stash_peaks
+from .graph import Graph
+from .pipeline_orders import FOLDS, SPLIT, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
 from .placement import Placement
 from .training import TrainingMemorySpec
 
@@ -109,8 +115,30 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
     return out
 
 
-def stage_ranks(device: Sequence[int]) -> tuple[int, ...]:
-    """The rank of each stage: devices numbered in the order their first stages run."""
+def stage_ranks(device: Sequence[int], schedule: str | None = None) -> tuple[int, ...]:
+    """The rank map: the rank of each virtual stage (``device``: the device of each stage, in stage order).
+
+    Each device is one rank, numbered in the order its first stage runs; under a schedule that folds
+    (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV's V, two stages per rank) each device is one stage's
+    slot and stage ``s`` of ``S`` runs on rank :func:`~placement_dsl.pipeline_orders.layout` ``(s)`` of
+    ``S / 2``: the V's turn puts stages ``p - 1`` and ``p`` back to back on one rank, which one device
+    would hold as one stage. :class:`SpecError` when the stages do not fold or a device holds stages of two ranks.
+
+    >>> stage_ranks([0, 1, 0, 1]), stage_ranks([0, 1, 2, 3], "zbv")
+    ((0, 1, 0, 1), (0, 1, 1, 0))
+    """
+    if schedule in FOLDS:
+        per, n = FOLDS[schedule], len(device)
+        if n % per:
+            raise SpecError(f"virtual stages: {schedule} runs {per} stages per rank in a V, and the placement has "
+                            f"{n} stages; give the V's turn (stages p - 1 and p) a device each, one device per stage")
+        rank = tuple(layout(schedule, n // per, n))
+        owner: dict[int, int] = {}
+        for s, (d, r) in enumerate(zip(device, rank)):
+            if owner.setdefault(d, r) != r:
+                raise SpecError(f"virtual stages: device {d} holds stage {s}, which {schedule} runs on rank {r}, and "
+                                f"a stage of rank {owner[d]}; give each stage a device of its own")
+        return rank
     ranks = {d: k for k, d in enumerate(dict.fromkeys(device))}
     return tuple(ranks[d] for d in device)
 
@@ -134,8 +162,9 @@ def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = N
 
 
 def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], model: Any,
-                weight_share: float | Sequence[float] | None = None) -> StageTimes:
-    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring).
+                weight_share: float | Sequence[float] | None = None, schedule: str | None = None) -> StageTimes:
+    """Each virtual stage's ``F``, ``I`` and ``W`` times from the cost model (see the module docstring), its rank
+    from the rank map of ``schedule`` (:func:`stage_ranks`).
 
     ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
@@ -144,14 +173,30 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
         raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
                         "and without replicated stages; drop the links or the replicas")
     stage, device = virtual_stages(p)
+    rank = stage_ranks(device, schedule)
     copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
                       for s, d in enumerate(device)])
     model = replace(model, memory="hard", training_memory=None, require=frozenset())
-    rows = costs(Placement(p.graph, copies, stage), model)
+    rows = costs(Placement(_sent(p.graph, stage, rank), copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    return StageTimes(stage_ranks(device), tuple(float(r.load_fw) for r in rows),
-                      tuple(float(r.load_bw - x) for r, x in zip(rows, w)), tuple(float(x) for x in w))
+    i = [float(r.load_bw - x) for r, x in zip(rows, w)]
+    if schedule in SPLIT:  # the runtime runs W as an action of its own, with its own fixed cost
+        w = w + np.where(np.bincount(stage, weights=p.graph.backward, minlength=len(device)) > 0,
+                         model.task_overhead, 0.0)
+    return StageTimes(rank, tuple(float(r.load_fw) for r in rows), tuple(i), tuple(float(x) for x in w))
+
+
+def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
+    """``g`` without the edges between two stages of one rank: the runtime hands such a tensor over in its
+    process (ZBV's turn, stages ``p - 1`` and ``p``), with no message to pay."""
+    r = np.asarray(rank)[stage]
+    local = (stage[g.src] != stage[g.dst]) & (r[g.src] == r[g.dst])
+    if not local.any():
+        return g
+    names = g.names
+    return Graph(g.ops, [(names[u], names[v]) for u, v, x in zip(g.src.tolist(), g.dst.tolist(), local) if not x],
+                 name=g.name)
 
 
 def stage_bytes(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,20 +229,21 @@ def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingM
     spec = spec or TrainingMemorySpec()
     param, act, inputs = stage_bytes(p)
     _, device = virtual_stages(p)
-    rank = stage_ranks(device)
+    rank = stage_ranks(device, schedule)
     ranks = max(rank) + 1
     zero = (0.0,) * len(rank)
     times = StageTimes(rank, zero, zero, zero)
     check_round_robin(times, ranks, schedule)
     orders = rank_orders(schedule, ranks, times.stages // ranks, microbatches)
     held = inputs if spec.recompute else act + inputs
-    _, peak = stash_peaks(times, orders, held)
-    state = np.bincount(rank, weights=spec.state_factor * param, minlength=ranks)
-    if spec.recompute:
-        state = state + np.array([max((act + inputs)[[s for s in range(times.stages) if rank[s] == k]])
-                                  for k in range(ranks)])
+    own = np.asarray(device)
     out = np.zeros(p.cluster.size)
-    out[list(dict.fromkeys(device))] = state + peak
+    for d in dict.fromkeys(device):  # a device's stages sit on one rank: its peak along that rank's order
+        mine = own == d
+        _, peak = stash_peaks(times, orders, np.where(mine, held, 0.0))
+        out[d] = spec.state_factor * param[mine].sum() + peak[rank[int(np.argmax(mine))]]
+        if spec.recompute:
+            out[d] += (act + inputs)[mine].max()
     return out
 
 

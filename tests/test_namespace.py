@@ -53,7 +53,7 @@ def test_every_objective_is_an_objective_term():
     exported = {name: getattr(placement_dsl, name) for name in placement_dsl.__all__}
     objectives = {name for name, obj in exported.items() if inspect.isclass(obj) and issubclass(obj, ObjectiveTerm)}
     assert objectives == {"Bottleneck", "Throughput", "PipeDream", "GPipe", "Latency", "Makespan", "Interleaved1F1B",
-                          "ZeroBubbleH1"}
+                          "ZeroBubbleH1", "ZeroBubbleV"}
 
 
 def test_every_name_in_all_exists():

@@ -68,7 +68,7 @@ def _csv(rows: list[list[str]]) -> str:
 
 
 def _pipelining(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, str]:
-    data = _torch.split_spec(p, depth)
+    data = _torch.split_spec(p, depth, s)
     return data, _json(data)
 
 
@@ -102,15 +102,15 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
              "split points at module beginnings (any depth)", _pipelining),
     Exporter("torchtitan", "torchtitan 0.1 (module_fqns_per_model_part)", "module",
              "lists of module FQNs per stage", _titan),
-    Exporter("megatron", "Megatron-LM core >= 0.13 (--pipeline-model-parallel-layout)", "layer",
+    Exporter("megatron", "Megatron-LM core >= 0.13 (--pipeline-model-parallel-layout; parsed by 0.16.1)", "layer",
              "transformer layers per stage, embedding first, loss last", _megatron_args),
     Exporter("deepspeed", "DeepSpeed >= 0.14 (PipelineModule parts)", "layer",
              "layer-index boundaries over [embedding, layers, head]", _deepspeed_parts),
     Exporter("vllm", "vLLM >= 0.6 (VLLM_PP_LAYER_PARTITION)", "layer",
              "decoder layers per rank, embedding first, head last", _vllm_env),
     Exporter("schedule-csv", "torch >= 2.5 (_PipelineScheduleRuntime._load_csv, compute_only)", "stage",
-             "GPipe or 1F1B action rows, one stage per rank; interleaved 1F1B and ZB-H1 rows (torch 2.13's "
-             "orders), v stages per rank round-robin", _schedule),
+             "GPipe or 1F1B action rows, one stage per rank; interleaved 1F1B, ZB-H1 and ZBV rows (torch 2.13's "
+             "orders), v stages per rank round-robin or 2 in a V", _schedule),
 )}
 
 

@@ -11,6 +11,13 @@ round-robin, is a layout of ``p v`` stages in Megatron's order (stage ``k`` on p
 ``k mod p``, virtual rank ``k // p``) with ``--pipeline-model-parallel-size p``; Megatron reads
 ``v`` from the layout (its stage count over ``p``), and the uneven first/last flags, which
 cannot express it, are left out.
+
+Checked by Megatron itself: megatron-core 0.16.1's ``TransformerConfig`` parses our layouts
+(``PipelineParallelLayerLayout``) into the stages and virtual stages meant, validates them against
+``num_layers``, and accepts the uneven first/last counts (``num_layers_in_first_pipeline_stage``,
+``num_layers_in_last_pipeline_stage``, which Megatron-LM's two flags set); see
+``tests/export/test_megatron_accepts.py``, which runs where megatron-core is installed. Megatron has
+no ZBV layout: a placement folded into a V exports as ``2p`` plain stages.
 """
 from __future__ import annotations
 

@@ -8,37 +8,56 @@
   one row per rank, one cell per time step, each an action ``{stage}{F|B|I|W}{microbatch}`` (``0F3``:
   stage 0's forward of microbatch 3; ``I``/``W`` the input and weight gradients of a split
   backward), empty while the rank waits. ``gpipe`` and ``1f1b`` run one stage per rank;
-  ``interleaved-1f1b`` and ``zb-h1`` write torch's ``ScheduleInterleaved1F1B`` and
-  ``ScheduleInterleavedZeroBubble`` orders (:mod:`placement_dsl.pipeline_orders`) over the
-  placement's stages, ``v`` per rank round-robin, and refuse ``m`` that torch refuses.
+  ``interleaved-1f1b``, ``zb-h1`` and ``zbv`` write torch's ``ScheduleInterleaved1F1B``,
+  ``ScheduleInterleavedZeroBubble`` and ``ScheduleZBVZeroBubble`` orders
+  (:mod:`placement_dsl.pipeline_orders`) over the placement's stages, ``v`` per rank round-robin or
+  two per rank in ZBV's V, and refuse ``m`` that torch refuses.
 
 Split points and module lists take virtual stages too: a placement whose devices hold ``v``
 stages round-robin (stage ``k`` on the ``(k mod p)``-th device) splits into ``p v`` stages, and
-``stage_ranks`` says which rank builds each (``pipeline(...).build_stage(k, ...)`` on rank ``k mod p``).
+``stage_ranks`` says which rank builds each (``pipeline(...).build_stage(k, ...)`` on rank ``k mod p``);
+under ``zbv`` each of the ``2p`` devices holds one stage and rank ``k`` builds stages ``k`` and
+``2p - 1 - k`` (the rank map, :func:`placement_dsl.stage_schedules.stage_ranks`). The split points
+also name the schedule's torch class (``schedule_class``) and each rank's stage indices
+(``stage_index_per_rank``), the stages a rank passes to that class.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..errors import SpecError
-from ..pipeline_orders import ORDERS, rank_orders, unit_rows
+from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
+from ..stage_schedules import stage_ranks as folded_ranks
 from .layers import layer_prefix
-from .plan import module_of, pipeline_stages, split_modules, stage_ranks, whole_modules
+from .plan import Stage, module_of, pipeline_stages, split_modules, stage_ranks, whole_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
+TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
+                 "zb-h1": "ScheduleInterleavedZeroBubble", "zbv": "ScheduleZBVZeroBubble"}  # torch 2.13's names
 
 
-def split_spec(placement: Placement, depth: int | None = None) -> dict[str, Any]:
-    """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``."""
+def rank_map(stages: list[Stage], schedule: str) -> list[int]:
+    """The rank of each stage: its device's, or ZBV's V over one device per stage."""
+    if schedule in FOLDS:
+        return list(folded_ranks([s.device for s in stages], schedule))
+    return stage_ranks(stages)
+
+
+def split_spec(placement: Placement, depth: int | None = None, schedule: str = "1f1b") -> dict[str, Any]:
+    """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``; with
+    the ranks that build the stages under ``schedule`` and its torch class."""
     runtime = "torch-pipelining"
     stages = pipeline_stages(placement, runtime, virtual=True)
     points = split_modules(placement, stages, depth, runtime)
     names = placement.cluster.names
-    ranks = stage_ranks(stages)
-    return {"split_spec": {p: "beginning" for p in points}, "num_stages": len(stages),
+    ranks = rank_map(stages, schedule)
+    count = max(ranks) + 1
+    return {"split_spec": {point: "beginning" for point in points}, "num_stages": len(stages),
             "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
-            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1)}
+            "virtual_stages_per_rank": len(stages) // count, "schedule": schedule,
+            "schedule_class": TORCH_CLASSES[schedule],
+            "stage_index_per_rank": [[k for k, r in enumerate(ranks) if r == rank] for rank in range(count)]}
 
 
 def _titan_depth(placement: Placement) -> int:
@@ -109,12 +128,13 @@ def schedule_rows(stages: int, microbatches: int, schedule: str = "1f1b") -> lis
 
 def schedule_csv(placement: Placement, microbatches: int = 4, schedule: str = "1f1b") -> list[list[str]]:
     """The schedule CSV rows of ``placement``'s stages (one stage per rank; ``v`` round-robin for the
-    interleaved and zero-bubble schedules)."""
+    interleaved and zero-bubble schedules, two in a V for ``zbv``)."""
     if schedule not in ORDERS:
         return schedule_rows(len(pipeline_stages(placement, "schedule-csv")), microbatches, schedule)
     stages = pipeline_stages(placement, "schedule-csv", virtual=True)
-    p = max(stage_ranks(stages)) + 1
+    p = max(rank_map(stages, schedule)) + 1
     return unit_rows(rank_orders(schedule, p, len(stages) // p, microbatches), len(stages))
 
 
-__all__ = ["SCHEDULES", "module_fqns", "module_of", "schedule_csv", "schedule_rows", "split_spec"]
+__all__ = ["SCHEDULES", "TORCH_CLASSES", "module_fqns", "module_of", "rank_map", "schedule_csv", "schedule_rows",
+           "split_spec"]

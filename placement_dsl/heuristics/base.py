@@ -13,7 +13,7 @@ from ..deprecated import moved
 from ..errors import PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
-from ..pipeline_orders import ORDERS
+from ..pipeline_orders import FOLDS, ORDERS
 from ..placement import Placement
 from . import registry
 
@@ -86,8 +86,9 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
         object.__setattr__(result, "seconds", time.perf_counter() - start)
     if model.objective is Objective.LATENCY:
         result = _latency_verdict(method, result, check)
-    if model.name in ORDERS and model.microbatches is not None:  # the bubble of torch's orders: no max-load method
-        result = replace(result, bound=None, exact_among=None)  # is exact for it (objectives.Interleaved1F1B)
+    if model.name in ORDERS and (model.microbatches is not None or model.name in FOLDS):  # the bubble of torch's
+        result = replace(result, bound=None, exact_among=None)  # orders, a rank's two devices (ZBV): no max-load
+        # method is exact for it (objectives.Interleaved1F1B)
     return result
 
 

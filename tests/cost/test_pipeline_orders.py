@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from placement_dsl.errors import SpecError
 from placement_dsl.pipeline_orders import (
     ORDERS,
-    STAGE_ONLY,
     StageTimes,
     check_round_robin,
     closed_form_makespan,
@@ -38,16 +37,16 @@ def torch_orders(name: str, p: int, v: int, m: int) -> list[list[str]]:
 def test_zbv_orders_are_torchs():
     schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
     for p in (1, 2, 3, 4):
-        for m in range(2 * p - 1, 2 * p + 5):
+        for m in range(1, 2 * p + 5):  # below 2p - 1 torch builds 2p - 1 and drops the micro-batches past m
             s = object.__new__(schedules.ScheduleZBVZeroBubble)
             s.pp_group_size, s.num_stages, s._n_microbatches = p, 2 * p, m
             want = [[str(a) for a in s._calculate_single_rank_operations(k) if a is not None] for k in range(p)]
             assert [[str(a) for a in o] for o in rank_orders("zbv", p, 2, m)] == want, (p, m)
-    with pytest.raises(SpecError, match=r"'zbv': needs 2 stages per rank and microbatches >= 2p - 1 = 5"):
-        rank_orders("zbv", 3, 2, 4)
+    with pytest.raises(SpecError, match=r"'zbv': needs 2 stages per rank \(a V over 2p stages\), got 3"):
+        rank_orders("zbv", 3, 3, 4)
 
 
-@pytest.mark.parametrize("name", ORDERS)
+@pytest.mark.parametrize("name", ["interleaved-1f1b", "zb-h1"])
 def test_orders_are_torchs(name):
     for p, v, m in itertools.product((1, 2, 3, 4), (1, 2, 3), (1, 2, 4, 6, 8, 12)):
         if m % max(1, m // p):
@@ -93,10 +92,10 @@ def test_hand_instance_of_unequal_stages():
 
 @st.composite
 def instances(draw):
-    name = draw(st.sampled_from(ORDERS + STAGE_ONLY))
+    name = draw(st.sampled_from(ORDERS))
     p = draw(st.integers(1, 4))
     v = 2 if name == "zbv" else draw(st.integers(1, 3))
-    m = p * draw(st.integers(2, 4)) if name == "zbv" else p * draw(st.integers(1, 4))
+    m = draw(st.integers(1, 4 * p)) if name == "zbv" else p * draw(st.integers(1, 4))
     s = p * v
     times = [st.lists(st.integers(0, 6).map(float), min_size=s, max_size=s) for _ in range(3)]
     f, i, w = (draw(x) for x in times)

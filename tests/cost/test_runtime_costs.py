@@ -60,7 +60,8 @@ def test_the_searches_refuse_what_they_do_not_price():
        st.sampled_from(["1f1b", "gpipe", "interleaved-1f1b", "zb-h1"]), st.data())
 def test_the_simulator_runs_every_task_longer_by_the_fixed_costs(works, latency, overhead, schedule, data):
     """On two stages every pass of a device sends or receives one tensor: the run with the fixed costs is the
-    run of the same placement whose first op of each pass on each device works ``latency + overhead`` longer."""
+    run of the same placement whose first op of each pass on each device works ``latency + overhead`` longer;
+    under ZB-H1 the split backward's W is an action of its own, whose ``overhead`` that op's W adds too."""
     n = len(works)
     cut = data.draw(st.integers(1, n - 1))
     g = chain(works)
@@ -68,12 +69,18 @@ def test_the_simulator_runs_every_task_longer_by_the_fixed_costs(works, latency,
     p = Placement(g, Cluster.stages(2), assign)
     extra = float(latency + overhead)
     first = {(assign[i], g.ops[i].backward): i for i in reversed(range(g.n))}
-    grown = g.replace(ops=[op.model_copy(update={"work": {"*": op.work["*"] + extra}}) if i in first.values() else op
-                           for i, op in enumerate(g.ops)])
-    q = Placement(grown, Cluster.stages(2), assign)
+
+    def grown(w_extra: float) -> Graph:
+        return g.replace(ops=[op.model_copy(update={"work": {"*": op.work["*"] + extra + op.backward * w_extra}})
+                              if i in first.values() else op for i, op in enumerate(g.ops)])
+
+    w_extra = float(overhead) if schedule == "zb-h1" else 0.0
+    q = Placement(grown(w_extra), Cluster.stages(2), assign)
     model = CostModel(**FREE, message_latency=float(latency), task_overhead=float(overhead))
     m = data.draw(st.sampled_from([2, 4]))
-    share = [0.5 * op.work["*"] / (op.work["*"] + extra) if i in first.values() else 0.5 for i, op in enumerate(g.ops)]
-    want = simulate(q, schedule, m, CostModel(**FREE), weight_share=share).makespan  # the same W as without
+    share = [(0.5 * op.work["*"] + op.backward * w_extra) / (op.work["*"] + extra + op.backward * w_extra)
+             if i in first.values() else 0.5 for i, op in enumerate(g.ops)]
+    want = simulate(q, schedule, m, CostModel(**FREE), weight_share=share).makespan  # W plus its action's cost
     assert simulate(p, schedule, m, model).makespan == pytest.approx(want)
+    q = Placement(grown(0.0), Cluster.stages(2), assign)
     assert evaluate(p, model).objective == pytest.approx(evaluate(q, CostModel(**FREE)).objective)

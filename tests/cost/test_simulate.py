@@ -67,7 +67,7 @@ def test_trace_respects_devices_and_dependencies():
 
 def test_errors():
     p = training_placement()
-    with pytest.raises(SpecError, match="use '1f1b', 'gpipe', 'interleaved-1f1b' or 'zb-h1'"):
+    with pytest.raises(SpecError, match="use '1f1b', 'gpipe', 'interleaved-1f1b', 'zb-h1' or 'zbv'"):
         simulate(p, "pipeline")
     with pytest.raises(SpecError, match="unknown schedule 'zigzag'"):
         simulate(p, "zigzag")

@@ -71,3 +71,29 @@ def test_schedule_csv_is_torchs_order_and_passes_its_validation(schedule):
 def test_schedule_csv_refuses_what_torch_refuses():
     with pytest.raises(SpecError, match=r"microbatches=5 is not a multiple of its 2 rounds"):
         export(interleaved(), "schedule-csv", microbatches=5, schedule="interleaved-1f1b")
+
+
+def zbv(layers: int = 4) -> Placement:
+    """One block per stage on a device of its own (the V's stage slots): stage k on device k."""
+    cut = _cut(gpt_like(layers), *(f"h{i}.ln" for i in range(1, layers)))
+    return Placement(cut.graph, Cluster.stages(layers), [int(d) for d in cut.assign])
+
+
+def test_zbv_split_points_name_torchs_class_and_the_v_of_stages_per_rank():
+    spec = export(zbv(), "torch-pipelining", schedule="zbv").data
+    assert spec["split_spec"] == {f"transformer.h.{i}": "beginning" for i in (1, 2, 3)}
+    assert spec["stage_ranks"] == [0, 1, 1, 0] and spec["virtual_stages_per_rank"] == 2
+    assert spec["schedule_class"] == "ScheduleZBVZeroBubble" and spec["stage_index_per_rank"] == [[0, 3], [1, 2]]
+    plain = export(zbv(), "torch-pipelining").data  # 1F1B: each device a rank
+    assert plain["schedule_class"] == "Schedule1F1B" and plain["stage_index_per_rank"] == [[0], [1], [2], [3]]
+
+
+def test_zbv_schedule_csv_is_torchs_order_and_passes_its_validation():
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    text = export(zbv(), "schedule-csv", microbatches=4, schedule="zbv").text
+    rows = list(csv.reader(io.StringIO(text)))
+    actions = {r: [schedules._Action.from_str(cell) for cell in row] for r, row in enumerate(rows)}
+    assert schedules._validate_schedule(actions, 2, 4, 4) == {0: 0, 1: 1, 2: 1, 3: 0}  # stage -> rank: the V
+    assert [[c for c in row if c] for row in rows] == [[str(a) for a in o] for o in rank_orders("zbv", 2, 2, 4)]
+    with pytest.raises(SpecError, match="zbv runs 2 stages per rank in a V, and the placement has 3 stages"):
+        export(zbv(3), "schedule-csv", schedule="zbv")

@@ -241,3 +241,32 @@ def test_slowdown_and_overhead_are_fitted_back_from_two_simulated_runs():
 
     slowdown, o = profile.fit_slowdown_and_overhead(predict, measured, 10.0)
     assert slowdown == pytest.approx(3.0, rel=1e-4) and o == pytest.approx(0.75, abs=1e-3)
+
+
+def test_a_pipelined_profile_times_the_modules_as_torchs_pipeline_runs_them(tiny: str, monkeypatch):
+    """``pipelined=True``: the same modules under the same names, timed in the stage module torch's ``pipeline()``
+    builds (interpreted submodules) and B and W through torch's split backward (each B then W)."""
+    from torch.distributed.pipelining import _backward
+
+    module, args, kwargs = profile.build(tiny, batch=2)
+    eager = profile.profile_module(module, args, kwargs, depth=1, repeat=2, warmup=0)
+    calls = {"input": 0, "weight": 0}
+    real_input, real_weight = _backward.stage_backward_input, _backward.stage_backward_weight
+
+    def counted(kind, fn):
+        def wrap(*a, **k):
+            calls[kind] += 1
+            return fn(*a, **k)
+        return wrap
+
+    monkeypatch.setattr(_backward, "stage_backward_input", counted("input", real_input))
+    monkeypatch.setattr(_backward, "stage_backward_weight", counted("weight", real_weight))
+    rows = profile.profile_module(module, args, kwargs, depth=1, repeat=2, warmup=0, pipelined=True)
+    assert [(r.module, r.calls) for r in rows] == [(r.module, r.calls) for r in eager]
+    assert all(r.backward_ms > 0 for r in rows)  # whole, as 1F1B runs it; B and W as the zero-bubble split
+    assert [r.backward_ms for r in profile.split_backward(rows)] == [r.input_grad_ms + r.weight_grad_ms for r in rows]
+    assert calls["input"] == calls["weight"] == 2 * 2  # 2 runs of body and head: emb reads ids, act has no weights
+    by = {r.module: r for r in rows}
+    assert by["emb"].input_grad_ms == 0.0 and by["act"].weight_grad_ms == 0.0
+    with pytest.raises(SpecError, match="a pipelined profile takes positional inputs only"):
+        profile.profile_module(module, args, {"idx": args[0]}, depth=1, pipelined=True)

@@ -1,4 +1,4 @@
-"""Interleaved 1F1B and ZB-H1 run from the exported schedule CSV by torch's schedule runtime: 4 virtual stages on
+"""Interleaved 1F1B, ZB-H1 and ZBV run from the exported schedule CSV by torch's schedule runtime: 4 virtual stages on
 2 CPU ranks, output and gradients as unsplit (``examples/run_interleaved.py``)."""
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def test_exported_interleaved_and_zero_bubble_schedules_run_in_torch(tmp_path):
                           capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert "torch split it into 4 stages, stage k on rank k mod 2" in out, out
-    for schedule in ("interleaved-1f1b", "zb-h1"):
+    assert "torch split it into 4 stages, stage k on rank k mod 2 (zbv: stages k and 3 - k on rank k)" in out, out
+    for schedule in ("interleaved-1f1b", "zb-h1", "zbv"):
         assert f"{schedule}: output matches the unsplit model: True; gradients match: True; step per micro-batch " \
                "predicted" in out, out
         assert re.search(rf"^{schedule}: .*\(idle stages \d+\.\d+ ms: \d+\.\d+ ms per task; slowdown x\d+\.\d+",

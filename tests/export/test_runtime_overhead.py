@@ -39,15 +39,25 @@ def test_hand_values_of_the_overhead():
     assert runtime_overhead(1.0, "1f1b", 4, stages=2, ranks=2, message_bytes=0.0, link=link) == 0.0  # link alone
 
 
+def test_hand_value_of_zbvs_overhead():
+    """ZBV on 4 idle stages over 2 ranks, every task ``o``: rank 1 waits one task for 0F0, then runs its 24 (2 stages
+    x 4 micro-batches x F, I, W): 25 o at m = 4, so 6.25 ms per micro-batch gives o = 1; the V's turn (stages 1 and 2
+    on rank 1) sends nothing, so a message latency is paid on the 2 cross-rank hops only."""
+    p = idle_pipeline(4, 2, 0.0, schedule="zbv")
+    assert p.assign.tolist() == [0, 1, 2, 3, 3, 2, 1, 0]
+    assert runtime_overhead(6.25, "zbv", 4, stages=4, ranks=2, message_bytes=0.0, link=NO_LINK) == pytest.approx(1.0)
+
+
 @settings(max_examples=30, deadline=None, derandomize=True)
-@given(schedule=st.sampled_from([("gpipe", 2), ("1f1b", 2), ("interleaved-1f1b", 4), ("zb-h1", 2), ("zb-h1", 4)]),
+@given(schedule=st.sampled_from([("gpipe", 2), ("1f1b", 2), ("interleaved-1f1b", 4), ("zb-h1", 2), ("zb-h1", 4),
+                                  ("zbv", 4)]),
        m=st.sampled_from([2, 4, 6, 8]), o=st.floats(0.0, 5.0), latency=st.floats(0.0, 1.0),
        size=st.floats(0.0, 1e3), bandwidth=st.floats(10.0, 1e4))
 def test_the_overhead_of_a_simulated_idle_run_comes_back(schedule, m, o, latency, size, bandwidth):
     name, stages = schedule
     link = LinkTime(latency, bandwidth)
     truth = RunCosts(1.0, link, o)
-    p = idle_pipeline(stages, 2, size)
+    p = idle_pipeline(stages, 2, size, schedule=name)
     measured = simulate(truth.placement(p), name, m, truth.model()).time_per_sample
     got = runtime_overhead(measured, name, m, stages=stages, ranks=2, message_bytes=size, link=link)
     assert got == pytest.approx(o, abs=1e-6 * max(1.0, measured))

@@ -15,7 +15,7 @@ from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.pipeline_orders import ORDERS, StageTimes, rank_orders, stage_inflight
+from placement_dsl.pipeline_orders import FOLDS, ORDERS, SPLIT, StageTimes, layout, rank_orders, stage_inflight
 from placement_dsl.placement import Placement
 from placement_dsl.stage_schedules import simulate_orders
 from placement_dsl.training import TrainingMemorySpec
@@ -96,9 +96,10 @@ def test_stage_inflight_is_the_peak_of_the_simulated_run(schedule, p, m, data):
     except SpecError:
         return
     times = st.lists(st.integers(1, 5), min_size=p, max_size=p)
-    t = StageTimes(tuple(range(p)), *(tuple(map(float, data.draw(times))) for _ in range(3)))
-    trace = simulate_orders(t, rank_orders(schedule, p, 1, m), record=True).trace
-    release = "W" if schedule == "zb-h1" else "B"
+    per = FOLDS.get(schedule, 1)  # ZBV: p stages in a V over p / 2 ranks
+    t = StageTimes(tuple(layout(schedule, p // per, p)), *(tuple(map(float, data.draw(times))) for _ in range(3)))
+    trace = simulate_orders(t, rank_orders(schedule, p // per, per, m), record=True).trace
+    release = "W" if schedule in SPLIT else "B"
     events = sorted([(task.start, 1, task.action.stage) for task in trace if task.action.kind == "F"]
                     + [(task.end, -1, task.action.stage) for task in trace if task.action.kind == release])
     held, peak = [0] * p, [0] * p
