@@ -31,7 +31,8 @@ container's own glue) are left to the calibrated roofline (:func:`placement_dsl.
 forward, plus the backward columns, which it keeps for ``--training`` through
 :func:`with_measured_backward`); :func:`training_graph` gives a workload's training graph whose
 backward ops carry the measured backward times, and
-:func:`calibration` compares predicted with measured stage times.
+:func:`calibration` (:mod:`placement_dsl.calibrate`, whose names this module gives too) compares predicted
+with measured stage times.
 
 Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 """
@@ -39,24 +40,33 @@ from __future__ import annotations
 
 import csv
 import inspect
-import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from .cluster import ACCELERATOR, Cluster, Device
+from .calibrate import (
+    LinkTime,
+    RunCosts,
+    StageFit,
+    calibrated,
+    calibration,
+    calibration_table,
+    fit_link,
+    fit_overhead,
+    fit_slowdown_and_overhead,
+    idle_pipeline,
+    ping_pong,
+    runtime_overhead,
+    scale_of,
+)
 from .errors import SpecError
-from .evaluate import CostModel
 from .files import write_atomic
-from .graph import Graph, Op
+from .graph import Graph
 from .io.costs import rounded
 from .io.torch_export import _torch, factory
-from .pipeline_orders import FOLDS
-from .placement import Placement
-from .simulate import simulate
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
@@ -393,277 +403,7 @@ def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
     return out
 
 
-@dataclass(frozen=True)
-class StageFit:
-    """Predicted against measured time of one stage (ms per micro-batch) and the residual."""
-
-    stage: int
-    predicted_ms: float
-    measured_ms: float
-
-    @property
-    def residual(self) -> float:
-        """``(measured - predicted) / measured`` (0 when both are 0)."""
-        return (self.measured_ms - self.predicted_ms) / self.measured_ms if self.measured_ms else 0.0
-
-
-def calibration(predicted: Sequence[float], measured: Sequence[float]) -> list[StageFit]:
-    """Stage by stage fits of ``predicted`` against ``measured`` times, refused if the lengths differ."""
-    if len(predicted) != len(measured):
-        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured")
-    return [StageFit(k, float(p), float(m)) for k, (p, m) in enumerate(zip(predicted, measured))]
-
-
-def scale_of(fits: Sequence[StageFit]) -> float:
-    """The one factor ``c`` minimizing ``sum (measured - c * predicted)^2`` over ``fits`` (1 without a prediction).
-
-    >>> scale_of(calibration([1.0, 2.0], [2.0, 4.0]))
-    2.0
-    """
-    num = sum(f.predicted_ms * f.measured_ms for f in fits)
-    den = sum(f.predicted_ms ** 2 for f in fits)
-    return num / den if den > 0 else 1.0
-
-
-def calibrated(fits: Sequence[StageFit], scale: float) -> list[StageFit]:
-    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's)."""
-    return [StageFit(f.stage, f.predicted_ms * scale, f.measured_ms) for f in fits]
-
-
-# ---------------------------------------------------------------------------- the link between two ranks
-@dataclass(frozen=True)
-class LinkTime:
-    """One-way time of a point-to-point message: ``latency_ms + bytes / bandwidth`` (``bandwidth`` in bytes per ms),
-    fitted on ``samples`` (bytes, one-way ms)."""
-
-    latency_ms: float
-    bandwidth: float
-    samples: tuple[tuple[int, float], ...] = ()
-
-    def ms(self, size: float) -> float:
-        """The fitted one-way ms of a message of ``size`` bytes."""
-        return self.latency_ms + size / self.bandwidth
-
-
-def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
-    """The least-squares line ``ms = latency + bytes / bandwidth`` through ``samples`` (bytes, ms), latency
-    clipped at 0; refused without two sizes or when the time does not grow with the size.
-
-    >>> t = fit_link([(0, 0.05), (1000, 0.06), (2000, 0.07)])
-    >>> round(t.latency_ms, 6), round(t.bandwidth, 3)
-    (0.05, 100000.0)
-    """
-    xs = [float(x) for x, _ in samples]
-    ys = [float(y) for _, y in samples]
-    if len(set(xs)) < 2:
-        raise SpecError(f"fit_link: needs messages of at least two sizes, got sizes {sorted(set(xs))}")
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    if not slope > 0:
-        raise SpecError(f"fit_link: the one-way time does not grow with the message size (slope {slope!r} ms per "
-                        "byte); measure larger messages")
-    latency = max(0.0, my - slope * mx)
-    return LinkTime(latency, 1.0 / slope, tuple((int(x), y) for x, y in zip(xs, ys)))
-
-
-def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
-    import json
-    import os
-
-    torch = _torch()
-    dist = torch.distributed
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    rows = []
-    try:
-        for size in sizes:
-            buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
-            trips = []
-            for i in range(repeat + 2):
-                dist.barrier()
-                start = time.perf_counter()
-                if rank == 0:
-                    dist.send(buf, 1)
-                    dist.recv(buf, 1)
-                else:
-                    dist.recv(buf, 0)
-                    dist.send(buf, 0)
-                if i >= 2:
-                    trips.append(1e3 * (time.perf_counter() - start))
-            rows.append((buf.numel() * 4, min(trips) / 2))
-    finally:
-        dist.destroy_process_group()
-    if rank == 0:
-        Path(out).write_text(json.dumps(rows))
-
-
-def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20) -> LinkTime:
-    """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
-    fastest round trip of ``repeat`` messages sent and returned, halved (the one least disturbed by other work, as
-    :func:`profile_module` keeps); then :func:`fit_link` over the sizes."""
-    import json
-    import socket
-    import tempfile
-
-    torch = _torch()
-    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
-        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = str(Path(tmp, "link.json"))
-        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out), nprocs=2,
-                                              join=True, start_method="fork")
-        rows = json.loads(Path(out).read_text())
-    return fit_link(rows)
-
-
-# ---------------------------------------------------------------------------- a pipeline run's costs
-@dataclass(frozen=True)
-class RunCosts:
-    """What a pipeline run costs besides the profiled compute, fed through the cost model's own terms.
-
-    ``scale``: measured compute over profiled (the machine's speed against the profile's; the stage
-    devices' ``speed`` is ``1 / scale``); ``link``: the point-to-point link between ranks (the devices'
-    ``bandwidth`` and the cost model's ``message_latency``, paid per tensor on each side as bytes are);
-    ``overhead_ms``: the runtime's fixed time per task, each stage's forward or backward of one
-    micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo);
-    ``slowdown``: wall clock over CPU time of the ranks' compute during the run (1 on an idle machine; on
-    a CPU shared with other work, the share it left the ranks), which multiplies ``scale`` in the devices'
-    speed when a step's wall-clock time is predicted from CPU-time profiles.
-    """
-
-    scale: float = 1.0
-    link: LinkTime = LinkTime(0.0, float("inf"))
-    overhead_ms: float = 0.0
-    slowdown: float = 1.0
-
-    def cluster(self, stages: int, kind: str = ACCELERATOR) -> Cluster:
-        """``stages`` identical devices of ``kind`` at the run's speed and link bandwidth."""
-        bandwidth = min(self.link.bandwidth, 1e15)
-        return Cluster([Device(name=f"rank{k}", kind=kind, speed=1.0 / (self.scale * self.slowdown), bandwidth=bandwidth)
-                        for k in range(stages)])
-
-    def model(self) -> CostModel:
-        """The simulator's default cost model (no overlap, overflow memory) with the run's fixed costs."""
-        return CostModel(memory="overflow", require=frozenset(), task_overhead=self.overhead_ms,
-                         message_latency=self.link.latency_ms)
-
-    def placement(self, p: Placement) -> Placement:
-        """``p`` on :meth:`cluster` (same assignment; its devices' kind)."""
-        return Placement(p.graph, self.cluster(p.cluster.size, p.cluster.devices[0].kind), p.assign)
-
-
-def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
-    """The overhead ``o`` in ``[0, high]`` minimizing ``sum (measured - predict(o))^2`` (golden-section search;
-    ``predict`` grows with ``o``, as a makespan does with each task's fixed cost).
-
-    >>> round(fit_overhead(lambda o: [3 + 2 * o, 1 + 4 * o], [5.0, 5.0], 10.0), 4)
-    1.0
-    """
-    def loss(o: float) -> float:
-        return sum((m - q) ** 2 for m, q in zip(measured, predict(o)))
-
-    best = _golden_min(loss, 0.0, float(high), 60)
-    return 0.0 if loss(0.0) <= loss(best) else best
-
-
-def fit_slowdown_and_overhead(predict: Callable[[float, float], Sequence[float]], measured: Sequence[float],
-                              high: float, slowest: float = 64.0) -> tuple[float, float]:
-    """``(slowdown, overhead)`` minimizing ``sum (measured - predict(slowdown, overhead))^2``: a golden-section
-    search over ``log slowdown`` in ``[0, log slowest]`` around :func:`fit_overhead` in ``[0, high]``.
-
-    >>> s, o = fit_slowdown_and_overhead(lambda s, o: [2 * s + 3 * o, 4 * s + 3 * o], [8.0, 12.0], 10.0)
-    >>> round(s, 3), round(o, 3)
-    (2.0, 1.333)
-    """
-    def inner(log_s: float) -> tuple[float, float]:
-        sl = math.exp(log_s)
-        o = fit_overhead(lambda x: predict(sl, x), measured, high)
-        return sum((m - q) ** 2 for m, q in zip(measured, predict(sl, o))), o
-
-    best = _golden_min(lambda log_s: inner(log_s)[0], 0.0, math.log(slowest), 40)
-    return math.exp(best), inner(best)[1]
-
-
-def _golden_min(loss: Callable[[float], float], lo: float, hi: float, steps: int) -> float:
-    """The middle of the bracket a golden-section search for the minimum of ``loss`` on ``[lo, hi]`` keeps after
-    ``steps`` steps (``loss`` unimodal there)."""
-    ratio = (5 ** 0.5 - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = loss(a), loss(b)
-    for _ in range(steps):
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = loss(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = loss(b)
-    return (lo + hi) / 2
-
-
-# ---------------------------------------------------------------------------- the runtime's own cost, measured
-def idle_pipeline(stages: int, ranks: int, message_bytes: float, kind: str = ACCELERATOR,
-                  schedule: str | None = None) -> Placement:
-    """The training graph of a chain of ``stages`` stages that do no work, stage ``k`` on rank ``k mod ranks``, each
-    passing ``message_bytes`` to the next one forward and as much back: the pipeline whose step is the schedule
-    runtime's own cost (its actions and their messages), which a run of stage modules that return their input
-    measures. Under a schedule whose rank map folds (``zbv``), stage ``k`` on device ``k`` of ``stages``, which the
-    map puts on the ranks (:func:`placement_dsl.stage_schedules.stage_ranks`).
-
-    >>> p = idle_pipeline(4, 2, 64.0)
-    >>> p.graph.n, p.assign.tolist(), idle_pipeline(4, 2, 64.0, schedule="zbv").assign.tolist()
-    (8, [0, 1, 0, 1, 1, 0, 1, 0], [0, 1, 2, 3, 3, 2, 1, 0])
-    """
-    if stages < 2 or ranks < 2 or stages % ranks or not 0 <= message_bytes < float("inf"):
-        raise SpecError(f"idle_pipeline: needs stages ({stages}) a multiple of ranks ({ranks}) >= 2 and message "
-                        f"bytes ({message_bytes}) finite and >= 0")
-    ops = [Op(name=f"stage{k}", work={kind: 0.0}, param_bytes=4.0, out_bytes=message_bytes if k < stages - 1 else 0.0)
-           for k in range(stages)]
-    forward = [(f"stage{k}", f"stage{k + 1}") for k in range(stages - 1)]
-    ops, edges = with_backward(ops, forward)
-    folds = schedule in FOLDS
-    cluster = Cluster([Device(name=f"rank{r}", kind=kind) for r in range(stages if folds else ranks)])
-    rank = list(range(stages)) if folds else [k % ranks for k in range(stages)]
-    return Placement(Graph(ops, edges), cluster, rank + rank[::-1])  # the gradients come in reverse order
-
-
-def runtime_overhead(measured_ms: float, schedule: str, microbatches: int, *, stages: int, ranks: int,
-                     message_bytes: float, link: LinkTime) -> float:
-    """The per-task overhead (the cost model's ``task_overhead``) at which the simulator's step per micro-batch of
-    :func:`idle_pipeline` equals ``measured_ms``, the step measured on stages that do no work with the same schedule,
-    micro-batch count and ranks; the link (its latency per message, its bandwidth) is the measured one.
-
-    The step of a pipeline of idle stages is the runtime's alone, so the overhead is measured as the link is,
-    not fitted on a model's steps. 0 when the link alone accounts for ``measured_ms``.
-
-    >>> link = LinkTime(0.0, float("inf"))
-    >>> round(runtime_overhead(6.0, "1f1b", 4, stages=2, ranks=2, message_bytes=0.0, link=link), 4)
-    2.4
-    """
-    p = idle_pipeline(stages, ranks, message_bytes, schedule=schedule)
-
-    def predict(o: float) -> list[float]:
-        costs = RunCosts(1.0, link, o)
-        return [simulate(costs.placement(p), schedule, microbatches, costs.model()).time_per_sample]
-
-    return fit_overhead(predict, [float(measured_ms)], max(float(measured_ms), 1e-9))
-
-
-def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
-    """Predicted, measured and residual per stage, one line each, and the largest residual."""
-    lines = [f"{label:<14} {'predicted ms':>13} {'measured ms':>12} {'residual':>9}"]
-    for f in fits:
-        lines.append(f"{f'stage {f.stage}':<14} {f.predicted_ms:>13.4f} {f.measured_ms:>12.4f} {f.residual:>8.1%}")
-    worst = max((abs(f.residual) for f in fits), default=0.0)
-    lines.append(f"largest residual {worst:.1%}")
-    return "\n".join(lines)
-
-
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward", "training_graph", "with_measured_backward",
-           "write_profile"]
+           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong",
+           "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward",
+           "training_graph", "with_measured_backward", "write_profile"]
