@@ -136,3 +136,37 @@ def test_importing_certify_and_every_level_loads_no_solver_stack():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _loaded(tmp_path, argv: list[str] | None) -> set[str]:
+    """The top-level packages a fresh interpreter holds after ``import placement_dsl`` and, given ``argv``, the
+    command line run on it (CHAIN and SPLIT stand for a small workload and a split of it)."""
+    path = _small_workload(tmp_path)
+    if argv is not None and "SPLIT" in argv:
+        from placement_dsl.io import load_workload, save_placement
+        from placement_dsl.placement import Placement
+
+        w = load_workload(path)
+        save_placement(Placement(w.graph, w.cluster, [0, 0, 0, 1, 1, 1, 2, 2]), tmp_path / "split.json", w)
+    fill = {"CHAIN": str(path), "SPLIT": str(tmp_path / "split.json")}
+    code = "import placement_dsl"
+    if argv is not None:
+        code += (f"\nfrom placement_dsl.cli import main\ntry:\n    main({[fill.get(a, a) for a in argv]!r})\n"
+                 "except SystemExit:\n    pass")
+    code += "\nimport sys\nprint(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.strip().splitlines()[-1].split())
+
+
+COMMANDS = {"import": None, "help": ["--help"], "zoo": ["zoo"], "evaluate": ["evaluate", "CHAIN", "--split", "SPLIT"],
+            "solve-dp": ["solve", "CHAIN", "--method", "dp", "--json"]}
+
+
+@pytest.mark.parametrize("argv", list(COMMANDS.values()), ids=list(COMMANDS))
+def test_start_up_loads_no_pydantic(tmp_path, argv):
+    """The records (ops, devices, links) and the methods' options validate themselves (:class:`limits.Validated`,
+    :class:`options.Options`): pydantic and its models cost about 0.2 s of CPU on every command."""
+    assert "pydantic" not in _loaded(tmp_path, argv)
