@@ -170,3 +170,10 @@ def test_start_up_loads_no_pydantic(tmp_path, argv):
     """The records (ops, devices, links) and the methods' options validate themselves (:class:`limits.Validated`,
     :class:`options.Options`): pydantic and its models cost about 0.2 s of CPU on every command."""
     assert "pydantic" not in _loaded(tmp_path, argv)
+
+
+def test_bounds_on_a_small_workload_loads_no_pyomo(tmp_path):
+    """Its family (whether Archer's MIP writes it) is declared (:func:`placement_dsl.levels.base.archer_surely_writes`),
+    and the closed forms and the DP settle the gap before any level builds a model."""
+    loaded = _loaded(tmp_path, ["bounds", "CHAIN", "--json", "--time-limit", "4"])
+    assert not loaded & {"pyomo", "highspy", "pyscipopt", "ortools"}
