@@ -7,6 +7,8 @@ per-node values over ideals, and finding given rows among the ideals. Every kern
 """
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from .jit import njit, python_version
@@ -176,6 +178,51 @@ def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
                 take = (height[v] + 1.0) / (height[v] + 2.0)
                 inside[v] = np.random.random() < take
                 weight -= np.log2(take if inside[v] else 1.0 - take)
+        logs[w] = weight
+    top = logs.max() if walks else 0.0
+    total = 0.0
+    for w in range(walks):
+        total += 2.0 ** (logs[w] - top)
+    return top + np.log2(total / max(walks, 1))
+
+
+def _legacy_stream(seed: int) -> random.Random:
+    """A generator whose ``random()`` gives the doubles of ``np.random.seed(seed); np.random.random()``: the same
+    Mersenne Twister (numpy's legacy seeding of an integer: Matsumoto and Nishimura's ``init_genrand``) and the
+    same 53-bit doubles as Python's own."""
+    mt = [int(seed) & 0xFFFFFFFF]
+    for i in range(1, 624):
+        mt.append((1812433253 * (mt[-1] ^ (mt[-1] >> 30)) + i) & 0xFFFFFFFF)
+    out = random.Random()
+    out.setstate((3, (*mt, 624), None))
+    return out
+
+
+@python_version(log2_ideal_estimate)
+def _log2_ideal_estimate_python(pred_ptr, pred_idx, walks, seed):
+    """:func:`log2_ideal_estimate` in Python, the same to the bit: the predecessors and heights as lists, each
+    node's two log-weights computed once, and the uniform draws the stream the kernel's ``np.random.random()``
+    calls read (:func:`_legacy_stream`, without loading ``numpy.random``). The kernel's scalar steps cost 0.1 s of
+    CPU on ResNet-50's 177 supernodes in the interpreter."""
+    n = pred_ptr.size - 1
+    draw = _legacy_stream(seed).random
+    ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
+    height = [0] * n
+    for v in range(n - 1, -1, -1):
+        for e in range(ptr[v], ptr[v + 1]):
+            height[idx[e]] = max(height[idx[e]], height[v] + 1)
+    take = [(h + 1.0) / (h + 2.0) for h in height]
+    log_in = np.log2(np.array(take, dtype=np.float64)).tolist() if n else []
+    log_out = np.log2(1.0 - np.array(take, dtype=np.float64)).tolist() if n else []
+    preds = [idx[ptr[v]:ptr[v + 1]] for v in range(n)]
+    logs = np.empty(walks)
+    for w in range(walks):
+        inside = [False] * n
+        weight = 0.0
+        for v in range(n):
+            if all(inside[u] for u in preds[v]):
+                inside[v] = draw() < take[v]
+                weight -= log_in[v] if inside[v] else log_out[v]
         logs[w] = weight
     top = logs.max() if walks else 0.0
     total = 0.0
