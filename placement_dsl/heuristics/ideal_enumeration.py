@@ -129,6 +129,46 @@ def enumerate_ideals(pred_ptr, pred_idx, W, limit, deadline):
     return ideals[:count], child[:ne], parent[:ne], 0
 
 
+@python_version(enumerate_ideals)
+def _enumerate_ideals_python(pred_ptr, pred_idx, W, limit, deadline):
+    """:func:`enumerate_ideals` in Python, the same arrays in the same order: the ideals as Python integers (bit
+    ``v`` for node ``v``), a dict in place of the hash table, and the words written once at the end. The kernel's
+    scalar steps on numpy words cost 0.15-0.2 s of CPU on ResNet-50's 242 ideals in the interpreter."""
+    n = pred_ptr.size - 1
+    ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
+    needs = [sum(1 << u for u in set(idx[ptr[v]:ptr[v + 1]])) for v in range(n)]
+    bits = [1 << v for v in range(n)]
+    found: list[int] = [0]
+    ids = {0: 0}
+    child: list[int] = []
+    parent: list[int] = []
+    status, i = 0, 0
+    while i < len(found) and status == 0:
+        if (i & 0xFFF) == 0xFFF and deadline < INF and clock() > deadline:
+            status = 2
+            break
+        ideal = found[i]
+        for v in range(n):
+            if ideal & bits[v] or ideal & needs[v] != needs[v]:
+                continue
+            row = ideal | bits[v]
+            j = ids.get(row, -1)
+            if j < 0:
+                if len(found) >= limit:
+                    status = 1
+                    break
+                j = ids[row] = len(found)
+                found.append(row)
+            child.append(j)
+            parent.append(i)
+        i += 1
+    words = np.zeros((len(found), W), np.uint64)
+    low = (1 << 64) - 1
+    for w in range(W):
+        words[:, w] = [(x >> (64 * w)) & low for x in found]
+    return words, np.array(child, np.int64), np.array(parent, np.int64), status
+
+
 @njit(cache=True)
 def widest_level(pred_ptr, pred_idx):
     """Most nodes of one longest-path depth, of a DAG whose nodes are numbered topologically.

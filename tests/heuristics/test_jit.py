@@ -239,3 +239,22 @@ def test_the_legacy_stream_is_numpy_s_seeded_stream():
         ours = _legacy_stream(seed)
         theirs = np.random.RandomState(seed)
         assert [ours.random() for _ in range(1500)] == theirs.random_sample(1500).tolist()
+
+
+def test_the_ideals_enumerated_in_python_are_the_kernel_s_in_the_same_order():
+    """:func:`~placement_dsl.heuristics.ideal_enumeration.enumerate_ideals` runs in Python as its own version (ideals
+    as Python integers): the same ideals, sub-ideal pairs and status, also when the limit stops it."""
+    from placement_dsl.heuristics import ideal_enumeration  # noqa: F401 - declares the kernel
+
+    kernel = next(k for k in jit._KERNELS if k.__name__ == "enumerate_ideals")
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n = int(rng.integers(1, 130))
+        ptr, idx = _random_dag(rng, n, float(rng.uniform(0.01, 0.3)))
+        args = (ptr, idx, max(1, -(-n // 64)), int(rng.choice([5, 50, 3000])), np.inf)
+        with jit.interpreted():
+            theirs, ours = kernel.py_func(*args), kernel.in_python(*args)
+        assert theirs[3] == ours[3]
+        for a, b in zip(theirs[:3], ours[:3]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert kernel.in_python is not kernel.py_func
