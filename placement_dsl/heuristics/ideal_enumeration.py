@@ -226,7 +226,7 @@ def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
     return top + np.log2(total / max(walks, 1))
 
 
-def _legacy_stream(seed: int) -> random.Random:
+def legacy_stream(seed: int) -> random.Random:
     """A generator whose ``random()`` gives the doubles of ``np.random.seed(seed); np.random.random()``: the same
     Mersenne Twister (numpy's legacy seeding of an integer: Matsumoto and Nishimura's ``init_genrand``) and the
     same 53-bit doubles as Python's own."""
@@ -242,10 +242,10 @@ def _legacy_stream(seed: int) -> random.Random:
 def _log2_ideal_estimate_python(pred_ptr, pred_idx, walks, seed):
     """:func:`log2_ideal_estimate` in Python, the same to the bit: the predecessors and heights as lists, each
     node's two log-weights computed once, and the uniform draws the stream the kernel's ``np.random.random()``
-    calls read (:func:`_legacy_stream`, without loading ``numpy.random``). The kernel's scalar steps cost 0.1 s of
+    calls read (:func:`legacy_stream`, without loading ``numpy.random``). The kernel's scalar steps cost 0.1 s of
     CPU on ResNet-50's 177 supernodes in the interpreter."""
     n = pred_ptr.size - 1
-    draw = _legacy_stream(seed).random
+    draw = legacy_stream(seed).random
     ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
     height = [0] * n
     for v in range(n - 1, -1, -1):

@@ -232,11 +232,11 @@ def test_the_ideal_count_estimate_in_python_is_the_kernel_s_to_the_bit():
     assert kernel.in_python is not kernel.py_func
 
 
-def test_the_legacy_stream_is_numpy_s_seeded_stream():
-    from placement_dsl.heuristics.ideal_enumeration import _legacy_stream
+def test_thelegacy_stream_is_numpy_s_seeded_stream():
+    from placement_dsl.heuristics.ideal_enumeration import legacy_stream
 
     for seed in (0, 7, 2**32 - 1):
-        ours = _legacy_stream(seed)
+        ours = legacy_stream(seed)
         theirs = np.random.RandomState(seed)
         assert [ours.random() for _ in range(1500)] == theirs.random_sample(1500).tolist()
 
