@@ -183,7 +183,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
     """Enumerate the ideals (of the DFS-linearized DAG for DPL) and run the DP; ``incumbent`` and ``candidates``
     (splits as :class:`.ideal_solve.Solution`'s stages): the best of them that the DP may take starts the search.
     A lattice of at most ``sweep_below`` ideals is settled by one exact sweep pruned by the start, not descending
-    feasibility runs (:data:`DP_SWEEP_IDEALS`)."""
+    feasibility runs (:data:`DP_SWEEP_IDEALS`), where the sweep's float64 tables fit (:data:`MAX_TABLE_BYTES`)."""
     t0 = time.perf_counter()
     con = su.con
     if linearize:
@@ -191,7 +191,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals, deadline, chain=order if linearize else None)
     jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes), lat.count)  # compiled kernels pay beyond
-    descend = descend and lat.count > sweep_below
+    descend = descend and (lat.count > sweep_below or table_bytes(lat.count, su.classes, exact=True) > MAX_TABLE_BYTES)
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
         states = math.prod(c.count + 1 for c in su.classes)
