@@ -17,105 +17,114 @@ device's bandwidth.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
 import numpy as np
-from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .errors import SpecError
-from .limits import MAX_DEVICES, MAX_TOTAL, Validated, construct, count
+from .limits import (
+    MAX_DEVICES,
+    MAX_TOTAL,
+    REQUIRED,
+    Validated,
+    construct,
+    count,
+    field,
+    optional_flag,
+    optional_text,
+    real,
+    text,
+    texts,
+)
+from .limits import name as name_text
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
 
 
+def _memory(value: Any) -> float:
+    value = real(value)
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"memory must be > 0 (use inf for unlimited), got {value!r}")
+    if math.isfinite(value) and value > MAX_TOTAL:
+        raise ValueError(f"memory must be at most {MAX_TOTAL:g} (use inf for unlimited), got {value!r}")
+    return value
+
+
+def _rate(what: str) -> Callable[[Any], float]:
+    """The check of a speed or bandwidth: a finite number in ``[1 / MAX_TOTAL, MAX_TOTAL]``."""
+    def check(value: Any) -> float:
+        value = real(value)
+        if math.isnan(value) or math.isinf(value) or value <= 0:
+            raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+        if not 1 / MAX_TOTAL <= value <= MAX_TOTAL:
+            raise ValueError(f"{what} must lie in [{1 / MAX_TOTAL:g}, {MAX_TOTAL:g}], got {value!r}")
+        return value
+    return check
+
+
 class Device(Validated):
     """One device (a pipeline stage, an accelerator or a CPU)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = field(REQUIRED, name_text)
+    kind: str = field(ACCELERATOR, text, description="device kind; ops give their work per kind")
+    memory: float = field(math.inf, _memory, description="memory capacity (same unit as op bytes)")
+    speed: float = field(1.0, _rate("speed"), description="speed factor: time = work / speed")
+    bandwidth: float = field(1.0, _rate("bandwidth"), description="transfer bandwidth to the interconnect / host memory")
+    host: bool | None = field(None, optional_flag,
+                              description="lives in host memory and pays no transfers (default: kind == 'cpu')")
+    server: str | None = field(None, optional_text,
+                               description="server (machine) holding the device in a hierarchical cluster; "
+                                           "labelled devices exchange tensors over their links")
+    invocations: bool | None = field(None, optional_flag,
+                                     description="single sample: runs its ops as invocations of whole contiguous "
+                                                 "subgraphs (Tarnawski §4) rather than one op at a time (MOIRAI); "
+                                                 "default: a non-host device of a cluster without links "
+                                                 "(Cluster.invocation)")
 
-    name: str = Field(min_length=1)
-    kind: str = Field(ACCELERATOR, description="device kind; ops give their work per kind")
-    memory: float = Field(math.inf, description="memory capacity (same unit as op bytes)")
-    speed: float = Field(1.0, description="speed factor: time = work / speed")
-    bandwidth: float = Field(1.0, description="transfer bandwidth to the interconnect / host memory")
-    host: bool | None = Field(None, description="lives in host memory and pays no transfers (default: kind == 'cpu')")
-    server: str | None = Field(None, description="server (machine) holding the device in a hierarchical cluster; "
-                                                 "labelled devices exchange tensors over their links")
-    invocations: bool | None = Field(None, description="single sample: runs its ops as invocations of whole "
-                                                       "contiguous subgraphs (Tarnawski §4) rather than one op at a "
-                                                       "time (MOIRAI); default: a non-host device of a cluster "
-                                                       "without links (Cluster.invocation)")
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, value: float) -> float:
-        if math.isnan(value) or value <= 0:
-            raise ValueError(f"memory must be > 0 (use inf for unlimited), got {value!r}")
-        if math.isfinite(value) and value > MAX_TOTAL:
-            raise ValueError(f"memory must be at most {MAX_TOTAL:g} (use inf for unlimited), got {value!r}")
-        return float(value)
-
-    @field_validator("speed", "bandwidth")
-    @classmethod
-    def _positive(cls, value: float, info: Any) -> float:
-        if math.isnan(value) or math.isinf(value) or value <= 0:
-            raise ValueError(f"{info.field_name} must be a finite number > 0, got {value!r}")
-        if not 1 / MAX_TOTAL <= value <= MAX_TOTAL:
-            raise ValueError(f"{info.field_name} must lie in [{1 / MAX_TOTAL:g}, {MAX_TOTAL:g}], got {value!r}")
-        return float(value)
-
-    @model_validator(mode="after")
-    def _default_host(self) -> Device:
+    def _after(self) -> None:
         if self.host is None:
-            object.__setattr__(self, "host", self.kind == CPU)
-        return self
+            self.__dict__["host"] = self.kind == CPU
+
+
+def _link_bandwidth(value: Any) -> float:
+    value = real(value)
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"bandwidth must be > 0, got {value!r}")
+    return value
+
+
+def _latency(value: Any) -> float:
+    value = real(value)
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise ValueError(f"latency must be a finite number >= 0, got {value!r}")
+    return value
 
 
 class Link(Validated):
     """A directed link ``src -> dst`` with bandwidth (bytes per time unit) and latency."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    src: str
-    dst: str
-    bandwidth: float
-    latency: float = 0.0
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _bw(cls, value: float) -> float:
-        if math.isnan(value) or value <= 0:
-            raise ValueError(f"bandwidth must be > 0, got {value!r}")
-        return float(value)
-
-    @field_validator("latency")
-    @classmethod
-    def _lat(cls, value: float) -> float:
-        if math.isnan(value) or math.isinf(value) or value < 0:
-            raise ValueError(f"latency must be a finite number >= 0, got {value!r}")
-        return float(value)
+    src: str = field(REQUIRED, text)
+    dst: str = field(REQUIRED, text)
+    bandwidth: float = field(REQUIRED, _link_bandwidth)
+    latency: float = field(0.0, _latency)
 
 
 class Route(Validated):
     """The physical route of transfers ``src -> dst``: the devices it passes, ``path[0] == src`` and
     ``path[-1] == dst``; each step ``path[i] -> path[i + 1]`` must be a link of the cluster."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    src: str = field(REQUIRED, text)
+    dst: str = field(REQUIRED, text)
+    path: tuple[str, ...] = field(REQUIRED, texts)
 
-    src: str
-    dst: str
-    path: tuple[str, ...]
-
-    @model_validator(mode="after")
-    def _ends(self) -> Route:
+    def _after(self) -> None:
         if self.src == self.dst:
             raise ValueError(f"route {self.src!r} -> {self.dst!r} joins a device to itself")
         if len(self.path) < 2 or self.path[0] != self.src or self.path[-1] != self.dst:
             raise ValueError(f"path {list(self.path)!r} must start at {self.src!r} and end at {self.dst!r}")
-        return self
 
 
 def _route_items(routes: Any) -> list[Any]:

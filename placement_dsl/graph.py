@@ -24,10 +24,10 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import ConfigDict, Field, field_validator
 
 from .errors import SpecError
-from .limits import FIELD, MAX_TOTAL, Validated, amount, construct, total_ok
+from .limits import FIELD, MAX_TOTAL, REQUIRED, Validated, amount, construct, field, mapping, total_ok
+from .limits import name as name_text
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -35,48 +35,42 @@ if TYPE_CHECKING:
 DEFAULT_KIND = "*"
 
 
+def _work(value: Any) -> dict[str, float]:
+    if isinstance(value, (int, float)):
+        value = {DEFAULT_KIND: value}
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError("work must be a number or a non-empty mapping kind -> time")
+    return {str(k): amount(v, f"work[{k!r}]", wording=FIELD, error=ValueError) for k, v in value.items()}
+
+
+def _nonneg(what: str) -> Any:
+    return lambda value: amount(value, what, wording=FIELD, error=ValueError)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool) and value not in (0, 1):
+        raise ValueError(f"backward must be true or false (or 0/1), got {value!r:.40}")
+    return bool(value)
+
+
+def _group(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 class Op(Validated):
     """One operator (or layer) of a computation graph."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(min_length=1, description="unique op name")
-    work: dict[str, float] = Field(
-        default_factory=lambda: {DEFAULT_KIND: 0.0},
-        description="running time per device kind; a missing kind means not allowed there",
-    )
-    param_bytes: float = Field(0.0, description="parameter (weight) memory")
-    out_bytes: float = Field(0.0, description="size of the output tensor (paid once per boundary)")
-    activation_bytes: float = Field(0.0, description="activation memory held while the op's stage runs")
-    backward: bool = Field(False, description="part of the backward pass of a training graph")
-    group: str | None = Field(None, description="colocation group: ops sharing it share a device")
-    attrs: dict[str, Any] = Field(default_factory=dict, description="free-form attributes")
-
-    @field_validator("work", mode="before")
-    @classmethod
-    def _work(cls, value: Any) -> Any:
-        if isinstance(value, (int, float)):
-            value = {DEFAULT_KIND: value}
-        if not isinstance(value, Mapping) or not value:
-            raise ValueError("work must be a number or a non-empty mapping kind -> time")
-        return {str(k): amount(v, f"work[{k!r}]", wording=FIELD, error=ValueError) for k, v in value.items()}
-
-    @field_validator("param_bytes", "out_bytes", "activation_bytes", mode="before")
-    @classmethod
-    def _nonneg(cls, value: Any, info: Any) -> float:
-        return amount(value, info.field_name, wording=FIELD, error=ValueError)
-
-    @field_validator("backward", mode="before")
-    @classmethod
-    def _flag(cls, value: Any) -> Any:
-        if not isinstance(value, bool) and value not in (0, 1):
-            raise ValueError(f"backward must be true or false (or 0/1), got {value!r:.40}")
-        return bool(value)
-
-    @field_validator("group", mode="before")
-    @classmethod
-    def _group(cls, value: Any) -> Any:
-        return None if value is None else str(value)
+    name: str = field(REQUIRED, name_text, description="unique op name")
+    work: dict[str, float] = field(check=_work, factory=lambda: {DEFAULT_KIND: 0.0},
+                                   description="running time per device kind; a missing kind means not allowed there")
+    param_bytes: float = field(0.0, _nonneg("param_bytes"), description="parameter (weight) memory")
+    out_bytes: float = field(0.0, _nonneg("out_bytes"),
+                             description="size of the output tensor (paid once per boundary)")
+    activation_bytes: float = field(0.0, _nonneg("activation_bytes"),
+                                    description="activation memory held while the op's stage runs")
+    backward: bool = field(False, _flag, description="part of the backward pass of a training graph")
+    group: str | None = field(None, _group, description="colocation group: ops sharing it share a device")
+    attrs: dict[str, Any] = field(check=mapping, factory=dict, description="free-form attributes")
 
     def time_on(self, kind: str) -> float:
         """Running time on a device of ``kind`` at speed 1 (``inf`` if not allowed)."""

@@ -1,4 +1,4 @@
-"""Options a registered method declares: one small pydantic model per heuristic or formulation.
+"""Options a registered method declares: one small model per heuristic or formulation.
 
 A method's options are the fields of an :class:`Options` subclass, each made by :func:`option` (a default, a
 one-line help and, for numbers, bounds)::
@@ -9,15 +9,15 @@ one-line help and, for numbers, bounds)::
 The registry that holds the method keeps the model (``@heuristic(..., options=BrkgaOptions)``,
 ``Formulation(..., options=...)``); :func:`validate` checks what a caller passes against it and refuses an
 unknown or invalid option in one line naming the method and the option, and :func:`describe` lists the options
-for ``placement-dsl methods`` and ``--help``. This module imports only pydantic, so reading a model stays cheap.
+for ``placement-dsl methods`` and ``--help``. This module imports no third-party package, so reading a model stays cheap.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dataclasses import FrozenInstanceError, dataclass
+from numbers import Real
+from typing import Any, ClassVar, get_type_hints
 
 from .errors import SpecError
 
@@ -25,16 +25,163 @@ SCALARS = (bool, int, float, str)
 """The option types a command line can set (``--option NAME=VALUE``); others are given from Python."""
 
 
-class Options(BaseModel):
-    """The base of a method's declared options: unknown names are refused, values are checked and frozen."""
+class Bound:
+    """One bound of a numeric option (pydantic's ``annotated_types`` spelling: ``ge``, ``gt``, ``le`` or ``lt``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    __slots__ = ("ge", "gt", "le", "lt")
+
+    def __init__(self, key: str, value: float):
+        for k in self.__slots__:
+            setattr(self, k, value if k == key else None)
+
+
+class OptionField:
+    """A declared option: its type (``annotation``, set when its class is made), default, help and bounds
+    (``metadata``: :class:`Bound` items, checked in the order ``le``, ``lt``, ``ge``, ``gt``)."""
+
+    __slots__ = ("annotation", "default", "description", "metadata")
+
+    def __init__(self, default: Any, description: str, metadata: list[Bound]):
+        self.annotation: Any = Any
+        self.default, self.description, self.metadata = default, description, metadata
+
+
+class Refused(ValueError):
+    """A value an option's type or bounds refuse; the message says why, as pydantic worded it."""
+
+
+BOUND_WORDS = {"le": "less than or equal to", "lt": "less than", "ge": "greater than or equal to", "gt": "greater than"}
+BOUND_TESTS = {"le": lambda v, b: v <= b, "lt": lambda v, b: v < b, "ge": lambda v, b: v >= b, "gt": lambda v, b: v > b}
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise Refused("Input should be a valid integer, unable to parse string as an integer") from None
+    if isinstance(value, Real):
+        value = float(value)
+        if not math.isfinite(value):
+            raise Refused("Input should be a finite number")
+        if not value.is_integer():
+            raise Refused("Input should be a valid integer, got a number with a fractional part")
+        if abs(value) >= 2**63:
+            raise Refused("Unable to parse input string as an integer, exceeded maximum size")
+        return int(value)
+    raise Refused("Input should be a valid integer")
+
+
+def _as_float(value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise Refused("Input should be a valid number, unable to parse string as a number") from None
+    if not isinstance(value, Real):
+        raise Refused("Input should be a valid number")
+    return float(value)
+
+
+TRUE, FALSE = {"1", "on", "t", "true", "y", "yes"}, {"0", "off", "f", "false", "n", "no"}
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    if isinstance(value, Real) and value in (0, 1):
+        return bool(value)
+    interpretable = isinstance(value, (str, int)) or (isinstance(value, float) and value.is_integer()
+                                                        and abs(value) < 2**63)
+    raise Refused("Input should be a valid boolean" + (", unable to interpret input" if interpretable else ""))
+
+
+def _as_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Refused("Input should be a valid string")
+    return value
+
+
+CONVERT = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str}
+
+
+def _checked(spec: OptionField, value: Any) -> Any:
+    """``value`` as the option ``spec`` declares it (its type, then its bounds); :class:`ValueError` naming why not."""
+    args = getattr(spec.annotation, "__args__", ())
+    if value is None and type(None) in args:
+        return None
+    kind = _scalar(spec.annotation)
+    if kind is None:
+        return value
+    value = CONVERT[kind](value)
+    for key in ("le", "lt", "ge", "gt"):
+        for bound in spec.metadata:
+            limit = getattr(bound, key)
+            if limit is not None and not BOUND_TESTS[key](value, limit):
+                raise Refused(f"Input should be {BOUND_WORDS[key]} {limit}")
+    return value
+
+
+class Options:
+    """The base of a method's declared options: unknown names are refused, values are checked and frozen.
+
+    Each option is a class annotation (its type: ``int``, ``float``, ``bool``, ``str``, one of these or ``None``, or
+    ``Any``, which is taken as given) with an :func:`option` as its value; a subclass adds to its base's options.
+
+    >>> class Depth(Options):
+    ...     depth: int = option(3, "how deep", ge=1)
+    >>> Depth(depth="2").depth, Depth().depth
+    (2, 3)
+    """
+
+    model_fields: ClassVar[dict[str, OptionField]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = dict(cls.model_fields)
+        declared = vars(cls).get("__annotations__", {})
+        try:
+            hints = get_type_hints(cls)
+        except (NameError, TypeError):
+            hints = {}
+        for key in declared:
+            if key.startswith("_") or key == "model_fields":
+                continue
+            value = vars(cls).get(key, None)
+            spec = value if isinstance(value, OptionField) else OptionField(value, "", [])
+            spec.annotation = hints.get(key, Any)
+            fields[key] = spec
+            if key in vars(cls):
+                delattr(cls, key)
+        cls.model_fields = fields
+
+    def __init__(self, **given: Any) -> None:
+        unknown = sorted(set(given) - set(self.model_fields))
+        if unknown:
+            raise SpecError(f"{type(self).__name__}: unknown option {unknown[0]!r}")
+        for key, spec in self.model_fields.items():
+            try:
+                value = _checked(spec, given[key]) if key in given else spec.default
+            except ValueError as err:
+                raise SpecError(f"{type(self).__name__}: option {key}={given[key]!r}: {err}") from None
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise FrozenInstanceError(f"{type(self).__name__} is frozen: cannot assign to option {key!r}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.model_fields)})"
 
 
 def option(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
            lt: float | None = None) -> Any:
     """A declared option: its default, a one-line help and, for a number, its bounds."""
-    return Field(default, description=help, ge=ge, gt=gt, le=le, lt=lt)
+    bounds = [Bound(k, v) for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None]
+    return OptionField(default, help, bounds)
 
 
 @dataclass(frozen=True)
@@ -94,13 +241,13 @@ def validate(owner: str, model: type[Options] | None, given: Mapping[str, Any]) 
     unknown = sorted(set(given) - set(model.model_fields))
     if unknown:
         raise SpecError(f"{owner}: unknown option {unknown[0]!r}; it takes {', '.join(model.model_fields) or 'none'}")
-    try:
-        checked = model(**given)
-    except ValidationError as err:
-        first = err.errors()[0]
-        name = str(first["loc"][0]) if first.get("loc") else "?"
-        raise SpecError(f"{owner}: option {name}={given.get(name)!r}: {first['msg']}") from None
-    return {name: getattr(checked, name) for name in given}
+    checked = {}
+    for name, value in given.items():
+        try:
+            checked[name] = _checked(model.model_fields[name], value)
+        except ValueError as err:
+            raise SpecError(f"{owner}: option {name}={value!r}: {err}") from None
+    return checked
 
 
 def parse(owner: str, model: type[Options] | None, text: str) -> tuple[str, Any]:

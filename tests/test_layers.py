@@ -27,6 +27,7 @@ LAZY = {
     ("placement_dsl.cli.", "placement_dsl.viz"): EXTRA,
     ("placement_dsl.cli.", "placement_dsl.sweep"): EXTRA,
     ("placement_dsl.cli.", "placement_dsl.export"): STARTUP,
+    ("placement_dsl.cli.", "placement_dsl.profile"): STARTUP,
     ("placement_dsl.cli.", "placement_dsl.heuristics"): STARTUP,
     ("placement_dsl.cli.", "placement_dsl.zoo"): STARTUP,
     ("placement_dsl.cli.", "placement_dsl.io.moirai"): STARTUP,

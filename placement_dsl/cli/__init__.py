@@ -22,7 +22,7 @@ from ..heuristics import jit
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
 from .options import heuristic_options, kernels_cold
-from .parser import build_parser
+from .parser import CORE, build_parser
 from .workloads import one_line, read_workload, resize
 
 __all__ = ["HEURISTIC_METHODS", "IP_METHODS", "build_parser", "cmd_bounds", "cmd_convert", "cmd_evaluate", "cmd_solve",
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     command is done (:func:`_exit_now`), so that its teardown does not run past the limit."""
     started = process_start() if argv is None else time.monotonic()
     try:
-        args = build_parser().parse_args(argv)
+        line = sys.argv[1:] if argv is None else argv
+        args = build_parser(line[0] if line and line[0] in CORE else None).parse_args(argv)
         args.started = started
         code = run_command(args)
         sys.stdout.flush()

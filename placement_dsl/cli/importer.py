@@ -10,7 +10,6 @@ from ..files import check_writable
 from ..io import Workload, formats, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..limits import MAX_DEVICES
-from ..profile import read_profile, with_measured_backward
 from ..report import human_bytes
 from .arguments import common, number, quiet
 from .common import EPILOG, EXIT_OK
@@ -45,6 +44,8 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
     """The workload with the profile's measured times (and the calibrated roofline for the rest)."""
     if not args.costs:
         return w, []
+    from ..profile import read_profile, with_measured_backward  # the profiler and the simulator: this command's
+
     graph, fits = apply_costs(w.graph, read_costs(args.costs), calibrate_rest=not args.no_calibrate)
     for kind, rows in read_profile(args.costs).items():  # a 'placement-dsl profile' file's backward times
         graph = with_measured_backward(graph, rows, kind)

@@ -12,13 +12,8 @@ from .arguments import number as _number
 from .arguments import quiet as _quiet
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_methods, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
-from .export import add_export_parser
-from .importer import add_import_parser
 from .options import options_epilog
-from .profile import add_profile_parser
 from .schedules import add_congestion_arg
-from .show import add_show_parser
-from .sweep import add_sweep_parsers
 from .training import add_training_args
 from .workloads import boundaries_arg, one_line
 
@@ -111,20 +106,15 @@ def _bounds_parser(sub: Any) -> None:
     bo.set_defaults(func=cmd_bounds)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``placement-dsl`` parser: every option of every command has help; exit statuses in the epilog."""
-    p = Parser(prog="placement-dsl", description=DESCRIPTION, epilog=EPILOG,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="re-raise unexpected errors with their traceback instead of a one-line message")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of the commands below")
+def _evaluate_parser(sub: Any) -> None:
     ev = sub.add_parser("evaluate", help="score a split with the cost model", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _workload_args(ev)
     ev.add_argument("--split", required=True, help="placement or split file")
     ev.set_defaults(func=cmd_evaluate)
-    _solve_parser(sub)
-    _bounds_parser(sub)
+
+
+def _convert_parser(sub: Any) -> None:
     cv = sub.add_parser("convert", help="convert a workload between formats", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     cv.add_argument("input", help="workload file or zoo:NAME to read")
@@ -133,20 +123,53 @@ def build_parser() -> argparse.ArgumentParser:
     cv.add_argument("--to", choices=("native", "dnn-partitioning"), help="output format (default: native)")
     _common(cv, "print a JSON summary of what was written")
     cv.set_defaults(func=cmd_convert)
+
+
+def _zoo_parser(sub: Any) -> None:
     zo = sub.add_parser("zoo", help="list the built-in models", epilog=EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(zo, "print the names as a JSON object")
     zo.set_defaults(func=cmd_zoo)
+
+
+def _methods_parser(sub: Any) -> None:
     me = sub.add_parser("methods", help="list the heuristic methods, what they optimize and their options",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(me, "print the methods as a JSON object")
     me.set_defaults(func=cmd_methods)
-    add_sweep_parsers(sub, _number, _common)
 
+
+CORE = {"evaluate": _evaluate_parser, "solve": _solve_parser, "bounds": _bounds_parser, "convert": _convert_parser,
+        "zoo": _zoo_parser, "methods": _methods_parser}
+"""The commands whose subparsers :func:`build_parser` can build alone, in the order of ``--help``."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``placement-dsl`` parser: every option of every command has help; exit statuses in the epilog.
+
+    ``command``: the command a line names first, when it is one of :data:`CORE`: only its subparser is built,
+    which parses that line alike (the same options, help and one-line errors) without building the other
+    commands' parsers or importing their modules (sweeps, pictures, importers, exporters, the profiler: about
+    0.1 s of every command's start-up). Any other value builds them all."""
+    p = Parser(prog="placement-dsl", description=DESCRIPTION, epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="re-raise unexpected errors with their traceback instead of a one-line message")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of the commands below")
+    if command in CORE:
+        CORE[command](sub)
+        return p
+    for add in CORE.values():
+        add(sub)
+    from .export import add_export_parser
+    from .importer import add_import_parser
+    from .profile import add_profile_parser
+    from .show import add_show_parser
+    from .sweep import add_sweep_parsers
+
+    add_sweep_parsers(sub, _number, _common)
     add_show_parser(sub)
     add_import_parser(sub)
     add_export_parser(sub)
     add_profile_parser(sub)
     return p
-
-

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import profile
 from ..cluster import ACCELERATOR
 from ..files import check_writable
 from .arguments import common, number
@@ -14,6 +13,8 @@ from .workloads import emit
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """``profile``: build the model on the device, time its modules, write the CSV, print a table."""
+    from .. import profile  # the profiler and the simulator, loaded by this command only
+
     out = check_writable(args.out)
     module, margs, kwargs = profile.build(args.model, batch=args.batch, seq=args.seq, device=args.device,
                                           seed=args.seed)

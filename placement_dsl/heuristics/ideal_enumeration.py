@@ -7,6 +7,8 @@ per-node values over ideals, and finding given rows among the ideals. Every kern
 """
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from .jit import njit, python_version
@@ -127,6 +129,46 @@ def enumerate_ideals(pred_ptr, pred_idx, W, limit, deadline):
     return ideals[:count], child[:ne], parent[:ne], 0
 
 
+@python_version(enumerate_ideals)
+def _enumerate_ideals_python(pred_ptr, pred_idx, W, limit, deadline):
+    """:func:`enumerate_ideals` in Python, the same arrays in the same order: the ideals as Python integers (bit
+    ``v`` for node ``v``), a dict in place of the hash table, and the words written once at the end. The kernel's
+    scalar steps on numpy words cost 0.15-0.2 s of CPU on ResNet-50's 242 ideals in the interpreter."""
+    n = pred_ptr.size - 1
+    ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
+    needs = [sum(1 << u for u in set(idx[ptr[v]:ptr[v + 1]])) for v in range(n)]
+    bits = [1 << v for v in range(n)]
+    found: list[int] = [0]
+    ids = {0: 0}
+    child: list[int] = []
+    parent: list[int] = []
+    status, i = 0, 0
+    while i < len(found) and status == 0:
+        if (i & 0xFFF) == 0xFFF and deadline < INF and clock() > deadline:
+            status = 2
+            break
+        ideal = found[i]
+        for v in range(n):
+            if ideal & bits[v] or ideal & needs[v] != needs[v]:
+                continue
+            row = ideal | bits[v]
+            j = ids.get(row, -1)
+            if j < 0:
+                if len(found) >= limit:
+                    status = 1
+                    break
+                j = ids[row] = len(found)
+                found.append(row)
+            child.append(j)
+            parent.append(i)
+        i += 1
+    words = np.zeros((len(found), W), np.uint64)
+    low = (1 << 64) - 1
+    for w in range(W):
+        words[:, w] = [(x >> (64 * w)) & low for x in found]
+    return words, np.array(child, np.int64), np.array(parent, np.int64), status
+
+
 @njit(cache=True)
 def widest_level(pred_ptr, pred_idx):
     """Most nodes of one longest-path depth, of a DAG whose nodes are numbered topologically.
@@ -176,6 +218,51 @@ def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
                 take = (height[v] + 1.0) / (height[v] + 2.0)
                 inside[v] = np.random.random() < take
                 weight -= np.log2(take if inside[v] else 1.0 - take)
+        logs[w] = weight
+    top = logs.max() if walks else 0.0
+    total = 0.0
+    for w in range(walks):
+        total += 2.0 ** (logs[w] - top)
+    return top + np.log2(total / max(walks, 1))
+
+
+def legacy_stream(seed: int) -> random.Random:
+    """A generator whose ``random()`` gives the doubles of ``np.random.seed(seed); np.random.random()``: the same
+    Mersenne Twister (numpy's legacy seeding of an integer: Matsumoto and Nishimura's ``init_genrand``) and the
+    same 53-bit doubles as Python's own."""
+    mt = [int(seed) & 0xFFFFFFFF]
+    for i in range(1, 624):
+        mt.append((1812433253 * (mt[-1] ^ (mt[-1] >> 30)) + i) & 0xFFFFFFFF)
+    out = random.Random()
+    out.setstate((3, (*mt, 624), None))
+    return out
+
+
+@python_version(log2_ideal_estimate)
+def _log2_ideal_estimate_python(pred_ptr, pred_idx, walks, seed):
+    """:func:`log2_ideal_estimate` in Python, the same to the bit: the predecessors and heights as lists, each
+    node's two log-weights computed once, and the uniform draws the stream the kernel's ``np.random.random()``
+    calls read (:func:`legacy_stream`, without loading ``numpy.random``). The kernel's scalar steps cost 0.1 s of
+    CPU on ResNet-50's 177 supernodes in the interpreter."""
+    n = pred_ptr.size - 1
+    draw = legacy_stream(seed).random
+    ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
+    height = [0] * n
+    for v in range(n - 1, -1, -1):
+        for e in range(ptr[v], ptr[v + 1]):
+            height[idx[e]] = max(height[idx[e]], height[v] + 1)
+    take = [(h + 1.0) / (h + 2.0) for h in height]
+    log_in = np.log2(np.array(take, dtype=np.float64)).tolist() if n else []
+    log_out = np.log2(1.0 - np.array(take, dtype=np.float64)).tolist() if n else []
+    preds = [idx[ptr[v]:ptr[v + 1]] for v in range(n)]
+    logs = np.empty(walks)
+    for w in range(walks):
+        inside = [False] * n
+        weight = 0.0
+        for v in range(n):
+            if all(inside[u] for u in preds[v]):
+                inside[v] = draw() < take[v]
+                weight -= log_in[v] if inside[v] else log_out[v]
         logs[w] = weight
     top = logs.max() if walks else 0.0
     total = 0.0

@@ -151,7 +151,7 @@ def _add_declared(package: str, table: dict[str, tuple[Any, ...]]) -> None:
         full = f"{package}.{module}"
         if name not in HEURISTICS:
             options = declared[0] if declared else None
-            if isinstance(options, str):  # a model of .manifest (pydantic only, no kernels)
+            if isinstance(options, str):  # a model of .manifest (no kernels)
                 options = getattr(manifest, options)
             HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full, options=options)
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..certificate import LevelStatus
-from ..constraints import Contiguous, DagOrder
+from ..constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin
 from ..errors import SpecError
 from ..evaluate import execution
-from ..objectives import Latency
+from ..objectives import Bottleneck, Latency, PipeDream, Throughput
 from ..placement import PlacementClass
 from ..plugins import import_modules
 from ..problem import Problem
@@ -49,8 +49,25 @@ class Family(enum.Enum):
     NONCONTIGUOUS = "noncontiguous"  # Tarnawski's problems without structure terms
 
 
+ARCHER_TERMS: frozenset[type] = frozenset({Bottleneck, Throughput, PipeDream, DagOrder, Contiguous, Memory, Overflow,
+                                           Colocate, Pin, AllowedKinds, Congestion})
+"""The terms whose rules in Archer's exact MIP (the base table: max load, memory, overflow, order, contiguity,
+colocation, pins; kinds and congestion dropped) list templates that refuse no problem but a routed cluster's (the
+tensor cut prices transfers per device): declared here so that picking a family needs no Pyomo."""
+
+
+def archer_surely_writes(problem: Problem) -> bool:
+    """Whether ``problem`` is one Archer's exact MIP is declared to write (:data:`ARCHER_TERMS`, a max-load objective,
+    a cluster without routes), answered without importing the formulation; ``False`` means: ask it."""
+    return (not problem.cluster.routed and problem.objective.bounds_max_load
+            and all(type(t) in ARCHER_TERMS for t in problem.terms))
+
+
 def archer_writes(problem: Problem) -> bool:
-    """Whether Archer's exact MIP writes ``problem`` (not on a routed cluster)."""
+    """Whether Archer's exact MIP writes ``problem`` (not on a routed cluster): by its declaration
+    (:func:`archer_surely_writes`), else by asking the formulation (whose blocks import Pyomo)."""
+    if archer_surely_writes(problem):
+        return True
     from ..formulations import get
 
     return get("exact").accepts(problem) is None

@@ -136,3 +136,56 @@ def test_importing_certify_and_every_level_loads_no_solver_stack():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _loaded(tmp_path, argv: list[str] | None, modules: bool = False) -> set[str]:
+    """The top-level packages (``modules``: the modules) a fresh interpreter holds after ``import placement_dsl``
+    and, given ``argv``, the command line run on it (CHAIN and SPLIT stand for a small workload and a split of it)."""
+    path = _small_workload(tmp_path)
+    if argv is not None and "SPLIT" in argv:
+        from placement_dsl.io import load_workload, save_placement
+        from placement_dsl.placement import Placement
+
+        w = load_workload(path)
+        save_placement(Placement(w.graph, w.cluster, [0, 0, 0, 1, 1, 1, 2, 2]), tmp_path / "split.json", w)
+    fill = {"CHAIN": str(path), "SPLIT": str(tmp_path / "split.json")}
+    code = "import placement_dsl"
+    if argv is not None:
+        code += (f"\nfrom placement_dsl.cli import main\ntry:\n    main({[fill.get(a, a) for a in argv]!r})\n"
+                 "except SystemExit:\n    pass")
+    shown = "m" if modules else "m.split('.')[0]"
+    code += f"\nimport sys\nprint(' '.join(sorted({{{shown} for m in sys.modules}})))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.strip().splitlines()[-1].split())
+
+
+COMMANDS = {"import": None, "help": ["--help"], "zoo": ["zoo"], "evaluate": ["evaluate", "CHAIN", "--split", "SPLIT"],
+            "solve-dp": ["solve", "CHAIN", "--method", "dp", "--json"]}
+
+
+@pytest.mark.parametrize("argv", list(COMMANDS.values()), ids=list(COMMANDS))
+def test_start_up_loads_no_pydantic(tmp_path, argv):
+    """The records (ops, devices, links) and the methods' options validate themselves (:class:`limits.Validated`,
+    :class:`options.Options`): pydantic and its models cost about 0.2 s of CPU on every command."""
+    assert "pydantic" not in _loaded(tmp_path, argv)
+
+
+def test_bounds_on_a_small_workload_loads_no_pyomo(tmp_path):
+    """Its family (whether Archer's MIP writes it) is declared (:func:`placement_dsl.levels.base.archer_surely_writes`),
+    and the closed forms and the DP settle the gap before any level builds a model."""
+    loaded = _loaded(tmp_path, ["bounds", "CHAIN", "--json", "--time-limit", "4"])
+    assert not loaded & {"pyomo", "highspy", "pyscipopt", "ortools"}
+
+
+@pytest.mark.parametrize("command", ["zoo", "evaluate", "solve-dp"])
+def test_a_command_builds_only_its_own_parser(tmp_path, command):
+    """``solve``, ``evaluate``, ``zoo`` (and the other core commands) parse their line with their own subparser
+    (:func:`placement_dsl.cli.parser.build_parser`): the sweeps', pictures', exporters' and profiler's modules
+    stay unloaded."""
+    loaded = _loaded(tmp_path, COMMANDS[command], modules=True)
+    others = {"placement_dsl.cli.sweep", "placement_dsl.cli.show", "placement_dsl.cli.importer",
+              "placement_dsl.cli.export", "placement_dsl.cli.profile", "placement_dsl.export", "placement_dsl.profile"}
+    assert not loaded & others

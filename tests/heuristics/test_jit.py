@@ -205,3 +205,56 @@ def test_a_sweep_process_s_warm_up_loads_the_kernels_its_tasks_run():
             "from placement_dsl.heuristics.slice_kernels import slice_dp\ntasks.warm()\n"
             "print(jit.is_compiled(), len(slice_dp.signatures) > 0)")
     assert _api_run(code) == "True True"
+
+
+def _random_dag(rng: np.random.Generator, n: int, density: float) -> tuple[np.ndarray, np.ndarray]:
+    """A DAG on nodes numbered topologically as its predecessor lists in CSR form."""
+    pairs = [(u, v) for v in range(n) for u in range(v) if rng.random() < density]
+    src = np.array([u for u, _ in pairs], dtype=np.int64)
+    dst = np.array([v for _, v in pairs], dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
+    return ptr, src[np.argsort(dst, kind="stable")]
+
+
+def test_the_ideal_count_estimate_in_python_is_the_kernel_s_to_the_bit():
+    """:func:`~placement_dsl.heuristics.ideal_enumeration.log2_ideal_estimate` runs in Python as its numpy version
+    (lists, and the Mersenne Twister's doubles without numpy.random): the kernel's loops give the same value."""
+    from placement_dsl.heuristics import ideal_enumeration  # noqa: F401 - declares the kernel
+
+    kernel = next(k for k in jit._KERNELS if k.__name__ == "log2_ideal_estimate")  # compiled or not: its functions
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        ptr, idx = _random_dag(rng, int(rng.integers(0, 50)), float(rng.uniform(0.02, 0.4)))
+        walks, seed = int(rng.integers(1, 70)), int(rng.integers(0, 2**32))
+        with np.errstate(divide="ignore"):
+            assert kernel.in_python(ptr, idx, walks, seed) == kernel.py_func(ptr, idx, walks, seed)
+    assert kernel.in_python is not kernel.py_func
+
+
+def test_thelegacy_stream_is_numpy_s_seeded_stream():
+    from placement_dsl.heuristics.ideal_enumeration import legacy_stream
+
+    for seed in (0, 7, 2**32 - 1):
+        ours = legacy_stream(seed)
+        theirs = np.random.RandomState(seed)
+        assert [ours.random() for _ in range(1500)] == theirs.random_sample(1500).tolist()
+
+
+def test_the_ideals_enumerated_in_python_are_the_kernel_s_in_the_same_order():
+    """:func:`~placement_dsl.heuristics.ideal_enumeration.enumerate_ideals` runs in Python as its own version (ideals
+    as Python integers): the same ideals, sub-ideal pairs and status, also when the limit stops it."""
+    from placement_dsl.heuristics import ideal_enumeration  # noqa: F401 - declares the kernel
+
+    kernel = next(k for k in jit._KERNELS if k.__name__ == "enumerate_ideals")
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n = int(rng.integers(1, 130))
+        ptr, idx = _random_dag(rng, n, float(rng.uniform(0.01, 0.3)))
+        args = (ptr, idx, max(1, -(-n // 64)), int(rng.choice([5, 50, 3000])), np.inf)
+        with jit.interpreted():
+            theirs, ours = kernel.py_func(*args), kernel.in_python(*args)
+        assert theirs[3] == ours[3]
+        for a, b in zip(theirs[:3], ours[:3]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert kernel.in_python is not kernel.py_func
