@@ -75,7 +75,7 @@ def test_a_bad_schedule_file_names_the_flow_or_the_pair(capsys, tmp_path, shared
     path = shared_data / "moirai" / "example-1.xls"
     _, data = solve_sheet(capsys, path, tmp_path, "list")
     w = moirai.load(path)
-    flow = sorted(data["transfer_start"])[0]
+    flow = min(data["transfer_start"])
     missing = {**data, "transfer_start": {k: v for k, v in data["transfer_start"].items() if k != flow}}
     with pytest.raises(SpecError, match=f"flow {flow}"):
         moirai.schedule_from_dict(w.graph, w.cluster, missing)
