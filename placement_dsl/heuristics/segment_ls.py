@@ -36,6 +36,7 @@ from ..graph import Graph
 
 MAX_OPS = 6000  # the cut ops' reachability (n^2 booleans), as the segment bounds
 MIN_FREE = 3  # segments with fewer free ops are left as they are
+LARGEST = 0.5  # of the graph's ops, the most its largest segment may hold for the search by segments to run
 
 
 @dataclass
@@ -142,22 +143,23 @@ def search_segment(segment: Segment, cluster: Cluster, model: CostModel, assign:
     rng = random.Random(seed)
     local, best, b, _, _ = descend(state, local, first, b, until, rng, segment.movable)
     free = np.flatnonzero(segment.movable)
-    kicks = 0
-    while time.perf_counter() < until:  # kicks: a ball of the last device's ops moved elsewhere, then the descent
-        trial, kicked = _kick(state, segment, local, b, free, rng)
+    stale = 0
+    while time.perf_counter() < until and stale < STALE_KICKS:  # kicks: a ball of the last device's ops moved
+        trial, kicked = _kick(state, segment, local, b, free, rng)  # elsewhere, then the descent
         if kicked is None:
             break
-        kicks += 1
+        stale += 1
         makespan, tb = state.schedule(trial, _start_order(segment.graph, b))
         if tb is None:
             continue
         trial, makespan, tb, _, _ = descend(state, trial, makespan, tb, until, rng, segment.movable)
         if makespan[0] < best[0] * (1 - 1e-9):
-            local, best, b = trial, makespan, tb
+            local, best, b, stale = trial, makespan, tb, 0
     return local, _start_order(segment.graph, b), best[0], first[0]
 
 
 KICK_RADII = (0, 1, 2, 4)
+STALE_KICKS = 20  # kicks in a row without a shorter span after which a segment's search ends
 
 
 def _kick(state, segment: Segment, local: np.ndarray, b, free: np.ndarray, rng: random.Random):
@@ -185,8 +187,8 @@ def improve_segments(graph: Graph, cluster: Cluster, model: CostModel, assign: n
     until ``until`` (:func:`time.perf_counter`; module docstring): its devices, the order to list-schedule it in, and
     what happened; ``None`` when the graph has no segment worth searching or no segment improved."""
     parts = segments(graph, assign, order, unit)
-    if not parts:
-        return None
+    if not parts or max(p.graph.n for p in parts) > LARGEST * graph.n:
+        return None  # one segment holds most of the graph: the whole graph's search is the same search
     found: dict[str, tuple[np.ndarray, list[int], float, float]] = {}
     distinct = list(dict.fromkeys(p.key for p in parts))
     weight = {k: sum(p.graph.n for p in parts if p.key == k) / max(1, sum(1 for p in parts if p.key == k))
