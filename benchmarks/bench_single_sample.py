@@ -1,7 +1,7 @@
 """Single-sample placement (Tarnawski's latency, MOIRAI's makespan): ours against MOIRAI's baselines, with a bound.
 
     python benchmarks/bench_single_sample.py [--time-limit 300] [--quick] [--only NAME ...]
-        [--sizes 500 1000 2000 5000] [--seeds 0 1 2] [--json out.json] [--data ../shared/data]
+        [--sizes 500 1000 2000 5000] [--seeds 0 1 2] [--json out.json] [--data ../shared/data] [--sheets DIR]
 
 Inputs (each skipped cleanly when its data is absent):
 
@@ -9,7 +9,8 @@ Inputs (each skipped cleanly when its data is absent):
   ``--objective latency --method ip`` means it (latency, hard memory, contiguous splits); anchor: the
   paper's IP latency and gap (Table 4, ``paper_latency.csv``);
 * every MOIRAI sample sheet in ``moirai/`` (makespan, hard memory, port congestion); anchor:
-  example-1's optimum 30;
+  example-1's optimum 30; and with ``--sheets FOLDER`` every ``.xls`` sheet there (``sheet:STEM``, e.g. the
+  generated families below written in MOIRAI's format: a row per op, a flow per edge);
 * generated families, ``--sizes`` ops and ``--seeds`` (seed 0: the zoo's times; seed ``s > 0``: every
   op time times a log-normal factor of sigma 0.1 drawn from ``s``, like profiling noise):
 
@@ -232,15 +233,18 @@ def tarnawski(data: Path) -> list[Case]:
     return cases
 
 
-def sheets(data: Path) -> list[Case]:
-    folder = data / "moirai"
+def sheets(data: Path, folder: Path | None = None) -> list[Case]:
+    """The MOIRAI sheets of ``data/moirai``, or of ``folder`` (``--sheets``: sheets written elsewhere, e.g. the zoo's
+    families exported in MOIRAI's format, one flow per edge; named ``sheet:STEM``)."""
+    prefix = "moirai" if folder is None else "sheet"
+    folder = folder or data / "moirai"
     if not folder.is_dir():
         print(f"skipped: no MOIRAI sheets at {folder}", file=sys.stderr)
         return []
     cases = []
     for path in sorted(folder.glob("*.xls")):
-        optimum = PAPER_OPTIMUM.get(path.stem)
-        cases.append(Case(f"moirai:{path.stem}", lambda p=path: makespan_problem(*_sheet(p)),
+        optimum = PAPER_OPTIMUM.get(path.stem) if prefix == "moirai" else None
+        cases.append(Case(f"{prefix}:{path.stem}", lambda p=path: makespan_problem(*_sheet(p)),
                           "—" if optimum is None else f"optimum {optimum:g}"))
     return cases
 
@@ -350,6 +354,7 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds of the generated graphs")
     ap.add_argument("--json", type=Path, default=None, help="write every row (with reasons and phases) here")
     ap.add_argument("--data", type=Path, default=SHARED_DATA, help="the reference data folder")
+    ap.add_argument("--sheets", type=Path, default=None, help="also every MOIRAI .xls sheet in this folder")
     args = ap.parse_args()
     time_limit = args.time_limit if args.time_limit is not None else (20.0 if args.quick else 300.0)
     sizes = args.sizes or ([500] if args.quick else [500, 1000, 2000, 5000])
@@ -357,6 +362,7 @@ def main() -> None:
     if min(sizes) < 1 or not math.isfinite(time_limit) or time_limit <= 0:
         ap.error("--sizes must be positive and --time-limit a positive number of seconds")
     cases = tarnawski(args.data) + sheets(args.data) + generated(sizes, seeds, gpt3_330m=not args.quick)
+    cases += sheets(args.data, args.sheets) if args.sheets else []
     if args.only:
         cases = [c for c in cases if any(o in c.name for o in args.only)]
     print(f"time limit {time_limit:g} s per solve, heuristics {max(5.0, time_limit / 10):g} s each\n")

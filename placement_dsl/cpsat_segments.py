@@ -32,6 +32,8 @@ SECONDS = 10.0  # the default clock
 MIN_SHARE = 0.1  # of the graph's ops, the least the segments CP-SAT would price hold for a solve to start the child
 MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
 MIN_FREE = 1.0  # idle cores (the machine's less its load) a child beside a solve needs
+CHILD_LEAST = 4.0  # seconds the in-process clock must have left for CP-SAT's child after the LPs: starting it (OR-Tools'
+# import) took 3-6 s at load 8, and with 1 s left a 1,137-op sheet's 7.9 s share ran to 11.4 s
 
 
 def schedule_segment_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
@@ -215,7 +217,7 @@ def beside(problem: Any, until: float, in_process: float) -> Running | Done | No
         worth = cpsat.available() and _worth(problem, segments(problem)[1])
         found = segment_lp_bound(problem, clock.within(clock.left() / 2 if worth else clock.left()))[0] \
             if problem.graph.n <= LP_MAX_OPS else 0.0
-        if worth and not clock.expired(1.0):
+        if worth and not clock.expired(CHILD_LEAST):
             found = max(found, schedule_segment_bound(problem, clock)[0])
         return Done(problem, until, found, f"segment bound priced for {clock.seconds:.1f} s before the search, "
                     f"{'by LPs and CP-SAT' if worth else 'by LPs'}: no core free for a child ({spare:.1f} idle)")

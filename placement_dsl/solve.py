@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cpsat, cpsat_segments
+from .bounds.segments import reused
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
@@ -146,9 +147,10 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     if not math.isfinite(until):
         until = time.monotonic() + cpsat_segments.SECONDS
     share, most = SEGMENT_HERE
-    running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
-    if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
-        running.closed = single_sample_bound(problem)[0]
+    with reused():  # the closed forms ask again for what the in-process bound priced
+        running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
+        if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
+            running.closed = single_sample_bound(problem)[0]
     return running
 
 

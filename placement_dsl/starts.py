@@ -87,12 +87,14 @@ def goal(problem: Any) -> str:
 
 
 def auto_methods(problem: Any) -> list[str]:
-    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for its :func:`goal`, and
-    those that search for the cost model they are given (each in registry order), then the baselines built in ``O(n + m)``
+    """The heuristics ``"auto"`` runs for ``problem``, in order: those that search for its :func:`goal`, and (but for
+    the makespan, whose schedules they do not search) those that search for the cost model they are given (each in
+    registry order), then the baselines built in ``O(n + m)``
     (:data:`BASELINES`: one device, greedy), which run whatever time is left."""
     goal_ = goal(problem)
     table = registry.load()
-    searches = [m for kind in (goal_, "cost_model") for m in table
+    kinds = (goal_,) if goal_ == "makespan" else (goal_, "cost_model")  # local-search keeps max-load under a makespan
+    searches = [m for kind in kinds for m in table
                 if table[m].optimizes == kind and m not in BASELINES and not _above(m)]
     return [*searches, *(m for m in sorted(BASELINES) if m in table)]
 

@@ -34,6 +34,7 @@ from ..deadline import Deadline
 from ..lp import available, new_highs
 from ..schedule import Congestion
 from .makespan import allowed_times, comparable_cuts, transfer_table
+from .segments import _REUSE
 
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 MAX_LP_OPS = 2000  # a segment beyond is priced by its path alone
@@ -48,6 +49,10 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     g, c = problem.graph, problem.cluster
     if g.n == 0:
         return 0.0, "empty graph", True
+    memo = _REUSE.get()
+    done = None if memo is None else memo.get(("lp", id(problem), pairs))
+    if done is not None and done[0] is problem:  # a solve prices them in-process, then its closed forms again
+        return done[1]
     if g.n > MAX_OPS:
         return 0.0, f"declined: {g.n} ops (the cut ops' reachability: at most {MAX_OPS})", False
     if deadline is not None and deadline.expired():
@@ -70,7 +75,10 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
         solved, reused, complete = solved + paired.solved, reused + paired.reused, paired.complete
     note = (f"{len(cuts)} cut ops, {solved} segment LPs ({reused} reused)"
             + ("" if complete else "; some segments priced by their floor, their path alone or, past the clock, 0"))
-    return (value if math.isfinite(value) else 0.0), note, complete
+    out = (value if math.isfinite(value) else 0.0), note, complete
+    if complete and memo is not None:  # within segments.reused(): asked again, answered again
+        memo[("lp", id(problem), pairs)] = (problem, out)
+    return out
 
 
 def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray, times: np.ndarray) -> float:

@@ -4,7 +4,8 @@
   inference's latency on heterogeneous devices), which is also a sheet's default objective;
 * ``--congestion port|channel|link|none`` says which transfers exclude each other (MOIRAI eq. 8);
 * ``--method ip`` on a makespan problem is the ``schedule`` formulation (``--solver cpsat`` for
-  CP-SAT), warm-started with list scheduling unless ``--warm-start`` says otherwise;
+  CP-SAT), started from the best of the makespan heuristics within a small share of the budget (``auto``:
+  list scheduling, GETF, m-SCT, CPOP, ..., then improved) unless ``--warm-start`` names one;
 * ``--out`` on a MOIRAI sheet writes the schedule file of :mod:`placement_dsl.io.moirai`
   (the sheet's task and flow ids, devices numbered as its columns).
 """
@@ -62,7 +63,7 @@ def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostMode
     problem = makespan_problem(workload.graph, workload.cluster, model)
     deadline = command_deadline(args)
     return solve(problem, "schedule", solver=args.solver, time_limit=args.time_limit, gap=args.gap,
-                 warm_start=args.warm_start or "list", deadline=deadline)
+                 warm_start=args.warm_start, deadline=deadline)
 
 
 def is_makespan(model: CostModel) -> bool:

@@ -46,6 +46,9 @@ pins are moved onto the coarse ops; a problem with any other term is not contrac
 FOLDED = ("Colocate", "AllowedKinds")
 BUILD_SHARE = 0.35  # of a step's seconds its model may take to build, by the sizing estimate
 CPSAT_OPS = 60  # the coarse size of a makespan step with CP-SAT (its interval model is not sized by nonzeros)
+CHILD = 2.5  # seconds a CP-SAT step's solve runs past its limit: its child process starts (OR-Tools' import), answers
+EXPAND = 1e-3  # seconds per op of the full graph to expand the answer and score its schedules (1 s at 1,137 ops)
+# (a 1,137-op sheet's steps took 13.4 s of 10 and 8.1 s of 5 at load 7, and its 60 s solve ended at 68.9 s)
 
 
 def sub_solver(problem: Problem) -> str:
@@ -150,7 +153,7 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
         return None, {**info, "skipped": made}
     coarsening, small, start, keep = made
     info["coarse_ops"] = small.graph.n
-    left = seconds - (time.perf_counter() - t0)
+    left = seconds - (time.perf_counter() - t0) - (CHILD if solver == "cpsat" else 0.0) - EXPAND * problem.graph.n
     if left < 1.0:
         return None, {**info, "skipped": "no time left for the coarse model"}
     try:

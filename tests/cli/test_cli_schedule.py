@@ -75,7 +75,7 @@ def test_a_bad_schedule_file_names_the_flow_or_the_pair(capsys, tmp_path, shared
     path = shared_data / "moirai" / "example-1.xls"
     _, data = solve_sheet(capsys, path, tmp_path, "list")
     w = moirai.load(path)
-    flow = sorted(data["transfer_start"])[0]
+    flow = min(data["transfer_start"])
     missing = {**data, "transfer_start": {k: v for k, v in data["transfer_start"].items() if k != flow}}
     with pytest.raises(SpecError, match=f"flow {flow}"):
         moirai.schedule_from_dict(w.graph, w.cluster, missing)
@@ -91,3 +91,15 @@ def test_a_bad_schedule_file_names_the_flow_or_the_pair(capsys, tmp_path, shared
 def test_congestion_on_a_throughput_objective_is_a_note(capsys):
     code = main(["solve", "zoo:transformer-small", "--method", "greedy", "--congestion", "channel", "--json"])
     assert code == 0 and "--congestion applies to single-sample objectives" in capsys.readouterr().err
+
+
+def test_ip_on_a_sheet_starts_from_the_best_heuristic_not_list_scheduling(capsys, tmp_path, shared_data):
+    """With no ``--warm-start``, a sheet's makespan solve starts from the best of the makespan heuristics (and
+    improves it where its model is too large for the budget); list scheduling alone was HEFT's value, returned
+    unchanged on sheets whose model could not be built."""
+    path = shared_data / "moirai" / "example-1.xls"
+    listed, _ = solve_sheet(capsys, path, tmp_path, "list")
+    payload, data = solve_sheet(capsys, path, tmp_path, "ip", "--time-limit", "10")
+    assert payload["found_by"].startswith("warm start (auto") or payload["found_by"] == "solver"
+    assert payload["objective"] <= listed["objective"] + 1e-9
+    assert reread(path, data)[2] == (pytest.approx(payload["objective"]), [])

@@ -141,3 +141,35 @@ def test_with_no_free_core_the_segments_are_priced_one_process_at_a_time_before_
     assert done.value(0.0) == pytest.approx(82.0)
     done = cpsat_segments.beside(sliver(), time.monotonic() + 120, 10.0)
     assert isinstance(done, cpsat_segments.Done) and "by LPs:" in done.note
+
+
+def test_with_no_free_core_cp_sats_child_starts_only_with_seconds_left_for_it(monkeypatch):
+    # starting the child (OR-Tools' import) took 3-6 s at load 8: with 1 s left after the LPs, a 1,137-op sheet's
+    # 7.9 s share of the bound ran to 11.4 s
+    from placement_dsl import cpsat_segments
+
+    started: list = []
+    monkeypatch.setattr(cpsat_segments, "free_cores", lambda: 0.5)
+    monkeypatch.setattr(cpsat_segments, "schedule_segment_bound",
+                        lambda problem, clock: started.append(clock.left()) or (0.0, "", True))
+    cpsat_segments.beside(stars(9), time.monotonic() + 120, 3.0)
+    assert started == []
+    cpsat_segments.beside(stars(9), time.monotonic() + 120, 60.0)
+    assert len(started) == 1 and started[0] >= cpsat_segments.CHILD_LEAST
+
+
+def test_a_solves_segment_bounds_price_each_segment_once(monkeypatch):
+    # the in-process LPs, then the closed forms asked for the same LPs and segment values again: 2-3 s more of a 60 s
+    # solve on a 1,137-op transformer; outside reused() every call prices them (what a changed clock must do)
+    from placement_dsl.bounds import segment_lp, segments
+
+    walks, cuts = [], []
+    real_walk, real_cuts = segment_lp._walk, segments.comparable_cuts
+    monkeypatch.setattr(segment_lp, "_walk", lambda *args: walks.append(1) or real_walk(*args))
+    monkeypatch.setattr(segments, "comparable_cuts", lambda g: cuts.append(1) or real_cuts(g))
+    p = stars(3)
+    with segments.reused():
+        first = segment_lp.segment_lp_bound(p)
+        assert segment_lp.segment_lp_bound(p) == first and len(walks) == 2  # the floors' pass, the pairs' pass
+        assert segments.segment_values(p) == segments.segment_values(p) and len(cuts) == 1
+    assert segment_lp.segment_lp_bound(p)[0] == first[0] and len(walks) == 4

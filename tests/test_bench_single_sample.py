@@ -1,0 +1,24 @@
+"""The single-sample bench's ``--sheets FOLDER``: every MOIRAI sheet there is a makespan input of its own."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_sheets_of_a_folder_are_inputs_named_after_their_files(tmp_path, shared_data, monkeypatch):
+    pytest.importorskip("xlrd")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "common", raising=False)
+    import bench_single_sample as bench
+
+    shutil.copy(shared_data / "moirai" / "example-1.xls", tmp_path / "mine.xls")
+    cases = bench.sheets(shared_data, tmp_path)
+    assert [c.name for c in cases] == ["sheet:mine"] and cases[0].anchor == "—"
+    p = cases[0].problem
+    assert type(p.objective).__name__ == "Makespan" and p.graph.n > 0
+    assert [c.name for c in bench.sheets(shared_data)][:1] == ["moirai:GoogLeNet"]
