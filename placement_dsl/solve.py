@@ -201,6 +201,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
     _final_check(problem, result, form)
+    _no_worse_than_start(result, start, start_eval, refusal, warm_start)
     if result.status.is_ok and result.status is not Status.OPTIMAL:
         stop.known_bound(result)  # a search stopped early may have proved less than a closed form
     result.timings = Seconds(build=t_compile + outcome.timings.build, start=t_start,
@@ -492,6 +493,28 @@ def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, p
         return
     kept = passed and start_eval is not None and result.objective >= start_eval.objective * (1 - MATCH_TOL)
     result.found_by = _start_label(warm_start) if kept else "solver"
+
+
+def _no_worse_than_start(result: Result, start: Placement | None, start_eval: Evaluation | None, refusal: str,
+                         warm_start: Any) -> None:
+    """A usable start better by the cost model than the solver's answer (or than none) is the answer: the solver's
+    own guard compares the model's objective, which a start it was not given, or a model value that is not tight,
+    escapes; the solver's bound stays."""
+    if start is None or refusal or start_eval is None or not start_eval.valid or \
+            result.status in (Status.INFEASIBLE, Status.UNBOUNDED):  # a claim about the model: reported as it is
+        return
+    if result.objective is not None and result.objective <= start_eval.objective * (1 + MATCH_TOL):
+        return
+    if result.objective is not None:
+        note = (f"the solver's answer {result.objective:.10g} is worse than the start {start_eval.objective:.10g}; "
+                "the start is the answer")
+        result.message = "; ".join(m for m in (result.message, note) if m)
+    result.placement, result.objective, result.evaluation = start, start_eval.objective, start_eval
+    result.found_by = _start_label(warm_start)
+    if result.status is Status.TIME_LIMIT_NO_SOLUTION:
+        result.status = Status.TIME_LIMIT_FEASIBLE
+    if result.bound is not None:
+        result.bound = min(result.bound, start_eval.objective)
 
 
 # ---------------------------------------------------------------------------- warm start
