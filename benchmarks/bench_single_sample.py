@@ -25,7 +25,10 @@ Inputs (each skipped cleanly when its data is absent):
     Tarnawski's own latency inputs are: four accelerators whose memory binds (the graph needs three of them) and a
     CPU 23x slower, contiguous splits (``4acc-mem+cpu``, :func:`tarnawski_problem`); anchor: latency-best, the
     column beside ours (no paper has these graphs);
-  - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times.
+  - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times;
+  - ``bert6`` and ``bert12`` (:func:`bert_layers`): Tarnawski's BERT-3 operator input with its middle encoder
+    layer repeated, in its own format (four accelerators of 600 MB per six layers, eight CPUs), ``--seeds`` noise;
+    anchor: latency-best's value.
 
 Columns: the best of the package's heuristics for the objective (``cpop`` and ``schedule-ls`` from it
 for makespan, ``latency-best`` for latency), ``m-sct``, ``getf``, HEFT (``list``), the best single
@@ -210,6 +213,76 @@ def _gpt3_330m(scenario: str) -> Problem:
     return makespan_problem(w.graph, w.cluster)
 
 
+BERT_LAYERS = (6, 12)  # encoder layers of the BERT-N family: 397 and 721 ops (the users' BERT-6 had 418, BERT-12 783)
+
+
+def bert_layers(source: dict[str, Any], layers: int, seed: int) -> dict[str, Any]:
+    """Tarnawski's BERT-3 operator input (``source``, the file's mapping) with its middle encoder layer repeated to
+    ``layers`` layers: layer 1's ops (the ancestors of its output LayerNorm that are not layer 0's, its own
+    weights) copied ``layers - 3`` times between layers 1 and 2, each copy reading the previous one's output and the
+    ops every layer shares (the attention mask); seed ``s > 0``: every op's times times a log-normal factor of
+    sigma 0.1 drawn from ``s``. ``maxFPGAs`` grows with the layers (4 per 6 layers), so that BERT-12 fits as BERT-6
+    does; the memory per accelerator is BERT-3's."""
+    nodes = {n["id"]: n for n in source["nodes"]}
+    preds: dict[int, list[int]] = {i: [] for i in nodes}
+    for e in source["edges"]:
+        preds[e["destId"]].append(e["sourceId"])
+
+    def ancestors(v: int) -> set[int]:
+        seen, stack = set(), [v]
+        while stack:
+            u = stack.pop()
+            if u not in seen:
+                seen.add(u)
+                stack.extend(preds[u])
+        return seen
+
+    def output_norm(layer: int) -> int:
+        weight = next(i for i, n in nodes.items() if n["name"] == f"bert.encoder.layer.{layer}.output.LayerNorm.weight")
+        return next(e["destId"] for e in source["edges"] if e["sourceId"] == weight)
+
+    first, middle = output_norm(0), output_norm(1)
+    layer = {i for i in ancestors(middle) - ancestors(first)
+             if ".layer." not in nodes[i]["name"] or ".layer.1." in nodes[i]["name"]}
+    out_nodes = list(source["nodes"])
+    out_edges = [e for e in source["edges"] if e["sourceId"] != middle or e["destId"] in layer]
+    onward = [e for e in source["edges"] if e["sourceId"] == middle and e["destId"] not in layer]
+    fresh, previous = max(nodes) + 1, middle
+    for copy in range(layers - 3):
+        ids = {i: fresh + k for k, i in enumerate(sorted(layer))}
+        fresh += len(ids)
+        out_nodes += [{**nodes[i], "id": ids[i], "name": f"{nodes[i]['name']}#{copy}"} for i in sorted(layer)]
+        out_edges += [{**e, "sourceId": ids.get(e["sourceId"], previous if e["sourceId"] == first else e["sourceId"]),
+                       "destId": ids[e["destId"]]} for e in source["edges"] if e["destId"] in layer]
+        previous = ids[middle]
+    out_edges += [{**e, "sourceId": previous} for e in onward]
+    if seed:
+        rng = np.random.default_rng(seed)
+        out_nodes = [{**n, "cpuLatency": n["cpuLatency"] * f, "fpgaLatency": n["fpgaLatency"] * f}
+                     for n, f in zip(out_nodes, rng.lognormal(0.0, 0.1, len(out_nodes)))]
+    return {**source, "nodes": out_nodes, "edges": out_edges, "maxFPGAs": 4 * max(1, round(layers / 6))}
+
+
+def bert_family(data: Path, seeds: list[int]) -> list[Case]:
+    """BERT-N (:func:`bert_layers`) as the command line's ``--objective latency --method ip`` means it; anchor:
+    latency-best's value (the column beside ours)."""
+    path = data / "dnn-partitioning" / "latency-inputs" / "OperatorGraphs" / "bert_l-3_inference.json"
+    if not path.exists():
+        return []
+    from placement_dsl.io import Workload
+    from placement_dsl.io.dnn_partitioning import cluster_from_dict, graph_from_dict
+    from placement_dsl.presets import problem_for_method
+
+    def build(layers: int, seed: int) -> Problem:
+        found = bert_layers(json.loads(path.read_text()), layers, seed)
+        w = Workload(graph_from_dict(found, f"bert{layers}-s{seed}"), cluster_from_dict(found), "dnn-partitioning", {})
+        return problem_for_method(w, "latency", "ip")
+
+    return [Case(f"bert{layers}-s{seed}@tarnawski", lambda n=layers, s=seed: build(n, s),
+                 "latency-best's value (BERT-3's layers repeated: no paper value)")
+            for layers in BERT_LAYERS for seed in seeds]
+
+
 def tarnawski(data: Path) -> list[Case]:
     root = data / "dnn-partitioning"
     table = root / "paper_latency.csv"
@@ -356,7 +429,8 @@ def main() -> None:
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     if min(sizes) < 1 or not math.isfinite(time_limit) or time_limit <= 0:
         ap.error("--sizes must be positive and --time-limit a positive number of seconds")
-    cases = tarnawski(args.data) + sheets(args.data) + generated(sizes, seeds, gpt3_330m=not args.quick)
+    cases = (tarnawski(args.data) + bert_family(args.data, seeds) + sheets(args.data)
+             + generated(sizes, seeds, gpt3_330m=not args.quick))
     if args.only:
         cases = [c for c in cases if any(o in c.name for o in args.only)]
     print(f"time limit {time_limit:g} s per solve, heuristics {max(5.0, time_limit / 10):g} s each\n")
