@@ -221,6 +221,8 @@ def _merged(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, 
     for d in np.unique(dev).tolist():
         on_d = dev == d
         for e in su.targets.tolist():
+            if time.perf_counter() >= deadline or evals >= budget:  # one evaluation is O(n): many devices, many ops
+                break
             if e == d or mem[d] + mem[e] > su.cap[e] or np.any(~np.isfinite(su.kernel[2][e, on_d])):
                 continue
             merged = np.where(on_d, e, dev)

@@ -456,3 +456,22 @@ def test_latency_local_search_merges_a_device_onto_another_from_a_local_optimum(
                 seed=1, time_limit=30)
     assert found.objective <= 408.486  # merging acc0 onto acc2 gives the other seeds' optimum (408.474) at once
     assert not problem.violations(found.placement)
+
+
+def test_device_merges_stop_at_the_deadline_and_keep_the_best():
+    from placement_dsl.heuristics.latency import _merged, _moves, _score
+
+    g = Graph([Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 5.0}, out_bytes=1.0) for i in range(6)],
+              [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    c = Cluster.accelerators(3, cpus=1)
+    su = setup(g, c, CostModel.named("latency"))
+    split = np.array([0, 0, 1, 1, 0, 0])  # acc1 between two runs of acc0: merging acc1 onto acc0 saves four transfers
+    best = (split, np.array(_score(su, split)))
+    moves = _moves(su, np.random.default_rng(0))
+    import time
+
+    late, spent = _merged(su, best, moves, time.perf_counter() - 1.0, 10 ** 9)
+    assert spent == 0 and late is best  # past its deadline, not one O(n) evaluation
+    merged, spent = _merged(su, best, moves, time.perf_counter() + 10.0, 10 ** 9)
+    assert spent > 0 and merged[1][1] < best[1][1]
+    assert len(set(merged[0].tolist())) == 1  # every op on one accelerator: no transfer left
