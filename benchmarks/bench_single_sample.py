@@ -238,9 +238,10 @@ def bert_layers(source: dict[str, Any], layers: int, seed: int) -> dict[str, Any
                 stack.extend(preds[u])
         return seen
 
-    def output_norm(layer: int) -> int:
-        weight = next(i for i, n in nodes.items() if n["name"] == f"bert.encoder.layer.{layer}.output.LayerNorm.weight")
-        return next(e["destId"] for e in source["edges"] if e["sourceId"] == weight)
+    def output_norm(layer: int) -> int:  # the op of the layer's output LayerNorm (its colocation class) read outside it
+        weight = next(n for n in nodes.values() if n["name"] == f"bert.encoder.layer.{layer}.output.LayerNorm.weight")
+        norm = {i for i, n in nodes.items() if n.get("colorClass") == weight["colorClass"]}
+        return next(e["sourceId"] for e in source["edges"] if e["sourceId"] in norm and e["destId"] not in norm)
 
     first, middle = output_norm(0), output_norm(1)
     layer = {i for i in ancestors(middle) - ancestors(first)

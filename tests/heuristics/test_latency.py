@@ -432,30 +432,33 @@ def test_table4_latency_best_beats_the_baselines(dnn_partitioning, name):
         assert sig4(best.objective) == sig4(IP[name])
 
 
-# BERT-3's split the latency local search ended at from seed 1 (409.939): one digit per colocation group in order,
-# the accelerator's index, "c" for cpu0, "h" for cpu7. It runs acc0 (three groups, 13 ops) between two runs of acc2; no block
-# move or swap improves it.
-BERT3_SEED1 = ("2000322222221111111121111111111111111111111111111c11111111111111111111111111111111111111111111111111111111"
-               "1111111111111112220h22")
+# BERT-3's split the latency local search ended at from seed 1 (409.939): one character per op in the graph's
+# topological order (``graph.rank``), the accelerator's index, "c" for cpu0, "h" for cpu7. It runs acc0 between two
+# runs of acc2; no block move or swap improves it.
+BERT3_SEED1 = ("220000322222222111111112211111111111111111111111111111111ccc111111111111111111111111111111111111111111111111"
+               "111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111222222222222"
+               "222220000000h322222")
 
 
 @pytest.mark.shared
-def test_latency_local_search_merges_a_device_onto_another_from_a_local_optimum(dnn_partitioning):
+def test_a_device_merge_leaves_bert3s_seed1_local_optimum_at_once(dnn_partitioning):
+    import time
+
+    from placement_dsl.heuristics.latency import _merged, _score
     from placement_dsl.presets import problem_for_method
 
     w = load(dnn_partitioning, "bert3")
     problem = problem_for_method(w, "latency", "ip")
     model = problem.cost_model()
-    su = setup(w.graph, w.cluster, model)
     hosts = {"c": w.cluster.index["cpu0"], "h": w.cluster.index["cpu7"]}
-    groups = np.array([hosts[c] if c in hosts else int(c) for c in BERT3_SEED1])
-    assert groups.size == su.gptr.size - 1
-    start = groups[su.gid]
+    start = np.array([hosts[c] if c in hosts else int(c) for c in BERT3_SEED1])[w.graph.rank]
     assert evaluate(Placement(w.graph, w.cluster, start), model).objective == pytest.approx(409.939, abs=1e-3)
-    found = run("latency-local-search", w.graph, w.cluster, model=model, starts=[("seed 1", start)], restarts=0,
-                seed=1, time_limit=30)
-    assert found.objective <= 408.486  # merging acc0 onto acc2 gives the other seeds' optimum (408.474) at once
-    assert not problem.violations(found.placement)
+    su = setup(w.graph, w.cluster, model)
+    no_moves = np.empty((0, 5), dtype=np.int64)  # no descent after the merge: the neighbourhood alone
+    (found, key), _ = _merged(su, (start, np.array(_score(su, start))), no_moves, time.perf_counter() + 30, 10 ** 6)
+    assert key[1] == pytest.approx(408.474, abs=1e-3)  # acc0 merged onto acc2: the other seeds' optimum
+    assert set(found[start == 0].tolist()) == {2}
+    assert not problem.violations(Placement(w.graph, w.cluster, found))
 
 
 def test_device_merges_stop_at_the_deadline_and_keep_the_best():
