@@ -26,7 +26,10 @@ Inputs (each skipped cleanly when its data is absent):
     Tarnawski's own latency inputs are: four accelerators whose memory binds (the graph needs three of them) and a
     CPU 23x slower, contiguous splits (``4acc-mem+cpu``, :func:`tarnawski_problem`); anchor: latency-best, the
     column beside ours (no paper has these graphs);
-  - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times.
+  - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times;
+  - ``bert6`` and ``bert12`` (:func:`bert_layers`): Tarnawski's BERT-3 operator input with its middle encoder
+    layer repeated, in its own format (accelerators of 600 MB as full as BERT-3's, eight CPUs), ``--seeds`` noise;
+    anchor: latency-best's value.
 
 Columns: the best of the package's heuristics for the objective (``cpop`` and ``schedule-ls`` from it
 for makespan, ``latency-best`` for latency), ``m-sct``, ``getf``, HEFT (``list``), the best single
@@ -211,6 +214,83 @@ def _gpt3_330m(scenario: str) -> Problem:
     return makespan_problem(w.graph, w.cluster)
 
 
+BERT_LAYERS = (6, 12)  # encoder layers of the BERT-N family: 397 and 721 ops (users met BERT-6 at 418 ops, and 783)
+
+
+def bert_layers(source: dict[str, Any], layers: int, seed: int) -> dict[str, Any]:
+    """Tarnawski's BERT-3 operator input (``source``, the file's mapping) with its middle encoder layer repeated to
+    ``layers`` layers: layer 1's ops (the ancestors of its output LayerNorm that are not layer 0's, its own
+    weights) copied ``layers - 3`` times between layers 1 and 2, each copy reading the previous one's output and the
+    ops every layer shares (the attention mask), with colocation classes of its own (a copy's op is colocated with
+    its own layer's, as the file's ops are); seed ``s > 0``: every op's times times a log-normal factor of
+    sigma 0.1 drawn from ``s``. ``maxFPGAs`` grows with the weights, so that the accelerators are as full as BERT-3's
+    (60 %: 6 for BERT-6, 10 for BERT-12); the memory per accelerator is BERT-3's."""
+    nodes = {n["id"]: n for n in source["nodes"]}
+    preds: dict[int, list[int]] = {i: [] for i in nodes}
+    for e in source["edges"]:
+        preds[e["destId"]].append(e["sourceId"])
+
+    def ancestors(v: int) -> set[int]:
+        seen, stack = set(), [v]
+        while stack:
+            u = stack.pop()
+            if u not in seen:
+                seen.add(u)
+                stack.extend(preds[u])
+        return seen
+
+    def output_norm(layer: int) -> int:  # the op of the layer's output LayerNorm (its colocation class) read outside it
+        weight = next(n for n in nodes.values() if n["name"] == f"bert.encoder.layer.{layer}.output.LayerNorm.weight")
+        norm = {i for i, n in nodes.items() if n.get("colorClass") == weight["colorClass"]}
+        return next(e["sourceId"] for e in source["edges"] if e["sourceId"] in norm and e["destId"] not in norm)
+
+    first, middle = output_norm(0), output_norm(1)
+    layer = {i for i in ancestors(middle) - ancestors(first)
+             if ".layer." not in nodes[i]["name"] or ".layer.1." in nodes[i]["name"]}
+    out_nodes = list(source["nodes"])
+    out_edges = [e for e in source["edges"] if e["sourceId"] != middle or e["destId"] in layer]
+    onward = [e for e in source["edges"] if e["sourceId"] == middle and e["destId"] not in layer]
+    fresh, previous = max(nodes) + 1, middle
+    colours = 1 + max((n["colorClass"] for n in nodes.values() if "colorClass" in n), default=-1)
+    for copy in range(layers - 3):
+        ids = {i: fresh + k for k, i in enumerate(sorted(layer))}
+        fresh += len(ids)
+        out_nodes += [{**nodes[i], "id": ids[i], "name": f"{nodes[i]['name']}#{copy}",
+                       **({"colorClass": nodes[i]["colorClass"] + (copy + 1) * colours} if "colorClass" in nodes[i]
+                          else {})} for i in sorted(layer)]
+        out_edges += [{**e, "sourceId": ids.get(e["sourceId"], previous if e["sourceId"] == first else e["sourceId"]),
+                       "destId": ids[e["destId"]]} for e in source["edges"] if e["destId"] in layer]
+        previous = ids[middle]
+    out_edges += [{**e, "sourceId": previous} for e in onward]
+    if seed:
+        rng = np.random.default_rng(seed)
+        out_nodes = [{**n, "cpuLatency": n["cpuLatency"] * f, "fpgaLatency": n["fpgaLatency"] * f}
+                     for n, f in zip(out_nodes, rng.lognormal(0.0, 0.1, len(out_nodes)))]
+    share = sum(n.get("size", 0.0) for n in source["nodes"]) / (source["maxFPGAs"] * source["maxSizePerFPGA"])
+    need = sum(n.get("size", 0.0) for n in out_nodes) / source["maxSizePerFPGA"]
+    return {**source, "nodes": out_nodes, "edges": out_edges, "maxFPGAs": math.ceil(need / share)}
+
+
+def bert_family(data: Path, seeds: list[int]) -> list[Case]:
+    """BERT-N (:func:`bert_layers`) as the command line's ``--objective latency --method ip`` means it; anchor:
+    latency-best's value (the column beside ours)."""
+    path = data / "dnn-partitioning" / "latency-inputs" / "OperatorGraphs" / "bert_l-3_inference.json"
+    if not path.exists():
+        return []
+    from placement_dsl.io import Workload
+    from placement_dsl.io.dnn_partitioning import cluster_from_dict, graph_from_dict
+    from placement_dsl.presets import problem_for_method
+
+    def build(layers: int, seed: int) -> Problem:
+        found = bert_layers(json.loads(path.read_text()), layers, seed)
+        w = Workload(graph_from_dict(found, f"bert{layers}-s{seed}"), cluster_from_dict(found), "dnn-partitioning", {})
+        return problem_for_method(w, "latency", "ip")
+
+    return [Case(f"bert{layers}-s{seed}@tarnawski", lambda n=layers, s=seed: build(n, s),
+                 "latency-best's value (BERT-3's layers repeated: no paper value)")
+            for layers in BERT_LAYERS for seed in seeds]
+
+
 def tarnawski(data: Path) -> list[Case]:
     root = data / "dnn-partitioning"
     table = root / "paper_latency.csv"
@@ -361,7 +441,8 @@ def main() -> None:
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     if min(sizes) < 1 or not math.isfinite(time_limit) or time_limit <= 0:
         ap.error("--sizes must be positive and --time-limit a positive number of seconds")
-    cases = tarnawski(args.data) + sheets(args.data) + generated(sizes, seeds, gpt3_330m=not args.quick)
+    cases = (tarnawski(args.data) + bert_family(args.data, seeds) + sheets(args.data)
+             + generated(sizes, seeds, gpt3_330m=not args.quick))
     cases += sheets(args.data, args.sheets) if args.sheets else []
     if args.only:
         cases = [c for c in cases if any(o in c.name for o in args.only)]

@@ -34,6 +34,7 @@ from .sizing import MIN_SEARCH, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
 from .starts import AUTO
 from .stopped import (
+    MATCH_TOL,
     RESERVE,
     RUNNING,
     SINGLE_SAMPLE,
@@ -47,7 +48,6 @@ from .stopped import (
     start_spec,
 )
 
-MATCH_TOL = 1e-6  # relative agreement required between solver and cost model
 CPSAT = "cpsat"  # the solver name of CP-SAT's interval model (placement_dsl.cpsat), a backend of solve()
 EXTRACTION = 1.0  # the arrays' extraction for the solver (not interruptible), in seconds per second of model build:
 # ResNet-152 onto 16 stages at load 12 on two cores built in 11.3 s and was handed off with 1.6 s left, ending 21 s late
@@ -207,8 +207,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     result = _certify(compiled, outcome, method, solver, gap, plan.cutoff)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
-    if result.placement is None and result.status is Status.TIME_LIMIT_NO_SOLUTION:  # the start still answers
-        result = stop.instead_of(result, outcome.message)
+    result = stop.no_worse(result, outcome.message)  # the start answers a search that found nothing better
     _final_check(problem, result, form)
     if result.status.is_ok and result.status is not Status.OPTIMAL:
         stop.known_bound(result)  # a search stopped early may have proved less than a closed form

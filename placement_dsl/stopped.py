@@ -27,6 +27,7 @@ from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
 from .starts import AUTO, Start, goal, improve, race, resolve
 
+MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 SINGLE_SAMPLE = (Objective.LATENCY, Objective.MAKESPAN)  # objectives whose solve starts from "auto" by default
 RUNNING: ContextVar[Any] = ContextVar("segment_schedules", default=None)  # a makespan's segment bound computing
@@ -170,15 +171,32 @@ class Stop:
                                  coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0))
         return result
 
-    def instead_of(self, searched: Result, why: str) -> Result:
-        """The answer of a model searched to its time limit without a solution of its own (a solver that takes no
-        start, or refused it): the start, else the fallback split, as :meth:`result` gives them, with the
-        search's bound where it proved more."""
-        answer = self.result("; ".join(m for m in (why, "the solver found no solution in its time") if m))
-        if searched.bound is not None and (answer.bound is None or searched.bound > answer.bound):
-            answer.bound = searched.bound if answer.objective is None else min(searched.bound, answer.objective)
-        answer.start_accepted, answer.log_path = searched.start_accepted, searched.log_path
-        return answer
+    def no_worse(self, searched: Result, why: str) -> Result:
+        """The answer of a searched model, never worse than the start: a search that ended at its time limit
+        without a solution of its own (a solver that takes no start, or refused it) answers the start, else the
+        fallback split, as :meth:`result` gives them, with the search's bound where it proved more; a usable start
+        better by the cost model than the search's answer is the answer, with the search's bound (the solver's own
+        guard compares the model's objective, which a start it was not given, or a model value that is not tight,
+        escapes). A claim about the model (infeasible, unbounded) is reported as it is."""
+        if searched.placement is None and searched.status is Status.TIME_LIMIT_NO_SOLUTION:
+            answer = self.result("; ".join(m for m in (why, "the solver found no solution in its time") if m))
+            if searched.bound is not None and (answer.bound is None or searched.bound > answer.bound):
+                answer.bound = searched.bound if answer.objective is None else min(searched.bound, answer.objective)
+            answer.start_accepted, answer.log_path = searched.start_accepted, searched.log_path
+            return answer
+        usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
+        if not usable or searched.objective is None or searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
+                searched.objective <= self.start_eval.objective * (1 + MATCH_TOL):
+            return searched
+        note = (f"the solver's answer {searched.objective:.10g} is worse than the start "
+                f"{self.start_eval.objective:.10g}; the start is the answer")
+        searched.message = "; ".join(m for m in (searched.message, note) if m)
+        searched.placement, searched.objective, searched.evaluation = self.start, self.start_eval.objective, \
+            self.start_eval
+        searched.found_by = start_label(self.warm_start)
+        if searched.bound is not None:
+            searched.bound = min(searched.bound, self.start_eval.objective)
+        return searched
 
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the

@@ -339,7 +339,7 @@ def test_latency_best_lists_every_candidate_and_keeps_the_best():
     cluster = Cluster.accelerators(3, memory=float(g.param_bytes.sum()) / 2.2, cpus=2)
     result = run("latency-best", g, cluster, model=LATENCY_MODEL, **SMALL)
     cands = result.info["candidates"]
-    assert [c["method"] for c in cands] == ["greedy", "dp", "dpl", "chain", "latency-local-search"]
+    assert [c["method"] for c in cands] == ["greedy", "chain", "dp", "dpl", "latency-local-search"]  # the chain before the DPs
     valid = [c["latency"] for c in cands if c.get("valid")]
     assert result.objective == pytest.approx(min(valid))
     assert result.info["best"] in {c["method"] for c in cands}
@@ -430,3 +430,51 @@ def test_table4_latency_best_beats_the_baselines(dnn_partitioning, name):
     assert best.objective <= IP[name] * 1.03
     if name == "bert3":  # the IP's value, certified within 1%
         assert sig4(best.objective) == sig4(IP[name])
+
+
+# BERT-3's split the latency local search ended at from seed 1 (409.939): one character per op in the graph's
+# topological order (``graph.rank``), the accelerator's index, "c" for cpu0, "h" for cpu7. It runs acc0 between two
+# runs of acc2; no block move or swap improves it.
+BERT3_SEED1 = ("220000322222222111111112211111111111111111111111111111111ccc111111111111111111111111111111111111111111111111"
+               "111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111222222222222"
+               "222220000000h322222")
+
+
+@pytest.mark.shared
+def test_a_device_merge_leaves_bert3s_seed1_local_optimum_at_once(dnn_partitioning):
+    import time
+
+    from placement_dsl.heuristics.latency import _merged, _score
+    from placement_dsl.presets import problem_for_method
+
+    w = load(dnn_partitioning, "bert3")
+    problem = problem_for_method(w, "latency", "ip")
+    model = problem.cost_model()
+    hosts = {"c": w.cluster.index["cpu0"], "h": w.cluster.index["cpu7"]}
+    start = np.array([hosts[c] if c in hosts else int(c) for c in BERT3_SEED1])[w.graph.rank]
+    assert evaluate(Placement(w.graph, w.cluster, start), model).objective == pytest.approx(409.939, abs=1e-3)
+    su = setup(w.graph, w.cluster, model)
+    no_moves = np.empty((0, 5), dtype=np.int64)  # no descent after the merge: the neighbourhood alone
+    (found, key), _ = _merged(su, (start, np.array(_score(su, start))), no_moves, time.perf_counter() + 30, 10 ** 6)
+    assert key[1] == pytest.approx(408.474, abs=1e-3)  # acc0 merged onto acc2: the other seeds' optimum
+    assert set(found[start == 0].tolist()) == {2}
+    assert not problem.violations(Placement(w.graph, w.cluster, found))
+
+
+def test_device_merges_stop_at_the_deadline_and_keep_the_best():
+    from placement_dsl.heuristics.latency import _merged, _moves, _score
+
+    g = Graph([Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 5.0}, out_bytes=1.0) for i in range(6)],
+              [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    c = Cluster.accelerators(3, cpus=1)
+    su = setup(g, c, CostModel.named("latency"))
+    split = np.array([0, 0, 1, 1, 0, 0])  # acc1 between two runs of acc0: merging acc1 onto acc0 saves four transfers
+    best = (split, np.array(_score(su, split)))
+    moves = _moves(su, np.random.default_rng(0))
+    import time
+
+    late, spent = _merged(su, best, moves, time.perf_counter() - 1.0, 10 ** 9)
+    assert spent == 0 and late is best  # past its deadline, not one O(n) evaluation
+    merged, spent = _merged(su, best, moves, time.perf_counter() + 10.0, 10 ** 9)
+    assert spent > 0 and merged[1][1] < best[1][1]
+    assert len(set(merged[0].tolist())) == 1  # every op on one accelerator: no transfer left

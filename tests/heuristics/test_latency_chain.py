@@ -106,3 +106,30 @@ def test_the_chain_split_leaves_most_of_latency_bests_time_to_the_search(monkeyp
     g = chain([(1.0, 20.0)] * 6, [1.0] * 5 + [0.0], [1.0] * 6)
     run("latency-best", g, Cluster.accelerators(3, memory=2.5, cpus=1), model=LATENCY, time_limit=10.0)
     assert len(given) == 1 and 0 < given[0] <= 0.4 * 10.0
+
+
+def test_the_groups_go_in_a_topological_order_with_weights_just_before_their_first_consumer():
+    from placement_dsl.heuristics.latency_chain import group_positions
+
+    ops = [Op(name=f"w{i}", work=0.0, param_bytes=5.0, out_bytes=5.0, group=f"g{i}") for i in (1, 3)]  # listed first,
+    ops += [Op(name=f"x{i}", work={"accelerator": 1.0, "cpu": 9.0}, out_bytes=1.0) for i in range(4)]  # as in the files
+    ops[-1] = ops[-1].model_copy(update={"group": "g3"})  # x3 runs with its weight w3 (a colocation class)
+    g = Graph(ops, [("x0", "x1"), ("x1", "x2"), ("x2", "x3"), ("w1", "x1"), ("w3", "x3")])
+    assert g.rank[g.index["w3"]] < g.rank[g.index["x1"]]  # the sources lead the graph's own order
+    pos = group_positions(g)
+    by_group = sorted(range(g.n), key=lambda v: (pos[v], g.rank[v]))
+    assert [g.names[v] for v in by_group][2:] == ["x1", "x2", "w3", "x3"]  # w3 with x3, after x2 (x0, w1: both
+    # sources feeding x1, in either order)
+    for u, v in zip(g.src, g.dst):
+        assert pos[u] <= pos[v]
+
+
+@pytest.mark.shared
+def test_bert3s_chain_split_keeps_each_layers_weights_with_it(dnn_partitioning):
+    # its weights are source ops: in the order of their first op, the groups of later layers' weights (with the ops
+    # colocated with them) came before layer 0, and the chain split was 1,099.9
+    w = load_workload(dnn_partitioning / "latency-inputs" / "OperatorGraphs" / "bert_l-3_inference.json")
+    problem = problem_for_method(w, "latency", "ip")
+    split = Placement(w.graph, w.cluster, chain_split(w.graph, w.cluster, problem.cost_model()))
+    assert not problem.violations(split)
+    assert problem.evaluate(split).objective < 416.2  # below greedy's (Table 4); 415.16
