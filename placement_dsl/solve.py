@@ -40,9 +40,9 @@ from .stopped import (
     continued_first,
     first_start,
     heuristics_instead,
-    large,
     paths_floor,
     start_label,
+    start_share,
     start_spec,
 )
 
@@ -166,9 +166,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     if reason:
         raise SpecError(reason)
     spec = start_spec(problem, warm_start)
-    if large(problem, form, spec, clock):
-        spec = AUTO
-    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(problem, spec, clock)
+    share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
+    spec = AUTO if share is not None else spec
+    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished = start_bound, unfinished
     stop = continued_first(stop, spec, clock)

@@ -25,7 +25,7 @@ from .placement import Placement
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, Start, goal, improve, race, resolve
+from .starts import AUTO, AUTO_SHARE, Start, goal, improve, race, resolve
 
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 SINGLE_SAMPLE = (Objective.LATENCY, Objective.MAKESPAN)  # objectives whose solve starts from "auto" by default
@@ -252,30 +252,47 @@ def start_spec(problem: Any, warm_start: Any) -> Any:
 
 
 LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
+LARGE_SHARE = 0.4  # of the time left, the "auto" start's share then (at most what the build leaves; see start_share)
+INSTEAD_SHARE = 0.85  # of the time left, the "auto" start's share when the model is too large to be built at all
 
 
 def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
-    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model fits the time left, but
-    its estimated build takes more than :data:`LARGE` of it. The solver rarely finds an incumbent of such a model in
-    the time left (the throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s). A model too large to
-    be built keeps the fallback: on 5,000 ops and more the heuristics' race overran its share under load (20,000
-    ops: 50 s past a 60 s limit)."""
+    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its estimated build takes more
+    than :data:`LARGE` of the time left. The solver rarely finds an incumbent of such a model in the time left (the
+    throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s), and a model too large to be built
+    answers the start."""
+    return start_share(problem, form, spec, clock) is not None
+
+
+def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> float | None:
+    """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none,
+    the model is small for the time). A model that fits but whose build takes more than :data:`LARGE` of the time
+    gets :data:`LARGE_SHARE`, less where its build and hand-off (about as long again) would not fit after it, at
+    least :data:`~placement_dsl.starts.AUTO_SHARE`; a model too large to be built gets :data:`INSTEAD_SHARE`, all
+    but the time to check and report the answer, since no model follows (a throughput IP of 2,080 ops at load 8
+    answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves 132.95 in 1.1 s). The race
+    is stopped at its share (:func:`placement_dsl.starts.race`)."""
     if spec is not None:
-        return False
+        return None
     need, left = build_seconds(problem, form), clock.left() - RESERVE
-    return LARGE * left < need <= left - MIN_SEARCH
+    if need <= LARGE * left or left <= 0:
+        return None
+    if need > left - MIN_SEARCH:
+        return INSTEAD_SHARE
+    return max(min(LARGE_SHARE, (left - 2 * need - MIN_SEARCH) / left), AUTO_SHARE)
 
 
-def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None
+def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None, share: float | None = None
                 ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...]]:
     """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
-    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``),
+    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``; an
+    ``"auto"`` start in ``share`` of the time left, without the usual cap, where given: :func:`start_share`),
     the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked) and the searches
     ``"auto"``'s share cut short."""
-    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH)
+    shares = {} if share is None else {"share": share, "cap": math.inf}
+    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH, **shares)
     label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
     return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished
-
 
 
 def start_label(warm_start: Any) -> str:

@@ -104,3 +104,45 @@ def test_a_stopped_throughput_solve_reports_what_only_the_host_s_memory_can_hold
     start = {"v0": "acc0", "v1": "acc1", **{f"v{i}": "cpu0" for i in range(2, 6)}}
     result = solve(problem, warm_start=start, time_limit=LIMIT)
     assert result.bound == pytest.approx(280, rel=1e-9) and "by a closed form" in result.message
+
+
+def test_a_model_too_large_to_be_built_answers_the_heuristics_best_not_the_fallback(monkeypatch) -> None:
+    """A throughput IP of 2,080 ops at load 8 answered greedy's 134.31 after 6.5 s of a 60 s limit: no start was
+    made for a model too large to build. Its start now gets the budget, and the DP finds and proves 132.95."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl import stopped
+    from placement_dsl.deadline import BudgetSpent
+
+    def too_large(*args, **kwargs):
+        raise BudgetSpent("model too large for the time left")
+
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 1e6)
+    monkeypatch.setattr(solve_module, "check_fits", too_large)
+    problem, optimum = testing.chain()  # greedy and one device: 8; the DP: 5
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=LIMIT)
+    assert time.monotonic() - t0 <= LIMIT + 5
+    assert result.found_by.startswith("warm start (auto") and result.objective == pytest.approx(optimum)
+    assert result.bound == pytest.approx(optimum)
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.15, 0.25, 0.4, 2.0])
+def test_a_large_model_s_start_leaves_its_build_and_hand_off_the_time_they_take(monkeypatch, fraction) -> None:
+    from placement_dsl import stopped
+    from placement_dsl.formulations import get
+    from placement_dsl.sizing import MIN_SEARCH
+
+    problem, _ = testing.chain()
+    clock = Deadline(60.0)
+    left = clock.left() - stopped.RESERVE
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: fraction * left)
+    share = stopped.start_share(problem, get("auto", problem), None, clock)
+    assert stopped.start_share(problem, get("auto", problem), "greedy", clock) is None  # a start was asked for
+    if fraction <= stopped.LARGE:
+        assert share is None
+    elif fraction * left > left - MIN_SEARCH:
+        assert share == stopped.INSTEAD_SHARE
+    else:
+        assert share >= stopped.AUTO_SHARE
+        assert share == stopped.AUTO_SHARE or share * left + 2 * fraction * left + MIN_SEARCH <= left + 1e-6
+        assert share <= stopped.LARGE_SHARE

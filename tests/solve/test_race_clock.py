@@ -64,7 +64,7 @@ def test_the_auto_share_is_wall_clock_from_the_call_s_start(deaf, monkeypatch):
     problem, _ = testing.chain()
     began = time.monotonic()
     found = resolve(problem, "auto", deadline=Deadline(100.0), share=0.02, cap=2.0)
-    assert given and given[0] <= starts.RACE * 2.0 - 0.6
+    assert given and given[0] <= 2.0 - 0.6  # a throughput start has no improving method: its race gets it all
     assert time.monotonic() - began < 2.0 + 1.0
     assert found.usable and found.method in BASELINES and "dp" in found.unfinished
 
