@@ -39,8 +39,8 @@ from .stopped import (
     Stop,
     continued_first,
     first_start,
+    floor,
     heuristics_instead,
-    paths_floor,
     start_label,
     start_share,
     start_spec,
@@ -185,7 +185,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
-        stop.floor = paths_floor(problem, clock)  # the bound the model's run flows would have carried
+        stop.floor = floor(problem, clock)  # a bound the model would have carried (run paths, the host's share)
         return heuristics_instead(stop, spec, clock).result(str(err))
     try:
         compiled = compile(plan.problem, form, deadline=clock)
