@@ -27,7 +27,7 @@ from .placement import Placement
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, AUTO_SHARE, Start, goal, improve, race, resolve
+from .starts import AUTO, Start, goal, improve, race, resolve
 
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
 SINGLE_SAMPLE = (Objective.LATENCY, Objective.MAKESPAN)  # objectives whose solve starts from "auto" by default
@@ -270,7 +270,7 @@ def start_spec(problem: Any, warm_start: Any) -> Any:
 
 
 LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
-LARGE_SHARE = 0.4  # of the time left, the "auto" start's share then (at most what the build leaves; see start_share)
+LARGE_SHARE = 0.5  # of the time left, the "auto" start's share then (see start_share)
 INSTEAD_SHARE = 0.85  # of the time left, the "auto" start's share when the model is too large to be built at all
 FLOOR_KEPT = 0.3  # of it kept for the host-share bound where it applies (20,000 ops: 7 s at load 8; see floor())
 
@@ -285,12 +285,13 @@ def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
 
 def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> float | None:
     """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none,
-    the model is small for the time). A model that fits but whose build takes more than :data:`LARGE` of the time
-    gets :data:`LARGE_SHARE`, less where its build and hand-off (about as long again) would not fit after it, at
-    least :data:`~placement_dsl.starts.AUTO_SHARE`; a model too large to be built gets :data:`INSTEAD_SHARE`, all
-    but the time to check and report the answer, since no model follows (a throughput IP of 2,080 ops at load 8
-    answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves 132.95 in 1.1 s). The race
-    is stopped at its share (:func:`placement_dsl.starts.race`)."""
+    the model is small for the time). A model whose build takes more than :data:`LARGE` of the time gets
+    :data:`LARGE_SHARE`, whether or not its build fits after the start (the start answers when it does not: a
+    throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
+    after a 7 s start, where the DP finds and proves 9.32); a model too large to be built gets
+    :data:`INSTEAD_SHARE`, all but the time to check and report the answer, since no model follows (a throughput IP
+    of 2,080 ops at load 8 answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves
+    132.95 in 1.1 s). The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
     if spec is not None:
         return None
     need, left = build_seconds(problem, form), clock.left() - RESERVE
@@ -298,7 +299,7 @@ def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> 
         return None
     if need > left - MIN_SEARCH:  # the host-share bound (floor) gets its time after the start
         return INSTEAD_SHARE - (FLOOR_KEPT if host_share.applies(problem) else 0.0)
-    return max(min(LARGE_SHARE, (left - 2 * need - MIN_SEARCH) / left), AUTO_SHARE)
+    return LARGE_SHARE
 
 
 def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None, share: float | None = None

@@ -127,7 +127,9 @@ def test_a_model_too_large_to_be_built_answers_the_heuristics_best_not_the_fallb
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.15, 0.25, 0.4, 2.0])
-def test_a_large_model_s_start_leaves_its_build_and_hand_off_the_time_they_take(monkeypatch, fraction) -> None:
+def test_a_large_model_s_start_gets_a_large_share_and_a_model_too_large_nearly_all(monkeypatch, fraction) -> None:
+    """ResNet-152 onto 16 stages (208 ops): a 16 s build after a 7 s start (15 % of the time) whose DP was stopped
+    before its end; the MIP kept greedy's 52.84 for 23 s where the DP finds and proves 9.32."""
     from placement_dsl import stopped
     from placement_dsl.formulations import get
     from placement_dsl.sizing import MIN_SEARCH
@@ -143,6 +145,4 @@ def test_a_large_model_s_start_leaves_its_build_and_hand_off_the_time_they_take(
     elif fraction * left > left - MIN_SEARCH:
         assert share == stopped.INSTEAD_SHARE
     else:
-        assert share >= stopped.AUTO_SHARE
-        assert share == stopped.AUTO_SHARE or share * left + 2 * fraction * left + MIN_SEARCH <= left + 1e-6
-        assert share <= stopped.LARGE_SHARE
+        assert share == stopped.LARGE_SHARE
