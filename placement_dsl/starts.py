@@ -50,6 +50,7 @@ BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them ev
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
 LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines, with LEAD_SHARE of its time:
+PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
 LEAD_SHARE = 0.5  # the DP over ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x
 # 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven searches, it never ran in the share)
 IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
@@ -252,9 +253,14 @@ def _best_baseline(problem: Any, methods: list[str], best: Start) -> Start:
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
                 even: bool) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
-    each better valid start as ``("best", method, its placement's parts, class bound)``."""
+    each better valid start as ``("best", method, its placement's parts, class bound)``. Once a start meets a class
+    bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
     best: float | None = None
+    proven = -math.inf
     for i, method in enumerate(methods):
+        if best is not None and best <= proven * (1 + PROVEN_TOL):
+            send(("done", method, "", False, None))
+            continue
         left = until - time.monotonic()
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
@@ -273,6 +279,7 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
             best = start.objective
             send(("best", method, _parts(start.placement), start.bound))
         send(("done", method, start.refusal.removeprefix("warm start refused: "), cut, start.bound))
+        proven = max(proven, -math.inf if start.bound is None else start.bound)
 
 
 def _parts(placement: Placement) -> tuple:
