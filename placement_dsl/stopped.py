@@ -247,6 +247,16 @@ def floor(problem: Any, clock: Deadline) -> float | None:
         return None
 
 
+def first_floor(problem: Any, share: float | None, clock: Deadline) -> float | None:
+    """For a solve whose model is too large to be built (its start's ``share`` is :data:`INSTEAD_SHARE`), the
+    host's share of a contiguous max load (:func:`floor`) in at most :data:`FLOOR_KEPT` of the time left, before
+    the start: where memory binds on 20,000 ops the heuristics find no better than greedy's split, and after a
+    start that had taken its share the bound had too little time left at load 12 (6,454.6 reported of 34,023.3)."""
+    if share != INSTEAD_SHARE or not host_share.applies(problem):
+        return None
+    return floor(problem, clock.within(FLOOR_KEPT * max(clock.left() - RESERVE, 0.0) + 2 * RESERVE))
+
+
 def closed_form_bound(problem: Any) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
     objective = problem.cost_model().objective
@@ -272,7 +282,7 @@ def start_spec(problem: Any, warm_start: Any) -> Any:
 LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
 LARGE_SHARE = 0.5  # of the time left, the "auto" start's share then (see start_share)
 INSTEAD_SHARE = 0.85  # of the time left, the "auto" start's share when the model is too large to be built at all
-FLOOR_KEPT = 0.3  # of it kept for the host-share bound where it applies (20,000 ops: 7 s at load 8; see floor())
+FLOOR_KEPT = 0.3  # of the time left, at most, for the host-share bound before such a start (see first_floor())
 
 
 def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
@@ -297,8 +307,8 @@ def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> 
     need, left = build_seconds(problem, form), clock.left() - RESERVE
     if need <= LARGE * left or left <= 0:
         return None
-    if need > left - MIN_SEARCH:  # the host-share bound (floor) gets its time after the start
-        return INSTEAD_SHARE - (FLOOR_KEPT if host_share.applies(problem) else 0.0)
+    if need > left - MIN_SEARCH:  # the host-share bound comes first (first_floor), then the start
+        return INSTEAD_SHARE
     return LARGE_SHARE
 
 
