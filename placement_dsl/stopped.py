@@ -242,7 +242,7 @@ def floor(problem: Any, clock: Deadline) -> float | None:
     if found is not None or not host_share.applies(problem):
         return found
     try:
-        return host_share.host_share_bound(problem, deadline=clock.at - 2 * RESERVE)
+        return host_share.host_share_bound(problem, deadline=clock.at - 2 * RESERVE - LATE_PER_OP * problem.graph.n)
     except (SpecError, TimeLimitReached):  # too many ideals, or not in the time left
         return None
 
@@ -254,7 +254,8 @@ def first_floor(problem: Any, share: float | None, clock: Deadline) -> float | N
     start that had taken its share the bound had too little time left at load 12 (6,454.6 reported of 34,023.3)."""
     if share != INSTEAD_SHARE or not host_share.applies(problem):
         return None
-    return floor(problem, clock.within(FLOOR_KEPT * max(clock.left() - RESERVE, 0.0) + 2 * RESERVE))
+    return floor(problem, clock.within(FLOOR_KEPT * max(clock.left() - RESERVE, 0.0) + 2 * RESERVE +
+                                       LATE_PER_OP * problem.graph.n))
 
 
 def closed_form_bound(problem: Any) -> float | None:
@@ -281,8 +282,10 @@ def start_spec(problem: Any, warm_start: Any) -> Any:
 
 LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
 LARGE_SHARE = 0.5  # of the time left, the "auto" start's share then (see start_share)
-INSTEAD_SHARE = 0.85  # of the time left, the "auto" start's share when the model is too large to be built at all
-FLOOR_KEPT = 0.3  # of the time left, at most, for the host-share bound before such a start (see first_floor())
+INSTEAD_SHARE = 0.75  # of the time left, the "auto" start's share when the model is too large to be built at all
+# (the rest: the answer's checks and bounds and the command's output, 5 s and more on 20,000 ops at load 12)
+FLOOR_KEPT = 0.5  # of the time left, at most, for the host-share bound before such a start (see first_floor())
+LATE_PER_OP = 2e-4  # seconds per op kept after the host-share bound for the answer's checks and output
 
 
 def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
