@@ -124,8 +124,11 @@ __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStat
            "guess_bound", "guess_problem", "level_status", "model_bound"]
 
 ALL = PlacementClass.ALL
-UPPER = ("slicegraph", "brkga", "greedy")  # heuristics that always run for the upper bound of DAG-ordered problems;
-# greedy (O(n + m)) last: where memory binds and the slicing DP ran out of time, its split is often the only valid one
+UPPER = ("greedy", "slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems;
+# greedy (O(n + m)) first, with all the share it needs: where memory binds and the slicing DP runs out of time its
+# split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
+# stages: no placement at all)
+LINEAR = frozenset({"greedy", "one-device"})  # upper-bound heuristics in O(n + m), not held to an even share
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
 # refused a training graph with too many ideals): the first valid one is the MIP levels' start
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
@@ -194,7 +197,7 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
     for i, method in enumerate(methods):
         if share.expired(0.1) or (first and math.isfinite(run.best[0])):
             break
-        seconds = share.left() / (len(methods) - i)
+        seconds = share.left() if method in LINEAR else share.left() / (len(methods) - i)
         try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
             found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
             run.offer(found.placement, method)

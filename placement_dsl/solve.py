@@ -40,11 +40,12 @@ from .stopped import (
     SINGLE_SAMPLE,
     Stop,
     continued_first,
+    first_floor,
     first_start,
+    floor,
     heuristics_instead,
-    large,
-    paths_floor,
     start_label,
+    start_share,
     start_spec,
 )
 
@@ -168,11 +169,12 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     if reason:
         raise SpecError(reason)
     spec = start_spec(problem, warm_start)
-    if large(problem, form, spec, clock):
-        spec = AUTO
-    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(problem, spec, clock)
+    share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
+    spec = AUTO if share is not None else spec
+    early = first_floor(problem, share, clock)  # a model too large to build: the host's share of memory first
+    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound, stop.unfinished = start_bound, unfinished
+    stop.start_bound, stop.unfinished, stop.floor = start_bound, unfinished, early
     stop = continued_first(stop, spec, clock)
     start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
@@ -187,7 +189,8 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
-        stop.floor = paths_floor(problem, clock)  # the bound the model's run flows would have carried
+        if early is None:  # a bound the model would have carried (run paths, the host's share)
+            stop.floor = floor(problem, clock)
         return heuristics_instead(stop, spec, clock).result(str(err))
     try:
         compiled = compile(plan.problem, form, deadline=clock)

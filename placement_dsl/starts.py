@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .constraints import Contiguous
-from .deadline import Deadline, call_within
+from .deadline import Deadline, call_within, stream_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
@@ -48,6 +48,11 @@ MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid 
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
+FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
+LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines, with LEAD_SHARE of its time:
+PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
+LEAD_SHARE = 0.5  # the DP over ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x
+# 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven searches, it never ran in the share)
 IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
 """Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
 critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
@@ -168,13 +173,16 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
-    """The best valid start among :func:`auto_methods` (:func:`race` in :data:`RACE` of the share), then improved
-    (:func:`improve`) for what is left of the share. The searches the race cut short are named in the answer's
-    ``unfinished``: a caller with time to spare runs them again (a solve whose model is too large)."""
-    methods = auto_methods(problem)  # the registry's first load imports every method's module: not in the race
+    """The best valid start among :func:`auto_methods` (:func:`race` in :data:`RACE` of the share, all of it where
+    the objective has no improving method), then improved (:func:`improve`) for what is left of the share. The share is wall clock from this call's start (the registry's
+    first load, which imports every method's module, included). The searches the race cut short are named in the
+    answer's ``unfinished``: a caller with time to spare runs them again (a solve whose model is too large)."""
+    began = time.perf_counter()
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
-    end = time.perf_counter() + budget
-    best, refusals, unfinished = race(problem, methods, RACE * budget, deadline)
+    end = began + budget
+    methods = auto_methods(problem)
+    racing = RACE if IMPROVING.get(goal(problem)) in registry.load() else 1.0  # no improving method: all of it
+    best, refusals, unfinished = race(problem, methods, racing * budget - (time.perf_counter() - began), deadline)
     if best.usable:
         best = improve(problem, best, end - time.perf_counter())
         best.unfinished = tuple(unfinished)
@@ -185,41 +193,110 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
 
 def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True
          ) -> tuple[Start, list[str], list[str]]:
-    """The best valid start among ``methods``, run one after another in ``seconds``: each search under its own
-    ``time_limit`` (the heuristics' contract: their best so far when it passes), the time left split evenly among
-    the searches still to run (a fast one leaves its time to the next; ``even=False``: each may take all the time
-    left, for searches known to need more than their even share), at least :data:`MIN_METHOD` each while
-    ``deadline`` (the caller's) is more than :data:`KEEP` away; the baselines (:data:`BASELINES`) always run.
-    Returns the best start, why methods found nothing, and the searches cut short (stopped at their limit, or not
-    run at all) in order. A forked guard per method would re-load the compiled kernels in every child."""
-    until = time.perf_counter() + seconds
-    best, refusals, unfinished = Start(), [], []
-    proven: float | None = None  # the largest class bound any search proved
-    for i, method in enumerate(methods):
-        left = until - time.perf_counter()
-        if deadline is not None and deadline.left() <= KEEP and best.usable and method not in BASELINES:
-            unfinished.append(method)
-            continue  # every search runs (a first run in a process may spend the share loading its kernels)
-        searches_left = sum(m not in BASELINES for m in methods[i:]) if even else 1
-        try:
-            found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
-                        time_limit=max(left / max(searches_left, 1), MIN_METHOD))
-        except PlacementError as err:  # SpecError too: the method declines the graph
-            refusals.append(f"{method!r} found no placement ({str(err).splitlines()[0]})")
-            if isinstance(err, TimeLimitReached):
-                unfinished.append(method)
-            continue
-        if found.info.get("stopped") == STOPPED and method not in BASELINES:
-            unfinished.append(method)
-        start = _checked(problem, found.placement, _class_bound(problem, found), method)
-        proven = max((b for b in (proven, start.bound) if b is not None), default=None)
-        if not start.usable:
-            refusals.append(start.refusal.removeprefix("warm start refused: "))
-        elif not best.usable or start.objective < best.objective:
-            best = start
+    """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the baselines
+    (:data:`BASELINES`, built in ``O(n + m)``) first, then the goal's lead search (:data:`LEAD`, with
+    :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
+    heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
+    to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
+    known to need more than their even share), at least :data:`MIN_METHOD` each while ``deadline`` (the caller's)
+    is more than :data:`KEEP` away. Returns the best start, why methods found nothing, and the searches cut short
+    (stopped at their limit, stopped by the race's end, or not run at all) in order.
+
+    The searches run in one forked child, stopped by force when ``seconds`` have passed: a search that checks its
+    clock too seldom cannot hold the race past its share (under load, on 5,000 ops, the DP's set-up alone took
+    4.6 s of a 0.15 s limit, polish's 6 s, and a first run in a process loads its compiled kernels, 7 s for
+    slicegraph's). One child for the race, not one per search: each child loads the kernels its searches use
+    again. The best start found is evaluated again here by the problem's cost model and validity check. Where no
+    child may be forked (a daemonic worker) the searches run here, trusted to stop by their clocks; so do the
+    baselines when the race found no valid start by its end."""
+    clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
+    lead = LEAD.get(goal(problem))
+    order = [m for m in methods if m in BASELINES] + [m for m in methods if m == lead] + \
+        [m for m in methods if m not in BASELINES and m != lead]
+    best_sent, proven, refusals, done = None, None, [], {}
+    stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
+                           even) if FORK and math.isfinite(clock.at) else _here(problem, order, seconds, deadline, even)
+    for kind, method, *rest in stream:
+        if kind == "best":
+            best_sent = (method, *rest)
+        elif kind == "done":
+            refusal, done[method], bound = rest
+            refusals += [refusal] if refusal else []
+            proven = max((b for b in (proven, bound) if b is not None), default=None)
+    best = Start() if best_sent is None else _received(problem, *best_sent)
+    if not best.usable:  # nothing valid by the race's end: the baselines not run yet, which take O(n + m), here
+        best = _best_baseline(problem, [m for m in order if m in BASELINES and m not in done], best)
     if best.usable and proven is not None:  # every search's proof holds for the class, not only the best one's
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
+    unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
     return best, refusals, unfinished
+
+
+def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool) -> list[tuple]:
+    """The race's messages with its searches run in this process."""
+    sent: list[tuple] = []
+    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even)
+    return sent
+
+
+def _best_baseline(problem: Any, methods: list[str], best: Start) -> Start:
+    """``best``, else the best valid split of the baselines among ``methods`` run here."""
+    for method in (m for m in methods if m in BASELINES):
+        try:
+            found = run(method, problem.graph, problem.cluster, model=problem.cost_model())
+        except PlacementError:
+            continue
+        start = _checked(problem, found.placement, None, method)
+        if start.usable and (not best.usable or start.objective < best.objective):
+            best = start
+    return best
+
+
+def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
+                even: bool) -> None:
+    """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
+    each better valid start as ``("best", method, its placement's parts, class bound)``. Once a start meets a class
+    bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
+    best: float | None = None
+    proven = -math.inf
+    for i, method in enumerate(methods):
+        if best is not None and best <= proven * (1 + PROVEN_TOL):
+            send(("done", method, "", False, None))
+            continue
+        left = until - time.monotonic()
+        if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
+            continue  # every search runs (a first run in a process may spend the share loading its kernels)
+        searches_left = sum(m not in BASELINES for m in methods[i:]) if even else 1
+        given = max(left / max(searches_left, 1), LEAD_SHARE * left if method == LEAD.get(goal(problem)) else 0.0)
+        try:
+            found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
+                        time_limit=max(given, MIN_METHOD))
+        except PlacementError as err:  # SpecError too: the method declines the graph
+            send(("done", method, f"{method!r} found no placement ({str(err).splitlines()[0]})",
+                  isinstance(err, TimeLimitReached), None))
+            continue
+        start = _checked(problem, found.placement, _class_bound(problem, found), method)
+        cut = found.info.get("stopped") == STOPPED
+        if start.usable and (best is None or start.objective < best):
+            best = start.objective
+            send(("best", method, _parts(start.placement), start.bound))
+        send(("done", method, start.refusal.removeprefix("warm start refused: "), cut, start.bound))
+        proven = max(proven, -math.inf if start.bound is None else start.bound)
+
+
+def _parts(placement: Placement) -> tuple:
+    """What rebuilds ``placement`` on its graph and cluster: its assignment, source, schedule and replicas."""
+    names = placement.cluster.names
+    replicas = {names[d]: [names[x] for x in members] for d, members in enumerate(placement.replica_sets)
+                if len(members) > 1}
+    return placement.assign, placement.source, placement.schedule, replicas or None
+
+
+def _received(problem: Any, method: str, parts: tuple, bound: float | None) -> Start:
+    """The start a race's child sent, rebuilt on the problem's graph and cluster and checked here."""
+    assign, source, schedule, replicas = parts
+    placement = Placement(problem.graph, problem.cluster, assign, source, schedule=schedule, replicas=replicas)
+    return _checked(problem, placement, bound, method)
 
 
 def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: str | None = None,

@@ -16,11 +16,13 @@ from typing import Any
 from .bounds.max_load import max_load_bound
 from .bounds.single_sample import single_sample_bound
 from .deadline import BudgetSpent, Deadline
-from .errors import PlacementError
+from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .formulations import Formulation
 from .formulations.latency import run_paths_floor
 from .heuristics import fallback as fallbacks
+from .heuristics import host_share
+from .heuristics.base import TimeLimitReached
 from .placement import Placement
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
@@ -227,7 +229,8 @@ class Stop:
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
-        source = "by the run-paths DP" if bound == self.floor else source
+        source = ("by the run-paths DP" if self.problem.cost_model().objective in SINGLE_SAMPLE else
+                  "by the host's share of memory") if bound == self.floor else source
         result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
 
     def _bound_source(self) -> str:
@@ -245,6 +248,32 @@ def paths_floor(problem: Any, clock: Deadline) -> float | None:
         return None
     left = clock.left() - RESERVE
     return run_paths_floor(problem, clock.within(min(max(FLOOR_SHARE * left, FLOOR_LEAST), left / 3, FLOOR_MOST)))
+
+
+def floor(problem: Any, clock: Deadline) -> float | None:
+    """A bound over the problem's placements proved within the budget when its model is not built: the run-paths
+    DP for Tarnawski's latency (:func:`paths_floor`), the host's share of a contiguous max load whose accelerators'
+    memory binds (:func:`~placement_dsl.heuristics.host_share.host_share_bound`, by the time left less
+    :data:`RESERVE`: 34,023.3 on 20,000 ops of CNN onto 16 accelerators, where the closed forms prove 6,454.6 of
+    greedy's 34,141), else ``None``."""
+    found = paths_floor(problem, clock)
+    if found is not None or not host_share.applies(problem):
+        return found
+    try:
+        return host_share.host_share_bound(problem, deadline=clock.at - 2 * RESERVE - LATE_PER_OP * problem.graph.n)
+    except (SpecError, TimeLimitReached):  # too many ideals, or not in the time left
+        return None
+
+
+def first_floor(problem: Any, share: float | None, clock: Deadline) -> float | None:
+    """For a solve whose model is too large to be built (its start's ``share`` is :data:`INSTEAD_SHARE`), the
+    host's share of a contiguous max load (:func:`floor`) in at most :data:`FLOOR_KEPT` of the time left, before
+    the start: where memory binds on 20,000 ops the heuristics find no better than greedy's split, and after a
+    start that had taken its share the bound had too little time left at load 12 (6,454.6 reported of 34,023.3)."""
+    if share != INSTEAD_SHARE or not host_share.applies(problem):
+        return None
+    return floor(problem, clock.within(FLOOR_KEPT * max(clock.left() - RESERVE, 0.0) + 2 * RESERVE +
+                                       LATE_PER_OP * problem.graph.n))
 
 
 def closed_form_bound(problem: Any) -> float | None:
@@ -270,30 +299,51 @@ def start_spec(problem: Any, warm_start: Any) -> Any:
 
 
 LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
+LARGE_SHARE = 0.5  # of the time left, the "auto" start's share then (see start_share)
+INSTEAD_SHARE = 0.75  # of the time left, the "auto" start's share when the model is too large to be built at all
+# (the rest: the answer's checks and bounds and the command's output, 5 s and more on 20,000 ops at load 12)
+FLOOR_KEPT = 0.5  # of the time left, at most, for the host-share bound before such a start (see first_floor())
+LATE_PER_OP = 2e-4  # seconds per op kept after the host-share bound for the answer's checks and output
 
 
 def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
-    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its model fits the time left, but
-    its estimated build takes more than :data:`LARGE` of it. The solver rarely finds an incumbent of such a model in
-    the time left (the throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s). A model too large to
-    be built keeps the fallback: on 5,000 ops and more the heuristics' race overran its share under load (20,000
-    ops: 50 s past a 60 s limit)."""
+    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its estimated build takes more
+    than :data:`LARGE` of the time left. The solver rarely finds an incumbent of such a model in the time left (the
+    throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s), and a model too large to be built
+    answers the start."""
+    return start_share(problem, form, spec, clock) is not None
+
+
+def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> float | None:
+    """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none,
+    the model is small for the time). A model whose build takes more than :data:`LARGE` of the time gets
+    :data:`LARGE_SHARE`, whether or not its build fits after the start (the start answers when it does not: a
+    throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
+    after a 7 s start, where the DP finds and proves 9.32); a model too large to be built gets
+    :data:`INSTEAD_SHARE`, all but the time to check and report the answer, since no model follows (a throughput IP
+    of 2,080 ops at load 8 answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves
+    132.95 in 1.1 s). The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
     if spec is not None:
-        return False
+        return None
     need, left = build_seconds(problem, form), clock.left() - RESERVE
-    return LARGE * left < need <= left - MIN_SEARCH
+    if need <= LARGE * left or left <= 0:
+        return None
+    if need > left - MIN_SEARCH:  # the host-share bound comes first (first_floor), then the start
+        return INSTEAD_SHARE
+    return LARGE_SHARE
 
 
-def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None
+def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None, share: float | None = None
                 ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...]]:
     """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
-    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``),
+    (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``; an
+    ``"auto"`` start in ``share`` of the time left, without the usual cap, where given: :func:`start_share`),
     the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked) and the searches
     ``"auto"``'s share cut short."""
-    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH)
+    shares = {} if share is None else {"share": share, "cap": math.inf}
+    found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH, **shares)
     label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
     return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished
-
 
 
 def start_label(warm_start: Any) -> str:
