@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .contract import Contraction
 
 Stages = list[np.ndarray]  # supernodes of each stage, in pipeline order
 MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
+MAX_WORK = 4_000_000  # ... and at most this many ops scored in all (a 20,000-op graph: 200 calls)
 REL_TOL = 1e-9
 
 
@@ -42,12 +43,11 @@ def _neighbours(con: Contraction) -> tuple[list[list[int]], list[list[int]]]:
     return succ, pred
 
 
-def moves(stages: Stages, succ: list[list[int]], pred: list[list[int]]) -> list[Stages]:
+def moves(stages: Stages, succ: list[list[int]], pred: list[list[int]]) -> Iterator[Stages]:
     """Every split one supernode away from ``stages``: a node of stage ``k`` whose successors all lie past it moves
     to stage ``k + 1``, a node of stage ``k + 1`` whose predecessors all lie before it to stage ``k`` (so each
     prefix stays an ideal); no stage empties."""
     where = {int(x): s for s, nodes in enumerate(stages) for x in nodes.tolist()}
-    out = []
     for k in range(len(stages) - 1):
         for src, dst in ((k, k + 1), (k + 1, k)):
             if len(stages[src]) < 2:
@@ -57,8 +57,7 @@ def moves(stages: Stages, succ: list[list[int]], pred: list[list[int]]) -> list[
                     new = list(stages)
                     new[src] = stages[src][stages[src] != x]
                     new[dst] = np.sort(np.append(stages[dst], x))
-                    out.append(new)
-    return out
+                    yield new
 
 
 def evened(stages: Stages, devices: int) -> list[Stages]:
@@ -90,20 +89,20 @@ def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
 
 
 def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
-              deadline: float | None = None) -> Stages:
+              deadline: float | None = None, evaluations: int = MAX_EVALUATIONS) -> Stages:
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
     objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
-    :data:`MAX_EVALUATIONS` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
+    ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
     form a short path, the best of all its splits into an even number of stages instead
     (:func:`splits_of_a_path`: the best of the DP's class under the ranks' loads)."""
     succ, pred = _neighbours(con)
     spent = 0
 
-    def best_of(candidates: list[Stages], current: float) -> tuple[float, Stages | None]:
+    def best_of(candidates: Iterable[Stages], current: float) -> tuple[float, Stages | None]:
         nonlocal spent
         found, chosen = current, None
         for c in candidates:
-            if spent >= MAX_EVALUATIONS or (deadline is not None and time.monotonic() > deadline):
+            if spent >= evaluations or (deadline is not None and time.monotonic() > deadline):
                 break
             spent += 1
             value = score(c)
@@ -111,11 +110,11 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
                 found, chosen = value, c
         return found, chosen
 
-    every = splits_of_a_path(con, devices)
-    if every is not None:
-        found, chosen = best_of(every, np.inf)
-        return stages if chosen is None else chosen
+    every = splits_of_a_path(con, devices) if evaluations >= MAX_EVALUATIONS else None
     value = score(stages)
+    if every is not None:  # the best of them, or the start if none beats it before the deadline
+        found, chosen = best_of(every, value)
+        return stages if chosen is None else chosen
     if len(stages) % 2:
         found, chosen = best_of(evened(stages, devices), np.inf)
         if chosen is not None:

@@ -281,8 +281,9 @@ def _folded(su: _Setup, sol: Solution, deadline: float | None) -> Solution:
         return sol
     score = fold_ranks.scorer(su.graph, su.cluster, su.model,
                               lambda st: _place(su.con, su.cluster, su.classes, [(x, 0, 1) for x in st])[0])
+    budget = min(fold_ranks.MAX_EVALUATIONS, max(20, fold_ranks.MAX_WORK // max(1, su.graph.n)))
     stages = fold_ranks.rebalance(su.con, [np.sort(x) for x, _, _ in sol.stages], score, su.classes[0].count,
-                                  deadline)
+                                  deadline, budget)
     return dataclasses.replace(sol, stages=[(x, 0, 1) for x in stages])
 
 

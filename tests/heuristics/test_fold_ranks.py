@@ -106,3 +106,25 @@ def test_moves_keep_every_prefix_an_ideal():
     stages = [np.array([0, 1]), np.array([2]), np.array([3])]
     got = sorted(tuple(tuple(s.tolist()) for s in c) for c in fold_ranks.moves(stages, succ, pred))
     assert got == [((0,), (1, 2), (3,))]
+
+
+def test_a_rebalance_past_its_deadline_or_budget_keeps_the_start():
+    """Past the deadline no split is scored beyond the start's, which is kept; with a budget of n calls, n are made."""
+    import time
+
+    from placement_dsl.heuristics.contract import contract
+
+    g = chain([4, 1, 3, 5, 4, 4, 3])
+    con = contract(g)
+    calls = []
+
+    def score(stages):
+        calls.append(len(stages))
+        return float(len(stages))
+
+    start = [np.array([0, 1, 2]), np.array([3]), np.array([4, 5]), np.array([6])]
+    assert fold_ranks.rebalance(con, start, score, 4, deadline=time.monotonic() - 1.0) is start
+    assert len(calls) == 1
+    calls.clear()
+    fold_ranks.rebalance(con, start, score, 4, evaluations=3)
+    assert len(calls) == 1 + 3
