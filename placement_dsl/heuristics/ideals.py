@@ -304,8 +304,8 @@ def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], s
     if stopped:
         info["stopped"] = "time limit"
     # where a backward op feeds a forward op, a split of the forward quotient may not be contiguous by Def. 3.1:
-    # such a split certifies nothing
-    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"]:
+    # such a split certifies nothing; nor does a split re-balanced by ranks (ZBV: the DP's value is a stage's)
+    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"] and su.model.name not in FOLDS:
         bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"

@@ -128,3 +128,13 @@ def test_a_rebalance_past_its_deadline_or_budget_keeps_the_start():
     calls.clear()
     fold_ranks.rebalance(con, start, score, 4, evaluations=3)
     assert len(calls) == 1 + 3
+
+
+def test_the_dp_called_directly_claims_no_bound_under_zbv():
+    """The DP's value is one stage's load; a split re-balanced by ranks certifies nothing, whoever calls it."""
+    from placement_dsl.heuristics.ideals import dp
+
+    g = training([2, 5, 1, 4, 3, 1], [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (4, 5)])
+    found = dp(g, Cluster.stages(4), model=CostModel.named("zbv"))
+    assert found.bound is None and found.exact_among is None
+    assert dp(g, Cluster.stages(4), model=CostModel.named("pipedream")).bound is not None
