@@ -15,7 +15,8 @@ run by the same runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
   order as the layer list, cut where the larger part holds the fewest parameters.
 
 For each: the cost model's time per micro-batch of each stage (forward + backward, from the
-profile) against the time measured on the stage's own module, each schedule's step time per
+profile of the modules as torch's pipeline runs them: ``pipelined=True``, the stage module's
+interpreted submodules, the backward whole as GPipe and 1F1B run it) against the time measured on the stage's own module, each schedule's step time per
 micro-batch (the simulator's against torch's, wall clock, medians over the steps), the residuals,
 and the measured throughput in samples per second. One number is fitted: the compute factor (the
 machine's CPU time against the profile's), on the stages of the ``ours`` rows. The rest is

@@ -1,6 +1,7 @@
 """Place a small GPT and a small ResNet-style CNN (or a ViT) on 2 pipeline stages, export the split, and run it.
 
-For each model: profile its modules on the CPU (:mod:`placement_dsl.profile`), import it through
+For each model: profile its modules on the CPU as torch's pipeline runs them (:mod:`placement_dsl.profile`,
+``pipelined=True``), import it through
 ``torch.export`` with the measured costs, place it on 2 accelerators (the throughput of a training
 step, 1F1B's ``max (FW + BW)``; stage boundaries between depth-2 modules; no CPU stage) with the DP
 over ideals, export the split to ``torch.distributed.pipelining`` and execute it there: GPipe and
@@ -65,6 +66,7 @@ KIND = "accelerator"  # the kind of the pipeline's stage devices; here each is a
 BANDWIDTH = 1e6  # bytes per ms between two ranks (gloo over the loopback moves about 1 GB/s)
 DEPTH = 2  # stage boundaries between modules of two dotted parts: h.N of the GPT, blocks.N of the CNN
 CLOCK = "cpu"  # compute timed in the process's CPU time (profile and stages): the machine's other work does not count
+PIPELINED = True  # profile the modules as torch's pipeline() runs them (its stage module's interpreted submodules)
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
 
@@ -292,9 +294,12 @@ class Plan:
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
-    """Each depth-2 module's measured forward and backward time on one CPU thread."""
+    """Each depth-2 module's measured forward and backward time on one CPU thread, as the stages run it: through
+    the stage module ``pipeline()`` builds (``PIPELINED``; its submodules are interpreted ``torch.export`` graphs,
+    which an eager profile times 15-45 % under the stages), the backward whole as GPipe and 1F1B run it."""
     model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK)
+    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK,
+                          pipelined=PIPELINED)
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:

@@ -64,10 +64,11 @@ from ..deprecated import moved
 from ..errors import InfeasibleError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
+from ..pipeline_orders import FOLDS
 from ..placement import Placement
 from ..progress import report
+from . import fold_ranks, jit, manifest
 from . import ideal_lattice as ideal_lattice_module
-from . import jit, manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at
 from .contract import Contraction, contract
 from .fallback import fallback
@@ -287,8 +288,22 @@ def _infeasible_message(su: _Setup, linearize: bool) -> str:
             "(CostModel(memory='overflow'))")
 
 
+def _folded(su: _Setup, sol: Solution, deadline: float | None) -> Solution:
+    """Under a schedule that folds stages onto ranks (ZBV), ``sol``'s stages re-balanced by the ranks' loads
+    (:mod:`.fold_ranks`: the DP balances stages); one class of devices, no replicas; otherwise ``sol``."""
+    if su.model.name not in FOLDS or len(su.classes) != 1 or any(k != 1 for _, _, k in sol.stages):
+        return sol
+    score = fold_ranks.scorer(su.graph, su.cluster, su.model,
+                              lambda st: _place(su.con, su.cluster, su.classes, [(x, 0, 1) for x in st])[0])
+    budget = min(fold_ranks.MAX_EVALUATIONS, max(20, fold_ranks.MAX_WORK // max(1, su.graph.n)))
+    stages = fold_ranks.rebalance(su.con, [np.sort(x) for x, _, _ in sol.stages], score, su.classes[0].count,
+                                  deadline, budget)
+    return dataclasses.replace(sol, stages=[(x, 0, 1) for x in stages])
+
+
 def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], start: float,
-            exact: bool) -> HeuristicResult:
+                 exact: bool, deadline: float | None = None) -> HeuristicResult:
+    sol = _folded(su, sol, deadline)
     assign, replicas = _place(su.con, su.cluster, su.classes, sol.stages)
     placement = Placement(su.graph, su.cluster, assign, source=method, replicas=replicas or None)
     ev = evaluate(placement, su.model)
@@ -303,8 +318,8 @@ def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], s
     if stopped:
         info["stopped"] = "time limit"
     # where a backward op feeds a forward op, a split of the forward quotient may not be contiguous by Def. 3.1:
-    # such a split certifies nothing
-    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"]:
+    # such a split certifies nothing; nor does a split re-balanced by ranks (ZBV: the DP's value is a stage's)
+    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"] and su.model.name not in FOLDS:
         bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
@@ -470,10 +485,10 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
                 lower = capacity_bound(su.con, su.classes, su.replication, su.max_replicas)
                 first_info.update(incumbent=ub, stopped_in=str(err))
                 chosen = dataclasses.replace(first, lower=lower if lower < first.value else None)
-                return ideal_result("dp", su, chosen, first_info, start, exact=True)
+                return ideal_result("dp", su, chosen, first_info, start, exact=True, deadline=at)
             return _stopped_early(su, slicing, str(err), start)
         info["incumbent"] = ub
-        return ideal_result("dp", su, sol, info, start, exact=True)
+        return ideal_result("dp", su, sol, info, start, exact=True, deadline=at)
 
 
 def _stopped_early(su: _Setup, slicing: tuple | None, phase: str, start: float) -> HeuristicResult:
@@ -516,7 +531,7 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
         sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None, deadline=at)
     except TimeLimitReached as err:
         return fallback("dpl", graph, cluster, su.model, str(err), start)
-    return ideal_result("dpl", su, sol, info, start, exact=False)
+    return ideal_result("dpl", su, sol, info, start, exact=False, deadline=at)
 
 
 def _dpl_slicing(su: _Setup, start: float, at: float | None) -> HeuristicResult | None:

@@ -121,3 +121,18 @@ def test_run_costs_read_the_overhead_from_the_idle_step_and_fit_nothing(run_pipe
                             link=base.link)
     assert (costs.scale, costs.link, costs.slowdown) == (1.5, base.link, 2.5)
     assert costs.overhead_ms == pytest.approx(want) and 0 < want < 4.0 / 2
+
+
+def test_modules_are_profiled_as_the_pipeline_runs_them(run_pipeline, monkeypatch):
+    """The stage times are predicted from a profile of the modules inside ``pipeline()``'s stage module (interpreted
+    ``torch.export`` submodules, as the ranks run them), on one thread in CPU time, not of the eager modules."""
+    seen = {}
+
+    def fake(model, args, **options):
+        seen.update(options, batch=len(args[0]))
+        return []
+
+    monkeypatch.setattr(run_pipeline, "profile_module", fake)
+    run_pipeline.profiled("gpt", 2, True)
+    assert seen["pipelined"] is True and seen["clock"] == "cpu" and seen["depth"] == run_pipeline.DEPTH
+    assert seen["batch"] == 2

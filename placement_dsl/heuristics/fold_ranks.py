@@ -1,0 +1,134 @@
+"""Stages folded onto ranks (ZBV's V): the DP's split re-balanced by the ranks' loads.
+
+Under a schedule that folds its stages onto ranks (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV,
+Qi et al. §6) rank ``k`` of ``p`` runs stages ``k`` and ``2p - 1 - k``; its load is the sum of two
+stages from both ends of the chain of ideals ``I_0 < I_1 < ... < I_2p``. The DP over ideals
+(Tarnawski et al. §5.1.1) extends the chain one stage at a time and its value depends on the newest
+stage alone, so it minimizes the most work of one stage (device): to carry the pairing it would need a
+state per pair of ideals ``(I_k, I_2p-k)`` and transitions between such pairs (``O(N^4)`` for ``N``
+ideals), which it does not have. Its split may then leave one rank with two heavy stages, or use an odd
+number of stages, which the V cannot fold.
+
+:func:`rebalance` starts from the DP's stages and, while the cost model's objective falls, moves one
+supernode across a stage boundary (each prefix stays an ideal, no stage empties); an odd count is first
+made even by splitting a stage (or merging the last two). It is a local search scored by
+:func:`~placement_dsl.evaluate.evaluate` (the ranks' orders, as the simulator runs them): it proves no
+bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+
+from ..evaluate import CostModel, evaluate
+from ..placement import Placement
+from .contract import Contraction
+
+Stages = list[np.ndarray]  # supernodes of each stage, in pipeline order
+MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
+MAX_WORK = 4_000_000  # ... and at most this many ops scored in all (a 20,000-op graph: 200 calls)
+REL_TOL = 1e-9
+
+
+def _neighbours(con: Contraction) -> tuple[list[list[int]], list[list[int]]]:
+    succ: list[list[int]] = [[] for _ in range(con.n_nodes)]
+    pred: list[list[int]] = [[] for _ in range(con.n_nodes)]
+    for a, b in zip(con.src.tolist(), con.dst.tolist()):
+        succ[a].append(b)
+        pred[b].append(a)
+    return succ, pred
+
+
+def moves(stages: Stages, succ: list[list[int]], pred: list[list[int]]) -> Iterator[Stages]:
+    """Every split one supernode away from ``stages``: a node of stage ``k`` whose successors all lie past it moves
+    to stage ``k + 1``, a node of stage ``k + 1`` whose predecessors all lie before it to stage ``k`` (so each
+    prefix stays an ideal); no stage empties."""
+    where = {int(x): s for s, nodes in enumerate(stages) for x in nodes.tolist()}
+    for k in range(len(stages) - 1):
+        for src, dst in ((k, k + 1), (k + 1, k)):
+            if len(stages[src]) < 2:
+                continue
+            for x in stages[src].tolist():
+                if all(where[y] > k for y in succ[x]) if src == k else all(where[y] <= k for y in pred[x]):
+                    new = list(stages)
+                    new[src] = stages[src][stages[src] != x]
+                    new[dst] = np.sort(np.append(stages[dst], x))
+                    yield new
+
+
+def evened(stages: Stages, devices: int) -> list[Stages]:
+    """Splits with an even number of stages made from an odd ``stages``: a stage cut in two at its middle supernode
+    (supernodes are numbered topologically, so a stage's first half after the stages before it is an ideal) while
+    the devices allow, and the last two stages merged."""
+    out = []
+    if len(stages) < devices:
+        for k, nodes in enumerate(stages):
+            if len(nodes) > 1:
+                half = len(nodes) // 2
+                out.append([*stages[:k], nodes[:half], nodes[half:], *stages[k + 1:]])
+    if len(stages) > 1:
+        out.append([*stages[:-2], np.sort(np.concatenate(stages[-2:]))])
+    return out
+
+
+def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
+    """Where the supernodes form a path (each has an edge to the next: the ideals are the prefixes), every split into
+    an even number of stages, at most ``devices``, if there are at most :data:`MAX_EVALUATIONS`; else ``None``."""
+    n = con.n_nodes
+    if n == 0 or not {(i, i + 1) for i in range(n - 1)} <= set(zip(con.src.tolist(), con.dst.tolist())):
+        return None
+    counts = range(2, min(devices, n) + 1, 2)
+    if sum(math.comb(n - 1, h - 1) for h in counts) > MAX_EVALUATIONS:
+        return None
+    nodes = np.arange(n)
+    return [np.split(nodes, cuts) for h in counts for cuts in itertools.combinations(range(1, n), h - 1)]
+
+
+def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
+              deadline: float | None = None, evaluations: int = MAX_EVALUATIONS) -> Stages:
+    """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
+    objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
+    ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
+    form a short path, the best of all its splits into an even number of stages instead
+    (:func:`splits_of_a_path`: the best of the DP's class under the ranks' loads)."""
+    succ, pred = _neighbours(con)
+    spent = 0
+
+    def best_of(candidates: Iterable[Stages], current: float) -> tuple[float, Stages | None]:
+        nonlocal spent
+        found, chosen = current, None
+        for c in candidates:
+            if spent >= evaluations or (deadline is not None and time.monotonic() > deadline):
+                break
+            spent += 1
+            value = score(c)
+            if value < found and (np.isinf(found) or value < found - REL_TOL * max(1.0, abs(found))):
+                found, chosen = value, c
+        return found, chosen
+
+    every = splits_of_a_path(con, devices) if evaluations >= MAX_EVALUATIONS else None
+    value = score(stages)
+    if every is not None:  # the best of them, or the start if none beats it before the deadline
+        found, chosen = best_of(every, value)
+        return stages if chosen is None else chosen
+    if len(stages) % 2:
+        found, chosen = best_of(evened(stages, devices), np.inf)
+        if chosen is not None:
+            value, stages = found, chosen
+    while True:
+        found, chosen = best_of(moves(stages, succ, pred), value)
+        if chosen is None:
+            return stages
+        value, stages = found, chosen
+
+
+def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]) -> Callable[[Stages], float]:
+    """The cost model's objective of a split (``place``: stages -> op assignment), ``inf`` when it is invalid."""
+    def score(stages: Stages) -> float:
+        ev = evaluate(Placement(graph, cluster, place(stages)), model)
+        return float(ev.objective) if ev.valid else float("inf")
+    return score
