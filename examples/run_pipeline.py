@@ -66,7 +66,9 @@ KIND = "accelerator"  # the kind of the pipeline's stage devices; here each is a
 BANDWIDTH = 1e6  # bytes per ms between two ranks (gloo over the loopback moves about 1 GB/s)
 DEPTH = 2  # stage boundaries between modules of two dotted parts: h.N of the GPT, blocks.N of the CNN
 CLOCK = "cpu"  # compute timed in the process's CPU time (profile and stages): the machine's other work does not count
-PIPELINED = True  # profile the modules as torch's pipeline() runs them (its stage module's interpreted submodules)
+PIPELINED = False  # True: profile the modules as torch's pipeline() runs them (its stage module's interpreted
+# submodules). Eager by default: at the bench's full sizes (load 4-8, two repeats each) the eager profile predicted the
+# stages within 8 % (22 of 24 within 15 %) and the steps within 12 % (19 of 24), the pipelined one 20 % (9) and 25 % (7)
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
 
@@ -294,9 +296,9 @@ class Plan:
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
-    """Each depth-2 module's measured forward and backward time on one CPU thread, as the stages run it: through
-    the stage module ``pipeline()`` builds (``PIPELINED``; its submodules are interpreted ``torch.export`` graphs,
-    which an eager profile times 15-45 % under the stages), the backward whole as GPipe and 1F1B run it."""
+    """Each depth-2 module's measured forward and backward time on one CPU thread, the backward whole as GPipe and
+    1F1B run it: eager, or with ``PIPELINED`` through the stage module ``pipeline()`` builds (its submodules are
+    interpreted ``torch.export`` graphs)."""
     model, x, _ = build(name, microbatch, quick)
     return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK,
                           pipelined=PIPELINED)

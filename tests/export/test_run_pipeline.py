@@ -123,9 +123,11 @@ def test_run_costs_read_the_overhead_from_the_idle_step_and_fit_nothing(run_pipe
     assert costs.overhead_ms == pytest.approx(want) and 0 < want < 4.0 / 2
 
 
-def test_modules_are_profiled_as_the_pipeline_runs_them(run_pipeline, monkeypatch):
-    """The stage times are predicted from a profile of the modules inside ``pipeline()``'s stage module (interpreted
-    ``torch.export`` submodules, as the ranks run them), on one thread in CPU time, not of the eager modules."""
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_modules_are_profiled_as_the_switch_says(run_pipeline, monkeypatch, pipelined):
+    """The stage times are predicted from a profile on one thread in CPU time, of the eager modules or (``PIPELINED``)
+    of the modules inside ``pipeline()``'s stage module (interpreted ``torch.export`` submodules, as the ranks run
+    them)."""
     seen = {}
 
     def fake(model, args, **options):
@@ -133,6 +135,7 @@ def test_modules_are_profiled_as_the_pipeline_runs_them(run_pipeline, monkeypatc
         return []
 
     monkeypatch.setattr(run_pipeline, "profile_module", fake)
+    monkeypatch.setattr(run_pipeline, "PIPELINED", pipelined)
     run_pipeline.profiled("gpt", 2, True)
-    assert seen["pipelined"] is True and seen["clock"] == "cpu" and seen["depth"] == run_pipeline.DEPTH
+    assert seen["pipelined"] is pipelined and seen["clock"] == "cpu" and seen["depth"] == run_pipeline.DEPTH
     assert seen["batch"] == 2
