@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -53,125 +52,8 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import _choose, _groups, mean_costs
 from .registry import heuristic
-
-RADII = (0, 1, 2, 4, 8, 16, 32, 64)
-HUB = 4  # a ball never grows into an op with more neighbours (a split or a concat of many heads)
-TOL = 1e-9
-
-
-class ScheduleState:
-    """The graph's units, memory and neighbours, and list scheduling of an assignment in a given order."""
-
-    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, hard: bool | None = None):
-        self.g, self.c, self.congestion = graph, cluster, Congestion(model.congestion)
-        hard = model.memory is MemoryMode.HARD if hard is None else hard
-        self.unit, packing = _groups(graph, cluster, hard=hard)
-        self.size, self.allowed, self.capacity = packing.size, packing.allowed, packing.free.copy()
-        self.members = [np.flatnonzero(self.unit == u) for u in range(self.size.size)]
-        self.preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
-        self.near = [sorted(set(self.preds[v]) | set(graph.successors(v).tolist())) for v in range(graph.n)]
-
-    def schedule(self, assign: np.ndarray, order: list[int]) -> tuple[tuple[float, float], ListScheduler | None]:
-        """``(makespan, sum of finish times)`` and the scheduler state of ``assign`` list-scheduled in ``order``
-        (``inf`` if it cannot run)."""
-        b = ListScheduler(self.g, self.c, self.congestion)
-        try:
-            for v in order:
-                b.place(v, int(assign[v]))
-        except SpecError:
-            return (math.inf, math.inf), None
-        return (max(b.finish, default=0.0), math.fsum(b.finish)), b
-
-    def used(self, assign: np.ndarray) -> np.ndarray:
-        return np.bincount(assign[[int(m[0]) for m in self.members]], weights=self.size, minlength=self.c.size)
-
-
-_State = ScheduleState  # the former name, kept for one release
-
-
-def _start_order(g: Graph, b: ListScheduler) -> list[int]:
-    """Ops by start time, ties in topological order (a topological order: an op starts after its inputs end)."""
-    return sorted(range(g.n), key=lambda v: (b.start[v], int(g.rank[v])))
-
-
-def critical_chain(state: _State, b: ListScheduler) -> tuple[list[int], list[int]]:
-    """The critical chain's ops (last first) and its blockers (ops its members waited for on their device)."""
-    by_device: dict[int, dict[float, int]] = {}
-    for v in range(state.g.n):
-        if b.finish[v] > b.start[v]:
-            by_device.setdefault(b.device[v], {})[round(b.finish[v], 9)] = v
-    v, chain, blockers, seen = int(np.argmax(b.finish)), [], [], set()
-    while v not in seen:
-        seen.add(v)
-        chain.append(v)
-        d, s = b.device[v], b.start[v]
-        ready = [(_arrival(b, u, d), u) for u in state.preds[v]]
-        t, u = max(ready, default=(-math.inf, -1))
-        if u >= 0 and t >= s - TOL * max(1.0, s):
-            v = u
-            continue
-        prev = by_device.get(d, {}).get(round(s, 9))
-        if prev is None:
-            break
-        blockers.append(prev)
-        v = prev
-    return chain, blockers
-
-
-_critical = critical_chain  # the former name, kept for one release
-
-
-def _arrival(b: ListScheduler, u: int, d: int) -> float:
-    """When ``u``'s output is on device ``d``: its end there, else the end of the transfer carrying it."""
-    a = b.device[u]
-    if a == d or (u, d) not in b.transfer_start:
-        return b.finish[u]
-    return b.transfer_start[(u, d)] + b.duration(u, a, d)
-
-
-def _ball(state: _State, v: int, radius: int, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ops within ``radius`` hops of ``v`` through ops on ``v``'s device, with their colocation groups."""
-    d, ball, frontier = assign[v], {v}, [v]
-    for _ in range(radius):
-        frontier = [w for u in frontier for w in state.near[u]
-                    if assign[w] == d and w not in ball and len(state.near[w]) <= HUB]
-        ball.update(frontier)
-    units = sorted({int(state.unit[w]) for w in ball})
-    return np.concatenate([state.members[u] for u in units]), np.array(units)
-
-
-def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random) -> Iterator[tuple[np.ndarray, int]]:
-    """Candidate moves ``(ops, device)``: blockers, then ops of the chain next to a transfer (first to the device
-    across it), then the rest of the chain; each by growing radius."""
-    chain, blockers = _critical(state, b)
-    across: dict[int, list[int]] = {}
-    for i, v in enumerate(chain):
-        across[v] = [int(assign[w]) for w in chain[max(0, i - 1):i + 2] if assign[w] != assign[v]]
-    tiers = [list(dict.fromkeys(blockers)), [v for v in chain if across[v]], chain]
-    used, seen = state.used(assign), set()
-    for tier in tiers:
-        rng.shuffle(tier)
-        for v in tier:
-            if v in seen:
-                continue
-            seen.add(v)
-            devices = list(dict.fromkeys(across.get(v, []) + rng.sample(range(state.c.size), state.c.size)))
-            yield from _balls(state, v, assign, used, devices)
-
-
-def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
-           devices: list[int]) -> Iterator[tuple[np.ndarray, int]]:
-    tried: set[tuple[int, ...]] = set()
-    for radius in RADII:
-        ops, units = _ball(state, v, radius, assign)
-        key = tuple(units.tolist())
-        if key in tried:
-            continue
-        tried.add(key)
-        need = float(state.size[units].sum())
-        for d in devices:
-            if d != assign[v] and state.allowed[units, d].all() and used[d] + need <= state.capacity[d] * (1 + 1e-9):
-                yield ops, d
+from .schedule_moves import _better, _start_order, _State, descend
+from .segment_ls import improve_segments
 
 
 def downward_rank(graph: Graph, time: np.ndarray, edge_comm: np.ndarray) -> np.ndarray:
@@ -235,33 +117,6 @@ SEARCH_SECONDS = 60.0  # schedule-ls's time limit when none is given
 BOUND_OPS = 500  # past its time limit schedule-ls computes the closed-form bound only up to this many ops
 
 
-def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: ListScheduler, until: float,
-            rng: random.Random, movable: np.ndarray | None = None
-            ) -> tuple[np.ndarray, tuple[float, float], ListScheduler, tuple[int, int], bool]:
-    """First-improvement descent over the critical chain's moves (module docstring, 2-3) from ``assign`` (its makespan
-    ``best`` and scheduler ``b``) until ``until`` (:func:`time.perf_counter`), moving only ``movable`` ops (default
-    all): the best devices, their makespan and scheduler, ``(candidates tried, moves accepted)``, and whether a
-    local optimum was reached."""
-    evaluations = accepted = 0
-    while time.perf_counter() < until:
-        order, improved = _start_order(state.g, b), False
-        for ops, d in _moves(state, b, assign, rng):
-            if time.perf_counter() >= until:
-                break
-            if movable is not None and not movable[ops].all():
-                continue
-            trial = assign.copy()
-            trial[ops] = d
-            makespan, tb = state.schedule(trial, order)
-            evaluations += 1
-            if _better(makespan, best):
-                assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1
-                break
-        if not improved:
-            return assign, best, b, (evaluations, accepted), time.perf_counter() < until
-    return assign, best, b, (evaluations, accepted), False
-
-
 SEGMENT_SHARE = 0.5  # of schedule-ls's time, the most its search segment by segment takes before the whole graph's
 
 
@@ -270,8 +125,6 @@ def _segments_first(state: _State, model: CostModel, assign: np.ndarray, b: List
     """The incumbent searched segment by segment (:mod:`.segment_ls`) until ``until``, then list-scheduled whole in
     the segments' orders: its devices, makespan and scheduler, or ``None`` (no segment improved, or it cannot be
     scheduled)."""
-    from .segment_ls import improve_segments
-
     if time.perf_counter() >= until:
         return None
     found = improve_segments(state.g, state.c, model, assign, _start_order(state.g, b), until, state.unit,
@@ -281,13 +134,6 @@ def _segments_first(state: _State, model: CostModel, assign: np.ndarray, b: List
     new, order, _ = found
     makespan, nb = state.schedule(new, order)
     return None if nb is None else (new, makespan, nb)
-
-
-def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
-    """A smaller makespan, or the same makespan with a smaller sum of finish times (progress on a plateau)."""
-    if one[0] < other[0] * (1 - TOL):
-        return True
-    return one[0] <= other[0] * (1 + TOL) and one[1] < other[1] * (1 - TOL)
 
 
 @heuristic("schedule-ls", optimizes="makespan", options=manifest.ScheduleStart)

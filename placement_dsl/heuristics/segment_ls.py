@@ -33,6 +33,7 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..evaluate import CostModel
 from ..graph import Graph
+from .schedule_moves import ScheduleState, _ball, _start_order, descend
 
 MAX_OPS = 6000  # the cut ops' reachability (n^2 booleans), as the segment bounds
 MIN_FREE = 3  # segments with fewer free ops are left as they are
@@ -132,8 +133,6 @@ def search_segment(segment: Segment, cluster: Cluster, model: CostModel, assign:
                    seed: int) -> tuple[np.ndarray, list[int], float, float]:
     """The critical-chain search on one segment from the incumbent's devices until ``until``
     (:func:`time.perf_counter`): the segment's best devices (per node), its start order, its span then and before."""
-    from .schedule_ls import ScheduleState, _start_order, descend
-
     state = ScheduleState(segment.graph, cluster, model, hard=False)
     local = np.asarray(assign)[segment.ops].astype(np.int64)
     order = list(range(segment.graph.n))
@@ -164,8 +163,6 @@ STALE_KICKS = 20  # kicks in a row without a shorter span after which a segment'
 
 def _kick(state, segment: Segment, local: np.ndarray, b, free: np.ndarray, rng: random.Random):
     """``local`` with a ball of movable ops (on the device that ends last, mostly) moved to another device."""
-    from .schedule_ls import _ball
-
     if free.size == 0 or state.c.size < 2:
         return local, None
     finish = np.asarray(b.finish)

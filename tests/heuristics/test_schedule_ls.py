@@ -11,7 +11,8 @@ from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.heuristics.schedule_ls import ScheduleState, critical_chain, downward_rank
+from placement_dsl.heuristics.schedule_ls import downward_rank
+from placement_dsl.heuristics.schedule_moves import ScheduleState, critical_chain
 from placement_dsl.placement import Placement
 from placement_dsl.schedule import check_schedule
 
