@@ -20,6 +20,7 @@ from numbers import Real
 from typing import Any, ClassVar, get_type_hints
 
 from .errors import SpecError
+from .limits import Refused, real
 
 SCALARS = (bool, int, float, str)
 """The option types a command line can set (``--option NAME=VALUE``); others are given from Python."""
@@ -46,10 +47,6 @@ class OptionField:
         self.default, self.description, self.metadata = default, description, metadata
 
 
-class Refused(ValueError):
-    """A value an option's type or bounds refuse; the message says why, as pydantic worded it."""
-
-
 BOUND_WORDS = {"le": "less than or equal to", "lt": "less than", "ge": "greater than or equal to", "gt": "greater than"}
 BOUND_TESTS = {"le": lambda v, b: v <= b, "lt": lambda v, b: v < b, "ge": lambda v, b: v >= b, "gt": lambda v, b: v > b}
 
@@ -74,17 +71,6 @@ def _as_int(value: Any) -> int:
     raise Refused("Input should be a valid integer")
 
 
-def _as_float(value: Any) -> float:
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            raise Refused("Input should be a valid number, unable to parse string as a number") from None
-    if not isinstance(value, Real):
-        raise Refused("Input should be a valid number")
-    return float(value)
-
-
 TRUE, FALSE = {"1", "on", "t", "true", "y", "yes"}, {"0", "off", "f", "false", "n", "no"}
 
 
@@ -106,7 +92,7 @@ def _as_str(value: Any) -> str:
     return value
 
 
-CONVERT = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str}
+CONVERT = {int: _as_int, float: real, bool: _as_bool, str: _as_str}
 
 
 def _checked(spec: OptionField, value: Any) -> Any:
