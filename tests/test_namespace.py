@@ -70,7 +70,7 @@ FORMER_NAMES = {  # module: {former private name: public name}
     "placement_dsl.heuristics.ideals": {"_setup": "setup", "_search": "search", "_place": "place"},
     "placement_dsl.heuristics.latency": {"_setup": "setup"},
     "placement_dsl.heuristics.chain_descent": {"_Loads": "StageLoads"},
-    "placement_dsl.heuristics.schedule_ls": {"_State": "ScheduleState", "_critical": "critical_chain"},
+    "placement_dsl.heuristics.schedule_moves": {"_State": "ScheduleState", "_critical": "critical_chain"},
     "placement_dsl.blocks.latency_data": {"_priced": "knapsack_price", "_fractional": "fractional_price"},
     "placement_dsl.bounds.makespan": {"_weights": "dual_weights"},
     "placement_dsl.bounds.packing": {"_Completion": "BinCompletion", "_Search": "PackingSearch", "_lpt": "lpt"},

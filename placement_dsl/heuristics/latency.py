@@ -45,7 +45,7 @@ SWAPS = (1, 2, 4)  # blocks exchanged between two devices (memory may be full) .
 WINDOW = 24  # ... when they start at most this many groups apart
 CHUNK = 2000  # evaluations between checks of the clock, at most ...
 CHECK_SECONDS = 0.25  # ... and about this many seconds of them (one evaluation is O(n): 20 ms at 200,000 ops)
-MAX_MOVES = 1_000_000  # moves listed; above, as many drawn at random (see _moves)
+MAX_MOVES = 1_000_000  # moves listed; above, as many drawn at random (see move_table)
 
 
 # ---------------------------------------------------------------------------- setup
@@ -98,13 +98,13 @@ def setup(graph: Graph, cluster: Cluster, model: CostModel) -> _Setup:
 _setup = setup  # the former name, kept for one release
 
 
-def _score(su: _Setup, dev: np.ndarray) -> tuple[float, float, float]:
+def split_score(su: _Setup, dev: np.ndarray) -> tuple[float, float, float]:
     """(memory excess, latency, sum of invocation finishes): the local search's key, smaller is better."""
     mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
     return (float(np.maximum(mem - su.cap, 0).sum()),) + latency(dev, *su.kernel)
 
 
-def _moves(su: _Setup, rng: np.random.Generator) -> np.ndarray:
+def move_table(su: _Setup, rng: np.random.Generator) -> np.ndarray:
     """Every move, shuffled: rows ``(i, j, device, -1, -1)`` put groups ``i .. j - 1`` on a target device
     (lengths :data:`LENGTHS`); rows ``(i, j, -1, k, l)`` exchange two blocks (:data:`SWAPS`, :data:`WINDOW`).
 
@@ -153,7 +153,7 @@ def _descent(su: _Setup, start: np.ndarray, moves: np.ndarray, deadline: float, 
              progress: Callable[[int, np.ndarray], None] | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Local optimum from ``start``: (op devices, key, evaluations); ``progress(evaluations, key)`` after each chunk."""
     dev, gdev, mem = _groups(su, start)
-    key = np.array(_score(su, dev))
+    key = np.array(split_score(su, dev))
     pos = since = evals = 0
     chunk = 1  # evaluations per kernel call, grown to about CHECK_SECONDS of them as their speed is seen
     while since < len(moves) and evals < budget and time.perf_counter() < deadline:
@@ -187,7 +187,7 @@ class _Progress:
 def _compile(su: _Setup, start: np.ndarray, moves: np.ndarray) -> None:
     """Compile the kernels (cached on disk after the first run) before the clock starts."""
     dev, gdev, mem = _groups(su, start)
-    key = np.array(_score(su, dev))
+    key = np.array(split_score(su, dev))
     descend(dev, gdev, su.gptr, su.gops, su.gmem, mem, su.cap, su.bad, moves, 0, 0, 0, key, *su.kernel)
 
 
@@ -203,10 +203,10 @@ def _kick(su: _Setup, dev: np.ndarray, moves: np.ndarray, rng: np.random.Generat
     return dev
 
 
-MERGES = 4  # device merges descended from, the best of those better at once (see _merged)
+MERGES = 4  # device merges descended from, the best of those better at once (see merged_descent)
 
 
-def _merged(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
+def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
             progress: Callable[[int, np.ndarray], None] | None = None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The best of ``best`` and the descents from its *device merges*: every op of one device moved onto another
     target (where all of them may run and fit); of the merges better than ``best`` at once, the :data:`MERGES` best
@@ -226,7 +226,7 @@ def _merged(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, 
             if e == d or mem[d] + mem[e] > su.cap[e] or np.any(~np.isfinite(su.kernel[2][e, on_d])):
                 continue
             merged = np.where(on_d, e, dev)
-            key = np.array(_score(su, merged))
+            key = np.array(split_score(su, merged))
             evals += 1
             if better(*key, *best[1]):  # only a merge better at once is descended from: each descent is costly
                 found.append((tuple(key), merged))
@@ -287,7 +287,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     starts
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
         DP split (:func:`maxload_start`). Each descends to a local optimum; then the best split's device
-        merges are descended from (:func:`_merged`, again for each better split found), and ``restarts``
+        merges are descended from (:func:`merged_descent`, again for each better split found), and ``restarts``
         times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
     also
         Start splits descended from first, before ``starts`` (or the default ones): a search continuing from a
@@ -312,7 +312,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     lat = _latency_model(model)
     su = _setup(graph, cluster, lat)
     rng = np.random.default_rng(seed)
-    moves = _moves(su, rng)
+    moves = move_table(su, rng)
     begin = [*(also or []), *(starts if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at))]
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
@@ -323,15 +323,15 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         tell.phase = f"start {label}"
         dev, key, n = _descent(su, np.asarray(assign), moves, deadline, max_evaluations - evals, tell)
         evals += n
-        before = _score(su, np.asarray(assign, dtype=np.int64))[1]
+        before = split_score(su, np.asarray(assign, dtype=np.int64))[1]
         log.append({"start": label, "latency": float(before), "after": float(key[1])})
         best = (dev, key) if best is None or better(*key, *best[1]) else best
         tell.evaluations, tell.best = evals, best[1]
     kicked, merge = 0, True
     while evals < max_evaluations and time.perf_counter() < deadline:
-        if merge:  # a new best split: its device merges first (_merged), then the kicks go on from the best
+        if merge:  # a new best split: its device merges first (merged_descent), then the kicks go on from the best
             tell.phase = "device merges"
-            best, n = _merged(su, best, moves, deadline, max_evaluations - evals, tell)
+            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell)
             evals, merge = evals + n, False
             tell.evaluations, tell.best = evals, best[1]
             continue

@@ -52,7 +52,7 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import _choose, _groups, mean_costs
 from .registry import heuristic
-from .schedule_moves import _better, _start_order, _State, descend
+from .schedule_moves import ScheduleState, _better, _start_order, _State, descend
 from .segment_ls import improve_segments
 
 
@@ -187,3 +187,6 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
         else None
     return HeuristicResult(method="schedule-ls", placement=placement, objective=ev.objective, evaluations=evaluations,
                            seconds=time.perf_counter() - t0, bound=bound, info=info)
+
+
+__all__ = ["SEARCH_SECONDS", "ScheduleState", "cpop", "downward_rank", "schedule_local_search"]

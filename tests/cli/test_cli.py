@@ -463,11 +463,14 @@ def test_bounds_prints_each_level_and_the_certificate(capsys):
     assert 0 < simple["bound"] <= payload["upper_bound"] and payload["stages"] >= 2
 
 
-def test_dp_time_limit_reports_a_time_limit_status_with_its_bound(capsys, tmp_path):
+def test_dp_time_limit_reports_a_time_limit_status_with_its_bound(capsys, tmp_path, monkeypatch):
     """The DP's time limit reaches it from --time-limit; stopped with the band open, the answer is its split
     and the bound the search proved, with status time_limit (not optimal, not a bare heuristic)."""
+    from placement_dsl.heuristics import ideals
     from placement_dsl.io.workload import save_workload
     from placement_dsl.zoo import regal
+
+    monkeypatch.setattr(ideals, "DP_SWEEP_IDEALS", 0)  # the descent: a lattice this small takes one exact sweep
 
     path = tmp_path / "regal.json"
     save_workload(regal(0, n=14), path)

@@ -444,7 +444,7 @@ BERT3_SEED1 = ("220000322222222111111112211111111111111111111111111111111ccc1111
 def test_a_device_merge_leaves_bert3s_seed1_local_optimum_at_once(dnn_partitioning):
     import time
 
-    from placement_dsl.heuristics.latency import _merged, _score
+    from placement_dsl.heuristics.latency import merged_descent, split_score
     from placement_dsl.presets import problem_for_method
 
     w = load(dnn_partitioning, "bert3")
@@ -455,26 +455,26 @@ def test_a_device_merge_leaves_bert3s_seed1_local_optimum_at_once(dnn_partitioni
     assert evaluate(Placement(w.graph, w.cluster, start), model).objective == pytest.approx(409.939, abs=1e-3)
     su = setup(w.graph, w.cluster, model)
     no_moves = np.empty((0, 5), dtype=np.int64)  # no descent after the merge: the neighbourhood alone
-    (found, key), _ = _merged(su, (start, np.array(_score(su, start))), no_moves, time.perf_counter() + 30, 10 ** 6)
+    (found, key), _ = merged_descent(su, (start, np.array(split_score(su, start))), no_moves, time.perf_counter() + 30, 10 ** 6)
     assert key[1] == pytest.approx(408.474, abs=1e-3)  # acc0 merged onto acc2: the other seeds' optimum
     assert set(found[start == 0].tolist()) == {2}
     assert not problem.violations(Placement(w.graph, w.cluster, found))
 
 
 def test_device_merges_stop_at_the_deadline_and_keep_the_best():
-    from placement_dsl.heuristics.latency import _merged, _moves, _score
+    from placement_dsl.heuristics.latency import merged_descent, move_table, split_score
 
     g = Graph([Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 5.0}, out_bytes=1.0) for i in range(6)],
               [(f"v{i}", f"v{i + 1}") for i in range(5)])
     c = Cluster.accelerators(3, cpus=1)
     su = setup(g, c, CostModel.named("latency"))
     split = np.array([0, 0, 1, 1, 0, 0])  # acc1 between two runs of acc0: merging acc1 onto acc0 saves four transfers
-    best = (split, np.array(_score(su, split)))
-    moves = _moves(su, np.random.default_rng(0))
+    best = (split, np.array(split_score(su, split)))
+    moves = move_table(su, np.random.default_rng(0))
     import time
 
-    late, spent = _merged(su, best, moves, time.perf_counter() - 1.0, 10 ** 9)
+    late, spent = merged_descent(su, best, moves, time.perf_counter() - 1.0, 10 ** 9)
     assert spent == 0 and late is best  # past its deadline, not one O(n) evaluation
-    merged, spent = _merged(su, best, moves, time.perf_counter() + 10.0, 10 ** 9)
+    merged, spent = merged_descent(su, best, moves, time.perf_counter() + 10.0, 10 ** 9)
     assert spent > 0 and merged[1][1] < best[1][1]
     assert len(set(merged[0].tolist())) == 1  # every op on one accelerator: no transfer left

@@ -37,6 +37,7 @@ from placement_dsl.objectives import (
     PipeDream,
     Throughput,
     ZeroBubbleH1,
+    ZeroBubbleV,
 )
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
@@ -45,7 +46,8 @@ from placement_dsl.training_terms import Replicate, TrainingMemory
 
 OBJECTIVES = {"throughput": Throughput(), "bottleneck": Bottleneck(), "pipedream": PipeDream(), "gpipe": GPipe(),
               "gpipe-fill-drain": GPipe(microbatches=2), "latency": Latency(), "makespan": Makespan(),
-              "interleaved-1f1b": Interleaved1F1B(microbatches=2), "zb-h1": ZeroBubbleH1(microbatches=2)}
+              "interleaved-1f1b": Interleaved1F1B(microbatches=2), "zb-h1": ZeroBubbleH1(microbatches=2),
+              "zbv": ZeroBubbleV(microbatches=2)}
 TRAINING = ("pipedream", "gpipe", "gpipe-fill-drain")  # objectives of training graphs (a backward pass)
 TERMS = {
     "none": lambda cpu: [],
