@@ -64,14 +64,14 @@ def test_latency_moves_are_sampled_on_large_graphs_and_exact_on_small_ones():
     # 200,000 ops listed 27 million moves (1 GiB, a minute to shuffle) before the search began
     graph, cluster, model = chain(N), Cluster.accelerators(4, cpus=1), CostModel.named("latency")
     su = lat._setup(graph, cluster, model)
-    moves = lat._moves(su, np.random.default_rng(0))
+    moves = lat.move_table(su, np.random.default_rng(0))
     assert len(moves) == lat.MAX_MOVES
     groups = su.gptr.size - 1
     place, swap = moves[moves[:, 2] >= 0], moves[moves[:, 2] < 0]
     assert (place[:, 0] < place[:, 1]).all() and (place[:, 1] <= groups).all() and np.isin(place[:, 2], su.targets).all()
     assert (swap[:, 1] <= swap[:, 3]).all() and (swap[:, 4] <= groups).all() and (swap[:, 3] < swap[:, 4]).all()
     small = lat._setup(chain(30), cluster, model)
-    full = lat._moves(small, np.random.default_rng(0))
+    full = lat.move_table(small, np.random.default_rng(0))
     assert len(full) == len({tuple(r) for r in full.tolist()}) < lat.MAX_MOVES  # all of them, once each
 
 
@@ -80,7 +80,7 @@ def test_latency_descent_checks_the_clock_between_few_slow_evaluations(long_chai
     # the clock ran 40 s past a limit at 200,000 ops
     cluster, model = Cluster.accelerators(4, cpus=1), CostModel.named("latency")
     su = lat._setup(long_chain, cluster, model)
-    moves = lat._moves(su, np.random.default_rng(0))
+    moves = lat.move_table(su, np.random.default_rng(0))
     start = np.zeros(long_chain.n, dtype=np.int64)
     lat._compile(su, start, moves)
     t0 = time.perf_counter()
