@@ -187,6 +187,16 @@ def widest_level(pred_ptr, pred_idx):
 
 
 @njit(cache=True)
+def log2_mean(logs, walks):
+    """log2 of the mean of ``2 ** logs[:walks]``, summed from the largest term down so that no term overflows."""
+    top = logs.max() if walks else 0.0
+    total = 0.0
+    for w in range(walks):
+        total += 2.0 ** (logs[w] - top)
+    return top + np.log2(total / max(walks, 1))
+
+
+@njit(cache=True)
 def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
     """log2 of an unbiased estimate of the number of ideals of a DAG whose nodes are numbered topologically.
 
@@ -219,11 +229,7 @@ def log2_ideal_estimate(pred_ptr, pred_idx, walks, seed):
                 inside[v] = np.random.random() < take
                 weight -= np.log2(take if inside[v] else 1.0 - take)
         logs[w] = weight
-    top = logs.max() if walks else 0.0
-    total = 0.0
-    for w in range(walks):
-        total += 2.0 ** (logs[w] - top)
-    return top + np.log2(total / max(walks, 1))
+    return log2_mean(logs, walks)
 
 
 def legacy_stream(seed: int) -> random.Random:
@@ -264,11 +270,7 @@ def _log2_ideal_estimate_python(pred_ptr, pred_idx, walks, seed):
                 inside[v] = draw() < take[v]
                 weight -= log_in[v] if inside[v] else log_out[v]
         logs[w] = weight
-    top = logs.max() if walks else 0.0
-    total = 0.0
-    for w in range(walks):
-        total += 2.0 ** (logs[w] - top)
-    return top + np.log2(total / max(walks, 1))
+    return log2_mean(logs, walks)
 
 
 @njit(cache=True)
