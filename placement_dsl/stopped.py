@@ -78,15 +78,11 @@ def continues(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bo
 
 def continued(stop: Stop, clock: Deadline, seconds: float) -> Stop:
     """``stop`` with its start continued by the objective's improving method for ``seconds`` when that is better."""
-    current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
-                    str(stop.warm_start).removeprefix(f"{AUTO}: "))
+    current = stop.as_start()
     found = improve(stop.problem, current, seconds, seed=1)
     if not found.usable or found.placement is stop.start:
         return stop
-    better = Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {found.method}", found.placement,
-                   found.evaluation, "", stop.t0)
-    better.start_bound = stop.start_bound
-    return better
+    return stop.with_start(found)
 
 
 def continued_first(stop: Stop, spec: Any, clock: Deadline) -> Stop:
@@ -109,8 +105,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     answer. Other starts were asked for by name: they stand."""
     if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
         return stop
-    current = Start(stop.start, stop.start_eval, stop.refusal, stop.start_bound,
-                    str(stop.warm_start).removeprefix(f"{AUTO}: "))
+    current = stop.as_start()
     method = SEARCHES.get(goal(stop.problem))
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
@@ -131,8 +126,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
-    better = Stop(stop.problem, stop.form, stop.method, stop.solver, f"{AUTO}: {current.method}", current.placement,
-                   current.evaluation, "", stop.t0)
+    better = stop.with_start(current)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
     better.phases, better.floor = phases, stop.floor
@@ -151,6 +145,18 @@ class Stop:
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
         self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
+
+    def as_start(self) -> Start:
+        """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
+        return Start(self.start, self.start_eval, self.refusal, self.start_bound,
+                     str(self.warm_start).removeprefix(f"{AUTO}: "))
+
+    def with_start(self, found: Start) -> Stop:
+        """This stop with ``found`` (a usable start an improving search made) as its start; the class bound stays."""
+        better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
+                      found.evaluation, "", self.t0)
+        better.start_bound = self.start_bound
+        return better
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
