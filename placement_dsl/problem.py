@@ -14,6 +14,7 @@ into a model with a formulation, whose rule table maps each term to block templa
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -137,6 +138,16 @@ class Problem:
         if contiguous and ordered:
             return PlacementClass.DP
         return PlacementClass.CONTIGUOUS if contiguous else PlacementClass.DAG_ORDERED if ordered else PlacementClass.ALL
+
+    def class_of(self, placement: Placement) -> PlacementClass:
+        """The part of :class:`PlacementClass` the placement lies in, by the cost model's structure checks: its
+        stages contiguous or not, its quotient graph acyclic or not (whatever the devices' numbering)."""
+        model = self.cost_model()
+        model = dataclasses.replace(model, require=model.require | {"contiguous", "acyclic"})
+        broken = {v.check for v in evaluate(self._rebased(placement), model).violations}
+        if "contiguous" in broken:
+            return PlacementClass.OTHER if "acyclic" in broken else PlacementClass.ORDERED_SPLIT
+        return PlacementClass.CYCLIC_CONTIGUOUS if "acyclic" in broken else PlacementClass.DP
 
     # ------------------------------------------------------------------ cost model
     def cost_model(self) -> CostModel:

@@ -183,9 +183,11 @@ class Stop:
         """The answer of a searched model, never worse than the start: a search that ended at its time limit
         without a solution of its own (a solver that takes no start, or refused it) answers the start, else the
         fallback split, as :meth:`result` gives them, with the search's bound where it proved more; a usable start
-        the solver did not refuse, better by the cost model than the search's answer, is the answer, with the search's
+        better by the cost model than the search's answer is the answer, with the search's
         bound (the solver's own guard compares the model's objective, which a start it was not given, or a model
-        value that is not tight, escapes). A claim about the model (infeasible, unbounded) is reported as it is."""
+        value that is not tight, escapes), when the start lies in the formulation's class (:meth:`in_class`; the
+        chain formulation answers DP-class placements only). A claim about the model (infeasible, unbounded) is
+        reported as it is."""
         if searched.placement is None and searched.status is Status.TIME_LIMIT_NO_SOLUTION:
             answer = self.result("; ".join(m for m in (why, "the solver found no solution in its time") if m))
             if searched.bound is not None and (answer.bound is None or searched.bound > answer.bound):
@@ -193,10 +195,9 @@ class Stop:
             answer.start_accepted, answer.log_path = searched.start_accepted, searched.log_path
             return answer
         usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
-        if not usable or searched.start_accepted is False or searched.objective is None or \
-                searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
-                searched.objective <= self.start_eval.objective * (1 + MATCH_TOL):
-            return searched  # a start the solver refused lies outside the formulation's model: its class's answer stands
+        if not usable or searched.objective is None or searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
+                searched.objective <= self.start_eval.objective * (1 + MATCH_TOL) or not self.in_class():
+            return searched  # a start outside the formulation's class is no answer of it: the class's answer stands
         note = (f"the solver's answer {searched.objective:.10g} is worse than the start "
                 f"{self.start_eval.objective:.10g}; the start is the answer")
         searched.message = "; ".join(m for m in (searched.message, note) if m)
@@ -206,6 +207,12 @@ class Stop:
         if searched.bound is not None:
             searched.bound = min(searched.bound, self.start_eval.objective)
         return searched
+
+    def in_class(self) -> bool:
+        """Whether the start lies in the class of placements the formulation optimizes over (a start the search
+        may answer; the start is valid for the problem)."""
+        return self.start is not None and \
+            self.problem.class_of(self.start) in self.form.placement_class(self.problem)
 
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the

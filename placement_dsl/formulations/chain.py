@@ -146,6 +146,10 @@ class ChainFormulation(Formulation):
             return Plan(problem, pass_start=False, info={"refused": (
                 f"warm start refused: the cost model finds it invalid or without a positive max load ({why}); "
                 "solved without windows")})
+        if problem.class_of(start) not in PlacementClass.DP:  # its target may lie below every placement of the class
+            return Plan(problem, pass_start=False, info={"refused": (
+                "warm start refused: it lies outside the DP class (its stages are not contiguous or its quotient "
+                "graph has a cycle); solved without windows")})
         target = start_eval.objective / (1 + gap)
         return Plan(chain_problem(problem, target), pass_start=False,
                     info={"target": target, "start": start, "start_eval": start_eval})

@@ -177,3 +177,23 @@ def test_gpipe_fill_and_drain_of_a_cyclic_placement_is_a_violation_not_an_error(
     assert p.violations(pl) == [("[acyclic] GPipe fill and drain: no schedule exists, the device passes form the cycle "
                                 "acc1 forward -> acc0 forward -> acc1 forward")]
     assert p.is_valid(p.placement([0, 0, 1]))  # a contiguous placement has its schedule
+
+
+def test_class_of_reads_the_structure_whatever_the_device_numbering():
+    """The DP's split on accelerators and a CPU sends an edge from the CPU back to acc0 (DagOrder by the devices'
+    numbering refuses it) and is still in the DP class; the best split when contiguity is dropped is neither
+    contiguous nor acyclic."""
+    from placement_dsl import testing
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.heuristics.base import run
+    from placement_dsl.placement import PlacementClass
+
+    problem = testing.accelerators_cpu()[0]
+    dp = run("dp", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    assert problem.class_of(dp) is PlacementClass.DP
+    contiguous = testing.contiguity_binds()[0]
+    free = testing.without(contiguous, Contiguous)
+    best = testing.brute_force(free)[1]
+    assert free.class_of(best) is PlacementClass.OTHER and free.class_of(best) not in PlacementClass.CONTIGUOUS
+    one = free.placement([0] * free.graph.n)
+    assert free.class_of(one) is PlacementClass.DP

@@ -231,3 +231,18 @@ def test_a_start_outside_the_formulation_is_refused_not_returned():
     result = solve(problem, formulation="chain", warm_start=start, options={"windows": False}, time_limit=20)
     assert result.objective == pytest.approx(optimum)  # the chain class's optimum, not the start's 6.5
     assert result.start_accepted is False and "start refused" in result.message
+
+
+def test_a_start_outside_the_chain_class_sets_no_windows():
+    """Windows at a non-contiguous start's 6.5 cut off every DP-class placement (their optimum is 7.25): the chain
+    formulation answered the start with bound 6.4994 and status optimal over the DP class. It refuses such a start
+    and answers its class's optimum."""
+    from placement_dsl.constraints import Contiguous
+
+    contiguous, optimum = testing.contiguity_binds()
+    problem = testing.without(contiguous, Contiguous)
+    start = testing.brute_force(problem)[1]
+    result = solve(problem, formulation="chain", warm_start=start, time_limit=20)
+    assert result.objective == pytest.approx(optimum) and contiguous.is_valid(result.placement)
+    assert result.start_accepted is False and "outside the DP class" in result.message
+    assert result.status is Status.OPTIMAL and result.bound == pytest.approx(optimum, rel=1e-4)
