@@ -17,8 +17,6 @@ bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`).
 """
 from __future__ import annotations
 
-import itertools
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -75,17 +73,54 @@ def evened(stages: Stages, devices: int) -> list[Stages]:
     return out
 
 
-def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
-    """Where the supernodes form a path (each has an edge to the next: the ideals are the prefixes), every split into
-    an even number of stages, at most ``devices``, if there are at most :data:`MAX_EVALUATIONS`; else ``None``."""
+def ideals(con: Contraction, cap: int = MAX_EVALUATIONS) -> list[int] | None:
+    """Every ideal (a set of supernodes closed under predecessors) of ``con``'s DAG as a bit mask, smallest first, if
+    there are at most ``cap``; else ``None``."""
+    _, pred = _neighbours(con)
+    need = [sum(1 << y for y in pred[x]) for x in range(con.n_nodes)]
+    seen, frontier = {0}, [0]
+    while frontier:
+        grown = []
+        for ideal in frontier:
+            for x in range(con.n_nodes):
+                bit = 1 << x
+                if not ideal & bit and need[x] & ideal == need[x] and ideal | bit not in seen:
+                    seen.add(ideal | bit)
+                    grown.append(ideal | bit)
+                    if len(seen) > cap:
+                        return None
+        frontier = grown
+    return sorted(seen, key=lambda i: (bin(i).count("1"), i))
+
+
+def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS) -> list[Stages] | None:
+    """Every chain of ideals ``{} < I_1 < ... < I_h = all`` with an even number ``h`` of stages, at most ``devices``
+    (the DP's class, folded: stage ``k`` is ``I_k+1 - I_k``), if there are at most ``cap``; else ``None``. On a path
+    the ideals are the prefixes and these are its splits into an even number of stages."""
     n = con.n_nodes
-    if n == 0 or not {(i, i + 1) for i in range(n - 1)} <= set(zip(con.src.tolist(), con.dst.tolist())):
+    every = ideals(con, cap) if n else None
+    if every is None:
         return None
-    counts = range(2, min(devices, n) + 1, 2)
-    if sum(math.comb(n - 1, h - 1) for h in counts) > MAX_EVALUATIONS:
-        return None
-    nodes = np.arange(n)
-    return [np.split(nodes, cuts) for h in counts for cuts in itertools.combinations(range(1, n), h - 1)]
+    full, inner = (1 << n) - 1, [i for i in every if i not in (0, (1 << n) - 1)]
+    out: list[Stages] = []
+
+    def grow(chain: list[int]) -> bool:
+        if (len(chain) + 1) % 2 == 0 and len(chain) + 1 <= devices:
+            out.append(_stages_of([0, *chain, full]))
+            if len(out) > cap:
+                return False
+        if len(chain) + 2 > devices:
+            return True
+        last = chain[-1] if chain else 0
+        return all(grow([*chain, i]) for i in inner if i & last == last and i != last)
+
+    return out if grow([]) else None
+
+
+def _stages_of(chain: list[int]) -> Stages:
+    """The stages of a chain of ideals (bit masks): the supernodes each adds, in order."""
+    return [np.array([x for x in range(b.bit_length()) if (b & ~a) >> x & 1], dtype=np.int64)
+            for a, b in zip(chain, chain[1:])]
 
 
 def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
@@ -93,8 +128,8 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
     objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
     ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
-    form a short path, the best of all its splits into an even number of stages instead
-    (:func:`splits_of_a_path`: the best of the DP's class under the ranks' loads)."""
+    form a small DAG, the best of all its chains of ideals into an even number of stages instead
+    (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads)."""
     succ, pred = _neighbours(con)
     spent = 0
 
@@ -110,7 +145,7 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
                 found, chosen = value, c
         return found, chosen
 
-    every = splits_of_a_path(con, devices) if evaluations >= MAX_EVALUATIONS else None
+    every = splits_of_ideals(con, devices) if evaluations >= MAX_EVALUATIONS else None
     value = score(stages)
     if every is not None:  # the best of them, or the start if none beats it before the deadline
         found, chosen = best_of(every, value)
