@@ -173,14 +173,14 @@ def zbv_dags(instances: int, layers: int = 6, m: int = 8) -> None:
         ops, es = with_backward(ops, [(f"l{a}", f"l{b}") for a, b in sorted(edges)])
         g, cluster = Graph(ops, es), Cluster.stages(4)
 
-        def score(device: list[int]) -> float:
+        def score(device: list[int], g=g, cluster=cluster, order=order) -> float:
             fw = [device[i] for i in order]
             ev = evaluate(Placement(g, cluster, fw + fw[::-1]), model)
             return ev.objective if ev.valid else math.inf
 
         closed = [x for x in range(1 << layers) if all(not (x >> b & 1) or x >> a & 1 for a, b in edges)]
         chains = [[0, *c, (1 << layers) - 1] for h in (2, 4) for c in itertools.combinations(closed[1:-1], h - 1)]
-        chains = [c for c in chains if all(a & b == a and a != b for a, b in zip(c, c[1:]))]
+        chains = [c for c in chains if all(a & b == a and a != b for a, b in itertools.pairwise(c))]
         best_chain = min(score([next(k for k in range(len(c) - 1) if c[k + 1] >> i & 1) for i in range(layers)])
                          for c in chains)
         brute = min(score(list(d)) for d in itertools.product(range(4), repeat=layers))

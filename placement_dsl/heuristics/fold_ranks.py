@@ -17,6 +17,8 @@ bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`).
 """
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -29,6 +31,7 @@ from .contract import Contraction
 Stages = list[np.ndarray]  # supernodes of each stage, in pipeline order
 MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
 MAX_WORK = 4_000_000  # ... and at most this many ops scored in all (a 20,000-op graph: 200 calls)
+MAX_NODES = 64  # off a path, chains of ideals are enumerated on DAGs of at most this many supernodes
 REL_TOL = 1e-9
 
 
@@ -73,38 +76,63 @@ def evened(stages: Stages, devices: int) -> list[Stages]:
     return out
 
 
+def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
+    """Where the supernodes form a path (each has an edge to the next: the ideals are the prefixes), every split into
+    an even number of stages, at most ``devices``, if there are at most :data:`MAX_EVALUATIONS`; else ``None``."""
+    n = con.n_nodes
+    if not _is_path(con):
+        return None
+    counts = range(2, min(devices, n) + 1, 2)
+    if sum(math.comb(n - 1, h - 1) for h in counts) > MAX_EVALUATIONS:
+        return None
+    nodes = np.arange(n)
+    return [np.split(nodes, cuts) for h in counts for cuts in itertools.combinations(range(1, n), h - 1)]
+
+
+def _is_path(con: Contraction) -> bool:
+    n = con.n_nodes
+    return n > 0 and {(i, i + 1) for i in range(n - 1)} <= set(zip(con.src.tolist(), con.dst.tolist()))
+
+
 def ideals(con: Contraction, cap: int = MAX_EVALUATIONS) -> list[int] | None:
     """Every ideal (a set of supernodes closed under predecessors) of ``con``'s DAG as a bit mask, smallest first, if
-    there are at most ``cap``; else ``None``."""
-    _, pred = _neighbours(con)
-    need = [sum(1 << y for y in pred[x]) for x in range(con.n_nodes)]
-    seen, frontier = {0}, [0]
+    there are at most ``cap``; else ``None``. Each ideal grows by the supernodes all of whose predecessors it holds
+    (kept per ideal, so a step costs its ready nodes and their successors, not a pass over the DAG)."""
+    succ, pred = _neighbours(con)
+    start = frozenset(x for x in range(con.n_nodes) if not pred[x])
+    seen, frontier = {0}, [(0, start)]
     while frontier:
         grown = []
-        for ideal in frontier:
-            for x in range(con.n_nodes):
-                bit = 1 << x
-                if not ideal & bit and need[x] & ideal == need[x] and ideal | bit not in seen:
-                    seen.add(ideal | bit)
-                    grown.append(ideal | bit)
-                    if len(seen) > cap:
-                        return None
+        for ideal, ready in frontier:
+            for x in ready:
+                bigger = ideal | 1 << x
+                if bigger in seen:
+                    continue
+                seen.add(bigger)
+                if len(seen) > cap:
+                    return None
+                new = [y for y in succ[x] if all(bigger >> z & 1 for z in pred[y])]
+                grown.append((bigger, (ready - {x}) | frozenset(new)))
         frontier = grown
-    return sorted(seen, key=lambda i: (bin(i).count("1"), i))
+    return sorted(seen, key=lambda i: (i.bit_count(), i))
 
 
 def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS) -> list[Stages] | None:
     """Every chain of ideals ``{} < I_1 < ... < I_h = all`` with an even number ``h`` of stages, at most ``devices``
     (the DP's class, folded: stage ``k`` is ``I_k+1 - I_k``), if there are at most ``cap``; else ``None``. On a path
-    the ideals are the prefixes and these are its splits into an even number of stages."""
+    the ideals are the prefixes (:func:`splits_of_a_path`); off one, DAGs of at most :data:`MAX_NODES` supernodes."""
     n = con.n_nodes
+    if _is_path(con) or n > MAX_NODES:
+        return splits_of_a_path(con, devices)
     every = ideals(con, cap) if n else None
     if every is None:
         return None
     full, inner = (1 << n) - 1, [i for i in every if i not in (0, (1 << n) - 1)]
     out: list[Stages] = []
+    steps = 0
 
     def grow(chain: list[int]) -> bool:
+        nonlocal steps
         if (len(chain) + 1) % 2 == 0 and len(chain) + 1 <= devices:
             out.append(_stages_of([0, *chain, full]))
             if len(out) > cap:
@@ -112,7 +140,8 @@ def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS)
         if len(chain) + 2 > devices:
             return True
         last = chain[-1] if chain else 0
-        return all(grow([*chain, i]) for i in inner if i & last == last and i != last)
+        steps += len(inner)
+        return steps <= 50 * cap and all(grow([*chain, i]) for i in inner if i & last == last and i != last)
 
     return out if grow([]) else None
 
@@ -120,7 +149,7 @@ def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS)
 def _stages_of(chain: list[int]) -> Stages:
     """The stages of a chain of ideals (bit masks): the supernodes each adds, in order."""
     return [np.array([x for x in range(b.bit_length()) if (b & ~a) >> x & 1], dtype=np.int64)
-            for a, b in zip(chain, chain[1:])]
+            for a, b in itertools.pairwise(chain)]
 
 
 def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,

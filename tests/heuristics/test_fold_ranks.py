@@ -149,7 +149,7 @@ def ideal_chains(n: int, edges: list[tuple[int, int]], devices: int = 4):
     for h in range(2, devices + 1, 2):
         for cuts in itertools.combinations(inner, h - 1):
             chain = [0, *cuts, (1 << n) - 1]
-            if all(a & b == a and a != b for a, b in zip(chain, chain[1:])):
+            if all(a & b == a and a != b for a, b in itertools.pairwise(chain)):
                 yield [next(k for k in range(h) if chain[k + 1] >> i & 1) for i in range(n)]
 
 
