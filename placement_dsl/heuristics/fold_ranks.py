@@ -13,20 +13,29 @@ number of stages, which the V cannot fold.
 supernode across a stage boundary (each prefix stays an ideal, no stage empties); an odd count is first
 made even by splitting a stage (or merging the last two). It is a local search scored by
 :func:`~placement_dsl.evaluate.evaluate` (the ranks' orders, as the simulator runs them): it proves no
-bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`).
+bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`). Where the DAG has few chains of
+ideals (:func:`splits_of_ideals`) all of them are scored instead: the best of the DP's class.
+
+:func:`fold` makes any heuristic's answer that the V cannot fold into one that it folds (its colocation
+groups as nodes, :func:`group_nodes`), then re-balances it; :func:`.base.run` applies it under ``zbv``.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..evaluate import CostModel, evaluate
 from ..placement import Placement
-from .contract import Contraction
+
+if TYPE_CHECKING:  # the DP's contraction; fold builds its own nodes (contract imports jit, which runs heuristics)
+    from .contract import Contraction
 
 Stages = list[np.ndarray]  # supernodes of each stage, in pipeline order
 MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
@@ -196,3 +205,130 @@ def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarra
         ev = evaluate(Placement(graph, cluster, place(stages)), model)
         return float(ev.objective) if ev.valid else float("inf")
     return score
+
+
+def fold(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
+    """A split the V folds, made from ``placement`` (which it does not fold: an odd number of devices, or devices whose
+    ops reach each other through another device), then re-balanced by the ranks (:func:`rebalance`); ``None`` where
+    none exists (fewer than 2 devices).
+
+    The placement's colocation groups (:func:`group_nodes`) keep their devices' order where the device graph is
+    acyclic (each device one stage, in a topological order); else each maximal run of one device along the supernodes'
+    topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices. Either way
+    every prefix of stages is an ideal. An odd count is made even (:func:`evened`); each stage keeps the device that
+    held most of its supernodes, or takes an unused one (accelerators first)."""
+    graph, cluster = placement.graph, placement.cluster
+    con = group_nodes(graph)
+    if cluster.size < 2 or con is None:
+        return None
+    fw = ~graph.backward
+    owner = np.zeros(con.n_nodes, dtype=np.int64)
+    for x in range(con.n_nodes):
+        held = placement.assign[(con.image == x) & fw]
+        owner[x] = np.bincount(held).argmax() if held.size else placement.assign[con.image == x][0]
+    stages = _stages_by_device(con, owner)
+    times = np.where(np.isfinite(cluster.times(graph)), cluster.times(graph), np.nan)
+    work = np.bincount(con.image, weights=np.nan_to_num(np.nanmin(times, axis=1)), minlength=con.n_nodes)
+    while len(stages) > cluster.size:
+        k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
+        stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
+
+    def place(st: Stages) -> np.ndarray:
+        return _devices_of(con, st, owner, cluster)
+
+    score = scorer(graph, cluster, model, place)
+    if len(stages) % 2:
+        candidates = evened(stages, cluster.size)
+        if not candidates:
+            return None
+        stages = min(candidates, key=score)
+    budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
+    stages = rebalance(con, stages, score, cluster.size, deadline, budget)
+    return Placement(graph, cluster, place(stages), source=placement.source)
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """A graph's colocation groups as the nodes of its forward DAG, numbered topologically (what :func:`rebalance` reads
+    of a :class:`~.contract.Contraction`): ``image[op]`` is the node of each op."""
+
+    n_nodes: int
+    src: np.ndarray
+    dst: np.ndarray
+    image: np.ndarray
+
+
+def group_nodes(graph) -> Nodes | None:
+    """The colocation groups holding forward ops, joined by the forward edges between them, numbered in a topological
+    order (ties by first op); ``None`` where they form a cycle or a group holds backward ops only."""
+    fw = ~graph.backward
+    _, gid = np.unique(graph.group_id, return_inverse=True)
+    if set(gid[~fw].tolist()) - set(gid[fw].tolist()):
+        return None
+    cross = fw[graph.src] & fw[graph.dst] & (gid[graph.src] != gid[graph.dst])
+    pairs = set(zip(gid[graph.src[cross]].tolist(), gid[graph.dst[cross]].tolist()))
+    groups = sorted(set(gid[fw].tolist()))
+    succ: dict[int, list[int]] = {x: [] for x in groups}
+    indeg = dict.fromkeys(groups, 0)
+    for a, b in pairs:
+        succ[a].append(b)
+        indeg[b] += 1
+    first = {x: int(np.flatnonzero(gid == x)[0]) for x in groups}
+    ready = [(first[x], x) for x in groups if indeg[x] == 0]
+    heapq.heapify(ready)
+    number: dict[int, int] = {}
+    while ready:
+        _, x = heapq.heappop(ready)
+        number[x] = len(number)
+        for y in succ[x]:
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                heapq.heappush(ready, (first[y], y))
+    if len(number) < len(groups):
+        return None
+    edges = sorted((number[a], number[b]) for a, b in pairs)
+    return Nodes(len(groups), np.array([a for a, _ in edges], dtype=np.int64),
+                 np.array([b for _, b in edges], dtype=np.int64), np.array([number[x] for x in gid.tolist()]))
+
+
+def _stages_by_device(con: Contraction, owner: np.ndarray) -> Stages:
+    """Supernodes per stage: one stage per device in a topological order of the device graph (ties by device), or
+    the maximal runs of one device along the topological numbering where the device graph has a cycle."""
+    devices = sorted(set(owner.tolist()))
+    succ = {d: set() for d in devices}
+    for a, b in zip(con.src.tolist(), con.dst.tolist()):
+        if owner[a] != owner[b]:
+            succ[int(owner[a])].add(int(owner[b]))
+    indeg = {d: 0 for d in devices}
+    for after in succ.values():
+        for d in after:
+            indeg[d] += 1
+    ready, order = [d for d in devices if indeg[d] == 0], []
+    while ready:
+        d = min(ready)
+        ready.remove(d)
+        order.append(d)
+        for e in succ[d]:
+            indeg[e] -= 1
+            if indeg[e] == 0:
+                ready.append(e)
+    nodes = np.arange(con.n_nodes)
+    if len(order) == len(devices):
+        return [nodes[owner == d] for d in order]
+    cuts = np.flatnonzero(np.diff(owner)) + 1
+    return np.split(nodes, cuts)
+
+
+def _devices_of(con: Contraction, stages: Stages, owner: np.ndarray, cluster) -> np.ndarray:
+    """The op assignment of ``stages``: stage ``k`` on the device that held most of its supernodes if no earlier stage
+    took it, else on an unused device (accelerators first, then by number)."""
+    taken: list[int] = []
+    for st in stages:
+        mine = [int(d) for d in np.bincount(owner[st], minlength=cluster.size).argsort()[::-1]
+                if np.isin(d, owner[st]) and int(d) not in taken]
+        spare = sorted((d for d in range(cluster.size) if d not in taken), key=lambda d: (bool(cluster.host[d]), d))
+        taken.append(mine[0] if mine else spare[0])
+    device = np.empty(con.n_nodes, dtype=np.int64)
+    for d, st in zip(taken, stages):
+        device[st] = d
+    return device[con.image]
