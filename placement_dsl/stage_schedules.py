@@ -216,11 +216,7 @@ def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
     process (ZBV's turn, stages ``p - 1`` and ``p``), with no message to pay."""
     r = np.asarray(rank)[stage]
     local = (stage[g.src] != stage[g.dst]) & (r[g.src] == r[g.dst])
-    if not local.any():
-        return g
-    names = g.names
-    return Graph(g.ops, [(names[u], names[v]) for u, v, x in zip(g.src.tolist(), g.dst.tolist(), local) if not x],
-                 name=g.name)
+    return g.without_edges(local) if local.any() else g
 
 
 def stage_bytes(p: Placement, schedule: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
