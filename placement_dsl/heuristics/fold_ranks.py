@@ -222,13 +222,12 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     if cluster.size < 2 or con is None:
         return None
     fw = ~graph.backward
-    owner = np.zeros(con.n_nodes, dtype=np.int64)
-    for x in range(con.n_nodes):
-        held = placement.assign[(con.image == x) & fw]
-        owner[x] = np.bincount(held).argmax() if held.size else placement.assign[con.image == x][0]
+    held = np.bincount(con.image[fw] * cluster.size + placement.assign[fw], minlength=con.n_nodes * cluster.size)
+    owner = held.reshape(con.n_nodes, cluster.size).argmax(axis=1)  # the device holding most of each node's ops
     stages = _stages_by_device(con, owner)
-    times = np.where(np.isfinite(cluster.times(graph)), cluster.times(graph), np.nan)
-    work = np.bincount(con.image, weights=np.nan_to_num(np.nanmin(times, axis=1)), minlength=con.n_nodes)
+    times = cluster.times(graph)
+    least = np.where(np.isfinite(times), times, np.inf).min(axis=1)
+    work = np.bincount(con.image, weights=np.where(np.isfinite(least), least, 0.0), minlength=con.n_nodes)
     while len(stages) > cluster.size:
         k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
         stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
@@ -241,7 +240,13 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
         candidates = evened(stages, cluster.size)
         if not candidates:
             return None
-        stages = min(candidates, key=score)
+        value, chosen = score(candidates[-1]), candidates[-1]  # the last two merged: always there
+        for c in candidates[:-1]:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            if (v := score(c)) < value:
+                value, chosen = v, c
+        stages = chosen
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
     stages = rebalance(con, stages, score, cluster.size, deadline, budget)
     return Placement(graph, cluster, place(stages), source=placement.source)
@@ -273,7 +278,8 @@ def group_nodes(graph) -> Nodes | None:
     for a, b in pairs:
         succ[a].append(b)
         indeg[b] += 1
-    first = {x: int(np.flatnonzero(gid == x)[0]) for x in groups}
+    _, at = np.unique(gid, return_index=True)
+    first = {x: int(at[x]) for x in groups}
     ready = [(first[x], x) for x in groups if indeg[x] == 0]
     heapq.heapify(ready)
     number: dict[int, int] = {}
