@@ -32,6 +32,12 @@ steps) against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
+    python benchmarks/bench_runtime.py --fair 20  # only ours against even and parameters, 20 interleaved rounds
+
+``--fair ROUNDS`` measures the three splits so that the machine's load cannot favour one: per model their
+stages are built once in one process group and each round runs one step of each split and schedule in turn
+(the order reversed every other round); per model and schedule it prints the per-round throughput ratios
+ours / even and ours / parameters (median, quartiles, range) beside the cost model's ratio.
 """
 from __future__ import annotations
 
