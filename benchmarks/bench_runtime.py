@@ -32,6 +32,12 @@ steps) against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
+    python benchmarks/bench_runtime.py --fair 20  # only ours against even and parameters, 20 interleaved rounds
+
+``--fair ROUNDS`` measures the three splits so that the machine's load cannot favour one: per model their
+stages are built once in one process group and each round runs one step of each split and schedule in turn
+(the order reversed every other round); per model and schedule it prints the per-round throughput ratios
+ours / even and ours / parameters (median, quartiles, range) beside the cost model's ratio.
 """
 from __future__ import annotations
 
@@ -120,6 +126,62 @@ def medians(repeats: list[list[list[dict]]]) -> tuple[list[list[dict]], list[lis
     return med, spread
 
 
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    """The 25th, 50th and 75th percentiles of ``xs``."""
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+    return q[0], q[1], q[2]
+
+
+def verdict(ratios: list[float]) -> str:
+    """Ours against a split from per-round throughput ratios (ours / theirs): faster, slower, or equal within the
+    spread (the middle half of the rounds holds 1)."""
+    low, mid, high = quartiles(ratios)
+    if low > 1.0:
+        return "ours faster"
+    if high < 1.0:
+        return "ours slower"
+    return "equal within the spread" + (" (median >= 1)" if mid >= 1.0 else " (median < 1)")
+
+
+def fairness(args) -> None:
+    """Ours against even and ``parameters`` measured in interleaved rounds: per model, the three splits' steps of each
+    schedule run in turn (A B C, C B A, ...) in one process group, each round's throughput ratio ours / theirs taken
+    between steps seconds apart, so load that changes over minutes moves both sides of a ratio alike."""
+    microbatch, microbatches = (2, 4) if args.quick else (4, 8)
+    schedules = list(rp.SCHEDULES)
+    rp.torch.set_num_threads(1)
+    print(f"load at start: {load()}; {args.fair} rounds per model, micro-batch {microbatch}, {microbatches} "
+          "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs in the same round")
+    rows = []
+    for name in args.models.split(","):
+        labelled = plans(name, microbatch, microbatches, args.quick)
+        jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
+                 "microbatches": microbatches} for _, plan in labelled]
+        before = load()
+        steps = rp.interleaved_rounds(jobs, args.quick, args.fair)
+        after = load()
+        for s in schedules:
+            ours = steps[(0, s)]
+            row = [name, s]
+            for j, (label, plan) in enumerate(labelled[1:], start=1):
+                same = plan.split_spec == labelled[0][1].split_spec
+                ratios = [theirs / mine for mine, theirs in zip(ours, steps[(j, s)])]
+                low, mid, high = quartiles(ratios)
+                predicted = plan.step_ms[s] / labelled[0][1].step_ms[s]
+                row += [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(ratios):.3f}-{max(ratios):.3f})",
+                        f"{predicted:.3f}", "same split" if same else verdict(ratios)]
+            row += [f"{statistics.median(ours):.2f}", str(len(ours)), f"{before.split()[0]}-{after.split()[0]}"]
+            rows.append(row)
+        print(f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
+              f"parameters {','.join(labelled[2][1].split_spec)}", flush=True)
+    print()
+    markdown_head(["model", "schedule", "ours/even median [IQR] (range)", "predicted", "verdict",
+                   "ours/parameters median [IQR] (range)", "predicted", "verdict", "ours step ms/mb", "rounds",
+                   "load (1 min) before-after"])
+    for row in rows:
+        markdown_row(row)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the test's small models and few steps")
@@ -127,7 +189,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
                     help="skip the interleaved 1F1B, ZB-H1 and ZBV rows")
+    ap.add_argument("--fair", type=int, default=0, metavar="ROUNDS",
+                    help="only ours against even and parameters, in ROUNDS interleaved rounds per model")
     args = ap.parse_args()
+    if args.fair:
+        start = time.perf_counter()
+        fairness(args)
+        print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
+        return
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     start = time.perf_counter()

@@ -148,6 +148,54 @@ def memory_check(instances: int) -> None:
         print(f"| {schedule} | " + " | ".join(str(v) for v in row.values()) + " |")
 
 
+def zbv_dags(instances: int, layers: int = 6, m: int = 8) -> None:
+    """The DP under ``zbv`` on random training DAGs of ``layers`` layers listed in a random op order, 4 stage devices:
+    against the best chain of 2 or 4 ideals (the DP's class, stage k on device k) and against brute force over every
+    assignment of the layers to the devices (each gradient with its layer), all scored by the cost model."""
+    import itertools
+    import math
+
+    from placement_dsl.evaluate import CostModel, evaluate
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.heuristics import run
+    from placement_dsl.zoo.training import with_backward
+
+    rng = np.random.default_rng(0)
+    model = CostModel.named("zbv", microbatches=m)
+    tally = dict.fromkeys(("instances", "dp infinite", "dp = best chain of ideals", "dp = brute force",
+                           "best chain = brute force"), 0)
+    for _ in range(instances):
+        edges = {(int(rng.integers(0, j)), j) for j in range(1, layers)}
+        edges |= {(a, b) for a, b in rng.integers(0, layers, size=(3, 2)).tolist() if a < b}
+        order = rng.permutation(layers).tolist()
+        ops = [Op(name=f"l{i}", work=float(rng.integers(1, 6)), out_bytes=float(rng.integers(0, 3)), param_bytes=1.0)
+               for i in order]
+        ops, es = with_backward(ops, [(f"l{a}", f"l{b}") for a, b in sorted(edges)])
+        g, cluster = Graph(ops, es), Cluster.stages(4)
+
+        def score(device: list[int], g=g, cluster=cluster, order=order) -> float:
+            fw = [device[i] for i in order]
+            ev = evaluate(Placement(g, cluster, fw + fw[::-1]), model)
+            return ev.objective if ev.valid else math.inf
+
+        closed = [x for x in range(1 << layers) if all(not (x >> b & 1) or x >> a & 1 for a, b in edges)]
+        chains = [[0, *c, (1 << layers) - 1] for h in (2, 4) for c in itertools.combinations(closed[1:-1], h - 1)]
+        chains = [c for c in chains if all(a & b == a and a != b for a, b in itertools.pairwise(c))]
+        best_chain = min(score([next(k for k in range(len(c) - 1) if c[k + 1] >> i & 1) for i in range(layers)])
+                         for c in chains)
+        brute = min(score(list(d)) for d in itertools.product(range(4), repeat=layers))
+        got = run("dp", g, cluster, model=model, time_limit=10).objective
+        tally["instances"] += 1
+        tally["dp infinite"] += not math.isfinite(got)
+        tally["dp = best chain of ideals"] += math.isclose(got, best_chain, rel_tol=1e-9)
+        tally["dp = brute force"] += math.isclose(got, brute, rel_tol=1e-9)
+        tally["best chain = brute force"] += math.isclose(best_chain, brute, rel_tol=1e-9)
+        print(f"  dp {got:.6g}, best chain of ideals {best_chain:.6g}, brute force {brute:.6g}", flush=True)
+    print(f"\nzbv on random {layers}-layer DAGs in a random op order, 4 stage devices, m = {m}")
+    print("| " + " | ".join(tally) + " |\n|" + "---|" * len(tally))
+    print("| " + " | ".join(str(v) for v in tally.values()) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -155,8 +203,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="only the memory check: the DP under the orders' memory against brute force, N instances")
+    ap.add_argument("--zbv-dags", type=int, default=0, metavar="N",
+                    help="only ZBV on DAGs: the DP against the best chain of ideals and brute force, N instances")
     args = ap.parse_args()
     start = time.perf_counter()
+    if args.zbv_dags:
+        zbv_dags(args.zbv_dags)
+        print(f"wall {time.perf_counter() - start:.1f} s")
+        return
     if args.memory:
         memory_check(args.memory)
         print(f"wall {time.perf_counter() - start:.1f} s")

@@ -530,6 +530,45 @@ def execute(jobs: list[dict], quick: bool, world: int = 2) -> list[list[dict]]:
     return [list(res) for res in zip(*per_rank)]
 
 
+def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], rounds: int, out_dir: str) -> None:
+    """One rank of :func:`interleaved_rounds`: every job's stage and schedules built once, then per round one step of
+    each schedule of each job in turn (the jobs in order, then in reverse: drift in load cancels), wall clock."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        stages = [p.pipe.build_stage(rank, torch.device("cpu")) for p in prepared]
+        names = prepared[0].job["schedules"]
+        steps = {(j, s): _schedule(s, stage, p.job) for j, (p, stage) in enumerate(zip(prepared, stages)) for s in names}
+        times: dict[str, list[float]] = {f"{j}:{s}": [] for j, s in steps}
+        for r in range(rounds + 1):  # round 0 warms up and is dropped
+            order = range(len(prepared)) if r % 2 == 0 else range(len(prepared) - 1, -1, -1)
+            for s in names:
+                for j in order:
+                    p = prepared[j]
+                    ms, _ = _timed_step(steps[(j, s)], rank, p.x, p.target, p.job["microbatches"])
+                    if r:
+                        times[f"{j}:{s}"].append(ms)
+    finally:
+        dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(times))
+
+
+def interleaved_rounds(jobs: list[dict], quick: bool, rounds: int, world: int = 2) -> dict[tuple[int, str], list[float]]:
+    """Step time per micro-batch (ms, wall clock, the slower rank's) of every job and schedule in each of ``rounds``
+    rounds, the jobs' steps interleaved (A B C, C B A, ...) so that each round sees them under the same load."""
+    prepared = [prepare(job, quick, world) for job in jobs]
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.start_processes(_rounds_worker, args=(world, _free_port(), prepared, rounds, tmp), nprocs=world, join=True,
+                           start_method="fork")
+        per_rank = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
+    out = {}
+    for key in per_rank[0]:
+        j, s = key.split(":", 1)
+        out[(int(j), s)] = [max(xs) for xs in zip(*(ranks[key] for ranks in per_rank))]
+    return out
+
+
 # ---------------------------------------------------------------------------- main
 def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
     """Predicted against measured forward + backward time per micro-batch of each stage."""

@@ -340,7 +340,7 @@ def _simulate_stages(placement: Placement, schedule: Schedule, m: int, model: Co
 
 def _rank_names(placement: Placement, schedule: str) -> list[str]:
     """Device names of the ranks (``a+b`` for a rank ZBV folds two devices onto), in rank order."""
-    _, device = virtual_stages(placement)
+    _, device = virtual_stages(placement, schedule)
     held: dict[int, list[str]] = {}
     for d, k in zip(device, stage_ranks(device, schedule)):
         held.setdefault(k, []).append(placement.cluster.names[d])

@@ -5,7 +5,10 @@ forward edges between ops of that device connect; each part is one stage, the st
 the forward data flow (they must form a chain of parts: a part that reaches another part of
 the same device through other devices makes a cycle, refused). A backward op belongs to the
 stage of the forward ops of its colocation group (an op and its gradient). A device that holds
-stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 1F1B wants.
+stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 1F1B wants. Under a
+schedule whose rank map folds (ZBV) each device is one stage's slot: its ops are one stage whatever
+their order in the graph (two branches of a DAG on one device are one stage, not two parts), and the
+stages go in a topological order of the device graph, ties by device number.
 
 Task times (:func:`stage_times`): the cost model's per-device loads of a cluster with one copy
 of each device per stage (:func:`placement_dsl.evaluate.device_costs`): a stage pays its compute
@@ -51,30 +54,30 @@ from .placement import Placement
 from .training import TrainingMemorySpec
 
 
-def virtual_stages(p: Placement) -> tuple[np.ndarray, list[int]]:
+def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarray, list[int]]:
     """``(stage of every op, device of every stage)``; stages in forward data-flow order.
+
+    Under a schedule whose rank map folds (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV), a stage is
+    one device's ops, whatever the op order: each device is one stage's slot, and the stages go in a
+    topological order of the device graph (the forward edges between devices), ties by device number.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=n, work=1.0) for n in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
     >>> stage, device = virtual_stages(Placement(g, Cluster.stages(2), [0, 1, 0, 1]))
     >>> stage.tolist(), device
     ([0, 1, 2, 3], [0, 1, 0, 1])
+    >>> d = Graph([Op(name=n, work=1.0) for n in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    >>> virtual_stages(Placement(d, Cluster.stages(3), [0, 1, 1, 2]), "zbv")[0].tolist()  # b, c: one stage
+    [0, 1, 1, 2]
     """
     g = p.graph
     fw = ~g.backward
-    parent = np.arange(g.n)
-
-    def root(u: int) -> int:
-        while parent[u] != u:
-            parent[u] = parent[parent[u]]
-            u = int(parent[u])
-        return u
-
-    for u, v in zip(g.src.tolist(), g.dst.tolist()):
-        if fw[u] and fw[v] and p.assign[u] == p.assign[v]:
-            parent[root(u)] = root(v)
-    part = np.array([root(u) for u in range(g.n)])
-    order = _part_order(g, fw, part)
+    if schedule in FOLDS:
+        part, key = p.assign.astype(np.int64), {int(d): int(d) for d in np.unique(p.assign[fw])}
+    else:
+        part = _same_device_parts(p, fw)
+        key = {int(r): int(np.flatnonzero(part == r)[0]) for r in np.unique(part[fw])}
+    order = _part_order(g, fw, part, key, schedule in FOLDS)
     stage = np.full(g.n, -1, dtype=np.int64)
     rank = {int(r): s for s, r in enumerate(order)}
     stage[fw] = [rank[int(r)] for r in part[fw]]
@@ -86,12 +89,29 @@ def virtual_stages(p: Placement) -> tuple[np.ndarray, list[int]]:
     if orphan.size:
         raise SpecError(f"virtual stages: backward op {g.names[orphan[0]]!r} shares a colocation group with no "
                         "forward op; pair each gradient with its op (Graph groups) to give it a stage")
-    return stage, [int(p.assign[part == r][0]) for r in order]
+    return stage, [int(p.assign[fw & (part == r)][0]) for r in order]
 
 
-def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
-    """Parts in a topological order of the forward edges between them (a cycle is refused)."""
-    succ: dict[int, set[int]] = {int(r): set() for r in np.unique(part[fw])}
+def _same_device_parts(p: Placement, fw: np.ndarray) -> np.ndarray:
+    """Per op, a representative of its part: forward ops joined by forward edges within one device."""
+    g = p.graph
+    parent = np.arange(g.n)
+
+    def root(u: int) -> int:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = int(parent[u])
+        return u
+
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        if fw[u] and fw[v] and p.assign[u] == p.assign[v]:
+            parent[root(u)] = root(v)
+    return np.array([root(u) for u in range(g.n)])
+
+
+def _part_order(g, fw: np.ndarray, part: np.ndarray, key: dict[int, int], folds: bool = False) -> list[int]:
+    """Parts in a topological order of the forward edges between them, ties by ``key`` (a cycle is refused)."""
+    succ: dict[int, set[int]] = {r: set() for r in key}
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
         if fw[u] and fw[v] and part[u] != part[v]:
             succ[int(part[u])].add(int(part[v]))
@@ -99,8 +119,7 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
     for after in succ.values():
         for s in after:
             indeg[s] += 1
-    first = {int(r): int(np.flatnonzero(part == r)[0]) for r in succ}
-    ready = sorted((first[r], r) for r in succ if indeg[r] == 0)
+    ready = sorted((key[r], r) for r in succ if indeg[r] == 0)
     out: list[int] = []
     while ready:
         _, r = heapq.heappop(ready)
@@ -108,7 +127,12 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray) -> list[int]:
         for s in succ[r]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                heapq.heappush(ready, (first[s], s))
+                heapq.heappush(ready, (key[s], s))
+    if len(out) < len(succ) and folds:
+        d = min(set(succ) - set(out))
+        raise SpecError(f"virtual stages: device {d}'s ops reach each other through another device, and a V runs "
+                        "each device as one stage; give the V's turn (stages p - 1 and p) and every other stage a "
+                        "device of its own")
     if len(out) < len(succ):
         raise SpecError("virtual stages: the ops of one device reach each other through another device; "
                         "the stages form a cycle and no pipeline schedule runs them (make each stage contiguous)")
@@ -172,7 +196,7 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     if c.links or c.routed or p.replicated:
         raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
                         "and without replicated stages; drop the links or the replicas")
-    stage, device = virtual_stages(p)
+    stage, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
     copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
                       for s, d in enumerate(device)])
@@ -192,17 +216,14 @@ def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
     process (ZBV's turn, stages ``p - 1`` and ``p``), with no message to pay."""
     r = np.asarray(rank)[stage]
     local = (stage[g.src] != stage[g.dst]) & (r[g.src] == r[g.dst])
-    if not local.any():
-        return g
-    names = g.names
-    return Graph(g.ops, [(names[u], names[v]) for u, v, x in zip(g.src.tolist(), g.dst.tolist(), local) if not x],
-                 name=g.name)
+    return g.without_edges(local) if local.any() else g
 
 
-def stage_bytes(p: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per virtual stage: parameter bytes, stashed bytes of one micro-batch's forward ops, bytes of its inputs."""
+def stage_bytes(p: Placement, schedule: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per virtual stage (of ``schedule``'s stages, :func:`virtual_stages`): parameter bytes, stashed bytes of one
+    micro-batch's forward ops, bytes of its inputs."""
     g = p.graph
-    stage, device = virtual_stages(p)
+    stage, device = virtual_stages(p, schedule)
     S, fw = len(device), ~g.backward
     param = np.bincount(stage, weights=g.param_bytes, minlength=S)
     act = np.bincount(stage, weights=np.where(fw, g.out_bytes + g.activation_bytes, 0.0), minlength=S)
@@ -227,8 +248,8 @@ def stage_memory(p: Placement, schedule: str, microbatches: int, spec: TrainingM
     [71.0, 70.0]
     """
     spec = spec or TrainingMemorySpec()
-    param, act, inputs = stage_bytes(p)
-    _, device = virtual_stages(p)
+    param, act, inputs = stage_bytes(p, schedule)
+    _, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
     ranks = max(rank) + 1
     zero = (0.0,) * len(rank)

@@ -13,24 +13,34 @@ number of stages, which the V cannot fold.
 supernode across a stage boundary (each prefix stays an ideal, no stage empties); an odd count is first
 made even by splitting a stage (or merging the last two). It is a local search scored by
 :func:`~placement_dsl.evaluate.evaluate` (the ranks' orders, as the simulator runs them): it proves no
-bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`).
+bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`). Where the DAG has few chains of
+ideals (:func:`splits_of_ideals`) all of them are scored instead: the best of the DP's class.
+
+:func:`fold` makes any heuristic's answer that the V cannot fold into one that it folds (its colocation
+groups as nodes, :func:`group_nodes`), then re-balances it; :func:`.base.run` applies it under ``zbv``.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..evaluate import CostModel, evaluate
 from ..placement import Placement
-from .contract import Contraction
+
+if TYPE_CHECKING:  # the DP's contraction; fold builds its own nodes (contract imports jit, which runs heuristics)
+    from .contract import Contraction
 
 Stages = list[np.ndarray]  # supernodes of each stage, in pipeline order
 MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
 MAX_WORK = 4_000_000  # ... and at most this many ops scored in all (a 20,000-op graph: 200 calls)
+MAX_NODES = 64  # off a path, chains of ideals are enumerated on DAGs of at most this many supernodes
 REL_TOL = 1e-9
 
 
@@ -79,7 +89,7 @@ def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
     """Where the supernodes form a path (each has an edge to the next: the ideals are the prefixes), every split into
     an even number of stages, at most ``devices``, if there are at most :data:`MAX_EVALUATIONS`; else ``None``."""
     n = con.n_nodes
-    if n == 0 or not {(i, i + 1) for i in range(n - 1)} <= set(zip(con.src.tolist(), con.dst.tolist())):
+    if not _is_path(con):
         return None
     counts = range(2, min(devices, n) + 1, 2)
     if sum(math.comb(n - 1, h - 1) for h in counts) > MAX_EVALUATIONS:
@@ -88,13 +98,76 @@ def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
     return [np.split(nodes, cuts) for h in counts for cuts in itertools.combinations(range(1, n), h - 1)]
 
 
+def _is_path(con: Contraction) -> bool:
+    n = con.n_nodes
+    return n > 0 and {(i, i + 1) for i in range(n - 1)} <= set(zip(con.src.tolist(), con.dst.tolist()))
+
+
+def ideals(con: Contraction, cap: int = MAX_EVALUATIONS) -> list[int] | None:
+    """Every ideal (a set of supernodes closed under predecessors) of ``con``'s DAG as a bit mask, smallest first, if
+    there are at most ``cap``; else ``None``. Each ideal grows by the supernodes all of whose predecessors it holds
+    (kept per ideal, so a step costs its ready nodes and their successors, not a pass over the DAG)."""
+    succ, pred = _neighbours(con)
+    start = frozenset(x for x in range(con.n_nodes) if not pred[x])
+    seen, frontier = {0}, [(0, start)]
+    while frontier:
+        grown = []
+        for ideal, ready in frontier:
+            for x in ready:
+                bigger = ideal | 1 << x
+                if bigger in seen:
+                    continue
+                seen.add(bigger)
+                if len(seen) > cap:
+                    return None
+                new = [y for y in succ[x] if all(bigger >> z & 1 for z in pred[y])]
+                grown.append((bigger, (ready - {x}) | frozenset(new)))
+        frontier = grown
+    return sorted(seen, key=lambda i: (i.bit_count(), i))
+
+
+def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS) -> list[Stages] | None:
+    """Every chain of ideals ``{} < I_1 < ... < I_h = all`` with an even number ``h`` of stages, at most ``devices``
+    (the DP's class, folded: stage ``k`` is ``I_k+1 - I_k``), if there are at most ``cap``; else ``None``. On a path
+    the ideals are the prefixes (:func:`splits_of_a_path`); off one, DAGs of at most :data:`MAX_NODES` supernodes."""
+    n = con.n_nodes
+    if _is_path(con) or n > MAX_NODES:
+        return splits_of_a_path(con, devices)
+    every = ideals(con, cap) if n else None
+    if every is None:
+        return None
+    full, inner = (1 << n) - 1, [i for i in every if i not in (0, (1 << n) - 1)]
+    out: list[Stages] = []
+    steps = 0
+
+    def grow(chain: list[int]) -> bool:
+        nonlocal steps
+        if (len(chain) + 1) % 2 == 0 and len(chain) + 1 <= devices:
+            out.append(_stages_of([0, *chain, full]))
+            if len(out) > cap:
+                return False
+        if len(chain) + 2 > devices:
+            return True
+        last = chain[-1] if chain else 0
+        steps += len(inner)
+        return steps <= 50 * cap and all(grow([*chain, i]) for i in inner if i & last == last and i != last)
+
+    return out if grow([]) else None
+
+
+def _stages_of(chain: list[int]) -> Stages:
+    """The stages of a chain of ideals (bit masks): the supernodes each adds, in order."""
+    return [np.array([x for x in range(b.bit_length()) if (b & ~a) >> x & 1], dtype=np.int64)
+            for a, b in itertools.pairwise(chain)]
+
+
 def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
               deadline: float | None = None, evaluations: int = MAX_EVALUATIONS) -> Stages:
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
     objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
     ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
-    form a short path, the best of all its splits into an even number of stages instead
-    (:func:`splits_of_a_path`: the best of the DP's class under the ranks' loads)."""
+    form a small DAG, the best of all its chains of ideals into an even number of stages instead
+    (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads)."""
     succ, pred = _neighbours(con)
     spent = 0
 
@@ -110,7 +183,7 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
                 found, chosen = value, c
         return found, chosen
 
-    every = splits_of_a_path(con, devices) if evaluations >= MAX_EVALUATIONS else None
+    every = splits_of_ideals(con, devices) if evaluations >= MAX_EVALUATIONS else None
     value = score(stages)
     if every is not None:  # the best of them, or the start if none beats it before the deadline
         found, chosen = best_of(every, value)
@@ -132,3 +205,136 @@ def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarra
         ev = evaluate(Placement(graph, cluster, place(stages)), model)
         return float(ev.objective) if ev.valid else float("inf")
     return score
+
+
+def fold(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
+    """A split the V folds, made from ``placement`` (which it does not fold: an odd number of devices, or devices whose
+    ops reach each other through another device), then re-balanced by the ranks (:func:`rebalance`); ``None`` where
+    none exists (fewer than 2 devices).
+
+    The placement's colocation groups (:func:`group_nodes`) keep their devices' order where the device graph is
+    acyclic (each device one stage, in a topological order); else each maximal run of one device along the supernodes'
+    topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices. Either way
+    every prefix of stages is an ideal. An odd count is made even (:func:`evened`); each stage keeps the device that
+    held most of its supernodes, or takes an unused one (accelerators first)."""
+    graph, cluster = placement.graph, placement.cluster
+    con = group_nodes(graph)
+    if cluster.size < 2 or con is None:
+        return None
+    fw = ~graph.backward
+    held = np.bincount(con.image[fw] * cluster.size + placement.assign[fw], minlength=con.n_nodes * cluster.size)
+    owner = held.reshape(con.n_nodes, cluster.size).argmax(axis=1)  # the device holding most of each node's ops
+    stages = _stages_by_device(con, owner)
+    times = cluster.times(graph)
+    least = np.where(np.isfinite(times), times, np.inf).min(axis=1)
+    work = np.bincount(con.image, weights=np.where(np.isfinite(least), least, 0.0), minlength=con.n_nodes)
+    while len(stages) > cluster.size:
+        k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
+        stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
+
+    def place(st: Stages) -> np.ndarray:
+        return _devices_of(con, st, owner, cluster)
+
+    score = scorer(graph, cluster, model, place)
+    if len(stages) % 2:
+        candidates = evened(stages, cluster.size)
+        if not candidates:
+            return None
+        value, chosen = score(candidates[-1]), candidates[-1]  # the last two merged: always there
+        for c in candidates[:-1]:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            if (v := score(c)) < value:
+                value, chosen = v, c
+        stages = chosen
+    budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
+    stages = rebalance(con, stages, score, cluster.size, deadline, budget)
+    return Placement(graph, cluster, place(stages), source=placement.source)
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """A graph's colocation groups as the nodes of its forward DAG, numbered topologically (what :func:`rebalance` reads
+    of a :class:`~.contract.Contraction`): ``image[op]`` is the node of each op."""
+
+    n_nodes: int
+    src: np.ndarray
+    dst: np.ndarray
+    image: np.ndarray
+
+
+def group_nodes(graph) -> Nodes | None:
+    """The colocation groups holding forward ops, joined by the forward edges between them, numbered in a topological
+    order (ties by first op); ``None`` where they form a cycle or a group holds backward ops only."""
+    fw = ~graph.backward
+    _, gid = np.unique(graph.group_id, return_inverse=True)
+    if set(gid[~fw].tolist()) - set(gid[fw].tolist()):
+        return None
+    cross = fw[graph.src] & fw[graph.dst] & (gid[graph.src] != gid[graph.dst])
+    pairs = set(zip(gid[graph.src[cross]].tolist(), gid[graph.dst[cross]].tolist()))
+    groups = sorted(set(gid[fw].tolist()))
+    succ: dict[int, list[int]] = {x: [] for x in groups}
+    indeg = dict.fromkeys(groups, 0)
+    for a, b in pairs:
+        succ[a].append(b)
+        indeg[b] += 1
+    _, at = np.unique(gid, return_index=True)
+    first = {x: int(at[x]) for x in groups}
+    ready = [(first[x], x) for x in groups if indeg[x] == 0]
+    heapq.heapify(ready)
+    number: dict[int, int] = {}
+    while ready:
+        _, x = heapq.heappop(ready)
+        number[x] = len(number)
+        for y in succ[x]:
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                heapq.heappush(ready, (first[y], y))
+    if len(number) < len(groups):
+        return None
+    edges = sorted((number[a], number[b]) for a, b in pairs)
+    return Nodes(len(groups), np.array([a for a, _ in edges], dtype=np.int64),
+                 np.array([b for _, b in edges], dtype=np.int64), np.array([number[x] for x in gid.tolist()]))
+
+
+def _stages_by_device(con: Contraction, owner: np.ndarray) -> Stages:
+    """Supernodes per stage: one stage per device in a topological order of the device graph (ties by device), or
+    the maximal runs of one device along the topological numbering where the device graph has a cycle."""
+    devices = sorted(set(owner.tolist()))
+    succ = {d: set() for d in devices}
+    for a, b in zip(con.src.tolist(), con.dst.tolist()):
+        if owner[a] != owner[b]:
+            succ[int(owner[a])].add(int(owner[b]))
+    indeg = {d: 0 for d in devices}
+    for after in succ.values():
+        for d in after:
+            indeg[d] += 1
+    ready, order = [d for d in devices if indeg[d] == 0], []
+    while ready:
+        d = min(ready)
+        ready.remove(d)
+        order.append(d)
+        for e in succ[d]:
+            indeg[e] -= 1
+            if indeg[e] == 0:
+                ready.append(e)
+    nodes = np.arange(con.n_nodes)
+    if len(order) == len(devices):
+        return [nodes[owner == d] for d in order]
+    cuts = np.flatnonzero(np.diff(owner)) + 1
+    return np.split(nodes, cuts)
+
+
+def _devices_of(con: Contraction, stages: Stages, owner: np.ndarray, cluster) -> np.ndarray:
+    """The op assignment of ``stages``: stage ``k`` on the device that held most of its supernodes if no earlier stage
+    took it, else on an unused device (accelerators first, then by number)."""
+    taken: list[int] = []
+    for st in stages:
+        mine = [int(d) for d in np.bincount(owner[st], minlength=cluster.size).argsort()[::-1]
+                if np.isin(d, owner[st]) and int(d) not in taken]
+        spare = sorted((d for d in range(cluster.size) if d not in taken), key=lambda d: (bool(cluster.host[d]), d))
+        taken.append(mine[0] if mine else spare[0])
+    device = np.empty(con.n_nodes, dtype=np.int64)
+    for d, st in zip(taken, stages):
+        device[st] = d
+    return device[con.image]

@@ -81,12 +81,17 @@ def test_hand_instance_of_equal_stages():
 
 
 def test_a_placement_whose_v_turns_on_one_device_is_refused_with_the_reason():
-    p = placed(chain([1, 1, 1, 1]), [0, 1, 1, 0], 2)  # stages 1 and 2 merge on device 1: 3 stages
+    """Devices 0 1 1 0 along a chain: a V runs each device as one stage, and device 0's two ends make a cycle;
+    devices 0 1 1 2: stages 1 and 2 merge on device 1, 3 stages, which the V cannot fold."""
+    p = placed(chain([1, 1, 1, 1]), [0, 1, 1, 0], 2)
     ev = evaluate(p, ZeroBubbleV(microbatches=4).cost_model())
     assert not ev.valid and ev.objective == float("inf")
-    assert "give the V's turn (stages p - 1 and p) a device each" in ev.violations[-1].message
+    assert "give the V's turn (stages p - 1 and p) and every other stage a device" in ev.violations[-1].message
+    three = placed(chain([1, 1, 1, 1]), [0, 1, 1, 2], 3)
+    assert "give the V's turn (stages p - 1 and p) a device each" in evaluate(
+        three, ZeroBubbleV(microbatches=4).cost_model()).violations[-1].message
     with pytest.raises(SpecError, match="zbv runs 2 stages per rank in a V"):
-        simulate(p, "zbv", 4)
+        simulate(three, "zbv", 4)
 
 
 @st.composite
@@ -206,3 +211,41 @@ def test_equal_stages_take_two_m_tasks_of_three_plus_p_minus_one(p, m):
     assert order_makespan(t, orders) == span
     if m >= 2 * p - 1:
         assert span == 2 * m * 3 * c + (p - 1) * c == closed_form_makespan(t, orders)
+
+
+def diamond(order: str) -> Placement:
+    """a -> {b, c} -> d -> e, the ops listed in ``order``; a on device 0, b and c on 1, d on 2, e on 3 (unit works)."""
+    device = {"a": 0, "b": 1, "c": 1, "d": 2, "e": 3}
+    ops = [Op(name=n, work=1.0, param_bytes=1.0) for n in order]
+    ops, edges = with_backward(ops, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("d", "e")])
+    return Placement(Graph(ops, edges), Cluster.stages(4), [device[o.name.split(".")[0]] for o in ops])
+
+
+def test_a_dag_whose_stages_interleave_in_op_order_folds_by_its_devices():
+    """Listed a b d c e, stage 1's ops (b, c) lie on both sides of stage 2's (d), and no edge joins b and c: still
+    one stage per device, in the devices' data-flow order 0 1 2 3. Stages F = I = W = 1 2 1 1; rank 0 runs stages 0
+    and 3 (3 + 3), rank 1 stages 1 and 2 (6 + 3 = 9), the steady state; the op order changes nothing."""
+    for order in ("abcde", "abdce", "adbec"):
+        p = diamond(order)
+        t, _ = stage_plan(p, "zbv", 4)
+        assert t.f == t.i == t.w == (1.0, 2.0, 1.0, 1.0)
+        ev = evaluate(p, CostModel.named("zbv"))
+        assert ev.valid and ev.objective == 9.0
+        stepped = evaluate(p, ZeroBubbleV(microbatches=4).cost_model())
+        assert stepped.valid and stepped.objective == simulate(p, "zbv", 4).time_per_sample
+        assert stepped.objective == evaluate(diamond("abcde"), ZeroBubbleV(microbatches=4).cost_model()).objective
+
+
+def test_the_turns_tensor_is_dropped_as_a_rebuilt_graph_would_drop_it():
+    """The edges between two stages of one rank (the V's turn) leave the graph the cost model prices, in O(n + m): the
+    same edges, successors and predecessors as the graph built without them."""
+    g = chain([1, 2, 3, 4], out_bytes=1.0)
+    turn = {("l1", "l2"), ("l2.grad", "l1.grad")}  # the tensors between stages 1 and 2, both on rank 1 at p = 2
+    drop = np.array([e in turn for e in g.edges])
+    fast = g.without_edges(drop)
+    slow = Graph(g.ops, [e for e, x in zip(g.edges, drop) if not x])
+    assert fast.edges == slow.edges and fast.m == slow.m == g.m - 2
+    for i in range(g.n):
+        assert sorted(fast.successors(i)) == sorted(slow.successors(i))
+        assert sorted(fast.predecessors(i)) == sorted(slow.predecessors(i))
+    assert g.m == len(g.edges)  # the original keeps its edges

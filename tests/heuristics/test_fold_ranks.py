@@ -19,8 +19,10 @@ from placement_dsl.simulate import simulate
 from placement_dsl.zoo.training import with_backward
 
 
-def training(works, edges, out_bytes=0.0) -> Graph:
-    ops = [Op(name=f"l{i}", work=float(w), out_bytes=float(out_bytes), param_bytes=1.0) for i, w in enumerate(works)]
+def training(works, edges, out_bytes=0.0, order=None) -> Graph:
+    """Layers ``l0 ...`` with their gradients; ``order``: the layers' order in the op list (default: by number)."""
+    order = range(len(works)) if order is None else order
+    ops = [Op(name=f"l{i}", work=float(works[i]), out_bytes=float(out_bytes), param_bytes=1.0) for i in order]
     ops, edges = with_backward(ops, [(f"l{a}", f"l{b}") for a, b in edges])
     return Graph(ops, edges)
 
@@ -138,3 +140,54 @@ def test_the_dp_called_directly_claims_no_bound_under_zbv():
     found = dp(g, Cluster.stages(4), model=CostModel.named("zbv"))
     assert found.bound is None and found.exact_among is None
     assert dp(g, Cluster.stages(4), model=CostModel.named("pipedream")).bound is not None
+
+
+def ideal_chains(n: int, edges: list[tuple[int, int]], devices: int = 4):
+    """Every chain of ideals of the forward DAG with 2 or 4 stages, as the stage of each op (brute force)."""
+    closed = [s for s in range(1 << n) if all(not (s >> b & 1) or s >> a & 1 for a, b in edges)]
+    inner = [s for s in closed if 0 < s < (1 << n) - 1]
+    for h in range(2, devices + 1, 2):
+        for cuts in itertools.combinations(inner, h - 1):
+            chain = [0, *cuts, (1 << n) - 1]
+            if all(a & b == a and a != b for a, b in itertools.pairwise(chain)):
+                yield [next(k for k in range(h) if chain[k + 1] >> i & 1) for i in range(n)]
+
+
+@st.composite
+def small_dags(draw):
+    """A connected DAG of 4-6 layers (each has an earlier predecessor), random works, and the ops' order shuffled
+    against the data flow: the stages' ops interleave in op order."""
+    n = draw(st.integers(4, 6))
+    edges = {(draw(st.integers(0, j - 1)), j) for j in range(1, n)}
+    edges |= {e for e in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=4))
+              if e[0] < e[1]}
+    works = draw(st.lists(st.integers(1, 5), min_size=n, max_size=n))
+    return works, sorted(edges), draw(st.integers(0, 2)), draw(st.permutations(range(n)))
+
+
+@settings(deadline=None, max_examples=20, derandomize=True)
+@given(small_dags(), st.sampled_from([None, 4]))
+def test_the_dp_under_zbv_is_the_best_chain_of_ideals_on_small_dags(dag, m):
+    """On small DAGs the DP's answer under zbv is the best split of its class (a chain of 2 or 4 ideals, stage k on
+    device k) by the cost model, which scores every such split finite (a stage is one device's ops)."""
+    works, edges, out_bytes, order = dag
+    g = training(works, edges, out_bytes, order)
+    model = CostModel.named("zbv", **({} if m is None else {"microbatches": m}))
+    scores = [evaluate(on_stages(g, [dev[i] for i in order]), model) for dev in ideal_chains(len(works), edges)]
+    assert all(ev.valid and np.isfinite(ev.objective) for ev in scores)
+    found = run("dp", g, Cluster.stages(4), model=model, time_limit=5)
+    assert found.objective == pytest.approx(min(ev.objective for ev in scores))
+    if m is not None:
+        assert found.objective == pytest.approx(simulate(found.placement, "zbv", m).time_per_sample)
+
+
+def test_the_splits_of_ideals_are_the_dps_class():
+    """The diamond 0 -> {1, 2} -> 3: ideals {}, 0, 01, 02, 012, 0123; its chains into 2 stages (3) and 4 (2)."""
+    from placement_dsl.heuristics.contract import contract
+
+    con = contract(training([1, 1, 1, 1], [(0, 1), (0, 2), (1, 3), (2, 3)]))
+    got = fold_ranks.splits_of_ideals(con, 4)
+    assert sorted(tuple(tuple(s.tolist()) for s in c) for c in got) == sorted(
+        [((0,), (1, 2, 3)), ((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 1, 2), (3,)), ((0,), (1,), (2,), (3,)),
+         ((0,), (2,), (1,), (3,))])
+    assert fold_ranks.splits_of_ideals(con, 4, cap=3) is None

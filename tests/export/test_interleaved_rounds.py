@@ -1,0 +1,43 @@
+"""Splits measured against each other in interleaved rounds (``run_pipeline.interleaved_rounds``, ``bench_runtime
+--fair``): every split's step in every round, and the verdict read from the spread of the per-round ratios."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def modules():
+    pytest.importorskip("torch")
+    paths = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
+    sys.path[:0] = paths
+    try:
+        import bench_runtime
+        import run_pipeline
+        yield run_pipeline, bench_runtime
+    finally:
+        for p in paths:
+            sys.path.remove(p)
+
+
+def test_the_verdict_reads_the_middle_half_of_the_rounds(modules):
+    _, bench = modules
+    assert bench.verdict([1.1, 1.2, 1.15, 1.3]) == "ours faster"
+    assert bench.verdict([0.8, 0.9, 0.85, 0.95]) == "ours slower"
+    assert bench.verdict([0.9, 1.1, 1.05, 0.95, 1.2]) == "equal within the spread (median >= 1)"
+    assert bench.quartiles([3.0]) == (3.0, 3.0, 3.0)
+
+
+def test_every_split_steps_in_every_round(modules):
+    """Two splits of the quick GPT, two schedules, three rounds: each split and schedule has one step time (ms per
+    micro-batch, the slower rank's) per round after the warm-up round."""
+    rp, _ = modules
+    jobs = [{"model": "gpt", "split_spec": {point: "beginning"}, "schedules": ["gpipe", "1f1b"], "microbatch": 2,
+             "microbatches": 4} for point in ("h.1", "h.2")]
+    steps = rp.interleaved_rounds(jobs, True, 3)
+    assert sorted(steps) == [(0, "1f1b"), (0, "gpipe"), (1, "1f1b"), (1, "gpipe")]
+    assert all(len(ms) == 3 and min(ms) > 0 for ms in steps.values())
