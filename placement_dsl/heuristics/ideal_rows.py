@@ -19,11 +19,13 @@ import time
 import numpy as np
 
 from .ideal_boundaries import boundaries
-from .ideal_enumeration import INF
+from .ideal_enumeration import INF, lookup
 from .ideal_sweep import HALF, NONE, sweep_ideal, walk_scratch
 from .jit import python_version
 
-BLOCK = 1 << 22  # candidate (I, J) cells x words tested at once while finding the pairs
+ROUNDS = (8, 64)  # a feasibility run prices each ideal's nearest sub-ideals in rounds of these sizes, then the rest
+PRICE_FIRST = 64  # ... each ideal's this many nearest priced for every ideal at once before the run
+BLOCK = 1 << 22  # candidate (I, J) cells tested at once while finding the pairs
 
 
 def bits(ideals: np.ndarray) -> np.ndarray:
@@ -37,7 +39,8 @@ def tensor_counts(member: np.ndarray, tmask: np.ndarray) -> np.ndarray:
         return np.zeros((member.shape[0], 0), np.int32)
     t, v = np.nonzero(bits(tmask))  # the tensors' nodes, tensor by tensor
     starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
-    return np.add.reduceat(member[:, v].astype(np.int32), starts, axis=1)
+    by_node = np.ascontiguousarray(member.T)  # a node's row over the ideals: a tensor sums its nodes' rows
+    return np.ascontiguousarray(np.add.reduceat(by_node[v].astype(np.int32), starts, axis=0).T)
 
 
 @python_version(boundaries)
@@ -57,6 +60,14 @@ def _boundaries_numpy(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
     ptr = np.zeros(N + 1, np.int64)
     np.cumsum(split.sum(axis=1), out=ptr[1:])
     return tin, tout, ptr, np.nonzero(split)[1].astype(np.int64)
+
+
+@python_version(lookup)
+def _lookup_dict(ideals, rows):
+    """:func:`.ideal_enumeration.lookup` in Python: a dictionary of the ideals' bytes (the same ids)."""
+    ideals, rows = np.ascontiguousarray(ideals), np.ascontiguousarray(rows)
+    ids = {ideals[i].tobytes(): i for i in range(ideals.shape[0])}
+    return np.array([ids.get(rows[r].tobytes(), -1) for r in range(rows.shape[0])], dtype=np.int64)
 
 
 def _load(mode: int, comp, t_in, t_out, overflow):
@@ -89,7 +100,17 @@ class Rows:
         self.head = head
         self.bound = bound
         self.member = bits(self.ideals)
-        self.tcount = tensor_counts(self.member, self.tmask)
+        N = self.ideals.shape[0]
+        # per ideal and tensor: twice the tensor's nodes in the ideal, plus 1 if its producer is in it
+        self.code = tensor_counts(self.member, self.tmask) * 2 + self.member[:, self.towner]
+        self.frontier = self.sptr[1:] - self.sptr[:-1]  # per ideal, the tensors it splits; per position f of
+        F = int(self.frontier.max(initial=0))  # them, the tensor, its cost and the ideal's code for it
+        self.f_tensor = np.zeros((F, N), np.int64)
+        for f in range(F):
+            has = np.flatnonzero(self.frontier > f)
+            self.f_tensor[f, has] = self.sidx[self.sptr[has] + f]
+        self.f_cost = self.tcost[self.f_tensor] if self.tcost.size else np.zeros((F, N))
+        self.f_code = np.take_along_axis(self.code.T, self.f_tensor, axis=0) if F else np.zeros((0, N), np.int32)
         S, C = self.counts.shape
         self.S, self.C = S, C
         self.ck = [(c, k) for c in range(C) for k in range(1, int(self.max_rep[c]) + 1)]
@@ -104,6 +125,7 @@ class Rows:
         size = self.member.sum(axis=1)  # ideals come by size: each size's are a range, none below another
         self.levels = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])
         self.loads = np.full((self.I.size, len(self.ck)), INF)  # priced as runs need them
+        self.nearest = self.ptr[self.I + 1] - 1 - np.arange(self.I.size)  # 0: the largest sub-ideal of its ideal
         self.priced = np.zeros(self.I.size, bool)
 
     # ------------------------------------------------------------------ the pairs and their loads
@@ -113,7 +135,9 @@ class Rows:
         N = self.ideals.shape[0]
         devices = self.counts[-1]
         slack = [bound * int(self.max_rep[c]) * (1 + 1e-6) + 1e-9 for c in range(self.C)]
-        block = max(1, BLOCK // (max(N, 1) * self.ideals.shape[1]))
+        block = max(1, BLOCK // max(N, 1))
+        inside = self.member.astype(np.float32)
+        outside = ~self.member
         out_i, out_j = [], []
         for a in range(1, N, block):
             b = min(N, a + block)
@@ -128,36 +152,39 @@ class Rows:
                     okc &= self.work[c, a:b, None] - self.work[c, None, :b] <= slack[c]
                 ok |= okc
             ok &= np.arange(b)[None, :] < np.arange(a, b)[:, None]  # ids grow with size: J ⊊ I has the smaller
+            ok &= outside[a:b].astype(np.float32) @ inside[:b].T == 0  # no node of J outside I (exact counts)
             rows, cols = np.nonzero(ok)
-            rows += a
-            inside = ~np.any(self.ideals[cols] & ~self.ideals[rows], axis=1)
-            out_i.append(rows[inside])
-            out_j.append(cols[inside])
+            out_i.append(rows + a)
+            out_j.append(cols)
         if not out_i:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_i).astype(np.int64), np.concatenate(out_j).astype(np.int64)
 
     def stage_io(self, Is: np.ndarray, Js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`.ideal_boundaries._stage_io` of the stages ``I \\ J`` of the pairs: ``J``'s boundary corrected by
-        each tensor of ``I``'s frontier in the kernel's order (one step per frontier position)."""
-        s_in, s_out = self.tout[Js].copy(), self.tin[Js].copy()
-        frontier = (self.sptr[1:] - self.sptr[:-1])[Is]
-        for f in range(int(frontier.max(initial=0))):
-            sel = np.flatnonzero(frontier > f)
-            i, j = Is[sel], Js[sel]
-            t = self.sidx[self.sptr[i] + f]
-            c, a = self.tcost[t], self.towner[t]
-            a_in_j, a_in_i = self.member[j, a], self.member[i, a]
-            meets_j = self.tcount[j, t] > 0
-            meets_s = self.tcount[i, t] > self.tcount[j, t]
-            si, so = s_in[sel], s_out[sel]
-            si = np.where(a_in_j, si - c, si)
-            so = np.where(~a_in_j & meets_j, so - c, so)
-            own = a_in_i & ~a_in_j
-            so = np.where(own, so + c, so)
-            si = np.where(~own & meets_s, si + c, si)
-            s_in[sel], s_out[sel] = si, so
-        return np.maximum(s_in, 0.0), np.maximum(s_out, 0.0)
+        each tensor of ``I``'s frontier in the kernel's order (one step per frontier position; the pairs by
+        frontier size, so a step's are a prefix). A flag times a cost adds that cost or exactly nothing, so the
+        sums are the kernel's to the bit."""
+        order = np.argsort(-self.frontier[Is], kind="stable")
+        i, j = Is[order], Js[order]
+        s_in, s_out = self.tout[j], self.tin[j]
+        reach = len(i) - np.cumsum(np.bincount(self.frontier[i], minlength=1))  # pairs with more than f tensors
+        for f in range(self.f_tensor.shape[0]):
+            m = int(reach[f]) if f < reach.size else 0
+            if m == 0:
+                break
+            ii, jj = i[:m], j[:m]
+            cost, code_i = self.f_cost[f][ii], self.f_code[f][ii]
+            code_j = self.code[jj, self.f_tensor[f][ii]]
+            made_j = (code_j & 1).astype(bool)  # made in J: counted in out(J), leaves I
+            own = (code_i & 1).astype(bool) & ~made_j  # made in the stage
+            s_in[:m] -= cost * made_j
+            s_out[:m] -= cost * (~made_j & (code_j > 1))  # made outside J, read in J: counted in in(J)
+            s_out[:m] += cost * own
+            s_in[:m] += cost * (~own & (code_i >> 1 > code_j >> 1))  # read in the stage
+        out_in, out_out = np.empty_like(s_in), np.empty_like(s_out)
+        out_in[order], out_out[order] = np.maximum(s_in, 0.0), np.maximum(s_out, 0.0)
+        return out_in, out_out
 
     def class_ok(self, Is: np.ndarray, Js: np.ndarray, c: int) -> np.ndarray:
         """Whether class ``c`` may hold the stages (it has devices, runs every op, holds the memory if hard)."""
@@ -337,7 +364,7 @@ class Rows:
                         known: np.ndarray, possible: np.ndarray, deadline: float = INF) -> tuple:
         """:meth:`feasible` with at most 64 states: each ideal's states are one word, a pair's shifted bits one
         ``uint64`` per class and replica count (the kernel's ``_shifted``), not a row of booleans."""
-        N, S, C = self.ideals.shape[0], self.S, self.C
+        N, S = self.ideals.shape[0], self.S
         pack = np.zeros((N, 64), bool)
         pack[:, :S] = self._live(rem_work, remaining, T)
         live = np.packbits(pack, axis=1, bitorder="little").view(np.uint64)[:, 0]
@@ -346,6 +373,7 @@ class Rows:
         feas = np.zeros(N, np.uint64)
         feas[0] = masks[0, 0, 0]
         zero = np.uint64(0)
+        self._price(np.flatnonzero(self.nearest < PRICE_FIRST))  # in one step: most are needed
         visited, stopped = 0, False
         for lo_i, hi_i in zip(self.levels[1:-1], self.levels[2:]):
             if deadline < INF and time.monotonic() > deadline:
@@ -359,23 +387,38 @@ class Rows:
                 open_ &= possible[lo_i:hi_i, 0]
             a, b = self.ptr[lo_i], self.ptr[hi_i]
             if a < b and open_.any():
-                at = self.I[a:b] - lo_i
-                shifted = (feas[self.J[a:b], None] << shifts[None, :]) & kmask[None, :]
-                sel = np.flatnonzero(((shifted & open_[at][:, None]) != zero).any(axis=1))
-                if sel.size:
+                at_all = self.I[a:b] - lo_i
+                nearest = self.nearest[a:b]
+                shifted_all = (feas[self.J[a:b], None] << shifts[None, :]) & kmask[None, :]
+                first = 0
+                for last in (*ROUNDS, b - a):  # the nearest sub-ideals first: the states they find need no more
+                    part = np.flatnonzero((nearest >= first) & (nearest < last))
+                    first = last
+                    at, shifted = at_all[part], shifted_all[part]
+                    sel = np.flatnonzero(((shifted & open_[at][:, None]) != zero).any(axis=1))
+                    if sel.size == 0:
+                        continue
                     visited += sel.size
-                    reached = np.bitwise_or.reduce(np.where(self._price(sel + a) <= T, shifted[sel], zero), axis=1)
+                    reached = np.bitwise_or.reduce(np.where(self._price(part[sel] + a) <= T, shifted[sel], zero),
+                                                   axis=1)
                     at = at[sel]
                     starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
                     hit = np.zeros(hi_i - lo_i, np.uint64)
                     hit[at[starts]] = np.bitwise_or.reduceat(reached, starts)
-                    rows |= hit & open_
-            for c in range(C):  # leave devices unused: s is feasible once s - e_c is
-                step, dest = np.uint64(self.strides[c]), masks[c, 1, 0]
-                for _ in range(int(self.counts[-1, c])):
-                    rows |= (rows << step) & dest
-            feas[lo_i:hi_i] = rows & live[lo_i:hi_i]
+                    rows = self._closed_words(rows | (hit & open_), masks) & live[lo_i:hi_i]
+                    open_ &= ~rows
+                    if not open_.any():
+                        break
+            feas[lo_i:hi_i] = self._closed_words(rows, masks) & live[lo_i:hi_i]
         return feas.reshape(N, 1), visited, feas.nbytes + self.loads.nbytes, stopped
+
+    def _closed_words(self, rows: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Leave devices unused, on one word of states per ideal: ``s`` is set once ``s - e_c`` is."""
+        for c in range(self.C):
+            step, dest = np.uint64(self.strides[c]), masks[c, 1, 0]
+            for _ in range(int(self.counts[-1, c])):
+                rows = rows | ((rows << step) & dest)
+        return rows
 
     def witness(self, I: int, s: int, feas: np.ndarray, T: float) -> tuple[int, int, int]:
         """:func:`.ideal_feasible.witness`: the same walk below ``I`` (every sub-ideal whose stage some class

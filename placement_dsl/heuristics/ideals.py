@@ -173,7 +173,7 @@ DP_SWEEP_IDEALS = 300
 """Up to this many ideals, the DP's own run below DPL's split is one exact sweep pruned by it rather than descending
 feasibility runs: in Python ResNet-50 training took 8 runs and 0.26 s of CPU (now 1 and 0.10 s), inference the same
 0.09 s. Beyond it the descent pays (compiled, BERT-L3 inference's 1,428 ideals: 0.06 s against 0.16 s for the sweep;
-GNMT's 17,914: 0.24 s against 2.8 s). One rule for both paths (it is :data:`.jit.PYTHON_IDEALS`' size), so Python and
+GNMT's 17,914: 0.24 s against 2.8 s). One rule for both paths (whichever :func:`.jit.by_work` picks), so Python and
 compiled kernels keep the same splits."""
 BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a second candidate incumbent
 
@@ -191,7 +191,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals, deadline, chain=order if linearize else None)
-    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes), lat.count)  # compiled kernels pay beyond
+    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes), lat.count, con.n_nodes)  # compiled beyond
     descend = descend and (lat.count > sweep_below or table_bytes(lat.count, su.classes, exact=True) > MAX_TABLE_BYTES)
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
@@ -468,7 +468,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
             guess = 2.0 ** lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL
             # a lattice that will run compiled loads the kernels before DPL's run too (BERT-L3: its 129 prefixes
             # swept in Python took 0.7-1 s, compiled milliseconds; numba's load is paid either way)
-            jit.note_work(guess * math.prod(c.count + 1 for c in su.classes), guess)
+            jit.note_work(guess * math.prod(c.count + 1 for c in su.classes), guess, su.con.n_nodes)
             if incumbent:
                 try:
                     sliced, slicing = slicing_split(su, at)

@@ -131,3 +131,16 @@ def test_the_rows_give_the_kernel_s_answer_on_the_paper_s_workloads(dnn_partitio
     np.testing.assert_array_equal(ours[0], out[0])
     assert _steps(ours, sw.strides) == _steps(out, sw.strides)
     assert ours[0][-1, -1] == pytest.approx(best, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph=graphs(), picks=st.lists(st.integers(0, 10**6), max_size=8))
+def test_the_lookup_in_python_is_the_kernel_s(graph, picks):
+    """Rows found among the ideals by a dictionary in Python: the kernel's ids, -1 for a row that is no ideal."""
+    from placement_dsl.heuristics.ideal_rows import _lookup_dict
+
+    sw, _ = _problem(graph, Cluster.accelerators(2), CostModel(), False)
+    ideals = sw.lat.ideals
+    rows = np.array([ideals[p % len(ideals)] for p in picks] + [~ideals[0]],
+                    dtype=np.uint64).reshape(-1, ideals.shape[1])
+    np.testing.assert_array_equal(_lookup_dict(ideals, rows), K.lookup(ideals, rows))
