@@ -126,6 +126,13 @@ class Rows:
         self.levels = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])
         self.loads = np.full((self.I.size, len(self.ck)), INF)  # priced as runs need them
         self.nearest = self.ptr[self.I + 1] - 1 - np.arange(self.I.size)  # 0: the largest sub-ideal of its ideal
+        # the pairs by level, then round of a feasibility run (the nearest sub-ideals first), then ideal
+        keys = (len(self.levels) - 1) * (len(ROUNDS) + 1)
+        key = (np.searchsorted(self.levels, self.I, side="right") - 1) * (len(ROUNDS) + 1)
+        key += np.searchsorted(np.array(ROUNDS), self.nearest, side="right")
+        key = key.astype(np.int16 if keys < 2**15 else np.int64)  # 16 bits: numpy's stable sort is a radix sort
+        self.by_round = np.argsort(key, kind="stable")
+        self.round_ptr = np.searchsorted(key[self.by_round], np.arange(keys + 1))
         self.priced = np.zeros(self.I.size, bool)
 
     # ------------------------------------------------------------------ the pairs and their loads
@@ -387,20 +394,19 @@ class Rows:
                 open_ &= possible[lo_i:hi_i, 0]
             a, b = self.ptr[lo_i], self.ptr[hi_i]
             if a < b and open_.any():
-                at_all = self.I[a:b] - lo_i
-                nearest = self.nearest[a:b]
-                shifted_all = (feas[self.J[a:b], None] << shifts[None, :]) & kmask[None, :]
-                first = 0
-                for last in (*ROUNDS, b - a):  # the nearest sub-ideals first: the states they find need no more
-                    part = np.flatnonzero((nearest >= first) & (nearest < last))
-                    first = last
-                    at, shifted = at_all[part], shifted_all[part]
+                level = int(np.searchsorted(self.levels, lo_i))
+                for r in range(len(ROUNDS) + 1):  # the nearest sub-ideals first: the states they find need no more
+                    first = level * (len(ROUNDS) + 1) + r
+                    part = self.by_round[self.round_ptr[first]:self.round_ptr[first + 1]]
+                    if part.size == 0:
+                        continue
+                    at = self.I[part] - lo_i
+                    shifted = (feas[self.J[part], None] << shifts[None, :]) & kmask[None, :]
                     sel = np.flatnonzero(((shifted & open_[at][:, None]) != zero).any(axis=1))
                     if sel.size == 0:
                         continue
                     visited += sel.size
-                    reached = np.bitwise_or.reduce(np.where(self._price(part[sel] + a) <= T, shifted[sel], zero),
-                                                   axis=1)
+                    reached = np.bitwise_or.reduce(np.where(self._price(part[sel]) <= T, shifted[sel], zero), axis=1)
                     at = at[sel]
                     starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
                     hit = np.zeros(hi_i - lo_i, np.uint64)
