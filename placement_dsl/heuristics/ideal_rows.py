@@ -25,6 +25,7 @@ from .jit import python_version
 
 ROUNDS = (8, 64)  # a feasibility run prices each ideal's nearest sub-ideals in rounds of these sizes, then the rest
 PRICE_FIRST = 64  # ... each ideal's this many nearest priced for every ideal at once before the run
+PRICE_CHUNK = 1 << 19  # pairs priced at once (their temporaries: about 100 bytes each)
 BLOCK = 1 << 22  # candidate (I, J) cells tested at once while finding the pairs
 
 
@@ -278,6 +279,8 @@ class Rows:
         """:func:`.ideal_sweep.sweep`'s result: the same table, and the back-links of the states a split read
         from the last ideal passes through (the kernel's walk, re-run for those ideals)."""
         N, S = self.ideals.shape[0], self.S
+        for first in range(0, self.I.size, PRICE_CHUNK):  # a sweep prices nearly every pair: in a few steps
+            self._price(np.arange(first, min(first + PRICE_CHUNK, self.I.size)))
         dp = np.full((N, S + 1), INF)
         dp[0, :S] = lo
         live = self._live(rem_work, remaining, ub)
