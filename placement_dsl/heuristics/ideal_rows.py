@@ -153,8 +153,10 @@ class Rows:
             for c in range(self.C):
                 if devices[c] <= 0:
                     continue
-                okc = self.unsup[c, a:b, None] == self.unsup[c, None, :b]
-                if not self.soft:
+                okc = np.ones((b - a, b), bool)  # the tests that can fail, each on every cell
+                if self.unsup[c, :b].any():
+                    okc &= self.unsup[c, a:b, None] == self.unsup[c, None, :b]
+                if not self.soft and self.cap[c] < INF:
                     okc &= self.mem[a:b, None] - self.mem[None, :b] <= self.cap[c]
                 if slack[c] < INF:
                     okc &= self.work[c, a:b, None] - self.work[c, None, :b] <= slack[c]
