@@ -259,3 +259,19 @@ def test_the_ideals_enumerated_in_python_are_the_kernel_s_in_the_same_order():
         for a, b in zip(theirs[:3], ours[:3]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     assert kernel.in_python is not kernel.py_func
+
+
+def test_the_dp_under_memory_per_schedule_compiles_beyond_the_suffix_dp_s_own_limits():
+    """Memory per schedule runs the suffix DP, which has no numpy version a level at a time: a 401-ideal chain (in
+    Python without the schedule) loads numba's kernels there (``ideals.SUFFIX_PYTHON_IDEALS``)."""
+    code = ("import sys\nfrom placement_dsl.cluster import Cluster\nfrom placement_dsl.graph import Graph, Op\n"
+            "from placement_dsl.evaluate import CostModel\nfrom placement_dsl.training import TrainingMemorySpec\n"
+            "from placement_dsl.heuristics import run, jit\n"
+            "n = 400\nops = [Op(name=f'f{i}', work=1.0 + i % 3, out_bytes=1.0, group=f'g{i}') for i in range(n)]\n"
+            "ops += [Op(name=f'b{i}', work=2.0, out_bytes=1.0, backward=True, group=f'g{i}') for i in range(n)]\n"
+            "edges = [(f'f{i}', f'f{i + 1}') for i in range(n - 1)] + [(f'b{i + 1}', f'b{i}') for i in range(n - 1)]\n"
+            "g = Graph(ops, edges + [(f'f{i}', f'b{i}') for i in range(n)])\n"
+            "model = CostModel(training_memory=TrainingMemorySpec('1f1b'))\n"
+            "r = run('dp', g, Cluster.stages(2), model=model)\n"
+            "print(jit.is_compiled(), 'numba' in sys.modules)")
+    assert _api_run(code) == "True True"
