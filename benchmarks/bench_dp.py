@@ -14,6 +14,7 @@ re-checks it).
     python benchmarks/bench_dp.py --scale --case gnmt --targets 27 30 31 32 34   # feasibility runs only
     python benchmarks/bench_dp.py --peer /tmp/peer-dp/dp   # whole processes, ours beside the paper's C++ DP
     python benchmarks/bench_dp.py --startup   # the command line's start-up: CPU and wall per command
+    python benchmarks/bench_dp.py --phases python compiled --only bert_l-3_inference   # the DP's CPU by phase
 
 ``--peer PATH`` runs, on each workload, ``placement-dsl solve FILE --method dp --json`` and the paper's C++ DP
 (``PATH < FILE``; built from its public code outside the repository) as whole processes, one after the other,
@@ -242,6 +243,83 @@ def startup_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
+PHASES = (  # "module:function label": the DP's phases, timed by wrapping the functions
+    "placement_dsl.heuristics.ideals:_setup contract",
+    "placement_dsl.heuristics.ideals:lattice_size_ok estimate",
+    "placement_dsl.heuristics.ideals:ideal_lattice lattice",
+    "placement_dsl.heuristics.ideal_solve:Sweeps.__init__ prepare",
+    "placement_dsl.heuristics.ideal_rows:Rows.__init__ pairs",
+    "placement_dsl.heuristics.ideal_rows:Rows._price pricing",
+    "placement_dsl.heuristics.ideal_rows:Rows._read_back read-back",
+    "placement_dsl.heuristics.ideal_solve:_read_split read-split",
+    "placement_dsl.heuristics.jit:compile_all numba-load",
+    "placement_dsl.heuristics.base:evaluate re-check",
+)
+PHASE_CODE = """
+import json, sys, time
+t0 = time.process_time()
+import placement_dsl.cli, importlib, functools, collections
+t1 = time.process_time()
+spent = collections.defaultdict(float)
+def timed(module, name, label):
+    cls, _, attr = name.rpartition('.')
+    try:  # a phase the tree does not have (an older checkout) stays out
+        owner = importlib.import_module(module)
+        where = getattr(owner, cls) if cls else owner
+        fn = getattr(where, attr)
+    except (ImportError, AttributeError):
+        return
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        t = time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[label] += time.process_time() - t
+    setattr(where, attr, wrapper)
+for spec in sys.argv[3:]:
+    target, label = spec.split(' ')
+    timed(*target.split(':'), label)
+from placement_dsl.heuristics import jit, run
+from placement_dsl.io import load_workload
+t2 = time.process_time()
+w = load_workload(sys.argv[1])
+t3 = time.process_time()
+if sys.argv[2] == 'compiled':
+    jit.PYTHON_IDEALS = 0  # by_work leaves Python at the first estimate of the lattice
+with jit.interpreted(sys.argv[2] == 'python'):
+    r = run('dp', w.graph, w.cluster)
+t4 = time.process_time()
+print(json.dumps({'path': 'compiled' if jit.is_compiled() else 'python', 'objective': r.objective,
+                  'import': t1 - t0 + t2 - t1, 'read': t3 - t2, 'dp': t4 - t3, **spent}))
+"""
+
+
+def measure_phases(row: dict[str, str], path: str) -> dict[str, object]:
+    """The DP's CPU seconds by phase in a fresh process (``path``: 'python', 'compiled' or 'auto', the one
+    :func:`placement_dsl.heuristics.jit.by_work` picks): importing, reading the file, the DP and, within it, the
+    functions of :data:`PHASES` (nested ones count in both)."""
+    out, _, cpu = _whole_process([sys.executable, "-c", PHASE_CODE, str(DATA / row["file"]), path, *PHASES])
+    found = json.loads(out.strip().splitlines()[-1]) if out.startswith("{") else {"error": out[:200]}
+    return {"workload": Path(row["file"]).stem, "asked": path, "process_cpu": cpu, "load": os.getloadavg()[0],
+            **found}
+
+
+def phases_table(rows: list[dict[str, object]]) -> str:
+    labels = [p.split(" ")[1] for p in PHASES]
+    head = f"{'workload':<22} {'path':>8} {'process':>8} {'import':>7} {'read':>6} {'dp':>6} " + " ".join(
+        f"{label:>10}" for label in labels) + "  load"
+    out = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"{r['workload']:<22} {r['asked']:>8} {r['error']}")
+            continue
+        out.append(f"{r['workload']:<22} {r['path']:>8} {r['process_cpu']:>7.3f}s {r['import']:>6.3f}s "
+                   f"{r['read']:>5.3f}s {r['dp']:>5.3f}s " + " ".join(f"{r.get(label, 0.0):>9.3f}s" for label in labels)
+                   + f"  {r['load']:.1f}")
+    return "\n".join(out)
+
+
 def measure_peer(row: dict[str, str], peer: Path, timeout: float = 600.0) -> dict[str, object]:
     """Ours (the command line, whole process) beside the C++ DP on one workload (each stopped after ``timeout``)."""
     path = DATA / row["file"]
@@ -376,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="with --peer: only workloads whose file name contains this")
     ap.add_argument("--peer-timeout", type=float, default=600.0, help="with --peer: stop either process after this")
     ap.add_argument("--startup", action="store_true", help="the command line's start-up: CPU and wall per command")
+    ap.add_argument("--phases", nargs="*", metavar="PATH", choices=("auto", "python", "compiled"),
+                    help="the DP's CPU by phase in a fresh process per workload (--only) and path (default: auto)")
     ap.add_argument("--repeat", type=int, default=5, help="with --startup: runs per command")
     args = ap.parse_args(argv)
     if args.startup:
@@ -384,6 +464,19 @@ def main(argv: list[str] | None = None) -> int:
     if not DATA.is_dir():
         print(f"no data at {DATA}", file=sys.stderr)
         return 1
+    if args.phases is not None:
+        rows = []
+        _whole_process([sys.executable, "-m", "placement_dsl.cli", "--help"])  # the bytecode cache
+        for row in paper_rows():
+            if (args.quick and any(b in row["file"] for b in BIG)) or (args.only and not any(
+                    o in row["file"] for o in args.only)):
+                continue
+            for path in args.phases or ["auto"]:
+                measure_phases(row, path)  # numba's cache and the file's pages
+                rows.append(measure_phases(row, path))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        print(phases_table(rows))
+        return 0
     if args.peer:
         found = []
         warm = [sys.executable, "-m", "placement_dsl.cli", "solve", str(DATA / paper_rows()[3]["file"]), "--method",

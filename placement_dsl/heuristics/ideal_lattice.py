@@ -97,12 +97,12 @@ def ideal_lattice(con: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS, deadli
     W = max(1, -(-n // 64))
     log2_count = lattice_size_ok(con, max_ideals, chain is not None)
     if chain is not None and n + 1 <= max_ideals:
-        jit.note_work(n + 1.0, n + 1.0)
+        jit.note_work(n + 1.0, n + 1.0, n)
         return _prefixes(con, chain, W)
     pred_ptr, pred_idx = _predecessors(con)
     cap = int(max_ideals)
-    if jit.tentative() and jit.note_work(2.0 ** log2_count, 2.0 ** log2_count):  # in Python while it stays small
-        cap = min(cap, jit.PYTHON_IDEALS + 1)
+    if jit.tentative() and jit.note_work(2.0 ** log2_count, 2.0 ** log2_count, n):  # in Python while it stays small
+        cap = min(cap, jit.python_ideals(n) + 1)
     ideals, child, parent, status = K.enumerate_ideals(pred_ptr, pred_idx, W, cap, kernel_deadline(deadline))
     if status == 1 and cap < max_ideals:  # larger than the estimate said: enumerate again, compiled
         jit.note_work(math.inf)

@@ -34,9 +34,11 @@ from ..progress import report
 from ..replication import ALLREDUCE_FACTOR
 from . import ideal_feasible as F
 from . import ideal_kernels as K
+from . import jit
 from .base import TimeLimitReached
 from .ideal_lattice import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
 from .ideal_memory import sweep_suffix
+from .ideal_rows import Rows
 
 _MODES = {Overlap.NONE: K.NONE, Overlap.HALF: K.HALF, Overlap.FULL: K.FULL}
 BISECT_GAP = 1e-3  # below this relative band, targets step down from hi
@@ -122,16 +124,31 @@ class Sweeps:
         self.masks = F.state_masks(counts, self.reps)
         self.lat, self.C = lat, C
         self.visited = self.runs = self.table_bytes = 0
+        self.rows: Rows | None = None  # with kernels in Python: the pairs and their loads, for every run
         # the bits of the whole runs nearest a target, infeasible below it and feasible above (see F.feasible)
         self._below: tuple[float, np.ndarray] | None = None
         self._above: tuple[float, np.ndarray] | None = None
         self.fixed_bytes = sum(a.nbytes for a in (sums, *self.io[:4])) + 2 * 8 * lat.count  # + the walk's stamp, stack
 
+    def python_rows(self, bound: float) -> Rows | None:
+        """With kernels in Python, the lattice's pairs within ``bound`` (:class:`.ideal_rows.Rows`, built once for
+        every run at or below it): each run is then a numpy step per ideal, not an interpreted one per pair."""
+        if not jit.python_kernels():
+            return None
+        if self.rows is None or bound > self.rows.bound:
+            self.rows = Rows(self.head, bound)
+        return self.rows
+
     def exact(self, lo: float, hi: float, deadline: float = math.inf):
         """One float64 sweep with floor ``lo`` and ceiling ``hi`` (see :func:`.ideal_kernels.sweep`);
         :class:`Stopped` when ``time.monotonic()`` passes ``deadline`` during the sweep."""
-        out = K.sweep(*self.head, float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho,
-                      float(deadline))
+        rows = self.python_rows(float(hi))
+        if rows is not None:
+            out = rows.exact(float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho,
+                             float(deadline))
+        else:
+            out = K.sweep(*self.head, float(hi), self.rem_work, self.remaining, float(lo), self.prune, self.rho,
+                          float(deadline))
         self.visited += int(out[-1]) if out[-1] >= 0 else -1 - int(out[-1])
         self.runs += 1
         if out[-1] < 0:
@@ -146,8 +163,14 @@ class Sweeps:
         none = np.zeros((0, self.masks.shape[2]), np.uint64)
         known = self._below[1] if self._below is not None and self._below[0] <= T else none
         possible = self._above[1] if self._above is not None and self._above[0] >= T else none
-        feas, visited, nbytes, stopped = F.feasible(*self.head, float(T), self.rem_work, self.remaining, self.prune,
-                                                    self.rho, self.masks, known, possible, float(deadline))
+        rows = self.python_rows(float(T))
+        if rows is not None:
+            feas, visited, nbytes, stopped = rows.feasible(float(T), self.rem_work, self.remaining, self.masks, known,
+                                                           possible, float(deadline))
+        else:
+            feas, visited, nbytes, stopped = F.feasible(*self.head, float(T), self.rem_work, self.remaining,
+                                                        self.prune, self.rho, self.masks, known, possible,
+                                                        float(deadline))
         self.visited += int(visited)
         self.runs += 1
         self.table_bytes = max(self.table_bytes, int(nbytes) + known.nbytes + possible.nbytes)
@@ -165,7 +188,9 @@ class Sweeps:
         """A split with every stage ``<= T`` as ``(I, J, class, replicas)`` steps in pipeline order, or None;
         :class:`Stopped` at ``deadline``."""
         t0 = time.perf_counter()
-        steps = _read_split(self.feasible_bits(T, deadline), self.head, self.counts, self.strides, float(T))
+        feas = self.feasible_bits(T, deadline)
+        steps = _read_split(feas, self.head, self.counts, self.strides, float(T),
+                            None if self.rows is None or not jit.python_kernels() else self.rows.witness)
         report("dp", phase="feasibility", target=float(T), feasible=steps is not None, runs=self.runs,
                pairs=self.visited, seconds=time.perf_counter() - t0)
         return steps
@@ -292,15 +317,16 @@ def _has_split(feas: np.ndarray, s: int) -> bool:
 
 
 def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,
-                T: float) -> list[tuple[int, int, int, int]] | None:
+                T: float, witness=None) -> list[tuple[int, int, int, int]] | None:
     """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none);
-    ``head``: the kernels' arguments, ``counts``/``strides``: the device-count states."""
+    ``head``: the kernels' arguments, ``counts``/``strides``: the device-count states; ``witness``: the
+    ``(I, s, feas, T)`` form of :func:`.ideal_feasible.witness` to use (:meth:`.ideal_rows.Rows.witness`)."""
     I, s = feas.shape[0] - 1, counts.shape[0] - 1
     if not _has_split(feas, s):
         return None
     steps = []
     while I != 0:
-        J, c, k = F.witness(I, s, feas, *head, T)
+        J, c, k = F.witness(I, s, feas, *head, T) if witness is None else witness(I, s, feas, T)
         if J == -2:
             raise RuntimeError(f"dp over ideals: no sub-ideal explains state {s} of ideal {I} at {T!r}")
         if J >= 0:

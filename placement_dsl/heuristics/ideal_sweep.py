@@ -242,17 +242,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     dp[0, :] = lo
     mfw = np.full((C + 1 if prune_work else 0, N, S), -INF)  # (c, J, s): most work on c (memory) of J' ⊆ J
     _most_work_below(mfw, dp, 0, work, mem, sub_ptr, sub_idx)
-    stamp = np.full(N, -1, np.int64)
-    stack = np.empty(N, np.int64)
-    alive = np.zeros(C, np.bool_)
-    comp = np.zeros(C)
-    base = np.zeros(C)
-    sync = np.zeros(C)
-    lbs = np.zeros(C)
-    live = np.zeros(S, np.bool_)
-    n = tmask.shape[1] * 64
-    leaving = np.zeros(n)  # per node of I: its tensors read outside I
-    out_lb = np.zeros(N)  # per J on the walk: the stage's tensors read outside I
+    scratch = walk_scratch(N, C, S, tmask.shape[1] * 64)
     visited = 0
     checked = 0
     for I in range(1, N):
@@ -260,69 +250,93 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             checked = visited
             if clock() > deadline:
                 return dp, back_j, back_c, back_k, -1 - visited
-        if not _live_states(rem_work[I], remaining, ub, live):
-            _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
-            continue
-        row_i = ideals[I]
-        top = 0
-        for p in range(sptr[I], sptr[I + 1]):
-            t = sidx[p]
-            if _has(row_i, towner[t]):
-                leaving[towner[t]] += tcost[t]
-        for p in range(sub_ptr[I], sub_ptr[I + 1]):
-            J = sub_idx[p]
-            stamp[J] = I
-            stack[top] = J
-            out_lb[J] = leaving[_removed(row_i, ideals[J])]
-            top += 1
-        while top > 0:
-            top -= 1
-            J = stack[top]
-            any_alive = False
-            for c in range(C):
-                ok, cc, lb = class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
-                                          mode, counts, out_lb[J])
-                comp[c] = cc
-                if ok:
-                    ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
-                                                  max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft, rho[c])
-                    lbs[c] = lb
-                alive[c] = ok
-                any_alive = any_alive or ok
-            if not any_alive:
-                continue
-            top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
-            visited += 1
-            if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
-                continue
-            stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
-                         tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
-            improved = False
-            for c in range(C):
-                if not alive[c]:
-                    continue
-                for k in range(1, max_rep[c] + 1):
-                    load = _replicated(mode, base[c], sync[c], k)
-                    if load > ub:
-                        continue
-                    step = k * strides[c]
-                    for s in range(S):
-                        if counts[s, c] < k or not live[s]:
-                            continue
-                        cand = max(dp[J, s - step], load)
-                        if cand < dp[I, s]:
-                            dp[I, s] = cand
-                            back_j[I, s] = J
-                            back_c[I, s] = c
-                            back_k[I, s] = k
-                            improved = True
-            if improved:  # a state at the floor finishes the states with more devices at once
-                _unused(dp, back_j, back_c, I, counts, strides, live)
-        for p in range(sptr[I], sptr[I + 1]):
-            leaving[towner[sidx[p]]] = 0.0
-        _unused(dp, back_j, back_c, I, counts, strides, live)
-        _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
+        visited += sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, sub_idx, work, unsup,
+                               mem, param, cap, scale, inv_bw, ovf_scale, soft, max_rep, mode, tin, tout, sptr, sidx,
+                               tmask, towner, tcost, tlo, thi, counts, strides, ub, rem_work, remaining, lo,
+                               prune_work, rho)
     return dp, back_j, back_c, back_k, visited
+
+
+@njit(cache=True)
+def walk_scratch(N, C, S, n):
+    """The scratch arrays of :func:`sweep_ideal`: the walk's stamps and stack, per class and state flags and
+    loads, per node its tensors read outside ``I`` and per ideal the tensors a stage sends out of ``I``."""
+    return (np.full(N, -1, np.int64), np.empty(N, np.int64), np.zeros(C, np.bool_), np.zeros(C), np.zeros(C),
+            np.zeros(C), np.zeros(C), np.zeros(S, np.bool_), np.zeros(n), np.zeros(N))
+
+@njit(cache=True)
+def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, sub_idx, work, unsup, mem, param,
+                cap, scale, inv_bw, ovf_scale, soft, max_rep, mode, tin, tout, sptr, sidx, tmask, towner, tcost, tlo,
+                thi, counts, strides, ub, rem_work, remaining, lo, prune_work, rho):
+    """:func:`sweep`'s step for one ideal ``I`` (the rows of its sub-ideals final): fill ``dp[I]`` and its
+    back-links by the walk below ``I``, then ``mfw[:, I]``; the pairs visited. ``scratch``: :func:`walk_scratch`."""
+    stamp, stack, alive, comp, base, sync, lbs, live, leaving, out_lb = scratch
+    C = work.shape[0]
+    S = counts.shape[0]
+    visited = 0
+    if not _live_states(rem_work[I], remaining, ub, live):
+        _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
+        return 0
+    row_i = ideals[I]
+    top = 0
+    for p in range(sptr[I], sptr[I + 1]):
+        t = sidx[p]
+        if _has(row_i, towner[t]):
+            leaving[towner[t]] += tcost[t]
+    for p in range(sub_ptr[I], sub_ptr[I + 1]):
+        J = sub_idx[p]
+        stamp[J] = I
+        stack[top] = J
+        out_lb[J] = leaving[_removed(row_i, ideals[J])]
+        top += 1
+    while top > 0:
+        top -= 1
+        J = stack[top]
+        any_alive = False
+        for c in range(C):
+            ok, cc, lb = class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
+                                      mode, counts, out_lb[J])
+            comp[c] = cc
+            if ok:
+                ok = lb <= ub and _below_some(dp, I, J, lb, c, counts, strides, live, rem_work[J], remaining, ub,
+                                              max_rep[c], lo, work, mfw, prune_work, mem, cap[c], soft, rho[c])
+                lbs[c] = lb
+            alive[c] = ok
+            any_alive = any_alive or ok
+        if not any_alive:
+            continue
+        top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
+        visited += 1
+        if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
+            continue
+        stage_loads(I, J, row_i, ideals[J], alive, comp, mem, param, cap, scale, inv_bw, ovf_scale, soft, mode,
+                     tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi, base, sync)
+        improved = False
+        for c in range(C):
+            if not alive[c]:
+                continue
+            for k in range(1, max_rep[c] + 1):
+                load = _replicated(mode, base[c], sync[c], k)
+                if load > ub:
+                    continue
+                step = k * strides[c]
+                for s in range(S):
+                    if counts[s, c] < k or not live[s]:
+                        continue
+                    cand = max(dp[J, s - step], load)
+                    if cand < dp[I, s]:
+                        dp[I, s] = cand
+                        back_j[I, s] = J
+                        back_c[I, s] = c
+                        back_k[I, s] = k
+                        improved = True
+        if improved:  # a state at the floor finishes the states with more devices at once
+            _unused(dp, back_j, back_c, I, counts, strides, live)
+    for p in range(sptr[I], sptr[I + 1]):
+        leaving[towner[sidx[p]]] = 0.0
+    _unused(dp, back_j, back_c, I, counts, strides, live)
+    _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
+    return visited
 
 
 @njit(cache=True)

@@ -173,9 +173,22 @@ DP_SWEEP_IDEALS = 300
 """Up to this many ideals, the DP's own run below DPL's split is one exact sweep pruned by it rather than descending
 feasibility runs: in Python ResNet-50 training took 8 runs and 0.26 s of CPU (now 1 and 0.10 s), inference the same
 0.09 s. Beyond it the descent pays (compiled, BERT-L3 inference's 1,428 ideals: 0.06 s against 0.16 s for the sweep;
-GNMT's 17,914: 0.24 s against 2.8 s). One rule for both paths (it is :data:`.jit.PYTHON_IDEALS`' size), so Python and
+GNMT's 17,914: 0.24 s against 2.8 s). One rule for both paths (whichever :func:`.jit.by_work` picks), so Python and
 compiled kernels keep the same splits."""
 BRKGA_INCUMBENT_IDEALS = 100_000  # from this many ideals on, BRKGA's split is a second candidate incumbent
+SUFFIX_PYTHON_IDEALS, SUFFIX_PYTHON_WORK = 300, 4_000
+"""Memory per schedule runs the suffix DP (:mod:`.ideal_memory`), which has no numpy version a level at a time: its
+kernels stay in Python only up to these ideals and ideals x states (the limits measured for the kernels' loops in the
+interpreter), not :mod:`.jit`'s."""
+
+
+def note_work(su: _Setup, ideals: float, nodes: int) -> bool:
+    """:func:`.jit.note_work` for the DP on ``ideals`` ideals of ``nodes`` nodes (the former limits under memory per
+    schedule, :data:`SUFFIX_PYTHON_IDEALS`)."""
+    units = ideals * math.prod(c.count + 1 for c in su.classes)
+    if su.model.training_memory is not None and (ideals > SUFFIX_PYTHON_IDEALS or units > SUFFIX_PYTHON_WORK):
+        return jit.note_work(math.inf)
+    return jit.note_work(units, ideals, nodes)
 
 
 def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float | None,
@@ -191,7 +204,7 @@ def search(su: _Setup, *, linearize: bool, max_ideals: int, upper_bound: float |
         order = dfs_order(con)
         con = con.with_edges(order[:-1], order[1:])
     lat = ideal_lattice(con, max_ideals, deadline, chain=order if linearize else None)
-    jit.note_work(lat.count * math.prod(c.count + 1 for c in su.classes), lat.count)  # compiled kernels pay beyond
+    note_work(su, lat.count, con.n_nodes)  # compiled kernels pay beyond
     descend = descend and (lat.count > sweep_below or table_bytes(lat.count, su.classes, exact=True) > MAX_TABLE_BYTES)
     need = table_bytes(lat.count, su.classes, exact=upper_bound is None or not descend)
     if need > MAX_TABLE_BYTES:
@@ -468,7 +481,7 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
             guess = 2.0 ** lattice_size_ok(su.con, max_ideals)  # declines a graph with too many ideals before DPL
             # a lattice that will run compiled loads the kernels before DPL's run too (BERT-L3: its 129 prefixes
             # swept in Python took 0.7-1 s, compiled milliseconds; numba's load is paid either way)
-            jit.note_work(guess * math.prod(c.count + 1 for c in su.classes), guess)
+            note_work(su, guess, su.con.n_nodes)
             if incumbent:
                 try:
                     sliced, slicing = slicing_split(su, at)

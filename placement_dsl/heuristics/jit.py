@@ -32,11 +32,16 @@ from .base import run
 SMALL_OPS = 32
 # The DP over ideals runs in Python, whatever the op count, while its lattice is at most PYTHON_WORK ideals x
 # device-count states and PYTHON_IDEALS ideals (:func:`by_work`; its pairs grow with the ideals, not the states).
-# Measured (CPU s of the DP in Python / whole process Python or compiled, load 7-10 on 2 cores): bert24 30 x 14
-# 0.08; ResNet-50 inference 242 x 14 0.8 / 1.3-1.9 or 1.9-2.0, training 1.0 / 1.9-2.8 or 1.7-2.6; BERT-L3 1,428 x 8
-# 11 (compiled: about 1 s); loading numba and the DP's kernels costs about 0.8-1.5 s.
-PYTHON_WORK = 4_000
-PYTHON_IDEALS = 300
+# In Python it runs a level of ideals per numpy step (:mod:`.ideal_rows`), its cost about the square of the ideals.
+# Measured (CPU s of the DP, Python / compiled with numba's load, load 8-12 on 2 cores): bert24 30 x 14 0.05 /
+# 0.06; ResNet-50 242 x 14 0.16 / -; BERT-L3 inference 1,428 x 8 0.63 / 0.72 (the estimate before enumerating
+# says 2,108 ideals), training 2,774 x 8 2.6 / 1.1; GNMT 17,914 x 14 12.5 / 1.1.
+PYTHON_WORK = 18_000
+PYTHON_IDEALS = 2_200
+# ... and its ideals times the contracted DAG's nodes at most PYTHON_NODE_IDEALS: enumerating the ideals and
+# summing over them in Python take about that many steps (a 1,500-op chain's 1,501 ideals: 2.0 s of CPU in
+# Python, 1.5 s of it enumerating; 0.7 s compiled; BERT-L3 inference 128 x 1,428).
+PYTHON_NODE_IDEALS = 400_000
 # by_work() starts in Python on graphs of at most this many ops (contraction and the lattice's first ideals
 # in Python cost milliseconds there).
 BY_WORK_OPS = 2_000
@@ -237,14 +242,19 @@ def tentative() -> bool:
     return bool(_State.tentative) and not _State.compiled
 
 
-def note_work(units: float, ideals: float = 0.0) -> bool:
-    """The work ahead is ``units`` (the DP: ideals x device-count states) over ``ideals`` ideals: above
-    :data:`PYTHON_WORK` or :data:`PYTHON_IDEALS`, leave the Python kernels of :func:`by_work` (the next kernel call
-    compiles). Whether kernels still run in Python."""
-    if _State.tentative and (units > PYTHON_WORK or ideals > PYTHON_IDEALS):
+def note_work(units: float, ideals: float = 0.0, nodes: int = 0) -> bool:
+    """The work ahead is ``units`` (the DP: ideals x device-count states) over ``ideals`` ideals of a DAG of ``nodes``
+    nodes: above :data:`PYTHON_WORK`, :data:`PYTHON_IDEALS` or :data:`PYTHON_NODE_IDEALS`, leave the Python kernels
+    of :func:`by_work` (the next kernel call compiles). Whether kernels still run in Python."""
+    if _State.tentative and (units > PYTHON_WORK or ideals > python_ideals(nodes)):
         _State.interpreted -= _State.tentative
         _State.tentative = 0
     return python_kernels()
+
+
+def python_ideals(nodes: int) -> int:
+    """The most ideals of a DAG of ``nodes`` nodes that :func:`by_work` keeps in Python."""
+    return min(PYTHON_IDEALS, PYTHON_NODE_IDEALS // max(1, nodes))
 
 
 def note_workload(ops: int) -> None:

@@ -118,11 +118,12 @@ def test_a_command_on_a_large_workload_compiles_its_kernels(tmp_path):
 
 
 def test_the_dp_on_many_ops_but_a_small_lattice_runs_in_python(tmp_path):
-    """The DP's kernels run in Python by its work (ideals x device-count states), not by the op count: 65 ideals
-    on 2 stages stay in Python (0.1 s), 401 ideals on 8 stages (more than jit.PYTHON_IDEALS) load numba's kernels
-    (:func:`placement_dsl.heuristics.jit.by_work`)."""
+    """The DP's kernels run in Python by its work (ideals x device-count states, ideals x nodes), not by the op
+    count: 65 ideals on 2 stages stay in Python (0.1 s), and so do 401 on 8 stages; 701 ideals of 700 nodes (more
+    than jit.PYTHON_NODE_IDEALS) load numba's kernels (:func:`placement_dsl.heuristics.jit.by_work`)."""
     assert _dp_run(_chain_file(tmp_path, 64, 2), "'numba' in sys.modules") == "False"
-    assert _dp_run(_chain_file(tmp_path, 400, 8), "'numba' in sys.modules") == "True"
+    assert _dp_run(_chain_file(tmp_path, 400, 8), "'numba' in sys.modules") == "False"
+    assert _dp_run(_chain_file(tmp_path, 700, 2), "'numba' in sys.modules") == "True"
 
 
 def test_importing_certify_and_every_level_loads_no_solver_stack():

@@ -123,12 +123,13 @@ def _api_run(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize(("n", "stages", "compiled"), [(64, 2, False), (120, 15, False), (240, 16, True),
-                                                       (400, 2, True)])
+@pytest.mark.parametrize(("n", "stages", "compiled"), [(64, 2, False), (120, 15, False), (400, 2, False),
+                                                       (500, 40, True), (700, 2, True)])
 def test_the_dp_called_from_the_api_picks_python_or_compiled_kernels_by_its_lattice(n, stages, compiled):
     """``heuristics.run("dp", ...)`` (not only the command line) runs its kernels in Python while ideals x
-    device-count states stay within ``jit.PYTHON_WORK`` and the ideals within ``jit.PYTHON_IDEALS``, and compiled
-    beyond (a chain of n ops has n + 1 ideals, on s stages s + 1 states), with the same answer."""
+    device-count states stay within ``jit.PYTHON_WORK``, the ideals within ``jit.PYTHON_IDEALS`` and ideals x nodes
+    within ``jit.PYTHON_NODE_IDEALS``, and compiled beyond (a chain of n ops has n + 1 ideals, on s stages s + 1
+    states), with the same answer."""
     code = ("import sys\nfrom placement_dsl.cluster import Cluster\nfrom placement_dsl.graph import Graph, Op\n"
             "from placement_dsl.heuristics import run, jit\n"
             f"n = {n}\ng = Graph([Op(name=f'v{{i}}', work=1.0 + i % 3, out_bytes=1.0) for i in range(n)], "
@@ -150,16 +151,16 @@ def test_the_dp_called_from_the_api_picks_python_or_compiled_kernels_by_its_latt
 
 
 def test_the_dp_loads_compiled_kernels_before_dpl_when_its_lattice_will_be_large():
-    """Two side-by-side chains of 20 ops have 441 ideals (above ``jit.PYTHON_IDEALS``) but a DFS order of 41
+    """Two side-by-side chains of 60 ops have 3,721 ideals (above ``jit.PYTHON_IDEALS``) but a DFS order of 121
     prefixes: DPL's run compiles too, rather than sweeping its prefixes in Python before the DP compiles."""
     code = ("import sys\nfrom placement_dsl.cluster import Cluster\nfrom placement_dsl.graph import Graph, Op\n"
             "from placement_dsl.heuristics import run, jit\nimport placement_dsl.heuristics.ideals as M\n"
-            "ops = [Op(name=f'{c}{i}', work=1.0 + i % 3, out_bytes=1.0) for c in 'ab' for i in range(20)]\n"
-            "edges = [(f'{c}{i}', f'{c}{i + 1}') for c in 'ab' for i in range(19)]\n"
+            "ops = [Op(name=f'{c}{i}', work=1.0 + i % 3, out_bytes=1.0) for c in 'ab' for i in range(60)]\n"
+            "edges = [(f'{c}{i}', f'{c}{i + 1}') for c in 'ab' for i in range(59)]\n"
             "seen, real = [], M._search\n"
             "def spy(su, **kw):\n    seen.append((kw['linearize'], jit.python_kernels()))\n    return real(su, **kw)\n"
             "M._search = spy\nr = run('dp', Graph(ops, edges), Cluster.stages(2))\nprint(r.info['ideals'], seen)")
-    assert _api_run(code) == "441 [(True, False), (False, False)]"
+    assert _api_run(code) == "3721 [(True, False), (False, False)]"
 
 
 def test_by_work_leaves_python_once_the_work_is_large_and_restores_the_state():
@@ -258,3 +259,19 @@ def test_the_ideals_enumerated_in_python_are_the_kernel_s_in_the_same_order():
         for a, b in zip(theirs[:3], ours[:3]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     assert kernel.in_python is not kernel.py_func
+
+
+def test_the_dp_under_memory_per_schedule_compiles_beyond_the_suffix_dp_s_own_limits():
+    """Memory per schedule runs the suffix DP, which has no numpy version a level at a time: a 401-ideal chain (in
+    Python without the schedule) loads numba's kernels there (``ideals.SUFFIX_PYTHON_IDEALS``)."""
+    code = ("import sys\nfrom placement_dsl.cluster import Cluster\nfrom placement_dsl.graph import Graph, Op\n"
+            "from placement_dsl.evaluate import CostModel\nfrom placement_dsl.training import TrainingMemorySpec\n"
+            "from placement_dsl.heuristics import run, jit\n"
+            "n = 400\nops = [Op(name=f'f{i}', work=1.0 + i % 3, out_bytes=1.0, group=f'g{i}') for i in range(n)]\n"
+            "ops += [Op(name=f'b{i}', work=2.0, out_bytes=1.0, backward=True, group=f'g{i}') for i in range(n)]\n"
+            "edges = [(f'f{i}', f'f{i + 1}') for i in range(n - 1)] + [(f'b{i + 1}', f'b{i}') for i in range(n - 1)]\n"
+            "g = Graph(ops, edges + [(f'f{i}', f'b{i}') for i in range(n)])\n"
+            "model = CostModel(training_memory=TrainingMemorySpec('1f1b'))\n"
+            "r = run('dp', g, Cluster.stages(2), model=model)\n"
+            "print(jit.is_compiled(), 'numba' in sys.modules)")
+    assert _api_run(code) == "True True"
