@@ -183,7 +183,7 @@ class Stop:
         """The answer of a searched model, never worse than the start: a search that ended at its time limit
         without a solution of its own (a solver that takes no start, or refused it) answers the start, else the
         fallback split, as :meth:`result` gives them, with the search's bound where it proved more; a usable start
-        the solver did not refuse, better by the cost model than the search's answer, is the answer, with the search's
+        the solver did not refuse, better by the cost model than the search's answer by any amount, is the answer, with the search's
         bound (the solver's own guard compares the model's objective, which a start it was not given, or a model
         value that is not tight, escapes). A claim about the model (infeasible, unbounded) is reported as it is."""
         if searched.placement is None and searched.status is Status.TIME_LIMIT_NO_SOLUTION:
@@ -195,7 +195,7 @@ class Stop:
         usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
         if not usable or searched.start_accepted is False or searched.objective is None or \
                 searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
-                searched.objective <= self.start_eval.objective * (1 + MATCH_TOL):
+                searched.objective <= self.start_eval.objective:  # both in the class: the better, however close
             return searched  # a start the solver refused lies outside the formulation's model: its class's answer stands
         note = (f"the solver's answer {searched.objective:.10g} is worse than the start "
                 f"{self.start_eval.objective:.10g}; the start is the answer")
