@@ -41,7 +41,7 @@ from .makespan import comparable_cuts
 from .memory_path import segment_data
 
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
-BUCKETS = 16  # free memory on a grid of capacity / BUCKETS (rounded up)
+BUCKETS = 64  # free memory on a grid of capacity / BUCKETS (rounded up)
 TAU_STEPS = 64  # the grid of a segment's bound on its chains' parts elsewhere
 
 
