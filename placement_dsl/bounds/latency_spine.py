@@ -190,6 +190,8 @@ class Spine:
             rho[i] = self.scale_min * (min(float(out[self.cuts[j - 1]]), float(out[b[:-1]].min(initial=math.inf)))
                                        + float(out[b].min()))
         taus, need, memneed = self._prices(chains, rho)
+        if taus.size < 2:  # nothing of the segment takes time: it costs nothing between the runs
+            return np.zeros(size)
         value = taus + need  # linear between grid points (every chain's breakpoints are among them)
         whole = np.minimum(value[:-1], value[1:])  # an interval where the least tau's memory fits: its ends
         part = taus[:-1] + need[1:]  # one where only its top's fits: its low end's tau, its top's work

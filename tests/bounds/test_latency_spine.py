@@ -105,3 +105,15 @@ def test_never_above_the_brute_force_optimum(problem):
     value = spine_bound(problem)[0]
     assert value <= best + TOL * max(1.0, best)
     assert route_path_latency(problem)[0] <= best + TOL * max(1.0, best)
+
+
+def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
+    # e and f are views after d (no time, no tensor, memory of their own): the runs a | d, the cut forced by memory,
+    # pay a's tensor twice: 1 + 1 + 1 + 1 = 4 (a segment that takes no time has a grid of one point); the optimum
+    # also writes d's tensor for the view that does not fit beside it: 5
+    ops = [op("a", mem=3.0), op("d", mem=3.0), op("e", acc=0.0, cpu=0.0, mem=1.0, out=0.0),
+           op("f", acc=0.0, cpu=0.0, mem=1.0, out=0.0)]
+    g = Graph(ops, [("a", "d"), ("d", "e"), ("d", "f")])
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(4.0)
+    assert brute_force(p)[0] == pytest.approx(5.0)
