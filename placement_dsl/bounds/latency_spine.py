@@ -66,7 +66,7 @@ def spine_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, 
     if cuts.size == 0:
         return 0.0, "no op is comparable with all others"
     data = segment_data(problem)
-    spine = Spine(g, reach, cuts, data)
+    spine = Spine(g, reach, cuts, data, deadline)
     value = spine.shortest(deadline)
     return value, f"{cuts.size} cut ops, runs that fit and the side branches between them priced"
 
@@ -87,7 +87,8 @@ def _declined(problem: Any) -> str:
 class Spine:
     """The cut ops, their segments and the prices of the module docstring."""
 
-    def __init__(self, graph: Graph, reach: np.ndarray, cuts: np.ndarray, data: dict[str, Any]) -> None:
+    def __init__(self, graph: Graph, reach: np.ndarray, cuts: np.ndarray, data: dict[str, Any],
+                 deadline: Deadline | None = None) -> None:
         self.g, self.cuts, self.data = graph, cuts, data
         k = cuts.size
         on = np.zeros(graph.n, dtype=bool)
@@ -108,7 +109,11 @@ class Spine:
         cap = data["cap"]  # a class without a limit leaves the side branches' memory unpriced (a weaker bound)
         self.memory = bool(cap.size) and bool(np.isfinite(cap).all()) and float(cap.max()) > 0
         self.step = float(cap.max()) / BUCKETS if self.memory else math.inf
-        self.table = [self._segment_table(j, out) for j in range(k + 1)]
+        self.table = []
+        for j in range(k + 1):
+            if deadline is not None:
+                deadline.check(f"the spine bound's segment {j} of {k + 1}")
+            self.table.append(self._segment_table(j, out))
 
     # ------------------------------------------------------------------ segments
     def _disjoint(self, j: int) -> list[np.ndarray]:
@@ -299,13 +304,13 @@ class Spine:
             return
         width = f.shape[1]
         most = np.ceil(free / self.step - 1e-9).astype(np.int64)  # x's grid points up to the free memory, rounded up
-        for x in range(int(most.max(initial=0)) + 1):
-            can = most >= x
-            if not can.any():
-                break
-            before = float((row[live] + table[np.minimum(live + x, table.size - 1)]).min())
-            kept = np.minimum(np.ceil((free[can] - x * self.step) / self.step - 1e-9).astype(np.int64) + 1, width - 1)
-            np.minimum.at(f, (ends[can], np.maximum(kept, 0)), before + cost[can])
+        xs = np.arange(int(most.max(initial=0)) + 1)
+        before = (row[live][:, None] + table[np.minimum(live[:, None] + xs[None, :], table.size - 1)]).min(axis=0)
+        can = most[:, None] >= xs[None, :]  # ends x xs
+        kept = np.ceil((free[:, None] - xs[None, :] * self.step) / self.step - 1e-9).astype(np.int64) + 1
+        kept = np.clip(kept, 0, width - 1)
+        rows = np.broadcast_to(ends[:, None], can.shape)
+        np.minimum.at(f, (rows[can], kept[can]), (cost[:, None] + before[None, :])[can])
 
 
 def _finite(x: np.ndarray) -> np.ndarray:

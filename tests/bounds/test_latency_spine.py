@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_dsl.bounds.latency import route_path_latency
-from placement_dsl.bounds.latency_spine import spine_bound
+from placement_dsl.bounds.latency_spine import spine_bound, spine_or_nothing
 from placement_dsl.bounds.memory_path import segment_bound
 from placement_dsl.brute import brute_force
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.deadline import BudgetSpent, Deadline
 from placement_dsl.errors import InfeasibleError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
@@ -117,3 +118,12 @@ def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
     p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
     assert spine_bound(p)[0] == pytest.approx(4.0)
     assert brute_force(p)[0] == pytest.approx(5.0)
+
+
+def test_stops_by_its_deadline():
+    ops = [op(f"v{i}", mem=2.0) for i in range(6)]
+    g = Graph(ops, list(pairwise(f"v{i}" for i in range(6))))
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    with pytest.raises(BudgetSpent):
+        spine_bound(p, Deadline(0.0))
+    assert spine_or_nothing(p, Deadline(0.0)) == 0.0
