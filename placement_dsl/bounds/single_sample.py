@@ -56,7 +56,7 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
             found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
             found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
         found["segment-lp"] = segment_lp_bound(problem, clock.within(clock.left() * 2 / 3))[0]
-    spine = spine_or_nothing(problem, clock.within(clock.left() / 2)) if latency else 0.0
+    spine = spine_or_nothing(problem, clock.within(clock.left() / 3)) if latency else 0.0
     if not problem.graph.is_training:
         try:
             found["segment-path"] = segment_bound(problem, clock)[0]
