@@ -51,6 +51,7 @@ def spine_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, 
 
     >>> from placement_dsl.graph import Graph, Op
     >>> from placement_dsl.cluster import Cluster
+    >>> from placement_dsl.constraints import Memory
     >>> from placement_dsl.objectives import Latency
     >>> from placement_dsl.problem import Problem
     >>> ops = [Op(name=x, work={"accelerator": 1.0, "cpu": 10.0}, param_bytes=2.0, out_bytes=1.0) for x in "abc"]
