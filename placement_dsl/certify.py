@@ -37,6 +37,11 @@ level              bound                                               class
 =================  ==================================================  ==============================
 ``critical-path``  longest path at the fastest allowed times, no        all placements
                    transfers
+``cut-spine``      shortest path over the ops comparable with all       all placements
+                   others: runs that fit pay their work, reads and
+                   writes; the side branches between two runs take
+                   their free memory, a host's time or an invocation's
+                   transfers (:mod:`.bounds.latency_spine`)
 ``run-paths``      DP over the cheapest cut of each longest path into   the problem's (``q = 1``: its
                    accelerator runs (memory) and host ops, each run      bodies are Lemma 4.1's), else
                    paying its boundary tensors and side inputs           all placements

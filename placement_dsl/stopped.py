@@ -183,7 +183,7 @@ class Stop:
         """The answer of a searched model, never worse than the start: a search that ended at its time limit
         without a solution of its own (a solver that takes no start, or refused it) answers the start, else the
         fallback split, as :meth:`result` gives them, with the search's bound where it proved more; a usable start
-        better by the cost model than the search's answer is the answer, with the search's
+        better by the cost model than the search's answer by any amount is the answer, with the search's
         bound (the solver's own guard compares the model's objective, which a start it was not given, or a model
         value that is not tight, escapes), when the start lies in the formulation's class (:meth:`in_class`; the
         chain formulation answers DP-class placements only). A claim about the model (infeasible, unbounded) is
@@ -196,7 +196,7 @@ class Stop:
             return answer
         usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
         if not usable or searched.objective is None or searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
-                searched.objective <= self.start_eval.objective * (1 + MATCH_TOL) or not self.in_class():
+                searched.objective <= self.start_eval.objective or not self.in_class():  # the better, however close
             return searched  # a start outside the formulation's class is no answer of it: the class's answer stands
         note = (f"the solver's answer {searched.objective:.10g} is worse than the start "
                 f"{self.start_eval.objective:.10g}; the start is the answer")

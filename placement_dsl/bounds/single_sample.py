@@ -2,7 +2,7 @@
 
 What a solve answers when its model is not built or its search proved less (:mod:`placement_dsl.solve`), and what
 the closed-form levels of :mod:`placement_dsl.levels.latency` prove one by one: the critical path, the longest path
-with route costs, the serial devices' work between heads and tails, the segment bound (memory cuts long paths,
+with route costs, the runs of cut ops with their side branches priced (latency, :mod:`.latency_spine`), the serial devices' work between heads and tails, the segment bound (memory cuts long paths,
 each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`) and their LPs
 (:mod:`.segment_lp`). On a cluster with links the latency model moves tensors over routes, which only the
 critical path covers.
@@ -16,6 +16,7 @@ from ..deadline import BudgetSpent, Deadline
 from ..evaluate import execution
 from ..objectives import Latency
 from .latency import critical_path_bound, energy_latency, route_path_latency
+from .latency_spine import spine_or_nothing
 from .makespan import GRID, energy_makespan, route_path_makespan
 from .memory_path import segment_bound
 from .segment_lp import segment_lp_bound
@@ -55,6 +56,7 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
             found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
             found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
         found["segment-lp"] = segment_lp_bound(problem, clock.within(clock.left() * 2 / 3))[0]
+    spine = spine_or_nothing(problem, clock.within(clock.left() / 3)) if latency else 0.0
     if not problem.graph.is_training:
         try:
             found["segment-path"] = segment_bound(problem, clock)[0]
@@ -62,6 +64,8 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
             pass
     if energy_cells(problem) <= MAX_ENERGY_CELLS:  # the work between heads and tails, when it is quick
         found["device-work"] = (energy_latency if latency else energy_makespan)(problem)[0]
+    if latency:  # the runs of cut ops with their side branches (priced first; ties go to the bounds above)
+        found["cut-spine"] = spine
     name = max(found, key=lambda k: found[k])
     return float(found[name]), name
 

@@ -26,6 +26,7 @@ MANIFEST: dict[str, str] = {
     "critical-path": "latency: the longest path at the fastest times",
     "route-path": "single sample: the longest path with each edge's cheapest transfer",
     "device-work": "single sample: the serial devices' work between heads and tails",
+    "cut-spine": "latency: runs of the ops comparable with all others, the side branches between them priced",
     "segment-path": "single sample: the cheapest cut of long paths into runs that fit in memory",
     "cut-segments": "makespan: segments between ops comparable with all others, each device paying its way in",
     "segment-schedules": "makespan: each segment between cut ops scheduled alone by CP-SAT, with its congestion",

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
+from ..bounds.latency_spine import spine_bound
 from ..bounds.makespan import energy_makespan, route_path_makespan
 from ..bounds.memory_path import segment_bound
 from ..bounds.segment_lp import segment_lp_bound
@@ -206,6 +207,21 @@ def segment_path(run: Any, seconds: float) -> Outcome:
     transfers (:func:`~placement_dsl.bounds.memory_path.segment_bound`): every placement's objective."""
     bound, note, complete = segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
+def spine_priced(problem: Problem) -> str | None:
+    """The cut-op spine prices Tarnawski's invocations through host memory, with an inference graph's memory."""
+    return latency_only(problem) or cut_paths(problem)
+
+
+@level("cut-spine", rank=125, defaults=LATENCY, accepts=spine_priced, closed_form=True, free=True,
+       doc="latency: runs of the ops comparable with all others, the side branches between them priced")
+def cut_spine(run: Any, seconds: float) -> Outcome:
+    """The shortest path over the cut ops: runs that fit, each paying its reads and writes, and the side branches
+    between two runs in their free memory, on a host or in an invocation of their own
+    (:func:`~placement_dsl.bounds.latency_spine.spine_bound`): every placement's latency, any split."""
+    bound, note = spine_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL, note, ALL
 
 
 def all_serial(problem: Problem) -> str | None:

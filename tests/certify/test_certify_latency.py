@@ -92,7 +92,8 @@ def test_certificate_proves_the_brute_force_optimum(limit):
     opt = optimum(p)
     cert = certify(p, budget=60, gap=1e-6)
     assert cert.objective == pytest.approx(opt) and cert.bound == pytest.approx(opt)
-    assert cert.scope is p.placement_class() and cert.proved_by in ("segment-path", "run-paths", "latency", "latency-lp")
+    assert cert.scope is p.placement_class() and \
+        cert.proved_by in ("cut-spine", "segment-path", "run-paths", "latency", "latency-lp")
     assert next(r for r in cert.levels if r.level == cert.proved_by).scope is p.placement_class()
 
 

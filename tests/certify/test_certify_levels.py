@@ -22,14 +22,14 @@ DEFAULTS = {
     Family.ROUTED_MTPP: ("simple", "capacity", "dp", "throughput"),
     Family.THROUGHPUT: ("simple", "capacity", "one-or-cut", "dp", "chain", "superblock", "throughput"),
     Family.NONCONTIGUOUS: ("simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"),
-    Family.LATENCY: ("critical-path", "route-path", "device-work", "segment-path", "run-paths", "latency-lp",
-                     "latency"),
+    Family.LATENCY: ("critical-path", "route-path", "device-work", "cut-spine", "segment-path", "run-paths",
+                     "latency-lp", "latency"),
     Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "segment-schedules", "segment-lp",
                       "schedule-lp", "schedule"),
 }
 ORDER = ["simple", "capacity", "one-or-cut", "ordered-memory", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess",
-         "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "segment-path",
-         "cut-segments", "segment-schedules", "segment-lp", "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
+         "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "cut-spine",
+         "segment-path", "cut-segments", "segment-schedules", "segment-lp", "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import pytest
 
 from placement_dsl import solve as solve_module
 from placement_dsl import testing
+from placement_dsl.placement import Placement
 from placement_dsl.solve import solve
 from placement_dsl.solvers import SolverOutcome, Status
 
@@ -42,3 +43,22 @@ def test_a_search_without_a_solution_or_a_start_answers_the_fallback_split(monke
     result = solve(problem, time_limit=30)
     assert result.status is Status.TIME_LIMIT_FEASIBLE and problem.is_valid(result.placement)
     assert result.found_by.startswith("fallback (") and 0 < result.bound <= optimum <= result.objective
+
+
+def test_a_start_better_by_less_than_the_agreement_tolerance_is_the_answer():
+    """The solver's answer and the start both lie in the formulation's class: the better of the two by the cost
+    model answers, however small the difference (a start 2e-7 better used to lose to the solver's answer, within
+    the tolerance two objectives of one placement agree to)."""
+    from placement_dsl.formulations import get
+    from placement_dsl.result import Result
+    from placement_dsl.stopped import Stop
+
+    problem, optimum = testing.chain()
+    start = testing.brute_force(problem)[1]
+    ev = problem.evaluate(start)
+    other = Placement(problem.graph, problem.cluster, start.assign[::-1].copy())
+    searched = Result(status=Status.TIME_LIMIT_FEASIBLE, placement=other, objective=ev.objective * (1 + 2e-7),
+                      bound=optimum / 2, method="ip", solver="highs", formulation="throughput", start_accepted=True)
+    answer = Stop(problem, get("throughput"), "ip", "highs", "latency-best", start, ev, "", 0.0).no_worse(searched, "")
+    assert answer.placement is start and answer.objective == ev.objective
+    assert answer.found_by == "warm start (latency-best)" and answer.bound == optimum / 2

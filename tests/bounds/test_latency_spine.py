@@ -1,0 +1,129 @@
+"""The spine bound of Tarnawski's latency (bounds/latency_spine.py): runs of cut ops with the side branches between
+them priced; exact on hand instances, at most the brute-force optimum under contiguity and not, where memory binds.
+"""
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds.latency import route_path_latency
+from placement_dsl.bounds.latency_spine import spine_bound, spine_or_nothing
+from placement_dsl.bounds.memory_path import segment_bound
+from placement_dsl.brute import brute_force
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.deadline import BudgetSpent, Deadline
+from placement_dsl.errors import InfeasibleError
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Latency
+from placement_dsl.problem import Problem
+
+TOL = 1e-6
+
+
+def op(name: str, acc: float = 1.0, cpu: float = 10.0, mem: float = 1.0, out: float = 1.0) -> Op:
+    return Op(name=name, work={"accelerator": acc, "cpu": cpu}, param_bytes=mem, out_bytes=out)
+
+
+def test_side_ops_that_straddle_a_run_boundary_take_its_free_memory_or_run_elsewhere():
+    # a -> {b, s} -> d, 2 bytes each, accelerators of 4: b or s cannot join a and d both, so each run holds one of
+    # them (the cheapest: both moved into the runs, 1 + 1 of work, the runs full) or one runs elsewhere (its
+    # invocation reads and writes 1: 3 on the third accelerator the bound allows; 10 on the CPU). The runs a and d
+    # write and read at least 1: 1 + 1 + 2 + 1 + 1 = 6. The path bound leaves s free: a, b | d = 2 + 1 + 1 + 1 = 5.
+    # The optimum is 8 (a, b | s, d: 2 + 2 writes | 2 reads + 2).
+    ops = [op(x, mem=2.0) for x in ("a", "b", "s", "d")]
+    g = Graph(ops, [("a", "b"), ("a", "s"), ("b", "d"), ("s", "d")])
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(6.0)
+    assert segment_bound(p)[0] == pytest.approx(5.0)
+    assert brute_force(p)[0] == pytest.approx(8.0)
+    assert spine_bound(Problem(g, p.cluster, Latency(), [Memory(), Contiguous()]))[0] == pytest.approx(6.0)
+
+
+def test_on_a_chain_the_spine_is_the_path_cut():
+    # every op of a chain is a cut op: the spine bound is the path DP's cheapest cut (memory_path's first test)
+    ops = [op(f"v{i}", mem=2.0) for i in range(4)]
+    g = Graph(ops, list(pairwise(f"v{i}" for i in range(4))))
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(6.0) == brute_force(p)[0]
+
+
+def test_declines_without_the_invocation_model_or_cut_ops():
+    g = Graph([op("a"), op("b"), op("c")], [("a", "c"), ("b", "c")])
+    p = Problem(g, Cluster.accelerators(2, cpus=1), Latency())
+    assert spine_bound(p)[0] > 0  # c is comparable with all others
+    two = Graph([op("a"), op("b")], [])
+    assert spine_bound(Problem(two, Cluster.accelerators(2, cpus=1), Latency())) == \
+        (0.0, "no op is comparable with all others")
+
+
+@st.composite
+def forks(draw):
+    """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops), at most 5 ops on two or three
+    accelerators and a CPU (4 on three), integer times and sizes, memory that binds or not, contiguous splits or
+    any."""
+    k = draw(st.integers(2, 3))
+    room = 5 if k == 2 else 4
+    time = st.integers(0, 4).map(float)
+    size = st.integers(0, 3).map(float)
+
+    def make(name: str) -> Op:
+        acc = draw(time)
+        return op(name, acc=acc, cpu=acc * draw(st.sampled_from([1.0, 3.0, 10.0])), mem=draw(size), out=draw(size))
+
+    ops, edges, f = [make("c0")], [], 0
+    while f == 0 or (len(ops) + 2 <= room and draw(st.booleans())):
+        branches: list[list[str]] = []
+        for b in range(draw(st.integers(1, 3))):
+            left = room - len(ops) - 1 - sum(map(len, branches))
+            if left < 1:
+                break
+            length = 2 if left >= 2 and draw(st.booleans()) else 1
+            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        for chain in branches:
+            ops += [make(x) for x in chain]
+            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
+        if draw(st.booleans()):
+            edges.append((f"c{f}", f"c{f + 1}"))
+        ops.append(make(f"c{f + 1}"))
+        f += 1
+    memory = draw(st.sampled_from([math.inf, 3.0, 4.0, 6.0]))
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=memory, cpus=1), Latency(), terms)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(forks())
+def test_never_above_the_brute_force_optimum(problem):
+    try:
+        best = brute_force(problem)[0]
+    except InfeasibleError:
+        return
+    value = spine_bound(problem)[0]
+    assert value <= best + TOL * max(1.0, best)
+    assert route_path_latency(problem)[0] <= best + TOL * max(1.0, best)
+
+
+def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
+    # e and f are views after d (no time, no tensor, memory of their own): the runs a | d, the cut forced by memory,
+    # pay a's tensor twice: 1 + 1 + 1 + 1 = 4 (a segment that takes no time has a grid of one point); the optimum
+    # also writes d's tensor for the view that does not fit beside it: 5
+    ops = [op("a", mem=3.0), op("d", mem=3.0), op("e", acc=0.0, cpu=0.0, mem=1.0, out=0.0),
+           op("f", acc=0.0, cpu=0.0, mem=1.0, out=0.0)]
+    g = Graph(ops, [("a", "d"), ("d", "e"), ("d", "f")])
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(4.0)
+    assert brute_force(p)[0] == pytest.approx(5.0)
+
+
+def test_stops_by_its_deadline():
+    ops = [op(f"v{i}", mem=2.0) for i in range(6)]
+    g = Graph(ops, list(pairwise(f"v{i}" for i in range(6))))
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    with pytest.raises(BudgetSpent):
+        spine_bound(p, Deadline(0.0))
+    assert spine_or_nothing(p, Deadline(0.0)) == 0.0
