@@ -43,6 +43,16 @@ class Collected:
     solve_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
+    def drain(self, recv) -> bool:
+        """Fold in every report waiting in the pipe ``recv``; False when the sender has closed it (a worker that
+        ended, or died, as the deadline passed: what it sent before is in)."""
+        try:
+            while recv.poll(0):
+                self.add(recv.recv())
+        except (EOFError, OSError):
+            return False
+        return True
+
     def add(self, report: Report) -> None:
         if isinstance(report, Incumbent):
             self._incumbent(report.objective, report.x)
@@ -133,8 +143,7 @@ def _pump(recv, proc, got: Collected, hard_deadline: float) -> None:
     while got.final is None:
         left = hard_deadline - time.monotonic()
         if left <= 0:
-            while recv.poll(0):
-                got.add(recv.recv())
+            got.drain(recv)
             got.stopped = got.final is None
             if not got.stopped:
                 return

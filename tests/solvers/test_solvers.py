@@ -949,3 +949,21 @@ def test_a_row_constants_alone_violate_is_an_infeasible_model_not_an_error():
     assert out.status is Status.INFEASIBLE and not out.has_solution and out.start_accepted is False
     assert out.message == ("constraint 'bad' is violated by constants alone (-inf <= 0 <= -1.0): "
                            "the model has no feasible point")
+
+
+def test_a_pipe_closed_as_the_deadline_passes_keeps_what_was_sent():
+    """An isolated worker that ended (or died) just as the project's deadline passed left a closed pipe: draining
+    it raised EOFError out of the solve (exit 70 from the command line, seen in an LNS step). The reports sent
+    before stay in and the drain says the pipe is closed."""
+    import multiprocessing as mp
+
+    from placement_dsl.solvers.base import Incumbent
+    from placement_dsl.solvers.guard import Collected
+
+    recv, send = mp.Pipe(duplex=False)
+    send.send(Incumbent(0.1, 3.5, np.zeros(2)))
+    send.close()
+    got = Collected()
+    assert got.drain(recv) is False and got.objective == 3.5
+    recv2, send2 = mp.Pipe(duplex=False)
+    assert Collected().drain(recv2) is True
