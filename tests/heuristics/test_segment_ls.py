@@ -10,8 +10,7 @@ import pytest
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import run
-from placement_dsl.heuristics import segment_ls
+from placement_dsl.heuristics import run, segment_ls
 from placement_dsl.heuristics.schedule_moves import ScheduleState
 from placement_dsl.placement import Placement
 
