@@ -23,7 +23,7 @@ import numpy as np
 from .bounds.makespan import route_path_makespan
 from .bounds.segment_lp import MAX_OPS as LP_MAX_OPS
 from .bounds.segment_lp import segment_lp_bound
-from .bounds.segment_schedules import MAX_OPS, combined, segments, segments_or_reason
+from .bounds.segment_schedules import MAX_OPS, combined, distinct, segments, segments_or_reason
 from .deadline import BudgetSpent, Deadline, machine
 from .errors import PlacementError
 
@@ -51,10 +51,11 @@ def schedule_segment_bounds(problems: list[Any], deadline: Deadline | None = Non
     split = [segments_or_reason(p) for p in problems]
     todo = [(k, i) for k, (_, parts, _) in enumerate(split) for i, s in enumerate(parts) if s.problem is not None]
     priced: list[tuple[float, bool] | None] = [None] * len(todo)
+    own, where = distinct([split[k][1][i].problem for k, i in todo])  # identical segments priced once
     if todo and cpsat.available() and not clock.expired(1.0):
         try:
-            priced = cpsat.isolated(solve_segments, [split[k][1][i].problem for k, i in todo], clock.at,
-                                    until=clock.at)
+            once = cpsat.isolated(solve_segments, own, clock.at, until=clock.at)
+            priced = [once[k] for k in where]
         except BudgetSpent:
             pass
     found: list[dict[int, float | None]] = [{} for _ in problems]
@@ -190,11 +191,12 @@ def start(problem: Any, until: float) -> Running | None:
     if not _worth(problem, parts):
         return None  # e.g. GPT-3's one small segment beside 24 layers of 166 ops: nothing to gain for a child
     todo = [i for i, s in enumerate(parts) if s.problem is not None]
+    own, where = distinct([parts[i].problem for i in todo])  # identical segments priced once
 
-    def finish(priced: list[tuple[float, bool] | None]) -> float:
-        return combined(cut_total, parts, {i: None if v is None else v[0] for i, v in zip(todo, priced)})
+    def finish(once: list[tuple[float, bool] | None]) -> float:
+        return combined(cut_total, parts, {i: None if once[k] is None else once[k][0] for i, k in zip(todo, where)})
 
-    return Running(problem, until, solve_segments, ([parts[i].problem for i in todo], until), finish)
+    return Running(problem, until, solve_segments, (own, until), finish)
 
 
 def _worth(problem: Any, parts: list[Any]) -> bool:

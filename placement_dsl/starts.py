@@ -49,7 +49,11 @@ KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the 
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
-LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines, with LEAD_SHARE of its time:
+LEAD = {"max_load": "dp", "makespan": "cpop"}  # per goal, the search a race runs first after the baselines, with
+# LEAD_SHARE of its time: for the makespan CPOP, one list-scheduling pass (a second on GPT-3 330M) from which schedule-ls
+# gets furthest (GPT-3 330M inter-server at load 14: 214.1 in 30 s from CPOP's 253.6, where the solve, racing GETF
+# and m-SCT before it, 30 s each at that load, answered 240.3 after 300 s; traced at 60 s, its races never reached
+# CPOP); for max load:
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
 LEAD_SHARE = 0.5  # the DP over ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x
 # 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven searches, it never ran in the share)

@@ -22,3 +22,16 @@ def test_sheets_of_a_folder_are_inputs_named_after_their_files(tmp_path, shared_
     p = cases[0].problem
     assert type(p.objective).__name__ == "Makespan" and p.graph.n > 0
     assert [c.name for c in bench.sheets(shared_data)][:1] == ["moirai:GoogLeNet"]
+
+
+def test_a_makespan_inputs_best_heuristic_is_the_schedule_search(shared_data, monkeypatch):
+    """Makespan is Latency's alias: the column asked the objective's type and ran latency-best (Tarnawski's
+    invocation search) on MOIRAI's sheets instead of schedule-ls from CPOP or HEFT."""
+    pytest.importorskip("xlrd")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "common", raising=False)
+    import bench_single_sample as bench
+
+    p = bench.sheets(shared_data)[-1].problem  # example-1
+    found = bench.best_heuristic(p, 1.0)
+    assert found["method"] in ("schedule-ls from cpop", "schedule-ls from list") and found["value"] > 0

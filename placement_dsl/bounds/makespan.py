@@ -25,6 +25,7 @@ Relaxations valid for every placement and schedule (memory and contention droppe
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -93,12 +94,27 @@ def _reach(graph: Graph) -> np.ndarray:
 
 def comparable_cuts(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     """The reachability matrix (``reach[u, v]``: u precedes v) and the ops comparable with all others (every op
-    precedes or follows them), in topological order: the cuts that split every schedule in time."""
+    precedes or follows them), in topological order: the cuts that split every schedule in time. Both read-only,
+    and computed once per graph while it lives (:data:`KEPT` graphs): a makespan solve asks for them from its
+    bounds, its segment bound and its search by segments (1.7 s each on GPT-3 330M's 4,886 ops)."""
+    hit = _CUTS.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1], hit[2]
     reach = _reach(graph)
-    related = reach | reach.T
-    np.fill_diagonal(related, True)
-    cuts = np.flatnonzero(related.all(axis=1))
-    return reach, cuts[np.argsort(graph.rank[cuts])]
+    related = reach.sum(axis=0) + reach.sum(axis=1)  # in a DAG u precedes v or v precedes u, never both
+    cuts = np.flatnonzero(related == graph.n - 1)
+    cuts = cuts[np.argsort(graph.rank[cuts])]
+    reach.setflags(write=False)
+    cuts.setflags(write=False)
+    while len(_CUTS) >= KEPT:
+        _CUTS.pop(next(iter(_CUTS)))
+    key = id(graph)
+    _CUTS[key] = (weakref.ref(graph, lambda _, k=key: _CUTS.pop(k, None)), reach, cuts)
+    return reach, cuts
+
+
+KEPT = 2  # graphs whose cut ops (and reachability, n^2 booleans) comparable_cuts keeps
+_CUTS: dict[int, tuple[weakref.ref, np.ndarray, np.ndarray]] = {}
 
 
 def segment_bound(graph: Graph, cluster: Cluster) -> float:

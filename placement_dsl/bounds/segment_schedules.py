@@ -22,6 +22,7 @@ cuts the segments and builds their problems; :mod:`placement_dsl.cpsat_segments`
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,30 @@ def segments_or_reason(problem: Any) -> tuple[float, list[Segment], str]:
     if problem.graph.n > MAX_OPS:
         return 0.0, [], f"declined: {problem.graph.n} ops (the cut ops' reachability: at most {MAX_OPS})"
     return (*segments(problem), "")
+
+
+def identity(sub: Any) -> str:
+    """What makes two segment problems the same schedule problem: their structure (edges by position), each op's
+    times, tensor and attributes (its transfer times), the congestion and the cluster (the same object). The layers
+    of a model without profiling noise are identical segments, priced once (:func:`distinct`)."""
+    g = sub.graph
+    h = hashlib.sha1()
+    h.update(np.asarray(g.src, dtype=np.int64).tobytes() + b"|" + np.asarray(g.dst, dtype=np.int64).tobytes())
+    h.update(repr([(sorted(op.work.items()) if isinstance(op.work, dict) else op.work, op.out_bytes,
+                    sorted(op.attrs.items())) for op in g.ops]).encode())
+    h.update(f"{sub.cost_model().congestion}|{id(sub.cluster)}".encode())
+    return h.hexdigest()
+
+
+def distinct(problems: list[Any]) -> tuple[list[Any], list[int]]:
+    """The distinct segment problems (:func:`identity`), in order of first appearance, and for each problem the
+    position of its own among them."""
+    first: dict[str, int] = {}
+    where = [first.setdefault(identity(q), len(first)) for q in problems]
+    own = [None] * len(first)
+    for q, k in zip(problems, where):
+        own[k] = own[k] or q
+    return own, where
 
 
 def combined(cut_total: float, parts: list[Segment], priced: dict[int, float | None]) -> float:

@@ -29,7 +29,8 @@ of a second per candidate on 4,000 ops:
 
 Before the whole graph's chain, for at most :data:`SEGMENT_SHARE` of the time, the same descent (with kicks) runs on
 each segment between two cut ops as a graph of its own, identical segments once (:mod:`.segment_ls`): a candidate
-there costs the segment's ops, not the graph's.
+there costs the segment's ops, not the graph's. It runs in rounds and ends when its segments stall, handing the rest
+of its share to the whole graph's chain.
 
 Every answer is a list schedule, valid by construction, and certified by the cost model.
 """
@@ -121,17 +122,21 @@ SEGMENT_SHARE = 0.5  # of schedule-ls's time, the most its search segment by seg
 
 
 def _segments_first(state: _State, model: CostModel, assign: np.ndarray, b: ListScheduler, until: float,
-                    seed: int | None) -> tuple[np.ndarray, tuple[float, float], ListScheduler] | None:
-    """The incumbent searched segment by segment (:mod:`.segment_ls`) until ``until``, then list-scheduled whole in
-    the segments' orders: its devices, makespan and scheduler, or ``None`` (no segment improved, or it cannot be
-    scheduled)."""
+                    seed: int | None, info: dict) -> tuple[np.ndarray, tuple[float, float], ListScheduler] | None:
+    """The incumbent searched segment by segment (:mod:`.segment_ls`) until ``until`` or until its segments stall,
+    then list-scheduled whole in the segments' orders: its devices, makespan and scheduler, or ``None`` (no segment
+    improved, or it cannot be scheduled); what the segments' search did goes in ``info``."""
     if time.perf_counter() >= until:
         return None
+    t0 = time.perf_counter()
     found = improve_segments(state.g, state.c, model, assign, _start_order(state.g, b), until, state.unit,
                              seed=seed or 0)
     if found is None:
         return None
-    new, order, _ = found
+    new, order, done = found
+    info["segments"] = {**done, "seconds": time.perf_counter() - t0}
+    if new is None:
+        return None
     makespan, nb = state.schedule(new, order)
     return None if nb is None else (new, makespan, nb)
 
@@ -163,8 +168,8 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     own = evaluate(first, model)
     if own.valid and own.objective < best[0]:  # the start's own schedule is better: a move must not be worse
         best = (own.objective, math.inf)
-    rng, evaluations, accepted, local_optimum, found = random.Random(seed), 1, 0, False, None
-    segmented = _segments_first(state, model, assign, b, t0 + SEGMENT_SHARE * time_limit, seed)
+    rng, evaluations, accepted, local_optimum, found, report = random.Random(seed), 1, 0, False, None, {}
+    segmented = _segments_first(state, model, assign, b, t0 + SEGMENT_SHARE * time_limit, seed, report)
     if segmented is not None and _better(segmented[1], best):
         assign, best, b, found = segmented[0], segmented[1], segmented[2], segmented[2]
         accepted += 1
@@ -177,7 +182,7 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
                  else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
                                 own.objective <= best[0] else b.schedule()))
     ev = evaluate(placement, model)
-    info = {"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum}
+    info = {"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum, **report}
     if not local_optimum:
         info["stopped"] = "time limit"
     cheap = local_optimum or graph.n <= BOUND_OPS or time.perf_counter() - t0 < time_limit  # not past the limit

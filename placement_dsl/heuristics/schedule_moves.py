@@ -139,18 +139,18 @@ def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
 
 
 def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: ListScheduler, until: float,
-            rng: random.Random, movable: np.ndarray | None = None
+            rng: random.Random, movable: np.ndarray | None = None, budget: int | None = None
             ) -> tuple[np.ndarray, tuple[float, float], ListScheduler, tuple[int, int], bool]:
     """First-improvement descent over the critical chain's moves (module docstring, 2-3) from ``assign`` (its makespan
-    ``best`` and scheduler ``b``) until ``until`` (:func:`time.perf_counter`), moving only ``movable`` ops (default
-    all): the best devices, their makespan and scheduler, ``(candidates tried, moves accepted)``, and whether a
-    local optimum was reached."""
+    ``best`` and scheduler ``b``) until ``until`` (:func:`time.perf_counter`) or ``budget`` candidates (default no
+    limit), moving only ``movable`` ops (default all): the best devices, their makespan and scheduler, ``(candidates
+    tried, moves accepted)``, and whether a local optimum was reached."""
     evaluations = accepted = 0
-    while time.perf_counter() < until:
+    while time.perf_counter() < until and (budget is None or evaluations < budget):
         order, improved = _start_order(state.g, b), False
         for ops, d in _moves(state, b, assign, rng):
-            if time.perf_counter() >= until:
-                break
+            if time.perf_counter() >= until or (budget is not None and evaluations >= budget):
+                return assign, best, b, (evaluations, accepted), False
             if movable is not None and not movable[ops].all():
                 continue
             trial = assign.copy()

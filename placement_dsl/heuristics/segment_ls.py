@@ -129,32 +129,37 @@ def _key(sub: Graph, nodes: np.ndarray, movable: np.ndarray, assign: np.ndarray)
     return h.hexdigest()
 
 
-def search_segment(segment: Segment, cluster: Cluster, model: CostModel, assign: np.ndarray, until: float,
-                   seed: int) -> tuple[np.ndarray, list[int], float, float]:
-    """The critical-chain search on one segment from the incumbent's devices until ``until``
-    (:func:`time.perf_counter`): the segment's best devices (per node), its start order, its span then and before."""
+def search_segment(segment: Segment, cluster: Cluster, model: CostModel, local: np.ndarray, order: list[int],
+                   until: float, seed: int, budget: int | None = None
+                   ) -> tuple[np.ndarray, list[int], float, float, int]:
+    """The critical-chain search on one segment from its devices ``local`` (per node) list-scheduled in ``order``:
+    a descent, then kicks each followed by a descent, until ``until`` (:func:`time.perf_counter`), ``budget``
+    candidates scheduled (``None``: no limit), or :data:`STALE_KICKS` kicks in a row that found nothing. Returns the
+    segment's best devices, its start order, its span then and before, and the candidates scheduled."""
     state = ScheduleState(segment.graph, cluster, model, hard=False)
-    local = np.asarray(assign)[segment.ops].astype(np.int64)
-    order = list(range(segment.graph.n))
+    local = np.asarray(local, dtype=np.int64).copy()
     first, b = state.schedule(local, order)
     if b is None:
-        return local, order, math.inf, math.inf
+        return local, order, math.inf, math.inf, 1
     rng = random.Random(seed)
-    local, best, b, _, _ = descend(state, local, first, b, until, rng, segment.movable)
+    local, best, b, (spent, _), _ = descend(state, local, first, b, until, rng, segment.movable, budget)
+    spent += 1
     free = np.flatnonzero(segment.movable)
     stale = 0
-    while time.perf_counter() < until and stale < STALE_KICKS:  # kicks: a ball of the last device's ops moved
-        trial, kicked = _kick(state, segment, local, b, free, rng)  # elsewhere, then the descent
-        if kicked is None:
+    while time.perf_counter() < until and stale < STALE_KICKS and (budget is None or spent < budget):
+        trial, kicked = _kick(state, segment, local, b, free, rng)  # a ball of the last device's ops moved
+        if kicked is None:  # elsewhere, then the descent
             break
-        stale += 1
+        stale, spent = stale + 1, spent + 1
         makespan, tb = state.schedule(trial, _start_order(segment.graph, b))
         if tb is None:
             continue
-        trial, makespan, tb, _, _ = descend(state, trial, makespan, tb, until, rng, segment.movable)
+        trial, makespan, tb, (more, _), _ = descend(state, trial, makespan, tb, until, rng, segment.movable,
+                                                    None if budget is None else max(0, budget - spent))
+        spent += more
         if makespan[0] < best[0] * (1 - 1e-9):
             local, best, b, stale = trial, makespan, tb, 0
-    return local, _start_order(segment.graph, b), best[0], first[0]
+    return local, _start_order(segment.graph, b), best[0], first[0], spent
 
 
 KICK_RADII = (0, 1, 2, 4)
@@ -178,32 +183,57 @@ def _kick(state, segment: Segment, local: np.ndarray, b, free: np.ndarray, rng: 
     return trial, v
 
 
+ROUND = 400  # candidates a segment's search schedules per round (about 1 s on a transformer layer's 88 ops)
+ROUND_GAIN = 1e-3  # a segment whose round shortens its span by less (relative) has stalled and leaves the search
+
+
 def improve_segments(graph: Graph, cluster: Cluster, model: CostModel, assign: np.ndarray, order: list[int],
-                     until: float, unit: np.ndarray, seed: int = 0) -> tuple[np.ndarray, list[int], dict] | None:
+                     until: float, unit: np.ndarray, seed: int = 0
+                     ) -> tuple[np.ndarray | None, list[int] | None, dict] | None:
     """A candidate for the whole graph from the incumbent (``assign``, start ``order``) searched segment by segment
-    until ``until`` (:func:`time.perf_counter`; module docstring): its devices, the order to list-schedule it in, and
-    what happened; ``None`` when the graph has no segment worth searching or no segment improved."""
+    until ``until`` (:func:`time.perf_counter`; module docstring) or until every segment stalls: its devices, the
+    order to list-schedule it in (both ``None`` when no segment improved), and what happened (``rounds``,
+    ``candidates`` scheduled, ``stalled``: whether it ended because every segment had); ``None`` when the graph has no segment worth searching.
+
+    The search runs in rounds: in each, every distinct segment still improving is searched from its best so far
+    (:func:`search_segment`) for :data:`ROUND` candidates, within its share of the time left (by its ops); a segment
+    whose round shortened its span by less than :data:`ROUND_GAIN` has stalled and is searched no more. The search
+    ends after a round in which none improved, so where no segment can be shortened it costs one round, not its
+    time, and the rest goes back to the caller."""
     parts = segments(graph, assign, order, unit)
     if not parts or max(p.graph.n for p in parts) > LARGEST * graph.n:
         return None  # one segment holds most of the graph: the whole graph's search is the same search
-    found: dict[str, tuple[np.ndarray, list[int], float, float]] = {}
     distinct = list(dict.fromkeys(p.key for p in parts))
-    weight = {k: sum(p.graph.n for p in parts if p.key == k) / max(1, sum(1 for p in parts if p.key == k))
-              for k in distinct}
-    total = sum(weight.values())
-    for i, key in enumerate(distinct):  # each distinct segment its share of the time, what earlier ones left over
-        now = time.perf_counter()
-        if now >= until:
-            break
-        share = weight[key] / max(sum(weight[k] for k in distinct[i:]), 1e-12) * (until - now)
-        part = next(p for p in parts if p.key == key)
-        try:
-            found[key] = search_segment(part, cluster, model, assign, now + share, seed)
-        except PlacementError:
-            continue
+    part = {k: next(p for p in parts if p.key == k) for k in distinct}
+    weight = {k: float(part[k].graph.n) for k in distinct}
+    found = {k: (np.asarray(assign)[part[k].ops].astype(np.int64), list(range(part[k].graph.n)), math.inf, math.inf)
+             for k in distinct}
+    live, rounds, spent = list(distinct), 0, 0
+    while live and time.perf_counter() < until:
+        rounds, improving = rounds + 1, []
+        for i, key in enumerate(live):  # each its share of the time left, what earlier ones left over
+            now = time.perf_counter()
+            if now >= until:
+                improving = live  # cut short: not stalled
+                break
+            share = weight[key] / max(sum(weight[k] for k in live[i:]), 1e-12) * (until - now)
+            local, order_ = found[key][:2]
+            try:
+                local, order_, new, before, made = search_segment(part[key], cluster, model, local, order_,
+                                                                  now + share, seed + rounds, ROUND)
+            except PlacementError:
+                continue
+            spent += made
+            first = before if rounds == 1 else found[key][3]
+            found[key] = (local, order_, min(new, before), first)
+            if new < before * (1 - ROUND_GAIN):
+                improving.append(key)
+        live = improving
     gained = {k: v[3] - v[2] for k, v in found.items() if v[2] < v[3] * (1 - 1e-9)}
+    info = {"segments": len(parts), "distinct": len(distinct), "rounds": rounds, "candidates": spent,
+            "improved": len(gained), "stalled": not live}
     if not gained:
-        return None
+        return None, None, info
     new = np.asarray(assign).copy()
     rank = np.empty(graph.n, dtype=np.float64)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(graph.n, dtype=np.float64)
@@ -214,6 +244,5 @@ def improve_segments(graph: Graph, cluster: Cluster, model: CostModel, assign: n
         new[p.ops[p.movable]] = local[p.movable]
         rank[p.ops[local_order]] = np.sort(rank[p.ops[local_order]])
     sequence = np.argsort(rank, kind="stable").tolist()
-    info = {"segments": len(parts), "distinct": len(distinct), "searched": len(found), "improved": len(gained),
-            "segment_gain": float(sum(gained[p.key] for p in parts if p.key in gained)), "share": total}
+    info["segment_gain"] = float(sum(gained[p.key] for p in parts if p.key in gained))
     return new, sequence, info

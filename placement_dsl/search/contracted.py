@@ -39,6 +39,7 @@ from ..problem import Problem
 from ..schedule import ListScheduler, Schedule
 from ..sizing import build_seconds, fitting_ops
 from ..solve import solve
+from ..stopped import unread_bounds
 
 KEPT = (Memory, Overflow, Contiguous, DagOrder, Subgraphs, Congestion)
 """Terms a coarse problem keeps as they are; colocation and allowed kinds are folded into the graph it contracts,
@@ -157,7 +158,8 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
     if left < 1.0:
         return None, {**info, "skipped": "no time left for the coarse model"}
     try:
-        result = solve(small, solver=solver, time_limit=left, warm_start=start, gap=1e-6)
+        with unread_bounds():  # a coarse model's bound is no bound for the whole graph: not priced
+            result = solve(small, solver=solver, time_limit=left, warm_start=start, gap=1e-6)
     except PlacementError as err:
         return None, {**info, "skipped": str(err).splitlines()[0]}
     info.update(status=result.status.value, coarse_objective=result.objective,

@@ -79,3 +79,27 @@ def test_certify_runs_it_as_a_level():
     cert = certify(star(3, 4.0, 1.0, "port"), levels=("segment-schedules",), budget=30.0, stop_at_gap=False)
     row = next(r for r in cert.levels if r.level == "segment-schedules")
     assert row.bound == pytest.approx(8.0)
+
+
+def test_identical_segments_are_priced_once(monkeypatch):
+    # three identical forks between cut ops: one CP-SAT problem, its whole clock, and its bound for each of the three
+    from placement_dsl import cpsat
+    from tests.solve.test_makespan_bound import stars
+
+    sent = []
+    real = cpsat.isolated
+    monkeypatch.setattr(cpsat, "isolated", lambda fn, todo, *a, **k: sent.append(len(todo)) or real(fn, todo, *a, **k))
+    value, note, complete = schedule_segment_bound(stars(3), Deadline(30.0))
+    assert sent == [1] and complete and "3 of 3 scheduled by CP-SAT (3 to optimality" in note
+    assert value == pytest.approx(1 + 9 * 3)  # each fork 9 past its cut (stars' docstring), as priced one by one
+
+
+def test_segments_that_differ_are_priced_each():
+    from placement_dsl.bounds.segment_schedules import distinct, segments
+
+    one = star(3, 4.0, 1.0, "port")
+    slower = Problem(star(3, 5.0, 1.0, "port").graph, one.cluster, Makespan(), [Congestion("port")])
+    free = Problem(one.graph, one.cluster, Makespan(), [Congestion(None)])
+    again = Problem(star(3, 4.0, 1.0, "port").graph, one.cluster, Makespan(), [Congestion("port")])
+    own, where = distinct([segments(p)[1][0].problem for p in (one, again, slower, free)])
+    assert len(own) == 3 and where == [0, 0, 1, 2]  # the same fork on the same cluster; slower ops; no congestion

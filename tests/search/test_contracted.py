@@ -164,3 +164,22 @@ def test_a_cp_sat_step_ends_within_its_seconds():
         t0 = time.perf_counter()
         contracted.step(problem, start, free, 6.0, "cpsat")
         assert time.perf_counter() - t0 <= 6.0 + 0.5
+
+
+def test_a_steps_solve_prices_no_bound_for_its_coarse_model(monkeypatch):
+    # a coarse model's bound is no bound for the whole graph and the step never reads it; its closed forms took 4.8 s
+    # on GPT-3 330M's coarse model at load 12, past the step's time, and the 60 s solve ended at 63.8 s
+    from placement_dsl import stopped
+
+    priced, solve = [], contracted.solve
+    real = stopped.closed_form_bound
+    monkeypatch.setattr(stopped, "closed_form_bound", lambda p: priced.append(p.graph.n) or real(p))
+    problem = Problem(_graph(), default_cluster(6, 1), Latency(), [Memory()])
+    start = _halves(problem)
+    monkeypatch.setattr(contracted, "solve", lambda small, **kw: solve(small, **{**kw, "time_limit": 0.01}))
+    found, info = contracted.step(problem, start, None, LIMIT, "highs")  # stopped before its model: the start answers
+    assert info["status"] == "time_limit_feasible" and found is None and priced == []
+    assert solve(problem, time_limit=0.01, warm_start=start).bound is not None and priced  # outside a step: priced
+    with stopped.unread_bounds():
+        assert stopped.UNREAD.get()
+    assert not stopped.UNREAD.get()

@@ -61,3 +61,20 @@ def test_a_race_ends_once_a_start_meets_the_class_bound_a_search_proved(calls):
     best, _, unfinished = race(problem, ["dp", "slicegraph", "random", "greedy"], 30.0)
     assert [m for m, _ in calls] == ["greedy", "dp"] and unfinished == []
     assert best.objective == pytest.approx(optimum) and best.bound == pytest.approx(optimum)
+
+
+def test_a_makespan_race_runs_cpop_first_after_the_baselines(calls):
+    # schedule-ls gets furthest from CPOP's schedule (GPT-3 330M inter-server: 214.1 in 30 s from its 253.6), but
+    # sixth of eight in the race, behind GETF and m-SCT (30 s each under load), it never ran in a solve's start
+    from placement_dsl.constraints import Congestion
+    from placement_dsl.objectives import Makespan
+    from placement_dsl.problem import Problem
+    from placement_dsl.zoo import gpt3
+
+    w = gpt3(None, layers=1, hidden=512, heads=8, seq_len=512, cluster="inter-server")
+    problem = Problem(w.graph, w.cluster, Makespan(), [Congestion("port")])
+    methods = starts.auto_methods(problem)
+    assert methods.index("cpop") > methods.index("getf")  # the registry's order, which the race no longer follows
+    best, _, _ = race(problem, methods, 20.0)
+    searches = [m for m, _ in calls if m not in BASELINES]
+    assert searches[0] == "cpop" and best.usable
