@@ -89,9 +89,11 @@ level          bound                                               size
 ``exact``      Fig. 3                                                O(nk), O(mk)
 =============  ==================================================  ===========================
 
-A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies,
+A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies, ``greedy``,
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
-as soon as ``(best - bound) / best <= gap``.
+as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: greedy first, then
+the closed forms of milliseconds and, on a graph of few ideals, the DP; slicegraph and BRKGA only if the gap is
+still open before the next level (the certificate's ``upper`` lists what ran).
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
 one per family of bounds), and register themselves (:func:`~placement_dsl.levels.base.level`)
@@ -106,7 +108,7 @@ import time
 import warnings
 from typing import Any
 
-from .certificate import Certificate, LevelResult, LevelStatus, level_status, model_bound
+from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
@@ -137,6 +139,10 @@ ROUNDING = 1e-12  # relative difference of bound and objective that is floating-
 MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's build, hand-over and read-back run past
 # the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
+UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's first, the others' where needed)
+DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
+DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
+# (the DP in Python, :data:`.heuristics.jit.PYTHON_IDEALS`), and its split is at least theirs on identical stages
 
 
 # ---------------------------------------------------------------------------- the runner
@@ -154,14 +160,19 @@ class _Run:
         self.exact_among: str | None = None
         self.dp: Placement | None = None  # the DP optimum: the chain level's incumbent
         self.rows: list[LevelResult] = []
+        self.upper: list[UpperRun] = []  # the upper-bound heuristics that ran, in order
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
 
-    def offer(self, placement: Placement, who: str) -> None:
+    def offer(self, placement: Placement, who: str) -> float | None:
+        """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
         if not self.problem.is_valid(placement):
-            return
+            return None
         value = self.problem.evaluate(placement).objective
         if value < self.best[0]:
             self.best = (value, placement, who)
+            if self.bound[0] >= value * (1 - ROUNDING):  # the scale's rounding is not a gap (as in prove)
+                self.bound = (value, self.bound[1])
+        return value
 
     def prove(self, level: str, bound: float | None, scope: PlacementClass = ALL) -> float | None:
         if bound is None:
@@ -186,23 +197,59 @@ class _Run:
     def certificate(self) -> Certificate:
         value, placement, who = self.best
         return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
-                           self.scope, dict(self.class_bounds))
+                           self.scope, dict(self.class_bounds), list(self.upper))
 
 
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
     """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
-    the first valid placement."""
+    the first valid placement. None starts once the best placement meets the bound: it could not change the
+    certificate. Each run is recorded (``run.upper``)."""
     g, c = run.problem.graph, run.problem.cluster
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):
-        if share.expired(0.1) or (first and math.isfinite(run.best[0])):
+        if share.expired(0.1) or (first and math.isfinite(run.best[0])) or run.met():
             break
         seconds = share.left() if method in LINEAR else share.left() / (len(methods) - i)
+        t = time.perf_counter()
         try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
             found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
-            run.offer(found.placement, method)
-        except PlacementError:
-            continue  # a heuristic that does not apply to this graph (e.g. too many ideals) adds nothing
+        except PlacementError as err:  # a heuristic that does not apply to this graph (e.g. too many ideals)
+            run.upper.append(UpperRun(method, None, time.perf_counter() - t, str(err).split(";")[0]))
+            continue
+        value = run.offer(found.placement, method)
+        run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
+                                  "no valid placement"))
+
+
+def few_ideals(graph: Any, limit: int | None = None) -> bool:
+    """Whether ``graph`` has at most ``limit`` (default :data:`DP_FIRST_IDEALS`) ideals (down-closed op sets), counted by a breadth-first walk over
+    them that stops at ``limit + 1``: ``O(limit * (n + m))`` steps, and ``False`` at once beyond
+    :data:`DP_FIRST_OPS` ops. The DP over ideals runs on a contraction of the graph, whose ideals are fewer.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> chain = Graph([Op(name=f"v{i}", work=1) for i in range(4)], [(f"v{i}", f"v{i + 1}") for i in range(3)])
+    >>> few_ideals(chain, 5), few_ideals(chain, 4)
+    (True, False)
+    """
+    limit = DP_FIRST_IDEALS if limit is None else limit
+    if graph.n > DP_FIRST_OPS:
+        return False
+    preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
+    masks = [sum(1 << u for u in p) for p in preds]
+    seen, frontier = {0}, [0]
+    while frontier:
+        grown = []
+        for ideal in frontier:
+            for v in range(graph.n):
+                if not ideal >> v & 1 and masks[v] & ideal == masks[v]:
+                    bigger = ideal | 1 << v
+                    if bigger not in seen:
+                        seen.add(bigger)
+                        grown.append(bigger)
+                        if len(seen) > limit:
+                            return False
+        frontier = grown
+    return True
 
 
 # ---------------------------------------------------------------------------- levels
@@ -292,8 +339,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     if start is not None:
         run.offer(start, start.source or "start")
     _warm_kernels(problem)
-    if problem.has(DagOrder):
-        _upper(run, UPPER, clock.left() / 4)
+    pending = _Pending(run, UPPER if problem.has(DagOrder) else (), chosen)
+    pending.greedy()
     if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
         upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper
         upper(run, clock.clip(min(20.0, clock.seconds / 4)))
@@ -308,6 +355,11 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
             continue
+        if pending.before(level):  # the heuristics ran: the gap may be met, and the time left is less
+            if stop_at_gap and run.met() and not level.always:
+                run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0, "gap target met"))
+                continue
+            left = clock.left()
         if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
             _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
             left = clock.left()
@@ -326,7 +378,46 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
+    pending.rest()
     return run.certificate()
+
+
+class _Pending:
+    """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: greedy (``O(n + m)``)
+    first; then the closed forms of milliseconds (``free`` levels) and, on a graph of few ideals
+    (:func:`few_ideals`), the DP level; slicegraph and BRKGA only before the first other level, and only while the
+    best placement does not meet the bound (once it does, nothing they find can change the certificate). They share
+    :data:`UPPER_SHARE` of the call's time, greedy's included."""
+
+    def __init__(self, run: _Run, methods: tuple[str, ...], chosen: list[Level]):
+        self.run, self.methods = run, tuple(methods)
+        self.until = run.clock.within(run.clock.left() * UPPER_SHARE).at  # the heuristics' share ends here
+        names = {lv.name for lv in chosen}
+        self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph)
+
+    def _share(self) -> float:
+        return max(0.0, self.until - time.monotonic())
+
+    def greedy(self) -> None:
+        linear = tuple(m for m in self.methods if m in LINEAR)
+        if linear:
+            _upper(self.run, linear, self._share())
+        self.methods = tuple(m for m in self.methods if m not in LINEAR)
+
+    def before(self, level: Level) -> bool:
+        """Run the rest before ``level`` (which applies) unless it is a closed form of milliseconds or the DP on
+        few ideals; whether any ran."""
+        if level.free or (self.dp_first and level.name == "dp"):
+            return False
+        return self.rest()
+
+    def rest(self) -> bool:
+        """Run the heuristics not run yet (none once the gap is met); whether any ran."""
+        methods, self.methods = self.methods, ()
+        ran = len(self.run.upper)
+        if methods:
+            _upper(self.run, methods, self._share())
+        return len(self.run.upper) > ran
 
 
 WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from placement_dsl import certify as certify_module
 from placement_dsl import testing
+from placement_dsl.certificate import LevelStatus
 from placement_dsl.certify import certify
+from placement_dsl.constraints import DagOrder
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.problem import Problem, Stages
 
 
 def test_greedy_runs_first_with_the_whole_upper_share(monkeypatch):
@@ -23,3 +28,35 @@ def test_greedy_runs_first_with_the_whole_upper_share(monkeypatch):
     _, limit, share = given[0]
     assert limit >= share - 0.05  # not a third of it
     assert cert.objective is not None and cert.objective >= optimum
+
+
+def _chain6():
+    g = Graph([Op(name=f"v{i}", work=1.0 + i % 3, out_bytes=1.0) for i in range(6)],
+              [(f"v{i}", f"v{i + 1}") for i in range(5)], name="chain6")
+    return Problem(g, Stages(2), Bottleneck(), [DagOrder()])
+
+
+def test_a_proven_optimum_runs_no_further_upper_bound_heuristic():
+    """On a 6-op chain greedy's split (12) leaves a gap that the DP over its 7 ideals closes at once (7, exact over
+    the DAG-ordered class): slicegraph and BRKGA (about 0.8 s of Python) could not change the certificate."""
+    problem = _chain6()
+    cert = certify(problem, budget=20.0, gap=0.0)
+    assert (cert.objective, cert.bound, cert.gap) == (7.0, 7.0, 0.0)
+    assert [u.method for u in cert.upper] == ["greedy"] and cert.upper[0].objective == 12.0
+    assert cert.found_by == "dp" and problem.evaluate(cert.placement).objective == 7.0
+    assert cert.to_dict()["heuristics"][0]["method"] == "greedy"
+
+
+def test_a_graph_of_many_ideals_runs_the_heuristics_before_the_dp(monkeypatch):
+    """Beyond DP_FIRST_IDEALS ideals the DP may take its whole share: slicegraph comes first, as before; its split
+    meets one-or-cut's bound, so BRKGA and the DP do not run."""
+    monkeypatch.setattr(certify_module, "DP_FIRST_IDEALS", 3)
+    cert = certify(_chain6(), budget=20.0, gap=0.0)
+    assert [u.method for u in cert.upper] == ["greedy", "slicegraph"]
+    assert (cert.objective, cert.bound, cert.found_by) == (7.0, 7.0, "slicegraph")
+    assert {r.level: r.status for r in cert.levels}["dp"] is LevelStatus.SKIPPED
+
+
+def test_few_ideals_counts_the_down_closed_sets():
+    diamond = Graph([Op(name=x, work=1) for x in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    assert certify_module.few_ideals(diamond, 6) and not certify_module.few_ideals(diamond, 5)  # {}, a, ab, ac, abc, V
