@@ -16,6 +16,9 @@ level           bound                                                  class
                 the memory only the hosts can hold (:mod:`.bounds.capacity`)
 ``one-or-cut``  ``min(one device's load, busiest work + cheapest       all placements (identical devices)
                 tensor)`` (:mod:`.bounds.one_or_cut`)
+``host-share``  the one host's work less the most an ideal and a filter   contiguous (and DAG-ordered)
+                within the accelerators' memory hold
+                (:mod:`.heuristics.host_share`)
 ``dp``          DP over ideals (§5.1.1): exact, a certificate by itself  DAG-ordered contiguous (DP class)
 ``chain``       chain MIP with ancestor cuts and position windows at     DP class
                 ``T* = DP / (1 + gap)``: ``min(T*, bound)``
@@ -79,6 +82,8 @@ level          bound                                               size
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
 ``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
 ``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
+``host-share`` one host anywhere: an ideal and a filter within the       the ideals, enumerated
+               accelerators' memory, the host the rest                 (:mod:`.heuristics.host_share`)
 ``dp``         exact DP over ideals: a bound for ``Contiguous`` or    (upper bound otherwise)
                identical stages. ``stage-cut``: max_v cheapest stage holding v (n min cuts, every placement);
                ``chain``: the windowed chain MIP from the best placement, on identical stages
