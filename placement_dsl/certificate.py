@@ -49,12 +49,13 @@ class LevelResult:
 @dataclass
 class UpperRun:
     """One upper-bound heuristic a certification ran: its placement's objective (``None``: none valid), its
-    seconds, and why it found nothing."""
+    seconds (wall, from the call; ``work``: the heuristic's own), and why it found nothing."""
 
     method: str
     objective: float | None
     seconds: float
     message: str = ""
+    work: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "objective": self.objective, "seconds": round(self.seconds, 3),

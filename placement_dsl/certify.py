@@ -145,6 +145,7 @@ MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's bu
 # the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
 UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's first, the others' where needed)
+BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
 # (the DP in Python, :data:`.heuristics.jit.PYTHON_IDEALS`), and its split is at least theirs on identical stages
@@ -214,16 +215,28 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
     for i, method in enumerate(methods):
         if share.expired(0.1) or (first and math.isfinite(run.best[0])) or run.met():
             break
+        if method == "brkga" and _slow_slicing(run, share.left()):
+            continue
         seconds = share.left() if method in LINEAR else share.left() / (len(methods) - i)
         t = time.perf_counter()
         try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
             found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
         except PlacementError as err:  # a heuristic that does not apply to this graph (e.g. too many ideals)
-            run.upper.append(UpperRun(method, None, time.perf_counter() - t, str(err).split(";")[0]))
+            wall = time.perf_counter() - t  # stopped (BudgetSpent): it took all of that
+            run.upper.append(UpperRun(method, None, wall, str(err).split(";")[0],
+                                      wall if isinstance(err, BudgetSpent) else 0.0))
             continue
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
-                                  "no valid placement"))
+                                  "no valid placement", found.seconds))
+
+
+def _slow_slicing(run: _Run, left: float) -> bool:
+    """Whether BRKGA cannot decode one generation in ``left`` seconds, going by slicegraph's run: each decode is
+    a slicing of an order, as slicegraph's two; its first is slicegraph's own order, so short of a generation it
+    only repeats slicegraph (on 20,000 ops at load 10 it was stopped with nothing)."""
+    sliced = [u for u in run.upper if u.method == "slicegraph"]
+    return bool(sliced) and left < BRKGA_GENERATION * sliced[-1].work
 
 
 def few_ideals(graph: Any, limit: int | None = None) -> bool:

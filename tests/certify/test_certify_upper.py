@@ -60,3 +60,14 @@ def test_a_graph_of_many_ideals_runs_the_heuristics_before_the_dp(monkeypatch):
 def test_few_ideals_counts_the_down_closed_sets():
     diamond = Graph([Op(name=x, work=1) for x in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
     assert certify_module.few_ideals(diamond, 6) and not certify_module.few_ideals(diamond, 5)  # {}, a, ab, ac, abc, V
+
+
+def test_brkga_is_left_out_when_slicegraph_says_a_generation_cannot_fit(monkeypatch):
+    """BRKGA's first decode is slicegraph's order: short of a generation of decodes it can only repeat slicegraph
+    (on 20,000 ops it was stopped with nothing, after its share)."""
+    monkeypatch.setattr(certify_module, "BRKGA_GENERATION", 1e9)
+    cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())  # no level: the gap stays open
+    assert [u.method for u in cert.upper] == ["greedy", "slicegraph"] and cert.upper[1].work > 0
+    monkeypatch.setattr(certify_module, "BRKGA_GENERATION", 0.0)
+    cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())
+    assert [u.method for u in cert.upper] == ["greedy", "slicegraph", "brkga"]
