@@ -145,6 +145,9 @@ MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's bu
 # the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
 UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's first, the others' where needed)
+SLICING_PORTION = 0.75  # of the heuristics' share, slicegraph's when BRKGA follows
+STOP_MARGIN = 0.15  # of its share, a heuristic's own time limit ends this early (at most 5 s): on 20,000 ops the
+# placement's scoring after the search takes 0.5-0.7 s at load 10, and past its share it is stopped with nothing
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
@@ -217,10 +220,11 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
             break
         if method == "brkga" and _slow_slicing(run, share.left()):
             continue
-        seconds = share.left() if method in LINEAR else share.left() / (len(methods) - i)
+        seconds = share.left() * _portion(methods[i:])
+        limit = seconds - min(STOP_MARGIN * seconds, 5.0)  # its answer is read and scored before it is stopped
         t = time.perf_counter()
         try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
-            found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=seconds)
+            found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=limit)
         except PlacementError as err:  # a heuristic that does not apply to this graph (e.g. too many ideals)
             wall = time.perf_counter() - t  # stopped (BudgetSpent): it took all of that
             run.upper.append(UpperRun(method, None, wall, str(err).split(";")[0],
@@ -229,6 +233,17 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
                                   "no valid placement", found.seconds))
+
+
+def _portion(methods: tuple[str, ...]) -> float:
+    """The first method's portion of the heuristics' share left: all of it for a method in ``O(n + m)``; else an
+    even split among the methods left, but slicegraph before BRKGA takes :data:`SLICING_PORTION` (BRKGA's decodes are
+    slicings: if one slicing does not fit, its generation does not either, :func:`_slow_slicing`)."""
+    if methods[0] in LINEAR:
+        return 1.0
+    if methods[:2] == ("slicegraph", "brkga"):
+        return SLICING_PORTION
+    return 1.0 / len(methods)
 
 
 def _slow_slicing(run: _Run, left: float) -> bool:

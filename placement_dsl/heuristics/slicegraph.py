@@ -151,8 +151,10 @@ class Slicer:
         value, bounds, replicas = sk.slice_dp(order, *self._dp_args, allowed, min(cutoff, upper), at, sk.SPARSE, sk.CLOCK_STEPS)
         if value == INF and upper < cutoff:  # rounding guard: the balanced slicing itself qualifies
             value, bounds, replicas = sk.slice_dp(order, *self._dp_args, allowed, cutoff, at, sk.SPARSE, sk.CLOCK_STEPS)
-        if math.isnan(value):
+        if math.isnan(value):  # stopped: the better of the two balanced slicings
             bounds = self.balanced_bounds(order, allowed)
+            if self.spread_value(order, allowed) < sk.slicing_value(order, bounds, *self._value_args):
+                bounds = self.spread_bounds(order, allowed)
         return value, bounds, replicas
 
     def value(self, order: np.ndarray, bounds: np.ndarray) -> float:

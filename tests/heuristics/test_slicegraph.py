@@ -273,3 +273,14 @@ def test_beside_a_slow_host_the_dp_s_cutoff_is_the_slicing_over_the_accelerators
     monkeypatch.setattr(sk, "slice_dp", recording)
     value, _ = slicer.solve(order)
     assert value == pytest.approx(4.0) and cutoffs[0] <= 4.0 + 1e-9
+
+
+def test_a_stopped_slicing_beside_a_slow_host_returns_the_slicing_over_the_accelerators(monkeypatch):
+    from placement_dsl.heuristics import slice_kernels as sk
+
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 30.0}) for i in range(12)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(11)])
+    slicer = Slicer(g, Cluster.accelerators(3, cpus=1))
+    monkeypatch.setattr(sk, "slice_dp", lambda *args: (float("nan"), None, np.ones(4, dtype=np.int64)))
+    value, bounds = slicer.solve(g.topo.copy())
+    assert np.isnan(value) and bounds.tolist() == [0, 4, 8, 12, 12]  # not the balanced [0, 3, 6, 9, 12]: 90 on the CPU
