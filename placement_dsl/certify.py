@@ -418,7 +418,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
 class _Pending:
     """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: greedy (``O(n + m)``)
     first; then the closed forms of milliseconds (``free`` levels) and, on a graph of few ideals
-    (:func:`few_ideals`), the DP level; slicegraph and BRKGA only before the first other level, and only while the
+    (:func:`few_ideals`), the closed forms up to the DP level; slicegraph and BRKGA only before the first other level, and only while the
     best placement does not meet the bound (once it does, nothing they find can change the certificate). They share
     :data:`UPPER_SHARE` of the call's time, greedy's included."""
 
@@ -438,9 +438,10 @@ class _Pending:
         self.methods = tuple(m for m in self.methods if m not in LINEAR)
 
     def before(self, level: Level) -> bool:
-        """Run the rest before ``level`` (which applies) unless it is a closed form of milliseconds or the DP on
-        few ideals; whether any ran."""
-        if level.free or (self.dp_first and level.name == "dp"):
+        """Run the rest before ``level`` (which applies) unless it is a closed form of milliseconds, or, on few
+        ideals, the DP or a closed form ranked before it (the ideals' bounds enumerate the same few); whether any
+        ran."""
+        if level.free or (self.dp_first and level.closed_form and level.rank <= LEVELS["dp"].rank):
             return False
         return self.rest()
 

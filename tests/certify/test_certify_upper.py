@@ -88,3 +88,24 @@ def test_slicegraph_takes_most_of_the_share_and_ends_before_it(monkeypatch):
     assert [m for m, _, _ in given] == ["greedy", "slicegraph", "brkga"]
     whole = 40.0 * certify_module.UPPER_SHARE
     assert 0.7 * whole <= share <= 0.75 * whole + 1e-6 and limit <= share * (1 - certify_module.STOP_MARGIN) + 0.01
+
+
+def test_on_few_ideals_the_ideals_bounds_and_the_dp_run_before_slicegraph(monkeypatch):
+    """BERT-24 inference (32 ops, a host CPU last): ordered-memory (a closed form over the same few ideals) started
+    slicegraph and BRKGA before the DP, whose bound then left BRKGA needless."""
+    from placement_dsl import levels
+    from placement_dsl.cluster import Cluster
+
+    calls = []
+
+    def recording(deadline, fn, method, *args, **kwargs):
+        calls.append(method)
+        return fn(method, *args, **kwargs)
+    monkeypatch.setattr(certify_module, "call_within", recording)
+    monkeypatch.setattr(levels.dp, "call_within", recording)
+    g = _chain6().graph
+    problem = Problem(g, Cluster.accelerators(2, memory=1e9, cpus=1), Bottleneck(), [DagOrder()])
+    cert = certify(problem, budget=20.0, gap=0.0)
+    rows = {r.level: r for r in cert.levels}
+    assert rows["ordered-memory"].status is LevelStatus.OPTIMAL and rows["dp"].status is LevelStatus.OPTIMAL
+    assert calls[:2] == ["greedy", "dp"] and "brkga" not in calls and cert.gap == 0.0
