@@ -103,3 +103,15 @@ def test_the_old_tuples_still_read_with_a_warning():
     with pytest.warns(DeprecationWarning, match="certify_latency is deprecated"):
         old = importlib.import_module("placement_dsl.certify_latency")
     assert LEVELS["critical-path"].run is old.critical_path
+
+
+def test_the_single_sample_bounds_load_only_when_their_levels_run():
+    """Registering the latency and makespan levels loaded their six bound modules (CP-SAT's segments, the segment
+    LP, ...) into every certification, a throughput problem's too: part of ``bounds``' start-up."""
+    import subprocess
+
+    heavy = ("placement_dsl.bounds.segment_lp", "placement_dsl.bounds.makespan", "placement_dsl.bounds.memory_path",
+             "placement_dsl.cpsat_segments", "placement_dsl.bounds.segments", "placement_dsl.bounds.latency")
+    code = f"import sys, placement_dsl.certify; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
