@@ -146,8 +146,9 @@ MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's bu
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
 UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's first, the others' where needed)
 SLICING_PORTION = 0.75  # of the heuristics' share, slicegraph's when BRKGA follows
-STOP_MARGIN = 0.15  # of its share, a heuristic's own time limit ends this early (at most 5 s): on 20,000 ops the
-# placement's scoring after the search takes 0.5-0.7 s at load 10, and past its share it is stopped with nothing
+STOP_MARGIN = 0.15  # of its share, a heuristic's own time limit ends this early (stop_margin), and at least
+SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-20000 k=64 returned 2.4 s later at
+# load 20 (its placement built and scored), and past its share it is stopped with nothing (greedy's 189.75 stood)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
@@ -221,7 +222,7 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
         if method == "brkga" and _slow_slicing(run, share.left()):
             continue
         seconds = share.left() * _portion(methods[i:])
-        limit = seconds - min(STOP_MARGIN * seconds, 5.0)  # its answer is read and scored before it is stopped
+        limit = seconds - stop_margin(seconds, g.n)  # its answer is scored and sent before it is stopped
         t = time.perf_counter()
         try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
             found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=limit)
@@ -233,6 +234,12 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
                                   "no valid placement", found.seconds))
+
+
+def stop_margin(seconds: float, ops: int) -> float:
+    """How much earlier than its share a heuristic's own time limit ends: :data:`STOP_MARGIN` of it, at least
+    :data:`SCORE_PER_OP` per op (its placement is built, scored and sent after its search stops), at most half."""
+    return min(max(STOP_MARGIN * seconds, SCORE_PER_OP * ops), 0.5 * seconds)
 
 
 def _portion(methods: tuple[str, ...]) -> float:

@@ -5,6 +5,8 @@ BRKGA, it was stopped on 20,000 ops (GPT-3 onto 64 stages) and the certificate h
 """
 from __future__ import annotations
 
+import pytest
+
 from placement_dsl import certify as certify_module
 from placement_dsl import testing
 from placement_dsl.certificate import LevelStatus
@@ -109,3 +111,12 @@ def test_on_few_ideals_the_ideals_bounds_and_the_dp_run_before_slicegraph(monkey
     rows = {r.level: r for r in cert.levels}
     assert rows["ordered-memory"].status is LevelStatus.OPTIMAL and rows["dp"].status is LevelStatus.OPTIMAL
     assert calls[:2] == ["greedy", "dp"] and "brkga" not in calls and cert.gap == 0.0
+
+
+def test_a_large_graph_s_heuristic_stops_earlier_to_score_its_placement():
+    """slicegraph stopped at its limit on 20,000 ops returned 2.4 s later at load 20: past its share it was stopped
+    with nothing, and greedy's 189.75 stood against its 81.46."""
+    margin = certify_module.stop_margin
+    assert margin(10.0, 6) == pytest.approx(1.5)  # a small graph: 15 %
+    assert margin(10.0, 20_000) == pytest.approx(3.0)  # 1.5e-4 s per op
+    assert margin(2.0, 20_000) == pytest.approx(1.0)  # never more than half
