@@ -371,7 +371,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'one-or-cut')
     """
-    clock = _clock(budget, deadline)
+    clock = _reserved(_clock(budget, deadline), problem.graph.n)
     _check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
@@ -478,6 +478,14 @@ def _clock(budget: Any, deadline: Deadline | None) -> Deadline:
     """The call's deadline: ``budget`` seconds from now, and the caller's ``deadline`` if sooner."""
     limit = seconds(budget, "budget")
     return Deadline(limit) if deadline is None else deadline.within(limit)
+
+
+def _reserved(clock: Deadline, ops: int) -> Deadline:
+    """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
+    certificate's hand-over (its placement checked, written out): on 20,000 ops at load 19 the command ended 5.7 s
+    after its last level."""
+    left = clock.left()
+    return clock.within(left - min(SCORE_PER_OP * ops, 0.1 * left))
 
 
 def _check_arguments(gap: Any, workers: Any, start: Any) -> None:

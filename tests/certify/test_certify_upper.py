@@ -120,3 +120,11 @@ def test_a_large_graph_s_heuristic_stops_earlier_to_score_its_placement():
     assert margin(10.0, 6) == pytest.approx(1.5)  # a small graph: 15 %
     assert margin(10.0, 20_000) == pytest.approx(3.0)  # 1.5e-4 s per op
     assert margin(2.0, 20_000) == pytest.approx(1.0)  # never more than half
+
+
+def test_the_levels_end_before_the_call_to_hand_the_certificate_over():
+    from placement_dsl.deadline import Deadline
+
+    assert certify_module._reserved(Deadline(60.0), 20_000).left() == pytest.approx(57.0, abs=0.05)
+    assert certify_module._reserved(Deadline(10.0), 20_000).left() == pytest.approx(9.0, abs=0.05)
+    assert certify_module._reserved(Deadline(10.0), 6).left() == pytest.approx(10.0, abs=0.05)
