@@ -146,6 +146,7 @@ MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's bu
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds
 UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's first, the others' where needed)
 LINEAR_SHARE = 0.5  # of the call's time left, what greedy may take when it needs more than the heuristics' share
+SLICING_FLOOR = 0.2  # of the call's time left, what slicegraph and BRKGA get at least (after greedy's share)
 SLICING_PORTION = 0.75  # of the heuristics' share, slicegraph's when BRKGA follows
 STOP_MARGIN = 0.15  # of its share, a heuristic's own time limit ends this early (stop_margin), and at least
 SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-20000 k=64 returned 2.4 s later at
@@ -436,8 +437,9 @@ class _Pending:
         names = {lv.name for lv in chosen}
         self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph)
 
-    def _share(self) -> float:
-        return max(0.0, self.until - time.monotonic())
+    def _share(self, floor: float = 0.0) -> float:
+        """What is left of the heuristics' share, and at least ``floor`` of the call's time left."""
+        return max(0.0, self.until - time.monotonic(), floor * self.run.clock.left())
 
     def greedy(self) -> None:
         """The heuristics in ``O(n + m)``, with the share and up to half of the call if they need it: often the only
@@ -459,8 +461,8 @@ class _Pending:
         """Run the heuristics not run yet (none once the gap is met); whether any ran."""
         methods, self.methods = self.methods, ()
         ran = len(self.run.upper)
-        if methods:
-            _upper(self.run, methods, self._share())
+        if methods:  # greedy may have spent the share: slicegraph is the better placement at scale
+            _upper(self.run, methods, self._share(SLICING_FLOOR))
         return len(self.run.upper) > ran
 
 
