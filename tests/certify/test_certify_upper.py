@@ -146,3 +146,15 @@ def test_slicegraph_keeps_a_floor_when_greedy_spent_the_share(monkeypatch):
     cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())
     assert [m for m, _ in given][:2] == ["greedy", "slicegraph"] and given[1][1] > 0.1 * 14.0
     assert cert.objective == 7.0
+
+
+def test_beside_a_slow_host_the_accelerators_slicing_is_offered_in_linear_time():
+    from placement_dsl.cluster import Cluster
+
+    ops = [Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 30.0}) for i in range(12)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(11)])
+    problem = Problem(g, Cluster.accelerators(3, cpus=1), Bottleneck(), [DagOrder()])
+    cert = certify(problem, budget=20.0, gap=0.0, levels=())
+    methods = [u.method for u in cert.upper]
+    assert methods[:2] == ["greedy", "spread"] and cert.upper[1].objective == pytest.approx(4.0)
+    assert cert.objective == pytest.approx(4.0)
