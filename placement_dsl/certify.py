@@ -121,6 +121,7 @@ from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .heuristics import jit
 from .heuristics import run as heuristic
+from .heuristics.slicegraph import Slicer
 from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
@@ -263,8 +264,6 @@ def _spread(run: _Run) -> None:
     memory is not needed it is within 0.2 % of slicegraph's optimal slicing (81.46 against 81.36 on cnn-20000 onto
     64 accelerators, greedy's memory fill 189.75), and it needs no share that a loaded machine may eat (at load 16
     slicegraph was stopped there with nothing)."""
-    from .heuristics.slicegraph import Slicer
-
     g, c = run.problem.graph, run.problem.cluster
     host = np.asarray(c.host, dtype=bool)
     caps = np.asarray(c.memory, dtype=float)[~host]
