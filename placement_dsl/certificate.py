@@ -47,13 +47,30 @@ class LevelResult:
 
 
 @dataclass
+class UpperRun:
+    """One upper-bound heuristic a certification ran: its placement's objective (``None``: none valid), its
+    seconds (wall, from the call; ``work``: the heuristic's own), and why it found nothing."""
+
+    method: str
+    objective: float | None
+    seconds: float
+    message: str = ""
+    work: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "objective": self.objective, "seconds": round(self.seconds, 3),
+                "message": self.message}
+
+
+@dataclass
 class Certificate:
     """Best placement and who found it, best bound and which level proved it, and the gap.
 
     ``exact_among`` names the class (e.g. ``"contiguous"``) over which ``found_by`` is exact
     when the problem asks for exactly that class: the placement is then optimal by itself.
     ``scope`` is the problem's class, which ``bound`` covers; ``class_bounds`` maps narrower
-    classes (e.g. the DP class) to their best ``(bound, level)``.
+    classes (e.g. the DP class) to their best ``(bound, level)``; ``upper`` lists the upper-bound heuristics
+    that ran (:class:`UpperRun`).
     """
 
     placement: Placement | None
@@ -66,6 +83,7 @@ class Certificate:
     gap_target: float = 0.01
     scope: PlacementClass = PlacementClass.ALL
     class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
+    upper: list[UpperRun] = field(default_factory=list)  # the upper-bound heuristics that ran, in order
 
     def gap_in(self, scope: PlacementClass) -> float | None:
         """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
@@ -92,7 +110,7 @@ class Certificate:
                 "exact_among": self.exact_among, "bound_scope": str(self.scope),
                 "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
                                  for k, (b, lv) in self.class_bounds.items()},
-                "levels": [r.to_dict() for r in self.levels]}
+                "levels": [r.to_dict() for r in self.levels], "heuristics": [u.to_dict() for u in self.upper]}
 
     def table(self) -> str:
         rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}  class"]

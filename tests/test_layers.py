@@ -21,6 +21,7 @@ PACKAGE = ROOT / "placement_dsl"
 EXTRA = "an optional extra (onnx, torch, matplotlib, dask, ortools) is imported only when used"
 PYOMO = "keeps the Pyomo/CP-SAT stack out of 'import placement_dsl' and 'placement-dsl --help'"
 STARTUP = "command-line start-up: a command's modules load when it runs, not for every command"
+LEVELS = "a level's bound modules load when the level runs, not for every certification (bounds' start-up)"
 LAZY = {
     ("placement_dsl.cli.", "placement_dsl.io.onnx"): EXTRA,
     ("placement_dsl.cli.", "placement_dsl.io.torch_export"): EXTRA,
@@ -38,6 +39,8 @@ LAZY = {
     ("placement_dsl.sweep.report", "placement_dsl.certify"): PYOMO,
     ("placement_dsl.sweep.tasks", "placement_dsl.certify"): PYOMO,
     ("placement_dsl.testing", "placement_dsl.cli"): STARTUP,
+    ("placement_dsl.levels.latency", "placement_dsl.bounds."): LEVELS,
+    ("placement_dsl.levels.latency", "placement_dsl.cpsat_segments"): LEVELS,
 }
 # Modules that import Pyomo, CP-SAT or a MIP solver when loaded: an import of one of them may stay in a function
 # anywhere (PYOMO above).

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..constraints import Contiguous
+from ..constraints import Contiguous, DagOrder
 from ..evaluate import MemoryMode, Objective
 from .contract import contract
 from .ideal_enumeration import ideal_sums
@@ -33,13 +33,14 @@ MAX_IDEALS = 500_000
 
 
 def applies(problem: Any) -> bool:
-    """Whether the bound may be positive for ``problem``: a max load over contiguous placements under hard memory,
-    without terms that widen them, one host device beside devices of finite memory that cannot hold every op, and
-    no backward pass. ``O(n + D)``."""
+    """Whether the bound may be positive for ``problem``: a max load over contiguous placements (``Contiguous``, or
+    ``DagOrder``: without a backward pass every edge goes to the same or a later device, so each device's ops are
+    convex) under hard memory, without terms that widen them, one host device beside devices of finite memory that
+    cannot hold every op, and no backward pass. ``O(n + D)``."""
     model, cluster, graph = problem.cost_model(), problem.cluster, problem.graph
     if model.objective is not Objective.MAX_LOAD or model.memory is not MemoryMode.HARD:
         return False
-    if not problem.has(Contiguous) or any(getattr(t, "widens", False) for t in problem.constraints):
+    if not (problem.has(Contiguous) or problem.has(DagOrder)) or any(getattr(t, "widens", False) for t in problem.constraints):
         return False
     host = np.asarray(cluster.host, dtype=bool)
     caps = np.asarray(cluster.memory, dtype=float)[~host]

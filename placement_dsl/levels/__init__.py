@@ -13,6 +13,7 @@ MANIFEST: dict[str, str] = {
     "capacity": "the work each device can do at its speed, and what only the hosts' memory can hold",
     "one-or-cut": "one device's load, or the busiest device's work plus the cheapest tensor it must cut",
     "ordered-memory": "DAG order: the hosts run what an ideal within the accelerators' memory leaves",
+    "host-share": "the one host runs what a prefix and a suffix within the accelerators' memory leave (contiguous)",
     "dp": "the DP over ideals, exact for its class",
     "stage-cut": "each op's cheapest stage, by minimum cuts",
     "chain": "the windowed chain MIP: a solver's proof of the DP class",

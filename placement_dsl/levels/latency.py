@@ -13,14 +13,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..bounds.latency import critical_path_bound, energy_latency, route_path_latency
-from ..bounds.latency_spine import spine_bound
-from ..bounds.makespan import energy_makespan, route_path_makespan
-from ..bounds.memory_path import segment_bound
-from ..bounds.segment_lp import segment_lp_bound
-from ..bounds.segments import transfer_segment_bound
 from ..certificate import LevelStatus, model_bound, solve_level
-from ..cpsat_segments import schedule_segment_bound
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
@@ -54,6 +47,8 @@ def priced(problem: Problem) -> str | None:
        doc="latency: longest path at the fastest allowed times, no transfers")
 def critical_path(run: Any, seconds: float) -> Outcome:
     """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
+    from ..bounds.latency import critical_path_bound  # the single-sample bounds: loaded by the levels that run
+
     bound, path = critical_path_bound(run.problem)
     note = f"{len(path)} ops, {path[0]!r} to {path[-1]!r}" if path else "empty graph"
     return bound, LevelStatus.OPTIMAL, note, ALL
@@ -178,6 +173,9 @@ def makespan_only(problem: Problem) -> str | None:
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
     between the devices its ends could run on (0 when they can share one): every placement's objective."""
+    from ..bounds.latency import route_path_latency
+    from ..bounds.makespan import route_path_makespan
+
     bound, note = (route_path_latency if family(run.problem) is Family.LATENCY else route_path_makespan)(
         run.problem)
     return bound, LevelStatus.OPTIMAL, note, ALL
@@ -188,6 +186,9 @@ def route_path(run: Any, seconds: float) -> Outcome:
 def device_work(run: Any, seconds: float) -> Outcome:
     """Work over devices between heads and tails (:func:`~placement_dsl.bounds.makespan.energy_bound`): every
     placement's objective."""
+    from ..bounds.latency import energy_latency
+    from ..bounds.makespan import energy_makespan
+
     bound, note = (energy_latency if family(run.problem) is Family.LATENCY else energy_makespan)(run.problem)
     return bound, LevelStatus.OPTIMAL, note, ALL
 
@@ -205,6 +206,8 @@ def cut_paths(problem: Problem) -> str | None:
 def segment_path(run: Any, seconds: float) -> Outcome:
     """The cheapest cut of the heaviest paths into runs that fit a device's memory, each run paying its boundary
     transfers (:func:`~placement_dsl.bounds.memory_path.segment_bound`): every placement's objective."""
+    from ..bounds.memory_path import segment_bound
+
     bound, note, complete = segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
@@ -220,6 +223,8 @@ def cut_spine(run: Any, seconds: float) -> Outcome:
     """The shortest path over the cut ops: runs that fit, each paying its reads and writes, and the side branches
     between two runs in their free memory, on a host or in an invocation of their own
     (:func:`~placement_dsl.bounds.latency_spine.spine_bound`): every placement's latency, any split."""
+    from ..bounds.latency_spine import spine_bound
+
     bound, note = spine_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL, note, ALL
 
@@ -238,6 +243,8 @@ def cut_segments(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; between two of them each device that joins
     pays a transfer in and out (:func:`~placement_dsl.bounds.segments.transfer_segment_bound`): every placement's
     makespan."""
+    from ..bounds.segments import transfer_segment_bound
+
     bound, note = transfer_segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if "budget spent" not in note else LevelStatus.TIME_LIMIT, note, ALL
 
@@ -248,6 +255,8 @@ def segment_schedules(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; each segment between two of them is a small
     schedule of its own, priced by CP-SAT's proven bound
     (:func:`~placement_dsl.cpsat_segments.schedule_segment_bound`): every placement's makespan."""
+    from ..cpsat_segments import schedule_segment_bound
+
     bound, note, complete = schedule_segment_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
@@ -259,6 +268,8 @@ def segment_lp(run: Any, seconds: float) -> Outcome:
     for every pair of devices of its cut ops, by its path and an LP of its devices' work and its transfers' loads on
     the congested resources, and the cut ops' devices are chosen by a shortest path
     (:func:`~placement_dsl.bounds.segment_lp.segment_lp_bound`): every placement's makespan."""
+    from ..bounds.segment_lp import segment_lp_bound
+
     bound, note, complete = segment_lp_bound(run.problem, run.clock.within(seconds))
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 

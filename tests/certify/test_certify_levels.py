@@ -17,19 +17,22 @@ from placement_dsl.levels.base import ALL, Family, defaults_of, family, level
 
 # the hierarchies certify runs by default, per family: a change here changes every certificate
 DEFAULTS = {
-    Family.MTPP: ("simple", "capacity", "one-or-cut", "ordered-memory", "dp", "stage-cut", "superblock", "guess",
+    Family.MTPP: ("simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "dp", "stage-cut", "superblock",
+                  "guess",
                   "exact"),
     Family.ROUTED_MTPP: ("simple", "capacity", "dp", "throughput"),
-    Family.THROUGHPUT: ("simple", "capacity", "one-or-cut", "dp", "chain", "superblock", "throughput"),
+    Family.THROUGHPUT: ("simple", "capacity", "one-or-cut", "host-share", "dp", "chain", "superblock", "throughput"),
     Family.NONCONTIGUOUS: ("simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"),
     Family.LATENCY: ("critical-path", "route-path", "device-work", "cut-spine", "segment-path", "run-paths",
                      "latency-lp", "latency"),
     Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "segment-schedules", "segment-lp",
                       "schedule-lp", "schedule"),
 }
-ORDER = ["simple", "capacity", "one-or-cut", "ordered-memory", "dp", "stage-cut", "chain", "no-cut-io", "no-dag", "superblock", "guess",
+ORDER = ["simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "dp", "stage-cut", "chain", "no-cut-io",
+         "no-dag", "superblock", "guess",
          "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "cut-spine",
-         "segment-path", "cut-segments", "segment-schedules", "segment-lp", "run-paths", "latency-lp", "latency", "schedule-lp", "schedule"]
+         "segment-path", "cut-segments", "segment-schedules", "segment-lp", "run-paths", "latency-lp", "latency",
+         "schedule-lp", "schedule"]
 
 
 @pytest.fixture
@@ -57,7 +60,8 @@ def test_a_registered_level_runs_in_its_rank_and_joins_its_family_default(scratc
 
     chain, optimum = testing.INSTANCES["chain"]()
     assert [name for name in LEVELS if name in ("simple", "half-work", "dp")] == ["simple", "half-work", "dp"]
-    assert default_levels(chain)[:6] == ("simple", "capacity", "one-or-cut", "ordered-memory", "half-work", "dp")
+    assert default_levels(chain)[:7] == ("simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "half-work",
+                                         "dp")
     cert = certify(chain, budget=60.0, levels=("dp", "half-work"), stop_at_gap=False)
     assert [r.level for r in cert.levels] == ["half-work", "dp"]  # rank order, not the order asked
     assert cert.levels[0].bound == 0.5 and cert.bound <= optimum
@@ -100,3 +104,15 @@ def test_the_old_tuples_still_read_with_a_warning():
     with pytest.warns(DeprecationWarning, match="certify_latency is deprecated"):
         old = importlib.import_module("placement_dsl.certify_latency")
     assert LEVELS["critical-path"].run is old.critical_path
+
+
+def test_the_single_sample_bounds_load_only_when_their_levels_run():
+    """Registering the latency and makespan levels loaded their six bound modules (CP-SAT's segments, the segment
+    LP, ...) into every certification, a throughput problem's too: part of ``bounds``' start-up."""
+    import subprocess
+
+    heavy = ("placement_dsl.bounds.segment_lp", "placement_dsl.bounds.makespan", "placement_dsl.bounds.memory_path",
+             "placement_dsl.cpsat_segments", "placement_dsl.bounds.segments", "placement_dsl.bounds.latency")
+    code = f"import sys, placement_dsl.certify; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
