@@ -10,6 +10,10 @@ compiled code calls compiled code. Both paths run the same code, so they give th
 (``tests/heuristics/test_jit.py`` checks the DP's objective and split both ways).
 
 :data:`objmode` is ``numba.objmode`` the same way: a context manager that does nothing in Python.
+
+A call with a time limit (:func:`.kernel_cache.limited`, entered by :func:`.base.run`) never compiles on a cold
+cache: where a kernel it is about to compile is not in numba's on-disk cache, its kernels run in Python and a
+background process compiles them, with the argument types the call used, for the next process (:func:`cold_start`).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import PlacementError
 from ..graph import Graph, Op
+from . import kernel_cache
 from .base import run
 
 # Workloads of at most this many ops run their kernels in Python. Measured (the DP on 4 stages, CPU seconds of
@@ -82,15 +87,19 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         if self.dispatcher is not None:
             return self.dispatcher(*args)
-        if _State.interpreted:
+        if _State.interpreted or kernel_cache.Limited.cold:
             if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
                 return self.in_python(*args)
+            if kernel_cache.Limited.cold:  # what a background compile should compile for the next call
+                kernel_cache.want(self, args)
             _RUNNING.inside = True
             try:
                 with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
                     return self.in_python(*args)
             finally:
                 _RUNNING.inside = False
+        if kernel_cache.Limited.methods and cold_start(self):
+            return self(*args)
         compile_all()
         return self.dispatcher(*args)
 
@@ -162,9 +171,15 @@ def load_kernels(methods: Iterable[str]) -> None:
     process, by running it on a three-op chain on two accelerators and a CPU: what a process does before it forks
     children that run those methods (certify's heuristics, a sweep's tasks), so that each child finds them loaded
     instead of importing numba and loading the same cache again (1.5-2 s of CPU each). A method that declines the
-    chain has loaded what it reached."""
-    compile_all()
+    chain has loaded what it reached.
+
+    Where the cache is cold (none of the kernels declared so far is cached, :mod:`.kernel_cache`) and its policy is
+    ``background``, nothing is compiled here (a minute of a caller's budget): the children run their kernels in
+    Python and have them compiled in the background (:func:`.kernel_cache.limited`)."""
     todo = [m for m in methods if m not in _LOADED]
+    if not _State.compiled and kernel_cache.policy() == "background" and cache_cold():
+        return
+    compile_all()
     if not todo:
         return
     g = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=1.0, out_bytes=1.0), Op(name="c", work=2.0)],
@@ -181,7 +196,7 @@ def load_kernels(methods: Iterable[str]) -> None:
 def python_kernels() -> bool:
     """Whether kernels not yet compiled run in Python here (inside :func:`interpreted`, or a small workload's
     command)."""
-    return bool(_State.interpreted) and not _State.compiled
+    return bool(_State.interpreted or kernel_cache.Limited.cold) and not _State.compiled
 
 
 def is_compiled() -> bool:
@@ -220,7 +235,7 @@ def by_work(ops: int) -> Iterator[None]:
     """Within the block, kernels not yet compiled run in Python until :func:`note_work` reports more work than
     :data:`PYTHON_WORK`; from then on they are compiled (loaded from numba's cache). For a call on a graph of at
     most :data:`BY_WORK_OPS` ops, where nothing decided already (compiled kernels, :func:`interpreted`)."""
-    enter = not _State.compiled and not _State.interpreted and ops <= BY_WORK_OPS
+    enter = not _State.compiled and not _State.interpreted and not kernel_cache.Limited.cold and ops <= BY_WORK_OPS
     if enter:
         _State.interpreted += 1
         _State.tentative += 1
@@ -252,3 +267,28 @@ def note_workload(ops: int) -> None:
     enclosing :func:`scope` ends (or for good, outside one)."""
     if small(ops):
         _State.interpreted += 1
+
+
+# ---------------------------------------------------------------------------- a cold cache under a time limit
+def cache_cold() -> bool:
+    """Whether none of the kernels declared so far loads from numba's on-disk cache (a fresh install, a new cache
+    folder, or sources changed since they were compiled)."""
+    kernels = [k for k in _KERNELS if k.options.get("cache")]
+    return bool(kernels) and not any(kernel_cache.cached(k) for k in kernels)
+
+
+def cold_start(kernel: Kernel) -> bool:
+    """Inside :func:`.kernel_cache.limited`, where ``kernel`` is about to be compiled: when it is not in numba's
+    cache and the policy is ``background``, run kernels in Python instead to the end of the call, and start a
+    background compile of the kernels it calls, with the argument types it calls them with
+    (:func:`.kernel_cache.want`). Whether kernels now run in Python."""
+    if _State.compiled or kernel_cache.policy() != "background" or kernel_cache.cached(kernel):
+        return False
+    kernel_cache.Limited.cold = True
+    kernel_cache.compile_in_background()
+    return True
+
+
+def cold() -> bool:
+    """Whether kernels run in Python because their cache was cold (inside :func:`.kernel_cache.limited`)."""
+    return kernel_cache.Limited.cold and not _State.compiled
