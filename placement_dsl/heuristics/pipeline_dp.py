@@ -44,6 +44,7 @@ from ..graph import Graph
 from ..pipeline_orders import ORDERS
 from ..placement import Placement
 from . import pipeline_kernels as K
+from .base import TimeLimitReached, expired
 from .contract import Contraction, contract
 from .ideal_lattice import dfs_order
 
@@ -245,8 +246,9 @@ class _Planner:
             return np.maximum(after, self.values[a, b, m])
         return self.inner(a, b, m, after)[0][0, P]
 
-    def solve(self) -> tuple[float, list[tuple[int, int, int, list[tuple[int, int, int]]]]]:
-        """The outer DP over server segments: value and segments ``(a, b, m, stages)`` in pipeline order."""
+    def solve(self, at: float | None = None) -> tuple[float, list[tuple[int, int, int, list[tuple[int, int, int]]]]]:
+        """The outer DP over server segments: value and segments ``(a, b, m, stages)`` in pipeline order;
+        :class:`~.base.TimeLimitReached` once ``time.monotonic()`` passes ``at`` (read before every segment)."""
         n, S, Q = self.chain.n, self.lay.servers, self.track_q + 1
         F = np.full((n + 1, S + 1, Q), math.inf)
         F[n, 0, 0] = 0.0
@@ -258,6 +260,9 @@ class _Planner:
                 best_b, best_m = np.full(Q, -1), np.zeros(Q, dtype=np.int64)
                 for m in range(1, (s if self.replication else 1) + 1):
                     for b in np.flatnonzero(np.isfinite(F[a + 1:, s - m]).any(axis=1)) + a + 1:
+                        if expired(at):
+                            raise TimeLimitReached(f"pipeline: the time limit passed in the DP over segments, at "
+                                                   f"position {a} of {n}")
                         values = self.segment_values(a, int(b), m, F[b, s - m])
                         better = values < F[a, s]
                         F[a, s, better], best_b[better], best_m[better] = values[better], b, m
@@ -331,13 +336,14 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
 
 def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool = True,
          order: np.ndarray | None = None, upper_bound: float | None = None,
-         max_replicas: int | None = None) -> tuple[Placement, dict[str, Any]]:
-    """The optimal placement of the class and the DP's facts (value, segments, stages, runs)."""
+         max_replicas: int | None = None, deadline: float | None = None) -> tuple[Placement, dict[str, Any]]:
+    """The optimal placement of the class and the DP's facts (value, segments, stages, runs);
+    :class:`~.base.TimeLimitReached` once ``time.monotonic()`` passes ``deadline``."""
     con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound, max_replicas)
-    value, segments = planner.solve()
+    value, segments = planner.solve(deadline)
     if not segments and upper_bound is not None:  # the bound was below the optimum: solve without it
         planner.ub, planner.tables, planner.base, planner.values = math.inf, {}, None, {}
-        value, segments = planner.solve()
+        value, segments = planner.solve(deadline)
     if not segments:
         raise InfeasibleError(f"pipeline: no pipeline of graph {graph.name!r} along the order fits the cluster "
                               f"({cluster.size} devices of memory {cluster.devices[0].memory:.6g}); add devices or "
