@@ -79,7 +79,7 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     start = time.perf_counter()
     options = registry.get(method).check(options)
     fn = resolve(method)
-    with kernel_cache.limited(method, time_limit is not None):  # a cold kernel cache: Python, not a minute compiling
+    with kernel_cache.limited(method, time_limit):  # a cold kernel cache: Python, not a minute compiling
         result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):

@@ -19,8 +19,10 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,16 +42,20 @@ class Limited:
 
     methods: ClassVar[list[str]] = []  # their methods, outermost first
     cold: ClassVar[bool] = False  # kernels run in Python to the end of the outermost call: their cache was cold
+    at: ClassVar[float] = math.inf  # the outermost call's deadline (time.monotonic())
 
 
 @contextlib.contextmanager
-def limited(method: str, enabled: bool = True) -> Iterator[None]:
-    """A call of ``method`` under a time limit (when ``enabled``): should it reach a kernel that would compile and
-    find that kernel's cache cold (:func:`.jit.cold_start`), kernels run in Python to the end of the outermost
-    block while a background process compiles them; compiling in the call would spend most of its limit."""
-    if not enabled:
+def limited(method: str, seconds: float | None) -> Iterator[None]:
+    """A call of ``method`` with a time limit of ``seconds`` (``None``: none, and nothing changes): should it reach
+    a kernel that would compile and find that kernel's cache cold (:func:`.jit.cold_start`), kernels run in Python
+    to the end of the outermost block, stopped at its deadline, while a background process compiles them;
+    compiling in the call would spend most of its limit."""
+    if seconds is None:
         yield
         return
+    if not Limited.methods:
+        Limited.at = time.monotonic() + max(float(seconds), 0.0)
     Limited.methods.append(method)
     try:
         yield
@@ -57,6 +63,7 @@ def limited(method: str, enabled: bool = True) -> Iterator[None]:
         Limited.methods.pop()
         if not Limited.methods:
             Limited.cold = False
+            Limited.at = math.inf
 
 
 def policy() -> str:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.heuristics import jit, kernel_cache
+from placement_dsl.heuristics.base import TimeLimitReached
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 5.0
@@ -136,3 +137,36 @@ def test_argument_types_are_described_for_numba_and_others_refused():
     assert kernel_cache.arg_type(np.int32(3)) == ["scalar", "<i4"]
     with pytest.raises(TypeError):
         kernel_cache.arg_type([1, 2])
+
+
+def test_a_kernel_run_in_python_for_a_cold_cache_is_stopped_at_the_call_s_deadline(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:  # ten seconds, whatever the call's deadline
+            pass
+        return seconds
+
+    kernel = jit.Kernel(spin, {"cache": True})
+    t0 = time.monotonic()
+    with kernel_cache.limited("spin", 0.2), pytest.raises(TimeLimitReached, match="ran in Python"):
+        monkeypatch.setattr(kernel_cache.Limited, "cold", True)
+        kernel(10.0)
+    assert time.monotonic() - t0 < 0.2 + jit.PYTHON_GRACE + 1.5
+    assert kernel_cache.Limited.at == np.inf and not kernel_cache.Limited.methods
+
+
+def test_compiled_kernels_meeting_uncached_argument_types_run_them_in_python_under_a_limit(tmp_path):
+    """Once numba is loaded (the first kernel was cached), a kernel whose argument types numba's cache lacks runs in
+    Python under a time limit, listed for the background compile, instead of compiling in the call."""
+    code = ("import numpy as np\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
+            "from placement_dsl.heuristics.kernels import priority_order\n"
+            "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
+            "args = (-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
+            "with kernel_cache.limited('slicegraph', 30.0):\n    order = priority_order(*args)\n"
+            "print(order.tolist(), len(priority_order.signatures),\n"
+            "      kernel_cache.wanted_file().read_text().count('priority_order'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=_env(tmp_path), check=False)
+    assert out.stdout.split() == ["[0,", "1,", "2,", "3]", "0", "1"], out.stderr
