@@ -89,7 +89,7 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     if options.get("time_limit") is not None:  # what is left of the command's budget (reading the workload took some),
         reserve = min(0.1 * args.time_limit, 2.0)  # less a share for the re-check and the answer
         options["time_limit"] = max(command_deadline(args).left() - reserve, 0.0)
-    note_cold_kernels(args.method)
+    note_cold_kernels(args.method, limited=options.get("time_limit") is not None)
     start = time.perf_counter()
     res = run(args.method, w.graph, w.cluster, model=model, **options)
     ev = evaluate(res.placement, model)
@@ -142,7 +142,7 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
     for key, value in mip_options(args).items():
         setattr(args, key, value)
     start = args.warm_start if args.warm_start in HEURISTIC_METHODS else None
-    note_cold_kernels(start)
+    note_cold_kernels(start, limited=True)
     result = solve_makespan(args, w, model) if is_makespan(model) else _solve_ip(args, w, model)
     return result.placement, result.to_dict(), result.summary()
 

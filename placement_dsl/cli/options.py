@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import PlacementError, SpecError
-from ..heuristics import jit, registry
+from ..heuristics import jit, kernel_cache, registry
 from ..options import parse
 from .common import HEURISTIC_FLAGS, HEURISTIC_METHODS, IP_METHODS, MIP_DEFAULTS, MIP_FLAGS
 from .workloads import note
@@ -130,20 +127,8 @@ def kernels_cold(method: str | None) -> bool:
 
 
 def _cached(kernel: Any) -> bool:
-    """A cached kernel (``njit(cache=True)``) whose on-disk index is as new as its source (numba's index file in
-    the ``__pycache__`` beside the source, or under ``NUMBA_CACHE_DIR``), read without loading numba."""
-    if not kernel.options.get("cache"):
-        return True
-    code = kernel.py_func.__code__
-    source = Path(code.co_filename)
-    stem = f"{source.stem}.{kernel.__qualname__}-{code.co_firstlineno}.py{sys.version_info[0]}{sys.version_info[1]}"
-    where = os.environ.get("NUMBA_CACHE_DIR")  # numba's own rule: a given cache folder mirrors the source's path
-    folder = Path(where, *source.parent.parts[1:]) if where else source.parent / "__pycache__"
-    index = folder / f"{stem}.nbi"
-    try:
-        return index.stat().st_mtime >= source.stat().st_mtime
-    except OSError:
-        return False
+    """A kernel that loads from numba's on-disk cache, told without loading numba (:func:`..heuristics.kernel_cache.cached`)."""
+    return kernel_cache.cached(kernel)
 
 
 def _kernels_reached(fn: Any) -> list[Any]:
@@ -188,9 +173,14 @@ def _code_names(code: Any) -> list[str]:
     return names
 
 
-def note_cold_kernels(*methods: str | None) -> None:
-    """Say once on stderr that the first run compiles kernels, when one of ``methods`` will."""
+def note_cold_kernels(*methods: str | None, limited: bool = False) -> None:
+    """Say once on stderr that the first run compiles kernels, when one of ``methods`` will; under a time limit
+    (``limited``) they are compiled in the background instead (:mod:`..heuristics.kernel_cache`)."""
     if any(kernels_cold(m) for m in methods if m):
-        note("compiling kernels once; later runs are fast")
+        if limited and kernel_cache.policy() == "background":
+            note("kernels not compiled yet: this run uses their Python versions while a background process "
+                 "compiles them for later runs")
+        else:
+            note("compiling kernels once; later runs are fast")
 
 

@@ -15,7 +15,7 @@ from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from ..pipeline_orders import FOLDS, ORDERS
 from ..placement import Placement
-from . import fold_ranks, registry
+from . import fold_ranks, kernel_cache, registry
 
 _moved = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
 
@@ -66,7 +66,8 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     """Run a heuristic by name and re-check its objective with the cost model.
 
     ``time_limit`` (seconds of wall clock from this call, ``None``: none) is passed to the
-    method, which returns its best placement so far when it runs out (``info["stopped"]``).
+    method, which returns its best placement so far when it runs out (``info["stopped"]``). Under a limit, kernels
+    whose numba cache is cold run in Python while a background process compiles them (:mod:`.kernel_cache`).
     ``options`` are checked against the method's declared ones (:mod:`.manifest`): an unknown or invalid
     one is a :class:`SpecError` naming the method and the option.
     """
@@ -79,7 +80,8 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     at = deadline_at(method, time_limit)
     options = registry.get(method).check(options)
     fn = resolve(method)
-    result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
+    with kernel_cache.limited(method, time_limit):  # a cold kernel cache: Python, not a minute compiling
+        result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
     check = evaluate(result.placement, model).objective
     if model.name in FOLDS and not math.isfinite(check):
         result, check = _folded(method, result, model, at)

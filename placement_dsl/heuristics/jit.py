@@ -10,12 +10,19 @@ compiled code calls compiled code. Both paths run the same code, so they give th
 (``tests/heuristics/test_jit.py`` checks the DP's objective and split both ways).
 
 :data:`objmode` is ``numba.objmode`` the same way: a context manager that does nothing in Python.
+
+A call with a time limit (:func:`.kernel_cache.limited`, entered by :func:`.base.run`) never compiles on a cold
+cache: where a kernel it is about to compile is not in numba's on-disk cache, its kernels run in Python and a
+background process compiles them, with the argument types the call used, for the next process (:func:`cold_start`).
 """
 from __future__ import annotations
 
 import contextlib
+import math
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -24,7 +31,8 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import PlacementError
 from ..graph import Graph, Op
-from .base import run
+from . import kernel_cache
+from .base import TimeLimitReached, run
 
 # Workloads of at most this many ops run their kernels in Python. Measured (the DP on 4 stages, CPU seconds of
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
@@ -45,6 +53,9 @@ PYTHON_NODE_IDEALS = 400_000
 # by_work() starts in Python on graphs of at most this many ops (contraction and the lattice's first ideals
 # in Python cost milliseconds there).
 BY_WORK_OPS = 2_000
+# seconds past a call's deadline that a kernel run in Python because numba's cache was cold may still take (a
+# method's best-so-far or fallback, built after its deadline, runs kernels too); then it is stopped
+PYTHON_GRACE = 2.0
 
 _KERNELS: list[Kernel] = []
 _PACKAGE = __name__.split(".")[0]
@@ -77,6 +88,8 @@ class Kernel:
         self.py_func = fn
         self.options = options
         self.dispatcher: Any = None
+        self._numba_compile: Callable[..., Any] | None = None  # the dispatcher's own compile (compile_all())
+        self._uncached: set[tuple[Any, ...]] = set()  # argument types found neither compiled nor in numba's cache
         self.in_python: Callable[..., Any] = fn  # what runs in Python (:meth:`python`: a numpy version)
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -87,17 +100,56 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         if self.dispatcher is not None:
             return self.dispatcher(*args)
-        if _State.interpreted:
-            if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
-                return self.in_python(*args)
-            _RUNNING.inside = True
-            try:
-                with np.errstate(over="ignore"):  # numba's integers wrap silently (the bitsets' hashes rely on it)
-                    return self.in_python(*args)
-            finally:
-                _RUNNING.inside = False
+        if _State.interpreted or kernel_cache.Limited.cold:
+            return self.run_python(*args)
+        if kernel_cache.Limited.methods and cold_start(self):
+            return self(*args)
         compile_all()
         return self.dispatcher(*args)
+
+    def run_python(self, *args: Any) -> Any:
+        """The kernel run in Python (its callees as they are: Python, or compiled once loaded). Where it runs
+        because numba's cache was cold (:func:`cold_start`, :meth:`_compile_or_python`), it is stopped at the
+        call's deadline (:func:`_stopped_at`) with :class:`~.base.TimeLimitReached`: Python may be far slower."""
+        if getattr(_RUNNING, "inside", False):  # a kernel's callee: the outermost call set the errstate
+            return self.in_python(*args)
+        cold = bool(kernel_cache.Limited.methods) and not _State.interpreted  # not Python by design (small work)
+        if kernel_cache.Limited.cold:  # what a background compile should compile for the next call
+            kernel_cache.want(self, args)
+        _RUNNING.inside = True
+        try:
+            with np.errstate(over="ignore"), _stopped_at(kernel_cache.Limited.at if cold else math.inf, self):
+                return self.in_python(*args)  # numba's integers wrap silently (the bitsets' hashes rely on it)
+        finally:
+            _RUNNING.inside = False
+
+    def _compile_or_python(self, *args: Any, **kws: Any) -> Any:
+        """numba's dispatcher meets argument types it has no code for and asks what to call: inside a call with a
+        time limit (policy ``background``), where numba's cache has none for them either, the kernel in Python
+        (compiled in the background for the next process); else numba's compiled (or loaded) code."""
+        if kernel_cache.Limited.methods and kernel_cache.policy() == "background":
+            try:
+                sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+            except Exception:  # noqa: BLE001 - numba cannot type them: its own compile says why
+                return self._numba_compile(*args, **kws)
+            if sig not in self._uncached:
+                if self._in_cache(sig):
+                    return self._numba_compile(*args, **kws)
+                self._uncached.add(sig)
+                kernel_cache.want(self, args)
+                kernel_cache.compile_in_background()
+            return self.run_python  # numba calls what this returns with the arguments (its compiled entry point)
+        return self._numba_compile(*args, **kws)
+
+    def _in_cache(self, sig: tuple[Any, ...]) -> bool:
+        """Whether numba's on-disk cache holds the dispatcher's code for argument types ``sig`` (``True`` when
+        unsure)."""
+        try:
+            d = self.dispatcher
+            key = d._cache._index_key(sig, d.targetctx.codegen())
+            return key in d._cache._cache_file._load_index()
+        except Exception:  # noqa: BLE001 - numba's internals moved, or no cache: compile as numba would
+            return True
 
     def python(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Decorator: ``fn`` runs in place of the kernel's loops when kernels run in Python (the same result to
@@ -118,12 +170,13 @@ class Kernel:
 def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``numba.njit`` deferred (same options): a :class:`Kernel`, or numba's dispatcher once kernels are compiled."""
     def wrap(f: Callable[..., Any]) -> Any:
+        kernel = Kernel(f, options)
+        _KERNELS.append(kernel)
         if _State.compiled:
             import numba
 
-            return numba.njit(**options)(f)
-        kernel = Kernel(f, options)
-        _KERNELS.append(kernel)
+            _dispatch(kernel, numba)
+            return kernel.dispatcher
         return kernel
     return wrap if fn is None else wrap(fn)
 
@@ -136,6 +189,44 @@ def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., 
     return wrap
 
 
+@contextlib.contextmanager
+def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
+    """Within the block, :class:`~.base.TimeLimitReached` is raised once ``time.monotonic()`` passes ``at`` and
+    :data:`PYTHON_GRACE` (what a method does past its deadline: its fallback's kernels) (a timer signal, so a Python loop that reads no clock is stopped too; on the main thread only, and only where nothing
+    else uses the timer)."""
+    if not math.isfinite(at) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    message = (f"the time limit passed while kernel {kernel.__qualname__} ran in Python (numba's cache was cold; "
+               "a background process compiles the kernels for the next run)")
+    left = at + PYTHON_GRACE - time.monotonic()
+    if left <= 0:
+        raise TimeLimitReached(message)
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0 or signal.getsignal(signal.SIGALRM) not in (
+            signal.SIG_DFL, signal.SIG_IGN, None):
+        yield  # the timer is someone else's
+        return
+
+    def ring(signum: int, frame: Any) -> None:
+        raise TimeLimitReached(message)
+
+    signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def _dispatch(kernel: Kernel, numba: Any) -> None:
+    """Make ``kernel``'s numba dispatcher; where no compiled code fits a call's arguments it asks
+    :meth:`Kernel._compile_or_python` (numba calls ``_compile_for_args`` then)."""
+    kernel.dispatcher = numba.njit(**kernel.options)(kernel.py_func)
+    kernel._numba_compile = kernel.dispatcher._compile_for_args
+    kernel.dispatcher._compile_for_args = kernel._compile_or_python
+
+
 def compile_all() -> None:
     """Import numba, make every declared kernel numba's dispatcher, and put the dispatchers (and
     ``numba.objmode``) in place of the kernels in the package's modules, so compiled code finds compiled code."""
@@ -146,7 +237,7 @@ def compile_all() -> None:
     shim = _OBJMODE
     for kernel in _KERNELS:
         if kernel.dispatcher is None:
-            kernel.dispatcher = numba.njit(**kernel.options)(kernel.py_func)
+            _dispatch(kernel, numba)
     _State.compiled = True
     for name, module in list(sys.modules.items()):
         if module is None or not (name == _PACKAGE or name.startswith(_PACKAGE + ".")):
@@ -167,9 +258,15 @@ def load_kernels(methods: Iterable[str]) -> None:
     process, by running it on a three-op chain on two accelerators and a CPU: what a process does before it forks
     children that run those methods (certify's heuristics, a sweep's tasks), so that each child finds them loaded
     instead of importing numba and loading the same cache again (1.5-2 s of CPU each). A method that declines the
-    chain has loaded what it reached."""
-    compile_all()
+    chain has loaded what it reached.
+
+    Where the cache is cold (none of the kernels declared so far is cached, :mod:`.kernel_cache`) and its policy is
+    ``background``, nothing is compiled here (a minute of a caller's budget): the children run their kernels in
+    Python and have them compiled in the background (:func:`.kernel_cache.limited`)."""
     todo = [m for m in methods if m not in _LOADED]
+    if not _State.compiled and kernel_cache.policy() == "background" and cache_cold():
+        return
+    compile_all()
     if not todo:
         return
     g = Graph([Op(name="a", work=2.0, out_bytes=1.0), Op(name="b", work=1.0, out_bytes=1.0), Op(name="c", work=2.0)],
@@ -186,7 +283,7 @@ def load_kernels(methods: Iterable[str]) -> None:
 def python_kernels() -> bool:
     """Whether kernels not yet compiled run in Python here (inside :func:`interpreted`, or a small workload's
     command)."""
-    return bool(_State.interpreted) and not _State.compiled
+    return bool(_State.interpreted or kernel_cache.Limited.cold) and not _State.compiled
 
 
 def is_compiled() -> bool:
@@ -225,7 +322,7 @@ def by_work(ops: int) -> Iterator[None]:
     """Within the block, kernels not yet compiled run in Python until :func:`note_work` reports more work than
     :data:`PYTHON_WORK`; from then on they are compiled (loaded from numba's cache). For a call on a graph of at
     most :data:`BY_WORK_OPS` ops, where nothing decided already (compiled kernels, :func:`interpreted`)."""
-    enter = not _State.compiled and not _State.interpreted and ops <= BY_WORK_OPS
+    enter = not _State.compiled and not _State.interpreted and not kernel_cache.Limited.cold and ops <= BY_WORK_OPS
     if enter:
         _State.interpreted += 1
         _State.tentative += 1
@@ -262,3 +359,28 @@ def note_workload(ops: int) -> None:
     enclosing :func:`scope` ends (or for good, outside one)."""
     if small(ops):
         _State.interpreted += 1
+
+
+# ---------------------------------------------------------------------------- a cold cache under a time limit
+def cache_cold() -> bool:
+    """Whether none of the kernels declared so far loads from numba's on-disk cache (a fresh install, a new cache
+    folder, or sources changed since they were compiled)."""
+    kernels = [k for k in _KERNELS if k.options.get("cache")]
+    return bool(kernels) and not any(kernel_cache.cached(k) for k in kernels)
+
+
+def cold_start(kernel: Kernel) -> bool:
+    """Inside :func:`.kernel_cache.limited`, where ``kernel`` is about to be compiled: when it is not in numba's
+    cache and the policy is ``background``, run kernels in Python instead to the end of the call, and start a
+    background compile of the kernels it calls, with the argument types it calls them with
+    (:func:`.kernel_cache.want`). Whether kernels now run in Python."""
+    if _State.compiled or kernel_cache.policy() != "background" or kernel_cache.cached(kernel):
+        return False
+    kernel_cache.Limited.cold = True
+    kernel_cache.compile_in_background()
+    return True
+
+
+def cold() -> bool:
+    """Whether kernels run in Python because their cache was cold (inside :func:`.kernel_cache.limited`)."""
+    return kernel_cache.Limited.cold and not _State.compiled

@@ -30,13 +30,15 @@ from ..cluster import Cluster
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from . import manifest
-from .base import HeuristicResult, deadline_at, expired
+from .base import HeuristicResult, deadline_at, expired, kernel_deadline
 from .fallback import fallback
 from .jit import njit
+from .kernels import clock
 from .pipeline_dp import Chain, _planner, placement_of
 from .registry import heuristic
 
 INF = np.inf
+NO_TABLE = np.zeros((0, 0))  # level()'s base where block times come from prefix sums
 
 
 @njit(cache=True)
@@ -48,36 +50,45 @@ def _replicated(base, W, m, B, max_rep):
 
 
 @njit(cache=True)
-def level(base, wp, cut, B, M, lefts, max_rep):
+def level(base, prefix, wp, cut, B, M, lefts, max_rep, at):
     """``A^k(i -> j, m)`` for ``i`` in ``lefts``, all ``j >= i`` and ``m = 1..M``, with back-links.
 
-    ``base[i, j]`` is ``A^{k-1}(i -> j, m_{k-1})``; ``wp`` prefix sums of ``w``; ``cut[s]`` = ``a_s``.
-    ``split[i, j, m]`` is ``s`` (``-1``: the whole block replicated ``m`` times) and ``last[i, j, m]``
-    the last stage's ``m'``.
+    ``A^{k-1}(i -> j, m_{k-1})`` is ``base[i, j]``, or ``prefix[j + 1] - prefix[i]`` where ``base`` is empty
+    (level 1: the layers' times, without an ``n x n`` table); ``wp`` prefix sums of ``w``; ``cut[s]`` = ``a_s``.
+    Row ``r`` of the tables is ``i = lefts[r]``: ``split[r, j, m]`` is ``s`` (``-1``: the whole block replicated
+    ``m`` times) and ``last[r, j, m]`` the last stage's ``m'``. The clock is read every row ``j`` against ``at``
+    (``time.monotonic()``; ``inf``: none); past it, the rows are left unfinished and ``stopped`` is true.
     """
-    n = base.shape[0]
-    A = np.full((n, n, M + 1), INF)
-    split = np.full((n, n, M + 1), -2, np.int64)
-    last = np.zeros((n, n, M + 1), np.int64)
-    for i in lefts:
+    n = wp.size - 1
+    table = base.shape[0] > 0
+    R = lefts.size
+    A = np.full((R, n, M + 1), INF)
+    split = np.full((R, n, M + 1), -2, np.int64)
+    last = np.zeros((R, n, M + 1), np.int64)
+    for r in range(R):
+        i = lefts[r]
         for j in range(i, n):
+            if at < INF and clock() > at:
+                return A, split, last, True
             for m in range(1, M + 1):
-                best = _replicated(base[i, j], wp[j + 1] - wp[i], m, B, max_rep)
+                whole = base[i, j] if table else prefix[j + 1] - prefix[i]
+                best = _replicated(whole, wp[j + 1] - wp[i], m, B, max_rep)
                 bs, bm = -1, m
                 for s in range(i, j):
                     comm = 2.0 * cut[s] / B
                     if comm >= best:
                         continue
+                    right_base = base[s + 1, j] if table else prefix[j + 1] - prefix[s + 1]
                     for mp in range(1, m):
-                        left = A[i, s, m - mp]
+                        left = A[r, s, m - mp]
                         if left >= best:
                             continue
-                        right = _replicated(base[s + 1, j], wp[j + 1] - wp[s + 1], mp, B, max_rep)
+                        right = _replicated(right_base, wp[j + 1] - wp[s + 1], mp, B, max_rep)
                         v = max(max(left, comm), right)
                         if v < best:
                             best, bs, bm = v, s, mp
-                A[i, j, m], split[i, j, m], last[i, j, m] = best, bs, bm
-    return A, split, last
+                A[r, j, m], split[r, j, m], last[r, j, m] = best, bs, bm
+    return A, split, last, False
 
 
 def _blocks(split: np.ndarray, last: np.ndarray, i: int, j: int, m: int) -> list[tuple[int, int, int]]:
@@ -102,16 +113,15 @@ def _workers(A: np.ndarray, replication: bool) -> np.ndarray:
 
 
 def layer_data(chain: Chain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``T_l`` as a (n, n) block-sum table, prefix sums of ``w``, and ``a_s`` (forward bytes over each cut)."""
+    """Prefix sums of ``T_l`` (a block's time is a difference of two), of ``w``, and ``a_s`` (forward bytes over
+    each cut)."""
     n = chain.n
-    comp = chain.comp
-    base = np.triu(comp[None, 1:] - comp[:-1, None])  # base[i, j] = sum T_l for l in i..j
     owner, nbytes, forward, _, maxc, _ = chain.tensors
     diff = np.zeros(n + 1)
     keep = forward & (maxc > owner)
     np.add.at(diff, owner[keep], nbytes[keep])
     np.add.at(diff, maxc[keep], -nbytes[keep])
-    return base, chain.param, np.cumsum(diff)[:n]
+    return np.ascontiguousarray(chain.comp, dtype=np.float64), chain.param, np.cumsum(diff)[:n]
 
 
 @heuristic("pipedream-planner", optimizes="max_load", options=manifest.Replicated)
@@ -137,11 +147,12 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
     if expired(at):
         return fallback("pipedream-planner", graph, cluster, model, "the chain's tables", start)
     lay, n = planner.lay, chain.n
-    base, wp, cut = layer_data(chain)
+    prefix, wp, cut = layer_data(chain)
     max_rep = planner.max_rep
     lefts = np.arange(n) if lay.servers > 1 else np.zeros(1, np.int64)
-    A1, split1, last1 = level(base, wp, cut, lay.intra, lay.per_server, lefts, max_rep)
-    if expired(at):
+    A1, split1, last1, stopped = level(NO_TABLE, prefix, wp, cut, lay.intra, lay.per_server, lefts, max_rep,
+                                       kernel_deadline(at))
+    if stopped or expired(at):
         return fallback("pipedream-planner", graph, cluster, model, "the planner's first level", start)
     workers1 = _workers(A1, replication)
     if lay.servers == 1:
@@ -149,9 +160,11 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
         estimate = float(A1[0, n - 1, m1])
         segments = [(0, n, 1, _blocks(split1, last1, 0, n - 1, m1))]
     else:
-        base2 = np.take_along_axis(A1, workers1[:, :, None], axis=2)[:, :, 0]
-        A2, split2, last2 = level(base2, wp, cut, lay.inter, lay.servers, np.zeros(1, np.int64),
-                                  lay.servers if replication else 1)
+        base2 = np.ascontiguousarray(np.take_along_axis(A1, workers1[:, :, None], axis=2)[:, :, 0])
+        A2, split2, last2, stopped = level(base2, prefix, wp, cut, lay.inter, lay.servers, np.zeros(1, np.int64),
+                                           lay.servers if replication else 1, kernel_deadline(at))
+        if stopped:
+            return fallback("pipedream-planner", graph, cluster, model, "the planner's second level", start)
         m2 = int(_workers(A2, replication)[0, n - 1])
         estimate = float(A2[0, n - 1, m2])
         segments = [(a, b, m, _blocks(split1, last1, a, b - 1, int(workers1[a, b - 1])))

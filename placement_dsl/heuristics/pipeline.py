@@ -9,7 +9,8 @@ from ..cluster import Cluster
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from . import manifest
-from .base import HeuristicResult, deadline_at, expired, left
+from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, left
+from .fallback import fallback
 from .pipedream_planner import pipedream_planner
 from .pipeline_dp import CLASS, plan
 from .registry import heuristic
@@ -48,8 +49,16 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
             return replace(first, method="pipeline", seconds=time.perf_counter() - start,
                            info={**first.info, "stopped": "time limit", "stopped_in": "PipeDream's planner (the bound)"})
         upper_bound = evaluate(first.placement, replace(model, objective=Objective.MAX_LOAD)).objective
-    placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound,
-                           max_replicas=max_replicas)
+    else:
+        first = None
+    try:
+        placement, info = plan(graph, cluster, model, replication=replication, upper_bound=upper_bound,
+                               max_replicas=max_replicas, deadline=at)
+    except TimeLimitReached as err:  # the planner's configuration, else fallback's split
+        if first is None:
+            return fallback("pipeline", graph, cluster, model, "the DP over segments", start)
+        return replace(first, method="pipeline", seconds=time.perf_counter() - start,
+                       info={**first.info, "stopped": "time limit", "stopped_in": str(err)})
     ev = evaluate(placement, model)
     exact = model.objective is Objective.MAX_LOAD and ev.valid
     if model.objective is not Objective.MAX_LOAD:

@@ -1,0 +1,172 @@
+"""A cold kernel cache never spends a call's time limit compiling (:mod:`placement_dsl.heuristics.kernel_cache`):
+the call runs its kernels in Python while a detached process compiles them for the next one."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from placement_dsl.heuristics import jit, kernel_cache
+from placement_dsl.heuristics.base import TimeLimitReached
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMIT = 5.0
+
+
+def _env(cache: Path, policy: str | None = "background") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    if policy:
+        env[kernel_cache.ENV] = policy
+    return env
+
+
+def _solve(cache: Path, method: str) -> tuple[float, subprocess.CompletedProcess]:
+    cmd = [sys.executable, "-m", "placement_dsl.cli", "solve", "zoo:bert-large-ops", "--method", method,
+           "--stages", "4", "--time-limit", f"{LIMIT:g}", "--json"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(cache), cwd=ROOT, timeout=300, check=False)
+    return time.monotonic() - t0, proc
+
+
+def _wait_for_background_compile(cache: Path, seconds: float = 240.0) -> None:
+    """Until the background compile into ``cache`` has started and ended (it holds the cache's lock meanwhile)."""
+    import fcntl
+
+    end = time.monotonic() + seconds
+    path = None
+    while time.monotonic() < end:
+        found = list(cache.glob(f"*/{kernel_cache.LOCK}"))
+        path = found[0] if found else None
+        if path is not None:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not list(cache.glob(f"*/{kernel_cache.WANTED}")):  # taken, and the list it compiled is gone
+                    return
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        time.sleep(0.5)
+    pytest.fail(f"the background compile into {cache} did not end within {seconds:.0f} s")
+
+
+def test_a_cold_cache_runs_python_kernels_within_the_limit_and_warms_the_cache_for_the_next_run(tmp_path):
+    cache = tmp_path / "numba"
+    wall, proc = _solve(cache, "polish")
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["valid"] and answer["objective"] > 0
+    assert wall <= LIMIT + 5.0, f"a cold first run took {wall:.1f} s against a {LIMIT:g} s limit"
+    assert "background process compiles them" in proc.stderr
+    wanted = [json.loads(s) for s in next(cache.glob(f"*/{kernel_cache.WANTED}")).read_text().splitlines()]
+    assert {w["kernel"] for w in wanted} >= {"_local_search"}  # what the run called, with its argument types
+    _wait_for_background_compile(cache)
+    wall, proc = _solve(cache, "polish")
+    assert proc.returncode == 0, proc.stderr
+    assert "not compiled yet" not in proc.stderr and "compiling" not in proc.stderr  # the cache is warm
+    assert json.loads(proc.stdout)["valid"]
+    assert not list(cache.glob(f"*/{kernel_cache.WANTED}"))  # nothing ran in Python: no second background compile
+
+
+def test_the_cache_is_read_where_numba_writes_it(tmp_path):
+    """numba (0.5x and later) keeps a ``NUMBA_CACHE_DIR`` cache in ``<folder>_<sha1 of the folder's path>``, not
+    in a mirror of the source's path: a kernel numba has just cached must read as cached."""
+    code = ("import numpy as np\nfrom placement_dsl.heuristics import kernel_cache\n"
+            "from placement_dsl.heuristics.kernels import priority_order\nfrom placement_dsl.cli.options import _cached\n"
+            "before = kernel_cache.cached(priority_order)\n"
+            "priority_order(-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
+            "print(before, kernel_cache.cached(priority_order), _cached(priority_order))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=_env(tmp_path, policy="compile"), check=False)
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr
+
+
+def test_a_stale_index_is_cold(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    source = tmp_path / "mod.py"
+    source.write_text("def k(x):\n    return x\n")
+    namespace: dict[str, object] = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)  # noqa: S102 - a kernel from a file of ours
+    kernel = jit.Kernel(namespace["k"], {"cache": True})
+    folder = kernel_cache.folder(source)
+    folder.mkdir(parents=True)
+    index = folder / f"mod.k-1.py{sys.version_info[0]}{sys.version_info[1]}.nbi"
+    index.write_bytes(b"header" + kernel_cache.source_digest(source) + b"overloads")
+    assert kernel_cache.cached(kernel)
+    source.write_text("def k(x):\n    return x + 1\n")
+    os.utime(source, (time.time() + 5, time.time() + 5))
+    assert not kernel_cache.cached(kernel)
+    assert kernel_cache.cached(jit.Kernel(namespace["k"], {}))  # not cached by numba: nothing to wait for
+
+
+def test_the_policy_compiles_in_tests_unless_asked(monkeypatch):
+    monkeypatch.delenv(kernel_cache.ENV, raising=False)
+    assert kernel_cache.policy() == "compile"  # pytest sets PYTEST_CURRENT_TEST
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    assert kernel_cache.policy() == "background"
+    monkeypatch.setenv(kernel_cache.ENV, "compile")
+    assert kernel_cache.policy() == "compile"
+
+
+def test_a_background_compile_leaves_no_child_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert kernel_cache.compile_in_background()
+    with pytest.raises(ChildProcessError):  # the child in between was reaped, the worker is not ours
+        os.waitpid(-1, os.WNOHANG)
+    for _ in range(100):  # the worker takes the lock; a second one is not started meanwhile
+        if kernel_cache.compiling():
+            break
+        time.sleep(0.1)
+    assert kernel_cache.compiling() and not kernel_cache.compile_in_background()
+
+
+def test_argument_types_are_described_for_numba_and_others_refused():
+    a = np.zeros((2, 3))
+    assert kernel_cache.arg_type(a) == ["array", "<f8", 2, "C", True]
+    assert kernel_cache.arg_type(a[:, 1])[3] == "A"
+    assert kernel_cache.arg_type((1, 2.0, True, None)) == ["tuple", [["scalar", "<i8"], ["scalar", "<f8"], ["bool"],
+                                                                     ["none"]]]
+    assert kernel_cache.arg_type(np.int32(3)) == ["scalar", "<i4"]
+    with pytest.raises(TypeError):
+        kernel_cache.arg_type([1, 2])
+
+
+def test_a_kernel_run_in_python_for_a_cold_cache_is_stopped_at_the_call_s_deadline(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:  # ten seconds, whatever the call's deadline
+            pass
+        return seconds
+
+    kernel = jit.Kernel(spin, {"cache": True})
+    t0 = time.monotonic()
+    with kernel_cache.limited("spin", 0.2), pytest.raises(TimeLimitReached, match="ran in Python"):
+        monkeypatch.setattr(kernel_cache.Limited, "cold", True)
+        kernel(10.0)
+    assert time.monotonic() - t0 < 0.2 + jit.PYTHON_GRACE + 1.5
+    assert kernel_cache.Limited.at == np.inf and not kernel_cache.Limited.methods
+
+
+def test_compiled_kernels_meeting_uncached_argument_types_run_them_in_python_under_a_limit(tmp_path):
+    """Once numba is loaded (the first kernel was cached), a kernel whose argument types numba's cache lacks runs in
+    Python under a time limit, listed for the background compile, instead of compiling in the call."""
+    code = ("import numpy as np\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
+            "from placement_dsl.heuristics.kernels import priority_order\n"
+            "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
+            "args = (-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
+            "with kernel_cache.limited('slicegraph', 30.0):\n    order = priority_order(*args)\n"
+            "print(order.tolist(), len(priority_order.signatures),\n"
+            "      kernel_cache.wanted_file().read_text().count('priority_order'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=_env(tmp_path), check=False)
+    assert out.stdout.split() == ["[0,", "1,", "2,", "3]", "0", "1"], out.stderr
