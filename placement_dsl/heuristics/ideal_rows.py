@@ -45,7 +45,7 @@ def tensor_counts(member: np.ndarray, tmask: np.ndarray) -> np.ndarray:
 
 
 @python_version(boundaries)
-def _boundaries_numpy(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
+def boundaries_numpy(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
     """:func:`.ideal_boundaries.boundaries` in Python: every ideal's split tensors at once; ``in`` and ``out``
     summed in ascending tensor order as the kernel adds them, so the same to the bit."""
     N = ideals.shape[0]
@@ -64,7 +64,7 @@ def _boundaries_numpy(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
 
 
 @python_version(lookup)
-def _lookup_dict(ideals, rows):
+def lookup_dict(ideals, rows):
     """:func:`.ideal_enumeration.lookup` in Python: a dictionary of the ideals' bytes (the same ids)."""
     ideals, rows = np.ascontiguousarray(ideals), np.ascontiguousarray(rows)
     ids = {ideals[i].tobytes(): i for i in range(ideals.shape[0])}

@@ -189,7 +189,7 @@ class Sweeps:
         :class:`Stopped` at ``deadline``."""
         t0 = time.perf_counter()
         feas = self.feasible_bits(T, deadline)
-        steps = _read_split(feas, self.head, self.counts, self.strides, float(T),
+        steps = read_split(feas, self.head, self.counts, self.strides, float(T),
                             None if self.rows is None or not jit.python_kernels() else self.rows.witness)
         report("dp", phase="feasibility", target=float(T), feasible=steps is not None, runs=self.runs,
                pairs=self.visited, seconds=time.perf_counter() - t0)
@@ -240,7 +240,7 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
         except Stopped:
             raise TimeLimitReached(f"dp: the time limit passed during the sweep over {lat.count} ideals, before "
                                    "any split was found") from None
-        steps, best = _steps(out, sw.strides), float(out[0][-1, -1])
+        steps, best = split_steps(out, sw.strides), float(out[0][-1, -1])
         lower = best
     t2 = time.perf_counter()
     stages = [(np.setdiff1d(lat.nodes(i), lat.nodes(j)), c, k) for i, j, c, k in steps]
@@ -316,7 +316,7 @@ def _has_split(feas: np.ndarray, s: int) -> bool:
     return bool((int(feas[-1, s >> 6]) >> (s & 63)) & 1)
 
 
-def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,
+def read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.ndarray,
                 T: float, witness=None) -> list[tuple[int, int, int, int]] | None:
     """The split a feasibility run found, as ``(I, J, class, replicas)`` steps in pipeline order (None if none);
     ``head``: the kernels' arguments, ``counts``/``strides``: the device-count states; ``witness``: the
@@ -336,7 +336,7 @@ def _read_split(feas: np.ndarray, head: tuple, counts: np.ndarray, strides: np.n
     return steps[::-1]
 
 
-def _steps(out, strides) -> list[tuple[int, int, int, int]]:
+def split_steps(out, strides) -> list[tuple[int, int, int, int]]:
     """The split of a sweep's back-links as ``(I, J, class, replicas)`` stages, in pipeline order."""
     dp, back_j, back_c, back_k = out[:4]
     if not np.isfinite(dp[-1, -1]):

@@ -15,8 +15,8 @@ from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import ideal_feasible as F
 from placement_dsl.heuristics import ideal_kernels as K
-from placement_dsl.heuristics.ideal_rows import Rows, _boundaries_numpy
-from placement_dsl.heuristics.ideal_solve import Sweeps, _read_split, _steps
+from placement_dsl.heuristics.ideal_rows import Rows, boundaries_numpy
+from placement_dsl.heuristics.ideal_solve import Sweeps, read_split, split_steps
 from placement_dsl.heuristics.ideals import ideal_lattice, search, setup
 from placement_dsl.io import load_workload
 from tests.heuristics.test_ideals_pruning import MODELS, graphs
@@ -66,7 +66,7 @@ def test_the_rows_sweep_is_the_kernel_s_table_and_split(graph, cluster, model, r
     out = K.sweep(*sw.head, hi, sw.rem_work, sw.remaining, lo, sw.prune, sw.rho, math.inf)
     ours = Rows(sw.head, hi).exact(hi, sw.rem_work, sw.remaining, lo, sw.prune, sw.rho)
     np.testing.assert_array_equal(ours[0], out[0])
-    assert _steps(ours, sw.strides) == _steps(out, sw.strides)
+    assert split_steps(ours, sw.strides) == split_steps(out, sw.strides)
 
 
 @settings(max_examples=60, deadline=None)
@@ -89,8 +89,8 @@ def test_the_rows_feasibility_runs_are_the_kernel_s_bits_and_splits(graph, clust
         theirs = F.feasible(*sw.head, *args, sw.prune, sw.rho, sw.masks, known, possible, math.inf)[0]
         ours = rows.feasible(*args, sw.masks, known, possible)[0]
         np.testing.assert_array_equal(ours, theirs)
-        assert (_read_split(ours, sw.head, sw.counts, sw.strides, T, rows.witness)
-                == _read_split(theirs, sw.head, sw.counts, sw.strides, T))
+        assert (read_split(ours, sw.head, sw.counts, sw.strides, T, rows.witness)
+                == read_split(theirs, sw.head, sw.counts, sw.strides, T))
         if (int(theirs[-1, (sw.counts.shape[0] - 1) >> 6]) >> ((sw.counts.shape[0] - 1) & 63)) & 1:
             above = (T, theirs) if above is None or T < above[0] else above
         else:
@@ -103,7 +103,7 @@ def test_the_boundaries_in_python_are_the_kernel_s(graph, cluster):
     sw, _ = _problem(fractional(graph, True), cluster, CostModel(), False)
     lat = sw.lat
     theirs = K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *sw.io[4:])
-    ours = _boundaries_numpy(lat.ideals, lat.sub_ptr, lat.sub_idx, *sw.io[4:])
+    ours = boundaries_numpy(lat.ideals, lat.sub_ptr, lat.sub_idx, *sw.io[4:])
     for a, b in zip(ours, theirs, strict=True):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
@@ -124,12 +124,12 @@ def test_the_rows_give_the_kernel_s_answer_on_the_paper_s_workloads(dnn_partitio
                             math.inf)[0]
         ours = rows.feasible(T, sw.rem_work, sw.remaining, sw.masks, none, none)[0]
         np.testing.assert_array_equal(ours, theirs)
-        assert (_read_split(ours, sw.head, sw.counts, sw.strides, T, rows.witness)
-                == _read_split(theirs, sw.head, sw.counts, sw.strides, T))
+        assert (read_split(ours, sw.head, sw.counts, sw.strides, T, rows.witness)
+                == read_split(theirs, sw.head, sw.counts, sw.strides, T))
     out = K.sweep(*sw.head, best * 1.01, sw.rem_work, sw.remaining, 0.0, sw.prune, sw.rho, math.inf)
     ours = rows.exact(best * 1.01, sw.rem_work, sw.remaining, 0.0, sw.prune, sw.rho)
     np.testing.assert_array_equal(ours[0], out[0])
-    assert _steps(ours, sw.strides) == _steps(out, sw.strides)
+    assert split_steps(ours, sw.strides) == split_steps(out, sw.strides)
     assert ours[0][-1, -1] == pytest.approx(best, rel=1e-12)
 
 
@@ -137,10 +137,10 @@ def test_the_rows_give_the_kernel_s_answer_on_the_paper_s_workloads(dnn_partitio
 @given(graph=graphs(), picks=st.lists(st.integers(0, 10**6), max_size=8))
 def test_the_lookup_in_python_is_the_kernel_s(graph, picks):
     """Rows found among the ideals by a dictionary in Python: the kernel's ids, -1 for a row that is no ideal."""
-    from placement_dsl.heuristics.ideal_rows import _lookup_dict
+    from placement_dsl.heuristics.ideal_rows import lookup_dict
 
     sw, _ = _problem(graph, Cluster.accelerators(2), CostModel(), False)
     ideals = sw.lat.ideals
     rows = np.array([ideals[p % len(ideals)] for p in picks] + [~ideals[0]],
                     dtype=np.uint64).reshape(-1, ideals.shape[1])
-    np.testing.assert_array_equal(_lookup_dict(ideals, rows), K.lookup(ideals, rows))
+    np.testing.assert_array_equal(lookup_dict(ideals, rows), K.lookup(ideals, rows))

@@ -66,13 +66,13 @@ def test_pipeline_stopped_in_its_dp_answers_the_planner_s_configuration(monkeypa
 def test_the_chain_s_consumer_positions_are_each_op_s_distinct_other_positions():
     """The pipeline planners' set-up lists, per op with output bytes, the other positions consuming it, in whole-array
     steps; the same as a set difference op by op (which took seconds at 2,000 ops)."""
-    from placement_dsl.heuristics.pipeline_dp import _consumer_positions
+    from placement_dsl.heuristics.pipeline_dp import consumer_positions
 
     rng = np.random.default_rng(5)
     for _ in range(30):
         g = testing.random_graph(rng, int(rng.integers(3, 40)), density=0.35)
         pos = rng.integers(0, max(1, g.n // 3), g.n)
-        kept, flat, sizes = _consumer_positions(g, pos, int(pos.max()) + 1)
+        kept, flat, sizes = consumer_positions(g, pos, int(pos.max()) + 1)
         want = {int(u): np.setdiff1d(pos[g.successors(u)], [pos[u]]) for u in np.flatnonzero(g.out_bytes > 0)}
         want = {u: c for u, c in want.items() if c.size}
         assert kept.tolist() == sorted(want) and sizes.tolist() == [want[u].size for u in sorted(want)]
