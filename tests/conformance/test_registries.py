@@ -12,7 +12,7 @@ from placement_dsl import testing
 from placement_dsl.certificate import LevelStatus
 from placement_dsl.cluster import Cluster
 from placement_dsl.conformance import check_format, check_heuristic, check_level, within, writable
-from placement_dsl.constraints import Contiguous
+from placement_dsl.constraints import Contiguous, Memory
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import registry
 from placement_dsl.heuristics.base import HeuristicResult
@@ -112,11 +112,21 @@ def test_within_restricts_to_the_class():
 
 
 # ---------------------------------------------------------------------------- levels
-LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond", "makespan_fork",
-                   "memory_leaves_the_cpu")
+def host_between() -> tuple[Problem, float]:
+    """:func:`~placement_dsl.testing.memory_leaves_the_cpu` with the CPU between the accelerators, contiguous: the
+    host's share (its ops beyond what a prefix and a suffix in the accelerators' memory hold) binds."""
+    p, _ = testing.memory_leaves_the_cpu()
+    acc0, acc1, cpu = p.cluster.devices
+    q = Problem(p.source_graph, Cluster([acc0, cpu, acc1]), p.objective, [Memory(), Contiguous()])
+    return q, testing.optimum(q)
+
+
+LEVEL_INSTANCES = ("chain", "diamond", "dag_order_binds", "contiguity_binds", "diamond_noncontiguous", "latency_diamond",
+                   "makespan_fork", "memory_leaves_the_cpu", "host_between")
 """One to three tiny instances per family: MTPP (chain, diamond, one where DAG order binds, one where the accelerators'
-memory leaves ops to a CPU), throughput contiguous and not, latency, makespan."""
-LEVEL_PROBLEMS = {**testing.INSTANCES, "memory_leaves_the_cpu": testing.memory_leaves_the_cpu}
+memory leaves ops to a CPU last, one to a CPU between them), throughput contiguous and not, latency, makespan."""
+LEVEL_PROBLEMS = {**testing.INSTANCES, "memory_leaves_the_cpu": testing.memory_leaves_the_cpu,
+                  "host_between": host_between}
 
 SLOW_LEVELS: dict[str, str] = {}
 """Levels left out, with the reason (none: every level runs within its budget on these instances)."""

@@ -31,8 +31,8 @@ def test_the_formulation_receives_its_option():
 
     contiguous, optimum = testing.contiguity_binds()
     problem = testing.without(contiguous, Contiguous)
-    _, start = testing.brute_force(problem)  # by default a start sets position windows; windows=False passes it
-    windowed = solve(problem, formulation="chain", warm_start=start, time_limit=20)
+    _, start = testing.brute_force(contiguous)  # by default a start in the DP class sets position windows;
+    windowed = solve(problem, formulation="chain", warm_start=start, time_limit=20)  # windows=False passes it
     assert "position windows at T*" in windowed.message
     plain = solve(problem, formulation="chain", warm_start=start, options={"windows": False}, time_limit=20)
     assert "position windows" not in plain.message
