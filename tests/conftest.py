@@ -25,6 +25,8 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60
 settings.register_profile("dev", deadline=None)
 settings.register_profile("deep", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+os.environ.setdefault("PLACEMENT_DSL_COLD_KERNELS", "compile")  # the suite's processes compile in-process (as
+# a call without a time limit does) instead of each starting a background compile (heuristics.kernel_cache)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 

@@ -10,8 +10,8 @@ small file, milliseconds, no numba) and, when the cache is cold, runs its kernel
 them (``python -m placement_dsl.heuristics.warm_kernels METHOD ...``): the next process finds them compiled.
 
 :data:`ENV` chooses: ``background`` (the default) or ``compile`` (compile in the calling process, as without a
-limit; the default while pytest runs a test, so that a test suite's many processes never start compiles of their
-own unless a test asks for them).
+limit; the project's test suite sets it, so that its many processes never start compiles of their own unless a test
+asks for them).
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def policy() -> str:
     given = os.environ.get(ENV, "").strip().lower()
     if given in POLICIES:
         return given
-    return "compile" if "PYTEST_CURRENT_TEST" in os.environ else "background"
+    return "background"
 
 
 def folder(source: str | os.PathLike[str]) -> Path:
