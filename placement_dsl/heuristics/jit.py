@@ -191,9 +191,10 @@ def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., 
 
 @contextlib.contextmanager
 def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
-    """Within the block, :class:`~.base.TimeLimitReached` is raised once ``time.monotonic()`` passes ``at`` and
-    :data:`PYTHON_GRACE` (what a method does past its deadline: its fallback's kernels) (a timer signal, so a Python loop that reads no clock is stopped too; on the main thread only, and only where nothing
-    else uses the timer)."""
+    """Within the block, :class:`~.base.TimeLimitReached` is raised once ``time.monotonic()`` passes ``at`` plus
+    :data:`PYTHON_GRACE` (what a method does past its deadline: its fallback's kernels). A timer signal, so that a
+    Python loop reading no clock is stopped too: on the main thread only, and only where nothing else uses the
+    timer."""
     if not math.isfinite(at) or threading.current_thread() is not threading.main_thread():
         yield
         return
