@@ -356,12 +356,7 @@ class Rows:
             if deadline < INF and time.monotonic() > deadline:
                 stopped = True
                 break
-            open_ = live[lo_i:hi_i].copy()
-            rows = np.zeros((hi_i - lo_i, S), bool)
-            if known_b is not None:
-                rows = known_b[lo_i:hi_i] & open_
-            if possible_b is not None:
-                open_ &= possible_b[lo_i:hi_i]
+            open_, rows = _seeded(live[lo_i:hi_i], known_b, possible_b, lo_i, hi_i, np.zeros((hi_i - lo_i, S), bool))
             if open_.any():
                 hit, priced = self._level_rows(feas, lo_i, hi_i, open_, False, lambda e, loads: e & (loads <= T))
                 visited += priced
@@ -385,18 +380,15 @@ class Rows:
         feas = np.zeros(N, np.uint64)
         feas[0] = masks[0, 0, 0]
         zero = np.uint64(0)
+        known_w = known[:, 0] if known.shape[0] else None
+        possible_w = possible[:, 0] if possible.shape[0] else None
         self._price(np.flatnonzero(self.nearest < PRICE_FIRST))  # in one step: most are needed
         visited, stopped = 0, False
         for lo_i, hi_i in zip(self.levels[1:-1], self.levels[2:]):
             if deadline < INF and time.monotonic() > deadline:
                 stopped = True
                 break
-            open_ = live[lo_i:hi_i].copy()
-            rows = np.zeros(hi_i - lo_i, np.uint64)
-            if known.shape[0]:
-                rows = known[lo_i:hi_i, 0] & open_
-            if possible.shape[0]:
-                open_ &= possible[lo_i:hi_i, 0]
+            open_, rows = _seeded(live[lo_i:hi_i], known_w, possible_w, lo_i, hi_i, np.zeros(hi_i - lo_i, np.uint64))
             a, b = self.ptr[lo_i], self.ptr[hi_i]
             if a < b and open_.any():
                 level = int(np.searchsorted(self.levels, lo_i))
@@ -483,3 +475,15 @@ class Rows:
                         seen.add(K)
                         stack.append(K)
         return -2, 0, 0
+
+
+def _seeded(live: np.ndarray, known: np.ndarray | None, possible: np.ndarray | None, lo: int, hi: int,
+            empty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A level's ideals ``lo:hi`` before pricing, in either form of the states (rows of booleans, or one word per
+    ideal): its open states (``live``, within ``possible`` where given) and the states known reachable (``known``
+    within ``live``, else ``empty``)."""
+    open_ = live.copy()
+    rows = empty if known is None else known[lo:hi] & open_
+    if possible is not None:
+        open_ &= possible[lo:hi]
+    return open_, rows
