@@ -134,6 +134,7 @@ from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
+from .structure import ideal_masks
 
 __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
            "guess_bound", "guess_problem", "level_status", "model_bound"]
@@ -296,8 +297,8 @@ def _slow_slicing(run: _Run, left: float) -> bool:
 
 
 def few_ideals(graph: Any, limit: int | None = None) -> bool:
-    """Whether ``graph`` has at most ``limit`` (default :data:`DP_FIRST_IDEALS`) ideals (down-closed op sets), counted by a breadth-first walk over
-    them that stops at ``limit + 1``: ``O(limit * (n + m))`` steps, and ``False`` at once beyond
+    """Whether ``graph`` has at most ``limit`` (default :data:`DP_FIRST_IDEALS`) ideals (down-closed op sets), counted by
+    :func:`~placement_dsl.structure.ideal_masks`, which stops at ``limit + 1``: ``O(limit * (n + m))`` steps, and ``False`` at once beyond
     :data:`DP_FIRST_OPS` ops. The DP over ideals runs on a contraction of the graph, whose ideals are fewer.
 
     >>> from placement_dsl.graph import Graph, Op
@@ -308,22 +309,9 @@ def few_ideals(graph: Any, limit: int | None = None) -> bool:
     limit = DP_FIRST_IDEALS if limit is None else limit
     if graph.n > DP_FIRST_OPS:
         return False
-    preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
-    masks = [sum(1 << u for u in p) for p in preds]
-    seen, frontier = {0}, [0]
-    while frontier:
-        grown = []
-        for ideal in frontier:
-            for v in range(graph.n):
-                if not ideal >> v & 1 and masks[v] & ideal == masks[v]:
-                    bigger = ideal | 1 << v
-                    if bigger not in seen:
-                        seen.add(bigger)
-                        grown.append(bigger)
-                        if len(seen) > limit:
-                            return False
-        frontier = grown
-    return True
+    succ = [graph.successors(v).tolist() for v in range(graph.n)]
+    pred = [graph.predecessors(v).tolist() for v in range(graph.n)]
+    return ideal_masks(succ, pred, limit) is not None
 
 
 # ---------------------------------------------------------------------------- levels

@@ -182,3 +182,31 @@ def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -
     if not mirror_src.size:
         return forward
     return np.unique(np.concatenate([forward, _unique_pairs(mirror_src, mirror_dst)]), axis=0)
+
+
+def ideal_masks(succ: list[list[int]], pred: list[list[int]], cap: int) -> list[int] | None:
+    """Every ideal (a node set closed under predecessors) of the DAG given by its successor and predecessor lists, as
+    a bit mask, smallest first, the empty one included, if there are at most ``cap``; else ``None`` (found once the
+    count passes ``cap``). Each ideal grows by the nodes all of whose predecessors it holds (kept per ideal, so a
+    step costs its ready nodes and their successors, not a pass over the DAG).
+
+    >>> chain = ([[1], [2], []], [[], [0], [1]])
+    >>> ideal_masks(*chain, cap=4), ideal_masks(*chain, cap=3)
+    ([0, 1, 3, 7], None)
+    """
+    start = frozenset(x for x in range(len(pred)) if not pred[x])
+    seen, frontier = {0}, [(0, start)]
+    while frontier:
+        grown = []
+        for ideal, ready in frontier:
+            for x in ready:
+                bigger = ideal | 1 << x
+                if bigger in seen:
+                    continue
+                seen.add(bigger)
+                if len(seen) > cap:
+                    return None
+                new = [y for y in succ[x] if all(bigger >> z & 1 for z in pred[y])]
+                grown.append((bigger, (ready - {x}) | frozenset(new)))
+        frontier = grown
+    return sorted(seen, key=lambda i: (i.bit_count(), i))

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..evaluate import CostModel, evaluate
 from ..placement import Placement
+from ..structure import ideal_masks
 
 if TYPE_CHECKING:  # the DP's contraction; fold builds its own nodes (contract imports jit, which runs heuristics)
     from .contract import Contraction
@@ -105,25 +106,8 @@ def _is_path(con: Contraction) -> bool:
 
 def ideals(con: Contraction, cap: int = MAX_EVALUATIONS) -> list[int] | None:
     """Every ideal (a set of supernodes closed under predecessors) of ``con``'s DAG as a bit mask, smallest first, if
-    there are at most ``cap``; else ``None``. Each ideal grows by the supernodes all of whose predecessors it holds
-    (kept per ideal, so a step costs its ready nodes and their successors, not a pass over the DAG)."""
-    succ, pred = _neighbours(con)
-    start = frozenset(x for x in range(con.n_nodes) if not pred[x])
-    seen, frontier = {0}, [(0, start)]
-    while frontier:
-        grown = []
-        for ideal, ready in frontier:
-            for x in ready:
-                bigger = ideal | 1 << x
-                if bigger in seen:
-                    continue
-                seen.add(bigger)
-                if len(seen) > cap:
-                    return None
-                new = [y for y in succ[x] if all(bigger >> z & 1 for z in pred[y])]
-                grown.append((bigger, (ready - {x}) | frozenset(new)))
-        frontier = grown
-    return sorted(seen, key=lambda i: (i.bit_count(), i))
+    there are at most ``cap``; else ``None`` (:func:`~placement_dsl.structure.ideal_masks`)."""
+    return ideal_masks(*_neighbours(con), cap)
 
 
 def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS) -> list[Stages] | None:
