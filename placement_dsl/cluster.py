@@ -156,6 +156,26 @@ def _listed(value: Any, what: str) -> list[Any]:
     return items
 
 
+def port_bandwidths(devices: Iterable[Device], links: Iterable[Link]) -> list[Device]:
+    """``devices`` with each non-host device's ``bandwidth`` set to its fastest finite outgoing link (its port).
+
+    Pairwise links (MOIRAI) say how fast two devices exchange tensors; a device's own ``bandwidth``
+    (what it pays per byte crossing its boundary in a throughput load, Archer et al. eq. 1) is then
+    that of its port, not the field's default of one byte per time unit. A device without a finite
+    outgoing link keeps its bandwidth.
+
+    >>> devs = port_bandwidths([Device(name="a"), Device(name="b")], [Link(src="a", dst="b", bandwidth=4.0)])
+    >>> [d.bandwidth for d in devs]
+    [4.0, 1.0]
+    """
+    best: dict[str, float] = {}
+    for lk in links:
+        if math.isfinite(lk.bandwidth):
+            best[lk.src] = max(best.get(lk.src, 0.0), lk.bandwidth)
+    return [d if d.host or d.name not in best else d.model_copy(update={"bandwidth": best[d.name]})
+            for d in devices]
+
+
 class Cluster:
     """An ordered set of devices (the order is the pipeline order), optional links and declared routes.
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import zoo
-from .cluster import Cluster
+from .cluster import Cluster, port_bandwidths
 from .constraints import Contiguous, DagOrder, Memory, Overflow, Subgraphs, Term
 from .errors import SpecError
 from .evaluate import CostModel, MemoryMode
@@ -44,10 +44,15 @@ def read_workload(spec: str, fmt: str | None = None, stages: int | None = None, 
 
 
 def resize(cluster: Cluster, k: int) -> Cluster:
-    """The cluster with ``k`` copies of its first non-host device, host devices kept."""
+    """The cluster with ``k`` copies of its first non-host device, host devices kept.
+
+    The copies exchange tensors through host memory at the template's bandwidth; on a cluster with
+    links that is the template's port (its fastest outgoing link, :func:`~placement_dsl.cluster.port_bandwidths`),
+    since the links between the originals do not carry over to the copies.
+    """
     if k < 1:
         raise SpecError(f"--stages must be >= 1, got {k}")
-    accs = [d for d in cluster.devices if not d.host]
+    accs = [d for d in port_bandwidths(cluster.devices, cluster.links) if not d.host]
     template = accs[0] if accs else cluster.devices[0]
     prefix = template.name.rstrip("0123456789") or "dev"
     copies = [template.model_copy(update={"name": f"{prefix}{i}"}) for i in range(k)]

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster, Device, Link
+from ..cluster import Cluster, Device, Link, port_bandwidths
 from ..errors import SpecError
 from ..graph import Graph, Op
 from ..limits import amount
@@ -155,7 +155,7 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
     ops, links, error = _fit_links(ops, flows, K)
     graph = Graph(ops, edges, name=name)
     devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k]) for k in range(K)]
-    return graph, Cluster(devices, links), error
+    return graph, Cluster(port_bandwidths(devices, links), links), error
 
 
 def _flow_times(row: list[Any], col: dict[str, int], K: int, count: int, where: str) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ column = receiving device, and become directed links ``a -> b`` in bytes per ms
 """
 from __future__ import annotations
 
-from ..cluster import Cluster, Device, Link
+from ..cluster import Cluster, Device, Link, port_bandwidths
 from ..errors import SpecError
 from .costs import Roofline
 
@@ -67,4 +67,4 @@ def moirai_cluster(scenario: str) -> Cluster:
     out = [Device(name=name, kind=kind, memory=memory * GB) for name, kind, memory in devices]
     links = [Link(src=a[0], dst=b[0], bandwidth=gbps[i][j] * GBPS)
              for i, a in enumerate(devices) for j, b in enumerate(devices) if i != j]
-    return Cluster(out, links)
+    return Cluster(port_bandwidths(out, links), links)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from placement_dsl import zoo
 from placement_dsl.cli import build_parser, main
+from placement_dsl.io import save_workload
 from placement_dsl.testing import run_cli
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -70,6 +72,21 @@ def test_stages_override(capsys):
     accelerators = [d for d in out["devices"] if d["kind"] != "cpu"]
     assert len(accelerators) == 2 and all(d["ops"] > 0 for d in accelerators)
     assert set(out["placement"].values()) >= {d["device"] for d in accelerators}
+
+
+def test_stages_on_a_cluster_with_links_give_the_copies_its_port_bandwidth(capsys, tmp_path):
+    """A MOIRAI-kind workload (devices joined by links of about 5.5 GB/s): ``--stages 4`` copies its first GPU at
+    that port's bandwidth, so a throughput split uses the copies. At the devices' former default (one byte per
+    millisecond) every cut cost hours and the whole graph sat on one device."""
+    w = zoo.gpt3(layers=1, hidden=1024, heads=16, vocab=8192)
+    port = max(lk.bandwidth for lk in w.cluster.links if lk.src == w.cluster.devices[0].name)
+    assert w.cluster.devices[0].bandwidth == pytest.approx(port)
+    path = tmp_path / "gpt3.json"
+    save_workload(w, path)
+    out = run_json(capsys, "solve", str(path), "--stages", "4", "--method", "slicegraph", "--objective",
+                   "throughput", "--time-limit", "20")
+    used = [d for d in out["devices"] if d["ops"] > 0]
+    assert len(used) >= 2 and out["objective"] < 0.8 * sum(d["compute_ms"] for d in out["devices"])
 
 
 @pytest.mark.parametrize("argv, needle", [

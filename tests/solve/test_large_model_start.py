@@ -12,6 +12,7 @@ import pytest
 
 from placement_dsl import testing, zoo
 from placement_dsl.bounds import one_or_cut
+from placement_dsl.cluster import Cluster
 from placement_dsl.deadline import Deadline
 from placement_dsl.heuristics import run
 from placement_dsl.io import Workload
@@ -37,10 +38,11 @@ def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_th
 
 
 def test_a_throughput_solve_reports_the_one_device_or_cut_bound_when_it_beats_the_starts() -> None:
-    """A GPT-3 layer whose tied embedding keeps it on one device: one-or-cut proves the whole load, Lemma 3.3 half
-    of it on two devices, and the DP's class bound, stopped early, less than the whole."""
+    """A GPT-3 layer on two devices whose every cut costs more than the whole load (1 kB per ms): one-or-cut proves
+    the whole load, Lemma 3.3 half of it, and the DP's class bound, stopped early, less than the whole."""
     w = zoo.gpt3(layers=1, hidden=1024, heads=16, vocab=8192)
-    problem = problem_for_method(Workload(w.graph, resize(w.cluster, 2)), objective="throughput", method="ip")
+    slow = Cluster([d.model_copy(update={"bandwidth": 1e3}) for d in resize(w.cluster, 2).devices])
+    problem = problem_for_method(Workload(w.graph, slow), objective="throughput", method="ip")
     result = solve(problem, time_limit=LIMIT)
     assert result.objective is not None and result.bound is not None
     assert result.bound == pytest.approx(one_or_cut.problem_bound(problem), rel=1e-9)
