@@ -18,7 +18,7 @@ import numpy as np
 from .constraints import Term
 from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
-from .placement import Placement
+from .placement import Placement, PlacementClass
 from .problem import Problem
 from .training_terms import Replicate
 
@@ -74,8 +74,10 @@ def _replicated(problem: Problem, candidates: Any) -> Any:
                 yield placement.with_replicas(sets)
 
 
-def brute_force(problem: Problem) -> tuple[float, Placement]:
-    """``(best objective, a best placement)`` over every valid placement (small problems only).
+def brute_force(problem: Problem, among: PlacementClass = PlacementClass.ALL) -> tuple[float, Placement]:
+    """``(best objective, a best placement)`` over every valid placement (small problems only) of the class
+    ``among`` (:meth:`Problem.class_of <placement_dsl.problem.Problem.class_of>`: the same test the solve
+    applies to a start, so the DP's class holds its splits whatever the devices' numbering).
 
     Raises :class:`InfeasibleError` when no placement is valid.
     """
@@ -87,17 +89,19 @@ def brute_force(problem: Problem) -> tuple[float, Placement]:
             continue
         if any(term.check(placement) for term in problem.constraints):
             continue
+        if among is not PlacementClass.ALL and problem.class_of(placement) not in among:
+            continue
         best = (ev.objective, placement)
     if best is None:
         raise InfeasibleError(f"brute_force: no valid placement of {problem.graph!r} on {problem.cluster!r} "
-                              f"for {problem!r}")
+                              f"among {among} for {problem!r}")
     return best
 
 
-def optimum(problem: Problem) -> float:
-    """The brute-force optimum of ``problem``; ``inf`` when no placement is valid."""
+def optimum(problem: Problem, among: PlacementClass = PlacementClass.ALL) -> float:
+    """The brute-force optimum of ``problem`` over the class ``among``; ``inf`` when no placement is valid."""
     try:
-        return brute_force(problem)[0]
+        return brute_force(problem, among)[0]
     except InfeasibleError:
         return math.inf
 

@@ -37,7 +37,6 @@ from . import brute
 from .certify import certify
 from .cluster import Cluster
 from .compile import Compiled, compile
-from .constraints import Contiguous, DagOrder, Term
 from .errors import SpecError
 from .evaluate import evaluate
 from .formulations import Formulation, Kind, get
@@ -159,12 +158,6 @@ def templates_built(compiled: Compiled) -> set[type[Any]]:
 
 
 # ---------------------------------------------------------------------------- heuristics, levels, formats
-CLASS_TERMS: dict[PlacementClass, tuple[type[Term], ...]] = {
-    PlacementClass.ALL: (), PlacementClass.CONTIGUOUS: (Contiguous,), PlacementClass.DAG_ORDERED: (DagOrder,),
-    PlacementClass.DP: (Contiguous, DagOrder),
-}
-"""The structure terms that restrict a problem to a class of placements (brute force over the class)."""
-
 EXACT_CLASSES: dict[str, PlacementClass] = {  # what the heuristics name in HeuristicResult.exact_among
     "all placements": PlacementClass.ALL, "contiguous": PlacementClass.CONTIGUOUS,
     "dag-ordered": PlacementClass.DAG_ORDERED,
@@ -177,15 +170,9 @@ optimum over a wider one)."""
 REL = 1e-9
 
 
-def within(problem: Problem, cls: PlacementClass) -> Problem:
-    """``problem`` restricted to the placements of ``cls`` (its structure terms added where missing)."""
-    extra = [term() for term in CLASS_TERMS[cls] if not problem.has(term)]
-    return Problem(problem.source_graph, problem.cluster, problem.objective, [*problem.constraints, *extra])
-
-
 def class_optimum(problem: Problem, cls: PlacementClass) -> float:
     """The brute-force optimum of ``problem`` over the placements of ``cls`` (``inf`` when none is valid)."""
-    return brute.optimum(within(problem, cls))
+    return brute.optimum(problem, cls)
 
 
 def _above(value: float, reference: float) -> bool:
@@ -243,9 +230,10 @@ def check_heuristic(name: str, problem: Problem, time_limit: float = 2.0, seed: 
     if res.bound is not None and _above(res.bound, best):
         bad.append(f"{name}: bound {res.bound} above the brute-force optimum {best} {where}")
     if res.exact_among is not None:
-        if not within(problem, cls).is_valid(res.placement):
+        broken = problem.violations(res.placement)
+        if broken or problem.class_of(res.placement) not in cls:
             bad.append(f"{name}: claims exact among {res.exact_among} but its placement is not a valid one of "
-                       f"{cls}: {within(problem, cls).violations(res.placement)[:2]}")
+                       f"{cls}: {broken[:2] or [str(problem.class_of(res.placement))]}")
         elif named and _above(ev.objective, best):
             bad.append(f"{name}: claims exact among {res.exact_among} at {ev.objective}, brute force finds {best} "
                        f"{where}")

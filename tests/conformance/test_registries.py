@@ -10,9 +10,9 @@ import pytest
 
 from placement_dsl import testing
 from placement_dsl.certificate import LevelStatus
-from placement_dsl.cluster import Cluster
-from placement_dsl.conformance import check_format, check_heuristic, check_level, within, writable
-from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.conformance import check_format, check_heuristic, check_level, class_optimum, writable
+from placement_dsl.constraints import Contiguous, DagOrder, Memory
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import registry
 from placement_dsl.heuristics.base import HeuristicResult
@@ -103,12 +103,20 @@ def test_a_misreported_objective_is_caught(monkeypatch):
     assert any("the cost model says" in m for m in check_heuristic("off", problem))
 
 
-def test_within_restricts_to_the_class():
+def test_a_class_optimum_is_over_the_class_the_solve_tests_a_start_by():
+    """Brute force over a class keeps the placements ``Problem.class_of`` puts in it: contiguity binds as before,
+    and the DP's class holds a split whose edge runs from device 1 back to device 0 (acyclic, numbered against
+    the pipeline), which ``DagOrder`` by device numbers refused (10.1 instead of 1.1)."""
     problem, optimum = testing.contiguity_binds()
     unrestricted = Problem(problem.source_graph, problem.cluster, problem.objective, [])
-    assert within(unrestricted, PlacementClass.CONTIGUOUS).has(Contiguous)
-    assert testing.optimum(within(unrestricted, PlacementClass.CONTIGUOUS)) == pytest.approx(optimum)
+    assert class_optimum(unrestricted, PlacementClass.CONTIGUOUS) == pytest.approx(optimum)
     assert testing.optimum(unrestricted) == pytest.approx(6.5)
+    ops = [Op(name="a", work={"x": 1.0, "y": 10.0}, out_bytes=0.1), Op(name="b", work={"x": 10.0, "y": 1.0})]
+    cluster = Cluster([Device(name="d0", kind="y"), Device(name="d1", kind="x")])
+    backwards = Problem(Graph(ops, [("a", "b")]), cluster, Throughput(), [])
+    assert class_optimum(backwards, PlacementClass.DP) == pytest.approx(1.1)
+    assert testing.optimum(Problem(backwards.source_graph, cluster, Throughput(), [Contiguous(), DagOrder()])) \
+        == pytest.approx(10.1)
 
 
 # ---------------------------------------------------------------------------- levels
