@@ -165,8 +165,8 @@ def port_bandwidths(devices: Iterable[Device], links: Iterable[Link]) -> list[De
     outgoing link keeps its bandwidth.
 
     >>> devs = port_bandwidths([Device(name="a"), Device(name="b")], [Link(src="a", dst="b", bandwidth=4.0)])
-    >>> [d.bandwidth for d in devs]
-    [4.0, 1.0]
+    >>> devs[0].bandwidth, devs[1].bandwidth
+    (4.0, 1.0)
     """
     best: dict[str, float] = {}
     for lk in links:
