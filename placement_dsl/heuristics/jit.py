@@ -42,8 +42,9 @@ SMALL_OPS = 32
 # device-count states and PYTHON_IDEALS ideals (:func:`by_work`; its pairs grow with the ideals, not the states).
 # In Python it runs a level of ideals per numpy step (:mod:`.ideal_rows`), its cost about the square of the ideals.
 # Measured (CPU s of the DP, Python / compiled with numba's load, load 8-12 on 2 cores): bert24 30 x 14 0.05 /
-# 0.06; ResNet-50 242 x 14 0.16 / -; BERT-L3 inference 1,428 x 8 0.63 / 0.72 (the estimate before enumerating
-# says 2,108 ideals), training 2,774 x 8 2.6 / 1.1; GNMT 17,914 x 14 12.5 / 1.1.
+# 0.06; ResNet-50 242 x 14 0.16 / -; BERT-L3 inference 1,428 x 8 0.63 / 0.72 (the sampled estimate before enumerating
+# said 2,108 ideals; now counted, :func:`.ideal_lattice.lattice_size_ok`), training 2,774 x 8 2.6 / 1.1; GNMT
+# 17,914 x 14 12.5 / 1.1.
 PYTHON_WORK = 18_000
 PYTHON_IDEALS = 2_200
 # ... and its ideals times the contracted DAG's nodes at most PYTHON_NODE_IDEALS: enumerating the ideals and
