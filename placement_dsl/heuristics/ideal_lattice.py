@@ -191,8 +191,8 @@ def lattice_size_ok(con: Contraction, max_ideals: int, chain: bool = False) -> f
                         f"by side at one depth), more than max_ideals={max_ideals}; use method 'dpl' (linearized DP) "
                         "or 'slicegraph'")
     if not chain:
-        pred = np.split(pred_idx, pred_ptr[1:-1])
-        pred = [p.tolist() for p in pred]
+        ptr, idx = pred_ptr.tolist(), pred_idx.tolist()
+        pred = [idx[ptr[v]:ptr[v + 1]] for v in range(n)]
         counted, exact = count_ideals(pred, cap=max_ideals, work=COUNT_WORK)
         few = jit.python_ideals(n)
         if not exact and counted <= few and jit.tentative():  # Python or compiled: count up to the line, whatever
