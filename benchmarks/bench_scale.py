@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scale.py [--sizes 2000,20000] [--methods dp,slicegraph,bounds] [--k 4,16]
                                      [--families gpt3,cnn,wide,shared] [--time-limit 60] [--busy] [--quick]
-    python benchmarks/bench_scale.py --onnx vit-b16 [MODEL.onnx ...]
+    python benchmarks/bench_scale.py --onnx vit-b16 gpt2-small [MODEL.onnx ...]
 
 Graphs (written once to ``--folder``): the zoo's GPT-3 operator graphs
 (``gpt3(layers=L, hidden=1024, heads=16, vocab=8192)``, ~203 ops per layer, L chosen for the size), CNNs (copies
@@ -16,8 +16,9 @@ and the seconds of each phase the command reports (a solve's in-process seconds;
 more than :data:`OVERRUN` seconds past its budget is flagged ``OVER``. ``--busy`` runs a CPU-bound loop beside.
 The one-minute load average is printed before and after the table.
 
-``--onnx`` imports ONNX files instead (``vit-b16``: a ViT-B/16-sized transformer, 86M float32 weights inline,
-written with ``onnx.helper`` to ``--folder``), each with ``python -m placement_dsl.cli import FILE --out ...`` in
+``--onnx`` imports ONNX files instead (``vit-b16``: a ViT-B/16-sized transformer, 86M float32 weights inline;
+``gpt2-small``: a GPT-2-small-sized decoder, 124M, its embedding read by a ``Gather`` and, transposed, by the head;
+both written with ``onnx.helper`` to ``--folder``), each with ``python -m placement_dsl.cli import FILE --out ...`` in
 its own process: the weights' size (read from the initializers' dims), the process's peak resident memory, their
 ratio (anchor: :data:`ONNX_RATIO`) and the wall seconds.
 """
@@ -42,6 +43,7 @@ FAMILIES = ("gpt3", "cnn", "wide", "shared")
 GPT3_OPS_PER_LAYER = 203  # zoo.gpt3 at hidden 1024, 16 heads: 2,044 ops at 10 layers, 20,314 at 100
 ONNX_RATIO = 2.0  # the import's peak memory may be at most this many times the weights in the file
 VIT_B16 = {"hidden": 768, "layers": 12, "mlp": 3072, "tokens": 197, "patch": 16, "classes": 1000}
+GPT2_SMALL = {"hidden": 768, "layers": 12, "heads": 12, "vocab": 50257, "context": 1024, "seq": 128}
 QUICK = {"sizes": "2000,20000", "k": "4", "families": "gpt3", "time_limit": 20.0,
          "methods": "dp,dpl,slicegraph,latency-best,latency-local-search,list,schedule-lns,bounds"}
 
@@ -168,6 +170,69 @@ def write_vit(path: Path, hidden: int, layers: int, mlp: int, tokens: int, patch
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
 
 
+def write_gpt2(path: Path, hidden: int, layers: int, heads: int, vocab: int, context: int, seq: int) -> None:
+    """A GPT-2-shaped ONNX model (token and position embeddings, pre-norm decoder layers with a causal mask, the head
+    tied to the token embedding), its weights inline and random, reading ``seq`` tokens of symbolic batch."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def weight(name: str, *shape: int) -> str:
+        inits.append(numpy_helper.from_array(rng.standard_normal(shape, dtype=np.float32) * 0.02, name))
+        return name
+
+    def node(op: str, inputs: list[str], scope: str, **attrs) -> str:
+        out = f"{scope}/{op}_{len(nodes)}"
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def ints(name: str, values: list[int]) -> str:
+        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    wte = weight("wte", vocab, hidden)
+    positions = ints("positions", list(range(seq)))
+    x = node("Add", [node("Gather", [wte, "input_ids"], "/embed"),
+                     node("Gather", [weight("wpe", context, hidden), positions], "/embed")], "/embed")
+    inits.append(numpy_helper.from_array(np.tril(np.ones((1, 1, context, context), dtype=bool)), "causal"))
+    mask = node("Slice", ["causal", ints("m.a", [0, 0]), ints("m.b", [seq, seq]), ints("m.ax", [2, 3])], "/embed")
+    split = ints("heads", [1, seq, heads, hidden // heads])
+    scale = weight("scale", 1)
+    for i in range(layers):
+        s = f"/h.{i}"
+        h = node("LayerNormalization", [x, weight(f"{s}.ln1.w", hidden), weight(f"{s}.ln1.b", hidden)], s)
+        qkv = node("Add", [node("MatMul", [h, weight(f"{s}.attn.w", hidden, 3 * hidden)], s),
+                           weight(f"{s}.attn.b", 3 * hidden)], s)
+        q, k, v = (node("Transpose", [node("Reshape", [node("Slice", [qkv, ints(f"{s}.{j}.a", [j * hidden]),
+                                                                       ints(f"{s}.{j}.b", [(j + 1) * hidden]),
+                                                                       ints(f"{s}.{j}.ax", [2])], s), split], s)],
+                        s, perm=[0, 2, 3, 1] if j == 1 else [0, 2, 1, 3]) for j in range(3))
+        scores = node("Mul", [node("MatMul", [q, k], s), scale], s)
+        scores = node("Where", [mask, scores, weight(f"{s}.masked", 1)], s)
+        a = node("MatMul", [node("Softmax", [scores], s, axis=-1), v], s)
+        a = node("Reshape", [node("Transpose", [a], s, perm=[0, 2, 1, 3]), ints(f"{s}.m", [1, seq, hidden])], s)
+        a = node("Add", [node("MatMul", [a, weight(f"{s}.proj.w", hidden, hidden)], s), weight(f"{s}.proj.b", hidden)],
+                 s)
+        x = node("Add", [x, a], s)
+        h = node("LayerNormalization", [x, weight(f"{s}.ln2.w", hidden), weight(f"{s}.ln2.b", hidden)], s)
+        h = node("Gelu", [node("Add", [node("MatMul", [h, weight(f"{s}.fc.w", hidden, 4 * hidden)], s),
+                                       weight(f"{s}.fc.b", 4 * hidden)], s)], s)
+        h = node("Add", [node("MatMul", [h, weight(f"{s}.out.w", 4 * hidden, hidden)], s),
+                         weight(f"{s}.out.b", hidden)], s)
+        x = node("Add", [x, h], s)
+    x = node("LayerNormalization", [x, weight("lnf.w", hidden), weight("lnf.b", hidden)], "/head")
+    y = node("MatMul", [x, node("Transpose", [wte], "/head", perm=[1, 0])], "/head")
+    graph = helper.make_graph(nodes, "gpt2", [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
+                                                                            ["batch", seq])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], initializer=inits)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
+
+
+MODELS = {"vit-b16": (write_vit, VIT_B16), "gpt2-small": (write_gpt2, GPT2_SMALL)}
+
+
 def weight_bytes(path: Path) -> int:
     """Bytes of the initializers in the ONNX file ``path`` (from their dims, without reading their values)."""
     import math
@@ -187,10 +252,10 @@ def onnx_rows(names: list[str], folder: Path) -> None:
     markdown_head(["model", "weights MiB", "peak MiB", "ratio", "anchor", "wall s", "ops", "status"])
     for name in names:
         path = Path(name)
-        if name == "vit-b16":
-            path = folder / "vit-b16.onnx"
+        if name in MODELS:
+            path = folder / f"{name}.onnx"
             if not path.exists():  # in a child: the parent's peak is where a child's starts from (fork, exec)
-                subprocess.run([sys.executable, __file__, "--write-vit", str(path)], check=True)
+                subprocess.run([sys.executable, __file__, "--write-model", name, str(path)], check=True)
         out = folder / f"{path.stem}-imported.json"
         wall, rss, code, data = run([sys.executable, "-m", "placement_dsl.cli", "import", str(path), "--out", str(out),
                                      "--json"], 600.0)
@@ -282,13 +347,14 @@ def main() -> None:
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "placement_dsl_bench_scale"),
                     help="where the generated graphs are written")
     ap.add_argument("--onnx", nargs="+", metavar="MODEL",
-                    help="import these ONNX files instead ('vit-b16': a generated ViT-B/16-sized model)")
-    ap.add_argument("--write-vit", metavar="PATH", help=argparse.SUPPRESS)
+                    help="import these ONNX files instead ('vit-b16', 'gpt2-small': generated models of that size)")
+    ap.add_argument("--write-model", nargs=2, metavar=("NAME", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if args.write_vit:
-        return write_vit(Path(args.write_vit), **VIT_B16)
+    if args.write_model:
+        write, sizes = MODELS[args.write_model[0]]
+        return write(Path(args.write_model[1]), **sizes)
     if args.onnx:
         print(load())
         onnx_rows(args.onnx, folder)

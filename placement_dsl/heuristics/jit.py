@@ -42,10 +42,15 @@ SMALL_OPS = 32
 # device-count states and PYTHON_IDEALS ideals (:func:`by_work`; its pairs grow with the ideals, not the states).
 # In Python it runs a level of ideals per numpy step (:mod:`.ideal_rows`), its cost about the square of the ideals.
 # Measured (CPU s of the DP, Python / compiled with numba's load, load 8-12 on 2 cores): bert24 30 x 14 0.05 /
-# 0.06; ResNet-50 242 x 14 0.16 / -; BERT-L3 inference 1,428 x 8 0.63 / 0.72 (the estimate before enumerating
-# says 2,108 ideals), training 2,774 x 8 2.6 / 1.1; GNMT 17,914 x 14 12.5 / 1.1.
-PYTHON_WORK = 18_000
-PYTHON_IDEALS = 2_200
+# 0.06; ResNet-50 242 x 14 0.16 / -; BERT-L3 inference 1,428 x 8 0.63 / 0.72. Measured again with the level steps
+# of :mod:`.ideal_rows` (CPU s of the whole process, Python / compiled, load 5-8): BERT-L3 training 2,774 x 8 0.81 /
+# 1.09; GNMT 17,914 x 14 5.5 / 1.25; generated DAGs (test_ideal_count.layered, blocks of parallel chains) 2,502 /
+# 3,752 / 4,098 / 6,252 ideals 0.55 / 0.60 / 0.68 / 1.27 against 0.92 / 0.86 / 1.05 / 1.08 on 8 states, the same
+# order on 4 and 16, and 2,502 x 32 / 1,252 x 51 states 0.47 / 0.34 against 0.73 / 0.74; random DAGs of 2,605-3,618
+# ideals 1.4-3.7 against 2.1-5.8. The lines sit below the crossing (4,000-6,000 ideals), where the ideals are
+# counted, not sampled (:func:`.ideal_lattice.lattice_size_ok`).
+PYTHON_WORK = 64_000
+PYTHON_IDEALS = 4_000
 # ... and its ideals times the contracted DAG's nodes at most PYTHON_NODE_IDEALS: enumerating the ideals and
 # summing over them in Python take about that many steps (a 1,500-op chain's 1,501 ideals: 2.0 s of CPU in
 # Python, 1.5 s of it enumerating; 0.7 s compiled; BERT-L3 inference 128 x 1,428).

@@ -26,14 +26,16 @@ def test_the_prefixes_of_dpl_s_chain_are_the_enumerated_lattice(n):
         assert getattr(walked, field).dtype == getattr(built, field).dtype, field
 
 
-def test_the_dp_samples_the_ideals_count_once(monkeypatch):
-    calls = []
-    real = L.K.log2_ideal_estimate
-    monkeypatch.setattr(L.K, "log2_ideal_estimate", lambda *a: calls.append(1) or real(*a))
+def test_the_dp_sizes_its_lattice_once(monkeypatch):
+    sampled, counted = [], []
+    real_sample, real_count = L.K.log2_ideal_estimate, L.count_ideals
+    monkeypatch.setattr(L.K, "log2_ideal_estimate", lambda *a: sampled.append(1) or real_sample(*a))
+    monkeypatch.setattr(L, "count_ideals", lambda *a, **k: counted.append(1) or real_count(*a, **k))
     g = random_graph(np.random.default_rng(4), 14, density=0.3, name="g")
     with jit.interpreted():
         run("dp", g, Cluster.accelerators(2, cpus=1))
-    assert len(calls) == 1  # the size check before DPL's run; DPL's chain and the DP's lattice reuse or skip it
+    assert len(counted) == 1  # the size check before DPL's run; DPL's chain and the DP's lattice reuse or skip it
+    assert not sampled  # counted exactly: no sample
 
 
 @pytest.mark.parametrize("n", [3, 64, 130])
