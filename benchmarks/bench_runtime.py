@@ -158,7 +158,9 @@ def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches:
     """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor
     and a stage's fixed time per micro-batch fitted over the three splits' stages (measured: a rank's CPU ms per
     micro-batch less the idle stages'; :func:`placement_dsl.profile.affine_of`), the per-task overhead read from the
-    idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's step, as on an idle machine)."""
+    idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's step, as on an idle machine);
+    and ``(schedule, "wall")``: the same with the per-task overhead read from the idle stages' wall clock (on a
+    loaded machine, a rank's wait to run again after each blocking receive) and the ranks' measured slowdown."""
     fits = [f for j, (_, plan) in enumerate(labelled) for s in schedules
             for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
                                  [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])])]
@@ -168,6 +170,9 @@ def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches:
         o = runtime_overhead(max(rounds.idle_cpu[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
         out[s] = RunCosts(scale, link, o, stage_ms=fixed)
+        o = runtime_overhead(statistics.median(rounds.idle_wall[s]), s, microbatches, stages=2, ranks=2,
+                             message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
+        out[(s, "wall")] = RunCosts(scale, link, o, statistics.mean(rounds.slowdown), fixed)
     return out
 
 
@@ -211,17 +216,21 @@ def fairness(args) -> None:
                 ratios = [theirs / mine for mine, theirs in zip(ours, rounds.wall[(j, s)])]
                 low, mid, high = quartiles(ratios)
                 predicted = plan.step_ms[s] / labelled[0][1].step_ms[s]
-                tuned = plan.step_with(costs[s], s) / labelled[0][1].step_with(costs[s], s)
+                tuned, wall = (plan.step_with(c, s) / labelled[0][1].step_with(c, s)
+                               for c in (costs[s], costs[(s, "wall")]))
                 row += [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(ratios):.3f}-{max(ratios):.3f})",
                         f"{max(rounds.cpu[(j, s)]) / max(rounds.cpu[(0, s)]):.3f}", f"{predicted:.3f}",
-                        f"{tuned:.3f}", "same split" if same else verdict(ratios)]
-            row += [f"{statistics.median(ours):.2f}", str(len(ours)), f"{before.split()[0]}-{after.split()[0]}"]
+                        f"{tuned:.3f} / {wall:.3f}", "same split" if same else verdict(ratios)]
+            wall_costs = costs[(s, "wall")]
+            row += [f"{statistics.median(ours):.2f}", f"{labelled[0][1].step_with(wall_costs, s):.2f}",
+                    f"{wall_costs.overhead_ms:.2f}", f"{wall_costs.slowdown:.2f}", str(len(ours)),
+                    f"{before.split()[0]}-{after.split()[0]}"]
             rows.append(row)
     print()
     markdown_head(["model", "schedule", "ours/even wall median [IQR] (range)", "CPU", "predicted as profiled",
-                   "predicted calibrated", "verdict", "ours/parameters wall median [IQR] (range)", "CPU",
-                   "predicted as profiled", "predicted calibrated", "verdict", "ours step ms/mb", "rounds",
-                   "load (1 min) before-after"])
+                   "predicted calibrated CPU / wall", "verdict", "ours/parameters wall median [IQR] (range)", "CPU",
+                   "predicted as profiled", "predicted calibrated CPU / wall", "verdict", "ours step ms/mb measured",
+                   "predicted (wall)", "ms per task (idle, wall)", "slowdown", "rounds", "load (1 min) before-after"])
     for row in rows:
         markdown_row(row)
 

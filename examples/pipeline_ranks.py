@@ -216,12 +216,14 @@ class Rounds:
     cpu: dict[tuple[int, str], list[float]]
     idle_wall: dict[str, list[float]]
     idle_cpu: dict[str, list[float]]
+    slowdown: list[float]  # each rank's wall clock over CPU time of its compute with every rank at once (median)
 
 
 def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], rounds: int, out_dir: str) -> None:
     """One rank of :func:`interleaved_rounds`: every job's stage and schedules built once, then per round one step of
     each schedule of each job in turn (the jobs in order, then in reverse: drift in load cancels) and one of the
-    idle stages, wall clock and CPU time."""
+    idle stages, wall clock and CPU time; then the first job's stage computing on every rank at once
+    (:func:`busy_slowdown`)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -234,6 +236,8 @@ def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], r
         for s in names:
             steps[(-1, s)] = _schedule(s, idle, prepared[0].job)
         times: dict[str, list[list[float]]] = {f"{j}:{s}": [] for j, s in steps}
+        first, mb, slowdown = prepared[0], prepared[0].job["microbatch"], []
+        forward, backward = _stage_pass(first.pipe, rank, first.x[:mb], first.target[:mb])
         for r in range(rounds + 1):  # round 0 warms up and is dropped
             order = range(len(prepared)) if r % 2 == 0 else range(len(prepared) - 1, -1, -1)
             for s in names:
@@ -242,9 +246,11 @@ def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], r
                     ms, cpu, _ = _timed_step(steps[(j, s)], rank, x, target, prepared[max(j, 0)].job["microbatches"])
                     if r:
                         times[f"{j}:{s}"].append([ms, cpu])
+            dist.barrier()  # every rank at once, as in a step
+            slowdown.append(busy_slowdown(lambda: backward(forward()), first.job["microbatches"]))
     finally:
         dist.destroy_process_group()
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(times))
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"times": times, "slowdown": slowdown[1:]}))
 
 
 def interleaved_rounds(jobs: list[dict], quick: bool, rounds: int, world: int = 2) -> Rounds:
@@ -256,7 +262,8 @@ def interleaved_rounds(jobs: list[dict], quick: bool, rounds: int, world: int = 
         mp.start_processes(_rounds_worker, args=(world, _free_port(), prepared, rounds, tmp), nprocs=world, join=True,
                            start_method="fork")
         per_rank = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
-    out = Rounds({}, {}, {}, {})
+    out = Rounds({}, {}, {}, {}, [statistics.median(ranks["slowdown"]) for ranks in per_rank])
+    per_rank = [ranks["times"] for ranks in per_rank]
     for key in per_rank[0]:
         j, s = int(key.split(":", 1)[0]), key.split(":", 1)[1]
         wall = [max(xs) for xs in zip(*([ms for ms, _ in ranks[key]] for ranks in per_rank))]
