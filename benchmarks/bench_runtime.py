@@ -14,15 +14,15 @@ run by the same runtime (``torch.distributed.pipelining``, GPipe and 1F1B):
 * **parameters**: DeepSpeed's ``partition_method="parameters"``: the depth-2 modules in execution
   order as the layer list, cut where the larger part holds the fewest parameters.
 
-For each: the cost model's time per micro-batch of each stage (forward + backward, from the
-profile of the modules as torch's pipeline runs them: ``pipelined=True``, the stage module's
-interpreted submodules, the backward whole as GPipe and 1F1B run it) against the time measured on the stage's own module, each schedule's step time per
-micro-batch (the simulator's against torch's, wall clock, medians over the steps), the residuals,
-and the measured throughput in samples per second. One number is fitted: the compute factor (the
-machine's CPU time against the profile's), on the stages of the ``ours`` rows. The rest is
-measured: the link (ping-pong), and beside every step the same schedule on stages that do no work
-(the runtime's own cost, read through the simulator as a time per task) and the ranks' compute run
-at once (the wall-clock slowdown of a loaded machine).
+For each: the cost model's time per micro-batch of each stage (forward + backward, from the profile of the
+modules, ``run_pipeline.PIPELINED``) against the stage's measured time (its rank's CPU time per micro-batch in
+the steps, less the idle stages' beside them), each schedule's step time per micro-batch (the simulator's
+against torch's, wall clock, medians over the steps), the residuals, and the measured throughput in samples
+per second. Two numbers are fitted, on the stages of the ``ours`` rows: the compute factor (the machine's CPU
+time against the profile's) and a stage's fixed time per micro-batch (what the stage module and the runtime
+pay per chunk whatever the stage's modules cost). The rest is measured: the link (ping-pong), and beside
+every step the same schedule on stages that do no work (the runtime's own cost, read through the simulator as
+a time per task) and the ranks' compute run at once (the wall-clock slowdown of a loaded machine).
 
 Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B,
 ZB-H1 and ZBV from the exported schedule CSV over 4 virtual stages on the 2 ranks
@@ -36,8 +36,11 @@ steps) against the measured one.
 
 ``--fair ROUNDS`` measures the three splits so that the machine's load cannot favour one: per model their
 stages are built once in one process group and each round runs one step of each split and schedule in turn
-(the order reversed every other round); per model and schedule it prints the per-round throughput ratios
-ours / even and ours / parameters (median, quartiles, range) beside the cost model's ratio.
+(the order reversed every other round), with a step of idle stages; per model and schedule it prints the
+per-round throughput ratios ours / even and ours / parameters (median, quartiles, range), the ratio of the
+busiest rank's CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the
+profile's (the simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on
+the three splits' stages, the idle stages' cost per task, the measured link; :func:`fair_costs`).
 """
 from __future__ import annotations
 
@@ -56,7 +59,15 @@ import run_pipeline as rp
 from common import fmt, markdown_head, markdown_row
 
 from placement_dsl.export.layers import layer_prefix
-from placement_dsl.profile import calibrated, ping_pong
+from placement_dsl.profile import (
+    RunCosts,
+    affine_of,
+    calibrated,
+    calibration,
+    ping_pong,
+    runtime_overhead,
+    scale_of,
+)
 
 
 def blocks(graph, depth: int = rp.DEPTH) -> list[str]:
@@ -143,41 +154,83 @@ def verdict(ratios: list[float]) -> str:
     return "equal within the spread" + (" (median >= 1)" if mid >= 1.0 else " (median < 1)")
 
 
+def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int) -> dict[str, object]:
+    """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor
+    and a stage's fixed time per micro-batch fitted over the three splits' stages (measured: a rank's CPU ms per
+    micro-batch less the idle stages'; :func:`placement_dsl.profile.affine_of`), the per-task overhead read from the
+    idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's step, as on an idle machine);
+    and ``(schedule, "wall")``: the same with the per-task overhead read from the idle stages' wall clock (on a
+    loaded machine, a rank's wait to run again after each blocking receive) and the ranks' measured slowdown."""
+    fits = [f for j, (_, plan) in enumerate(labelled) for s in schedules
+            for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
+                                 [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])])]
+    scale, fixed = affine_of(fits)
+    out: dict[str, object] = {"fits": fits}
+    for s in schedules:
+        o = runtime_overhead(max(rounds.idle_cpu[s]), s, microbatches, stages=2, ranks=2,
+                             message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
+        out[s] = RunCosts(scale, link, o, stage_ms=fixed)
+        o = runtime_overhead(statistics.median(rounds.idle_wall[s]), s, microbatches, stages=2, ranks=2,
+                             message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
+        out[(s, "wall")] = RunCosts(scale, link, o, statistics.mean(rounds.slowdown), fixed)
+    return out
+
+
 def fairness(args) -> None:
     """Ours against even and ``parameters`` measured in interleaved rounds: per model, the three splits' steps of each
     schedule run in turn (A B C, C B A, ...) in one process group, each round's throughput ratio ours / theirs taken
-    between steps seconds apart, so load that changes over minutes moves both sides of a ratio alike."""
+    between steps seconds apart, so load that changes over minutes moves both sides of a ratio alike. Beside the wall
+    clock, the ratio of the busiest rank's CPU time per micro-batch (what the load does not change), and two
+    predictions: the profile's (the simulator on the profiled times alone) and the calibrated one
+    (:func:`fair_costs`: a stage's fixed time per micro-batch and the runtime's per task, which every split pays
+    alike and which shrink a ratio towards 1)."""
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     rp.torch.set_num_threads(1)
+    link = ping_pong(repeat=5)
     print(f"load at start: {load()}; {args.fair} rounds per model, micro-batch {microbatch}, {microbatches} "
-          "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs in the same round")
+          "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs in the same round; "
+          f"link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms")
     rows = []
     for name in args.models.split(","):
         labelled = plans(name, microbatch, microbatches, args.quick)
         jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
                  "microbatches": microbatches} for _, plan in labelled]
         before = load()
-        steps = rp.interleaved_rounds(jobs, args.quick, args.fair)
+        rounds = rp.interleaved_rounds(jobs, args.quick, args.fair)
         after = load()
+        costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches)
+        cal = costs[schedules[0]]
+        worst = max(abs(f.residual) for f in costs["fits"])
+        raw = max(abs(f.residual) for f in calibrated(costs["fits"], scale_of(costs["fits"])))
+        print(f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
+              f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
+              f"the idle stages') = x{cal.scale:.3f} profiled + {cal.stage_ms:.3f} ms: largest residual "
+              f"{max(abs(f.residual) for f in calibrated(costs['fits'], cal.scale, cal.stage_ms)):.1%} "
+              f"({raw:.1%} with the factor alone, {worst:.1%} as profiled) over {len(costs['fits'])} stages", flush=True)
         for s in schedules:
-            ours = steps[(0, s)]
+            ours = rounds.wall[(0, s)]
             row = [name, s]
             for j, (label, plan) in enumerate(labelled[1:], start=1):
                 same = plan.split_spec == labelled[0][1].split_spec
-                ratios = [theirs / mine for mine, theirs in zip(ours, steps[(j, s)])]
+                ratios = [theirs / mine for mine, theirs in zip(ours, rounds.wall[(j, s)])]
                 low, mid, high = quartiles(ratios)
                 predicted = plan.step_ms[s] / labelled[0][1].step_ms[s]
+                tuned, wall = (plan.step_with(c, s) / labelled[0][1].step_with(c, s)
+                               for c in (costs[s], costs[(s, "wall")]))
                 row += [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(ratios):.3f}-{max(ratios):.3f})",
-                        f"{predicted:.3f}", "same split" if same else verdict(ratios)]
-            row += [f"{statistics.median(ours):.2f}", str(len(ours)), f"{before.split()[0]}-{after.split()[0]}"]
+                        f"{max(rounds.cpu[(j, s)]) / max(rounds.cpu[(0, s)]):.3f}", f"{predicted:.3f}",
+                        f"{tuned:.3f} / {wall:.3f}", "same split" if same else verdict(ratios)]
+            wall_costs = costs[(s, "wall")]
+            row += [f"{statistics.median(ours):.2f}", f"{labelled[0][1].step_with(wall_costs, s):.2f}",
+                    f"{wall_costs.overhead_ms:.2f}", f"{wall_costs.slowdown:.2f}", str(len(ours)),
+                    f"{before.split()[0]}-{after.split()[0]}"]
             rows.append(row)
-        print(f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
-              f"parameters {','.join(labelled[2][1].split_spec)}", flush=True)
     print()
-    markdown_head(["model", "schedule", "ours/even median [IQR] (range)", "predicted", "verdict",
-                   "ours/parameters median [IQR] (range)", "predicted", "verdict", "ours step ms/mb", "rounds",
-                   "load (1 min) before-after"])
+    markdown_head(["model", "schedule", "ours/even wall median [IQR] (range)", "CPU", "predicted as profiled",
+                   "predicted calibrated CPU / wall", "verdict", "ours/parameters wall median [IQR] (range)", "CPU",
+                   "predicted as profiled", "predicted calibrated CPU / wall", "verdict", "ours step ms/mb measured",
+                   "predicted (wall)", "ms per task (idle, wall)", "slowdown", "rounds", "load (1 min) before-after"])
     for row in rows:
         markdown_row(row)
 
@@ -219,7 +272,8 @@ def main() -> None:
     costs = rp.calibrate([runs[i][2] for i in fitted], [results[i] for i in fitted], link)
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"fitted, on the 'ours' rows' stages only (CPU time): compute x{costs.scale:.3f}; measured: the link, and "
+          f"fitted, on the 'ours' rows' stages only (CPU time in the steps, less the idle stages'): compute "
+          f"x{costs.scale:.3f} + {costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
           "slowdown; every step is a prediction\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
@@ -227,7 +281,7 @@ def main() -> None:
                    "step ms/mb predicted", "step ms/mb measured", "step residual", "step spread",
                    "samples/s measured"])
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
-        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale)
+        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale, costs.stage_ms)
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
             measured = max(r[f"{s}_step_ms"] for r in ranks)

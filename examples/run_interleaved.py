@@ -35,7 +35,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from run_pipeline import IDLE_FEATURES, busy_slowdown, idle_pipe
+from pipeline_models import IDLE_FEATURES, idle_pipe
+from pipeline_ranks import busy_slowdown
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, SplitPoint, pipeline
 from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble, _PipelineScheduleRuntime

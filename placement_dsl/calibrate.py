@@ -57,9 +57,33 @@ def scale_of(fits: Sequence[StageFit]) -> float:
     return num / den if den > 0 else 1.0
 
 
-def calibrated(fits: Sequence[StageFit], scale: float) -> list[StageFit]:
-    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's)."""
-    return [StageFit(f.stage, f.predicted_ms * scale, f.measured_ms) for f in fits]
+def affine_of(fits: Sequence[StageFit]) -> tuple[float, float]:
+    """``(c, b)`` minimizing ``sum (measured - c * predicted - b)^2`` over ``fits``, ``b >= 0``: the compute factor and
+    a stage's fixed time per micro-batch, not proportional to its modules' cost (the calls into the stage module and
+    the runtime's handling of each micro-batch's chunk). ``b`` is 0 (and ``c`` :func:`scale_of`'s) when the stages'
+    predictions do not differ, or when the line through them would start below 0.
+
+    >>> affine_of(calibration([1.0, 3.0], [4.0, 8.0]))
+    (2.0, 2.0)
+    >>> affine_of(calibration([2.0, 2.0], [4.0, 5.0]))[1]
+    0.0
+    """
+    xs = [f.predicted_ms for f in fits]
+    ys = [f.measured_ms for f in fits]
+    if len(fits) < 2 or max(xs) - min(xs) <= 1e-12 * max(1.0, max(xs)):
+        return scale_of(fits), 0.0
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    fixed = my - slope * mx
+    if fixed < 0 or slope <= 0:
+        return scale_of(fits), 0.0
+    return slope, fixed
+
+
+def calibrated(fits: Sequence[StageFit], scale: float, fixed_ms: float = 0.0) -> list[StageFit]:
+    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's) and
+    ``fixed_ms`` added (a stage's fixed time per micro-batch, :func:`affine_of`)."""
+    return [StageFit(f.stage, f.predicted_ms * scale + fixed_ms, f.measured_ms) for f in fits]
 
 
 # ---------------------------------------------------------------------------- the link between two ranks
@@ -164,13 +188,27 @@ class RunCosts:
     micro-batch (the cost model's ``task_overhead``: the schedule's Python, the calls into gloo);
     ``slowdown``: wall clock over CPU time of the ranks' compute during the run (1 on an idle machine; on
     a CPU shared with other work, the share it left the ranks), which multiplies ``scale`` in the devices'
-    speed when a step's wall-clock time is predicted from CPU-time profiles.
+    speed when a step's wall-clock time is predicted from CPU-time profiles; ``stage_ms``: a stage's fixed CPU
+    time per micro-batch beyond what ``scale`` makes of its modules' profiled times and beyond ``overhead_ms``
+    (:func:`affine_of`'s ``b``: a cost per stage and micro-batch, not proportional to the stage's ops; half on each
+    of the stage's forward and backward tasks, times ``slowdown`` as compute is).
     """
 
     scale: float = 1.0
     link: LinkTime = LinkTime(0.0, float("inf"))
     overhead_ms: float = 0.0
     slowdown: float = 1.0
+    stage_ms: float = 0.0
+
+    @property
+    def task_ms(self) -> float:
+        """The cost model's ``task_overhead``: the runtime's time per task and half a stage's fixed time, slowed as
+        the ranks' compute is.
+
+        >>> RunCosts(overhead_ms=0.5, slowdown=2.0, stage_ms=1.5).task_ms
+        2.0
+        """
+        return self.overhead_ms + self.slowdown * self.stage_ms / 2
 
     def cluster(self, stages: int, kind: str = ACCELERATOR) -> Cluster:
         """``stages`` identical devices of ``kind`` at the run's speed and link bandwidth."""
@@ -180,7 +218,7 @@ class RunCosts:
 
     def model(self) -> CostModel:
         """The simulator's default cost model (no overlap, overflow memory) with the run's fixed costs."""
-        return CostModel(memory="overflow", require=frozenset(), task_overhead=self.overhead_ms,
+        return CostModel(memory="overflow", require=frozenset(), task_overhead=self.task_ms,
                          message_latency=self.link.latency_ms)
 
     def placement(self, p: Placement) -> Placement:
@@ -296,5 +334,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LinkTime", "RunCosts", "StageFit", "calibrated", "calibration", "calibration_table", "fit_link",
+__all__ = ["LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration", "calibration_table", "fit_link",
            "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "runtime_overhead", "scale_of"]

@@ -51,6 +51,7 @@ from .calibrate import (
     LinkTime,
     RunCosts,
     StageFit,
+    affine_of,
     calibrated,
     calibration,
     calibration_table,
@@ -403,7 +404,7 @@ def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
     return out
 
 
-__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "build", "calibrated", "calibration",
+__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "affine_of", "build", "calibrated", "calibration",
            "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong",
            "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward",
            "training_graph", "with_measured_backward", "write_profile"]

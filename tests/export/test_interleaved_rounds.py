@@ -34,10 +34,16 @@ def test_the_verdict_reads_the_middle_half_of_the_rounds(modules):
 
 def test_every_split_steps_in_every_round(modules):
     """Two splits of the quick GPT, two schedules, three rounds: each split and schedule has one step time (ms per
-    micro-batch, the slower rank's) per round after the warm-up round."""
+    micro-batch, the slower rank's) per round after the warm-up round, and each rank's CPU time per micro-batch;
+    the idle stages step in every round too, and spend less CPU time than a stage of the model; each rank measures
+    its slowdown."""
     rp, _ = modules
     jobs = [{"model": "gpt", "split_spec": {point: "beginning"}, "schedules": ["gpipe", "1f1b"], "microbatch": 2,
              "microbatches": 4} for point in ("h.1", "h.2")]
-    steps = rp.interleaved_rounds(jobs, True, 3)
-    assert sorted(steps) == [(0, "1f1b"), (0, "gpipe"), (1, "1f1b"), (1, "gpipe")]
-    assert all(len(ms) == 3 and min(ms) > 0 for ms in steps.values())
+    rounds = rp.interleaved_rounds(jobs, True, 3)
+    assert sorted(rounds.wall) == sorted(rounds.cpu) == [(0, "1f1b"), (0, "gpipe"), (1, "1f1b"), (1, "gpipe")]
+    assert all(len(ms) == 3 and min(ms) > 0 for ms in rounds.wall.values())
+    assert all(len(ms) == 3 and min(ms) > 0 for ms in rounds.idle_wall.values()) and sorted(rounds.idle_cpu) == ["1f1b", "gpipe"]
+    assert all(len(c) == 2 and min(c) > 0 for c in rounds.cpu.values())
+    assert all(max(rounds.idle_cpu[s]) < min(rounds.cpu[(j, s)]) for j, s in rounds.cpu)
+    assert len(rounds.slowdown) == 2 and min(rounds.slowdown) >= 0.9  # wall clock over CPU time: about 1 or more

@@ -113,13 +113,13 @@ def test_run_costs_read_the_overhead_from_the_idle_step_and_fit_nothing(run_pipe
     rows = run_pipeline.profiled("gpt", 2, True)
     plan = run_pipeline.plan_for(run_pipeline.place(run_pipeline.workload_graph("gpt", 2, True, rows), rows), rows,
                                  4, 2)
-    base = RunCosts(1.5, LinkTime(0.1, 1e6))
+    base = RunCosts(1.5, LinkTime(0.1, 1e6), stage_ms=0.75)
     ranks = [{"1f1b_idle_ms": 3.0, "1f1b_slowdown": 2.0, "1f1b_step_ms": 1e9},
              {"1f1b_idle_ms": 4.0, "1f1b_slowdown": 3.0, "1f1b_step_ms": 1e9}]
     costs = run_pipeline.run_costs(base, ranks, "1f1b", plan)
     want = runtime_overhead(4.0, "1f1b", 4, stages=2, ranks=2, message_bytes=4.0 * run_pipeline.IDLE_FEATURES * 2,
                             link=base.link)
-    assert (costs.scale, costs.link, costs.slowdown) == (1.5, base.link, 2.5)
+    assert (costs.scale, costs.link, costs.slowdown, costs.stage_ms) == (1.5, base.link, 2.5, 0.75)
     assert costs.overhead_ms == pytest.approx(want) and 0 < want < 4.0 / 2
 
 
@@ -139,3 +139,23 @@ def test_modules_are_profiled_as_the_switch_says(run_pipeline, monkeypatch, pipe
     run_pipeline.profiled("gpt", 2, True)
     assert seen["pipelined"] is pipelined and seen["clock"] == "cpu" and seen["depth"] == run_pipeline.DEPTH
     assert seen["batch"] == 2
+
+
+def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stages(run_pipeline):
+    """A stage's measured time is its rank's CPU ms per micro-batch in the steps less the idle stages' (median over
+    the schedules); the calibration fits the compute factor and a stage's fixed time on them (here 1.25 x profiled
+    + 2 ms) and prints both."""
+    plans = [run_pipeline.Plan("a", {}, [1.0, 2.0], [2.0, 4.0]), run_pipeline.Plan("b", {}, [3.0, 0.5], [6.0, 1.0])]
+
+    def rank(profiled: float) -> dict:
+        mine = 1.25 * profiled + 2.0
+        return {"gpipe_cpu_ms": mine + 1.0, "gpipe_idle_cpu_ms": 1.0, "1f1b_cpu_ms": mine + 0.5,
+                "1f1b_idle_cpu_ms": 0.5, "1f1b_step_ms": 9.0}
+
+    from placement_dsl.profile import LinkTime
+
+    link = LinkTime(0.05, 1e6)
+    runs = [[rank(f + b) for f, b in zip(p.forward_ms, p.backward_ms)] for p in plans]
+    assert run_pipeline.stage_ms(runs[0][1]) == pytest.approx(1.25 * 6.0 + 2.0)
+    costs = run_pipeline.calibrate(plans, runs, link)
+    assert (costs.scale, costs.stage_ms, costs.link) == (pytest.approx(1.25), pytest.approx(2.0), link)

@@ -1,0 +1,275 @@
+"""The ranks of ``examples/run_pipeline.py``: a split run by ``torch.distributed.pipelining`` on CPU processes.
+
+:func:`prepare` lets torch split a model at the exported points; :func:`execute` runs each job's schedules on one gloo
+process per stage and measures, beside every step, the same schedule on :class:`~pipeline_models.Idle` stages (the
+runtime's own cost) and the ranks' compute at once (the machine's slowdown); :func:`interleaved_rounds` steps several
+splits in turn so that the machine's load cannot favour one. Every step is timed twice: its wall clock and the CPU
+time of the rank's main thread (``time.thread_time``: the stage's compute and the runtime's work on it, not the
+time the machine's other work took the core, nor the waits for a message), per micro-batch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from pipeline_models import build, idle_batch, idle_pipe, loss_fn
+from torch import nn
+from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
+from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+from placement_dsl.profile import CLOCKS
+
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+CLOCK = "cpu"  # compute timed in the process's CPU time (profile and stages): the machine's other work does not count
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fastest_ms(fn: Any, repeat: int) -> float:
+    times, clock = [], CLOCKS[CLOCK]
+    for _ in range(repeat + 1):
+        start = clock()
+        fn()
+        times.append(1e3 * (clock() - start))
+    return min(times[1:])
+
+
+def _stage_pass(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor) -> tuple[Any, Any]:
+    """``(forward, backward)`` of this rank's stage module on one micro-batch: ``forward()`` returns what
+    ``backward(out)`` differentiates (the loss on the last stage)."""
+    h = x
+    for k in range(rank):
+        h = pipe.get_stage_module(k)(h)
+        h = h[0] if isinstance(h, tuple) else h
+    stage = pipe.get_stage_module(rank)
+    last = rank == pipe.num_stages - 1
+    h = h.detach().requires_grad_(h.is_floating_point())
+
+    def forward() -> torch.Tensor:
+        out = stage(h)
+        out = out[0] if isinstance(out, tuple) else out
+        return loss_fn(out, target) if last else out
+
+    def backward(out: torch.Tensor) -> None:
+        out.backward(None if last else torch.ones_like(out))
+
+    return forward, backward
+
+
+def _stage_times(pipe: Any, rank: int, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
+    """Forward and backward ms of this rank's stage module on one micro-batch, timed alone (the fastest run)."""
+    forward, backward = _stage_pass(pipe, rank, x, target)
+    fw = _fastest_ms(forward, repeat)
+    spent = []
+    for _ in range(repeat + 1):
+        out = forward()
+        start = CLOCKS[CLOCK]()
+        backward(out)
+        spent.append(1e3 * (CLOCKS[CLOCK]() - start))
+    return fw, min(spent[1:])
+
+
+def busy_slowdown(work: Any, times: int) -> float:
+    """Wall clock over CPU time of ``work()`` run ``times`` times: the share of a core the machine leaves a busy
+    process (1 on an idle core). Every rank runs it at once, as they compute at once in a step."""
+    wall = cpu = 0.0
+    for _ in range(times):
+        w, c = time.perf_counter(), time.process_time()
+        work()
+        wall, cpu = wall + time.perf_counter() - w, cpu + time.process_time() - c
+    return wall / cpu if cpu > 0 else 1.0
+
+
+@dataclass
+class Prepared:
+    """One job split by torch in the parent process (the ranks are forked from it and share it)."""
+
+    job: dict
+    model: nn.Module
+    x: torch.Tensor
+    target: torch.Tensor
+    pipe: Any
+    idle: Any = None  # :func:`idle_pipe` of as many stages
+
+
+def prepare(job: dict, quick: bool, world: int) -> Prepared:
+    """Build the job's model and let torch split it at the exported points, refusing a name that is no module."""
+    model, x, target = build(job["model"], job["microbatches"] * job["microbatch"], quick)
+    modules = dict(model.named_modules())
+    missing = [fqn for fqn in job["split_spec"] if fqn not in modules]
+    if missing:
+        raise SystemExit(f"{job['model']}: the exported split names no module of the model: {missing}")
+    split = {fqn: SplitPoint.BEGINNING for fqn in job["split_spec"]}
+    pipe = pipeline(model, (x[:job["microbatch"]],), split_spec=split)
+    if pipe.num_stages != world:
+        raise SystemExit(f"{job['model']}: torch split it into {pipe.num_stages} stages, not {world}")
+    return Prepared(job, model, x, target, pipe, idle_pipe(world, job["microbatch"]))
+
+
+def worker(rank: int, world: int, port: int, prepared: list[Prepared], out_dir: str) -> None:
+    """One pipeline rank: for each job run its schedules' steps, check the output, time the stage."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        results = [_run_job(rank, p) for p in prepared]
+    finally:
+        dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+
+
+def _schedule(name: str, stage: Any, job: dict) -> Any:
+    """Torch's schedule ``name``, or torch's schedule runtime reading the exported CSV (``csv-...``)."""
+    if name in SCHEDULES:
+        return SCHEDULES[name](stage, job["microbatches"], loss_fn=loss_fn)
+    runtime = _PipelineScheduleRuntime([stage], job["microbatches"], loss_fn=loss_fn)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "schedule.csv")
+        path.write_text(job["csv"][name])
+        runtime._load_csv(str(path), format="compute_only")
+    return runtime
+
+
+def _timed_step(schedule: Any, rank: int, x: torch.Tensor, target: torch.Tensor, m: int) -> tuple[float, float, Any]:
+    """One step of ``schedule``: its wall-clock ms per micro-batch, the CPU ms per micro-batch of this rank's main
+    thread (its stage's compute and the runtime's work on it; a blocked receive spends none), the last stage's
+    output."""
+    dist.barrier()
+    start, cpu = time.perf_counter(), time.thread_time()
+    y = schedule.step(x) if rank == 0 else schedule.step(target=target, losses=[])
+    return 1e3 * (time.perf_counter() - start) / m, 1e3 * (time.thread_time() - cpu) / m, y
+
+
+def _run_job(rank: int, p: Prepared) -> dict:
+    """Each schedule's steps on the job's stages; after each, a step of the same schedule on :class:`Idle` stages
+    (the runtime's own cost) and the ranks' compute at once (the machine's slowdown), so that all three see the
+    same load; medians over the steps after the first, of the wall clock (``_ms``) and of the rank's CPU time
+    (``_cpu_ms``). Then the stage times alone."""
+    job, m = p.job, p.job["microbatches"]
+    stage = p.pipe.build_stage(rank, torch.device("cpu"))
+    world = dist.get_world_size()
+    idle = p.idle.build_stage(rank, torch.device("cpu"))
+    idle_x, idle_target = idle_batch(len(p.x))
+    mb = job["microbatch"]
+    forward, backward = _stage_pass(p.pipe, rank, p.x[:mb], p.target[:mb])
+    last = rank == world - 1
+    out: dict[str, Any] = {"model": job["model"], "rank": rank}
+    for name in job["schedules"]:
+        schedule, idle_schedule = _schedule(name, stage, job), _schedule(name, idle, job)
+        steps, idle_steps, cpu, idle_cpu, slowdown = [], [], [], [], []
+        for i in range(job["steps"] + 1):
+            ms, ms_cpu, y = _timed_step(schedule, rank, p.x, p.target, m)
+            steps.append(ms), cpu.append(ms_cpu)
+            ms, ms_cpu, _ = _timed_step(idle_schedule, rank, idle_x, idle_target, m)
+            idle_steps.append(ms), idle_cpu.append(ms_cpu)
+            dist.barrier()  # every rank at once, as in a step
+            slowdown.append(busy_slowdown(lambda: backward(forward()), m))
+            if i == 0 and last:
+                with torch.no_grad():
+                    want = p.model(p.x)
+                out[f"{name}_max_abs_diff"] = float((y.detach() - want).abs().max())
+                out[f"{name}_allclose"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
+        out[f"{name}_step_ms"] = statistics.median(steps[1:])
+        out[f"{name}_idle_ms"] = statistics.median(idle_steps[1:])
+        out[f"{name}_cpu_ms"] = statistics.median(cpu[1:])
+        out[f"{name}_idle_cpu_ms"] = statistics.median(idle_cpu[1:])
+        out[f"{name}_slowdown"] = statistics.median(slowdown[1:])
+    for turn in range(world):  # one rank at a time: the ranks share the machine's cores
+        dist.barrier()
+        if turn == rank:
+            fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
+    dist.barrier()
+    out.update(forward_ms=fw, backward_ms=bw)
+    return out
+
+
+def execute(jobs: list[dict], quick: bool, world: int = 2) -> list[list[dict]]:
+    """Run ``jobs`` on ``world`` CPU processes (gloo, forked after torch split each model); results per job, rank."""
+    prepared = [prepare(job, quick, world) for job in jobs]
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.start_processes(worker, args=(world, _free_port(), prepared, tmp), nprocs=world, join=True,
+                           start_method="fork")
+        per_rank = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
+    return [list(res) for res in zip(*per_rank)]
+
+
+@dataclass
+class Rounds:
+    """Per job and schedule ``(j, name)``: ``wall`` the step per micro-batch of each round (ms, the slower rank's),
+    ``cpu`` each rank's CPU ms per micro-batch (median over the rounds); per schedule, ``idle_wall`` and ``idle_cpu``
+    the same of a step on :class:`~pipeline_models.Idle` stages run in every round beside them."""
+
+    wall: dict[tuple[int, str], list[float]]
+    cpu: dict[tuple[int, str], list[float]]
+    idle_wall: dict[str, list[float]]
+    idle_cpu: dict[str, list[float]]
+    slowdown: list[float]  # each rank's wall clock over CPU time of its compute with every rank at once (median)
+
+
+def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], rounds: int, out_dir: str) -> None:
+    """One rank of :func:`interleaved_rounds`: every job's stage and schedules built once, then per round one step of
+    each schedule of each job in turn (the jobs in order, then in reverse: drift in load cancels) and one of the
+    idle stages, wall clock and CPU time; then the first job's stage computing on every rank at once
+    (:func:`busy_slowdown`)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        stages = [p.pipe.build_stage(rank, torch.device("cpu")) for p in prepared]
+        names = prepared[0].job["schedules"]
+        steps = {(j, s): _schedule(s, stage, p.job) for j, (p, stage) in enumerate(zip(prepared, stages)) for s in names}
+        idle = prepared[0].idle.build_stage(rank, torch.device("cpu"))
+        idle_x, idle_target = idle_batch(len(prepared[0].x))
+        for s in names:
+            steps[(-1, s)] = _schedule(s, idle, prepared[0].job)
+        times: dict[str, list[list[float]]] = {f"{j}:{s}": [] for j, s in steps}
+        first, mb, slowdown = prepared[0], prepared[0].job["microbatch"], []
+        forward, backward = _stage_pass(first.pipe, rank, first.x[:mb], first.target[:mb])
+        for r in range(rounds + 1):  # round 0 warms up and is dropped
+            order = range(len(prepared)) if r % 2 == 0 else range(len(prepared) - 1, -1, -1)
+            for s in names:
+                for j in (*order, -1):
+                    x, target = (idle_x, idle_target) if j < 0 else (prepared[j].x, prepared[j].target)
+                    ms, cpu, _ = _timed_step(steps[(j, s)], rank, x, target, prepared[max(j, 0)].job["microbatches"])
+                    if r:
+                        times[f"{j}:{s}"].append([ms, cpu])
+            dist.barrier()  # every rank at once, as in a step
+            slowdown.append(busy_slowdown(lambda: backward(forward()), first.job["microbatches"]))
+    finally:
+        dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"times": times, "slowdown": slowdown[1:]}))
+
+
+def interleaved_rounds(jobs: list[dict], quick: bool, rounds: int, world: int = 2) -> Rounds:
+    """Step time per micro-batch (ms, wall clock, the slower rank's) of every job and schedule in each of ``rounds``
+    rounds, the jobs' steps interleaved (A B C, C B A, ...) so that each round sees them under the same load, with
+    each rank's CPU time per micro-batch and the same of idle stages stepped in every round."""
+    prepared = [prepare(job, quick, world) for job in jobs]
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.start_processes(_rounds_worker, args=(world, _free_port(), prepared, rounds, tmp), nprocs=world, join=True,
+                           start_method="fork")
+        per_rank = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
+    out = Rounds({}, {}, {}, {}, [statistics.median(ranks["slowdown"]) for ranks in per_rank])
+    per_rank = [ranks["times"] for ranks in per_rank]
+    for key in per_rank[0]:
+        j, s = int(key.split(":", 1)[0]), key.split(":", 1)[1]
+        wall = [max(xs) for xs in zip(*([ms for ms, _ in ranks[key]] for ranks in per_rank))]
+        cpu = [statistics.median(c for _, c in ranks[key]) for ranks in per_rank]
+        if j < 0:
+            out.idle_wall[s], out.idle_cpu[s] = wall, cpu
+        else:
+            out.wall[(j, s)], out.cpu[(j, s)] = wall, cpu
+    return out
