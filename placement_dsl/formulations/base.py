@@ -168,17 +168,23 @@ class Formulation:
     def steps(self, problem: Problem) -> list[Step]:
         """The skeleton, then each term's templates (one per distinct template, in term order).
 
-        Every template checks that it can write ``problem`` (:meth:`BlockTemplate.check`).
+        Every template checks that it can write ``problem`` (:meth:`BlockTemplate.check`). A refusal
+        (:class:`SpecError`) names the formulation.
         """
-        out = [Step(t) for t in self.skeleton(problem)]
-        seen = {repr(s.template) for s in out}
-        for term in problem.terms:
-            for template in self.rule_for(term)(term, problem):
-                if repr(template) not in seen:
-                    seen.add(repr(template))
-                    out.append(Step(template, term))
-        for step in out:
-            step.template.check(problem)
+        try:
+            out = [Step(t) for t in self.skeleton(problem)]
+            seen = {repr(s.template) for s in out}
+            for term in problem.terms:
+                for template in self.rule_for(term)(term, problem):
+                    if repr(template) not in seen:
+                        seen.add(repr(template))
+                        out.append(Step(template, term))
+            for step in out:
+                step.template.check(problem)
+        except SpecError as err:
+            if repr(self.name) in str(err) or self.name in str(err).split(":")[0]:
+                raise
+            raise SpecError(f"formulation {self.name!r}: {err}") from err
         return out
 
     def accepts(self, problem: Problem) -> str | None:
@@ -240,11 +246,14 @@ class ObjectiveFormulation(Formulation):
         raise SpecError(f"formulation {self.name!r} minimizes {self.minimizes}, not {type(term).__name__}; "
                         "use formulation='auto' for it")
 
-    def accepts(self, problem: Problem) -> str | None:
+    def steps(self, problem: Problem) -> list[Step]:
+        """Refuses a problem of another objective type before any rule runs: a rule inherited from the base table
+        may accept an objective term derived from one it knows (GPipe from Throughput) and write a model of
+        another objective."""
         if not isinstance(problem.objective, self.objective):
-            return (f"formulation {self.name!r} minimizes {self.minimizes}; the problem's objective is "
-                    f"{type(problem.objective).__name__}")
-        return super().accepts(problem)
+            raise SpecError(f"formulation {self.name!r} minimizes {self.minimizes}; the problem's objective is "
+                            f"{type(problem.objective).__name__}")
+        return super().steps(problem)
 
     def chosen_for(self, problem: Problem) -> bool:
         """``formulation="auto"`` picks this formulation for its own objective."""

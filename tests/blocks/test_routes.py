@@ -194,8 +194,8 @@ def test_routed_cluster_refuses_archers_cut_before_building():
     problem = Problem(_chain([4, 3], [1, 0]), Cluster.hierarchical(2, 1, intra=4.0, inter=0.5), Throughput(),
                       [DagOrder()])
     assert get("exact").accepts(problem) == (
-        "tensor_cut: a routed cluster needs form='commio' (Archer's DAG-ordered cut prices transfers per device, "
-        "not per route)")
+        "formulation 'exact': tensor_cut: a routed cluster needs form='commio' (Archer's DAG-ordered cut prices "
+        "transfers per device, not per route)")
     assert choose(problem) == "throughput"
     assert choose(Problem(problem.graph, Cluster.stages(2), Throughput(), [DagOrder()])) == "exact"
 

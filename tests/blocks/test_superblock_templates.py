@@ -204,7 +204,7 @@ def test_pins_are_refused_with_the_pinned_ops_in_both_settings():
         "pins or use the exact formulation")
     cpus = Problem(_two_ops(), Cluster.accelerators(2, cpus=1), Throughput(), [Pin("a", "cpu0")])
     assert get("no-cut-io").accepts(cpus) == (
-        "superblock relaxations cannot keep Pin terms (pins name accelerators that are merged; pinned: 'a'); drop "
+        "formulation 'no-cut-io': superblock relaxations cannot keep Pin terms (pins name accelerators that are merged; pinned: 'a'); drop "
         "the pins or use the exact formulation")
 
 

@@ -193,9 +193,9 @@ FORMATS = sorted(formats.load())
 @pytest.mark.parametrize("name", FORMATS)
 def test_every_format_round_trips(name, tmp_path):
     reason = writable(name)
-    if name in READ_ONLY:
+    if name in READ_ONLY:  # the writer refuses it with a reason: nothing else to round-trip
         assert reason is not None, f"{name} is written now: drop it from READ_ONLY"
-        pytest.skip(f"read only: {READ_ONLY[name]}")
+        return
     assert reason is None, f"{name} has no writer ({reason}) and no reason in READ_ONLY"
     assert not check_format(name, small_workload(), tmp_path)
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from placement_dsl import Cluster, InfeasibleError
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, DagOrder, Memory, Overflow
+from placement_dsl.errors import SpecError
 from placement_dsl.formulations import Kind, choose, of_kind
 
 FORMULATIONS = of_kind(Kind.EXACT)  # formulations whose optimum is the problem's
@@ -41,9 +42,16 @@ def solve(problem: Problem, formulation: str, warm=None, expect=pyo.TerminationC
 @pytest.mark.parametrize("formulation", sorted(FORMULATIONS))
 @pytest.mark.parametrize("instance", sorted(INSTANCES))
 def test_known_optima(instance, formulation):
+    """A formulation that accepts the instance reaches its optimum; one that does not refuses to compile it with
+    its reason (a one-line error, not a model that answers something else)."""
     problem, optimum = INSTANCES[instance]()
-    if FORMULATIONS[formulation].accepts(problem):
-        pytest.skip(FORMULATIONS[formulation].accepts(problem))
+    reason = FORMULATIONS[formulation].accepts(problem)
+    if reason:
+        with pytest.raises(SpecError) as refused:
+            compile(problem, formulation)
+        message = str(refused.value)
+        assert message == reason and formulation in message and "\n" not in message
+        return
     value, placement = solve(problem, formulation)
     assert value == pytest.approx(optimum, rel=1e-6, abs=1e-9)
     assert problem.is_valid(placement), problem.violations(placement)
