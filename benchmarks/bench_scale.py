@@ -120,26 +120,45 @@ def workload(family: str, size: int, folder: Path) -> list[tuple[str, Path]]:
 
 
 # ---------------------------------------------------------------------------- ONNX import
-def write_vit(path: Path, hidden: int, layers: int, mlp: int, tokens: int, patch: int, classes: int) -> None:
-    """A ViT-shaped ONNX model (patch convolution, pre-norm encoder layers, head), its weights inline and random."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper, save
+class OnnxBuilder:
+    """Nodes and initializers of a generated ONNX graph: random weights (seed 0), integer constants, and nodes named
+    by their scope, op and position."""
 
-    rng = np.random.default_rng(0)
-    nodes, inits = [], []
+    def __init__(self) -> None:
+        import numpy as np
 
-    def weight(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array(rng.standard_normal(shape, dtype=np.float32) * 0.02, name))
+        self.rng = np.random.default_rng(0)
+        self.nodes: list = []
+        self.inits: list = []
+
+    def weight(self, name: str, *shape: int) -> str:
+        import numpy as np
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(self.rng.standard_normal(shape, dtype=np.float32) * 0.02, name))
         return name
 
-    def node(op: str, inputs: list[str], scope: str, **attrs) -> str:
-        out = f"{scope}/{op}_{len(nodes)}"
-        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+    def node(self, op: str, inputs: list[str], scope: str, **attrs) -> str:
+        from onnx import helper
+
+        out = f"{scope}/{op}_{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
 
-    def ints(name: str, values: list[int]) -> str:
-        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+    def ints(self, name: str, values: list[int]) -> str:
+        import numpy as np
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
         return name
+
+
+def write_vit(path: Path, hidden: int, layers: int, mlp: int, tokens: int, patch: int, classes: int) -> None:
+    """A ViT-shaped ONNX model (patch convolution, pre-norm encoder layers, head), its weights inline and random."""
+    from onnx import TensorProto, helper, save
+
+    b = OnnxBuilder()
+    nodes, inits, weight, node, ints = b.nodes, b.inits, b.weight, b.node, b.ints
 
     x = node("Conv", ["image", weight("patch.w", hidden, 3, patch, patch), weight("patch.b", hidden)], "/patch",
              strides=[patch, patch])
@@ -176,21 +195,8 @@ def write_gpt2(path: Path, hidden: int, layers: int, heads: int, vocab: int, con
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper, save
 
-    rng = np.random.default_rng(0)
-    nodes, inits = [], []
-
-    def weight(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array(rng.standard_normal(shape, dtype=np.float32) * 0.02, name))
-        return name
-
-    def node(op: str, inputs: list[str], scope: str, **attrs) -> str:
-        out = f"{scope}/{op}_{len(nodes)}"
-        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
-        return out
-
-    def ints(name: str, values: list[int]) -> str:
-        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
-        return name
+    b = OnnxBuilder()
+    nodes, inits, weight, node, ints = b.nodes, b.inits, b.weight, b.node, b.ints
 
     wte = weight("wte", vocab, hidden)
     positions = ints("positions", list(range(seq)))
