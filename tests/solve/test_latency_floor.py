@@ -22,7 +22,7 @@ def too_large(*args, **kwargs):
 
 
 def test_a_solve_without_its_model_answers_the_run_paths_floor(monkeypatch):
-    """The cut-op spine proves 9.86 here on its own; without it the closed forms prove 5 and the floor 9."""
+    """The cut-op spine proves 9.86 here on its own; without it the closed forms prove 5 and the floor 13."""
     from placement_dsl.bounds import single_sample
 
     p = side_chain()
@@ -32,11 +32,11 @@ def test_a_solve_without_its_model_answers_the_run_paths_floor(monkeypatch):
     monkeypatch.setattr(solve_module, "check_fits", too_large)
     monkeypatch.setattr(stopped, "check_fits", too_large)
     result = solve(p, time_limit=10)
-    assert "model too large" in result.message and "bound 9 by the run-paths DP" in result.message
-    assert result.objective == pytest.approx(14.0) and result.bound == pytest.approx(9.0)
+    assert "model too large" in result.message and "bound 13 by the run-paths DP" in result.message
+    assert result.objective == pytest.approx(14.0) and result.bound == pytest.approx(13.0)
 
 
 def test_the_run_paths_floor_is_none_where_it_does_not_apply_or_runs_out_of_time():
     p = side_chain()
-    assert run_paths_floor(p, Deadline(10.0)) == pytest.approx(9.0)
+    assert run_paths_floor(p, Deadline(10.0)) == pytest.approx(13.0)
     assert run_paths_floor(p, Deadline(0.0)) is None  # no path priced: no bound, not a zero one
