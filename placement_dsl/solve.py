@@ -186,14 +186,20 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     plan = form.with_floor(plan, clock.within(min(FLOOR_SHARE * max(clock.left() - RESERVE, 0.0), FLOOR_MOST)))
     plan.info["label"] = start_label(warm_start)
     t_start = time.perf_counter() - t0
+    if early is None and plan.info.get("floor") is not None:
+        stop.floor = plan.info["floor"]
+    if stop.proves_start():  # nothing to search: the start meets the floor
+        return stop.result("the start meets the floor proven before the model build; not built")
     if clock.expired(MIN_SEARCH):
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
                            f"{t_start:.1f} s)")
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
-        if early is None:  # a bound the model would have carried (the floor it was given, run paths, the host's share)
-            stop.floor = plan.info.get("floor") or floor(problem, clock)
+        if stop.floor is None:  # a bound the model would have carried (run paths, the host's share)
+            stop.floor = floor(problem, clock)
+        if stop.proves_start():
+            return stop.result(f"{err}; the start meets the floor")
         return heuristics_instead(stop, spec, clock).result(str(err))
     try:
         compiled = compile(plan.problem, form, deadline=clock)

@@ -174,10 +174,19 @@ class Stop:
         better.start_bound = self.start_bound
         return better
 
+    def proves_start(self) -> bool:
+        """Whether the floor (:attr:`floor`, a bound over the problem's placements) reaches the start's objective
+        (within a relative 1e-9): the start is then optimal and needs no search."""
+        usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
+        return usable and self.floor is not None and math.isfinite(self.start_eval.objective) and \
+            self.floor >= self.start_eval.objective * (1 - 1e-9)
+
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
         placement, ev = (self.start, self.start_eval) if usable else self._fallback()
         status = Status.TIME_LIMIT_FEASIBLE if placement is not None else Status.TIME_LIMIT_NO_SOLUTION
+        if self.proves_start():
+            status = Status.OPTIMAL
         answer = ("; the answer is the warm start" if usable else
                   f"; the answer is the {placement.source} fallback split" if placement is not None else "")
         notes = [m for m in (self.refusal, why + answer) if m]

@@ -92,14 +92,20 @@ def test_a_skip_branch_crossing_a_run_boundary_is_written_and_read():
     assert floor(p) == pytest.approx(10.0)
 
 
-def test_a_skip_chain_crossing_a_run_boundary_pays_its_least_tensor_twice():
-    """The skip branch as a chain ``x -> s1 -> s2 -> y`` of free ops (no time, no memory) with tensors 3, 1, 3: the
-    cheapest crossing cuts it after ``s1`` (written 1, read 1), so 8 is the optimum and the floor; either side alone
-    let the chain join its slot for free (6), and pricing a chain by its largest tensor would claim 10."""
+def skip_chain_block() -> Problem:
+    """:func:`projection_block` with the skip branch a chain ``x -> s1 -> s2 -> y`` of free ops (no time, no memory)
+    with tensors 3, 1, 3."""
     g = Graph([op("x", 1, 50, out=3, mem=1), op("c1", 1, 50, out=1, mem=1), op("c2", 1, 50, out=1, mem=4),
                op("s1", 0, 50, out=1, mem=0), op("s2", 0, 50, out=3, mem=0), op("y", 1, 50, out=0, mem=1)],
               [("x", "c1"), ("c1", "c2"), ("c2", "y"), ("x", "s1"), ("s1", "s2"), ("s2", "y")])
-    p = Problem(g, Cluster.accelerators(2, memory=6.0, cpus=1), Latency(), [Memory(), Contiguous()])
+    return Problem(g, Cluster.accelerators(2, memory=6.0, cpus=1), Latency(), [Memory(), Contiguous()])
+
+
+def test_a_skip_chain_crossing_a_run_boundary_pays_its_least_tensor_twice():
+    """The cheapest crossing cuts the chain after ``s1`` (written 1, read 1), so 8 is the optimum and the floor;
+    either side alone let the chain join its slot for free (6), and pricing a chain by its largest tensor would
+    claim 10."""
+    p = skip_chain_block()
     assert optimum(p) == 8.0
     assert floor(p) == pytest.approx(8.0)
 

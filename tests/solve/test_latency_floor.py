@@ -24,7 +24,7 @@ from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.solvers.base import Status
 from placement_dsl.testing import host_op
-from tests.blocks.test_latency_side_inputs import side_chain
+from tests.blocks.test_latency_side_inputs import side_chain, skip_chain_block
 
 
 def too_large(*args, **kwargs):
@@ -94,3 +94,15 @@ def test_a_latency_solve_reports_at_least_the_floor_whatever_the_solver_proved(m
     scale = compile(hinted(p, 20.0), "latency").objective_scale  # the model's unit of time
     assert seen["total"] * scale == pytest.approx(6.0)  # the model the solver got starts at the floor
     assert result.bound >= latency_floor(p, Deadline(10.0)) - 1e-6
+
+
+def test_a_start_that_meets_the_floor_is_optimal_without_a_search(monkeypatch):
+    """The floor of a residual block's skip chain is its optimum, 8: the start that reaches it is the answer, optimal,
+    and no model is built."""
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built though the start meets the floor")
+
+    monkeypatch.setattr(solve_module, "compile", no_model)
+    result = solve(skip_chain_block(), time_limit=30)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(8.0) == result.bound
+    assert "meets the floor" in result.message
