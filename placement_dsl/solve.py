@@ -187,7 +187,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     plan.info["label"] = start_label(warm_start)
     t_start = time.perf_counter() - t0
     if early is None and plan.info.get("floor") is not None:
-        stop.floor = plan.info["floor"]
+        stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")
     if stop.proves_start():  # nothing to search: the start meets the floor
         return stop.result("the start meets the floor proven before the model build; not built")
     if clock.expired(MIN_SEARCH):

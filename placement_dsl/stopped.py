@@ -161,6 +161,7 @@ class Stop:
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
         self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
+        self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -270,8 +271,9 @@ class Stop:
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
-        source = ("by the run-paths DP" if self.problem.cost_model().objective in SINGLE_SAMPLE else
-                  "by the host's share of memory") if bound == self.floor else source
+        if bound == self.floor:
+            source = (f"by {self.floor_source}" if self.floor_source else "by the run-paths DP"
+                      if self.problem.cost_model().objective in SINGLE_SAMPLE else "by the host's share of memory")
         result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
 
     def _bound_source(self) -> str:

@@ -217,7 +217,8 @@ class Formulation:
 
     def with_floor(self, plan: Plan, deadline: Deadline) -> Plan:
         """Hook after :meth:`prepare`: the plan with a lower bound on the objective proven by ``deadline`` written
-        into its model (so the solver's bound starts there and prunes by it); the default changes nothing."""
+        into its model (so the solver's bound starts there and prunes by it), and in ``info`` as ``floor`` (cost-model
+        units) with ``floor_source`` (what proved it); the default changes nothing."""
         return plan
 
     def finish(self, result: Result, plan: Plan) -> None:

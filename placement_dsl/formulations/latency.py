@@ -86,17 +86,19 @@ def run_paths_floor(problem: Problem, deadline: Deadline, paths: int = FLOOR_PAT
     return value * ctx.scale.time if value > 0 else None
 
 
-def latency_floor(problem: Problem, deadline: Deadline) -> float:
-    """The best combinatorial bound on ``problem``'s latency within ``deadline`` (cost-model units): the closed forms
-    (:func:`~placement_dsl.bounds.single_sample.single_sample_bound`: the critical path, the cut-op spine, the
-    segments, the accelerators' work) and the run-paths DP over :data:`FLOOR_PATHS` longest paths
+def latency_floor(problem: Problem, deadline: Deadline) -> tuple[float, str]:
+    """The best combinatorial bound on ``problem``'s latency within ``deadline`` (cost-model units) and what proved
+    it: the closed forms (:func:`~placement_dsl.bounds.single_sample.single_sample_bound`: the critical path, the
+    cut-op spine, the segments, the accelerators' work) and the run-paths DP over :data:`FLOOR_PATHS` longest paths
     (:func:`run_paths_floor`), each as far as its clock allows; ``0.0`` when none finished."""
     try:
-        closed = single_sample_bound(problem, deadline.within(deadline.left() / 2))[0]
+        closed, name = single_sample_bound(problem, deadline.within(deadline.left() / 2))
     except (BudgetSpent, PlacementError):
-        closed = 0.0
+        closed, name = 0.0, "none"
     paths = run_paths_floor(problem, deadline) if not deadline.expired() else None
-    return max(closed, paths or 0.0)
+    if paths is not None and paths > closed:
+        return paths, "the run-paths DP"
+    return float(closed), f"a closed form ({name})"
 
 
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
@@ -162,11 +164,11 @@ class LatencyFormulation(ObjectiveFormulation):
         """The plan's problem with the combinatorial floor (:func:`latency_floor`, by ``deadline``) in its hint:
         TotalLatency starts there, so the MIP's bound is never below it and its search prunes by it."""
         hint = _hint(plan.problem)
-        value = latency_floor(plan.problem, deadline) if not deadline.expired() else 0.0
+        value, source = latency_floor(plan.problem, deadline) if not deadline.expired() else (0.0, "")
         if value <= (hint.floor if hint else 0.0):
             return plan
         plan.problem = hinted(plan.problem, hint.horizon if hint else math.inf, hint.order if hint else (), value)
-        plan.info["floor"] = value
+        plan.info.update(floor=value, floor_source=source)
         return plan
 
     def finish(self, result: Result, plan: Plan) -> None:

@@ -70,7 +70,7 @@ def total_latency(compiled) -> float:
 
 def test_the_latency_ip_starts_its_total_latency_at_the_combinatorial_floor():
     p = parallel_work()
-    floor = latency_floor(p, Deadline(10.0))
+    floor = latency_floor(p, Deadline(10.0))[0]
     assert floor == pytest.approx(6.0) and run_paths_floor(p, Deadline(10.0)) == pytest.approx(4.0)
     assert total_latency(compile(hinted(p, 20.0), "latency")) == pytest.approx(4.0)
     assert total_latency(compile(hinted(p, 20.0, (), floor), "latency")) == pytest.approx(6.0)
@@ -93,7 +93,7 @@ def test_a_latency_solve_reports_at_least_the_floor_whatever_the_solver_proved(m
     assert result.objective == pytest.approx(10.0)
     scale = compile(hinted(p, 20.0), "latency").objective_scale  # the model's unit of time
     assert seen["total"] * scale == pytest.approx(6.0)  # the model the solver got starts at the floor
-    assert result.bound >= latency_floor(p, Deadline(10.0)) - 1e-6
+    assert result.bound >= latency_floor(p, Deadline(10.0))[0] - 1e-6
 
 
 def test_a_start_that_meets_the_floor_is_optimal_without_a_search(monkeypatch):
