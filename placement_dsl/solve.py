@@ -128,6 +128,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
             running.close()
 
 
+FLOOR_SHARE, FLOOR_MOST = 0.1, 10.0  # of the time left, the clock of the formulation's floor (with_floor), and its most
+
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
 SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
 SEGMENT_HERE = (0.15, 45.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
@@ -181,16 +183,23 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
                            f"{time.perf_counter() - t0:.1f} s)")
     plan = form.prepare(problem, None if refusal else start, None if refusal else start_eval, gap, options)
+    plan = form.with_floor(plan, clock.within(min(FLOOR_SHARE * max(clock.left() - RESERVE, 0.0), FLOOR_MOST)))
     plan.info["label"] = start_label(warm_start)
     t_start = time.perf_counter() - t0
+    if early is None and plan.info.get("floor") is not None:
+        stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")
+    if stop.proves_start():  # nothing to search: the start meets the floor
+        return stop.result("the start meets the floor proven before the model build; not built")
     if clock.expired(MIN_SEARCH):
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
                            f"{t_start:.1f} s)")
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
-        if early is None:  # a bound the model would have carried (run paths, the host's share)
+        if stop.floor is None:  # a bound the model would have carried (run paths, the host's share)
             stop.floor = floor(problem, clock)
+        if stop.proves_start():
+            return stop.result(f"{err}; the start meets the floor")
         return heuristics_instead(stop, spec, clock).result(str(err))
     try:
         compiled = compile(plan.problem, form, deadline=clock)

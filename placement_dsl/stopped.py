@@ -161,6 +161,7 @@ class Stop:
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
         self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
+        self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -174,10 +175,19 @@ class Stop:
         better.start_bound = self.start_bound
         return better
 
+    def proves_start(self) -> bool:
+        """Whether the floor (:attr:`floor`, a bound over the problem's placements) reaches the start's objective
+        (within a relative 1e-9): the start is then optimal and needs no search."""
+        usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
+        return usable and self.floor is not None and math.isfinite(self.start_eval.objective) and \
+            self.floor >= self.start_eval.objective * (1 - 1e-9)
+
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
         placement, ev = (self.start, self.start_eval) if usable else self._fallback()
         status = Status.TIME_LIMIT_FEASIBLE if placement is not None else Status.TIME_LIMIT_NO_SOLUTION
+        if self.proves_start():
+            status = Status.OPTIMAL
         answer = ("; the answer is the warm start" if usable else
                   f"; the answer is the {placement.source} fallback split" if placement is not None else "")
         notes = [m for m in (self.refusal, why + answer) if m]
@@ -261,8 +271,9 @@ class Stop:
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)
-        source = ("by the run-paths DP" if self.problem.cost_model().objective in SINGLE_SAMPLE else
-                  "by the host's share of memory") if bound == self.floor else source
+        if bound == self.floor:
+            source = (f"by {self.floor_source}" if self.floor_source else "by the run-paths DP"
+                      if self.problem.cost_model().objective in SINGLE_SAMPLE else "by the host's share of memory")
         result.message = "; ".join(m for m in (result.message, f"bound {bound:.6g} {source}") if m)
 
     def _bound_source(self) -> str:

@@ -333,7 +333,8 @@ class LatencyObjective(BlockTemplate):
     """Fig. 3: ``minimize TotalLatency >= Latency_v`` over the sinks, and ``>= SubgraphFinish`` of every slot.
 
     With the cuts of :mod:`.latency_cuts`: ``TotalLatency >= done_v + tail_v`` per op, and at least each
-    longest path's span and run-flow cost. Its bounds: the longest path of fastest times, and ``H``.
+    longest path's span and run-flow cost. Its bounds: the longest path of fastest times, a ``floor`` the
+    combinatorial bounds proved (cost-model units), and ``H``.
     """
 
     name = "latency"
@@ -341,19 +342,21 @@ class LatencyObjective(BlockTemplate):
     needs = (LatencyLink, SlotLink)
     uses = (PathLink, RunLink)
 
-    def __init__(self, horizon: float | None = None):
-        self.horizon = horizon
+    def __init__(self, horizon: float | None = None, floor: float = 0.0):
+        self.horizon, self.floor = horizon, floor
 
     def __repr__(self) -> str:
-        return f"LatencyObjective(horizon={self.horizon!r})"
+        return f"LatencyObjective(horizon={self.horizon!r}, floor={self.floor!r})"
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         bd, link, g = bounds(ctx, self.horizon), ctx.link(LatencyLink), ctx.graph
         floor = float(bd.head.max(initial=0.0))
         if ctx.has(RunLink):
             floor = max(floor, min(ctx.link(RunLink).bound, bd.horizon))
+        given = self.floor / ctx.scale.time * (1 - 1e-9)  # a known bound, a hair lower: the optimum stays inside
+        floor = max(floor, min(given, bd.horizon))
         blk.total = pyo.Var(bounds=(floor, bd.horizon), doc="TotalLatency (scaled time); at least the longest path "
-                            "of fastest times and the cheapest runs of a longest path, at most H")
+                            "of fastest times, the cheapest runs of a longest path and the given floor, at most H")
         sinks = [ctx.ops[v] for v in range(ctx.n) if g.successors(v).size == 0]
         blk.last = pyo.Constraint(sinks, rule=lambda b, v: b.total >= link.ready[v], doc="TotalLatency >= Latency_v")
         if ctx.has(PathLink):

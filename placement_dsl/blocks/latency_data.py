@@ -22,9 +22,10 @@ from ..constraints import Contiguous, DagOrder, Memory
 from ..deadline import BudgetSpent, Deadline
 from ..evaluate import CostModel, evaluate
 from .base import Context, Warm
+from .latency_side import fractional_price, knapsack_price, outside, side_price
+from .latency_side import marked as _marked
 
 Slot = tuple[int, int]  # (accelerator index, subgraph number 1..q)
-EXACT_ITEMS = 12  # side ops of a run priced by an exact knapsack; beyond, the fractional one
 
 
 @dataclass(frozen=True)
@@ -313,50 +314,6 @@ def run_path_bound(ctx: Context, horizon: float | None, contiguous: bool, paths:
     return ctx.view(f"latency_run_paths:{horizon!r}:{contiguous}:{paths}", build)
 
 
-def knapsack_price(items: list[tuple[float, float]], room: float) -> float:
-    """Least total price of the items ``(price, memory)`` left out of a knapsack of size ``room``.
-
-    Exact (branch and bound over the items that may or may not fit) for up to :data:`EXACT_ITEMS`
-    of them, else the fractional knapsack's value, which is lower: a lower bound either way.
-    """
-    pay = sum(c for c, m in items if m > room)
-    mid = sorted(((c, m) for c, m in items if 0 < m <= room), key=lambda t: t[0] / t[1], reverse=True)
-    if len(mid) > EXACT_ITEMS:
-        return pay + _fractional(mid, room)
-    best = [sum(c for c, _ in mid)]
-
-    def branch(k: int, room: float, kept: float) -> None:  # kept: price of the items taken so far
-        left = sum(c for c, _ in mid[k:])
-        if sum(c for c, _ in mid) - kept - (left - _fractional(mid[k:], room)) >= best[0]:
-            return
-        if k == len(mid):
-            best[0] = sum(c for c, _ in mid) - kept
-            return
-        c, m = mid[k]
-        if m <= room:
-            branch(k + 1, room - m, kept + c)
-        branch(k + 1, room, kept)
-    branch(0, room, 0.0)
-    return pay + best[0]
-
-
-_priced = knapsack_price  # the former name, kept for one release
-
-
-def fractional_price(items: list[tuple[float, float]], room: float) -> float:
-    """Price left out when ``items`` (sorted by price per byte, best first) fill ``room``, the last one fractionally."""
-    pay = sum(c for c, _ in items)
-    for c, m in items:
-        if room <= 0:
-            break
-        take = 1.0 if m <= room else room / m
-        pay, room = pay - c * take, room - m * take
-    return max(pay, 0.0)
-
-
-_fractional = fractional_price  # the former name, kept for one release
-
-
 def descendants(ctx: Context) -> np.ndarray:
     """``(n, n)`` booleans: ``out[u, v]`` iff ``v`` is reachable from ``u`` (``u`` included), computed once per model."""
     def build() -> np.ndarray:
@@ -388,7 +345,7 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
     the groups of the body. With several slots per accelerator a colocated op shares the run's
     device, not its slot: its memory counts, its reads and writes are not the run's. Cost: the body's least running times (the run's only, unless
     ``contiguous``), the read of ``p[i-1]``'s and the write of ``p[j-1]``'s tensor at the
-    boundaries, and the body's other reads and writes (:func:`_side_price`). ``(-i-1, i+1)``:
+    boundaries, and the body's other reads and writes (:func:`~.latency_side.side_price`). ``(-i-1, i+1)``:
     ``p[i]`` on a host. Colocated neighbours are never separated by a run's end.
     """
     m, g = len(p), ctx.graph
@@ -430,7 +387,7 @@ def _run_arcs(ctx: Context, p: tuple[int, ...], acc: list[int], contiguous: bool
             ends = (float(c[p[i - 1]]) if i else 0.0) + (float(c[p[j - 1]]) if j < m else 0.0)
             prev, last = (p[i - 1] if i else -1), (p[j - 1] if j < m else -1)
             after = p[j] if j < m else -1
-            arcs[i, j] = work + ends + _side_price(ctx, body, on_path, prev, last, c, on_acc, fits - held,
+            arcs[i, j] = work + ends + side_price(ctx, body, on_path, prev, last, c, on_acc, fits - held,
                                                    outside(reach, prev, after))
     return arcs
 
@@ -462,80 +419,5 @@ def _size_arcs(ctx: Context, p: tuple[int, ...], fits: float, contiguous: bool) 
                           f"{float(ctx.n) ** 2:.2g} booleans (at most {MAX_REACH_CELLS:.0e})")
 
 
-def _marked(like: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """A mask over ``like``'s positions holding ``ids`` (``np.isin`` on op indices, without sorting)."""
-    out = np.zeros(like.shape[0], dtype=bool)
-    out[ids] = True
-    return out
-
-
-def outside(reach: np.ndarray | None, prev: int, after: int) -> np.ndarray | None:
-    """With one subgraph per accelerator (``reach``: :func:`descendants`), the ops a run's slot cannot hold besides
-    the path's other ops: those reaching ``prev`` (the path op before the run) or reached from ``after`` (the one
-    past it). Both lie off the run's accelerator, so such an op in the slot would make the slot's set non-convex
-    (Tarnawski's Def. 3.1: an op of the slot, then ``prev``, then the run's first op). ``None`` without ``reach``."""
-    if reach is None:
-        return None
-    out = np.zeros(reach.shape[0], dtype=bool)
-    if prev >= 0:
-        out |= reach[:, prev]
-    if after >= 0:
-        out |= reach[after]
-    return out
-
-
-def _side_price(ctx: Context, inside: np.ndarray, on_path: np.ndarray, prev: int, last: int, c: np.ndarray,
-                on_acc: np.ndarray, room: float, barred: np.ndarray | None = None) -> float:
-    """Least price of a run body's (``inside``, a mask) reads and writes besides its two boundary tensors (``prev``'s,
-    ``last``'s).
-
-    A tensor from the path (or from an op no accelerator runs, or, with one subgraph per accelerator, from an op
-    ``barred`` from the slot by convexity, :func:`outside`) is read for sure; a tensor of a body op with a consumer
-    on the path past the run (or one that cannot share the slot) is written for sure. Each other side op ``w`` is
-    an item: its tensor's read and the writes of body ops whose first outside consumer it is are paid unless ``w``
-    shares the run's slot, for which its memory must fit in ``room`` (a knapsack, :func:`_priced`: a lower bound on
-    the price). A ``w`` in the slot needs its own inputs there too: an input that cannot share the slot and whose
-    tensor the slot does not read anyway is read then (:func:`_surcharges`), so ``w`` saves at most its price less
-    that read.
-    """
-    g = ctx.graph
-    never = on_path | ~on_acc if barred is None else on_path | ~on_acc | barred  # ops that cannot share the slot
-    src_in, dst_in = inside[g.src], inside[g.dst]
-    feeds = _marked(inside, g.src[dst_in & ~src_in])
-    if prev >= 0:
-        feeds[prev] = False
-    ins = np.flatnonzero(feeds)
-    sure = never[ins]
-    fixed = float(c[ins[sure]].sum())
-    items = {int(u): float(c[u]) for u in ins[~sure]}
-    out = src_in & ~dst_in & (g.src != last)
-    src, dst = g.src[out], g.dst[out]
-    written = np.zeros(ctx.n, dtype=bool)
-    written[src[never[dst]]] = True
-    fixed += float(c[written].sum())
-    first = np.full(ctx.n, ctx.n, dtype=np.int64)
-    keep = ~written[src]
-    np.minimum.at(first, src[keep], dst[keep])
-    for v in np.flatnonzero(first < ctx.n).tolist():
-        w = int(first[v])
-        items[w] = items.get(w, 0.0) + float(c[v])
-    extra = _surcharges(ctx, items, inside, ins[sure], prev, c, never) if barred is not None else {}
-    for w, s in extra.items():
-        fixed += min(items[w], s)
-        items[w] = max(items[w] - s, 0.0)
-    return fixed + _priced([(cost, float(ctx.mem[w])) for w, cost in items.items()], room)
-
-
-def _surcharges(ctx: Context, items: dict[int, float], inside: np.ndarray, read: np.ndarray, prev: int,
-                c: np.ndarray, never: np.ndarray) -> dict[int, float]:
-    """Per item ``w``: the reads its joining the slot adds — inputs of ``w`` outside the body that cannot share the
-    slot (``never``: path ops, host-only ops, ops barred by convexity) and are neither read for sure (``read``,
-    ``prev``) nor items. Each such input is charged to one item only (the first in index order), so that items
-    sharing an input never pay it twice."""
-    g, claimed, out = ctx.graph, {prev, *read.tolist(), *items}, {}
-    for w in sorted(items):
-        for x in g.predecessors(w).tolist():
-            if x not in claimed and not inside[x] and never[x] and c[x] > 0:
-                claimed.add(x)
-                out[w] = out.get(w, 0.0) + float(c[x])
-    return out
+_priced = knapsack_price  # the former name, kept for one release
+_fractional = fractional_price  # the former name, kept for one release

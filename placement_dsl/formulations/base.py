@@ -29,6 +29,7 @@ from ..placement import PlacementClass
 from ..problem import Problem
 
 if TYPE_CHECKING:
+    from ..deadline import Deadline
     from ..evaluate import Evaluation
     from ..placement import Placement
     from ..result import Result
@@ -219,6 +220,12 @@ class Formulation:
         if unknown:
             raise SpecError(f"formulation {self.name!r} takes no options {unknown}")
         return Plan(problem)
+
+    def with_floor(self, plan: Plan, deadline: Deadline) -> Plan:
+        """Hook after :meth:`prepare`: the plan with a lower bound on the objective proven by ``deadline`` written
+        into its model (so the solver's bound starts there and prunes by it), and in ``info`` as ``floor`` (cost-model
+        units) with ``floor_source`` (what proved it); the default changes nothing."""
+        return plan
 
     def finish(self, result: Result, plan: Plan) -> None:
         """Hook after the solve (e.g. a restriction's certificate); the default changes nothing."""

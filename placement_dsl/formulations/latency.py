@@ -23,6 +23,7 @@ from ..blocks.base import BlockTemplate, Context
 from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
 from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
 from ..blocks.latency_data import first_use_order, longest_run, run_path_bound
+from ..bounds.single_sample import single_sample_bound
 from ..constraints import Congestion, Contiguous, Subgraphs, Term
 from ..deadline import BudgetSpent, Deadline
 from ..errors import PlacementError, SpecError
@@ -43,14 +44,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class LatencyHint(Term):
     """What a known placement tells the latency IP: its latency ``horizon`` (cost-model units) bounds the
-    optimum and sets the big-Ms; its device ``order`` orients the symmetry rows (:class:`DeviceOrder`)."""
+    optimum and sets the big-Ms; its device ``order`` orients the symmetry rows (:class:`DeviceOrder`); and what
+    the combinatorial bounds proved: ``floor`` (:func:`latency_floor`) bounds TotalLatency from below."""
 
     horizon: float = math.inf
     order: tuple[str, ...] = ()
+    floor: float = 0.0  # a lower bound on every placement's latency (cost-model units): TotalLatency's floor
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "order", tuple(self.order))
         check_horizon(self, "latency")
+        if not 0.0 <= self.floor < math.inf:
+            raise SpecError(f"LatencyHint: floor must be a finite latency >= 0, got {self.floor!r}")
 
 
 def subgraphs_per_accelerator(problem: Problem) -> int:
@@ -81,6 +86,21 @@ def run_paths_floor(problem: Problem, deadline: Deadline, paths: int = FLOOR_PAT
     return value * ctx.scale.time if value > 0 else None
 
 
+def latency_floor(problem: Problem, deadline: Deadline) -> tuple[float, str]:
+    """The best combinatorial bound on ``problem``'s latency within ``deadline`` (cost-model units) and what proved
+    it: the closed forms (:func:`~placement_dsl.bounds.single_sample.single_sample_bound`: the critical path, the
+    cut-op spine, the segments, the accelerators' work) and the run-paths DP over :data:`FLOOR_PATHS` longest paths
+    (:func:`run_paths_floor`), each as far as its clock allows; ``0.0`` when none finished."""
+    try:
+        closed, name = single_sample_bound(problem, deadline.within(deadline.left() / 2))
+    except (BudgetSpent, PlacementError):
+        closed, name = 0.0, "none"
+    paths = run_paths_floor(problem, deadline) if not deadline.expired() else None
+    if paths is not None and paths > closed:
+        return paths, "the run-paths DP"
+    return float(closed), f"a closed form ({name})"
+
+
 def _skeleton(problem: Problem) -> list[BlockTemplate]:
     q = subgraphs_per_accelerator(problem)
     cut = [TensorCut(form="commio", routes=False)] if q == 1 else []  # the invocation model pays no routes
@@ -104,8 +124,8 @@ def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
                         "heuristic (latency-best, list), which the cost model scores over the routes")
     hint = _hint(problem)
     horizon = hint.horizon if hint is not None and math.isfinite(hint.horizon) else None
-    return [InvocationTimes(horizon), PathCuts(horizon), RunFlows(horizon), LatencyObjective(horizon),
-            DeviceOrder(hint.order if hint else ())]
+    return [InvocationTimes(horizon), PathCuts(horizon), RunFlows(horizon),
+            LatencyObjective(horizon, hint.floor if hint else 0.0), DeviceOrder(hint.order if hint else ())]
 
 
 class LatencyFormulation(ObjectiveFormulation):
@@ -140,8 +160,23 @@ class LatencyFormulation(ObjectiveFormulation):
         placement, latency = found
         return Plan(hinted(problem, latency), info={"horizon": "greedy", "fallback": placement})
 
+    def with_floor(self, plan: Plan, deadline: Deadline) -> Plan:
+        """The plan's problem with the combinatorial floor (:func:`latency_floor`, by ``deadline``) in its hint:
+        TotalLatency starts there, so the MIP's bound is never below it and its search prunes by it."""
+        hint = _hint(plan.problem)
+        value, source = latency_floor(plan.problem, deadline) if not deadline.expired() else (0.0, "")
+        if value <= (hint.floor if hint else 0.0):
+            return plan
+        plan.problem = hinted(plan.problem, hint.horizon if hint else math.inf, hint.order if hint else (), value)
+        plan.info.update(floor=value, floor_source=source)
+        return plan
+
     def finish(self, result: Result, plan: Plan) -> None:
-        """Without an incumbent from the solver, the greedy placement that set the horizon is the answer."""
+        """The combinatorial floor bounds the answer though the solver stopped before its bound reached it;
+        without an incumbent from the solver, the greedy placement that set the horizon is the answer."""
+        floor = plan.info.get("floor")
+        if floor is not None and (result.bound is None or result.bound < floor):
+            result.bound = floor if result.objective is None else min(floor, result.objective)
         fallback = plan.info.get("fallback")
         if result.placement is not None or fallback is None:
             return
@@ -154,10 +189,14 @@ class LatencyFormulation(ObjectiveFormulation):
             result.bound = min(result.bound, ev.objective)
 
 
-def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = ()) -> Problem:
-    """``problem`` with a :class:`LatencyHint` (replacing any earlier one)."""
+def hinted(problem: Problem, horizon: float, order: tuple[str, ...] = (), floor: float = 0.0) -> Problem:
+    """``problem`` with a :class:`LatencyHint` (replacing any earlier one; its floor is kept unless ``floor`` is
+    higher)."""
     kept = [t for t in problem.constraints if not isinstance(t, LatencyHint)]
-    return Problem(problem.source_graph, problem.cluster, problem.objective, [*kept, LatencyHint(horizon, order)])
+    before = _hint(problem)
+    floor = max(floor, before.floor if before else 0.0)
+    return Problem(problem.source_graph, problem.cluster, problem.objective,
+                   [*kept, LatencyHint(horizon, order, floor)])
 
 
 LATENCY = register(LatencyFormulation(

@@ -19,14 +19,8 @@ from hypothesis import strategies as st
 from placement_dsl.blocks import latency_data as L
 from placement_dsl.blocks.base import Context
 from placement_dsl.blocks.latency import PathLink
-from placement_dsl.blocks.latency_data import (
-    EXACT_ITEMS,
-    bounds,
-    fractional_price,
-    knapsack_price,
-    longest_paths,
-    run_path_bound,
-)
+from placement_dsl.blocks.latency_data import bounds, longest_paths, run_path_bound
+from placement_dsl.blocks.latency_side import EXACT_ITEMS, fractional_price, knapsack_price
 from placement_dsl.bounds.latency import critical_path_bound
 from placement_dsl.certify import LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster

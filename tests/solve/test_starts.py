@@ -85,6 +85,7 @@ def test_a_model_too_large_for_the_budget_leaves_the_rest_of_it_to_the_start_and
     monkeypatch.setattr(stopped, "check_fits", too_large)
     monkeypatch.setattr(stopped, "resolve", resolving)
     monkeypatch.setattr(stopped, "improve", improving)
+    monkeypatch.setattr(stopped.Stop, "proves_start", lambda self: False)  # here the floor proves the start (24)
     t = time.perf_counter()
     result = solve(_latency_problem(), time_limit=10)
     assert time.perf_counter() - t <= 10 + 10
@@ -111,6 +112,7 @@ def test_a_model_that_leaves_little_time_to_search_is_built_after_the_start_is_c
         return real(problem, start, seconds, seed=seed, method=method, **options)
 
     monkeypatch.setattr(stopped, "improve", improving)
+    monkeypatch.setattr(stopped.Stop, "proves_start", lambda self: False)  # here the floor proves the start (24)
     result = solve(_latency_problem(), time_limit=10)  # a small model: its start continued for 15 % of the time
     assert [m for m, _ in calls] == [None] and 0.8 < calls[0][1] < 1.5
     assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
