@@ -67,7 +67,7 @@ answer is never worse than it. Measured on one core (CPU time) on GPT-3 330M (4,
 GETF 1.35 s, m-SCT 2.0 s, HEFT 0.21 s, CPOP 0.2 s), generated transformers and ResNets of 500-5,000 ops and
 MOIRAI's GoogLeNet; the largest rate seen, rounded up. Under CPOP-first with even shares GETF started 5 s late on
 GPT-3 330M intra-server at load 14, was stopped at 27 s, and the 300 s solve answered 144.597 > GETF's 143.597."""
-PASS_MARGIN = 2.0  # the estimate's safety factor (the rates' spread between graphs of one width)
+PASS_MARGIN = 1.5  # the estimate's safety factor (the rates' spread between graphs of one width)
 IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
 """Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
 critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
@@ -189,9 +189,9 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
     """The best valid start among :func:`auto_methods` (:func:`race` in :data:`RACE` of the share, all of it where
-    the objective has no improving method), then improved (:func:`improve`) for what is left of the share. The
-    passes' estimated time (:func:`pass_estimates`) is added to the share and to the race, within ``deadline`` less
-    :data:`KEEP`: the searches keep their share, and the cap does not cut a baseline short. The share is wall clock
+    the objective has no improving method), then improved (:func:`improve`) for what is left of the share. The share
+    and the race are widened to the passes' estimated time (:func:`pass_estimates`) where it is more, within
+    ``deadline`` less :data:`KEEP`: the cap does not cut a baseline short. The share is wall clock
     from this call's start (the registry's first load, which imports every method's module, included). The
     searches the race cut short are named in the answer's ``unfinished``: a caller with time to spare runs them
     again (a solve whose model is too large)."""
@@ -201,10 +201,10 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     methods = auto_methods(problem)
     racing = RACE if IMPROVING.get(goal(problem)) in registry.load() else 1.0  # no improving method: all of it
     most = math.inf if deadline is None else deadline.left() - KEEP
-    extra = min(sum(pass_estimates(problem, methods).values()), max(most - budget, 0.0))  # the passes' time on top of the share
-    budget, end = budget + extra, end + extra
-    best, refusals, unfinished = race(problem, methods, racing * (budget - extra) + extra -
-                                      (time.perf_counter() - began), deadline)
+    need = min(sum(pass_estimates(problem, methods).values()), max(most, budget))  # a share too small for the passes
+    budget, end = max(budget, need), max(end, began + need)  # is widened to hold them
+    best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
+                                      deadline)
     if best.usable:
         best = improve(problem, best, end - time.perf_counter())
         best.unfinished = tuple(unfinished)
