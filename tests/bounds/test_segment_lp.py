@@ -97,8 +97,9 @@ def test_a_spent_clock_answers_at_once(monkeypatch):
 
 def test_a_clock_that_stops_the_pairs_keeps_every_segments_floor():
     # two layers of four heads (the second's heads take 2): the floors of both are priced before any pair, so a clock
-    # spent after them (five questions: the start, and a price and an LP per layer) keeps both floors; priced layer by
-    # layer, the second layer counted 0 once the first one's pairs had spent the clock
+    # spent after them (nine questions: the start, and per layer a price, one per device as its port cuts are found,
+    # and an LP) keeps both floors; priced layer by layer, the second layer counted 0 once the first one's pairs had
+    # spent the clock
     ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(3)]
     ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(2) for i in range(4)]
     ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(2) for i in range(4)]
@@ -107,7 +108,7 @@ def test_a_clock_that_stops_the_pairs_keeps_every_segments_floor():
     p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
     floors = segment_lp_bound(p, pairs=False)[0]
     assert floors == pytest.approx(3.0 + 2.0 + 4.0, rel=1e-6)  # the cut ops; each layer's heads split half and half
-    value, _, complete = segment_lp_bound(p, After(5))
+    value, _, complete = segment_lp_bound(p, After(9))
     assert not complete and value == pytest.approx(floors, rel=1e-6)
 
 
