@@ -54,10 +54,10 @@ BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them ev
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
 LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines and the passes, with
-PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
-LEAD_SHARE = 0.5  # LEAD_SHARE of its time: for max load the DP over ideals, exact among contiguous splits, whose class
+LEAD_SHARE = 0.5  # of its time at least: for max load the DP over ideals, exact among contiguous splits, whose class
 # bound closes the gap (ResNet-152 x 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven
 # searches, it never ran in the share)
+PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
 PASSES = {"one-device-best": 6e-6, "list": 8e-6, "cpop": 8e-6, "getf": 1.6e-5, "m-sct": 2.5e-5}
 """Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
 their CPU seconds per op, device and op of the graph's mean width (:func:`mean_width`; ETF compares every ready pair
