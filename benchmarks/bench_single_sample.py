@@ -114,7 +114,7 @@ def _noisy(graph: Graph, seed: int) -> Graph:
 
 def _on_gpus(graph: Graph, scenario: str) -> Graph:
     """A zoo graph (accelerator/CPU kinds) on Table III's GPU kinds: accelerator time scaled by fp32 peaks."""
-    kinds = {kind for _, kind, _ in TABLE_III[scenario][0]}
+    kinds = sorted({kind for _, kind, _ in TABLE_III[scenario][0]})  # in order: _noisy draws a factor per kind
     ops = [op.model_copy(update={"work": {k: op.work["accelerator"] * ACCELERATOR_ROOFLINE.peak_flops
                                           / GPU_ROOFLINES[k].peak_flops for k in kinds}}) for op in graph.ops]
     return Graph(ops, [(graph.names[u], graph.names[v]) for u, v in zip(graph.src, graph.dst)], name=graph.name)

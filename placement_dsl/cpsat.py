@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -374,15 +376,9 @@ def isolated(fn: Callable[..., Any], *args: Any, until: float | None = None) -> 
     whatever it is doing (a model build that outgrew its budget), and :class:`~placement_dsl.deadline.BudgetSpent`
     is raised: a caller's promise holds even when the child's own clock checks come too late."""
     import multiprocessing
-    import os
-    import sys
 
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    hidden = path is not None and not os.path.exists(path)  # e.g. "<stdin>": the child cannot re-run it
-    if hidden:
-        del main.__file__
-    pool = multiprocessing.get_context("spawn").Pool(1)
+    with spawning():
+        pool = multiprocessing.get_context("spawn").Pool(1)
     try:
         job = pool.apply_async(fn, args)
         wait = None if until is None else max(until - time.monotonic(), 0.0) + ISOLATED_GRACE
@@ -396,6 +392,46 @@ def isolated(fn: Callable[..., Any], *args: Any, until: float | None = None) -> 
     finally:
         pool.terminate()
         pool.join()
+
+
+def isolated_each(fn: Callable[[Any], Any], items: list[Any], until: float) -> list[Any]:
+    """``fn(item)`` for each item in turn, in one fresh child process (as :func:`isolated`), each answer kept as it
+    arrives: the answers given by ``until`` (a :func:`time.monotonic` reading), ``None`` for the items not answered
+    by then. The caller is back at ``until`` (the child is stopped there, without :data:`ISOLATED_GRACE`): what
+    the child finished is kept, a late item costs only itself."""
+    import multiprocessing
+
+    out: list[Any] = [None] * len(items)
+    if not items or until <= time.monotonic():
+        return out
+    with spawning():
+        pool = multiprocessing.get_context("spawn").Pool(1)
+    try:
+        answers = pool.imap(fn, items)
+        for k in range(len(items)):
+            try:
+                out[k] = answers.next(max(until - time.monotonic(), 0.0))
+            except multiprocessing.TimeoutError:
+                break
+        return out
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+@contextmanager
+def spawning() -> Iterator[None]:
+    """Within the block a ``spawn`` child may be started from a ``__main__`` it cannot re-run (``"<stdin>"``)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hidden = path is not None and not os.path.exists(path)
+    if hidden:
+        del main.__file__
+    try:
+        yield
+    finally:
         if hidden:
             main.__file__ = path
 

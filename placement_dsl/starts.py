@@ -9,9 +9,10 @@ backend, CP-SAT included), the formulations' horizons and the search layer. A st
   given, under a small share of the budget (:data:`AUTO_SHARE` of it, at most :data:`AUTO_SECONDS`),
   and the baselines one device and greedy; the best valid one by the cost model is kept, never one
   fixed method (BERT-3's 235-op latency graph without memory limits: greedy's split 416.2, one
-  device 49.4). The searches race in :data:`RACE` of the share; the rest goes to the objective's
-  improving method (:data:`IMPROVING`: a local search that continues from a start) from the best
-  start found (:func:`improve`), not to an even split among methods that stop early;
+  device 49.4). The passes that construct one schedule each (:data:`PASSES`: HEFT, CPOP, GETF, m-SCT) run first
+  and to their end, the share widened by their estimated time; the searches race in :data:`RACE` of the share;
+  the rest goes to the objective's improving method (:data:`IMPROVING`: a local search that continues from a
+  start) from the best start found (:func:`improve`), not to an even split among methods that stop early;
 * a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
   ``{op name: device name}``, or the path of a placement file;
 * ``None``: no start.
@@ -30,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .constraints import Contiguous
-from .deadline import Deadline, call_within, stream_within
+from .deadline import Deadline, call_within, machine, stream_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
@@ -39,7 +42,8 @@ from .heuristics.base import STOPPED, HeuristicResult, TimeLimitReached, run
 from .io import Workload, load_placement
 from .placement import Placement
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "RACE", "Start", "auto_methods", "improve", "race", "resolve"]
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "PASSES", "RACE", "Start", "auto_methods", "improve",
+           "mean_width", "pass_estimates", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -49,14 +53,21 @@ KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the 
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
-LEAD = {"max_load": "dp", "makespan": "cpop"}  # per goal, the search a race runs first after the baselines, with
-# LEAD_SHARE of its time: for the makespan CPOP, one list-scheduling pass (a second on GPT-3 330M) from which schedule-ls
-# gets furthest (GPT-3 330M inter-server at load 14: 214.1 in 30 s from CPOP's 253.6, where the solve, racing GETF
-# and m-SCT before it, 30 s each at that load, answered 240.3 after 300 s; traced at 60 s, its races never reached
-# CPOP); for max load:
+LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines and the passes, with
+LEAD_SHARE = 0.5  # of its time at least: for max load the DP over ideals, exact among contiguous splits, whose class
+# bound closes the gap (ResNet-152 x 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven
+# searches, it never ran in the share)
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
-LEAD_SHARE = 0.5  # the DP over ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x
-# 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven searches, it never ran in the share)
+PASSES = {"one-device-best": 6e-6, "list": 8e-6, "cpop": 8e-6, "getf": 1.6e-5, "m-sct": 2.5e-5}
+"""Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
+their CPU seconds per op, device and op of the graph's mean width (:func:`mean_width`; ETF compares every ready pair
+at each step). A race runs them before any search, cheapest first by :func:`pass_estimates`, each with all the time
+left, and a share too small for them is widened to hold them: a baseline that is cheap always gets its run, and the
+answer is never worse than it. Measured on one core (CPU time) on GPT-3 330M (4,886 ops, 4 devices, width 4.3:
+GETF 1.35 s, m-SCT 2.0 s, HEFT 0.21 s, CPOP 0.2 s), generated transformers and ResNets of 500-5,000 ops and
+MOIRAI's GoogLeNet; the largest rate seen, rounded up. Under CPOP-first with even shares GETF started 5 s late on
+GPT-3 330M intra-server at load 14, was stopped at 27 s, and the 300 s solve answered 144.597 > GETF's 143.597."""
+PASS_MARGIN = 1.5  # the estimate's safety factor (the rates' spread between graphs of one width)
 IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
 """Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
 critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
@@ -178,15 +189,22 @@ def _method(problem: Any, method: str, seconds: float | None) -> Start:
 
 def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> Start:
     """The best valid start among :func:`auto_methods` (:func:`race` in :data:`RACE` of the share, all of it where
-    the objective has no improving method), then improved (:func:`improve`) for what is left of the share. The share is wall clock from this call's start (the registry's
-    first load, which imports every method's module, included). The searches the race cut short are named in the
-    answer's ``unfinished``: a caller with time to spare runs them again (a solve whose model is too large)."""
+    the objective has no improving method), then improved (:func:`improve`) for what is left of the share. The share
+    and the race are widened to the passes' estimated time (:func:`pass_estimates`) where it is more, within
+    ``deadline`` less :data:`KEEP`: the cap does not cut a baseline short. The share is wall clock
+    from this call's start (the registry's first load, which imports every method's module, included). The
+    searches the race cut short are named in the answer's ``unfinished``: a caller with time to spare runs them
+    again (a solve whose model is too large)."""
     began = time.perf_counter()
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = began + budget
     methods = auto_methods(problem)
     racing = RACE if IMPROVING.get(goal(problem)) in registry.load() else 1.0  # no improving method: all of it
-    best, refusals, unfinished = race(problem, methods, racing * budget - (time.perf_counter() - began), deadline)
+    most = math.inf if deadline is None else deadline.left() - KEEP
+    need = min(sum(pass_estimates(problem, methods).values()), max(most, budget))  # a share too small for the passes
+    budget, end = max(budget, need), max(end, began + need)  # is widened to hold them
+    best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
+                                      deadline)
     if best.usable:
         best = improve(problem, best, end - time.perf_counter())
         best.unfinished = tuple(unfinished)
@@ -198,7 +216,9 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
 def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True
          ) -> tuple[Start, list[str], list[str]]:
     """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the baselines
-    (:data:`BASELINES`, built in ``O(n + m)``) first, then the goal's lead search (:data:`LEAD`, with
+    (:data:`BASELINES`, built in ``O(n + m)``) first, then the passes (:data:`PASSES`, cheapest first by
+    :func:`pass_estimates`, each with all the time left; ``seconds`` widened to their estimated sum, within
+    ``deadline`` less :data:`KEEP`), then the goal's lead search (:data:`LEAD`, with
     :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
@@ -213,10 +233,14 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     again. The best start found is evaluated again here by the problem's cost model and validity check. Where no
     child may be forked (a daemonic worker) the searches run here, trusted to stop by their clocks; so do the
     baselines when the race found no valid start by its end."""
-    clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     lead = LEAD.get(goal(problem))
-    order = [m for m in methods if m in BASELINES] + [m for m in methods if m == lead] + \
-        [m for m in methods if m not in BASELINES and m != lead]
+    passes = pass_estimates(problem, methods)
+    order = [m for m in methods if m in BASELINES] + list(passes) + \
+        [m for m in methods if m == lead and m not in passes] + \
+        [m for m in methods if m not in BASELINES and m != lead and m not in passes]
+    need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
+    seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
+    clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done = None, None, [], {}
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
                            even) if FORK and math.isfinite(clock.at) else _here(problem, order, seconds, deadline, even)
@@ -234,6 +258,32 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
     unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
     return best, refusals, unfinished
+
+
+def mean_width(graph: Any) -> float:
+    """The graph's ops per level of its longest paths in edges (at least 1): how many ops a list scheduler's ready set
+    holds, on the average."""
+    if graph.n == 0:
+        return 1.0
+    level = np.zeros(graph.n, dtype=np.int64)
+    for v in graph.topo.tolist():
+        succ = graph.successors(v)
+        if succ.size:
+            level[succ] = np.maximum(level[succ], level[v] + 1)
+    return graph.n / (int(level.max()) + 1)
+
+
+def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
+    """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
+    on ``problem`` on this machine as loaded now: its rate times ops, devices and :func:`mean_width`, times
+    :data:`PASS_MARGIN`, over this process's share of the cores (the load average per core, at least 1)."""
+    found = [m for m in dict.fromkeys(methods) if m in PASSES and m not in BASELINES]
+    if not found:
+        return {}
+    cores, load = machine()
+    g = problem.graph
+    unit = g.n * problem.cluster.size * mean_width(g) * PASS_MARGIN * max(1.0, load / max(cores, 1))
+    return {m: PASSES[m] * unit for m in sorted(found, key=lambda m: PASSES[m])}
 
 
 def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool) -> list[tuple]:
@@ -270,7 +320,7 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         left = until - time.monotonic()
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
-        searches_left = sum(m not in BASELINES for m in methods[i:]) if even else 1
+        searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
         given = max(left / max(searches_left, 1), LEAD_SHARE * left if method == LEAD.get(goal(problem)) else 0.0)
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),

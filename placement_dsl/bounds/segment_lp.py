@@ -268,7 +268,7 @@ class _Pricer:
                 if cols:
                     rows.append((cols + [0], vals + [-1.0], -np.inf, 0.0))
         if self.ports:
-            rows += _port_cuts(p, comm, edges, col, a >= 0, b >= 0)
+            rows += _port_cuts(p, comm, edges, col, a >= 0, b >= 0, self.deadline)
         n_cols = nxt
         upper = np.full(n_cols, np.inf)
         upper[1:1 + N * D] = np.where(np.isfinite(p), 1.0, 0.0).ravel()
@@ -315,7 +315,9 @@ class _Pricer:
             if self.deadline.expired():
                 self.complete = False
                 return None
-            h.setOptionValue("time_limit", max(0.05, self.deadline.left()))
+            h.setOptionValue("time_limit", h.getRunTime() + max(0.05, self.deadline.left()))  # HiGHS counts the
+            # instance's runs together: a segment's pair LPs, re-run on one instance, hit a limit of the time left
+            # at once once their sum passed it (GPT-3 330M inter-server: 2 of 24 LPs, 190.8 where 198.6 holds)
         h.changeColsBounds(n_cols, np.arange(n_cols, dtype=np.int32), np.zeros(n_cols), upper)
         h.run()
         if str(h.getModelStatus()) != "HighsModelStatus.kOptimal":
@@ -326,7 +328,7 @@ class _Pricer:
 
 
 def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray, has_a: bool,
-               has_b: bool) -> list[tuple[list[int], list[float], float, float]]:
+               has_b: bool, deadline: Deadline | None = None) -> list[tuple[list[int], list[float], float, float]]:
     """Rows that price, on each device ``d``, what leaves ``a``'s out-port and enters ``b``'s in-port when ops run
     elsewhere (port congestion; ``a`` is local node 0, ``b`` the last).
 
@@ -339,12 +341,15 @@ def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], co
     most 0). The in-port of ``b``'s device is the mirror image. What the LP's flows miss and these rows see: a tensor
     a device holds a share of serves every consumer's share there, so the LP relays a fan-out op's share (a view of
     the attention heads' inputs) through another device at a fraction of its cost; the cut charges each op moved off
-    ``d`` its share of the cheapest way out."""
+    ``d`` its share of the cheapest way out. Past ``deadline`` the rows found so far are returned (each holds alone:
+    fewer rows, a weaker LP, still a bound)."""
     N, D = p.shape
     order = _topological(N, edges)
     timed = [i for i in order if np.any(np.isfinite(p[i]) & (p[i] > 0))]  # an op of no time moves no work
     rows = []
     for d in range(D):
+        if deadline is not None and deadline.expired():
+            break
         others = [e for e in range(D) if e != d]
         if has_a and math.isfinite(p[0, d]):
             cost = np.min(comm[:, d, others], axis=1)
