@@ -166,3 +166,18 @@ def test_a_heuristic_taking_more_keywords_still_takes_its_time_limit_from_the_co
     assert {"time_limit", "seed"} <= accepted_options("latency-best")
     # its declared options are what it passes on; --evaluations is not one (the local search counts max_evaluations)
     assert "evaluations" not in accepted_options("latency-best") and "max_evaluations" in accepted_options("latency-best")
+
+
+def _heavy_head(n: int = 3000) -> tuple[Graph, Cluster]:
+    """A chain whose first two ops overfill one device together: the work-balanced slicing puts both on the first."""
+    ops = [Op(name=f"v{i}", work=1.0, param_bytes=6.0 if i < 2 else 0.0) for i in range(n)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)]), Cluster.stages(4, memory=10.0)
+
+
+@pytest.mark.parametrize("method", ["slicegraph", "mla", "random"])
+def test_a_method_stopped_with_a_split_that_overfills_memory_answers_a_valid_one(method):
+    graph, cluster = _heavy_head()
+    result = run(method, graph, cluster, time_limit=0.0)
+    assert result.info["stopped"] == STOPPED
+    assert evaluate(result.placement, CostModel()).valid, result.info
+    assert "invalid" in result.info["stopped_in"] and result.info["fallback"]
