@@ -118,11 +118,20 @@ def test_dp_on_a_chain_of_20k_ops_stops_at_its_limit_with_a_split():
     assert result.objective < 0.3 * graph.work("*").sum()  # the balanced fallback, not one device
 
 
-@pytest.mark.parametrize("method", ["pipeline", "pipedream-planner", "gpipe-split"])
+@pytest.mark.parametrize("method", ["pipeline", "gpipe-split"])
 def test_chain_dps_decline_before_allocating_tables_over_all_pairs(method):
     # 30,000 positions: their pair tables would take 100+ GiB (a MemoryError, or the machine's swap)
     with pytest.raises(SpecError, match=r"30000 positions along its DFS order need \d+\.\d GiB of tables"):
         run(method, chain(30_000), Cluster.stages(4))
+
+
+def test_pipedream_planner_on_one_server_plans_a_long_chain_in_one_row_of_tables():
+    # one server: the planner's tables are one row of positions x (P + 1); sized as the pipeline DP's pair tables
+    # it was refused from ~5,100 positions (GPT-3 at 5,089 and 20,111 ops)
+    graph = chain(6_000)
+    result = run("pipedream-planner", graph, Cluster.stages(4))
+    assert result.info["positions"] == 6_000 and evaluate(result.placement).valid
+    assert result.objective < 0.3 * graph.work("*").sum()
 
 
 @pytest.mark.parametrize("method", ["brkga", "random"])
