@@ -100,21 +100,34 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     return result
 
 
+STOPPED_FALLBACKS = ("greedy", "one-device")  # registered O(n + m) splits a stopped method's invalid split yields to
+
+
 def _valid_when_stopped(method: str, result: HeuristicResult, verdict: Any, model: CostModel,
                         start: float) -> tuple[HeuristicResult, Any]:
     """A method stopped at its time limit may hold a split it has not checked (SliceGraph's work-balanced slicing
     when its DP did not end, which can overfill a device's memory): the cost model rejects it, and the method's
-    answer becomes :func:`.fallback.fallback`'s split (greedy, one device, the balanced slicing: the best valid
-    one), unless that is invalid too and no better."""
-    from .fallback import fallback  # fallback builds on this module's types
-
-    why = "; ".join(v.message for v in verdict.binding[:1])
-    phase = f"{result.info.get('stopped_in', 'the search')}; its split was invalid ({why})"
-    found = fallback(method, result.placement.graph, result.placement.cluster, model, phase, start)
-    checked = evaluate(found.placement, model)
-    if not checked.valid and checked.objective >= verdict.objective:
+    answer becomes the best valid split of :data:`STOPPED_FALLBACKS` (as :func:`.fallback.fallback`'s), unless
+    none is valid."""
+    g, c = result.placement.graph, result.placement.cluster
+    found = []
+    for name in STOPPED_FALLBACKS:
+        try:
+            other = registry.get(name).fn(g, c, model=model)
+        except PlacementError:  # e.g. no single device holds the graph
+            continue
+        checked = evaluate(other.placement, model)
+        if checked.valid:
+            found.append((checked.objective, name, other, checked))
+    if not found:
         return result, verdict
-    return found, checked
+    _, name, other, checked = min(found, key=lambda f: f[0])
+    why = "; ".join(v.message for v in verdict.binding[:1])
+    info = {"stopped": STOPPED, "fallback": name,
+            "stopped_in": f"{result.info.get('stopped_in', 'the search')}; its split was invalid ({why})"}
+    placement = Placement(g, c, other.placement.assign, source=method)
+    return HeuristicResult(method=method, placement=placement, objective=checked.objective,
+                           seconds=time.perf_counter() - start, evaluations=other.evaluations, info=info), checked
 
 
 def _folded(method: str, result: HeuristicResult, model: CostModel, at: float | None) -> tuple[HeuristicResult, float]:
