@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from .bounds import cut_stages
 from .bounds.max_load import max_load_bound
 from .bounds.single_sample import single_sample_bound
 from .deadline import BudgetSpent, Deadline
@@ -268,6 +269,9 @@ class Stop:
             bound, source = closed, "by a closed form"  # proves less than the closed forms
         if self.floor is not None:
             bound = self.floor if bound is None else max(bound, self.floor)
+        cut = cut_stages.answer_bound(self.problem, result.objective) if result.objective is not None else None
+        if cut is not None and (bound is None or cut > bound):  # inner devices pay the tensors across their cut ops
+            bound, source = cut, "by the cut stages"
         if bound is None or (result.bound is not None and result.bound >= bound):
             return
         result.bound = bound if result.objective is None else min(bound, result.objective)

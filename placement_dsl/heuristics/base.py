@@ -82,7 +82,10 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     fn = resolve(method)
     with kernel_cache.limited(method, time_limit):  # a cold kernel cache: Python, not a minute compiling
         result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
-    check = evaluate(result.placement, model).objective
+    verdict = evaluate(result.placement, model)
+    if not verdict.valid and result.info.get("stopped") == STOPPED:
+        result, verdict = _valid_when_stopped(method, result, verdict, model, start)
+    check = verdict.objective
     if model.name in FOLDS and not math.isfinite(check):
         result, check = _folded(method, result, model, at)
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
@@ -95,6 +98,36 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
         result = replace(result, bound=None, exact_among=None)  # orders, a rank's two devices (ZBV): no max-load
         # method is exact for it (objectives.Interleaved1F1B)
     return result
+
+
+STOPPED_FALLBACKS = ("greedy", "one-device")  # registered O(n + m) splits a stopped method's invalid split yields to
+
+
+def _valid_when_stopped(method: str, result: HeuristicResult, verdict: Any, model: CostModel,
+                        start: float) -> tuple[HeuristicResult, Any]:
+    """A method stopped at its time limit may hold a split it has not checked (SliceGraph's work-balanced slicing
+    when its DP did not end, which can overfill a device's memory): the cost model rejects it, and the method's
+    answer becomes the best valid split of :data:`STOPPED_FALLBACKS` (as :func:`.fallback.fallback`'s), unless
+    none is valid."""
+    g, c = result.placement.graph, result.placement.cluster
+    found = []
+    for name in STOPPED_FALLBACKS:
+        try:
+            other = registry.get(name).fn(g, c, model=model)
+        except PlacementError:  # e.g. no single device holds the graph
+            continue
+        checked = evaluate(other.placement, model)
+        if checked.valid:
+            found.append((checked.objective, name, other, checked))
+    if not found:
+        return result, verdict
+    _, name, other, checked = min(found, key=lambda f: f[0])
+    why = "; ".join(v.message for v in verdict.binding[:1])
+    info = {"stopped": STOPPED, "fallback": name,
+            "stopped_in": f"{result.info.get('stopped_in', 'the search')}; its split was invalid ({why})"}
+    placement = Placement(g, c, other.placement.assign, source=method)
+    return HeuristicResult(method=method, placement=placement, objective=checked.objective,
+                           seconds=time.perf_counter() - start, evaluations=other.evaluations, info=info), checked
 
 
 def _folded(method: str, result: HeuristicResult, model: CostModel, at: float | None) -> tuple[HeuristicResult, float]:

@@ -34,7 +34,7 @@ from .base import HeuristicResult, deadline_at, expired, kernel_deadline
 from .fallback import fallback
 from .jit import njit
 from .kernels import clock
-from .pipeline_dp import Chain, _planner, placement_of
+from .pipeline_dp import Chain, Layout, _planner, placement_of
 from .registry import heuristic
 
 INF = np.inf
@@ -91,6 +91,16 @@ def level(base, prefix, wp, cut, B, M, lefts, max_rep, at):
     return A, split, last, False
 
 
+def planner_table_bytes(positions: int, lay: Layout) -> float:
+    """The bytes of :func:`level`'s tables (``A``, ``split``, ``last``) over ``positions``: one row of
+    ``positions x (P + 1)`` on one server; on several, a row per left end, then the second level's base
+    (``positions^2``) and its one row over the servers."""
+    P, S = lay.per_server, lay.servers
+    if S == 1:
+        return 24.0 * positions * (P + 1)
+    return 24.0 * positions ** 2 * (P + 1) + 8.0 * positions ** 2 + 24.0 * positions * (S + 1)
+
+
 def _blocks(split: np.ndarray, last: np.ndarray, i: int, j: int, m: int) -> list[tuple[int, int, int]]:
     """Back-track ``A(i -> j, m)`` into blocks ``(first, last + 1, workers)`` in order."""
     out: list[tuple[int, int, int]] = []
@@ -143,7 +153,8 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
     start = time.perf_counter()
     at = deadline_at("pipedream-planner", time_limit)
     model = CostModel() if model is None else model
-    con, chain, planner = _planner(graph, cluster, model, replication, None, None, max_replicas)
+    con, chain, planner = _planner(graph, cluster, model, replication, None, None, max_replicas,
+                                   method="pipedream-planner", tables=planner_table_bytes)
     if expired(at):
         return fallback("pipedream-planner", graph, cluster, model, "the chain's tables", start)
     lay, n = planner.lay, chain.n

@@ -12,7 +12,7 @@ from . import manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, left
 from .fallback import fallback
 from .pipedream_planner import pipedream_planner
-from .pipeline_dp import CLASS, plan
+from .pipeline_dp import CLASS, check_pipeline_tables, plan
 from .registry import heuristic
 
 
@@ -42,6 +42,7 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
     start = time.perf_counter()
     at = deadline_at("pipeline", time_limit)
     model = CostModel() if model is None else model
+    check_pipeline_tables(graph, cluster, replication)
     if upper_bound is None:  # PipeDream's configuration is in the class: its max-load prunes (a valid bound)
         first = pipedream_planner(graph, cluster, model=model, replication=replication, max_replicas=max_replicas,
                                   time_limit=left(at))

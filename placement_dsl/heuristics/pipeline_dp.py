@@ -31,6 +31,7 @@ the pipeline's end across servers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,11 +139,25 @@ MAX_PAIR_TABLE_BYTES = 4 * 2**30  # the chain DPs' tables over pairs of position
 def check_pair_tables(method: str, positions: int, bytes_per_pair: int) -> None:
     """:class:`SpecError` before a chain DP allocates tables over all pairs of its ``positions`` when they pass
     :data:`MAX_PAIR_TABLE_BYTES` (a long chain: the DP over ideals or SliceGraph handle it in linear memory)."""
-    need = float(positions) ** 2 * bytes_per_pair
+    check_tables(method, positions, float(positions) ** 2 * bytes_per_pair)
+
+
+def check_tables(method: str, positions: int, need: float) -> None:
+    """:class:`SpecError` when a chain DP's tables over ``positions`` take ``need`` bytes, above
+    :data:`MAX_PAIR_TABLE_BYTES`."""
     if need > MAX_PAIR_TABLE_BYTES:
         raise SpecError(f"{method}: the graph's {positions} positions along its DFS order need {need / 2**30:.1f} GiB "
                         f"of tables over pairs of positions, above the limit of {MAX_PAIR_TABLE_BYTES / 2**30:.1f} GiB; "
                         "use method 'slicegraph' or 'dp', or coarsen the graph")
+
+
+def pipeline_table_bytes(positions: int, lay: Layout) -> float:
+    """The bytes the pipeline DP's tables take over ``positions``: on one server, :func:`.pipeline_kernels.segment_tables`'
+    five tables over pairs of positions (kept) and the in and out times of the one segment (copies at the
+    bandwidth), 56 bytes a pair; on several servers each segment's tables and inner DP besides, as
+    ``24 (P + 1) + 48`` bytes a pair. The inner DP's own tables are ``O(positions * P)``."""
+    per_pair = 7 * 8 if lay.servers == 1 else 24 * (lay.per_server + 1) + 48
+    return float(positions) ** 2 * per_pair
 
 
 def chain_data(con: Contraction, order: np.ndarray, cluster: Cluster) -> Chain:
@@ -318,7 +333,10 @@ def placement_of(con: Contraction, chain: Chain, lay: Layout, cluster: Cluster,
 
 
 def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool, order: np.ndarray | None,
-             upper_bound: float | None, max_replicas: int | None = None) -> tuple[Contraction, Chain, _Planner]:
+             upper_bound: float | None, max_replicas: int | None = None, method: str = "pipeline",
+             tables: Callable[[int, Layout], float] = pipeline_table_bytes) -> tuple[Contraction, Chain, _Planner]:
+    """The contraction, the chain and the DP of ``method``, refused (:func:`check_tables`) when the bytes its tables
+    take over the chain's positions (``tables``) pass the limit."""
     if model.memory is not MemoryMode.HARD:
         raise SpecError("pipeline: memory must be hard (the DP checks capacity per replica); drop the overflow mode")
     if model.training_memory is not None and model.name in ORDERS and model.microbatches is not None:
@@ -326,18 +344,32 @@ def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool
                         "holds micro-batches as torch's order does, which this DP does not count (it counts 1F1B's "
                         "and GPipe's); use method 'dp'")
     lay = layout(cluster)
-    kind = cluster.devices[0].kind  # a zero-work leaf's parameters would join its neighbour's all-reduce
-    merge = not (replication and ((graph.work(kind) == 0.0) & (graph.param_bytes > 0)).any())
-    con = contract(graph, kinds={kind}, memory=cluster.devices[0].memory, merge_zero_cost=merge)
+    con = _contracted(graph, cluster, replication)
     if order is None:
         order = dfs_order(con)
     per_server = min(lay.per_server, max_replicas or lay.per_server)
-    check_pair_tables("pipeline", len(order), 24 * (lay.per_server + 1) + 48)  # A, split, last; segment tables
+    check_tables(method, len(order), tables(len(order), lay))
     chain = chain_data(con, np.asarray(order, dtype=np.int64), cluster)
     ub = math.inf if upper_bound is None else upper_bound * (1 + 1e-9) + 1e-12
     planner = _Planner(chain, lay, model, per_server if replication else 1,
                        cluster.devices[0].memory * (1 + REL_TOL), ub, {}, replication)
     return con, chain, planner
+
+
+def _contracted(graph: Graph, cluster: Cluster, replication: bool) -> Contraction:
+    """The contracted forward DAG whose supernodes are the chain's positions."""
+    kind = cluster.devices[0].kind  # a zero-work leaf's parameters would join its neighbour's all-reduce
+    merge = not (replication and ((graph.work(kind) == 0.0) & (graph.param_bytes > 0)).any())
+    return contract(graph, kinds={kind}, memory=cluster.devices[0].memory, merge_zero_cost=merge)
+
+
+def check_pipeline_tables(graph: Graph, cluster: Cluster, replication: bool) -> None:
+    """:func:`check_tables` of the pipeline DP before anything runs (the planner that gives its bound takes
+    seconds at 20,000 ops): the graph is contracted only when its ops alone could pass the limit."""
+    lay = layout(cluster)
+    if pipeline_table_bytes(graph.n, lay) > MAX_PAIR_TABLE_BYTES:
+        positions = _contracted(graph, cluster, replication).n_nodes
+        check_tables("pipeline", positions, pipeline_table_bytes(positions, lay))
 
 
 def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool = True,

@@ -40,7 +40,8 @@ def test_stops_once_the_gap_is_met() -> None:
     assert cert.proved_by == "one-or-cut" and cert.bound == pytest.approx(optimum)
     assert all(by_level[lv].status is LevelStatus.SKIPPED for lv in ("stage-cut", "superblock", "guess", "exact"))
     assert [u.method for u in cert.upper] == ["greedy"]
-    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "dp", "stage-cut",
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "cut-stages", "ordered-memory", "host-share",
+                                              "dp", "stage-cut",
                                               "superblock", "guess", "exact"]
 
 
@@ -111,7 +112,8 @@ def test_certificate_gap() -> None:
 def test_throughput_levels_on_a_contiguous_problem() -> None:
     problem, optimum = testing.accelerators_cpu()  # Throughput, Memory, Contiguous
     cert = certify(problem, budget=60.0, gap=0.0)
-    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "host-share", "dp", "chain", "superblock",
+    assert [r.level for r in cert.levels] == ["simple", "capacity", "one-or-cut", "cut-stages", "host-share", "dp", "chain",
+                                              "superblock",
                                               "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
     assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "throughput"

@@ -17,18 +17,18 @@ from placement_dsl.levels.base import ALL, Family, defaults_of, family, level
 
 # the hierarchies certify runs by default, per family: a change here changes every certificate
 DEFAULTS = {
-    Family.MTPP: ("simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "dp", "stage-cut", "superblock",
+    Family.MTPP: ("simple", "capacity", "one-or-cut", "cut-stages", "ordered-memory", "host-share", "dp", "stage-cut", "superblock",
                   "guess",
                   "exact"),
     Family.ROUTED_MTPP: ("simple", "capacity", "dp", "throughput"),
-    Family.THROUGHPUT: ("simple", "capacity", "one-or-cut", "host-share", "dp", "chain", "superblock", "throughput"),
+    Family.THROUGHPUT: ("simple", "capacity", "one-or-cut", "cut-stages", "host-share", "dp", "chain", "superblock", "throughput"),
     Family.NONCONTIGUOUS: ("simple", "capacity", "one-or-cut", "dp", "superblock", "throughput", "neighbourhoods"),
     Family.LATENCY: ("critical-path", "route-path", "device-work", "cut-spine", "segment-path", "run-paths",
                      "latency-lp", "latency"),
     Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "segment-schedules", "segment-lp",
                       "schedule-lp", "schedule"),
 }
-ORDER = ["simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "dp", "stage-cut", "chain", "no-cut-io",
+ORDER = ["simple", "capacity", "one-or-cut", "cut-stages", "ordered-memory", "host-share", "dp", "stage-cut", "chain", "no-cut-io",
          "no-dag", "superblock", "guess",
          "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "cut-spine",
          "segment-path", "cut-segments", "segment-schedules", "segment-lp", "run-paths", "latency-lp", "latency",
@@ -60,8 +60,8 @@ def test_a_registered_level_runs_in_its_rank_and_joins_its_family_default(scratc
 
     chain, optimum = testing.INSTANCES["chain"]()
     assert [name for name in LEVELS if name in ("simple", "half-work", "dp")] == ["simple", "half-work", "dp"]
-    assert default_levels(chain)[:7] == ("simple", "capacity", "one-or-cut", "ordered-memory", "host-share", "half-work",
-                                         "dp")
+    assert default_levels(chain)[:8] == ("simple", "capacity", "one-or-cut", "cut-stages", "ordered-memory",
+                                         "host-share", "half-work", "dp")
     cert = certify(chain, budget=60.0, levels=("dp", "half-work"), stop_at_gap=False)
     assert [r.level for r in cert.levels] == ["half-work", "dp"]  # rank order, not the order asked
     assert cert.levels[0].bound == 0.5 and cert.bound <= optimum

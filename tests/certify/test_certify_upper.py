@@ -185,3 +185,28 @@ def test_the_memory_bounds_run_before_slicegraph_on_any_graph(monkeypatch):
     problem = Problem(_chain6().graph, Cluster.accelerators(2, memory=1e9, cpus=1), Bottleneck(), [DagOrder()])
     certify(problem, budget=20.0, gap=0.0)
     assert order[:3] == ["greedy", "ordered-memory", "slicegraph"]
+
+
+def test_a_heuristic_its_share_stopped_runs_again_with_the_time_the_levels_left(monkeypatch):
+    """At 20,000 ops slicegraph's share ended before its slicing DP (its work-balanced fallback, 268.19 for GPT-3
+    onto 4 stages) and the levels left most of the call unused, where the DP ends at 250.59: here its first run
+    gets no time at all, and the certificate's best is the DP's slicing all the same."""
+    from placement_dsl.heuristics import run
+
+    first = []
+
+    def starved(deadline, fn, method, *args, time_limit=None, **kwargs):
+        if method == "slicegraph" and not first:
+            first.append(method)
+            time_limit = 0.0
+        return fn(method, *args, time_limit=time_limit, **kwargs)
+    monkeypatch.setattr(certify_module, "call_within", starved)
+    g = Graph([Op(name=f"v{i}", work=1.0 + (i * 7919) % 13, out_bytes=1.0 if i % 50 == 7 else 100.0)
+               for i in range(3000)],
+              [(f"v{i}", f"v{i + 1}") for i in range(2999)], name="chain3000")
+    problem = Problem(g, Stages(4), Bottleneck(), [DagOrder()])
+    cert = certify(problem, budget=30.0, levels=("simple",), gap=0.0)
+    sliced = run("slicegraph", g, problem.cluster, model=problem.cost_model())
+    assert [u.method for u in cert.upper].count("slicegraph") == 2
+    assert cert.upper[1].objective > sliced.objective  # the stopped run's split
+    assert cert.objective == pytest.approx(sliced.objective)

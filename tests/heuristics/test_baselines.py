@@ -73,7 +73,7 @@ def test_contract_merges_groups_and_the_cycles_they_create():
 def test_pipedream_cuts_only_between_levels():
     # diamond a -> (b, c) -> d: b and c share a level, so they are never split
     g = Graph([Op(name=c, work=1.0) for c in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
-    order, cuts = level_path(g)
+    _, cuts = level_path(g)
     assert cuts.tolist() == [True, True, False, True, True]
     result = run("pipedream", g, Cluster.stages(4))
     assert result.placement.device_of("b") == result.placement.device_of("c")
@@ -106,3 +106,14 @@ def test_pipedream_on_a_training_graph_splits_its_forward_levels(dnn_partitionin
     for g in w.graph.groups:
         assert len(set(r.placement.assign[g].tolist())) == 1
     assert r.objective == pytest.approx(41.75, abs=0.01)  # Tarnawski Table 1: the DP optimum
+
+
+def test_local_search_ends_no_worse_than_greedy_or_slicegraph_it_restarts_from_their_better_split():
+    # from random splits alone a GPT-3 graph ended above greedy (2.60 against 1.91 here; 13,669 against 983 at
+    # 20,111 ops): every tensor cut between random devices, and single moves do not rejoin them
+    from placement_dsl import zoo
+
+    w = zoo.gpt3(layers=1, hidden=256, heads=4, vocab=1024)
+    found = run("local-search", w.graph, w.cluster, seed=0)
+    assert evaluate(found.placement).valid
+    assert found.objective <= min(run(m, w.graph, w.cluster).objective for m in ("greedy", "slicegraph")) + 1e-9

@@ -119,11 +119,20 @@ def test_dp_on_a_chain_of_20k_ops_stops_at_its_limit_with_a_split():
     assert result.objective < 0.3 * graph.work("*").sum()  # the balanced fallback, not one device
 
 
-@pytest.mark.parametrize("method", ["pipeline", "pipedream-planner", "gpipe-split"])
+@pytest.mark.parametrize("method", ["pipeline", "gpipe-split"])
 def test_chain_dps_decline_before_allocating_tables_over_all_pairs(method):
     # 30,000 positions: their pair tables would take 100+ GiB (a MemoryError, or the machine's swap)
     with pytest.raises(SpecError, match=r"30000 positions along its DFS order need \d+\.\d GiB of tables"):
         run(method, chain(30_000), Cluster.stages(4))
+
+
+def test_pipedream_planner_on_one_server_plans_a_long_chain_in_one_row_of_tables():
+    # one server: the planner's tables are one row of positions x (P + 1); sized as the pipeline DP's pair tables
+    # it was refused from ~5,100 positions (GPT-3 at 5,089 and 20,111 ops)
+    graph = chain(6_000)
+    result = run("pipedream-planner", graph, Cluster.stages(4))
+    assert result.info["positions"] == 6_000 and evaluate(result.placement).valid
+    assert result.objective < 0.3 * graph.work("*").sum()
 
 
 @pytest.mark.parametrize("method", ["brkga", "random"])
@@ -167,3 +176,18 @@ def test_a_heuristic_taking_more_keywords_still_takes_its_time_limit_from_the_co
     assert {"time_limit", "seed"} <= accepted_options("latency-best")
     # its declared options are what it passes on; --evaluations is not one (the local search counts max_evaluations)
     assert "evaluations" not in accepted_options("latency-best") and "max_evaluations" in accepted_options("latency-best")
+
+
+def _heavy_head(n: int = 3000) -> tuple[Graph, Cluster]:
+    """A chain whose first two ops overfill one device together: the work-balanced slicing puts both on the first."""
+    ops = [Op(name=f"v{i}", work=1.0, param_bytes=6.0 if i < 2 else 0.0) for i in range(n)]
+    return Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)]), Cluster.stages(4, memory=10.0)
+
+
+@pytest.mark.parametrize("method", ["slicegraph", "mla", "random"])
+def test_a_method_stopped_with_a_split_that_overfills_memory_answers_a_valid_one(method):
+    graph, cluster = _heavy_head()
+    result = run(method, graph, cluster, time_limit=0.0)
+    assert result.info["stopped"] == STOPPED
+    assert evaluate(result.placement, CostModel()).valid, result.info
+    assert "invalid" in result.info["stopped_in"] and result.info["fallback"]
