@@ -135,6 +135,8 @@ class Kernel:
         if kernel_cache.Limited.methods and kernel_cache.policy() == "background":
             try:
                 sig = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+            except TimeLimitReached:  # the deadline's timer rang here (a callee of a kernel run in Python): not a
+                raise  # reason to compile, which would take the seconds the timer ended
             except Exception:  # noqa: BLE001 - numba cannot type them: its own compile says why
                 return self._numba_compile(*args, **kws)
             if sig not in self._uncached:
@@ -153,6 +155,8 @@ class Kernel:
             d = self.dispatcher
             key = d._cache._index_key(sig, d.targetctx.codegen())
             return key in d._cache._cache_file._load_index()
+        except TimeLimitReached:
+            raise
         except Exception:  # noqa: BLE001 - numba's internals moved, or no cache: compile as numba would
             return True
 
