@@ -81,3 +81,28 @@ def test_work_bound_with_the_uniform_weights_alone():
     # five devices (no grid) and no work: no inverse weights either, one candidate row: 0
     assert work_bound(Graph([Op(name="a", work=0.0)]), Cluster.accelerators(5)) == 0.0
 
+
+
+def test_the_energy_bound_prices_at_most_its_cells_of_weights_times_ops_and_stays_a_bound(monkeypatch):
+    """Four serial devices give 1,773 dual weights; on a long graph the grid is thinned to ENERGY_CELLS weights x ops
+    (a 20,000-op chain took 9 s and 1 GB in one call, its certify level overrunning a 3 s budget by 10 s). Any
+    weights give a bound: the thinned one lies between the uniform weights' and the whole grid's."""
+    from placement_dsl.bounds import makespan
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    graph = Graph([Op(name=f"v{i}", work={"x": float(a), "y": float(b)}) for i, (a, b) in
+                   enumerate(rng.uniform(0.5, 2.0, (n, 2)))], [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    times = np.column_stack([graph.work("x"), graph.work("x"), graph.work("y"), graph.work("y")])
+    comm = np.zeros((n, 4, 4))
+    priced = []
+    costs = makespan._costs
+    monkeypatch.setattr(makespan, "_costs", lambda t, w: priced.append(w.shape[0]) or costs(t, w))
+    monkeypatch.setattr(makespan, "ENERGY_CELLS", 300_000)
+    thinned = makespan.energy_bound(graph, times, comm)
+    assert priced[-1] * n <= 300_000
+    monkeypatch.setattr(makespan, "ENERGY_CELLS", 10 ** 9)
+    whole = makespan.energy_bound(graph, times, comm)
+    assert priced[-1] == dual_weights(4, times.sum(axis=0)).shape[0] > priced[0]
+    uniform = times.min(axis=1).sum() / 4
+    assert uniform <= thinned * (1 + 1e-12) and thinned <= whole * (1 + 1e-12)
