@@ -110,7 +110,7 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
         graph.backward, 0.0, work), minlength=chain.n))])
     tin, tout, fin, tin_fw, tout_fw = (t / (1.0 if i == 2 else d.bandwidth) for i, t in enumerate(
         K.segment_tables(0, chain.n, *chain.tensors[:5], chain.tensors[5], *chain.incidence, 1.0, 1.0,
-                         chain.comp, math.inf, 1.0)))
+                         chain.comp, math.inf, 1.0)[:5]))
     span = lambda prefix: prefix[None, :] - prefix[:, None]
     cf, cb = span(comp_fw), span(chain.comp) - span(comp_fw)
     FW = _combine(model.overlap, cf, tin_fw, tout_fw)

@@ -218,6 +218,7 @@ class _Planner:
     values: dict[tuple[int, int, int], float] = field(default_factory=dict)
     runs: int = 0
     base: tuple[np.ndarray, ...] | None = None
+    kernel_at: float = math.inf  # the deadline the kernels read (solve's, while its DP runs)
 
     @property
     def track_q(self) -> int:
@@ -232,8 +233,12 @@ class _Planner:
         if (a, b) not in self.tables:
             c, lay = self.chain, self.lay
             if self.base is None:
-                self.base = K.segment_tables(0, c.n, *c.tensors[:5], c.tensors[5], *c.incidence, 1.0, 1.0,
-                                             c.comp, self.ub, float(lay.per_server * lay.servers))
+                *base, done = K.segment_tables(0, c.n, *c.tensors[:5], c.tensors[5], *c.incidence, 1.0, 1.0, c.comp,
+                                               self.ub, float(lay.per_server * lay.servers), self.kernel_at)
+                if not done:
+                    raise TimeLimitReached(f"pipeline: the time limit passed in the stages' transfer tables "
+                                           f"({c.n} positions)")
+                self.base = tuple(base)
             tin, tout, fin = (x[a:b + 1, a:b + 1] for x in self.base[:3])
             tin, tout = tin / lay.intra, tout / lay.intra
             if lay.inter != lay.intra:
@@ -248,12 +253,15 @@ class _Planner:
         init = np.zeros(1) if init is None else init
         self.runs += 1
         inv_ring = 1.0 / (lay.inter if m > 1 else lay.intra)
-        return K.inner_dp(a, b, m, lay.per_server, self.track_q, c.comp, c.param, c.memnode, c.act,
-                          *self.table(a, b), _MODES[self.model.overlap], inv_ring, self.cap,
-                          _SPECS[None if spec is None else spec.schedule],
-                          1.0 if spec is None else spec.state_factor,
-                          0 if spec is None or spec.microbatches is None else int(spec.microbatches),
-                          bool(spec is not None and spec.recompute), self.max_rep, self.ub, init)
+        *found, done = K.inner_dp(a, b, m, lay.per_server, self.track_q, c.comp, c.param, c.memnode, c.act,
+                                  *self.table(a, b), _MODES[self.model.overlap], inv_ring, self.cap,
+                                  _SPECS[None if spec is None else spec.schedule],
+                                  1.0 if spec is None else spec.state_factor,
+                                  0 if spec is None or spec.microbatches is None else int(spec.microbatches),
+                                  bool(spec is not None and spec.recompute), self.max_rep, self.ub, init, self.kernel_at)
+        if not done:
+            raise TimeLimitReached(f"pipeline: the time limit passed in the DP of segment [{a}, {b})")
+        return tuple(found)
 
     def segment_values(self, a: int, b: int, m: int, after: np.ndarray) -> np.ndarray:
         """Max-load of segment ``[a, b)`` on ``m`` servers followed by ``after`` (per stage count ``q``).
@@ -270,6 +278,8 @@ class _Planner:
     def solve(self, at: float | None = None) -> tuple[float, list[tuple[int, int, int, list[tuple[int, int, int]]]]]:
         """The outer DP over server segments: value and segments ``(a, b, m, stages)`` in pipeline order;
         :class:`~.base.TimeLimitReached` once ``time.monotonic()`` passes ``at`` (read before every segment)."""
+        self.kernel_at = math.inf if at is None else float(at)  # the kernels read the clock too (a segment's DP and
+        # its tables: 6 s at 5,089 positions)
         n, S, Q = self.chain.n, self.lay.servers, self.track_q + 1
         F = np.full((n + 1, S + 1, Q), math.inf)
         F[n, 0, 0] = 0.0
@@ -288,6 +298,7 @@ class _Planner:
                         better = values < F[a, s]
                         F[a, s, better], best_b[better], best_m[better] = values[better], b, m
                 choice[a, s] = (best_b, best_m)
+        self.kernel_at = math.inf  # the read-back re-runs the chosen segments' DPs: the answer is found, keep it
         s, q = np.unravel_index(int(np.argmin(F[0])), F[0].shape)
         value = float(F[0, s, q])
         if not np.isfinite(value):

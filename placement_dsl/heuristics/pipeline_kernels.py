@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
+from .kernels import clock
 
 INF = np.inf
 NONE, HALF, FULL = 0, 1, 2  # overlap modes, as in .ideal_kernels
@@ -27,14 +28,15 @@ def _contrib(t, prod_in, cons_in, ncons, tbytes, tfw, bw_in, bw_out):
 
 @njit(cache=True)
 def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, prod_idx, cons_ptr, cons_idx,
-                   intra, inter, comp, ub, spread):
+                   intra, inter, comp, ub, spread, deadline=np.inf):
     """In time, out time and forward bytes in of every stage ``[x, y)`` with ``a <= x < y <= b``.
 
     Inside the segment (one server's pipeline) transfers run at ``intra``; a tensor from or to
     outside the segment at ``inter`` (the receiver pays per tensor, the sender once per tensor
     at its slowest route); the last two tables are the forward pass's in and out times (the pass of
     a tensor is its producer's). Tables are indexed ``[x - a, y - a]``; stages computing longer than
-    ``ub * spread`` (``spread``: the most replicas a stage may have) are left out.
+    ``ub * spread`` (``spread``: the most replicas a stage may have) are left out. Past ``deadline`` (``clock()``,
+    read once per first position) the last value is ``False`` and the tables are incomplete.
     """
     L = b - a
     T = tbytes.shape[0]
@@ -52,6 +54,8 @@ def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, pro
     prod = np.zeros(T, np.bool_)
     cons = np.zeros(T, np.int64)
     for x in range(a, b):
+        if deadline < np.inf and clock() > deadline:
+            return tin, tout, fin, tin_fw, tout_fw, False
         s_in, s_out, s_fin, f_in, f_out = 0.0, 0.0, 0.0, 0.0, 0.0
         for y in range(x + 1, b + 1):
             if comp[y] - comp[x] > ub * spread:
@@ -82,7 +86,7 @@ def segment_tables(a, b, towner, tbytes, tfw, tminc, tmaxc, ncons, prod_ptr, pro
             fin[x - a, y - a] = max(s_fin, 0.0)
             tin_fw[x - a, y - a] = max(f_in, 0.0)
             tout_fw[x - a, y - a] = max(f_out, 0.0)
-    return tin, tout, fin, tin_fw, tout_fw
+    return tin, tout, fin, tin_fw, tout_fw, True
 
 
 @njit(cache=True)
@@ -154,7 +158,7 @@ def _fits(spec, q, R, param, memnode, act, fin, cap, state, micro, recompute):
 
 @njit(cache=True)
 def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv_ring, cap,
-             spec, state, micro, recompute, max_rep, ub, init):
+             spec, state, micro, recompute, max_rep, ub, init, deadline=np.inf):
     """Best split of segment ``[a, b)`` onto at most ``P`` devices of each of ``m`` servers.
 
     ``H[x, p, q]``: least max-load of stages covering ``[x, b)`` on at most ``p`` devices per
@@ -166,6 +170,7 @@ def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv
     Stages above ``ub`` (a max-load some placement of the class achieves) are dropped: the
     optimum keeps every stage under it. ``init[q]`` is the value of what follows the segment with
     ``q`` stages (0 for a last segment): the DP carries it, so ``q`` counts to the pipeline's end.
+    Past ``deadline`` (``clock()``, read once per first position) the last value is ``False``.
     """
     L = b - a
     Q = K + 1
@@ -176,6 +181,8 @@ def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv
         H[L, p, :] = init
     q_lo = 1 if K > 0 else 0
     for x in range(L - 1, -1, -1):
+        if deadline < np.inf and clock() > deadline:
+            return H, back_y, back_r, False
         for y in range(x + 1, L + 1):
             c = comp[a + y] - comp[a + x]
             if c / (P * m) > ub:
@@ -199,4 +206,4 @@ def inner_dp(a, b, m, P, K, comp, param, memnode, act, tin, tout, fin, mode, inv
                             H[x, p, q] = cand
                             back_y[x, p, q] = y
                             back_r[x, p, q] = r
-    return H, back_y, back_r
+    return H, back_y, back_r, True
