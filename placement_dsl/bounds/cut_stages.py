@@ -8,9 +8,11 @@ work is at most that block's), or it holds the cut ops ``s_f .. s_l`` and everyt
 parts of the two blocks beside the hull, and no op before ``s_{f-1}`` or after ``s_{l+1}``. Then it receives every
 tensor of an op at or before ``s_{f-1}`` read inside the hull, and sends every tensor of an op of the hull read at
 or after ``s_{l+1}`` (Archer et al. eq. 3: each tensor paid once each way), so with ``c(f, l)`` their time its load
-is at least ``work(S) + c(f, l)`` and ``work(S) <= min(T - c(f, l), hull + the two blocks beside it)``. The first
-cut op has no tensor before it to receive and the last none after it to send; exactly one device holds ``s_0``
-and one ``s_{r-1}`` (or one device both, and then every cut op). A max load ``T`` needs::
+is at least ``work(S) + c(f, l)``; its parts of the two blocks beside the hull add at least ``enter(f) + leave(l)``
+(:mod:`.block_cuts`: the least cut of those blocks' tensors), so ``work(S) <= min(T - c(f, l) - enter(f) -
+leave(l), hull + the two blocks beside it)``. The first cut op has no tensor before it to receive and the last
+none after it to send; exactly one device holds ``s_0`` and one ``s_{r-1}`` (or one device both, and then every
+cut op). A max load ``T`` needs::
 
     W <= cap_first(T) + cap_last(T) + (k - 2) cap_mid(T)    or    W <= T + (k - 1) min(T, largest block)
 
@@ -33,6 +35,7 @@ from ..graph import Graph
 from ..placement import PlacementClass
 from ..problem import Problem
 from . import one_or_cut
+from .block_cuts import block_costs, segments
 
 MAX_CUTS = 5000  # cut ops above which the tables (r^2 floats each) are not built
 SOLVE_CUTS = 1500  # ... and above which a solve does not build them for its answer's bound (2.2 s at 3,675 cut ops)
@@ -108,11 +111,7 @@ def _tables(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: floa
     """Per pair of cut-op indices ``f <= l`` whose hull computes at most ``upper``: the hull's work, its transfers'
     time and the most work a device holding exactly those cut ops may hold; the blocks' work."""
     r = len(cuts)
-    pos = np.empty(g.n, dtype=np.int64)
-    pos[g.topo] = np.arange(g.n)
-    cut_pos = np.sort(pos[cuts])
-    seg = 2 * np.searchsorted(cut_pos, pos, side="right") - 1  # block between cut i-1 and i: 2i - 1
-    seg[cuts] = 2 * np.searchsorted(cut_pos, pos[cuts])  # cut op i: 2i
+    seg = segments(g, cuts)
     seg_work = np.bincount(seg + 1, weights=t, minlength=2 * r + 1)
     before = np.concatenate([[0.0], np.cumsum(seg_work)])  # before[s + 1]: work of the segments below s
     f, l = np.triu_indices(r)
@@ -120,7 +119,8 @@ def _tables(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: floa
     ext = hull + seg_work[2 * f] + seg_work[2 * l + 2]  # the blocks beside the hull: segments 2f - 1 and 2l + 1
     near = hull <= upper  # a device computing more than the best max load is no device of a better placement
     f, l, hull, ext = f[near], l[near], hull[near], ext[near]
-    comm = _transfers(g, seg, r, scale)[f, l]
+    enter, leave = block_costs(g, cuts, g.out_bytes * scale)
+    comm = _transfers(g, seg, r, scale)[f, l] + (enter[f] + leave[l]) * (1 - SAFETY)
     return {"hull": hull, "ext": ext, "comm": comm, "first": f == 0, "last": l == r - 1,
             "block": float(seg_work[0::2].max()), "all": float(before[2 * r] - before[1]) if r else 0.0}
 
