@@ -174,7 +174,7 @@ def _capacity(tab: dict[str, Any], T: float, k: int) -> float:
     within = min(T, tab["block"])
     if tab["hull"].size == 0:
         return k * within
-    can = tab["hull"] <= T
+    can = tab["hull"] + tab["comm"] <= T  # the hull is held whole, its tensors paid
     held = np.where(can, np.minimum(T - tab["comm"], tab["ext"]), -np.inf)
 
     def most(mask: np.ndarray) -> float:

@@ -115,6 +115,18 @@ def test_inner_stages_beside_attention_blocks_pay_the_heads_tensors():
     assert bound is not None and bound > 1.35 * work / 4, note  # the hull's tensors alone: 1.325 W / k
 
 
+def test_a_device_holds_its_hull_whole_and_pays_its_tensors_on_top():
+    from placement_dsl import zoo
+    from placement_dsl.presets import resize
+
+    w = zoo.gpt3(layers=4, hidden=256, heads=4, vocab=1024)
+    cluster = resize(w.cluster, 4)
+    problem = Problem(w.graph, cluster, Bottleneck(), [DagOrder()])
+    work = float(cluster.times(w.graph)[:, 0].sum())
+    bound, note = cut_stages_bound(problem, work)
+    assert bound is not None and bound > 1.39 * work / 4, note  # a hull merely under T: 1.354 W / k
+
+
 @pytest.mark.parametrize("seed", range(16))
 def test_the_price_beside_a_block_of_heads_is_the_least_an_enumerated_device_pays(seed):
     g = _headed(seed)
