@@ -140,7 +140,7 @@ def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> n
     """``c[f, l - f]`` for ``l - f < depth``: the time of the tensors a device whose cut ops are ``f..l`` receives
     (made at or before cut ``f - 1``, read in the hull) and sends (made in the hull, read at or after cut
     ``l + 1``), summed along each row of a banded difference table (a producer's rectangle of ``(f, l)`` pairs each
-    way, cut to the band: ``O(m * depth)`` at most, no ``r^2`` table)."""
+    way, cut to the band: ``O(m * depth)``; where that is more than ``r^2``, the full table's corners)."""
     size = g.out_bytes * scale
     src, dst = g.src, g.dst
     keep = size[src] > 0
@@ -156,8 +156,7 @@ def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> n
     f_hi = np.minimum(cs // 2, r - 1)
     l0 = (cs + 1) // 2
     ok = (f_lo <= f_hi) & (l0 <= r - 1) & (cs >= 0)
-    diff = np.zeros((r, depth + 1))
-    _band(diff, f_lo[ok], f_hi[ok], l0[ok], np.full(int(ok.sum()), r - 1), size[p[ok]])
+    rects = [(f_lo[ok], f_hi[ok], l0[ok], np.full(int(ok.sum()), r - 1), size[p[ok]])]
     # sent: producers in a hull f..l (2f <= seg(p) <= 2l) read at or after cut l + 1 (2l + 2 <= last reader)
     last = np.full(g.n, -1, dtype=np.int64)
     np.maximum.at(last, src, seg[dst])
@@ -166,7 +165,18 @@ def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> n
     l_lo = (s_p + 1) // 2
     l_end = np.minimum(m_p // 2 - 1, r - 1)
     ok = l_lo <= l_end
-    _band(diff, np.zeros(int(ok.sum()), np.int64), s_p[ok] // 2, l_lo[ok], l_end[ok], size[sp[ok]])
+    rects.append((np.zeros(int(ok.sum()), np.int64), s_p[ok] // 2, l_lo[ok], l_end[ok], size[sp[ok]]))
+    f0, f1, l0, l1, w = (np.concatenate(parts) for parts in zip(*rects))
+    lo, hi = np.maximum(f0, l0 - depth + 1), np.minimum(f1, l1)
+    if int(np.maximum(hi - lo + 1, 0).sum()) > r * r:  # a wide band: the full table's four corners cost less
+        full = np.zeros((r + 1, r + 1))
+        for rows, cols, sign in ((f0, l0, 1), (f1 + 1, l0, -1), (f0, l1 + 1, -1), (f1 + 1, l1 + 1, 1)):
+            np.add.at(full, (rows, cols), sign * w)
+        full = np.cumsum(np.cumsum(full, axis=0), axis=1)
+        f, d = np.divmod(np.arange(r * depth), depth)
+        return np.where(f + d < r, full[f, np.minimum(f + d, r)], 0.0).reshape(r, depth)
+    diff = np.zeros((r, depth + 1))
+    _band(diff, f0, f1, l0, l1, w)
     return np.cumsum(diff, axis=1)[:, :depth]
 
 
