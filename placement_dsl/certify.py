@@ -88,8 +88,8 @@ level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
-``cut-stages`` a block between cut ops, or a run of cut ops paying     O(m + r^2), r cut ops
-               the tensors across it, per device (forward graphs)
+``cut-stages`` a block between cut ops, or a run of cut ops paying     O(m d), r cut ops, runs
+               the tensors across it, per device (forward graphs)      of d under the best
 ``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
 ``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
 ``host-share`` one host anywhere: an ideal and a filter within the       the ideals, enumerated

@@ -110,11 +110,23 @@ STRUCTURE = frozenset({"contiguous", "dag_order", "acyclic"})
 """Cost-model checks the moves do not respect: under one of them a descent's result must pass the cost model."""
 
 
+def _default_start(graph: Graph, cluster: Cluster, ml: CostModel, at: float | None) -> Placement:
+    """The DP's split; where it has none (too many ideals: a transformer's heads side by side), the linearized
+    DP's; else a greedy fill. GPT-3 at 2,044 ops onto 16 stages: greedy's 91.3 against dpl's 12.9."""
+    for method in ("dp", "dpl"):
+        try:
+            return run(method, graph, cluster, model=ml, time_limit=left(at)).placement
+        except PlacementError:
+            continue
+    return run("greedy", graph, cluster, model=ml).placement
+
+
 @heuristic("polish", optimizes="max_load", options=manifest.Polish)
 def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
            start: Placement | None = None, kicks: int = 300, max_block: int = 12,
            time_limit: float | None = None) -> HeuristicResult:
-    """Iterated single-group local search from ``start`` (default: the DP's split) on max load.
+    """Iterated single-group local search from ``start`` (default: the DP's split, else the linearized DP's) on max
+    load.
 
     ``kicks`` perturbations of at most ``max_block`` units each, within ``time_limit`` seconds
     (``None``: :data:`SEARCH_SECONDS`; the default start's DP and every descent included, the best so
@@ -125,10 +137,7 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
     at = deadline_at("polish", SEARCH_SECONDS if time_limit is None else time_limit)
     ml = max_load_model(model)
     if start is None:
-        try:
-            start = run("dp", graph, cluster, model=ml, time_limit=left(at)).placement
-        except PlacementError:  # no DP split (too many ideals, no fitting split): fill greedily instead
-            start = run("greedy", graph, cluster, model=ml).placement
+        start = _default_start(graph, cluster, ml, at)
     if start.graph.n != graph.n:
         raise SpecError(f"polish: the start places {start.graph.n} ops but the graph has {graph.n}")
     times, gid, gmem_idx, gptr, gtime = group_arrays(graph, cluster)

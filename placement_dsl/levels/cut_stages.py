@@ -1,6 +1,6 @@
 """Each device of a contiguous placement holds one block between two cut ops, or a run of cut ops whose
-neighbours' tensors it receives and sends (:mod:`placement_dsl.bounds.cut_stages`); ``O(m + r^2)`` for ``r`` cut
-ops, below the best max load found."""
+neighbours' tensors it receives and sends (:mod:`placement_dsl.bounds.cut_stages`); ``O(m d + r d)`` for ``r`` cut
+ops and runs of at most ``d`` of them under the best max load found."""
 from __future__ import annotations
 
 import math
@@ -22,7 +22,7 @@ def _accepts(problem: Problem) -> str | None:
 def _cut_stages(run: Run, seconds: float) -> Outcome:
     """The least max load at which ``k`` devices, each holding a block or a run of cut ops less the tensors it
     receives and sends, can hold the graph's work: a bound on every contiguous placement of a forward graph."""
-    del seconds  # O(m + r^2), r <= cut_stages.MAX_CUTS
+    del seconds  # O(m d + r d), r <= cut_stages.MAX_CUTS
     scope = run.scope  # Contiguous's, or DagOrder's: without a backward pass (applies) those are contiguous
     upper = run.best[0]
     if not math.isfinite(upper):

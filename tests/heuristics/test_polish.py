@@ -87,3 +87,16 @@ def test_certify_dp_level_offers_the_polished_split_without_contiguity():
     cert = certify(free, levels=("dp",), gap=0.0)
     assert cert.objective == pytest.approx(optimum(free)) and cert.objective < optimum(problem) - 1e-9
     assert free.is_valid(cert.placement)
+
+
+def test_polish_starts_from_the_linearized_dp_where_the_dp_has_too_many_ideals():
+    from placement_dsl import zoo
+    from placement_dsl.presets import resize
+
+    w = zoo.gpt3(layers=2, hidden=64, heads=16, vocab=256)  # 16 heads side by side: too many ideals for the DP
+    cluster = resize(w.cluster, 8)
+    with pytest.raises(Exception, match="ideals"):
+        run("dp", w.graph, cluster)
+    linear = run("dpl", w.graph, cluster)
+    result = polish(w.graph, cluster, seed=0, kicks=5, time_limit=20.0)
+    assert result.objective <= linear.objective * (1 + 1e-9)  # a greedy start stayed far above it

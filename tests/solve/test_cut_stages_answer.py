@@ -20,3 +20,14 @@ def test_a_solve_stopped_before_its_model_reports_the_cut_stages_bound():
     expected, _ = cut_stages_bound(problem, result.objective)
     assert expected is not None and expected > 1.02 * work / 4
     assert result.bound == pytest.approx(expected) or result.bound >= expected
+
+
+def test_a_solve_on_more_than_1500_cut_ops_reports_the_cut_stages_bound():
+    w = zoo.gpt3(layers=42, hidden=256, heads=4, vocab=1024)  # 1,566 cut ops: the tables only for runs under T
+    w = Workload(w.graph, resize(w.cluster, 16), w.format, w.meta)
+    problem = problem_for_method(w, "throughput", "ip")
+    result = solve(problem, time_limit=4.0)
+    expected, note = cut_stages_bound(problem, result.objective)
+    assert expected is not None, note
+    assert result.bound == pytest.approx(expected) or result.bound >= expected
+    assert "cut stages" in result.message or result.bound > expected
