@@ -125,31 +125,32 @@ def test_a_branch_that_fits_in_neither_run_pays_its_own_reads_and_writes_elsewhe
 @st.composite
 def modules(draw):
     """One Inception-like module: ``c0`` -> three parallel branches of one to three ops (at most five) -> ``c1``, on
-    two accelerators and a CPU (three when the branches hold at most four ops), tensors of 0 to 4 that differ along a
-    branch, memory that binds or not, contiguous splits or any."""
+    three accelerators of 4 and a CPU (two when the branches hold five ops). The cut ops hold 3 each and a branch op 2
+    or 3, so no branch op joins both runs and a branch mostly runs elsewhere: the bound meets the optimum often (an
+    over-price of one per branch op on an accelerator fails here). Tensors of 0 to 4 that differ along a branch,
+    contiguous splits or any."""
     time = st.integers(0, 4).map(float)
 
-    def make(name: str) -> Op:
+    def make(name: str, mem: float) -> Op:
         acc = draw(time)
-        return op(name, acc=acc, cpu=acc * draw(st.sampled_from([1.0, 3.0, 10.0])), mem=draw(st.integers(0, 3)),
+        return op(name, acc=acc, cpu=acc * draw(st.sampled_from([1.0, 3.0, 10.0])), mem=mem,
                   out=draw(st.integers(0, 4)))
 
     lengths = [draw(st.integers(1, 3)) for _ in range(3)]
     while sum(lengths) > 5:
         lengths[lengths.index(max(lengths))] -= 1
-    ops, edges = [make("c0")], []
+    ops, edges = [make("c0", 3.0)], []
     for b, length in enumerate(lengths):
         chain = [f"b{b}o{i}" for i in range(length)]
-        ops += [make(x) for x in chain]
+        ops += [make(x, draw(st.sampled_from([2.0, 3.0]))) for x in chain]
         edges += [("c0", chain[0]), *pairwise(chain), (chain[-1], "c1")]
-    ops.append(make("c1"))
-    k = draw(st.sampled_from([2, 3])) if sum(lengths) <= 4 else 2
-    memory = draw(st.sampled_from([math.inf, 3.0, 4.0, 6.0]))
+    ops.append(make("c1", 3.0))
     terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
-    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=memory, cpus=1), Latency(), terms)
+    k = 3 if sum(lengths) <= 4 else 2
+    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(modules())
 def test_never_above_the_brute_force_optimum_on_modules_of_three_branches(problem):
     try:
