@@ -11,7 +11,12 @@ with ``X`` holding ``c_{j-1}`` and ``Y`` holding ``c_j``, the ops ``S_j`` betwee
   ``S_j`` descends from ``c_{j-1}``) and ends before ``Y`` starts. The ops of one chain of ``S_j`` run one after
   another there, costing their host time, or their accelerator time plus at least one read and one write
   (``rho``, the smallest tensors that can cross), so ``Y`` starts at least ``min(h(M_b), a(M_b) + rho)`` after
-  ``X`` ends for every chain ``b``.
+  ``X`` ends for every chain ``b``. A disjoint path ``b`` from ``c_{j-1}`` to ``c_j`` is priced op by op: its
+  part in ``X`` is a prefix and its part in ``Y`` a suffix (an invocation is convex), and its middle runs on hosts
+  and invocations that read the tensor before them (``c_{j-1}``'s for a middle from the path's first op, however
+  large) and write their last op's, so a middle elsewhere within ``tau`` leaves at least the least work and memory of
+  such a prefix and suffix to ``X`` and ``Y`` (an Inception module's long branch whose tensors are large at its
+  ends).
 
 So the latency is at least a shortest path over the cut ops: a run ``c_i .. c_{j-1}`` on a device class pays its
 ops' work, a read ``min(out(c_{i-1}), sum_b min out(b))`` over disjoint paths ``b`` from ``c_{i-1}`` to ``c_i``
@@ -43,6 +48,7 @@ from .memory_path import segment_data
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 BUCKETS = 64  # free memory on a grid of capacity / BUCKETS (rounded up)
 TAU_STEPS = 64  # the grid of a segment's bound on its chains' parts elsewhere
+EXACT_PATH = 64  # a path between two cut ops whose middles elsewhere are priced op by op, at most (O(length^2))
 
 
 def spine_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
@@ -195,23 +201,72 @@ class Spine:
         for i, b in enumerate(paths):  # the path (or c_{j-1}'s) and writes one of its own
             rho[i] = self.scale_min * (min(float(out[self.cuts[j - 1]]), float(out[b[:-1]].min(initial=math.inf)))
                                        + float(out[b].min()))
-        taus, need, memneed = self._prices(chains, rho)
+        exact = [self._chain_moves(b, j, out) for b in paths]
+        taus, need, memneed = self._prices(chains, rho, [e for e, _, _ in exact])
         if taus.size < 2:  # nothing of the segment takes time: it costs nothing between the runs
             return np.zeros(size)
-        value = taus + need  # linear between grid points (every chain's breakpoints are among them)
-        whole = np.minimum(value[:-1], value[1:])  # an interval where the least tau's memory fits: its ends
-        part = taus[:-1] + need[1:]  # one where only its top's fits: its low end's tau, its top's work
+        value = taus + need.sum(axis=0)  # linear between grid points (every chain's breakpoints are among them)
+        whole = np.minimum(value[:-1], value[1:])  # any tau of an interval costs at least its ends' least
+        moved, held = need[:, 1:].copy(), memneed[:, 1:].copy()  # per chain and interval [t0, t1): the least work
+        for i, (costs, works, mems) in enumerate(exact):  # and memory moved (the knapsack's at t1, the paths' below it)
+            at = np.searchsorted(costs, taus[1:], side="left") - 1  # the middles elsewhere faster than t1
+            moved[i] = np.maximum(moved[i], works[at])
+            held[i] = np.maximum(held[i], mems[at])
+        cost = np.maximum(whole, taus[:-1] + moved.sum(axis=0))  # the interval's low end and least moves
         if not self.memory:
-            return np.array([float(value.min())])
+            return np.array([float(min(value[-1], cost.min()))])
         budget = self.step * np.arange(size)[:, None] * (1 + 1e-9)
-        cost = np.where(memneed[None, :-1] <= budget, whole[None], np.where(memneed[None, 1:] <= budget, part[None],
-                                                                            math.inf))
+        cost = np.where(held.sum(axis=0)[None] <= budget, cost[None], math.inf)
         return np.minimum(value[-1], cost.min(axis=1))
 
-    def _prices(self, chains: list[np.ndarray], rho: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The grid of ``tau`` (from 0 to where nothing need move, with every chain's breakpoints), and per grid point
-        the work the chains must move into the neighbouring runs and its least memory (fractional knapsack by memory
-        per unit of work); ``rho`` is each chain's least transfer on another accelerator."""
+    def _chain_moves(self, b: np.ndarray, j: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A path ``b`` from ``c_{j-1}`` to ``c_j``: the least work and memory its prefix in ``X`` and suffix in ``Y``
+        hold when its middle ``b[s..e]`` between them runs elsewhere within ``tau``, as three arrays: the middles'
+        least times elsewhere (sorted, the first 0: nothing elsewhere; only those that lower a least move, the last
+        the whole path, moving nothing) and the least work and memory moved among the middles that take at most as
+        long.
+
+        The middle runs after ``X`` ends and before ``Y`` starts, op after op: on a host at its host time, or on an
+        accelerator invocation, which reads the tensor before its first op there (``b[s-1]``'s, or ``c_{j-1}``'s) and
+        writes its last op's before a host op or ``Y`` uses it (a DP over the two states; an invocation ended and
+        another begun pays a write and a read more, never less). Paths longer than :data:`EXACT_PATH` ops move
+        nothing more than the knapsack of :meth:`_prices` says."""
+        n = b.size
+        if n > EXACT_PATH:
+            return np.zeros(1), np.zeros(1), np.zeros(1)
+        s = self.scale_min
+        h, a = self.host[b], self.fast[b]
+        send = s * out[b]
+        read = np.concatenate(([s * float(out[self.cuts[j - 1]])], send[:-1]))  # before op i: its predecessor's
+        work = np.concatenate(([0.0], np.cumsum(a)))
+        mem = np.concatenate(([0.0], np.cumsum(self.mem[b])))
+        on_host = np.full(n, math.inf)  # per middle start s: its least time with the op at hand on a host ...
+        on_acc = np.full(n, math.inf)  # ... or on an accelerator, its tensor not yet written
+        costs, works, mems = [0.0], [float(work[-1])], [float(mem[-1])]
+        for e in range(n):
+            host = np.minimum(on_host, on_acc + (send[e - 1] if e else 0.0))
+            acc = np.minimum(on_acc, on_host + read[e])
+            host[e], acc[e] = 0.0, read[e]  # a middle starting at e
+            on_host, on_acc = host + h[e], acc + a[e]
+            costs.extend(np.minimum(on_host[:e + 1], on_acc[:e + 1] + send[e]).tolist())
+            works.extend((work[:e + 1] + work[-1] - work[e + 1]).tolist())
+            mems.extend((mem[:e + 1] + mem[-1] - mem[e + 1]).tolist())
+        order = np.argsort(costs, kind="stable")
+        costs = np.asarray(costs)[order]
+        keep = np.isfinite(costs)
+        costs = costs[keep]
+        works = np.minimum.accumulate(np.asarray(works)[order][keep])
+        mems = np.minimum.accumulate(np.asarray(mems)[order][keep])
+        drop = np.ones(costs.size, dtype=bool)  # the middles that lower the least work or memory: the last moves none
+        drop[1:] = (works[1:] < works[:-1]) | (mems[1:] < mems[:-1])
+        return costs[drop], works[drop], mems[drop]
+
+    def _prices(self, chains: list[np.ndarray], rho: np.ndarray,
+                times: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The grid of ``tau`` (from 0 to where nothing need move, with every chain's breakpoints and the paths'
+        middles' ``times``, :meth:`_chain_moves`), and per chain and grid point the work it must move into the
+        neighbouring runs and its least memory (fractional knapsack by memory per unit of work); ``rho`` is each
+        chain's least transfer on another accelerator."""
         a = [self.fast[b] for b in chains]
         work = np.array([float(x.sum()) for x in a])
         slow = np.array([_slowdown(self.host[b], x) for b, x in zip(chains, a)])
@@ -219,9 +274,11 @@ class Spine:
         hosted = np.full(work.size, math.inf)
         hosted[finite] = slow[finite] * work[finite]
         top = float(np.minimum(hosted, work + rho).max(initial=0.0))
+        top = max([top] + [float(t[-1]) for t in times])  # every path wholly elsewhere: nothing moves
         with np.errstate(divide="ignore", invalid="ignore"):
             turn = np.where(finite & (slow > 1), rho * slow / (slow - 1), np.inf)  # where tau / r overtakes tau - rho
-        taus = np.unique(np.concatenate((top * np.arange(TAU_STEPS + 1) / TAU_STEPS, turn, work + rho, hosted)))
+        taus = np.unique(np.concatenate((top * np.arange(TAU_STEPS + 1) / TAU_STEPS, turn, work + rho, hosted,
+                                         *[_steps(t) for t in times])))
         taus = taus[(taus >= 0) & (taus <= top)]
         per = np.zeros((work.size, taus.size))
         per[finite] = taus[None, :] / slow[finite, None]
@@ -237,7 +294,7 @@ class Spine:
             cum_w = np.concatenate(([0.0], np.cumsum(x[keep][order])))
             cum_m = np.concatenate(([0.0], np.cumsum(self.mem[b][keep][order])))
             memneed[i] = np.interp(need[i], cum_w, cum_m)
-        return taus, need.sum(axis=0), memneed.sum(axis=0)
+        return taus, need, memneed
 
     # ------------------------------------------------------------------ the path over the cut ops
     def shortest(self, deadline: Deadline | None = None) -> float:
@@ -312,6 +369,12 @@ class Spine:
         kept = np.clip(kept, 0, width - 1)
         rows = np.broadcast_to(ends[:, None], can.shape)
         np.minimum.at(f, (rows[can], kept[can]), (cost[:, None] + before[None, :])[can])
+
+
+def _steps(times: np.ndarray, most: int = 4 * TAU_STEPS) -> np.ndarray:
+    """Grid points where a path's least moves change (its middles' distinct times), at most ``most`` of them."""
+    out = np.unique(times)
+    return out if out.size <= most else out[np.linspace(0, out.size - 1, most).astype(np.int64)]
 
 
 def _finite(x: np.ndarray) -> np.ndarray:

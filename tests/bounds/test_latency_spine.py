@@ -108,6 +108,58 @@ def test_never_above_the_brute_force_optimum(problem):
     assert route_path_latency(problem)[0] <= best + TOL * max(1.0, best)
 
 
+def test_a_branch_that_fits_in_neither_run_pays_its_own_reads_and_writes_elsewhere():
+    # a -> b1 -> b2 -> d and a -> s -> d, accelerators of 4: a and d hold 3 each, b1 and b2 3 each, so neither b fits
+    # beside a or d (1 + 1 free) and the branch runs elsewhere after a and before d. On an accelerator it reads a's
+    # tensor (3) and writes b2's (3): 3 + 2 + 3 = 8; a host op of it costs 10. The least tensors of the branch (1 and
+    # 1) priced it 4 before. The runs: a, its write of min(3, 1 + 1) = 2; 8; d's read 2 and d: 1 + 2 + 8 + 2 + 1 = 14
+    ops = [op("a", mem=3.0, out=3.0), op("b1", mem=3.0, out=1.0), op("b2", mem=3.0, out=3.0), op("s", mem=0.0),
+           op("d", mem=3.0)]
+    g = Graph(ops, [("a", "b1"), ("b1", "b2"), ("b2", "d"), ("a", "s"), ("s", "d")])
+    for k in (2, 3):
+        p = Problem(g, Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), [Memory()])
+        assert spine_bound(p)[0] == pytest.approx(14.0)
+        assert brute_force(p)[0] >= 24.0 - TOL
+
+
+@st.composite
+def modules(draw):
+    """One Inception-like module: ``c0`` -> three parallel branches of one to three ops (at most five) -> ``c1``, on
+    three accelerators of 4 and a CPU (two when the branches hold five ops). The cut ops hold 3 each and a branch op 2
+    or 3, so no branch op joins both runs and a branch mostly runs elsewhere: the bound meets the optimum often (an
+    over-price of one per branch op on an accelerator fails here). Tensors of 0 to 4 that differ along a branch,
+    contiguous splits or any."""
+    time = st.integers(0, 4).map(float)
+
+    def make(name: str, mem: float) -> Op:
+        acc = draw(time)
+        return op(name, acc=acc, cpu=acc * draw(st.sampled_from([1.0, 3.0, 10.0])), mem=mem,
+                  out=draw(st.integers(0, 4)))
+
+    lengths = [draw(st.integers(1, 3)) for _ in range(3)]
+    while sum(lengths) > 5:
+        lengths[lengths.index(max(lengths))] -= 1
+    ops, edges = [make("c0", 3.0)], []
+    for b, length in enumerate(lengths):
+        chain = [f"b{b}o{i}" for i in range(length)]
+        ops += [make(x, draw(st.sampled_from([2.0, 3.0]))) for x in chain]
+        edges += [("c0", chain[0]), *pairwise(chain), (chain[-1], "c1")]
+    ops.append(make("c1", 3.0))
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    k = 3 if sum(lengths) <= 4 else 2
+    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(modules())
+def test_never_above_the_brute_force_optimum_on_modules_of_three_branches(problem):
+    try:
+        best = brute_force(problem)[0]
+    except InfeasibleError:
+        return
+    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+
+
 def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
     # e and f are views after d (no time, no tensor, memory of their own): the runs a | d, the cut forced by memory,
     # pay a's tensor twice: 1 + 1 + 1 + 1 = 4 (a segment that takes no time has a grid of one point); the optimum

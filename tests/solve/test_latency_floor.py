@@ -32,11 +32,12 @@ def too_large(*args, **kwargs):
 
 
 def test_a_solve_without_its_model_answers_the_run_paths_floor(monkeypatch):
-    """The cut-op spine proves 9.86 here on its own; without it the closed forms prove 5 and the floor 13."""
+    """The cut-op spine proves 12 here on its own (its side path priced op by op); without it the closed forms prove 5
+    and the floor 13; the optimum is 14."""
     from placement_dsl.bounds import single_sample
 
     p = side_chain()
-    assert single_sample_bound(p)[0] == pytest.approx(9.8575)
+    assert single_sample_bound(p)[0] == pytest.approx(12.0)
     monkeypatch.setattr(single_sample, "spine_or_nothing", lambda problem, clock: 0.0)
     assert single_sample_bound(p)[0] == pytest.approx(5.0)  # the closed forms alone
     monkeypatch.setattr(solve_module, "check_fits", too_large)
