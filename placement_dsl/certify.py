@@ -312,7 +312,13 @@ def _slow_slicing(run: _Run, left: float) -> bool:
     a slicing of an order, as slicegraph's two; its first is slicegraph's own order, so short of a generation it
     only repeats slicegraph (on 20,000 ops at load 10 it was stopped with nothing)."""
     sliced = [u for u in run.upper if u.method == "slicegraph"]
-    return bool(sliced) and left < BRKGA_GENERATION * sliced[-1].work
+    return (bool(sliced) and run.problem.graph.n >= SLOW_SLICING_OPS
+            and left < BRKGA_GENERATION * sliced[-1].work)
+
+
+SLOW_SLICING_OPS = 1_000
+"""Below this many ops BRKGA always runs: a slicing there takes milliseconds, and slicegraph's measured seconds are
+its start-up (loading kernels on a busy machine), which left BRKGA out of one run of a sweep and not of its rerun."""
 
 
 def few_ideals(graph: Any, limit: int | None = None) -> bool:

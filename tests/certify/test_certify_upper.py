@@ -69,6 +69,9 @@ def test_brkga_is_left_out_when_slicegraph_says_a_generation_cannot_fit(monkeypa
     """BRKGA's first decode is slicegraph's order: short of a generation of decodes it can only repeat slicegraph
     (on 20,000 ops it was stopped with nothing, after its share)."""
     monkeypatch.setattr(certify_module, "BRKGA_GENERATION", 1e9)
+    cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())  # below SLOW_SLICING_OPS: BRKGA runs whatever the
+    assert [u.method for u in cert.upper] == ["greedy", "slicegraph", "brkga"]  # seconds (a sweep's rerun differed)
+    monkeypatch.setattr(certify_module, "SLOW_SLICING_OPS", 1)
     cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())  # no level: the gap stays open
     assert [u.method for u in cert.upper] == ["greedy", "slicegraph"] and cert.upper[1].work > 0
     monkeypatch.setattr(certify_module, "BRKGA_GENERATION", 0.0)

@@ -216,7 +216,7 @@ def test_a_time_limit_returns_the_best_schedule_found():
 def test_a_warm_start_worse_than_list_scheduling_sets_the_horizon_and_is_accepted():
     problem = random_problem(2, n=12)
     start = run("one-device-best", problem.graph, problem.cluster, model=problem.cost_model()).placement
-    result = solve(problem, "schedule", time_limit=5, warm_start=start)
+    result = solve(problem, "schedule", time_limit=20, warm_start=start)  # 5 s: no solver answer under CI's load
     assert result.start_accepted and result.objective <= result.start_objective
 
 
