@@ -55,18 +55,6 @@ def test_the_cut_ops_are_the_ops_comparable_with_all_others(seed):
     assert sorted(cut_ops(g).tolist()) == sorted(cuts.tolist())
 
 
-def test_inner_stages_of_a_transformer_pay_their_residual_tensors():
-    from placement_dsl import zoo
-    from placement_dsl.presets import resize
-
-    w = zoo.gpt3(layers=4, hidden=256, heads=4, vocab=1024)
-    cluster = resize(w.cluster, 4)
-    problem = Problem(w.graph, cluster, Bottleneck(), [DagOrder()])
-    work = float(cluster.times(w.graph)[:, 0].sum())
-    bound, note = cut_stages_bound(problem, work)
-    assert bound is not None and bound > 1.02 * work / 4, note  # W / k misses the tensors
-
-
 def _headed(seed: int) -> Graph:
     """A block of parallel branches (attention's heads) between two cut ops, a residual skip over it, random works
     and tensor sizes: the devices beside the block pay its heads' tensors or its input, whichever part they hold."""
@@ -103,18 +91,6 @@ def test_a_device_beside_a_block_of_heads_pays_the_least_cut_of_its_tensors():
     assert enter.tolist() == [0.0, 3.0]  # entering y: x's (3), b0's and a1's (4), or a0's and a1's (3)
 
 
-def test_inner_stages_beside_attention_blocks_pay_the_heads_tensors():
-    from placement_dsl import zoo
-    from placement_dsl.presets import resize
-
-    w = zoo.gpt3(layers=4, hidden=256, heads=4, vocab=1024)
-    cluster = resize(w.cluster, 4)
-    problem = Problem(w.graph, cluster, Bottleneck(), [DagOrder()])
-    work = float(cluster.times(w.graph)[:, 0].sum())
-    bound, note = cut_stages_bound(problem, work)
-    assert bound is not None and bound > 1.35 * work / 4, note  # the hull's tensors alone: 1.325 W / k
-
-
 def test_a_device_holds_its_hull_whole_and_pays_its_tensors_on_top():
     from placement_dsl import zoo
     from placement_dsl.presets import resize
@@ -124,7 +100,9 @@ def test_a_device_holds_its_hull_whole_and_pays_its_tensors_on_top():
     problem = Problem(w.graph, cluster, Bottleneck(), [DagOrder()])
     work = float(cluster.times(w.graph)[:, 0].sum())
     bound, note = cut_stages_bound(problem, work)
-    assert bound is not None and bound > 1.39 * work / 4, note  # a hull merely under T: 1.354 W / k
+    # W / k misses the residual tensors; with the heads' tensors beside a block, 1.325 W / k; with a hull merely
+    # under T (not hull + tensors), 1.354 W / k
+    assert bound is not None and bound > 1.39 * work / 4, note
 
 
 @pytest.mark.parametrize("seed", range(16))
