@@ -267,3 +267,19 @@ def count_ideals(pred: list[list[int]], cap: float = math.inf, work: float = mat
         visited += len(patterns)
         patterns = grown
     return total, total <= cap
+
+
+def cut_ops(graph: Graph) -> np.ndarray:
+    """The ops comparable with all others (every op precedes or follows them), in topological order: ``O(n + m)``
+    along ``graph.topo`` (an op at position ``i`` is comparable with all when no edge jumps over ``i``)."""
+    n = graph.n
+    pos = np.empty(n, dtype=np.int64)
+    pos[graph.topo] = np.arange(n)
+    first_succ = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first_succ, graph.src, pos[graph.dst])
+    last_pred = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(last_pred, graph.dst, pos[graph.src])
+    before = np.maximum.accumulate(np.concatenate([[-1], first_succ[graph.topo][:-1]]))
+    after = np.minimum.accumulate(np.concatenate([last_pred[graph.topo][1:], [n]])[::-1])[::-1]
+    at = np.arange(n)
+    return graph.topo[(before <= at) & (after >= at)]

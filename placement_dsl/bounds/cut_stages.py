@@ -35,27 +35,13 @@ from ..evaluate import Objective, Overlap
 from ..graph import Graph
 from ..placement import PlacementClass
 from ..problem import Problem
+from ..structure import cut_ops
 from . import one_or_cut
 from .block_cuts import block_costs, segments
 
 MAX_CUTS = 5000  # cut ops above which the tables are not built
 SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not bound its answer (0.2 s at 0.9M)
 SAFETY = 1e-9  # relative shave: the cost model sums the same numbers in another order
-
-
-def cut_ops(graph: Graph) -> np.ndarray:
-    """The ops comparable with all others, in topological order: ``O(n + m)`` along ``graph.topo``."""
-    n = graph.n
-    pos = np.empty(n, dtype=np.int64)
-    pos[graph.topo] = np.arange(n)
-    first_succ = np.full(n, n, dtype=np.int64)
-    np.minimum.at(first_succ, graph.src, pos[graph.dst])
-    last_pred = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(last_pred, graph.dst, pos[graph.src])
-    before = np.maximum.accumulate(np.concatenate([[-1], first_succ[graph.topo][:-1]]))
-    after = np.minimum.accumulate(np.concatenate([last_pred[graph.topo][1:], [n]])[::-1])[::-1]
-    at = np.arange(n)
-    return graph.topo[(before <= at) & (after >= at)]
 
 
 def applies(problem: Problem) -> str | None:

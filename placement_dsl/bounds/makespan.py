@@ -33,6 +33,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..graph import Graph
 from ..schedule import transfer_durations
+from ..structure import cut_ops
 
 GRID = 20  # simplex grid steps of the work bound's weights (D <= 4: at most 1,771 weight vectors)
 
@@ -106,9 +107,7 @@ def comparable_cuts(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     if hit is not None and hit[0]() is graph:
         return hit[1], hit[2]
     reach = _reach(graph)
-    related = reach.sum(axis=0) + reach.sum(axis=1)  # in a DAG u precedes v or v precedes u, never both
-    cuts = np.flatnonzero(related == graph.n - 1)
-    cuts = cuts[np.argsort(graph.rank[cuts])]
+    cuts = cut_ops(graph).copy()
     reach.setflags(write=False)
     cuts.setflags(write=False)
     while len(_CUTS) >= KEPT:

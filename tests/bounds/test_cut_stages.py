@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.bounds.block_cuts import block_costs
-from placement_dsl.bounds.cut_stages import applies, cut_ops, cut_stages_bound
+from placement_dsl.bounds.cut_stages import applies, cut_stages_bound
 from placement_dsl.bounds.makespan import comparable_cuts
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, DagOrder
@@ -16,6 +16,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
+from placement_dsl.structure import cut_ops
 
 
 def _graph(n: int, seed: int) -> Graph:
