@@ -27,6 +27,22 @@ def _env(cache: Path, policy: str | None = "background") -> dict[str, str]:
     return env
 
 
+COMPILED_PRIORITY_ORDER = ("import numpy as np\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
+                           "from placement_dsl.heuristics.kernels import priority_order\n"
+                           "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
+                           "args = (-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), "
+                           "np.array([0, 1, 1, 1]))\n")
+"""A script's start: kernels compiled (numba loaded), no background compile, and arguments for priority_order."""
+
+
+def _printed(code: str, cache: Path, policy: str | None = "background") -> list[str]:
+    """What ``code`` prints, run in a fresh process with numba's cache in ``cache``, word by word."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=_env(cache, policy), check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.split()
+
+
 def _solve(cache: Path, method: str) -> tuple[float, subprocess.CompletedProcess]:
     cmd = [sys.executable, "-m", "placement_dsl.cli", "solve", "zoo:bert-large-ops", "--method", method,
            "--stages", "4", "--time-limit", f"{LIMIT:g}", "--json"]
@@ -84,9 +100,7 @@ def test_the_cache_is_read_where_numba_writes_it(tmp_path):
             "before = kernel_cache.cached(priority_order)\n"
             "priority_order(-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
             "print(before, kernel_cache.cached(priority_order), _cached(priority_order))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=_env(tmp_path, policy="compile"), check=False)
-    assert out.stdout.split() == ["False", "True", "True"], out.stderr
+    assert _printed(code, tmp_path, policy="compile") == ["False", "True", "True"]
 
 
 def test_a_stale_index_is_cold(tmp_path, monkeypatch):
@@ -176,26 +190,17 @@ def test_a_kernel_run_in_python_for_a_cold_cache_is_stopped_at_the_call_s_deadli
 def test_compiled_kernels_meeting_uncached_argument_types_run_them_in_python_under_a_limit(tmp_path):
     """Once numba is loaded (the first kernel was cached), a kernel whose argument types numba's cache lacks runs in
     Python under a time limit, listed for the background compile, instead of compiling in the call."""
-    code = ("import numpy as np\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
-            "from placement_dsl.heuristics.kernels import priority_order\n"
-            "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
-            "args = (-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
-            "with kernel_cache.limited('slicegraph', 30.0):\n    order = priority_order(*args)\n"
+    code = (COMPILED_PRIORITY_ORDER + "with kernel_cache.limited('slicegraph', 30.0):\n    order = priority_order(*args)\n"
             "print(order.tolist(), len(priority_order.signatures),\n"
             "      kernel_cache.wanted_file().read_text().count('priority_order'))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=_env(tmp_path), check=False)
-    assert out.stdout.split() == ["[0,", "1,", "2,", "3]", "0", "1"], out.stderr
+    assert _printed(code, tmp_path) == ["[0,", "1,", "2,", "3]", "0", "1"]
 
 
 def test_the_deadline_ringing_while_a_kernel_is_dispatched_stops_the_call_instead_of_compiling(tmp_path):
     """The deadline's timer can ring while numba dispatches a callee of a kernel run in Python (the dispatch reads
     the argument types in Python): that is the call's end, not a reason to compile in it. Caught as "numba cannot
     type them", it compiled in the call: ``pipeline`` on a 2,044-op graph with a 5 s limit took 25 s."""
-    code = ("import numpy as np\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
-            "from placement_dsl.heuristics.base import TimeLimitReached\n"
-            "from placement_dsl.heuristics.kernels import priority_order\n"
-            "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
+    code = (COMPILED_PRIORITY_ORDER + "from placement_dsl.heuristics.base import TimeLimitReached\n"
             "import sys\ntypeof, rang = priority_order.dispatcher.typeof_pyval, []\n"
             "def ring(value):  # once, in the package's hook (not numba's own typing), as a timer rings\n"
             "    frame, ours = sys._getframe(1), False\n"
@@ -204,11 +209,8 @@ def test_the_deadline_ringing_while_a_kernel_is_dispatched_stops_the_call_instea
             "    if ours and not rang:\n        rang.append(1)\n        raise TimeLimitReached('the time limit passed')\n"
             "    return typeof(value)\n"
             "priority_order.dispatcher.typeof_pyval = ring\n"
-            "args = (-np.arange(4.0), np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3]), np.array([0, 1, 1, 1]))\n"
             "try:\n    with kernel_cache.limited('slicegraph', 30.0):\n        priority_order(*args)\n"
             "    print('answered')\nexcept TimeLimitReached:\n    print('stopped')\n"
             "print(len(priority_order.signatures))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=_env(tmp_path), check=False)
-    assert out.stdout.split() == ["stopped", "0"], out.stdout + out.stderr
+    assert _printed(code, tmp_path) == ["stopped", "0"]
 
