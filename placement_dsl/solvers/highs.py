@@ -186,8 +186,8 @@ def run(lm: LinearModel, options: SolveOptions, start: np.ndarray | None, start_
     h.run()
     final = _final(h, _status_table(), time.perf_counter() - t1)
     if _presolve_alone(h, lm, final) and time.monotonic() < deadline:
-        h.setOptionValue("presolve", "off")
-        h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.01))
+        h.setOptionValue("presolve", "off")  # HiGHS counts an instance's runs together against its limit
+        h.setOptionValue("time_limit", h.getRunTime() + max(deadline - time.monotonic(), 0.01))
         if start is not None:
             _set_start(h, lm, start)
         h.run()

@@ -364,6 +364,7 @@ class PresolvedHighs(FakeHighs):
     def __init__(self):
         super().__init__()
         self.starts = []
+        self.first_run = 0.0
         self._verdict(S.kInfeasible, solution_status=0)
 
     def _verdict(self, status, solution_status, nodes=0):
@@ -374,6 +375,9 @@ class PresolvedHighs(FakeHighs):
     def setSolution(self, n, index, values):
         self.starts.append(None if values is None else list(values))
         return highspy.HighsStatus.kOk
+
+    def getRunTime(self):
+        return self.first_run  # the first run's seconds, which HiGHS counts against the second's limit
 
     def run(self):
         if self.options.get("presolve") == "off":
@@ -390,6 +394,19 @@ def test_run_checks_a_verdict_presolve_reached_alone_without_presolve(monkeypatc
     assert len(h.time_limits) == 3 and all(left - 1.0 < limit <= left for limit in h.time_limits)
     assert (final.native, final.objective, final.bound) == (Native.OPTIMAL, 2.0, 2.0)
     assert 0.0 <= final.seconds < left  # both searches' own time, not a clock reading
+
+
+def test_the_run_without_presolve_gets_the_time_left_beyond_what_the_first_run_used(monkeypatch):
+    # HiGHS counts an instance's runs together: after a 30 s first run, a limit of the 5 s left would stop the
+    # re-run at once, so its limit is the first run's seconds plus the time left
+    class Slow(PresolvedHighs):
+        def __init__(self):
+            super().__init__()
+            self.first_run = 30.0
+
+    monkeypatch.setattr(highspy, "Highs", Slow)
+    highs.run(_one_column(), SolveOptions(), None, None, time.monotonic() + 5.0, lambda report: None)
+    assert 34.0 < FakeHighs.last.time_limits[-1] <= 35.0
 
 
 @pytest.mark.parametrize("verbose", [False, True])
