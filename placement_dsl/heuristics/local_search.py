@@ -25,12 +25,14 @@ SEED_SHARE = 1 / 3  # of the time limit, SliceGraph's for the seeded start (its 
 
 @heuristic("local-search", optimizes="cost_model", options=manifest.LocalSearch)
 def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-                 restarts: int = 10, max_moves: int = 100_000, time_limit: float | None = None) -> HeuristicResult:
+                 restarts: int = 10, max_moves: int = 100_000, seeded: bool = True,
+                 time_limit: float | None = None) -> HeuristicResult:
     """Tarnawski §6 local search: best single-group reassignment to a local optimum, best of ``restarts``.
 
-    The first restart descends from the better valid split of greedy and SliceGraph (:func:`seeded`), the others
+    The first restart descends from the better valid split of greedy and SliceGraph (:func:`seed_split`), the others
     from the paper's random memory-feasible splits: from random splits alone, a GPT-3 graph of 20,111 ops ended at
-    13,669 where greedy's split is 983 (every tensor cut between random devices).
+    13,669 where greedy's split is 983 (every tensor cut between random devices). ``seeded=False`` starts every
+    restart from a random split, as the paper's baseline does.
 
     It minimizes max-load. Under a latency model (where a max-load optimum from a random
     start is usually non-contiguous and slow) it is the latency local search instead:
@@ -51,12 +53,12 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     rng = np.random.default_rng(seed)
     best: tuple[float, np.ndarray] | None = None
     total_moves, done = 0, 0
-    seed_split = seeded(graph, cluster, model, at)
+    start_split = seed_split(graph, cluster, model, at) if seeded else None
     for i in range(max(1, int(restarts))):
         if best is not None and expired(at):
             break
-        if i == 0 and seed_split is not None:
-            dev = seed_split.copy()
+        if i == 0 and start_split is not None:
+            dev = start_split.copy()
         else:
             dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
         dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
@@ -72,7 +74,7 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     return stopped(result) if expired(at) else result
 
 
-def seeded(graph: Graph, cluster: Cluster, model: CostModel | None, at: float | None) -> np.ndarray | None:
+def seed_split(graph: Graph, cluster: Cluster, model: CostModel | None, at: float | None) -> np.ndarray | None:
     """The device of each op in the better split of greedy and SliceGraph (given :data:`SEED_SHARE` of the time
     left) that the cost model accepts; ``None`` when neither applies or is valid."""
     model = model or CostModel()

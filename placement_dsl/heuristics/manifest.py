@@ -81,6 +81,8 @@ class LatencyLocalSearch(LatencySearch):
 class LocalSearch(Options):
     restarts: int = option(10, "restarts from perturbed starts", ge=0)
     max_moves: int = option(100_000, "moves per restart before it stops", ge=1)
+    seeded: bool = option(True, "the first restart descends from greedy's or SliceGraph's split (False: every "
+                               "restart from a random split, Tarnawski §6's baseline)")
 
 
 class Pipeline(Replicated):

@@ -117,3 +117,5 @@ def test_local_search_ends_no_worse_than_greedy_or_slicegraph_it_restarts_from_t
     found = run("local-search", w.graph, w.cluster, seed=0)
     assert evaluate(found.placement).valid
     assert found.objective <= min(run(m, w.graph, w.cluster).objective for m in ("greedy", "slicegraph")) + 1e-9
+    random_only = run("local-search", w.graph, w.cluster, seed=0, seeded=False)  # Tarnawski §6's baseline
+    assert evaluate(random_only.placement).valid and random_only.objective > found.objective
