@@ -20,6 +20,7 @@ from .base import (
     Kind,
     ObjectiveFormulation,
     Plan,
+    Refused,
     Rule,
     Step,
     choose,
@@ -44,5 +45,5 @@ def of_kind(kind: Kind) -> dict[str, Formulation]:
 
 __all__ = ["BASE", "BASE_RULES", "CHAIN", "EXACT", "FORMULATIONS", "LATENCY", "RELAXATIONS", "SCHEDULE", "THROUGHPUT",
            "THROUGHPUT_REPLICATED", "Auto", "Formulation", "GuessedBlock", "Kind", "LoadTarget", "ObjectiveFormulation",
-           "Plan", "Rule", "Step",
+           "Plan", "Refused", "Rule", "Step",
            "choose", "drop", "get", "of_kind", "register"]

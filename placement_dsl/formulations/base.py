@@ -37,6 +37,15 @@ if TYPE_CHECKING:
 Rule = Callable[[Any, Problem], Sequence[BlockTemplate]]
 
 
+class Refused(SpecError):
+    """A formulation's refusal of a problem, whose message names the formulation: :meth:`Formulation.steps` raises
+    every refusal as one (a rule's or template's :class:`SpecError` gains the name there)."""
+
+    def __init__(self, formulation: str, reason: str):
+        super().__init__(f"formulation {formulation!r}: {reason}")
+        self.formulation = formulation
+
+
 class Kind(enum.Enum):
     """What a formulation's optimum means for the problem."""
 
@@ -145,8 +154,8 @@ class Formulation:
             if cls in table:
                 return table[cls]
         known = sorted(c.__name__ for c in table)
-        raise SpecError(f"formulation {self.name!r} has no rule for term {type(term).__name__} ({term!r}); "
-                        f"it has rules for {known}. Add one: get({self.name!r}).add_rule({type(term).__name__}, rule)")
+        raise Refused(self.name, f"no rule for term {type(term).__name__} ({term!r}); it has rules for {known}. "
+                                 f"Add one: get({self.name!r}).add_rule({type(term).__name__}, rule)")
 
     def add_rule(self, term_type: type, rule: Rule) -> Rule:
         """Add (or override) the rule for ``term_type``; usable as a decorator argument pair."""
@@ -169,8 +178,8 @@ class Formulation:
     def steps(self, problem: Problem) -> list[Step]:
         """The skeleton, then each term's templates (one per distinct template, in term order).
 
-        Every template checks that it can write ``problem`` (:meth:`BlockTemplate.check`). A refusal
-        (:class:`SpecError`) names the formulation.
+        Every template checks that it can write ``problem`` (:meth:`BlockTemplate.check`). A refusal is a
+        :class:`Refused` naming the formulation: a rule's or template's :class:`SpecError` is raised as one.
         """
         try:
             out = [Step(t) for t in self.skeleton(problem)]
@@ -182,10 +191,10 @@ class Formulation:
                         out.append(Step(template, term))
             for step in out:
                 step.template.check(problem)
+        except Refused:
+            raise
         except SpecError as err:
-            if repr(self.name) in str(err) or self.name in str(err).split(":")[0]:
-                raise
-            raise SpecError(f"formulation {self.name!r}: {err}") from err
+            raise Refused(self.name, str(err)) from err
         return out
 
     def accepts(self, problem: Problem) -> str | None:
@@ -250,16 +259,15 @@ class ObjectiveFormulation(Formulation):
         self.rules.setdefault(ObjectiveTerm, self._other_objective)
 
     def _other_objective(self, term: Term, problem: Problem) -> list[BlockTemplate]:
-        raise SpecError(f"formulation {self.name!r} minimizes {self.minimizes}, not {type(term).__name__}; "
-                        "use formulation='auto' for it")
+        raise Refused(self.name, f"it minimizes {self.minimizes}, not {type(term).__name__}; use formulation='auto' for it")
 
     def steps(self, problem: Problem) -> list[Step]:
         """Refuses a problem of another objective type before any rule runs: a rule inherited from the base table
         may accept an objective term derived from one it knows (GPipe from Throughput) and write a model of
         another objective."""
         if not isinstance(problem.objective, self.objective):
-            raise SpecError(f"formulation {self.name!r} minimizes {self.minimizes}; the problem's objective is "
-                            f"{type(problem.objective).__name__}")
+            raise Refused(self.name, f"it minimizes {self.minimizes}; the problem's objective is "
+                                     f"{type(problem.objective).__name__}")
         return super().steps(problem)
 
     def chosen_for(self, problem: Problem) -> bool:

@@ -115,11 +115,11 @@ def _hint(problem: Problem) -> LatencyHint | None:
 def _latency(term: Latency, problem: Problem) -> list[BlockTemplate]:
     """Fig. 3's times and objective, and the symmetry rows, oriented by the problem's hint."""
     if execution(problem.cluster) == "ops":
-        raise SpecError("formulation 'latency' writes Tarnawski's invocation model, where accelerators run whole "
+        raise SpecError("it writes Tarnawski's invocation model, where accelerators run whole "
                         "contiguous subgraphs; this cluster's devices run one op at a time (MOIRAI: a cluster with "
                         "links, or Device(invocations=False)); use formulation 'schedule'")
     if problem.cluster.links:
-        raise SpecError("formulation 'latency' prices every transfer through host memory (Tarnawski Fig. 3) and cannot "
+        raise SpecError("it prices every transfer through host memory (Tarnawski Fig. 3) and cannot "
                         f"price the routes of a cluster with links ({len(problem.cluster.links)} links); use a latency "
                         "heuristic (latency-best, list), which the cost model scores over the routes")
     hint = _hint(problem)

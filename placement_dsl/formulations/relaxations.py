@@ -37,7 +37,7 @@ from ..evaluate import Overlap
 from ..objectives import ObjectiveTerm
 from ..placement import PlacementClass
 from ..problem import Problem
-from .base import Formulation, Kind, Rule, drop, register
+from .base import Formulation, Kind, Refused, Rule, drop, register
 from .rules import colocate
 
 
@@ -65,8 +65,8 @@ def unordered(problem: Problem) -> bool:
 def _checked(problem: Problem, name: str) -> int:
     """``k``: the stages (Archer's setting) or the accelerators (Tarnawski's), else :class:`SpecError`."""
     if not problem.objective.bounds_max_load:
-        raise SpecError(f"formulation {name!r} bounds the max device load; objective {problem.objective!r} "
-                        "is not one (use Bottleneck(), Throughput() or PipeDream())")
+        raise Refused(name, f"it bounds the max device load; objective {problem.objective!r} is not one (use "
+                            "Bottleneck(), Throughput() or PipeDream())")
     if unordered(problem):
         return len(accelerators_of(problem.cluster)[0])
     return stages_of(problem.cluster)
@@ -143,8 +143,8 @@ def guess(problem: Problem) -> list[BlockTemplate]:
     k = _checked(problem, "guess")
     guesses = problem.find(GuessedBlock)
     if len(guesses) != 1:
-        raise SpecError(f"formulation 'guess' builds LB_j for one guess: add exactly one GuessedBlock(j) term "
-                        f"(found {len(guesses)}); certify() runs every j in 1..{k}")
+        raise Refused("guess", "it builds LB_j for one guess: add exactly one GuessedBlock(j) term "
+                               f"(found {len(guesses)}); certify() runs every j in 1..{k}")
     j = guesses[0].j
     if j > k:
         raise SpecError(f"GuessedBlock(j={j}): j must lie in 1..k = 1..{k} (the accelerators)")

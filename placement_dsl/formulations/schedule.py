@@ -75,7 +75,7 @@ def _makespan(term: Latency, problem: Problem) -> list[BlockTemplate]:
     """Eq. (4): ``minimize C_max``, with device and port busy-time cuts; devices that run one op at a time (the
     invocation restriction is the ``latency`` formulation's)."""
     if execution(problem.cluster) == "invocations":
-        raise SpecError("formulation 'schedule' schedules devices that run one op at a time (MOIRAI); this cluster's "
+        raise SpecError("it schedules devices that run one op at a time (MOIRAI); this cluster's "
                         "accelerators run invocations (Tarnawski's model: a cluster without links, or "
                         "Device(invocations=True)); use formulation 'latency'")
     return [MakespanObjective(horizon_of(problem))]

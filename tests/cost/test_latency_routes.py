@@ -101,7 +101,7 @@ def test_brute_force_latency_on_a_line_with_hop_latency():
 
 def test_latency_ip_refuses_a_cluster_with_links():
     problem = Problem(crossing(), line(4), Latency())
-    with pytest.raises(SpecError, match=r"formulation 'latency' prices every transfer through host memory .* "
+    with pytest.raises(SpecError, match=r"formulation 'latency': it prices every transfer through host memory .* "
                                         r"cluster with links \(6 links\)"):
         solve(problem, "latency", time_limit=5)
 

@@ -180,7 +180,7 @@ def test_the_target_is_the_solvers_cutoff(monkeypatch):
 def test_a_term_without_a_rule_is_refused_not_dropped():
     """A load target means windows in the chain formulation; elsewhere it has no rule, which is an error."""
     problem, optimum = testing.accelerators_cpu()
-    with pytest.raises(SpecError, match="'throughput' has no rule for term LoadTarget"):
+    with pytest.raises(SpecError, match="'throughput': no rule for term LoadTarget"):
         solve(chain_problem(problem, optimum / 2), formulation="throughput", solver="highs", time_limit=20)
 
 

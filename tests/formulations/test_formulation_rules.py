@@ -81,5 +81,5 @@ def test_the_child_overrides_keep_precedence_over_the_base():
     from placement_dsl.objectives import Bottleneck
 
     for name in ("latency", "schedule"):
-        with pytest.raises(SpecError, match=f"formulation '{name}' minimizes"):
+        with pytest.raises(SpecError, match=f"formulation '{name}': it minimizes"):
             get(name).rule_for(Bottleneck())(Bottleneck(), _problem(Bottleneck()))
