@@ -73,10 +73,11 @@ def test_brkga_is_left_out_when_slicegraph_says_a_generation_cannot_fit(monkeypa
     assert [u.method for u in cert.upper] == ["greedy", "slicegraph", "brkga"]  # seconds (a sweep's rerun differed)
     monkeypatch.setattr(certify_module, "SLOW_SLICING_OPS", 1)
     cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())  # no level: the gap stays open
-    assert [u.method for u in cert.upper] == ["greedy", "slicegraph"] and cert.upper[1].work > 0
+    # a graph that large also gets the balanced slicing in linear time
+    assert [u.method for u in cert.upper] == ["greedy", "balanced", "slicegraph"] and cert.upper[2].work > 0
     monkeypatch.setattr(certify_module, "BRKGA_GENERATION", 0.0)
     cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())
-    assert [u.method for u in cert.upper] == ["greedy", "slicegraph", "brkga"]
+    assert [u.method for u in cert.upper] == ["greedy", "balanced", "slicegraph", "brkga"]
 
 
 def test_slicegraph_takes_most_of_the_share_and_ends_before_it(monkeypatch):
@@ -161,6 +162,21 @@ def test_beside_a_slow_host_the_accelerators_slicing_is_offered_in_linear_time()
     methods = [u.method for u in cert.upper]
     assert methods[:2] == ["greedy", "spread"] and cert.upper[1].objective == pytest.approx(4.0)
     assert cert.objective == pytest.approx(4.0)
+
+
+def test_on_identical_stages_the_balanced_slicing_is_offered_in_linear_time_before_any_share_is_spent(monkeypatch):
+    # a 5 s bounds on GPT-3's 20,111 ops onto 4 stages answered greedy's 983.23: slicegraph's share was spent, while
+    # the balanced slicing (268.19) costs O(n + m)
+    from placement_dsl.cluster import Cluster
+
+    g = Graph([Op(name=f"v{i}", work=1.0) for i in range(12)], [(f"v{i}", f"v{i + 1}") for i in range(11)])
+    problem = Problem(g, Cluster.stages(3), Bottleneck(), [DagOrder()])
+    monkeypatch.setattr(certify_module, "UPPER", ("greedy",))  # no slicegraph or BRKGA: the linear splits alone
+    monkeypatch.setattr(certify_module, "SLOW_SLICING_OPS", 12)  # a graph as large as those where slicegraph is slow
+    cert = certify(problem, budget=20.0, gap=0.0, levels=())
+    methods = [u.method for u in cert.upper]
+    assert methods[:2] == ["greedy", "balanced"] and cert.upper[1].objective == pytest.approx(4.0)
+    assert cert.objective == pytest.approx(4.0) and cert.upper[0].objective > 4.0
 
 
 def test_the_memory_bounds_run_before_slicegraph_on_any_graph(monkeypatch):
