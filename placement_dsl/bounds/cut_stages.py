@@ -36,7 +36,7 @@ from ..placement import PlacementClass
 from ..problem import Problem
 from ..structure import cut_ops
 from . import one_or_cut
-from .block_cuts import block_prices, segments
+from .block_cuts import BlockPrices, block_prices, segments
 from .cut_chain import Chain, fits
 
 MAX_CUTS = 5000  # cut ops above which the tables are not built
@@ -44,6 +44,7 @@ SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not b
 # onto 16 stages, 0.9M runs: 0.3 s of CPU for the tables and prices, 0.03 s per bisection step, 20 steps)
 SAFETY = 1e-9  # relative shave: the cost model sums the same numbers in another order
 PRECISION = 1e-6  # relative width at which the bisection stops
+GROWTH = 1.5  # the max loads whose runs the tables hold: W / k times GROWTH, then GROWTH times more
 ANSWER_SECONDS = 2.0  # the clock of the bound on a solve's answer (its steps; the tables before are sized)
 
 
@@ -87,7 +88,9 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
                       seconds: float = math.inf) -> CutStages:
     """The module's bound; ``None`` where it cannot be shown below ``upper`` (a max load some placement reaches),
     the graph has more than :data:`MAX_CUTS` cut ops, or more than ``most_pairs`` runs of cut ops compute at most
-    ``upper``. The bisection stops ``seconds`` after the call began."""
+    the max load tried. The tables are built for the runs under ``GROWTH`` times ``W / k`` first, and for more
+    (up to ``upper``) while the relaxation fails there (each failure a bound): a greedy ``upper`` 16 times ``W /
+    k`` would cost 16 times the runs. The search stops ``seconds`` after the call began."""
     began = time.perf_counter()
     g, cluster = problem.graph, problem.cluster
     k = cluster.size
@@ -99,16 +102,24 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
         return CutStages(None, f"{r} cut ops, above {MAX_CUTS}")
     if g.n == 0 or k == 1 or not math.isfinite(upper):
         return CutStages(None, "nothing to bound")
-    chain = _chain(g, cuts, t, float(cluster.transfer_scale[0]), upper, most_pairs)
-    if chain is None:
-        return CutStages(None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {upper:.6g}")
-
-    def passes(T: float) -> bool:
-        return fits(chain, T * (1 + SAFETY), k)
-    lo, hi = work / k, upper
-    if not passes(hi):  # the relaxation must hold at a reachable max load
-        return CutStages(None, "declined: the relaxation does not hold at the best max load")
-    if passes(lo):
+    scale = float(cluster.transfer_scale[0])
+    seg = segments(g, cuts)
+    prices = block_prices(g, cuts, g.out_bytes * scale, t)
+    lo = work / k
+    hi = min(upper, GROWTH * lo) if lo > 0 else upper
+    while True:
+        chain = _chain(g, seg, r, t, scale, hi, most_pairs, prices)
+        if chain is None:
+            return CutStages(None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {hi:.6g}")
+        if fits(chain, hi * (1 + SAFETY), k):
+            break
+        if hi >= upper:  # the relaxation must hold at a reachable max load
+            return CutStages(None, "declined: the relaxation does not hold at the best max load")
+        lo, hi = hi, min(upper, GROWTH * hi)
+        if time.perf_counter() - began > seconds:
+            return CutStages(lo * (1 - SAFETY), f"{r} cut ops: stopped by its clock, {lo:.6g} ruled out",
+                             finished=False)
+    if lo == work / k and fits(chain, lo * (1 + SAFETY), k):
         return CutStages(lo, f"{r} cut ops: W / k")
     steps = 0
     while hi - lo > PRECISION * hi:
@@ -116,20 +127,18 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
             return CutStages(lo * (1 - SAFETY), f"{r} cut ops: stopped by its clock after {steps} steps, {hi:.6g} "
                              "not ruled out", finished=False)
         mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
+        lo, hi = (lo, mid) if fits(chain, mid * (1 + SAFETY), k) else (mid, hi)
         steps += 1
     return CutStages(lo * (1 - SAFETY), f"{r} cut ops: a chain of devices sharing the blocks between their runs")
 
 
-def _chain(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: float,
-           most_pairs: int | None) -> Chain | None:
+def _chain(g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, upper: float, most_pairs: int | None,
+           prices: BlockPrices) -> Chain | None:
     """The runs ``f <= l`` of cut ops whose hull computes at most ``upper``, each with its hull's work and
     transfers' time, and the blocks' prices; ``None`` past ``most_pairs`` runs."""
-    r = len(cuts)
-    seg = segments(g, cuts)
     seg_work = np.bincount(seg + 1, weights=t, minlength=2 * r + 1)
     before = np.concatenate([[0.0], np.cumsum(seg_work)])  # before[s + 1]: work of the segments below s
-    # a device computing more than the best max load is no device of a better placement: l runs up to the last
+    # a device computing more than the max load tried is no device of a placement under it: l runs up to the last
     # cut op whose hull from f computes at most ``upper`` (hulls grow with l), ``depth`` pairs at most per f
     index = np.arange(r)
     last = np.searchsorted(before[2 * index + 2], before[2 * index + 1] + upper * (1 + SAFETY), side="right") - 1
@@ -140,7 +149,6 @@ def _chain(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: float
     l = f + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
     hull = before[2 * l + 2] - before[2 * f + 1]
     comm = _transfers(g, seg, r, scale, int(width.max(initial=1)))[f, l - f] if r else np.zeros(0)
-    prices = block_prices(g, cuts, g.out_bytes * scale, t)
     starts = np.concatenate([[0], np.cumsum(width)])
     return Chain(hull + comm * (1 - SAFETY), starts, prices)
 

@@ -64,3 +64,19 @@ def test_the_bisection_stops_at_its_clock_with_the_max_load_ruled_out_so_far():
     full, stopped = cut_stages_search(problem, upper), cut_stages_search(problem, upper, seconds=0.0)
     assert full.finished and not stopped.finished
     assert upper / 4 * (1 - 1e-6) <= stopped.bound < full.bound, stopped.note
+
+
+def test_a_loose_best_max_load_builds_the_tables_for_the_runs_under_the_max_loads_tried():
+    """From one device's load (greedy's answer at scale), the runs under 1.5 W / k first: a few thousand of them,
+    where all the runs of cut ops (every one under that load) number about r^2 / 2."""
+    from placement_dsl import zoo
+    from placement_dsl.bounds.cut_stages import cut_stages_search
+    from placement_dsl.presets import resize
+    from placement_dsl.structure import cut_ops
+
+    w = zoo.gpt3(layers=8, hidden=256, heads=4, vocab=1024)
+    problem = Problem(w.graph, resize(w.cluster, 8), Bottleneck(), [DagOrder()])
+    upper = float(problem.cluster.times(w.graph)[:, 0].sum())
+    r = len(cut_ops(w.graph))
+    found = cut_stages_search(problem, upper, most_pairs=r * r // 4)
+    assert found.bound is not None and found.bound > 1.05 * upper / 8, found.note
