@@ -32,6 +32,9 @@ from ..graph import Graph
 from .parametric_cut import Arc, Line, cut_envelope, min_cut
 
 ENVELOPE_OPS = 2000  # blocks above this many ops are priced by their least cut alone (one minimum cut, not 16)
+# ops of the distinct networks priced by envelopes, in all: the rest by their least cut (two blocks of 2,000 ops of a
+# random DAG took 0.7 s of CPU; GPT-3's distinct attention blocks at 20k ops, 500 ops)
+ENVELOPE_BUDGET = 20_000
 
 
 def segments(g: Graph, cuts: np.ndarray) -> np.ndarray:
@@ -95,7 +98,7 @@ class BlockPrices:
 def block_prices(g: Graph, cuts: np.ndarray, size: np.ndarray, work: np.ndarray) -> BlockPrices:
     """:class:`BlockPrices` of the blocks between ``cuts`` (topological order), ``size`` each op's tensor time and
     ``work`` its time: one envelope (:func:`.parametric_cut.cut_envelope`) per distinct network and side, the least
-    cut alone for a block of more than :data:`ENVELOPE_OPS` ops.
+    cut alone for a block of more than :data:`ENVELOPE_OPS` ops or past :data:`ENVELOPE_BUDGET` ops of envelopes.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> ops = [Op(name=n, work=1.0, out_bytes=b) for n, b in [("x", 4), ("h0", 1), ("h1", 1), ("y", 1)]]
@@ -115,26 +118,32 @@ def block_prices(g: Graph, cuts: np.ndarray, size: np.ndarray, work: np.ndarray)
     enter: dict[int, list[Line]] = {}
     leave: dict[int, list[Line]] = {}
     cache: dict[tuple[object, ...], list[Line]] = {}
+    budget = [ENVELOPE_BUDGET]
     for s, ops in members.items():
         local = _local(ops, pos)
         works = {i: float(work[v]) for v, i in local.items()}
         if s + 1 < 2 * r:
             arcs = _entering(g, seg, pos, ops, s, cut_op[(s + 1) // 2], size)
-            enter[(s + 1) // 2] = _envelope(arcs, works, False, len(ops), cache)
+            enter[(s + 1) // 2] = _envelope(arcs, works, False, budget, cache)
         if s > 0:
             arcs = _leaving(g, seg, pos, ops, s, cut_op[(s - 1) // 2], size)
-            leave[(s + 1) // 2] = _envelope(arcs, works, True, len(ops), cache)
+            leave[(s + 1) // 2] = _envelope(arcs, works, True, budget, cache)
     block_work = np.bincount(seg + 1, weights=work, minlength=2 * r + 1)[0::2]
     return BlockPrices(block_work, *_padded(enter, r + 1), *_padded(leave, r + 1), _inner(g, seg, size, r))
 
 
-def _envelope(arcs: list[Arc], works: dict[int, float], held_on_source: bool, ops: int,
+def _envelope(arcs: list[Arc], works: dict[int, float], held_on_source: bool, budget: list[int],
               cache: dict[tuple[object, ...], list[Line]]) -> list[Line]:
-    """The lines of one side of one block, once per distinct network."""
+    """The lines of one side of one block, once per distinct network; its least cut alone for a block past
+    :data:`ENVELOPE_OPS` ops or the ``budget`` of ops left for envelopes (spent here)."""
     key = (held_on_source, tuple(arcs), tuple(works.values()))
     if key not in cache:
-        cache[key] = (cut_envelope(arcs, works, held_on_source) if ops <= ENVELOPE_OPS else
-                      [(0.0, min_cut(arcs)[0])])
+        ops = len(works)
+        if ops <= min(ENVELOPE_OPS, budget[0]):
+            budget[0] -= ops
+            cache[key] = cut_envelope(arcs, works, held_on_source)
+        else:
+            cache[key] = [(0.0, min_cut(arcs)[0])]
     return cache[key]
 
 

@@ -34,3 +34,20 @@ def test_a_device_inside_a_block_pays_at_least_its_inner_price(problem):
                 got = {u for u, v in zip(g.src, g.dst) if u not in held and v in held}
                 price = sum(g.out_bytes[u] for u in sent | got)
                 assert inner[(s + 1) // 2] <= price + 1e-9
+
+
+def test_past_the_envelope_budget_a_block_is_priced_by_its_least_cut(monkeypatch):
+    from placement_dsl import zoo
+    from placement_dsl.bounds import block_cuts
+
+    g = zoo.gpt3(layers=2, hidden=256, heads=4, vocab=1024).graph
+    cuts = cut_ops(g)
+    work = np.ones(g.n)
+    full = block_prices(g, cuts, g.out_bytes, work)
+    monkeypatch.setattr(block_cuts, "ENVELOPE_BUDGET", 0)
+    least = block_prices(g, cuts, g.out_bytes, work)
+    enter, leave = block_cuts.block_costs(g, cuts, g.out_bytes)
+    assert (full.leave_slope != 0).any()  # attention's blocks: the more of the heads held, the less sent
+    assert least.leave_slope.shape[1] == 1 and (least.leave_slope == 0).all()
+    assert least.leave_level[1:, 0].tolist() == leave.tolist()
+    assert least.enter_level[:-1, 0].tolist() == enter.tolist()
