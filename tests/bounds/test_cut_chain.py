@@ -48,7 +48,7 @@ def test_a_gpt3_split_of_an_attention_block_pays_its_heads_slices():
     w = zoo.gpt3(layers=3, hidden=1024, heads=16, vocab=8192)
     cluster = resize(w.cluster, 5)
     problem = Problem(w.graph, cluster, Bottleneck(), [DagOrder()])
-    found = run("slicegraph", w.graph, cluster, model=problem.cost_model(), time_limit=20).objective
+    found = run("slicegraph", w.graph, cluster, model=problem.cost_model()).objective  # run to its end
     bound, note = cut_stages_bound(problem, found)
     assert bound is not None and bound >= found * (1 - 1e-5), note
 
