@@ -16,9 +16,10 @@ level           bound                                                  class
                 the memory only the hosts can hold (:mod:`.bounds.capacity`)
 ``one-or-cut``  ``min(one device's load, busiest work + cheapest       all placements (identical devices)
                 tensor)`` (:mod:`.bounds.one_or_cut`)
-``cut-stages``  each device holds a block between two cut ops (ops         contiguous (and DAG-ordered,
-                comparable with all others) or a run of cut ops, paying    forward graphs)
-                the tensors across it (:mod:`.bounds.cut_stages`)
+``cut-stages``  the devices hold runs of cut ops (ops comparable with all   contiguous (and DAG-ordered,
+                others) in a chain, sharing the blocks between, each        forward graphs)
+                paying the tensors across its run and its parts of the
+                blocks (:mod:`.bounds.cut_stages`)
 ``host-share``  the one host's work less the most an ideal and a filter   contiguous (and DAG-ordered)
                 within the accelerators' memory hold
                 (:mod:`.heuristics.host_share`)
@@ -88,8 +89,8 @@ level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
-``cut-stages`` a block between cut ops, or a run of cut ops paying     O(m d), r cut ops, runs
-               the tensors across it, per device (forward graphs)      of d under the best
+``cut-stages`` runs of cut ops in a chain sharing the blocks between,   O(m d), then O(r d) per
+               paying the tensors across them (forward graphs)         bisection step
 ``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
 ``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
 ``host-share`` one host anywhere: an ideal and a filter within the       the ideals, enumerated

@@ -12,16 +12,29 @@ when it is read after ``s_{l+1}``, an earlier op's when a cut op at or after ``s
 the two sum. A GPT-3 attention block's device pays about one hidden tensor each way beside it, whichever heads it
 holds; at 16 stages the split falls there half the time. Identical blocks (a model's repeated layers) are cut
 once: the network in the block's local numbering is the key.
+
+Those least cuts hold whatever the device holds of the block; :func:`block_prices` prices by how much it holds.
+A GPT-3 device holding none of the attention block after its last cut op sends the ``qkv`` tensor (three hidden
+tensors), all of it the heads' outputs (one); splitting the heads sends the slices of those not held. Its price is
+at least every line of the lower convex hull of the points (work held, least price holding it)
+(:func:`.parametric_cut.cut_envelope`: one minimum cut per hull point), so a chain of devices that shares a block
+pays what sharing it costs (:mod:`.cut_chain`). A device holding no cut op lies inside one block (a convex set
+meets no other block without holding the cut op between): it receives the inputs of its first op and sends the
+output of its last, at least the least of each over the block.
 """
 from __future__ import annotations
 
-from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..graph import Graph
+from .parametric_cut import Arc, Line, cut_envelope, min_cut
 
-Arc = tuple[int, int, float]
+ENVELOPE_OPS = 2000  # blocks above this many ops are priced by their least cut alone (one minimum cut, not 16)
+# ops of the distinct networks priced by envelopes, in all: the rest by their least cut (two blocks of 2,000 ops of a
+# random DAG took 0.7 s of CPU; GPT-3's distinct attention blocks at 20k ops, 500 ops)
+ENVELOPE_BUDGET = 20_000
 
 
 def segments(g: Graph, cuts: np.ndarray) -> np.ndarray:
@@ -64,6 +77,98 @@ def block_costs(g: Graph, cuts: np.ndarray, size: np.ndarray) -> tuple[np.ndarra
         if s > 0:  # a block after cut op (s - 1) / 2
             leave[(s - 1) // 2] = _least(_leaving(g, seg, pos, ops, s, cut_op[(s - 1) // 2], size), cache)
     return enter, leave
+
+
+@dataclass(frozen=True)
+class BlockPrices:
+    """Per block ``b = 0..r`` (the ops before cut op ``b``; ``r``: after the last) its work, the lines under the
+    price a device whose first cut op is ``b`` pays for the filter of the block it holds (``price >= enter_level[b,
+    q] + enter_slope[b, q] * work held``, every ``q``), the lines for the ideal a device whose last cut op is
+    ``b - 1`` holds (``leave_*``), rows padded with lines at level ``-inf``, and the least price of a device inside
+    the block (``inner[b]``). Those prices leave out the tensors :mod:`.cut_stages` prices on the hull."""
+
+    work: np.ndarray
+    enter_slope: np.ndarray
+    enter_level: np.ndarray
+    leave_slope: np.ndarray
+    leave_level: np.ndarray
+    inner: np.ndarray
+
+
+def block_prices(g: Graph, cuts: np.ndarray, size: np.ndarray, work: np.ndarray) -> BlockPrices:
+    """:class:`BlockPrices` of the blocks between ``cuts`` (topological order), ``size`` each op's tensor time and
+    ``work`` its time: one envelope (:func:`.parametric_cut.cut_envelope`) per distinct network and side, the least
+    cut alone for a block of more than :data:`ENVELOPE_OPS` ops or past :data:`ENVELOPE_BUDGET` ops of envelopes.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> ops = [Op(name=n, work=1.0, out_bytes=b) for n, b in [("x", 4), ("h0", 1), ("h1", 1), ("y", 1)]]
+    >>> g = Graph(ops, [("x", "h0"), ("x", "h1"), ("h0", "y"), ("h1", "y")])
+    >>> p = block_prices(g, np.array([0, 3]), g.out_bytes, np.ones(4))
+    >>> p.leave_slope[1].tolist(), p.leave_level[1].tolist()  # x's device: 4 holding no head, 2 holding both
+    ([-1.0], [4.0])
+    """
+    r = len(cuts)
+    seg = segments(g, cuts)
+    order = np.argsort(seg, kind="stable")
+    bounds = np.searchsorted(seg[order], np.arange(-1, 2 * r + 1))
+    members = {s: order[bounds[s + 1]:bounds[s + 2]] for s in range(-1, 2 * r, 2) if bounds[s + 2] > bounds[s + 1]}
+    cut_op = {int(seg[v]) // 2: int(v) for v in np.flatnonzero(seg % 2 == 0)}
+    pos = np.empty(g.n, dtype=np.int64)
+    pos[g.topo] = np.arange(g.n)
+    enter: dict[int, list[Line]] = {}
+    leave: dict[int, list[Line]] = {}
+    cache: dict[tuple[object, ...], list[Line]] = {}
+    budget = [ENVELOPE_BUDGET]
+    for s, ops in members.items():
+        local = _local(ops, pos)
+        works = {i: float(work[v]) for v, i in local.items()}
+        if s + 1 < 2 * r:
+            arcs = _entering(g, seg, pos, ops, s, cut_op[(s + 1) // 2], size)
+            enter[(s + 1) // 2] = _envelope(arcs, works, False, budget, cache)
+        if s > 0:
+            arcs = _leaving(g, seg, pos, ops, s, cut_op[(s - 1) // 2], size)
+            leave[(s + 1) // 2] = _envelope(arcs, works, True, budget, cache)
+    block_work = np.bincount(seg + 1, weights=work, minlength=2 * r + 1)[0::2]
+    return BlockPrices(block_work, *_padded(enter, r + 1), *_padded(leave, r + 1), _inner(g, seg, size, r))
+
+
+def _envelope(arcs: list[Arc], works: dict[int, float], held_on_source: bool, budget: list[int],
+              cache: dict[tuple[object, ...], list[Line]]) -> list[Line]:
+    """The lines of one side of one block, once per distinct network; its least cut alone for a block past
+    :data:`ENVELOPE_OPS` ops or the ``budget`` of ops left for envelopes (spent here)."""
+    key = (held_on_source, tuple(arcs), tuple(works.values()))
+    if key not in cache:
+        ops = len(works)
+        if ops <= min(ENVELOPE_OPS, budget[0]):
+            budget[0] -= ops
+            cache[key] = cut_envelope(arcs, works, held_on_source)
+        else:
+            cache[key] = [(0.0, min_cut(arcs)[0])]
+    return cache[key]
+
+
+def _padded(lines: dict[int, list[Line]], rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(slopes, levels)`` with a row per block: its lines (``0 + 0 * work`` where none), then ``-inf`` levels."""
+    width = max((len(v) for v in lines.values()), default=1)
+    slope, level = np.zeros((rows, width)), np.full((rows, width), -np.inf)
+    level[:, 0] = 0.0
+    for b, row in lines.items():
+        slope[b, :len(row)] = [lam for lam, _ in row]
+        level[b, :len(row)] = [c for _, c in row]
+    return slope, level
+
+
+def _inner(g: Graph, seg: np.ndarray, size: np.ndarray, r: int) -> np.ndarray:
+    """Per block, the least a device holding some of its ops and no cut op pays: its first op receives every
+    input (their makers are not its), its last sends its output if read (its readers are not its)."""
+    inputs = np.bincount(g.dst, weights=size[g.src], minlength=g.n)
+    read = np.bincount(g.src, minlength=g.n) > 0
+    output = np.where(read, size, 0.0)
+    block = (seg[seg % 2 != 0] + 1) // 2  # seg is odd for block ops: -1 -> 0, 2b - 1 -> b
+    least_in, least_out = np.full(r + 1, np.inf), np.full(r + 1, np.inf)
+    np.minimum.at(least_in, block, inputs[seg % 2 != 0])
+    np.minimum.at(least_out, block, output[seg % 2 != 0])
+    return np.where(np.isfinite(least_in), least_in + least_out, 0.0)
 
 
 def _local(ops: np.ndarray, pos: np.ndarray) -> dict[int, int]:
@@ -115,42 +220,5 @@ def _least(arcs: list[Arc], cache: dict[tuple[Arc, ...], float]) -> float:
     """The network's minimum cut from node 0 to node 1, once per distinct network."""
     key = tuple(arcs)
     if key not in cache:
-        cache[key] = _max_flow(arcs)
+        cache[key] = min_cut(arcs)[0]
     return cache[key]
-
-
-def _max_flow(arcs: list[Arc]) -> float:
-    """Edmonds-Karp on the arcs (shortest augmenting paths by breadth-first search); infinite arcs stay uncut."""
-    finite = sum(c for _, _, c in arcs if np.isfinite(c))
-    if finite <= 0:
-        return 0.0
-    big = 2.0 * finite + 1.0
-    head: dict[int, list[int]] = {}
-    to: list[int] = []
-    cap: list[float] = []
-    for u, v, c in arcs:
-        for a, b, w in ((u, v, min(c, big)), (v, u, 0.0)):
-            head.setdefault(a, []).append(len(to))
-            to.append(b)
-            cap.append(w)
-    flow = 0.0
-    while True:
-        back = {0: -1}
-        queue = deque([0])
-        while queue and 1 not in back:
-            u = queue.popleft()
-            for e in head.get(u, ()):
-                if cap[e] > 1e-12 * big and to[e] not in back:
-                    back[to[e]] = e
-                    queue.append(to[e])
-        if 1 not in back:
-            return min(flow, finite)
-        path, v = [], 1
-        while v != 0:
-            path.append(back[v])
-            v = to[back[v] ^ 1]
-        push = min(cap[e] for e in path)
-        for e in path:
-            cap[e] -= push
-            cap[e ^ 1] += push
-        flow += push

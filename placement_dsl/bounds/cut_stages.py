@@ -3,31 +3,30 @@
 The *cut ops* ``s_0 < s_1 < ... < s_{r-1}`` are the ops comparable with all others (a residual block's add, a
 layer norm's reductions): every other op lies in one *block*, before ``s_0``, between two consecutive cut ops, or
 after ``s_{r-1}``. A device's op set ``S`` is contiguous (convex: no path leaves ``S`` and comes back; so is every
-stage of a DAG-ordered placement of a forward graph), so either it holds no cut op and lies inside one block (its
-work is at most that block's), or it holds the cut ops ``s_f .. s_l`` and everything between them (its *hull*),
-parts of the two blocks beside the hull, and no op before ``s_{f-1}`` or after ``s_{l+1}``. Then it receives every
-tensor of an op at or before ``s_{f-1}`` read inside the hull, and sends every tensor of an op of the hull read at
-or after ``s_{l+1}`` (Archer et al. eq. 3: each tensor paid once each way), so with ``c(f, l)`` their time its load
-is at least ``work(S) + c(f, l)``; its parts of the two blocks beside the hull add at least ``enter(f) + leave(l)``
-(:mod:`.block_cuts`: the least cut of those blocks' tensors), so ``work(S) <= min(T - c(f, l) - enter(f) -
-leave(l), hull + the two blocks beside it)``. The first cut op has no tensor before it to receive and the last
-none after it to send; exactly one device holds ``s_0`` and one ``s_{r-1}`` (or one device both, and then every
-cut op). A max load ``T`` needs::
+stage of a DAG-ordered placement of a forward graph), so either it holds no cut op and lies inside one block, or
+it holds the cut ops ``s_f .. s_l`` and everything between them (its *hull*), parts of the two blocks beside the
+hull, and no op before ``s_{f-1}`` or after ``s_{l+1}``. Then it receives every tensor of an op at or before
+``s_{f-1}`` read inside the hull, and sends every tensor of an op of the hull read at or after ``s_{l+1}``
+(Archer et al. eq. 3: each tensor paid once each way), ``c(f, l)`` in time; its parts of the two blocks beside
+the hull pay at least the lines of :func:`.block_cuts.block_prices` at the work they hold, and a device inside a
+block the least inputs and output of an op of it. The devices holding cut ops hold consecutive runs in order, and
+the block between two runs is shared by the two devices beside it and the devices inside it: a max load ``T``
+passes when a chain of at most ``k`` such devices covers the graph (:mod:`.cut_chain`). The bound is the least
+``T`` that passes, by bisection between ``W / k`` and the best known max load (checked to pass there, else no
+bound), stopped by its clock (every ``T`` ruled out is a bound). GPT-3's inner stages pay two residual tensors,
+which ``W / k`` misses, and a split of an attention block its heads' slices: 2,044 ops onto 16 stages, 12.92, the
+best split found (each device on its own, counting the blocks beside it as its own: 10.82).
 
-    W <= cap_first(T) + cap_last(T) + (k - 2) cap_mid(T)    or    W <= T + (k - 1) min(T, largest block)
-
-with each ``cap`` the most work a device of that kind may hold under ``T``; the bound is the least ``T`` that
-passes, by bisection between ``W / k`` and the best known max load (checked to pass there, else no bound). GPT-3's
-layers pay two residual tensors per inner stage, which ``W / k`` misses (2,044 ops onto 4 stages: 27.84 against
-25.47, the best split 28.82). The cut ops in ``O(n + m)`` (one topological order: every op before ``v`` has a
-successor at or before it, every op after has a predecessor at or after it); the hull's transfers only for the runs
-``f..l`` whose hull computes at most the best max load (``d`` at most from each ``f``), as a banded difference
-table, ``O(m d + r d)``.
+The cut ops in ``O(n + m)`` (one topological order: every op before ``v`` has a successor at or before it, every
+op after has a predecessor at or after it); the hull's transfers only for the runs ``f..l`` whose hull computes at
+most the best max load (``d`` at most from each ``f``), as a banded difference table, ``O(m d + r d)``; the
+blocks' prices one parametric minimum cut per hull point of each distinct block; each bisection step ``O(r d)``.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,11 +36,16 @@ from ..placement import PlacementClass
 from ..problem import Problem
 from ..structure import cut_ops
 from . import one_or_cut
-from .block_cuts import block_costs, segments
+from .block_cuts import BlockPrices, block_prices, segments
+from .cut_chain import Chain, fits
 
 MAX_CUTS = 5000  # cut ops above which the tables are not built
-SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not bound its answer (0.2 s at 0.9M)
+SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not bound its answer (GPT-3 at 20k ops
+# onto 16 stages, 0.9M runs: 0.3 s of CPU for the tables and prices, 0.03 s per bisection step, 20 steps)
 SAFETY = 1e-9  # relative shave: the cost model sums the same numbers in another order
+PRECISION = 1e-6  # relative width at which the bisection stops
+GROWTH = 1.5  # the max loads whose runs the tables hold: W / k times GROWTH, then GROWTH times more
+ANSWER_SECONDS = 2.0  # the clock of the bound on a solve's answer (its steps; the tables before are sized)
 
 
 def applies(problem: Problem) -> str | None:
@@ -60,13 +64,34 @@ def answer_bound(problem: Problem, upper: float) -> float | None:
     ``None``."""
     if problem.placement_class() is PlacementClass.ALL or applies(problem) or not math.isfinite(upper):
         return None
-    return cut_stages_bound(problem, upper, SOLVE_PAIRS)[0]
+    return cut_stages_bound(problem, upper, SOLVE_PAIRS, ANSWER_SECONDS)[0]
 
 
-def cut_stages_bound(problem: Problem, upper: float, most_pairs: int | None = None) -> tuple[float | None, str]:
-    """The module's bound and a note; ``None`` where it cannot be shown below ``upper`` (a max load some placement
-    reaches), the graph has more than :data:`MAX_CUTS` cut ops, or more than ``most_pairs`` runs of cut ops compute
-    at most ``upper``."""
+@dataclass(frozen=True)
+class CutStages:
+    """The bound (``None``: none shown below the best max load), a note, and whether the bisection ended (else its
+    clock stopped it: the bound is the least max load not ruled out by then)."""
+
+    bound: float | None
+    note: str
+    finished: bool = True
+
+
+def cut_stages_bound(problem: Problem, upper: float, most_pairs: int | None = None,
+                     seconds: float = math.inf) -> tuple[float | None, str]:
+    """The module's bound and a note (:func:`cut_stages_search`)."""
+    found = cut_stages_search(problem, upper, most_pairs, seconds)
+    return found.bound, found.note
+
+
+def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = None,
+                      seconds: float = math.inf) -> CutStages:
+    """The module's bound; ``None`` where it cannot be shown below ``upper`` (a max load some placement reaches),
+    the graph has more than :data:`MAX_CUTS` cut ops, or more than ``most_pairs`` runs of cut ops compute at most
+    the max load tried. The tables are built for the runs under ``GROWTH`` times ``W / k`` first, and for more
+    (up to ``upper``) while the relaxation fails there (each failure a bound): a greedy ``upper`` 16 times ``W /
+    k`` would cost 16 times the runs. The search stops ``seconds`` after the call began."""
+    began = time.perf_counter()
     g, cluster = problem.graph, problem.cluster
     k = cluster.size
     t = cluster.times(g)[:, 0].astype(float)
@@ -74,37 +99,46 @@ def cut_stages_bound(problem: Problem, upper: float, most_pairs: int | None = No
     cuts = cut_ops(g)
     r = len(cuts)
     if r > MAX_CUTS:
-        return None, f"{r} cut ops, above {MAX_CUTS}"
+        return CutStages(None, f"{r} cut ops, above {MAX_CUTS}")
     if g.n == 0 or k == 1 or not math.isfinite(upper):
-        return None, "nothing to bound"
-    tables = _tables(g, cuts, t, float(cluster.transfer_scale[0]), upper, most_pairs)
-    if tables is None:
-        return None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {upper:.6g}"
-
-    def fits(T: float) -> bool:
-        return _capacity(tables, T, k) >= work * (1 - SAFETY)
-    lo, hi = work / k, upper
-    if not fits(hi):  # the relaxation must hold at a reachable max load
-        return None, "declined: the relaxation does not hold at the best max load"
-    if fits(lo):
-        return lo, f"{r} cut ops: W / k"
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-        if hi - lo <= 1e-9 * hi:
-            break
-    return lo * (1 - SAFETY), f"{r} cut ops: inner devices receive and send the tensors across their hull"
-
-
-def _tables(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: float,
-            most_pairs: int | None) -> dict[str, Any] | None:
-    """Per pair of cut-op indices ``f <= l`` whose hull computes at most ``upper``: the hull's work, its transfers'
-    time and the most work a device holding exactly those cut ops may hold; the blocks' work."""
-    r = len(cuts)
+        return CutStages(None, "nothing to bound")
+    scale = float(cluster.transfer_scale[0])
     seg = segments(g, cuts)
+    prices = block_prices(g, cuts, g.out_bytes * scale, t)
+    lo = work / k
+    hi = min(upper, GROWTH * lo) if lo > 0 else upper
+    while True:
+        chain = _chain(g, seg, r, t, scale, hi, most_pairs, prices)
+        if chain is None:
+            return CutStages(None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {hi:.6g}")
+        if fits(chain, hi * (1 + SAFETY), k):
+            break
+        if hi >= upper:  # the relaxation must hold at a reachable max load
+            return CutStages(None, "declined: the relaxation does not hold at the best max load")
+        lo, hi = hi, min(upper, GROWTH * hi)
+        if time.perf_counter() - began > seconds:
+            return CutStages(lo * (1 - SAFETY), f"{r} cut ops: stopped by its clock, {lo:.6g} ruled out",
+                             finished=False)
+    if lo == work / k and fits(chain, lo * (1 + SAFETY), k):
+        return CutStages(lo, f"{r} cut ops: W / k")
+    steps = 0
+    while hi - lo > PRECISION * hi:
+        if time.perf_counter() - began > seconds:
+            return CutStages(lo * (1 - SAFETY), f"{r} cut ops: stopped by its clock after {steps} steps, {hi:.6g} "
+                             "not ruled out", finished=False)
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if fits(chain, mid * (1 + SAFETY), k) else (mid, hi)
+        steps += 1
+    return CutStages(lo * (1 - SAFETY), f"{r} cut ops: a chain of devices sharing the blocks between their runs")
+
+
+def _chain(g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, upper: float, most_pairs: int | None,
+           prices: BlockPrices) -> Chain | None:
+    """The runs ``f <= l`` of cut ops whose hull computes at most ``upper``, each with its hull's work and
+    transfers' time, and the blocks' prices; ``None`` past ``most_pairs`` runs."""
     seg_work = np.bincount(seg + 1, weights=t, minlength=2 * r + 1)
     before = np.concatenate([[0.0], np.cumsum(seg_work)])  # before[s + 1]: work of the segments below s
-    # a device computing more than the best max load is no device of a better placement: l runs up to the last
+    # a device computing more than the max load tried is no device of a placement under it: l runs up to the last
     # cut op whose hull from f computes at most ``upper`` (hulls grow with l), ``depth`` pairs at most per f
     index = np.arange(r)
     last = np.searchsorted(before[2 * index + 2], before[2 * index + 1] + upper * (1 + SAFETY), side="right") - 1
@@ -114,12 +148,9 @@ def _tables(g: Graph, cuts: np.ndarray, t: np.ndarray, scale: float, upper: floa
     f = np.repeat(index, width)
     l = f + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
     hull = before[2 * l + 2] - before[2 * f + 1]
-    ext = hull + seg_work[2 * f] + seg_work[2 * l + 2]  # the blocks beside the hull: segments 2f - 1 and 2l + 1
-    enter, leave = block_costs(g, cuts, g.out_bytes * scale)
-    band = _transfers(g, seg, r, scale, int(width.max(initial=1)))
-    comm = band[f, l - f] + (enter[f] + leave[l]) * (1 - SAFETY)
-    return {"hull": hull, "ext": ext, "comm": comm, "first": f == 0, "last": l == r - 1,
-            "block": float(seg_work[0::2].max()), "all": float(before[2 * r] - before[1]) if r else 0.0}
+    comm = _transfers(g, seg, r, scale, int(width.max(initial=1)))[f, l - f] if r else np.zeros(0)
+    starts = np.concatenate([[0], np.cumsum(width)])
+    return Chain(hull + comm * (1 - SAFETY), starts, prices)
 
 
 def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> np.ndarray:
@@ -178,20 +209,3 @@ def _band(diff: np.ndarray, f0: np.ndarray, f1: np.ndarray, l0: np.ndarray, l1: 
     stop = np.minimum(l1[item] - f + 1, depth)
     np.add.at(diff, (f, start), w[item])
     np.add.at(diff, (f, stop), -w[item])
-
-
-def _capacity(tab: dict[str, Any], T: float, k: int) -> float:
-    """The most work ``k`` devices may hold under a max load ``T`` (module docstring)."""
-    within = min(T, tab["block"])
-    if tab["hull"].size == 0:
-        return k * within
-    can = (tab["hull"] + tab["comm"]) * (1 - SAFETY) <= T  # the hull is held whole, its tensors paid
-    held = np.where(can, np.minimum(T - tab["comm"], tab["ext"]), -np.inf)
-
-    def most(mask: np.ndarray) -> float:
-        return float(held[mask].max()) if mask.any() else -math.inf
-    mid = max(within, most(~tab["first"] & ~tab["last"]))
-    first = max(mid, most(tab["first"] & ~tab["last"]))
-    last = max(mid, most(~tab["first"] & tab["last"]))
-    one = T + (k - 1) * within if tab["all"] <= T else -math.inf  # one device holds every cut op
-    return max(one, first + last + (k - 2) * mid)

@@ -12,7 +12,7 @@ MANIFEST: dict[str, str] = {
     "simple": "Lemma 3.3: max(largest op, total work / devices)",
     "capacity": "the work each device can do at its speed, and what only the hosts' memory can hold",
     "one-or-cut": "one device's load, or the busiest device's work plus the cheapest tensor it must cut",
-    "cut-stages": "each device holds one block between cut ops, or a run of cut ops paying the tensors across it",
+    "cut-stages": "devices hold runs of cut ops in a chain, sharing the blocks between, paying the tensors across",
     "ordered-memory": "DAG order: the hosts run what an ideal within the accelerators' memory leaves",
     "host-share": "the one host runs what a prefix and a suffix within the accelerators' memory leave (contiguous)",
     "dp": "the DP over ideals, exact for its class",

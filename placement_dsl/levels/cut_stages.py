@@ -1,6 +1,7 @@
-"""Each device of a contiguous placement holds one block between two cut ops, or a run of cut ops whose
-neighbours' tensors it receives and sends (:mod:`placement_dsl.bounds.cut_stages`); ``O(m d + r d)`` for ``r`` cut
-ops and runs of at most ``d`` of them under the best max load found."""
+"""The devices of a contiguous placement hold runs of cut ops in a chain, sharing the blocks between, each paying the
+tensors across its hull and the price of its parts of the blocks (:mod:`placement_dsl.bounds.cut_stages`);
+``O(m d + r d)`` per bisection step for ``r`` cut ops and runs of at most ``d`` of them under the best max load
+found, the steps stopped by the level's share of the time."""
 from __future__ import annotations
 
 import math
@@ -18,14 +19,16 @@ def _accepts(problem: Problem) -> str | None:
 
 
 @level("cut-stages", rank=12.5, defaults={Family.MTPP, Family.THROUGHPUT}, accepts=_accepts, closed_form=True,
-       doc="each device holds one block between cut ops, or a run of cut ops paying the tensors across it")
+       doc="devices hold runs of cut ops in a chain, sharing the blocks between, paying the tensors across")
 def _cut_stages(run: Run, seconds: float) -> Outcome:
-    """The least max load at which ``k`` devices, each holding a block or a run of cut ops less the tensors it
-    receives and sends, can hold the graph's work: a bound on every contiguous placement of a forward graph."""
-    del seconds  # O(m d + r d), r <= cut_stages.MAX_CUTS
+    """The least max load at which a chain of ``k`` devices, each holding a run of cut ops and parts of the blocks
+    beside it (or a part of one block) and paying what it receives and sends, can hold the graph: a bound on every
+    contiguous placement of a forward graph."""
     scope = run.scope  # Contiguous's, or DagOrder's: without a backward pass (applies) those are contiguous
     upper = run.best[0]
     if not math.isfinite(upper):
         return None, LevelStatus.NO_BOUND, "no placement found to bisect below", scope
-    bound, note = cut_stages.cut_stages_bound(run.problem, upper)
-    return bound, LevelStatus.OPTIMAL if bound is not None else LevelStatus.NO_BOUND, note, scope
+    found = cut_stages.cut_stages_search(run.problem, upper, seconds=seconds)
+    status = (LevelStatus.NO_BOUND if found.bound is None else LevelStatus.OPTIMAL if found.finished else
+              LevelStatus.TIME_LIMIT)
+    return found.bound, status, found.note, scope
