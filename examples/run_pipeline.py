@@ -10,10 +10,12 @@ accepts the split, that every split point names a module of the model, and that 
 the unsplit model's; then it prints the predicted and measured time per micro-batch of each stage (forward
 and backward, ms) and of each schedule's training step.
 
-Two numbers are fitted, on the stages' CPU time in the steps: the compute factor and a stage's fixed time per
-micro-batch (the calls into the stage module and the runtime's handling of each micro-batch's chunk, which a
-profile of the modules does not see: on the CNNs about 2 ms of a 4-14 ms stage, so that a split's gain over
-another is smaller than the profile's ratio of their stages). Beside every step the same schedule runs on
+Three numbers are fitted, on the stages' CPU time in the steps: the compute factor, a stage's fixed time per op
+and micro-batch and its fixed time per micro-batch (what a profile of the modules does not see: the stage module
+runs its ops one by one through interpreted ``torch.export`` submodules and the autograd engine, about 0.02 ms
+per op of the training graph, and the runtime handles each micro-batch's chunk; a split's gain over another is
+smaller than the profile's ratio of their stages). The split also runs at ``SMALL`` samples per micro-batch, where
+the compute shrinks and the op counts do not, so that the fit tells them apart. Beside every step the same schedule runs on
 stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
 slowdown), so no step is fitted on.
@@ -47,13 +49,13 @@ from placement_dsl.profile import (
     ModuleTime,
     RunCosts,
     StageFit,
-    affine_of,
     calibrated,
     calibration,
     calibration_table,
     ping_pong,
     profile_module,
     runtime_overhead,
+    stage_costs_of,
     training_graph,
 )
 from placement_dsl.simulate import simulate
@@ -65,6 +67,7 @@ PIPELINED = False  # True: profile the modules as torch's pipeline() runs them (
 # submodules). Eager by default: at the bench's full sizes (load 4-8, two repeats each) the eager profile predicted the
 # stages within 8 % (22 of 24 within 15 %) and the steps within 12 % (19 of 24), the pipelined one 20 % (9) and 25 % (7)
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
+SMALL = 1  # samples per micro-batch of the calibration's second size (the compute shrinks, a stage's ops do not)
 
 
 # ---------------------------------------------------------------------------- the plan
@@ -81,6 +84,7 @@ class Plan:
     train: Placement | None = None  # the training graph on the stages, with the profiled times
     microbatches: int = 1
     microbatch: int = 1  # samples per micro-batch
+    ops: list[int] = field(default_factory=list)  # ops (forward and backward) of the training graph on each stage
 
     def step_with(self, costs: RunCosts, schedule: str) -> float:
         """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
@@ -115,7 +119,8 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int, m
     tp = Placement(train, placement.cluster, assign)
     rows_ = evaluate(tp, "gpipe").devices
     plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_], train=tp,
-                microbatches=microbatches, microbatch=microbatch)
+                microbatches=microbatches, microbatch=microbatch,
+                ops=[assign.count(k) for k in range(placement.cluster.size)])
     plan.step_ms = {s: simulate(tp, s, microbatches).makespan / microbatches for s in SCHEDULES}
     return plan
 
@@ -166,8 +171,20 @@ def stage_ms(rank: dict) -> float:
 
 def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
     """Predicted (the profiled forward + backward) against measured (:func:`stage_ms`) time per micro-batch of each
-    stage."""
-    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks])
+    stage, with its op count."""
+    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks],
+                       plan.ops or None)
+
+
+def small_plan(name: str, plan: Plan, quick: bool) -> tuple[Plan, dict]:
+    """``plan``'s split of model ``name`` at :data:`SMALL` samples per micro-batch (profiled at that size) and the job
+    that runs it (1F1B only; no slowdown, no stage timed alone): the calibration's second micro-batch size, at which the compute shrinks and the op
+    counts do not, so that the fit tells a stage's time per op from its compute."""
+    rows = profiled(name, SMALL, quick)
+    small = plan_for(placement_of(workload_graph(name, SMALL, quick, rows), list(plan.split_spec)), rows,
+                     plan.microbatches, SMALL)
+    return small, {"model": name, "split_spec": small.split_spec, "schedules": ["1f1b"], "microbatch": SMALL,
+                   "microbatches": plan.microbatches, "steps": 2 if quick else 6, "slowdown": False}
 
 
 def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) -> list[str]:
@@ -182,8 +199,9 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
     lines.append(f"{plan.name}: time per micro-batch per stage, forward + backward, as profiled (measured: CPU time in "
                  "the steps, less the idle stages')")
     lines += calibration_table(fits).splitlines()
-    lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.stage_ms:.3f} ms)")
-    lines += calibration_table(calibrated(fits, base.scale, base.stage_ms)).splitlines()
+    lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.op_ms:.4f} ms per op "
+                 f"+ {base.stage_ms:.3f} ms)")
+    lines += calibration_table(calibrated(fits, base.scale, base.stage_ms, base.op_ms)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
         costs = run_costs(base, ranks, s, plan)
@@ -196,11 +214,12 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
 
 
 def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
-    """The two fitted costs, over every stage of ``runs`` (both in CPU time): the compute factor and a stage's fixed
-    time per micro-batch (:func:`placement_dsl.profile.affine_of`: measured = factor x profiled + fixed); with the
-    measured ``link``. The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
-    scale, fixed = affine_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
-    return RunCosts(scale, link, stage_ms=fixed)
+    """The three fitted costs, over every stage of ``runs`` (in CPU time): the compute factor, a stage's fixed time
+    per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured = factor x profiled + per op x
+    ops + fixed; the plans at two micro-batch sizes tell them apart); with the measured ``link``. The per-task
+    overhead and the slowdown are measured in each run (:func:`run_costs`)."""
+    scale, op_ms, fixed = stage_costs_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    return RunCosts(scale, link, stage_ms=fixed, op_ms=op_ms)
 
 
 def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:
@@ -224,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = [*SCHEDULES, *CSV]
-    plans, jobs = [], []
+    plans, jobs, smalls = [], [], []
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
@@ -232,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         plans.append(plan)
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
-                     "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
+                     "microbatches": microbatches, "steps": 3 if args.quick else 6})  # stages not timed alone
+        smalls.append(small_plan(name, plan, args.quick))
     ok = True
-    runs = execute(jobs, args.quick)
-    costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
-    print(f"calibration: compute x{costs.scale:.3f} + {costs.stage_ms:.3f} ms per stage and micro-batch (fitted on "
-          f"the stages), link {costs.link.latency_ms:.3f} ms + "
+    runs = execute(jobs + [job for _, job in smalls], args.quick)
+    costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))
+    runs = runs[:len(plans)]
+    print(f"calibration: compute x{costs.scale:.3f} + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms per stage "
+          f"and micro-batch (fitted on the stages at {microbatch} and {SMALL} samples per micro-batch), link "
+          f"{costs.link.latency_ms:.3f} ms + "
           f"bytes / {costs.link.bandwidth:.4g} per ms (measured); per run, the per-task overhead (measured on idle "
           "stages beside each step) and the wall-clock slowdown (measured by the ranks at once)")
     for plan, ranks in zip(plans, runs):

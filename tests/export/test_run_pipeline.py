@@ -46,6 +46,8 @@ def test_example_runs_both_models_and_schedules(tmp_path):
             assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms .*; idle stages "
                              r"\d+\.\d+ ms: \d+\.\d+ ms per task, slowdown x\d+\.\d+ \(measured\)$", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
+    assert re.search(r"^calibration: compute x\d+\.\d+ \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
+                     r"\(fitted on the stages at 2 and 1 samples per micro-batch\)", out, flags=re.MULTILINE), out
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
 
@@ -141,6 +143,19 @@ def test_modules_are_profiled_as_the_switch_says(run_pipeline, monkeypatch, pipe
     assert seen["batch"] == 2
 
 
+def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
+    """The calibration's second size: the same split points, profiled at ``SMALL`` samples per micro-batch (less
+    compute per stage, as many ops), run under 1F1B alone without the slowdown or the stages timed alone."""
+    rows = run_pipeline.profiled("gpt", 2, True)
+    plan = run_pipeline.plan_for(run_pipeline.place(run_pipeline.workload_graph("gpt", 2, True, rows), rows), rows, 4, 2)
+    small, job = run_pipeline.small_plan("gpt", plan, True)
+    assert small.split_spec == plan.split_spec and small.microbatch == run_pipeline.SMALL < plan.microbatch
+    assert small.ops == plan.ops and sum(plan.ops) == plan.train.graph.n
+    assert sum(small.forward_ms) + sum(small.backward_ms) < sum(plan.forward_ms) + sum(plan.backward_ms)
+    assert job["schedules"] == ["1f1b"] and job["microbatch"] == run_pipeline.SMALL and not job["slowdown"]
+    assert "repeat" not in job
+
+
 def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stages(run_pipeline):
     """A stage's measured time is its rank's CPU ms per micro-batch in the steps less the idle stages' (median over
     the schedules); the calibration fits the compute factor and a stage's fixed time on them (here 1.25 x profiled
@@ -159,3 +174,22 @@ def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stag
     assert run_pipeline.stage_ms(runs[0][1]) == pytest.approx(1.25 * 6.0 + 2.0)
     costs = run_pipeline.calibrate(plans, runs, link)
     assert (costs.scale, costs.stage_ms, costs.link) == (pytest.approx(1.25), pytest.approx(2.0), link)
+
+
+def test_the_calibration_fits_a_time_per_op_over_two_microbatch_sizes(run_pipeline):
+    """Stages at two micro-batch sizes (the compute halves, the ops stay) measured at 1.25 x profiled + 0.05 ms per op
+    + 0.5 ms: the calibration gives all three back, and ``RunCosts.op_ms`` carries the time per op."""
+    from placement_dsl.profile import LinkTime
+
+    big = [run_pipeline.Plan("a", {}, [1.0, 2.0], [2.0, 4.0], ops=[40, 20]),
+           run_pipeline.Plan("b", {}, [3.0, 0.5], [6.0, 1.0], ops=[56, 4])]
+    small = [run_pipeline.Plan(p.name, {}, [f / 2 for f in p.forward_ms], [b / 2 for b in p.backward_ms], ops=p.ops)
+             for p in big]
+
+    def rank(profiled: float, ops: int) -> dict:
+        return {"1f1b_cpu_ms": 1.25 * profiled + 0.05 * ops + 0.5 + 1.0, "1f1b_idle_cpu_ms": 1.0}
+
+    plans = big + small
+    runs = [[rank(f + b, n) for f, b, n in zip(p.forward_ms, p.backward_ms, p.ops)] for p in plans]
+    costs = run_pipeline.calibrate(plans, runs, LinkTime(0.05, 1e6))
+    assert (costs.scale, costs.op_ms, costs.stage_ms) == (pytest.approx(1.25), pytest.approx(0.05), pytest.approx(0.5))
