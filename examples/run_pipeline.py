@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, also when loaded as a factory file
 
 import torch
-from pipeline_models import FACTORIES, IDLE_FEATURES, build, make_cnn, make_gpt, make_vit  # noqa: F401 (factories)
+from pipeline_models import FACTORIES, IDLE_FEATURES, build, loss_fn, make_cnn, make_gpt, make_vit  # noqa: F401
 from pipeline_ranks import CLOCK, SCHEDULES, busy_slowdown, execute, interleaved_rounds, prepare  # noqa: F401
 
 from placement_dsl import Cluster, Placement, evaluate
@@ -45,6 +45,7 @@ from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.profile import (
+    CLOCKS,
     LinkTime,
     ModuleTime,
     RunCosts,
@@ -96,10 +97,35 @@ class Plan:
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
     """Each depth-2 module's measured forward and backward time on one CPU thread, the backward whole as GPipe and
     1F1B run it: eager, or with ``PIPELINED`` through the stage module ``pipeline()`` builds (its submodules are
-    interpreted ``torch.export`` graphs)."""
-    model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK,
+    interpreted ``torch.export`` graphs). The last stage also computes the loss on the model's output, forward and
+    backward (:func:`loss_ms`): its times are the last module's, whose output the loss reads."""
+    model, x, target = build(name, microbatch, quick)
+    repeat = 10 if quick else 20
+    rows = profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=repeat, warmup=3, clock=CLOCK,
                           pipelined=PIPELINED)
+    if not rows:
+        return rows
+    forward, backward = loss_ms(model, x[:microbatch], target[:microbatch], repeat)
+    last = rows[-1]
+    return [*rows[:-1], replace(last, forward_ms=last.forward_ms + forward, backward_ms=last.backward_ms + backward)]
+
+
+def loss_ms(model: Any, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
+    """The forward and the backward ms of :func:`loss_fn` on ``model``'s output for ``x`` (the fastest of ``repeat``
+    runs after one, in CPU time): on a large vocabulary's logits a few ms per micro-batch, which a profile of the
+    modules does not hold."""
+    clock = CLOCKS[CLOCK]
+    with torch.no_grad():
+        out = model(x)
+    spent: list[tuple[float, float]] = []
+    for _ in range(repeat + 1):
+        given = out.detach().requires_grad_(True)
+        start = clock()
+        loss = loss_fn(given, target)
+        middle = clock()
+        loss.backward()
+        spent.append((1e3 * (middle - start), 1e3 * (clock() - middle)))
+    return min(f for f, _ in spent[1:]), min(b for _, b in spent[1:])
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:

@@ -156,6 +156,22 @@ def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
     assert "repeat" not in job
 
 
+def test_the_loss_is_profiled_with_the_last_module(run_pipeline, monkeypatch):
+    """The last stage computes the loss on the model's output: its forward and backward times are added to the last
+    module's row (whose output the loss reads), the other rows as profiled."""
+    from placement_dsl.profile import ModuleTime
+
+    rows = [ModuleTime("h.0", 1.0, 2.0, 1.0, 1.0, 1), ModuleTime("head", 0.5, 1.0, 0.5, 0.5, 1)]
+    monkeypatch.setattr(run_pipeline, "profile_module", lambda model, args, **options: list(rows))
+    monkeypatch.setattr(run_pipeline, "loss_ms", lambda model, x, target, repeat: (0.25, 0.125))
+    got = run_pipeline.profiled("gpt", 2, True)
+    assert got[0] == rows[0] and (got[1].module, got[1].forward_ms, got[1].backward_ms) == ("head", 0.75, 1.125)
+    monkeypatch.undo()
+    model, x, target = run_pipeline.build("gpt-vocab", 2, True)
+    forward, backward = run_pipeline.loss_ms(model, x, target, 3)
+    assert forward > 0 and backward > 0
+
+
 def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stages(run_pipeline):
     """A stage's measured time is its rank's CPU ms per micro-batch in the steps less the idle stages' (median over
     the schedules); the calibration fits the compute factor and a stage's fixed time on them (here 1.25 x profiled
