@@ -18,9 +18,11 @@ For each: the cost model's time per micro-batch of each stage (forward + backwar
 modules, ``run_pipeline.PIPELINED``) against the stage's measured time (its rank's CPU time per micro-batch in
 the steps, less the idle stages' beside them), each schedule's step time per micro-batch (the simulator's
 against torch's, wall clock, medians over the steps), the residuals, and the measured throughput in samples
-per second. Two numbers are fitted, on the stages of the ``ours`` rows: the compute factor (the machine's CPU
-time against the profile's) and a stage's fixed time per micro-batch (what the stage module and the runtime
-pay per chunk whatever the stage's modules cost). The rest is measured: the link (ping-pong), and beside
+per second. Three numbers are fitted, on the stages of the ``ours`` rows and of a lopsided split (the first
+module alone on a stage) run at one sample per micro-batch: the compute factor (the machine's CPU time against
+the profile's), a stage's fixed time per op it runs and its fixed time per micro-batch (what the stage module
+and the runtime pay per chunk whatever the stage's modules cost; :func:`placement_dsl.profile.stage_costs_of`).
+The rest is measured: the link (ping-pong), and beside
 every step the same schedule on stages that do no work (the runtime's own cost, read through the simulator as
 a time per task) and the ranks' compute run at once (the wall-clock slowdown of a loaded machine).
 
@@ -40,7 +42,8 @@ stages are built once in one process group and each round runs one step of each 
 per-round throughput ratios ours / even and ours / parameters (median, quartiles, range), the ratio of the
 busiest rank's CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the
 profile's (the simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on
-the three splits' stages, the idle stages' cost per task, the measured link; :func:`fair_costs`).
+the three splits' stages at two micro-batch sizes, the idle stages' cost per task, the measured link;
+:func:`fair_costs`).
 """
 from __future__ import annotations
 
@@ -70,16 +73,7 @@ from placement_dsl.profile import (
     stage_costs_of,
 )
 
-
-def blocks(graph, depth: int = rp.DEPTH) -> list[str]:
-    """The depth-``depth`` modules of ``graph`` in execution order."""
-    out: list[str] = []
-    for op in graph.ops:
-        path = str(op.attrs.get("module") or "")
-        head = ".".join(path.split(".")[:depth]) if path else ""
-        if head and head not in out:
-            out.append(head)
-    return out
+blocks = rp.modules_in_order  # the depth-2 modules of a graph in execution order
 
 
 def even_point(graph) -> str:
@@ -284,7 +278,7 @@ def main() -> None:
              "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20}
             for name, _, plan in runs]
     fitted = [i for i, (_, label, _) in enumerate(runs) if label == "ours"]
-    small = [rp.small_plan(runs[i][0], runs[i][2], args.quick) for i in fitted]  # ours at a second micro-batch size
+    small = [rp.small_plan(runs[i][0], runs[i][2], args.quick, lopsided=True) for i in fitted]  # at a second size
     repeats = []
     for k in range(args.repeats):
         repeats.append(rp.execute(jobs + [job for _, job in small], args.quick))
@@ -296,8 +290,9 @@ def main() -> None:
     affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"fitted, on the 'ours' rows' stages only, at {microbatch} and {rp.SMALL} samples per micro-batch (CPU time "
-          f"in the steps, less the idle stages'): compute x{costs.scale:.3f} + {costs.op_ms:.4f} ms per op + "
+          f"fitted, on the 'ours' rows' stages and those of a lopsided split (the first module alone) at {rp.SMALL} "
+          f"samples per micro-batch (CPU time in the steps, less the idle stages'): compute x{costs.scale:.3f} + "
+          f"{costs.op_ms:.4f} ms per op + "
           f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
           "slowdown; every step is a prediction\n")
@@ -332,9 +327,9 @@ def main() -> None:
 
 
 def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
-    """Per model, the largest stage residual of our split (in sample: fitted on) and of the others (out of sample),
-    calibrated with the time per op and with a factor and a time per stage fitted on our split at one size alone
-    (``affine``)."""
+    """Per model, the largest stage residual of our split and of the lopsided one at ``SMALL`` (in sample: fitted on)
+    and of the others (out of sample), calibrated with the time per op and with a factor and a time per stage fitted
+    on our split at one size alone (``affine``)."""
     lines = []
     for name in dict.fromkeys(n for n, _, _ in runs):
         cells = []
@@ -343,10 +338,10 @@ def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
                     for f in rp.stage_fits(plan, ranks)]
             cells.append(f"{label} {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
                          f"({worst(fits, *affine):.1%})")
-        fits = [f for (plan, _), ranks in zip(small, small_results) if plan.name == name
-                for f in rp.stage_fits(plan, ranks)]
-        cells.append(f"ours at {rp.SMALL} per micro-batch {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
-                     f"({worst(fits, *affine):.1%})")
+        mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
+        fits = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
+        cells.append(f"lopsided (cut at {','.join(mine[0][0].split_spec)}) at {rp.SMALL} per micro-batch "
+                     f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(fits, *affine):.1%})")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines

@@ -15,7 +15,7 @@ import socket
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,24 @@ class Prepared:
     idle: Any = None  # :func:`idle_pipe` of as many stages
 
 
+KEPT: dict[tuple, Prepared] = {}  # splits :func:`keep` made ahead of their job, each taken once by :func:`prepare`
+
+
+def _key(job: dict, quick: bool, world: int) -> tuple:
+    return job["model"], tuple(job["split_spec"]), job["microbatch"], job["microbatches"], quick, world
+
+
+def keep(job: dict, quick: bool, world: int) -> Prepared:
+    """:func:`prepare` ahead of :func:`execute` (to learn whether torch accepts the split), kept for the job's run."""
+    KEPT[_key(job, quick, world)] = done = prepare(job, quick, world)
+    return done
+
+
 def prepare(job: dict, quick: bool, world: int) -> Prepared:
     """Build the job's model and let torch split it at the exported points, refusing a name that is no module."""
+    kept = KEPT.pop(_key(job, quick, world), None)
+    if kept is not None:
+        return replace(kept, job=job)
     model, x, target = build(job["model"], job["microbatches"] * job["microbatch"], quick)
     modules = dict(model.named_modules())
     missing = [fqn for fqn in job["split_spec"] if fqn not in modules]

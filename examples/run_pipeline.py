@@ -14,8 +14,9 @@ Three numbers are fitted, on the stages' CPU time in the steps: the compute fact
 and micro-batch and its fixed time per micro-batch (what a profile of the modules does not see: the stage module
 runs its ops one by one through interpreted ``torch.export`` submodules and the autograd engine, about 0.02 ms
 per op of the training graph, and the runtime handles each micro-batch's chunk; a split's gain over another is
-smaller than the profile's ratio of their stages). The split also runs at ``SMALL`` samples per micro-batch, where
-the compute shrinks and the op counts do not, so that the fit tells them apart. Beside every step the same schedule runs on
+smaller than the profile's ratio of their stages). A lopsided split (the first module alone on a stage) also runs,
+at ``SMALL`` samples per micro-batch, where the compute shrinks and the op counts do not, so that the fit tells
+them apart. Beside every step the same schedule runs on
 stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
 slowdown), so no step is fitted on.
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, 
 
 import torch
 from pipeline_models import FACTORIES, IDLE_FEATURES, build, loss_fn, make_cnn, make_gpt, make_vit  # noqa: F401
-from pipeline_ranks import CLOCK, SCHEDULES, busy_slowdown, execute, interleaved_rounds, prepare  # noqa: F401
+from pipeline_ranks import CLOCK, SCHEDULES, busy_slowdown, execute, interleaved_rounds, keep, prepare  # noqa: F401
 
 from placement_dsl import Cluster, Placement, evaluate
 from placement_dsl.boundaries import Boundaries
@@ -202,15 +203,37 @@ def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
                        plan.ops or None)
 
 
-def small_plan(name: str, plan: Plan, quick: bool) -> tuple[Plan, dict]:
-    """``plan``'s split of model ``name`` at :data:`SMALL` samples per micro-batch (profiled at that size) and the job
-    that runs it (1F1B only; no slowdown, no stage timed alone): the calibration's second micro-batch size, at which the compute shrinks and the op
-    counts do not, so that the fit tells a stage's time per op from its compute."""
+def small_plan(name: str, plan: Plan, quick: bool, lopsided: bool = False) -> tuple[Plan, dict]:
+    """``plan``'s split of model ``name`` (``lopsided``: the model's first module alone on the first stage, the rest
+    on the second) at :data:`SMALL` samples per micro-batch, profiled at that size, and the job that runs it (1F1B
+    only; no slowdown, no stage timed alone): the calibration's second micro-batch size, at which the compute
+    shrinks and the op counts do not, so that the fit tells a stage's time per op from its compute. The lopsided
+    split adds stages of a few ops and of all of them, which pin the time per stage and per op where a split's
+    two stages of like op counts cannot."""
     rows = profiled(name, SMALL, quick)
-    small = plan_for(placement_of(workload_graph(name, SMALL, quick, rows), list(plan.split_spec)), rows,
-                     plan.microbatches, SMALL)
-    return small, {"model": name, "split_spec": small.split_spec, "schedules": ["1f1b"], "microbatch": SMALL,
-                   "microbatches": plan.microbatches, "steps": 2 if quick else 6, "slowdown": False}
+    graph = workload_graph(name, SMALL, quick, rows)
+    for point in modules_in_order(graph)[1:] if lopsided else [None]:  # the first cut torch makes two stages of
+        small = plan_for(placement_of(graph, [point] if point else list(plan.split_spec)), rows, plan.microbatches,
+                         SMALL)
+        job = {"model": name, "split_spec": small.split_spec, "schedules": ["1f1b"], "microbatch": SMALL,
+               "microbatches": plan.microbatches, "steps": 2 if quick else 6, "slowdown": False}
+        try:
+            if lopsided:
+                keep(job, quick, plan.train.cluster.size)
+            return small, job
+        except SystemExit:  # torch cannot split there (the first module of a list, in torch 2.13)
+            continue
+    raise SystemExit(f"{name}: torch splits the model before none of its modules")
+
+
+def modules_in_order(graph: Any, depth: int = DEPTH) -> list[str]:
+    """The depth-``depth`` modules of ``graph`` in execution order."""
+    out: dict[str, None] = {}
+    for op in graph.ops:
+        path = str(op.attrs.get("module") or "")
+        if path:
+            out.setdefault(".".join(path.split(".")[:depth]), None)
+    return list(out)
 
 
 def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) -> list[str]:
@@ -278,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
                      "microbatches": microbatches, "steps": 3 if args.quick else 6})  # stages not timed alone
-        smalls.append(small_plan(name, plan, args.quick))
+        smalls.append(small_plan(name, plan, args.quick, lopsided=True))
     ok = True
     runs = execute(jobs + [job for _, job in smalls], args.quick)
     costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))

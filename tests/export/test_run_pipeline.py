@@ -156,6 +156,20 @@ def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
     assert "repeat" not in job
 
 
+def test_the_lopsided_split_puts_the_first_module_torch_cuts_after_alone(run_pipeline):
+    """The calibration's lopsided split: the first module alone on the first stage, or (where torch cannot cut
+    before the second module: the ViT's ``blocks.0``) the modules before the first cut torch makes two stages of;
+    torch's split is kept for the job's run."""
+    for name, point, first in (("gpt", "wpe", 1), ("vit", "blocks.1", 2)):
+        rows = run_pipeline.profiled(name, 2, True)
+        graph = run_pipeline.workload_graph(name, 2, True, rows)
+        plan = run_pipeline.plan_for(run_pipeline.place(graph, rows), rows, 4, 2)
+        small, job = run_pipeline.small_plan(name, plan, True, lopsided=True)
+        assert list(small.split_spec) == [point] == list(job["split_spec"])
+        assert run_pipeline.modules_in_order(graph)[first] == point and small.ops[0] < small.ops[1]
+        assert run_pipeline.prepare(job, True, 2).pipe.num_stages == 2
+
+
 def test_the_loss_is_profiled_with_the_last_module(run_pipeline, monkeypatch):
     """The last stage computes the loss on the model's output: its forward and backward times are added to the last
     module's row (whose output the loss reads), the other rows as profiled."""
