@@ -18,8 +18,8 @@ For each: the cost model's time per micro-batch of each stage (forward + backwar
 modules, ``run_pipeline.PIPELINED``) against the stage's measured time (its rank's CPU time per micro-batch in
 the steps, less the idle stages' beside them), each schedule's step time per micro-batch (the simulator's
 against torch's, wall clock, medians over the steps), the residuals, and the measured throughput in samples
-per second. Three numbers are fitted, on the stages of the ``ours`` rows and of a lopsided split (the first
-module alone on a stage) run at one sample per micro-batch: the compute factor (the machine's CPU time against
+per second. Three numbers are fitted, on the stages of the ``ours`` rows and, at one sample per micro-batch, on
+those of our split and of a lopsided one (the first module alone on a stage): the compute factor (the machine's CPU time against
 the profile's), a stage's fixed time per op it runs and its fixed time per micro-batch (what the stage module
 and the runtime pay per chunk whatever the stage's modules cost; :func:`placement_dsl.profile.stage_costs_of`).
 The rest is measured: the link (ping-pong), and beside
@@ -278,7 +278,7 @@ def main() -> None:
              "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20}
             for name, _, plan in runs]
     fitted = [i for i, (_, label, _) in enumerate(runs) if label == "ours"]
-    small = [rp.small_plan(runs[i][0], runs[i][2], args.quick, lopsided=True) for i in fitted]  # at a second size
+    small = [x for i in fitted for x in rp.small_plans(runs[i][0], runs[i][2], args.quick)]  # at a second size
     repeats = []
     for k in range(args.repeats):
         repeats.append(rp.execute(jobs + [job for _, job in small], args.quick))
@@ -290,8 +290,8 @@ def main() -> None:
     affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"fitted, on the 'ours' rows' stages and those of a lopsided split (the first module alone) at {rp.SMALL} "
-          f"samples per micro-batch (CPU time in the steps, less the idle stages'): compute x{costs.scale:.3f} + "
+          f"fitted, on the 'ours' rows' stages, and at {rp.SMALL} samples per micro-batch ours' and a lopsided "
+          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute x{costs.scale:.3f} + "
           f"{costs.op_ms:.4f} ms per op + "
           f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
@@ -339,9 +339,10 @@ def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
             cells.append(f"{label} {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
                          f"({worst(fits, *affine):.1%})")
         mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
-        fits = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
-        cells.append(f"lopsided (cut at {','.join(mine[0][0].split_spec)}) at {rp.SMALL} per micro-batch "
-                     f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(fits, *affine):.1%})")
+        for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
+            fits = rp.stage_fits(plan, ranks)
+            cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
+                         f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(fits, *affine):.1%})")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines

@@ -14,9 +14,9 @@ Three numbers are fitted, on the stages' CPU time in the steps: the compute fact
 and micro-batch and its fixed time per micro-batch (what a profile of the modules does not see: the stage module
 runs its ops one by one through interpreted ``torch.export`` submodules and the autograd engine, about 0.02 ms
 per op of the training graph, and the runtime handles each micro-batch's chunk; a split's gain over another is
-smaller than the profile's ratio of their stages). A lopsided split (the first module alone on a stage) also runs,
-at ``SMALL`` samples per micro-batch, where the compute shrinks and the op counts do not, so that the fit tells
-them apart. Beside every step the same schedule runs on
+smaller than the profile's ratio of their stages). The split and a lopsided one (the first module alone on a
+stage) also run at ``SMALL`` samples per micro-batch, where the compute shrinks and the op counts do not, so that
+the fit tells them apart. Beside every step the same schedule runs on
 stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
 slowdown), so no step is fitted on.
@@ -210,8 +210,18 @@ def small_plan(name: str, plan: Plan, quick: bool, lopsided: bool = False) -> tu
     shrinks and the op counts do not, so that the fit tells a stage's time per op from its compute. The lopsided
     split adds stages of a few ops and of all of them, which pin the time per stage and per op where a split's
     two stages of like op counts cannot."""
+    return small_plans(name, plan, quick, (lopsided,))[0]
+
+
+def small_plans(name: str, plan: Plan, quick: bool, which: tuple[bool, ...] = (False, True)) -> list[tuple[Plan, dict]]:
+    """:func:`small_plan` of each ``lopsided`` in ``which`` (by default ``plan``'s split and the lopsided one), on one
+    profile and import at :data:`SMALL` samples per micro-batch."""
     rows = profiled(name, SMALL, quick)
     graph = workload_graph(name, SMALL, quick, rows)
+    return [_small(name, plan, quick, rows, graph, lopsided) for lopsided in which]
+
+
+def _small(name: str, plan: Plan, quick: bool, rows: list[ModuleTime], graph: Any, lopsided: bool) -> tuple[Plan, dict]:
     for point in modules_in_order(graph)[1:] if lopsided else [None]:  # the first cut torch makes two stages of
         small = plan_for(placement_of(graph, [point] if point else list(plan.split_spec)), rows, plan.microbatches,
                          SMALL)
@@ -301,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
                      "microbatches": microbatches, "steps": 3 if args.quick else 6})  # stages not timed alone
-        smalls.append(small_plan(name, plan, args.quick, lopsided=True))
+        smalls += small_plans(name, plan, args.quick)
     ok = True
     runs = execute(jobs + [job for _, job in smalls], args.quick)
     costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))

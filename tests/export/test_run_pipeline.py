@@ -154,6 +154,8 @@ def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
     assert sum(small.forward_ms) + sum(small.backward_ms) < sum(plan.forward_ms) + sum(plan.backward_ms)
     assert job["schedules"] == ["1f1b"] and job["microbatch"] == run_pipeline.SMALL and not job["slowdown"]
     assert "repeat" not in job
+    both = run_pipeline.small_plans("gpt", plan, True)  # the example's: its split and the lopsided one
+    assert [list(p.split_spec) for p, _ in both] == [list(plan.split_spec), ["wpe"]]
 
 
 def test_the_lopsided_split_puts_the_first_module_torch_cuts_after_alone(run_pipeline):
