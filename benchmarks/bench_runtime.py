@@ -18,9 +18,11 @@ For each: the cost model's time per micro-batch of each stage (forward + backwar
 modules, ``run_pipeline.PIPELINED``) against the stage's measured time (its rank's CPU time per micro-batch in
 the steps, less the idle stages' beside them), each schedule's step time per micro-batch (the simulator's
 against torch's, wall clock, medians over the steps), the residuals, and the measured throughput in samples
-per second. Two numbers are fitted, on the stages of the ``ours`` rows: the compute factor (the machine's CPU
-time against the profile's) and a stage's fixed time per micro-batch (what the stage module and the runtime
-pay per chunk whatever the stage's modules cost). The rest is measured: the link (ping-pong), and beside
+per second. Three numbers are fitted, on the stages of the ``ours`` rows and, at one sample per micro-batch, on
+those of our split and of a lopsided one (the first module alone on a stage): the compute factor (the machine's CPU time against
+the profile's), a stage's fixed time per op it runs and its fixed time per micro-batch (what the stage module
+and the runtime pay per chunk whatever the stage's modules cost; :func:`placement_dsl.profile.stage_costs_of`).
+The rest is measured: the link (ping-pong), and beside
 every step the same schedule on stages that do no work (the runtime's own cost, read through the simulator as
 a time per task) and the ranks' compute run at once (the wall-clock slowdown of a loaded machine).
 
@@ -40,7 +42,8 @@ stages are built once in one process group and each round runs one step of each 
 per-round throughput ratios ours / even and ours / parameters (median, quartiles, range), the ratio of the
 busiest rank's CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the
 profile's (the simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on
-the three splits' stages, the idle stages' cost per task, the measured link; :func:`fair_costs`).
+the three splits' stages at two micro-batch sizes, the idle stages' cost per task, the measured link;
+:func:`fair_costs`).
 """
 from __future__ import annotations
 
@@ -67,18 +70,10 @@ from placement_dsl.profile import (
     ping_pong,
     runtime_overhead,
     scale_of,
+    stage_costs_of,
 )
 
-
-def blocks(graph, depth: int = rp.DEPTH) -> list[str]:
-    """The depth-``depth`` modules of ``graph`` in execution order."""
-    out: list[str] = []
-    for op in graph.ops:
-        path = str(op.attrs.get("module") or "")
-        head = ".".join(path.split(".")[:depth]) if path else ""
-        if head and head not in out:
-            out.append(head)
-    return out
+blocks = rp.modules_in_order  # the depth-2 modules of a graph in execution order
 
 
 def even_point(graph) -> str:
@@ -154,26 +149,38 @@ def verdict(ratios: list[float]) -> str:
     return "equal within the spread" + (" (median >= 1)" if mid >= 1.0 else " (median < 1)")
 
 
-def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int) -> dict[str, object]:
-    """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor
-    and a stage's fixed time per micro-batch fitted over the three splits' stages (measured: a rank's CPU ms per
-    micro-batch less the idle stages'; :func:`placement_dsl.profile.affine_of`), the per-task overhead read from the
-    idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's step, as on an idle machine);
-    and ``(schedule, "wall")``: the same with the per-task overhead read from the idle stages' wall clock (on a
-    loaded machine, a rank's wait to run again after each blocking receive) and the ranks' measured slowdown."""
-    fits = [f for j, (_, plan) in enumerate(labelled) for s in schedules
+def round_fits(labelled, rounds, schedules) -> list:
+    """Each split's stages in the rounds: profiled (forward + backward) against measured (a rank's CPU ms per
+    micro-batch less the idle stages'), with their op counts."""
+    return [f for j, (_, plan) in enumerate(labelled) for s in schedules
             for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
-                                 [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])])]
-    scale, fixed = affine_of(fits)
-    out: dict[str, object] = {"fits": fits}
+                                 [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])], plan.ops)]
+
+
+def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=()) -> dict[str, object]:
+    """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor,
+    a stage's fixed time per op and per micro-batch fitted over the three splits' stages (:func:`round_fits`, with
+    ``extra`` fits: the splits at a second micro-batch size; :func:`placement_dsl.profile.stage_costs_of`), the
+    per-task overhead read from the idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's
+    step, as on an idle machine); and ``(schedule, "wall")``: the same with the per-task overhead read from the idle
+    stages' wall clock (on a loaded machine, a rank's wait to run again after each blocking receive) and the ranks'
+    measured slowdown."""
+    fits = round_fits(labelled, rounds, schedules)
+    scale, op_ms, fixed = stage_costs_of([*fits, *extra])
+    out: dict[str, object] = {"fits": fits, "extra": list(extra)}
     for s in schedules:
         o = runtime_overhead(max(rounds.idle_cpu[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[s] = RunCosts(scale, link, o, stage_ms=fixed)
+        out[s] = RunCosts(scale, link, o, stage_ms=fixed, op_ms=op_ms)
         o = runtime_overhead(statistics.median(rounds.idle_wall[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[(s, "wall")] = RunCosts(scale, link, o, statistics.mean(rounds.slowdown), fixed)
+        out[(s, "wall")] = RunCosts(scale, link, o, statistics.mean(rounds.slowdown), fixed, op_ms)
     return out
+
+
+def worst(fits, scale: float, fixed: float = 0.0, op_ms: float = 0.0) -> float:
+    """The largest residual of ``fits`` calibrated so."""
+    return max(abs(f.residual) for f in calibrated(fits, scale, fixed, op_ms))
 
 
 def fairness(args) -> None:
@@ -198,16 +205,23 @@ def fairness(args) -> None:
                  "microbatches": microbatches} for _, plan in labelled]
         before = load()
         rounds = rp.interleaved_rounds(jobs, args.quick, args.fair)
+        small = [rp.small_plan(name, plan, args.quick) for _, plan in labelled]
+        small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
-        costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches)
-        cal = costs[schedules[0]]
-        worst = max(abs(f.residual) for f in costs["fits"])
-        raw = max(abs(f.residual) for f in calibrated(costs["fits"], scale_of(costs["fits"])))
+        extra = round_fits([(label, plan) for (label, _), (plan, _) in zip(labelled, small)], small_rounds, ["1f1b"])
+        costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra)
+        cal, fits = costs[schedules[0]], costs["fits"]
+        both = [*fits, *extra]
         print(f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
               f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
-              f"the idle stages') = x{cal.scale:.3f} profiled + {cal.stage_ms:.3f} ms: largest residual "
-              f"{max(abs(f.residual) for f in calibrated(costs['fits'], cal.scale, cal.stage_ms)):.1%} "
-              f"({raw:.1%} with the factor alone, {worst:.1%} as profiled) over {len(costs['fits'])} stages", flush=True)
+              f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{cal.scale:.3f} "
+              f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms: largest residual at {microbatch} "
+              f"{worst(fits, cal.scale, cal.stage_ms, cal.op_ms):.1%}, at {rp.SMALL} "
+              f"{worst(extra, cal.scale, cal.stage_ms, cal.op_ms):.1%}; with a factor and a time per stage "
+              f"{worst(fits, *affine_of(fits)):.1%} (fitted at {microbatch} alone), "
+              f"{worst(both, *affine_of(both)):.1%} and {worst(extra, *affine_of(both)):.1%} (at both); the factor "
+              f"alone {worst(fits, scale_of(fits)):.1%}, as profiled {worst(fits, 1.0):.1%}; over {len(fits)} + "
+              f"{len(extra)} stages", flush=True)
         for s in schedules:
             ours = rounds.wall[(0, s)]
             row = [name, s]
@@ -263,17 +277,23 @@ def main() -> None:
     jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
              "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20}
             for name, _, plan in runs]
+    fitted = [i for i, (_, label, _) in enumerate(runs) if label == "ours"]
+    small = [x for i in fitted for x in rp.small_plans(runs[i][0], runs[i][2], args.quick)]  # at a second size
     repeats = []
     for k in range(args.repeats):
-        repeats.append(rp.execute(jobs, args.quick))
+        repeats.append(rp.execute(jobs + [job for _, job in small], args.quick))
         print(f"repeat {k + 1} of {args.repeats} done, load {load()}")
     results, spread = medians(repeats)
-    fitted = [i for i, (_, label, _) in enumerate(runs) if label == "ours"]
-    costs = rp.calibrate([runs[i][2] for i in fitted], [results[i] for i in fitted], link)
+    small_results, results = results[len(runs):], results[:len(runs)]
+    costs = rp.calibrate([runs[i][2] for i in fitted] + [p for p, _ in small],
+                         [results[i] for i in fitted] + small_results, link)
+    affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
-          f"fitted, on the 'ours' rows' stages only (CPU time in the steps, less the idle stages'): compute "
-          f"x{costs.scale:.3f} + {costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
+          f"fitted, on the 'ours' rows' stages, and at {rp.SMALL} samples per micro-batch ours' and a lopsided "
+          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute x{costs.scale:.3f} + "
+          f"{costs.op_ms:.4f} ms per op + "
+          f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
           "slowdown; every step is a prediction\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
@@ -281,7 +301,7 @@ def main() -> None:
                    "step ms/mb predicted", "step ms/mb measured", "step residual", "step spread",
                    "samples/s measured"])
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
-        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale, costs.stage_ms)
+        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale, costs.stage_ms, costs.op_ms)
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
             measured = max(r[f"{s}_step_ms"] for r in ranks)
@@ -297,11 +317,35 @@ def main() -> None:
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
     print()
+    for line in residuals(runs, results, costs, affine, small, small_results):
+        print(line)
     for line in rankings(runs, results, costs, schedules):
         print(line)
     if args.virtual:
         virtual_rows(costs)
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
+
+
+def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
+    """Per model, the largest stage residual of our split and of the lopsided one at ``SMALL`` (in sample: fitted on)
+    and of the others (out of sample), calibrated with the time per op and with a factor and a time per stage fitted
+    on our split at one size alone (``affine``)."""
+    lines = []
+    for name in dict.fromkeys(n for n, _, _ in runs):
+        cells = []
+        for label in dict.fromkeys(lb for _, lb, _ in runs):
+            fits = [f for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)
+                    for f in rp.stage_fits(plan, ranks)]
+            cells.append(f"{label} {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
+                         f"({worst(fits, *affine):.1%})")
+        mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
+        for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
+            fits = rp.stage_fits(plan, ranks)
+            cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
+                         f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(fits, *affine):.1%})")
+        lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
+                     f"stage fitted on ours at one size): {'; '.join(cells)}")
+    return lines
 
 
 def rankings(runs, results, costs, schedules) -> list[str]:

@@ -15,7 +15,7 @@ import socket
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,24 @@ class Prepared:
     idle: Any = None  # :func:`idle_pipe` of as many stages
 
 
+KEPT: dict[tuple, Prepared] = {}  # splits :func:`keep` made ahead of their job, each taken once by :func:`prepare`
+
+
+def _key(job: dict, quick: bool, world: int) -> tuple:
+    return job["model"], tuple(job["split_spec"]), job["microbatch"], job["microbatches"], quick, world
+
+
+def keep(job: dict, quick: bool, world: int) -> Prepared:
+    """:func:`prepare` ahead of :func:`execute` (to learn whether torch accepts the split), kept for the job's run."""
+    KEPT[_key(job, quick, world)] = done = prepare(job, quick, world)
+    return done
+
+
 def prepare(job: dict, quick: bool, world: int) -> Prepared:
     """Build the job's model and let torch split it at the exported points, refusing a name that is no module."""
+    kept = KEPT.pop(_key(job, quick, world), None)
+    if kept is not None:
+        return replace(kept, job=job)
     model, x, target = build(job["model"], job["microbatches"] * job["microbatch"], quick)
     modules = dict(model.named_modules())
     missing = [fqn for fqn in job["split_spec"] if fqn not in modules]
@@ -157,7 +173,8 @@ def _run_job(rank: int, p: Prepared) -> dict:
     """Each schedule's steps on the job's stages; after each, a step of the same schedule on :class:`Idle` stages
     (the runtime's own cost) and the ranks' compute at once (the machine's slowdown), so that all three see the
     same load; medians over the steps after the first, of the wall clock (``_ms``) and of the rank's CPU time
-    (``_cpu_ms``). Then the stage times alone."""
+    (``_cpu_ms``); the slowdown unless the job says ``"slowdown": False``. Then the stage times alone (the fastest of
+    the job's ``repeat`` runs; none without)."""
     job, m = p.job, p.job["microbatches"]
     stage = p.pipe.build_stage(rank, torch.device("cpu"))
     world = dist.get_world_size()
@@ -175,8 +192,9 @@ def _run_job(rank: int, p: Prepared) -> dict:
             steps.append(ms), cpu.append(ms_cpu)
             ms, ms_cpu, _ = _timed_step(idle_schedule, rank, idle_x, idle_target, m)
             idle_steps.append(ms), idle_cpu.append(ms_cpu)
-            dist.barrier()  # every rank at once, as in a step
-            slowdown.append(busy_slowdown(lambda: backward(forward()), m))
+            if job.get("slowdown", True):
+                dist.barrier()  # every rank at once, as in a step
+                slowdown.append(busy_slowdown(lambda: backward(forward()), m))
             if i == 0 and last:
                 with torch.no_grad():
                     want = p.model(p.x)
@@ -186,7 +204,10 @@ def _run_job(rank: int, p: Prepared) -> dict:
         out[f"{name}_idle_ms"] = statistics.median(idle_steps[1:])
         out[f"{name}_cpu_ms"] = statistics.median(cpu[1:])
         out[f"{name}_idle_cpu_ms"] = statistics.median(idle_cpu[1:])
-        out[f"{name}_slowdown"] = statistics.median(slowdown[1:])
+        if slowdown:
+            out[f"{name}_slowdown"] = statistics.median(slowdown[1:])
+    if not job.get("repeat"):  # a job without ``repeat`` is not timed alone
+        return out
     for turn in range(world):  # one rank at a time: the ranks share the machine's cores
         dist.barrier()
         if turn == rank:

@@ -10,10 +10,13 @@ accepts the split, that every split point names a module of the model, and that 
 the unsplit model's; then it prints the predicted and measured time per micro-batch of each stage (forward
 and backward, ms) and of each schedule's training step.
 
-Two numbers are fitted, on the stages' CPU time in the steps: the compute factor and a stage's fixed time per
-micro-batch (the calls into the stage module and the runtime's handling of each micro-batch's chunk, which a
-profile of the modules does not see: on the CNNs about 2 ms of a 4-14 ms stage, so that a split's gain over
-another is smaller than the profile's ratio of their stages). Beside every step the same schedule runs on
+Three numbers are fitted, on the stages' CPU time in the steps: the compute factor, a stage's fixed time per op
+and micro-batch and its fixed time per micro-batch (what a profile of the modules does not see: the stage module
+runs its ops one by one through interpreted ``torch.export`` submodules and the autograd engine, about 0.02 ms
+per op of the training graph, and the runtime handles each micro-batch's chunk; a split's gain over another is
+smaller than the profile's ratio of their stages). The split and a lopsided one (the first module alone on a
+stage) also run at ``SMALL`` samples per micro-batch, where the compute shrinks and the op counts do not, so that
+the fit tells them apart. Beside every step the same schedule runs on
 stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
 slowdown), so no step is fitted on.
@@ -32,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helper modules, also when loaded as a factory file
 
 import torch
-from pipeline_models import FACTORIES, IDLE_FEATURES, build, make_cnn, make_gpt, make_vit  # noqa: F401 (factories)
-from pipeline_ranks import CLOCK, SCHEDULES, busy_slowdown, execute, interleaved_rounds, prepare  # noqa: F401
+from pipeline_models import FACTORIES, IDLE_FEATURES, build, loss_fn, make_cnn, make_gpt, make_vit  # noqa: F401
+from pipeline_ranks import CLOCK, SCHEDULES, busy_slowdown, execute, interleaved_rounds, keep, prepare  # noqa: F401
 
 from placement_dsl import Cluster, Placement, evaluate
 from placement_dsl.boundaries import Boundaries
@@ -43,17 +46,18 @@ from placement_dsl.heuristics import run
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.profile import (
+    CLOCKS,
     LinkTime,
     ModuleTime,
     RunCosts,
     StageFit,
-    affine_of,
     calibrated,
     calibration,
     calibration_table,
     ping_pong,
     profile_module,
     runtime_overhead,
+    stage_costs_of,
     training_graph,
 )
 from placement_dsl.simulate import simulate
@@ -65,6 +69,7 @@ PIPELINED = False  # True: profile the modules as torch's pipeline() runs them (
 # submodules). Eager by default: at the bench's full sizes (load 4-8, two repeats each) the eager profile predicted the
 # stages within 8 % (22 of 24 within 15 %) and the steps within 12 % (19 of 24), the pipelined one 20 % (9) and 25 % (7)
 CSV = {"csv-1f1b": "1f1b", "csv-gpipe": "gpipe"}  # the exported schedule CSV of a schedule, run by torch's runtime
+SMALL = 1  # samples per micro-batch of the calibration's second size (the compute shrinks, a stage's ops do not)
 
 
 # ---------------------------------------------------------------------------- the plan
@@ -81,6 +86,7 @@ class Plan:
     train: Placement | None = None  # the training graph on the stages, with the profiled times
     microbatches: int = 1
     microbatch: int = 1  # samples per micro-batch
+    ops: list[int] = field(default_factory=list)  # ops (forward and backward) of the training graph on each stage
 
     def step_with(self, costs: RunCosts, schedule: str) -> float:
         """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
@@ -92,10 +98,35 @@ class Plan:
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
     """Each depth-2 module's measured forward and backward time on one CPU thread, the backward whole as GPipe and
     1F1B run it: eager, or with ``PIPELINED`` through the stage module ``pipeline()`` builds (its submodules are
-    interpreted ``torch.export`` graphs)."""
-    model, x, _ = build(name, microbatch, quick)
-    return profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=10 if quick else 20, warmup=3, clock=CLOCK,
+    interpreted ``torch.export`` graphs). The last stage also computes the loss on the model's output, forward and
+    backward (:func:`loss_ms`): its times are the last module's, whose output the loss reads."""
+    model, x, target = build(name, microbatch, quick)
+    repeat = 10 if quick else 20
+    rows = profile_module(model, (x[:microbatch],), depth=DEPTH, repeat=repeat, warmup=3, clock=CLOCK,
                           pipelined=PIPELINED)
+    if not rows:
+        return rows
+    forward, backward = loss_ms(model, x[:microbatch], target[:microbatch], repeat)
+    last = rows[-1]
+    return [*rows[:-1], replace(last, forward_ms=last.forward_ms + forward, backward_ms=last.backward_ms + backward)]
+
+
+def loss_ms(model: Any, x: torch.Tensor, target: torch.Tensor, repeat: int) -> tuple[float, float]:
+    """The forward and the backward ms of :func:`loss_fn` on ``model``'s output for ``x`` (the fastest of ``repeat``
+    runs after one, in CPU time): on a large vocabulary's logits a few ms per micro-batch, which a profile of the
+    modules does not hold."""
+    clock = CLOCKS[CLOCK]
+    with torch.no_grad():
+        out = model(x)
+    spent: list[tuple[float, float]] = []
+    for _ in range(repeat + 1):
+        given = out.detach().requires_grad_(True)
+        start = clock()
+        loss = loss_fn(given, target)
+        middle = clock()
+        loss.backward()
+        spent.append((1e3 * (middle - start), 1e3 * (clock() - middle)))
+    return min(f for f, _ in spent[1:]), min(b for _, b in spent[1:])
 
 
 def workload_graph(name: str, microbatch: int, quick: bool, rows: list[ModuleTime]) -> Any:
@@ -115,7 +146,8 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int, m
     tp = Placement(train, placement.cluster, assign)
     rows_ = evaluate(tp, "gpipe").devices
     plan = Plan(placement.graph.name, {}, [r.compute_fw for r in rows_], [r.compute_bw for r in rows_], train=tp,
-                microbatches=microbatches, microbatch=microbatch)
+                microbatches=microbatches, microbatch=microbatch,
+                ops=[assign.count(k) for k in range(placement.cluster.size)])
     plan.step_ms = {s: simulate(tp, s, microbatches).makespan / microbatches for s in SCHEDULES}
     return plan
 
@@ -166,8 +198,52 @@ def stage_ms(rank: dict) -> float:
 
 def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
     """Predicted (the profiled forward + backward) against measured (:func:`stage_ms`) time per micro-batch of each
-    stage."""
-    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks])
+    stage, with its op count."""
+    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks],
+                       plan.ops or None)
+
+
+def small_plan(name: str, plan: Plan, quick: bool, lopsided: bool = False) -> tuple[Plan, dict]:
+    """``plan``'s split of model ``name`` (``lopsided``: the model's first module alone on the first stage, the rest
+    on the second) at :data:`SMALL` samples per micro-batch, profiled at that size, and the job that runs it (1F1B
+    only; no slowdown, no stage timed alone): the calibration's second micro-batch size, at which the compute
+    shrinks and the op counts do not, so that the fit tells a stage's time per op from its compute. The lopsided
+    split adds stages of a few ops and of all of them, which pin the time per stage and per op where a split's
+    two stages of like op counts cannot."""
+    return small_plans(name, plan, quick, (lopsided,))[0]
+
+
+def small_plans(name: str, plan: Plan, quick: bool, which: tuple[bool, ...] = (False, True)) -> list[tuple[Plan, dict]]:
+    """:func:`small_plan` of each ``lopsided`` in ``which`` (by default ``plan``'s split and the lopsided one), on one
+    profile and import at :data:`SMALL` samples per micro-batch."""
+    rows = profiled(name, SMALL, quick)
+    graph = workload_graph(name, SMALL, quick, rows)
+    return [_small(name, plan, quick, rows, graph, lopsided) for lopsided in which]
+
+
+def _small(name: str, plan: Plan, quick: bool, rows: list[ModuleTime], graph: Any, lopsided: bool) -> tuple[Plan, dict]:
+    for point in modules_in_order(graph)[1:] if lopsided else [None]:  # the first cut torch makes two stages of
+        small = plan_for(placement_of(graph, [point] if point else list(plan.split_spec)), rows, plan.microbatches,
+                         SMALL)
+        job = {"model": name, "split_spec": small.split_spec, "schedules": ["1f1b"], "microbatch": SMALL,
+               "microbatches": plan.microbatches, "steps": 2 if quick else 6, "slowdown": False}
+        try:
+            if lopsided:
+                keep(job, quick, plan.train.cluster.size)
+            return small, job
+        except SystemExit:  # torch cannot split there (the first module of a list, in torch 2.13)
+            continue
+    raise SystemExit(f"{name}: torch splits the model before none of its modules")
+
+
+def modules_in_order(graph: Any, depth: int = DEPTH) -> list[str]:
+    """The depth-``depth`` modules of ``graph`` in execution order."""
+    out: dict[str, None] = {}
+    for op in graph.ops:
+        path = str(op.attrs.get("module") or "")
+        if path:
+            out.setdefault(".".join(path.split(".")[:depth]), None)
+    return list(out)
 
 
 def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) -> list[str]:
@@ -182,8 +258,9 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
     lines.append(f"{plan.name}: time per micro-batch per stage, forward + backward, as profiled (measured: CPU time in "
                  "the steps, less the idle stages')")
     lines += calibration_table(fits).splitlines()
-    lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.stage_ms:.3f} ms)")
-    lines += calibration_table(calibrated(fits, base.scale, base.stage_ms)).splitlines()
+    lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.op_ms:.4f} ms per op "
+                 f"+ {base.stage_ms:.3f} ms)")
+    lines += calibration_table(calibrated(fits, base.scale, base.stage_ms, base.op_ms)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
         costs = run_costs(base, ranks, s, plan)
@@ -196,11 +273,12 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
 
 
 def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
-    """The two fitted costs, over every stage of ``runs`` (both in CPU time): the compute factor and a stage's fixed
-    time per micro-batch (:func:`placement_dsl.profile.affine_of`: measured = factor x profiled + fixed); with the
-    measured ``link``. The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
-    scale, fixed = affine_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
-    return RunCosts(scale, link, stage_ms=fixed)
+    """The three fitted costs, over every stage of ``runs`` (in CPU time): the compute factor, a stage's fixed time
+    per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured = factor x profiled + per op x
+    ops + fixed; the plans at two micro-batch sizes tell them apart); with the measured ``link``. The per-task
+    overhead and the slowdown are measured in each run (:func:`run_costs`)."""
+    scale, op_ms, fixed = stage_costs_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    return RunCosts(scale, link, stage_ms=fixed, op_ms=op_ms)
 
 
 def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:
@@ -224,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = [*SCHEDULES, *CSV]
-    plans, jobs = [], []
+    plans, jobs, smalls = [], [], []
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
@@ -232,12 +310,15 @@ def main(argv: list[str] | None = None) -> int:
         plans.append(plan)
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
-                     "microbatches": microbatches, "steps": 3 if args.quick else 6, "repeat": 10 if args.quick else 20})
+                     "microbatches": microbatches, "steps": 3 if args.quick else 6})  # stages not timed alone
+        smalls += small_plans(name, plan, args.quick)
     ok = True
-    runs = execute(jobs, args.quick)
-    costs = calibrate(plans, runs, ping_pong(repeat=5 if args.quick else 20))
-    print(f"calibration: compute x{costs.scale:.3f} + {costs.stage_ms:.3f} ms per stage and micro-batch (fitted on "
-          f"the stages), link {costs.link.latency_ms:.3f} ms + "
+    runs = execute(jobs + [job for _, job in smalls], args.quick)
+    costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))
+    runs = runs[:len(plans)]
+    print(f"calibration: compute x{costs.scale:.3f} + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms per stage "
+          f"and micro-batch (fitted on the stages at {microbatch} and {SMALL} samples per micro-batch), link "
+          f"{costs.link.latency_ms:.3f} ms + "
           f"bytes / {costs.link.bandwidth:.4g} per ms (measured); per run, the per-task overhead (measured on idle "
           "stages beside each step) and the wall-clock slowdown (measured by the ranks at once)")
     for plan, ranks in zip(plans, runs):

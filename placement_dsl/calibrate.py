@@ -27,11 +27,13 @@ from .zoo.training import with_backward
 
 @dataclass(frozen=True)
 class StageFit:
-    """Predicted against measured time of one stage (ms per micro-batch) and the residual."""
+    """Predicted against measured time of one stage (ms per micro-batch) and the residual; ``ops``: how many ops of
+    its graph the stage runs (forward and backward ops of a training graph), for :func:`stage_costs_of`."""
 
     stage: int
     predicted_ms: float
     measured_ms: float
+    ops: int = 0
 
     @property
     def residual(self) -> float:
@@ -39,11 +41,15 @@ class StageFit:
         return (self.measured_ms - self.predicted_ms) / self.measured_ms if self.measured_ms else 0.0
 
 
-def calibration(predicted: Sequence[float], measured: Sequence[float]) -> list[StageFit]:
-    """Stage by stage fits of ``predicted`` against ``measured`` times, refused if the lengths differ."""
-    if len(predicted) != len(measured):
-        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured")
-    return [StageFit(k, float(p), float(m)) for k, (p, m) in enumerate(zip(predicted, measured))]
+def calibration(predicted: Sequence[float], measured: Sequence[float], ops: Sequence[int] | None = None
+                ) -> list[StageFit]:
+    """Stage by stage fits of ``predicted`` against ``measured`` times (``ops``: each stage's op count), refused if
+    the lengths differ."""
+    counts = [0] * len(predicted) if ops is None else list(ops)
+    if not len(predicted) == len(measured) == len(counts):
+        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured and "
+                        f"{len(counts)} op counts")
+    return [StageFit(k, float(p), float(m), int(n)) for k, (p, m, n) in enumerate(zip(predicted, measured, counts))]
 
 
 def scale_of(fits: Sequence[StageFit]) -> float:
@@ -80,10 +86,70 @@ def affine_of(fits: Sequence[StageFit]) -> tuple[float, float]:
     return slope, fixed
 
 
-def calibrated(fits: Sequence[StageFit], scale: float, fixed_ms: float = 0.0) -> list[StageFit]:
-    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's) and
-    ``fixed_ms`` added (a stage's fixed time per micro-batch, :func:`affine_of`)."""
-    return [StageFit(f.stage, f.predicted_ms * scale + fixed_ms, f.measured_ms) for f in fits]
+def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
+    """``(c, op_ms, b)`` minimizing ``sum (measured - c * predicted - op_ms * ops - b)^2`` over ``fits``, ``op_ms >= 0``
+    and ``b >= 0``: the compute factor, a fixed time per op the stage runs and a fixed time per stage, per
+    micro-batch. A stage module runs its ops one by one (``torch.distributed.pipelining``'s stage submodules are
+    interpreted graphs, and the autograd engine walks the backward op by op), each at a cost that does not grow
+    with the micro-batch and that a profile of the eager modules hardly sees; so a stage of few ops has a smaller
+    fixed time than one of many, which one constant per stage (:func:`affine_of`) cannot follow.
+
+    ``ops`` and ``predicted`` move together over the splits of one model at one micro-batch size (a stage of more
+    layers has more ops and more compute); stages measured at two or more micro-batch sizes separate them (the
+    compute grows with the micro-batch, the ops do not). Of the fits with ``op_ms`` or ``b`` held at 0 or free, the
+    best whose terms are >= 0 (and ``c > 0``); a term whose column the stages cannot tell apart from the others'
+    stays 0.
+
+    >>> fits = calibration([2.0, 4.0, 1.0, 2.0], [3.6, 7.0, 2.4, 4.6], ops=[10, 20, 10, 20])
+    >>> [round(x, 6) for x in stage_costs_of(fits)]
+    [1.2, 0.1, 0.2]
+    >>> [round(x, 6) for x in stage_costs_of(calibration([1.0, 3.0], [4.0, 8.0]))]  # no op counts: affine_of's
+    [2.0, 0.0, 2.0]
+    """
+    columns = {"ops": [float(f.ops) for f in fits], "fixed": [1.0] * len(fits)}
+    xs = [f.predicted_ms for f in fits]
+    ys = [f.measured_ms for f in fits]
+    best: tuple[float, tuple[float, float, float]] = (sum((y - x * scale_of(fits)) ** 2 for x, y in zip(xs, ys)),
+                                                        (scale_of(fits), 0.0, 0.0))
+    for free in (("ops", "fixed"), ("ops",), ("fixed",)):
+        solved = _least_squares([xs, *(columns[k] for k in free)], ys)
+        if solved is None or solved[0] <= 0 or min(solved[1:]) < 0:
+            continue
+        terms = dict(zip(free, solved[1:]))
+        coef = (solved[0], terms.get("ops", 0.0), terms.get("fixed", 0.0))
+        loss = sum((y - coef[0] * x - coef[1] * n - coef[2]) ** 2
+                   for x, y, n in zip(xs, ys, columns["ops"]))
+        if loss < best[0] - 1e-12 * max(1.0, best[0]):
+            best = (loss, coef)
+    return best[1]
+
+
+def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
+    """The coefficients of ``columns`` minimizing the squared error to ``ys`` (normal equations, Gaussian elimination
+    with partial pivoting); None when fewer rows than columns or when the columns are (nearly) dependent."""
+    k = len(columns)
+    if len(ys) < k:
+        return None
+    a = [[sum(u * v for u, v in zip(columns[i], columns[j])) for j in range(k)] + [sum(u * y for u, y in
+         zip(columns[i], ys))] for i in range(k)]
+    scale = max(abs(a[i][i]) for i in range(k)) or 1.0
+    for col in range(k):
+        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) <= 1e-9 * scale:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(k):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
+def calibrated(fits: Sequence[StageFit], scale: float, fixed_ms: float = 0.0, op_ms: float = 0.0) -> list[StageFit]:
+    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's), ``fixed_ms``
+    added (a stage's fixed time per micro-batch, :func:`affine_of`) and ``op_ms`` per op of the stage
+    (:func:`stage_costs_of`)."""
+    return [StageFit(f.stage, f.predicted_ms * scale + fixed_ms + op_ms * f.ops, f.measured_ms, f.ops) for f in fits]
 
 
 # ---------------------------------------------------------------------------- the link between two ranks
@@ -191,7 +257,10 @@ class RunCosts:
     speed when a step's wall-clock time is predicted from CPU-time profiles; ``stage_ms``: a stage's fixed CPU
     time per micro-batch beyond what ``scale`` makes of its modules' profiled times and beyond ``overhead_ms``
     (:func:`affine_of`'s ``b``: a cost per stage and micro-batch, not proportional to the stage's ops; half on each
-    of the stage's forward and backward tasks, times ``slowdown`` as compute is).
+    of the stage's forward and backward tasks, times ``slowdown`` as compute is); ``op_ms``: a stage's fixed CPU time
+    per op it runs and micro-batch (:func:`stage_costs_of`), added to every op's time on the stage devices (times
+    ``slowdown``), so that the cost model, the simulator and a search on :meth:`placement`'s graph price it where
+    the ops are.
     """
 
     scale: float = 1.0
@@ -199,6 +268,7 @@ class RunCosts:
     overhead_ms: float = 0.0
     slowdown: float = 1.0
     stage_ms: float = 0.0
+    op_ms: float = 0.0
 
     @property
     def task_ms(self) -> float:
@@ -222,8 +292,25 @@ class RunCosts:
                          message_latency=self.link.latency_ms)
 
     def placement(self, p: Placement) -> Placement:
-        """``p`` on :meth:`cluster` (same assignment; its devices' kind)."""
-        return Placement(p.graph, self.cluster(p.cluster.size, p.cluster.devices[0].kind), p.assign)
+        """``p`` on :meth:`cluster` (same assignment; its devices' kind), every op taking ``op_ms`` more there.
+
+        >>> g = Graph([Op(name="a", work=2.0), Op(name="b", work=4.0)], [("a", "b")])
+        >>> q = RunCosts(scale=2.0, op_ms=1.0).placement(Placement(g, Cluster.stages(2), [0, 1]))
+        >>> [q.cluster.devices[k].speed for k in (0, 1)], [op.time_on(ACCELERATOR) for op in q.graph.ops]
+        ([0.5, 0.5], [2.5, 4.5])
+        """
+        kind = p.cluster.devices[0].kind
+        return Placement(self.graph(p.graph, kind), self.cluster(p.cluster.size, kind), p.assign)
+
+    def graph(self, graph: Graph, kind: str = ACCELERATOR) -> Graph:
+        """``graph`` whose ops take ``op_ms`` more on a device of ``kind`` at the run's speed (``op_ms / scale`` more
+        work: the devices' speed is ``1 / (scale * slowdown)``); ``graph`` itself without ``op_ms``."""
+        if not self.op_ms:
+            return graph
+        extra = self.op_ms / self.scale
+        ops = [op if not op.time_on(kind) < math.inf else
+               op.model_copy(update={"work": {**op.work, kind: op.time_on(kind) + extra}}) for op in graph.ops]
+        return graph.replace(ops=ops)
 
 
 def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
@@ -335,4 +422,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 
 __all__ = ["LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration", "calibration_table", "fit_link",
-           "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "runtime_overhead", "scale_of"]
+           "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "runtime_overhead", "scale_of",
+           "stage_costs_of"]

@@ -62,6 +62,7 @@ from .calibrate import (
     ping_pong,
     runtime_overhead,
     scale_of,
+    stage_costs_of,
 )
 from .errors import SpecError
 from .files import write_atomic
@@ -407,4 +408,4 @@ def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "affine_of", "build", "calibrated", "calibration",
            "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong",
            "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward",
-           "training_graph", "with_measured_backward", "write_profile"]
+           "stage_costs_of", "training_graph", "with_measured_backward", "write_profile"]

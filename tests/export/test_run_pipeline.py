@@ -46,6 +46,8 @@ def test_example_runs_both_models_and_schedules(tmp_path):
             assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms .*; idle stages "
                              r"\d+\.\d+ ms: \d+\.\d+ ms per task, slowdown x\d+\.\d+ \(measured\)$", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
+    assert re.search(r"^calibration: compute x\d+\.\d+ \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
+                     r"\(fitted on the stages at 2 and 1 samples per micro-batch\)", out, flags=re.MULTILINE), out
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
 
@@ -141,6 +143,51 @@ def test_modules_are_profiled_as_the_switch_says(run_pipeline, monkeypatch, pipe
     assert seen["batch"] == 2
 
 
+def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
+    """The calibration's second size: the same split points, profiled at ``SMALL`` samples per micro-batch (less
+    compute per stage, as many ops), run under 1F1B alone without the slowdown or the stages timed alone."""
+    rows = run_pipeline.profiled("gpt", 2, True)
+    plan = run_pipeline.plan_for(run_pipeline.place(run_pipeline.workload_graph("gpt", 2, True, rows), rows), rows, 4, 2)
+    small, job = run_pipeline.small_plan("gpt", plan, True)
+    assert small.split_spec == plan.split_spec and small.microbatch == run_pipeline.SMALL < plan.microbatch
+    assert small.ops == plan.ops and sum(plan.ops) == plan.train.graph.n
+    assert sum(small.forward_ms) + sum(small.backward_ms) < sum(plan.forward_ms) + sum(plan.backward_ms)
+    assert job["schedules"] == ["1f1b"] and job["microbatch"] == run_pipeline.SMALL and not job["slowdown"]
+    assert "repeat" not in job
+    both = run_pipeline.small_plans("gpt", plan, True)  # the example's: its split and the lopsided one
+    assert [list(p.split_spec) for p, _ in both] == [list(plan.split_spec), ["wpe"]]
+
+
+def test_the_lopsided_split_puts_the_first_module_torch_cuts_after_alone(run_pipeline):
+    """The calibration's lopsided split: the first module alone on the first stage, or (where torch cannot cut
+    before the second module: the ViT's ``blocks.0``) the modules before the first cut torch makes two stages of;
+    torch's split is kept for the job's run."""
+    for name, point, first in (("gpt", "wpe", 1), ("vit", "blocks.1", 2)):
+        rows = run_pipeline.profiled(name, 2, True)
+        graph = run_pipeline.workload_graph(name, 2, True, rows)
+        plan = run_pipeline.plan_for(run_pipeline.place(graph, rows), rows, 4, 2)
+        small, job = run_pipeline.small_plan(name, plan, True, lopsided=True)
+        assert list(small.split_spec) == [point] == list(job["split_spec"])
+        assert run_pipeline.modules_in_order(graph)[first] == point and small.ops[0] < small.ops[1]
+        assert run_pipeline.prepare(job, True, 2).pipe.num_stages == 2
+
+
+def test_the_loss_is_profiled_with_the_last_module(run_pipeline, monkeypatch):
+    """The last stage computes the loss on the model's output: its forward and backward times are added to the last
+    module's row (whose output the loss reads), the other rows as profiled."""
+    from placement_dsl.profile import ModuleTime
+
+    rows = [ModuleTime("h.0", 1.0, 2.0, 1.0, 1.0, 1), ModuleTime("head", 0.5, 1.0, 0.5, 0.5, 1)]
+    monkeypatch.setattr(run_pipeline, "profile_module", lambda model, args, **options: list(rows))
+    monkeypatch.setattr(run_pipeline, "loss_ms", lambda model, x, target, repeat: (0.25, 0.125))
+    got = run_pipeline.profiled("gpt", 2, True)
+    assert got[0] == rows[0] and (got[1].module, got[1].forward_ms, got[1].backward_ms) == ("head", 0.75, 1.125)
+    monkeypatch.undo()
+    model, x, target = run_pipeline.build("gpt-vocab", 2, True)
+    forward, backward = run_pipeline.loss_ms(model, x, target, 3)
+    assert forward > 0 and backward > 0
+
+
 def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stages(run_pipeline):
     """A stage's measured time is its rank's CPU ms per micro-batch in the steps less the idle stages' (median over
     the schedules); the calibration fits the compute factor and a stage's fixed time on them (here 1.25 x profiled
@@ -159,3 +206,22 @@ def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stag
     assert run_pipeline.stage_ms(runs[0][1]) == pytest.approx(1.25 * 6.0 + 2.0)
     costs = run_pipeline.calibrate(plans, runs, link)
     assert (costs.scale, costs.stage_ms, costs.link) == (pytest.approx(1.25), pytest.approx(2.0), link)
+
+
+def test_the_calibration_fits_a_time_per_op_over_two_microbatch_sizes(run_pipeline):
+    """Stages at two micro-batch sizes (the compute halves, the ops stay) measured at 1.25 x profiled + 0.05 ms per op
+    + 0.5 ms: the calibration gives all three back, and ``RunCosts.op_ms`` carries the time per op."""
+    from placement_dsl.profile import LinkTime
+
+    big = [run_pipeline.Plan("a", {}, [1.0, 2.0], [2.0, 4.0], ops=[40, 20]),
+           run_pipeline.Plan("b", {}, [3.0, 0.5], [6.0, 1.0], ops=[56, 4])]
+    small = [run_pipeline.Plan(p.name, {}, [f / 2 for f in p.forward_ms], [b / 2 for b in p.backward_ms], ops=p.ops)
+             for p in big]
+
+    def rank(profiled: float, ops: int) -> dict:
+        return {"1f1b_cpu_ms": 1.25 * profiled + 0.05 * ops + 0.5 + 1.0, "1f1b_idle_cpu_ms": 1.0}
+
+    plans = big + small
+    runs = [[rank(f + b, n) for f, b, n in zip(p.forward_ms, p.backward_ms, p.ops)] for p in plans]
+    costs = run_pipeline.calibrate(plans, runs, LinkTime(0.05, 1e6))
+    assert (costs.scale, costs.op_ms, costs.stage_ms) == (pytest.approx(1.25), pytest.approx(0.05), pytest.approx(0.5))
