@@ -21,9 +21,16 @@ probability ``exp(-increase / T)``, ``T`` falling linearly from :data:`TEMPERATU
 over the steps. The number of steps is :data:`STEPS_PER_OP` per op of the segment (at least :data:`MIN_STEPS`,
 at most :data:`MAX_STEPS`), fewer when the time given holds fewer (the first steps' cost is measured); the cooling
 follows the steps actually run. Deterministic for a seed when the time given holds every step.
+
+Segments of one *shape* (:func:`shape`: the same edges, held nodes on the same devices and colocation units, once
+their nodes are put in the graph's topological order; the layers of a model whose op times differ, by profiling
+noise) are not one search, but a schedule of one is a candidate for the other (:func:`transplant`): the search by
+segments tries the best pattern found so far for a shape on each segment of that shape before annealing it, so
+that where the time holds one segment's annealing only, every layer still gets its pattern.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import time
@@ -121,4 +128,35 @@ def _move(state: ScheduleState, graph: Any, movable: np.ndarray, cur: np.ndarray
     return trial, (_start_order(graph, b) if rng.random() < 0.5 else order)
 
 
-__all__ = ["MAX_STEPS", "MIN_STEPS", "STEPS_PER_OP", "anneal", "steps_for"]
+def canonical(sub: Any, ops: np.ndarray, fed: int, rank: np.ndarray) -> np.ndarray:
+    """A segment's nodes (``sub``'s, full-graph ids ``ops``, the first ``fed`` feeding it) in canonical order: the fed
+    nodes, then the rest, each by the whole graph's topological ``rank``."""
+    return np.lexsort((np.asarray(rank)[ops], np.arange(sub.n) >= fed))
+
+
+def shape(sub: Any, canon: np.ndarray, movable: np.ndarray, held: np.ndarray) -> str:
+    """What makes one segment's schedule valid for another (module docstring): its edges, movable nodes, held
+    devices (``held``: each node's device, read where it does not move) and colocation units, in canonical order."""
+    position = np.empty(sub.n, dtype=np.int64)
+    position[canon] = np.arange(sub.n)
+    groups: dict[Any, int] = {}
+    h = hashlib.sha1()
+    h.update(np.sort(position[sub.src] * sub.n + position[sub.dst]).astype(np.int64).tobytes())
+    h.update(movable[canon].tobytes())
+    h.update(np.where(movable, -1, held)[canon].astype(np.int64).tobytes())
+    h.update(np.asarray([groups.setdefault(sub.ops[v].group, len(groups)) for v in canon.tolist()]).tobytes())
+    return h.hexdigest()
+
+
+def transplant(devices: np.ndarray, order: list[int], source: np.ndarray, target: np.ndarray
+               ) -> tuple[np.ndarray, list[int]]:
+    """A schedule of one segment (``devices`` per node, priority list ``order``) as a schedule of another of the same
+    shape: node ``source[k]`` of the first is node ``target[k]`` of the second (their :func:`canonical` orders)."""
+    to = np.empty(len(source), dtype=np.int64)
+    to[source] = target
+    out = np.empty(len(target), dtype=np.int64)
+    out[to] = np.asarray(devices, dtype=np.int64)
+    return out, to[np.asarray(order, dtype=np.int64)].tolist()
+
+
+__all__ = ["MAX_STEPS", "MIN_STEPS", "STEPS_PER_OP", "anneal", "canonical", "shape", "steps_for", "transplant"]

@@ -39,7 +39,7 @@ from ..errors import PlacementError
 from ..evaluate import CostModel
 from ..graph import Graph
 from .schedule_moves import ScheduleState, _ball, _start_order, descend
-from .segment_anneal import anneal
+from .segment_anneal import anneal, canonical, shape, transplant
 
 MAX_OPS = 6000  # the cut ops' reachability (n^2 booleans), as the segment bounds
 MIN_FREE = 3  # segments with fewer free ops are left as they are
@@ -237,10 +237,11 @@ def improve_segments(graph: Graph, cluster: Cluster, model: CostModel, assign: n
             if new < before * (1 - ROUND_GAIN):
                 improving.append(key)
         live = improving
-    annealed = _anneal_all(part, distinct, weight, found, cluster, model, until, seed) if not live else 0
+    annealed, shared = _anneal_all(graph, assign, part, distinct, weight, found, cluster, model, until, seed) \
+        if not live else (0, 0)
     gained = {k: v[3] - v[2] for k, v in found.items() if v[2] < v[3] * (1 - 1e-9)}
     info = {"segments": len(parts), "distinct": len(distinct), "rounds": rounds, "candidates": spent,
-            "annealed": annealed, "improved": len(gained), "stalled": not live}
+            "annealed": annealed, "patterns": shared, "improved": len(gained), "stalled": not live}
     if not gained:
         return None, None, info
     new = np.asarray(assign).copy()
@@ -257,33 +258,58 @@ def improve_segments(graph: Graph, cluster: Cluster, model: CostModel, assign: n
     return new, sequence, info
 
 
-def _anneal_all(part: dict[str, Segment], distinct: list[str], weight: dict[str, float], found: dict[str, tuple],
-                cluster: Cluster, model: CostModel, until: float, seed: int) -> int:
+def _anneal_all(graph: Graph, assign: np.ndarray, part: dict[str, Segment], distinct: list[str],
+                weight: dict[str, float], found: dict[str, tuple], cluster: Cluster, model: CostModel, until: float,
+                seed: int) -> tuple[int, int]:
     """Each distinct segment's best so far annealed over its devices and list order together
     (:func:`~placement_dsl.heuristics.segment_anneal.anneal`), in rounds: in each, every segment still improving is
-    annealed once from its best with the round's seed, within its share of the time left (by its ops); a segment
-    whose round shortens it by less than :data:`ROUND_GAIN` leaves. ``found`` is updated where a segment got
-    shorter; returns the steps run."""
-    steps, live, rounds = 0, list(distinct), 0
+    annealed once from its best with the round's seed, within its share of the time left (by its ops), after the
+    best schedule of the last segment of its shape annealed is tried on it
+    (:func:`~placement_dsl.heuristics.segment_anneal.transplant`); a segment whose round shortens it by less than
+    :data:`ROUND_GAIN` leaves. ``found`` is updated where a segment got shorter; returns the steps run and the
+    patterns of another segment kept."""
+    canon = {k: canonical(part[k].graph, part[k].ops, part[k].fed, graph.rank) for k in distinct}
+    shapes = {k: shape(part[k].graph, canon[k], part[k].movable, np.asarray(assign)[part[k].ops]) for k in distinct}
+    pattern: dict[str, str] = {}  # shape -> the segment annealed last
+    steps, shared, live, rounds = 0, 0, list(distinct), 0
     while live and time.perf_counter() < until:
         rounds, improving = rounds + 1, []
         for i, key in enumerate(live):
             now = time.perf_counter()
             if now >= until:
-                return steps
+                return steps, shared
             share = weight[key] / max(sum(weight[k] for k in live[i:]), 1e-12) * (until - now)
+            seg, was = part[key], found[key][2]
+            other = pattern.get(shapes[key])
+            if other is not None and other != key:
+                shared += _try_pattern(seg, found, key, *transplant(*found[other][:2], canon[other], canon[key]),
+                                       cluster, model)
             local, order_, span, first = found[key]
             try:
-                new, new_order, new_span, before, made = anneal(part[key].graph, part[key].movable, cluster, model,
-                                                                 local, order_, now + share, seed + rounds)
+                new, new_order, new_span, before, made = anneal(seg.graph, seg.movable, cluster, model, local,
+                                                                 order_, now + share, seed + rounds)
             except PlacementError:
                 continue
             steps += made
             first, span = (before if math.isinf(first) else first), min(span, before)
-            if new_span < span * (1 - 1e-9):
-                found[key] = (new, new_order, new_span, first)
-            if new_span < span * (1 - ROUND_GAIN):
+            found[key] = (new, new_order, new_span, first) if new_span < span * (1 - 1e-9) else \
+                (local, order_, span, first)
+            pattern[shapes[key]] = key
+            if new_span < min(was, before) * (1 - ROUND_GAIN):
                 improving.append(key)
         live = improving
-    return steps
+    return steps, shared
 
+
+def _try_pattern(seg: Segment, found: dict[str, tuple], key: str, devices: np.ndarray, order: list[int],
+                 cluster: Cluster, model: CostModel) -> bool:
+    """``found[key]`` replaced by the schedule ``devices`` list-scheduled in ``order`` where that is shorter (then
+    ``True``)."""
+    state = ScheduleState(seg.graph, cluster, model, hard=False)
+    local, order_, span, first = found[key]
+    if math.isinf(first):
+        first = span = state.schedule(local, order_)[0][0]
+    new = state.schedule(devices, order)[0][0]
+    better = new < span * (1 - 1e-9)
+    found[key] = (devices, order, new, first) if better else (local, order_, span, first)
+    return better

@@ -1,6 +1,6 @@
 """Annealing a segment's devices and list order together (:mod:`placement_dsl.heuristics.segment_anneal`): it leaves
 the local optimum GETF's schedule is for the critical-chain descent on a transformer's attention, never returns a
-longer span than it was given, and is deterministic for a seed."""
+longer span than it was given, is deterministic for a seed, and hands a schedule to segments of its shape."""
 from __future__ import annotations
 
 import time
@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from placement_dsl.constraints import Congestion, Memory
+from placement_dsl.evaluate import CostModel
+from placement_dsl.graph import Graph
 from placement_dsl.heuristics import run, segment_anneal, segment_ls
 from placement_dsl.heuristics.schedule_moves import ScheduleState
 from placement_dsl.objectives import Makespan
@@ -86,3 +88,31 @@ def test_annealing_never_returns_a_longer_span(attention):
                                                      local, list(range(seg.graph.n)), time.perf_counter() + 60.0,
                                                      seed=0, steps=30)
     assert steps <= 31 and span <= first
+
+
+def test_layers_whose_times_differ_share_one_shape_and_their_schedules():
+    """Two layers whose op times differ (profiling noise) are two searches but one shape: a schedule of the first,
+    transplanted, puts each op of the second where its counterpart ran, in the counterpart's place of the order."""
+    w = gpt3(None, layers=2, hidden=256, heads=4, seq_len=256, cluster="intra-server")
+    g0 = w.graph
+    ops = [op.model_copy(update={"work": {k: t * (1.0 + 0.05 * np.sin(i)) for k, t in op.work.items()}})
+           for i, op in enumerate(g0.ops)]
+    g = Graph(ops, [(g0.names[u], g0.names[v]) for u, v in zip(g0.src, g0.dst)], name="noisy")
+    state = ScheduleState(g, w.cluster, CostModel.named("makespan"))
+    assign = np.zeros(g.n, dtype=np.int64)
+    parts = sorted((p for p in segment_ls.segments(g, assign, g.topo.tolist(), state.unit) if p.graph.n > 20),
+                   key=lambda p: int(p.ops[-1]))
+    one, two = parts[:2]
+    assert one.key != two.key
+    canon = [segment_anneal.canonical(p.graph, p.ops, p.fed, g.rank) for p in (one, two)]
+    assert segment_anneal.shape(one.graph, canon[0], one.movable, assign[one.ops]) == \
+        segment_anneal.shape(two.graph, canon[1], two.movable, assign[two.ops])
+    devices = np.where(one.movable, np.arange(one.graph.n) % 4, 0)
+    order = one.graph.topo.tolist()
+    moved, moved_order = segment_anneal.transplant(devices, order, canon[0], canon[1])
+    name = {two.graph.names[k].replace("L01", "L00"): k for k in range(two.graph.n)}
+    for k in range(one.graph.n):
+        assert moved[name[one.graph.names[k]]] == devices[k]
+    assert [two.graph.names[k].replace("L01", "L00") for k in moved_order] == [one.graph.names[k] for k in order]
+    position = {v: i for i, v in enumerate(moved_order)}
+    assert all(position[u] < position[v] for u, v in zip(two.graph.src.tolist(), two.graph.dst.tolist()))
