@@ -10,7 +10,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, Evaluation, evaluate
 from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
-from ..presets import dag_problem, problem_for_method
+from ..presets import certified_problem, problem_for_method
 from ..report import stage_lines, stage_ranges
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
 from .options import (
@@ -175,13 +175,9 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     w = workload_from_args(args)
     model = cost_model(args, w)
     check_memory(w, model)
-    # latency's default class: Tarnawski Fig. 3's contiguous splits; a training graph's too, as solve's: its
-    # backward ops sit with their forward ones, so a DAG-ordered placement of it keeps every op on one device
-    contiguous = model.objective.value == "latency" or w.graph.is_training
-    method = args.method or ("ip" if contiguous else None)
-    problem = training_problem(args, problem_for_method(
-        w, objective=schedule_objective(args, args.objective), method=method, overlap=args.overlap,
-        subgraphs=args.subgraphs) if method else dag_problem(w, model))
+    problem = training_problem(args, certified_problem(w, model, objective=schedule_objective(args, args.objective),
+                                                       method=args.method, overlap=args.overlap,
+                                                       subgraphs=args.subgraphs))
     levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))
