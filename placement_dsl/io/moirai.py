@@ -165,7 +165,8 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
             raise SpecError(f"{source}: device d{k} has memory m{k}={m}; give every device a memory > 0")
     ops, links, error = _fit_links(ops, flows, K)
     graph = Graph(ops, edges, name=name)
-    devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k]) for k in range(K)]
+    # MOIRAI's devices run one op at a time, also where no link is left to say so (one device, no transfer times)
+    devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k], invocations=False) for k in range(K)]
     return graph, Cluster(port_bandwidths(devices, links), links), error
 
 

@@ -44,3 +44,15 @@ def test_an_empty_transfer_time_from_a_device_to_itself_is_zero():
     empty_diagonal = [1.0, "10", "2", "", 1.0, 2.0, "", "1", "1", "", 1.0, 10.0, 10.0]
     graph, _, _ = build(HEADERS, [empty_diagonal, row(2.0, "", "")], "ok", "ok.xls")
     assert graph.ops[graph.index["10"]].attrs["transfer_time"] == [[0.0, 1.0], [1.0, 0.0]]
+
+
+@pytest.mark.parametrize("times", ["0", "1"])
+def test_a_sheet_of_one_device_or_without_transfer_times_runs_one_op_at_a_time(times):
+    """No links are fitted there; a cluster without links defaults to Tarnawski's invocations, and the sheet's
+    makespan (its schedule MILP) was refused."""
+    one = ["task", "c_task", "dir_succ", "dir_succ_add", "p0", "pc00", "mi", "m0"]
+    graph, cluster, _ = build(one, [[1.0, "10", "2", "", 1.0, times, 1.0, 10.0], [2.0, "", "", "", 1.0, "", 1.0, ""]],
+                              "one", "one.xls")
+    assert graph.n == 3 and not cluster.invocation.any()
+    _, still, _ = build(HEADERS, [row(1.0, "10", "2", "0"), row(2.0, "", "")], "still", "still.xls")
+    assert not still.links and not still.invocation.any()
