@@ -311,6 +311,20 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     return tuple(LinkCost(f"{lk.src}->{lk.dst}", float(fw[k]), float(bw[k])) for k, lk in enumerate(c.links))
 
 
+def unrouted(p: Placement) -> list[Violation]:
+    """Tensors read on a device that no chain of links reaches from their producer's (a cluster with links): they
+    cannot move, and :func:`link_loads` prices no link for them (the single-sample schedules see them as endless)."""
+    g, c = p.graph, p.cluster
+    if not c.links or p.replicated:
+        return []
+    dev, out = p.assign, []
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        if dev[u] != dev[v] and g.out_bytes[u] > 0 and c.route_links[dev[u]][dev[v]] is None and len(out) < 10:
+            out.append(Violation("allowed", f"op {g.names[u]!r}'s output has no route from device "
+                                            f"{c.names[dev[u]]!r} to {c.names[dev[v]]!r}", essential=True))
+    return out
+
+
 def _combine(overlap: Overlap, compute: np.ndarray, tin: np.ndarray, tout: np.ndarray, extra: np.ndarray) -> np.ndarray:
     if overlap is Overlap.NONE:
         return compute + tin + tout + extra
@@ -542,7 +556,9 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     rows = device_costs(placement, model)
     violations = _violations(placement, model, rows)
     latency, finish, subgraphs = None, {}, {}
-    links = link_loads(placement) if model.objective in (Objective.MAX_LOAD, Objective.GPIPE) else ()
+    pipelined = model.objective in (Objective.MAX_LOAD, Objective.GPIPE)
+    links = link_loads(placement) if pipelined else ()
+    violations += unrouted(placement) if pipelined else []  # the single-sample schedules name them themselves
     if model.objective is Objective.MAX_LOAD and model.name in ORDERS:
         objective = _rank_order_objective(placement, model, violations)
     elif model.objective is Objective.MAX_LOAD:

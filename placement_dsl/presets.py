@@ -91,6 +91,27 @@ def problem_for_method(workload: Any, objective: str | None = None, method: str 
 
 
 def dag_problem(workload: Any, model: CostModel) -> Problem:
-    """The DAG-ordered problem the ``bounds`` command certifies by default for a cost model."""
+    """The DAG-ordered problem of a cost model (devices numbered in pipeline order, Archer Fig. 3)."""
     memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
     return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
+
+
+def certified_problem(workload: Any, model: CostModel, objective: str | None = None, method: str | None = None,
+                      overlap: str = "none", subgraphs: int | None = None) -> Problem:
+    """The problem the ``bounds`` command certifies: ``method``'s (:func:`problem_for_method`) if given.
+
+    By default the DAG-ordered one (:func:`dag_problem`) where numbering the devices in pipeline order costs
+    nothing: identical devices, an inference graph, a max-load objective (and the makespan, whose levels read no
+    order). Otherwise a DAG-ordered placement in another device order (the fast device first, a CPU-only op's host
+    at the head) lies outside the numbered class, whose optimum can then exceed a pipeline ``solve`` returns; and a
+    training graph's backward ops sit with their forward ones, so its DAG-ordered placements keep every op on one
+    device. There the default is solve's ``ip``: the contiguous class (Tarnawski Fig. 6; Fig. 3 for latency), which
+    holds every DAG-ordered placement in any device order.
+    """
+    name = model.objective.value
+    free = (len(workload.cluster.homogeneous_groups()) == 1 and not workload.graph.is_training
+            and name != "latency")
+    if method is None and (free or name == "makespan"):
+        return dag_problem(workload, model)
+    return problem_for_method(workload, objective=objective, method=method or "ip", overlap=overlap,
+                              subgraphs=subgraphs)

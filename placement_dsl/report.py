@@ -117,17 +117,19 @@ def device_table(devices: Iterable[DeviceCost], passes: bool | None = None) -> l
 def device_major_order(placement: Placement) -> np.ndarray:
     """A topological order of the ops that keeps each device's ops together where the DAG allows.
 
-    Kahn's algorithm, always taking a ready op of the earliest device (ties by the graph's
-    own topological position): a DAG-ordered contiguous split comes out as one block per device.
+    Kahn's algorithm, always taking a ready op of the earliest device in pipeline order (ties by the graph's
+    own topological position): a DAG-ordered contiguous split comes out as one block per device, whatever
+    order its devices are listed in.
     """
     g = placement.graph
+    rank = pipeline_rank(placement)
     position = np.empty(g.n, dtype=np.int64)
     position[np.asarray(g.topo)] = np.arange(g.n)
     indeg = np.bincount(g.dst, minlength=g.n)
     succ: list[list[int]] = [[] for _ in range(g.n)]
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
         succ[u].append(v)
-    key = [(int(placement.assign[v]), int(position[v]), v) for v in range(g.n)]
+    key = [(int(rank[placement.assign[v]]), int(position[v]), v) for v in range(g.n)]
     heap = [key[v] for v in range(g.n) if indeg[v] == 0]
     heapq.heapify(heap)
     order = []
@@ -139,6 +141,35 @@ def device_major_order(placement: Placement) -> np.ndarray:
             if indeg[w] == 0:
                 heapq.heappush(heap, key[w])
     return np.array(order, dtype=np.int64)
+
+
+def pipeline_rank(placement: Placement) -> np.ndarray:
+    """Each device's place in the pipeline: the topological order of the devices by the tensors between them
+    (ties, and devices on a cycle of them, by index). A split whose stages run in another order than the devices
+    are listed (its first stage on the last device) was cut into runs that left one device two stages."""
+    g, a, D = placement.graph, placement.assign, placement.cluster.size
+    cross = a[g.src] != a[g.dst]
+    pairs = {(int(x), int(y)) for x, y in zip(a[g.src[cross]].tolist(), a[g.dst[cross]].tolist())}
+    indeg = np.zeros(D, dtype=np.int64)
+    succ: list[list[int]] = [[] for _ in range(D)]
+    for x, y in pairs:
+        succ[x].append(y)
+        indeg[y] += 1
+    heap = [d for d in range(D) if indeg[d] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        d = heapq.heappop(heap)
+        order.append(d)
+        for e in succ[d]:
+            indeg[e] -= 1
+            if indeg[e] == 0:
+                heapq.heappush(heap, e)
+    seen = set(order)
+    order += [d for d in range(D) if d not in seen]  # a cycle: its devices by index
+    rank = np.empty(D, dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(D)
+    return rank
 
 
 def display_names(graph: Graph) -> list[str]:

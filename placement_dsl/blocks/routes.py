@@ -178,6 +178,12 @@ class LinkLoads(BlockTemplate):
         blk.link_load = pyo.Constraint(sorted(by_link), rule=lambda b, k: T >= sum(
             float(g.out_bytes[u] / (c.links[k].bandwidth * scale)) * b.w[ops[u], devs[a], devs[d]]
             for u, a, d in by_link[k]), doc="a link moves the tensors of its routes one after another")
+        blocked = [(ops[u], devs[a], devs[d], ops[v]) for u, v in ctx.cross_edges() if g.out_bytes[u] > 0
+                   for a in range(ctx.D) for d in range(ctx.D) if a != d and c.route_links[a][d] is None
+                   and ctx.op_allowed(u, a) and ctx.op_allowed(v, d)]
+        blk.no_route = pyo.Constraint(pyo.Set(dimen=4, initialize=blocked), rule=lambda b, u, a, d, v: ctx.x(
+            idx[u], dev[a]) + ctx.x(idx[v], dev[d]) <= 1, doc="no chain of links joins a to d: u's tensor cannot "
+                                                               "reach a consumer there")
         ctx.views["link_loads"] = lambda warm: warm_link_loads(ctx, warm.assign)
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:

@@ -351,6 +351,8 @@ def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], co
         if deadline is not None and deadline.expired():
             break
         others = [e for e in range(D) if e != d]
+        if not others:  # one device: nothing crosses a port
+            break
         if has_a and math.isfinite(p[0, d]):
             cost = np.min(comm[:, d, others], axis=1)
             for sinks in _orders([i for i in reversed(timed) if i not in (0, N - 1)], [N - 1] if has_b else []):

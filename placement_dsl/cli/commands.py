@@ -10,7 +10,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, Evaluation, evaluate
 from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
-from ..presets import dag_problem, problem_for_method
+from ..presets import certified_problem, problem_for_method
 from ..report import stage_lines, stage_ranges
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
 from .options import (
@@ -23,7 +23,7 @@ from .options import (
 )
 from .problems import bounds_payload
 from .schedules import is_makespan, save_answer, solve_makespan
-from .training import schedule_objective
+from .training import schedule_objective, training_problem
 from .workloads import check_memory, cost_model, emit, emit_unsaved, memory_summary, note, one_line, workload_from_args
 
 
@@ -149,7 +149,6 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
 
 def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
     from ..solve import solve
-    from .training import training_problem
 
     problem = training_problem(args, problem_for_method(w, objective=schedule_objective(args, args.objective),
                                                         method=args.method, overlap=args.overlap,
@@ -176,10 +175,9 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     w = workload_from_args(args)
     model = cost_model(args, w)
     check_memory(w, model)
-    latency = model.objective.value == "latency"  # latency's default class: Tarnawski Fig. 3's contiguous splits
-    method = args.method or ("ip" if latency else None)
-    problem = (problem_for_method(w, objective=args.objective, method=method, overlap=args.overlap,
-                                  subgraphs=args.subgraphs) if method else dag_problem(w, model))
+    problem = training_problem(args, certified_problem(w, model, objective=schedule_objective(args, args.objective),
+                                                       method=args.method, overlap=args.overlap,
+                                                       subgraphs=args.subgraphs))
     levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))

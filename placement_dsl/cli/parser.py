@@ -92,8 +92,10 @@ def _bounds_parser(sub: Any) -> None:
     bo.add_argument("--levels", type=levels_arg, metavar="LEVEL[,LEVEL...]",
                     help="comma-separated levels, run cheapest first (default: the problem's hierarchy, e.g. "
                          f"simple,dp,stage-cut,superblock,guess,exact for pipelines); the levels: {level_choices()}")
-    bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (default), "
-                                                         "ip = contiguous, ip-noncontig = any split")
+    bo.add_argument("--method", choices=IP_METHODS, help="problem class: exact = DAG-ordered pipeline (the default "
+                                                         "on identical devices), ip = contiguous (the default on "
+                                                         "others, for latency and for training graphs), "
+                                                         "ip-noncontig = any split")
     bo.add_argument("--time-limit", type=_number(float, 0, "--time-limit", inclusive=False), default=60.0,
                     metavar="SECONDS",
                     help="wall-clock seconds for the whole command from its start, model builds included; "

@@ -12,7 +12,7 @@ from ..files import check_writable, write_atomic
 from ..io import Workload, load_placement
 from ..io.common import jsonable
 from ..placement import Placement
-from ..presets import dag_problem
+from ..presets import certified_problem
 from ..simulate import Schedule
 from .arguments import cluster_args, common, number, quiet
 from .common import EPILOG, EXIT_OK
@@ -105,7 +105,8 @@ def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
     from ..viz import bounds
 
     out = _out(args)
-    cert, points = bounds.certify_over_time(dag_problem(w, cost_model(args, w)), budget=args.time_limit, gap=0.0)
+    problem = certified_problem(w, cost_model(args, w), objective=args.objective)
+    cert, points = bounds.certify_over_time(problem, budget=args.time_limit, gap=0.0)
     payload = {"kind": "bounds", "output": str(out), "points": [p.to_dict() for p in points], **cert.to_dict()}
     _draw(payload, bounds.draw, points, out, title=f"{w.graph.name}: lower and upper bounds over time")
     return payload, f"wrote {out}: {len(points)} points; best {cert.objective:.6g}, bound {cert.bound:.6g}"

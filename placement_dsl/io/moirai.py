@@ -79,31 +79,42 @@ def _name(value: Any) -> str:
 
 
 def read_rows(path: str | Path) -> tuple[list[str], list[list[Any]]]:
-    """Headers and data rows of the first sheet (up to the first row without a task).
+    """Headers and data rows of the sheet holding the operators (see :func:`sheet_rows`).
 
-    Every row is padded with empty cells to the headers' width. A file xlrd cannot decode (truncated,
-    corrupted) raises :class:`SpecError` naming it, whatever xlrd raised.
+    A file xlrd cannot decode (truncated, corrupted) raises :class:`SpecError` naming it, whatever xlrd raised.
     """
     xlrd = _xlrd()
     try:
-        sheet = xlrd.open_workbook(str(path)).sheet_by_index(0)
-        table = [sheet.row_values(r) for r in range(sheet.nrows)]
+        book = xlrd.open_workbook(str(path))
+        tables = [[sheet.row_values(r) for r in range(sheet.nrows)] for sheet in book.sheets()]
     except OSError as err:
         raise SpecError(f"cannot read MOIRAI sheet {str(path)!r}: {err.strerror}") from None
     except Exception as err:  # noqa: BLE001 - xlrd raises anything from CompDocError to IndexError on a damaged file
         detail = " ".join(f"{type(err).__name__}: {err}".split())[:120]
         raise SpecError(f"{str(path)!r} is not a readable .xls sheet ({detail})") from None
+    return sheet_rows(tables, repr(str(path)))
+
+
+def sheet_rows(tables: list[list[list[Any]]], source: str = "<sheet>") -> tuple[list[str], list[list[Any]]]:
+    """Headers and data rows of the first of ``tables`` (a workbook's sheets, each a list of rows) whose header
+    row names a ``task`` column, else of the first; rows end at the first row whose ``task`` cell is empty.
+
+    Columns are found by their headers, in any order; every row is padded with empty cells to the headers' width.
+    """
+    named = [t for t in tables if t and "task" in [str(h).strip() for h in t[0]]]
+    table = (named or tables or [[]])[0]
     if len(table) < 2:
-        raise SpecError(f"{str(path)!r}: the first sheet has no data rows")
+        raise SpecError(f"{source}: the first sheet has no data rows")
     headers = [str(h).strip() for h in table[0]]
+    task = headers.index("task") if "task" in headers else 0
     rows = []
     for row in table[1:]:
         row = list(row) + [""] * (len(headers) - len(row))
-        if not row or row[0] == "":
+        if not row or row[task] == "":
             break
         rows.append(row)
     if not rows:
-        raise SpecError(f"{str(path)!r}: the first sheet's first data row has no task")
+        raise SpecError(f"{source}: the sheet's first data row has no task")
     return headers, rows
 
 
@@ -154,7 +165,8 @@ def build(headers: list[str], rows: list[list[Any]], name: str, source: str = "<
             raise SpecError(f"{source}: device d{k} has memory m{k}={m}; give every device a memory > 0")
     ops, links, error = _fit_links(ops, flows, K)
     graph = Graph(ops, edges, name=name)
-    devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k]) for k in range(K)]
+    # MOIRAI's devices run one op at a time, also where no link is left to say so (one device, no transfer times)
+    devices = [Device(name=kinds[k], kind=kinds[k], memory=memory[k], invocations=False) for k in range(K)]
     return graph, Cluster(port_bandwidths(devices, links), links), error
 
 
@@ -163,6 +175,8 @@ def _flow_times(row: list[Any], col: dict[str, int], K: int, count: int, where: 
     for a in range(K):
         for b in range(K):
             cells = _cells(row[col[f"pc{a}{b}"]])
+            if a == b and not cells:  # a device to itself moves nothing: an empty cell is no time
+                continue
             if len(cells) != count:
                 raise SpecError(f"{where}, pc{a}{b}: {len(cells)} times {cells} for {count} communication tasks")
             out[:, a, b] = [amount(c, f"{where}, pc{a}{b}") for c in cells]

@@ -263,12 +263,31 @@ def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -
     torch = _torch()
     wanted = inspect.signature(fn).parameters
     given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
-    with torch.device("meta"):
-        built = fn(**given)
+    built, note = _build(torch, fn, given, spec)
     if not isinstance(built, tuple) or len(built) not in (2, 3):
         raise SpecError(f"factory {spec!r} must return (module, args) or (module, args, kwargs), "
                         f"got {type(built).__name__}")
     module, args, kwargs = (*built, {}) if len(built) == 2 else built
     args = args if isinstance(args, tuple) else (args,)
     w = from_module(module, args, kwargs, name=options.pop("name", None) or spec.partition(":")[2], **options)
-    return Workload(w.graph, w.cluster, w.format, {**w.meta, "factory": spec, "dims": given})
+    meta = {**w.meta, "factory": spec, "dims": given, **({"note": note} if note else {})}
+    return Workload(w.graph, w.cluster, w.format, meta)
+
+
+def _build(torch: Any, fn: Callable[..., Any], given: dict[str, int], spec: str) -> tuple[Any, str | None]:
+    """``fn(**given)`` on the meta device, else (a factory that computes with tensor data, e.g. torchvision's
+    RegNet widths) on the default device, with a note saying so; a factory failing on both is a
+    :class:`SpecError` naming it and what it raised."""
+    try:
+        with torch.device("meta"):
+            return fn(**given), None
+    except Exception as err:  # noqa: BLE001 - a user's factory may fail in many ways
+        on_meta = " ".join(f"{type(err).__name__}: {err}".split())[:160]
+    try:
+        built = fn(**given)
+    except Exception as err:  # noqa: BLE001
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:160]
+        raise SpecError(f"factory {spec!r} failed ({detail}); on the meta device it raised {on_meta}; fix the "
+                        "factory so that it returns (module, args)") from None
+    return built, (f"built with weights on {torch.get_default_device()}: on the meta device the factory raised "
+                   f"{on_meta}")

@@ -221,3 +221,17 @@ def test_certify_proves_a_dag_ordered_problem_on_a_routed_cluster_with_the_throu
     assert cert.bound == pytest.approx(7.25, rel=1e-4) and cert.proved_by == "throughput"
 
 
+
+
+def test_links_that_reach_no_device_keep_tensors_off_the_pairs_they_do_not_join():
+    """Links declared between a0 and a1 only (no servers): no tensor reaches a2. The cost model priced no link for
+    a tensor sent there and called a 3-stage chain valid; the IP let it cross for free."""
+    g = _chain([3, 3, 3], [1.0, 1.0, 0.0])
+    links = [Link(src=a, dst=b, bandwidth=1.0) for a, b in (("a0", "a1"), ("a1", "a0"))]
+    cluster = Cluster([Device(name=f"a{i}", bandwidth=1.0) for i in range(3)], links)
+    problem = Problem(g, cluster, Throughput())
+    ev = evaluate(Placement(g, cluster, [0, 1, 2]))
+    assert not ev.valid and any("no route from device 'a1' to 'a2'" in v.message for v in ev.violations)
+    r = _solved_like_brute_force(problem)
+    assert 2 not in set(r.placement.assign[:2].tolist()) and r.objective == 7.0  # v0 | v1 v2 on a0 | a1: 3 + 1 | 6 + 1
+    assert ("v1", "a1", "a2", "v2") in set(compile(problem, "throughput").model.link_loads.no_route)

@@ -186,3 +186,12 @@ def test_a_segments_pair_lps_each_get_the_time_left_not_their_sum():
     value, note, complete = segment_lp_bound(p, Left(0.05))
     assert complete and "24 segment LPs" in note
     assert value == pytest.approx(segment_lp_bound(p)[0], rel=1e-9)
+
+
+def test_one_device_has_no_port_to_price():
+    """With one device there is no other device for a tensor to leave to; the port rows took a minimum over none
+    and the solve of a one-device MOIRAI sheet stopped with an internal error."""
+    p = heads(3, 10.0, "port")
+    one = Problem(p.graph, serial(1), Makespan(), [Congestion("port")])
+    value, _, complete = segment_lp_bound(one, Deadline(30.0))
+    assert complete and value == pytest.approx(5.0)  # a, b and the three heads run one after another

@@ -26,6 +26,7 @@ from placement_dsl.certify import LEVELS, LevelStatus, certify, default_levels
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Colocate, Contiguous, Memory, Pin, Subgraphs
+from placement_dsl.deadline import Deadline
 from placement_dsl.evaluate import evaluate
 from placement_dsl.formulations.latency import subgraphs_per_accelerator
 from placement_dsl.graph import Graph, Op
@@ -317,6 +318,63 @@ def test_longest_paths_follow_each_ops_longest_way_on():
     ctx = Context(Problem(g, Cluster.accelerators(1, cpus=1), Latency()))
     paths = longest_paths(ctx, bounds(ctx, None), trim=False)
     assert [[g.names[v] for v in p] for p in paths] == [["r", "s", "b", "c"], ["a", "b", "c"], ["a", "x"]]
+
+
+def _every_ops_path(ctx: Context, bd) -> list[tuple[int, ...]]:
+    """The definition walked op by op: each op's heaviest-head chain back, then its heaviest-tail chain on."""
+    g, out = ctx.graph, {}
+    for v in range(g.n):
+        path, u = [v], v
+        while (p := g.predecessors(u)).size:
+            u = int(p[np.argmax(bd.head[p])])
+            path.append(u)
+        path.reverse()
+        u = v
+        while (s := g.successors(u)).size:
+            u = int(s[np.argmax(bd.fastest[s] + bd.tail[s])])
+            path.append(u)
+        out[tuple(path)] = None
+    return [p for p in out if len(p) > 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_longest_and_critical_paths_are_the_op_by_op_definitions(seed):
+    from placement_dsl.zoo import inception, regal, transformer
+
+    w = regal(seed=seed, n=120) if seed % 2 else inception() if seed == 0 else transformer(layers=3,
+                                                                                          granularity="operator")
+    ctx = Context(Problem(w.graph, w.cluster, Latency()))
+    bd = bounds(ctx, None)
+    every = _every_ops_path(ctx, bd)
+    assert longest_paths(ctx, bd, trim=False) == every
+    ranked = sorted(every, key=lambda p: (-float(bd.fastest[list(p)].sum()), p))
+    assert L.critical_paths(ctx, bd, 3) == ranked[:3]
+
+
+def _long_chain(n: int) -> Problem:
+    """A chain of ``n`` ops with a side op per 10 (``v(i-1) -> v(i+1)`` beside ``v(i)``), on two accelerators."""
+    ops = [Op(name=f"v{i}", work=1.0 + (i % 10 == 0), out_bytes=1.0) for i in range(n)]
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(n - 1) if i % 10 != 9] + \
+            [(f"v{i - 1}", f"v{i + 1}") for i in range(1, n - 1) if i % 10 == 0]
+    return Problem(Graph(ops, edges), Cluster.accelerators(2, cpus=1), Latency())
+
+
+def test_the_critical_paths_of_20000_ops_are_found_without_walking_every_ops_path():
+    """A 20,000-op chain with a side op per 10: every op lies on a path of ~18,000 ops, so walking each op's path took
+    minutes (bounds --time-limit 10 of a 20k-op transformer ran 170 s in its run-paths level)."""
+    n = 20_000
+    ctx = Context(_long_chain(n))
+    bd = bounds(ctx, None)
+    clock = Deadline(20.0)
+    paths = L.critical_paths(ctx, bd, 3)
+    assert not clock.expired() and len(paths) == 3 and len(paths[0]) > 0.8 * n
+
+
+def test_a_certificate_of_20000_ops_has_a_placement_when_latency_best_is_stopped():
+    """latency-best's DPs on 20,000 ops run past its share of a 6 s call and it is stopped with nothing: greedy, in
+    O(n + m), runs first, so the certificate has a placement (it had none: best inf, gap inf)."""
+    result = certify(_long_chain(20_000), budget=6.0, levels=["critical-path"])
+    assert math.isfinite(result.objective) and result.bound <= result.objective
 
 
 def _side() -> Context:

@@ -119,3 +119,15 @@ def test_interleaved_objective_takes_microbatches_and_claims_no_optimum(capsys):
     assert out["objective"] > max(d["load_ms"] for d in out["devices"])  # the bubble of 8 micro-batches
     assert main(["solve", "zoo:bert-base-layers-train", "--objective", "pipedream", "--microbatches", "8",
                  "--method", "dp"]) == 2  # elsewhere --microbatches still needs --schedule
+
+
+@pytest.mark.parametrize("schedule", [[], ["--schedule", "1f1b"]])
+def test_bounds_of_a_training_graph_stay_below_the_split_solve_finds(capsys, schedule):
+    """A training graph's backward ops sit with their forward ones, so a DAG-ordered placement keeps every op on
+    one device: bounds certified that class by default (bound = the one-device load, above a pipelined split
+    solve finds and evaluate accepts); it certifies solve's class, with the schedule's memory."""
+    base = [MODEL, "--training", "--stages", "3", "--cpus", "0", *schedule]
+    solved = run_json(capsys, "solve", *base, "--method", "dp", "--time-limit", "20")
+    bounds = run_json(capsys, "bounds", *base, "--time-limit", "20")
+    assert solved["valid"] and bounds["bound"] <= solved["objective"] * (1 + 1e-9)
+    assert bounds["bound_scope"] != "dag-ordered placements"

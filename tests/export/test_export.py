@@ -119,6 +119,18 @@ def test_non_contiguous_plan_is_refused():
         export(Placement(g, Cluster.stages(2), assign), "torch-pipelining")
 
 
+def test_stages_listed_in_another_order_than_the_devices_are_one_run_each():
+    """The first stage on the last device, and a module that reads nothing (a source, as a constant's op) on
+    another: ordered by device index, the source ran first and left stage0 two runs ('holds stages [0, 2]')."""
+    g = _graph([("a", "a"), ("b", "b"), ("c", "c"), ("d", "d")])
+    g = Graph([*g.ops, Op(name="k", work=1.0, out_bytes=1.0, attrs={"module": "k"})], [*zip(g.names, g.names[1:]),
+                                                                                        ("k", "d")], name="g")
+    placement = Placement(g, Cluster.stages(2), [1, 1, 0, 0, 0])  # a b on stage1, then c d and the source k
+    out = export(placement, "torch-pipelining")
+    assert [[g.names[v] for v in s.ops] for s in export_package.stages_of(placement)] == [["a", "b"], ["c", "k", "d"]]
+    assert "c" in out.text
+
+
 @pytest.mark.parametrize("to", list(EXPORTERS))
 def test_cpu_stage_is_refused_by_every_format(to: str):
     cluster = Cluster([Device(name="gpu0"), Device(name="cpu0", kind="cpu")])

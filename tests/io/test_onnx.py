@@ -395,6 +395,32 @@ def test_torch_factory_errors_are_spec_errors():
         torch_export.factory("just_a_name")
 
 
+def torch_reads_tensor_data(batch: int = 1):
+    """A factory computing its width from tensor data (as torchvision's RegNet does): fails on the meta device."""
+    import torch
+    from torch import nn
+
+    width = int(torch.tensor([7.6]).round().item())
+    return nn.Sequential(nn.Linear(width, width), nn.ReLU()), (torch.zeros(batch, width),)
+
+
+def torch_raises(batch: int = 1):
+    raise RuntimeError("no model here")
+
+
+def test_a_factory_failing_on_the_meta_device_is_built_on_the_cpu_or_refused_in_one_line(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from placement_dsl.io import torch_export
+
+    w = torch_export.load(f"{__name__}:torch_reads_tensor_data", batch=3)
+    assert w.graph.param_bytes.sum() == (8 * 8 + 8) * 4 and "meta device" in w.meta["note"]
+    out = tmp_path / "w.json"
+    assert main(["import", f"{__name__}:torch_raises", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "no model here" in err and "torch_raises" in err
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------------- malformed models
 def _relu_pair(nodes=None, x_shape=(2, 3)) -> onnx.ModelProto:
     """``x -> A -> a -> B -> y`` (or the given nodes) with the declared input shape ``x_shape``."""
