@@ -17,8 +17,9 @@ Cost conventions (Archer et al. eq. 1; Tarnawski et al. §3):
 """
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
@@ -323,3 +324,29 @@ class Graph:
 
     def __hash__(self) -> int:
         return hash((self.name, self.n, self.m))
+
+
+def least_first_order(n: int, edges: Iterable[tuple[int, int]], key: Sequence[Any] | None = None) -> list[int]:
+    """Kahn's algorithm over nodes ``0..n-1`` and ``edges``, always taking the ready node of least ``key[node]``
+    (default: its index); nodes on a cycle of ``edges`` are left out.
+
+    >>> least_first_order(4, [(2, 0), (3, 1)], key=[0, 0, 1, 0])
+    [3, 1, 2, 0]
+    """
+    keys = list(range(n)) if key is None else list(key)
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, w in edges:
+        succ[u].append(w)
+        indeg[w] += 1
+    ready = [(keys[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        v = heapq.heappop(ready)[1]
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, (keys[w], w))
+    return out

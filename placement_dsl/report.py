@@ -6,13 +6,14 @@ table in its header.
 """
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .graph import least_first_order
 
 if TYPE_CHECKING:
     from .evaluate import DeviceCost
@@ -125,22 +126,8 @@ def device_major_order(placement: Placement) -> np.ndarray:
     rank = pipeline_rank(placement)
     position = np.empty(g.n, dtype=np.int64)
     position[np.asarray(g.topo)] = np.arange(g.n)
-    indeg = np.bincount(g.dst, minlength=g.n)
-    succ: list[list[int]] = [[] for _ in range(g.n)]
-    for u, v in zip(g.src.tolist(), g.dst.tolist()):
-        succ[u].append(v)
-    key = [(int(rank[placement.assign[v]]), int(position[v]), v) for v in range(g.n)]
-    heap = [key[v] for v in range(g.n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        v = heapq.heappop(heap)[2]
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, key[w])
-    return np.array(order, dtype=np.int64)
+    key = [(int(rank[placement.assign[v]]), int(position[v])) for v in range(g.n)]
+    return np.array(least_first_order(g.n, zip(g.src.tolist(), g.dst.tolist()), key), dtype=np.int64)
 
 
 def pipeline_rank(placement: Placement) -> np.ndarray:
@@ -150,21 +137,7 @@ def pipeline_rank(placement: Placement) -> np.ndarray:
     g, a, D = placement.graph, placement.assign, placement.cluster.size
     cross = a[g.src] != a[g.dst]
     pairs = {(int(x), int(y)) for x, y in zip(a[g.src[cross]].tolist(), a[g.dst[cross]].tolist())}
-    indeg = np.zeros(D, dtype=np.int64)
-    succ: list[list[int]] = [[] for _ in range(D)]
-    for x, y in pairs:
-        succ[x].append(y)
-        indeg[y] += 1
-    heap = [d for d in range(D) if indeg[d] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        d = heapq.heappop(heap)
-        order.append(d)
-        for e in succ[d]:
-            indeg[e] -= 1
-            if indeg[e] == 0:
-                heapq.heappush(heap, e)
+    order = least_first_order(D, sorted(pairs))
     seen = set(order)
     order += [d for d in range(D) if d not in seen]  # a cycle: its devices by index
     rank = np.empty(D, dtype=np.int64)

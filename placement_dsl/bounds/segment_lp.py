@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..deadline import Deadline
+from ..graph import least_first_order
 from ..lp import available, new_highs
 from ..schedule import Congestion
 from .makespan import allowed_times, comparable_cuts, transfer_table
@@ -344,7 +345,7 @@ def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], co
     ``d`` its share of the cheapest way out. Past ``deadline`` the rows found so far are returned (each holds alone:
     fewer rows, a weaker LP, still a bound)."""
     N, D = p.shape
-    order = _topological(N, edges)
+    order = least_first_order(N, edges)
     timed = [i for i in order if np.any(np.isfinite(p[i]) & (p[i] > 0))]  # an op of no time moves no work
     rows = []
     for d in range(D):
@@ -394,28 +395,6 @@ def _cut_row(net: _Flow, source: int, sinks: list[int], x: np.ndarray,
         return []
     total = sum(coef.values())
     return [([0, *coef, int(pinned)], [1.0, *coef.values(), -total], 0.0, np.inf)]
-
-
-def _topological(n: int, edges: list[tuple[int, int]]) -> list[int]:
-    """The local nodes in a topological order of ``edges`` (ties by index)."""
-    import heapq
-
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, w in edges:
-        succ[u].append(w)
-        indeg[w] += 1
-    ready = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        u = heapq.heappop(ready)
-        out.append(u)
-        for w in succ[u]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(ready, w)
-    return out
 
 
 class _Flow:
