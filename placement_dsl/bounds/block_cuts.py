@@ -62,13 +62,7 @@ def block_costs(g: Graph, cuts: np.ndarray, size: np.ndarray) -> tuple[np.ndarra
     (array([0., 2.]), array([2., 0.]))
     """
     r = len(cuts)
-    seg = segments(g, cuts)
-    order = np.argsort(seg, kind="stable")
-    bounds = np.searchsorted(seg[order], np.arange(-1, 2 * r + 1))
-    members = {s: order[bounds[s + 1]:bounds[s + 2]] for s in range(-1, 2 * r, 2) if bounds[s + 2] > bounds[s + 1]}
-    cut_op = {int(seg[v]) // 2: int(v) for v in np.flatnonzero(seg % 2 == 0)}
-    pos = np.empty(g.n, dtype=np.int64)
-    pos[g.topo] = np.arange(g.n)
+    seg, members, cut_op, pos = _blocks(g, cuts)
     enter, leave = np.zeros(r), np.zeros(r)
     cache: dict[tuple[Arc, ...], float] = {}
     for s, ops in members.items():
@@ -77,6 +71,20 @@ def block_costs(g: Graph, cuts: np.ndarray, size: np.ndarray) -> tuple[np.ndarra
         if s > 0:  # a block after cut op (s - 1) / 2
             leave[(s - 1) // 2] = _least(_leaving(g, seg, pos, ops, s, cut_op[(s - 1) // 2], size), cache)
     return enter, leave
+
+
+def _blocks(g: Graph, cuts: np.ndarray) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, int], np.ndarray]:
+    """Each op's segment (:func:`segments`), the ops of each block by its odd segment number, the cut op of each
+    index along ``cuts``, and each op's position in the graph's topological order."""
+    r = len(cuts)
+    seg = segments(g, cuts)
+    order = np.argsort(seg, kind="stable")
+    bounds = np.searchsorted(seg[order], np.arange(-1, 2 * r + 1))
+    members = {s: order[bounds[s + 1]:bounds[s + 2]] for s in range(-1, 2 * r, 2) if bounds[s + 2] > bounds[s + 1]}
+    cut_op = {int(seg[v]) // 2: int(v) for v in np.flatnonzero(seg % 2 == 0)}
+    pos = np.empty(g.n, dtype=np.int64)
+    pos[g.topo] = np.arange(g.n)
+    return seg, members, cut_op, pos
 
 
 @dataclass(frozen=True)
@@ -108,13 +116,7 @@ def block_prices(g: Graph, cuts: np.ndarray, size: np.ndarray, work: np.ndarray)
     ([-1.0], [4.0])
     """
     r = len(cuts)
-    seg = segments(g, cuts)
-    order = np.argsort(seg, kind="stable")
-    bounds = np.searchsorted(seg[order], np.arange(-1, 2 * r + 1))
-    members = {s: order[bounds[s + 1]:bounds[s + 2]] for s in range(-1, 2 * r, 2) if bounds[s + 2] > bounds[s + 1]}
-    cut_op = {int(seg[v]) // 2: int(v) for v in np.flatnonzero(seg % 2 == 0)}
-    pos = np.empty(g.n, dtype=np.int64)
-    pos[g.topo] = np.arange(g.n)
+    seg, members, cut_op, pos = _blocks(g, cuts)
     enter: dict[int, list[Line]] = {}
     leave: dict[int, list[Line]] = {}
     cache: dict[tuple[object, ...], list[Line]] = {}
