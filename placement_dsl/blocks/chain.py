@@ -233,7 +233,7 @@ class ChainAssignment(BlockTemplate):
         back = g.backward[g.src] & ~g.backward[g.dst]
         if back.any():
             e = int(back.argmax())
-            raise SpecError(f"chain formulation: forward op {g.names[g.dst[e]]!r} reads backward op "
+            raise SpecError(f"forward op {g.names[g.dst[e]]!r} reads backward op "
                             f"{g.names[g.src[e]]!r}, which the DP class (backward ops mirror the forward chain) "
                             "cannot place; use formulation='throughput'")
         host = problem.cluster.host
@@ -241,7 +241,7 @@ class ChainAssignment(BlockTemplate):
             twins = int((host == host[problem.cluster.index[device]]).sum())
             if twins > 1:
                 what = "CPUs" if host[problem.cluster.index[device]] else "accelerators"
-                raise SpecError(f"chain formulation: Pin({op!r}, {device!r}) ties an op to one of {twins} "
+                raise SpecError(f"Pin({op!r}, {device!r}) ties an op to one of {twins} "
                                 f"interchangeable {what}, which the chain's slots number in cluster order; its "
                                 "optimum would restrict the DP class, not bound it; use formulation='throughput'")
 

@@ -8,13 +8,13 @@ model (used by the MILP read-back and by :mod:`placement_dsl.cpsat`).
 """
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..graph import least_first_order
 from ..placement import Placement
 from ..schedule import Schedule, check_schedule, list_schedule, transfer_tasks
 from .base import Context, Warm
@@ -138,22 +138,8 @@ def retime(placement: Placement, schedule: Schedule, congestion: str,
 
 def _by_start(preds: list[list[int]], when: list[float], rank: list[int]) -> list[int]:
     """Tasks in precedence order, the earliest-starting available one first."""
-    succ: list[list[int]] = [[] for _ in preds]
-    left = [len(p) for p in preds]
-    for i, p in enumerate(preds):
-        for j in p:
-            succ[j].append(i)
-    heap = [(when[i], rank[i], i) for i in range(len(preds)) if not left[i]]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        i = heapq.heappop(heap)[2]
-        order.append(i)
-        for j in succ[i]:
-            left[j] -= 1
-            if not left[j]:
-                heapq.heappush(heap, (when[j], rank[j], j))
-    return order
+    edges = [(j, i) for i, p in enumerate(preds) for j in p]
+    return least_first_order(len(preds), edges, [(when[i], rank[i]) for i in range(len(preds))])
 
 
 def _resources(i: int, n: int, a: np.ndarray, prod: np.ndarray, recv: np.ndarray, congestion: str,

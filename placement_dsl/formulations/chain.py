@@ -33,7 +33,7 @@ from ..placement import PlacementClass
 from ..problem import Problem
 from ..solvers.base import Status
 from ..structure import device_split
-from .base import Formulation, Kind, Plan, drop, register
+from .base import Formulation, Kind, Plan, Refused, drop, register
 from .exact import EXACT
 
 if TYPE_CHECKING:
@@ -69,13 +69,13 @@ def _skeleton(problem: Problem) -> list[BlockTemplate]:
 
 
 def _no_gpipe(term: GPipe, problem: Problem) -> list[BlockTemplate]:
-    raise SpecError("chain formulation: the ancestor cuts bound the max load; GPipe's sum of two maxima "
+    raise SpecError("the ancestor cuts bound the max load; GPipe's sum of two maxima "
                     "needs formulation='throughput'")
 
 
 def _shared_colocation(term: Colocate, problem: Problem) -> list[BlockTemplate]:
     if not term.shared:
-        raise SpecError("chain formulation: colocation groups must share variables; use Colocate(..., shared=True)")
+        raise SpecError("colocation groups must share variables; use Colocate(..., shared=True)")
     return []
 
 
@@ -113,11 +113,11 @@ class ChainFormulation(Formulation):
 
     def accepts(self, problem: Problem) -> str | None:
         if isinstance(problem.objective, GPipe):
-            return "chain formulation: the ancestor cuts bound the max load; use formulation='throughput' for GPipe"
+            return str(Refused(self.name, "the ancestor cuts bound the max load; use formulation='throughput' for GPipe"))
         try:
             device_split(problem.cluster)
         except SpecError as err:
-            return f"chain formulation: {err}; use formulation='throughput'"
+            return str(Refused(self.name, f"{err}; use formulation='throughput'"))
         return super().accepts(problem)
 
     def prepare(self, problem: Problem, start: Placement | None, start_eval: Evaluation | None, gap: float,

@@ -23,7 +23,7 @@ from ..cluster import Cluster
 from ..deprecated import moved
 from ..errors import InfeasibleError
 from ..evaluate import CostModel, Objective, evaluate
-from ..graph import Graph
+from ..graph import Graph, least_first_order
 from ..placement import Placement
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
@@ -68,29 +68,14 @@ def contract(graph: Graph) -> list[np.ndarray]:
     The groups are ordered by a heap (the first op's rank breaks ties) in ``O((n + m) log n)``; only when
     colocation closes a cycle are the components merged by networkx's condensation, which took about a
     minute at 200,000 ops."""
-    import heapq
-
     _, group = np.unique(graph.group_id, return_inverse=True)
     size = int(group.max()) + 1
     cross = group[graph.src] != group[graph.dst]
     src, dst = group[graph.src[cross]], group[graph.dst[cross]]
     arcs = np.unique(np.stack([src, dst], axis=1), axis=0) if src.size else np.empty((0, 2), np.int64)
-    ptr = np.concatenate(([0], np.cumsum(np.bincount(arcs[:, 0], minlength=size)))).tolist()
-    succ = arcs[:, 1].tolist()
-    indeg = np.bincount(arcs[:, 1], minlength=size).tolist()
     first = np.full(size, graph.n, dtype=np.int64)
     np.minimum.at(first, group, graph.rank)
-    rank = first.tolist()
-    ready = [(rank[c], c) for c in range(size) if indeg[c] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        c = heapq.heappop(ready)[1]
-        order.append(c)
-        for t in succ[ptr[c]:ptr[c + 1]]:
-            indeg[t] -= 1
-            if indeg[t] == 0:
-                heapq.heappush(ready, (rank[t], t))
+    order = least_first_order(size, arcs.tolist(), first.tolist())
     if len(order) < size:  # colocation closes a cycle: merge its groups
         return _condensed(graph)
     by_group = np.argsort(group, kind="stable")  # each group's ops in increasing index

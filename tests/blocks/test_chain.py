@@ -133,7 +133,7 @@ def test_chain_refuses_a_pin_to_one_of_interchangeable_devices():
     g = Graph([Op(name=n, work=w, out_bytes=1) for n, w in zip("uvw", (2, 3, 2))], [("u", "v"), ("v", "w")])
     problem = Problem(g, Cluster.accelerators(3), Bottleneck(), [Contiguous(), Pin("u", "acc1")])
     assert get("chain").accepts(problem) == (
-        "chain formulation: Pin('u', 'acc1') ties an op to one of 3 interchangeable accelerators, which the chain's "
+        "formulation 'chain': Pin('u', 'acc1') ties an op to one of 3 interchangeable accelerators, which the chain's "
         "slots number in cluster order; its optimum would restrict the DP class, not bound it; use "
         "formulation='throughput'")
     assert solve(problem, formulation="throughput", time_limit=20).objective == brute_force(problem)[0] == 5.0

@@ -94,7 +94,7 @@ def test_chain_refuses_a_forward_op_that_reads_a_backward_one():
     # ops on the forward chain, which a gradient feeding a forward op does not follow
     problem = _pass_crossing_problem(False)
     reason = get("chain").accepts(problem)
-    assert reason is not None and reason.startswith("chain formulation: forward op 'f2' reads backward op 'b', ")
+    assert reason is not None and reason.startswith("formulation 'chain': forward op 'f2' reads backward op 'b', ")
     with pytest.raises(SpecError, match="forward op 'f2' reads backward op 'b'"):
         solve(problem, formulation="chain")
 

@@ -199,8 +199,8 @@ def _two_ops() -> Graph:
 
 def test_pins_are_refused_with_the_pinned_ops_in_both_settings():
     stages = Problem(_two_ops(), Stages(2), Bottleneck(), [DagOrder(), Pin("b", "stage1"), Pin("a", "stage0")])
-    assert get("superblock").accepts(stages) == (
-        "superblock relaxations cannot keep Pin terms (pins name stages that are merged; pinned: 'a', 'b'); drop the "
+    assert get("superblock").accepts(stages) == (  # every refusal names the formulation, as no-cut-io's below
+        "formulation 'superblock': superblock relaxations cannot keep Pin terms (pins name stages that are merged; pinned: 'a', 'b'); drop the "
         "pins or use the exact formulation")
     cpus = Problem(_two_ops(), Cluster.accelerators(2, cpus=1), Throughput(), [Pin("a", "cpu0")])
     assert get("no-cut-io").accepts(cpus) == (

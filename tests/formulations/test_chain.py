@@ -92,7 +92,7 @@ def test_accelerators_that_differ_are_refused_before_building():
 
     problem, _ = testing.overflow_unlimited()
     assert get("chain").accepts(problem) == (
-        "chain formulation: chain bounds need identical accelerators; got devices ['acc0', 'acc1'] with different "
+        "formulation 'chain': chain bounds need identical accelerators; got devices ['acc0', 'acc1'] with different "
         "kind, speed, memory or bandwidth; use formulation='throughput'")
 
 
