@@ -10,8 +10,9 @@ has left it as well, so no single move gets there (InceptionV3's split of 1,282.
 A *spread* of the cut ops ``lo .. hi`` of a split rewrites it at once: each of those cut ops on a host of its own,
 and each disjoint path of the segments between them split where its chain is fastest, its host prefix on the host of
 the cut op before it, its middle on an accelerator the split leaves free, its host suffix on the host of the cut op
-after it (the paths that gain most get the free accelerators first); the rest of those segments stays on the host of
-the cut op before it. Devices holding only ops of the spread ops count as free. A spread that needs more free hosts
+after it (the paths that gain most get the free accelerators first); the rest of those segments runs on the host of
+the cut op before it, or after it where it follows a middle (a host holds a convex set too). Devices holding only
+ops of the spread ops count as free. A spread that needs more free hosts
 than there are is not made.
 """
 from __future__ import annotations
@@ -93,12 +94,28 @@ class Spreads:
                     if offer is not None:
                         offers.append((offer[0], j, b, offer[1], offer[2]))
         offers.sort(key=lambda o: -o[0])
+        moved = set()
         for _, j, b, s, e in offers[:len(accs)]:
             new[b[s:e + 1]] = accs.pop(0)
             new[b[e + 1:]] = cpu[j]
+            moved.add(j)
+        for j in moved:  # the ops off the paths that follow a middle go to the host after it (hosts stay convex)
+            self._after_middles(new, j, cpu[j - 1], cpu[j])
         if not np.isfinite(times[new, np.arange(new.size)]).all():
             return None
         return new
+
+    def _after_middles(self, new: np.ndarray, j: int, before: int, after: int) -> None:
+        """Segment ``j``'s ops on host ``before`` that descend from an accelerator's or host ``after``'s op move to host
+        ``after``: a host holds a convex set, and a path from ``before`` through an accelerator back to it is none."""
+        g, host = self.su.graph, self.su.cluster.host
+        ops = self.members[j]
+        late = np.zeros(g.n, dtype=bool)
+        for v in ops[np.argsort(g.rank[ops], kind="stable")].tolist():
+            preds = g.predecessors(v)
+            late[v] = bool((late[preds] | ~host[new[preds]] | (new[preds] == after)).any())
+            if late[v] and new[v] == before:
+                new[v] = after
 
     def _middle(self, b: np.ndarray, before: int, pre: np.ndarray, suf: np.ndarray, acc: np.ndarray, scale: float,
                 out: np.ndarray, cap: float) -> tuple[float, int, int] | None:

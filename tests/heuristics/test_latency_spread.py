@@ -75,3 +75,24 @@ def test_every_spread_keeps_the_ops_allowed_and_the_split_whole(count, branches,
         assert s.shape == start.shape and s.min() >= 0 and s.max() < p.cluster.size
         ev = p.evaluate(Placement(p.graph, p.cluster, s))
         assert ev.objective > 0
+
+
+def test_a_spread_keeps_the_hosts_convex_when_a_branch_forks_after_its_middle():
+    """``c0 -> a0 .. a3 -> c1`` with ``a2 -> x -> c1`` and two branches of three ops beside: the disjoint paths leave
+    ``x`` out; it follows ``a2``'s accelerator, so it runs on ``c1``'s host, not ``c0``'s (that host would hold ``c0``
+    and ``x`` around an accelerator: not convex, and no such spread was valid)."""
+    work = {"accelerator": 10.0, "cpu": 15.0}
+    ops = [Op(name=x, work={"accelerator": 1.0, "cpu": 1.0}, out_bytes=3.0) for x in ("c0", "c1", "c2")]
+    side = [f"s{b}o{i}" for b in range(2) for i in range(3)]
+    ops += [Op(name=x, work=work, out_bytes=1.0) for x in ["a0", "a1", "a2", "a3", "x", *side]]
+    edges = [("c0", "a0"), *pairwise(["a0", "a1", "a2", "a3"]), ("a3", "c1"), ("a2", "x"), ("x", "c1"), ("c1", "c2")]
+    for b in range(2):
+        edges += [("c0", f"s{b}o0"), *pairwise([f"s{b}o{i}" for i in range(3)]), (f"s{b}o2", "c1")]
+    p = Problem(Graph(ops, edges, name="fork"), Cluster.accelerators(4, memory=1e9, cpus=3, bandwidth=1.0), Latency(),
+                [Memory(), Contiguous()])
+    start = np.zeros(p.graph.n, dtype=np.int64)
+    before = p.evaluate(Placement(p.graph, p.cluster, start)).objective
+    found = [p.evaluate(Placement(p.graph, p.cluster, s)) for s in
+             Spreads(setup(p.graph, p.cluster, p.cost_model()))(start)]
+    assert found and all(ev.valid for ev in found)
+    assert min(ev.objective for ev in found) < before
