@@ -283,3 +283,50 @@ def cut_ops(graph: Graph) -> np.ndarray:
     after = np.minimum.accumulate(np.concatenate([last_pred[graph.topo][1:], [n]])[::-1])[::-1]
     at = np.arange(n)
     return graph.topo[(before <= at) & (after >= at)]
+
+
+def cut_segments(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """The cut ops (:func:`cut_ops`) and, per op, its segment: how many cut ops precede it (a cut op's own index
+    among them); an op comparable with every cut op follows exactly those before it in the topological order."""
+    cuts = cut_ops(graph)
+    pos = np.empty(graph.n, dtype=np.int64)
+    pos[graph.topo] = np.arange(graph.n)
+    return cuts, np.searchsorted(pos[cuts], pos, side="left")
+
+
+def disjoint_paths(graph: Graph, a: int, b: int, inside: np.ndarray) -> list[np.ndarray]:
+    """Vertex-disjoint paths from ``a`` to ``b`` through the ops where ``inside`` holds, their interiors in order
+    (greedy: one depth-first search per successor of ``a`` over the ops no earlier path used); an edge ``a -> b`` is
+    an empty interior."""
+    used = np.zeros(graph.n, dtype=bool)
+    found: list[np.ndarray] = []
+    for s in graph.successors(a).tolist():
+        if s == b:
+            found.append(np.empty(0, dtype=np.int64))
+            continue
+        if not inside[s] or used[s]:
+            continue
+        path = _path_to(graph, s, b, inside, used)
+        if path is not None:
+            used[path] = True
+            found.append(np.asarray(path, dtype=np.int64))
+    return found
+
+
+def _path_to(graph: Graph, s: int, b: int, inside: np.ndarray, used: np.ndarray) -> list[int] | None:
+    """A path from ``s`` to ``b`` over unused inside ops (the ops it leads through, ``b`` left out); ops found to
+    lead nowhere are marked used, as no later search can do better through them."""
+    stack, back = [s], {s: -1}
+    while stack:
+        v = stack.pop()
+        for w in graph.successors(v).tolist():
+            if w == b:
+                path = [v]
+                while back[path[-1]] >= 0:
+                    path.append(back[path[-1]])
+                return path[::-1]
+            if inside[w] and not used[w] and w not in back:
+                back[w] = v
+                stack.append(w)
+    used[list(back)] = True
+    return None

@@ -42,6 +42,7 @@ import numpy as np
 from ..deadline import BudgetSpent, Deadline
 from ..evaluate import execution
 from ..graph import Graph
+from ..structure import disjoint_paths
 from .makespan import comparable_cuts
 from .memory_path import segment_data
 
@@ -124,45 +125,14 @@ class Spine:
 
     # ------------------------------------------------------------------ segments
     def _disjoint(self, j: int) -> list[np.ndarray]:
-        """Vertex-disjoint paths from ``c_{j-1}`` to ``c_j`` through ``S_j``, their interiors (greedy, each found by a
-        depth-first search over the ops no earlier path used); an edge ``c_{j-1} -> c_j`` is an empty interior."""
+        """Vertex-disjoint paths from ``c_{j-1}`` to ``c_j`` through ``S_j``, their interiors
+        (:func:`~placement_dsl.structure.disjoint_paths`)."""
         k = self.cuts.size
         if j == 0 or j == k:
             return []
-        g, a, b = self.g, int(self.cuts[j - 1]), int(self.cuts[j])
-        inside = np.zeros(g.n, dtype=bool)
+        inside = np.zeros(self.g.n, dtype=bool)
         inside[self.members[j]] = True
-        used = np.zeros(g.n, dtype=bool)
-        found: list[np.ndarray] = []
-        for s in g.successors(a).tolist():
-            if s == b:
-                found.append(np.empty(0, dtype=np.int64))
-                continue
-            if not inside[s] or used[s]:
-                continue
-            path = self._search(s, b, inside, used)
-            if path is not None:
-                used[path] = True
-                found.append(np.asarray(path, dtype=np.int64))
-        return found
-
-    def _search(self, s: int, b: int, inside: np.ndarray, used: np.ndarray) -> list[int] | None:
-        """A path from ``s`` to ``b`` over unused ops of the segment (the ops it leads through, ``b`` left out);
-        ops found to lead nowhere are marked used, as no later search can do better through them."""
-        stack, back = [s], {s: -1}
-        while stack:
-            v = stack.pop()
-            for w in self.g.successors(v).tolist():
-                if w == b:
-                    path = [v]
-                    while back[path[-1]] >= 0:
-                        path.append(back[path[-1]])
-                    return path[::-1]
-                if inside[w] and not used[w] and w not in back:
-                    back[w] = v
-                    stack.append(w)
-        used[list(back)] = True
-        return None
+        return disjoint_paths(self.g, int(self.cuts[j - 1]), int(self.cuts[j]), inside)
 
     def _chains(self, j: int) -> list[np.ndarray]:
         """``S_j`` cut into chains (each op before the next): the disjoint paths, then greedy successor chains."""

@@ -37,6 +37,7 @@ from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
+from .latency_spread import Spreads
 from .registry import heuristic
 
 INF = math.inf
@@ -207,14 +208,17 @@ MERGES = 4  # device merges descended from, the best of those better at once (se
 
 
 def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
-            progress: Callable[[int, np.ndarray], None] | None = None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+                   progress: Callable[[int, np.ndarray], None] | None = None,
+                   spreads: Spreads | None = None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The best of ``best`` and the descents from its *device merges*: every op of one device moved onto another
     target (where all of them may run and fit); of the merges better than ``best`` at once, the :data:`MERGES` best
     are descended from. A block
     move shifts an interval of the groups, a merge empties a device whose ops lie in several intervals: BERT-3's
     seed-1 local optimum 409.94 runs acc0 between two runs of acc2, and merging acc0 onto acc2 is 408.47 at once,
     which its kicks did not reach in 60 s (the other seeds' optimum). The merges are tried in device order, so the
-    neighbourhood does not depend on the seed. Returns the best ``(op devices, key)`` and the evaluations spent."""
+    neighbourhood does not depend on the seed. With ``spreads`` (:class:`.latency_spread.Spreads`) the split's
+    spreads join the merges: a module's branches each on a free device at once. Returns the best ``(op devices,
+    key)`` and the evaluations spent."""
     dev = np.asarray(best[0], dtype=np.int64)
     mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
     found, evals = [], 0
@@ -230,6 +234,13 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
             evals += 1
             if better(*key, *best[1]):  # only a merge better at once is descended from: each descent is costly
                 found.append((tuple(key), merged))
+    for spread in spreads(dev) if spreads is not None else ():
+        if time.perf_counter() >= deadline or evals >= budget:
+            break
+        key = np.array(split_score(su, _groups(su, spread)[0]))
+        evals += 1
+        if better(*key, *best[1]):
+            found.append((tuple(key), spread))
     found.sort(key=lambda f: f[0])
     for _, merged in found[:MERGES]:
         if time.perf_counter() >= deadline or evals >= budget:
@@ -317,6 +328,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
+    spreads = Spreads(su)
     deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
     for label, assign in begin:
@@ -331,7 +343,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     while evals < max_evaluations and time.perf_counter() < deadline:
         if merge:  # a new best split: its device merges first (merged_descent), then the kicks go on from the best
             tell.phase = "device merges"
-            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell)
+            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell, spreads)
             evals, merge = evals + n, False
             tell.evaluations, tell.best = evals, best[1]
             continue
