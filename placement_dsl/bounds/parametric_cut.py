@@ -1,9 +1,10 @@
 """Minimum cuts of small networks, and the lines under the price of a held set at each amount of work it holds.
 
 A network is a list of arcs ``(u, v, capacity)`` between node ``0`` (the source), node ``1`` (the sink) and
-nodes ``2, 3, ...``; an infinite arc is never cut. :func:`min_cut` is Dinic's max flow (shortest augmenting paths
-found a level graph at a time, each path by an explicit stack: no recursion), its value a lower bound on every cut
-(the flow is feasible; residuals below ``1e-12`` of the total are taken as saturated, which only lowers it).
+nodes ``2, 3, ...``; an infinite arc is never cut. :func:`min_cut` is Dinic's max flow (:class:`Flow`: shortest
+augmenting paths found a level graph at a time, each path by an explicit stack: no recursion), its value a lower
+bound on every cut (the flow is feasible; residuals below ``1e-12`` of the total are taken as saturated, which only
+lowers it).
 
 Some nodes carry work ``w_v``; a *held set* ``H`` is the source side of a cut (or its sink side), its price
 ``c(H)`` the capacity of the finite arcs the cut crosses. For a multiplier ``lam``::
@@ -36,73 +37,96 @@ MOST_CUTS = 16  # minimum cuts per envelope: the two ends and up to 14 chords (e
 TOLERANCE = 1e-9  # of the network's finite capacity: a held set below a chord by less is on it
 
 
+class Flow:
+    """A residual network grown arc by arc, whose :meth:`augment` adds the max flow from ``s`` to ``t`` that its
+    residual arcs still allow (Dinic: shortest augmenting paths found a level graph at a time, each path by an
+    explicit stack, no recursion). A residual below ``eps`` counts as saturated, which only lowers the flow."""
+
+    def __init__(self, n: int, eps: float = 1e-12) -> None:
+        self.n, self.eps = n, eps
+        self.head: list[list[int]] = [[] for _ in range(n)]
+        self.to: list[int] = []
+        self.cap: list[float] = []
+
+    def arc(self, u: int, v: int, cap: float) -> None:
+        self.head[u].append(len(self.to))
+        self.to.append(v)
+        self.cap.append(cap)
+        self.head[v].append(len(self.to))
+        self.to.append(u)
+        self.cap.append(0.0)
+
+    def augment(self, s: int, t: int) -> float:
+        """Push flow from ``s`` to ``t`` until no augmenting path is left; the flow added. A path of infinite arcs
+        alone ends it (the networks here have a finite arc on every path)."""
+        added = 0.0
+        while True:
+            depth = self.levels(s)
+            if depth[t] < 0:
+                return added
+            pushed, unbounded = self._blocking_flow(s, t, depth)
+            added += pushed
+            if unbounded:
+                return added
+
+    def levels(self, s: int) -> list[int]:
+        """Each node's distance from ``s`` in the residual network (``-1``: unreached)."""
+        depth = [-1] * self.n
+        depth[s] = 0
+        queue = deque([s])
+        while queue:
+            u = queue.popleft()
+            for e in self.head[u]:
+                if self.cap[e] > self.eps and depth[self.to[e]] < 0:
+                    depth[self.to[e]] = depth[u] + 1
+                    queue.append(self.to[e])
+        return depth
+
+    def _blocking_flow(self, s: int, t: int, depth: list[int]) -> tuple[float, bool]:
+        """Augment along shortest paths of the level graph until none is left (dead ends are dropped from it); the
+        flow pushed, and whether a path of infinite arcs was met."""
+        head, to, cap, eps = self.head, self.to, self.cap, self.eps
+        nxt = [0] * self.n
+        pushed = 0.0
+        while True:
+            path: list[int] = []
+            u = s
+            while u != t:
+                while nxt[u] < len(head[u]):
+                    e = head[u][nxt[u]]
+                    if cap[e] > eps and depth[to[e]] == depth[u] + 1:
+                        break
+                    nxt[u] += 1
+                else:  # a dead end: leave the level graph, step back
+                    if u == s:
+                        return pushed, False
+                    depth[u] = -2
+                    u = to[path.pop() ^ 1]
+                    nxt[u] += 1
+                    continue
+                e = head[u][nxt[u]]
+                path.append(e)
+                u = to[e]
+            push = min(cap[e] for e in path)
+            if not math.isfinite(push):
+                return pushed, True
+            for e in path:
+                cap[e] -= push
+                cap[e ^ 1] += push
+            pushed += push
+
+
 def min_cut(arcs: list[Arc]) -> tuple[float, list[bool]]:
     """The max flow from node 0 to node 1 (the minimum cut's capacity, infinite arcs uncut) and the cut's source
-    side (the nodes the residual network reaches from node 0), by Dinic's algorithm."""
+    side (the nodes the residual network reaches from node 0), by :class:`Flow`."""
     nodes = 2 + max((max(u, v) for u, v, _ in arcs), default=0)
     finite = sum(c for _, _, c in arcs if math.isfinite(c))
     big = 2.0 * finite + 1.0  # an infinite arc: more than any cut of finite arcs, never saturated
-    head: list[list[int]] = [[] for _ in range(nodes)]
-    to: list[int] = []
-    cap: list[float] = []
+    net = Flow(nodes, 1e-12 * big)
     for u, v, c in arcs:
-        head[u].append(len(to))
-        to.append(v)
-        cap.append(min(c, big))
-        head[v].append(len(to))
-        to.append(u)
-        cap.append(0.0)
-    eps = 1e-12 * big
-    flow = 0.0
-    while True:
-        depth = _levels(head, to, cap, eps, nodes)
-        if depth[1] < 0:
-            return min(flow, finite), [d >= 0 for d in depth]
-        flow += _blocking_flow(head, to, cap, eps, depth)
-
-
-def _levels(head: list[list[int]], to: list[int], cap: list[float], eps: float, nodes: int) -> list[int]:
-    """Each node's distance from node 0 in the residual network (``-1``: unreached)."""
-    depth = [-1] * nodes
-    depth[0] = 0
-    queue = deque([0])
-    while queue:
-        u = queue.popleft()
-        for e in head[u]:
-            if cap[e] > eps and depth[to[e]] < 0:
-                depth[to[e]] = depth[u] + 1
-                queue.append(to[e])
-    return depth
-
-
-def _blocking_flow(head: list[list[int]], to: list[int], cap: list[float], eps: float, depth: list[int]) -> float:
-    """Augment along shortest paths of the level graph until none is left (dead ends are dropped from it)."""
-    nxt = [0] * len(head)
-    pushed = 0.0
-    while True:
-        path: list[int] = []
-        u = 0
-        while u != 1:
-            while nxt[u] < len(head[u]):
-                e = head[u][nxt[u]]
-                if cap[e] > eps and depth[to[e]] == depth[u] + 1:
-                    break
-                nxt[u] += 1
-            else:  # a dead end: leave the level graph, step back
-                if u == 0:
-                    return pushed
-                depth[u] = -2
-                u = to[path.pop() ^ 1]
-                nxt[u] += 1
-                continue
-            e = head[u][nxt[u]]
-            path.append(e)
-            u = to[e]
-        push = min(cap[e] for e in path)
-        for e in path:
-            cap[e] -= push
-            cap[e ^ 1] += push
-        pushed += push
+        net.arc(u, v, min(c, big))
+    flow = net.augment(0, 1)
+    return min(flow, finite), [d >= 0 for d in net.levels(0)]
 
 
 def cut_envelope(arcs: list[Arc], works: dict[int, float], held_on_source: bool, most: int = MOST_CUTS

@@ -35,6 +35,7 @@ from ..graph import least_first_order
 from ..lp import available, new_highs
 from ..schedule import Congestion
 from .makespan import allowed_times, comparable_cuts, transfer_table
+from .parametric_cut import Flow
 from .segments import _REUSE
 
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
@@ -357,7 +358,7 @@ def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], co
         if has_a and math.isfinite(p[0, d]):
             cost = np.min(comm[:, d, others], axis=1)
             for sinks in _orders([i for i in reversed(timed) if i not in (0, N - 1)], [N - 1] if has_b else []):
-                net = _Flow(2 * N + 1)
+                net = Flow(2 * N + 1)
                 for u, w in edges:
                     net.arc(N + u, w, math.inf)
                 for u in {u for u, _ in edges}:
@@ -366,7 +367,7 @@ def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], co
         if has_b and math.isfinite(p[-1, d]):
             cost = np.min(comm[:, others, d], axis=1)
             for sinks in _orders([i for i in timed if i not in (0, N - 1)], [0] if has_a else []):
-                net = _Flow(2 * N + 1)
+                net = Flow(2 * N + 1)
                 for u, w in edges:
                     net.arc(w, N + u, math.inf)
                 for u in {u for u, _ in edges}:
@@ -381,7 +382,7 @@ def _orders(inner: list[int], end: list[int]) -> list[list[int]]:
     return [inner + end] + ([end + inner] if end else [])
 
 
-def _cut_row(net: _Flow, source: int, sinks: list[int], x: np.ndarray,
+def _cut_row(net: Flow, source: int, sinks: list[int], x: np.ndarray,
              pinned: int) -> list[tuple[list[int], list[float], float, float]]:
     """``L + sum_w c_w x[w] - (sum_w c_w) x[pinned] >= 0`` with ``c_w`` the max flow's increments as each sink joins."""
     sink = net.n - 1
@@ -395,55 +396,6 @@ def _cut_row(net: _Flow, source: int, sinks: list[int], x: np.ndarray,
         return []
     total = sum(coef.values())
     return [([0, *coef, int(pinned)], [1.0, *coef.values(), -total], 0.0, np.inf)]
-
-
-class _Flow:
-    """A max flow grown one sink at a time (Edmonds-Karp: shortest augmenting paths in the residual network)."""
-
-    EPS = 1e-12
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.out: list[list[int]] = [[] for _ in range(n)]
-        self.to: list[int] = []
-        self.cap: list[float] = []
-
-    def arc(self, u: int, v: int, cap: float) -> None:
-        self.out[u].append(len(self.to))
-        self.to.append(v)
-        self.cap.append(cap)
-        self.out[v].append(len(self.to))
-        self.to.append(u)
-        self.cap.append(0.0)
-
-    def augment(self, s: int, t: int) -> float:
-        """Push flow from ``s`` to ``t`` until no augmenting path is left; the flow added."""
-        added = 0.0
-        while True:
-            via = [-1] * self.n
-            via[s] = -2
-            queue, head = [s], 0
-            while head < len(queue) and via[t] == -1:
-                u = queue[head]
-                head += 1
-                for k in self.out[u]:
-                    v = self.to[k]
-                    if via[v] == -1 and self.cap[k] > self.EPS:
-                        via[v] = k
-                        queue.append(v)
-            if via[t] == -1:
-                return added
-            path, v = [], t
-            while v != s:
-                path.append(via[v])
-                v = self.to[via[v] ^ 1]
-            push = min(self.cap[k] for k in path)
-            if not math.isfinite(push):  # no finite arc on the path: every path here has one
-                return added
-            for k in path:
-                self.cap[k] -= push
-                self.cap[k ^ 1] += push
-            added += push
 
 
 __all__ = ["segment_lp_bound"]
