@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
 from .evaluate import CostModel
@@ -125,24 +127,12 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
 
 
 def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
-    """The coefficients of ``columns`` minimizing the squared error to ``ys`` (normal equations, Gaussian elimination
-    with partial pivoting); None when fewer rows than columns or when the columns are (nearly) dependent."""
-    k = len(columns)
-    if len(ys) < k:
+    """The coefficients of ``columns`` minimizing the squared error to ``ys``; None when fewer rows than columns or
+    when the columns are (nearly) dependent."""
+    a = np.asarray(columns, dtype=float).T
+    if a.shape[0] < a.shape[1] or np.linalg.matrix_rank(a, tol=1e-9 * max(1.0, float(np.abs(a).max()))) < a.shape[1]:
         return None
-    a = [[sum(u * v for u, v in zip(columns[i], columns[j])) for j in range(k)] + [sum(u * y for u, y in
-         zip(columns[i], ys))] for i in range(k)]
-    scale = max(abs(a[i][i]) for i in range(k)) or 1.0
-    for col in range(k):
-        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) <= 1e-9 * scale:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(k):
-            if r != col:
-                factor = a[r][col] / a[col][col]
-                a[r] = [x - factor * y for x, y in zip(a[r], a[col])]
-    return [a[i][k] / a[i][i] for i in range(k)]
+    return np.linalg.lstsq(a, np.asarray(ys, dtype=float), rcond=None)[0].tolist()
 
 
 def calibrated(fits: Sequence[StageFit], scale: float, fixed_ms: float = 0.0, op_ms: float = 0.0) -> list[StageFit]:
