@@ -69,3 +69,19 @@ def test_the_makespan_certificate_keeps_the_list_schedules_solve_finds(tmp_path,
     bounds = _json(capsys, "bounds", str(path), "--objective", "makespan", "--time-limit", "10")
     assert bounds["upper_bound"] <= min(passes) * (1 + 1e-9)
     assert bounds["bound"] <= bounds["upper_bound"] * (1 + 1e-9)
+
+
+def test_bounds_exact_names_which_device_order_each_row_covers(tmp_path, capsys):
+    """On a fast second device the exact row proves 6.125, the optimum of the cluster's numbering, while the DP row
+    proves 5.625, the optimum over every order of the devices: both read 'dag-ordered placements', as if one class
+    had two optima. Each now names its order; on identical devices, where the order costs nothing, neither does."""
+    path = tmp_path / "w.json"
+    save_workload(_diamond_on_a_fast_second_device(), path)
+    rows = {r["level"]: r for r in _json(capsys, "bounds", str(path), "--method", "exact", "--time-limit", "20")["levels"]}
+    assert rows["dp"]["bound"] < rows["exact"]["bound"]
+    assert rows["dp"]["scope"].endswith("in any device order")
+    assert rows["exact"]["scope"].endswith("in the cluster's device order")
+    same = tmp_path / "same.json"
+    save_workload(Workload(_diamond_on_a_fast_second_device().graph, Cluster.accelerators(2, bandwidth=1.6e7)), same)
+    rows = {r["level"]: r for r in _json(capsys, "bounds", str(same), "--method", "exact", "--time-limit", "20")["levels"]}
+    assert not any("device order" in r["scope"] for r in rows.values())
