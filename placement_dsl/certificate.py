@@ -40,10 +40,16 @@ class LevelResult:
     seconds: float
     message: str = ""
     scope: PlacementClass = PlacementClass.ALL  # the class of placements the bound holds for
+    label: str = ""  # the class's name where the scope's alone is ambiguous (DAG order in which device order)
+
+    @property
+    def named(self) -> str:
+        """The class the row covers, by name."""
+        return self.label or str(self.scope)
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "bound": self.bound, "status": self.status.value,
-                "seconds": round(self.seconds, 3), "message": self.message, "scope": str(self.scope)}
+                "seconds": round(self.seconds, 3), "message": self.message, "scope": self.named}
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Certificate:
     scope: PlacementClass = PlacementClass.ALL
     class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
     upper: list[UpperRun] = field(default_factory=list)  # the upper-bound heuristics that ran, in order
+    scope_label: str = ""  # ``scope`` by name where its alone is ambiguous (as LevelResult.label)
 
     def gap_in(self, scope: PlacementClass) -> float | None:
         """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
@@ -107,7 +114,7 @@ class Certificate:
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
                 "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
-                "exact_among": self.exact_among, "bound_scope": str(self.scope),
+                "exact_among": self.exact_among, "bound_scope": self.scope_label or str(self.scope),
                 "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
                                  for k, (b, lv) in self.class_bounds.items()},
                 "levels": [r.to_dict() for r in self.levels], "heuristics": [u.to_dict() for u in self.upper]}
@@ -117,12 +124,12 @@ class Certificate:
         for r in self.levels:
             b = "-" if r.bound is None else f"{r.bound:.6g}"
             ratio = "-" if r.bound is None or not self.objective else f"{r.bound / self.objective:.4f}"
-            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}  {r.scope}")
+            rows.append(f"{r.level:<11} {b:>14} {ratio:>9} {r.status.value:<15} {r.seconds:>8.2f}  {r.named}")
         for scope, (b, lv) in self.class_bounds.items():
             rows.append(f"over {scope}: bound {b:.6g} by {lv}; gap {self.gap_in(scope):.4%}")
+        exact = f" (exact among {self.exact_among} placements)" if self.exact_among else ""
         rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
-                    f"{self.scope}; gap {self.gap:.4%}" + (f" (exact among {self.exact_among} placements)"
-                                                           if self.exact_among else ""))
+                    f"{self.scope_label or self.scope}; gap {self.gap:.4%}{exact}")
         return "\n".join(rows)
 
 

@@ -133,7 +133,7 @@ from .errors import PlacementError, SpecError
 from .heuristics import jit
 from .heuristics import run as heuristic
 from .heuristics.slicegraph import Slicer
-from .levels.base import LEVELS, Family, Level, defaults_of, family, load
+from .levels.base import LEVELS, LISTED_ORDER, Family, Level, defaults_of, family, load, numbered
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -191,6 +191,8 @@ class _Run:
         self.upper: list[UpperRun] = []  # the upper-bound heuristics that ran, in order
         self.cut: list[str] = []  # the upper-bound heuristics stopped at their time limit (_again runs them again)
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
+        self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
+        self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
 
     def offer(self, placement: Placement, who: str) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
@@ -226,7 +228,7 @@ class _Run:
     def certificate(self) -> Certificate:
         value, placement, who = self.best
         return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
-                           self.scope, dict(self.class_bounds), list(self.upper))
+                           self.scope, dict(self.class_bounds), list(self.upper), self.listed)
 
 
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
@@ -448,7 +450,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             continue
         reason = level.accepts(problem) or (None if level.replicates else _widened(problem))
         if reason:
-            run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope))
+            run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope,
+                                        run.listed))
             continue
         if pending.before(level):  # the heuristics ran: the gap may be met, and the time left is less
             if stop_at_gap and run.met() and not level.always:
@@ -463,15 +466,16 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
         if not level.closed_form:
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
-        t = time.perf_counter()
+        t, run.label = time.perf_counter(), ""
         try:
             bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
             bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
+        label = run.label or (run.listed if scope == run.scope else "")
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
-                                    note, scope))
+                                    note, scope, label))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
     pending.rest()
     _again(run)

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import zoo
 from .cluster import Cluster, port_bandwidths
-from .constraints import Contiguous, DagOrder, Memory, Overflow, Subgraphs, Term
+from .constraints import Congestion, Contiguous, DagOrder, Memory, Overflow, Subgraphs, Term
 from .errors import SpecError
 from .evaluate import CostModel, MemoryMode
 from .io import Workload, load_workload
@@ -96,22 +96,33 @@ def dag_problem(workload: Any, model: CostModel) -> Problem:
     return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
 
 
+def makespan_problem(workload: Any, model: CostModel) -> Problem:
+    """The makespan problem of a cost model, as ``solve`` schedules it: any device for any op (MOIRAI eq. 4-8), hard
+    memory unless overflow, the model's congestion. Its levels bound every placement; the DAG-ordered class would
+    refuse the list schedulers' answers, whose transfers go back and forth between devices (GoogLeNet: HEFT 1.530,
+    CPOP 1.519 refused, the certificate kept one device's 2.336)."""
+    memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
+    return Problem(workload.graph, workload.cluster, objective_of(model), [memory, Congestion(model.congestion.value)])
+
+
 def certified_problem(workload: Any, model: CostModel, objective: str | None = None, method: str | None = None,
                       overlap: str = "none", subgraphs: int | None = None) -> Problem:
     """The problem the ``bounds`` command certifies: ``method``'s (:func:`problem_for_method`) if given.
 
     By default the DAG-ordered one (:func:`dag_problem`) where numbering the devices in pipeline order costs
-    nothing: identical devices, an inference graph, a max-load objective (and the makespan, whose levels read no
-    order). Otherwise a DAG-ordered placement in another device order (the fast device first, a CPU-only op's host
-    at the head) lies outside the numbered class, whose optimum can then exceed a pipeline ``solve`` returns; and a
+    nothing: identical devices, an inference graph, a max-load objective; the makespan's is solve's
+    (:func:`makespan_problem`). Otherwise a DAG-ordered placement in another device order (the fast device first, a
+    CPU-only op's host at the head) lies outside the numbered class, whose optimum can then exceed a pipeline ``solve`` returns; and a
     training graph's backward ops sit with their forward ones, so its DAG-ordered placements keep every op on one
     device. There the default is solve's ``ip``: the contiguous class (Tarnawski Fig. 6; Fig. 3 for latency), which
     holds every DAG-ordered placement in any device order.
     """
     name = model.objective.value
+    if method is None and name == "makespan":
+        return makespan_problem(workload, model)
     free = (len(workload.cluster.homogeneous_groups()) == 1 and not workload.graph.is_training
             and name != "latency")
-    if method is None and (free or name == "makespan"):
+    if method is None and free:
         return dag_problem(workload, model)
     return problem_for_method(workload, objective=objective, method=method or "ip", overlap=overlap,
                               subgraphs=subgraphs)

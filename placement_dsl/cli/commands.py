@@ -162,7 +162,9 @@ def _solve_status(args: argparse.Namespace, w: Workload, payload: dict[str, Any]
     if payload.get("status") == "infeasible":
         reason = f"no {args.method} placement satisfies the constraints (status infeasible)"
     elif payload.get("valid") is False:
-        broken = "; ".join([v["message"] for v in payload.get("violations", []) if v.get("required")][:2])
+        required = [v["message"] for v in payload.get("violations", []) if v.get("required")]
+        shown = required and not getattr(args, "json", False)  # the report's table lists them: not twice
+        broken = f"{len(required)} violation(s) listed above" if shown else "; ".join(required[:2])
         reason = f"method {args.method} found no valid placement: {broken or 'see the violations'}"
     else:
         return EXIT_OK

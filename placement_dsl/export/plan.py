@@ -76,7 +76,7 @@ def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -
                     if virtual else "")
             raise SpecError(f"{runtime}: device {names[d]!r} holds stages {ks} that are not contiguous in execution "
                             f"order; a pipeline runtime runs one contiguous stage per rank{hint} "
-                            "(solve with --method dp)")
+                            f"({_remedy(placement)})")
     for s in stages:
         dev = placement.cluster.devices[s.device]
         if dev.kind == CPU or dev.host:
@@ -89,6 +89,14 @@ def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -
             raise SpecError(f"{runtime}: stage {s.index} on {names[s.device]!r} is replicated on "
                             f"{len(placement.replica_sets[s.device])} devices; {runtime} has no per-stage replication")
     return stages
+
+
+def _remedy(placement: Placement) -> str:
+    """What makes a split of one contiguous stage per device, naming the method that made this one (its source)."""
+    made = placement.source.split("+")[0] if placement.source else ""
+    if made == "dp":  # pointing at the method that made it would send the user round in a circle
+        return "made by dp; solve with --method slicegraph, whose stages are intervals of one topological order"
+    return (f"made by {made}; " if made else "") + "solve with --method dp"
 
 
 def stage_ranks(stages: list[Stage]) -> list[int]:

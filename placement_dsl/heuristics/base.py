@@ -11,11 +11,11 @@ from typing import Any
 from ..cluster import Cluster
 from ..deprecated import moved
 from ..errors import PlacementError, SpecError
-from ..evaluate import CostModel, Objective, evaluate
+from ..evaluate import CostModel, Objective, evaluate, unrouted
 from ..graph import Graph
 from ..pipeline_orders import FOLDS, ORDERS
 from ..placement import Placement
-from . import fold_ranks, kernel_cache, registry
+from . import fold_ranks, kernel_cache, registry, routable
 
 _moved = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
 
@@ -70,8 +70,55 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     whose numba cache is cold run in Python while a background process compiles them (:mod:`.kernel_cache`).
     ``options`` are checked against the method's declared ones (:mod:`.manifest`): an unknown or invalid
     one is a :class:`SpecError` naming the method and the option.
+
+    On a cluster whose links leave a pair of devices without a route, an answer that sends a tensor across such a
+    pair (which the cost model refuses) is replaced by the best valid one of the method run within each group of
+    devices that reach one another (:mod:`.routable`), the groups sharing the time the method's own run left of
+    half the limit; its bound, which holds for the group only, is dropped. Where no group's answer is valid the
+    method's own is returned, its unrouted tensors named by the cost model.
     """
     model = model or CostModel()
+    parts = routable.groups(cluster)
+    if len(parts) == 1:
+        return _run(method, graph, cluster, model, seed, time_limit, options)
+    at = deadline_at(method, time_limit)
+    first = _run(method, graph, cluster, model, seed, None if time_limit is None else time_limit / 2, options)
+    if not unrouted(first.placement):
+        return first
+    return _within_groups(method, first, parts, model, seed, at, options)
+
+
+def _within_groups(method: str, first: HeuristicResult, parts: list[list[int]], model: CostModel,
+                   seed: int | None, at: float | None, options: dict[str, Any]) -> HeuristicResult:
+    """The best valid answer of ``method`` run on each group's cluster (:func:`.routable.sub_cluster`) until ``at``,
+    on the whole cluster; ``first`` (the method's own answer, unrouted) where none is valid."""
+    g, c = first.placement.graph, first.placement.cluster
+    best: tuple[float, HeuristicResult] | None = None
+    for i, members in enumerate(parts):
+        limit = None if at is None else left(at) / (len(parts) - i)
+        try:
+            found = _run(method, g, routable.sub_cluster(c, members), model, seed, limit, options)
+        except PlacementError:  # the group cannot run an op, hold the graph, or take an option naming another device
+            continue
+        placement = found.placement.with_cluster(c)
+        ev = evaluate(placement, model)
+        if ev.valid and (best is None or ev.objective < best[0]):
+            names = [c.names[d] for d in members]
+            info = {**found.info, "routes": f"{method}'s split sent a tensor between devices with no route "
+                                            f"({_first_unrouted(first.placement)}); searched within {names}"}
+            best = ev.objective, replace(found, placement=placement, objective=ev.objective, bound=None,
+                                         exact_among=None, info=info)
+    return first if best is None else best[1]
+
+
+def _first_unrouted(placement: Placement) -> str:
+    """The first unrouted tensor of ``placement`` as the cost model says it."""
+    return next((v.message for v in unrouted(placement)), "")
+
+
+def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: int | None,
+         time_limit: float | None, options: dict[str, Any]) -> HeuristicResult:
+    """:func:`run` on one cluster."""
     if model.task_overhead or model.message_latency:
         raise SpecError(f"{method}: the cost model's task_overhead ({model.task_overhead}) and message_latency "
                         f"({model.message_latency}) are priced by the evaluator and the simulator only; search "

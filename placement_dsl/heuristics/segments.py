@@ -272,12 +272,24 @@ def dominance_table(points: tuple[np.ndarray, ...], n: int) -> np.ndarray:
     return np.where(np.arange(n + 1)[:, None] < np.arange(n + 1)[None, :], q, 0.0)
 
 
-def require_allowed(graph: Graph, params: StageParams) -> None:
-    """Every op must run on at least one device class, else no slicing exists."""
+def require_allowed(graph: Graph, params: StageParams, cluster: Cluster | None = None,
+                    devices: np.ndarray | None = None) -> None:
+    """Every op must run on at least one device class sliced onto, else no slicing exists. The error names the
+    devices sliced onto when they are not the whole ``cluster`` and the others that could run the op."""
     bad = np.flatnonzero(~np.isfinite(params.times).any(axis=0) if params.times.size else [])
-    if bad.size:
-        raise InfeasibleError(f"op {graph.names[bad[0]]!r} may run on none of the devices; "
-                              "give it a work entry for one of the device kinds")
+    if not bad.size:
+        return
+    op = graph.names[bad[0]]
+    if cluster is None or devices is None or len(devices) == cluster.size:
+        raise InfeasibleError(f"op {op!r} may run on none of the devices; give it a work entry for one of the "
+                              "device kinds")
+    sliced = [cluster.names[d] for d in devices]
+    runs = np.isfinite(cluster.times(graph)[bad[0]])
+    others = [cluster.names[d] for d in np.flatnonzero(runs).tolist() if d not in set(devices.tolist())]
+    where = f"; it runs on {others}, which this method leaves out" if others else ""
+    raise InfeasibleError(f"op {op!r} may run on none of the devices this method slices onto {sliced}{where}; "
+                          "use a method that places ops on every device (dp, greedy), or give it a work entry "
+                          "for one of their kinds")
 
 
 # ---------------------------------------------------------------------------- training graphs

@@ -87,10 +87,10 @@ class Slicer:
         ml = replace(self.model, objective=Objective.MAX_LOAD)
         self.projection = forward_projection(graph, cluster)
         if not self.projection.identity:
-            require_allowed(graph, stage_params(graph, cluster, ml, self.devices))
+            require_allowed(graph, stage_params(graph, cluster, ml, self.devices), cluster, self.devices)
         graph = self.sliced = self.projection.graph
         p = stage_params(graph, cluster, ml, self.devices)
-        require_allowed(graph, p)
+        require_allowed(graph, p, cluster, self.devices)
         self.params = p
         tmin = p.times.min(axis=0)
         self._indeg = np.diff(graph.pred_ptr)

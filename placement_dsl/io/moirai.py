@@ -83,16 +83,24 @@ def read_rows(path: str | Path) -> tuple[list[str], list[list[Any]]]:
 
     A file xlrd cannot decode (truncated, corrupted) raises :class:`SpecError` naming it, whatever xlrd raised.
     """
+    return read_sheet(path)[1:]
+
+
+def read_sheet(path: str | Path) -> tuple[str, list[str], list[list[Any]]]:
+    """:func:`read_rows` with the name of the sheet they were read from (first in what a bad cell's error names)."""
     xlrd = _xlrd()
     try:
         book = xlrd.open_workbook(str(path))
         tables = [[sheet.row_values(r) for r in range(sheet.nrows)] for sheet in book.sheets()]
+        names = [sheet.name for sheet in book.sheets()]
     except OSError as err:
         raise SpecError(f"cannot read MOIRAI sheet {str(path)!r}: {err.strerror}") from None
     except Exception as err:  # noqa: BLE001 - xlrd raises anything from CompDocError to IndexError on a damaged file
         detail = " ".join(f"{type(err).__name__}: {err}".split())[:120]
         raise SpecError(f"{str(path)!r} is not a readable .xls sheet ({detail})") from None
-    return sheet_rows(tables, repr(str(path)))
+    headers, rows = sheet_rows(tables, repr(str(path)))
+    chosen = _operators(tables)
+    return next((n for n, t in zip(names, tables) if t is chosen), ""), headers, rows
 
 
 def sheet_rows(tables: list[list[list[Any]]], source: str = "<sheet>") -> tuple[list[str], list[list[Any]]]:
@@ -101,8 +109,7 @@ def sheet_rows(tables: list[list[list[Any]]], source: str = "<sheet>") -> tuple[
 
     Columns are found by their headers, in any order; every row is padded with empty cells to the headers' width.
     """
-    named = [t for t in tables if t and "task" in [str(h).strip() for h in t[0]]]
-    table = (named or tables or [[]])[0]
+    table = _operators(tables)
     if len(table) < 2:
         raise SpecError(f"{source}: the first sheet has no data rows")
     headers = [str(h).strip() for h in table[0]]
@@ -116,6 +123,12 @@ def sheet_rows(tables: list[list[list[Any]]], source: str = "<sheet>") -> tuple[
     if not rows:
         raise SpecError(f"{source}: the sheet's first data row has no task")
     return headers, rows
+
+
+def _operators(tables: list[list[list[Any]]]) -> list[list[Any]]:
+    """The first table whose header row names a ``task`` column, else the first (``[]`` without tables)."""
+    named = [t for t in tables if t and "task" in [str(h).strip() for h in t[0]]]
+    return (named or tables or [[]])[0]
 
 
 def _devices(headers: list[str], source: str) -> int:
@@ -234,8 +247,8 @@ def load(path: str | Path, **options: Any) -> Workload:
     if options:
         raise SpecError(f"moirai.load takes no options, got {sorted(options)}")
     path = Path(path)
-    headers, rows = read_rows(path)
-    graph, cluster, error = build(headers, rows, name=path.stem, source=str(path))
+    sheet, headers, rows = read_sheet(path)
+    graph, cluster, error = build(headers, rows, name=path.stem, source=f"{path}, sheet {sheet!r}")
     meta = {"path": str(path), "transfer_fit_error": error, "objective": "makespan",
             "flows": sum(1 for op in graph.ops if op.attrs.get("moirai") == "communication")}
     return Workload(graph, cluster, "moirai", meta)

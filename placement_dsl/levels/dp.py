@@ -11,7 +11,7 @@ from ..errors import PlacementError
 from ..heuristics import run as heuristic
 from ..heuristics.polish import packed_start
 from ..placement import Placement
-from .base import DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, replicas
+from .base import ANY_ORDER, DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, numbered, replicas
 
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 STOP_MARGIN = 0.15  # of its share, the DP ends this early: on a loaded machine it reads its clock late and
@@ -50,6 +50,8 @@ def _dp(run: Run, seconds: float) -> Outcome:
         return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
     if R == 1 and not routed and res.bound is not None and chains_hold_dag_order(run.problem):
         status = LevelStatus.OPTIMAL if res.exact_among == "contiguous" else LevelStatus.TIME_LIMIT
+        if numbered(run.problem):  # its optimum is the wider class's: below the listed order's (exact's row)
+            run.label = f"{run.scope} {ANY_ORDER}"
         return res.bound, status, ("the DP over contiguous splits in any device order: every DAG-ordered placement "
                                    "is one"), run.scope
     return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope

@@ -119,6 +119,18 @@ def test_non_contiguous_plan_is_refused():
         export(Placement(g, Cluster.stages(2), assign), "torch-pipelining")
 
 
+@pytest.mark.parametrize("source, remedy", [("polish", "made by polish; solve with --method dp"),
+                                            ("dp", "made by dp; solve with --method slicegraph"),
+                                            ("", r"\(solve with --method dp\)")])
+def test_a_refused_plan_names_the_method_that_made_it_and_not_the_same_one_as_the_fix(source, remedy):
+    """The hint said 'solve with --method dp' whatever made the split, dp's own included."""
+    g = gpt_like(2)
+    assign = [0] * g.n
+    assign[g.index["h0.mlp"]] = 1
+    with pytest.raises(SpecError, match=remedy):
+        export(Placement(g, Cluster.stages(2), assign, source=source), "torch-pipelining")
+
+
 def test_stages_listed_in_another_order_than_the_devices_are_one_run_each():
     """The first stage on the last device, and a module that reads nothing (a source, as a constant's op) on
     another: ordered by device index, the source ran first and left stage0 two runs ('holds stages [0, 2]')."""

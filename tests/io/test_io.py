@@ -378,6 +378,17 @@ def moirai_dir(shared_data):
 
 
 @pytest.mark.shared
+def test_moirai_sheet_cells_are_named_by_the_sheet_they_are_read_from(moirai_dir):
+    """A bad cell's error names the file, the sheet (a workbook may hold several), the row and the column."""
+    import xlrd
+
+    from placement_dsl.io.moirai import read_sheet
+
+    sheet, headers, _ = read_sheet(moirai_dir / "example-1.xls")
+    assert sheet in xlrd.open_workbook(str(moirai_dir / "example-1.xls")).sheet_names() and "task" in headers
+
+
+@pytest.mark.shared
 @pytest.mark.parametrize("damage", ["truncate-half", "truncate-header", "flip-directory", "flip-stream"])
 def test_moirai_damaged_sheets_name_the_file(moirai_dir, tmp_path, damage):
     data = bytearray((moirai_dir / "example-1.xls").read_bytes())  # a copy in tmp_path, never in the repository

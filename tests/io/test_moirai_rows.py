@@ -56,3 +56,11 @@ def test_a_sheet_of_one_device_or_without_transfer_times_runs_one_op_at_a_time(t
     assert graph.n == 3 and not cluster.invocation.any()
     _, still, _ = build(HEADERS, [row(1.0, "10", "2", "0"), row(2.0, "", "")], "still", "still.xls")
     assert not still.links and not still.invocation.any()
+
+
+def test_an_empty_time_cell_is_named_by_its_row_and_column():
+    """An empty p1 cell read "'' is not a number": it now says which cell is empty and that a number is wanted."""
+    empty = row(2.0, "", "")
+    empty[5] = ""
+    with pytest.raises(SpecError, match=r"^sheet.xls, sheet 'ops', row 3, p1: the cell is empty; give a number$"):
+        build(HEADERS, [row(1.0, "10", "2", "1"), empty], "bad", "sheet.xls, sheet 'ops'")
