@@ -15,7 +15,7 @@ from .constraints import Congestion, Contiguous, DagOrder, Memory, Overflow, Sub
 from .errors import SpecError
 from .evaluate import CostModel, MemoryMode
 from .io import Workload, load_workload
-from .objectives import Latency, objective_named, objective_of
+from .objectives import Latency, Makespan, objective_named, objective_of
 from .problem import Problem
 
 
@@ -96,13 +96,13 @@ def dag_problem(workload: Any, model: CostModel) -> Problem:
     return Problem(workload.graph, workload.cluster, objective_of(model), [memory, DagOrder()])
 
 
-def makespan_problem(workload: Any, model: CostModel) -> Problem:
-    """The makespan problem of a cost model, as ``solve`` schedules it: any device for any op (MOIRAI eq. 4-8), hard
-    memory unless overflow, the model's congestion. Its levels bound every placement; the DAG-ordered class would
-    refuse the list schedulers' answers, whose transfers go back and forth between devices (GoogLeNet: HEFT 1.530,
-    CPOP 1.519 refused, the certificate kept one device's 2.336)."""
-    memory = Overflow() if model.memory is MemoryMode.OVERFLOW else Memory()
-    return Problem(workload.graph, workload.cluster, objective_of(model), [memory, Congestion(model.congestion.value)])
+def makespan_problem(graph: Any, cluster: Cluster, model: CostModel) -> Problem:
+    """The makespan problem a cost model describes, as ``solve`` schedules it: any device for any op (MOIRAI eq.
+    4-8), hard memory unless the model streams the overflow, its congestion. Its levels bound every placement; the
+    DAG-ordered class would refuse the list schedulers' answers, whose transfers go back and forth between devices
+    (GoogLeNet: HEFT 1.530 and CPOP 1.519 refused, the certificate kept one device's 2.336)."""
+    terms: list[Term] = [Memory()] if model.memory is MemoryMode.HARD else []
+    return Problem(graph, cluster, Makespan(), [*terms, Congestion(model.congestion.value)])
 
 
 def certified_problem(workload: Any, model: CostModel, objective: str | None = None, method: str | None = None,
@@ -119,7 +119,7 @@ def certified_problem(workload: Any, model: CostModel, objective: str | None = N
     """
     name = model.objective.value
     if method is None and name == "makespan":
-        return makespan_problem(workload, model)
+        return makespan_problem(workload.graph, workload.cluster, model)
     free = (len(workload.cluster.homogeneous_groups()) == 1 and not workload.graph.is_training
             and name != "latency")
     if method is None and free:

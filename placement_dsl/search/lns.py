@@ -12,22 +12,14 @@ import random
 from typing import Any
 
 from ..cluster import Cluster
-from ..constraints import Congestion, Memory
 from ..deprecated import forward
-from ..evaluate import CostModel, MemoryMode
+from ..evaluate import CostModel
 from ..graph import Graph
 from ..heuristics.base import HeuristicResult
 from ..heuristics.registry import heuristic
-from ..objectives import Makespan
 from ..placement import Placement
-from ..problem import Problem
+from ..presets import makespan_problem
 from . import ScheduleLns
-
-
-def makespan_problem(graph: Graph, cluster: Cluster, model: CostModel) -> Problem:
-    """The makespan problem a cost model describes: hard memory unless overflow, its congestion."""
-    terms = [Memory()] if model.memory is MemoryMode.HARD else []
-    return Problem(graph, cluster, Makespan(), [*terms, Congestion(model.congestion.value)])
 
 
 def windows(units: list[int], size: int, rng: random.Random, sweep: bool) -> list[list[int]]:
@@ -50,3 +42,6 @@ def schedule_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
                                "time_limit": time_limit, "solver": solver, "start": start, "threads": threads}
     return forward("method 'schedule-lns'", "placement_dsl.search.anytime:schedule_lns_options", graph, cluster,
                    options, instead="method 'makespan-lns' (the contracted LNS)")
+
+
+__all__ = ["makespan_problem", "schedule_lns", "windows"]  # makespan_problem lives in presets, public here too
