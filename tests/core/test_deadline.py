@@ -219,7 +219,7 @@ def test_run_paths_prices_no_path_after_the_deadline():
     ctx = Context(big)
     assert run_path_bound(ctx, None, True, deadline=SPENT) == 0.0
     assert run_path_bound(ctx, None, True) > 0.0
-    cert = certify(big, budget=0.05, levels=("run-paths",), gap=0.0)
+    cert = certify(big, budget=60.0, levels=("run-paths",), gap=0.0, deadline=SPENT)  # the caller's clock is spent
     assert cert.levels[0].status is LevelStatus.SKIPPED
 
 
