@@ -35,7 +35,8 @@ def total_ok(value: float) -> bool:
 FIELD = {"not_number": "{where} must be a number, got {value!r:.40}",
          "digits": "{where} must be at most {top:g}, got an integer of {digits} digits",
          "negative": "{where} must be a finite number >= 0, got {value!r}",
-         "beyond": "{where} must be at most {top:g}, got {value!r}"}
+         "beyond": "{where} must be at most {top:g}, got {value!r}",
+         "empty": "{where} must be a number, got {value!r}"}
 CELL = {"not_number": "{where}: {value!r:.40} is not a number", "empty": "{where}: the cell is empty; give a number",
         "digits": "{where}: an integer of {digits} digits is beyond {top:g}",
         "negative": "{where}: {value!r} must be a finite number >= 0",
@@ -63,7 +64,7 @@ def amount(value: Any, where: str, unlimited: bool = False, *, wording: Mapping[
 
     if isinstance(value, bool):
         raise refuse("not_number")
-    if (value is None or isinstance(value, str) and not value.strip()) and "empty" in wording:
+    if value is None or isinstance(value, str) and not value.strip():
         raise refuse("empty")
     try:
         out = float(value)
