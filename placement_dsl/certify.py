@@ -127,7 +127,7 @@ from typing import Any
 import numpy as np
 
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
-from .constraints import DagOrder
+from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .heuristics import jit
@@ -436,7 +436,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     if start is not None:
         run.offer(start, start.source or "start")
     _warm_kernels(problem)
-    pending = _Pending(run, UPPER if problem.has(DagOrder) else (), chosen)
+    pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
+    pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
     if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
         upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper

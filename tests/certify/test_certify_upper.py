@@ -5,6 +5,8 @@ BRKGA, it was stopped on 20,000 ops (GPT-3 onto 64 stages) and the certificate h
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from placement_dsl import certify as certify_module
@@ -229,3 +231,16 @@ def test_a_heuristic_its_share_stopped_runs_again_with_the_time_the_levels_left(
     assert [u.method for u in cert.upper].count("slicegraph") == 2
     assert cert.upper[1].objective > sliced.objective  # the stopped run's split
     assert cert.objective == pytest.approx(sliced.objective)
+
+
+def test_a_contiguous_problem_beside_a_host_gets_the_pipeline_heuristics_upper_bound():
+    # bounds certifies the contiguous class on a cluster with a host; at 5 s on cnn-20000 it then ran no upper-bound
+    # heuristic and answered a bound without any placement
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.constraints import Contiguous, Memory
+    from placement_dsl.objectives import Throughput
+
+    g = Graph([Op(name=f"v{i}", work=1.0) for i in range(12)], [(f"v{i}", f"v{i + 1}") for i in range(11)])
+    problem = Problem(g, Cluster.accelerators(3, cpus=1), Throughput(), [Memory(), Contiguous()])
+    cert = certify(problem, budget=20.0, gap=0.0, levels=())
+    assert [u.method for u in cert.upper][:1] == ["greedy"] and math.isfinite(cert.objective)

@@ -169,7 +169,8 @@ def test_a_bound_above_the_optimum_is_caught(monkeypatch):
 
     monkeypatch.setitem(levels.LEVELS, "too-high", levels.Level("too-high", over(PlacementClass.ALL), rank=1.0))
     found = check_level("too-high", problem, optimum, budget=1.0)
-    assert any("above the optimum 7.25" in m for m in found), found
+    assert any(m.startswith("level too-high:") and "8.25" in m and "above the" in m and "7.25" in m
+               for m in found), found
 
 # ---------------------------------------------------------------------------- formats
 def small_workload() -> Workload:
