@@ -55,6 +55,7 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--boundaries", type=boundaries_arg, metavar="module[:DEPTH]",
                     help="stage boundaries only between modules (cut to DEPTH dotted parts, default 1): each "
                          "module's ops share a device, so a pipeline runtime can cut the plan")
+    add_congestion_arg(sp)  # part of the problem: solve, bounds and evaluate must price a schedule alike
     _common(sp)
     _quiet(sp)
 
@@ -79,7 +80,6 @@ def _solve_parser(sub: Any) -> None:
     so.add_argument("--option", action="append", metavar="NAME=VALUE",
                     help="an option the heuristic method declares (repeatable; listed below and by "
                          "'placement-dsl methods'), e.g. --option population=50")
-    add_congestion_arg(so)
     so.add_argument("--out", metavar="FILE", help="write the placement (a split file for dnn-partitioning inputs; "
                                                   "the schedule file for MOIRAI sheets)")
     so.set_defaults(func=cmd_solve)

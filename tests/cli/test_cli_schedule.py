@@ -103,3 +103,29 @@ def test_ip_on_a_sheet_starts_from_the_best_heuristic_not_list_scheduling(capsys
     assert payload["found_by"].startswith("warm start (auto") or payload["found_by"] == "solver"
     assert payload["objective"] <= listed["objective"] + 1e-9
     assert reread(path, data)[2] == (pytest.approx(payload["objective"]), [])
+
+
+def test_bounds_and_evaluate_price_the_congestion_solve_was_given(capsys, tmp_path):
+    """``--congestion`` is part of the problem: ``bounds`` and ``evaluate`` refused it, so a makespan solved
+    without port contention could be neither certified nor re-scored as it was solved."""
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.io import save_workload
+    from placement_dsl.io.workload import Workload, save_placement
+    from placement_dsl.placement import Placement
+    from placement_dsl.zoo import moirai_cluster
+
+    cluster = moirai_cluster("intra-server")
+    work = {device.kind: 1.0 for device in cluster.devices}
+    ops = [Op(name="a", work=work, out_bytes=4e9), Op(name="b", work=work), Op(name="c", work=work)]
+    graph = Graph(ops, [("a", "b"), ("a", "c")])  # a's tensor goes to two devices: both leave by a's port
+    workload, split = tmp_path / "fork.json", tmp_path / "split.json"
+    save_workload(Workload(graph, cluster), workload)
+    save_placement(Placement(graph, cluster, [0, 1, 2]), split)
+    scores = {}
+    for mode in ("port", "none"):
+        argv = ["--objective", "makespan", "--congestion", mode, "--json"]
+        assert main(["evaluate", str(workload), "--split", str(split), *argv]) == 0
+        scores[mode] = json.loads(capsys.readouterr().out)["objective"]
+        assert main(["bounds", str(workload), "--time-limit", "10", *argv]) == 0
+        assert json.loads(capsys.readouterr().out)["bound"] <= scores[mode] * (1 + 1e-9)
+    assert scores["port"] > 1.4 * scores["none"]  # the two transfers wait for each other only at a port
