@@ -69,6 +69,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     model = cost_model(args, w)
     check_memory(w, model)
     if args.method in IP_METHODS:
+        if model.task_overhead:
+            raise SpecError(f"solve --method {args.method}: workload {w.graph.name!r} holds a calibrated fixed time per "
+                            f"stage (meta 'task_overhead' {model.task_overhead:g} ms), which the MIP formulations do not "
+                            "price; use a search (--method dp), which adds it to every stage")
         placement, payload, text = _run_ip(args, w, model)
     else:
         placement, payload, text = _run_heuristic(args, w, model)
