@@ -37,13 +37,16 @@ steps) against the measured one.
     python benchmarks/bench_runtime.py --fair 20  # only ours against even and parameters, 20 interleaved rounds
 
 ``--fair ROUNDS`` measures the three splits so that the machine's load cannot favour one: per model their
-stages are built once in one process group and each round runs one step of each split and schedule in turn
-(the order reversed every other round), with a step of idle stages; per model and schedule it prints the
-per-round throughput ratios ours / even and ours / parameters (median, quartiles, range), the ratio of the
-busiest rank's CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the
-profile's (the simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on
-the three splits' stages at two micro-batch sizes, the idle stages' cost per task, the measured link;
-:func:`fair_costs`).
+stages, and our split's a second time, are built once in one process group and each round runs one step of
+each split and schedule in turn (the order reversed every other round), with a step of idle stages; per model
+and schedule it prints the per-round throughput ratios ours / even and ours / parameters (median, quartiles,
+range), the ratios of the splits' fastest steps and of their trimmed means (:class:`Compared`), the same of our
+split against itself (the noise floor: a verdict needs both ratios beyond it), the ratio of the busiest rank's
+CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the profile's (the
+simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on the three splits'
+stages at two micro-batch sizes, the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
+the DP places the model again on those calibrated costs; a split that is none of the three runs against ours
+and ``parameters`` in rounds of its own.
 """
 from __future__ import annotations
 
@@ -172,17 +175,19 @@ def trimmed(xs: list[float], cut: float = 0.25) -> float:
 class Compared:
     """Ours against one split over interleaved rounds (throughput ratios ours / theirs: their step time over ours):
     per round (``rounds``), of the fastest steps (``fastest``: the least disturbed by load) and of the trimmed means
-    (``middle``); the busiest rank's CPU time per micro-batch (``cpu``)."""
+    (``middle``); of the busiest rank's CPU time per micro-batch (``cpu``: the step of ranks that compute at once), and
+    of the ranks' CPU times summed (``serial``: the step of ranks that take turns on a core, as on a loaded machine)."""
 
     rounds: list[float]
     fastest: float
     middle: float
     cpu: float
+    serial: float = 1.0
 
     @staticmethod
     def of(mine: list[float], theirs: list[float], mine_cpu: list[float], theirs_cpu: list[float]) -> Compared:
         return Compared([t / m for m, t in zip(mine, theirs)], min(theirs) / min(mine), trimmed(theirs) / trimmed(mine),
-                        max(theirs_cpu) / max(mine_cpu))
+                        max(theirs_cpu) / max(mine_cpu), sum(theirs_cpu) / sum(mine_cpu))
 
     @property
     def noise(self) -> float:
@@ -206,7 +211,7 @@ class Compared:
     def cells(self) -> list[str]:
         low, mid, high = quartiles(self.rounds)
         return [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(self.rounds):.3f}-{max(self.rounds):.3f})",
-                f"{self.fastest:.3f}", f"{self.middle:.3f}", f"{self.cpu:.3f}"]
+                f"{self.fastest:.3f}", f"{self.middle:.3f}", f"{self.cpu:.3f}", f"{self.serial:.3f}"]
 
 
 def compared(rounds, mine: int, theirs: int, schedule: str) -> Compared:
@@ -215,12 +220,24 @@ def compared(rounds, mine: int, theirs: int, schedule: str) -> Compared:
                        rounds.cpu[(theirs, schedule)])
 
 
-def round_fits(labelled, rounds, schedules) -> list:
-    """Each split's stages in the rounds: profiled (forward + backward) against measured (a rank's CPU ms per
-    micro-batch less the idle stages'), with their op counts."""
-    return [f for j, (_, plan) in enumerate(labelled) for s in schedules
+def round_fits(labelled, rounds, schedules, first: int = 0) -> list:
+    """Each split's stages in the rounds (``labelled[k]`` is job ``first + k``): profiled (forward + backward) against
+    measured (a rank's CPU ms per micro-batch less the idle stages'), with their op counts."""
+    return [f for j, (_, plan) in enumerate(labelled, start=first) for s in schedules
             for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
                                  [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])], plan.ops)]
+
+
+def out_of_sample(labelled, rounds, schedules, small, small_rounds) -> str:
+    """The three terms fitted on our split's stages alone (at both sizes), and the largest residual they leave on
+    each other split's stages, which the fit did not see."""
+    scale, op_ms, fixed = stage_costs_of([*round_fits(labelled[:1], rounds, schedules),
+                                          *round_fits(small[:1], small_rounds, ["1f1b"])])
+    cells = [f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j), scale, fixed, op_ms):.1%}"
+             + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
+             for j, (label, plan) in enumerate(labelled[1:], start=1)]
+    return (f"fitted on ours' stages alone (x{scale:.3f} + {op_ms:.4f} ms per op + {fixed:.3f} ms), the largest "
+            f"residual out of sample: {', '.join(cells)}")
 
 
 def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=()) -> dict[str, object]:
@@ -276,9 +293,11 @@ def fairness(args) -> None:
         small = [rp.small_plan(name, plan, args.quick) for _, plan in labelled]
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
-        extra = round_fits([(label, plan) for (label, _), (plan, _) in zip(labelled, small)], small_rounds, ["1f1b"])
+        smalls = [(label, plan) for (label, _), (plan, _) in zip(labelled, small)]
+        extra = round_fits(smalls, small_rounds, ["1f1b"])
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra)
         print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
+        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds)}", flush=True)
         rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
         again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["1f1b"]), imported[0], microbatches,
                             microbatch)
@@ -294,7 +313,8 @@ def fairness(args) -> None:
                                mine="calibrated")
     head = ["model", "schedule"]
     for label in ("even", "parameters"):
-        head += [f"ours/{label} wall per round median [IQR] (range)", "fastest", "trimmed", "CPU",
+        head += [f"ours/{label} wall per round median [IQR] (range)", "fastest", "trimmed", "CPU busiest rank",
+                 "CPU both ranks",
                  "predicted as profiled", "predicted calibrated CPU / wall", "verdict"]
     head += ["ours/ours per round median [IQR] (range)", "fastest", "trimmed", "noise floor",
              "ours step ms/mb measured", "predicted (wall)", "ms per task (idle, wall)", "slowdown", "rounds",

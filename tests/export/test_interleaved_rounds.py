@@ -40,6 +40,7 @@ def test_a_comparison_reads_the_fastest_and_trimmed_steps_against_the_self_compa
     pair = bench.Compared.of(mine, theirs, [5.0, 6.0], [7.0, 6.0])
     assert pair.rounds == [1.3, 12 / 11, 14 / 30, 40 / 12]
     assert pair.fastest == 1.2 and pair.middle == pytest.approx(13.5 / 11.5) and pair.cpu == pytest.approx(7 / 6)
+    assert pair.serial == pytest.approx(13 / 11)  # both ranks: 7 + 6 against 5 + 6
     again = bench.Compared.of(mine, [10.5, 10.0, 12.0, 11.0], [5.0, 6.0], [5.0, 6.0])
     assert again.noise == pytest.approx(abs(10.75 / 11.5 - 1.0))  # the fastest steps are equal: 10 and 10
     assert pair.verdict(again.noise) == "ours faster" and pair.verdict(0.2) == "within the noise (20.0%)"
