@@ -104,6 +104,17 @@ def task_passes(graph: Graph) -> int | None:
     return 2 if bool(np.all(both > 0)) else None
 
 
+def task_overhead_refusal(model: CostModel, cluster: Cluster, replication: bool = False) -> str:
+    """Why ``model.task_overhead`` is not the same shift of every split's objective on ``cluster`` ('' where it is:
+    a max-load or GPipe objective without replication, links, micro-batches or rank orders)."""
+    if (model.objective in (Objective.MAX_LOAD, Objective.GPIPE) and model.name not in ORDERS
+            and model.microbatches is None and not cluster.routed and not replication):
+        return ""
+    return (f"the cost model's task_overhead ({model.task_overhead}) is a fixed time per stage that the searches "
+            f"price under a max-load or GPipe objective without replication, links, micro-batches or rank orders "
+            f"(objective {model.name or model.objective.value!r})")
+
+
 def _with_task_overhead(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: int | None,
                         time_limit: float | None, options: dict[str, Any]) -> HeuristicResult:
     """:func:`run` under a runtime's fixed time per pass (``model.task_overhead``, ``t``): each device's load gains ``t``
@@ -114,13 +125,9 @@ def _with_task_overhead(method: str, graph: Graph, cluster: Cluster, model: Cost
     Where ``k`` is not one number, the bound rises by ``t`` (every placement's busiest device runs one pass at least)
     and the answer is not claimed exact. Elsewhere the term moves the best split and is refused."""
     t = model.task_overhead
-    shifts = (model.objective in (Objective.MAX_LOAD, Objective.GPIPE) and model.name not in ORDERS
-              and model.microbatches is None and not cluster.routed and not options.get("replication"))
-    if not shifts:
-        raise SpecError(f"{method}: the cost model's task_overhead ({t}) is a fixed time per stage that the searches "
-                        f"price under a max-load or GPipe objective without replication, links, micro-batches or rank "
-                        f"orders (objective {model.name or model.objective.value!r}); search without it and evaluate "
-                        f"the answer with it")
+    why = task_overhead_refusal(model, cluster, bool(options.get("replication")))
+    if why:
+        raise SpecError(f"{method}: {why}; search without it and evaluate the answer with it")
     found = run(method, graph, cluster, model=replace(model, task_overhead=0.0), seed=seed, time_limit=time_limit,
                 **options)
     passes = task_passes(graph)

@@ -18,7 +18,7 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
-from placement_dsl.io import load_workload
+from placement_dsl.io import Workload, load_workload, save_workload
 from placement_dsl.placement import Placement
 from placement_dsl.profile import (
     LinkTime,
@@ -144,8 +144,31 @@ def test_import_applies_a_calibration_that_solve_and_evaluate_price(tmp_path: Pa
     before = json.loads(capsys.readouterr().out)
     assert answer["info"]["task_overhead"].startswith("0.75 per pass")
     assert answer["status"] == before["status"]
-    assert main(["solve", str(priced), "--method", "ip"]) == 2
-    assert "meta 'task_overhead' 0.75 ms" in capsys.readouterr().err
     assert main(["import", model, "--out", str(priced), "--seq", "16", "--calibration", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert "none.json" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(("training", "passes"), [([], 1), (["--training"], 2)])
+def test_solve_prices_the_stage_time_of_a_calibrated_workload_by_search_and_mip(tmp_path: Path, capsys, training,
+                                                                                passes):
+    """A workload whose meta holds a fixed time per stage pass: the DP and the MIP answer the split they answer
+    without it, priced with it on every busy device (one pass forward-only, two with --training), bound alike."""
+    g = forward([3.0, 1.0, 1.0, 2.0, 2.0, 1.0])
+    plain, priced = tmp_path / "plain.json", tmp_path / "priced.json"
+    save_workload(Workload(g, Cluster.stages(2), "native", {}), plain)
+    save_workload(Workload(g, Cluster.stages(2), "native", {"task_overhead": 0.75}), priced)
+    answers = {}
+    for path in (plain, priced):
+        for method in ("dp", "ip"):
+            assert main(["solve", str(path), "--method", method, *training, "--json"]) == 0
+            answers[path.stem, method] = json.loads(capsys.readouterr().out)
+    for method in ("dp", "ip"):
+        was, now = answers["plain", method], answers["priced", method]
+        assert now["objective"] == pytest.approx(was["objective"] + 0.75 * passes)
+        assert now["bound"] == pytest.approx(was["bound"] + 0.75 * passes) and now["status"] == was["status"]
+    bad = tmp_path / "bad.json"
+    save_workload(Workload(g, Cluster.stages(2), "native", {"task_overhead": "x"}), bad)
+    assert main(["solve", str(bad), "--method", "dp"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "meta field 'task_overhead'" in err and "\n" not in err

@@ -34,7 +34,7 @@ def run_pipeline():
 def test_example_runs_both_models_and_schedules(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick"], cwd=tmp_path, env=env, capture_output=True, check=False,
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick", "--calibration-out", "cal.json"], cwd=tmp_path, env=env, capture_output=True, check=False,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -48,6 +48,14 @@ def test_example_runs_both_models_and_schedules(tmp_path):
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
     assert re.search(r"^calibration: compute x\d+\.\d+ \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
                      r"\(fitted on the stages at 2 and 1 samples per micro-batch\)", out, flags=re.MULTILINE), out
+    for model in ("gpt", "cnn"):  # the second placement, on the calibrated costs
+        assert re.search(rf"^{model}: re-placed on the calibrated costs: split_spec \{{'\w+\.\d': 'beginning'\}} "
+                         r"\((the same split|moved from \[.*\])\); slower stage predicted \d+\.\d+ ms", out,
+                         flags=re.MULTILINE), out
+    from placement_dsl.profile import read_calibration
+
+    costs, kind = read_calibration(tmp_path / "cal.json")  # what import --calibration reads
+    assert kind == "accelerator" and costs.scale > 0 and costs.overhead_ms > 0
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
 
