@@ -218,8 +218,24 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))
+    if model.task_overhead:
+        payload["task_overhead_shift"] = _bounds_shift(w, model)
     emit(args, payload, text)
     return EXIT_OK
+
+
+def _bounds_shift(w: Workload, model: CostModel) -> float | None:
+    """What a calibrated workload's fixed time per stage pass adds to every split's objective, which the bound levels
+    leave out (``None`` where it is not one amount), said in a note."""
+    from ..heuristics.base import task_overhead_refusal, task_passes
+
+    passes = task_passes(w.graph)
+    t = model.task_overhead
+    shift = None if passes is None or task_overhead_refusal(model, w.cluster) else t * passes
+    note(f"bounds are of workload {w.graph.name!r} without its calibrated fixed time per stage pass (meta "
+         f"'task_overhead' {t:g} ms): with it every split's objective is "
+         f"{f'{shift:g} more' if shift is not None else f'at least {t:g} more'}, as solve and evaluate report")
+    return shift
 
 
 def cmd_methods(args: argparse.Namespace) -> int:

@@ -167,6 +167,10 @@ def test_solve_prices_the_stage_time_of_a_calibrated_workload_by_search_and_mip(
         was, now = answers["plain", method], answers["priced", method]
         assert now["objective"] == pytest.approx(was["objective"] + 0.75 * passes)
         assert now["bound"] == pytest.approx(was["bound"] + 0.75 * passes) and now["status"] == was["status"]
+    assert main(["bounds", str(priced), *training, "--levels", "dp", "--json"]) == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out)["task_overhead_shift"] == pytest.approx(0.75 * passes)
+    assert f"every split's objective is {0.75 * passes:g} more" in shown.err
     bad = tmp_path / "bad.json"
     save_workload(Workload(g, Cluster.stages(2), "native", {"task_overhead": "x"}), bad)
     assert main(["solve", str(bad), "--method", "dp"]) == 2
