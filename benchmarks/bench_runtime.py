@@ -37,13 +37,16 @@ steps) against the measured one.
     python benchmarks/bench_runtime.py --fair 20  # only ours against even and parameters, 20 interleaved rounds
 
 ``--fair ROUNDS`` measures the three splits so that the machine's load cannot favour one: per model their
-stages are built once in one process group and each round runs one step of each split and schedule in turn
-(the order reversed every other round), with a step of idle stages; per model and schedule it prints the
-per-round throughput ratios ours / even and ours / parameters (median, quartiles, range), the ratio of the
-busiest rank's CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the
-profile's (the simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on
-the three splits' stages at two micro-batch sizes, the idle stages' cost per task, the measured link;
-:func:`fair_costs`).
+stages, and our split's a second time, are built once in one process group and each round runs one step of
+each split and schedule in turn (the order reversed every other round), with a step of idle stages; per model
+and schedule it prints the per-round throughput ratios ours / even and ours / parameters (median, quartiles,
+range), the ratios of the splits' fastest steps and of their trimmed means (:class:`Compared`), the same of our
+split against itself (the noise floor: a verdict needs both ratios beyond it), the ratio of the busiest rank's
+CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the profile's (the
+simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on the three splits'
+stages at two micro-batch sizes, the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
+the DP places the model again on those calibrated costs; a split that is none of the three runs against ours
+and ``parameters`` in rounds of its own.
 """
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -99,13 +102,19 @@ def parameters_point(name: str, graph, quick: bool) -> str:
     return layers[cut]
 
 
-def plans(name: str, microbatch: int, microbatches: int, quick: bool) -> list[tuple[str, rp.Plan]]:
-    rows = rp.profiled(name, microbatch, quick)
-    graph = rp.workload_graph(name, microbatch, quick, rows)
+def plans(name: str, microbatch: int, microbatches: int, quick: bool, imported=None) -> list[tuple[str, rp.Plan]]:
+    """Ours, even and ``parameters`` of model ``name`` (``imported``: its profile rows and graph, else made here)."""
+    rows, graph = imported or imports(name, microbatch, quick)
     out = [("ours", rp.plan_for(rp.place(graph, rows), rows, microbatches, microbatch))]
     for label, point in (("even", even_point(graph)), ("parameters", parameters_point(name, graph, quick))):
         out.append((label, rp.plan_for(rp.placement_of(graph, [point]), rows, microbatches, microbatch)))
     return out
+
+
+def imports(name: str, microbatch: int, quick: bool) -> tuple[list, object]:
+    """Model ``name``'s profile rows at ``microbatch`` samples and its graph imported with them."""
+    rows = rp.profiled(name, microbatch, quick)
+    return rows, rp.workload_graph(name, microbatch, quick, rows)
 
 
 def load() -> str:
@@ -149,12 +158,86 @@ def verdict(ratios: list[float]) -> str:
     return "equal within the spread" + (" (median >= 1)" if mid >= 1.0 else " (median < 1)")
 
 
-def round_fits(labelled, rounds, schedules) -> list:
-    """Each split's stages in the rounds: profiled (forward + backward) against measured (a rank's CPU ms per
-    micro-batch less the idle stages'), with their op counts."""
-    return [f for j, (_, plan) in enumerate(labelled) for s in schedules
+def trimmed(xs: list[float], cut: float = 0.25) -> float:
+    """The mean of ``xs`` without its lowest and highest ``cut`` share (the interquartile mean at 0.25; all of ``xs``
+    when that leaves none).
+
+    >>> trimmed([1.0, 2.0, 3.0, 100.0]), trimmed([5.0])
+    (2.5, 5.0)
+    """
+    ys = sorted(xs)
+    k = int(cut * len(ys))
+    middle = ys[k:len(ys) - k] or ys
+    return sum(middle) / len(middle)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Ours against one split over interleaved rounds (throughput ratios ours / theirs: their step time over ours):
+    per round (``rounds``), of the fastest steps (``fastest``: the least disturbed by load) and of the trimmed means
+    (``middle``); of the busiest rank's CPU time per micro-batch (``cpu``: the step of ranks that compute at once), and
+    of the ranks' CPU times summed (``serial``: the step of ranks that take turns on a core, as on a loaded machine)."""
+
+    rounds: list[float]
+    fastest: float
+    middle: float
+    cpu: float
+    serial: float = 1.0
+
+    @staticmethod
+    def of(mine: list[float], theirs: list[float], mine_cpu: list[float], theirs_cpu: list[float]) -> Compared:
+        return Compared([t / m for m, t in zip(mine, theirs)], min(theirs) / min(mine), trimmed(theirs) / trimmed(mine),
+                        max(theirs_cpu) / max(mine_cpu), sum(theirs_cpu) / sum(mine_cpu))
+
+    @property
+    def noise(self) -> float:
+        """As a self-comparison (one split run twice): the largest distance from 1 of its fastest and trimmed ratios,
+        the floor under which two splits' wall clocks do not differ."""
+        return max(abs(self.fastest - 1.0), abs(self.middle - 1.0))
+
+    def verdict(self, noise: float) -> str:
+        """Faster or slower where the fastest steps' and the trimmed means' ratios both lie beyond ``noise`` (the
+        self-comparison's) on one side of 1, else within it.
+
+        >>> Compared([1.2], 1.15, 1.2, 1.3).verdict(0.05), Compared([1.2], 1.15, 0.98, 1.3).verdict(0.05)
+        ('ours faster', 'within the noise (5.0%)')
+        """
+        if min(self.fastest, self.middle) > 1.0 + noise:
+            return "ours faster"
+        if max(self.fastest, self.middle) < 1.0 - noise:
+            return "ours slower"
+        return f"within the noise ({noise:.1%})"
+
+    def cells(self) -> list[str]:
+        low, mid, high = quartiles(self.rounds)
+        return [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(self.rounds):.3f}-{max(self.rounds):.3f})",
+                f"{self.fastest:.3f}", f"{self.middle:.3f}", f"{self.cpu:.3f}", f"{self.serial:.3f}"]
+
+
+def compared(rounds, mine: int, theirs: int, schedule: str) -> Compared:
+    """:class:`Compared` of job ``mine`` against job ``theirs`` of ``rounds`` under ``schedule``."""
+    return Compared.of(rounds.wall[(mine, schedule)], rounds.wall[(theirs, schedule)], rounds.cpu[(mine, schedule)],
+                       rounds.cpu[(theirs, schedule)])
+
+
+def round_fits(labelled, rounds, schedules, first: int = 0) -> list:
+    """Each split's stages in the rounds (``labelled[k]`` is job ``first + k``): profiled (forward + backward) against
+    measured (a rank's CPU ms per micro-batch less the idle stages'), with their op counts."""
+    return [f for j, (_, plan) in enumerate(labelled, start=first) for s in schedules
             for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
                                  [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])], plan.ops)]
+
+
+def out_of_sample(labelled, rounds, schedules, small, small_rounds) -> str:
+    """The three terms fitted on our split's stages alone (at both sizes), and the largest residual they leave on
+    each other split's stages, which the fit did not see."""
+    scale, op_ms, fixed = stage_costs_of([*round_fits(labelled[:1], rounds, schedules),
+                                          *round_fits(small[:1], small_rounds, ["1f1b"])])
+    cells = [f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j), scale, fixed, op_ms):.1%}"
+             + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
+             for j, (label, plan) in enumerate(labelled[1:], start=1)]
+    return (f"fitted on ours' stages alone (x{scale:.3f} + {op_ms:.4f} ms per op + {fixed:.3f} ms), the largest "
+            f"residual out of sample: {', '.join(cells)}")
 
 
 def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=()) -> dict[str, object]:
@@ -184,69 +267,112 @@ def worst(fits, scale: float, fixed: float = 0.0, op_ms: float = 0.0) -> float:
 
 
 def fairness(args) -> None:
-    """Ours against even and ``parameters`` measured in interleaved rounds: per model, the three splits' steps of each
-    schedule run in turn (A B C, C B A, ...) in one process group, each round's throughput ratio ours / theirs taken
-    between steps seconds apart, so load that changes over minutes moves both sides of a ratio alike. Beside the wall
-    clock, the ratio of the busiest rank's CPU time per micro-batch (what the load does not change), and two
-    predictions: the profile's (the simulator on the profiled times alone) and the calibrated one
-    (:func:`fair_costs`: a stage's fixed time per micro-batch and the runtime's per task, which every split pays
-    alike and which shrink a ratio towards 1)."""
+    """Ours against even and ``parameters`` measured in interleaved rounds: per model, the splits' steps of each
+    schedule run in turn (A B C A', A' C B A, ...) in one process group, A' our split again (a stage of its own),
+    so load that changes over minutes moves every split alike. Per pair, the per-round throughput ratios ours /
+    theirs, the ratio of the splits' fastest steps (the least disturbed by load) and of their trimmed means, and
+    the same of ours against A' (the self-comparison): how far apart one split measures against itself, the noise
+    floor a verdict must clear. Beside the wall clock, the ratio of the busiest rank's CPU time per micro-batch
+    (what the load does not change), and two predictions: the profile's (the simulator on the profiled times
+    alone) and the calibrated one (:func:`fair_costs`). Then the split the search chooses on the calibrated costs
+    (:func:`run_pipeline.place` with them); where it is none of the three, it runs against ours and
+    ``parameters`` in rounds of its own, with its own self-comparison."""
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     rp.torch.set_num_threads(1)
     link = ping_pong(repeat=5)
     print(f"load at start: {load()}; {args.fair} rounds per model, micro-batch {microbatch}, {microbatches} "
-          "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs in the same round; "
-          f"link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms")
-    rows = []
+          "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs (their step time over "
+          f"ours); link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms")
+    rows, moved = [], []
     for name in args.models.split(","):
-        labelled = plans(name, microbatch, microbatches, args.quick)
-        jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
-                 "microbatches": microbatches} for _, plan in labelled]
+        imported = imports(name, microbatch, args.quick)
+        labelled = plans(name, microbatch, microbatches, args.quick, imported)
         before = load()
-        rounds = rp.interleaved_rounds(jobs, args.quick, args.fair)
+        rounds = measure([*labelled, ("ours again", labelled[0][1])], schedules, microbatch, microbatches, args)
         small = [rp.small_plan(name, plan, args.quick) for _, plan in labelled]
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
-        extra = round_fits([(label, plan) for (label, _), (plan, _) in zip(labelled, small)], small_rounds, ["1f1b"])
+        smalls = [(label, plan) for (label, _), (plan, _) in zip(labelled, small)]
+        extra = round_fits(smalls, small_rounds, ["1f1b"])
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra)
-        cal, fits = costs[schedules[0]], costs["fits"]
-        both = [*fits, *extra]
-        print(f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
-              f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
-              f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{cal.scale:.3f} "
-              f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms: largest residual at {microbatch} "
-              f"{worst(fits, cal.scale, cal.stage_ms, cal.op_ms):.1%}, at {rp.SMALL} "
-              f"{worst(extra, cal.scale, cal.stage_ms, cal.op_ms):.1%}; with a factor and a time per stage "
-              f"{worst(fits, *affine_of(fits)):.1%} (fitted at {microbatch} alone), "
-              f"{worst(both, *affine_of(both)):.1%} and {worst(extra, *affine_of(both)):.1%} (at both); the factor "
-              f"alone {worst(fits, scale_of(fits)):.1%}, as profiled {worst(fits, 1.0):.1%}; over {len(fits)} + "
-              f"{len(extra)} stages", flush=True)
-        for s in schedules:
-            ours = rounds.wall[(0, s)]
-            row = [name, s]
-            for j, (label, plan) in enumerate(labelled[1:], start=1):
-                same = plan.split_spec == labelled[0][1].split_spec
-                ratios = [theirs / mine for mine, theirs in zip(ours, rounds.wall[(j, s)])]
-                low, mid, high = quartiles(ratios)
-                predicted = plan.step_ms[s] / labelled[0][1].step_ms[s]
-                tuned, wall = (plan.step_with(c, s) / labelled[0][1].step_with(c, s)
-                               for c in (costs[s], costs[(s, "wall")]))
-                row += [f"{mid:.3f} [{low:.3f}, {high:.3f}] ({min(ratios):.3f}-{max(ratios):.3f})",
-                        f"{max(rounds.cpu[(j, s)]) / max(rounds.cpu[(0, s)]):.3f}", f"{predicted:.3f}",
-                        f"{tuned:.3f} / {wall:.3f}", "same split" if same else verdict(ratios)]
-            wall_costs = costs[(s, "wall")]
-            row += [f"{statistics.median(ours):.2f}", f"{labelled[0][1].step_with(wall_costs, s):.2f}",
-                    f"{wall_costs.overhead_ms:.2f}", f"{wall_costs.slowdown:.2f}", str(len(ours)),
-                    f"{before.split()[0]}-{after.split()[0]}"]
-            rows.append(row)
+        print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
+        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds)}", flush=True)
+        rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
+        again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["1f1b"]), imported[0], microbatches,
+                            microbatch)
+        same = [label for label, plan in labelled if plan.split_spec == again.split_spec]
+        print(f"{name}: the search on the calibrated costs (x{costs['1f1b'].scale:.3f} + {costs['1f1b'].op_ms:.4f} ms "
+              f"per op, {costs['1f1b'].task_ms:.3f} ms per stage pass) cuts at {','.join(again.split_spec)}: "
+              f"{'the same split as ' + ' = '.join(same) if same else 'a split of its own, measured below'}", flush=True)
+        if not same:
+            mine = [("calibrated", again), labelled[0], labelled[2], ("calibrated again", again)]
+            before = load()
+            second = measure(mine, schedules, microbatch, microbatches, args)
+            moved += pair_rows(name, mine[:3], second, costs, schedules, f"{before.split()[0]}-{load().split()[0]}",
+                               mine="calibrated")
+    head = ["model", "schedule"]
+    for label in ("even", "parameters"):
+        head += [f"ours/{label} wall per round median [IQR] (range)", "fastest", "trimmed", "CPU busiest rank",
+                 "CPU both ranks",
+                 "predicted as profiled", "predicted calibrated CPU / wall", "verdict"]
+    head += ["ours/ours per round median [IQR] (range)", "fastest", "trimmed", "noise floor",
+             "ours step ms/mb measured", "predicted (wall)", "ms per task (idle, wall)", "slowdown", "rounds",
+             "load (1 min) before-after"]
     print()
-    markdown_head(["model", "schedule", "ours/even wall median [IQR] (range)", "CPU", "predicted as profiled",
-                   "predicted calibrated CPU / wall", "verdict", "ours/parameters wall median [IQR] (range)", "CPU",
-                   "predicted as profiled", "predicted calibrated CPU / wall", "verdict", "ours step ms/mb measured",
-                   "predicted (wall)", "ms per task (idle, wall)", "slowdown", "rounds", "load (1 min) before-after"])
+    markdown_head(head)
     for row in rows:
         markdown_row(row)
+    if moved:
+        print("\nthe split chosen on the calibrated costs against ours and parameters (the same columns)\n")
+        markdown_head([h.replace("ours/even", "calibrated/ours").replace("ours/parameters", "calibrated/parameters")
+                       .replace("ours/ours", "calibrated/calibrated").replace("ours step", "calibrated step")
+                       for h in head])
+        for row in moved:
+            markdown_row(row)
+
+
+def measure(labelled, schedules, microbatch: int, microbatches: int, args):
+    """The interleaved rounds of ``labelled``'s splits (:func:`run_pipeline.interleaved_rounds`)."""
+    jobs = [{"model": plan.name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
+             "microbatches": microbatches} for _, plan in labelled]
+    return rp.interleaved_rounds(jobs, args.quick, args.fair)
+
+
+def fit_line(name: str, labelled, costs, extra, microbatch: int) -> str:
+    """The calibration fitted on the three splits' stages at two sizes, and its residuals, as one line."""
+    cal, fits = costs["1f1b"], costs["fits"]
+    both = [*fits, *extra]
+    return (f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
+            f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
+            f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{cal.scale:.3f} "
+            f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms: largest residual at {microbatch} "
+            f"{worst(fits, cal.scale, cal.stage_ms, cal.op_ms):.1%}, at {rp.SMALL} "
+            f"{worst(extra, cal.scale, cal.stage_ms, cal.op_ms):.1%}; with a factor and a time per stage "
+            f"{worst(fits, *affine_of(fits)):.1%} (fitted at {microbatch} alone), "
+            f"{worst(both, *affine_of(both)):.1%} and {worst(extra, *affine_of(both)):.1%} (at both); the factor "
+            f"alone {worst(fits, scale_of(fits)):.1%}, as profiled {worst(fits, 1.0):.1%}; over {len(fits)} + "
+            f"{len(extra)} stages")
+
+
+def pair_rows(name: str, labelled, rounds, costs, schedules, loads: str, mine: str = "ours") -> list[list[str]]:
+    """Per schedule, job 0 (``mine``) against jobs 1 and 2 and against job 3 (itself again: the noise floor)."""
+    rows = []
+    for s in schedules:
+        ours, row = labelled[0][1], [name, s]
+        self_ = compared(rounds, 0, 3, s)
+        for j, (label, plan) in enumerate(labelled[1:3], start=1):
+            pair = compared(rounds, 0, j, s)
+            tuned, wall = (plan.step_with(c, s) / ours.step_with(c, s) for c in (costs[s], costs[(s, "wall")]))
+            row += [*pair.cells(), f"{plan.step_ms[s] / ours.step_ms[s]:.3f}", f"{tuned:.3f} / {wall:.3f}",
+                    f"the same split ({label} = {mine})" if plan.split_spec == ours.split_spec
+                    else pair.verdict(self_.noise)]
+        wall_costs = costs[(s, "wall")]
+        row += [*self_.cells()[:3], f"{self_.noise:.1%}", f"{statistics.median(rounds.wall[(0, s)]):.2f}",
+                f"{ours.step_with(wall_costs, s):.2f}", f"{wall_costs.overhead_ms:.2f}", f"{wall_costs.slowdown:.2f}",
+                str(len(rounds.wall[(0, s)])), loads]
+        rows.append(row)
+    return rows
 
 
 def main() -> None:

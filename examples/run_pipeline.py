@@ -21,7 +21,11 @@ stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
 slowdown), so no step is fitted on.
 
-Run: python examples/run_pipeline.py [--quick]   (needs torch==2.13.0; about a minute)
+Last, each model is placed again on the calibrated costs (every op's time times the factor plus the time per op, and
+the fixed time per stage, which the DP prices; ``--calibration-out FILE`` writes them for ``placement-dsl import
+--calibration``), and the line says whether the split moved.
+
+Run: python examples/run_pipeline.py [--quick] [--calibration-out FILE]   (needs torch==2.13.0; about a minute)
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ from placement_dsl.profile import (
     runtime_overhead,
     stage_costs_of,
     training_graph,
+    write_calibration,
 )
 from placement_dsl.simulate import simulate
 
@@ -152,16 +157,22 @@ def predicted(placement: Placement, rows: list[ModuleTime], microbatches: int, m
     return plan
 
 
-def place(graph: Any, rows: list[ModuleTime], stages: int = 2) -> Placement:
+def place(graph: Any, rows: list[ModuleTime], stages: int = 2, costs: RunCosts | None = None) -> Placement:
     """The best contiguous split of ``graph`` over ``stages`` accelerators for a training step, boundaries between
     depth-2 modules: the DP over ideals on the training graph with the measured backward times, objective
-    ``pipedream`` (the throughput of 1F1B: ``max (FW + BW)`` over the stages); its forward part."""
+    ``pipedream`` (the throughput of 1F1B: ``max (FW + BW)`` over the stages); its forward part. With ``costs`` (a
+    run's calibration), on the costs the run measured: every op's time ``x scale + op_ms``
+    (:meth:`RunCosts.measured_graph`) and each stage's fixed time per pass (:meth:`RunCosts.search_model`)."""
     cluster = Cluster.accelerators(stages, bandwidth=BANDWIDTH)
     train = training_graph(graph, rows, KIND)
+    model = CostModel.named("pipedream")
+    if costs is not None:  # CPU time: the machine's slowdown during the run is no cost of the runtime
+        cpu = replace(costs, slowdown=1.0)
+        train, model = cpu.measured_graph(train, KIND), cpu.search_model("pipedream")
     term = Boundaries.modules(DEPTH)
     term.validate(train, cluster)
-    result = run("dp", term.apply(train, cluster), cluster, model=CostModel.named("pipedream"))
-    verdict = evaluate(result.placement, CostModel.named("pipedream"))
+    result = run("dp", term.apply(train, cluster), cluster, model=model)
+    verdict = evaluate(result.placement, model)
     assert verdict.valid and abs(verdict.objective - result.objective) <= 1e-9 * max(1.0, verdict.objective)
     return Placement(graph, cluster, result.placement.assign[:graph.n])
 
@@ -295,18 +306,37 @@ def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> R
     return replace(base, overhead_ms=o, slowdown=slowdown)
 
 
+def replaced(plan: Plan, graph: Any, rows: list[ModuleTime], costs: RunCosts) -> str:
+    """The split the search chooses on the calibrated costs (:func:`place` with ``costs``) against ``plan``'s, chosen
+    on the profile alone, with the calibrated prediction of each one's slower stage (ms per micro-batch, CPU)."""
+    again = place(graph, rows, plan.train.cluster.size, costs)
+    spec = export(again, "torch-pipelining").data["split_spec"]
+    cpu = replace(costs, slowdown=1.0)
+    model = cpu.search_model("pipedream")
+    slower = [evaluate(Placement(cpu.measured_graph(plan.train.graph, KIND), plan.train.cluster, assign), model).objective
+              for assign in (plan.train.assign, predicted(again, rows, plan.microbatches).train.assign)]
+    verdict = "the same split" if spec == plan.split_spec else f"moved from {list(plan.split_spec)}"
+    return (f"{plan.name}: re-placed on the calibrated costs: split_spec {spec} ({verdict}); slower stage predicted "
+            f"{slower[1]:.3f} ms per micro-batch, the profile's split {slower[0]:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small models and few steps (the test's sizes)")
     ap.add_argument("--models", default="gpt,cnn", help=f"comma-separated: {', '.join(FACTORIES)}")
+    ap.add_argument("--calibration-out", metavar="CALIBRATION.json",
+                    help="write the fitted costs (factor, ms per op, per stage, per task; the link) for import "
+                         "--calibration")
     args = ap.parse_args(argv)
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = [*SCHEDULES, *CSV]
-    plans, jobs, smalls = [], [], []
+    plans, jobs, smalls, imported = [], [], [], []
     torch.set_num_threads(1)
     for name in args.models.split(","):
         rows = profiled(name, microbatch, args.quick)
-        plan = plan_for(place(workload_graph(name, microbatch, args.quick, rows), rows), rows, microbatches, microbatch)
+        graph = workload_graph(name, microbatch, args.quick, rows)
+        imported.append((graph, rows))
+        plan = plan_for(place(graph, rows), rows, microbatches, microbatch)
         plans.append(plan)
         jobs.append({"model": name, "split_spec": plan.split_spec, "schedules": schedules, "csv": plan.csv,
                      "microbatch": microbatch,
@@ -324,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     for plan, ranks in zip(plans, runs):
         print("\n".join(report(plan, ranks, schedules, costs)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)
+    per_task = statistics.median(run_costs(costs, ranks, "1f1b", plan).overhead_ms for plan, ranks in zip(plans, runs))
+    costs = replace(costs, overhead_ms=per_task)
+    for plan, (graph, rows) in zip(plans, imported):
+        print(replaced(plan, graph, rows, costs))
+    if args.calibration_out:
+        write_calibration(costs, args.calibration_out, KIND, note=f"run_pipeline.py --models {args.models}"
+                          f"{' --quick' if args.quick else ''}: CPU time per micro-batch of {microbatch} and {SMALL}")
+        print(f"wrote {args.calibration_out}: import --calibration applies it")
     print("all outputs match the unsplit models" if ok else "an output differs from the unsplit model")
     return 0 if ok else 1
 

@@ -8,6 +8,7 @@ The modules' own times are :mod:`placement_dsl.profile`'s. :func:`ping_pong` nee
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,9 @@ import numpy as np
 from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
 from .evaluate import CostModel
+from .files import write_atomic
 from .graph import Graph, Op
+from .io.costs import rounded
 from .io.torch_export import _torch
 from .pipeline_orders import FOLDS
 from .placement import Placement
@@ -292,6 +295,46 @@ class RunCosts:
         kind = p.cluster.devices[0].kind
         return Placement(self.graph(p.graph, kind), self.cluster(p.cluster.size, kind), p.assign)
 
+    def search_model(self, name: str = "pipedream", **changes: object) -> CostModel:
+        """The cost model of objective ``name`` with the run's fixed time per stage: :attr:`task_ms` per pass a
+        device runs (``CostModel.task_overhead``), which :func:`placement_dsl.heuristics.run` prices as its
+        searches' uniform shift; for a search on :meth:`measured_graph`'s graph.
+
+        >>> RunCosts(overhead_ms=0.5, stage_ms=1.0).search_model().task_overhead
+        1.0
+        """
+        return CostModel.named(name, task_overhead=self.task_ms, **changes)
+
+    def measured_graph(self, graph: Graph, kind: str = ACCELERATOR) -> Graph:
+        """``graph`` whose ops take on a device of ``kind`` at speed 1 the time the run measured: ``scale`` times the
+        profiled time plus ``op_ms`` (times ``slowdown``), the backward ops too. A forward graph's backward times
+        (``attrs["backward_work"]``, twice the forward where none was measured, as
+        :func:`~placement_dsl.zoo.training.with_backward` gives them) are calibrated alike, so that its training
+        graph (``--training``) is. An op that cannot run on ``kind`` stays so; other kinds keep their times.
+
+        >>> g = Graph([Op(name="a", work={"accelerator": 2.0}), Op(name="b", work={"accelerator": 1.0, "cpu": 9.0})],
+        ...           [("a", "b")])
+        >>> q = RunCosts(scale=1.5, op_ms=0.25).measured_graph(g)
+        >>> [op.work for op in q.ops], [op.attrs["backward_work"] for op in q.ops]
+        ([{'accelerator': 3.25}, {'accelerator': 1.75, 'cpu': 9.0}], [{'accelerator': 6.25}, {'accelerator': 3.25}])
+        """
+        def timed(t: float) -> float:
+            return rounded(self.slowdown * (self.scale * t + self.op_ms))
+
+        ops = []
+        for op in graph.ops:
+            t = op.time_on(kind)
+            if not t < math.inf:
+                ops.append(op)
+                continue
+            work = {**op.work, kind: timed(t)}
+            attrs = op.attrs
+            if not graph.is_training:
+                back = op.attrs.get("backward_work", {})
+                attrs = {**attrs, "backward_work": {**back, kind: timed(float(back.get(kind, 2.0 * t)))}}
+            ops.append(op.model_copy(update={"work": work, "attrs": attrs}))
+        return graph.replace(ops=ops)
+
     def graph(self, graph: Graph, kind: str = ACCELERATOR) -> Graph:
         """``graph`` whose ops take ``op_ms`` more on a device of ``kind`` at the run's speed (``op_ms / scale`` more
         work: the devices' speed is ``1 / (scale * slowdown)``); ``graph`` itself without ``op_ms``."""
@@ -301,6 +344,69 @@ class RunCosts:
         ops = [op if not op.time_on(kind) < math.inf else
                op.model_copy(update={"work": {**op.work, kind: op.time_on(kind) + extra}}) for op in graph.ops]
         return graph.replace(ops=ops)
+
+
+# ---------------------------------------------------------------------------- a calibration as a file
+CALIBRATION_FIELDS = ("scale", "op_ms", "stage_ms", "overhead_ms")
+"""The fitted and measured terms a calibration file holds beside its ``kind`` and ``link``."""
+
+
+def calibration_dict(costs: RunCosts, kind: str = ACCELERATOR, note: str = "") -> dict[str, object]:
+    """``costs`` as the JSON object :func:`read_calibration` reads: the device ``kind`` its times are for, the compute
+    factor, the time per op and per stage, the runtime's time per task and the link (``bandwidth`` null when
+    unbounded). The slowdown is a property of the machine's load during the run, not of the runtime: not kept.
+
+    >>> calibration_dict(RunCosts(scale=1.25, op_ms=0.02))["op_ms"]
+    0.02
+    """
+    bandwidth = costs.link.bandwidth
+    out: dict[str, object] = {"kind": kind, **{f: float(getattr(costs, f)) for f in CALIBRATION_FIELDS},
+                              "link": {"latency_ms": costs.link.latency_ms,
+                                       "bandwidth": bandwidth if bandwidth < math.inf else None}}
+    return {**out, "note": note} if note else out
+
+
+def write_calibration(costs: RunCosts, path: str | Path, kind: str = ACCELERATOR, note: str = "") -> None:
+    """Write :func:`calibration_dict` to ``path`` (atomically), for ``import --calibration`` and
+    :func:`read_calibration`."""
+    write_atomic(path, json.dumps(calibration_dict(costs, kind, note), indent=2) + "\n")
+
+
+def read_calibration(path: str | Path) -> tuple[RunCosts, str]:
+    """The :class:`RunCosts` (slowdown 1) and the device kind of a file :func:`write_calibration` wrote; a file that
+    is not one, or a field that is no finite number >= 0 (``scale`` > 0), is refused naming the file and the field."""
+    source = str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise SpecError(f"cannot read calibration {source!r}: {err.strerror}") from None
+    except ValueError as err:
+        raise SpecError(f"calibration {source!r} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or "scale" not in data:
+        raise SpecError(f"calibration {source!r}: expected an object with {list(CALIBRATION_FIELDS)}, 'kind' and "
+                        "'link', as a pipeline run's calibration writes it")
+    terms = {f: _calibration_number(data.get(f, 0.0), f"{source}: field {f!r}") for f in CALIBRATION_FIELDS}
+    if not terms["scale"] > 0:
+        raise SpecError(f"{source}: field 'scale' must be > 0, got {data['scale']!r}")
+    link = data.get("link") or {}
+    if not isinstance(link, dict):
+        raise SpecError(f"{source}: field 'link' must be an object with latency_ms and bandwidth, got {link!r}")
+    latency = _calibration_number(link.get("latency_ms", 0.0), f"{source}: field 'link.latency_ms'")
+    bandwidth = link.get("bandwidth")
+    bandwidth = math.inf if bandwidth is None else _calibration_number(bandwidth, f"{source}: field 'link.bandwidth'")
+    if not bandwidth > 0:
+        raise SpecError(f"{source}: field 'link.bandwidth' must be > 0 (null: unbounded), got {link['bandwidth']!r}")
+    kind = data.get("kind", ACCELERATOR)
+    if not isinstance(kind, str) or not kind:
+        raise SpecError(f"{source}: field 'kind' must be a device kind's name, got {kind!r}")
+    return RunCosts(terms["scale"], LinkTime(latency, bandwidth), terms["overhead_ms"], 1.0, terms["stage_ms"],
+                    terms["op_ms"]), kind
+
+
+def _calibration_number(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise SpecError(f"{where} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
@@ -411,6 +517,7 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration", "calibration_table", "fit_link",
-           "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "runtime_overhead", "scale_of",
-           "stage_costs_of"]
+__all__ = ["CALIBRATION_FIELDS", "LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration",
+           "calibration_dict", "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead",
+           "idle_pipeline", "ping_pong", "read_calibration", "runtime_overhead", "scale_of", "stage_costs_of",
+           "write_calibration"]

@@ -54,15 +54,18 @@ from .calibrate import (
     affine_of,
     calibrated,
     calibration,
+    calibration_dict,
     calibration_table,
     fit_link,
     fit_overhead,
     fit_slowdown_and_overhead,
     idle_pipeline,
     ping_pong,
+    read_calibration,
     runtime_overhead,
     scale_of,
     stage_costs_of,
+    write_calibration,
 )
 from .errors import SpecError
 from .files import write_atomic
@@ -405,7 +408,8 @@ def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
     return out
 
 
-__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "affine_of", "build", "calibrated", "calibration",
-           "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong",
-           "profile_csv", "profile_module", "read_profile", "runtime_overhead", "scale_of", "split_backward",
-           "stage_costs_of", "training_graph", "with_measured_backward", "write_profile"]
+__all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "affine_of", "build", "calibrated",
+           "calibration", "calibration_dict", "calibration_table", "fit_link", "fit_overhead",
+           "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module",
+           "read_calibration", "read_profile", "runtime_overhead", "scale_of", "split_backward", "stage_costs_of",
+           "training_graph", "with_measured_backward", "write_calibration", "write_profile"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..errors import SpecError
@@ -143,8 +144,42 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
         setattr(args, key, value)
     start = args.warm_start if args.warm_start in HEURISTIC_METHODS else None
     note_cold_kernels(start, limited=True)
+    shift = _stage_time_shift(args, w, model)
     result = solve_makespan(args, w, model) if is_makespan(model) else _solve_ip(args, w, model)
+    if shift:
+        result = _with_stage_time(model, result, shift)
     return result.placement, result.to_dict(), result.summary()
+
+
+def _stage_time_shift(args: argparse.Namespace, w: Workload, model: CostModel) -> float:
+    """What a calibrated workload's fixed time per stage pass (``meta["task_overhead"]``, which the formulations leave
+    out) adds to every split's objective: under a max-load or GPipe objective every device holding ops of a graph
+    whose ops share a group with their gradients pays it the same number of passes
+    (:func:`~placement_dsl.heuristics.base.task_passes`), so the formulation's optimum is the optimum; refused
+    elsewhere, naming the field."""
+    if not model.task_overhead:
+        return 0.0
+    from ..heuristics.base import task_overhead_refusal, task_passes
+
+    passes = task_passes(w.graph)
+    why = task_overhead_refusal(model, w.cluster, getattr(args, "replicate", None) is not None)
+    if why or passes is None:
+        raise SpecError(f"solve --method {args.method}: workload {w.graph.name!r} holds a calibrated fixed time per "
+                        f"stage (meta 'task_overhead' {model.task_overhead:g} ms), which the MIP formulations price "
+                        f"only as the same shift of every split; {why or 'here devices may run one pass or two'}; "
+                        "use --method dp")
+    return model.task_overhead * passes
+
+
+def _with_stage_time(model: CostModel, result: Any, shift: float) -> Any:
+    """``result`` (of the formulation without the fixed time per stage) priced with it: the answer re-evaluated, the
+    bound and the warm start raised by ``shift``."""
+    if result.placement is None:
+        return result
+    ev = evaluate(result.placement, model)
+    return replace(result, objective=ev.objective, evaluation=ev,
+                   bound=None if result.bound is None else result.bound + shift,
+                   start_objective=None if result.start_objective is None else result.start_objective + shift)
 
 
 def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
@@ -183,8 +218,24 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     levels = args.levels or None
     payload, text = bounds_payload(problem, levels=levels, time_limit=args.time_limit, workers=args.workers,
                                    solver=args.solver, deadline=command_deadline(args))
+    if model.task_overhead:
+        payload["task_overhead_shift"] = _bounds_shift(w, model)
     emit(args, payload, text)
     return EXIT_OK
+
+
+def _bounds_shift(w: Workload, model: CostModel) -> float | None:
+    """What a calibrated workload's fixed time per stage pass adds to every split's objective, which the bound levels
+    leave out (``None`` where it is not one amount), said in a note."""
+    from ..heuristics.base import task_overhead_refusal, task_passes
+
+    passes = task_passes(w.graph)
+    t = model.task_overhead
+    shift = None if passes is None or task_overhead_refusal(model, w.cluster) else t * passes
+    note(f"bounds are of workload {w.graph.name!r} without its calibrated fixed time per stage pass (meta "
+         f"'task_overhead' {t:g} ms): with it every split's objective is "
+         f"{f'{shift:g} more' if shift is not None else f'at least {t:g} more'}, as solve and evaluate report")
+    return shift
 
 
 def cmd_methods(args: argparse.Namespace) -> int:

@@ -57,10 +57,31 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
     return Workload(graph, w.cluster, w.format, meta), lines
 
 
+def _with_calibration(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[str]]:
+    """The workload at what a pipeline run measured (``--calibration``): every op's time on the calibration's kind
+    ``scale x time + op_ms``, forward and backward, and the fixed time per stage pass in ``meta["task_overhead"]``,
+    which ``solve`` and ``evaluate`` add to every stage."""
+    if not args.calibration:
+        return w, []
+    from ..profile import calibration_dict, read_calibration  # the profiler's stack: this option's
+
+    costs, kind = read_calibration(args.calibration)
+    if not any(op.time_on(kind) < float("inf") for op in w.graph.ops):
+        raise SpecError(f"--calibration {args.calibration}: its times are for device kind {kind!r}, on which no op of "
+                        f"{w.graph.name!r} runs")
+    meta = {**w.meta, "calibration_file": str(args.calibration),
+            "run_costs": calibration_dict(costs, kind), "task_overhead": costs.task_ms}
+    line = (f"calibrated by {args.calibration} on {kind}: x{costs.scale:.4g} + {costs.op_ms:.4g} ms per op; "
+            f"{costs.task_ms:.4g} ms per stage pass (added to every stage by solve and evaluate)")
+    return Workload(costs.measured_graph(w.graph, kind), w.cluster, w.format, meta), [line]
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """``import``: read the model, apply measured costs, write a native workload, print a summary."""
     out = check_writable(args.out)
     w, lines = _with_costs(_read_model(args), args)
+    w, more = _with_calibration(w, args)
+    lines += more
     if args.stages is not None:
         w = Workload(w.graph, resize(w.cluster, args.stages), w.format, w.meta)
     save_workload(w, out, "native")
@@ -96,6 +117,9 @@ def add_import_parser(sub: Any) -> None:
     im.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
                     help="cut module paths to D dotted parts for layers and groups (default: the full path)")
     im.add_argument("--costs", metavar="PROFILE.csv", help="measured times per op or module (CSV or JSON, ms)")
+    im.add_argument("--calibration", metavar="CALIBRATION.json",
+                    help="a pipeline run's fitted costs (placement_dsl.calibrate.write_calibration): every op's time "
+                         "x factor + time per op, and the fixed time per stage that solve and evaluate add")
     im.add_argument("--no-calibrate", action="store_true",
                     help="keep the roofline times of ops the profile does not measure")
     im.add_argument("--stages", type=number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",

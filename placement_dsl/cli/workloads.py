@@ -140,7 +140,20 @@ def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
             raise SpecError(f"--subgraphs {q} limits the subgraphs per accelerator of a latency split; the objective "
                             f"is {name!r} (use --objective latency)")
         model = replace(model, max_subgraphs=q)
-    return model
+    return with_stage_time(model, workload)
+
+
+def with_stage_time(model: CostModel, workload: Workload) -> CostModel:
+    """``model`` with the fixed time per stage pass a calibrated import recorded (``meta["task_overhead"]``, ms: a
+    pipeline runtime's cost per stage and micro-batch beyond its ops', ``import --calibration``), under the
+    throughput objectives, whose searches price it; refused naming the field when it is no finite number >= 0."""
+    t = workload.meta.get("task_overhead")
+    if t is None or model.objective.value in ("latency", "makespan"):
+        return model
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf"):
+        raise SpecError(f"workload {workload.graph.name!r}: meta field 'task_overhead' must be a finite number >= 0 "
+                        f"(ms per stage pass), got {t!r}")
+    return replace(model, task_overhead=float(t))
 
 
 # ---------------------------------------------------------------------------- memory feasibility

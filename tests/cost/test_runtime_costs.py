@@ -51,8 +51,41 @@ def test_bad_values_are_refused(field, value):
 
 def test_the_searches_refuse_what_they_do_not_price():
     p = Placement(chain([1, 3]), Cluster.stages(2), [0, 1, 1, 0])
-    with pytest.raises(SpecError, match="task_overhead"):
-        run("dp", p.graph, p.cluster, model=CostModel.named("pipedream", task_overhead=1.0))
+    with pytest.raises(SpecError, match="message_latency"):
+        run("dp", p.graph, p.cluster, model=CostModel.named("pipedream", message_latency=1.0))
+    with pytest.raises(SpecError, match="task_overhead.*objective 'interleaved-1f1b'"):
+        run("dp", p.graph, p.cluster, model=CostModel.named("interleaved-1f1b", task_overhead=1.0))
+    with pytest.raises(SpecError, match="task_overhead.*without replication"):
+        run("dp", p.graph, p.cluster, model=CostModel.named("pipedream", task_overhead=1.0), replication=True)
+
+
+@pytest.mark.parametrize("name", ["pipedream", "gpipe", "bottleneck"])
+@pytest.mark.parametrize("method", ["dp", "greedy", "slicegraph"])
+def test_the_searches_price_a_fixed_time_per_stage_as_the_cost_model_does(name, method):
+    """A fixed time per pass (``task_overhead``) on every device holding ops of a training graph, whose ops share a
+    group with their gradients: every valid split pays it twice on each busy device, so the search's split is its
+    split without the term, priced with it, and the DP's optimum and bound rise by twice the term."""
+    g = chain([4, 1, 1, 1, 2, 3])
+    plain = run(method, g, Cluster.stages(3), model=CostModel.named(name))
+    priced = run(method, g, Cluster.stages(3), model=CostModel.named(name, task_overhead=0.75))
+    assert priced.placement.assign.tolist() == plain.placement.assign.tolist()
+    assert priced.objective == pytest.approx(plain.objective + 1.5)
+    assert priced.objective == pytest.approx(evaluate(priced.placement, CostModel.named(name, task_overhead=0.75))
+                                             .objective)
+    if plain.bound is not None:
+        assert priced.bound == pytest.approx(plain.bound + 1.5) and priced.exact_among == plain.exact_among
+
+
+def test_a_graph_whose_passes_are_not_grouped_keeps_a_bound_of_one_pass_and_no_exactness():
+    g = chain([4, 1, 1, 2])
+    loose = g.replace(ops=[op.model_copy(update={"group": None}) for op in g.ops])
+    plain = run("dp", loose, Cluster.stages(2), model=CostModel.named("pipedream"))
+    priced = run("dp", loose, Cluster.stages(2), model=CostModel.named("pipedream", task_overhead=1.0))
+    assert priced.objective == pytest.approx(evaluate(priced.placement, CostModel.named("pipedream", task_overhead=1.0))
+                                             .objective)
+    assert (priced.bound is None) == (plain.bound is None) and priced.exact_among is None
+    if plain.bound is not None:
+        assert priced.bound == pytest.approx(plain.bound + 1.0) and priced.bound <= priced.objective + 1e-9
 
 
 @settings(deadline=None, max_examples=12)

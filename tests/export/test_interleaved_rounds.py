@@ -32,6 +32,22 @@ def test_the_verdict_reads_the_middle_half_of_the_rounds(modules):
     assert bench.quartiles([3.0]) == (3.0, 3.0, 3.0)
 
 
+def test_a_comparison_reads_the_fastest_and_trimmed_steps_against_the_self_comparison(modules):
+    """Per split the fastest step and the interquartile mean of the rounds; a verdict only beyond the noise floor
+    that one split measured against itself sets (the larger distance from 1 of its two ratios)."""
+    _, bench = modules
+    mine, theirs = [10.0, 11.0, 30.0, 12.0], [13.0, 12.0, 14.0, 40.0]
+    pair = bench.Compared.of(mine, theirs, [5.0, 6.0], [7.0, 6.0])
+    assert pair.rounds == [1.3, 12 / 11, 14 / 30, 40 / 12]
+    assert pair.fastest == 1.2 and pair.middle == pytest.approx(13.5 / 11.5) and pair.cpu == pytest.approx(7 / 6)
+    assert pair.serial == pytest.approx(13 / 11)  # both ranks: 7 + 6 against 5 + 6
+    again = bench.Compared.of(mine, [10.5, 10.0, 12.0, 11.0], [5.0, 6.0], [5.0, 6.0])
+    assert again.noise == pytest.approx(abs(10.75 / 11.5 - 1.0))  # the fastest steps are equal: 10 and 10
+    assert pair.verdict(again.noise) == "ours faster" and pair.verdict(0.2) == "within the noise (20.0%)"
+    assert bench.Compared.of(theirs, mine, [1.0], [1.0]).verdict(again.noise) == "ours slower"
+    assert bench.trimmed([3.0, 1.0, 2.0, 100.0, -50.0]) == 2.0
+
+
 def test_every_split_steps_in_every_round(modules):
     """Two splits of the quick GPT, two schedules, three rounds: each split and schedule has one step time (ms per
     micro-batch, the slower rank's) per round after the warm-up round, and each rank's CPU time per micro-batch;

@@ -34,7 +34,7 @@ def run_pipeline():
 def test_example_runs_both_models_and_schedules(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick"], cwd=tmp_path, env=env, capture_output=True, check=False,
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--quick", "--calibration-out", "cal.json"], cwd=tmp_path, env=env, capture_output=True, check=False,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -48,6 +48,14 @@ def test_example_runs_both_models_and_schedules(tmp_path):
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
     assert re.search(r"^calibration: compute x\d+\.\d+ \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
                      r"\(fitted on the stages at 2 and 1 samples per micro-batch\)", out, flags=re.MULTILINE), out
+    for model in ("gpt", "cnn"):  # the second placement, on the calibrated costs
+        assert re.search(rf"^{model}: re-placed on the calibrated costs: split_spec \{{'\w+\.\d': 'beginning'\}} "
+                         r"\((the same split|moved from \[.*\])\); slower stage predicted \d+\.\d+ ms", out,
+                         flags=re.MULTILINE), out
+    from placement_dsl.profile import read_calibration
+
+    costs, kind = read_calibration(tmp_path / "cal.json")  # what import --calibration reads
+    assert kind == "accelerator" and costs.scale > 0 and costs.overhead_ms > 0
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
 
@@ -225,3 +233,25 @@ def test_the_calibration_fits_a_time_per_op_over_two_microbatch_sizes(run_pipeli
     runs = [[rank(f + b, n) for f, b, n in zip(p.forward_ms, p.backward_ms, p.ops)] for p in plans]
     costs = run_pipeline.calibrate(plans, runs, LinkTime(0.05, 1e6))
     assert (costs.scale, costs.op_ms, costs.stage_ms) == (pytest.approx(1.25), pytest.approx(0.05), pytest.approx(0.5))
+
+
+def test_the_calibrated_costs_move_the_split_of_the_example(run_pipeline):
+    """Synthetic module times (no timing): the GPT's head costs as much as four blocks of 19 ops, so the profile puts
+    every block on the first stage; at 0.1 ms per op the blocks' ops cost the runtime more than their profile says,
+    and the search on the calibrated costs (``place(..., costs=...)``) moves the cut before the last block."""
+    from placement_dsl.profile import ModuleTime, RunCosts
+
+    rp = run_pipeline
+    times = {"wte": 0.1, "wpe": 0.1, "h.0": 1.0, "h.1": 1.0, "h.2": 1.0, "h.3": 1.0, "ln_f": 0.1, "head": 4.0}
+    rows = [ModuleTime(m, f, 2 * f, f, f, 1) for m, f in times.items()]
+    import torch
+
+    with torch.device("meta"):
+        model, (x,) = rp.FACTORIES["gpt"](2, True)
+    graph, _ = rp.apply_costs(rp.from_module(model, (x,), name="gpt").graph, {m: {rp.KIND: f} for m, f in times.items()})
+    raw = rp.plan_for(rp.place(graph, rows), rows, 4)
+    costs = RunCosts(1.0, op_ms=0.1, stage_ms=1.0)
+    moved = rp.plan_for(rp.place(graph, rows, costs=costs), rows, 4)
+    assert list(raw.split_spec) == ["ln_f"] and list(moved.split_spec) == ["h.3"]
+    assert rp.replaced(raw, graph, rows, costs).startswith("gpt: re-placed on the calibrated costs: split_spec "
+                                                           "{'h.3': 'beginning'} (moved from ['ln_f'])")
