@@ -52,7 +52,7 @@ def resnet(depth: int = 50, batch: int = 32, image: int = 224, classes: int = 10
     avg, _ = pool(batch, size, channels, size, size)
     x = g.add("avgpool", avg, [x], "pool")
     g.add("fc", matmul(batch, channels, classes), [x], "matmul")
-    params = dict(depth=depth, batch=batch, image=image, classes=classes)
+    params = {"depth": depth, "batch": batch, "image": image, "classes": classes}
     return _workload(name or f"resnet{depth}", g, training, cluster or default_cluster(), "resnet", params)
 
 
@@ -145,5 +145,5 @@ def inception(batch: int = 32, image: int = 299, classes: int = 1000, training: 
     avg, _ = pool(batch, size, ch, size, size)
     x = g.add("avgpool", avg, [x], "pool")
     g.add("fc", matmul(batch, ch, classes), [x], "matmul")
-    params = dict(batch=batch, image=image, classes=classes)
+    params = {"batch": batch, "image": image, "classes": classes}
     return _workload(name or "inception-v3", g, training, cluster or default_cluster(), "inception", params)

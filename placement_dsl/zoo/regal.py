@@ -103,5 +103,5 @@ def regal(seed: int = 0, n: int | None = None, model: str | None = None, stages:
     edges = [(f"n{u:03d}", f"n{v:03d}") for u, v in pairs]
     g = _Builder()
     g.ops, g.edges = ops, edges
-    params = dict(seed=int(seed), n=n, model=model)
+    params = {"seed": int(seed), "n": n, "model": model}
     return _workload(name or f"regal-{seed}", g, training, cluster or Cluster.stages(stages), "regal", params)

@@ -47,6 +47,6 @@ def gnmt(enc_layers: int = 8, dec_layers: int = 8, hidden: int = 1024, src_len: 
         res = outs[-2:] if i >= 2 else outs[-1:]
         outs.append(g.add(f"dec.L{i}", lstm(batch, tgt_len, 2 * h, h, len(res) - 1), res + [att], "lstm"))
     g.add("dec.project", [matmul(batch * tgt_len, h, vocab), softmax(batch * tgt_len * vocab)], [outs[-1]], "head")
-    params = dict(enc_layers=enc_layers, dec_layers=dec_layers, hidden=hidden, src_len=src_len, tgt_len=tgt_len,
-                  batch=batch, vocab=vocab)
+    params = {"enc_layers": enc_layers, "dec_layers": dec_layers, "hidden": hidden, "src_len": src_len, "tgt_len": tgt_len,
+                  "batch": batch, "vocab": vocab}
     return _workload(name or "gnmt", g, training, cluster or default_cluster(), "gnmt", params)

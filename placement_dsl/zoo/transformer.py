@@ -65,8 +65,8 @@ def transformer(layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: i
     _choice("transformer", "granularity", granularity, ("layer", "operator"))
     if hidden % heads:
         raise SpecError(f"transformer: hidden={hidden} must be a multiple of heads={heads}")
-    params = dict(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, batch=batch, vocab=vocab,
-                  granularity=granularity)
+    params = {"layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq_len, "batch": batch, "vocab": vocab,
+                  "granularity": granularity}
     g = _Builder()
     x = g.add("embed", embedding(batch * seq_len, vocab, hidden), kind="embedding")
     for i in range(layers):
