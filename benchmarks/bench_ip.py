@@ -90,11 +90,11 @@ def bench(path: Path, name: str, solver: str, time_limit: float, paper: dict[str
         certify = first_time(rows, lambda b, s: s < math.inf and (s - b) <= CERTIFY_GAP * s)
         if certify is None and gap is not None and gap <= CERTIFY_GAP + 1e-9:
             certify = result.timings.solve
-    return dict(workload=f"{path.parent.name[:-6].lower()}/{path.stem}", formulation=name, solver=solver,
-                vars=sum(b["variables"] for b in size.values()), cons=sum(b["constraints"] for b in size.values()),
-                build=build, handoff=result.timings.handoff, reach=reach, certify=certify, ours=best, bound=bound,
-                gap=gap, status=result.status.value, paper=paper_value,
-                paper_time=paper[f"{PAPER_COLUMN[name]}_runtime"])
+    return {"workload": f"{path.parent.name[:-6].lower()}/{path.stem}", "formulation": name, "solver": solver,
+                "vars": sum(b["variables"] for b in size.values()), "cons": sum(b["constraints"] for b in size.values()),
+                "build": build, "handoff": result.timings.handoff, "reach": reach, "certify": certify, "ours": best, "bound": bound,
+                "gap": gap, "status": result.status.value, "paper": paper_value,
+                "paper_time": paper[f"{PAPER_COLUMN[name]}_runtime"]}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,8 @@
 
 Run: python examples/quickstart.py   (a few seconds)
 """
+import itertools
+
 from placement_dsl import Cluster, Contiguous, Graph, Memory, Op, Placement, Problem, Throughput, evaluate
 from placement_dsl.heuristics import run
 from placement_dsl.solve import solve
@@ -13,7 +15,7 @@ for i in range(1, 5):
     ops.append(Op(name=f"ffn{i}", work={"accelerator": 3.0, "cpu": 30.0}, param_bytes=4e9, out_bytes=2e6))
 ops.append(Op(name="head", work={"accelerator": 1.0, "cpu": 5.0}, param_bytes=2e9))
 names = [op.name for op in ops]
-graph = Graph(ops, list(zip(names, names[1:])), name="tiny-transformer")
+graph = Graph(ops, list(itertools.pairwise(names)), name="tiny-transformer")
 
 # Two 16 GB accelerators and a CPU; bandwidth in bytes per ms (16 GB/s).
 cluster = Cluster.accelerators(2, memory=16e9, cpus=1, bandwidth=16e6)

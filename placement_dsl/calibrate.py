@@ -23,7 +23,7 @@ from .evaluate import CostModel
 from .files import write_atomic
 from .graph import Graph, Op
 from .io.costs import rounded
-from .io.torch_export import _torch
+from .io.torch_export import import_torch
 from .pipeline_orders import FOLDS
 from .placement import Placement
 from .simulate import simulate
@@ -185,7 +185,7 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
     import json
     import os
 
-    torch = _torch()
+    torch = import_torch()
     dist = torch.distributed
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -221,7 +221,7 @@ def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), re
     import socket
     import tempfile
 
-    torch = _torch()
+    torch = import_torch()
     if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
         raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
     with socket.socket() as sock:

@@ -136,8 +136,8 @@ def _check_empty(form: Formulation, problem: Problem, solver: str, time_limit: f
 
     result = solve(problem, form, solver=solver, time_limit=time_limit)
     if result.status is not Status.INFEASIBLE:
-        return [f"{form.name} with {solver}: represents none of the problem's placements but ended "
-                f"{result.status.value} with objective {result.objective}"]
+        return [(f"{form.name} with {solver}: represents none of the problem's placements but ended "
+                 f"{result.status.value} with objective {result.objective}")]
     return []
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .placement import Placement
-from .schedule import Congestion, Timeline, _earliest, transfer_durations
+from .schedule import Congestion, Timeline, earliest_free, transfer_durations
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ def _congested(p: Placement, unit: np.ndarray, n_units: int, edges: np.ndarray, 
                 t = finish[unit[u]]
                 if math.isfinite(tdur[k]):
                     where = resources(int(dev[u]), d)
-                    t = _earliest(where, t, float(tdur[k]))
+                    t = earliest_free(where, t, float(tdur[k]))
                     for line in where:
                         line.book(t, float(tdur[k]))
                 arrive[key] = t + float(tdur[k])

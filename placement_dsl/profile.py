@@ -71,7 +71,7 @@ from .errors import SpecError
 from .files import write_atomic
 from .graph import Graph
 from .io.costs import rounded
-from .io.torch_export import _torch, factory
+from .io.torch_export import factory, import_torch
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
@@ -95,7 +95,7 @@ class ModuleTime:
 def build(spec: str, *, batch: int = 1, seq: int | None = None, device: str = "cpu", seed: int = 0
           ) -> tuple[Any, tuple, dict[str, Any]]:
     """The model of ``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) built on ``device`` with seed ``seed``."""
-    torch = _torch()
+    torch = import_torch()
     dev = _device(torch, device)
     fn = factory(spec)
     wanted = inspect.signature(fn).parameters
@@ -293,7 +293,7 @@ def profile_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = 
     1F1B and GPipe run it) and B and W through its split backward (``stage_backward_input`` walks the stage's
     autograd graph in Python for ``stage_backward_weight``; ZB-H1 and ZBV): the costs its stages pay and an eager
     profile misses."""
-    torch = _torch()
+    torch = import_torch()
     dev = _device(torch, device)
     if clock not in CLOCKS or (clock == "cpu" and device != "cpu"):
         raise SpecError(f"profile: clock {clock!r} is not one of {list(CLOCKS)} (cpu only with --device cpu)")

@@ -132,6 +132,28 @@ def test_the_function_import_check_reads_relative_imports_as_the_modules_they_na
     assert allowed("placement_dsl.cli.show", "placement_dsl.viz.gantt")
 
 
+
+def private_imports() -> list[str]:
+    """``module:line imports name from other`` for every leading-underscore name a package module imports from another
+    package module: a helper two modules share is their API, public and documented, not a private name."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module, is_package = _module_name(path), path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or (node.level == 0 and not (node.module or "").startswith(
+                    "placement_dsl")):
+                continue
+            base = _absolute(module, ast.ImportFrom(module=node.module, names=[], level=node.level), is_package)
+            found += [f"{module}:{node.lineno} imports {alias.name} from {base[0] if base else node.module}"
+                      for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    private = private_imports()
+    assert not private, ("make these public (renamed, with a docstring) or keep them in one module:\n"
+                         + "\n".join(private))
+
 def _ignored() -> set[tuple[str, str]]:
     """The imports the layers contract ignores (``a -> b``), read from pyproject.toml."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]

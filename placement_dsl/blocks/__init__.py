@@ -22,10 +22,33 @@ A new template subclasses :class:`BlockTemplate`, declares the links it ``provid
 (:mod:`placement_dsl.formulations`).
 """
 from .assignment import Assignment, Colocation, OrderedAssignment, PinOps
-from .base import (TEMPLATES, AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, OverflowLink,
-                   Scale, ScheduleLink, Stage, TransferLink, Warm, build_order, register)
-from .chain import (AncestorCuts, ChainAssignment, ChainLink, ChainOrder, ChainTensorCut, CpuGaps, CpuGapsLink,
-                    PositionWindows)
+from .base import (
+    TEMPLATES,
+    AssignmentLink,
+    BlockTemplate,
+    BottleneckLink,
+    Context,
+    Link,
+    LoadLink,
+    OverflowLink,
+    Scale,
+    ScheduleLink,
+    Stage,
+    TransferLink,
+    Warm,
+    build_order,
+    register,
+)
+from .chain import (
+    AncestorCuts,
+    ChainAssignment,
+    ChainLink,
+    ChainOrder,
+    ChainTensorCut,
+    CpuGaps,
+    CpuGapsLink,
+    PositionWindows,
+)
 from .load import DeviceLoad, MemoryCapacity, OverflowCost
 from .objective import GPipeObjective, MaxLoad
 from .order import Contiguity, DagOrderBlock

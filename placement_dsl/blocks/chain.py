@@ -194,7 +194,7 @@ class CpuGaps(BlockTemplate):
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         view = chain_view(ctx)
-        slot, gap = warm_slots(ctx, warm.assign)
+        _slot, gap = warm_slots(ctx, warm.assign)
         device = warm.assign[ctx.units]
         for j, name in enumerate(blk.cpus):
             for t in blk.gaps:

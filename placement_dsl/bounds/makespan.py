@@ -131,11 +131,11 @@ def segment_bound(graph: Graph, cluster: Cluster) -> float:
     total = float(fastest[cuts].sum())
     for s in np.unique(segment[segment >= 0]):
         ops = np.flatnonzero(segment == s)
-        total += max(_segment_path(graph, ops, fastest), _work(times[ops], cluster.size))
+        total += max(segment_path(graph, ops, fastest), _work(times[ops], cluster.size))
     return float(total)
 
 
-def _segment_path(graph: Graph, ops: np.ndarray, fastest: np.ndarray) -> float:
+def segment_path(graph: Graph, ops: np.ndarray, fastest: np.ndarray) -> float:
     """The longest path of fastest times through ``ops`` only (given in any order)."""
     inside = np.zeros(graph.n, dtype=bool)
     inside[ops] = True
@@ -239,7 +239,7 @@ def route_path_bound(graph: Graph, times: np.ndarray, comm: np.ndarray) -> tuple
     return (float(through[v]) if graph.n else 0.0), v
 
 
-def _costs(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_costs(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``cost[w, v] = min_d weights[w, d] * times[v, d]`` (``0 * inf`` read as ``inf``; an op no weighted device can
     run, with some device of weight 0 that can, costs 0)."""
     with np.errstate(invalid="ignore"):
@@ -281,7 +281,7 @@ def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.nda
     if kinds is not None:
         labels = np.asarray(kinds)[serial]
         weights = np.vstack([weights, *[(labels == k) / (labels == k).sum() for k in np.unique(labels)]])
-    cost = _costs(sub, weights)
+    cost = weighted_costs(sub, weights)
     cost[:, np.isfinite(times[:, free]).any(axis=1)] = 0.0  # a free device runs it at no capacity
     cost[~np.isfinite(cost)] = 0.0  # an op nothing may run: the problem's checks say so, not a bound
     best = 0.0

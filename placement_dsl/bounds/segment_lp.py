@@ -36,7 +36,7 @@ from ..lp import available, new_highs
 from ..schedule import Congestion
 from .makespan import allowed_times, comparable_cuts, transfer_table
 from .parametric_cut import Flow
-from .segments import _REUSE
+from .segments import REUSE
 
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 MAX_LP_OPS = 2000  # a segment beyond is priced by its path alone
@@ -51,7 +51,7 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     g, c = problem.graph, problem.cluster
     if g.n == 0:
         return 0.0, "empty graph", True
-    memo = _REUSE.get()
+    memo = REUSE.get()
     done = None if memo is None else memo.get(("lp", id(problem), pairs))
     if done is not None and done[0] is problem:  # a solve prices them in-process, then its closed forms again
         return done[1]

@@ -32,7 +32,7 @@ from ..constraints import Congestion
 from ..graph import Graph
 from ..objectives import Makespan
 from ..problem import Problem
-from .makespan import _segment_path, allowed_times, comparable_cuts
+from .makespan import allowed_times, comparable_cuts, segment_path
 from .segments import segment_values
 
 MAX_SEGMENT_OPS = 64  # larger segments keep their closed forms: CP-SAT's bound on a transformer layer's 86 or 166 ops
@@ -62,7 +62,7 @@ def segments(problem: Any) -> tuple[float, list[Segment]]:
     out = []
     for s in np.unique(segment[segment >= 0]).tolist():
         ops = np.flatnonzero(segment == s)
-        path = max(_segment_path(g, ops, fastest), closed.get(s, 0.0))
+        path = max(segment_path(g, ops, fastest), closed.get(s, 0.0))
         if len(ops) < 2 or len(ops) > MAX_SEGMENT_OPS:
             out.append(Segment(None, path, len(ops)))
             continue

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..deadline import Deadline
-from .makespan import _costs, _segment_path, allowed_times, comparable_cuts, dual_weights, transfer_table
+from .makespan import allowed_times, comparable_cuts, dual_weights, segment_path, transfer_table, weighted_costs
 
 GRID = 10  # simplex steps of a segment's weights (four devices: 286 weight vectors per device set)
 MAX_DEVICES = 6  # beyond, the device sets are too many to enumerate: the segments keep path and work only
@@ -52,7 +52,7 @@ def transfer_segment_bound(problem: Any, deadline: Deadline | None = None) -> tu
 def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[float, dict[int, float], int] | None:
     """The cut ops' fastest times summed, each segment's bound of the module docstring by its number (the cut ops
     before it), and the number of cut ops; ``None`` when ``deadline`` passed first."""
-    memo = _REUSE.get()
+    memo = REUSE.get()
     done = None if memo is None else memo.get(("values", id(problem)))
     if done is not None and done[0] is problem:  # the segment bounds of one solve ask for them three times
         return done[1][0], dict(done[1][1]), done[1][2]
@@ -79,13 +79,14 @@ def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[floa
         outs = out_of[ops].min(axis=0) if b >= 0 else np.zeros(D)
         ins, outs = np.where(np.isfinite(ins), ins, 0.0), np.where(np.isfinite(outs), outs, 0.0)
         spread = _spread(times[ops], ins, outs, sets) if D <= MAX_DEVICES else 0.0
-        values[s] = max(_segment_path(g, ops, fastest), spread)
+        values[s] = max(segment_path(g, ops, fastest), spread)
     if memo is not None:
         memo[("values", id(problem))] = (problem, (total, dict(values), len(cuts)))
     return total, values, len(cuts)
 
 
-_REUSE: ContextVar[dict[Any, Any] | None] = ContextVar("segment_reuse", default=None)
+REUSE: ContextVar[dict[Any, Any] | None] = ContextVar("segment_reuse", default=None)
+"""The segment bounds' memo within :func:`reused` (``None`` outside it): the LP bound reads and fills it too."""
 
 
 @contextmanager
@@ -93,11 +94,11 @@ def reused() -> Iterator[None]:
     """Within the block, a problem's segment values and segment LPs, once all priced, are answered again without
     pricing them: a solve prices them in-process, then its closed forms ask for them again (segment values three
     times, 0.65 s each, and the LPs twice, 2 s, on a 1,137-op transformer at load 8)."""
-    token = _REUSE.set({})
+    token = REUSE.set({})
     try:
         yield
     finally:
-        _REUSE.reset(token)
+        REUSE.reset(token)
 
 
 def _device_sets(D: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -127,7 +128,7 @@ def _spread(times: np.ndarray, ins: np.ndarray, outs: np.ndarray, sets: list[tup
     for idx, lam in sets:
         if not np.isfinite(times[:, idx]).any(axis=1).all():
             continue  # an op no device of the set may run
-        work = _costs(times[:, idx], lam[:, idx]).sum(axis=1)  # per weight vector: sum_v min_d lambda_d p_vd
+        work = weighted_costs(times[:, idx], lam[:, idx]).sum(axis=1)  # per weight vector: sum_v min_d lambda_d p_vd
         for da, db in itertools.product(idx.tolist(), repeat=2):
             o = ins + outs
             o[da] -= ins[da]

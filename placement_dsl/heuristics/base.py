@@ -181,9 +181,9 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
     fn = resolve(method)
     with kernel_cache.limited(method, time_limit):  # a cold kernel cache: Python, not a minute compiling
         result = fn(graph, cluster, model=model, seed=seed, time_limit=time_limit, **options)
-    verdict = evaluate(result.placement, model)
-    if not verdict.valid and result.info.get("stopped") == STOPPED:
-        result, verdict = _valid_when_stopped(method, result, verdict, model, start)
+        verdict = evaluate(result.placement, model)
+        if not verdict.valid and result.info.get("stopped") == STOPPED:  # the fallback's slicing runs kernels too
+            result, verdict = _valid_when_stopped(method, result, verdict, model, start)
     check = verdict.objective
     if model.name in FOLDS and not math.isfinite(check):
         result, check = _folded(method, result, model, at)
@@ -199,34 +199,21 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
     return result
 
 
-STOPPED_FALLBACKS = ("greedy", "one-device")  # registered O(n + m) splits a stopped method's invalid split yields to
-
-
 def _valid_when_stopped(method: str, result: HeuristicResult, verdict: Any, model: CostModel,
                         start: float) -> tuple[HeuristicResult, Any]:
     """A method stopped at its time limit may hold a split it has not checked (SliceGraph's work-balanced slicing
     when its DP did not end, which can overfill a device's memory): the cost model rejects it, and the method's
-    answer becomes the best valid split of :data:`STOPPED_FALLBACKS` (as :func:`.fallback.fallback`'s), unless
-    none is valid."""
-    g, c = result.placement.graph, result.placement.cluster
-    found = []
-    for name in STOPPED_FALLBACKS:
-        try:
-            other = registry.get(name).fn(g, c, model=model)
-        except PlacementError:  # e.g. no single device holds the graph
-            continue
-        checked = evaluate(other.placement, model)
-        if checked.valid:
-            found.append((checked.objective, name, other, checked))
-    if not found:
-        return result, verdict
-    _, name, other, checked = min(found, key=lambda f: f[0])
+    answer becomes the split the methods fall back to when stopped before they hold one (:data:`.registry.FALLBACK`,
+    one mechanism for both), unless that one is invalid too."""
     why = "; ".join(v.message for v in verdict.binding[:1])
-    info = {"stopped": STOPPED, "fallback": name,
-            "stopped_in": f"{result.info.get('stopped_in', 'the search')}; its split was invalid ({why})"}
-    placement = Placement(g, c, other.placement.assign, source=method)
-    return HeuristicResult(method=method, placement=placement, objective=checked.objective,
-                           seconds=time.perf_counter() - start, evaluations=other.evaluations, info=info), checked
+    phase = f"{result.info.get('stopped_in', 'the search')}; its split was invalid ({why})"
+    g, c = result.placement.graph, result.placement.cluster
+    try:
+        found = registry.fallback()(method, g, c, model, phase, start)
+    except PlacementError:  # no split could be built
+        return result, verdict
+    checked = evaluate(found.placement, model)
+    return (found, checked) if checked.valid else (result, verdict)
 
 
 def _folded(method: str, result: HeuristicResult, model: CostModel, at: float | None) -> tuple[HeuristicResult, float]:

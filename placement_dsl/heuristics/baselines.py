@@ -40,8 +40,10 @@ INF = math.inf
 SLACK = 1e-9
 
 
-def _result(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, assign: np.ndarray,
-            start: float, evaluations: int = 1, **info: object) -> HeuristicResult:
+def scored_result(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, assign: np.ndarray,
+                  start: float, evaluations: int = 1, **info: object) -> HeuristicResult:
+    """``method``'s result for the split ``assign``, scored by ``model`` (default the cost model's), with the seconds
+    since ``start``."""
     model = model or CostModel()
     placement = Placement(graph, cluster, assign, source=method)
     objective = evaluate(placement, model).objective
@@ -49,7 +51,7 @@ def _result(method: str, graph: Graph, cluster: Cluster, model: CostModel | None
                            seconds=time.perf_counter() - start, evaluations=evaluations, info=dict(info))
 
 
-def _accelerators(cluster: Cluster) -> np.ndarray:
+def pipeline_accelerators(cluster: Cluster) -> np.ndarray:
     """Non-host devices in pipeline order (all devices when every one is a host)."""
     acc = np.flatnonzero(~cluster.host)
     return acc if acc.size else np.arange(cluster.size)
@@ -133,7 +135,7 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
             if not np.isfinite(times[unit, d]).all():
                 break  # not allowed on accelerators: goes to the CPU, the fill goes on
             cur, used = cur + 1, 0.0
-    return _result("greedy", graph, cluster, model, assign, start)
+    return scored_result("greedy", graph, cluster, model, assign, start)
 
 
 # ---------------------------------------------------------------------------- one device
@@ -160,8 +162,8 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
         key = (not ev.valid, ev.objective, d)
         best = key if best is None or key < best else best
     assert best is not None
-    result = _result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
-                     evaluations=len(cluster.homogeneous_groups()))
+    result = scored_result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
+                           evaluations=len(cluster.homogeneous_groups()))
     return stopped(result) if cut else result
 
 
@@ -221,8 +223,8 @@ def _better(v0, v1, b0, b1):
 
 
 @njit(cache=True)
-def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
-                  out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline=np.inf):
+def group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline=np.inf):
     """Best single-group move until none improves (max load, then spread), or ``time.monotonic()`` passes
     ``deadline`` (read before every move)."""
     n = dev.size
@@ -280,8 +282,8 @@ def _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr
     return dev, b0, moves
 
 
-def _random_start(gtime: np.ndarray, gmem: np.ndarray, cap: np.ndarray, hard: bool,
-                  rng: np.random.Generator) -> np.ndarray:
+def random_start(gtime: np.ndarray, gmem: np.ndarray, cap: np.ndarray, hard: bool,
+                 rng: np.random.Generator) -> np.ndarray:
     """Each group (in random order) on a random allowed device with room left."""
     free = cap.copy()
     out = np.empty(len(gmem), dtype=np.int64)

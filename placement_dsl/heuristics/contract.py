@@ -217,7 +217,7 @@ def _leaf_target(x: int, nbrs: dict[int, set[int]], nonzero: set[int], heavy: se
     return m
 
 
-def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def successor_csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Successor lists of ``n`` nodes in CSR form."""
     by_src = np.argsort(src, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -249,12 +249,12 @@ def _peel(n, ptr, idx, indeg, gone):
 def _cyclic_core(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Nodes left after peeling sources and sinks repeatedly (in ``O(n + m)``): every node on a cycle."""
     gone = np.zeros(n, dtype=np.bool_)
-    _peel(n, *_csr(n, src, dst), np.bincount(dst, minlength=n).astype(np.int64), gone)
-    _peel(n, *_csr(n, dst, src), np.bincount(src, minlength=n).astype(np.int64), gone)
+    _peel(n, *successor_csr(n, src, dst), np.bincount(dst, minlength=n).astype(np.int64), gone)
+    _peel(n, *successor_csr(n, dst, src), np.bincount(src, minlength=n).astype(np.int64), gone)
     return ~gone
 
 
-def _smallest_first_order(n: int, ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def smallest_first_order(n: int, ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Kahn's algorithm taking the smallest ready node first; fewer than ``n`` nodes when there is a cycle."""
     indeg = np.bincount(idx, minlength=n).astype(np.int64)
     return priority_order(-np.arange(n, dtype=np.float64), ptr, idx, indeg)
@@ -262,7 +262,7 @@ def _smallest_first_order(n: int, ptr: np.ndarray, idx: np.ndarray) -> np.ndarra
 
 def _topological_numbering(n_keys: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Position of every supernode in a topological order (smallest index first)."""
-    order = _smallest_first_order(n_keys, *_csr(n_keys, np.asarray(src, np.int64), np.asarray(dst, np.int64)))
+    order = smallest_first_order(n_keys, *successor_csr(n_keys, np.asarray(src, np.int64), np.asarray(dst, np.int64)))
     if len(order) != n_keys:
         import networkx as nx
 

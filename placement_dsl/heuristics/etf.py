@@ -47,7 +47,7 @@ from ..placement import Placement
 from ..schedule import ListScheduler, upward_rank
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
-from .listsched import _groups, _makespan_model, _Packing, _result, mean_costs
+from .listsched import Packing, makespan_model, mean_costs, op_groups, schedule_result
 from .registry import heuristic
 
 LP_SHARE = 0.3  # share of the time limit the favourite-child LP may take
@@ -136,7 +136,7 @@ class _ETF:
 
     def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, pins: Mapping[str, str] | None):
         self.g, self.c = graph, cluster
-        self.unit, packing = _groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
+        self.unit, packing = op_groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
         self.packing = _pinned(graph, cluster, self.unit, packing, pins) if pins else packing
         mean_time, self.comm = mean_costs(graph, cluster)
         self.mean_time = mean_time
@@ -193,8 +193,8 @@ class _ETF:
                                f"(free: {caps})")
 
 
-def _pinned(graph: Graph, cluster: Cluster, unit: np.ndarray, packing: _Packing,
-            pins: Mapping[str, str]) -> _Packing:
+def _pinned(graph: Graph, cluster: Cluster, unit: np.ndarray, packing: Packing,
+            pins: Mapping[str, str]) -> Packing:
     """The packing state with each pinned op's group allowed only on its device."""
     allowed = packing.allowed.copy()
     for op, dev in pins.items():
@@ -207,7 +207,7 @@ def _pinned(graph: Graph, cluster: Cluster, unit: np.ndarray, packing: _Packing,
             raise InfeasibleError(f"pins: op {op!r} (with its colocation group) cannot run on device {dev!r}")
         allowed[u] = False
         allowed[u, d] = True
-    return _Packing(packing.size, allowed, packing.free)
+    return Packing(packing.size, allowed, packing.free)
 
 
 Key = Callable[[_ETF, int, int, float], tuple]
@@ -219,7 +219,7 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, t
     """Schedule the ready pair of least ``key(state, v, d, finish)`` until every op is placed (see the module)."""
     t0 = time.perf_counter() if t0 is None else t0
     at = deadline_at(method, time_limit) if at is None else at
-    mk = _makespan_model(model)
+    mk = makespan_model(model)
     s = _ETF(graph, cluster, mk, pins)
     cut = False
     while s.ready:
@@ -227,7 +227,7 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, t
         v, d = _quick(s, favourite) if cut else _pick(s, key, favourite)
         s.place(v, d)
     placement = Placement(graph, cluster, np.array(s.b.device), source=method, schedule=s.b.schedule())
-    result = _result(method, placement, model, t0, **info)
+    result = schedule_result(method, placement, model, t0, **info)
     return stopped(result) if cut else result
 
 

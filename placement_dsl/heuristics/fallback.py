@@ -1,5 +1,6 @@
-"""What a heuristic returns when its time limit passes before it holds a placement: the best of three splits built
-in ``O(n + m)`` (greedy, one device, the work-balanced slicing of the topological order)."""
+"""What a heuristic returns when its time limit passes before it holds a placement, or holds only one the cost model
+rejects: the best of three splits built in ``O(n + m)`` (greedy, one device, the work-balanced slicing of the
+topological order). The methods call it; :func:`~.base.run` reaches it by name (:data:`.registry.FALLBACK`)."""
 from __future__ import annotations
 
 import time
@@ -23,12 +24,20 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
     best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
     the best single device and the work-balanced slicing of the topological order (each built in
     ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
-    one taken. No proven bound."""
+    one taken. No proven bound. A split that cannot be built (a :class:`PlacementError`) is left out; where none can
+    be, the first one's error is raised."""
     begun = time.perf_counter() if start is None else start
     model = model or CostModel()
     fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
-    found = [fn(graph, cluster, model=model) for fn in ((greedy, one_device) if fills else (one_device,))]
+    found, errors = [], []
+    for fn in (greedy, one_device) if fills else (one_device,):
+        try:
+            found.append(fn(graph, cluster, model=model))
+        except PlacementError as err:
+            errors.append(err)
     found += _balanced(graph, cluster, model)
+    if not found:
+        raise errors[0]
     best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
     placement = Placement(graph, cluster, best.placement.assign, source=method)
     return HeuristicResult(method=method, placement=placement, objective=best.objective,

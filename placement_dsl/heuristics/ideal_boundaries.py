@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ideal_enumeration import ONE, _bit_index
+from .ideal_enumeration import ONE, bit_index
 from .jit import njit
 
 
 # ---------------------------------------------------------------------------- tensor boundaries
 @njit(cache=True)
-def _has(row, v):
+def has_node(row, v):
+    """Whether node ``v`` is in the bitset ``row`` (1 or 0, as ``uint64``)."""
     return (row[v >> 6] >> np.uint64(v & 63)) & ONE
 
 
@@ -39,7 +40,7 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
             word = tmask[t, w]
             while word:
                 low = word & (~word + ONE)
-                at_ptr[w * 64 + _bit_index(low) + 1] += 1
+                at_ptr[w * 64 + bit_index(low) + 1] += 1
                 word ^= low
     for v in range(n):
         at_ptr[v + 1] += at_ptr[v]
@@ -50,7 +51,7 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
             word = tmask[t, w]
             while word:
                 low = word & (~word + ONE)
-                v = w * 64 + _bit_index(low)
+                v = w * 64 + bit_index(low)
                 at_idx[fill[v]] = t
                 fill[v] += 1
                 word ^= low
@@ -63,7 +64,7 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
         for w in range(ideals.shape[1]):
             x = ideals[i, w] ^ ideals[p, w]
             if x:
-                added[i] = w * 64 + _bit_index(x)
+                added[i] = w * 64 + bit_index(x)
                 break
         v = added[i]
         k = ptr[p + 1]  # the count of P's split tensors (prefix sums are taken after this loop)
@@ -84,7 +85,7 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
         p, v, k = parent[i], added[i], ptr[i]
         for e in range(ptr[p], ptr[p + 1]):
             t = idx[e]
-            if not _has(tmask[t], v):
+            if not has_node(tmask[t], v):
                 idx[k] = t
                 k += 1
         for e in range(at_ptr[v], at_ptr[v + 1]):
@@ -95,7 +96,7 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
         idx[ptr[i]:k] = np.sort(idx[ptr[i]:k])
         for e in range(ptr[i], k):
             t = idx[e]
-            if _has(ideals[i], towner[t]):
+            if has_node(ideals[i], towner[t]):
                 tout[i] += tcost[t]
             else:
                 tin[i] += tcost[t]
@@ -121,7 +122,7 @@ def _meets(tmask, lo, hi, row):
 
 
 @njit(cache=True)
-def _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi):
+def stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi):
     """(in, out) of the stage ``S = I \\ J`` from ``J``'s boundary and the tensors split by ``I``.
 
     Tensors inside ``I`` cross ``S``'s boundary exactly where they cross ``J``'s (with in and
@@ -134,8 +135,8 @@ def _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, t
         t = sidx[p]
         c = tcost[t]
         a = towner[t]
-        a_in_j = _has(row_j, a)
-        a_in_i = _has(row_i, a)
+        a_in_j = has_node(row_j, a)
+        a_in_i = has_node(row_i, a)
         meets_j = False
         meets_s = False
         for w in range(tlo[t], thi[t]):

@@ -284,7 +284,7 @@ def ideal_sums(ideals, values):
             word = ideals[i, w]
             while word:
                 low = word & (~word + ONE)
-                v = w * 64 + _bit_index(low)
+                v = w * 64 + bit_index(low)
                 for k in range(K):
                     out[i, k] += values[v, k]
                 word ^= low
@@ -311,7 +311,7 @@ for _b in range(64):
 
 
 @njit(cache=True)
-def _bit_index(low):
+def bit_index(low):
     """Index of the single set bit of ``low`` (a de Bruijn multiply instead of a shift loop)."""
     return _DEBRUIJN_INDEX[(low * DEBRUIJN) >> np.uint64(58)]
 

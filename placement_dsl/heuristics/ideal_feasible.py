@@ -20,14 +20,14 @@ from .ideal_kernels import (
     CLOCK_PAIRS,
     INF,
     NONE,
-    _bit_index,
-    _has,
-    _least_load,
-    _push_below,
-    _removed,
-    _replicated,
-    _stage_io,
-    _stage_load,
+    bit_index,
+    has_node,
+    least_load,
+    push_below,
+    removed_node,
+    replicated_load,
+    stage_io,
+    stage_load,
 )
 from .ideal_sweep import class_takes, stage_loads
 from .jit import njit, python_version
@@ -142,7 +142,7 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
         while word:
             low = word & (~word + ONE)
             word ^= low
-            s = w * 64 + _bit_index(low)
+            s = w * 64 + bit_index(low)
             if s >= S or counts[s, c] < 1 or not lb <= T:
                 continue
             if prune_work:  # on k replicas the stage may hold k times the work (each replica sends its share)
@@ -231,14 +231,14 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             row_i = ideals[I]
             for p in range(sptr[I], sptr[I + 1]):
                 t = sidx[p]
-                if _has(row_i, towner[t]):
+                if has_node(row_i, towner[t]):
                     leaving[towner[t]] += tcost[t]
             top = 0
             for p in range(sub_ptr[I], sub_ptr[I + 1]):
                 J = sub_idx[p]
                 stamp[J] = I
                 stack[top] = J
-                out_lb[J] = leaving[_removed(row_i, ideals[J])]
+                out_lb[J] = leaving[removed_node(row_i, ideals[J])]
                 top += 1
             open_ = True
             while top > 0 and open_:
@@ -257,7 +257,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     any_alive = any_alive or ok
                 if not any_alive:
                     continue
-                top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
+                top = push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
                 visited += 1
                 # every k: ``need`` cut to an earlier run's bits need not hold s - e_c (infeasible there) when it
                 # holds s, reached from J's bit at s - k e_c on k replicas (J's s - e_c may be dead, 0)
@@ -278,7 +278,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     if not alive[c]:
                         continue
                     for k in range(1, max_rep[c] + 1):
-                        if _replicated(mode, base[c], sync[c], k) > T:
+                        if replicated_load(mode, base[c], sync[c], k) > T:
                             continue
                         if _shifted(feas[J], k * strides[c], masks[c, k], need, add):
                             for w in range(SW):
@@ -331,13 +331,13 @@ def witness(I, s, feas, ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 continue
             comp = work[c, I] - work[c, J]
             sync = (param[I] - param[J]) * inv_bw[c]
-            if _least_load(mode, comp, 0.0, sync, max_rep[c]) > T:
+            if least_load(mode, comp, 0.0, sync, max_rep[c]) > T:
                 continue
             any_ok = True
-            s_in, s_out = _stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-            base = _stage_load(mode, comp, s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
+            s_in, s_out = stage_io(I, J, row_i, ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+            base = stage_load(mode, comp, s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
             for k in range(1, min(max_rep[c], counts[s, c]) + 1):
-                if _replicated(mode, base, sync, k) <= T and _bit(feas[J], s - k * strides[c]):
+                if replicated_load(mode, base, sync, k) <= T and _bit(feas[J], s - k * strides[c]):
                     return J, c, k
         if any_ok:
             for p in range(sub_ptr[J], sub_ptr[J + 1]):

@@ -17,7 +17,7 @@ from ..structure import count_ideals
 from . import ideal_kernels as K
 from . import jit
 from .base import TimeLimitReached, kernel_deadline
-from .contract import Contraction, _csr, _smallest_first_order
+from .contract import Contraction, smallest_first_order, successor_csr
 
 MAX_STATES = 4096
 MAX_LATTICE_BYTES = 2 * 2**30  # the ideals' and tensors' bitsets (lattice_size_ok); beyond this it declines
@@ -76,7 +76,7 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.contraction.n_nodes])
 
 
-def _bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
+def pack_bitsets(rows: list[np.ndarray] | np.ndarray, n: int) -> np.ndarray:
     """Boolean rows (k x n) -> uint64 words (k x ceil(n/64))."""
     rows = np.asarray(rows, dtype=bool).reshape(-1, n)
     W = max(1, -(-n // 64))
@@ -142,7 +142,7 @@ def _predecessors(con: Contraction, topological: bool = False) -> tuple[np.ndarr
     src, dst, n = con.src, con.dst, con.n_nodes
     if topological and (src >= dst).any():
         pos = np.empty(n, dtype=np.int64)
-        pos[_smallest_first_order(n, *_csr(n, src, dst))] = np.arange(n)
+        pos[smallest_first_order(n, *successor_csr(n, src, dst))] = np.arange(n)
         src, dst = pos[src], pos[dst]
     by_dst = np.argsort(dst, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -219,7 +219,7 @@ def lattice_size_ok(con: Contraction, max_ideals: int, chain: bool = False) -> f
 
 
 # ---------------------------------------------------------------------------- instance data
-def _node_costs(con: Contraction, classes: list[DeviceClass]):
+def node_costs(con: Contraction, classes: list[DeviceClass]):
     """Per supernode: work per class, unsupported-op count per class, memory, parameters."""
     g, n = con.graph, con.n_nodes
     work = np.zeros((len(classes), n))
@@ -234,7 +234,7 @@ def _node_costs(con: Contraction, classes: list[DeviceClass]):
     return work, unsup, mem, param
 
 
-def _tensors(con: Contraction, forward_only: bool = False):
+def tensor_sets(con: Contraction, forward_only: bool = False):
     """Tensors as supernode sets: (masks, owner node, bytes, first word, end word).
 
     The tensor of op ``u`` touches its own node and its consumers' nodes; it crosses a
@@ -261,7 +261,7 @@ def _tensors(con: Contraction, forward_only: bool = False):
     return masks, owner, cost, lo, hi
 
 
-def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
+def count_states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
     """All device-count vectors (mixed radix, index increasing in every count) and strides."""
     radix = [c.count + 1 for c in classes]
     strides = np.cumprod([1] + radix[:-1]).astype(np.int64)
@@ -270,7 +270,7 @@ def _states(classes: list[DeviceClass]) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- linearization
-def _name_rank(names: list[str]) -> np.ndarray:
+def natural_rank(names: list[str]) -> np.ndarray:
     """Rank of names in natural order: integers numerically, before other names."""
     keys = [(0, int(x), "") if x.lstrip("-").isdigit() else (1, 0, x) for x in names]
     rank = np.empty(len(keys), dtype=np.int64)
@@ -286,7 +286,7 @@ def dfs_order(con: Contraction) -> np.ndarray:
     of the reference implementation, which makes DPL reproduce Table 1.
     """
     n = con.n_nodes
-    key = _name_rank([con.graph.names[r] for r in con.rep])
+    key = natural_rank([con.graph.names[r] for r in con.rep])
     indeg = np.bincount(con.dst, minlength=n)
     succ: list[list[int]] = [[] for _ in range(n)]
     for u, v in sorted(zip(con.src.tolist(), con.dst.tolist()), key=lambda e: key[e[1]]):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ideal_kernels import INF, _load, _stage_io
+from .ideal_kernels import INF, mode_load, stage_io
 from .jit import njit
 
 
@@ -91,11 +91,11 @@ def sweep_suffix(ideals, sub_ptr, sub_idx, work, unsup, param, act, cap, scale, 
                     top += 1
             visited += 1
             row_j = ideals[J]
-            s_in, s_out = _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-            load = _load(mode, comp, s_in * scale, s_out * scale, 0.0)
+            s_in, s_out = stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+            load = mode_load(mode, comp, s_in * scale, s_out * scale, 0.0)
             if load > ub:
                 continue
-            fw_in, _ = _stage_io(I, J, row_i, row_j, fin, fout, fsptr, fsidx, fmask, fowner, fcost, flo, fhi)
+            fw_in, _ = stage_io(I, J, row_i, row_j, fin, fout, fsptr, fsidx, fmask, fowner, fcost, flo, fhi)
             for h in range(h_lo, k):
                 if f[I, h] == INF or _stash(state, dp_, da, fw_in, inflight[h + 1], recompute) > cap:
                     continue

@@ -72,7 +72,7 @@ def lookup_dict(ideals, rows):
 
 
 def _load(mode: int, comp, t_in, t_out, overflow):
-    """:func:`.ideal_sweep._load` on arrays (the same operations in the same order)."""
+    """:func:`.ideal_sweep.mode_load` on arrays (the same operations in the same order)."""
     if mode == NONE:
         return comp + t_in + t_out + overflow
     if mode == HALF:
@@ -81,7 +81,7 @@ def _load(mode: int, comp, t_in, t_out, overflow):
 
 
 def _replicated(mode: int, load, sync, k: int):
-    """:func:`.ideal_sweep._replicated` on arrays."""
+    """:func:`.ideal_sweep.replicated_load` on arrays."""
     if k == 1:
         return load
     ar = (k - 1) * sync / k
@@ -171,7 +171,7 @@ class Rows:
         return np.concatenate(out_i).astype(np.int64), np.concatenate(out_j).astype(np.int64)
 
     def stage_io(self, Is: np.ndarray, Js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`.ideal_boundaries._stage_io` of the stages ``I \\ J`` of the pairs: ``J``'s boundary corrected by
+        """:func:`.ideal_boundaries.stage_io` of the stages ``I \\ J`` of the pairs: ``J``'s boundary corrected by
         each tensor of ``I``'s frontier in the kernel's order (one step per frontier position; the pairs by
         frontier size, so a step's are a prefix). A flag times a cost adds that cost or exactly nothing, so the
         sums are the kernel's to the bit."""
@@ -205,7 +205,7 @@ class Rows:
 
     def pair_loads(self, Is: np.ndarray, Js: np.ndarray) -> np.ndarray:
         """``loads[p, i]``: stage ``Is[p] \\ Js[p]``'s load on ``k`` devices of class ``c`` (``self.ck[i]``), in
-        :func:`.ideal_sweep.stage_loads`' and :func:`.ideal_sweep._replicated`'s arithmetic; ``inf`` where the
+        :func:`.ideal_sweep.stage_loads`' and :func:`.ideal_sweep.replicated_load`'s arithmetic; ``inf`` where the
         class may not hold it."""
         loads = np.full((Is.size, len(self.ck)), INF)
         if Is.size == 0:

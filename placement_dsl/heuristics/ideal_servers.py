@@ -40,7 +40,7 @@ from . import manifest
 from .base import HeuristicResult, TimeLimitReached, deadline_at, expired
 from .contract import contract
 from .fallback import fallback
-from .ideal_lattice import _node_costs, _tensors, device_classes, ideal_lattice
+from .ideal_lattice import device_classes, ideal_lattice, node_costs, tensor_sets
 from .pipeline_dp import layout
 from .registry import heuristic
 
@@ -64,10 +64,10 @@ class _Lattice:
         if self.lat.count > max_ideals:
             raise SpecError(f"dp-servers: {self.lat.count} ideals > {max_ideals}; use method 'pipeline'")
         self.masks = _as_ints(self.lat.ideals)
-        work, unsup, mem, _ = _node_costs(self.con, device_classes(cluster)[:1])
+        work, unsup, mem, _ = node_costs(self.con, device_classes(cluster)[:1])
         sums = K.ideal_sums(self.lat.ideals, np.column_stack([work[0], unsup[0], mem]))
         self.work, self.unsup, self.mem = sums[:, 0], np.rint(sums[:, 1]), sums[:, 2]
-        tmask, towner, tcost, _, _ = _tensors(self.con)
+        tmask, towner, tcost, _, _ = tensor_sets(self.con)
         self.tensors = [(m, 1 << int(o), float(b)) for m, o, b in zip(_as_ints(tmask), towner, tcost)]
         lay = layout(cluster)
         self.servers, self.intra, self.inter = lay.devices, 1.0 / lay.intra, 1.0 / lay.inter

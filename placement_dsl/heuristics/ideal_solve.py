@@ -36,7 +36,7 @@ from . import ideal_feasible as F
 from . import ideal_kernels as K
 from . import jit
 from .base import TimeLimitReached
-from .ideal_lattice import DeviceClass, IdealLattice, _bitsets, _node_costs, _states, _tensors
+from .ideal_lattice import DeviceClass, IdealLattice, count_states, node_costs, pack_bitsets, tensor_sets
 from .ideal_memory import sweep_suffix
 from .ideal_rows import Rows
 
@@ -82,7 +82,7 @@ def _capacity(work: np.ndarray, unsup: np.ndarray, classes: list[DeviceClass], r
 def capacity_bound(lat_or_con, classes: list[DeviceClass], replication: bool, max_replicas: int | None = None
                    ) -> float:
     """:func:`_capacity`'s bound for a contraction, without its lattice (a split stopped before the DP's)."""
-    work, unsup, _, _ = _node_costs(lat_or_con, classes)
+    work, unsup, _, _ = node_costs(lat_or_con, classes)
     return _capacity(work, unsup, classes, replication, max_replicas)[3]
 
 
@@ -98,7 +98,7 @@ class Sweeps:
     def __init__(self, lat: IdealLattice, classes: list[DeviceClass], model: CostModel, replication: bool,
                  max_replicas: int | None = None):
         con = lat.contraction
-        work, unsup, mem, param = _node_costs(con, classes)
+        work, unsup, mem, param = node_costs(con, classes)
         cheapest, self.reps, self.rho, self.lower = _capacity(work, unsup, classes, replication, max_replicas)
         sums = K.ideal_sums(lat.ideals, np.column_stack([work.T, unsup.T, mem, param, cheapest]))
         C = len(classes)
@@ -106,9 +106,9 @@ class Sweeps:
         i_mem, i_param = sums[:, 2 * C].copy(), sums[:, 2 * C + 1].copy()
         cw = sums[:, 2 * C + 2].copy()
         self.rem_work = cw[-1] - cw  # least work outside each ideal
-        tensors = _tensors(con)
+        tensors = tensor_sets(con)
         self.io = (*K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *tensors), *tensors)
-        self.counts, self.strides = _states(classes)
+        self.counts, self.strides = count_states(classes)
         counts = self.counts
         cap = np.array([c.memory * (1 + REL_TOL) for c in classes])
         inv_bw = 1.0 / np.array([c.bandwidth for c in classes])
@@ -257,7 +257,7 @@ def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int
     for t, (nodes, _, _) in enumerate(stages):
         member[t + 1] = member[t]
         member[t + 1, nodes] = True
-    ids = K.lookup(lat.ideals, _bitsets(member, n))
+    ids = K.lookup(lat.ideals, pack_bitsets(member, n))
     if (ids < 0).any() or ids[-1] != lat.count - 1:
         return None
     return [(int(ids[t + 1]), int(ids[t]), c, k) for t, (_, c, k) in enumerate(stages)]
@@ -358,12 +358,12 @@ def _solve_memory(lat: IdealLattice, classes: list[DeviceClass], model: CostMode
     """The suffix DP of :mod:`.ideal_memory` (one class of accelerators, memory per schedule)."""
     con, spec, cls = lat.contraction, model.training_memory, classes[0]
     t0 = time.perf_counter()
-    work, unsup, _, param = _node_costs(con, classes)
+    work, unsup, _, param = node_costs(con, classes)
     g = con.graph
     act = np.bincount(con.image, weights=np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes),
                       minlength=con.n_nodes)
     sums = K.ideal_sums(lat.ideals, np.column_stack([work[0], unsup[0], param, act]))
-    every, forward = _tensors(con), _tensors(con, forward_only=True)  # all tensors; the stashed inputs
+    every, forward = tensor_sets(con), tensor_sets(con, forward_only=True)  # all tensors; the stashed inputs
     io = [x for t in (every, forward) for x in (*K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *t), *t)]
     t1 = time.perf_counter()
 

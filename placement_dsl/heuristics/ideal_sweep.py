@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ideal_boundaries import _has, _stage_io
-from .ideal_enumeration import INF, ONE, _bit_index
+from .ideal_boundaries import has_node, stage_io
+from .ideal_enumeration import INF, ONE, bit_index
 from .jit import njit
 from .kernels import clock
 
@@ -19,7 +19,9 @@ NONE, HALF, FULL = 0, 1, 2
 
 # ---------------------------------------------------------------------------- the DP
 @njit(cache=True)
-def _load(mode, compute, t_in, t_out, overflow):
+def mode_load(mode, compute, t_in, t_out, overflow):
+    """A stage's load under the transfer ``mode`` (:data:`NONE`, :data:`HALF`, :data:`FULL`: how its compute
+    overlaps its input and output transfers), with its ``overflow`` time added."""
     if mode == NONE:
         return compute + t_in + t_out + overflow
     if mode == HALF:
@@ -28,7 +30,7 @@ def _load(mode, compute, t_in, t_out, overflow):
 
 
 @njit(cache=True)
-def _replicated(mode, load, sync, k):
+def replicated_load(mode, load, sync, k):
     """App. C.2: a stage on ``k`` replicas: ``load / k`` with the all-reduce ``(k-1)/k * sync``."""
     if k == 1:
         return load
@@ -39,22 +41,22 @@ def _replicated(mode, load, sync, k):
 
 
 @njit(cache=True)
-def _stage_load(mode, comp, s_in, s_out, dm, cap_c, soft, ovf_scale_c, scale_c):
+def stage_load(mode, comp, s_in, s_out, dm, cap_c, soft, ovf_scale_c, scale_c):
     """A stage's load on one device of a class: compute, transfers (``scale_c`` per byte) and, with
     ``soft`` memory, the bytes ``dm`` beyond ``cap_c`` streamed at ``ovf_scale_c`` per byte."""
     ovf = (dm - cap_c) * ovf_scale_c if soft and dm > cap_c else 0.0
-    return _load(mode, comp, s_in * scale_c, s_out * scale_c, ovf)
+    return mode_load(mode, comp, s_in * scale_c, s_out * scale_c, ovf)
 
 
 @njit(cache=True)
 def class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep, mode, counts, out_lb_j):
     """Whether class ``c`` may hold the stage ``I \\ J`` (it runs every op, has devices and, with hard memory, the
-    memory), the stage's compute on ``c``, and a lower bound on its load (:func:`_least_load`: its compute and the
+    memory), the stage's compute on ``c``, and a lower bound on its load (:func:`least_load`: its compute and the
     ``out_lb_j`` bytes it is known to send, without inputs and overflow)."""
     comp = work[c, I] - work[c, J]
     if unsup[c, I] != unsup[c, J] or counts[counts.shape[0] - 1, c] <= 0 or (not soft and mem[I] - mem[J] > cap[c]):
         return False, comp, INF
-    return True, comp, _least_load(mode, comp, out_lb_j * scale[c], (param[I] - param[J]) * inv_bw[c], max_rep[c])
+    return True, comp, least_load(mode, comp, out_lb_j * scale[c], (param[I] - param[J]) * inv_bw[c], max_rep[c])
 
 
 @njit(cache=True)
@@ -63,27 +65,27 @@ def stage_loads(I, J, row_i, row_j, alive, comp, mem, param, cap, scale, inv_bw,
     """The stage ``I \\ J``'s load on one device of each class ``c`` still ``alive`` (``base[c]``: compute
     ``comp[c]``, transfers in and out, overflow) and its all-reduce time (``sync[c]``, for replicas): the one
     stage-load step of :func:`sweep` and :func:`.ideal_feasible.feasible`."""
-    s_in, s_out = _stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+    s_in, s_out = stage_io(I, J, row_i, row_j, tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
     dm = mem[I] - mem[J]
     for c in range(alive.shape[0]):
         if alive[c]:
-            base[c] = _stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
+            base[c] = stage_load(mode, comp[c], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
             sync[c] = (param[I] - param[J]) * inv_bw[c]
 
 
 @njit(cache=True)
-def _least_load(mode, comp, sent, sync, max_rep_c):
+def least_load(mode, comp, sent, sync, max_rep_c):
     """A lower bound on a stage's load over 1..``max_rep_c`` replicas: its compute and the transfer
     time ``sent`` it is known to send, without inputs and overflow."""
-    base = _load(mode, comp, 0.0, sent, 0.0)
+    base = mode_load(mode, comp, 0.0, sent, 0.0)
     lb = base
     for k in range(2, max_rep_c + 1):
-        lb = min(lb, _replicated(mode, base, sync, k))
+        lb = min(lb, replicated_load(mode, base, sync, k))
     return lb
 
 
 @njit(cache=True)
-def _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving):
+def push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving):
     """Push ``J``'s immediate sub-ideals not yet seen in ``I``'s walk, each with the tensors its stage
     sends out of ``I`` (``out_lb``: ``J``'s plus the removed node's); the new stack top."""
     for p in range(sub_ptr[J], sub_ptr[J + 1]):
@@ -91,7 +93,7 @@ def _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leavi
         if stamp[K] != I:
             stamp[K] = I
             stack[top] = K
-            out_lb[K] = out_lb[J] + leaving[_removed(ideals[J], ideals[K])]
+            out_lb[K] = out_lb[J] + leaving[removed_node(ideals[J], ideals[K])]
             top += 1
     return top
 
@@ -109,12 +111,12 @@ def _may_improve(dp, I, J, alive, lbs, counts, strides, live):
 
 
 @njit(cache=True)
-def _removed(big, small):
+def removed_node(big, small):
     """The one node in ``big`` but not in ``small`` (an immediate sub-ideal step)."""
     for w in range(big.shape[0]):
         x = big[w] & ~small[w]
         if x:
-            return w * 64 + _bit_index(x & (~x + ONE))
+            return w * 64 + bit_index(x & (~x + ONE))
     return -1
 
 
@@ -281,13 +283,13 @@ def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, su
     top = 0
     for p in range(sptr[I], sptr[I + 1]):
         t = sidx[p]
-        if _has(row_i, towner[t]):
+        if has_node(row_i, towner[t]):
             leaving[towner[t]] += tcost[t]
     for p in range(sub_ptr[I], sub_ptr[I + 1]):
         J = sub_idx[p]
         stamp[J] = I
         stack[top] = J
-        out_lb[J] = leaving[_removed(row_i, ideals[J])]
+        out_lb[J] = leaving[removed_node(row_i, ideals[J])]
         top += 1
     while top > 0:
         top -= 1
@@ -305,7 +307,7 @@ def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, su
             any_alive = any_alive or ok
         if not any_alive:
             continue
-        top = _push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
+        top = push_below(I, J, ideals, sub_ptr, sub_idx, stamp, stack, top, out_lb, leaving)
         visited += 1
         if not _may_improve(dp, I, J, alive, lbs, counts, strides, live):
             continue
@@ -316,7 +318,7 @@ def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, su
             if not alive[c]:
                 continue
             for k in range(1, max_rep[c] + 1):
-                load = _replicated(mode, base[c], sync[c], k)
+                load = replicated_load(mode, base[c], sync[c], k)
                 if load > ub:
                     continue
                 step = k * strides[c]
@@ -357,9 +359,9 @@ def split_value(steps, ideals, unsup, devices, work, mem, param, cap, scale, inv
         used[c] += k
         if unsup[c, I] != unsup[c, J] or (not soft and dm > cap[c]) or used[c] > devices[c]:
             return np.inf
-        s_in, s_out = _stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
-        base = _stage_load(mode, work[c, I] - work[c, J], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
-        value = max(value, _replicated(mode, base, (param[I] - param[J]) * inv_bw[c], k))
+        s_in, s_out = stage_io(I, J, ideals[I], ideals[J], tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi)
+        base = stage_load(mode, work[c, I] - work[c, J], s_in, s_out, dm, cap[c], soft, ovf_scale[c], scale[c])
+        value = max(value, replicated_load(mode, base, (param[I] - param[J]) * inv_bw[c], k))
     return value
 
 

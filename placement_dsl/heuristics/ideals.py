@@ -75,11 +75,11 @@ from .fallback import fallback
 from .ideal_lattice import (
     DEFAULT_MAX_IDEALS,
     DeviceClass,
-    _node_costs,
     device_classes,
     dfs_order,
     ideal_lattice,
     lattice_size_ok,
+    node_costs,
 )
 from .ideal_solve import Solution, capacity_bound, solve
 from .orderings import brkga
@@ -392,7 +392,7 @@ def balanced_prefix_splits(su: _Setup) -> list[list[tuple[np.ndarray, int, int]]
     dominate (BERT-L3) is the better start."""
     if su.replication or su.model.training_memory is not None:
         return []
-    work, unsup, _, _ = _node_costs(su.con, su.classes)
+    work, unsup, _, _ = node_costs(su.con, su.classes)
     able = [c for c, dc in enumerate(su.classes) if not dc.host and not unsup[c].any()]
     if not able:
         return []

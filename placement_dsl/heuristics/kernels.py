@@ -66,7 +66,7 @@ def priority_order(prio, succ_ptr, succ_idx, indeg0):
     """KahnWithNodePriorities (Archer Alg. 3): a topological order taking the ready node of the highest ``prio``
     first (ties: the lower index), by a binary max-heap. Fewer than all nodes when the graph has a cycle.
 
-    ``prio = -arange(n)`` takes the smallest ready node first (:func:`.contract._smallest_first_order`).
+    ``prio = -arange(n)`` takes the smallest ready node first (:func:`.contract.smallest_first_order`).
     """
     n = prio.size
     indeg = indeg0.copy()

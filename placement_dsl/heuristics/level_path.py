@@ -15,7 +15,7 @@ from ..evaluate import CostModel
 from ..graph import Graph
 from . import manifest
 from .base import HeuristicResult, deadline_at
-from .baselines import INF, _accelerators, _result, max_load_model
+from .baselines import INF, max_load_model, pipeline_accelerators, scored_result
 from .fallback import fallback
 from .jit import njit
 from .registry import heuristic
@@ -58,7 +58,7 @@ def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
     """
     start = time.perf_counter()
     at = deadline_at("pipedream", time_limit)
-    slicer = Slicer(graph, cluster, max_load_model(model), devices=_accelerators(cluster))
+    slicer = Slicer(graph, cluster, max_load_model(model), devices=pipeline_accelerators(cluster))
     order, cuts = level_path(slicer.sliced, slicer.projection.depth)
     value, bounds = slicer.solve(order, boundaries=cuts, deadline=at)
     if math.isnan(value):  # NaN: the DP passed its deadline
@@ -67,8 +67,8 @@ def pipedream_path(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
         raise InfeasibleError(f"pipedream: no split of the level path of {graph.name!r} fits the "
                               f"accelerators' memory; add devices or use the 'bottleneck' (overflow) model")
     assign = slicer.placement(order, bounds).assign
-    return _result("pipedream", graph, cluster, model, assign, start, path_nodes=int(cuts.sum()) - 1,
-                   dp_value=value)
+    return scored_result("pipedream", graph, cluster, model, assign, start, path_nodes=int(cuts.sum()) - 1,
+                         dp_value=value)
 
 
 # ---------------------------------------------------------------------------- local search

@@ -49,12 +49,16 @@ PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (
 TOL = 1e-9
 
 
-def _makespan_model(model: CostModel | None) -> CostModel:
+def makespan_model(model: CostModel | None) -> CostModel:
+    """``model``, else the makespan cost model the list schedulers search for."""
     return model or CostModel.named("makespan")
 
 
-def _result(method: str, placement: Placement, model: CostModel | None, start: float, **info: object) -> HeuristicResult:
-    mk = _makespan_model(model)
+def schedule_result(method: str, placement: Placement, model: CostModel | None, start: float,
+                    **info: object) -> HeuristicResult:
+    """``method``'s result for ``placement`` scored by :func:`makespan_model`, its schedule's makespan in
+    ``info["makespan"]``, with the seconds since ``start``."""
+    mk = makespan_model(model)
     ev = evaluate(placement, mk)
     makespan = ev.objective if mk.objective is Objective.MAKESPAN else schedule_makespan(placement, mk.congestion)[0]
     return HeuristicResult(method=method, placement=placement, objective=ev.objective, evaluations=1,
@@ -62,7 +66,7 @@ def _result(method: str, placement: Placement, model: CostModel | None, start: f
 
 
 # ---------------------------------------------------------------------------- memory
-class _Packing:
+class Packing:
     """Remaining memory per device and a packing of the groups not yet placed (a witness).
 
     Group ``u`` may go to device ``d`` when ``d`` may run it, has room, and the rest still
@@ -136,7 +140,7 @@ class _Packing:
         self.n_restricted -= int(self.restricted[u])
 
 
-def _groups(graph: Graph, cluster: Cluster, hard: bool) -> tuple[np.ndarray, _Packing]:
+def op_groups(graph: Graph, cluster: Cluster, hard: bool) -> tuple[np.ndarray, Packing]:
     """Each op's group index and the packing state; raises when some group fits no device."""
     _, unit = np.unique(graph.group_id, return_inverse=True)
     U = int(unit.max()) + 1
@@ -155,7 +159,7 @@ def _groups(graph: Graph, cluster: Cluster, hard: bool) -> tuple[np.ndarray, _Pa
         raise InfeasibleError(f"op {op!r} (with its colocation group) needs memory {size[u]:.6g} on one of the "
                               f"devices it may run on {[cluster.names[d] for d in np.flatnonzero(allowed[u])]}; "
                               f"capacities are {caps}")
-    return unit, _Packing(size, allowed, capacity)
+    return unit, Packing(size, allowed, capacity)
 
 
 # ---------------------------------------------------------------------------- HEFT
@@ -180,7 +184,7 @@ def mean_costs(graph: Graph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     return mean_time, comm
 
 
-def _choose(builder: ListScheduler, packing: _Packing, v: int, u: int) -> int:
+def earliest_finish_device(builder: ListScheduler, packing: Packing, v: int, u: int) -> int:
     """The admissible device where op ``v`` finishes first (ties: lower index)."""
     fits = [d for d in range(builder.cluster.size) if packing.room(u, d)]
     if not fits:
@@ -203,8 +207,8 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
     joins the device of the op placed just before it when that device admits it (``info["stopped"]``)."""
     start = time.perf_counter()
     at = deadline_at("list", time_limit)
-    mk = _makespan_model(model)
-    unit, packing = _groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
+    mk = makespan_model(model)
+    unit, packing = op_groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
     rank = upward_rank(graph, mean_time, comm[graph.src])
     builder = ListScheduler(graph, cluster, mk.congestion)
@@ -215,12 +219,12 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
         if device[u] < 0:
             cut = cut or ((k & 255) == 0 and expired(at))
             keep = cut and last >= 0 and packing.admits(u, last)
-            device[u] = last if keep else _choose(builder, packing, v, u)
+            device[u] = last if keep else earliest_finish_device(builder, packing, v, u)
             packing.take(u, int(device[u]))
         builder.place(v, int(device[u]))
         last = int(device[u])
     placement = Placement(graph, cluster, device[unit], source="list", schedule=builder.schedule())
-    result = _result("list", placement, model, start)
+    result = schedule_result("list", placement, model, start)
     return stopped(result) if cut else result
 
 
@@ -231,7 +235,7 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
     (once one is scheduled, no further device is tried after ``time_limit`` seconds: ``info["stopped"]``)."""
     start = time.perf_counter()
     at = deadline_at("one-device-best", time_limit)
-    mk = _makespan_model(model)
+    mk = makespan_model(model)
     times = cluster.times(graph)
     need = float((graph.param_bytes + graph.activation_bytes).sum())
     biggest = graph.names[int(np.argmax(graph.param_bytes + graph.activation_bytes))]
@@ -255,5 +259,5 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
                 best = (makespan, d, p)
     if best is None:
         raise InfeasibleError("one-device-best: no single device may run and hold every op: " + "; ".join(reasons))
-    result = _result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
+    result = schedule_result("one-device-best", best[2], model, start, device=cluster.names[best[1]])
     return stopped(result) if cut else result

@@ -14,7 +14,7 @@ from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, stopped
-from .baselines import _local_search, _random_start, _result, greedy, group_arrays, max_load_model
+from .baselines import greedy, group_arrays, group_moves, max_load_model, random_start, scored_result
 from .latency import latency_local_search
 from .registry import heuristic
 from .segments import OVERLAP_CODE
@@ -60,17 +60,17 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
         if i == 0 and start_split is not None:
             dev = start_split.copy()
         else:
-            dev = _random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
-        dev, value, moves = _local_search(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
-                                          graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
-                                          cluster.memory, hard, cluster.transfer_scale, ovf,
-                                          OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
+            dev = random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
+        dev, value, moves = group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
+                                        graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
+                                        cluster.memory, hard, cluster.transfer_scale, ovf,
+                                        OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
         total_moves, done = total_moves + moves, done + 1
         if best is None or value < best[0]:
             best = (value, dev.copy())
     assert best is not None
-    result = _result("local-search", graph, cluster, model, best[1], start, evaluations=done,
-                     moves=total_moves, max_load=best[0])
+    result = scored_result("local-search", graph, cluster, model, best[1], start, evaluations=done,
+                           moves=total_moves, max_load=best[0])
     return stopped(result) if expired(at) else result
 
 

@@ -34,7 +34,7 @@ from .base import HeuristicResult, deadline_at, expired, kernel_deadline
 from .fallback import fallback
 from .jit import njit
 from .kernels import clock
-from .pipeline_dp import Chain, Layout, _planner, placement_of
+from .pipeline_dp import Chain, Layout, build_planner, placement_of
 from .registry import heuristic
 
 INF = np.inf
@@ -153,8 +153,8 @@ def pipedream_planner(graph: Graph, cluster: Cluster, *, model: CostModel | None
     start = time.perf_counter()
     at = deadline_at("pipedream-planner", time_limit)
     model = CostModel() if model is None else model
-    con, chain, planner = _planner(graph, cluster, model, replication, None, None, max_replicas,
-                                   method="pipedream-planner", tables=planner_table_bytes)
+    con, chain, planner = build_planner(graph, cluster, model, replication, None, None, max_replicas,
+                                        method="pipedream-planner", tables=planner_table_bytes)
     if expired(at):
         return fallback("pipedream-planner", graph, cluster, model, "the chain's tables", start)
     lay, n = planner.lay, chain.n

@@ -343,9 +343,9 @@ def placement_of(con: Contraction, chain: Chain, lay: Layout, cluster: Cluster,
     return Placement(con.graph, cluster, con.lift(node_device), source=source, replicas=replicas or None)
 
 
-def _planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool, order: np.ndarray | None,
-             upper_bound: float | None, max_replicas: int | None = None, method: str = "pipeline",
-             tables: Callable[[int, Layout], float] = pipeline_table_bytes) -> tuple[Contraction, Chain, _Planner]:
+def build_planner(graph: Graph, cluster: Cluster, model: CostModel, replication: bool, order: np.ndarray | None,
+                  upper_bound: float | None, max_replicas: int | None = None, method: str = "pipeline",
+                  tables: Callable[[int, Layout], float] = pipeline_table_bytes) -> tuple[Contraction, Chain, _Planner]:
     """The contraction, the chain and the DP of ``method``, refused (:func:`check_tables`) when the bytes its tables
     take over the chain's positions (``tables``) pass the limit."""
     if model.memory is not MemoryMode.HARD:
@@ -388,7 +388,7 @@ def plan(graph: Graph, cluster: Cluster, model: CostModel, *, replication: bool 
          max_replicas: int | None = None, deadline: float | None = None) -> tuple[Placement, dict[str, Any]]:
     """The optimal placement of the class and the DP's facts (value, segments, stages, runs);
     :class:`~.base.TimeLimitReached` once ``time.monotonic()`` passes ``deadline``."""
-    con, chain, planner = _planner(graph, cluster, model, replication, order, upper_bound, max_replicas)
+    con, chain, planner = build_planner(graph, cluster, model, replication, order, upper_bound, max_replicas)
     value, segments = planner.solve(deadline)
     if not segments and upper_bound is not None:  # the bound was below the optimum: solve without it
         planner.ub, planner.tables, planner.base, planner.values = math.inf, {}, None, {}

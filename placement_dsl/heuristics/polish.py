@@ -1,13 +1,13 @@
 """Iterated local search from a given split, for the max-load objective without contiguity.
 
 :func:`polish` (method ``"polish"``) starts from a placement (by default the DP's contiguous
-split), runs Tarnawski §6's best single-group move (:func:`.baselines._local_search`: max load
+split), runs Tarnawski §6's best single-group move (:func:`.baselines.group_moves`: max load
 first, the sum of squared loads to leave its plateaus) to a local optimum, then repeatedly
 *kicks* the incumbent — a random connected block of colocation units (a breadth-first ball
 around a random unit of the most loaded device) moves to another device — and descends again,
 keeping the result when its max load is lower. A non-contiguous split that beats the DP's
 often differs from it by a few blocks traded between neighbouring stages, which is what the
-kicks try. Every answer is re-checked by the cost model (:func:`.baselines._result`).
+kicks try. Every answer is re-checked by the cost model (:func:`.baselines.scored_result`).
 
 The moves ignore structure: where the cost model requires it (``contiguous``, ``dag_order`` or
 ``acyclic`` among its ``require``, as :class:`~placement_dsl.constraints.Contiguous` and
@@ -34,12 +34,12 @@ from ..graph import Graph
 from ..placement import Placement
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, run, stopped
-from .baselines import _local_search, _result, group_arrays, max_load_model
+from .baselines import group_arrays, group_moves, max_load_model, scored_result
 from .registry import heuristic
 from .segments import OVERLAP_CODE
 
 
-def _unit_neighbours(graph: Graph, gid: np.ndarray) -> list[np.ndarray]:
+def unit_neighbours(graph: Graph, gid: np.ndarray) -> list[np.ndarray]:
     """Units adjacent to each unit through an edge of the graph."""
     nG = int(gid.max()) + 1 if gid.size else 0
     adj: list[set[int]] = [set() for _ in range(nG)]
@@ -50,6 +50,9 @@ def _unit_neighbours(graph: Graph, gid: np.ndarray) -> list[np.ndarray]:
                 adj[a].add(b)
                 adj[b].add(a)
     return [np.array(sorted(s), dtype=np.int64) for s in adj]
+
+
+_unit_neighbours = unit_neighbours  # the former name, kept for one release
 
 
 def _kick(dev_g: np.ndarray, adj: list[np.ndarray], gtime: np.ndarray, loads: np.ndarray,
@@ -155,13 +158,13 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
     def keeps(assign: np.ndarray) -> bool:
         return not structured or evaluate(Placement(graph, cluster, assign), ml).valid
 
-    dev, value, moves = _local_search(first.copy(), *args)  # the kernel moves units in place
+    dev, value, moves = group_moves(first.copy(), *args)  # the kernel moves units in place
     best, best_value = dev.copy(), value
     if not keeps(best):
         rejected += 1
         best, best_value = first, evaluate(Placement(graph, cluster, first), ml).objective
     rng = np.random.default_rng(seed)
-    adj = _unit_neighbours(graph, gid)
+    adj = unit_neighbours(graph, gid)
     tried = 0
     while tried < kicks and not expired(at):
         tried += 1
@@ -171,7 +174,7 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
         kicked = _kick(dev_g, adj, gtime, loads, rng, max_block)[gid]
         if hard and (np.bincount(kicked, weights=mem_op, minlength=cluster.size) > cluster.memory * (1 + 1e-9)).any():
             continue
-        dev, value, m = _local_search(kicked, *args)
+        dev, value, m = group_moves(kicked, *args)
         moves += m
         if value < best_value * (1 - 1e-12):
             if keeps(dev):
@@ -179,6 +182,7 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
             else:
                 rejected += 1
     extra = {"rejected": rejected} if structured else {}
-    result = _result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value, **extra)
+    result = scored_result("polish", graph, cluster, model, best, t0, kicks=tried, moves=moves, max_load=best_value,
+                           **extra)
     return stopped(result) if tried < kicks and expired(at) else result
 

@@ -67,15 +67,30 @@ class Heuristic:
     @property
     def fn(self) -> Callable[..., Any]:
         """The method's function (its module imported now when it was declared by name)."""
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return self.target if not isinstance(self.target, str) else imported(self.target)
 
     @property
     def where(self) -> str:
         """``module:function`` of the method, without importing a declared one."""
         return self.target if isinstance(self.target, str) else f"{self.module}:{self.target.__qualname__}"
+
+
+def imported(target: str) -> Callable[..., Any]:
+    """The function named by ``target`` (``"module:function"``, the module's full name), its module imported now."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+FALLBACK = f"{__package__}.fallback:fallback"
+"""The split a method answers when its time limit passed before it held a valid one (:func:`.fallback.fallback`: the
+best of the ``O(n + m)`` splits), named, not imported: its splits are built by methods (greedy, one device,
+SliceGraph's slicing) whose modules import :mod:`.base`, whose :func:`~.base.run` falls back to it as the methods do.
+:func:`fallback` imports it on use, as :attr:`Heuristic.fn` does a declared method's module."""
+
+
+def fallback() -> Callable[..., Any]:
+    """The function of :data:`FALLBACK`: ``fallback(method, graph, cluster, model, phase, start)``."""
+    return imported(FALLBACK)
 
 
 HEURISTICS: dict[str, Heuristic] = {}

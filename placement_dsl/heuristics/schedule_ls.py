@@ -51,9 +51,9 @@ from ..placement import Placement
 from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
 from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
-from .listsched import _choose, _groups, mean_costs
+from .listsched import earliest_finish_device, mean_costs, op_groups
 from .registry import heuristic
-from .schedule_moves import ScheduleState, _better, _start_order, _State, descend
+from .schedule_moves import ScheduleState, better_schedule, descend, start_order
 from .segment_ls import improve_segments
 
 
@@ -90,7 +90,7 @@ def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed
     t0 = time.perf_counter()
     deadline_at("cpop", time_limit)
     model = model or CostModel.named("makespan")
-    unit, packing = _groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
+    unit, packing = op_groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
     rank = upward_rank(graph, mean_time, comm[graph.src]) + downward_rank(graph, mean_time, comm[graph.src])
     on_path = _critical_path(graph, rank)
@@ -103,7 +103,7 @@ def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed
         u = unit[v]
         if device[u] < 0:
             keep = on_path[v] and packing.room(u, fastest) and packing.admits(u, fastest)
-            device[u] = fastest if keep else _choose(builder, packing, v, u)
+            device[u] = fastest if keep else earliest_finish_device(builder, packing, v, u)
             packing.take(u, int(device[u]))
         builder.place(v, int(device[u]))
     placement = Placement(graph, cluster, device[unit], "cpop", schedule=builder.schedule())
@@ -121,7 +121,7 @@ BOUND_OPS = 500  # past its time limit schedule-ls computes the closed-form boun
 SEGMENT_SHARE = 0.5  # of schedule-ls's time, the most its search segment by segment takes before the whole graph's
 
 
-def _segments_first(state: _State, model: CostModel, assign: np.ndarray, b: ListScheduler, until: float,
+def _segments_first(state: ScheduleState, model: CostModel, assign: np.ndarray, b: ListScheduler, until: float,
                     seed: int | None, info: dict) -> tuple[np.ndarray, tuple[float, float], ListScheduler] | None:
     """The incumbent searched segment by segment (:mod:`.segment_ls`) until ``until`` or until its segments stall,
     then list-scheduled whole in the segments' orders: its devices, makespan and scheduler, or ``None`` (no segment
@@ -129,7 +129,7 @@ def _segments_first(state: _State, model: CostModel, assign: np.ndarray, b: List
     if time.perf_counter() >= until:
         return None
     t0 = time.perf_counter()
-    found = improve_segments(state.g, state.c, model, assign, _start_order(state.g, b), until, state.unit,
+    found = improve_segments(state.g, state.c, model, assign, start_order(state.g, b), until, state.unit,
                              seed=seed or 0)
     if found is None:
         return None
@@ -156,7 +156,7 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     at = deadline_at("schedule-ls", SEARCH_SECONDS if time_limit is None else time_limit)
     time_limit = SEARCH_SECONDS if time_limit is None else float(time_limit)
     model = model or CostModel.named("makespan")
-    state = _State(graph, cluster, model)
+    state = ScheduleState(graph, cluster, model)
     first = start if isinstance(start, Placement) else run(start, graph, cluster, model=model,
                                                            time_limit=left(at)).placement
     assign = first.assign.copy()
@@ -170,7 +170,7 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
         best = (own.objective, math.inf)
     rng, evaluations, accepted, local_optimum, found, report = random.Random(seed), 1, 0, False, None, {}
     segmented = _segments_first(state, model, assign, b, t0 + SEGMENT_SHARE * time_limit, seed, report)
-    if segmented is not None and _better(segmented[1], best):
+    if segmented is not None and better_schedule(segmented[1], best):
         assign, best, b, found = segmented[0], segmented[1], segmented[2], segmented[2]
         accepted += 1
     evaluations += 1 if segmented is not None else 0

@@ -16,7 +16,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
 from ..schedule import Congestion, ListScheduler
-from .listsched import _groups
+from .listsched import op_groups
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
 HUB = 4  # a ball never grows into an op with more neighbours (a split or a concat of many heads)
@@ -29,7 +29,7 @@ class ScheduleState:
     def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, hard: bool | None = None):
         self.g, self.c, self.congestion = graph, cluster, Congestion(model.congestion)
         hard = model.memory is MemoryMode.HARD if hard is None else hard
-        self.unit, packing = _groups(graph, cluster, hard=hard)
+        self.unit, packing = op_groups(graph, cluster, hard=hard)
         self.size, self.allowed, self.capacity = packing.size, packing.allowed, packing.free.copy()
         self.members = [np.flatnonzero(self.unit == u) for u in range(self.size.size)]
         self.preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
@@ -53,7 +53,7 @@ class ScheduleState:
 _State = ScheduleState  # the former name, kept for one release
 
 
-def _start_order(g: Graph, b: ListScheduler) -> list[int]:
+def start_order(g: Graph, b: ListScheduler) -> list[int]:
     """Ops by start time, ties in topological order (a topological order: an op starts after its inputs end)."""
     return sorted(range(g.n), key=lambda v: (b.start[v], int(g.rank[v])))
 
@@ -93,7 +93,7 @@ def _arrival(b: ListScheduler, u: int, d: int) -> float:
     return b.transfer_start[(u, d)] + b.duration(u, a, d)
 
 
-def _ball(state: _State, v: int, radius: int, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def device_ball(state: ScheduleState, v: int, radius: int, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ops within ``radius`` hops of ``v`` through ops on ``v``'s device, with their colocation groups."""
     d, ball, frontier = assign[v], {v}, [v]
     for _ in range(radius):
@@ -127,7 +127,7 @@ def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
            devices: list[int]) -> Iterator[tuple[np.ndarray, int]]:
     tried: set[tuple[int, ...]] = set()
     for radius in RADII:
-        ops, units = _ball(state, v, radius, assign)
+        ops, units = device_ball(state, v, radius, assign)
         key = tuple(units.tolist())
         if key in tried:
             continue
@@ -147,7 +147,7 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
     tried, moves accepted)``, and whether a local optimum was reached."""
     evaluations = accepted = 0
     while time.perf_counter() < until and (budget is None or evaluations < budget):
-        order, improved = _start_order(state.g, b), False
+        order, improved = start_order(state.g, b), False
         for ops, d in _moves(state, b, assign, rng):
             if time.perf_counter() >= until or (budget is not None and evaluations >= budget):
                 return assign, best, b, (evaluations, accepted), False
@@ -157,7 +157,7 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
             trial[ops] = d
             makespan, tb = state.schedule(trial, order)
             evaluations += 1
-            if _better(makespan, best):
+            if better_schedule(makespan, best):
                 assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1
                 break
         if not improved:
@@ -165,8 +165,11 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
     return assign, best, b, (evaluations, accepted), False
 
 
-def _better(one: tuple[float, float], other: tuple[float, float]) -> bool:
+def better_schedule(one: tuple[float, float], other: tuple[float, float]) -> bool:
     """A smaller makespan, or the same makespan with a smaller sum of finish times (progress on a plateau)."""
     if one[0] < other[0] * (1 - TOL):
         return True
     return one[0] <= other[0] * (1 + TOL) and one[1] < other[1] * (1 - TOL)
+
+
+_ball, _better, _start_order = device_ball, better_schedule, start_order  # the former names, kept for one release

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..evaluate import CostModel
-from .schedule_moves import ScheduleState, _ball, _better, _start_order
+from .schedule_moves import ScheduleState, better_schedule, device_ball, start_order
 
 ORDER_SHARE = 0.5  # of the steps, order moves
 RADII = (0, 0, 1, 2, 4, 8)  # a device move's ball radius, drawn uniformly (single ops twice as often)
@@ -92,7 +92,7 @@ def anneal(graph: Any, movable: np.ndarray, cluster: Cluster, model: CostModel, 
         worse = found[0] - span[0]
         if worse <= 0 or (temperature > 0 and rng.random() < math.exp(-worse / temperature)):
             cur, order, span, b = devices, priority, found, tb
-            if _better(found, best[0]):
+            if better_schedule(found, best[0]):
                 best = (found, devices, priority)
     return best[1].copy(), list(best[2]), best[0][0], first[0], step + 1
 
@@ -114,7 +114,7 @@ def _move(state: ScheduleState, graph: Any, movable: np.ndarray, cur: np.ndarray
         moved.insert(j, v)
         return cur, moved
     v = rng.choice(free)
-    ops, units = _ball(state, v, rng.choice(RADII), cur)
+    ops, units = device_ball(state, v, rng.choice(RADII), cur)
     if not movable[ops].all():  # the ball reaches a held node: v's own colocation unit
         units = np.array([int(state.unit[v])])
         ops = state.members[int(units[0])]
@@ -125,7 +125,7 @@ def _move(state: ScheduleState, graph: Any, movable: np.ndarray, cur: np.ndarray
         return None
     trial = cur.copy()
     trial[ops] = rng.choice(devices)
-    return trial, (_start_order(graph, b) if rng.random() < 0.5 else order)
+    return trial, (start_order(graph, b) if rng.random() < 0.5 else order)
 
 
 def canonical(sub: Any, ops: np.ndarray, fed: int, rank: np.ndarray) -> np.ndarray:

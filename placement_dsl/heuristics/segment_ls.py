@@ -38,7 +38,7 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..evaluate import CostModel
 from ..graph import Graph
-from .schedule_moves import ScheduleState, _ball, _start_order, descend
+from .schedule_moves import ScheduleState, descend, device_ball, start_order
 from .segment_anneal import anneal, canonical, shape, transplant
 
 MAX_OPS = 6000  # the cut ops' reachability (n^2 booleans), as the segment bounds
@@ -157,7 +157,7 @@ def search_segment(segment: Segment, cluster: Cluster, model: CostModel, local: 
         if kicked is None:  # elsewhere, then the descent
             break
         stale, spent = stale + 1, spent + 1
-        makespan, tb = state.schedule(trial, _start_order(segment.graph, b))
+        makespan, tb = state.schedule(trial, start_order(segment.graph, b))
         if tb is None:
             continue
         trial, makespan, tb, (more, _), _ = descend(state, trial, makespan, tb, until, rng, segment.movable,
@@ -165,7 +165,7 @@ def search_segment(segment: Segment, cluster: Cluster, model: CostModel, local: 
         spent += more
         if makespan[0] < best[0] * (1 - 1e-9):
             local, best, b, stale = trial, makespan, tb, 0
-    return local, _start_order(segment.graph, b), best[0], first[0], spent
+    return local, start_order(segment.graph, b), best[0], first[0], spent
 
 
 KICK_RADII = (0, 1, 2, 4)
@@ -180,7 +180,7 @@ def _kick(state, segment: Segment, local: np.ndarray, b, free: np.ndarray, rng: 
     last = int(local[int(np.argmax(finish))])
     pool = free[local[free] == last] if rng.random() < 0.7 else free
     v = int(rng.choice((pool if pool.size else free).tolist()))
-    ops, _ = _ball(state, v, rng.choice(KICK_RADII), local)
+    ops, _ = device_ball(state, v, rng.choice(KICK_RADII), local)
     if not segment.movable[ops].all():  # the ball reaches a held op: v's colocation unit alone
         ops = state.members[int(state.unit[v])]
     d = rng.choice([k for k in range(state.c.size) if k != local[v]])

@@ -55,13 +55,17 @@ _REDUCE = {"mean", "sum", "amax", "amin", "max", "min", "argmax", "argmin", "var
            "adaptive_avg_pool2d", "adaptive_avg_pool1d", "norm", "linalg_vector_norm", "topk"}
 
 
-def _torch() -> Any:
+def import_torch() -> Any:
+    """The ``torch`` module, imported now; a :class:`SpecError` saying how to install it when it is missing."""
     try:
         import torch
     except ImportError:
         raise SpecError("importing a PyTorch module needs torch; install it with pip install 'placement_dsl[torch]' "
                         "(or export the model to ONNX and import the .onnx file)") from None
     return torch
+
+
+_torch = import_torch  # the former name, kept for one release
 
 
 # ---------------------------------------------------------------------------- shapes and FLOPs
@@ -201,7 +205,7 @@ def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = Non
                 granularity: str = "op", depth: int | None = None, cluster: Cluster | None = None,
                 rooflines: tuple[Roofline, ...] = ROOFLINES) -> Workload:
     """A workload from ``torch.export.export(module, args, kwargs)`` (options as in :func:`.onnx.from_model`)."""
-    torch = _torch()
+    torch = import_torch()
     if granularity not in GRANULARITIES:
         raise SpecError(f"torch import: granularity {granularity!r} is not one of {list(GRANULARITIES)}")
     try:
@@ -260,7 +264,7 @@ def _from_file(path: str) -> Any:
 def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
     """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
     fn = factory(spec)
-    torch = _torch()
+    torch = import_torch()
     wanted = inspect.signature(fn).parameters
     given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
     built, note = _build(torch, fn, given, spec)

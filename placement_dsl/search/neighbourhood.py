@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import SpecError
 from ..evaluate import device_costs
 from ..heuristics.base import HeuristicResult
-from ..heuristics.polish import _unit_neighbours
+from ..heuristics.polish import unit_neighbours
 from ..placement import Placement
 from ..problem import Problem
 from ..solvers.base import Status
@@ -57,7 +57,7 @@ class _Units:
         g = problem.graph
         reps, gid = np.unique(g.group_id, return_inverse=True)
         self.rep = reps.astype(np.int64)  # group_id holds each group's representative op
-        self.adj = _unit_neighbours(g, gid.astype(np.int64))
+        self.adj = unit_neighbours(g, gid.astype(np.int64))
         self.n = self.rep.size
 
     def devices(self, placement: Placement) -> np.ndarray:

@@ -8,9 +8,8 @@ Every solve runs under the project's own wall-clock limit (:mod:`.guard`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Callable
 
 import numpy as np
 import pyomo.environ as pyo
@@ -18,12 +17,26 @@ from pyomo.core.base.var import VarData
 
 from ..errors import InfeasibleError, SolverUnavailableError
 from . import guard, highs, pyomo_generic, scip
-from .base import (Bound, Capabilities, Final, HandedOff, Incumbent, Native, SolveOptions, SolverOutcome,
-                   StartVerdict, Status, Timings, classify)
+from .base import (
+    Bound,
+    Capabilities,
+    Final,
+    HandedOff,
+    Incumbent,
+    Native,
+    SolveOptions,
+    SolverOutcome,
+    StartVerdict,
+    Status,
+    Timings,
+    classify,
+)
 from .matrix import LinearModel, extract
 
-__all__ = ["Capabilities", "SolveOptions", "SolverOutcome", "Status", "Timings", "available_solvers", "backend",
-           "solve_model", "Backend", "Bound", "Final", "HandedOff", "Incumbent", "Native", "StartVerdict"]
+__all__ = [
+    "Backend", "Bound", "Capabilities", "Final", "HandedOff", "Incumbent", "Native", "SolveOptions", "SolverOutcome",
+    "StartVerdict", "Status", "Timings", "available_solvers", "backend", "solve_model",
+]
 
 # Pyomo names probed when listing what is installed
 PYOMO_CANDIDATES = ("appsi_highs", "scip_direct", "pyomo:highs", "gurobi_direct", "gurobi", "cplex", "cbc", "glpk",

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -89,7 +89,7 @@ class Collected:
 def _child(conn, worker: Worker, lm: LinearModel, options: SolveOptions, start, start_objective, deadline) -> None:
     try:
         worker(lm, options, start, start_objective, deadline, conn.send)
-    except BaseException as err:  # report, then exit: the parent decides what it means
+    except BaseException as err:  # noqa: BLE001 - whatever ends the worker is reported; the parent decides
         conn.send(Final(Native.ERROR, f"{type(err).__name__}: {err}", None, None, None, 0.0))
     finally:
         conn.close()
@@ -112,7 +112,7 @@ def run_in_process(worker: Worker, lm: LinearModel, options: SolveOptions, start
     t0 = time.perf_counter()
     try:
         worker(lm, options, start, start_objective, deadline, got.add)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a worker's fault is an ERROR outcome, as in the child process
         got.add(Final(Native.ERROR, f"{type(err).__name__}: {err}", None, None, None, 0.0))
     got.solve_seconds = max(time.perf_counter() - t0 - got.handoff, 0.0)
     return got

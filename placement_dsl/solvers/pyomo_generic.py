@@ -62,7 +62,7 @@ def factory(name: str):
         with LoggingIntercept(level=logging.CRITICAL):
             opt = pyo.SolverFactory(name)
             ok = opt.available(exception_flag=False)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a Pyomo plugin probed may raise anything; it is then not installed
         return None
     return opt if ok else None
 

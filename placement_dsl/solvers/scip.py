@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import (Bound, Capabilities, Emit, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict,
-                   lookup)
+from .base import Bound, Capabilities, Emit, Final, HandedOff, Incumbent, Native, SolveOptions, StartVerdict, lookup
 from .matrix import LinearModel
 
 NAME = "scip"

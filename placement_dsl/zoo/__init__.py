@@ -83,15 +83,15 @@ __all__ = [
 
 
 _REGISTRY: dict[str, tuple[Callable[..., Workload], dict[str, Any]]] = {
-    "transformer-small": (transformer, dict(layers=4, hidden=512, heads=8, seq_len=128, batch=8, vocab=8000,
-                                            granularity="operator", cluster=default_cluster(3, 1))),
-    "bert-base-layers": (transformer, dict(layers=12, hidden=768, heads=12, seq_len=128, batch=32)),
-    "bert-large-layers": (transformer, dict(layers=24, hidden=1024, heads=16, seq_len=512, batch=8)),
-    "bert-large-ops": (transformer, dict(layers=24, hidden=1024, heads=16, seq_len=512, batch=8,
-                                         granularity="operator")),
-    "gpt2-medium-layers": (transformer, dict(layers=24, hidden=1024, heads=16, seq_len=1024, batch=8, vocab=50257)),
-    "resnet50": (resnet, dict(depth=50)),
-    "resnet101": (resnet, dict(depth=101)),
+    "transformer-small": (transformer, {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 128, "batch": 8, "vocab": 8000,
+                                            "granularity": "operator", "cluster": default_cluster(3, 1)}),
+    "bert-base-layers": (transformer, {"layers": 12, "hidden": 768, "heads": 12, "seq_len": 128, "batch": 32}),
+    "bert-large-layers": (transformer, {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 512, "batch": 8}),
+    "bert-large-ops": (transformer, {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 512, "batch": 8,
+                                         "granularity": "operator"}),
+    "gpt2-medium-layers": (transformer, {"layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "batch": 8, "vocab": 50257}),
+    "resnet50": (resnet, {"depth": 50}),
+    "resnet101": (resnet, {"depth": 101}),
     "inception-v3-ish": (inception, {}),
     "gnmt-ish": (gnmt, {}),
 }

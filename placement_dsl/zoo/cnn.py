@@ -4,14 +4,14 @@ from __future__ import annotations
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..workload import Workload
-from .build import _Builder, _choice, _positive, _workload, default_cluster
+from .build import GraphBuilder, build_workload, check_choice, check_positive, default_cluster
 from .costs import concat, conv, elementwise, matmul, pool
 
 # ============================================================================ resnet
 RESNET_STAGES = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 
 
-def _bottleneck(g: _Builder, prefix: str, x: str, batch: int, size: int, c_in: int, width: int,
+def _bottleneck(g: GraphBuilder, prefix: str, x: str, batch: int, size: int, c_in: int, width: int,
                 stride: int) -> tuple[str, int, int]:
     c_out = 4 * width
     a, s1 = conv(batch, size, c_in, width, 1, 1)
@@ -38,9 +38,9 @@ def resnet(depth: int = 50, batch: int = 32, image: int = 224, classes: int = 10
     ``add`` (with ReLU). ``depth`` selects the blocks: 50 ``(3,4,6,3)``, 101 ``(3,4,23,3)``,
     152 ``(3,8,36,3)``.
     """
-    _positive("resnet", batch=batch, image=image, classes=classes)
-    _choice("resnet", "depth", depth, list(RESNET_STAGES))
-    g = _Builder()
+    check_positive("resnet", batch=batch, image=image, classes=classes)
+    check_choice("resnet", "depth", depth, list(RESNET_STAGES))
+    g = GraphBuilder()
     stem, size = conv(batch, image, 3, 64, 7, 7, 2)
     x = g.add("stem.conv", stem, kind="conv")
     mp, size = pool(batch, size, 64, 3, 2, same=True)
@@ -52,8 +52,8 @@ def resnet(depth: int = 50, batch: int = 32, image: int = 224, classes: int = 10
     avg, _ = pool(batch, size, channels, size, size)
     x = g.add("avgpool", avg, [x], "pool")
     g.add("fc", matmul(batch, channels, classes), [x], "matmul")
-    params = dict(depth=depth, batch=batch, image=image, classes=classes)
-    return _workload(name or f"resnet{depth}", g, training, cluster or default_cluster(), "resnet", params)
+    params = {"depth": depth, "batch": batch, "image": image, "classes": classes}
+    return build_workload(name or f"resnet{depth}", g, training, cluster or default_cluster(), "resnet", params)
 
 
 # ============================================================================ inception
@@ -95,7 +95,7 @@ INCEPTION_V3_MODULES = (
 """Inception-v3's modules (Szegedy et al. 2016, Fig. 5-7): 3 x A (35x35), B, 4 x C (17x17), D, 2 x E (8x8)."""
 
 
-def _layer(g: _Builder, name: str, layer: tuple, x: str, batch: int, size: int, ch: int) -> tuple[str, int, int]:
+def _layer(g: GraphBuilder, name: str, layer: tuple, x: str, batch: int, size: int, ch: int) -> tuple[str, int, int]:
     if layer[0] == "conv":
         _, c_out, kh, kw, stride, same = layer
         cost, out = conv(batch, size, ch, c_out, kh, kw, stride, same)
@@ -105,7 +105,7 @@ def _layer(g: _Builder, name: str, layer: tuple, x: str, batch: int, size: int, 
     return g.add(name, cost, [x], "pool"), out, ch
 
 
-def _branch(g: _Builder, prefix: str, layers: list, x: str, batch: int, size: int,
+def _branch(g: GraphBuilder, prefix: str, layers: list, x: str, batch: int, size: int,
             ch: int) -> tuple[list[str], int, int]:
     for i, layer in enumerate(layers):
         if isinstance(layer[0], tuple):  # parallel fork ending the branch
@@ -115,7 +115,7 @@ def _branch(g: _Builder, prefix: str, layers: list, x: str, batch: int, size: in
     return [x], size, ch
 
 
-def _inception_module(g: _Builder, prefix: str, branches: list, x: str, batch: int, size: int,
+def _inception_module(g: GraphBuilder, prefix: str, branches: list, x: str, batch: int, size: int,
                       ch: int) -> tuple[str, int, int]:
     tails, channels = [], 0
     for j, layers in enumerate(branches):
@@ -133,10 +133,10 @@ def inception(batch: int = 32, image: int = 299, classes: int = 1000, training: 
     pool/2`` (299 -> 35), then :data:`INCEPTION_V3_MODULES`, global average pool and classifier.
     Auxiliary heads are left out.
     """
-    _positive("inception", batch=batch, image=image, classes=classes)
+    check_positive("inception", batch=batch, image=image, classes=classes)
     if image < 75:
         raise SpecError(f"inception: image must be >= 75 pixels for the stem and reductions, got {image}")
-    g = _Builder()
+    g = GraphBuilder()
     stem = [_c(32, 3, stride=2, same=False), _c(32, 3, same=False), _c(64, 3), _POOL_DOWN, _c(80, 1),
             _c(192, 3, same=False), _POOL_DOWN]
     (x,), size, ch = _branch(g, "stem", stem, "", batch, image, 3)
@@ -145,5 +145,5 @@ def inception(batch: int = 32, image: int = 299, classes: int = 1000, training: 
     avg, _ = pool(batch, size, ch, size, size)
     x = g.add("avgpool", avg, [x], "pool")
     g.add("fc", matmul(batch, ch, classes), [x], "matmul")
-    params = dict(batch=batch, image=image, classes=classes)
-    return _workload(name or "inception-v3", g, training, cluster or default_cluster(), "inception", params)
+    params = {"batch": batch, "image": image, "classes": classes}
+    return build_workload(name or "inception-v3", g, training, cluster or default_cluster(), "inception", params)

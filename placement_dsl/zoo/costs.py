@@ -158,7 +158,8 @@ def lstm(batch: int, steps: int, in_size: int, hidden: int, extra_inputs: int = 
     return Cost(steps * step_flops, moved, out, e * weights)
 
 
-def _round(value: float) -> float:
+def round_significant(value: float) -> float:
+    """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (the generators' costs as written)."""
     return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
@@ -169,6 +170,6 @@ def op_from_costs(name: str, pieces: Sequence[Cost], **attrs: Any) -> Op:
     ``out_bytes`` = the last piece's output; ``activation_bytes = sum_p out_bytes(p)`` (every
     intermediate tensor is kept for the backward pass).
     """
-    work = {r.kind: _round(sum(r.time_ms(p.flops, p.bytes_moved) for p in pieces)) for r in ROOFLINES}
+    work = {r.kind: round_significant(sum(r.time_ms(p.flops, p.bytes_moved) for p in pieces)) for r in ROOFLINES}
     return Op(name=name, work=work, param_bytes=sum(p.param_bytes for p in pieces),
               out_bytes=pieces[-1].out_bytes, activation_bytes=sum(p.out_bytes for p in pieces), attrs=attrs)

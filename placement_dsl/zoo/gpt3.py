@@ -29,7 +29,7 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..graph import Graph, Op
 from ..workload import Workload
-from .build import _positive
+from .build import check_positive
 from .costs import BYTES_PER_ELEMENT, SIGNIFICANT_DIGITS, Cost, concat, elementwise, embedding, matmul, softmax
 from .gpus import GPU_ROOFLINES, moirai_cluster
 
@@ -136,7 +136,7 @@ def gpt3(size: str | None = "330M", *, layers: int | None = None, hidden: int | 
     if missing:
         raise SpecError(f"gpt3: give a size or {', '.join(missing)}")
     L, h, a = base["layers"], base["hidden"], base["heads"]
-    _positive("gpt3", layers=L, hidden=h, heads=a, seq_len=seq_len, batch=batch, vocab=vocab)
+    check_positive("gpt3", layers=L, hidden=h, heads=a, seq_len=seq_len, batch=batch, vocab=vocab)
     if h % a:
         raise SpecError(f"gpt3: hidden={h} must be a multiple of heads={a}")
     cluster = moirai_cluster(cluster) if isinstance(cluster, str) else cluster

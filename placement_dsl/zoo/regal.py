@@ -9,8 +9,8 @@ from ..cluster import ACCELERATOR, CPU, Cluster
 from ..errors import SpecError
 from ..graph import Op
 from ..workload import Workload
-from .build import _Builder, _choice, _positive, _workload
-from .costs import ACCELERATOR_ROOFLINE, CPU_ROOFLINE, _round
+from .build import GraphBuilder, build_workload, check_choice, check_positive
+from .costs import ACCELERATOR_ROOFLINE, CPU_ROOFLINE, round_significant
 
 REGAL_MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz")
 REGAL_TENSOR_MEAN, REGAL_TENSOR_STD, REGAL_FRACTION_STD = 50.0, 10.0, 0.1
@@ -83,12 +83,12 @@ def regal(seed: int = 0, n: int | None = None, model: str | None = None, stages:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise SpecError(f"regal: seed must be an integer >= 0, got {seed!r}")
     if n is not None:
-        _positive("regal", n=n)
+        check_positive("regal", n=n)
         if n < 2:
             raise SpecError(f"regal: n must be >= 2, got {n}")
     if model is not None:
-        _choice("regal", "model", model, REGAL_MODELS)
-    _positive("regal", stages=stages)
+        check_choice("regal", "model", model, REGAL_MODELS)
+    check_positive("regal", stages=stages)
     rng, n, model = _regal_sizes(int(seed), n, model)
     order = rng.permutation(n)  # order[v] = position of v in the random topological order
     pairs = [(u, v) if order[u] < order[v] else (v, u) for u, v in _REGAL_BASE[model](rng, n)]
@@ -98,10 +98,10 @@ def regal(seed: int = 0, n: int | None = None, model: str | None = None, stages:
     for u, v in pairs:
         cost[v] += size[u]
     ratio = ACCELERATOR_ROOFLINE.peak_flops / CPU_ROOFLINE.peak_flops
-    ops = [Op(name=f"n{v:03d}", work={ACCELERATOR: _round(cost[v]), CPU: _round(cost[v] * ratio)},
+    ops = [Op(name=f"n{v:03d}", work={ACCELERATOR: round_significant(cost[v]), CPU: round_significant(cost[v] * ratio)},
               out_bytes=float(size[v]), activation_bytes=float(size[v])) for v in range(n)]
     edges = [(f"n{u:03d}", f"n{v:03d}") for u, v in pairs]
-    g = _Builder()
+    g = GraphBuilder()
     g.ops, g.edges = ops, edges
-    params = dict(seed=int(seed), n=n, model=model)
-    return _workload(name or f"regal-{seed}", g, training, cluster or Cluster.stages(stages), "regal", params)
+    params = {"seed": int(seed), "n": n, "model": model}
+    return build_workload(name or f"regal-{seed}", g, training, cluster or Cluster.stages(stages), "regal", params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..workload import Workload
-from .build import _Builder, _positive, _workload, default_cluster
+from .build import GraphBuilder, build_workload, check_positive, default_cluster
 from .costs import Cost, concat, embedding, lstm, matmul, softmax
 
 
@@ -25,12 +25,12 @@ def gnmt(enc_layers: int = 8, dec_layers: int = 8, hidden: int = 1024, src_len: 
     ``dec_layers - 1`` LSTM layers fed the attention context, residual from the third layer on, and
     a projection to the vocabulary (``2*B*T*H*V``) with softmax.
     """
-    _positive("gnmt", enc_layers=enc_layers, dec_layers=dec_layers, hidden=hidden, src_len=src_len,
-              tgt_len=tgt_len, batch=batch, vocab=vocab)
+    check_positive("gnmt", enc_layers=enc_layers, dec_layers=dec_layers, hidden=hidden, src_len=src_len,
+                   tgt_len=tgt_len, batch=batch, vocab=vocab)
     if enc_layers < 2:
         raise SpecError(f"gnmt: enc_layers must be >= 2 (bidirectional first layer + top), got {enc_layers}")
     h = hidden
-    g = _Builder()
+    g = GraphBuilder()
     emb = g.add("enc.embed", embedding(batch * src_len, vocab, h), kind="embedding")
     fw = g.add("enc.L0.fw", lstm(batch, src_len, h, h // 2), [emb], "lstm")
     bw = g.add("enc.L0.bw", lstm(batch, src_len, h, h // 2), [emb], "lstm")
@@ -47,6 +47,6 @@ def gnmt(enc_layers: int = 8, dec_layers: int = 8, hidden: int = 1024, src_len: 
         res = outs[-2:] if i >= 2 else outs[-1:]
         outs.append(g.add(f"dec.L{i}", lstm(batch, tgt_len, 2 * h, h, len(res) - 1), res + [att], "lstm"))
     g.add("dec.project", [matmul(batch * tgt_len, h, vocab), softmax(batch * tgt_len * vocab)], [outs[-1]], "head")
-    params = dict(enc_layers=enc_layers, dec_layers=dec_layers, hidden=hidden, src_len=src_len, tgt_len=tgt_len,
-                  batch=batch, vocab=vocab)
-    return _workload(name or "gnmt", g, training, cluster or default_cluster(), "gnmt", params)
+    params = {"enc_layers": enc_layers, "dec_layers": dec_layers, "hidden": hidden, "src_len": src_len, "tgt_len": tgt_len,
+                  "batch": batch, "vocab": vocab}
+    return build_workload(name or "gnmt", g, training, cluster or default_cluster(), "gnmt", params)

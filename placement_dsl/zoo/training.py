@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..graph import Op
-from .costs import _round
+from .costs import round_significant
 
 
 def with_backward(ops: Sequence[Op], edges: Sequence[tuple[str, str]]) -> tuple[list[Op], list[tuple[str, str]]]:
@@ -27,7 +27,7 @@ def with_backward(ops: Sequence[Op], edges: Sequence[tuple[str, str]]) -> tuple[
     backward = []
     for op in reversed(forward):
         grad_bytes = sum(by_name[u].out_bytes for u in preds[op.name])
-        work = {**{k: _round(2.0 * t) for k, t in op.work.items()}, **op.attrs.get("backward_work", {})}
+        work = {**{k: round_significant(2.0 * t) for k, t in op.work.items()}, **op.attrs.get("backward_work", {})}
         backward.append(Op(name=f"{op.name}.grad", work=work,
                            param_bytes=op.param_bytes, out_bytes=grad_bytes, activation_bytes=grad_bytes,
                            backward=True, group=op.group, attrs=op.attrs))

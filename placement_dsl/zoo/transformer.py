@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..cluster import Cluster
 from ..errors import SpecError
 from ..workload import Workload
-from .build import _Builder, _choice, _positive, _workload, default_cluster
+from .build import GraphBuilder, build_workload, check_choice, check_positive, default_cluster
 from .costs import Cost, elementwise, embedding, layernorm, matmul, softmax
 
 
@@ -39,7 +39,7 @@ _LAYER_INPUTS = {  # operator-granularity wiring inside a block; "x" is the bloc
 }
 
 
-def _transformer_block(g: _Builder, prefix: str, pieces: list[tuple[str, Cost, str]], x: str,
+def _transformer_block(g: GraphBuilder, prefix: str, pieces: list[tuple[str, Cost, str]], x: str,
                        granularity: str, kind: str) -> str:
     if granularity == "layer":
         return g.add(prefix, [c for _, c, _ in pieces], [x], kind)
@@ -61,13 +61,13 @@ def transformer(layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: i
     ``ffn``: 2 per layer), ``"operator"`` one op per kernel (12 per layer). The head is
     ``2*T*H*V`` FLOPs.
     """
-    _positive("transformer", layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, batch=batch, vocab=vocab)
-    _choice("transformer", "granularity", granularity, ("layer", "operator"))
+    check_positive("transformer", layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, batch=batch, vocab=vocab)
+    check_choice("transformer", "granularity", granularity, ("layer", "operator"))
     if hidden % heads:
         raise SpecError(f"transformer: hidden={hidden} must be a multiple of heads={heads}")
-    params = dict(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, batch=batch, vocab=vocab,
-                  granularity=granularity)
-    g = _Builder()
+    params = {"layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq_len, "batch": batch, "vocab": vocab,
+                  "granularity": granularity}
+    g = GraphBuilder()
     x = g.add("embed", embedding(batch * seq_len, vocab, hidden), kind="embedding")
     for i in range(layers):
         x = _transformer_block(g, f"L{i:02d}.attn", _attention_pieces(batch, seq_len, hidden, heads), x,
@@ -75,4 +75,4 @@ def transformer(layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: i
         x = _transformer_block(g, f"L{i:02d}.ffn", _ffn_pieces(batch, seq_len, hidden), x, granularity, "ffn")
     g.add("head", [layernorm(batch * seq_len * hidden, hidden), matmul(batch * seq_len, hidden, vocab)], [x], "head")
     name = name or f"transformer-{layers}x{hidden}-{granularity}"
-    return _workload(name, g, training, cluster or default_cluster(), "transformer", params)
+    return build_workload(name, g, training, cluster or default_cluster(), "transformer", params)

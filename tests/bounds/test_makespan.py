@@ -96,8 +96,8 @@ def test_the_energy_bound_prices_at_most_its_cells_of_weights_times_ops_and_stay
     times = np.column_stack([graph.work("x"), graph.work("x"), graph.work("y"), graph.work("y")])
     comm = np.zeros((n, 4, 4))
     priced = []
-    costs = makespan._costs
-    monkeypatch.setattr(makespan, "_costs", lambda t, w: priced.append(w.shape[0]) or costs(t, w))
+    costs = makespan.weighted_costs
+    monkeypatch.setattr(makespan, "weighted_costs", lambda t, w: priced.append(w.shape[0]) or costs(t, w))
     monkeypatch.setattr(makespan, "ENERGY_CELLS", 300_000)
     thinned = makespan.energy_bound(graph, times, comm)
     assert priced[-1] * n <= 300_000

@@ -2,9 +2,12 @@
 (bounds/segment_lp.py)."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from placement_dsl.bounds import segment_lp
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.segment_lp import segment_lp_bound
 from placement_dsl.bounds.segments import transfer_segment_bound
@@ -13,7 +16,7 @@ from placement_dsl.certify import certify
 from placement_dsl.constraints import Congestion, Pin
 from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
-from placement_dsl.lp import available
+from placement_dsl.lp import available, new_highs
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
 from tests.bounds.forks import fork_chains, hubs, serial
@@ -175,16 +178,45 @@ class Left:
         return self.seconds
 
 
-def test_a_segments_pair_lps_each_get_the_time_left_not_their_sum():
+class Recorded:
+    """A HiGHS instance that notes, at each run, its run time so far and the time limit it was given."""
+
+    def __init__(self, highs: Any):
+        self.highs, self.limit, self.runs = highs, None, []
+
+    def setOptionValue(self, name: str, value: Any) -> Any:
+        if name == "time_limit":
+            self.limit = value
+        return self.highs.setOptionValue(name, value)
+
+    def run(self) -> Any:
+        self.runs.append((self.highs.getRunTime(), self.limit))
+        return self.highs.run()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.highs, name)
+
+
+def test_a_segments_pair_lps_each_get_the_time_left_not_their_sum(monkeypatch):
     # HiGHS counts an instance's runs together: the pair LPs of a segment, re-run on one instance, stopped at once
     # with "time limit" once their sum passed the time left (GPT-3 330M inter-server: 2 of 24 LPs unsolved at 8.7 s,
-    # 190.8 where 198.6 holds); each LP here takes milliseconds, 24 of them more than the 0.05 s left
+    # 190.8 where 198.6 holds). So each run's limit is the instance's run time so far plus the time left: read from
+    # the runs, not from whether 24 LPs fit in a short clock on a loaded machine
     from placement_dsl.zoo import gpt3
 
+    made: list[Recorded] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Recorded:
+        made.append(Recorded(new_highs(*args, **kwargs)))
+        return made[-1]
+    monkeypatch.setattr(segment_lp, "new_highs", recording)
     w = gpt3(None, layers=1, hidden=256, heads=2, seq_len=128, cluster="inter-server")
     p = Problem(w.graph, w.cluster, Makespan(), [Congestion("port")])
-    value, note, complete = segment_lp_bound(p, Left(0.05))
+    value, note, complete = segment_lp_bound(p, Left(30.0))
     assert complete and "24 segment LPs" in note
+    runs = [run for highs in made for run in highs.runs]
+    assert len(runs) >= 24 and any(ran > 0 for ran, _ in runs)  # an instance ran its pair LPs one after another
+    assert all(limit >= ran + 30.0 for ran, limit in runs)
     assert value == pytest.approx(segment_lp_bound(p)[0], rel=1e-9)
 
 

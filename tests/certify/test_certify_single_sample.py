@@ -19,11 +19,10 @@ from placement_dsl.bounds.latency import critical_path_bound, energy_latency, ro
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.memory_path import segment_bound
 from placement_dsl.bounds.segments import transfer_segment_bound
-from placement_dsl.brute import brute_force
 from placement_dsl.certify import LEVELS, certify, default_levels
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.constraints import AllowedKinds, Colocate, Memory, Pin
-from placement_dsl.errors import InfeasibleError, SpecError
+from placement_dsl.errors import SpecError
 from placement_dsl.formulations import get, register
 from placement_dsl.formulations.base import FORMULATIONS
 from placement_dsl.formulations.schedule import ScheduleHint
@@ -31,6 +30,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.levels.base import Family, defaults_of
 from placement_dsl.objectives import Bottleneck, Latency, Makespan
 from placement_dsl.problem import Problem
+from placement_dsl.testing import optimum
 
 TOL = 1e-6
 
@@ -77,13 +77,6 @@ def tiny(draw, objective):
     elif extra == "allowed-kinds":
         terms.append(AllowedKinds((f"v{u}",), ("accelerator",)))
     return Problem(Graph(ops, edges, name="tiny"), cluster, objective, terms)
-
-
-def optimum(p: Problem) -> float:
-    try:
-        return brute_force(p)[0]
-    except InfeasibleError:
-        return math.inf
 
 
 @settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -22,12 +22,12 @@ from placement_dsl.heuristics import ideal_lattice as lattice
 from placement_dsl.heuristics import ideals, run
 from placement_dsl.heuristics.contract import Contraction, contract
 from placement_dsl.heuristics.ideal_lattice import (
-    _bitsets,
-    _name_rank,
-    _tensors,
     device_classes,
     dfs_order,
     ideal_lattice,
+    natural_rank,
+    pack_bitsets,
+    tensor_sets,
 )
 from placement_dsl.heuristics.ideals import dp, dpl, peak_rss, replicated_objective, search, setup, table_bytes
 from placement_dsl.objectives import Bottleneck
@@ -480,7 +480,7 @@ def test_bit_tables_take_a_word_per_64_states():
 
 
 def test_bitsets_take_a_word_per_64_nodes():
-    rows = _bitsets(np.eye(65, dtype=bool), 65)
+    rows = pack_bitsets(np.eye(65, dtype=bool), 65)
     assert rows.shape == (65, 2) and rows[64].tolist() == [0, 1] and rows[63].tolist() == [1 << 63, 0]
 
 
@@ -490,11 +490,11 @@ def test_lattice_and_tensor_arrays_have_the_kernels_types_and_widths():
     for g in (with_tensors, without):
         con = contract(g)
         lat = ideal_lattice(con)
-        masks, owner, cost, lo, hi = _tensors(con)
+        masks, owner, cost, lo, hi = tensor_sets(con)
         assert masks.shape[1] == lat.ideals.shape[1] == 1  # a tensor's node set has the ideals' words
         assert lat.sub_ptr.dtype == lat.sub_idx.dtype == owner.dtype == lo.dtype == hi.dtype == np.int64
         assert cost.dtype == np.float64
-    assert len(_tensors(contract(without))[0]) == 0
+    assert len(tensor_sets(contract(without))[0]) == 0
 
 
 def test_infeasible_message_lists_every_device_class():
@@ -550,8 +550,8 @@ def test_peak_rss_is_ru_maxrss_in_bytes():
 
 
 def test_names_rank_in_natural_order_integers_first():
-    assert _name_rank(["2", "10", "9", "b", "a", "-3"]).tolist() == [1, 3, 2, 5, 4, 0]
-    assert _name_rank(["X2", "1", "X10"]).tolist() == [2, 0, 1]  # letters then digits: a name, not a number
+    assert natural_rank(["2", "10", "9", "b", "a", "-3"]).tolist() == [1, 3, 2, 5, 4, 0]
+    assert natural_rank(["X2", "1", "X10"]).tolist() == [2, 0, 1]  # letters then digits: a name, not a number
 
 
 def _replicable() -> Graph:
@@ -587,7 +587,7 @@ def test_a_routed_cluster_is_refused_with_the_whole_reason():
 def test_tensor_masks_of_65_nodes_without_tensors_take_two_words():
     g = Graph([Op(name=f"o{i}", work=1 + i) for i in range(65)], [(f"o{i}", f"o{i + 1}") for i in range(64)])
     con = contract(g)
-    assert con.n_nodes == 65 and _tensors(con)[0].shape == (0, 2)
+    assert con.n_nodes == 65 and tensor_sets(con)[0].shape == (0, 2)
 
 
 @pytest.mark.parametrize("method", ["dp", "dpl"])
@@ -628,7 +628,7 @@ def test_tensors_with_the_same_owner_and_readers_are_summed():
     ops = [Op(name="a1", work=2, out_bytes=5, group="g"), Op(name="a2", work=2, out_bytes=2, group="g"),
            Op(name="b", work=5)]
     g = Graph(ops, [("a1", "b"), ("a2", "b")])
-    assert _tensors(contract(g))[2].tolist() == [7.0]
+    assert tensor_sets(contract(g))[2].tolist() == [7.0]
     r = dp(g, Cluster.stages(2))
     assert r.objective == r.bound == 9.0 == brute_force_problem(Problem(g, Cluster.stages(2), Bottleneck()))[0]
 
@@ -730,7 +730,7 @@ def test_boundaries_match_each_ideals_tensors_counted_from_scratch(seed):
 
     g = random_graph(np.random.default_rng(seed), 70, density=0.3)  # 70 nodes: tensors across two words
     lat = ideal_lattice(contract(g), 200_000)
-    masks, owner, cost, _, _ = found = _tensors(lat.contraction)
+    masks, owner, cost, _, _ = found = tensor_sets(lat.contraction)
     tin, tout, ptr, idx = K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *found)
     sets = [set(np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little")).tolist()) for m in masks]
     for i in range(0, lat.count, max(1, lat.count // 300)):

@@ -14,7 +14,7 @@ from placement_dsl.heuristics.kernels import priority_order
 def _csr(n, edges):
     src = np.array([u for u, _ in edges], dtype=np.int64)
     dst = np.array([v for _, v in edges], dtype=np.int64)
-    return contract._csr(n, src, dst), np.bincount(dst, minlength=n).astype(np.int64)
+    return contract.successor_csr(n, src, dst), np.bincount(dst, minlength=n).astype(np.int64)
 
 
 dags = st.integers(1, 9).flatmap(lambda n: st.tuples(
@@ -39,13 +39,13 @@ def test_smallest_first_is_the_priority_order_of_minus_the_index(dag):
     (ptr, idx), _ = _csr(n, edges)
     g = nx.DiGraph(edges)
     g.add_nodes_from(range(n))
-    assert contract._smallest_first_order(n, ptr, idx).tolist() == list(nx.lexicographical_topological_sort(g))
+    assert contract.smallest_first_order(n, ptr, idx).tolist() == list(nx.lexicographical_topological_sort(g))
 
 
 def test_a_cycle_leaves_its_nodes_out():
     (ptr, idx), indeg = _csr(4, [(0, 1), (1, 2), (2, 1), (2, 3)])
     assert priority_order(np.zeros(4), ptr, idx, indeg).tolist() == [0]
-    assert contract._smallest_first_order(4, ptr, idx).tolist() == [0]
+    assert contract.smallest_first_order(4, ptr, idx).tolist() == [0]
 
 
 def test_slicegraph_sorts_with_the_shared_kernel():

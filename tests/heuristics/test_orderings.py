@@ -1,6 +1,8 @@
 """Order search for SliceGraph: random-T, BRKGA (Archer Alg. 2), MLA."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -50,7 +52,7 @@ def test_brkga_is_never_worse_than_its_initial_population():
     assert result.objective <= min(initial_values) + 1e-9
     history = result.info["history"]
     assert history[0] == pytest.approx(min(initial_values + [history[0]]))
-    assert all(b <= a for a, b in zip(history, history[1:]))
+    assert all(b <= a for a, b in itertools.pairwise(history))
 
 
 def test_brkga_improves_on_its_seed_and_random_finds_the_lemma_b2_optimum():

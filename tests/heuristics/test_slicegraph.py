@@ -15,6 +15,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.heuristics.segments import SegmentCosts
 from placement_dsl.heuristics.slicegraph import Slicer, kahn, slicegraph
+from placement_dsl.placement import Placement
 
 BOTTLENECK = CostModel.named("bottleneck")
 
@@ -30,8 +31,6 @@ def small_graphs(draw, max_n: int = 7) -> Graph:
 
 
 def _sliced(graph: Graph, cluster: Cluster, order: np.ndarray, cuts: tuple[int, ...]) -> Placement:
-    from placement_dsl.placement import Placement
-
     bounds = (0, *cuts, graph.n)
     assign = np.empty(graph.n, dtype=np.int64)
     for t in range(len(bounds) - 1):
@@ -230,8 +229,6 @@ def test_dp_equals_brute_force_when_some_ops_cannot_run_on_a_device_kind(graph, 
 
 
 def _single(graph: Graph, cluster: Cluster, members: np.ndarray):
-    from placement_dsl.placement import Placement
-
     assign = np.zeros(graph.n, dtype=np.int64)
     assign[members] = 2
     return Placement(graph, cluster, assign)

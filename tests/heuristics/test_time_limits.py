@@ -11,8 +11,9 @@ from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import names, run
+from placement_dsl.heuristics import names, registry, run
 from placement_dsl.heuristics.base import STOPPED
+from placement_dsl.heuristics.fallback import fallback
 from placement_dsl.zoo import regal
 
 BUILT_AT_ONCE = {"greedy", "cpop", "one-device", "pipedream"}  # one pass: nothing to cut short
@@ -192,6 +193,25 @@ def test_a_method_stopped_with_a_split_that_overfills_memory_answers_a_valid_one
     assert evaluate(result.placement, CostModel()).valid, result.info
     assert "invalid" in result.info["stopped_in"] and result.info["fallback"]
 
+
+
+def test_run_gives_a_stopped_methods_invalid_split_the_fallback_the_methods_use(monkeypatch):
+    """One fallback: the split :func:`run` answers for a stopped method whose own split the cost model rejects is the
+    one a method stopped before it holds a split answers (:func:`placement_dsl.heuristics.fallback.fallback`, which
+    the registry names), not a second choice among other splits."""
+    assert registry.fallback() is fallback
+    seen = []
+
+    def recording(method, *args):
+        seen.append(method)
+        return fallback(method, *args)
+    monkeypatch.setattr(registry, "fallback", lambda: recording)
+    graph, cluster = _heavy_head()
+    result = run("slicegraph", graph, cluster, time_limit=0.0)
+    assert seen == ["slicegraph"]
+    direct = fallback("slicegraph", graph, cluster, CostModel(), "the search")
+    assert result.info["fallback"] == direct.info["fallback"]
+    assert np.array_equal(result.placement.assign, direct.placement.assign)
 
 def test_the_pipeline_dps_kernels_stop_at_their_deadline_and_say_so():
     """The pipeline DP's transfer tables and a segment's DP read the clock once per first position: past the deadline

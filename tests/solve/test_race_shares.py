@@ -6,6 +6,8 @@ max-load problem has no improving method either, so the share's last 60 % was le
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from placement_dsl import starts, testing
@@ -114,13 +116,33 @@ def test_a_race_whose_first_search_keeps_its_whole_share_still_scores_getf(hog, 
     assert unfinished == [hog]
 
 
-def test_an_auto_start_whose_share_is_too_small_for_the_passes_is_widened_to_hold_them():
-    """A cap far below the passes' estimated time: the passes still run to their end (none cut short), and the
-    start is at most GETF's and HEFT's."""
-    problem = _gpt_layer(4)
-    cap = 1e-3
-    assert sum(starts.pass_estimates(problem, starts.auto_methods(problem)).values()) > 10 * cap
+def test_an_auto_start_whose_share_is_too_small_for_the_passes_is_widened_to_hold_them(calls, monkeypatch):
+    """A cap far below the passes' estimated time: the race is given the estimate, each pass all the time left, and
+    they run to their end (none cut short); the start is at most GETF's and HEFT's. The estimates are set (2 s a
+    pass) and the race holds the passes and baselines only, so what is checked is the widening, not whether this
+    machine, loaded, runs the passes within the rates' estimate."""
+    real_estimates, real_methods = starts.pass_estimates, starts.auto_methods
+    monkeypatch.setattr(starts, "pass_estimates", lambda p, methods: dict.fromkeys(real_estimates(p, methods), 2.0))
+    monkeypatch.setattr(starts, "auto_methods",
+                        lambda p: [m for m in real_methods(p) if m in starts.PASSES or m in BASELINES])
+    monkeypatch.delitem(starts.IMPROVING, "makespan")  # nothing to improve the start with: no time spent after
+    given, raced = [], starts.race
+
+    def racing(problem, methods, seconds, *args, **kwargs):
+        given.append((time.perf_counter(), seconds))
+        return raced(problem, methods, seconds, *args, **kwargs)
+    monkeypatch.setattr(starts, "race", racing)
+    problem, cap = _gpt_layer(), 1e-3
+    need = sum(starts.pass_estimates(problem, starts.auto_methods(problem)).values())
+    assert need >= 4 * 2.0
+    began = time.perf_counter()
     found = resolve(problem, "auto", deadline=Deadline(100.0), share=1.0, cap=cap)
+    ended = time.perf_counter()
+    (raced_at, seconds), = given
+    assert seconds >= need - (raced_at - began)  # the share, widened from the cap to the passes' estimate
+    passes = [(m, t) for m, t in calls if m in starts.PASSES]
+    assert {"getf", "list", "m-sct", "cpop"} <= {m for m, _ in passes}
+    assert all(t >= need - (ended - began) for _, t in passes)  # each pass all the time left, not a share
     assert found.usable and not {"getf", "list", "m-sct", "cpop"} & set(found.unfinished)
     for method in ("getf", "list"):
         value = problem.evaluate(run(method, problem.graph, problem.cluster, model=problem.cost_model()).placement)

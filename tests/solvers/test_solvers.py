@@ -965,5 +965,5 @@ def test_a_pipe_closed_as_the_deadline_passes_keeps_what_was_sent():
     send.close()
     got = Collected()
     assert got.drain(recv) is False and got.objective == 3.5
-    recv2, send2 = mp.Pipe(duplex=False)
+    recv2, _send2 = mp.Pipe(duplex=False)
     assert Collected().drain(recv2) is True

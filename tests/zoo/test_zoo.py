@@ -107,7 +107,7 @@ def test_matmul_and_conv_counts():
 
 
 def test_operator_and_layer_granularity_agree_on_totals():
-    kw = dict(layers=2, hidden=64, heads=4, seq_len=16, batch=2, vocab=100)
+    kw = {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 16, "batch": 2, "vocab": 100}
     ops = zoo.transformer(granularity="operator", **kw)
     layers = zoo.transformer(granularity="layer", **kw)
     assert (ops.graph.n, layers.graph.n) == (2 + 12 * 2, 2 + 2 * 2)
