@@ -19,6 +19,7 @@ def _accepts(problem: Problem) -> str | None:
 
 
 @level("cut-stages", rank=12.5, defaults={Family.MTPP, Family.THROUGHPUT}, accepts=_accepts, closed_form=True,
+       precision=cut_stages.PRECISION,
        doc="devices hold runs of cut ops in a chain, sharing the blocks between, paying the tensors across")
 def _cut_stages(run: Run, seconds: float) -> Outcome:
     """The least max load at which a chain of ``k`` devices, each holding a run of cut ops and parts of the blocks
