@@ -29,7 +29,8 @@ def _cut_stages(run: Run, seconds: float) -> Outcome:
     upper = run.best[0]
     if not math.isfinite(upper):
         return None, LevelStatus.NO_BOUND, "no placement found to bisect below", scope
-    found = cut_stages.cut_stages_search(run.problem, upper, seconds=seconds)
+    # the bound so far (over the problem's class, the relaxation's): the relaxation holding there bounds no higher
+    found = cut_stages.cut_stages_search(run.problem, upper, seconds=seconds, floor=run.bound[0])
     status = (LevelStatus.NO_BOUND if found.bound is None else LevelStatus.OPTIMAL if found.finished else
               LevelStatus.TIME_LIMIT)
     return found.bound, status, found.note, scope
