@@ -137,6 +137,8 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     prices = block_prices(g, cuts, g.out_bytes * scale, t)
     hosts = (count, rho, times[:, cluster.host].min(axis=1)) if count else None
     lo = first = work / (k + count / rho)  # every device's work (a host's at least rho times), Lemma 3.3's
+    if first < floor and floor >= work:  # one device holding the graph is a placement the relaxation admits: at most W
+        return CutStages(None, f"the bound so far {floor:.6g} is at least the graph's work {work:.6g}")
     if first < floor < upper:  # beside a host whose memory binds: 315 in 30 s where the capacity bound was 1,614
         chain = _chain(g, seg, r, t, scale, floor, most_pairs, prices, hosts)
         if chain is not None and fits(chain, floor * (1 + SAFETY), k):

@@ -95,3 +95,17 @@ def test_a_slow_host_raises_the_bound_above_work_over_all_devices(slower):
     problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
     bound, _ = cut_stages_bound(problem, 9.0)
     assert bound == pytest.approx(18.0 / (2 + 1 / slower) if slower == 1.0 else 9.0, rel=1e-5)
+
+
+def test_a_bound_known_already_starts_the_search_or_ends_it():
+    # six ops of work 3 in a chain, tensors of 1, on 2 accelerators and a host 9 times slower
+    ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 27.0}, out_bytes=1.0) for i in range(6)]
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    best = best_contiguous(problem)
+    plain = cut_stages.cut_stages_search(problem, best).bound
+    assert plain is not None and plain <= best
+    assert cut_stages.cut_stages_search(problem, best, floor=0.5 * plain).bound == pytest.approx(plain, rel=1e-5)
+    assert cut_stages.cut_stages_search(problem, 2 * best, floor=plain * (1 + 1e-3)).bound is None  # it holds there
+    whole = cut_stages.cut_stages_search(problem, 100.0, floor=18.0)  # one device computes all 18 within it
+    assert whole.bound is None and "at least the graph's work" in whole.note
