@@ -19,6 +19,10 @@ from .progress import scaled
 if TYPE_CHECKING:  # the solvers' package loads Pyomo: imported where a model is solved, not by the levels without one
     from .solvers.base import Status
 
+MIP_GAP = 1e-6
+"""The relative gap a level's MIP (or a relaxation's) is solved to: its ``precision``
+(:class:`~placement_dsl.levels.base.Level`), below which it is not run."""
+
 
 class LevelStatus(str, enum.Enum):
     """How a level ended."""
@@ -166,7 +170,7 @@ def model_bound(problem: Problem, formulation: str, solver: str, seconds: float,
         pyo.TransformationFactory("core.relax_integer_vars").apply_to(compiled.model)
     clock.check(f"the hand-off of the {formulation!r} model")
     with scaled(compiled.scale.time):
-        out = solve_model(compiled.model, solver, SolveOptions(time_limit=max(clock.left(), 0.1), gap=1e-6,
+        out = solve_model(compiled.model, solver, SolveOptions(time_limit=max(clock.left(), 0.1), gap=MIP_GAP,
                                                                threads=1, deadline=clock.at))
     bound = out.bound if out.bound is not None else (out.objective if out.status is Status.OPTIMAL else None)
     status = level_status(out.status)
@@ -182,5 +186,5 @@ def solve_level(run: Any, formulation: str, seconds: float, start: Placement | N
     clock = run.clock.within(seconds)
     check_fits(run.problem, formulation, clock)
     res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, 1e-6), warm_start=start, deadline=clock, **options)
+                gap=max(run.gap, MIP_GAP), warm_start=start, deadline=clock, **options)
     return res, level_status(res.status, res.bound is not None)

@@ -190,6 +190,7 @@ class _Run:
         self.rows: list[LevelResult] = []
         self.upper: list[UpperRun] = []  # the upper-bound heuristics that ran, in order
         self.cut: list[str] = []  # the upper-bound heuristics stopped at their time limit (_again runs them again)
+        self.unfinished: set[str] = set()  # ... of those, the ones stopped before their search answered
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
         self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
@@ -225,6 +226,15 @@ class _Run:
         ub = self.best[0]
         return math.isfinite(ub) and (ub <= 0 or (ub - self.bound[0]) / ub <= self.gap)
 
+    def settled(self) -> bool:
+        """Met, or the gap is within the precision of the level whose bound it is (a bisection's width): no
+        placement or level found can move the certificate by more (BRKGA ran twice for 31 s on a 623-op GPT-3 left
+        at 6.6e-7 by the cut-stages bisection, to no change; the DP 23 s on ResNet copies beside a host at 1.6e-8)."""
+        proved = LEVELS.get(self.bound[1])
+        ub = self.best[0]
+        return self.met() or (proved is not None and math.isfinite(ub)
+                              and ub - self.bound[0] <= proved.precision * ub)
+
     def certificate(self) -> Certificate:
         value, placement, who = self.best
         return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
@@ -238,7 +248,7 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
     g, c = run.problem.graph, run.problem.cluster
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):
-        if share.expired(0.1) or (first and math.isfinite(run.best[0])) or run.met():
+        if share.expired(0.1) or (first and math.isfinite(run.best[0])) or run.settled():
             break
         if method == "brkga" and _slow_slicing(run, share.left()):
             continue
@@ -257,16 +267,22 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
                                   "no valid placement", found.seconds))
         if found.info.get("stopped") and method not in LINEAR:
             run.cut.append(method)
+            if found.info.get("stopped_in"):  # its search gave no answer of its own (a fallback's)
+                run.unfinished.add(method)
 
 
-def _again(run: _Run) -> None:
+def _again(run: _Run, seconds: float | None = None, only: set[str] | None = None) -> None:
     """The upper-bound heuristics that their share stopped (:data:`UPPER_SHARE`), run again with the time the
     levels left, while the gap is open: at 20,000 ops slicegraph's share ended before its slicing DP did (its
     fallback, the work-balanced slicing, 268.19 on GPT-3 onto 4 stages at load 5), and the levels then left 35 s
-    of a 60 s ``bounds`` unused, where the DP ends in 6-8 s at 250.59 (the bound 245.81)."""
-    methods, run.cut = tuple(dict.fromkeys(run.cut)), []
-    if methods and not run.met() and run.clock.left() >= MIN_AGAIN:
-        _upper(run, methods, run.clock.left())
+    of a 60 s ``bounds`` unused, where the DP ends in 6-8 s at 250.59 (the bound 245.81). Before a level of
+    seconds, those of them (``only``) stopped before their search answered run with ``seconds``
+    (:meth:`_Pending.before`)."""
+    methods = tuple(m for m in dict.fromkeys(run.cut) if only is None or m in only)
+    run.cut = [m for m in run.cut if m not in methods]
+    seconds = run.clock.left() if seconds is None else seconds
+    if methods and not run.settled() and seconds >= MIN_AGAIN:
+        _upper(run, methods, seconds)
 
 
 def stop_margin(seconds: float, ops: int) -> float:
@@ -459,6 +475,11 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
                 run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0, "gap target met"))
                 continue
             left = clock.left()
+        beyond = (None if not stop_at_gap or level.always else f"the gap is within the precision of {run.bound[1]}"
+                  if run.settled() else level.beyond_reach(run.best[0], run.bound[0], run))
+        if beyond:
+            run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0, beyond))
+            continue
         if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
             _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
             left = clock.left()
@@ -495,6 +516,7 @@ class _Pending:
         self.until = run.clock.within(run.clock.left() * UPPER_SHARE).at  # the heuristics' share ends here
         names = {lv.name for lv in chosen}
         self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph)
+        self.retried = False  # the stopped heuristics ran again before a level (_again)
 
     def _share(self, floor: float = 0.0) -> float:
         """What is left of the heuristics' share, and at least ``floor`` of the call's time left."""
@@ -516,7 +538,12 @@ class _Pending:
         at load 14 it had no time left), or, on few ideals, the DP; whether any ran."""
         if level.free or (level.closed_form and level.rank < LEVELS["dp"].rank) or (self.dp_first and level.name == "dp"):
             return False
-        return self.rest()
+        ran = self.rest()
+        if self.retried or self.run.settled() or not self.run.unfinished.intersection(self.run.cut):
+            return ran
+        self.retried = True  # stopped by their share before their search answered: again, once, with half of
+        _again(self.run, LINEAR_SHARE * self.run.clock.left(), self.run.unfinished)  # what is left
+        return True
 
     def rest(self) -> bool:
         """Run the heuristics not run yet (none once the gap is met); whether any ran."""

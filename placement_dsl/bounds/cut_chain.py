@@ -17,14 +17,31 @@ devices inside block ``f``, must hold ``x >= need = work_f - best[f, j] - m cap_
 A_f(need)`` of the block after its run. ``T`` passes when the last block is covered with at most ``k`` devices.
 States dominated by one with fewer devices and at least as much held are dropped, so a block without ops keeps one
 state. Each feasibility check is ``O(pairs * lines)`` array steps and ``O(states)`` Python steps.
+
+Host devices beside the accelerators (:class:`Hosts`) pay no transfers, and compute at least ``rho`` times the
+accelerators' time of what they hold: a host holds a run of cut ops where its hull's host time and ``rho`` times its
+parts of the blocks beside it fit in ``T``, or up to ``T / rho`` of a block's work inside it. A state also counts
+the hosts used; the chain passes with at most ``k`` accelerators and at most the hosts there are.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .block_cuts import BlockPrices
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """``count`` host devices: each computes at least ``rho`` times the accelerators' time of any set of ops (the
+    least ratio over the ops; at least 1, so that a host's run is among the chain's), pays no transfers, and takes
+    ``hull[i]`` (the least host time of the hull of run ``i``) for a run of cut ops."""
+
+    count: int
+    rho: float
+    hull: np.ndarray
 
 
 class Chain:
@@ -33,8 +50,8 @@ class Chain:
     ``T`` reads of them worked out once: per block, the least of ``x + E(x)`` and where it is, the least of ``y +
     L(y)``, and the lines that bound ``y`` from above (``1 + slope > 0``; the others padded)."""
 
-    def __init__(self, base: np.ndarray, starts: np.ndarray, prices: BlockPrices) -> None:
-        self.base, self.starts, self.prices = base, starts, prices
+    def __init__(self, base: np.ndarray, starts: np.ndarray, prices: BlockPrices, hosts: Hosts | None = None) -> None:
+        self.base, self.starts, self.prices, self.hosts = base, starts, prices, hosts
         self.enter_at, self.enter_least = _least(prices.enter_slope, prices.enter_level, prices.work)
         self.leave_least = _least(prices.leave_slope, prices.leave_level, prices.work)[1]
         rise = 1.0 + prices.leave_slope
@@ -44,33 +61,52 @@ class Chain:
 
 
 def fits(chain: Chain, T: float, k: int) -> bool:
-    """Whether ``k`` devices, each under the max load ``T``, hold the graph (module docstring)."""
+    """Whether ``k`` accelerators (and the chain's hosts), each under the max load ``T``, hold the graph (module
+    docstring). A state ``best[f, j, u]``: block ``f`` reached with ``j`` accelerators and ``u`` hosts."""
     p = chain.prices
     r = len(chain.starts) - 1
     work = p.work
     cap = np.clip(T - p.inner, 0.0, work)  # the most a device inside the block holds
-    best = np.full((r + 1, k + 1), -np.inf)
-    best[0, 0] = 0.0
+    h, rho = (0, 1.0) if chain.hosts is None else (chain.hosts.count, chain.hosts.rho)
+    host_cap = T / rho  # the most of a block's work a host inside it holds
+    best = np.full((r + 1, k + 1, h + 1), -np.inf)
+    best[0, 0, 0] = 0.0
     for f in range(r):
         lo, hi = int(chain.starts[f]), int(chain.starts[f + 1])
         if hi == lo:
             continue
         base = T - chain.base[lo:hi]
-        ahead = -math.inf
-        for j, held in enumerate(best[f].tolist()):
-            if held <= ahead:  # no more than a state with fewer devices holds: dominated (or no state)
-                continue
-            ahead = held
-            rest = work[f] - held
-            for m in range(k - j):
-                need = max(0.0, rest - m * cap[f])
-                col = best[f + 1:f + 1 + hi - lo, j + m + 1]
-                np.maximum(col, _most(chain, f + 1, base - _entering(chain, f, need)), out=col)
-                if need <= 0 or cap[f] <= 0:
-                    break
-    rest = work[r] - best[r]
-    inside = np.where(rest <= 0, 0, np.ceil(rest / cap[r]) if cap[r] > 0 else np.inf)
-    return bool((np.arange(k + 1) + inside <= k).any())
+        for u in range(h + 1):
+            ahead = -math.inf
+            for j, held in enumerate(best[f, :, u].tolist()):
+                if held <= ahead:  # no more than a state with fewer devices holds: dominated (or no state)
+                    continue
+                ahead = held
+                for q in range(h - u + 1):  # hosts inside block f, then accelerators
+                    rest = work[f] - held - q * host_cap
+                    for m in range(k - j + 1):
+                        need = max(0.0, rest - m * cap[f])
+                        if j + m < k:  # the next run on an accelerator
+                            col = best[f + 1:f + 1 + hi - lo, j + m + 1, u + q]
+                            np.maximum(col, _most(chain, f + 1, base - _entering(chain, f, need)), out=col)
+                        if u + q < h:  # ... or on a host
+                            col = best[f + 1:f + 1 + hi - lo, j + m, u + q + 1]
+                            np.maximum(col, _host_most(chain, f + 1, T - chain.hosts.hull[lo:hi] - rho * need), out=col)
+                        if need <= 0 or cap[f] <= 0:
+                            break
+    for q in range(h + 1):
+        rest = work[r] - best[r] - q * host_cap
+        inside = np.where(rest <= 0, 0, np.ceil(rest / cap[r]) if cap[r] > 0 else np.inf)
+        if (np.arange(k + 1)[:, None] + inside <= k)[:, :h + 1 - q].any():
+            return True
+    return False
+
+
+def _host_most(chain: Chain, b: int, s: np.ndarray) -> np.ndarray:
+    """The most ``y`` of the blocks ``b, b + 1, ...`` a host holds with ``s`` of its time left: ``s / rho``, at most
+    their work (``-inf`` where ``s < 0``)."""
+    work = chain.prices.work[b:b + len(s)]
+    return np.where(s >= 0, np.minimum(work, s / chain.hosts.rho), -math.inf)
 
 
 def _entering(chain: Chain, b: int, need: float) -> float:

@@ -1,4 +1,5 @@
-"""The cut-stages bound for the max-load objective on identical devices whose op sets are contiguous.
+"""The cut-stages bound for the max-load objective on identical devices whose op sets are contiguous, and host
+devices beside them.
 
 The *cut ops* ``s_0 < s_1 < ... < s_{r-1}`` are the ops comparable with all others (a residual block's add, a
 layer norm's reductions): every other op lies in one *block*, before ``s_0``, between two consecutive cut ops, or
@@ -16,6 +17,12 @@ passes when a chain of at most ``k`` such devices covers the graph (:mod:`.cut_c
 bound), stopped by its clock (every ``T`` ruled out is a bound). GPT-3's inner stages pay two residual tensors,
 which ``W / k`` misses, and a split of an attention block its heads' slices: 2,044 ops onto 16 stages, 12.92, the
 best split found (each device on its own, counting the blocks beside it as its own: 10.82).
+
+Host devices (Tarnawski's CPUs beside the accelerators) pay no transfers and compute at least ``rho`` times the
+accelerators' time of what they hold (the least ratio over the ops; hosts faster on some op are refused): each holds
+a run of cut ops or a part of a block within ``T`` at those prices (:class:`.cut_chain.Hosts`), and ``W / (k + h /
+rho)`` starts the bisection. On ResNet copies beside a CPU 9 times slower (2,080 ops onto 16 accelerators) it
+proves the DP's 36.502 to 8e-7, where the capacity bound stood at 32.80.
 
 The cut ops in ``O(n + m)`` (one topological order: every op before ``v`` has a successor at or before it, every
 op after has a predecessor at or after it); the hull's transfers only for the runs ``f..l`` whose hull computes at
@@ -37,7 +44,7 @@ from ..problem import Problem
 from ..structure import cut_ops
 from . import one_or_cut
 from .block_cuts import BlockPrices, block_prices, segments
-from .cut_chain import Chain, fits
+from .cut_chain import Chain, Hosts, fits
 
 MAX_CUTS = 5000  # cut ops above which the tables are not built
 SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not bound its answer (GPT-3 at 20k ops
@@ -55,7 +62,26 @@ def applies(problem: Problem) -> str | None:
         return "the cut-stages bound bounds a max load with transfers not overlapped"
     if problem.graph.backward.any():
         return "the cut-stages bound needs a forward graph (a training graph's devices hold two contiguous parts)"
-    return one_or_cut.applies(problem.graph, problem.cluster)
+    c = problem.cluster
+    if not c.host.any():
+        return one_or_cut.applies(problem.graph, c)
+    if c.routed or len([grp for grp in c.homogeneous_groups() if not c.host[grp[0]]]) != 1:
+        return "the cut-stages bound needs identical accelerators without routes (hosts beside them)"
+    times = c.times(problem.graph)
+    if not np.isfinite(times[:, ~c.host]).all():
+        return "the cut-stages bound needs every op to run on the accelerators"
+    if host_ratio(times, c.host) < 1:
+        return "the cut-stages bound needs hosts no faster than the accelerators on any op"
+    return None
+
+
+def host_ratio(times: np.ndarray, host: np.ndarray) -> float:
+    """The least ratio of an op's fastest host time to its accelerator time (``inf`` without one to compare):
+    every set of ops takes a host at least that many times the accelerators' time."""
+    acc = times[:, int(np.flatnonzero(~host)[0])]
+    fastest = times[:, host].min(axis=1)
+    busy = acc > 0
+    return float(np.min(fastest[busy] / acc[busy], initial=math.inf))
 
 
 def answer_bound(problem: Problem, upper: float) -> float | None:
@@ -85,30 +111,42 @@ def cut_stages_bound(problem: Problem, upper: float, most_pairs: int | None = No
 
 
 def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = None,
-                      seconds: float = math.inf) -> CutStages:
+                      seconds: float = math.inf, floor: float = 0.0) -> CutStages:
     """The module's bound; ``None`` where it cannot be shown below ``upper`` (a max load some placement reaches),
     the graph has more than :data:`MAX_CUTS` cut ops, or more than ``most_pairs`` runs of cut ops compute at most
     the max load tried. The tables are built for the runs under ``GROWTH`` times ``W / k`` first, and for more
     (up to ``upper``) while the relaxation fails there (each failure a bound): a greedy ``upper`` 16 times ``W /
-    k`` would cost 16 times the runs. The search stops ``seconds`` after the call began."""
+    k`` would cost 16 times the runs. The search stops ``seconds`` after the call began. ``floor`` is a bound known
+    already: where the relaxation holds there, ``None`` at once (its bound would be lower); else it starts above it."""
     began = time.perf_counter()
     g, cluster = problem.graph, problem.cluster
-    k = cluster.size
-    t = cluster.times(g)[:, 0].astype(float)
+    acc = int(np.flatnonzero(~cluster.host)[0])
+    k, count = int((~cluster.host).sum()), int(cluster.host.sum())
+    times = cluster.times(g)
+    t = times[:, acc].astype(float)
+    rho = host_ratio(times, cluster.host) if count else math.inf
     work = math.fsum(t.tolist())
     cuts = cut_ops(g)
     r = len(cuts)
     if r > MAX_CUTS:
         return CutStages(None, f"{r} cut ops, above {MAX_CUTS}")
-    if g.n == 0 or k == 1 or not math.isfinite(upper):
+    if g.n == 0 or k + count == 1 or not math.isfinite(upper):
         return CutStages(None, "nothing to bound")
-    scale = float(cluster.transfer_scale[0])
+    scale = float(cluster.transfer_scale[acc])
     seg = segments(g, cuts)
     prices = block_prices(g, cuts, g.out_bytes * scale, t)
-    lo = work / k
+    hosts = (count, rho, times[:, cluster.host].min(axis=1)) if count else None
+    lo = first = work / (k + count / rho)  # every device's work (a host's at least rho times), Lemma 3.3's
+    if first < floor and floor >= work:  # one device holding the graph is a placement the relaxation admits: at most W
+        return CutStages(None, f"the bound so far {floor:.6g} is at least the graph's work {work:.6g}")
+    if first < floor < upper:  # beside a host whose memory binds: 315 in 30 s where the capacity bound was 1,614
+        chain = _chain(g, seg, r, t, scale, floor, most_pairs, prices, hosts)
+        if chain is not None and fits(chain, floor * (1 + SAFETY), k):
+            return CutStages(None, f"{r} cut ops: the relaxation holds at the bound {floor:.6g} already")
+        lo = floor if chain is not None else lo
     hi = min(upper, GROWTH * lo) if lo > 0 else upper
     while True:
-        chain = _chain(g, seg, r, t, scale, hi, most_pairs, prices)
+        chain = _chain(g, seg, r, t, scale, hi, most_pairs, prices, hosts)
         if chain is None:
             return CutStages(None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {hi:.6g}")
         if fits(chain, hi * (1 + SAFETY), k):
@@ -119,7 +157,7 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
         if time.perf_counter() - began > seconds:
             return CutStages(lo * (1 - SAFETY), f"{r} cut ops: stopped by its clock, {lo:.6g} ruled out",
                              finished=False)
-    if lo == work / k and fits(chain, lo * (1 + SAFETY), k):
+    if lo == first and fits(chain, lo * (1 + SAFETY), k):
         return CutStages(lo, f"{r} cut ops: W / k")
     steps = 0
     while hi - lo > PRECISION * hi:
@@ -133,9 +171,10 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
 
 
 def _chain(g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, upper: float, most_pairs: int | None,
-           prices: BlockPrices) -> Chain | None:
+           prices: BlockPrices, hosts: tuple[int, float, np.ndarray] | None = None) -> Chain | None:
     """The runs ``f <= l`` of cut ops whose hull computes at most ``upper``, each with its hull's work and
-    transfers' time, and the blocks' prices; ``None`` past ``most_pairs`` runs."""
+    transfers' time, and the blocks' prices; ``None`` past ``most_pairs`` runs. ``hosts``: their count, their
+    :func:`host_ratio` and each op's fastest host time (the hulls' host times added)."""
     seg_work = np.bincount(seg + 1, weights=t, minlength=2 * r + 1)
     before = np.concatenate([[0.0], np.cumsum(seg_work)])  # before[s + 1]: work of the segments below s
     # a device computing more than the max load tried is no device of a placement under it: l runs up to the last
@@ -150,7 +189,16 @@ def _chain(g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, upper
     hull = before[2 * l + 2] - before[2 * f + 1]
     comm = _transfers(g, seg, r, scale, int(width.max(initial=1)))[f, l - f] if r else np.zeros(0)
     starts = np.concatenate([[0], np.cumsum(width)])
-    return Chain(hull + comm * (1 - SAFETY), starts, prices)
+    if hosts is None:
+        return Chain(hull + comm * (1 - SAFETY), starts, prices)
+    count, rho, host_t = hosts
+    slow = np.isinf(host_t)  # ops no host runs: a hull holding one is no host's
+    seg_host = np.bincount(seg + 1, weights=np.where(slow, 0.0, host_t), minlength=2 * r + 1)
+    seg_slow = np.bincount(seg + 1, weights=slow.astype(float), minlength=2 * r + 1)
+    host_before, slow_before = (np.concatenate([[0.0], np.cumsum(x)]) for x in (seg_host, seg_slow))
+    host_hull = np.where(slow_before[2 * l + 2] > slow_before[2 * f + 1], np.inf,
+                         host_before[2 * l + 2] - host_before[2 * f + 1])
+    return Chain(hull + comm * (1 - SAFETY), starts, prices, Hosts(count, rho, host_hull * (1 - SAFETY)))
 
 
 def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The windowed chain MIP (``docs/strengthening.md``): a solver's proof of the DP over its class."""
 from __future__ import annotations
 
-from ..certificate import LevelStatus, solve_level
+from ..certificate import MIP_GAP, LevelStatus, solve_level
 from ..constraints import DagOrder
 from ..errors import SpecError
 from ..problem import Problem
@@ -15,7 +15,7 @@ def _chain_accepts(problem: Problem) -> str | None:
     return None
 
 
-@level("chain", rank=40, defaults={Family.THROUGHPUT}, accepts=_chain_accepts, always=True,
+@level("chain", rank=40, defaults={Family.THROUGHPUT}, accepts=_chain_accepts, always=True, precision=MIP_GAP,
        doc="windowed chain MIP: a solver's proof of the DP")
 def _chain(run: Run, seconds: float) -> Outcome:
     """The chain MIP windowed at ``DP / (1 + gap)``; on identical stages under DagOrder (its class) without a DP,

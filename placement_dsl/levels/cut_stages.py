@@ -19,6 +19,7 @@ def _accepts(problem: Problem) -> str | None:
 
 
 @level("cut-stages", rank=12.5, defaults={Family.MTPP, Family.THROUGHPUT}, accepts=_accepts, closed_form=True,
+       precision=cut_stages.PRECISION,
        doc="devices hold runs of cut ops in a chain, sharing the blocks between, paying the tensors across")
 def _cut_stages(run: Run, seconds: float) -> Outcome:
     """The least max load at which a chain of ``k`` devices, each holding a run of cut ops and parts of the blocks
@@ -28,7 +29,8 @@ def _cut_stages(run: Run, seconds: float) -> Outcome:
     upper = run.best[0]
     if not math.isfinite(upper):
         return None, LevelStatus.NO_BOUND, "no placement found to bisect below", scope
-    found = cut_stages.cut_stages_search(run.problem, upper, seconds=seconds)
+    # the bound so far (over the problem's class, the relaxation's): the relaxation holding there bounds no higher
+    found = cut_stages.cut_stages_search(run.problem, upper, seconds=seconds, floor=run.bound[0])
     status = (LevelStatus.NO_BOUND if found.bound is None else LevelStatus.OPTIMAL if found.finished else
               LevelStatus.TIME_LIMIT)
     return found.bound, status, found.note, scope

@@ -1,7 +1,7 @@
 """Archer's Fig. 3 MIP warm-started from the best placement: its dual bound over DAG-ordered placements."""
 from __future__ import annotations
 
-from ..certificate import solve_level
+from ..certificate import MIP_GAP, solve_level
 from ..constraints import DagOrder
 from ..problem import Problem
 from .base import Family, Outcome, Run, level
@@ -11,7 +11,8 @@ def _archer(problem: Problem) -> str | None:
     return None if problem.has(DagOrder) else "Archer's exact MIP bounds DAG-ordered problems"
 
 
-@level("exact", rank=110, defaults={Family.MTPP}, accepts=_archer, doc="Archer Fig. 3 warm-started, its dual bound")
+@level("exact", rank=110, defaults={Family.MTPP}, accepts=_archer, precision=MIP_GAP,
+       doc="Archer Fig. 3 warm-started, its dual bound")
 def _exact(run: Run, seconds: float) -> Outcome:
     start = run.best[1]
     res, status = solve_level(run, "exact", seconds, start if start is not None and run.problem.is_valid(start)

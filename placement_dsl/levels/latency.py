@@ -13,7 +13,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..certificate import LevelStatus, model_bound, solve_level
+from ..certificate import MIP_GAP, LevelStatus, model_bound, solve_level
 from ..deadline import BudgetSpent, call_within
 from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
@@ -114,7 +114,7 @@ def _model_lp(run: Any, problem: Problem, default: str, seconds: float) -> tuple
     return bound, status, form
 
 
-@level("latency", rank=150, defaults=LATENCY, accepts=latency_host_memory,
+@level("latency", rank=150, defaults=LATENCY, accepts=latency_host_memory, precision=MIP_GAP,
        doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound")
 def latency_ip(run: Any, seconds: float) -> Outcome:
     """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
@@ -302,7 +302,7 @@ def schedule_lp(run: Any, seconds: float) -> Outcome:
     return bound, status, "LP", form.placement_class(problem)
 
 
-@level("schedule", rank=170, defaults=MAKESPAN, accepts=makespan_only,
+@level("schedule", rank=170, defaults=MAKESPAN, accepts=makespan_only, precision=MIP_GAP,
        doc="makespan: MOIRAI's schedule MILP warm-started, its dual bound")
 def schedule_ip(run: Any, seconds: float) -> Outcome:
     """The schedule MILP warm-started from the best placement: its dual bound, and its incumbent."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from ..certificate import LevelStatus, model_bound
+from ..certificate import MIP_GAP, LevelStatus, model_bound
 from ..deadline import BudgetSpent
 from ..problem import Problem
 from .base import ALL, Family, Level, Outcome, Run, register
@@ -101,6 +101,8 @@ def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
 # (cheap, and stronger than Fig. 6's LP where that IP stalls)
 for _name, _rank, _defaults in (("no-cut-io", 50, ()), ("no-dag", 60, ()),
                                 ("superblock", 70, (Family.MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS))):
-    register(Level(_name, _relaxed(_name), _relaxation_accepts(_name), rank=_rank, defaults=frozenset(_defaults)))
+    register(Level(_name, _relaxed(_name), _relaxation_accepts(_name), rank=_rank, defaults=frozenset(_defaults),
+                   precision=MIP_GAP))
 register(Level("guess", _guess, lambda problem: _relaxation_accepts("guess")(guess_problem(problem, 1)),
-               doc="Archer §3.3, one MIP per guess j", rank=80, defaults=frozenset({Family.MTPP})))
+               doc="Archer §3.3, one MIP per guess j", rank=80, defaults=frozenset({Family.MTPP}),
+               precision=MIP_GAP))

@@ -1,12 +1,12 @@
 """Tarnawski's Fig. 6 IP warm-started from the best placement, and the IP neighbourhoods around it."""
 from __future__ import annotations
 
-from ..certificate import LevelStatus, solve_level
+from ..certificate import MIP_GAP, LevelStatus, solve_level
 from .base import Family, Outcome, Run, level, replicas, tarnawski
 
 
 @level("throughput", rank=90, defaults={Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS},
-       accepts=tarnawski, replicates=True, doc="Tarnawski Fig. 6 warm-started, its dual bound")
+       accepts=tarnawski, replicates=True, precision=MIP_GAP, doc="Tarnawski Fig. 6 warm-started, its dual bound")
 def _throughput(run: Run, seconds: float) -> Outcome:
     """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class
     (with a ``Replicate`` term, App. C.2's ``throughput-replicated``)."""
@@ -18,7 +18,7 @@ def _throughput(run: Run, seconds: float) -> Outcome:
     return res.bound, status, note, run.scope
 
 
-@level("neighbourhoods", rank=100, defaults={Family.NONCONTIGUOUS}, accepts=tarnawski, weight=2.0,
+@level("neighbourhoods", rank=100, defaults={Family.NONCONTIGUOUS}, accepts=tarnawski, weight=2.0, precision=MIP_GAP,
        doc="IP neighbourhoods around the best placement: a better upper bound (a bound when one holds every unit)")
 def _neighbourhoods(run: Run, seconds: float) -> Outcome:
     """IP neighbourhoods around the best placement (:mod:`placement_dsl.search.neighbourhood`): an upper-bound step.

@@ -1,0 +1,111 @@
+"""The cut-stages bound beside host devices: a host pays no transfers and computes at least ``rho`` times the
+accelerators' time of what it holds; the bound never exceeds the best contiguous placement found by brute force,
+and over-pricing the host (a ``rho`` too large) is caught by the same comparison."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_dsl.bounds import cut_stages
+from placement_dsl.bounds.cut_stages import applies, cut_stages_bound, host_ratio
+from placement_dsl.cluster import Cluster, Device
+from placement_dsl.constraints import Contiguous
+from placement_dsl.graph import Graph, Op
+from placement_dsl.objectives import Bottleneck
+from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
+from tests.bounds.headed import headed_chains
+
+
+def with_host(problem: Problem, slower: list[float]) -> Problem:
+    """The problem's graph on accelerators and one host, each op ``slower[v]`` times slower there, contiguous."""
+    g = problem.graph
+    base = g.work("accelerator").tolist()
+    ops = [Op(name=op.name, work={"accelerator": base[v], "cpu": base[v] * slower[v]}, out_bytes=op.out_bytes)
+           for v, op in enumerate(g.ops)]
+    graph = Graph(ops, [(g.names[a], g.names[b]) for a, b in zip(g.src.tolist(), g.dst.tolist())])
+    k = problem.cluster.size - 1
+    cluster = Cluster.accelerators(k, cpus=1, bandwidth=float(problem.cluster.devices[0].bandwidth))
+    return Problem(graph, cluster, Bottleneck(), [Contiguous()])
+
+
+def best_contiguous(problem: Problem) -> float:
+    best = np.inf
+    for assign in itertools.product(range(problem.cluster.size), repeat=problem.graph.n):
+        p = Placement(problem.graph, problem.cluster, np.array(assign))
+        if problem.is_valid(p):
+            best = min(best, problem.evaluate(p).objective)
+    return best
+
+
+@st.composite
+def hosted(draw):
+    problem = draw(headed_chains().filter(lambda p: p.graph.n <= (8 if p.cluster.size == 2 else 6)))  # brute force
+    slower = [draw(st.sampled_from([1.0, 1.5, 3.0])) for _ in range(problem.graph.n)]
+    return with_host(Problem(problem.graph, Cluster.stages(problem.cluster.size + 1,
+                                                           bandwidth=problem.cluster.devices[0].bandwidth),
+                             Bottleneck(), []), slower)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(hosted())
+def test_the_bound_beside_a_host_never_exceeds_the_best_contiguous_placement(problem):
+    assert applies(problem) is None
+    best = best_contiguous(problem)
+    bound, note = cut_stages_bound(problem, best)
+    assert bound is not None, note  # declining at a reachable max load would say no placement reaches it
+    assert bound <= best * (1 + 1e-9), note
+
+
+def test_over_pricing_the_host_is_caught(monkeypatch):
+    # a host that holds the middle op for free beside two accelerators: rho doubled claims the host slower than it is
+    ops = [Op(name="a", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0),
+           Op(name="b", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0),
+           Op(name="c", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0)]
+    graph = Graph(ops, [("a", "b"), ("b", "c")])
+    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    best = best_contiguous(problem)
+    assert best == 4.0
+    bound, _ = cut_stages_bound(problem, best)
+    assert bound <= best * (1 + 1e-9)
+    monkeypatch.setattr(cut_stages, "host_ratio", lambda times, host: 2.0 * host_ratio(times, host))
+    over, _ = cut_stages_bound(problem, best)
+    assert over is None or over > best  # the over-priced host cannot take its third: declined or above the best
+
+
+def test_a_host_faster_than_the_accelerators_is_refused_by_name():
+    ops = [Op(name="a", work={"accelerator": 2.0, "cpu": 1.0}), Op(name="b", work=1.0)]
+    problem = Problem(Graph(ops, [("a", "b")]), Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    assert applies(problem) == "the cut-stages bound needs hosts no faster than the accelerators on any op"
+    unlike = Cluster([Device(name="x"), Device(name="y", speed=2.0), Device(name="h", kind="cpu", host=True)])
+    assert "identical accelerators" in applies(Problem(Graph([Op(name="a", work=1.0)]), unlike, Bottleneck(),
+                                                       [Contiguous()]))
+
+
+@pytest.mark.parametrize("slower", [1.0, 9.0])
+def test_a_slow_host_raises_the_bound_above_work_over_all_devices(slower):
+    # a chain of 6 ops of work 3 on 2 accelerators and a host: the host at 9x holds a third of an op's work at
+    # T = 9 on its own, so the bound nears what two accelerators alone need
+    ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 3.0 * slower}, out_bytes=0.0) for i in range(6)]
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    bound, _ = cut_stages_bound(problem, 9.0)
+    assert bound == pytest.approx(18.0 / (2 + 1 / slower) if slower == 1.0 else 9.0, rel=1e-5)
+
+
+def test_a_bound_known_already_starts_the_search_or_ends_it():
+    # six ops of work 3 in a chain, tensors of 1, on 2 accelerators and a host 9 times slower
+    ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 27.0}, out_bytes=1.0) for i in range(6)]
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
+    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    best = best_contiguous(problem)
+    plain = cut_stages.cut_stages_search(problem, best).bound
+    assert plain is not None and plain <= best
+    assert cut_stages.cut_stages_search(problem, best, floor=0.5 * plain).bound == pytest.approx(plain, rel=1e-5)
+    assert cut_stages.cut_stages_search(problem, 2 * best, floor=plain * (1 + 1e-3)).bound is None  # it holds there
+    whole = cut_stages.cut_stages_search(problem, 100.0, floor=18.0)  # one device computes all 18 within it
+    assert whole.bound is None and "at least the graph's work" in whole.note
