@@ -116,7 +116,9 @@ def test_throughput_levels_on_a_contiguous_problem() -> None:
                                               "superblock",
                                               "throughput"]
     assert cert.objective == pytest.approx(optimum) and cert.bound == pytest.approx(optimum)
-    assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "throughput"
+    assert cert.scope is PlacementClass.CONTIGUOUS and cert.proved_by == "cut-stages"  # it prices the host too
+    alone = certify(problem, budget=60.0, gap=0.0, levels=("throughput",))
+    assert alone.bound == pytest.approx(optimum) and alone.proved_by == "throughput"
     by_level = {r.level: r for r in cert.levels}
     assert by_level["dp"].scope is by_level["chain"].scope is PlacementClass.DP
     assert cert.gap_in(PlacementClass.DP) == pytest.approx(0.0, abs=1e-9)
