@@ -37,6 +37,7 @@ from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
+from .latency_modules import Modules
 from .latency_spread import Spreads
 from .registry import heuristic
 
@@ -209,7 +210,8 @@ MERGES = 4  # device merges descended from, the best of those better at once (se
 
 def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
                    progress: Callable[[int, np.ndarray], None] | None = None,
-                   spreads: Spreads | None = None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+                   spreads: Spreads | None = None, modules: Modules | None = None
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The best of ``best`` and the descents from its *device merges*: every op of one device moved onto another
     target (where all of them may run and fit); of the merges better than ``best`` at once, the :data:`MERGES` best
     are descended from. A block
@@ -217,8 +219,10 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
     seed-1 local optimum 409.94 runs acc0 between two runs of acc2, and merging acc0 onto acc2 is 408.47 at once,
     which its kicks did not reach in 60 s (the other seeds' optimum). The merges are tried in device order, so the
     neighbourhood does not depend on the seed. With ``spreads`` (:class:`.latency_spread.Spreads`) the split's
-    spreads join the merges: a module's branches each on a free device at once. Returns the best ``(op devices,
-    key)`` and the evaluations spent."""
+    spreads join the merges: a module's branches each on a free device at once; with ``modules``
+    (:class:`.latency_modules.Modules`) so do the split's module re-solves (one module's branches placed anew on its
+    cut ops' devices and the devices it leaves free, the rest fixed). Returns the best ``(op devices, key)`` and the
+    evaluations spent."""
     dev = np.asarray(best[0], dtype=np.int64)
     mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
     found, evals = [], 0
@@ -241,6 +245,13 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
         evals += 1
         if better(*key, *best[1]):
             found.append((tuple(key), spread))
+    if modules is not None:
+        before = modules.evaluations
+        for resolved in modules(dev, best[1], deadline):
+            found.append((tuple(split_score(su, resolved)), resolved))
+            if evals + modules.evaluations - before >= budget:
+                break
+        evals += modules.evaluations - before
     found.sort(key=lambda f: f[0])
     for _, merged in found[:MERGES]:
         if time.perf_counter() >= deadline or evals >= budget:
@@ -329,6 +340,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
     spreads = Spreads(su)
+    modules = Modules(su, spreads)
     deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
     for label, assign in begin:
@@ -343,7 +355,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     while evals < max_evaluations and time.perf_counter() < deadline:
         if merge:  # a new best split: its device merges first (merged_descent), then the kicks go on from the best
             tell.phase = "device merges"
-            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell, spreads)
+            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell, spreads, modules)
             evals, merge = evals + n, False
             tell.evaluations, tell.best = evals, best[1]
             continue
