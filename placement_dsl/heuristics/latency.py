@@ -38,6 +38,7 @@ from .ideals import dp, dpl
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
+from .latency_spine_split import spine_split
 from .latency_spread import Spreads
 from .registry import heuristic
 
@@ -387,14 +388,15 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
                at: float | None = None) -> list[dict[str, Any]]:
-    """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the max-load DP (§5.1.1) and DPL (§5.1.2)
-    splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
+    """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the spine split
+    (:func:`.latency_spine_split.spine_split`), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
     it. The chain split goes before the DPs: on layer graphs it is the best start by far and takes milliseconds
     (InceptionV3: 1,325.5, the DPs' 1,854.6), and a short call (a 10 s round of a solve's start) that spent its time
     on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0)."""
     out = []
     for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
+                        ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
                                           time_limit=left(at))),
                         ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at)))):
@@ -410,6 +412,7 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
     return out
 
 
+BASELINES = 5  # greedy, the chain and spine splits, the DP and DPL: latency-best's candidates before its search
 CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
 
 
@@ -463,7 +466,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
     objective = evaluate(placement, model or lat).objective
     info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
-    if ls.info.get("stopped") or len(cands) < 5:
+    if ls.info.get("stopped") or len(cands) < BASELINES + 1:
         info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
                            seconds=time.perf_counter() - t0, evaluations=ls.evaluations, info=info)

@@ -1,7 +1,9 @@
-"""Module re-solves of the latency local search (Tarnawski's invocation model, contiguous splits).
+"""Module re-solves and the spine split of the latency heuristics (Tarnawski's invocation model, contiguous splits).
 
 A module re-solve places one module's branches anew on its cut ops' devices and the devices it leaves free, the rest
-of the split fixed (:mod:`placement_dsl.heuristics.latency_modules`).
+of the split fixed (:mod:`placement_dsl.heuristics.latency_modules`); the spine split is a DP over the cut ops whose
+steps are a run and the module after it, spread over the next accelerators
+(:mod:`placement_dsl.heuristics.latency_spine_split`).
 """
 from __future__ import annotations
 
@@ -14,11 +16,16 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, Memory
+from placement_dsl.errors import SpecError
+from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics.latency import setup, split_score
+from placement_dsl.heuristics.latency_chain import chain_split
 from placement_dsl.heuristics.latency_modules import Modules, ideals
+from placement_dsl.heuristics.latency_spine_split import spine_split
 from placement_dsl.heuristics.latency_spread import Spreads
 from placement_dsl.objectives import Latency
+from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 
 
@@ -70,3 +77,50 @@ def test_ideals_are_the_down_sets_of_a_branch():
     found = ideals(g, np.arange(4))
     assert len(found) == 6  # {}, a, ab, ac, abc, abcd
     assert ideals(g, np.arange(4), most=3) is None
+
+
+def _fork(branches: int) -> tuple[Graph, Cluster]:
+    ops = [Op(name=x, work={"accelerator": 1.0, "cpu": 1.0}, out_bytes=1.0) for x in ("a", "d")]
+    ops += [Op(name=f"b{i}", work={"accelerator": 10.0, "cpu": 90.0}, out_bytes=1.0) for i in range(branches)]
+    edges = [e for i in range(branches) for e in (("a", f"b{i}"), (f"b{i}", "d"))]
+    return Graph(ops, edges), Cluster.accelerators(branches + 1, memory=10.0, cpus=1)
+
+
+def test_the_spine_split_spreads_a_module_the_chain_split_runs_one_branch_after_another():
+    """``a`` then three branches of 10 (90 on the CPU) then ``d``: the chain split runs its intervals one after
+    another (two branches on an accelerator after ``a``'s: 24 at best), the spine split puts each branch on an
+    accelerator of its own after ``a``'s run and ``d`` on the CPU: 2 + 12 + 1 = 15."""
+    g, c = _fork(3)
+    model = CostModel.named("latency")
+    su = setup(g, c, model)
+    spine = split_score(su, spine_split(g, c, model))
+    chain = split_score(su, chain_split(g, c, model))
+    assert spine[0] == 0 and math.isclose(spine[1], 15.0)
+    assert chain[1] > spine[1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 6), st.integers(0, 3),
+       st.floats(0.2, 3.0))
+def test_the_spine_split_is_contiguous_and_scored_by_the_referee(count, branches, length, accelerators, cpus, byte):
+    """Modules in a row (each ``branches`` chains of ``length`` ops): the spine split's accelerator and host sets are
+    contiguous (the referee's latency is finite) wherever it answers; it declines a graph without parallel branches
+    (the chain split's case) and a cluster too small for a chain of runs."""
+    ops = [Op(name=f"c{m}", work={"accelerator": 1.0, "cpu": 2.0}, out_bytes=3.0 * byte) for m in range(count + 1)]
+    edges = []
+    for m in range(count):
+        for b in range(branches):
+            names = [f"m{m}b{b}o{i}" for i in range(length)]
+            ops += [Op(name=x, work={"accelerator": 10.0, "cpu": 30.0}, out_bytes=byte) for x in names]
+            edges += [(f"c{m}", names[0]), *itertools.pairwise(names), (names[-1], f"c{m + 1}")]
+    g = Graph(ops, edges)
+    c = Cluster.accelerators(accelerators, memory=1e9, cpus=cpus, bandwidth=1.0)
+    p = Problem(g, c, Latency(), [Memory(), Contiguous()])
+    try:
+        split = spine_split(g, c, p.cost_model())
+    except SpecError as err:
+        assert ("no module of parallel branches" in str(err)) if branches == 1 else ("no chain of runs" in str(err))
+        return
+    assert branches > 1
+    ev = p.evaluate(Placement(g, c, split))
+    assert ev.valid and math.isfinite(ev.objective)
