@@ -207,12 +207,12 @@ def _kick(su: _Setup, dev: np.ndarray, moves: np.ndarray, rng: np.random.Generat
 
 
 MERGES = 4  # device merges descended from, the best of those better at once (see merged_descent)
+STALE_KICKS = 50  # kicks in a row without a better split after which the best split's modules are re-solved
 
 
 def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
                    progress: Callable[[int, np.ndarray], None] | None = None,
-                   spreads: Spreads | None = None, modules: Modules | None = None
-                   ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+                   spreads: Spreads | None = None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The best of ``best`` and the descents from its *device merges*: every op of one device moved onto another
     target (where all of them may run and fit); of the merges better than ``best`` at once, the :data:`MERGES` best
     are descended from. A block
@@ -220,10 +220,8 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
     seed-1 local optimum 409.94 runs acc0 between two runs of acc2, and merging acc0 onto acc2 is 408.47 at once,
     which its kicks did not reach in 60 s (the other seeds' optimum). The merges are tried in device order, so the
     neighbourhood does not depend on the seed. With ``spreads`` (:class:`.latency_spread.Spreads`) the split's
-    spreads join the merges: a module's branches each on a free device at once; with ``modules``
-    (:class:`.latency_modules.Modules`) so do the split's module re-solves (one module's branches placed anew on its
-    cut ops' devices and the devices it leaves free, the rest fixed). Returns the best ``(op devices, key)`` and the
-    evaluations spent."""
+    spreads join the merges: a module's branches each on a free device at once. Returns the best ``(op devices,
+    key)`` and the evaluations spent."""
     dev = np.asarray(best[0], dtype=np.int64)
     mem = np.bincount(dev, weights=su.graph.param_bytes + su.graph.activation_bytes, minlength=su.cluster.size)
     found, evals = [], 0
@@ -246,13 +244,14 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
         evals += 1
         if better(*key, *best[1]):
             found.append((tuple(key), spread))
-    if modules is not None:
-        before = modules.evaluations
-        for resolved in modules(dev, best[1], deadline):
-            found.append((tuple(split_score(su, resolved)), resolved))
-            if evals + modules.evaluations - before >= budget:
-                break
-        evals += modules.evaluations - before
+    return _descend_best(su, best, found, moves, deadline, budget, evals, progress)
+
+
+def _descend_best(su: _Setup, best: tuple[np.ndarray, np.ndarray], found: list, moves: np.ndarray, deadline: float,
+                  budget: int, evals: int, progress: Callable[[int, np.ndarray], None] | None
+                  ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """Descents from the :data:`MERGES` best of ``found`` (``(key, split)`` pairs): the best of them and ``best``,
+    and the evaluations spent in all (``evals`` so far)."""
     found.sort(key=lambda f: f[0])
     for _, merged in found[:MERGES]:
         if time.perf_counter() >= deadline or evals >= budget:
@@ -262,6 +261,20 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
         if better(*key, *best[1]):
             best = (out, key)
     return best, evals
+
+
+def module_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
+                   modules: Modules, progress: Callable[[int, np.ndarray], None] | None = None
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """The best of ``best`` and the descents from its module re-solves (:class:`.latency_modules.Modules`: one
+    module's branches placed anew on its cut ops' devices and the devices it leaves free, the rest fixed) that score
+    better at once, the :data:`MERGES` best of them. Returns the best ``(op devices, key)`` and the evaluations."""
+    before, found = modules.evaluations, []
+    for split in modules(np.asarray(best[0], dtype=np.int64), best[1], deadline):
+        found.append((tuple(split_score(su, split)), split))
+        if modules.evaluations - before >= budget:
+            break
+    return _descend_best(su, best, found, moves, deadline, budget, modules.evaluations - before, progress)
 
 
 def _latency_model(model: CostModel | None) -> CostModel:
@@ -311,7 +324,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
         DP split (:func:`maxload_start`). Each descends to a local optimum; then the best split's device
         merges are descended from (:func:`merged_descent`, again for each better split found), and ``restarts``
-        times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
+        times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again. When the kicks
+        are spent, or :data:`STALE_KICKS` in a row found nothing better, the best split's module re-solves are
+        descended from (:func:`module_descent`); a better split found there goes on as one found by a kick.
     also
         Start splits descended from first, before ``starts`` (or the default ones): a search continuing from a
         known split keeps the default starts' diversity (the kicks of one local optimum may not leave it).
@@ -352,22 +367,30 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         log.append({"start": label, "latency": float(before), "after": float(key[1])})
         best = (dev, key) if best is None or better(*key, *best[1]) else best
         tell.evaluations, tell.best = evals, best[1]
-    kicked, merge = 0, True
+    kicked, merge, stale = 0, True, 0
     while evals < max_evaluations and time.perf_counter() < deadline:
         if merge:  # a new best split: its device merges first (merged_descent), then the kicks go on from the best
             tell.phase = "device merges"
-            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell, spreads, modules)
+            best, n = merged_descent(su, best, moves, deadline, max_evaluations - evals, tell, spreads)
             evals, merge = evals + n, False
             tell.evaluations, tell.best = evals, best[1]
             continue
-        if kicked >= restarts:
+        if kicked >= restarts or stale == STALE_KICKS:  # the best split's module re-solves, on from a better one
+            tell.phase = "module re-solves"
+            found, n = module_descent(su, best, moves, deadline, max_evaluations - evals, modules, tell)
+            evals, merge, stale = evals + n, better(*found[1], *best[1]), 0
+            best = found
+            tell.evaluations, tell.best = evals, best[1]
+            tell(0, best[1])
+            if merge or kicked < restarts:
+                continue
             break
         tell.phase = f"restart {kicked + 1}/{restarts}"
         dev, key, n = _descent(su, _kick(su, best[0], moves, rng, kicks), moves, deadline, max_evaluations - evals,
                                tell)
-        evals, kicked = evals + n, kicked + 1
+        evals, kicked, stale = evals + n, kicked + 1, stale + 1
         if better(*key, *best[1]):
-            best, merge = (dev, key), True
+            best, merge, stale = (dev, key), True, 0
         tell.evaluations, tell.best = evals, best[1]
     placement = Placement(graph, cluster, best[0], source="latency-local-search")
     result = HeuristicResult(method="latency-local-search", placement=placement,

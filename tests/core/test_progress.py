@@ -191,7 +191,7 @@ def test_latency_heuristics_report_their_progress():
         ls = run("latency-local-search", g, c, model=lat, restarts=3)
     events = [e.fields for e in rec.of("latency-local-search")]
     phases = list(dict.fromkeys(e["phase"] for e in events))
-    assert phases == ["start greedy", "start dp", "restart 1/3", "restart 2/3", "restart 3/3"]
+    assert phases == ["start greedy", "start dp", "restart 1/3", "restart 2/3", "restart 3/3", "module re-solves"]
     evals = [e["evaluations"] for e in events]
     best = [e["best"] for e in events]
     assert evals == sorted(evals) and evals[-1] == ls.evaluations > 0
