@@ -356,7 +356,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
     spreads = Spreads(su)
-    modules = Modules(su, spreads)
+    modules = Modules(su, spreads, split_score)
     deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
     for label, assign in begin:

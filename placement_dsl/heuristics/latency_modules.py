@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -73,10 +73,12 @@ def ideals(graph: Any, ops: np.ndarray, most: int = MAX_IDEALS) -> list[np.ndarr
 class Modules:
     """The modules of one graph and their branches (computed once), and the re-solves of a split's modules.
 
-    ``evaluations`` counts the referee calls made so far."""
+    ``score(su, split)`` is the search's key (:func:`.latency.split_score`: memory excess, latency, sum of
+    finishes); ``evaluations`` counts its calls so far."""
 
-    def __init__(self, su: Any, spreads: Spreads) -> None:
-        self.su, self.evaluations = su, 0
+    def __init__(self, su: Any, spreads: Spreads, score: Callable[[Any, np.ndarray], tuple[float, float, float]]
+                 ) -> None:
+        self.su, self.score, self.evaluations = su, score, 0
         g = su.graph
         self.cuts, self.members = spreads.cuts, spreads.members
         self.branches: list[list[tuple[np.ndarray, list[np.ndarray] | None]]] = [[] for _ in self.members]
@@ -176,10 +178,8 @@ class Modules:
         return out
 
     def _score(self, new: np.ndarray) -> tuple[float, float, float]:
-        from .latency import split_score  # the search's key (latency.py imports this module)
-
         self.evaluations += 1
-        return split_score(self.su, new)
+        return self.score(self.su, new)
 
     def _exhaustive(self, base: np.ndarray, comps: list[np.ndarray], options: list, places: list[list[int]],
                     best: list[Any], deadline: float) -> None:

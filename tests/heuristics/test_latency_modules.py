@@ -65,7 +65,7 @@ def test_a_module_re_solve_is_the_brute_force_optimum_of_its_module(case):
         score = split_score(su, trial)
         if (score[0], score[1]) < (best[0], best[1]):
             best = score
-    modules = Modules(su, Spreads(su))
+    modules = Modules(su, Spreads(su), split_score)
     j = next(j for j, ops in enumerate(modules.members) if ops.size)  # between c0 and c1 (head, tail: cut ops too)
     found = modules.resolve(dev, key, j, math.inf)
     got = key if found is None else split_score(su, found)
