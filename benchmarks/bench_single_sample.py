@@ -27,6 +27,9 @@ Inputs (each skipped cleanly when its data is absent):
     CPU 23x slower, contiguous splits (``4acc-mem+cpu``, :func:`tarnawski_problem`); anchor: latency-best, the
     column beside ours (no paper has these graphs);
   - ``gpt3-330M`` on both Table III clusters (not in ``--quick``); anchor: Table V's placement times;
+  - ``inception`` (the zoo's Inception-v3, 120 ops, one size) as Tarnawski's layer inputs are: twelve accelerators
+    whose memory binds (the graph fills 7.8 of them, as his InceptionV3 input does) and eight CPUs 10x slower
+    (``12acc-mem+8cpu``, :func:`layers_problem`); anchor: latency-best;
   - ``bert6`` and ``bert12`` (:func:`bert_layers`): Tarnawski's BERT-3 operator input with its middle encoder
     layer repeated, in its own format (accelerators of 600 MB as full as BERT-3's, eight CPUs), ``--seeds`` noise;
     anchor: latency-best's value.
@@ -72,7 +75,16 @@ from placement_dsl.problem import Problem
 from placement_dsl.result import relative_gap
 from placement_dsl.solve import solve
 from placement_dsl.starts import goal
-from placement_dsl.zoo import ACCELERATOR_ROOFLINE, RESNET_STAGES, TABLE_III, default_cluster, gpt3, resnet, transformer
+from placement_dsl.zoo import (
+    ACCELERATOR_ROOFLINE,
+    RESNET_STAGES,
+    TABLE_III,
+    default_cluster,
+    gpt3,
+    inception,
+    resnet,
+    transformer,
+)
 from placement_dsl.zoo.gpus import GPU_ROOFLINES, moirai_cluster
 
 BASELINES = ("m-sct", "getf", "list", "one-device-best")
@@ -83,6 +95,7 @@ TABLE_V_330M = {"m-sct": 15.92, "getf": 75.0, "ours": 82.8}
 PAPER_OPTIMUM = {"example-1": 30.0}
 TARNAWSKI_CLUSTER = "3acc+cpu"
 TARNAWSKI_MEMORY = "4acc-mem+cpu"  # accelerators whose memory binds, as in Tarnawski's latency inputs
+TARNAWSKI_LAYERS = "12acc-mem+8cpu"  # Tarnawski's layer inputs' cluster: twelve accelerators whose memory binds, 8 CPUs
 
 
 @dataclass
@@ -173,6 +186,27 @@ def tarnawski_problem(graph: Graph) -> Problem:
     return Problem(graph, cluster, Latency(), [Memory(), Contiguous()])
 
 
+LAYER_SLOWDOWN = 10.0  # host time over accelerator time, op by op, in Tarnawski's layer inputs (median)
+LAYER_SHARE = 7.8  # the graph's memory over one accelerator's in Tarnawski's InceptionV3 layer input
+
+
+def _inception(seed: int) -> Graph:
+    """The zoo's Inception-v3 (batch 8, 120 ops: modules of parallel branches between concatenations) in
+    Tarnawski's layer style: host time :data:`LAYER_SLOWDOWN` times the accelerator's, ``seed``'s noise."""
+    g = inception(batch=8).graph
+    ops = [op.model_copy(update={"work": {"accelerator": op.work["accelerator"],
+                                          "cpu": op.work["accelerator"] * LAYER_SLOWDOWN}}) for op in g.ops]
+    return _noisy(Graph(ops, [(g.names[u], g.names[v]) for u, v in zip(g.src, g.dst)], name="inception"), seed)
+
+
+def layers_problem(graph: Graph) -> Problem:
+    """Tarnawski's layer inputs' setting (hard memory, contiguous splits): twelve accelerators that together hold
+    the graph ``12 / LAYER_SHARE`` times (each at least its largest op) and eight CPUs."""
+    mem = np.asarray(graph.param_bytes + graph.activation_bytes, dtype=float)
+    cluster = default_cluster(12, 8, memory=max(float(mem.sum()) / LAYER_SHARE, 1.05 * float(mem.max())))
+    return Problem(graph, cluster, Latency(), [Memory(), Contiguous()])
+
+
 def makespan_problem(graph: Graph, cluster: Cluster) -> Problem:
     return Problem(graph, cluster, Makespan(), [Memory(), Congestion("port")])
 
@@ -202,6 +236,9 @@ def generated(sizes: list[int], seeds: list[int], gpt3_330m: bool) -> list[Case]
                 cases.append(Case(f"{family}-{size}-s{seed}@{TARNAWSKI_MEMORY}",
                                   lambda n=size, s=seed, b=build: tarnawski_problem(_noisy(b(n), s)),
                                   "latency-best's value (no paper value: a graph nobody has)"))
+    for seed in seeds:  # the zoo's Inception has one size
+        cases.append(Case(f"inception-s{seed}@{TARNAWSKI_LAYERS}", lambda s=seed: layers_problem(_inception(s)),
+                          "latency-best's value (no paper value: a graph nobody has)"))
     if gpt3_330m:
         for scenario in sorted(TABLE_III):
             anchor = ("Table V: m-SCT {m-sct} s, GETF {getf} s, MOIRAI {ours} s; ".format(**TABLE_V_330M)

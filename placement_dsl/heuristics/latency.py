@@ -37,6 +37,8 @@ from .baselines import greedy, max_load_model
 from .ideals import dp, dpl
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
+from .latency_modules import Modules
+from .latency_spine_split import spine_split
 from .latency_spread import Spreads
 from .registry import heuristic
 
@@ -205,6 +207,7 @@ def _kick(su: _Setup, dev: np.ndarray, moves: np.ndarray, rng: np.random.Generat
 
 
 MERGES = 4  # device merges descended from, the best of those better at once (see merged_descent)
+STALE_KICKS = 50  # kicks in a row without a better split after which the best split's modules are re-solved
 
 
 def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
@@ -241,6 +244,14 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
         evals += 1
         if better(*key, *best[1]):
             found.append((tuple(key), spread))
+    return _descend_best(su, best, found, moves, deadline, budget, evals, progress)
+
+
+def _descend_best(su: _Setup, best: tuple[np.ndarray, np.ndarray], found: list, moves: np.ndarray, deadline: float,
+                  budget: int, evals: int, progress: Callable[[int, np.ndarray], None] | None
+                  ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """Descents from the :data:`MERGES` best of ``found`` (``(key, split)`` pairs): the best of them and ``best``,
+    and the evaluations spent in all (``evals`` so far)."""
     found.sort(key=lambda f: f[0])
     for _, merged in found[:MERGES]:
         if time.perf_counter() >= deadline or evals >= budget:
@@ -250,6 +261,20 @@ def merged_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.nd
         if better(*key, *best[1]):
             best = (out, key)
     return best, evals
+
+
+def module_descent(su: _Setup, best: tuple[np.ndarray, np.ndarray], moves: np.ndarray, deadline: float, budget: int,
+                   modules: Modules, progress: Callable[[int, np.ndarray], None] | None = None
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """The best of ``best`` and the descents from its module re-solves (:class:`.latency_modules.Modules`: one
+    module's branches placed anew on its cut ops' devices and the devices it leaves free, the rest fixed) that score
+    better at once, the :data:`MERGES` best of them. Returns the best ``(op devices, key)`` and the evaluations."""
+    before, found = modules.evaluations, []
+    for split in modules(np.asarray(best[0], dtype=np.int64), best[1], deadline):
+        found.append((tuple(split_score(su, split)), split))
+        if modules.evaluations - before >= budget:
+            break
+    return _descend_best(su, best, found, moves, deadline, budget, modules.evaluations - before, progress)
 
 
 def _latency_model(model: CostModel | None) -> CostModel:
@@ -299,7 +324,9 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
         DP split (:func:`maxload_start`). Each descends to a local optimum; then the best split's device
         merges are descended from (:func:`merged_descent`, again for each better split found), and ``restarts``
-        times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again.
+        times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again. When the kicks
+        are spent, or :data:`STALE_KICKS` in a row found nothing better, the best split's module re-solves are
+        descended from (:func:`module_descent`); a better split found there goes on as one found by a kick.
     also
         Start splits descended from first, before ``starts`` (or the default ones): a search continuing from a
         known split keeps the default starts' diversity (the kicks of one local optimum may not leave it).
@@ -329,6 +356,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     _compile(su, np.asarray(begin[0][1]), moves)
     spreads = Spreads(su)
+    modules = Modules(su, spreads, split_score)
     deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
     for label, assign in begin:
@@ -339,7 +367,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
         log.append({"start": label, "latency": float(before), "after": float(key[1])})
         best = (dev, key) if best is None or better(*key, *best[1]) else best
         tell.evaluations, tell.best = evals, best[1]
-    kicked, merge = 0, True
+    kicked, merge, stale = 0, True, 0
     while evals < max_evaluations and time.perf_counter() < deadline:
         if merge:  # a new best split: its device merges first (merged_descent), then the kicks go on from the best
             tell.phase = "device merges"
@@ -347,14 +375,22 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
             evals, merge = evals + n, False
             tell.evaluations, tell.best = evals, best[1]
             continue
-        if kicked >= restarts:
+        if kicked >= restarts or stale == STALE_KICKS:  # the best split's module re-solves, on from a better one
+            tell.phase = "module re-solves"
+            found, n = module_descent(su, best, moves, deadline, max_evaluations - evals, modules, tell)
+            evals, merge, stale = evals + n, better(*found[1], *best[1]), 0
+            best = found
+            tell.evaluations, tell.best = evals, best[1]
+            tell(0, best[1])
+            if merge or kicked < restarts:
+                continue
             break
         tell.phase = f"restart {kicked + 1}/{restarts}"
         dev, key, n = _descent(su, _kick(su, best[0], moves, rng, kicks), moves, deadline, max_evaluations - evals,
                                tell)
-        evals, kicked = evals + n, kicked + 1
+        evals, kicked, stale = evals + n, kicked + 1, stale + 1
         if better(*key, *best[1]):
-            best, merge = (dev, key), True
+            best, merge, stale = (dev, key), True, 0
         tell.evaluations, tell.best = evals, best[1]
     placement = Placement(graph, cluster, best[0], source="latency-local-search")
     result = HeuristicResult(method="latency-local-search", placement=placement,
@@ -375,14 +411,15 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
                at: float | None = None) -> list[dict[str, Any]]:
-    """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the max-load DP (§5.1.1) and DPL (§5.1.2)
-    splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
+    """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the spine split
+    (:func:`.latency_spine_split.spine_split`), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
     it. The chain split goes before the DPs: on layer graphs it is the best start by far and takes milliseconds
     (InceptionV3: 1,325.5, the DPs' 1,854.6), and a short call (a 10 s round of a solve's start) that spent its time
     on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0)."""
     out = []
     for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
+                        ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
                                           time_limit=left(at))),
                         ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at)))):
@@ -398,6 +435,7 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
     return out
 
 
+BASELINES = 5  # greedy, the chain and spine splits, the DP and DPL: latency-best's candidates before its search
 CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
 
 
@@ -451,7 +489,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
     objective = evaluate(placement, model or lat).objective
     info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
-    if ls.info.get("stopped") or len(cands) < 5:
+    if ls.info.get("stopped") or len(cands) < BASELINES + 1:
         info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
                            seconds=time.perf_counter() - t0, evaluations=ls.evaluations, info=info)

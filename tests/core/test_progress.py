@@ -191,7 +191,7 @@ def test_latency_heuristics_report_their_progress():
         ls = run("latency-local-search", g, c, model=lat, restarts=3)
     events = [e.fields for e in rec.of("latency-local-search")]
     phases = list(dict.fromkeys(e["phase"] for e in events))
-    assert phases == ["start greedy", "start dp", "restart 1/3", "restart 2/3", "restart 3/3"]
+    assert phases == ["start greedy", "start dp", "restart 1/3", "restart 2/3", "restart 3/3", "module re-solves"]
     evals = [e["evaluations"] for e in events]
     best = [e["best"] for e in events]
     assert evals == sorted(evals) and evals[-1] == ls.evaluations > 0
@@ -201,7 +201,7 @@ def test_latency_heuristics_report_their_progress():
     with reporting(Recorder()) as rec:
         lb = run("latency-best", g, c, model=lat, restarts=2)
     events = [e.fields for e in rec.of("latency-best")]
-    assert [e["candidate"] for e in events] == ["greedy", "chain", "dp", "dpl", "latency-local-search"]
+    assert [e["candidate"] for e in events] == ["greedy", "chain", "spine", "dp", "dpl", "latency-local-search"]
     assert [e["latency"] for e in events] == [cand.get("latency", math.nan) for cand in lb.info["candidates"]]
     assert events[-1]["best"] == pytest.approx(lb.objective) and rec.of("latency-local-search")
 
