@@ -32,7 +32,7 @@ from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
 from .layers import layer_depth, layer_prefix
-from .plan import Stage, module_of, pipeline_stages, split_modules, stage_ranks, whole_modules
+from .plan import Stage, module_of, pipeline_stages, split_modules, split_places, stage_ranks, whole_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -52,11 +52,11 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
     ``schedule`` and its torch class."""
     runtime = "torch-pipelining"
     stages = pipeline_stages(placement, runtime, virtual=True)
-    points = split_modules(placement, stages, depth, runtime)
+    points = split_places(placement, stages, depth, runtime)
     names = placement.cluster.names
     ranks = rank_map(stages, schedule)
     count = max(ranks) + 1
-    return {"split_spec": {point: "beginning" for point in points}, "num_stages": len(stages),
+    return {"split_spec": dict(points), "num_stages": len(stages),
             "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
             "virtual_stages_per_rank": len(stages) // count, "schedule": schedule,
             "schedule_class": TORCH_CLASSES[schedule],
