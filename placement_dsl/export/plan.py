@@ -229,6 +229,10 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
                                 f"(or an exporter's name for a repeated call of one); no runtime can split there")
             points.append((point, "beginning"))
         before |= scopes[s.index]
+        if len(points) > 1 and points[-1][0] in {p for p, _ in points[:-1]}:
+            raise SpecError(f"{runtime}: stage {s.index - 1} is module {points[-1][0]!r} alone, which would be split "
+                            f"at both its beginning and its end; torch's split_spec holds one split point per module "
+                            f"(join the stage to a neighbour)")
     return points
 
 

@@ -126,3 +126,18 @@ def test_stages_out_of_the_programs_order_are_refused():
         export(Placement(g, Cluster.stages(2), assign), "torch-pipelining")
     assign = [0 if str(op.attrs.get("module", "")).startswith(("src", "tgt")) else 1 for op in g.ops]
     assert export(Placement(g, Cluster.stages(2), assign), "torch-pipelining").data["split_spec"]
+
+
+def test_a_stage_of_one_module_split_at_both_ends_is_refused():
+    """efficientnet's ``avgpool`` alone on a stage, then the root's ``torch.flatten`` starting the next: the split
+    would be ``avgpool`` at its beginning and its end, one key of split_spec (4 stages ran as 3)."""
+    from placement_dsl.errors import SpecError
+    from placement_dsl.io.torch_export import from_module
+
+    model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
+    g = from_module(model, (x,)).graph
+    mods = [str(op.attrs.get("module", "")) for op in g.ops]
+    last = max(i for i, m in enumerate(mods) if m.startswith("features"))
+    assign = [0 if m.startswith(("features.0", "features.1")) else 1 if i <= last else 2 for i, m in enumerate(mods)]
+    with pytest.raises(SpecError, match=r"split at both its beginning and its end"):
+        export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=2)
