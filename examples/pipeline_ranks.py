@@ -128,7 +128,7 @@ def prepare(job: dict, quick: bool, world: int) -> Prepared:
     missing = [fqn for fqn in job["split_spec"] if fqn not in modules]
     if missing:
         raise SystemExit(f"{job['model']}: the exported split names no module of the model: {missing}")
-    split = {fqn: SplitPoint.BEGINNING for fqn in job["split_spec"]}
+    split = {fqn: SplitPoint[str(where).upper()] for fqn, where in job["split_spec"].items()}  # "beginning" / "end"
     pipe = pipeline(model, (x[:job["microbatch"]],), split_spec=split)
     if pipe.num_stages != world:
         raise SystemExit(f"{job['model']}: torch split it into {pipe.num_stages} stages, not {world}")

@@ -231,7 +231,7 @@ def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
     base = base or RunCosts(1.0, LinkTime(0.0, BANDWIDTH))
     split, csvs, tps, shares = plan()
     model, x, _ = data()
-    pipe = pipeline(model, (x[:MICROBATCH],), split_spec={k: SplitPoint.BEGINNING for k in split})
+    pipe = pipeline(model, (x[:MICROBATCH],), split_spec={k: SplitPoint[v.upper()] for k, v in split.items()})
     if pipe.num_stages != RANKS * 2:
         raise SystemExit(f"torch split the model into {pipe.num_stages} stages, not {RANKS * 2}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -34,7 +34,7 @@ from . import megatron as _megatron
 from . import pytorch as _torch
 from . import vllm as _vllm
 from .layers import LayerStages, layer_stages
-from .plan import Stage, pipeline_stages, reused_modules, split_modules, stages_of, whole_modules
+from .plan import Stage, pipeline_stages, reused_modules, split_modules, split_places, stages_of, whole_modules
 
 
 @dataclass(frozen=True)
@@ -134,4 +134,4 @@ def write(result: Export, path: str | PurePath) -> None:
 
 
 __all__ = ["EXPORTERS", "Export", "Exporter", "LayerStages", "Stage", "export", "layer_stages", "pipeline_stages",
-           "reused_modules", "split_modules", "stages_of", "whole_modules", "write"]
+           "reused_modules", "split_modules", "split_places", "stages_of", "whole_modules", "write"]

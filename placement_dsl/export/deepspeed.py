@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..placement import Placement
-from .layers import layer_stages
+from .layers import layer_name, layer_stages
 
 
 def deepspeed(placement: Placement) -> dict[str, Any]:
@@ -23,6 +23,6 @@ def deepspeed(placement: Placement) -> dict[str, Any]:
     parts = [0]
     for c in counts:
         parts.append(parts[-1] + c)
-    entries = ["embedding"] * ls.embedding + [f"{ls.prefix}.{i}" for i in range(ls.layers)] + ["head"] * ls.head
+    entries = ["embedding"] * ls.embedding + [layer_name(ls.prefix, i) for i in range(ls.layers)] + ["head"] * ls.head
     return {"num_stages": len(counts), "parts": parts, "layers": entries, "layers_per_stage": list(ls.counts),
             "layer_list": ls.prefix}

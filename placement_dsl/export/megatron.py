@@ -53,7 +53,7 @@ def _first_last(ls: LayerStages) -> dict[str, int] | None:
 
 def megatron(placement: Placement) -> dict[str, Any]:
     """Megatron's arguments for ``placement`` (its layer list as Megatron's decoder layers)."""
-    ls = layer_stages(placement, "megatron", virtual=True)
+    ls = layer_stages(placement, "megatron", virtual=True, transformer=True)
     ranks = max(stage_ranks(pipeline_stages(placement, "megatron", virtual=True))) + 1
     v = len(ls.counts) // ranks
     layout = layout_string(ls)

@@ -183,12 +183,22 @@ def whole_modules(placement: Placement, stages: list[Stage], depth: int | None, 
 
 
 def split_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[str]:
-    """The module where each stage after the first begins: the split points, checked.
+    """The module at each split point (:func:`split_places` without where in the module the split falls)."""
+    return [point for point, _ in split_places(placement, stages, depth, runtime)]
 
-    With ``depth`` the module is the first op's path cut to ``depth`` parts and must lie wholly
-    in its stage; without, it is the shallowest module of the first op's path that no earlier
-    stage enters. A stage that begins inside a module, with an op of no module, or at a module
-    called several times (:func:`reused_modules`) is refused, naming the module and the stage.
+
+def split_places(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[tuple[str, str]]:
+    """Where each stage after the first begins: ``(module, "beginning")`` or ``(module, "end")``, checked.
+
+    A stage beginning at a module's op splits at the ``"beginning"`` of a module: with ``depth`` the
+    first op's path cut to ``depth`` parts, which must lie wholly in its stage; without, the
+    shallowest module of that path that no earlier stage enters. A stage beginning with ops of no
+    module (the root's own functional calls, like torchvision's ``F.relu``/``F.adaptive_avg_pool2d``
+    and ``torch.flatten`` between ``features`` and ``classifier``) splits at the ``"end"`` of the
+    module the previous stage ends with: the shallowest module of its last op's path that no later
+    stage enters (with ``depth``, that path cut to ``depth`` parts). A stage that begins inside a
+    module, after an op of no module, or at a module called several times
+    (:func:`reused_modules`) is refused, naming the module and the stage.
     """
     _need_modules(placement, runtime)
     g = placement.graph
@@ -196,30 +206,102 @@ def split_modules(placement: Placement, stages: list[Stage], depth: int | None, 
         whole_modules(placement, stages, depth, runtime)
     reused = reused_modules(placement)
     owner = _owner(stages)
+    _check_program_order(placement, stages, owner, runtime)
+    called = called_modules(placement)
+    scopes = [_scopes(g, s) for s in stages]
     before: set[str] = set()  # every module scope entered by an earlier stage
-    points = []
+    points: list[tuple[str, str]] = []
     for s in stages:
         first = g.ops[s.ops[0]]
         path = first.attrs.get("module")
         if s.index and not path:
-            raise SpecError(f"{runtime}: stage {s.index} begins with op {op_name(first)!r}, which belongs to no module; "
-                            f"a split point is the beginning of a module")
-        if s.index:
-            point = _split_point(path, depth, before)
+            points.append(_end_point(placement, stages, s.index, depth, scopes, reused, called, runtime))
+        elif s.index:
+            point = _split_point(path, depth, before, called)
             if point is None or point in before:
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
                                 f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
                                 f"only between modules")
+            _check_called(point, called, f"stage {s.index} begins at", runtime)
             _check_no_skip(placement, stages, s.index, point, runtime)
             if point in reused:
                 raise SpecError(f"{runtime}: stage {s.index} begins at {point!r}, a module called more than once "
                                 f"(or an exporter's name for a repeated call of one); no runtime can split there")
-            points.append(point)
-        for v in s.ops:
-            p = g.ops[v].attrs.get("module")
-            if p:
-                before |= {module_prefix(p, k) for k in range(1, p.count(".") + 2)}
+            points.append((point, "beginning"))
+        before |= scopes[s.index]
+        if len(points) > 1 and points[-1][0] in {p for p, _ in points[:-1]}:
+            raise SpecError(f"{runtime}: stage {s.index - 1} is module {points[-1][0]!r} alone, which would be split "
+                            f"at both its beginning and its end; torch's split_spec holds one split point per module "
+                            f"(join the stage to a neighbour)")
     return points
+
+
+def _scopes(g: Any, stage: Stage) -> set[str]:
+    """Every module scope (each dotted prefix of an op's path) the ops of ``stage`` run in."""
+    out: set[str] = set()
+    for v in stage.ops:
+        p = g.ops[v].attrs.get("module")
+        if p:
+            out |= {str(module_prefix(p, k)) for k in range(1, p.count(".") + 2)}
+    return out
+
+
+def called_modules(placement: Placement) -> set[str] | None:
+    """The modules the model calls, from the importers' module stacks (``op.attrs["nn_module_stack"]``), ``None``
+    where no op has one; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
+    stacks = [op.attrs["nn_module_stack"] for op in placement.graph.ops if op.attrs.get("nn_module_stack")]
+    return {str(p) for stack in stacks for p in stack} if stacks else None
+
+
+def _check_called(point: str, called: set[str] | None, where: str, runtime: str) -> None:
+    if called is not None and point not in called:
+        raise SpecError(f"{runtime}: {where} {point!r}, a module the model never calls (a container it iterates, "
+                        f"like a ModuleList); torch splits only at a module's call (choose a deeper --depth)")
+
+
+def _check_program_order(placement: Placement, stages: list[Stage], owner: dict[int, int], runtime: str) -> None:
+    """Refuse stages out of the model's execution order (the graph's op order, the exporter's): the runtime cuts
+    the program at its split points, so every module op after a split runs on a later stage."""
+    g = placement.graph
+    latest = None
+    for v, op in enumerate(g.ops):
+        if not op.attrs.get("module"):
+            continue
+        if latest is not None and owner[v] < owner[latest]:
+            raise SpecError(f"{runtime}: op {op_name(op)!r} ({op.attrs['module']}) runs on stage {owner[v]} but after "
+                            f"op {op_name(g.ops[latest])!r} ({g.ops[latest].attrs['module']}) of stage "
+                            f"{owner[latest]} in the model's execution order; a runtime cuts the program in that "
+                            f"order (solve with --method slicegraph or dp on the model's op order)")
+        if latest is None or owner[v] >= owner[latest]:
+            latest = v
+
+
+def _end_point(placement: Placement, stages: list[Stage], k: int, depth: int | None, scopes: list[set[str]],
+               reused: set[str], called: set[str] | None, runtime: str) -> tuple[str, str]:
+    """The split after the module stage ``k - 1`` ends with, for a stage ``k`` beginning with an op of no module."""
+    g = placement.graph
+    first, last = g.ops[stages[k].ops[0]], g.ops[stages[k - 1].ops[-1]]
+    path = last.attrs.get("module")
+    if not path:
+        raise SpecError(f"{runtime}: stage {k} begins with op {op_name(first)!r}, which belongs to no module, after "
+                        f"op {op_name(last)!r} of no module either; a split point is the beginning or the end of a "
+                        f"module")
+    after = set().union(*scopes[k:])
+    if depth is not None:
+        point = module_prefix(path, depth)
+    else:
+        point = next((p for j in range(1, path.count(".") + 2) if (p := str(module_prefix(path, j))) not in after
+                      and (called is None or p in called)), None)
+    if point is None or point in after:
+        raise SpecError(f"{runtime}: stage {k} begins with op {op_name(first)!r} of no module, after op "
+                        f"{op_name(last)!r} inside module {path!r}, whose ops run on a later stage too; a runtime "
+                        f"cuts only between modules")
+    _check_called(point, called, f"stage {k} begins after", runtime)
+    if point in reused:
+        raise SpecError(f"{runtime}: stage {k} begins after {point!r}, a module called more than once (or an "
+                        f"exporter's name for a repeated call of one); no runtime can split there")
+    _check_no_skip(placement, stages, k, point, runtime)
+    return point, "end"
 
 
 def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str, runtime: str) -> None:
@@ -247,12 +329,12 @@ def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str
                                     f"an earlier stage (a residual connection); no runtime can cut there")
 
 
-def _split_point(path: str, depth: int | None, before: set[str]) -> str | None:
+def _split_point(path: str, depth: int | None, before: set[str], called: set[str] | None) -> str | None:
     if depth is not None:
         return module_prefix(path, depth)
     for k in range(1, path.count(".") + 2):
         prefix = module_prefix(path, k)
-        if prefix not in before:
+        if prefix not in before and (called is None or prefix in called):
             return prefix
     return None
 

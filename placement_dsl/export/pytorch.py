@@ -1,7 +1,9 @@
 """PyTorch runtimes: ``torch.distributed.pipelining`` split points, torchtitan's module lists, a schedule CSV.
 
-* ``torch-pipelining`` (torch >= 2.4): ``{"split_spec": {FQN: "beginning"}, ...}``; pass it as
-  ``pipeline(model, mb_args, split_spec={k: SplitPoint.BEGINNING for k in spec})``.
+* ``torch-pipelining`` (torch >= 2.4): ``{"split_spec": {FQN: "beginning" | "end"}, ...}``; pass it as
+  ``pipeline(model, mb_args, split_spec={k: SplitPoint[v.upper()] for k, v in spec.items()})``. A stage
+  begins at a module (``"beginning"``), or, where it begins with the model's own functional calls (a
+  ``torch.flatten`` between ``features`` and ``classifier``), after the module before them (``"end"``).
 * ``torchtitan`` (0.1, ``parallelism.module_fqns_per_model_part``): one list of module FQNs per
   stage, in execution order.
 * ``schedule-csv`` (torch >= 2.5, ``_PipelineScheduleRuntime._load_csv(path, format="compute_only")``):
@@ -29,8 +31,8 @@ from ..errors import SpecError
 from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
-from .layers import layer_prefix
-from .plan import Stage, module_of, pipeline_stages, split_modules, stage_ranks, whole_modules
+from .layers import layer_depth, layer_prefix
+from .plan import Stage, module_of, pipeline_stages, split_modules, split_places, stage_ranks, whole_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -45,15 +47,16 @@ def rank_map(stages: list[Stage], schedule: str) -> list[int]:
 
 
 def split_spec(placement: Placement, depth: int | None = None, schedule: str = "1f1b") -> dict[str, Any]:
-    """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``; with
-    the ranks that build the stages under ``schedule`` and its torch class."""
+    """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``, or the
+    module before it, ``"end"`` (:func:`~.plan.split_places`); with the ranks that build the stages under
+    ``schedule`` and its torch class."""
     runtime = "torch-pipelining"
     stages = pipeline_stages(placement, runtime, virtual=True)
-    points = split_modules(placement, stages, depth, runtime)
+    points = split_places(placement, stages, depth, runtime)
     names = placement.cluster.names
     ranks = rank_map(stages, schedule)
     count = max(ranks) + 1
-    return {"split_spec": {point: "beginning" for point in points}, "num_stages": len(stages),
+    return {"split_spec": dict(points), "num_stages": len(stages),
             "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
             "virtual_stages_per_rank": len(stages) // count, "schedule": schedule,
             "schedule_class": TORCH_CLASSES[schedule],
@@ -62,14 +65,28 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
 
 def _titan_depth(placement: Placement) -> int:
     prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
-    return 1 if prefix is None else prefix.count(".") + 2
+    return 1 if prefix is None else layer_depth(prefix)
+
+
+def _whole_at(placement: Placement, stages: list[Stage], depth: int, runtime: str) -> bool:
+    try:
+        whole_modules(placement, stages, depth, runtime)
+        split_modules(placement, stages, depth, runtime)
+    except SpecError:
+        return False
+    return True
 
 
 def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
-    """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's)."""
+    """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's, or
+    the first deeper one that no stage boundary cuts: ``features.denseblock3`` where the split falls inside
+    ``features``)."""
     runtime = "torchtitan"
     stages = pipeline_stages(placement, runtime, virtual=True)
-    depth = _titan_depth(placement) if depth is None else depth
+    if depth is None:  # the layer's depth, else the first deeper one whose modules no stage boundary cuts
+        deepest = max((str(op.attrs.get("module") or "").count(".") + 1 for op in placement.graph.ops), default=1)
+        tried = [_titan_depth(placement), *range(_titan_depth(placement) + 1, deepest + 1)]
+        depth = next((d for d in tried if _whole_at(placement, stages, d, runtime)), tried[0])
     parts = whole_modules(placement, stages, depth, runtime)
     split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
     unnamed = [s.index for s in stages if not parts[s.index]]

@@ -13,7 +13,7 @@ from .layers import layer_stages
 
 def vllm(placement: Placement) -> dict[str, Any]:
     """The ``VLLM_PP_LAYER_PARTITION`` value and ``--pipeline-parallel-size`` of ``placement``."""
-    ls = layer_stages(placement, "vllm")
+    ls = layer_stages(placement, "vllm", transformer=True)
     value = ",".join(str(c) for c in ls.counts)
     return {"VLLM_PP_LAYER_PARTITION": value, "pipeline_parallel_size": len(ls.counts), "num_layers": ls.layers,
             "layer_list": ls.prefix, "env": f"VLLM_PP_LAYER_PARTITION={value}"}

@@ -201,23 +201,32 @@ def _chain(parts: list[str]) -> str | None:
     return path or None
 
 
+def module_stack(node: Any) -> list[str]:
+    """The modules whose calls a node runs in, outermost first, from PyTorch's name-scope metadata (``[]`` without):
+    the modules called, so a container that is only iterated (a ``ModuleList``) is none of them."""
+    meta = {p.key: p.value for p in node.metadata_props}
+    if "pkg.torch.onnx.name_scopes" not in meta:
+        return []
+    try:
+        scopes = [str(s) for s in ast.literal_eval(meta["pkg.torch.onnx.name_scopes"])]
+    except (ValueError, SyntaxError):
+        scopes = []
+    stack: list[str] = []
+    for s in scopes[:-1]:  # the module scopes, outermost first, then the node's own name
+        if not s or s.startswith("_"):  # the root module; exporter hooks (_empty_nn_module_stack...)
+            continue
+        if stack and not s.startswith(stack[-1] + "."):
+            break
+        stack.append(s)
+    return stack
+
+
 def module_path(node: Any) -> str | None:
     """The module a node comes from: PyTorch's name-scope metadata, a ``module`` entry, or its ``/a/b/Op`` name."""
     meta = {p.key: p.value for p in node.metadata_props}
-    if "pkg.torch.onnx.name_scopes" in meta:
-        try:
-            scopes = [str(s) for s in ast.literal_eval(meta["pkg.torch.onnx.name_scopes"])]
-        except (ValueError, SyntaxError):
-            scopes = []
-        path = ""
-        for s in scopes[:-1]:  # the module scopes, outermost first, then the node's own name
-            if not s or s.startswith("_"):  # the root module; exporter hooks (_empty_nn_module_stack...)
-                continue
-            if path and not s.startswith(path + "."):
-                break
-            path = s
-        if path:
-            return path
+    stack = module_stack(node)
+    if stack:
+        return stack[-1]
     if meta.get("module"):
         return str(meta["module"])
     if "/" in node.name:
@@ -395,6 +404,9 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     module = module_path(node)
     if module:
         attrs["module"] = module
+    stack = module_stack(node)
+    if stack:
+        attrs["nn_module_stack"] = stack
     if outs and outs[0].shape is not None:
         attrs["shape"] = list(outs[0].shape)
     out_bytes = sum(b.table[o].bytes for o in node.output if o in b.consumed and o in b.table)

@@ -183,8 +183,15 @@ def test_split_at_a_reused_module_is_refused():
 
 
 def test_stage_beginning_with_an_op_of_no_module_is_refused():
-    with pytest.raises(SpecError, match=r"stage 1 begins with op 'h0.split', which belongs to no module"):
+    # after c_attn's end, inside the block whose residual add reads the embedding: no runtime cuts there
+    with pytest.raises(SpecError, match=r"stage 1 begins at 'transformer.h.0.attn.c_attn' inside module "
+                                        r"'transformer.h.0', whose op 'h0.add'.*residual"):
         export(_cut(gpt_like(), "h0.split"), "torch-pipelining")
+    g = _graph([("a", "enc"), ("b", None), ("c", None), ("d", "dec")])
+    with pytest.raises(SpecError, match=r"stage 1 begins with op 'c', which belongs to no module, after op 'b' "
+                                        r"of no module either"):
+        export(_cut(g, "c"), "torch-pipelining")
+    assert export(_cut(g, "b"), "torch-pipelining").data["split_spec"] == {"enc": "end"}
 
 
 def test_graph_without_module_paths_is_refused_with_the_fix():

@@ -1,0 +1,98 @@
+"""Megatron-LM and vLLM repeat one transformer layer: a layer list they cannot build is refused with the reason,
+while DeepSpeed, whose layers may be any modules, still takes it."""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
+from placement_dsl.export import export
+from placement_dsl.graph import Graph, Op
+from placement_dsl.placement import Placement
+
+
+def _chain(rows: list[tuple[str, str, str]], cut: str) -> Placement:
+    """A chain of ops (name, module path, op type) in execution order, cut into two stages before ``cut``."""
+    ops = [Op(name=n, work=1.0, out_bytes=1.0, attrs={"module": m, "type": t}) for n, m, t in rows]
+    g = Graph(ops, [(a[0], b[0]) for a, b in pairwise(rows)], name="g")
+    k = [n for n, _, _ in rows].index(cut)
+    return Placement(g, Cluster.stages(2), [0] * k + [1] * (len(rows) - k))
+
+
+def _block(p: str, kinds: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    return [(f"{p}.{i}", f"{p}.op{i}", kind) for i, kind in enumerate(kinds)]
+
+
+def cnn() -> Placement:
+    """mobilenet's ``features.N``: a stem, inverted residual blocks, a last convolution; then the classifier."""
+    rows = _block("features.0", ("convolution", "batch_norm", "hardtanh"))
+    for i in (1, 2):
+        rows += _block(f"features.{i}", ("convolution", "batch_norm", "hardtanh", "convolution", "batch_norm"))
+    rows += _block("features.3", ("convolution", "batch_norm", "hardtanh")) + [("fc", "classifier", "linear")]
+    return _chain(rows, "features.2.0")
+
+
+def encoder_decoder() -> Placement:
+    """Alike layers in two lists, ``encoder.layers.N`` and ``decoder.layers.N``, and an output projection."""
+    layer = ("layer_norm", "linear", "softmax", "linear")
+    rows = [("emb", "emb", "embedding")]
+    for side in ("encoder", "decoder"):
+        for i in (0, 1):
+            rows += _block(f"{side}.layers.{i}", layer)
+    return _chain(rows + [("out", "out", "linear")], "decoder.layers.0.0")
+
+
+@pytest.mark.parametrize("to", ["megatron", "vllm"])
+def test_layers_that_are_not_alike_are_refused_by_the_transformer_runtimes(to):
+    with pytest.raises(SpecError, match=rf"{to}: the layers of 'features' are not alike \(features.0 runs 3 ops, "
+                                        rf"features.1 5 ops"):
+        export(cnn(), to)
+
+
+@pytest.mark.parametrize("to", ["megatron", "vllm"])
+def test_a_second_layer_list_is_refused_by_the_transformer_runtimes(to):
+    with pytest.raises(SpecError, match=rf"{to}: the model has a second layer list '(de|en)coder.layers'"):
+        export(encoder_decoder(), to)
+
+
+def test_deepspeed_takes_any_layers():
+    assert export(cnn(), "deepspeed").data["parts"] == [0, 2, 5]
+    assert export(encoder_decoder(), "deepspeed").data["num_stages"] == 2
+
+
+def test_torchtitan_lists_the_modules_at_the_first_depth_no_boundary_cuts():
+    """densenet's blocks are ``features.denseblockN`` (no integer layer list): a split inside ``features`` is listed
+    one level down instead of refused."""
+    rows = [("c0", "features.denseblock1.conv", "convolution"), ("c1", "features.transition1.conv", "convolution"),
+            ("c2", "features.denseblock2.conv", "convolution"), ("fc", "classifier", "linear")]
+    data = export(_chain(rows, "c2"), "torchtitan").data
+    assert data["module_fqns_per_model_part"] == [["features.denseblock1", "features.transition1"],
+                                                  ["features.denseblock2", "classifier"]]
+    assert data["depth"] == 2
+    with pytest.raises(SpecError, match=r"stage 1 begins inside module 'features' \(depth 1\)"):
+        export(_chain(rows, "c2"), "torchtitan", depth=1)
+
+
+def vit() -> Placement:
+    """torchvision's ViT: layers named ``encoder.layers.encoder_layer_N`` (no integer part of their own), each with
+    an MLP ``mlp.0``, ``mlp.1``, ``mlp.3`` whose integers must not be taken for the layer list."""
+    rows = [("conv", "conv_proj", "convolution"), ("pos", "encoder", "add")]
+    for i in range(4):
+        p = f"encoder.layers.encoder_layer_{i}"
+        rows += [(f"l{i}.ln", f"{p}.ln_1", "layer_norm"), (f"l{i}.attn", f"{p}.self_attention", "attention"),
+                 (f"l{i}.fc1", f"{p}.mlp.0", "linear"), (f"l{i}.gelu", f"{p}.mlp.1", "gelu"),
+                 (f"l{i}.fc2", f"{p}.mlp.3", "linear"), (f"l{i}.add", p, "add")]
+    rows += [("ln", "encoder.ln", "layer_norm"), ("head", "heads.head", "linear")]
+    return _chain(rows, "l2.ln")
+
+
+def test_layers_named_with_an_integer_suffix_are_the_layer_list():
+    p = vit()
+    assert export(p, "vllm").text == "2,2\n"
+    assert export(p, "megatron").data["pipeline_model_parallel_layout"] == "Et*2|t*2L"
+    assert export(p, "deepspeed").data["layers"][1:3] == ["encoder.layers.encoder_layer_0",
+                                                           "encoder.layers.encoder_layer_1"]
+    assert export(p, "torchtitan").data["module_fqns_per_model_part"][1][:2] == [
+        "encoder.layers.encoder_layer_2", "encoder.layers.encoder_layer_3"]

@@ -1,0 +1,143 @@
+"""Split points torch's own ``pipeline()`` takes, on small torch models built here: a stage that begins with the
+model's own functional calls splits at the end of the module before them."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from placement_dsl.cluster import Cluster
+from placement_dsl.export import export
+from placement_dsl.placement import Placement
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class FeaturesThenClassifier(nn.Module):
+    """torchvision's layout: ``features``, then functional calls of the root (``F.relu``, ``torch.flatten``),
+    then ``classifier``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16))
+        self.classifier = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def forward(self, x):
+        x = self.features(x)
+        x = torch.flatten(nn.functional.relu(x) * 2.0, 1)
+        return self.classifier(x)
+
+
+def _placed(model, x, first_of_stage_1) -> Placement:
+    from placement_dsl.io.torch_export import from_module
+
+    g = from_module(model, (x,)).graph
+    k = next(i for i, op in enumerate(g.ops) if first_of_stage_1(op))
+    return Placement(g, Cluster.stages(2), [0] * k + [1] * (len(g.ops) - k))
+
+
+def _run(model, x, spec):
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    pipe = pipeline(copy.deepcopy(model), (x,), split_spec={p: SplitPoint[v.upper()] for p, v in spec.items()})
+    with torch.no_grad():
+        y = pipe(x)
+    return pipe.num_stages, y[0] if isinstance(y, tuple) else y
+
+
+def test_a_stage_beginning_with_the_roots_own_calls_splits_at_the_end_of_the_module_before():
+    torch.manual_seed(0)
+    model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
+    placement = _placed(model, x, lambda op: not op.attrs.get("module", "").startswith("features"))
+    assert not placement.graph.ops[placement.assign.tolist().index(1)].attrs.get("module")  # the root's relu
+    spec = export(placement, "torch-pipelining").data["split_spec"]
+    assert spec == {"features": "end"}
+    stages, y = _run(model, x, spec)
+    with torch.no_grad():
+        assert stages == 2 and torch.allclose(y, model(x))
+    parts = export(placement, "torchtitan").data["module_fqns_per_model_part"]
+    assert parts == [[f"features.{i}" for i in range(3)], [f"classifier.{i}" for i in range(3)]]
+
+
+def test_a_stage_beginning_at_a_module_still_splits_at_its_beginning():
+    torch.manual_seed(0)
+    model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
+    placement = _placed(model, x, lambda op: op.attrs.get("module", "").startswith("classifier"))
+    spec = export(placement, "torch-pipelining").data["split_spec"]
+    assert spec == {"classifier": "beginning"}
+    stages, y = _run(model, x, spec)
+    with torch.no_grad():
+        assert stages == 2 and torch.allclose(y, model(x))
+
+
+class Blocks(nn.Module):
+    """A ``ModuleList`` the forward iterates (never calls) and an output layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3))
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+
+def test_a_split_at_a_module_list_names_its_first_called_module():
+    """torch hooks a split point on the module's call: a ``ModuleList`` is never called, and a split there is lost
+    (torch made one stage fewer than exported, silently)."""
+    torch.manual_seed(0)
+    model, x = Blocks().eval(), torch.randn(2, 8)
+    placement = _placed(model, x, lambda op: op.attrs.get("module", "").startswith("blocks"))
+    spec = export(placement, "torch-pipelining").data["split_spec"]
+    assert spec == {"blocks.0": "beginning"}
+    stages, y = _run(model, x, spec)
+    with torch.no_grad():
+        assert stages == 2 and torch.allclose(y, model(x))
+
+
+class TwoInputs(nn.Module):
+    """Two independent embeddings (an encoder-decoder's source and target), then a module reading both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.src = nn.Linear(8, 8)
+        self.tgt = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.src(x)) + torch.tanh(self.tgt(x)))
+
+
+def test_stages_out_of_the_programs_order_are_refused():
+    """torch cuts the program in its order: stage 0 holding ``tgt`` and stage 1 ``src``, which the model runs first,
+    became one stage of both in torch (it split at 'src', before which nothing runs)."""
+    from placement_dsl.errors import SpecError
+    from placement_dsl.io.torch_export import from_module
+
+    model, x = TwoInputs().eval(), torch.randn(2, 8)
+    g = from_module(model, (x,)).graph
+    assign = [0 if str(op.attrs.get("module", "")).startswith("tgt") else 1 for op in g.ops]
+    with pytest.raises(SpecError, match=r"runs on stage 0 but after op .* of stage 1 in the model's execution order"):
+        export(Placement(g, Cluster.stages(2), assign), "torch-pipelining")
+    assign = [0 if str(op.attrs.get("module", "")).startswith(("src", "tgt")) else 1 for op in g.ops]
+    assert export(Placement(g, Cluster.stages(2), assign), "torch-pipelining").data["split_spec"]
+
+
+def test_a_stage_of_one_module_split_at_both_ends_is_refused():
+    """efficientnet's ``avgpool`` alone on a stage, then the root's ``torch.flatten`` starting the next: the split
+    would be ``avgpool`` at its beginning and its end, one key of split_spec (4 stages ran as 3)."""
+    from placement_dsl.errors import SpecError
+    from placement_dsl.io.torch_export import from_module
+
+    model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
+    g = from_module(model, (x,)).graph
+    mods = [str(op.attrs.get("module", "")) for op in g.ops]
+    last = max(i for i, m in enumerate(mods) if m.startswith("features"))
+    assign = [0 if m.startswith(("features.0", "features.1")) else 1 if i <= last else 2 for i, m in enumerate(mods)]
+    with pytest.raises(SpecError, match=r"split at both its beginning and its end"):
+        export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=2)
