@@ -118,6 +118,7 @@ with their place in the run order and the problem families whose default hierarc
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import time
@@ -132,6 +133,7 @@ from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError
 from .heuristics import jit
 from .heuristics import run as heuristic
+from .heuristics.fallback import fallback
 from .heuristics.slicegraph import Slicer
 from .levels.base import LEVELS, LISTED_ORDER, Family, Level, defaults_of, family, load, numbered
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
@@ -444,7 +446,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'one-or-cut')
     """
-    clock = _reserved(_clock(budget, deadline), problem.graph.n)
+    limit = seconds(budget, "budget")  # the call's deadline: budget seconds from now, or the caller's if sooner
+    clock = _reserved(Deadline(limit) if deadline is None else deadline.within(limit), problem.graph.n)
     _check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
@@ -501,6 +504,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
     pending.rest()
     _again(run)
+    if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
+        with contextlib.suppress(PlacementError):
+            run.offer(fallback("certify", problem.graph, problem.cluster, run.model, "certify").placement, "fallback")
     return run.certificate()
 
 
@@ -565,12 +571,6 @@ def _warm_kernels(problem: Problem) -> None:
     if jit.python_kernels() or jit.small(problem.graph.n):
         return
     jit.load_kernels(WARM_METHODS)
-
-
-def _clock(budget: Any, deadline: Deadline | None) -> Deadline:
-    """The call's deadline: ``budget`` seconds from now, and the caller's ``deadline`` if sooner."""
-    limit = seconds(budget, "budget")
-    return Deadline(limit) if deadline is None else deadline.within(limit)
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:

@@ -377,6 +377,16 @@ def test_a_certificate_of_20000_ops_has_a_placement_when_latency_best_is_stopped
     assert math.isfinite(result.objective) and result.bound <= result.objective
 
 
+def test_a_certificate_whose_heuristics_were_all_stopped_has_the_split_they_fall_back_on(monkeypatch):
+    """On a loaded machine greedy itself was stopped on 20,000 ops in a 6 s call, and the certificate had no
+    placement: certify then builds the ``O(n + m)`` splits every stopped heuristic falls back on."""
+    import placement_dsl.certify as certify_module
+
+    monkeypatch.setattr(certify_module, "latency_upper", lambda run, seconds: None)  # every heuristic stopped
+    result = certify(_long_chain(2_000), budget=6.0, levels=["critical-path"])
+    assert result.found_by == "fallback" and result.bound <= result.objective < math.inf
+
+
 def _side() -> Context:
     """a -> c -> d on the accelerator's path, b (CPU only) feeding c from the side; one accelerator holding 10, a
     CPU (time scale 3.5)."""
