@@ -92,7 +92,9 @@ class Level:
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
     counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
     by it); an ``always`` level runs even after the gap target is met; a
-    ``free`` one (a closed form of milliseconds) even after the budget is spent.
+    ``free`` one (a closed form of milliseconds) even after the budget is spent. ``needs(run)`` estimates the seconds
+    a MIP level's model takes to build (``None``: not known); a level whose model cannot be built in all that is left
+    takes no share from the levels before it.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
     term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
     of what is left is its ``weight`` over the weights of the MIP levels still to run. ``rank`` is its
@@ -110,6 +112,7 @@ class Level:
     weight: float = 1.0
     rank: float = 0.0
     defaults: frozenset[Family] = frozenset()
+    needs: Callable[[Run], float] | None = None
 
 
 LEVELS: dict[str, Level] = {}
@@ -139,8 +142,8 @@ def _where(fn: Callable[..., Any]) -> str:
 
 def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
           accepts: Callable[[Problem], str | None] | None = None, closed_form: bool = False, always: bool = False,
-          free: bool = False, replicates: bool = False, weight: float = 1.0,
-          doc: str = "") -> Callable[[Callable[[Run, float], Outcome]], Callable[[Run, float], Outcome]]:
+          free: bool = False, replicates: bool = False, weight: float = 1.0, doc: str = "",
+          needs: Callable[[Run], float] | None = None) -> Callable[[Callable[[Run, float], Outcome]], Callable[[Run, float], Outcome]]:
     """Register the decorated function as the level ``name`` (returned unchanged); see :class:`Level`."""
     defaults = frozenset(defaults)
     if not all(isinstance(f, Family) for f in defaults):
@@ -149,7 +152,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
     def add(fn: Callable[[Run, float], Outcome]) -> Callable[[Run, float], Outcome]:
         first = (fn.__doc__ or "").strip().split("\n")[0]
         register(Level(name, fn, accepts or (lambda problem: None), closed_form, always, free, doc or first,
-                       replicates, weight, float(rank), defaults))
+                       replicates, weight, float(rank), defaults, needs))
         return fn
     return add
 
