@@ -65,14 +65,17 @@ SEEDS = {"continued": 1, "instead": 2, "again": 3}  # each continuation of a sta
 
 
 HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
-SEARCH_PER_BUILD = 4.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its build
+SEARCH_PER_BUILD = 20.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its
+# build: GoogLeNet's (307 ops) built in 5.3 s of a 300 s solve and HiGHS kept the start's 1.37343 for 282 s, where the
+# critical-chain and window searches reach 1.33025; at 4 times its build it was built there
 
 
 def searchable(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> None:
     """Raise :class:`~placement_dsl.deadline.BudgetSpent` when an ``"auto"`` start of a makespan (devices that run one
     op at a time) would leave its schedule model less search than :data:`SEARCH_PER_BUILD` times its estimated
     build: the MILP rarely improves a continued start in that time, where the critical-chain and window searches do
-    (GoogLeNet at 60 s: a 7.6 s build and 23 s of search kept the start's 1.35716, the searches reach 1.32959)."""
+    (GoogLeNet at 60 s: a 7.6 s build and 23 s of search kept the start's 1.35716, the searches reach 1.32971; at
+    300 s, 282 s of search kept 1.37343)."""
     if spec != AUTO or goal(problem) != "makespan":
         return
     need, left = build_seconds(problem, form), clock.left() - RESERVE
