@@ -142,7 +142,7 @@ from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
-from .structure import ideal_masks
+from .structure import few_ideals
 
 __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
            "guess_bound", "guess_problem", "level_status", "model_bound"]
@@ -196,6 +196,7 @@ class _Run:
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
         self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
+        self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
     def offer(self, placement: Placement, who: str) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
@@ -349,24 +350,6 @@ SLOW_SLICING_OPS = 1_000
 its start-up (loading kernels on a busy machine), which left BRKGA out of one run of a sweep and not of its rerun."""
 
 
-def few_ideals(graph: Any, limit: int | None = None) -> bool:
-    """Whether ``graph`` has at most ``limit`` (default :data:`DP_FIRST_IDEALS`) ideals (down-closed op sets), counted by
-    :func:`~placement_dsl.structure.ideal_masks`, which stops at ``limit + 1``: ``O(limit * (n + m))`` steps, and ``False`` at once beyond
-    :data:`DP_FIRST_OPS` ops. The DP over ideals runs on a contraction of the graph, whose ideals are fewer.
-
-    >>> from placement_dsl.graph import Graph, Op
-    >>> chain = Graph([Op(name=f"v{i}", work=1) for i in range(4)], [(f"v{i}", f"v{i + 1}") for i in range(3)])
-    >>> few_ideals(chain, 5), few_ideals(chain, 4)
-    (True, False)
-    """
-    limit = DP_FIRST_IDEALS if limit is None else limit
-    if graph.n > DP_FIRST_OPS:
-        return False
-    succ = [graph.successors(v).tolist() for v in range(graph.n)]
-    pred = [graph.predecessors(v).tolist() for v in range(graph.n)]
-    return ideal_masks(succ, pred, limit) is not None
-
-
 # ---------------------------------------------------------------------------- levels
 def _widened(problem: Problem) -> str | None:
     """Why no level bounds ``problem``: a term that widens the placements (``widens = True``, e.g.
@@ -486,9 +469,14 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
             _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
             left = clock.left()
-        weights = sum(lv.weight for lv in chosen[i:] if not lv.closed_form)
-        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share
-        share = left * ((0.5 if level.closed_form else level.weight / weights) if weights else 1.0)
+        mips = [lv for lv in chosen[i:] if not lv.closed_form]
+        weights = sum(lv.weight for lv in mips if lv is level or (stop_at_gap and run.met() and not lv.always)
+                      or lv.fits(run, left))
+        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share; MIP levels
+        # whose models cannot be built in all that is left take none (GoogLeNet at 10 s: two skipped model levels
+        # held half the time from CP-SAT's segments, which priced none of 9 in 2.8 s, and 3 s went unused)
+        later = weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
+        share = left * ((0.5 if later else 1.0) if level.closed_form else level.weight / weights if weights else 1.0)
         if not level.closed_form:
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
         t, run.label = time.perf_counter(), ""
@@ -521,7 +509,7 @@ class _Pending:
         self.run, self.methods = run, tuple(methods)
         self.until = run.clock.within(run.clock.left() * UPPER_SHARE).at  # the heuristics' share ends here
         names = {lv.name for lv in chosen}
-        self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph)
+        self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph, DP_FIRST_IDEALS, DP_FIRST_OPS)
         self.retried = False  # the stopped heuristics ran again before a level (_again)
 
     def _share(self, floor: float = 0.0) -> float:

@@ -13,10 +13,15 @@ formulation         nonzeros                     measured
 ==================  ===========================  ===========================================
 latency (Fig. 3/4)  ``3.5 n m A min(q, 6)``       bert24 32 ops: 30k; gnmt 96: 163k; bert_l-3
                                                  235: 667k (q = 1); bert24, any q: 158k
-schedule            ``12 (n + m) D + 4 n^2 D``    the disjunctive pairs of ops on one device;
-                                                 MOIRAI example-1 27 ops: 3.5k; GPT-3 97
-                                                 ops: 135k (built at 4 times the rate: the
-                                                 disjunctions' big-M transformation)
+schedule            ``12 (n + m) D``             the disjunctive pairs: ``P`` ops and ``Q``
+                    ``+ 4 D P + 10 R Q``         transfers that precedence leaves unordered
+                                                 (:func:`unordered_pairs`), ``R`` the
+                                                 contended resources (:func:`resources`);
+                                                 MOIRAI example-1 27 ops: 3.0k, GoogLeNet
+                                                 307: 117k, generated GPT 137: 400k, ResNet
+                                                 100: 29k; built and extracted at 0.5-1.2
+                                                 times the rate of the others (GoogLeNet:
+                                                 14.8 s at load 4 on two cores)
 others              ``9 (n + m) D``              bert_l-3 training 600 ops: throughput 34k,
                                                  exact 12k, without contiguity 10k; GPT-3
                                                  826 ops: throughput 65k
@@ -26,35 +31,136 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from .blocks.schedule_data import SLACK
+from .constraints import congestion_of
 from .deadline import BudgetSpent, Deadline, model_seconds
 from .formulations import get
 from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
-from .formulations.schedule import ScheduleFormulation
+from .formulations.schedule import ScheduleFormulation, horizon_of
+from .schedule import transfer_durations
 
-__all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops"]
+__all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops", "resources", "unordered_pairs"]
 
 MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 
 
 def estimate_nonzeros(problem: Any, formulation: Any) -> float:
     """The nonzeros of ``formulation``'s model of ``problem`` (a registered formulation object), estimated."""
-    return _nonzeros(problem, formulation, problem.graph.n, problem.graph.m)
+    pairs = unordered_pairs(problem.graph, problem.cluster, horizon_of(problem)) \
+        if isinstance(formulation, ScheduleFormulation) else None
+    return _nonzeros(problem, formulation, problem.graph.n, problem.graph.m, pairs)
 
 
-def _nonzeros(problem: Any, formulation: Any, n: float, m: float) -> float:
-    """The estimate of :func:`estimate_nonzeros` for a graph of ``n`` ops and ``m`` edges on the problem's cluster."""
+PER_EDGE, PER_OP_PAIR, PER_TASK_PAIR = 12.0, 4.0, 10.0  # the schedule model's nonzeros: per op or edge and device,
+# per unordered pair of ops and device (its disjunction on that device), per unordered pair of transfers and
+# contended resource (MOIRAI eq. 8's disjunction); 1.2-2.7 times the models measured (module docstring): the time
+# windows of the horizon order some pairs the estimate counts
+
+
+def _nonzeros(problem: Any, formulation: Any, n: float, m: float, pairs: tuple[float, float] | None = None) -> float:
+    """The estimate of :func:`estimate_nonzeros` for a graph of ``n`` ops and ``m`` edges on the problem's cluster;
+    for the schedule model, ``pairs`` are its unordered pairs of ops and of transfers (:func:`unordered_pairs`;
+    ``None``: every pair, for a graph not at hand)."""
     D = problem.cluster.size
     A = max(int((~problem.cluster.host).sum()), 1)
     if isinstance(formulation, LatencyFormulation):  # by the model written: both take the one single-sample objective
         q = subgraphs_per_accelerator(problem)
         return 3.5 * n * max(m, 1) * A * min(max(q, 1), 6)
     if isinstance(formulation, ScheduleFormulation):
-        return 12.0 * (n + m) * D + 4.0 * n * n * D
+        ops, tasks = pairs if pairs is not None else (n * (n - 1) / 2, n * (n - 1) / 2)
+        return PER_EDGE * (n + m) * D + PER_OP_PAIR * D * ops + PER_TASK_PAIR * resources(problem) * tasks
     return 9.0 * (n + m) * D
 
 
-def _slower(formulation: Any) -> float:
-    return 4.0 if isinstance(formulation, ScheduleFormulation) else 1.0  # a Pyomo transformation more
+def resources(problem: Any) -> int:
+    """The resources transfers contend for in the schedule model, by the problem's congestion mode: two ports per
+    device, a channel per ordered pair of devices, the cluster's links, or none."""
+    D = problem.cluster.size
+    mode = congestion_of(problem.constraints)
+    return {"port": 2 * D, "channel": D * (D - 1), "link": len(problem.cluster.links)}.get(mode, 0)
+
+
+CLOSURE_OPS = 20_000  # the most ops whose precedence closure (n^2 bits) unordered_pairs computes
+_POPCOUNT = np.array([b.bit_count() for b in range(256)], dtype=np.uint8)
+
+
+def unordered_pairs(graph: Any, cluster: Any, horizon: float | None = None) -> tuple[float, float]:
+    """The pairs the schedule model separates, at most, as :class:`~placement_dsl.blocks.schedule_data.ScheduleData`
+    finds them: ops that neither precedence nor their time windows within ``horizon`` order (``None``: no window
+    orders them), and transfer tasks that take time (one per producer whose consumers form one colocation unit,
+    else at most one per device) of which neither ends, with all its consumers, before the other's producer starts,
+    nor by its window before the other's begins. From the transitive closure as bitsets, the windows from the
+    fastest and slowest times; every pair on a graph of more than :data:`CLOSURE_OPS` ops."""
+    n, devices = graph.n, cluster.size
+    if n > CLOSURE_OPS:
+        return n * (n - 1) / 2, devices * devices * n * (n - 1) / 2
+    own = np.packbits(np.eye(n, dtype=bool), axis=1, bitorder="little") if n else np.zeros((0, 0), dtype=np.uint8)
+    after = np.zeros_like(own)  # after[u]: the ops a path from u reaches, u excluded
+    for u in graph.topo[::-1].tolist():
+        for v in graph.successors(u).tolist():
+            after[u] |= after[v] | own[v]
+    times = cluster.times(graph)
+    fastest = np.where(np.isfinite(times), times, np.inf).min(axis=1, initial=np.inf)
+    fastest = np.where(np.isfinite(fastest), fastest, 0.0)
+    slowest = np.where(np.isfinite(times), times, 0.0).max(axis=1, initial=0.0)
+    head, tail = _longest_paths(graph, fastest)
+    end = (np.inf if horizon is None else horizon * (1 + SLACK) + SLACK) - tail  # an op runs within
+    # [head, end + slowest - fastest], the horizon widened as the model widens it
+    ops = _unordered(after, (slowest > 0).astype(np.int64), head, end - fastest + slowest)  # ops that take time
+    unit = np.asarray(graph.group_id)
+    pairs = np.array([(a, b) for a in range(devices) for b in range(devices) if a != b], dtype=np.int64).reshape(-1, 2)
+    moved = transfer_durations(graph, cluster, np.repeat(np.arange(n), len(pairs)), np.tile(pairs[:, 0], n),
+                               np.tile(pairs[:, 1], n)).reshape(n, len(pairs))
+    longest = np.where(np.isfinite(moved), moved, 0.0).max(axis=1, initial=0.0)
+    tasks, late = np.zeros(n, dtype=np.int64), np.full(n, np.inf)
+    behind = np.zeros_like(own)  # behind[u]: the ops that every consumer of u's task reaches or is
+    for u in range(n):
+        out = [int(v) for v in graph.successors(u).tolist() if unit[v] != unit[u]]
+        if out and longest[u] > 0:  # a transfer of no time contends for nothing
+            tasks[u] = 1 if len({int(unit[v]) for v in out}) == 1 else devices
+            behind[u] = np.bitwise_and.reduce(after[out] | own[out], axis=0)
+            late[u] = min(float(end[v] - fastest[v]) for v in out) + longest[u]
+    return ops, _unordered(behind, tasks, head + fastest, late)
+
+
+def _unordered(ordered: np.ndarray, weight: np.ndarray, first: np.ndarray, last: np.ndarray,
+               rows: int = 512) -> float:
+    """The pairs of items (each ``weight`` times: ops, or a producer's transfer tasks) whose windows ``(first,
+    last)`` overlap and that the bitsets ``ordered`` (row ``u``: the items after ``u``) do not order; an item's own
+    copies are a pair each."""
+    n = len(weight)
+    count = float((weight * (weight - 1)).sum()) / 2
+    for i in range(0, n, rows):
+        r = slice(i, min(i + rows, n))
+        meet = (first[r, None] < last[None, :]) & (first[None, :] < last[r, None])
+        meet[np.arange(r.stop - i), np.arange(i, r.stop)] = False
+        for t in np.unique(weight[weight > 0]).tolist():  # weights in bits, one value at a time
+            mask = meet & (weight == t)[None, :]
+            w = weight[r].astype(float)
+            both = np.packbits(mask, axis=1, bitorder="little")
+            count += t * float((w * _ones(both)).sum()) / 2  # every overlapping pair, from both sides
+            count -= t * float((w * _ones(both & ordered[r])).sum())  # ... less those precedence orders
+    return count
+
+
+def _longest_paths(graph: Any, fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heads (the longest path of fastest times before an op) and tails (after it)."""
+    head, tail = np.zeros(graph.n), np.zeros(graph.n)
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        head[v] = (head[preds] + fastest[preds]).max(initial=0.0)
+    for v in graph.topo[::-1].tolist():
+        succ = graph.successors(v)
+        tail[v] = (tail[succ] + fastest[succ]).max(initial=0.0)
+    return head, tail
+
+
+def _ones(bits: np.ndarray, rows: int = 1024) -> np.ndarray:
+    """The set bits of each row of ``bits`` (bytes), counted ``rows`` rows at a time (the table's lookups are bytes)."""
+    return np.concatenate([_POPCOUNT[bits[i:i + rows]].sum(axis=1, dtype=np.int64)
+                           for i in range(0, len(bits), rows)]) if len(bits) else np.zeros(0, dtype=np.int64)
 
 
 def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
@@ -66,7 +172,7 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
     per = max(m / max(n, 1), 1.0)
 
     def fits(k: int) -> bool:
-        return model_seconds(_nonzeros(problem, form, k, per * (k - 1))) * _slower(form) <= seconds
+        return model_seconds(_nonzeros(problem, form, k, per * (k - 1))) <= seconds
 
     if not fits(2):
         return 0
@@ -79,7 +185,7 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
 
 def build_seconds(problem: Any, formulation: Any) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated."""
-    return model_seconds(estimate_nonzeros(problem, formulation)) * _slower(formulation)
+    return model_seconds(estimate_nonzeros(problem, formulation))
 
 
 def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None) -> None:

@@ -44,6 +44,7 @@ from .stopped import (
     first_start,
     floor,
     heuristics_instead,
+    searchable,
     start_label,
     start_share,
     start_spec,
@@ -195,6 +196,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
                            f"{t_start:.1f} s)")
     try:
         check_fits(plan.problem, form, clock, clock.left() - RESERVE)
+        searchable(plan.problem, form, spec, clock)
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
         if stop.floor is None:  # a bound the model would have carried (run paths, the host's share)
             stop.floor = floor(problem, clock)

@@ -30,7 +30,7 @@ from .placement import Placement
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, Start, goal, improve, race, resolve
+from .starts import AUTO, IMPROVING, STALE, Start, goal, improve, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -59,9 +59,30 @@ coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.
 IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
 RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
+PATIENCE = 3  # window steps in a row without a better schedule after which the search gives its time back
+SEEDS = {"continued": 1, "instead": 2, "again": 3}  # each continuation of a start its own seed: the improving method
+# from a local optimum with the seed that found it found nothing again (GoogLeNet at 60 s: 10 s for the same 1.35716)
 
 
 HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
+SEARCH_PER_BUILD = 20.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its
+# build: GoogLeNet's (307 ops) built in 5.3 s of a 300 s solve and HiGHS kept the start's 1.37343 for 282 s, where the
+# critical-chain and window searches reach 1.33025; at 4 times its build it was built there
+
+
+def searchable(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> None:
+    """Raise :class:`~placement_dsl.deadline.BudgetSpent` when an ``"auto"`` start of a makespan (devices that run one
+    op at a time) would leave its schedule model less search than :data:`SEARCH_PER_BUILD` times its estimated
+    build: the MILP rarely improves a continued start in that time, where the critical-chain and window searches do
+    (GoogLeNet at 60 s: a 7.6 s build and 23 s of search kept the start's 1.35716, the searches reach 1.32971; at
+    300 s, 282 s of search kept 1.37343)."""
+    if spec != AUTO or goal(problem) != "makespan":
+        return
+    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    if need * (1 + SEARCH_PER_BUILD) > left:
+        raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes ~{need:.0f} s "
+                          f"to build, {left:.1f} s left (a makespan model is searched {SEARCH_PER_BUILD:g} times its "
+                          "build); not built")
 
 
 def heavy(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
@@ -96,7 +117,7 @@ def continues(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bo
 def continued(stop: Stop, clock: Deadline, seconds: float) -> Stop:
     """``stop`` with its start continued by the objective's improving method for ``seconds`` when that is better."""
     current = stop.as_start()
-    found = improve(stop.problem, current, seconds, seed=1)
+    found = improve(stop.problem, current, seconds, seed=SEEDS["continued"])
     if not found.usable or found.placement is stop.start:
         return stop
     return stop.with_start(found)
@@ -117,29 +138,33 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
     (all but :data:`RESERVE`) goes to the objective's improving method from the start (:data:`IMPROVE_SHARE` of it,
     :func:`placement_dsl.starts.improve`, after the searches the start's small share cut short run again in
-    :data:`RERUN` of it; the objective's heuristics again when no start was found), then to the
-    objective's search (:data:`SEARCHES`: a coarse solve and LNS on contracted models), and the best start is the
-    answer. Other starts were asked for by name: they stand."""
+    :data:`RERUN` of it, but for the improving method itself, which runs from the best start next; the objective's
+    heuristics again when no start was found), then to the objective's search (:data:`SEARCHES`: a coarse solve and
+    LNS on contracted models) until its windows stall (:data:`PATIENCE`), then to the improving method again with
+    fresh seeds (:func:`again`), and the best start is the answer. Other starts were asked for by name: they
+    stand."""
     if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
         return stop
     current = stop.as_start()
     method = SEARCHES.get(goal(stop.problem))
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
-    if current.usable and stop.unfinished:  # the start's share stopped searches that may beat it (GETF on GPT-3
-        raced = race(stop.problem, list(stop.unfinished), RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
+    rerun = [m for m in stop.unfinished if m != IMPROVING.get(goal(stop.problem))]  # it runs from the best start
+    if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
+        raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
         # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
         if raced.usable and raced.objective < current.objective:
             current = raced
     seconds = until - time.perf_counter()
-    found = improve(stop.problem, current, seconds, seed=1) if current.usable else \
+    found = improve(stop.problem, current, seconds, seed=SEEDS["instead"]) if current.usable else \
         resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
     if found.usable and (not current.usable or found.objective < current.objective):
         current = found
     phases = {"start": time.perf_counter() - stop.t0}
     if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
-        current = improve(stop.problem, current, clock.left() - RESERVE, method=method)
+        current = improve(stop.problem, current, clock.left() - RESERVE, method=method, patience=PATIENCE)
         phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
+        current = again(stop.problem, current, clock)
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
@@ -148,6 +173,19 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         max(current.bound, stop.start_bound)
     better.phases, better.floor = phases, stop.floor
     return better
+
+
+def again(problem: Any, current: Start, clock: Deadline) -> Start:
+    """``current`` continued by the objective's improving method with a fresh seed each round
+    (:data:`SEEDS`), for the time left less :data:`RESERVE`, until :data:`~placement_dsl.starts.STALE` rounds in a row
+    end without a better start: the time a stalled search gives back."""
+    seed, stale = SEEDS["again"], 0
+    while current.usable and clock.left() - RESERVE >= MIN_LNS and stale < STALE:
+        found = improve(problem, current, clock.left() - RESERVE, seed=seed)
+        seed += 1
+        better = found.usable and found.objective < current.objective * (1 - 1e-12)
+        current, stale = (found, 0) if better else (current, stale + 1)
+    return current
 
 
 class Stop:

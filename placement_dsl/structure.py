@@ -184,6 +184,23 @@ def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -
     return np.unique(np.concatenate([forward, _unique_pairs(mirror_src, mirror_dst)]), axis=0)
 
 
+def few_ideals(graph: Graph, limit: int, max_ops: float = math.inf) -> bool:
+    """Whether ``graph`` has at most ``limit`` ideals (down-closed op sets), counted by :func:`ideal_masks`, which
+    stops at ``limit + 1``: ``O(limit * (n + m))`` steps, and ``False`` at once beyond ``max_ops`` ops. The DP over
+    ideals runs on a contraction of the graph, whose ideals are fewer.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> chain = Graph([Op(name=f"v{i}", work=1) for i in range(4)], [(f"v{i}", f"v{i + 1}") for i in range(3)])
+    >>> few_ideals(chain, 5), few_ideals(chain, 4)
+    (True, False)
+    """
+    if graph.n > max_ops:
+        return False
+    succ = [graph.successors(v).tolist() for v in range(graph.n)]
+    pred = [graph.predecessors(v).tolist() for v in range(graph.n)]
+    return ideal_masks(succ, pred, limit) is not None
+
+
 def ideal_masks(succ: list[list[int]], pred: list[list[int]], cap: int) -> list[int] | None:
     """Every ideal (a node set closed under predecessors) of the DAG given by its successor and predecessor lists, as
     a bit mask, smallest first, the empty one included, if there are at most ``cap``; else ``None`` (found once the

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..certificate import LevelStatus
 from ..constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin
-from ..errors import SpecError
+from ..errors import PlacementError, SpecError
 from ..evaluate import execution
 from ..objectives import Bottleneck, Latency, PipeDream, Throughput
 from ..placement import PlacementClass
@@ -93,7 +93,9 @@ class Level:
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
     counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
     by it); an ``always`` level runs even after the gap target is met; a
-    ``free`` one (a closed form of milliseconds) even after the budget is spent.
+    ``free`` one (a closed form of milliseconds) even after the budget is spent. ``needs(run)`` estimates the seconds
+    a MIP level's model takes to build (``None``: not known); a level whose model cannot be built in all that is left
+    takes no share from the levels before it.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
     term (replicated stages, App. C.2); the others read not applicable there. A MIP level's share
     of what is left is its ``weight`` over the weights of the MIP levels still to run. ``rank`` is its
@@ -118,6 +120,20 @@ class Level:
     defaults: frozenset[Family] = frozenset()
     reach: Callable[[Run], float | None] | None = None
     precision: float = 0.0
+    needs: Callable[[Run], float] | None = None
+
+    def fits(self, run: Run, left: float) -> bool:
+        """Whether its model may be built and searched in ``left`` seconds (``needs``, estimated once per
+        certification in ``run.needs``; a level that does not say, or cannot write the problem, is counted)."""
+        if self.needs is None:
+            return True
+        from ..sizing import MIN_SEARCH  # the sizing loads the formulations (Pyomo): only where a model level may run
+        if self.name not in run.needs:
+            try:
+                run.needs[self.name] = float(self.needs(run))
+            except (PlacementError, SpecError):  # the level cannot write the problem: it says so when it runs
+                run.needs[self.name] = 0.0
+        return run.needs[self.name] + MIN_SEARCH <= left
 
     def beyond_reach(self, best: float, bound: float, run: Run) -> str | None:
         """Why the level cannot change a certificate of objective ``best`` and bound ``bound`` (``None``: it may):
@@ -165,6 +181,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
           accepts: Callable[[Problem], str | None] | None = None, closed_form: bool = False, always: bool = False,
           free: bool = False, replicates: bool = False, weight: float = 1.0,
           reach: Callable[[Run], float | None] | None = None, precision: float = 0.0,
+          needs: Callable[[Run], float] | None = None,
           doc: str = "") -> Callable[[Callable[[Run, float], Outcome]], Callable[[Run, float], Outcome]]:
     """Register the decorated function as the level ``name`` (returned unchanged); see :class:`Level`."""
     defaults = frozenset(defaults)
@@ -174,7 +191,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
     def add(fn: Callable[[Run, float], Outcome]) -> Callable[[Run, float], Outcome]:
         first = (fn.__doc__ or "").strip().split("\n")[0]
         register(Level(name, fn, accepts or (lambda problem: None), closed_form, always, free, doc or first,
-                       replicates, weight, float(rank), defaults, reach, float(precision)))
+                       replicates, weight, float(rank), defaults, reach, float(precision), needs))
         return fn
     return add
 

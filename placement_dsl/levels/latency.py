@@ -93,6 +93,7 @@ def _subgraph_note(problem: Problem) -> str:
 
 
 @level("latency-lp", rank=140, defaults=LATENCY, accepts=latency_host_memory,
+       needs=lambda run: _needs(run, _latency_hinted(run), "latency"),
        doc="latency: the LP of Tarnawski Fig. 3 / Fig. 4 with its cuts")
 def latency_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of Tarnawski's latency IP with its cuts, the best latency as horizon."""
@@ -115,6 +116,7 @@ def _model_lp(run: Any, problem: Problem, default: str, seconds: float) -> tuple
 
 
 @level("latency", rank=150, defaults=LATENCY, accepts=latency_host_memory, precision=MIP_GAP,
+       needs=lambda run: _needs(run, _latency_hinted(run), "latency"),
        doc="latency: Tarnawski Fig. 3 / Fig. 4 warm-started, its dual bound")
 def latency_ip(run: Any, seconds: float) -> Outcome:
     """Tarnawski's latency IP (Fig. 3 / Fig. 4) warm-started from the best placement: its dual bound."""
@@ -257,7 +259,7 @@ def cut_segments(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if "budget spent" not in note else LevelStatus.TIME_LIMIT, note, ALL
 
 
-@level("segment-schedules", rank=128, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+@level("segment-schedules", rank=129, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
        doc="makespan: each segment between cut ops scheduled alone by CP-SAT, with its transfers and congestion")
 def segment_schedules(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; each segment between two of them is a small
@@ -269,7 +271,7 @@ def segment_schedules(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
-@level("segment-lp", rank=129, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+@level("segment-lp", rank=128, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
        doc="makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads")
 def segment_lp(run: Any, seconds: float) -> Outcome:
     """The ops comparable with all others split every schedule in time; each segment between two of them is priced,
@@ -293,7 +295,19 @@ def _schedule_hinted(run: Any) -> Problem:
     return schedule_hinted(run.problem, best)
 
 
-@level("schedule-lp", rank=160, defaults=MAKESPAN, accepts=makespan_only,
+def schedule_needs(run: Any) -> float:
+    """The estimated build of the schedule model the makespan's model levels solve (the best makespan its horizon)."""
+    return _needs(run, _schedule_hinted(run), "schedule")
+
+
+def _needs(run: Any, problem: Problem, default: str) -> float:
+    from ..formulations import get
+    from ..sizing import build_seconds
+
+    return build_seconds(problem, get(formulation(run, default), problem))
+
+
+@level("schedule-lp", rank=160, defaults=MAKESPAN, accepts=makespan_only, needs=schedule_needs,
        doc="makespan: the LP of MOIRAI's schedule MILP")
 def schedule_lp(run: Any, seconds: float) -> Outcome:
     """The linear relaxation of the schedule MILP (MOIRAI eq. 4-8, big-M from the best makespan as horizon)."""
@@ -302,7 +316,7 @@ def schedule_lp(run: Any, seconds: float) -> Outcome:
     return bound, status, "LP", form.placement_class(problem)
 
 
-@level("schedule", rank=170, defaults=MAKESPAN, accepts=makespan_only, precision=MIP_GAP,
+@level("schedule", rank=170, defaults=MAKESPAN, accepts=makespan_only, precision=MIP_GAP, needs=schedule_needs,
        doc="makespan: MOIRAI's schedule MILP warm-started, its dual bound")
 def schedule_ip(run: Any, seconds: float) -> Outcome:
     """The schedule MILP warm-started from the best placement: its dual bound, and its incumbent."""

@@ -33,6 +33,8 @@ class ContractedLns(Options):
     solver: str | None = option(None, "the sub-solver (None: CP-SAT for a makespan when installed, else HiGHS)")
     window: int = option(24, "ops a window frees at first", ge=1)
     coarse: bool = option(True, "solve a coarsened model before the windows")
+    patience: int | None = option(None, "window steps in a row without a better schedule after which the search "
+                                  "ends and gives its time back (None: it runs until its time limit)", ge=1)
 
 
 HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan", ScheduleLns),

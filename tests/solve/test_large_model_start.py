@@ -148,3 +148,59 @@ def test_a_large_model_s_start_gets_a_large_share_and_a_model_too_large_nearly_a
         assert share == stopped.INSTEAD_SHARE
     else:
         assert share == stopped.LARGE_SHARE
+
+
+def test_a_makespan_too_large_to_model_continues_its_start_with_fresh_seeds_after_the_windows_stall(monkeypatch):
+    """GoogLeNet at 60 s: the start was continued twice from its local optimum with the same seed (10 s for the same
+    1.35716), and the windows, which found nothing, kept the rest of the time."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl import stopped
+    from placement_dsl.deadline import BudgetSpent
+    from placement_dsl.search import anytime
+
+    def too_large(*args, **kwargs):
+        raise BudgetSpent("model too large for the time left")
+
+    calls, raced = [], []
+    improve, race = stopped.improve, stopped.race
+
+    def recorded(problem, start, seconds, seed=0, method=None, **options):
+        calls.append((method or "schedule-ls", seed))
+        return improve(problem, start, seconds, seed, method, **options)
+
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 1e6)
+    monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(stopped, "improve", recorded)
+    monkeypatch.setattr(stopped, "race", lambda problem, methods, *a, **k: (raced.append(methods), race(
+        problem, methods, *a, **k))[1])
+    monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (None, {}))  # windows that find nothing
+    problem, _ = testing.makespan_fork()
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=LIMIT)
+    assert time.monotonic() - t0 <= LIMIT + 5 and not problem.violations(result.placement)
+    lns = calls.index(("makespan-lns", 0))
+    assert calls[lns + 1:] and all(m == "schedule-ls" for m, _ in calls[lns + 1:])  # the time the windows gave back
+    seeds = [s for m, s in calls if m == "schedule-ls"]
+    assert len(seeds) == len(set(seeds))  # no continuation repeats another's seed
+    assert not any("schedule-ls" in methods for methods in raced)  # it runs from the best start, not from its own
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.3])
+def test_an_auto_makespan_solve_builds_its_model_only_with_time_to_search_it(monkeypatch, fraction) -> None:
+    """GoogLeNet at 60 s, once its model was sized right: a 7.6 s build and 23 s of search kept the start's 1.35716,
+    where the critical-chain and window searches reach 1.32959 in that time."""
+    from placement_dsl import stopped
+    from placement_dsl.deadline import BudgetSpent
+    from placement_dsl.formulations import get
+
+    problem, _ = testing.makespan_fork()
+    clock = Deadline(60.0)
+    left = clock.left() - stopped.RESERVE
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: fraction * left)
+    form = get("auto", problem)
+    stopped.searchable(problem, form, "list", clock)  # a start asked for by name: the model is built
+    if fraction * (1 + stopped.SEARCH_PER_BUILD) <= 1:
+        stopped.searchable(problem, form, "auto", clock)
+    else:
+        with pytest.raises(BudgetSpent, match="searched"):
+            stopped.searchable(problem, form, "auto", clock)
