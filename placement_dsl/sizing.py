@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .blocks.schedule_data import SLACK
+from .blocks.schedule_data import SLACK, longest_paths
 from .constraints import congestion_of
 from .deadline import BudgetSpent, Deadline, model_seconds
 from .formulations import get
@@ -105,7 +105,7 @@ def unordered_pairs(graph: Any, cluster: Any, horizon: float | None = None) -> t
     fastest = np.where(np.isfinite(times), times, np.inf).min(axis=1, initial=np.inf)
     fastest = np.where(np.isfinite(fastest), fastest, 0.0)
     slowest = np.where(np.isfinite(times), times, 0.0).max(axis=1, initial=0.0)
-    head, tail = _longest_paths(graph, fastest)
+    head, tail = longest_paths(graph, fastest)
     end = (np.inf if horizon is None else horizon * (1 + SLACK) + SLACK) - tail  # an op runs within
     # [head, end + slowest - fastest], the horizon widened as the model widens it
     ops = _unordered(after, (slowest > 0).astype(np.int64), head, end - fastest + slowest)  # ops that take time
@@ -143,18 +143,6 @@ def _unordered(ordered: np.ndarray, weight: np.ndarray, first: np.ndarray, last:
             count += t * float((w * _ones(both)).sum()) / 2  # every overlapping pair, from both sides
             count -= t * float((w * _ones(both & ordered[r])).sum())  # ... less those precedence orders
     return count
-
-
-def _longest_paths(graph: Any, fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Heads (the longest path of fastest times before an op) and tails (after it)."""
-    head, tail = np.zeros(graph.n), np.zeros(graph.n)
-    for v in graph.topo.tolist():
-        preds = graph.predecessors(v)
-        head[v] = (head[preds] + fastest[preds]).max(initial=0.0)
-    for v in graph.topo[::-1].tolist():
-        succ = graph.successors(v)
-        tail[v] = (tail[succ] + fastest[succ]).max(initial=0.0)
-    return head, tail
 
 
 def _ones(bits: np.ndarray, rows: int = 1024) -> np.ndarray:

@@ -69,7 +69,7 @@ class ScheduleData:
         serial = float(self.slowest.sum() + sum(self.longest_transfer(k) for k in range(len(self.tasks))))
         bound = serial if horizon is None else min(serial, horizon / ctx.scale.time)
         self.horizon = bound * (1 + SLACK) + SLACK
-        self.head, self.tail = _longest_paths(g, self.fastest)
+        self.head, self.tail = longest_paths(g, self.fastest)
         serial_only = self.fastest if not self.parallel.any() else np.zeros(ctx.n)  # a host takes any work at once
         self.lower = max(float((self.head + self.fastest + self.tail).max(initial=0.0)),
                          float(serial_only.sum()) / ctx.D)
@@ -242,8 +242,8 @@ def _check_memory(ctx: Context, allowed: np.ndarray) -> None:
                                   f"it may run on holds it: {', '.join(f'{ctx.devices[d]}={cap[d]:.6g}' for d in devs)}")
 
 
-def _longest_paths(graph: Any, fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Heads (longest path of fastest times before an op) and tails (after it)."""
+def longest_paths(graph: Any, fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heads (the longest path of fastest times before an op) and tails (after it), in ``O(n + m)``."""
     head, tail = np.zeros(graph.n), np.zeros(graph.n)
     for v in graph.topo.tolist():
         preds = graph.predecessors(v)

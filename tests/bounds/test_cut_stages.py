@@ -17,6 +17,7 @@ from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.structure import cut_ops
+from placement_dsl.testing import optimum
 
 
 def _graph(n: int, seed: int) -> Graph:
@@ -29,22 +30,13 @@ def _graph(n: int, seed: int) -> Graph:
     return Graph(ops, [(f"v{a}", f"v{b}") for a, b in sorted(edges)])
 
 
-def _best(problem: Problem) -> float:
-    best = np.inf
-    for assign in itertools.product(range(problem.cluster.size), repeat=problem.graph.n):
-        p = Placement(problem.graph, problem.cluster, np.array(assign))
-        if problem.is_valid(p):
-            best = min(best, problem.evaluate(p).objective)
-    return best
-
-
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("term", [Contiguous, DagOrder])
 def test_the_bound_never_exceeds_the_best_structured_placement(seed, term):
     g = _graph(7, seed)
     problem = Problem(g, Cluster.stages(2 + seed % 2, bandwidth=0.5 + seed % 3), Bottleneck(), [term()])
     assert applies(problem) is None
-    best = _best(problem)
+    best = optimum(problem)
     bound, _ = cut_stages_bound(problem, best)
     assert bound is None or bound <= best * (1 + 1e-9)
 
@@ -77,7 +69,7 @@ def _headed(seed: int) -> Graph:
 def test_the_bound_never_exceeds_the_best_placement_beside_a_block_of_heads(seed, term):
     g = _headed(seed)
     problem = Problem(g, Cluster.stages(2 + seed % 2, bandwidth=0.3 + seed % 3), Bottleneck(), [term()])
-    best = _best(problem)
+    best = optimum(problem)
     one_device = float(problem.cluster.times(g)[:, 0].sum())  # a reachable max load: the bisection starts above
     bound, note = cut_stages_bound(problem, max(best, one_device))
     assert bound is not None and bound <= best * (1 + 1e-9), note

@@ -3,9 +3,6 @@ accelerators' time of what it holds; the bound never exceeds the best contiguous
 and over-pricing the host (a ``rho`` too large) is caught by the same comparison."""
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +13,8 @@ from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Contiguous
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck
-from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
+from placement_dsl.testing import optimum
 from tests.bounds.headed import headed_chains
 
 
@@ -33,15 +30,6 @@ def with_host(problem: Problem, slower: list[float]) -> Problem:
     return Problem(graph, cluster, Bottleneck(), [Contiguous()])
 
 
-def best_contiguous(problem: Problem) -> float:
-    best = np.inf
-    for assign in itertools.product(range(problem.cluster.size), repeat=problem.graph.n):
-        p = Placement(problem.graph, problem.cluster, np.array(assign))
-        if problem.is_valid(p):
-            best = min(best, problem.evaluate(p).objective)
-    return best
-
-
 @st.composite
 def hosted(draw):
     problem = draw(headed_chains().filter(lambda p: p.graph.n <= (8 if p.cluster.size == 2 else 6)))  # brute force
@@ -55,7 +43,7 @@ def hosted(draw):
 @given(hosted())
 def test_the_bound_beside_a_host_never_exceeds_the_best_contiguous_placement(problem):
     assert applies(problem) is None
-    best = best_contiguous(problem)
+    best = optimum(problem)
     bound, note = cut_stages_bound(problem, best)
     assert bound is not None, note  # declining at a reachable max load would say no placement reaches it
     assert bound <= best * (1 + 1e-9), note
@@ -68,7 +56,7 @@ def test_over_pricing_the_host_is_caught(monkeypatch):
            Op(name="c", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0)]
     graph = Graph(ops, [("a", "b"), ("b", "c")])
     problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
-    best = best_contiguous(problem)
+    best = optimum(problem)
     assert best == 4.0
     bound, _ = cut_stages_bound(problem, best)
     assert bound <= best * (1 + 1e-9)
@@ -102,7 +90,7 @@ def test_a_bound_known_already_starts_the_search_or_ends_it():
     ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 27.0}, out_bytes=1.0) for i in range(6)]
     graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)])
     problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
-    best = best_contiguous(problem)
+    best = optimum(problem)
     plain = cut_stages.cut_stages_search(problem, best).bound
     assert plain is not None and plain <= best
     assert cut_stages.cut_stages_search(problem, best, floor=0.5 * plain).bound == pytest.approx(plain, rel=1e-5)
