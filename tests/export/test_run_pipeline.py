@@ -168,9 +168,10 @@ def test_the_split_is_calibrated_at_a_second_microbatch_size(run_pipeline):
 
 def test_the_lopsided_split_puts_the_first_module_torch_cuts_after_alone(run_pipeline):
     """The calibration's lopsided split: the first module alone on the first stage, or (where torch cannot cut
-    before the second module: the ViT's ``blocks.0``) the modules before the first cut torch makes two stages of;
-    torch's split is kept for the job's run."""
-    for name, point, first in (("gpt", "wpe", 1), ("vit", "blocks.1", 2)):
+    before the second module) the modules before the first cut torch makes two stages of; torch's split is kept
+    for the job's run. Torch cuts the ViT before ``blocks.0`` since split points name the modules the program
+    calls (a ModuleList's first block, not the list)."""
+    for name, point, first in (("gpt", "wpe", 1), ("vit", "blocks.0", 1)):
         rows = run_pipeline.profiled(name, 2, True)
         graph = run_pipeline.workload_graph(name, 2, True, rows)
         plan = run_pipeline.plan_for(run_pipeline.place(graph, rows), rows, 4, 2)

@@ -161,6 +161,7 @@ def test_certify_improves_the_best_split_by_neighbourhoods_and_proves_it_when_on
     assert row.status is LevelStatus.OPTIMAL and row.bound == 9.0
     assert (cert.objective, cert.bound, cert.found_by, cert.proved_by) == (9.0, 9.0, "ip-neighbourhoods", "neighbourhoods")
     assert problem.violations(cert.placement) == []
-    # nothing to start from: no bound, and no placement made up
+    # nothing to start from: the level proves no bound and makes up no placement; the certificate holds the split
+    # every stopped heuristic falls back on
     cert = certify(problem, budget=30.0, levels=("neighbourhoods",), gap=0.0)
-    assert cert.levels[0].status is LevelStatus.NO_BOUND and cert.placement is None
+    assert cert.levels[0].status is LevelStatus.NO_BOUND and cert.found_by == "fallback"
