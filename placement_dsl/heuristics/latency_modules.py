@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..structure import ideal_masks
 from .latency_kernels import better
 from .latency_spread import Spreads
 
@@ -47,25 +48,16 @@ def ideals(graph: Any, ops: np.ndarray, most: int = MAX_IDEALS) -> list[np.ndarr
     [[0, 0, 0], [1, 0, 0], [1, 1, 0], [1, 0, 1], [1, 1, 1]]
     """
     where = {int(v): i for i, v in enumerate(ops.tolist())}
-    preds = [[where[int(u)] for u in graph.predecessors(int(v)).tolist() if int(u) in where] for v in ops.tolist()]
-    found = {frozenset()}
-    layer = [frozenset()]
-    while layer:
-        nxt = []
-        for s in layer:
-            for i in range(ops.size):
-                if i not in s and all(p in s for p in preds[i]):
-                    t = s | {i}
-                    if t not in found:
-                        found.add(t)
-                        nxt.append(t)
-                        if len(found) > most:
-                            return None
-        layer = nxt
+    succ = [[where[u] for u in graph.successors(int(v)).tolist() if u in where] for v in ops.tolist()]
+    pred = [[where[u] for u in graph.predecessors(int(v)).tolist() if u in where] for v in ops.tolist()]
+    found = ideal_masks(succ, pred, most)
+    if found is None:
+        return None
+    members = [[i for i in range(ops.size) if bits >> i & 1] for bits in found]
     out = []
-    for s in sorted(found, key=lambda s: (len(s), sorted(s))):
+    for s in sorted(members, key=lambda s: (len(s), s)):
         mask = np.zeros(ops.size, dtype=bool)
-        mask[list(s)] = True
+        mask[s] = True
         out.append(mask)
     return out
 
