@@ -144,12 +144,19 @@ _Completion = BinCompletion  # the former name, kept for one release
 
 def cheap_bound(w: np.ndarray, K: int) -> float:
     """``P(w) >=`` the largest item, the mean bin, and for each ``j`` the ``j + 1`` smallest of the
-    ``jK + 1`` largest items (some bin holds ``j + 1`` of them); ``w`` sorted decreasing."""
+    ``jK + 1`` largest items (some bin holds ``j + 1`` of them); ``w`` sorted decreasing.
+
+    ``O(n)``: the ``j`` terms are read off one prefix sum, and the largest is summed again directly, so
+    the bound is a sum of items, never a difference of two prefix sums rounded upwards.
+    """
     if w.size == 0:
         return 0.0
     best = max(float(w[0]), float(w.sum()) / K)
-    for j in range(1, (w.size - 1) // K + 1):
-        best = max(best, float(w[j * K - j: j * K + 1].sum()))
+    j = np.arange(1, (w.size - 1) // K + 1)
+    if j.size:
+        prefix = np.concatenate([[0.0], np.cumsum(w)])
+        top = int(j[int(np.argmax(prefix[j * K + 1] - prefix[j * K - j]))])
+        best = max(best, float(w[top * K - top: top * K + 1].sum()))
     return best
 
 
@@ -231,11 +238,25 @@ def packing_bound(graph: Graph, cluster: Cluster, budget: int = 300_000, seconds
     a, h, K = units
     steps = np.unique(h)  # B(T) = {h > T} is constant on [steps[i], steps[i + 1])
     lows = np.concatenate([[-math.inf], steps])
+    order = np.argsort(-a, kind="stable")
+    a_sorted, h_sorted = a[order], h[order]
+
+    def items(i: int) -> np.ndarray:  # B's items on the i-th interval, sorted decreasing
+        return a_sorted[h_sorted > lows[i]].copy() if i > 0 else a_sorted.copy()
+
+    def refuted(i: int) -> bool:  # P(B) >= its cheap bound >= the interval's end: no T in it
+        return i < steps.size and cheap_bound(items(i), K) >= steps[i]
+
+    # As T grows, B(T) shrinks (its cheap bound does not grow) and the intervals' ends grow, so the
+    # intervals the cheap bound refutes come first: bisect past them instead of scanning n of them.
+    first, last = 0, lows.size - 1
+    while first < last:
+        mid = (first + last) // 2
+        first, last = (mid + 1, last) if refuted(mid) else (first, mid)
     search = _Search(K, budget, seconds)
-    for i, lo in enumerate(lows):
+    for i in range(first, lows.size):
         hi = float(steps[i]) if i < steps.size else math.inf
-        w = np.sort(a[h > lo] if i > 0 else a)[::-1].copy()
-        T = _interval(w, float(lo), hi, search)
+        T = _interval(items(i), float(lows[i]), hi, search)
         if T is not None and T < hi:
             return T
     return 0.0

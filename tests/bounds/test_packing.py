@@ -185,3 +185,26 @@ def test_a_bin_of_thousands_of_items_is_searched_without_recursion():
     search = BinCompletion(np.ones(2000), 2, 1000.0, 10**6)
     assert search.run() == FEASIBLE and search.bins == [1000.0, 1000.0]
     assert [len(m) for m in search.members] == [1000, 1000]
+
+
+
+def test_the_intervals_the_cheap_bound_refutes_are_bisected_past_not_scanned(monkeypatch):
+    """2,000 ops whose host times 0.1 … 200 are all distinct, on 8 accelerators: the cheap bound refutes
+    the first ~1,300 intervals. They cost O(log n) cheap bounds, not one each (one each is O(n^2): 30 s
+    CPU at 20,000 ops), and the bound starts where a scan of them would: at the first one not refuted."""
+    from placement_dsl.bounds import packing
+
+    works = np.random.default_rng(3).uniform(1.0, 2.0, 2000)
+    hosts = 0.1 * np.arange(1, 2001)
+    graph = Graph([Op(name=f"v{i}", work={"accelerator": float(w), "cpu": float(h)})
+                   for i, (w, h) in enumerate(zip(works, hosts))], [(f"v{i}", f"v{i + 1}") for i in range(1999)])
+    cluster = Cluster.accelerators(8, cpus=1)
+    first = next(i for i in range(hosts.size)
+                 if cheap_bound(np.sort(works[hosts > (hosts[i - 1] if i else -np.inf)])[::-1].copy(), 8) < hosts[i])
+    assert first > 1000
+    calls = []
+    real = packing.cheap_bound
+    monkeypatch.setattr(packing, "cheap_bound", lambda w, K: calls.append(w.size) or real(w, K))
+    bound = packing_bound(graph, cluster)
+    assert len(calls) < 50
+    assert hosts[first - 1] <= bound < hosts[first] + 1e-9
