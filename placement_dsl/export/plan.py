@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..cluster import CPU
 from ..errors import SpecError
 from ..io.costs import module_prefix
@@ -46,7 +48,10 @@ def module_of(op: Any, depth: int | None = None) -> str | None:
 
 
 def stages_of(placement: Placement) -> list[Stage]:
-    """The maximal runs of the device-major order on one device, in order."""
+    """The maximal runs of the device-major order on one device, in order; each stage's ops in program order
+    (:attr:`~placement_dsl.graph.Graph.program_order`: the importer's execution order), whose first op is the one
+    its split point names: the device-major order follows the graph's topological order, which may take a branch
+    the program calls later first."""
     runs: list[tuple[int, list[int]]] = []
     for v in device_major_order(placement).tolist():
         d = int(placement.assign[v])
@@ -54,7 +59,9 @@ def stages_of(placement: Placement) -> list[Stage]:
             runs[-1][1].append(v)
         else:
             runs.append((d, [v]))
-    return [Stage(k, d, tuple(ops)) for k, (d, ops) in enumerate(runs)]
+    position = np.empty(placement.graph.n, dtype=np.int64)
+    position[placement.graph.program_order] = np.arange(placement.graph.n)
+    return [Stage(k, d, tuple(sorted(ops, key=position.__getitem__))) for k, (d, ops) in enumerate(runs)]
 
 
 def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -> list[Stage]:
@@ -260,11 +267,12 @@ def _check_called(point: str, called: set[str] | None, where: str, runtime: str)
 
 
 def _check_program_order(placement: Placement, stages: list[Stage], owner: dict[int, int], runtime: str) -> None:
-    """Refuse stages out of the model's execution order (the graph's op order, the exporter's): the runtime cuts
+    """Refuse stages out of the model's execution order (the graph's program order, the exporter's): the runtime cuts
     the program at its split points, so every module op after a split runs on a later stage."""
     g = placement.graph
     latest = None
-    for v, op in enumerate(g.ops):
+    for v in g.program_order.tolist():
+        op = g.ops[v]
         if not op.attrs.get("module"):
             continue
         if latest is not None and owner[v] < owner[latest]:
