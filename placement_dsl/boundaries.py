@@ -9,6 +9,9 @@ parts:
   set by the ONNX and ``torch.export`` importers) share a device (a :class:`~.constraints.Colocate`);
   ops of no module and a container's own glue ops (a reshape between its children, whose path is
   shorter than ``depth`` and encloses other modules) are units of one op;
+* **spans**: where a container's own op (a residual add) reads a tensor made earlier inside it, no
+  boundary falls between the two (:meth:`Boundaries.spans`): a runtime cannot cut a module's forward
+  there;
 * **a chain of units**: consecutive forward ops of different units in program order (the graph's
   op order, the exporter's execution order, where it is topological) get an edge
   (:meth:`Boundaries.order`), so every ideal of the graph is a prefix of the program. Two parallel
@@ -100,9 +103,51 @@ class Boundaries(Colocate):
         return [(names[u], names[v]) for u, v in pairwise(forward)
                 if (not units[u] or units[u] != units[v]) and (u, v) not in joined]
 
+    def spans(self, graph: Graph) -> list[list[str]]:
+        """Runs of program order that no stage boundary may cut: where a container's own op (a residual add, whose
+        path is a container's shorter than ``depth``) reads a tensor made earlier, the ops from that tensor's maker
+        (or the container's first op, if the maker lies before it) to the reader. A split inside the container
+        between the two would leave the reader on a later stage than its input inside the container's forward,
+        which no runtime cuts (:func:`~placement_dsl.export.plan.split_places`). ``O(n + m)``, by a count of the
+        spans covering each point between two ops.
+
+        >>> from placement_dsl.graph import Graph, Op
+        >>> rows = [("x", "b"), ("f", "b.f"), ("g", "b.g"), ("add", "b")]  # add = x + g(f(x)) in block b
+        >>> g = Graph([Op(name=n, work=1, attrs={"module": m}) for n, m in rows],
+        ...           [("x", "f"), ("f", "g"), ("g", "add"), ("x", "add")])
+        >>> Boundaries.modules(depth=2).spans(g)
+        [['x', 'f', 'g', 'add']]
+        """
+        units, order = self.units(graph), graph.program_order.tolist()
+        position = {v: k for k, v in enumerate(order)}
+        paths = [str(op.attrs.get("module") or "") for op in graph.ops]
+        start: dict[str, int] = {}
+        for k, v in enumerate(order):
+            if paths[v]:
+                for j in range(1, paths[v].count(".") + 2):
+                    start.setdefault(_prefix(paths[v], j), k)
+        cover = [0] * (graph.n + 1)  # cover[k] > 0: no boundary between the ops at positions k - 1 and k
+        for v in range(graph.n):
+            if units[v] or not paths[v]:
+                continue  # a module's own op (its unit holds it) or an op of no module (the root is never cut)
+            for u in graph.predecessors(v).tolist():
+                lo, hi = max(position[u], start[paths[v]]), position[v]
+                if lo < hi:
+                    cover[lo + 1] += 1
+                    cover[hi + 1] -= 1
+        runs, depth = [], 0
+        for k in range(1, graph.n):
+            depth += cover[k]
+            if depth > 0:
+                if not runs or runs[-1][-1] != k - 1:
+                    runs.append([k - 1])
+                runs[-1].append(k)
+        return [[graph.names[order[k]] for k in run] for run in runs]
+
     def apply(self, graph: Graph, cluster: Cluster) -> Graph:
-        """``graph`` with the modules' colocation groups and the chain of units in program order."""
-        merged = merge_groups(graph, self.resolve(graph))
+        """``graph`` with the modules' colocation groups, the spans no boundary may cut (:meth:`spans`) and the
+        chain of units in program order."""
+        merged = merge_groups(graph, [*self.resolve(graph), *self.spans(graph)])
         extra = self.order(graph)
         return merged.replace(edges=[*merged.edges, *extra]) if extra else merged
 

@@ -162,3 +162,30 @@ def test_a_stage_splits_at_the_module_the_program_calls_first():
     # must cut to put both towers on the second stage
     p = Placement(two_towers(), Cluster.stages(2), [0, 0, 1, 1, 1, 1, 1, 1])
     assert export(p, "torch-pipelining").data["split_spec"] == {"left": "beginning"}
+
+
+@pytest.mark.parametrize("name, options", [("resnet18.onnx", {}), ("gpt2.onnx", {"seq": 32})])
+def test_every_plan_under_the_term_is_exported_at_every_depth(name, options):
+    """GPT-2 and ResNet-18 at op granularity, 2 and 4 stages, depths 1-4: the DP's and SliceGraph's plans under the
+    term are all accepted. Before, at depth 2 GPT-2's boundary fell at 'transformer.h' (a ModuleList the model never
+    calls; the point is its first block), and at depth 4 inside a block, between its residual adds (the spans)."""
+    pytest.importorskip("onnx")
+    from pathlib import Path
+
+    from placement_dsl.io import onnx as onnx_io
+
+    g = onnx_io.load(Path(__file__).parents[1] / "data" / name, batch=2, **options).graph
+    for depth in (1, 2, 3, 4):
+        for k in (2, 4):
+            cluster = Cluster.stages(k, bandwidth=1e10)  # transfers cheap beside the ops: the plans use the stages
+            for method in ("dp", "slicegraph"):
+                p = Placement(g, cluster, run(method, Boundaries.modules(depth).apply(g, cluster), cluster).placement.assign)
+                assert len(export(p, "torch-pipelining", depth=depth).data["split_spec"]) == len(set(p.assign)) - 1
+
+
+def test_a_residual_add_keeps_its_span_on_one_stage():
+    rows = [("x", "b.0"), ("f", "b.0.f"), ("g", "b.0.g"), ("add", "b.0"), ("h", "b.1")]  # add = x + g(f(x)) in b.0
+    g = Graph([Op(name=n, work=1.0, attrs={"module": m}) for n, m in rows],
+              [("x", "f"), ("f", "g"), ("g", "add"), ("x", "add"), ("add", "h")])
+    assert Boundaries.modules(depth=3).spans(g) == [["x", "f", "g", "add"]]  # no boundary between f and g
+    assert Boundaries.modules(depth=2).spans(g) == []  # b.0 is one unit: its add is its own op
