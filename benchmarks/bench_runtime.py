@@ -73,6 +73,7 @@ from placement_dsl.profile import (
     ping_pong,
     runtime_overhead,
     scale_of,
+    schedule_scales,
     stage_costs_of,
 )
 
@@ -220,24 +221,41 @@ def compared(rounds, mine: int, theirs: int, schedule: str) -> Compared:
                        rounds.cpu[(theirs, schedule)])
 
 
-def round_fits(labelled, rounds, schedules, first: int = 0) -> list:
+def round_fits(labelled, rounds, schedules, first: int = 0, link=None) -> list:
     """Each split's stages in the rounds (``labelled[k]`` is job ``first + k``): profiled (forward + backward) against
-    measured (a rank's CPU ms per micro-batch less the idle stages'), with their op counts."""
+    measured (a rank's CPU ms per micro-batch less the idle stages'), with their op counts, their tensors' time at
+    ``link`` (none without) and the schedule run."""
     return [f for j, (_, plan) in enumerate(labelled, start=first) for s in schedules
             for f in calibration([a + b for a, b in zip(plan.forward_ms, plan.backward_ms)],
-                                 [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])], plan.ops)]
+                                 [c - i for c, i in zip(rounds.cpu[(j, s)], rounds.idle_cpu[s])], plan.ops,
+                                 plan.link_ms(link), s)]
 
 
-def out_of_sample(labelled, rounds, schedules, small, small_rounds) -> str:
-    """The three terms fitted on our split's stages alone (at both sizes), and the largest residual they leave on
-    each other split's stages, which the fit did not see."""
-    scale, op_ms, fixed = stage_costs_of([*round_fits(labelled[:1], rounds, schedules),
-                                          *round_fits(small[:1], small_rounds, ["1f1b"])])
-    cells = [f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j), scale, fixed, op_ms):.1%}"
-             + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
-             for j, (label, plan) in enumerate(labelled[1:], start=1)]
-    return (f"fitted on ours' stages alone (x{scale:.3f} + {op_ms:.4f} ms per op + {fixed:.3f} ms), the largest "
-            f"residual out of sample: {', '.join(cells)}")
+def fitted(fits) -> tuple[dict[str, float], float, float]:
+    """The calibration of ``fits``: each schedule's compute factor (:func:`schedule_scales`), the time per op and per
+    stage (:func:`stage_costs_of`; both after the stages' tensors at the link, which are measured)."""
+    _, op_ms, fixed = stage_costs_of(fits)
+    return schedule_scales(fits, op_ms, fixed), op_ms, fixed
+
+
+def out_of_sample(labelled, rounds, schedules, small, small_rounds, link) -> str:
+    """The calibration fitted on our split's stages alone (at both sizes), and the largest residual it leaves on each
+    other split's stages, which the fit did not see; beside it, the former calibration's (one compute factor for
+    every schedule, the stages' tensors left to the fit)."""
+    cells = []
+    for with_link in (link, None):
+        mine = [*round_fits(labelled[:1], rounds, schedules, link=with_link),
+                *round_fits(small[:1], small_rounds, ["1f1b"], link=with_link)]
+        scales, op_ms, fixed = fitted(mine) if with_link else stage_costs_of(mine)
+        cells.append(", ".join(
+            f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j, with_link), scales, fixed, op_ms):.1%}"
+            + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
+            for j, (label, plan) in enumerate(labelled[1:], start=1)))
+        if with_link:
+            terms = (f"x{' / '.join(f'{c:.3f}' for c in scales.values())} ({' / '.join(scales)}) + {op_ms:.4f} ms per "
+                     f"op + {fixed:.3f} ms + the link")
+    return (f"fitted on ours' stages alone ({terms}), the largest residual out of sample: {cells[0]} (one factor, the "
+            f"link fitted in: {cells[1]})")
 
 
 def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=()) -> dict[str, object]:
@@ -248,20 +266,20 @@ def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches:
     step, as on an idle machine); and ``(schedule, "wall")``: the same with the per-task overhead read from the idle
     stages' wall clock (on a loaded machine, a rank's wait to run again after each blocking receive) and the ranks'
     measured slowdown."""
-    fits = round_fits(labelled, rounds, schedules)
-    scale, op_ms, fixed = stage_costs_of([*fits, *extra])
-    out: dict[str, object] = {"fits": fits, "extra": list(extra)}
+    fits = round_fits(labelled, rounds, schedules, link=link)
+    scales, op_ms, fixed = fitted([*fits, *extra])
+    out: dict[str, object] = {"fits": fits, "extra": list(extra), "scales": scales}
     for s in schedules:
         o = runtime_overhead(max(rounds.idle_cpu[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[s] = RunCosts(scale, link, o, stage_ms=fixed, op_ms=op_ms)
+        out[s] = RunCosts(scales[s], link, o, stage_ms=fixed, op_ms=op_ms)
         o = runtime_overhead(statistics.median(rounds.idle_wall[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[(s, "wall")] = RunCosts(scale, link, o, statistics.mean(rounds.slowdown), fixed, op_ms)
+        out[(s, "wall")] = RunCosts(scales[s], link, o, statistics.mean(rounds.slowdown), fixed, op_ms)
     return out
 
 
-def worst(fits, scale: float, fixed: float = 0.0, op_ms: float = 0.0) -> float:
+def worst(fits, scale: float | dict[str, float], fixed: float = 0.0, op_ms: float = 0.0) -> float:
     """The largest residual of ``fits`` calibrated so."""
     return max(abs(f.residual) for f in calibrated(fits, scale, fixed, op_ms))
 
@@ -294,10 +312,10 @@ def fairness(args) -> None:
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
         smalls = [(label, plan) for (label, _), (plan, _) in zip(labelled, small)]
-        extra = round_fits(smalls, small_rounds, ["1f1b"])
+        extra = round_fits(smalls, small_rounds, ["1f1b"], link=link)
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra)
         print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
-        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds)}", flush=True)
+        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, link)}", flush=True)
         rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
         again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["1f1b"]), imported[0], microbatches,
                             microbatch)
@@ -340,18 +358,25 @@ def measure(labelled, schedules, microbatch: int, microbatches: int, args):
 
 
 def fit_line(name: str, labelled, costs, extra, microbatch: int) -> str:
-    """The calibration fitted on the three splits' stages at two sizes, and its residuals, as one line."""
-    cal, fits = costs["1f1b"], costs["fits"]
-    both = [*fits, *extra]
+    """The calibration fitted on the three splits' stages at two sizes, and its residuals, as one line; beside it the
+    former calibration (one compute factor, the stages' tensors at the link left to the fit) and simpler ones, on the
+    same stages."""
+    cal, fits, scales = costs["1f1b"], costs["fits"], costs["scales"]
+    bare, bare_extra = ([replace(f, comm_ms=0.0) for f in xs] for xs in (fits, extra))
+    both = [*bare, *bare_extra]
+    c, op_ms, fixed = stage_costs_of(both)
+    factors = " / ".join(f"{x:.3f}" for x in scales.values())
     return (f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
             f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
-            f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{cal.scale:.3f} "
-            f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms: largest residual at {microbatch} "
-            f"{worst(fits, cal.scale, cal.stage_ms, cal.op_ms):.1%}, at {rp.SMALL} "
-            f"{worst(extra, cal.scale, cal.stage_ms, cal.op_ms):.1%}; with a factor and a time per stage "
-            f"{worst(fits, *affine_of(fits)):.1%} (fitted at {microbatch} alone), "
-            f"{worst(both, *affine_of(both)):.1%} and {worst(extra, *affine_of(both)):.1%} (at both); the factor "
-            f"alone {worst(fits, scale_of(fits)):.1%}, as profiled {worst(fits, 1.0):.1%}; over {len(fits)} + "
+            f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{factors} "
+            f"({' / '.join(scales)}) profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms + the stage's "
+            f"tensors at the link: largest residual at {microbatch} {worst(fits, scales, cal.stage_ms, cal.op_ms):.1%}, "
+            f"at {rp.SMALL} {worst(extra, scales, cal.stage_ms, cal.op_ms):.1%}; the former calibration (x{c:.3f} + "
+            f"{op_ms:.4f} ms per op + {fixed:.3f} ms, the link fitted in) {worst(bare, c, fixed, op_ms):.1%} and "
+            f"{worst(bare_extra, c, fixed, op_ms):.1%}; with a factor and a time per stage "
+            f"{worst(bare, *affine_of(bare)):.1%} (fitted at {microbatch} alone), "
+            f"{worst(both, *affine_of(both)):.1%} and {worst(bare_extra, *affine_of(both)):.1%} (at both); the factor "
+            f"alone {worst(bare, scale_of(bare)):.1%}, as profiled {worst(bare, 1.0):.1%}; over {len(fits)} + "
             f"{len(extra)} stages")
 
 
@@ -427,7 +452,7 @@ def main() -> None:
                    "step ms/mb predicted", "step ms/mb measured", "step residual", "step spread",
                    "samples/s measured"])
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
-        cal = calibrated(rp.stage_fits(plan, ranks), costs.scale, costs.stage_ms, costs.op_ms)
+        cal = calibrated(rp.stage_fits(plan, ranks, costs.link), costs.scale, costs.stage_ms, costs.op_ms)
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
             measured = max(r[f"{s}_step_ms"] for r in ranks)
@@ -460,15 +485,16 @@ def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
     for name in dict.fromkeys(n for n, _, _ in runs):
         cells = []
         for label in dict.fromkeys(lb for _, lb, _ in runs):
-            fits = [f for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)
-                    for f in rp.stage_fits(plan, ranks)]
+            mine = [(plan, ranks) for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)]
+            fits = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks, costs.link)]
+            bare = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
             cells.append(f"{label} {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
-                         f"({worst(fits, *affine):.1%})")
+                         f"({worst(bare, *affine):.1%})")
         mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
         for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
-            fits = rp.stage_fits(plan, ranks)
+            fits, bare = rp.stage_fits(plan, ranks, costs.link), rp.stage_fits(plan, ranks)
             cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
-                         f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(fits, *affine):.1%})")
+                         f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(bare, *affine):.1%})")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines

@@ -93,6 +93,16 @@ class Plan:
     microbatch: int = 1  # samples per micro-batch
     ops: list[int] = field(default_factory=list)  # ops (forward and backward) of the training graph on each stage
 
+    def link_ms(self, link: LinkTime | None) -> list[float]:
+        """Each stage's tensors to and from the other stage at ``link`` (the cost model's ``in`` + ``out``, ms per
+        micro-batch; 0 without a link or a training placement): a part of the stage's measured CPU time that the
+        calibration takes as measured (:func:`placement_dsl.profile.stage_costs_of`)."""
+        if link is None or self.train is None:
+            return [0.0] * len(self.ops or self.forward_ms)
+        costs = RunCosts(link=link)
+        rows = evaluate(costs.placement(self.train), costs.model()).devices
+        return [r.in_fw + r.in_bw + r.out_fw + r.out_bw for r in rows]
+
     def step_with(self, costs: RunCosts, schedule: str) -> float:
         """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
         costs: the profiled compute times ``costs.scale``, the link's bandwidth and latency, the per-task overhead."""
@@ -207,11 +217,11 @@ def stage_ms(rank: dict) -> float:
     return statistics.median(rank[f"{s}_cpu_ms"] - rank[f"{s}_idle_cpu_ms"] for s in names)
 
 
-def stage_fits(plan: Plan, ranks: list[dict]) -> list[StageFit]:
+def stage_fits(plan: Plan, ranks: list[dict], link: LinkTime | None = None) -> list[StageFit]:
     """Predicted (the profiled forward + backward) against measured (:func:`stage_ms`) time per micro-batch of each
-    stage, with its op count."""
+    stage, with its op count and its tensors' time at ``link``."""
     return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks],
-                       plan.ops or None)
+                       plan.ops or None, plan.link_ms(link))
 
 
 def small_plan(name: str, plan: Plan, quick: bool, lopsided: bool = False) -> tuple[Plan, dict]:
@@ -265,12 +275,12 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
     for s in schedules:
         lines.append(f"{plan.name} {s}: output matches the unsplit model: {last[f'{s}_allclose']} "
                      f"(max abs diff {last[f'{s}_max_abs_diff']:.2e})")
-    fits = stage_fits(plan, ranks)
+    fits = stage_fits(plan, ranks, base.link)
     lines.append(f"{plan.name}: time per micro-batch per stage, forward + backward, as profiled (measured: CPU time in "
                  "the steps, less the idle stages')")
     lines += calibration_table(fits).splitlines()
     lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.op_ms:.4f} ms per op "
-                 f"+ {base.stage_ms:.3f} ms)")
+                 f"+ {base.stage_ms:.3f} ms + the stage's tensors at the link)")
     lines += calibration_table(calibrated(fits, base.scale, base.stage_ms, base.op_ms)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
@@ -285,10 +295,12 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
 
 def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
     """The three fitted costs, over every stage of ``runs`` (in CPU time): the compute factor, a stage's fixed time
-    per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured = factor x profiled + per op x
-    ops + fixed; the plans at two micro-batch sizes tell them apart); with the measured ``link``. The per-task
+    per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured - the stage's tensors at the
+    measured ``link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch sizes tell them
+    apart); with the ``link``. The per-task
     overhead and the slowdown are measured in each run (:func:`run_costs`)."""
-    scale, op_ms, fixed = stage_costs_of([f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks)])
+    fits = [f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks, link)]
+    scale, op_ms, fixed = stage_costs_of(fits)
     return RunCosts(scale, link, stage_ms=fixed, op_ms=op_ms)
 
 

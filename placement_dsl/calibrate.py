@@ -12,7 +12,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +33,16 @@ from .zoo.training import with_backward
 @dataclass(frozen=True)
 class StageFit:
     """Predicted against measured time of one stage (ms per micro-batch) and the residual; ``ops``: how many ops of
-    its graph the stage runs (forward and backward ops of a training graph), for :func:`stage_costs_of`."""
+    its graph the stage runs (forward and backward ops of a training graph), for :func:`stage_costs_of`;
+    ``comm_ms``: what its tensors to and from the other stages cost at the measured link (the cost model's ``in`` and
+    ``out``), part of the measured time, never fitted; ``schedule``: the schedule it ran (:func:`schedule_scales`)."""
 
     stage: int
     predicted_ms: float
     measured_ms: float
     ops: int = 0
+    comm_ms: float = 0.0
+    schedule: str = ""
 
     @property
     def residual(self) -> float:
@@ -46,15 +50,17 @@ class StageFit:
         return (self.measured_ms - self.predicted_ms) / self.measured_ms if self.measured_ms else 0.0
 
 
-def calibration(predicted: Sequence[float], measured: Sequence[float], ops: Sequence[int] | None = None
-                ) -> list[StageFit]:
-    """Stage by stage fits of ``predicted`` against ``measured`` times (``ops``: each stage's op count), refused if
-    the lengths differ."""
+def calibration(predicted: Sequence[float], measured: Sequence[float], ops: Sequence[int] | None = None,
+                comm: Sequence[float] | None = None, schedule: str = "") -> list[StageFit]:
+    """Stage by stage fits of ``predicted`` against ``measured`` times (``ops``: each stage's op count; ``comm``: its
+    tensors' time at the link; ``schedule``: the schedule run), refused if the lengths differ."""
     counts = [0] * len(predicted) if ops is None else list(ops)
-    if not len(predicted) == len(measured) == len(counts):
-        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured and "
-                        f"{len(counts)} op counts")
-    return [StageFit(k, float(p), float(m), int(n)) for k, (p, m, n) in enumerate(zip(predicted, measured, counts))]
+    links = [0.0] * len(predicted) if comm is None else list(comm)
+    if not len(predicted) == len(measured) == len(counts) == len(links):
+        raise SpecError(f"calibration: {len(predicted)} predicted stage times but {len(measured)} measured, "
+                        f"{len(counts)} op counts and {len(links)} link times")
+    return [StageFit(k, float(p), float(m), int(n), float(c), schedule)
+            for k, (p, m, n, c) in enumerate(zip(predicted, measured, counts, links))]
 
 
 def scale_of(fits: Sequence[StageFit]) -> float:
@@ -101,7 +107,10 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
 
     ``ops`` and ``predicted`` move together over the splits of one model at one micro-batch size (a stage of more
     layers has more ops and more compute); stages measured at two or more micro-batch sizes separate them (the
-    compute grows with the micro-batch, the ops do not). Of the fits with ``op_ms`` or ``b`` held at 0 or free, the
+    compute grows with the micro-batch, the ops do not). A stage's ``comm_ms`` (its tensors at the measured link,
+    which a rank's CPU time holds: gloo copies them) is taken off its measured time first: fitted into ``c`` and
+    ``b`` it charged a split whose boundary tensors are small (a late cut of a CNN) with the early cut's traffic.
+    Of the fits with ``op_ms`` or ``b`` held at 0 or free, the
     best whose terms are >= 0 (and ``c > 0``); a term whose column the stages cannot tell apart from the others'
     stays 0.
 
@@ -113,7 +122,7 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     """
     columns = {"ops": [float(f.ops) for f in fits], "fixed": [1.0] * len(fits)}
     xs = [f.predicted_ms for f in fits]
-    ys = [f.measured_ms for f in fits]
+    ys = [f.measured_ms - f.comm_ms for f in fits]  # the link's share is measured, not fitted
     best: tuple[float, tuple[float, float, float]] = (sum((y - x * scale_of(fits)) ** 2 for x, y in zip(xs, ys)),
                                                         (scale_of(fits), 0.0, 0.0))
     for free in (("ops", "fixed"), ("ops",), ("fixed",)):
@@ -138,11 +147,34 @@ def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> l
     return np.linalg.lstsq(a, np.asarray(ys, dtype=float), rcond=None)[0].tolist()
 
 
-def calibrated(fits: Sequence[StageFit], scale: float, fixed_ms: float = 0.0, op_ms: float = 0.0) -> list[StageFit]:
-    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's), ``fixed_ms``
-    added (a stage's fixed time per micro-batch, :func:`affine_of`) and ``op_ms`` per op of the stage
-    (:func:`stage_costs_of`)."""
-    return [StageFit(f.stage, f.predicted_ms * scale + fixed_ms + op_ms * f.ops, f.measured_ms, f.ops) for f in fits]
+def schedule_scales(fits: Sequence[StageFit], op_ms: float = 0.0, fixed_ms: float = 0.0) -> dict[str, float]:
+    """The compute factor of each schedule the ``fits`` ran, with the time per op and per stage held (as
+    :func:`stage_costs_of` fitted them over all): a stage under GPipe keeps every micro-batch's activations until its
+    backward, 1F1B a few, so the same modules compute on memory of another size and the factors differ (by 5-12 %
+    on the example CNNs, which one factor leaves as residuals of opposite signs on one stage).
+
+    >>> fits = [*calibration([2.0], [4.4], schedule="gpipe"), *calibration([2.0], [4.0], schedule="1f1b")]
+    >>> {s: round(c, 6) for s, c in schedule_scales(fits).items()}
+    {'gpipe': 2.2, '1f1b': 2.0}
+    """
+    out: dict[str, float] = {}
+    for s in dict.fromkeys(f.schedule for f in fits):
+        mine = [f for f in fits if f.schedule == s]
+        den = sum(f.predicted_ms ** 2 for f in mine)
+        num = sum(f.predicted_ms * (f.measured_ms - f.comm_ms - op_ms * f.ops - fixed_ms) for f in mine)
+        out[s] = num / den if den > 0 and num > 0 else scale_of(mine)
+    return out
+
+
+def calibrated(fits: Sequence[StageFit], scale: float | dict[str, float], fixed_ms: float = 0.0, op_ms: float = 0.0
+               ) -> list[StageFit]:
+    """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's; or each
+    schedule's, :func:`schedule_scales`), ``fixed_ms`` added (a stage's fixed time per micro-batch, :func:`affine_of`),
+    ``op_ms`` per op of the stage (:func:`stage_costs_of`) and the stage's time at the link (``comm_ms``)."""
+    def factor(f: StageFit) -> float:
+        return scale.get(f.schedule, 1.0) if isinstance(scale, dict) else scale
+
+    return [replace(f, predicted_ms=f.predicted_ms * factor(f) + fixed_ms + op_ms * f.ops + f.comm_ms) for f in fits]
 
 
 # ---------------------------------------------------------------------------- the link between two ranks
@@ -519,5 +551,5 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
 
 __all__ = ["CALIBRATION_FIELDS", "LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration",
            "calibration_dict", "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead",
-           "idle_pipeline", "ping_pong", "read_calibration", "runtime_overhead", "scale_of", "stage_costs_of",
-           "write_calibration"]
+           "idle_pipeline", "ping_pong", "read_calibration", "runtime_overhead", "scale_of", "schedule_scales",
+           "stage_costs_of", "write_calibration"]

@@ -292,6 +292,17 @@ class Graph:
         return g
 
     @cached_property
+    def program_order(self) -> np.ndarray:
+        """The ops in program order: the op order (an importer's execution order) where it is topological, else the
+        topological order nearest to it (Kahn's algorithm taking the ready op of least index first).
+
+        >>> Graph([Op(name="b", work=1.0), Op(name="a", work=1.0)], [("a", "b")]).program_order.tolist()
+        [1, 0]
+        """
+        return _readonly(np.array(least_first_order(self.n, zip(self.src.tolist(), self.dst.tolist())),
+                                  dtype=np.int64))
+
+    @cached_property
     def edges(self) -> tuple[tuple[str, str], ...]:
         """Edges as name pairs."""
         return tuple((self.names[u], self.names[v]) for u, v in zip(self.src, self.dst))
@@ -306,7 +317,7 @@ class Graph:
         """
         keep = ~np.asarray(drop, dtype=bool)
         out = object.__new__(Graph)
-        out.__dict__.update({k: v for k, v in self.__dict__.items() if k != "edges"})
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("edges", "program_order")})
         out.src, out.dst = _readonly(self.src[keep]), _readonly(self.dst[keep])
         out.succ_ptr, out.succ_idx = _csr(out.src, out.dst, self.n)
         out.pred_ptr, out.pred_idx = _csr(out.dst, out.src, self.n)

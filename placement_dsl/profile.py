@@ -64,6 +64,7 @@ from .calibrate import (
     read_calibration,
     runtime_overhead,
     scale_of,
+    schedule_scales,
     stage_costs_of,
     write_calibration,
 )
@@ -411,5 +412,5 @@ def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
 __all__ = ["COLUMNS", "DEVICES", "LinkTime", "ModuleTime", "RunCosts", "StageFit", "affine_of", "build", "calibrated",
            "calibration", "calibration_dict", "calibration_table", "fit_link", "fit_overhead",
            "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "profile_csv", "profile_module",
-           "read_calibration", "read_profile", "runtime_overhead", "scale_of", "split_backward", "stage_costs_of",
-           "training_graph", "with_measured_backward", "write_calibration", "write_profile"]
+           "read_calibration", "read_profile", "runtime_overhead", "scale_of", "schedule_scales", "split_backward",
+           "stage_costs_of", "training_graph", "with_measured_backward", "write_calibration", "write_profile"]

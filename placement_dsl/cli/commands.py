@@ -13,6 +13,7 @@ from ..files import check_writable
 from ..io import Workload, load_placement, save_workload
 from ..presets import certified_problem, problem_for_method
 from ..report import stage_lines, stage_ranges
+from ..task_shift import TaskShift, task_shift
 from .common import EXIT_INFEASIBLE, EXIT_OK, HEURISTIC_METHODS, IP_METHODS, command_deadline
 from .options import (
     declared_options,
@@ -146,40 +147,34 @@ def _run_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[An
     note_cold_kernels(start, limited=True)
     shift = _stage_time_shift(args, w, model)
     result = solve_makespan(args, w, model) if is_makespan(model) else _solve_ip(args, w, model)
-    if shift:
+    if shift is not None:
         result = _with_stage_time(model, result, shift)
     return result.placement, result.to_dict(), result.summary()
 
 
-def _stage_time_shift(args: argparse.Namespace, w: Workload, model: CostModel) -> float:
-    """What a calibrated workload's fixed time per stage pass (``meta["task_overhead"]``, which the formulations leave
-    out) adds to every split's objective: under a max-load or GPipe objective every device holding ops of a graph
-    whose ops share a group with their gradients pays it the same number of passes
-    (:func:`~placement_dsl.heuristics.base.task_passes`), so the formulation's optimum is the optimum; refused
-    elsewhere, naming the field."""
+def _stage_time_shift(args: argparse.Namespace, w: Workload, model: CostModel) -> TaskShift | None:
+    """The shift a calibrated workload's fixed time per stage pass (``meta["task_overhead"]``, which the formulations
+    leave out) makes of every split's objective (:func:`~placement_dsl.task_shift.task_shift`: the formulation's
+    optimum is then the optimum); ``None`` without one; refused where it is not one amount, naming the field."""
     if not model.task_overhead:
-        return 0.0
-    from ..heuristics.base import task_overhead_refusal, task_passes
-
-    passes = task_passes(w.graph)
-    why = task_overhead_refusal(model, w.cluster, getattr(args, "replicate", None) is not None)
-    if why or passes is None:
+        return None
+    shift = task_shift(model, w.graph, w.cluster, getattr(args, "replicate", None) is not None)
+    if shift.exact is None:
         raise SpecError(f"solve --method {args.method}: workload {w.graph.name!r} holds a calibrated fixed time per "
                         f"stage (meta 'task_overhead' {model.task_overhead:g} ms), which the MIP formulations price "
-                        f"only as the same shift of every split; {why or 'here devices may run one pass or two'}; "
-                        "use --method dp")
-    return model.task_overhead * passes
+                        f"only as the same shift of every split; "
+                        f"{shift.refusal or 'here devices may run one pass or two'}; use --method dp")
+    return shift
 
 
-def _with_stage_time(model: CostModel, result: Any, shift: float) -> Any:
+def _with_stage_time(model: CostModel, result: Any, shift: TaskShift) -> Any:
     """``result`` (of the formulation without the fixed time per stage) priced with it: the answer re-evaluated, the
-    bound and the warm start raised by ``shift``."""
+    bound and the warm start raised by the shift."""
     if result.placement is None:
         return result
     ev = evaluate(result.placement, model)
-    return replace(result, objective=ev.objective, evaluation=ev,
-                   bound=None if result.bound is None else result.bound + shift,
-                   start_objective=None if result.start_objective is None else result.start_objective + shift)
+    return replace(result, objective=ev.objective, evaluation=ev, bound=shift.raised(result.bound),
+                   start_objective=shift.raised(result.start_objective))
 
 
 def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
@@ -227,11 +222,8 @@ def cmd_bounds(args: argparse.Namespace) -> int:
 def _bounds_shift(w: Workload, model: CostModel) -> float | None:
     """What a calibrated workload's fixed time per stage pass adds to every split's objective, which the bound levels
     leave out (``None`` where it is not one amount), said in a note."""
-    from ..heuristics.base import task_overhead_refusal, task_passes
-
-    passes = task_passes(w.graph)
     t = model.task_overhead
-    shift = None if passes is None or task_overhead_refusal(model, w.cluster) else t * passes
+    shift = task_shift(model, w.graph, w.cluster).exact
     note(f"bounds are of workload {w.graph.name!r} without its calibrated fixed time per stage pass (meta "
          f"'task_overhead' {t:g} ms): with it every split's objective is "
          f"{f'{shift:g} more' if shift is not None else f'at least {t:g} more'}, as solve and evaluate report")

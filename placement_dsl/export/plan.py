@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..cluster import CPU
 from ..errors import SpecError
 from ..io.costs import module_prefix
@@ -46,7 +48,10 @@ def module_of(op: Any, depth: int | None = None) -> str | None:
 
 
 def stages_of(placement: Placement) -> list[Stage]:
-    """The maximal runs of the device-major order on one device, in order."""
+    """The maximal runs of the device-major order on one device, in order; each stage's ops in program order
+    (:attr:`~placement_dsl.graph.Graph.program_order`: the importer's execution order), whose first op is the one
+    its split point names: the device-major order follows the graph's topological order, which may take a branch
+    the program calls later first."""
     runs: list[tuple[int, list[int]]] = []
     for v in device_major_order(placement).tolist():
         d = int(placement.assign[v])
@@ -54,7 +59,9 @@ def stages_of(placement: Placement) -> list[Stage]:
             runs[-1][1].append(v)
         else:
             runs.append((d, [v]))
-    return [Stage(k, d, tuple(ops)) for k, (d, ops) in enumerate(runs)]
+    position = np.empty(placement.graph.n, dtype=np.int64)
+    position[placement.graph.program_order] = np.arange(placement.graph.n)
+    return [Stage(k, d, tuple(sorted(ops, key=position.__getitem__))) for k, (d, ops) in enumerate(runs)]
 
 
 def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -> list[Stage]:
@@ -190,13 +197,15 @@ def split_modules(placement: Placement, stages: list[Stage], depth: int | None, 
 def split_places(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[tuple[str, str]]:
     """Where each stage after the first begins: ``(module, "beginning")`` or ``(module, "end")``, checked.
 
-    A stage beginning at a module's op splits at the ``"beginning"`` of a module: with ``depth`` the
-    first op's path cut to ``depth`` parts, which must lie wholly in its stage; without, the
-    shallowest module of that path that no earlier stage enters. A stage beginning with ops of no
+    A stage beginning at a module's op splits at the ``"beginning"`` of the shallowest module of that
+    op's path that no earlier stage enters and the model calls (with ``depth`` the modules at ``depth``
+    must lie wholly in their stages; a container beginning at the same op, ``transformer.h.1`` rather
+    than its ``ln_1``, is the same point of the program and cuts no residual connection inside it; a
+    ``ModuleList`` the model only iterates is never the point). A stage beginning with ops of no
     module (the root's own functional calls, like torchvision's ``F.relu``/``F.adaptive_avg_pool2d``
     and ``torch.flatten`` between ``features`` and ``classifier``) splits at the ``"end"`` of the
     module the previous stage ends with: the shallowest module of its last op's path that no later
-    stage enters (with ``depth``, that path cut to ``depth`` parts). A stage that begins inside a
+    stage enters and the model calls. A stage that begins inside a
     module, after an op of no module, or at a module called several times
     (:func:`reused_modules`) is refused, naming the module and the stage.
     """
@@ -260,11 +269,12 @@ def _check_called(point: str, called: set[str] | None, where: str, runtime: str)
 
 
 def _check_program_order(placement: Placement, stages: list[Stage], owner: dict[int, int], runtime: str) -> None:
-    """Refuse stages out of the model's execution order (the graph's op order, the exporter's): the runtime cuts
+    """Refuse stages out of the model's execution order (the graph's program order, the exporter's): the runtime cuts
     the program at its split points, so every module op after a split runs on a later stage."""
     g = placement.graph
     latest = None
-    for v, op in enumerate(g.ops):
+    for v in g.program_order.tolist():
+        op = g.ops[v]
         if not op.attrs.get("module"):
             continue
         if latest is not None and owner[v] < owner[latest]:
@@ -287,11 +297,8 @@ def _end_point(placement: Placement, stages: list[Stage], k: int, depth: int | N
                         f"op {op_name(last)!r} of no module either; a split point is the beginning or the end of a "
                         f"module")
     after = set().union(*scopes[k:])
-    if depth is not None:
-        point = module_prefix(path, depth)
-    else:
-        point = next((p for j in range(1, path.count(".") + 2) if (p := str(module_prefix(path, j))) not in after
-                      and (called is None or p in called)), None)
+    point = next((p for j in range(1, path.count(".") + 2) if (p := str(module_prefix(path, j))) not in after
+                  and (called is None or p in called)), None)
     if point is None or point in after:
         raise SpecError(f"{runtime}: stage {k} begins with op {op_name(first)!r} of no module, after op "
                         f"{op_name(last)!r} inside module {path!r}, whose ops run on a later stage too; a runtime "
@@ -330,8 +337,10 @@ def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str
 
 
 def _split_point(path: str, depth: int | None, before: set[str], called: set[str] | None) -> str | None:
-    if depth is not None:
-        return module_prefix(path, depth)
+    """The shallowest module of ``path`` that no earlier stage enters and the model calls: the module whose
+    beginning the stage's first op is (with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`,
+    and a container beginning at the same op is the same point of the program, one that cuts no residual
+    connection inside it)."""
     for k in range(1, path.count(".") + 2):
         prefix = module_prefix(path, k)
         if prefix not in before and (called is None or prefix in called):

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from ..cluster import Cluster
 from ..deprecated import moved
 from ..errors import PlacementError, SpecError
@@ -17,6 +15,7 @@ from ..evaluate import CostModel, Objective, evaluate, unrouted
 from ..graph import Graph
 from ..pipeline_orders import FOLDS, ORDERS
 from ..placement import Placement
+from ..task_shift import task_shift
 from . import fold_ranks, kernel_cache, registry, routable
 
 _moved = moved(__name__, {"fallback": "placement_dsl.heuristics.fallback"})
@@ -92,51 +91,24 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     return _within_groups(method, first, parts, model, seed, at, options)
 
 
-def task_passes(graph: Graph) -> int | None:
-    """The passes every device holding ops of ``graph`` runs in each valid placement: 1 for a forward graph, 2 for a
-    training graph whose every colocation group holds forward and backward ops (as
-    :func:`~placement_dsl.zoo.training.with_backward` groups ``v`` with ``v.grad``), else ``None`` (a device may
-    run one pass or two)."""
-    if not graph.is_training:
-        return 1
-    ids = np.unique(graph.group_id, return_inverse=True)[1]
-    both = np.bincount(ids, weights=graph.backward) * np.bincount(ids, weights=~graph.backward)
-    return 2 if bool(np.all(both > 0)) else None
-
-
-def task_overhead_refusal(model: CostModel, cluster: Cluster, replication: bool = False) -> str:
-    """Why ``model.task_overhead`` is not the same shift of every split's objective on ``cluster`` ('' where it is:
-    a max-load or GPipe objective without replication, links, micro-batches or rank orders)."""
-    if (model.objective in (Objective.MAX_LOAD, Objective.GPIPE) and model.name not in ORDERS
-            and model.microbatches is None and not cluster.routed and not replication):
-        return ""
-    return (f"the cost model's task_overhead ({model.task_overhead}) is a fixed time per stage that the searches "
-            f"price under a max-load or GPipe objective without replication, links, micro-batches or rank orders "
-            f"(objective {model.name or model.objective.value!r})")
-
-
 def _with_task_overhead(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: int | None,
                         time_limit: float | None, options: dict[str, Any]) -> HeuristicResult:
-    """:func:`run` under a runtime's fixed time per pass (``model.task_overhead``, ``t``): each device's load gains ``t``
-    per pass it runs ops of. Under a max-load or GPipe objective without replicas, links, fill and drain or rank
-    orders, every device holding ops pays the same ``k t`` (``k``: :func:`task_passes`; an empty device's load is 0), so
-    the objective of every valid placement is its objective without the term plus ``k t``: the search runs without
-    it (its answer and its class's optimum are the same), the answer is priced with it, a bound rises by ``k t``.
-    Where ``k`` is not one number, the bound rises by ``t`` (every placement's busiest device runs one pass at least)
-    and the answer is not claimed exact. Elsewhere the term moves the best split and is refused."""
-    t = model.task_overhead
-    why = task_overhead_refusal(model, cluster, bool(options.get("replication")))
-    if why:
-        raise SpecError(f"{method}: {why}; search without it and evaluate the answer with it")
+    """:func:`run` under a runtime's fixed time per pass (``model.task_overhead``, ``t``), which the searches leave
+    out: where it shifts every valid split's objective alike (:func:`~placement_dsl.task_shift.task_shift`), the
+    search runs without it, the answer is priced with it and a bound rises by the shift (by ``t`` where the passes
+    per device are not one number, and the answer is not claimed exact). Elsewhere the term moves the best split
+    and is refused."""
+    shift = task_shift(model, graph, cluster, bool(options.get("replication")))
+    if shift.refusal:
+        raise SpecError(f"{method}: {shift.refusal}; search without it and evaluate the answer with it")
     found = run(method, graph, cluster, model=replace(model, task_overhead=0.0), seed=seed, time_limit=time_limit,
                 **options)
-    passes = task_passes(graph)
     objective = evaluate(found.placement, model).objective
-    uniform = passes is not None and not found.placement.replicated
-    bound = None if found.bound is None else found.bound + t * (passes if uniform else 1)
-    return replace(found, objective=objective, bound=bound, exact_among=found.exact_among if uniform else None,
-                   info={**found.info, "task_overhead": f"{t:g} per pass, priced as the same "
-                                                        f"{passes if uniform else 'one or two'} passes on "
+    uniform = shift.exact is not None and not found.placement.replicated
+    return replace(found, objective=objective, bound=shift.raised(found.bound, uniform),
+                   exact_among=found.exact_among if uniform else None,
+                   info={**found.info, "task_overhead": f"{shift.per_pass:g} per pass, priced as the same "
+                                                        f"{shift.passes if uniform else 'one or two'} passes on "
                                                         "every device holding ops"})
 
 

@@ -1,21 +1,23 @@
 """A partition as the frameworks take it: stages by module or layer name, and their split points.
 
-For ``torch.distributed.pipelining`` the split points are a ``split_spec`` mapping the module
-where each stage after the first begins to ``SplitPoint.BEGINNING`` (or the places to put
-``pipe_split()``); for DeepSpeed's ``PipelineModule`` they are each stage's list of layers and
-the layer-index boundaries ``parts``. Names are module paths (``op.attrs["module"]``) cut to
-``depth`` dotted parts, or the ops' names for people where an op has none (a dnn-partitioning
-node's ``name``, else its id).
+For ``torch.distributed.pipelining`` the split points are the ``split_spec`` that the
+``torch-pipelining`` exporter writes (:func:`placement_dsl.export.export`, the one place they are
+made): each stage after the first begins at a module (``SplitPoint.BEGINNING``) or after the module
+before it (``SplitPoint.END``, where the stage begins with the model's own calls). For DeepSpeed's
+``PipelineModule`` they are each stage's list of layers and the layer-index boundaries ``parts``.
+Names are module paths (``op.attrs["module"]``) cut to ``depth`` dotted parts, or the ops' names for
+people where an op has none (a dnn-partitioning node's ``name``, else its id).
 
-This is the view for people: it warns where a runtime would refuse. The stages and module names
-come from :mod:`placement_dsl.export.plan`, whose exporters (:func:`placement_dsl.export.export`)
-write the files a runtime reads and refuse a plan it cannot run.
+This is the view for people: where the exporter refuses the plan, ``split_spec`` is empty and the
+reason is among the ``warnings``, beside the layers cut between stages.
 """
 from __future__ import annotations
 
 from itertools import pairwise
 from typing import Any
 
+from ..errors import SpecError
+from ..export import export
 from ..export.plan import module_of, op_name, stages_of
 from ..placement import Placement
 
@@ -36,28 +38,25 @@ def split_points(placement: Placement, depth: int | None = None) -> dict[str, An
     """Stages with their layers, the ``split_spec`` of ``torch.distributed.pipelining`` and DeepSpeed's ``parts``.
 
     A stage is a run of ops on one device in the device-major order, so a contiguous pipeline
-    has one stage per device. ``warnings`` name a layer cut between stages (its split point
-    is then the deeper module where the stage begins) and a device holding several stages.
+    has one stage per device. ``split_spec`` is the ``torch-pipelining`` exporter's, at ``depth``
+    (``{module: "beginning" | "end"}``); where it refuses the plan, ``split_spec`` is empty and
+    ``warnings`` hold its reason. ``warnings`` also name a layer cut between stages.
     """
     names = placement.cluster.names
     stages = [_stage(s.index, names[s.device], s.ops, placement, depth) for s in stages_of(placement)]
     order = list(dict.fromkeys(layer for s in stages for layer in s["layers"]))
-    warnings, spec, parts = [], {}, [0]
+    warnings, parts = [], [0]
     for prev, s in pairwise(stages):
-        cut = s["layers"][0]
-        if cut == prev["layers"][-1]:
-            warnings.append(f"layer {cut!r} is cut between stages {prev['stage']} and {s['stage']}; "
-                            f"the split point is inside it, at {s['begins_at']!r}")
-            cut = s["begins_at"]
-        spec[cut] = "SplitPoint.BEGINNING"
         first = s["layers"][0]  # a cut layer stays whole in the earlier stage of DeepSpeed's parts
+        if first == prev["layers"][-1]:
+            warnings.append(f"layer {first!r} is cut between stages {prev['stage']} and {s['stage']}")
         parts.append(order.index(first) + (first in prev["layers"]))
     parts.append(len(order))
-    held: dict[str, int] = {}
-    for s in stages:
-        held[s["device"]] = held.get(s["device"], 0) + 1
-    warnings += [f"device {d!r} holds {n} separate stages; a pipeline split needs one run per device"
-                 for d, n in held.items() if n > 1]
+    try:
+        spec = export(placement, "torch-pipelining", depth=depth).data["split_spec"]
+    except SpecError as err:
+        spec = {}
+        warnings.append(str(err))
     return {"depth": depth, "layers": order, "stages": stages, "split_spec": spec, "parts": parts,
             "warnings": warnings}
 
@@ -69,8 +68,11 @@ def split_lines(points: dict[str, Any]) -> list[str]:
         shown = s["layers"] if len(s["layers"]) <= 5 else [*s["layers"][:4], "...", s["layers"][-1]]
         lines.append(f"  stage {s['stage']} on {s['device']}: {s['ops']} ops, {len(s['layers'])} layers "
                      f"[{', '.join(shown)}]")
-    spec = ", ".join(f"{k!r}: {v}" for k, v in points["split_spec"].items())
-    lines.append(f"torch.distributed.pipelining split_spec = {{{spec}}}")
+    if points["split_spec"] or len(points["stages"]) < 2:
+        spec = ", ".join(f"{k!r}: SplitPoint.{v.upper()}" for k, v in points["split_spec"].items())
+        lines.append(f"torch.distributed.pipelining split_spec = {{{spec}}}")
+    else:
+        lines.append("torch.distributed.pipelining split_spec: none, the exporter refuses this plan (see the warning)")
     lines.append(f"DeepSpeed PipelineModule parts = {points['parts']} over {len(points['layers'])} layers")
     lines += [f"warning: {w}" for w in points["warnings"]]
     return lines

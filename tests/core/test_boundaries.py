@@ -8,7 +8,7 @@ import pytest
 
 from placement_dsl import Boundaries
 from placement_dsl.cluster import Cluster, Device
-from placement_dsl.constraints import Contiguous, DagOrder, Memory, term_from_dict
+from placement_dsl.constraints import Colocate, Contiguous, DagOrder, Memory, term_from_dict
 from placement_dsl.errors import SpecError
 from placement_dsl.export import export
 from placement_dsl.graph import Graph, Op
@@ -114,3 +114,78 @@ def test_cli_boundaries_option_gives_an_exportable_plan(tmp_path, capsys):
         main(["solve", str(work), "--method", "dp", "--boundaries", "layer:3"])
     assert exit_.value.code == 2
     assert "--boundaries must be module or module:DEPTH" in capsys.readouterr().err
+
+
+def two_towers() -> Graph:
+    """A stem, two parallel towers and a head (module paths at depth 1). The left tower, which the program calls
+    first, writes a large tensor: without an order, the best split of 2 stages puts the stem and the right tower
+    first and the left tower after it, which the program, calling the left tower first, cannot be cut into."""
+    rows = [("s0", "stem", 1.0, 1.0), ("s1", "stem", 1.0, 1.0), ("a0", "left", 3.0, 1.0), ("a1", "left", 1.0, 100.0),
+            ("b0", "right", 3.0, 1.0), ("b1", "right", 1.0, 1.0), ("h0", "head", 1.0, 1.0), ("h1", "head", 1.0, 1.0)]
+    ops = [Op(name=n, work=w, out_bytes=b, attrs={"module": m}) for n, m, w, b in rows]
+    edges = [("s0", "s1"), ("s1", "a0"), ("a0", "a1"), ("s1", "b0"), ("b0", "b1"), ("a1", "h0"), ("b1", "h0"),
+             ("h0", "h1")]
+    return Graph(ops, edges, name="towers")
+
+
+def test_the_units_run_in_program_order_so_a_plan_over_parallel_towers_is_cuttable():
+    g = two_towers()
+    cluster = Cluster.stages(2)
+    assert Boundaries.modules().order(g) == [("a1", "b0")]  # the right tower after the left, as the program calls
+    unordered = Problem(g, cluster, Bottleneck(), [DagOrder(), Colocate.by("module")])
+    free = run("dp", unordered.graph, cluster).placement
+    assert free.assign.tolist() == [0, 0, 1, 1, 0, 0, 1, 1]  # the right tower on the first stage: 8, not cuttable
+    with pytest.raises(SpecError, match=r"execution order"):
+        export(Placement(g, cluster, free.assign), "torch-pipelining")
+    problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Boundaries.modules()])
+    for method in ("dp", "slicegraph"):
+        p = run(method, problem.graph, cluster).placement
+        assert export(Placement(g, cluster, p.assign), "torch-pipelining").data["split_spec"] == {"left": "beginning"}
+    result = solve(problem, time_limit=10, method="ip")
+    assert export(Placement(g, cluster, result.placement.assign), "torch-pipelining").data["split_spec"] == \
+        {"left": "beginning"}
+    assert result.objective == pytest.approx(11.0)  # the stem alone (2 + 1) | the towers and head (10 + 1)
+
+
+def test_the_order_follows_the_program_and_skips_what_is_joined_or_one_unit():
+    g = blocks(2)  # in -> h0.a -> h0.b -> h1.a -> h1.b -> out: a chain already
+    assert Boundaries.modules(depth=3).order(g) == []
+    ops = [Op(name=n, work=1.0, attrs={"module": m} if m else {}) for n, m in
+           [("x", "stem"), ("f", None), ("a", "left"), ("b", "right"), ("c", "right")]]
+    g = Graph(ops, [("x", "a"), ("x", "b"), ("x", "f"), ("b", "c")])  # f: an op of no module, a unit of its own
+    assert Boundaries.modules().order(g) == [("f", "a"), ("a", "b")]
+    assert Boundaries.modules().apply(g, Cluster.stages(2)).m == g.m + 2
+
+
+def test_a_stage_splits_at_the_module_the_program_calls_first():
+    # the graph's topological order takes the right tower first; the program calls the left one first, where torch
+    # must cut to put both towers on the second stage
+    p = Placement(two_towers(), Cluster.stages(2), [0, 0, 1, 1, 1, 1, 1, 1])
+    assert export(p, "torch-pipelining").data["split_spec"] == {"left": "beginning"}
+
+
+@pytest.mark.parametrize("name, options", [("resnet18.onnx", {}), ("gpt2.onnx", {"seq": 32})])
+def test_every_plan_under_the_term_is_exported_at_every_depth(name, options):
+    """GPT-2 and ResNet-18 at op granularity, 2 and 4 stages, depths 1-4: the DP's and SliceGraph's plans under the
+    term are all accepted. Before, at depth 2 GPT-2's boundary fell at 'transformer.h' (a ModuleList the model never
+    calls; the point is its first block), and at depth 4 inside a block, between its residual adds (the spans)."""
+    pytest.importorskip("onnx")
+    from pathlib import Path
+
+    from placement_dsl.io import onnx as onnx_io
+
+    g = onnx_io.load(Path(__file__).parents[1] / "data" / name, batch=2, **options).graph
+    for depth in (1, 2, 3, 4):
+        for k in (2, 4):
+            cluster = Cluster.stages(k, bandwidth=1e10)  # transfers cheap beside the ops: the plans use the stages
+            for method in ("dp", "slicegraph"):
+                p = Placement(g, cluster, run(method, Boundaries.modules(depth).apply(g, cluster), cluster).placement.assign)
+                assert len(export(p, "torch-pipelining", depth=depth).data["split_spec"]) == len(set(p.assign)) - 1
+
+
+def test_a_residual_add_keeps_its_span_on_one_stage():
+    rows = [("x", "b.0"), ("f", "b.0.f"), ("g", "b.0.g"), ("add", "b.0"), ("h", "b.1")]  # add = x + g(f(x)) in b.0
+    g = Graph([Op(name=n, work=1.0, attrs={"module": m}) for n, m in rows],
+              [("x", "f"), ("f", "g"), ("g", "add"), ("x", "add"), ("add", "h")])
+    assert Boundaries.modules(depth=3).spans(g) == [["x", "f", "g", "add"]]  # no boundary between f and g
+    assert Boundaries.modules(depth=2).spans(g) == []  # b.0 is one unit: its add is its own op

@@ -135,6 +135,36 @@ def test_calibration_report():
         profile.calibration([1.0, 2.0], [1.0])
 
 
+def test_the_stages_tensors_at_the_link_are_measured_not_fitted():
+    """Stages of one split cut early (large tensors) and of one cut late (small): measured = 1.2 x profiled + 0.5 ms
+    + the tensors at the link. Fitted with the link's share taken off, the terms come back and the late cut's stages
+    are predicted exactly; fitted in (as before), the factor and fixed time carry the early cut's traffic."""
+    profiled, links, ops = [2.0, 4.0, 6.0, 1.0], [1.5, 1.5, 0.2, 0.2], [10, 20, 30, 5]
+    measured = [1.2 * p + 0.5 + c for p, c in zip(profiled, links)]
+    fits = profile.calibration(profiled, measured, ops, links)
+    scale, op_ms, fixed = profile.stage_costs_of(fits)
+    assert (scale, op_ms, fixed) == pytest.approx((1.2, 0.0, 0.5))
+    assert max(abs(f.residual) for f in profile.calibrated(fits, scale, fixed, op_ms)) < 1e-9
+    bare = profile.calibration(profiled, measured, ops)  # the link left to the fit
+    c, per_op, b = profile.stage_costs_of(bare)
+    assert max(abs(f.residual) for f in profile.calibrated(bare, c, b, per_op)) > 0.05
+    with pytest.raises(SpecError, match="and 1 link times"):
+        profile.calibration([1.0, 2.0], [1.0, 2.0], comm=[0.0])
+
+
+def test_each_schedule_has_its_compute_factor():
+    """The same stages under GPipe (every micro-batch's activations held) at 1.1 x and under 1F1B at 1.0 x profiled,
+    plus 0.02 ms per op: one factor leaves residuals of opposite signs, one per schedule none."""
+    profiled, ops = [2.0, 6.0, 1.0, 3.0], [10, 40, 10, 40]
+    fits = [*profile.calibration(profiled, [1.1 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="gpipe"),
+            *profile.calibration(profiled, [1.0 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="1f1b")]
+    scale, op_ms, fixed = profile.stage_costs_of(fits)
+    scales = profile.schedule_scales(fits, op_ms, fixed)
+    assert scales == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-6)
+    assert max(abs(f.residual) for f in profile.calibrated(fits, scales, fixed, op_ms)) < 1e-6
+    assert max(abs(f.residual) for f in profile.calibrated(fits, scale, fixed, op_ms)) > 0.02
+
+
 def test_module_doctests():
     assert doctest.testmod(profile).failed == 0
 

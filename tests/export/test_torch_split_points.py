@@ -128,10 +128,12 @@ def test_stages_out_of_the_programs_order_are_refused():
     assert export(Placement(g, Cluster.stages(2), assign), "torch-pipelining").data["split_spec"]
 
 
-def test_a_stage_of_one_module_split_at_both_ends_is_refused():
-    """efficientnet's ``avgpool`` alone on a stage, then the root's ``torch.flatten`` starting the next: the split
-    would be ``avgpool`` at its beginning and its end, one key of split_spec (4 stages ran as 3)."""
-    from placement_dsl.errors import SpecError
+def test_a_stage_of_one_module_ends_at_its_container():
+    """``features.2`` alone on a stage, then the root's ``torch.flatten`` starting the next: the stage begins at
+    ``features.2`` and ends after ``features``, two keys of split_spec at the points the plan cuts (at depth 2 the
+    end point was ``features.2`` again, one key for two points, and the plan was refused)."""
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
     from placement_dsl.io.torch_export import from_module
 
     model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
@@ -139,5 +141,7 @@ def test_a_stage_of_one_module_split_at_both_ends_is_refused():
     mods = [str(op.attrs.get("module", "")) for op in g.ops]
     last = max(i for i, m in enumerate(mods) if m.startswith("features"))
     assign = [0 if m.startswith(("features.0", "features.1")) else 1 if i <= last else 2 for i, m in enumerate(mods)]
-    with pytest.raises(SpecError, match=r"split at both its beginning and its end"):
-        export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=2)
+    spec = export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=2).data["split_spec"]
+    assert spec == {"features.2": "beginning", "features": "end"}
+    pipe = pipeline(model, (x,), split_spec={k: SplitPoint[v.upper()] for k, v in spec.items()})
+    assert pipe.num_stages == 3

@@ -123,14 +123,14 @@ def test_resnet18_memory_per_stage_is_its_initializers():
     assert sum(expected.values()) == sum(_init_bytes(i) for i in model.graph.initializer) == 46_738_848
 
     points = split_points(placement, depth=4)
-    (cut, how), = points["split_spec"].items()
     second = points["stages"][1]
     begins = module[second["first"]]  # the module of the first op on the second stage
-    assert how == "SplitPoint.BEGINNING" and [s["device"] for s in points["stages"]] == ["stage0", "stage1"]
-    if points["warnings"]:  # the split falls inside a residual stage: the split point is the deeper module
-        assert cut == begins and f"split point is inside it, at {begins!r}" in points["warnings"][0]
-    else:
-        assert cut == ".".join(begins.split(".")[:4]) == second["layers"][0]
+    assert [s["device"] for s in points["stages"]] == ["stage0", "stage1"]
+    if points["split_spec"]:  # the exporter's split point: the module at depth 4 where the second stage begins
+        (cut, how), = points["split_spec"].items()
+        assert how == "beginning" and cut == ".".join(begins.split(".")[:4]) == second["layers"][0]
+    else:  # the split falls inside a module at depth 4 (a residual stage): the exporter refuses, saying why
+        assert "torch-pipelining:" in points["warnings"][-1]
     assert begins.startswith(("resnet.encoder.stages.", "resnet.pooler", "classifier"))
     assert points["layers"][0] == "resnet.embedder.embedder.convolution" and points["layers"][-1] == "classifier.1"
 
@@ -193,8 +193,11 @@ def test_command_line_imports_solves_and_shows(tmp_path, capsys, path, options, 
     assert main(["show", str(work), "--split", str(split), "--kind", "splits", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     layers = [op["name"] for op in json.loads(work.read_text())["graph"]["ops"]]  # module paths at this depth
-    assert shown["layers"] == layers and len(shown["split_spec"]) == len(shown["stages"]) - 1 >= 1
-    assert set(shown["split_spec"]) <= set(layers[1:])
+    assert shown["layers"] == layers and len(shown["stages"]) >= 2
+    if any(s["device"].startswith("cpu") for s in shown["stages"]):  # the default cluster's host CPU took a layer
+        assert shown["split_spec"] == {} and "accelerators only" in shown["warnings"][-1]  # the exporter refuses
+    else:
+        assert len(shown["split_spec"]) == len(shown["stages"]) - 1 and set(shown["split_spec"]) <= set(layers[1:])
     svg = tmp_path / "gantt.svg"
     assert main(["show", str(work), "--split", str(split), "--kind", "gantt", "--out", str(svg), "--json"]) == 0
     drawn = json.loads(capsys.readouterr().out)

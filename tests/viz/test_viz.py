@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from placement_dsl import Boundaries
 from placement_dsl.certify import LevelStatus
 from placement_dsl.cli import main
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import DagOrder
+from placement_dsl.export import export
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import Workload, save_workload
@@ -215,13 +217,16 @@ def test_bounds_over_time_are_recorded_and_drawn(tmp_path: Path):
 
 
 # ---------------------------------------------------------------------------- split points
-def test_split_points_by_layer(placed: Placement):
+def test_split_points_by_layer():
+    g, cluster = layered(), Cluster.stages(3, bandwidth=100.0)
+    placed = Placement(g, cluster, run("dp", Boundaries.modules(2).apply(g, cluster), cluster).placement.assign)
     pts = split_points(placed, depth=2)
     stages = pts["stages"]
     assert len(stages) == 3 and [s["device"] for s in stages] == ["stage0", "stage1", "stage2"]
     assert sum(s["ops"] for s in stages) == placed.graph.n
     assert pts["layers"][0] == "embed" and pts["layers"][-1] == "head"
-    assert len(pts["split_spec"]) == 2 and set(pts["split_spec"].values()) == {"SplitPoint.BEGINNING"}
+    assert pts["split_spec"] == export(placed, "torch-pipelining", depth=2).data["split_spec"]  # the exporter's
+    assert len(pts["split_spec"]) == 2 and set(pts["split_spec"].values()) == {"beginning"}
     assert pts["parts"][0] == 0 and pts["parts"][-1] == len(pts["layers"]) and pts["parts"] == sorted(pts["parts"])
     text = "\n".join(split_lines(pts))
     assert "split_spec" in text and "parts" in text
@@ -230,7 +235,8 @@ def test_split_points_by_layer(placed: Placement):
 def test_split_points_name_ops_by_their_source_names():
     ops = [Op(name=str(i), work=1.0, attrs={"name": f"enc.{i}.weight"}) for i in range(3)]
     points = split_points(Placement(Graph(ops, [("0", "1"), ("1", "2")]), Cluster.stages(2), [0, 0, 1]))
-    assert points["split_spec"] == {"enc.2.weight": "SplitPoint.BEGINNING"}
+    assert points["split_spec"] == {} and "has no module paths" in points["warnings"][0]  # no module to split at
+    assert "split_spec: none, the exporter refuses this plan" in "\n".join(split_lines(points))
     assert [(s["first"], s["last"]) for s in points["stages"]] == [("enc.0.weight", "enc.1.weight"),
                                                                    ("enc.2.weight", "enc.2.weight")]
 
@@ -239,8 +245,10 @@ def test_split_inside_a_layer_is_warned():
     g = layered(2)
     cut = [0] * 3 + [1] * (g.n - 3)  # embed and two ops of blocks.0 | the rest: blocks.0 is cut
     pts = split_points(Placement(g, Cluster.stages(2), cut), depth=2)
-    assert list(pts["split_spec"]) == ["blocks.0.norm"]
-    assert any("'blocks.0' is cut" in w for w in pts["warnings"])
+    assert pts["split_spec"] == {} and pts["warnings"][0] == "layer 'blocks.0' is cut between stages 0 and 1"
+    assert "torch-pipelining: stage 1 begins inside module 'blocks.0'" in pts["warnings"][1]  # the exporter's reason
+    deeper = split_points(Placement(g, Cluster.stages(2), cut))  # without a depth torch splits at the deeper module
+    assert deeper["split_spec"] == {"blocks.0.norm": "beginning"}
 
 
 def test_layer_graph_split_spec_names_modules():
