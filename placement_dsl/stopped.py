@@ -147,13 +147,13 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
     rerun = [m for m in stop.unfinished if m != IMPROVING.get(goal(stop.problem))]  # it runs from the best start
-    pool = alternatives(stop.problem, stop.others)  # the start's race's next best distinct starts
+    pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
     if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
         raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
         # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
         if raced.usable and raced.objective < current.objective:
             current, raced = raced, current
-        pool += [raced, *alternatives(stop.problem, raced.others)] if raced.usable else []
+        pool += [raced, *raced.others] if raced.usable else []
     seconds = until - time.perf_counter()
     found = improve(stop.problem, current, seconds, seed=SEEDS["instead"]) if current.usable else \
         resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
@@ -166,7 +166,10 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         current = again(stop.problem, current, clock)
         if goal(stop.problem) == "makespan":  # the time the stalled searches gave back: restarts to the deadline
             began = time.perf_counter()
-            current = restart(stop.problem, current, sorted(pool, key=lambda s: s.objective), clock, reserve=RESERVE,
+            pool = [s for s in pool if isinstance(s, Start)] + \
+                alternatives(stop.problem, tuple(s for s in pool if not isinstance(s, Start)))
+            pool.sort(key=lambda s: s.objective)
+            current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
     stop.phases = phases
