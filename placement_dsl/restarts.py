@@ -14,8 +14,8 @@ runs the improving method (:data:`placement_dsl.starts.IMPROVING`) from
 A restart whose local optimum comes within :data:`PROMISING` of the best goes on to the window search (the
 objective's LNS, :data:`placement_dsl.stopped.SEARCHES`, without its coarse solve, until ``patience`` windows in a
 row find nothing). The neighbourhoods grow while restarts find nothing: the kick's window doubles from
-:data:`FIRST_KICK` of the ops up to :data:`MOST_KICK`, the LNS's first window from its default up to the graph; a
-better schedule sets both back. The best schedule is only ever replaced by a better one, by the cost model, so the
+:data:`FIRST_KICK` of the ops up to :data:`MOST_KICK` (and starts small again past it), the LNS's first window from
+its default up to the graph; a better schedule sets both back. The best schedule is only ever replaced by a better one, by the cost model, so the
 answer is never worse than the stalled search's.
 """
 from __future__ import annotations
@@ -88,12 +88,14 @@ def restart(problem: Any, best: Start, pool: list[Start], clock: Deadline, *, re
     """``best`` improved by restarts (see the module docstring) from the starts of ``pool`` (in order), then from
     kicks of the best, until ``clock`` has ``reserve`` + ``least`` seconds left: each restart runs the improving
     method from its start for at most :data:`SHARE` of the time left, and ``search`` (a registered window search, ``None``: none) after it when its local
-    optimum is promising. Each restart has its own seed, from ``seed`` on. ``info["restarts"]`` counts them."""
+    optimum is promising. Each restart has its own seed, from ``seed`` on. ``info["restarts"]`` counts them,
+    ``info["restarts_better"]`` those that found a better schedule."""
     if not best.usable:
         return best
     rng, n = random.Random(seed), problem.graph.n
-    kick, window, count, pool = max(2, math.ceil(FIRST_KICK * n)), WINDOW, 0, list(pool)
-    most = max(2, math.ceil(MOST_KICK * n))
+    first = max(2, math.ceil(FIRST_KICK * n))
+    most = max(first, math.ceil(MOST_KICK * n))
+    kick, window, count, better, pool = first, WINDOW, 0, 0, list(pool)
     while clock.left() - reserve >= least:
         start = pool.pop(0) if pool else next(filter(None, (kicked(problem, best, kick, rng) for _ in range(DRAWS))),
                                               None)
@@ -110,9 +112,9 @@ def restart(problem: Any, best: Start, pool: list[Start], clock: Deadline, *, re
             found = improve(problem, found, clock.left() - reserve, seed=seed + count, method=search,
                             patience=patience, window=window, coarse=False)
         if found.usable and found.objective < best.objective * (1 - 1e-12):
-            best, kick, window = found, max(2, math.ceil(FIRST_KICK * n)), WINDOW
-        else:
-            kick, window = min(2 * kick, most), min(2 * window, max(n, 1))
-    best.info = {**best.info, "restarts": count}
+            best, kick, window, better = found, first, WINDOW, better + 1
+        else:  # the neighbourhoods grow; past the widest the kicks start small again (variable neighbourhoods)
+            kick, window = (first if kick >= most else min(2 * kick, most)), min(2 * window, max(n, 1))
+    best.info = {**best.info, "restarts": count, "restarts_better": better}
     return best
 

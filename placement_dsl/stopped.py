@@ -172,13 +172,15 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
             current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
+            stop.note = (f"{current.info.get('restarts', 0)} restarts after the searches stalled, "
+                         f"{current.info.get('restarts_better', 0)} of them better")
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
     better = stop.with_start(current)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
-    better.phases, better.floor = phases, stop.floor
+    better.phases, better.floor, better.note = phases, stop.floor, stop.note
     return better
 
 
@@ -209,6 +211,7 @@ class Stop:
         self.others: tuple[tuple, ...] = ()  # the next best distinct starts of its race (Start.others)
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
+        self.note = ""  # what the search after the start did, for the answer's message (the restarts)
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -237,7 +240,7 @@ class Stop:
             status = Status.OPTIMAL
         answer = ("; the answer is the warm start" if usable else
                   f"; the answer is the {placement.source} fallback split" if placement is not None else "")
-        notes = [m for m in (self.refusal, why + answer) if m]
+        notes = [m for m in (self.refusal, why + answer, self.note) if m]
         result = Result(status=status, placement=placement,
                         objective=None if ev is None else ev.objective, bound=None, method=self.method,
                         solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
