@@ -172,8 +172,9 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
             current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
-            stop.note = (f"{current.info.get('restarts', 0)} restarts after the searches stalled, "
-                         f"{current.info.get('restarts_better', 0)} of them better")
+            if current.info.get("restarts"):
+                stop.note = (f"{current.info['restarts']} restarts after the searches stalled, "
+                             f"{current.info.get('restarts_better', 0)} of them better")
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
