@@ -176,14 +176,20 @@ def build_seconds(problem: Any, formulation: Any) -> float:
     return model_seconds(estimate_nonzeros(problem, formulation))
 
 
-def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None) -> None:
+def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None,
+               per_build: float = 0.0) -> None:
     """Raise :class:`~placement_dsl.deadline.BudgetSpent` ("model too large for the time left") when building
-    ``formulation``'s model of ``problem`` and a useful search (:data:`MIN_SEARCH`) cannot fit into ``seconds``
-    (at most what is left of ``deadline``)."""
+    ``formulation``'s model of ``problem`` and a useful search cannot fit into ``seconds`` (at most what is left of
+    ``deadline``): a search of :data:`MIN_SEARCH`, or of ``per_build`` times the estimated build where that is more
+    (a model the caller would rather not build than search too briefly: "too large to be searched")."""
     form = get(formulation, problem)
     left = deadline.clip(seconds)
-    nonzeros = estimate_nonzeros(problem, form)
     need = build_seconds(problem, form)
     if need + MIN_SEARCH > left:
-        raise BudgetSpent(f"model too large for the time left: the {form.name!r} model has ~{nonzeros:,.0f} "
-                          f"nonzeros, ~{need:.0f} s to build, {left:.1f} s left; not built")
+        raise BudgetSpent(f"model too large for the time left: the {form.name!r} model has "
+                          f"~{estimate_nonzeros(problem, form):,.0f} nonzeros, ~{need:.0f} s to build, {left:.1f} s "
+                          "left; not built")
+    if need * (1 + per_build) > left:
+        raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes "
+                          f"~{need:.0f} s to build, {left:.1f} s left (it is searched {per_build:g} times its "
+                          "build); not built")

@@ -44,7 +44,7 @@ from .stopped import (
     first_start,
     floor,
     heuristics_instead,
-    searchable,
+    search_per_build,
     start_label,
     start_share,
     start_spec,
@@ -175,9 +175,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
     spec = AUTO if share is not None else spec
     early = first_floor(problem, share, clock)  # a model too large to build: the host's share of memory first
-    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(problem, spec, clock, share)
+    start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound, stop.unfinished, stop.floor = start_bound, unfinished, early
+    stop.start_bound, stop.unfinished, stop.floor, stop.others = start_bound, unfinished, early, others
     stop = continued_first(stop, spec, clock)
     start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
@@ -195,8 +195,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "
                            f"{t_start:.1f} s)")
     try:
-        check_fits(plan.problem, form, clock, clock.left() - RESERVE)
-        searchable(plan.problem, form, spec, clock)
+        check_fits(plan.problem, form, clock, clock.left() - RESERVE, search_per_build(plan.problem, spec))
     except BudgetSpent as err:  # the model cannot be built and searched in time: the heuristics get the rest
         if stop.floor is None:  # a bound the model would have carried (run paths, the host's share)
             stop.floor = floor(problem, clock)
@@ -246,7 +245,7 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
         raise SpecError(f"solver 'cpsat' takes no formulation options; got {sorted(options)} (windows is an option "
                         "of the 'chain' formulation)")
     label = CPSAT if method == "ip" else method  # the default label names the backend
-    start, start_eval, refusal, start_bound, warm_start, unfinished = first_start(
+    start, start_eval, refusal, start_bound, warm_start, unfinished, _ = first_start(
         problem, start_spec(problem, warm_start), clock)
     stop = Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished = start_bound, unfinished

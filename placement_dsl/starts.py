@@ -42,8 +42,8 @@ from .heuristics.base import STOPPED, HeuristicResult, TimeLimitReached, run
 from .io import Workload, load_placement
 from .placement import Placement
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "IMPROVING", "PASSES", "RACE", "Start", "auto_methods", "improve",
-           "mean_width", "pass_estimates", "race", "resolve"]
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "Start",
+           "alternatives", "auto_methods", "improve", "mean_width", "pass_estimates", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -86,6 +86,7 @@ class Start:
     method: str = ""
     info: dict[str, Any] = field(default_factory=dict)  # what the heuristic that found it reported
     unfinished: tuple[str, ...] = ()  # searches of "auto" its share cut short (stopped, or not run): see race()
+    others: tuple[tuple, ...] = ()  # the race's next best distinct starts, unchecked (see race(), alternatives())
 
     @property
     def usable(self) -> bool:
@@ -206,8 +207,9 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
                                       deadline)
     if best.usable:
+        others = best.others
         best = improve(problem, best, end - time.perf_counter())
-        best.unfinished = tuple(unfinished)
+        best.unfinished, best.others = tuple(unfinished), others
         return best
     return Start(refusal="warm start refused: no heuristic found a valid start" +
                  (f" ({refusals[0]})" if refusals else ""), method=AUTO, unfinished=tuple(unfinished))
@@ -232,7 +234,12 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     slicegraph's). One child for the race, not one per search: each child loads the kernels its searches use
     again. The best start found is evaluated again here by the problem's cost model and validity check. Where no
     child may be forked (a daemonic worker) the searches run here, trusted to stop by their clocks; so do the
-    baselines when the race found no valid start by its end."""
+    baselines when the race found no valid start by its end.
+
+    Besides the best start, the answer keeps in ``others`` the next best valid starts of the race (at most
+    :data:`KEPT` in all), each distinct from the best and from one another (:data:`DISTINCT`) and within
+    :data:`SPREAD` of the best: later phases restart their searches from them (:func:`alternatives`) once the best
+    start's local optimum has stalled."""
     lead = LEAD.get(goal(problem))
     passes = pass_estimates(problem, methods)
     order = [m for m in methods if m in BASELINES] + list(passes) + \
@@ -241,12 +248,13 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
-    best_sent, proven, refusals, done = None, None, [], {}
+    best_sent, proven, refusals, done, seen = None, None, [], {}, []
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
                            even) if FORK and math.isfinite(clock.at) else _here(problem, order, seconds, deadline, even)
     for kind, method, *rest in stream:
-        if kind == "best":
-            best_sent = (method, *rest)
+        if kind in ("best", "found"):
+            seen.append((rest[-1], method, *rest[:-1]))  # (objective, method, parts, bound)
+            best_sent = (method, *rest[:-1]) if kind == "best" else best_sent
         elif kind == "done":
             refusal, done[method], bound = rest
             refusals += [refusal] if refusal else []
@@ -256,6 +264,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         best = _best_baseline(problem, [m for m in order if m in BASELINES and m not in done], best)
     if best.usable and proven is not None:  # every search's proof holds for the class, not only the best one's
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
+    if best.usable:
+        best.others = _distinct(best, seen)
     unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
     return best, refusals, unfinished
 
@@ -309,7 +319,8 @@ def _best_baseline(problem: Any, methods: list[str], best: Start) -> Start:
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
                 even: bool) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
-    each better valid start as ``("best", method, its placement's parts, class bound)``. Once a start meets a class
+    each valid start as ``("best" or "found", method, its placement's parts, class bound, objective)``: ``"best"``
+    when it is better than every start before it. Once a start meets a class
     bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
     best: float | None = None
     proven = -math.inf
@@ -331,11 +342,39 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
             continue
         start = _checked(problem, found.placement, _class_bound(problem, found), method)
         cut = found.info.get("stopped") == STOPPED
-        if start.usable and (best is None or start.objective < best):
-            best = start.objective
-            send(("best", method, _parts(start.placement), start.bound))
+        if start.usable:  # every valid start, the best so far as such (the caller keeps a few distinct others)
+            kind, best = ("best", start.objective) if best is None or start.objective < best else ("found", best)
+            send((kind, method, _parts(start.placement), start.bound, start.objective))
         send(("done", method, start.refusal.removeprefix("warm start refused: "), cut, start.bound))
         proven = max(proven, -math.inf if start.bound is None else start.bound)
+
+
+KEPT = 3  # starts a race keeps: its best and the next best distinct ones (Start.others)
+DISTINCT = 0.02  # of the ops, at least, on other devices than in every start kept before (at least one op)
+SPREAD = 0.25  # relative: a start kept beside the best is at most this much worse than it
+
+
+def _distinct(best: Start, seen: list[tuple]) -> tuple[tuple, ...]:
+    """The race's valid starts ``seen`` (objective, method, parts, bound) next best after ``best``, at most
+    :data:`KEPT` - 1 of them, each on other devices than every start kept before it for at least :data:`DISTINCT` of
+    the ops and within :data:`SPREAD` of the best: (method, parts, bound) each."""
+    kept, out = [best.placement.assign], []
+    least = max(1, math.ceil(DISTINCT * best.placement.graph.n))
+    for objective, method, parts, bound in sorted(seen, key=lambda s: s[0]):
+        if len(out) == KEPT - 1 or objective > best.objective * (1 + SPREAD):
+            break
+        assign = np.asarray(parts[0])
+        if all(int((assign != other).sum()) >= least for other in kept):
+            kept.append(assign)
+            out.append((method, parts, bound))
+    return tuple(out)
+
+
+def alternatives(problem: Any, others: tuple[tuple, ...]) -> list[Start]:
+    """The other starts a race kept beside its best (:attr:`Start.others`), rebuilt on the problem's graph and
+    cluster and checked by its cost model and validity check; those it refuses are left out."""
+    found = [_received(problem, method, parts, bound) for method, parts, bound in others]
+    return [s for s in found if s.usable]
 
 
 def _parts(placement: Placement) -> tuple:

@@ -27,10 +27,11 @@ from .heuristics import fallback as fallbacks
 from .heuristics import host_share
 from .heuristics.base import TimeLimitReached
 from .placement import Placement
+from .restarts import restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, IMPROVING, STALE, Start, goal, improve, race, resolve
+from .starts import AUTO, IMPROVING, STALE, Start, alternatives, goal, improve, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -60,8 +61,9 @@ IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the imp
 RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
 PATIENCE = 3  # window steps in a row without a better schedule after which the search gives its time back
-SEEDS = {"continued": 1, "instead": 2, "again": 3}  # each continuation of a start its own seed: the improving method
-# from a local optimum with the seed that found it found nothing again (GoogLeNet at 60 s: 10 s for the same 1.35716)
+SEEDS = {"continued": 1, "instead": 2, "again": 3, "restarts": 1000}  # each continuation of a start its own seed: the improving method
+# from a local optimum with the seed that found it found nothing again (GoogLeNet at 60 s: 10 s for the same 1.35716);
+# the restarts' seeds count from theirs, past the fresh seeds of again()
 
 
 HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
@@ -70,19 +72,14 @@ SEARCH_PER_BUILD = 20.0  # seconds of search an "auto" makespan solve asks of it
 # critical-chain and window searches reach 1.33025; at 4 times its build it was built there
 
 
-def searchable(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> None:
-    """Raise :class:`~placement_dsl.deadline.BudgetSpent` when an ``"auto"`` start of a makespan (devices that run one
-    op at a time) would leave its schedule model less search than :data:`SEARCH_PER_BUILD` times its estimated
-    build: the MILP rarely improves a continued start in that time, where the critical-chain and window searches do
-    (GoogLeNet at 60 s: a 7.6 s build and 23 s of search kept the start's 1.35716, the searches reach 1.32971; at
-    300 s, 282 s of search kept 1.37343)."""
-    if spec != AUTO or goal(problem) != "makespan":
-        return
-    need, left = build_seconds(problem, form), clock.left() - RESERVE
-    if need * (1 + SEARCH_PER_BUILD) > left:
-        raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes ~{need:.0f} s "
-                          f"to build, {left:.1f} s left (a makespan model is searched {SEARCH_PER_BUILD:g} times its "
-                          "build); not built")
+def search_per_build(problem: Any, spec: Any) -> float:
+    """The seconds of search per second of its estimated build that a solve asks of its model before it builds it
+    (:func:`~placement_dsl.sizing.check_fits`'s ``per_build``): :data:`SEARCH_PER_BUILD` for an ``"auto"`` start of
+    a makespan (devices that run one op at a time), whose MILP rarely improves a continued start in less, where the
+    critical-chain and window searches do (GoogLeNet at 60 s: a 7.6 s build and 23 s of search kept the start's
+    1.35716, the searches reach 1.32971; at 300 s, 282 s of search kept 1.37343); 0 otherwise (a useful search
+    suffices)."""
+    return SEARCH_PER_BUILD if spec == AUTO and goal(problem) == "makespan" else 0.0
 
 
 def heavy(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
@@ -150,11 +147,13 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
     rerun = [m for m in stop.unfinished if m != IMPROVING.get(goal(stop.problem))]  # it runs from the best start
+    pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
     if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
         raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
         # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
         if raced.usable and raced.objective < current.objective:
-            current = raced
+            current, raced = raced, current
+        pool += [raced, *raced.others] if raced.usable else []
     seconds = until - time.perf_counter()
     found = improve(stop.problem, current, seconds, seed=SEEDS["instead"]) if current.usable else \
         resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
@@ -165,13 +164,24 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         current = improve(stop.problem, current, clock.left() - RESERVE, method=method, patience=PATIENCE)
         phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
         current = again(stop.problem, current, clock)
+        if goal(stop.problem) == "makespan":  # the time the stalled searches gave back: restarts to the deadline
+            began = time.perf_counter()
+            pool = [s for s in pool if isinstance(s, Start)] + \
+                alternatives(stop.problem, tuple(s for s in pool if not isinstance(s, Start)))
+            pool.sort(key=lambda s: s.objective)
+            current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
+                              least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
+            phases["restarts"] = time.perf_counter() - began
+            if current.info.get("restarts"):
+                stop.note = (f"{current.info['restarts']} restarts after the searches stalled, "
+                             f"{current.info.get('restarts_better', 0)} of them better")
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
     better = stop.with_start(current)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
-    better.phases, better.floor = phases, stop.floor
+    better.phases, better.floor, better.note = phases, stop.floor, stop.note
     return better
 
 
@@ -199,8 +209,10 @@ class Stop:
         self.start_bound: float | None = None  # a bound the start's heuristic proved over the problem's class
         self.phases: dict[str, float] = {}  # seconds of the start, the coarse solve and the LNS, when they ran
         self.unfinished: tuple[str, ...] = ()  # searches of an "auto" start its small share cut short
+        self.others: tuple[tuple, ...] = ()  # the next best distinct starts of its race (Start.others)
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
+        self.note = ""  # what the search after the start did, for the answer's message (the restarts)
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -229,7 +241,7 @@ class Stop:
             status = Status.OPTIMAL
         answer = ("; the answer is the warm start" if usable else
                   f"; the answer is the {placement.source} fallback split" if placement is not None else "")
-        notes = [m for m in (self.refusal, why + answer) if m]
+        notes = [m for m in (self.refusal, why + answer, self.note) if m]
         result = Result(status=status, placement=placement,
                         objective=None if ev is None else ev.objective, bound=None, method=self.method,
                         solver=self.solver, formulation=self.form.name, evaluation=ev, message="; ".join(notes),
@@ -241,7 +253,8 @@ class Stop:
         self.known_bound(result)
         total = time.perf_counter() - self.t0
         result.timings = Seconds(start=self.phases.get("start", total), total=total,
-                                 coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0))
+                                 coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0),
+                                 restarts=self.phases.get("restarts", 0.0))
         return result
 
     def no_worse(self, searched: Result, why: str) -> Result:
@@ -419,16 +432,16 @@ def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> 
 
 
 def first_start(problem: Any, warm_start: Any, clock: Deadline | None = None, share: float | None = None
-                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...]]:
+                ) -> tuple[Placement | None, Evaluation | None, str, float | None, Any, tuple[str, ...], tuple]:
     """The start placement, its evaluation, why it is refused ('' if it may be used), its class bound
     (:func:`placement_dsl.starts.resolve`, leaving :data:`~placement_dsl.sizing.MIN_SEARCH` of ``clock``; an
     ``"auto"`` start in ``share`` of the time left, without the usual cap, where given: :func:`start_share`),
     the start's name in messages (``"auto: <method>"`` for the heuristic ``"auto"`` picked) and the searches
-    ``"auto"``'s share cut short."""
+    ``"auto"``'s share cut short, and the next best distinct starts of its race (:attr:`Start.others`)."""
     shares = {} if share is None else {"share": share, "cap": math.inf}
     found = resolve(problem, warm_start, deadline=clock, keep=MIN_SEARCH, **shares)
     label = f"{AUTO}: {found.method}" if warm_start == AUTO and found.usable else warm_start
-    return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished
+    return found.placement, found.evaluation, found.refusal, found.bound, label, found.unfinished, found.others
 
 
 def start_label(warm_start: Any) -> str:

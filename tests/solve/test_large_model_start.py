@@ -188,19 +188,22 @@ def test_a_makespan_too_large_to_model_continues_its_start_with_fresh_seeds_afte
 @pytest.mark.parametrize("fraction", [0.02, 0.3])
 def test_an_auto_makespan_solve_builds_its_model_only_with_time_to_search_it(monkeypatch, fraction) -> None:
     """GoogLeNet at 60 s, once its model was sized right: a 7.6 s build and 23 s of search kept the start's 1.35716,
-    where the critical-chain and window searches reach 1.32959 in that time."""
-    from placement_dsl import stopped
+    where the critical-chain and window searches reach 1.32959 in that time. One sizing check
+    (:func:`placement_dsl.sizing.check_fits`) with the search the solve asks per second of build."""
+    from placement_dsl import sizing, stopped
     from placement_dsl.deadline import BudgetSpent
     from placement_dsl.formulations import get
 
     problem, _ = testing.makespan_fork()
     clock = Deadline(60.0)
     left = clock.left() - stopped.RESERVE
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: fraction * left)
+    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: fraction * left)
     form = get("auto", problem)
-    stopped.searchable(problem, form, "list", clock)  # a start asked for by name: the model is built
-    if fraction * (1 + stopped.SEARCH_PER_BUILD) <= 1:
-        stopped.searchable(problem, form, "auto", clock)
+    named = stopped.search_per_build(problem, "list")  # a start asked for by name: the model is built
+    sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, named)
+    per = stopped.search_per_build(problem, "auto")
+    if fraction * (1 + per) <= 1:
+        sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, per)
     else:
         with pytest.raises(BudgetSpent, match="searched"):
-            stopped.searchable(problem, form, "auto", clock)
+            sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, per)
