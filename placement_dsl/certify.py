@@ -89,8 +89,8 @@ level          bound                                               size
 =============  ==================================================  ===========================
 ``simple``     Lemma 3.3, ``max(max_v work, sum_v work / k)``        closed form
 ``one-or-cut`` one device's load, or Lemma 3.3 plus a cut tensor       closed form, O(n + m)
-``cut-stages`` runs of cut ops in a chain sharing the blocks between,   O(m d), then O(r d) per
-               paying the tensors across them (forward graphs)         bisection step
+``cut-stages`` runs of cut ops in a chain sharing the blocks between,   O(m log m + runs), then
+               paying the tensors across them (forward graphs)         O(runs) per bisection step
 ``ordered-``   hosts last (or first): the accelerators hold an ideal    the ideals, enumerated
 ``memory``     within their memory, the hosts the rest (its work)      (:mod:`.bounds.ordered_memory`)
 ``host-share`` one host anywhere: an ideal and a filter within the       the ideals, enumerated

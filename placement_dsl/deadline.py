@@ -19,7 +19,6 @@ placement_dsl.errors.SpecError: time_limit nan: give a finite number of seconds 
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import numbers
 import os
 import time
@@ -151,7 +150,7 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
     name = getattr(fn, "__name__", repr(fn))
     if deadline.expired():
         raise BudgetSpent(f"budget spent before {name} started")
-    ctx = mp.get_context("fork")
+    ctx = _fork()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, fn, args, kwargs), daemon=True, name="placement_dsl-guarded")
     proc.start()
@@ -175,7 +174,16 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
 
 def can_fork() -> bool:
     """Whether this process may run a guarded call in a forked child (not a daemonic process, which may have none)."""
+    import multiprocessing as mp  # only a call with a deadline forks: most commands never need it
+
     return not mp.current_process().daemon and "fork" in mp.get_all_start_methods()
+
+
+def _fork() -> Any:
+    """multiprocessing's fork context (imported here: see :func:`can_fork`)."""
+    import multiprocessing as mp
+
+    return mp.get_context("fork")
 
 
 def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Iterator[Any]:
@@ -192,7 +200,7 @@ def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Ite
             pass
         yield from sent
         return
-    ctx = mp.get_context("fork")
+    ctx = _fork()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_streaming, args=(send, fn, args), daemon=True, name="placement_dsl-streamed")
     proc.start()

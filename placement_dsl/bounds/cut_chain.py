@@ -16,7 +16,11 @@ devices inside block ``f``, must hold ``x >= need = work_f - best[f, j] - m cap_
 ``A_f(need) = min_{x >= need} x + E_f(x)``, and may then hold the most ``y`` with ``y + L(y) <= T - hull - c -
 A_f(need)`` of the block after its run. ``T`` passes when the last block is covered with at most ``k`` devices.
 States dominated by one with fewer devices and at least as much held are dropped, so a block without ops keeps one
-state. Each feasibility check is ``O(pairs * lines)`` array steps and ``O(states)`` Python steps.
+state. Every device holds at most ``T`` of work (its prices are at least 0), so the devices left after a state hold at
+most ``T`` each: a state whose blocks ahead hold more work than that cannot end the chain, nor can a run that leaves
+more behind it (:class:`Frame`). Dropping them changes no answer, and near the least max load that passes they are
+nearly all: the runs worth trying end near a multiple of ``T`` in work, and only the states a few of those reach stay.
+Each feasibility check is ``O(pairs * lines)`` array steps and ``O(states)`` Python steps over those.
 
 Host devices beside the accelerators (:class:`Hosts`) pay no transfers, and compute at least ``rho`` times the
 accelerators' time of what they hold: a host holds a run of cut ops where its hull's host time and ``rho`` times its
@@ -26,32 +30,93 @@ the hosts used; the chain passes with at most ``k`` accelerators and at most the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .block_cuts import BlockPrices
+
+TOLERANCE = 1e-7  # relative slack of the work a device holds in :class:`Frame` (dropping fewer states is exact too)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Runs of cut ops ``f..l``, sorted by ``f`` then ``l``: those of ``f``, ``l = first[f], first[f] + 1, ...``,
+    are ``starts[f]`` to ``starts[f + 1]``, each with its ``cost`` (a time: its hull's and its transfers')."""
+
+    starts: np.ndarray
+    first: np.ndarray
+    cost: np.ndarray
 
 
 @dataclass(frozen=True)
 class Hosts:
     """``count`` host devices: each computes at least ``rho`` times the accelerators' time of any set of ops (the
     least ratio over the ops; at least 1, so that a host's run is among the chain's), pays no transfers, and takes
-    ``hull[i]`` (the least host time of the hull of run ``i``) for a run of cut ops."""
+    ``runs.cost`` (the least host time of the hull) for each run of cut ops it may hold."""
 
     count: int
     rho: float
-    hull: np.ndarray
+    runs: Runs
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The work around the blocks: ``before[b]`` of every op before block ``b`` (``b = 0..r``), ``through[b]`` of
+    those and block ``b``'s, ``total`` the graph's; ``k`` accelerators and ``hosts`` hosts, each host holding at
+    most ``T / rho`` of the accelerators' work. A device of the chain holds at most ``T`` of work, so ``j``
+    accelerators and ``u`` hosts hold at most ``j T + u T / rho``."""
+
+    before: np.ndarray
+    through: np.ndarray
+    total: float
+    k: int
+    hosts: int = 0
+    rho: float = 1.0
+
+    def slack(self, T: float) -> float:
+        return TOLERANCE * (self.total + (self.k + self.hosts) * T)
+
+    def first_blocks(self, T: float) -> np.ndarray:
+        """``[j, u]``: the first block from which the devices left after ``j`` accelerators and ``u`` hosts can
+        hold the rest of the graph (the work after the block at most ``(k - j) T + (hosts - u) T / rho``)."""
+        j, u = np.arange(self.k + 1)[:, None], np.arange(self.hosts + 1)[None, :]
+        room = (self.k - j) * T + (self.hosts - u) * T / self.rho
+        return np.searchsorted(self.through, self.total - room - self.slack(T), side="left")
+
+    def first_runs(self, T: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per cut op ``f``, the first ``l`` of a run ``f..l`` some chain under ``T`` holds on an accelerator, and
+        on a host (``r`` where none): the devices before it hold the work before block ``f``, those after it the
+        work after block ``l + 1``; the most the devices left after the run's hold, with ``a`` hosts before it and
+        the fewest accelerators beside them that hold the rest."""
+        r = len(self.before) - 1
+        if T <= 0:
+            return np.arange(r), np.arange(r) if self.hosts else np.full(r, r)
+        held = np.maximum(self.before[:-1] - self.slack(T), 0.0)  # by the devices before the run's
+        host = T / self.rho
+        on_acc, on_host = np.full(r, -np.inf), np.full(r, -np.inf)
+        for a in range(self.hosts + 1):
+            accelerators = np.ceil(np.maximum(held - a * host, 0.0) / T)  # before the run's device
+            left = self.k - accelerators  # ... and after, with the run's device one of them or a host
+            on_acc = np.maximum(on_acc, np.where(left >= 1, (left - 1) * T + (self.hosts - a) * host, -np.inf))
+            if a < self.hosts:
+                on_host = np.maximum(on_host, np.where(left >= 0, left * T + (self.hosts - a - 1) * host, -np.inf))
+        index = np.arange(r)
+        return tuple(np.maximum(np.searchsorted(self.through, self.total - room - self.slack(T), side="left") - 1,
+                                index) for room in (on_acc, on_host))
 
 
 class Chain:
-    """The runs of cut ops ``f..l``, sorted by ``f`` then ``l`` (those of ``f``, ``l = f, f + 1, ...``, are
-    ``starts[f]`` to ``starts[f + 1]``), each one's ``base = hull + c``, and the blocks' prices, with what every
-    ``T`` reads of them worked out once: per block, the least of ``x + E(x)`` and where it is, the least of ``y +
-    L(y)``, and the lines that bound ``y`` from above (``1 + slope > 0``; the others padded)."""
+    """The runs of cut ops an accelerator of some chain may hold (:meth:`Frame.first_runs`), each one's ``cost = hull
+    + c``, the blocks' prices and the :class:`Frame`, with what every ``T`` reads of them worked out once: per block,
+    the least of ``x + E(x)`` and where it is, the least of ``y + L(y)``, and the lines that bound ``y`` from above
+    (``1 + slope > 0``; the others padded). A price is at least 0 (a sum of tensors' times): a line at level 0 joins
+    each block's, so that a device never holds more than ``T`` of work."""
 
-    def __init__(self, base: np.ndarray, starts: np.ndarray, prices: BlockPrices, hosts: Hosts | None = None) -> None:
-        self.base, self.starts, self.prices, self.hosts = base, starts, prices, hosts
+    def __init__(self, runs: Runs, prices: BlockPrices, frame: Frame, hosts: Hosts | None = None) -> None:
+        prices = _nonnegative(prices)
+        self.runs, self.prices, self.frame, self.hosts = runs, prices, frame, hosts
         self.enter_at, self.enter_least = _least(prices.enter_slope, prices.enter_level, prices.work)
         self.leave_least = _least(prices.leave_slope, prices.leave_level, prices.work)[1]
         rise = 1.0 + prices.leave_slope
@@ -60,40 +125,67 @@ class Chain:
         self.up_inverse = np.where(up, 1.0 / np.where(up, rise, 1.0), 1.0)
 
 
+def _nonnegative(p: BlockPrices) -> BlockPrices:
+    """The prices with a line at level 0, slope 0 on each side of every block."""
+    rows = len(p.work)
+    zero = np.zeros((rows, 1))
+    return replace(p, enter_slope=np.hstack([p.enter_slope, zero]), enter_level=np.hstack([p.enter_level, zero]),
+                   leave_slope=np.hstack([p.leave_slope, zero]), leave_level=np.hstack([p.leave_level, zero]))
+
+
 def fits(chain: Chain, T: float, k: int) -> bool:
     """Whether ``k`` accelerators (and the chain's hosts), each under the max load ``T``, hold the graph (module
-    docstring). A state ``best[f, j, u]``: block ``f`` reached with ``j`` accelerators and ``u`` hosts."""
+    docstring). A state ``best[f, j, u]``: block ``f`` reached with ``j`` accelerators and ``u`` hosts; only the
+    blocks some state reached are visited, and only the states and runs that can end the chain."""
     p = chain.prices
-    r = len(chain.starts) - 1
+    r = len(chain.runs.starts) - 1
     work = p.work
     cap = np.clip(T - p.inner, 0.0, work)  # the most a device inside the block holds
     h, rho = (0, 1.0) if chain.hosts is None else (chain.hosts.count, chain.hosts.rho)
     host_cap = T / rho  # the most of a block's work a host inside it holds
+    ends = chain.frame.first_blocks(T).tolist()  # [j][u]: the first block from which j, u devices used can end
     best = np.full((r + 1, k + 1, h + 1), -np.inf)
     best[0, 0, 0] = 0.0
-    for f in range(r):
-        lo, hi = int(chain.starts[f]), int(chain.starts[f + 1])
-        if hi == lo:
-            continue
-        base = T - chain.base[lo:hi]
+    reached = bytearray(r + 1)
+    reached[0] = 1
+
+    def step(runs: Runs, f: int, dest: tuple[int, int], value: Callable[[int, int, int], np.ndarray]) -> None:
+        """The runs from cut op ``f`` into the states ``dest`` (devices used) of the blocks after them: the most
+        ``value(block, lo, hi)`` of runs ``lo..hi`` holds there, where the devices left can end the chain."""
+        lo, hi = int(runs.starts[f]), int(runs.starts[f + 1])
+        start = int(runs.first[f]) + 1  # the block after the first run
+        lo = max(lo, lo + ends[dest[0]][dest[1]] - start)
+        if lo < hi:
+            start += lo - int(runs.starts[f])
+            col = best[start:start + hi - lo, dest[0], dest[1]]
+            np.maximum(col, value(start, lo, hi), out=col)
+            reached[start:start + hi - lo] = b"\x01" * (hi - lo)
+
+    f = reached.find(1)
+    while 0 <= f < r:
         for u in range(h + 1):
             ahead = -math.inf
             for j, held in enumerate(best[f, :, u].tolist()):
                 if held <= ahead:  # no more than a state with fewer devices holds: dominated (or no state)
                     continue
                 ahead = held
+                if f < ends[j][u]:  # the devices left cannot hold the blocks ahead (nor with more used)
+                    continue
                 for q in range(h - u + 1):  # hosts inside block f, then accelerators
                     rest = work[f] - held - q * host_cap
                     for m in range(k - j + 1):
                         need = max(0.0, rest - m * cap[f])
                         if j + m < k:  # the next run on an accelerator
-                            col = best[f + 1:f + 1 + hi - lo, j + m + 1, u + q]
-                            np.maximum(col, _most(chain, f + 1, base - _entering(chain, f, need)), out=col)
+                            enter = _entering(chain, f, need)
+                            step(chain.runs, f, (j + m + 1, u + q),
+                                 lambda b, lo, hi, e=enter: _most(chain, b, T - chain.runs.cost[lo:hi] - e))
                         if u + q < h:  # ... or on a host
-                            col = best[f + 1:f + 1 + hi - lo, j + m, u + q + 1]
-                            np.maximum(col, _host_most(chain, f + 1, T - chain.hosts.hull[lo:hi] - rho * need), out=col)
+                            step(chain.hosts.runs, f, (j + m, u + q + 1),
+                                 lambda b, lo, hi, n=need: _host_most(chain, b, T - chain.hosts.runs.cost[lo:hi]
+                                                                      - rho * n))
                         if need <= 0 or cap[f] <= 0:
                             break
+        f = reached.find(1, f + 1)
     for q in range(h + 1):
         rest = work[r] - best[r] - q * host_cap
         inside = np.where(rest <= 0, 0, np.ceil(rest / cap[r]) if cap[r] > 0 else np.inf)

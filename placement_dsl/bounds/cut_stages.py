@@ -25,9 +25,14 @@ rho)`` starts the bisection. On ResNet copies beside a CPU 9 times slower (2,080
 proves the DP's 36.502 to 8e-7, where the capacity bound stood at 32.80.
 
 The cut ops in ``O(n + m)`` (one topological order: every op before ``v`` has a successor at or before it, every
-op after has a predecessor at or after it); the hull's transfers only for the runs ``f..l`` whose hull computes at
-most the best max load (``d`` at most from each ``f``), as a banded difference table, ``O(m d + r d)``; the
-blocks' prices one parametric minimum cut per hull point of each distinct block; each bisection step ``O(r d)``.
+op after has a predecessor at or after it). The tables hold only the runs ``f..l`` some chain under the max load
+tried may hold: a hull computing at most it, the devices before the run holding the work before it and those after
+the rest, whole devices each way (:meth:`.cut_chain.Frame.first_runs`). Near the least max load that passes those
+are the runs ending near a multiple of it in work: 1,464 of them for 18,432 cut ops onto 4 accelerators and a host
+0.1 % above it, where every run under it numbers 23 million. Their transfers by one sweep over the rows of a
+difference table, ``O(m log m + r + runs)``; the blocks' prices one parametric minimum cut per hull point of each
+distinct block; each bisection step over the states and runs that can end a chain (:func:`.cut_chain.fits`). A max
+load whose runs number more than :data:`PAIRS` is not tried: the bisection starts below it.
 """
 from __future__ import annotations
 
@@ -44,10 +49,10 @@ from ..problem import Problem
 from ..structure import cut_ops
 from . import one_or_cut
 from .block_cuts import BlockPrices, block_prices, segments
-from .cut_chain import Chain, Hosts, fits
+from .cut_chain import Chain, Frame, Hosts, Runs, fits
 
-MAX_CUTS = 5000  # cut ops above which the tables are not built
-SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) above which a solve does not bound its answer (GPT-3 at 20k ops
+PAIRS = 2_000_000  # runs of cut ops (f, l) a search's tables hold at most (about 100 bytes each while built)
+SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) a solve's bound on its answer holds at most (GPT-3 at 20k ops
 # onto 16 stages, 0.9M runs: 0.3 s of CPU for the tables and prices, 0.03 s per bisection step, 20 steps)
 SAFETY = 1e-9  # relative shave: the cost model sums the same numbers in another order
 PRECISION = 1e-6  # relative width at which the bisection stops
@@ -86,8 +91,7 @@ def host_ratio(times: np.ndarray, host: np.ndarray) -> float:
 
 def answer_bound(problem: Problem, upper: float) -> float | None:
     """:func:`cut_stages_bound` for a solve's answer of max load ``upper``, where it applies to the problem's class
-    (contiguous or DAG-ordered) and at most :data:`SOLVE_PAIRS` runs of cut ops compute at most ``upper``; else
-    ``None``."""
+    (contiguous or DAG-ordered), its tables holding at most :data:`SOLVE_PAIRS` runs of cut ops; else ``None``."""
     if problem.placement_class() is PlacementClass.ALL or applies(problem) or not math.isfinite(upper):
         return None
     return cut_stages_bound(problem, upper, SOLVE_PAIRS, ANSWER_SECONDS)[0]
@@ -112,12 +116,13 @@ def cut_stages_bound(problem: Problem, upper: float, most_pairs: int | None = No
 
 def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = None,
                       seconds: float = math.inf, floor: float = 0.0) -> CutStages:
-    """The module's bound; ``None`` where it cannot be shown below ``upper`` (a max load some placement reaches),
-    the graph has more than :data:`MAX_CUTS` cut ops, or more than ``most_pairs`` runs of cut ops compute at most
-    the max load tried. The tables are built for the runs under ``GROWTH`` times ``W / k`` first, and for more
-    (up to ``upper``) while the relaxation fails there (each failure a bound): a greedy ``upper`` 16 times ``W /
-    k`` would cost 16 times the runs. The search stops ``seconds`` after the call began. ``floor`` is a bound known
-    already: where the relaxation holds there, ``None`` at once (its bound would be lower); else it starts above it."""
+    """The module's bound; ``None`` where it cannot be shown below ``upper`` (a max load some placement reaches), or
+    no max load above the first one tried keeps the runs of cut ops some chain may hold within ``most_pairs``
+    (:data:`PAIRS` by default). The tables are built for the runs under ``GROWTH`` times ``W / k`` first (or the
+    most under ``most_pairs``), and for more (up to ``upper``) while the relaxation fails there (each failure a
+    bound): a greedy ``upper`` 16 times ``W / k`` would cost 16 times the runs. The search stops ``seconds`` after
+    the call began. ``floor`` is a bound known already: where the relaxation holds there, ``None`` at once (its bound
+    would be lower); else it starts above it."""
     began = time.perf_counter()
     g, cluster = problem.graph, problem.cluster
     acc = int(np.flatnonzero(~cluster.host)[0])
@@ -126,29 +131,33 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     t = times[:, acc].astype(float)
     rho = host_ratio(times, cluster.host) if count else math.inf
     work = math.fsum(t.tolist())
-    cuts = cut_ops(g)
-    r = len(cuts)
-    if r > MAX_CUTS:
-        return CutStages(None, f"{r} cut ops, above {MAX_CUTS}")
     if g.n == 0 or k + count == 1 or not math.isfinite(upper):
         return CutStages(None, "nothing to bound")
+    budget = PAIRS if most_pairs is None else most_pairs
+    cuts = cut_ops(g)
+    r = len(cuts)
     scale = float(cluster.transfer_scale[acc])
     seg = segments(g, cuts)
     prices = block_prices(g, cuts, g.out_bytes * scale, t)
     hosts = (count, rho, times[:, cluster.host].min(axis=1)) if count else None
+    before = np.concatenate([[0.0], np.cumsum(np.bincount(seg + 1, weights=t, minlength=2 * r + 1))])
+    frame = Frame(before[0:2 * r + 1:2], before[1:2 * r + 2:2], work, k, count, rho if count else 1.0)
+    runs = _Runs(g, seg, r, t, scale, before, frame, prices, hosts)
     lo = first = work / (k + count / rho)  # every device's work (a host's at least rho times), Lemma 3.3's
     if first < floor and floor >= work:  # one device holding the graph is a placement the relaxation admits: at most W
         return CutStages(None, f"the bound so far {floor:.6g} is at least the graph's work {work:.6g}")
     if first < floor < upper:  # beside a host whose memory binds: 315 in 30 s where the capacity bound was 1,614
-        chain = _chain(g, seg, r, t, scale, floor, most_pairs, prices, hosts)
+        chain = runs.chain(floor, budget)
         if chain is not None and fits(chain, floor * (1 + SAFETY), k):
             return CutStages(None, f"{r} cut ops: the relaxation holds at the bound {floor:.6g} already")
         lo = floor if chain is not None else lo
     hi = min(upper, GROWTH * lo) if lo > 0 else upper
     while True:
-        chain = _chain(g, seg, r, t, scale, hi, most_pairs, prices, hosts)
+        hi = runs.most_within(lo, hi, budget)
+        chain = None if hi is None else runs.chain(hi, budget)
         if chain is None:
-            return CutStages(None, f"{r} cut ops: more than {most_pairs} runs of them compute at most {hi:.6g}")
+            note = f"{r} cut ops: more than {budget} runs of them some chain may hold above {lo:.6g}"
+            return CutStages(lo * (1 - SAFETY), note, finished=False) if lo > first else CutStages(None, note)
         if fits(chain, hi * (1 + SAFETY), k):
             break
         if hi >= upper:  # the relaxation must hold at a reachable max load
@@ -170,42 +179,90 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     return CutStages(lo * (1 - SAFETY), f"{r} cut ops: a chain of devices sharing the blocks between their runs")
 
 
-def _chain(g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, upper: float, most_pairs: int | None,
-           prices: BlockPrices, hosts: tuple[int, float, np.ndarray] | None = None) -> Chain | None:
-    """The runs ``f <= l`` of cut ops whose hull computes at most ``upper``, each with its hull's work and
-    transfers' time, and the blocks' prices; ``None`` past ``most_pairs`` runs. ``hosts``: their count, their
+class _Runs:
+    """The runs ``f <= l`` of cut ops a chain under a max load ``T`` may hold: their hull computes at most ``T``,
+    and the devices before and after them can hold the rest (:meth:`.cut_chain.Frame.first_runs`); with each
+    one's hull's work and transfers' time, and the blocks' prices. ``hosts``: their count, their
     :func:`host_ratio` and each op's fastest host time (the hulls' host times added)."""
-    seg_work = np.bincount(seg + 1, weights=t, minlength=2 * r + 1)
-    before = np.concatenate([[0.0], np.cumsum(seg_work)])  # before[s + 1]: work of the segments below s
-    # a device computing more than the max load tried is no device of a placement under it: l runs up to the last
-    # cut op whose hull from f computes at most ``upper`` (hulls grow with l), ``depth`` pairs at most per f
-    index = np.arange(r)
-    last = np.searchsorted(before[2 * index + 2], before[2 * index + 1] + upper * (1 + SAFETY), side="right") - 1
-    width = np.maximum(last - index + 1, 0)
-    if most_pairs is not None and int(width.sum()) > most_pairs:
-        return None
-    f = np.repeat(index, width)
-    l = f + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
-    hull = before[2 * l + 2] - before[2 * f + 1]
-    comm = _transfers(g, seg, r, scale, int(width.max(initial=1)))[f, l - f] if r else np.zeros(0)
+
+    def __init__(self, g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, before: np.ndarray,
+                 frame: Frame, prices: BlockPrices, hosts: tuple[int, float, np.ndarray] | None) -> None:
+        self.g, self.seg, self.r, self.t, self.scale, self.before = g, seg, r, t, scale, before
+        self.frame, self.prices, self.hosts = frame, prices, hosts
+        self.rects = _rectangles(g, seg, r, scale)
+
+    def rows(self, T: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
+        """Per cut op ``f``, the first ``l`` of its runs and their count, on an accelerator and on a host (``None``
+        without hosts): from the first that some chain holds (:meth:`.cut_chain.Frame.first_runs`) to the last whose
+        hull from ``f`` computes at most ``T`` (at most ``T / rho`` on a host; hulls grow with ``l``)."""
+        T = T * (1 + SAFETY)
+        on_acc, on_host = self.frame.first_runs(T)
+        acc = (on_acc, np.maximum(self._last(T) - on_acc + 1, 0))
+        if self.hosts is None:
+            return acc, None
+        return acc, (on_host, np.maximum(self._last(T / self.frame.rho) - on_host + 1, 0))
+
+    def count(self, T: float) -> int:
+        """How many runs :meth:`rows` holds."""
+        return sum(int(width.sum()) for rows in self.rows(T) if rows is not None for width in rows[1:])
+
+    def _last(self, T: float) -> np.ndarray:
+        """Per cut op ``f``, the last cut op whose hull from ``f`` computes at most ``T``."""
+        index, before = np.arange(self.r), self.before
+        return np.searchsorted(before[2 * index + 2], before[2 * index + 1] + T, side="right") - 1
+
+    def most_within(self, lo: float, hi: float, budget: int) -> float | None:
+        """``hi`` if its runs number at most ``budget``, else the largest max load above ``lo`` (by bisection) whose
+        runs do; ``None`` if none does. The runs grow with the max load."""
+        if self.count(hi) <= budget:
+            return hi
+        ok, bad = lo, hi
+        for _ in range(40):
+            mid = 0.5 * (ok + bad)
+            ok, bad = (mid, bad) if self.count(mid) <= budget else (ok, mid)
+        return ok if ok > lo * (1 + PRECISION) else None
+
+    def chain(self, T: float, budget: int | None) -> Chain | None:
+        """The runs under ``T`` as a :class:`.cut_chain.Chain`; ``None`` past ``budget`` runs."""
+        if budget is not None and self.count(T) > budget:
+            return None
+        acc, on_host = self.rows(T)
+        f, l, starts = _pairs(*acc)
+        before = self.before
+        hull = before[2 * l + 2] - before[2 * f + 1]
+        comm = _pair_sums(self.rects, self.r, acc[0], acc[1], starts)
+        runs = Runs(starts, acc[0], hull + comm * (1 - SAFETY))
+        if self.hosts is None or on_host is None:
+            return Chain(runs, self.prices, self.frame)
+        count, rho, host_t = self.hosts
+        seg, r = self.seg, self.r
+        f, l, starts = _pairs(*on_host)
+        slow = np.isinf(host_t)  # ops no host runs: a hull holding one is no host's
+        seg_host = np.bincount(seg + 1, weights=np.where(slow, 0.0, host_t), minlength=2 * r + 1)
+        seg_slow = np.bincount(seg + 1, weights=slow.astype(float), minlength=2 * r + 1)
+        host_before, slow_before = (np.concatenate([[0.0], np.cumsum(x)]) for x in (seg_host, seg_slow))
+        host_hull = np.where(slow_before[2 * l + 2] > slow_before[2 * f + 1], np.inf,
+                             host_before[2 * l + 2] - host_before[2 * f + 1])
+        return Chain(runs, self.prices, self.frame, Hosts(count, rho, Runs(starts, on_host[0], host_hull * (1 - SAFETY))))
+
+
+def _pairs(first: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs ``f..l`` of rows ``first``, ``width`` (:meth:`_Runs.rows`) as arrays, and where each row starts."""
+    total = int(width.sum())
     starts = np.concatenate([[0], np.cumsum(width)])
-    if hosts is None:
-        return Chain(hull + comm * (1 - SAFETY), starts, prices)
-    count, rho, host_t = hosts
-    slow = np.isinf(host_t)  # ops no host runs: a hull holding one is no host's
-    seg_host = np.bincount(seg + 1, weights=np.where(slow, 0.0, host_t), minlength=2 * r + 1)
-    seg_slow = np.bincount(seg + 1, weights=slow.astype(float), minlength=2 * r + 1)
-    host_before, slow_before = (np.concatenate([[0.0], np.cumsum(x)]) for x in (seg_host, seg_slow))
-    host_hull = np.where(slow_before[2 * l + 2] > slow_before[2 * f + 1], np.inf,
-                         host_before[2 * l + 2] - host_before[2 * f + 1])
-    return Chain(hull + comm * (1 - SAFETY), starts, prices, Hosts(count, rho, host_hull * (1 - SAFETY)))
+    f = np.repeat(np.arange(len(first)), width)
+    l = np.repeat(first, width) + np.arange(total) - np.repeat(starts[:-1], width)
+    return f, l, starts
 
 
-def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> np.ndarray:
-    """``c[f, l - f]`` for ``l - f < depth``: the time of the tensors a device whose cut ops are ``f..l`` receives
-    (made at or before cut ``f - 1``, read in the hull) and sends (made in the hull, read at or after cut
-    ``l + 1``), summed along each row of a banded difference table (a producer's rectangle of ``(f, l)`` pairs each
-    way, cut to the band: ``O(m * depth)``; where that is more than ``r^2``, the full table's corners)."""
+Rects = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _rectangles(g: Graph, seg: np.ndarray, r: int, scale: float) -> Rects:
+    """The transfers of the runs as rectangles ``(f0, f1, l0, l1, w)``: every run ``f..l`` with ``f0 <= f <= f1``
+    and ``l0 <= l <= l1`` pays ``w`` (a producer's tensor each way): a device whose cut ops are ``f..l`` receives
+    the tensors made at or before cut ``f - 1`` and read in the hull, and sends those made in the hull and read at
+    or after cut ``l + 1``."""
     size = g.out_bytes * scale
     src, dst = g.src, g.dst
     keep = size[src] > 0
@@ -232,28 +289,36 @@ def _transfers(g: Graph, seg: np.ndarray, r: int, scale: float, depth: int) -> n
     ok = l_lo <= l_end
     rects.append((np.zeros(int(ok.sum()), np.int64), s_p[ok] // 2, l_lo[ok], l_end[ok], size[sp[ok]]))
     f0, f1, l0, l1, w = (np.concatenate(parts) for parts in zip(*rects))
-    lo, hi = np.maximum(f0, l0 - depth + 1), np.minimum(f1, l1)
-    if int(np.maximum(hi - lo + 1, 0).sum()) > r * r:  # a wide band: the full table's four corners cost less
-        full = np.zeros((r + 1, r + 1))
-        for rows, cols, sign in ((f0, l0, 1), (f1 + 1, l0, -1), (f0, l1 + 1, -1), (f1 + 1, l1 + 1, 1)):
-            np.add.at(full, (rows, cols), sign * w)
-        full = np.cumsum(np.cumsum(full, axis=0), axis=1)
-        f, d = np.divmod(np.arange(r * depth), depth)
-        return np.where(f + d < r, full[f, np.minimum(f + d, r)], 0.0).reshape(r, depth)
-    diff = np.zeros((r, depth + 1))
-    _band(diff, f0, f1, l0, l1, w)
-    return np.cumsum(diff, axis=1)[:, :depth]
+    return f0, f1, l0, l1, w
 
 
-def _band(diff: np.ndarray, f0: np.ndarray, f1: np.ndarray, l0: np.ndarray, l1: np.ndarray, w: np.ndarray) -> None:
-    """Add each ``w`` to the pairs ``f0 <= f <= f1``, ``l0 <= l <= l1`` of the band ``diff`` (row ``f``, column
-    ``l - f``) sums up along its rows: only the rows whose columns meet the band."""
-    depth = diff.shape[1] - 1
-    lo, hi = np.maximum(f0, l0 - depth + 1), np.minimum(f1, l1)
-    count = np.maximum(hi - lo + 1, 0)
-    item = np.repeat(np.arange(len(w)), count)
-    f = lo[item] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    start = np.maximum(l0[item] - f, 0)
-    stop = np.minimum(l1[item] - f + 1, depth)
-    np.add.at(diff, (f, start), w[item])
-    np.add.at(diff, (f, stop), -w[item])
+def _pair_sums(rects: Rects, r: int, first: np.ndarray, width: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per run ``f..l`` (row ``f``, ``l`` from ``first[f]`` for ``width[f]`` runs, stored from ``starts[f]``), the
+    sum of the rectangles holding it: a sweep over the rows, each rectangle's corners a difference over the columns
+    added at its first row and taken back after its last, each row's runs read as a running sum from the columns
+    already passed (``first`` never decreases). ``O(m log m + r + runs)``."""
+    f0, f1, l0, l1, w = rects
+    rows = np.concatenate([f0, f0, f1 + 1, f1 + 1])
+    cols = np.concatenate([l0, l1 + 1, l0, l1 + 1])
+    vals = np.concatenate([w, -w, -w, w])
+    keep = rows < r
+    order = np.argsort(rows[keep], kind="stable")
+    rows, cols, vals = rows[keep][order], cols[keep][order], vals[keep][order]
+    at_row = np.searchsorted(rows, np.arange(r + 1)).tolist()
+    diff = np.zeros(r + 2)
+    out = np.empty(int(starts[-1]))
+    passed, below = 0, 0.0  # the columns before ``passed`` summed in ``below``
+    firsts, widths, begins = first.tolist(), width.tolist(), starts.tolist()
+    for f in range(r):
+        a, b = at_row[f], at_row[f + 1]
+        if b > a:
+            c, v = cols[a:b], vals[a:b]
+            np.add.at(diff, c, v)
+            below += float(v[c < passed].sum())
+        n = widths[f]
+        if n:
+            lo = firsts[f]
+            below += float(diff[passed:lo].sum())
+            passed = max(passed, lo)
+            out[begins[f]:begins[f] + n] = below + np.cumsum(diff[lo:lo + n])
+    return out

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import math
 import os
@@ -77,6 +76,8 @@ def policy() -> str:
 def folder(source: str | os.PathLike[str]) -> Path:
     """The folder where numba caches the kernels of the file ``source`` (numba's own order of locations:
     ``NUMBA_CACHE_DIR``, a writable ``__pycache__`` beside the source, the user's cache folder)."""
+    import hashlib  # only where kernels are looked up: most commands never load one
+
     parent = Path(os.path.abspath(source)).parent
     sub = f"{parent.name}_{hashlib.sha1(str(parent).encode()).hexdigest()}"
     given = os.environ.get("NUMBA_CACHE_DIR")
@@ -97,6 +98,8 @@ def _writable(path: Path) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _digest(path: str, mtime: float, size: int) -> bytes:
+    import hashlib
+
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).digest()
 

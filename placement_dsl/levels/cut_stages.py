@@ -1,7 +1,7 @@
 """The devices of a contiguous placement hold runs of cut ops in a chain, sharing the blocks between, each paying the
 tensors across its hull and the price of its parts of the blocks (:mod:`placement_dsl.bounds.cut_stages`);
-``O(m d + r d)`` per bisection step for ``r`` cut ops and runs of at most ``d`` of them under the best max load
-found, the steps stopped by the level's share of the time."""
+the runs some chain under the max load tried may hold (those ending near a multiple of it in work) priced once,
+``O(m log m + r + runs)``, then each bisection step over those, stopped by the level's share of the time."""
 from __future__ import annotations
 
 import math

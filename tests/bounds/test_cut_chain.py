@@ -6,10 +6,13 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from placement_dsl.bounds.cut_stages import cut_stages_bound
-from placement_dsl.constraints import DagOrder
+from placement_dsl.cluster import Cluster
+from placement_dsl.constraints import Contiguous, DagOrder
+from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
@@ -80,3 +83,27 @@ def test_a_loose_best_max_load_builds_the_tables_for_the_runs_under_the_max_load
     r = len(cut_ops(w.graph))
     found = cut_stages_search(problem, upper, most_pairs=r * r // 4)
     assert found.bound is not None and found.bound > 1.05 * upper / 8, found.note
+
+
+@pytest.mark.parametrize("k, hosts", [(4, 0), (16, 0), (4, 1)])
+def test_twenty_thousand_cut_ops_are_bounded_from_the_runs_near_the_devices_ends(k, hosts):
+    """A chain of 20,000 ops (each one a cut op; up to 5,000 of them the tables were built for every run under the
+    max load, ~r^2 / k): the runs some chain may hold end near a multiple of the max load in work, a few hundred of
+    them near the least max load that passes. The bound lies above W / k (the tensors across) and below a
+    work-balanced split."""
+    from placement_dsl.bounds.cut_stages import cut_stages_search
+
+    rng = np.random.default_rng(7)
+    n = 20_000
+    work, size = rng.uniform(0.5, 1.5, n), rng.uniform(0.0, 2.0, n)
+    ops = [Op(name=f"v{i}", work={"accelerator": float(work[i]), "cpu": 9.0 * float(work[i])},
+              out_bytes=float(size[i])) for i in range(n)]
+    g = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    cluster = Cluster.accelerators(k, cpus=hosts, bandwidth=1.0) if hosts else Cluster.stages(k)
+    problem = Problem(g, cluster, Bottleneck(), [Contiguous()])
+    share = np.concatenate([[0.0], np.cumsum(work)])[:-1] / work.sum()
+    assign = np.minimum((share * k).astype(np.int64), k - 1)  # the accelerators first, the hosts left empty
+    upper = problem.evaluate(Placement(g, cluster, assign)).objective
+    found = cut_stages_search(problem, upper)
+    assert found.bound is not None and found.finished, found.note
+    assert work.sum() / (k + hosts / 9.0) < found.bound <= upper, found.note

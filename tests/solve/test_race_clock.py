@@ -71,10 +71,12 @@ def test_the_auto_share_is_wall_clock_from_the_call_s_start(deaf, monkeypatch):
 
 def test_a_race_in_a_daemonic_process_runs_its_searches_here(monkeypatch):
     """No child may be forked there: the searches run in the process, trusted to stop by their clocks."""
+    import multiprocessing
+
     from placement_dsl import deadline
 
     monkeypatch.setattr(deadline, "can_fork", lambda: False)
-    monkeypatch.setattr(deadline.mp, "get_context", lambda *args: pytest.fail("a child was forked"))
+    monkeypatch.setattr(multiprocessing, "get_context", lambda *args: pytest.fail("a child was forked"))
     problem, optimum = testing.chain()
     best, _, unfinished = race(problem, ["dp", "greedy"], 5.0)
     assert best.usable and best.objective == pytest.approx(optimum) and unfinished == []
