@@ -33,3 +33,13 @@ def test_solve_writes_no_placement_when_it_finds_no_valid_one(capsys, tmp_path, 
     assert code == 3 and "no valid placement" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json"]  # neither the file nor a partial one
     assert "not written" in err
+
+
+def test_a_long_cycle_is_named_in_a_short_line(capsys, tmp_path):
+    names = [f"op{i}" for i in range(200)]
+    ops = [{"name": n, "work": 1} for n in names]
+    edges = [[a, b] for a, b in zip(names, names[1:] + names[:1])]
+    path = _workload(tmp_path / "w.json", ops, edges, [{"name": "d0"}])
+    code, _, err = run_cli(capsys, "solve", str(path), "--method", "greedy")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and len(err) < 300
+    assert "cycle of 200 ops" in err and "op0 -> op1" in err
