@@ -35,9 +35,11 @@ def refuse_spawned_rerun(call: str) -> None:
     """
     import sys
 
-    rerun = sys.modules.get("__mp_main__")
-    if rerun is None or sys.modules.get("__main__") is rerun:
+    multiprocessing = sys.modules.get("multiprocessing")  # a child process has it: it is what started the child
+    # a spawned child's bootstrapping (multiprocessing.spawn's own test before it starts a child of its own)
+    if multiprocessing is None or not getattr(multiprocessing.current_process(), "_inheriting", False):
         return
-    script = getattr(rerun, "__file__", None) or getattr(sys.modules.get("__main__"), "__file__", None) or "the script"
+    rerun = sys.modules.get("__mp_main__")
+    script = getattr(rerun, "__file__", None) or "the script"
     raise SystemExit(f"error: {call} was called again while a child process re-imported {script!r}; put the script's "
                      f"calls under 'if __name__ == \"__main__\":' (child processes import the main script)")
