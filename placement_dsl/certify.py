@@ -130,7 +130,7 @@ import numpy as np
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
-from .errors import PlacementError, SpecError
+from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit
 from .heuristics import run as heuristic
 from .heuristics.fallback import fallback
@@ -429,6 +429,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     >>> cert.objective, cert.bound, cert.proved_by
     (3.0, 3.0, 'one-or-cut')
     """
+    refuse_spawned_rerun("certify")
     limit = seconds(budget, "budget")  # the call's deadline: budget seconds from now, or the caller's if sooner
     clock = _reserved(Deadline(limit) if deadline is None else deadline.within(limit), problem.graph.n)
     _check_arguments(gap, workers, start)

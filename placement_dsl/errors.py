@@ -24,3 +24,22 @@ class SolverUnavailableError(PlacementError):
 
 class EvaluationMismatchError(PlacementError):
     """A solver's objective disagrees with the independent cost model."""
+
+
+def refuse_spawned_rerun(call: str) -> None:
+    """End a child process that runs ``call`` while it re-runs the ``__main__`` script, with one line saying why.
+
+    A child process started by ``spawn`` (as the MIP solvers' isolated children are) imports the parent's script
+    again as ``__mp_main__`` before its work; a script without an ``if __name__ == "__main__":`` guard then runs
+    its own calls once more in every child, which would start children of their own.
+    """
+    import sys
+
+    multiprocessing = sys.modules.get("multiprocessing")  # a child process has it: it is what started the child
+    # a spawned child's bootstrapping (multiprocessing.spawn's own test before it starts a child of its own)
+    if multiprocessing is None or not getattr(multiprocessing.current_process(), "_inheriting", False):
+        return
+    rerun = sys.modules.get("__mp_main__")
+    script = getattr(rerun, "__file__", None) or "the script"
+    raise SystemExit(f"error: {call} was called again while a child process re-imported {script!r}; put the script's "
+                     f"calls under 'if __name__ == \"__main__\":' (child processes import the main script)")

@@ -205,9 +205,7 @@ class Graph:
             sub = nx.DiGraph((int(u), int(v)) for u, v in zip(self.src, self.dst) if indeg[u] > 0 and indeg[v] > 0)
             sub.add_nodes_from(rest)
             cycle = [self.names[u] for u, _ in nx.find_cycle(sub)]
-            raise SpecError(
-                f"graph {self.name!r} has a cycle: {' -> '.join(cycle + cycle[:1])}; computation graphs must be DAGs"
-            )
+            raise SpecError(f"graph {self.name!r} has a cycle{_cycle_text(cycle)}; computation graphs must be DAGs")
         return _readonly(order)
 
     def _check_totals(self) -> None:
@@ -335,6 +333,19 @@ class Graph:
 
     def __hash__(self) -> int:
         return hash((self.name, self.n, self.m))
+
+
+def _cycle_text(cycle: Sequence[str], shown: int = 6) -> str:
+    """A cycle of op names for a one-line message: all of it when short, else its first ``shown`` ops and the count.
+
+    >>> _cycle_text(["a", "b"])
+    ': a -> b -> a'
+    >>> _cycle_text([str(i) for i in range(100)])
+    ' of 100 ops: 0 -> 1 -> 2 -> 3 -> 4 -> 5 -> ... -> 0'
+    """
+    if len(cycle) <= shown + 2:
+        return ": " + " -> ".join([*cycle, cycle[0]])
+    return f" of {len(cycle)} ops: {' -> '.join(cycle[:shown])} -> ... -> {cycle[0]}"
 
 
 def least_first_order(n: int, edges: Iterable[tuple[int, int]], key: Sequence[Any] | None = None) -> list[int]:

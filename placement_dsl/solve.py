@@ -22,7 +22,7 @@ from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, seconds
 from .deprecated import keyword
-from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError
+from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError, refuse_spawned_rerun
 from .evaluate import Evaluation, execution
 from .formulations import Formulation, Kind, Plan, get
 from .options import validate
@@ -111,6 +111,7 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     Result
         Status, placement, cost-model objective, bound and its class, gap, timings and the start's fate.
     """
+    refuse_spawned_rerun("solve")
     t0 = time.perf_counter()
     clock = _clock(time_limit, budget, deadline)
     options = _options(options, windows)

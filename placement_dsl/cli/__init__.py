@@ -71,12 +71,18 @@ def _exit_now(code: int) -> NoReturn:
 
     Tearing down a large model's millions of objects one by one took 12 s after a 60 s solve on a loaded
     machine, all of it past the time limit. Child processes still running are stopped first (the
-    interpreter's exit would do that for daemonic ones), and logging's handlers are flushed."""
+    interpreter's exit would do that for daemonic ones), multiprocessing's semaphores are unlinked, and logging's
+    handlers are flushed."""
     multiprocessing = sys.modules.get("multiprocessing")  # no children without it
     if multiprocessing is not None:
         for child in multiprocessing.active_children():
             child.terminate()
             child.join(1.0)
+        # the finalizers the interpreter's exit runs first (multiprocessing.util's exit function): they unlink the
+        # semaphores of a spawned pool or lock still held, which the resource tracker otherwise reports as leaked
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            util._run_finalizers(0)
     logging = sys.modules.get("logging")
     if logging is not None:
         logging.shutdown()

@@ -50,9 +50,10 @@ def common(sp: argparse.ArgumentParser, json_help: str = "print one standard JSO
 
 
 def quiet(sp: argparse.ArgumentParser) -> None:
-    """``--quiet``: no progress line."""
+    """``--quiet``: no progress on stderr (:func:`placement_dsl.progress.for_terminal`)."""
     sp.add_argument("--quiet", action="store_true",
-                    help="no progress line on stderr (shown only while stderr is a terminal)")
+                    help="no progress on stderr (else a status line while stderr is a terminal, and plain timed "
+                         "lines of long runs when it is redirected to a file or pipe)")
 
 
 def cluster_args(sp: argparse.ArgumentParser) -> None:

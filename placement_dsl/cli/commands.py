@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import replace
@@ -74,13 +75,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
         placement, payload, text = _run_ip(args, w, model)
     else:
         placement, payload, text = _run_heuristic(args, w, model)
-    if args.out and placement is not None:
+    if args.out and placement is not None and _holds(payload):
         try:
             save_answer(placement, args.out, w, model, payload.get("objective"))
         except SpecError as err:
             return emit_unsaved(payload, err)
+    elif args.out:
+        note(f"--out {args.out!r} not written: the solve has no valid placement to write")
     emit(args, payload, text)
     return _solve_status(args, w, payload)
+
+
+def _holds(payload: dict[str, Any]) -> bool:
+    """Whether the answer is a placement the cost model accepts, with a finite objective: the only kind ``--out``
+    writes (an invalid one would read back as a split the solve itself refused)."""
+    objective = payload.get("objective")
+    finite = objective is not None and math.isfinite(objective)
+    return payload.get("status") != "infeasible" and payload.get("valid") is not False and finite
 
 
 def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> tuple[Any, dict[str, Any], str]:

@@ -31,6 +31,28 @@ def _placement(args: argparse.Namespace, w: Workload) -> Placement:
     return run("dp", w.graph, w.cluster, model=cost_model(args, w)).placement
 
 
+PICTURE_SECONDS = 10.0  # what a picture without --split spends on its placement
+
+
+def _drawn_placement(args: argparse.Namespace, w: Workload) -> Placement:
+    """The ``--split`` file's placement, else one that is always there to draw (noted on stderr): the dp
+    heuristic's within :data:`PICTURE_SECONDS`, or where the exact DP refuses the graph (too many ideals) the
+    slicegraph heuristic's within that time (a stopped heuristic returns the splits its fallback builds in
+    ``O(n + m)``)."""
+    if args.split:
+        return load_placement(args.split, w)
+    from ..heuristics import run
+
+    model = cost_model(args, w)
+    try:
+        placement = run("dp", w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
+    except SpecError as refused:
+        note(f"no --split given: showing the slicegraph heuristic's placement (dp refuses: {refused})")
+        return run("slicegraph", w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
+    note("no --split given: showing the dp heuristic's placement")
+    return placement
+
+
 def _out(args: argparse.Namespace) -> Path:
     from ..viz.common import picture_path, pictures_or_dot
 
@@ -59,7 +81,7 @@ def _draw(payload: dict[str, Any], draw: Any, *args: Any, **options: Any) -> Non
 def _graph(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     from ..viz import graph
 
-    placement = _placement(args, w)
+    placement = _drawn_placement(args, w)
     out = _out(args)
     view = graph.build_view(placement, args.max_nodes, args.depth)
     drawn_by = graph.render(placement, out, args.max_nodes, args.depth)
@@ -75,7 +97,7 @@ def _graph(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
 def _gantt(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     from ..viz import gantt
 
-    placement = _placement(args, w)
+    placement = _drawn_placement(args, w)
     out = _out(args)
     model = cost_model(args, w)
     if model.objective in (Objective.LATENCY, Objective.MAKESPAN):
@@ -155,7 +177,8 @@ def add_show_parser(sub: Any) -> None:
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sh.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
     cluster_args(sh)
-    sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's)")
+    sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's; for graph and gantt "
+                         "slicegraph's where dp refuses the graph)")
     sh.add_argument("--kind", choices=KINDS, default="graph",
                     help="graph: ops coloured by device; gantt: simulated pipeline schedule (latency and makespan: "
                          "the single sample's schedule); bounds: certificate "

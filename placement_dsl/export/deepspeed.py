@@ -5,17 +5,31 @@
 (one entry, when the graph has one), the repeated layers, then the head (one entry), so
 ``parts = [0, a, b, ..., n]`` over ``n`` entries; a subclass or a custom ``partition_method``
 sets ``self.parts`` to it. The repeated layers alone are ``layers_per_stage``.
+
+A model without one such list (a network of several stages of blocks, an encoder-decoder, a
+small CNN of a ``stem``, blocks and a classifier) has as its layer list the modules it calls in
+order, at the first depth no stage boundary cuts (1: the model's own children), every one a
+layer; ``layer_list`` is then ``None`` and ``depth`` says which.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..placement import Placement
-from .layers import layer_name, layer_stages
+from .layers import layer_name, layer_stages, modules_per_stage, sole_layer_list
+from .plan import pipeline_stages
 
 
 def deepspeed(placement: Placement) -> dict[str, Any]:
-    """``parts`` over the layer list ``[embedding] + layers + [head]`` and the layers per stage."""
+    """``parts`` over the layer list ``[embedding] + layers + [head]`` and the layers per stage (over the modules
+    the model calls in order where it has no sole layer list)."""
+    paths = [str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")]
+    if paths and sole_layer_list(paths) is None:
+        per_stage, depth = modules_per_stage(placement, pipeline_stages(placement, "deepspeed"), "deepspeed")
+        counts = [len(mods) for mods in per_stage]
+        return {"num_stages": len(counts), "parts": [sum(counts[:k]) for k in range(len(counts) + 1)],
+                "layers": [m for mods in per_stage for m in mods], "layers_per_stage": counts, "layer_list": None,
+                "depth": depth}
     ls = layer_stages(placement, "deepspeed")
     counts = list(ls.counts)
     counts[0] += ls.embedding

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 from ..placement import Placement
-from .plan import Stage, op_name, pipeline_stages
+from .plan import Stage, op_name, pipeline_stages, split_modules, whole_modules
 
 _SUFFIXED = re.compile(r"^(.+_)(\d+)$")
 
@@ -56,12 +56,78 @@ def layer_lists(paths: list[str]) -> dict[str, set[int]]:
     return found
 
 
+def outer_layer_lists(paths: list[str]) -> dict[str, set[int]]:
+    """:func:`layer_lists` of at least two layers that lie inside no layer of another: ``blocks`` of
+    ``blocks.N.M``, not the sublayers ``blocks.N`` of one block (however many more of them each block holds), nor
+    an MoE layer's ``model.layers.N.mlp.experts``."""
+    lists = {p: found for p, found in layer_lists(paths).items() if len(found) >= 2}
+    return {p: found for p, found in lists.items()
+            if not any(q != p and _layer_index(p, q) is not None for q in lists)}
+
+
 def layer_prefix(paths: list[str]) -> str | None:
-    """The prefix of the repeated layer list among module ``paths``: the one with most distinct indices (>= 2),
-    dotted integers first among equals."""
-    best = max(layer_lists(paths).items(), key=lambda kv: (len(kv[1]), not kv[0].endswith("_"), -len(kv[0])),
+    """The prefix of the repeated layer list among module ``paths``: of the :func:`outer_layer_lists`, the one with
+    most distinct indices, dotted integers first among equals."""
+    best = max(outer_layer_lists(paths).items(), key=lambda kv: (len(kv[1]), not kv[0].endswith("_"), -len(kv[0])),
                default=None)
-    return best[0] if best and len(best[1]) >= 2 else None
+    return best[0] if best else None
+
+
+def other_layer_lists(paths: list[str], prefix: str) -> list[str]:
+    """The :func:`outer_layer_lists` beside ``prefix`` (neither it nor one of its containers): an
+    encoder-decoder's second list, or a network built of several stages of blocks."""
+    return sorted((p for p in outer_layer_lists(paths) if p != prefix and not prefix.startswith(p + ".")),
+                  key=lambda p: p.endswith("_"))
+
+
+def outside_between(paths: list[str], prefix: str) -> str | None:
+    """A module path outside the list ``prefix`` (nor one of its containers) that runs between two of its layers
+    in ``paths`` (execution order): which neither the embedding before the layers nor the head after them holds."""
+    seen_layer, outside = False, None
+    for path in paths:
+        if not path:
+            continue
+        if _layer_index(path, prefix) is not None:
+            if seen_layer and outside is not None:
+                return outside
+            seen_layer = True
+        elif seen_layer and outside is None and not prefix.startswith(path + "."):
+            outside = path
+    return None
+
+
+def sole_layer_list(paths: list[str]) -> str | None:
+    """The layer list that holds the model between its embedding and its head: :func:`layer_prefix` when it is
+    the only outer list and no other module runs between two of its layers (``None`` otherwise: TinyConv's
+    ``stem``, ``b1``, ``b2`` are no layers of one list, and a ResNet's ``layer1`` to ``layer4`` are four)."""
+    prefix = layer_prefix(paths)
+    if prefix is None or other_layer_lists(paths, prefix) or outside_between(paths, prefix):
+        return None
+    return prefix
+
+
+def modules_per_stage(placement: Placement, stages: list[Stage], runtime: str, depth: int | None = None,
+                      prefix: str | None = None) -> tuple[list[list[str]], int]:
+    """Each stage's modules in execution order and their depth: at ``depth`` if given, else at the depth of the
+    layers of the list ``prefix`` (1, the model's own children, without one), or the first deeper one that no
+    stage boundary cuts (``features.denseblock3`` where the split falls inside ``features``)."""
+    if depth is None:
+        first = 1 if prefix is None else layer_depth(prefix)
+        deepest = max((str(op.attrs.get("module") or "").count(".") + 1 for op in placement.graph.ops), default=1)
+        tried = [first, *range(first + 1, deepest + 1)]
+        depth = next((d for d in tried if _whole_at(placement, stages, d, runtime)), tried[0])
+    parts = whole_modules(placement, stages, depth, runtime)
+    split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
+    return parts, depth
+
+
+def _whole_at(placement: Placement, stages: list[Stage], depth: int, runtime: str) -> bool:
+    try:
+        whole_modules(placement, stages, depth, runtime)
+        split_modules(placement, stages, depth, runtime)
+    except SpecError:
+        return False
+    return True
 
 
 def layer_name(prefix: str, i: int) -> str:
@@ -100,12 +166,11 @@ def check_transformer_layers(placement: Placement, prefix: str, runtime: str) ->
                             f"{len(kinds[first])} ops, {layer_name(prefix, i)} {len(kinds[i])} ops of other types "
                             f"or order); {runtime} repeats one transformer layer (export to deepspeed or "
                             f"torch-pipelining)")
-    for other, found in sorted(layer_lists([p for p in paths if p]).items(), key=lambda kv: kv[0].endswith("_")):
-        if len(found) >= 2 and other != prefix and _layer_index(other, prefix) is None \
-                and not prefix.startswith(other + "."):
-            raise SpecError(f"{runtime}: the model has a second layer list {other!r} beside {prefix!r} (an "
-                            f"encoder-decoder or stages of blocks); {runtime} pipelines one list of layers "
-                            f"(export to deepspeed or torch-pipelining)")
+    others = other_layer_lists([p for p in paths if p], prefix)
+    if others:
+        raise SpecError(f"{runtime}: the model has a second layer list {others[0]!r} beside {prefix!r} (an "
+                        f"encoder-decoder or stages of blocks); {runtime} pipelines one list of layers "
+                        f"(export to deepspeed or torch-pipelining)")
 
 
 def _layer_index(path: str | None, prefix: str) -> int | None:
@@ -129,6 +194,11 @@ def layer_stages(placement: Placement, runtime: str, virtual: bool = False, tran
                         f"transformer.h.N or model.layers.N); import it with module paths, or export to torch-pipelining")
     if transformer:
         check_transformer_layers(placement, prefix, runtime)
+    between = outside_between(paths, prefix)
+    if between is not None:
+        raise SpecError(f"{runtime}: module {between!r} runs between layers of {prefix!r}; {runtime} holds the "
+                        f"embedding before the layers and the head after them (export to deepspeed or "
+                        f"torch-pipelining)")
     stage_of: dict[int, Stage] = {}
     first_layer_of: dict[int, int] = {}
     counts = [0] * len(stages)

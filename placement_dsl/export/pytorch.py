@@ -31,8 +31,8 @@ from ..errors import SpecError
 from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
-from .layers import layer_depth, layer_prefix
-from .plan import Stage, module_of, pipeline_stages, split_modules, split_places, stage_ranks, whole_modules
+from .layers import layer_prefix, modules_per_stage
+from .plan import Stage, module_of, pipeline_stages, split_places, stage_ranks
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -63,32 +63,14 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
             "stage_index_per_rank": [[k for k, r in enumerate(ranks) if r == rank] for rank in range(count)]}
 
 
-def _titan_depth(placement: Placement) -> int:
-    prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
-    return 1 if prefix is None else layer_depth(prefix)
-
-
-def _whole_at(placement: Placement, stages: list[Stage], depth: int, runtime: str) -> bool:
-    try:
-        whole_modules(placement, stages, depth, runtime)
-        split_modules(placement, stages, depth, runtime)
-    except SpecError:
-        return False
-    return True
-
-
 def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
     """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's, or
     the first deeper one that no stage boundary cuts: ``features.denseblock3`` where the split falls inside
     ``features``)."""
     runtime = "torchtitan"
     stages = pipeline_stages(placement, runtime, virtual=True)
-    if depth is None:  # the layer's depth, else the first deeper one whose modules no stage boundary cuts
-        deepest = max((str(op.attrs.get("module") or "").count(".") + 1 for op in placement.graph.ops), default=1)
-        tried = [_titan_depth(placement), *range(_titan_depth(placement) + 1, deepest + 1)]
-        depth = next((d for d in tried if _whole_at(placement, stages, d, runtime)), tried[0])
-    parts = whole_modules(placement, stages, depth, runtime)
-    split_modules(placement, stages, depth, runtime)  # the same checks on each stage's first module
+    prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
+    parts, depth = modules_per_stage(placement, stages, runtime, depth, prefix)
     unnamed = [s.index for s in stages if not parts[s.index]]
     if unnamed:
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import CostModel
+from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..progress import report
 from . import manifest
@@ -131,9 +131,12 @@ def _next_generation(state: SearchState, cfg: BrkgaConfig, rng: np.random.Genera
 
 
 def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Generator,
-                 initial: np.ndarray | None = None, deadline: float | None = None) -> SearchState:
+                 initial: np.ndarray | None = None, deadline: float | None = None,
+                 objective: Callable[[np.ndarray], float] | None = None) -> SearchState:
     """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes; no decode
-    starts after ``deadline`` (``time.monotonic()``) but the first population's first row."""
+    starts after ``deadline`` (``time.monotonic()``) but the first population's first row. Each generation
+    reports as ``best`` the ``objective`` of its best keys (the cost model's, where the fitness is a
+    decoder's value: computed when the best keys change), else their fitness."""
     P = min(cfg.population, cfg.evaluations)
     keys = rng.random((P, n))
     if initial is not None:
@@ -143,13 +146,17 @@ def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Gene
     state.values = _evaluate_batch(fitness, keys, np.empty(0), n_elite, state, cfg.evaluations, deadline)
     state.keys = keys[: state.values.size]
     state.history.append(float(state.values.min()))
+    shown: tuple[float, float] | None = None  # (fitness, objective) of the best keys last reported
     while state.evaluations < cfg.evaluations and state.values.size > cfg.n_elite and not expired(deadline):
         elite, fresh = _next_generation(state, cfg, rng)
         values = _evaluate_batch(fitness, fresh, state.values[elite], cfg.n_elite, state, cfg.evaluations, deadline)
         state.keys = np.vstack([state.keys[elite], fresh[: values.size]])
         state.values = np.concatenate([state.values[elite], values])
         state.history.append(float(state.values.min()))
-        report("brkga", generation=len(state.history), evaluations=state.evaluations, best=state.history[-1])
+        if objective is not None and (shown is None or state.history[-1] < shown[0]):
+            shown = (state.history[-1], objective(state.keys[int(np.argmin(state.values))]))
+        best = state.history[-1] if shown is None else shown[1]
+        report("brkga", generation=len(state.history), evaluations=state.evaluations, best=best)
     return state
 
 
@@ -165,6 +172,18 @@ def _slice_fitness(slicer: Slicer, deadline: float | None = None) -> Fitness:
         value = slicer.solve(slicer.order(keys), cutoff, deadline=deadline)[0]
         return INF if math.isnan(value) else value
     return fitness
+
+
+def _slice_objective(slicer: Slicer, deadline: float | None = None) -> Callable[[np.ndarray], float]:
+    """The cost model's objective of the split ``keys`` decode to (the decoder's value is the slicing's max load,
+    whatever the objective); ``nan`` when the decode passes ``deadline``, ``inf`` when no slicing fits."""
+    def objective(keys: np.ndarray) -> float:
+        order = slicer.order(keys)
+        value, bounds = slicer.solve(order, deadline=deadline)
+        if math.isnan(value) or value == INF:
+            return value
+        return evaluate(slicer.placement(order, bounds), slicer.model).objective
+    return objective
 
 
 def _finish(slicer: Slicer, method: str, keys: np.ndarray, start: float, evaluations: int,
@@ -229,7 +248,8 @@ def brkga(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, see
     cfg = BrkgaConfig(evaluations, population, elite, mutants, rho)
     slicer = Slicer(graph, cluster, model)
     init = _initial(graph, initial)
-    state = brkga_search(_slice_fitness(slicer, deadline), graph.n, cfg, np.random.default_rng(seed), init, deadline)
+    state = brkga_search(_slice_fitness(slicer, deadline), graph.n, cfg, np.random.default_rng(seed), init, deadline,
+                         objective=_slice_objective(slicer, deadline))
     best = state.keys[int(np.argmin(state.values))]
     return _finish(slicer, "brkga", best, start, state.evaluations, deadline, decoded=bool(state.values.min() < INF),
                    history=state.history)

@@ -127,30 +127,131 @@ def cluster_from_dict(data: Mapping[str, Any]) -> Cluster:
 
 
 def graph_to_dict(graph: Graph, cluster: Cluster | None = None) -> dict[str, Any]:
-    """The dnn-partitioning mapping of a graph (artificial split nodes are kept as nodes)."""
+    """The dnn-partitioning mapping of a graph (artificial split nodes are kept as nodes) and of its cluster.
+
+    With a cluster the mapping reads back (:func:`graph_from_dict`, :func:`cluster_from_dict`) to the same
+    problem: the accelerators' one kind becomes ``accelerator``, a speed shared by all accelerators (or all
+    CPUs) divides their times, a bandwidth shared by all accelerators divides the edge costs (of an inference
+    graph: a training graph's output bytes are also memory). Anything else the format cannot express is a
+    one-line :class:`SpecError` naming it: ops without a CPU time, devices of several kinds, unequal speeds or
+    bandwidths, links, accelerators of unequal memory, a CPU of bounded memory, a training graph's activation
+    memory told apart from its weights, MOIRAI's ``transfer_time``, out-edges of unequal cost.
+    """
+    fit = _Fit.of(graph, cluster)
     colors: dict[str, int] = {}
     nodes = []
     for i, op in enumerate(graph.ops):
         key = op.group if op.group is not None else f"#{op.name}"
         color = colors.setdefault(key, len(colors) + 1)
-        acc = op.time_on(ACCELERATOR)
+        acc, cpu = fit.times(op)
         nodes.append({
             "id": _int_id(op.name, i), "name": op.attrs.get("name", op.name),
-            "supportedOnFpga": int(math.isfinite(acc)), "cpuLatency": op.time_on(CPU),
+            "supportedOnFpga": int(math.isfinite(acc)), "cpuLatency": cpu,
             "fpgaLatency": acc if math.isfinite(acc) else 0.0, "isBackwardNode": int(op.backward),
             "colorClass": color, "size": op.param_bytes + op.activation_bytes,
         })
     ids = {op.name: node["id"] for op, node in zip(graph.ops, nodes)}
-    edges = [{"sourceId": ids[u], "destId": ids[v], "cost": graph.ops[graph.index[u]].out_bytes}
+    edges = [{"sourceId": ids[u], "destId": ids[v], "cost": graph.ops[graph.index[u]].out_bytes / fit.bandwidth}
              for u, v in graph.edges]
     out: dict[str, Any] = {}
     if cluster is not None:
         accs = [d for d in cluster.devices if not d.host]
-        out["maxSizePerFPGA"] = accs[0].memory if accs else 0.0
+        if accs:
+            out["maxSizePerFPGA"] = accs[0].memory
         out["maxFPGAs"] = len(accs)
         out["maxCPUs"] = len(cluster.devices) - len(accs)
     out.update(nodes=nodes, edges=edges)
+    if cluster is not None:
+        fit.check_round_trip(graph, cluster, out)
     return out
+
+
+def _cannot(what: str) -> SpecError:
+    return SpecError(f"the dnn-partitioning format cannot express {what}; convert to native JSON instead")
+
+
+def _shared(devices: list[Any], field_name: str, role: str) -> float:
+    """The one value of ``field_name`` over ``devices`` (1 without devices), else a :func:`_cannot`."""
+    values = sorted({getattr(d, field_name) for d in devices})
+    if len(values) > 1:
+        raise _cannot(f"{role} of unequal {field_name} ({', '.join(f'{v:g}' for v in values[:4])}"
+                      f"{', ...' if len(values) > 4 else ''}): one value serves all of them")
+    return values[0] if values else 1.0
+
+
+class _Fit:
+    """How a graph and cluster map onto the format: the kinds and the shared speeds and bandwidth folded into
+    the times and costs, or a :class:`SpecError` naming the first thing it has no place for."""
+
+    def __init__(self, acc_kind: str = ACCELERATOR, cpu_kind: str = CPU, acc_speed: float = 1.0,
+                 cpu_speed: float = 1.0, bandwidth: float = 1.0) -> None:
+        self.acc_kind, self.cpu_kind = acc_kind, cpu_kind
+        self.acc_speed, self.cpu_speed, self.bandwidth = acc_speed, cpu_speed, bandwidth
+
+    @classmethod
+    def of(cls, graph: Graph, cluster: Cluster | None) -> _Fit:
+        if cluster is None:
+            return cls()
+        accs = [d for d in cluster.devices if not d.host]
+        cpus = [d for d in cluster.devices if d.host]
+        kinds = [sorted({d.kind for d in accs}), sorted({d.kind for d in cpus})]
+        several = next((k for k in kinds if len(k) > 1), None)
+        if several:
+            raise _cannot(f"devices of {len(several)} kinds ({', '.join(map(repr, several[:4]))}"
+                          f"{', ...' if len(several) > 4 else ''}): it has one accelerator kind and the CPU")
+        if cluster.links or cluster.routed:
+            raise _cannot(f"the cluster's {len(cluster.links)} links: every transfer goes through host memory")
+        fit = cls((kinds[0] or [ACCELERATOR])[0], (kinds[1] or [CPU])[0], _shared(accs, "speed", "accelerators"),
+                  _shared(cpus, "speed", "CPUs"), _shared(accs, "bandwidth", "accelerators"))
+        if fit.bandwidth != 1.0 and graph.is_training:
+            raise _cannot(f"bandwidth {fit.bandwidth:g} of a training graph (edge costs are times; its output "
+                          "bytes are also activation memory)")
+        _shared(accs, "memory", "accelerators")
+        for d in cluster.devices:
+            if d.invocations is not None and d.invocations != (not d.host):
+                raise _cannot(f"device {d.name!r}'s invocations {d.invocations} (the default of its role)")
+            if d.host and math.isfinite(d.memory):
+                raise _cannot(f"CPU {d.name!r}'s memory {d.memory:g} (a CPU's is unlimited)")
+        for op in graph.ops:
+            if not math.isfinite(op.time_on(fit.cpu_kind)):
+                raise _cannot(f"op {op.name!r}, which cannot run on a {fit.cpu_kind!r} device: every node has a "
+                              "finite cpuLatency")
+            if "transfer_time" in op.attrs:
+                raise _cannot(f"op {op.name!r}'s per-device-pair transfer times (attrs 'transfer_time')")
+            if graph.is_training and op.activation_bytes:
+                raise _cannot(f"op {op.name!r}'s activation memory apart from its weights (one 'size' per node)")
+        return fit
+
+    def times(self, op: Op) -> tuple[float, float]:
+        """``op``'s time on an accelerator and on a CPU of the written problem (at speed 1)."""
+        return op.time_on(self.acc_kind) / self.acc_speed, op.time_on(self.cpu_kind) / self.cpu_speed
+
+    def check_round_trip(self, graph: Graph, cluster: Cluster, data: dict[str, Any]) -> None:
+        """Read ``data`` back and refuse it, naming the first difference, unless it is the same problem."""
+        back, devices = graph_from_dict(data, name=graph.name), cluster_from_dict(data)
+        roles = [d for d in cluster.devices if not d.host] + [d for d in cluster.devices if d.host]
+        if [d.memory for d in devices.devices] != [d.memory for d in roles]:
+            raise _cannot("the cluster's device memories")
+        if back.n != graph.n or set(back.names) != set(graph.names):
+            extra = sorted(set(back.names) - set(graph.names))
+            raise _cannot(f"op {extra[0].split(SPLIT_MARK)[0]!r}, whose out-edges carry unequal costs" if extra
+                          else "the graph's op names (one does not read back as itself)")
+        if set(back.edges) != set(graph.edges):
+            raise _cannot("the graph's edges as they are")
+        groups: dict[str, set[str]] = {}
+        back_groups: dict[str, set[str]] = {}
+        for op in graph.ops:
+            twin = back.ops[back.index[op.name]]
+            sink = not len(graph.successors(graph.index[op.name]))
+            same = ((twin.time_on(ACCELERATOR), twin.time_on(CPU)) == self.times(op) and twin.backward == op.backward
+                    and twin.param_bytes == op.param_bytes + op.activation_bytes
+                    and (sink or twin.out_bytes == op.out_bytes / self.bandwidth))
+            if not same:
+                raise _cannot(f"op {op.name!r} as it is (its times, size, output bytes or direction)")
+            groups.setdefault(op.group or f"#{op.name}", set()).add(op.name)
+            back_groups.setdefault(twin.group or f"#{op.name}", set()).add(op.name)
+        if sorted(map(sorted, groups.values())) != sorted(map(sorted, back_groups.values())):
+            raise _cannot("the graph's colocation groups")
 
 
 def _int_id(name: str, position: int) -> int | str:
