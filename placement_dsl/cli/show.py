@@ -21,17 +21,7 @@ from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
 KINDS = ("graph", "gantt", "bounds", "splits")
 
 
-def _placement(args: argparse.Namespace, w: Workload) -> Placement:
-    """The ``--split`` file's placement, else the dp heuristic's (noted on stderr)."""
-    if args.split:
-        return load_placement(args.split, w)
-    from ..heuristics import run
-
-    note("no --split given: showing the dp heuristic's placement")
-    return run("dp", w.graph, w.cluster, model=cost_model(args, w)).placement
-
-
-PICTURE_SECONDS = 10.0  # what a picture without --split spends on its placement
+PICTURE_SECONDS = 10.0  # what a picture (or split points) without --split spends on its placement
 
 
 def _drawn_placement(args: argparse.Namespace, w: Workload) -> Placement:
@@ -137,7 +127,7 @@ def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
 def _splits(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     from ..viz import split_lines, split_points
 
-    points = split_points(_placement(args, w), args.depth)
+    points = split_points(_drawn_placement(args, w), args.depth)
     return {"kind": "splits", **points}, "\n".join(split_lines(points))
 
 
