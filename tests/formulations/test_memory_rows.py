@@ -1,10 +1,12 @@
-"""Memory rows stay exact when the devices' capacities differ by many orders of magnitude."""
+"""Memory rows stay exact when the devices' capacities differ by many orders of magnitude, and a solver answer the
+cost model finds invalid is discarded (with its bound), not reported as the user's error."""
 from __future__ import annotations
 
 import pyomo.environ as pyo
 import pytest
 from pyomo.repn import generate_standard_repn
 
+from placement_dsl import blocks
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import compile
 from placement_dsl.constraints import Contiguous, Memory
@@ -12,6 +14,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency, Throughput
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
+from placement_dsl.solvers import Status
 from placement_dsl.testing import optimum, training_memory_1f1b
 from placement_dsl.training_terms import TrainingMemory
 from tests.blocks.helpers import accepting
@@ -69,3 +72,16 @@ def test_training_memory_rows_bind_beside_a_huge_host():
         r = solve(problem, formulation=name, time_limit=30)
         assert problem.is_valid(r.placement), name
         assert r.objective == pytest.approx(best), name
+
+
+def test_a_solver_answer_invalid_for_the_cost_model_is_discarded_with_its_bound(monkeypatch):
+    # a formulation that misses the memory rows: the solver answers a and b on one accelerator (objective 5), which
+    # the cost model refuses; the answer is a valid placement found without the model, the bound no more than it
+    monkeypatch.setattr(blocks.MemoryCapacity, "build", lambda self, blk, ctx: None)
+    problem = _small_beside_huge(Throughput(), 1e3)
+    r = solve(problem, formulation="chain", time_limit=20)
+    assert problem.is_valid(r.placement)
+    assert r.status is Status.TIME_LIMIT_FEASIBLE
+    assert "invalid" in r.message and "discarded" in r.message
+    assert r.bound is None or r.bound <= r.objective
+    assert r.bound is None or r.bound <= optimum(problem) + 1e-9
