@@ -1,18 +1,20 @@
 """The command line on a solver's answer the cost model refuses: not the user's error (exit 2). Memory rows hold on
 devices of 5 bytes beside a host of 1e9; an answer that breaks a row is discarded with a warning and a valid placement
-answers; a solver objective the cost model contradicts is an internal error (exit 70)."""
+answers; a solver objective the cost model contradicts is an internal error (exit 70). A heuristic's bound names the
+placements it holds over."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from placement_dsl import blocks
+from placement_dsl import blocks, testing
 from placement_dsl.cluster import Cluster
 from placement_dsl.compile import Compiled
+from placement_dsl.constraints import Contiguous
 from placement_dsl.graph import Graph, Op
 from placement_dsl.io import save_workload
-from placement_dsl.testing import run_cli
+from placement_dsl.testing import optimum, run_cli, without
 from placement_dsl.workload import Workload
 
 
@@ -53,3 +55,18 @@ def test_a_solver_objective_the_cost_model_contradicts_is_an_internal_error(caps
                              "--time-limit", "20")
     assert code == 70 and out == ""
     assert err.startswith("internal error: EvaluationMismatchError") and len(err.strip().splitlines()) == 1
+
+
+def test_the_dp_bound_names_the_placements_it_holds_over(capsys, tmp_path):
+    # the DP is exact among contiguous splits; a non-contiguous one is better here, so the bound is not the problem's
+    problem, contiguous_optimum = testing.contiguity_binds()
+    assert optimum(without(problem, Contiguous)) < contiguous_optimum  # 6.5 < 7.25
+    path = tmp_path / "w.json"
+    save_workload(Workload(problem.graph, problem.cluster), path)
+    code, out, err = run_cli(capsys, "solve", str(path), "--method", "dp", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["bound"] == pytest.approx(contiguous_optimum) and answer["bound_scope"] == "contiguous"
+    code, out, err = run_cli(capsys, "solve", str(path), "--method", "dp")
+    assert code == 0, err
+    assert f"bound {contiguous_optimum:g} over contiguous placements only" in out
