@@ -78,13 +78,14 @@ class _Lattice:
         self.con = contract(graph, kinds={first.kind}, memory=first.memory, merge_zero_cost=False)
         lay = layout(cluster)
         cap = max_ideals if max_ideals is not None else sized_ideals(lay.devices.shape[1], left(deadline))
-        why = "" if max_ideals is not None else (
-            f" (the DP of more ideals takes longer than the {left(deadline):.1f} s left)" if deadline is not None
-            else f" (the DP of more ideals takes longer than {UNLIMITED_SECONDS:.0f} s; give max_ideals to wait longer)")
+        why = "" if max_ideals is not None else \
+            f" (the DP of more ideals takes longer than {UNLIMITED_SECONDS:.0f} s; give max_ideals to wait longer)"
         pred: list[list[int]] = [[] for _ in range(self.con.n_nodes)]
         for u, v in zip(self.con.src.tolist(), self.con.dst.tolist()):
             pred[v].append(u)
         counted = count_ideals(pred, cap=cap)[0]
+        if counted > cap and max_ideals is None and deadline is not None:  # the time left is short: a stopped answer
+            raise TimeLimitReached(f"the DP of more than {cap} ideals takes longer than the {left(deadline):.1f} s left")
         if counted > cap:
             raise SpecError(f"dp-servers: graph {graph.name!r} has more than max_ideals={cap} ideals "
                             f"({self.con.n_nodes} supernodes){why}; use method 'pipeline'")
@@ -166,8 +167,9 @@ def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
 
     ``bound == objective`` over the DP class under a max-load model (PipeDream's ``max (FW + BW)``
     for training graphs, App. B's contraction); refuses replication, memory per schedule, soft
-    memory and flat clusters (use ``dp`` there). ``max_ideals`` (``None``: :func:`sized_ideals` of the time left)
-    refuses a graph of more ideals. Past ``time_limit`` seconds (checked per ideal) :func:`.fallback.fallback`'s
+    memory and flat clusters (use ``dp`` there). A graph of more than ``max_ideals`` ideals is refused; ``None``:
+    :func:`sized_ideals` of the time left, and a graph of more ideals than the DP finishes in it gets the answer of a
+    DP stopped by the time limit. Past ``time_limit`` seconds (checked per ideal) :func:`.fallback.fallback`'s
     split, without a bound (``info["stopped"]``).
 
     >>> from placement_dsl.graph import Graph, Op
