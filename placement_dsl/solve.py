@@ -218,7 +218,13 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
                         cutoff=cutoff, deadline=clock.at - RESERVE)
     with scaled(compiled.objective_scale):  # progress reports in the problem's units
         outcome = solve_model(compiled.model, solver, opts, start=values)
-    result = _certify(compiled, outcome, method, solver, gap, plan.cutoff)
+    answer = _answer(compiled, outcome)
+    if answer is not None and not answer[1].valid:  # the solver's point meets the rows only within its tolerances,
+        # or the formulation misses a constraint: neither the point nor its bound is an answer, nor the user's error
+        result = heuristics_instead(stop, AUTO, clock).result(_discarded(compiled, solver, answer[1]))
+        _final_check(problem, result, form)
+        return result
+    result = _certify(compiled, outcome, method, solver, gap, plan.cutoff, answer)
     _record_start(result, start_eval, refusal, passed, outcome, warm_start)
     form.finish(result, plan)
     result = stop.no_worse(result, outcome.message)  # the start answers a search that found nothing better
@@ -325,15 +331,29 @@ def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, p
 
 
 # ---------------------------------------------------------------------------- certificate
+def _answer(compiled: Any, outcome: SolverOutcome) -> tuple[Placement, Evaluation] | None:
+    """The solver's placement read back and its evaluation by the cost model, or ``None`` without a solution."""
+    if not outcome.has_solution:
+        return None
+    placement = compiled.varmap.placement(compiled.model)
+    return placement, compiled.problem.evaluate(placement)
+
+
+def _discarded(compiled: Any, solver: str, ev: Evaluation) -> str:
+    """The warning of a solver answer that the cost model finds invalid (the answer and its bound are dropped)."""
+    return (f"warning: {compiled.formulation.name!r} with {solver!r} answered a placement the cost model finds "
+            f"invalid ({'; '.join(v.message for v in ev.violations[:3])}); it is discarded with the solver's bound "
+            "(its rows held only within the solver's tolerances, or the formulation misses a constraint)")
+
+
 def _certify(compiled: Any, outcome: SolverOutcome, method: str, solver: str, gap: float,
-             cutoff: float | None = None) -> Result:
-    """Read the placement back, re-evaluate it, check agreement, and assemble the result."""
+             cutoff: float | None = None, answer: tuple[Placement, Evaluation] | None = None) -> Result:
+    """Read the placement back (unless ``answer`` is it), re-evaluate it, check agreement, and assemble the result."""
     scale = compiled.objective_scale
     notes = [m for m in (outcome.message,) if m]
     placement = ev = objective = None
     if outcome.has_solution:
-        placement = compiled.varmap.placement(compiled.model)
-        ev = compiled.problem.evaluate(placement)
+        placement, ev = answer if answer is not None else _answer(compiled, outcome)
         objective = ev.objective
         _check_agreement(compiled, outcome, ev, solver, notes, gap, cutoff)
     bound = None if outcome.bound is None else outcome.bound * scale

@@ -6,7 +6,10 @@ its constraints hold whenever the placement is feasible — the warm start.
 
 Units. Times are divided by ``scale.time`` (a lower bound on the optimum, so the objective
 is near 1) and bytes by ``scale.memory`` (the largest finite capacity), so coefficients stay
-well conditioned; ``model objective * scale.time`` is in cost-model units.
+well conditioned; ``model objective * scale.time`` is in cost-model units. A row about one device's
+memory is further divided by that device's capacity (:meth:`Context.memory_weight`): with capacities
+of 100 bytes beside one of 1e9, the small devices' rows would otherwise hold coefficients of 1e-7,
+under the solver's feasibility tolerance, and the solver could overfill them.
 """
 from __future__ import annotations
 
@@ -195,6 +198,13 @@ class Context:
     def overflow_expr(self, d: int) -> Any:
         """Overflow time of device ``d``: 0 unless an overflow template provides it."""
         return self.link(OverflowLink).overflow(d) if self.has(OverflowLink) else 0.0
+
+    def memory_weight(self, d: int) -> float:
+        """The factor a row about device ``d``'s memory is multiplied by: ``1 / capacity`` (model units) when the
+        capacity is finite and positive, else 1, so that the row's right-hand side is 1 whatever the
+        other devices' capacities."""
+        cap = float(self.capacity[d])
+        return 1.0 / cap if np.isfinite(cap) and cap > 0 else 1.0
 
     def _unit_allowed(self) -> np.ndarray:
         ok = np.ones((self.n, self.D), dtype=bool)

@@ -18,7 +18,18 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..evaluate import Overlap
-from .base import AssignmentLink, BlockTemplate, Context, LoadLink, OverflowLink, Stage, TransferLink, Warm, register
+from .base import (
+    AssignmentLink,
+    BlockTemplate,
+    Context,
+    LoadLink,
+    OverflowLink,
+    Stage,
+    TransferLink,
+    Warm,
+    register,
+    settle,
+)
 
 PARTS = {Overlap.NONE: ("total",), Overlap.HALF: ("compute", "comm"), Overlap.FULL: ("compute", "in", "out")}
 
@@ -42,9 +53,14 @@ class MemoryCapacity(BlockTemplate):
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
         blk.capacity = pyo.Constraint([ctx.devices[d] for d in _tight(ctx)],
-                                      rule=lambda b, d: _memory_expr(ctx, ctx.cluster.index[d])
-                                      <= float(ctx.capacity[ctx.cluster.index[d]]),
-                                      doc="parameters and activations of device d fit its memory")
+                                      rule=lambda b, d: self._row(ctx, ctx.cluster.index[d]),
+                                      doc="parameters and activations of device d fit its memory "
+                                      "(divided by its capacity)")
+
+    @staticmethod
+    def _row(ctx: Context, d: int) -> Any:
+        w = ctx.memory_weight(d)
+        return settle(w * _memory_expr(ctx, d) <= w * float(ctx.capacity[d]))
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         return iter(())

@@ -1,6 +1,7 @@
 """Memory per schedule in the IPs (:class:`~placement_dsl.training_terms.TrainingMemory`).
 
-Per device ``d`` (model units; :mod:`placement_dsl.training` for the accounting)::
+Per device ``d`` (in units of ``M_d``, :meth:`~.base.Context.memory_weight`, so the right-hand side is 1
+whatever the other devices' capacities; :mod:`placement_dsl.training` for the accounting)::
 
     state * param_d + n_d * (act_d + in_d) <= M_d          (recompute: state * param_d + n_d * in_d + act_d + in_d)
 
@@ -23,13 +24,18 @@ import pyomo.environ as pyo
 
 from ..errors import SpecError
 from ..training import TrainingMemorySpec
-from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register
+from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
 
 
 def _terms(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """Per op, in model bytes: parameters and stashed forward activations."""
     g, scale = ctx.graph, ctx.scale.memory
     return g.param_bytes / scale, np.where(g.backward, 0.0, g.out_bytes + g.activation_bytes) / scale
+
+
+def _fits(ctx: Context, d: int, need: Any) -> Any:
+    """``need`` (units of ``M_d``) fits device ``d``'s memory."""
+    return settle(need <= float(ctx.capacity[d] * ctx.memory_weight(d)))
 
 
 def _read_edges(ctx: Context) -> list[tuple[int, int]]:
@@ -57,11 +63,12 @@ class TrainingMemoryCapacity(BlockTemplate):
 
     @staticmethod
     def _parts(ctx: Context, d: int, reads: dict[str, list[Any]]) -> tuple[Any, Any, Any]:
-        """Device ``d``'s parameters, stashed activations and reads (``param_d, act_d, in_d``)."""
+        """Device ``d``'s parameters, stashed activations and reads (``param_d, act_d, in_d``; units of ``M_d``)."""
         param, act = _terms(ctx)
+        w = ctx.memory_weight(d)
         ops = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        p = sum(param[v] * ctx.x(v, d) for v in ops if param[v] > 0)
-        a = sum(act[v] * ctx.x(v, d) for v in ops if act[v] > 0)
+        p = sum(float(w * param[v]) * ctx.x(v, d) for v in ops if param[v] > 0)
+        a = sum(float(w * act[v]) * ctx.x(v, d) for v in ops if act[v] > 0)
         return p, a, sum(reads.get(ctx.devices[d], ()))
 
     def build(self, blk: pyo.Block, ctx: Context) -> None:
@@ -72,9 +79,9 @@ class TrainingMemoryCapacity(BlockTemplate):
         parts = {d: self._parts(ctx, d, reads) for d in devs}  # each device's terms, built once for all its rows
         if spec.schedule == "gpipe":
             index = ctx.cluster.index
-            blk.capacity = pyo.Constraint([ctx.devices[d] for d in devs], rule=lambda b, name: self._need(
-                parts[index[name]], float(spec.microbatches)) <= float(ctx.capacity[index[name]]),
-                doc="state and m stashed micro-batches fit device d's memory")
+            blk.capacity = pyo.Constraint([ctx.devices[d] for d in devs], rule=lambda b, name: _fits(
+                ctx, index[name], self._need(parts[index[name]], float(spec.microbatches))),
+                doc="state and m stashed micro-batches fit device d's memory (in units of it)")
             return
         self._one_f_one_b(blk, ctx, devs, parts, total)
 
@@ -86,14 +93,15 @@ class TrainingMemoryCapacity(BlockTemplate):
         edges = [(u, v, d) for u, v in read_edges for d in devs if ctx.op_allowed(v, d)]
         keys = sorted({(ops[u], ctx.devices[d]) for u, _, d in edges}, key=lambda k: (g.index[k[0]], k[1]))
         blk.reads = pyo.Var(pyo.Set(dimen=2, initialize=keys), domain=pyo.NonNegativeReals,
-                            doc="reads[u, d]: bytes of forward tensor u that device d reads and stashes")
+                            doc="reads[u, d]: bytes of forward tensor u that device d reads and stashes (units of "
+                            "d's memory)")
         rows = {(ops[u], ops[v], ctx.devices[d]): (u, v, d) for u, v, d in edges}
         scale = ctx.scale.memory
 
         def read(b: pyo.Block, un: str, vn: str, dn: str) -> Any:
             u, v, d = rows[un, vn, dn]
             own = ctx.x(u, d) if ctx.op_allowed(u, d) else 0.0
-            return b.reads[un, dn] >= float(g.out_bytes[u] / scale) * (ctx.x(v, d) - own)
+            return b.reads[un, dn] >= float(ctx.memory_weight(d) * g.out_bytes[u] / scale) * (ctx.x(v, d) - own)
 
         blk.read = pyo.Constraint(pyo.Set(dimen=3, initialize=list(rows)), rule=read,
                                   doc="a consumer on d of a forward tensor made elsewhere makes d read it")
@@ -110,10 +118,11 @@ class TrainingMemoryCapacity(BlockTemplate):
 
     @staticmethod
     def _stash_bound(ctx: Context, d: int, read_total: float) -> float:
-        """The most ``act_d + in_d`` can be: every allowed forward op's activations and every forward tensor."""
+        """The most ``act_d + in_d`` can be (units of ``M_d``): every allowed forward op's activations and every
+        forward tensor (``read_total``, in model units)."""
         _, act = _terms(ctx)
         allowed = [v for v in range(ctx.n) if ctx.op_allowed(v, d)]
-        return float(act[allowed].sum() + read_total)
+        return float(ctx.memory_weight(d) * (act[allowed].sum() + read_total))
 
     def _one_f_one_b(self, blk: pyo.Block, ctx: Context, devs: list[int], parts: dict[int, tuple[Any, Any, Any]],
                      read_total: float) -> None:
@@ -124,7 +133,8 @@ class TrainingMemoryCapacity(BlockTemplate):
             ctx.graph.index[u], ctx.cluster.index[d]) <= b.used[d], doc="a device holding ops is used")
         pairs = [(ctx.devices[d], ctx.devices[e]) for d in devs for e in range(d, D)]
         blk.stash = pyo.Var(pyo.Set(dimen=2, initialize=pairs), domain=pyo.NonNegativeReals,
-                            doc="stash[d, e] = (act_d + in_d) * used[e]: d's micro-batch stash counted for stage e")
+                            doc="stash[d, e] = (act_d + in_d) * used[e]: d's micro-batch stash counted for stage e "
+                            "(units of d's memory)")
         index = ctx.cluster.index
         bound = {d: self._stash_bound(ctx, d, read_total) for d in devs}
 
@@ -141,8 +151,7 @@ class TrainingMemoryCapacity(BlockTemplate):
             d = index[dn]
             p, a, i = parts[d]
             extra = a + i if spec.recompute else 0.0
-            return (spec.state_factor * p + sum(b.stash[dn, ctx.devices[e]] for e in range(d, D)) + extra
-                    <= float(ctx.capacity[d]))
+            return _fits(ctx, d, spec.state_factor * p + sum(b.stash[dn, ctx.devices[e]] for e in range(d, D)) + extra)
 
         blk.capacity = pyo.Constraint([ctx.devices[d] for d in devs], rule=capacity,
                                       doc="state and k - s stashed micro-batches fit device d's memory")
@@ -152,14 +161,15 @@ class TrainingMemoryCapacity(BlockTemplate):
         read = np.zeros((ctx.n, ctx.D))
         for u, v in _read_edges(ctx):
             if assign[u] != assign[v]:
-                read[u, assign[v]] = g.out_bytes[u] / ctx.scale.memory
+                read[u, assign[v]] = g.out_bytes[u] / ctx.scale.memory * ctx.memory_weight(int(assign[v]))
         for (un, dn), var in blk.reads.items():
             yield var, float(read[g.index[un], ctx.cluster.index[dn]])
         if self.spec.schedule == "gpipe":
             return
         used = np.bincount(assign, minlength=ctx.D) > 0
         _, act = _terms(ctx)
-        stash = (act @ warm.X) + read.sum(axis=0)
+        weight = np.array([ctx.memory_weight(d) for d in range(ctx.D)])
+        stash = (act @ warm.X) * weight + read.sum(axis=0)
         if self.spec.recompute:
             stash = read.sum(axis=0)
         for name, var in blk.used.items():

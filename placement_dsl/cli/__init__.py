@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from .. import progress
 from ..deadline import process_start
-from ..errors import InfeasibleError, PlacementError
+from ..errors import EvaluationMismatchError, InfeasibleError, PlacementError
 from ..heuristics import jit
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_solve, cmd_zoo
 from .common import EXIT_ERROR, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_PIPE, HEURISTIC_METHODS, IP_METHODS
@@ -47,8 +47,8 @@ def _report(err: Exception) -> int:
     if isinstance(err, InfeasibleError):
         print(f"error: infeasible: {one_line(err)}", file=sys.stderr)
         return EXIT_INFEASIBLE
-    if isinstance(err, PlacementError):
-        print(f"error: {one_line(err)}", file=sys.stderr)
+    if isinstance(err, PlacementError) and not isinstance(err, EvaluationMismatchError):  # the package's defect,
+        print(f"error: {one_line(err)}", file=sys.stderr)  # not the input's: an internal error below
         return EXIT_ERROR
     print(f"internal error: {type(err).__name__}: {one_line(err)}", file=sys.stderr)
     return EXIT_INTERNAL

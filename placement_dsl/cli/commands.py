@@ -111,7 +111,8 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     lines = [f"{w.graph!r} on {w.cluster!r}: method {args.method} in {seconds:.2f}s", ev.table(),
              *stage_lines(payload["stages"])]
     if res.exact_among and ev.valid:
-        lines.append(f"proven optimal among {res.exact_among} placements")
+        scope = "" if res.bound is None else f": bound {res.bound:.6g} over {res.exact_among} placements only"
+        lines.append(f"proven optimal among {res.exact_among} placements{scope} (one outside them may be better)")
     optimizes = res.info.get("optimizes")
     if optimizes and optimizes != model.objective.value:
         lines.append(f"note: {args.method} optimizes {optimizes}, not {model.objective.value}; "
@@ -120,14 +121,16 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
 
 
 def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) -> dict[str, Any]:
-    """The JSON answer of a heuristic: the same certificate fields as a MIP result, and the rows."""
+    """The JSON answer of a heuristic: the same certificate fields as a MIP result, and the rows. ``bound_scope``
+    names the placements the bound holds over (the method's class, e.g. ``contiguous``: a placement outside it may
+    be better), as a MIP result's does; ``status`` ``optimal`` is among them."""
     from ..result import placement_report, relative_gap  # the solver stack: loaded when a command runs
 
     status = ("invalid" if not ev.valid else "optimal" if res.exact_among
               else "time_limit" if res.info.get("stopped") == "time limit" else "heuristic")
     return {
         "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
-        "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
+        "bound_scope": res.exact_among if res.bound is not None else None, "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
         "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations,
         "violations": [{"check": v.check, "message": v.message, "required": v.counts(ev.model.require)}
                        for v in ev.violations],

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..deprecated import moved
-from ..errors import PlacementError, SpecError
+from ..errors import InfeasibleError, PlacementError, SpecError
 from ..evaluate import CostModel, Objective, evaluate, unrouted
 from ..graph import Graph
 from ..pipeline_orders import FOLDS, ORDERS
@@ -85,7 +85,13 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     if len(parts) == 1:
         return _run(method, graph, cluster, model, seed, time_limit, options)
     at = deadline_at(method, time_limit)
-    first = _run(method, graph, cluster, model, seed, None if time_limit is None else time_limit / 2, options)
+    try:
+        first = _run(method, graph, cluster, model, seed, None if time_limit is None else time_limit / 2, options)
+    except InfeasibleError as err:  # e.g. a list schedule whose ops' inputs reach no device by the routes
+        found = _within_groups(method, None, parts, model, seed, at, options, (graph, cluster, str(err)))
+        if found is None:
+            raise
+        return found
     if not unrouted(first.placement):
         return first
     return _within_groups(method, first, parts, model, seed, at, options)
@@ -112,11 +118,14 @@ def _with_task_overhead(method: str, graph: Graph, cluster: Cluster, model: Cost
                                                         "every device holding ops"})
 
 
-def _within_groups(method: str, first: HeuristicResult, parts: list[list[int]], model: CostModel,
-                   seed: int | None, at: float | None, options: dict[str, Any]) -> HeuristicResult:
+def _within_groups(method: str, first: HeuristicResult | None, parts: list[list[int]], model: CostModel,
+                   seed: int | None, at: float | None, options: dict[str, Any],
+                   failed: tuple[Graph, Cluster, str] | None = None) -> HeuristicResult | None:
     """The best valid answer of ``method`` run on each group's cluster (:func:`.routable.sub_cluster`) until ``at``,
-    on the whole cluster; ``first`` (the method's own answer, unrouted) where none is valid."""
-    g, c = first.placement.graph, first.placement.cluster
+    on the whole cluster; ``first`` (the method's own answer, unrouted) where none is valid. ``first`` is ``None``
+    where the method found no answer on the whole cluster: ``failed`` holds its graph, cluster and why, and
+    ``None`` is returned where no group's answer is valid either."""
+    g, c = (first.placement.graph, first.placement.cluster) if first is not None else failed[:2]
     best: tuple[float, HeuristicResult] | None = None
     for i, members in enumerate(parts):
         limit = None if at is None else left(at) / (len(parts) - i)
@@ -128,8 +137,9 @@ def _within_groups(method: str, first: HeuristicResult, parts: list[list[int]], 
         ev = evaluate(placement, model)
         if ev.valid and (best is None or ev.objective < best[0]):
             names = [c.names[d] for d in members]
-            info = {**found.info, "routes": f"{method}'s split sent a tensor between devices with no route "
-                                            f"({_first_unrouted(first.placement)}); searched within {names}"}
+            why = (f"{method} found no split of the whole cluster ({failed[2]})" if first is None else
+                   f"{method}'s split sent a tensor between devices with no route ({_first_unrouted(first.placement)})")
+            info = {**found.info, "routes": f"{why}; searched within {names}"}
             best = ev.objective, replace(found, placement=placement, objective=ev.objective, bound=None,
                                          exact_among=None, info=info)
     return first if best is None else best[1]

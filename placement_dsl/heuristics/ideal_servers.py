@@ -20,8 +20,9 @@ Two nested DPs follow (App. C.3's recurrence with the cost model's prices)::
 (empty accelerators and servers allowed). It is exact over the DP class (forward-contiguous,
 DAG-ordered splits, colocation kept, hard memory) on a hierarchical cluster without replication or
 memory per schedule. Every pair of ideals gets an inner DP over the ideals between them, so the
-cost grows as the fourth power of the lattice: it is meant for small graphs (at most
-:data:`MAX_IDEALS` ideals); :mod:`.pipeline_dp` covers large ones along the DFS order.
+cost grows as the fourth power of the lattice (about ``N^4 P / 12`` steps for ``N`` ideals, :func:`sized_ideals`):
+the DP takes the graphs whose ideals it can finish in the time left; :mod:`.pipeline_dp` covers larger ones along
+the DFS order.
 """
 from __future__ import annotations
 
@@ -35,17 +36,32 @@ from ..errors import InfeasibleError, SpecError
 from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from ..structure import count_ideals
 from . import ideal_kernels as K
 from . import manifest
-from .base import HeuristicResult, TimeLimitReached, deadline_at, expired
+from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, left
 from .contract import contract
 from .fallback import fallback
 from .ideal_lattice import device_classes, ideal_lattice, node_costs, tensor_sets
 from .pipeline_dp import layout
 from .registry import heuristic
 
-MAX_IDEALS = 64
 INF = math.inf
+STEPS_PER_SECOND = 7e5  # inner-DP steps (N^4 P / 12) per CPU second: chains of 30-60 ops on 3 x 2 devices ran
+# 0.75-1.0e6 at load 7 (ResNet-152's 221 ideals on 2 per server are 4e8 steps: about 10 minutes)
+UNLIMITED_SECONDS = 600.0  # without a time limit, the DP takes the graphs it finishes in about this long
+
+
+def sized_ideals(per_server: int, seconds: float | None) -> int:
+    """The most ideals whose DP (about ``N^4 P / 12`` inner steps for ``N`` ideals and ``P`` accelerators per
+    server: every pair of comparable ideals, an inner DP over the ideals between them) finishes in ``seconds``
+    (``None``: :data:`UNLIMITED_SECONDS`) at :data:`STEPS_PER_SECOND`; at least 2 (the empty ideal and the graph).
+
+    >>> sized_ideals(2, 10.0) < sized_ideals(2, 600.0) == sized_ideals(2, None)
+    True
+    """
+    seconds = UNLIMITED_SECONDS if seconds is None else max(float(seconds), 0.0)
+    return max(int((12.0 * STEPS_PER_SECOND * seconds / max(per_server, 1)) ** 0.25), 2)
 
 
 def _as_ints(rows: np.ndarray) -> list[int]:
@@ -56,20 +72,30 @@ def _as_ints(rows: np.ndarray) -> list[int]:
 class _Lattice:
     """The ideals as integer bitsets, their sums, the tensors and the route prices."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, max_ideals: int,
+    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, max_ideals: int | None,
                  deadline: float | None = None):
         first = cluster.devices[0]
         self.con = contract(graph, kinds={first.kind}, memory=first.memory, merge_zero_cost=False)
-        self.lat = ideal_lattice(self.con, max_ideals, deadline)
-        if self.lat.count > max_ideals:
-            raise SpecError(f"dp-servers: {self.lat.count} ideals > {max_ideals}; use method 'pipeline'")
+        lay = layout(cluster)
+        cap = max_ideals if max_ideals is not None else sized_ideals(lay.devices.shape[1], left(deadline))
+        why = "" if max_ideals is not None else \
+            f" (the DP of more ideals takes longer than {UNLIMITED_SECONDS:.0f} s; give max_ideals to wait longer)"
+        pred: list[list[int]] = [[] for _ in range(self.con.n_nodes)]
+        for u, v in zip(self.con.src.tolist(), self.con.dst.tolist()):
+            pred[v].append(u)
+        counted = count_ideals(pred, cap=cap)[0]
+        if counted > cap and max_ideals is None and deadline is not None:  # the time left is short: a stopped answer
+            raise TimeLimitReached(f"the DP of more than {cap} ideals takes longer than the {left(deadline):.1f} s left")
+        if counted > cap:
+            raise SpecError(f"dp-servers: graph {graph.name!r} has more than max_ideals={cap} ideals "
+                            f"({self.con.n_nodes} supernodes){why}; use method 'pipeline'")
+        self.lat = ideal_lattice(self.con, cap, deadline)
         self.masks = _as_ints(self.lat.ideals)
         work, unsup, mem, _ = node_costs(self.con, device_classes(cluster)[:1])
         sums = K.ideal_sums(self.lat.ideals, np.column_stack([work[0], unsup[0], mem]))
         self.work, self.unsup, self.mem = sums[:, 0], np.rint(sums[:, 1]), sums[:, 2]
         tmask, towner, tcost, _, _ = tensor_sets(self.con)
         self.tensors = [(m, 1 << int(o), float(b)) for m, o, b in zip(_as_ints(tmask), towner, tcost)]
-        lay = layout(cluster)
         self.servers, self.intra, self.inter = lay.devices, 1.0 / lay.intra, 1.0 / lay.inter
         self.cap = first.memory * (1 + REL_TOL)
         self.overlap = model.overlap
@@ -136,13 +162,15 @@ def _inner_stages(lt: _Lattice, j: int, i: int, per: int, back: dict) -> list[tu
 
 @heuristic("dp-servers", optimizes="max_load", options=manifest.DpServers)
 def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
-               max_ideals: int = MAX_IDEALS, time_limit: float | None = None) -> HeuristicResult:
+               max_ideals: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals on a hierarchical cluster (Tarnawski App. C.3; module docstring).
 
     ``bound == objective`` over the DP class under a max-load model (PipeDream's ``max (FW + BW)``
     for training graphs, App. B's contraction); refuses replication, memory per schedule, soft
-    memory and flat clusters (use ``dp`` there). Past ``time_limit`` seconds (checked per ideal)
-    :func:`.fallback.fallback`'s split, without a bound (``info["stopped"]``).
+    memory and flat clusters (use ``dp`` there). A graph of more than ``max_ideals`` ideals is refused; ``None``:
+    :func:`sized_ideals` of the time left, and a graph of more ideals than the DP finishes in it gets the answer of a
+    DP stopped by the time limit. Past ``time_limit`` seconds (checked per ideal) :func:`.fallback.fallback`'s
+    split, without a bound (``info["stopped"]``).
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=n, work=4, out_bytes=8) for n in "abc"], [("a", "b"), ("b", "c")])

@@ -27,14 +27,14 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import CostModel, MemoryMode, Objective, evaluate
+from ..evaluate import CostModel, MemoryMode, Objective, evaluate, execution
 from ..graph import Graph
 from ..placement import Placement
 from ..progress import report
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
-from .baselines import greedy, max_load_model
-from .ideals import dp, dpl
+from .base import run as run_method
+from .baselines import max_load_model
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
@@ -288,18 +288,19 @@ def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
     gets what is left until ``deadline`` (``time.monotonic()``)."""
     ml = max_load_model(model)
     try:
-        return "dp", dp(graph, cluster, model=ml, max_ideals=dp_max_ideals, time_limit=left(deadline)).placement.assign
+        return "dp", run_method("dp", graph, cluster, model=ml, max_ideals=dp_max_ideals,
+                                time_limit=left(deadline)).placement.assign
     except (SpecError, InfeasibleError):
         pass
     try:
-        return "dpl", dpl(graph, cluster, model=ml, time_limit=left(deadline)).placement.assign
+        return "dpl", run_method("dpl", graph, cluster, model=ml, time_limit=left(deadline)).placement.assign
     except (SpecError, InfeasibleError):
         return None
 
 
 def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int,
             deadline: float | None = None) -> list[tuple[str, np.ndarray]]:
-    out = [("greedy", greedy(graph, cluster, model=model).placement.assign)]
+    out = [("greedy", run_method("greedy", graph, cluster, model=model).placement.assign)]
     if expired(deadline):
         return out
     split = maxload_start(graph, cluster, model, dp_max_ideals, deadline)
@@ -354,6 +355,8 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     begin = [*(also or []), *(starts if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at))]
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
+    if execution(cluster) != "invocations":
+        return _scheduled(graph, cluster, model, lat, begin, seed, at, t0)
     _compile(su, np.asarray(begin[0][1]), moves)
     spreads = Spreads(su)
     modules = Modules(su, spreads, split_score)
@@ -401,6 +404,29 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     return stopped(result) if ran_out else result
 
 
+def _scheduled(graph: Graph, cluster: Cluster, model: CostModel | None, lat: CostModel,
+               begin: list[tuple[str, np.ndarray]], seed: int | None, at: float | None, t0: float) -> HeuristicResult:
+    """The latency local search where the cost model's single-sample referee schedules ops one at a time over the
+    cluster's routes (:func:`~placement_dsl.evaluate.execution` ``"ops"``: a cluster with links whose devices do not
+    run invocations). There the invocation kernel's latency, which moves every tensor through host memory at each
+    device's bandwidth, is not the cost model's; the search is schedule-ls, which scores every move by the referee's
+    list schedule over the routes, from the start the cost model scores best (valid first)."""
+    scored = [(evaluate(Placement(graph, cluster, np.asarray(assign)), lat), label, np.asarray(assign))
+              for label, assign in begin]
+    label, assign = min(scored, key=lambda s: (not s[0].valid, s[0].objective))[1:]
+    found = run_method("schedule-ls", graph, cluster, model=lat, seed=seed, time_limit=left(at),
+                       start=Placement(graph, cluster, assign, source=label))
+    log = [{"start": lab, "latency": float(e.objective)} for e, lab, _ in scored]
+    placement = Placement(graph, cluster, found.placement.assign, source="latency-local-search",
+                          schedule=found.placement.schedule)
+    result = HeuristicResult(method="latency-local-search", placement=placement,
+                             objective=evaluate(placement, model or lat).objective, seconds=time.perf_counter() - t0,
+                             evaluations=found.evaluations,
+                             info={"optimizes": "latency", "starts": log, "search": f"schedule-ls from {label}",
+                                   "moves": found.info.get("moves", 0)})
+    return stopped(result) if found.info.get("stopped") else result
+
+
 def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
                model: CostModel, error: str = "") -> dict[str, Any]:
     if assign is None:
@@ -417,12 +443,15 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
     (InceptionV3: 1,325.5, the DPs' 1,854.6), and a short call (a 10 s round of a solve's start) that spent its time
     on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0)."""
     out = []
-    for method, run in (("greedy", lambda: greedy(graph, cluster, model=lat)),
+    # greedy and the DPs by the registry's run: on a cluster whose links leave a pair of devices without a route it
+    # searches within the devices that reach one another where a split sends a tensor across such a pair
+    for method, run in (("greedy", lambda: run_method("greedy", graph, cluster, model=lat)),
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
-                        ("dp", lambda: dp(graph, cluster, model=max_load_model(lat), max_ideals=dp_max_ideals,
-                                          time_limit=left(at))),
-                        ("dpl", lambda: dpl(graph, cluster, model=max_load_model(lat), time_limit=left(at)))):
+                        ("dp", lambda: run_method("dp", graph, cluster, model=max_load_model(lat),
+                                                  max_ideals=dp_max_ideals, time_limit=left(at))),
+                        ("dpl", lambda: run_method("dpl", graph, cluster, model=max_load_model(lat),
+                                                   time_limit=left(at)))):
         if out and expired(at):
             break
         t = time.perf_counter()

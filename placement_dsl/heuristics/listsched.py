@@ -192,10 +192,14 @@ def earliest_finish_device(builder: ListScheduler, packing: Packing, v: int, u: 
         raise InfeasibleError(f"op {builder.graph.names[v]!r} (with its colocation group) needs memory "
                               f"{packing.size[u]:.6g}; the devices it may run on have no room (free: {caps})")
     by_finish = sorted((builder.finish_on(v, d), d) for d in fits)
-    for _, d in by_finish:
+    reached = [(t, d) for t, d in by_finish if math.isfinite(t)]  # a device no route brings v's inputs to: never
+    if not reached:
+        raise InfeasibleError(f"op {builder.graph.names[v]!r}: its inputs reach none of the devices that may run and "
+                              f"hold it ({[builder.cluster.names[d] for d in fits]}) by the cluster's routes")
+    for _, d in reached:
         if packing.admits(u, d):
             return d
-    return by_finish[0][1]  # no packing known for the rest: greedy
+    return reached[0][1]  # no packing known for the rest: greedy
 
 
 @heuristic("list", optimizes="makespan", options=manifest.Nothing)

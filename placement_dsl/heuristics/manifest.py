@@ -37,7 +37,8 @@ class Slicegraph(Replicated):
 
 
 class DpServers(Options):
-    max_ideals: int = option(64, "the ideals kept per server count", ge=1)
+    max_ideals: int | None = option(None, "the most ideals the DP takes (None: as many as it can finish in the "
+                                    "time left, or in ten minutes without a time limit)", ge=1)
 
 
 class Random(Options):
