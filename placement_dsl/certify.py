@@ -509,7 +509,7 @@ class _Pending:
     def __init__(self, run: _Run, methods: tuple[str, ...], chosen: list[Level]):
         self.run, self.methods = run, tuple(methods)
         self.until = run.clock.within(run.clock.left() * UPPER_SHARE).at  # the heuristics' share ends here
-        names = {lv.name for lv in chosen}
+        self.chosen, names = chosen, {lv.name for lv in chosen}
         self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph, DP_FIRST_IDEALS, DP_FIRST_OPS)
         self.retried = False  # the stopped heuristics ran again before a level (_again)
 
@@ -537,7 +537,9 @@ class _Pending:
         if self.retried or self.run.settled() or not self.run.unfinished.intersection(self.run.cut):
             return ran
         self.retried = True  # stopped by their share before their search answered: again, once, with half of
-        _again(self.run, LINEAR_SHARE * self.run.clock.left(), self.run.unfinished)  # what is left
+        left = self.run.clock.left()  # what is left, or all of it where no level from here can use any
+        idle = all(not lv.closed_form and not lv.fits(self.run, left) for lv in self.chosen[self.chosen.index(level):])
+        _again(self.run, left if idle else LINEAR_SHARE * left, self.run.unfinished)
         return True
 
     def rest(self) -> bool:

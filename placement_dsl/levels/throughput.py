@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 from ..certificate import MIP_GAP, LevelStatus, solve_level
-from .base import Family, Outcome, Run, level, replicas, tarnawski
+from ..problem import Problem
+from .base import Family, Outcome, Run, level, model_needs, replicas, tarnawski
+
+
+def _formulation(problem: Problem) -> str:
+    return "throughput-replicated" if replicas(problem) > 1 else "throughput"
 
 
 @level("throughput", rank=90, defaults={Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS},
-       accepts=tarnawski, replicates=True, precision=MIP_GAP, doc="Tarnawski Fig. 6 warm-started, its dual bound")
+       accepts=tarnawski, replicates=True, precision=MIP_GAP, needs=model_needs(_formulation),
+       doc="Tarnawski Fig. 6 warm-started, its dual bound")
 def _throughput(run: Run, seconds: float) -> Outcome:
     """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class
     (with a ``Replicate`` term, App. C.2's ``throughput-replicated``)."""
-    formulation = "throughput-replicated" if replicas(run.problem) > 1 else "throughput"
-    res, status = solve_level(run, formulation, seconds, run.best[1])
+    res, status = solve_level(run, _formulation(run.problem), seconds, run.best[1])
     if res.placement is not None:
         run.offer(res.placement, "throughput")
     note = "" if res.start_accepted in (None, True) else "warm start not accepted"
