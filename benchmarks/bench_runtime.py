@@ -43,8 +43,9 @@ and schedule it prints the per-round throughput ratios ours / even and ours / pa
 range), the ratios of the splits' fastest steps and of their trimmed means (:class:`Compared`), the same of our
 split against itself (the noise floor: a verdict needs both ratios beyond it), the ratio of the busiest rank's
 CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the profile's (the
-simulator on the profiled times) and the calibrated one (the factor and fixed time fitted on the three splits'
-stages at two micro-batch sizes, the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
+simulator on the profiled times) and the calibrated one (each schedule's factor and the fixed times fitted on the
+three splits' stages at two micro-batch sizes, written to ``--calibration-dir``/MODEL.json and read back as
+``import --calibration`` reads it; the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
 the DP places the model again on those calibrated costs; a split that is none of the three runs against ours
 and ``parameters`` in rounds of its own.
 """
@@ -54,6 +55,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,10 +73,12 @@ from placement_dsl.profile import (
     calibrated,
     calibration,
     ping_pong,
+    read_calibration,
     runtime_overhead,
     scale_of,
     schedule_scales,
     stage_costs_of,
+    write_calibration,
 )
 
 blocks = rp.modules_in_order  # the depth-2 modules of a graph in execution order
@@ -231,55 +235,80 @@ def round_fits(labelled, rounds, schedules, first: int = 0, link=None) -> list:
                                  plan.link_ms(link), s)]
 
 
-def fitted(fits) -> tuple[dict[str, float], float, float]:
-    """The calibration of ``fits``: each schedule's compute factor (:func:`schedule_scales`), the time per op and per
-    stage (:func:`stage_costs_of`; both after the stages' tensors at the link, which are measured)."""
-    _, op_ms, fixed = stage_costs_of(fits)
-    return schedule_scales(fits, op_ms, fixed), op_ms, fixed
+def fitted(fits, link, path: Path | None = None) -> RunCosts:
+    """The calibration of ``fits``: the compute factor and the time per op and per stage (:func:`stage_costs_of`; after
+    the stages' tensors at the ``link``, which are measured), each schedule's factor (:func:`schedule_scales`); with
+    ``path``, as :func:`read_calibration` reads it back from the file :func:`write_calibration` wrote there (what
+    ``import --calibration`` applies)."""
+    costs = RunCosts.fitted(fits, link)
+    if path is None:
+        return costs
+    write_calibration(costs, path, rp.KIND, note="bench_runtime.py --fair: CPU time per micro-batch")
+    return read_calibration(path)[0]
+
+
+def factors(costs: RunCosts) -> str:
+    """Each schedule's compute factor, as one cell (``x1.234 / 1.111 (gpipe / 1f1b)``)."""
+    return f"x{' / '.join(f'{c:.3f}' for _, c in costs.scales)} ({' / '.join(s for s, _ in costs.scales)})"
 
 
 def out_of_sample(labelled, rounds, schedules, small, small_rounds, link) -> str:
     """The calibration fitted on our split's stages alone (at both sizes), and the largest residual it leaves on each
-    other split's stages, which the fit did not see; beside it, the former calibration's (one compute factor for
+    other split's stages, which the fit did not see; beside it, on the same stages, the factors fitted after one
+    factor, the time per op and per stage (:func:`sequential`) and the former calibration (one compute factor for
     every schedule, the stages' tensors left to the fit)."""
     cells = []
-    for with_link in (link, None):
+    for way in ("joint", "sequential", "one"):
+        with_link = None if way == "one" else link
         mine = [*round_fits(labelled[:1], rounds, schedules, link=with_link),
                 *round_fits(small[:1], small_rounds, ["1f1b"], link=with_link)]
-        scales, op_ms, fixed = fitted(mine) if with_link else stage_costs_of(mine)
+        if way == "joint":
+            costs = fitted(mine, link)
+            terms = f"{factors(costs)} + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms + the link"
+        elif way == "sequential":
+            costs = sequential(mine, link)
+        else:
+            c, op_ms, fixed = stage_costs_of(mine)
+            costs = RunCosts(c, stage_ms=fixed, op_ms=op_ms)
         cells.append(", ".join(
-            f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j, with_link), scales, fixed, op_ms):.1%}"
+            f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j, with_link), costs):.1%}"
             + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
             for j, (label, plan) in enumerate(labelled[1:], start=1)))
-        if with_link:
-            terms = (f"x{' / '.join(f'{c:.3f}' for c in scales.values())} ({' / '.join(scales)}) + {op_ms:.4f} ms per "
-                     f"op + {fixed:.3f} ms + the link")
-    return (f"fitted on ours' stages alone ({terms}), the largest residual out of sample: {cells[0]} (one factor, the "
-            f"link fitted in: {cells[1]})")
+    return (f"fitted on ours' stages alone ({terms}), the largest residual out of sample: {cells[0]} (the factors "
+            f"fitted after one: {cells[1]}; one factor, the link fitted in: {cells[2]})")
 
 
-def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=()) -> dict[str, object]:
+def sequential(fits, link) -> RunCosts:
+    """The calibration as fitted before the factors were fitted with the time per op and per stage: one factor, the
+    time per op and per stage first (:func:`stage_costs_of`), then each schedule's factor with those held."""
+    c, op_ms, fixed = stage_costs_of(fits)
+    return RunCosts(c, link, stage_ms=fixed, op_ms=op_ms, scales=tuple(schedule_scales(fits, op_ms, fixed).items()))
+
+
+def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=(),
+               path: Path | None = None) -> dict[str, object]:
     """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor,
     a stage's fixed time per op and per micro-batch fitted over the three splits' stages (:func:`round_fits`, with
     ``extra`` fits: the splits at a second micro-batch size; :func:`placement_dsl.profile.stage_costs_of`), the
     per-task overhead read from the idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's
     step, as on an idle machine); and ``(schedule, "wall")``: the same with the per-task overhead read from the idle
     stages' wall clock (on a loaded machine, a rank's wait to run again after each blocking receive) and the ranks'
-    measured slowdown."""
+    measured slowdown. ``"file"``: the calibration, each schedule's factor apart, as read back from ``path``
+    (:func:`fitted`); every schedule's costs are its (:meth:`RunCosts.under`)."""
     fits = round_fits(labelled, rounds, schedules, link=link)
-    scales, op_ms, fixed = fitted([*fits, *extra])
-    out: dict[str, object] = {"fits": fits, "extra": list(extra), "scales": scales}
+    cal = fitted([*fits, *extra], link, path)
+    out: dict[str, object] = {"fits": fits, "extra": list(extra), "file": cal}
     for s in schedules:
         o = runtime_overhead(max(rounds.idle_cpu[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[s] = RunCosts(scales[s], link, o, stage_ms=fixed, op_ms=op_ms)
+        out[s] = replace(cal.under(s), overhead_ms=o)
         o = runtime_overhead(statistics.median(rounds.idle_wall[s]), s, microbatches, stages=2, ranks=2,
                              message_bytes=4.0 * rp.IDLE_FEATURES * microbatch, link=link)
-        out[(s, "wall")] = RunCosts(scales[s], link, o, statistics.mean(rounds.slowdown), fixed, op_ms)
+        out[(s, "wall")] = replace(cal.under(s), overhead_ms=o, slowdown=statistics.mean(rounds.slowdown))
     return out
 
 
-def worst(fits, scale: float | dict[str, float], fixed: float = 0.0, op_ms: float = 0.0) -> float:
+def worst(fits, scale: float | dict[str, float] | RunCosts, fixed: float = 0.0, op_ms: float = 0.0) -> float:
     """The largest residual of ``fits`` calibrated so."""
     return max(abs(f.residual) for f in calibrated(fits, scale, fixed, op_ms))
 
@@ -313,15 +342,17 @@ def fairness(args) -> None:
         after = load()
         smalls = [(label, plan) for (label, _), (plan, _) in zip(labelled, small)]
         extra = round_fits(smalls, small_rounds, ["1f1b"], link=link)
-        costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra)
+        costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra,
+                           Path(args.calibration_dir, f"{name}.json"))
         print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
         print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, link)}", flush=True)
         rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
-        again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["1f1b"]), imported[0], microbatches,
+        again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["file"]), imported[0], microbatches,
                             microbatch)
         same = [label for label, plan in labelled if plan.split_spec == again.split_spec]
-        print(f"{name}: the search on the calibrated costs (x{costs['1f1b'].scale:.3f} + {costs['1f1b'].op_ms:.4f} ms "
-              f"per op, {costs['1f1b'].task_ms:.3f} ms per stage pass) cuts at {','.join(again.split_spec)}: "
+        one = costs["1f1b"]
+        print(f"{name}: the search on the calibrated costs (1F1B's x{one.scale:.3f} + {one.op_ms:.4f} "
+              f"ms per op, {costs['1f1b'].task_ms:.3f} ms per stage pass) cuts at {','.join(again.split_spec)}: "
               f"{'the same split as ' + ' = '.join(same) if same else 'a split of its own, measured below'}", flush=True)
         if not same:
             mine = [("calibrated", again), labelled[0], labelled[2], ("calibrated again", again)]
@@ -361,17 +392,18 @@ def fit_line(name: str, labelled, costs, extra, microbatch: int) -> str:
     """The calibration fitted on the three splits' stages at two sizes, and its residuals, as one line; beside it the
     former calibration (one compute factor, the stages' tensors at the link left to the fit) and simpler ones, on the
     same stages."""
-    cal, fits, scales = costs["1f1b"], costs["fits"], costs["scales"]
+    cal, fits = costs["file"], costs["fits"]
     bare, bare_extra = ([replace(f, comm_ms=0.0) for f in xs] for xs in (fits, extra))
     both = [*bare, *bare_extra]
     c, op_ms, fixed = stage_costs_of(both)
-    factors = " / ".join(f"{x:.3f}" for x in scales.values())
+    first = sequential([*fits, *extra], cal.link)
     return (f"{name}: ours {','.join(labelled[0][1].split_spec)}; even {','.join(labelled[1][1].split_spec)}; "
             f"parameters {','.join(labelled[2][1].split_spec)}; stages (CPU ms per micro-batch in the steps, less "
-            f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = x{factors} "
-            f"({' / '.join(scales)}) profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms + the stage's "
-            f"tensors at the link: largest residual at {microbatch} {worst(fits, scales, cal.stage_ms, cal.op_ms):.1%}, "
-            f"at {rp.SMALL} {worst(extra, scales, cal.stage_ms, cal.op_ms):.1%}; the former calibration (x{c:.3f} + "
+            f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = {factors(cal)} "
+            f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms + the stage's "
+            f"tensors at the link (read back from the calibration file): largest residual at {microbatch} "
+            f"{worst(fits, cal):.1%}, at {rp.SMALL} {worst(extra, cal):.1%}; the factors fitted after one "
+            f"{worst(fits, first):.1%} and {worst(extra, first):.1%}; the former calibration (x{c:.3f} + "
             f"{op_ms:.4f} ms per op + {fixed:.3f} ms, the link fitted in) {worst(bare, c, fixed, op_ms):.1%} and "
             f"{worst(bare_extra, c, fixed, op_ms):.1%}; with a factor and a time per stage "
             f"{worst(bare, *affine_of(bare)):.1%} (fitted at {microbatch} alone), "
@@ -409,10 +441,16 @@ def main() -> None:
                     help="skip the interleaved 1F1B, ZB-H1 and ZBV rows")
     ap.add_argument("--fair", type=int, default=0, metavar="ROUNDS",
                     help="only ours against even and parameters, in ROUNDS interleaved rounds per model")
+    ap.add_argument("--calibration-dir", metavar="DIR",
+                    help="--fair: write each model's calibration there as MODEL.json (default: a temporary directory); "
+                         "the predictions read it back")
     args = ap.parse_args()
     if args.fair:
         start = time.perf_counter()
-        fairness(args)
+        with tempfile.TemporaryDirectory() as tmp:
+            args.calibration_dir = args.calibration_dir or tmp
+            Path(args.calibration_dir).mkdir(parents=True, exist_ok=True)
+            fairness(args)
         print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
         return
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
@@ -442,7 +480,7 @@ def main() -> None:
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
           f"fitted, on the 'ours' rows' stages, and at {rp.SMALL} samples per micro-batch ours' and a lopsided "
-          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute x{costs.scale:.3f} + "
+          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute {factors(costs)} + "
           f"{costs.op_ms:.4f} ms per op + "
           f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
@@ -452,9 +490,9 @@ def main() -> None:
                    "step ms/mb predicted", "step ms/mb measured", "step residual", "step spread",
                    "samples/s measured"])
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
-        cal = calibrated(rp.stage_fits(plan, ranks, costs.link), costs.scale, costs.stage_ms, costs.op_ms)
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
+            cal = calibrated(rp.stage_fits(plan, ranks, costs.link, s), costs)
             measured = max(r[f"{s}_step_ms"] for r in ranks)
             mine = rp.run_costs(costs, ranks, s, plan)
             want = plan.step_with(mine, s)
@@ -486,15 +524,16 @@ def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
         cells = []
         for label in dict.fromkeys(lb for _, lb, _ in runs):
             mine = [(plan, ranks) for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)]
-            fits = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks, costs.link)]
+            fits = [f for plan, ranks in mine for s in rp.ran(ranks[0])
+                    for f in rp.stage_fits(plan, ranks, costs.link, s)]
             bare = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
-            cells.append(f"{label} {worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} "
+            cells.append(f"{label} {worst(fits, costs):.1%} "
                          f"({worst(bare, *affine):.1%})")
         mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
         for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
-            fits, bare = rp.stage_fits(plan, ranks, costs.link), rp.stage_fits(plan, ranks)
+            fits, bare = rp.stage_fits(plan, ranks, costs.link, "1f1b"), rp.stage_fits(plan, ranks)
             cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
-                         f"{worst(fits, costs.scale, costs.stage_ms, costs.op_ms):.1%} ({worst(bare, *affine):.1%})")
+                         f"{worst(fits, costs):.1%} ({worst(bare, *affine):.1%})")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines
@@ -531,7 +570,8 @@ def virtual_rows(costs) -> None:
     fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here)."""
     split, results = ri.run(costs)
     print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
-          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} (fitted above), "
+          f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} "
+          "(fitted above over the schedules; each of these runs its own factor where the calibration holds one), "
           "overhead and slowdown measured beside each step\n")
     markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
                    "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",

@@ -117,11 +117,11 @@ def predict(tp: Placement, shares: list[float], schedule: str, costs: RunCosts) 
 
 
 def run_costs(base: RunCosts, measured: dict) -> RunCosts:
-    """``base``'s compute factor and link with the per-task overhead of the idle stages' step and the slowdown
-    measured beside the run of one schedule (none fitted on it)."""
+    """``base``'s compute factor of the schedule (:meth:`RunCosts.under`) and link with the per-task overhead of the
+    idle stages' step and the slowdown measured beside the run of one schedule (none fitted on it)."""
     o = runtime_overhead(measured["idle_ms"], measured["schedule"], MICROBATCHES, stages=RANKS * 2, ranks=RANKS,
                          message_bytes=4.0 * IDLE_FEATURES * MICROBATCH, link=base.link)
-    return replace(base, overhead_ms=o, slowdown=measured["slowdown"])
+    return replace(base.under(measured["schedule"]), overhead_ms=o, slowdown=measured["slowdown"])
 
 
 def data() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:

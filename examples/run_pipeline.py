@@ -10,8 +10,10 @@ accepts the split, that every split point names a module of the model, and that 
 the unsplit model's; then it prints the predicted and measured time per micro-batch of each stage (forward
 and backward, ms) and of each schedule's training step.
 
-Three numbers are fitted, on the stages' CPU time in the steps: the compute factor, a stage's fixed time per op
-and micro-batch and its fixed time per micro-batch (what a profile of the modules does not see: the stage module
+Three numbers are fitted, on the stages' CPU time in the steps of each schedule: the compute factor (one per
+schedule: a stage under GPipe holds every micro-batch's activations and costs more CPU than under 1F1B;
+:meth:`~placement_dsl.profile.RunCosts.fitted`), a stage's fixed time per op and micro-batch and its fixed time
+per micro-batch (what a profile of the modules does not see: the stage module
 runs its ops one by one through interpreted ``torch.export`` submodules and the autograd engine, about 0.02 ms
 per op of the training graph, and the runtime handles each micro-batch's chunk; a split's gain over another is
 smaller than the profile's ratio of their stages). The split and a lopsided one (the first module alone on a
@@ -61,7 +63,6 @@ from placement_dsl.profile import (
     ping_pong,
     profile_module,
     runtime_overhead,
-    stage_costs_of,
     training_graph,
     write_calibration,
 )
@@ -105,9 +106,11 @@ class Plan:
 
     def step_with(self, costs: RunCosts, schedule: str) -> float:
         """The simulator's step time per micro-batch of ``schedule`` (a CSV schedule runs its own) under the run's
-        costs: the profiled compute times ``costs.scale``, the link's bandwidth and latency, the per-task overhead."""
-        return simulate(costs.placement(self.train), CSV.get(schedule, schedule), self.microbatches,
-                        costs.model()).time_per_sample
+        costs: the profiled compute times the schedule's factor (:meth:`RunCosts.under`), the link's bandwidth and
+        latency, the per-task overhead."""
+        run = costs.under(CSV.get(schedule, schedule))
+        return simulate(run.placement(self.train), CSV.get(schedule, schedule), self.microbatches,
+                        run.model()).time_per_sample
 
 
 def profiled(name: str, microbatch: int, quick: bool) -> list[ModuleTime]:
@@ -171,13 +174,14 @@ def place(graph: Any, rows: list[ModuleTime], stages: int = 2, costs: RunCosts |
     """The best contiguous split of ``graph`` over ``stages`` accelerators for a training step, boundaries between
     depth-2 modules: the DP over ideals on the training graph with the measured backward times, objective
     ``pipedream`` (the throughput of 1F1B: ``max (FW + BW)`` over the stages); its forward part. With ``costs`` (a
-    run's calibration), on the costs the run measured: every op's time ``x scale + op_ms``
-    (:meth:`RunCosts.measured_graph`) and each stage's fixed time per pass (:meth:`RunCosts.search_model`)."""
+    run's calibration), on the costs the run measured under 1F1B: every op's time ``x scale + op_ms`` (1F1B's
+    factor, :meth:`RunCosts.under`; :meth:`RunCosts.measured_graph`) and each stage's fixed time per pass
+    (:meth:`RunCosts.search_model`)."""
     cluster = Cluster.accelerators(stages, bandwidth=BANDWIDTH)
     train = training_graph(graph, rows, KIND)
     model = CostModel.named("pipedream")
     if costs is not None:  # CPU time: the machine's slowdown during the run is no cost of the runtime
-        cpu = replace(costs, slowdown=1.0)
+        cpu = replace(costs.under("1f1b"), slowdown=1.0)
         train, model = cpu.measured_graph(train, KIND), cpu.search_model("pipedream")
     term = Boundaries.modules(DEPTH)
     term.validate(train, cluster)
@@ -209,19 +213,27 @@ def plan_for(placement: Placement, rows: list[ModuleTime], microbatches: int, mi
 
 
 # ---------------------------------------------------------------------------- main
-def stage_ms(rank: dict) -> float:
-    """A stage's measured time per micro-batch in the steps: its rank's CPU time per micro-batch less that of the
-    idle stages' step beside it (the runtime's own work, which the per-task overhead holds), the median over the
-    schedules run."""
-    names = [k[:-len("_idle_cpu_ms")] for k in rank if k.endswith("_idle_cpu_ms")]
-    return statistics.median(rank[f"{s}_cpu_ms"] - rank[f"{s}_idle_cpu_ms"] for s in names)
+def ran(rank: dict) -> list[str]:
+    """The schedules a rank's results hold (CSV ones by their own names)."""
+    return [k[:-len("_idle_cpu_ms")] for k in rank if k.endswith("_idle_cpu_ms")]
 
 
-def stage_fits(plan: Plan, ranks: list[dict], link: LinkTime | None = None) -> list[StageFit]:
+def stage_ms(rank: dict, schedule: str | None = None) -> float:
+    """A stage's measured time per micro-batch in the steps of ``schedule``: its rank's CPU time per micro-batch less
+    that of the idle stages' step beside it (the runtime's own work, which the per-task overhead holds); without
+    ``schedule`` the median over the schedules run."""
+    return statistics.median(rank[f"{s}_cpu_ms"] - rank[f"{s}_idle_cpu_ms"]
+                             for s in ran(rank) if schedule in (None, s))
+
+
+def stage_fits(plan: Plan, ranks: list[dict], link: LinkTime | None = None, schedule: str | None = None
+               ) -> list[StageFit]:
     """Predicted (the profiled forward + backward) against measured (:func:`stage_ms`) time per micro-batch of each
-    stage, with its op count and its tensors' time at ``link``."""
-    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)], [stage_ms(r) for r in ranks],
-                       plan.ops or None, plan.link_ms(link))
+    stage under ``schedule`` (the fits name the schedule a CSV runs; none: the median over the schedules run), with
+    its op count and its tensors' time at ``link``."""
+    return calibration([f + b for f, b in zip(plan.forward_ms, plan.backward_ms)],
+                       [stage_ms(r, schedule) for r in ranks], plan.ops or None, plan.link_ms(link),
+                       CSV.get(schedule, schedule or ""))
 
 
 def small_plan(name: str, plan: Plan, quick: bool, lopsided: bool = False) -> tuple[Plan, dict]:
@@ -279,9 +291,10 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
     lines.append(f"{plan.name}: time per micro-batch per stage, forward + backward, as profiled (measured: CPU time in "
                  "the steps, less the idle stages')")
     lines += calibration_table(fits).splitlines()
-    lines.append(f"{plan.name}: the same after calibration (predictions x{base.scale:.3f} + {base.op_ms:.4f} ms per op "
-                 f"+ {base.stage_ms:.3f} ms + the stage's tensors at the link)")
-    lines += calibration_table(calibrated(fits, base.scale, base.stage_ms, base.op_ms)).splitlines()
+    for s in dict.fromkeys(CSV.get(s, s) for s in schedules):
+        lines.append(f"{plan.name}: the same under {s} after calibration (predictions x{base.scale_for(s):.3f} + "
+                     f"{base.op_ms:.4f} ms per op + {base.stage_ms:.3f} ms + the stage's tensors at the link)")
+        lines += calibration_table(calibrated(stage_fits(plan, ranks, base.link, s), base)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
         costs = run_costs(base, ranks, s, plan)
@@ -294,14 +307,13 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
 
 
 def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
-    """The three fitted costs, over every stage of ``runs`` (in CPU time): the compute factor, a stage's fixed time
-    per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured - the stage's tensors at the
-    measured ``link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch sizes tell them
-    apart); with the ``link``. The per-task
-    overhead and the slowdown are measured in each run (:func:`run_costs`)."""
-    fits = [f for plan, ranks in zip(plans, runs) for f in stage_fits(plan, ranks, link)]
-    scale, op_ms, fixed = stage_costs_of(fits)
-    return RunCosts(scale, link, stage_ms=fixed, op_ms=op_ms)
+    """The fitted costs, over every stage of ``runs`` under each schedule run (in CPU time): the compute factor, a
+    stage's fixed time per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured - the
+    stage's tensors at the measured ``link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch
+    sizes tell them apart), and each schedule's own factor with those held (:meth:`RunCosts.fitted`); with the
+    ``link``. The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
+    return RunCosts.fitted([f for plan, ranks in zip(plans, runs) for s in ran(ranks[0])
+                            for f in stage_fits(plan, ranks, link, s)], link)
 
 
 def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:
@@ -315,7 +327,7 @@ def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> R
     o = runtime_overhead(idle, CSV.get(schedule, schedule), plan.microbatches, stages=stages, ranks=stages,
                          message_bytes=message, link=base.link)
     slowdown = sum(r[f"{schedule}_slowdown"] for r in ranks) / len(ranks) if CLOCK == "cpu" else 1.0
-    return replace(base, overhead_ms=o, slowdown=slowdown)
+    return replace(base.under(CSV.get(schedule, schedule)), overhead_ms=o, slowdown=slowdown)
 
 
 def replaced(plan: Plan, graph: Any, rows: list[ModuleTime], costs: RunCosts) -> str:
@@ -323,7 +335,7 @@ def replaced(plan: Plan, graph: Any, rows: list[ModuleTime], costs: RunCosts) ->
     on the profile alone, with the calibrated prediction of each one's slower stage (ms per micro-batch, CPU)."""
     again = place(graph, rows, plan.train.cluster.size, costs)
     spec = export(again, "torch-pipelining").data["split_spec"]
-    cpu = replace(costs, slowdown=1.0)
+    cpu = replace(costs.under("1f1b"), slowdown=1.0)  # the search's objective: 1F1B's
     model = cpu.search_model("pipedream")
     slower = [evaluate(Placement(cpu.measured_graph(plan.train.graph, KIND), plan.train.cluster, assign), model).objective
               for assign in (plan.train.assign, predicted(again, rows, plan.microbatches).train.assign)]
@@ -358,8 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = execute(jobs + [job for _, job in smalls], args.quick)
     costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))
     runs = runs[:len(plans)]
-    print(f"calibration: compute x{costs.scale:.3f} + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms per stage "
-          f"and micro-batch (fitted on the stages at {microbatch} and {SMALL} samples per micro-batch), link "
+    factors = ", ".join(f"{s} x{c:.3f}" for s, c in costs.scales)
+    print(f"calibration: compute x{costs.scale:.3f} ({factors}) + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms "
+          f"per stage and micro-batch (fitted on the stages at {microbatch} and {SMALL} samples per micro-batch), link "
           f"{costs.link.latency_ms:.3f} ms + "
           f"bytes / {costs.link.bandwidth:.4g} per ms (measured); per run, the per-task overhead (measured on idle "
           "stages beside each step) and the wall-clock slowdown (measured by the ranks at once)")

@@ -20,7 +20,6 @@ import numpy as np
 from .cluster import ACCELERATOR, Cluster, Device
 from .errors import SpecError
 from .evaluate import CostModel
-from .files import write_atomic
 from .graph import Graph, Op
 from .io.costs import rounded
 from .io.torch_export import import_torch
@@ -120,22 +119,46 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     >>> [round(x, 6) for x in stage_costs_of(calibration([1.0, 3.0], [4.0, 8.0]))]  # no op counts: affine_of's
     [2.0, 0.0, 2.0]
     """
+    factors, op_ms, fixed = schedule_costs_of([replace(f, schedule="") for f in fits])
+    return factors.get("", 1.0), op_ms, fixed
+
+
+def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float, float]:
+    """``({schedule: c}, op_ms, b)``: :func:`stage_costs_of`'s fit with a compute factor per schedule the ``fits`` ran,
+    minimizing ``sum (measured - comm - c[schedule] * predicted - op_ms * ops - b)^2``. A stage under GPipe keeps every
+    micro-batch's activations until its backward, 1F1B a few, so the same modules compute on memory of another size
+    (5-12 % more CPU under GPipe on the example CNNs). The terms are fitted together: where a second micro-batch size
+    runs under one schedule alone, one factor fitted first left the other schedule's difference in the time per op
+    and per stage.
+
+    >>> fits = [*calibration([2.0, 4.0], [4.2, 8.2], ops=[10, 20], schedule="gpipe"),
+    ...         *calibration([2.0, 4.0, 1.0, 2.0], [3.6, 7.0, 2.4, 4.6], ops=[10, 20, 10, 20], schedule="1f1b")]
+    >>> c, op_ms, b = schedule_costs_of(fits)
+    >>> {s: round(x, 6) for s, x in c.items()}, round(op_ms, 6), round(b, 6)
+    ({'gpipe': 1.5, '1f1b': 1.2}, 0.1, 0.2)
+    """
+    names = list(dict.fromkeys(f.schedule for f in fits))
+    xs = [[f.predicted_ms if f.schedule == s else 0.0 for f in fits] for s in names]
+    ys = np.array([f.measured_ms - f.comm_ms for f in fits], dtype=float)  # the link's share is measured, not fitted
     columns = {"ops": [float(f.ops) for f in fits], "fixed": [1.0] * len(fits)}
-    xs = [f.predicted_ms for f in fits]
-    ys = [f.measured_ms - f.comm_ms for f in fits]  # the link's share is measured, not fitted
-    best: tuple[float, tuple[float, float, float]] = (sum((y - x * scale_of(fits)) ** 2 for x, y in zip(xs, ys)),
-                                                        (scale_of(fits), 0.0, 0.0))
+    x, ops = np.array(xs, dtype=float).reshape(len(names), len(fits)).T, np.array(columns["ops"])
+
+    def loss(c: Sequence[float], op_ms: float, b: float) -> float:
+        return float(np.sum((ys - x @ np.asarray(c, dtype=float) - op_ms * ops - b) ** 2))
+
+    alone = [scale_of([f for f in fits if f.schedule == s]) for s in names]
+    best = (loss(alone, 0.0, 0.0), (alone, 0.0, 0.0))
+    k = len(names)
     for free in (("ops", "fixed"), ("ops",), ("fixed",)):
-        solved = _least_squares([xs, *(columns[k] for k in free)], ys)
-        if solved is None or solved[0] <= 0 or min(solved[1:]) < 0:
+        solved = _least_squares([*xs, *(columns[t] for t in free)], ys.tolist())
+        if solved is None or min(solved[:k]) <= 0 or min(solved[k:]) < 0:
             continue
-        terms = dict(zip(free, solved[1:]))
-        coef = (solved[0], terms.get("ops", 0.0), terms.get("fixed", 0.0))
-        loss = sum((y - coef[0] * x - coef[1] * n - coef[2]) ** 2
-                   for x, y, n in zip(xs, ys, columns["ops"]))
-        if loss < best[0] - 1e-12 * max(1.0, best[0]):
-            best = (loss, coef)
-    return best[1]
+        terms = dict(zip(free, solved[k:]))
+        coef = (solved[:k], terms.get("ops", 0.0), terms.get("fixed", 0.0))
+        if loss(*coef) < best[0] - 1e-12 * max(1.0, best[0]):
+            best = (loss(*coef), coef)
+    c, op_ms, fixed = best[1]
+    return dict(zip(names, map(float, c))), float(op_ms), float(fixed)
 
 
 def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
@@ -166,11 +189,15 @@ def schedule_scales(fits: Sequence[StageFit], op_ms: float = 0.0, fixed_ms: floa
     return out
 
 
-def calibrated(fits: Sequence[StageFit], scale: float | dict[str, float], fixed_ms: float = 0.0, op_ms: float = 0.0
-               ) -> list[StageFit]:
+def calibrated(fits: Sequence[StageFit], scale: float | dict[str, float] | RunCosts, fixed_ms: float = 0.0,
+               op_ms: float = 0.0) -> list[StageFit]:
     """``fits`` with every prediction multiplied by ``scale`` (the machine's speed against the profile's; or each
     schedule's, :func:`schedule_scales`), ``fixed_ms`` added (a stage's fixed time per micro-batch, :func:`affine_of`),
-    ``op_ms`` per op of the stage (:func:`stage_costs_of`) and the stage's time at the link (``comm_ms``)."""
+    ``op_ms`` per op of the stage (:func:`stage_costs_of`) and the stage's time at the link (``comm_ms``); or as a
+    run's :class:`RunCosts` price them (its factor of each fit's schedule, its time per stage and per op)."""
+    if isinstance(scale, RunCosts):
+        return calibrated(fits, {f.schedule: scale.scale_for(f.schedule) for f in fits}, scale.stage_ms, scale.op_ms)
+
     def factor(f: StageFit) -> float:
         return scale.get(f.schedule, 1.0) if isinstance(scale, dict) else scale
 
@@ -214,7 +241,6 @@ def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
 
 
 def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
-    import json
     import os
 
     torch = import_torch()
@@ -249,7 +275,6 @@ def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), re
     """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
     fastest round trip of ``repeat`` messages sent and returned, halved (the one least disturbed by other work, as
     :func:`profile_module` keeps); then :func:`fit_link` over the sizes."""
-    import json
     import socket
     import tempfile
 
@@ -285,7 +310,8 @@ class RunCosts:
     of the stage's forward and backward tasks, times ``slowdown`` as compute is); ``op_ms``: a stage's fixed CPU time
     per op it runs and micro-batch (:func:`stage_costs_of`), added to every op's time on the stage devices (times
     ``slowdown``), so that the cost model, the simulator and a search on :meth:`placement`'s graph price it where
-    the ops are.
+    the ops are; ``scales``: the compute factor of each schedule measured apart (:func:`schedule_scales`), ``scale``
+    being that of any other: :meth:`under` gives a schedule's costs, whose ``scale`` every method then reads.
     """
 
     scale: float = 1.0
@@ -294,6 +320,29 @@ class RunCosts:
     slowdown: float = 1.0
     stage_ms: float = 0.0
     op_ms: float = 0.0
+    scales: tuple[tuple[str, float], ...] = ()
+
+    def scale_for(self, schedule: str | None) -> float:
+        """The compute factor of ``schedule``: its own where measured apart, else ``scale``.
+
+        >>> c = RunCosts(1.1, scales=(("gpipe", 1.2),))
+        >>> c.scale_for("gpipe"), c.scale_for("1f1b"), c.scale_for(None)
+        (1.2, 1.1, 1.1)
+        """
+        return dict(self.scales).get(schedule, self.scale) if schedule else self.scale
+
+    def under(self, schedule: str | None) -> RunCosts:
+        """The costs of a run under ``schedule``: :meth:`scale_for` as ``scale``, no other schedule's (``None``:
+        these costs)."""
+        return self if schedule is None else replace(self, scale=self.scale_for(schedule), scales=())
+
+    @staticmethod
+    def fitted(fits: Sequence[StageFit], link: LinkTime = LinkTime(0.0, float("inf"))) -> RunCosts:
+        """The costs :func:`schedule_costs_of` fits on ``fits`` at ``link``: each schedule's factor, the time per op
+        and per stage; ``scale`` (a schedule not measured apart's) the factor over all with those held."""
+        factors, op_ms, fixed = schedule_costs_of(fits)
+        c = schedule_scales([replace(f, schedule="") for f in fits], op_ms, fixed).get("", 1.0)
+        return RunCosts(c, link, stage_ms=fixed, op_ms=op_ms, scales=tuple(factors.items()))
 
     @property
     def task_ms(self) -> float:
@@ -376,69 +425,6 @@ class RunCosts:
         ops = [op if not op.time_on(kind) < math.inf else
                op.model_copy(update={"work": {**op.work, kind: op.time_on(kind) + extra}}) for op in graph.ops]
         return graph.replace(ops=ops)
-
-
-# ---------------------------------------------------------------------------- a calibration as a file
-CALIBRATION_FIELDS = ("scale", "op_ms", "stage_ms", "overhead_ms")
-"""The fitted and measured terms a calibration file holds beside its ``kind`` and ``link``."""
-
-
-def calibration_dict(costs: RunCosts, kind: str = ACCELERATOR, note: str = "") -> dict[str, object]:
-    """``costs`` as the JSON object :func:`read_calibration` reads: the device ``kind`` its times are for, the compute
-    factor, the time per op and per stage, the runtime's time per task and the link (``bandwidth`` null when
-    unbounded). The slowdown is a property of the machine's load during the run, not of the runtime: not kept.
-
-    >>> calibration_dict(RunCosts(scale=1.25, op_ms=0.02))["op_ms"]
-    0.02
-    """
-    bandwidth = costs.link.bandwidth
-    out: dict[str, object] = {"kind": kind, **{f: float(getattr(costs, f)) for f in CALIBRATION_FIELDS},
-                              "link": {"latency_ms": costs.link.latency_ms,
-                                       "bandwidth": bandwidth if bandwidth < math.inf else None}}
-    return {**out, "note": note} if note else out
-
-
-def write_calibration(costs: RunCosts, path: str | Path, kind: str = ACCELERATOR, note: str = "") -> None:
-    """Write :func:`calibration_dict` to ``path`` (atomically), for ``import --calibration`` and
-    :func:`read_calibration`."""
-    write_atomic(path, json.dumps(calibration_dict(costs, kind, note), indent=2) + "\n")
-
-
-def read_calibration(path: str | Path) -> tuple[RunCosts, str]:
-    """The :class:`RunCosts` (slowdown 1) and the device kind of a file :func:`write_calibration` wrote; a file that
-    is not one, or a field that is no finite number >= 0 (``scale`` > 0), is refused naming the file and the field."""
-    source = str(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise SpecError(f"cannot read calibration {source!r}: {err.strerror}") from None
-    except ValueError as err:
-        raise SpecError(f"calibration {source!r} is not valid JSON: {err}") from None
-    if not isinstance(data, dict) or "scale" not in data:
-        raise SpecError(f"calibration {source!r}: expected an object with {list(CALIBRATION_FIELDS)}, 'kind' and "
-                        "'link', as a pipeline run's calibration writes it")
-    terms = {f: _calibration_number(data.get(f, 0.0), f"{source}: field {f!r}") for f in CALIBRATION_FIELDS}
-    if not terms["scale"] > 0:
-        raise SpecError(f"{source}: field 'scale' must be > 0, got {data['scale']!r}")
-    link = data.get("link") or {}
-    if not isinstance(link, dict):
-        raise SpecError(f"{source}: field 'link' must be an object with latency_ms and bandwidth, got {link!r}")
-    latency = _calibration_number(link.get("latency_ms", 0.0), f"{source}: field 'link.latency_ms'")
-    bandwidth = link.get("bandwidth")
-    bandwidth = math.inf if bandwidth is None else _calibration_number(bandwidth, f"{source}: field 'link.bandwidth'")
-    if not bandwidth > 0:
-        raise SpecError(f"{source}: field 'link.bandwidth' must be > 0 (null: unbounded), got {link['bandwidth']!r}")
-    kind = data.get("kind", ACCELERATOR)
-    if not isinstance(kind, str) or not kind:
-        raise SpecError(f"{source}: field 'kind' must be a device kind's name, got {kind!r}")
-    return RunCosts(terms["scale"], LinkTime(latency, bandwidth), terms["overhead_ms"], 1.0, terms["stage_ms"],
-                    terms["op_ms"]), kind
-
-
-def _calibration_number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise SpecError(f"{where} must be a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def fit_overhead(predict: Callable[[float], Sequence[float]], measured: Sequence[float], high: float) -> float:
@@ -549,7 +535,6 @@ def calibration_table(fits: Sequence[StageFit], label: str = "stage") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CALIBRATION_FIELDS", "LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration",
-           "calibration_dict", "calibration_table", "fit_link", "fit_overhead", "fit_slowdown_and_overhead",
-           "idle_pipeline", "ping_pong", "read_calibration", "runtime_overhead", "scale_of", "schedule_scales",
-           "stage_costs_of", "write_calibration"]
+__all__ = ["LinkTime", "RunCosts", "StageFit", "affine_of", "calibrated", "calibration", "calibration_table", "fit_link",
+           "fit_overhead", "fit_slowdown_and_overhead", "idle_pipeline", "ping_pong", "runtime_overhead", "scale_of",
+           "schedule_costs_of", "schedule_scales", "stage_costs_of"]

@@ -54,20 +54,18 @@ from .calibrate import (
     affine_of,
     calibrated,
     calibration,
-    calibration_dict,
     calibration_table,
     fit_link,
     fit_overhead,
     fit_slowdown_and_overhead,
     idle_pipeline,
     ping_pong,
-    read_calibration,
     runtime_overhead,
     scale_of,
     schedule_scales,
     stage_costs_of,
-    write_calibration,
 )
+from .calibration_file import calibration_dict, read_calibration, write_calibration
 from .errors import SpecError
 from .files import write_atomic
 from .graph import Graph

@@ -74,6 +74,10 @@ class Schedule(str, Enum):
     ZBV = "zbv"  # split backward in a V, two stages per rank, torch's ScheduleZBVZeroBubble order
 
 
+RUN_SCHEDULES = tuple(s.value for s in Schedule if s is not Schedule.PIPELINE)
+"""The schedules a pipeline runtime runs (``pipeline`` is the cost model's steady state, not one of them)."""
+
+
 @dataclass(frozen=True)
 class Task:
     """One unit run for one microbatch (a Gantt bar)."""
@@ -416,5 +420,5 @@ def throughput_curve(placement: Placement, schedule: Schedule | str, microbatche
 
 pass_units = _units  # the units the simulator runs: device passes and what each waits for
 
-__all__ = ["STAGE_ORDERS", "Schedule", "SimulationResult", "Task", "analytic_time_per_sample",
+__all__ = ["RUN_SCHEDULES", "STAGE_ORDERS", "Schedule", "SimulationResult", "Task", "analytic_time_per_sample",
            "closed_form_time_per_sample", "schedule_stage_times", "simulate", "stage_plan", "throughput_curve"]

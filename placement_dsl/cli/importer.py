@@ -11,6 +11,7 @@ from ..io import Workload, formats, save_workload
 from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..limits import MAX_DEVICES
 from ..report import human_bytes
+from ..simulate import RUN_SCHEDULES
 from .arguments import common, number, quiet
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, resize
@@ -58,10 +59,13 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
 
 
 def _with_calibration(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[str]]:
-    """The workload at what a pipeline run measured (``--calibration``): every op's time on the calibration's kind
-    ``scale x time + op_ms``, forward and backward, and the fixed time per stage pass in ``meta["task_overhead"]``,
-    which ``solve`` and ``evaluate`` add to every stage."""
+    """The workload at what a pipeline run measured (``--calibration``) under the schedule ``--schedule`` names:
+    every op's time on the calibration's kind ``scale x time + op_ms`` (``scale``: the schedule's compute factor, or
+    the one of schedules the file holds none apart for), forward and backward, and the fixed time per stage pass in
+    ``meta["task_overhead"]``, which ``solve`` and ``evaluate`` add to every stage."""
     if not args.calibration:
+        if args.schedule:
+            raise SpecError(f"--schedule {args.schedule} picks a calibration's compute factor; pass --calibration")
         return w, []
     from ..profile import calibration_dict, read_calibration  # the profiler's stack: this option's
 
@@ -69,11 +73,15 @@ def _with_calibration(w: Workload, args: argparse.Namespace) -> tuple[Workload, 
     if not any(op.time_on(kind) < float("inf") for op in w.graph.ops):
         raise SpecError(f"--calibration {args.calibration}: its times are for device kind {kind!r}, on which no op of "
                         f"{w.graph.name!r} runs")
-    meta = {**w.meta, "calibration_file": str(args.calibration),
-            "run_costs": calibration_dict(costs, kind), "task_overhead": costs.task_ms}
-    line = (f"calibrated by {args.calibration} on {kind}: x{costs.scale:.4g} + {costs.op_ms:.4g} ms per op; "
-            f"{costs.task_ms:.4g} ms per stage pass (added to every stage by solve and evaluate)")
-    return Workload(costs.measured_graph(w.graph, kind), w.cluster, w.format, meta), [line]
+    run = costs.under(args.schedule)
+    meta = {**w.meta, "calibration_file": str(args.calibration), "run_costs": calibration_dict(costs, kind),
+            "task_overhead": run.task_ms, **({"calibration_schedule": args.schedule} if args.schedule else {})}
+    apart = dict(costs.scales)
+    which = (f" ({args.schedule}'s factor)" if args.schedule in apart else
+             f" (one factor for every schedule; the file has {', '.join(apart)}'s apart: --schedule)" if apart else "")
+    line = (f"calibrated by {args.calibration} on {kind}: x{run.scale:.4g}{which} + {run.op_ms:.4g} ms per op; "
+            f"{run.task_ms:.4g} ms per stage pass (added to every stage by solve and evaluate)")
+    return Workload(run.measured_graph(w.graph, kind), w.cluster, w.format, meta), [line]
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -120,6 +128,9 @@ def add_import_parser(sub: Any) -> None:
     im.add_argument("--calibration", metavar="CALIBRATION.json",
                     help="a pipeline run's fitted costs (placement_dsl.calibrate.write_calibration): every op's time "
                          "x factor + time per op, and the fixed time per stage that solve and evaluate add")
+    im.add_argument("--schedule", choices=RUN_SCHEDULES,
+                    help="with --calibration: the pipeline schedule the plan will run, whose compute factor applies "
+                         "(default: the calibration's factor of schedules not measured apart)")
     im.add_argument("--no-calibrate", action="store_true",
                     help="keep the roofline times of ops the profile does not measure")
     im.add_argument("--stages", type=number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",

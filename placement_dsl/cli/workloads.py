@@ -16,11 +16,12 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode
 from ..heuristics import jit
 from ..io import Workload
 from ..io.common import dumps_strict
+from ..pipeline_orders import ORDERS
 from ..presets import resize
 from ..report import human_bytes
 from .common import EXIT_ERROR, TRAINING_OBJECTIVES, note
 from .schedules import congestion_fields, objective_name
-from .training import hierarchical, schedule_objective, training_model
+from .training import SCHEDULE_OBJECTIVE, hierarchical, schedule_objective, training_model
 
 
 # ---------------------------------------------------------------------------- messages
@@ -146,7 +147,14 @@ def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
 def with_stage_time(model: CostModel, workload: Workload) -> CostModel:
     """``model`` with the fixed time per stage pass a calibrated import recorded (``meta["task_overhead"]``, ms: a
     pipeline runtime's cost per stage and micro-batch beyond its ops', ``import --calibration``), under the
-    throughput objectives, whose searches price it; refused naming the field when it is no finite number >= 0."""
+    throughput objectives, whose searches price it; refused naming the field when it is no finite number >= 0, and
+    under an objective of another schedule than the one whose compute factor the import applied (``import
+    --schedule``, ``meta["calibration_schedule"]``)."""
+    ran = workload.meta.get("calibration_schedule")
+    runs = {v: k for k, v in SCHEDULE_OBJECTIVE.items()}.get(model.name, model.name if model.name in ORDERS else None)
+    if ran is not None and runs is not None and ran != runs:
+        raise SpecError(f"workload {workload.graph.name!r} is calibrated for schedule {ran!r} (import --schedule), "
+                        f"but objective {model.name!r} runs {runs!r}: import it again with --schedule {runs}")
     t = workload.meta.get("task_overhead")
     if t is None or model.objective.value in ("latency", "makespan"):
         return model

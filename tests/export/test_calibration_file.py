@@ -8,6 +8,7 @@ measurements are synthetic.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,10 @@ from placement_dsl.placement import Placement
 from placement_dsl.profile import (
     LinkTime,
     RunCosts,
+    calibrated,
     calibration,
     read_calibration,
+    schedule_scales,
     stage_costs_of,
     write_calibration,
 )
@@ -116,6 +119,10 @@ def test_a_forward_graph_is_calibrated_for_its_training_graph_too():
     ('{"scale": 1, "op_ms": "0.1"}', "field 'op_ms' must be a finite number"),
     ('{"scale": 1, "link": {"bandwidth": 0}}', "field 'link.bandwidth' must be > 0"),
     ('{"scale": 1, "kind": 3}', "field 'kind'"),
+    ('{"version": 3, "scale": 1}', "field 'version' must be 1 to 2"),
+    ('{"scale": 1, "schedule_scales": {"pipedream": 1.2}}', "field 'schedule_scales' must map schedules"),
+    ('{"scale": 1, "schedule_scales": {"gpipe": 0}}', "field 'schedule_scales.gpipe' must be > 0"),
+    ('{"scale": 1, "schedule_scales": {"zbv": "1"}}', "field 'schedule_scales.zbv' must be a finite number"),
 ])
 def test_a_bad_calibration_is_refused_naming_the_file_and_field(tmp_path: Path, content: str, match: str):
     path = tmp_path / "bad.json"
@@ -176,3 +183,102 @@ def test_solve_prices_the_stage_time_of_a_calibrated_workload_by_search_and_mip(
     assert main(["solve", str(bad), "--method", "dp"]) == 2
     err = capsys.readouterr().err.strip()
     assert "meta field 'task_overhead'" in err and "\n" not in err
+
+
+# ---------------------------------------------------------------------------- one compute factor per schedule
+FACTORS = {"gpipe": 1.4, "1f1b": 1.2}  # the same stages cost more CPU under GPipe (every micro-batch's activations)
+
+
+def per_schedule_fits(works: list[float]):
+    """:func:`synthetic_fits`' stages measured under each schedule of :data:`FACTORS` (the ms per op and per stage of
+    :data:`TRUTH`), each fit naming its schedule."""
+    fits = synthetic_fits(works)
+    _, op_ms, fixed = TRUTH
+    return [replace(f, measured_ms=FACTORS[s] * f.predicted_ms + op_ms * f.ops + fixed, schedule=s)
+            for s in FACTORS for f in fits]
+
+
+def test_each_schedules_factor_is_fitted_and_round_trips_through_the_file(tmp_path: Path):
+    costs = RunCosts.fitted(per_schedule_fits(WORKS), LinkTime(0.05, 1e6))
+    assert dict(costs.scales) == pytest.approx(FACTORS) and (costs.op_ms, costs.stage_ms) == pytest.approx(TRUTH[1:])
+    assert costs.scale == pytest.approx(sum(FACTORS.values()) / 2)  # the factor of schedules not measured apart
+    path = tmp_path / "calibration.json"
+    write_calibration(costs, path, note="synthetic")
+    data = json.loads(path.read_text())
+    assert data["version"] == 2 and data["schedule_scales"] == pytest.approx(FACTORS)
+    back, _ = read_calibration(path)
+    assert back == costs
+    assert [back.scale_for(s) for s in ("gpipe", "1f1b", "zbv")] == pytest.approx([1.4, 1.2, costs.scale])
+    assert back.under("gpipe").scale == pytest.approx(1.4) and back.under("gpipe").scales == ()
+    fits = calibrated(per_schedule_fits(WORKS), back)
+    assert max(abs(f.residual) for f in fits) < 1e-9  # each stage priced with its schedule's factor
+
+
+def test_a_single_factor_file_reads_as_that_factor_for_every_schedule(tmp_path: Path):
+    """A file written before the factors per schedule (no ``version``, no ``schedule_scales``)."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"kind": "accelerator", "scale": 1.3, "op_ms": 0.02, "stage_ms": 0.5,
+                                "overhead_ms": 0.25, "link": {"latency_ms": 0.05, "bandwidth": 1e6}}))
+    costs, kind = read_calibration(path)
+    assert kind == "accelerator" and costs.scales == ()
+    assert {s: costs.under(s).scale for s in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv")} == {
+        s: 1.3 for s in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv")}
+    assert (costs.op_ms, costs.stage_ms, costs.overhead_ms) == (0.02, 0.5, 0.25)
+
+
+@pytest.mark.parametrize("schedule", list(FACTORS))
+def test_the_search_on_a_schedules_costs_prices_that_schedules_factor(tmp_path: Path, schedule: str):
+    """The DP on the costs of ``schedule`` read from the file: its objective is its split's slower stage as that
+    schedule measures it (its factor) plus the runtime's time per task, as the cost model says."""
+    path = tmp_path / "calibration.json"
+    write_calibration(RunCosts(1.0, LinkTime(0.0, float("inf")), 0.25, stage_ms=TRUTH[2], op_ms=TRUTH[1],
+                               scales=tuple(FACTORS.items())), path)
+    costs = read_calibration(path)[0].under(schedule)
+    train = training(forward(WORKS))
+    cal = run("dp", costs.measured_graph(train), Cluster.stages(2), model=costs.search_model("pipedream"))
+    rows = evaluate(Placement(train, Cluster.stages(2), cal.placement.assign), CostModel.named("pipedream")).devices
+    slower = max(FACTORS[schedule] * r.compute + TRUTH[1] * r.ops + TRUTH[2] for r in rows)
+    assert cal.objective == pytest.approx(slower + 2 * 0.25)
+
+
+def test_import_applies_the_factor_of_the_schedule_named(tmp_path: Path, capsys: pytest.CaptureFixture):
+    pytest.importorskip("onnx")
+    cal = tmp_path / "cal.json"
+    write_calibration(RunCosts(1.3, LinkTime(0.0, float("inf")), 0.25, stage_ms=1.0, op_ms=0.01,
+                               scales=tuple(FACTORS.items())), cal)
+    model = str(DATA / "gpt_blocks.onnx")
+    plain = tmp_path / "plain.json"
+    assert main(["import", model, "--out", str(plain), "--stages", "2", "--seq", "16", "--quiet"]) == 0
+    base = load_workload(plain).graph.ops
+    for schedule, factor in [*FACTORS.items(), (None, 1.3)]:
+        out = tmp_path / f"{schedule}.json"
+        named = ["--schedule", schedule] if schedule else []
+        assert main(["import", model, "--out", str(out), "--stages", "2", "--seq", "16", "--calibration", str(cal),
+                     *named]) == 0
+        assert f"x{factor:.4g}" in capsys.readouterr().out
+        w = load_workload(out)
+        assert w.meta.get("calibration_schedule") == schedule
+        assert all(y.work["accelerator"] == pytest.approx(factor * x.work["accelerator"] + 0.01, rel=1e-5)
+                   for x, y in zip(base, w.graph.ops))
+    assert main(["solve", str(tmp_path / "1f1b.json"), "--method", "dp", "--training", "--objective", "pipedream",
+                 "--quiet"]) == 0
+    assert main(["solve", str(tmp_path / "gpipe.json"), "--method", "dp", "--training", "--objective", "pipedream",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the note on the derived backward pass
+    assert err.startswith("error: ") and "calibrated for schedule 'gpipe'" in err and "--schedule 1f1b" in err
+    assert main(["import", model, "--out", str(plain), "--seq", "16", "--schedule", "gpipe"]) == 2
+    assert "pass --calibration" in capsys.readouterr().err
+
+
+def test_the_factors_are_fitted_with_the_time_per_op_and_stage_where_one_schedule_ran_at_one_size():
+    """As the example and the bench measure: GPipe at the run's micro-batch only, 1F1B at it and at a smaller one.
+    One factor fitted first put GPipe's extra cost into the time per op and per stage, then each schedule's factor
+    on those; fitted together, all four terms come back."""
+    fits = per_schedule_fits(WORKS)
+    half = len(fits) // 4  # per schedule, the stages at the run's size, then at half of it
+    fits = fits[:half] + fits[2 * half:]
+    costs = RunCosts.fitted(fits)
+    assert dict(costs.scales) == pytest.approx(FACTORS) and (costs.op_ms, costs.stage_ms) == pytest.approx(TRUTH[1:])
+    _, op_ms, fixed = stage_costs_of(fits)
+    first = schedule_scales(fits, op_ms, fixed)
+    assert abs(first["gpipe"] - FACTORS["gpipe"]) > 0.01 or abs(op_ms - TRUTH[1]) > 0.01

@@ -46,7 +46,7 @@ def test_example_runs_both_models_and_schedules(tmp_path):
             assert re.search(rf"^{model} {schedule}: step per micro-batch predicted \d+\.\d+ ms .*; idle stages "
                              r"\d+\.\d+ ms: \d+\.\d+ ms per task, slowdown x\d+\.\d+ \(measured\)$", out, flags=re.MULTILINE)
         assert len(re.findall(rf"(?s){model}: time per micro-batch per stage.*?stage 1 ", out)) == 1
-    assert re.search(r"^calibration: compute x\d+\.\d+ \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
+    assert re.search(r"^calibration: compute x\d+\.\d+ \(gpipe x\d+\.\d+, 1f1b x\d+\.\d+\) \+ \d+\.\d+ ms per op \+ \d+\.\d+ ms per stage and micro-batch "
                      r"\(fitted on the stages at 2 and 1 samples per micro-batch\)", out, flags=re.MULTILINE), out
     for model in ("gpt", "cnn"):  # the second placement, on the calibrated costs
         assert re.search(rf"^{model}: re-placed on the calibrated costs: split_spec \{{'\w+\.\d': 'beginning'\}} "
@@ -56,6 +56,7 @@ def test_example_runs_both_models_and_schedules(tmp_path):
 
     costs, kind = read_calibration(tmp_path / "cal.json")  # what import --calibration reads
     assert kind == "accelerator" and costs.scale > 0 and costs.overhead_ms > 0
+    assert [s for s, _ in costs.scales] == ["gpipe", "1f1b"] and all(c > 0 for _, c in costs.scales)
     assert out.rstrip().endswith("all outputs match the unsplit models")
 
 
@@ -215,6 +216,35 @@ def test_stages_are_calibrated_on_their_cpu_time_in_the_steps_less_the_idle_stag
     assert run_pipeline.stage_ms(runs[0][1]) == pytest.approx(1.25 * 6.0 + 2.0)
     costs = run_pipeline.calibrate(plans, runs, link)
     assert (costs.scale, costs.stage_ms, costs.link) == (pytest.approx(1.25), pytest.approx(2.0), link)
+
+
+def test_the_calibration_fits_each_schedules_factor_and_the_report_prices_each_stage_with_it(run_pipeline):
+    """The same stages measured at 1.4 x profiled under GPipe and 1.2 x under 1F1B (+ 2 ms), the exported CSVs run
+    as their schedules: the calibration holds both factors and its pooled one, and each schedule's stages priced
+    with its factor leave no residual (the pooled factor for both: 7 % and more)."""
+    from placement_dsl.profile import LinkTime
+
+    plans = [run_pipeline.Plan("a", {}, [1.0, 2.0], [2.0, 4.0]), run_pipeline.Plan("b", {}, [3.0, 0.5], [6.0, 1.0])]
+    factor = {"gpipe": 1.4, "1f1b": 1.2, "csv-1f1b": 1.2, "csv-gpipe": 1.4}
+
+    def rank(profiled: float) -> dict:
+        out = {}
+        for s, c in factor.items():
+            out |= {f"{s}_cpu_ms": c * profiled + 2.0 + 1.0, f"{s}_idle_cpu_ms": 1.0, f"{s}_allclose": True,
+                    f"{s}_max_abs_diff": 0.0}
+        return out
+
+    runs = [[rank(f + b) for f, b in zip(p.forward_ms, p.backward_ms)] for p in plans]
+    costs = run_pipeline.calibrate(plans, runs, LinkTime(0.0, float("inf")))
+    assert dict(costs.scales) == pytest.approx({"gpipe": 1.4, "1f1b": 1.2}) and costs.scale == pytest.approx(1.3)
+    assert costs.stage_ms == pytest.approx(2.0)
+    from placement_dsl.profile import calibrated
+
+    for s in factor:
+        fits = run_pipeline.stage_fits(plans[1], runs[1], schedule=s)
+        assert {f.schedule for f in fits} == {s.removeprefix("csv-")}
+        assert max(abs(f.residual) for f in calibrated(fits, costs)) < 1e-9
+        assert max(abs(f.residual) for f in calibrated(fits, costs.scale, costs.stage_ms)) > 0.05
 
 
 def test_the_calibration_fits_a_time_per_op_over_two_microbatch_sizes(run_pipeline):
