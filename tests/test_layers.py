@@ -3,6 +3,7 @@ and imports of the package's own modules inside functions only where the allowli
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -197,6 +198,16 @@ def test_import_contracts_hold():
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
 
 
+def loaded_after(code: str, roots: set[str]) -> list[str]:
+    """Which of the top-level modules ``roots`` a fresh interpreter has loaded after running ``code``."""
+    code += f"; import sys; print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(roots)!r})))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
 @pytest.mark.parametrize("code", [
     "import placement_dsl, placement_dsl.presets, placement_dsl.heuristics, placement_dsl.bounds",
     "from placement_dsl.cli import build_parser; build_parser()",  # what 'placement-dsl --help' loads
@@ -204,22 +215,11 @@ def test_import_contracts_hold():
 def test_the_package_and_the_command_line_parser_load_no_solver_stack(code):
     """``import placement_dsl`` (the readers, the cost model, the heuristics) and the command line's parser load
     neither Pyomo nor CP-SAT nor a MIP solver: those load when a command that needs them runs."""
-    code += ("; import sys; print(sorted({m.split('.')[0] for m in sys.modules} & "
-             "{'pyomo', 'ortools', 'highspy', 'pyscipopt'}))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert loaded_after(code, {"pyomo", "ortools", "highspy", "pyscipopt"}) == []
 
 
 def test_the_command_line_loads_no_process_pool_temporary_files_nor_hashes_before_a_command_needs_them():
     """``import placement_dsl.cli`` (every command's start) leaves out multiprocessing (only a call with a deadline
     forks), tempfile (with shutil, bz2 and lzma: only a written file needs it), hashlib (only a kernel looked up in
     numba's cache) and numba: together about 15 ms of the DP's 0.4 s whole process on BERT-L3."""
-    code = ("import sys, placement_dsl.cli; print(sorted({'multiprocessing', 'tempfile', 'hashlib', 'numba'} & "
-            "set(sys.modules)))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert loaded_after("import placement_dsl.cli", {"multiprocessing", "tempfile", "hashlib", "numba"}) == []
