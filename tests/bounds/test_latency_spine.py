@@ -154,6 +154,55 @@ def test_never_above_the_brute_force_optimum_on_modules_of_three_branches(proble
     assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
 
 
+def test_branches_moved_into_the_run_after_a_host_cut_read_the_cut_ops_tensor():
+    # c0 holds 5 > 4: a host runs it (2). b1 and b2 join c1's run (the CPU takes 10 each): the run reads c0's tensor
+    # (5), not the branches' least ones (1 + 1), which only a split between two runs could move: 2 + 5 + 3 = 10, the
+    # optimum. Charging each end the least crossing of any split gave 2 + 2 + 3 = 7.
+    ops = [op("c0", cpu=2.0, mem=5.0, out=5.0), op("b1"), op("b2"), op("c1")]
+    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(10.0) == brute_force(p)[0]
+
+
+@st.composite
+def host_cuts(draw):
+    """Modules ``c_i -> branches -> c_{i+1}`` (at most six ops, branches of one or two) on two or three accelerators
+    of 4 and a CPU whose cut ops may hold 5 (a host runs them), tensors of 0 to 5 that differ along a branch: where a
+    split moves a branch into a run, the run moves the tensors of the split, often a cut op's larger one. Charging
+    the cut op's tensor once per path, the least crossing twice, or a host end's tensors fails here."""
+    room, k = 6, draw(st.integers(2, 3))
+
+    def make(name: str, cut: bool) -> Op:
+        acc = float(draw(st.integers(0, 3)))
+        mem = draw(st.sampled_from([2.0, 3.0, 5.0]) if cut else st.integers(0, 3).map(float))
+        return op(name, acc=acc, cpu=acc * draw(st.sampled_from([1.0, 3.0, 10.0])), mem=mem,
+                  out=float(draw(st.integers(0, 5))))
+
+    ops, edges, f = [make("c0", True)], [], 0
+    while f == 0 or (len(ops) + 2 <= room and draw(st.booleans())):
+        branches: list[list[str]] = []
+        for b in range(draw(st.integers(1, 3))):
+            left = room - len(ops) - 1 - sum(map(len, branches))
+            if left < 1:
+                break
+            length = 2 if left >= 2 and draw(st.booleans()) else 1
+            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        for chain in branches:
+            ops += [make(x, False) for x in chain]
+            edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
+        ops.append(make(f"c{f + 1}", True))
+        f += 1
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(host_cuts())
+def test_never_above_the_brute_force_optimum_where_the_runs_move_a_cut_ops_tensor(problem):
+    best = optimum(problem)
+    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+
+
 def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
     # e and f are views after d (no time, no tensor, memory of their own): the runs a | d, the cut forced by memory,
     # pay a's tensor twice: 1 + 1 + 1 + 1 = 4 (a segment that takes no time has a grid of one point); the optimum
