@@ -54,6 +54,7 @@ MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 BUCKETS = 64  # free memory on a grid of capacity / BUCKETS (rounded up)
 TAU_STEPS = 64  # the grid of a segment's bound on its chains' parts elsewhere
 EXACT_PATH = 64  # a path between two cut ops whose middles elsewhere are priced op by op, at most (O(length^2))
+ROOMS = np.array([0, 1, 2, 4, 8, 16, 32])  # an end's free memory, in grid points, rounded up to these (or unbounded)
 
 
 def spine_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
@@ -160,14 +161,16 @@ class Spine:
             chains.append(np.asarray(chain, dtype=np.int64))
         return chains
 
-    def _segment_table(self, j: int, out: np.ndarray) -> np.ndarray:
-        """``T_j`` per kind of its ends (``[x, y]``: ``c_{j-1}`` / ``c_j`` on a host, 0, or an accelerator, 1) on the
-        free-memory grid (index ``i``: ``i * step`` bytes; one entry without memory)."""
+    def _segment_table(self, j: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``T_j`` per kind of its ends (``[x, y]``: ``c_{j-1}`` / ``c_j`` on a host, 0, or an accelerator, 1), per
+        room of each end (its free memory rounded up to the first of the returned grid points not below it, past them
+        unbounded) and on the free-memory grid of both (index ``i``: ``i * step`` bytes; one entry without memory)."""
         size = 2 * BUCKETS + 4 if self.memory else 1
-        table = np.zeros((len(SIDES), len(SIDES), size))
+        none = np.zeros(0, dtype=np.int64)
+        table = np.zeros((len(SIDES), len(SIDES), 1, 1, size))
         ops = self.members[j]
         if not ops.size:
-            return table
+            return table, none, none
         k = self.cuts.size
         read = 0.0 if j == 0 else float(min(out[ops].min(), out[self.cuts[j - 1]]))
         write = 0.0 if j == k else float(out[ops].min())
@@ -181,7 +184,7 @@ class Spine:
         exact = [least_moves(x) if x is not None else (np.zeros(1),) * 3 for x in splits]
         taus, need, memneed = self._prices(chains, rho, [e for e, _, _ in exact])
         if taus.size < 2:  # nothing of the segment takes time: it costs nothing between the runs
-            return table
+            return table, none, none
         value = taus + need.sum(axis=0)  # linear between grid points (every chain's breakpoints are among them)
         whole = np.minimum(value[:-1], value[1:])  # any tau of an interval costs at least its ends' least
         moved, held = need[:, 1:].copy(), memneed[:, 1:].copy()  # per chain and interval [t0, t1): the least work
@@ -191,9 +194,12 @@ class Spine:
             held[i] = np.maximum(held[i], mems[at])
         cost = np.maximum(whole, taus[:-1] + moved.sum(axis=0))  # the interval's low end and least moves
         table[:] = self._fit(np.append(cost, value[-1]), np.append(held.sum(axis=0), 0.0), size)
-        if 0 < j < k and paths:  # both ends hold a cut op: the tensors they move with the work
-            table = np.maximum(table, self._ends(j, out, chains, rho, paths, splits, size))
-        return table
+        if not (0 < j < k and paths):
+            return table, none, none
+        # both ends hold a cut op: the tensors they move with the work, and each end's own room
+        heavy = float(self.mem[np.concatenate(paths)].sum()) / self.step if self.memory else 0.0
+        rooms = ROOMS[ROOMS < heavy]  # a room past every path's memory holds any split
+        return np.maximum(table, self._ends(j, out, chains, rho, paths, splits, size, rooms)), rooms, rooms
 
     def _fit(self, cost: np.ndarray, held: np.ndarray, size: int) -> np.ndarray:
         """The least ``cost`` whose ``held`` memory fits, per point of the free-memory grid."""
@@ -203,15 +209,18 @@ class Spine:
         return np.where(held[None] <= budget, cost[None], math.inf).min(axis=1)
 
     def _ends(self, j: int, out: np.ndarray, chains: list[np.ndarray], rho: np.ndarray, paths: list[np.ndarray],
-              splits: list[tuple[np.ndarray, ...] | None], size: int) -> np.ndarray:
+              splits: list[tuple[np.ndarray, ...] | None], size: int, rooms: np.ndarray) -> np.ndarray:
         """``T_j`` with the tensors its ends move beyond the runs' ``crossing`` (:mod:`.latency_spine_ends`), per
-        kind of end, on a grid reaching every path's time wholly elsewhere."""
+        kind of end and room of each (``rooms`` grid points, then unbounded: a path's prefix fits ``X``'s, its suffix
+        ``Y``'s, and so do their least sums), on a grid reaching every path's time wholly elsewhere."""
+        levels = np.append(rooms * self.step, math.inf)
+        table = np.zeros((len(SIDES), len(SIDES), levels.size, levels.size, size))
         away = max([float(x[0][(x[3] == 0) & (x[4] == b.size)].min(initial=0.0))
                     for b, x in zip(paths, splits) if x is not None], default=0.0)  # a path wholly elsewhere
         times = [np.sort(x[0][x[0] <= away]) for x in splits if x is not None]
         taus, need, memneed = self._prices(chains, rho, [t for t in times if t.size], least=away)
         if taus.size < 2:
-            return np.zeros((len(SIDES), len(SIDES), size))
+            return table
         value = taus + need.sum(axis=0)
         low = np.append(np.minimum(value[:-1], value[1:]), value[-1])  # per interval, then tau past the grid
         start = np.append(taus[:-1], taus[-1])
@@ -221,12 +230,16 @@ class Spine:
         prices = EndPrices(paths, splits, float(out[self.cuts[j - 1]]), out, self.scale_min,
                            any(b.size == 0 for b in self.paths[j]))
         charged = self.scale_min * float(self.crossing[j])
-        table = np.empty((len(SIDES), len(SIDES), size))
         for x in SIDES:
             for y in SIDES:
-                least, held = prices.at(x, y, taus, need[:p], memneed[:p])
-                cost = np.maximum(low, start + rest + least - charged * (x + y))
-                table[x, y] = self._fit(cost, held + rest_mem, size)
+                for a in range(levels.size if x else 1):  # a host end holds nothing: one room
+                    for b in range(levels.size if y else 1):
+                        room = (levels[a], levels[b])
+                        least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], room)
+                        cost = np.maximum(low, start + rest + least - charged * (x + y))
+                        cost = np.where((front <= room[0] * (1 + 1e-9)) & (back <= room[1] * (1 + 1e-9)), cost, math.inf)
+                        table[x, y, a if x else slice(None), b if y else slice(None)] = \
+                            self._fit(cost, held + rest_mem, size)
         return table
 
     def _splits(self, b: np.ndarray, j: int, out: np.ndarray) -> tuple[np.ndarray, ...] | None:
@@ -330,11 +343,12 @@ class Spine:
     def _price(self, j: int, live: np.ndarray, y: int, xs: np.ndarray) -> np.ndarray:
         """``T_j`` for the states ``live`` (``c_{j-1}`` on a host at state 0, else on a run with that much free memory)
         and ``c_j`` on a host (``y = 0``) or a run that gives the segment ``xs`` grid points of its memory."""
-        table = self.table[j][(live > 0).astype(np.int64), y]  # states x memory grid
-        if not self.memory:
-            return np.broadcast_to(table[:, :1], (live.size, xs.size))
-        at = np.minimum(live[:, None] + xs[None, :], table.shape[1] - 1)
-        return np.take_along_axis(table, at, axis=1)
+        table, x_rooms, y_rooms = self.table[j]
+        side = (live > 0).astype(np.int64)
+        a = np.where(side > 0, np.searchsorted(x_rooms, live, side="left"), 0)  # X's room holds its free memory
+        b = np.searchsorted(y_rooms, xs, side="left") if y else np.zeros(xs.size, dtype=np.int64)
+        at = np.minimum(live[:, None] + xs[None, :], table.shape[-1] - 1)
+        return table[side[:, None], y, a[:, None], b[None, :], at]
 
     def _relax(self, f: np.ndarray, j: int, live: np.ndarray, ends: np.ndarray, cost: np.ndarray,
                free: np.ndarray) -> None:

@@ -32,8 +32,9 @@ SIDES = (0, 1)  # an end on a host (0) or an accelerator invocation (1)
 def path_splits(b: np.ndarray, first_in: float, out: np.ndarray, host: np.ndarray, fast: np.ndarray,
                 mem: np.ndarray, scale: float) -> tuple[np.ndarray, ...]:
     """Every split ``(s, e)`` of path ``b`` (``0 <= s <= e <= |b|``) with the least time of its middle elsewhere:
-    ``cost, work, memory, s, e`` over the splits whose middle can run elsewhere (``work`` and ``memory``: the prefix's
-    and suffix's at the fastest times). ``first_in`` is the size of the tensor before ``b[0]`` (``c_{j-1}``'s).
+    ``cost, work, memory, s, e, front`` over the splits whose middle can run elsewhere (``work`` and ``memory``: the
+    prefix's and suffix's at the fastest times; ``front``: the prefix's memory). ``first_in`` is the size of the
+    tensor before ``b[0]`` (``c_{j-1}``'s).
 
     The middle runs op after op on hosts at host time, or on accelerator invocations that read the tensor before
     their first op and write their last op's (a DP over the two states; an invocation ended and another begun pays a
@@ -58,7 +59,7 @@ def path_splits(b: np.ndarray, first_in: float, out: np.ndarray, host: np.ndarra
     held = np.concatenate(([0.0], np.cumsum(mem[b])))
     keep = np.isfinite(cost)
     s, e = s[keep], e[keep]
-    return cost[keep], work[s] + work[n] - work[e], held[s] + held[n] - held[e], s, e
+    return cost[keep], work[s] + work[n] - work[e], held[s] + held[n] - held[e], s, e, held[s]
 
 
 def least_moves(splits: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,7 +76,7 @@ def least_moves(splits: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray,
 
 
 class EndPrices:
-    """Per path and grid point, the least work plus end tensors of the splits that fit a side's kind (module
+    """Per path and grid point, the least work plus end tensors of the splits that fit a side's kind and room (module
     docstring): :meth:`at` for one pair of sides."""
 
     def __init__(self, paths: list[np.ndarray], splits: list[tuple[np.ndarray, ...] | None], head: float,
@@ -83,17 +84,18 @@ class EndPrices:
         self.paths, self.splits, self.head, self.out, self.scale = paths, splits, head, out, scale
         self.direct = direct  # an edge c_{j-1} -> c_j: both ends move c_{j-1}'s tensor whatever the split
 
-    def at(self, x_side: int, y_side: int, taus: np.ndarray, need: np.ndarray,
-           memneed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def at(self, x_side: int, y_side: int, taus: np.ndarray, need: np.ndarray, memneed: np.ndarray,
+           rooms: tuple[float, float] = (math.inf, math.inf)) -> tuple[np.ndarray, ...]:
         """For each high end ``t1`` of the grid's intervals and then ``tau = inf``: the least, over the flags (``X`` /
         ``Y`` moves ``c_{j-1}``'s tensor), of the paths' moves ``max(need, least split)`` plus the flagged tensors
-        (scaled), and the paths' least memory moved; ``need`` / ``memneed`` are the paths' rows of the knapsack
-        bounds on the grid (``taus.size`` points; the row past the grid repeats the last)."""
+        (scaled), the paths' least memory moved, and their least memory in ``X`` and in ``Y``; ``need`` / ``memneed``
+        are the paths' rows of the knapsack bounds on the grid (``taus.size`` points; the row past the grid repeats
+        the last). ``rooms``: the free memory of ``X`` and ``Y``, which every split's prefix and suffix fit."""
         tops = np.append(taus[1:], math.inf)
         flags = [(fx, fy) for fx in ((0, 1) if x_side else (0,)) for fy in ((0, 1) if y_side else (0,))
                  if not self.direct or ((fx or not x_side) and (fy or not y_side))]
         total = {f: np.zeros(tops.size) for f in flags}
-        held = np.zeros(tops.size)
+        held, front, back = np.zeros(tops.size), np.zeros(tops.size), np.zeros(tops.size)
         need_at = np.concatenate((need[:, 1:], need[:, -1:]), axis=1)
         mem_at = np.concatenate((memneed[:, 1:], memneed[:, -1:]), axis=1)
         for i, (b, splits) in enumerate(zip(self.paths, self.splits)):
@@ -103,13 +105,14 @@ class EndPrices:
                     total[fx, fy] += need_at[i] + least * (x_side * (1 - fx) + y_side * (1 - fy))
                 held += mem_at[i]
                 continue
-            cost, work, mem, s, e = splits
-            ok = (s == 0 if not x_side else np.ones(s.size, dtype=bool)) & (e == b.size if not y_side else True)
+            cost, work, mem, s, e, first = splits
+            ok = (first <= rooms[0] if x_side else s == 0) & (mem - first <= rooms[1] if y_side else e == b.size)
             order = np.argsort(cost, kind="stable")
             at = np.searchsorted(cost[order], tops, side="left") - 1  # splits faster than t1 (all at inf)
             at[-1] = order.size - 1
-            least = _prefix_min(np.where(ok, mem, math.inf)[order])
-            held += np.maximum(mem_at[i], np.where(at >= 0, least[np.maximum(at, 0)], math.inf))
+            for sums, part, floor in ((held, mem, mem_at[i]), (front, first, 0.0), (back, mem - first, 0.0)):
+                least = _prefix_min(np.where(ok, part, math.inf)[order])
+                sums += np.maximum(floor, np.where(at >= 0, least[np.maximum(at, 0)], math.inf))
             x_out = np.where(s > 0, self.out[b[np.maximum(s - 1, 0)]], 0.0)
             y_out = np.where(e > 0, self.out[b[np.maximum(e - 1, 0)]], 0.0)
             moved = work + self.scale * (x_side * x_out + y_side * y_out)
@@ -120,7 +123,7 @@ class EndPrices:
                 total[fx, fy] += np.maximum(need_at[i], value)
         shared = self.scale * self.head
         least = np.min([t + shared * (x_side * fx + y_side * fy) for (fx, fy), t in total.items()], axis=0)
-        return least, held
+        return least, held, front, back
 
 
 def _prefix_min(x: np.ndarray) -> np.ndarray:

@@ -203,6 +203,45 @@ def test_never_above_the_brute_force_optimum_where_the_runs_move_a_cut_ops_tenso
     assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
 
 
+def test_a_full_run_holds_no_branch_prefix_so_the_next_run_reads_the_cut_ops_tensor():
+    # c0 fills its accelerator: b1 and b2 join c1's run, which reads c0's tensor (5) after c0's run wrote it (5):
+    # 1 + 5 + 5 + 3 = 14, the optimum (the CPU takes 10 an op). With the two runs' free memory summed, the branches'
+    # prefixes sat in c0's run and its tensors of 1 crossed: 1 + 2 + 2 + 3 = 8.
+    ops = [op("c0", mem=4.0, out=5.0), op("b1"), op("b2"), op("c1")]
+    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
+    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p)[0] == pytest.approx(14.0) == brute_force(p)[0]
+
+
+@st.composite
+def full_runs(draw):
+    """One module whose cut ops' tensors (3 to 5) are larger than its branches' (0 to 2) and whose cut ops hold 1 to
+    4 of an accelerator's 4: a branch split between the two runs moves small tensors, a branch wholly in one run a
+    cut op's, and each run's own free memory decides which splits exist. Pricing a run as if it had no room, or
+    charging the least crossing twice, fails here."""
+    def make(name: str, cut: bool) -> Op:
+        acc = float(draw(st.integers(1, 2)))
+        return op(name, acc=acc, cpu=10.0 * acc, mem=float(draw(st.integers(1, 4) if cut else st.integers(1, 2))),
+                  out=float(draw(st.integers(3, 5) if cut else st.integers(0, 2))))
+
+    ops, edges = [make("c0", True)], []
+    for b in range(draw(st.integers(1, 2))):
+        chain = [f"b{b}o{i}" for i in range(draw(st.integers(1, 2)))]
+        ops += [make(x, False) for x in chain]
+        edges += [("c0", chain[0]), *pairwise(chain), (chain[-1], "c1")]
+    ops.append(make("c1", True))
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    return Problem(Graph(ops, edges), Cluster.accelerators(draw(st.integers(2, 3)), memory=4.0, cpus=1), Latency(),
+                   terms)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(full_runs())
+def test_never_above_the_brute_force_optimum_where_each_run_has_its_own_room(problem):
+    best = optimum(problem)
+    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+
+
 def test_a_segment_of_ops_without_time_costs_nothing_between_the_runs():
     # e and f are views after d (no time, no tensor, memory of their own): the runs a | d, the cut forced by memory,
     # pay a's tensor twice: 1 + 1 + 1 + 1 = 4 (a segment that takes no time has a grid of one point); the optimum
