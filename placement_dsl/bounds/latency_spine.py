@@ -215,8 +215,8 @@ class Spine:
         ``Y``'s, and so do their least sums), on a grid reaching every path's time wholly elsewhere."""
         levels = np.append(rooms * self.step, math.inf)
         table = np.zeros((len(SIDES), len(SIDES), levels.size, levels.size, size))
-        away = max([float(x[0][(x[3] == 0) & (x[4] == b.size)].min(initial=0.0))
-                    for b, x in zip(paths, splits) if x is not None], default=0.0)  # a path wholly elsewhere
+        away = max([float(c.min()) for b, x in zip(paths, splits)  # the paths wholly elsewhere
+                    if x is not None and (c := x[0][(x[3] == 0) & (x[4] == b.size)]).size], default=0.0)
         times = [np.sort(x[0][x[0] <= away]) for x in splits if x is not None]
         taus, need, memneed = self._prices(chains, rho, [t for t in times if t.size], least=away)
         if taus.size < 2:
@@ -273,6 +273,7 @@ class Spine:
         per[finite] = taus[None, :] / slow[finite, None]
         allowed = np.maximum(taus[None, :] - rho[:, None], per)
         need = np.maximum(0.0, work[:, None] - allowed)  # chains x taus
+        need[need <= 1e-9 * work[:, None]] = 0.0  # rounding past where nothing need move (its memory: none)
         memneed = np.zeros_like(need)
         for i, (b, x) in enumerate(zip(chains, a)):
             keep = x > 0

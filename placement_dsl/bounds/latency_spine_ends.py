@@ -89,15 +89,15 @@ class EndPrices:
         """For each high end ``t1`` of the grid's intervals and then ``tau = inf``: the least, over the flags (``X`` /
         ``Y`` moves ``c_{j-1}``'s tensor), of the paths' moves ``max(need, least split)`` plus the flagged tensors
         (scaled), the paths' least memory moved, and their least memory in ``X`` and in ``Y``; ``need`` / ``memneed``
-        are the paths' rows of the knapsack bounds on the grid (``taus.size`` points; the row past the grid repeats
-        the last). ``rooms``: the free memory of ``X`` and ``Y``, which every split's prefix and suffix fit."""
+        are the paths' rows of the knapsack bounds on the grid (``taus.size`` points; past the grid, nothing
+        moves). ``rooms``: the free memory of ``X`` and ``Y``, which every split's prefix and suffix fit."""
         tops = np.append(taus[1:], math.inf)
         flags = [(fx, fy) for fx in ((0, 1) if x_side else (0,)) for fy in ((0, 1) if y_side else (0,))
                  if not self.direct or ((fx or not x_side) and (fy or not y_side))]
         total = {f: np.zeros(tops.size) for f in flags}
         held, front, back = np.zeros(tops.size), np.zeros(tops.size), np.zeros(tops.size)
-        need_at = np.concatenate((need[:, 1:], need[:, -1:]), axis=1)
-        mem_at = np.concatenate((memneed[:, 1:], memneed[:, -1:]), axis=1)
+        past = np.zeros((need.shape[0], 1))  # past the grid nothing need move
+        need_at, mem_at = np.concatenate((need[:, 1:], past), axis=1), np.concatenate((memneed[:, 1:], past), axis=1)
         for i, (b, splits) in enumerate(zip(self.paths, self.splits)):
             if splits is None:  # a long path: its least tensor at each end it does not share with c_{j-1}
                 least = self.scale * float(self.out[b].min())
