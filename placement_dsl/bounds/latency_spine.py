@@ -24,9 +24,12 @@ ops' work, a read ``min(out(c_{i-1}), sum_b min out(b))`` over disjoint paths ``
 pays its host time; and between two of them a segment pays ``T_j(mu)``, the least over a bound ``tau`` on the chains'
 parts elsewhere of ``tau`` plus the work the chains must move into ``X`` and ``Y`` (``a(b) - max(tau - rho,
 tau / r_b)``, ``r_b`` the chain's least host slowdown) when that work's memory (its fractional knapsack) fits in
-``mu``, the free memory of ``X`` and ``Y``. ``tau`` is taken on a grid, each interval priced at its low end's
-``tau`` and its high end's work (both monotone), and free memory is rounded up to a grid, so every rounding lowers
-the bound. The DP carries the run's free memory left for the next segment.
+``mu``, the free memory of ``X`` and ``Y``. A segment between two cut ops is priced per kind of end (host or
+accelerator) with the tensors its split makes the ends move beyond the runs' least crossing (a branch moved into the
+run after a host cut reads the cut op's tensor, :mod:`.latency_spine_ends`). ``tau`` is taken on a grid, each
+interval priced at its low end's ``tau`` and its high end's work (both monotone), and free memory is rounded up to a
+grid, so every rounding lowers the bound. The DP carries the run's free memory left for the next segment (or that
+the last cut op ran on a host).
 
 It holds for any split (contiguous or not, any number of subgraphs) on a cluster without links, and it prices what
 the path bounds leave out: a side branch that straddles a run boundary costs memory in a run, host time, or an
@@ -43,6 +46,7 @@ from ..deadline import BudgetSpent, Deadline
 from ..evaluate import execution
 from ..graph import Graph
 from ..structure import disjoint_paths
+from .latency_spine_ends import SIDES, EndPrices, least_moves, path_splits
 from .makespan import comparable_cuts
 from .memory_path import segment_data
 
@@ -50,6 +54,7 @@ MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 BUCKETS = 64  # free memory on a grid of capacity / BUCKETS (rounded up)
 TAU_STEPS = 64  # the grid of a segment's bound on its chains' parts elsewhere
 EXACT_PATH = 64  # a path between two cut ops whose middles elsewhere are priced op by op, at most (O(length^2))
+ROOMS = np.array([0, 1, 2, 4, 8, 16, 32])  # an end's free memory, in grid points, rounded up to these (or unbounded)
 
 
 def spine_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str]:
@@ -156,12 +161,16 @@ class Spine:
             chains.append(np.asarray(chain, dtype=np.int64))
         return chains
 
-    def _segment_table(self, j: int, out: np.ndarray) -> np.ndarray:
-        """``T_j`` on the free-memory grid (index ``i``: ``i * step`` bytes; one entry without memory)."""
+    def _segment_table(self, j: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``T_j`` per kind of its ends (``[x, y]``: ``c_{j-1}`` / ``c_j`` on a host, 0, or an accelerator, 1), per
+        room of each end (its free memory rounded up to the first of the returned grid points not below it, past them
+        unbounded) and on the free-memory grid of both (index ``i``: ``i * step`` bytes; one entry without memory)."""
         size = 2 * BUCKETS + 4 if self.memory else 1
+        none = np.zeros(0, dtype=np.int64)
+        table = np.zeros((len(SIDES), len(SIDES), 1, 1, size))
         ops = self.members[j]
         if not ops.size:
-            return np.zeros(size)
+            return table, none, none
         k = self.cuts.size
         read = 0.0 if j == 0 else float(min(out[ops].min(), out[self.cuts[j - 1]]))
         write = 0.0 if j == k else float(out[ops].min())
@@ -171,10 +180,11 @@ class Spine:
         for i, b in enumerate(paths):  # the path (or c_{j-1}'s) and writes one of its own
             rho[i] = self.scale_min * (min(float(out[self.cuts[j - 1]]), float(out[b[:-1]].min(initial=math.inf)))
                                        + float(out[b].min()))
-        exact = [self._chain_moves(b, j, out) for b in paths]
+        splits = [self._splits(b, j, out) for b in paths]
+        exact = [least_moves(x) if x is not None else (np.zeros(1),) * 3 for x in splits]
         taus, need, memneed = self._prices(chains, rho, [e for e, _, _ in exact])
         if taus.size < 2:  # nothing of the segment takes time: it costs nothing between the runs
-            return np.zeros(size)
+            return table, none, none
         value = taus + need.sum(axis=0)  # linear between grid points (every chain's breakpoints are among them)
         whole = np.minimum(value[:-1], value[1:])  # any tau of an interval costs at least its ends' least
         moved, held = need[:, 1:].copy(), memneed[:, 1:].copy()  # per chain and interval [t0, t1): the least work
@@ -183,58 +193,67 @@ class Spine:
             moved[i] = np.maximum(moved[i], works[at])
             held[i] = np.maximum(held[i], mems[at])
         cost = np.maximum(whole, taus[:-1] + moved.sum(axis=0))  # the interval's low end and least moves
+        table[:] = self._fit(np.append(cost, value[-1]), np.append(held.sum(axis=0), 0.0), size)
+        if not (0 < j < k and paths):
+            return table, none, none
+        # both ends hold a cut op: the tensors they move with the work, and each end's own room
+        heavy = float(self.mem[np.concatenate(paths)].sum()) / self.step if self.memory else 0.0
+        rooms = ROOMS[ROOMS < heavy]  # a room past every path's memory holds any split
+        return np.maximum(table, self._ends(j, out, chains, rho, paths, splits, size, rooms)), rooms, rooms
+
+    def _fit(self, cost: np.ndarray, held: np.ndarray, size: int) -> np.ndarray:
+        """The least ``cost`` whose ``held`` memory fits, per point of the free-memory grid."""
         if not self.memory:
-            return np.array([float(min(value[-1], cost.min()))])
+            return np.array([float(cost.min())])
         budget = self.step * np.arange(size)[:, None] * (1 + 1e-9)
-        cost = np.where(held.sum(axis=0)[None] <= budget, cost[None], math.inf)
-        return np.minimum(value[-1], cost.min(axis=1))
+        return np.where(held[None] <= budget, cost[None], math.inf).min(axis=1)
 
-    def _chain_moves(self, b: np.ndarray, j: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A path ``b`` from ``c_{j-1}`` to ``c_j``: the least work and memory its prefix in ``X`` and suffix in ``Y``
-        hold when its middle ``b[s..e]`` between them runs elsewhere within ``tau``, as three arrays: the middles'
-        least times elsewhere (sorted, the first 0: nothing elsewhere; only those that lower a least move, the last
-        the whole path, moving nothing) and the least work and memory moved among the middles that take at most as
-        long.
+    def _ends(self, j: int, out: np.ndarray, chains: list[np.ndarray], rho: np.ndarray, paths: list[np.ndarray],
+              splits: list[tuple[np.ndarray, ...] | None], size: int, rooms: np.ndarray) -> np.ndarray:
+        """``T_j`` with the tensors its ends move beyond the runs' ``crossing`` (:mod:`.latency_spine_ends`), per
+        kind of end and room of each (``rooms`` grid points, then unbounded: a path's prefix fits ``X``'s, its suffix
+        ``Y``'s, and so do their least sums), on a grid reaching every path's time wholly elsewhere."""
+        levels = np.append(rooms * self.step, math.inf)
+        table = np.zeros((len(SIDES), len(SIDES), levels.size, levels.size, size))
+        away = max([float(c.min()) for b, x in zip(paths, splits)  # the paths wholly elsewhere
+                    if x is not None and (c := x[0][(x[3] == 0) & (x[4] == b.size)]).size], default=0.0)
+        times = [np.sort(x[0][x[0] <= away]) for x in splits if x is not None]
+        taus, need, memneed = self._prices(chains, rho, [t for t in times if t.size], least=away)
+        if taus.size < 2:
+            return table
+        value = taus + need.sum(axis=0)
+        low = np.append(np.minimum(value[:-1], value[1:]), value[-1])  # per interval, then tau past the grid
+        start = np.append(taus[:-1], taus[-1])
+        p = len(paths)
+        rest = np.append(need[p:, 1:].sum(axis=0), 0.0)  # the other chains' least work and memory moved
+        rest_mem = np.append(memneed[p:, 1:].sum(axis=0), 0.0)
+        prices = EndPrices(paths, splits, float(out[self.cuts[j - 1]]), out, self.scale_min,
+                           any(b.size == 0 for b in self.paths[j]))
+        charged = self.scale_min * float(self.crossing[j])
+        for x in SIDES:
+            for y in SIDES:
+                for a in range(levels.size if x else 1):  # a host end holds nothing: one room
+                    for b in range(levels.size if y else 1):
+                        room = (levels[a], levels[b])
+                        least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], room)
+                        cost = np.maximum(low, start + rest + least - charged * (x + y))
+                        cost = np.where((front <= room[0] * (1 + 1e-9)) & (back <= room[1] * (1 + 1e-9)), cost, math.inf)
+                        table[x, y, a if x else slice(None), b if y else slice(None)] = \
+                            self._fit(cost, held + rest_mem, size)
+        return table
 
-        The middle runs after ``X`` ends and before ``Y`` starts, op after op: on a host at its host time, or on an
-        accelerator invocation, which reads the tensor before its first op there (``b[s-1]``'s, or ``c_{j-1}``'s) and
-        writes its last op's before a host op or ``Y`` uses it (a DP over the two states; an invocation ended and
-        another begun pays a write and a read more, never less). Paths longer than :data:`EXACT_PATH` ops move
-        nothing more than the knapsack of :meth:`_prices` says."""
-        n = b.size
-        if n > EXACT_PATH:
-            return np.zeros(1), np.zeros(1), np.zeros(1)
-        s = self.scale_min
-        h, a = self.host[b], self.fast[b]
-        send = s * out[b]
-        read = np.concatenate(([s * float(out[self.cuts[j - 1]])], send[:-1]))  # before op i: its predecessor's
-        work = np.concatenate(([0.0], np.cumsum(a)))
-        mem = np.concatenate(([0.0], np.cumsum(self.mem[b])))
-        on_host = np.full(n, math.inf)  # per middle start s: its least time with the op at hand on a host ...
-        on_acc = np.full(n, math.inf)  # ... or on an accelerator, its tensor not yet written
-        costs, works, mems = [0.0], [float(work[-1])], [float(mem[-1])]
-        for e in range(n):
-            host = np.minimum(on_host, on_acc + (send[e - 1] if e else 0.0))
-            acc = np.minimum(on_acc, on_host + read[e])
-            host[e], acc[e] = 0.0, read[e]  # a middle starting at e
-            on_host, on_acc = host + h[e], acc + a[e]
-            costs.extend(np.minimum(on_host[:e + 1], on_acc[:e + 1] + send[e]).tolist())
-            works.extend((work[:e + 1] + work[-1] - work[e + 1]).tolist())
-            mems.extend((mem[:e + 1] + mem[-1] - mem[e + 1]).tolist())
-        order = np.argsort(costs, kind="stable")
-        costs = np.asarray(costs)[order]
-        keep = np.isfinite(costs)
-        costs = costs[keep]
-        works = np.minimum.accumulate(np.asarray(works)[order][keep])
-        mems = np.minimum.accumulate(np.asarray(mems)[order][keep])
-        drop = np.ones(costs.size, dtype=bool)  # the middles that lower the least work or memory: the last moves none
-        drop[1:] = (works[1:] < works[:-1]) | (mems[1:] < mems[:-1])
-        return costs[drop], works[drop], mems[drop]
+    def _splits(self, b: np.ndarray, j: int, out: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """A path ``b`` from ``c_{j-1}`` to ``c_j``: its splits into a prefix in ``X``, a middle elsewhere and a suffix
+        in ``Y`` with their middles' least times (:func:`~.latency_spine_ends.path_splits`); ``None`` for paths longer
+        than :data:`EXACT_PATH` ops, which move nothing more than the knapsack of :meth:`_prices` says."""
+        if b.size > EXACT_PATH:
+            return None
+        return path_splits(b, float(out[self.cuts[j - 1]]), out, self.host, self.fast, self.mem, self.scale_min)
 
-    def _prices(self, chains: list[np.ndarray], rho: np.ndarray,
-                times: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _prices(self, chains: list[np.ndarray], rho: np.ndarray, times: list[np.ndarray],
+                least: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The grid of ``tau`` (from 0 to where nothing need move, with every chain's breakpoints and the paths'
-        middles' ``times``, :meth:`_chain_moves`), and per chain and grid point the work it must move into the
+        middles' ``times``, :func:`~.latency_spine_ends.least_moves`), and per chain and grid point the work it must move into the
         neighbouring runs and its least memory (fractional knapsack by memory per unit of work); ``rho`` is each
         chain's least transfer on another accelerator."""
         a = [self.fast[b] for b in chains]
@@ -244,7 +263,7 @@ class Spine:
         hosted = np.full(work.size, math.inf)
         hosted[finite] = slow[finite] * work[finite]
         top = float(np.minimum(hosted, work + rho).max(initial=0.0))
-        top = max([top] + [float(t[-1]) for t in times])  # every path wholly elsewhere: nothing moves
+        top = max([top, least] + [float(t[-1]) for t in times])  # every path wholly elsewhere: nothing moves
         with np.errstate(divide="ignore", invalid="ignore"):
             turn = np.where(finite & (slow > 1), rho * slow / (slow - 1), np.inf)  # where tau / r overtakes tau - rho
         taus = np.unique(np.concatenate((top * np.arange(TAU_STEPS + 1) / TAU_STEPS, turn, work + rho, hosted,
@@ -254,6 +273,7 @@ class Spine:
         per[finite] = taus[None, :] / slow[finite, None]
         allowed = np.maximum(taus[None, :] - rho[:, None], per)
         need = np.maximum(0.0, work[:, None] - allowed)  # chains x taus
+        need[need <= 1e-9 * work[:, None]] = 0.0  # rounding past where nothing need move (its memory: none)
         memneed = np.zeros_like(need)
         for i, (b, x) in enumerate(zip(chains, a)):
             keep = x > 0
@@ -271,7 +291,7 @@ class Spine:
         """The DP over the cut ops: ``f[j][l]`` the least time until the invocation holding ``c_{j-1}`` ends, with
         ``l * step`` of its memory left for ``S_j``."""
         k, cuts, data = self.cuts.size, self.cuts, self.data
-        width = BUCKETS + 2 if self.memory else 1
+        width = BUCKETS + 2 if self.memory else 2  # state 0: c_{j-1} on a host (or none); a run's keep 1 and up
         f = np.full((k + 1, width), math.inf)
         f[0, 0] = 0.0
         times = data["times"]  # ops x serial classes, inf where not allowed
@@ -297,10 +317,10 @@ class Spine:
             live = np.flatnonzero(np.isfinite(row))
             if not live.size:
                 continue
-            table = self.table[j]
             host = float(self.host[cuts[j]])
             if math.isfinite(host):
-                f[j + 1, 0] = min(f[j + 1, 0], float((row[live] + table[live if self.memory else 0]).min()) + host)
+                price = self._price(j, live, 0, np.zeros(1, dtype=np.int64))[:, 0]
+                f[j + 1, 0] = min(f[j + 1, 0], float((row[live] + price).min()) + host)
             ends = np.arange(j + 1, k + 1)  # the run holds c_j .. c_{end-1} and the segments between them
             body = (cut_mem[ends] - cut_mem[j]) + (seg_mem_cum[ends] - seg_mem_cum[j + 1])
             for q in range(classes):
@@ -315,28 +335,39 @@ class Spine:
                 cost = (cw[e] - cw[j]) + (sw[e] - sw[j + 1]) + s * self.crossing[e] * (e < k)
                 if j > 0:
                     cost = cost + s * self.crossing[j]
-                self._relax(f, row, live, table, e, cost, np.maximum(free[ok], 0.0))
-        last = self.table[k]
+                self._relax(f, j, live, e, cost, np.maximum(free[ok], 0.0))
         live = np.flatnonzero(np.isfinite(f[k]))
         if not live.size:
             return 0.0
-        return float((f[k, live] + last[live if self.memory else 0]).min())
+        return float((f[k, live] + self._price(k, live, 0, np.zeros(1, dtype=np.int64))[:, 0]).min())
 
-    def _relax(self, f: np.ndarray, row: np.ndarray, live: np.ndarray, table: np.ndarray, ends: np.ndarray,
-               cost: np.ndarray, free: np.ndarray) -> None:
-        """Runs ending at ``ends`` (costs ``cost``, free memory ``free``) after the states ``live`` of ``row``: the run
-        gives ``x`` (a grid point, rounded up) of its free memory to the segment before it and keeps the rest."""
+    def _price(self, j: int, live: np.ndarray, y: int, xs: np.ndarray) -> np.ndarray:
+        """``T_j`` for the states ``live`` (``c_{j-1}`` on a host at state 0, else on a run with that much free memory)
+        and ``c_j`` on a host (``y = 0``) or a run that gives the segment ``xs`` grid points of its memory."""
+        table, x_rooms, y_rooms = self.table[j]
+        side = (live > 0).astype(np.int64)
+        a = np.where(side > 0, np.searchsorted(x_rooms, live, side="left"), 0)  # X's room holds its free memory
+        b = np.searchsorted(y_rooms, xs, side="left") if y else np.zeros(xs.size, dtype=np.int64)
+        at = np.minimum(live[:, None] + xs[None, :], table.shape[-1] - 1)
+        return table[side[:, None], y, a[:, None], b[None, :], at]
+
+    def _relax(self, f: np.ndarray, j: int, live: np.ndarray, ends: np.ndarray, cost: np.ndarray,
+               free: np.ndarray) -> None:
+        """Runs from ``c_j`` ending at ``ends`` (costs ``cost``, free memory ``free``) after the states ``live`` of
+        ``f[j]``: the run gives ``x`` (a grid point, rounded up) of its free memory to the segment before it and keeps
+        the rest."""
+        row = f[j]
         if not self.memory:
-            value = float((row[live] + table[0]).min())
-            np.minimum.at(f[:, 0], ends, value + cost)
+            value = float((row[live] + self._price(j, live, 1, np.zeros(1, dtype=np.int64))[:, 0]).min())
+            np.minimum.at(f[:, 1], ends, value + cost)
             return
         width = f.shape[1]
         most = np.ceil(free / self.step - 1e-9).astype(np.int64)  # x's grid points up to the free memory, rounded up
         xs = np.arange(int(most.max(initial=0)) + 1)
-        before = (row[live][:, None] + table[np.minimum(live[:, None] + xs[None, :], table.size - 1)]).min(axis=0)
+        before = (row[live][:, None] + self._price(j, live, 1, xs)).min(axis=0)
         can = most[:, None] >= xs[None, :]  # ends x xs
         kept = np.ceil((free[:, None] - xs[None, :] * self.step) / self.step - 1e-9).astype(np.int64) + 1
-        kept = np.clip(kept, 0, width - 1)
+        kept = np.clip(kept, 1, width - 1)  # state 0 is a host's
         rows = np.broadcast_to(ends[:, None], can.shape)
         np.minimum.at(f, (rows[can], kept[can]), (cost[:, None] + before[None, :])[can])
 

@@ -32,12 +32,12 @@ def too_large(*args, **kwargs):
 
 
 def test_a_solve_without_its_model_answers_the_run_paths_floor(monkeypatch):
-    """The cut-op spine proves 12 here on its own (its side path priced op by op); without it the closed forms prove 5
-    and the floor 13; the optimum is 14."""
+    """The cut-op spine proves the optimum, 14, here on its own (its side path priced op by op with the tensors its
+    runs move); without it the closed forms prove 5 and the floor 13."""
     from placement_dsl.bounds import single_sample
 
     p = side_chain()
-    assert single_sample_bound(p)[0] == pytest.approx(12.0)
+    assert single_sample_bound(p)[0] == pytest.approx(14.0)
     monkeypatch.setattr(single_sample, "spine_or_nothing", lambda problem, clock: 0.0)
     assert single_sample_bound(p)[0] == pytest.approx(5.0)  # the closed forms alone
     monkeypatch.setattr(solve_module, "check_fits", too_large)
