@@ -181,7 +181,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     better = stop.with_start(current)
     better.start_bound = current.bound if stop.start_bound is None or current.bound is None else \
         max(current.bound, stop.start_bound)
-    better.phases, better.floor, better.note = phases, stop.floor, stop.note
+    better.phases, better.note = phases, stop.note
     return better
 
 
@@ -220,10 +220,11 @@ class Stop:
                      str(self.warm_start).removeprefix(f"{AUTO}: "))
 
     def with_start(self, found: Start) -> Stop:
-        """This stop with ``found`` (a usable start an improving search made) as its start; the class bound stays."""
+        """This stop with ``found`` (a usable start an improving search made) as its start; the class bound and the
+        floor stay, with what proved it (the answer credited the run-paths DP with the cut spine's bound)."""
         better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
                       found.evaluation, "", self.t0)
-        better.start_bound = self.start_bound
+        better.start_bound, better.floor, better.floor_source = self.start_bound, self.floor, self.floor_source
         return better
 
     def proves_start(self) -> bool:

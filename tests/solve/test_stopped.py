@@ -63,3 +63,18 @@ def test_a_start_better_by_less_than_the_agreement_tolerance_is_the_answer():
     answer = Stop(problem, get("throughput"), "ip", "highs", "latency-best", start, ev, "", 0.0).no_worse(searched, "")
     assert answer.placement is start and answer.objective == ev.objective
     assert answer.found_by == "warm start (latency-best)" and answer.bound == optimum / 2
+
+
+def test_a_start_an_improving_search_made_keeps_the_floor_and_what_proved_it():
+    """InceptionV3's solve without a model answered "bound 1173.51 by the run-paths DP" where the cut spine proved
+    it: the stop rebuilt around the improved start kept the floor but not its source."""
+    from placement_dsl.starts import Start
+    from placement_dsl.stopped import Stop
+
+    problem, _ = testing.contiguity_binds()
+    placement = testing.brute_force(problem)[1]
+    stop = Stop(problem, None, "ip", "highs", "auto", None, None, "", 0.0)
+    stop.floor, stop.floor_source, stop.start_bound = 3.0, "the cut spine", 2.0
+    better = stop.with_start(Start(placement, problem.evaluate(placement), method="latency-best"))
+    assert (better.floor, better.floor_source, better.start_bound) == (3.0, "the cut spine", 2.0)
+    assert better.start is placement
