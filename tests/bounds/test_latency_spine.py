@@ -77,13 +77,7 @@ def forks(draw):
 
     ops, edges, f = [make("c0")], [], 0
     while f == 0 or (len(ops) + 2 <= room and draw(st.booleans())):
-        branches: list[list[str]] = []
-        for b in range(draw(st.integers(1, 3))):
-            left = room - len(ops) - 1 - sum(map(len, branches))
-            if left < 1:
-                break
-            length = 2 if left >= 2 and draw(st.booleans()) else 1
-            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        branches = draw_branches(draw, f, room - len(ops))
         for chain in branches:
             ops += [make(x) for x in chain]
             edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
@@ -96,12 +90,41 @@ def forks(draw):
     return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=memory, cpus=1), Latency(), terms)
 
 
+def draw_branches(draw, f: int, room: int) -> list[list[str]]:
+    """Module ``f``'s branches: one to three chains of one or two ops, within ``room`` ops less the next cut op."""
+    branches: list[list[str]] = []
+    for b in range(draw(st.integers(1, 3))):
+        left = room - 1 - sum(map(len, branches))
+        if left < 1:
+            break
+        length = 2 if left >= 2 and draw(st.booleans()) else 1
+        branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+    return branches
+
+
+def modules_problem(draw, ops: list[Op], edges: list[tuple[str, str]], k: int) -> Problem:
+    """The drawn modules on ``k`` accelerators of memory 4 and a CPU, contiguous or not (drawn)."""
+    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
+    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
+
+
+def assert_not_above_the_optimum(problem: Problem) -> float:
+    """The spine bound is at most the brute-force optimum, which is returned."""
+    best = optimum(problem)
+    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+    return best
+
+
+def diamond(ops: list[Op]) -> Problem:
+    """``c0 -> b1, b2 -> c1`` (``ops`` in that order) on two accelerators of memory 4 and a CPU."""
+    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
+    return Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+
+
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(forks())
 def test_never_above_the_brute_force_optimum(problem):
-    best = optimum(problem)
-    value = spine_bound(problem)[0]
-    assert value <= best + TOL * max(1.0, best)
+    best = assert_not_above_the_optimum(problem)
     assert route_path_latency(problem)[0] <= best + TOL * max(1.0, best)
 
 
@@ -152,8 +175,7 @@ def modules(draw):
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(modules())
 def test_never_above_the_brute_force_optimum_on_modules_of_three_branches(problem):
-    best = optimum(problem)
-    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+    assert_not_above_the_optimum(problem)
 
 
 def test_branches_moved_into_the_run_after_a_host_cut_read_the_cut_ops_tensor():
@@ -161,8 +183,7 @@ def test_branches_moved_into_the_run_after_a_host_cut_read_the_cut_ops_tensor():
     # (5), not the branches' least ones (1 + 1), which only a split between two runs could move: 2 + 5 + 3 = 10, the
     # optimum. Charging each end the least crossing of any split gave 2 + 2 + 3 = 7.
     ops = [op("c0", cpu=2.0, mem=5.0, out=5.0), op("b1"), op("b2"), op("c1")]
-    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
-    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    p = diamond(ops)
     assert spine_bound(p)[0] == pytest.approx(10.0) == brute_force(p)[0]
 
 
@@ -182,27 +203,19 @@ def host_cuts(draw):
 
     ops, edges, f = [make("c0", True)], [], 0
     while f == 0 or (len(ops) + 2 <= room and draw(st.booleans())):
-        branches: list[list[str]] = []
-        for b in range(draw(st.integers(1, 3))):
-            left = room - len(ops) - 1 - sum(map(len, branches))
-            if left < 1:
-                break
-            length = 2 if left >= 2 and draw(st.booleans()) else 1
-            branches.append([f"f{f}b{b}o{i}" for i in range(length)])
+        branches = draw_branches(draw, f, room - len(ops))
         for chain in branches:
             ops += [make(x, False) for x in chain]
             edges += [(f"c{f}", chain[0]), *pairwise(chain), (chain[-1], f"c{f + 1}")]
         ops.append(make(f"c{f + 1}", True))
         f += 1
-    terms = [Memory()] + ([Contiguous()] if draw(st.booleans()) else [])
-    return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
+    return modules_problem(draw, ops, edges, k)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(host_cuts())
 def test_never_above_the_brute_force_optimum_where_the_runs_move_a_cut_ops_tensor(problem):
-    best = optimum(problem)
-    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+    assert_not_above_the_optimum(problem)
 
 
 def test_a_full_run_holds_no_branch_prefix_so_the_next_run_reads_the_cut_ops_tensor():
@@ -210,8 +223,7 @@ def test_a_full_run_holds_no_branch_prefix_so_the_next_run_reads_the_cut_ops_ten
     # 1 + 5 + 5 + 3 = 14, the optimum (the CPU takes 10 an op). With the two runs' free memory summed, the branches'
     # prefixes sat in c0's run and its tensors of 1 crossed: 1 + 2 + 2 + 3 = 8.
     ops = [op("c0", mem=4.0, out=5.0), op("b1"), op("b2"), op("c1")]
-    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
-    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    p = diamond(ops)
     assert spine_bound(p)[0] == pytest.approx(14.0) == brute_force(p)[0]
 
 
@@ -240,8 +252,7 @@ def full_runs(draw):
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(full_runs())
 def test_never_above_the_brute_force_optimum_where_each_run_has_its_own_room(problem):
-    best = optimum(problem)
-    assert spine_bound(problem)[0] <= best + TOL * max(1.0, best)
+    assert_not_above_the_optimum(problem)
 
 
 def test_a_module_between_two_host_cut_ops_costs_its_branches_time_elsewhere():
@@ -251,8 +262,7 @@ def test_a_module_between_two_host_cut_ops_costs_its_branches_time_elsewhere():
     # memory there, no free memory between two hosts held it, and the bound put c1 on an accelerator: 101.9.
     ops = [op("c0", cpu=1.0, mem=5.0, out=0.7), op("b1", acc=0.1, cpu=1.0, out=0.2),
            op("b2", acc=0.1, cpu=1.0, out=0.2), op("c1", acc=100.0, cpu=1.0)]
-    g = Graph(ops, [("c0", "b1"), ("c0", "b2"), ("b1", "c1"), ("b2", "c1")])
-    p = Problem(g, Cluster.accelerators(2, memory=4.0, cpus=1), Latency(), [Memory()])
+    p = diamond(ops)
     assert spine_bound(p)[0] == pytest.approx(3.0) == brute_force(p)[0]
 
 
