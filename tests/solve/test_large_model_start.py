@@ -207,3 +207,23 @@ def test_an_auto_makespan_solve_builds_its_model_only_with_time_to_search_it(mon
     else:
         with pytest.raises(BudgetSpent, match="searched"):
             sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, per)
+
+
+@pytest.mark.parametrize(("build", "built"), [(0.5, True), (1.5, False)])
+def test_a_model_built_within_a_second_is_searched_whatever_the_ratio_asked(monkeypatch, build, built) -> None:
+    """8 ops on a line of 4 devices, a makespan solve at 10 s: the model, estimated at 0.45 s to build under load
+    (0.12 s built, proved optimal in 0.45 s in all), was refused for want of 20 times its build in search."""
+    from placement_dsl import sizing, stopped
+    from placement_dsl.deadline import BudgetSpent
+    from placement_dsl.formulations import get
+
+    problem, _ = testing.makespan_fork()
+    clock = Deadline(10.0)
+    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: build)
+    per = stopped.search_per_build(problem, "auto")
+    assert build * (1 + per) > clock.left()  # the ratio alone would refuse both
+    if built:
+        sizing.check_fits(problem, get("auto", problem), clock, clock.left(), per)
+    else:
+        with pytest.raises(BudgetSpent, match="searched"):
+            sizing.check_fits(problem, get("auto", problem), clock, clock.left(), per)
