@@ -22,10 +22,11 @@ more behind it (:class:`Frame`). Dropping them changes no answer, and near the l
 nearly all: the runs worth trying end near a multiple of ``T`` in work, and only the states a few of those reach stay.
 Each feasibility check is ``O(pairs * lines)`` array steps and ``O(states)`` Python steps over those.
 
-Host devices beside the accelerators (:class:`Hosts`) pay no transfers, and compute at least ``rho`` times the
-accelerators' time of what they hold: a host holds a run of cut ops where its hull's host time and ``rho`` times its
-parts of the blocks beside it fit in ``T``, or up to ``T / rho`` of a block's work inside it. A state also counts
-the hosts used; the chain passes with at most ``k`` accelerators and at most the hosts there are.
+Host devices beside the accelerators (:class:`Hosts`) pay no transfers, and take at least the least host time of
+the accelerators' work they hold in each block (:mod:`.host_prices`, each op at its own host time, faster than the
+accelerators' or not): a host holds a run of cut ops where its hull's host time and those of its parts of the blocks
+beside it fit in ``T``, or the most of a block's work inside it that its prices hold within ``T``. A state also
+counts the hosts used; the chain passes with at most ``k`` accelerators and at most the hosts there are.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .block_cuts import BlockPrices
+from .host_prices import HostPrices
 
 TOLERANCE = 1e-7  # relative slack of the work a device holds in :class:`Frame` (dropping fewer states is exact too)
 
@@ -52,12 +54,11 @@ class Runs:
 
 @dataclass(frozen=True)
 class Hosts:
-    """``count`` host devices: each computes at least ``rho`` times the accelerators' time of any set of ops (the
-    least ratio over the ops; at least 1, so that a host's run is among the chain's), pays no transfers, and takes
-    ``runs.cost`` (the least host time of the hull) for each run of cut ops it may hold."""
+    """``count`` host devices: each pays no transfers, takes ``runs.cost`` (the least host time of the hull) for
+    each run of cut ops it may hold, and at least ``prices`` (a group per block) for its parts of the blocks."""
 
     count: int
-    rho: float
+    prices: HostPrices
     runs: Runs
 
 
@@ -65,24 +66,24 @@ class Hosts:
 class Frame:
     """The work around the blocks: ``before[b]`` of every op before block ``b`` (``b = 0..r``), ``through[b]`` of
     those and block ``b``'s, ``total`` the graph's; ``k`` accelerators and ``hosts`` hosts, each host holding at
-    most ``T / rho`` of the accelerators' work. A device of the chain holds at most ``T`` of work, so ``j``
-    accelerators and ``u`` hosts hold at most ``j T + u T / rho``."""
+    most ``host_work(T)`` of the accelerators' work within ``T`` (``T`` by default). A device of the chain holds at
+    most ``T`` of work, so ``j`` accelerators and ``u`` hosts hold at most ``j T + u host_work(T)``."""
 
     before: np.ndarray
     through: np.ndarray
     total: float
     k: int
     hosts: int = 0
-    rho: float = 1.0
+    host_work: Callable[[float], float] = float  # by default a host holds at most T, as an accelerator
 
     def slack(self, T: float) -> float:
         return TOLERANCE * (self.total + (self.k + self.hosts) * T)
 
     def first_blocks(self, T: float) -> np.ndarray:
         """``[j, u]``: the first block from which the devices left after ``j`` accelerators and ``u`` hosts can
-        hold the rest of the graph (the work after the block at most ``(k - j) T + (hosts - u) T / rho``)."""
+        hold the rest of the graph (the work after the block at most ``(k - j) T + (hosts - u) host_work(T)``)."""
         j, u = np.arange(self.k + 1)[:, None], np.arange(self.hosts + 1)[None, :]
-        room = (self.k - j) * T + (self.hosts - u) * T / self.rho
+        room = (self.k - j) * T + (self.hosts - u) * self.host_work(T)
         return np.searchsorted(self.through, self.total - room - self.slack(T), side="left")
 
     def first_runs(self, T: float) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +95,7 @@ class Frame:
         if T <= 0:
             return np.arange(r), np.arange(r) if self.hosts else np.full(r, r)
         held = np.maximum(self.before[:-1] - self.slack(T), 0.0)  # by the devices before the run's
-        host = T / self.rho
+        host = self.host_work(T)
         on_acc, on_host = np.full(r, -np.inf), np.full(r, -np.inf)
         for a in range(self.hosts + 1):
             accelerators = np.ceil(np.maximum(held - a * host, 0.0) / T)  # before the run's device
@@ -141,8 +142,10 @@ def fits(chain: Chain, T: float, k: int) -> bool:
     r = len(chain.runs.starts) - 1
     work = p.work
     cap = np.clip(T - p.inner, 0.0, work)  # the most a device inside the block holds
-    h, rho = (0, 1.0) if chain.hosts is None else (chain.hosts.count, chain.hosts.rho)
-    host_cap = T / rho  # the most of a block's work a host inside it holds
+    h = 0 if chain.hosts is None else chain.hosts.count
+    blocks = np.arange(r + 1)
+    host_cap = np.zeros(r + 1) if h == 0 else np.minimum(chain.hosts.prices.work_within(blocks, T), work)  # the most
+    # of a block's work a host inside it holds
     ends = chain.frame.first_blocks(T).tolist()  # [j][u]: the first block from which j, u devices used can end
     best = np.full((r + 1, k + 1, h + 1), -np.inf)
     best[0, 0, 0] = 0.0
@@ -172,7 +175,7 @@ def fits(chain: Chain, T: float, k: int) -> bool:
                 if f < ends[j][u]:  # the devices left cannot hold the blocks ahead (nor with more used)
                     continue
                 for q in range(h - u + 1):  # hosts inside block f, then accelerators
-                    rest = work[f] - held - q * host_cap
+                    rest = work[f] - held - q * host_cap[f]
                     for m in range(k - j + 1):
                         need = max(0.0, rest - m * cap[f])
                         if j + m < k:  # the next run on an accelerator
@@ -180,14 +183,14 @@ def fits(chain: Chain, T: float, k: int) -> bool:
                             step(chain.runs, f, (j + m + 1, u + q),
                                  lambda b, lo, hi, e=enter: _most(chain, b, T - chain.runs.cost[lo:hi] - e))
                         if u + q < h:  # ... or on a host
+                            enter = float(chain.hosts.prices.time_for(f, need))
                             step(chain.hosts.runs, f, (j + m, u + q + 1),
-                                 lambda b, lo, hi, n=need: _host_most(chain, b, T - chain.hosts.runs.cost[lo:hi]
-                                                                      - rho * n))
+                                 lambda b, lo, hi, e=enter: _host_most(chain, b, T - chain.hosts.runs.cost[lo:hi] - e))
                         if need <= 0 or cap[f] <= 0:
                             break
         f = reached.find(1, f + 1)
     for q in range(h + 1):
-        rest = work[r] - best[r] - q * host_cap
+        rest = work[r] - best[r] - q * host_cap[r]
         inside = np.where(rest <= 0, 0, np.ceil(rest / cap[r]) if cap[r] > 0 else np.inf)
         if (np.arange(k + 1)[:, None] + inside <= k)[:, :h + 1 - q].any():
             return True
@@ -195,10 +198,10 @@ def fits(chain: Chain, T: float, k: int) -> bool:
 
 
 def _host_most(chain: Chain, b: int, s: np.ndarray) -> np.ndarray:
-    """The most ``y`` of the blocks ``b, b + 1, ...`` a host holds with ``s`` of its time left: ``s / rho``, at most
-    their work (``-inf`` where ``s < 0``)."""
+    """The most ``y`` of the blocks ``b, b + 1, ...`` a host holds with ``s`` of its time left (its prices'), at
+    most their work (``-inf`` where ``s < 0``)."""
     work = chain.prices.work[b:b + len(s)]
-    return np.where(s >= 0, np.minimum(work, s / chain.hosts.rho), -math.inf)
+    return np.where(s >= 0, np.minimum(work, chain.hosts.prices.work_within(np.arange(b, b + len(s)), s)), -math.inf)
 
 
 def _entering(chain: Chain, b: int, need: float) -> float:

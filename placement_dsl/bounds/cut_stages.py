@@ -18,11 +18,13 @@ bound), stopped by its clock (every ``T`` ruled out is a bound). GPT-3's inner s
 which ``W / k`` misses, and a split of an attention block its heads' slices: 2,044 ops onto 16 stages, 12.92, the
 best split found (each device on its own, counting the blocks beside it as its own: 10.82).
 
-Host devices (Tarnawski's CPUs beside the accelerators) pay no transfers and compute at least ``rho`` times the
-accelerators' time of what they hold (the least ratio over the ops; hosts faster on some op are refused): each holds
-a run of cut ops or a part of a block within ``T`` at those prices (:class:`.cut_chain.Hosts`), and ``W / (k + h /
-rho)`` starts the bisection. On ResNet copies beside a CPU 9 times slower (2,080 ops onto 16 accelerators) it
-proves the DP's 36.502 to 8e-7, where the capacity bound stood at 32.80.
+Host devices (Tarnawski's CPUs beside the accelerators) pay no transfers; a host's hull costs its ops' host times,
+and its parts of blocks at least the least host time of the accelerators' work they hold (:mod:`.host_prices`: each
+op at its own host time, so an op faster on the host than on the accelerators lowers no other's price): each holds a
+run of cut ops or a part of a block within ``T`` at those prices (:class:`.cut_chain.Hosts`), and the least ``T``
+where ``k T`` and ``h`` hosts' most work within ``T`` reach ``W`` starts the bisection. On ResNet copies beside a
+CPU 9 times slower (2,080 ops onto 16 accelerators) it proves the DP's 36.502 to 8e-7, where the capacity bound
+stood at 32.80.
 
 The cut ops in ``O(n + m)`` (one topological order: every op before ``v`` has a successor at or before it, every
 op after has a predecessor at or after it). The tables hold only the runs ``f..l`` some chain under the max load
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +53,7 @@ from ..structure import cut_ops
 from . import one_or_cut
 from .block_cuts import BlockPrices, block_prices, segments
 from .cut_chain import Chain, Frame, Hosts, Runs, fits
+from .host_prices import host_prices
 
 PAIRS = 2_000_000  # runs of cut ops (f, l) a search's tables hold at most (about 100 bytes each while built)
 SOLVE_PAIRS = 1_500_000  # runs of cut ops (f, l) a solve's bound on its answer holds at most (GPT-3 at 20k ops
@@ -75,18 +79,19 @@ def applies(problem: Problem) -> str | None:
     times = c.times(problem.graph)
     if not np.isfinite(times[:, ~c.host]).all():
         return "the cut-stages bound needs every op to run on the accelerators"
-    if host_ratio(times, c.host) < 1:
-        return "the cut-stages bound needs hosts no faster than the accelerators on any op"
     return None
 
 
-def host_ratio(times: np.ndarray, host: np.ndarray) -> float:
-    """The least ratio of an op's fastest host time to its accelerator time (``inf`` without one to compare):
-    every set of ops takes a host at least that many times the accelerators' time."""
-    acc = times[:, int(np.flatnonzero(~host)[0])]
-    fastest = times[:, host].min(axis=1)
-    busy = acc > 0
-    return float(np.min(fastest[busy] / acc[busy], initial=math.inf))
+def first_load(work: float, k: int, hosts: int, host_work: Callable[[float], float]) -> float:
+    """A max load below which ``k`` accelerators and ``hosts`` hosts cannot hold ``work``: each accelerator holds
+    at most ``T`` of it, each host at most ``host_work(T)`` (increasing); by bisection, the end ruled out."""
+    lo, hi = 0.0, work / k
+    if hosts == 0 or work <= 0:
+        return hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if k * mid + hosts * host_work(mid) < work else (lo, mid)
+    return lo
 
 
 def answer_bound(problem: Problem, upper: float) -> float | None:
@@ -129,7 +134,6 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     k, count = int((~cluster.host).sum()), int(cluster.host.sum())
     times = cluster.times(g)
     t = times[:, acc].astype(float)
-    rho = host_ratio(times, cluster.host) if count else math.inf
     work = math.fsum(t.tolist())
     if g.n == 0 or k + count == 1 or not math.isfinite(upper):
         return CutStages(None, "nothing to bound")
@@ -139,11 +143,13 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     scale = float(cluster.transfer_scale[acc])
     seg = segments(g, cuts)
     prices = block_prices(g, cuts, g.out_bytes * scale, t)
-    hosts = (count, rho, times[:, cluster.host].min(axis=1)) if count else None
     before = np.concatenate([[0.0], np.cumsum(np.bincount(seg + 1, weights=t, minlength=2 * r + 1))])
-    frame = Frame(before[0:2 * r + 1:2], before[1:2 * r + 2:2], work, k, count, rho if count else 1.0)
+    reach = _HostReach(seg, r, t, times[:, cluster.host].min(axis=1), before) if count else None
+    hosts = (count, reach) if reach is not None else None
+    host_work = reach.most if reach is not None else float
+    frame = Frame(before[0:2 * r + 1:2], before[1:2 * r + 2:2], work, k, count, host_work)
     runs = _Runs(g, seg, r, t, scale, before, frame, prices, hosts)
-    lo = first = work / (k + count / rho)  # every device's work (a host's at least rho times), Lemma 3.3's
+    lo = first = first_load(work, k, count, host_work)  # every device's work (a host's at its prices), Lemma 3.3's
     if first < floor and floor >= work:  # one device holding the graph is a placement the relaxation admits: at most W
         return CutStages(None, f"the bound so far {floor:.6g} is at least the graph's work {work:.6g}")
     if first < floor < upper:  # beside a host whose memory binds: 315 in 30 s where the capacity bound was 1,614
@@ -182,11 +188,11 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
 class _Runs:
     """The runs ``f <= l`` of cut ops a chain under a max load ``T`` may hold: their hull computes at most ``T``,
     and the devices before and after them can hold the rest (:meth:`.cut_chain.Frame.first_runs`); with each
-    one's hull's work and transfers' time, and the blocks' prices. ``hosts``: their count, their
-    :func:`host_ratio` and each op's fastest host time (the hulls' host times added)."""
+    one's hull's work and transfers' time, and the blocks' prices. ``hosts``: their count and what they reach
+    (:class:`_HostReach`: the hulls' host times, the blocks' host prices)."""
 
     def __init__(self, g: Graph, seg: np.ndarray, r: int, t: np.ndarray, scale: float, before: np.ndarray,
-                 frame: Frame, prices: BlockPrices, hosts: tuple[int, float, np.ndarray] | None) -> None:
+                 frame: Frame, prices: BlockPrices, hosts: tuple[int, _HostReach] | None) -> None:
         self.g, self.seg, self.r, self.t, self.scale, self.before = g, seg, r, t, scale, before
         self.frame, self.prices, self.hosts = frame, prices, hosts
         self.rects = _rectangles(g, seg, r, scale)
@@ -194,13 +200,13 @@ class _Runs:
     def rows(self, T: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
         """Per cut op ``f``, the first ``l`` of its runs and their count, on an accelerator and on a host (``None``
         without hosts): from the first that some chain holds (:meth:`.cut_chain.Frame.first_runs`) to the last whose
-        hull from ``f`` computes at most ``T`` (at most ``T / rho`` on a host; hulls grow with ``l``)."""
+        hull from ``f`` computes at most ``T`` (takes a host at most ``T``; hulls grow with ``l``)."""
         T = T * (1 + SAFETY)
         on_acc, on_host = self.frame.first_runs(T)
         acc = (on_acc, np.maximum(self._last(T) - on_acc + 1, 0))
         if self.hosts is None:
             return acc, None
-        return acc, (on_host, np.maximum(self._last(T / self.frame.rho) - on_host + 1, 0))
+        return acc, (on_host, np.maximum(self.hosts[1].last(T) - on_host + 1, 0))
 
     def count(self, T: float) -> int:
         """How many runs :meth:`rows` holds."""
@@ -234,16 +240,49 @@ class _Runs:
         runs = Runs(starts, acc[0], hull + comm * (1 - SAFETY))
         if self.hosts is None or on_host is None:
             return Chain(runs, self.prices, self.frame)
-        count, rho, host_t = self.hosts
-        seg, r = self.seg, self.r
+        count, reach = self.hosts
         f, l, starts = _pairs(*on_host)
-        slow = np.isinf(host_t)  # ops no host runs: a hull holding one is no host's
+        host_runs = Runs(starts, on_host[0], reach.hull(f, l) * (1 - SAFETY))
+        return Chain(runs, self.prices, self.frame, Hosts(count, reach.blocks, host_runs))
+
+
+class _HostReach:
+    """What a host holds within a time: ``blocks``, the host prices of each block (:mod:`.host_prices`); the host
+    time of the ops before each segment (``host_before``, ops no host runs left out and counted in ``slow_before``)
+    and their accelerator work (``before``)."""
+
+    def __init__(self, seg: np.ndarray, r: int, t: np.ndarray, host_t: np.ndarray, before: np.ndarray) -> None:
+        block = np.where(seg % 2 == 1, (seg + 1) // 2, -1)  # the ops of block b have segment 2b - 1
+        self.r, self.before = r, before
+        self.blocks = host_prices(block, r + 1, t, host_t)
+        self.whole = host_prices(np.zeros(len(seg), dtype=np.int64), 1, t, host_t)
+        slow = np.isinf(host_t)  # a hull holding one is no host's
         seg_host = np.bincount(seg + 1, weights=np.where(slow, 0.0, host_t), minlength=2 * r + 1)
         seg_slow = np.bincount(seg + 1, weights=slow.astype(float), minlength=2 * r + 1)
-        host_before, slow_before = (np.concatenate([[0.0], np.cumsum(x)]) for x in (seg_host, seg_slow))
-        host_hull = np.where(slow_before[2 * l + 2] > slow_before[2 * f + 1], np.inf,
-                             host_before[2 * l + 2] - host_before[2 * f + 1])
-        return Chain(runs, self.prices, self.frame, Hosts(count, rho, Runs(starts, on_host[0], host_hull * (1 - SAFETY))))
+        self.host_before, self.slow_before = (np.concatenate([[0.0], np.cumsum(x)]) for x in (seg_host, seg_slow))
+
+    def hull(self, f: np.ndarray, l: np.ndarray) -> np.ndarray:
+        """The host time of the hulls of runs ``f..l`` (``inf`` holding an op no host runs)."""
+        return np.where(self.slow_before[2 * l + 2] > self.slow_before[2 * f + 1], np.inf,
+                        self.host_before[2 * l + 2] - self.host_before[2 * f + 1])
+
+    def last(self, T: float) -> np.ndarray:
+        """Per cut op ``f``, the last cut op whose hull from ``f`` takes a host at most ``T`` (hulls grow)."""
+        index, before, slow = np.arange(self.r), self.host_before, self.slow_before
+        within = np.searchsorted(before[2 * index + 2], before[2 * index + 1] + T, side="right") - 1
+        runnable = np.searchsorted(slow[2 * index + 2], slow[2 * index + 1], side="right") - 1
+        return np.minimum(within, runnable)
+
+    def most(self, T: float) -> float:
+        """The most accelerator work a host holds within ``T``: at most the cheapest work of the graph within it,
+        and its op set is inside a block, or a hull within ``T`` and parts of the two blocks beside it."""
+        inside = float(self.blocks.work_within(np.arange(self.r + 1), np.full(self.r + 1, T)).max(initial=0.0))
+        index = np.arange(self.r)
+        last = self.last(T)
+        ok = last >= index
+        hulls = self.before[2 * last[ok] + 2] - self.before[2 * index[ok] + 1]
+        runs = float(hulls.max(initial=-math.inf)) + 2 * inside
+        return min(float(self.whole.work_within(0, T)), max(inside, runs))
 
 
 def _pairs(first: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
-"""The cut-stages bound beside host devices: a host pays no transfers and computes at least ``rho`` times the
-accelerators' time of what it holds; the bound never exceeds the best contiguous placement found by brute force,
-and over-pricing the host (a ``rho`` too large) is caught by the same comparison."""
+"""The cut-stages bound beside host devices: a host pays no transfers and takes at least its prices' time for
+what it holds (each op at its own host time, faster than the accelerators' or not); the bound never exceeds the
+best contiguous placement found by brute force, and over-pricing the host is caught by the same comparison."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_dsl.bounds import cut_stages
-from placement_dsl.bounds.cut_stages import applies, cut_stages_bound, host_ratio
+from placement_dsl.bounds.cut_stages import applies, cut_stages_bound
+from placement_dsl.bounds.host_prices import HostPrices
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Contiguous
 from placement_dsl.graph import Graph, Op
@@ -33,7 +34,7 @@ def with_host(problem: Problem, slower: list[float]) -> Problem:
 @st.composite
 def hosted(draw):
     problem = draw(headed_chains().filter(lambda p: p.graph.n <= (8 if p.cluster.size == 2 else 6)))  # brute force
-    slower = [draw(st.sampled_from([1.0, 1.5, 3.0])) for _ in range(problem.graph.n)]
+    slower = [draw(st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 3.0])) for _ in range(problem.graph.n)]
     return with_host(Problem(problem.graph, Cluster.stages(problem.cluster.size + 1,
                                                            bandwidth=problem.cluster.devices[0].bandwidth),
                              Bottleneck(), []), slower)
@@ -49,26 +50,51 @@ def test_the_bound_beside_a_host_never_exceeds_the_best_contiguous_placement(pro
     assert bound <= best * (1 + 1e-9), note
 
 
-def test_over_pricing_the_host_is_caught(monkeypatch):
-    # a host that holds the middle op for free beside two accelerators: rho doubled claims the host slower than it is
-    ops = [Op(name="a", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0),
-           Op(name="b", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0),
-           Op(name="c", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0)]
-    graph = Graph(ops, [("a", "b"), ("b", "c")])
-    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+def over_priced(monkeypatch, factor):
+    """Hosts' prices in blocks and over the graph ``factor`` times what they are."""
+    time_for, work_within = HostPrices.time_for, HostPrices.work_within
+    monkeypatch.setattr(HostPrices, "time_for", lambda self, group, x: factor * time_for(self, group, x))
+    monkeypatch.setattr(HostPrices, "work_within", lambda self, group, s: work_within(self, group, s / factor))
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_over_pricing_the_host_is_caught(monkeypatch, blocks):
+    # a host that holds the middle third beside two accelerators, as a cut op of a chain or inside a block (a
+    # diamond between two cut ops); its prices doubled claim the host slower than it is
+    ops = [Op(name=n, work={"accelerator": 4.0, "cpu": 4.0 if n != "b" else 2.0}, out_bytes=0.0) for n in "abc"]
+    edges = [("a", "b"), ("b", "c")]
+    if blocks:
+        ops = [Op(name="a", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0),
+               Op(name="b", work={"accelerator": 2.0, "cpu": 1.0}, out_bytes=0.0),
+               Op(name="d", work={"accelerator": 2.0, "cpu": 1.0}, out_bytes=0.0),
+               Op(name="c", work={"accelerator": 4.0, "cpu": 4.0}, out_bytes=0.0)]
+        edges = [("a", "b"), ("a", "d"), ("b", "c"), ("d", "c")]
+    problem = Problem(Graph(ops, edges), Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    assert applies(problem) is None
     best = optimum(problem)
     assert best == 4.0
     bound, _ = cut_stages_bound(problem, best)
     assert bound <= best * (1 + 1e-9)
-    monkeypatch.setattr(cut_stages, "host_ratio", lambda times, host: 2.0 * host_ratio(times, host))
+    over_priced(monkeypatch, 3.0 if blocks else 2.5)
     over, _ = cut_stages_bound(problem, best)
     assert over is None or over > best  # the over-priced host cannot take its third: declined or above the best
 
 
-def test_a_host_faster_than_the_accelerators_is_refused_by_name():
-    ops = [Op(name="a", work={"accelerator": 2.0, "cpu": 1.0}), Op(name="b", work=1.0)]
-    problem = Problem(Graph(ops, [("a", "b")]), Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
-    assert applies(problem) == "the cut-stages bound needs hosts no faster than the accelerators on any op"
+def test_a_host_faster_on_one_op_prices_the_others_at_their_own_times():
+    # a chain of 6 ops of work 3 on 2 accelerators and a host 9 times slower, but for one small op it runs in half
+    # the accelerators' time: one least ratio (1/6 of 3 at 0.5) would let the host hold 2 T of work; at its own
+    # prices it holds the small op and a ninth of T of the rest, so the bound stays near what two accelerators need
+    ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 27.0}, out_bytes=0.0) for i in range(6)]
+    ops.append(Op(name="v6", work={"accelerator": 0.2, "cpu": 0.1}, out_bytes=0.0))
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(6)])
+    problem = Problem(graph, Cluster.accelerators(2, cpus=1), Bottleneck(), [Contiguous()])
+    assert applies(problem) is None
+    best = optimum(problem)
+    bound, _ = cut_stages_bound(problem, best)
+    assert 8.9 < bound <= best * (1 + 1e-9)
+
+
+def test_unlike_accelerators_are_refused_by_name():
     unlike = Cluster([Device(name="x"), Device(name="y", speed=2.0), Device(name="h", kind="cpu", host=True)])
     assert "identical accelerators" in applies(Problem(Graph([Op(name="a", work=1.0)]), unlike, Bottleneck(),
                                                        [Contiguous()]))
