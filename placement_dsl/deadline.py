@@ -35,6 +35,9 @@ __all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "machine", "mod
 # and exact IPs (2 s per 14k rows; 8.6 s for the 21k rows, 65k nonzeros of an 826-op graph), 3e-5 to
 # 1.6e-4 s for the latency IP; the extraction (not interruptible) is half or more; a value near the top is kept
 SECONDS_PER_NONZERO = 1.3e-4
+MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
+PLACEMENT_NONZEROS = 9.0  # a placement MIP's nonzeros (Archer's and Tarnawski's models and their relaxations) per op
+# or edge and device: the estimate :mod:`placement_dsl.sizing` makes of them, here without loading their formulations
 
 
 class BudgetSpent(PlacementError):

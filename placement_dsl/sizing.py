@@ -35,7 +35,7 @@ import numpy as np
 
 from .blocks.schedule_data import SLACK, longest_paths
 from .constraints import congestion_of
-from .deadline import BudgetSpent, Deadline, model_seconds
+from .deadline import MIN_SEARCH, PLACEMENT_NONZEROS, BudgetSpent, Deadline, model_seconds
 from .formulations import get
 from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
 from .formulations.schedule import ScheduleFormulation, horizon_of
@@ -43,7 +43,6 @@ from .schedule import transfer_durations
 
 __all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops", "resources", "unordered_pairs"]
 
-MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 SMALL_BUILD = 1.0  # seconds of estimated build within which a model is searched whatever the ratio ``per_build``
 # asks: a MILP of a few ops is solved in less (8 ops on a line of 4 devices: estimated 0.45 s under load, built in
 # 0.12 s and proved optimal in 0.45 s in all, it was refused under a 10 s limit for want of 20 times its build)
@@ -74,7 +73,7 @@ def _nonzeros(problem: Any, formulation: Any, n: float, m: float, pairs: tuple[f
     if isinstance(formulation, ScheduleFormulation):
         ops, tasks = pairs if pairs is not None else (n * (n - 1) / 2, n * (n - 1) / 2)
         return PER_EDGE * (n + m) * D + PER_OP_PAIR * D * ops + PER_TASK_PAIR * resources(problem) * tasks
-    return 9.0 * (n + m) * D
+    return PLACEMENT_NONZEROS * (n + m) * D
 
 
 def resources(problem: Any) -> int:

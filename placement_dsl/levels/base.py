@@ -26,6 +26,7 @@ from typing import Any
 
 from ..certificate import LevelStatus
 from ..constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin
+from ..deadline import MIN_SEARCH, PLACEMENT_NONZEROS, model_seconds
 from ..errors import PlacementError, SpecError
 from ..evaluate import execution
 from ..objectives import Bottleneck, Latency, PipeDream, Throughput
@@ -127,7 +128,6 @@ class Level:
         certification in ``run.needs``; a level that does not say, or cannot write the problem, is counted)."""
         if self.needs is None:
             return True
-        from ..sizing import MIN_SEARCH  # the sizing loads the formulations (Pyomo): only where a model level may run
         if self.name not in run.needs:
             try:
                 run.needs[self.name] = float(self.needs(run))
@@ -158,19 +158,14 @@ LEVELS: dict[str, Level] = {}
 _loaded: list[bool] = [False]
 
 
-def model_needs(name: str | Callable[[Problem], str],
-                of: Callable[[Problem], Problem] = lambda problem: problem) -> Callable[[Run], float]:
-    """A MIP level's ``needs``: the estimated build (:func:`~placement_dsl.sizing.build_seconds`) of formulation
-    ``name``'s model (or ``name(problem)``'s) of ``of(run.problem)``. Without it certify held time for the throughput
-    MIP levels of a 20,000-op GPT-3 that then skipped (~393 s to build) while slicegraph, stopped twice by shorter
-    shares, never finished its split (gap 12.6 % where it needs ~25 s)."""
-    def needs(run: Run) -> float:
-        from ..formulations import get  # Pyomo: only where a model level may run
-        from ..sizing import build_seconds
-
-        problem = of(run.problem)
-        return build_seconds(problem, get(name if isinstance(name, str) else name(problem), problem))
-    return needs
+def placement_mip_needs(run: Run) -> float:
+    """A placement MIP level's ``needs`` (Archer's and Tarnawski's models and their relaxations): the sizing's
+    estimate of its build (:data:`~placement_dsl.deadline.PLACEMENT_NONZEROS` per op or edge and device), without
+    loading Pyomo. Without it certify held time for the MIP levels of a 20,000-op GPT-3 that then skipped (~393 s to
+    build) while slicegraph, stopped twice by shorter shares, never finished its split (gap 12.6 % where it needs
+    ~25 s)."""
+    g = run.problem.graph
+    return model_seconds(PLACEMENT_NONZEROS * (g.n + g.m) * run.problem.cluster.size)
 
 
 def register(lv: Level) -> Level:

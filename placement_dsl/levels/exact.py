@@ -4,14 +4,14 @@ from __future__ import annotations
 from ..certificate import MIP_GAP, solve_level
 from ..constraints import DagOrder
 from ..problem import Problem
-from .base import Family, Outcome, Run, level, model_needs
+from .base import Family, Outcome, Run, level, placement_mip_needs
 
 
 def _archer(problem: Problem) -> str | None:
     return None if problem.has(DagOrder) else "Archer's exact MIP bounds DAG-ordered problems"
 
 
-@level("exact", rank=110, defaults={Family.MTPP}, accepts=_archer, precision=MIP_GAP, needs=model_needs("exact"),
+@level("exact", rank=110, defaults={Family.MTPP}, accepts=_archer, precision=MIP_GAP, needs=placement_mip_needs,
        doc="Archer Fig. 3 warm-started, its dual bound")
 def _exact(run: Run, seconds: float) -> Outcome:
     start = run.best[1]

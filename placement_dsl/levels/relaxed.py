@@ -11,7 +11,7 @@ from multiprocessing import get_context
 from ..certificate import MIP_GAP, LevelStatus, model_bound
 from ..deadline import BudgetSpent
 from ..problem import Problem
-from .base import ALL, Family, Level, Outcome, Run, model_needs, register
+from .base import ALL, Family, Level, Outcome, Run, placement_mip_needs, register
 
 
 def guess_problem(problem: Problem, j: int) -> Problem:
@@ -102,7 +102,7 @@ def _relaxation_accepts(name: str) -> Callable[[Problem], str | None]:
 for _name, _rank, _defaults in (("no-cut-io", 50, ()), ("no-dag", 60, ()),
                                 ("superblock", 70, (Family.MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS))):
     register(Level(_name, _relaxed(_name), _relaxation_accepts(_name), rank=_rank, defaults=frozenset(_defaults),
-                   precision=MIP_GAP, needs=model_needs(_name)))
+                   precision=MIP_GAP, needs=placement_mip_needs))
 register(Level("guess", _guess, lambda problem: _relaxation_accepts("guess")(guess_problem(problem, 1)),
                doc="Archer §3.3, one MIP per guess j", rank=80, defaults=frozenset({Family.MTPP}),
-               precision=MIP_GAP, needs=model_needs("guess", lambda problem: guess_problem(problem, 1))))
+               precision=MIP_GAP, needs=placement_mip_needs))

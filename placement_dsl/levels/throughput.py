@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..certificate import MIP_GAP, LevelStatus, solve_level
 from ..problem import Problem
-from .base import Family, Outcome, Run, level, model_needs, replicas, tarnawski
+from .base import Family, Outcome, Run, level, placement_mip_needs, replicas, tarnawski
 
 
 def _formulation(problem: Problem) -> str:
@@ -11,7 +11,7 @@ def _formulation(problem: Problem) -> str:
 
 
 @level("throughput", rank=90, defaults={Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS},
-       accepts=tarnawski, replicates=True, precision=MIP_GAP, needs=model_needs(_formulation),
+       accepts=tarnawski, replicates=True, precision=MIP_GAP, needs=placement_mip_needs,
        doc="Tarnawski Fig. 6 warm-started, its dual bound")
 def _throughput(run: Run, seconds: float) -> Outcome:
     """Tarnawski's Fig. 6 IP warm-started from the best placement: its dual bound over the problem's class

@@ -254,7 +254,7 @@ def test_a_stopped_heuristic_run_again_before_model_levels_that_cannot_fit_takes
     second run takes it all; where one can, half."""
     import time
 
-    from placement_dsl import sizing
+    from placement_dsl.levels import base
 
     given = []
 
@@ -265,7 +265,7 @@ def test_a_stopped_heuristic_run_again_before_model_levels_that_cannot_fit_takes
                 time_limit = 0.0
         return fn(method, *args, time_limit=time_limit, **kwargs)
     monkeypatch.setattr(certify_module, "call_within", starved)
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: 0.1 if fits else 1e6)
+    monkeypatch.setattr(base, "model_seconds", lambda nonzeros: 0.1 if fits else 1e6)  # the MIP levels' estimate
     g = Graph([Op(name=f"v{i}", work=1.0 + (i * 7919) % 13, out_bytes=1.0 if i % 50 == 7 else 100.0)
                for i in range(3000)], [(f"v{i}", f"v{i + 1}") for i in range(2999)], name="chain3000")
     start, budget = time.monotonic(), 30.0
