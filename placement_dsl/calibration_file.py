@@ -63,6 +63,14 @@ def read_calibration(path: str | Path) -> tuple[RunCosts, str]:
     if version not in range(1, CALIBRATION_VERSION + 1) or isinstance(version, bool):
         raise SpecError(f"{source}: field 'version' must be 1 to {CALIBRATION_VERSION} (a later placement_dsl wrote "
                         f"it?), got {version!r}")
+    known = {"version", "kind", "link", "note", "schedule_scales", *CALIBRATION_FIELDS}
+    unknown = sorted(set(data) - known)  # a misspelt term ("op_msec") would otherwise read as 0
+    if unknown:
+        raise SpecError(f"{source}: unknown field {unknown[0]!r} (a calibration holds {sorted(known)})")
+    unknown = sorted(set(data.get("link") or {}) - {"latency_ms", "bandwidth"}) if isinstance(data.get("link"), dict) \
+        else []
+    if unknown:
+        raise SpecError(f"{source}: unknown field 'link.{unknown[0]}' (the link holds latency_ms and bandwidth)")
     terms = {f: _calibration_number(data.get(f, 0.0), f"{source}: field {f!r}") for f in CALIBRATION_FIELDS}
     scales = data.get("schedule_scales") or {}
     if not isinstance(scales, dict) or not set(scales) <= set(RUN_SCHEDULES):

@@ -123,6 +123,8 @@ def test_a_forward_graph_is_calibrated_for_its_training_graph_too():
     ('{"scale": 1, "schedule_scales": {"pipedream": 1.2}}', "field 'schedule_scales' must map schedules"),
     ('{"scale": 1, "schedule_scales": {"gpipe": 0}}', "field 'schedule_scales.gpipe' must be > 0"),
     ('{"scale": 1, "schedule_scales": {"zbv": "1"}}', "field 'schedule_scales.zbv' must be a finite number"),
+    ('{"scale": 1, "op_msec": 5.0}', "unknown field 'op_msec'"),  # read as op_ms 0 before
+    ('{"scale": 1, "link": {"latency": 0.1}}', "unknown field 'link.latency'"),
 ])
 def test_a_bad_calibration_is_refused_naming_the_file_and_field(tmp_path: Path, content: str, match: str):
     path = tmp_path / "bad.json"
