@@ -194,5 +194,5 @@ def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: floa
                           "left; not built")
     if need > SMALL_BUILD and need * (1 + per_build) > left:
         raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes "
-                          f"~{need:.0f} s to build, {left:.1f} s left (it is searched {per_build:g} times its "
+                          f"~{need:.1f} s to build, {left:.1f} s left (it is searched {per_build:g} times its "
                           "build); not built")
