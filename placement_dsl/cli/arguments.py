@@ -43,14 +43,10 @@ def number(kind: type, low: float, name: str, inclusive: bool = True, *, high: f
 
 
 def common(sp: argparse.ArgumentParser, json_help: str = "print one standard JSON object on stdout") -> None:
-    """``--json`` and ``--debug``, which every command takes."""
+    """``--json``, ``--debug`` and ``--quiet``, which every command takes (a script passes them to all alike)."""
     sp.add_argument("--json", action="store_true", help=json_help)
     sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="re-raise unexpected errors with their traceback instead of a one-line message")
-
-
-def quiet(sp: argparse.ArgumentParser) -> None:
-    """``--quiet``: no progress on stderr (:func:`placement_dsl.progress.for_terminal`)."""
     sp.add_argument("--quiet", action="store_true",
                     help="no progress on stderr (else a status line while stderr is a terminal, and plain timed "
                          "lines of long runs when it is redirected to a file or pipe)")

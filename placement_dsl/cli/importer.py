@@ -12,7 +12,7 @@ from ..io.costs import GRANULARITIES, apply_costs, read_costs
 from ..limits import MAX_DEVICES
 from ..report import human_bytes
 from ..simulate import RUN_SCHEDULES
-from .arguments import common, number, quiet
+from .arguments import common, number
 from .common import EPILOG, EXIT_OK
 from .workloads import emit, resize
 
@@ -136,5 +136,4 @@ def add_import_parser(sub: Any) -> None:
     im.add_argument("--stages", type=number(int, 1, "--stages", high=MAX_DEVICES), metavar="K",
                     help="accelerators of the workload's cluster (default: 4 and a CPU)")
     common(im, "print a JSON summary of what was written")
-    quiet(im)
     im.set_defaults(func=cmd_import)

@@ -9,7 +9,6 @@ from ..levels import MANIFEST
 from .arguments import cluster_args as _cluster_args
 from .arguments import common as _common
 from .arguments import number as _number
-from .arguments import quiet as _quiet
 from .commands import cmd_bounds, cmd_convert, cmd_evaluate, cmd_methods, cmd_solve, cmd_zoo
 from .common import DESCRIPTION, EPILOG, EXIT_ERROR, HEURISTIC_METHODS, IP_METHODS
 from .options import options_epilog
@@ -57,7 +56,6 @@ def _workload_args(sp: argparse.ArgumentParser) -> None:
                          "module's ops share a device, so a pipeline runtime can cut the plan")
     add_congestion_arg(sp)  # part of the problem: solve, bounds and evaluate must price a schedule alike
     _common(sp)
-    _quiet(sp)
 
 
 def _solve_parser(sub: Any) -> None:

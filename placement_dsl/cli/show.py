@@ -14,7 +14,7 @@ from ..io.common import jsonable
 from ..placement import Placement
 from ..presets import certified_problem
 from ..simulate import Schedule
-from .arguments import cluster_args, common, number, quiet
+from .arguments import cluster_args, common, number
 from .common import EPILOG, EXIT_OK
 from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
 
@@ -188,5 +188,4 @@ def add_show_parser(sub: Any) -> None:
     sh.add_argument("--time-limit", type=number(float, 0, "--time-limit", inclusive=False), default=30.0,
                     metavar="SECONDS", help="bounds: seconds for the certificate (default: 30)")
     common(sh)
-    quiet(sh)
     sh.set_defaults(func=cmd_show)

@@ -40,7 +40,6 @@ def add_sweep_parsers(sub: Any, number: Callable[..., Any], common: Callable[...
     sw.add_argument("--workers", type=number(int, 1, "--workers"), default=os.cpu_count() or 1, metavar="N",
                     help="local task processes at once, one solver thread each (default: the CPU count)")
     sw.add_argument("--retry-failed", action="store_true", help="run the tasks stored as failed again")
-    sw.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     common(sw, "print a JSON summary (counts and table rows) on stdout")
     sw.set_defaults(func=cmd_sweep)
     rp = sub.add_parser("sweep-report", help="tables, figures and a CSV from a sweep's results store",

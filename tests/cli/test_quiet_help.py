@@ -13,3 +13,12 @@ def test_quiet_help_says_progress_also_goes_to_a_redirected_stderr(capsys):
     text = " ".join(out.split())
     assert code == 0 and "redirected" in text and "shown only while stderr is a terminal" not in text
     assert isinstance(for_terminal(stream=io.StringIO()), LogReporter)  # what the help now says
+
+
+def test_every_command_takes_quiet(capsys):
+    """A script passing ``--quiet`` to every command: ``export`` alone refused it ("unrecognized arguments")."""
+    from placement_dsl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert [name for name, parser in sub.choices.items() if "--quiet" not in parser._option_string_actions] == []
+    assert run_cli(capsys, "zoo", "--quiet")[0] == 0
