@@ -209,17 +209,17 @@ class _Fit:
         _shared(accs, "memory", "accelerators")
         for d in cluster.devices:
             if d.invocations is not None and d.invocations != (not d.host):
-                raise _cannot(f"device {d.name!r}'s invocations {d.invocations} (the default of its role)")
+                raise _cannot(f"the invocations {d.invocations} of device {d.name!r} (the default of its role)")
             if d.host and math.isfinite(d.memory):
-                raise _cannot(f"CPU {d.name!r}'s memory {d.memory:g} (a CPU's is unlimited)")
+                raise _cannot(f"the memory {d.memory:g} of CPU {d.name!r} (a CPU's is unlimited)")
         for op in graph.ops:
             if not math.isfinite(op.time_on(fit.cpu_kind)):
                 raise _cannot(f"op {op.name!r}, which cannot run on a {fit.cpu_kind!r} device: every node has a "
                               "finite cpuLatency")
             if "transfer_time" in op.attrs:
-                raise _cannot(f"op {op.name!r}'s per-device-pair transfer times (attrs 'transfer_time')")
+                raise _cannot(f"the per-device-pair transfer times of op {op.name!r} (attrs 'transfer_time')")
             if graph.is_training and op.activation_bytes:
-                raise _cannot(f"op {op.name!r}'s activation memory apart from its weights (one 'size' per node)")
+                raise _cannot(f"the activation memory of op {op.name!r} apart from its weights (one 'size' per node)")
         return fit
 
     def times(self, op: Op) -> tuple[float, float]:
