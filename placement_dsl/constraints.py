@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import SpecError
 from .evaluate import CostModel, evaluate
-from .graph import Graph, Op
+from .graph import Graph, Op, union_roots
 from .schedule import Congestion as CongestionMode  # the schedule referee's modes; Congestion here is the term
 
 if TYPE_CHECKING:
@@ -204,21 +204,9 @@ def merge_groups(graph: Graph, groups: Sequence[Sequence[str]]) -> Graph:
     """The graph with ``groups`` merged into its colocation groups (union-find over both)."""
     if not groups:
         return graph
-    parent = list(range(graph.n))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, rep in enumerate(graph.group_id):
-        parent[find(i)] = find(int(rep))
-    for g in groups:
-        idx = [graph.index[o] for o in g]
-        for i in idx[1:]:
-            parent[find(i)] = find(idx[0])
-    roots = [find(i) for i in range(graph.n)]
+    indices = [[graph.index[o] for o in g] for g in groups]
+    roots = union_roots(graph.n, [*((i, int(rep)) for i, rep in enumerate(graph.group_id)),
+                                  *((i, idx[0]) for idx in indices for i in idx[1:])])
     size = np.bincount(roots, minlength=graph.n)
     ops = [op.model_copy(update={"group": graph.names[r] if size[r] > 1 else None})
            for op, r in zip(graph.ops, roots)]

@@ -372,3 +372,19 @@ def least_first_order(n: int, edges: Iterable[tuple[int, int]], key: Sequence[An
             if indeg[w] == 0:
                 heapq.heappush(ready, (keys[w], w))
     return out
+
+
+def union_roots(n: int, pairs: Iterable[tuple[int, int]]) -> list[int]:
+    """Union-find over ``0 .. n - 1``: each element's root after joining every pair ``(a, b)`` in order (``a``'s
+    root put under ``b``'s, paths halved)."""
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in pairs:
+        parent[root(a)] = root(b)
+    return [root(i) for i in range(n)]

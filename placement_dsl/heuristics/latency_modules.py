@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..graph import union_roots
 from ..structure import ideal_masks
 from .latency_kernels import better
 from .latency_spread import Spreads
@@ -237,19 +238,9 @@ def _combinations(options: list[list[tuple[np.ndarray, int]]], places: list[list
 def components(graph: Any, ops: np.ndarray) -> list[np.ndarray]:
     """The weakly connected components of the subgraph ``ops`` induces, each in topological order."""
     where = {int(v): i for i, v in enumerate(ops.tolist())}
-    parent = list(range(ops.size))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, v in enumerate(ops.tolist()):
-        for u in graph.successors(int(v)).tolist():
-            if int(u) in where:
-                parent[root(i)] = root(where[int(u)])
-    label = np.array([root(i) for i in range(ops.size)], dtype=np.int64)
+    label = np.array(union_roots(ops.size, [(i, where[int(u)]) for i, v in enumerate(ops.tolist())
+                                            for u in graph.successors(int(v)).tolist() if int(u) in where]),
+                     dtype=np.int64)
     rank = graph.rank[ops]
     out = []
     for r in np.unique(label):
