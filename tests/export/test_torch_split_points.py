@@ -60,15 +60,21 @@ def test_a_stage_beginning_with_the_roots_own_calls_splits_at_the_end_of_the_mod
     assert parts == [[f"features.{i}" for i in range(3)], [f"classifier.{i}" for i in range(3)]]
 
 
-def test_a_stage_beginning_at_a_module_still_splits_at_its_beginning():
+def split_runs_as_the_model(make: type[nn.Module], second: str, spec: dict[str, str]) -> None:
+    """The ops of module ``second`` and after on the second stage: the exported ``split_spec`` is ``spec``, and
+    torch's ``pipeline()`` builds two stages from it that reproduce the model's output."""
     torch.manual_seed(0)
-    model, x = FeaturesThenClassifier().eval(), torch.randn(2, 8)
-    placement = _placed(model, x, lambda op: op.attrs.get("module", "").startswith("classifier"))
-    spec = export(placement, "torch-pipelining").data["split_spec"]
-    assert spec == {"classifier": "beginning"}
-    stages, y = _run(model, x, spec)
+    model, x = make().eval(), torch.randn(2, 8)
+    placement = _placed(model, x, lambda op: op.attrs.get("module", "").startswith(second))
+    found = export(placement, "torch-pipelining").data["split_spec"]
+    assert found == spec
+    stages, y = _run(model, x, found)
     with torch.no_grad():
         assert stages == 2 and torch.allclose(y, model(x))
+
+
+def test_a_stage_beginning_at_a_module_still_splits_at_its_beginning():
+    split_runs_as_the_model(FeaturesThenClassifier, "classifier", {"classifier": "beginning"})
 
 
 class Blocks(nn.Module):
@@ -90,14 +96,7 @@ class Blocks(nn.Module):
 def test_a_split_at_a_module_list_names_its_first_called_module():
     """torch hooks a split point on the module's call: a ``ModuleList`` is never called, and a split there is lost
     (torch made one stage fewer than exported, silently)."""
-    torch.manual_seed(0)
-    model, x = Blocks().eval(), torch.randn(2, 8)
-    placement = _placed(model, x, lambda op: op.attrs.get("module", "").startswith("blocks"))
-    spec = export(placement, "torch-pipelining").data["split_spec"]
-    assert spec == {"blocks.0": "beginning"}
-    stages, y = _run(model, x, spec)
-    with torch.no_grad():
-        assert stages == 2 and torch.allclose(y, model(x))
+    split_runs_as_the_model(Blocks, "blocks", {"blocks.0": "beginning"})
 
 
 class TwoInputs(nn.Module):
