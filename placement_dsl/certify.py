@@ -135,7 +135,7 @@ from .heuristics import jit
 from .heuristics import run as heuristic
 from .heuristics.fallback import fallback
 from .heuristics.slicegraph import Slicer
-from .levels.base import LEVELS, LISTED_ORDER, Family, Level, defaults_of, family, load, numbered
+from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -195,7 +195,7 @@ class _Run:
         self.unfinished: set[str] = set()  # ... of those, the ones stopped before their search answered
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
-        self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
+        self.listed = problem.class_label()  # the problem's class, by name
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
     def offer(self, placement: Placement, who: str) -> float | None:
@@ -487,7 +487,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
             bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
-        label = run.label or (run.listed if scope == run.scope else "")
+        label = run.label or (run.listed if scope == run.scope and scope != ALL else "")
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope, label))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])

@@ -78,6 +78,7 @@ class Result:
     message: str = ""
     found_by: str = ""
     bound_scope: PlacementClass | None = None
+    bound_label: str = ""  # ``bound_scope`` by name where its flag alone is ambiguous (Problem.class_label)
 
     @property
     def gap(self) -> float | None:
@@ -104,7 +105,7 @@ class Result:
         if self.found_by:
             out["found_by"] = self.found_by
         if self.bound_scope:
-            out["bound_scope"] = str(self.bound_scope)
+            out["bound_scope"] = self.bound_label or str(self.bound_scope)
         if self.log_path:
             out["log_path"] = self.log_path
         if self.message:
@@ -141,7 +142,7 @@ class Result:
         'certificate: objective 2 (found by solver), bound 1.9 over contiguous placements, gap 5%, status optimal'
         """
         gap = "n/a" if self.gap is None else f"{100 * self.gap:.3g}%"
-        scope = f" over {self.bound_scope}" if self.bound_scope and self.bound is not None else ""
+        scope = f" over {self.bound_label or self.bound_scope}" if self.bound_scope and self.bound is not None else ""
         who = f" (found by {self.found_by})" if self.found_by else ""
         return (f"certificate: objective {_fmt(self.objective)}{who}, bound {_fmt(self.bound)}{scope}, "
                 f"gap {gap}, status {self.status.value}")
