@@ -149,12 +149,14 @@ class Result:
 
 
 def placement_report(placement: Placement | None, evaluation: Evaluation | None) -> dict[str, Any]:
-    """``placement`` (op -> device name), ``devices`` (one row per device, units in the keys) and
-    ``stages`` (each device's ops as runs in topological order); empty when there is no placement."""
+    """``placement`` (op -> device name), ``devices`` (one row per device, units in the keys), ``stages`` (each
+    device's ops as runs in topological order) and ``violations`` (every check the placement breaks, with whether
+    the problem requires it: the list ``evaluate`` gives); empty when there is no placement."""
     return {
         "placement": None if placement is None else placement.mapping(),
         "devices": [] if evaluation is None else device_rows(evaluation.devices),
         "stages": [] if placement is None else stage_ranges(placement),
+        "violations": [] if evaluation is None else evaluation.violation_rows(),
     }
 
 
