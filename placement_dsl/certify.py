@@ -2,7 +2,8 @@
 
 Every bound holds for a class of placements (:data:`~placement_dsl.result.SCOPES`); the
 certificate's ``bound`` is the best bound over the problem's own class, and narrower classes'
-bounds are reported beside it (``class_bounds``).
+bounds are reported beside it (``class_bounds``); for a problem its terms restrict (``Term.restricts``), what the run
+knows of every placement (the best valid one outside the class, the best bound) is ``family`` (:class:`.Beyond`).
 
 Tarnawski et al.'s throughput problems (NeurIPS 2020; ``Contiguous`` or no structure, no
 ``DagOrder``), cheapest first:
@@ -127,7 +128,7 @@ from typing import Any
 
 import numpy as np
 
-from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
+from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
@@ -195,12 +196,15 @@ class _Run:
         self.unfinished: set[str] = set()  # ... of those, the ones stopped before their search answered
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
+        self.own = False  # the running level bounds only the problem's own placements (levels.base.own_class)
         self.listed = problem.class_label()  # the problem's class, by name
+        self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
     def offer(self, placement: Placement, who: str) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
         if not self.problem.is_valid(placement):
+            self.family.offer(placement, who)
             return None
         value = self.problem.evaluate(placement).objective
         if value < self.best[0]:
@@ -212,6 +216,8 @@ class _Run:
     def prove(self, level: str, bound: float | None, scope: PlacementClass = ALL) -> float | None:
         if bound is None:
             return None
+        if scope == ALL and not self.own:  # over every placement of the family
+            self.family.prove(level, bound, self.best[0])
         if self.scope not in scope:  # a narrower class: its optimum may exceed the best placement
             if bound > self.class_bounds.get(scope, (-math.inf, ""))[0]:
                 self.class_bounds[scope] = (bound, level)
@@ -241,7 +247,8 @@ class _Run:
     def certificate(self) -> Certificate:
         value, placement, who = self.best
         return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
-                           self.scope, dict(self.class_bounds), list(self.upper), self.listed)
+                           self.scope, dict(self.class_bounds), list(self.upper), self.listed,
+                           self.family.beyond(self.best))
 
 
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
@@ -480,14 +487,14 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         share = left * ((0.5 if later else 1.0) if level.closed_form else level.weight / weights if weights else 1.0)
         if not level.closed_form:
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
-        t, run.label = time.perf_counter(), ""
+        t, run.label, run.own = time.perf_counter(), "", False
         try:
             bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
             bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
-        label = run.label or (run.listed if scope == run.scope and scope != ALL else "")
+        label = run.label or (run.listed if scope == run.scope and (run.own or scope != ALL) else "")
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope, label))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])

@@ -172,6 +172,15 @@ class Problem:
             label += f" with at most {q} contiguous subgraph{'s' if q > 1 else ''} per accelerator"
         return label
 
+    def unrestricted(self) -> Problem | None:
+        """The problem's family: the same objective and terms without those that only restrict the placements to a
+        class (``restricts``: ``Contiguous``, ``DagOrder``, ``Subgraphs``), over which every placement the problem
+        accepts is valid too; ``None`` when no term restricts (the problem is its family)."""
+        kept = [t for t in self.constraints if not t.restricts]
+        if len(kept) == len(self.constraints):
+            return None
+        return Problem(self.source_graph, self.cluster, self.objective, kept)
+
     def class_of(self, placement: Placement) -> PlacementClass:
         """The part of :class:`PlacementClass` the placement lies in, by the cost model's structure checks: its
         stages contiguous or not, its quotient graph acyclic or not (whatever the devices' numbering)."""

@@ -256,6 +256,15 @@ def numbered(problem: Problem) -> bool:
     return problem.numbered
 
 
+def own_class(run: Run, scope: PlacementClass) -> PlacementClass:
+    """``scope`` as a level that bounds only the problem's own placements returns it: where that is the problem's
+    class, the run is told (``run.own``) so that a problem whose restriction its class does not show (``Subgraphs(q)``,
+    whose class reads all placements) does not count the bound as one over its whole family."""
+    if scope == run.scope:
+        run.own = True
+    return scope
+
+
 def tarnawski(problem: Problem) -> str | None:
     """Tarnawski's problems, and DAG-ordered ones Archer's MIP cannot write (a routed cluster: its rows hold DAG
     order too)."""

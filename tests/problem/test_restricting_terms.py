@@ -1,12 +1,22 @@
-"""A problem's class by name (:meth:`Problem.class_label`): the device order a DAG order follows where the numbering
-matters, the subgraphs per accelerator ``Subgraphs(q)`` allows."""
+"""Terms that restrict a problem to a class (``restricts``: Contiguous, DagOrder, Subgraphs) are what
+:meth:`Problem.unrestricted` drops to give the family the certificate speaks of beside the class, and what
+:meth:`Problem.class_label` names."""
 from __future__ import annotations
 
 from placement_dsl.cluster import Cluster
-from placement_dsl.constraints import Contiguous, DagOrder, Subgraphs
+from placement_dsl.constraints import Colocate, Contiguous, DagOrder, Memory, Subgraphs
 from placement_dsl.objectives import Bottleneck, Latency
 from placement_dsl.problem import Problem
 from placement_dsl.testing import invocation_workload
+
+
+def test_unrestricted_drops_only_the_restricting_terms():
+    g, c = invocation_workload(1)
+    keep = [Memory(), Colocate([["o0", "o1"]])]
+    problem = Problem(g, c, Latency(), [*keep, Contiguous(), DagOrder(), Subgraphs(2)])
+    family = problem.unrestricted()
+    assert family is not None and family.constraints == tuple(keep) and family.objective == problem.objective
+    assert Problem(g, c, Latency(), keep).unrestricted() is None
 
 
 def test_the_class_label_names_the_device_order_only_where_it_matters():
