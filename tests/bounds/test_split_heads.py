@@ -12,6 +12,7 @@ import pytest
 
 from placement_dsl.bounds import split_heads as sh
 from placement_dsl.bounds.makespan import allowed_times, energy_makespan, route_path_makespan, transfer_table
+from placement_dsl.bounds.single_sample import single_sample_bound
 from placement_dsl.brute import placements
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.constraints import Congestion
@@ -164,6 +165,11 @@ def test_the_cone_is_breadth_first_within_its_depth_and_size():
     nodes, edges = sh.cone(g.predecessors, 4, depth=2)
     assert nodes == [3, 2] and edges == [(3, 4, 1), (2, 3, 2)]
     assert sh.cone(g.predecessors, 4, depth=9, cap=3)[0] == [3, 2, 1]
+
+
+def test_a_stopped_solve_reports_it():
+    # the closed forms a solve answers with when its search proves less: here the split's 8.4, the optimum
+    assert single_sample_bound(CASES[38]) == (pytest.approx(optimum(38)), "split-heads")
 
 
 def test_a_makespan_certificate_runs_it():
