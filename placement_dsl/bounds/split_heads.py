@@ -46,32 +46,40 @@ from ..graph import Graph
 from .makespan import allowed_times, energy_bound, transfer_table
 
 DEPTH = 4  # edges of an op's ancestor cone (a MOIRAI sheet's flow op and its producer count one each)
-CAP = 24  # ancestors in a cone: the sort and the prefix sums take K^2 D per op
+CAP = 48  # ancestors in a cone: the sort and the prefix sums take K^2 D per op
 CHECK_EVERY = 64  # ops between two looks at the clock
 
 
-def cone(preds: Any, v: int, depth: int = DEPTH, cap: int = CAP) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """The ancestors of ``v`` within ``depth`` edges (breadth first, at most ``cap``) and the edges that price them:
-    ``(w, x, layer)`` with ``w`` first reached at ``layer`` from ``x`` of layer ``layer - 1`` (``v`` is layer 0)."""
+def cone(preds: Any, v: int, later: np.ndarray, depth: int = DEPTH,
+         cap: int = CAP) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """The ancestors of ``v`` within ``depth`` edges (breadth first, at most ``cap``) and the edges ``(w, x, height)``
+    from one of them to another or to ``v`` that the breadth-first walk met (each edge of an op it expanded), with
+    ``height`` the most edges from ``w`` to ``v`` among them: every child of ``w`` has a smaller one. ``later[u]``
+    orders the ops as the pass does (a child after its parent)."""
     seen = {v: 0}
     nodes: list[int] = []
-    edges: list[tuple[int, int, int]] = []
+    pairs: list[tuple[int, int]] = []
     frontier = [v]
     for layer in range(1, depth + 1):
         nxt = []
         for x in frontier:
             for w in preds(x).tolist():
-                at = seen.get(w)
-                if at is None and len(nodes) < cap:
-                    seen[w] = at = layer
+                if w not in seen and len(nodes) < cap:
+                    seen[w] = layer
                     nodes.append(w)
                     nxt.append(w)
-                if at == layer:
-                    edges.append((w, x, layer))
+                if w in seen:
+                    pairs.append((w, x))
         if not nxt:
             break
         frontier = nxt
-    return nodes, edges
+    children: dict[int, list[int]] = {}
+    for w, x in pairs:
+        children.setdefault(w, []).append(x)
+    height = {v: 0}
+    for w in sorted(nodes, key=lambda u: -later[u]):  # children first
+        height[w] = 1 + max(height[x] for x in children[w])
+    return nodes, [(w, x, height[w]) for w, x in pairs]
 
 
 def split_heads(graph: Graph, times: np.ndarray, comm: np.ndarray, serial: np.ndarray, reverse: bool = False,
@@ -85,13 +93,14 @@ def split_heads(graph: Graph, times: np.ndarray, comm: np.ndarray, serial: np.nd
     heads = np.zeros((n, D))
     preds = graph.successors if reverse else graph.predecessors
     order = graph.topo[::-1] if reverse else graph.topo
+    later = -graph.rank if reverse else graph.rank
     group = graph.group_id
     off = np.where(np.eye(D, dtype=bool), np.inf, 0.0)  # added to a (d', d) table: d' == d excluded
     busy = np.where(serial, 1.0, 0.0)
     for count, v in enumerate(order.tolist()):
         if deadline is not None and count % CHECK_EVERY == 0 and deadline.expired():
             return heads, False
-        nodes, edges = cone(preds, v, depth, cap)
+        nodes, edges = cone(preds, v, later, depth, cap)
         if nodes:
             heads[v] = _head(v, nodes, edges, heads, times, comm, group, off, busy, reverse)
         heads[v, ~np.isfinite(times[v])] = np.inf
@@ -100,25 +109,23 @@ def split_heads(graph: Graph, times: np.ndarray, comm: np.ndarray, serial: np.nd
 
 def _head(v: int, nodes: list[int], edges: list[tuple[int, int, int]], heads: np.ndarray, times: np.ndarray,
           comm: np.ndarray, group: np.ndarray, off: np.ndarray, busy: np.ndarray, reverse: bool) -> np.ndarray:
-    """``R[v, :]`` from the cone ``nodes`` (module docstring): their values ``e`` layer by layer, then the least over
-    the splits by the ``e`` order, for every device at once."""
+    """``R[v, :]`` from the cone ``nodes`` (module docstring): their values ``e`` by height (children first), then the
+    least over the splits by the ``e`` order, for every device at once."""
     D = heads.shape[1]
     slot = {w: i for i, w in enumerate(nodes)}
     e = np.zeros((len(nodes), D))
-    w_all, x_all, layer_all = np.array(edges).T
+    w_all, x_all, height_all = np.array(edges).T
     cost = comm[x_all].transpose(0, 2, 1) if reverse else comm[w_all]  # (edge, d_w, d_x): the edge's transfer
     finish = heads[w_all] + times[w_all]
     away = (finish[:, :, None] + cost + off[None]).min(axis=1)  # w off d_x, its tensor moved to d_x
     away[group[w_all] == group[x_all]] = np.inf  # colocated: w runs where x runs
     ws = np.array([slot[w] for w in w_all.tolist()])
-    for layer in range(1, int(layer_all[-1]) + 1):  # the edges come layer by layer
-        at = np.flatnonzero(layer_all == layer)
-        if layer == 1:
-            value = away[at]
-        else:
-            x = x_all[at]
-            on = np.maximum(away[at], heads[x]) + times[x]  # x on d: after w's tensor arrives and x runs
-            value = np.minimum(e[[slot[i] for i in x.tolist()]], on)
+    xs = np.array([slot.get(x, -1) for x in x_all.tolist()])  # -1: v itself, which runs on d
+    for height in np.unique(height_all).tolist():  # children first: their e is final
+        at = np.flatnonzero(height_all == height)
+        x, into = x_all[at], xs[at]
+        on = np.maximum(away[at], heads[x]) + times[x]  # x on d: after w's tensor arrives and x runs
+        value = np.where((into < 0)[:, None], away[at], np.minimum(e[into], on))
         np.maximum.at(e, ws[at], value)
     return least_split(e, heads[nodes], times[nodes], busy)
 

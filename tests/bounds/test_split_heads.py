@@ -162,9 +162,9 @@ def test_stopped_by_its_clock():
 
 def test_the_cone_is_breadth_first_within_its_depth_and_size():
     g = Graph([Op(name=f"v{i}", work=1.0) for i in range(5)], [(f"v{i}", f"v{i + 1}") for i in range(4)])
-    nodes, edges = sh.cone(g.predecessors, 4, depth=2)
+    nodes, edges = sh.cone(g.predecessors, 4, g.rank, depth=2)
     assert nodes == [3, 2] and edges == [(3, 4, 1), (2, 3, 2)]
-    assert sh.cone(g.predecessors, 4, depth=9, cap=3)[0] == [3, 2, 1]
+    assert sh.cone(g.predecessors, 4, g.rank, depth=9, cap=3)[0] == [3, 2, 1]
 
 
 def test_a_stopped_solve_reports_it():
