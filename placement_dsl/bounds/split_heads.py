@@ -43,7 +43,7 @@ import numpy as np
 
 from ..deadline import Deadline
 from ..graph import Graph
-from .makespan import allowed_times, energy_bound, transfer_table
+from .makespan import allowed_times, energy_bound, heads_tails, transfer_table
 
 DEPTH = 4  # edges of an op's ancestor cone (a MOIRAI sheet's flow op and its producer count one each)
 CAP = 48  # ancestors in a cone: the sort and the prefix sums take K^2 D per op
@@ -152,28 +152,30 @@ def least_split(e: np.ndarray, release: np.ndarray, proc: np.ndarray, busy: np.n
 
 def split_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
     """The makespan bound of the module docstring: ``max_v min_d (R + p + T)`` and the work over the devices between
-    those heads and tails, the larger; with a note and whether both passes finished (a stopped pass keeps what its
-    heads, or heads and tails, proved)."""
+    those heads and tails, the larger; with a note and whether both passes finished. A pass stopped by ``deadline``
+    leaves the ops it did not reach with the heads (tails) of the longest paths with route costs
+    (:func:`~placement_dsl.bounds.makespan.heads_tails`): the bound keeps what it priced."""
     g, c = problem.graph, problem.cluster
     times = allowed_times(problem)
     comm = transfer_table(g, c)
     serial = ~np.asarray(c.parallel, dtype=bool)
     heads, complete = split_heads(g, times, comm, serial, deadline=deadline)
-    tails = np.zeros_like(heads)
+    tails, unfinished = np.zeros_like(heads), "heads" if not complete else "tails"
     if complete:
         tails, complete = split_heads(g, times, comm, serial, reverse=True, deadline=deadline)
-        if not complete:
-            tails = np.zeros_like(heads)
+    if not complete:  # the ops not reached keep the longest paths' heads and tails (one O(m D^2) pass each)
+        ready, rest = heads_tails(g, times, comm)
+        heads, tails = np.maximum(heads, ready), np.maximum(tails, rest)
     with np.errstate(invalid="ignore"):
         through = np.nan_to_num(heads + times + tails, nan=np.inf).min(axis=1)
     through = np.where(np.isfinite(through), through, 0.0)  # no device: the problem's checks say so, not a bound
     v = int(np.argmax(through))
     path = float(through[v])
     work = energy_bound(g, times, comm, free=c.parallel, kinds=np.array([d.kind for d in c.devices]),
-                        ends=(heads, tails)) if complete else 0.0
+                        ends=(heads, tails))
     if work > path:
         note = f"work of {g.n} ops over {c.size} devices between the split heads and tails"
     else:
         note = f"op {g.names[v]!r}: its ancestors split between its device and transfers"
-    stopped = "" if complete else f" (stopped: {'tails' if heads.any() else 'heads'} unfinished)"
+    stopped = "" if complete else f" (stopped: {unfinished} unfinished)"
     return max(path, work), note + stopped, complete

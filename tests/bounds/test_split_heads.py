@@ -155,9 +155,26 @@ def test_an_over_price_is_caught(monkeypatch, kind):
 
 
 def test_stopped_by_its_clock():
-    # no head priced: each op's own fastest time is what is left
+    # no head priced: the longest path (3) is what is left
     bound, note, complete = sh.split_bound(fork(10.0), Deadline(0.0))
-    assert not complete and bound == pytest.approx(1.0) and "stopped: heads unfinished" in note
+    assert not complete and bound == pytest.approx(3.0) and "stopped: heads unfinished" in note
+
+
+class HeadsOnly:
+    """A clock that lets the heads pass run and stops the tails pass at its first look."""
+
+    def __init__(self):
+        self.looks = 0
+
+    def expired(self, margin: float = 0.0) -> bool:
+        self.looks += 1
+        return self.looks > 1
+
+
+def test_a_stopped_tails_pass_keeps_the_heads():
+    # b's head on either device is 3 (x and y after a, or a transfer of 10): with its own 1, the optimum 4
+    bound, note, complete = sh.split_bound(fork(10.0), HeadsOnly())
+    assert not complete and bound == pytest.approx(4.0) and "stopped: tails unfinished" in note
 
 
 def test_the_cone_is_breadth_first_within_its_depth_and_size():
