@@ -43,7 +43,7 @@ import numpy as np
 
 from ..deadline import Deadline
 from ..graph import Graph
-from .makespan import allowed_times, energy_bound, heads_tails, transfer_table
+from .makespan import allowed_times, energy_bound, transfer_table
 
 DEPTH = 4  # edges of an op's ancestor cone (a MOIRAI sheet's flow op and its producer count one each)
 CAP = 48  # ancestors in a cone: the sort and the prefix sums take K^2 D per op
@@ -153,8 +153,8 @@ def least_split(e: np.ndarray, release: np.ndarray, proc: np.ndarray, busy: np.n
 def split_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, str, bool]:
     """The makespan bound of the module docstring: ``max_v min_d (R + p + T)`` and the work over the devices between
     those heads and tails, the larger; with a note and whether both passes finished. A pass stopped by ``deadline``
-    leaves the ops it did not reach with the heads (tails) of the longest paths with route costs
-    (:func:`~placement_dsl.bounds.makespan.heads_tails`): the bound keeps what it priced."""
+    leaves the heads (tails) of the ops it did not reach at 0, still lower bounds: the bound is then the path through
+    what was priced, at once (the work over the devices, a second or more on 50,000 ops, is device-work's)."""
     g, c = problem.graph, problem.cluster
     times = allowed_times(problem)
     comm = transfer_table(g, c)
@@ -163,16 +163,13 @@ def split_bound(problem: Any, deadline: Deadline | None = None) -> tuple[float, 
     tails, unfinished = np.zeros_like(heads), "heads" if not complete else "tails"
     if complete:
         tails, complete = split_heads(g, times, comm, serial, reverse=True, deadline=deadline)
-    if not complete:  # the ops not reached keep the longest paths' heads and tails (one O(m D^2) pass each)
-        ready, rest = heads_tails(g, times, comm)
-        heads, tails = np.maximum(heads, ready), np.maximum(tails, rest)
     with np.errstate(invalid="ignore"):
         through = np.nan_to_num(heads + times + tails, nan=np.inf).min(axis=1)
     through = np.where(np.isfinite(through), through, 0.0)  # no device: the problem's checks say so, not a bound
     v = int(np.argmax(through))
     path = float(through[v])
     work = energy_bound(g, times, comm, free=c.parallel, kinds=np.array([d.kind for d in c.devices]),
-                        ends=(heads, tails))
+                        ends=(heads, tails)) if complete else 0.0  # stopped: the device-work level prices it
     if work > path:
         note = f"work of {g.n} ops over {c.size} devices between the split heads and tails"
     else:

@@ -155,9 +155,9 @@ def test_an_over_price_is_caught(monkeypatch, kind):
 
 
 def test_stopped_by_its_clock():
-    # no head priced: the longest path (3) is what is left
+    # no head priced: an op's own time is what is left, at once
     bound, note, complete = sh.split_bound(fork(10.0), Deadline(0.0))
-    assert not complete and bound == pytest.approx(3.0) and "stopped: heads unfinished" in note
+    assert not complete and bound == pytest.approx(1.0) and "stopped: heads unfinished" in note
 
 
 class HeadsOnly:
