@@ -9,13 +9,15 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement_dsl.bounds import split_heads as sh
 from placement_dsl.bounds.makespan import allowed_times, energy_makespan, route_path_makespan, transfer_table
 from placement_dsl.bounds.single_sample import single_sample_bound
 from placement_dsl.brute import placements
 from placement_dsl.cluster import Cluster, Device, Link
-from placement_dsl.constraints import Congestion
+from placement_dsl.constraints import Congestion, Pin
 from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
 from placement_dsl.levels.base import default_levels
@@ -191,3 +193,27 @@ def test_a_stopped_solve_reports_it():
 
 def test_a_makespan_certificate_runs_it():
     assert "split-heads" in default_levels(fork(10.0))
+
+
+@st.composite
+def schedules(draw):
+    """A DAG of 3-5 ops on 2-3 devices (a parallel host among three, sometimes), unrelated times, tensors of 0 to 4
+    bytes over links of 0.5 to 2 bytes per unit with a latency, and sometimes a pinned op or a colocated pair."""
+    n, k = draw(st.integers(3, 5)), draw(st.integers(2, 3))
+    hosts = draw(st.integers(0, 1)) if k == 3 else 0
+    ops = [Op(name=f"v{i}", work={f"d{j}": draw(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0])) for j in range(k)},
+              out_bytes=draw(st.sampled_from([0.0, 1.0, 2.0, 4.0])),
+              group="g" if i < 2 and draw(st.booleans()) and draw(st.booleans()) else None) for i in range(n)]
+    edges = [(f"v{i}", f"v{j}") for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
+    devices = [Device(name=f"d{i}", kind=f"d{i}", host=i >= k - hosts) for i in range(k)]
+    latency = draw(st.sampled_from([0.0, 0.5]))
+    links = [Link(src=f"d{a}", dst=f"d{b}", bandwidth=draw(st.sampled_from([0.5, 1.0, 2.0])), latency=latency)
+             for a in range(k) for b in range(k) if a != b]
+    terms = [Pin(f"v{n - 1}", f"d{draw(st.integers(0, k - 1))}")] if draw(st.booleans()) else []
+    return Problem(Graph(ops, edges), Cluster(devices, links), Makespan(), terms)
+
+
+@given(schedules())
+@settings(max_examples=40)
+def test_at_most_the_exhaustive_optimum_of_any_tiny_schedule(problem):
+    assert sh.split_bound(problem)[0] <= exhaustive(problem) + 1e-9
