@@ -222,7 +222,7 @@ def segment_path(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
-@level("split-heads", rank=126.5, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+@level("split-heads", rank=127.5, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
        doc="makespan: each op's start on each device, its ancestors split between running there and moving there")
 def split_heads(run: Any, seconds: float) -> Outcome:
     """Heads and tails that price the split of an op's ancestors between its device (run there one at a time) and
