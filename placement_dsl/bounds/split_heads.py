@@ -11,15 +11,15 @@ release times does (one machine, ``1|r_j|C_max``, is solved by earliest release 
 ``W`` of ancestors of ``v`` (its cone: the ancestors within :data:`DEPTH` edges, at most :data:`CAP` of them) and
 for each ``w`` in it a value ``e_w(d)`` that ``v`` cannot start before when ``w`` runs elsewhere:
 
-* an input ``w`` of ``v``: ``e_w(d) = min_{d' != d} (R[w, d'] + p_wd' + c_w(d', d))``, its earliest finish off
+* an input ``w`` of ``v``: ``e_w(d) >= min_{d' != d} (R[w, d'] + p_wd' + c_w(d', d))``, its earliest finish off
   ``d`` plus the least transfer of its tensor into ``d`` (route latency plus size over bandwidth, or the sheet's
   matrix: the cost model's one definition, congestion dropped); ``inf`` when ``w`` is colocated with ``v``;
 * an ancestor ``w`` with a child ``x`` in the cone: if ``x`` runs on ``d`` its input from ``w`` moves there, so ``v``
   starts after ``max(that arrival, R[x, d]) + p_xd``; if not, after ``e_x(d)``. Each such child gives
   ``min(e_x(d), max(a_w(d), R[x, d]) + p_xd)`` (``a_w`` as above, ``inf`` when ``w`` and ``x`` are colocated) and
-  ``e_w(d)`` is the largest.
+  ``e_w(d)`` is the largest of these (and of the term above, for an input).
 
-In a schedule with ``v`` on ``d`` let ``B`` be the ancestors of ``W`` that run elsewhere and ``A`` those on ``d``:
+In a schedule with ``v`` on ``d`` let ``B`` be the ops of ``W`` that run elsewhere and ``A`` those on ``d``:
 ``v`` starts after ``max_{w in B} e_w(d)`` and after every op of ``A`` ran on ``d`` (serially, each from its own
 head ``R[w, d]``, so after ``max_j (R[j, d] + sum_{i in A, R[i, d] >= R[j, d]} p_id)``; on a parallel host, after
 ``max_j R[j, d] + p_jd``). Both grow with their set, so the least over the splits is found among the ``|W| + 1``
