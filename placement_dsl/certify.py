@@ -64,8 +64,10 @@ latency model's write and read, the makespan's route) and ``device-work`` (the s
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
 of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
 memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
-:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``cut-segments``
-(between two ops comparable with all others, each device that joins pays a transfer in and out,
+:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``split-heads``
+(each op's start on each device: the least split of its nearby ancestors into those run there one at a time and
+those whose tensors move there, and the device work between those heads and tails, :mod:`.bounds.split_heads`) and
+``cut-segments`` (between two ops comparable with all others, each device that joins pays a transfer in and out,
 :mod:`.bounds.segments`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
 levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
 its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of

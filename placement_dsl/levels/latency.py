@@ -236,6 +236,18 @@ def segment_path(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
+@level("split-heads", rank=127.5, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+       doc="makespan: each op's start on each device, its ancestors split between running there and moving there")
+def split_heads(run: Any, seconds: float) -> Outcome:
+    """Heads and tails that price the split of an op's ancestors between its device (run there one at a time) and
+    the others (their tensors moved to it), the least split found by sorting, then the work over the devices
+    between them (:func:`~placement_dsl.bounds.split_heads.split_bound`): every placement's makespan."""
+    from ..bounds.split_heads import split_bound
+
+    bound, note, complete = split_bound(run.problem, run.clock.within(seconds))
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
 def spine_priced(problem: Problem) -> str | None:
     """The cut-op spine prices Tarnawski's invocations through host memory, with an inference graph's memory."""
     return latency_only(problem) or cut_paths(problem)
