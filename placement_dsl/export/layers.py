@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 from ..placement import Placement
-from .plan import Stage, op_name, pipeline_stages, split_modules, whole_modules
+from .plan import Stage, module_objects, op_name, pipeline_stages, split_modules, whole_modules
 
 _SUFFIXED = re.compile(r"^(.+_)(\d+)$")
 
@@ -166,6 +166,13 @@ def check_transformer_layers(placement: Placement, prefix: str, runtime: str) ->
                             f"{len(kinds[first])} ops, {layer_name(prefix, i)} {len(kinds[i])} ops of other types "
                             f"or order); {runtime} repeats one transformer layer (export to deepspeed or "
                             f"torch-pipelining)")
+    objects = module_objects(placement)
+    for i in sorted(kinds):
+        tied = [f for f in objects.get(layer_name(prefix, i), {}).get("fqns", []) if _layer_index(f, prefix) != i]
+        if tied:
+            raise SpecError(f"{runtime}: layer {layer_name(prefix, i)!r} is one module object with {tied[0]!r}; "
+                            f"{runtime} builds every layer with its own weights (export to deepspeed with "
+                            f"TiedLayerSpec, or torch-pipelining)")
     others = other_layer_lists([p for p in paths if p], prefix)
     if others:
         raise SpecError(f"{runtime}: the model has a second layer list {others[0]!r} beside {prefix!r} (an "
