@@ -90,6 +90,9 @@ def _merged_op(name: str, members: list[Op], leaving: set[str]) -> Op:
     attrs = {"module": name, "ops": len(members), "types": types,
              "flops": sum(float(op.attrs.get("flops", 0.0)) for op in members),
              "bytes_moved": sum(float(op.attrs.get("bytes_moved", 0.0)) for op in members)}
+    shared = {path: obj for op in members for path, obj in (op.attrs.get("shared_modules") or {}).items()}
+    if shared:  # the modules of the layer that are one object under several names, or called more than once
+        attrs["shared_modules"] = shared
     return Op(name=name, work=_merged_work(members), param_bytes=sum(op.param_bytes for op in members),
               out_bytes=sum(op.out_bytes for op in members if op.name in leaving),
               activation_bytes=sum(op.activation_bytes for op in members), attrs=attrs)
