@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .cluster import Cluster
 from .errors import SpecError
 from .graph import Graph
@@ -28,6 +30,32 @@ class Workload:
     @property
     def name(self) -> str:
         return self.graph.name
+
+    def check_runnable(self) -> None:
+        """Refuse (:class:`SpecError`) a workload with an op that no device of its cluster can run: its ``work``
+        names only kinds the cluster has no device of. No placement exists; the input names kinds it lacks.
+
+        >>> from .graph import Op
+        >>> w = Workload(Graph([Op(name="a", work={"tpu": 1.0})], []), Cluster.stages(1))
+        >>> w.check_runnable()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        placement_dsl.errors.SpecError: op 'a' runs only on kind 'tpu', and the cluster has no device of it ...
+        """
+        kinds = list(dict.fromkeys(d.kind for d in self.cluster.devices))
+        runs = np.zeros(self.graph.n, dtype=bool)
+        for kind in kinds:
+            runs |= np.isfinite(self.graph.work(kind))
+        bad = np.flatnonzero(~runs)
+        if not bad.size:
+            return
+        op = self.graph.ops[bad[0]]
+        named = ", ".join(map(repr, op.work))
+        more = f" ({bad.size - 1} more op{'s' if bad.size > 2 else ''} likewise)" if bad.size > 1 else ""
+        raise SpecError(f"op {op.name!r} runs only on kind{'s' if len(op.work) > 1 else ''} {named}, and the cluster "
+                        f"has no device of {'them' if len(op.work) > 1 else 'it'} (its kinds: "
+                        f"{', '.join(map(repr, kinds))}){more}; give the op's work on a kind the cluster has, or add "
+                        "a device of its kind")
 
 
 def check_header(data: dict[str, Any], expected: str) -> None:
