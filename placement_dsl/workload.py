@@ -64,7 +64,7 @@ def check_header(data: dict[str, Any], expected: str) -> None:
     if fmt != expected:
         raise SpecError(f"expected format {expected!r}, got {fmt!r}")
     version = data.get("version", VERSION)
-    if version != VERSION:
+    if isinstance(version, bool) or version != VERSION:  # true == 1 in Python, but it is no version number
         raise SpecError(f"{expected}: unsupported version {version!r}; this package reads version {VERSION}")
 
 

@@ -58,6 +58,7 @@ CASES = {
     "op bytes true": (_set("graph", "ops", 1, "param_bytes", value=True), "op 'e1': param_bytes: "),
     "op work true": (_set("graph", "ops", 1, "work", "accelerator", value=True), "op 'e1': work: "),
     "device without name": (_no_name, "device #1 has no 'name'"),
+    "version true": (_set("version", value=True), "unsupported version True"),
     "top level list": (lambda w: [w], "expected a JSON object at the top level, got a list"),
     "top level string": (lambda w: "g1", "expected a JSON object at the top level, got a string"),
 }
