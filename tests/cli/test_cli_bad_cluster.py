@@ -112,3 +112,17 @@ def test_an_op_for_a_kind_the_options_add_is_not_refused(capsys, tmp_path):
     assert code == 2 and "op 'out' runs only on kind 'cpu'" in err
     code, _, err = run_cli(capsys, "solve", str(path), "--method", "greedy", "--cpus", "1")
     assert code == 0, err
+
+
+def test_a_colocation_group_whose_ops_share_no_kind_is_named(capsys, tmp_path):
+    """``e1`` runs only on the accelerator and ``e2`` only on the cpu, but they share a device: greedy used to blame
+    the group's memory (exit 3)."""
+    data = workload()
+    data["cluster"] = {"devices": [{"name": "acc", "kind": "accelerator"}, {"name": "cpu", "kind": "cpu"}]}
+    data["graph"]["ops"][2]["work"] = {"cpu": 1.0}
+    path, out = tmp_path / "w.json", tmp_path / "split.json"
+    path.write_text(json.dumps(data))
+    code, stdout, err = run_cli(capsys, "solve", str(path), "--method", "greedy", "--out", str(out))
+    assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
+    assert "colocation group 'g1'" in err and "'e1' on 'accelerator'; 'e2' on 'cpu'" in err, err
+    assert not out.exists()
