@@ -28,7 +28,7 @@ from typing import Any
 from .errors import PlacementError, SpecError
 
 __all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "machine", "model_seconds", "process_start", "seconds",
-           "slowdown", "stream_within"]
+           "slowdown", "stream_within", "unlinked_locks"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -220,6 +220,20 @@ def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Ite
             proc.kill()
         proc.join(timeout=1.0)
         recv.close()
+
+
+def unlinked_locks() -> None:
+    """Make the locks this process creates from now on as a forked process makes them: their semaphores are unlinked
+    at once instead of registered with the resource tracker, which a spawned child shares with its parent.
+
+    The initializer of every ``spawn`` pool's worker (:func:`placement_dsl.cpsat.spawn_pool`; this module imports no
+    Pyomo, so it runs before the task's modules load): Pyomo's import makes a lock (its output-capture lock), and a
+    worker stopped by its pool (``terminate``: at a deadline, or while it was still ending) never unregisters it, so
+    the resource tracker reported it at the parent's exit ("leaked semaphore objects", 4 of 9 makespan solves of a
+    931-op sheet at 30 s)."""
+    import multiprocessing as mp
+
+    mp.set_start_method("fork", force=True)
 
 
 def _streaming(conn: Any, fn: Callable[..., Any], args: tuple) -> None:
