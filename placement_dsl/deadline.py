@@ -27,8 +27,8 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "machine", "model_seconds", "process_start", "seconds",
-           "slowdown", "stream_within", "unlinked_locks"]
+__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_seconds", "process_start",
+           "seconds", "slowdown", "stream_within", "unlinked_locks"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -116,6 +116,14 @@ def slowdown() -> float:
     core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
     cores, load = machine()
     return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+
+
+def contention() -> float:
+    """Wall seconds a CPU-bound job takes here now per second of its CPU time: the one-minute load average over the
+    cores this process may run on, at least 1 (a job holds one core's share). Schedule models built at load 5.2-6.8 on
+    two cores took 2.0-2.9 times their CPU time (this gives 2.6-3.4)."""
+    cores, load = machine()
+    return max(1.0, load / max(cores, 1))
 
 
 def machine() -> tuple[int, float]:
