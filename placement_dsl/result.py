@@ -20,7 +20,8 @@ class Seconds:
     ``build`` compiles the problem and extracts the model's arrays, ``start`` finds and checks
     the warm start, ``handoff`` gives the model to the solver, ``solve`` is the search;
     ``coarse`` and ``lns`` are the coarse solve and the LNS of a single-sample solve whose model was too
-    large to build (:mod:`placement_dsl.search.anytime`), ``restarts`` the makespan's restarts after them
+    large to build (:mod:`placement_dsl.search.anytime`), ``again`` the improving method's fresh-seed rounds after
+    them (:func:`placement_dsl.stopped.again`), ``restarts`` the makespan's restarts after those
     (:mod:`placement_dsl.restarts`); ``total`` is the whole call.
     """
 
@@ -31,6 +32,7 @@ class Seconds:
     total: float = 0.0
     coarse: float = 0.0
     lns: float = 0.0
+    again: float = 0.0
     restarts: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
