@@ -170,3 +170,41 @@ def test_the_dynamo_exporters_calls_are_told_apart_by_the_program_order(tmp_path
     with pytest.raises(SpecError, match=r"stage 1 begins after 'block', a module called more than once"):
         export(_stages(g, "node_add2"), "torch-pipelining")
     assert export(_stages(g, "node_y"), "torch-pipelining").data["split_spec"] == {"out": "beginning"}
+
+
+class Basic(nn.Module):
+    """torchvision's basic block: one ``relu`` module called before ``conv2`` and after the residual sum."""
+
+    def __init__(self, c: int = 4) -> None:
+        super().__init__()
+        self.conv1, self.relu, self.conv2 = nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return self.relu(x + self.conv2(self.relu(self.conv1(x))))
+
+
+class Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.layer1, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(Basic(), Basic()), nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        return self.fc(self.layer1(self.stem(x)))
+
+
+def test_layers_of_a_module_called_around_another_are_one_per_call(tmp_path):
+    """One layer per module made a cycle (relu -> conv2 -> relu) once the ONNX calls carry the module's name, as
+    the torch importer's always did: each later call is a layer of its own, named as TorchScript names it."""
+    from placement_dsl.io import onnx as onnx_io
+    from placement_dsl.io.torch_export import from_module
+
+    model, x = Stack().eval(), torch.randn(2, 3, 8, 8)
+    torch.onnx.export(model, (x,), str(tmp_path / "stack.onnx"), dynamo=False)
+    block = ["conv1", "relu", "conv2", "relu_1"]
+    names = ["stem", *[f"layer1.{i}.{m}" for i in range(2) for m in block], "fc"]
+    g = onnx_io.load(tmp_path / "stack.onnx", granularity="layer").graph
+    assert list(g.names) == names == list(from_module(model, (x,), granularity="layer").graph.names)
+    assert g.ops[g.index["layer1.0.relu_1"]].attrs["shared_modules"] == {"layer1.0.relu": {"fqns": ["layer1.0.relu"],
+                                                                                           "calls": 2}}
+    assert [op.name for op in onnx_io.load(tmp_path / "stack.onnx", granularity="layer", depth=2).graph.ops] == \
+        ["stem", "layer1.0", "layer1.1", "fc"]
