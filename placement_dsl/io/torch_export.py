@@ -41,6 +41,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
 from .formats import importer
+from .module_calls import on_op, record
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
           "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
@@ -166,8 +167,8 @@ def shared_modules(module: Any, ep: Any) -> dict[str, dict[str, Any]]:
         for key, value in (node.meta.get("nn_module_stack") or {}).items():
             if value and value[0] in object_of:
                 calls.setdefault(object_of[value[0]], set()).add(str(key))
-    return {fqn: {"fqns": sorted(fqns), "calls": len(calls.get(key, ()))} for key, fqns in names.items()
-            for fqn in fqns if len(fqns) > 1 or len(calls.get(key, ())) > 1}
+    return record({fqn: len(calls.get(key, ())) for key, fqns in names.items() for fqn in fqns},
+                  {fqn: fqns for fqns in names.values() for fqn in fqns})
 
 
 class _Walk:
@@ -217,7 +218,7 @@ class _Walk:
         attrs: dict[str, Any] = {"type": name, "flops": flops, "bytes_moved": moved, "nn_module_stack": stack}
         if stack:
             attrs["module"] = stack[-1]
-        if shared := {path: self.shared[path] for path in stack if path in self.shared}:
+        if shared := on_op(stack, self.shared):
             attrs["shared_modules"] = shared
         if outs:
             attrs["shape"] = list(outs[0][0])
