@@ -131,10 +131,10 @@ from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
-from .heuristics import jit
+from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
-from .heuristics.fallback import fallback
-from .heuristics.slicegraph import Slicer
+from .heuristics.base import ColdKernels
+from .heuristics.fallback import fallback, spread_split
 from .levels.base import LEVELS, LISTED_ORDER, Family, Level, defaults_of, family, load, numbered
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
@@ -170,6 +170,9 @@ SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-
 # load 20 (its placement built and scored), and past its share it is stopped with nothing (greedy's 189.75 stood)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 MIN_AGAIN = 2.0  # seconds left after the levels below which no stopped heuristic runs again (_again)
+COLD_KEEP = 0.25  # of the time left after the levels, what a heuristic stopped in Python for a cold kernel cache keeps
+# to run again compiled, waiting for the background compile at most the rest (a cold gpt3-2000 onto 4 stages: its
+# levels ended at 23 s of 60 with balanced's 42.498, SliceGraph stopped in Python; compiled it finds 28.8249)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
 # (the DP in Python, :data:`.heuristics.jit.PYTHON_IDEALS`), and its split is at least theirs on identical stages
@@ -193,6 +196,7 @@ class _Run:
         self.upper: list[UpperRun] = []  # the upper-bound heuristics that ran, in order
         self.cut: list[str] = []  # the upper-bound heuristics stopped at their time limit (_again runs them again)
         self.unfinished: set[str] = set()  # ... of those, the ones stopped before their search answered
+        self.cold: set[str] = set()  # ... of those, the ones stopped running their kernels in Python (a cold cache)
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
         self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
@@ -264,6 +268,10 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
             wall = time.perf_counter() - t  # stopped (BudgetSpent): it took all of that
             run.upper.append(UpperRun(method, None, wall, str(err).split(";")[0],
                                       wall if isinstance(err, BudgetSpent) else 0.0))
+            if isinstance(err, ColdKernels):  # its kernels in Python, compiled in the background meanwhile: _again
+                run.cut.append(method)
+                run.unfinished.add(method)
+                run.cold.add(method)
             continue
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
@@ -281,8 +289,12 @@ def _again(run: _Run, seconds: float | None = None, only: set[str] | None = None
     of a 60 s ``bounds`` unused, where the DP ends in 6-8 s at 250.59 (the bound 245.81). Before a level of
     seconds, those of them (``only``) stopped before their search answered run with ``seconds``
     (:meth:`_Pending.before`)."""
-    methods = tuple(m for m in dict.fromkeys(run.cut) if only is None or m in only)
+    last, compiling = seconds is None, bool(run.cold) and kernel_cache.compiling()
+    methods = tuple(m for m in dict.fromkeys(run.cut) if (only is None or m in only)
+                    and (last or not compiling or m not in run.cold))  # before a level: compiled, or not again
     run.cut = [m for m in run.cut if m not in methods]
+    if last and compiling and run.cold.intersection(methods) and not run.settled():  # the call's end: they wait
+        kernel_cache.wait_compiled(run.clock.at - max(COLD_KEEP * run.clock.left(), MIN_AGAIN))  # for the compile
     seconds = run.clock.left() if seconds is None else seconds
     if methods and not run.settled() and seconds >= MIN_AGAIN:
         _upper(run, methods, seconds)
@@ -324,10 +336,7 @@ def _spread(run: _Run) -> None:
     name = "spread" if host.any() else "balanced"
     t = time.perf_counter()
     try:
-        slicer = Slicer(g, c, run.model)
-        order = g.topo.copy() if slicer.projection.identity else slicer.order(-g.rank.astype(float))
-        slicing = slicer.spread_bounds if host.any() else slicer.balanced_bounds
-        placement = slicer.placement(order, slicing(order, slicer.allowed(order)), source=name)
+        placement = spread_split(g, c, run.model, run.clock.left())
     except PlacementError as err:  # ops the accelerators cannot run
         run.upper.append(UpperRun(name, None, time.perf_counter() - t, str(err).split(";")[0]))
         return
