@@ -170,9 +170,8 @@ SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-
 # load 20 (its placement built and scored), and past its share it is stopped with nothing (greedy's 189.75 stood)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 MIN_AGAIN = 2.0  # seconds left after the levels below which no stopped heuristic runs again (_again)
-COLD_KEEP = 0.25  # of the time left after the levels, what a heuristic stopped in Python for a cold kernel cache keeps
-# to run again compiled, waiting for the background compile at most the rest (a cold gpt3-2000 onto 4 stages: its
-# levels ended at 23 s of 60 with balanced's 42.498, SliceGraph stopped in Python; compiled it finds 28.8249)
+COLD_KEEP = 0.25  # of the time left at the end, what a heuristic stopped in Python on a cold kernel cache keeps to run
+# again compiled after waiting for the background compile (cold gpt3-2000 onto 4 stages: 42.498 at 23 s of 60, 28.8249)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
 # (the DP in Python, :data:`.heuristics.jit.PYTHON_IDEALS`), and its split is at least theirs on identical stages
@@ -447,7 +446,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
-    _warm_kernels(problem)
+    _warm_kernels(problem, clock)
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
@@ -527,14 +526,16 @@ class _Pending:
         return max(0.0, self.until - time.monotonic(), floor * self.run.clock.left())
 
     def greedy(self) -> None:
-        """The heuristics in ``O(n + m)``, with the share and up to half of the call if they need it: often the only
-        valid placement at scale (greedy took 9.3 s on 20,000 ops at load 19, over the share, and was stopped)."""
-        linear = tuple(m for m in self.methods if m in LINEAR)
-        if linear:
-            _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+        """The work-balanced slicing (:func:`_spread`, milliseconds) first; only where it found no valid split, the
+        heuristics in ``O(n + m)`` with the share and up to half of the call: the only valid placement where memory
+        binds (greedy: 9.3 s on 20,000 ops at load 19). Else they run with the others (:meth:`rest`): first, greedy
+        took 1 s of a 5 s ``bounds`` of 20,000 ops that the cut stages needed (250.59 below the slicing's 268.19)."""
         if self.methods and not self.run.met():
             _spread(self.run)
-        self.methods = tuple(m for m in self.methods if m not in LINEAR)
+        linear = tuple(m for m in self.methods if m in LINEAR)
+        if linear and not math.isfinite(self.run.best[0]):
+            _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+            self.methods = tuple(m for m in self.methods if m not in LINEAR)
 
     def before(self, level: Level) -> bool:
         """Run the rest before ``level`` (which applies) unless it is a closed-form bound ranked before the DP
@@ -561,24 +562,23 @@ class _Pending:
 
 
 WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's
+WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (_warm_kernels)
 
 
-def _warm_kernels(problem: Problem) -> None:
-    """Load the compiled kernels of the heuristics the call runs in forked children (:func:`call_within`) once,
-    here (:func:`.heuristics.jit.load_kernels`): each child would otherwise import numba and load the same cached
-    kernels again (1.5-2 s of CPU each, four or more children per call; on a loaded machine, most of a level's
-    share). Nothing for a graph small enough that its kernels run in Python (:mod:`.heuristics.jit`)."""
-    if jit.python_kernels() or jit.small(problem.graph.n):
+def _warm_kernels(problem: Problem, clock: Deadline) -> None:
+    """Load the kernels of the heuristics the call runs in forked children (:func:`call_within`) once, here
+    (:func:`.heuristics.jit.load_kernels`), not again in each child (1.5-2 s of CPU each, four or more per call).
+    Not for a graph whose kernels run in Python (:mod:`.heuristics.jit`), nor with less than :data:`WARM_LEAST`
+    left: few children run then, and loading took 1 s of a 5 s call on 20,000 ops."""
+    if jit.python_kernels() or jit.small(problem.graph.n) or clock.left() < WARM_LEAST:
         return
     jit.load_kernels(WARM_METHODS)
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:
     """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
-    certificate's hand-over (its placement checked, written out): on 20,000 ops at load 19 the command ended 5.7 s
-    after its last level."""
-    left = clock.left()
-    return clock.within(left - min(SCORE_PER_OP * ops, 0.1 * left))
+    certificate's hand-over (checked, written out): on 20,000 ops at load 19 the command ended 5.7 s after its last level."""
+    return clock.within(clock.left() - min(SCORE_PER_OP * ops, 0.1 * clock.left()))
 
 
 def _check_arguments(gap: Any, workers: Any, start: Any) -> None:
