@@ -335,7 +335,7 @@ def _spread(run: _Run) -> None:
     name = "spread" if host.any() else "balanced"
     t = time.perf_counter()
     try:
-        placement = spread_split(g, c, run.model, run.clock.left())
+        placement = spread_split(g, c, run.model, run.clock.left(), python=run.clock.left() < WARM_LEAST)
     except PlacementError as err:  # ops the accelerators cannot run
         run.upper.append(UpperRun(name, None, time.perf_counter() - t, str(err).split(";")[0]))
         return

@@ -13,7 +13,7 @@ from ..errors import PlacementError
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from . import kernel_cache
+from . import jit, kernel_cache
 from .base import STOPPED, HeuristicResult
 from .baselines import greedy, one_device
 from .slicegraph import Slicer
@@ -56,15 +56,18 @@ def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[Heuristi
         return []
 
 
-def spread_split(graph: Graph, cluster: Cluster, model: CostModel, seconds: float | None = None) -> Placement:
+def spread_split(graph: Graph, cluster: Cluster, model: CostModel, seconds: float | None = None,
+                 python: bool = False) -> Placement:
     """The work-balanced slicing of the graph's topological order (its projection's order where the graph is not
     its own), named ``"spread"`` (over the non-host devices, the hosts empty) beside a host, else ``"balanced"``
     (over every device); :class:`PlacementError` where the devices cannot run the ops. With ``seconds``, a time
     limit: on a cold kernel cache its kernels run in Python (``O(n + m)`` loops, milliseconds at 20,000 ops) while a
-    background process compiles them, where compiling here took 6 s of a cold 60 s ``bounds``."""
+    background process compiles them, where compiling here took 6 s of a cold 60 s ``bounds``. ``python``: kernels
+    not loaded yet run in Python whatever the cache (:func:`.jit.interpreted`): for a short call, loading numba and
+    the kernels (1.2 s at load 7 on 20,000 ops) costs more than these loops."""
     host = np.asarray(cluster.host, dtype=bool)
     name = "spread" if host.any() else "balanced"
-    with kernel_cache.limited(name, seconds):
+    with kernel_cache.limited(name, seconds), jit.interpreted(python):
         slicer = Slicer(graph, cluster, model)
         order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
         slicing = slicer.spread_bounds if host.any() else slicer.balanced_bounds
