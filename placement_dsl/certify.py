@@ -107,8 +107,8 @@ level          bound                                               size
 
 A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies, ``greedy``,
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
-as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: greedy first, then
-the closed forms of milliseconds and, on a graph of few ideals, the DP; slicegraph and BRKGA only if the gap is
+as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: the work-balanced
+slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; slicegraph and BRKGA if the gap is
 still open before the next level (the certificate's ``upper`` lists what ran).
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
@@ -149,8 +149,8 @@ __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStat
 
 ALL = PlacementClass.ALL
 UPPER = ("greedy", "slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems;
-# greedy (O(n + m)) first, with all the share it needs: where memory binds and the slicing DP runs out of time its
-# split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
+# greedy (O(n + m)) first where the work-balanced slicing is not valid, with all the share it needs: where memory binds
+# its split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
 # stages: no placement at all)
 LINEAR = frozenset({"greedy", "one-device"})  # upper-bound heuristics in O(n + m), not held to an even share
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
@@ -508,8 +508,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
 
 
 class _Pending:
-    """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: greedy (``O(n + m)``)
-    first; then the closed-form bounds ranked before the DP and, on a graph of few ideals (:func:`few_ideals`),
+    """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: the work-balanced
+    slicing, else greedy, first; then the closed-form bounds ranked before the DP and, on few ideals (:func:`few_ideals`),
     the DP level; slicegraph and BRKGA only before the first other level, and only while the
     best placement does not meet the bound (once it does, nothing they find can change the certificate). They share
     :data:`UPPER_SHARE` of the call's time, greedy's included."""
