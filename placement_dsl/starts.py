@@ -43,7 +43,7 @@ from .io import Workload, load_placement
 from .placement import Placement
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "Start",
-           "alternatives", "auto_methods", "improve", "leads", "mean_width", "pass_estimates", "race", "resolve"]
+           "alternatives", "auto_methods", "improve", "lead_share", "leads", "mean_width", "pass_estimates", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -53,13 +53,15 @@ KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the 
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
-LEAD = {"max_load": ("dp", "slicegraph")}  # per goal, the searches a race runs first after the baselines and the
-LEAD_SHARE = 0.5  # passes, in order, each with this share of the time left at least: for max load the DP over
+LEAD = {"max_load": ("dp", "pipedream", "slicegraph")}  # per goal, the searches a race runs first after the baselines and the
+LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left at least: for max load the DP over
 # ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x 10, 2,080 ops: 1.1 s once
-# its kernels are loaded, but seventh of eleven searches, it never ran in the share), then SliceGraph, whose slicing
-# DP finds the DP's optimum or near it where the DP declines a wide graph in milliseconds (an even share, a
-# thirteenth of the race, stopped it on GPT-3 of 20,111 ops onto 4 devices beside another job: the work-balanced
-# slicing's 268.19 answered a 60 s solve, where it finds 250.59, the cut stages' bound)
+# its kernels are loaded, but seventh of eleven searches, it never ran in the share), then the slicings where the DP
+# declines a wide graph in milliseconds: PipeDream's path, one slicing DP over the few cuts between levels, and
+# SliceGraph's, over every op of two orders. Tenth and first of thirteen with even shares, on GPT-3 of 20,111 ops
+# onto 4 devices beside another job neither ran to its end: a 60 s solve answered the work-balanced slicing's 268.19
+# where the path finds 250.59 (the cut stages' bound; onto 16 devices 68.437) in a 30 s race at load 8
+NEXT_LEAD_SHARE = 0.3  # ... and the leads after the first this share: the searches after them keep most of the rest
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
 PASSES = {"one-device-best": 6e-6, "list": 8e-6, "cpop": 8e-6, "getf": 1.6e-5, "m-sct": 2.5e-5}
 """Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
@@ -280,6 +282,13 @@ def leads(problem: Any) -> tuple[str, ...]:
     return (found,) if isinstance(found, str) else tuple(found)
 
 
+def lead_share(problem: Any, method: str) -> float:
+    """The least share of a race's time left that ``method`` takes: :data:`LEAD_SHARE` for the first of the
+    problem's :func:`leads`, :data:`NEXT_LEAD_SHARE` for the others, none for other methods."""
+    found = leads(problem)
+    return 0.0 if method not in found else LEAD_SHARE if found.index(method) == 0 else NEXT_LEAD_SHARE
+
+
 def mean_width(graph: Any) -> float:
     """The graph's ops per level of its longest paths in edges (at least 1): how many ops a list scheduler's ready set
     holds, on the average."""
@@ -342,7 +351,7 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
-        given = max(left / max(searches_left, 1), LEAD_SHARE * left if method in leads(problem) else 0.0)
+        given = max(left / max(searches_left, 1), lead_share(problem, method) * left)
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(given, MIN_METHOD))
