@@ -128,7 +128,6 @@ import time
 import warnings
 from typing import Any
 
-
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
