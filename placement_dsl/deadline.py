@@ -114,8 +114,7 @@ def slowdown() -> float:
     """How many times slower than at :data:`SECONDS_PER_NONZERO`'s measurement a build runs here now: the one-minute
     load average per core this process may run on, beyond :data:`LOAD_MEASURED`, at least 1. A build holds one
     core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
-    cores, load = machine()
-    return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+    return max(1.0, contention() / LOAD_MEASURED)
 
 
 def contention() -> float:
