@@ -121,7 +121,6 @@ with their place in the run order and the problem families whose default hierarc
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import time
@@ -136,9 +135,9 @@ from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit
 from .heuristics import run as heuristic
-from .heuristics.fallback import fallback
+from .heuristics.fallback import scored_fallback
 from .heuristics.slicegraph import Slicer
-from .levels.base import LEVELS, Family, Level, defaults_of, family, load
+from .levels.base import LEVELS, Family, Level, checked_levels, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -203,12 +202,14 @@ class _Run:
         self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
-    def offer(self, placement: Placement, who: str) -> float | None:
-        """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
-        if not self.problem.is_valid(placement):
+    def offer(self, placement: Placement, who: str, scored: tuple[bool, Any] | None = None) -> float | None:
+        """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid). ``scored``:
+        its validity and objective for the problem, where they were found already (in a child)."""
+        valid, value = scored or (self.problem.is_valid(placement), None)
+        if not valid:
             self.family.offer(placement, who)
             return None
-        value = self.problem.evaluate(placement).objective
+        value = self.problem.evaluate(placement).objective if value is None else value
         if value < self.best[0]:
             self.best = (value, placement, who)
             if self.bound[0] >= value * (1 - ROUNDING):  # the scale's rounding is not a gap (as in prove)
@@ -440,14 +441,15 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     """
     refuse_spawned_rerun("certify")
     limit = seconds(budget, "budget")  # the call's deadline: budget seconds from now, or the caller's if sooner
-    clock = _reserved(Deadline(limit) if deadline is None else deadline.within(limit), problem.graph.n)
+    outer = Deadline(limit) if deadline is None else deadline.within(limit)
+    clock = _reserved(outer, problem.graph.n)
     _check_arguments(gap, workers, start)
-    chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
+    chosen = [LEVELS[name] for name in checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
     run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
-    _warm_kernels(problem)
+    jit.warm(problem.graph.n, WARM_METHODS)  # once here, not in each forked child (1.5-2 s of CPU each)
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
@@ -457,7 +459,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()
-        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.free):
+        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(run.problem, outer)):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
@@ -503,9 +505,22 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     pending.rest()
     _again(run)
     if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
-        with contextlib.suppress(PlacementError):
-            run.offer(fallback("certify", problem.graph, problem.cluster, run.model, "certify").placement, "fallback")
+        _last_resort(run, outer)
     return run.certificate()
+
+
+def _last_resort(run: _Run, outer: Deadline) -> None:
+    """The splits the heuristics fall back on, built and scored within the call's deadline (``outer``), sized first
+    (:func:`~.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8), recorded."""
+    t = time.perf_counter()
+    try:
+        found, valid, value = scored_fallback(run.problem, outer, "certify", "certify")
+    except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
+        run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
+        return
+    kept, skipped = run.offer(found.placement, "fallback", (valid, value)), found.info.get("skipped")
+    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 
 class _Pending:
@@ -563,16 +578,6 @@ class _Pending:
 WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's
 
 
-def _warm_kernels(problem: Problem) -> None:
-    """Load the compiled kernels of the heuristics the call runs in forked children (:func:`call_within`) once,
-    here (:func:`.heuristics.jit.load_kernels`): each child would otherwise import numba and load the same cached
-    kernels again (1.5-2 s of CPU each, four or more children per call; on a loaded machine, most of a level's
-    share). Nothing for a graph small enough that its kernels run in Python (:mod:`.heuristics.jit`)."""
-    if jit.python_kernels() or jit.small(problem.graph.n):
-        return
-    jit.load_kernels(WARM_METHODS)
-
-
 def _reserved(clock: Deadline, ops: int) -> Deadline:
     """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
     certificate's hand-over (its placement checked, written out): on 20,000 ops at load 19 the command ended 5.7 s
@@ -590,11 +595,3 @@ def _check_arguments(gap: Any, workers: Any, start: Any) -> None:
     if start is not None and not isinstance(start, Placement):
         raise SpecError(f"start {start!r}: give a Placement, not a {type(start).__name__}")
 
-
-def _checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None) -> list[str]:
-    """The requested level names (or the problem's default hierarchy) in run order; unknown names refused."""
-    levels = default_levels(problem) if levels is None else tuple(levels)
-    unknown = sorted(set(levels) - set(LEVELS))
-    if unknown:
-        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
-    return [name for name in LEVELS if name in levels]
