@@ -514,11 +514,11 @@ def _last_resort(run: _Run, outer: Deadline) -> None:
     (:func:`~.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8), recorded."""
     t = time.perf_counter()
     try:
-        found, valid, value = scored_fallback(run.problem, outer, "certify", "certify")
+        found, valid, ev = scored_fallback(run.problem, outer, "certify", "certify")
     except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
         run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
         return
-    kept, skipped = run.offer(found.placement, "fallback", (valid, value)), found.info.get("skipped")
+    kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
     note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
     run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 

@@ -181,6 +181,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished, stop.floor, stop.others = start_bound, unfinished, early, others
+    stop.clock = clock
     stop = continued_first(stop, spec, clock)
     start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
@@ -257,7 +258,7 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
     start, start_eval, refusal, start_bound, warm_start, unfinished, _ = first_start(
         problem, start_spec(problem, warm_start), clock)
     stop = Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound, stop.unfinished = start_bound, unfinished
+    stop.start_bound, stop.unfinished, stop.clock = start_bound, unfinished, clock
     t_start = time.perf_counter() - t0
     if clock.expired(MIN_SEARCH + RESERVE):
         result = stop.result(f"budget spent before the CP-SAT search ({clock.left():.1f} s left, the warm start took "

@@ -26,6 +26,7 @@ from .slicegraph import Slicer
 EVALUATE_PER_OP = 5e-5  # seconds per op of one evaluation at deadline.LOAD_MEASURED (scaled by slowdown()): a
 # makespan schedule of 47,584 ops onto 5 devices (a 15,000-task MOIRAI sheet) took 5.0-7.5 s each at load 8-9 on
 # 2 cores, its one-device split 42 s (7 evaluations); a value near the top is kept
+MILLISECONDS = 0.1  # seconds: a split estimated to take at most this is built however little time is left
 
 
 def evaluations(split: str, cluster: Cluster) -> int:
@@ -64,7 +65,7 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
     found, errors, skipped = [], [], []
     for name in names:
         need = 0.0 if deadline is None else fallback_seconds(graph, cluster, name)
-        if deadline is not None and need > deadline.left():
+        if deadline is not None and need > max(deadline.left(), MILLISECONDS):
             skipped.append(f"{name} (~{need:.1f} s for {graph.n} ops, {deadline.left():.1f} s left)")
             continue
         try:
@@ -85,16 +86,24 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
 
 def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
     """:func:`fallback` on ``problem``'s graph, cluster and cost model, and its placement scored as ``problem`` scores
-    one (valid for its terms, then its objective: two evaluations; ``None`` when invalid), all within ``deadline``:
-    in a child stopped at it (:func:`~placement_dsl.deadline.call_within`), the splits sized to leave the scoring its
-    time. :class:`BudgetSpent` says why where even the cheapest split and its scoring do not fit, or the child was
-    stopped."""
+    one (whether it is valid for its terms, and its evaluation: two evaluations), all within ``deadline``
+    (:func:`sized_call`), the splits sized to leave the scoring its time. :class:`BudgetSpent` says why where even
+    the cheapest split and its scoring do not fit, or the child was stopped."""
     g, c = problem.graph, problem.cluster
     need, scoring = fallback_seconds(g, c, "balanced", SCORING), SCORING * EVALUATE_PER_OP * g.n * slowdown()
-    if need > deadline.left():
-        raise BudgetSpent(f"skipped: the cheapest split and its scoring need ~{need:.1f} s for {g.n} ops, "
-                          f"{deadline.left():.1f} s left")
-    return call_within(deadline, _scored, problem, deadline.at - scoring, method, phase)
+    return sized_call(deadline, need, f"the cheapest split of {g.n} ops and its scoring", _scored, problem, deadline.at - scoring,
+                      method, phase)
+
+
+def sized_call(deadline: Deadline, need: float, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, estimated to take ``need`` seconds, within ``deadline``: in a child stopped at it
+    (:func:`~placement_dsl.deadline.call_within`); here where it takes milliseconds (:data:`MILLISECONDS`) and the
+    deadline is spent (a tiny graph's answer costs the promise nothing); refused (:class:`BudgetSpent`, saying
+    ``what`` needs how long) where it fits neither."""
+    left = deadline.left()
+    if need > max(left, MILLISECONDS):
+        raise BudgetSpent(f"skipped: {what} need ~{need:.1f} s, {left:.1f} s left")
+    return fn(*args, **kwargs) if need > left else call_within(deadline, fn, *args, **kwargs)
 
 
 SCORING = 2  # evaluations a problem scores a placement with (Problem.is_valid, Problem.evaluate)
@@ -104,8 +113,7 @@ def _scored(problem: Problem, until: float, method: str, phase: str) -> tuple[He
     now = time.monotonic()
     found = fallback(method, problem.graph, problem.cluster, problem.cost_model(), phase,
                      deadline=Deadline(max(until - now, 0.0), now))
-    valid = problem.is_valid(found.placement)
-    return found, valid, problem.evaluate(found.placement).objective if valid else None
+    return found, not problem.violations(found.placement), problem.evaluate(found.placement)
 
 
 def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:

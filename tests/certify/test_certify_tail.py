@@ -51,8 +51,9 @@ def test_with_time_left_the_certificate_still_has_the_fallback_split():
 def test_the_fallback_builds_cheapest_first_only_the_splits_whose_estimate_fits(monkeypatch):
     problem = _schedule(600)
     g, c, model = problem.graph, problem.cluster, problem.cost_model()
+    monkeypatch.setattr(fallbacks, "fallback_seconds", lambda g, c, split="balanced", checks=0: 1.0)
     with pytest.raises(BudgetSpent, match="no fallback split fits"):
-        fallbacks.fallback("m", g, c, model, "phase", deadline=Deadline(0.0))
+        fallbacks.fallback("m", g, c, model, "phase", deadline=Deadline(0.5))
     monkeypatch.setattr(fallbacks, "fallback_seconds", lambda g, c, split="balanced", checks=0:
                         1.0 if split == "balanced" else 1e9)
     found = fallbacks.fallback("m", g, c, model, "phase", deadline=Deadline(60.0))
@@ -64,8 +65,21 @@ def test_the_fallback_builds_cheapest_first_only_the_splits_whose_estimate_fits(
 
 
 def test_the_scored_fallback_is_refused_with_its_estimate_or_answers_as_the_problem_scores():
-    problem = _schedule(600)
-    with pytest.raises(BudgetSpent, match="skipped: .* 600 ops"):
+    problem = _schedule(2000)
+    with pytest.raises(BudgetSpent, match="skipped: .* 2000 ops"):
         fallbacks.scored_fallback(problem, Deadline(0.0), "m", "phase")
     found, valid, value = fallbacks.scored_fallback(problem, Deadline(60.0), "m", "phase")
-    assert valid and value == problem.evaluate(found.placement).objective
+    assert valid and value.objective == problem.evaluate(found.placement).objective
+    tiny = _schedule(12)  # milliseconds: built however little time is left
+    found, valid, value = fallbacks.scored_fallback(tiny, Deadline(0.0), "m", "phase")
+    assert valid and value.objective == tiny.evaluate(found.placement).objective
+
+
+def test_a_solve_past_its_deadline_sizes_the_fallback_split_and_says_why():
+    from placement_dsl.solve import solve
+    from placement_dsl.solvers import Status
+
+    spent = Deadline(1.0, start=time.monotonic() - 2.0)
+    result = solve(_schedule(6000), deadline=spent, method="ip")
+    assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
+    assert "fallback split skipped" in result.message and "6000 ops" in result.message
