@@ -32,7 +32,9 @@ MILLISECONDS = 0.1  # seconds: a split estimated to take at most this is built h
 def evaluations(split: str, cluster: Cluster) -> int:
     """How many evaluations of the whole graph building ``split`` and checking it here takes: the slicing's own
     score, greedy's fill and score, one device's per class of identical devices and its score; one more each for
-    the check that picks the best."""
+    the check that picks the best; none for ``"none"`` (a caller's scoring of a placement it holds)."""
+    if split == "none":  # only the caller's checks
+        return 0
     built = {"balanced": 1, "greedy": 2}.get(split, len(cluster.homogeneous_groups()) + 1)
     return built + 1
 
