@@ -121,7 +121,6 @@ with their place in the run order and the problem families whose default hierarc
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import time
@@ -135,8 +134,8 @@ from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
 from .heuristics.base import ColdKernels
-from .heuristics.fallback import fallback, spread_applies, spread_split
-from .levels.base import LEVELS, Family, Level, defaults_of, family, load
+from .heuristics.fallback import scored_fallback, spread_applies, spread_split
+from .levels.base import LEVELS, Family, Level, checked_levels, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -204,12 +203,14 @@ class _Run:
         self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
-    def offer(self, placement: Placement, who: str) -> float | None:
-        """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
-        if not self.problem.is_valid(placement):
+    def offer(self, placement: Placement, who: str, scored: tuple[bool, Any] | None = None) -> float | None:
+        """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid). ``scored``:
+        its validity and objective for the problem, where they were found already (in a child)."""
+        valid, value = scored or (self.problem.is_valid(placement), None)
+        if not valid:
             self.family.offer(placement, who)
             return None
-        value = self.problem.evaluate(placement).objective
+        value = self.problem.evaluate(placement).objective if value is None else value
         if value < self.best[0]:
             self.best = (value, placement, who)
             if self.bound[0] >= value * (1 - ROUNDING):  # the scale's rounding is not a gap (as in prove)
@@ -437,14 +438,16 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     """
     refuse_spawned_rerun("certify")
     limit = seconds(budget, "budget")  # the call's deadline: budget seconds from now, or the caller's if sooner
-    clock = _reserved(Deadline(limit) if deadline is None else deadline.within(limit), problem.graph.n)
+    outer = Deadline(limit) if deadline is None else deadline.within(limit)
+    clock = _reserved(outer, problem.graph.n)
     _check_arguments(gap, workers, start)
-    chosen = [LEVELS[name] for name in _checked_levels(problem, levels)]
+    chosen = [LEVELS[name] for name in checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
     run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
-    _warm_kernels(problem, clock)
+    if clock.left() >= WARM_LEAST:  # few children run in a shorter call: loading took 1 s of a 5 s one at 20k ops
+        jit.warm(problem.graph.n, WARM_METHODS)  # once here, not in each forked child (1.5-2 s of CPU each)
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
@@ -454,7 +457,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
     for i, level in enumerate(chosen):
         left = clock.left()
-        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.free):
+        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(run.problem, outer)):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
@@ -500,9 +503,22 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     pending.rest()
     _again(run)
     if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
-        with contextlib.suppress(PlacementError):
-            run.offer(fallback("certify", problem.graph, problem.cluster, run.model, "certify").placement, "fallback")
+        _last_resort(run, outer)
     return run.certificate()
+
+
+def _last_resort(run: _Run, outer: Deadline) -> None:
+    """The splits the heuristics fall back on, built and scored within the call's deadline (``outer``), sized first
+    (:func:`~.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8), recorded."""
+    t = time.perf_counter()
+    try:
+        found, valid, ev = scored_fallback(run.problem, outer, "certify", "certify")
+    except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
+        run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
+        return
+    kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
+    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 
 class _Pending:
@@ -560,17 +576,7 @@ class _Pending:
 
 
 WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's
-WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (_warm_kernels)
-
-
-def _warm_kernels(problem: Problem, clock: Deadline) -> None:
-    """Load the kernels of the heuristics the call runs in forked children (:func:`call_within`) once, here
-    (:func:`.heuristics.jit.load_kernels`), not again in each child (1.5-2 s of CPU each, four or more per call).
-    Not for a graph whose kernels run in Python (:mod:`.heuristics.jit`), nor with less than :data:`WARM_LEAST`
-    left: few children run then, and loading took 1 s of a 5 s call on 20,000 ops."""
-    if jit.python_kernels() or jit.small(problem.graph.n) or clock.left() < WARM_LEAST:
-        return
-    jit.load_kernels(WARM_METHODS)
+WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (jit.warm)
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:
@@ -588,11 +594,3 @@ def _check_arguments(gap: Any, workers: Any, start: Any) -> None:
     if start is not None and not isinstance(start, Placement):
         raise SpecError(f"start {start!r}: give a Placement, not a {type(start).__name__}")
 
-
-def _checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None) -> list[str]:
-    """The requested level names (or the problem's default hierarchy) in run order; unknown names refused."""
-    levels = default_levels(problem) if levels is None else tuple(levels)
-    unknown = sorted(set(levels) - set(LEVELS))
-    if unknown:
-        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(LEVELS)}")
-    return [name for name in LEVELS if name in levels]

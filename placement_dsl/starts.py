@@ -39,6 +39,7 @@ from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
 from .heuristics.base import STOPPED, HeuristicResult, TimeLimitReached, run
+from .heuristics.fallback import SCORING, fallback_seconds, sized_call
 from .io import Workload, load_placement
 from .placement import Placement
 
@@ -213,7 +214,9 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
                                       deadline)
     if best.usable:
         others = best.others
-        best = improve(problem, best, end - time.perf_counter())
+        left = math.inf if deadline is None else deadline.left() - fallback_seconds(
+            problem.graph, problem.cluster, "none", SCORING)  # its answer is scored here after it
+        best = improve(problem, best, min(end - time.perf_counter(), left))
         best.unfinished, best.others = tuple(unfinished), others
         return best
     return Start(refusal="warm start refused: no heuristic found a valid start" +
@@ -252,6 +255,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
+    if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
+        seconds = min(seconds, deadline.left() - fallback_seconds(problem.graph, problem.cluster, "none", SCORING))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
@@ -266,7 +271,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
             proven = max((b for b in (proven, bound) if b is not None), default=None)
     best = Start() if best_sent is None else _received(problem, *best_sent)
     if not best.usable:  # nothing valid by the race's end: the baselines not run yet, which take O(n + m), here
-        best = _best_baseline(problem, [m for m in order if m in BASELINES and m not in done], best)
+        best = _best_baseline(problem, [m for m in order if m in BASELINES and m not in done], best, deadline)
     if best.usable and proven is not None:  # every search's proof holds for the class, not only the best one's
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
     if best.usable:
@@ -322,12 +327,17 @@ def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline |
     return sent
 
 
-def _best_baseline(problem: Any, methods: list[str], best: Start) -> Start:
-    """``best``, else the best valid split of the baselines among ``methods`` run here."""
+def _best_baseline(problem: Any, methods: list[str], best: Start, deadline: Deadline | None = None) -> Start:
+    """``best``, else the best valid split of the baselines among ``methods``, each sized from the op count and its
+    evaluations first (:func:`~.heuristics.fallback.sized_call`): one that does not fit ``deadline`` is not run
+    (a makespan schedule's one-device split of 15,838 ops took 29.5 s of a 10 s solve at load 8)."""
+    clock = deadline or Deadline(math.inf)
     for method in (m for m in methods if m in BASELINES):
+        need = fallback_seconds(problem.graph, problem.cluster, method, SCORING)
         try:
-            found = run(method, problem.graph, problem.cluster, model=problem.cost_model())
-        except PlacementError:
+            found = sized_call(clock, need, method, run, method, problem.graph, problem.cluster,
+                               model=problem.cost_model())
+        except PlacementError:  # it does not apply, or does not fit the time left (BudgetSpent)
             continue
         start = _checked(problem, found.placement, None, method)
         if start.usable and (not best.usable or start.objective < best.objective):

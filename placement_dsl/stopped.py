@@ -17,8 +17,10 @@ from typing import Any
 
 from .bounds import cut_stages
 from .bounds.max_load import max_load_bound
+from .bounds.simple import simple_lower_bound
+from .bounds.single_sample import SECONDS as SEGMENT_SECONDS
 from .bounds.single_sample import single_sample_bound
-from .deadline import BudgetSpent, Deadline
+from .deadline import BudgetSpent, Deadline, slowdown
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .formulations import Formulation
@@ -89,7 +91,10 @@ def heavy(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
     reaches 225.6)."""
     if spec != AUTO or problem.cost_model().objective not in SINGLE_SAMPLE:
         return False
-    need, left = build_seconds(problem, form), clock.left() - RESERVE
+    left = clock.left() - RESERVE
+    if left <= MIN_SEARCH:  # no search fits: the estimate (pairs of ops, 4.9 s on 15,838 ops at load 8) is not made
+        return False
+    need = build_seconds(problem, form)
     return HEAVY * left < need <= left - MIN_SEARCH
 
 
@@ -222,6 +227,7 @@ class Stop:
         self.floor: float | None = None  # a bound over the problem's placements proved within the budget (run paths)
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
+        self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -234,6 +240,7 @@ class Stop:
         better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
                       found.evaluation, "", self.t0)
         better.start_bound, better.floor, better.floor_source = self.start_bound, self.floor, self.floor_source
+        better.clock = self.clock
         return better
 
     def proves_start(self) -> bool:
@@ -305,17 +312,15 @@ class Stop:
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
         work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
-        try:
-            found = fallbacks.fallback("fallback", self.problem.graph, self.problem.cluster,
-                                            self.problem.cost_model(), phase="no model")
-        except PlacementError:
+        try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
+            found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model")
+        except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)
+            self.note = "; ".join(m for m in (self.note, f"fallback split {err}" if isinstance(err, BudgetSpent)
+                                              else "") if m)
             return None, None
         placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
                               source=found.info.get("fallback", "fallback"))
-        ev = self.problem.evaluate(placement)
-        if not ev.valid or self.problem.violations(placement):
-            return None, None
-        return placement, ev
+        return (placement, ev) if valid and ev.valid else (None, None)
 
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
@@ -325,7 +330,7 @@ class Stop:
             return
         bound, source = self.start_bound, self._bound_source()
         if bound is None:
-            bound = closed_form_bound(self.problem)
+            bound = closed_form_bound(self.problem, self.clock)
         elif (closed := max_load_bound(self.problem)) is not None and closed > bound:  # a heuristic stopped early
             bound, source = closed, "by a closed form"  # proves less than the closed forms
         if self.floor is not None:
@@ -384,8 +389,13 @@ def first_floor(problem: Any, share: float | None, clock: Deadline) -> float | N
                                        LATE_PER_OP * problem.graph.n))
 
 
-def closed_form_bound(problem: Any) -> float | None:
-    """A lower bound over every placement that needs no model (``None`` where none is known for the objective)."""
+CLOSED_PER_EDGE = 7e-5  # seconds per op and edge of the single-sample closed forms at load 1 (scaled by slowdown():
+# route paths, heads and tails, the segments' set-up: 7.9 s on 47,584 ops and 65,222 edges at load 6 on 2 cores)
+
+
+def closed_form_bound(problem: Any, clock: Deadline | None = None) -> float | None:
+    """A lower bound over every placement that needs no model (``None`` where none is known for the objective); the
+    single-sample segment bounds within ``clock`` too (the call's: 6 s past a spent 10 s solve of 15,838 ops)."""
     objective = problem.cost_model().objective
     if objective is Objective.MAX_LOAD:
         return max_load_bound(problem)
@@ -393,7 +403,14 @@ def closed_form_bound(problem: Any) -> float | None:
         running = RUNNING.get()
         mine = running is not None and running.problem is problem
         found = running.value(running.until + 1.0) if mine else None
-        closed = running.closed if mine and running.closed is not None else single_sample_bound(problem)[0]
+        if mine and running.closed is not None:
+            closed = running.closed
+        elif clock is None or CLOSED_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown() <= clock.left():
+            closed = single_sample_bound(problem, None if clock is None else clock.within(SEGMENT_SECONDS))[0]
+        else:  # its passes do not fit what is left (8 s on 47,584 ops at load 6): the load alone, on serial devices
+            if problem.cluster.parallel.any():
+                return found
+            closed = simple_lower_bound(problem.graph, problem.cluster)
         return max(closed, found or 0.0)
     return None
 

@@ -1,6 +1,10 @@
 """What a heuristic returns when its time limit passes before it holds a placement, or holds only one the cost model
 rejects: the best of three splits built in ``O(n + m)`` (greedy, one device, the work-balanced slicing of the
-topological order). The methods call it; :func:`~.base.run` reaches it by name (:data:`.registry.FALLBACK`)."""
+topological order). The methods call it; :func:`~.base.run` reaches it by name (:data:`.registry.FALLBACK`).
+
+Each split costs evaluations of the cost model, which on a large single-sample schedule are not cheap (list
+scheduling of every op): :func:`fallback_seconds` sizes them from the op count, and given a ``deadline`` the
+fallback builds, cheapest first, only the splits whose estimate fits what is left of it."""
 from __future__ import annotations
 
 import time
@@ -9,41 +13,110 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster
+from ..deadline import BudgetSpent, Deadline, call_within, slowdown
 from ..errors import PlacementError
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from ..problem import Problem
 from . import jit, kernel_cache
 from .base import STOPPED, HeuristicResult
 from .baselines import greedy, one_device
 from .slicegraph import Slicer
 
+EVALUATE_PER_OP = 5e-5  # seconds per op of one evaluation at deadline.LOAD_MEASURED (scaled by slowdown()): a
+# makespan schedule of 47,584 ops onto 5 devices (a 15,000-task MOIRAI sheet) took 5.0-7.5 s each at load 8-9 on
+# 2 cores, its one-device split 42 s (7 evaluations); a value near the top is kept
+MILLISECONDS = 0.1  # seconds: a split estimated to take at most this is built however little time is left
+
+
+def evaluations(split: str, cluster: Cluster) -> int:
+    """How many evaluations of the whole graph building ``split`` and checking it here takes: the slicing's own
+    score, greedy's fill and score, one device's per class of identical devices and its score; one more each for
+    the check that picks the best; none for ``"none"`` (a caller's scoring of a placement it holds)."""
+    if split == "none":  # only the caller's checks
+        return 0
+    built = {"balanced": 1, "greedy": 2}.get(split, len(cluster.homogeneous_groups()) + 1)
+    return built + 1
+
+
+def fallback_seconds(graph: Graph, cluster: Cluster, split: str = "balanced", checks: int = 0) -> float:
+    """Seconds to build ``split`` and check it, with ``checks`` more evaluations (a caller's scoring of the answer),
+    on this machine as loaded now: :data:`EVALUATE_PER_OP` per op and evaluation."""
+    return (evaluations(split, cluster) + checks) * EVALUATE_PER_OP * graph.n * slowdown()
+
 
 def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, phase: str,
-             start: float | None = None) -> HeuristicResult:
+             start: float | None = None, deadline: Deadline | None = None) -> HeuristicResult:
     """What ``method`` returns when its time limit passed in ``phase`` before it held a placement: the
     best of the greedy split (unless no memory binds and every op runs anywhere: then it is one device),
     the best single device and the work-balanced slicing of the topological order (each built in
     ``O(n + m)``), as ``method``'s result, with ``info["stopped"]`` and ``info["fallback"]`` naming the
     one taken. No proven bound. A split that cannot be built (a :class:`PlacementError`) is left out; where none can
-    be, the first one's error is raised."""
+    be, the first one's error is raised. With a ``deadline``, the splits are built cheapest first
+    (:func:`fallback_seconds`) and one whose estimate does not fit what is left is not started (``info["skipped"]``
+    says which and why); where none fits, :class:`BudgetSpent` says so."""
     begun = time.perf_counter() if start is None else start
     model = model or CostModel()
     fills = np.isfinite(cluster.memory).any() or not np.isfinite(cluster.times(graph)).all()
-    found, errors = [], []
-    for fn in (greedy, one_device) if fills else (one_device,):
+    builds = {"greedy": lambda: [greedy(graph, cluster, model=model)],
+              "one-device": lambda: [one_device(graph, cluster, model=model)],
+              "balanced": lambda: _balanced(graph, cluster, model)}
+    names = ["greedy", "one-device", "balanced"] if fills else ["one-device", "balanced"]
+    if deadline is not None:
+        names.sort(key=lambda name: evaluations(name, cluster))
+    found, errors, skipped = [], [], []
+    for name in names:
+        need = 0.0 if deadline is None else fallback_seconds(graph, cluster, name)
+        if deadline is not None and need > max(deadline.left(), MILLISECONDS):
+            skipped.append(f"{name} (~{need:.1f} s for {graph.n} ops, {deadline.left():.1f} s left)")
+            continue
         try:
-            found.append(fn(graph, cluster, model=model))
+            found += builds[name]()
         except PlacementError as err:
             errors.append(err)
-    found += _balanced(graph, cluster, model)
     if not found:
-        raise errors[0]
+        if errors:
+            raise errors[0]
+        raise BudgetSpent(f"{method}: no fallback split fits the time left: {'; '.join(skipped)}")
     best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
     placement = Placement(graph, cluster, best.placement.assign, source=method)
     return HeuristicResult(method=method, placement=placement, objective=best.objective,
                            seconds=time.perf_counter() - begun, evaluations=sum(r.evaluations for r in found),
-                           info={"stopped": STOPPED, "fallback": best.method, "stopped_in": phase})
+                           info={"stopped": STOPPED, "fallback": best.method, "stopped_in": phase,
+                                 **({"skipped": skipped} if skipped else {})})
+
+
+def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
+    """:func:`fallback` on ``problem``'s graph, cluster and cost model, and its placement scored as ``problem`` scores
+    one (whether it is valid for its terms, and its evaluation: two evaluations), all within ``deadline``
+    (:func:`sized_call`), the splits sized to leave the scoring its time. :class:`BudgetSpent` says why where even
+    the cheapest split and its scoring do not fit, or the child was stopped."""
+    g, c = problem.graph, problem.cluster
+    need, scoring = fallback_seconds(g, c, "balanced", SCORING), SCORING * EVALUATE_PER_OP * g.n * slowdown()
+    return sized_call(deadline, need, f"the cheapest split of {g.n} ops and its scoring", _scored, problem, deadline.at - scoring,
+                      method, phase)
+
+
+def sized_call(deadline: Deadline, need: float, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, estimated to take ``need`` seconds, within ``deadline``: in a child stopped at it
+    (:func:`~placement_dsl.deadline.call_within`); here where it takes milliseconds (:data:`MILLISECONDS`) and the
+    deadline is spent (a tiny graph's answer costs the promise nothing); refused (:class:`BudgetSpent`, saying
+    ``what`` needs how long) where it fits neither."""
+    left = deadline.left()
+    if need > max(left, MILLISECONDS):
+        raise BudgetSpent(f"skipped: {what} need ~{need:.1f} s, {left:.1f} s left")
+    return fn(*args, **kwargs) if need > left else call_within(deadline, fn, *args, **kwargs)
+
+
+SCORING = 2  # evaluations a problem scores a placement with (Problem.is_valid, Problem.evaluate)
+
+
+def _scored(problem: Problem, until: float, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
+    now = time.monotonic()
+    found = fallback(method, problem.graph, problem.cluster, problem.cost_model(), phase,
+                     deadline=Deadline(max(until - now, 0.0), now))
+    return found, not problem.violations(found.placement), problem.evaluate(found.placement)
 
 
 def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:

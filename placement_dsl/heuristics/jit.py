@@ -290,6 +290,16 @@ def load_kernels(methods: Iterable[str]) -> None:
             pass
 
 
+def warm(ops: int, methods: Iterable[str]) -> None:
+    """Load the compiled kernels of ``methods`` once, here (:func:`load_kernels`), before a call runs them in forked
+    children: each child would otherwise import numba and load the same cached kernels again (1.5-2 s of CPU each,
+    four or more children per certification; on a loaded machine, most of a level's share). Nothing for a graph of
+    ``ops`` small enough that its kernels run in Python (:func:`small`), or where Python kernels are asked for."""
+    if python_kernels() or small(ops):
+        return
+    load_kernels(methods)
+
+
 def python_kernels() -> bool:
     """Whether kernels not yet compiled run in Python here (inside :func:`interpreted`, or a small workload's
     command)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..certificate import LevelStatus
 from ..constraints import AllowedKinds, Colocate, Congestion, Contiguous, DagOrder, Memory, Overflow, Pin
-from ..deadline import MIN_SEARCH, PLACEMENT_NONZEROS, model_seconds
+from ..deadline import MIN_SEARCH, PLACEMENT_NONZEROS, Deadline, model_seconds, slowdown
 from ..errors import PlacementError, SpecError
 from ..evaluate import execution
 from ..objectives import Bottleneck, Latency, PipeDream, Throughput
@@ -94,7 +94,8 @@ class Level:
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
     counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
     by it); an ``always`` level runs even after the gap target is met; a
-    ``free`` one (a closed form of milliseconds) even after the budget is spent. ``needs(run)`` estimates the seconds
+    ``free`` one (a closed form of milliseconds) even after the budget is spent, while the call's time holds its
+    passes over the graph (:meth:`late`). ``needs(run)`` estimates the seconds
     a MIP level's model takes to build (``None``: not known); a level whose model cannot be built in all that is left
     takes no share from the levels before it.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
@@ -135,6 +136,13 @@ class Level:
                 run.needs[self.name] = 0.0
         return run.needs[self.name] + MIN_SEARCH <= left
 
+    def late(self, problem: Problem, deadline: Deadline) -> bool:
+        """Whether it runs once the levels' budget is spent: a ``free`` level whose passes over the graph
+        (:data:`FREE_PER_EDGE` per op and edge) take milliseconds (:data:`FREE_SECONDS`) or fit what is left of the
+        call (``deadline``)."""
+        g = problem.graph
+        return self.free and FREE_PER_EDGE * (g.n + g.m) * slowdown() <= max(FREE_SECONDS, deadline.left())
+
     def beyond_reach(self, best: float, bound: float, run: Run) -> str | None:
         """Why the level cannot change a certificate of objective ``best`` and bound ``bound`` (``None``: it may):
         the most its bound can be (``reach``, at most ``best``) exceeds ``bound`` by no more than its
@@ -151,6 +159,10 @@ class Level:
             return f"its bound is at most {most:.6g} (an estimate), not above the bound {bound:.6g}"
         return f"the gap {(best - bound) / best:.2g} is within the {self.precision:g} the level proves to"
 
+
+FREE_PER_EDGE = 3e-5  # seconds per op or edge of a free level's passes at deadline.LOAD_MEASURED (route-path: 2.8 s
+# on 47,584 ops and 65,222 edges at load 8 on 2 cores; segment-path spent 4.7 s before its first check of the clock)
+FREE_SECONDS = 0.1  # a free level estimated to take at most this runs whatever is left
 
 LEVELS: dict[str, Level] = {}
 """Every registered level by name, in rank order (complete after :func:`load`)."""
@@ -218,6 +230,16 @@ def default_levels(problem: Problem) -> tuple[str, ...]:
     """The levels whose ``defaults`` hold the problem's :func:`family`, in rank order."""
     fam = family(problem)
     return tuple(name for name, lv in load().items() if fam in lv.defaults)
+
+
+def checked_levels(problem: Problem, levels: tuple[str, ...] | list[str] | None) -> list[str]:
+    """The requested level names (or the problem's default hierarchy) in run order; unknown names refused."""
+    levels = default_levels(problem) if levels is None else tuple(levels)
+    known = load()
+    unknown = sorted(set(levels) - set(known))
+    if unknown:
+        raise SpecError(f"certify: unknown level(s) {unknown}; choose from {list(known)}")
+    return [name for name in known if name in levels]
 
 
 def defaults_of(fam: Family) -> tuple[str, ...]:

@@ -1,0 +1,85 @@
+"""What a certification does after its levels holds to the call's deadline.
+
+On a 15,000-task MOIRAI sheet (47,584 ops onto 5 devices) a 30 s ``bounds`` ended 56-100 s late at load 8: every
+schedule heuristic was stopped, and the splits they fall back on (greedy, one device, the work-balanced slicing,
+each scored by list scheduling the whole graph) were built after the levels without a look at the clock; the free
+closed-form levels also ran past the spent budget, seconds each at that size. Both are sized from the op count now,
+and what does not fit is skipped with the reason. The tests give the run a spent deadline (or a sizing that
+allows one split), not a wall-clock race.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from placement_dsl.certificate import LevelStatus
+from placement_dsl.certify import certify
+from placement_dsl.cluster import Cluster
+from placement_dsl.deadline import BudgetSpent, Deadline
+from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics import fallback as fallbacks
+from placement_dsl.objectives import Makespan
+from placement_dsl.problem import Problem
+
+
+def _schedule(n: int) -> Problem:
+    """A makespan problem of ``n`` ops shaped as a generated sheet: a chain with skip edges, uneven work."""
+    ops = [Op(name=f"t{i}", work=1.0 + (7 * i) % 5, out_bytes=float(i % 3)) for i in range(n)]
+    edges = [(f"t{i}", f"t{i + 1}") for i in range(n - 1)] + [(f"t{i}", f"t{i + 7}") for i in range(n - 7)]
+    return Problem(Graph(ops, edges, name=f"sheet{n}"), Cluster.accelerators(4), Makespan())
+
+
+def test_a_spent_call_skips_the_fallback_splits_and_the_free_levels_it_cannot_hold():
+    problem = _schedule(6000)
+    spent = Deadline(1.0, start=time.monotonic() - 2.0)
+    cert = certify(problem, budget=30.0, deadline=spent)
+    tail = [u for u in cert.upper if u.method == "fallback"]
+    assert tail and tail[0].objective is None and "skipped" in tail[0].message and "6000 ops" in tail[0].message
+    assert cert.placement is None and math.isinf(cert.objective)
+    rows = {r.level: r for r in cert.levels}
+    assert rows["route-path"].status is LevelStatus.SKIPPED  # a pass over 18,000 ops and edges: not milliseconds
+
+
+def test_with_time_left_the_certificate_still_has_the_fallback_split():
+    problem = _schedule(300)
+    cert = certify(problem, budget=20.0, levels=("route-path",))
+    assert math.isfinite(cert.objective) and cert.bound <= cert.objective * (1 + 1e-9)
+
+
+def test_the_fallback_builds_cheapest_first_only_the_splits_whose_estimate_fits(monkeypatch):
+    problem = _schedule(600)
+    g, c, model = problem.graph, problem.cluster, problem.cost_model()
+    monkeypatch.setattr(fallbacks, "fallback_seconds", lambda g, c, split="balanced", checks=0: 1.0)
+    with pytest.raises(BudgetSpent, match="no fallback split fits"):
+        fallbacks.fallback("m", g, c, model, "phase", deadline=Deadline(0.5))
+    monkeypatch.setattr(fallbacks, "fallback_seconds", lambda g, c, split="balanced", checks=0:
+                        1.0 if split == "balanced" else 1e9)
+    found = fallbacks.fallback("m", g, c, model, "phase", deadline=Deadline(60.0))
+    skipped = found.info["skipped"]
+    assert found.info["fallback"] == "balanced" and skipped and all("s left" in why for why in skipped)
+    assert not any(why.startswith("balanced") for why in skipped)
+    unbounded = fallbacks.fallback("m", g, c, model, "phase")  # without a deadline: every split, as before
+    assert "skipped" not in unbounded.info and unbounded.objective <= found.objective
+
+
+def test_the_scored_fallback_is_refused_with_its_estimate_or_answers_as_the_problem_scores():
+    problem = _schedule(2000)
+    with pytest.raises(BudgetSpent, match="skipped: .* 2000 ops"):
+        fallbacks.scored_fallback(problem, Deadline(0.0), "m", "phase")
+    found, valid, value = fallbacks.scored_fallback(problem, Deadline(60.0), "m", "phase")
+    assert valid and value.objective == problem.evaluate(found.placement).objective
+    tiny = _schedule(12)  # milliseconds: built however little time is left
+    found, valid, value = fallbacks.scored_fallback(tiny, Deadline(0.0), "m", "phase")
+    assert valid and value.objective == tiny.evaluate(found.placement).objective
+
+
+def test_a_solve_past_its_deadline_sizes_the_fallback_split_and_says_why():
+    from placement_dsl.solve import solve
+    from placement_dsl.solvers import Status
+
+    spent = Deadline(1.0, start=time.monotonic() - 2.0)
+    result = solve(_schedule(6000), deadline=spent, method="ip")
+    assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
+    assert "fallback split skipped" in result.message and "6000 ops" in result.message
