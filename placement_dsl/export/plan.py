@@ -13,19 +13,17 @@ ONNX exporter names its later calls ``relu_1``, ``relu_2``, which are no modules
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .. import boundaries
 from ..cluster import CPU
 from ..errors import SpecError
 from ..io.costs import module_prefix
 from ..placement import Placement
 from ..report import device_major_order
-
-_CALL_SUFFIX = re.compile(r"^(.*)_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -121,27 +119,10 @@ def _round_robin(stages: list[Stage]) -> bool:
 
 
 def reused_modules(placement: Placement) -> set[str]:
-    """Module paths that are no single module call: called several times, or an exporter's ``name_N`` call copy.
-
-    A module called more than once has its ops in several separate runs of the graph's own op
-    order (the exporter's execution order) with other modules' ops between them; the ONNX
-    exporter names the later calls ``relu_1``, ``relu_2``, which name no module of the model.
-    Ops of no module are skipped.
-    """
-    paths = [str(op.attrs.get("module") or "") for op in placement.graph.ops]
-    known = {p for p in paths if p}
-    reused = {p for p in known if (m := _CALL_SUFFIX.match(p)) and m.group(1) in known}
-    reused |= {m.group(1) for p in reused if (m := _CALL_SUFFIX.match(p))}
-    closed: set[str] = set()
-    current: set[str] = set()
-    for p in paths:
-        if not p:
-            continue
-        scopes = {str(module_prefix(p, k)) for k in range(1, p.count(".") + 2)}
-        closed |= current - scopes
-        reused |= scopes & closed
-        current = scopes
-    return reused
+    """Module paths that are no single module call (:func:`~placement_dsl.boundaries.reused_modules`, the one
+    definition :class:`~placement_dsl.boundaries.Boundaries` cuts by): torchvision's one ``relu`` per block is
+    called three times, a block applied in a loop is called once per turn."""
+    return boundaries.reused_modules(placement.graph)
 
 
 def _owner(stages: list[Stage]) -> dict[int, int]:
@@ -256,10 +237,9 @@ def _scopes(g: Any, stage: Stage) -> set[str]:
 
 
 def called_modules(placement: Placement) -> set[str] | None:
-    """The modules the model calls, from the importers' module stacks (``op.attrs["nn_module_stack"]``), ``None``
-    where no op has one; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
-    stacks = [op.attrs["nn_module_stack"] for op in placement.graph.ops if op.attrs.get("nn_module_stack")]
-    return {str(p) for stack in stacks for p in stack} if stacks else None
+    """The modules the model calls (:func:`~placement_dsl.boundaries.called_modules`), ``None`` without module
+    stacks; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
+    return boundaries.called_modules(placement.graph)
 
 
 def _check_called(point: str, called: set[str] | None, where: str, runtime: str) -> None:
@@ -341,11 +321,7 @@ def _split_point(path: str, depth: int | None, before: set[str], called: set[str
     beginning the stage's first op is (with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`,
     and a container beginning at the same op is the same point of the program, one that cuts no residual
     connection inside it)."""
-    for k in range(1, path.count(".") + 2):
-        prefix = module_prefix(path, k)
-        if prefix not in before and (called is None or prefix in called):
-            return prefix
-    return None
+    return boundaries.beginning_point(path, before, called)
 
 
 def _entered(g: Any, stages: list[Stage], k: int, path: str) -> int:
