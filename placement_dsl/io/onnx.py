@@ -206,7 +206,7 @@ def module_stack(node: Any) -> list[str]:
     the modules called, so a container that is only iterated (a ``ModuleList``) is none of them."""
     meta = {p.key: p.value for p in node.metadata_props}
     if "pkg.torch.onnx.name_scopes" not in meta:
-        return []
+        return _name_stack(node.name) if not meta.get("module") else []
     try:
         scopes = [str(s) for s in ast.literal_eval(meta["pkg.torch.onnx.name_scopes"])]
     except (ValueError, SyntaxError):
@@ -219,6 +219,13 @@ def module_stack(node: Any) -> list[str]:
             break
         stack.append(s)
     return stack
+
+
+def _name_stack(name: str) -> list[str]:
+    """The modules called, from TorchScript's ``/scope/scope/Op`` node name: one per scope level, so a ``ModuleList``
+    the model iterates (``/h.0/ln_1/...``, no ``/h/`` level) is none of them, a ``Sequential`` it calls is."""
+    parts = name.split("/")[1:-1] if name.startswith("/") else []
+    return [path for k in range(1, len(parts) + 1) if parts[k - 1] and (path := _chain(parts[:k]))]
 
 
 def module_path(node: Any) -> str | None:

@@ -1,7 +1,7 @@
 """``solve --boundaries module[:D]`` gives plans that ``export`` hands to torch and that torch runs as the model.
 
 Small models whose root calls functions between its children (a mean before the head), applies one block in a
-loop, joins a skip connection or returns two heads; each imported by ``torch.export`` and by both ONNX exporters,
+loop, joins a skip connection, returns two heads or iterates a ``ModuleList``; each imported by ``torch.export`` and by both ONNX exporters,
 solved by the DP, SliceGraph and the IP under the term at 2 and 3 stages, exported to a ``split_spec`` and run by
 torch's ``pipeline()``. Before, a stage could begin with the root's mean after the blocks: the stage of the blocks
 alone was cut at both ends of ``blocks`` (refused), and a block called three times was split at its end (torch
@@ -79,7 +79,35 @@ class TwoHeads(nn.Module):
         return self.cls(h), self.reg(h)
 
 
-MODELS = [MeanBeforeHead, BlockInALoop, SkipJoin, TwoHeads]
+class Residual(nn.Module):
+    """``x + f(x)``: the add is the block's own op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(16, 16), nn.Tanh())
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+class IteratedList(nn.Module):
+    """Blocks in a ``ModuleList`` the root iterates (never calls: TorchScript's ONNX names its ops ``/h.0/...``, no
+    ``/h/`` level, so the first block, not the list, is the split point), then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(12, 16)
+        self.h = nn.ModuleList([Residual() for _ in range(3)])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.h:
+            x = block(x)
+        return self.head(x)
+
+
+MODELS = [MeanBeforeHead, BlockInALoop, SkipJoin, TwoHeads, IteratedList]
 
 
 def _workload(model: nn.Module, x, importer: str, tmp_path) -> str:
