@@ -44,10 +44,12 @@ range), the ratios of the splits' fastest steps and of their trimmed means (:cla
 split against itself (the noise floor: a verdict needs both ratios beyond it), the ratio of the busiest rank's
 CPU time per micro-batch (which the machine's load hardly moves), and two predictions: the profile's (the
 simulator on the profiled times) and the calibrated one (each schedule's factor and the fixed times fitted on the
-three splits' stages at two micro-batch sizes, written to ``--calibration-dir``/MODEL.json and read back as
-``import --calibration`` reads it; the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
+three splits' stages at two micro-batch sizes and the lopsided split's at the second, written to
+``--calibration-dir``/MODEL.json and read back as ``import --calibration`` reads it; the idle stages' cost per task, the measured link; :func:`fair_costs`). Then
 the DP places the model again on those calibrated costs; a split that is none of the three runs against ours
-and ``parameters`` in rounds of its own.
+and ``parameters`` in rounds of its own. Out of sample: the calibration fitted on our split and the lopsided one
+(whose stages of few and many ops tell the time per stage from the time per op where our split's stages run
+alike counts) with its residuals on the other splits, stage by stage (:func:`out_of_sample`).
 """
 from __future__ import annotations
 
@@ -253,29 +255,47 @@ def factors(costs: RunCosts) -> str:
 
 
 def out_of_sample(labelled, rounds, schedules, small, small_rounds, link) -> str:
-    """The calibration fitted on our split's stages alone (at both sizes), and the largest residual it leaves on each
-    other split's stages, which the fit did not see; beside it, on the same stages, the factors fitted after one
-    factor, the time per op and per stage (:func:`sequential`) and the former calibration (one compute factor for
-    every schedule, the stages' tensors left to the fit)."""
-    cells = []
-    for way in ("joint", "sequential", "one"):
+    """The calibration fitted on our split's stages alone (at both sizes) and on the lopsided split's at the second
+    (the first module alone on a stage, the last of ``small``: the calibration :mod:`run_pipeline` fits, whose stages
+    of few and of many ops tell the time per stage from the time per op), and the largest residual it leaves on each
+    other split's stages, which the fit did not see; beside it, on the same stages, the same fit on our split's
+    stages alone (whose like op counts leave the two times apart unknown), the factors fitted after one factor, the
+    time per op and per stage (:func:`sequential`) and the former calibration (one compute factor for every schedule,
+    the stages' tensors left to the fit); then every stage of the other splits: its measured time and residual with
+    and without the lopsided split, and what it holds (profiled ms, ops, ms at the link)."""
+    cells, fits_of = [], {}
+    for way in ("joint", "ours alone", "sequential", "one"):
         with_link = None if way == "one" else link
         mine = [*round_fits(labelled[:1], rounds, schedules, link=with_link),
                 *round_fits(small[:1], small_rounds, ["1f1b"], link=with_link)]
-        if way == "joint":
+        if way != "ours alone":
+            mine += round_fits(small[-1:], small_rounds, ["1f1b"], len(small) - 1, with_link)
+        if way in ("joint", "ours alone"):
             costs = fitted(mine, link)
-            terms = f"{factors(costs)} + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms + the link"
         elif way == "sequential":
             costs = sequential(mine, link)
         else:
             c, op_ms, fixed = stage_costs_of(mine)
             costs = RunCosts(c, stage_ms=fixed, op_ms=op_ms)
+        fits_of[way] = costs
         cells.append(", ".join(
             f"{label} {worst(round_fits([(label, plan)], rounds, schedules, j, with_link), costs):.1%}"
             + (" (the same split)" if plan.split_spec == labelled[0][1].split_spec else "")
             for j, (label, plan) in enumerate(labelled[1:], start=1)))
-    return (f"fitted on ours' stages alone ({terms}), the largest residual out of sample: {cells[0]} (the factors "
-            f"fitted after one: {cells[1]}; one factor, the link fitted in: {cells[2]})")
+    joint, alone = fits_of["joint"], fits_of["ours alone"]
+    terms = f"{factors(joint)} + {joint.op_ms:.4f} ms per op + {joint.stage_ms:.3f} ms + the link"
+    stages = []
+    for j, (label, plan) in enumerate(labelled[1:], start=1):
+        fits = round_fits([(label, plan)], rounds, schedules, j, link)
+        stages += [f"{label} {f.schedule} s{f.stage} {f.measured_ms:.2f} ms: {a.residual:+.1%} / {b.residual:+.1%} "
+                   f"({f.predicted_ms:.2f} ms, {f.ops} ops, {f.comm_ms:.2f} ms)"
+                   for f, a, b in zip(fits, calibrated(fits, joint), calibrated(fits, alone))]
+    ops = "/".join(str(p.ops[k]) for p in (small[0][1], small[-1][1]) for k in range(len(p.ops)))
+    return (f"fitted on ours' stages and the lopsided split's ({terms}; ops per stage, ours then lopsided: {ops}), the "
+            f"largest residual out of sample: {cells[0]} (on ours' stages alone, {alone.op_ms:.4f} ms per op + "
+            f"{alone.stage_ms:.3f} ms: {cells[1]}; the factors fitted after one: {cells[2]}; one factor, the link "
+            f"fitted in: {cells[3]}); per stage, measured: residual with / without the lopsided split (profiled, "
+            f"ops, link): {'; '.join(stages)}")
 
 
 def sequential(fits, link) -> RunCosts:
@@ -337,10 +357,11 @@ def fairness(args) -> None:
         labelled = plans(name, microbatch, microbatches, args.quick, imported)
         before = load()
         rounds = measure([*labelled, ("ours again", labelled[0][1])], schedules, microbatch, microbatches, args)
-        small = [rp.small_plan(name, plan, args.quick) for _, plan in labelled]
+        mine, lopsided = rp.small_plans(name, labelled[0][1], args.quick)  # ours and the lopsided split, one profile
+        small = [mine, *(rp.small_plan(name, plan, args.quick) for _, plan in labelled[1:]), lopsided]
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
-        smalls = [(label, plan) for (label, _), (plan, _) in zip(labelled, small)]
+        smalls = [(label, plan) for label, (plan, _) in zip([*(label for label, _ in labelled), "lopsided"], small)]
         extra = round_fits(smalls, small_rounds, ["1f1b"], link=link)
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra,
                            Path(args.calibration_dir, f"{name}.json"))
@@ -402,7 +423,8 @@ def fit_line(name: str, labelled, costs, extra, microbatch: int) -> str:
             f"the idle stages', at {microbatch} and {rp.SMALL} samples per micro-batch) = {factors(cal)} "
             f"profiled + {cal.op_ms:.4f} ms per op + {cal.stage_ms:.3f} ms + the stage's "
             f"tensors at the link (read back from the calibration file): largest residual at {microbatch} "
-            f"{worst(fits, cal):.1%}, at {rp.SMALL} {worst(extra, cal):.1%}; the factors fitted after one "
+            f"{worst(fits, cal):.1%}, at {rp.SMALL} {worst(extra[:-2], cal):.1%} (the lopsided split's stages, the "
+            f"first module alone, {worst(extra[-2:], cal):.1%}); the factors fitted after one "
             f"{worst(fits, first):.1%} and {worst(extra, first):.1%}; the former calibration (x{c:.3f} + "
             f"{op_ms:.4f} ms per op + {fixed:.3f} ms, the link fitted in) {worst(bare, c, fixed, op_ms):.1%} and "
             f"{worst(bare_extra, c, fixed, op_ms):.1%}; with a factor and a time per stage "
@@ -575,12 +597,17 @@ def virtual_rows(costs) -> None:
           "overhead and slowdown measured beside each step\n")
     markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
                    "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",
-                   "step residual"])
+                   "step residual", "its own compute factor (ranks' CPU)", "rank residuals at it",
+                   "step ms/mb predicted at it", "step residual at it"])
     for name, r in results.items():
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
+        own = (r["measured_ms"] - r["predicted_own_ms"]) / r["measured_ms"]
+        ranks = calibrated(r["fits"], {name: r["factor"]}, costs.stage_ms, costs.op_ms)
         markdown_row([name, str(r["output"] and r["grads"]), fmt(r["profiled_ms"]), fmt(r["idle_ms"]),
                       fmt(r["overhead_ms"]), fmt(r["slowdown"], ".2f"), fmt(r["predicted_ms"]),
-                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%"])
+                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", f"x{r['factor']:.3f}",
+                      " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in ranks), fmt(r["predicted_own_ms"]),
+                      fmt(100 * own, ".1f") + "%"])
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ device (``one-device-best``), ours (``solve(problem, time_limit=T)``: the formul
 chooses, HiGHS), its bound and gap, the solve's wall seconds and its phases as
 :class:`~placement_dsl.result.Seconds` reports them: ``start`` (the warm start: heuristics),
 ``build`` + ``handoff`` (model), ``solve`` (search), and, when the model was too large to build,
-``coarse`` (the coarse solve) and ``lns`` (LNS over windows of contracted models), and for the makespan ``restarts``
-(the restarts from other starts and kicks once those searches stalled). A wall time above
+``coarse`` (the coarse solve) and ``lns`` (LNS over windows of contracted models), ``again`` (the improving method's
+fresh-seed rounds after them), and for the makespan ``restarts`` (the restarts from other starts and kicks once
+those searches stalled). A wall time above
 the limit plus 5 s is marked ``OVER``. Each heuristic runs with
 ``time_limit = max(5, T / 10)``. A value marked ``*`` is not valid for the problem (e.g. a
 non-contiguous split where the problem asks for contiguity), ``—`` means the method declined (reason
@@ -436,7 +437,7 @@ def _bench(case: Case, time_limit: float) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- output
 HEAD = ["input", "ops", "obj", "best heuristic", "m-SCT", "GETF", "HEFT", "one device", "ours", "bound", "gap",
-        "status", "wall s", "start / build / search / coarse / lns / restarts s", "anchor"]
+        "status", "wall s", "start / build / search / coarse / lns / again / restarts s", "anchor"]
 OVERRUN = 5.0  # seconds a solve may run past its limit
 
 
@@ -452,7 +453,7 @@ def print_row(row: dict[str, Any]) -> None:
     ph = ours.get("phases") or {}
     phases = (f"{ph.get('start', 0):.1f} / {ph.get('build', 0) + ph.get('handoff', 0):.1f} / "
               f"{ph.get('solve', 0):.1f} / {ph.get('coarse', 0):.1f} / {ph.get('lns', 0):.1f} / "
-              f"{ph.get('restarts', 0):.1f}") if ph else "—"
+              f"{ph.get('again', 0):.1f} / {ph.get('restarts', 0):.1f}") if ph else "—"
     wall = fmt(ours.get("seconds"), ".1f") + (" OVER" if ours.get("over") else "")
     anchor = row["anchor"]
     if "speedup" in row:

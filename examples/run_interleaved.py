@@ -14,7 +14,11 @@ profiled on one CPU thread first, as torch's pipeline runs them (:func:`placemen
 with ``pipelined=True``: the stage module's interpreted submodules, torch's split backward), each
 backward op's weight-gradient share taken from its module's ``W / (B + W)``.
 
-Run: python examples/run_interleaved.py   (needs torch==2.13.0; about 60 s)
+Run: python examples/run_interleaved.py [--width W --microbatch B]   (needs torch==2.13.0; about 60 s)
+
+Each schedule's compute factor is fitted apart from the ranks' CPU time (less the idle stages') over their
+stages' profiled compute (``rank_fits``); at the default width the runtime's per-action work is most of a rank's
+CPU time and the factor is noise: ``--width 2048 --microbatch 64`` makes the compute the larger part.
 
 The model is tiny: the schedule runtime's per-action work (a gloo send or receive, Python bookkeeping, and on a
 loaded machine the wait to be scheduled again) dwarfs its stages' compute, which is why that work is measured.
@@ -42,12 +46,22 @@ from torch.distributed.pipelining import PipelineStage, SplitPoint, pipeline
 from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble, _PipelineScheduleRuntime
 
 from placement_dsl import Cluster, Placement
+from placement_dsl.evaluate import evaluate
 from placement_dsl.export import export
 from placement_dsl.export.plan import module_of
 from placement_dsl.io.costs import apply_costs
 from placement_dsl.io.torch_export import from_module
 from placement_dsl.pipeline_orders import SPLIT
-from placement_dsl.profile import LinkTime, RunCosts, profile_module, runtime_overhead, split_backward, training_graph
+from placement_dsl.profile import (
+    LinkTime,
+    RunCosts,
+    StageFit,
+    profile_module,
+    runtime_overhead,
+    schedule_scales,
+    split_backward,
+    training_graph,
+)
 from placement_dsl.simulate import simulate
 
 SCHEDULES = ("interleaved-1f1b", "zb-h1", "zbv")
@@ -194,27 +208,31 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
             path = Path(out, f"{name}.csv")
             runtime._load_csv(str(path), format="compute_only")
             idle_runtime._load_csv(str(path), format="compute_only")
-            times, idle_times, slowdown = [], [], []
+            times, idle_times, slowdown, cpu, idle_cpu = [], [], [], [], []
             for step in range(STEPS + 1):
                 for s in stages:
                     s.submod.zero_grad()
                 dist.barrier()
-                start = time.perf_counter()
+                start, on_cpu = time.perf_counter(), time.thread_time()
                 y = run_step(runtime, x, target)
                 times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
+                cpu.append(1e3 * (time.thread_time() - on_cpu) / MICROBATCHES)
                 if step == 0:
                     checked = [p.grad is not None and torch.allclose(p.grad, want_grads[pname], rtol=1e-4, atol=1e-6)
                                for s in stages for pname, p in s.submod.named_parameters()]  # the stage keeps FQNs
                     output = any(s.is_last for s in stages) and bool(torch.allclose(y.detach(), want, rtol=1e-4,
                                                                                     atol=1e-5))
                 dist.barrier()
-                start = time.perf_counter()
+                start, on_cpu = time.perf_counter(), time.thread_time()
                 run_step(idle_runtime, idle_x, idle_target)
                 idle_times.append(1e3 * (time.perf_counter() - start) / MICROBATCHES)
+                idle_cpu.append(1e3 * (time.thread_time() - on_cpu) / MICROBATCHES)
                 dist.barrier()  # every rank at once, as in a step
                 slowdown.append(busy_slowdown(compute, MICROBATCHES))
             entry = {"grads": bool(checked) and all(checked), "ms": statistics.median(times[1:]),
-                     "idle_ms": statistics.median(idle_times[1:]), "slowdown": statistics.median(slowdown[1:])}
+                     "idle_ms": statistics.median(idle_times[1:]), "slowdown": statistics.median(slowdown[1:]),
+                     "cpu_ms": statistics.median(cpu[1:]), "idle_cpu_ms": statistics.median(idle_cpu[1:]),
+                     "stages": list(mine)}
             if any(s.is_last for s in stages):
                 entry["output"] = output
             result[name] = entry
@@ -248,15 +266,46 @@ def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
         measured = {"schedule": name, "idle_ms": max(r[name]["idle_ms"] for r in ranks),
                     "slowdown": sum(r[name]["slowdown"] for r in ranks) / RANKS}
         costs = run_costs(base, measured)
+        fits = rank_fits(tps[name], ranks, name, base)
+        factor = schedule_scales(fits, base.op_ms, base.stage_ms)[name]
         out[name] = {"output": next(r[name]["output"] for r in ranks if "output" in r[name]), "grads": all(r[name]["grads"] for r in ranks),
                      "predicted_ms": predict(tps[name], shares, name, costs),
                      "measured_ms": max(r[name]["ms"] for r in ranks),
                      "profiled_ms": predict(tps[name], shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
-                     "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown}
+                     "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown,
+                     "factor": factor, "base_factor": costs.scale, "fits": fits,
+                     "predicted_own_ms": predict(tps[name], shares, name, replace(costs, scale=factor))}
     return split, out
 
 
-def main() -> int:
+def rank_fits(tp: Placement, ranks: list[dict], schedule: str, base: RunCosts) -> list[StageFit]:
+    """Each rank's stages under ``schedule``: profiled (their forward and backward compute in ``tp``, on the stage
+    devices the rank holds) against measured (the rank's CPU time per micro-batch in the steps less the idle
+    stages'), with their ops and tensors at ``base``'s link; the measured time less ``base``'s fixed time of each
+    stage beyond the first, so that :func:`schedule_scales` (one fixed time per fit) holds them all."""
+    rows = evaluate(RunCosts(link=base.link).placement(tp), RunCosts(link=base.link).model()).devices
+    fits = []
+    for rank, r in enumerate(ranks):
+        held = stages_of_rank(schedule, rank) if tp.cluster.size > RANKS else [rank]  # its stage devices
+        ops = [i for i, d in enumerate(tp.assign.tolist()) if d in held]
+        fits.append(StageFit(rank, sum(rows[d].compute_fw + rows[d].compute_bw for d in held),
+                             r[schedule]["cpu_ms"] - r[schedule]["idle_cpu_ms"] - base.stage_ms * (len(r[schedule]["stages"]) - 1),
+                             len(ops), sum(rows[d].in_fw + rows[d].in_bw + rows[d].out_fw + rows[d].out_bw
+                                           for d in held),
+                             schedule))
+    return fits
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    global WIDTH, MICROBATCH
+    ap = argparse.ArgumentParser(description="interleaved 1F1B, ZB-H1 and ZBV from the exported CSV on 2 CPU ranks")
+    ap.add_argument("--width", type=int, default=WIDTH, help="the blocks' width (wide: compute beyond the runtime's)")
+    ap.add_argument("--microbatch", type=int, default=MICROBATCH, help="samples per micro-batch")
+    args = ap.parse_args(argv)
+    WIDTH, MICROBATCH = args.width, args.microbatch  # read by Net and data(), in this process and the forked ranks
     split, results = run()
     print(f"split_spec {split}; torch split it into {RANKS * 2} stages, stage k on rank k mod {RANKS} "
           f"(zbv: stages k and {2 * RANKS - 1} - k on rank k)")
@@ -266,7 +315,10 @@ def main() -> int:
         print(f"{name}: output matches the unsplit model: {r['output']}; gradients match: {r['grads']}; "
               f"step per micro-batch predicted {r['predicted_ms']:.3f} ms, measured {r['measured_ms']:.3f} ms, "
               f"residual {residual:.1%} (idle stages {r['idle_ms']:.3f} ms: {r['overhead_ms']:.3f} ms per task; "
-              f"slowdown x{r['slowdown']:.2f}; compute as profiled)")
+              f"slowdown x{r['slowdown']:.2f}; compute as profiled); its own compute factor x{r['factor']:.3f} "
+              f"(CPU time of the ranks' stages, less the idle stages', over their profiled compute; per rank "
+              f"{', '.join(f'{f.measured_ms:.2f} / {f.predicted_ms:.2f} ms' for f in r['fits'])}), predicted "
+              f"{r['predicted_own_ms']:.3f} ms")
         ok &= r["output"] and r["grads"]
     print("all outputs and gradients match the unsplit model" if ok else "a result differs from the unsplit model")
     return 0 if ok else 1

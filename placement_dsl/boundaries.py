@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .constraints import Colocate, merge_groups
 from .errors import SpecError
@@ -93,21 +93,35 @@ def enclosing_paths(graph: Graph) -> list[str]:
     return out
 
 
-def reused_modules(graph: Graph) -> set[str]:
-    """Module paths that are no single module call: called several times, or an exporter's ``name_N`` call copy.
+def shared_modules(graph: Graph) -> dict[str, dict[str, Any]]:
+    """The importers' record of the modules that are one ``nn.Module`` object under several names or that the model
+    calls more than once (``op.attrs["shared_modules"]``, :mod:`placement_dsl.io.module_calls`): each name to
+    ``{"fqns": [the object's names], "calls": its calls under all of them}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for op in graph.ops:
+        out.update(op.attrs.get("shared_modules") or {})
+    return out
 
-    A module called more than once has its forward ops in several separate runs of the graph's own op order (the
-    exporter's execution order) with other ops between them: another module's, or the root's own
-    (:func:`enclosing_paths`: ``h = h + block(h)`` in a loop); the ONNX exporter names the later calls ``relu_1``,
-    ``relu_2``, which name no module of the model.
+
+def reused_modules(graph: Graph) -> set[str]:
+    """Module paths that are no single module call: called several times, one object under several names called
+    more than once in all (a tied encoder and decoder: torch cuts at each call of the object), or an exporter's
+    ``name_N`` call copy.
+
+    Where the importer recorded the module calls (ops carry ``nn_module_stack``, :func:`called_modules`), its
+    record says (:func:`shared_modules`). Otherwise a module called more than once has its forward ops in several
+    separate runs of the graph's own op order (the exporter's execution order) with other ops between them:
+    another module's, or the root's own (:func:`enclosing_paths`: ``h = h + block(h)`` in a loop); the ONNX
+    exporter names the later calls ``relu_1``, ``relu_2``, which name no module of the model.
     """
-    paths = enclosing_paths(graph)
-    known = {p for p in paths if p}
+    known = {p for op in graph.ops if (p := str(op.attrs.get("module") or ""))}
     reused = {p for p in known if (m := _CALL_SUFFIX.match(p)) and m.group(1) in known}
     reused |= {m.group(1) for p in reused if (m := _CALL_SUFFIX.match(p))}
+    if called_modules(graph) is not None:
+        return reused | {fqn for obj in shared_modules(graph).values() if obj["calls"] > 1 for fqn in obj["fqns"]}
     closed: set[str] = set()
     current: set[str] = set()
-    for path, backward in zip(paths, graph.backward.tolist()):
+    for path, backward in zip(enclosing_paths(graph), graph.backward.tolist()):
         if backward:
             continue
         inside = set(scopes(path))
@@ -117,11 +131,18 @@ def reused_modules(graph: Graph) -> set[str]:
     return reused
 
 
+def beginning_points(path: str, entered: set[str], called: set[str] | None) -> list[str]:
+    """The modules whose beginning a stage starting at an op of module ``path`` may split at, shallowest first: the
+    modules of ``path`` that no earlier op ``entered`` and the model calls. The shallowest is the default point (a
+    container beginning at the same op is the same point of the program and cuts no residual connection inside
+    it); a deeper one is the same point under another name, where the shallower is called several times. Empty
+    inside a module already entered."""
+    return [s for s in scopes(path) if s not in entered and (called is None or s in called)]
+
+
 def beginning_point(path: str, entered: set[str], called: set[str] | None) -> str | None:
-    """The module whose beginning a stage starting at an op of module ``path`` splits at: the shallowest module of
-    ``path`` that no earlier op ``entered`` and the model calls (a container beginning at the same op is the same
-    point of the program and cuts no residual connection inside it); ``None`` inside a module already entered."""
-    return next((s for s in scopes(path) if s not in entered and (called is None or s in called)), None)
+    """The default of :func:`beginning_points`, ``None`` inside a module already entered."""
+    return next(iter(beginning_points(path, entered, called)), None)
 
 
 @dataclass(frozen=True)
@@ -157,10 +178,11 @@ class Boundaries(Colocate):
 
     def cut_points(self, graph: Graph) -> list[bool]:
         """Whether a stage may begin at each op: a forward op where a module at ``depth`` (or a shallower one)
-        begins in program order and the split there is the beginning of a module the model calls once
-        (:func:`beginning_point`, the point the exporters name). An op of no module or a container's glue op
-        after its first child never begins a stage: it runs in its parent's forward between child calls, and
-        a runtime splits only at a child's call.
+        begins in program order and the split there has a name the model calls once, as the exporters choose it:
+        the beginning of a module beginning there (:func:`beginning_points`), or else the end of a module the op
+        before ends (a tied ``dec`` called twice begins no stage, but the end of the ``enc`` before it may). An
+        op of no module or a container's glue op after its first child never begins a stage: it runs in its
+        parent's forward between child calls, and a runtime splits only at a child's call.
 
         >>> from placement_dsl.graph import Graph, Op
         >>> rows = [("e", "embed"), ("b0", "blocks.0"), ("b1", "blocks.1"), ("mean", ""), ("h", "head")]
@@ -171,14 +193,19 @@ class Boundaries(Colocate):
         """
         depth = self.depth or 1
         called, reused = called_modules(graph), reused_modules(graph)
+        forward = [v for v in graph.program_order.tolist() if not graph.backward[v]]
+        paths = [str(graph.ops[v].attrs.get("module") or "") for v in forward]
+        last = {s: k for k, path in enumerate(paths) for s in scopes(path)}
         entered: set[str] = set()
         out = [False] * graph.n
-        for v in graph.program_order.tolist():
-            path = str(graph.ops[v].attrs.get("module") or "")
-            if graph.backward[v] or not path:
+        for k, (v, path) in enumerate(zip(forward, paths)):
+            if not path:
                 continue
-            point = beginning_point(path, entered, called)
-            out[v] = _prefix(path, depth) not in entered and point is not None and point not in reused
+            begins = [p for p in beginning_points(path, entered, called) if p not in reused]
+            ends = [p for p in scopes(paths[k - 1]) if last[p] == k - 1 and (called is None or p in called)
+                    and p not in reused] if k else []
+            out[v] = _prefix(path, depth) not in entered and bool(begins or ends) and bool(
+                beginning_points(path, entered, called))
             entered.update(scopes(path))
         return out
 

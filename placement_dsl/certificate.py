@@ -73,6 +73,88 @@ class UpperRun:
 
 
 @dataclass
+class Beyond:
+    """What a certification knows of the problem's family beyond its class (the problem without the terms that
+    restrict it, :meth:`~placement_dsl.problem.Problem.unrestricted`: Tarnawski's contiguous placements are a
+    restriction of every placement the same latency is defined on).
+
+    ``objective`` is the best valid objective over the family, ``placement`` its placement, found by ``found_by``:
+    one outside the certified class (``outside``) where one beats the class's best, else the class's best itself;
+    ``bound`` is the best bound proved over the whole family (``label``), by ``proved_by`` (``0`` and ``"none"``
+    when no level proved one).
+    """
+
+    label: str
+    objective: float
+    found_by: str
+    placement: Placement | None
+    outside: bool
+    bound: float = 0.0
+    proved_by: str = "none"
+
+    @property
+    def gap(self) -> float:
+        """``(objective - bound) / objective`` over the family (as :attr:`Certificate.gap`)."""
+        if not math.isfinite(self.objective):
+            return math.inf
+        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.bound) / self.objective)
+
+    def line(self, within: str) -> str:
+        """The certificate's line on the family, ``within`` the certified class's name."""
+        bound = f"bound {self.bound:.6g} by {self.proved_by}; gap {self.gap:.4%}"
+        if self.outside:
+            return f"outside {within}: {self.objective:.6g} by {self.found_by}, valid; over {self.label}: {bound}"
+        return f"over {self.label}: {bound} (no better placement found outside {within})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"objective": self.objective if math.isfinite(self.objective) else None, "found_by": self.found_by,
+                "outside": self.outside, "bound": self.bound, "proved_by": self.proved_by,
+                "gap": self.gap if math.isfinite(self.gap) else None,
+                "placement": self.placement.mapping() if self.outside and self.placement is not None else None}
+
+
+class Wider:
+    """What a certification learns of ``problem``'s family beyond its class (``listed``, by name): the best valid
+    placement outside the class (:meth:`offer`, every placement the class refuses) and the best bound over every
+    placement (:meth:`prove`), each held to the other (a bound above a valid objective is an invalid level)."""
+
+    def __init__(self, problem: Problem, listed: str, tol: float, rounding: float):
+        self.problem, self.listed, self.tol, self.rounding = problem.unrestricted(), listed, tol, rounding
+        self.outside: tuple[float, Placement | None, str] = (math.inf, None, "")
+        self.wide: tuple[float, str] = (0.0, "none")
+
+    def offer(self, placement: Placement, who: str) -> None:
+        """Keep ``placement`` (outside the class) if it is valid over the family and the best such."""
+        if self.problem is None or not self.problem.is_valid(placement):
+            return
+        value = self.problem.evaluate(placement).objective
+        assert self.wide[0] <= value * (1 + self.tol) + 1e-9, (
+            f"level {self.wide[1]!r} claims bound {self.wide[0]!r} over all placements above the objective {value!r} "
+            f"of {who!r}'s valid placement outside {self.listed}; the bound is invalid")
+        if value < self.outside[0]:
+            self.outside = (value, placement, who)
+
+    def prove(self, level: str, bound: float, best: float) -> None:
+        """A bound ``level`` proved over every placement (``best``: the class's best objective, valid here too)."""
+        ub = min(best, self.outside[0])
+        if self.problem is None:
+            return
+        assert bound <= ub * (1 + self.tol) + 1e-9, (
+            f"level {level!r} claims bound {bound!r} over all placements above the valid objective {ub!r}; "
+            "the relaxation is invalid")
+        if bound > self.wide[0]:
+            self.wide = (ub if bound >= ub * (1 - self.rounding) else bound, level)
+
+    def beyond(self, best: tuple[float, Placement | None, str]) -> Beyond | None:
+        """The certificate's view of the family, the class's ``best`` (objective, placement, finder) beside."""
+        if self.problem is None:
+            return None
+        outside = self.outside[0] < best[0]
+        value, placement, who = self.outside if outside else best
+        return Beyond(self.problem.class_label(), value, who, placement, outside, *self.wide)
+
+
+@dataclass
 class Certificate:
     """Best placement and who found it, best bound and which level proved it, and the gap.
 
@@ -80,7 +162,9 @@ class Certificate:
     when the problem asks for exactly that class: the placement is then optimal by itself.
     ``scope`` is the problem's class, which ``bound`` covers; ``class_bounds`` maps narrower
     classes (e.g. the DP class) to their best ``(bound, level)``; ``upper`` lists the upper-bound heuristics
-    that ran (:class:`UpperRun`).
+    that ran (:class:`UpperRun`). Where terms restrict the problem to its class (``Contiguous``, ``DagOrder``,
+    ``Subgraphs``), ``family`` (:class:`Beyond`) says what the run knows over every placement of the same
+    objective: the best valid one (outside the class where that is better) and the best bound over them all.
     """
 
     placement: Placement | None
@@ -95,6 +179,12 @@ class Certificate:
     class_bounds: dict[PlacementClass, tuple[float, str]] = field(default_factory=dict)
     upper: list[UpperRun] = field(default_factory=list)  # the upper-bound heuristics that ran, in order
     scope_label: str = ""  # ``scope`` by name where its alone is ambiguous (as LevelResult.label)
+    family: Beyond | None = None  # the problem's family beyond its class, where terms restrict it
+
+    @property
+    def label(self) -> str:
+        """The certified class by name."""
+        return self.scope_label or str(self.scope)
 
     def gap_in(self, scope: PlacementClass) -> float | None:
         """The gap of the best placement against the best bound over ``scope`` (``None`` without one)."""
@@ -118,10 +208,17 @@ class Certificate:
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "found_by": self.found_by, "bound": self.bound,
                 "proved_by": self.proved_by, "gap": self.gap, "certified": self.certified,
-                "exact_among": self.exact_among, "bound_scope": self.scope_label or str(self.scope),
+                "exact_among": self.exact_among, "bound_scope": self.label, "classes": self._classes(),
                 "class_bounds": {str(k): {"bound": b, "proved_by": lv, "gap": self.gap_in(k)}
                                  for k, (b, lv) in self.class_bounds.items()},
                 "levels": [r.to_dict() for r in self.levels], "heuristics": [u.to_dict() for u in self.upper]}
+
+    def _classes(self) -> dict[str, dict[str, Any]]:
+        """One entry per class the certificate speaks of: the certified one, and the family beyond it."""
+        own = {"objective": self.objective if math.isfinite(self.objective) else None, "found_by": self.found_by,
+               "bound": self.bound, "proved_by": self.proved_by, "gap": self.gap if math.isfinite(self.gap) else None,
+               "certified": self.certified, "restricted": self.family is not None}
+        return {self.label: own, **({self.family.label: self.family.to_dict()} if self.family else {})}
 
     def table(self) -> str:
         rows = [f"{'level':<11} {'bound':>14} {'bound/UB':>9} {'status':<15} {'seconds':>8}  class"]
@@ -132,8 +229,11 @@ class Certificate:
         for scope, (b, lv) in self.class_bounds.items():
             rows.append(f"over {scope}: bound {b:.6g} by {lv}; gap {self.gap_in(scope):.4%}")
         exact = f" (exact among {self.exact_among} placements)" if self.exact_among else ""
+        only = " only" if self.family is not None else ""
         rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
-                    f"{self.scope_label or self.scope}; gap {self.gap:.4%}{exact}")
+                    f"{self.label}{only}; gap {self.gap:.4%}{exact}")
+        if self.family is not None and (self.family.outside or self.family.bound > 0):
+            rows.append(self.family.line(self.label))
         return "\n".join(rows)
 
 

@@ -2,7 +2,8 @@
 
 Every bound holds for a class of placements (:data:`~placement_dsl.result.SCOPES`); the
 certificate's ``bound`` is the best bound over the problem's own class, and narrower classes'
-bounds are reported beside it (``class_bounds``).
+bounds are reported beside it (``class_bounds``); for a problem its terms restrict (``Term.restricts``), what the run
+knows of every placement (the best valid one outside the class, the best bound) is ``family`` (:class:`.Beyond`).
 
 Tarnawski et al.'s throughput problems (NeurIPS 2020; ``Contiguous`` or no structure, no
 ``DagOrder``), cheapest first:
@@ -63,8 +64,10 @@ latency model's write and read, the makespan's route) and ``device-work`` (the s
 work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
 of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
 memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
-:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``cut-segments``
-(between two ops comparable with all others, each device that joins pays a transfer in and out,
+:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``split-heads``
+(each op's start on each device: the least split of its nearby ancestors into those run there one at a time and
+those whose tensors move there, and the device work between those heads and tails, :mod:`.bounds.split_heads`) and
+``cut-segments`` (between two ops comparable with all others, each device that joins pays a transfer in and out,
 :mod:`.bounds.segments`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
 levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
 its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
@@ -107,8 +110,8 @@ level          bound                                               size
 
 A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies, ``greedy``,
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
-as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: greedy first, then
-the closed forms of milliseconds and, on a graph of few ideals, the DP; slicegraph and BRKGA only if the gap is
+as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: the work-balanced
+slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; slicegraph and BRKGA if the gap is
 still open before the next level (the certificate's ``upper`` lists what ran).
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
@@ -125,17 +128,15 @@ import time
 import warnings
 from typing import Any
 
-import numpy as np
-
-from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
+from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
-from .heuristics import jit
+from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
-from .heuristics.fallback import fallback
-from .heuristics.slicegraph import Slicer
-from .levels.base import LEVELS, LISTED_ORDER, Family, Level, defaults_of, family, load, numbered
+from .heuristics.base import ColdKernels
+from .heuristics.fallback import fallback, spread_applies, spread_split
+from .levels.base import LEVELS, Family, Level, defaults_of, family, load
 from .levels.latency import chosen_formulation, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -149,8 +150,8 @@ __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStat
 
 ALL = PlacementClass.ALL
 UPPER = ("greedy", "slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems;
-# greedy (O(n + m)) first, with all the share it needs: where memory binds and the slicing DP runs out of time its
-# split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
+# greedy (O(n + m)) first where the work-balanced slicing is not valid, with all the share it needs: where memory binds
+# its split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
 # stages: no placement at all)
 LINEAR = frozenset({"greedy", "one-device"})  # upper-bound heuristics in O(n + m), not held to an even share
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
@@ -170,6 +171,8 @@ SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-
 # load 20 (its placement built and scored), and past its share it is stopped with nothing (greedy's 189.75 stood)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 MIN_AGAIN = 2.0  # seconds left after the levels below which no stopped heuristic runs again (_again)
+COLD_KEEP = 0.25  # of the time left at the end, what a heuristic stopped in Python on a cold kernel cache keeps to run
+# again compiled after waiting for the background compile (cold gpt3-2000 onto 4 stages: 42.498 at 23 s of 60, 28.8249)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
 DP_FIRST_IDEALS = 300  # run the DP level before slicegraph and BRKGA: it settles its class in milliseconds there
 # (the DP in Python, :data:`.heuristics.jit.PYTHON_IDEALS`), and its split is at least theirs on identical stages
@@ -193,14 +196,18 @@ class _Run:
         self.upper: list[UpperRun] = []  # the upper-bound heuristics that ran, in order
         self.cut: list[str] = []  # the upper-bound heuristics stopped at their time limit (_again runs them again)
         self.unfinished: set[str] = set()  # ... of those, the ones stopped before their search answered
+        self.cold: set[str] = set()  # ... of those, the ones stopped running their kernels in Python (a cold cache)
         self.formulation: Any = None  # certify(formulation=...): the single-sample model levels' formulation
         self.label = ""  # the running level's class by name, where it names one (levels.base.ANY_ORDER)
-        self.listed = f"{self.scope} {LISTED_ORDER}" if numbered(problem) else ""  # the problem's class, by name
+        self.own = False  # the running level bounds only the problem's own placements (levels.base.own_class)
+        self.listed = problem.class_label()  # the problem's class, by name
+        self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
 
     def offer(self, placement: Placement, who: str) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid)."""
         if not self.problem.is_valid(placement):
+            self.family.offer(placement, who)
             return None
         value = self.problem.evaluate(placement).objective
         if value < self.best[0]:
@@ -212,6 +219,8 @@ class _Run:
     def prove(self, level: str, bound: float | None, scope: PlacementClass = ALL) -> float | None:
         if bound is None:
             return None
+        if scope == ALL and not self.own:  # over every placement of the family
+            self.family.prove(level, bound, self.best[0])
         if self.scope not in scope:  # a narrower class: its optimum may exceed the best placement
             if bound > self.class_bounds.get(scope, (-math.inf, ""))[0]:
                 self.class_bounds[scope] = (bound, level)
@@ -241,7 +250,8 @@ class _Run:
     def certificate(self) -> Certificate:
         value, placement, who = self.best
         return Certificate(placement, value, who, self.bound[0], self.bound[1], self.rows, self.exact_among, self.gap,
-                           self.scope, dict(self.class_bounds), list(self.upper), self.listed)
+                           self.scope, dict(self.class_bounds), list(self.upper), self.listed,
+                           self.family.beyond(self.best))
 
 
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
@@ -264,6 +274,10 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
             wall = time.perf_counter() - t  # stopped (BudgetSpent): it took all of that
             run.upper.append(UpperRun(method, None, wall, str(err).split(";")[0],
                                       wall if isinstance(err, BudgetSpent) else 0.0))
+            if isinstance(err, ColdKernels):  # its kernels in Python, compiled in the background meanwhile: _again
+                run.cut.append(method)
+                run.unfinished.add(method)
+                run.cold.add(method)
             continue
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
@@ -281,8 +295,12 @@ def _again(run: _Run, seconds: float | None = None, only: set[str] | None = None
     of a 60 s ``bounds`` unused, where the DP ends in 6-8 s at 250.59 (the bound 245.81). Before a level of
     seconds, those of them (``only``) stopped before their search answered run with ``seconds``
     (:meth:`_Pending.before`)."""
-    methods = tuple(m for m in dict.fromkeys(run.cut) if only is None or m in only)
+    last, compiling = seconds is None, bool(run.cold) and kernel_cache.compiling()
+    methods = tuple(m for m in dict.fromkeys(run.cut) if (only is None or m in only)
+                    and (last or not compiling or m not in run.cold))  # before a level: compiled, or not again
     run.cut = [m for m in run.cut if m not in methods]
+    if last and compiling and run.cold.intersection(methods) and not run.settled():  # the call's end: they wait
+        kernel_cache.wait_compiled(run.clock.at - max(COLD_KEEP * run.clock.left(), MIN_AGAIN))  # for the compile
     seconds = run.clock.left() if seconds is None else seconds
     if methods and not run.settled() and seconds >= MIN_AGAIN:
         _upper(run, methods, seconds)
@@ -306,28 +324,16 @@ def _portion(methods: tuple[str, ...]) -> float:
 
 
 def _spread(run: _Run) -> None:
-    """The work-balanced slicing of the graph's topological order, offered here in ``O(n + m)``: over the non-host
-    devices with the hosts empty beside a host (:meth:`.heuristics.slicegraph.Slicer.spread_bounds`), else over
-    every device (:meth:`~.heuristics.slicegraph.Slicer.balanced_bounds`) on graphs of :data:`SLOW_SLICING_OPS` ops or
-    more (below, slicegraph always runs and slices optimally). It needs no share that a loaded machine may eat (at
-    load 16 slicegraph was stopped with nothing), and at scale it is far better than greedy's fill:
-    beside a slow host whose memory is not needed it is within 0.2 % of slicegraph's optimal slicing (81.46 against
-    81.36 on cnn-20000 onto 64 accelerators, greedy's fill 189.75), and on GPT-3's 20,111 ops onto 4 stages it
-    gives 268.19 where greedy gives 983.23 (a 5 s ``bounds`` answered greedy's)."""
+    """The work-balanced slicing (:func:`.heuristics.fallback.spread_split`), offered in ``O(n + m)`` where it
+    applies (:func:`.heuristics.fallback.spread_applies`): on graphs of :data:`SLOW_SLICING_OPS` ops or more
+    without a host (below, slicegraph always runs and slices optimally)."""
     g, c = run.problem.graph, run.problem.cluster
-    host = np.asarray(c.host, dtype=bool)
-    caps = np.asarray(c.memory, dtype=float)[~host]
-    if host.all() or float((g.param_bytes + g.activation_bytes).sum()) > float(caps.sum()):
+    if not spread_applies(g, c, SLOW_SLICING_OPS):
         return
-    if not host.any() and g.n < SLOW_SLICING_OPS:
-        return
-    name = "spread" if host.any() else "balanced"
+    name = "spread" if any(c.host) else "balanced"
     t = time.perf_counter()
     try:
-        slicer = Slicer(g, c, run.model)
-        order = g.topo.copy() if slicer.projection.identity else slicer.order(-g.rank.astype(float))
-        slicing = slicer.spread_bounds if host.any() else slicer.balanced_bounds
-        placement = slicer.placement(order, slicing(order, slicer.allowed(order)), source=name)
+        placement = spread_split(g, c, run.model, run.clock.left(), python=run.clock.left() < WARM_LEAST)
     except PlacementError as err:  # ops the accelerators cannot run
         run.upper.append(UpperRun(name, None, time.perf_counter() - t, str(err).split(";")[0]))
         return
@@ -438,7 +444,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
-    _warm_kernels(problem)
+    _warm_kernels(problem, clock)
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
@@ -480,14 +486,14 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         share = left * ((0.5 if later else 1.0) if level.closed_form else level.weight / weights if weights else 1.0)
         if not level.closed_form:
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
-        t, run.label = time.perf_counter(), ""
+        t, run.label, run.own = time.perf_counter(), "", False
         try:
             bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
             bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
-        label = run.label or (run.listed if scope == run.scope else "")
+        label = run.label or (run.listed if scope == run.scope and (run.own or scope != ALL) else "")
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope, label))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
@@ -500,8 +506,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
 
 
 class _Pending:
-    """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: greedy (``O(n + m)``)
-    first; then the closed-form bounds ranked before the DP and, on a graph of few ideals (:func:`few_ideals`),
+    """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: the work-balanced
+    slicing, else greedy, first; then the closed-form bounds ranked before the DP and, on few ideals (:func:`few_ideals`),
     the DP level; slicegraph and BRKGA only before the first other level, and only while the
     best placement does not meet the bound (once it does, nothing they find can change the certificate). They share
     :data:`UPPER_SHARE` of the call's time, greedy's included."""
@@ -518,14 +524,16 @@ class _Pending:
         return max(0.0, self.until - time.monotonic(), floor * self.run.clock.left())
 
     def greedy(self) -> None:
-        """The heuristics in ``O(n + m)``, with the share and up to half of the call if they need it: often the only
-        valid placement at scale (greedy took 9.3 s on 20,000 ops at load 19, over the share, and was stopped)."""
-        linear = tuple(m for m in self.methods if m in LINEAR)
-        if linear:
-            _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+        """The work-balanced slicing (:func:`_spread`, milliseconds) first; only where it found no valid split, the
+        heuristics in ``O(n + m)`` with the share and up to half of the call: the only valid placement where memory
+        binds (greedy: 9.3 s on 20,000 ops at load 19). Else they run with the others (:meth:`rest`): first, greedy
+        took 1 s of a 5 s ``bounds`` of 20,000 ops that the cut stages needed (250.59 below the slicing's 268.19)."""
         if self.methods and not self.run.met():
             _spread(self.run)
-        self.methods = tuple(m for m in self.methods if m not in LINEAR)
+        linear = tuple(m for m in self.methods if m in LINEAR)
+        if linear and not math.isfinite(self.run.best[0]):
+            _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+            self.methods = tuple(m for m in self.methods if m not in LINEAR)
 
     def before(self, level: Level) -> bool:
         """Run the rest before ``level`` (which applies) unless it is a closed-form bound ranked before the DP
@@ -552,24 +560,23 @@ class _Pending:
 
 
 WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's
+WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (_warm_kernels)
 
 
-def _warm_kernels(problem: Problem) -> None:
-    """Load the compiled kernels of the heuristics the call runs in forked children (:func:`call_within`) once,
-    here (:func:`.heuristics.jit.load_kernels`): each child would otherwise import numba and load the same cached
-    kernels again (1.5-2 s of CPU each, four or more children per call; on a loaded machine, most of a level's
-    share). Nothing for a graph small enough that its kernels run in Python (:mod:`.heuristics.jit`)."""
-    if jit.python_kernels() or jit.small(problem.graph.n):
+def _warm_kernels(problem: Problem, clock: Deadline) -> None:
+    """Load the kernels of the heuristics the call runs in forked children (:func:`call_within`) once, here
+    (:func:`.heuristics.jit.load_kernels`), not again in each child (1.5-2 s of CPU each, four or more per call).
+    Not for a graph whose kernels run in Python (:mod:`.heuristics.jit`), nor with less than :data:`WARM_LEAST`
+    left: few children run then, and loading took 1 s of a 5 s call on 20,000 ops."""
+    if jit.python_kernels() or jit.small(problem.graph.n) or clock.left() < WARM_LEAST:
         return
     jit.load_kernels(WARM_METHODS)
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:
     """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
-    certificate's hand-over (its placement checked, written out): on 20,000 ops at load 19 the command ended 5.7 s
-    after its last level."""
-    left = clock.left()
-    return clock.within(left - min(SCORE_PER_OP * ops, 0.1 * left))
+    certificate's hand-over (checked, written out): on 20,000 ops at load 19 the command ended 5.7 s after its last level."""
+    return clock.within(clock.left() - min(SCORE_PER_OP * ops, 0.1 * clock.left()))
 
 
 def _check_arguments(gap: Any, workers: Any, start: Any) -> None:

@@ -111,6 +111,10 @@ class Link(Validated):
     bandwidth: float = field(REQUIRED, _link_bandwidth)
     latency: float = field(0.0, _latency)
 
+    def _after(self) -> None:
+        if self.src == self.dst:
+            raise ValueError("src and dst are the same device; a link joins two different devices")
+
 
 class Route(Validated):
     """The physical route of transfers ``src -> dst``: the devices it passes, ``path[0] == src`` and
@@ -125,6 +129,10 @@ class Route(Validated):
             raise ValueError(f"route {self.src!r} -> {self.dst!r} joins a device to itself")
         if len(self.path) < 2 or self.path[0] != self.src or self.path[-1] != self.dst:
             raise ValueError(f"path {list(self.path)!r} must start at {self.src!r} and end at {self.dst!r}")
+        again = next((name for i, name in enumerate(self.path) if name in self.path[:i]), None)
+        if again is not None:
+            raise ValueError(f"path {list(self.path)!r:.80} passes device {again!r} twice; a route visits each "
+                             "device once")
 
 
 def _route_items(routes: Any) -> list[Any]:
@@ -205,10 +213,14 @@ class Cluster:
                 raise SpecError(f"cluster: duplicate device name {d.name!r}")
             self.index[d.name] = i
         self.links: tuple[Link, ...] = tuple(construct(Link, lk, "link", i) for i, lk in enumerate(_listed(links, "links")))
-        for lk in self.links:
+        link_of: dict[tuple[str, str], int] = {}
+        for k, lk in enumerate(self.links):
             for end in (lk.src, lk.dst):
                 if end not in self.index:
                     raise SpecError(f"link {lk.src!r} -> {lk.dst!r} names unknown device {end!r}")
+            if (lk.src, lk.dst) in link_of:  # which of the two would carry the transfers is no choice to make silently
+                raise SpecError(f"link {lk.src!r} -> {lk.dst!r} is declared twice; keep one")
+            link_of[lk.src, lk.dst] = k
         self.routes: tuple[Route, ...] = tuple(construct(Route, r, "route", i)
                                                for i, r in enumerate(_route_items(routes)))
         self._declared: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -219,13 +231,10 @@ class Cluster:
             key = (self.index[r.src], self.index[r.dst])
             if key in self._declared:
                 raise SpecError(f"route {r.src!r} -> {r.dst!r} is declared twice; keep one")
-            hops = []
             for a, b in zip(r.path, r.path[1:]):
-                hop = self._widest_link(self.index[a], self.index[b])
-                if hop is None:
+                if (a, b) not in link_of:
                     raise SpecError(f"route {r.src!r} -> {r.dst!r}: hop {a!r} -> {b!r} is not a link of the cluster")
-                hops.append(hop)
-            self._declared[key] = tuple(hops)
+            self._declared[key] = tuple(link_of[hop] for hop in zip(r.path, r.path[1:]))
 
     # ------------------------------------------------------------------ shorthands
     @classmethod
@@ -357,15 +366,6 @@ class Cluster:
         return list(groups.values())
 
     # ------------------------------------------------------------------ routes
-    def _widest_link(self, a: int, b: int) -> int | None:
-        """Index of the widest link ``a -> b`` (the first of equals), ``None`` without one."""
-        best = None
-        for k, lk in enumerate(self.links):
-            if self.index[lk.src] == a and self.index[lk.dst] == b and (
-                    best is None or lk.bandwidth > self.links[best].bandwidth):
-                best = k
-        return best
-
     def default_route(self, a: int, b: int) -> tuple[int, ...] | None:
         """The route ``a -> b`` when none is declared: link indices, ``None`` when ``b`` is unreachable.
 

@@ -37,6 +37,10 @@ class Term:
     """
 
     kind: ClassVar[str] = "constraint"
+    restricts: ClassVar[bool] = False
+    """Whether the term only narrows the placements of the problem's family to a class (contiguity, DAG order, q
+    subgraphs per accelerator): without it the same objective is defined on every placement, so a certificate over
+    the class can name what it knows beyond it (:meth:`~placement_dsl.problem.Problem.unrestricted`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -121,6 +125,8 @@ class Contiguous(Term):
     training graphs split by pass as in §5.3.
     """
 
+    restricts: ClassVar[bool] = True
+
     def require(self) -> frozenset[str]:
         return frozenset({"contiguous"})
 
@@ -132,6 +138,8 @@ class DagOrder(Term):
     Archer et al. Fig. 3: "completed-by-block" variables ``y_{vb}`` with eq. (8)
     ``y_{ub} >= y_{vb}``; the quotient graph is then acyclic.
     """
+
+    restricts: ClassVar[bool] = True
 
     def require(self) -> frozenset[str]:
         return frozenset({"dag_order", "acyclic"})
@@ -285,6 +293,8 @@ class Subgraphs(Term):
     accelerator and comes back); ``q = 1`` is Fig. 3's contiguous accelerators. Host devices
     are not limited.
     """
+
+    restricts: ClassVar[bool] = True
 
     q: int = 1
 

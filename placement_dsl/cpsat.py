@@ -41,7 +41,7 @@ import numpy as np
 from .blocks.base import Context
 from .blocks.schedule import ScheduleData, retime, schedule_data
 from .constraints import Memory
-from .deadline import BudgetSpent
+from .deadline import BudgetSpent, unlinked_locks
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError
 from .evaluate import execution
 from .formulations.schedule import horizon_of
@@ -377,8 +377,7 @@ def isolated(fn: Callable[..., Any], *args: Any, until: float | None = None) -> 
     is raised: a caller's promise holds even when the child's own clock checks come too late."""
     import multiprocessing
 
-    with spawning():
-        pool = multiprocessing.get_context("spawn").Pool(1)
+    pool = spawn_pool()
     try:
         job = pool.apply_async(fn, args)
         wait = None if until is None else max(until - time.monotonic(), 0.0) + ISOLATED_GRACE
@@ -404,8 +403,7 @@ def isolated_each(fn: Callable[[Any], Any], items: list[Any], until: float) -> l
     out: list[Any] = [None] * len(items)
     if not items or until <= time.monotonic():
         return out
-    with spawning():
-        pool = multiprocessing.get_context("spawn").Pool(1)
+    pool = spawn_pool()
     try:
         answers = pool.imap(fn, items)
         for k in range(len(items)):
@@ -417,6 +415,15 @@ def isolated_each(fn: Callable[[Any], Any], items: list[Any], until: float) -> l
     finally:
         pool.terminate()
         pool.join()
+
+
+def spawn_pool() -> Any:
+    """A ``spawn`` pool of one worker (see :func:`isolated`) whose locks leave nothing to the resource tracker
+    (:func:`~placement_dsl.deadline.unlinked_locks`): the pool stops it by force when its caller is done."""
+    import multiprocessing
+
+    with spawning():  # e.g. "<stdin>": the child cannot re-run it
+        return multiprocessing.get_context("spawn").Pool(1, initializer=unlinked_locks)
 
 
 @contextmanager

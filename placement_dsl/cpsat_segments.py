@@ -157,15 +157,12 @@ class Running:
     (always call it, e.g. in ``finally``)."""
 
     def __init__(self, problem: Any, until: float, fn: Any, args: tuple, finish: Any, note: str = ""):
-        import multiprocessing
-
-        from .cpsat import spawning
+        from .cpsat import spawn_pool
 
         self.problem, self.until, self.finish, self.note = problem, until, finish, note
         self.found: float | None = None
         self.closed: float | None = None  # the caller's closed-form bound, kept beside (solve computes it once)
-        with spawning():  # e.g. "<stdin>": the child cannot re-run it
-            self.pool = multiprocessing.get_context("spawn").Pool(1)
+        self.pool = spawn_pool()
         self.job = self.pool.apply_async(fn, args)
 
     def value(self, by: float) -> float | None:

@@ -27,8 +27,8 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "machine", "model_seconds", "process_start", "seconds",
-           "slowdown", "stream_within"]
+__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_seconds", "process_start",
+           "seconds", "slowdown", "stream_within", "unlinked_locks"]
 
 # seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
 # measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
@@ -116,6 +116,14 @@ def slowdown() -> float:
     core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
     cores, load = machine()
     return max(1.0, load / (LOAD_MEASURED * max(cores, 1)))
+
+
+def contention() -> float:
+    """Wall seconds a CPU-bound job takes here now per second of its CPU time: the one-minute load average over the
+    cores this process may run on, at least 1 (a job holds one core's share). Schedule models built at load 5.2-6.8 on
+    two cores took 2.0-2.9 times their CPU time (this gives 2.6-3.4)."""
+    cores, load = machine()
+    return max(1.0, load / max(cores, 1))
 
 
 def machine() -> tuple[int, float]:
@@ -220,6 +228,20 @@ def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Ite
             proc.kill()
         proc.join(timeout=1.0)
         recv.close()
+
+
+def unlinked_locks() -> None:
+    """Make the locks this process creates from now on as a forked process makes them: their semaphores are unlinked
+    at once instead of registered with the resource tracker, which a spawned child shares with its parent.
+
+    The initializer of every ``spawn`` pool's worker (:func:`placement_dsl.cpsat.spawn_pool`; this module imports no
+    Pyomo, so it runs before the task's modules load): Pyomo's import makes a lock (its output-capture lock), and a
+    worker stopped by its pool (``terminate``: at a deadline, or while it was still ending) never unregisters it, so
+    the resource tracker reported it at the parent's exit ("leaked semaphore objects", 4 of 9 makespan solves of a
+    931-op sheet at 30 s)."""
+    import multiprocessing as mp
+
+    mp.set_start_method("fork", force=True)
 
 
 def _streaming(conn: Any, fn: Callable[..., Any], args: tuple) -> None:

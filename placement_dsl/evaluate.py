@@ -237,13 +237,19 @@ class Evaluation:
             "model": {k: (sorted(v) if isinstance(v, frozenset) else v.to_dict() if hasattr(v, "to_dict")
                           else getattr(v, "value", v))
                       for k, v in self.model.__dict__.items()},
-            "violations": [{"check": v.check, "message": v.message} for v in self.violations],
+            "violations": self.violation_rows(),
             "devices": device_rows(self.devices),
             **({"latency": self.latency} if self.latency is not None else {}),
             **({"subgraphs": dict(self.subgraphs)} if self.subgraphs else {}),
             **({"links": [{"link": lk.link, "load_fw": lk.load_fw, "load_bw": lk.load_bw, "load": lk.load}
                           for lk in self.links]} if self.links else {}),
         }
+
+    def violation_rows(self) -> list[dict[str, Any]]:
+        """Every violation as ``{"check", "message", "required"}``: whether the model's required checks make it one
+        that invalidates the placement, or a note (e.g. a non-contiguous device where contiguity is not asked)."""
+        return [{"check": v.check, "message": v.message, "required": v.counts(self.model.require)}
+                for v in self.violations]
 
     def table(self) -> str:
         """Per-device table as aligned text: times in ms, memory as bytes used / capacity (share)."""

@@ -154,7 +154,9 @@ def optional_text(value: Any) -> str | None:
 
 
 def real(value: Any) -> float:
-    """``value`` as a float: a number or a numeric string (``True``/``False`` read as 1 and 0)."""
+    """``value`` as a float: a number or a numeric string; ``True``/``False`` are not numbers (as in :func:`amount`)."""
+    if isinstance(value, bool):
+        raise Refused(f"Input should be a valid number, got {value!r}")
     if isinstance(value, str):
         try:
             return float(value.strip())
@@ -221,11 +223,12 @@ def _dumped(value: Any) -> Any:
 
 
 class FieldError(SpecError):
-    """A :class:`Validated` record refused a field; ``detail`` is ``field: message`` without the object's name."""
+    """A :class:`Validated` record refused a field; ``detail`` is ``field: message`` without the object's name,
+    ``missing`` the required field that was not given (else ``None``)."""
 
-    def __init__(self, message: str, detail: str = ""):
+    def __init__(self, message: str, detail: str = "", missing: str | None = None):
         super().__init__(message)
-        self.detail = detail
+        self.detail, self.missing = detail, missing
 
 
 class Validated:
@@ -260,7 +263,7 @@ class Validated:
 
     def __init__(self, **data: Any) -> None:
         values: dict[str, Any] = {}
-        where = None
+        where = missing = None
         try:
             for key, spec in self.model_fields.items():
                 where = key
@@ -268,6 +271,7 @@ class Validated:
                     value = data[key]
                     values[key] = value if spec.check is None else spec.check(value)
                 elif spec.default is REQUIRED and spec.factory is None:
+                    missing = key
                     raise Refused("Field required")
                 else:
                     values[key] = spec.value()
@@ -283,7 +287,7 @@ class Validated:
             at = where if label is None else label.replace("{}", str(where), 1)
             detail = f"{at}: {err}"
             shown = data.get("name", data.get("src", "?"))
-            raise FieldError(f"{type(self).__name__.lower()} {shown!r:.80}: {detail}", detail) from None
+            raise FieldError(f"{type(self).__name__.lower()} {shown!r:.80}: {detail}", detail, missing) from None
 
     def _after(self) -> None:
         """Checks across fields, once all are set (a subclass's)."""
@@ -345,5 +349,7 @@ def construct(model: type[Validated], item: Any, what: str, position: int) -> An
         return model(**data)
     except FieldError as err:  # named again: by its position when it has no name
         ends = f"{str(data['src'])!r:.40} -> {str(data['dst'])!r:.40}" if "src" in data and "dst" in data else None
-        name = data.get("name", f"#{position}")
-        raise SpecError(f"{what} {ends or repr(name)[:80]}: {err.detail}") from None
+        label = ends or (repr(data["name"])[:80] if "name" in data else f"#{position}")
+        if err.missing is not None:
+            raise SpecError(f"{what} {label} has no {err.missing!r}; every {what} needs one") from None
+        raise SpecError(f"{what} {label}: {err.detail}") from None

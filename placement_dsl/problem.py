@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import Cluster
-from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Term, term_from_dict
+from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs, Term, term_from_dict
 from .errors import SpecError
 from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
 from .files import write_atomic
@@ -35,6 +35,7 @@ from .workload import graph_from_dict, graph_to_dict
 PROBLEM_FORMAT = "placement_dsl.problem"
 VERSION = 1
 BASE_REQUIRE = frozenset({"allowed", "colocation"})
+ORDER_SHOWN = 6  # devices a class's device order names before it elides the middle ones
 
 
 def Stages(k: int, memory: float = math.inf, bandwidth: float = 1.0) -> Cluster:
@@ -138,6 +139,47 @@ class Problem:
         if contiguous and ordered:
             return PlacementClass.DP
         return PlacementClass.CONTIGUOUS if contiguous else PlacementClass.DAG_ORDERED if ordered else PlacementClass.ALL
+
+    @property
+    def numbered(self) -> bool:
+        """Whether the problem's DAG order depends on how the devices are numbered: devices that differ (speeds,
+        kinds, hosts), where the listed order's optimum may exceed another order's."""
+        return self.has(DagOrder) and len(self.cluster.homogeneous_groups()) > 1
+
+    def class_label(self, scope: PlacementClass | None = None) -> str:
+        """``scope`` (default: the problem's class) by name, saying what its flag alone does not where it is the
+        problem's class: the device order a DAG order follows where the numbering matters (:attr:`numbered`), and
+        the subgraphs per accelerator a :class:`~placement_dsl.constraints.Subgraphs` term allows.
+
+        >>> from placement_dsl.cluster import Cluster, Device
+        >>> from placement_dsl.graph import Graph, Op
+        >>> from placement_dsl.objectives import Latency
+        >>> c = Cluster([Device(name="acc0", kind="accelerator"), Device(name="cpu0", kind="cpu", host=True)])
+        >>> Problem(Graph([Op(name="a", work=1)], []), c, Latency(), [DagOrder()]).class_label()
+        'dag-ordered placements in the device order acc0, cpu0'
+        """
+        own = self.placement_class()
+        if scope is not None and scope != own:
+            return str(scope)
+        label = str(own)
+        if self.numbered:
+            names = list(self.cluster.names)
+            shown = names if len(names) <= ORDER_SHOWN else [*names[:ORDER_SHOWN - 2], "...", names[-1]]
+            label += f" in the device order {', '.join(shown)}"
+        q = min((t.q for t in self.find(Subgraphs)), default=None)
+        if q is not None and not self.has(Contiguous):  # every placement but those with more subgraphs
+            label = label.removeprefix("all ")
+            label += f" with at most {q} contiguous subgraph{'s' if q > 1 else ''} per accelerator"
+        return label
+
+    def unrestricted(self) -> Problem | None:
+        """The problem's family: the same objective and terms without those that only restrict the placements to a
+        class (``restricts``: ``Contiguous``, ``DagOrder``, ``Subgraphs``), over which every placement the problem
+        accepts is valid too; ``None`` when no term restricts (the problem is its family)."""
+        kept = [t for t in self.constraints if not t.restricts]
+        if len(kept) == len(self.constraints):
+            return None
+        return Problem(self.source_graph, self.cluster, self.objective, kept)
 
     def class_of(self, placement: Placement) -> PlacementClass:
         """The part of :class:`PlacementClass` the placement lies in, by the cost model's structure checks: its

@@ -20,7 +20,8 @@ class Seconds:
     ``build`` compiles the problem and extracts the model's arrays, ``start`` finds and checks
     the warm start, ``handoff`` gives the model to the solver, ``solve`` is the search;
     ``coarse`` and ``lns`` are the coarse solve and the LNS of a single-sample solve whose model was too
-    large to build (:mod:`placement_dsl.search.anytime`), ``restarts`` the makespan's restarts after them
+    large to build (:mod:`placement_dsl.search.anytime`), ``again`` the improving method's fresh-seed rounds after
+    them (:func:`placement_dsl.stopped.again`), ``restarts`` the makespan's restarts after those
     (:mod:`placement_dsl.restarts`); ``total`` is the whole call.
     """
 
@@ -31,6 +32,7 @@ class Seconds:
     total: float = 0.0
     coarse: float = 0.0
     lns: float = 0.0
+    again: float = 0.0
     restarts: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
@@ -78,6 +80,7 @@ class Result:
     message: str = ""
     found_by: str = ""
     bound_scope: PlacementClass | None = None
+    bound_label: str = ""  # ``bound_scope`` by name where its flag alone is ambiguous (Problem.class_label)
 
     @property
     def gap(self) -> float | None:
@@ -104,7 +107,7 @@ class Result:
         if self.found_by:
             out["found_by"] = self.found_by
         if self.bound_scope:
-            out["bound_scope"] = str(self.bound_scope)
+            out["bound_scope"] = self.bound_label or str(self.bound_scope)
         if self.log_path:
             out["log_path"] = self.log_path
         if self.message:
@@ -141,19 +144,21 @@ class Result:
         'certificate: objective 2 (found by solver), bound 1.9 over contiguous placements, gap 5%, status optimal'
         """
         gap = "n/a" if self.gap is None else f"{100 * self.gap:.3g}%"
-        scope = f" over {self.bound_scope}" if self.bound_scope and self.bound is not None else ""
+        scope = f" over {self.bound_label or self.bound_scope}" if self.bound_scope and self.bound is not None else ""
         who = f" (found by {self.found_by})" if self.found_by else ""
         return (f"certificate: objective {_fmt(self.objective)}{who}, bound {_fmt(self.bound)}{scope}, "
                 f"gap {gap}, status {self.status.value}")
 
 
 def placement_report(placement: Placement | None, evaluation: Evaluation | None) -> dict[str, Any]:
-    """``placement`` (op -> device name), ``devices`` (one row per device, units in the keys) and
-    ``stages`` (each device's ops as runs in topological order); empty when there is no placement."""
+    """``placement`` (op -> device name), ``devices`` (one row per device, units in the keys), ``stages`` (each
+    device's ops as runs in topological order) and ``violations`` (every check the placement breaks, with whether
+    the problem requires it: the list ``evaluate`` gives); empty when there is no placement."""
     return {
         "placement": None if placement is None else placement.mapping(),
         "devices": [] if evaluation is None else device_rows(evaluation.devices),
         "stages": [] if placement is None else stage_ranges(placement),
+        "violations": [] if evaluation is None else evaluation.violation_rows(),
     }
 
 

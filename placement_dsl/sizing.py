@@ -6,7 +6,8 @@ The module sits above the formulations it sizes (it reads them, they never read 
 The estimates are counts of constraint-matrix nonzeros from the problem's shape (ops ``n``,
 edges ``m``, devices ``D``, accelerators ``A``, subgraphs per accelerator ``q``), fitted to the
 project's formulations on the reference workloads (``benchmarks/bench_budget.py`` prints the
-build times they predict); :func:`placement_dsl.deadline.model_seconds` turns them into seconds.
+build times they predict); :func:`placement_dsl.deadline.model_seconds` turns them into seconds, and for the
+schedule model its own start-up and rate in CPU seconds times the machine's contention (:func:`build_seconds`).
 
 ==================  ===========================  ===========================================
 formulation         nonzeros                     measured
@@ -19,9 +20,9 @@ schedule            ``12 (n + m) D``             the disjunctive pairs: ``P`` op
                                                  contended resources (:func:`resources`);
                                                  MOIRAI example-1 27 ops: 3.0k, GoogLeNet
                                                  307: 117k, generated GPT 137: 400k, ResNet
-                                                 100: 29k; built and extracted at 0.5-1.2
-                                                 times the rate of the others (GoogLeNet:
-                                                 14.8 s at load 4 on two cores)
+                                                 100: 29k; generated sheets of 34 to 1,661
+                                                 ops: 1.0-1.6 times the count; seconds by
+                                                 its own rate (:data:`SCHEDULE_PER_NONZERO`)
 others              ``9 (n + m) D``              bert_l-3 training 600 ops: throughput 34k,
                                                  exact 12k, without contiguity 10k; GPT-3
                                                  826 ops: throughput 65k
@@ -35,7 +36,15 @@ import numpy as np
 
 from .blocks.schedule_data import SLACK, longest_paths
 from .constraints import congestion_of
-from .deadline import MIN_SEARCH, PLACEMENT_NONZEROS, BudgetSpent, Deadline, model_seconds
+from .deadline import (
+    MIN_SEARCH,
+    PLACEMENT_NONZEROS,
+    SECONDS_PER_NONZERO,
+    BudgetSpent,
+    Deadline,
+    contention,
+    model_seconds,
+)
 from .formulations import get
 from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
 from .formulations.schedule import ScheduleFormulation, horizon_of
@@ -43,9 +52,10 @@ from .schedule import transfer_durations
 
 __all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops", "resources", "unordered_pairs"]
 
-SMALL_BUILD = 1.0  # seconds of estimated build within which a model is searched whatever the ratio ``per_build``
-# asks: a MILP of a few ops is solved in less (8 ops on a line of 4 devices: estimated 0.45 s under load, built in
-# 0.12 s and proved optimal in 0.45 s in all, it was refused under a 10 s limit for want of 20 times its build)
+SMALL_BUILD = 1.0  # seconds of estimated build on an idle machine within which a model is searched whatever the ratio
+# ``per_build`` asks: a MILP of a few ops is solved in less (8 ops on a line of 4 devices: estimated 0.45 s under
+# load, built in 0.12 s and proved optimal in 0.45 s in all, it was refused under a 10 s limit for want of 20 times
+# its build); a model's size, not the machine's load, makes it small
 
 
 def estimate_nonzeros(problem: Any, formulation: Any) -> float:
@@ -162,7 +172,7 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
     per = max(m / max(n, 1), 1.0)
 
     def fits(k: int) -> bool:
-        return model_seconds(_nonzeros(problem, form, k, per * (k - 1))) <= seconds
+        return _seconds(form, _nonzeros(problem, form, k, per * (k - 1))) <= seconds
 
     if not fits(2):
         return 0
@@ -173,9 +183,31 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
     return lo
 
 
-def build_seconds(problem: Any, formulation: Any) -> float:
-    """Seconds to build and extract ``formulation``'s model of ``problem``, estimated."""
-    return model_seconds(estimate_nonzeros(problem, formulation))
+SCHEDULE_START = 0.03  # CPU seconds of a schedule model's build, extraction and hand-off whatever its size (a first
+# model of 93 nonzeros in a process: 0.01 s built, 0.015 s handed to HiGHS)
+SCHEDULE_PER_NONZERO = 3.3e-5  # CPU seconds per estimated nonzero of the schedule model, built and extracted:
+# measured on generated MOIRAI sheets of 34 to 1,661 ops (16 to 750 tasks, 2 to 4 devices), generated GPT decoders of
+# 137 and 260 ops and a ResNet of 200 ops on MOIRAI's clusters, 1.7e-5 to 3.6e-5 (2.5e-5 to 5.1e-5 per counted
+# nonzero); with the start-up, 0.93 to 1.95 times their CPU time. The machine's load is the contention's
+# (:func:`~placement_dsl.deadline.contention`), not this rate's: the former estimate at the rate of the other models
+# (1.3e-4 s per nonzero, for one other job per core) was 6 times a 141-op sheet's build on an idle machine, and the
+# model was refused
+
+
+def build_seconds(problem: Any, formulation: Any, loaded: bool = True) -> float:
+    """Seconds to build and extract ``formulation``'s model of ``problem``, estimated on this machine as loaded now
+    (``loaded=False``: idle)."""
+    return _seconds(formulation, estimate_nonzeros(problem, formulation), loaded)
+
+
+def _seconds(form: Any, nonzeros: float, loaded: bool = True) -> float:
+    """Seconds to build and extract a model of ``nonzeros`` (estimated) of formulation ``form``: the schedule model
+    by its own start-up and rate in CPU seconds (:data:`SCHEDULE_START`, :data:`SCHEDULE_PER_NONZERO`) times the
+    machine's :func:`~placement_dsl.deadline.contention`, the others at
+    :data:`~placement_dsl.deadline.SECONDS_PER_NONZERO` (:func:`~placement_dsl.deadline.model_seconds`)."""
+    if isinstance(form, ScheduleFormulation):
+        return (SCHEDULE_START + SCHEDULE_PER_NONZERO * nonzeros) * (contention() if loaded else 1.0)
+    return model_seconds(nonzeros) if loaded else nonzeros * SECONDS_PER_NONZERO
 
 
 def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None,
@@ -184,15 +216,16 @@ def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: floa
     ``formulation``'s model of ``problem`` and a useful search cannot fit into ``seconds`` (at most what is left of
     ``deadline``): a search of :data:`MIN_SEARCH`, or of ``per_build`` times the estimated build where that is more
     (a model the caller would rather not build than search too briefly: "too large to be searched"; not asked of a
-    build within :data:`SMALL_BUILD`)."""
+    build within :data:`SMALL_BUILD` on an idle machine)."""
     form = get(formulation, problem)
     left = deadline.clip(seconds)
     need = build_seconds(problem, form)
+    idle = build_seconds(problem, form, loaded=False)
     if need + MIN_SEARCH > left:
         raise BudgetSpent(f"model too large for the time left: the {form.name!r} model has "
                           f"~{estimate_nonzeros(problem, form):,.0f} nonzeros, ~{need:.0f} s to build, {left:.1f} s "
                           "left; not built")
-    if need > SMALL_BUILD and need * (1 + per_build) > left:
+    if idle > SMALL_BUILD and need * (1 + per_build) > left:
         raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes "
                           f"~{need:.1f} s to build, {left:.1f} s left (it is searched {per_build:g} times its "
                           "build); not built")

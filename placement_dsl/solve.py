@@ -121,6 +121,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     token = RUNNING.set(running) if running is not None else None
     try:
         result = _solve(problem, formulation, solver, clock, t0, gap, threads, warm_start, log_path, method, options)
+        if result.bound_scope is not None:  # its class by name: which device order a DAG order follows, q, ...
+            result.bound_label = problem.class_label(result.bound_scope)
         if running is not None and running.note:
             result.message = "; ".join(m for m in (result.message, running.note) if m)
         return result

@@ -43,7 +43,7 @@ from .io import Workload, load_placement
 from .placement import Placement
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "Start",
-           "alternatives", "auto_methods", "improve", "mean_width", "pass_estimates", "race", "resolve"]
+           "alternatives", "auto_methods", "improve", "lead_share", "leads", "mean_width", "pass_estimates", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -53,10 +53,15 @@ KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the 
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
-LEAD = {"max_load": "dp"}  # per goal, the search a race runs first after the baselines and the passes, with
-LEAD_SHARE = 0.5  # of its time at least: for max load the DP over ideals, exact among contiguous splits, whose class
-# bound closes the gap (ResNet-152 x 10, 2,080 ops: 1.1 s once its kernels are loaded, but seventh of eleven
-# searches, it never ran in the share)
+LEAD = {"max_load": ("dp", "pipedream", "slicegraph")}  # per goal, the searches a race runs first after the baselines and the
+LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left at least: for max load the DP over
+# ideals, exact among contiguous splits, whose class bound closes the gap (ResNet-152 x 10, 2,080 ops: 1.1 s once
+# its kernels are loaded, but seventh of eleven searches, it never ran in the share), then the slicings where the DP
+# declines a wide graph in milliseconds: PipeDream's path, one slicing DP over the few cuts between levels, and
+# SliceGraph's, over every op of two orders. Tenth and first of thirteen with even shares, on GPT-3 of 20,111 ops
+# onto 4 devices beside another job neither ran to its end: a 60 s solve answered the work-balanced slicing's 268.19
+# where the path finds 250.59 (the cut stages' bound; onto 16 devices 68.437) in a 30 s race at load 8
+NEXT_LEAD_SHARE = 0.3  # ... and the leads after the first this share: the searches after them keep most of the rest
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
 PASSES = {"one-device-best": 6e-6, "list": 8e-6, "cpop": 8e-6, "getf": 1.6e-5, "m-sct": 2.5e-5}
 """Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
@@ -220,7 +225,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the baselines
     (:data:`BASELINES`, built in ``O(n + m)``) first, then the passes (:data:`PASSES`, cheapest first by
     :func:`pass_estimates`, each with all the time left; ``seconds`` widened to their estimated sum, within
-    ``deadline`` less :data:`KEEP`), then the goal's lead search (:data:`LEAD`, with
+    ``deadline`` less :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, each with
     :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
@@ -240,11 +245,11 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     :data:`KEPT` in all), each distinct from the best and from one another (:data:`DISTINCT`) and within
     :data:`SPREAD` of the best: later phases restart their searches from them (:func:`alternatives`) once the best
     start's local optimum has stalled."""
-    lead = LEAD.get(goal(problem))
+    lead = leads(problem)
     passes = pass_estimates(problem, methods)
     order = [m for m in methods if m in BASELINES] + list(passes) + \
-        [m for m in methods if m == lead and m not in passes] + \
-        [m for m in methods if m not in BASELINES and m != lead and m not in passes]
+        [m for m in lead if m in methods and m not in passes and m not in BASELINES] + \
+        [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
@@ -268,6 +273,20 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         best.others = _distinct(best, seen)
     unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
     return best, refusals, unfinished
+
+
+def leads(problem: Any) -> tuple[str, ...]:
+    """The searches a race for ``problem`` runs first, in order, each with :data:`LEAD_SHARE` of the time left at
+    least (:data:`LEAD`, by the problem's :func:`goal`; a single name is one search)."""
+    found = LEAD.get(goal(problem), ())
+    return (found,) if isinstance(found, str) else tuple(found)
+
+
+def lead_share(problem: Any, method: str) -> float:
+    """The least share of a race's time left that ``method`` takes: :data:`LEAD_SHARE` for the first of the
+    problem's :func:`leads`, :data:`NEXT_LEAD_SHARE` for the others, none for other methods."""
+    found = leads(problem)
+    return 0.0 if method not in found else LEAD_SHARE if found.index(method) == 0 else NEXT_LEAD_SHARE
 
 
 def mean_width(graph: Any) -> float:
@@ -332,7 +351,7 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
-        given = max(left / max(searches_left, 1), LEAD_SHARE * left if method == LEAD.get(goal(problem)) else 0.0)
+        given = max(left / max(searches_left, 1), lead_share(problem, method) * left)
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(given, MIN_METHOD))

@@ -163,8 +163,10 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
         current = improve(stop.problem, current, clock.left() - RESERVE, method=method, patience=PATIENCE)
         phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
-        current = again(stop.problem, current, clock)
-        if goal(stop.problem) == "makespan":  # the time the stalled searches gave back: restarts to the deadline
+        began, restarts = time.perf_counter(), goal(stop.problem) == "makespan"
+        current = again(stop.problem, current, clock, AGAIN_SHARE if restarts else 1.0, 1 if restarts else STALE)
+        phases["again"] = time.perf_counter() - began
+        if restarts:  # the time the stalled searches gave back: restarts to the deadline
             began = time.perf_counter()
             pool = [s for s in pool if isinstance(s, Start)] + \
                 alternatives(stop.problem, tuple(s for s in pool if not isinstance(s, Start)))
@@ -185,13 +187,20 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     return better
 
 
-def again(problem: Any, current: Start, clock: Deadline) -> Start:
+AGAIN_SHARE = 0.5  # of the time left, the most one fresh-seed round of a makespan takes: restarts follow them. Given
+# all of it, GPT-3 330M's first round (schedule-ls from its local optimum, 4,886 ops) took the 87 s left of a 300 s
+# solve and found nothing, and the restarts never ran; at a quarter, a generated GPT of 998 ops kept 6.59186 where
+# one round of 83 s had found 6.58988 (a round's segment search needs its time)
+
+
+def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, stale_after: int = STALE) -> Start:
     """``current`` continued by the objective's improving method with a fresh seed each round
-    (:data:`SEEDS`), for the time left less :data:`RESERVE`, until :data:`~placement_dsl.starts.STALE` rounds in a row
-    end without a better start: the time a stalled search gives back."""
+    (:data:`SEEDS`), each for ``share`` of the time left less :data:`RESERVE` (at least :data:`MIN_LNS` seconds),
+    until ``stale_after`` rounds in a row end without a better start: the time a stalled search gives back."""
     seed, stale = SEEDS["again"], 0
-    while current.usable and clock.left() - RESERVE >= MIN_LNS and stale < STALE:
-        found = improve(problem, current, clock.left() - RESERVE, seed=seed)
+    while current.usable and clock.left() - RESERVE >= MIN_LNS and stale < stale_after:
+        left = clock.left() - RESERVE
+        found = improve(problem, current, min(left, max(MIN_LNS, share * left)), seed=seed)
         seed += 1
         better = found.usable and found.objective < current.objective * (1 - 1e-12)
         current, stale = (found, 0) if better else (current, stale + 1)
@@ -255,7 +264,7 @@ class Stop:
         total = time.perf_counter() - self.t0
         result.timings = Seconds(start=self.phases.get("start", total), total=total,
                                  coarse=self.phases.get("coarse", 0.0), lns=self.phases.get("lns", 0.0),
-                                 restarts=self.phases.get("restarts", 0.0))
+                                 again=self.phases.get("again", 0.0), restarts=self.phases.get("restarts", 0.0))
         return result
 
     def no_worse(self, searched: Result, why: str) -> Result:

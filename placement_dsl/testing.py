@@ -49,7 +49,7 @@ from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Through
 from .problem import Problem, Stages
 
 __all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op",
-           "optimum", "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
+           "invocation_workload", "optimum", "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
 from .training_terms import Replicate, TrainingMemory
 
 
@@ -505,6 +505,25 @@ def latency_subgraphs() -> tuple[Problem, float]:
     saves; one accelerator runs everything in 15 (brute force agrees).
     """
     return Problem(latency_graph(), Cluster.accelerators(2, bandwidth=1.0), Latency(), [Subgraphs(2)]), 15.0
+
+
+def invocation_workload(seed: int, n: int = 12, k: int = 2, memory_share: float = 0.2) -> tuple[Graph, Cluster]:
+    """A Tarnawski-style single-sample input: ``n`` ops in a chain with skips back over up to five ops, each with an
+    accelerator time and a 4-12 times slower CPU time and 0, 20 or 50 parameter bytes; ``k`` accelerators each holding
+    ``memory_share`` of all the parameters (memory binds) beside one host CPU. Contiguity binds here: the contiguous
+    optimum is often far above the best placement (the accelerators' runs come back after the CPU's)."""
+    rng = random.Random(seed)
+    ops = []
+    for i in range(n):
+        acc = round(rng.uniform(0.5, 3.0), 3)
+        ops.append(Op(name=f"o{i}", work={"accelerator": acc, "cpu": round(acc * rng.uniform(4, 12), 3)},
+                      param_bytes=float(rng.choice((0, 20, 50))), out_bytes=float(rng.choice((0.5, 2, 6)))))
+    edges = sorted({(p, i) for i in range(1, n)
+                    for p in {i - 1, *(rng.randrange(max(0, i - 5), i) for _ in range(rng.choice((0, 1, 2))))}})
+    memory = round(memory_share * sum(op.param_bytes for op in ops), 1)
+    devices = [Device(name=f"acc{j}", kind="accelerator", memory=memory, bandwidth=2.0) for j in range(k)]
+    return (Graph(ops, [(f"o{u}", f"o{v}") for u, v in edges], name=f"invocations{n}-{seed}"),
+            Cluster([*devices, Device(name="cpu0", kind="cpu", memory=1e9, host=True)]))
 
 
 INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {

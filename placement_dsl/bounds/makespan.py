@@ -248,7 +248,7 @@ def weighted_costs(times: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.ndarray | None = None,
-                 kinds: np.ndarray | None = None) -> float:
+                 kinds: np.ndarray | None = None, ends: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """Work over devices with release and tail times (an energy bound).
 
     For a set ``S`` of ops, every schedule runs ``S`` inside ``[min_S head, C - min_S tail]`` (heads and tails of
@@ -258,7 +258,9 @@ def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.nda
     a free device may run costing nothing. So ``C >= min_S head + W(S) + min_S tail``, taken over the sets of ops
     whose head (or tail) is at least each value, and over the weights: uniform, inverse total time, uniform on
     each device kind (``kinds``: a kind label per device), and a grid for at most four serial devices.
-    With ``S`` every op and no free devices this is :func:`work_bound`.
+    With ``S`` every op and no free devices this is :func:`work_bound`. ``ends``: heads and tails ``(n, D)`` of a
+    stronger argument (any lower bounds on an op's start and on what follows its end, given its device), used in
+    place of :func:`heads_tails`.
     """
     n, D = times.shape
     if n == 0:
@@ -267,7 +269,7 @@ def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.nda
     serial = np.flatnonzero(~free)
     if serial.size == 0:
         return 0.0
-    ready, tail = heads_tails(graph, times, comm)
+    ready, tail = heads_tails(graph, times, comm) if ends is None else ends
     with np.errstate(invalid="ignore"):
         head = np.nan_to_num(ready, nan=np.inf).min(axis=1, where=np.isfinite(times), initial=np.inf)
         rest = np.nan_to_num(tail, nan=np.inf).min(axis=1, where=np.isfinite(times), initial=np.inf)

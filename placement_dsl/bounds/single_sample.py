@@ -3,9 +3,9 @@
 What a solve answers when its model is not built or its search proved less (:mod:`placement_dsl.solve`), and what
 the closed-form levels of :mod:`placement_dsl.levels.latency` prove one by one: the critical path, the longest path
 with route costs, the runs of cut ops with their side branches priced (latency, :mod:`.latency_spine`), the serial devices' work between heads and tails, the segment bound (memory cuts long paths,
-each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`) and their LPs
-(:mod:`.segment_lp`). On a cluster with links the latency model moves tensors over routes, which only the
-critical path covers.
+each cut pays a transfer) and, for a makespan, the cut segments (:mod:`.segments`), their LPs
+(:mod:`.segment_lp`) and the heads and tails that price the split of each op's ancestors (:mod:`.split_heads`).
+On a cluster with links the latency model moves tensors over routes, which only the critical path covers.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from .memory_path import segment_bound
 from .segment_lp import segment_lp_bound
 from .segments import transfer_segment_bound
 from .simple import simple_lower_bound
+from .split_heads import split_bound
 
 SECONDS = 3.0  # the clock of the segment bounds, the parts whose time grows faster than the graph
 MAX_ENERGY_CELLS = 1e7  # beyond (about 2,500 ops on four devices), the device-work bound is left to its level
@@ -56,6 +57,7 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
             found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
             found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
         found["segment-lp"] = segment_lp_bound(problem, clock.within(clock.left() * 2 / 3))[0]
+        found["split-heads"] = split_bound(problem, clock.within(clock.left() / 2))[0]  # what it priced in its share
     spine = spine_or_nothing(problem, clock.within(clock.left() / 3)) if latency else 0.0
     if not problem.graph.is_training:
         try:

@@ -42,7 +42,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from ..training_terms import Replicate
 
         broken = Replicate(args.replicate).check(placement)
-        payload["violations"] += [{"check": "replicate", "message": m} for m in broken]
+        payload["violations"] += [{"check": "replicate", "message": m, "required": True} for m in broken]
         payload["valid"] = payload["valid"] and not broken
         text += "".join(f"\n  violation [replicate] {m}" for m in broken)
     emit(args, payload, text)
@@ -131,10 +131,7 @@ def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) ->
     return {
         "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
         "bound_scope": res.exact_among if res.bound is not None else None, "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
-        "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations,
-        "violations": [{"check": v.check, "message": v.message, "required": v.counts(ev.model.require)}
-                       for v in ev.violations],
-        "info": res.info, **placement_report(res.placement, ev),
+        "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations, "info": res.info, **placement_report(res.placement, ev),
     }
 
 

@@ -108,9 +108,11 @@ def with_boundaries(args: argparse.Namespace, w: Workload) -> Workload:
 
 def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Workload:
     """The command's workload: read (``--format``, ``--training``), resized (``--stages``) and
-    with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied."""
+    with the cluster options (``--memory``, ``--bandwidth``, ``--cpus``) applied; refused, naming the op, when one
+    runs on no device of the resulting cluster (:meth:`Workload.check_runnable`), whatever the command and method."""
     stages = getattr(args, "stages", None)
-    w = read_workload(spec or args.workload, args.format, None, getattr(args, "training", False))
+    spec = spec or args.workload
+    w = read_workload(spec, args.format, None, getattr(args, "training", False))
     jit.note_workload(w.graph.n)  # a small graph's kernels run in Python: loading numba would cost more
     if stages is not None:
         check_stages(stages, w.graph.n, replicated=getattr(args, "replicate", None) is not None)
@@ -121,6 +123,10 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
         w = Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
     servers = hierarchical(args, w.cluster)
     w = w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
+    try:
+        w.check_runnable()
+    except SpecError as err:
+        raise SpecError(f"{spec!r}: {err}") from None
     return with_boundaries(args, w)
 
 

@@ -10,6 +10,10 @@ A model without one such list (a network of several stages of blocks, an encoder
 small CNN of a ``stem``, blocks and a classifier) has as its layer list the modules it calls in
 order, at the first depth no stage boundary cuts (1: the model's own children), every one a
 layer; ``layer_list`` is then ``None`` and ``depth`` says which.
+
+A module object called under several names on several stages (a tied encoder and decoder) is listed in
+``tied_modules``: build its layers with ``TiedLayerSpec(key, ...)`` of one key, which DeepSpeed keeps in
+sync across the stages.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from typing import Any
 
 from ..placement import Placement
 from .layers import layer_name, layer_stages, modules_per_stage, sole_layer_list
-from .plan import pipeline_stages
+from .plan import pipeline_stages, tied_modules
 
 
 def deepspeed(placement: Placement) -> dict[str, Any]:
@@ -25,11 +29,12 @@ def deepspeed(placement: Placement) -> dict[str, Any]:
     the model calls in order where it has no sole layer list)."""
     paths = [str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")]
     if paths and sole_layer_list(paths) is None:
-        per_stage, depth = modules_per_stage(placement, pipeline_stages(placement, "deepspeed"), "deepspeed")
+        stages = pipeline_stages(placement, "deepspeed")
+        per_stage, depth = modules_per_stage(placement, stages, "deepspeed")
         counts = [len(mods) for mods in per_stage]
         return {"num_stages": len(counts), "parts": [sum(counts[:k]) for k in range(len(counts) + 1)],
                 "layers": [m for mods in per_stage for m in mods], "layers_per_stage": counts, "layer_list": None,
-                "depth": depth}
+                "depth": depth, "tied_modules": tied_modules(placement, stages)}
     ls = layer_stages(placement, "deepspeed")
     counts = list(ls.counts)
     counts[0] += ls.embedding
@@ -39,4 +44,4 @@ def deepspeed(placement: Placement) -> dict[str, Any]:
         parts.append(parts[-1] + c)
     entries = ["embedding"] * ls.embedding + [layer_name(ls.prefix, i) for i in range(ls.layers)] + ["head"] * ls.head
     return {"num_stages": len(counts), "parts": parts, "layers": entries, "layers_per_stage": list(ls.counts),
-            "layer_list": ls.prefix}
+            "layer_list": ls.prefix, "tied_modules": tied_modules(placement, pipeline_stages(placement, "deepspeed"))}

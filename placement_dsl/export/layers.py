@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 from ..placement import Placement
-from .plan import Stage, op_name, pipeline_stages, split_modules, whole_modules
+from .plan import Stage, module_objects, op_name, pipeline_stages, split_modules, whole_modules
 
 _SUFFIXED = re.compile(r"^(.+_)(\d+)$")
 
@@ -148,29 +148,48 @@ def check_transformer_layers(placement: Placement, prefix: str, runtime: str) ->
     """Refuse a layer list a runtime that repeats one transformer layer (Megatron-LM, vLLM) cannot build.
 
     Its layers must be alike, running the same op types in the same order (a CNN's ``features.N`` are a
-    stem, blocks of several widths and a final convolution), and it must be the model's only list of
-    layers outside its own layers (an encoder-decoder's second list would be counted as the embedding or
-    the head).
+    stem, blocks of several widths and a final convolution), each its own module, and it must be the
+    model's only list of layers outside its own layers (an encoder-decoder's second list would be counted
+    as the embedding or the head). A model without such a list is refused saying so, with every list
+    found and why the closest one (the longest of alike layers, else ``prefix``) is none.
     """
     g = placement.graph
-    paths = [str(op.attrs.get("module") or "") for op in g.ops]
+    paths = [p for p in (str(op.attrs.get("module") or "") for op in g.ops) if p]
+    lists = outer_layer_lists(paths)
+    others = other_layer_lists(paths, prefix)
+    unlike = {p: _unlike(placement, p) for p in lists}
+    if unlike[prefix] or others:
+        alike = [p for p in lists if not unlike[p]]
+        closest = max(alike, key=lambda p: len(lists[p])) if alike else prefix
+        beside = [q for q in [prefix, *others] if q != closest]
+        why = (f"has layers that are not alike ({unlike[closest]})" if unlike[closest] else
+               f"has the list {beside[0]!r} beside it (an encoder-decoder or stages of blocks)")
+        found = ", ".join(f"{p!r} of {len(lists[p])}{' unlike' if unlike[p] else ''} layers"
+                          for p in sorted(lists, key=lambda p: (-len(lists[p]), p)))
+        raise SpecError(f"{runtime} assigns transformer layers: the model has no repeated layer list "
+                        f"(found {found}; the closest, {closest!r}, {why}); export to deepspeed or torch-pipelining")
+    objects = module_objects(placement)
+    for i in sorted(lists[prefix]):
+        tied = [f for f in objects.get(layer_name(prefix, i), {}).get("fqns", []) if _layer_index(f, prefix) != i]
+        if tied:
+            raise SpecError(f"{runtime}: layer {layer_name(prefix, i)!r} is one module object with {tied[0]!r}; "
+                            f"{runtime} builds every layer with its own weights (export to deepspeed with "
+                            f"TiedLayerSpec, or torch-pipelining)")
+
+
+def _unlike(placement: Placement, prefix: str) -> str | None:
+    """How two layers of the list ``prefix`` differ (the ops they run, their types in order), ``None`` if alike."""
     kinds: dict[int, list[str]] = {}
-    for op, path in zip(g.ops, paths):
-        i = _layer_index(path, prefix)
+    for op in placement.graph.ops:
+        i = _layer_index(str(op.attrs.get("module") or ""), prefix)
         if i is not None:
             kinds.setdefault(i, []).append(str(op.attrs.get("type", "")))
     first = min(kinds)
-    for i in sorted(kinds):
-        if kinds[i] != kinds[first]:
-            raise SpecError(f"{runtime}: the layers of {prefix!r} are not alike ({layer_name(prefix, first)} runs "
-                            f"{len(kinds[first])} ops, {layer_name(prefix, i)} {len(kinds[i])} ops of other types "
-                            f"or order); {runtime} repeats one transformer layer (export to deepspeed or "
-                            f"torch-pipelining)")
-    others = other_layer_lists([p for p in paths if p], prefix)
-    if others:
-        raise SpecError(f"{runtime}: the model has a second layer list {others[0]!r} beside {prefix!r} (an "
-                        f"encoder-decoder or stages of blocks); {runtime} pipelines one list of layers "
-                        f"(export to deepspeed or torch-pipelining)")
+    i = next((i for i in sorted(kinds) if kinds[i] != kinds[first]), None)
+    if i is None:
+        return None
+    return (f"{layer_name(prefix, first)} runs {len(kinds[first])} ops, {layer_name(prefix, i)} {len(kinds[i])} ops "
+            f"of other types or order")
 
 
 def _layer_index(path: str | None, prefix: str) -> int | None:

@@ -118,11 +118,37 @@ def _round_robin(stages: list[Stage]) -> bool:
     return len(stages) % p == 0 and all(r == k % p for k, r in enumerate(ranks))
 
 
+def module_objects(placement: Placement) -> dict[str, dict[str, Any]]:
+    """The modules that are one ``nn.Module`` object under several names or that the model calls more than once, as
+    the importers record them (:func:`~placement_dsl.boundaries.shared_modules`): each name to ``{"fqns": [the
+    object's names], "calls": its calls under all of them}``."""
+    return boundaries.shared_modules(placement.graph)
+
+
 def reused_modules(placement: Placement) -> set[str]:
     """Module paths that are no single module call (:func:`~placement_dsl.boundaries.reused_modules`, the one
     definition :class:`~placement_dsl.boundaries.Boundaries` cuts by): torchvision's one ``relu`` per block is
     called three times, a block applied in a loop is called once per turn."""
     return boundaries.reused_modules(placement.graph)
+
+
+def tied_modules(placement: Placement, stages: list[Stage]) -> list[dict[str, Any]]:
+    """The module objects called under several names on several stages (a tied encoder and decoder split apart):
+    each as ``{"fqns": [its names], "stages": [the stages calling it]}``. A runtime builds each stage's part of the
+    model on its own, so those stages hold one copy each of the module's weights, and a training step must sum
+    their gradients (as Megatron-LM does for a tied embedding and output layer)."""
+    objects = module_objects(placement)
+    found: dict[tuple[str, ...], set[int]] = {}
+    for s in stages:
+        for v in s.ops:
+            for path in placement.graph.ops[v].attrs.get("nn_module_stack") or []:
+                obj = objects.get(path)
+                if obj and len(obj["fqns"]) > 1:
+                    found.setdefault(tuple(obj["fqns"]), set()).add(s.index)
+    spread = [fqns for fqns, ks in found.items() if len(ks) > 1]
+    outer = [fqns for fqns in spread if not any(other != fqns and all(any(f.startswith(o + ".") for o in other)
+                                                                      for f in fqns) for other in spread)]
+    return [{"fqns": list(fqns), "stages": sorted(found[fqns])} for fqns in outer]
 
 
 def _owner(stages: list[Stage]) -> dict[int, int]:
@@ -186,44 +212,114 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
     module (the root's own functional calls, like torchvision's ``F.relu``/``F.adaptive_avg_pool2d``
     and ``torch.flatten`` between ``features`` and ``classifier``) splits at the ``"end"`` of the
     module the previous stage ends with: the shallowest module of its last op's path that no later
-    stage enters and the model calls. A stage that begins inside a
-    module, after an op of no module, or at a module called several times
-    (:func:`reused_modules`) is refused, naming the module and the stage.
+    stage enters and the model calls.
+
+    torch cuts at every call of a split point's module object, so a point at a module called several
+    times, or one object under several names (:func:`reused_modules`: a tied ``enc`` and ``dec``),
+    would cut more stages than the plan has; then another name of the same point of the program is
+    taken: a deeper module beginning at the stage's first op, or the end of a module the previous stage
+    ends with, one the model calls once (and one split point per module). A stage that begins inside a
+    module, after an op of no module, or where every such name is called several times is refused,
+    naming the module (and its other names) and the stage.
     """
     _need_modules(placement, runtime)
     g = placement.graph
     if depth is not None:
         whole_modules(placement, stages, depth, runtime)
-    reused = reused_modules(placement)
     owner = _owner(stages)
     _check_program_order(placement, stages, owner, runtime)
-    called = called_modules(placement)
-    scopes = [_scopes(g, s) for s in stages]
+    ctx = _Points(placement, stages, runtime, reused_modules(placement), called_modules(placement))
     before: set[str] = set()  # every module scope entered by an earlier stage
-    points: list[tuple[str, str]] = []
     for s in stages:
         first = g.ops[s.ops[0]]
         path = first.attrs.get("module")
         if s.index and not path:
-            points.append(_end_point(placement, stages, s.index, depth, scopes, reused, called, runtime))
+            ctx.add(s.index, [], _end_point(placement, stages, s.index, ctx))
         elif s.index:
-            point = _split_point(path, depth, before, called)
-            if point is None or point in before:
+            starts = _split_points(path, before, ctx.called)
+            if not starts:
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
                                 f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
                                 f"only between modules")
-            _check_called(point, called, f"stage {s.index} begins at", runtime)
-            _check_no_skip(placement, stages, s.index, point, runtime)
-            if point in reused:
-                raise SpecError(f"{runtime}: stage {s.index} begins at {point!r}, a module called more than once "
-                                f"(or an exporter's name for a repeated call of one); no runtime can split there")
-            points.append((point, "beginning"))
-        before |= scopes[s.index]
-        if len(points) > 1 and points[-1][0] in {p for p, _ in points[:-1]}:
-            raise SpecError(f"{runtime}: stage {s.index - 1} is module {points[-1][0]!r} alone, which would be split "
-                            f"at both its beginning and its end; torch's split_spec holds one split point per module "
+            ends = _end_candidates(placement, stages, s.index, ctx) if g.ops[stages[s.index - 1].ops[-1]].attrs.get(
+                "module") else []
+            ctx.add(s.index, starts, ends)
+        before |= ctx.scopes[s.index]
+    return ctx.chosen()
+
+
+class _Points:
+    """Each stage's split points that pass the checks, and one of them per stage, no module twice."""
+
+    def __init__(self, placement: Placement, stages: list[Stage], runtime: str, reused: set[str],
+                 called: set[str] | None):
+        self.placement, self.stages, self.runtime = placement, stages, runtime
+        self.reused, self.called = reused, called
+        self.objects = module_objects(placement)
+        self.scopes = [_scopes(placement.graph, s) for s in stages]
+        self.options: list[tuple[int, list[tuple[str, str]]]] = []
+
+    def add(self, k: int, starts: list[str], ends: list[str]) -> None:
+        """Stage ``k``'s points among ``starts`` (``"beginning"``) then ``ends`` (``"end"``) that pass the checks, in
+        that order of preference; none passing is the first one's error."""
+        error: SpecError | None = None
+        good = []
+        for point, where in [(p, "beginning") for p in starts] + [(p, "end") for p in ends]:
+            try:
+                self._check(k, point, where)
+            except SpecError as err:
+                error = error or err
+                continue
+            good.append((point, where))
+        if not good:
+            raise error or SpecError(f"{self.runtime}: stage {k} has no split point")
+        self.options.append((k, good))
+
+    def chosen(self) -> list[tuple[str, str]]:
+        """The first choice in preference order of one point per stage, no module twice (torch's split_spec holds
+        one point per module): a stage that is one module alone begins at a deeper module or ends at one."""
+        picked: list[tuple[str, str]] = []
+        stuck = [0]
+        failed: set[tuple[int, str]] = set()  # a stage and the point before it that leave no choice after
+
+        def fill(i: int) -> bool:
+            if i == len(self.options):
+                return True
+            stuck[0] = max(stuck[0], i)
+            key = (i, picked[-1][0] if picked else "")
+            if key in failed:
+                return False
+            for point, where in self.options[i][1]:
+                if point not in {p for p, _ in picked}:
+                    picked.append((point, where))
+                    if fill(i + 1):
+                        return True
+                    picked.pop()
+            failed.add(key)
+            return False
+
+        if not fill(0):
+            k, good = self.options[stuck[0]]
+            raise SpecError(f"{self.runtime}: stage {k - 1} is module {good[0][0]!r} alone, which would be split at "
+                            f"both its beginning and its end; torch's split_spec holds one split point per module "
                             f"(join the stage to a neighbour)")
-    return points
+        return picked
+
+    def _check(self, k: int, point: str, where: str) -> None:
+        at = "begins at" if where == "beginning" else "begins after"
+        _check_called(point, self.called, f"stage {k} {at}", self.runtime)
+        if point in self.reused:
+            raise SpecError(f"{self.runtime}: stage {k} {at} {point!r}, {self._reuse(point)}; no runtime can split "
+                            f"there, and no module the model calls once begins or ends there instead")
+        _check_no_skip(self.placement, self.stages, k, point, self.runtime)
+
+    def _reuse(self, point: str) -> str:
+        obj = self.objects.get(point)
+        if obj and len(obj["fqns"]) > 1:
+            others = ", ".join(repr(f) for f in obj["fqns"] if f != point)
+            return (f"one module object also named {others} and called {obj['calls']} times in all (torch's "
+                    f"pipeline() cuts at each call)")
+        return "a module called more than once (or an exporter's name for a repeated call of one)"
 
 
 def _scopes(g: Any, stage: Stage) -> set[str]:
@@ -266,29 +362,31 @@ def _check_program_order(placement: Placement, stages: list[Stage], owner: dict[
             latest = v
 
 
-def _end_point(placement: Placement, stages: list[Stage], k: int, depth: int | None, scopes: list[set[str]],
-               reused: set[str], called: set[str] | None, runtime: str) -> tuple[str, str]:
-    """The split after the module stage ``k - 1`` ends with, for a stage ``k`` beginning with an op of no module."""
+def _end_candidates(placement: Placement, stages: list[Stage], k: int, ctx: _Points) -> list[str]:
+    """The modules stage ``k - 1`` ends with that no later stage enters and the model calls, shallowest first."""
+    path = placement.graph.ops[stages[k - 1].ops[-1]].attrs.get("module") or ""
+    after = set().union(*ctx.scopes[k:])
+    return [p for j in range(1, path.count(".") + 2) if (p := str(module_prefix(path, j))) not in after
+            and (ctx.called is None or p in ctx.called)]
+
+
+def _end_point(placement: Placement, stages: list[Stage], k: int, ctx: _Points) -> list[str]:
+    """The split candidates after the module stage ``k - 1`` ends with, for a stage ``k`` beginning with an op of
+    no module."""
     g = placement.graph
+    runtime = ctx.runtime
     first, last = g.ops[stages[k].ops[0]], g.ops[stages[k - 1].ops[-1]]
     path = last.attrs.get("module")
     if not path:
         raise SpecError(f"{runtime}: stage {k} begins with op {op_name(first)!r}, which belongs to no module, after "
                         f"op {op_name(last)!r} of no module either; a split point is the beginning or the end of a "
                         f"module")
-    after = set().union(*scopes[k:])
-    point = next((p for j in range(1, path.count(".") + 2) if (p := str(module_prefix(path, j))) not in after
-                  and (called is None or p in called)), None)
-    if point is None or point in after:
+    points = _end_candidates(placement, stages, k, ctx)
+    if not points:
         raise SpecError(f"{runtime}: stage {k} begins with op {op_name(first)!r} of no module, after op "
                         f"{op_name(last)!r} inside module {path!r}, whose ops run on a later stage too; a runtime "
                         f"cuts only between modules")
-    _check_called(point, called, f"stage {k} begins after", runtime)
-    if point in reused:
-        raise SpecError(f"{runtime}: stage {k} begins after {point!r}, a module called more than once (or an "
-                        f"exporter's name for a repeated call of one); no runtime can split there")
-    _check_no_skip(placement, stages, k, point, runtime)
-    return point, "end"
+    return points
 
 
 def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str, runtime: str) -> None:
@@ -316,12 +414,11 @@ def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str
                                     f"an earlier stage (a residual connection); no runtime can cut there")
 
 
-def _split_point(path: str, depth: int | None, before: set[str], called: set[str] | None) -> str | None:
-    """The shallowest module of ``path`` that no earlier stage enters and the model calls: the module whose
-    beginning the stage's first op is (with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`,
-    and a container beginning at the same op is the same point of the program, one that cuts no residual
-    connection inside it)."""
-    return boundaries.beginning_point(path, before, called)
+def _split_points(path: str, before: set[str], called: set[str] | None) -> list[str]:
+    """The modules of ``path`` that no earlier stage enters and the model calls, shallowest first
+    (:func:`~placement_dsl.boundaries.beginning_points`, the points :class:`~placement_dsl.boundaries.Boundaries`
+    cuts at; with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`)."""
+    return boundaries.beginning_points(path, before, called)
 
 
 def _entered(g: Any, stages: list[Stage], k: int, path: str) -> int:

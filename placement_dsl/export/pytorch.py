@@ -22,6 +22,11 @@ under ``zbv`` each of the ``2p`` devices holds one stage and rank ``k`` builds s
 ``2p - 1 - k`` (the rank map, :func:`placement_dsl.stage_schedules.stage_ranks`). The split points
 also name the schedule's torch class (``schedule_class``) and each rank's stage indices
 (``stage_index_per_rank``), the stages a rank passes to that class.
+
+A module object called under several names on several stages (a tied encoder and decoder) is listed in
+``tied_modules`` with its names and stages: each stage builds its own copy of its weights (torch's
+``pipeline()`` replicates a parameter used by several stages), and a training step must sum the copies'
+gradients across those stages before the optimizer steps.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
 from .layers import layer_prefix, modules_per_stage
-from .plan import Stage, module_of, pipeline_stages, split_places, stage_ranks
+from .plan import Stage, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -60,7 +65,8 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
             "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
             "virtual_stages_per_rank": len(stages) // count, "schedule": schedule,
             "schedule_class": TORCH_CLASSES[schedule],
-            "stage_index_per_rank": [[k for k, r in enumerate(ranks) if r == rank] for rank in range(count)]}
+            "stage_index_per_rank": [[k for k, r in enumerate(ranks) if r == rank] for rank in range(count)],
+            "tied_modules": tied_modules(placement, stages)}
 
 
 def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
@@ -76,7 +82,7 @@ def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
     ranks = stage_ranks(stages)
     return {"module_fqns_per_model_part": parts, "depth": depth, "stage_ranks": ranks,
-            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1)}
+            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1), "tied_modules": tied_modules(placement, stages)}
 
 
 def _orders(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:

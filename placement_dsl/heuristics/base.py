@@ -221,6 +221,12 @@ class TimeLimitReached(PlacementError):
     """A heuristic's time limit passed before it held any placement (and it has no fallback to build)."""
 
 
+class ColdKernels(TimeLimitReached):
+    """The time limit passed while a kernel ran in Python because numba's cache was cold: a background process
+    compiles it (:mod:`.kernel_cache`), and a caller with time left may run the method again once that compile has
+    ended (:func:`.kernel_cache.wait_compiled`), compiled."""
+
+
 def deadline_at(method: str, time_limit: float | None) -> float | None:
     """The ``time.monotonic()`` at which ``time_limit`` seconds from now end (``None``: no limit).
 

@@ -13,6 +13,7 @@ from ..errors import PlacementError
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..placement import Placement
+from . import jit, kernel_cache
 from .base import STOPPED, HeuristicResult
 from .baselines import greedy, one_device
 from .slicegraph import Slicer
@@ -53,6 +54,38 @@ def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[Heuristi
         return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
     except PlacementError:  # an op the accelerators cannot run
         return []
+
+
+def spread_split(graph: Graph, cluster: Cluster, model: CostModel, seconds: float | None = None,
+                 python: bool = False) -> Placement:
+    """The work-balanced slicing of the graph's topological order (its projection's order where the graph is not
+    its own), named ``"spread"`` (over the non-host devices, the hosts empty) beside a host, else ``"balanced"``
+    (over every device); :class:`PlacementError` where the devices cannot run the ops. With ``seconds``, a time
+    limit: on a cold kernel cache its kernels run in Python (``O(n + m)`` loops, milliseconds at 20,000 ops) while a
+    background process compiles them, where compiling here took 6 s of a cold 60 s ``bounds``. ``python``: kernels
+    not loaded yet run in Python whatever the cache (:func:`.jit.interpreted`): for a short call, loading numba and
+    the kernels (1.2 s at load 7 on 20,000 ops) costs more than these loops."""
+    host = np.asarray(cluster.host, dtype=bool)
+    name = "spread" if host.any() else "balanced"
+    with kernel_cache.limited(name, seconds), jit.interpreted(python):
+        slicer = Slicer(graph, cluster, model)
+        order = graph.topo.copy() if slicer.projection.identity else slicer.order(-graph.rank.astype(float))
+        slicing = slicer.spread_bounds if host.any() else slicer.balanced_bounds
+        return slicer.placement(order, slicing(order, slicer.allowed(order)), source=name)
+
+
+def spread_applies(graph: Graph, cluster: Cluster, least_ops: int) -> bool:
+    """Whether :func:`spread_split` is worth offering: the non-host devices hold the graph, and a host is beside
+    them or the graph has ``least_ops`` ops or more. It needs no share that a loaded machine may eat (at load 16
+    slicegraph was stopped with nothing), and at scale it is far better than greedy's fill: beside a slow host whose
+    memory is not needed it is within 0.2 % of slicegraph's optimal slicing (81.46 against 81.36 on cnn-20000 onto
+    64 accelerators, greedy's fill 189.75), and on GPT-3's 20,111 ops onto 4 stages it gives 268.19 where greedy
+    gives 983.23 (a 5 s ``bounds`` answered greedy's)."""
+    host = np.asarray(cluster.host, dtype=bool)
+    caps = np.asarray(cluster.memory, dtype=float)[~host]
+    if host.all() or float((graph.param_bytes + graph.activation_bytes).sum()) > float(caps.sum()):
+        return False
+    return bool(host.any()) or graph.n >= least_ops
 
 
 def _non_host(cluster: Cluster) -> Any:

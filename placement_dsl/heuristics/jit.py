@@ -32,7 +32,7 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..graph import Graph, Op
 from . import kernel_cache
-from .base import TimeLimitReached, run
+from .base import ColdKernels, TimeLimitReached, run
 
 # Workloads of at most this many ops run their kernels in Python. Measured (the DP on 4 stages, CPU seconds of
 # the search with numba's load, Python / compiled): 32 ops 0.2-0.5 / 0.8-0.9; 64 ops 0.6-2.5 / 1.0-1.2 (the
@@ -200,10 +200,10 @@ def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., 
 
 @contextlib.contextmanager
 def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
-    """Within the block, :class:`~.base.TimeLimitReached` is raised once ``time.monotonic()`` passes ``at`` plus
-    :data:`PYTHON_GRACE` (what a method does past its deadline: its fallback's kernels). A timer signal, so that a
-    Python loop reading no clock is stopped too: on the main thread only, and only where nothing else uses the
-    timer."""
+    """Within the block, :class:`~.base.ColdKernels` (a :class:`~.base.TimeLimitReached`) is raised once
+    ``time.monotonic()`` passes ``at`` plus :data:`PYTHON_GRACE` (what a method does past its deadline: its
+    fallback's kernels). A timer signal, so that a Python loop reading no clock is stopped too: on the main thread
+    only, and only where nothing else uses the timer."""
     if not math.isfinite(at) or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -211,14 +211,14 @@ def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
                "a background process compiles the kernels for the next run)")
     left = at + PYTHON_GRACE - time.monotonic()
     if left <= 0:
-        raise TimeLimitReached(message)
+        raise ColdKernels(message)
     if signal.getitimer(signal.ITIMER_REAL)[0] > 0 or signal.getsignal(signal.SIGALRM) not in (
             signal.SIG_DFL, signal.SIG_IGN, None):
         yield  # the timer is someone else's
         return
 
     def ring(signum: int, frame: Any) -> None:
-        raise TimeLimitReached(message)
+        raise ColdKernels(message)
 
     signal.signal(signal.SIGALRM, ring)
     signal.setitimer(signal.ITIMER_REAL, left)

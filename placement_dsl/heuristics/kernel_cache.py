@@ -213,6 +213,17 @@ def compiling() -> bool:
         return not mine
 
 
+def wait_compiled(until: float, poll: float = 0.25) -> bool:
+    """Wait while a process compiles kernels into the cache folder (:func:`compiling`), until ``until`` (a
+    :func:`time.monotonic` reading) at the latest: whether none compiles now. A call whose methods were stopped
+    running their kernels in Python (:class:`.base.ColdKernels`) runs them again compiled once it returns ``True``."""
+    while compiling():
+        if time.monotonic() + poll >= until:
+            return False
+        time.sleep(poll)
+    return True
+
+
 def compile_in_background() -> bool:
     """Start a detached process that compiles (and caches) the kernels listed in :func:`wanted_file`, unless one is
     running already; never waits for it. The process runs at a low priority, in a session of its own, with its

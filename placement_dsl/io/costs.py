@@ -90,6 +90,9 @@ def _merged_op(name: str, members: list[Op], leaving: set[str]) -> Op:
     attrs = {"module": name, "ops": len(members), "types": types,
              "flops": sum(float(op.attrs.get("flops", 0.0)) for op in members),
              "bytes_moved": sum(float(op.attrs.get("bytes_moved", 0.0)) for op in members)}
+    shared = {path: obj for op in members for path, obj in (op.attrs.get("shared_modules") or {}).items()}
+    if shared:  # the modules of the layer that are one object under several names, or called more than once
+        attrs["shared_modules"] = shared
     return Op(name=name, work=_merged_work(members), param_bytes=sum(op.param_bytes for op in members),
               out_bytes=sum(op.out_bytes for op in members if op.name in leaving),
               activation_bytes=sum(op.activation_bytes for op in members), attrs=attrs)
@@ -125,7 +128,9 @@ def layers(graph: Graph, depth: int | None = None) -> Graph:
     position embeddings in ``transformer`` beside ``transformer.h.0``, a residual sum in
     ``h.0`` beside ``h.0.attn``) and ops with no module at all (rewriter outputs). Such an op
     joins the layer of its latest producer, or of its earliest consumer when it has no producer
-    in a layer, so that the layers stay contiguous; an op with neither stays on its own.
+    in a layer, so that the layers stay contiguous; an op with neither stays on its own. Where one
+    layer per module would make a cycle (a module called several times, with other layers between its
+    calls), each later call is a layer of its own (:func:`_calls_apart`).
     """
     key = [module_prefix(op.attrs.get("module"), depth) for op in graph.ops]
     nested = {k.rsplit(".", i)[0] for k in key if k for i in range(1, k.count(".") + 1)}
@@ -140,8 +145,34 @@ def layers(graph: Graph, depth: int | None = None) -> Graph:
         if label[v] is None:
             succs = [int(w) for w in graph.successors(v) if label[int(w)] is not None]
             label[v] = label[min(succs, key=lambda w: graph.rank[w])] if succs else None
-    index = {name: i for i, name in enumerate(graph.names)}
-    return collapse(graph, lambda op: label[index[op.name]] or key[index[op.name]])
+    final = [lab or k for lab, k in zip(label, key)]
+    try:
+        return collapse(graph, lambda op: final[graph.index[op.name]])
+    except SpecError:
+        if not (calls := _calls_apart(graph, final)):
+            raise
+        return collapse(graph, lambda op: calls[graph.index[op.name]])
+
+
+def _calls_apart(graph: Graph, label: list[str | None]) -> list[str | None] | None:
+    """``label`` with each later run of one layer in program order (another call of a module called several times:
+    torchvision's one ``relu`` per block, called before and after ``conv2``) named apart, ``relu_1``, ``relu_2``
+    as the TorchScript exporter names the calls; ``None`` if every layer is one run."""
+    out, runs, last = list(label), {}, None
+    taken = {lab for lab in label if lab}
+    for v in graph.program_order.tolist():
+        lab = label[v]
+        if lab is None:
+            continue
+        if lab != last and lab in runs:
+            runs[lab] += 1
+            while f"{lab}_{runs[lab]}" in taken:
+                runs[lab] += 1
+        runs.setdefault(lab, 0)
+        if runs[lab]:
+            out[v] = f"{lab}_{runs[lab]}"
+        last = lab
+    return out if any(runs.values()) else None
 
 
 GRANULARITIES = ("op", "layer", "group")

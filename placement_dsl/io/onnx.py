@@ -16,8 +16,12 @@ ONNX shape inference gives every tensor's shape and element type. Then:
   other ops count one FLOP per output element and are listed in ``meta["estimated"]``;
 * the module path of a node (PyTorch's ``pkg.torch.onnx.name_scopes`` metadata, a
   ``module`` metadata entry, or a ``/scope/scope/Op`` node name) is kept in
-  ``op.attrs["module"]``; ``granularity="layer"`` merges the ops of each module (cut to
-  ``depth`` dotted parts) into one op, ``"group"`` keeps the ops but colocates each module's.
+  ``op.attrs["module"]``, a TorchScript name of a repeated call (``block.0_1``) mapped back to the
+  module (:class:`.onnx_modules.Scopes`); ``granularity="layer"`` merges the ops of each module (cut to
+  ``depth`` dotted parts) into one op, ``"group"`` keeps the ops but colocates each module's;
+* ``op.attrs["shared_modules"]`` records the modules of the op's stack that the program calls more than
+  once (runs of the program order apart, or a repeated call's name), in the torch importer's format
+  (:mod:`.module_calls`): torch's ``pipeline()`` cuts at each call of a split point's module.
 
 Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
 """
@@ -39,7 +43,9 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
+from .module_calls import calls_in_order, on_op, record
 from .onnx_file import read, weightless
+from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -180,67 +186,6 @@ def fix_dimensions(model: Any, batch: int = 1, seq: int | None = None,
     return fixed
 
 
-# ---------------------------------------------------------------------------- module paths
-def _chain(parts: list[str]) -> str | None:
-    """Scope names joined into a dotted path.
-
-    A part that extends the path so far replaces it (``a``, ``a.b``); one that extends the
-    previous part replaces that part (TorchScript's ``/layer1/layer1.0/conv1``: ``layer1.0.conv1``).
-    """
-    path, last = "", ""
-    for part in parts:
-        if not part:
-            continue
-        if path and part.startswith(path + "."):
-            path = part
-        elif last and part.startswith(last + "."):
-            path = path[:len(path) - len(last)] + part
-        else:
-            path = f"{path}.{part}" if path else part
-        last = part
-    return path or None
-
-
-def module_stack(node: Any) -> list[str]:
-    """The modules whose calls a node runs in, outermost first, from PyTorch's name-scope metadata (``[]`` without):
-    the modules called, so a container that is only iterated (a ``ModuleList``) is none of them."""
-    meta = {p.key: p.value for p in node.metadata_props}
-    if "pkg.torch.onnx.name_scopes" not in meta:
-        return _name_stack(node.name) if not meta.get("module") else []
-    try:
-        scopes = [str(s) for s in ast.literal_eval(meta["pkg.torch.onnx.name_scopes"])]
-    except (ValueError, SyntaxError):
-        scopes = []
-    stack: list[str] = []
-    for s in scopes[:-1]:  # the module scopes, outermost first, then the node's own name
-        if not s or s.startswith("_"):  # the root module; exporter hooks (_empty_nn_module_stack...)
-            continue
-        if stack and not s.startswith(stack[-1] + "."):
-            break
-        stack.append(s)
-    return stack
-
-
-def _name_stack(name: str) -> list[str]:
-    """The modules called, from TorchScript's ``/scope/scope/Op`` node name: one per scope level, so a ``ModuleList``
-    the model iterates (``/h.0/ln_1/...``, no ``/h/`` level) is none of them, a ``Sequential`` it calls is."""
-    parts = name.split("/")[1:-1] if name.startswith("/") else []
-    return [path for k in range(1, len(parts) + 1) if parts[k - 1] and (path := _chain(parts[:k]))]
-
-
-def module_path(node: Any) -> str | None:
-    """The module a node comes from: PyTorch's name-scope metadata, a ``module`` entry, or its ``/a/b/Op`` name."""
-    meta = {p.key: p.value for p in node.metadata_props}
-    stack = module_stack(node)
-    if stack:
-        return stack[-1]
-    if meta.get("module"):
-        return str(meta["module"])
-    if "/" in node.name:
-        return _chain([p for p in node.name.split("/")][:-1])
-    return None
-
-
 # ---------------------------------------------------------------------------- FLOPs
 def _attr(node: Any, name: str, default: Any = None) -> Any:
     from onnx import helper
@@ -362,6 +307,8 @@ class _Build:
     estimated: dict[str, int]
     unshaped: int = 0
     resized: list[str] = field(default_factory=list)  # reshapes whose element count changes
+    calls: dict[int, list[tuple[str, int | None]] | None] = field(default_factory=dict)  # each kept node's modules and calls
+    shared: dict[str, dict[str, Any]] = field(default_factory=dict)  # modules called more than once
 
 
 def _node_name(node: Any, i: int, taken: set[str]) -> str:
@@ -408,12 +355,14 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     attrs: dict[str, Any] = {"type": node.op_type, "flops": flops, "bytes_moved": moved}
     if node.domain not in ("", "ai.onnx"):
         attrs["domain"] = node.domain
-    module = module_path(node)
-    if module:
-        attrs["module"] = module
-    stack = module_stack(node)
+    calls = b.calls.get(id(node)) or []
+    if calls:
+        attrs["module"] = calls[-1][0]
+    stack = called_stack(node, calls)
     if stack:
         attrs["nn_module_stack"] = stack
+    if shared := on_op([path for path, _ in calls], b.shared):
+        attrs["shared_modules"] = shared
     if outs and outs[0].shape is not None:
         attrs["shape"] = list(outs[0].shape)
     out_bytes = sum(b.table[o].bytes for o in node.output if o in b.consumed and o in b.table)
@@ -435,6 +384,9 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     b.consumed = {t for _, n in kept for t in n.input} | {o.name for o in graph.output}
     taken: set[str] = set()
     named = [(node, _node_name(node, i, taken)) for i, node in kept]
+    scopes = Scopes(graph)
+    b.calls = {id(node): scopes.stack(node) for node, _ in named}
+    b.shared = record(calls_in_order([s for s in b.calls.values() if s is not None]))  # program order, known ops
     # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
     # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
     b.producer = {o: name for node, name in named for o in node.output if o}

@@ -13,7 +13,12 @@ The exported graph gives one op per ATen call:
   the roofline of each device kind; ops missing from the table count one FLOP per output
   element and are listed in ``meta["estimated"]``;
 * ``op.attrs["nn_module_stack"]`` keeps the module stack of every op and ``op.attrs["module"]``
-  its innermost module path, so layers and split points have PyTorch's names.
+  its innermost module path, so layers and split points have PyTorch's names;
+* ``op.attrs["shared_modules"]`` (only where there is one) maps each module of the op's stack that is one
+  ``nn.Module`` object under several names (a tied encoder and decoder, ``self.dec = self.enc``), or that
+  the model calls more than once, to ``{"fqns": [every name of the object], "calls": n}``, ``n`` the
+  calls of the object under all its names: torch's ``pipeline()`` cuts at each call of a split point's
+  object (:func:`placement_dsl.export.plan.reused_modules`).
 
 Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 """
@@ -36,6 +41,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
 from .formats import importer
+from .module_calls import on_op, record
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
           "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
@@ -144,11 +150,33 @@ def _stack(node: Any) -> list[str]:
     return [str(path) for path, _ in stack.values() if path]
 
 
+def shared_modules(module: Any, ep: Any) -> dict[str, dict[str, Any]]:
+    """The modules of ``module`` that one object holds under several names or the exported program calls more than
+    once: each such name to ``{"fqns": [all the object's names], "calls": its calls under all of them}``.
+
+    A call is one entry of a node's ``nn_module_stack`` (``torch.export`` keys a module's second call ``path@1``);
+    a module with no ATen call counts none.
+    """
+    names: dict[int, list[str]] = {}
+    for fqn, sub in module.named_modules(remove_duplicate=False):
+        if fqn:
+            names.setdefault(id(sub), []).append(fqn)
+    object_of = {fqn: key for key, fqns in names.items() for fqn in fqns}
+    calls: dict[int, set[str]] = {}
+    for node in ep.graph.nodes:
+        for key, value in (node.meta.get("nn_module_stack") or {}).items():
+            if value and value[0] in object_of:
+                calls.setdefault(object_of[value[0]], set()).add(str(key))
+    return record({fqn: len(calls.get(key, ())) for key, fqns in names.items() for fqn in fqns},
+                  {fqn: fqns for fqns in names.values() for fqn in fqns})
+
+
 class _Walk:
     """The exported graph's nodes turned into ops and edges."""
 
-    def __init__(self, ep: Any, rooflines: tuple[Roofline, ...]):
+    def __init__(self, ep: Any, rooflines: tuple[Roofline, ...], shared: dict[str, dict[str, Any]] | None = None):
         sig = ep.graph_signature
+        self.shared = shared or {}
         owned = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
         self.param_of = {ph: id(ep.state_dict.get(fqn, fqn)) for ph, fqn in owned.items()}
         self.rooflines = rooflines
@@ -190,6 +218,8 @@ class _Walk:
         attrs: dict[str, Any] = {"type": name, "flops": flops, "bytes_moved": moved, "nn_module_stack": stack}
         if stack:
             attrs["module"] = stack[-1]
+        if shared := on_op(stack, self.shared):
+            attrs["shared_modules"] = shared
         if outs:
             attrs["shape"] = list(outs[0][0])
         self.ops.append(Op(name=node.name, work=roofline_work(flops, moved, self.rooflines),
@@ -213,7 +243,7 @@ def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = Non
     except Exception as err:  # noqa: BLE001 - export failures come in many types
         raise SpecError(f"torch.export could not trace {name!r}: {type(err).__name__}: {str(err)[:200]}; check "
                         "that the factory's example inputs match the module's forward") from None
-    walk = _Walk(ep, tuple(rooflines))
+    walk = _Walk(ep, tuple(rooflines), shared_modules(module, ep))
     for node in ep.graph.nodes:
         walk.node(node)
     if not walk.ops:

@@ -120,8 +120,28 @@ def detect_format(path: str | Path) -> str:
         raise SpecError(f"workload {str(path)!r} is empty; give a workload file (formats: {formats.names()})")
     sniffed = formats.by_content(head)
     if sniffed is None:
+        kind = _json_top(path) if head.lstrip()[:1] in ('[', '"') else None
+        if kind is not None:  # JSON, but no format's: say what it holds rather than ask for --format
+            raise SpecError(f"{str(path)!r}: expected a JSON object at the top level, got {kind}")
         raise SpecError(f"cannot tell the format of {str(path)!r}; pass --format with one of {formats.names()}")
     return sniffed.name
+
+
+def _json_top(path: Path) -> str | None:
+    """What the top level of the JSON file ``path`` holds (``a list``...), ``None`` if it is no JSON."""
+    try:
+        with path.open(encoding="utf-8-sig") as fh:
+            return _kind(json.load(fh))
+    except (OSError, RecursionError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
+        return None
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind in words: ``an object``, ``a list``, ``a string``, ``a number``, ``true``..."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    words = {dict: "an object", list: "a list", str: "a string"}
+    return next((w for t, w in words.items() if isinstance(value, t)), "a number")
 
 
 def load_workload(path: str | Path, format: str | None = None, **options: Any) -> Workload:
@@ -251,7 +271,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         detail = " ".join(str(err).split())[:80]
         raise SpecError(f"{str(path)!r}: JSON the reader cannot hold ({detail})") from None
     if not isinstance(data, dict):
-        raise SpecError(f"{str(path)!r}: expected a JSON object at the top level")
+        raise SpecError(f"{str(path)!r}: expected a JSON object at the top level, got {_kind(data)}")
     _check_depth(data, str(path))
     return data
 

@@ -31,6 +31,7 @@ MANIFEST: dict[str, str] = {
     "cut-spine": "latency: runs of the ops comparable with all others, the side branches between them priced",
     "segment-path": "single sample: the cheapest cut of long paths into runs that fit in memory",
     "cut-segments": "makespan: segments between ops comparable with all others, each device paying its way in",
+    "split-heads": "makespan: each op's start on each device, its ancestors split between running there and moving there",
     "segment-lp": "makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads",
     "segment-schedules": "makespan: each segment between cut ops scheduled alone by CP-SAT, with its congestion",
     "run-paths": "latency: the cheapest runs of the longest paths",

@@ -243,16 +243,26 @@ def dp_class_is_dag_order(problem: Problem) -> bool:
             and len(c.homogeneous_groups()) == 1)
 
 
-LISTED_ORDER, ANY_ORDER = "in the cluster's device order", "in any device order"
+ANY_ORDER = "in any device order"
 """What a row's class adds to its name where DAG order depends on the numbering (:func:`numbered`): the problem's
-class, and the levels that read the order (Archer's MIP), number the devices as the cluster lists them; the DP over
-ideals tries every order of the device classes, its optimum that of a wider class."""
+class, and the levels that read the order (Archer's MIP), number the devices as the cluster lists them
+(:meth:`~placement_dsl.problem.Problem.class_label` names that order); the DP over ideals tries every order of the
+device classes, its optimum that of a wider class."""
 
 
 def numbered(problem: Problem) -> bool:
-    """Whether the problem's DAG order depends on how the devices are numbered: devices that differ (speeds, kinds,
-    hosts), where the listed order's optimum may exceed another order's."""
-    return problem.has(DagOrder) and len(problem.cluster.homogeneous_groups()) > 1
+    """Whether the problem's DAG order depends on how the devices are numbered
+    (:attr:`~placement_dsl.problem.Problem.numbered`)."""
+    return problem.numbered
+
+
+def own_class(run: Run, scope: PlacementClass) -> PlacementClass:
+    """``scope`` as a level that bounds only the problem's own placements returns it: where that is the problem's
+    class, the run is told (``run.own``) so that a problem whose restriction its class does not show (``Subgraphs(q)``,
+    whose class reads all placements) does not count the bound as one over its whole family."""
+    if scope == run.scope:
+        run.own = True
+    return scope
 
 
 def tarnawski(problem: Problem) -> str | None:

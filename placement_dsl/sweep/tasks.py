@@ -175,10 +175,11 @@ def _check_unique(found: list[tuple[str, str]]) -> None:
 
 
 def check_graphs(graphs: list[tuple[str, str]]) -> None:
-    """Read every graph once, so that an unreadable file stops the sweep before it starts."""
+    """Read every graph once, so that an unreadable file (or one with an op no device of its cluster runs) stops
+    the sweep before it starts."""
     for gid, src in graphs:
         try:
-            _workload(src, None)
+            _workload(src, None).check_runnable()
         except SpecError as err:
             raise SpecError(f"sweep: graph {gid!r} ({src}) cannot be read: {err}; fix or remove it") from None
 

@@ -125,8 +125,8 @@ def ops_devices(k: int) -> Cluster:
 def test_a_makespan_certificate_proves_the_chain_with_an_incumbent():
     cert = certify(chain_and_one(), budget=20)
     assert default_levels(chain_and_one()) == defaults_of(Family.MAKESPAN) == (
-        "route-path", "device-work", "segment-path", "cut-segments", "segment-lp", "segment-schedules", "schedule-lp",
-        "schedule")
+        "route-path", "device-work", "segment-path", "cut-segments", "split-heads", "segment-lp", "segment-schedules",
+        "schedule-lp", "schedule")
     assert cert.placement is not None and cert.objective == pytest.approx(4.0)
     assert cert.bound == pytest.approx(4.0) and cert.proved_by == "route-path"
 

@@ -80,7 +80,7 @@ def test_bounds_exact_names_which_device_order_each_row_covers(tmp_path, capsys)
     rows = {r["level"]: r for r in _json(capsys, "bounds", str(path), "--method", "exact", "--time-limit", "20")["levels"]}
     assert rows["dp"]["bound"] < rows["exact"]["bound"]
     assert rows["dp"]["scope"].endswith("in any device order")
-    assert rows["exact"]["scope"].endswith("in the cluster's device order")
+    assert rows["exact"]["scope"].endswith("in the device order a0, a1, cpu0")
     same = tmp_path / "same.json"
     save_workload(Workload(_diamond_on_a_fast_second_device().graph, Cluster.accelerators(2, bandwidth=1.6e7)), same)
     rows = {r["level"]: r for r in _json(capsys, "bounds", str(same), "--method", "exact", "--time-limit", "20")["levels"]}

@@ -63,3 +63,34 @@ def test_a_semaphore_still_held_is_no_leak_when_the_command_line_ends():
     """)
     assert done.returncode == 0 and "transformer-small" in done.stdout
     assert "leaked semaphore" not in done.stderr, done.stderr
+
+
+def holding_pyomo(seconds: float) -> None:
+    """A child's work that loads Pyomo (whose import makes a lock) and outlasts its deadline."""
+    import time
+
+    import pyomo.environ  # noqa: F401
+
+    time.sleep(seconds)
+
+
+def test_a_spawned_child_stopped_at_its_deadline_or_when_done_leaves_no_leaked_semaphore():
+    # the spawned pool's worker registered Pyomo's lock with the resource tracker it shares with the parent; stopped
+    # by its pool (at a deadline, or while ending) it never unregistered it: "leaked semaphore objects" at exit
+    done = _run("""
+        import time
+        from placement_dsl import testing
+        from placement_dsl.cpsat import available, isolated
+        from placement_dsl.deadline import BudgetSpent
+        from placement_dsl.solve import solve
+        try:
+            isolated(__import__("tests.cli.test_process_exit", fromlist=["x"]).holding_pyomo, 120,
+                     until=time.monotonic() + 1.0)
+        except BudgetSpent:
+            print("stopped")
+        if available():
+            problem, _ = testing.makespan_fork()
+            print(solve(problem, solver="cpsat", time_limit=10, warm_start="list").status)
+    """)
+    assert done.returncode == 0 and "stopped" in done.stdout, done.stderr
+    assert "leaked" not in done.stderr, done.stderr

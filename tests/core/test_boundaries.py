@@ -240,11 +240,43 @@ def test_a_block_called_in_a_loop_begins_no_stage():
 
     g = block_in_a_loop()
     assert {"block", "block.0", "block.1"} <= reused_modules(g)
-    assert [g.names[v] for v, cut in enumerate(Boundaries.modules(2).cut_points(g)) if cut] == ["inp", "out"]
+    # lin0 begins the block's first call, which torch cuts at each call; the end of 'inp' is the same point
+    assert [g.names[v] for v, cut in enumerate(Boundaries.modules(2).cut_points(g)) if cut] == ["inp", "lin0", "out"]
     cluster = Cluster.stages(2, bandwidth=1e6)
     for depth in (1, 2):
         problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Boundaries.modules(depth)])
         p = run("dp", problem.graph, cluster).placement
         assert export(Placement(g, cluster, p.assign), "torch-pipelining").data["split_spec"] == {"out": "beginning"}
-    with pytest.raises(SpecError, match=r"'block', a module called more than once"):
-        export(Placement(g, cluster, [0] + [1] * 10), "torch-pipelining")  # at the first call
+    assert export(Placement(g, cluster, [0] + [1] * 10), "torch-pipelining").data["split_spec"] == {"inp": "end"}
+    with pytest.raises(SpecError, match=r"begins inside module 'block.0' at op 'lin1'"):
+        export(Placement(g, cluster, [0] * 4 + [1] * 7), "torch-pipelining")  # at the second call
+
+
+def tied_pair(record: bool) -> Graph:
+    """``out(dec(enc(inp(x))))`` with ``dec`` the same module object as ``enc``, as the torch importer records it
+    (``nn_module_stack``, and ``shared_modules`` on the two calls' ops) or, without ``record``, as a file of module
+    paths alone."""
+    shared = {name: {"fqns": ["dec", "enc"], "calls": 2} for name in ("enc", "dec")}
+    ops = [Op(name=m, work=1.0, out_bytes=1.0, attrs={"module": m, "nn_module_stack": [m]} | (
+        {"shared_modules": {m: shared[m]}} if record and m in shared else {})) for m in ("inp", "enc", "dec", "out")]
+    if not record:
+        for op in ops:
+            del op.attrs["nn_module_stack"]
+    return Graph(ops, [("inp", "enc"), ("enc", "dec"), ("dec", "out")], name="tied")
+
+
+def test_the_importers_record_of_shared_modules_decides_the_cut_points():
+    """A stage may begin where the exporter can name a split point called once: not at the tied ``dec`` (torch
+    cuts at each call of the object, under either name) nor after the ``enc`` before it, but at ``enc``, as the
+    end of ``inp``. Where the importer recorded the calls (``shared_modules``) the record says; before, the
+    module paths alone were read and ``dec`` looked called once."""
+    from placement_dsl.boundaries import reused_modules
+
+    g = tied_pair(record=True)
+    assert reused_modules(g) == {"enc", "dec"}
+    assert Boundaries.modules().cut_points(g) == [True, True, False, True]
+    cluster = Cluster.stages(2, bandwidth=1e6)
+    assert export(Placement(g, cluster, [0, 1, 1, 1]), "torch-pipelining").data["split_spec"] == {"inp": "end"}
+    with pytest.raises(SpecError, match=r"'dec', one module object also named 'enc'"):
+        export(Placement(g, cluster, [0, 0, 1, 1]), "torch-pipelining")
+    assert Boundaries.modules().cut_points(tied_pair(record=False)) == [True] * 4

@@ -26,14 +26,14 @@ def test_a_route_pays_every_hop_latency():
 
 
 def test_default_route_fewest_hops_then_widest_then_fastest():
-    devices = [Device(name=n) for n in "abcd"]
-    links = [Link(src="a", dst="b", bandwidth=1.0), Link(src="b", dst="d", bandwidth=1.0),
-             Link(src="a", dst="c", bandwidth=3.0), Link(src="c", dst="d", bandwidth=2.0, latency=0.5),
-             Link(src="a", dst="c", bandwidth=3.0, latency=0.1)]
+    devices = [Device(name=n) for n in "abcde"]
+    links = [Link(src="a", dst="e", bandwidth=3.0, latency=0.1), Link(src="e", dst="d", bandwidth=2.0, latency=0.5),
+             Link(src="a", dst="b", bandwidth=1.0), Link(src="b", dst="d", bandwidth=1.0),
+             Link(src="a", dst="c", bandwidth=3.0), Link(src="c", dst="d", bandwidth=2.0, latency=0.5)]
     c = Cluster(devices, links)
-    assert c.route_links[0][3] == (2, 3)  # two hops either way: bottleneck 2 beats 1; latency 0 beats 0.1
+    assert c.route_links[0][3] == (4, 5)  # two hops every way: bottleneck 2 beats 1; latency 0.5 beats 0.6
     assert c.route_bandwidth[0, 3] == 2.0 and c.route_latency[0, 3] == 0.5
-    assert c.route_links[0][2] == (2,)  # the direct link of equal width and less latency
+    assert c.route_links[0][2] == (4,)  # the direct link
     assert c.route_links[3][0] is None and c.route_bandwidth[3, 0] == 0.0  # unreachable
 
 
@@ -60,6 +60,7 @@ def test_declared_routes_win_and_round_trip():
     ({("d0", "d2"): "d0d1d2"}, r"route 'd0' -> 'd2': path must be a list of device names"),
     ({"d0": ["d0", "d1"]}, r"routes key 'd0' must be a \(src, dst\) pair"),
     ([{"src": "d0", "dst": "d2", "path": ["d0", "d1", "d2"]}] * 2, r"route 'd0' -> 'd2' is declared twice"),
+    ({("d0", "d2"): ["d0", "d1", "d0", "d1", "d2"]}, r"route 'd0' -> 'd2'.*passes device 'd0' twice"),
     ("d0", r"routes must be a list, got str"),
 ])
 def test_bad_routes_are_named(routes, message):
@@ -77,6 +78,31 @@ def test_bad_routes_are_named(routes, message):
 def test_bad_links_are_named(link, message):
     with pytest.raises(SpecError, match=message):
         Cluster([Device(name="d0"), Device(name="d1")], [link])
+
+
+@pytest.mark.parametrize("links, message", [
+    ([Link(src="d0", dst="d1", bandwidth=2.0), Link(src="d0", dst="d1", bandwidth=7.0)],
+     r"link 'd0' -> 'd1' is declared twice; keep one"),
+    ([{"src": "d1", "dst": "d1", "bandwidth": 1.0}], r"link 'd1' -> 'd1': .*same device"),
+    ([{"src": "d0", "dst": "d1", "bandwidth": True}], r"link 'd0' -> 'd1': bandwidth: .*number, got True"),
+    ([{"src": "d0", "dst": "d1", "bandwidth": 1.0, "latency": False}], r"link 'd0' -> 'd1': latency: .*got False"),
+])
+def test_links_that_would_be_read_one_way_silently_are_refused(links, message):
+    """Two links one way (the transfers would take one of them unasked), a link from a device to itself, and a
+    boolean where a number goes (``true`` read as 1)."""
+    with pytest.raises(SpecError, match=message):
+        Cluster([Device(name="d0"), Device(name="d1")], links)
+
+
+@pytest.mark.parametrize("field", ["memory", "speed", "bandwidth"])
+def test_a_boolean_is_no_device_number(field):
+    with pytest.raises(SpecError, match=rf"device 'd0': {field}: .*number, got True"):
+        Cluster([{"name": "d0", field: True}])
+
+
+def test_a_device_without_a_name_is_named_by_its_position():
+    with pytest.raises(SpecError, match=r"^device #1 has no 'name'"):
+        Cluster([{"name": "d0"}, {"kind": "cpu"}])
 
 
 def test_without_links_transfers_go_through_host_memory():

@@ -181,7 +181,7 @@ def test_to_dict_is_plain_json_with_every_field():
     assert set(d) == {"objective", "valid", "model", "violations", "devices"}
     assert d["valid"] is False
     assert d["violations"] == [{"check": "colocation", "message": "group 'x' is split over devices "
-                                                                  "['stage0', 'stage1']"}]
+                                                                  "['stage0', 'stage1']", "required": True}]
     m = d["model"]
     assert m["require"] == sorted(model.require) and isinstance(m["require"], list)
     assert type(m["objective"]) is str and m["objective"] == "gpipe"  # the enum's value, not the enum

@@ -178,8 +178,23 @@ def test_split_at_a_reused_module_is_refused():
                 ("fc", "fc")])
     p = _cut(g, "a1")  # features.act is called twice (torch.export names both calls alike)
     assert reused_modules(p) == {"features.act"}
+    # the same point of the program is the end of features.conv1, which the model calls once
+    assert export(p, "torch-pipelining").data["split_spec"] == {"features.conv1": "end"}
+    g = _graph([("c1", "features.conv"), ("a1", "features.act"), ("c2", "features.conv"), ("a2", "features.act"),
+                ("fc", "fc")])
+    p = _cut(g, "a1")  # no other name: the module before is called twice too
     with pytest.raises(SpecError, match=r"begins at 'features.act', a module called more than once"):
         export(p, "torch-pipelining")
+
+
+def test_a_module_alone_between_ops_of_no_module_is_refused():
+    """``body`` alone on stage 1, the root's own ops before and after it: its beginning and its end are the only
+    points, one key of split_spec for two, which torch would build as 2 stages where 3 were planned."""
+    g = _graph([("a", "pre"), ("r0", None), ("b", "body"), ("r1", None), ("c", "head")])
+    with pytest.raises(SpecError, match=r"stage 1 is module 'body' alone, which would be split at both its "
+                                        r"beginning and its end") as err:
+        export(_cut(g, "b", "r1"), "torch-pipelining")
+    assert "\n" not in str(err.value)
 
 
 def test_stage_beginning_with_an_op_of_no_module_is_refused():

@@ -63,3 +63,35 @@ def test_every_split_steps_in_every_round(modules):
     assert all(len(c) == 2 and min(c) > 0 for c in rounds.cpu.values())
     assert all(max(rounds.idle_cpu[s]) < min(rounds.cpu[(j, s)]) for j, s in rounds.cpu)
     assert len(rounds.slowdown) == 2 and min(rounds.slowdown) >= 0.9  # wall clock over CPU time: about 1 or more
+
+
+def test_the_out_of_sample_calibration_takes_the_lopsided_split_that_tells_a_stage_from_its_ops(modules):
+    """Our split's two stages run the same number of ops (the example CNN's: 50 and 50) at both sizes, so its stages
+    alone cannot tell a stage's fixed time from its time per op: fitted on them, the time went all to the ops and a
+    stage of 20 ops (``parameters``' last stage) was priced 18 % under what it measured. The lopsided split's
+    stages (the first module alone, few ops beside many) pin both, as in the example's calibration."""
+    from types import SimpleNamespace
+
+    rp, bench = modules
+
+    def measured(profiled: float, ops: int) -> float:  # the run: x1.1 the profile + 0.02 ms per op + 1.5 ms per stage
+        return 1.1 * profiled + 0.02 * ops + 1.5
+
+    def plan(split: str, profiled: list[float], ops: list[int]):
+        return rp.Plan("cnn", {split: "beginning"}, [p / 3 for p in profiled], [2 * p / 3 for p in profiled],
+                       ops=ops)
+
+    labelled = [("ours", plan("blocks.3", [9.0, 7.0], [50, 50])), ("even", plan("blocks.4", [11.0, 5.0], [60, 40])),
+                ("parameters", plan("blocks.5", [14.0, 2.6], [80, 20]))]
+    small = [("ours", plan("blocks.3", [3.0, 2.3], [50, 50])), ("lopsided", plan("blocks.0", [0.4, 5.0], [6, 94]))]
+
+    def rounds_of(plans, schedules):
+        cpu = {(j, s): [measured(f + b, n) for f, b, n in zip(p.forward_ms, p.backward_ms, p.ops)]
+               for j, (_, p) in enumerate(plans) for s in schedules}
+        return SimpleNamespace(cpu=cpu, idle_cpu={s: [0.0, 0.0] for s in schedules})
+
+    line = bench.out_of_sample(labelled, rounds_of(labelled, ["gpipe", "1f1b"]), ["gpipe", "1f1b"], small,
+                               rounds_of(small, ["1f1b"]), None)
+    assert "largest residual out of sample: even 0.0%, parameters 0.0% (on ours' stages alone, " in line
+    alone = line.split("(on ours' stages alone, ")[1].split(";")[0]
+    assert float(alone.split("parameters ")[1].rstrip("%")) > 5.0

@@ -46,15 +46,37 @@ def encoder_decoder() -> Placement:
 
 @pytest.mark.parametrize("to", ["megatron", "vllm"])
 def test_layers_that_are_not_alike_are_refused_by_the_transformer_runtimes(to):
-    with pytest.raises(SpecError, match=rf"{to}: the layers of 'features' are not alike \(features.0 runs 3 ops, "
-                                        rf"features.1 5 ops"):
+    with pytest.raises(SpecError, match=rf"{to} assigns transformer layers: the model has no repeated layer list "
+                                        rf"\(found 'features' of 4 unlike layers; the closest, 'features', has layers "
+                                        rf"that are not alike \(features.0 runs 3 ops, features.1 5 ops"):
         export(cnn(), to)
 
 
 @pytest.mark.parametrize("to", ["megatron", "vllm"])
 def test_a_second_layer_list_is_refused_by_the_transformer_runtimes(to):
-    with pytest.raises(SpecError, match=rf"{to}: the model has a second layer list '(de|en)coder.layers'"):
+    with pytest.raises(SpecError, match=rf"{to} assigns transformer layers: the model has no repeated layer list "
+                                        rf"\(found '(de|en)coder.layers' of 2 layers, '(de|en)coder.layers' of 2 "
+                                        rf"layers; the closest, .* has the list '(de|en)coder.layers' beside it"):
         export(encoder_decoder(), to)
+
+
+@pytest.mark.parametrize("to", ["megatron", "vllm"])
+def test_a_cnn_of_a_stem_and_stages_of_blocks_is_refused_naming_what_the_runtime_needs(to):
+    """A small CNN's ``stem.N`` (conv, norm + act, pool), ``b1.N`` and ``b2.N``: the runtimes need one repeated
+    list of transformer layers, which this model has not; the refusal says that and names every list (it said
+    only that the layers of 'stem' are not alike, as if 'stem' were the model's layers). The closest list is
+    the longest of alike layers, ``b2``."""
+    rows = [("s0", "stem.0", "convolution"), ("s1", "stem.1", "batch_norm"), ("s1r", "stem.1", "relu"),
+            ("s2", "stem.2", "max_pool2d")]
+    rows += _block("b1.0", ("convolution", "relu", "convolution")) + _block("b1.1", ("convolution", "relu"))
+    rows += _block("b2.0", ("convolution", "relu")) + _block("b2.1", ("convolution", "relu"))
+    rows += [("fc", "fc", "linear")]
+    with pytest.raises(SpecError) as err:
+        export(_chain(rows, "b2.0.0"), to)
+    assert str(err.value) == (
+        f"{to} assigns transformer layers: the model has no repeated layer list (found 'stem' of 3 unlike layers, "
+        "'b1' of 2 unlike layers, 'b2' of 2 layers; the closest, 'b2', has the list 'stem' beside it (an "
+        "encoder-decoder or stages of blocks)); export to deepspeed or torch-pipelining")
 
 
 def test_deepspeed_takes_any_layers():

@@ -26,4 +26,7 @@ def test_exported_interleaved_and_zero_bubble_schedules_run_in_torch(tmp_path):
                "predicted" in out, out
         assert re.search(rf"^{schedule}: .*\(idle stages \d+\.\d+ ms: \d+\.\d+ ms per task; slowdown x\d+\.\d+",
                          out, flags=re.MULTILINE), out
+        # each schedule's compute factor fitted apart, from the ranks' CPU time in its own steps
+        assert re.search(rf"^{schedule}: .*its own compute factor x\d+\.\d+ \(CPU time of the ranks' stages",
+                         out, flags=re.MULTILINE), out
     assert out.rstrip().endswith("all outputs and gradients match the unsplit model")

@@ -159,22 +159,26 @@ class PreBodyHead(nn.Module):
 
 
 @pytest.mark.parametrize("depth", [None, 1, 2])
-def test_a_top_level_module_alone_on_a_stage_split_at_both_ends_is_refused(depth):
-    """``body`` alone on a stage, then the root's ``relu`` starting the next: the stage begins at ``body`` and ends
-    after it, and no container holds ``body`` to end at instead (``features.2`` ends at ``features``); one key of
-    split_spec for two points, which torch would build as 2 stages where 3 were planned."""
-    from placement_dsl.errors import SpecError
+def test_a_top_level_module_alone_on_a_stage_begins_after_the_module_before(depth):
+    """``body`` alone on a stage, then the root's ``relu`` starting the next: the stage ends after ``body`` and no
+    container holds ``body`` to end at instead, so it begins after ``pre`` (one key of split_spec per point;
+    ``body`` at both ends was one key for two points, which torch would build as 2 stages where 3 were planned)."""
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
     from placement_dsl.io.torch_export import from_module
 
-    g = from_module(PreBodyHead().eval(), (torch.randn(2, 8),)).graph
+    torch.manual_seed(0)
+    model, x = PreBodyHead().eval(), torch.randn(2, 8)
+    g = from_module(model, (x,)).graph
     mods = [str(op.attrs.get("module", "")) for op in g.ops]
     last = max(i for i, m in enumerate(mods) if m == "body")
     assign = [0 if m == "pre" else 1 if i <= last else 2 for i, m in enumerate(mods)]
     assert not mods[last + 1] and assign.count(1) and assign.count(2)  # the last stage begins with the root's calls
-    with pytest.raises(SpecError, match=r"stage 1 is module 'body' alone, which would be split at both its "
-                                        r"beginning and its end") as err:
-        export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=depth)
-    assert "\n" not in str(err.value)
+    spec = export(Placement(g, Cluster.stages(3), assign), "torch-pipelining", depth=depth).data["split_spec"]
+    assert spec == {"pre": "end", "body": "end"}
+    pipe = pipeline(copy.deepcopy(model), (x,), split_spec={k: SplitPoint[v.upper()] for k, v in spec.items()})
+    with torch.no_grad():
+        assert pipe.num_stages == 3 and torch.allclose(pipe(x)[0], model(x))
     joined = [min(a, 1) for a in assign]  # the stage joined to its neighbour: one point, at the beginning of body
     assert export(Placement(g, Cluster.stages(2), joined), "torch-pipelining",
                   depth=depth).data["split_spec"] == {"body": "beginning"}

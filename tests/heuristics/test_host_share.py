@@ -101,7 +101,7 @@ def test_a_model_too_large_to_build_proves_the_host_s_share_before_its_start(mon
 
     monkeypatch.setattr(host_share, "host_share_bound", bounding)
     monkeypatch.setattr(stopped, "resolve", greedy_start)
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 1e6)
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: 1e6)
     monkeypatch.setattr(solve_module, "check_fits", too_large)
     result = solve(_problem(), time_limit=8.0)
     assert order[:2] == ["bound", "start"] and order.count("bound") == 1

@@ -118,7 +118,7 @@ def test_a_model_too_large_to_be_built_answers_the_heuristics_best_not_the_fallb
     def too_large(*args, **kwargs):
         raise BudgetSpent("model too large for the time left")
 
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 1e6)
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: 1e6)
     monkeypatch.setattr(solve_module, "check_fits", too_large)
     problem, optimum = testing.chain()  # greedy and one device: 8; the DP: 5
     t0 = time.monotonic()
@@ -139,7 +139,7 @@ def test_a_large_model_s_start_gets_a_large_share_and_a_model_too_large_nearly_a
     problem, _ = testing.chain()
     clock = Deadline(60.0)
     left = clock.left() - stopped.RESERVE
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: fraction * left)
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: fraction * left)
     share = stopped.start_share(problem, get("auto", problem), None, clock)
     assert stopped.start_share(problem, get("auto", problem), "greedy", clock) is None  # a start was asked for
     if fraction <= stopped.LARGE:
@@ -168,7 +168,7 @@ def test_a_makespan_too_large_to_model_continues_its_start_with_fresh_seeds_afte
         calls.append((method or "schedule-ls", seed))
         return improve(problem, start, seconds, seed, method, **options)
 
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 1e6)
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: 1e6)
     monkeypatch.setattr(solve_module, "check_fits", too_large)
     monkeypatch.setattr(stopped, "improve", recorded)
     monkeypatch.setattr(stopped, "race", lambda problem, methods, *a, **k: (raced.append(methods), race(
@@ -197,7 +197,7 @@ def test_an_auto_makespan_solve_builds_its_model_only_with_time_to_search_it(mon
     problem, _ = testing.makespan_fork()
     clock = Deadline(60.0)
     left = clock.left() - stopped.RESERVE
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: fraction * left)
+    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form, loaded=True: fraction * left)
     form = get("auto", problem)
     named = stopped.search_per_build(problem, "list")  # a start asked for by name: the model is built
     sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, named)
@@ -219,7 +219,7 @@ def test_a_model_built_within_a_second_is_searched_whatever_the_ratio_asked(monk
 
     problem, _ = testing.makespan_fork()
     clock = Deadline(10.0)
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form: build)
+    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form, loaded=True: build)
     per = stopped.search_per_build(problem, "auto")
     assert build * (1 + per) > clock.left()  # the ratio alone would refuse both
     if built:

@@ -147,3 +147,26 @@ def test_an_auto_start_whose_share_is_too_small_for_the_passes_is_widened_to_hol
     for method in ("getf", "list"):
         value = problem.evaluate(run(method, problem.graph, problem.cluster, model=problem.cost_model()).placement)
         assert found.objective <= value.objective * (1 + 1e-9)
+
+def test_a_throughput_race_runs_the_slicings_next_when_the_dp_declines_a_wide_graph(calls):
+    """Where the DP declines (too many ideals: 60 ops side by side), PipeDream's path and SliceGraph run next, each
+    with a lead's share of the time left at least, not an even share of a dozen searches: on GPT-3 of 20,111 ops
+    onto 4 devices beside another job neither ran to its end, and the work-balanced slicing (268.19) answered a 60 s
+    solve where the path finds 250.59."""
+    from placement_dsl.constraints import Contiguous
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.objectives import Bottleneck
+    from placement_dsl.problem import Problem, Stages
+
+    ops = [Op(name="in", work=1.0, out_bytes=1.0), *(Op(name=f"b{i}", work=1.0 + i % 3, out_bytes=1.0)
+                                                    for i in range(60)), Op(name="out", work=1.0)]
+    edges = [("in", f"b{i}") for i in range(60)] + [(f"b{i}", "out") for i in range(60)]
+    problem = Problem(Graph(ops, edges, name="wide"), Stages(4), Bottleneck(), [Contiguous()])
+    assert starts.leads(problem) == ("dp", "pipedream", "slicegraph")
+    methods = ["mla", "random", "brkga", "local-search", "slicegraph", "pipedream", "dp", "greedy"]
+    began = time.perf_counter()
+    best, _, _ = race(problem, methods, 8.0)
+    searches = [(m, t) for m, t in calls if m not in BASELINES]
+    assert [m for m, _ in searches[:3]] == ["dp", "pipedream", "slicegraph"]
+    assert searches[2][1] >= starts.NEXT_LEAD_SHARE * (8.0 - (time.perf_counter() - began)) - 0.5
+    assert best.usable

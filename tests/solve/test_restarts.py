@@ -98,3 +98,33 @@ def test_a_makespan_too_large_to_model_restarts_until_its_deadline(monkeypatch) 
     assert starts_of and starts_of[0] != "kick"  # the race's other starts first
     assert result.timings.restarts > 0
 
+
+
+def test_fresh_seed_rounds_that_find_nothing_leave_the_restarts_most_of_the_time(monkeypatch) -> None:
+    """GPT-3 330M at 300 s: the first fresh-seed round (given all the time left) took the 87 s after the windows and
+    found nothing; the restarts never ran. A round now takes a share of the time left, and one round without a
+    better schedule hands the rest to the restarts."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl import stopped
+    from placement_dsl.deadline import BudgetSpent
+    from placement_dsl.search import anytime
+
+    def too_large(*args, **kwargs):
+        raise BudgetSpent("model too large for the time left")
+
+    def spends_all(problem, start, seconds, seed=0, method=None, **options):  # a local search that never stops
+        if method is None:  # early and finds nothing; the windows find nothing at once
+            time.sleep(seconds)
+        return start
+
+    monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (None, {}))
+    monkeypatch.setattr(stopped, "improve", spends_all)
+    problem, limit = _problem(), 2 * LIMIT
+    t0 = time.monotonic()
+    result = solve(problem, time_limit=limit)
+    assert time.monotonic() - t0 <= limit + 5
+    assert 0 < result.timings.again <= stopped.AGAIN_SHARE * limit  # one round of its share, then the restarts
+    assert result.timings.restarts >= stopped.MIN_LNS and "restarts after the searches stalled" in result.message
+    assert result.placement is not None and result.objective <= result.start_objective
+

@@ -118,7 +118,7 @@ def test_a_model_that_leaves_little_time_to_search_is_built_after_the_start_is_c
     assert [m for m, _ in calls] == [None] and 0.8 < calls[0][1] < 1.5
     assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
     calls.clear()
-    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form: 4.0)  # > 35 % of the ~9 s left
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: 4.0)  # > 35 % of the ~9 s left
     result = solve(_latency_problem(), time_limit=10)
     assert [m for m, _ in calls] == [None] and 2.0 < calls[0][1] < 4.0
     assert result.timings.build > 0 and result.objective == pytest.approx(24.0)
