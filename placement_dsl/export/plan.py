@@ -13,19 +13,17 @@ ONNX exporter names its later calls ``relu_1``, ``relu_2``, which are no modules
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .. import boundaries
 from ..cluster import CPU
 from ..errors import SpecError
 from ..io.costs import module_prefix
 from ..placement import Placement
 from ..report import device_major_order
-
-_CALL_SUFFIX = re.compile(r"^(.*)_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -122,39 +120,16 @@ def _round_robin(stages: list[Stage]) -> bool:
 
 def module_objects(placement: Placement) -> dict[str, dict[str, Any]]:
     """The modules that are one ``nn.Module`` object under several names or that the model calls more than once, as
-    the torch importer records them (``op.attrs["shared_modules"]``): each name to ``{"fqns": [the object's
-    names], "calls": its calls under all of them}``; empty for a graph from another importer."""
-    out: dict[str, dict[str, Any]] = {}
-    for op in placement.graph.ops:
-        out.update(op.attrs.get("shared_modules") or {})
-    return out
+    the importers record them (:func:`~placement_dsl.boundaries.shared_modules`): each name to ``{"fqns": [the
+    object's names], "calls": its calls under all of them}``."""
+    return boundaries.shared_modules(placement.graph)
 
 
 def reused_modules(placement: Placement) -> set[str]:
-    """Module paths that are no single module call: called several times, or an exporter's ``name_N`` call copy.
-
-    A module called more than once has its ops in several separate runs of the graph's own op
-    order (the exporter's execution order) with other modules' ops between them; the ONNX
-    exporter names the later calls ``relu_1``, ``relu_2``, which name no module of the model.
-    A module object under several names (a tied encoder and decoder) called under two of them is
-    called twice (:func:`module_objects`): torch cuts at each call of the object, whichever name the
-    split point gives. Ops of no module are skipped.
-    """
-    paths = [str(op.attrs.get("module") or "") for op in placement.graph.ops]
-    known = {p for p in paths if p}
-    reused = {p for p in known if (m := _CALL_SUFFIX.match(p)) and m.group(1) in known}
-    reused |= {m.group(1) for p in reused if (m := _CALL_SUFFIX.match(p))}
-    reused |= {fqn for obj in module_objects(placement).values() if obj["calls"] > 1 for fqn in obj["fqns"]}
-    closed: set[str] = set()
-    current: set[str] = set()
-    for p in paths:
-        if not p:
-            continue
-        scopes = {str(module_prefix(p, k)) for k in range(1, p.count(".") + 2)}
-        closed |= current - scopes
-        reused |= scopes & closed
-        current = scopes
-    return reused
+    """Module paths that are no single module call (:func:`~placement_dsl.boundaries.reused_modules`, the one
+    definition :class:`~placement_dsl.boundaries.Boundaries` cuts by): torchvision's one ``relu`` per block is
+    called three times, a block applied in a loop is called once per turn."""
+    return boundaries.reused_modules(placement.graph)
 
 
 def tied_modules(placement: Placement, stages: list[Stage]) -> list[dict[str, Any]]:
@@ -358,10 +333,9 @@ def _scopes(g: Any, stage: Stage) -> set[str]:
 
 
 def called_modules(placement: Placement) -> set[str] | None:
-    """The modules the model calls, from the importers' module stacks (``op.attrs["nn_module_stack"]``), ``None``
-    where no op has one; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
-    stacks = [op.attrs["nn_module_stack"] for op in placement.graph.ops if op.attrs.get("nn_module_stack")]
-    return {str(p) for stack in stacks for p in stack} if stacks else None
+    """The modules the model calls (:func:`~placement_dsl.boundaries.called_modules`), ``None`` without module
+    stacks; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
+    return boundaries.called_modules(placement.graph)
 
 
 def _check_called(point: str, called: set[str] | None, where: str, runtime: str) -> None:
@@ -441,12 +415,10 @@ def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str
 
 
 def _split_points(path: str, before: set[str], called: set[str] | None) -> list[str]:
-    """The modules of ``path`` that no earlier stage enters and the model calls, shallowest first: each begins at
-    the stage's first op (with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`); the shallowest
-    is the default point, a container beginning at the same op being the same point of the program, one that cuts
-    no residual connection inside it."""
-    return [p for k in range(1, path.count(".") + 2) if (p := str(module_prefix(path, k))) not in before
-            and (called is None or p in called)]
+    """The modules of ``path`` that no earlier stage enters and the model calls, shallowest first
+    (:func:`~placement_dsl.boundaries.beginning_points`, the points :class:`~placement_dsl.boundaries.Boundaries`
+    cuts at; with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`)."""
+    return boundaries.beginning_points(path, before, called)
 
 
 def _entered(g: Any, stages: list[Stage], k: int, path: str) -> int:

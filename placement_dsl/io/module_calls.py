@@ -1,7 +1,7 @@
 """Modules a model calls several times, as every importer records them on its ops.
 
 torch's ``pipeline()`` hooks a split point on the module *object* and cuts at each of its calls, so the
-exporters need to know which modules are no single call (:func:`placement_dsl.export.plan.reused_modules`).
+exporters need to know which modules are no single call (:func:`placement_dsl.boundaries.reused_modules`).
 The importers write the same record, ``op.attrs["shared_modules"]``: each module of the op's stack that is one
 object under several names or that the model calls more than once, to ``{"fqns": [every name of the object],
 "calls": its calls under all of them}``. The torch importer counts calls from ``torch.export``'s module stacks;

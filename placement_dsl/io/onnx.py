@@ -45,7 +45,7 @@ from .costs import by_granularity, roofline_work
 from .formats import importer
 from .module_calls import calls_in_order, on_op, record
 from .onnx_file import read, weightless
-from .onnx_modules import Scopes, module_path, module_stack  # noqa: F401 - module_path: this module's API
+from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -358,7 +358,7 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     calls = b.calls.get(id(node)) or []
     if calls:
         attrs["module"] = calls[-1][0]
-    stack = module_stack(node)
+    stack = called_stack(node, calls)
     if stack:
         attrs["nn_module_stack"] = stack
     if shared := on_op([path for path, _ in calls], b.shared):

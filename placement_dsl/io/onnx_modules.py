@@ -56,6 +56,18 @@ def module_stack(node: Any) -> list[str]:
     return stack
 
 
+def called_stack(node: Any, calls: list[tuple[str, int | None]] | None) -> list[str]:
+    """The modules whose calls a node runs in (its ``nn_module_stack``), outermost first, given its
+    :meth:`Scopes.stack` ``calls``: PyTorch's name scopes, else one module per scope level of TorchScript's
+    ``/scope/scope/Op`` name, a later call ``X_k`` read as ``X``. So a ``ModuleList`` the model iterates
+    (``/h.0/ln_1/...``, no ``/h/`` level) is none of them and a ``Sequential`` it calls (``/blocks/blocks.0/...``)
+    is; ``[]`` where neither says (a ``module`` entry names one module, not the calls around it)."""
+    named = module_stack(node)
+    if named or any(p.key == "module" and p.value for p in node.metadata_props):
+        return named
+    return [path for path, _ in calls or []]
+
+
 def module_path(node: Any) -> str | None:
     """The module a node comes from: PyTorch's name-scope metadata, a ``module`` entry, or its ``/a/b/Op`` name."""
     meta = {p.key: p.value for p in node.metadata_props}

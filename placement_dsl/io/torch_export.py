@@ -18,7 +18,7 @@ The exported graph gives one op per ATen call:
   ``nn.Module`` object under several names (a tied encoder and decoder, ``self.dec = self.enc``), or that
   the model calls more than once, to ``{"fqns": [every name of the object], "calls": n}``, ``n`` the
   calls of the object under all its names: torch's ``pipeline()`` cuts at each call of a split point's
-  object (:func:`placement_dsl.export.plan.reused_modules`).
+  object (:func:`placement_dsl.boundaries.reused_modules`).
 
 Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 """

@@ -41,9 +41,10 @@ def _modules_whole(p: Placement, depth: int) -> bool:
 
 def test_groups_are_the_modules_at_depth():
     g = blocks(2)
-    assert Boundaries.modules(depth=3).resolve(g) == [["h0.a", "h0.b"], ["h1.a", "h1.b"]]
+    # the container's last glue op runs in its forward after its last child's call: it stays with that child
+    assert Boundaries.modules(depth=3).resolve(g) == [["h0.a", "h0.b"], ["h1.a", "h1.b", "out"]]
     assert Boundaries.modules().resolve(g) == [["in", "h0.a", "h0.b", "h1.a", "h1.b", "out"]]
-    assert Boundaries.modules(depth=4).resolve(g) == []  # every module holds one op
+    assert Boundaries.modules(depth=4).resolve(g) == [["h1.b", "out"]]  # every module holds one op
     assert term_from_dict(Boundaries.modules(3).to_dict()) == Boundaries.modules(3)
     with pytest.raises(SpecError, match=r"depth must be an integer >= 1, got 0"):
         Boundaries.modules(0)
@@ -189,3 +190,93 @@ def test_a_residual_add_keeps_its_span_on_one_stage():
               [("x", "f"), ("f", "g"), ("g", "add"), ("x", "add"), ("add", "h")])
     assert Boundaries.modules(depth=3).spans(g) == [["x", "f", "g", "add"]]  # no boundary between f and g
     assert Boundaries.modules(depth=2).spans(g) == []  # b.0 is one unit: its add is its own op
+
+
+def mean_before_head() -> Graph:
+    """An embedding, three blocks, the root's own mean (no module: a functional call between the blocks and the
+    head) and a head; the mean is cheap, so without the term's care the best 3 stages put it first on the head's."""
+    rows = [("embed", "embed", 1.0)] + [(f"b{i}", f"blocks.{i}", 2.0) for i in range(3)]
+    rows += [("mean", None, 0.1), ("head", "head", 1.0)]
+    ops = [Op(name=n, work=w, out_bytes=1.0, attrs={"module": m} if m else {}) for n, m, w in rows]
+    return Graph(ops, [(a[0], b[0]) for a, b in pairwise(rows)], name="mean")
+
+
+def test_an_op_of_no_module_runs_with_the_module_call_before_it():
+    """The root's mean never begins a stage (torch splits only at a child's call): at depth 1 the stage of the
+    blocks keeps it, and 3 stages export as the beginnings of 'blocks' and 'head'. Before, the mean began the last
+    stage, and the blocks' stage was cut at both ends of 'blocks' (refused)."""
+    g = mean_before_head()
+    assert Boundaries.modules().cut_points(g) == [True, True, False, False, False, True]
+    assert Boundaries.modules().resolve(g) == [["b0", "b1", "b2", "mean"]]
+    cluster = Cluster.stages(3, bandwidth=1e6)
+    problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Boundaries.modules()])
+    plans = [run(method, problem.graph, cluster).placement for method in ("dp", "slicegraph")]
+    plans.append(solve(problem, time_limit=10, method="ip").placement)
+    for p in plans:
+        spec = export(Placement(g, cluster, p.assign), "torch-pipelining").data["split_spec"]
+        assert spec == {"blocks": "beginning", "head": "beginning"}
+
+
+def block_in_a_loop() -> Graph:
+    """``h = h + block(h)`` three times between ``inp`` and ``out``, as the dynamo ONNX exporter names it: the same
+    module path on every call, the root's add (no module) between the calls."""
+    rows = [("inp", "inp")]
+    edges = []
+    for turn in range(3):
+        h = rows[-1][0]
+        rows += [(f"lin{turn}", "block.0"), (f"tanh{turn}", "block.1"), (f"add{turn}", None)]
+        edges += [(h, f"lin{turn}"), (f"lin{turn}", f"tanh{turn}"), (f"tanh{turn}", f"add{turn}"), (h, f"add{turn}")]
+    rows.append(("out", "out"))
+    edges.append(("add2", "out"))
+    ops = [Op(name=n, work=1.0, out_bytes=1.0, attrs={"module": m} if m else {}) for n, m in rows]
+    return Graph(ops, edges, name="loop")
+
+
+def test_a_block_called_in_a_loop_begins_no_stage():
+    """The root's add between the calls closes the block: 'block' is called three times, and no stage begins
+    at it or inside it (torch would split at every call). Before, the ops of no module were skipped, the block
+    looked called once and a stage beginning at the first add was exported as the end of 'block'."""
+    from placement_dsl.boundaries import reused_modules
+
+    g = block_in_a_loop()
+    assert {"block", "block.0", "block.1"} <= reused_modules(g)
+    # lin0 begins the block's first call, which torch cuts at each call; the end of 'inp' is the same point
+    assert [g.names[v] for v, cut in enumerate(Boundaries.modules(2).cut_points(g)) if cut] == ["inp", "lin0", "out"]
+    cluster = Cluster.stages(2, bandwidth=1e6)
+    for depth in (1, 2):
+        problem = Problem(g, cluster, Bottleneck(), [DagOrder(), Boundaries.modules(depth)])
+        p = run("dp", problem.graph, cluster).placement
+        assert export(Placement(g, cluster, p.assign), "torch-pipelining").data["split_spec"] == {"out": "beginning"}
+    assert export(Placement(g, cluster, [0] + [1] * 10), "torch-pipelining").data["split_spec"] == {"inp": "end"}
+    with pytest.raises(SpecError, match=r"begins inside module 'block.0' at op 'lin1'"):
+        export(Placement(g, cluster, [0] * 4 + [1] * 7), "torch-pipelining")  # at the second call
+
+
+def tied_pair(record: bool) -> Graph:
+    """``out(dec(enc(inp(x))))`` with ``dec`` the same module object as ``enc``, as the torch importer records it
+    (``nn_module_stack``, and ``shared_modules`` on the two calls' ops) or, without ``record``, as a file of module
+    paths alone."""
+    shared = {name: {"fqns": ["dec", "enc"], "calls": 2} for name in ("enc", "dec")}
+    ops = [Op(name=m, work=1.0, out_bytes=1.0, attrs={"module": m, "nn_module_stack": [m]} | (
+        {"shared_modules": {m: shared[m]}} if record and m in shared else {})) for m in ("inp", "enc", "dec", "out")]
+    if not record:
+        for op in ops:
+            del op.attrs["nn_module_stack"]
+    return Graph(ops, [("inp", "enc"), ("enc", "dec"), ("dec", "out")], name="tied")
+
+
+def test_the_importers_record_of_shared_modules_decides_the_cut_points():
+    """A stage may begin where the exporter can name a split point called once: not at the tied ``dec`` (torch
+    cuts at each call of the object, under either name) nor after the ``enc`` before it, but at ``enc``, as the
+    end of ``inp``. Where the importer recorded the calls (``shared_modules``) the record says; before, the
+    module paths alone were read and ``dec`` looked called once."""
+    from placement_dsl.boundaries import reused_modules
+
+    g = tied_pair(record=True)
+    assert reused_modules(g) == {"enc", "dec"}
+    assert Boundaries.modules().cut_points(g) == [True, True, False, True]
+    cluster = Cluster.stages(2, bandwidth=1e6)
+    assert export(Placement(g, cluster, [0, 1, 1, 1]), "torch-pipelining").data["split_spec"] == {"inp": "end"}
+    with pytest.raises(SpecError, match=r"'dec', one module object also named 'enc'"):
+        export(Placement(g, cluster, [0, 0, 1, 1]), "torch-pipelining")
+    assert Boundaries.modules().cut_points(tied_pair(record=False)) == [True] * 4

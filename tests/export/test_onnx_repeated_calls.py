@@ -89,6 +89,21 @@ def test_torchscript_call_names_map_back_and_the_calls_are_recorded_as_the_torch
     assert {"block", "block.0", "block.1"} <= reused_modules(Placement(g, Cluster.stages(1), [0] * g.n))
 
 
+def test_torchscript_scopes_give_the_called_modules_under_their_real_names(tmp_path):
+    """Each scope level of a TorchScript node name is a module call (``op.attrs["nn_module_stack"]``), a later call
+    ``block.0_1`` read as ``block.0``: the called modules are the torch importer's, so the exporters and
+    ``--boundaries module`` name no module torch lacks."""
+    from placement_dsl.boundaries import called_modules
+    from placement_dsl.io.torch_export import from_module
+
+    model, x = LoopReuse().eval(), torch.randn(2, 8)
+    g = _torchscript_onnx(model, x, tmp_path / "loop.onnx")
+    stacks = [op.attrs.get("nn_module_stack") for op in g.ops]
+    assert stacks == [["inp"], *[["block", "block.0"], ["block", "block.1"], None] * 3, ["out"]]
+    assert called_modules(g) == called_modules(from_module(model, (x,)).graph) == {"inp", "block", "block.0",
+                                                                                   "block.1", "out"}
+
+
 def test_a_block_called_twice_with_its_own_op_and_a_sibling_really_named_with_a_suffix(tmp_path):
     from placement_dsl.io.torch_export import from_module
 
