@@ -144,16 +144,17 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on one accelerator: the best valid one by the cost model (else the best at all).
 
-    One evaluation per class of identical devices; past ``time_limit`` seconds the best so far
+    One evaluation per class of identical devices (a member every op may run on: pinned ops); past ``time_limit`` seconds the best so far
     (``info["stopped"]``)."""
     start = time.perf_counter()
     at = deadline_at("one-device", time_limit)
     model = model or CostModel()
     best: tuple[bool, float, int] | None = None
     cut = False
+    allowed = np.isfinite(cluster.times(graph)).all(axis=0)  # a pinned op rules out its group's other members
     for group in cluster.homogeneous_groups():
-        d = group[0]
-        if cluster.host[d] and (~cluster.host).any():
+        d = next((e for e in group if allowed[e]), group[0])
+        if cluster.host[d] and (~cluster.host & allowed).any():  # the host only for ops pinned there
             continue
         if best is not None and expired(at):
             cut = True
