@@ -42,7 +42,7 @@ def test_the_pinned_seed_gets_a_valid_start_and_its_optimum():
 
 
 def generated(seed: int, latency: bool) -> Problem:
-    """A random 8-op DAG with one op pinned to the last device and two ops colocated, on accelerators that run one op
+    """A random 8-op DAG with one op pinned to the last accelerator and two ops colocated, on accelerators that run one op
     at a time (makespan) or on Tarnawski's accelerators and a CPU (latency)."""
     rng = random.Random(seed)
     graph = testing.structured_graph(rng, "random", 8, cpu=latency)
@@ -50,9 +50,8 @@ def generated(seed: int, latency: bool) -> Problem:
         cluster = Cluster.accelerators(2, cpus=1, bandwidth=2.0)
     else:
         cluster = Cluster([Device(name=f"d{i}", invocations=False, bandwidth=2.0) for i in range(3)])
-    pinned = graph.names[rng.randrange(graph.n)]
-    device = next(d.name for d in reversed(cluster.devices) if np.isfinite(
-        graph.ops[graph.index[pinned]].time_on(d.kind)))
+    pinned = graph.names[rng.randrange(graph.n)]  # to the last accelerator (one-device puts no op on the host)
+    device = next(d.name for d in reversed(cluster.devices) if not d.host)
     others = [n for n in graph.names if n != pinned]
     return Problem(graph, cluster, Latency(), [Pin(pinned, device), Colocate([rng.sample(others, 2)])])
 
