@@ -354,9 +354,14 @@ class Cluster:
             raise SpecError(f"unknown device {name!r}; the cluster has {list(self.index)}") from None
 
     def times(self, graph: Any) -> np.ndarray:
-        """``(n_ops, n_devices)`` running times of every op on every device (``inf`` = not allowed)."""
+        """``(n_ops, n_devices)`` running times of every op on every device (``inf`` = not allowed): a pinned op
+        (:attr:`Graph.pinned <placement_dsl.graph.Graph.pinned>`) is allowed on its device only, so every method
+        that picks devices by these times honours the pin."""
         cols = [graph.work(d.kind) / d.speed for d in self.devices]
-        return np.column_stack(cols)
+        times = np.column_stack(cols)
+        for i, name in getattr(graph, "pinned", {}).items():
+            times[i, [d.name != name for d in self.devices]] = np.inf
+        return times
 
     def homogeneous_groups(self) -> list[list[int]]:
         """Indices of devices that are interchangeable (same kind, memory, speed, bandwidth, host, server, execution)."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import SpecError
 from .evaluate import CostModel, evaluate
-from .graph import Graph, Op, union_roots
+from .graph import PINNED, Graph, Op, union_roots
 from .schedule import Congestion as CongestionMode  # the schedule referee's modes; Congestion here is the term
 
 if TYPE_CHECKING:
@@ -239,6 +239,13 @@ class Pin(Term):
             raise SpecError(f"Pin({self.op!r}, {self.device!r}): op {self.op!r} cannot run on kind {kind!r}; "
                             "pin it to a device of an allowed kind")
 
+
+    def apply(self, graph: Graph, cluster: Cluster) -> Graph:
+        """The op marked with its device (:data:`~placement_dsl.graph.PINNED`): the cluster's times then allow it
+        there only, so a heuristic's candidates for it are its pin device (and its colocation group's, whose
+        members move together)."""
+        return graph.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, PINNED: self.device}})
+                                  if op.name == self.op else op for op in graph.ops])
 
     def check(self, placement: Placement) -> list[str]:
         where = placement.device_of(self.op)

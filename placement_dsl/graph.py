@@ -58,6 +58,8 @@ def _group(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+PINNED = "pinned_to"  # an op attribute: the one device the op may run on (a folded Pin term)
+
 class Op(Validated):
     """One operator (or layer) of a computation graph."""
 
@@ -250,6 +252,13 @@ class Graph:
     def kinds(self) -> frozenset[str]:
         """Device kinds named explicitly in some op's ``work``."""
         return frozenset(k for op in self.ops for k in op.work if k != DEFAULT_KIND)
+
+    @cached_property
+    def pinned(self) -> dict[int, str]:
+        """``{op index: device name}``: ops that may run on one device only (``attrs[PINNED]``, where a
+        :class:`~placement_dsl.constraints.Pin` term folds itself in); :meth:`Cluster.times
+        <placement_dsl.cluster.Cluster.times>` forbids them every other device."""
+        return {i: str(op.attrs[PINNED]) for i, op in enumerate(self.ops) if PINNED in op.attrs}
 
     def work(self, kind: str) -> np.ndarray:
         """Running times on a device of ``kind`` (``inf`` where an op may not run there)."""

@@ -133,7 +133,8 @@ def unordered_pairs(graph: Any, cluster: Any, horizon: float | None = None) -> t
         if out and longest[u] > 0:  # a transfer of no time contends for nothing
             tasks[u] = 1 if len({int(unit[v]) for v in out}) == 1 else devices
             behind[u] = np.bitwise_and.reduce(after[out] | own[out], axis=0)
-            late[u] = min(float(end[v] - fastest[v]) for v in out) + longest[u]
+            latest = [float(end[v] - fastest[v]) for v in out]  # a task per device waits for the consumers there
+            late[u] = (min(latest) if tasks[u] == 1 else max(latest)) + longest[u]
     return ops, _unordered(behind, tasks, head + fastest, late)
 
 

@@ -325,7 +325,12 @@ class Stop:
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
         over the problem's class, else a closed form over every placement (Lemma 3.3 for max load and
-        makespan, the critical path for latency), unless the caller reads none (:func:`unread_bounds`)."""
+        makespan, the critical path for latency), unless the caller reads none (:func:`unread_bounds`). An answer
+        stopped by its time limit whose bound then meets its objective is optimal (over the class the bound covers)."""
+        self._raise_bound(result)
+        proven(result)
+
+    def _raise_bound(self, result: Result) -> None:
         if UNREAD.get():
             return
         bound, source = self.start_bound, self._bound_source()
@@ -348,6 +353,15 @@ class Stop:
 
     def _bound_source(self) -> str:
         return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
+
+
+def proven(result: Result) -> None:
+    """A time-limited answer whose bound meets its objective (within a relative 1e-9) is :attr:`Status.OPTIMAL`:
+    the bound proves it over the class it covers (``bound_scope``), however the search ended."""
+    objective, bound = result.objective, result.bound
+    if result.status is Status.TIME_LIMIT_FEASIBLE and objective is not None and bound is not None and \
+            math.isfinite(objective) and bound >= objective - 1e-9 * max(1.0, abs(objective)):
+        result.status = Status.OPTIMAL
 
 
 FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 12.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)

@@ -134,6 +134,12 @@ def _bit_sum(bits: int, weight: np.ndarray) -> float:
     return float(weight[mask].sum())
 
 
+def _class_time(times: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Each op's time on a class of devices: on its first member, else (a pinned op) on the member it may run on."""
+    first = times[:, members[0]]
+    return np.where(np.isfinite(first), first, times[:, members].min(axis=1))
+
+
 def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
     """Contract colocation groups and compute ``A_g``, ``D_g``, ``rho`` (see the module doc)."""
     acc, cpu = device_split(cluster)
@@ -142,8 +148,8 @@ def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
     group = np.unique(graph.group_id, return_inverse=True)[1].astype(np.int64)
     n_groups = int(group.max()) + 1
     times = cluster.times(graph)
-    acc_time = np.bincount(group, weights=times[:, acc[0]], minlength=n_groups)
-    cpu_time = (np.bincount(group, weights=times[:, cpu[0]], minlength=n_groups) if len(cpu)
+    acc_time = np.bincount(group, weights=_class_time(times, acc), minlength=n_groups)
+    cpu_time = (np.bincount(group, weights=_class_time(times, cpu), minlength=n_groups) if len(cpu)
                 else np.full(n_groups, math.inf))
     memory = np.bincount(group, weights=graph.param_bytes + graph.activation_bytes, minlength=n_groups)
     work = np.minimum(acc_time, cpu_time)

@@ -155,8 +155,8 @@ class Context:
         self.shared = problem.colocation_shared
         self.unit = np.asarray(g.group_id if self.shared else np.arange(g.n), dtype=np.int64)
         self.units = np.unique(self.unit)
-        self.unit_allowed = self._unit_allowed()
         self.pins = {g.index[o]: c.index[d] for o, d in problem.pins.items()}
+        self.unit_allowed = self._unit_allowed()
         self.views: dict[str, Any] = {}  # derived data templates share (e.g. the chain view), built once per model
         self._links: dict[type[Link], tuple[Link, str]] = {}
 
@@ -212,6 +212,11 @@ class Context:
         for u in self.units:
             if not ok[u].any():
                 members = [self.ops[i] for i in np.flatnonzero(self.unit == u)]
+                pinned = [(v, d) for v, d in self.pins.items() if self.unit[v] == u]  # the pin left no device
+                if pinned:
+                    v, d = pinned[0]
+                    raise InfeasibleError(f"Pin({self.ops[v]!r}, {self.devices[d]!r}): op {self.ops[v]!r} or an op "
+                                          "colocated with it cannot run there; pin the group to an allowed device")
                 raise InfeasibleError(f"op(s) {members} have no device they may all run on; "
                                       "relax AllowedKinds/colocation or add a device of a suitable kind")
         return ok

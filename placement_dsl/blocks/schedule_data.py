@@ -154,10 +154,17 @@ class ScheduleData:
         return float(self.head[v]), float(self.horizon - self.fastest[v] - self.tail[v])
 
     def task_bounds(self, k: int) -> tuple[float, float]:
-        """A task starts after its producer's earliest completion and before its consumers' latest start."""
-        u = self.tasks[k].producer
-        late = min(self.start_bounds(v)[1] for v in self.arrivals(k))
-        return float(self.head[u] + self.fastest[u]), late
+        """A task starts after its producer's earliest completion and before the latest start of a consumer that
+        waits for it.
+
+        A task to one colocation unit is waited for by all its consumers (the least of their latest starts); a task
+        per receiving device only by the consumers that run there, which may be any of :meth:`arrivals` (the
+        greatest): the least cut off a placement whose consumer on that device starts after another consumer's
+        latest start elsewhere (a broadcast whose other branch is longer). Unneeded, the task starts when its
+        producer completes, before every consumer.
+        """
+        t, late = self.tasks[k], [self.start_bounds(v)[1] for v in self.arrivals(k)]
+        return float(self.head[t.producer] + self.fastest[t.producer]), min(late) if t.dest is None else max(late)
 
     # ------------------------------------------------------------------ pairs
     @cached_property

@@ -44,8 +44,9 @@ def critical_path_bound(problem: Problem) -> tuple[float, list[str]]:
     unit = np.asarray(g.group_id if problem.colocation_shared else np.arange(g.n), dtype=np.int64)
     unit_allowed = np.ones((g.n, c.size), dtype=bool)
     np.logical_and.at(unit_allowed, unit, np.isfinite(times))  # a colocation unit runs where all its members may
+    pinned = {int(unit[g.index[op]]) for op in problem.pins}  # a pin its group cannot follow: counted 0 below
     for u in np.unique(unit):
-        if not unit_allowed[u].any():
+        if not unit_allowed[u].any() and int(u) not in pinned:
             members = [g.names[i] for i in np.flatnonzero(unit == u)]
             raise InfeasibleError(f"op(s) {members} have no device they may all run on; "
                                   "relax AllowedKinds/colocation or add a device of a suitable kind")

@@ -132,8 +132,10 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                 assign[unit] = d
                 used += need
                 break
-            if not np.isfinite(times[unit, d]).all():
-                break  # not allowed on accelerators: goes to the CPU, the fill goes on
+            if not np.isfinite(times[unit, d]).all():  # not allowed here: to the CPU, the fill goes on; a unit
+                allowed = np.flatnonzero(np.isfinite(times[unit]).all(axis=0))  # the CPU may not run (a pinned
+                assign[unit] = spill if spill in allowed or not allowed.size else allowed[0]  # one): its device
+                break
             cur, used = cur + 1, 0.0
     return scored_result("greedy", graph, cluster, model, assign, start)
 
@@ -144,15 +146,16 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """Every op on one accelerator: the best valid one by the cost model (else the best at all).
 
-    One evaluation per class of identical devices; past ``time_limit`` seconds the best so far
+    One evaluation per class of identical devices (a member every op may run on: pinned ops); past ``time_limit`` seconds the best so far
     (``info["stopped"]``)."""
     start = time.perf_counter()
     at = deadline_at("one-device", time_limit)
     model = model or CostModel()
     best: tuple[bool, float, int] | None = None
     cut = False
+    allowed = np.isfinite(cluster.times(graph)).all(axis=0)  # a pinned op rules out its group's other members
     for group in cluster.homogeneous_groups():
-        d = group[0]
+        d = next((e for e in group if allowed[e]), group[0])
         if cluster.host[d] and (~cluster.host).any():
             continue
         if best is not None and expired(at):
