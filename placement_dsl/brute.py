@@ -184,3 +184,28 @@ def record_binding(problem: Problem) -> dict[str, bool]:
         event(f"{term.__name__} {'binds' if out[term.__name__] else 'slack'}")
     target(float(sum(out.values())), label="binding constraint classes")
     return out
+
+
+def scheduled_optimum(problem: Problem, valid_only: bool = True) -> float:
+    """The least makespan the schedule referee accepts over every placement (the valid ones with ``valid_only``),
+    each list-scheduled in every topological order of a tiny graph: the single-sample family's reference where the
+    order, not only the placement, decides (congestion on ports, channels and links)."""
+    from .schedule import ListScheduler, check_schedule
+
+    g, c = problem.graph, problem.cluster
+    congestion = problem.cost_model().congestion
+    orders = [o for o in itertools.permutations(range(g.n))
+              if all(o.index(u) < o.index(v) for u, v in zip(g.src.tolist(), g.dst.tolist()))]
+    best = math.inf
+    for p in placements(problem):
+        if valid_only and not problem.is_valid(p):
+            continue
+        for order in orders:
+            ls = ListScheduler(g, c, congestion)
+            for v in order:
+                ls.place(v, int(p.assign[v]))
+            makespan, bad = check_schedule(p, ls.schedule(), congestion)
+            if bad:
+                raise AssertionError(f"the list schedule of {p.mapping()} in order {order} breaks {bad}")
+            best = min(best, makespan)
+    return best

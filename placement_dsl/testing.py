@@ -28,6 +28,7 @@ from .brute import (
     optimum,
     placements,
     record_binding,
+    scheduled_optimum,
     without,
 )
 from .cluster import Cluster, Device, Link
@@ -49,7 +50,7 @@ from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Through
 from .problem import Problem, Stages
 
 __all__ = ["INSTANCES", "MAX_BRUTE_FORCE", "binding", "binds", "brute_force", "forward_ordered_optimum", "host_op",
-           "invocation_workload", "optimum", "placements", "record_binding", "run_cli", "structured_problem", "structured_problems", "without"]
+           "invocation_workload", "optimum", "placements", "record_binding", "run_cli", "scheduled_optimum", "structured_problem", "structured_problems", "without"]
 from .training_terms import Replicate, TrainingMemory
 
 
