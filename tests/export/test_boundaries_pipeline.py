@@ -9,13 +9,13 @@ cut after every call: more stages than the plan).
 """
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 
 from placement_dsl.cli import main
 from placement_dsl.io import save_workload
+from tests.export.pipes import runs_as_planned
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -126,22 +126,6 @@ def _workload(model: nn.Module, x, importer: str, tmp_path) -> str:
     return str(path)
 
 
-def _outputs(y) -> tuple:
-    y = y if isinstance(y, tuple) else (y,)
-    return y[0] if len(y) == 1 and isinstance(y[0], tuple) else y
-
-
-def _runs_as_the_model(model: nn.Module, x, spec: dict) -> None:
-    from torch.distributed.pipelining import SplitPoint, pipeline
-
-    split = {point: SplitPoint[where.upper()] for point, where in spec["split_spec"].items()}
-    pipe = pipeline(copy.deepcopy(model), (x,), split_spec=split)
-    with torch.no_grad():
-        got, want = _outputs(pipe(x)), _outputs(model(x))
-    assert pipe.num_stages == spec["num_stages"], spec
-    assert len(got) == len(want) and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want)), spec
-
-
 @pytest.mark.parametrize("importer", ["torch.export", "onnx-ts", "onnx-dynamo"])
 @pytest.mark.parametrize("make", MODELS, ids=lambda m: m.__name__)
 def test_every_plan_under_the_term_exports_and_runs_as_the_model(make, importer, tmp_path):
@@ -161,5 +145,5 @@ def test_every_plan_under_the_term_exports_and_runs_as_the_model(make, importer,
                 spec = json.loads(out.read_text())
                 run.setdefault(json.dumps(spec["split_spec"], sort_keys=True), spec)
     for spec in run.values():
-        _runs_as_the_model(model, x, spec)
+        runs_as_planned(model, x, spec, atol=1e-5)
     assert any(spec["num_stages"] > 1 for spec in run.values())

@@ -5,14 +5,13 @@ own name. The ONNX importer maps the call names back and records the module's ca
 split at ``block`` cut after each of its three calls and built 4 stages from a 2-stage plan."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
 from placement_dsl.export import export, reused_modules
 from placement_dsl.placement import Placement
+from tests.export.pipes import runs_as_planned
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -122,16 +121,6 @@ def _stages(graph, first_of_stage_1: str) -> Placement:
     return Placement(graph, Cluster.stages(2), [0] * k + [1] * (graph.n - k))
 
 
-def _pipe(model, x, spec: dict) -> None:
-    from torch.distributed.pipelining import SplitPoint, pipeline
-
-    pipe = pipeline(copy.deepcopy(model), (x,), split_spec={p: SplitPoint[v.upper()] for p, v in spec["split_spec"].items()})
-    with torch.no_grad():
-        y, ref = pipe(x), model(x)
-    assert pipe.num_stages == spec["num_stages"]
-    assert torch.allclose(y[0] if isinstance(y, tuple) else y, ref, atol=1e-6)
-
-
 def test_a_split_after_a_module_called_three_times_is_refused_and_one_before_the_head_runs(tmp_path):
     """inp and the three calls of block | the last residual sum and out: the only split point is the end of 'block'
     (or of its last module), which torch cuts after each call. Moving the sum to stage 0, 'out' begins stage 1."""
@@ -143,7 +132,7 @@ def test_a_split_after_a_module_called_three_times_is_refused_and_one_before_the
         export(_stages(g, "/Add_2"), "torch-pipelining")
     data = export(_stages(g, "/out/Gemm"), "torch-pipelining").data
     assert data["split_spec"] == {"out": "beginning"}
-    _pipe(model, x, data)
+    runs_as_planned(model, x, data)
 
 
 def _dynamo_like(path) -> None:

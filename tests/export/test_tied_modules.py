@@ -4,14 +4,13 @@
 take another name of the same point of the program, called once, or refuse naming the module and its aliases."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
 from placement_dsl.export import export, reused_modules
 from placement_dsl.placement import Placement
+from tests.export.pipes import runs_as_planned
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -82,16 +81,6 @@ def _placed(model, x, starts: list[str]) -> Placement:
     return Placement(g, Cluster.stages(len(starts) + 1), assign)
 
 
-def _runs_as_planned(model, x, spec: dict) -> None:
-    from torch.distributed.pipelining import SplitPoint, pipeline
-
-    pipe = pipeline(copy.deepcopy(model), (x,), split_spec={k: SplitPoint[v.upper()] for k, v in spec["split_spec"].items()})
-    with torch.no_grad():
-        y, ref = pipe(x), model(x)
-    assert pipe.num_stages == spec["num_stages"]
-    assert torch.allclose(y[0] if isinstance(y, tuple) else y, ref, atol=1e-6)
-
-
 def test_the_importer_records_a_modules_names_and_calls():
     from placement_dsl.io.torch_export import from_module
 
@@ -109,7 +98,7 @@ def test_a_split_at_a_tied_decoder_takes_the_end_of_the_module_before():
     data = export(_placed(model, x, ["mid", "dec"]), "torch-pipelining").data
     assert data["split_spec"] == {"mid": "beginning", "mid.2": "end"}
     assert data["tied_modules"] == [{"fqns": ["dec", "enc"], "stages": [0, 2]}]
-    _runs_as_planned(model, x, data)
+    runs_as_planned(model, x, data)
 
 
 def test_a_gpt_whose_lm_head_is_its_embedding_splits_before_the_head_once():
@@ -121,7 +110,7 @@ def test_a_gpt_whose_lm_head_is_its_embedding_splits_before_the_head_once():
     data = export(placement, "torch-pipelining").data
     assert data["split_spec"] == {"ln_f": "end"}
     assert data["tied_modules"] == [{"fqns": ["embed", "lm_head"], "stages": [0, 1]}]
-    _runs_as_planned(model, x, data)
+    runs_as_planned(model, x, data)
     parts = export(placement, "torchtitan").data
     assert parts["module_fqns_per_model_part"][-1] == ["lm_head"] and parts["tied_modules"] == data["tied_modules"]
 
@@ -132,7 +121,7 @@ def test_a_gpt_with_tied_weights_splits_as_planned():
     model, x = TiedGPT("weight").eval(), torch.randint(0, 32, (2, 5))
     data = export(_placed(model, x, ["h.2", "lm_head"]), "torch-pipelining").data
     assert data["split_spec"] == {"h.2": "beginning", "lm_head": "beginning"} and data["tied_modules"] == []
-    _runs_as_planned(model, x, data)
+    runs_as_planned(model, x, data)
 
 
 class Autoencoder(nn.Module):
