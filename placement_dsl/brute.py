@@ -20,6 +20,7 @@ from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .placement import Placement, PlacementClass
 from .problem import Problem
+from .schedule import ListScheduler, check_schedule
 from .training_terms import Replicate
 
 MAX_BRUTE_FORCE = 20_000
@@ -190,8 +191,6 @@ def scheduled_optimum(problem: Problem, valid_only: bool = True) -> float:
     """The least makespan the schedule referee accepts over every placement (the valid ones with ``valid_only``),
     each list-scheduled in every topological order of a tiny graph: the single-sample family's reference where the
     order, not only the placement, decides (congestion on ports, channels and links)."""
-    from .schedule import ListScheduler, check_schedule
-
     g, c = problem.graph, problem.cluster
     congestion = problem.cost_model().congestion
     orders = [o for o in itertools.permutations(range(g.n))
