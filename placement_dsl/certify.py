@@ -108,11 +108,11 @@ level          bound                                               size
 ``exact``      Fig. 3                                                O(nk), O(mk)
 =============  ==================================================  ===========================
 
-A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies, ``greedy``,
+A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where it applies, ``greedy``, ``pipedream``,
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
 as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: the work-balanced
-slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; slicegraph and BRKGA if the gap is
-still open before the next level (the certificate's ``upper`` lists what ran).
+slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; PipeDream's path, slicegraph
+and BRKGA if the gap is still open before the next level (the certificate's ``upper`` lists what ran).
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
 one per family of bounds), and register themselves (:func:`~placement_dsl.levels.base.level`)
@@ -142,13 +142,15 @@ from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
+from .starts import LEAD
 from .structure import few_ideals
 
 __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
            "guess_bound", "guess_problem", "level_status", "model_bound"]
 
 ALL = PlacementClass.ALL
-UPPER = ("greedy", "slicegraph", "brkga")  # heuristics that always run for the upper bound of DAG-ordered problems;
+UPPER = ("greedy", *(m for m in LEAD["max_load"] if m != "dp"), "brkga")  # heuristics that always run for the upper
+# bound of DAG-ordered problems: the race's leads (the DP is a level here), PipeDream's path before slicegraph;
 # greedy (O(n + m)) first where the work-balanced slicing is not valid, with all the share it needs: where memory binds
 # its split is often the only valid one, and last, after an even split, it was stopped at 20,000 ops (GPT-3 onto 64
 # stages: no placement at all)
@@ -524,7 +526,7 @@ def _last_resort(run: _Run, outer: Deadline) -> None:
 class _Pending:
     """The upper-bound heuristics of a DAG-ordered problem, run by expected value per second: the work-balanced
     slicing, else greedy, first; then the closed-form bounds ranked before the DP and, on few ideals (:func:`few_ideals`),
-    the DP level; slicegraph and BRKGA only before the first other level, and only while the
+    the DP level; PipeDream's path, slicegraph and BRKGA only before the first other level, and only while the
     best placement does not meet the bound (once it does, nothing they find can change the certificate). They share
     :data:`UPPER_SHARE` of the call's time, greedy's included."""
 
@@ -575,7 +577,7 @@ class _Pending:
         return len(self.run.upper) > ran
 
 
-WARM_METHODS = ("greedy", "slicegraph", "brkga", "dp")  # the upper-bound heuristics and the DP level's
+WARM_METHODS = (*UPPER, "dp")  # the upper-bound heuristics and the DP level's
 WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (jit.warm)
 
 
