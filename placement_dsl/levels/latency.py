@@ -10,13 +10,15 @@ formulation of its model levels) and returns ``(bound, status, note, class)``. T
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Any
 
-from ..certificate import MIP_GAP, LevelStatus, model_bound, solve_level
-from ..deadline import BudgetSpent, call_within
+from ..certificate import MIP_GAP, LevelStatus, UpperRun, model_bound, solve_level
+from ..deadline import BudgetSpent, Deadline, call_within
 from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
+from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
 from ..problem import Problem
 from .base import ALL, Family, Outcome, family, latency_only, level, own_class
@@ -353,6 +355,10 @@ def schedule_ip(run: Any, seconds: float) -> Outcome:
 IMPROVE = "schedule-ls"  # continues from the best schedule of the passes for what is left of the share
 
 
+WIDEN = 1.2  # the cheapest split's estimate, times this: the share makespan_upper widens to hold it (the load may
+# rise between the estimate and the split's own sizing; the next split, greedy's, does not fit then)
+
+
 def makespan_upper(run: Any, seconds: float) -> None:
     """The single-sample schedule heuristics for the makespan levels' horizon and warm start, sharing ``seconds``:
     the passes solve's start race runs (:data:`~placement_dsl.starts.PASSES`: one device, HEFT, CPOP, GETF,
@@ -364,9 +370,13 @@ def makespan_upper(run: Any, seconds: float) -> None:
     from ..starts import PASSES, improve, pass_estimates, resolve
 
     p, share = run.problem, run.clock.within(max(seconds, 0.5))
-    for method in pass_estimates(p, list(PASSES)):
+    for method, need in pass_estimates(p, list(PASSES)).items():
         if share.expired(0.1):
             break
+        if need > share.left():  # estimated from the op count past the share: it would be stopped with nothing
+            run.upper.append(UpperRun(method, None, 0.0, f"skipped: ~{need:.1f} s for {p.graph.n} ops, "
+                                      f"{share.left():.1f} s left"))
+            continue
         limit = share.left()
         try:
             found = call_within(share.within(limit), heuristic, method, p.graph, p.cluster, model=run.model,
@@ -374,11 +384,29 @@ def makespan_upper(run: Any, seconds: float) -> None:
         except PlacementError:
             continue
         run.offer(found.placement, method)
-    best = run.best[1]
+    if not math.isfinite(run.best[0]):  # no pass fitted, or none found a valid schedule: the cheapest split now, in
+        need = WIDEN * fallback_seconds(p.graph, p.cluster, "balanced", SCORING)  # the share widened to hold it
+        fallback_upper(run, run.clock.within(max(share.left(), need)))  # (47,584 ops: the passes took their 7.5 s
+    best = run.best[1]  # for nothing, and the split after the levels no longer fitted: "best inf")
     if best is not None and not share.expired(0.1):
         better = improve(p, resolve(p, best), share.left() - 0.05, method=IMPROVE)
         if better.usable:
             run.offer(better.placement, f"{run.best[2]}+{IMPROVE}")
+
+
+def fallback_upper(run: Any, deadline: Deadline) -> None:
+    """The splits the heuristics fall back on, built and scored within ``deadline``, sized first
+    (:func:`~placement_dsl.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8),
+    offered and recorded in ``run.upper``."""
+    t = time.perf_counter()
+    try:
+        found, valid, ev = scored_fallback(run.problem, deadline, "certify", "certify")
+    except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
+        run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
+        return
+    kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
+    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 
 def chosen_formulation(problem: Problem, name: Any) -> Any:
