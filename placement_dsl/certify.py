@@ -134,9 +134,9 @@ from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
 from .heuristics.base import ColdKernels
-from .heuristics.fallback import scored_fallback, spread_applies, spread_split
+from .heuristics.fallback import spread_applies, spread_split
 from .levels.base import LEVELS, Family, Level, checked_levels, defaults_of, family, load
-from .levels.latency import chosen_formulation, latency_upper, makespan_upper
+from .levels.latency import chosen_formulation, fallback_upper, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
 from .placement import Placement, PlacementClass
@@ -505,22 +505,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     pending.rest()
     _again(run)
     if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
-        _last_resort(run, outer)
+        fallback_upper(run, outer)
     return run.certificate()
-
-
-def _last_resort(run: _Run, outer: Deadline) -> None:
-    """The splits the heuristics fall back on, built and scored within the call's deadline (``outer``), sized first
-    (:func:`~.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8), recorded."""
-    t = time.perf_counter()
-    try:
-        found, valid, ev = scored_fallback(run.problem, outer, "certify", "certify")
-    except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
-        run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
-        return
-    kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
-    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
-    run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 
 class _Pending:

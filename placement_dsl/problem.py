@@ -208,6 +208,11 @@ class Problem:
 
     def violations(self, placement: Placement) -> list[str]:
         """Every reason the placement is invalid for this problem (cost-model checks and term checks)."""
+        return self.scored(placement)[0]
+
+    def scored(self, placement: Placement) -> tuple[list[str], Evaluation]:
+        """:meth:`violations` and :meth:`evaluate` of ``placement`` from one evaluation by the cost model: on a
+        large schedule each is a list schedule of every op (5-7.5 s on 47,584 ops at load 8)."""
         placement = self._rebased(placement)
         ev = evaluate(placement, self.cost_model())
         out = [f"[{v.check}] {v.message}" for v in ev.binding]
@@ -215,7 +220,7 @@ class Problem:
             out.append("[replicas] stages run on several devices, which the problem does not allow (add Replicate)")
         for term in self.constraints:
             out.extend(f"[{type(term).__name__}] {m}" for m in term.check(placement))
-        return out
+        return out, ev
 
     def is_valid(self, placement: Placement) -> bool:
         return not self.violations(placement)

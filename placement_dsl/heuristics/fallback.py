@@ -33,7 +33,8 @@ MILLISECONDS = 0.1  # seconds: a split estimated to take at most this is built h
 def evaluations(split: str, cluster: Cluster) -> int:
     """How many evaluations of the whole graph building ``split`` and checking it here takes: the slicing's own
     score, greedy's fill and score, one device's per class of identical devices and its score; one more each for
-    the check that picks the best; none for ``"none"`` (a caller's scoring of a placement it holds)."""
+    the check that picks the best (not made where one split is built); none for ``"none"`` (a caller's scoring of a
+    placement it holds)."""
     if split == "none":  # only the caller's checks
         return 0
     built = {"balanced": 1, "greedy": 2}.get(split, len(cluster.homogeneous_groups()) + 1)
@@ -79,7 +80,8 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
         if errors:
             raise errors[0]
         raise BudgetSpent(f"{method}: no fallback split fits the time left: {'; '.join(skipped)}")
-    best = min(found, key=lambda r: (not evaluate(r.placement, model).valid, r.objective))
+    best = found[0] if len(found) == 1 else min(found, key=lambda r: (not evaluate(r.placement, model).valid,
+                                                                     r.objective))
     placement = Placement(graph, cluster, best.placement.assign, source=method)
     return HeuristicResult(method=method, placement=placement, objective=best.objective,
                            seconds=time.perf_counter() - begun, evaluations=sum(r.evaluations for r in found),
@@ -89,7 +91,7 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
 
 def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
     """:func:`fallback` on ``problem``'s graph, cluster and cost model, and its placement scored as ``problem`` scores
-    one (whether it is valid for its terms, and its evaluation: two evaluations), all within ``deadline``
+    one (whether it is valid for its terms, and its evaluation: one evaluation, :data:`SCORING`), all within ``deadline``
     (:func:`sized_call`), the splits sized to leave the scoring its time. :class:`BudgetSpent` says why where even
     the cheapest split and its scoring do not fit, or the child was stopped."""
     g, c = problem.graph, problem.cluster
@@ -109,14 +111,15 @@ def sized_call(deadline: Deadline, need: float, what: str, fn: Any, *args: Any, 
     return fn(*args, **kwargs) if need > left else call_within(deadline, fn, *args, **kwargs)
 
 
-SCORING = 2  # evaluations a problem scores a placement with (Problem.is_valid, Problem.evaluate)
+SCORING = 1  # evaluations a problem scores a placement with (Problem.scored: its violations and evaluation at once)
 
 
 def _scored(problem: Problem, until: float, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
     now = time.monotonic()
     found = fallback(method, problem.graph, problem.cluster, problem.cost_model(), phase,
                      deadline=Deadline(max(until - now, 0.0), now))
-    return found, not problem.violations(found.placement), problem.evaluate(found.placement)
+    violations, ev = problem.scored(found.placement)
+    return found, not violations, ev
 
 
 def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:

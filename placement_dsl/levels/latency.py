@@ -10,13 +10,15 @@ formulation of its model levels) and returns ``(bound, status, note, class)``. T
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Any
 
-from ..certificate import MIP_GAP, LevelStatus, model_bound, solve_level
-from ..deadline import BudgetSpent, call_within
+from ..certificate import MIP_GAP, LevelStatus, UpperRun, model_bound, solve_level
+from ..deadline import BudgetSpent, Deadline, call_within
 from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
+from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
 from ..problem import Problem
 from .base import ALL, Family, Outcome, family, latency_only, level, own_class
@@ -353,6 +355,10 @@ def schedule_ip(run: Any, seconds: float) -> Outcome:
 IMPROVE = "schedule-ls"  # continues from the best schedule of the passes for what is left of the share
 
 
+WIDEN = 1.2  # the cheapest split's estimate, times this: the time makespan_upper keeps for it (the load may rise
+# between the estimate and the split's own sizing; the next split, greedy's, does not fit then)
+
+
 def makespan_upper(run: Any, seconds: float) -> None:
     """The single-sample schedule heuristics for the makespan levels' horizon and warm start, sharing ``seconds``:
     the passes solve's start race runs (:data:`~placement_dsl.starts.PASSES`: one device, HEFT, CPOP, GETF,
@@ -360,10 +366,18 @@ def makespan_upper(run: Any, seconds: float) -> None:
     critical-chain search from the best of them for the rest (a pass cut short offers nothing). MOIRAI's GoogLeNet on
     one core: one device 2.336, HEFT 1.530, CPOP 1.519, GETF 1.524, m-SCT 1.977, each under 0.05 s; from CPOP's the
     search found 1.373 in a 10 s certificate.
+
+    The share leaves the levels' clock the time of the cheapest fallback split and its scoring
+    (:func:`~placement_dsl.heuristics.fallback.fallback_seconds`, :data:`WIDEN`), built here where no pass found a
+    valid schedule: on 47,584 ops the passes took their 7.5 s of a 30 s ``bounds`` and were stopped with nothing, and
+    the split after the levels no longer fitted ("best inf"). The passes are not skipped by their own estimates:
+    those are far above their runs on a wide sheet (one device: 38 s estimated on 15,838 ops, done in under 1.8 s).
     """
     from ..starts import PASSES, improve, pass_estimates, resolve
 
-    p, share = run.problem, run.clock.within(max(seconds, 0.5))
+    p = run.problem
+    split = WIDEN * fallback_seconds(p.graph, p.cluster, "balanced", SCORING)
+    share = run.clock.within(max(min(seconds, run.clock.left() - split), 0.5))
     for method in pass_estimates(p, list(PASSES)):
         if share.expired(0.1):
             break
@@ -374,11 +388,28 @@ def makespan_upper(run: Any, seconds: float) -> None:
         except PlacementError:
             continue
         run.offer(found.placement, method)
+    if not math.isfinite(run.best[0]):  # the passes found no valid schedule: the cheapest split, in the time kept
+        fallback_upper(run, run.clock.within(max(share.left(), split)))
     best = run.best[1]
     if best is not None and not share.expired(0.1):
         better = improve(p, resolve(p, best), share.left() - 0.05, method=IMPROVE)
         if better.usable:
             run.offer(better.placement, f"{run.best[2]}+{IMPROVE}")
+
+
+def fallback_upper(run: Any, deadline: Deadline) -> None:
+    """The splits the heuristics fall back on, built and scored within ``deadline``, sized first
+    (:func:`~placement_dsl.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8),
+    offered and recorded in ``run.upper``."""
+    t = time.perf_counter()
+    try:
+        found, valid, ev = scored_fallback(run.problem, deadline, "certify", "certify")
+    except PlacementError as err:  # no split could be built, or none in the time left (BudgetSpent)
+        run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
+        return
+    kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
+    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 
 def chosen_formulation(problem: Problem, name: Any) -> Any:

@@ -16,8 +16,9 @@ import pytest
 
 from placement_dsl.certificate import LevelStatus
 from placement_dsl.certify import certify
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.deadline import BudgetSpent, Deadline
+from placement_dsl.errors import PlacementError
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import fallback as fallbacks
 from placement_dsl.objectives import Makespan
@@ -83,3 +84,42 @@ def test_a_solve_past_its_deadline_sizes_the_fallback_split_and_says_why():
     result = solve(_schedule(6000), deadline=spent, method="ip")
     assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
     assert "fallback split skipped" in result.message and "6000 ops" in result.message
+
+
+def test_a_placement_is_scored_by_one_evaluation(monkeypatch):
+    """Its validity and its objective come from one list schedule of the whole graph (5-7.5 s on 47,584 ops at
+    load 8, where they were two): a given start, and the scored fallback split."""
+    import placement_dsl.problem as problem_module
+    from placement_dsl.starts import resolve
+
+    calls, real = [], problem_module.evaluate
+    monkeypatch.setattr(problem_module, "evaluate", lambda p, m: calls.append(p) or real(p, m))
+    problem = _schedule(40)
+    start = resolve(problem, problem.placement([0] * problem.graph.n))
+    assert start.usable and len(calls) == 1
+    calls.clear()
+    found, valid, value = fallbacks.scored_fallback(_schedule(12), Deadline(0.0), "m", "phase")  # run here
+    assert valid and len(calls) == 1 and value.objective == real(found.placement, problem.cost_model()).objective
+
+
+
+def test_the_schedule_passes_leave_the_cheapest_split_its_time(monkeypatch):
+    """On 47,584 ops the passes (one device, HEFT, CPOP, ...) took their 7.5 s share of a 30 s ``bounds`` and were
+    stopped with nothing, and the split after the levels no longer fitted: "best inf". Their share now leaves the
+    levels' clock the cheapest split's estimate, and the split is built where they found nothing."""
+    from placement_dsl.levels import latency
+
+    limits = []
+
+    def stopped(deadline, fn, *args, time_limit=None, **kwargs):
+        limits.append(time_limit)
+        raise PlacementError("stopped with nothing")
+
+    monkeypatch.setattr(latency, "fallback_seconds", lambda g, c, split="balanced", checks=0: 15.0)  # x WIDEN: 18 s
+    monkeypatch.setattr(latency, "call_within", stopped)
+    sheet = _schedule(300)  # devices that run one op at a time, as a sheet's
+    problem = Problem(sheet.graph, Cluster([Device(name=f"d{i}", invocations=False) for i in range(4)]), Makespan())
+    cert = certify(problem, budget=20.0, levels=("route-path",))
+    assert limits and max(limits) < 2.0  # 20 s less the 18 s kept (the share was a quarter: 5 s)
+    assert cert.upper[0].method == "fallback" and cert.upper[0].objective is not None
+    assert cert.found_by.split("+")[0] == "fallback" and cert.bound <= cert.objective < math.inf
