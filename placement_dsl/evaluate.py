@@ -405,9 +405,11 @@ def _violations(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...]) ->
     g, c = p.graph, p.cluster
     out: list[Violation] = []
     times = c.times(g)[np.arange(g.n), p.assign]
+    pins = g.pinned
     for i in np.flatnonzero(~np.isfinite(times))[:10]:
         d = c.devices[p.assign[i]]
-        out.append(Violation("allowed", f"op {g.names[i]!r} cannot run on device {d.name!r} (kind {d.kind!r})"))
+        why = f"pinned to {pins[i]!r}" if i in pins and pins[i] != d.name else f"kind {d.kind!r}"
+        out.append(Violation("allowed", f"op {g.names[i]!r} cannot run on device {d.name!r} ({why})"))
     if model.memory is MemoryMode.HARD:
         for r in rows:
             if r.memory_used > r.memory_capacity * (1 + REL_TOL):

@@ -173,13 +173,13 @@ def test_a_steps_solve_prices_no_bound_for_its_coarse_model(monkeypatch):
 
     priced, solve = [], contracted.solve
     real = stopped.closed_form_bound
-    monkeypatch.setattr(stopped, "closed_form_bound", lambda p: priced.append(p.graph.n) or real(p))
+    monkeypatch.setattr(stopped, "closed_form_bound", lambda p, clock=None: priced.append(p.graph.n) or real(p, clock))
     problem = Problem(_graph(), default_cluster(6, 1), Latency(), [Memory()])
     start = _halves(problem)
     monkeypatch.setattr(contracted, "solve", lambda small, **kw: solve(small, **{**kw, "time_limit": 0.01}))
     found, info = contracted.step(problem, start, None, LIMIT, "highs")  # stopped before its model: the start answers
     assert info["status"] == "time_limit_feasible" and found is None and priced == []
-    assert solve(problem, time_limit=0.01, warm_start=start).bound is not None and priced  # outside a step: priced
+    assert solve(problem, time_limit=1.0, warm_start=start).bound is not None and priced  # outside a step: priced
     with stopped.unread_bounds():
         assert stopped.UNREAD.get()
     assert not stopped.UNREAD.get()
