@@ -248,7 +248,7 @@ class Stop:
         (within a relative 1e-9): the start is then optimal and needs no search."""
         usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
         return usable and self.floor is not None and math.isfinite(self.start_eval.objective) and \
-            self.floor >= self.start_eval.objective * (1 - 1e-9)
+            meets(self.floor, self.start_eval.objective)
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
@@ -360,8 +360,13 @@ def proven(result: Result) -> None:
     the bound proves it over the class it covers (``bound_scope``), however the search ended."""
     objective, bound = result.objective, result.bound
     if result.status is Status.TIME_LIMIT_FEASIBLE and objective is not None and bound is not None and \
-            math.isfinite(objective) and bound >= objective - 1e-9 * max(1.0, abs(objective)):
+            math.isfinite(objective) and meets(bound, objective):
         result.status = Status.OPTIMAL
+
+
+def meets(bound: float, objective: float) -> bool:
+    """Whether ``bound`` proves ``objective`` optimal: it reaches it within a relative 1e-9 (absolute below 1)."""
+    return bound >= objective - 1e-9 * max(1.0, abs(objective))
 
 
 FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 12.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)
