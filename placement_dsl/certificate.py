@@ -72,6 +72,13 @@ class UpperRun:
                 "message": self.message}
 
 
+def held(level: str, bound: float, ub: float, tol: float, rounding: float, above: str) -> float:
+    """A bound ``level`` proved, held to a valid objective ``ub``: past it (beyond ``tol``) the level is invalid
+    (``above`` says against what); within the scale's ``rounding`` of it, it is ``ub`` (rounding is not a gap)."""
+    assert bound <= ub * (1 + tol) + 1e-9, f"level {level!r} claims bound {bound!r} {above} {ub!r}; the relaxation is invalid"
+    return ub if bound >= ub * (1 - rounding) else bound
+
+
 @dataclass
 class Beyond:
     """What a certification knows of the problem's family beyond its class (the problem without the terms that
@@ -125,9 +132,12 @@ class Wider:
 
     def offer(self, placement: Placement, who: str) -> None:
         """Keep ``placement`` (outside the class) if it is valid over the family and the best such."""
-        if self.problem is None or not self.problem.is_valid(placement):
+        if self.problem is None:
             return
-        value = self.problem.evaluate(placement).objective
+        broken, ev = self.problem.scored(placement)  # one evaluation for both
+        if broken:
+            return
+        value = ev.objective
         assert self.wide[0] <= value * (1 + self.tol) + 1e-9, (
             f"level {self.wide[1]!r} claims bound {self.wide[0]!r} over all placements above the objective {value!r} "
             f"of {who!r}'s valid placement outside {self.listed}; the bound is invalid")
@@ -139,11 +149,9 @@ class Wider:
         ub = min(best, self.outside[0])
         if self.problem is None:
             return
-        assert bound <= ub * (1 + self.tol) + 1e-9, (
-            f"level {level!r} claims bound {bound!r} over all placements above the valid objective {ub!r}; "
-            "the relaxation is invalid")
+        bound = held(level, bound, ub, self.tol, self.rounding, "over all placements above the valid objective")
         if bound > self.wide[0]:
-            self.wide = (ub if bound >= ub * (1 - self.rounding) else bound, level)
+            self.wide = (bound, level)
 
     def beyond(self, best: tuple[float, Placement | None, str]) -> Beyond | None:
         """The certificate's view of the family, the class's ``best`` (objective, placement, finder) beside."""

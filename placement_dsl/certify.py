@@ -127,7 +127,7 @@ import time
 import warnings
 from typing import Any
 
-from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, level_status, model_bound
+from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, held, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
@@ -228,11 +228,7 @@ class _Run:
             if bound > self.class_bounds.get(scope, (-math.inf, ""))[0]:
                 self.class_bounds[scope] = (bound, level)
             return bound
-        ub = self.best[0]
-        assert bound <= ub * (1 + TOL) + 1e-9, (
-            f"level {level!r} claims bound {bound!r} above the feasible objective {ub!r} found by {self.best[2]!r}; "
-            "the relaxation is invalid")
-        bound = ub if bound >= ub * (1 - ROUNDING) else bound  # the scale's rounding is not a gap
+        bound = held(level, bound, self.best[0], TOL, ROUNDING, f"above the feasible objective found by {self.best[2]!r},")
         if bound > self.bound[0]:
             self.bound = (bound, level)
         return bound
