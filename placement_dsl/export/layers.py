@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import boundaries
 from ..errors import SpecError
 from ..placement import Placement
-from .plan import Stage, module_objects, op_name, pipeline_stages, split_modules, whole_modules
+from .plan import Stage, op_name, pipeline_stages, split_modules, whole_modules
 
 _SUFFIXED = re.compile(r"^(.+_)(\d+)$")
 
@@ -168,7 +169,7 @@ def check_transformer_layers(placement: Placement, prefix: str, runtime: str) ->
                           for p in sorted(lists, key=lambda p: (-len(lists[p]), p)))
         raise SpecError(f"{runtime} assigns transformer layers: the model has no repeated layer list "
                         f"(found {found}; the closest, {closest!r}, {why}); export to deepspeed or torch-pipelining")
-    objects = module_objects(placement)
+    objects = boundaries.shared_modules(placement.graph)
     for i in sorted(lists[prefix]):
         tied = [f for f in objects.get(layer_name(prefix, i), {}).get("fqns", []) if _layer_index(f, prefix) != i]
         if tied:

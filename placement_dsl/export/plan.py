@@ -118,13 +118,6 @@ def _round_robin(stages: list[Stage]) -> bool:
     return len(stages) % p == 0 and all(r == k % p for k, r in enumerate(ranks))
 
 
-def module_objects(placement: Placement) -> dict[str, dict[str, Any]]:
-    """The modules that are one ``nn.Module`` object under several names or that the model calls more than once, as
-    the importers record them (:func:`~placement_dsl.boundaries.shared_modules`): each name to ``{"fqns": [the
-    object's names], "calls": its calls under all of them}``."""
-    return boundaries.shared_modules(placement.graph)
-
-
 def reused_modules(placement: Placement) -> set[str]:
     """Module paths that are no single module call (:func:`~placement_dsl.boundaries.reused_modules`, the one
     definition :class:`~placement_dsl.boundaries.Boundaries` cuts by): torchvision's one ``relu`` per block is
@@ -137,7 +130,7 @@ def tied_modules(placement: Placement, stages: list[Stage]) -> list[dict[str, An
     each as ``{"fqns": [its names], "stages": [the stages calling it]}``. A runtime builds each stage's part of the
     model on its own, so those stages hold one copy each of the module's weights, and a training step must sum
     their gradients (as Megatron-LM does for a tied embedding and output layer)."""
-    objects = module_objects(placement)
+    objects = boundaries.shared_modules(placement.graph)
     found: dict[tuple[str, ...], set[int]] = {}
     for s in stages:
         for v in s.ops:
@@ -228,7 +221,7 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
         whole_modules(placement, stages, depth, runtime)
     owner = _owner(stages)
     _check_program_order(placement, stages, owner, runtime)
-    ctx = _Points(placement, stages, runtime, reused_modules(placement), called_modules(placement))
+    ctx = _Points(placement, stages, runtime, reused_modules(placement), boundaries.called_modules(placement.graph))
     before: set[str] = set()  # every module scope entered by an earlier stage
     for s in stages:
         first = g.ops[s.ops[0]]
@@ -236,7 +229,7 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
         if s.index and not path:
             ctx.add(s.index, [], _end_point(placement, stages, s.index, ctx))
         elif s.index:
-            starts = _split_points(path, before, ctx.called)
+            starts = boundaries.beginning_points(path, before, ctx.called)
             if not starts:
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
                                 f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
@@ -255,7 +248,7 @@ class _Points:
                  called: set[str] | None):
         self.placement, self.stages, self.runtime = placement, stages, runtime
         self.reused, self.called = reused, called
-        self.objects = module_objects(placement)
+        self.objects = boundaries.shared_modules(placement.graph)
         self.scopes = [_scopes(placement.graph, s) for s in stages]
         self.options: list[tuple[int, list[tuple[str, str]]]] = []
 
@@ -332,12 +325,6 @@ def _scopes(g: Any, stage: Stage) -> set[str]:
     return out
 
 
-def called_modules(placement: Placement) -> set[str] | None:
-    """The modules the model calls (:func:`~placement_dsl.boundaries.called_modules`), ``None`` without module
-    stacks; a container that is only iterated (a ``ModuleList`` of blocks) is never called."""
-    return boundaries.called_modules(placement.graph)
-
-
 def _check_called(point: str, called: set[str] | None, where: str, runtime: str) -> None:
     if called is not None and point not in called:
         raise SpecError(f"{runtime}: {where} {point!r}, a module the model never calls (a container it iterates, "
@@ -412,13 +399,6 @@ def _check_no_skip(placement: Placement, stages: list[Stage], k: int, point: str
                     raise SpecError(f"{runtime}: stage {k} begins at {point!r} inside module {path!r}, whose op "
                                     f"{op_name(g.ops[v])!r} on stage {s.index} reads {op_name(g.ops[u])!r} of "
                                     f"an earlier stage (a residual connection); no runtime can cut there")
-
-
-def _split_points(path: str, before: set[str], called: set[str] | None) -> list[str]:
-    """The modules of ``path`` that no earlier stage enters and the model calls, shallowest first
-    (:func:`~placement_dsl.boundaries.beginning_points`, the points :class:`~placement_dsl.boundaries.Boundaries`
-    cuts at; with ``depth`` the modules at ``depth`` are whole, :func:`whole_modules`)."""
-    return boundaries.beginning_points(path, before, called)
 
 
 def _entered(g: Any, stages: list[Stage], k: int, path: str) -> int:
