@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .congestion import Congestion as CongestionMode  # the referee's modes; Congestion here is the term
 from .errors import SpecError
 from .evaluate import CostModel, evaluate
 from .graph import PINNED, Graph, Op, union_roots
-from .schedule import Congestion as CongestionMode  # the schedule referee's modes; Congestion here is the term
 
 if TYPE_CHECKING:
     from .cluster import Cluster

@@ -46,13 +46,14 @@ from typing import Any
 import numpy as np
 
 from .cluster import Cluster
+from .congestion import Congestion
 from .errors import SpecError
 from .invocation import invocations, subgraph_levels
 from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
-from .schedule import Congestion, schedule_makespan, transfer_tasks
+from .schedule import schedule_makespan, transfer_tasks
 from .stage_schedules import stage_memory, stage_times
 from .training import TrainingMemorySpec, gpipe_time_per_sample, pass_cycle, training_memory
 from .validity import Violation, contiguity_violations, order_violations

@@ -10,9 +10,10 @@ MOIRAI matrix entry ``op.attrs["transfer_time"][dev(u)][d]`` where the op carrie
 (:mod:`placement_dsl.io.moirai`), else ``out_bytes / route_bandwidth + route_latency``
 (bytes over bytes per time unit, plus a time; :class:`~placement_dsl.cluster.Cluster`).
 
-Congestion (:class:`Congestion`) says which transfers may not overlap; under ``"link"`` a
-transfer holds every link of its route for its whole duration (MOIRAI's channel, generalized
-to multi-hop routes), so transfers whose routes share a physical link run one at a time. Ops and transfers of
+Congestion (:class:`Congestion`) says which transfers may not overlap: a transfer holds the
+resources :class:`~placement_dsl.congestion.TransferResources` names (ports, its channel, or
+under ``"link"`` every link of its route, MOIRAI's channel generalized to multi-hop routes) for
+its whole duration, and two transfers holding one resource run one at a time. Ops and transfers of
 zero duration are instants: they occupy neither a device nor a link (MOIRAI's flows are
 not operators, so eq. 6 does not constrain them; zero-time flows carry no data).
 
@@ -27,13 +28,13 @@ import math
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .cluster import Cluster
+from .congestion import Congestion, Resource, TransferResources
 from .errors import SpecError
 from .graph import Graph
 
@@ -42,15 +43,6 @@ if TYPE_CHECKING:
 
 REL_TOL = 1e-9
 MAX_REPORT = 10  # messages per kind of violation; the rest are counted
-
-
-class Congestion(str, Enum):
-    """Which transfers exclude each other in time (MOIRAI eq. 8)."""
-
-    PORT = "port"  # one transfer at a time leaving a device, and one entering it (MOIRAI's released code)
-    CHANNEL = "channel"  # one transfer at a time per ordered device pair (MOIRAI §III-D text)
-    LINK = "link"  # one transfer at a time per physical link: transfers whose routes share a link (Cluster.route)
-    NONE = "none"  # transfers never contend
 
 
 # ---------------------------------------------------------------------------- transfer durations
@@ -238,7 +230,8 @@ def _precedence(p: Placement, start: np.ndarray, finish: np.ndarray, keys: np.nd
 def _contention(p: Placement, ops: tuple[np.ndarray, np.ndarray, np.ndarray],
                 transfers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                 congestion: Congestion, tol: float) -> list[str]:
-    """Device overlaps of ops and congestion of transfers, both among positive durations only."""
+    """Device overlaps of ops, and transfers that hold a common resource (:class:`TransferResources`) at once, both
+    among positive durations only."""
     g, c, a = p.graph, p.cluster, p.assign
     start, finish, busy = ops
     msgs = []
@@ -247,36 +240,18 @@ def _contention(p: Placement, ops: tuple[np.ndarray, np.ndarray, np.ndarray],
         msgs.append(f"device {c.names[a[i]]!r} runs ops {g.names[i]!r} [{start[i]:.6g}, {finish[i]:.6g}) and "
                     f"{g.names[j]!r} [{start[j]:.6g}, {finish[j]:.6g}) at once")
     prod, src, dst, ts, tf = transfers
-    if congestion is Congestion.LINK:
-        return msgs + _link_contention(p, transfers, tol)
-    groups = {Congestion.PORT: [("out-port of", src), ("in-port of", dst)], Congestion.NONE: [],
-              Congestion.CHANNEL: [("channel", src * c.size + dst)]}[congestion]
-    for label, group in groups:
-        for i, j in _overlaps(group, ts, tf, tol):
-            where = f"{c.names[src[i]]!r}->{c.names[dst[i]]!r}" if label == "channel" else \
-                repr(c.names[src[i] if label == "out-port of" else dst[i]])
-            msgs.append(f"{label} {where}: transfers of op {g.names[prod[i]]!r} ({c.names[src[i]]}->{c.names[dst[i]]}, "
-                        f"[{ts[i]:.6g}, {tf[i]:.6g})) and op {g.names[prod[j]]!r} ({c.names[src[j]]}->"
-                        f"{c.names[dst[j]]}, [{ts[j]:.6g}, {tf[j]:.6g})) overlap")
-    return msgs
-
-
-def _link_contention(p: Placement, transfers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                     tol: float) -> list[str]:
-    """Transfers whose routes share a physical link and overlap in time (``Congestion("link")``)."""
-    g, c = p.graph, p.cluster
-    prod, src, dst, ts, tf = transfers
-    rows = [(k, lk) for k in range(prod.size) for lk in (c.route_links[src[k]][dst[k]] or ())]
+    held = TransferResources(c, congestion)
+    rows = [(k, r) for k in range(prod.size) for r in held(src[k], dst[k])]
     if not rows:
-        return []
+        return msgs
+    ids = {r: i for i, r in enumerate(held.all)}
     which = np.array([k for k, _ in rows], dtype=np.int64)
-    link = np.array([lk for _, lk in rows], dtype=np.int64)
-    msgs = []
-    for i, j in _overlaps(link, ts[which], tf[which], tol):
-        lk, a, b = c.links[link[i]], which[i], which[j]
-        msgs.append(f"link {lk.src!r}->{lk.dst!r}: transfers of op {g.names[prod[a]]!r} ({c.names[src[a]]}->"
-                    f"{c.names[dst[a]]}, [{ts[a]:.6g}, {tf[a]:.6g})) and op {g.names[prod[b]]!r} ({c.names[src[b]]}->"
-                    f"{c.names[dst[b]]}, [{ts[b]:.6g}, {tf[b]:.6g})) overlap")
+    group = np.array([ids[r] for _, r in rows], dtype=np.int64)
+    for i, j in _overlaps(group, ts[which], tf[which], tol):
+        one, two = which[i], which[j]
+        msgs.append(f"{held.name(held.all[group[i]])}: transfers of op {g.names[prod[one]]!r} ({c.names[src[one]]}->"
+                    f"{c.names[dst[one]]}, [{ts[one]:.6g}, {tf[one]:.6g})) and op {g.names[prod[two]]!r} "
+                    f"({c.names[src[two]]}->{c.names[dst[two]]}, [{ts[two]:.6g}, {tf[two]:.6g})) overlap")
     return msgs
 
 
@@ -385,9 +360,9 @@ class ListScheduler:
 
     Placing op ``v`` on device ``d`` books, for each cross-device input ``u`` not yet on ``d``
     (inputs by finish time, then index), the transfer ``(u, d)`` at the earliest time after
-    ``u`` ends when its links are free (both ports under :attr:`Congestion.PORT`, the channel
-    under :attr:`Congestion.CHANNEL`, every link of the route under :attr:`Congestion.LINK`); then ``v`` takes the earliest gap of its device after
-    its inputs arrive. :meth:`finish_on` tries a device without keeping anything.
+    ``u`` ends when the resources it holds are free (:class:`~placement_dsl.congestion.TransferResources`:
+    both ports, the channel or every link of the route); then ``v`` takes the earliest gap of its device
+    after its inputs arrive. :meth:`finish_on` tries a device without keeping anything.
     """
 
     def __init__(self, graph: Graph, cluster: Cluster, congestion: Congestion | str = Congestion.PORT):
@@ -405,8 +380,8 @@ class ListScheduler:
         self._arrive: dict[tuple[int, int], float] = {}
         self._devices = [Timeline() for _ in range(D)]
         self._parallel = cluster.parallel.tolist()  # host devices run any number of ops at once (Tarnawski §4)
-        self._ports = ([Timeline() for _ in range(D)], [Timeline() for _ in range(D)])
-        self._channels: dict[tuple[int, int], Timeline] = {}
+        self._held = TransferResources(cluster, self.congestion)
+        self._resources: dict[Resource, Timeline] = {}  # a port, channel or link: its busy intervals
 
     def duration(self, u: int, a: int, b: int) -> float:
         """Transfer time of op ``u``'s output from device ``a`` to ``b`` (see :func:`transfer_durations`)."""
@@ -419,13 +394,8 @@ class ListScheduler:
         return (size * self._per_byte[a][b] if size > 0 else 0.0) + self._latency[a][b]
 
     def _lines(self, a: int, b: int) -> list[Timeline]:
-        if self.congestion is Congestion.PORT:
-            return [self._ports[0][a], self._ports[1][b]]
-        if self.congestion is Congestion.CHANNEL:
-            return [self._channels.setdefault((a, b), Timeline())]
-        if self.congestion is Congestion.LINK:
-            return [self._channels.setdefault((-1, k), Timeline()) for k in self.cluster.route_links[a][b] or ()]
-        return []
+        """The timelines of the resources a transfer ``a -> b`` holds (:class:`TransferResources`)."""
+        return [self._resources.setdefault(r, Timeline()) for r in self._held(a, b)]
 
     def _inputs(self, v: int, d: int, undo: list, booked: list) -> float:
         """Book the transfers ``v`` needs on ``d``; returns when its last input is there."""

@@ -44,11 +44,12 @@ import numpy as np
 
 from ..bounds.makespan import makespan_bounds
 from ..cluster import Cluster
+from ..congestion import Congestion
 from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
+from ..schedule import ListScheduler, priority_order, upward_rank
 from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import earliest_finish_device, mean_costs, op_groups

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..cluster import Cluster
+from ..congestion import Congestion
 from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
-from ..schedule import Congestion, ListScheduler
+from ..schedule import ListScheduler
 from .listsched import op_groups
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
