@@ -114,7 +114,7 @@ class ScheduleModel:
             self.m.AddExactlyOne(self.lit[int(u), d] for d in np.flatnonzero(data.allowed[u]))
         self.start = [self.m.NewIntVar(0, horizon, f"S[{name}]") for name in ctx.ops]
         self.end = [self.m.NewIntVar(0, horizon, f"C[{name}]") for name in ctx.ops]
-        self.ports: dict[tuple[int, int], list[Any]] = {}
+        self.ports: dict[Any, list[Any]] = {}  # a resource transfers hold (port, channel, link): their intervals
         self._ops()
         self._tasks()
         self._memory()
@@ -175,11 +175,9 @@ class ScheduleModel:
         return lambda c: y
 
     def _book(self, a: int, c: int, interval: Any) -> None:
-        mode = self.data.congestion
-        keys = [(a, -1), (-1, c)] if mode == "port" else [(a, c)] if mode == "channel" else \
-            [(-2, k) for k in self.data.ctx.cluster.route_links[a][c] or ()] if mode == "link" else []
-        for key in keys:
-            self.ports.setdefault(key, []).append(interval)
+        """The interval of a transfer ``a -> c`` on every resource it holds (:attr:`ScheduleData.held`)."""
+        for resource in self.data.held(a, c):
+            self.ports.setdefault(resource, []).append(interval)
 
     def _arrivals(self, k: int, ts: Any, moved: list[Any]) -> None:
         task = self.data.tasks[k]

@@ -23,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from ..congestion import Resource, TransferResources
 from ..constraints import Memory, congestion_of
 from ..errors import InfeasibleError, SpecError
 from ..schedule import transfer_durations
 from .base import Context
 
-Resource = tuple[int, int]  # (a, -1): out-port of a; (-1, b): in-port of b; (a, b): channel a -> b; (LINK, l): link l
-LINK = -2
 SLACK = 1e-9  # the horizon is widened by this (relative and absolute) so the schedule that set it stays inside
 
 
@@ -57,6 +56,7 @@ class ScheduleData:
     def __init__(self, ctx: Context, horizon: float | None):
         g, self.ctx, self.D = ctx.graph, ctx, ctx.D
         self.congestion = congestion_of(ctx.problem.constraints)
+        self.held = TransferResources(ctx.cluster, self.congestion)  # what a transfer a -> b holds: ports, channel, links
         self.allowed = ctx.unit_allowed[ctx.unit].copy()
         for v, d in ctx.pins.items():
             self.allowed[ctx.unit == ctx.unit[v]] = np.arange(ctx.D) == d
@@ -199,26 +199,15 @@ class ScheduleData:
         return self.ctx.unit[i] != self.ctx.unit[j] or bool((self.allowed[i] & ~shared).any())
 
     def busy_channels(self, k: int, resource: Resource) -> list[tuple[int, int]]:
-        """Channels of task ``k`` on ``resource`` that take a positive time (a link ``(LINK, l)``: the
-        channels whose route crosses link ``l``)."""
-        a0, c0 = resource
+        """Channels ``(a, c)`` of task ``k`` that hold ``resource`` (:attr:`held`) for a positive time."""
         u = self.tasks[k].producer
-        if a0 == LINK:
-            routes = self.ctx.cluster.route_links
-            return [(a, c) for a, c in sorted(self.task_channels[k]) if c0 in (routes[a][c] or ())
-                    and self.time(u, a, c) > 0]
-        return [(a, c) for a, c in sorted(self.task_channels[k]) if (a0 < 0 or a == a0) and (c0 < 0 or c == c0)
-                and self.time(u, a, c) > 0]
+        return [(a, c) for a, c in sorted(self.task_channels[k]) if resource in self.held(a, c) and self.time(u, a, c) > 0]
 
     def resources(self) -> list[Resource]:
-        """The ports (``"port"``), channels (``"channel"``) or physical links (``"link"``: ``(LINK, l)``)
-        transfers contend for; none for ``"none"``."""
-        D = range(self.D)
-        if self.congestion == "link":
-            return [(LINK, k) for k in range(len(self.ctx.cluster.links))]
-        if self.congestion == "port":
-            return [(a, -1) for a in D] + [(-1, b) for b in D]
-        return [(a, b) for a in D for b in D if a != b] if self.congestion == "channel" else []
+        """The resources transfers contend for (:attr:`TransferResources.all <placement_dsl.congestion.TransferResources.all>`):
+        every device's out- and in-port (``"port"``), every ordered pair's channel (``"channel"``), every link of a route
+        (``"link"``); none for ``"none"``."""
+        return list(self.held.all)
 
     def _precedes(self, k: int, j: int) -> bool:
         """Task ``k`` ends before task ``j`` starts in every schedule within the horizon: its consumers all

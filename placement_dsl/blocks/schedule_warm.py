@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..congestion import TransferResources
 from ..graph import least_first_order
 from ..placement import Placement
 from ..schedule import Schedule, check_schedule, list_schedule, transfer_tasks
@@ -80,21 +81,13 @@ def _warm_schedule(ctx: Context, warm: Warm, data: ScheduleData) -> WarmSchedule
     op_order = {(i, j): _order(start[i], start[j], dur[i], tol) if a[i] == a[j] and data.busy[i, a[i]]
                 and data.busy[j, a[j]] else "apart" for i, j, _ in data.op_pairs}
     took = [0.0 if ch is None else data.time(t.producer, *ch) for t, ch in zip(data.tasks, channel)]
+    moving = [ch if ch is not None and t > 0 else None for ch, t in zip(channel, took)]  # instants hold nothing
     task_order = {(k, j): _order(task_start[k], task_start[j], took[k], tol)
-                  if _contend(channel[k], channel[j], took[k], took[j], data.congestion) else "apart"
+                  if moving[k] and moving[j] and data.held.shared(moving[k], moving[j]) else "apart"
                   for k, j, _ in data.task_pairs}
     finish = [task_start[k] + took[k] for k in range(len(data.tasks))]
     makespan = max(float((start + dur).max(initial=0.0)), max(finish, default=0.0))
     return WarmSchedule(start, task_start, channel, op_order, task_order, makespan)
-
-
-def _contend(one: tuple[int, int] | None, other: tuple[int, int] | None, t1: float, t2: float, mode: str) -> bool:
-    """Two transfers on these channels, lasting these times, share a port (or the channel) under ``mode``."""
-    if one is None or other is None or t1 <= 0 or t2 <= 0:
-        return False
-    if mode == "port":
-        return one[0] == other[0] or one[1] == other[1]
-    return mode == "channel" and one == other
 
 
 def warm_schedule(ctx: Context, warm: Warm, data: ScheduleData) -> WarmSchedule:
@@ -113,8 +106,8 @@ def retime(placement: Placement, schedule: Schedule, congestion: str,
 
     Ops and transfers are taken in precedence order, by their start in ``schedule`` (ties: an op
     before its outgoing transfers, producers before consumers); each starts when its inputs are
-    there and its device, ports or channel (``congestion``) are free, each lasting ``length(t)``
-    for its time ``t`` (e.g. rounded up to integer units). With ``length=float`` this removes a
+    there and its device, or the resources its transfer holds under ``congestion`` (:class:`TransferResources`),
+    are free, each lasting ``length(t)`` for its time ``t`` (e.g. rounded up to integer units). With ``length=float`` this removes a
     solver's rounding noise from a valid schedule without making it longer.
     """
     g, c, a = placement.graph, placement.cluster, placement.assign
@@ -127,9 +120,10 @@ def retime(placement: Placement, schedule: Schedule, congestion: str,
     when = [float(schedule.start[v]) for v in range(g.n)] + [float(schedule.transfer_start[key]) for key in move]
     rank = [2 * int(r) for r in g.rank] + [2 * int(g.rank[u]) + 1 for u in prod.tolist()]
     start: list[Any] = [0] * len(preds)
-    free: dict[tuple[str, int], Any] = {}
+    free: dict[Any, Any] = {}  # a device (its index) or a resource a transfer holds: when it is free again
+    held = TransferResources(c, congestion)
     for i in _by_start(preds, when, rank):
-        keys = _resources(i, g.n, a, prod, recv, congestion, c) if lengths[i] > 0 else []
+        keys = [] if lengths[i] <= 0 else [int(a[i])] if i < g.n else held(int(a[prod[i - g.n]]), int(recv[i - g.n]))
         start[i] = max([0, *(start[j] + lengths[j] for j in preds[i]), *(free.get(k, 0) for k in keys)])
         free.update((k, start[i] + lengths[i]) for k in keys)
     makespan = max((start[i] + lengths[i] for i in range(len(preds))), default=0)
@@ -140,16 +134,6 @@ def _by_start(preds: list[list[int]], when: list[float], rank: list[int]) -> lis
     """Tasks in precedence order, the earliest-starting available one first."""
     edges = [(j, i) for i, p in enumerate(preds) for j in p]
     return least_first_order(len(preds), edges, [(when[i], rank[i]) for i in range(len(preds))])
-
-
-def _resources(i: int, n: int, a: np.ndarray, prod: np.ndarray, recv: np.ndarray, congestion: str,
-               cluster: Any) -> list[tuple[str, int]]:
-    if i < n:
-        return [("device", int(a[i]))]
-    src, dst = int(a[prod[i - n]]), int(recv[i - n])
-    if congestion == "link":
-        return [("link", k) for k in cluster.route_links[src][dst] or ()]
-    return {"port": [("out", src), ("in", dst)], "channel": [("channel", src * cluster.size + dst)]}.get(congestion, [])
 
 
 __all__ = ["WarmSchedule", "retime", "serial_schedule", "warm_schedule"]

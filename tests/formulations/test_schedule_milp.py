@@ -14,6 +14,7 @@ from placement_dsl import testing
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.compile import compile
 from placement_dsl.conformance import check_documented, check_template_rows
+from placement_dsl.congestion import Resource
 from placement_dsl.constraints import Colocate, Congestion, Memory, Pin
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.formulations import choose, get
@@ -429,9 +430,10 @@ def test_schedule_data_derives_devices_bounds_tasks_and_pairs_from_the_problem()
                                np.array([(0, H - 2), (1, H - 1), (1, H - 1), (2, H), (0, H - 2)]) / s, rtol=1e-12)
     np.testing.assert_allclose([d.task_bounds(k) for k in range(4)], np.array([(1, H - 1)] * 4) / s, rtol=1e-12)
     assert d.op_pairs == [(0, 4, ["d0"]), (1, 2, ["d2"])]
-    assert d.task_pairs == [(0, 2, [(1, -1)]), (1, 2, [(0, -1)]), (1, 3, [(-1, 1), (0, -1)]),
-                            (2, 3, [(-1, 2), (0, -1)])]
-    assert d.resources() == [(0, -1), (1, -1), (2, -1), (-1, 0), (-1, 1), (-1, 2)]
+    out, into = (lambda a: Resource("out", a)), (lambda b: Resource("in", b))
+    assert d.task_pairs == [(0, 2, [out(1)]), (1, 2, [out(0)]), (1, 3, [into(1), out(0)]),
+                            (2, 3, [into(2), out(0)])]
+    assert d.resources() == [out(0), out(1), out(2), into(0), into(1), into(2)]
     assert d.separable(0, 4) and d.separable(1, 2)  # ops of two units
 
 
@@ -467,7 +469,7 @@ def test_schedule_data_orders_tasks_by_precedence_and_by_their_time_windows():
     assert _data(problem, 6.5)[0].task_pairs == []
     d, _ = _data(problem, 8.0)
     assert [d.task_key(k) for k, _, _ in d.task_pairs] + [d.task_key(j) for _, j, _ in d.task_pairs] == ["x", "q"]
-    assert d.task_pairs[0][2] == [(-1, 1), (0, -1)]
+    assert d.task_pairs[0][2] == [Resource("in", 1), Resource("out", 0)]
     assert _data(problem, 100.0)[0].horizon == _data(problem)[0].horizon  # a hint above the serial bound: the bound
     d, s = _data(problem, 8.0)
     assert d.horizon == pytest.approx(8.0 / s * (1 + 1e-9) + 1e-9, rel=1e-15)
