@@ -24,7 +24,7 @@ invocation on another device ``d`` moves once to ``d`` over the route, taking th
 latency plus ``out_bytes / bottleneck`` (:func:`~placement_dsl.schedule.transfer_durations`,
 the makespan's transfer), from the end of ``u``'s invocation; the invocation starts when its
 inputs have arrived. Transfers run in parallel unless a congestion mode
-(:class:`~placement_dsl.schedule.Congestion`: ``port``, ``channel``, ``link``) serializes
+(:class:`~placement_dsl.congestion.Congestion`: ``port``, ``channel``, ``link``) serializes
 them; then the invocations are taken in order of their earliest start and each books its
 inputs' transfers at the first time their ports, channel or links are free.
 """
@@ -36,8 +36,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .congestion import Congestion, Resource, TransferResources
 from .placement import Placement
-from .schedule import Congestion, Timeline, earliest_free, transfer_durations
+from .schedule import Timeline, earliest_free, transfer_durations
 
 
 @dataclass(frozen=True)
@@ -234,18 +235,14 @@ def _congested(p: Placement, unit: np.ndarray, n_units: int, edges: np.ndarray, 
         succs[a].append(b)
     indeg = [len(x) for x in preds]
     finish = [math.inf] * n_units
-    lines: dict[tuple[str, int], Timeline] = {}
+    lines: dict[Resource, Timeline] = {}
     arrive: dict[tuple[int, int], float] = {}
     dev = p.assign
 
+    held = TransferResources(c, congestion)
+
     def resources(a: int, d: int) -> list[Timeline]:
-        if congestion is Congestion.PORT:
-            keys = [("out", a), ("in", d)]
-        elif congestion is Congestion.CHANNEL:
-            keys = [("channel", a * c.size + d)]
-        else:
-            keys = [("link", k) for k in c.route_links[a][d] or ()]
-        return [lines.setdefault(key, Timeline()) for key in keys]
+        return [lines.setdefault(r, Timeline()) for r in held(a, d)]
 
     heap = [(0.0, b) for b in range(n_units) if indeg[b] == 0]
     heapq.heapify(heap)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .blocks.schedule_data import SLACK, longest_paths
+from .congestion import TransferResources
 from .constraints import congestion_of
 from .deadline import (
     MIN_SEARCH,
@@ -87,11 +88,10 @@ def _nonzeros(problem: Any, formulation: Any, n: float, m: float, pairs: tuple[f
 
 
 def resources(problem: Any) -> int:
-    """The resources transfers contend for in the schedule model, by the problem's congestion mode: two ports per
-    device, a channel per ordered pair of devices, the cluster's links, or none."""
-    D = problem.cluster.size
-    mode = congestion_of(problem.constraints)
-    return {"port": 2 * D, "channel": D * (D - 1), "link": len(problem.cluster.links)}.get(mode, 0)
+    """The resources transfers contend for in the schedule model, by the problem's congestion mode
+    (:attr:`TransferResources.all <placement_dsl.congestion.TransferResources.all>`): two ports per device, a channel
+    per ordered pair of devices, the links of the routes, or none."""
+    return len(TransferResources(problem.cluster, congestion_of(problem.constraints)).all)
 
 
 CLOSURE_OPS = 20_000  # the most ops whose precedence closure (n^2 bits) unordered_pairs computes

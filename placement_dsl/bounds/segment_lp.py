@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from ..congestion import Congestion, Resource, TransferResources
 from ..deadline import Deadline
 from ..graph import least_first_order
 from ..lp import available, new_highs
-from ..schedule import Congestion
 from .makespan import allowed_times, comparable_cuts, transfer_table
 from .parametric_cut import Flow
 from .segments import REUSE
@@ -99,20 +99,15 @@ def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray, times: np.ndar
 
 
 def _resources(cluster: Any, congestion: Congestion) -> list[list[tuple[int, int]]]:
-    """The ordered device pairs ``(y, e)`` whose transfers each resource carries one at a time."""
-    D = cluster.size
-    pairs = [(y, e) for y in range(D) for e in range(D) if y != e]
-    if congestion is Congestion.PORT:
-        return [[p for p in pairs if p[0] == d] for d in range(D)] + [[p for p in pairs if p[1] == d] for d in range(D)]
-    if congestion is Congestion.CHANNEL:
-        return [[p] for p in pairs]
-    if congestion is Congestion.LINK:
-        carried: dict[int, list[tuple[int, int]]] = {}
-        for y, e in pairs:
-            for k in cluster.route_links[y][e] or ():
-                carried.setdefault(int(k), []).append((y, e))
-        return list(carried.values())
-    return []
+    """The ordered device pairs ``(y, e)`` whose transfers each resource carries one at a time
+    (:class:`~placement_dsl.congestion.TransferResources`)."""
+    held, D = TransferResources(cluster, congestion), cluster.size
+    carried: dict[Resource, list[tuple[int, int]]] = {r: [] for r in held.all}
+    for y in range(D):
+        for e in range(D):
+            for r in held(y, e):
+                carried[r].append((y, e))
+    return list(carried.values())
 
 
 class _Pricer:
