@@ -55,7 +55,7 @@ def instance(seed: int, kind: str, mode: str) -> Problem:
     ops = []
     for i in range(5):
         acc = round(rng.uniform(0.5, 6), 2)
-        work = {"accelerator": acc, **({"cpu": round(acc * rng.uniform(1, 4), 2)} if rng.random() < 0.75 else {})}
+        work = {"accelerator": acc, **({"cpu": round(acc * rng.uniform(0.5, 3), 2)} if rng.random() < 0.75 else {})}
         ops.append(Op(name=f"v{i}", work=work, out_bytes=round(rng.uniform(0, 4), 1), param_bytes=1.0))
     edges = {(f"v{rng.randrange(j)}", f"v{j}") for j in range(1, 5)}
     edges |= {(f"v{i}", f"v{j}") for j in range(1, 5) for i in range(j) if rng.random() < (0.6 if i == 0 else 0.2)}
@@ -102,6 +102,18 @@ def check(problem: Problem) -> None:
     assert result.status is Status.OPTIMAL, result.message
     assert result.objective == pytest.approx(optimum, rel=1e-6, abs=1e-9), (result.placement.mapping(), optimum)
     assert result.evaluation.valid and result.evaluation.objective == pytest.approx(result.objective, rel=1e-9)
+
+
+def test_ops_on_a_host_overlap_in_the_milp_read_back_as_the_referee_lets_them():
+    # three independent ops of 1 on the host CPU run at once (makespan 1); the re-timing of the MILP's answer held
+    # the host as if it ran one op at a time (3), and the solve failed on the disagreement
+    ops = [Op(name=f"o{i}", work={"cpu": 1.0, "accelerator": 5.0}) for i in range(3)]
+    cluster = Cluster([Device(name="g0", invocations=False), Device(name="h", kind="cpu")],
+                      [Link(src="g0", dst="h", bandwidth=1.0), Link(src="h", dst="g0", bandwidth=1.0)])
+    problem = Problem(Graph(ops, [], name="apart"), cluster, Makespan(), [])
+    result = solve(problem, "schedule", time_limit=20)
+    assert result.status is Status.OPTIMAL and result.objective == pytest.approx(1.0), result.message
+    assert result.evaluation.objective == pytest.approx(1.0)
 
 
 def test_the_link_congested_start_on_two_servers_is_accepted_and_proved_optimal():
