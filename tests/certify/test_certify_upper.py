@@ -456,3 +456,23 @@ def test_a_placement_offered_is_scored_by_one_evaluation(monkeypatch):
     cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())
     assert [u.method for u in cert.upper] == ["greedy"] and cert.objective == 12.0
     assert passes == ["scored"]
+
+
+def test_a_search_stopped_by_force_at_its_share_runs_again_with_the_time_left(monkeypatch):
+    """GPT-3 of 20,111 ops onto 16 stages, a 20 s bounds at load 6: PipeDream's path was stopped by force at its share
+    (1.75 s, no answer) and never ran again, while 2.6 s were left unused at the end and its split (68.437) meets the
+    cut stages' bound. A search stopped by force is run again, as one its own limit stopped."""
+    from placement_dsl.deadline import BudgetSpent
+
+    calls = []
+    real = certify_module.call_within
+
+    def first_stopped(deadline, fn, method, *args, **kwargs):
+        calls.append(method)
+        if method == "pipedream" and calls.count("pipedream") == 1:
+            raise BudgetSpent("budget spent: run was stopped at the deadline")
+        return real(deadline, fn, method, *args, **kwargs)
+    monkeypatch.setattr(certify_module, "call_within", first_stopped)
+    monkeypatch.setattr(certify_module, "UPPER", ("pipedream",))
+    cert = certify(_chain6(), budget=20.0, gap=0.0, levels=())
+    assert calls.count("pipedream") == 2 and cert.found_by == "pipedream" and cert.objective == 7.0
