@@ -142,7 +142,7 @@ from .objectives import Latency
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import report
-from .starts import LEAD
+from .starts import LEAD, LEAD_SHARE
 from .structure import few_ideals
 
 __all__ = ["LEVELS", "Certificate", "Family", "Level", "LevelResult", "LevelStatus", "certify", "default_levels",
@@ -208,11 +208,13 @@ class _Run:
     def offer(self, placement: Placement, who: str, scored: tuple[bool, Any] | None = None) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid). ``scored``:
         its validity and objective for the problem, where they were found already (in a child)."""
-        valid, value = scored or (self.problem.is_valid(placement), None)
+        if scored is None:  # one evaluation for both (twice, 0.1 s of CPU for greedy's split of 20,000 ops)
+            broken, ev = self.problem.scored(placement)
+            scored = (not broken, ev.objective)
+        valid, value = scored
         if not valid:
             self.family.offer(placement, who)
             return None
-        value = self.problem.evaluate(placement).objective if value is None else value
         if value < self.best[0]:
             self.best = (value, placement, who)
             if self.bound[0] >= value * (1 - ROUNDING):  # the scale's rounding is not a gap (as in prove)
@@ -267,15 +269,18 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
         seconds = share.left() * _portion(methods[i:])
         limit = seconds - stop_margin(seconds, g.n)  # its answer is scored and sent before it is stopped
         t = time.perf_counter()
-        try:  # a heuristic still running past its time limit is stopped (BudgetSpent)
-            found = call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=limit)
+        try:  # a heuristic still running past its time limit is stopped (BudgetSpent); one in O(n + m) runs here:
+            # a forked child's copy-on-write pages and pickled answer doubled greedy's CPU (cnn-20000: 0.16 -> 0.30 s)
+            found = (heuristic(method, g, c, model=run.model, time_limit=limit) if method in LINEAR else
+                     call_within(share.within(seconds), heuristic, method, g, c, model=run.model, time_limit=limit))
         except PlacementError as err:  # a heuristic that does not apply to this graph (e.g. too many ideals)
             wall = time.perf_counter() - t  # stopped (BudgetSpent): it took all of that
             run.upper.append(UpperRun(method, None, wall, str(err).split(";")[0],
                                       wall if isinstance(err, BudgetSpent) else 0.0))
-            if isinstance(err, ColdKernels):  # its kernels in Python, compiled in the background meanwhile: _again
-                run.cut.append(method)
-                run.unfinished.add(method)
+            if isinstance(err, (BudgetSpent, ColdKernels)) and method not in LINEAR:  # stopped with nothing: _again
+                run.cut.append(method)  # (PipeDream's path stopped at 1.75 s of a 20 s bounds on GPT-3 of 20,111 ops
+                run.unfinished.add(method)  # onto 16 stages, 2.6 s left unused; its split meets the bound there)
+            if isinstance(err, ColdKernels):  # its kernels in Python, compiled in the background meanwhile
                 run.cold.add(method)
             continue
         value = run.offer(found.placement, method)
@@ -313,13 +318,19 @@ def stop_margin(seconds: float, ops: int) -> float:
 
 def _portion(methods: tuple[str, ...]) -> float:
     """The first method's portion of the heuristics' share left: all of it for a method in ``O(n + m)``; else an
-    even split among the methods left, but slicegraph before BRKGA takes :data:`SLICING_PORTION` (BRKGA's decodes are
-    slicings: if one slicing does not fit, its generation does not either, :func:`_slow_slicing`)."""
+    even split among the searches left (a method in ``O(n + m)`` after them takes what they leave), but PipeDream's
+    path before others takes :data:`~.starts.LEAD_SHARE`, as in the start race (one slicing DP over the cuts between
+    levels: 68.437 on GPT-3 of 20,111 ops onto 16 stages in 0.5 s of CPU, a third of a 10 s share at load 6 stopped
+    it), and slicegraph before BRKGA takes :data:`SLICING_PORTION` (BRKGA's decodes are slicings: if one slicing does
+    not fit, its generation does not either, :func:`_slow_slicing`)."""
+    searches = [m for m in methods if m not in LINEAR]
     if methods[0] in LINEAR:
         return 1.0
     if methods[:2] == ("slicegraph", "brkga"):
         return SLICING_PORTION
-    return 1.0 / len(methods)
+    if methods[0] == "pipedream" and len(searches) > 1:
+        return LEAD_SHARE
+    return 1.0 / len(searches)
 
 
 def _spread(run: _Run) -> None:
@@ -531,9 +542,13 @@ class _Pending:
         if self.methods and not self.run.met():
             _spread(self.run)
         linear = tuple(m for m in self.methods if m in LINEAR)
+        others = tuple(m for m in self.methods if m not in LINEAR)
         if linear and not math.isfinite(self.run.best[0]):
             _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
-            self.methods = tuple(m for m in self.methods if m not in LINEAR)
+            self.methods = others
+        elif linear:  # a valid slicing is known: greedy's fill comes last, with what the searches leave (first of
+            self.methods = others + linear  # the rest it took their whole share: 983.2 on GPT-3 onto 16 stages
+            # beside the slicing's 78.306, and PipeDream's path, 68.437, never ran in a 10 s bounds)
 
     def before(self, level: Level) -> bool:
         """Run the rest before ``level`` (which applies) unless it is a closed-form bound ranked before the DP

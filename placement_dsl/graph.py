@@ -41,11 +41,13 @@ def _work(value: Any) -> dict[str, float]:
         value = {DEFAULT_KIND: value}
     if not isinstance(value, Mapping) or not value:
         raise ValueError("work must be a number or a non-empty mapping kind -> time")
-    return {str(k): amount(v, f"work[{k!r}]", wording=FIELD, error=ValueError) for k, v in value.items()}
+    return {str(k): v if type(v) is float and 0 <= v <= MAX_TOTAL else  # a time read from JSON, as amount() takes it
+            amount(v, f"work[{k!r}]", wording=FIELD, error=ValueError) for k, v in value.items()}
 
 
 def _nonneg(what: str) -> Any:
-    return lambda value: amount(value, what, wording=FIELD, error=ValueError)
+    return lambda value: (value if type(value) is float and 0 <= value <= MAX_TOTAL else  # as amount() takes it
+                          amount(value, what, wording=FIELD, error=ValueError))
 
 
 def _flag(value: Any) -> bool:
@@ -94,6 +96,8 @@ def _end(value: Any, position: int) -> str:
 
 
 def _as_edge(item: Any, position: int) -> tuple[str, str]:
+    if type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is str:  # JSON's pair
+        return item[0], item[1]
     if isinstance(item, Mapping):
         try:
             return _end(item["src"], position), _end(item["dst"], position)
@@ -174,33 +178,35 @@ class Graph:
 
     # ------------------------------------------------------------------ construction
     def _edge_arrays(self, pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.empty((len(pairs), 2), dtype=np.int64)
-        for i, (u, v) in enumerate(pairs):
-            for j, end in enumerate((u, v)):
-                if end not in self.index:
-                    raise SpecError(
-                        f"graph {self.name!r}: edge {u!r} -> {v!r} names unknown op {end!r} (dangling edge)"
-                    )
-                idx[i, j] = self.index[end]
-            if u == v:
-                raise SpecError(f"graph {self.name!r}: self-loop on op {u!r}; a computation graph must be acyclic")
+        index = self.index
+        try:
+            idx = np.array([(index[u], index[v]) for u, v in pairs], dtype=np.int64).reshape(len(pairs), 2)
+        except KeyError:
+            u, v = next((u, v) for u, v in pairs if u not in index or v not in index)
+            raise SpecError(f"graph {self.name!r}: edge {u!r} -> {v!r} names unknown op "
+                            f"{u if u not in index else v!r} (dangling edge)") from None
+        loop = np.flatnonzero(idx[:, 0] == idx[:, 1])
+        if loop.size:
+            raise SpecError(f"graph {self.name!r}: self-loop on op {pairs[loop[0]][0]!r}; a computation graph must "
+                            "be acyclic")
         idx = np.unique(idx, axis=0) if len(idx) else idx
         return _readonly(idx[:, 0].copy()), _readonly(idx[:, 1].copy())
 
     def _topological_order(self) -> np.ndarray:
-        indeg = np.bincount(self.dst, minlength=self.n)
-        order = np.empty(self.n, dtype=np.int64)
-        stack = list(np.flatnonzero(indeg == 0)[::-1])
-        count = 0
+        indeg = np.bincount(self.dst, minlength=self.n).tolist()  # lists: a numpy scalar a step costs 4x
+        ptr, succ = self.succ_ptr.tolist(), self.succ_idx.tolist()
+        order: list[int] = []
+        stack = [v for v in range(self.n - 1, -1, -1) if indeg[v] == 0]
         while stack:
             u = stack.pop()
-            order[count] = u
-            count += 1
-            for v in self.succ_idx[self.succ_ptr[u] : self.succ_ptr[u + 1]]:
+            order.append(u)
+            for v in succ[ptr[u]:ptr[u + 1]]:
                 indeg[v] -= 1
                 if indeg[v] == 0:
                     stack.append(v)
+        count = len(order)
         if count < self.n:
+            indeg = np.array(indeg)
             rest = [int(i) for i in np.flatnonzero(indeg > 0)]
             import networkx as nx  # only to name a cycle: a valid graph's reading never loads it
 
@@ -208,16 +214,19 @@ class Graph:
             sub.add_nodes_from(rest)
             cycle = [self.names[u] for u, _ in nx.find_cycle(sub)]
             raise SpecError(f"graph {self.name!r} has a cycle{_cycle_text(cycle)}; computation graphs must be DAGs")
-        return _readonly(order)
+        return _readonly(np.array(order, dtype=np.int64))
 
     def _check_totals(self) -> None:
         """Refuse costs whose totals over the graph leave the sane range (:mod:`placement_dsl.limits`),
         naming the largest op: sums, loads and big-M constants of such a graph would overflow."""
         columns = {"param_bytes + activation_bytes": self.param_bytes + self.activation_bytes,
                    "out_bytes": self.out_bytes}
-        for kind in sorted({k for op in self.ops for k in op.work}):
-            work = np.array([op.work.get(kind, 0.0) for op in self.ops])
-            columns[f"work[{kind!r}]"] = work
+        totals: dict[str, float] = {}  # one pass over the ops' work (a column per kind only to name the largest)
+        for op in self.ops:
+            for kind, value in op.work.items():
+                totals[kind] = totals.get(kind, 0.0) + value
+        for kind in sorted(k for k, total in totals.items() if not total_ok(total)):
+            columns[f"work[{kind!r}]"] = np.array([op.work.get(kind, 0.0) for op in self.ops])
         for what, values in columns.items():
             total = float(np.sum(values))
             if not total_ok(total):

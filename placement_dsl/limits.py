@@ -59,6 +59,10 @@ def amount(value: Any, where: str, unlimited: bool = False, *, wording: Mapping[
     ...
     ValueError: work['cpu'] must be a number, got True
     """
+    kind = type(value)
+    if (kind is float or kind is int) and 0 <= value <= MAX_TOTAL:  # a number read from JSON (NaN fails both)
+        return float(value)
+
     def refuse(key: str, **fields: Any) -> Exception:
         return error(wording[key].format(where=where, value=value, top=MAX_TOTAL, **fields))
 
@@ -132,6 +136,8 @@ def field(default: Any = REQUIRED, check: Any = None, *, factory: Any = None, de
 
 def text(value: Any, min_length: int = 0) -> str:
     """``value`` as a string (bytes decoded); anything else is refused."""
+    if type(value) is str and len(value) >= min_length:
+        return value
     if isinstance(value, (bytes, bytearray)):
         try:
             value = bytes(value).decode()
@@ -205,6 +211,8 @@ def texts(value: Any) -> tuple[str, ...]:
 
 def mapping(value: Any) -> dict[str, Any]:
     """``value`` as a dict with string keys (values as given)."""
+    if type(value) is dict and all(type(key) is str for key in value):  # read from JSON
+        return dict(value)
     if not isinstance(value, Mapping):
         raise Refused("Input should be a valid dictionary")
     for key in value:
@@ -341,7 +349,7 @@ def construct(model: type[Validated], item: Any, what: str, position: int) -> An
     else by its ``position`` in the list it came from."""
     if isinstance(item, model):
         return item
-    if not isinstance(item, Mapping):
+    if type(item) is not dict and not isinstance(item, Mapping):
         raise SpecError(f"{what} #{position}: expected a mapping of its fields, got {type(item).__name__} "
                         f"{item!r:.40}")
     data = {str(k): v for k, v in item.items()}

@@ -137,6 +137,8 @@ def cut_stages_search(problem: Problem, upper: float, most_pairs: int | None = N
     work = math.fsum(t.tolist())
     if g.n == 0 or k + count == 1 or not math.isfinite(upper):
         return CutStages(None, "nothing to bound")
+    if floor >= work and work / k < floor:  # as below (the first load is at most W / k): before the tables' cost
+        return CutStages(None, f"the bound so far {floor:.6g} is at least the graph's work {work:.6g}")
     budget = PAIRS if most_pairs is None else most_pairs
     cuts = cut_ops(g)
     r = len(cuts)

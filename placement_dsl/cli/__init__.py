@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         line = sys.argv[1:] if argv is None else argv
         args = build_parser(line[0] if line and line[0] in CORE else None).parse_args(argv)
         args.started = started
+        args.own_process = argv is None  # the process is the command's alone (its workload may be frozen in memory)
         code = run_command(args)
         sys.stdout.flush()
     except BrokenPipeError:

@@ -11,10 +11,11 @@ within their summed memory ``C``, so with ``t`` the host's times (a host's load 
 The maximum over pairs ``(I, V \\ J)`` of ideals, disjoint or not (a relaxation: the bound stays valid), is one
 sort and a running maximum over the ideals by memory. The hosts-last bound of
 :mod:`.ordered_memory` is the case ``F`` empty; it holds for DAG-ordered placements only,
-this one for every contiguous placement, the host anywhere in the pipeline. The ideals are enumerated, so the
-bound is taken only where they are few: on 20,000 ops of chained ResNet-152 onto 16 accelerators of 16 GB
-(21,121 ideals, 7 s at load 8) it is 34,023.3 where greedy's split gives 34,141 and the fractional knapsack over
-all placements (:mod:`placement_dsl.bounds.capacity`) 6,454.6.
+this one for every contiguous placement, the host anywhere in the pipeline. The ideals are walked
+(:mod:`.ideal_walk`, in Python: no compiled kernel to load), so the bound is taken only where they are few: on
+20,000 ops of chained ResNet-152 onto 16 accelerators of 16 GB (21,121 ideals, 0.2 s of CPU; through the DP's
+lattice and its compiled sums it took 2 s, 7 s at load 8) it is 34,023.3 where greedy's split gives 34,141 and the
+fractional knapsack over all placements (:mod:`placement_dsl.bounds.capacity`) 6,454.6.
 """
 from __future__ import annotations
 
@@ -24,9 +25,7 @@ import numpy as np
 
 from ..constraints import Contiguous, DagOrder
 from ..evaluate import MemoryMode, Objective
-from .contract import contract
-from .ideal_enumeration import ideal_sums
-from .ideal_lattice import ideal_lattice
+from .ideal_walk import ideal_sums_walked
 
 SAFETY = 1e-9  # relative shave: the sums run in another order than the cost model's
 MAX_IDEALS = 500_000
@@ -50,9 +49,8 @@ def applies(problem: Any) -> bool:
 
 
 def host_share_bound(problem: Any, deadline: float | None = None, max_ideals: int = MAX_IDEALS) -> float | None:
-    """The module's bound for ``problem`` (``None`` where it does not apply, :func:`applies`, or where the
-    contraction would merge ops: its ideals would be fewer than the graph's). Raises what
-    :func:`~.ideal_lattice.ideal_lattice` raises: ``SpecError`` beyond ``max_ideals``,
+    """The module's bound for ``problem`` (``None`` where it does not apply, :func:`applies`), over the graph's
+    ideals walked by :func:`~.ideal_walk.ideal_sums_walked`, which raises ``SpecError`` beyond ``max_ideals`` and
     ``TimeLimitReached`` past ``deadline`` (``time.monotonic()``)."""
     if not applies(problem):
         return None
@@ -62,14 +60,7 @@ def host_share_bound(problem: Any, deadline: float | None = None, max_ideals: in
     C = float(np.asarray(cluster.memory, dtype=float)[~host].sum()) * (1 + 1e-12)
     t = cluster.times(graph)[:, host].min(axis=1)
     t = np.where(np.isfinite(t), t, 0.0)  # an op the host cannot run adds nothing: the bound stays valid
-    con = contract(graph, kinds={d.kind for d in cluster.devices}, memory=float(np.min(cluster.memory)),
-                   merge_zero_cost=False)
-    if con.n_nodes != graph.n or con.stats.get("artificial_edges", 0):
-        return None
-    node_mem = np.bincount(con.image, weights=mem, minlength=con.n_nodes)
-    node_t = np.bincount(con.image, weights=t, minlength=con.n_nodes)
-    lattice = ideal_lattice(con, max_ideals, deadline)
-    sums = ideal_sums(lattice.ideals, np.ascontiguousarray(np.column_stack([node_mem, node_t])))
+    sums = ideal_sums_walked(graph, np.column_stack([mem, t]), max_ideals, deadline)
     return float(t.sum() - most_held(sums[:, 0], sums[:, 1], float(mem.sum()), float(t.sum()), C)) * (1 - SAFETY)
 
 

@@ -36,7 +36,7 @@ from ..workload import check_header as _check_header
 from ..zoo.training import with_backward
 from . import dnn_partitioning as dp
 from . import formats, moirai
-from .common import jsonable
+from .common import collector_paused, jsonable
 from .formats import importer
 
 WORKLOAD_FORMAT = "placement_dsl.workload"
@@ -152,7 +152,7 @@ def load_workload(path: str | Path, format: str | None = None, **options: Any) -
     profiled backward times; other forward-only graphs get :func:`with_training`.
     """
     path = Path(path)
-    with naming(path):
+    with naming(path), collector_paused():
         reader = formats.get(format or detect_format(path))
         if reader.training:
             return reader.read(path, **options)

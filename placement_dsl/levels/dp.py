@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..certificate import LevelStatus
 from ..constraints import Contiguous, DagOrder
-from ..deadline import BudgetSpent, call_within
+from ..deadline import BudgetSpent, call_within, contention
 from ..errors import PlacementError
 from ..heuristics import run as heuristic
 from ..heuristics.polish import packed_start
@@ -16,6 +18,11 @@ from .base import ANY_ORDER, DP_CLASS, Family, Outcome, Run, dp_class_is_dag_ord
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 STOP_MARGIN = 0.15  # of its share, the DP ends this early: on a loaded machine it reads its clock late and
 # evaluates its split after, and past its share it is killed with its answer (cnn-10000: a split 10 % better)
+SUM_SECONDS = 8e-9  # CPU seconds per ideal and supernode inside it of the DP's sums over its lattice (seven columns
+# beside a host), the first of its passes over the ideals: cnn-20000 onto 4 accelerators and a CPU, 21,121 ideals of
+# 19,968 supernodes, 1.73 s of CPU; its sweep then ran 2.2 s more and stopped before a first split (8 s, load 6)
+SWEEPS = 2.0  # the sums and at least one sweep over the same ideals after them, which took longer (above)
+ESTIMATE_OPS = 2_000  # below this many ops the DP's own checks decline in milliseconds
 
 
 @level("dp", rank=20, defaults=MAX_LOAD, closed_form=True, replicates=True,
@@ -26,6 +33,9 @@ def _dp(run: Run, seconds: float) -> Outcome:
     options = {"replication": True, "max_replicas": R} if R > 1 else {}
     routed = run.problem.cluster.routed and R == 1  # servers: the DP nests one over each server's accelerators
     limit = run.clock.clip(seconds)
+    slow = past_share(run.problem, limit)
+    if slow:
+        raise BudgetSpent(slow)
     try:  # the DP's own limit ends a margin before it would be stopped: stopped, it returns its split and bound
         res = call_within(run.clock.within(seconds), heuristic, "dp-servers" if routed else "dp", run.problem.graph,
                           run.problem.cluster, model=run.model, time_limit=limit - min(STOP_MARGIN * limit, 5.0),
@@ -87,3 +97,27 @@ def _dp_replicates_exactly(cluster: Any) -> bool:
         return False
     kinds = [cluster.devices[g[0]].kind for g in cluster.homogeneous_groups() if not cluster.host[g[0]]]
     return len(kinds) == len(set(kinds))
+
+
+def past_share(problem: Any, seconds: float) -> str | None:
+    """Why the DP cannot end within ``seconds`` beside a host (``None`` where it may, or elsewhere), estimated in
+    ``O(n)`` without contracting. With several classes of devices it takes no slicing path (one class of identical
+    devices only) and sums every ideal of its contraction over its supernodes before anything else. Without
+    colocation groups the contraction merges only ops of zero work into a neighbour (App. B), so it keeps at least
+    ``c`` supernodes, ``c`` the ops that work, and has at least ``c + 1`` ideals (a topological order's prefixes) of
+    ``c / 2`` supernodes on average: at least ``(c + 1) c / 2`` :data:`SUM_SECONDS` of CPU, and a sweep after
+    (:data:`SWEEPS`), times the machine's :func:`~placement_dsl.deadline.contention`. Its fork, stopped at its share, took 1.2 s of a 5 s ``bounds`` of
+    cnn-20000 beside a CPU at load 6 (4.6 s of a 20 s one), where host-share had met the best split within 0.3 %."""
+    graph, cluster = problem.graph, problem.cluster
+    if (graph.n < ESTIMATE_OPS or len(cluster.homogeneous_groups()) < 2 or cluster.routed or replicas(problem) > 1
+            or np.any(graph.group_id != np.arange(graph.n))):
+        return None
+    works = np.zeros(graph.n, dtype=bool)
+    for kind in {d.kind for d in cluster.devices}:
+        works |= graph.work(kind) != 0.0  # a zero-cost leaf takes zero time on every kind
+    c = int(works.sum())
+    need = (c + 1) * c / 2 * SUM_SECONDS * SWEEPS * contention()
+    if need <= seconds:
+        return None
+    return (f"budget spent: beside a host the DP sums and sweeps at least {c + 1:,} ideals over their supernodes, "
+            f"about {need:.1f} s here, more than its {seconds:.1f} s; not started")

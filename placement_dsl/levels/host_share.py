@@ -6,8 +6,8 @@ It bounds every contiguous placement (Tarnawski Def. 3.1), so the problems under
 anywhere in the pipeline. Under ``DagOrder`` with the hosts at one end, ``ordered-memory`` (the filter empty, or the
 ideal) bounds the same placements at least as tightly, and this level declines. It declines in ``O(n + D)``
 where no host's work is forced (no single host, memory that does not bind, a backward pass, soft memory); it
-enumerates the contraction's ideals otherwise, refusing beyond :data:`~placement_dsl.heuristics.host_share.MAX_IDEALS`
-and stopped at its share.
+walks the graph's ideals otherwise (:mod:`~placement_dsl.heuristics.ideal_walk`, no compiled kernel), refusing
+beyond :data:`~placement_dsl.heuristics.host_share.MAX_IDEALS` and stopped at its share.
 """
 from __future__ import annotations
 
@@ -46,6 +46,6 @@ def _host_share(run: Run, seconds: float) -> Outcome:
     except SpecError as err:  # too many ideals
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], scope
     if bound is None:
-        return None, LevelStatus.NOT_APPLICABLE, "the graph's ideals are not the contraction's", scope
+        return None, LevelStatus.NOT_APPLICABLE, "no host's work is forced", scope
     note = "the host runs what an ideal and a filter within the accelerators' memory leave"
     return bound, LevelStatus.OPTIMAL, note, scope

@@ -38,5 +38,6 @@ def _ordered_memory(run: Run, seconds: float) -> Outcome:
     except SpecError as err:  # too many ideals
         return None, LevelStatus.NOT_APPLICABLE, str(err).split(";")[0], run.scope
     if bound is None:
-        return None, LevelStatus.NOT_APPLICABLE, "the graph's ideals are not the contraction's", run.scope
+        return None, LevelStatus.NOT_APPLICABLE, ("needs accelerators of finite memory and no "
+                                                   "backward pass"), run.scope
     return bound, LevelStatus.OPTIMAL, "the hosts run what an ideal within the accelerators' memory leaves", run.scope

@@ -123,3 +123,18 @@ def test_a_bound_known_already_starts_the_search_or_ends_it():
     assert cut_stages.cut_stages_search(problem, 2 * best, floor=plain * (1 + 1e-3)).bound is None  # it holds there
     whole = cut_stages.cut_stages_search(problem, 100.0, floor=18.0)  # one device computes all 18 within it
     assert whole.bound is None and "at least the graph's work" in whole.note
+
+
+def test_a_bound_at_the_graph_s_work_ends_the_search_before_its_tables(monkeypatch):
+    """cnn-20000 onto 16 accelerators beside a CPU: the capacity bound 6,454.6 is above the graph's work 5,073, and
+    the level built its cut ops, segments and block prices (0.33 s of a 5 s ``bounds`` at load 5) to say so."""
+    ops = [Op(name=f"v{i}", work={"accelerator": 3.0, "cpu": 27.0}, out_bytes=1.0) for i in range(6)]
+    problem = Problem(Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(5)]), Cluster.accelerators(2, cpus=1),
+                      Bottleneck(), [Contiguous()])
+
+    def no_tables(*args, **kwargs):
+        raise AssertionError("the tables were built")
+
+    monkeypatch.setattr(cut_stages, "cut_ops", no_tables)
+    found = cut_stages.cut_stages_search(problem, 100.0, floor=18.0)
+    assert found.bound is None and "at least the graph's work" in found.note

@@ -49,3 +49,37 @@ def test_the_dp_ends_a_margin_before_its_share(monkeypatch):
     certify(_chain_problem(), budget=40, levels=("dp",))
     (left, limit), = seen
     assert limit <= left - min(dp_level.STOP_MARGIN * left, 5.0) + 0.1 and limit > 0.5 * left
+
+
+def _beside_a_host(n: int) -> Problem:
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.constraints import Contiguous, Memory
+    from placement_dsl.objectives import Throughput
+
+    g = Graph([Op(name=f"v{i}", work={"accelerator": 1.0, "cpu": 4.0}, out_bytes=1.0) for i in range(n)],
+              [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    return Problem(g, Cluster.accelerators(2, cpus=1), Throughput(), [Memory(), Contiguous()])
+
+
+def test_beside_a_host_a_dp_estimated_past_its_share_is_not_started(monkeypatch):
+    """cnn-20000 beside a CPU: the DP's fork summed 21,121 ideals over 19,968 supernodes (1.7 s of CPU) and swept
+    them, stopped at its share without a split: 1.2 s of a 5 s bounds at load 6. Its least work is estimated first:
+    here each ideal of a 2,000-op chain costs a second (a stub of the rate), and the fork never starts."""
+    forked = []
+
+    def recording(deadline, fn, *args, **kwargs):
+        forked.append(args[0])
+        return fn(*args, **kwargs)
+    monkeypatch.setattr(dp_level, "call_within", recording)
+    monkeypatch.setattr(dp_level, "contention", lambda: 1.0)
+    monkeypatch.setattr(certify_module, "_upper", lambda *args, **kwargs: None)
+    problem = _beside_a_host(2_000)
+    monkeypatch.setattr(dp_level, "SUM_SECONDS", 1.0)
+    why = dp_level.past_share(problem, 60.0)
+    assert why is not None and "2,001 ideals" in why
+    cert = certify(problem, budget=20, levels=("dp",))
+    row = {r.level: r for r in cert.levels}["dp"]
+    assert forked == [] and row.status.value == "skipped" and "not started" in row.message
+    monkeypatch.setattr(dp_level, "SUM_SECONDS", 1e-12)  # where it fits, it runs
+    assert dp_level.past_share(problem, 60.0) is None
+    assert dp_level.past_share(_chain_problem(3_000), 1e-9) is None  # one class: the slicing path, not estimated

@@ -178,3 +178,26 @@ def test_op_constructor_raises_one_line_spec_errors():
         Op(name="a", work=-1.0)
     with pytest.raises(SpecError, match=r"^op 'a': param_bytes: .*at most 1e\+18, got inf|finite"):
         Op(name="a", param_bytes=math.inf)
+
+
+def test_json_numbers_are_taken_without_the_general_check(monkeypatch):
+    """Reading 20,000 ops: every float of an op (its work per kind, bytes) went through ``limits.amount``, its
+    message text formatted first (``work['gpu']``), and the topological order stepped through numpy scalars. A float
+    in range is taken as it is; anything else still gets the general check and its one-line error."""
+    import placement_dsl.graph as graph_module
+
+    calls = []
+    general = graph_module.amount
+
+    def counted(value, *args, **kwargs):
+        calls.append(value)
+        return general(value, *args, **kwargs)
+
+    monkeypatch.setattr(graph_module, "amount", counted)
+    ops = [{"name": f"v{i}", "work": {"accelerator": 1.5, "cpu": 3.0}, "param_bytes": 2.0, "out_bytes": 1.0,
+            "activation_bytes": 0.5} for i in range(50)]
+    g = Graph(ops, [[f"v{i}", f"v{i + 1}"] for i in range(49)])
+    assert calls == [] and g.topo.tolist() == list(range(50)) and g.work("cpu").sum() == 150.0
+    with pytest.raises(SpecError, match=r"op 'v0': work: work\['cpu'\] must be a finite number >= 0, got -3.0"):
+        Graph([{**ops[0], "work": {"cpu": -3.0}}])
+    assert calls == [-3.0] and Graph([{"name": "a", "work": 2}]).work("gpu").tolist() == [2.0]
