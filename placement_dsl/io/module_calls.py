@@ -6,13 +6,22 @@ The importers write the same record, ``op.attrs["shared_modules"]``: each module
 object under several names or that the model calls more than once, to ``{"fqns": [every name of the object],
 "calls": its calls under all of them}``. The torch importer counts calls from ``torch.export``'s module stacks;
 the ONNX importer from the program order and the exporter's call names (:func:`calls_in_order`).
+
+A workload the importers wrote says that its record is complete (``meta["module_calls"]``, :data:`RECORD_VERSION`):
+a module absent from the record is then one object called once. A file imported before the record carries none,
+and nothing in it tells a tied module (one object under two names, each called once) from two modules, so
+:func:`check_recorded` refuses it where the record is read (exports, ``--boundaries module``, split points).
 """
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from ..errors import SpecError
+
 Record = dict[str, dict[str, Any]]
+RECORD_VERSION = 1
+"""``meta["module_calls"]`` of a workload whose importer wrote the record (1: ``op.attrs["shared_modules"]``)."""
 
 
 def calls_in_order(stacks: Sequence[Sequence[tuple[str, Hashable | None]]]) -> dict[str, int]:
@@ -54,6 +63,31 @@ def record(calls: Mapping[str, int], names: Mapping[str, Sequence[str]] | None =
         if n > 1 or len(fqns) > 1:
             out[path] = {"fqns": fqns, "calls": int(n)}
     return out
+
+
+def check_recorded(ops: Sequence[Any], meta: Mapping[str, Any], source: str) -> None:
+    """Refuse a workload whose ops carry module stacks (``op.attrs["nn_module_stack"]``) but that no importer of the
+    record wrote: neither ``meta["module_calls"]`` nor any op's ``shared_modules`` (a file imported between the two
+    holds its record). Its absence would read as "every module called once": a split at a module the model calls
+    twice, or at one of a tied object's names, cuts the model into more stages than planned.
+
+    >>> from placement_dsl.graph import Op
+    >>> old = [Op(name="a", work=1.0, attrs={"nn_module_stack": ["h"], "module": "h"})]
+    >>> check_recorded(old, {}, "old.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    placement_dsl.errors.SpecError: old.json: imported before placement_dsl recorded the modules ...: re-import ...
+    >>> check_recorded([Op(name="a", work=1.0, attrs={"nn_module_stack": ["h"]})], {"module_calls": 1}, "new.json")
+    """
+    version = meta.get("module_calls")
+    if version is not None and (isinstance(version, bool) or version not in range(1, RECORD_VERSION + 1)):
+        raise SpecError(f"{source}: meta 'module_calls' must be 1 to {RECORD_VERSION} (a later placement_dsl wrote "
+                        f"it?), got {version!r}")
+    stacked = any(op.attrs.get("nn_module_stack") for op in ops)
+    if version is None and stacked and not any(op.attrs.get("shared_modules") for op in ops):
+        raise SpecError(f"{source}: imported before placement_dsl recorded the modules a model calls several times "
+                        "or under several names (meta 'module_calls'): re-import the model with 'placement-dsl "
+                        "import' to export it or cut it at module boundaries")
 
 
 def on_op(stack: Sequence[str], shared: Mapping[str, dict[str, Any]]) -> Record:

@@ -43,7 +43,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
-from .module_calls import calls_in_order, on_op, record
+from .module_calls import RECORD_VERSION, calls_in_order, on_op, record
 from .onnx_file import read, weightless
 from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
@@ -491,7 +491,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     opset = {o.domain or "ai.onnx": int(o.version) for o in model.opset_import}
     meta = {"source": "onnx", "producer": model.producer_name, "opset": opset, "dims": fixed,
             "granularity": granularity, "depth": depth, "estimated": b.estimated, "unshaped_ops": b.unshaped,
-            "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+            "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}, "module_calls": RECORD_VERSION}
     if b.resized:  # TorchScript bakes sizes it traced into constants: the model holds only at those sizes
         problem = "; ".join(filter(None, [problem, (
             f"{len(b.resized)} reshapes change the number of elements (first {b.resized[0]!r}): the model was "
