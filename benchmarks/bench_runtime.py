@@ -30,7 +30,9 @@ Then one row per schedule with virtual stages (``--virtual``, on by default): in
 ZB-H1 and ZBV from the exported schedule CSV over 4 virtual stages on the 2 ranks
 (``examples/run_interleaved.py``, its modules profiled as torch's pipeline runs them), the simulator's
 step time per micro-batch (the compute factor above, the overhead and slowdown measured beside its own
-steps) against the measured one.
+steps) against the measured one; then each schedule's own factor (fitted on the ranks' CPU time) written into the
+calibration file beside GPipe's and 1F1B's (``--calibration-dir``/calibration.json) and read back, and the step
+predicted from the file against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
@@ -464,8 +466,9 @@ def main() -> None:
     ap.add_argument("--fair", type=int, default=0, metavar="ROUNDS",
                     help="only ours against even and parameters, in ROUNDS interleaved rounds per model")
     ap.add_argument("--calibration-dir", metavar="DIR",
-                    help="--fair: write each model's calibration there as MODEL.json (default: a temporary directory); "
-                         "the predictions read it back")
+                    help="--fair: write each model's calibration there as MODEL.json; else the calibration with the "
+                         "interleaved schedules' factors as calibration.json (default: a temporary directory); the "
+                         "predictions read it back")
     args = ap.parse_args()
     if args.fair:
         start = time.perf_counter()
@@ -533,7 +536,8 @@ def main() -> None:
     for line in rankings(runs, results, costs, schedules):
         print(line)
     if args.virtual:
-        virtual_rows(costs)
+        with tempfile.TemporaryDirectory() as tmp:
+            virtual_rows(costs, Path(args.calibration_dir or tmp, "calibration.json"))
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
 
 
@@ -587,10 +591,15 @@ def rankings(runs, results, costs, schedules) -> list[str]:
     return lines
 
 
-def virtual_rows(costs) -> None:
+def virtual_rows(costs, path: Path) -> None:
     """Interleaved 1F1B, ZB-H1 and ZBV over 4 virtual stages on 2 ranks, run from the exported CSV: the compute factor
-    fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here)."""
-    split, results = ri.run(costs)
+    fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here); then
+    each schedule's own factor, written with the calibration above to ``path`` and read back, and the step predicted
+    from that file against the measured one."""
+    if path.parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    split, results = ri.run(costs, path, "bench_runtime.py: the GPipe and 1F1B calibration of the example models, "
+                                         "the interleaved schedules' factors of run_interleaved's MLP")
     print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
           f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} "
           "(fitted above over the schedules; each of these runs its own factor where the calibration holds one), "
@@ -598,7 +607,8 @@ def virtual_rows(costs) -> None:
     markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
                    "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",
                    "step residual", "its own compute factor (ranks' CPU)", "rank residuals at it",
-                   "step ms/mb predicted at it", "step residual at it"])
+                   "step ms/mb predicted at it", "step residual at it", "factor in the file",
+                   "step ms/mb predicted from the file", "step residual from the file"])
     for name, r in results.items():
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
         own = (r["measured_ms"] - r["predicted_own_ms"]) / r["measured_ms"]
@@ -607,7 +617,10 @@ def virtual_rows(costs) -> None:
                       fmt(r["overhead_ms"]), fmt(r["slowdown"], ".2f"), fmt(r["predicted_ms"]),
                       fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", f"x{r['factor']:.3f}",
                       " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in ranks), fmt(r["predicted_own_ms"]),
-                      fmt(100 * own, ".1f") + "%"])
+                      fmt(100 * own, ".1f") + "%", f"x{r['file_factor']:.3f}", fmt(r["predicted_file_ms"]),
+                      fmt(100 * (r["measured_ms"] - r["predicted_file_ms"]) / r["measured_ms"], ".1f") + "%"])
+    print(f"\nwrote {path}: the calibration above with {', '.join(results)}'s factors (read back: "
+          f"{factors(read_calibration(path)[0])})")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from .io.costs import rounded
 from .io.torch_export import import_torch
 from .pipeline_orders import FOLDS
 from .placement import Placement
-from .simulate import simulate
+from .simulate import RUN_SCHEDULES, simulate
 from .zoo.training import with_backward
 
 
@@ -330,6 +330,24 @@ class RunCosts:
         (1.2, 1.1, 1.1)
         """
         return dict(self.scales).get(schedule, self.scale) if schedule else self.scale
+
+    def with_factors(self, factors: Mapping[str, float]) -> RunCosts:
+        """These costs with each schedule of ``factors`` priced at its factor, measured apart (an interleaved run's
+        beside a GPipe and 1F1B calibration: ``examples/run_interleaved.py``); a schedule already held takes the new
+        factor. A schedule no runtime runs or a factor that is no finite number > 0 is refused, naming it.
+
+        >>> c = RunCosts(1.1, scales=(("gpipe", 1.2), ("zbv", 1.0))).with_factors({"zbv": 1.3, "zb-h1": 1.25})
+        >>> c.scales, c.scale_for("zb-h1")
+        ((('gpipe', 1.2), ('zbv', 1.3), ('zb-h1', 1.25)), 1.25)
+        """
+        for schedule, factor in factors.items():
+            if schedule not in RUN_SCHEDULES:
+                raise SpecError(f"schedule_scales: {schedule!r} is no schedule a runtime runs ({list(RUN_SCHEDULES)})")
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+                raise SpecError(f"schedule_scales.{schedule}: the compute factor must be a finite number > 0, got "
+                                f"{factor!r}")
+        merged = {**dict(self.scales), **{s: float(c) for s, c in factors.items()}}
+        return replace(self, scales=tuple(merged.items()))
 
     def under(self, schedule: str | None) -> RunCosts:
         """The costs of a run under ``schedule``: :meth:`scale_for` as ``scale``, no other schedule's (``None``:
