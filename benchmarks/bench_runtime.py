@@ -308,16 +308,17 @@ def sequential(fits, link) -> RunCosts:
 
 
 def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=(),
-               path: Path | None = None) -> dict[str, object]:
+               path: Path | None = None, stage_link=None) -> dict[str, object]:
     """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor,
     a stage's fixed time per op and per micro-batch fitted over the three splits' stages (:func:`round_fits`, with
     ``extra`` fits: the splits at a second micro-batch size; :func:`placement_dsl.profile.stage_costs_of`), the
     per-task overhead read from the idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's
     step, as on an idle machine); and ``(schedule, "wall")``: the same with the per-task overhead read from the idle
     stages' wall clock (on a loaded machine, a rank's wait to run again after each blocking receive) and the ranks'
-    measured slowdown. ``"file"``: the calibration, each schedule's factor apart, as read back from ``path``
+    measured slowdown; the stages' tensors at ``stage_link`` (the link in the ranks' CPU time; default ``link``).
+    ``"file"``: the calibration, each schedule's factor apart, as read back from ``path``
     (:func:`fitted`); every schedule's costs are its (:meth:`RunCosts.under`)."""
-    fits = round_fits(labelled, rounds, schedules, link=link)
+    fits = round_fits(labelled, rounds, schedules, link=stage_link or link)
     cal = fitted([*fits, *extra], link, path)
     out: dict[str, object] = {"fits": fits, "extra": list(extra), "file": cal}
     for s in schedules:
@@ -349,10 +350,11 @@ def fairness(args) -> None:
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     rp.torch.set_num_threads(1)
-    link = ping_pong(repeat=5)
+    link, stage_link = ping_pong(repeat=5), ping_pong(repeat=5, clock="cpu")
     print(f"load at start: {load()}; {args.fair} rounds per model, micro-batch {microbatch}, {microbatches} "
           "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs (their step time over "
-          f"ours); link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms")
+          f"ours); link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms (wall clock), "
+          f"{stage_link.latency_ms:.3f} ms + bytes / {stage_link.bandwidth:.4g} per ms (a rank's CPU time: the stages')")
     rows, moved = [], []
     for name in args.models.split(","):
         imported = imports(name, microbatch, args.quick)
@@ -364,11 +366,11 @@ def fairness(args) -> None:
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
         smalls = [(label, plan) for label, (plan, _) in zip([*(label for label, _ in labelled), "lopsided"], small)]
-        extra = round_fits(smalls, small_rounds, ["1f1b"], link=link)
+        extra = round_fits(smalls, small_rounds, ["1f1b"], link=stage_link)
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra,
-                           Path(args.calibration_dir, f"{name}.json"))
+                           Path(args.calibration_dir, f"{name}.json"), stage_link)
         print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
-        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, link)}", flush=True)
+        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, stage_link)}", flush=True)
         rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
         again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["file"]), imported[0], microbatches,
                             microbatch)
@@ -484,8 +486,11 @@ def main() -> None:
     print(f"load at start: {load()}")
     rp.torch.set_num_threads(1)
     link = ping_pong(repeat=5 if args.quick else 20)
-    print(f"link (gloo ping-pong, 2 processes): {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms; "
-          f"one-way ms by bytes: {', '.join(f'{b}: {t:.3f}' for b, t in link.samples)}")
+    stage_link = ping_pong(repeat=5 if args.quick else 20, clock="cpu")
+    print(f"link (gloo ping-pong, 2 processes), wall clock: {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per "
+          f"ms; one-way ms by bytes: {', '.join(f'{b}: {t:.3f}' for b, t in link.samples)}; in a rank's CPU time (as "
+          f"the stages are timed): {stage_link.latency_ms:.3f} ms + bytes / {stage_link.bandwidth:.4g} per ms; by bytes: "
+          f"{', '.join(f'{b}: {t:.3f}' for b, t in stage_link.samples)}")
     runs = [(name, label, plan) for name in args.models.split(",")
             for label, plan in plans(name, microbatch, microbatches, args.quick)]
     jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
@@ -499,8 +504,9 @@ def main() -> None:
         print(f"repeat {k + 1} of {args.repeats} done, load {load()}")
     results, spread = medians(repeats)
     small_results, results = results[len(runs):], results[:len(runs)]
-    costs = rp.calibrate([runs[i][2] for i in fitted] + [p for p, _ in small],
-                         [results[i] for i in fitted] + small_results, link)
+    fitted_plans = [runs[i][2] for i in fitted] + [p for p, _ in small]
+    costs = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link, stage_link)
+    wall_fit = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link)  # as before
     affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
@@ -517,7 +523,7 @@ def main() -> None:
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
-            cal = calibrated(rp.stage_fits(plan, ranks, costs.link, s), costs)
+            cal = calibrated(rp.stage_fits(plan, ranks, stage_link, s), costs)
             measured = max(r[f"{s}_step_ms"] for r in ranks)
             mine = rp.run_costs(costs, ranks, s, plan)
             want = plan.step_with(mine, s)
@@ -531,7 +537,11 @@ def main() -> None:
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
     print()
-    for line in residuals(runs, results, costs, affine, small, small_results):
+    for line in residuals(runs, results, costs, affine, small, small_results, stage_link):
+        print(line)
+    print(f"the same with the stages' tensors at the wall-clock link (the calibration before; "
+          f"{factors(wall_fit)} + {wall_fit.op_ms:.4f} ms per op + {wall_fit.stage_ms:.3f} ms):")
+    for line in residuals(runs, results, wall_fit, affine, small, small_results, link):
         print(line)
     for line in rankings(runs, results, costs, schedules):
         print(line)
@@ -541,25 +551,28 @@ def main() -> None:
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
 
 
-def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
+def residuals(runs, results, costs, affine, small, small_results, link) -> list[str]:
     """Per model, the largest stage residual of our split and of the lopsided one at ``SMALL`` (in sample: fitted on)
     and of the others (out of sample), calibrated with the time per op and with a factor and a time per stage fitted
-    on our split at one size alone (``affine``)."""
+    on our split at one size alone (``affine``); the stages' tensors at ``link``; the lopsided split's stages one by
+    one (its first, the first module alone, sends the model's largest tensor)."""
     lines = []
     for name in dict.fromkeys(n for n, _, _ in runs):
         cells = []
         for label in dict.fromkeys(lb for _, lb, _ in runs):
             mine = [(plan, ranks) for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)]
             fits = [f for plan, ranks in mine for s in rp.ran(ranks[0])
-                    for f in rp.stage_fits(plan, ranks, costs.link, s)]
+                    for f in rp.stage_fits(plan, ranks, link, s)]
             bare = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
             cells.append(f"{label} {worst(fits, costs):.1%} "
                          f"({worst(bare, *affine):.1%})")
         mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
         for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
-            fits, bare = rp.stage_fits(plan, ranks, costs.link, "1f1b"), rp.stage_fits(plan, ranks)
+            fits, bare = rp.stage_fits(plan, ranks, link, "1f1b"), rp.stage_fits(plan, ranks)
+            each = " / ".join(f"{f.residual:+.1%}" for f in calibrated(fits, costs))
             cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
-                         f"{worst(fits, costs):.1%} ({worst(bare, *affine):.1%})")
+                         f"{worst(fits, costs):.1%} ({worst(bare, *affine):.1%}; stages {each}, at the link "
+                         f"{' / '.join(f'{f.comm_ms:.3f}' for f in fits)} ms)")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines

@@ -219,13 +219,18 @@ class LinkTime:
         return self.latency_ms + size / self.bandwidth
 
 
-def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
+def fit_link(samples: Sequence[tuple[float, float]], grows: bool = True) -> LinkTime:
     """The least-squares line ``ms = latency + bytes / bandwidth`` through ``samples`` (bytes, ms), latency
-    clipped at 0; refused without two sizes or when the time does not grow with the size.
+    clipped at 0; refused without two sizes or, unless ``grows`` is false, when the time does not grow with the
+    size (then: the mean time per message, bandwidth unbounded: a rank's CPU time, which gloo's own threads'
+    copies are not part of).
 
     >>> t = fit_link([(0, 0.05), (1000, 0.06), (2000, 0.07)])
     >>> round(t.latency_ms, 6), round(t.bandwidth, 3)
     (0.05, 100000.0)
+    >>> flat = fit_link([(4, 0.03), (1 << 22, 0.02)], grows=False)
+    >>> flat.latency_ms, flat.bandwidth
+    (0.025, inf)
     """
     xs = [float(x) for x, _ in samples]
     ys = [float(y) for _, y in samples]
@@ -233,6 +238,8 @@ def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
         raise SpecError(f"fit_link: needs messages of at least two sizes, got sizes {sorted(set(xs))}")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if not slope > 0 and not grows:
+        return LinkTime(max(0.0, my), math.inf, tuple((int(x), y) for x, y in zip(xs, ys)))
     if not slope > 0:
         raise SpecError(f"fit_link: the one-way time does not grow with the message size (slope {slope!r} ms per "
                         "byte); measure larger messages")
@@ -240,7 +247,7 @@ def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
     return LinkTime(latency, 1.0 / slope, tuple((int(x), y) for x, y in zip(xs, ys)))
 
 
-def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
+def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str, clock: str = "wall") -> None:
     import os
 
     torch = import_torch()
@@ -253,9 +260,10 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
         for size in sizes:
             buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
             trips = []
+            now = time.perf_counter if clock == "wall" else time.thread_time
             for i in range(repeat + 2):
                 dist.barrier()
-                start = time.perf_counter()
+                start = now()
                 if rank == 0:
                     dist.send(buf, 1)
                     dist.recv(buf, 1)
@@ -263,7 +271,7 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
                     dist.recv(buf, 0)
                     dist.send(buf, 0)
                 if i >= 2:
-                    trips.append(1e3 * (time.perf_counter() - start))
+                    trips.append(1e3 * (now() - start))
             rows.append((buf.numel() * 4, min(trips) / 2))
     finally:
         dist.destroy_process_group()
@@ -271,25 +279,30 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
         Path(out).write_text(json.dumps(rows))
 
 
-def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20) -> LinkTime:
+def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20,
+              clock: str = "wall") -> LinkTime:
     """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
     fastest round trip of ``repeat`` messages sent and returned, halved (the one least disturbed by other work, as
-    :func:`profile_module` keeps); then :func:`fit_link` over the sizes."""
+    :func:`profile_module` keeps); then :func:`fit_link` over the sizes. ``clock="cpu"``: the main thread's CPU time
+    of a send and a receive instead of the wall clock, as a rank's stage is timed (``time.thread_time``): gloo copies
+    a message on threads of its own, so it costs the rank a fixed time, whatever its size (0.02-0.05 ms at 4 B to
+    4 MB, where the wall clock grows 0.04 to 0.9 ms), and the line may be flat (bandwidth unbounded)."""
     import socket
     import tempfile
 
     torch = import_torch()
-    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
-        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
+    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1 or clock not in ("wall", "cpu"):
+        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}), two sizes >= 1 byte or more ({list(sizes)}) and "
+                        f"clock 'wall' or 'cpu' ({clock!r})")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp, "link.json"))
-        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out), nprocs=2,
+        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out, clock), nprocs=2,
                                               join=True, start_method="fork")
         rows = json.loads(Path(out).read_text())
-    return fit_link(rows)
+    return fit_link(rows, grows=clock == "wall")
 
 
 # ---------------------------------------------------------------------------- a pipeline run's costs

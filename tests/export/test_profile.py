@@ -300,3 +300,19 @@ def test_a_pipelined_profile_times_the_modules_as_torchs_pipeline_runs_them(tiny
     assert by["emb"].input_grad_ms == 0.0 and by["act"].weight_grad_ms == 0.0
     with pytest.raises(SpecError, match="a pipelined profile takes positional inputs only"):
         profile.profile_module(module, args, {"idx": args[0]}, depth=1, pipelined=True)
+
+
+def test_the_link_in_a_ranks_cpu_time_is_what_a_stage_pays_not_the_wall_clocks_copy():
+    """A stage is timed in its rank's CPU time, and gloo copies a message on threads of its own: the main thread
+    pays a small fixed time per message whatever its size. Priced at the wall clock's link (1 GB/s or so), a stage
+    sending a large tensor (a lopsided split's stem) was predicted 45-315 % off; the CPU-time sweep over the same
+    sizes gives the flat line the stages pay."""
+    pytest.importorskip("torch")
+    sizes = (4, 1 << 20, 1 << 23)
+    wall, cpu = profile.ping_pong(sizes, repeat=5), profile.ping_pong(sizes, repeat=5, clock="cpu")
+    assert [b for b, _ in cpu.samples] == list(sizes) and all(ms > 0 for _, ms in cpu.samples)
+    assert cpu.ms(1 << 23) < 0.25 * wall.ms(1 << 23)  # 8 MiB: about 0.05 ms of CPU, 2 ms of wall clock
+    flat = profile.fit_link([(4, 0.03), (1 << 20, 0.02), (1 << 23, 0.025)], grows=False)
+    assert flat.bandwidth == float("inf") and flat.latency_ms == pytest.approx(0.025)
+    with pytest.raises(SpecError, match="clock 'wall' or 'cpu'"):
+        profile.ping_pong(sizes, clock="thread")
