@@ -56,12 +56,13 @@ alike counts) with its residuals on the other splits, stage by stage (:func:`out
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -465,6 +466,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
                     help="skip the interleaved 1F1B, ZB-H1 and ZBV rows")
+    ap.add_argument("--virtual-width", type=int, default=1024, help="the interleaved run's block width (not --quick)")
+    ap.add_argument("--virtual-microbatch", type=int, default=32,
+                    help="the interleaved run's samples per micro-batch (not --quick)")
     ap.add_argument("--fair", type=int, default=0, metavar="ROUNDS",
                     help="only ours against even and parameters, in ROUNDS interleaved rounds per model")
     ap.add_argument("--calibration-dir", metavar="DIR",
@@ -507,6 +511,13 @@ def main() -> None:
     fitted_plans = [runs[i][2] for i in fitted] + [p for p, _ in small]
     costs = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link, stage_link)
     wall_fit = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link)  # as before
+    if args.calibration_dir:  # every stage measured, for refitting apart from the run
+        stages = {f"{name} {label}": [asdict(f) for s in rp.ran(ranks[0]) for f in rp.stage_fits(plan, ranks, stage_link, s)]
+                  for (name, label, plan), ranks in zip(runs, results)}
+        stages.update({f"{plan.name} {what} at {rp.SMALL}": [asdict(f) for f in rp.stage_fits(plan, ranks, stage_link, "1f1b")]
+                       for ((plan, _), ranks), what in zip(zip(small, small_results), ["ours", "lopsided"] * len(fitted))})
+        Path(args.calibration_dir).mkdir(parents=True, exist_ok=True)
+        Path(args.calibration_dir, "stages.json").write_text(json.dumps(stages, indent=1))
     affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
@@ -546,6 +557,8 @@ def main() -> None:
     for line in rankings(runs, results, costs, schedules):
         print(line)
     if args.virtual:
+        if not args.quick:  # compute beyond the runtime's work per action, so that each schedule's factor is measured
+            ri.WIDTH, ri.MICROBATCH = args.virtual_width, args.virtual_microbatch
         with tempfile.TemporaryDirectory() as tmp:
             virtual_rows(costs, Path(args.calibration_dir or tmp, "calibration.json"))
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
@@ -613,7 +626,8 @@ def virtual_rows(costs, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     split, results = ri.run(costs, path, "bench_runtime.py: the GPipe and 1F1B calibration of the example models, "
                                          "the interleaved schedules' factors of run_interleaved's MLP")
-    print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
+    print(f"\nvirtual stages: {ri.__name__}'s MLP of width {ri.WIDTH}, micro-batch {ri.MICROBATCH}, "
+          f"{ri.MICROBATCHES} micro-batches, "
           f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} "
           "(fitted above over the schedules; each of these runs its own factor where the calibration holds one), "
           "overhead and slowdown measured beside each step\n")
@@ -625,10 +639,10 @@ def virtual_rows(costs, path: Path) -> None:
     for name, r in results.items():
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
         own = (r["measured_ms"] - r["predicted_own_ms"]) / r["measured_ms"]
-        ranks = calibrated(r["fits"], {name: r["factor"]}, costs.stage_ms, costs.op_ms)
+        ranks = calibrated(r["fits"], {name: r["factor"] or r["file_factor"]}, costs.stage_ms, costs.op_ms)
         markdown_row([name, str(r["output"] and r["grads"]), fmt(r["profiled_ms"]), fmt(r["idle_ms"]),
                       fmt(r["overhead_ms"]), fmt(r["slowdown"], ".2f"), fmt(r["predicted_ms"]),
-                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", f"x{r['factor']:.3f}",
+                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", ri.factor_text(r),
                       " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in ranks), fmt(r["predicted_own_ms"]),
                       fmt(100 * own, ".1f") + "%", f"x{r['file_factor']:.3f}", fmt(r["predicted_file_ms"]),
                       fmt(100 * (r["measured_ms"] - r["predicted_file_ms"]) / r["measured_ms"], ".1f") + "%"])

@@ -277,17 +277,17 @@ def run(base: RunCosts | None = None, calibration_out: str | Path | None = None,
                     "slowdown": sum(r[name]["slowdown"] for r in ranks) / RANKS}
         costs = run_costs(base, measured)
         fits = rank_fits(tps[name], ranks, name, base)
-        factor = schedule_scales(fits, base.op_ms, base.stage_ms)[name]
+        factor = schedule_scales(fits, base.op_ms, base.stage_ms).get(name)  # none: the ranks' time is all runtime
         out[name] = {"output": next(r[name]["output"] for r in ranks if "output" in r[name]), "grads": all(r[name]["grads"] for r in ranks),
                      "predicted_ms": predict(tps[name], shares, name, costs),
                      "measured_ms": max(r[name]["ms"] for r in ranks),
                      "profiled_ms": predict(tps[name], shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
                      "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown,
                      "factor": factor, "base_factor": costs.scale, "fits": fits,
-                     "predicted_own_ms": predict(tps[name], shares, name, replace(costs, scale=factor))}
+                     "predicted_own_ms": predict(tps[name], shares, name, replace(costs, scale=factor or costs.scale))}
     if calibration_out is not None:
-        write_calibration(base.with_factors({name: r["factor"] for name, r in out.items()}), calibration_out, KIND,
-                          note=note)
+        write_calibration(base.with_factors({name: r["factor"] for name, r in out.items() if r["factor"]}),
+                          calibration_out, KIND, note=note)
         back = read_calibration(calibration_out)[0]
         for name, r in out.items():
             measured = replace(back.under(name), overhead_ms=r["overhead_ms"], slowdown=r["slowdown"])
@@ -312,6 +312,11 @@ def rank_fits(tp: Placement, ranks: list[dict], schedule: str, base: RunCosts) -
                              schedule))
     return fits
 
+
+
+def factor_text(r: dict) -> str:
+    """A schedule's own compute factor as printed: ``x1.234``, or why there is none."""
+    return f"x{r['factor']:.3f}" if r["factor"] else "none (the ranks' CPU time less the runtime's is not above 0)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,13 +345,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: output matches the unsplit model: {r['output']}; gradients match: {r['grads']}; "
               f"step per micro-batch predicted {r['predicted_ms']:.3f} ms, measured {r['measured_ms']:.3f} ms, "
               f"residual {residual:.1%} (idle stages {r['idle_ms']:.3f} ms: {r['overhead_ms']:.3f} ms per task; "
-              f"slowdown x{r['slowdown']:.2f}; compute as profiled); its own compute factor x{r['factor']:.3f} "
+              f"slowdown x{r['slowdown']:.2f}; compute as profiled); its own compute factor {factor_text(r)} "
               f"(CPU time of the ranks' stages, less the idle stages', over their profiled compute; per rank "
               f"{', '.join(f'{f.measured_ms:.2f} / {f.predicted_ms:.2f} ms' for f in r['fits'])}), predicted "
               f"{r['predicted_own_ms']:.3f} ms")
         ok &= r["output"] and r["grads"]
     if args.calibration_out:
-        print(f"wrote {args.calibration_out} with the factors of {', '.join(results)}; read back, each step predicted "
+        print(f"wrote {args.calibration_out} with the factors of "
+              f"{', '.join(n for n, r in results.items() if r['factor']) or 'no schedule'}; read back, each step predicted "
               + "; ".join(f"{name} x{r['file_factor']:.3f}: {r['predicted_file_ms']:.3f} ms against "
                           f"{r['measured_ms']:.3f} ms measured" for name, r in results.items()))
     print("all outputs and gradients match the unsplit model" if ok else "a result differs from the unsplit model")

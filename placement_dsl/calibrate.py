@@ -107,7 +107,7 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     ``ops`` and ``predicted`` move together over the splits of one model at one micro-batch size (a stage of more
     layers has more ops and more compute); stages measured at two or more micro-batch sizes separate them (the
     compute grows with the micro-batch, the ops do not). A stage's ``comm_ms`` (its tensors at the measured link,
-    which a rank's CPU time holds: gloo copies them) is taken off its measured time first: fitted into ``c`` and
+    as the rank's CPU time pays them: :func:`ping_pong` with ``clock="cpu"``) is taken off its measured time first: fitted into ``c`` and
     ``b`` it charged a split whose boundary tensors are small (a late cut of a CNN) with the early cut's traffic.
     Of the fits with ``op_ms`` or ``b`` held at 0 or free, the
     best whose terms are >= 0 (and ``c > 0``); a term whose column the stages cannot tell apart from the others'
@@ -174,18 +174,25 @@ def schedule_scales(fits: Sequence[StageFit], op_ms: float = 0.0, fixed_ms: floa
     """The compute factor of each schedule the ``fits`` ran, with the time per op and per stage held (as
     :func:`stage_costs_of` fitted them over all): a stage under GPipe keeps every micro-batch's activations until its
     backward, 1F1B a few, so the same modules compute on memory of another size and the factors differ (by 5-12 %
-    on the example CNNs, which one factor leaves as residuals of opposite signs on one stage).
+    on the example CNNs, which one factor leaves as residuals of opposite signs on one stage). A schedule whose stages
+    measured no more than those held times, nor a positive time at all, has no factor and is left out (a model so
+    small that the runtime's work per action is all of a rank's time: ``examples/run_interleaved.py`` at its
+    default width).
 
     >>> fits = [*calibration([2.0], [4.4], schedule="gpipe"), *calibration([2.0], [4.0], schedule="1f1b")]
     >>> {s: round(c, 6) for s, c in schedule_scales(fits).items()}
     {'gpipe': 2.2, '1f1b': 2.0}
+    >>> schedule_scales(calibration([2.0], [-0.1], schedule="zbv"))
+    {}
     """
     out: dict[str, float] = {}
     for s in dict.fromkeys(f.schedule for f in fits):
         mine = [f for f in fits if f.schedule == s]
         den = sum(f.predicted_ms ** 2 for f in mine)
         num = sum(f.predicted_ms * (f.measured_ms - f.comm_ms - op_ms * f.ops - fixed_ms) for f in mine)
-        out[s] = num / den if den > 0 and num > 0 else scale_of(mine)
+        factor = num / den if den > 0 and num > 0 else scale_of(mine)
+        if factor > 0:
+            out[s] = factor
     return out
 
 

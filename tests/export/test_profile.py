@@ -316,3 +316,11 @@ def test_the_link_in_a_ranks_cpu_time_is_what_a_stage_pays_not_the_wall_clocks_c
     assert flat.bandwidth == float("inf") and flat.latency_ms == pytest.approx(0.025)
     with pytest.raises(SpecError, match="clock 'wall' or 'cpu'"):
         profile.ping_pong(sizes, clock="thread")
+
+
+def test_a_schedule_whose_stages_measured_less_than_the_held_times_has_no_factor():
+    """The interleaved run's small MLP: its ranks' CPU time less the idle stages' and the time per stage came out
+    below 0, and the negative 'factor' priced its ops at negative times (the bench failed building the graph)."""
+    fits = [*profile.calibration([2.0, 1.0], [-0.1, -0.3], schedule="zbv"),
+            *profile.calibration([2.0], [4.0], schedule="1f1b")]
+    assert profile.schedule_scales(fits) == {"1f1b": 2.0}
