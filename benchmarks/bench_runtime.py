@@ -509,8 +509,12 @@ def main() -> None:
     results, spread = medians(repeats)
     small_results, results = results[len(runs):], results[:len(runs)]
     fitted_plans = [runs[i][2] for i in fitted] + [p for p, _ in small]
-    costs = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link, stage_link)
-    wall_fit = rp.calibrate(fitted_plans, [results[i] for i in fitted] + small_results, link)  # as before
+    fitted_runs = [results[i] for i in fitted] + small_results
+    costs = rp.calibrate(fitted_plans, fitted_runs, link, stage_link)  # one over the models (the virtual rows')
+    models = list(dict.fromkeys(name for name, _, _ in runs))
+    own = {m: rp.calibrate(*zip(*[(p, r) for p, r in zip(fitted_plans, fitted_runs) if p.name == m]), link, stage_link)
+           for m in models}  # each model's: their factors differ by a third (cnn-mobile's against gpt-vocab's)
+    before = rp.calibrate(fitted_plans, fitted_runs, link, relative=False)  # one, absolute ms, the wall-clock link
     if args.calibration_dir:  # every stage measured, for refitting apart from the run
         stages = {f"{name} {label}": [asdict(f) for s in rp.ran(ranks[0]) for f in rp.stage_fits(plan, ranks, stage_link, s)]
                   for (name, label, plan), ranks in zip(runs, results)}
@@ -522,9 +526,8 @@ def main() -> None:
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
           f"fitted, on the 'ours' rows' stages, and at {rp.SMALL} samples per micro-batch ours' and a lopsided "
-          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute {factors(costs)} + "
-          f"{costs.op_ms:.4f} ms per op + "
-          f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
+          f"split's (the first module alone; CPU time in the steps, less the idle stages'), each model's own "
+          f"(below), their relative residuals: compute, a time per op and per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
           "slowdown; every step is a prediction\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
@@ -534,9 +537,9 @@ def main() -> None:
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
-            cal = calibrated(rp.stage_fits(plan, ranks, stage_link, s), costs)
+            cal = calibrated(rp.stage_fits(plan, ranks, stage_link, s), own[name])
             measured = max(r[f"{s}_step_ms"] for r in ranks)
-            mine = rp.run_costs(costs, ranks, s, plan)
+            mine = rp.run_costs(own[name], ranks, s, plan)
             want = plan.step_with(mine, s)
             markdown_row([name, label, ",".join(plan.split_spec), " / ".join(fmt(f.predicted_ms) for f in cal),
                           " / ".join(fmt(f.measured_ms) for f in cal),
@@ -548,13 +551,20 @@ def main() -> None:
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
     print()
-    for line in residuals(runs, results, costs, affine, small, small_results, stage_link):
+    print("each model's own calibration (the stages' relative residuals fitted, their tensors at the link in the "
+          "ranks' CPU time): " + "; ".join(f"{m} {factors(c)} + {c.op_ms:.4f} ms per op + {c.stage_ms:.3f} ms"
+                                            for m, c in own.items()))
+    for line in residuals(runs, results, own, affine, small, small_results, stage_link):
         print(line)
-    print(f"the same with the stages' tensors at the wall-clock link (the calibration before; "
-          f"{factors(wall_fit)} + {wall_fit.op_ms:.4f} ms per op + {wall_fit.stage_ms:.3f} ms):")
-    for line in residuals(runs, results, wall_fit, affine, small, small_results, link):
-        print(line)
-    for line in rankings(runs, results, costs, schedules):
+    one = (f"one calibration over the models, so ({factors(costs)} + {costs.op_ms:.4f} ms per op + "
+           f"{costs.stage_ms:.3f} ms)")
+    old = (f"the calibration before: one over the models, their absolute ms fitted, their tensors at the wall-clock "
+           f"link ({factors(before)} + {before.op_ms:.4f} ms per op + {before.stage_ms:.3f} ms)")
+    for title, cal, at in ((one, costs, stage_link), (old, before, link)):
+        print(f"{title}:")
+        for line in residuals(runs, results, cal, affine, small, small_results, at):
+            print(line)
+    for line in rankings(runs, results, own, schedules):
         print(line)
     if args.virtual:
         if not args.quick:  # compute beyond the runtime's work per action, so that each schedule's factor is measured
@@ -569,8 +579,9 @@ def residuals(runs, results, costs, affine, small, small_results, link) -> list[
     and of the others (out of sample), calibrated with the time per op and with a factor and a time per stage fitted
     on our split at one size alone (``affine``); the stages' tensors at ``link``; the lopsided split's stages one by
     one (its first, the first module alone, sends the model's largest tensor)."""
-    lines = []
+    lines, every = [], costs
     for name in dict.fromkeys(n for n, _, _ in runs):
+        costs = every[name] if isinstance(every, dict) else every  # each model's calibration, or one for all
         cells = []
         for label in dict.fromkeys(lb for _, lb, _ in runs):
             mine = [(plan, ranks) for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)]
@@ -596,8 +607,9 @@ def rankings(runs, results, costs, schedules) -> list[str]:
     splits that cut at the same point (one split run more than once: their differences are the machine's). The
     predictions share one overhead and slowdown per model and schedule (the medians of its rows), so that they rank
     the splits as the cost model does, not as the load varied between their runs."""
-    lines = []
+    lines, every = [], costs
     for name in dict.fromkeys(n for n, _, _ in runs):
+        costs = every[name] if isinstance(every, dict) else every  # each model's calibration, or one for all
         mine = [(label, plan, ranks) for (n, label, plan), ranks in zip(runs, results) if n == name]
         points: dict[str, list[str]] = {}
         for label, plan, _ in mine:

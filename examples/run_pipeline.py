@@ -309,17 +309,17 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts, 
     return lines
 
 
-def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, stage_link: LinkTime | None = None
-              ) -> RunCosts:
+def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, stage_link: LinkTime | None = None,
+              relative: bool = True) -> RunCosts:
     """The fitted costs, over every stage of ``runs`` under each schedule run (in CPU time): the compute factor, a
     stage's fixed time per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured - the
     stage's tensors at ``stage_link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch
     sizes tell them apart), and each schedule's own factor with those held (:meth:`RunCosts.fitted`); with the
     ``link`` (the wall clock's, which a step pays). ``stage_link``: the link as the stages are timed, in the ranks'
-    CPU time (``ping_pong(clock="cpu")``; default ``link``). The per-task overhead and the slowdown are measured in
-    each run (:func:`run_costs`)."""
+    CPU time (``ping_pong(clock="cpu")``; default ``link``); ``relative``: the stages' relative residuals fitted
+    (else their ms). The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
     return RunCosts.fitted([f for plan, ranks in zip(plans, runs) for s in ran(ranks[0])
-                            for f in stage_fits(plan, ranks, stage_link or link, s)], link)
+                            for f in stage_fits(plan, ranks, stage_link or link, s)], link, relative)
 
 
 def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:

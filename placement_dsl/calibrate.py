@@ -97,7 +97,7 @@ def affine_of(fits: Sequence[StageFit]) -> tuple[float, float]:
 
 
 def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
-    """``(c, op_ms, b)`` minimizing ``sum (measured - c * predicted - op_ms * ops - b)^2`` over ``fits``, ``op_ms >= 0``
+    """``(c, op_ms, b)`` minimizing ``sum ((measured - c * predicted - op_ms * ops - b) / measured)^2``, ``op_ms >= 0``
     and ``b >= 0``: the compute factor, a fixed time per op the stage runs and a fixed time per stage, per
     micro-batch. A stage module runs its ops one by one (``torch.distributed.pipelining``'s stage submodules are
     interpreted graphs, and the autograd engine walks the backward op by op), each at a cost that does not grow
@@ -123,9 +123,10 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     return factors.get("", 1.0), op_ms, fixed
 
 
-def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float, float]:
+def schedule_costs_of(fits: Sequence[StageFit], relative: bool = True) -> tuple[dict[str, float], float, float]:
     """``({schedule: c}, op_ms, b)``: :func:`stage_costs_of`'s fit with a compute factor per schedule the ``fits`` ran,
-    minimizing ``sum (measured - comm - c[schedule] * predicted - op_ms * ops - b)^2``. A stage under GPipe keeps every
+    minimizing ``sum ((measured - comm - c[schedule] * predicted - op_ms * ops - b) / measured)^2`` (the relative
+    residuals: :func:`_relative_weights`). A stage under GPipe keeps every
     micro-batch's activations until its backward, 1F1B a few, so the same modules compute on memory of another size
     (5-12 % more CPU under GPipe on the example CNNs). The terms are fitted together: where a second micro-batch size
     runs under one schedule alone, one factor fitted first left the other schedule's difference in the time per op
@@ -138,13 +139,14 @@ def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float
     ({'gpipe': 1.5, '1f1b': 1.2}, 0.1, 0.2)
     """
     names = list(dict.fromkeys(f.schedule for f in fits))
-    xs = [[f.predicted_ms if f.schedule == s else 0.0 for f in fits] for s in names]
-    ys = np.array([f.measured_ms - f.comm_ms for f in fits], dtype=float)  # the link's share is measured, not fitted
-    columns = {"ops": [float(f.ops) for f in fits], "fixed": [1.0] * len(fits)}
+    w = _relative_weights(fits) if relative else np.ones(len(fits))  # not relative: the absolute ms, as before
+    xs = [[w[i] * f.predicted_ms if f.schedule == s else 0.0 for i, f in enumerate(fits)] for s in names]
+    ys = w * np.array([f.measured_ms - f.comm_ms for f in fits], dtype=float)  # the link's share is measured
+    columns = {"ops": (w * np.array([float(f.ops) for f in fits])).tolist(), "fixed": w.tolist()}
     x, ops = np.array(xs, dtype=float).reshape(len(names), len(fits)).T, np.array(columns["ops"])
 
     def loss(c: Sequence[float], op_ms: float, b: float) -> float:
-        return float(np.sum((ys - x @ np.asarray(c, dtype=float) - op_ms * ops - b) ** 2))
+        return float(np.sum((ys - x @ np.asarray(c, dtype=float) - op_ms * ops - b * w) ** 2))
 
     alone = [scale_of([f for f in fits if f.schedule == s]) for s in names]
     best = (loss(alone, 0.0, 0.0), (alone, 0.0, 0.0))
@@ -159,6 +161,17 @@ def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float
             best = (loss(*coef), coef)
     c, op_ms, fixed = best[1]
     return dict(zip(names, map(float, c))), float(op_ms), float(fixed)
+
+
+def _relative_weights(fits: Sequence[StageFit]) -> np.ndarray:
+    """Each stage's weight in the calibration's least squares, ``1 / measured``: the fit minimizes the stages' relative
+    residuals, which the calibration is judged by, and a stage's timing noise grows with its time. In absolute terms
+    a stage of 0.5 ms (a lopsided split's stem alone) weighed nothing beside stages of 20 ms, whose spread the time per
+    stage then took up (1.2-1.8 ms, where the stem measured 0.4-0.6 ms in all: predicted 150-350 % off). A time at or
+    below 0 (noise, the idle stages' time taken off) counts as a twentieth of the median stage's."""
+    measured = np.array([f.measured_ms for f in fits], dtype=float)
+    floor = 0.05 * float(np.median(np.abs(measured))) if len(measured) else 1.0
+    return 1.0 / np.maximum(measured, floor if floor > 0 else 1.0)
 
 
 def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
@@ -375,10 +388,11 @@ class RunCosts:
         return self if schedule is None else replace(self, scale=self.scale_for(schedule), scales=())
 
     @staticmethod
-    def fitted(fits: Sequence[StageFit], link: LinkTime = LinkTime(0.0, float("inf"))) -> RunCosts:
-        """The costs :func:`schedule_costs_of` fits on ``fits`` at ``link``: each schedule's factor, the time per op
-        and per stage; ``scale`` (a schedule not measured apart's) the factor over all with those held."""
-        factors, op_ms, fixed = schedule_costs_of(fits)
+    def fitted(fits: Sequence[StageFit], link: LinkTime = LinkTime(0.0, float("inf")), relative: bool = True
+               ) -> RunCosts:
+        """The costs :func:`schedule_costs_of` fits on ``fits`` at ``link`` (``relative``: its weights): each
+        schedule's factor, the time per op and per stage; ``scale`` the factor over all with those held."""
+        factors, op_ms, fixed = schedule_costs_of(fits, relative)
         c = schedule_scales([replace(f, schedule="") for f in fits], op_ms, fixed).get("", 1.0)
         return RunCosts(c, link, stage_ms=fixed, op_ms=op_ms, scales=tuple(factors.items()))
 

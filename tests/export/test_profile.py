@@ -158,11 +158,15 @@ def test_each_schedule_has_its_compute_factor():
     profiled, ops = [2.0, 6.0, 1.0, 3.0], [10, 40, 10, 40]
     fits = [*profile.calibration(profiled, [1.1 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="gpipe"),
             *profile.calibration(profiled, [1.0 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="1f1b")]
-    scale, op_ms, fixed = profile.stage_costs_of(fits)
+    scale, op_ms, fixed = profile.stage_costs_of(fits)  # one factor: misfit, its times per op and stage a little off
     scales = profile.schedule_scales(fits, op_ms, fixed)
-    assert scales == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-6)
-    assert max(abs(f.residual) for f in profile.calibrated(fits, scales, fixed, op_ms)) < 1e-6
+    assert scales == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-3)
+    assert max(abs(f.residual) for f in profile.calibrated(fits, scales, fixed, op_ms)) < 1e-3
     assert max(abs(f.residual) for f in profile.calibrated(fits, scale, fixed, op_ms)) > 0.02
+    joint = profile.RunCosts.fitted(fits)  # fitted together: exact
+    factors, op_ms, fixed = dict(joint.scales), joint.op_ms, joint.stage_ms
+    assert factors == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-6)
+    assert max(abs(f.residual) for f in profile.calibrated(fits, factors, fixed, op_ms)) < 1e-6
 
 
 def test_module_doctests():
@@ -324,3 +328,22 @@ def test_a_schedule_whose_stages_measured_less_than_the_held_times_has_no_factor
     fits = [*profile.calibration([2.0, 1.0], [-0.1, -0.3], schedule="zbv"),
             *profile.calibration([2.0], [4.0], schedule="1f1b")]
     assert profile.schedule_scales(fits) == {"1f1b": 2.0}
+
+
+# stages measured by bench_runtime.py (gpt, CPU ms per micro-batch less the idle stages'; load 5.8-7.4): (profiled,
+# measured, ops, ms at the link in the ranks' CPU time, schedule); our split at 4 samples per micro-batch under both
+# schedules, at 1 sample ours and the lopsided split (the embedding alone: 0.03 ms profiled, 0.42 ms measured)
+GPT_STAGES = [(13.487, 19.282, 122, 0.036, "gpipe"), (14.248, 20.77, 118, 0.036, "gpipe"),
+              (13.487, 18.841, 122, 0.036, "1f1b"), (14.248, 19.525, 118, 0.036, "1f1b"),
+              (3.743, 7.844, 122, 0.033, "1f1b"), (4.059, 7.755, 118, 0.033, "1f1b"),
+              (0.028, 0.424, 4, 0.043, "1f1b"), (7.774, 12.514, 236, 0.043, "1f1b")]
+
+
+def test_the_calibration_fits_relative_residuals_so_a_small_stage_counts():
+    """Fitted on the stages' ms, the 0.4 ms stage weighed nothing beside those of 20 ms, whose spread the time per stage
+    took up (0.97 ms): the embedding alone was predicted 157 % off. Fitted on their relative residuals, every stage
+    is within 15 %."""
+    fits = [profile.StageFit(k, p, m, n, c, s) for k, (p, m, n, c, s) in enumerate(GPT_STAGES)]
+    before = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits, relative=False))]
+    after = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits))]
+    assert before[6] > 1.0 and max(after) < 0.15, (before, after)
