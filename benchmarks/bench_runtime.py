@@ -30,7 +30,9 @@ Then one row per schedule with virtual stages (``--virtual``, on by default): in
 ZB-H1 and ZBV from the exported schedule CSV over 4 virtual stages on the 2 ranks
 (``examples/run_interleaved.py``, its modules profiled as torch's pipeline runs them), the simulator's
 step time per micro-batch (the compute factor above, the overhead and slowdown measured beside its own
-steps) against the measured one.
+steps) against the measured one; then each schedule's own factor (fitted on the ranks' CPU time) written into the
+calibration file beside GPipe's and 1F1B's (``--calibration-dir``/calibration.json) and read back, and the step
+predicted from the file against the measured one.
 
     python benchmarks/bench_runtime.py            # the full example sizes
     python benchmarks/bench_runtime.py --quick    # the test's sizes
@@ -54,12 +56,13 @@ alike counts) with its residuals on the other splits, stage by stage (:func:`out
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -306,16 +309,17 @@ def sequential(fits, link) -> RunCosts:
 
 
 def fair_costs(labelled, rounds, schedules, link, microbatch: int, microbatches: int, extra=(),
-               path: Path | None = None) -> dict[str, object]:
+               path: Path | None = None, stage_link=None) -> dict[str, object]:
     """Per schedule, the costs that predict a step from the CPU time the ranks spent in the rounds: the compute factor,
     a stage's fixed time per op and per micro-batch fitted over the three splits' stages (:func:`round_fits`, with
     ``extra`` fits: the splits at a second micro-batch size; :func:`placement_dsl.profile.stage_costs_of`), the
     per-task overhead read from the idle stages' CPU time, the measured link, no slowdown (a prediction of the CPU's
     step, as on an idle machine); and ``(schedule, "wall")``: the same with the per-task overhead read from the idle
     stages' wall clock (on a loaded machine, a rank's wait to run again after each blocking receive) and the ranks'
-    measured slowdown. ``"file"``: the calibration, each schedule's factor apart, as read back from ``path``
+    measured slowdown; the stages' tensors at ``stage_link`` (the link in the ranks' CPU time; default ``link``).
+    ``"file"``: the calibration, each schedule's factor apart, as read back from ``path``
     (:func:`fitted`); every schedule's costs are its (:meth:`RunCosts.under`)."""
-    fits = round_fits(labelled, rounds, schedules, link=link)
+    fits = round_fits(labelled, rounds, schedules, link=stage_link or link)
     cal = fitted([*fits, *extra], link, path)
     out: dict[str, object] = {"fits": fits, "extra": list(extra), "file": cal}
     for s in schedules:
@@ -347,10 +351,11 @@ def fairness(args) -> None:
     microbatch, microbatches = (2, 4) if args.quick else (4, 8)
     schedules = list(rp.SCHEDULES)
     rp.torch.set_num_threads(1)
-    link = ping_pong(repeat=5)
+    link, stage_link = ping_pong(repeat=5), ping_pong(repeat=5, clock="cpu")
     print(f"load at start: {load()}; {args.fair} rounds per model, micro-batch {microbatch}, {microbatches} "
           "micro-batches, 2 CPU ranks (gloo, 1 thread each); ratio = ours' throughput / theirs (their step time over "
-          f"ours); link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms")
+          f"ours); link {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms (wall clock), "
+          f"{stage_link.latency_ms:.3f} ms + bytes / {stage_link.bandwidth:.4g} per ms (a rank's CPU time: the stages')")
     rows, moved = [], []
     for name in args.models.split(","):
         imported = imports(name, microbatch, args.quick)
@@ -362,11 +367,11 @@ def fairness(args) -> None:
         small_rounds = rp.interleaved_rounds([job for _, job in small], args.quick, max(2, args.fair // 2))  # 1F1B
         after = load()
         smalls = [(label, plan) for label, (plan, _) in zip([*(label for label, _ in labelled), "lopsided"], small)]
-        extra = round_fits(smalls, small_rounds, ["1f1b"], link=link)
+        extra = round_fits(smalls, small_rounds, ["1f1b"], link=stage_link)
         costs = fair_costs(labelled, rounds, schedules, link, microbatch, microbatches, extra,
-                           Path(args.calibration_dir, f"{name}.json"))
+                           Path(args.calibration_dir, f"{name}.json"), stage_link)
         print(fit_line(name, labelled, costs, extra, microbatch), flush=True)
-        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, link)}", flush=True)
+        print(f"{name}: {out_of_sample(labelled, rounds, schedules, smalls, small_rounds, stage_link)}", flush=True)
         rows += pair_rows(name, labelled, rounds, costs, schedules, f"{before.split()[0]}-{after.split()[0]}")
         again = rp.plan_for(rp.place(imported[1], imported[0], costs=costs["file"]), imported[0], microbatches,
                             microbatch)
@@ -461,11 +466,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs of every job; medians and spread over them")
     ap.add_argument("--no-virtual", dest="virtual", action="store_false",
                     help="skip the interleaved 1F1B, ZB-H1 and ZBV rows")
+    ap.add_argument("--virtual-width", type=int, default=1024, help="the interleaved run's block width (not --quick)")
+    ap.add_argument("--virtual-microbatch", type=int, default=32,
+                    help="the interleaved run's samples per micro-batch (not --quick)")
     ap.add_argument("--fair", type=int, default=0, metavar="ROUNDS",
                     help="only ours against even and parameters, in ROUNDS interleaved rounds per model")
     ap.add_argument("--calibration-dir", metavar="DIR",
-                    help="--fair: write each model's calibration there as MODEL.json (default: a temporary directory); "
-                         "the predictions read it back")
+                    help="--fair: write each model's calibration there as MODEL.json; else the calibration with the "
+                         "interleaved schedules' factors as calibration.json (default: a temporary directory); the "
+                         "predictions read it back")
     args = ap.parse_args()
     if args.fair:
         start = time.perf_counter()
@@ -481,8 +490,11 @@ def main() -> None:
     print(f"load at start: {load()}")
     rp.torch.set_num_threads(1)
     link = ping_pong(repeat=5 if args.quick else 20)
-    print(f"link (gloo ping-pong, 2 processes): {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per ms; "
-          f"one-way ms by bytes: {', '.join(f'{b}: {t:.3f}' for b, t in link.samples)}")
+    stage_link = ping_pong(repeat=5 if args.quick else 20, clock="cpu")
+    print(f"link (gloo ping-pong, 2 processes), wall clock: {link.latency_ms:.3f} ms + bytes / {link.bandwidth:.4g} per "
+          f"ms; one-way ms by bytes: {', '.join(f'{b}: {t:.3f}' for b, t in link.samples)}; in a rank's CPU time (as "
+          f"the stages are timed): {stage_link.latency_ms:.3f} ms + bytes / {stage_link.bandwidth:.4g} per ms; by bytes: "
+          f"{', '.join(f'{b}: {t:.3f}' for b, t in stage_link.samples)}")
     runs = [(name, label, plan) for name in args.models.split(",")
             for label, plan in plans(name, microbatch, microbatches, args.quick)]
     jobs = [{"model": name, "split_spec": plan.split_spec, "schedules": schedules, "microbatch": microbatch,
@@ -496,15 +508,26 @@ def main() -> None:
         print(f"repeat {k + 1} of {args.repeats} done, load {load()}")
     results, spread = medians(repeats)
     small_results, results = results[len(runs):], results[:len(runs)]
-    costs = rp.calibrate([runs[i][2] for i in fitted] + [p for p, _ in small],
-                         [results[i] for i in fitted] + small_results, link)
+    fitted_plans = [runs[i][2] for i in fitted] + [p for p, _ in small]
+    fitted_runs = [results[i] for i in fitted] + small_results
+    costs = rp.calibrate(fitted_plans, fitted_runs, link, stage_link)  # one over the models (the virtual rows')
+    models = list(dict.fromkeys(name for name, _, _ in runs))
+    own = {m: rp.calibrate(*zip(*[(p, r) for p, r in zip(fitted_plans, fitted_runs) if p.name == m]), link, stage_link)
+           for m in models}  # each model's: their factors differ by a third (cnn-mobile's against gpt-vocab's)
+    before = rp.calibrate(fitted_plans, fitted_runs, link, relative=False)  # one, absolute ms, the wall-clock link
+    if args.calibration_dir:  # every stage measured, for refitting apart from the run
+        stages = {f"{name} {label}": [asdict(f) for s in rp.ran(ranks[0]) for f in rp.stage_fits(plan, ranks, stage_link, s)]
+                  for (name, label, plan), ranks in zip(runs, results)}
+        stages.update({f"{plan.name} {what} at {rp.SMALL}": [asdict(f) for f in rp.stage_fits(plan, ranks, stage_link, "1f1b")]
+                       for ((plan, _), ranks), what in zip(zip(small, small_results), ["ours", "lopsided"] * len(fitted))})
+        Path(args.calibration_dir).mkdir(parents=True, exist_ok=True)
+        Path(args.calibration_dir, "stages.json").write_text(json.dumps(stages, indent=1))
     affine = affine_of([f for i in fitted for f in rp.stage_fits(runs[i][2], results[i])])
     print(f"\nmicro-batch {microbatch}, {microbatches} micro-batches per step, 2 CPU ranks (gloo, 1 thread each); "
           f"medians of {args.repeats} runs (spread: (max - min) / median, largest over ranks)\n"
           f"fitted, on the 'ours' rows' stages, and at {rp.SMALL} samples per micro-batch ours' and a lopsided "
-          f"split's (the first module alone; CPU time in the steps, less the idle stages'): compute {factors(costs)} + "
-          f"{costs.op_ms:.4f} ms per op + "
-          f"{costs.stage_ms:.3f} ms per stage and micro-batch; measured: the link, and "
+          f"split's (the first module alone; CPU time in the steps, less the idle stages'), each model's own "
+          f"(below), their relative residuals: compute, a time per op and per stage and micro-batch; measured: the link, and "
           "per row and schedule the step of idle stages beside each step (-> ms per task) and the ranks' wall-clock "
           "slowdown; every step is a prediction\n")
     markdown_head(["model", "split", "split point", "stage ms predicted (cal.)", "stage ms measured",
@@ -514,9 +537,9 @@ def main() -> None:
     for (name, label, plan), ranks, wide in zip(runs, results, spread):
         stage_spread = max(max(w.get("forward_ms", 0.0), w.get("backward_ms", 0.0)) for w in wide)
         for s in schedules:
-            cal = calibrated(rp.stage_fits(plan, ranks, costs.link, s), costs)
+            cal = calibrated(rp.stage_fits(plan, ranks, stage_link, s), own[name])
             measured = max(r[f"{s}_step_ms"] for r in ranks)
-            mine = rp.run_costs(costs, ranks, s, plan)
+            mine = rp.run_costs(own[name], ranks, s, plan)
             want = plan.step_with(mine, s)
             markdown_row([name, label, ",".join(plan.split_spec), " / ".join(fmt(f.predicted_ms) for f in cal),
                           " / ".join(fmt(f.measured_ms) for f in cal),
@@ -528,34 +551,52 @@ def main() -> None:
                           fmt(1e3 * microbatch / measured, ".1f")])
             assert ranks[-1][f"{s}_allclose"], f"{name} {label} {s}: the output differs from the unsplit model"
     print()
-    for line in residuals(runs, results, costs, affine, small, small_results):
+    print("each model's own calibration (the stages' relative residuals fitted, their tensors at the link in the "
+          "ranks' CPU time): " + "; ".join(f"{m} {factors(c)} + {c.op_ms:.4f} ms per op + {c.stage_ms:.3f} ms"
+                                            for m, c in own.items()))
+    for line in residuals(runs, results, own, affine, small, small_results, stage_link):
         print(line)
-    for line in rankings(runs, results, costs, schedules):
+    one = (f"one calibration over the models, so ({factors(costs)} + {costs.op_ms:.4f} ms per op + "
+           f"{costs.stage_ms:.3f} ms)")
+    old = (f"the calibration before: one over the models, their absolute ms fitted, their tensors at the wall-clock "
+           f"link ({factors(before)} + {before.op_ms:.4f} ms per op + {before.stage_ms:.3f} ms)")
+    for title, cal, at in ((one, costs, stage_link), (old, before, link)):
+        print(f"{title}:")
+        for line in residuals(runs, results, cal, affine, small, small_results, at):
+            print(line)
+    for line in rankings(runs, results, own, schedules):
         print(line)
     if args.virtual:
-        virtual_rows(costs)
+        if not args.quick:  # compute beyond the runtime's work per action, so that each schedule's factor is measured
+            ri.WIDTH, ri.MICROBATCH = args.virtual_width, args.virtual_microbatch
+        with tempfile.TemporaryDirectory() as tmp:
+            virtual_rows(costs, Path(args.calibration_dir or tmp, "calibration.json"))
     print(f"\n{time.perf_counter() - start:.0f} s, load at end: {load()}")
 
 
-def residuals(runs, results, costs, affine, small, small_results) -> list[str]:
+def residuals(runs, results, costs, affine, small, small_results, link) -> list[str]:
     """Per model, the largest stage residual of our split and of the lopsided one at ``SMALL`` (in sample: fitted on)
     and of the others (out of sample), calibrated with the time per op and with a factor and a time per stage fitted
-    on our split at one size alone (``affine``)."""
-    lines = []
+    on our split at one size alone (``affine``); the stages' tensors at ``link``; the lopsided split's stages one by
+    one (its first, the first module alone, sends the model's largest tensor)."""
+    lines, every = [], costs
     for name in dict.fromkeys(n for n, _, _ in runs):
+        costs = every[name] if isinstance(every, dict) else every  # each model's calibration, or one for all
         cells = []
         for label in dict.fromkeys(lb for _, lb, _ in runs):
             mine = [(plan, ranks) for (n, lb, plan), ranks in zip(runs, results) if (n, lb) == (name, label)]
             fits = [f for plan, ranks in mine for s in rp.ran(ranks[0])
-                    for f in rp.stage_fits(plan, ranks, costs.link, s)]
+                    for f in rp.stage_fits(plan, ranks, link, s)]
             bare = [f for plan, ranks in mine for f in rp.stage_fits(plan, ranks)]
             cells.append(f"{label} {worst(fits, costs):.1%} "
                          f"({worst(bare, *affine):.1%})")
         mine = [(plan, ranks) for (plan, _), ranks in zip(small, small_results) if plan.name == name]
         for what, (plan, ranks) in zip(("ours", "lopsided"), mine):
-            fits, bare = rp.stage_fits(plan, ranks, costs.link, "1f1b"), rp.stage_fits(plan, ranks)
+            fits, bare = rp.stage_fits(plan, ranks, link, "1f1b"), rp.stage_fits(plan, ranks)
+            each = " / ".join(f"{f.residual:+.1%}" for f in calibrated(fits, costs))
             cells.append(f"{what} (cut at {','.join(plan.split_spec)}) at {rp.SMALL} per micro-batch "
-                         f"{worst(fits, costs):.1%} ({worst(bare, *affine):.1%})")
+                         f"{worst(fits, costs):.1%} ({worst(bare, *affine):.1%}; stages {each}, at the link "
+                         f"{' / '.join(f'{f.comm_ms:.3f}' for f in fits)} ms)")
         lines.append(f"{name}: largest stage residual, calibrated with the time per op (with a factor and a time per "
                      f"stage fitted on ours at one size): {'; '.join(cells)}")
     return lines
@@ -566,8 +607,9 @@ def rankings(runs, results, costs, schedules) -> list[str]:
     splits that cut at the same point (one split run more than once: their differences are the machine's). The
     predictions share one overhead and slowdown per model and schedule (the medians of its rows), so that they rank
     the splits as the cost model does, not as the load varied between their runs."""
-    lines = []
+    lines, every = [], costs
     for name in dict.fromkeys(n for n, _, _ in runs):
+        costs = every[name] if isinstance(every, dict) else every  # each model's calibration, or one for all
         mine = [(label, plan, ranks) for (n, label, plan), ranks in zip(runs, results) if n == name]
         points: dict[str, list[str]] = {}
         for label, plan, _ in mine:
@@ -587,27 +629,37 @@ def rankings(runs, results, costs, schedules) -> list[str]:
     return lines
 
 
-def virtual_rows(costs) -> None:
+def virtual_rows(costs, path: Path) -> None:
     """Interleaved 1F1B, ZB-H1 and ZBV over 4 virtual stages on 2 ranks, run from the exported CSV: the compute factor
-    fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here)."""
-    split, results = ri.run(costs)
-    print(f"\nvirtual stages: {ri.__name__}'s MLP, micro-batch {ri.MICROBATCH}, {ri.MICROBATCHES} micro-batches, "
+    fitted above, the link, and the overhead and slowdown measured beside the run itself (none fitted here); then
+    each schedule's own factor, written with the calibration above to ``path`` and read back, and the step predicted
+    from that file against the measured one."""
+    if path.parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    split, results = ri.run(costs, path, "bench_runtime.py: the GPipe and 1F1B calibration of the example models, "
+                                         "the interleaved schedules' factors of run_interleaved's MLP")
+    print(f"\nvirtual stages: {ri.__name__}'s MLP of width {ri.WIDTH}, micro-batch {ri.MICROBATCH}, "
+          f"{ri.MICROBATCHES} micro-batches, "
           f"split {','.join(split)}, stage k on rank k mod {ri.RANKS} (zbv: k and 3 - k); compute x{costs.scale:.3f} "
           "(fitted above over the schedules; each of these runs its own factor where the calibration holds one), "
           "overhead and slowdown measured beside each step\n")
     markdown_head(["schedule", "output and gradients as unsplit", "step ms/mb as profiled (no runtime cost)",
                    "idle step ms/mb", "ms per task", "slowdown", "step ms/mb predicted", "step ms/mb measured",
                    "step residual", "its own compute factor (ranks' CPU)", "rank residuals at it",
-                   "step ms/mb predicted at it", "step residual at it"])
+                   "step ms/mb predicted at it", "step residual at it", "factor in the file",
+                   "step ms/mb predicted from the file", "step residual from the file"])
     for name, r in results.items():
         residual = (r["measured_ms"] - r["predicted_ms"]) / r["measured_ms"]
         own = (r["measured_ms"] - r["predicted_own_ms"]) / r["measured_ms"]
-        ranks = calibrated(r["fits"], {name: r["factor"]}, costs.stage_ms, costs.op_ms)
+        ranks = calibrated(r["fits"], {name: r["factor"] or r["file_factor"]}, costs.stage_ms, costs.op_ms)
         markdown_row([name, str(r["output"] and r["grads"]), fmt(r["profiled_ms"]), fmt(r["idle_ms"]),
                       fmt(r["overhead_ms"]), fmt(r["slowdown"], ".2f"), fmt(r["predicted_ms"]),
-                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", f"x{r['factor']:.3f}",
+                      fmt(r["measured_ms"]), fmt(100 * residual, ".1f") + "%", ri.factor_text(r),
                       " / ".join(fmt(100 * f.residual, ".1f") + "%" for f in ranks), fmt(r["predicted_own_ms"]),
-                      fmt(100 * own, ".1f") + "%"])
+                      fmt(100 * own, ".1f") + "%", f"x{r['file_factor']:.3f}", fmt(r["predicted_file_ms"]),
+                      fmt(100 * (r["measured_ms"] - r["predicted_file_ms"]) / r["measured_ms"], ".1f") + "%"])
+    print(f"\nwrote {path}: the calibration above with {', '.join(results)}'s factors (read back: "
+          f"{factors(read_calibration(path)[0])})")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,15 @@ profiled on one CPU thread first, as torch's pipeline runs them (:func:`placemen
 with ``pipelined=True``: the stage module's interpreted submodules, torch's split backward), each
 backward op's weight-gradient share taken from its module's ``W / (B + W)``.
 
-Run: python examples/run_interleaved.py [--width W --microbatch B]   (needs torch==2.13.0; about 60 s)
+Run: python examples/run_interleaved.py [--width W --microbatch B] [--calibration CAL.json] [--calibration-out OUT.json]
+(needs torch==2.13.0; about 60 s)
 
 Each schedule's compute factor is fitted apart from the ranks' CPU time (less the idle stages') over their
 stages' profiled compute (``rank_fits``); at the default width the runtime's per-action work is most of a rank's
 CPU time and the factor is noise: ``--width 2048 --microbatch 64`` makes the compute the larger part.
+``--calibration-out`` writes the three factors into a calibration file beside ``--calibration``'s terms (its GPipe and
+1F1B factors, time per op and per stage, link), which ``placement-dsl import --calibration FILE --schedule zbv`` and a
+later run's ``--calibration`` then price each schedule with.
 
 The model is tiny: the schedule runtime's per-action work (a gloo send or receive, Python bookkeeping, and on a
 loaded machine the wait to be scheduled again) dwarfs its stages' compute, which is why that work is measured.
@@ -57,10 +61,12 @@ from placement_dsl.profile import (
     RunCosts,
     StageFit,
     profile_module,
+    read_calibration,
     runtime_overhead,
     schedule_scales,
     split_backward,
     training_graph,
+    write_calibration,
 )
 from placement_dsl.simulate import simulate
 
@@ -241,10 +247,14 @@ def worker(rank: int, port: int, pipe, idle_stages, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
 
 
-def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+def run(base: RunCosts | None = None, calibration_out: str | Path | None = None,
+        note: str = "run_interleaved.py") -> tuple[dict[str, str], dict[str, dict]]:
     """Plan, export and run both schedules; per schedule: output and gradients as unsplit, the measured step, the
     idle stages' step and the slowdown beside it, and the simulator's step under ``base``'s compute factor and link
-    (none: the profile's own speed and no link latency) with the overhead and slowdown measured in the run."""
+    (none: the profile's own speed and no link latency; a schedule's own factor where ``base`` holds one) with the
+    overhead and slowdown measured in the run. With ``calibration_out``: ``base`` with each schedule's factor fitted
+    here written there (:meth:`RunCosts.with_factors`, :func:`write_calibration`) and read back, and each schedule's
+    step predicted from the file read back (``predicted_file_ms``)."""
     torch.set_num_threads(1)
     base = base or RunCosts(1.0, LinkTime(0.0, BANDWIDTH))
     split, csvs, tps, shares = plan()
@@ -267,14 +277,21 @@ def run(base: RunCosts | None = None) -> tuple[dict[str, str], dict[str, dict]]:
                     "slowdown": sum(r[name]["slowdown"] for r in ranks) / RANKS}
         costs = run_costs(base, measured)
         fits = rank_fits(tps[name], ranks, name, base)
-        factor = schedule_scales(fits, base.op_ms, base.stage_ms)[name]
+        factor = schedule_scales(fits, base.op_ms, base.stage_ms).get(name)  # none: the ranks' time is all runtime
         out[name] = {"output": next(r[name]["output"] for r in ranks if "output" in r[name]), "grads": all(r[name]["grads"] for r in ranks),
                      "predicted_ms": predict(tps[name], shares, name, costs),
                      "measured_ms": max(r[name]["ms"] for r in ranks),
                      "profiled_ms": predict(tps[name], shares, name, RunCosts(1.0, LinkTime(0.0, BANDWIDTH))),
                      "idle_ms": measured["idle_ms"], "overhead_ms": costs.overhead_ms, "slowdown": costs.slowdown,
                      "factor": factor, "base_factor": costs.scale, "fits": fits,
-                     "predicted_own_ms": predict(tps[name], shares, name, replace(costs, scale=factor))}
+                     "predicted_own_ms": predict(tps[name], shares, name, replace(costs, scale=factor or costs.scale))}
+    if calibration_out is not None:
+        write_calibration(base.with_factors({name: r["factor"] for name, r in out.items() if r["factor"]}),
+                          calibration_out, KIND, note=note)
+        back = read_calibration(calibration_out)[0]
+        for name, r in out.items():
+            measured = replace(back.under(name), overhead_ms=r["overhead_ms"], slowdown=r["slowdown"])
+            r["predicted_file_ms"], r["file_factor"] = predict(tps[name], shares, name, measured), measured.scale
     return split, out
 
 
@@ -297,6 +314,11 @@ def rank_fits(tp: Placement, ranks: list[dict], schedule: str, base: RunCosts) -
 
 
 
+def factor_text(r: dict) -> str:
+    """A schedule's own compute factor as printed: ``x1.234``, or why there is none."""
+    return f"x{r['factor']:.3f}" if r["factor"] else "none (the ranks' CPU time less the runtime's is not above 0)"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -304,9 +326,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="interleaved 1F1B, ZB-H1 and ZBV from the exported CSV on 2 CPU ranks")
     ap.add_argument("--width", type=int, default=WIDTH, help="the blocks' width (wide: compute beyond the runtime's)")
     ap.add_argument("--microbatch", type=int, default=MICROBATCH, help="samples per micro-batch")
+    ap.add_argument("--calibration", metavar="CALIBRATION.json",
+                    help="price the steps with this calibration (run_pipeline.py --calibration-out), a schedule at its "
+                         "own factor where the file holds one")
+    ap.add_argument("--calibration-out", metavar="CALIBRATION.json",
+                    help="write the calibration (--calibration's, or the profile's) with each schedule's factor fitted "
+                         "here, for 'placement-dsl import --calibration ... --schedule zbv'")
     args = ap.parse_args(argv)
     WIDTH, MICROBATCH = args.width, args.microbatch  # read by Net and data(), in this process and the forked ranks
-    split, results = run()
+    base = read_calibration(args.calibration)[0] if args.calibration else None
+    split, results = run(base, args.calibration_out,
+                         f"run_interleaved.py --width {WIDTH} --microbatch {MICROBATCH}: CPU time per micro-batch")
     print(f"split_spec {split}; torch split it into {RANKS * 2} stages, stage k on rank k mod {RANKS} "
           f"(zbv: stages k and {2 * RANKS - 1} - k on rank k)")
     ok = True
@@ -315,11 +345,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: output matches the unsplit model: {r['output']}; gradients match: {r['grads']}; "
               f"step per micro-batch predicted {r['predicted_ms']:.3f} ms, measured {r['measured_ms']:.3f} ms, "
               f"residual {residual:.1%} (idle stages {r['idle_ms']:.3f} ms: {r['overhead_ms']:.3f} ms per task; "
-              f"slowdown x{r['slowdown']:.2f}; compute as profiled); its own compute factor x{r['factor']:.3f} "
+              f"slowdown x{r['slowdown']:.2f}; compute as profiled); its own compute factor {factor_text(r)} "
               f"(CPU time of the ranks' stages, less the idle stages', over their profiled compute; per rank "
               f"{', '.join(f'{f.measured_ms:.2f} / {f.predicted_ms:.2f} ms' for f in r['fits'])}), predicted "
               f"{r['predicted_own_ms']:.3f} ms")
         ok &= r["output"] and r["grads"]
+    if args.calibration_out:
+        print(f"wrote {args.calibration_out} with the factors of "
+              f"{', '.join(n for n, r in results.items() if r['factor']) or 'no schedule'}; read back, each step predicted "
+              + "; ".join(f"{name} x{r['file_factor']:.3f}: {r['predicted_file_ms']:.3f} ms against "
+                          f"{r['measured_ms']:.3f} ms measured" for name, r in results.items()))
     print("all outputs and gradients match the unsplit model" if ok else "a result differs from the unsplit model")
     return 0 if ok else 1
 

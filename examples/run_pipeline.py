@@ -279,22 +279,25 @@ def modules_in_order(graph: Any, depth: int = DEPTH) -> list[str]:
     return list(out)
 
 
-def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) -> list[str]:
+def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts, stage_link: LinkTime | None = None
+           ) -> list[str]:
     """Predicted against measured stage and step times of one run, as lines (``base``: the compute factor and link;
-    each schedule's overhead and the slowdown are the run's own, :func:`run_costs`)."""
+    each schedule's overhead and the slowdown are the run's own, :func:`run_costs`; the stages' tensors at
+    ``stage_link``, default ``base``'s)."""
+    link = stage_link or base.link
     lines = [f"{plan.name}: split_spec {plan.split_spec}"]
     last = ranks[-1]
     for s in schedules:
         lines.append(f"{plan.name} {s}: output matches the unsplit model: {last[f'{s}_allclose']} "
                      f"(max abs diff {last[f'{s}_max_abs_diff']:.2e})")
-    fits = stage_fits(plan, ranks, base.link)
+    fits = stage_fits(plan, ranks, link)
     lines.append(f"{plan.name}: time per micro-batch per stage, forward + backward, as profiled (measured: CPU time in "
                  "the steps, less the idle stages')")
     lines += calibration_table(fits).splitlines()
     for s in dict.fromkeys(CSV.get(s, s) for s in schedules):
         lines.append(f"{plan.name}: the same under {s} after calibration (predictions x{base.scale_for(s):.3f} + "
                      f"{base.op_ms:.4f} ms per op + {base.stage_ms:.3f} ms + the stage's tensors at the link)")
-        lines += calibration_table(calibrated(stage_fits(plan, ranks, base.link, s), base)).splitlines()
+        lines += calibration_table(calibrated(stage_fits(plan, ranks, link, s), base)).splitlines()
     for s in schedules:
         measured = max(r[f"{s}_step_ms"] for r in ranks)
         costs = run_costs(base, ranks, s, plan)
@@ -306,14 +309,17 @@ def report(plan: Plan, ranks: list[dict], schedules: list[str], base: RunCosts) 
     return lines
 
 
-def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime) -> RunCosts:
+def calibrate(plans: list[Plan], runs: list[list[dict]], link: LinkTime, stage_link: LinkTime | None = None,
+              relative: bool = True) -> RunCosts:
     """The fitted costs, over every stage of ``runs`` under each schedule run (in CPU time): the compute factor, a
     stage's fixed time per op and per micro-batch (:func:`placement_dsl.profile.stage_costs_of`: measured - the
-    stage's tensors at the measured ``link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch
+    stage's tensors at ``stage_link`` = factor x profiled + per op x ops + fixed; the plans at two micro-batch
     sizes tell them apart), and each schedule's own factor with those held (:meth:`RunCosts.fitted`); with the
-    ``link``. The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
+    ``link`` (the wall clock's, which a step pays). ``stage_link``: the link as the stages are timed, in the ranks'
+    CPU time (``ping_pong(clock="cpu")``; default ``link``); ``relative``: the stages' relative residuals fitted
+    (else their ms). The per-task overhead and the slowdown are measured in each run (:func:`run_costs`)."""
     return RunCosts.fitted([f for plan, ranks in zip(plans, runs) for s in ran(ranks[0])
-                            for f in stage_fits(plan, ranks, link, s)], link)
+                            for f in stage_fits(plan, ranks, stage_link or link, s)], link, relative)
 
 
 def run_costs(base: RunCosts, ranks: list[dict], schedule: str, plan: Plan) -> RunCosts:
@@ -368,16 +374,18 @@ def main(argv: list[str] | None = None) -> int:
         smalls += small_plans(name, plan, args.quick)
     ok = True
     runs = execute(jobs + [job for _, job in smalls], args.quick)
-    costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20))
+    stage_link = ping_pong(repeat=5 if args.quick else 20, clock="cpu")  # a stage's CPU time holds no gloo copy
+    costs = calibrate(plans + [p for p, _ in smalls], runs, ping_pong(repeat=5 if args.quick else 20), stage_link)
     runs = runs[:len(plans)]
     factors = ", ".join(f"{s} x{c:.3f}" for s, c in costs.scales)
     print(f"calibration: compute x{costs.scale:.3f} ({factors}) + {costs.op_ms:.4f} ms per op + {costs.stage_ms:.3f} ms "
           f"per stage and micro-batch (fitted on the stages at {microbatch} and {SMALL} samples per micro-batch), link "
           f"{costs.link.latency_ms:.3f} ms + "
-          f"bytes / {costs.link.bandwidth:.4g} per ms (measured); per run, the per-task overhead (measured on idle "
+          f"bytes / {costs.link.bandwidth:.4g} per ms (measured; in the ranks' CPU time, which the stages are timed "
+          f"in, {stage_link.latency_ms:.3f} ms + bytes / {stage_link.bandwidth:.4g} per ms); per run, the per-task overhead (measured on idle "
           "stages beside each step) and the wall-clock slowdown (measured by the ranks at once)")
     for plan, ranks in zip(plans, runs):
-        print("\n".join(report(plan, ranks, schedules, costs)))
+        print("\n".join(report(plan, ranks, schedules, costs, stage_link)))
         ok &= all(ranks[-1][f"{s}_allclose"] for s in schedules)
     per_task = statistics.median(run_costs(costs, ranks, "1f1b", plan).overhead_ms for plan, ranks in zip(plans, runs))
     costs = replace(costs, overhead_ms=per_task)

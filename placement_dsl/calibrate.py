@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from .io.costs import rounded
 from .io.torch_export import import_torch
 from .pipeline_orders import FOLDS
 from .placement import Placement
-from .simulate import simulate
+from .simulate import RUN_SCHEDULES, simulate
 from .zoo.training import with_backward
 
 
@@ -97,7 +97,7 @@ def affine_of(fits: Sequence[StageFit]) -> tuple[float, float]:
 
 
 def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
-    """``(c, op_ms, b)`` minimizing ``sum (measured - c * predicted - op_ms * ops - b)^2`` over ``fits``, ``op_ms >= 0``
+    """``(c, op_ms, b)`` minimizing ``sum ((measured - c * predicted - op_ms * ops - b) / measured)^2``, ``op_ms >= 0``
     and ``b >= 0``: the compute factor, a fixed time per op the stage runs and a fixed time per stage, per
     micro-batch. A stage module runs its ops one by one (``torch.distributed.pipelining``'s stage submodules are
     interpreted graphs, and the autograd engine walks the backward op by op), each at a cost that does not grow
@@ -107,7 +107,7 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     ``ops`` and ``predicted`` move together over the splits of one model at one micro-batch size (a stage of more
     layers has more ops and more compute); stages measured at two or more micro-batch sizes separate them (the
     compute grows with the micro-batch, the ops do not). A stage's ``comm_ms`` (its tensors at the measured link,
-    which a rank's CPU time holds: gloo copies them) is taken off its measured time first: fitted into ``c`` and
+    as the rank's CPU time pays them: :func:`ping_pong` with ``clock="cpu"``) is taken off its measured time first: fitted into ``c`` and
     ``b`` it charged a split whose boundary tensors are small (a late cut of a CNN) with the early cut's traffic.
     Of the fits with ``op_ms`` or ``b`` held at 0 or free, the
     best whose terms are >= 0 (and ``c > 0``); a term whose column the stages cannot tell apart from the others'
@@ -123,9 +123,10 @@ def stage_costs_of(fits: Sequence[StageFit]) -> tuple[float, float, float]:
     return factors.get("", 1.0), op_ms, fixed
 
 
-def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float, float]:
+def schedule_costs_of(fits: Sequence[StageFit], relative: bool = True) -> tuple[dict[str, float], float, float]:
     """``({schedule: c}, op_ms, b)``: :func:`stage_costs_of`'s fit with a compute factor per schedule the ``fits`` ran,
-    minimizing ``sum (measured - comm - c[schedule] * predicted - op_ms * ops - b)^2``. A stage under GPipe keeps every
+    minimizing ``sum ((measured - comm - c[schedule] * predicted - op_ms * ops - b) / measured)^2`` (the relative
+    residuals: :func:`_relative_weights`). A stage under GPipe keeps every
     micro-batch's activations until its backward, 1F1B a few, so the same modules compute on memory of another size
     (5-12 % more CPU under GPipe on the example CNNs). The terms are fitted together: where a second micro-batch size
     runs under one schedule alone, one factor fitted first left the other schedule's difference in the time per op
@@ -138,13 +139,14 @@ def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float
     ({'gpipe': 1.5, '1f1b': 1.2}, 0.1, 0.2)
     """
     names = list(dict.fromkeys(f.schedule for f in fits))
-    xs = [[f.predicted_ms if f.schedule == s else 0.0 for f in fits] for s in names]
-    ys = np.array([f.measured_ms - f.comm_ms for f in fits], dtype=float)  # the link's share is measured, not fitted
-    columns = {"ops": [float(f.ops) for f in fits], "fixed": [1.0] * len(fits)}
+    w = _relative_weights(fits) if relative else np.ones(len(fits))  # not relative: the absolute ms, as before
+    xs = [[w[i] * f.predicted_ms if f.schedule == s else 0.0 for i, f in enumerate(fits)] for s in names]
+    ys = w * np.array([f.measured_ms - f.comm_ms for f in fits], dtype=float)  # the link's share is measured
+    columns = {"ops": (w * np.array([float(f.ops) for f in fits])).tolist(), "fixed": w.tolist()}
     x, ops = np.array(xs, dtype=float).reshape(len(names), len(fits)).T, np.array(columns["ops"])
 
     def loss(c: Sequence[float], op_ms: float, b: float) -> float:
-        return float(np.sum((ys - x @ np.asarray(c, dtype=float) - op_ms * ops - b) ** 2))
+        return float(np.sum((ys - x @ np.asarray(c, dtype=float) - op_ms * ops - b * w) ** 2))
 
     alone = [scale_of([f for f in fits if f.schedule == s]) for s in names]
     best = (loss(alone, 0.0, 0.0), (alone, 0.0, 0.0))
@@ -161,6 +163,17 @@ def schedule_costs_of(fits: Sequence[StageFit]) -> tuple[dict[str, float], float
     return dict(zip(names, map(float, c))), float(op_ms), float(fixed)
 
 
+def _relative_weights(fits: Sequence[StageFit]) -> np.ndarray:
+    """Each stage's weight in the calibration's least squares, ``1 / measured``: the fit minimizes the stages' relative
+    residuals, which the calibration is judged by, and a stage's timing noise grows with its time. In absolute terms
+    a stage of 0.5 ms (a lopsided split's stem alone) weighed nothing beside stages of 20 ms, whose spread the time per
+    stage then took up (1.2-1.8 ms, where the stem measured 0.4-0.6 ms in all: predicted 150-350 % off). A time at or
+    below 0 (noise, the idle stages' time taken off) counts as a twentieth of the median stage's."""
+    measured = np.array([f.measured_ms for f in fits], dtype=float)
+    floor = 0.05 * float(np.median(np.abs(measured))) if len(measured) else 1.0
+    return 1.0 / np.maximum(measured, floor if floor > 0 else 1.0)
+
+
 def _least_squares(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
     """The coefficients of ``columns`` minimizing the squared error to ``ys``; None when fewer rows than columns or
     when the columns are (nearly) dependent."""
@@ -174,18 +187,25 @@ def schedule_scales(fits: Sequence[StageFit], op_ms: float = 0.0, fixed_ms: floa
     """The compute factor of each schedule the ``fits`` ran, with the time per op and per stage held (as
     :func:`stage_costs_of` fitted them over all): a stage under GPipe keeps every micro-batch's activations until its
     backward, 1F1B a few, so the same modules compute on memory of another size and the factors differ (by 5-12 %
-    on the example CNNs, which one factor leaves as residuals of opposite signs on one stage).
+    on the example CNNs, which one factor leaves as residuals of opposite signs on one stage). A schedule whose stages
+    measured no more than those held times, nor a positive time at all, has no factor and is left out (a model so
+    small that the runtime's work per action is all of a rank's time: ``examples/run_interleaved.py`` at its
+    default width).
 
     >>> fits = [*calibration([2.0], [4.4], schedule="gpipe"), *calibration([2.0], [4.0], schedule="1f1b")]
     >>> {s: round(c, 6) for s, c in schedule_scales(fits).items()}
     {'gpipe': 2.2, '1f1b': 2.0}
+    >>> schedule_scales(calibration([2.0], [-0.1], schedule="zbv"))
+    {}
     """
     out: dict[str, float] = {}
     for s in dict.fromkeys(f.schedule for f in fits):
         mine = [f for f in fits if f.schedule == s]
         den = sum(f.predicted_ms ** 2 for f in mine)
         num = sum(f.predicted_ms * (f.measured_ms - f.comm_ms - op_ms * f.ops - fixed_ms) for f in mine)
-        out[s] = num / den if den > 0 and num > 0 else scale_of(mine)
+        factor = num / den if den > 0 and num > 0 else scale_of(mine)
+        if factor > 0:
+            out[s] = factor
     return out
 
 
@@ -219,13 +239,18 @@ class LinkTime:
         return self.latency_ms + size / self.bandwidth
 
 
-def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
+def fit_link(samples: Sequence[tuple[float, float]], grows: bool = True) -> LinkTime:
     """The least-squares line ``ms = latency + bytes / bandwidth`` through ``samples`` (bytes, ms), latency
-    clipped at 0; refused without two sizes or when the time does not grow with the size.
+    clipped at 0; refused without two sizes or, unless ``grows`` is false, when the time does not grow with the
+    size (then: the mean time per message, bandwidth unbounded: a rank's CPU time, which gloo's own threads'
+    copies are not part of).
 
     >>> t = fit_link([(0, 0.05), (1000, 0.06), (2000, 0.07)])
     >>> round(t.latency_ms, 6), round(t.bandwidth, 3)
     (0.05, 100000.0)
+    >>> flat = fit_link([(4, 0.03), (1 << 22, 0.02)], grows=False)
+    >>> flat.latency_ms, flat.bandwidth
+    (0.025, inf)
     """
     xs = [float(x) for x, _ in samples]
     ys = [float(y) for _, y in samples]
@@ -233,6 +258,8 @@ def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
         raise SpecError(f"fit_link: needs messages of at least two sizes, got sizes {sorted(set(xs))}")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if not slope > 0 and not grows:
+        return LinkTime(max(0.0, my), math.inf, tuple((int(x), y) for x, y in zip(xs, ys)))
     if not slope > 0:
         raise SpecError(f"fit_link: the one-way time does not grow with the message size (slope {slope!r} ms per "
                         "byte); measure larger messages")
@@ -240,7 +267,7 @@ def fit_link(samples: Sequence[tuple[float, float]]) -> LinkTime:
     return LinkTime(latency, 1.0 / slope, tuple((int(x), y) for x, y in zip(xs, ys)))
 
 
-def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str) -> None:
+def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out: str, clock: str = "wall") -> None:
     import os
 
     torch = import_torch()
@@ -253,9 +280,10 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
         for size in sizes:
             buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
             trips = []
+            now = time.perf_counter if clock == "wall" else time.thread_time
             for i in range(repeat + 2):
                 dist.barrier()
-                start = time.perf_counter()
+                start = now()
                 if rank == 0:
                     dist.send(buf, 1)
                     dist.recv(buf, 1)
@@ -263,7 +291,7 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
                     dist.recv(buf, 0)
                     dist.send(buf, 0)
                 if i >= 2:
-                    trips.append(1e3 * (time.perf_counter() - start))
+                    trips.append(1e3 * (now() - start))
             rows.append((buf.numel() * 4, min(trips) / 2))
     finally:
         dist.destroy_process_group()
@@ -271,25 +299,30 @@ def _ping_pong_rank(rank: int, port: int, sizes: Sequence[int], repeat: int, out
         Path(out).write_text(json.dumps(rows))
 
 
-def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20) -> LinkTime:
+def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), repeat: int = 20,
+              clock: str = "wall") -> LinkTime:
     """Measure the gloo point-to-point link between two processes on this machine (one thread each): per size, the
     fastest round trip of ``repeat`` messages sent and returned, halved (the one least disturbed by other work, as
-    :func:`profile_module` keeps); then :func:`fit_link` over the sizes."""
+    :func:`profile_module` keeps); then :func:`fit_link` over the sizes. ``clock="cpu"``: the main thread's CPU time
+    of a send and a receive instead of the wall clock, as a rank's stage is timed (``time.thread_time``): gloo copies
+    a message on threads of its own, so it costs the rank a fixed time, whatever its size (0.02-0.05 ms at 4 B to
+    4 MB, where the wall clock grows 0.04 to 0.9 ms), and the line may be flat (bandwidth unbounded)."""
     import socket
     import tempfile
 
     torch = import_torch()
-    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1:
-        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}) and two sizes >= 1 byte or more ({list(sizes)})")
+    if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1 or clock not in ("wall", "cpu"):
+        raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}), two sizes >= 1 byte or more ({list(sizes)}) and "
+                        f"clock 'wall' or 'cpu' ({clock!r})")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp, "link.json"))
-        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out), nprocs=2,
+        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out, clock), nprocs=2,
                                               join=True, start_method="fork")
         rows = json.loads(Path(out).read_text())
-    return fit_link(rows)
+    return fit_link(rows, grows=clock == "wall")
 
 
 # ---------------------------------------------------------------------------- a pipeline run's costs
@@ -331,16 +364,35 @@ class RunCosts:
         """
         return dict(self.scales).get(schedule, self.scale) if schedule else self.scale
 
+    def with_factors(self, factors: Mapping[str, float]) -> RunCosts:
+        """These costs with each schedule of ``factors`` priced at its factor, measured apart (an interleaved run's
+        beside a GPipe and 1F1B calibration: ``examples/run_interleaved.py``); a schedule already held takes the new
+        factor. A schedule no runtime runs or a factor that is no finite number > 0 is refused, naming it.
+
+        >>> c = RunCosts(1.1, scales=(("gpipe", 1.2), ("zbv", 1.0))).with_factors({"zbv": 1.3, "zb-h1": 1.25})
+        >>> c.scales, c.scale_for("zb-h1")
+        ((('gpipe', 1.2), ('zbv', 1.3), ('zb-h1', 1.25)), 1.25)
+        """
+        for schedule, factor in factors.items():
+            if schedule not in RUN_SCHEDULES:
+                raise SpecError(f"schedule_scales: {schedule!r} is no schedule a runtime runs ({list(RUN_SCHEDULES)})")
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+                raise SpecError(f"schedule_scales.{schedule}: the compute factor must be a finite number > 0, got "
+                                f"{factor!r}")
+        merged = {**dict(self.scales), **{s: float(c) for s, c in factors.items()}}
+        return replace(self, scales=tuple(merged.items()))
+
     def under(self, schedule: str | None) -> RunCosts:
         """The costs of a run under ``schedule``: :meth:`scale_for` as ``scale``, no other schedule's (``None``:
         these costs)."""
         return self if schedule is None else replace(self, scale=self.scale_for(schedule), scales=())
 
     @staticmethod
-    def fitted(fits: Sequence[StageFit], link: LinkTime = LinkTime(0.0, float("inf"))) -> RunCosts:
-        """The costs :func:`schedule_costs_of` fits on ``fits`` at ``link``: each schedule's factor, the time per op
-        and per stage; ``scale`` (a schedule not measured apart's) the factor over all with those held."""
-        factors, op_ms, fixed = schedule_costs_of(fits)
+    def fitted(fits: Sequence[StageFit], link: LinkTime = LinkTime(0.0, float("inf")), relative: bool = True
+               ) -> RunCosts:
+        """The costs :func:`schedule_costs_of` fits on ``fits`` at ``link`` (``relative``: its weights): each
+        schedule's factor, the time per op and per stage; ``scale`` the factor over all with those held."""
+        factors, op_ms, fixed = schedule_costs_of(fits, relative)
         c = schedule_scales([replace(f, schedule="") for f in fits], op_ms, fixed).get("", 1.0)
         return RunCosts(c, link, stage_ms=fixed, op_ms=op_ms, scales=tuple(factors.items()))
 

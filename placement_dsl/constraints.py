@@ -243,13 +243,10 @@ class Pin(Term):
     def apply(self, graph: Graph, cluster: Cluster) -> Graph:
         """The op marked with its device (:data:`~placement_dsl.graph.PINNED`): the cluster's times then allow it
         there only, so a heuristic's candidates for it are its pin device (and its colocation group's, whose
-        members move together)."""
+        members move together), and the cost model's ``allowed`` check is the one that refuses it elsewhere, naming
+        the pin (no check of the term's own: it gave the same op a second violation)."""
         return graph.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, PINNED: self.device}})
                                   if op.name == self.op else op for op in graph.ops])
-
-    def check(self, placement: Placement) -> list[str]:
-        where = placement.device_of(self.op)
-        return [] if where == self.device else [f"op {self.op!r} is pinned to {self.device!r} but runs on {where!r}"]
 
 
 @dataclass(frozen=True)

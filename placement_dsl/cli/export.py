@@ -11,7 +11,7 @@ from ..io import load_placement
 from . import workloads
 from .arguments import cluster_args, common, number
 from .common import EPILOG, EXIT_OK
-from .workloads import emit, emit_unsaved, workload_from_args
+from .workloads import emit, emit_unsaved, recorded, workload_from_args
 
 __getattr__ = moved(__name__, dict.fromkeys(("boundaries_arg", "with_boundaries"), workloads))
 
@@ -26,6 +26,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out = check_writable(args.out)
     w = workload_from_args(args)
+    recorded(w, args.workload)
     placement = load_placement(args.split, w)
     result = export(placement, args.to, depth=args.depth, microbatches=args.microbatches, schedule=args.schedule)
     payload = {"format": result.format, "runtime": EXPORTERS[result.format].runtime, "out": str(out),

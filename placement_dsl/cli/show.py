@@ -16,7 +16,7 @@ from ..presets import certified_problem
 from ..simulate import Schedule
 from .arguments import cluster_args, common, number
 from .common import EPILOG, EXIT_OK
-from .workloads import cost_model, emit, emit_unsaved, note, workload_from_args
+from .workloads import cost_model, emit, emit_unsaved, note, recorded, workload_from_args
 
 KINDS = ("graph", "gantt", "bounds", "splits")
 
@@ -127,6 +127,7 @@ def _bounds(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]
 def _splits(args: argparse.Namespace, w: Workload) -> tuple[dict[str, Any], str]:
     from ..viz import split_lines, split_points
 
+    recorded(w, args.workload)
     points = split_points(_drawn_placement(args, w), args.depth)
     return {"kind": "splits", **points}, "\n".join(split_lines(points))
 

@@ -17,6 +17,7 @@ from ..evaluate import REL_TOL, CostModel, MemoryMode
 from ..heuristics import jit
 from ..io import Workload
 from ..io.common import dumps_strict
+from ..io.module_calls import check_recorded
 from ..pipeline_orders import ORDERS
 from ..presets import resize
 from ..report import human_bytes
@@ -102,9 +103,16 @@ def with_boundaries(args: argparse.Namespace, w: Workload) -> Workload:
     depth = getattr(args, "boundaries", None)
     if depth is None:
         return w
+    recorded(w, getattr(args, "workload", "workload"))
     term = Boundaries.modules(depth)
     term.validate(w.graph, w.cluster)
     return Workload(term.apply(w.graph, w.cluster), w.cluster, w.format, {**w.meta, "boundaries": depth})
+
+
+def recorded(w: Workload, spec: str) -> None:
+    """Refuse a workload imported before the record of modules called several times, which module boundaries and
+    exports read (:func:`placement_dsl.io.module_calls.check_recorded`)."""
+    check_recorded(w.graph.ops, w.meta, spec)
 
 
 def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Workload:

@@ -20,7 +20,8 @@ ONNX shape inference gives every tensor's shape and element type. Then:
   module (:class:`.onnx_modules.Scopes`); ``granularity="layer"`` merges the ops of each module (cut to
   ``depth`` dotted parts) into one op, ``"group"`` keeps the ops but colocates each module's;
 * ``op.attrs["shared_modules"]`` records the modules of the op's stack that the program calls more than
-  once (runs of the program order apart, or a repeated call's name), in the torch importer's format
+  once (runs of the program order apart, a repeated call's name, a module reading its weight again or a
+  ``Sequential`` entering a child again with no op between the calls), in the torch importer's format
   (:mod:`.module_calls`): torch's ``pipeline()`` cuts at each call of a split point's module.
 
 Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +45,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
-from .module_calls import calls_in_order, on_op, record
+from .module_calls import RECORD_VERSION, calls_in_order, on_op, record
 from .onnx_file import read, weightless
 from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
@@ -372,6 +374,9 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     b.producer.update({o: name for o in node.output if o})
 
 
+_PARAMETER = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # a module's weight, 'block.0.weight' (not 'onnx::Mul_3', 'val_2')
+
+
 def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _Build:
     """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
@@ -386,7 +391,11 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     named = [(node, _node_name(node, i, taken)) for i, node in kept]
     scopes = Scopes(graph)
     b.calls = {id(node): scopes.stack(node) for node, _ in named}
-    b.shared = record(calls_in_order([s for s in b.calls.values() if s is not None]))  # program order, known ops
+    params = {init.name for init in graph.initializer if _PARAMETER.match(init.name)}
+    known = [node for node, _ in named if b.calls[id(node)] is not None]  # program order, known ops
+    b.shared = record(calls_in_order([b.calls[id(node)] for node in known],
+                                     [{p for i in node.input for p in b.static.get(i, ()) if p in params}
+                                      for node in known]))
     # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
     # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
     b.producer = {o: name for node, name in named for o in node.output if o}
@@ -491,7 +500,7 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
     opset = {o.domain or "ai.onnx": int(o.version) for o in model.opset_import}
     meta = {"source": "onnx", "producer": model.producer_name, "opset": opset, "dims": fixed,
             "granularity": granularity, "depth": depth, "estimated": b.estimated, "unshaped_ops": b.unshaped,
-            "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+            "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}, "module_calls": RECORD_VERSION}
     if b.resized:  # TorchScript bakes sizes it traced into constants: the model holds only at those sizes
         problem = "; ".join(filter(None, [problem, (
             f"{len(b.resized)} reshapes change the number of elements (first {b.resized[0]!r}): the model was "

@@ -41,7 +41,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import GRANULARITIES, by_granularity, roofline_work
 from .formats import importer
-from .module_calls import on_op, record
+from .module_calls import RECORD_VERSION, on_op, record
 
 _VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
           "select", "slice", "alias", "detach", "unflatten", "flatten", "split", "chunk", "unbind", "as_strided",
@@ -250,7 +250,8 @@ def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = Non
         raise SpecError(f"module {name!r} exported no ATen calls; check the factory's module")
     graph = by_granularity(Graph(walk.ops, walk.edges, name=name), granularity, depth)
     meta = {"source": "torch.export", "torch": torch.__version__, "granularity": granularity, "depth": depth,
-            "estimated": walk.estimated, "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"}}
+            "estimated": walk.estimated, "units": {"time": "ms", "size": "bytes", "bandwidth": "bytes/ms"},
+            "module_calls": RECORD_VERSION}
     return Workload(graph, cluster or default_cluster(), "torch", meta)
 
 

@@ -284,3 +284,28 @@ def test_the_factors_are_fitted_with_the_time_per_op_and_stage_where_one_schedul
     _, op_ms, fixed = stage_costs_of(fits)
     first = schedule_scales(fits, op_ms, fixed)
     assert abs(first["gpipe"] - FACTORS["gpipe"]) > 0.01 or abs(op_ms - TRUTH[1]) > 0.01
+
+
+def test_an_interleaved_runs_factors_join_the_file_and_price_their_schedules(tmp_path: Path):
+    """The interleaved run fits interleaved 1F1B's, ZB-H1's and ZBV's factors apart: written beside a GPipe and 1F1B
+    calibration, each schedule reads back its own, and the DP on its costs prices it."""
+    interleaved = {"interleaved-1f1b": 1.3, "zb-h1": 1.1, "zbv": 0.9}
+    base = RunCosts(1.0, LinkTime(0.0, float("inf")), 0.25, stage_ms=TRUTH[2], op_ms=TRUTH[1],
+                    scales=tuple(FACTORS.items()))
+    path = tmp_path / "calibration.json"
+    write_calibration(base.with_factors(interleaved), path)
+    assert json.loads(path.read_text())["schedule_scales"] == {**FACTORS, **interleaved}
+    back = read_calibration(path)[0]
+    train = training(forward(WORKS))
+    for schedule, factor in interleaved.items():
+        costs = back.under(schedule)
+        assert costs.scale == factor and (costs.op_ms, costs.stage_ms) == TRUTH[1:]
+        cal = run("dp", costs.measured_graph(train), Cluster.stages(2), model=costs.search_model("pipedream"))
+        rows = evaluate(Placement(train, Cluster.stages(2), cal.placement.assign),
+                        CostModel.named("pipedream")).devices
+        assert cal.objective == pytest.approx(max(factor * r.compute + TRUTH[1] * r.ops + TRUTH[2] for r in rows)
+                                              + 2 * 0.25)
+    with pytest.raises(SpecError, match=r"^schedule_scales\.zbv: the compute factor must be a finite number > 0"):
+        base.with_factors({"zbv": float("nan")})
+    with pytest.raises(SpecError, match=r"^schedule_scales: 'pipedream' is no schedule"):
+        base.with_factors({"pipedream": 1.0})

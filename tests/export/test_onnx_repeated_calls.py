@@ -212,3 +212,42 @@ def test_layers_of_a_module_called_around_another_are_one_per_call(tmp_path):
                                                                                            "calls": 2}}
     assert [op.name for op in onnx_io.load(tmp_path / "stack.onnx", granularity="layer", depth=2).graph.ops] == \
         ["stem", "layer1.0", "layer1.1", "fc"]
+
+
+class BackToBack(nn.Module):
+    """``block`` applied twice in a row, nothing between the calls: ``out(block(block(inp(x))))``."""
+
+    def __init__(self, d: int = 16, block: str = "sequential") -> None:
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.block = {"sequential": lambda: nn.Sequential(nn.Linear(d, d), nn.Tanh()), "leaf": lambda: nn.Linear(d, d),
+                      "weightless": lambda: nn.Sequential(nn.ReLU(), nn.Tanh())}[block]()
+        self.out = nn.Linear(d, 4)
+
+    def forward(self, x):
+        return self.out(self.block(self.block(self.inp(x))))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("block", ["sequential", "leaf", "weightless"])
+def test_a_block_called_twice_in_a_row_is_two_calls_and_its_plan_runs_with_the_planned_stages(tmp_path, block,
+                                                                                              dynamo):
+    """No op between the two calls: the TorchScript exporter names the second call's children ``block.0_1`` but not
+    ``block`` itself, the dynamo exporter names neither. The calls are told apart by ``block.0`` reading its weight
+    again in ``block``'s run, or ``block.0`` entered again after ``block.1`` (a Sequential calls each child once);
+    read as one call, the split at 'block' made torch cut at both calls: 3 stages of a 2-stage plan."""
+    from placement_dsl.io import onnx as onnx_io
+    from placement_dsl.io.torch_export import from_module
+
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    model, x = BackToBack(block=block).eval(), torch.randn(2, 8)
+    torch.onnx.export(model, (x,), str(tmp_path / "b2b.onnx"), dynamo=dynamo)
+    g = onnx_io.load(tmp_path / "b2b.onnx").graph
+    assert _record(g) == _record(from_module(model, (x,)).graph)
+    assert _record(g)["block"]["calls"] == 2
+    first = next(op.name for op in g.ops if str(op.attrs.get("module") or "").startswith("block"))
+    data = export(_stages(g, first), "torch-pipelining").data
+    assert data["split_spec"] == {"inp": "end"}
+    runs_as_planned(model, x, data)

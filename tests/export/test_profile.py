@@ -158,11 +158,15 @@ def test_each_schedule_has_its_compute_factor():
     profiled, ops = [2.0, 6.0, 1.0, 3.0], [10, 40, 10, 40]
     fits = [*profile.calibration(profiled, [1.1 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="gpipe"),
             *profile.calibration(profiled, [1.0 * p + 0.02 * n for p, n in zip(profiled, ops)], ops, schedule="1f1b")]
-    scale, op_ms, fixed = profile.stage_costs_of(fits)
+    scale, op_ms, fixed = profile.stage_costs_of(fits)  # one factor: misfit, its times per op and stage a little off
     scales = profile.schedule_scales(fits, op_ms, fixed)
-    assert scales == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-6)
-    assert max(abs(f.residual) for f in profile.calibrated(fits, scales, fixed, op_ms)) < 1e-6
+    assert scales == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-3)
+    assert max(abs(f.residual) for f in profile.calibrated(fits, scales, fixed, op_ms)) < 1e-3
     assert max(abs(f.residual) for f in profile.calibrated(fits, scale, fixed, op_ms)) > 0.02
+    joint = profile.RunCosts.fitted(fits)  # fitted together: exact
+    factors, op_ms, fixed = dict(joint.scales), joint.op_ms, joint.stage_ms
+    assert factors == pytest.approx({"gpipe": 1.1, "1f1b": 1.0}, rel=1e-6)
+    assert max(abs(f.residual) for f in profile.calibrated(fits, factors, fixed, op_ms)) < 1e-6
 
 
 def test_module_doctests():
@@ -300,3 +304,46 @@ def test_a_pipelined_profile_times_the_modules_as_torchs_pipeline_runs_them(tiny
     assert by["emb"].input_grad_ms == 0.0 and by["act"].weight_grad_ms == 0.0
     with pytest.raises(SpecError, match="a pipelined profile takes positional inputs only"):
         profile.profile_module(module, args, {"idx": args[0]}, depth=1, pipelined=True)
+
+
+def test_the_link_in_a_ranks_cpu_time_is_what_a_stage_pays_not_the_wall_clocks_copy():
+    """A stage is timed in its rank's CPU time, and gloo copies a message on threads of its own: the main thread
+    pays a small fixed time per message whatever its size. Priced at the wall clock's link (1 GB/s or so), a stage
+    sending a large tensor (a lopsided split's stem) was predicted 45-315 % off; the CPU-time sweep over the same
+    sizes gives the flat line the stages pay."""
+    pytest.importorskip("torch")
+    sizes = (4, 1 << 20, 1 << 23)
+    wall, cpu = profile.ping_pong(sizes, repeat=5), profile.ping_pong(sizes, repeat=5, clock="cpu")
+    assert [b for b, _ in cpu.samples] == list(sizes) and all(ms > 0 for _, ms in cpu.samples)
+    assert cpu.ms(1 << 23) < 0.25 * wall.ms(1 << 23)  # 8 MiB: about 0.05 ms of CPU, 2 ms of wall clock
+    flat = profile.fit_link([(4, 0.03), (1 << 20, 0.02), (1 << 23, 0.025)], grows=False)
+    assert flat.bandwidth == float("inf") and flat.latency_ms == pytest.approx(0.025)
+    with pytest.raises(SpecError, match="clock 'wall' or 'cpu'"):
+        profile.ping_pong(sizes, clock="thread")
+
+
+def test_a_schedule_whose_stages_measured_less_than_the_held_times_has_no_factor():
+    """The interleaved run's small MLP: its ranks' CPU time less the idle stages' and the time per stage came out
+    below 0, and the negative 'factor' priced its ops at negative times (the bench failed building the graph)."""
+    fits = [*profile.calibration([2.0, 1.0], [-0.1, -0.3], schedule="zbv"),
+            *profile.calibration([2.0], [4.0], schedule="1f1b")]
+    assert profile.schedule_scales(fits) == {"1f1b": 2.0}
+
+
+# stages measured by bench_runtime.py (gpt, CPU ms per micro-batch less the idle stages'; load 5.8-7.4): (profiled,
+# measured, ops, ms at the link in the ranks' CPU time, schedule); our split at 4 samples per micro-batch under both
+# schedules, at 1 sample ours and the lopsided split (the embedding alone: 0.03 ms profiled, 0.42 ms measured)
+GPT_STAGES = [(13.487, 19.282, 122, 0.036, "gpipe"), (14.248, 20.77, 118, 0.036, "gpipe"),
+              (13.487, 18.841, 122, 0.036, "1f1b"), (14.248, 19.525, 118, 0.036, "1f1b"),
+              (3.743, 7.844, 122, 0.033, "1f1b"), (4.059, 7.755, 118, 0.033, "1f1b"),
+              (0.028, 0.424, 4, 0.043, "1f1b"), (7.774, 12.514, 236, 0.043, "1f1b")]
+
+
+def test_the_calibration_fits_relative_residuals_so_a_small_stage_counts():
+    """Fitted on the stages' ms, the 0.4 ms stage weighed nothing beside those of 20 ms, whose spread the time per stage
+    took up (0.97 ms): the embedding alone was predicted 157 % off. Fitted on their relative residuals, every stage
+    is within 15 %."""
+    fits = [profile.StageFit(k, p, m, n, c, s) for k, (p, m, n, c, s) in enumerate(GPT_STAGES)]
+    before = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits, relative=False))]
+    after = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits))]
+    assert before[6] > 1.0 and max(after) < 0.15, (before, after)

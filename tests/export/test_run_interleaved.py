@@ -10,14 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from placement_dsl.profile import LinkTime, RunCosts, read_calibration, write_calibration
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_exported_interleaved_and_zero_bubble_schedules_run_in_torch(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "run_interleaved.py")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    base = tmp_path / "base.json"
+    write_calibration(RunCosts(1.1, LinkTime(0.0, 1e6), op_ms=0.001, scales=(("gpipe", 1.2), ("1f1b", 1.15))), base)
+    cal = tmp_path / "cal.json"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "run_interleaved.py"), "--calibration", str(base),
+                           "--calibration-out", str(cal)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "torch split it into 4 stages, stage k on rank k mod 2 (zbv: stages k and 3 - k on rank k)" in out, out
@@ -30,3 +36,12 @@ def test_exported_interleaved_and_zero_bubble_schedules_run_in_torch(tmp_path):
         assert re.search(rf"^{schedule}: .*its own compute factor x\d+\.\d+ \(CPU time of the ranks' stages",
                          out, flags=re.MULTILINE), out
     assert out.rstrip().endswith("all outputs and gradients match the unsplit model")
+    # each schedule's factor written beside the base calibration's terms, read back as import --calibration reads it
+    costs, _ = read_calibration(cal)
+    factors = dict(costs.scales)
+    assert set(factors) == {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}
+    assert (factors["gpipe"], factors["1f1b"], costs.scale, costs.op_ms) == (1.2, 1.15, 1.1, 0.001)
+    for schedule in ("interleaved-1f1b", "zb-h1", "zbv"):
+        factor = re.search(rf"^{schedule}: .*its own compute factor x(\d+\.\d+)", out, flags=re.MULTILINE).group(1)
+        assert costs.under(schedule).scale == pytest.approx(float(factor), abs=5e-4)
+        assert re.search(rf"{schedule} x{factor}: \d+\.\d+ ms against \d+\.\d+ ms measured", out), out

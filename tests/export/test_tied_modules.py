@@ -171,3 +171,33 @@ def test_a_layer_list_holding_one_block_twice_is_refused_by_layer_runtimes(to):
     with pytest.raises(SpecError, match=rf"{to}: layer 'h.0' is one module object with 'h.2'; {to} builds every "
                                         r"layer with its own weights"):
         export(_placed(model, x, ["h.1"]), to)
+
+
+def test_a_workload_imported_before_the_module_record_is_refused_saying_to_re_import(tmp_path, capsys):
+    """A file the importers wrote before they recorded shared modules carries no record, which read as "every module
+    called once": a split at 'dec' (which is 'enc') was exported as is and torch cut the model at both calls."""
+    import json
+
+    from placement_dsl.cli import main
+    from placement_dsl.io import Workload, save_workload
+    from placement_dsl.io.torch_export import from_module
+
+    torch.manual_seed(0)
+    w = from_module(EncDec().eval(), (torch.randn(4, 8),))
+    assert w.meta["module_calls"] == 1
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps(_placed(EncDec().eval(), torch.randn(4, 8), ["mid", "dec"]).to_dict()))
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    save_workload(Workload(w.graph, Cluster.stages(3), "torch", w.meta), new)
+    ops = [op.model_copy(update={"attrs": {k: v for k, v in op.attrs.items() if k != "shared_modules"}})
+           for op in w.graph.ops]
+    meta = {k: v for k, v in w.meta.items() if k != "module_calls"}
+    save_workload(Workload(w.graph.replace(ops=ops), Cluster.stages(3), "torch", meta), old)
+    out = tmp_path / "spec.json"
+    assert main(["export", str(new), "--split", str(split), "--to", "torch-pipelining", "--out", str(out)]) == 0
+    capsys.readouterr()
+    for command in (["export", str(old), "--split", str(split), "--to", "torch-pipelining", "--out", str(out)],
+                    ["solve", str(old), "--method", "dp", "--boundaries", "module"]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "old.json" in err and "re-import" in err, err

@@ -197,3 +197,13 @@ def test_class_of_reads_the_structure_whatever_the_device_numbering():
     assert free.class_of(best) is PlacementClass.OTHER and free.class_of(best) not in PlacementClass.CONTIGUOUS
     one = free.placement([0] * free.graph.n)
     assert free.class_of(one) is PlacementClass.DP
+
+
+def test_a_pinned_op_off_its_pin_is_one_violation_naming_the_pin():
+    # the pin is folded into the op's allowed devices, so the cost model's allowed check refuses it; the term
+    # itself used to add a second violation for the same op ('[Pin] op 'c' is pinned to ...')
+    p = Problem(small(), Cluster.accelerators(2, cpus=1), Throughput(), [Pin("c", "acc1")])
+    found = p.violations(p.placement([0, 0, 0]))
+    assert len(found) == 1, found
+    assert found[0].startswith("[allowed]") and "'c'" in found[0] and "pinned to 'acc1'" in found[0]
+    assert not p.violations(p.placement([0, 0, 1]))
