@@ -16,6 +16,22 @@ from .workloads import emit, emit_unsaved, workload_from_args
 __getattr__ = moved(__name__, dict.fromkeys(("boundaries_arg", "with_boundaries"), workloads))
 
 
+def split_of_model(args: argparse.Namespace, w: Any) -> Any:
+    """``--split`` on the workload's graph, or on the model's other view (``--training`` or not) when it is a split
+    of that one: a runtime runs the forward stages, which both views share (a training split's gradients go with
+    their forward ops, :func:`~placement_dsl.export.plan.forward_view`). A split of neither is the error of the
+    view asked for."""
+    try:
+        return load_placement(args.split, w)
+    except SpecError as err:
+        asked = err
+    try:
+        other = workload_from_args(argparse.Namespace(**{**vars(args), "training": not args.training}))
+        return load_placement(args.split, other)
+    except SpecError:
+        raise asked from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """``export``: check that the split is a pipeline the runtime runs, then write its file.
 
@@ -26,7 +42,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out = check_writable(args.out)
     w = workload_from_args(args)
-    placement = load_placement(args.split, w)
+    placement = split_of_model(args, w)
     result = export(placement, args.to, depth=args.depth, microbatches=args.microbatches, schedule=args.schedule)
     payload = {"format": result.format, "runtime": EXPORTERS[result.format].runtime, "out": str(out),
                "data": result.data}

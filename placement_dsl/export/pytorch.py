@@ -37,7 +37,7 @@ from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
 from .layers import layer_prefix, modules_per_stage
-from .plan import Stage, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
+from .plan import Stage, forward_view, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -56,6 +56,7 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
     module before it, ``"end"`` (:func:`~.plan.split_places`); with the ranks that build the stages under
     ``schedule`` and its torch class."""
     runtime = "torch-pipelining"
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual=True)
     points = split_places(placement, stages, depth, runtime)
     names = placement.cluster.names
@@ -74,6 +75,7 @@ def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any
     the first deeper one that no stage boundary cuts: ``features.denseblock3`` where the split falls inside
     ``features``)."""
     runtime = "torchtitan"
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual=True)
     prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
     parts, depth = modules_per_stage(placement, stages, runtime, depth, prefix)
@@ -134,6 +136,7 @@ def schedule_rows(stages: int, microbatches: int, schedule: str = "1f1b") -> lis
 def schedule_csv(placement: Placement, microbatches: int = 4, schedule: str = "1f1b") -> list[list[str]]:
     """The schedule CSV rows of ``placement``'s stages (one stage per rank; ``v`` round-robin for the
     interleaved and zero-bubble schedules, two in a V for ``zbv``)."""
+    placement = forward_view(placement)
     if schedule not in ORDERS:
         return schedule_rows(len(pipeline_stages(placement, "schedule-csv")), microbatches, schedule)
     stages = pipeline_stages(placement, "schedule-csv", virtual=True)
