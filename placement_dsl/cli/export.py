@@ -71,6 +71,7 @@ def add_export_parser(sub: Any) -> None:
                          "(default: the shallowest module where each stage begins; torchtitan: the layer's)")
     ex.add_argument("--microbatches", type=number(int, 1, "--microbatches"), default=4, metavar="M",
                     help="schedule-csv: microbatches per step (default: 4)")
-    ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="schedule-csv: the schedule (default: 1f1b)")
+    ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="torch-pipelining, torchtitan, schedule-csv: the schedule, which sets the ranks and torch's class "
+                         "(default: 1f1b)")
     common(ex, "print what was written as a JSON object")
     ex.set_defaults(func=cmd_export)

@@ -83,7 +83,7 @@ def _pipelining(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, s
 
 
 def _titan(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, str]:
-    data = _torch.module_fqns(p, depth)
+    data = _torch.module_fqns(p, depth, s)
     return data, _json(data)
 
 
