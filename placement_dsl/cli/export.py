@@ -16,6 +16,22 @@ from .workloads import emit, emit_unsaved, recorded, workload_from_args
 __getattr__ = moved(__name__, dict.fromkeys(("boundaries_arg", "with_boundaries"), workloads))
 
 
+def split_of_model(args: argparse.Namespace, w: Any) -> Any:
+    """``--split`` on the workload's graph, or on the model's other view (``--training`` or not) when it is a split
+    of that one: a runtime runs the forward stages, which both views share (a training split's gradients go with
+    their forward ops, :func:`~placement_dsl.export.plan.forward_view`). A split of neither is the error of the
+    view asked for."""
+    try:
+        return load_placement(args.split, w)
+    except SpecError as err:
+        asked = err
+    try:
+        other = workload_from_args(argparse.Namespace(**{**vars(args), "training": not args.training}))
+        return load_placement(args.split, other)
+    except SpecError:
+        raise asked from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """``export``: check that the split is a pipeline the runtime runs, then write its file.
 
@@ -27,7 +43,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = check_writable(args.out)
     w = workload_from_args(args)
     recorded(w, args.workload)
-    placement = load_placement(args.split, w)
+    placement = split_of_model(args, w)
     result = export(placement, args.to, depth=args.depth, microbatches=args.microbatches, schedule=args.schedule)
     payload = {"format": result.format, "runtime": EXPORTERS[result.format].runtime, "out": str(out),
                "data": result.data}
@@ -56,6 +72,7 @@ def add_export_parser(sub: Any) -> None:
                          "(default: the shallowest module where each stage begins; torchtitan: the layer's)")
     ex.add_argument("--microbatches", type=number(int, 1, "--microbatches"), default=4, metavar="M",
                     help="schedule-csv: microbatches per step (default: 4)")
-    ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="schedule-csv: the schedule (default: 1f1b)")
+    ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="torch-pipelining, torchtitan, schedule-csv: the schedule, which sets the ranks and torch's class "
+                         "(default: 1f1b)")
     common(ex, "print what was written as a JSON object")
     ex.set_defaults(func=cmd_export)

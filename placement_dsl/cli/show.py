@@ -19,6 +19,7 @@ from .common import EPILOG, EXIT_OK
 from .workloads import cost_model, emit, emit_unsaved, note, recorded, workload_from_args
 
 KINDS = ("graph", "gantt", "bounds", "splits")
+NOT_TEXT = (".svg", ".png", ".dot", ".pdf", ".jpg", ".jpeg", ".gif")  # suffixes a text file of splits must not take
 
 
 PICTURE_SECONDS = 10.0  # what a picture (or split points) without --split spends on its placement
@@ -148,6 +149,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     out = check_writable(args.out) if args.out else None
     if args.kind != "splits":
         _out(args)
+    elif out is not None and out.suffix.lower() in NOT_TEXT:
+        raise SpecError(f"show --kind splits writes text or JSON, not a picture: {str(out)!r} ends in "
+                        f"{out.suffix!r}; give --out FILE.txt or FILE.json (pictures: --kind graph)")
     w = workload_from_args(args)
     try:
         payload, text = {"graph": _graph, "gantt": _gantt, "bounds": _bounds, "splits": _splits}[args.kind](args, w)

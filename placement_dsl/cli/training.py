@@ -29,6 +29,7 @@ from ..training import ADAM_MIXED_BYTES, FP16_WEIGHT_BYTES, SCHEDULES, TrainingM
 from ..training_terms import Replicate, TrainingMemory
 
 SCHEDULE_OBJECTIVE = {"gpipe": "gpipe", "1f1b": "pipedream"}
+MICROBATCHED = ("gpipe", *ORDERS)  # objectives scoring a step of --microbatches (GPipe's fill and drain, rank orders)
 SERVER_FLAGS = {"servers": "--servers", "per_server": "--per-server", "intra": "--intra", "inter": "--inter"}
 
 
@@ -50,7 +51,8 @@ def add_training_args(sp: argparse.ArgumentParser, number: Any) -> None:
                     help="training schedule: its objective (gpipe: max FW + max BW; 1f1b: PipeDream's max FW+BW) and "
                          "its memory (1f1b: stage s of k stashes k-s micro-batches; gpipe: all M)")
     sp.add_argument("--microbatches", type=number(int, 1, "--microbatches"), metavar="M",
-                    help="micro-batches per mini-batch: GPipe's fill and drain and stash (needed for gpipe); caps "
+                    help="micro-batches per mini-batch: GPipe's fill and drain and stash (needed for --schedule gpipe; "
+                         "with --objective gpipe the fill and drain alone); caps "
                          "1F1B's stash; with --objective interleaved-1f1b or zb-h1, the step torch's orders run")
     sp.add_argument("--optimizer-bytes", type=number(float, 0, "--optimizer-bytes", False), metavar="B",
                     help=f"bytes per parameter of weights, gradients and optimizer state (default "
@@ -91,10 +93,11 @@ def schedule_objective(args: argparse.Namespace, name: str | None) -> str | None
 def memory_spec(args: argparse.Namespace) -> TrainingMemorySpec | None:
     """Memory per schedule from the flags (``None`` without ``--schedule``)."""
     if getattr(args, "schedule", None) is None:
-        ordered = getattr(args, "objective", None) in ORDERS  # --microbatches is the step of its rank orders
-        for flag in ("optimizer_bytes", "weight_bytes", *(() if ordered else ("microbatches",))):
+        stepped = getattr(args, "objective", None) in MICROBATCHED  # --microbatches is the objective's step
+        for flag in ("optimizer_bytes", "weight_bytes", *(() if stepped else ("microbatches",))):
             if getattr(args, flag, None) is not None:
-                raise SpecError(f"--{flag.replace('_', '-')} needs --schedule gpipe|1f1b")
+                also = f" or --objective {'|'.join(MICROBATCHED)}" if flag == "microbatches" else ""
+                raise SpecError(f"--{flag.replace('_', '-')} needs --schedule gpipe|1f1b{also}")
         return None
     return TrainingMemorySpec(args.schedule, args.microbatches,
                               args.optimizer_bytes or ADAM_MIXED_BYTES, args.weight_bytes or FP16_WEIGHT_BYTES,
@@ -106,7 +109,7 @@ def training_model(args: argparse.Namespace, model: CostModel) -> CostModel:
     spec = memory_spec(args)
     if spec is None:
         m = getattr(args, "microbatches", None)
-        return replace(model, microbatches=m) if model.name in ORDERS and m is not None else model
+        return replace(model, microbatches=m) if model.name in MICROBATCHED and m is not None else model
     fields: dict[str, Any] = {"training_memory": spec}
     if spec.schedule == "gpipe":
         fields["microbatches"] = spec.microbatches

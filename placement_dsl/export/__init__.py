@@ -1,7 +1,8 @@
 """Plans a pipeline runtime can execute: one exporter per runtime, all behind one registry.
 
 :data:`EXPORTERS` maps a format name to an :class:`Exporter`: the runtime and version it targets,
-what it can express, and its writer. :func:`export` checks that the placement is a pipeline the
+what it can express, and its writer. A training placement exports as its forward stages
+(:func:`~.plan.forward_view`: each gradient on its forward op's stage). :func:`export` checks that the placement is a pipeline the
 runtime runs (one contiguous stage per accelerator, or ``v`` round-robin for the runtimes with
 interleaved schedules — torch-pipelining, torchtitan, megatron, schedule-csv —, no replication,
 boundaries between modules or layers; see :mod:`.plan` and :mod:`.layers`) and returns an :class:`Export` with the file's
@@ -34,7 +35,16 @@ from . import megatron as _megatron
 from . import pytorch as _torch
 from . import vllm as _vllm
 from .layers import LayerStages, layer_stages
-from .plan import Stage, pipeline_stages, reused_modules, split_modules, split_places, stages_of, whole_modules
+from .plan import (
+    Stage,
+    forward_view,
+    pipeline_stages,
+    reused_modules,
+    split_modules,
+    split_places,
+    stages_of,
+    whole_modules,
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ def _pipelining(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, s
 
 
 def _titan(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, str]:
-    data = _torch.module_fqns(p, depth)
+    data = _torch.module_fqns(p, depth, s)
     return data, _json(data)
 
 
@@ -124,7 +134,7 @@ def export(placement: Placement, to: str, *, depth: int | None = None, microbatc
         raise SpecError(f"schedule {schedule!r} is unknown; choose one of {', '.join(_torch.SCHEDULES)}")
     if microbatches < 1 or (depth is not None and depth < 1):
         raise SpecError(f"export: microbatches ({microbatches}) and depth ({depth}) must be >= 1")
-    data, text = exporter.write(placement, depth, microbatches, schedule)
+    data, text = exporter.write(forward_view(placement), depth, microbatches, schedule)
     return Export(to, text, data)
 
 
@@ -133,5 +143,5 @@ def write(result: Export, path: str | PurePath) -> None:
     write_atomic(path, result.text)
 
 
-__all__ = ["EXPORTERS", "Export", "Exporter", "LayerStages", "Stage", "export", "layer_stages", "pipeline_stages",
+__all__ = ["EXPORTERS", "Export", "Exporter", "LayerStages", "Stage", "export", "forward_view", "layer_stages", "pipeline_stages",
            "reused_modules", "split_modules", "split_places", "stages_of", "whole_modules", "write"]

@@ -21,12 +21,13 @@ from typing import Any
 
 from ..placement import Placement
 from .layers import layer_name, layer_stages, modules_per_stage, sole_layer_list
-from .plan import pipeline_stages, tied_modules
+from .plan import forward_view, pipeline_stages, tied_modules
 
 
 def deepspeed(placement: Placement) -> dict[str, Any]:
     """``parts`` over the layer list ``[embedding] + layers + [head]`` and the layers per stage (over the modules
     the model calls in order where it has no sole layer list)."""
+    placement = forward_view(placement)
     paths = [str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")]
     if paths and sole_layer_list(paths) is None:
         stages = pipeline_stages(placement, "deepspeed")

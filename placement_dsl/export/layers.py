@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .. import boundaries
 from ..errors import SpecError
 from ..placement import Placement
-from .plan import Stage, op_name, pipeline_stages, split_modules, whole_modules
+from .plan import Stage, forward_view, op_name, pipeline_stages, split_modules, whole_modules
 
 _SUFFIXED = re.compile(r"^(.+_)(\d+)$")
 
@@ -205,6 +205,7 @@ def layer_stages(placement: Placement, runtime: str, virtual: bool = False, tran
     """The layers per stage of ``placement`` for ``runtime``, refusing what it cannot run (see the module);
     ``virtual``: stages round-robin over the ranks (:func:`~placement_dsl.export.plan.pipeline_stages`);
     ``transformer``: the runtime repeats one transformer layer (:func:`check_transformer_layers`)."""
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual)
     g = placement.graph
     paths = [str(op.attrs.get("module") or "") for op in g.ops]

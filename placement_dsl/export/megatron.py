@@ -25,7 +25,7 @@ from typing import Any
 
 from ..placement import Placement
 from .layers import LayerStages, layer_stages
-from .plan import pipeline_stages, stage_ranks
+from .plan import forward_view, pipeline_stages, stage_ranks
 
 
 def _run(n: int) -> str:
@@ -53,6 +53,7 @@ def _first_last(ls: LayerStages) -> dict[str, int] | None:
 
 def megatron(placement: Placement) -> dict[str, Any]:
     """Megatron's arguments for ``placement`` (its layer list as Megatron's decoder layers)."""
+    placement = forward_view(placement)
     ls = layer_stages(placement, "megatron", virtual=True, transformer=True)
     ranks = max(stage_ranks(pipeline_stages(placement, "megatron", virtual=True))) + 1
     v = len(ls.counts) // ranks

@@ -10,6 +10,10 @@ A runtime runs a plan only if it is a pipeline: one contiguous stage per device
 between modules (:func:`split_modules`) and a split point names a module called once
 (:func:`reused_modules`: torchvision's one ``relu`` per block is called three times, and the
 ONNX exporter names its later calls ``relu_1``, ``relu_2``, which are no modules).
+
+A training placement exports as its forward stages (:func:`forward_view`): each backward op belongs
+to the stage of its forward op, the forward op of its colocation group (the training graph pairs
+``v.grad`` with ``v`` so), and the runtime derives the backward pass from the forward stages.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import numpy as np
 from .. import boundaries
 from ..cluster import CPU
 from ..errors import SpecError
+from ..graph import Graph
 from ..io.costs import module_prefix
 from ..placement import Placement
 from ..report import device_major_order
@@ -43,6 +48,41 @@ def op_name(op: Any) -> str:
 def module_of(op: Any, depth: int | None = None) -> str | None:
     """The op's module path cut to ``depth`` dotted parts (``None``: all of it), ``None`` without one."""
     return module_prefix(op.attrs.get("module"), depth)
+
+
+def forward_view(placement: Placement) -> Placement:
+    """The placement of a training graph's forward ops alone (the placement itself for a forward graph).
+
+    Each backward op belongs to its forward op's stage: the forward ops of its colocation group
+    (:attr:`~placement_dsl.graph.Graph.groups`; :func:`~placement_dsl.zoo.training.with_backward` pairs
+    ``v.grad`` with ``v``). A backward op on another device than its forward op, or with no forward op
+    in its group, is refused: a pipeline runtime runs a stage's backward on the rank of its forward.
+    """
+    g = placement.graph
+    if not g.is_training:
+        return placement
+    names = placement.cluster.names
+    forward_of = np.full(g.n, -1, dtype=np.int64)
+    for grp in g.groups:
+        ahead = grp[~g.backward[grp]]
+        if ahead.size:
+            forward_of[grp] = ahead[0]
+    for v in np.flatnonzero(g.backward).tolist():
+        u = int(forward_of[v])
+        if u < 0:
+            raise SpecError(f"export: backward op {g.names[v]!r} shares a colocation group with no forward op; a "
+                            f"runtime runs a gradient on its forward op's stage (pair them by Graph groups)")
+        if placement.assign[v] != placement.assign[u]:
+            raise SpecError(f"export: backward op {g.names[v]!r} runs on {names[placement.assign[v]]!r} but its "
+                            f"forward op {g.names[u]!r} on {names[placement.assign[u]]!r}; a pipeline runtime runs "
+                            f"a stage's backward on the rank of its forward")
+    keep = np.flatnonzero(~g.backward)
+    kept = set(keep.tolist())
+    edges = [(g.names[u], g.names[v]) for u, v in zip(g.src.tolist(), g.dst.tolist()) if u in kept and v in kept]
+    forward = Graph([g.ops[v] for v in keep.tolist()], edges, name=g.name)
+    replicas = {names[d]: [names[x] for x in members] for d, members in enumerate(placement.replica_sets)
+                if len(members) > 1}
+    return Placement(forward, placement.cluster, placement.assign[keep], placement.source, replicas=replicas or None)
 
 
 def stages_of(placement: Placement) -> list[Stage]:

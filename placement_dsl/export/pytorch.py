@@ -37,11 +37,14 @@ from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
 from .layers import layer_prefix, modules_per_stage
-from .plan import Stage, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
+from .plan import Stage, forward_view, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
                  "zb-h1": "ScheduleInterleavedZeroBubble", "zbv": "ScheduleZBVZeroBubble"}  # torch 2.13's names
+
+
+SINGLE = ("1f1b", "gpipe")  # torch's PipelineScheduleSingle: one stage per rank
 
 
 def rank_map(stages: list[Stage], schedule: str) -> list[int]:
@@ -51,38 +54,57 @@ def rank_map(stages: list[Stage], schedule: str) -> list[int]:
     return stage_ranks(stages)
 
 
+def ranks_under(stages: list[Stage], schedule: str, runtime: str) -> list[list[int]]:
+    """The stage indices of each rank under ``schedule`` (:func:`rank_map`, the one rank order of every torch
+    runtime's export), refused where ``schedule``'s torch class cannot run them: ``gpipe`` and ``1f1b`` are
+    ``ScheduleGPipe`` and ``Schedule1F1B``, single-stage schedules, and a rank holding several stages needs a
+    multi-stage class."""
+    ranks = rank_map(stages, schedule)
+    per_rank = [[k for k, r in enumerate(ranks) if r == rank] for rank in range(max(ranks) + 1)]
+    several = next((ks for ks in per_rank if len(ks) > 1), None)
+    if schedule in SINGLE and several is not None:
+        raise SpecError(f"{runtime}: --schedule {schedule} is torch's {TORCH_CLASSES[schedule]}, which runs one stage "
+                        f"per rank, and rank {ranks[several[0]]} holds stages {several}; export with --schedule "
+                        f"interleaved-1f1b ({TORCH_CLASSES['interleaved-1f1b']}) or zb-h1 "
+                        f"({TORCH_CLASSES['zb-h1']}), which run several stages per rank")
+    return per_rank
+
+
 def split_spec(placement: Placement, depth: int | None = None, schedule: str = "1f1b") -> dict[str, Any]:
     """The ``torch.distributed.pipelining`` split points: each later stage's first module, ``"beginning"``, or the
     module before it, ``"end"`` (:func:`~.plan.split_places`); with the ranks that build the stages under
     ``schedule`` and its torch class."""
     runtime = "torch-pipelining"
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual=True)
     points = split_places(placement, stages, depth, runtime)
     names = placement.cluster.names
-    ranks = rank_map(stages, schedule)
-    count = max(ranks) + 1
+    per_rank = ranks_under(stages, schedule, runtime)
     return {"split_spec": dict(points), "num_stages": len(stages),
-            "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": ranks,
-            "virtual_stages_per_rank": len(stages) // count, "schedule": schedule,
-            "schedule_class": TORCH_CLASSES[schedule],
-            "stage_index_per_rank": [[k for k, r in enumerate(ranks) if r == rank] for rank in range(count)],
+            "stage_devices": [names[s.device] for s in stages], "depth": depth, "stage_ranks": rank_map(stages, schedule),
+            "virtual_stages_per_rank": len(stages) // len(per_rank), "schedule": schedule,
+            "schedule_class": TORCH_CLASSES[schedule], "stage_index_per_rank": per_rank,
             "tied_modules": tied_modules(placement, stages)}
 
 
-def module_fqns(placement: Placement, depth: int | None = None) -> dict[str, Any]:
+def module_fqns(placement: Placement, depth: int | None = None, schedule: str = "1f1b") -> dict[str, Any]:
     """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's, or
     the first deeper one that no stage boundary cuts: ``features.denseblock3`` where the split falls inside
-    ``features``)."""
+    ``features``); with the ranks that build the stages under ``schedule`` (:func:`ranks_under`, as for
+    torch-pipelining)."""
     runtime = "torchtitan"
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual=True)
     prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
     parts, depth = modules_per_stage(placement, stages, runtime, depth, prefix)
     unnamed = [s.index for s in stages if not parts[s.index]]
     if unnamed:
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
-    ranks = stage_ranks(stages)
-    return {"module_fqns_per_model_part": parts, "depth": depth, "stage_ranks": ranks,
-            "virtual_stages_per_rank": len(stages) // (max(ranks) + 1), "tied_modules": tied_modules(placement, stages)}
+    per_rank = ranks_under(stages, schedule, runtime)
+    return {"module_fqns_per_model_part": parts, "depth": depth, "stage_ranks": rank_map(stages, schedule),
+            "virtual_stages_per_rank": len(stages) // len(per_rank), "schedule": schedule,
+            "schedule_class": TORCH_CLASSES[schedule], "stage_index_per_rank": per_rank,
+            "tied_modules": tied_modules(placement, stages)}
 
 
 def _orders(stages: int, microbatches: int, schedule: str) -> list[list[tuple[str, int]]]:
@@ -134,12 +156,13 @@ def schedule_rows(stages: int, microbatches: int, schedule: str = "1f1b") -> lis
 def schedule_csv(placement: Placement, microbatches: int = 4, schedule: str = "1f1b") -> list[list[str]]:
     """The schedule CSV rows of ``placement``'s stages (one stage per rank; ``v`` round-robin for the
     interleaved and zero-bubble schedules, two in a V for ``zbv``)."""
-    if schedule not in ORDERS:
-        return schedule_rows(len(pipeline_stages(placement, "schedule-csv")), microbatches, schedule)
+    placement = forward_view(placement)
     stages = pipeline_stages(placement, "schedule-csv", virtual=True)
-    p = max(rank_map(stages, schedule)) + 1
+    p = len(ranks_under(stages, schedule, "schedule-csv"))
+    if schedule not in ORDERS:
+        return schedule_rows(len(stages), microbatches, schedule)
     return unit_rows(rank_orders(schedule, p, len(stages) // p, microbatches), len(stages))
 
 
-__all__ = ["SCHEDULES", "TORCH_CLASSES", "module_fqns", "module_of", "rank_map", "schedule_csv", "schedule_rows",
-           "split_spec"]
+__all__ = ["SCHEDULES", "SINGLE", "TORCH_CLASSES", "module_fqns", "module_of", "rank_map", "ranks_under", "schedule_csv",
+           "schedule_rows", "split_spec"]

@@ -4,7 +4,8 @@ For ``torch.distributed.pipelining`` the split points are the ``split_spec`` tha
 ``torch-pipelining`` exporter writes (:func:`placement_dsl.export.export`, the one place they are
 made): each stage after the first begins at a module (``SplitPoint.BEGINNING``) or after the module
 before it (``SplitPoint.END``, where the stage begins with the model's own calls). For DeepSpeed's
-``PipelineModule`` they are each stage's list of layers and the layer-index boundaries ``parts``.
+``PipelineModule`` they are the layer-index boundaries ``parts`` over its layer list ``parts_layers``,
+the ``deepspeed`` exporter's (empty where it refuses the plan).
 Names are module paths (``op.attrs["module"]``) cut to ``depth`` dotted parts, or the ops' names for
 people where an op has none (a dnn-partitioning node's ``name``, else its id).
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..export import export
-from ..export.plan import module_of, op_name, stages_of
+from ..export.plan import forward_view, module_of, op_name, stages_of
 from ..placement import Placement
 
 
@@ -40,25 +41,31 @@ def split_points(placement: Placement, depth: int | None = None) -> dict[str, An
     A stage is a run of ops on one device in the device-major order, so a contiguous pipeline
     has one stage per device. ``split_spec`` is the ``torch-pipelining`` exporter's, at ``depth``
     (``{module: "beginning" | "end"}``); where it refuses the plan, ``split_spec`` is empty and
-    ``warnings`` hold its reason. ``warnings`` also name a layer cut between stages.
+    ``warnings`` hold its reason. ``parts`` and ``parts_layers`` are the ``deepspeed`` exporter's
+    (its layer list: embedding, layers, head), empty with the reason among the ``warnings`` where it
+    refuses. ``warnings`` also name a layer cut between stages. A training placement shows its forward
+    stages (:func:`~placement_dsl.export.plan.forward_view`).
     """
+    placement = forward_view(placement)
     names = placement.cluster.names
     stages = [_stage(s.index, names[s.device], s.ops, placement, depth) for s in stages_of(placement)]
     order = list(dict.fromkeys(layer for s in stages for layer in s["layers"]))
-    warnings, parts = [], [0]
-    for prev, s in pairwise(stages):
-        first = s["layers"][0]  # a cut layer stays whole in the earlier stage of DeepSpeed's parts
-        if first == prev["layers"][-1]:
-            warnings.append(f"layer {first!r} is cut between stages {prev['stage']} and {s['stage']}")
-        parts.append(order.index(first) + (first in prev["layers"]))
-    parts.append(len(order))
+    warnings = [f"layer {s['layers'][0]!r} is cut between stages {prev['stage']} and {s['stage']}"
+                for prev, s in pairwise(stages) if s["layers"][0] == prev["layers"][-1]]
     try:
         spec = export(placement, "torch-pipelining", depth=depth).data["split_spec"]
     except SpecError as err:
         spec = {}
         warnings.append(str(err))
+    try:
+        ds = export(placement, "deepspeed").data
+        parts, entries = ds["parts"], ds["layers"]
+    except SpecError as err:
+        parts, entries = [], []
+        if str(err).split(":", 1)[1] not in {w.split(":", 1)[-1] for w in warnings}:
+            warnings.append(str(err))
     return {"depth": depth, "layers": order, "stages": stages, "split_spec": spec, "parts": parts,
-            "warnings": warnings}
+            "parts_layers": entries, "warnings": warnings}
 
 
 def split_lines(points: dict[str, Any]) -> list[str]:
@@ -73,6 +80,9 @@ def split_lines(points: dict[str, Any]) -> list[str]:
         lines.append(f"torch.distributed.pipelining split_spec = {{{spec}}}")
     else:
         lines.append("torch.distributed.pipelining split_spec: none, the exporter refuses this plan (see the warning)")
-    lines.append(f"DeepSpeed PipelineModule parts = {points['parts']} over {len(points['layers'])} layers")
+    if points["parts"]:
+        lines.append(f"DeepSpeed PipelineModule parts = {points['parts']} over {len(points['parts_layers'])} layers")
+    else:
+        lines.append("DeepSpeed PipelineModule parts: none, the exporter refuses this plan (see the warning)")
     lines += [f"warning: {w}" for w in points["warnings"]]
     return lines

@@ -131,3 +131,19 @@ def test_bounds_of_a_training_graph_stay_below_the_split_solve_finds(capsys, sch
     bounds = run_json(capsys, "bounds", *base, "--time-limit", "20")
     assert solved["valid"] and bounds["bound"] <= solved["objective"] * (1 + 1e-9)
     assert bounds["bound_scope"] != "dag-ordered placements"
+
+
+def test_microbatches_go_with_every_objective_that_scores_a_step_of_them(capsys, tmp_path):
+    """--objective zbv --microbatches 4 was accepted and --objective gpipe --microbatches 4 refused ('needs
+    --schedule gpipe|1f1b'), though GPipe's fill and drain is a step of m micro-batches: one rule for both."""
+    base = ["zoo:transformer-small", "--training", "--stages", "2", "--cpus", "0"]
+    out_file = tmp_path / "split.json"
+    run_json(capsys, "solve", *base, "--method", "dp", "--objective", "pipedream", "--out", str(out_file))
+    steady = run_json(capsys, "evaluate", *base, "--split", str(out_file), "--objective", "gpipe")
+    filled = run_json(capsys, "evaluate", *base, "--split", str(out_file), "--objective", "gpipe", "--microbatches", "4")
+    scheduled = run_json(capsys, "evaluate", *base, "--split", str(out_file), "--schedule", "gpipe", "--microbatches",
+                         "4", "--memory", "1e15")
+    assert filled["objective"] > steady["objective"]  # the fill and drain of 4 micro-batches
+    assert filled["objective"] == pytest.approx(scheduled["objective"], rel=1e-9)
+    assert main(["evaluate", *base, "--split", str(out_file), "--objective", "pipedream", "--microbatches", "4"]) == 2
+    assert "needs --schedule gpipe|1f1b or --objective gpipe|" in capsys.readouterr().err

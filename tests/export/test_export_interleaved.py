@@ -23,13 +23,27 @@ def interleaved(layers: int = 4, ranks: int = 2) -> Placement:
 
 def test_split_points_and_module_lists_name_every_virtual_stage():
     p = interleaved()
-    spec = export(p, "torch-pipelining").data
+    spec = export(p, "torch-pipelining", schedule="interleaved-1f1b").data
     assert spec["split_spec"] == {f"transformer.h.{i}": "beginning" for i in (1, 2, 3)}
     assert spec["stage_ranks"] == [0, 1, 0, 1] and spec["virtual_stages_per_rank"] == 2
     assert spec["stage_devices"] == ["stage0", "stage1", "stage0", "stage1"]
-    titan = export(p, "torchtitan").data
+    assert spec["schedule_class"] == "ScheduleInterleaved1F1B" and spec["stage_index_per_rank"] == [[0, 2], [1, 3]]
+    titan = export(p, "torchtitan", schedule="interleaved-1f1b").data
     assert titan["module_fqns_per_model_part"][1:3] == [["transformer.h.1"], ["transformer.h.2"]]
     assert titan["stage_ranks"] == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("to", ["torch-pipelining", "torchtitan", "schedule-csv"])
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_a_single_stage_schedule_with_several_stages_per_rank_is_refused_naming_the_classes_that_run_them(to,
+                                                                                                          schedule):
+    """torch-pipelining wrote Schedule1F1B (or ScheduleGPipe), single-stage classes in torch, with
+    stage_index_per_rank [[0, 2], [1, 3]]; schedule-csv refused it as a non-contiguous plan."""
+    classes = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe"}
+    with pytest.raises(SpecError, match=rf"{to}: --schedule {schedule} is torch's {classes[schedule]}, which runs one "
+                                        r"stage per rank, and rank 0 holds stages \[0, 2\]; export with --schedule "
+                                        r"interleaved-1f1b \(ScheduleInterleaved1F1B\)"):
+        export(interleaved(), to, schedule=schedule)
 
 
 def test_megatron_layout_with_virtual_stages():
@@ -86,6 +100,19 @@ def test_zbv_split_points_name_torchs_class_and_the_v_of_stages_per_rank():
     assert spec["schedule_class"] == "ScheduleZBVZeroBubble" and spec["stage_index_per_rank"] == [[0, 3], [1, 2]]
     plain = export(zbv(), "torch-pipelining").data  # 1F1B: each device a rank
     assert plain["schedule_class"] == "Schedule1F1B" and plain["stage_index_per_rank"] == [[0], [1], [2], [3]]
+
+
+def test_torchtitan_ranks_the_stages_as_torch_pipelining_does_under_every_schedule():
+    """torchtitan ignored --schedule zbv: stage_ranks [0, 1, 2, 3] where torch-pipelining wrote the V, and it
+    accepted zbv on 3 stages, which torch-pipelining refuses."""
+    for schedule in ("1f1b", "zbv"):
+        spec, titan = (export(zbv(), to, schedule=schedule).data for to in ("torch-pipelining", "torchtitan"))
+        assert titan["stage_ranks"] == spec["stage_ranks"] and titan["schedule_class"] == spec["schedule_class"]
+        assert titan["stage_index_per_rank"] == spec["stage_index_per_rank"]
+    assert export(zbv(), "torchtitan", schedule="zbv").data["stage_ranks"] == [0, 1, 1, 0]
+    for to in ("torch-pipelining", "torchtitan"):
+        with pytest.raises(SpecError, match="zbv runs 2 stages per rank in a V, and the placement has 3 stages"):
+            export(zbv(3), to, schedule="zbv")
 
 
 def test_zbv_schedule_csv_is_torchs_order_and_passes_its_validation():
