@@ -25,6 +25,7 @@ from .deprecated import keyword
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError, refuse_spawned_rerun
 from .evaluate import Evaluation, execution
 from .formulations import Formulation, Kind, Plan, get
+from .formulations.base import unwritten
 from .options import validate
 from .placement import Placement
 from .problem import Problem
@@ -173,7 +174,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
                         "Use certify(problem, levels=...) or `placement-dsl bounds` for bounds")
     reason = form.accepts(problem)
     if reason:
-        raise SpecError(reason)
+        raise SpecError(unwritten(problem) or reason)
     spec = start_spec(problem, warm_start)
     share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
     spec = AUTO if share is not None else spec
