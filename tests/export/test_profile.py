@@ -300,3 +300,23 @@ def test_a_pipelined_profile_times_the_modules_as_torchs_pipeline_runs_them(tiny
     assert by["emb"].input_grad_ms == 0.0 and by["act"].weight_grad_ms == 0.0
     with pytest.raises(SpecError, match="a pipelined profile takes positional inputs only"):
         profile.profile_module(module, args, {"idx": args[0]}, depth=1, pipelined=True)
+
+
+def test_cli_import_at_a_layer_depth_sums_the_profiled_submodules(tiny: str, tmp_path: Path, capsys):
+    # 'profile' times the innermost modules (body.0, body.1, body.2); 'import --depth 1' has one op 'body'
+    costs, out, zeros = tmp_path / "costs.csv", tmp_path / "w.json", tmp_path / "zeros.csv"
+    assert main(["profile", tiny, "--out", str(costs), "--repeat", "2", "--json"]) == 0
+    capsys.readouterr()
+    rows = {r["op"]: r for r in csv.DictReader(line for line in costs.read_text().splitlines()
+                                               if not line.startswith("#"))}
+    assert {"body.0", "body.1", "body.2"} <= set(rows)
+    assert main(["import", tiny, "--batch", "2", "--granularity", "layer", "--depth", "1", "--costs", str(costs),
+                 "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    body = load_workload(out).graph.ops
+    body = next(op for op in body if op.name == "body")
+    assert body.work["accelerator"] == pytest.approx(sum(float(rows[f"body.{i}"]["ms"]) for i in range(3)), rel=1e-3)
+    zeros.write_text("op,kind,ms\nemb,accelerator,0\nhead,accelerator,0\n")
+    assert main(["import", tiny, "--batch", "2", "--costs", str(zeros), "--out", str(tmp_path / "z.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(zeros) in err[0] and "0 ms" in err[0]
