@@ -23,6 +23,7 @@ from .. import starts
 from ..blocks.base import BlockTemplate
 from ..constraints import Term
 from ..errors import SpecError
+from ..heuristics import methods_for
 from ..objectives import ObjectiveTerm
 from ..options import Options
 from ..placement import PlacementClass
@@ -304,8 +305,6 @@ def unwritten(problem: Problem) -> str | None:
     >>> print(unwritten(Problem(g, Cluster.stages(2), GPipe(microbatches=4))))  # doctest: +ELLIPSIS
     no IP writes objective 'gpipe' with microbatches=4 (no registered formulation accepts it); the methods that answer it: greedy, ...
     """
-    from ..heuristics import methods_for
-
     bare = Problem(problem.source_graph, problem.cluster, problem.objective)
     if any(f.kind is not Kind.RELAXATION and f.accepts(bare) is None for f in FORMULATIONS.values()):
         return None
