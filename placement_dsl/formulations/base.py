@@ -303,7 +303,7 @@ def unwritten(problem: Problem) -> str | None:
     >>> from placement_dsl.objectives import GPipe
     >>> g = Graph([Op(name="a", work=1.0), Op(name="b", work=2.0, backward=True)], [("a", "b")])
     >>> print(unwritten(Problem(g, Cluster.stages(2), GPipe(microbatches=4))))  # doctest: +ELLIPSIS
-    no IP writes objective 'gpipe' with microbatches=4 (no registered formulation accepts it); the methods that answer it: greedy, ...
+    no IP writes objective 'gpipe' with microbatches=4 on this graph and cluster (no registered formulation accepts it); the methods that answer it: greedy, ...
     """
     bare = Problem(problem.source_graph, problem.cluster, problem.objective)
     if any(f.kind is not Kind.RELAXATION and f.accepts(bare) is None for f in FORMULATIONS.values()):
@@ -312,7 +312,8 @@ def unwritten(problem: Problem) -> str | None:
     m = getattr(term, "microbatches", None)
     label = repr(term.names[0]) + (f" with microbatches={m}" if m is not None else "")
     methods = list(dict.fromkeys([*methods_for(term.names[0]), *methods_for(problem.cost_model().objective.value)]))
-    return (f"no IP writes objective {label} (no registered formulation accepts it); the methods that answer it: "
+    return (f"no IP writes objective {label} on this graph and cluster (no registered formulation accepts it); the "
+            "methods that answer it: "
             f"{', '.join(methods)} (placement_dsl.heuristics.run(NAME, ...); on the command line --method NAME)")
 
 
