@@ -59,6 +59,14 @@ def test_problem_refuses_rank_orders_on_links_naming_objective_and_links(name, c
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS)
+def test_a_heuristic_run_with_the_cost_model_alone_refuses_too(cluster):
+    # heuristics.run takes a cost model, not a Problem: the same refusal, naming the method
+    c = CLUSTERS[cluster]()
+    with pytest.raises(SpecError, match=r"^local-search: objective 'zb-h1': .* cluster with links"):
+        run("local-search", tiny(0), c, model=ZeroBubbleH1(microbatches=4).cost_model(), time_limit=5.0)
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
 @pytest.mark.parametrize("objective", [PipeDream(), GPipe(), GPipe(microbatches=3)], ids=["pipedream", "gpipe",
                                                                                           "gpipe-m3"])
 def test_the_objectives_that_pay_links_answer_the_brute_force_optimum_there(objective, cluster):
