@@ -80,6 +80,7 @@ class Problem:
         self.objective = Throughput() if objective is None else objective
         self.constraints: tuple[Term, ...] = tuple(constraints)
         self._check_terms()
+        self.objective.validate(graph, cluster)
         g = graph
         for term in self.constraints:
             term.validate(g, cluster)

@@ -44,7 +44,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from .calibrate import (
@@ -69,7 +69,7 @@ from .calibration_file import calibration_dict, read_calibration, write_calibrat
 from .errors import SpecError
 from .files import write_atomic
 from .graph import Graph
-from .io.costs import rounded
+from .io.costs import enclosing, leaves, profile_text, rounded
 from .io.torch_export import factory, import_torch
 from .zoo.training import with_backward
 
@@ -341,8 +341,14 @@ def write_profile(rows: Sequence[ModuleTime], path: str | PurePath, kind: str, n
 # ---------------------------------------------------------------------------- backward times and calibration
 def _shares(graph: Graph, module: str, kind: str) -> dict[int, float]:
     """The forward ops of ``module`` (and its submodules) with their share of its time, by their ``kind`` time."""
-    members = [i for i, op in enumerate(graph.ops)
-               if not op.backward and (p := op.attrs.get("module")) and (p == module or p.startswith(module + "."))]
+    def under(outer: str) -> list[int]:
+        return [i for i, op in enumerate(graph.ops)
+                if not op.backward and (p := op.attrs.get("module")) and (p == outer or p.startswith(outer + "."))]
+
+    members = under(module)
+    if not members:  # a submodule below the workload's ops (a layer imported with --depth): the op enclosing it
+        outer = enclosing(module, leaves(graph))
+        members = under(outer) if outer else []
     times = [graph.ops[i].time_on(kind) for i in members]
     times = [t if t < float("inf") else 0.0 for t in times]
     total = sum(times)
@@ -386,10 +392,7 @@ def training_graph(graph: Graph, rows: Sequence[ModuleTime], kind: str) -> Graph
 def read_profile(path: str | PurePath) -> dict[str, list[ModuleTime]]:
     """The rows of a CSV :func:`write_profile` wrote, per device kind; ``{}`` for a profile without backward times
     (a plain ``op,kind,ms`` file, whose forward times :func:`placement_dsl.io.costs.read_costs` reads)."""
-    try:
-        lines = [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
-    except OSError as err:
-        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    lines = [line for line in profile_text(path).splitlines() if line.strip() and not line.startswith("#")]
     reader = csv.DictReader(lines)
     if "backward_ms" not in (reader.fieldnames or []):
         return {}

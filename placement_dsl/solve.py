@@ -25,6 +25,7 @@ from .deprecated import keyword
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError, refuse_spawned_rerun
 from .evaluate import Evaluation, execution
 from .formulations import Formulation, Kind, Plan, get
+from .formulations.base import unwritten
 from .options import validate
 from .placement import Placement
 from .problem import Problem
@@ -172,8 +173,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         raise SpecError(f"solve: {form.name!r} is a relaxation; its optimum is a lower bound, not a placement. "
                         "Use certify(problem, levels=...) or `placement-dsl bounds` for bounds")
     reason = form.accepts(problem)
-    if reason:
-        raise SpecError(reason)
+    if reason:  # 'auto' chose a formulation that refuses: say so when none writes the objective (and what does)
+        why = unwritten(problem)
+        raise SpecError(reason if why is None else why if formulation == "auto" else f"{reason}; {why}")
     spec = start_spec(problem, warm_start)
     share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
     spec = AUTO if share is not None else spec

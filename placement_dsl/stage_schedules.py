@@ -167,6 +167,30 @@ def stage_ranks(device: Sequence[int], schedule: str | None = None) -> tuple[int
     return tuple(ranks[d] for d in device)
 
 
+def refuse_links(schedule: str, cluster: Cluster, where: str = "") -> None:
+    """:class:`SpecError` when ``cluster`` has links (or routes between servers): the stage times of the rank orders
+    (interleaved 1F1B, ZB-H1, ZBV) pay transfers as each device's own, and no link is a resource of the orders,
+    so a link's load would go unpaid. One line naming the schedule and the cluster's links.
+
+    >>> from placement_dsl.cluster import Link
+    >>> refuse_links("zbv", Cluster.stages(2))  # no links: nothing to refuse
+    >>> c = Cluster(Cluster.stages(2).devices, [Link(src="stage0", dst="stage1", bandwidth=1.0)])
+    >>> refuse_links("zbv", c)
+    Traceback (most recent call last):
+    ...
+    placement_dsl.errors.SpecError: objective 'zbv': interleaved and zero-bubble schedules are not modelled on a cluster with links (1 link: stage0->stage1); their stage times would leave each link's load unpaid; use objective 'pipedream' or 'gpipe', which pay each tensor on the links of its route, or a cluster without links
+    """
+    if not (cluster.links or cluster.routed):
+        return
+    named = [f"{lk.src}->{lk.dst}" for lk in cluster.links]
+    shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
+    count = f"{len(named)} link{'s' if len(named) != 1 else ''}: {shown}" if named else "routed between servers"
+    raise SpecError(f"{where + ': ' if where else ''}objective {schedule!r}: interleaved and zero-bubble schedules "
+                    f"are not modelled on a cluster with links ({count}); their stage times would leave each link's "
+                    "load unpaid; use objective 'pipedream' or 'gpipe', which pay each tensor on the links of its "
+                    "route, or a cluster without links")
+
+
 def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = None) -> np.ndarray:
     """Per op, the share of its compute that is weight gradient (0 on forward ops)."""
     g = p.graph
@@ -193,9 +217,10 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
     c = p.cluster
-    if c.links or c.routed or p.replicated:
-        raise SpecError("stage times: interleaved and zero-bubble schedules are modelled on clusters without links "
-                        "and without replicated stages; drop the links or the replicas")
+    refuse_links(schedule or "interleaved-1f1b", c, "stage times")
+    if p.replicated:
+        raise SpecError("stage times: interleaved and zero-bubble schedules are modelled without replicated stages; "
+                        "drop the replicas")
     stage, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
     copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
@@ -333,5 +358,5 @@ def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], recor
     return OrderSimulation(now, tuple(trace))
 
 
-__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory", "stage_ranks",
-           "stage_times", "virtual_stages", "weight_shares"]
+__all__ = ["OrderSimulation", "StageTask", "refuse_links", "simulate_orders", "stage_bytes", "stage_memory",
+           "stage_ranks", "stage_times", "virtual_stages", "weight_shares"]

@@ -47,7 +47,8 @@ def _with_costs(w: Workload, args: argparse.Namespace) -> tuple[Workload, list[s
         return w, []
     from ..profile import read_profile, with_measured_backward  # the profiler and the simulator: this command's
 
-    graph, fits = apply_costs(w.graph, read_costs(args.costs), calibrate_rest=not args.no_calibrate)
+    graph, fits = apply_costs(w.graph, read_costs(args.costs), calibrate_rest=not args.no_calibrate,
+                              source=str(args.costs))
     for kind, rows in read_profile(args.costs).items():  # a 'placement-dsl profile' file's backward times
         graph = with_measured_backward(graph, rows, kind)
     calibration = {k: {"compute_scale": f.compute_scale, "memory_scale": f.memory_scale, "samples": f.samples}

@@ -23,6 +23,7 @@ from .. import starts
 from ..blocks.base import BlockTemplate
 from ..constraints import Term
 from ..errors import SpecError
+from ..heuristics import methods_for
 from ..objectives import ObjectiveTerm
 from ..options import Options
 from ..placement import PlacementClass
@@ -289,6 +290,31 @@ def choose(problem: Problem) -> str:
             return form.name
     raise SpecError(f"formulation 'auto': no registered formulation is chosen for a problem with terms "
                     f"{[type(t).__name__ for t in problem.terms]}; name one of {sorted(FORMULATIONS)}")
+
+
+def unwritten(problem: Problem) -> str | None:
+    """Why no IP solves ``problem`` when its objective is the reason: no registered formulation (exact or a
+    restriction) accepts the objective on the problem's graph and cluster without the constraint terms; the
+    message names the methods that answer the objective (:func:`placement_dsl.heuristics.methods_for`, by its
+    name and by the cost model's objective). ``None`` when some formulation writes the objective.
+
+    >>> from placement_dsl.cluster import Cluster
+    >>> from placement_dsl.graph import Graph, Op
+    >>> from placement_dsl.objectives import GPipe
+    >>> g = Graph([Op(name="a", work=1.0), Op(name="b", work=2.0, backward=True)], [("a", "b")])
+    >>> print(unwritten(Problem(g, Cluster.stages(2), GPipe(microbatches=4))))  # doctest: +ELLIPSIS
+    no IP writes objective 'gpipe' with microbatches=4 on this graph and cluster (no registered formulation accepts it); the methods that answer it: greedy, ...
+    """
+    bare = Problem(problem.source_graph, problem.cluster, problem.objective)
+    if any(f.kind is not Kind.RELAXATION and f.accepts(bare) is None for f in FORMULATIONS.values()):
+        return None
+    term = problem.objective
+    m = getattr(term, "microbatches", None)
+    label = repr(term.names[0]) + (f" with microbatches={m}" if m is not None else "")
+    methods = list(dict.fromkeys([*methods_for(term.names[0]), *methods_for(problem.cost_model().objective.value)]))
+    return (f"no IP writes objective {label} on this graph and cluster (no registered formulation accepts it); the "
+            "methods that answer it: "
+            f"{', '.join(methods)} (placement_dsl.heuristics.run(NAME, ...); on the command line --method NAME)")
 
 
 def valid_heuristic(problem: Problem, method: str) -> tuple[Placement, float] | None:

@@ -21,7 +21,9 @@ CSV, one row per op (or per module) and device kind::
 ``op.attrs["module"]`` (its time is shared over the module's ops in proportion to their
 roofline times). The time column is ``ms``/``time_ms`` (or ``us``/``time_us``, ``s``/``seconds``);
 without a ``kind`` column every time is for ``default_kind``. JSON: ``{"op": ms}``,
-``{"op": {"kind": ms}}``, or a list of ``{"op", "kind", "ms"}`` records (also under ``"ops"``).
+``{"op": {"kind": ms}}``, or a list of ``{"op", "kind", "ms"}`` records (also under ``"ops"``). A row of a
+submodule below the workload's ops (``layers.0.ln`` where a layer import made one op ``layers.0``) adds its time
+to the op enclosing it; an op (or module) timed twice on one kind is refused, naming both rows.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import csv
 import difflib
 import json
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,16 +197,25 @@ def by_granularity(graph: Graph, granularity: str, depth: int | None = None) -> 
 def read_costs(path: str | Path, default_kind: str = ACCELERATOR) -> Profile:
     """Measured times from a CSV or JSON profile (see the module's documentation), in ms."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    text = profile_text(path)
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
         try:
             return _profile_json(json.loads(text), default_kind, str(path))
         except json.JSONDecodeError as err:
             raise SpecError(f"cost profile {str(path)!r} is not valid JSON: {err}") from None
     return _profile_csv(text.splitlines(), default_kind, str(path))
+
+
+def profile_text(path: str | Path) -> str:
+    """The text of a cost profile (UTF-8, with or without a byte-order mark); a file that cannot be read, or is not
+    UTF-8 text, is a :class:`SpecError` naming it (and the first byte that is not)."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise SpecError(f"cannot read cost profile {str(path)!r}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"cost profile {str(path)!r} is not UTF-8 text (byte {err.start}: "
+                        f"{err.object[err.start:err.start + 1]!r}); save it as a UTF-8 CSV or JSON file") from None
 
 
 def _number(value: Any, where: str) -> float:
@@ -227,23 +238,36 @@ def _profile_csv(lines: list[str], default_kind: str, source: str) -> Profile:
         raise SpecError(f"cost profile {source!r}: no op column in {sorted(head)}; name it one of {_NAME_COLUMNS}")
     time_col = next((c for c in _TIME_COLUMNS if c in head), None)
     profile: Profile = {}
+    seen: dict[tuple[str, str], str] = {}
     for i, row in enumerate(rows, start=2):
         op = str(row[name_col]).strip()
         if time_col is not None:
             kind = str(row.get(head.get("kind", ""), "") or default_kind).strip()
             ms = _number(row[head[time_col]], f"{source} line {i}") * _TIME_COLUMNS[time_col]
+            _once(seen, op, kind, f"line {i}", source)
             profile.setdefault(op, {})[kind] = ms
             continue
         for low, col in head.items():  # wide: one column per device kind
             if col != name_col and str(row.get(col, "")).strip():
+                _once(seen, op, low, f"line {i}", source)
                 profile.setdefault(op, {})[low] = _number(row[col], f"{source} line {i}, column {col!r}")
     return profile
+
+
+def _once(seen: dict[tuple[str, str], str], op: str, kind: str, row: str, source: str) -> None:
+    """Refuse a second time for one op (or module) and kind, naming both rows (``row``: ``"line 3"``, ``"record
+    #2"``): which of the two should win would be a guess."""
+    first = seen.setdefault((op, kind), row)
+    if first != row:
+        raise SpecError(f"cost profile {source!r} {row}: {op!r} on kind {kind!r} is timed twice (first at {first}); "
+                        "keep one row per op (or module) and kind")
 
 
 def _profile_json(data: Any, default_kind: str, source: str) -> Profile:
     if isinstance(data, Mapping) and isinstance(data.get("ops"), list):
         data = data["ops"]
     profile: Profile = {}
+    seen: dict[tuple[str, str], str] = {}
     if isinstance(data, list):
         for i, rec in enumerate(data):
             if not isinstance(rec, Mapping) or not any(c in rec for c in _NAME_COLUMNS):
@@ -253,6 +277,7 @@ def _profile_json(data: Any, default_kind: str, source: str) -> Profile:
             if col is None:
                 raise SpecError(f"cost profile {source!r}: record {op!r} has no time; add 'ms'")
             kind = str(rec.get("kind", default_kind))
+            _once(seen, op, kind, f"record #{i}", source)
             profile.setdefault(op, {})[kind] = _number(rec[col], f"{source}: {op!r}") * _TIME_COLUMNS[col]
         return profile
     if not isinstance(data, Mapping):
@@ -278,8 +303,9 @@ class Calibration:
     samples: int
 
     def roofline(self, base: Roofline) -> Roofline:
-        """``base`` with the measured efficiency."""
-        return Roofline(self.kind, base.peak_flops / self.compute_scale, base.mem_bandwidth / self.memory_scale)
+        """``base`` with the measured efficiency (a scale of 0, measured ops of no time, is an endless rate)."""
+        return Roofline(self.kind, _rate(base.peak_flops, self.compute_scale),
+                        _rate(base.mem_bandwidth, self.memory_scale))
 
     def time_ms(self, op: Op, base: Roofline | None) -> float:
         """The calibrated running time of ``op`` on this kind."""
@@ -287,6 +313,10 @@ class Calibration:
         if base is None or flops is None or moved is None:
             return op.time_on(self.kind) * self.compute_scale
         return self.roofline(base).time_ms(float(flops), float(moved))
+
+
+def _rate(base: float, scale: float) -> float:
+    return base / scale if scale > 0 else float("inf")
 
 
 def _roofline_for(kind: str, rooflines: Iterable[Roofline]) -> Roofline | None:
@@ -320,25 +350,60 @@ def calibrate(graph: Graph, measured: Mapping[str, float], kind: str,
                         "measure ops with nonzero work there")
     cs = statistics.median(compute) if compute else statistics.median(memory)
     ms_ = statistics.median(memory) if memory else cs
+    if not any(compute) and not any(memory):
+        raise SpecError(f"calibrate: every one of the {len(measured)} measured ops takes 0 ms on kind {kind!r}, "
+                        "which would make the unmeasured ops take no time; measure nonzero times, or keep the "
+                        "roofline for the rest (calibrate_rest=False, import --no-calibrate)")
     return Calibration(kind, cs, ms_, len(compute) + len(memory))
 
 
-def _resolve(graph: Graph, profile: Profile) -> dict[str, dict[str, float]]:
-    """Profile entries per op: op names as they are, module paths shared by roofline time."""
+def enclosing(key: str, known: Container[str]) -> str | None:
+    """``key`` or its nearest dotted prefix in ``known`` (a profiled submodule's enclosing layer, ``known`` the
+    graph's :func:`leaves`), else ``None``.
+
+    >>> enclosing("layers.0.ln", {"layers.0", "layers"}), enclosing("head", {"layers.0"})
+    ('layers.0', None)
+    """
+    parts = key.split(".")
+    return next((p for p in (".".join(parts[:i]) for i in range(len(parts), 0, -1)) if p in known), None)
+
+
+def leaves(graph: Graph) -> set[str]:
+    """The op names and module paths of ``graph``'s ops with no op in a submodule of them: the layers an import cut
+    at a depth, under which a profile's deeper rows belong (:func:`enclosing`)."""
+    paths = {str(m) for op in graph.ops if (m := op.attrs.get("module"))}
+    inner = {p.rsplit(".", k)[0] for p in paths for k in range(1, p.count(".") + 1)}
+    return (paths | set(graph.names)) - inner
+
+
+def _resolve(graph: Graph, profile: Profile, where: str = "cost profile") -> dict[str, dict[str, float]]:
+    """Profile entries per op: op names as they are, module paths shared by roofline time; a submodule deeper than
+    the workload's ops (a layer imported with ``--depth``) adds its time to the op or module that encloses it."""
     modules: dict[str, list[Op]] = {}
     for op in graph.ops:
         mod = op.attrs.get("module")
         while mod:
             modules.setdefault(mod, []).append(op)
             mod = mod.rpartition(".")[0]
-    out: dict[str, dict[str, float]] = {}
-    unknown = [key for key in profile if key not in graph.index and key not in modules]
+    known, layer = set(graph.index) | set(modules), leaves(graph)
+    target = {key: key if key in known else enclosing(key, layer) for key in profile}
+    unknown = [key for key, t in target.items() if t is None]
     if unknown:
-        hint = difflib.get_close_matches(unknown[0], list(graph.index) + list(modules), n=3)
-        raise SpecError(f"cost profile names {len(unknown)} unknown op(s) or module(s), e.g. {unknown[:3]}"
+        hint = difflib.get_close_matches(unknown[0], list(dict.fromkeys([*graph.index, *modules])), n=3)
+        raise SpecError(f"{where} names {len(unknown)} unknown op(s) or module(s), e.g. {unknown[:3]}"
                         f"{f' (close: {hint})' if hint else ''}; name them as the workload does (op names or "
                         "module paths)")
+    summed: dict[str, dict[str, float]] = {}
     for key, times in profile.items():
+        t = target[key]
+        if t != key and t in profile and set(profile[t]) & set(times):
+            raise SpecError(f"{where} times {t!r} and its submodule {key!r} on kind "
+                            f"{min(set(profile[t]) & set(times))!r}; the submodule's time is part of "
+                            f"{t!r}'s: keep one of them")
+        for kind, ms in times.items():
+            summed.setdefault(str(t), {})[kind] = summed.get(str(t), {}).get(kind, 0.0) + ms
+    out: dict[str, dict[str, float]] = {}
+    for key, times in summed.items():
         members = [graph.ops[graph.index[key]]] if key in graph.index else modules[key]
         for kind, ms in times.items():
             share = [op.time_on(kind) if op.time_on(kind) < float("inf") else 0.0 for op in members]
@@ -349,17 +414,23 @@ def _resolve(graph: Graph, profile: Profile) -> dict[str, dict[str, float]]:
 
 
 def apply_costs(graph: Graph, profile: Profile, calibrate_rest: bool = True,
-                rooflines: Iterable[Roofline] = ROOFLINES) -> tuple[Graph, dict[str, Calibration]]:
+                rooflines: Iterable[Roofline] = ROOFLINES, source: str | None = None) -> tuple[Graph, dict[str, Calibration]]:
     """``graph`` with measured times, and the other ops' times from the calibrated roofline.
 
     Returns the new graph and the calibration of each measured kind (empty without
-    ``calibrate_rest``). Unknown names in the profile are refused with the closest matches.
+    ``calibrate_rest``). Unknown names in the profile are refused with the closest matches; rows of submodules
+    below the graph's ops add up into the op that encloses them (:func:`enclosing`). ``source``: the profile's
+    file, which the errors name.
     """
     rooflines = tuple(rooflines)
-    per_op = _resolve(graph, profile)
+    where = "cost profile" if source is None else f"cost profile {source!r}"
+    per_op = _resolve(graph, profile, where)
     kinds = sorted({k for times in per_op.values() for k in times})
-    fits = {k: calibrate(graph, {op: t[k] for op, t in per_op.items() if k in t}, k, rooflines)
-            for k in kinds} if calibrate_rest else {}
+    try:
+        fits = {k: calibrate(graph, {op: t[k] for op, t in per_op.items() if k in t}, k, rooflines)
+                for k in kinds} if calibrate_rest else {}
+    except SpecError as err:
+        raise SpecError(f"{where}: {err}" if source is not None else str(err)) from None
     ops = []
     for op in graph.ops:
         work = dict(op.work)

@@ -347,3 +347,23 @@ def test_the_calibration_fits_relative_residuals_so_a_small_stage_counts():
     before = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits, relative=False))]
     after = [abs(f.residual) for f in profile.calibrated(fits, profile.RunCosts.fitted(fits))]
     assert before[6] > 1.0 and max(after) < 0.15, (before, after)
+
+
+def test_cli_import_at_a_layer_depth_sums_the_profiled_submodules(tiny: str, tmp_path: Path, capsys):
+    # 'profile' times the innermost modules (body.0, body.1, body.2); 'import --depth 1' has one op 'body'
+    costs, out, zeros = tmp_path / "costs.csv", tmp_path / "w.json", tmp_path / "zeros.csv"
+    assert main(["profile", tiny, "--out", str(costs), "--repeat", "2", "--json"]) == 0
+    capsys.readouterr()
+    rows = {r["op"]: r for r in csv.DictReader(line for line in costs.read_text().splitlines()
+                                               if not line.startswith("#"))}
+    assert {"body.0", "body.1", "body.2"} <= set(rows)
+    assert main(["import", tiny, "--batch", "2", "--granularity", "layer", "--depth", "1", "--costs", str(costs),
+                 "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    body = load_workload(out).graph.ops
+    body = next(op for op in body if op.name == "body")
+    assert body.work["accelerator"] == pytest.approx(sum(float(rows[f"body.{i}"]["ms"]) for i in range(3)), rel=1e-3)
+    zeros.write_text("op,kind,ms\nemb,accelerator,0\nhead,accelerator,0\n")
+    assert main(["import", tiny, "--batch", "2", "--costs", str(zeros), "--out", str(tmp_path / "z.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(zeros) in err[0] and "0 ms" in err[0]
