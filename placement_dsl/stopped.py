@@ -415,23 +415,29 @@ CLOSED_PER_EDGE = 7e-5  # seconds per op and edge of the single-sample closed fo
 def closed_form_bound(problem: Any, clock: Deadline | None = None) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective); the
     single-sample segment bounds within ``clock`` too (the call's: 6 s past a spent 10 s solve of 15,838 ops)."""
+    return closed_form_source(problem, clock)[0]
+
+
+def closed_form_source(problem: Any, clock: Deadline | None = None) -> tuple[float | None, str]:
+    """:func:`closed_form_bound` and what proved it (a level's name, as a certificate's table names it)."""
     objective = problem.cost_model().objective
     if objective is Objective.MAX_LOAD:
-        return max_load_bound(problem)
-    if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
-        running = RUNNING.get()
-        mine = running is not None and running.problem is problem
-        found = running.value(running.until + 1.0) if mine else None
-        if mine and running.closed is not None:
-            closed = running.closed
-        elif clock is None or CLOSED_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown() <= clock.left():
-            closed = single_sample_bound(problem, None if clock is None else clock.within(SEGMENT_SECONDS))[0]
-        else:  # its passes do not fit what is left (8 s on 47,584 ops at load 6): the load alone, on serial devices
-            if problem.cluster.parallel.any():
-                return found
-            closed = simple_lower_bound(problem.graph, problem.cluster)
-        return max(closed, found or 0.0)
-    return None
+        return max_load_bound(problem), "simple"
+    if objective not in SINGLE_SAMPLE:
+        return None, "none"
+    # paths with route costs, work, segments: each by how the devices run
+    running = RUNNING.get()
+    mine = running is not None and running.problem is problem
+    found = running.value(running.until + 1.0) if mine else None
+    if mine and running.closed is not None:
+        closed, by = running.closed
+    elif clock is None or CLOSED_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown() <= clock.left():
+        closed, by = single_sample_bound(problem, None if clock is None else clock.within(SEGMENT_SECONDS))
+    else:  # its passes do not fit what is left (8 s on 47,584 ops at load 6): the load alone, on serial devices
+        if problem.cluster.parallel.any():
+            return found, "segment-schedules"
+        closed, by = simple_lower_bound(problem.graph, problem.cluster), "simple"
+    return (found, "segment-schedules") if found is not None and found > closed else (closed, by)
 
 
 def start_spec(problem: Any, warm_start: Any) -> Any:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
+from ..beyond import BEYOND, search
 from ..certificate import MIP_GAP, LevelStatus, UpperRun, model_bound, solve_level
 from ..deadline import BudgetSpent, Deadline, call_within
 from ..errors import PlacementError, SpecError
@@ -150,32 +150,12 @@ def latency_upper(run: Any, seconds: float) -> None:
     share = run.clock.within(max(seconds, 0.5))
     wide = run.family.problem
     mine = share.within(share.left() * (CLASS_SHARE if wide is not None else 1.0))
-    _latency_heuristics(run, run.problem, ("greedy", "latency-best"), mine)
+    search(run.problem, ("greedy", "latency-best"), mine, run.offer)
     if wide is not None:
-        _latency_heuristics(run, wide, BEYOND, share)
+        search(wide, BEYOND, share, run.offer)
 
 
-def _latency_heuristics(run: Any, problem: Problem, methods: tuple[str, ...], share: Any) -> None:
-    """``methods`` in turn on ``problem``'s cost model with its q, within ``share``, each answer offered to ``run``."""
-    from ..formulations.latency import subgraphs_per_accelerator
-
-    model = replace(problem.cost_model(), max_subgraphs=subgraphs_per_accelerator(problem))
-    for method in methods:
-        if share.expired(0.1):
-            break
-        limit = share.left()  # its own limit ends a margin before it is stopped, so that it returns its best
-        margin = min(max(UPPER_MARGIN * limit, UPPER_MARGIN_PER_OP * problem.graph.n), 0.5 * limit)
-        try:
-            found = call_within(share.within(limit), heuristic, method, problem.graph, problem.cluster, model=model,
-                                time_limit=limit - margin)
-        except PlacementError:  # stopped past its limit (BudgetSpent), or it does not apply
-            continue
-        run.offer(found.placement, method)
-
-
-BEYOND = ("list", "latency-best")  # the heuristics a restricted latency certificate runs over the family
 CLASS_SHARE = 0.75  # of the heuristics' share, the class's where the family's follow
-UPPER_MARGIN, UPPER_MARGIN_PER_OP = 0.15, 1.5e-4  # as the certificate's heuristics (certify.stop_margin)
 
 
 # ---------------------------------------------------------------------------- the whole family
