@@ -341,33 +341,48 @@ WIDEN = 1.2  # the cheapest split's estimate, times this: the time makespan_uppe
 
 def makespan_upper(run: Any, seconds: float) -> None:
     """The single-sample schedule heuristics for the makespan levels' horizon and warm start, sharing ``seconds``:
-    the passes solve's start race runs (:data:`~placement_dsl.starts.PASSES`: one device, HEFT, CPOP, GETF,
-    m-SCT), cheapest first by :func:`~placement_dsl.starts.pass_estimates`, each with all the share left, then the
-    critical-chain search from the best of them for the rest (a pass cut short offers nothing). MOIRAI's GoogLeNet on
-    one core: one device 2.336, HEFT 1.530, CPOP 1.519, GETF 1.524, m-SCT 1.977, each under 0.05 s; from CPOP's the
-    search found 1.373 in a 10 s certificate.
+    the constructions solve's start race runs, in its order (:func:`~placement_dsl.starts.construction_order`: the
+    passes, :data:`~placement_dsl.starts.PASSES`, cheapest first by their estimates, then greedy), each with all the
+    share left, then the critical-chain search from the best of them for the rest (a pass cut short offers nothing).
+    The share is widened to hold the cheapest pass's estimate, and once a valid schedule is held a construction whose
+    estimate exceeds the share left is not started (it would be stopped with nothing). MOIRAI's GoogLeNet on one core:
+    one device 2.336, HEFT 1.530, CPOP 1.519, GETF 1.524, m-SCT 1.977, each under 0.05 s; from CPOP's the search
+    found 1.373 in a 10 s certificate. On a 15,000-task sheet (47,584 ops) HEFT finds 319.5 in 3 s of CPU; run after
+    the best single device by estimates 20 times too high, it was left no time and ``bounds`` answered the fallback
+    split's 1,078.51.
 
     The share leaves the levels' clock the time of the cheapest fallback split and its scoring
     (:func:`~placement_dsl.heuristics.fallback.fallback_seconds`, :data:`WIDEN`), built here where no pass found a
     valid schedule: on 47,584 ops the passes took their 7.5 s of a 30 s ``bounds`` and were stopped with nothing, and
-    the split after the levels no longer fitted ("best inf"). The passes are not skipped by their own estimates:
-    those are far above their runs on a wide sheet (one device: 38 s estimated on 15,838 ops, done in under 1.8 s).
+    the split after the levels no longer fitted ("best inf").
     """
-    from ..starts import PASSES, improve, pass_estimates, resolve
+    from ..starts import auto_methods, construction_order, improve, pass_estimates, resolve
 
     p = run.problem
     split = WIDEN * fallback_seconds(p.graph, p.cluster, "balanced", SCORING)
-    share = run.clock.within(max(min(seconds, run.clock.left() - split), 0.5))
-    for method in pass_estimates(p, list(PASSES)):
+    order = construction_order(p, auto_methods(p))
+    passes = pass_estimates(p, order)
+    needs = {m: passes.get(m) or fallback_seconds(p.graph, p.cluster, m) for m in order}
+    first = needs[order[0]] if order else 0.0
+    share = run.clock.within(max(min(max(seconds, first), run.clock.left() - split), 0.5))
+    for method in order:
         if share.expired(0.1):
             break
+        if math.isfinite(run.best[0]) and needs[method] > share.left():
+            run.upper.append(UpperRun(method, None, 0.0, f"skipped: ~{needs[method]:.1f} s estimated, "
+                                                         f"{share.left():.1f} s left"))
+            continue
         limit = share.left()
+        t = time.perf_counter()
         try:
             found = call_within(share.within(limit), heuristic, method, p.graph, p.cluster, model=run.model,
                                 time_limit=limit)
-        except PlacementError:
+        except PlacementError as err:
+            run.upper.append(UpperRun(method, None, time.perf_counter() - t, str(err).split(";")[0]))
             continue
-        run.offer(found.placement, method)
+        value = run.offer(found.placement, method)
+        run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
+                                  "no valid placement", found.seconds))
     if not math.isfinite(run.best[0]):  # the passes found no valid schedule: the cheapest split, in the time kept
         fallback_upper(run, run.clock.within(max(share.left(), split)))
     best = run.best[1]
