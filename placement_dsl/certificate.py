@@ -1,5 +1,8 @@
 """What a certification returns: how each level ended, the table of levels, and the certificate.
 
+What it knows beyond its class (:class:`Beyond`, gathered by :class:`Wider`) is :mod:`placement_dsl.beyond`'s, which a
+solve's answer reports too.
+
 :class:`Certificate` holds the best placement found, the best proven lower bound and the gap;
 :func:`model_bound` and :func:`solve_level` are how a level asks a formulation for its bound
 (:mod:`placement_dsl.certify` runs the levels).
@@ -11,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .beyond import Beyond, elsewhere
 from .deadline import Deadline
 from .placement import Placement, PlacementClass
 from .problem import Problem
@@ -70,96 +74,6 @@ class UpperRun:
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "objective": self.objective, "seconds": round(self.seconds, 3),
                 "message": self.message}
-
-
-def held(level: str, bound: float, ub: float, tol: float, rounding: float, above: str) -> float:
-    """A bound ``level`` proved, held to a valid objective ``ub``: past it (beyond ``tol``) the level is invalid
-    (``above`` says against what); within the scale's ``rounding`` of it, it is ``ub`` (rounding is not a gap)."""
-    assert bound <= ub * (1 + tol) + 1e-9, f"level {level!r} claims bound {bound!r} {above} {ub!r}; the relaxation is invalid"
-    return ub if bound >= ub * (1 - rounding) else bound
-
-
-@dataclass
-class Beyond:
-    """What a certification knows of the problem's family beyond its class (the problem without the terms that
-    restrict it, :meth:`~placement_dsl.problem.Problem.unrestricted`: Tarnawski's contiguous placements are a
-    restriction of every placement the same latency is defined on).
-
-    ``objective`` is the best valid objective over the family, ``placement`` its placement, found by ``found_by``:
-    one outside the certified class (``outside``) where one beats the class's best, else the class's best itself;
-    ``bound`` is the best bound proved over the whole family (``label``), by ``proved_by`` (``0`` and ``"none"``
-    when no level proved one).
-    """
-
-    label: str
-    objective: float
-    found_by: str
-    placement: Placement | None
-    outside: bool
-    bound: float = 0.0
-    proved_by: str = "none"
-
-    @property
-    def gap(self) -> float:
-        """``(objective - bound) / objective`` over the family (as :attr:`Certificate.gap`)."""
-        if not math.isfinite(self.objective):
-            return math.inf
-        return 0.0 if self.objective <= 0 else max(0.0, (self.objective - self.bound) / self.objective)
-
-    def line(self, within: str) -> str:
-        """The certificate's line on the family, ``within`` the certified class's name."""
-        bound = f"bound {self.bound:.6g} by {self.proved_by}; gap {self.gap:.4%}"
-        if self.outside:
-            return f"outside {within}: {self.objective:.6g} by {self.found_by}, valid; over {self.label}: {bound}"
-        return f"over {self.label}: {bound} (no better placement found outside {within})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"objective": self.objective if math.isfinite(self.objective) else None, "found_by": self.found_by,
-                "outside": self.outside, "bound": self.bound, "proved_by": self.proved_by,
-                "gap": self.gap if math.isfinite(self.gap) else None,
-                "placement": self.placement.mapping() if self.outside and self.placement is not None else None}
-
-
-class Wider:
-    """What a certification learns of ``problem``'s family beyond its class (``listed``, by name): the best valid
-    placement outside the class (:meth:`offer`, every placement the class refuses) and the best bound over every
-    placement (:meth:`prove`), each held to the other (a bound above a valid objective is an invalid level)."""
-
-    def __init__(self, problem: Problem, listed: str, tol: float, rounding: float):
-        self.problem, self.listed, self.tol, self.rounding = problem.unrestricted(), listed, tol, rounding
-        self.outside: tuple[float, Placement | None, str] = (math.inf, None, "")
-        self.wide: tuple[float, str] = (0.0, "none")
-
-    def offer(self, placement: Placement, who: str) -> None:
-        """Keep ``placement`` (outside the class) if it is valid over the family and the best such."""
-        if self.problem is None:
-            return
-        broken, ev = self.problem.scored(placement)  # one evaluation for both
-        if broken:
-            return
-        value = ev.objective
-        assert self.wide[0] <= value * (1 + self.tol) + 1e-9, (
-            f"level {self.wide[1]!r} claims bound {self.wide[0]!r} over all placements above the objective {value!r} "
-            f"of {who!r}'s valid placement outside {self.listed}; the bound is invalid")
-        if value < self.outside[0]:
-            self.outside = (value, placement, who)
-
-    def prove(self, level: str, bound: float, best: float) -> None:
-        """A bound ``level`` proved over every placement (``best``: the class's best objective, valid here too)."""
-        ub = min(best, self.outside[0])
-        if self.problem is None:
-            return
-        bound = held(level, bound, ub, self.tol, self.rounding, "over all placements above the valid objective")
-        if bound > self.wide[0]:
-            self.wide = (bound, level)
-
-    def beyond(self, best: tuple[float, Placement | None, str]) -> Beyond | None:
-        """The certificate's view of the family, the class's ``best`` (objective, placement, finder) beside."""
-        if self.problem is None:
-            return None
-        outside = self.outside[0] < best[0]
-        value, placement, who = self.outside if outside else best
-        return Beyond(self.problem.class_label(), value, who, placement, outside, *self.wide)
 
 
 @dataclass
@@ -240,9 +154,8 @@ class Certificate:
         only = " only" if self.family is not None else ""
         rows.append(f"best {self.objective:.6g} by {self.found_by}; bound {self.bound:.6g} by {self.proved_by} over "
                     f"{self.label}{only}; gap {self.gap:.4%}{exact}")
-        if self.family is not None and (self.family.outside or self.family.bound > 0):
-            rows.append(self.family.line(self.label))
-        return "\n".join(rows)
+        beyond = "" if self.family is None else self.family.note(self.label)
+        return "\n".join([*rows, beyond] if beyond else rows)
 
 
 # ---------------------------------------------------------------------------- statuses
@@ -293,6 +206,7 @@ def solve_level(run: Any, formulation: str, seconds: float, start: Placement | N
 
     clock = run.clock.within(seconds)
     check_fits(run.problem, formulation, clock)
-    res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                gap=max(run.gap, MIP_GAP), warm_start=start, deadline=clock, **options)
+    with elsewhere():  # the certification keeps the family itself
+        res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
+                    gap=max(run.gap, MIP_GAP), warm_start=start, deadline=clock, **options)
     return res, level_status(res.status, res.bound is not None)

@@ -127,7 +127,8 @@ import time
 import warnings
 from typing import Any
 
-from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, Wider, held, level_status, model_bound
+from .beyond import ROUNDING, TOL, Wider, held
+from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import Contiguous, DagOrder
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
@@ -158,8 +159,6 @@ LINEAR = frozenset({"greedy", "one-device"})  # upper-bound heuristics in O(n + 
 # heuristics tried for an upper bound when the dp level ran but found no valid placement (e.g. the DP over servers
 # refused a training graph with too many ideals): the first valid one is the MIP levels' start
 FALLBACK_UPPER = ("pipeline", "pipedream-planner", "slicegraph", "greedy")
-TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
-ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 MODEL_MARGIN = 4.0  # seconds a MIP level leaves of what is left: its model's build, hand-over and read-back run past
 # the solver's own limit (the last MIP level, given all that was left, ended its command 5.7-6.3 s late under load)
 MARGIN_SHARE = 0.25  # ... and never more than this share of it: a 2 s certify of a tiny graph builds in milliseconds

@@ -161,7 +161,8 @@ class Running:
 
         self.problem, self.until, self.finish, self.note = problem, until, finish, note
         self.found: float | None = None
-        self.closed: float | None = None  # the caller's closed-form bound, kept beside (solve computes it once)
+        self.closed: tuple[float, str] | None = None  # the caller's closed-form bound and its proof, kept beside
+        # (solve computes it once)
         self.pool = spawn_pool()
         self.job = self.pool.apply_async(fn, args)
 
@@ -189,7 +190,7 @@ class Done:
 
     def __init__(self, problem: Any, until: float, found: float | None, note: str):
         self.problem, self.until, self.found, self.note = problem, until, found, note
-        self.closed: float | None = None  # as Running's
+        self.closed: tuple[float, str] | None = None  # as Running's
 
     def value(self, by: float) -> float | None:
         return self.found

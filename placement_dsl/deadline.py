@@ -27,14 +27,17 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_seconds", "process_start",
+__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_cpu", "model_seconds", "process_start",
            "seconds", "slowdown", "stream_within", "unlinked_locks"]
 
-# seconds per nonzero of the constraint matrix to build a Pyomo model and extract its arrays for a solver,
-# measured on the project's formulations with other jobs on each core: 6e-5 to 1.3e-4 s for the throughput
-# and exact IPs (2 s per 14k rows; 8.6 s for the 21k rows, 65k nonzeros of an 826-op graph), 3e-5 to
-# 1.6e-4 s for the latency IP; the extraction (not interruptible) is half or more; a value near the top is kept
-SECONDS_PER_NONZERO = 1.3e-4
+# CPU seconds per estimated nonzero of a placement MIP's constraint matrix (Archer's and Tarnawski's throughput models
+# and their relaxations) to build the Pyomo model and extract its arrays for a solver, after a start-up of MODEL_START:
+# measured on zoo graphs of 50 to 290 ops onto 4 and 8 devices (throughput, exact, without contiguity; 3.6k to 47k
+# nonzeros estimated), 6e-6 to 1.0e-5 (within 1.03 to 1.8 times each build with the start-up; 2.4 where the estimate
+# counts 1.8 times the model). Times the machine's contention (contention()), as the schedule model's rate
+# (placement_dsl.sizing): the former rate, 1.3e-4 s for one other job per core, was 7 to 14 times these builds idle
+SECONDS_PER_NONZERO = 1.0e-5
+MODEL_START = 0.01  # CPU seconds of a placement MIP's build and extraction whatever its size
 MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 PLACEMENT_NONZEROS = 9.0  # a placement MIP's nonzeros (Archer's and Tarnawski's models and their relaxations) per op
 # or edge and device: the estimate :mod:`placement_dsl.sizing` makes of them, here without loading their formulations
@@ -107,13 +110,14 @@ class Deadline:
             raise BudgetSpent(f"budget spent before {what} ({self.seconds:g} s, {self.elapsed():.1f} s elapsed)")
 
 
-LOAD_MEASURED = 2.0  # runnable jobs per core up to which SECONDS_PER_NONZERO holds (it was measured beside one other)
+LOAD_MEASURED = 2.0  # runnable jobs per core at which the rates slowdown() scales were measured (beside one other job)
 
 
 def slowdown() -> float:
-    """How many times slower than at :data:`SECONDS_PER_NONZERO`'s measurement a build runs here now: the one-minute
-    load average per core this process may run on, beyond :data:`LOAD_MEASURED`, at least 1. A build holds one
-    core's share of the machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
+    """How many times slower than at its measurement, beside one other job per core, a rate so measured runs here now
+    (the evaluations' of :mod:`placement_dsl.heuristics.fallback`, the closed forms'): the one-minute load average per
+    core this process may run on, beyond :data:`LOAD_MEASURED`, at least 1. A job holds one core's share of the
+    machine; at load 8 on two cores a schedule model estimated within its 10 s took 19.7 s."""
     return max(1.0, contention() / LOAD_MEASURED)
 
 
@@ -139,9 +143,15 @@ def machine() -> tuple[int, float]:
 
 
 def model_seconds(nonzeros: float) -> float:
-    """Seconds to build and hand off a model of ``nonzeros`` matrix entries (:data:`SECONDS_PER_NONZERO`) on this
-    machine as loaded now (:func:`slowdown`)."""
-    return nonzeros * SECONDS_PER_NONZERO * slowdown()
+    """Seconds to build and extract a placement MIP of ``nonzeros`` matrix entries (estimated; :func:`model_cpu`) on
+    this machine as loaded now (:func:`contention`: a build holds one core's share)."""
+    return model_cpu(nonzeros) * contention()
+
+
+def model_cpu(nonzeros: float) -> float:
+    """CPU seconds on an idle core to build and extract a placement MIP of ``nonzeros`` matrix entries (estimated):
+    :data:`MODEL_START` and :data:`SECONDS_PER_NONZERO` each."""
+    return MODEL_START + nonzeros * SECONDS_PER_NONZERO
 
 
 GRACE = 1.0  # seconds a guarded call may run past its deadline before it is stopped

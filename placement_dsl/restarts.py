@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .deadline import Deadline
+from .errors import SpecError
 from .placement import Placement
 from .schedule import list_schedule
 from .starts import Start, improve, resolve
@@ -76,7 +77,7 @@ def kicked(problem: Any, start: Start, ops: int, rng: random.Random) -> Start | 
     found = Placement(g, c, device[unit], "kick")
     try:
         found = Placement(g, c, found.assign, "kick", schedule=list_schedule(found, problem.cost_model().congestion))
-    except Exception:  # noqa: BLE001 - a kick that cannot be scheduled is no start; the next one is drawn
+    except SpecError:  # a kick the list scheduler refuses (an op where it cannot run) is no start; the next is drawn
         return None
     kick = resolve(problem, found)
     kick.method = "kick"

@@ -10,6 +10,7 @@ from .placement import Placement, PlacementClass
 from .report import device_rows, stage_lines, stage_ranges
 
 if TYPE_CHECKING:  # a heuristic's answer (placement_report, relative_gap) needs no solver stack: solvers loads Pyomo
+    from .beyond import Beyond
     from .solvers.base import Status
 
 
@@ -22,7 +23,8 @@ class Seconds:
     ``coarse`` and ``lns`` are the coarse solve and the LNS of a single-sample solve whose model was too
     large to build (:mod:`placement_dsl.search.anytime`), ``again`` the improving method's fresh-seed rounds after
     them (:func:`placement_dsl.stopped.again`), ``restarts`` the makespan's restarts after those
-    (:mod:`placement_dsl.restarts`); ``total`` is the whole call.
+    (:mod:`placement_dsl.restarts`), ``family`` what the answer learns beyond its class
+    (:func:`placement_dsl.beyond.widened`); ``total`` is the whole call.
     """
 
     build: float = 0.0
@@ -34,6 +36,7 @@ class Seconds:
     lns: float = 0.0
     again: float = 0.0
     restarts: float = 0.0
+    family: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
@@ -62,7 +65,10 @@ class Result:
     solver); ``bound`` is the proven lower bound in cost-model units, never above ``objective``.
     ``found_by`` says who found the placement (``"solver"`` or the warm start, e.g.
     ``"warm start (dp)"``); ``bound_scope`` is the class of placements the bound holds for
-    (:class:`~placement_dsl.placement.PlacementClass`; ``DP`` for the ``chain`` restriction).
+    (:class:`~placement_dsl.placement.PlacementClass`; ``DP`` for the ``chain`` restriction). Where terms restrict
+    the problem to that class, ``family`` (:class:`~placement_dsl.beyond.Beyond`) says what the solve knows over every
+    placement of the same objective, as a certificate's does: the best valid one (outside the class where that is
+    better) and a bound over them all.
     """
 
     status: Status
@@ -81,6 +87,7 @@ class Result:
     found_by: str = ""
     bound_scope: PlacementClass | None = None
     bound_label: str = ""  # ``bound_scope`` by name where its flag alone is ambiguous (Problem.class_label)
+    family: Beyond | None = None  # the problem's family beyond its class, where terms restrict it
 
     @property
     def gap(self) -> float | None:
@@ -112,6 +119,10 @@ class Result:
             out["log_path"] = self.log_path
         if self.message:
             out["message"] = self.message
+        if self.family is not None:  # one entry per class, as a certificate's
+            own = {"objective": out["objective"], "found_by": self.found_by, "bound": out["bound"], "gap": out["gap"],
+                   "status": out["status"], "restricted": True}
+            out["classes"] = {self.bound_label or str(self.bound_scope): own, self.family.label: self.family.to_dict()}
         out.update(placement_report(self.placement, self.evaluation))
         return out
 
@@ -130,7 +141,8 @@ class Result:
         if self.placement is not None:
             lines.extend(stage_lines(stage_ranges(self.placement)))
         lines.append(self.certificate_line())
-        return "\n".join(lines)
+        beyond = "" if self.family is None else self.family.note(self.bound_label or str(self.bound_scope))
+        return "\n".join([*lines, beyond] if beyond else lines)
 
     def certificate_line(self) -> str:
         """One line: best objective and who found it, proven bound and its class, gap, status.
@@ -144,7 +156,8 @@ class Result:
         'certificate: objective 2 (found by solver), bound 1.9 over contiguous placements, gap 5%, status optimal'
         """
         gap = "n/a" if self.gap is None else f"{100 * self.gap:.3g}%"
-        scope = f" over {self.bound_label or self.bound_scope}" if self.bound_scope and self.bound is not None else ""
+        only = " only" if self.family is not None else ""
+        scope = f" over {self.bound_label or self.bound_scope}{only}" if self.bound_scope and self.bound is not None else ""
         who = f" (found by {self.found_by})" if self.found_by else ""
         return (f"certificate: objective {_fmt(self.objective)}{who}, bound {_fmt(self.bound)}{scope}, "
                 f"gap {gap}, status {self.status.value}")

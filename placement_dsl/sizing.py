@@ -6,8 +6,8 @@ The module sits above the formulations it sizes (it reads them, they never read 
 The estimates are counts of constraint-matrix nonzeros from the problem's shape (ops ``n``,
 edges ``m``, devices ``D``, accelerators ``A``, subgraphs per accelerator ``q``), fitted to the
 project's formulations on the reference workloads (``benchmarks/bench_budget.py`` prints the
-build times they predict); :func:`placement_dsl.deadline.model_seconds` turns them into seconds, and for the
-schedule model its own start-up and rate in CPU seconds times the machine's contention (:func:`build_seconds`).
+build times they predict); each family of models (schedule, latency, the placement MIPs) turns them into seconds by
+its own start-up and rate in CPU seconds, times the machine's contention (:func:`build_seconds`).
 
 ==================  ===========================  ===========================================
 formulation         nonzeros                     measured
@@ -40,11 +40,10 @@ from .constraints import congestion_of
 from .deadline import (
     MIN_SEARCH,
     PLACEMENT_NONZEROS,
-    SECONDS_PER_NONZERO,
     BudgetSpent,
     Deadline,
     contention,
-    model_seconds,
+    model_cpu,
 )
 from .formulations import get
 from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
@@ -195,6 +194,15 @@ SCHEDULE_PER_NONZERO = 3.3e-5  # CPU seconds per estimated nonzero of the schedu
 # model was refused
 
 
+LATENCY_START = 0.04  # CPU seconds of a latency model's build and extraction whatever its size
+LATENCY_PER_NONZERO = 3e-6  # CPU seconds per estimated nonzero of the latency model (Tarnawski Fig. 3 / Fig. 4), built
+# and extracted: measured on generated invocation graphs of 12 to 160 ops (2 to 4 accelerators beside a CPU, q = 1, 2,
+# 3) and Tarnawski's bert24 and gnmt layer graphs, 1.7e-6 to 2.2e-5 per estimated nonzero (the estimate grows faster
+# than the model: 0.7 to 4 times its count); with the start-up, 0.55 to 1.8 times their CPU time. The former rate, the
+# placement MIPs' 1.3e-4 s for one other job per core, was 20 to 77 times these builds idle (160 ops: 77.8 s
+# estimated, 1.0 s of CPU), and models that fit were refused
+
+
 def build_seconds(problem: Any, formulation: Any, loaded: bool = True) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated on this machine as loaded now
     (``loaded=False``: idle)."""
@@ -202,13 +210,18 @@ def build_seconds(problem: Any, formulation: Any, loaded: bool = True) -> float:
 
 
 def _seconds(form: Any, nonzeros: float, loaded: bool = True) -> float:
-    """Seconds to build and extract a model of ``nonzeros`` (estimated) of formulation ``form``: the schedule model
-    by its own start-up and rate in CPU seconds (:data:`SCHEDULE_START`, :data:`SCHEDULE_PER_NONZERO`) times the
-    machine's :func:`~placement_dsl.deadline.contention`, the others at
-    :data:`~placement_dsl.deadline.SECONDS_PER_NONZERO` (:func:`~placement_dsl.deadline.model_seconds`)."""
+    """Seconds to build and extract a model of ``nonzeros`` (estimated) of formulation ``form``: its start-up and rate
+    in CPU seconds (the schedule model's :data:`SCHEDULE_START`, :data:`SCHEDULE_PER_NONZERO`; the latency model's
+    :data:`LATENCY_START`, :data:`LATENCY_PER_NONZERO`; the placement MIPs'
+    :func:`~placement_dsl.deadline.model_cpu`) times the
+    machine's :func:`~placement_dsl.deadline.contention`."""
     if isinstance(form, ScheduleFormulation):
-        return (SCHEDULE_START + SCHEDULE_PER_NONZERO * nonzeros) * (contention() if loaded else 1.0)
-    return model_seconds(nonzeros) if loaded else nonzeros * SECONDS_PER_NONZERO
+        cpu = SCHEDULE_START + SCHEDULE_PER_NONZERO * nonzeros
+    elif isinstance(form, LatencyFormulation):
+        cpu = LATENCY_START + LATENCY_PER_NONZERO * nonzeros
+    else:
+        cpu = model_cpu(nonzeros)
+    return cpu * (contention() if loaded else 1.0)
 
 
 def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: float | None = None,

@@ -13,10 +13,12 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import cpsat, cpsat_segments
+from .beyond import elsewhere, reported, widened
 from .bounds.segments import reused
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
@@ -40,6 +42,7 @@ from .stopped import (
     RUNNING,
     SINGLE_SAMPLE,
     Stop,
+    closed_form_source,
     continued_first,
     first_floor,
     first_start,
@@ -110,7 +113,9 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     Returns
     -------
     Result
-        Status, placement, cost-model objective, bound and its class, gap, timings and the start's fate.
+        Status, placement, cost-model objective, bound and its class, gap, timings and the start's fate; for a
+        single-sample problem its terms restrict to a class, what lies beyond it (``family``: the better placement
+        outside the class, a bound over every placement), found in :data:`FAMILY_SHARE` of the time.
     """
     refuse_spawned_rerun("solve")
     t0 = time.perf_counter()
@@ -118,12 +123,18 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     options = _options(options, windows)
     _check_arguments(gap, threads, warm_start, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
-    running = _segment_bound(problem, clock)
+    kept = _family_seconds(problem, clock)  # what the answer learns beyond its class, after the search
+    inner = clock.within(clock.left() - kept) if kept else clock
+    running = _segment_bound(problem, inner)
     token = RUNNING.set(running) if running is not None else None
     try:
-        result = _solve(problem, formulation, solver, clock, t0, gap, threads, warm_start, log_path, method, options)
+        with elsewhere():  # a solve inside this one (a coarse model, a window) reports no family of its own
+            result = _solve(problem, formulation, solver, inner, t0, gap, threads, warm_start, log_path, method,
+                            options)
         if result.bound_scope is not None:  # its class by name: which device order a DAG order follows, q, ...
             result.bound_label = problem.class_label(result.bound_scope)
+        if kept:
+            _widen(problem, result, clock.within(kept), t0)
         if running is not None and running.note:
             result.message = "; ".join(m for m in (result.message, running.note) if m)
         return result
@@ -134,6 +145,28 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
 
 
 FLOOR_SHARE, FLOOR_MOST = 0.1, 10.0  # of the time left, the clock of the formulation's floor (with_floor), and its most
+FAMILY_SHARE, FAMILY_MOST = 0.1, 5.0  # of the call's time, what a restricted single-sample solve keeps to report its
+# family (certify gives the family's heuristics a quarter of its heuristics' share: 1.9 s of 30 s, 5 s at most)
+
+
+def _family_seconds(problem: Any, clock: Deadline) -> float:
+    """The seconds a solve keeps for its answer's family (:func:`_widen`): a share of its time where terms restrict a
+    single-sample problem to a class (``Contiguous``, ``Subgraphs``: a user who asked for contiguity sees what it cost,
+    one who did not sees that the answer is restricted), none otherwise or inside a solve or a certification
+    (:func:`~placement_dsl.beyond.elsewhere`)."""
+    if not reported() or not isinstance(problem, Problem) or problem.unrestricted() is None or \
+            problem.cost_model().objective not in SINGLE_SAMPLE:
+        return 0.0
+    return min(FAMILY_SHARE * clock.left(), FAMILY_MOST)
+
+
+def _widen(problem: Problem, result: Result, clock: Deadline, t0: float) -> None:
+    """``result``'s family beyond its class, as a certificate reports it (:func:`~placement_dsl.beyond.widened`: the
+    family's heuristics, the closed forms over every placement), within ``clock``."""
+    began = time.perf_counter()
+    answer = (math.inf if result.objective is None else result.objective, result.placement, result.found_by or "solve")
+    result.family = widened(problem, answer, clock, lambda left: closed_form_source(problem, left))
+    result.timings = replace(result.timings, family=time.perf_counter() - began, total=time.perf_counter() - t0)
 
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it
 SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the solve's time)
@@ -158,7 +191,7 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     with reused():  # the closed forms ask again for what the in-process bound priced
         running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
         if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
-            running.closed = single_sample_bound(problem)[0]
+            running.closed = single_sample_bound(problem)
     return running
 
 

@@ -43,8 +43,9 @@ from .heuristics.fallback import SCORING, fallback_seconds, sized_call
 from .io import Workload, load_placement
 from .placement import Placement
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "Start",
-           "alternatives", "auto_methods", "improve", "lead_share", "leads", "mean_width", "pass_estimates", "race", "resolve"]
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "SUBSUMED",
+           "Start", "alternatives", "auto_methods", "construction_order", "improve", "lead_share", "leads", "mean_width",
+           "pass_estimates", "pass_seconds", "race", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -64,16 +65,27 @@ LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left
 # where the path finds 250.59 (the cut stages' bound; onto 16 devices 68.437) in a 30 s race at load 8
 NEXT_LEAD_SHARE = 0.3  # ... and the leads after the first this share: the searches after them keep most of the rest
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
-PASSES = {"one-device-best": 6e-6, "list": 8e-6, "cpop": 8e-6, "getf": 1.6e-5, "m-sct": 2.5e-5}
+PASSES = {"list": (0.0073, 0.0, 1.57e-7, 8.5e-7, 0.0, 0.0), "cpop": (0.0175, 0.0, 1.99e-7, 7.4e-7, 0.0, 0.0),
+          "one-device-best": (0.0134, 4.94e-7, 0.0, 0.0, 8.7e-7, 0.0), "getf": (0.0, 0.0, 1.67e-6, 0.0, 0.0, 0.0),
+          "m-sct": (0.0, 0.0, 3.65e-7, 8.28e-6, 0.0, 0.0)}
 """Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
-their CPU seconds per op, device and op of the graph's mean width (:func:`mean_width`; ETF compares every ready pair
-at each step). A race runs them before any search, cheapest first by :func:`pass_estimates`, each with all the time
-left, and a share too small for them is widened to hold them: a baseline that is cheap always gets its run, and the
-answer is never worse than it. Measured on one core (CPU time) on GPT-3 330M (4,886 ops, 4 devices, width 4.3:
-GETF 1.35 s, m-SCT 2.0 s, HEFT 0.21 s, CPOP 0.2 s), generated transformers and ResNets of 500-5,000 ops and
-MOIRAI's GoogLeNet; the largest rate seen, rounded up. Under CPOP-first with even shares GETF started 5 s late on
-GPT-3 330M intra-server at load 14, was stopped at 27 s, and the 300 s solve answered 144.597 > GETF's 143.597."""
-PASS_MARGIN = 1.5  # the estimate's safety factor (the rates' spread between graphs of one width)
+their CPU seconds on one core as a sum of terms (:func:`pass_seconds`): a start-up, then per op or edge and device
+(each op tries every device, each tensor is booked on its route), the same times ``log2 n`` (the ready queue), per op
+or edge times ``log2 n`` (m-SCT's favourite children), per op, device and op of the graph's mean width
+(:func:`mean_width`: ETF compares every ready pair at each step), per op and op of the width. Fitted to their CPU
+time on generated MOIRAI sheets of 600 to 15,000 tasks (1,847 to 47,698 ops with their flows, 3 to 8 devices, mean
+widths 10 to 49), MOIRAI's GoogLeNet and GPT-3 decoders of 1,638 and 4,886 ops on Table III's clusters: within 0.4
+to 1.5 times each run (HEFT and CPOP 0.88 to 1.2). A race runs them before any search, cheapest first by
+:func:`pass_estimates`, each with all the time left, and a share too small for them is widened to hold them: a
+baseline that is cheap always gets its run, and the answer is never worse than it. The former rates, per op, device
+and op of the width alone, were 20 times HEFT's run on a wide sheet (the best single device: 38 s estimated on
+15,838 ops, done in under 1.8 s), and ``bounds``, which ran them cheapest first by those, ran the best single device
+before HEFT: on a 15,000-task sheet it answered the work-balanced split's 1,078.51 where HEFT finds 319.5 in 3 s of
+CPU."""
+PASS_MARGIN = 1.25  # the estimate's safety factor (the fit's spread between graphs)
+SUBSUMED = {"one-device": "one-device-best"}  # a baseline whose split a pass among the methods builds cheaper: the
+# race leaves it out (every op on its best device, scored by k + 1 list schedules: 13.7 s of CPU on 47,584 ops, and
+# run first it left HEFT no time in a 30 s solve)
 IMPROVING = {"latency": "latency-best", "makespan": "schedule-ls"}
 """Per objective, the search that continues from a given start for as long as it is given (kicks and descents, or
 critical-chain moves): "auto" gives it the rest of its share, and a solve whose model is too large the rest of
@@ -224,10 +236,11 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
 
 def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True
          ) -> tuple[Start, list[str], list[str]]:
-    """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the baselines
-    (:data:`BASELINES`, built in ``O(n + m)``) first, then the passes (:data:`PASSES`, cheapest first by
-    :func:`pass_estimates`, each with all the time left; ``seconds`` widened to their estimated sum, within
-    ``deadline`` less :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, each with
+    """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the constructions
+    first (:func:`construction_order`: the baselines, :data:`BASELINES`, built in ``O(n + m)``; where passes are
+    among the methods, the passes, :data:`PASSES`, cheapest first by :func:`pass_estimates`, each with all the time
+    left, then the baselines; ``seconds`` widened to the passes' estimated sum, within ``deadline`` less
+    :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, each with
     :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
@@ -249,8 +262,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     start's local optimum has stalled."""
     lead = leads(problem)
     passes = pass_estimates(problem, methods)
-    order = [m for m in methods if m in BASELINES] + list(passes) + \
-        [m for m in lead if m in methods and m not in passes and m not in BASELINES] + \
+    order = construction_order(problem, methods, passes)
+    order += [m for m in lead if m in methods and m not in order] + \
         [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
@@ -308,15 +321,38 @@ def mean_width(graph: Any) -> float:
 
 def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
     """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
-    on ``problem`` on this machine as loaded now: its rate times ops, devices and :func:`mean_width`, times
-    :data:`PASS_MARGIN`, over this process's share of the cores (the load average per core, at least 1)."""
+    on ``problem`` on this machine as loaded now: its CPU seconds (:func:`pass_seconds`) times :data:`PASS_MARGIN`,
+    over this process's share of the cores (the load average per core, at least 1)."""
     found = [m for m in dict.fromkeys(methods) if m in PASSES and m not in BASELINES]
     if not found:
         return {}
     cores, load = machine()
-    g = problem.graph
-    unit = g.n * problem.cluster.size * mean_width(g) * PASS_MARGIN * max(1.0, load / max(cores, 1))
-    return {m: PASSES[m] * unit for m in sorted(found, key=lambda m: PASSES[m])}
+    width = mean_width(problem.graph)
+    factor = PASS_MARGIN * max(1.0, load / max(cores, 1))
+    cpu = {m: pass_seconds(problem, m, width) for m in found}
+    return {m: cpu[m] * factor for m in sorted(found, key=lambda m: cpu[m])}
+
+
+def pass_seconds(problem: Any, method: str, width: float | None = None) -> float:
+    """The CPU seconds of pass ``method`` on ``problem`` on one idle core: its terms (:data:`PASSES`) on the graph's
+    ops ``n``, edges ``m``, devices ``D`` and mean width ``w`` (``width``; computed when ``None``): ``1``,
+    ``(n + m) D``, ``(n + m) D log2 n``, ``(n + m) log2 n``, ``n D w``, ``n w``."""
+    g, devices = problem.graph, problem.cluster.size
+    w = mean_width(g) if width is None else width
+    size, log = g.n + g.m, math.log2(max(g.n, 2))
+    terms = (1.0, size * devices, size * devices * log, size * log, g.n * devices * w, g.n * w)
+    return float(sum(c * t for c, t in zip(PASSES[method], terms, strict=True)))
+
+
+def construction_order(problem: Any, methods: list[str], passes: dict[str, float] | None = None) -> list[str]:
+    """The constructions among ``methods`` in the order a race runs them (and a certificate's makespan heuristics):
+    where passes are among them (the makespan's, :data:`PASSES`), the passes cheapest first by
+    :func:`pass_estimates`, then the baselines (:data:`BASELINES`; greedy scores its split by list schedules as they
+    do, at HEFT's cost: 4 s of CPU on 47,584 ops, for 777.6 where HEFT finds 319.5), but those a pass builds
+    (:data:`SUBSUMED`); else the baselines, built in ``O(n + m)``, first."""
+    passes = list(pass_estimates(problem, methods) if passes is None else passes)  # (a mean width: 0.2 s on 47k ops)
+    baselines = [m for m in dict.fromkeys(methods) if m in BASELINES and SUBSUMED.get(m) not in passes]
+    return passes + baselines if passes else baselines
 
 
 def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool) -> list[tuple]:
@@ -424,7 +460,8 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
             **options: Any) -> Start:
     """``start`` continued by ``method`` (default: the objective's improving method, :data:`IMPROVING`) for
     ``seconds``: the better of the two by the cost model (``start`` itself when the method is not registered,
-    declines, finds nothing valid or better, or there is less than :data:`MIN_METHOD` to give it). The improved
+    declines, finds nothing valid or better, or there is less than :data:`MIN_METHOD` to give it, or than its set-up,
+    :data:`SET_UP`). The improved
     start keeps ``start``'s method name (``"latency-best+latency-local-search"``) and its class bound. ``options``
     go to ``method`` (a search registered above this layer takes the start as ``start=``, and the problem). The
     latency searches run in rounds of at most :data:`ROUND` seconds, each from the best split so far with the next
@@ -433,7 +470,8 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     the later ones kick the best split only (on BERT-3 the DP's split alone took 3 s of each 10 s round). The rounds
     stop after :data:`STALE` in a row that end on their own with nothing better (a small graph's search is done)."""
     method = method or IMPROVING.get(goal(problem))
-    if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD:
+    if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD or \
+            seconds < fallback_seconds(problem.graph, problem.cluster, "none", SET_UP.get(method, 0)):
         return start
     end = time.perf_counter() + seconds
     rounds, first = method in ("latency-best", "latency-local-search"), seed
@@ -462,6 +500,9 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     return best
 
 
+SET_UP = {"schedule-ls": 3}  # evaluations' worth of an improving method's set-up before it first reads its clock
+# (its state, the start's list schedule and check): improve() gives it no less (on 47,584 ops 2.9-3.4 s of CPU, 8.6-9.7 s
+# at load 5.8, where 2 s were given; 0.8 s of CPU on 15,764 ops)
 ROUND = 10.0  # seconds of one round of a latency search continued by improve()
 STALE = 3  # rounds in a row that end on their own without a better split, after which improve() stops (a graph of a
 # few ops: each round's 50 restarts take milliseconds, and fresh seeds ran until the share was spent, 16 s of a 60 s

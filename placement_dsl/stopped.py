@@ -154,8 +154,10 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     rerun = [m for m in stop.unfinished if m != IMPROVING.get(goal(stop.problem))]  # it runs from the best start
     pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
     if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
-        raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()), even=False)[0]  # 330M:
-        # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60)
+        raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()),
+                     Deadline(max(until - time.perf_counter(), 0.0)), even=False)[0]  # 330M:
+        # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60;
+        # held to the share: without a deadline the passes' estimates widened it, 155 s of a 30 s solve of 47,584 ops)
         if raced.usable and raced.objective < current.objective:
             current, raced = raced, current
         pool += [raced, *raced.others] if raced.usable else []
@@ -415,23 +417,29 @@ CLOSED_PER_EDGE = 7e-5  # seconds per op and edge of the single-sample closed fo
 def closed_form_bound(problem: Any, clock: Deadline | None = None) -> float | None:
     """A lower bound over every placement that needs no model (``None`` where none is known for the objective); the
     single-sample segment bounds within ``clock`` too (the call's: 6 s past a spent 10 s solve of 15,838 ops)."""
+    return closed_form_source(problem, clock)[0]
+
+
+def closed_form_source(problem: Any, clock: Deadline | None = None) -> tuple[float | None, str]:
+    """:func:`closed_form_bound` and what proved it (a level's name, as a certificate's table names it)."""
     objective = problem.cost_model().objective
     if objective is Objective.MAX_LOAD:
-        return max_load_bound(problem)
-    if objective in SINGLE_SAMPLE:  # paths with route costs, work, segments: each by how the devices run
-        running = RUNNING.get()
-        mine = running is not None and running.problem is problem
-        found = running.value(running.until + 1.0) if mine else None
-        if mine and running.closed is not None:
-            closed = running.closed
-        elif clock is None or CLOSED_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown() <= clock.left():
-            closed = single_sample_bound(problem, None if clock is None else clock.within(SEGMENT_SECONDS))[0]
-        else:  # its passes do not fit what is left (8 s on 47,584 ops at load 6): the load alone, on serial devices
-            if problem.cluster.parallel.any():
-                return found
-            closed = simple_lower_bound(problem.graph, problem.cluster)
-        return max(closed, found or 0.0)
-    return None
+        return max_load_bound(problem), "simple"
+    if objective not in SINGLE_SAMPLE:
+        return None, "none"
+    # paths with route costs, work, segments: each by how the devices run
+    running = RUNNING.get()
+    mine = running is not None and running.problem is problem
+    found = running.value(running.until + 1.0) if mine else None
+    if mine and running.closed is not None:
+        closed, by = running.closed
+    elif clock is None or CLOSED_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown() <= clock.left():
+        closed, by = single_sample_bound(problem, None if clock is None else clock.within(SEGMENT_SECONDS))
+    else:  # its passes do not fit what is left (8 s on 47,584 ops at load 6): the load alone, on serial devices
+        if problem.cluster.parallel.any():
+            return found, "segment-schedules"
+        closed, by = simple_lower_bound(problem.graph, problem.cluster), "simple"
+    return (found, "segment-schedules") if found is not None and found > closed else (closed, by)
 
 
 def start_spec(problem: Any, warm_start: Any) -> Any:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
+from ..beyond import BEYOND, UPPER_MARGIN, UPPER_MARGIN_PER_OP, search
 from ..certificate import MIP_GAP, LevelStatus, UpperRun, model_bound, solve_level
 from ..deadline import BudgetSpent, Deadline, call_within
 from ..errors import PlacementError, SpecError
@@ -150,32 +150,12 @@ def latency_upper(run: Any, seconds: float) -> None:
     share = run.clock.within(max(seconds, 0.5))
     wide = run.family.problem
     mine = share.within(share.left() * (CLASS_SHARE if wide is not None else 1.0))
-    _latency_heuristics(run, run.problem, ("greedy", "latency-best"), mine)
+    search(run.problem, ("greedy", "latency-best"), mine, run.offer)
     if wide is not None:
-        _latency_heuristics(run, wide, BEYOND, share)
+        search(wide, BEYOND, share, run.offer)
 
 
-def _latency_heuristics(run: Any, problem: Problem, methods: tuple[str, ...], share: Any) -> None:
-    """``methods`` in turn on ``problem``'s cost model with its q, within ``share``, each answer offered to ``run``."""
-    from ..formulations.latency import subgraphs_per_accelerator
-
-    model = replace(problem.cost_model(), max_subgraphs=subgraphs_per_accelerator(problem))
-    for method in methods:
-        if share.expired(0.1):
-            break
-        limit = share.left()  # its own limit ends a margin before it is stopped, so that it returns its best
-        margin = min(max(UPPER_MARGIN * limit, UPPER_MARGIN_PER_OP * problem.graph.n), 0.5 * limit)
-        try:
-            found = call_within(share.within(limit), heuristic, method, problem.graph, problem.cluster, model=model,
-                                time_limit=limit - margin)
-        except PlacementError:  # stopped past its limit (BudgetSpent), or it does not apply
-            continue
-        run.offer(found.placement, method)
-
-
-BEYOND = ("list", "latency-best")  # the heuristics a restricted latency certificate runs over the family
 CLASS_SHARE = 0.75  # of the heuristics' share, the class's where the family's follow
-UPPER_MARGIN, UPPER_MARGIN_PER_OP = 0.15, 1.5e-4  # as the certificate's heuristics (certify.stop_margin)
 
 
 # ---------------------------------------------------------------------------- the whole family
@@ -361,33 +341,53 @@ WIDEN = 1.2  # the cheapest split's estimate, times this: the time makespan_uppe
 
 def makespan_upper(run: Any, seconds: float) -> None:
     """The single-sample schedule heuristics for the makespan levels' horizon and warm start, sharing ``seconds``:
-    the passes solve's start race runs (:data:`~placement_dsl.starts.PASSES`: one device, HEFT, CPOP, GETF,
-    m-SCT), cheapest first by :func:`~placement_dsl.starts.pass_estimates`, each with all the share left, then the
-    critical-chain search from the best of them for the rest (a pass cut short offers nothing). MOIRAI's GoogLeNet on
-    one core: one device 2.336, HEFT 1.530, CPOP 1.519, GETF 1.524, m-SCT 1.977, each under 0.05 s; from CPOP's the
-    search found 1.373 in a 10 s certificate.
+    the constructions solve's start race runs, in its order (:func:`~placement_dsl.starts.construction_order`: the
+    passes, :data:`~placement_dsl.starts.PASSES`, cheapest first by their estimates, then greedy), each with all the
+    share left, then the critical-chain search from the best of them for the rest (a pass cut short offers nothing).
+    The share is widened to hold the cheapest pass's estimate, and once a valid schedule is held a construction whose
+    estimate exceeds the share left is not started (it would be stopped with nothing). MOIRAI's GoogLeNet on one core:
+    one device 2.336, HEFT 1.530, CPOP 1.519, GETF 1.524, m-SCT 1.977, each under 0.05 s; from CPOP's the search
+    found 1.373 in a 10 s certificate. On a 15,000-task sheet (47,584 ops) HEFT finds 319.5 in 3 s of CPU; run after
+    the best single device by estimates 20 times too high, it was left no time and ``bounds`` answered the fallback
+    split's 1,078.51.
 
     The share leaves the levels' clock the time of the cheapest fallback split and its scoring
     (:func:`~placement_dsl.heuristics.fallback.fallback_seconds`, :data:`WIDEN`), built here where no pass found a
     valid schedule: on 47,584 ops the passes took their 7.5 s of a 30 s ``bounds`` and were stopped with nothing, and
-    the split after the levels no longer fitted ("best inf"). The passes are not skipped by their own estimates:
-    those are far above their runs on a wide sheet (one device: 38 s estimated on 15,838 ops, done in under 1.8 s).
+    the split after the levels no longer fitted ("best inf"). Where the cheapest pass and the split do not both fit,
+    the cheaper of the two has the time (HEFT, ~10 s at load 6 on 47,584 ops, where the split takes 17 s for 1,078.51
+    and had left it 3.3 s after 11 s of reading the sheet).
     """
-    from ..starts import PASSES, improve, pass_estimates, resolve
+    from ..starts import auto_methods, construction_order, improve, pass_estimates, resolve
 
     p = run.problem
     split = WIDEN * fallback_seconds(p.graph, p.cluster, "balanced", SCORING)
-    share = run.clock.within(max(min(seconds, run.clock.left() - split), 0.5))
-    for method in pass_estimates(p, list(PASSES)):
+    methods = auto_methods(p)
+    passes = pass_estimates(p, methods)
+    order = construction_order(p, methods, passes)
+    needs = {m: passes.get(m) or fallback_seconds(p.graph, p.cluster, m) for m in order}
+    first, left = (needs[order[0]] if order else 0.0), run.clock.left()
+    kept = split if first + split <= left or first > split else 0.0  # both fit, or the split is the cheaper
+    share = run.clock.within(max(min(max(seconds, first), left - kept), 0.5))
+    for method in order:
         if share.expired(0.1):
             break
-        limit = share.left()
+        if math.isfinite(run.best[0]) and needs[method] > share.left():
+            run.upper.append(UpperRun(method, None, 0.0, f"skipped: ~{needs[method]:.1f} s estimated, "
+                                                         f"{share.left():.1f} s left"))
+            continue
+        limit = share.left()  # its own limit ends a margin before it is stopped: a cut pass completes its schedule
+        margin = min(max(UPPER_MARGIN * limit, UPPER_MARGIN_PER_OP * p.graph.n), 0.5 * limit)
+        t = time.perf_counter()
         try:
             found = call_within(share.within(limit), heuristic, method, p.graph, p.cluster, model=run.model,
-                                time_limit=limit)
-        except PlacementError:
+                                time_limit=limit - margin)
+        except PlacementError as err:
+            run.upper.append(UpperRun(method, None, time.perf_counter() - t, str(err).split(";")[0]))
             continue
-        run.offer(found.placement, method)
+        value = run.offer(found.placement, method)
+        run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
+                                  "no valid placement", found.seconds))
     if not math.isfinite(run.best[0]):  # the passes found no valid schedule: the cheapest split, in the time kept
         fallback_upper(run, run.clock.within(max(share.left(), split)))
     best = run.best[1]

@@ -102,9 +102,9 @@ def test_a_model_is_sized_for_the_machine_as_loaded(monkeypatch):
     monkeypatch.setattr(deadline.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(deadline.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
     idle = deadline.model_seconds(1e4)
-    assert idle == pytest.approx(1e4 * deadline.SECONDS_PER_NONZERO)  # as measured, one other job per core
+    assert idle == pytest.approx(deadline.model_cpu(1e4))  # CPU seconds, measured on an idle core
     monkeypatch.setattr(deadline.os, "getloadavg", lambda: (16.0, 0.0, 0.0))
-    assert deadline.model_seconds(1e4) == pytest.approx(4 * idle)
+    assert deadline.model_seconds(1e4) == pytest.approx(8 * idle)  # one core's share of 8 jobs per core
     problem, _ = testing.chain()
     nonzeros = estimate_nonzeros(problem, get("auto", problem))
     monkeypatch.setattr(deadline, "SECONDS_PER_NONZERO", 1.5 / nonzeros)  # the chain's model: 1.5 s idle

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.skipif("highs" not in available_solvers(), reason="need
 LIMIT = 8.0
 
 
-def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_the_heuristics() -> None:
+def test_a_large_throughput_model_without_a_start_answers_at_least_as_well_as_the_heuristics(monkeypatch) -> None:
+    # builds estimated 13 times slower than placement MIPs build idle: the model takes more than a tenth of the time
+    monkeypatch.setattr("placement_dsl.deadline.SECONDS_PER_NONZERO", 1.3e-4)
     w = zoo.resnet(152)
     problem = problem_for_method(Workload(w.graph, resize(w.cluster, 4)), objective="throughput", method="ip")
     t0 = time.monotonic()

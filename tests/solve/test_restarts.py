@@ -8,8 +8,11 @@ import math
 import random
 import time
 
+import pytest
+
 from placement_dsl import restarts
 from placement_dsl.constraints import Congestion, Memory
+from placement_dsl.errors import SpecError
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
 from placement_dsl.restarts import kicked, restart
@@ -50,6 +53,25 @@ def test_a_kick_moves_a_window_of_the_schedule_and_stays_valid() -> None:
     for k in moved:
         assert k.usable and not problem.violations(k.placement) and k.placement.schedule is not None
         assert int((k.placement.assign != start.placement.assign).sum()) >= 1
+
+
+def test_a_kick_the_scheduler_refuses_is_no_start_and_any_other_error_is_raised(monkeypatch) -> None:
+    """``kicked`` caught every exception, hiding a bug in the scheduler as "no start"; only the scheduler's refusal of
+    a placement (a SpecError) is a kick that is no start."""
+    problem = _problem()
+    start = resolve(problem, "list")
+
+    def refused(placement, congestion):
+        raise SpecError("list_schedule: op 'x' cannot run on device 'y'")
+    monkeypatch.setattr(restarts, "list_schedule", refused)
+    assert all(kicked(problem, start, 8, random.Random(seed)) is None for seed in range(3))
+
+    def broken(placement, congestion):
+        raise ZeroDivisionError("a bug")
+    monkeypatch.setattr(restarts, "list_schedule", broken)
+    with pytest.raises(ZeroDivisionError):
+        for seed in range(3):
+            kicked(problem, start, 8, random.Random(seed))
 
 
 def test_restarts_kick_the_best_until_the_deadline_and_never_answer_worse() -> None:
