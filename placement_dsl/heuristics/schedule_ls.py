@@ -22,7 +22,11 @@ of a second per candidate on 4,000 ops:
    the same device (``r`` in :data:`RADII`: one op, a chain, a head of attention, a branch; never
    through a hub of more than :data:`HUB` neighbours, so a head's ball stops at its split and
    concat) and their colocation groups, to each other device that may run and hold them;
-3. first improvement: a candidate whose makespan is less, or equal with a smaller sum of finish
+3. each candidate is scored by its list schedule improved forward and backward (:func:`.mirror.justified`: the
+   assignment list-scheduled again in reversed time, two orders, while that ends sooner): the forward pass alone
+   books ports greedily from the start and hid assignments whose good schedule it never builds (on a generated
+   60-task sheet of wide layers, 1.769 forward, 1.380 scored by the mirror in the same 20 s; CP-SAT: 1.257);
+4. first improvement: a candidate whose makespan is less, or equal with a smaller sum of finish
    times (progress across a plateau of equal makespans), becomes the incumbent and the chain is
    recomputed; when no move of the chain improves, the search stops (a local optimum)
    or the time limit ends it.
