@@ -24,7 +24,6 @@ sees decides whether it can find that assignment at all.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -81,14 +80,11 @@ def mirrored(forward: ListScheduler, carried: bool = False) -> ListScheduler | N
                           {v: horizon - e for v, e in enumerate(ends)}, {key: horizon - e for key, e in moved.items()})
 
 
-def justified(forward: ListScheduler, rounds: int = ROUNDS, until: float = math.inf) -> ListScheduler:
-    """``forward`` mirrored again and again while its makespan falls (at most ``rounds`` times, none begun past
-    ``until``, :func:`time.perf_counter`): the forward-backward improvement of the module docstring; ``forward``
-    itself when no round ends sooner."""
+def justified(forward: ListScheduler, rounds: int = ROUNDS) -> ListScheduler:
+    """``forward`` mirrored again and again while its makespan falls (at most ``rounds`` times): the
+    forward-backward improvement of the module docstring; ``forward`` itself when no round ends sooner."""
     best, end = forward, max(forward.finish, default=0.0)
     for _ in range(rounds):
-        if time.perf_counter() >= until:
-            break
         found = [f for f in (mirrored(best), mirrored(best, carried=True)) if f is not None]
         found = min(found, key=lambda f: max(f.finish, default=0.0), default=None)
         if found is None or max(found.finish, default=0.0) >= end * (1 - TOL):

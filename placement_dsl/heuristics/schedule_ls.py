@@ -58,7 +58,6 @@ from ..schedule import Congestion, ListScheduler, priority_order, upward_rank
 from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import earliest_finish_device, mean_costs, op_groups
-from .mirror import justified
 from .registry import heuristic
 from .schedule_moves import ScheduleState, better_schedule, descend, start_order
 from .segment_ls import improve_segments
@@ -125,8 +124,6 @@ SEARCH_SECONDS = 60.0  # schedule-ls's time limit when none is given
 BOUND_OPS = 500  # past its time limit schedule-ls computes the closed-form bound only up to this many ops
 
 
-JUSTIFY_SHARE = 0.05  # of schedule-ls's time, kept for mirroring its answer when the descent is stopped on its way
-# down (a generated 1,000-task sheet: 28.977 -> 28.771 in one justification, under 1 s; its descent never ends)
 SEGMENT_SHARE = 0.5  # of schedule-ls's time, the most its search segment by segment takes before the whole graph's
 
 
@@ -197,7 +194,7 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
         assign, best, b, found = segmented[0], segmented[1], segmented[2], segmented[2]
         accepted += 1
     evaluations += 1 if segmented is not None else 0
-    assign, best, b, more, local_optimum = descend(state, assign, best, b, t0 + (1 - JUSTIFY_SHARE) * time_limit, rng)
+    assign, best, b, more, local_optimum = descend(state, assign, best, b, t0 + time_limit, rng)
     evaluations += more[0]
     accepted += more[1]
     found = b if more[1] else found
@@ -206,10 +203,6 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
                                                                         rng)
         evaluations += more[0]
         accepted += more[1]
-    elif not local_optimum:  # stopped on its way down: its answer's schedule mirrored in the time kept
-        mirrored = justified(b, until=t0 + time_limit)
-        if mirrored is not b and better_schedule((max(mirrored.finish), math.fsum(mirrored.finish)), best):
-            best, b, found = (max(mirrored.finish), math.fsum(mirrored.finish)), mirrored, mirrored
     placement = (Placement(graph, cluster, assign, "schedule-ls", schedule=found.schedule()) if found is not None
                  else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
                                 own.objective <= best[0] else b.schedule()))
