@@ -393,7 +393,7 @@ class ListScheduler:
         size = self._bytes[u]
         return (size * self._per_byte[a][b] if size > 0 else 0.0) + self._latency[a][b]
 
-    def _lines(self, a: int, b: int) -> list[Timeline]:
+    def lines(self, a: int, b: int) -> list[Timeline]:
         """The timelines of the resources a transfer ``a -> b`` holds (:class:`TransferResources`)."""
         return [self._resources.setdefault(r, Timeline()) for r in self._held(a, b)]
 
@@ -410,7 +410,7 @@ class ListScheduler:
                 dur = self.duration(u, a, d)
                 if not math.isfinite(dur):
                     return math.inf
-                lines = self._lines(a, d)
+                lines = self.lines(a, d)
                 t = _earliest(lines, self.finish[u], dur)
                 undo.extend((line, line.book(t, dur)) for line in lines)
                 booked.append(((u, d), t, t + dur))
@@ -442,6 +442,20 @@ class ListScheduler:
             self._devices[d].book(t, dur)
         self.device[v], self.start[v], self.finish[v] = d, t, t + dur
         return t + dur
+
+    def book(self, v: int, d: int, start: float) -> None:
+        """Run ``v`` on device ``d`` from ``start`` (a given schedule replayed; nothing is checked)."""
+        dur = float(self.times[v, d])
+        if not self._parallel[d]:
+            self._devices[d].book(start, dur)
+        self.device[v], self.start[v], self.finish[v] = d, start, start + dur
+
+    def book_transfer(self, u: int, d: int, start: float) -> None:
+        """Move ``u``'s output (``u`` booked already) to device ``d`` from ``start`` (a given schedule replayed)."""
+        dur = self.duration(u, self.device[u], d)
+        for line in self.lines(self.device[u], d):
+            line.book(start, dur)
+        self.transfer_start[(u, d)], self._arrive[(u, d)] = start, start + dur
 
     def _earliest_on(self, d: int, ready: float, dur: float) -> float:
         """The first time device ``d`` can run ``dur`` from ``ready``: at once on a parallel (host) device."""

@@ -1,7 +1,7 @@
 """The critical-chain moves of a list schedule on heterogeneous devices, shared by the searches that make them
 (:mod:`.schedule_ls` on the whole graph, :mod:`.segment_ls` segment by segment): the search's state (units, memory,
 neighbours, list scheduling of an assignment in an order), the critical chain and its blockers, balls of ops around
-one op, and the first-improvement descent over them (:mod:`.schedule_ls`'s docstring, steps 1-3)."""
+one op, and the first-improvement descent over them (:mod:`.schedule_ls`'s docstring, steps 1-4)."""
 from __future__ import annotations
 
 import math
@@ -18,17 +18,22 @@ from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
 from ..schedule import ListScheduler
 from .listsched import op_groups
+from .mirror import justified
 
 RADII = (0, 1, 2, 4, 8, 16, 32, 64)
 HUB = 4  # a ball never grows into an op with more neighbours (a split or a concat of many heads)
 TOL = 1e-9
+MIRROR_SLACK = 0.15  # relative: with ``mirror``, a candidate whose forward list schedule ends within this of its
+# incumbent's is mirrored (heuristics/mirror.py); the forward pass of CP-SAT's optimal assignment of an 80-task sheet
+# ends 10 % later than its mirror
 
 
 class ScheduleState:
     """The graph's units, memory and neighbours, and list scheduling of an assignment in a given order."""
 
-    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, hard: bool | None = None):
-        self.g, self.c, self.congestion = graph, cluster, Congestion(model.congestion)
+    def __init__(self, graph: Graph, cluster: Cluster, model: CostModel, hard: bool | None = None,
+                 mirror: bool = False):
+        self.g, self.c, self.congestion, self.mirror = graph, cluster, Congestion(model.congestion), mirror
         hard = model.memory is MemoryMode.HARD if hard is None else hard
         self.unit, packing = op_groups(graph, cluster, hard=hard)
         self.size, self.allowed, self.capacity = packing.size, packing.allowed, packing.free.copy()
@@ -36,16 +41,23 @@ class ScheduleState:
         self.preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
         self.near = [sorted(set(self.preds[v]) | set(graph.successors(v).tolist())) for v in range(graph.n)]
 
-    def schedule(self, assign: np.ndarray, order: list[int]) -> tuple[tuple[float, float], ListScheduler | None]:
+    def schedule(self, assign: np.ndarray, order: list[int], against: float = math.inf
+                 ) -> tuple[tuple[float, float], ListScheduler | None]:
         """``(makespan, sum of finish times)`` and the scheduler state of ``assign`` list-scheduled in ``order``
-        (``inf`` if it cannot run)."""
+        (``inf`` if it cannot run); with ``mirror``, improved forward and backward (:func:`.mirror.justified`) when
+        it ends within :data:`MIRROR_SLACK` of ``against`` (a candidate's incumbent: the mirror costs a few list
+        schedules, and one far behind is rarely saved by it)."""
         b = ListScheduler(self.g, self.c, self.congestion)
         try:
             for v in order:
                 b.place(v, int(assign[v]))
         except SpecError:
             return (math.inf, math.inf), None
-        return (max(b.finish, default=0.0), math.fsum(b.finish)), b
+        end = max(b.finish, default=0.0)
+        if self.mirror and end <= against * (1 + MIRROR_SLACK):
+            b = justified(b)
+            end = max(b.finish, default=0.0)
+        return (end, math.fsum(b.finish)), b
 
     def used(self, assign: np.ndarray) -> np.ndarray:
         return np.bincount(assign[[int(m[0]) for m in self.members]], weights=self.size, minlength=self.c.size)
@@ -156,7 +168,7 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
                 continue
             trial = assign.copy()
             trial[ops] = d
-            makespan, tb = state.schedule(trial, order)
+            makespan, tb = state.schedule(trial, order, best[0])
             evaluations += 1
             if better_schedule(makespan, best):
                 assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1

@@ -85,7 +85,7 @@ def anneal(graph: Any, movable: np.ndarray, cluster: Cluster, model: CostModel, 
         if trial is None:
             continue
         devices, priority = trial
-        found, tb = state.schedule(devices, priority)
+        found, tb = state.schedule(devices, priority, span[0])
         if tb is None:
             continue
         temperature = scale * max(0.0, 1.0 - step / max(total, 1))
