@@ -519,8 +519,8 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
         cands = _clocked(graph, cluster, lat, dp_max_ideals, seed, search, at, same)
     ranked = [c for c in cands if "assign" in c]
     if not ranked:  # stopped before any candidate was scored: the O(n + m) splits that fit what is left
-        return fallback("latency-best", graph, cluster, model or lat, "its first candidate", t0,
-                        Deadline(max((left(at) or 0.0) - answer_seconds(graph, cluster, 0), 0.0)))
+        return fallback("latency-best", graph, cluster, model or lat, "its first candidate", t0, None if at is None
+                        else Deadline(max(left(at) - answer_seconds(graph, cluster, 0), 0.0)))
     ls = next((c for c in cands if c["method"] == "latency-local-search"), {})
     win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
     placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
