@@ -48,3 +48,14 @@ def test_no_candidate_by_the_limit_falls_back_to_a_split_built_in_linear_time(mo
     res = run("latency-best", g, cluster, model=LATENCY_MODEL, time_limit=1.0)
     assert res.info["stopped"] == "time limit" and "fallback" in res.info
     assert evaluate(res.placement, LATENCY_MODEL).valid
+
+
+def test_where_greedys_split_cannot_be_scored_in_time_the_cheapest_split_goes_first(monkeypatch):
+    slowed("greedy", monkeypatch)
+    monkeypatch.setattr(latency, "fallback_seconds",  # greedy's split is estimated past the limit, nothing else is
+                        lambda graph, cluster, split="balanced", checks=0: 1e6 if split == "greedy" else 0.0)
+    g, cluster = chain(), Cluster.accelerators(2, cpus=1)
+    res = run("latency-best", g, cluster, model=LATENCY_MODEL, time_limit=2.0)
+    methods = [c["method"] for c in res.info["candidates"]]
+    assert methods[0].startswith("fallback:") and "greedy" not in methods
+    assert res.info["stopped"] == "time limit" and evaluate(res.placement, LATENCY_MODEL).valid
