@@ -58,11 +58,20 @@ SMALL_BUILD = 1.0  # seconds of estimated build on an idle machine within which 
 # its build); a model's size, not the machine's load, makes it small
 
 
-def estimate_nonzeros(problem: Any, formulation: Any) -> float:
-    """The nonzeros of ``formulation``'s model of ``problem`` (a registered formulation object), estimated."""
-    pairs = unordered_pairs(problem.graph, problem.cluster, horizon_of(problem)) \
-        if isinstance(formulation, ScheduleFormulation) else None
-    return _nonzeros(problem, formulation, problem.graph.n, problem.graph.m, pairs)
+def estimate_nonzeros(problem: Any, formulation: Any, within: float | None = None) -> float:
+    """The nonzeros of ``formulation``'s model of ``problem`` (a registered formulation object), estimated.
+
+    Counting the schedule model's unordered pairs (:func:`unordered_pairs`) is itself ``O(n^2)``: 5 s at 18,164 ops
+    under load, twice before a ``bounds`` of 15 s ran its first level. With ``within`` (seconds) a model whose part
+    without the pairs already takes longer to build (:func:`build_seconds`) is not counted further: that part, a
+    lower bound, is returned, which is enough to refuse the model in that time."""
+    n, m = problem.graph.n, problem.graph.m
+    if not isinstance(formulation, ScheduleFormulation):
+        return _nonzeros(problem, formulation, n, m)
+    least = _nonzeros(problem, formulation, n, m, (0.0, 0.0))
+    if within is not None and _seconds(formulation, least) > within:
+        return least
+    return _nonzeros(problem, formulation, n, m, unordered_pairs(problem.graph, problem.cluster, horizon_of(problem)))
 
 
 PER_EDGE, PER_OP_PAIR, PER_TASK_PAIR = 12.0, 4.0, 10.0  # the schedule model's nonzeros: per op or edge and device,
@@ -107,7 +116,8 @@ def unordered_pairs(graph: Any, cluster: Any, horizon: float | None = None) -> t
     n, devices = graph.n, cluster.size
     if n > CLOSURE_OPS:
         return n * (n - 1) / 2, devices * devices * n * (n - 1) / 2
-    own = np.packbits(np.eye(n, dtype=bool), axis=1, bitorder="little") if n else np.zeros((0, 0), dtype=np.uint8)
+    own = np.zeros((n, (n + 7) // 8), dtype=np.uint8)  # own[u]: u alone (not np.eye: n^2 bytes, 330 MB at 18k ops)
+    own[np.arange(n), np.arange(n) // 8] = 1 << (np.arange(n) % 8)
     after = np.zeros_like(own)  # after[u]: the ops a path from u reaches, u excluded
     for u in graph.topo[::-1].tolist():
         for v in graph.successors(u).tolist():
@@ -203,10 +213,11 @@ LATENCY_PER_NONZERO = 3e-6  # CPU seconds per estimated nonzero of the latency m
 # estimated, 1.0 s of CPU), and models that fit were refused
 
 
-def build_seconds(problem: Any, formulation: Any, loaded: bool = True) -> float:
+def build_seconds(problem: Any, formulation: Any, loaded: bool = True, within: float | None = None) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated on this machine as loaded now
-    (``loaded=False``: idle)."""
-    return _seconds(formulation, estimate_nonzeros(problem, formulation), loaded)
+    (``loaded=False``: idle). With ``within`` (seconds), an estimate above it may be a lower bound of the model's
+    (:func:`estimate_nonzeros`), found without counting what would take long to count."""
+    return _seconds(formulation, estimate_nonzeros(problem, formulation, within), loaded)
 
 
 def _seconds(form: Any, nonzeros: float, loaded: bool = True) -> float:
@@ -233,12 +244,12 @@ def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: floa
     build within :data:`SMALL_BUILD` on an idle machine)."""
     form = get(formulation, problem)
     left = deadline.clip(seconds)
-    need = build_seconds(problem, form)
-    idle = build_seconds(problem, form, loaded=False)
+    nonzeros = estimate_nonzeros(problem, form, left)  # counted once, and only as far as ``left`` needs
+    need, idle = _seconds(form, nonzeros), _seconds(form, nonzeros, loaded=False)
     if need + MIN_SEARCH > left:
         raise BudgetSpent(f"model too large for the time left: the {form.name!r} model has "
-                          f"~{estimate_nonzeros(problem, form):,.0f} nonzeros, ~{need:.0f} s to build, {left:.1f} s "
-                          "left; not built")
+                          f"{'at least ' if need > left else ''}~{nonzeros:,.0f} nonzeros, ~{need:.0f} s to build, "
+                          f"{left:.1f} s left; not built")
     if idle > SMALL_BUILD and need * (1 + per_build) > left:
         raise BudgetSpent(f"model too large to be searched in the time left: the {form.name!r} model takes "
                           f"~{need:.1f} s to build, {left:.1f} s left (it is searched {per_build:g} times its "

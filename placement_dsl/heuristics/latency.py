@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster
-from ..errors import InfeasibleError, SpecError
+from ..deadline import Deadline, can_fork, stream_within
+from ..errors import InfeasibleError, PlacementError, SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate, execution
 from ..graph import Graph
 from ..placement import Placement
@@ -35,6 +36,7 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .base import run as run_method
 from .baselines import max_load_model
+from .fallback import fallback, fallback_seconds
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
@@ -436,12 +438,13 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
 
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
-               at: float | None = None) -> list[dict[str, Any]]:
+               at: float | None = None, found: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the spine split
     (:func:`.latency_spine_split.spine_split`), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
     it. The chain split goes before the DPs: on layer graphs it is the best start by far and takes milliseconds
     (InceptionV3: 1,325.5, the DPs' 1,854.6), and a short call (a 10 s round of a solve's start) that spent its time
-    on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0)."""
+    on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0).
+    ``found(candidate)`` is called with each candidate as it is scored."""
     out = []
     # greedy and the DPs by the registry's run: on a cluster whose links leave a pair of devices without a route it
     # searches within the devices that reach one another where a split sends a tensor across such a pair
@@ -461,6 +464,8 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
             assign, error = None, str(err)
         out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error))
         _report_candidates(out)
+        if found is not None:
+            found(out[-1])
     return out
 
 
@@ -506,19 +511,75 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     t0 = time.perf_counter()
     at = deadline_at("latency-best", time_limit)
     lat = _latency_model(model)
-    cands = _baselines(graph, cluster, lat, dp_max_ideals, at)
-    ranked = sorted((c for c in cands if "assign" in c), key=lambda c: (not c["valid"], c["latency"]))
-    starts = [(c["method"], c["assign"]) for c in ranked]  # the best first: a short budget descends from it
-    ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, time_limit=left(at), **search)
-    cands.append(_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat))
-    _report_candidates(cands)
+    same = model is None or model is lat  # the candidates' latencies are the answer's objective
+    if at is None or not can_fork():  # no limit, or a daemonic process (no children): the searches stop themselves
+        cands: list[dict[str, Any]] = []
+        _searches(cands.append, graph, cluster, lat, dp_max_ideals, seed, search, at)
+    else:
+        cands = _clocked(graph, cluster, lat, dp_max_ideals, seed, search, at, same)
     ranked = [c for c in cands if "assign" in c]
+    if not ranked:  # stopped before any candidate was scored: the O(n + m) splits that fit what is left
+        return fallback("latency-best", graph, cluster, model or lat, "its first candidate", t0, None if at is None
+                        else Deadline(max(left(at) - answer_seconds(graph, cluster, 0), 0.0)))
+    ls = next((c for c in cands if c["method"] == "latency-local-search"), {})
     win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
     placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
-    listed = [{k: v for k, v in c.items() if k != "assign"} for c in cands]
-    objective = evaluate(placement, model or lat).objective
+    listed = [{k: v for k, v in c.items() if k not in ("assign", "stopped", "evaluations")} for c in cands]
+    objective = win["latency"] if same else evaluate(placement, model or lat).objective
     info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
-    if ls.info.get("stopped") or len(cands) < BASELINES + 1:
+    if ls.get("stopped", True) or len(cands) < BASELINES + 1:
         info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
-                           seconds=time.perf_counter() - t0, evaluations=ls.evaluations, info=info)
+                           seconds=time.perf_counter() - t0, evaluations=ls.get("evaluations", 0), info=info)
+
+
+CHECKS = 2  # evaluations of latency-best's answer after it returns: the registry's re-check and the caller's scoring
+
+
+def answer_seconds(graph: Graph, cluster: Cluster, more: int) -> float:
+    """Seconds the :data:`CHECKS` evaluations of the answer, and ``more``, take on this machine as loaded now."""
+    return fallback_seconds(graph, cluster, "none", CHECKS + more)
+
+
+def _clocked(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int, seed: int | None,
+             search: dict[str, Any], at: float, scored: bool) -> list[dict[str, Any]]:
+    """The candidates :func:`_searches` scored by ``at`` less the answer's checks (:func:`answer_seconds`; one more
+    where the caller's model is not ``lat``): they run in a forked child stopped by force then
+    (:func:`~placement_dsl.deadline.stream_within`), so that neither a candidate that checks no clock (greedy: 15-19
+    s on a 15,000-task MOIRAI sheet of 47,584 ops at load 6-8) nor the scoring of one holds the call past it."""
+    until = Deadline(max(left(at) - answer_seconds(graph, cluster, 0 if scored else 1), 0.0))
+    return list(stream_within(until, _searches, graph, cluster, lat, dp_max_ideals, seed, search, until.at))
+
+
+def _searches(send: Callable[[dict[str, Any]], None], graph: Graph, cluster: Cluster, lat: CostModel,
+              dp_max_ideals: int, seed: int | None, search: dict[str, Any], at: float | None) -> None:
+    """latency-best's candidates, each ``send``-ed as it is scored: the baselines, then the latency local search from
+    them (the best first), which leaves one evaluation's time before ``at`` to score its answer."""
+    if at is not None and fallback_seconds(graph, cluster, "greedy") > left(at):  # greedy's split and its scoring
+        _first_split(send, graph, cluster, lat, at)  # will not fit: the cheapest one that does goes first
+    cands = _baselines(graph, cluster, lat, dp_max_ideals, at, send)
+    ranked = sorted((c for c in cands if "assign" in c), key=lambda c: (not c["valid"], c["latency"]))
+    if not ranked:
+        return
+    starts = [(c["method"], c["assign"]) for c in ranked]  # the best first: a short budget descends from it
+    limit = None if at is None else max(left(at) - fallback_seconds(graph, cluster, "none", 1), 0.0)
+    ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, time_limit=limit, **search)
+    cands.append({**_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat),
+                  "stopped": bool(ls.info.get("stopped")), "evaluations": ls.evaluations})
+    _report_candidates(cands)
+    send(cands[-1])
+
+
+def _first_split(send: Callable[[dict[str, Any]], None], graph: Graph, cluster: Cluster, lat: CostModel,
+                 at: float) -> None:
+    """The cheapest of the fallback splits (:func:`~.fallback.fallback`, ``O(n + m)``) that fits before ``at``, scored
+    and sent as a candidate: where greedy's split cannot be built and scored in time (47,584 ops at load 7: three
+    list schedules, 15-19 s), the call still has a valid answer to give. None is sent where none fits."""
+    t = time.perf_counter()
+    try:
+        found = fallback("latency-best", graph, cluster, lat, "greedy would not fit", t,
+                         Deadline(max(left(at) - fallback_seconds(graph, cluster, "none", 1), 0.0)))
+    except PlacementError:  # BudgetSpent too: no split fits
+        return
+    send(_candidate(f"fallback:{found.info['fallback']}", found.placement.assign, time.perf_counter() - t, graph,
+                    cluster, lat))

@@ -87,3 +87,26 @@ def test_a_small_sheets_model_is_built_and_searched_by_the_mip():
     assert "not built" not in result.message, result.message
     assert result.timings.build > 0 and result.solver == "highs" and result.formulation == "schedule", result.message
     assert result.status.is_ok and problem.is_valid(result.placement)
+
+
+def test_a_model_that_cannot_fit_is_refused_without_counting_its_pairs(monkeypatch):
+    """Counting the unordered pairs is O(n^2) (5 s at 18,164 ops under load, twice before a 15 s ``bounds`` ran a
+    level): where the model's part without them already overruns the time given, they are not counted."""
+    from placement_dsl import sizing
+    from placement_dsl.certify import certify
+    from placement_dsl.deadline import BudgetSpent, Deadline
+
+    problem = fork_join_sheet(6, 3, 3, 0)
+    form = get("schedule", problem)
+
+    def uncounted(*args, **kwargs):
+        raise AssertionError("the pairs were counted")
+
+    monkeypatch.setattr(sizing, "contention", lambda: 1e6)  # a machine so loaded that no model fits
+    monkeypatch.setattr(sizing, "unordered_pairs", uncounted)
+    assert build_seconds(problem, form, within=10.0) > 10.0
+    with pytest.raises(BudgetSpent, match="at least"):
+        sizing.check_fits(problem, form, Deadline(10.0))
+    # the path level runs first: certify sizes the model levels after it (whether they fit) before its clock starts
+    cert = certify(problem, budget=5.0, levels=("route-path", "schedule-lp", "schedule"), stop_at_gap=False)
+    assert [row.bound is None for row in cert.levels] == [False, True, True]
