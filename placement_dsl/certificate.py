@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .beyond import Beyond, elsewhere
 from .deadline import Deadline
+from .errors import SpecError
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import scaled
@@ -210,3 +212,13 @@ def solve_level(run: Any, formulation: str, seconds: float, start: Placement | N
         res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
                     gap=max(run.gap, MIP_GAP), warm_start=start, deadline=clock, **options)
     return res, level_status(res.status, res.bound is not None)
+
+
+def check_arguments(gap: Any, workers: Any, start: Any) -> None:
+    """:func:`~placement_dsl.certify.certify`'s other inputs, refused with their name and value."""
+    if isinstance(gap, bool) or not isinstance(gap, numbers.Real) or not 0 <= gap < 1:
+        raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise SpecError(f"workers {workers!r}: give a whole number of processes, 1 or more")
+    if start is not None and not isinstance(start, Placement):
+        raise SpecError(f"start {start!r}: give a Placement, not a {type(start).__name__}")

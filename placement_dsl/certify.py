@@ -122,11 +122,11 @@ with their place in the run order and the problem families whose default hierarc
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import warnings
 from typing import Any
 
+from . import certificate as checks
 from .beyond import ROUNDING, TOL, Wider, held
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import Contiguous, DagOrder
@@ -265,6 +265,8 @@ def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = Fa
             break
         if method == "brkga" and _slow_slicing(run, share.left()):
             continue
+        if method not in LINEAR:  # its kernels loaded here once, from its share: not again by each child after it
+            jit.warm_within(g.n, method, share.left() * _portion(methods[i:]))
         seconds = share.left() * _portion(methods[i:])
         limit = seconds - stop_margin(seconds, g.n)  # its answer is scored and sent before it is stopped
         t = time.perf_counter()
@@ -448,14 +450,12 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     limit = seconds(budget, "budget")  # the call's deadline: budget seconds from now, or the caller's if sooner
     outer = Deadline(limit) if deadline is None else deadline.within(limit)
     clock = _reserved(outer, problem.graph.n)
-    _check_arguments(gap, workers, start)
+    checks.check_arguments(gap, workers, start)
     chosen = [LEVELS[name] for name in checked_levels(problem, levels)]
     run = _Run(problem, solver, workers, gap, clock)
     run.formulation = chosen_formulation(problem, formulation)
     if start is not None:
         run.offer(start, start.source or "start")
-    if clock.left() >= WARM_LEAST:  # few children run in a shorter call: loading took 1 s of a 5 s one at 20k ops
-        jit.warm(problem.graph.n, WARM_METHODS)  # once here, not in each forked child (1.5-2 s of CPU each)
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     pending.greedy()
@@ -494,7 +494,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         # whose models cannot be built in all that is left take none (GoogLeNet at 10 s: two skipped model levels
         # held half the time from CP-SAT's segments, which priced none of 9 in 2.8 s, and 3 s went unused)
         later = weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
-        share = left * ((0.5 if later else 1.0) if level.closed_form else level.weight / weights if weights else 1.0)
+        free = max(left - pending.held(), LINEAR_SHARE * left) if level.closed_form else left  # the heuristics' kept
+        share = free * (0.5 if later else 1.0) if level.closed_form else left * (level.weight / weights if weights else 1.0)
         if not level.closed_form:
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
         t, run.label, run.own = time.perf_counter(), "", False
@@ -524,14 +525,26 @@ class _Pending:
 
     def __init__(self, run: _Run, methods: tuple[str, ...], chosen: list[Level]):
         self.run, self.methods = run, tuple(methods)
-        self.until = run.clock.within(run.clock.left() * UPPER_SHARE).at  # the heuristics' share ends here
+        self.share, self.spent = run.clock.left() * UPPER_SHARE, 0.0  # the heuristics' seconds, and what they took
         self.chosen, names = chosen, {lv.name for lv in chosen}
         self.dp_first = bool(self.methods) and "dp" in names and few_ideals(run.problem.graph, DP_FIRST_IDEALS, DP_FIRST_OPS)
         self.retried = False  # the stopped heuristics ran again before a level (_again)
 
     def _share(self, floor: float = 0.0) -> float:
-        """What is left of the heuristics' share, and at least ``floor`` of the call's time left."""
-        return max(0.0, self.until - time.monotonic(), floor * self.run.clock.left())
+        """What is left of the heuristics' seconds (not a window from the call's start, which the levels before them
+        used up: the cut stages' 5.9 s of a 20 s ``bounds`` of 20,111 ops left PipeDream's path 0.4 s), at least
+        ``floor`` of the call's time left."""
+        return max(0.0, self.share - self.spent, floor * self.run.clock.left())
+
+    def held(self) -> float:
+        """The seconds of the heuristics' share that the levels run before them leave them (none once they ran)."""
+        return max(0.0, self.share - self.spent) if self.methods else 0.0
+
+    def _upper(self, methods: tuple[str, ...], seconds: float) -> None:
+        """:func:`_upper`, its wall time taken from the share."""
+        t = time.monotonic()
+        _upper(self.run, methods, seconds)
+        self.spent += time.monotonic() - t
 
     def greedy(self) -> None:
         """The work-balanced slicing (:func:`_spread`, milliseconds) first; only where it found no valid split, the
@@ -543,7 +556,7 @@ class _Pending:
         linear = tuple(m for m in self.methods if m in LINEAR)
         others = tuple(m for m in self.methods if m not in LINEAR)
         if linear and not math.isfinite(self.run.best[0]):
-            _upper(self.run, linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
+            self._upper(linear, max(self._share(), LINEAR_SHARE * self.run.clock.left()))
             self.methods = others
         elif linear:  # a valid slicing is known: greedy's fill comes last, with what the searches leave (first of
             self.methods = others + linear  # the rest it took their whole share: 983.2 on GPT-3 onto 16 stages
@@ -569,26 +582,16 @@ class _Pending:
         methods, self.methods = self.methods, ()
         ran = len(self.run.upper)
         if methods:  # greedy may have spent the share: slicegraph is the better placement at scale
-            _upper(self.run, methods, self._share(SLICING_FLOOR))
+            self._upper(methods, self._share(SLICING_FLOOR))
         return len(self.run.upper) > ran
 
 
 WARM_METHODS = (*UPPER, "dp")  # the upper-bound heuristics and the DP level's
-WARM_LEAST = 15.0  # seconds left below which the call loads no kernels before it forks (jit.warm)
+WARM_LEAST = 15.0  # seconds left below which the work-balanced slicing runs its kernels in Python (_spread)
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:
     """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
     certificate's hand-over (checked, written out): on 20,000 ops at load 19 the command ended 5.7 s after its last level."""
     return clock.within(clock.left() - min(SCORE_PER_OP * ops, 0.1 * clock.left()))
-
-
-def _check_arguments(gap: Any, workers: Any, start: Any) -> None:
-    """:func:`certify`'s other inputs, refused with their name and value."""
-    if isinstance(gap, bool) or not isinstance(gap, numbers.Real) or not 0 <= gap < 1:
-        raise SpecError(f"gap {gap!r}: give a relative gap in [0, 1)")
-    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
-        raise SpecError(f"workers {workers!r}: give a whole number of processes, 1 or more")
-    if start is not None and not isinstance(start, Placement):
-        raise SpecError(f"start {start!r}: give a Placement, not a {type(start).__name__}")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import deadline
 from ..cluster import Cluster
 from ..errors import PlacementError
 from ..graph import Graph, Op
@@ -298,6 +299,23 @@ def warm(ops: int, methods: Iterable[str]) -> None:
     if python_kernels() or small(ops):
         return
     load_kernels(methods)
+
+
+KERNEL_LOAD_CPU = 0.45
+"""CPU seconds that loading one search's compiled kernels from numba's cache takes (numba's import, 0.23 s of it, and
+the cached code; PipeDream's path on GPT-3 of 2,044-20,111 ops: 0.31-0.42 s, run on a three-op chain). A forked child
+that has to load them pays this before its search: the path's child on 20,111 ops onto 16 stages took 0.88 s of CPU,
+0.49 s with them loaded before the fork (0.47 s in the parent itself), so each retry and each search after it paid it
+again and was stopped at its share with nothing."""
+
+
+def warm_within(ops: int, method: str, seconds: float) -> None:
+    """Load ``method``'s compiled kernels here (:func:`warm`: once per process, only from numba's cache) before the
+    first child that runs it is forked, where its share of ``seconds`` holds the load on this machine as loaded now
+    (:data:`KERNEL_LOAD_CPU` times :func:`~placement_dsl.deadline.contention`); the load's time comes out of that
+    share, as it would in the child."""
+    if seconds >= KERNEL_LOAD_CPU * deadline.contention():
+        warm(ops, (method,))
 
 
 def python_kernels() -> bool:

@@ -28,9 +28,10 @@ def _chain_problem(n: int = 40) -> Problem:
 
 def test_the_heuristics_kernels_are_loaded_once_in_the_parent():
     code = ("import sys\nfrom tests.certify.test_certify_dp_share import _chain_problem\n"
-            "from placement_dsl.certify import certify\n"
-            "certify(_chain_problem(), budget=20, levels=('simple', 'dp'))\n"
-            "print(len(sys.modules['placement_dsl.heuristics.slice_kernels'].slice_dp.signatures))")
+            "import placement_dsl.certify as c\nfrom placement_dsl.heuristics import jit\n"
+            "import placement_dsl.deadline as d\nd.contention = lambda: 1.0\n"
+            "c.certify(_chain_problem(), budget=20, levels=('simple',))\n"
+            "print(int(jit.is_compiled()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                          capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
