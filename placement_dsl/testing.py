@@ -540,6 +540,50 @@ INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
 }
 
 
+def valid_objectives(problem: Problem, methods: tuple[str, ...], time_limit: float = 5.0) -> list[float]:
+    """The objectives of ``methods``' placements (each run for at most ``time_limit`` seconds) that ``problem``
+    accepts: answers a bound must not exceed."""
+    from .heuristics import run
+
+    out = []
+    for method in methods:
+        found = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=time_limit)
+        if problem.is_valid(found.placement):
+            out.append(problem.evaluate(found.placement).objective)
+    return out
+
+
+def moirai_sheet(succ: Callable[[int], list[int]], tasks: int, first: list[int], bandwidth: list[list[float]],
+                 task: Callable[[int, int], tuple[float, list[float], list[float]]], memory: float,
+                 name: str) -> tuple[Graph, Cluster]:
+    """A MOIRAI sheet as :func:`placement_dsl.io.moirai.build` reads it: a zero-time source feeding ``first``, then
+    tasks ``1..tasks``, task ``i`` feeding ``succ(i)`` with one flow per successor. ``task(i, successors)`` gives its
+    memory (``mi``), its time on each device and each flow's size, which crosses devices ``a -> b`` in
+    ``size / bandwidth[a][b]`` (nothing on one device); every device holds ``memory``."""
+    from .io import moirai
+
+    K = len(bandwidth)
+    headers = ["task", "c_task", "dir_succ", "dir_succ_add", *(f"p{k}" for k in range(K)),
+               *(f"pc{a}{b}" for a in range(K) for b in range(K)), "mi", *(f"m{k}" for k in range(K))]
+    blank = dict.fromkeys(headers, "")
+    rows = [{**blank, "task": 0.0, "dir_succ": ",".join(map(str, first)), "mi": 0.0,
+             **{f"p{k}": 0.0 for k in range(K)}, **{f"m{k}": memory for k in range(K)}}]
+    flow = 10 * tasks
+    for i in range(1, tasks + 1):
+        after = succ(i)
+        mi, times, sizes = task(i, len(after))
+        row = {**blank, "task": float(i), "mi": mi, **{f"p{k}": t for k, t in enumerate(times)}}
+        if after:
+            row.update({"c_task": ",".join(str(flow + q) for q in range(len(after))),
+                        "dir_succ": ",".join(map(str, after))})
+            row.update({f"pc{a}{b}": ",".join("0.0" if a == b else str(round(s / bandwidth[a][b], 5)) for s in sizes)
+                        for a in range(K) for b in range(K)})
+            flow += len(after)
+        rows.append(row)
+    graph, cluster, _ = moirai.build(headers, [[r[h] for h in headers] for r in rows], name)
+    return graph, cluster
+
+
 def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     """Exit code, stdout and stderr of one ``placement-dsl`` command run in-process (argparse's own exits
     included); ``capsys`` is pytest's capture fixture."""

@@ -13,25 +13,14 @@ from placement_dsl.certify import certify
 from placement_dsl.cli import main
 from placement_dsl.constraints import Contiguous, Memory, Subgraphs
 from placement_dsl.evaluate import evaluate
-from placement_dsl.heuristics import run
 from placement_dsl.io import Workload, load_workload, save_placement, save_workload
 from placement_dsl.objectives import Latency
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
-from placement_dsl.testing import invocation_workload
+from placement_dsl.testing import invocation_workload, valid_objectives
 
 TOL = 1e-9
 SEEDS = (1, 2, 3)
-
-
-def _valid_answers(problem: Problem, methods: tuple[str, ...]) -> list[float]:
-    """The objectives of ``methods``' placements that ``problem`` accepts."""
-    out = []
-    for method in methods:
-        found = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5.0)
-        if problem.is_valid(found.placement):
-            out.append(problem.evaluate(found.placement).objective)
-    return out
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -48,9 +37,9 @@ def test_a_contiguous_latency_certificate_reports_the_better_placement_outside_i
     assert not problem.is_valid(beyond.placement) and family.is_valid(beyond.placement)
     assert beyond.bound <= beyond.objective * (1 + TOL)
     assert cert.bound <= cert.objective * (1 + TOL)
-    for value in _valid_answers(problem, ("greedy", "latency-best")):  # the class's bound under its valid answers
+    for value in valid_objectives(problem, ("greedy", "latency-best")):  # the class's bound under its valid answers
         assert cert.bound <= value * (1 + TOL)
-    for value in _valid_answers(family, ("list", "latency-best", "greedy")):  # the family's under every valid one
+    for value in valid_objectives(family, ("list", "latency-best", "greedy")):  # the family's under every valid one
         assert beyond.bound <= value * (1 + TOL)
     lines = cert.table().splitlines()
     assert lines[-2].startswith("best ") and "over contiguous placements only;" in lines[-2]
@@ -73,7 +62,7 @@ def test_a_subgraph_limit_is_named_and_its_models_bound_only_its_class():
     assert rows["latency-lp"].named == cert.label and rows["critical-path"].named == "all placements"
     assert cert.family is not None and cert.family.proved_by not in {"latency-lp", "latency", "run-paths"}
     assert cert.family.bound <= cert.family.objective * (1 + TOL)
-    for value in _valid_answers(problem.unrestricted(), ("list", "latency-best")):
+    for value in valid_objectives(problem.unrestricted(), ("list", "latency-best")):
         assert cert.family.bound <= value * (1 + TOL)
 
 

@@ -13,10 +13,10 @@ import pytest
 from placement_dsl.certify import certify
 from placement_dsl.evaluate import CostModel
 from placement_dsl.heuristics import run
-from placement_dsl.io import moirai
 from placement_dsl.presets import makespan_problem
 from placement_dsl.problem import Problem
 from placement_dsl.starts import PASSES, SUBSUMED, auto_methods, construction_order, pass_seconds
+from placement_dsl.testing import moirai_sheet
 from placement_dsl.zoo import gpt3
 
 
@@ -43,26 +43,15 @@ def layered_sheet(tasks: int, devices: int, seed: int) -> Problem:
     K = devices
     speed = [rng.uniform(0.5, 2.5) for _ in range(K)]
     bandwidth = [[rng.choice((2.0, 5.0, 10.0, 25.0)) for _ in range(K)] for _ in range(K)]
-    headers = ["task", "c_task", "dir_succ", "dir_succ_add", *(f"p{k}" for k in range(K)),
-               *(f"pc{a}{b}" for a in range(K) for b in range(K)), "mi", *(f"m{k}" for k in range(K))]
-    blank = dict.fromkeys(headers, "")
-    rows = [{**blank, "task": 0.0, "dir_succ": ",".join(map(str, layers[0])), "mi": 0.0,
-             **{f"p{k}": 0.0 for k in range(K)}, **{f"m{k}": 1e12 for k in range(K)}}]
-    flow = 10 * tasks
-    for i in range(1, tasks + 1):
+
+    def draw(i: int, successors: int) -> tuple[float, list[float], list[float]]:
         base = rng.lognormvariate(0, 1) * 0.05
-        row = {**blank, "task": float(i), "mi": float(rng.randint(0, 50) * 1000),
-               **{f"p{k}": round(base / speed[k] * rng.uniform(0.8, 1.25), 5) for k in range(K)}}
-        after = sorted(succ[i])
-        if after:
-            sizes = [rng.choice((0.0, 0.1, 0.5, 1.0, 3.0)) for _ in after]
-            row.update({"c_task": ",".join(str(flow + q) for q in range(len(after))),
-                        "dir_succ": ",".join(map(str, after))})
-            row.update({f"pc{a}{b}": ",".join("0.0" if a == b else str(round(s / bandwidth[a][b], 5)) for s in sizes)
-                        for a in range(K) for b in range(K)})
-            flow += len(after)
-        rows.append(row)
-    graph, cluster, _ = moirai.build(headers, [[r[h] for h in headers] for r in rows], f"layered{tasks}-{seed}")
+        mi = float(rng.randint(0, 50) * 1000)
+        times = [round(base / speed[k] * rng.uniform(0.8, 1.25), 5) for k in range(K)]
+        return mi, times, [rng.choice((0.0, 0.1, 0.5, 1.0, 3.0)) for _ in range(successors)]
+
+    graph, cluster = moirai_sheet(lambda i: sorted(succ[i]), tasks, layers[0], bandwidth, draw, 1e12,
+                                  f"layered{tasks}-{seed}")
     return makespan_problem(graph, cluster, CostModel.named("makespan"))
 
 

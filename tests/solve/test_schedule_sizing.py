@@ -9,12 +9,13 @@ import pytest
 
 from placement_dsl.compile import compile
 from placement_dsl.formulations import get
-from placement_dsl.io import Workload, moirai
+from placement_dsl.io import Workload
 from placement_dsl.presets import problem_for_method
 from placement_dsl.problem import Problem
 from placement_dsl.sizing import SCHEDULE_PER_NONZERO, SCHEDULE_START, build_seconds, estimate_nonzeros
 from placement_dsl.solve import solve
 from placement_dsl.solvers.matrix import extract
+from placement_dsl.testing import moirai_sheet
 
 
 def fork_join_sheet(blocks: int, fanout: int, devices: int, seed: int) -> Problem:
@@ -42,26 +43,14 @@ def fork_join_sheet(blocks: int, fanout: int, devices: int, seed: int) -> Proble
     n, K = task - 1, devices
     speed = [rng.choice([0.4, 1.0, 3.0]) for _ in range(K)]
     bandwidth = [[rng.choice([1.0, 4.0, 20.0]) for _ in range(K)] for _ in range(K)]
-    headers = ["task", "c_task", "dir_succ", "dir_succ_add", *(f"p{k}" for k in range(K)),
-               *(f"pc{a}{b}" for a in range(K) for b in range(K)), "mi", *(f"m{k}" for k in range(K))]
-    blank = dict.fromkeys(headers, "")
-    rows = [{**blank, "task": 0.0, "dir_succ": "1", "mi": 0.0, **{f"p{k}": 0.0 for k in range(K)},
-             **{f"m{k}": 1e9 for k in range(K)}}]
-    flow = 10 * n
-    for i in range(1, n + 1):
+
+    def draw(i: int, successors: int) -> tuple[float, list[float], list[float]]:
         base = rng.expovariate(1.0) * 0.1 + 0.005
-        row = {**blank, "task": float(i), "mi": float(rng.choice([0, 1, 5]) * 1000),
-               **{f"p{k}": round(base / speed[k], 5) for k in range(K)}}
-        after = succ.get(i, [])
-        if after:
-            sizes = [rng.choice([0.0, 0.2, 1.0, 2.0]) for _ in after]
-            row.update({"c_task": ",".join(str(flow + q) for q in range(len(after))),
-                        "dir_succ": ",".join(map(str, after))})
-            row.update({f"pc{a}{b}": ",".join("0.0" if a == b else str(round(s / bandwidth[a][b], 5)) for s in sizes)
-                        for a in range(K) for b in range(K)})
-            flow += len(after)
-        rows.append(row)
-    graph, cluster, _ = moirai.build(headers, [[r[h] for h in headers] for r in rows], f"fj{blocks}-{seed}")
+        mi = float(rng.choice([0, 1, 5]) * 1000)
+        return mi, [round(base / speed[k], 5) for k in range(K)], [rng.choice([0.0, 0.2, 1.0, 2.0])
+                                                                  for _ in range(successors)]
+
+    graph, cluster = moirai_sheet(lambda i: succ.get(i, []), n, [1], bandwidth, draw, 1e9, f"fj{blocks}-{seed}")
     return problem_for_method(Workload(graph, cluster, "moirai", {}), "makespan", "ip")
 
 

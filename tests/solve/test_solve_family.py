@@ -13,24 +13,14 @@ import pytest
 from placement_dsl.cli import main
 from placement_dsl.constraints import Contiguous, Memory, Subgraphs
 from placement_dsl.evaluate import evaluate
-from placement_dsl.heuristics import run
 from placement_dsl.io import Workload, save_workload
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
-from placement_dsl.testing import invocation_workload
+from placement_dsl.testing import invocation_workload, valid_objectives
 
 TOL = 1e-9
 LIMIT = 8.0
-
-
-def _valid_objectives(problem: Problem, methods: tuple[str, ...]) -> list[float]:
-    out = []
-    for method in methods:
-        found = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5.0)
-        if problem.is_valid(found.placement):
-            out.append(problem.evaluate(found.placement).objective)
-    return out
 
 
 @pytest.mark.parametrize("seed", (1, 2, 3))
@@ -48,7 +38,7 @@ def test_a_contiguous_latency_solve_reports_the_better_placement_outside_its_cla
     assert ev.valid and ev.objective == pytest.approx(beyond.objective)
     assert not problem.is_valid(beyond.placement) and family.is_valid(beyond.placement)
     assert beyond.bound > 0 and beyond.proved_by != "none"
-    for value in [beyond.objective, res.objective, *_valid_objectives(family, ("list", "latency-best", "greedy"))]:
+    for value in [beyond.objective, res.objective, *valid_objectives(family, ("list", "latency-best", "greedy"))]:
         assert beyond.bound <= value * (1 + TOL)  # over every placement: under every valid one
     lines = res.summary().splitlines()
     assert "over contiguous placements only," in lines[-2] and lines[-2].startswith("certificate: ")
