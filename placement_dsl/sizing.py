@@ -30,7 +30,7 @@ others              ``9 (n + m) D``              bert_l-3 training 600 ops: thro
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from .formulations.latency import LatencyFormulation, subgraphs_per_accelerator
 from .formulations.schedule import ScheduleFormulation, horizon_of
 from .schedule import transfer_durations
 
-__all__ = ["build_seconds", "check_fits", "estimate_nonzeros", "fitting_ops", "resources", "unordered_pairs"]
+__all__ = ["Build", "build_seconds", "build_times", "check_fits", "estimate_nonzeros", "fitting_ops", "resources", "unordered_pairs"]
 
 SMALL_BUILD = 1.0  # seconds of estimated build on an idle machine within which a model is searched whatever the ratio
 # ``per_build`` asks: a MILP of a few ops is solved in less (8 ops on a line of 4 devices: estimated 0.45 s under
@@ -213,11 +213,26 @@ LATENCY_PER_NONZERO = 3e-6  # CPU seconds per estimated nonzero of the latency m
 # estimated, 1.0 s of CPU), and models that fit were refused
 
 
+class Build(NamedTuple):
+    """A model's build, estimated from one count of its nonzeros (:func:`build_times`)."""
+    seconds: float  # to build and extract it on this machine as loaded now
+    idle: float  # ... on an idle machine
+    nonzeros: float  # its estimated nonzeros (a lower bound where the count stopped, ``seconds`` above ``within``)
+
+
+def build_times(problem: Any, formulation: Any, within: float | None = None) -> Build:
+    """``formulation``'s model of ``problem``: its nonzeros counted once (:func:`estimate_nonzeros`; with ``within``
+    seconds, not further than needed to tell that it takes longer) and its build's seconds loaded and idle."""
+    nonzeros = estimate_nonzeros(problem, formulation, within)
+    return Build(_seconds(formulation, nonzeros), _seconds(formulation, nonzeros, loaded=False), nonzeros)
+
+
 def build_seconds(problem: Any, formulation: Any, loaded: bool = True, within: float | None = None) -> float:
     """Seconds to build and extract ``formulation``'s model of ``problem``, estimated on this machine as loaded now
     (``loaded=False``: idle). With ``within`` (seconds), an estimate above it may be a lower bound of the model's
     (:func:`estimate_nonzeros`), found without counting what would take long to count."""
-    return _seconds(formulation, estimate_nonzeros(problem, formulation, within), loaded)
+    build = build_times(problem, formulation, within)
+    return build.seconds if loaded else build.idle
 
 
 def _seconds(form: Any, nonzeros: float, loaded: bool = True) -> float:
@@ -244,8 +259,7 @@ def check_fits(problem: Any, formulation: Any, deadline: Deadline, seconds: floa
     build within :data:`SMALL_BUILD` on an idle machine)."""
     form = get(formulation, problem)
     left = deadline.clip(seconds)
-    nonzeros = estimate_nonzeros(problem, form, left)  # counted once, and only as far as ``left`` needs
-    need, idle = _seconds(form, nonzeros), _seconds(form, nonzeros, loaded=False)
+    need, idle, nonzeros = build_times(problem, form, left)  # counted once, and only as far as ``left`` needs
     if need + MIN_SEARCH > left:
         raise BudgetSpent(f"model too large for the time left: the {form.name!r} model has "
                           f"{'at least ' if need > left else ''}~{nonzeros:,.0f} nonzeros, ~{need:.0f} s to build, "

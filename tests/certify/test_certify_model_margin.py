@@ -71,7 +71,8 @@ def test_model_levels_that_cannot_be_built_leave_their_share_to_the_closed_forms
         return None, LevelStatus.NO_BOUND, "", r.scope
 
     monkeypatch.setitem(LEVELS, "segment-schedules", dataclasses.replace(LEVELS["segment-schedules"], run=run))
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form, loaded=True: 0.1 if fits else 1e6)
+    cost = 0.1 if fits else 1e6  # seconds to build each model, loaded and idle
+    monkeypatch.setattr(sizing, "build_times", lambda problem, form, within=None: sizing.Build(cost, cost, 0.0))
     problem, _ = makespan_fork()
     cert = certify(problem, budget=20, levels=("segment-schedules", "schedule-lp", "schedule"), stop_at_gap=False)
     seconds, left = given["segment-schedules"]

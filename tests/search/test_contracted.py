@@ -111,14 +111,14 @@ def test_fitting_ops_is_the_largest_coarse_size_whose_model_builds_in_the_time()
 
     problem = Problem(_graph(), default_cluster(3, 1), Latency(), [Memory(), Contiguous()])
     form = get("auto", problem)
-    assert build_seconds(problem, form) > 5.0
-    k = fitting_ops(problem, form, 5.0)
+    within = build_seconds(problem, form) / 4  # the whole model does not fit; a coarse one does
+    k = fitting_ops(problem, form, within)
     assert 2 <= k < problem.graph.n
     start = _halves(problem)
     for size, fits in ((k, True), (3 * k, False)):
         small = contracted.coarse_problem(problem, contract(problem.graph, contracted.intervals(
             problem, _alternating(problem), None, size)), [], start)
-        assert (build_seconds(small, get("auto", small)) <= 5.0 * 1.5) is fits
+        assert (build_seconds(small, get("auto", small)) <= within * 1.5) is fits
     assert fitting_ops(problem, form, 1e-9) == 0
 
 
@@ -143,7 +143,9 @@ def test_a_step_keeps_the_incumbents_devices_and_one_spare_of_each_class():
     start = _halves(problem)
     keep = contracted.devices(problem, start)
     assert len(keep) == 4 and set(np.unique(start.assign).tolist()) < set(keep)
-    found, _ = contracted.step(problem, start, None, LIMIT)
+    # a coarse size the MILP searches well within LIMIT on a loaded machine (the sizing's own target is the largest
+    # model that builds in a third of it: 74 of 146 ops, solved in 8 s idle, not in 12 s under a full test run)
+    found, _ = contracted.step(problem, start, None, LIMIT, target=40)
     assert found is not None and found.cluster is problem.cluster and not problem.violations(found)
     assert problem.evaluate(found).objective < problem.evaluate(start).objective
 

@@ -199,7 +199,7 @@ def test_an_auto_makespan_solve_builds_its_model_only_with_time_to_search_it(mon
     problem, _ = testing.makespan_fork()
     clock = Deadline(60.0)
     left = clock.left() - stopped.RESERVE
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form, loaded=True: fraction * left)
+    monkeypatch.setattr(sizing, "build_times", lambda problem, form, within=None: sizing.Build(fraction * left, fraction * left, 0.0))
     form = get("auto", problem)
     named = stopped.search_per_build(problem, "list")  # a start asked for by name: the model is built
     sizing.check_fits(problem, form, clock, clock.left() - stopped.RESERVE, named)
@@ -221,7 +221,7 @@ def test_a_model_built_within_a_second_is_searched_whatever_the_ratio_asked(monk
 
     problem, _ = testing.makespan_fork()
     clock = Deadline(10.0)
-    monkeypatch.setattr(sizing, "build_seconds", lambda problem, form, loaded=True: build)
+    monkeypatch.setattr(sizing, "build_times", lambda problem, form, within=None: sizing.Build(build, build, 0.0))
     per = stopped.search_per_build(problem, "auto")
     assert build * (1 + per) > clock.left()  # the ratio alone would refuse both
     if built:
