@@ -440,8 +440,8 @@ def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Gr
     return {"method": method, "latency": scored[0], "valid": scored[1], "seconds": seconds, "assign": assign}
 
 
-def _scores(result: Any) -> tuple[float, bool | None]:
-    return result.objective, getattr(result, "valid", None)  # its cost model's verdict where one was made
+def _scores(result: Any) -> tuple[float, bool | None]:  # the verdict on its split where one was made (not on a
+    return result.objective, None if result.placement.schedule is not None else getattr(result, "valid", None)  # schedule)
 
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
