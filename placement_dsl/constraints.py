@@ -245,8 +245,15 @@ class Pin(Term):
         there only, so a heuristic's candidates for it are its pin device (and its colocation group's, whose
         members move together), and the cost model's ``allowed`` check is the one that refuses it elsewhere, naming
         the pin (no check of the term's own: it gave the same op a second violation)."""
-        return graph.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, PINNED: self.device}})
-                                  if op.name == self.op else op for op in graph.ops])
+        return Pin.apply_all([self], graph)
+
+    @staticmethod
+    def apply_all(pins: Sequence[Pin], graph: Graph) -> Graph:
+        """Every pin of ``pins`` applied at once (a later pin of an op wins, as applied one by one): one copy of the
+        graph, where one per pin cost a contracted step's coarse problem of 1,729 pins 37 s (GPT-3 330M)."""
+        to = {p.op: p.device for p in pins}
+        return graph.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, PINNED: to[op.name]}})
+                                  if op.name in to else op for op in graph.ops])
 
 
 @dataclass(frozen=True)

@@ -81,11 +81,15 @@ class Problem:
         self.constraints: tuple[Term, ...] = tuple(constraints)
         self._check_terms()
         self.objective.validate(graph, cluster)
-        g = graph
+        g, pins = graph, []
         for term in self.constraints:
             term.validate(g, cluster)
-            g = term.apply(g, cluster)
-        self.graph = g
+            if type(term) is Pin:  # a run of pins is folded in one copy of the graph (a pin marks its op only)
+                pins.append(term)
+                continue
+            g = Pin.apply_all(pins, g) if pins else g
+            g, pins = term.apply(g, cluster), []
+        self.graph = Pin.apply_all(pins, g) if pins else g
         self._check_pins()
 
     # ------------------------------------------------------------------ validation

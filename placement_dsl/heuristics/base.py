@@ -39,6 +39,7 @@ class HeuristicResult:
     exact_among: str | None = None
     evaluations: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    valid: bool | None = None  # the cost model's verdict on the placement where :func:`run` made one (else unknown)
 
 
 def __getattr__(name: str) -> Any:
@@ -172,6 +173,8 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
     check = verdict.objective
     if model.name in FOLDS and not math.isfinite(check):
         result, check = _folded(method, result, model, at)
+    else:  # the verdict is the answer's: a caller need not score it again (latency-best's candidates)
+        result = replace(result, valid=verdict.valid)
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")
     if result.seconds == 0.0:

@@ -89,6 +89,40 @@ def fallback(method: str, graph: Graph, cluster: Cluster, model: CostModel | Non
                                  **({"skipped": skipped} if skipped else {})})
 
 
+def one_device_closed_form(method: str, graph: Graph, cluster: Cluster, phase: str,
+                           start: float | None = None) -> HeuristicResult | None:
+    """Every op on the one device that holds the graph (every op allowed, its parameters and activations within the
+    memory) and runs it soonest, its single-sample latency by the closed form, no schedule built: on a device that
+    runs one thing at a time (ops or one invocation) the sum of the ops' times, on a parallel host the longest path
+    of them; no transfer crosses devices. For a call whose time ran out before any split could be built and scored
+    (a 15,000-task sheet under load), as ``method``'s result with ``info["stopped"]``; ``None`` where no device
+    holds the graph."""
+    begun = time.perf_counter() if start is None else start
+    times = cluster.times(graph)
+    need = float((graph.param_bytes + graph.activation_bytes).sum())
+    best: tuple[float, int] | None = None
+    for d in range(cluster.size):
+        t = times[:, d]
+        if not np.isfinite(t).all() or need > float(cluster.memory[d]) * (1 + 1e-9):
+            continue
+        latency = _longest_path(graph, t) if cluster.parallel[d] else float(np.sum(t))
+        best = (latency, d) if best is None or latency < best[0] else best
+    if best is None:
+        return None
+    placement = Placement(graph, cluster, np.full(graph.n, best[1]), source=method)
+    return HeuristicResult(method=method, placement=placement, objective=best[0], seconds=time.perf_counter() - begun,
+                           info={"stopped": STOPPED, "fallback": "one-device (closed form)", "stopped_in": phase})
+
+
+def _longest_path(graph: Graph, t: np.ndarray) -> float:
+    """The longest path of op times ``t`` (every op as soon as its inputs end)."""
+    finish = np.zeros(graph.n)
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        finish[v] = (float(finish[preds].max()) if preds.size else 0.0) + float(t[v])
+    return float(finish.max(initial=0.0))
+
+
 def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
     """:func:`fallback` on ``problem``'s graph, cluster and cost model, and its placement scored as ``problem`` scores
     one (whether it is valid for its terms, and its evaluation: one evaluation, :data:`SCORING`), all within ``deadline``

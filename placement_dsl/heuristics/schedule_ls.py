@@ -211,7 +211,12 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
                  else Placement(graph, cluster, assign, "schedule-ls", schedule=first.schedule if own.valid and
                                 own.objective <= best[0] else b.schedule()))
     ev = evaluate(placement, model)
-    info = {"makespan": ev.objective, "moves": accepted, "local_optimum": local_optimum, **report}
+    kept = own.valid and (not ev.valid or own.objective < ev.objective)  # the referee's word, not the list schedule's:
+    if kept:  # on invocation devices a move the list schedule liked can score worse (a 4-op trap: 16 -> 18)
+        placement, ev = Placement(graph, cluster, first.assign, "schedule-ls", schedule=first.schedule), own
+    info = {"makespan": ev.objective, "moves": 0 if kept else accepted, "local_optimum": local_optimum, **report}
+    if kept:
+        info["kept_start"] = True
     if not local_optimum:
         info["stopped"] = "time limit"
     cheap = local_optimum or graph.n <= BOUND_OPS or time.perf_counter() - t0 < time_limit  # not past the limit

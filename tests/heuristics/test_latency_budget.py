@@ -9,7 +9,7 @@ import pytest
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import latency, run
+from placement_dsl.heuristics import fallback, latency, run
 
 LATENCY_MODEL = CostModel.named("latency")
 SLOW = 30.0  # seconds a stubbed candidate takes, far past the limits below
@@ -59,3 +59,26 @@ def test_where_greedys_split_cannot_be_scored_in_time_the_cheapest_split_goes_fi
     methods = [c["method"] for c in res.info["candidates"]]
     assert methods[0].startswith("fallback:") and "greedy" not in methods
     assert res.info["stopped"] == "time limit" and evaluate(res.placement, LATENCY_MODEL).valid
+
+
+def test_no_candidate_in_time_answers_the_one_device_closed_form(monkeypatch):
+    """Where the estimate says no split can be built and scored in time (a 15,000-task sheet under load), the answer
+    is every op on the device that holds the graph soonest, scored by the closed form, stopped by the time limit."""
+    monkeypatch.setattr(fallback, "EVALUATE_PER_OP", 1e3)  # every evaluation estimated far past the limit
+    for cluster in (Cluster.accelerators(2, cpus=1), Cluster.accelerators(0, cpus=1)):
+        g = chain()
+        res = run("latency-best", g, cluster, model=LATENCY_MODEL, time_limit=1.0)
+        ev = evaluate(res.placement, LATENCY_MODEL)
+        assert ev.valid and res.objective == pytest.approx(ev.objective)
+        assert len(set(res.placement.assign.tolist())) == 1 and res.info["stopped"] == "time limit"
+
+
+def test_each_candidate_is_scored_once(monkeypatch):
+    """greedy's candidate and the local search's come scored by the run that found them; only the splits found as
+    bare assignments (chain, spine, DP, DPL) are scored by latency-best, and the search scores its own answer."""
+    calls = []
+    real = latency.evaluate
+    monkeypatch.setattr(latency, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = latency.latency_best(chain(), Cluster.accelerators(2, cpus=1), model=LATENCY_MODEL)
+    bare = [c for c in res.info["candidates"] if c["method"] in ("chain", "spine", "dp", "dpl") and "latency" in c]
+    assert len(calls) <= len(bare) + 1
