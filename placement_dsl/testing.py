@@ -46,6 +46,8 @@ from .constraints import (
 )
 from .errors import SpecError
 from .graph import Graph, Op
+from .heuristics import run
+from .io import moirai
 from .objectives import Bottleneck, GPipe, Latency, Makespan, PipeDream, Throughput
 from .problem import Problem, Stages
 
@@ -543,8 +545,6 @@ INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
 def valid_objectives(problem: Problem, methods: tuple[str, ...], time_limit: float = 5.0) -> list[float]:
     """The objectives of ``methods``' placements (each run for at most ``time_limit`` seconds) that ``problem``
     accepts: answers a bound must not exceed."""
-    from .heuristics import run
-
     out = []
     for method in methods:
         found = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=time_limit)
@@ -560,8 +560,6 @@ def moirai_sheet(succ: Callable[[int], list[int]], tasks: int, first: list[int],
     tasks ``1..tasks``, task ``i`` feeding ``succ(i)`` with one flow per successor. ``task(i, successors)`` gives its
     memory (``mi``), its time on each device and each flow's size, which crosses devices ``a -> b`` in
     ``size / bandwidth[a][b]`` (nothing on one device); every device holds ``memory``."""
-    from .io import moirai
-
     K = len(bandwidth)
     headers = ["task", "c_task", "dir_succ", "dir_succ_add", *(f"p{k}" for k in range(K)),
                *(f"pc{a}{b}" for a in range(K) for b in range(K)), "mi", *(f"m{k}" for k in range(K))]
