@@ -285,6 +285,14 @@ class Graph:
     def predecessors(self, i: int) -> np.ndarray:
         return self.pred_idx[self.pred_ptr[i] : self.pred_ptr[i + 1]]
 
+    def longest(self, weight: np.ndarray) -> float:
+        """The length of the longest path under op weights ``weight`` (every op as soon as its inputs end)."""
+        finish = np.zeros(self.n)
+        for v in self.topo.tolist():
+            preds = self.predecessors(v)
+            finish[v] = finish[preds].max(initial=0.0) + weight[v]
+        return float(finish.max(initial=0.0))
+
     @cached_property
     def groups(self) -> tuple[np.ndarray, ...]:
         """Colocation groups with two or more ops, as arrays of op indices."""

@@ -40,12 +40,7 @@ GRID = 20  # simplex grid steps of the work bound's weights (D <= 4: at most 1,7
 
 def critical_path_bound(graph: Graph, cluster: Cluster) -> float:
     """The longest path of fastest allowed op times."""
-    fastest = np.where(np.isfinite(t := cluster.times(graph)), t, np.inf).min(axis=1)
-    finish = np.zeros(graph.n)
-    for v in graph.topo.tolist():
-        preds = graph.predecessors(v)
-        finish[v] = finish[preds].max(initial=0.0) + fastest[v]
-    return float(finish.max(initial=0.0))
+    return graph.longest(np.where(np.isfinite(t := cluster.times(graph)), t, np.inf).min(axis=1))
 
 
 def path_bound(graph: Graph, cluster: Cluster) -> float:

@@ -105,22 +105,13 @@ def one_device_closed_form(method: str, graph: Graph, cluster: Cluster, phase: s
         t = times[:, d]
         if not np.isfinite(t).all() or need > float(cluster.memory[d]) * (1 + 1e-9):
             continue
-        latency = _longest_path(graph, t) if cluster.parallel[d] else float(np.sum(t))
+        latency = graph.longest(t) if cluster.parallel[d] else float(np.sum(t))
         best = (latency, d) if best is None or latency < best[0] else best
     if best is None:
         return None
     placement = Placement(graph, cluster, np.full(graph.n, best[1]), source=method)
     return HeuristicResult(method=method, placement=placement, objective=best[0], seconds=time.perf_counter() - begun,
                            info={"stopped": STOPPED, "fallback": "one-device (closed form)", "stopped_in": phase})
-
-
-def _longest_path(graph: Graph, t: np.ndarray) -> float:
-    """The longest path of op times ``t`` (every op as soon as its inputs end)."""
-    finish = np.zeros(graph.n)
-    for v in graph.topo.tolist():
-        preds = graph.predecessors(v)
-        finish[v] = (float(finish[preds].max()) if preds.size else 0.0) + float(t[v])
-    return float(finish.max(initial=0.0))
 
 
 def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
