@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -105,3 +106,21 @@ def _compiled_kernels() -> None:
                 run(name, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5)
             except (PlacementError, ValueError, TypeError):
                 pass  # a method that declines the instance compiled what it reached
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch):
+    """``spy(owner, name)``: ``owner.name`` still runs, and the list returned collects the first argument of each
+    call (undone after the test)."""
+    def watch(owner: Any, name: str) -> list[Any]:
+        calls: list[Any] = []
+        real = getattr(owner, name)
+
+        def recording(first: Any, *args: Any, **kwargs: Any) -> Any:
+            calls.append(first)
+            return real(first, *args, **kwargs)
+
+        monkeypatch.setattr(owner, name, recording)
+        return calls
+
+    return watch

@@ -180,20 +180,13 @@ def test_op_constructor_raises_one_line_spec_errors():
         Op(name="a", param_bytes=math.inf)
 
 
-def test_json_numbers_are_taken_without_the_general_check(monkeypatch):
+def test_json_numbers_are_taken_without_the_general_check(spy):
     """Reading 20,000 ops: every float of an op (its work per kind, bytes) went through ``limits.amount``, its
     message text formatted first (``work['gpu']``), and the topological order stepped through numpy scalars. A float
     in range is taken as it is; anything else still gets the general check and its one-line error."""
     import placement_dsl.graph as graph_module
 
-    calls = []
-    general = graph_module.amount
-
-    def counted(value, *args, **kwargs):
-        calls.append(value)
-        return general(value, *args, **kwargs)
-
-    monkeypatch.setattr(graph_module, "amount", counted)
+    calls = spy(graph_module, "amount")
     ops = [{"name": f"v{i}", "work": {"accelerator": 1.5, "cpu": 3.0}, "param_bytes": 2.0, "out_bytes": 1.0,
             "activation_bytes": 0.5} for i in range(50)]
     g = Graph(ops, [[f"v{i}", f"v{i + 1}"] for i in range(49)])

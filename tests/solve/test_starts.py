@@ -290,20 +290,13 @@ def test_only_the_first_round_of_a_continued_latency_search_descends_from_the_ba
         assert (method, given, also, seed) == ("latency-local-search", [], 1, k)
 
 
-def test_a_continued_latency_search_stops_once_its_rounds_end_on_their_own_with_nothing_better(monkeypatch):
+def test_a_continued_latency_search_stops_once_its_rounds_end_on_their_own_with_nothing_better(spy):
     # each round of a small graph runs its restarts in milliseconds; fresh seeds used to go on until the share was
     # spent (16 s of a 60 s solve of four ops), now three such rounds in a row end the search
     from placement_dsl import starts
     from placement_dsl.starts import STALE, Start, improve
 
-    calls = []
-    real = starts.run
-
-    def recording(method, *args, **kwargs):
-        calls.append(method)
-        return real(method, *args, **kwargs)
-
-    monkeypatch.setattr(starts, "run", recording)
+    calls = spy(starts, "run")
     problem = _latency_problem()
     greedy = run("greedy", problem.graph, problem.cluster, model=problem.cost_model())
     start = Start(greedy.placement, problem.evaluate(greedy.placement), method="greedy")
