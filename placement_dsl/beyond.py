@@ -30,7 +30,9 @@ __all__ = ["BEYOND", "ROUNDING", "TOL", "Beyond", "Wider", "elsewhere", "held", 
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 BEYOND = ("list", "latency-best")  # the heuristics a restricted latency certificate runs over the family
-UPPER_MARGIN, UPPER_MARGIN_PER_OP = 0.15, 1.5e-4  # as the certificate's heuristics (certify.stop_margin)
+UPPER_MARGIN, UPPER_MARGIN_PER_OP = 0.15, 1.5e-4  # of its share, and per op, a schedule pass's limit ends early:
+# stopped, a pass completes its schedule (a list schedule of 47,584 ops takes 5-7.5 s), which the throughput
+# searches' margin (deadline.stop_margin: a placement scored) does not hold
 BOUND_SHARE = 0.25  # of a solve's share for the family, the closed forms' at most (the heuristics get the rest)
 
 

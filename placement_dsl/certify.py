@@ -130,7 +130,7 @@ from . import certificate as checks
 from .beyond import ROUNDING, TOL, Wider, held
 from .certificate import Certificate, LevelResult, LevelStatus, UpperRun, level_status, model_bound
 from .constraints import Contiguous, DagOrder
-from .deadline import BudgetSpent, Deadline, call_within, seconds
+from .deadline import BudgetSpent, Deadline, call_within, seconds, stop_margin
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
@@ -166,9 +166,7 @@ UPPER_SHARE = 0.25  # of the call's time, the upper-bound heuristics' (greedy's 
 LINEAR_SHARE = 0.5  # of the call's time left, what greedy may take when it needs more than the heuristics' share
 SLICING_FLOOR = 0.2  # of the call's time left, what slicegraph and BRKGA get at least (after greedy's share)
 SLICING_PORTION = 0.75  # of the heuristics' share, slicegraph's when BRKGA follows
-STOP_MARGIN = 0.15  # of its share, a heuristic's own time limit ends this early (stop_margin), and at least
-SCORE_PER_OP = 1.5e-4  # seconds per op: slicegraph stopped at its limit on cnn-20000 k=64 returned 2.4 s later at
-# load 20 (its placement built and scored), and past its share it is stopped with nothing (greedy's 189.75 stood)
+HANDOVER_PER_OP = 1.5e-4  # seconds per op the levels leave the certificate's hand-over (_reserved)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 MIN_AGAIN = 2.0  # seconds left after the levels below which no stopped heuristic runs again (_again)
 COLD_KEEP = 0.25  # of the time left at the end, what a heuristic stopped in Python on a cold kernel cache keeps to run
@@ -309,12 +307,6 @@ def _again(run: _Run, seconds: float | None = None, only: set[str] | None = None
     seconds = run.clock.left() if seconds is None else seconds
     if methods and not run.settled() and seconds >= MIN_AGAIN:
         _upper(run, methods, seconds)
-
-
-def stop_margin(seconds: float, ops: int) -> float:
-    """How much earlier than its share a heuristic's own time limit ends: :data:`STOP_MARGIN` of it, at least
-    :data:`SCORE_PER_OP` per op (its placement is built, scored and sent after its search stops), at most half."""
-    return min(max(STOP_MARGIN * seconds, SCORE_PER_OP * ops), 0.5 * seconds)
 
 
 def _portion(methods: tuple[str, ...]) -> float:
@@ -591,7 +583,7 @@ WARM_LEAST = 15.0  # seconds left below which the work-balanced slicing runs its
 
 
 def _reserved(clock: Deadline, ops: int) -> Deadline:
-    """The levels' deadline: ``clock`` less :data:`SCORE_PER_OP` per op (at most a tenth of it), kept for the
+    """The levels' deadline: ``clock`` less :data:`HANDOVER_PER_OP` per op (at most a tenth of it), kept for the
     certificate's hand-over (checked, written out): on 20,000 ops at load 19 the command ended 5.7 s after its last level."""
-    return clock.within(clock.left() - min(SCORE_PER_OP * ops, 0.1 * clock.left()))
+    return clock.within(clock.left() - min(HANDOVER_PER_OP * ops, 0.1 * clock.left()))
 

@@ -28,7 +28,7 @@ from typing import Any
 from .errors import PlacementError, SpecError
 
 __all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_cpu", "model_seconds", "process_start",
-           "seconds", "slowdown", "stream_within", "unlinked_locks"]
+           "seconds", "slowdown", "stop_margin", "stream_within", "unlinked_locks"]
 
 # CPU seconds per estimated nonzero of a placement MIP's constraint matrix (Archer's and Tarnawski's throughput models
 # and their relaxations) to build the Pyomo model and extract its arrays for a solver, after a start-up of MODEL_START:
@@ -155,6 +155,21 @@ def model_cpu(nonzeros: float) -> float:
 
 
 GRACE = 1.0  # seconds a guarded call may run past its deadline before it is stopped
+STOP_MARGIN = 0.15  # of its share, a guarded search's own time limit ends this early (stop_margin), and at least
+SCORE_CPU_PER_OP = 6e-6  # CPU seconds per op of what a search does after its own limit: its placement scored by
+# the cost model (1-2.7e-6 per op: GPT-3, ResNet copies, REGAL DAGs and BERT training graphs of 1,800-20,111 ops onto
+# 4-64 stages), handed back (call_within: 3e-6 per op of wall at load 9, the graph by reference), or, stopped, its
+# slicing of the work (slicegraph on 20,111 ops: 0.25 s of CPU, 0.41 s wall at load 9); times the machine's contention
+
+
+def stop_margin(seconds: float, ops: int) -> float:
+    """How much earlier than its share of ``seconds`` a guarded search's own time limit ends, so that its answer is
+    scored and handed back before it is stopped: :data:`STOP_MARGIN` of the share, at least :data:`SCORE_CPU_PER_OP`
+    per op at the machine's :func:`contention`, at most half. The former 1.5e-4 s per op (measured when a 20,000-op
+    answer was copied back whole) held PipeDream's path on GPT-3 of 20,111 ops onto 16 stages to half of a 1.9 s share:
+    its slicing DP (0.9 s at load 4) was stopped and the certificate read the work-balanced slicing, 12.6 % above
+    its 68.437."""
+    return min(max(STOP_MARGIN * seconds, SCORE_CPU_PER_OP * ops * contention()), 0.5 * seconds)
 
 
 def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -162,8 +177,9 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
     else :class:`BudgetSpent`.
 
     It runs in a forked child process (which may be stopped at any moment; its value comes back through
-    a pipe), except without a finite deadline or inside a daemonic process (which may have no
-    children), where it runs here and is trusted to stop itself (e.g. a heuristic's ``time_limit``).
+    a pipe, the package's objects among the arguments by reference: :func:`_kept`), except without a finite deadline
+    or inside a daemonic process (which may have no children), where it runs here and is trusted to stop itself
+    (e.g. a heuristic's ``time_limit``).
     """
     if not math.isfinite(deadline.at) or not can_fork():
         return fn(*args, **kwargs)
@@ -172,13 +188,14 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
         raise BudgetSpent(f"budget spent before {name} started")
     ctx = _fork()
     recv, send = ctx.Pipe(duplex=False)
+    kept = _kept(args, kwargs)
     proc = ctx.Process(target=_child, args=(send, fn, args, kwargs), daemon=True, name="placement_dsl-guarded")
     proc.start()
     send.close()
     try:
         if not recv.poll(deadline.left() + GRACE):
             raise BudgetSpent(f"budget spent: {name} was stopped at the deadline ({deadline.seconds:.1f} s)")
-        ok, value = recv.recv()
+        ok, value = _loads(recv.recv_bytes(), kept)
     except EOFError:
         proc.join(timeout=1.0)
         raise BudgetSpent(f"{name} ended without an answer (exit code {proc.exitcode})") from None
@@ -222,13 +239,14 @@ def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Ite
         return
     ctx = _fork()
     recv, send = ctx.Pipe(duplex=False)
+    kept = _kept(args, {})
     proc = ctx.Process(target=_streaming, args=(send, fn, args), daemon=True, name="placement_dsl-streamed")
     proc.start()
     send.close()
     try:
         while recv.poll(deadline.left()):
             try:
-                message = recv.recv()
+                message = _loads(recv.recv_bytes(), kept)
             except EOFError:  # the child returned (or died): everything it sent has been read
                 return
             yield message
@@ -253,9 +271,54 @@ def unlinked_locks() -> None:
     mp.set_start_method("fork", force=True)
 
 
+def _kept(args: tuple, kwargs: dict) -> list[Any]:
+    """The objects of a guarded call that its answer may hold and the caller has already: the package's own objects
+    among its arguments and their attributes (a problem's graph and cluster), in a fixed order. A child sends them back
+    by their place in this list, not copied (a placement holds its graph: a 20,111-op GPT-3 answer pickled 5.9 MB and
+    took 0.3 s to copy and read back idle, 0.6 s at load 7, where its assignment is 0.16 MB); plain data (numbers,
+    strings, containers, arrays), which the child may have changed, is copied. Listed in the parent before the child
+    is forked and in the child before the call, so both lists are of the same objects."""
+    root = __name__.split(".")[0]
+
+    def own(value: Any) -> bool:
+        return type(value).__module__.split(".")[0] == root and not isinstance(value, type)
+    kept: dict[int, Any] = {}
+    for value in (*args, *kwargs.values()):
+        if own(value):
+            kept.setdefault(id(value), value)
+            for attr in getattr(value, "__dict__", {}).values():
+                if own(attr):
+                    kept.setdefault(id(attr), attr)
+    return list(kept.values())
+
+
+def _dumps(value: Any, kept: list[Any]) -> bytes:
+    """``value`` pickled, the objects of ``kept`` in it by their place there (:func:`_kept`)."""
+    import io
+    import pickle
+
+    place = {id(obj): i for i, obj in enumerate(kept)}
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, pickle.HIGHEST_PROTOCOL)
+    pickler.persistent_id = lambda obj: place.get(id(obj))  # type: ignore[method-assign]
+    pickler.dump(value)
+    return out.getvalue()
+
+
+def _loads(data: bytes, kept: list[Any]) -> Any:
+    """What :func:`_dumps` pickled, the caller's own objects in place of their places."""
+    import io
+    import pickle
+
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    unpickler.persistent_load = kept.__getitem__  # type: ignore[method-assign]
+    return unpickler.load()
+
+
 def _streaming(conn: Any, fn: Callable[..., Any], args: tuple) -> None:
+    kept = _kept(args, {})
     try:
-        fn(conn.send, *args)
+        fn(lambda message: conn.send_bytes(_dumps(message, kept)), *args)
     except BaseException:  # noqa: BLE001, S110 - the messages sent so far are the answer
         pass
     finally:
@@ -263,13 +326,14 @@ def _streaming(conn: Any, fn: Callable[..., Any], args: tuple) -> None:
 
 
 def _child(conn: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    kept = _kept(args, kwargs)
     try:
         out: tuple[bool, Any] = (True, fn(*args, **kwargs))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
         out = (False, err)
     try:
-        conn.send(out)
+        conn.send_bytes(_dumps(out, kept))
     except Exception as err:  # noqa: BLE001 - e.g. an exception that does not pickle
-        conn.send((False, RuntimeError(f"{type(err).__name__}: {err}")))
+        conn.send_bytes(_dumps((False, RuntimeError(f"{type(err).__name__}: {err}")), []))
     finally:
         conn.close()
