@@ -32,7 +32,9 @@ def add_sweep_parsers(sub: Any, number: Callable[..., Any], common: Callable[...
     sw.add_argument("--methods", default=DEFAULT_METHODS, metavar="METHOD,...",
                     help=f"heuristics, one task each (default: {DEFAULT_METHODS}; '' for none)")
     sw.add_argument("--time-limit", type=number(float, 0, "--time-limit", inclusive=False), default=60.0,
-                    metavar="SECONDS", help="seconds per task: a level's certify budget (default: 60)")
+                    metavar="SECONDS", help="seconds per task from when a worker is free for it (the first tasks: "
+                                            "from the sweep's start): a level's certify budget with its heuristics, "
+                                            "a method's time limit (default: 60)")
     sw.add_argument("--results", required=True, metavar="FILE",
                     help="SQLite results store; created if absent, else only its missing tasks run")
     sw.add_argument("--scheduler", metavar="ADDRESS",
@@ -81,7 +83,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with Store(args.results) as store:
         if args.scheduler and args.workers != (os.cpu_count() or 1):
             note("--workers applies to local processes; the Dask cluster's workers run the tasks")
-        executor = DaskExecutor(args.scheduler) if args.scheduler else LocalExecutor(args.workers)
+        executor = (DaskExecutor(args.scheduler) if args.scheduler
+                    else LocalExecutor(args.workers, started=getattr(args, "started", None)))
         progress = sys.stderr.isatty() and not args.quiet
         outcome = run_sweep(tasks, store, executor, retry_failed=args.retry_failed, progress=progress, config=config)
         s = summary(store)

@@ -87,7 +87,8 @@ def plan(graphs: list[tuple[str, str]], ks: list[int], levels: list[str], method
         Numbers of stages, levels of :data:`placement_dsl.certify.LEVELS`, heuristics of
         the heuristics' registry (:func:`placement_dsl.heuristics.registry.names`) (checked here).
     time_limit
-        Seconds per task: a level's ``certify`` budget, or the watchdog's base for a method.
+        Seconds per task, its start-up included (:func:`execute`): a level's ``certify`` budget and its heuristics',
+        a method's time limit.
     """
     check_names(levels, methods)
     if not ks or any(int(k) != k or k < 1 for k in ks):
@@ -208,17 +209,23 @@ def execute(payload: dict[str, Any]) -> dict[str, Any]:
 
     The record holds ``status`` (``done`` or ``failed``), ``value`` (the level's bound or the
     method's objective), ``ub`` (the best placement the task saw), ``simple`` (Lemma 3.3),
-    ``seconds`` (the level's or heuristic's own time), the graph's size and family, ``detail``
-    and ``code_version``.
+    ``seconds`` (the level's or heuristic's own time), the graph's size and family, ``detail``,
+    ``start_seconds`` (of the task's clock, what was spent before its work began) and ``code_version``.
+
+    The task's time limit is a clock from ``payload["clock"]`` (a :func:`time.monotonic` reading on this host: when
+    the local executor's worker slot was free, the sweep's start for the first tasks), else from this call; the
+    process's start, its loads (:func:`warm`), reading the graph, the heuristics and the level all come out of it.
     """
+    clock = Deadline(float(payload["time_limit"]), start=payload.get("clock"))  # before the process's loads
     os.environ.update(payload.get("hooks", {}))
     warm()
     start = time.perf_counter()
-    record: dict[str, Any] = {"code_version": code_version(), "host": socket.gethostname(), "pid": os.getpid()}
+    record: dict[str, Any] = {"code_version": code_version(), "host": socket.gethostname(), "pid": os.getpid(),
+                              "start_seconds": clock.elapsed()}
     try:
         task = Task.from_dict(payload)
         _test_hooks(task)
-        record.update(_run(task))
+        record.update(_run(task, clock))
         record["status"] = "done"
     except Exception as err:  # noqa: BLE001 - a task's own error is its result; the sweep goes on
         record.update(status="failed", error=f"{type(err).__name__}: {err}")
@@ -226,27 +233,28 @@ def execute(payload: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _run(task: Task) -> dict[str, Any]:
+def _run(task: Task, clock: Deadline) -> dict[str, Any]:
 
     w = _workload(task.source, task.k)
     problem = dag_problem(w, CostModel.named(COST_MODEL))
     out = {"n": w.graph.n, "m": w.graph.m, "family": family(w),
            "simple": float(simple_lower_bound(problem.graph, problem.cluster))}
-    out.update(_level(problem, task) if task.kind == LEVEL else _method(problem, task))
+    out.update(_level(problem, task, clock) if task.kind == LEVEL else _method(problem, task, clock))
     return out
 
 
-def _level(problem: Any, task: Task) -> dict[str, Any]:
-    """``certify`` with this level only (``stop_at_gap=False``), the time limit on top of its upper-bound heuristics.
+def _level(problem: Any, task: Task, clock: Deadline) -> dict[str, Any]:
+    """``certify`` with this level only (``stop_at_gap=False``), within what is left of the task's ``clock``.
 
     ``certify``'s budget also pays for the heuristics it runs first (:data:`~placement_dsl.certify.UPPER`);
     on a large graph with a short limit they would leave the level nothing (even ``simple``
     would read "budget spent"). So they are timed here first, within :data:`UPPER_SHARE` of the task's limit, and
-    their time is added.
+    the level gets the rest of the clock (the task ends within its limit; the heuristics' time was added to it, so
+    a task took up to 1.25 times its limit past its own start-up).
     """
     from ..certify import certify
-    heuristics = _upper_seconds(problem, Deadline(UPPER_SHARE * task.time_limit))
-    cert = certify(problem, budget=task.time_limit + heuristics, levels=(task.name,), gap=0.0, workers=1,
+    heuristics = _upper_seconds(problem, clock.within(UPPER_SHARE * task.time_limit))
+    cert = certify(problem, budget=task.time_limit, deadline=clock, levels=(task.name,), gap=0.0, workers=1,
                    stop_at_gap=False)
     row = cert.levels[0]
     return {"value": row.bound, "ub": cert.objective, "seconds": row.seconds,
@@ -275,10 +283,13 @@ def _upper_seconds(problem: Any, clock: Deadline) -> float:
     return time.perf_counter() - start
 
 
-def _method(problem: Any, task: Task) -> dict[str, Any]:
-    """The heuristic's objective under the problem's cost model (seed 0)."""
+def _method(problem: Any, task: Task, clock: Deadline) -> dict[str, Any]:
+    """The heuristic's objective under the problem's cost model (seed 0), its time limit what is left of the task's
+    ``clock`` (without one, BRKGA and slicegraph ran as long as their searches took, the watchdog's 3 times the limit
+    and 5 minutes their only bound)."""
 
-    res = run(task.name, problem.graph, problem.cluster, model=problem.cost_model(), seed=0)
+    res = run(task.name, problem.graph, problem.cluster, model=problem.cost_model(), seed=0,
+              time_limit=clock.left())
     return {"value": res.objective, "ub": res.objective, "seconds": res.seconds,
             "detail": {"evaluations": res.evaluations, "valid": bool(problem.is_valid(res.placement))}}
 
@@ -304,7 +315,8 @@ _WARM = False
 
 def warm() -> None:
     """Load what every task needs once per process: the package, the compiled heuristic kernels
-    (from numba's cache) and the MIP stack, so that no task's time limit pays for them.
+    (from numba's cache) and the MIP stack, so that only the first tasks' time limits pay for them (their clocks
+    start with the sweep: :class:`~placement_dsl.sweep.executors.LocalExecutor`).
 
     In the local executor's fork server this also fixes the code every task runs: the modules
     are in memory before the first fork, whatever happens to the files afterwards.

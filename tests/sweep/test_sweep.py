@@ -1,8 +1,9 @@
 """Sweeps: the grid, the store, resuming after ``kill -9``, crashed workers, Dask against the pool, reports.
 
-The grid is tiny (two 8-op graphs, k in {2, 4}, slicegraph, levels simple and superblock, 2 s
+The grid is tiny (two 8-op graphs, k in {2, 4}, slicegraph, levels simple and superblock, 30 s
 per task) and every MIP in it solves to optimality well inside its limit, so that every run
-gives the same numbers whatever the executor or the interruptions.
+gives the same numbers whatever the executor or the interruptions (the first tasks' limits also
+hold the sweep's start: the fork server loads the kernels and the MIP stack, seconds on a busy machine).
 """
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ from placement_dsl.sweep.driver import Progress
 from placement_dsl.sweep.tasks import DELAY_ENV, TESTING_ENV
 from placement_dsl.testing import random_graph
 
-GRID = {"ks": [2, 4], "levels": ["simple", "superblock"], "methods": ["slicegraph"], "time_limit": 2.0}
-CLI_GRID = ["--stages", "2,4", "--levels", "simple,superblock", "--methods", "slicegraph", "--time-limit", "2"]
+GRID = {"ks": [2, 4], "levels": ["simple", "superblock"], "methods": ["slicegraph"], "time_limit": 30.0}
+CLI_GRID = ["--stages", "2,4", "--levels", "simple,superblock", "--methods", "slicegraph", "--time-limit", "30"]
 VOLATILE = {"seconds", "results", "code_versions", "executors"}
 
 

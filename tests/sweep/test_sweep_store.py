@@ -94,7 +94,7 @@ def good_store(testbed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def no_task_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sweep`` through the CLI runs its (few) missing tasks in process."""
-    monkeypatch.setattr(sweep_package, "LocalExecutor", lambda workers: InProcess())
+    monkeypatch.setattr(sweep_package, "LocalExecutor", lambda workers, started=None: InProcess())
 
 
 # ---------------------------------------------------------------------------- damage
