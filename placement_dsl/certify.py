@@ -169,10 +169,6 @@ SLICING_PORTION = 0.75  # of the heuristics' share, slicegraph's when BRKGA foll
 HANDOVER_PER_OP = 1.5e-4  # seconds per op the levels leave the certificate's hand-over (_reserved)
 BRKGA_GENERATION = 50  # slicegraph's seconds that BRKGA needs for a generation (100 decodes; slicegraph slices 2 orders)
 MIN_AGAIN = 2.0  # seconds left after the levels below which no stopped heuristic runs again (_again)
-KERNEL_SHARE = 0.5  # of the call's time left, what loading the first search's compiled kernels may take before the
-# heuristics' share starts (they serve every search after it and every run again): a 5 s bounds of GPT-3 of 1,029 ops
-# onto 4 stages at load 5 gave PipeDream's path 0.86 s, in which its child loaded them (0.35 s of CPU) and was stopped,
-# then slicegraph 1.07 s, likewise; the certificate read the work-balanced slicing, 42 % above the path's 17.514
 COLD_KEEP = 0.25  # of the time left at the end, what a heuristic stopped in Python on a cold kernel cache keeps to run
 # again compiled after waiting for the background compile (cold gpt3-2000 onto 4 stages: 42.498 at 23 s of 60, 28.8249)
 DP_FIRST_OPS = 300  # graphs of at most this many ops whose ideals are few (DP_FIRST_IDEALS, :func:`few_ideals`)
@@ -259,12 +255,15 @@ class _Run:
 def _upper(run: _Run, methods: tuple[str, ...], seconds: float, first: bool = False) -> None:
     """The upper-bound heuristics, sharing ``seconds`` (each gets what is left of its share); ``first``: stop at
     the first valid placement. None starts once the best placement meets the bound: it could not change the
-    certificate. Each run is recorded (``run.upper``)."""
+    certificate. Each run is recorded (``run.upper``). The first search's compiled kernels are loaded here before
+    the share starts, where the call's time left holds the load and that search's share after it: they serve every
+    search after it and every run again (a 5 s bounds of GPT-3 of 1,029 ops onto 4 stages at load 5 gave PipeDream's
+    path 0.86 s, in which its child loaded them, 0.35 s of CPU, and was stopped, then slicegraph likewise; the
+    certificate read the work-balanced slicing, 42 % above the path's 17.514)."""
     g, c = run.problem.graph, run.problem.cluster
     searches = [m for m in methods if m not in LINEAR]
     if searches and not (first and math.isfinite(run.best[0])) and not run.settled():  # the first search's kernels
-        jit.warm_within(g.n, searches[0], max(seconds * _portion(methods[methods.index(searches[0]):]),
-                                              KERNEL_SHARE * run.clock.left()))  # loaded here, before the share
+        jit.warm_within(g.n, searches[0], run.clock.left() - seconds * _portion(methods[methods.index(searches[0]):]))
     share = run.clock.within(seconds)
     for i, method in enumerate(methods):
         if share.expired(0.1) or (first and math.isfinite(run.best[0])) or run.settled():
