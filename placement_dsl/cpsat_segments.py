@@ -221,15 +221,19 @@ def _windows_note(path: float, priced: list[tuple[Any, tuple[float, bool] | None
         exact == len(priced)
 
 
+WINDOW_SECONDS = 3.0  # CP-SAT's most time on a window around a critical op: the 60-op windows of 60- and 300-task
+# sheets are proven in under a second or not in 13 s, and the time is the later levels' (the schedule MILP's incumbents
+# on a 60-task sheet: 1.388 with its time, 1.459 after windows that took 26 s for 1 %); the whole graph has its share
 WHOLE_NOTE = "the whole graph scheduled by CP-SAT to optimality, the split heads and tails its releases and tails"
 
 
 def window_by(item: tuple[Any, np.ndarray, np.ndarray, float, int, str, bool]) -> tuple[float, bool] | None:
     """One window ``(problem, release, tail, until, windows left, call, whole graph)`` in the child:
-    :func:`least_makespan` in an even share of the time left among it and the windows after it; nothing once the
-    call's whole graph was proven optimal (no window of it proves more)."""
+    :func:`least_makespan` in an even share of the time left among it and the windows after it (at most
+    :data:`WINDOW_SECONDS` for a window around a critical op); nothing once the call's whole graph was proven optimal
+    (no window of it proves more)."""
     problem, release, tail, until, left, call, whole = item
-    seconds = (until - time.monotonic()) / max(left, 1)
+    seconds = min((until - time.monotonic()) / max(left, 1), math.inf if whole else WINDOW_SECONDS)
     if seconds <= MIN_SECONDS or _SOLVED.get(call, (0.0, False))[1]:
         return None
     found = least_makespan(problem, seconds, release, tail)

@@ -36,7 +36,7 @@ from .split_heads import split_heads
 
 WINDOW_OPS = 64  # ops of a window around a critical op: CP-SAT proves windows of 60 ops of a 300-task sheet in a second
 WHOLE_OPS = 128  # graphs this small are also priced whole (a 30-task sheet's 91 ops: proven in 4 s)
-WINDOWS = 4  # windows around critical ops, the most critical first
+WINDOWS = 3  # windows around critical ops, the most critical first
 MAX_OPS = 20_000  # beyond, the split heads alone take the level's time (O(n K^2 D), a Python pass over the ops)
 
 
