@@ -68,7 +68,9 @@ memory, each run paying its boundary transfers), all over all placements (:mod:`
 (each op's start on each device: the least split of its nearby ancestors into those run there one at a time and
 those whose tensors move there, and the device work between those heads and tails, :mod:`.bounds.split_heads`) and
 ``cut-segments`` (between two ops comparable with all others, each device that joins pays a transfer in and out,
-:mod:`.bounds.segments`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
+:mod:`.bounds.segments`); a makespan also takes ``window-schedules`` (the whole of a small graph and windows around
+its most critical ops, each scheduled by CP-SAT with the split heads as releases and the split tails after them,
+:mod:`.bounds.windows`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
 levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
 its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the

@@ -34,6 +34,7 @@ MANIFEST: dict[str, str] = {
     "split-heads": "makespan: each op's start on each device, its ancestors split between running there and moving there",
     "segment-lp": "makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads",
     "segment-schedules": "makespan: each segment between cut ops scheduled alone by CP-SAT, with its congestion",
+    "window-schedules": "makespan: windows around the most critical ops scheduled by CP-SAT from their heads to their tails",
     "run-paths": "latency: the cheapest runs of the longest paths",
     "latency-lp": "latency: the LP of Tarnawski Fig. 3 / 4 with its cuts",
     "latency": "latency: Tarnawski Fig. 3 / 4 warm-started, its dual bound",

@@ -279,6 +279,20 @@ def segment_schedules(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
+@level("window-schedules", rank=129.5, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
+       doc="makespan: windows around the most critical ops scheduled by CP-SAT from the split heads to the tails")
+def window_schedules(run: Any, seconds: float) -> Outcome:
+    """Windows of the graph (the whole of a small one, and the ops around the most critical), each scheduled alone by
+    CP-SAT with the split heads as its ops' releases and the split tails after them
+    (:func:`~placement_dsl.cpsat_segments.schedule_window_bound`): every placement's makespan."""
+    from ..cpsat_segments import schedule_window_bound
+
+    bound, note, complete = schedule_window_bound(run.problem, run.clock.within(seconds))
+    if note.startswith("declined"):
+        raise BudgetSpent(f"window-schedules {note}")
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
 @level("segment-lp", rank=128, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
        doc="makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads")
 def segment_lp(run: Any, seconds: float) -> Outcome:
