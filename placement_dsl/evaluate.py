@@ -49,7 +49,7 @@ from .cluster import Cluster
 from .congestion import Congestion
 from .errors import SpecError
 from .invocation import invocations, subgraph_levels
-from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders
+from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders, steady_state
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
@@ -537,7 +537,7 @@ def _rank_order_objective(p: Placement, model: CostModel, violations: list[Viola
         ranks = max(times.rank) + 1
         check_round_robin(times, ranks, str(model.name))
         if model.microbatches is None:  # the orders' limit: a rank's stages' tasks (two devices under ZBV's fold)
-            return float(np.bincount(times.rank, np.add(np.add(times.f, times.i), times.w)).max())
+            return steady_state(times)
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
     except SpecError as err:
         violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))
