@@ -101,8 +101,9 @@ def aliases_in_order(stacks: Sequence[Sequence[str]], ops: Sequence[tuple[str, C
     Two modules sharing a weight but computing otherwise (an embedding's lookup and a tied LM head's product)
     are not; two modules that share every weight and compute alike (``b.weight = a.weight`` on two bias-free
     Linears) read as one object: the exporters then avoid a split point there, the safe side. A module reading
-    no parameter directly is never an alias (the TorchScript exporter gives equal weights, every fresh
-    ``LayerNorm``'s ones, one initializer, read through ``Identity`` nodes: ``ops`` holds no such read).
+    no parameter directly is never an alias. Both exporters give equal weights (every fresh ``LayerNorm``'s
+    ones) one initializer, which the other norms read directly (dynamo) or through ``Identity`` nodes
+    (TorchScript): the caller leaves such weights out of ``ops`` (one value in every element).
 
     >>> aliases_in_order([["enc"], ["mid"], ["dec"]], [("Gemm", {"dec.weight"}), ("Relu", ()), ("Gemm", {"dec.weight"})])
     {'dec': ['dec', 'enc'], 'enc': ['dec', 'enc']}

@@ -379,6 +379,21 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
 _PARAMETER = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # a module's weight, 'block.0.weight' (not 'onnx::Mul_3', 'val_2')
 
 
+def _one_value(init: Any) -> bool:
+    """Every element of the initializer is one value (a fresh norm's ones or zeros): both exporters give equal
+    weights one initializer whichever modules hold them, so its readers are no evidence of one module object. An
+    initializer whose values were not read (over :data:`.onnx_file.SMALL` bytes) is taken as varied."""
+    from onnx import TensorProto, numpy_helper
+
+    if init.data_location == TensorProto.EXTERNAL:
+        return False
+    try:
+        values = numpy_helper.to_array(init)
+    except Exception:  # noqa: BLE001 - values the reader cannot decode say nothing either way
+        return False
+    return bool(values.size) and bool((values == values.flat[0]).all())
+
+
 def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _Build:
     """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
@@ -397,8 +412,9 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     known = [node for node, _ in named if b.calls[id(node)] is not None]  # program order, known ops
     calls = calls_in_order([b.calls[id(node)] for node in known],
                            [{p for i in node.input for p in b.static.get(i, ()) if p in params} for node in known])
+    varied = {init.name for init in graph.initializer if init.name in params and not _one_value(init)}
     names = aliases_in_order([[path for path, _ in b.calls[id(node)]] for node in known],
-                             [(node.op_type, {i for i in node.input if i in params}) for node in known])
+                             [(node.op_type, {i for i in node.input if i in varied}) for node in known])
     b.shared = record({path: sum(calls.get(q, 0) for q in names.get(path, [path])) for path in calls}, names)
     # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
     # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
