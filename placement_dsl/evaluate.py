@@ -26,7 +26,9 @@ in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batc
 ``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
 virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
 ``max`` over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices
-onto a rank and hands the tensor between them over in its process);
+onto a rank and hands the tensor between them over in its process); on a cluster with links each message
+between stages of two devices is also a task on every link of its route (and the steady state the most work
+of a rank or a link);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;

@@ -40,7 +40,10 @@ Schedules
     gradient ``I``, weight gradient ``W``), task by task per stage: each rank runs the order
     torch's ``ScheduleInterleaved1F1B`` / ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble``
     gives it (:mod:`placement_dsl.pipeline_orders`, :mod:`placement_dsl.stage_schedules`); under ``zbv``
-    each device holds one stage and the V's rank map folds two devices onto a rank.
+    each device holds one stage and the V's rank map folds two devices onto a rank. On a cluster with links
+    each message between stages of two devices holds the links of its route hop by hop, each link carrying
+    its hops in one fixed order (:class:`~placement_dsl.pipeline_orders.TaskGraph`), as the cost model's
+    recurrence has them.
 
 For ``n`` microbatches the makespan is ``n * T + O(fill)``, so ``makespan / n`` converges
 to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sample`).
