@@ -12,6 +12,7 @@ against the simulator; the last lines give the largest error per schedule.
 
     python benchmarks/bench_schedules.py            # m = 64, every training model of the zoo, 20 seeds
     python benchmarks/bench_schedules.py --quick    # three models, 5 seeds
+    python benchmarks/bench_schedules.py --links 0.5  # the zoo rows with links between the devices (--ring)
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import time
 import numpy as np
 
 from placement_dsl import zoo
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Link
 from placement_dsl.errors import SpecError
 from placement_dsl.pipeline_orders import FOLDS, StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
 from placement_dsl.placement import Placement
@@ -32,14 +33,20 @@ CASES = (("interleaved-1f1b", 2, 1), ("interleaved-1f1b", 2, 2), ("interleaved-1
          ("interleaved-1f1b", 4, 3), ("zb-h1", 2, 1), ("zb-h1", 4, 1), ("zb-h1", 4, 2), ("zbv", 2, 2), ("zbv", 4, 2))
 
 
-def round_robin(workload, p: int, v: int, schedule: str = "interleaved-1f1b") -> Placement:
+def round_robin(workload, p: int, v: int, schedule: str = "interleaved-1f1b", links: float | None = None,
+                ring: bool = False) -> Placement:
     """The forward ops cut into ``p v`` parts of equal work in topological order, part ``s`` on rank ``s mod p``
-    (ZBV: on device ``s`` of ``2p``, folded onto the ranks by the schedule)."""
+    (ZBV: on device ``s`` of ``2p``, folded onto the ranks by the schedule). ``links``: a link of ``links`` times
+    the devices' bandwidth from each device to each other one, or with ``ring`` to the next one only (a one-way
+    ring: a message to the device before goes the long way round, over links other messages hold)."""
     g = workload.graph
     accelerators = [d for d in workload.cluster.devices if not workload.cluster.host[workload.cluster.index[d.name]]]
     folds = schedule in FOLDS
-    cluster = Cluster([accelerators[0].model_copy(update={"name": f"{accelerators[0].name}/{k}"})
-                       for k in range(p * v)]) if folds else Cluster(accelerators[:p])
+    devices = [accelerators[0].model_copy(update={"name": f"{accelerators[0].name}/{k}"})
+               for k in range(p * v)] if folds else list(accelerators[:p])
+    pairs = zip(devices, devices[1:] + devices[:1]) if ring else ((a, b) for a in devices for b in devices)
+    cluster = Cluster(devices, [] if links is None else [Link(src=a.name, dst=b.name, bandwidth=links * a.bandwidth)
+                                                         for a, b in pairs if a is not b])
     fw = [int(u) for u in g.topo if not g.backward[u]]
     work = np.nan_to_num(g.work(accelerators[0].kind)[fw], posinf=0.0)
     cut = np.minimum((np.cumsum(work) - work / 2) / max(work.sum(), 1e-300) * p * v, p * v - 1).astype(int)
@@ -55,7 +62,7 @@ def error(value: float, reference: float) -> float:
     return abs(value - reference) / reference if reference else 0.0
 
 
-def models(quick: bool, m: int) -> list[tuple]:
+def models(quick: bool, m: int, links: float | None = None, ring: bool = False) -> list[tuple]:
     names = ["gpt2-medium-layers-train", "resnet50-train", "bert-base-layers-train"] if quick else \
         [n for n in zoo.names() if n.endswith("-train") and not n.startswith("regal")]
     rows = []
@@ -63,7 +70,7 @@ def models(quick: bool, m: int) -> list[tuple]:
         w = zoo.get(name)
         for schedule, p, v in CASES:
             try:
-                pl = round_robin(w, p, v, schedule)
+                pl = round_robin(w, p, v, schedule, links, ring)
                 sim = simulate(pl, schedule, m).time_per_sample
             except SpecError as err:
                 rows.append((name, schedule, p, v, None, None, None, None, str(err)))
@@ -203,6 +210,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--memory", type=int, default=0, metavar="N",
                     help="only the memory check: the DP under the orders' memory against brute force, N instances")
+    ap.add_argument("--links", type=float, default=None, metavar="X",
+                    help="the zoo rows with a link between every two devices, X times their bandwidth")
+    ap.add_argument("--ring", action="store_true", help="with --links: a one-way ring of links instead")
     ap.add_argument("--zbv-dags", type=int, default=0, metavar="N",
                     help="only ZBV on DAGs: the DP against the best chain of ideals and brute force, N instances")
     args = ap.parse_args()
@@ -215,7 +225,7 @@ def main() -> None:
         memory_check(args.memory)
         print(f"wall {time.perf_counter() - start:.1f} s")
         return
-    rows = models(args.quick, args.microbatches) + random_rows(args.seeds or (5 if args.quick else 20),
+    rows = models(args.quick, args.microbatches, args.links, args.ring) + random_rows(args.seeds or (5 if args.quick else 20),
                                                                  args.microbatches)
     print("| input | schedule | p | v | simulator | recurrence (err) | closed form (err) | steady (err) |")
     print("|---|---|---|---|---|---|---|---|")

@@ -26,7 +26,9 @@ in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batc
 ``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
 virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
 ``max`` over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices
-onto a rank and hands the tensor between them over in its process);
+onto a rank and hands the tensor between them over in its process); on a cluster with links each message
+between stages of two devices is also a task on every link of its route (and the steady state the most work
+of a rank or a link);
 ``latency`` = single-sample latency in
 Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
 when all its inputs are in host memory, then reads them, computes and writes its outputs;
@@ -49,7 +51,7 @@ from .cluster import Cluster
 from .congestion import Congestion
 from .errors import SpecError
 from .invocation import invocations, subgraph_levels
-from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders
+from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders, steady_state
 from .placement import Placement
 from .replication import replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
@@ -537,7 +539,7 @@ def _rank_order_objective(p: Placement, model: CostModel, violations: list[Viola
         ranks = max(times.rank) + 1
         check_round_robin(times, ranks, str(model.name))
         if model.microbatches is None:  # the orders' limit: a rank's stages' tasks (two devices under ZBV's fold)
-            return float(np.bincount(times.rank, np.add(np.add(times.f, times.i), times.w)).max())
+            return steady_state(times)
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))
     except SpecError as err:
         violations.append(Violation("schedule", f"{model.name}: {err}", essential=True))

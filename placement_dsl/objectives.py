@@ -25,7 +25,6 @@ from .constraints import Term
 from .errors import SpecError
 from .evaluate import CostModel, Overlap
 from .evaluate import Objective as CostObjective
-from .stage_schedules import refuse_links
 
 OVERLAPS = tuple(o.value for o in Overlap)
 
@@ -153,11 +152,6 @@ class Interleaved1F1B(ObjectiveTerm):
 
     def cost_model(self) -> CostModel:
         return CostModel.named(self.names[0], overlap=self.overlap, **self.cost_model_fields())
-
-    def validate(self, graph: Any, cluster: Any) -> None:
-        """Refused on a cluster with links (:func:`~placement_dsl.stage_schedules.refuse_links`): the rank orders
-        make no link a resource, so every placement would be scored without its links' loads."""
-        refuse_links(self.names[0], cluster)
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,25 @@ is a path of the schedule's task graph, so ``T`` never exceeds the simulated mak
 the slowest rank busy. ``m -> inf``: ``T / m -> max_k sum_{s on k} (f_s + b_s)``, PipeDream's
 ``max_d (FW_d + BW_d)`` on the ranks.
 
+Links (:class:`StageTransfer`): on a cluster with links the tensors a stage sends another stage of another
+rank per micro-batch move as one message per pass, hop by hop over the links of their route, each hop a
+task of its own holding its link for ``bytes / bandwidth`` (the cost model's link loads,
+:func:`placement_dsl.evaluate.link_loads`). The message leaves when the task that made it ends, and the
+task reading it starts when its last hop is done. A link carries its hops in one fixed order
+(:meth:`TaskGraph.link_orders`), as a rank runs its tasks: the max-plus recurrence then adds the links as
+resources, exact for those orders (:func:`order_makespan`). ``T / m`` is at least the most time per
+micro-batch of a rank or a link (:func:`steady_state`), and stays above it where a message's round trip
+outlasts the micro-batches a rank's order keeps in flight: two stages whose messages each hold a link 4
+per micro-batch, ranks busy 1.6, run 4.11 per micro-batch at ``m = 64`` under 1F1B (two forwards of
+warm-up on the first rank) and 5.39 under ZB-H1 (one).
+
 Memory (:func:`stash_peaks`): a stage keeps a micro-batch's activations from its ``F`` to its
 ``B`` (or ``W``, which reads them last); along a rank's fixed order the number in flight per
 stage, and the rank's peak of ``sum_s n_s(t) act_s``, follow from the order alone.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -197,14 +210,40 @@ def _zbv_order(p: int, m: int, k: int) -> list[Action]:
 
 
 @dataclass(frozen=True)
+class StageTransfer:
+    """The tensors stage ``src`` sends stage ``dst`` per micro-batch over a cluster's links: made by its ``sent``
+    task (``"F"``, or ``"B"``: the input-gradient task, ``I`` under a split backward), read by ``dst``'s ``read``
+    task (same letters); hop ``h`` holds link ``links[h]`` for ``times[h]`` (bytes over that link's bandwidth),
+    after the hop before it (a message moves link by link, as the simulator's link units do)."""
+
+    src: int
+    dst: int
+    sent: str
+    read: str
+    links: tuple[int, ...]
+    times: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class StageTimes:
     """Per-stage task times (transfers included, as the cost model's loads): forward ``f``, input-gradient
-    ``i`` and weight-gradient ``w`` (the whole backward is ``i + w``); ``rank[s]`` runs stage ``s``."""
+    ``i`` and weight-gradient ``w`` (the whole backward is ``i + w``); ``rank[s]`` runs stage ``s``.
+    ``transfers``: the messages between stages that hold a cluster's links (none without links), each hop a
+    task of its own on its link (:func:`order_makespan`)."""
 
     rank: tuple[int, ...]
     f: tuple[float, ...]
     i: tuple[float, ...]
     w: tuple[float, ...]
+    transfers: tuple[StageTransfer, ...] = ()
+
+    def link_loads(self) -> dict[int, float]:
+        """Per link a transfer holds, its time per micro-batch (every hop over it, both passes)."""
+        out: dict[int, float] = {}
+        for x in self.transfers:
+            for k, t in zip(x.links, x.times):
+                out[k] = out.get(k, 0.0) + t
+        return out
 
     @property
     def stages(self) -> int:
@@ -230,7 +269,8 @@ def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleave
 
 
 def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
-    """``T`` of the module docstring: fill, the rank's own work and the drain to stage 0, the largest over ranks."""
+    """``T`` of the module docstring: fill, the rank's own work and the drain to stage 0, the largest over ranks; with
+    transfers over links, at least each link's time per micro-batch ``m`` times (the hops only delay the rest)."""
     f = np.asarray(times.f, float)
     bwd = np.asarray(times.i, float) + np.asarray(times.w, float)
     tails = []
@@ -245,7 +285,16 @@ def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) 
         drain = float(grad[:back.stage].sum()) + (tails[times.rank[0]][1] if back.stage > 0 else 0.0)
         busy = sum(times.duration(a) for a in order[:last + 1])
         best = max(best, float(f[:first].sum()) + busy + max(rest, drain))
-    return best
+    m = 1 + max((a.microbatch for o in orders for a in o), default=-1)
+    return max(best, m * max(times.link_loads().values(), default=0.0))  # a link carries every micro-batch
+
+
+def steady_state(times: StageTimes) -> float:
+    """The most work per micro-batch of a rank (its stages' ``F + I + W``) or of a link (its hops), PipeDream's
+    ``max (FW + BW)`` over the ranks and links: the orders' time per micro-batch as ``m -> inf`` without links, a
+    lower bound of it with them (see the module docstring)."""
+    ranks = np.bincount(times.rank, weights=np.add(np.add(times.f, times.i), times.w))
+    return float(max([ranks.max(initial=0.0), *times.link_loads().values()]))
 
 
 def task_inputs(a: Action, last: int) -> list[tuple[int, str, int]]:
@@ -258,16 +307,112 @@ def task_inputs(a: Action, last: int) -> list[tuple[int, str, int]]:
     return [(s, "F", j), *([(s + 1, a.kind, j)] if s < last else [])]
 
 
+class TaskGraph:
+    """The tasks of the ranks' orders and of the transfers' hops (:class:`StageTransfer`), what each waits for and
+    how long it takes. A rank's task is ``(stage, kind, microbatch)``; hop ``h`` of transfer ``n`` for micro-batch
+    ``j`` is ``("hop", n, h, j)``."""
+
+    def __init__(self, times: StageTimes, orders: Sequence[Sequence[Action]]):
+        self.times = times
+        self.ranks = [[(a.stage, a.kind, a.microbatch) for a in o] for o in orders]
+        self.back = "I" if any(a.kind == "I" for o in orders for a in o) else "B"
+        self.microbatches = 1 + max((a.microbatch for o in orders for a in o), default=-1)
+        self.into: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for n, x in enumerate(times.transfers):
+            self.into.setdefault((x.dst, x.read), []).append((n, len(x.links) - 1))
+        self.hops = [("hop", n, h, j) for j in range(self.microbatches) for n, x in enumerate(times.transfers)
+                     for h in range(len(x.links))]
+
+    def needs(self, key: tuple) -> list[tuple]:
+        """:func:`task_inputs`, and the last hop of every transfer the task's stage reads in its pass; a hop waits for
+        the hop before it, or for the task that made its tensors."""
+        if key[0] == "hop":
+            _, n, h, j = key
+            if h:
+                return [("hop", n, h - 1, j)]
+            x = self.times.transfers[n]
+            return [(x.src, "F" if x.sent == "F" else self.back, j)]
+        s, kind, j = key
+        out = task_inputs(Action(s, kind, j), self.times.stages - 1)
+        if kind != "W":
+            out += [("hop", n, h, j) for n, h in self.into.get((s, "F" if kind == "F" else "B"), ())]
+        return out
+
+    def duration(self, key: tuple) -> float:
+        if key[0] == "hop":
+            return self.times.transfers[key[1]].times[key[2]]
+        return self.times.duration(Action(*key))
+
+    def link(self, hop: tuple) -> int:
+        """The link a hop holds."""
+        return self.times.transfers[hop[1]].links[hop[2]]
+
+    def longest(self, queues: Sequence[Sequence[tuple]]) -> tuple[dict[tuple, float], dict[tuple, float], list[tuple]]:
+        """``(start, finish, settled)`` of every task of ``queues``, each a resource's fixed order: a task starts when
+        the one before it in its queue and its inputs are done (the max-plus recurrence; ``settled``: the tasks in
+        the order their times were fixed). Queues that wait on each other are a :class:`SpecError`."""
+        preds: dict[tuple, list[tuple]] = {}
+        for q in queues:
+            for n, key in enumerate(q):
+                preds[key] = self.needs(key) + ([q[n - 1]] if n else [])
+        succ: dict[tuple, list[tuple]] = {k: [] for k in preds}
+        indeg = {k: len(ps) for k, ps in preds.items()}
+        for k, ps in preds.items():
+            for q in ps:
+                succ[q].append(k)
+        ready = deque(k for k, d in indeg.items() if d == 0)
+        start: dict[tuple, float] = {}
+        finish: dict[tuple, float] = {}
+        settled: list[tuple] = []
+        while ready:
+            k = ready.popleft()
+            start[k] = max((finish[q] for q in preds[k]), default=0.0)
+            finish[k] = start[k] + self.duration(k)
+            settled.append(k)
+            for v in succ[k]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    ready.append(v)
+        if len(settled) < len(preds):
+            raise SpecError(f"pipeline schedule: the ranks' and links' orders wait on each other with "
+                            f"{len(preds) - len(settled)} tasks left; no run finishes them")
+        return start, finish, settled
+
+    def link_orders(self) -> dict[int, list[tuple]]:
+        """Each link's hops in the order it carries them: by the time each is ready when no link is shared (every hop
+        as soon as its input is done), ties in the order those times were settled. A link one rank sends over
+        carries its messages in that rank's order; where ranks share a link, the first ready goes first. The order
+        never waits on itself: along any chain of waits the ready time and the settling order rise."""
+        start, _, settled = self.longest([*self.ranks, *([h] for h in self.hops)])
+        seq = {k: n for n, k in enumerate(settled)}
+        out: dict[int, list[tuple]] = {}
+        for h in sorted(self.hops, key=lambda k: (start[k], seq[k])):
+            out.setdefault(self.link(h), []).append(h)
+        return out
+
+    def queues(self) -> list[list[tuple]]:
+        """The ranks' orders, then each link's (:meth:`link_orders`, by link index)."""
+        links = self.link_orders()
+        return [*self.ranks, *(links[k] for k in sorted(links))]
+
+
 def order_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
     """The exact makespan of the ranks' fixed orders: ``C(a) = max(C(task before a on its rank), C(inputs of a)) + t(a)``.
 
     The max-plus recurrence, swept rank by rank as far as each rank's inputs are known (the
-    longest path of the task graph); a rank order waiting on itself is a :class:`SpecError`.
+    longest path of the task graph); a rank order waiting on itself is a :class:`SpecError`. With
+    ``times.transfers`` each link is a resource too, its hops in :meth:`TaskGraph.link_orders`' order.
 
     >>> t = StageTimes((0, 1), (1.0, 2.0), (3.0, 1.0), (0.0, 0.0))
     >>> order_makespan(t, rank_orders("interleaved-1f1b", 2, 1, 2))  # 0B1 runs 7..10, after 1B1 (6..7)
     10.0
+    >>> sent = StageTransfer(0, 1, "F", "F", (0,), (2.0,))  # 0F1 ends at 2, its message holds the link 2..4
+    >>> order_makespan(StageTimes(t.rank, t.f, t.i, t.w, (sent,)), rank_orders("interleaved-1f1b", 2, 1, 2))
+    12.0
     """
+    if times.transfers:
+        tasks = TaskGraph(times, orders)
+        return max(tasks.longest(tasks.queues())[1].values(), default=0.0)
     last = times.stages - 1
     finish: dict[tuple[int, str, int], float] = {}
     pos, clock = [0] * len(orders), [0.0] * len(orders)
@@ -374,6 +519,8 @@ __all__ = [
     "SPLIT",
     "Action",
     "StageTimes",
+    "StageTransfer",
+    "TaskGraph",
     "check_round_robin",
     "closed_form_makespan",
     "layout",
@@ -382,6 +529,7 @@ __all__ = [
     "rounds",
     "stage_inflight",
     "stash_peaks",
+    "steady_state",
     "task_inputs",
     "unit_rows",
 ]

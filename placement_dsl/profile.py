@@ -341,9 +341,9 @@ def write_profile(rows: Sequence[ModuleTime], path: str | PurePath, kind: str, n
 # ---------------------------------------------------------------------------- backward times and calibration
 def _shares(graph: Graph, module: str, kind: str) -> dict[int, float]:
     """The forward ops of ``module`` (and its submodules) with their share of its time, by their ``kind`` time."""
-    def under(outer: str) -> list[int]:
-        return [i for i, op in enumerate(graph.ops)
-                if not op.backward and (p := op.attrs.get("module")) and (p == outer or p.startswith(outer + "."))]
+    def under(outer: str) -> list[int]:  # a later call's layer (``relu_1``) is the module it calls
+        return [i for i, op in enumerate(graph.ops) if not op.backward
+                and (p := op.attrs.get("call_of") or op.attrs.get("module")) and (p == outer or p.startswith(outer + "."))]
 
     members = under(module)
     if not members:  # a submodule below the workload's ops (a layer imported with --depth): the op enclosing it

@@ -40,7 +40,10 @@ Schedules
     gradient ``I``, weight gradient ``W``), task by task per stage: each rank runs the order
     torch's ``ScheduleInterleaved1F1B`` / ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble``
     gives it (:mod:`placement_dsl.pipeline_orders`, :mod:`placement_dsl.stage_schedules`); under ``zbv``
-    each device holds one stage and the V's rank map folds two devices onto a rank.
+    each device holds one stage and the V's rank map folds two devices onto a rank. On a cluster with links
+    each message between stages of two devices holds the links of its route hop by hop, each link carrying
+    its hops in one fixed order (:class:`~placement_dsl.pipeline_orders.TaskGraph`), as the cost model's
+    recurrence has them.
 
 For ``n`` microbatches the makespan is ``n * T + O(fill)``, so ``makespan / n`` converges
 to the analytic objective ``T`` as ``n`` grows (see :func:`analytic_time_per_sample`).
@@ -57,7 +60,14 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .evaluate import CostModel, device_costs, link_loads
-from .pipeline_orders import ORDERS, check_round_robin, closed_form_makespan, order_makespan, rank_orders
+from .pipeline_orders import (
+    ORDERS,
+    check_round_robin,
+    closed_form_makespan,
+    order_makespan,
+    rank_orders,
+    steady_state,
+)
 from .placement import Placement
 from .stage_schedules import simulate_orders, stage_ranks, stage_times, virtual_stages
 from .training import gpipe_time_per_sample
@@ -393,8 +403,7 @@ def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: Cost
     if microbatches is None:  # the steady state: every rank busy, PipeDream's max over ranks of FW + BW
         times = stage_times(placement, device_costs, model or CostModel(memory="overflow", require=frozenset()),
                             schedule=schedule.value)
-        load = np.bincount(times.rank, weights=np.add(np.add(times.f, times.i), times.w))
-        return float(load.max())
+        return steady_state(times)
     times, orders = stage_plan(placement, schedule, microbatches, model, weight_share)
     span = closed_form_makespan(times, orders) if closed_form else order_makespan(times, orders)
     return span / microbatches

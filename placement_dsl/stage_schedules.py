@@ -20,6 +20,12 @@ gradient ``I`` (the rest, with the backward's transfers). A stage's forward and 
 model's ``task_overhead`` once each, as a device's passes do; under a split backward (``zb-h1``, ``zbv``)
 its ``W`` is an action of its own and pays it too.
 
+Links (:func:`stage_transfers`): on a cluster with links a tensor between stages of two devices is also a message
+over the links of its route (:class:`~placement_dsl.congestion.TransferResources`), each hop a task on its link
+(:class:`~placement_dsl.pipeline_orders.StageTransfer`), as the cost model loads links
+(:func:`placement_dsl.evaluate.link_loads`); the stages still pay their transfers as their devices do (on a routed
+cluster at the route's bandwidth).
+
 Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
 stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
 (its forward ops' ``out_bytes + activation_bytes`` and the forward tensors it receives); the
@@ -35,21 +41,36 @@ Simulator (:func:`simulate_orders`): every rank runs its order
 (:func:`placement_dsl.pipeline_orders.rank_orders`) one task at a time, each as soon as the rank
 is free and its inputs are done: ``F(s, j)`` after ``F(s-1, j)``; ``B``/``I(s, j)`` after ``F(s, j)``
 and ``B``/``I(s+1, j)``; ``W(s, j)`` after ``I(s, j)``; a rank waits for its next task rather than
-reorder.
+reorder; with links, a message's first hop after the task that made it, each next hop after the one before, the
+task reading it after its last hop, and each link carries its hops one at a time in a fixed order
+(:meth:`~placement_dsl.pipeline_orders.TaskGraph.link_orders`).
 """
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .cluster import Cluster
+from .cluster import Cluster, Link
+from .congestion import Congestion, TransferResources
 from .errors import SpecError
 from .graph import Graph
-from .pipeline_orders import FOLDS, SPLIT, Action, StageTimes, check_round_robin, layout, rank_orders, stash_peaks
+from .pipeline_orders import (
+    FOLDS,
+    SPLIT,
+    Action,
+    StageTimes,
+    StageTransfer,
+    TaskGraph,
+    check_round_robin,
+    layout,
+    rank_orders,
+    stash_peaks,
+)
 from .placement import Placement
 from .training import TrainingMemorySpec
 
@@ -167,30 +188,6 @@ def stage_ranks(device: Sequence[int], schedule: str | None = None) -> tuple[int
     return tuple(ranks[d] for d in device)
 
 
-def refuse_links(schedule: str, cluster: Cluster, where: str = "") -> None:
-    """:class:`SpecError` when ``cluster`` has links (or routes between servers): the stage times of the rank orders
-    (interleaved 1F1B, ZB-H1, ZBV) pay transfers as each device's own, and no link is a resource of the orders,
-    so a link's load would go unpaid. One line naming the schedule and the cluster's links.
-
-    >>> from placement_dsl.cluster import Link
-    >>> refuse_links("zbv", Cluster.stages(2))  # no links: nothing to refuse
-    >>> c = Cluster(Cluster.stages(2).devices, [Link(src="stage0", dst="stage1", bandwidth=1.0)])
-    >>> refuse_links("zbv", c)
-    Traceback (most recent call last):
-    ...
-    placement_dsl.errors.SpecError: objective 'zbv': interleaved and zero-bubble schedules are not modelled on a cluster with links (1 link: stage0->stage1); their stage times would leave each link's load unpaid; use objective 'pipedream' or 'gpipe', which pay each tensor on the links of its route, or a cluster without links
-    """
-    if not (cluster.links or cluster.routed):
-        return
-    named = [f"{lk.src}->{lk.dst}" for lk in cluster.links]
-    shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
-    count = f"{len(named)} link{'s' if len(named) != 1 else ''}: {shown}" if named else "routed between servers"
-    raise SpecError(f"{where + ': ' if where else ''}objective {schedule!r}: interleaved and zero-bubble schedules "
-                    f"are not modelled on a cluster with links ({count}); their stage times would leave each link's "
-                    "load unpaid; use objective 'pipedream' or 'gpipe', which pay each tensor on the links of its "
-                    "route, or a cluster without links")
-
-
 def weight_shares(p: Placement, weight_share: float | Sequence[float] | None = None) -> np.ndarray:
     """Per op, the share of its compute that is weight gradient (0 on forward ops)."""
     g = p.graph
@@ -217,23 +214,80 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     ``costs`` and ``model``: the cost model's :func:`~placement_dsl.evaluate.device_costs` and its
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
     c = p.cluster
-    refuse_links(schedule or "interleaved-1f1b", c, "stage times")
     if p.replicated:
         raise SpecError("stage times: interleaved and zero-bubble schedules are modelled without replicated stages; "
                         "drop the replicas")
     stage, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
-    copies = Cluster([c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
-                      for s, d in enumerate(device)])
     model = replace(model, memory="hard", training_memory=None, require=frozenset())
-    rows = costs(Placement(_sent(p.graph, stage, rank), copies, stage), model)
+    sent = _sent(p.graph, stage, rank)
+    copies = _copies(c, device)
+    rows = costs(Placement(sent, copies, stage), model)
     times = copies.times(p.graph)[np.arange(p.graph.n), stage]
     w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
     i = [float(r.load_bw - x) for r, x in zip(rows, w)]
     if schedule in SPLIT:  # the runtime runs W as an action of its own, with its own fixed cost
         w = w + np.where(np.bincount(stage, weights=p.graph.backward, minlength=len(device)) > 0,
                          model.task_overhead, 0.0)
-    return StageTimes(rank, tuple(float(r.load_fw) for r in rows), tuple(i), tuple(float(x) for x in w))
+    return StageTimes(rank, tuple(float(r.load_fw) for r in rows), tuple(i), tuple(float(x) for x in w),
+                      stage_transfers(sent, stage, device, c))
+
+
+def _copies(c: Cluster, device: Sequence[int]) -> Cluster:
+    """One copy of each stage's device, with no memory limit; on a routed cluster (servers) with links, a link
+    between the copies of each two devices at their route's bandwidth, so that a stage pays its transfers as its
+    device does (:func:`placement_dsl.replication.routed_transfers`)."""
+    copies = [c.devices[d].model_copy(update={"name": f"{c.names[d]}/stage{s}", "memory": float("inf")})
+              for s, d in enumerate(device)]
+    if not (c.routed and c.links):
+        return Cluster(copies)
+    bw = c.route_bandwidth
+    return Cluster(copies, [Link(src=copies[s].name, dst=copies[t].name, bandwidth=float(bw[a, b]))
+                            for s, a in enumerate(device) for t, b in enumerate(device) if a != b and bw[a, b] > 0])
+
+
+def stage_transfers(g: Graph, stage: np.ndarray, device: Sequence[int], cluster: Cluster
+                    ) -> tuple[StageTransfer, ...]:
+    """The messages between stages of two devices of a cluster with links (none without links): per sending stage
+    and pass, receiving stage and the pass that reads it, each tensor once per receiving stage, over the links a
+    transfer between the two devices holds (:class:`~placement_dsl.congestion.TransferResources`, link mode: its
+    route's), each hop ``bytes / bandwidth``, as :func:`placement_dsl.evaluate.link_loads` loads them. ``g``:
+    the graph as the stages send it (:func:`_sent`). A pair of devices no chain of links joins is a
+    :class:`SpecError` naming the tensor.
+
+    >>> from placement_dsl.graph import Graph, Op
+    >>> g = Graph([Op(name="a", work=1.0, out_bytes=4.0), Op(name="b", work=1.0)], [("a", "b")])
+    >>> c = Cluster([{"name": "x"}, {"name": "y"}], [Link(src="x", dst="y", bandwidth=2.0)])
+    >>> stage_transfers(g, np.array([0, 1]), [0, 1], c)
+    (StageTransfer(src=0, dst=1, sent='F', read='F', links=(0,), times=(2.0,)),)
+    """
+    if not cluster.links:
+        return ()
+    dev = np.asarray(device)[stage]
+    cross = (stage[g.src] != stage[g.dst]) & (dev[g.src] != dev[g.dst])
+    read: dict[tuple[int, int], str] = {}  # (tensor, receiving stage): "F" when a forward op there reads it
+    for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
+        key = (u, int(stage[v]))
+        read[key] = "F" if read.get(key) == "F" or not g.backward[v] else "B"
+    size: dict[tuple[int, str, int, str], float] = {}
+    named: dict[tuple[int, str, int, str], int] = {}
+    for (u, t), r in read.items():
+        key = (int(stage[u]), "B" if g.backward[u] else "F", t, r)
+        size[key] = size.get(key, 0.0) + float(g.out_bytes[u])
+        named.setdefault(key, u)
+    held = TransferResources(cluster, Congestion.LINK)
+    out = []
+    for key in sorted(size):
+        s, kind, t, r = key
+        a, b = device[s], device[t]
+        if size[key] <= 0:
+            continue
+        if cluster.route_links[a][b] is None:
+            raise SpecError(f"stage times: op {g.names[named[key]]!r}'s output has no route from device "
+                            f"{cluster.names[a]!r} to {cluster.names[b]!r} (stage {s} to stage {t})")
+        links = tuple(x.index for x in held(a, b))
+        out.append(StageTransfer(s, t, kind, r, links, tuple(size[key] / cluster.links[k].bandwidth for k in links)))
+    return tuple(out)
 
 
 def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:
@@ -309,54 +363,42 @@ class OrderSimulation:
     trace: tuple[StageTask, ...] = field(default=(), repr=False)
 
 
-def _needs(a: Action, last: int) -> list[tuple[int, str, int]]:
-    s, j = a.stage, a.microbatch
-    if a.kind == "F":
-        return [(s - 1, "F", j)] if s > 0 else []
-    if a.kind == "W":
-        return [(s, "I", j)]
-    after = [(s + 1, a.kind, j)] if s < last else []
-    return [(s, "F", j), *after]
-
-
 def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], record: bool = False) -> OrderSimulation:
-    """Event simulation of the ranks' fixed orders (see the module docstring); a deadlock is a :class:`SpecError`."""
-    last = times.stages - 1
-    done: dict[tuple[int, str, int], float] = {}
-    nxt = [0] * len(orders)
-    free = [0.0] * len(orders)
+    """Event simulation of the ranks' fixed orders (see the module docstring), and of the links' where the stages
+    send over links (``times.transfers``: each link carries its hops one at a time in
+    :meth:`~placement_dsl.pipeline_orders.TaskGraph.link_orders`' order); a deadlock is a :class:`SpecError`.
+    The trace holds the ranks' tasks."""
+    tasks = TaskGraph(times, orders)
+    queues = tasks.queues() if times.transfers else tasks.ranks
+    done: dict[tuple, float] = {}
+    nxt = [0] * len(queues)
     running: list[tuple[float, int]] = []
     trace: list[StageTask] = []
-    now, left = 0.0, sum(len(o) for o in orders)
-    idle = set(range(len(orders)))
+    now, left = 0.0, sum(len(q) for q in queues)
+    idle = set(range(len(queues)))
     while left:
         for k in sorted(idle):
-            if nxt[k] < len(orders[k]):
-                a = orders[k][nxt[k]]
-                if all(key in done and done[key] <= now for key in _needs(a, last)):
-                    end = max(now, free[k]) + times.duration(a)
+            if nxt[k] < len(queues[k]):
+                key = queues[k][nxt[k]]
+                if all(done.get(x, math.inf) <= now for x in tasks.needs(key)):
+                    end = now + tasks.duration(key)
                     idle.discard(k)
                     heapq.heappush(running, (end, k))
-                    if record:
-                        trace.append(StageTask(k, a, now, end))
+                    if record and k < len(orders):
+                        trace.append(StageTask(k, Action(*key), now, end))
         if not running:
             raise SpecError(f"simulate: the ranks' orders wait on each other with {left} tasks left")
         now, k = heapq.heappop(running)
-        a = orders[k][nxt[k]]
-        done[(a.stage, a.kind, a.microbatch)] = now
-        nxt[k] += 1
-        free[k] = now
-        idle.add(k)
-        left -= 1
-        while running and running[0][0] <= now:
-            _, k = heapq.heappop(running)
-            a = orders[k][nxt[k]]
-            done[(a.stage, a.kind, a.microbatch)] = now
+        while True:
+            done[queues[k][nxt[k]]] = now
             nxt[k] += 1
             idle.add(k)
             left -= 1
+            if not (running and running[0][0] <= now):
+                break
+            _, k = heapq.heappop(running)
     return OrderSimulation(now, tuple(trace))
 
 
-__all__ = ["OrderSimulation", "StageTask", "refuse_links", "simulate_orders", "stage_bytes", "stage_memory",
-           "stage_ranks", "stage_times", "virtual_stages", "weight_shares"]
+__all__ = ["OrderSimulation", "StageTask", "simulate_orders", "stage_bytes", "stage_memory",
+           "stage_ranks", "stage_times", "stage_transfers", "virtual_stages", "weight_shares"]

@@ -21,7 +21,6 @@ from ..io.module_calls import check_recorded
 from ..pipeline_orders import ORDERS
 from ..presets import resize
 from ..report import human_bytes
-from ..stage_schedules import refuse_links
 from .common import EXIT_ERROR, TRAINING_OBJECTIVES, note
 from .schedules import congestion_fields, objective_name
 from .training import SCHEDULE_OBJECTIVE, hierarchical, schedule_objective, training_model
@@ -160,8 +159,6 @@ def cost_model(args: argparse.Namespace, workload: Workload) -> CostModel:
             raise SpecError(f"--subgraphs {q} limits the subgraphs per accelerator of a latency split; the objective "
                             f"is {name!r} (use --objective latency)")
         model = replace(model, max_subgraphs=q)
-    if model.name in ORDERS:  # every command's refusal, before a search scores each placement as infinite
-        refuse_links(str(model.name), workload.cluster)
     return with_stage_time(model, workload)
 
 

@@ -270,15 +270,20 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
             ctx.add(s.index, [], _end_point(placement, stages, s.index, ctx))
         elif s.index:
             starts = boundaries.beginning_points(path, before, ctx.called)
-            if not starts:
+            last = str(g.ops[stages[s.index - 1].ops[-1]].attrs.get("module") or "")
+            ends = _end_candidates(placement, stages, s.index, ctx) if last else []
+            if not starts and not (ends and path in ctx.reused and not _within(last, path)):
                 raise SpecError(f"{runtime}: stage {s.index} begins inside module {path!r} at op {op_name(first)!r}, "
                                 f"which stage {owner[_entered(g, stages, s.index, path)]} enters too; a runtime cuts "
                                 f"only between modules")
-            ends = _end_candidates(placement, stages, s.index, ctx) if g.ops[stages[s.index - 1].ops[-1]].attrs.get(
-                "module") else []
-            ctx.add(s.index, starts, ends)
+            ctx.add(s.index, starts, ends)  # a later call of a module an earlier stage ran: the end before it
         before |= ctx.scopes[s.index]
     return ctx.chosen()
+
+
+def _within(path: str, module: str) -> bool:
+    """``path`` is ``module`` or one of its submodules."""
+    return path == module or path.startswith(module + ".")
 
 
 class _Points:

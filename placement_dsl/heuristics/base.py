@@ -15,7 +15,6 @@ from ..evaluate import CostModel, Objective, evaluate, unrouted
 from ..graph import Graph
 from ..pipeline_orders import FOLDS, ORDERS
 from ..placement import Placement
-from ..stage_schedules import refuse_links
 from ..task_shift import task_shift
 from . import fold_ranks, kernel_cache, registry, routable
 
@@ -81,8 +80,6 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     method's own is returned, its unrouted tensors named by the cost model.
     """
     model = model or CostModel()
-    if model.name in ORDERS:  # the rank orders pay no link: every answer would score infinite there
-        refuse_links(str(model.name), cluster, method)
     if model.task_overhead and not model.message_latency:
         return _with_task_overhead(method, graph, cluster, model, seed, time_limit, options)
     parts = routable.groups(cluster)

@@ -153,7 +153,10 @@ def layers(graph: Graph, depth: int | None = None) -> Graph:
     except SpecError:
         if not (calls := _calls_apart(graph, final)):
             raise
-        return collapse(graph, lambda op: calls[graph.index[op.name]])
+    apart = collapse(graph, lambda op: calls[graph.index[op.name]])
+    of = {new: old for new, old in zip(calls, final) if new != old}  # each later call's layer: the module it calls
+    return apart.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, "call_of": of[op.name]}}) if op.name in of
+                              else op for op in apart.ops])
 
 
 def _calls_apart(graph: Graph, label: list[str | None]) -> list[str | None] | None:
@@ -376,8 +379,18 @@ def leaves(graph: Graph) -> set[str]:
     return (paths | set(graph.names)) - inner
 
 
+def call_members(graph: Graph, name: str) -> list[int]:
+    """The ops that run ``name``'s calls: the op of that name and the layers of its later calls (``relu_1``,
+    ``attrs["call_of"]``, :func:`layers`), so a module's profiled time (the sum over its calls) reaches every call;
+    ``[]`` where no op has the name."""
+    if name not in graph.index:
+        return []
+    return [graph.index[name], *(i for i, op in enumerate(graph.ops) if op.attrs.get("call_of") == name)]
+
+
 def _resolve(graph: Graph, profile: Profile, where: str = "cost profile") -> dict[str, dict[str, float]]:
-    """Profile entries per op: op names as they are, module paths shared by roofline time; a submodule deeper than
+    """Profile entries per op: op names as they are (with the later calls of a module that layer names,
+    :func:`call_members`), module paths shared by roofline time; a submodule deeper than
     the workload's ops (a layer imported with ``--depth``) adds its time to the op or module that encloses it."""
     modules: dict[str, list[Op]] = {}
     for op in graph.ops:
@@ -404,7 +417,7 @@ def _resolve(graph: Graph, profile: Profile, where: str = "cost profile") -> dic
             summed.setdefault(str(t), {})[kind] = summed.get(str(t), {}).get(kind, 0.0) + ms
     out: dict[str, dict[str, float]] = {}
     for key, times in summed.items():
-        members = [graph.ops[graph.index[key]]] if key in graph.index else modules[key]
+        members = [graph.ops[i] for i in call_members(graph, key)] or modules[key]
         for kind, ms in times.items():
             share = [op.time_on(kind) if op.time_on(kind) < float("inf") else 0.0 for op in members]
             total = sum(share)

@@ -5,7 +5,8 @@ exporters need to know which modules are no single call (:func:`placement_dsl.bo
 The importers write the same record, ``op.attrs["shared_modules"]``: each module of the op's stack that is one
 object under several names or that the model calls more than once, to ``{"fqns": [every name of the object],
 "calls": its calls under all of them}``. The torch importer counts calls from ``torch.export``'s module stacks;
-the ONNX importer from the program order and the exporter's call names (:func:`calls_in_order`).
+the ONNX importer from the program order and the exporter's call names (:func:`calls_in_order`), and an object's
+other names from the calls that read its parameters alike (:func:`aliases_in_order`).
 
 A workload the importers wrote says that its record is complete (``meta["module_calls"]``, :data:`RECORD_VERSION`):
 a module absent from the record is then one object called once. A file imported before the record carries none,
@@ -86,6 +87,42 @@ def calls_in_order(stacks: Sequence[Sequence[tuple[str, Hashable | None]]],
                 last_child[paths[d - 1]] = index
         previous = current
     return calls
+
+
+def aliases_in_order(stacks: Sequence[Sequence[str]], ops: Sequence[tuple[str, Collection[str]]]) -> dict[str, list[str]]:
+    """The module paths that are one object under several names, from what an exported program leaves of them:
+    ``stacks`` the modules each op runs in (program order), ``ops`` each op's type and the parameters it reads
+    directly (initializers it names as inputs).
+
+    The ``torch.export``-based ONNX exporter names each call by the name it was reached through (``self.dec =
+    self.enc`` called as ``enc`` then as ``dec``: scopes ``enc`` and ``dec``) and gives the object's parameters one
+    initializer (``dec.weight``), which both calls read. So two modules, neither inside the other, whose ops run
+    the same op types reading the same parameters in the same order, with the same submodules, are one object.
+    Two modules sharing a weight but computing otherwise (an embedding's lookup and a tied LM head's product)
+    are not; two modules that share every weight and compute alike (``b.weight = a.weight`` on two bias-free
+    Linears) read as one object: the exporters then avoid a split point there, the safe side. A module reading
+    no parameter directly is never an alias. Both exporters give equal weights (every fresh ``LayerNorm``'s
+    ones) one initializer, which the other norms read directly (dynamo) or through ``Identity`` nodes
+    (TorchScript): the caller leaves such weights out of ``ops`` (one value in every element).
+
+    >>> aliases_in_order([["enc"], ["mid"], ["dec"]], [("Gemm", {"dec.weight"}), ("Relu", ()), ("Gemm", {"dec.weight"})])
+    {'dec': ['dec', 'enc'], 'enc': ['dec', 'enc']}
+    """
+    sig: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for stack, (kind, reads) in zip(stacks, ops):
+        for path in stack:
+            sig.setdefault(path, []).append((kind, tuple(sorted(reads))))
+    groups: dict[tuple, list[str]] = {}
+    for path, seq in sig.items():
+        if any(reads for _, reads in seq):
+            inner = tuple(sorted(p[len(path):] for p in sig if p.startswith(path + ".")))
+            groups.setdefault((tuple(seq), inner), []).append(path)
+    out: dict[str, list[str]] = {}
+    for paths in groups.values():
+        apart = [p for p in paths if not any(q != p and (p.startswith(q + ".") or q.startswith(p + ".")) for q in paths)]
+        if len(apart) > 1:
+            out.update({p: sorted(apart) for p in apart})
+    return dict(sorted(out.items()))
 
 
 def _child_index(parent: str, path: str) -> int | None:

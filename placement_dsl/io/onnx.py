@@ -21,8 +21,10 @@ ONNX shape inference gives every tensor's shape and element type. Then:
   ``depth`` dotted parts) into one op, ``"group"`` keeps the ops but colocates each module's;
 * ``op.attrs["shared_modules"]`` records the modules of the op's stack that the program calls more than
   once (runs of the program order apart, a repeated call's name, a module reading its weight again or a
-  ``Sequential`` entering a child again with no op between the calls), in the torch importer's format
-  (:mod:`.module_calls`): torch's ``pipeline()`` cuts at each call of a split point's module.
+  ``Sequential`` entering a child again with no op between the calls) or that are one object under several
+  names (the dynamo exporter's scopes ``enc`` and ``dec`` reading one ``dec.weight`` alike,
+  :func:`.module_calls.aliases_in_order`), in the torch importer's format (:mod:`.module_calls`): torch's
+  ``pipeline()`` cuts at each call of a split point's module object.
 
 Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
 """
@@ -45,7 +47,7 @@ from ..zoo.build import default_cluster
 from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
-from .module_calls import RECORD_VERSION, calls_in_order, on_op, record
+from .module_calls import RECORD_VERSION, aliases_in_order, calls_in_order, on_op, record
 from .onnx_file import read, weightless
 from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
@@ -377,6 +379,21 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
 _PARAMETER = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # a module's weight, 'block.0.weight' (not 'onnx::Mul_3', 'val_2')
 
 
+def _one_value(init: Any) -> bool:
+    """Every element of the initializer is one value (a fresh norm's ones or zeros): both exporters give equal
+    weights one initializer whichever modules hold them, so its readers are no evidence of one module object. An
+    initializer whose values were not read (over :data:`.onnx_file.SMALL` bytes) is taken as varied."""
+    from onnx import TensorProto, numpy_helper
+
+    if init.data_location == TensorProto.EXTERNAL:
+        return False
+    try:
+        values = numpy_helper.to_array(init)
+    except Exception:  # noqa: BLE001 - values the reader cannot decode say nothing either way
+        return False
+    return bool(values.size) and bool((values == values.flat[0]).all())
+
+
 def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _Build:
     """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
@@ -393,9 +410,12 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _B
     b.calls = {id(node): scopes.stack(node) for node, _ in named}
     params = {init.name for init in graph.initializer if _PARAMETER.match(init.name)}
     known = [node for node, _ in named if b.calls[id(node)] is not None]  # program order, known ops
-    b.shared = record(calls_in_order([b.calls[id(node)] for node in known],
-                                     [{p for i in node.input for p in b.static.get(i, ()) if p in params}
-                                      for node in known]))
+    calls = calls_in_order([b.calls[id(node)] for node in known],
+                           [{p for i in node.input for p in b.static.get(i, ()) if p in params} for node in known])
+    varied = {init.name for init in graph.initializer if init.name in params and not _one_value(init)}
+    names = aliases_in_order([[path for path, _ in b.calls[id(node)]] for node in known],
+                             [(node.op_type, {i for i in node.input if i in varied}) for node in known])
+    b.shared = record({path: sum(calls.get(q, 0) for q in names.get(path, [path])) for path in calls}, names)
     # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
     # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
     b.producer = {o: name for node, name in named for o in node.output if o}

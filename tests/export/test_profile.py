@@ -367,3 +367,51 @@ def test_cli_import_at_a_layer_depth_sums_the_profiled_submodules(tiny: str, tmp
     assert main(["import", tiny, "--batch", "2", "--costs", str(zeros), "--out", str(tmp_path / "z.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(zeros) in err[0] and "0 ms" in err[0]
+
+
+AROUND = '''
+import torch
+from torch import nn
+
+
+class Around(nn.Module):
+    """One activation module called before and after another layer: at layer granularity its second call is a
+    layer of its own, 'act_1'."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.act, self.mid, self.head = nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.act(self.mid(self.act(self.inp(x)))))
+
+
+def make(batch=2):
+    return Around(), (torch.randn(batch, 8),)
+'''
+
+
+def test_a_module_called_around_another_gets_its_profiled_time_on_both_calls(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    """The profile times both calls of 'act' in one row (calls 2); imported at layer granularity, the two layers
+    'act' and 'act_1' share it, forward and backward, where the first call took all of it before."""
+    pytest.importorskip("torch")
+    (tmp_path / "around.py").write_text(AROUND)
+    spec, costs, out = f"{tmp_path / 'around.py'}:make", tmp_path / "costs.csv", tmp_path / "w.json"
+    assert main(["profile", spec, "--out", str(costs), "--repeat", "2"]) == 0
+    rows = {r["op"]: r for r in csv.DictReader(line for line in costs.read_text().splitlines()
+                                               if not line.startswith("#"))}
+    assert rows["act"]["calls"] == "2"
+    assert main(["import", spec, "--batch", "2", "--granularity", "layer", "--costs", str(costs),
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    g = load_workload(out).graph
+    assert [op.name for op in g.ops] == ["inp", "act", "mid", "act_1", "head"]
+    calls = [g.ops[g.index[n]] for n in ("act", "act_1")]
+    assert all("accelerator" in op.attrs.get("measured", []) for op in calls)
+    assert calls[0].work["accelerator"] == pytest.approx(calls[1].work["accelerator"], rel=1e-6)
+    assert sum(op.work["accelerator"] for op in calls) == pytest.approx(float(rows["act"]["ms"]), rel=1e-3)
+    train = load_workload(out, training=True).graph
+    back = [op for op in train.ops if op.backward and op.attrs.get("call_of", op.attrs.get("module")) == "act"]
+    assert len(back) == 2
+    assert sum(op.work["accelerator"] for op in back) == pytest.approx(float(rows["act"]["backward_ms"]), rel=1e-3)

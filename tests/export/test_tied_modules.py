@@ -201,3 +201,82 @@ def test_a_workload_imported_before_the_module_record_is_refused_saying_to_re_im
         assert main(command) == 2, command
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "old.json" in err and "re-import" in err, err
+
+
+def _onnx_graph(model, x, path, dynamo: bool):
+    from placement_dsl.io import onnx as onnx_io
+
+    pytest.importorskip("onnx")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.onnx.export(model, (x,), str(path), dynamo=dynamo)
+    return onnx_io.load(path).graph
+
+
+def _onnx_placed(g, starts: list[str]) -> Placement:
+    """Stages beginning at the first op of each module in ``starts`` (program order), as :func:`_placed`."""
+    stage, assign = 0, []
+    for op in g.ops:
+        module = str(op.attrs.get("module") or "")
+        if stage < len(starts) and (module == starts[stage] or module.startswith(starts[stage] + ".")):
+            stage += 1
+        assign.append(stage)
+    return Placement(g, Cluster.stages(len(starts) + 1), assign)
+
+
+def test_a_tied_decoder_read_from_the_dynamo_onnx_file_is_recorded_and_cut_right(tmp_path):
+    """The dynamo exporter names the calls 'enc' and 'dec' and gives the object's weights one initializer,
+    'dec.weight', which both calls read: read as two modules called once each, the split at 'dec' was exported as is
+    and torch cut before 'enc' too (4 stages of a 3-stage plan). The importer records the alias as the torch
+    importer does, and the split takes the end of 'mid'."""
+    torch.manual_seed(0)
+    model, x = EncDec().eval(), torch.randn(4, 8)
+    g = _onnx_graph(model, x, tmp_path / "encdec.onnx", dynamo=True)
+    shared = {p: o for op in g.ops for p, o in (op.attrs.get("shared_modules") or {}).items()}
+    assert shared == {"enc": {"fqns": ["dec", "enc"], "calls": 2}, "dec": {"fqns": ["dec", "enc"], "calls": 2}}
+    data = export(_onnx_placed(g, ["mid", "dec"]), "torch-pipelining").data
+    assert data["split_spec"] == {"mid": "beginning", "mid.2": "end"}
+    assert data["tied_modules"] == [{"fqns": ["dec", "enc"], "stages": [0, 2]}]
+    runs_as_planned(model, x, data)
+
+
+def test_a_tied_decoder_read_from_the_torchscript_onnx_file_is_a_second_call_and_cut_right(tmp_path):
+    """The TorchScript exporter names the second call 'enc_1' (no 'dec' anywhere in the file): one module called
+    twice, and the split at that call takes the end of 'mid' too."""
+    torch.manual_seed(0)
+    model, x = EncDec().eval(), torch.randn(4, 8)
+    g = _onnx_graph(model, x, tmp_path / "encdec.onnx", dynamo=False)
+    shared = {p: o for op in g.ops for p, o in (op.attrs.get("shared_modules") or {}).items()}
+    assert shared == {"enc": {"fqns": ["enc"], "calls": 2}}
+    k = [i for i, op in enumerate(g.ops) if op.attrs.get("module") == "enc"][1]  # the second call's op
+    m = next(i for i, op in enumerate(g.ops) if op.attrs.get("module") == "mid.0")
+    placement = Placement(g, Cluster.stages(3), [0] * m + [1] * (k - m) + [2] * (g.n - k))
+    data = export(placement, "torch-pipelining").data
+    assert data["split_spec"] == {"mid": "beginning", "mid.2": "end"}
+    runs_as_planned(model, x, data)
+
+
+class TiedHead(nn.Module):
+    """A token embedding and an LM head sharing one matrix (two modules, one parameter), with two fresh LayerNorms
+    between them (equal weights, which the TorchScript exporter gives one initializer)."""
+
+    def __init__(self, vocab: int = 32, d: int = 16) -> None:
+        super().__init__()
+        self.embed, self.ln_a, self.mid, self.ln_b = nn.Embedding(vocab, d), nn.LayerNorm(d), nn.Linear(d, d), nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, x):
+        return self.head(self.ln_b(self.mid(self.ln_a(self.embed(x)))))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_modules_sharing_a_weight_but_computing_otherwise_are_no_aliases_in_onnx(tmp_path, dynamo):
+    """The tied embedding and LM head read one matrix, a lookup and a product: two objects, no alias recorded (nor
+    for the two LayerNorms that the TorchScript exporter's one initializer of their equal weights joins)."""
+    torch.manual_seed(0)
+    model, x = TiedHead().eval(), torch.randint(0, 32, (2, 5))
+    g = _onnx_graph(model, x, tmp_path / "tied.onnx", dynamo=dynamo)
+    assert {"embed", "head", "ln_a", "ln_b"} <= {op.attrs.get("module") for op in g.ops}
+    shared = {p: o for op in g.ops for p, o in (op.attrs.get("shared_modules") or {}).items()}
+    assert shared == {}, shared

@@ -91,3 +91,30 @@ def test_unknown_rows_are_still_refused_naming_the_file(tmp_path):
     missing = profile_of(tmp_path, "op,kind,ms\nlayers.7.fc1,accelerator,1.0\n")  # no layer 7 to sum it into
     with pytest.raises(SpecError, match=r"unknown op.*'layers\.7\.fc1'"):
         apply_costs(layered(), read_costs(missing), source=str(missing))
+
+
+def block_called_around_conv() -> Graph:
+    """torchvision's basic block at op granularity: one ``b.relu`` module called before ``b.conv2`` and after the
+    residual sum, so that at layer granularity its second call is a layer of its own, ``b.relu_1``."""
+    ops = [Op(name=n, work={"accelerator": w}, attrs={"module": m, "flops": w * 1e9, "bytes_moved": 1e6})
+           for n, m, w in (("c1", "b.conv1", 4.0), ("r1", "b.relu", 1.0), ("c2", "b.conv2", 4.0), ("add", "b", 1.0),
+                           ("r2", "b.relu", 1.0))]
+    return Graph(ops, [("c1", "r1"), ("r1", "c2"), ("c2", "add"), ("c1", "add"), ("add", "r2")], name="block")
+
+
+def test_a_module_called_twice_gives_each_call_its_share_of_the_profiled_time_in_import_and_calibration():
+    from placement_dsl.io.costs import layers
+    from placement_dsl.profile import ModuleTime
+
+    g = layers(block_called_around_conv())
+    assert list(g.names) == ["b.conv1", "b.relu", "b.conv2", "b.relu_1"]
+    assert g.ops[g.index["b.relu_1"]].attrs["call_of"] == "b.relu"
+    # the profile times every call of b.relu, summed (2 calls): each layer gets its call's share, not the first all
+    new, _ = apply_costs(g, {"b.relu": {"accelerator": 3.0}, "b.conv1": {"accelerator": 8.0}})
+    assert new.ops[new.index["b.relu"]].work["accelerator"] == pytest.approx(1.5)
+    assert new.ops[new.index["b.relu_1"]].work["accelerator"] == pytest.approx(1.5)
+    assert sorted(new.ops[new.index["b.relu_1"]].attrs["measured"]) == ["accelerator"]
+    rows = [ModuleTime("b.relu", 3.0, 6.0, 4.0, 3.0, 2), ModuleTime("b.conv1", 8.0, 16.0, 8.0, 8.0, 1)]
+    back = with_measured_backward(new, rows, "accelerator")  # the calibration's backward: shared alike
+    assert back.ops[back.index["b.relu"]].attrs["backward_work"]["accelerator"] == pytest.approx(3.0)
+    assert back.ops[back.index["b.relu_1"]].attrs["backward_work"]["accelerator"] == pytest.approx(3.0)

@@ -158,6 +158,15 @@ def test_single_sample_objectives_answer_or_refuse_on_linked_and_hierarchical_cl
         check(tiny(objective, term, CLUSTERS[cluster][1], seed, cluster))
 
 
+@pytest.mark.parametrize("cluster", CLUSTERS)
+@pytest.mark.parametrize("term", TERMS)
+@pytest.mark.parametrize("objective", ["interleaved-1f1b", "zb-h1", "zbv"])
+def test_rank_order_objectives_answer_or_refuse_on_linked_and_hierarchical_clusters(objective, term, cluster):
+    # torch's rank orders, whose messages hold the links of their routes: the brute-force optimum or a refusal
+    for seed in range(SEEDS):
+        check(tiny(objective, term, CLUSTERS[cluster][1], seed, cluster))
+
+
 @pytest.mark.parametrize("cpu", [False, True], ids=["accelerators", "with-cpu"])
 @pytest.mark.parametrize("objective", ["throughput", "bottleneck", "pipedream"])
 def test_the_chain_restriction_answers_the_optimum_of_its_class(objective, cpu):
