@@ -55,3 +55,20 @@ def hetero_problems(draw):
 @given(problem=hetero_problems())
 def test_no_placement_of_the_claimed_class_beats_the_dp(problem):
     assert check_heuristic("dp", problem) == []
+
+
+def test_a_contiguous_solve_takes_the_dps_bound_only_where_its_class_is_the_dps():
+    from placement_dsl.constraints import Contiguous, DagOrder
+    from placement_dsl.solve import solve
+    from placement_dsl.starts import one_order
+    from placement_dsl.testing import chain_graph
+
+    plain = _beside_host()
+    problem = Problem(plain.graph, plain.cluster, Throughput(), [Contiguous()])
+    assert not one_order(problem.graph)
+    result = solve(problem, time_limit=30)
+    assert result.bound <= class_optimum(problem, PlacementClass.CONTIGUOUS) * (1 + 1e-9)  # 13, not the DP's 14
+    assert result.objective == class_optimum(problem, PlacementClass.CONTIGUOUS)
+    ordered = Problem(plain.graph, plain.cluster, Throughput(), [Contiguous(), DagOrder()])
+    assert solve(ordered, time_limit=30).objective == class_optimum(ordered, PlacementClass.DP)
+    assert one_order(chain_graph([1, 2, 3]))  # a chain: every contiguous set an interval
