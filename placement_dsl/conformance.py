@@ -42,6 +42,7 @@ from .evaluate import evaluate
 from .formulations import Formulation, Kind, get
 from .graph import Graph, Op
 from .heuristics import run
+from .heuristics.base import DP_CLASS
 from .io.workload import load_workload, save_workload
 from .placement import Placement, PlacementClass
 from .problem import Problem
@@ -160,7 +161,7 @@ def templates_built(compiled: Compiled) -> set[type[Any]]:
 # ---------------------------------------------------------------------------- heuristics, levels, formats
 EXACT_CLASSES: dict[str, PlacementClass] = {  # what the heuristics name in HeuristicResult.exact_among
     "all placements": PlacementClass.ALL, "contiguous": PlacementClass.CONTIGUOUS,
-    "dag-ordered": PlacementClass.DAG_ORDERED,
+    "dag-ordered": PlacementClass.DAG_ORDERED, DP_CLASS: PlacementClass.DP,
 }
 """The ``exact_among`` names brute force checks, by the class they name. Other names (the pipeline DPs'
 classes along one DFS order) are narrower than the contiguous class: their placements are checked to lie

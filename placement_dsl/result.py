@@ -119,6 +119,8 @@ class Result:
             out["log_path"] = self.log_path
         if self.message:
             out["message"] = self.message
+        if out["bound"] is None:
+            out["no_bound"] = self.no_bound()
         if self.family is not None:  # one entry per class, as a certificate's
             own = {"objective": out["objective"], "found_by": self.found_by, "bound": out["bound"], "gap": out["gap"],
                    "status": out["status"], "restricted": True}
@@ -136,6 +138,8 @@ class Result:
                          f"({'accepted' if self.start_accepted else 'not accepted'})")
         if self.message:
             lines.append(self.message)
+        if _finite(self.bound) is None:
+            lines.append(self.no_bound())
         if self.evaluation is not None:
             lines.append(self.evaluation.table())
         if self.placement is not None:
@@ -143,6 +147,24 @@ class Result:
         lines.append(self.certificate_line())
         beyond = "" if self.family is None else self.family.note(self.bound_label or str(self.bound_scope))
         return "\n".join([*lines, beyond] if beyond else lines)
+
+    def no_bound(self) -> str:
+        """Why the answer carries no lower bound (its bound is ``None`` or not finite), in one line.
+
+        >>> from placement_dsl.solvers.base import Status
+        >>> Result(Status.TIME_LIMIT_NO_SOLUTION, None, None, None, "ip", "highs", "latency").no_bound()
+        'no bound: neither the solver nor a closed form for the latency formulation proved one within the time limit'
+        """
+        if self.status.value == "infeasible":
+            return "no bound: the model has no feasible solution"
+        if self.status.value == "unbounded":
+            return "no bound: the model is unbounded"
+        if self.status.value == "error":
+            return "no bound: the solver failed"
+        if self.bound is not None and not math.isfinite(self.bound):
+            return f"no bound: the bound found ({self.bound}) is not a finite number"
+        when = "within the time limit" if self.status.value.startswith("time_limit") else "for this problem"
+        return f"no bound: neither the solver nor a closed form for the {self.formulation} formulation proved one {when}"
 
     def certificate_line(self) -> str:
         """One line: best objective and who found it, proven bound and its class, gap, status.

@@ -28,20 +28,20 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .constraints import Contiguous
 from .deadline import Deadline, call_within, machine, stream_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
-from .heuristics.base import STOPPED, HeuristicResult, TimeLimitReached, run
+from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
 from .io import Workload, load_placement
-from .placement import Placement
+from .placement import Placement, PlacementClass
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "SUBSUMED",
            "Start", "alternatives", "auto_methods", "construction_order", "improve", "lead_share", "leads", "mean_width",
@@ -525,10 +525,25 @@ def _continue(problem: Any, start: Start, method: str, seconds: float, seed: int
         return None
 
 
+def one_order(graph: Any) -> bool:
+    """Whether an inference graph has one topological order (each op's successor in it is one of its consumers, a
+    chain with skips): then a contiguous set is an interval of that order and every contiguous split a chain of
+    ideals, so the contiguous class is the DP class."""
+    if graph.is_training or graph.n < 2:
+        return not graph.is_training
+    topo = graph.topo
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
+    return all(pair in edges for pair in pairwise(topo.tolist()))
+
+
 def _class_bound(problem: Any, found: HeuristicResult) -> float | None:
-    """A heuristic's bound when it holds for the problem's class: exact among contiguous splits (the DP over
-    ideals) on a contiguous problem whose terms do not widen the placements."""
+    """A heuristic's bound when it holds for the problem's class: exact among the DP class (the DP over ideals:
+    contiguous splits with an acyclic quotient, in any device order) on a problem whose class lies in it
+    (contiguous and DAG-ordered) and whose terms do not widen the placements. A contiguous problem without DAG
+    order also admits splits whose quotient has a cycle, which may be better."""
     widens = any(getattr(t, "widens", False) for t in problem.constraints)
-    if found.bound is None or found.exact_among != "contiguous" or not problem.has(Contiguous) or widens:
+    within = problem.placement_class() in PlacementClass.DP or (problem.placement_class() == PlacementClass.CONTIGUOUS
+                                                                 and one_order(problem.graph))
+    if found.bound is None or found.exact_among != DP_CLASS or not within or widens:
         return None
     return float(found.bound)

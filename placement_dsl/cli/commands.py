@@ -113,6 +113,8 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     if res.exact_among and ev.valid:
         scope = "" if res.bound is None else f": bound {res.bound:.6g} over {res.exact_among} placements only"
         lines.append(f"proven optimal among {res.exact_among} placements{scope} (one outside them may be better)")
+    if payload.get("no_bound"):
+        lines.append(payload["no_bound"])
     optimizes = res.info.get("optimizes")
     if optimizes and optimizes != model.objective.value:
         lines.append(f"note: {args.method} optimizes {optimizes}, not {model.objective.value}; "
@@ -132,7 +134,21 @@ def _heuristic_payload(method: str, res: Any, ev: Evaluation, seconds: float) ->
         "objective": ev.objective, "bound": res.bound, "gap": relative_gap(ev.objective, res.bound),
         "bound_scope": res.exact_among if res.bound is not None else None, "status": status, "exact_among": res.exact_among, "method": method, "solver": None,
         "seconds": seconds, "valid": ev.valid, "evaluations": res.evaluations, "info": res.info, **placement_report(res.placement, ev),
+        **({} if res.bound is not None else {"no_bound": heuristic_no_bound(method, res, ev.model.objective.value)}),
     }
+
+
+def heuristic_no_bound(method: str, res: Any, objective: str) -> str:
+    """Why a heuristic's answer carries no lower bound: the method's own reason (``info["no_bound"]``), else that it
+    proves none here (a search), with what it optimized and whether its time limit stopped it."""
+    if res.info.get("no_bound"):
+        return str(res.info["no_bound"])
+    why = [f"no bound: {method} proves no lower bound for this problem"]
+    if res.info.get("optimizes") not in (None, objective):  # the method searched another objective than the model's
+        why.append(f"it optimizes {res.info['optimizes']}")
+    if res.info.get("stopped") == "time limit":
+        why.append("it stopped at its time limit")
+    return "; ".join(why) + " (placement-dsl bounds proves one)"
 
 
 def _replication(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, NoReturn
 
 from ..evaluate import NAMED
@@ -37,6 +38,40 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``prog: error: message (see prog --help)`` on one line and exit 2."""
         self.exit(EXIT_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's, with an option's value that reads as a negative number argparse does not know
+        (``-inf``, ``-nan``, ``-1e308``) joined to its option (``--time-limit=-inf``): argparse takes it for an
+        option and says "expected one argument", where the option's own check names the range."""
+        return super().parse_known_args(signed_values(sys.argv[1:] if args is None else list(args)), namespace)
+
+
+def signed_values(line: list[str]) -> list[str]:
+    """``line`` with each ``--option VALUE`` whose value starts with ``-`` and reads as a float written ``--option=VALUE``.
+
+    >>> signed_values(["solve", "w.json", "--time-limit", "-inf", "--gap", "0.1"])
+    ['solve', 'w.json', '--time-limit=-inf', '--gap', '0.1']
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        token = line[i]
+        value = line[i + 1] if i + 1 < len(line) else ""
+        if token.startswith("--") and "=" not in token and value.startswith("-") and _reads_as_float(value):
+            out.append(f"{token}={value}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _reads_as_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _workload_args(sp: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ class HeuristicResult:
     """A heuristic's placement with its cost-model objective.
 
     ``bound`` is a proven lower bound where the method proves one (the DP over ideals is
-    exact among contiguous splits: ``bound == objective`` with ``exact_among`` saying over
+    exact among its class, :data:`DP_CLASS`: ``bound == objective`` with ``exact_among`` saying over
     which class), else ``None``.
     """
 
@@ -39,6 +39,22 @@ class HeuristicResult:
     evaluations: int = 0
     info: dict[str, Any] = field(default_factory=dict)
     valid: bool | None = None  # the cost model's verdict on the placement where :func:`run` made one (else unknown)
+
+
+DP_CLASS = "dag-ordered contiguous"
+"""What the DPs over ideals are exact among (``exact_among``): contiguous splits whose quotient graph is acyclic, a
+chain of ideals (Tarnawski et al. Fact 5.2) in some order of the devices. A contiguous split whose quotient has a
+cycle (two devices that each send the other a tensor) lies outside it and may be better: a host CPU holding two
+unrelated ops, say."""
+
+
+def dp_claim(value: float, objective: float) -> str | None:
+    """Why a DP's split certifies nothing (``None`` where it may): the cost model does not reproduce the DP's value
+    (a term the DP does not see, e.g. a pin or a link's load, prices the split above it)."""
+    if math.isfinite(objective) and math.isclose(objective, value, rel_tol=1e-7, abs_tol=1e-12):
+        return None
+    return (f"no bound: the cost model scores the DP's split {objective:.6g}, the DP's own loads {value:.6g} (a term "
+            "the DP does not see, such as a pin or a link's load, prices it)")
 
 
 def __getattr__(name: str) -> Any:

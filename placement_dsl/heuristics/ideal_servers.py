@@ -39,7 +39,7 @@ from ..placement import Placement
 from ..structure import count_ideals
 from . import ideal_kernels as K
 from . import manifest
-from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, left
+from .base import DP_CLASS, HeuristicResult, TimeLimitReached, deadline_at, dp_claim, expired, left
 from .contract import contract
 from .fallback import fallback
 from .ideal_lattice import device_classes, ideal_lattice, node_costs, tensor_sets
@@ -229,8 +229,11 @@ def dp_servers(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
         s -= 1
     placement = Placement(graph, cluster, lt.con.lift(node_device), source="dp-servers")
     objective = evaluate(placement, model).objective
-    bound = objective if model.objective is Objective.MAX_LOAD else None
     info = {"ideals": N, "pairs": len(pairs), "dp_value": float(F[N - 1][S])}
+    unseen = dp_claim(info["dp_value"], objective) if model.objective is Objective.MAX_LOAD else None
+    if unseen:
+        info["no_bound"] = unseen
+    bound = objective if model.objective is Objective.MAX_LOAD and not unseen else None
     return HeuristicResult(method="dp-servers", placement=placement, objective=objective,
                            seconds=time.perf_counter() - start, bound=bound,
-                           exact_among="contiguous" if bound is not None else None, evaluations=len(pairs), info=info)
+                           exact_among=DP_CLASS if bound is not None else None, evaluations=len(pairs), info=info)

@@ -69,7 +69,7 @@ from ..placement import Placement
 from ..progress import report
 from . import fold_ranks, jit, manifest
 from . import ideal_lattice as ideal_lattice_module
-from .base import HeuristicResult, TimeLimitReached, deadline_at
+from .base import DP_CLASS, HeuristicResult, TimeLimitReached, deadline_at, dp_claim
 from .contract import Contraction, contract
 from .fallback import fallback
 from .ideal_lattice import (
@@ -332,13 +332,16 @@ def ideal_result(method: str, su: _Setup, sol: Solution, info: dict[str, Any], s
         info["stopped"] = "time limit"
     # where a backward op feeds a forward op, a split of the forward quotient may not be contiguous by Def. 3.1:
     # such a split certifies nothing; nor does a split re-balanced by ranks (ZBV: the DP's value is a stage's)
-    if exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"] and su.model.name not in FOLDS:
+    unseen = dp_claim(sol.value, ev.objective) if exact and su.model.objective is Objective.MAX_LOAD else None
+    if unseen:
+        info["no_bound"] = unseen
+    elif exact and su.model.objective is Objective.MAX_LOAD and info["contiguous"] and su.model.name not in FOLDS:
         bound = min(sol.lower * (1 - 1e-9), ev.objective) if stopped else ev.objective
     if su.model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
     return HeuristicResult(method=method, placement=placement, objective=ev.objective,
                            seconds=time.perf_counter() - start, bound=bound,
-                           exact_among="contiguous" if bound is not None and not stopped else None,
+                           exact_among=DP_CLASS if bound is not None and not stopped else None,
                            evaluations=info["pairs"], info=info)
 
 
@@ -423,7 +426,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     Minimizes the max device load over splits that respect colocation, fit in memory and
     whose forward parts are contiguous (each device holds ``I \\ J`` of the colocation
     quotient's forward DAG, App. B; with singleton groups, or forward/backward pairs, that is
-    Def. 3.1 on the forward ops); ``bound == objective`` and ``exact_among == "contiguous"``.
+    Def. 3.1 on the forward ops) with an acyclic quotient; ``bound == objective`` and ``exact_among ==``
+    :data:`~.base.DP_CLASS` (a contiguous split whose quotient has a cycle may be better). Where the cost model
+    prices the split above the DP's own value (a pin, a link's load), no bound (``info["no_bound"]`` says so).
     Where a backward op feeds a forward op the split found may not be contiguous by Def. 3.1
     (``info["contiguous"]`` is False); the result then has no bound.
     Under a non-max-load model (GPipe, latency) the max-load-optimal split is returned with

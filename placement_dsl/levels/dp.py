@@ -11,6 +11,7 @@ from ..constraints import Contiguous, DagOrder
 from ..deadline import BudgetSpent, call_within, contention
 from ..errors import PlacementError
 from ..heuristics import run as heuristic
+from ..heuristics.base import DP_CLASS as DP_EXACT
 from ..heuristics.polish import packed_start
 from ..placement import Placement
 from .base import ANY_ORDER, DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, numbered, replicas
@@ -52,19 +53,21 @@ def _dp(run: Run, seconds: float) -> Outcome:
         return None, LevelStatus.NO_BOUND, (f"upper bound {res.objective:.6g}: the DP replicates a stage within its "
                                             "class of identical devices, the cost model over any devices of its "
                                             "kind"), scope
-    if res.exact_among == "contiguous" and run.problem.has(Contiguous):
-        run.exact_among = "contiguous" if run.scope in DP_CLASS else None
+    exact = res.exact_among == DP_EXACT  # over contiguous splits with an acyclic quotient (the DP class)
+    if exact and run.problem.has(Contiguous):
+        run.exact_among = DP_EXACT if run.scope in DP_CLASS and run.dp is not None else None
         return res.bound, LevelStatus.OPTIMAL, "exact over the DP class: a certificate for that class by itself", scope
-    if res.exact_among == "contiguous" and run.dp is not None and dp_class_is_dag_order(run.problem):
+    if exact and run.dp is not None and dp_class_is_dag_order(run.problem):
         run.exact_among = "dag-ordered"
         return res.bound, LevelStatus.OPTIMAL, "exact: on identical stages the DP class is the DAG-ordered class", scope
     if R == 1 and not routed and res.bound is not None and chains_hold_dag_order(run.problem):
-        status = LevelStatus.OPTIMAL if res.exact_among == "contiguous" else LevelStatus.TIME_LIMIT
+        status = LevelStatus.OPTIMAL if exact else LevelStatus.TIME_LIMIT
         if numbered(run.problem):  # its optimum is the wider class's: below the listed order's (exact's row)
             run.label = f"{run.scope} {ANY_ORDER}"
         return res.bound, status, ("the DP over contiguous splits in any device order: every DAG-ordered placement "
                                    "is one"), run.scope
-    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} (exact among {res.exact_among})", scope
+    why = res.info.get("no_bound") or f"exact among {res.exact_among or 'no class'}"
+    return None, LevelStatus.NO_BOUND, f"upper bound {res.objective:.6g} ({why})", scope
 
 
 def chains_hold_dag_order(problem: Any) -> bool:

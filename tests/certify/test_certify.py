@@ -12,6 +12,7 @@ from placement_dsl.cli.problems import bounds_payload
 from placement_dsl.constraints import Contiguous, DagOrder
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel
+from placement_dsl.heuristics.base import DP_CLASS
 from placement_dsl.io import Workload
 from placement_dsl.objectives import Bottleneck
 from placement_dsl.placement import PlacementClass
@@ -48,7 +49,7 @@ def test_stops_once_the_gap_is_met() -> None:
 def test_contiguous_dp_is_a_certificate_by_itself() -> None:
     problem = Problem(testing.chain_graph([2, 2, 2, 2]), Stages(2), Bottleneck(), [DagOrder(), Contiguous()])
     cert = certify(problem, levels=("simple", "dp"), gap=0.0)
-    assert cert.exact_among == "contiguous" and cert.proved_by == "dp"
+    assert cert.exact_among == DP_CLASS and cert.proved_by == "dp"
     assert cert.gap == 0.0 and cert.objective == pytest.approx(5.0)
 
 

@@ -115,6 +115,9 @@ def _tiny(tmp_path: Path) -> str:
     ("--bandwidth", "nan", "--bandwidth must be a finite number|--bandwidth must be > 0"),
     ("--memory", "1e300", "--memory must be at most 1e+18 (or inf)"),
     ("--time-limit", "inf", "--time-limit must be a finite number"),
+    ("--time-limit", "-inf", "--time-limit must be a finite number, got '-inf'"),  # argparse took it for an option
+    ("--time-limit", "-1e308", "--time-limit must be > 0, got '-1e308'"),
+    ("--bandwidth", "-inf", "--bandwidth must be a finite number, got '-inf'"),
 ])
 def test_cluster_options_refuse_non_integers_non_finite_and_absurd_values(capsys, tmp_path, option, value, needle):
     with pytest.raises(SystemExit) as exit_:  # argparse refuses the value itself

@@ -13,6 +13,7 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.compile import Compiled
 from placement_dsl.constraints import Contiguous
 from placement_dsl.graph import Graph, Op
+from placement_dsl.heuristics.base import DP_CLASS
 from placement_dsl.io import save_workload
 from placement_dsl.testing import optimum, run_cli, without
 from placement_dsl.workload import Workload
@@ -58,7 +59,7 @@ def test_a_solver_objective_the_cost_model_contradicts_is_an_internal_error(caps
 
 
 def test_the_dp_bound_names_the_placements_it_holds_over(capsys, tmp_path):
-    # the DP is exact among contiguous splits; a non-contiguous one is better here, so the bound is not the problem's
+    # the DP is exact among contiguous splits with an acyclic quotient (the DP class); a non-contiguous one is better here, so the bound is not the problem's
     problem, contiguous_optimum = testing.contiguity_binds()
     assert optimum(without(problem, Contiguous)) < contiguous_optimum  # 6.5 < 7.25
     path = tmp_path / "w.json"
@@ -66,7 +67,7 @@ def test_the_dp_bound_names_the_placements_it_holds_over(capsys, tmp_path):
     code, out, err = run_cli(capsys, "solve", str(path), "--method", "dp", "--json")
     assert code == 0, err
     answer = json.loads(out)
-    assert answer["bound"] == pytest.approx(contiguous_optimum) and answer["bound_scope"] == "contiguous"
+    assert answer["bound"] == pytest.approx(contiguous_optimum) and answer["bound_scope"] == DP_CLASS
     code, out, err = run_cli(capsys, "solve", str(path), "--method", "dp")
     assert code == 0, err
-    assert f"bound {contiguous_optimum:g} over contiguous placements only" in out
+    assert f"bound {contiguous_optimum:g} over {DP_CLASS} placements only" in out

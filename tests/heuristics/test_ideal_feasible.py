@@ -15,6 +15,7 @@ from placement_dsl.evaluate import CostModel
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import ideal_feasible as F
 from placement_dsl.heuristics import ideal_solve
+from placement_dsl.heuristics.base import DP_CLASS
 from placement_dsl.heuristics.ideal_solve import Sweeps
 from placement_dsl.heuristics.ideals import ideal_lattice, search, setup
 from placement_dsl.progress import Recorder, reporting
@@ -232,7 +233,7 @@ def test_dp_with_a_time_limit_returns_its_split_and_a_bound_not_a_certificate(mo
     w = regal(0, n=14)  # Archer's REGAL graph: the DFS-order split (1556.43) is 8 % above the optimum
     cluster, model = Cluster.stages(3), CostModel.named("bottleneck")
     exact = dp(w.graph, cluster, model=model)
-    assert exact.exact_among == "contiguous" and exact.bound == exact.objective and exact.info["runs"] > 2
+    assert exact.exact_among == DP_CLASS and exact.bound == exact.objective and exact.info["runs"] > 2
     cut = dp(w.graph, cluster, model=model, time_limit=1e-9)  # stops after its first run
     assert cut.info["stopped"] == "time limit" and cut.exact_among is None and cut.info["runs"] == 1
     assert 0 < cut.bound <= exact.objective <= cut.objective < cut.info["incumbent"]

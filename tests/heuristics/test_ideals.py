@@ -20,6 +20,7 @@ from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import ideal_lattice as lattice
 from placement_dsl.heuristics import ideals, run
+from placement_dsl.heuristics.base import DP_CLASS
 from placement_dsl.heuristics.contract import Contraction, contract
 from placement_dsl.heuristics.ideal_lattice import (
     device_classes,
@@ -206,7 +207,7 @@ def test_dp_equals_brute_force_on_contiguous_splits(graph, cluster, model):
     expected = brute_force_groups(graph, cluster, model)
     assert _value(result) == pytest.approx(expected, rel=1e-9)
     if result is not None:
-        assert result.bound == result.objective and result.exact_among == "contiguous"
+        assert result.bound == result.objective and result.exact_among == DP_CLASS
 
 
 @given(graph=inference_graphs(), cluster=clusters(), model=st.sampled_from(MODELS[:2]))
@@ -326,7 +327,7 @@ def test_replication_halves_a_heavy_stage():
     assert rep.objective == pytest.approx(10 / 2 + 2 * (2 - 1) / 2 * 2)  # load / r + ring all-reduce
     assert rep.objective == pytest.approx(rep.info["dp_value"]) == rep.bound
     assert rep.objective == evaluate(rep.placement).objective and rep.placement.replicas.tolist() == [2, 1]
-    assert plain.info["contiguous"] is True and plain.exact_among == "contiguous"
+    assert plain.info["contiguous"] is True and plain.exact_among == DP_CLASS
     # at most one device per stage is no replication at all; zero (or a bool) is refused by name
     one = run("dp", g, Cluster.accelerators(2), replication=True, max_replicas=1)
     assert one.objective == 10.0 and one.info["replicas"] == {}
@@ -692,7 +693,7 @@ def test_dp_reports_its_times_memory_and_label():
     result = dp(g, Cluster.stages(2), time_limit=600)
     wall = time.perf_counter() - t0
     assert result.objective == result.bound == result.info["dp_value"] == 73.0  # {v0..v63} 64 + 1, the rest 72 + 1
-    assert result.placement.source == "dp" and result.exact_among == "contiguous"
+    assert result.placement.source == "dp" and result.exact_among == DP_CLASS
     assert 0 <= result.info["seconds"]["ideals"] <= result.seconds <= wall
     lat = ideal_lattice(contract(g))
     assert result.info["memory"]["lattice_bytes"] == lat.ideals.nbytes + lat.sub_ptr.nbytes + lat.sub_idx.nbytes
