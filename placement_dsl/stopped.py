@@ -202,15 +202,16 @@ MIN_COARSE = 2.0  # seconds from which the search starts: its coarse solve alone
 # it all the time where no window would follow; at 3 s, MIN_LNS, a 4 s solve never searched: transformer-small's
 # 50 ops on three GPUs kept the start's 4.328 after 1.1 s, where a 2.5 s coarse HiGHS solve reaches 3.721)
 TAIL_LEAST = 0.3  # seconds, at least, of a last restart (and no less than a kick's list schedule and checks)
-TAIL_CHECKS = 4  # evaluations' worth of a restart besides its local search: the kick's list schedule, its checks
+TAIL_CHECKS = 8  # evaluations' worth of a restart besides its local search: up to restarts.DRAWS kicks, each list-scheduled and checked
 
 
 def tail(stop: Stop, current: Start, pool: list[Any], clock: Deadline, phases: dict[str, float]) -> Start:
     """``current`` improved by restarts of the objective's improving method alone
     (:func:`~placement_dsl.restarts.restart`, no window search) from the rest of ``pool``, then from kicks, until
-    the deadline less :data:`RESERVE`: the time the searches above leave because they start only with
+    the deadline less :data:`RESERVE`, then, where no kick is valid (a contiguous problem), fresh seeds
+    (:func:`again`) until they are stale: the time the searches above leave because they start only with
     :data:`MIN_LNS` or :data:`MIN_COARSE` left, or give back when stalled (a 4 s makespan solve of 16 ops answered
-    its start after 0.2 s). Its seconds go to ``phases["restarts"]``."""
+    its start after 0.2 s). Its seconds go to ``phases["restarts"]`` and ``phases["again"]``."""
     problem = stop.problem
     least = max(TAIL_LEAST, fallback_seconds(problem.graph, problem.cluster, "none", TAIL_CHECKS))
     if not current.usable or clock.left() - RESERVE < least:
@@ -222,6 +223,10 @@ def tail(stop: Stop, current: Start, pool: list[Any], clock: Deadline, phases: d
     found = restart(problem, current, pool, clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
                     seed=SEEDS["tail"])
     phases["restarts"] = phases.get("restarts", 0.0) + time.perf_counter() - began
+    if clock.left() - RESERVE >= least:  # no kick was valid (a contiguous or pinned problem): fresh seeds instead
+        began = time.perf_counter()
+        found = again(problem, found, clock, stale_after=STALE, least=least, seed=SEEDS["tail"] + 10_000)
+        phases["again"] = phases.get("again", 0.0) + time.perf_counter() - began
     if found.info.get("restarts"):
         done = f"{found.info['restarts']} restarts to the deadline, {found.info.get('restarts_better', 0)} of them better"
         stop.note = "; ".join(m for m in (stop.note, done) if m)
@@ -235,14 +240,15 @@ AGAIN_SHARE = 0.5  # of the time left, the most one fresh-seed round of a makesp
 # one round of 83 s had found 6.58988 (a round's segment search needs its time)
 
 
-def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, stale_after: int = STALE) -> Start:
-    """``current`` continued by the objective's improving method with a fresh seed each round
-    (:data:`SEEDS`), each for ``share`` of the time left less :data:`RESERVE` (at least :data:`MIN_LNS` seconds),
+def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, stale_after: int = STALE,
+          least: float = MIN_LNS, seed: int = SEEDS["again"]) -> Start:
+    """``current`` continued by the objective's improving method with a fresh seed each round (from ``seed``),
+    each for ``share`` of the time left less :data:`RESERVE` (at least ``least`` seconds, none started with less),
     until ``stale_after`` rounds in a row end without a better start: the time a stalled search gives back."""
-    seed, stale = SEEDS["again"], 0
-    while current.usable and clock.left() - RESERVE >= MIN_LNS and stale < stale_after:
+    stale = 0
+    while current.usable and clock.left() - RESERVE >= least and stale < stale_after:
         left = clock.left() - RESERVE
-        found = improve(problem, current, min(left, max(MIN_LNS, share * left)), seed=seed)
+        found = improve(problem, current, min(left, max(least, share * left)), seed=seed)
         seed += 1
         better = found.usable and found.objective < current.objective * (1 - 1e-12)
         current, stale = (found, 0) if better else (current, stale + 1)

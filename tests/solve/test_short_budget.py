@@ -59,3 +59,29 @@ def test_a_short_search_gives_its_coarse_solve_the_time_no_window_could_use():
         assert MIN_STEP - SLACK <= coarse_seconds(left) <= left - SLACK
     assert coarse_solver("cpsat", 2.0) == "highs" and coarse_solver("cpsat", 20.0) == "cpsat"
     assert coarse_solver("highs", 2.0) == "highs"
+
+
+def test_where_no_kick_is_valid_fresh_seeds_take_the_time_left(monkeypatch):
+    """A contiguous or pinned problem may admit no kick: the restarts then end at once, and fresh-seed rounds of the
+    improving method (here one that spends all it is given and finds nothing) hold the solve to its deadline."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl.search import anytime
+
+    def too_large(*args, **kwargs):
+        raise BudgetSpent("model too large for the time left")
+
+    def spends_all(problem, start, seconds, seed=0, method=None, **options):
+        if method is None:
+            time.sleep(seconds)
+        return start
+
+    monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (None, {}))
+    monkeypatch.setattr(stopped, "improve", spends_all)
+    monkeypatch.setattr(stopped, "restart", lambda problem, best, *args, **kwargs: best)  # no valid kick
+    problem = _problem(Makespan(), True)
+    t0 = time.perf_counter()
+    result = solve(problem, time_limit=LIMIT)
+    wall = time.perf_counter() - t0
+    assert LIMIT - stopped.RESERVE - 0.6 <= wall <= LIMIT + 0.5, (wall, result.timings)
+    assert result.timings.again > 0 and result.placement is not None and problem.is_valid(result.placement)
