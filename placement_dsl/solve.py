@@ -84,7 +84,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         with status ``time_limit``, the best bound known and the reason in ``message``; for
         latency and makespan with the ``"auto"`` start, the rest of the time first continues the
         start (:func:`placement_dsl.starts.improve`), then runs a coarse solve and LNS on contracted
-        models (:data:`placement_dsl.stopped.SEARCHES`), whose phases ``timings`` reports (``coarse``, ``lns``).
+        models (:data:`placement_dsl.stopped.SEARCHES`), then restarts to the deadline
+        (:func:`placement_dsl.stopped.tail`), whose phases ``timings`` reports (``coarse``, ``lns``, ``restarts``).
     gap
         Relative MIP gap at which to stop (and, with windows, the certificate's target gap).
     threads

@@ -29,6 +29,7 @@ from .formulations.latency import run_paths_floor
 from .heuristics import fallback as fallbacks
 from .heuristics import host_share
 from .heuristics.base import TimeLimitReached
+from .heuristics.fallback import fallback_seconds
 from .placement import Placement
 from .restarts import restart
 from .result import Result, Seconds
@@ -64,7 +65,7 @@ IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the imp
 RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
 PATIENCE = 3  # window steps in a row without a better schedule after which the search gives its time back
-SEEDS = {"continued": 1, "instead": 2, "again": 3, "restarts": 1000}  # each continuation of a start its own seed: the improving method
+SEEDS = {"continued": 1, "instead": 2, "again": 3, "restarts": 1000, "tail": 100_000}  # each continuation of a start its own seed: the improving method
 # from a local optimum with the seed that found it found nothing again (GoogLeNet at 60 s: 10 s for the same 1.35716);
 # the restarts' seeds count from theirs, past the fresh seeds of again()
 
@@ -144,8 +145,9 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     :data:`RERUN` of it, but for the improving method itself, which runs from the best start next; the objective's
     heuristics again when no start was found), then to the objective's search (:data:`SEARCHES`: a coarse solve and
     LNS on contracted models) until its windows stall (:data:`PATIENCE`), then to the improving method again with
-    fresh seeds (:func:`again`), and the best start is the answer. Other starts were asked for by name: they
-    stand."""
+    fresh seeds (:func:`again`); what is still left, or all of it where the search does not start
+    (:data:`MIN_COARSE`), goes to restarts until the deadline (:func:`tail`), and the best start is the answer.
+    Other starts were asked for by name: they stand."""
     if spec != AUTO or clock.left() <= RESERVE + MIN_SEARCH:
         return stop
     current = stop.as_start()
@@ -168,7 +170,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     if found.usable and (not current.usable or found.objective < current.objective):
         current = found
     phases = {"start": time.perf_counter() - stop.t0}
-    if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS:
+    if method is not None and current.usable and clock.left() - RESERVE >= MIN_COARSE:
         current = improve(stop.problem, current, clock.left() - RESERVE, method=method, patience=PATIENCE)
         phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
         began, restarts = time.perf_counter(), goal(stop.problem) == "makespan"
@@ -182,9 +184,11 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
             current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
+            pool = []
             if current.info.get("restarts"):
                 stop.note = (f"{current.info['restarts']} restarts after the searches stalled, "
                              f"{current.info.get('restarts_better', 0)} of them better")
+    current = tail(stop, current, pool, clock, phases)
     stop.phases = phases
     if not current.usable or current.placement is stop.start:
         return stop
@@ -195,20 +199,57 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     return better
 
 
+MIN_COARSE = 2.0  # seconds from which the search starts: its coarse solve alone (placement_dsl.search.anytime gives
+# it all the time where no window would follow; at 3 s, MIN_LNS, a 4 s solve never searched: transformer-small's
+# 50 ops on three GPUs kept the start's 4.328 after 1.1 s, where a 2.5 s coarse HiGHS solve reaches 3.721)
+TAIL_LEAST = 0.3  # seconds, at least, of a last restart (and no less than a kick's list schedule and checks)
+TAIL_CHECKS = 8  # evaluations' worth of a restart besides its local search: up to restarts.DRAWS kicks, each list-scheduled and checked
+
+
+def tail(stop: Stop, current: Start, pool: list[Any], clock: Deadline, phases: dict[str, float]) -> Start:
+    """``current`` improved by restarts of the objective's improving method alone
+    (:func:`~placement_dsl.restarts.restart`, no window search) from the rest of ``pool``, then from kicks, until
+    the deadline less :data:`RESERVE`, then, where no kick is valid (a contiguous problem), fresh seeds
+    (:func:`again`) until they are stale: the time the searches above leave because they start only with
+    :data:`MIN_LNS` or :data:`MIN_COARSE` left, or give back when stalled (a 4 s makespan solve of 16 ops answered
+    its start after 0.2 s). Its seconds go to ``phases["restarts"]`` and ``phases["again"]``."""
+    problem = stop.problem
+    least = max(TAIL_LEAST, fallback_seconds(problem.graph, problem.cluster, "none", TAIL_CHECKS))
+    if not current.usable or clock.left() - RESERVE < least:
+        return current
+    began, before = time.perf_counter(), current.info.get("restarts", 0)
+    pool = [s for s in pool if isinstance(s, Start)] + \
+        alternatives(problem, tuple(s for s in pool if not isinstance(s, Start)))
+    pool.sort(key=lambda s: s.objective)
+    found = restart(problem, current, pool, clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
+                    seed=SEEDS["tail"])
+    phases["restarts"] = phases.get("restarts", 0.0) + time.perf_counter() - began
+    if clock.left() - RESERVE >= least:  # no kick was valid (a contiguous or pinned problem): fresh seeds instead
+        began = time.perf_counter()
+        found = again(problem, found, clock, stale_after=STALE, least=least, seed=SEEDS["tail"] + 10_000)
+        phases["again"] = phases.get("again", 0.0) + time.perf_counter() - began
+    if found.info.get("restarts"):
+        done = f"{found.info['restarts']} restarts to the deadline, {found.info.get('restarts_better', 0)} of them better"
+        stop.note = "; ".join(m for m in (stop.note, done) if m)
+    found.info = {**found.info, "restarts": before + found.info.get("restarts", 0)}
+    return found
+
+
 AGAIN_SHARE = 0.5  # of the time left, the most one fresh-seed round of a makespan takes: restarts follow them. Given
 # all of it, GPT-3 330M's first round (schedule-ls from its local optimum, 4,886 ops) took the 87 s left of a 300 s
 # solve and found nothing, and the restarts never ran; at a quarter, a generated GPT of 998 ops kept 6.59186 where
 # one round of 83 s had found 6.58988 (a round's segment search needs its time)
 
 
-def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, stale_after: int = STALE) -> Start:
-    """``current`` continued by the objective's improving method with a fresh seed each round
-    (:data:`SEEDS`), each for ``share`` of the time left less :data:`RESERVE` (at least :data:`MIN_LNS` seconds),
+def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, stale_after: int = STALE,
+          least: float = MIN_LNS, seed: int = SEEDS["again"]) -> Start:
+    """``current`` continued by the objective's improving method with a fresh seed each round (from ``seed``),
+    each for ``share`` of the time left less :data:`RESERVE` (at least ``least`` seconds, none started with less),
     until ``stale_after`` rounds in a row end without a better start: the time a stalled search gives back."""
-    seed, stale = SEEDS["again"], 0
-    while current.usable and clock.left() - RESERVE >= MIN_LNS and stale < stale_after:
+    stale = 0
+    while current.usable and clock.left() - RESERVE >= least and stale < stale_after:
         left = clock.left() - RESERVE
-        found = improve(problem, current, min(left, max(MIN_LNS, share * left)), seed=seed)
+        found = improve(problem, current, min(left, max(least, share * left)), seed=seed)
         seed += 1
         better = found.usable and found.objective < current.objective * (1 - 1e-12)
         current, stale = (found, 0) if better else (current, stale + 1)

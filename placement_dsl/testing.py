@@ -136,10 +136,8 @@ def structured_graph(rng: random.Random, shape: str, n: int, cpu: bool = False) 
         works = [float(rng.choice(HEAVY if i in heavy else LIGHT)) for i in range(n)]
     else:
         works = [float(rng.choice(WORKS)) for _ in range(n)]
-    ops = []
-    for i, w in enumerate(works):
-        work: float | dict[str, float] = {"accelerator": w, "cpu": w * rng.choice(CPU_FACTORS)} if cpu else w
-        ops.append(Op(name=f"v{i}", work=work, out_bytes=rng.choice(TENSORS), param_bytes=float(rng.randint(0, 3))))
+    ops = [Op(name=f"v{i}", work={"accelerator": w, "cpu": w * rng.choice(CPU_FACTORS)} if cpu else w,
+              out_bytes=rng.choice(TENSORS), param_bytes=float(rng.randint(0, 3))) for i, w in enumerate(works)]
     return Graph(ops, [(f"v{i}", f"v{j}") for i, j in edges], name=f"{shape}{n}")
 
 
@@ -167,11 +165,8 @@ def structured_problem(seed: int | random.Random, structure: str | None = None, 
 
 
 def structured_problems(structure: str | None = None, max_ops: int = 6):
-    """Hypothesis strategy of :func:`structured_problem` (``None``: either structure).
-
-    Draws a seed and builds the problem from it, so a failing example is reproduced by
-    ``structured_problem(seed, structure)``.
-    """
+    """Hypothesis strategy of :func:`structured_problem` (``None``: either structure): a seed drawn and the problem
+    built from it, so ``structured_problem(seed, structure)`` reproduces a failing example."""
     from hypothesis import strategies as st
 
     return st.builds(structured_problem, st.integers(0, 2**32 - 1), st.just(structure), st.just(max_ops))
@@ -421,6 +416,17 @@ def memory_binds() -> tuple[Problem, float]:
     return Problem(g, Cluster.accelerators(2, memory=5.0), Throughput(), [Memory()]), 6.0
 
 
+def subgraphs_on_links() -> tuple[Problem, float]:
+    """``a -> b -> c`` on two linked devices, ``b`` fast on g1: 4 with ``b`` alone there (two subgraphs on g0);
+    at most one subgraph per accelerator (Tarnawski Fig. 4's limit on a cluster with links): 6, all on g0."""
+    fast, slow = {"a": 1, "b": 4}, {"a": 4, "b": 1}
+    ops = [Op(name="a", work=fast, out_bytes=0.5), Op(name="b", work=slow, out_bytes=0.5), Op(name="c", work=fast)]
+    devices = [Device(name="g0", kind="a", invocations=False), Device(name="g1", kind="b", invocations=False)]
+    links = [Link(src="g0", dst="g1", bandwidth=1.0), Link(src="g1", dst="g0", bandwidth=1.0)]
+    return Problem(Graph(ops, [("a", "b"), ("b", "c")], name="subgraphs-links"), Cluster(devices, links), Latency(),
+                   [Subgraphs(1)]), 6.0
+
+
 BINDING: dict[str, tuple[Callable[[], tuple[Problem, float]], type[Term], float]] = {
     "contiguity_binds": (contiguity_binds, Contiguous, 6.5),
     "dag_order_binds": (dag_order_binds, DagOrder, 6.0),
@@ -429,6 +435,7 @@ BINDING: dict[str, tuple[Callable[[], tuple[Problem, float]], type[Term], float]
     "allowed_kinds_binds": (allowed_kinds_binds, AllowedKinds, 5.0),
     "memory_binds": (memory_binds, Memory, 5.0),
     "training_memory_1f1b": (training_memory_1f1b, TrainingMemory, 10.0),
+    "subgraphs_on_links": (subgraphs_on_links, Subgraphs, 4.0),
 }
 """Instances whose constraint changes the optimum: ``name -> (instance, constraint class, optimum without it)``."""
 
@@ -545,12 +552,9 @@ INSTANCES: dict[str, Callable[[], tuple[Problem, float]]] = {
 def valid_objectives(problem: Problem, methods: tuple[str, ...], time_limit: float = 5.0) -> list[float]:
     """The objectives of ``methods``' placements (each run for at most ``time_limit`` seconds) that ``problem``
     accepts: answers a bound must not exceed."""
-    out = []
-    for method in methods:
-        found = run(method, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=time_limit)
-        if problem.is_valid(found.placement):
-            out.append(problem.evaluate(found.placement).objective)
-    return out
+    found = [run(m, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=time_limit).placement
+             for m in methods]
+    return [problem.evaluate(p).objective for p in found if problem.is_valid(p)]
 
 
 def moirai_sheet(succ: Callable[[int], list[int]], tasks: int, first: list[int], bandwidth: list[list[float]],

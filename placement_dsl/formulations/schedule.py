@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from ..blocks import Assignment
 from ..blocks.base import BlockTemplate
 from ..blocks.schedule import DeviceOverlap, MakespanObjective, OpTimes, TransferCongestion, TransferTasks
-from ..constraints import Congestion, Overflow, Term
+from ..blocks.subgraph_limit import SubgraphLimit
+from ..constraints import Congestion, Overflow, Subgraphs, Term
 from ..errors import SpecError
 from ..evaluate import execution
 from ..objectives import Latency, Makespan
@@ -81,12 +82,20 @@ def _makespan(term: Latency, problem: Problem) -> list[BlockTemplate]:
     return [MakespanObjective(horizon_of(problem))]
 
 
+def _subgraphs(term: Subgraphs, problem: Problem) -> list[BlockTemplate]:
+    """Tarnawski Fig. 4 (2): at most ``q`` contiguous subgraphs per accelerator, the least ``q`` asked (one block
+    for all the problem's ``Subgraphs`` terms); the schedule times the ops, so the limit needs no slots."""
+    least = min(problem.find(Subgraphs), key=lambda t: t.q)
+    return [SubgraphLimit(term.q)] if term is least else []
+
+
 RULES = {
     Latency: _makespan,  # the single-sample family: Latency and its alias Makespan
     Makespan: _makespan,  # its own key too, so a table derived with ``rules={Makespan: ...}`` overrides it
     Congestion: drop,    # the templates read the mode from the problem (ScheduleData.congestion)
     ScheduleHint: drop,  # read by the skeleton and the objective rule (the horizon)
     Overflow: drop,      # a schedule's makespan charges no overflow: soft memory never binds it
+    Subgraphs: _subgraphs,
 }
 
 
@@ -137,4 +146,5 @@ SCHEDULE = register(ScheduleFormulation("schedule", Kind.EXACT, _skeleton, RULES
 MOIRAI (Zhang et al. §III-D): assignment (4c), start times and precedence over the augmented DAG
 (4a-4b), transfer tasks with channel choice (7), device non-overlap (6) and port or channel
 congestion (8) as GDP disjunctions reformulated by big-M with bounds from the data, memory (5);
-``minimize C_max`` (4).""", transformation="gdp.bigm"))
+``minimize C_max`` (4); ``Subgraphs(q)`` by Tarnawski Fig. 4's levels (at most ``q`` contiguous subgraphs per
+accelerator).""", transformation="gdp.bigm"))
