@@ -103,6 +103,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     text = [head, *lines]
     if payload["estimated"]:
         text.append(f"estimated (one FLOP per output element): {payload['estimated']}")
+    if w.meta.get("factory") and args.batch is None and "batch" in payload["dims"]:
+        text.append(f"traced at batch {payload['dims']['batch']}, the factory's own (--batch N to change)")
     if w.meta.get("note"):
         payload["note"] = w.meta["note"]
         text.append(f"note: {w.meta['note']}")

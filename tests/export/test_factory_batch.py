@@ -57,6 +57,8 @@ def test_the_import_traces_the_factorys_own_batch_unless_batch_is_given(factory_
     assert main(["import", f"{factory_file}:make", "--batch", "1", "--out", str(one), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dims"] == {"batch": 1}
     assert "small" in _modules(one) and "big" not in _modules(one)
+    assert main(["import", f"{factory_file}:make", "--out", str(own)]) == 0
+    assert "traced at batch 4, the factory's own (--batch N to change)" in capsys.readouterr().out
 
 
 def test_a_factory_requiring_a_batch_is_built_at_one(factory_file):
