@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from placement_dsl import Memory, Pin, Problem, Throughput, zoo
+from placement_dsl import Memory, Pin, Placement, Problem, Throughput, zoo
 from placement_dsl.heuristics import run
 
 
@@ -43,3 +43,20 @@ def test_an_answer_on_its_pin_keeps_its_claim(workload):
     r = run("dp", problem.graph, problem.cluster, model=problem.cost_model())
     assert r.valid and "pins" not in r.info
     assert r.bound is not None and math.isfinite(r.bound) and r.bound <= r.objective + 1e-9
+
+
+def test_the_stage_cut_bound_of_a_pinned_graph_is_finite_and_below_a_pinned_answer():
+    """The stage cut read each op's time on the first stage, ``inf`` for an op pinned elsewhere: an infinite
+    capacity in its flow graph (networkx raised, certify crashed past the dp level)."""
+    from placement_dsl import Bottleneck, Cluster, DagOrder, Overflow
+    from placement_dsl.bounds.local import stage_cut_bound
+    from placement_dsl.graph import Graph, Op
+
+    ops = [Op(name=f"v{i}", work=1.0 + (i % 3), out_bytes=2.0, param_bytes=1.0) for i in range(8)]
+    graph = Graph(ops, [(f"v{i}", f"v{i + 1}") for i in range(7)])
+    stages = Cluster.stages(3, bandwidth=2.0)
+    problem = Problem(graph, stages, Bottleneck(), [DagOrder(), Overflow(), Pin("v4", "stage1")])
+    bound, _ = stage_cut_bound(problem.graph, stages, overflow=True)
+    answer = Placement(problem.graph, stages, [0, 0, 0, 1, 1, 1, 2, 2])  # v4 on stage1, in DAG order
+    assert not problem.violations(answer)
+    assert math.isfinite(bound) and bound <= problem.evaluate(answer).objective + 1e-9
