@@ -100,8 +100,24 @@ def test_every_page_with_python_is_run():
     assert not same_output("a\nb", "a")
 
 
+@pytest.fixture
+def registries():
+    """A page registering a heuristic, an importer or a level (docs/dsl.md's ``round-robin``) registers it for
+    itself: each registry is restored in place after the page (other modules hold the same dicts), so every page
+    sees the registries as the package makes them, whatever page ran before it."""
+    from placement_dsl.heuristics import registry
+    from placement_dsl.io import formats
+    from placement_dsl.levels import base
+
+    kept = [(r, dict(r)) for r in (registry.load(), formats.load(), base.load())]
+    yield
+    for r, saved in kept:
+        r.clear()
+        r.update(saved)
+
+
 @pytest.mark.parametrize("guide", GUIDES)
-def test_guide_python_blocks_run_and_print_what_they_show(guide, tmp_path, monkeypatch, capsys):
+def test_guide_python_blocks_run_and_print_what_they_show(guide, tmp_path, monkeypatch, capsys, registries):
     """Every page's ``python`` blocks, run in order in one namespace as a reader runs them, print the ``text``
     block shown after them."""
     code = [c for c, _ in steps(guide)]
