@@ -39,7 +39,6 @@ Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 from __future__ import annotations
 
 import csv
-import inspect
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -70,7 +69,7 @@ from .errors import SpecError
 from .files import write_atomic
 from .graph import Graph
 from .io.costs import enclosing, leaves, profile_text, rounded
-from .io.torch_export import factory, import_torch
+from .io.torch_export import factory, factory_dims, import_torch
 from .zoo.training import with_backward
 
 DEVICES = ("cpu", "cuda")
@@ -91,14 +90,15 @@ class ModuleTime:
 
 
 # ---------------------------------------------------------------------------- building the model
-def build(spec: str, *, batch: int = 1, seq: int | None = None, device: str = "cpu", seed: int = 0
+def build(spec: str, *, batch: int | None = None, seq: int | None = None, device: str = "cpu", seed: int = 0
           ) -> tuple[Any, tuple, dict[str, Any]]:
-    """The model of ``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) built on ``device`` with seed ``seed``."""
+    """The model of ``MODULE:FACTORY`` (or ``path/to/file.py:FACTORY``) built on ``device`` with seed ``seed``,
+    at ``batch`` and ``seq`` where given and else at the factory's own defaults, as the import builds it
+    (:func:`placement_dsl.io.torch_export.factory_dims`)."""
     torch = import_torch()
     dev = _device(torch, device)
     fn = factory(spec)
-    wanted = inspect.signature(fn).parameters
-    given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
+    given, _ = factory_dims(fn, batch, seq)
     torch.manual_seed(seed)
     with dev:
         built = fn(**given)

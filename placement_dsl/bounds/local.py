@@ -54,6 +54,14 @@ def stage_cut_applies(graph: Graph, cluster: Cluster, overlap: str = "none") -> 
     return None
 
 
+def _stage_times(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """Each op's time on one of the identical stages, a pin left out: the bound holds over the placements that
+    ignore the graph's pins, a superset of those that keep them (``cluster.times`` puts a pinned op off every
+    other device at ``inf``, an infinite capacity in the cut's flow graph)."""
+    dev = cluster.devices[0]
+    return graph.work(dev.kind) / dev.speed
+
+
 def _nets(graph: Graph) -> list[tuple[int, np.ndarray]]:
     """``(producer, members)`` of every tensor with a consumer."""
     out: list[tuple[int, np.ndarray]] = []
@@ -72,7 +80,7 @@ def _networkx() -> Any:
 
 def _flow_graph(graph: Graph, cluster: Cluster, lam: float) -> nx.DiGraph:
     dev = cluster.devices[0]
-    t = cluster.times(graph)[:, 0]
+    t = _stage_times(graph, cluster)
     scale = float(cluster.transfer_scale[0])
     G = _networkx().DiGraph()
     node_cost = t + (lam * (graph.param_bytes + graph.activation_bytes) / dev.bandwidth if lam else 0.0)
@@ -101,7 +109,7 @@ def part_loads(graph: Graph, cluster: Cluster, unit: np.ndarray) -> np.ndarray:
     """The load of the part holding each op, the parts given by a label per op (from 0) that keeps each colocation
     group together (``O(n + m)``): each an upper bound on its ops' stage-cut values."""
     size = max(graph.n, int(np.max(unit, initial=-1)) + 1)
-    t = cluster.times(graph)[:, 0]
+    t = _stage_times(graph, cluster)
     scale = float(cluster.transfer_scale[0])
     load = np.bincount(unit, weights=t, minlength=size)[unit]
     sent = graph.out_bytes[graph.src] > 0  # each net (a producer and its consumers) as (producer, unit) pairs

@@ -29,8 +29,8 @@ def _dims(items: list[str]) -> dict[str, int]:
 
 
 def _read_model(args: argparse.Namespace) -> Workload:
-    options: dict[str, Any] = {"batch": args.batch, "seq": args.seq, "granularity": args.granularity,
-                               "depth": args.depth}
+    options: dict[str, Any] = {"seq": args.seq, "granularity": args.granularity, "depth": args.depth,
+                               **({} if args.batch is None else {"batch": args.batch})}
     path = Path(args.model)
     files, specs = formats.models(spec=False), formats.models(spec=True)
     if files and (formats.by_suffix(path, model=True) is not None or path.exists()):
@@ -103,6 +103,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     text = [head, *lines]
     if payload["estimated"]:
         text.append(f"estimated (one FLOP per output element): {payload['estimated']}")
+    if w.meta.get("factory") and args.batch is None and "batch" in payload["dims"]:
+        text.append(f"traced at batch {payload['dims']['batch']}, the factory's own (--batch N to change)")
     if w.meta.get("note"):
         payload["note"] = w.meta["note"]
         text.append(f"note: {w.meta['note']}")
@@ -117,7 +119,8 @@ def add_import_parser(sub: Any) -> None:
     im.add_argument("model", help="MODEL.onnx, or MODULE:FACTORY: a function building a torch module (run on the "
                                   "meta device) and returning (module, args)")
     im.add_argument("--out", required=True, metavar="WORKLOAD.json", help="workload file to write (native JSON)")
-    im.add_argument("--batch", type=number(int, 1, "--batch"), default=1, help="batch size (default: 1)")
+    im.add_argument("--batch", type=number(int, 1, "--batch"),
+                    help="batch size (default: 1 for an ONNX model; a factory's own default batch)")
     im.add_argument("--seq", type=number(int, 1, "--seq"), help="sequence length of symbolic sequence dimensions")
     im.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                     help="value of another symbolic dimension of an ONNX model (repeatable)")

@@ -20,7 +20,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                           seed=args.seed)
     rows = profile.profile_module(module, margs, kwargs, depth=args.depth, device=args.device, repeat=args.repeat,
                                   warmup=args.warmup, threads=args.threads)
-    note = (f"placement-dsl profile {args.model} --device {args.device} --batch {args.batch}"
+    note = (f"placement-dsl profile {args.model} --device {args.device}{f' --batch {args.batch}' if args.batch else ''}"
             f"{f' --seq {args.seq}' if args.seq else ''}: fastest of {args.repeat} runs, {args.threads} thread(s); "
             "B and W are each their own backward pass, so B + W >= backward_ms")
     profile.write_profile(rows, out, args.kind, note)
@@ -47,7 +47,8 @@ def add_profile_parser(sub: Any) -> None:
     pr.add_argument("--kind", default=ACCELERATOR,
                     help="device kind the times are for in the workload (default: accelerator, the kind pipeline "
                          "stages run on; on a CPU pipeline the ranks play the accelerators)")
-    pr.add_argument("--batch", type=number(int, 1, "--batch"), default=1, help="batch size: the micro-batch (default: 1)")
+    pr.add_argument("--batch", type=number(int, 1, "--batch"),
+                    help="batch size: the micro-batch (default: the factory's own, as import builds it)")
     pr.add_argument("--seq", type=number(int, 1, "--seq"), help="sequence length, for factories that take seq")
     pr.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
                     help="time the modules at most D dotted parts deep that call no other such module (default: the "

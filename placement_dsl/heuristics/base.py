@@ -188,6 +188,8 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
         result, check = _folded(method, result, model, at)
     else:  # the verdict is the answer's: a caller need not score it again (latency-best's candidates)
         result = replace(result, valid=verdict.valid)
+    if not verdict.valid:
+        result = _off_pin(method, result)
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")
     if result.seconds == 0.0:
@@ -198,6 +200,23 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
         result = replace(result, bound=None, exact_among=None)  # orders, a rank's two devices (ZBV): no max-load
         # method is exact for it (objectives.Interleaved1F1B)
     return result
+
+
+def _off_pin(method: str, result: HeuristicResult) -> HeuristicResult:
+    """An answer placing a pinned op (``graph.pinned``) off its device: the method searched as if the pin were not
+    there (the DP over ideals and SliceGraph see devices by kind), so its bound and exactness hold for the unpinned
+    graph, not for this one. Both are dropped and ``info["pins"]`` says so, rather than an infinite objective
+    standing as a proven bound."""
+    placement = result.placement
+    names = placement.cluster.names
+    off = [(placement.graph.ops[i].name, dev, names[int(placement.assign[i])])
+           for i, dev in placement.graph.pinned.items() if names[int(placement.assign[i])] != dev]
+    if not off:
+        return result
+    op, dev, on = off[0]
+    note = (f"{method} does not honour pins: op {op!r} pinned to {dev!r} is on {on!r}"
+            f"{f' (and {len(off) - 1} more)' if len(off) > 1 else ''}; no bound is claimed")
+    return replace(result, bound=None, exact_among=None, info={**result.info, "pins": note})
 
 
 def _valid_when_stopped(method: str, result: HeuristicResult, verdict: Any, model: CostModel,

@@ -291,13 +291,31 @@ def _from_file(path: str) -> Any:
     return module
 
 
-@importer("torch", model=True, spec=True)
-def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -> Workload:
-    """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation)."""
-    fn = factory(spec)
-    torch = import_torch()
+def factory_dims(fn: Callable[..., Any], batch: int | None, seq: int | None) -> tuple[dict[str, int], dict[str, Any]]:
+    """The keyword arguments ``fn`` is called with, and the dimensions it builds the model at.
+
+    A dimension given (``batch``, ``seq`` not ``None``) is passed where the factory takes it; one not given is
+    left to the factory's own default (its example input's batch: a model whose forward branches on
+    ``x.shape[0]`` is traced as its author built it), and a ``batch`` the factory requires without a default is
+    1. The second mapping names each dimension the factory takes at the value it is built at (its default, where
+    that is a number)."""
     wanted = inspect.signature(fn).parameters
     given = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in wanted and v is not None}
+    if batch is None and "batch" in wanted and wanted["batch"].default is inspect.Parameter.empty:
+        given["batch"] = 1
+    built_at = {k: given.get(k, wanted[k].default) for k in ("batch", "seq") if k in wanted}
+    return given, {k: v for k, v in built_at.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+@importer("torch", model=True, spec=True)
+def load(spec: str, *, batch: int | None = None, seq: int | None = None, **options: Any) -> Workload:
+    """Build the model of ``MODULE:FACTORY`` on the meta device and import it (see the module's documentation).
+
+    ``batch`` and ``seq`` (``None``: the factory's own defaults, :func:`factory_dims`) are passed where the
+    factory takes them; ``meta["dims"]`` records the dimensions the model was built at."""
+    fn = factory(spec)
+    torch = import_torch()
+    given, dims = factory_dims(fn, batch, seq)
     built, note = _build(torch, fn, given, spec)
     if not isinstance(built, tuple) or len(built) not in (2, 3):
         raise SpecError(f"factory {spec!r} must return (module, args) or (module, args, kwargs), "
@@ -305,7 +323,7 @@ def load(spec: str, *, batch: int = 1, seq: int | None = None, **options: Any) -
     module, args, kwargs = (*built, {}) if len(built) == 2 else built
     args = args if isinstance(args, tuple) else (args,)
     w = from_module(module, args, kwargs, name=options.pop("name", None) or spec.partition(":")[2], **options)
-    meta = {**w.meta, "factory": spec, "dims": given, **({"note": note} if note else {})}
+    meta = {**w.meta, "factory": spec, "dims": dims, **({"note": note} if note else {})}
     return Workload(w.graph, w.cluster, w.format, meta)
 
 
