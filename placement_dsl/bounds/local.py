@@ -46,11 +46,6 @@ def stage_cut_applies(graph: Graph, cluster: Cluster, overlap: str = "none") -> 
         return f"the stage-cut bound sums compute and transfers; overlap {overlap!r} takes their maximum"
     if cluster.host.any() or cluster.routed or len(cluster.homogeneous_groups()) != 1:
         return "the stage-cut bound needs identical non-host devices without routes"
-    pins = graph.pinned
-    if pins:  # a pinned op cannot run on the other stages: its cut would cross an infinite capacity
-        op, device = next(iter(pins.items()))
-        return (f"the stage-cut bound needs ops free to run on every stage; op {graph.names[op]!r} is pinned to "
-                f"{device!r}")
     return None
 
 
