@@ -170,6 +170,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     if found.usable and (not current.usable or found.objective < current.objective):
         current = found
     phases = {"start": time.perf_counter() - stop.t0}
+    proved = None
     if method is not None and current.usable and goal(stop.problem) == "makespan":
         began = time.perf_counter()
         searched, proved = whole_model(stop.problem, current, clock)
@@ -178,7 +179,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         if proved is not None and (stop.floor is None or proved > stop.floor):  # over every placement: a floor
             stop.floor, stop.floor_source = proved, "CP-SAT on the whole model"
     if method is not None and current.usable and clock.left() - RESERVE >= MIN_LNS and not \
-            (stop.floor is not None and meets(stop.floor, current.objective)):
+            (proved is not None and meets(proved, current.objective)):  # CP-SAT proved its answer optimal
         current = improve(stop.problem, current, clock.left() - RESERVE, method=method, patience=PATIENCE)
         phases.update(coarse=current.info.get("coarse_seconds", 0.0), lns=current.info.get("lns_seconds", 0.0))
         began, restarts = time.perf_counter(), goal(stop.problem) == "makespan"
