@@ -296,6 +296,31 @@ def check_terms(problem: Problem) -> None:
 _check_terms = check_terms
 
 
+WHOLE_LITERALS = 1200  # op-device literals (ops times the devices that may run them) up to which a makespan solve
+# whose MILP is too large searches CP-SAT's model of the whole graph from its best schedule: on one worker its fixed
+# search improves such a start steadily where the local and window searches stall (generated sheets of 60 wide
+# layers, 174-183 ops onto 5 devices: from schedule-ls's 1.444, 2.203 and 1.403 to 1.265, 1.904 and 1.157 in 40-60 s
+# at load 5-7), and does not on larger models (327 ops onto 5: 1.927 to 1.926 in 40 s; a 897-op sheet 10.492 to 10.472)
+
+
+def literals(problem: Problem) -> int:
+    """The op-device literals of CP-SAT's model of ``problem`` (each op's devices of finite time), counted before it
+    is built: the size :data:`WHOLE_LITERALS` compares."""
+    return int(np.isfinite(problem.cluster.times(problem.graph)).sum())
+
+
+def whole_fits(problem: Problem) -> bool:
+    """Whether CP-SAT searches ``problem`` whole (:data:`WHOLE_LITERALS`): OR-Tools is installed, CP-SAT models the
+    problem (:func:`check_terms`) and its model is small enough for its search to improve a schedule."""
+    if not available() or literals(problem) > WHOLE_LITERALS:
+        return False
+    try:
+        check_terms(problem)
+    except SpecError:
+        return False
+    return True
+
+
 def _start_schedule(problem: Problem, start: Placement) -> Schedule:
     """The start's own schedule when it is valid, else its list schedule."""
     congestion = problem.cost_model().congestion

@@ -173,16 +173,16 @@ def _ones(bits: np.ndarray, rows: int = 1024) -> np.ndarray:
                            for i in range(0, len(bits), rows)]) if len(bits) else np.zeros(0, dtype=np.int64)
 
 
-def fitting_ops(problem: Any, formulation: Any, seconds: float) -> int:
-    """The most ops a coarsening of ``problem``'s graph may keep so that ``formulation``'s model of it builds in
-    ``seconds`` (its edges taken in proportion to its ops, at least one per op but the first); 0 when not even
-    two ops fit."""
+def fitting_ops(problem: Any, formulation: Any, seconds: float, per_build: float = 0.0) -> int:
+    """The most ops a coarsening of ``problem``'s graph may keep so that ``formulation``'s model of it builds, and is
+    searched ``per_build`` times its build, in ``seconds`` (its edges taken in proportion to its ops, at least one per
+    op but the first); 0 when not even two ops fit."""
     form = get(formulation, problem)
     n, m = problem.graph.n, problem.graph.m
     per = max(m / max(n, 1), 1.0)
 
     def fits(k: int) -> bool:
-        return _seconds(form, _nonzeros(problem, form, k, per * (k - 1))) <= seconds
+        return _seconds(form, _nonzeros(problem, form, k, per * (k - 1))) * (1 + per_build) <= seconds
 
     if not fits(2):
         return 0

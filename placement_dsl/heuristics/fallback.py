@@ -14,7 +14,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..deadline import BudgetSpent, Deadline, call_within, slowdown
-from ..errors import PlacementError
+from ..errors import InfeasibleError, PlacementError
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..placement import Placement
@@ -98,6 +98,18 @@ def one_device_closed_form(method: str, graph: Graph, cluster: Cluster, phase: s
     (a 15,000-task sheet under load), as ``method``'s result with ``info["stopped"]``; ``None`` where no device
     holds the graph."""
     begun = time.perf_counter() if start is None else start
+    best = one_device_latency(graph, cluster)
+    if best is None:
+        return None
+    placement = Placement(graph, cluster, np.full(graph.n, best[1]), source=method)
+    return HeuristicResult(method=method, placement=placement, objective=best[0], seconds=time.perf_counter() - begun,
+                           info={"stopped": STOPPED, "fallback": "one-device (closed form)", "stopped_in": phase})
+
+
+def one_device_latency(graph: Graph, cluster: Cluster) -> tuple[float, int] | None:
+    """The one device that holds the graph and runs it soonest, and its latency by the closed form of
+    :func:`one_device_closed_form` (one sum or longest path per device): ``(latency, device)``, ``None`` where no
+    device holds the graph."""
     times = cluster.times(graph)
     need = float((graph.param_bytes + graph.activation_bytes).sum())
     best: tuple[float, int] | None = None
@@ -107,11 +119,16 @@ def one_device_closed_form(method: str, graph: Graph, cluster: Cluster, phase: s
             continue
         latency = graph.longest(t) if cluster.parallel[d] else float(np.sum(t))
         best = (latency, d) if best is None or latency < best[0] else best
+    return best
+
+
+def one_device_split(graph: Graph, cluster: Cluster) -> np.ndarray:
+    """Every op on the device :func:`one_device_latency` picks (a split a caller scores by its cost model);
+    :class:`~placement_dsl.errors.InfeasibleError` where no device holds the graph."""
+    best = one_device_latency(graph, cluster)
     if best is None:
-        return None
-    placement = Placement(graph, cluster, np.full(graph.n, best[1]), source=method)
-    return HeuristicResult(method=method, placement=placement, objective=best[0], seconds=time.perf_counter() - begun,
-                           info={"stopped": STOPPED, "fallback": "one-device (closed form)", "stopped_in": phase})
+        raise InfeasibleError("no single device holds the graph (its memory, or an op it cannot run)")
+    return np.full(graph.n, best[1], dtype=np.int64)
 
 
 def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:

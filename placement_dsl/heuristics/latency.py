@@ -36,7 +36,7 @@ from . import manifest
 from .base import HeuristicResult, deadline_at, expired, left, stopped
 from .base import run as run_method
 from .baselines import max_load_model
-from .fallback import fallback, fallback_seconds, one_device_closed_form
+from .fallback import fallback, fallback_seconds, one_device_closed_form, one_device_split
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
@@ -446,16 +446,16 @@ def _scores(result: Any) -> tuple[float, bool | None]:  # the verdict on its spl
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
                at: float | None = None, found: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Greedy (§7), the chain split (:func:`.latency_chain.chain_split`), the spine split
-    (:func:`.latency_spine_split.spine_split`), the max-load DP (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is left until ``at`` (``time.monotonic()``), and none starts after
-    it. The chain split goes before the DPs: on layer graphs it is the best start by far and takes milliseconds
+    """Greedy (§7), one device (:func:`.fallback.one_device_split`), the chain and spine splits, the max-load DP
+    (§5.1.1) and DPL (§5.1.2) splits, scored for latency; the DPs get what is left until ``at``
+    (``time.monotonic()``), and none starts after it. The chain split goes before the DPs: on layer graphs it is the best start by far and takes milliseconds
     (InceptionV3: 1,325.5, the DPs' 1,854.6), and a short call (a 10 s round of a solve's start) that spent its time
     on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0).
     ``found(candidate)`` is called with each candidate as it is scored."""
-    out = []
-    # greedy and the DPs by the registry's run: on a cluster whose links leave a pair of devices without a route it
+    out = []  # greedy and the DPs by the registry's run: where links leave a pair of devices without a route it
     # searches within the devices that reach one another where a split sends a tensor across such a pair
     for method, run in (("greedy", lambda: run_method("greedy", graph, cluster, model=lat)),
+                        ("one-device", lambda: _Split(one_device_split(graph, cluster))),  # one sum or longest path
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("dp", lambda: run_method("dp", graph, cluster, model=max_load_model(lat),
@@ -477,7 +477,7 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
     return out
 
 
-BASELINES = 5  # greedy, the chain and spine splits, the DP and DPL: latency-best's candidates before its search
+BASELINES = 6  # greedy, one device (557.4 on a 15,000-task sheet, greedy 777.6), the chain, spine, DP and DPL splits
 CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
 
 

@@ -126,7 +126,10 @@ BOUND_OPS = 500  # past its time limit schedule-ls computes the closed-form boun
 
 
 MIRROR_SHARE = 0.3  # of the time left at the forward local optimum, the most the mirrored descent takes: given all of
-# it, MOIRAI's GoogLeNet spent 10 s more of a 60 s solve in its start race and ended at 1.35661 where it had 1.31258
+# it, MOIRAI's GoogLeNet spent 10 s more of a 60 s solve in its start race and ended at 1.35661 where it had 1.31258.
+# At this share, 60 s solves with and without the mirrored descent side by side (3 each, load 3-9): GoogLeNet 1.3532
+# and 1.3551, GPT-3 330M inter-server 213.899 both, intra-server 143.376 and 143.394, 300- and 1,000-task sheets
+# 10.048 and 10.002, 28.224 both, a sheet of 60 wide layers 1.447 and 1.698: kept
 SEGMENT_SHARE = 0.5  # of schedule-ls's time, the most its search segment by segment takes before the whole graph's
 
 

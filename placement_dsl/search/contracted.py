@@ -10,7 +10,7 @@ one op (:func:`placement_dsl.coarsen.contract`); the coarse problem is solved by
 graph finds it valid and better.
 
 * The **coarse solve** (``free=None``): every interval may move, intervals of at most ``cap`` ops, the
-  cap as small as the model's size for the step's time allows (:func:`placement_dsl.sizing.fitting_ops`).
+  cap as small as the model's build and search for the step's time allow (:func:`placement_dsl.sizing.fitting_ops`).
 * An **LNS step** (``free`` a window of ops): the window's ops stay single and free, every other
   interval is as long as the incumbent allows and pinned where the incumbent runs it.
 
@@ -45,7 +45,10 @@ KEPT = (Memory, Overflow, Contiguous, DagOrder, Subgraphs, Congestion)
 """Terms a coarse problem keeps as they are; colocation and allowed kinds are folded into the graph it contracts,
 pins are moved onto the coarse ops; a problem with any other term is not contracted."""
 FOLDED = ("Colocate", "AllowedKinds")
-BUILD_SHARE = 0.35  # of a step's seconds its model may take to build, by the sizing estimate
+SEARCH_PER_BUILD = 10.0  # seconds of search a step's coarse model asks per second of its estimated build: the step's
+# model is sized so that both fit its time. Sized by its build alone (a third of the step), a 12 s step of a 146-op
+# transformer's latency picked a model of 74 ops, built in ~1 s and searched in 8 s idle, not within the step under
+# load; the build and 10 times it leave ~50 ops
 CPSAT_OPS = 60  # the coarse size of a makespan step with CP-SAT (its interval model is not sized by nonzeros)
 CHILD = 2.5  # seconds a CP-SAT step's solve runs past its limit: its child process starts (OR-Tools' import), answers
 EXPAND = 1e-3  # seconds per op of the full graph to expand the answer and score its schedules (1 s at 1,137 ops)
@@ -142,19 +145,22 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
          solver: str | None = None, target: int | None = None) -> tuple[Placement | None, dict[str, Any]]:
     """One contracted re-solve within ``seconds`` (the whole call): a placement of the full graph that the cost
     model finds valid and better than ``incumbent`` (else ``None``), and what happened (``info``). ``free``: the
-    window's ops (in order), or ``None`` for the coarse solve. A coarse model the sizing estimate finds too large
-    for :data:`BUILD_SHARE` of the time is contracted further (fewer intervals, a shorter window) first."""
+    window's ops (in order), or ``None`` for the coarse solve. A coarse model whose estimated build and search
+    (:data:`SEARCH_PER_BUILD` times the build) do not fit the time left is contracted further (fewer intervals, a
+    shorter window) first."""
     t0 = time.perf_counter()
     solver = solver or sub_solver(problem)
+    until = t0 + seconds - (CHILD if solver == "cpsat" else 0.0) - EXPAND * problem.graph.n  # the model's own time
     if target is None:
-        target = CPSAT_OPS if solver == "cpsat" else fitting_ops(problem, get("auto", problem), BUILD_SHARE * seconds)
+        target = CPSAT_OPS if solver == "cpsat" else fitting_ops(problem, get("auto", problem), until - t0,
+                                                                 SEARCH_PER_BUILD)
     info: dict[str, Any] = {"ops": problem.graph.n, "target": target}
-    made = _sized(problem, incumbent, free, target, BUILD_SHARE * seconds, solver)
+    made = _sized(problem, incumbent, free, target, until, solver)
     if isinstance(made, str):
         return None, {**info, "skipped": made}
     coarsening, small, start, keep = made
     info["coarse_ops"] = small.graph.n
-    left = seconds - (time.perf_counter() - t0) - (CHILD if solver == "cpsat" else 0.0) - EXPAND * problem.graph.n
+    left = until - time.perf_counter()
     if left < 1.0:
         return None, {**info, "skipped": "no time left for the coarse model"}
     try:
@@ -183,11 +189,12 @@ def _on(cluster: Cluster, keep: np.ndarray, placement: Placement) -> Placement:
 TRIES = 4  # contractions tried before a step gives up on a model too large for its time
 
 
-def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, target: int, seconds: float,
+def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, target: int, until: float,
            solver: str) -> tuple[Coarsening, Problem, Placement, np.ndarray] | str:
     """The contraction, its problem (on the incumbent's devices and a spare of each class, :func:`devices`), the
-    incumbent on it and the devices kept, contracted until the model's estimated build fits ``seconds`` (CP-SAT's
-    model is not sized); or why there is none."""
+    incumbent on it and the devices kept, contracted until the model's estimated build and search
+    (:data:`SEARCH_PER_BUILD` times it) fit the time left until ``until`` (``time.perf_counter()``), read after each
+    contraction, which on a large graph takes time of its own (CP-SAT's model is not sized); or why there is none."""
     window = None if free is None else list(free)
     keep = devices(problem, incumbent)
     cluster = sub_cluster(problem.cluster, keep)
@@ -196,6 +203,8 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
     for _ in range(TRIES):
         if (window is None and target < 2) or (window is not None and not window):
             return "no coarse model fits the time"
+        if time.perf_counter() >= until:
+            return "no time left for the coarse model"
         mask = None
         if window is not None:
             mask = np.zeros(problem.graph.n, dtype=bool)
@@ -209,11 +218,14 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
             return str(err).splitlines()[0]
         if small is None:
             return "a term the coarse problem cannot hold"
-        need = 0.0 if solver == "cpsat" else build_seconds(small, get("auto", small))
-        if need <= seconds:
+        need = 0.0 if solver == "cpsat" else build_seconds(small, get("auto", small)) * (1 + SEARCH_PER_BUILD)
+        room = until - time.perf_counter()  # the contraction and its count took time: the clock, read again
+        if need <= room:
             start = Placement(small.graph, small.cluster, at[mapped(incumbent, groups)], source="incumbent")
             return coarsening, small, start, np.asarray(keep, dtype=np.int64)
-        shrink = 0.9 * math.sqrt(seconds / need)
+        if room <= 0:
+            return "no time left for the coarse model"
+        shrink = 0.9 * math.sqrt(room / need)
         if window is None:
             target = min(int(target * shrink), len(groups) - 1)
         else:

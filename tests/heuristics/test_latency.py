@@ -339,7 +339,8 @@ def test_latency_best_lists_every_candidate_and_keeps_the_best():
     cluster = Cluster.accelerators(3, memory=float(g.param_bytes.sum()) / 2.2, cpus=2)
     result = run("latency-best", g, cluster, model=LATENCY_MODEL, **SMALL)
     cands = result.info["candidates"]
-    assert [c["method"] for c in cands] == ["greedy", "chain", "spine", "dp", "dpl", "latency-local-search"]  # the chain before the DPs
+    assert [c["method"] for c in cands] == ["greedy", "one-device", "chain", "spine", "dp", "dpl",
+                                             "latency-local-search"]  # the chain before the DPs
     valid = [c["latency"] for c in cands if c.get("valid")]
     assert result.objective == pytest.approx(min(valid))
     assert result.info["best"] in {c["method"] for c in cands}
