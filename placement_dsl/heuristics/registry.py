@@ -192,6 +192,16 @@ def _plugins(import_all: bool) -> None:
             import_modules(pkg)
 
 
+def _declared_order() -> dict[str, Heuristic]:
+    """The registry in :data:`DECLARED`'s order, other methods after in the order they registered: a module imported
+    before the table was entered (its decorator registering first) no longer moves its method up the listings."""
+    rank = {name: i for i, name in enumerate(DECLARED)}
+    entries = sorted(HEURISTICS.items(), key=lambda item: rank.get(item[0], len(rank)))
+    HEURISTICS.clear()
+    HEURISTICS.update(entries)
+    return HEURISTICS
+
+
 def declare() -> dict[str, Heuristic]:
     """Every method by name without importing the modules that define them (:data:`DECLARED`, the plugin packages'
     tables; a plugin package without one is imported); the registry, whose declared entries import their module
@@ -199,6 +209,7 @@ def declare() -> dict[str, Heuristic]:
     if not _loaded[0]:
         _add_declared(__package__, DECLARED)
         _plugins(import_all=False)
+        _declared_order()
     return HEURISTICS
 
 
@@ -208,6 +219,7 @@ def load() -> dict[str, Heuristic]:
         declare()  # the declared order first: the decorators replace the entries in place
         _plugins(import_all=True)
         _loaded[0] = True
+        _declared_order()
     return HEURISTICS
 
 

@@ -19,6 +19,14 @@ def serial(k: int, kinds: tuple[str, ...] = ()) -> Cluster:
     return Cluster([Device(name=f"d{i}", kind=kinds[i], invocations=False) for i in range(k)])
 
 
+def star(k: int, work: float, out: float, mode: str | None) -> Problem:
+    """``a -> x0..x{k-1} -> b`` on ``k`` serial devices: ``a`` and ``b`` take 1, each ``x`` ``work``, tensors ``out``."""
+    ops = [Op(name="a", work=1.0, out_bytes=out), *[Op(name=f"x{i}", work=work, out_bytes=out) for i in range(k)],
+           Op(name="b", work=1.0)]
+    edges = [("a", f"x{i}") for i in range(k)] + [(f"x{i}", "b") for i in range(k)]
+    return Problem(Graph(ops, edges), serial(k), Makespan(), [Congestion(mode)])
+
+
 @st.composite
 def fork_chains(draw, times: tuple[int, int] = (1, 5), most_size: int = 3):
     """Chains of forks ``c_i -> branches -> c_{i+1}`` (branches of one or two ops) on two or three devices of two

@@ -15,21 +15,12 @@ from placement_dsl.constraints import Congestion
 from placement_dsl.cpsat import available
 from placement_dsl.cpsat_segments import schedule_segment_bound, schedule_segment_bounds
 from placement_dsl.deadline import Deadline
-from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
-from tests.bounds.forks import fork_chains, serial
+from tests.bounds.forks import fork_chains, star
 
 pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced by CP-SAT (OR-Tools)")
 TOL = 1e-6
-
-
-def star(k: int, work: float, out: float, mode: str | None) -> Problem:
-    """``a -> x0..x{k-1} -> b`` on ``k`` devices: ``a`` and ``b`` take 1, each ``x`` ``work``, tensors ``out``."""
-    ops = [Op(name="a", work=1.0, out_bytes=out), *[Op(name=f"x{i}", work=work, out_bytes=out) for i in range(k)],
-           Op(name="b", work=1.0)]
-    edges = [("a", f"x{i}") for i in range(k)] + [(f"x{i}", "b") for i in range(k)]
-    return Problem(Graph(ops, edges), serial(k), Makespan(), [Congestion(mode)])
 
 
 def test_the_hand_star_is_priced_exactly():

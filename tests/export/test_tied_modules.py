@@ -68,10 +68,15 @@ class TiedGPT(nn.Module):
 
 
 def _placed(model, x, starts: list[str]) -> Placement:
-    """Stages beginning at the first op of each module in ``starts`` (in the model's op order)."""
+    """Stages beginning at the first op of each module in ``starts`` (in the model's op order), the model read by
+    the torch importer."""
     from placement_dsl.io.torch_export import from_module
 
-    g = from_module(model, (x,)).graph
+    return _staged(from_module(model, (x,)).graph, starts)
+
+
+def _staged(g, starts: list[str]) -> Placement:
+    """Stages of graph ``g`` beginning at the first op of each module in ``starts`` (program order)."""
     stage, assign = 0, []
     for op in g.ops:
         module = str(op.attrs.get("module") or "")
@@ -213,17 +218,6 @@ def _onnx_graph(model, x, path, dynamo: bool):
     return onnx_io.load(path).graph
 
 
-def _onnx_placed(g, starts: list[str]) -> Placement:
-    """Stages beginning at the first op of each module in ``starts`` (program order), as :func:`_placed`."""
-    stage, assign = 0, []
-    for op in g.ops:
-        module = str(op.attrs.get("module") or "")
-        if stage < len(starts) and (module == starts[stage] or module.startswith(starts[stage] + ".")):
-            stage += 1
-        assign.append(stage)
-    return Placement(g, Cluster.stages(len(starts) + 1), assign)
-
-
 def test_a_tied_decoder_read_from_the_dynamo_onnx_file_is_recorded_and_cut_right(tmp_path):
     """The dynamo exporter names the calls 'enc' and 'dec' and gives the object's weights one initializer,
     'dec.weight', which both calls read: read as two modules called once each, the split at 'dec' was exported as is
@@ -234,7 +228,7 @@ def test_a_tied_decoder_read_from_the_dynamo_onnx_file_is_recorded_and_cut_right
     g = _onnx_graph(model, x, tmp_path / "encdec.onnx", dynamo=True)
     shared = {p: o for op in g.ops for p, o in (op.attrs.get("shared_modules") or {}).items()}
     assert shared == {"enc": {"fqns": ["dec", "enc"], "calls": 2}, "dec": {"fqns": ["dec", "enc"], "calls": 2}}
-    data = export(_onnx_placed(g, ["mid", "dec"]), "torch-pipelining").data
+    data = export(_staged(g, ["mid", "dec"]), "torch-pipelining").data
     assert data["split_spec"] == {"mid": "beginning", "mid.2": "end"}
     assert data["tied_modules"] == [{"fqns": ["dec", "enc"], "stages": [0, 2]}]
     runs_as_planned(model, x, data)

@@ -23,6 +23,7 @@ from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status
+from tests.formulations.schedule_rows import best_valid, broken_rows
 
 MODES = ("port", "channel", "link", "none")
 
@@ -89,11 +90,9 @@ def exhaustive(problem: Problem) -> float:
 @example(seed=436396, mode="port")
 def test_the_schedule_milp_keeps_what_the_cost_model_accepts_on_routed_clusters(seed, mode):
     problem = tiny(seed, mode)
-    ranked = sorted((p for p in testing.placements(problem) if problem.is_valid(p)),
-                    key=lambda p: problem.evaluate(p).objective)
+    ranked = best_valid(problem)
     for placement in ranked[:3]:  # each a feasible start at a horizon of its own makespan
-        makespan = problem.evaluate(placement).objective
-        assert check_template_rows(compile(hinted(problem, makespan), "schedule"), placement) == []
+        assert broken_rows(problem, placement) == []
     result = solve(problem, "schedule", time_limit=60, gap=1e-9)
     assert result.status is Status.OPTIMAL, result.message
     assert result.objective <= problem.evaluate(ranked[0]).objective * (1 + 1e-6)  # brute force, list-scheduled

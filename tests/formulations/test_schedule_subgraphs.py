@@ -10,15 +10,13 @@ import pytest
 
 from placement_dsl import testing
 from placement_dsl.cluster import Cluster, Device, Link
-from placement_dsl.compile import compile
-from placement_dsl.conformance import check_template_rows
 from placement_dsl.constraints import Subgraphs
-from placement_dsl.formulations.schedule import hinted
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.solvers import Status
+from tests.formulations.schedule_rows import best_valid, broken_rows
 
 
 def linked(seed: int, q: int) -> Problem:
@@ -41,11 +39,8 @@ def test_the_schedule_milp_limits_the_subgraphs_per_accelerator_as_brute_force_d
     problem = linked(seed, q)
     best = testing.scheduled_optimum(problem)
     unlimited = testing.scheduled_optimum(Problem(problem.graph, problem.cluster, Latency(), []))
-    valid = sorted((p for p in testing.placements(problem) if problem.is_valid(p)),
-                   key=lambda p: problem.evaluate(p).objective)
-    for placement in valid[:3]:  # each a feasible start at a horizon of its own makespan
-        makespan = problem.evaluate(placement).objective
-        assert check_template_rows(compile(hinted(problem, makespan), "schedule"), placement) == []
+    for placement in best_valid(problem)[:3]:  # each a feasible start at a horizon of its own makespan
+        assert broken_rows(problem, placement) == []
     result = solve(problem, "schedule", time_limit=60, gap=1e-9)
     assert result.status is Status.OPTIMAL, result.message
     assert problem.is_valid(result.placement)

@@ -18,28 +18,14 @@ from placement_dsl.problem import Problem
 from placement_dsl.starts import PASSES, SUBSUMED, auto_methods, construction_order, pass_seconds
 from placement_dsl.testing import moirai_sheet
 from placement_dsl.zoo import gpt3
+from tests.solve.sheets import layered
 
 
 def layered_sheet(tasks: int, devices: int, seed: int) -> Problem:
     """A MOIRAI sheet of ``tasks`` tasks in layers of up to ``sqrt(tasks) / 2`` side by side (each task fed by one to
     three of the layer before, sometimes one two layers back), heterogeneous speeds and bandwidths, a flow per edge."""
     rng = random.Random(seed)
-    width, layers, t = max(2, int(tasks ** 0.5 / 2)), [], 1
-    while t <= tasks:
-        w = min(tasks - t + 1, rng.randint(1, width))
-        layers.append(list(range(t, t + w)))
-        t += w
-    succ: dict[int, set[int]] = {i: set() for i in range(1, tasks + 1)}
-    for i, layer in enumerate(layers[1:], start=1):
-        for j in layer:
-            for p in rng.sample(layers[i - 1], min(len(layers[i - 1]), rng.choice((1, 1, 2, 3)))):
-                succ[p].add(j)
-            if i >= 2 and rng.random() < 0.15:
-                succ[rng.choice(layers[i - 2])].add(j)
-    for i, layer in enumerate(layers[:-1]):
-        for p in layer:
-            if not succ[p]:
-                succ[p].add(rng.choice(layers[i + 1]))
+    layers, succ = layered(rng, tasks, max(2, int(tasks ** 0.5 / 2)), back=0.15)
     K = devices
     speed = [rng.uniform(0.5, 2.5) for _ in range(K)]
     bandwidth = [[rng.choice((2.0, 5.0, 10.0, 25.0)) for _ in range(K)] for _ in range(K)]

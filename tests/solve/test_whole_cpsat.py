@@ -18,6 +18,7 @@ from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
 from placement_dsl.starts import resolve
 from placement_dsl.testing import moirai_sheet
+from tests.solve.sheets import layered
 
 pytestmark = pytest.mark.skipif(not cpsat.available(), reason="needs OR-Tools")
 LIMIT = 20.0
@@ -27,20 +28,7 @@ def wide_sheet(tasks: int, width: int, devices: int, seed: int) -> Problem:
     """A MOIRAI sheet of layers up to ``width`` tasks side by side, each fed by one to three of the layer before,
     heterogeneous speeds and bandwidths, a flow per edge."""
     rng = random.Random(seed)
-    layers, t = [], 1
-    while t <= tasks:
-        w = min(tasks - t + 1, rng.randint(1, width))
-        layers.append(list(range(t, t + w)))
-        t += w
-    succ: dict[int, set[int]] = {i: set() for i in range(1, tasks + 1)}
-    for i, layer in enumerate(layers[1:], start=1):
-        for j in layer:
-            for p in rng.sample(layers[i - 1], min(len(layers[i - 1]), rng.choice((1, 1, 2, 3)))):
-                succ[p].add(j)
-    for i, layer in enumerate(layers[:-1]):
-        for p in layer:
-            if not succ[p]:
-                succ[p].add(rng.choice(layers[i + 1]))
+    layers, succ = layered(rng, tasks, width)
     speed = [rng.uniform(0.5, 2.5) for _ in range(devices)]
     bandwidth = [[rng.choice((2.0, 5.0, 10.0, 25.0)) for _ in range(devices)] for _ in range(devices)]
 
