@@ -258,7 +258,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     first (:func:`construction_order`: the baselines, :data:`BASELINES`, built in ``O(n + m)``; where passes are
     among the methods, the passes, :data:`PASSES`, cheapest first by :func:`pass_estimates`, each with all the time
     left, then the baselines; ``seconds`` widened to the passes' estimated sum, within ``deadline`` less
-    :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, each with
+    :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, before the passes for a :func:`contiguous_makespan`:
+    theirs is the search of the class, the passes' splits are refused there; each with
     :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
@@ -281,8 +282,12 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     lead = leads(problem)
     passes = pass_estimates(problem, methods)
     order = construction_order(problem, methods, passes)
-    order += [m for m in lead if m in methods and m not in order] + \
-        [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
+    first = [m for m in lead if m in methods and m not in order]
+    if contiguous_makespan(problem):  # the passes' splits leave the class: its search first, after the baselines
+        order = [m for m in order if m not in passes] + first + [m for m in order if m in passes]
+    else:
+        order += first
+    order += [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
     if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
