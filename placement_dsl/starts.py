@@ -44,7 +44,8 @@ from .io import Workload, load_placement
 from .placement import Placement, PlacementClass
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "SUBSUMED",
-           "Start", "alternatives", "auto_methods", "construction_order", "improve", "lead_share", "leads", "mean_width",
+           "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
+           "improve", "improving", "lead_share", "leads", "mean_width",
            "pass_estimates", "pass_seconds", "race", "resolve"]
 
 AUTO = "auto"
@@ -133,9 +134,26 @@ def auto_methods(problem: Any) -> list[str]:
     goal_ = goal(problem)
     table = registry.load()
     kinds = (goal_,) if goal_ == "makespan" else (goal_, "cost_model")  # local-search keeps max-load under a makespan
+    if improving(problem) != IMPROVING.get(goal_):  # a contiguous makespan: the latency searches' splits, first
+        kinds = ("latency", *kinds)
     searches = [m for kind in kinds for m in table
                 if table[m].optimizes == kind and m not in BASELINES and not _above(m)]
     return [*searches, *(m for m in sorted(BASELINES) if m in table)]
+
+
+def contiguous_makespan(problem: Any) -> bool:
+    """Whether ``problem``'s goal is the makespan (devices run one op at a time) over contiguous splits only: the
+    passes and the schedule search build and move ops freely, and their splits are refused; the latency searches
+    (Tarnawski's) search contiguous splits under the cost model they are given."""
+    return goal(problem) == "makespan" and problem.placement_class() in PlacementClass.CONTIGUOUS
+
+
+def improving(problem: Any) -> str | None:
+    """The search that continues a start for ``problem``: :data:`IMPROVING` by its :func:`goal`, and the latency
+    search where the problem is a :func:`contiguous_makespan` (a generated DAG of 2,000 ops onto four accelerators
+    with links and routes and a host, contiguous: the schedule search kept greedy's 2798.16 for the 6 s it had,
+    the latency search finds 2179.99 in 4 s)."""
+    return IMPROVING["latency"] if contiguous_makespan(problem) else IMPROVING.get(goal(problem))
 
 
 def _above(method: str) -> bool:
@@ -217,7 +235,7 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     budget = cap if deadline is None else min(cap, max(share * deadline.left(), 0.0))
     end = began + budget
     methods = auto_methods(problem)
-    racing = RACE if IMPROVING.get(goal(problem)) in registry.load() else 1.0  # no improving method: all of it
+    racing = RACE if improving(problem) in registry.load() else 1.0  # no improving method: all of it
     most = math.inf if deadline is None else deadline.left() - KEEP
     need = min(sum(pass_estimates(problem, methods).values()), max(most, budget))  # a share too small for the passes
     budget, end = max(budget, need), max(end, began + need)  # is widened to hold them
@@ -240,7 +258,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     first (:func:`construction_order`: the baselines, :data:`BASELINES`, built in ``O(n + m)``; where passes are
     among the methods, the passes, :data:`PASSES`, cheapest first by :func:`pass_estimates`, each with all the time
     left, then the baselines; ``seconds`` widened to the passes' estimated sum, within ``deadline`` less
-    :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, each with
+    :data:`KEEP`), then the goal's lead searches (:data:`LEAD`, before the passes for a :func:`contiguous_makespan`:
+    theirs is the search of the class, the passes' splits are refused there; each with
     :data:`LEAD_SHARE` of the time left at least), then each search under its own ``time_limit`` (the
     heuristics' contract: their best so far when it passes), the time left split evenly among the searches still
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
@@ -263,8 +282,12 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     lead = leads(problem)
     passes = pass_estimates(problem, methods)
     order = construction_order(problem, methods, passes)
-    order += [m for m in lead if m in methods and m not in order] + \
-        [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
+    first = [m for m in lead if m in methods and m not in order]
+    if contiguous_makespan(problem):  # the passes' splits leave the class: its search first, after the baselines
+        order = [m for m in order if m not in passes] + first + [m for m in order if m in passes]
+    else:
+        order += first
+    order += [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
     if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
@@ -295,7 +318,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
 def leads(problem: Any) -> tuple[str, ...]:
     """The searches a race for ``problem`` runs first, in order, each with :data:`LEAD_SHARE` of the time left at
     least (:data:`LEAD`, by the problem's :func:`goal`; a single name is one search)."""
-    found = LEAD.get(goal(problem), ())
+    found = (improving(problem),) if contiguous_makespan(problem) else LEAD.get(goal(problem), ())
     return (found,) if isinstance(found, str) else tuple(found)
 
 
@@ -469,7 +492,7 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
     408.47 within 10 s from another). Only the first round also descends from greedy's, the DP's and DPL's splits;
     the later ones kick the best split only (on BERT-3 the DP's split alone took 3 s of each 10 s round). The rounds
     stop after :data:`STALE` in a row that end on their own with nothing better (a small graph's search is done)."""
-    method = method or IMPROVING.get(goal(problem))
+    method = method or improving(problem)
     if not start.usable or method is None or method not in registry.load() or seconds < MIN_METHOD or \
             seconds < fallback_seconds(problem.graph, problem.cluster, "none", SET_UP.get(method, 0)):
         return start

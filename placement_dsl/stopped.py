@@ -37,7 +37,7 @@ from .restarts import restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, IMPROVING, STALE, Start, alternatives, goal, improve, race, resolve
+from .starts import AUTO, STALE, Start, alternatives, goal, improve, improving, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -157,7 +157,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     method = SEARCHES.get(goal(stop.problem))
     share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
-    rerun = [m for m in stop.unfinished if m != IMPROVING.get(goal(stop.problem))]  # it runs from the best start
+    rerun = [m for m in stop.unfinished if m != improving(stop.problem)]  # it runs from the best start
     pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
     if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
         raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()),
