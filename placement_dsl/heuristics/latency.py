@@ -42,6 +42,7 @@ from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
 from .latency_spine_split import spine_split
 from .latency_spread import Spreads
+from .latency_starts import default_starts
 from .registry import heuristic
 
 INF = math.inf
@@ -284,31 +285,6 @@ def _latency_model(model: CostModel | None) -> CostModel:
     return model if model.objective is Objective.LATENCY else replace(model, objective=Objective.LATENCY)
 
 
-def maxload_start(graph: Graph, cluster: Cluster, model: CostModel | None,
-                  dp_max_ideals: int = 5000, deadline: float | None = None) -> tuple[str, np.ndarray] | None:
-    """The max-load DP split (Tarnawski §5.1.1, the §7 baseline); DPL's when the graph has more ideals. Each
-    gets what is left until ``deadline`` (``time.monotonic()``)."""
-    ml = max_load_model(model)
-    try:
-        return "dp", run_method("dp", graph, cluster, model=ml, max_ideals=dp_max_ideals,
-                                time_limit=left(deadline)).placement.assign
-    except (SpecError, InfeasibleError):
-        pass
-    try:
-        return "dpl", run_method("dpl", graph, cluster, model=ml, time_limit=left(deadline)).placement.assign
-    except (SpecError, InfeasibleError):
-        return None
-
-
-def _starts(graph: Graph, cluster: Cluster, model: CostModel, dp_max_ideals: int,
-            deadline: float | None = None) -> list[tuple[str, np.ndarray]]:
-    out = [("greedy", run_method("greedy", graph, cluster, model=model).placement.assign)]
-    if expired(deadline):
-        return out
-    split = maxload_start(graph, cluster, model, dp_max_ideals, deadline)
-    return out + ([split] if split is not None else [])
-
-
 # ---------------------------------------------------------------------------- methods
 SEARCH_SECONDS = 20.0  # the latency local search's time limit when none is given
 
@@ -325,7 +301,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     ----------
     starts
         ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
-        DP split (:func:`maxload_start`). Each descends to a local optimum; then the best split's device
+        DP split (:func:`.latency_starts.maxload_start`). Each descends to a local optimum; then the best split's device
         merges are descended from (:func:`merged_descent`, again for each better split found), and ``restarts``
         times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again. When the kicks
         are spent, or :data:`STALE_KICKS` in a row found nothing better, the best split's module re-solves are
@@ -354,7 +330,7 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     su = _setup(graph, cluster, lat)
     rng = np.random.default_rng(seed)
     moves = move_table(su, rng)
-    begin = [*(also or []), *(starts if starts is not None else _starts(graph, cluster, lat, dp_max_ideals, at))]
+    begin = [*(also or []), *(starts if starts is not None else default_starts(graph, cluster, lat, dp_max_ideals, at))]
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     if execution(cluster) != "invocations":

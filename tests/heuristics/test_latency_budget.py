@@ -84,3 +84,26 @@ def test_each_candidate_is_scored_once(monkeypatch):
     bare = [c for c in res.info["candidates"] if c["method"] in ("one-device", "chain", "spine", "dp", "dpl")
             and "latency" in c]
     assert len(calls) <= len(bare) + 1
+
+
+def test_the_max_load_start_leaves_its_fallback_and_the_descents_their_time(monkeypatch):
+    """The latency local search's DPL start runs to the limit it is given and then builds its fallback (stubbed: 0.5 s
+    past it, the DP above its ideals as on 20,000 ops): given all the time left it ended the search past its limit."""
+    from placement_dsl.errors import SpecError
+    from placement_dsl.heuristics import latency_starts
+
+    real = latency_starts.run_method
+
+    def stub(name, *args, time_limit=None, **kwargs):
+        if name == "dp":
+            raise SpecError("dp: more ideals than max_ideals")
+        if name == "dpl":
+            time.sleep(time_limit + 0.5)
+        return real(name, *args, time_limit=time_limit, **kwargs)
+    monkeypatch.setattr(latency_starts, "run_method", stub)
+    g, cluster = chain(), Cluster.accelerators(2, cpus=1)
+    began = time.monotonic()
+    res = run("latency-local-search", g, cluster, model=LATENCY_MODEL, time_limit=3.0)
+    assert time.monotonic() - began < 3.25
+    assert [s["start"] for s in res.info["starts"]] == ["greedy", "dpl"]  # both starts descended
+    assert evaluate(res.placement, LATENCY_MODEL).valid

@@ -128,3 +128,27 @@ def test_the_best_order_is_sliced_once_not_again_for_the_report_or_the_answer(me
     assert len(sliced) == result.evaluations == 120
     assert result.info["order"].tolist() in sliced
     assert evaluate(result.placement, MODEL).objective == pytest.approx(result.objective)
+
+
+@pytest.mark.parametrize("method", ["mla", "mla-weighted"])
+def test_mla_leaves_its_final_slicing_time_within_the_limit(monkeypatch, method):
+    """The arrangement search stops early enough for the best order's slicing (each slicing made to take 0.2 s, and
+    cut, as Slicer.solve says, when its deadline passes first): searching to the limit, the last slicing was cut and
+    the work-balanced split returned."""
+    import time
+
+    real = Slicer.solve
+
+    def slow(self, order, cutoff=np.inf, boundaries=None, deadline=None):
+        time.sleep(0.2)
+        if deadline is not None and time.monotonic() >= deadline:
+            return np.nan, self.balanced_bounds(order)
+        return real(self, order, cutoff, boundaries, deadline)
+    monkeypatch.setattr(Slicer, "solve", slow)
+    g, c = branchy(40, seed=3), Cluster.stages(4, memory=60.0)
+    began = time.monotonic()
+    result = run(method, g, c, model=MODEL, seed=1, evaluations=10**7, time_limit=2.0)
+    assert time.monotonic() - began < 2.5
+    assert "dp_value" in result.info and "stopped_in" not in result.info, result.info
+    assert result.objective == pytest.approx(result.info["dp_value"])
+    assert result.evaluations > 1  # the search ran
