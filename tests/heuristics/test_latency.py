@@ -22,6 +22,7 @@ from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
+from placement_dsl.heuristics.base import DP_CLASS
 from placement_dsl.heuristics.latency import setup
 from placement_dsl.heuristics.latency_kernels import latency as kernel_latency
 from placement_dsl.invocation import invocations
@@ -370,7 +371,7 @@ def test_dp_under_a_latency_model_says_it_optimizes_max_load():
     greedy = run("greedy", g, cluster, model=LATENCY_MODEL)
     assert greedy.info["optimizes"] == "memory_fill"
     exact = run("dp", g, cluster, model=CostModel.named("throughput"))  # its own objective: still exact
-    assert exact.bound == exact.objective and exact.exact_among == "contiguous" and "latency" not in exact.info
+    assert exact.bound == exact.objective and exact.exact_among == DP_CLASS and "latency" not in exact.info
 
 
 # ---------------------------------------------------------------------------- Table 4 inputs, latency heuristics
