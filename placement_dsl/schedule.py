@@ -383,6 +383,22 @@ class ListScheduler:
         self._held = TransferResources(cluster, self.congestion)
         self._resources: dict[Resource, Timeline] = {}  # a port, channel or link: its busy intervals
 
+    def fresh(self) -> ListScheduler:
+        """An empty scheduler of the same graph, cluster and congestion that shares this one's tables (op times,
+        routes, exact transfer times, predecessors): nothing of them changes while ops are placed, and building them
+        was two thirds of a list schedule of a 3,065-op sheet (39 of 59 ms), paid again by every candidate of a
+        search that list-schedules each one."""
+        new = object.__new__(ListScheduler)
+        new.graph, new.cluster, new.congestion, new.times = self.graph, self.cluster, self.congestion, self.times
+        new._per_byte, new._latency, new._bytes, new._exact = self._per_byte, self._latency, self._bytes, self._exact
+        new._preds, new._parallel, new._held = self._preds, self._parallel, self._held
+        n = self.graph.n
+        new.device, new.start, new.finish = [-1] * n, [math.nan] * n, [math.nan] * n
+        new.transfer_start, new._arrive = {}, {}
+        new._devices = [Timeline() for _ in range(self.cluster.size)]
+        new._resources = {}
+        return new
+
     def duration(self, u: int, a: int, b: int) -> float:
         """Transfer time of op ``u``'s output from device ``a`` to ``b`` (see :func:`transfer_durations`)."""
         if a == b:

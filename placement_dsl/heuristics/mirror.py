@@ -50,7 +50,7 @@ def mirrored(forward: ListScheduler, carried: bool = False) -> ListScheduler | N
     succ = [g.successors(v).tolist() for v in range(g.n)]
     parallel = c.parallel.tolist()
     devices = [Timeline() for _ in range(c.size)]
-    mirror = ListScheduler(g, c, forward.congestion)  # its timelines hold the reversed transfers
+    mirror = forward.fresh()  # its timelines hold the reversed transfers
     ends: list[float] = [math.nan] * g.n  # reversed time
     moved: dict[tuple[int, int], float] = {}  # (op, device): the reversed end of its transfer
     for _, _, v, d in sorted(items, reverse=True):  # latest end first: every item after what needs it
@@ -76,7 +76,7 @@ def mirrored(forward: ListScheduler, carried: bool = False) -> ListScheduler | N
             devices[a].book(t, dur)
         ends[v] = t + dur
     horizon = max([*ends, *moved.values()], default=0.0)
-    return left_justified(ListScheduler(g, c, forward.congestion), assign,
+    return left_justified(forward.fresh(), assign,
                           {v: horizon - e for v, e in enumerate(ends)}, {key: horizon - e for key, e in moved.items()})
 
 

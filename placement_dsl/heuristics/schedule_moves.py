@@ -40,6 +40,7 @@ class ScheduleState:
         self.members = [np.flatnonzero(self.unit == u) for u in range(self.size.size)]
         self.preds = [graph.predecessors(v).tolist() for v in range(graph.n)]
         self.near = [sorted(set(self.preds[v]) | set(graph.successors(v).tolist())) for v in range(graph.n)]
+        self.blank = ListScheduler(graph, cluster, self.congestion)  # every candidate's scheduler starts as its copy
 
     def schedule(self, assign: np.ndarray, order: list[int], against: float = math.inf
                  ) -> tuple[tuple[float, float], ListScheduler | None]:
@@ -47,7 +48,7 @@ class ScheduleState:
         (``inf`` if it cannot run); with ``mirror``, improved forward and backward (:func:`.mirror.justified`) when
         it ends within :data:`MIRROR_SLACK` of ``against`` (a candidate's incumbent: the mirror costs a few list
         schedules, and one far behind is rarely saved by it)."""
-        b = ListScheduler(self.g, self.c, self.congestion)
+        b = self.blank.fresh()
         try:
             for v in order:
                 b.place(v, int(assign[v]))
