@@ -201,7 +201,8 @@ def test_latency_heuristics_report_their_progress():
     with reporting(Recorder()) as rec:
         lb = run("latency-best", g, c, model=lat, restarts=2)
     events = [e.fields for e in rec.of("latency-best")]
-    assert [e["candidate"] for e in events] == ["greedy", "chain", "spine", "dp", "dpl", "latency-local-search"]
+    assert [e["candidate"] for e in events] == ["greedy", "one-device", "chain", "spine", "dp", "dpl",
+                                                      "latency-local-search"]
     assert [e["latency"] for e in events] == [cand.get("latency", math.nan) for cand in lb.info["candidates"]]
     assert events[-1]["best"] == pytest.approx(lb.objective) and rec.of("latency-local-search")
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from placement_dsl import restarts
+from placement_dsl import cpsat, restarts
 from placement_dsl.constraints import Congestion, Memory
 from placement_dsl.errors import SpecError
 from placement_dsl.objectives import Makespan
@@ -108,6 +108,7 @@ def test_a_makespan_too_large_to_model_restarts_until_its_deadline(monkeypatch) 
         return improve(problem, start, seconds, seed, method, **options)
 
     monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(cpsat, "whole_fits", lambda problem: False)  # the searches after the start, not CP-SAT's
     monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (None, {}))  # windows that find nothing
     monkeypatch.setattr(restarts, "improve", recorded)
     problem = _problem()
@@ -140,6 +141,7 @@ def test_fresh_seed_rounds_that_find_nothing_leave_the_restarts_most_of_the_time
         return start
 
     monkeypatch.setattr(solve_module, "check_fits", too_large)
+    monkeypatch.setattr(cpsat, "whole_fits", lambda problem: False)  # the searches after the start, not CP-SAT's
     monkeypatch.setattr(anytime, "step", lambda *args, **kwargs: (None, {}))
     monkeypatch.setattr(stopped, "improve", spends_all)
     problem, limit = _problem(), 2 * LIMIT
