@@ -2,10 +2,13 @@
 cut ops small enough for brute force."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
+from typing import Any
 
 from hypothesis import strategies as st
 
+from placement_dsl.brute import brute_force
 from placement_dsl.cluster import Cluster, Device
 from placement_dsl.constraints import Congestion
 from placement_dsl.graph import Graph, Op
@@ -25,6 +28,15 @@ def star(k: int, work: float, out: float, mode: str | None) -> Problem:
            Op(name="b", work=1.0)]
     edges = [("a", f"x{i}") for i in range(k)] + [(f"x{i}", "b") for i in range(k)]
     return Problem(Graph(ops, edges), serial(k), Makespan(), [Congestion(mode)])
+
+
+def between_floor_and_optimum(problems: list[Problem], found: list[tuple[float, str, bool]],
+                               floor: Callable[[Problem], tuple[float, Any]], tol: float = 1e-6) -> None:
+    """Each of ``problems``' priced bounds ``found`` (``(value, note, complete)``) complete, at least ``floor``'s
+    and at most the brute-force optimum (every placement list-scheduled)."""
+    for p, (value, _, complete) in zip(problems, found):
+        assert complete
+        assert floor(p)[0] - tol <= value <= brute_force(p)[0] + tol
 
 
 @st.composite

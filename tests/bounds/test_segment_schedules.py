@@ -17,7 +17,7 @@ from placement_dsl.cpsat_segments import schedule_segment_bound, schedule_segmen
 from placement_dsl.deadline import Deadline
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
-from tests.bounds.forks import fork_chains, star
+from tests.bounds.forks import between_floor_and_optimum, fork_chains, star
 
 pytestmark = pytest.mark.skipif(not available(), reason="the segments are priced by CP-SAT (OR-Tools)")
 TOL = 1e-6
@@ -62,10 +62,7 @@ def test_large_segments_keep_their_closed_forms_without_a_child(monkeypatch):
 @given(st.lists(fork_chains(), min_size=6, max_size=6))
 def test_never_above_the_brute_force_optimum(problems):
     # brute force list-schedules every placement: at least the optimum, which the bound may not pass
-    found = schedule_segment_bounds(problems, Deadline(60.0))
-    for p, (value, _, complete) in zip(problems, found):
-        assert complete
-        assert route_path_makespan(p)[0] - TOL <= value <= brute_force(p)[0] + TOL
+    between_floor_and_optimum(problems, schedule_segment_bounds(problems, Deadline(60.0)), route_path_makespan, TOL)
 
 
 def test_certify_runs_it_as_a_level():

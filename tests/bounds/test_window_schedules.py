@@ -19,7 +19,7 @@ from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
-from tests.bounds.forks import fork_chains, star
+from tests.bounds.forks import between_floor_and_optimum, fork_chains, star
 
 pytestmark = pytest.mark.skipif(not available(), reason="the windows are priced by CP-SAT (OR-Tools)")
 TOL = 1e-6
@@ -40,10 +40,7 @@ def test_the_whole_star_is_priced_exactly():
 @given(st.lists(fork_chains(), min_size=8, max_size=8))
 def test_never_above_the_brute_force_optimum(problems):
     # port, channel and no congestion; brute force list-schedules every placement: at least the optimum
-    found = schedule_window_bounds(problems, Deadline(60.0))
-    for p, (value, _, complete) in zip(problems, found):
-        assert complete
-        assert split_bound(p)[0] - TOL <= value <= brute_force(p)[0] + TOL
+    between_floor_and_optimum(problems, schedule_window_bounds(problems, Deadline(60.0)), split_bound, TOL)
 
 
 def test_windows_around_the_critical_ops_of_a_larger_graph(monkeypatch):
