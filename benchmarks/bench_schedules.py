@@ -13,18 +13,29 @@ against the simulator; the last lines give the largest error per schedule.
     python benchmarks/bench_schedules.py            # m = 64, every training model of the zoo, 20 seeds
     python benchmarks/bench_schedules.py --quick    # three models, 5 seeds
     python benchmarks/bench_schedules.py --links 0.5  # the zoo rows with links between the devices (--ring)
+    python benchmarks/bench_schedules.py --random-links 3  # the closed form on generated pipelines with links
 """
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from placement_dsl import zoo
+from placement_dsl import order_bounds, zoo
 from placement_dsl.cluster import Cluster, Link
 from placement_dsl.errors import SpecError
-from placement_dsl.pipeline_orders import FOLDS, StageTimes, closed_form_makespan, layout, order_makespan, rank_orders
+from placement_dsl.order_bounds import closed_form_makespan
+from placement_dsl.pipeline_orders import (
+    FOLDS,
+    StageTimes,
+    StageTransfer,
+    TaskGraph,
+    layout,
+    order_makespan,
+    rank_orders,
+)
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import analytic_time_per_sample, closed_form_time_per_sample, simulate
 from placement_dsl.stage_schedules import simulate_orders
@@ -93,6 +104,64 @@ def random_rows(seeds: int, m: int) -> list[tuple]:
             rows.append((f"random seed {seed}", schedule, p, v, sim, order_makespan(t, orders) / m,
                          closed_form_makespan(t, orders) / m, steady, ""))
     return rows
+
+
+def linked_times(rng, schedule: str, p: int, v: int, scale: float) -> StageTimes:
+    """Random stage times (F, I, W uniform in [0.5, 2], [0.5, 2], [0.2, 2]; interleaved 1F1B's B is I + W) whose
+    boundaries between ranks send one message each way, a link per ordered pair of ranks: the forward message up to
+    ``scale`` times its sender's F, the backward one up to ``scale`` times its sender's I."""
+    s = p * v
+    rank = tuple(layout(schedule, p, s))
+    f, i, w = rng.uniform(0.5, 2.0, s), rng.uniform(0.5, 2.0, s), rng.uniform(0.2, 2.0, s)
+    if schedule == "interleaved-1f1b":
+        i, w = i + w, np.zeros(s)
+    link: dict[tuple[int, int], int] = {}
+    sent = []
+    for a in range(s - 1):
+        x, y = rank[a], rank[a + 1]
+        if x != y:
+            sent.append(StageTransfer(a, a + 1, "F", "F", (link.setdefault((x, y), len(link)),),
+                                      (rng.uniform(0, scale) * f[a],)))
+            sent.append(StageTransfer(a + 1, a, "B", "B", (link.setdefault((y, x), len(link)),),
+                                      (rng.uniform(0, scale) * i[a + 1],)))
+    return StageTimes(rank, tuple(f), tuple(i), tuple(w), tuple(sent))
+
+
+def random_links(seeds: int) -> None:
+    """The closed form against the recurrence (which the simulator equals) on generated pipelines with links: p 2..8
+    ranks, v 1..4 virtual stages (ZBV's 2), m 8..64, messages 0..2x their stages' times (scales 0, 0.5, 1, 2); the
+    largest relative error per schedule and m, and of each of the closed form's parts at m = 64."""
+    worst: dict[tuple[str, int], tuple] = {}
+    before: dict[tuple[str, int], float] = {}
+    for schedule in ("interleaved-1f1b", "zb-h1", "zbv"):
+        for p in (2, 3, 4, 6, 8):
+            for v in (2,) if schedule in FOLDS else (1, 2, 3, 4):
+                for m in (8, 16, 32, 64):
+                    if schedule not in FOLDS and m % max(1, m // p):
+                        continue
+                    orders = rank_orders(schedule, p, v, m)
+                    for seed in range(seeds):
+                        for scale in (0.0, 0.5, 1.0, 2.0):
+                            t = linked_times(np.random.default_rng([seed, p, v]), schedule, p, v, scale)
+                            exact = order_makespan(t, orders)
+                            tasks = TaskGraph(t, orders)
+                            old = max(order_bounds.fill_work_drain(replace(t, transfers=()), orders),
+                                      m * max(t.link_loads().values(), default=0.0))  # the links' time alone
+                            parts = (closed_form_makespan(t, orders), old, order_bounds.fill_work_drain(t, orders),
+                                     order_bounds.links(tasks), order_bounds.delays(tasks))
+                            assert parts[0] <= exact * (1 + 1e-12), (schedule, p, v, m, seed, scale)
+                            errs = tuple(error(x, exact) for x in parts)
+                            before[(schedule, m)] = max(before.get((schedule, m), 0.0), errs[1])
+                            if errs[0] >= worst.get((schedule, m), (-1.0,))[0]:
+                                worst[(schedule, m)] = (*errs, p, v, seed, scale)
+    print("| schedule | m | closed form below the recurrence, worst | before (no messages in the fill and drain, "
+          "the links' time alone) there | fill-work-drain | links | delays | p | v | seed | messages x stage |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (schedule, m), (c, old, fwd, lk, dl, p, v, seed, scale) in sorted(worst.items()):
+        print(f"| {schedule} | {m} | {c:.1%} | {old:.1%} | {fwd:.1%} | {lk:.1%} | {dl:.1%} | {p} | {v} | {seed} | "
+              f"{scale} |")
+    print("\nthe closed form before, worst over the same instances: " + ", ".join(
+        f"{schedule} m = {m} {e:.1%}" for (schedule, m), e in sorted(before.items())))
 
 
 def memory_check(instances: int) -> None:
@@ -215,8 +284,14 @@ def main() -> None:
     ap.add_argument("--ring", action="store_true", help="with --links: a one-way ring of links instead")
     ap.add_argument("--zbv-dags", type=int, default=0, metavar="N",
                     help="only ZBV on DAGs: the DP against the best chain of ideals and brute force, N instances")
+    ap.add_argument("--random-links", type=int, default=0, metavar="SEEDS",
+                    help="only the closed form against the recurrence on generated pipelines with links, SEEDS each")
     args = ap.parse_args()
     start = time.perf_counter()
+    if args.random_links:
+        random_links(args.random_links)
+        print(f"wall {time.perf_counter() - start:.1f} s")
+        return
     if args.zbv_dags:
         zbv_dags(args.zbv_dags)
         print(f"wall {time.perf_counter() - start:.1f} s")

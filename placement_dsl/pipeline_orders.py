@@ -31,7 +31,7 @@ stages back to back on one rank at the V's turn, which one device cannot hold as
 ops would form one stage): its placements give every stage a device of its own and the map folds
 those devices onto the ranks (:func:`placement_dsl.stage_schedules.stage_ranks`).
 
-Time (:func:`closed_form_makespan`): with per-stage task times ``f_s``, ``b_s`` (or ``i_s + w_s``)
+Time (the closed form, :func:`placement_dsl.order_bounds.closed_form_makespan`): with per-stage task times ``f_s``, ``b_s`` (or ``i_s + w_s``)
 that include the stage's transfers (the cost model's loads), a rank ``k`` whose first stage is
 ``s_k`` cannot start before micro-batch 0 has passed the stages before it, runs all its tasks, and
 after its last input-gradient task (stage ``s_k``, micro-batch ``m - 1``) either finishes its own
@@ -268,27 +268,6 @@ def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleave
                             f"places {where}")
 
 
-def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) -> float:
-    """``T`` of the module docstring: fill, the rank's own work and the drain to stage 0, the largest over ranks; with
-    transfers over links, at least each link's time per micro-batch ``m`` times (the hops only delay the rest)."""
-    f = np.asarray(times.f, float)
-    bwd = np.asarray(times.i, float) + np.asarray(times.w, float)
-    tails = []
-    for order in orders:
-        last = max(n for n, a in enumerate(order) if a.kind in "BI")
-        tails.append((last, sum(times.duration(a) for a in order[last + 1:])))
-    best = 0.0
-    for order, (last, rest) in zip(orders, tails):
-        first = order[0].stage
-        back = order[last]
-        grad = np.asarray(times.i, float) if back.kind == "I" else bwd
-        drain = float(grad[:back.stage].sum()) + (tails[times.rank[0]][1] if back.stage > 0 else 0.0)
-        busy = sum(times.duration(a) for a in order[:last + 1])
-        best = max(best, float(f[:first].sum()) + busy + max(rest, drain))
-    m = 1 + max((a.microbatch for o in orders for a in o), default=-1)
-    return max(best, m * max(times.link_loads().values(), default=0.0))  # a link carries every micro-batch
-
-
 def steady_state(times: StageTimes) -> float:
     """The most work per micro-batch of a rank (its stages' ``F + I + W``) or of a link (its hops), PipeDream's
     ``max (FW + BW)`` over the ranks and links: the orders' time per micro-batch as ``m -> inf`` without links, a
@@ -522,7 +501,6 @@ __all__ = [
     "StageTransfer",
     "TaskGraph",
     "check_round_robin",
-    "closed_form_makespan",
     "layout",
     "order_makespan",
     "rank_orders",

@@ -60,10 +60,10 @@ import numpy as np
 from .cluster import Cluster
 from .errors import SpecError
 from .evaluate import CostModel, device_costs, link_loads
+from .order_bounds import closed_form_makespan
 from .pipeline_orders import (
     ORDERS,
     check_round_robin,
-    closed_form_makespan,
     order_makespan,
     rank_orders,
     steady_state,
@@ -412,7 +412,7 @@ def _stage_time_per_sample(placement: Placement, schedule: Schedule, model: Cost
 def closed_form_time_per_sample(placement: Placement, schedule: Schedule | str, microbatches: int,
                                 model: CostModel | None = None, weight_share: float | None = None) -> float:
     """``interleaved-1f1b`` / ``zb-h1`` / ``zbv``: the fill-work-drain bound per sample
-    (:func:`placement_dsl.pipeline_orders.closed_form_makespan`): Megatron's bubble ``(p - 1) / (v m)`` and
+    (:func:`placement_dsl.order_bounds.closed_form_makespan`): Megatron's bubble ``(p - 1) / (v m)`` and
     ZB-H1's ``(p - 1)(F + I - W)`` on equal stages, never above the simulated time per sample."""
     schedule = _schedule(schedule)
     if schedule.value not in STAGE_ORDERS:

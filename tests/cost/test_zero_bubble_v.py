@@ -201,7 +201,8 @@ def test_the_dp_counts_zbvs_memory_as_the_cost_model_does(works, out_bytes, memo
 def test_equal_stages_take_two_m_tasks_of_three_plus_p_minus_one(p, m):
     """F = I = W = c on all 2p stages: 2 m (F + I + W) + (p - 1) F, the recurrence, the simulator and the closed form
     alike (for m >= 2p - 1, the V's full warm-up; below, torch drops the padded micro-batches)."""
-    from placement_dsl.pipeline_orders import StageTimes, closed_form_makespan, layout, order_makespan
+    from placement_dsl.order_bounds import closed_form_makespan
+    from placement_dsl.pipeline_orders import StageTimes, layout, order_makespan
     from placement_dsl.stage_schedules import simulate_orders
 
     c = 1.5
