@@ -51,12 +51,12 @@ def delays(tasks: TaskGraph) -> float:
 
 
 def _hops(times: StageTimes, back: bool) -> np.ndarray:
-    """Per stage ``s``, the hops of the message into it from ``s - 1`` (forward) or into ``s`` from ``s + 1``
-    (``back``) that the stage's task reads (0 where the two stages share a rank or no tensor crosses)."""
+    """Per stage ``s``, the hops and the links' latencies of the message into it from ``s - 1`` (forward) or from
+    ``s + 1`` (``back``) that the stage's task reads (0 where the two stages share a rank or no tensor crosses)."""
     out = np.zeros(times.stages)
     for x in times.transfers:
         if (x.sent, x.read, x.dst - x.src) == (("B", "B", -1) if back else ("F", "F", 1)):
-            out[x.dst] = sum(x.times)
+            out[x.dst] = sum(x.times) + sum(x.latencies)
     return out
 
 
@@ -91,7 +91,7 @@ def links(tasks: TaskGraph) -> float:
 
     def end(key: tuple) -> float:
         if key not in head:
-            head[key] = tasks.duration(key) + max((end(y) for y in tasks.needs(key)), default=0.0)
+            head[key] = tasks.duration(key) + max((end(y) + tasks.lag(y) for y in tasks.needs(key)), default=0.0)
         return head[key]
 
     back = tasks.back
@@ -101,7 +101,7 @@ def links(tasks: TaskGraph) -> float:
         reader = tasks.duration((x.dst, "F" if x.read == "F" else back, 0))
         for h, lk in enumerate(x.links):
             first[lk] = min(first.get(lk, np.inf), end(("hop", n, h, 0)) - x.times[h])
-            after[lk] = min(after.get(lk, np.inf), sum(x.times[h + 1:]) + reader)
+            after[lk] = min(after.get(lk, np.inf), sum(x.times[h + 1:]) + sum(x.latencies[h:]) + reader)
     m = tasks.microbatches
     return max(first[lk] + m * load + after[lk] for lk, load in tasks.times.link_loads().items())
 

@@ -65,6 +65,7 @@ stage, and the rank's peak of ``sum_s n_s(t) act_s``, follow from the order alon
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -214,7 +215,9 @@ class StageTransfer:
     """The tensors stage ``src`` sends stage ``dst`` per micro-batch over a cluster's links: made by its ``sent``
     task (``"F"``, or ``"B"``: the input-gradient task, ``I`` under a split backward), read by ``dst``'s ``read``
     task (same letters); hop ``h`` holds link ``links[h]`` for ``times[h]`` (bytes over that link's bandwidth),
-    after the hop before it (a message moves link by link, as the simulator's link units do)."""
+    after the hop before it (a message moves link by link, as the simulator's link units do). ``latencies[h]``
+    (none: 0): the link's latency, after which the hop's bytes reach the next hop or the reader; it delays the
+    message, not the link, which carries its next hop as soon as this one's bytes are on it."""
 
     src: int
     dst: int
@@ -222,6 +225,11 @@ class StageTransfer:
     read: str
     links: tuple[int, ...]
     times: tuple[float, ...]
+    latencies: tuple[float, ...] = ()
+
+    def lag(self, hop: int) -> float:
+        """The latency after hop ``hop`` ends before its bytes are at the next hop or the reader."""
+        return self.latencies[hop] if self.latencies else 0.0
 
 
 @dataclass(frozen=True)
@@ -322,6 +330,15 @@ class TaskGraph:
             return self.times.transfers[key[1]].times[key[2]]
         return self.times.duration(Action(*key))
 
+    def lag(self, key: tuple) -> float:
+        """The time after ``key`` ends before a task that :meth:`needs` it may start: a hop's link latency
+        (:attr:`StageTransfer.latencies`), else 0."""
+        return self.times.transfers[key[1]].lag(key[2]) if key[0] == "hop" else 0.0
+
+    def ready(self, key: tuple, finish: dict[tuple, float]) -> float:
+        """When ``key``'s inputs (:meth:`needs`) are there, given their ``finish`` (``inf`` while one is not)."""
+        return max((finish.get(y, math.inf) + self.lag(y) for y in self.needs(key)), default=0.0)
+
     def link(self, hop: tuple) -> int:
         """The link a hop holds."""
         return self.times.transfers[hop[1]].links[hop[2]]
@@ -331,9 +348,12 @@ class TaskGraph:
         the one before it in its queue and its inputs are done (the max-plus recurrence; ``settled``: the tasks in
         the order their times were fixed). Queues that wait on each other are a :class:`SpecError`."""
         preds: dict[tuple, list[tuple]] = {}
+        before: dict[tuple, tuple] = {}  # the task before it in its queue: no latency between the two
         for q in queues:
             for n, key in enumerate(q):
                 preds[key] = self.needs(key) + ([q[n - 1]] if n else [])
+                if n:
+                    before[key] = q[n - 1]
         succ: dict[tuple, list[tuple]] = {k: [] for k in preds}
         indeg = {k: len(ps) for k, ps in preds.items()}
         for k, ps in preds.items():
@@ -345,7 +365,7 @@ class TaskGraph:
         settled: list[tuple] = []
         while ready:
             k = ready.popleft()
-            start[k] = max((finish[q] for q in preds[k]), default=0.0)
+            start[k] = max(self.ready(k, finish), finish[before[k]] if k in before else 0.0)
             finish[k] = start[k] + self.duration(k)
             settled.append(k)
             for v in succ[k]:

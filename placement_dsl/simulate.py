@@ -121,6 +121,7 @@ class _Units:
     duration: np.ndarray  # unit -> time per microbatch
     preds: list[list[int]]  # unit -> predecessor units
     of_device: dict[int, dict[bool, int]]  # device -> {backward: unit}
+    lag: np.ndarray  # unit -> the time after it ends before a unit reading it may start (a link's latency)
 
 
 def _units(p: Placement, model: CostModel) -> _Units:
@@ -164,7 +165,8 @@ def _units(p: Placement, model: CostModel) -> _Units:
     of_device: dict[int, dict[bool, int]] = {}
     for u, lab in enumerate(present):
         of_device.setdefault(int(lab) // 2, {})[bool(lab % 2)] = u
-    return _Units(present // 2, present % 2 == 1, dur, preds, of_device)
+    lag = np.array([c.links[r - D].latency if r >= D else 0.0 for r in (present // 2).tolist()])
+    return _Units(present // 2, present % 2 == 1, dur, preds, of_device, lag)
 
 
 def _resource_names(cluster: Cluster) -> list[str]:
@@ -206,10 +208,18 @@ class _Simulator:
         depth = _depths(units) if schedule is Schedule.ONE_F_ONE_B else {}
         self.depth = {d: k + extra for d, k in depth.items()}
         self.trace: list[tuple[int, int, float, float]] = []
+        self.finish: dict[tuple[int, int], float] = {}  # (unit, microbatch) -> when it ended
+        self.now = 0.0
+        self.wake: set[float] = set()  # when a unit waiting on a link's latency looks again
 
     def _ready(self, unit: int) -> bool:
-        j = self.started[unit]
-        return j < self.n and all(self.done[v] > j for v in self.u.preds[unit])
+        j = int(self.started[unit])
+        if j >= self.n or not all(self.done[v] > j for v in self.u.preds[unit]):
+            return False
+        at = max((self.finish[(v, j)] + self.u.lag[v] for v in self.u.preds[unit]), default=0.0)
+        if at > self.now:
+            self.wake.add(float(at))
+        return at <= self.now
 
     def _pick(self, d: int) -> int | None:
         units = self.u.of_device[d]
@@ -240,7 +250,9 @@ class _Simulator:
         events: list[tuple[float, int, int]] = []
         idle = set(self.u.of_device)
         now, remaining = 0.0, self.n * len(self.u.device)
+        seen: set[float] = set()
         while remaining:
+            self.now = now
             for d in sorted(idle):
                 unit = self._pick(d)
                 if unit is not None:
@@ -249,18 +261,23 @@ class _Simulator:
                     self.trace.append((unit, int(self.started[unit]), now, end))
                     self.started[unit] += 1
                     heapq.heappush(events, (end, d, unit))
+            for at in self.wake - seen:  # a link's latency: wake the devices up when the bytes are there
+                heapq.heappush(events, (at, -1, -1))
+            seen |= self.wake
             if not events:
                 raise SpecError(f"simulate: schedule {self.schedule.value!r} is stuck with {remaining} tasks left")
             now, d, unit = heapq.heappop(events)
-            self._finish(d, unit, idle)
-            remaining -= 1
-            while events and events[0][0] <= now:
+            while True:
+                if d >= 0:
+                    self._finish(d, unit, idle, now)
+                    remaining -= 1
+                if not (events and events[0][0] <= now):
+                    break
                 _, d, unit = heapq.heappop(events)
-                self._finish(d, unit, idle)
-                remaining -= 1
         return now
 
-    def _finish(self, d: int, unit: int, idle: set[int]) -> None:
+    def _finish(self, d: int, unit: int, idle: set[int], now: float) -> None:
+        self.finish[(unit, int(self.done[unit]))] = now
         self.done[unit] += 1
         idle.add(d)
 

@@ -24,7 +24,9 @@ Links (:func:`stage_transfers`): on a cluster with links a tensor between stages
 over the links of its route (:class:`~placement_dsl.congestion.TransferResources`), each hop a task on its link
 (:class:`~placement_dsl.pipeline_orders.StageTransfer`), as the cost model loads links
 (:func:`placement_dsl.evaluate.link_loads`); the stages still pay their transfers as their devices do (on a routed
-cluster at the route's bandwidth).
+cluster at the route's bandwidth). Each link's latency is the hop's lag (:class:`~placement_dsl.pipeline_orders.StageTransfer`
+``latencies``): its bytes reach the next hop or the reader that long after the hop ends, while the link carries its
+next hop; the steady state, a link's occupancy, is unchanged by it.
 
 Memory (:func:`stage_memory`): :class:`~placement_dsl.training.TrainingMemorySpec`'s count per virtual
 stage: a stage ``s`` holds ``state * param_s`` and, per micro-batch in flight, ``act_s + in_s``
@@ -286,7 +288,9 @@ def stage_transfers(g: Graph, stage: np.ndarray, device: Sequence[int], cluster:
             raise SpecError(f"stage times: op {g.names[named[key]]!r}'s output has no route from device "
                             f"{cluster.names[a]!r} to {cluster.names[b]!r} (stage {s} to stage {t})")
         links = tuple(x.index for x in held(a, b))
-        out.append(StageTransfer(s, t, kind, r, links, tuple(size[key] / cluster.links[k].bandwidth for k in links)))
+        lags = tuple(cluster.links[k].latency for k in links)
+        out.append(StageTransfer(s, t, kind, r, links, tuple(size[key] / cluster.links[k].bandwidth for k in links),
+                                 lags if any(lags) else ()))
     return tuple(out)
 
 
@@ -376,11 +380,16 @@ def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], recor
     trace: list[StageTask] = []
     now, left = 0.0, sum(len(q) for q in queues)
     idle = set(range(len(queues)))
+    woken: set[float] = set()
     while left:
         for k in sorted(idle):
             if nxt[k] < len(queues[k]):
                 key = queues[k][nxt[k]]
-                if all(done.get(x, math.inf) <= now for x in tasks.needs(key)):
+                ready = tasks.ready(key, done)
+                if now < ready < math.inf and ready not in woken:  # a message's latency: wake up when it is there
+                    woken.add(ready)
+                    heapq.heappush(running, (ready, -1))
+                if ready <= now:
                     end = now + tasks.duration(key)
                     idle.discard(k)
                     heapq.heappush(running, (end, k))
@@ -389,11 +398,17 @@ def simulate_orders(times: StageTimes, orders: Sequence[Sequence[Action]], recor
         if not running:
             raise SpecError(f"simulate: the ranks' orders wait on each other with {left} tasks left")
         now, k = heapq.heappop(running)
+        while k < 0 and running and running[0][0] <= now:
+            _, k = heapq.heappop(running)
+        if k < 0:  # only a wake-up: the tasks waiting on a latency look again
+            continue
         while True:
             done[queues[k][nxt[k]]] = now
             nxt[k] += 1
             idle.add(k)
             left -= 1
+            while running and running[0][0] <= now and running[0][1] < 0:
+                heapq.heappop(running)
             if not (running and running[0][0] <= now):
                 break
             _, k = heapq.heappop(running)

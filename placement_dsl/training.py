@@ -27,7 +27,9 @@ each other through the edges that cross them. A device runs its forward unit for
 ``0..m-1``, then its backward unit for ``0..m-1`` (the flush), each task as soon as the device is
 free and its inputs are done: ``C(u, j) = max(C(previous task of the device), C(v, j) for the
 units v feeding u) + t_u``, and a mini-batch takes the last ``C``; the time per sample is that
-over ``m``. When the passes meet only at the loss, this is ``(F_m + B_m) / m`` with the flow-shop
+over ``m``. On a cluster with links a link's unit is one too (its load), and its latency is paid after it,
+by the unit reading it (``C(v, j) + latency``): a delay of every micro-batch's tensors, in the fill and
+the drain, not time the link is held (the steady state, ``max FW + max BW``, is unchanged by it). When the passes meet only at the loss, this is ``(F_m + B_m) / m`` with the flow-shop
 makespan ``F_m = max over units u of ((m - 1) t_u + longest path through u)`` of each pass
 (:func:`flow_shop`): on ``k`` equal stages ``(m + k - 1) / m`` times the steady state, a bubble of
 ``(k - 1) / (m + k - 1)``. As ``m`` grows it tends to ``max FW + max BW``.
@@ -263,10 +265,13 @@ def gpipe_time_per_sample(p: Placement, load_fw: np.ndarray, load_bw: np.ndarray
     bw = [u for u in order if present[u] % 2 == 1]
     done = np.zeros((len(present), m))
     free = np.zeros(int(present.max()) // 2 + 1)  # when each device is next free
+    resource = present // 2
+    D = p.cluster.size
+    lag = np.array([p.cluster.links[r - D].latency if r >= D else 0.0 for r in resource.tolist()])
     for units in (fw, bw):
         for j in range(m):
             for u in units:
-                ready = max((done[v, j] for v in preds[u]), default=0.0)
+                ready = max((done[v, j] + lag[v] for v in preds[u]), default=0.0)  # a link's latency after it
                 d = present[u] // 2
                 done[u, j] = max(ready, free[d]) + dur[u]
                 free[d] = done[u, j]

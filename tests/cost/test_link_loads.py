@@ -148,3 +148,22 @@ def test_gpipe_fill_and_drain_runs_the_links_as_the_simulator_does(m):
     flat = evaluate(Placement(g, Cluster(c.devices), p.assign), CostModel.named("gpipe", microbatches=m))
     assert ev.valid and ev.objective == pytest.approx(simulate(p, "gpipe", m).time_per_sample)
     assert ev.objective > flat.objective  # the links add their time
+
+
+def test_a_links_latency_is_paid_by_gpipes_fill_and_drain_not_by_its_steady_state():
+    """A link's latency delays each micro-batch's tensors (the fill and the drain of a step of m micro-batches, in
+    the cost model's recurrence and the simulator alike) and not the link, which carries the next one meanwhile:
+    the steady state (no micro-batches), the links' occupancy, is bytes over bandwidth alone."""
+    from placement_dsl.evaluate import CostModel
+    from placement_dsl.simulate import simulate
+
+    g = testing.training_graph(gradient_bytes=3.0)
+    late = cpu_line(3, bandwidth=0.5)  # a latency of 1 on every link
+    plain = Cluster(late.devices, [lk.model_copy(update={"latency": 0.0}) for lk in late.links])
+    p, q = Placement(g, late, [0, 1, 2, 0, 1, 2]), Placement(g, plain, [0, 1, 2, 0, 1, 2])
+    for m in (1, 4, 16):
+        paid, free = (evaluate(x, CostModel.named("gpipe", microbatches=m)).objective for x in (p, q))
+        assert paid == pytest.approx(simulate(p, "gpipe", m).time_per_sample)
+        assert free < paid <= free + 4.0 / m + 1e-9  # two links on the way down, two back: once per step
+    assert evaluate(p, "gpipe").objective == evaluate(q, "gpipe").objective
+    assert evaluate(p, "gpipe").links == evaluate(q, "gpipe").links

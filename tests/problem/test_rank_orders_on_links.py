@@ -175,3 +175,22 @@ def test_command_line_answers_on_servers(command, tmp_path, capsys):
     else:
         argv = ["solve", *base, "--method", "greedy"]
     assert main(argv) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["interleaved-1f1b", "zb-h1"])
+def test_a_links_latency_is_paid_by_the_fill_and_drain_not_by_the_steady_state(name):
+    """The cost model's figure of a step pays each message's latency where it waits (the simulator's alike); the
+    steady state (no micro-batches), a link's occupancy, is bytes over bandwidth alone."""
+    g = chain([2, 3, 1, 2], 2.0)
+    late = Cluster([Device(name="a"), Device(name="b")],
+                   [Link(src="a", dst="b", bandwidth=2.0, latency=5.0), Link(src="b", dst="a", bandwidth=1.0,
+                                                                              latency=5.0)])
+    p, q = placed(g, [0, 0, 1, 1], linked()), placed(g, [0, 0, 1, 1], late)
+    for m in (1, 2, 8):
+        model = CostModel.named(name, microbatches=m)
+        plain, paid = evaluate(p, model).objective, evaluate(q, model).objective
+        assert paid == pytest.approx(simulate(q, name, m).time_per_sample)
+        assert paid > plain
+    assert evaluate(p, CostModel.named(name, microbatches=1)).objective + 10.0 == \
+        pytest.approx(evaluate(q, CostModel.named(name, microbatches=1)).objective)  # one message each way
+    assert evaluate(q, CostModel.named(name)).objective == evaluate(p, CostModel.named(name)).objective
