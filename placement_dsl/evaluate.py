@@ -53,7 +53,7 @@ from .errors import SpecError
 from .invocation import invocations, subgraph_levels
 from .pipeline_orders import ORDERS, check_round_robin, order_makespan, rank_orders, steady_state
 from .placement import Placement
-from .replication import replica_owner, replicated, routed_transfers, sync_times
+from .replication import replica_link_loads, replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
 from .schedule import schedule_makespan, transfer_tasks
 from .stage_schedules import stage_memory, stage_times
@@ -299,16 +299,16 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     A tensor ``u`` read on device ``d != dev(u)`` crosses every link of the route ``dev(u) -> d``
     (:attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) once, loading each
     link with ``out_bytes(u) / bandwidth``, in the pass of its producer. A replicated placement
-    (Tarnawski App. C.2) spreads its samples over the replicas' routes, which its devices' rows
-    price (:func:`~placement_dsl.replication.routed_transfers`): it has no link rows.
+    (Tarnawski App. C.2) spreads each tensor's samples over its replicas' routes and all-reduces a stage's
+    parameters over the links between its replicas (:func:`~placement_dsl.replication.replica_link_loads`).
     """
     g, c = p.graph, p.cluster
-    if not c.links or p.replicated:
+    if not c.links:
         return ()
     dev = p.assign
     cross = dev[g.src] != dev[g.dst]
-    fw, bw = np.zeros(len(c.links)), np.zeros(len(c.links))
-    if cross.any():
+    fw, bw = replica_link_loads(g, c, dev, p.replica_sets)[:2] if p.replicated else np.zeros((2, len(c.links)))
+    if cross.any() and not p.replicated:
         pairs = np.unique(np.stack([g.src[cross], dev[g.dst[cross]]], axis=1), axis=0)
         u, d = pairs[:, 0], pairs[:, 1]
         key, D = dev[u] * c.size + d, c.size
@@ -324,8 +324,11 @@ def unrouted(p: Placement) -> list[Violation]:
     """Tensors read on a device that no chain of links reaches from their producer's (a cluster with links): they
     cannot move, and :func:`link_loads` prices no link for them (the single-sample schedules see them as endless)."""
     g, c = p.graph, p.cluster
-    if not c.links or p.replicated:
+    if not c.links:
         return []
+    if p.replicated:  # each replica pair's route, and the all-reduce's between the replicas
+        return [Violation("allowed", f"{what} has no route from device {c.names[a]!r} to {c.names[b]!r}", essential=True)
+                for what, a, b in replica_link_loads(g, c, p.assign, p.replica_sets)[2][:10]]
     dev, out = p.assign, []
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
         if dev[u] != dev[v] and g.out_bytes[u] > 0 and c.route_links[dev[u]][dev[v]] is None and len(out) < 10:

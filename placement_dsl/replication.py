@@ -28,6 +28,7 @@ route to its consumer stages (one multicast, Archer eq. 1's "once per boundary")
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -199,3 +200,71 @@ def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
     paying = ~cluster.host
     in_fw, in_bw, out_fw, out_bw = (np.where(paying, x, 0.0) for x in res)  # a host's inf is not its own
     return in_fw, in_bw, out_fw, out_bw
+
+
+def pair_shares(ra: int, rb: int) -> list[tuple[int, int, float]]:
+    """``(x, y, share)``: the share of the samples replica ``x`` of a stage on ``ra`` replicas sends replica ``y`` of
+    one on ``rb``, each replica taking every ``r``-th sample (sample ``i`` on ``i mod r``): ``1 / lcm(ra, rb)`` for the
+    pairs with ``x = y mod gcd(ra, rb)``, none for the others.
+
+    >>> pair_shares(2, 1), pair_shares(2, 2)
+    ([(0, 0, 0.5), (1, 0, 0.5)], [(0, 0, 0.5), (1, 1, 0.5)])
+    """
+    g = math.gcd(ra, rb)
+    share = g / (ra * rb)  # 1 / lcm
+    return [(x, y, share) for x in range(ra) for y in range(rb) if (x - y) % g == 0]
+
+
+def replica_link_loads(graph: Any, cluster: Cluster, assign: np.ndarray,
+                       sets: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int, int]]]:
+    """Per link of ``cluster``, the time per sample it carries under replicated stages, forward and backward
+    (the producer's pass), and ``(what, a, b)`` for bytes that have no route from device ``a`` to ``b``:
+
+    * a tensor from stage ``A`` to stage ``B`` goes from each replica of ``A`` to the replicas of ``B`` that take
+      the same samples (:func:`pair_shares`), each pair's share of its bytes over every link of that pair's route
+      (none between a replica and itself);
+    * a stage on ``r > 1`` replicas all-reduces its parameters in a ring through its replicas in their order:
+      each replica sends the next ``ALLREDUCE_FACTOR (r - 1) / r`` of the parameter bytes per sample over its
+      route, in the backward pass, as its devices' rows charge it (:func:`sync_times`).
+    """
+    fw, bw = np.zeros(len(cluster.links)), np.zeros(len(cluster.links))
+    unrouted: list[tuple[str, int, int]] = []
+
+    def carry(side: np.ndarray, a: int, b: int, size: float, what: str) -> None:
+        if a == b or size <= 0:
+            return
+        route = cluster.route_links[a][b]
+        if route is None:
+            unrouted.append((what, a, b))
+            return
+        for k in route:
+            side[k] += size / cluster.links[k].bandwidth
+
+    dev = np.asarray(assign)
+    cross = dev[graph.src] != dev[graph.dst]
+    pairs = {(int(u), int(d)) for u, d in zip(graph.src[cross].tolist(), dev[graph.dst[cross]].tolist())}
+    for u, d in sorted(pairs):
+        a, b = sets[int(dev[u])], sets[d]
+        side = bw if graph.backward[u] else fw
+        for x, y, share in pair_shares(len(a), len(b)):
+            carry(side, a[x], b[y], share * float(graph.out_bytes[u]), f"op {graph.names[u]!r}'s output")
+    param = np.bincount(dev, weights=graph.param_bytes, minlength=cluster.size)
+    for d, members in enumerate(sets):
+        r = len(members)
+        if r > 1 and param[d] > 0:
+            for x in range(r):
+                carry(bw, members[x], members[(x + 1) % r], ALLREDUCE_FACTOR * (r - 1) / r * param[d],
+                      f"the all-reduce of {cluster.names[d]!r}'s stage")
+    return fw, bw, unrouted
+
+
+def replica_routes(cluster: Cluster, sets: Sequence[tuple[int, ...]], a: int, b: int) -> list[tuple[int, ...]]:
+    """The routes (link indices) of a tensor from stage device ``a`` to stage device ``b``: one per pair of their
+    replicas that exchange samples (:func:`pair_shares`; one pair without replicas), none between a device and
+    itself or where no chain of links joins the two."""
+    out = []
+    for x, y, _ in pair_shares(len(sets[a]), len(sets[b])):
+        route = cluster.route_links[sets[a][x]][sets[b][y]]
+        if sets[a][x] != sets[b][y] and route is not None:
+            out.append(tuple(route))
+    return out

@@ -69,6 +69,7 @@ from .pipeline_orders import (
     steady_state,
 )
 from .placement import Placement
+from .replication import replica_routes
 from .stage_schedules import simulate_orders, stage_ranks, stage_times, virtual_stages
 from .training import gpipe_time_per_sample
 
@@ -134,15 +135,14 @@ def _units(p: Placement, model: CostModel) -> _Units:
     rows = device_costs(p, model)
     durations = {int(lab): rows[lab // 2].load_bw if lab % 2 else rows[lab // 2].load_fw for lab in np.unique(label)}
     cross = label[g.src] != label[g.dst]
-    links = link_loads(p)  # none without links, nor for replicated stages (their devices' rows price the routes)
+    links = link_loads(p)  # none without links
     edges: set[tuple[int, int]] = set()
     for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
         a, b = int(p.assign[u]), int(p.assign[v])
-        path = [int(label[u])]
-        if links and a != b and g.out_bytes[u] > 0:
-            path += [2 * (D + k) + int(g.backward[u]) for k in c.route_links[a][b] or ()]
-        path.append(int(label[v]))
-        edges |= set(itertools.pairwise(path))
+        routes = replica_routes(c, p.replica_sets, a, b) if links and a != b and g.out_bytes[u] > 0 else []
+        for route in routes or [()]:  # each replica pair's route (an all-reduce's links have no edges: their load)
+            path = [int(label[u]), *(2 * (D + k) + int(g.backward[u]) for k in route), int(label[v])]
+            edges |= set(itertools.pairwise(path))
     for k, lk in enumerate(links):
         for back, load in ((0, lk.load_fw), (1, lk.load_bw)):
             if load > 0:  # every link a tensor crosses in a pass carries its bytes there

@@ -217,8 +217,11 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     :class:`~placement_dsl.evaluate.CostModel` (this module sits below the evaluator, which calls it)."""
     c = p.cluster
     if p.replicated:
-        raise SpecError("stage times: interleaved and zero-bubble schedules are modelled without replicated stages; "
-                        "drop the replicas")
+        d, members = next((d, m) for d, m in enumerate(p.replica_sets) if len(m) > 1)
+        raise SpecError(f"stage times: the stage of device {c.names[d]!r} runs on {len(members)} replicas "
+                        f"({', '.join(c.names[e] for e in members)}), and torch's interleaved and zero-bubble orders run "
+                        "each stage on one rank, so no run of them prices it; drop its replicas (replicate whole "
+                        "pipelines, data parallel, instead)")
     stage, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
     model = replace(model, memory="hard", training_memory=None, require=frozenset())

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import SpecError
+from .replication import replica_routes
 
 if TYPE_CHECKING:
     from .placement import Placement
@@ -189,21 +190,19 @@ def _topological(preds: list[list[int]], n: int) -> list[int]:
 def unit_graph(p: Placement) -> tuple[np.ndarray, list[list[int]]]:
     """Units ``2 * device + backward`` present in ``p`` and each one's predecessor units (crossing edges).
 
-    On a cluster with links (a placement without replicated stages) link ``k`` is resource ``D + k``:
-    a tensor crossing devices passes the units ``2 * (D + k) + backward`` of its route's links, in
-    its producer's pass (:func:`placement_dsl.evaluate.link_loads`)."""
+    On a cluster with links link ``k`` is resource ``D + k``: a tensor crossing devices passes the units
+    ``2 * (D + k) + backward`` of its route's links, in its producer's pass, of each replica pair's route
+    under replicated stages (:func:`placement_dsl.replication.replica_routes`; :func:`placement_dsl.evaluate.link_loads`)."""
     g, c = p.graph, p.cluster
     label = 2 * p.assign + g.backward.astype(np.int64)
     cross = label[g.src] != label[g.dst]
-    routed = bool(c.links) and not p.replicated
     edges: set[tuple[int, int]] = set()
     for u, v in zip(g.src[cross].tolist(), g.dst[cross].tolist()):
-        path = [int(label[u])]
         a, b = int(p.assign[u]), int(p.assign[v])
-        if routed and a != b and g.out_bytes[u] > 0:
-            path += [2 * (c.size + k) + int(g.backward[u]) for k in c.route_links[a][b] or ()]
-        path.append(int(label[v]))
-        edges |= set(itertools.pairwise(path))
+        routes = replica_routes(c, p.replica_sets, a, b) if c.links and a != b and g.out_bytes[u] > 0 else []
+        for route in routes or [()]:  # each replica pair's route
+            path = [int(label[u]), *(2 * (c.size + k) + int(g.backward[u]) for k in route), int(label[v])]
+            edges |= set(itertools.pairwise(path))
     present = np.unique(np.concatenate([label, np.array([x for e in edges for x in e], dtype=np.int64)]))
     uid = {int(x): i for i, x in enumerate(present)}
     preds: list[set[int]] = [set() for _ in present]

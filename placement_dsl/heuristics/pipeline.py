@@ -9,7 +9,7 @@ from ..cluster import Cluster
 from ..evaluate import CostModel, Objective, evaluate
 from ..graph import Graph
 from . import manifest
-from .base import HeuristicResult, TimeLimitReached, deadline_at, expired, left
+from .base import HeuristicResult, TimeLimitReached, deadline_at, dp_claim, expired, left
 from .fallback import fallback
 from .pipedream_planner import pipedream_planner
 from .pipeline_dp import CLASS, check_pipeline_tables, plan
@@ -61,7 +61,10 @@ def pipeline(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, 
         return replace(first, method="pipeline", seconds=time.perf_counter() - start,
                        info={**first.info, "stopped": "time limit", "stopped_in": str(err)})
     ev = evaluate(placement, model)
-    exact = model.objective is Objective.MAX_LOAD and ev.valid
+    unseen = dp_claim(info["dp_value"], ev.objective)  # a link's load the planner does not see (a replica's route)
+    exact = model.objective is Objective.MAX_LOAD and ev.valid and unseen is None
+    if unseen is not None and model.objective is Objective.MAX_LOAD:
+        info["bound"] = unseen
     if model.objective is not Objective.MAX_LOAD:
         info["optimized"] = "max_load"
     return HeuristicResult(method="pipeline", placement=placement, objective=ev.objective,

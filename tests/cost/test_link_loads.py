@@ -117,13 +117,29 @@ def test_pipedream_ip_with_link_loads_is_brute_force(bandwidth):
         assert best > testing.brute_force(without)[0]  # the links bind
 
 
-def test_replicated_stages_have_no_link_rows():
-    # a stage on two devices sends half its samples from each: its devices' rows price that, not one owner's route
-    c = Cluster.hierarchical(2, 2, intra=4.0, inter=1.0)
-    g = Graph([Op(name="a", work=4, out_bytes=4), Op(name="b", work=1)], [("a", "b")])
+def test_a_replicated_stage_sends_over_its_replicas_routes_and_all_reduces_over_the_links_between_them():
+    """A stage on two replicas takes every other sample: its tensor to the next stage leaves half from each replica,
+    over each one's own link, and its parameters' ring all-reduce (2 (r - 1) / r of the bytes per sample from each
+    replica to the next) holds the links between them in the backward pass. Before, a replicated placement had no
+    link rows: its links' occupancy was unpriced, and a link one of its routes overloaded bound nothing."""
+    from placement_dsl.simulate import simulate
+
+    c = Cluster.hierarchical(2, 2, intra=4.0, inter=0.25)
+    g = Graph([Op(name="a", work=4, out_bytes=4, param_bytes=2.0), Op(name="b", work=1)], [("a", "b")])
     p = Placement(g, c, [0, 2], replicas={"s0g0": ["s0g0", "s0g1"]})
     ev = evaluate(p, "throughput")
-    assert ev.links == () and ev.objective == max(r.load for r in ev.devices)
+    links = {lk.link: (lk.load_fw, lk.load_bw) for lk in ev.links if lk.load_fw or lk.load_bw}
+    assert links == {"s0g0->s1g0": (8.0, 0.0), "s0g1->s1g0": (8.0, 0.0),  # 2 bytes each at 0.25
+                     "s0g0->s0g1": (0.0, 0.5), "s0g1->s0g0": (0.0, 0.5)}  # 2 (2 - 1) / 2 x 2 bytes at 4
+    assert ev.objective == max(r.load for r in ev.devices)  # b's device receives 4 bytes at 0.25 per sample
+    assert simulate(p, "pipeline", 64).time_per_sample == pytest.approx(ev.objective, rel=0.05)
+    one_way = Cluster([Device(name="a0"), Device(name="a1"), Device(name="b")],
+                      [Link(src="a0", dst="b", bandwidth=1.0), Link(src="a1", dst="b", bandwidth=1.0),
+                       Link(src="a0", dst="a1", bandwidth=1.0)])
+    ev = evaluate(Placement(g, one_way, [0, 2], replicas={"a0": ["a0", "a1"]}), "throughput")
+    assert not ev.valid and [v.message for v in ev.violations if v.check == "allowed"] == [
+        "the all-reduce of 'a0''s stage has no route from device 'a1' to 'a0'"]
+
 
 
 def test_the_gantt_chart_draws_the_links_after_the_devices(tmp_path):

@@ -194,3 +194,18 @@ def test_a_links_latency_is_paid_by_the_fill_and_drain_not_by_the_steady_state(n
     assert evaluate(p, CostModel.named(name, microbatches=1)).objective + 10.0 == \
         pytest.approx(evaluate(q, CostModel.named(name, microbatches=1)).objective)  # one message each way
     assert evaluate(q, CostModel.named(name)).objective == evaluate(p, CostModel.named(name)).objective
+
+
+@pytest.mark.parametrize("name", RANK_ORDERS)
+def test_a_replicated_stage_is_refused_by_the_rank_orders_naming_it_and_priced_by_the_others(name):
+    """torch's orders run each stage on one rank: a replicated stage has no run to price, and the rank orders'
+    objectives say which stage in one line; the throughput objectives price it on the same links (its replicas'
+    routes and its all-reduce, evaluate.link_loads)."""
+    g = chain([2, 3, 1, 2], 2.0)
+    p = Placement(g, servers(), [0, 0, 2, 2] + [2, 2, 0, 0], replicas={"s0g0": ["s0g0", "s0g1"]})
+    ev = evaluate(p, CostModel.named(name, microbatches=4))
+    assert not ev.valid and ev.objective == float("inf")
+    (why,) = [v.message for v in ev.violations if v.check == "schedule"]
+    assert "the stage of device 's0g0' runs on 2 replicas (s0g0, s0g1)" in why and "\n" not in why
+    ok = evaluate(p, CostModel.named("pipedream"))
+    assert ok.valid and any(lk.load_bw > 0 for lk in ok.links if lk.link in ("s0g0->s0g1", "s0g1->s0g0"))
