@@ -87,7 +87,10 @@ def lift_by(item: tuple[Any, str, float, int, int]) -> tuple[float, str, bool] |
         return None
     stop = min(until, time.monotonic() + STEP_SECONDS)
     n = len(state.order)
-    if state.done >= n and state.windows < 0:  # the pass was answered: the critical windows from the lifted heads
+    if state.done >= n and state.windows < 0:  # the pass was answered: the devices' work, then the critical windows
+        if not state.worked:
+            state.work()
+            return _answer(state)
         _critical(state, until - GRACE)
         return _answer(state)
     while state.done < n and time.monotonic() < stop:
@@ -138,6 +141,7 @@ def _answer(state: HeadLift) -> tuple[float, str, bool]:
     complete = state.done >= n
     reached = "" if complete else f", the pass stopped at {state.done} of {n} ops"
     what = (f"op {op!r}: its lifted head, time and tail" if op is not None else
-            f"a window of the {max(state.windows, 0)} around the most critical ops, from the lifted heads")
+            f"the devices' work between the lifted heads and the tails, or a window of the {max(state.windows, 0)} "
+            "around the most critical ops from them")
     return value, (f"split heads lifted by {state.anchors} windows of up to {state.anchor_ops} ancestors scheduled "
                    f"by CP-SAT ({state.lifted} lifted); {what}{reached}"), complete

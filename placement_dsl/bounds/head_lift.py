@@ -22,7 +22,8 @@ ancestors (by topological position, whose heads are final), priced by the caller
 it whose ancestors hold all of ``W`` (ancestor sets as bit sets over the positions).
 
 **The bound** is the split heads' path with the lifted heads, ``max_v min_d (R[v, d] + p_vd + T[v, d])`` (``T``: the
-split tails, unlifted), over the ops the pass reached (an op not reached keeps the head 0: its path is its tail). It
+split tails, unlifted), over the ops the pass reached (an op not reached keeps the head 0: its path is its tail), and
+once the pass is done the devices' work between those heads and tails (as :func:`.split_heads.split_bound`'s). It
 holds under every congestion mode the windows are priced with (the problem's own), with memory dropped.
 
 Cost: the split heads' ``O(n K^2 D)`` once, the ancestor bit sets (``n^2 / 8`` bytes, hence :data:`MAX_OPS`), and one
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..deadline import Deadline
-from .makespan import allowed_times, transfer_table
+from .makespan import allowed_times, energy_bound, transfer_table
 from .split_heads import cone, op_head, split_heads
 from .windows import Window, window_of
 
@@ -68,6 +69,7 @@ class HeadLift:
         self.problem, self.graph, self.cluster, self.mode = problem, g, c, problem.cost_model().congestion
         self.best = 0.0  # the most a window priced with the lifted heads and the tails proved (absolute)
         self.windows = -1  # critical windows priced after the pass (-1: not yet chosen)
+        self.worked = False  # whether :meth:`work` ran
         self.times = allowed_times(problem)
         self.comm = transfer_table(g, c)
         self.serial = ~np.asarray(c.parallel, dtype=bool)
@@ -150,6 +152,16 @@ class HeadLift:
                 raised += 1
         self.lifted += raised > 0
         return raised
+
+    def work(self) -> float:
+        """The serial devices' work between the lifted heads and the tails
+        (:func:`~placement_dsl.bounds.makespan.energy_bound`), kept in :attr:`best` when larger; once the pass is done
+        (before, the heads not reached are 0, which only weakens it)."""
+        c = self.cluster
+        value = energy_bound(self.graph, self.times, self.comm, free=c.parallel,
+                             kinds=np.array([d.kind for d in c.devices]), ends=(self.heads, self.tails))
+        self.best, self.worked = max(self.best, value), True
+        return value
 
     def bound(self) -> tuple[float, str | None]:
         """``max_v min_d (R + p + T)`` over every op (heads not priced: 0) and the op attaining it; or, when larger,

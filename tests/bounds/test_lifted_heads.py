@@ -20,7 +20,7 @@ from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
-from tests.bounds.forks import between_floor_and_optimum, fork_chains, star
+from tests.bounds.forks import between_floor_and_optimum, fork_chains, serial, star
 
 pytestmark = pytest.mark.skipif(not available(), reason="the windows are priced by CP-SAT (OR-Tools)")
 TOL = 1e-6
@@ -101,3 +101,16 @@ def test_certify_runs_it():
     cert = certify(star_then_chain(), levels=("lifted-heads",), budget=30.0, stop_at_gap=False)
     row = next(r for r in cert.levels if r.level == "lifted-heads")
     assert row.status is LevelStatus.OPTIMAL and 9.0 <= row.bound <= 10.0 + TOL
+
+
+def test_the_pass_keeps_the_split_heads_bound_the_devices_work_included():
+    # a -> x0..x3 on two devices, nothing to move: the paths give 1 + 3, the devices' work 1 + 12 / 2 = 7, which the
+    # split heads prove; the pass with no window (its anchors not priced) proves it too, from the same heads
+    ops = [Op(name="a", work=1.0), *[Op(name=f"x{i}", work=3.0) for i in range(4)]]
+    p = Problem(Graph(ops, [("a", f"x{i}") for i in range(4)]), serial(2), Makespan(), [Congestion("port")])
+    state = head_lift.HeadLift(p)
+    assert state.start()
+    state.advance(p.graph.n)
+    assert state.bound()[0] == pytest.approx(4.0)
+    state.work()
+    assert state.bound() == (pytest.approx(7.0), None) and split_bound(p)[0] == pytest.approx(7.0)
