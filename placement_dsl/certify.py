@@ -70,7 +70,9 @@ those whose tensors move there, and the device work between those heads and tail
 ``cut-segments`` (between two ops comparable with all others, each device that joins pays a transfer in and out,
 :mod:`.bounds.segments`); a makespan also takes ``window-schedules`` (the whole of a small graph and windows around
 its most critical ops, each scheduled by CP-SAT with the split heads as releases and the split tails after them,
-:mod:`.bounds.windows`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
+:mod:`.bounds.windows`) and ``lifted-heads`` (the split heads carried along the topological order, each anchor's
+nearest ancestors scheduled by CP-SAT from their heads and the proven least makespan the floor of the heads after it,
+:mod:`.bounds.head_lift`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
 levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
 its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
 the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the

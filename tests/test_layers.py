@@ -42,6 +42,7 @@ LAZY = {
     ("placement_dsl.testing", "placement_dsl.cli"): STARTUP,
     ("placement_dsl.levels.latency", "placement_dsl.bounds."): LEVELS,
     ("placement_dsl.levels.latency", "placement_dsl.cpsat_segments"): LEVELS,
+    ("placement_dsl.levels.latency", "placement_dsl.cpsat_lift"): LEVELS,
 }
 # Modules that import Pyomo, CP-SAT or a MIP solver when loaded: an import of one of them may stay in a function
 # anywhere (PYOMO above).

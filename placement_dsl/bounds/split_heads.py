@@ -102,12 +102,12 @@ def split_heads(graph: Graph, times: np.ndarray, comm: np.ndarray, serial: np.nd
             return heads, False
         nodes, edges = cone(preds, v, later, depth, cap)
         if nodes:
-            heads[v] = _head(v, nodes, edges, heads, times, comm, group, off, busy, reverse)
+            heads[v] = op_head(v, nodes, edges, heads, times, comm, group, off, busy, reverse)
         heads[v, ~np.isfinite(times[v])] = np.inf
     return heads, True
 
 
-def _head(v: int, nodes: list[int], edges: list[tuple[int, int, int]], heads: np.ndarray, times: np.ndarray,
+def op_head(v: int, nodes: list[int], edges: list[tuple[int, int, int]], heads: np.ndarray, times: np.ndarray,
           comm: np.ndarray, group: np.ndarray, off: np.ndarray, busy: np.ndarray, reverse: bool) -> np.ndarray:
     """``R[v, :]`` from the cone ``nodes`` (module docstring): their values ``e`` by height (children first), then the
     least over the splits by the ``e`` order, for every device at once."""

@@ -67,6 +67,15 @@ def window_problems(problem: Any, deadline: Deadline | None = None) -> tuple[flo
     tails, done = split_heads(g, times, comm, serial, reverse=True, deadline=deadline) if done else (heads, False)
     if not done:
         return 0.0, [], "declined: the split heads and tails were not priced in time"
+    return critical_windows(problem, heads, tails, times) + ("",)
+
+
+def critical_windows(problem: Any, heads: np.ndarray, tails: np.ndarray, times: np.ndarray,
+                     windows: int = WINDOWS) -> tuple[float, list[Window]]:
+    """The heads' longest path (``max_v min_d R + p + T``) and the windows to price with ``heads`` and ``tails`` (any
+    lower bounds on each op's start and on what follows its end, per device): the whole graph when small, and the
+    :data:`WINDOW_OPS` ops nearest in topological order to each of the ``windows`` most critical ops."""
+    g, c = problem.graph, problem.cluster
     with np.errstate(invalid="ignore"):
         through = np.nan_to_num(heads + times + tails, nan=np.inf).min(axis=1)
     through = np.where(np.isfinite(through), through, 0.0)
@@ -78,15 +87,14 @@ def window_problems(problem: Any, deadline: Deadline | None = None) -> tuple[flo
     if g.n > WINDOW_OPS:
         covered = np.zeros(g.n, dtype=bool)
         for v in np.argsort(-through, kind="stable").tolist():
-            if len(chosen) >= WINDOWS + (g.n <= WHOLE_OPS) or through[v] <= 0:
+            if len(chosen) >= windows + (g.n <= WHOLE_OPS) or through[v] <= 0:
                 break
             if covered[v]:
                 continue
             near = np.sort(np.argsort(np.abs(g.rank - g.rank[v]), kind="stable")[:WINDOW_OPS])
             covered[near] = True
             chosen.append((near, g.names[v]))
-    out = [window_of(g, c, mode, ops, centre, heads, tails, times) for ops, centre in chosen]
-    return path, out, ""
+    return path, [window_of(g, c, mode, ops, centre, heads, tails, times) for ops, centre in chosen]
 
 
 def window_of(g: Graph, c: Any, mode: Any, ops: np.ndarray, centre: str | None, heads: np.ndarray,

@@ -35,6 +35,7 @@ MANIFEST: dict[str, str] = {
     "segment-lp": "makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads",
     "segment-schedules": "makespan: each segment between cut ops scheduled alone by CP-SAT, with its congestion",
     "window-schedules": "makespan: windows around the most critical ops scheduled by CP-SAT from their heads to their tails",
+    "lifted-heads": "makespan: split heads lifted window by window, each window of an op's ancestors scheduled by CP-SAT",
     "run-paths": "latency: the cheapest runs of the longest paths",
     "latency-lp": "latency: the LP of Tarnawski Fig. 3 / 4 with its cuts",
     "latency": "latency: Tarnawski Fig. 3 / 4 warm-started, its dual bound",

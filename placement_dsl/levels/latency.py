@@ -293,6 +293,27 @@ def window_schedules(run: Any, seconds: float) -> Outcome:
     return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
 
 
+def lift_needs(run: Any) -> float:
+    """The lifted heads' seconds before their first window (the child's start and two passes over the ops)."""
+    from ..cpsat_lift import needs
+
+    return needs(run.problem)
+
+
+@level("lifted-heads", rank=129.7, defaults=MAKESPAN, accepts=makespan_only, closed_form=True, needs=lift_needs,
+       doc="makespan: split heads lifted window by window, each window of an op's ancestors scheduled by CP-SAT")
+def lifted_heads(run: Any, seconds: float) -> Outcome:
+    """The split heads carried along the topological order, each anchor's nearest ancestors scheduled alone by
+    CP-SAT from their heads, its proven least makespan the floor of the heads after it
+    (:func:`~placement_dsl.cpsat_lift.lifted_head_bound`): every placement's makespan."""
+    from ..cpsat_lift import lifted_head_bound
+
+    bound, note, complete = lifted_head_bound(run.problem, run.clock.within(seconds))
+    if note.startswith("declined"):
+        raise BudgetSpent(f"lifted-heads {note}")
+    return bound, LevelStatus.OPTIMAL if complete else LevelStatus.TIME_LIMIT, note, ALL
+
+
 @level("segment-lp", rank=128, defaults=MAKESPAN, accepts=makespan_only, closed_form=True,
        doc="makespan: a shortest path over the cut ops' devices, each segment its LP of work and port loads")
 def segment_lp(run: Any, seconds: float) -> Outcome:

@@ -26,12 +26,12 @@ DEFAULTS = {
     Family.LATENCY: ("critical-path", "route-path", "device-work", "cut-spine", "segment-path", "run-paths",
                      "latency-lp", "latency"),
     Family.MAKESPAN: ("route-path", "device-work", "segment-path", "cut-segments", "split-heads", "segment-lp",
-                      "segment-schedules", "window-schedules", "schedule-lp", "schedule"),
+                      "segment-schedules", "window-schedules", "lifted-heads", "schedule-lp", "schedule"),
 }
 ORDER = ["simple", "capacity", "one-or-cut", "cut-stages", "ordered-memory", "host-share", "dp", "stage-cut", "chain", "no-cut-io",
          "no-dag", "superblock", "guess",
          "throughput", "neighbourhoods", "exact", "critical-path", "route-path", "device-work", "cut-spine",
-         "segment-path", "cut-segments", "split-heads", "segment-lp", "segment-schedules", "window-schedules", "run-paths", "latency-lp",
+         "segment-path", "cut-segments", "split-heads", "segment-lp", "segment-schedules", "window-schedules", "lifted-heads", "run-paths", "latency-lp",
          "latency", "schedule-lp", "schedule"]
 
 

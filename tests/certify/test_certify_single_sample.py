@@ -126,7 +126,7 @@ def test_a_makespan_certificate_proves_the_chain_with_an_incumbent():
     cert = certify(chain_and_one(), budget=20)
     assert default_levels(chain_and_one()) == defaults_of(Family.MAKESPAN) == (
         "route-path", "device-work", "segment-path", "cut-segments", "split-heads", "segment-lp", "segment-schedules",
-        "window-schedules", "schedule-lp", "schedule")
+        "window-schedules", "lifted-heads", "schedule-lp", "schedule")
     assert cert.placement is not None and cert.objective == pytest.approx(4.0)
     assert cert.bound == pytest.approx(4.0) and cert.proved_by == "route-path"
 
