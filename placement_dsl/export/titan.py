@@ -18,11 +18,13 @@ missing their modules.
 
 Which children are lists comes from the importers' record of the module calls (``op.attrs["nn_module_stack"]``):
 a ``ModuleList`` or ``ModuleDict`` has no ``forward`` of its own, so the model only iterates or indexes it and
-never calls it; a child the model calls (a ``Sequential``, a ``LlamaModel``) is kept whole. A child the model never
-calls whose entries are numbered is read as a ``ModuleList`` (an ``nn.Sequential`` the forward iterates instead of
-calling would read the same; torchtitan's own models hold their layers in a ``ModuleList`` or ``ModuleDict``);
-one whose entries are named is refused, since a ``ModuleDict`` and a plain module whose children the model calls
-directly split differently and the record does not tell them apart.
+never calls it; a child the model calls (a ``Sequential``, a ``LlamaModel``) is kept whole. Of a child the model
+never calls the ``torch.export`` importer records the type (``op.attrs["root_container"]``: ``"list"`` for a
+``ModuleList`` or ``ModuleDict``, ``"module"`` for an ``nn.Sequential`` the forward iterates or a module whose
+children it calls directly). Without that record (an ONNX import) a never-called child whose entries are numbered
+is read as a ``ModuleList`` (torchtitan's own models hold their layers in a ``ModuleList`` or a ``ModuleDict`` keyed
+by number; an iterated ``nn.Sequential`` would read the same), and one whose entries are named is refused, since a
+``ModuleDict`` and a plain module split differently.
 """
 from __future__ import annotations
 
@@ -55,18 +57,24 @@ def children(placement: Placement, runtime: str = "torchtitan") -> dict[str, Chi
                         f"tell a top-level ModuleList, whose entries torchtitan splits, from a module it keeps whole; "
                         f"import the model with 'placement-dsl import' (torch.export or ONNX)")
     entries: dict[str, set[str]] = {}
+    kinds: dict[str, str] = {}
     for op in g.ops:
         parts = str(op.attrs.get("module") or "").split(".")
         if parts[0]:
             entries.setdefault(parts[0], set()).update(parts[1:2])
+            if op.attrs.get("root_container"):
+                kinds[parts[0]] = str(op.attrs["root_container"])
     out = {}
     for name, inner in entries.items():
+        if name in kinds:
+            out[name] = Child(name, name not in called and kinds[name] == "list")
+            continue
         if name not in called and not all(e.isdigit() for e in inner):
             named = ", ".join(repr(f"{name}.{e}") for e in sorted(inner)[:3])
             raise SpecError(f"{runtime}: module {name!r} is never called and holds named entries ({named}): a "
                             f"ModuleDict, whose entries torchtitan splits, or a module whose children the model calls "
-                            f"directly, which it keeps whole, and the module record does not tell which; export to "
-                            f"torch-pipelining")
+                            f"directly, which it keeps whole, and the module record does not tell which; import the "
+                            f"model through torch.export, which records it, or export to torch-pipelining")
         out[name] = Child(name, name not in called)
     return out
 

@@ -80,12 +80,45 @@ class Features(nn.Module):
         return self.classifier(torch.relu(self.features(x)))
 
 
+class Iterated(nn.Module):
+    """A Sequential the forward iterates instead of calling: never called, numbered, yet no list to torchtitan."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.inp, self.blocks, self.out = nn.Linear(d, d), nn.Sequential(*(Block(d) for _ in range(3))), nn.Linear(d, 4)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
+class Named(nn.Module):
+    """A ModuleDict of named blocks (split by its entries) beside a plain module whose children the forward calls
+    directly (kept whole): both never called, both with named entries."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.inp = nn.Linear(d, d)
+        self.stack = nn.ModuleDict({"enc": Block(d), "mid": Block(d), "dec": Block(d)})
+        self.tail = nn.Module()
+        self.tail.norm, self.tail.proj = nn.LayerNorm(d), nn.Linear(d, 4)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.stack.values():
+            x = block(x)
+        return self.tail.proj(self.tail.norm(x))
+
+
 def _imported(make):
     from placement_dsl.io.torch_export import from_module
 
     torch.manual_seed(0)
     model = make().eval()
-    x = torch.randn(2, 8) if make is Features else torch.randint(0, 16, (2, 6))
+    x = (torch.randn(2, 8) if make is Features else torch.randn(2, 6, 8) if make in (Iterated, Named)
+         else torch.randint(0, 16, (2, 6)))
     return model, from_module(model, (x,)).graph
 
 
@@ -94,7 +127,7 @@ def _at(graph, firsts: list[int]) -> Placement:
     return Placement(graph, Cluster.stages(len(firsts) + 1), assign)
 
 
-@pytest.mark.parametrize("make", [GPT, Llama, Features])
+@pytest.mark.parametrize("make", [GPT, Llama, Features, Iterated, Named])
 def test_every_two_stage_cut_is_split_as_planned_or_refused(make):
     """A cut before each op in turn: what is exported keeps, by torchtitan's rule, each stage's parameters."""
     model, g = _imported(make)
@@ -108,7 +141,7 @@ def test_every_two_stage_cut_is_split_as_planned_or_refused(make):
             continue
         split_as_planned(model, p, parts)
         exported += 1
-    assert exported >= {GPT: 6, Llama: 1, Features: 1}[make]
+    assert exported >= {GPT: 6, Llama: 1, Features: 1, Iterated: 2, Named: 3}[make]
 
 
 def test_a_gpt_with_its_blocks_in_a_top_level_list_exports_uneven_three_stages():
@@ -164,3 +197,24 @@ def test_virtual_stages_name_the_entries_of_the_top_level_list():
     assert data["module_fqns_per_model_part"] == [["wte", "h.0"], ["h.1"], ["h.2"], ["h.3", "h.4", "ln_f", "head"]]
     assert data["stage_ranks"] == [0, 1, 0, 1]
     split_as_planned(model, cut, data["module_fqns_per_model_part"])
+
+
+def test_the_torch_importer_records_which_never_called_children_are_lists():
+    """An iterated Sequential is kept whole (torchtitan drops ``blocks.1`` of a Sequential), a ModuleDict is split by
+    its named entries, a plain module whose children the forward calls is kept whole; an ONNX import, without the
+    type, refuses the named entries rather than guess."""
+    model, g = _imported(Iterated)
+    mods = [str(op.attrs.get("module") or "") for op in g.ops]
+    with pytest.raises(SpecError, match=r"^torchtitan: module 'blocks' runs on stages 0 and 1"):
+        export(_at(g, [mods.index("blocks.1.ln_1")]), "torchtitan")
+    p = _at(g, [mods.index("out")])
+    assert export(p, "torchtitan").data["module_fqns_per_model_part"] == [["inp", "blocks"], ["out"]]
+    model, g = _imported(Named)
+    mods = [str(op.attrs.get("module") or "") for op in g.ops]
+    p = _at(g, [mods.index("stack.mid.ln_1"), mods.index("tail.norm")])
+    parts = export(p, "torchtitan").data["module_fqns_per_model_part"]
+    assert parts == [["inp", "stack.enc"], ["stack.mid", "stack.dec"], ["tail"]]
+    split_as_planned(model, p, parts)
+    untyped = recorded(p.graph, ("stack", "tail"))  # the call record alone, as an ONNX import leaves it
+    with pytest.raises(SpecError, match=r"^torchtitan: module 'stack' is never called and holds named entries"):
+        export(Placement(untyped, p.cluster, p.assign), "torchtitan")

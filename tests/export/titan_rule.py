@@ -45,11 +45,11 @@ def split_as_planned(model, placement: Placement, parts: list[list[str]]) -> Non
 
 
 def recorded(graph: Graph, lists: tuple[str, ...] = ()) -> Graph:
-    """``graph`` with the module calls an importer records: every scope of each op's module path is called, but the
-    ``lists`` (ModuleLists the model iterates)."""
+    """``graph`` with the module calls an importer records and no container types (as an ONNX import leaves it):
+    every scope of each op's module path is called, but the ``lists`` (ModuleLists the model iterates)."""
     ops = [Op(name=op.name, work=op.work, out_bytes=op.out_bytes,
-              attrs={**op.attrs, "nn_module_stack": [s for s in scopes(str(op.attrs.get("module") or ""))
-                                                     if s not in lists]})
+              attrs={**{k: v for k, v in op.attrs.items() if k != "root_container"},
+                     "nn_module_stack": [s for s in scopes(str(op.attrs.get("module") or "")) if s not in lists]})
            for op in graph.ops]
     return Graph(ops, list(zip((graph.names[u] for u in graph.src.tolist()),
                                (graph.names[v] for v in graph.dst.tolist()))), name=graph.name)
