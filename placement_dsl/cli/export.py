@@ -68,8 +68,9 @@ def add_export_parser(sub: Any) -> None:
                     help="; ".join(f"{e.name}: {e.runtime}" for e in EXPORTERS.values()))
     ex.add_argument("--out", required=True, metavar="FILE", help="file to write")
     ex.add_argument("--depth", type=number(int, 1, "--depth"), metavar="D",
-                    help="torch-pipelining and torchtitan: name modules by their path cut to D dotted parts "
-                         "(default: the shallowest module where each stage begins; torchtitan: the layer's)")
+                    help="torch-pipelining: name modules by their path cut to D dotted parts (default: the "
+                         "shallowest module where each stage begins); torchtitan refuses it: its splitter's names "
+                         "are the model's children and the entries of its top-level lists")
     ex.add_argument("--microbatches", type=number(int, 1, "--microbatches"), default=4, metavar="M",
                     help="schedule-csv: microbatches per step (default: 4)")
     ex.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="torch-pipelining, torchtitan, schedule-csv: the schedule, which sets the ranks and torch's class "

@@ -110,8 +110,9 @@ def _vllm_env(p: Placement, depth: int | None, m: int, s: str) -> tuple[Any, str
 EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
     Exporter("torch-pipelining", "torch.distributed.pipelining (torch >= 2.4)", "module",
              "split points at module beginnings (any depth)", _pipelining),
-    Exporter("torchtitan", "torchtitan 0.1 (module_fqns_per_model_part)", "module",
-             "lists of module FQNs per stage", _titan),
+    Exporter("torchtitan", "torchtitan 0.1 (module_fqns_per_model_part; pipeline_module_split's rule at "
+             "pytorch/torchtitan 02ef790)", "module",
+             "top-level modules and entries list.N of top-level ModuleLists per stage", _titan),
     Exporter("megatron", "Megatron-LM core >= 0.13 (--pipeline-model-parallel-layout; parsed by 0.16.1)", "layer",
              "transformer layers per stage, embedding first, loss last", _megatron_args),
     Exporter("deepspeed", "DeepSpeed >= 0.14 (PipelineModule parts)", "layer",

@@ -198,7 +198,8 @@ def _containers(placement: Placement) -> set[str]:
     return out
 
 
-def _need_modules(placement: Placement, runtime: str) -> None:
+def need_modules(placement: Placement, runtime: str) -> None:
+    """Refuse a graph whose ops carry no module paths: no module-based runtime can name its split points."""
     g = placement.graph
     if not any(op.attrs.get("module") for op in g.ops):
         raise SpecError(f"{runtime}: graph {g.name!r} has no module paths (op.attrs['module']); import the model "
@@ -207,7 +208,7 @@ def _need_modules(placement: Placement, runtime: str) -> None:
 
 def whole_modules(placement: Placement, stages: list[Stage], depth: int | None, runtime: str) -> list[list[str]]:
     """Each stage's modules at ``depth`` in execution order; a module cut between stages is refused."""
-    _need_modules(placement, runtime)
+    need_modules(placement, runtime)
     g = placement.graph
     containers = _containers(placement)
     seen: dict[str, int] = {}
@@ -255,12 +256,12 @@ def split_places(placement: Placement, stages: list[Stage], depth: int | None, r
     module, after an op of no module, or where every such name is called several times is refused,
     naming the module (and its other names) and the stage.
     """
-    _need_modules(placement, runtime)
+    need_modules(placement, runtime)
     g = placement.graph
     if depth is not None:
         whole_modules(placement, stages, depth, runtime)
     owner = _owner(stages)
-    _check_program_order(placement, stages, owner, runtime)
+    check_program_order(placement, stages, owner, runtime)
     ctx = _Points(placement, stages, runtime, reused_modules(placement), boundaries.called_modules(placement.graph))
     before: set[str] = set()  # every module scope entered by an earlier stage
     for s in stages:
@@ -376,7 +377,7 @@ def _check_called(point: str, called: set[str] | None, where: str, runtime: str)
                         f"like a ModuleList); torch splits only at a module's call (choose a deeper --depth)")
 
 
-def _check_program_order(placement: Placement, stages: list[Stage], owner: dict[int, int], runtime: str) -> None:
+def check_program_order(placement: Placement, stages: list[Stage], owner: dict[int, int], runtime: str) -> None:
     """Refuse stages out of the model's execution order (the graph's program order, the exporter's): the runtime cuts
     the program at its split points, so every module op after a split runs on a later stage."""
     g = placement.graph

@@ -4,8 +4,9 @@
   ``pipeline(model, mb_args, split_spec={k: SplitPoint[v.upper()] for k, v in spec.items()})``. A stage
   begins at a module (``"beginning"``), or, where it begins with the model's own functional calls (a
   ``torch.flatten`` between ``features`` and ``classifier``), after the module before them (``"end"``).
-* ``torchtitan`` (0.1, ``parallelism.module_fqns_per_model_part``): one list of module FQNs per
-  stage, in execution order.
+* ``torchtitan`` (0.1, ``parallelism.module_fqns_per_model_part``; the splitting rule of pytorch/torchtitan at
+  02ef790): one list per stage, in execution order, of the names torchtitan's splitter keeps: the model's own
+  children and the entries ``list.N`` of its top-level lists, ``ModuleList`` or ``ModuleDict`` (:mod:`.titan`).
 * ``schedule-csv`` (torch >= 2.5, ``_PipelineScheduleRuntime._load_csv(path, format="compute_only")``):
   one row per rank, one cell per time step, each an action ``{stage}{F|B|I|W}{microbatch}`` (``0F3``:
   stage 0's forward of microbatch 3; ``I``/``W`` the input and weight gradients of a split
@@ -36,8 +37,8 @@ from ..errors import SpecError
 from ..pipeline_orders import FOLDS, ORDERS, rank_orders, unit_rows
 from ..placement import Placement
 from ..stage_schedules import stage_ranks as folded_ranks
-from .layers import layer_prefix, modules_per_stage
 from .plan import Stage, forward_view, module_of, pipeline_stages, split_places, stage_ranks, tied_modules
+from .titan import RULE, model_parts
 
 SCHEDULES = ("1f1b", "gpipe", *ORDERS)
 TORCH_CLASSES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved-1f1b": "ScheduleInterleaved1F1B",
@@ -88,20 +89,22 @@ def split_spec(placement: Placement, depth: int | None = None, schedule: str = "
 
 
 def module_fqns(placement: Placement, depth: int | None = None, schedule: str = "1f1b") -> dict[str, Any]:
-    """torchtitan's ``module_fqns_per_model_part``: each stage's modules at ``depth`` (default: the layer's, or
-    the first deeper one that no stage boundary cuts: ``features.denseblock3`` where the split falls inside
-    ``features``); with the ranks that build the stages under ``schedule`` (:func:`ranks_under`, as for
-    torch-pipelining)."""
+    """torchtitan's ``module_fqns_per_model_part``: each stage's top-level modules and entries ``list.N`` of top-level
+    lists, the names torchtitan's splitter keeps (:func:`~.titan.model_parts`; a plan it cannot express is refused);
+    with the ranks that build the stages under ``schedule`` (:func:`ranks_under`, as for torch-pipelining).
+    ``depth`` does not apply: the splitter's grammar fixes the names."""
     runtime = "torchtitan"
+    if depth is not None:
+        raise SpecError(f"torchtitan: --depth {depth} does not apply; {RULE} keeps the model's own children and the "
+                        f"entries 'list.N' of its top-level lists, which fix the names (drop --depth)")
     placement = forward_view(placement)
     stages = pipeline_stages(placement, runtime, virtual=True)
-    prefix = layer_prefix([str(op.attrs["module"]) for op in placement.graph.ops if op.attrs.get("module")])
-    parts, depth = modules_per_stage(placement, stages, runtime, depth, prefix)
+    per_rank = ranks_under(stages, schedule, runtime)
+    parts = model_parts(placement, stages, runtime)
     unnamed = [s.index for s in stages if not parts[s.index]]
     if unnamed:
         raise SpecError(f"torchtitan: stage {unnamed[0]} holds ops of no module; a model part is a list of modules")
-    per_rank = ranks_under(stages, schedule, runtime)
-    return {"module_fqns_per_model_part": parts, "depth": depth, "stage_ranks": rank_map(stages, schedule),
+    return {"module_fqns_per_model_part": parts, "rule": RULE, "stage_ranks": rank_map(stages, schedule),
             "virtual_stages_per_rank": len(stages) // len(per_rank), "schedule": schedule,
             "schedule_class": TORCH_CLASSES[schedule], "stage_index_per_rank": per_rank,
             "tied_modules": tied_modules(placement, stages)}

@@ -18,7 +18,11 @@ The exported graph gives one op per ATen call:
   ``nn.Module`` object under several names (a tied encoder and decoder, ``self.dec = self.enc``), or that
   the model calls more than once, to ``{"fqns": [every name of the object], "calls": n}``, ``n`` the
   calls of the object under all its names: torch's ``pipeline()`` cuts at each call of a split point's
-  object (:func:`placement_dsl.boundaries.reused_modules`).
+  object (:func:`placement_dsl.boundaries.reused_modules`);
+* ``op.attrs["root_container"]`` (only on an op inside a child of the root that the model never calls) says whether
+  that child is an ``nn.ModuleList`` or ``nn.ModuleDict`` (``"list"``) or another module (``"module"``: an
+  ``nn.Sequential`` the forward iterates, a module whose children it calls directly), which torchtitan's splitter
+  tells apart (:mod:`placement_dsl.export.titan`).
 
 Needs ``torch`` (``pip install 'placement_dsl[torch]'``).
 """
@@ -174,9 +178,11 @@ def shared_modules(module: Any, ep: Any) -> dict[str, dict[str, Any]]:
 class _Walk:
     """The exported graph's nodes turned into ops and edges."""
 
-    def __init__(self, ep: Any, rooflines: tuple[Roofline, ...], shared: dict[str, dict[str, Any]] | None = None):
+    def __init__(self, ep: Any, rooflines: tuple[Roofline, ...], shared: dict[str, dict[str, Any]] | None = None,
+                 containers: dict[str, str] | None = None):
         sig = ep.graph_signature
         self.shared = shared or {}
+        self.containers = containers or {}
         owned = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
         self.param_of = {ph: id(ep.state_dict.get(fqn, fqn)) for ph, fqn in owned.items()}
         self.rooflines = rooflines
@@ -220,6 +226,9 @@ class _Walk:
             attrs["module"] = stack[-1]
         if shared := on_op(stack, self.shared):
             attrs["shared_modules"] = shared
+        top = stack[0].split(".")[0] if stack else ""
+        if top and stack[0] != top and top in self.containers:  # inside a child of the root never called
+            attrs["root_container"] = self.containers[top]
         if outs:
             attrs["shape"] = list(outs[0][0])
         self.ops.append(Op(name=node.name, work=roofline_work(flops, moved, self.rooflines),
@@ -243,7 +252,9 @@ def from_module(module: Any, args: tuple, kwargs: Mapping[str, Any] | None = Non
     except Exception as err:  # noqa: BLE001 - export failures come in many types
         raise SpecError(f"torch.export could not trace {name!r}: {type(err).__name__}: {str(err)[:200]}; check "
                         "that the factory's example inputs match the module's forward") from None
-    walk = _Walk(ep, tuple(rooflines), shared_modules(module, ep))
+    lists = (torch.nn.ModuleList, torch.nn.ModuleDict)
+    containers = {name: "list" if isinstance(child, lists) else "module" for name, child in module.named_children()}
+    walk = _Walk(ep, tuple(rooflines), shared_modules(module, ep), containers)
     for node in ep.graph.nodes:
         walk.node(node)
     if not walk.ops:

@@ -23,6 +23,8 @@ from placement_dsl.io import Workload, save_workload
 from placement_dsl.placement import Placement
 from placement_dsl.viz import split_points
 
+from .titan_rule import flattened, recorded
+
 
 # ---------------------------------------------------------------------------- graphs as the importers make them
 def _graph(rows: list[tuple[str, str | None]], residual: list[tuple[str, str]] = (), name: str = "g") -> Graph:
@@ -75,9 +77,9 @@ def _cut(g: Graph, *firsts: str, cluster: Cluster | None = None) -> Placement:
 def test_gpt_like_in_every_format():
     p = _cut(gpt_like(), "h2.ln")  # embedding + h.0, h.1 | h.2, h.3 + head
     assert export(p, "torch-pipelining").data["split_spec"] == {"transformer.h.2": "beginning"}
-    assert export(p, "torchtitan").data["module_fqns_per_model_part"] == [
-        ["transformer.wte", "transformer.h.0", "transformer.h.1"],
-        ["transformer.h.2", "transformer.h.3", "transformer.ln_f", "lm_head"]]
+    assert export(Placement(flattened(p.graph, "transformer", ("h",)), p.cluster, p.assign),
+                  "torchtitan").data["module_fqns_per_model_part"] == [["wte", "h.0", "h.1"], ["h.2", "h.3", "ln_f",
+                                                                                                "lm_head"]]
     mega = export(p, "megatron")
     assert mega.data["pipeline_model_parallel_layout"] == "Et*2|t*2L" and mega.data["uneven"] is None
     assert mega.text == "--pipeline-model-parallel-size 2 --num-layers 4 --pipeline-model-parallel-layout Et*2|t*2L\n"
@@ -100,8 +102,9 @@ def test_cnn_like_split_between_blocks():
     assert export(p, "torch-pipelining").data["split_spec"] == {"layer1.1": "beginning"}
     with pytest.raises(SpecError, match=r"stage 1 begins inside module 'layer1' \(depth 1\)"):
         export(p, "torch-pipelining", depth=1)  # at depth 1 the split cuts layer1
-    assert export(p, "torchtitan").data["module_fqns_per_model_part"] == [["conv1", "relu", "layer1.0"],
-                                                                          ["layer1.1", "fc"]]
+    with pytest.raises(SpecError, match=r"torchtitan: module 'layer1' runs on stages 0 and 1 .*a top-level module "
+                                        r"the model calls, which holds 'layer1.1'"):  # a Sequential, kept whole
+        export(Placement(recorded(p.graph), p.cluster, p.assign), "torchtitan")
     assert export(p, "vllm").text == "1,1\n" and export(p, "deepspeed").data["parts"] == [0, 2, 4]
 
 
@@ -312,7 +315,7 @@ def test_cli_export_writes_and_refuses(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_write_is_whole(tmp_path: Path):
-    result = export(_cut(gpt_like(), "h2.ln"), "torchtitan")
+    result = export(_cut(gpt_like(), "h2.ln"), "torch-pipelining")
     write(result, tmp_path / "parts.json")
     assert json.loads((tmp_path / "parts.json").read_text()) == result.data
 
@@ -338,9 +341,9 @@ def test_gpt2_from_the_dynamo_exporter():
     g = onnx_io.load(DATA / "gpt2.onnx", batch=2, seq=64).graph  # Split ops of no module inside each block
     p = _cut(g, _first_of(g, "transformer.h.2"))
     assert export(p, "torch-pipelining").data["split_spec"] == {"transformer.h.2": "beginning"}
-    assert export(p, "torchtitan").data["module_fqns_per_model_part"] == [
-        ["transformer.wte", "transformer.h.0", "transformer.h.1"],
-        ["transformer.h.2", "transformer.h.3", "transformer.ln_f", "lm_head"]]
+    with pytest.raises(SpecError, match=r"torchtitan: module 'transformer' runs on stages 0 and 1 .*which holds "
+                                        r"'transformer.h'"):  # GPT-2 calls its wrapper; torchtitan keeps it whole
+        export(p, "torchtitan")
     assert export(p, "megatron").data["pipeline_model_parallel_layout"] == "Et*2|t*2L"
     assert export(p, "vllm").text == "2,2\n"
     with pytest.raises(SpecError, match=r"op 'node_layer_norm_8' of the head runs on stage 0"):

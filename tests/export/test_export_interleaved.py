@@ -13,12 +13,18 @@ from placement_dsl.pipeline_orders import rank_orders
 from placement_dsl.placement import Placement
 
 from .test_export import _cut, gpt_like
+from .titan_rule import flattened
 
 
 def interleaved(layers: int = 4, ranks: int = 2) -> Placement:
     """One block per stage (embedding with h.0, head with the last), stage k on device k mod ``ranks``."""
     cut = _cut(gpt_like(layers), *(f"h{i}.ln" for i in range(1, layers)))
     return Placement(cut.graph, Cluster.stages(ranks), [int(d) % ranks for d in cut.assign])
+
+
+def _flat(p: Placement) -> Placement:
+    """``p`` on the GPT with its blocks a top-level list (``h.N``), which torchtitan splits."""
+    return Placement(flattened(p.graph, "transformer", ("h",)), p.cluster, p.assign)
 
 
 def test_split_points_and_module_lists_name_every_virtual_stage():
@@ -28,8 +34,8 @@ def test_split_points_and_module_lists_name_every_virtual_stage():
     assert spec["stage_ranks"] == [0, 1, 0, 1] and spec["virtual_stages_per_rank"] == 2
     assert spec["stage_devices"] == ["stage0", "stage1", "stage0", "stage1"]
     assert spec["schedule_class"] == "ScheduleInterleaved1F1B" and spec["stage_index_per_rank"] == [[0, 2], [1, 3]]
-    titan = export(p, "torchtitan", schedule="interleaved-1f1b").data
-    assert titan["module_fqns_per_model_part"][1:3] == [["transformer.h.1"], ["transformer.h.2"]]
+    titan = export(_flat(p), "torchtitan", schedule="interleaved-1f1b").data
+    assert titan["module_fqns_per_model_part"][1:3] == [["h.1"], ["h.2"]]
     assert titan["stage_ranks"] == [0, 1, 0, 1]
 
 
@@ -106,10 +112,11 @@ def test_torchtitan_ranks_the_stages_as_torch_pipelining_does_under_every_schedu
     """torchtitan ignored --schedule zbv: stage_ranks [0, 1, 2, 3] where torch-pipelining wrote the V, and it
     accepted zbv on 3 stages, which torch-pipelining refuses."""
     for schedule in ("1f1b", "zbv"):
-        spec, titan = (export(zbv(), to, schedule=schedule).data for to in ("torch-pipelining", "torchtitan"))
+        spec, titan = (export(zbv(), "torch-pipelining", schedule=schedule).data,
+                       export(_flat(zbv()), "torchtitan", schedule=schedule).data)
         assert titan["stage_ranks"] == spec["stage_ranks"] and titan["schedule_class"] == spec["schedule_class"]
         assert titan["stage_index_per_rank"] == spec["stage_index_per_rank"]
-    assert export(zbv(), "torchtitan", schedule="zbv").data["stage_ranks"] == [0, 1, 1, 0]
+    assert export(_flat(zbv()), "torchtitan", schedule="zbv").data["stage_ranks"] == [0, 1, 1, 0]
     for to in ("torch-pipelining", "torchtitan"):
         with pytest.raises(SpecError, match="zbv runs 2 stages per rank in a V, and the placement has 3 stages"):
             export(zbv(3), to, schedule="zbv")

@@ -12,6 +12,8 @@ from placement_dsl.export import export
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
 
+from .titan_rule import recorded
+
 
 def _chain(rows: list[tuple[str, str, str]], cut: str) -> Placement:
     """A chain of ops (name, module path, op type) in execution order, cut into two stages before ``cut``."""
@@ -84,17 +86,23 @@ def test_deepspeed_takes_any_layers():
     assert export(encoder_decoder(), "deepspeed").data["num_stages"] == 2
 
 
-def test_torchtitan_lists_the_modules_at_the_first_depth_no_boundary_cuts():
-    """densenet's blocks are ``features.denseblockN`` (no integer layer list): a split inside ``features`` is listed
-    one level down instead of refused."""
+def test_torchtitan_refuses_a_split_inside_a_module_the_model_calls():
+    """densenet's blocks are ``features.denseblockN`` inside the Sequential ``features``, which torchtitan keeps whole
+    or drops: the export listed ``features.denseblock1``..., names torchtitan keeps nothing of."""
     rows = [("c0", "features.denseblock1.conv", "convolution"), ("c1", "features.transition1.conv", "convolution"),
             ("c2", "features.denseblock2.conv", "convolution"), ("fc", "classifier", "linear")]
-    data = export(_chain(rows, "c2"), "torchtitan").data
-    assert data["module_fqns_per_model_part"] == [["features.denseblock1", "features.transition1"],
-                                                  ["features.denseblock2", "classifier"]]
-    assert data["depth"] == 2
-    with pytest.raises(SpecError, match=r"stage 1 begins inside module 'features' \(depth 1\)"):
-        export(_chain(rows, "c2"), "torchtitan", depth=1)
+    p = _chain(rows, "c2")
+    p = Placement(recorded(p.graph), p.cluster, p.assign)
+    with pytest.raises(SpecError, match=r"^torchtitan: module 'features' runs on stages 0 and 1 \(op 'c2' of "
+                                        r"'features.denseblock2.conv'\), a top-level module the model calls, which "
+                                        r"holds 'features.denseblock2'"):
+        export(p, "torchtitan")
+    with pytest.raises(SpecError, match=r"^torchtitan: --depth 1 does not apply"):
+        export(p, "torchtitan", depth=1)
+    rows[-2:-1] = [("c2", "head.denseblock2.conv", "convolution")]  # the cut between top-level modules
+    p = _chain(rows, "c2")
+    assert export(Placement(recorded(p.graph), p.cluster, p.assign), "torchtitan").data[
+        "module_fqns_per_model_part"] == [["features"], ["head", "classifier"]]
 
 
 def vit() -> Placement:
@@ -116,5 +124,6 @@ def test_layers_named_with_an_integer_suffix_are_the_layer_list():
     assert export(p, "megatron").data["pipeline_model_parallel_layout"] == "Et*2|t*2L"
     assert export(p, "deepspeed").data["layers"][1:3] == ["encoder.layers.encoder_layer_0",
                                                            "encoder.layers.encoder_layer_1"]
-    assert export(p, "torchtitan").data["module_fqns_per_model_part"][1][:2] == [
-        "encoder.layers.encoder_layer_2", "encoder.layers.encoder_layer_3"]
+    with pytest.raises(SpecError, match=r"torchtitan: module 'encoder' runs on stages 0 and 1 .*which holds "
+                                        r"'encoder.layers'"):  # torchvision's ViT calls its encoder
+        export(Placement(recorded(p.graph), p.cluster, p.assign), "torchtitan")

@@ -57,7 +57,7 @@ def test_a_stage_beginning_with_the_roots_own_calls_splits_at_the_end_of_the_mod
     with torch.no_grad():
         assert stages == 2 and torch.allclose(y, model(x))
     parts = export(placement, "torchtitan").data["module_fqns_per_model_part"]
-    assert parts == [[f"features.{i}" for i in range(3)], [f"classifier.{i}" for i in range(3)]]
+    assert parts == [["features"], ["classifier"]]  # Sequentials the model calls: torchtitan keeps them whole
 
 
 def split_runs_as_the_model(make: type[nn.Module], second: str, spec: dict[str, str]) -> None:
