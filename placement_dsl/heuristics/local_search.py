@@ -1,6 +1,7 @@
 """Tarnawski et al. §6's local search ([MKA07]): from a random memory-feasible split, apply the best single-group
-reassignment until a local optimum; 10 restarts, best kept, the first of them from the better of the greedy split and
-SliceGraph's. Under a latency model it runs the latency local search (:mod:`.latency`)."""
+reassignment until a local optimum; 10 restarts, the first of them from the better of the greedy split and SliceGraph's;
+the answer is the split the cost model scores best among the descents' ends and that valid start, so it is never worse
+than the start. Under a latency model it runs the latency local search (:mod:`.latency`)."""
 from __future__ import annotations
 
 import math
@@ -37,7 +38,11 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     13,669 where greedy's split is 983 (every tensor cut between random devices). ``seeded=False`` starts every
     restart from a random split, as the paper's baseline does.
 
-    It minimizes max-load. Under a latency model (where a max-load optimum from a random
+    It descends on max-load; the cost model picks the answer among the descents' ends and the valid start (valid
+    first, then by objective; ``info["kept_start"]`` when the start stands), so a max-load optimum the model's
+    schedule cannot run (a stage cycle under interleaved 1F1B, ZB-H1 or GPipe's fill and drain) never displaces a
+    valid start; under ZBV the lowest max-load split is also tried folded onto the V's ranks (``info["folded"]``).
+    Under a latency model (where a max-load optimum from a random
     start is usually non-contiguous and slow) it is the latency local search instead:
     :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
     the descent under way stops and no restart begins: the best split so far (``info["stopped"]``).
