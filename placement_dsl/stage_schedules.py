@@ -60,7 +60,7 @@ import numpy as np
 from .cluster import Cluster, Link
 from .congestion import Congestion, TransferResources
 from .errors import SpecError
-from .graph import Graph
+from .graph import PINNED, Graph
 from .pipeline_orders import (
     FOLDS,
     SPLIT,
@@ -225,12 +225,14 @@ def stage_times(p: Placement, costs: Callable[[Placement, Any], Sequence[Any]], 
     stage, device = virtual_stages(p, schedule)
     rank = stage_ranks(device, schedule)
     model = replace(model, memory="hard", training_memory=None, require=frozenset())
-    sent = _sent(p.graph, stage, rank)
     copies = _copies(c, device)
+    sent = _pins_on_copies(_sent(p.graph, stage, rank), stage, device, c, copies)
     rows = costs(Placement(sent, copies, stage), model)
-    times = copies.times(p.graph)[np.arange(p.graph.n), stage]
-    w = np.bincount(stage, weights=weight_shares(p, weight_share) * times, minlength=len(device))
-    i = [float(r.load_bw - x) for r, x in zip(rows, w)]
+    times = copies.times(sent)[np.arange(p.graph.n), stage]
+    share = weight_shares(p, weight_share)
+    with np.errstate(invalid="ignore"):  # an op its stage may not run (inf) with no weight gradient: none of it
+        w = np.bincount(stage, weights=np.where(share > 0, share * times, 0.0), minlength=len(device))
+    i = [float(r.load_bw - x) if math.isfinite(x) else math.inf for r, x in zip(rows, w)]
     if schedule in SPLIT:  # the runtime runs W as an action of its own, with its own fixed cost
         w = w + np.where(np.bincount(stage, weights=p.graph.backward, minlength=len(device)) > 0,
                          model.task_overhead, 0.0)
@@ -295,6 +297,18 @@ def stage_transfers(g: Graph, stage: np.ndarray, device: Sequence[int], cluster:
         out.append(StageTransfer(s, t, kind, r, links, tuple(size[key] / cluster.links[k].bandwidth for k in links),
                                  lags if any(lags) else ()))
     return tuple(out)
+
+
+def _pins_on_copies(g: Graph, stage: np.ndarray, device: Sequence[int], c: Cluster, copies: Cluster) -> Graph:
+    """``g`` with each pinned op pinned to its stage's copy when that copy is of the device it is pinned to: the
+    copies are named apart from their devices, so a pin left as it is would rule out every copy (its time
+    ``inf``, its stage's loads ``inf`` and ``0 x inf`` in its weight gradient); a pin its placement breaks stays
+    (the evaluator names that violation on the placement itself)."""
+    moved = {i: copies.names[stage[i]] for i, dev in g.pinned.items() if c.names[device[stage[i]]] == dev}
+    if not moved:
+        return g
+    return g.replace(ops=[op.model_copy(update={"attrs": {**op.attrs, PINNED: moved[i]}}) if i in moved else op
+                          for i, op in enumerate(g.ops)])
 
 
 def _sent(g: Graph, stage: np.ndarray, rank: Sequence[int]) -> Graph:

@@ -216,16 +216,19 @@ def _solve_ip(args: argparse.Namespace, w: Workload, model: CostModel) -> Any:
 
 def _solve_status(args: argparse.Namespace, w: Workload, payload: dict[str, Any]) -> int:
     """Exit 3 (with the reason on stderr) when the solve proved infeasibility or found no valid placement."""
+    memory = True  # the bytes against the devices' memory: a hint when memory is what is short
     if payload.get("status") == "infeasible":
         reason = f"no {args.method} placement satisfies the constraints (status infeasible)"
     elif payload.get("valid") is False:
-        required = [v["message"] for v in payload.get("violations", []) if v.get("required")]
+        broken_checks = [v for v in payload.get("violations", []) if v.get("required")]
+        required = [v["message"] for v in broken_checks]
+        memory = any(v.get("check") == "memory" for v in broken_checks)
         shown = required and not getattr(args, "json", False)  # the report's table lists them: not twice
         broken = f"{len(required)} violation(s) listed above" if shown else "; ".join(required[:2])
         reason = f"method {args.method} found no valid placement: {broken or 'see the violations'}"
     else:
         return EXIT_OK
-    print(f"error: infeasible: {one_line(reason)}; {memory_summary(w)}", file=sys.stderr)
+    print(f"error: infeasible: {one_line(reason)}" + (f"; {memory_summary(w)}" if memory else ""), file=sys.stderr)
     return EXIT_INFEASIBLE
 
 

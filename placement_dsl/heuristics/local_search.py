@@ -1,8 +1,10 @@
 """Tarnawski et al. §6's local search ([MKA07]): from a random memory-feasible split, apply the best single-group
-reassignment until a local optimum; 10 restarts, best kept, the first of them from the better of the greedy split and
-SliceGraph's. Under a latency model it runs the latency local search (:mod:`.latency`)."""
+reassignment until a local optimum; 10 restarts, the first of them from the better of the greedy split and SliceGraph's;
+the answer is the split the cost model scores best among the descents' ends and that valid start, so it is never worse
+than the start. Under a latency model it runs the latency local search (:mod:`.latency`)."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -12,7 +14,9 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
-from . import manifest
+from ..pipeline_orders import FOLDS
+from ..placement import Placement
+from . import fold_ranks, manifest
 from .base import HeuristicResult, deadline_at, expired, kernel_deadline, left, stopped
 from .baselines import greedy, group_arrays, group_moves, max_load_model, random_start, scored_result
 from .latency import latency_local_search
@@ -34,7 +38,11 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     13,669 where greedy's split is 983 (every tensor cut between random devices). ``seeded=False`` starts every
     restart from a random split, as the paper's baseline does.
 
-    It minimizes max-load. Under a latency model (where a max-load optimum from a random
+    It descends on max-load; the cost model picks the answer among the descents' ends and the valid start (valid
+    first, then by objective; ``info["kept_start"]`` when the start stands), so a max-load optimum the model's
+    schedule cannot run (a stage cycle under interleaved 1F1B, ZB-H1 or GPipe's fill and drain) never displaces a
+    valid start; under ZBV the lowest max-load split is also tried folded onto the V's ranks (``info["folded"]``).
+    Under a latency model (where a max-load optimum from a random
     start is usually non-contiguous and slow) it is the latency local search instead:
     :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
     the descent under way stops and no restart begins: the best split so far (``info["stopped"]``).
@@ -51,9 +59,15 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     hard = ml.memory is MemoryMode.HARD
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
     rng = np.random.default_rng(seed)
-    best: tuple[float, np.ndarray] | None = None
     total_moves, done = 0, 0
     start_split = seed_split(graph, cluster, model, at) if seeded else None
+    # the descents minimize max-load; the cost model judges what they reach (a max-load optimum may be a split the
+    # model's schedule cannot run, e.g. a stage cycle under interleaved 1F1B), so the valid start is a candidate too
+    model = model or CostModel()
+    best: tuple[tuple[bool, float, float], np.ndarray, dict] | None = None
+    lowest: tuple[float, np.ndarray] | None = None  # the lowest max-load reached, whatever the model's verdict
+    if start_split is not None:
+        best = ((*_verdict(graph, cluster, model, start_split), np.inf), start_split.copy(), {"kept_start": True})
     for i in range(max(1, int(restarts))):
         if best is not None and expired(at):
             break
@@ -66,12 +80,28 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
                                         cluster.memory, hard, cluster.transfer_scale, ovf,
                                         OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
         total_moves, done = total_moves + moves, done + 1
-        if best is None or value < best[0]:
-            best = (value, dev.copy())
+        key = (*_verdict(graph, cluster, model, dev), float(value))
+        if best is None or key < best[0]:
+            best = (key, dev.copy(), {"max_load": float(value)})
+        if lowest is None or value < lowest[0]:
+            lowest = (float(value), dev.copy())
     assert best is not None
+    if model.name in FOLDS and lowest is not None and math.isinf(_verdict(graph, cluster, model, lowest[1])[1]):
+        folded = fold_ranks.fold(Placement(graph, cluster, lowest[1]), model, at)  # as run() folds an answer
+        if folded is not None:
+            key = (*_verdict(graph, cluster, model, folded.assign), lowest[0])
+            if key < best[0]:
+                best = (key, folded.assign.copy(), {"max_load": lowest[0], "folded": (
+                    "local-search's lowest max-load split folded onto the V's ranks (it was inf)")})
     result = scored_result("local-search", graph, cluster, model, best[1], start, evaluations=done,
-                           moves=total_moves, max_load=best[0])
+                           moves=total_moves, **best[2])
     return stopped(result) if expired(at) else result
+
+
+def _verdict(graph: Graph, cluster: Cluster, model: CostModel, assign: np.ndarray) -> tuple[bool, float]:
+    """How the cost model ranks a split: valid ones first, then by objective."""
+    ev = evaluate(Placement(graph, cluster, assign), model)
+    return not ev.valid, ev.objective
 
 
 def seed_split(graph: Graph, cluster: Cluster, model: CostModel | None, at: float | None) -> np.ndarray | None:

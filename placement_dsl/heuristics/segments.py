@@ -113,7 +113,12 @@ def stage_params(graph: Graph, cluster: Cluster, model: CostModel, devices: np.n
             keys[key] = len(reps)
             reps.append(int(d))
         cls[t] = keys[key]
-    times = cluster.times(graph)[:, reps].T.copy()
+    every = cluster.times(graph)
+    times = every[:, reps].T.copy()
+    for c in range(len(reps)):  # a pinned op runs on one member of its class: the slicer sees the class alike
+        pinned = ~np.isfinite(times[c])
+        if pinned.any():
+            times[c, pinned] = every[np.ix_(pinned, devices[cls == c])].min(axis=1)
     host = cluster.host[reps]
     soft = model.memory is MemoryMode.OVERFLOW
     return StageParams(
