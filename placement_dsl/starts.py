@@ -40,6 +40,7 @@ from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
 from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
+from .heuristics.latency_chain import chain_orders
 from .heuristics.pass_costs import PASS_MARGIN, PASSES, mean_width, pass_estimates, pass_seconds
 from .io import Workload, load_placement
 from .placement import Placement, PlacementClass
@@ -510,8 +511,6 @@ def _orders(problem: Any, seed: int, seconds: float) -> list[tuple[str, np.ndarr
     :data:`ORDER_SHARE` of the round's ``seconds``. There the search continues by critical-chain moves, which
     contiguity refuses (none accepted in 21 s from the chain split of a generated DAG of 2,000 ops), and the kicks of
     a local optimum are refused too: a split of another order is the round's one way off its start."""
-    from .heuristics.latency_chain import chain_orders  # loaded where a contiguous makespan's rounds run
-
     return chain_orders(problem.graph, problem.cluster, problem.cost_model(), seed, ORDERS,
                         time.monotonic() + ORDER_SHARE * seconds)
 
