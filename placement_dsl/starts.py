@@ -322,6 +322,10 @@ host it needs about 5 s (the chain split 0.3-1.2 s, DPL 2-7 s at load 7), 4.7 s 
 solve's race (1.1 s) it answered greedy's split, 2,884.8, where its chain split is 2,266.6."""
 
 
+LEAD_CHECKS = 4  # evaluations' worth a sized lead leaves of the race: its answer checked by the registry and scored
+# here, then sent (given all but one, latency-best on 2,000 ops at load 7.7 ended past the race, which lost its split)
+
+
 def lead_seconds(problem: Any, method: str) -> float:
     """The seconds a race gives ``method`` at least, sized from the graph (:data:`LEAD_EVALUATIONS`): the latency
     search where it leads a :func:`contiguous_makespan`'s race, 0 otherwise."""
@@ -393,7 +397,7 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
         given = max(left / max(searches_left, 1), lead_share(problem, method) * left,
                     min(lead_seconds(problem, method), left - fallback_seconds(problem.graph, problem.cluster, "none",
-                                                                               SCORING)))  # its answer scored, sent
+                                                                               LEAD_CHECKS)))
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(given, MIN_METHOD))
