@@ -249,7 +249,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
     known to need more than their even share), at least :data:`MIN_METHOD` each while ``deadline`` (the caller's)
     is more than :data:`KEEP` away. Returns the best start, why methods found nothing, and the searches cut short
-    (stopped at their limit, stopped by the race's end, or not run at all) in order.
+    (stopped at their limit, stopped by the race's end, or not run at all) in order, but for the passes of a
+    :func:`contiguous_makespan`, whose splits the class refuses (a solve would run them again in its time left).
 
     The searches run in one forked child, stopped by force when ``seconds`` have passed: a search that checks its
     clock too seldom cannot hold the race past its share (under load, on 5,000 ops, the DP's set-up alone took
@@ -296,7 +297,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
     if best.usable:
         best.others = _distinct(best, seen)
-    unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
+    refused = set(passes) if contiguous_makespan(problem) else set()  # their splits leave the class: not run again
+    unfinished = [m for m in order if m not in BASELINES and m not in refused and done.get(m, True)]
     return best, refusals, unfinished
 
 

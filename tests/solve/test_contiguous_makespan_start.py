@@ -11,6 +11,7 @@ import random
 
 from placement_dsl import Cluster, Device, Graph, Link, Op, Route, Workload, starts
 from placement_dsl.deadline import Deadline
+from placement_dsl.heuristics.base import TimeLimitReached
 from placement_dsl.presets import problem_for_method
 from placement_dsl.starts import PASSES, auto_methods, goal, improving, leads, race, resolve
 
@@ -119,3 +120,22 @@ def test_the_later_rounds_start_from_chain_splits_in_other_orders(monkeypatch):
     assert calls and all(method == "latency-local-search" for method, _ in calls)
     labels = [label for label, _ in calls[0][1]["starts"]]
     assert labels and all(label.startswith("chain[") for label in labels) and len(set(labels)) == len(labels)
+
+
+def test_passes_cut_short_are_not_left_to_run_again_under_contiguity(monkeypatch):
+    """A solve runs the searches its start's race cut short again in the time left: under contiguity the passes'
+    splits are refused, and that time went to them."""
+    real = starts.run
+
+    def cut(method, *args, **kwargs):
+        if method in PASSES:
+            raise TimeLimitReached(f"{method}: cut short")
+        return real(method, *args, **kwargs)
+    monkeypatch.setattr(starts, "run", cut)
+    monkeypatch.setattr(starts, "FORK", False)
+    problem = problem_for_method(_workload(), objective="latency", method="ip")
+    _, _, unfinished = race(problem, auto_methods(problem), 10.0, Deadline(60.0))
+    assert not set(unfinished) & set(PASSES)
+    free = problem_for_method(_workload(), objective="latency", method="ip-noncontig")
+    _, _, unfinished = race(free, auto_methods(free), 10.0, Deadline(60.0))
+    assert set(unfinished) & set(PASSES)  # where their splits count, they run again
