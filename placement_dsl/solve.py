@@ -20,6 +20,7 @@ from typing import Any
 from . import cpsat, cpsat_segments
 from .beyond import elsewhere, reported, widened
 from .bounds.segments import reused
+from .bounds.single_sample import SECONDS as SECONDS_CLOSED
 from .bounds.single_sample import single_sample_bound
 from .compile import compile
 from .deadline import BudgetSpent, Deadline, call_within, seconds
@@ -191,8 +192,10 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     share, most = SEGMENT_HERE
     with reused():  # the closed forms ask again for what the in-process bound priced
         running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
-        if running is not None:  # the closed forms now, inside the budget, not after the search has spent it
-            running.closed = single_sample_bound(problem)
+        if running is not None:  # the closed forms now, inside the budget, not after the search has spent it; held
+            # to the in-process share too (by their own 3 s clock, 4.2 s of a 10 s solve of 2,000 ops at load 7)
+            running.closed = single_sample_bound(problem, Deadline(min(SECONDS_CLOSED, max(share * left, 0.0)))
+                                                 if math.isfinite(left) else None)
     return running
 
 

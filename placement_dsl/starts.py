@@ -34,18 +34,20 @@ from typing import Any
 
 import numpy as np
 
-from .deadline import Deadline, call_within, machine, stream_within
+from .deadline import Deadline, call_within, stream_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
 from .heuristics import registry
 from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
+from .heuristics.latency_chain import chain_orders
+from .heuristics.pass_costs import PASS_MARGIN, PASSES, mean_width, pass_estimates, pass_seconds
 from .io import Workload, load_placement
 from .placement import Placement, PlacementClass
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "RACE", "SPREAD", "SUBSUMED",
-           "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
-           "improve", "improving", "lead_share", "leads", "mean_width",
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "PASS_MARGIN", "RACE",
+           "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
+           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width",
            "pass_estimates", "pass_seconds", "race", "resolve"]
 
 AUTO = "auto"
@@ -66,24 +68,6 @@ LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left
 # where the path finds 250.59 (the cut stages' bound; onto 16 devices 68.437) in a 30 s race at load 8
 NEXT_LEAD_SHARE = 0.3  # ... and the leads after the first this share: the searches after them keep most of the rest
 PROVEN_TOL = 1e-9  # relative: a start this close to a proven class bound is optimal for the class
-PASSES = {"list": (0.0073, 0.0, 1.57e-7, 8.5e-7, 0.0, 0.0), "cpop": (0.0175, 0.0, 1.99e-7, 7.4e-7, 0.0, 0.0),
-          "one-device-best": (0.0134, 4.94e-7, 0.0, 0.0, 8.7e-7, 0.0), "getf": (0.0, 0.0, 1.67e-6, 0.0, 0.0, 0.0),
-          "m-sct": (0.0, 0.0, 3.65e-7, 8.28e-6, 0.0, 0.0)}
-"""Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
-their CPU seconds on one core as a sum of terms (:func:`pass_seconds`): a start-up, then per op or edge and device
-(each op tries every device, each tensor is booked on its route), the same times ``log2 n`` (the ready queue), per op
-or edge times ``log2 n`` (m-SCT's favourite children), per op, device and op of the graph's mean width
-(:func:`mean_width`: ETF compares every ready pair at each step), per op and op of the width. Fitted to their CPU
-time on generated MOIRAI sheets of 600 to 15,000 tasks (1,847 to 47,698 ops with their flows, 3 to 8 devices, mean
-widths 10 to 49), MOIRAI's GoogLeNet and GPT-3 decoders of 1,638 and 4,886 ops on Table III's clusters: within 0.4
-to 1.5 times each run (HEFT and CPOP 0.88 to 1.2). A race runs them before any search, cheapest first by
-:func:`pass_estimates`, each with all the time left, and a share too small for them is widened to hold them: a
-baseline that is cheap always gets its run, and the answer is never worse than it. The former rates, per op, device
-and op of the width alone, were 20 times HEFT's run on a wide sheet (the best single device: 38 s estimated on
-15,838 ops, done in under 1.8 s), and ``bounds``, which ran them cheapest first by those, ran the best single device
-before HEFT: on a 15,000-task sheet it answered the work-balanced split's 1,078.51 where HEFT finds 319.5 in 3 s of
-CPU."""
-PASS_MARGIN = 1.25  # the estimate's safety factor (the fit's spread between graphs)
 SUBSUMED = {"one-device": "one-device-best"}  # a baseline whose split a pass among the methods builds cheaper: the
 # race leaves it out (every op on its best device, scored by k + 1 list schedules: 13.7 s of CPU on 47,584 ops, and
 # run first it left HEFT no time in a 30 s solve)
@@ -237,8 +221,8 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     methods = auto_methods(problem)
     racing = RACE if improving(problem) in registry.load() else 1.0  # no improving method: all of it
     most = math.inf if deadline is None else deadline.left() - KEEP
-    need = min(sum(pass_estimates(problem, methods).values()), max(most, budget))  # a share too small for the passes
-    budget, end = max(budget, need), max(end, began + need)  # is widened to hold them
+    need = min(held_seconds(problem, methods), max(most, budget))  # a share too small for the passes (or the
+    budget, end = max(budget, need), max(end, began + need)  # contiguous class's search) is widened to hold them
     best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
                                       deadline)
     if best.usable:
@@ -265,7 +249,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     to run (a fast one leaves its time to the next; ``even=False``: each may take all the time left, for searches
     known to need more than their even share), at least :data:`MIN_METHOD` each while ``deadline`` (the caller's)
     is more than :data:`KEEP` away. Returns the best start, why methods found nothing, and the searches cut short
-    (stopped at their limit, stopped by the race's end, or not run at all) in order.
+    (stopped at their limit, stopped by the race's end, or not run at all) in order, but for the passes of a
+    :func:`contiguous_makespan`, whose splits the class refuses (a solve would run them again in its time left).
 
     The searches run in one forked child, stopped by force when ``seconds`` have passed: a search that checks its
     clock too seldom cannot hold the race past its share (under load, on 5,000 ops, the DP's set-up alone took
@@ -288,7 +273,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     else:
         order += first
     order += [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
-    need = sum(passes.values())  # the passes' time, however small the race: each is run to its end
+    need = held_seconds(problem, methods, passes)  # the passes' time, however small the race: each is run to its
+    # end (under contiguity, where their splits are refused, the lead search's estimated time instead)
     seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
     if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
         seconds = min(seconds, deadline.left() - fallback_seconds(problem.graph, problem.cluster, "none", SCORING))
@@ -311,7 +297,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         best.bound = proven  # (slicegraph finds ResNet-152's 16.77 on 4 stages first; the DP proves it optimal)
     if best.usable:
         best.others = _distinct(best, seen)
-    unfinished = [m for m in order if m not in BASELINES and done.get(m, True)]
+    refused = set(passes) if contiguous_makespan(problem) else set()  # their splits leave the class: not run again
+    unfinished = [m for m in order if m not in BASELINES and m not in refused and done.get(m, True)]
     return best, refusals, unfinished
 
 
@@ -329,42 +316,33 @@ def lead_share(problem: Any, method: str) -> float:
     return 0.0 if method not in found else LEAD_SHARE if found.index(method) == 0 else NEXT_LEAD_SHARE
 
 
-def mean_width(graph: Any) -> float:
-    """The graph's ops per level of its longest paths in edges (at least 1): how many ops a list scheduler's ready set
-    holds, on the average."""
-    if graph.n == 0:
-        return 1.0
-    level = np.zeros(graph.n, dtype=np.int64)
-    for v in graph.topo.tolist():
-        succ = graph.successors(v)
-        if succ.size:
-            level[succ] = np.maximum(level[succ], level[v] + 1)
-    return graph.n / (int(level.max()) + 1)
+LEAD_EVALUATIONS = 30
+"""The cost-model evaluations' worth of time (:func:`~.heuristics.fallback.fallback_seconds`, on this graph and machine
+as loaded now) the latency search is given at least in a race of a :func:`contiguous_makespan`: its greedy, chain
+and max-load splits and a descent from the best. On a generated DAG of 2,000 ops onto four linked accelerators and a
+host it needs about 5 s (the chain split 0.3-1.2 s, DPL 2-7 s at load 7), 4.7 s by this; given half of a 10 s
+solve's race (1.1 s) it answered greedy's split, 2,884.8, where its chain split is 2,266.6."""
 
 
-def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
-    """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
-    on ``problem`` on this machine as loaded now: its CPU seconds (:func:`pass_seconds`) times :data:`PASS_MARGIN`,
-    over this process's share of the cores (the load average per core, at least 1)."""
-    found = [m for m in dict.fromkeys(methods) if m in PASSES and m not in BASELINES]
-    if not found:
-        return {}
-    cores, load = machine()
-    width = mean_width(problem.graph)
-    factor = PASS_MARGIN * max(1.0, load / max(cores, 1))
-    cpu = {m: pass_seconds(problem, m, width) for m in found}
-    return {m: cpu[m] * factor for m in sorted(found, key=lambda m: cpu[m])}
+LEAD_CHECKS = 4  # evaluations' worth a sized lead leaves of the race: its answer checked by the registry and scored
+# here, then sent (given all but one, latency-best on 2,000 ops at load 7.7 ended past the race, which lost its split)
 
 
-def pass_seconds(problem: Any, method: str, width: float | None = None) -> float:
-    """The CPU seconds of pass ``method`` on ``problem`` on one idle core: its terms (:data:`PASSES`) on the graph's
-    ops ``n``, edges ``m``, devices ``D`` and mean width ``w`` (``width``; computed when ``None``): ``1``,
-    ``(n + m) D``, ``(n + m) D log2 n``, ``(n + m) log2 n``, ``n D w``, ``n w``."""
-    g, devices = problem.graph, problem.cluster.size
-    w = mean_width(g) if width is None else width
-    size, log = g.n + g.m, math.log2(max(g.n, 2))
-    terms = (1.0, size * devices, size * devices * log, size * log, g.n * devices * w, g.n * w)
-    return float(sum(c * t for c, t in zip(PASSES[method], terms, strict=True)))
+def lead_seconds(problem: Any, method: str) -> float:
+    """The seconds a race gives ``method`` at least, sized from the graph (:data:`LEAD_EVALUATIONS`): the latency
+    search where it leads a :func:`contiguous_makespan`'s race, 0 otherwise."""
+    if not contiguous_makespan(problem) or method not in leads(problem):
+        return 0.0
+    return fallback_seconds(problem.graph, problem.cluster, "none", LEAD_EVALUATIONS)
+
+
+def held_seconds(problem: Any, methods: list[str], passes: dict[str, float] | None = None) -> float:
+    """The seconds a race of ``methods`` is widened to hold whatever its share: the passes' estimated time
+    (:func:`pass_estimates`, or ``passes``), run to their end; for a :func:`contiguous_makespan`, whose class refuses
+    the passes' splits (they run last, in what is left), the lead search's :func:`lead_seconds` instead."""
+    if contiguous_makespan(problem):
+        return sum(lead_seconds(problem, m) for m in leads(problem) if m in methods)
+    return sum((pass_estimates(problem, methods) if passes is None else passes).values())
 
 
 def construction_order(problem: Any, methods: list[str], passes: dict[str, float] | None = None) -> list[str]:
@@ -419,7 +397,9 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
-        given = max(left / max(searches_left, 1), lead_share(problem, method) * left)
+        given = max(left / max(searches_left, 1), lead_share(problem, method) * left,
+                    min(lead_seconds(problem, method), left - fallback_seconds(problem.graph, problem.cluster, "none",
+                                                                               LEAD_CHECKS)))
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(given, MIN_METHOD))
@@ -498,14 +478,18 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
         return start
     end = time.perf_counter() + seconds
     rounds, first = method in ("latency-best", "latency-local-search"), seed
+    ordered = rounds and contiguous_makespan(problem)  # the later rounds start from chain splits in other orders
+    own = ordered and method in start.method.split("+")  # the start is latency-best's: its baselines were searched
     best, info, stale = start, {}, 0
     while True:
         left = end - time.perf_counter()
         if left < MIN_METHOD or (best is not start and not rounds):
             break
-        again = rounds and seed > first  # the baselines were descended from in the first round
-        found = _continue(problem, best, "latency-local-search" if again else method,
-                          min(left, ROUND) if rounds else left, seed, {"starts": [], **options} if again else options)
+        again = rounds and (seed > first or own)  # the baselines were descended from in the first round
+        given = min(left, ROUND) if rounds else left
+        found = _continue(problem, best, "latency-local-search" if again else method, given, seed,
+                          {"starts": _orders(problem, seed, given) if ordered else [], **options} if again
+                          else options)
         seed += 1
         if found is None:
             break
@@ -521,6 +505,20 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
                 break
     best.info = {**info, "rounds": seed - first}
     return best
+
+
+ORDERS = 8  # accelerator orders a later round of a contiguous makespan's latency search starts from, at most ...
+ORDER_SHARE = 0.6  # ... in this share of the round (the search from the best of them and the best split, the rest)
+
+
+def _orders(problem: Any, seed: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+    """The starts of a later round of the latency search on a :func:`contiguous_makespan`: the chain split with the
+    accelerators in other orders drawn by ``seed`` (:func:`~.heuristics.latency_chain.chain_orders`), for
+    :data:`ORDER_SHARE` of the round's ``seconds``. There the search continues by critical-chain moves, which
+    contiguity refuses (none accepted in 21 s from the chain split of a generated DAG of 2,000 ops), and the kicks of
+    a local optimum are refused too: a split of another order is the round's one way off its start."""
+    return chain_orders(problem.graph, problem.cluster, problem.cost_model(), seed, ORDERS,
+                        time.monotonic() + ORDER_SHARE * seconds)
 
 
 SET_UP = {"schedule-ls": 3}  # evaluations' worth of an improving method's set-up before it first reads its clock

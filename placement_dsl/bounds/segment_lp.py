@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..congestion import Congestion, Resource, TransferResources
-from ..deadline import Deadline
+from ..deadline import Deadline, contention
 from ..graph import least_first_order
 from ..lp import available, new_highs
 from .makespan import allowed_times, comparable_cuts, transfer_table
@@ -41,6 +41,10 @@ from .segments import REUSE
 MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 MAX_LP_OPS = 2000  # a segment beyond is priced by its path alone
 TOL = 1e-7  # relative slack taken off an LP's optimum (HiGHS's tolerances)
+LP_CELL_SECONDS = 3e-5  # CPU seconds of a segment's LP per (node + edge) x device, its rows built and solved once:
+# a generated DAG's one segment of 1,998 ops and 3,979 edges on 5 devices took 0.9 s (its pair LPs 1.4 s, PAIR_RUNS),
+# 2.5-3.1 s of wall at load 6.6 on two cores; started with a 1.1 s share left, it took 2.5 s of a 10 s solve
+PAIR_RUNS = 1.6  # the pair LPs' time over the floor's
 
 
 def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool = True) -> tuple[float, str, bool]:
@@ -81,6 +85,13 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     if complete and memo is not None:  # within segments.reused(): asked again, answered again
         memo[("lp", id(problem), pairs)] = (problem, out)
     return out
+
+
+def lp_seconds(nodes: int, edges: int, devices: int, pairs: bool) -> float:
+    """Wall seconds a segment's LP of ``nodes`` ops and ``edges`` edges on ``devices`` devices is estimated to take
+    here now: :data:`LP_CELL_SECONDS` per (node + edge) x device (:data:`PAIR_RUNS` times that with its pair LPs),
+    times the machine's contention (:func:`~placement_dsl.deadline.contention`)."""
+    return LP_CELL_SECONDS * (nodes + edges) * devices * (PAIR_RUNS if pairs else 1.0) * contention()
 
 
 def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray, times: np.ndarray) -> float:
@@ -143,13 +154,22 @@ class _Pricer:
             return self.cache[key]
         path = self._path(ops, a, b)
         lp = np.zeros_like(path)
-        if not self.lp_ok or ops.size > MAX_LP_OPS:
-            self.complete = self.complete and ops.size <= MAX_LP_OPS and self.lp_ok
+        fits = self._fits(nodes, edges)
+        if not self.lp_ok or ops.size > MAX_LP_OPS or not fits:
+            self.complete = self.complete and ops.size <= MAX_LP_OPS and self.lp_ok and fits
+            floor = self.fallback.get(key)  # an earlier pass's price of the segment, where it has one
+            lp = lp if floor is None else np.broadcast_to(floor, lp.shape).copy()
         else:
             lp = self._lp(nodes, edges, a, b, path.shape)
         out = np.maximum(path, lp)
         self.cache[key] = out
         return out
+
+    def _fits(self, nodes: np.ndarray, edges: list[tuple[int, int]]) -> bool:
+        """Whether the segment's LP is estimated to end within the deadline (:func:`lp_seconds`): its rows are built
+        and solved without a look at the clock, so one started with less time left overruns it."""
+        return self.deadline is None or lp_seconds(len(nodes), len(edges), self.times.shape[1], self.pairs) <= \
+            self.deadline.left()
 
     def _local(self, ops: np.ndarray, a: int, b: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """The window's nodes (``a``, the ops, ``b``; the ones present) and its edges as local index pairs: producer in

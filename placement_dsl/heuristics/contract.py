@@ -274,7 +274,7 @@ def _topological_numbering(n_keys: int, src: np.ndarray, dst: np.ndarray) -> np.
 
 # ---------------------------------------------------------------------------- entry point
 def contract(graph: Graph, *, kinds: Iterable[str] = (), memory: float = math.inf,
-             merge_zero_cost: bool = True) -> Contraction:
+             merge_zero_cost: bool = True, pinned: Iterable[int] = ()) -> Contraction:
     """App. B preprocessing: the forward supernode DAG the DP over ideals runs on.
 
     Parameters
@@ -289,6 +289,8 @@ def contract(graph: Graph, *, kinds: Iterable[str] = (), memory: float = math.in
         graph fits into it.
     merge_zero_cost
         Step 4 on/off.
+    pinned
+        Ops that may run on one device only (a pin): never merged as a zero-cost leaf, which may run anywhere.
 
     Examples
     --------
@@ -313,6 +315,7 @@ def contract(graph: Graph, *, kinds: Iterable[str] = (), memory: float = math.in
     if merge_zero_cost and kinds:
         virtual = len(aug_label) - graph.n
         zero = np.concatenate([_zero_work(graph, kinds), np.ones(virtual, bool)])
+        zero[list(pinned)] = False  # its neighbour would follow it to its pin
         mem = np.concatenate([graph.param_bytes + graph.activation_bytes, np.zeros(virtual)])
         never_binds = float(mem.sum()) <= memory
         stats["zero_cost_merges"] = _merge_zero_leaves(uf, aug_label, aug_bw, src, dst, zero, mem, never_binds)

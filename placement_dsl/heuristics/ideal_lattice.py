@@ -27,7 +27,8 @@ DEFAULT_MAX_IDEALS = 2_000_000
 # ---------------------------------------------------------------------------- devices
 @dataclass(frozen=True)
 class DeviceClass:
-    """Interchangeable devices: same kind, memory, speed, bandwidth and host flag."""
+    """Interchangeable devices: same kind, memory, speed, bandwidth and host flag, and the same pins: ``banned`` are
+    the ops pinned to a device outside the class, which may not run on it."""
 
     devices: tuple[int, ...]
     kind: str
@@ -35,18 +36,28 @@ class DeviceClass:
     memory: float
     speed: float
     bandwidth: float
+    banned: tuple[int, ...] = ()
 
     @property
     def count(self) -> int:
         return len(self.devices)
 
 
-def device_classes(cluster: Cluster) -> list[DeviceClass]:
-    """The cluster's devices grouped into classes of identical devices (cluster order kept)."""
+def device_classes(cluster: Cluster, pins: dict[int, str] | None = None) -> list[DeviceClass]:
+    """The cluster's devices grouped into classes of identical devices (cluster order kept). With ``pins`` (op ->
+    device name, :attr:`~placement_dsl.graph.Graph.pinned`) a device some op is pinned to is a class of its own, and
+    each class bans the ops pinned outside it (:attr:`DeviceClass.banned`): a stage holding a pinned op goes to its
+    device only, so the DP searches the splits that keep the pins (a stage of a class of identical devices could
+    otherwise land on any of them)."""
+    at = {} if not pins else {op: cluster.index[dev] for op, dev in pins.items() if dev in cluster.index}
+    held = set(at.values())
     out = []
     for idx in cluster.homogeneous_groups():
         d = cluster.devices[idx[0]]
-        out.append(DeviceClass(tuple(idx), d.kind, bool(d.host), d.memory, d.speed, d.bandwidth))
+        rest = tuple(i for i in idx if i not in held)
+        for members in [(i,) for i in idx if i in held] + ([rest] if rest else []):
+            banned = tuple(sorted(op for op, dev in at.items() if dev not in members))
+            out.append(DeviceClass(members, d.kind, bool(d.host), d.memory, d.speed, d.bandwidth, banned))
     states = math.prod(c.count + 1 for c in out)
     if states > MAX_STATES:
         sizes = ", ".join(f"{len(c.devices)} x {c.kind!r}" for c in out)
@@ -227,6 +238,7 @@ def node_costs(con: Contraction, classes: list[DeviceClass]):
     for c, cls in enumerate(classes):
         t = g.work(cls.kind) / cls.speed
         bad = ~np.isfinite(t)
+        bad[list(cls.banned)] = True  # pinned to a device outside the class
         work[c] = np.bincount(con.image, weights=np.where(bad, 0.0, t), minlength=n)
         unsup[c] = np.bincount(con.image, weights=bad, minlength=n).astype(np.int64)
     mem = np.bincount(con.image, weights=g.param_bytes + g.activation_bytes, minlength=n)

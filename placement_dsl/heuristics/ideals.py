@@ -27,6 +27,10 @@ host devices pay none), combined per :class:`~placement_dsl.evaluate.Overlap` (A
 * Memory per schedule (``CostModel.training_memory``): 1F1B's stage ``s`` of ``k`` stashes
   ``k - s`` micro-batches, so the DP runs over the ideals' complements and counts the stages to
   the end (:mod:`.ideal_memory`); exact on identical accelerators without replication.
+* Pins (:class:`~placement_dsl.constraints.Pin`): a device some op is pinned to is a class of its own, and a stage
+  holding a pinned op goes to its device only (:func:`.ideal_lattice.device_classes`); a pinned op is never merged
+  as a zero-cost leaf. So the DP is exact over the splits of its class that keep the pins, and claims its bound on a
+  pinned graph (not with replicas or memory per schedule, which keep a class of identical devices whole).
 * Not here: hierarchical clusters (transfers over routes), whose stage costs depend on the
   servers of the neighbouring stages; the pipeline planner (:mod:`.pipeline_dp`) handles them
   along the DFS order.
@@ -137,7 +141,9 @@ def setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: 
     if cluster.routed:
         raise SpecError("dp over ideals: the cost model routes transfers between servers, which is not a sum over "
                         "ideals; use method 'pipeline' (the pipeline planner, exact along the DFS order)")
-    classes = device_classes(cluster)
+    pins = graph.pinned if not replication and model.training_memory is None else None  # a replicated stage spans
+    # devices of a class, memory per schedule needs one class: there an answer off a pin claims nothing (base._off_pin)
+    classes = device_classes(cluster, pins)
     if model.training_memory is not None:
         _memory_per_schedule_ok(classes, model, replication)
         merge_zero_cost = False  # a merged leaf's activations would be stashed on its neighbour's stage
@@ -145,7 +151,7 @@ def setup(graph: Graph, cluster: Cluster, model: CostModel | None, replication: 
         idle = np.all([graph.work(c.kind) == 0.0 for c in classes], axis=0)
         merge_zero_cost = not (idle & (graph.param_bytes > 0)).any()
     con = contract(graph, kinds={c.kind for c in classes}, memory=min(c.memory for c in classes),
-                   merge_zero_cost=merge_zero_cost)
+                   merge_zero_cost=merge_zero_cost, pinned=list(pins or ()))
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):
         raise SpecError(f"dp: max_replicas must be a whole number >= 1 or None, got {max_replicas!r}")
@@ -297,7 +303,8 @@ def _infeasible_message(su: _Setup, linearize: bool) -> str:
     why = f"; ops {nowhere} can run on no device kind of the cluster" if nowhere else ""
     what = "split along the DFS order" if linearize else "contiguous split"
     return (f"dp: no {what} of graph {g.name!r} (total memory {total:.6g}) fits on the cluster ({caps}) "
-            f"respecting colocation{why}; add devices or memory, or let memory overflow "
+            f"respecting colocation{' and pins' if any(c.banned for c in su.classes) else ''}{why}; add devices or "
+            "memory, or let memory overflow "
             "(CostModel(memory='overflow'))")
 
 
@@ -423,12 +430,13 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
        incumbent: bool = True, merge_zero_cost: bool = True, time_limit: float | None = None) -> HeuristicResult:
     """The exact DP over ideals: the best contiguous split (Tarnawski et al. §5.1.1).
 
-    Minimizes the max device load over splits that respect colocation, fit in memory and
+    Minimizes the max device load over splits that respect colocation and pins, fit in memory and
     whose forward parts are contiguous (each device holds ``I \\ J`` of the colocation
     quotient's forward DAG, App. B; with singleton groups, or forward/backward pairs, that is
     Def. 3.1 on the forward ops) with an acyclic quotient; ``bound == objective`` and ``exact_among ==``
     :data:`~.base.DP_CLASS` (a contiguous split whose quotient has a cycle may be better). Where the cost model
-    prices the split above the DP's own value (a pin, a link's load), no bound (``info["no_bound"]`` says so).
+    prices the split above the DP's own value (a link's load; a pin under replicas), no bound (``info["no_bound"]``
+    says so).
     Where a backward op feeds a forward op the split found may not be contiguous by Def. 3.1
     (``info["contiguous"]`` is False); the result then has no bound.
     Under a non-max-load model (GPipe, latency) the max-load-optimal split is returned with

@@ -389,12 +389,22 @@ def _scheduled(graph: Graph, cluster: Cluster, model: CostModel | None, lat: Cos
     run invocations). There the invocation kernel's latency, which moves every tensor through host memory at each
     device's bandwidth, is not the cost model's; the search is schedule-ls, which scores every move by the referee's
     list schedule over the routes, from the start the cost model scores best (valid first)."""
-    scored = [(evaluate(Placement(graph, cluster, np.asarray(assign)), lat), label, np.asarray(assign))
-              for label, assign in begin]
+    scored = []  # each start scored while the time left holds a scoring and the search's set-up (the first always:
+    for label, assign in begin:  # latency-best passes its best first; six scorings of 2,000 ops took 1 s at load 8)
+        if scored and at is not None and left(at) < fallback_seconds(graph, cluster, "none", 1 + SCHEDULE_SET_UP):
+            break
+        scored.append((evaluate(Placement(graph, cluster, np.asarray(assign)), lat), label, np.asarray(assign)))
     label, assign = min(scored, key=lambda s: (not s[0].valid, s[0].objective))[1:]
+    log = [{"start": lab, "latency": float(e.objective)} for e, lab, _ in scored]
+    if at is not None and left(at) < fallback_seconds(graph, cluster, "none", SCHEDULE_SET_UP):  # it would overrun
+        placement = Placement(graph, cluster, assign, source="latency-local-search")
+        ev = evaluate(placement, model or lat)
+        return stopped(HeuristicResult(method="latency-local-search", placement=placement, objective=ev.objective,
+                                       valid=ev.valid, seconds=time.perf_counter() - t0,
+                                       info={"optimizes": "latency", "starts": log, "search": f"none from {label}: "
+                                             "less time left than schedule-ls's set-up"}))
     found = run_method("schedule-ls", graph, cluster, model=lat, seed=seed, time_limit=left(at),
                        start=Placement(graph, cluster, assign, source=label))
-    log = [{"start": lab, "latency": float(e.objective)} for e, lab, _ in scored]
     placement = Placement(graph, cluster, found.placement.assign, source="latency-local-search",
                           schedule=found.placement.schedule)
     ev = evaluate(placement, model or lat)
@@ -403,6 +413,11 @@ def _scheduled(graph: Graph, cluster: Cluster, model: CostModel | None, lat: Cos
                              info={"optimizes": "latency", "starts": log, "search": f"schedule-ls from {label}",
                                    "moves": found.info.get("moves", 0)})
     return stopped(result) if found.info.get("stopped") else result
+
+
+SCHEDULE_SET_UP = 4  # evaluations' worth of schedule-ls's set-up before it first reads its clock (its state, the
+# start's list schedule and its mirror): with less left, latency-best's search from its best start overran a race's
+# share at load 8 (a 10 s solve of 2,000 ops: its chain split's 2,180.0 found, the race ended before it returned)
 
 
 def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
@@ -435,9 +450,9 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("dp", lambda: run_method("dp", graph, cluster, model=max_load_model(lat),
-                                                  max_ideals=dp_max_ideals, time_limit=left(at))),
+                                                  max_ideals=dp_max_ideals, time_limit=_seconds(at, DP_SHARE))),
                         ("dpl", lambda: run_method("dpl", graph, cluster, model=max_load_model(lat),
-                                                   time_limit=left(at)))):
+                                                   time_limit=_seconds(at, DP_SHARE)))):
         if out and expired(at):
             break
         t = time.perf_counter()
@@ -454,7 +469,16 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
 
 
 BASELINES = 6  # greedy, one device (557.4 on a 15,000-task sheet, greedy 777.6), the chain, spine, DP and DPL splits
-CHAIN_SHARE = 0.4  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761)
+CHAIN_SHARE = 0.6  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761;
+# at 0.4 a 3.5 s call on a generated DAG of 2,000 ops at load 8 stopped it at 1.3 s, before the 2,180.0 it finds)
+DP_SHARE = 0.5  # of latency-best's time left, at most, for each max-load DP's split: given all of it, DPL on a
+# generated DAG of 2,000 ops on four linked accelerators and a host took 6.9 s of a 15 s call at load 7 for a split
+# 9 % worse than the chain's, and the search from the best start had what was left
+
+
+def _seconds(at: float | None, share: float) -> float | None:
+    """``share`` of the time left until ``at`` (``None``: no limit)."""
+    return None if at is None else share * left(at)
 
 
 def _share(at: float | None, share: float) -> float | None:

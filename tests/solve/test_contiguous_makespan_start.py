@@ -11,6 +11,7 @@ import random
 
 from placement_dsl import Cluster, Device, Graph, Link, Op, Route, Workload, starts
 from placement_dsl.deadline import Deadline
+from placement_dsl.heuristics.base import TimeLimitReached
 from placement_dsl.presets import problem_for_method
 from placement_dsl.starts import PASSES, auto_methods, goal, improving, leads, race, resolve
 
@@ -75,3 +76,66 @@ def test_the_latency_search_runs_before_the_passes(monkeypatch):
     race(problem, auto_methods(problem), 30.0, Deadline(60.0))
     assert "latency-best" in seen and "list" in seen
     assert seen.index("latency-best") < min(seen.index(m) for m in PASSES if m in seen)
+
+
+def test_the_latency_search_is_given_its_time_sized_from_the_graph(monkeypatch):
+    """Half of a short race's time was the latency search's share: a 10 s solve of 2,000 ops at load 4.5 answered
+    greedy's split (2,884.8) where its chain split is 2,266.6. It now takes at least its estimated time (but for the
+    scoring of its answer), and the race is widened to hold it."""
+    problem = problem_for_method(_workload(), objective="latency", method="ip")
+    small = problem_for_method(_workload(30), objective="latency", method="ip")
+    assert 0 < starts.lead_seconds(small, "latency-best") < starts.lead_seconds(problem, "latency-best")
+    assert starts.lead_seconds(problem, "list") == 0.0
+    free = problem_for_method(_workload(), objective="latency", method="ip-noncontig")
+    assert starts.lead_seconds(free, "latency-best") == 0.0
+    given: dict[str, float] = {}
+    real = starts.run
+
+    def recording(method, *args, **kwargs):
+        given.setdefault(method, kwargs.get("time_limit"))
+        return real(method, *args, **kwargs)
+    monkeypatch.setattr(starts, "run", recording)
+    monkeypatch.setattr(starts, "FORK", False)
+    monkeypatch.setattr(starts, "lead_seconds", lambda p, m: 4.0 if m == "latency-best" else 0.0)
+    race(problem, auto_methods(problem), 1.0, Deadline(60.0))
+    assert given["latency-best"] >= 3.0  # a 1 s race: 0.5 s at most before
+
+
+def test_the_later_rounds_start_from_chain_splits_in_other_orders(monkeypatch):
+    """Under contiguity the critical-chain moves and the kicks of a local optimum are refused: a fresh round of the
+    latency search from latency-best's answer starts from chain splits with the accelerators in other orders, and
+    does not build the baselines again."""
+    problem = problem_for_method(_workload(), objective="latency", method="ip")
+    start = resolve(problem, "latency-best", deadline=Deadline(10.0), keep=0.0)
+    assert start.usable and start.method == "latency-best"
+    calls: list[tuple[str, dict]] = []
+    real = starts.run
+
+    def recording(method, *args, **kwargs):
+        calls.append((method, kwargs))
+        return real(method, *args, **kwargs)
+    monkeypatch.setattr(starts, "run", recording)
+    found = starts.improve(problem, start, 3.0, seed=5)
+    assert found.usable and found.objective <= start.objective * (1 + 1e-9)
+    assert calls and all(method == "latency-local-search" for method, _ in calls)
+    labels = [label for label, _ in calls[0][1]["starts"]]
+    assert labels and all(label.startswith("chain[") for label in labels) and len(set(labels)) == len(labels)
+
+
+def test_passes_cut_short_are_not_left_to_run_again_under_contiguity(monkeypatch):
+    """A solve runs the searches its start's race cut short again in the time left: under contiguity the passes'
+    splits are refused, and that time went to them."""
+    real = starts.run
+
+    def cut(method, *args, **kwargs):
+        if method in PASSES:
+            raise TimeLimitReached(f"{method}: cut short")
+        return real(method, *args, **kwargs)
+    monkeypatch.setattr(starts, "run", cut)
+    monkeypatch.setattr(starts, "FORK", False)
+    problem = problem_for_method(_workload(), objective="latency", method="ip")
+    _, _, unfinished = race(problem, auto_methods(problem), 10.0, Deadline(60.0))
+    assert not set(unfinished) & set(PASSES)
+    free = problem_for_method(_workload(), objective="latency", method="ip-noncontig")
+    _, _, unfinished = race(free, auto_methods(free), 10.0, Deadline(60.0))
+    assert set(unfinished) & set(PASSES)  # where their splits count, they run again

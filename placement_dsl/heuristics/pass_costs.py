@@ -1,0 +1,68 @@
+"""What the passes a race runs to their end cost (the baselines MOIRAI compares against and the list schedulers): their
+CPU seconds estimated from the graph's ops, edges, devices and mean width, and the wall seconds on this machine as
+loaded now, by which :mod:`placement_dsl.starts` orders and sizes its races."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..deadline import machine
+
+PASSES = {"list": (0.0073, 0.0, 1.57e-7, 8.5e-7, 0.0, 0.0), "cpop": (0.0175, 0.0, 1.99e-7, 7.4e-7, 0.0, 0.0),
+          "one-device-best": (0.0134, 4.94e-7, 0.0, 0.0, 8.7e-7, 0.0), "getf": (0.0, 0.0, 1.67e-6, 0.0, 0.0, 0.0),
+          "m-sct": (0.0, 0.0, 3.65e-7, 8.28e-6, 0.0, 0.0)}
+"""Constructions that run one pass and stop (the baselines MOIRAI compares against and the list schedulers), with
+their CPU seconds on one core as a sum of terms (:func:`pass_seconds`): a start-up, then per op or edge and device
+(each op tries every device, each tensor is booked on its route), the same times ``log2 n`` (the ready queue), per op
+or edge times ``log2 n`` (m-SCT's favourite children), per op, device and op of the graph's mean width
+(:func:`mean_width`: ETF compares every ready pair at each step), per op and op of the width. Fitted to their CPU
+time on generated MOIRAI sheets of 600 to 15,000 tasks (1,847 to 47,698 ops with their flows, 3 to 8 devices, mean
+widths 10 to 49), MOIRAI's GoogLeNet and GPT-3 decoders of 1,638 and 4,886 ops on Table III's clusters: within 0.4
+to 1.5 times each run (HEFT and CPOP 0.88 to 1.2). A race runs them before any search, cheapest first by
+:func:`pass_estimates`, each with all the time left, and a share too small for them is widened to hold them: a
+baseline that is cheap always gets its run, and the answer is never worse than it. The former rates, per op, device
+and op of the width alone, were 20 times HEFT's run on a wide sheet (the best single device: 38 s estimated on
+15,838 ops, done in under 1.8 s), and ``bounds``, which ran them cheapest first by those, ran the best single device
+before HEFT: on a 15,000-task sheet it answered the work-balanced split's 1,078.51 where HEFT finds 319.5 in 3 s of
+CPU."""
+PASS_MARGIN = 1.25  # the estimate's safety factor (the fit's spread between graphs)
+
+
+def mean_width(graph: Any) -> float:
+    """The graph's ops per level of its longest paths in edges (at least 1): how many ops a list scheduler's ready set
+    holds, on the average."""
+    if graph.n == 0:
+        return 1.0
+    level = np.zeros(graph.n, dtype=np.int64)
+    for v in graph.topo.tolist():
+        succ = graph.successors(v)
+        if succ.size:
+            level[succ] = np.maximum(level[succ], level[v] + 1)
+    return graph.n / (int(level.max()) + 1)
+
+
+def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
+    """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
+    on ``problem`` on this machine as loaded now: its CPU seconds (:func:`pass_seconds`) times :data:`PASS_MARGIN`,
+    over this process's share of the cores (the load average per core, at least 1)."""
+    found = [m for m in dict.fromkeys(methods) if m in PASSES]  # (the O(n + m) baselines are none of them)
+    if not found:
+        return {}
+    cores, load = machine()
+    width = mean_width(problem.graph)
+    factor = PASS_MARGIN * max(1.0, load / max(cores, 1))
+    cpu = {m: pass_seconds(problem, m, width) for m in found}
+    return {m: cpu[m] * factor for m in sorted(found, key=lambda m: cpu[m])}
+
+
+def pass_seconds(problem: Any, method: str, width: float | None = None) -> float:
+    """The CPU seconds of pass ``method`` on ``problem`` on one idle core: its terms (:data:`PASSES`) on the graph's
+    ops ``n``, edges ``m``, devices ``D`` and mean width ``w`` (``width``; computed when ``None``): ``1``,
+    ``(n + m) D``, ``(n + m) D log2 n``, ``(n + m) log2 n``, ``n D w``, ``n w``."""
+    g, devices = problem.graph, problem.cluster.size
+    w = mean_width(g) if width is None else width
+    size, log = g.n + g.m, math.log2(max(g.n, 2))
+    terms = (1.0, size * devices, size * devices * log, size * log, g.n * devices * w, g.n * w)
+    return float(sum(c * t for c, t in zip(PASSES[method], terms, strict=True)))
