@@ -48,10 +48,27 @@ class ScheduleState:
         (``inf`` if it cannot run); with ``mirror``, improved forward and backward (:func:`.mirror.justified`) when
         it ends within :data:`MIRROR_SLACK` of ``against`` (a candidate's incumbent: the mirror costs a few list
         schedules, and one far behind is rarely saved by it)."""
-        b = self.blank.fresh()
+        return self._placed(self.blank.fresh(), assign, order, against)
+
+    def prefix(self, assign: np.ndarray, order: list[int]) -> Prefix:
+        """``assign`` list-scheduled in ``order`` with copies of its prefixes (:class:`Prefix`) to score moves from."""
+        return Prefix(self.blank, assign, order, max(MIN_EVERY, -(-len(order) // CHECKPOINTS)))
+
+    def score(self, prefix: Prefix, assign: np.ndarray, order: list[int], first: int, against: float
+              ) -> tuple[tuple[float, float], ListScheduler | None]:
+        """What :meth:`schedule` answers for ``assign`` in ``order``, neither of which differs from ``prefix``'s before
+        position ``first`` of its order: resumed from ``prefix``'s last copy at or before ``first``, and given up
+        (``inf``, no scheduler) as soon as an op ends too late for :func:`better_schedule` to prefer it to a
+        schedule ending at ``against`` (mirrored too: past the mirror's slack)."""
+        at, b = prefix.resume(first)
+        return self._placed(b, assign, order[at:], against, against * (1 + (MIRROR_SLACK if self.mirror else TOL)))
+
+    def _placed(self, b: ListScheduler, assign: np.ndarray, order: list[int], against: float, limit: float = math.inf
+                ) -> tuple[tuple[float, float], ListScheduler | None]:
         try:
             for v in order:
-                b.place(v, int(assign[v]))
+                if b.place(v, int(assign[v])) > limit:
+                    return (math.inf, math.inf), None
         except SpecError:
             return (math.inf, math.inf), None
         end = max(b.finish, default=0.0)
@@ -65,6 +82,40 @@ class ScheduleState:
 
 
 _State = ScheduleState  # the former name, kept for one release
+
+
+CHECKPOINTS = 16  # copies of an incumbent's scheduler along its order (a move resumes the last one before it)
+MIN_EVERY = 32  # ops at least between two copies
+
+
+class Prefix:
+    """An assignment list-scheduled in a fixed order, with a copy of the scheduler every ``every`` ops of the order
+    (:meth:`~placement_dsl.schedule.ListScheduler.copy`). A candidate that changes neither the devices nor the order
+    of the ops before position ``k`` is scheduled from the last copy at or before ``k``: the ops before ``k`` have the
+    same devices and inputs, so placing them again books exactly what the copy holds (a move's first op is at 45 %
+    of the order on average on a 3,065-op sheet)."""
+
+    def __init__(self, blank: ListScheduler, assign: np.ndarray, order: list[int], every: int):
+        self.order, self.every = order, every
+        self.position = np.empty(len(order), dtype=np.int64)
+        self.position[order] = np.arange(len(order))
+        self.copies: list[ListScheduler] = []
+        b = blank.fresh()
+        for i, v in enumerate(order):
+            if i % every == 0:
+                self.copies.append(b.copy())
+            b.place(v, int(assign[v]))
+
+    def resume(self, first: int) -> tuple[int, ListScheduler]:
+        """The position of the last copy at or before ``first`` and a scheduler to go on from there."""
+        k = min(first // self.every, len(self.copies) - 1)
+        return k * self.every, self.copies[k].copy()
+
+
+def moved_earlier(order: list[int], position: np.ndarray, v: int, to: int) -> list[int]:
+    """``order`` with ``v`` taken out and put back at position ``to`` (before where it was)."""
+    p = int(position[v])
+    return order[:to] + [v] + order[to:p] + order[p + 1:]
 
 
 def start_order(g: Graph, b: ListScheduler) -> list[int]:
@@ -162,6 +213,7 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
     evaluations = accepted = 0
     while time.perf_counter() < until and (budget is None or evaluations < budget):
         order, improved = start_order(state.g, b), False
+        prefix = state.prefix(assign, order)
         for ops, d in _moves(state, b, assign, rng):
             if time.perf_counter() >= until or (budget is not None and evaluations >= budget):
                 return assign, best, b, (evaluations, accepted), False
@@ -169,7 +221,7 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
                 continue
             trial = assign.copy()
             trial[ops] = d
-            makespan, tb = state.schedule(trial, order, best[0])
+            makespan, tb = state.score(prefix, trial, order, int(prefix.position[ops].min()), best[0])
             evaluations += 1
             if better_schedule(makespan, best):
                 assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1
