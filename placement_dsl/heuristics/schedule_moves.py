@@ -169,9 +169,11 @@ def device_ball(state: ScheduleState, v: int, radius: int, assign: np.ndarray) -
     return np.concatenate([state.members[u] for u in units]), np.array(units)
 
 
-def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random) -> Iterator[tuple[np.ndarray, int]]:
-    """Candidate moves ``(ops, device)``: blockers, then ops of the chain next to a transfer (first to the device
-    across it), then the rest of the chain; each by growing radius."""
+def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random, position: np.ndarray
+           ) -> Iterator[tuple[np.ndarray, int, int]]:
+    """Candidate moves ``(ops, device, to)``: ``ops`` to ``device`` (``to`` is -1): blockers, then ops of the chain
+    next to a transfer (first to the device across it), then the rest of the chain, each by growing radius; then the
+    order moves (:func:`order_moves`: the op ``ops[0]`` to position ``to`` of the order, its device kept)."""
     chain, blockers = _critical(state, b)
     across: dict[int, list[int]] = {}
     for i, v in enumerate(chain):
@@ -185,7 +187,26 @@ def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Rand
                 continue
             seen.add(v)
             devices = list(dict.fromkeys(across.get(v, []) + rng.sample(range(state.c.size), state.c.size)))
-            yield from _balls(state, v, assign, used, devices)
+            yield from ((ops, d, -1) for ops, d in _balls(state, v, assign, used, devices))
+    yield from order_moves(state, chain, assign, position, rng)  # last: first, they cost large sheets their moves
+
+
+def order_moves(state: _State, chain: list[int], assign: np.ndarray, position: np.ndarray, rng: random.Random
+                ) -> Iterator[tuple[np.ndarray, int, int]]:
+    """Each op of the critical chain (``chain``, last first) moved earlier in the list scheduler's order, its device
+    kept: just before the op it waited for on its device (its blocker), and as early as its inputs let it (right
+    after the last of them), where that is earlier than it is. Placed earlier, it takes its device's gap and books
+    its input transfers' ports before the ops it passed: the order a fixed assignment is list-scheduled in decides
+    its makespan (CP-SAT schedules the assignments of wide sheets 13 % shorter than their list schedules)."""
+    moves = []
+    for i, v in enumerate(chain):
+        p = int(position[v])
+        earliest = max((int(position[u]) + 1 for u in state.preds[v]), default=0)
+        waited = chain[i + 1] if i + 1 < len(chain) and chain[i + 1] not in state.preds[v] else None
+        targets = {earliest} | ({int(position[waited])} if waited is not None else set())
+        moves += [(np.array([v]), int(assign[v]), t) for t in sorted(targets) if earliest <= t < p]
+    rng.shuffle(moves)
+    yield from moves
 
 
 def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
@@ -208,20 +229,23 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
             ) -> tuple[np.ndarray, tuple[float, float], ListScheduler, tuple[int, int], bool]:
     """First-improvement descent over the critical chain's moves (module docstring, 2-3) from ``assign`` (its makespan
     ``best`` and scheduler ``b``) until ``until`` (:func:`time.perf_counter`) or ``budget`` candidates (default no
-    limit), moving only ``movable`` ops (default all): the best devices, their makespan and scheduler, ``(candidates
+    limit), moving only ``movable`` ops (default all) to other devices (any op earlier in the order): the best devices, their makespan and scheduler, ``(candidates
     tried, moves accepted)``, and whether a local optimum was reached."""
     evaluations = accepted = 0
     while time.perf_counter() < until and (budget is None or evaluations < budget):
         order, improved = start_order(state.g, b), False
         prefix = state.prefix(assign, order)
-        for ops, d in _moves(state, b, assign, rng):
+        for ops, d, to in _moves(state, b, assign, rng, prefix.position):
             if time.perf_counter() >= until or (budget is not None and evaluations >= budget):
                 return assign, best, b, (evaluations, accepted), False
-            if movable is not None and not movable[ops].all():
+            if to >= 0:  # an order move: the devices stay
+                trial, tried, first = assign, moved_earlier(order, prefix.position, int(ops[0]), to), to
+            elif movable is not None and not movable[ops].all():
                 continue
-            trial = assign.copy()
-            trial[ops] = d
-            makespan, tb = state.score(prefix, trial, order, int(prefix.position[ops].min()), best[0])
+            else:
+                trial, tried, first = assign.copy(), order, int(prefix.position[ops].min())
+                trial[ops] = d
+            makespan, tb = state.score(prefix, trial, tried, first, best[0])
             evaluations += 1
             if better_schedule(makespan, best):
                 assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1
