@@ -1,5 +1,5 @@
 """The critical-chain search moves ops earlier in the order it list-schedules in (order moves), and starts from the
-better of its start's two orders."""
+best schedule of its start's devices (its own, its mirror, the forward passes in their orders)."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from placement_dsl.evaluate import CostModel
+from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.heuristics import run, schedule_ls
 from placement_dsl.heuristics.mirror import justified
 from placement_dsl.heuristics.schedule_moves import ScheduleState, descend, start_order
@@ -28,9 +28,10 @@ def test_an_op_moved_earlier_in_the_order_shortens_a_fixed_assignments_list_sche
     assert (found == a).all() and accepted >= 1 and best[0] == pytest.approx(12.0)
 
 
-def test_the_descent_starts_from_the_better_order_of_its_start(monkeypatch):
+def test_the_descent_starts_from_the_best_schedule_of_its_start(monkeypatch):
     """CPOP's assignment of a 3,065-op sheet list-schedules to 28.85 in its own start order and to 27.98 in its
-    mirror's: a descent from the first had to gain 0.6 before any move counted (none did in 20 s)."""
+    mirror's: a descent from the first had to gain 0.6 before any move counted (none did in 20 s). GETF's own
+    schedule of a 15,838-op sheet is 155.04, its mirror 146.23."""
     seen = []
 
     def stopped(state, assign, best, b, until, rng, **options):  # out of time before its first candidate
@@ -46,8 +47,10 @@ def test_the_descent_starts_from_the_better_order_of_its_start(monkeypatch):
         state = ScheduleState(g, c, MODEL)
         own = sorted(range(g.n), key=lambda v: (start.schedule.start[v], int(g.rank[v])))
         forward, b = state.schedule(start.assign, own)
-        mirror, _ = state.schedule(start.assign, start_order(g, justified(b)))
+        mirror = justified(b)
+        again, _ = state.schedule(start.assign, start_order(g, mirror))
         run("schedule-ls", g, c, model=MODEL, start=start, time_limit=5.0)
-        assert seen[-1] == pytest.approx(min(forward[0], mirror[0]))
-        sooner += mirror[0] < forward[0] - 1e-9
-    assert sooner  # the mirror's order is the better one somewhere
+        best = min(forward[0], again[0], max(mirror.finish), evaluate(start, MODEL).objective)
+        assert seen[-1] <= best * (1 + 1e-9)
+        sooner += seen[-1] < forward[0] - 1e-9
+    assert sooner  # the forward pass in the start's order is not the best of them somewhere
