@@ -187,7 +187,10 @@ def _starts(state: ScheduleState, first: Placement, own: Any, mirrored_start: Li
     out = []
     if own.valid and first.schedule is not None:
         starts = {v: float(t) for v, t in enumerate(first.schedule.start)}
-        out.append(left_justified(state.blank.fresh(), first.assign, starts, dict(first.schedule.transfer_start)))
+        try:
+            out.append(left_justified(state.blank.fresh(), first.assign, starts, dict(first.schedule.transfer_start)))
+        except KeyError:  # a transfer the cost model's schedule does not hold (a device it times as free of them)
+            pass
     if mirrored_start is not None:
         out.append(mirrored_start)
         nb = state.schedule(first.assign, start_order(state.g, mirrored_start))[1]
