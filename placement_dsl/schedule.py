@@ -335,6 +335,12 @@ class Timeline:
         self.starts[lo:hi], self.ends[lo:hi] = [s], [e]
         return (lo, *old)
 
+    def copy(self) -> Timeline:
+        """The same busy intervals, booked on apart."""
+        new = Timeline()
+        new.starts, new.ends = self.starts.copy(), self.ends.copy()
+        return new
+
     def undo(self, token: tuple[int, list[float], list[float]] | None) -> None:
         """Free what :meth:`book` occupied (undo bookings newest first)."""
         if token is not None:
@@ -397,6 +403,17 @@ class ListScheduler:
         new.transfer_start, new._arrive = {}, {}
         new._devices = [Timeline() for _ in range(self.cluster.size)]
         new._resources = {}
+        return new
+
+    def copy(self) -> ListScheduler:
+        """This state (the ops placed so far, their transfers, every device's and resource's bookings) to place the
+        rest of the ops on apart: a search resumes copies of one incumbent's prefix (:mod:`~placement_dsl.heuristics
+        .schedule_moves`) instead of placing the ops before the first one a move changes again."""
+        new = self.fresh()
+        new.device, new.start, new.finish = self.device.copy(), self.start.copy(), self.finish.copy()
+        new.transfer_start, new._arrive = dict(self.transfer_start), dict(self._arrive)
+        new._devices = [line.copy() for line in self._devices]
+        new._resources = {r: line.copy() for r, line in self._resources.items()}
         return new
 
     def duration(self, u: int, a: int, b: int) -> float:

@@ -10,9 +10,10 @@ matmuls on one fast device and spreads the attention heads, where HEFT may split
 
 For graphs too large for one MILP or CP-SAT model (MOIRAI's GPT-3 at thousands of ops, where a
 CP-SAT window over the whole model finds nothing in its step), :func:`schedule_local_search`
-searches the assignment and schedules every candidate by insertion-based list scheduling
-(:class:`~placement_dsl.schedule.ListScheduler`) in the incumbent's start order, about a tenth
-of a second per candidate on 4,000 ops:
+searches the assignment and the order; a candidate runs as the incumbent before the first op it changes and is
+list-scheduled by insertion (:class:`~placement_dsl.schedule.ListScheduler`) in the incumbent's start order from
+there, resumed from a copy of the incumbent's prefix (:class:`.schedule_moves.Prefix`: 7 ms a candidate on 3,065 ops
+where list-scheduling it whole took 20):
 
 1. the incumbent's *critical chain*: from the op that ends last, back through what made each
    start when it did — its latest input (the producer, or the transfer carrying it), or, when it
@@ -21,7 +22,9 @@ of a second per candidate on 4,000 ops:
    then any op of the chain, together with the ops within ``r`` hops of it on
    the same device (``r`` in :data:`RADII`: one op, a chain, a head of attention, a branch; never
    through a hub of more than :data:`HUB` neighbours, so a head's ball stops at its split and
-   concat) and their colocation groups, to each other device that may run and hold them;
+   concat) and their colocation groups, to each other device that may run and hold them; last, each op of the chain
+   earlier in the order, its device kept (:func:`.schedule_moves.order_moves`: before its blocker, or right after
+   its last input);
 3. from the local optimum of step 4, the descent again with each candidate scored by its list schedule improved
    forward and backward too (:func:`.mirror.justified`: the assignment list-scheduled again in reversed time, two
    orders, while that ends sooner): the forward pass alone books ports greedily from the start and hid assignments
@@ -33,7 +36,10 @@ of a second per candidate on 4,000 ops:
    recomputed; when no move of the chain improves, the search stops (a local optimum)
    or the time limit ends it.
 
-The start's list schedule is mirrored once before any move (:func:`.mirror.justified`, a fraction of a second), and
+The descent starts from the best schedule of the start's devices: the start's own, its mirror, the forward list
+schedules in the start's order and in the mirror's (CPOP's devices on a 3,065-op sheet: 28.22, 27.90, 28.85, 27.98;
+from the forward pass in its order no move was accepted in 20 s, as each had to beat the start's own 28.22), and a
+candidate runs as its incumbent up to the first op it changes (:class:`.schedule_moves.Prefix`). The start's list schedule is mirrored once before any move (:func:`.mirror.justified`, a fraction of a second), and
 answered when the search ends without beating it: on 1,000- to 5,000-task sheets the descent runs out of time far
 from the local optimum that step 3 waits for (a generated 1,000-task sheet: CPOP's 28.224, its mirror 27.898).
 
@@ -49,6 +55,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +70,7 @@ from ..schedule import ListScheduler, priority_order, upward_rank
 from . import manifest
 from .base import HeuristicResult, deadline_at, left, run
 from .listsched import earliest_finish_device, mean_costs, op_groups
-from .mirror import ROUNDS, justified
+from .mirror import ROUNDS, justified, left_justified
 from .registry import heuristic
 from .schedule_moves import TOL, ScheduleState, better_schedule, descend, start_order
 from .segment_ls import improve_segments
@@ -173,6 +180,24 @@ def _mirrored_descent(state: ScheduleState, assign: np.ndarray, best: tuple[floa
     return assign, best, b, b if more[1] else found, (more[0] + 1, more[1] + taken), local_optimum
 
 
+def _starts(state: ScheduleState, first: Placement, own: Any, mirrored_start: ListScheduler | None
+            ) -> list[ListScheduler]:
+    """Schedules of the start's devices besides its forward list schedule in its start order: its own schedule (when
+    valid), its mirror and the forward list schedule in the mirror's start order."""
+    out = []
+    if own.valid and first.schedule is not None:
+        starts = {v: float(t) for v, t in enumerate(first.schedule.start)}
+        try:
+            out.append(left_justified(state.blank.fresh(), first.assign, starts, dict(first.schedule.transfer_start)))
+        except KeyError:  # a transfer the cost model's schedule does not hold (a device it times as free of them)
+            pass
+    if mirrored_start is not None:
+        out.append(mirrored_start)
+        nb = state.schedule(first.assign, start_order(state.g, mirrored_start))[1]
+        out += [] if nb is None else [nb]
+    return out
+
+
 @heuristic("schedule-ls", optimizes="makespan", options=manifest.ScheduleStart)
 def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = 0,
                           time_limit: float | None = None, start: str | Placement = "list") -> HeuristicResult:
@@ -199,11 +224,14 @@ def schedule_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | 
     one = time.perf_counter() - one  # a list schedule's seconds: a mirroring costs one, justified() ROUNDS at most
     if b is None:
         raise SpecError("schedule-ls: the start placement cannot be scheduled (an op on a device that cannot run it)")
-    own = evaluate(first, model)
-    if own.valid and own.objective < best[0]:  # the start's own schedule is better: a move must not be worse
-        best = (own.objective, math.inf)
+    own = evaluate(first, model)  # the answer when the search ends above it
     rng, evaluations, accepted, local_optimum, found, report = random.Random(seed), 1, 0, False, None, {}
     mirrored_start = justified(b) if t0 + time_limit - time.perf_counter() > 2 * ROUNDS * one else None  # step 0
+    for nb in _starts(state, first, own, mirrored_start):  # the descent starts from the best schedule of the start
+        again = (max(nb.finish, default=0.0), math.fsum(nb.finish))
+        evaluations += 1
+        if better_schedule(again, best):
+            best, b = again, nb
     segmented = _segments_first(state, model, assign, b, t0 + SEGMENT_SHARE * time_limit, seed, report)
     if segmented is not None and better_schedule(segmented[1], best):
         assign, best, b, found = segmented[0], segmented[1], segmented[2], segmented[2]

@@ -48,10 +48,28 @@ class ScheduleState:
         (``inf`` if it cannot run); with ``mirror``, improved forward and backward (:func:`.mirror.justified`) when
         it ends within :data:`MIRROR_SLACK` of ``against`` (a candidate's incumbent: the mirror costs a few list
         schedules, and one far behind is rarely saved by it)."""
-        b = self.blank.fresh()
+        return self._placed(self.blank.fresh(), assign, order, against)
+
+    def prefix(self, b: ListScheduler, order: list[int]) -> Prefix:
+        """The schedule ``b`` holds with copies of its prefixes in ``order`` (:class:`Prefix`) to score moves from."""
+        return Prefix(b, order, max(MIN_EVERY, -(-len(order) // CHECKPOINTS)), self.preds)
+
+    def score(self, prefix: Prefix, assign: np.ndarray, order: list[int], first: int, against: float
+              ) -> tuple[tuple[float, float], ListScheduler | None]:
+        """``(makespan, sum of finish times)`` and the scheduler of ``assign`` run as ``prefix``'s incumbent before
+        position ``first`` of ``order`` (where neither it nor ``order`` differs from the incumbent's) and
+        list-scheduled in ``order`` from there (:class:`Prefix`); mirrored as :meth:`schedule` does; given up (``inf``,
+        no scheduler) as soon as an op ends too late for :func:`better_schedule` to prefer it to a schedule ending at
+        ``against`` (mirrored too: past the mirror's slack)."""
+        b = prefix.resume(first)
+        return self._placed(b, assign, order[first:], against, against * (1 + (MIRROR_SLACK if self.mirror else TOL)))
+
+    def _placed(self, b: ListScheduler, assign: np.ndarray, order: list[int], against: float, limit: float = math.inf
+                ) -> tuple[tuple[float, float], ListScheduler | None]:
         try:
             for v in order:
-                b.place(v, int(assign[v]))
+                if b.place(v, int(assign[v])) > limit:
+                    return (math.inf, math.inf), None
         except SpecError:
             return (math.inf, math.inf), None
         end = max(b.finish, default=0.0)
@@ -65,6 +83,55 @@ class ScheduleState:
 
 
 _State = ScheduleState  # the former name, kept for one release
+
+
+CHECKPOINTS = 16  # copies of an incumbent's scheduler along its order (a move resumes the last one before it)
+MIN_EVERY = 32  # ops at least between two copies
+
+
+class Prefix:
+    """An incumbent schedule (a scheduler holding it: a list schedule, its mirror, or any valid schedule replayed) and
+    an order of its ops (its start order), with a copy of it replayed every ``every`` ops of the order
+    (:meth:`~placement_dsl.schedule.ListScheduler.copy`). A candidate that changes neither the devices nor the order of
+    the ops before position ``k`` is scheduled as the incumbent up to ``k`` (each op and its input transfers booked
+    when the incumbent runs them) and list-scheduled from ``k`` on (:meth:`resume`, from the last copy at or before
+    ``k``): the ops before ``k`` keep their devices and inputs, so nothing after them changes their times, and a move
+    costs the ops from its first on (45 % of the order on average on a 3,065-op sheet). The incumbent itself is kept
+    exactly: a start's own schedule (GETF's 155.04 on a 15,838-op sheet, its mirror's 146.23) is no longer scored by
+    its forward list schedule in its start order (155.34 and 151.60)."""
+
+    def __init__(self, incumbent: ListScheduler, order: list[int], every: int, preds: list[list[int]]):
+        self.incumbent, self.order, self.every, self.preds = incumbent, order, every, preds
+        self.position = np.empty(len(order), dtype=np.int64)
+        self.position[order] = np.arange(len(order))
+        self.copies: list[ListScheduler] = []
+        b = incumbent.fresh()
+        for i, v in enumerate(order):
+            if i % every == 0:
+                self.copies.append(b.copy())
+            self.replay(b, v)
+
+    def replay(self, b: ListScheduler, v: int) -> None:
+        """Book ``v`` in ``b`` as the incumbent runs it, with its input transfers not booked yet."""
+        inc, d = self.incumbent, self.incumbent.device[v]
+        for u in self.preds[v]:
+            if inc.device[u] != d and (u, d) not in b.transfer_start:
+                b.book_transfer(u, d, inc.transfer_start[(u, d)])
+        b.book(v, d, inc.start[v])
+
+    def resume(self, first: int) -> ListScheduler:
+        """A scheduler holding the incumbent's ops before position ``first`` of the order, to go on from there."""
+        k = min(first // self.every, len(self.copies) - 1)
+        b = self.copies[k].copy()
+        for v in self.order[k * self.every:first]:
+            self.replay(b, v)
+        return b
+
+
+def moved_earlier(order: list[int], position: np.ndarray, v: int, to: int) -> list[int]:
+    """``order`` with ``v`` taken out and put back at position ``to`` (before where it was)."""
+    p = int(position[v])
+    return order[:to] + [v] + order[to:p] + order[p + 1:]
 
 
 def start_order(g: Graph, b: ListScheduler) -> list[int]:
@@ -118,9 +185,11 @@ def device_ball(state: ScheduleState, v: int, radius: int, assign: np.ndarray) -
     return np.concatenate([state.members[u] for u in units]), np.array(units)
 
 
-def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random) -> Iterator[tuple[np.ndarray, int]]:
-    """Candidate moves ``(ops, device)``: blockers, then ops of the chain next to a transfer (first to the device
-    across it), then the rest of the chain; each by growing radius."""
+def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Random, position: np.ndarray
+           ) -> Iterator[tuple[np.ndarray, int, int]]:
+    """Candidate moves ``(ops, device, to)``: ``ops`` to ``device`` (``to`` is -1): blockers, then ops of the chain
+    next to a transfer (first to the device across it), then the rest of the chain, each by growing radius; then the
+    order moves (:func:`order_moves`: the op ``ops[0]`` to position ``to`` of the order, its device kept)."""
     chain, blockers = _critical(state, b)
     across: dict[int, list[int]] = {}
     for i, v in enumerate(chain):
@@ -134,7 +203,26 @@ def _moves(state: _State, b: ListScheduler, assign: np.ndarray, rng: random.Rand
                 continue
             seen.add(v)
             devices = list(dict.fromkeys(across.get(v, []) + rng.sample(range(state.c.size), state.c.size)))
-            yield from _balls(state, v, assign, used, devices)
+            yield from ((ops, d, -1) for ops, d in _balls(state, v, assign, used, devices))
+    yield from order_moves(state, chain, assign, position, rng)  # last: first, they cost large sheets their moves
+
+
+def order_moves(state: _State, chain: list[int], assign: np.ndarray, position: np.ndarray, rng: random.Random
+                ) -> Iterator[tuple[np.ndarray, int, int]]:
+    """Each op of the critical chain (``chain``, last first) moved earlier in the list scheduler's order, its device
+    kept: just before the op it waited for on its device (its blocker), and as early as its inputs let it (right
+    after the last of them), where that is earlier than it is. Placed earlier, it takes its device's gap and books
+    its input transfers' ports before the ops it passed: the order a fixed assignment is list-scheduled in decides
+    its makespan (CP-SAT schedules the assignments of wide sheets 13 % shorter than their list schedules)."""
+    moves = []
+    for i, v in enumerate(chain):
+        p = int(position[v])
+        earliest = max((int(position[u]) + 1 for u in state.preds[v]), default=0)
+        waited = chain[i + 1] if i + 1 < len(chain) and chain[i + 1] not in state.preds[v] else None
+        targets = {earliest} | ({int(position[waited])} if waited is not None else set())
+        moves += [(np.array([v]), int(assign[v]), t) for t in sorted(targets) if earliest <= t < p]
+    rng.shuffle(moves)
+    yield from moves
 
 
 def _balls(state: _State, v: int, assign: np.ndarray, used: np.ndarray,
@@ -157,19 +245,23 @@ def descend(state: _State, assign: np.ndarray, best: tuple[float, float], b: Lis
             ) -> tuple[np.ndarray, tuple[float, float], ListScheduler, tuple[int, int], bool]:
     """First-improvement descent over the critical chain's moves (module docstring, 2-3) from ``assign`` (its makespan
     ``best`` and scheduler ``b``) until ``until`` (:func:`time.perf_counter`) or ``budget`` candidates (default no
-    limit), moving only ``movable`` ops (default all): the best devices, their makespan and scheduler, ``(candidates
+    limit), moving only ``movable`` ops (default all) to other devices (any op earlier in the order): the best devices, their makespan and scheduler, ``(candidates
     tried, moves accepted)``, and whether a local optimum was reached."""
     evaluations = accepted = 0
     while time.perf_counter() < until and (budget is None or evaluations < budget):
         order, improved = start_order(state.g, b), False
-        for ops, d in _moves(state, b, assign, rng):
+        prefix = state.prefix(b, order)
+        for ops, d, to in _moves(state, b, assign, rng, prefix.position):
             if time.perf_counter() >= until or (budget is not None and evaluations >= budget):
                 return assign, best, b, (evaluations, accepted), False
-            if movable is not None and not movable[ops].all():
+            if to >= 0:  # an order move: the devices stay
+                trial, tried, first = assign, moved_earlier(order, prefix.position, int(ops[0]), to), to
+            elif movable is not None and not movable[ops].all():
                 continue
-            trial = assign.copy()
-            trial[ops] = d
-            makespan, tb = state.schedule(trial, order, best[0])
+            else:
+                trial, tried, first = assign.copy(), order, int(prefix.position[ops].min())
+                trial[ops] = d
+            makespan, tb = state.score(prefix, trial, tried, first, best[0])
             evaluations += 1
             if better_schedule(makespan, best):
                 assign, best, b, improved, accepted = trial, makespan, tb, True, accepted + 1
