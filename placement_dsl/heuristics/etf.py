@@ -46,7 +46,7 @@ from ..lp import available, new_highs
 from ..placement import Placement
 from ..schedule import ListScheduler, upward_rank
 from . import manifest
-from .base import HeuristicResult, deadline_at, expired, left, stopped
+from .base import HeuristicResult, cut_at, deadline_at, expired, left, stopped
 from .listsched import Packing, makespan_model, mean_costs, op_groups, schedule_result
 from .registry import heuristic
 
@@ -218,7 +218,7 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel | None, t
          at: float | None = None, t0: float | None = None, **info: object) -> HeuristicResult:
     """Schedule the ready pair of least ``key(state, v, d, finish)`` until every op is placed (see the module)."""
     t0 = time.perf_counter() if t0 is None else t0
-    at = deadline_at(method, time_limit) if at is None else at
+    at = cut_at(deadline_at(method, time_limit) if at is None else at, graph)  # the ops left placed, scored by then
     mk = makespan_model(model)
     s = _ETF(graph, cluster, mk, pins)
     cut = False
