@@ -163,12 +163,13 @@ SCORE_CPU_PER_OP = 6e-6  # CPU seconds per op of what a search does after its ow
 # slicing of the work (slicegraph on 20,111 ops: 0.25 s of CPU, 0.41 s wall at load 9); times the machine's contention
 
 
-SCHEDULE_CPU_PER_OP = 2e-5  # CPU seconds per op to score a single-sample answer (makespan, latency) whose schedule
+SCHEDULE_CPU_PER_OP = 1e-5  # CPU seconds per op to score a single-sample answer (makespan, latency) whose schedule
 # the cost model builds, or to finish a list schedule cut at its limit (the ops left placed where they go, no device
-# compared) and check it: on a 20,000-task MOIRAI sheet (63,874 ops onto 4 devices) a list schedule built and checked
-# took 0.65-1.2 s of CPU (one device the dearest), a given one checked 0.1-0.5 s; times the machine's contention
-ANSWER_CPU_PER_OP = 2.5e-5  # CPU seconds per op for a command to re-check a heuristic's answer by the cost model,
-# report it (per-device rows, stage ranges) and print it as JSON: 0.7-1.5 s of CPU on that sheet (load 8)
+# compared) and check it: on a 20,000-task MOIRAI sheet (63,874 ops onto 4 devices) a list schedule took 0.47 s of
+# CPU, its check 0.1-0.18 s (one device's schedule 1.2 s); times the machine's contention. At 2e-5, with the two
+# below, a list schedule at 30 s on that sheet (load 10) was cut 14 s before the command's limit
+ANSWER_CPU_PER_OP = 1.8e-5  # CPU seconds per op for a command to re-check a heuristic's answer by the cost model,
+# report it (per-device rows, stage ranges) and print it as JSON: 0.8-1.2 s of CPU on that sheet (load 8)
 
 
 def scoring_seconds(ops: int, single_sample: bool) -> float:

@@ -103,7 +103,7 @@ def _run_heuristic(args: argparse.Namespace, w: Workload, model: CostModel) -> t
     options = {**heuristic_options(args), **_replication(args), **taken_mip_options(args), **declared_options(args)}
     if options.get("time_limit") is not None:  # what is left of the command's budget (reading the workload took some),
         reserve = max(min(0.1 * args.time_limit, 2.0), answer_seconds(w.graph.n))  # less the re-check and the answer
-        options["time_limit"] = max(command_deadline(args).left() - reserve, 0.0)  # (sized: 63,874 ops took 4-5 s)
+        options["time_limit"] = max(command_deadline(args).left() - reserve, 0.0)  # (sized: 63,874 ops took 4-5 s at load 8)
     note_cold_kernels(args.method, limited=options.get("time_limit") is not None)
     start = time.perf_counter()
     try:
