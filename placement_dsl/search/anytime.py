@@ -154,13 +154,12 @@ def contracted_lns(graph: Graph, cluster: Cluster, *, model: CostModel | None = 
 
 
 def _start(problem: Problem, spec: Any, deadline: Deadline) -> tuple[Placement, dict[str, Any]]:
-    """The start ``spec`` names (a heuristic, ``"auto"``), run in half of ``deadline`` (all of it where the other
-    half would hold no window step: a 20,000-task sheet at 15 s under load gave its list schedule 0.1 s and no step
-    ran in the 1.5 s kept for them); where it found no valid
-    placement there (its share spent under load: a 20,000-task sheet's list schedule at 15 s beside another job),
-    the cheapest split the methods fall back to (:func:`~placement_dsl.heuristics.fallback.scored_fallback`), built
-    and scored in what is left, with ``info["start_refused"]`` saying why. A spent budget is no bad input: where even that
-    split does not fit, :class:`~placement_dsl.heuristics.base.TimeLimitReached` says so."""
+    """The start ``spec`` names (a heuristic, ``"auto"``), run in half of ``deadline``, or all of it where the other
+    half would hold no window step (a 20,000-task sheet at 15 s under load gave its list schedule 0.1 s, and no step
+    ran in the 1.5 s kept for them). Where it found no valid placement there (its share spent under load), the
+    cheapest split the methods fall back to (:func:`~placement_dsl.heuristics.fallback.scored_fallback`), built and
+    scored in what is left, with ``info["start_refused"]`` saying why. A spent budget is no bad input: where even
+    that split does not fit, :class:`~placement_dsl.heuristics.base.TimeLimitReached` says so."""
     half = deadline.left() / 2  # the search's, unless no step of it would fit there: then the start's too
     found = resolve(problem, spec, deadline=deadline, keep=half if half >= MIN_STEP + SLACK else 0.0)
     if found.usable:
