@@ -27,8 +27,9 @@ from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "call_within", "can_fork", "contention", "machine", "model_cpu", "model_seconds", "process_start",
-           "seconds", "slowdown", "stop_margin", "stream_within", "unlinked_locks"]
+__all__ = ["BudgetSpent", "Deadline", "answer_seconds", "call_within", "can_fork", "contention", "machine", "model_cpu",
+           "model_seconds", "process_start", "scoring_seconds", "seconds", "slowdown", "stop_margin", "stream_within",
+           "unlinked_locks"]
 
 # CPU seconds per estimated nonzero of a placement MIP's constraint matrix (Archer's and Tarnawski's throughput models
 # and their relaxations) to build the Pyomo model and extract its arrays for a solver, after a start-up of MODEL_START:
@@ -160,6 +161,28 @@ SCORE_CPU_PER_OP = 6e-6  # CPU seconds per op of what a search does after its ow
 # the cost model (1-2.7e-6 per op: GPT-3, ResNet copies, REGAL DAGs and BERT training graphs of 1,800-20,111 ops onto
 # 4-64 stages), handed back (call_within: 3e-6 per op of wall at load 9, the graph by reference), or, stopped, its
 # slicing of the work (slicegraph on 20,111 ops: 0.25 s of CPU, 0.41 s wall at load 9); times the machine's contention
+
+
+SCHEDULE_CPU_PER_OP = 1e-5  # CPU seconds per op to score a single-sample answer (makespan, latency) whose schedule
+# the cost model builds, or to finish a list schedule cut at its limit (the ops left placed where they go, no device
+# compared) and check it: on a 20,000-task MOIRAI sheet (63,874 ops onto 4 devices) a list schedule took 0.47 s of
+# CPU, its check 0.1-0.18 s (one device's schedule 1.2 s); times the machine's contention. At 2e-5, with the two
+# below, a list schedule at 30 s on that sheet (load 10) was cut 14 s before the command's limit
+ANSWER_CPU_PER_OP = 1.8e-5  # CPU seconds per op for a command to re-check a heuristic's answer by the cost model,
+# report it (per-device rows, stage ranges) and print it as JSON: 0.8-1.2 s of CPU on that sheet (load 8)
+
+
+def scoring_seconds(ops: int, single_sample: bool) -> float:
+    """Seconds to score an answer of ``ops`` ops by the cost model on this machine as loaded now (:func:`contention`):
+    a single-sample schedule built and checked (:data:`SCHEDULE_CPU_PER_OP`; a cut list schedule finished and
+    checked alike), else a pipelined score (:data:`SCORE_CPU_PER_OP`)."""
+    return (SCHEDULE_CPU_PER_OP if single_sample else SCORE_CPU_PER_OP) * ops * contention()
+
+
+def answer_seconds(ops: int) -> float:
+    """Seconds for a command to re-check, report and print a heuristic's answer of ``ops`` ops on this machine as
+    loaded now (:data:`ANSWER_CPU_PER_OP` at the :func:`contention`)."""
+    return ANSWER_CPU_PER_OP * ops * contention()
 
 
 def stop_margin(seconds: float, ops: int) -> float:

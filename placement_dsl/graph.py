@@ -285,6 +285,14 @@ class Graph:
     def predecessors(self, i: int) -> np.ndarray:
         return self.pred_idx[self.pred_ptr[i] : self.pred_ptr[i + 1]]
 
+    @cached_property
+    def predecessor_lists(self) -> tuple[list[int], ...]:
+        """Each op's predecessors as a list of Python ints (read-only by convention): the tables of the Python
+        loops over the graph (list scheduling, the contiguity check), built once per graph instead of once per
+        schedule (64,000 slices of the CSR took 0.1-0.3 s of CPU per schedule of a 20,000-task sheet)."""
+        idx, ptr = self.pred_idx.tolist(), self.pred_ptr.tolist()
+        return tuple(idx[ptr[v]:ptr[v + 1]] for v in range(self.n))
+
     def longest(self, weight: np.ndarray) -> float:
         """The length of the longest path under op weights ``weight`` (every op as soon as its inputs end)."""
         finish = np.zeros(self.n)
@@ -341,7 +349,8 @@ class Graph:
         """
         keep = ~np.asarray(drop, dtype=bool)
         out = object.__new__(Graph)
-        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("edges", "program_order")})
+        made_of_edges = ("edges", "program_order", "predecessor_lists")
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in made_of_edges})
         out.src, out.dst = _readonly(self.src[keep]), _readonly(self.dst[keep])
         out.succ_ptr, out.succ_idx = _csr(out.src, out.dst, self.n)
         out.pred_ptr, out.pred_idx = _csr(out.dst, out.src, self.n)

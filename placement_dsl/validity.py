@@ -38,7 +38,7 @@ def contiguity_witness(p: Placement) -> list[tuple[int, int]]:
     """
     g = p.graph
     label = (2 * p.assign + g.backward.astype(np.int64)).tolist()  # Python ints: bitmasks grow past 64 bits
-    preds = [g.predecessors(v).tolist() for v in range(g.n)]
+    preds = g.predecessor_lists
     reach = [0] * g.n  # bitmask of labels from which a node is strictly reachable
     bad: list[tuple[int, int]] = []
     for v in g.topo.tolist():

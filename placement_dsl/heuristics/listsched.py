@@ -42,7 +42,7 @@ from ..schedule import (
     upward_rank,
 )
 from . import manifest
-from .base import HeuristicResult, deadline_at, expired, stopped
+from .base import HeuristicResult, cut_at, deadline_at, expired, stopped
 from .registry import heuristic
 
 PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (the last packing is followed)
@@ -207,10 +207,11 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
          seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
     """HEFT with memory-aware earliest-finish device choice (see the module docstring).
 
-    Past ``time_limit`` seconds the ops left stop comparing finish times on every device: each
+    Past ``time_limit`` seconds, less the time to place the ops left and score the schedule
+    (:func:`~.base.cut_at`), the ops left stop comparing finish times on every device: each
     joins the device of the op placed just before it when that device admits it (``info["stopped"]``)."""
     start = time.perf_counter()
-    at = deadline_at("list", time_limit)
+    at = cut_at(deadline_at("list", time_limit), graph)  # the ops left are placed and the schedule scored after it
     mk = makespan_model(model)
     unit, packing = op_groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
@@ -238,7 +239,7 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
     """Every op on the one device with the least makespan among those that may run and hold them all
     (once one is scheduled, no further device is tried after ``time_limit`` seconds: ``info["stopped"]``)."""
     start = time.perf_counter()
-    at = deadline_at("one-device-best", time_limit)
+    at = cut_at(deadline_at("one-device-best", time_limit), graph)  # a device's schedule built and scored by then
     mk = makespan_model(model)
     times = cluster.times(graph)
     need = float((graph.param_bytes + graph.activation_bytes).sum())

@@ -68,7 +68,7 @@ from ..graph import Graph
 from ..placement import Placement
 from ..schedule import ListScheduler, priority_order, upward_rank
 from . import manifest
-from .base import HeuristicResult, deadline_at, left, run
+from .base import HeuristicResult, cut_at, deadline_at, expired, left, run, stopped
 from .listsched import earliest_finish_device, mean_costs, op_groups
 from .mirror import ROUNDS, justified, left_justified
 from .registry import heuristic
@@ -105,9 +105,11 @@ def _critical_path(graph: Graph, rank: np.ndarray) -> np.ndarray:
 @heuristic("cpop", optimizes="makespan", options=manifest.Nothing)
 def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: int | None = None,
          time_limit: float | None = None) -> HeuristicResult:
-    """CPOP list scheduling (see the module docstring): one pass, ``time_limit`` has nothing to cut short."""
+    """CPOP list scheduling (see the module docstring). Past ``time_limit`` seconds, less the time to place the ops
+    left and score the schedule (:func:`~.base.cut_at`), the ops left stop comparing devices: each goes to the
+    critical path's device, else to the previous op's, where it is admitted (``info["stopped"]``)."""
     t0 = time.perf_counter()
-    deadline_at("cpop", time_limit)
+    at = cut_at(deadline_at("cpop", time_limit), graph)
     model = model or CostModel.named("makespan")
     unit, packing = op_groups(graph, cluster, hard=model.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
@@ -118,19 +120,25 @@ def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed
     fastest = int(np.argmin(path_time))
     builder = ListScheduler(graph, cluster, Congestion(model.congestion))
     device = np.full(packing.size.size, -1, dtype=np.int64)
-    for v in priority_order(graph, rank):
+    last, cut = -1, False
+    for k, v in enumerate(priority_order(graph, rank)):
         u = unit[v]
         if device[u] < 0:
-            keep = on_path[v] and packing.room(u, fastest) and packing.admits(u, fastest)
-            device[u] = fastest if keep else earliest_finish_device(builder, packing, v, u)
+            cut = cut or ((k & 255) == 0 and expired(at))
+            near = [d for d in ((fastest, last) if cut else (fastest,) if on_path[v] else ()) if d >= 0]
+            device[u] = next((d for d in near if packing.room(u, d) and packing.admits(u, d)), -1)
+            if device[u] < 0:
+                device[u] = earliest_finish_device(builder, packing, v, u)
             packing.take(u, int(device[u]))
         builder.place(v, int(device[u]))
+        last = int(device[u])
     placement = Placement(graph, cluster, device[unit], "cpop", schedule=builder.schedule())
     ev = evaluate(placement, model)
-    return HeuristicResult(method="cpop", placement=placement, objective=ev.objective, evaluations=1,
-                           seconds=time.perf_counter() - t0,
-                           info={"makespan": ev.objective, "path_device": cluster.names[fastest],
-                                 "path_ops": int(on_path.sum())})
+    result = HeuristicResult(method="cpop", placement=placement, objective=ev.objective, evaluations=1,
+                             seconds=time.perf_counter() - t0,
+                             info={"makespan": ev.objective, "path_device": cluster.names[fastest],
+                                   "path_ops": int(on_path.sum())})
+    return stopped(result) if cut else result
 
 
 SEARCH_SECONDS = 60.0  # schedule-ls's time limit when none is given

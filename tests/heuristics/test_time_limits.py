@@ -16,7 +16,7 @@ from placement_dsl.heuristics.base import STOPPED
 from placement_dsl.heuristics.fallback import fallback
 from placement_dsl.zoo import regal
 
-BUILT_AT_ONCE = {"greedy", "cpop", "one-device", "pipedream"}  # one pass: nothing to cut short
+BUILT_AT_ONCE = {"greedy", "one-device", "pipedream"}  # one pass: nothing to cut short
 MAKESPAN = {"list", "cpop", "one-device-best", "schedule-ls", "schedule-lns", "makespan-lns", "m-sct", "getf"}
 LATENCY = {"latency-local-search", "latency-best", "latency-lns"}
 
