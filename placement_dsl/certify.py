@@ -411,7 +411,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     ----------
     problem
         An MTPP (``Bottleneck`` objective, ``DagOrder``) for Archer's MIP levels, or one of Tarnawski's throughput
-        problems (``Contiguous`` or no structure term) for ``chain`` and ``throughput``; ``simple``, ``dp``: any max-load.
+        problems (``Contiguous`` or no structure term) for ``chain`` and ``throughput``; ``simple``, ``dp``: any.
     budget
         Wall-clock seconds for the whole call from its start (upper-bound heuristics, model
         builds included); each MIP level gets its share of what is left, and a level that cannot fit (its model
