@@ -9,7 +9,7 @@ from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import orderings
-from placement_dsl.heuristics.orderings import GRID_CUTS, GRID_OPS, brkga, cut_grid, random_orders
+from placement_dsl.heuristics.orderings import GRID_CUTS, GRID_OPS, brkga, cut_grid, order_grid, random_orders
 from placement_dsl.heuristics.slicegraph import Slicer
 
 MODEL = CostModel.named("throughput")
@@ -24,12 +24,20 @@ def _skips(n: int, seed: int = 0) -> Graph:
     return Graph(ops, edges)
 
 
-def test_the_grid_holds_about_grid_cuts_positions_far_enough_apart_for_the_sparse_visits():
+def test_the_grid_holds_about_grid_cuts_positions_where_the_fewest_bytes_cross():
+    """One cut per run of ``step`` positions, at the least bytes crossing: on a chain whose every fifth op sends
+    100 bytes to the op after next, the cuts avoid the boundaries those tensors cross."""
     assert cut_grid(GRID_OPS - 1) is None
-    grid = cut_grid(20_000)
-    assert grid[0] and grid[-1] and grid.sum() <= GRID_CUTS + 2
-    step = np.diff(np.flatnonzero(grid))
-    assert step[:-1].min() > orderings.SPARSE
+    step = cut_grid(20_000)
+    assert step > orderings.SPARSE and 20_000 / step <= GRID_CUTS
+    n = 3_000
+    ops = [Op(name=f"v{i}", work=1.0, out_bytes=100.0 if i % 5 == 0 else 1.0) for i in range(n)]
+    edges = [(f"v{i}", f"v{i + 1}") for i in range(n - 1)] + [(f"v{i}", f"v{i + 2}") for i in range(0, n - 2, 5)]
+    g = Graph(ops, edges)
+    grid = order_grid(g, g.topo, cut_grid(n))
+    assert grid[0] and grid[-1] and grid.sum() <= n / cut_grid(n) + 2
+    cuts = np.flatnonzero(grid)[1:-1]
+    assert ((cuts - 1) % 5 != 0).all() and ((cuts - 2) % 5 != 0).all()  # never right after a 100-byte sender
 
 
 @pytest.mark.parametrize("method", [brkga, random_orders])
