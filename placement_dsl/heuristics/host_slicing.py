@@ -253,12 +253,12 @@ def best_split(slicer: HostSlicer, lower: float, upper: float = INF,
             if start is None:
                 lo, T = T, T * 2.0
         upper = start.value
-    if upper <= lo:
-        return (start or slicer.feasible(upper * (1 + RESOLUTION), at)), upper
     try:
+        if upper <= lo:  # the bound meets the split known: one probe at it for the split
+            return (start or slicer.feasible(upper * (1 + RESOLUTION), at)), upper
         found, hi, bound = descending_search(slicer.feasible, lambda split: split.value, lo,
                                              upper * (1 + RESOLUTION), start, deadline)
-    except TimeLimitReached:
+    except (Stopped, TimeLimitReached):
         return None, lo
     return (found or None), min(bound, hi)
 

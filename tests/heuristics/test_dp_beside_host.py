@@ -96,3 +96,16 @@ def test_beside_a_cpu_that_holds_most_of_the_graph_the_dp_walks_only_the_acceler
     assert res.objective <= line.objective * (1 + 1e-9)
     hosted = [s for s in res.info["stages"] if s["device_class"] == "cpu"]
     assert len(hosted) == 1 and hosted[0]["nodes"] > 1_500
+
+
+def test_a_probe_past_the_deadline_where_the_bound_meets_the_split_returns_no_split():
+    """With the lower bound at the split known, one probe fetches the split; past its deadline that probe stops, and
+    the search answers no split and the bound, as every other stopped probe does (it raised out of the DP)."""
+    import time
+
+    (g, cluster), model = _blocks_beside_a_cpu(400), CostModel.named("throughput")  # the clock read at 1,024 ops
+    su = setup(g, cluster, model, False, True)
+    slicer = host_slicing.along_dfs(g, cluster, model, su.con)
+    split, _ = host_slicing.best_split(slicer, 0.0)
+    late = host_slicing.best_split(slicer, split.value, split.value, deadline=time.monotonic() - 1.0)
+    assert late == (None, split.value)
