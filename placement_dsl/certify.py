@@ -412,13 +412,12 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     Parameters
     ----------
     problem
-        An MTPP (``Bottleneck`` objective, ``DagOrder``) for Archer's MIP levels, or one of
-        Tarnawski's throughput problems (``Contiguous`` or no structure term) for ``chain``
-        and ``throughput``; ``simple`` and ``dp`` apply to any max-load problem.
+        An MTPP (``Bottleneck`` objective, ``DagOrder``) for Archer's MIP levels, or one of Tarnawski's throughput
+        problems (``Contiguous`` or no structure term) for ``chain`` and ``throughput``; ``simple``, ``dp``: any.
     budget
         Wall-clock seconds for the whole call from its start (upper-bound heuristics, model
-        builds included); each MIP level gets its share of what is left, and a level that
-        cannot fit (its model too large for its share, or nothing left) is skipped with the reason.
+        builds included); each MIP level gets its share of what is left, and a level that cannot fit (its model
+        too large for its share, sized before a formulation loads, or nothing left) is skipped with the reason.
     levels
         Names from :data:`LEVELS`, run in the order of :data:`LEVELS`; ``None`` chooses
         :func:`default_levels`. ``chain`` always runs when asked (it checks the DP by a MIP);
@@ -472,10 +471,11 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
-        reason = level.accepts(problem) or (None if level.replicates else _widened(problem))
+        large = level.too_large(run, left)  # sized before its accepts or its run loads a formulation
+        reason = large or level.accepts(problem) or (None if level.replicates else _widened(problem))
         if reason:
-            run.rows.append(LevelResult(level.name, None, LevelStatus.NOT_APPLICABLE, 0.0, reason, run.scope,
-                                        run.listed))
+            run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED if large else LevelStatus.NOT_APPLICABLE,
+                                        0.0, reason, run.scope, run.listed))
             continue
         if pending.before(level):  # the heuristics ran: the gap may be met, and the time left is less
             if stop_at_gap and run.met() and not level.always:
@@ -503,6 +503,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
         t, run.label, run.own = time.perf_counter(), "", False
         try:
+            if level.too_large(run, share):
+                raise BudgetSpent(level.too_large(run, share))
             bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope

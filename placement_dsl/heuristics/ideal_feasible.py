@@ -162,6 +162,66 @@ def _useful(I, J, lb, c, need, counts, strides, rem_j, remaining, T, max_rep, wo
 
 
 @njit(cache=True)
+def quick_classes(unsup, mem, cap, scale, ovf_scale, soft, max_rep, counts):
+    """Per class, its index among the classes whose stages are priced in ``O(1)`` (-1: not one; :func:`_host_stages`):
+    host devices that pay no
+    transfers and no overflow, never replicate, run every op and hold the whole graph (hard memory) or overflow
+    for free, so that a stage's load is its compute alone."""
+    N = mem.shape[0]
+    C = unsup.shape[0]
+    quick = np.full(C, -1, np.int64)
+    q = 0
+    for c in range(C):
+        if (scale[c] == 0.0 and ovf_scale[c] == 0.0 and max_rep[c] == 1 and unsup[c, N - 1] == 0
+                and counts[counts.shape[0] - 1, c] > 0 and (soft or mem[N - 1] <= cap[c])):
+            quick[c] = q
+            q += 1
+    return quick
+
+
+@njit(cache=True)
+def _host_stages(I, feas, need, most, quick, work, sub_ptr, sub_idx, counts, strides, T):
+    """Set the states of ``need`` that a last stage on a quick class (:func:`quick_classes`) makes feasible: a stage
+    ``I \\ J`` there costs ``work[c, I] - work[c, J]``, least for the sub-ideal ``J ⊊ I`` of most work on ``c``
+    feasible in ``s - e_c``, which ``most[J', quick[c], s - e_c]`` holds for every immediate sub-ideal ``J'`` (the ideal
+    index of that ``J``, or -1): no walk below ``I``, whose band on a slow host is most of the lattice."""
+    S = counts.shape[0]
+    for c in range(quick.shape[0]):
+        q = quick[c]
+        if q < 0:
+            continue
+        for s in range(S):
+            if counts[s, c] < 1 or not _bit(need, s):
+                continue
+            r = s - strides[c]
+            top = -INF
+            for p in range(sub_ptr[I], sub_ptr[I + 1]):
+                J = most[sub_idx[p], q, r]
+                if J >= 0:
+                    top = max(top, work[c, J])
+            if work[c, I] - top <= T:
+                feas[I, s >> 6] |= ONE << np.uint64(s & 63)
+                need[s >> 6] &= ~(ONE << np.uint64(s & 63))
+
+
+@njit(cache=True)
+def _most_work(most, feas, I, quick, work, sub_ptr, sub_idx, S):
+    """``most[I, quick[c], s]`` for the quick classes ``c``: the ideal ``J ⊆ I`` of most work on ``c`` feasible in
+    ``s`` (-1: none), exact (an index, not a rounded sum)."""
+    for c in range(quick.shape[0]):
+        q = quick[c]
+        if q < 0:
+            continue
+        for s in range(S):
+            best = I if _bit(feas[I], s) else -1
+            for p in range(sub_ptr[I], sub_ptr[I + 1]):
+                J = most[sub_idx[p], q, s]
+                if J >= 0 and (best < 0 or work[c, J] > work[c, best]):
+                    best = J
+            most[I, q, s] = best
+
+
+@njit(cache=True)
 def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
              cap, scale, inv_bw, ovf_scale, soft, max_rep, mode,
              tin, tout, sptr, sidx, tmask, towner, tcost, tlo, thi,
@@ -190,6 +250,11 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     mfw = np.full((N if prune_work else 1, C + 1, S), -INF, np.float32)
     if prune_work:
         _most_below(mfw, feas, 0, work, mem, sub_ptr, sub_idx, S)
+    quick = quick_classes(unsup, mem, cap, scale, ovf_scale, soft, max_rep, counts)
+    hosts = quick.max() >= 0
+    most = np.full((N if hosts else 1, max(quick.max() + 1, 1), S), -1, np.int32)  # see _most_work
+    if hosts:
+        _most_work(most, feas, 0, quick, work, sub_ptr, sub_idx, S)
     stamp = np.full(N, -1, np.int64)
     stack = np.empty(N, np.int64)
     alive = np.zeros(C, np.bool_)
@@ -224,6 +289,9 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 need[w] &= possible[I, w]
         if known.shape[0]:  # a state live here but not there may be feasible by leaving a device unused
             _unused(feas[I], need, live, counts, strides)
+        if hosts:  # stages on quick classes (hosts) in O(1) each; the walk below is for the others
+            _host_stages(I, feas, need, most, quick, work, sub_ptr, sub_idx, counts, strides, T)
+            _unused(feas[I], need, live, counts, strides)
         any_live = False
         for w in range(SW):
             any_live = any_live or need[w] != ZERO
@@ -249,6 +317,8 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     ok, cc, lb = class_takes(I, J, c, work, unsup, mem, param, cap, scale, inv_bw, soft, max_rep,
                                               mode, counts, out_lb[J])
                     comp[c] = cc
+                    if ok and quick[c] >= 0:  # priced before the walk
+                        ok = False
                     if ok:
                         sent = out_lb[J] * scale[c] if mode == NONE else 0.0
                         ok = lb <= T and _useful(I, J, lb, c, need, counts, strides, rem_work[J], remaining, T,
@@ -294,7 +364,10 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                 leaving[towner[sidx[p]]] = 0.0
         if prune_work:
             _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S)
-    return feas, visited, feas.nbytes + mfw.nbytes + stamp.nbytes + stack.nbytes + out_lb.nbytes, stopped
+        if hosts:
+            _most_work(most, feas, I, quick, work, sub_ptr, sub_idx, S)
+    nbytes = feas.nbytes + mfw.nbytes + most.nbytes + stamp.nbytes + stack.nbytes + out_lb.nbytes
+    return feas, visited, nbytes, stopped
 
 
 @njit(cache=True)

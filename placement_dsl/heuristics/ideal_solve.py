@@ -233,7 +233,7 @@ def solve(lat: IdealLattice, classes: list[DeviceClass], model: CostModel, repli
         if value <= min(ub, sw.lower * (1 + CANDIDATE_BAND)):
             start, ub = steps, value
     if descend and math.isfinite(ub):
-        steps, best, lower = _descend(sw.feasible, sw.value, sw.lower, ub, start, deadline)
+        steps, best, lower = descending_search(sw.feasible, sw.value, sw.lower, ub, start, deadline)
     else:
         try:
             out = sw.exact(0.0, ub, math.inf if deadline is None else deadline)
@@ -263,7 +263,7 @@ def _incumbent_steps(lat: IdealLattice, stages) -> list[tuple[int, int, int, int
     return [(int(ids[t + 1]), int(ids[t]), c, k) for t, (_, c, k) in enumerate(stages)]
 
 
-def _descend(feasible, value, lo: float, hi: float, start, deadline: float | None = None):
+def descending_search(feasible, value, lo: float, hi: float, start, deadline: float | None = None):
     """Feasibility runs keeping ``lo < optimum <= hi``: the optimal split's steps, its value and a lower bound
     (the value itself, or ``lo`` when ``deadline`` passed with a split in hand and the band still open).
 

@@ -71,7 +71,7 @@ from ..graph import Graph
 from ..pipeline_orders import FOLDS
 from ..placement import Placement
 from ..progress import report
-from . import fold_ranks, jit, manifest
+from . import fold_ranks, host_slicing, jit, manifest
 from . import ideal_lattice as ideal_lattice_module
 from .base import DP_CLASS, HeuristicResult, TimeLimitReached, deadline_at, dp_claim
 from .contract import Contraction, contract
@@ -456,9 +456,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     max_ideals
         Give up (``SpecError``) beyond this many ideals.
     incumbent
-        Start from the DPL split: feasibility runs below its max-load (same optimum, far fewer
-        pairs; one run when the DPL split is optimal). From ``BRKGA_INCUMBENT_IDEALS`` ideals on,
-        BRKGA's split (seed 0) is a second candidate when it is one of the DP's splits, and the
+        Start from the DPL split (beside hosts, :mod:`.host_slicing`'s probes): feasibility runs below its
+        max-load (same optimum, far fewer pairs; one run when the DPL split is optimal). From
+        ``BRKGA_INCUMBENT_IDEALS`` ideals on, BRKGA's split (seed 0) is a second candidate when it is one of the DP's splits, and the
         better of the two starts the search (``info["brkga"]``: its objective).
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
@@ -497,10 +497,14 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
             note_work(su, guess, su.con.n_nodes)
             if incumbent:
                 try:
-                    sliced, slicing = slicing_split(su, at)
-                    first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=sliced,
-                                                candidates=() if sliced is not None else balanced_prefix_splits(su),
-                                                descend=su.con.n_nodes > DPL_SWEEP_NODES, deadline=at)
+                    if _beside_hosts(su):  # DPL by probes along its order, the hosts' stages anywhere
+                        first, first_info = host_slicing.dpl_solution(su.graph, su.cluster, su.model, su.con,
+                                                                      su.classes, at, host_slicing.DPL_SHARE)
+                    else:
+                        sliced, slicing = slicing_split(su, at)
+                        first, first_info = _search(su, linearize=True, max_ideals=max_ideals, upper_bound=sliced,
+                                                    candidates=() if sliced is not None else balanced_prefix_splits(su),
+                                                    descend=su.con.n_nodes > DPL_SWEEP_NODES, deadline=at)
                     ub, split = first.value, first.stages
                 except InfeasibleError:  # no split along the DFS order fits (memory per schedule): no incumbent
                     ub = None
@@ -543,7 +547,9 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
     prefixes' DP is the slicing of the DFS order into at most ``k`` stages, cut only between supernodes
     (:func:`.slicegraph.node_slicing`, ``info["path"] == "slicing"``): ``O(n)`` memory, and only the segments
     whose work fits under an incumbent (the better of the work-balanced and the one-device slicings) are
-    priced, from split prefixes alone, so 20,000 ops take seconds. Elsewhere the sweep over the prefixes runs.
+    priced, from split prefixes alone, so 20,000 ops take seconds. Beside one class of hosts the same slicing with
+    the hosts' stages anywhere is found by feasibility probes (:mod:`.host_slicing`, ``info["path"] == "host
+    slicing"``). Elsewhere the sweep over the prefixes runs.
     """
     del seed
     start = time.perf_counter()
@@ -554,10 +560,18 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
         if found is not None:
             return found
     try:
+        if _beside_hosts(su):
+            sol, info = host_slicing.dpl_solution(graph, cluster, su.model, su.con, su.classes, at)
+            return ideal_result("dpl", su, sol, info, start, exact=False, deadline=at)
         sol, info = _search(su, linearize=True, max_ideals=DEFAULT_MAX_IDEALS, upper_bound=None, deadline=at)
     except TimeLimitReached as err:
         return fallback("dpl", graph, cluster, su.model, str(err), start)
     return ideal_result("dpl", su, sol, info, start, exact=False, deadline=at)
+
+
+def _beside_hosts(su: _Setup) -> bool:
+    """One class of accelerators beside one class of hosts, no replicas: DPL is :mod:`.host_slicing`'s probes."""
+    return not su.replication and host_slicing.applies(su.graph, su.cluster, su.model)
 
 
 def _dpl_slicing(su: _Setup, start: float, at: float | None) -> HeuristicResult | None:

@@ -136,6 +136,15 @@ class Level:
                 run.needs[self.name] = 0.0
         return run.needs[self.name] + MIN_SEARCH <= left
 
+    def too_large(self, run: Run, seconds: float) -> str | None:
+        """Why its model cannot be built and searched in ``seconds`` (``None``: it may, or the level does not say),
+        from ``needs`` alone: a level skipped for its size loads no formulation (Pyomo's import took 0.5-1.1 s of a
+        ``bounds`` of 20,000 ops whose MIP levels were all too large)."""
+        if self.fits(run, seconds):
+            return None
+        return (f"model too large for the time left: the {self.name!r} level's model takes ~{run.needs[self.name]:.0f} "
+                f"s to build, {max(seconds, 0.0):.1f} s left; not built")
+
     def late(self, problem: Problem, deadline: Deadline) -> bool:
         """Whether it runs once the levels' budget is spent: a ``free`` level whose passes over the graph
         (:data:`FREE_PER_EDGE` per op and edge) take milliseconds (:data:`FREE_SECONDS`) or fit what is left of the

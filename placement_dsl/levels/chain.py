@@ -5,7 +5,7 @@ from ..certificate import MIP_GAP, LevelStatus, solve_level
 from ..constraints import DagOrder
 from ..errors import SpecError
 from ..problem import Problem
-from .base import DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level
+from .base import DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, placement_mip_needs
 
 
 def _chain_accepts(problem: Problem) -> str | None:
@@ -16,7 +16,7 @@ def _chain_accepts(problem: Problem) -> str | None:
 
 
 @level("chain", rank=40, defaults={Family.THROUGHPUT}, accepts=_chain_accepts, always=True, precision=MIP_GAP,
-       doc="windowed chain MIP: a solver's proof of the DP")
+       needs=placement_mip_needs, doc="windowed chain MIP: a solver's proof of the DP")
 def _chain(run: Run, seconds: float) -> Outcome:
     """The chain MIP windowed at ``DP / (1 + gap)``; on identical stages under DagOrder (its class) without a DP,
     at targets bisected between the known bound and the best placement (``search.chain.target_level``)."""

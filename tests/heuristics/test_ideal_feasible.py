@@ -182,7 +182,7 @@ def test_descent_does_not_chase_rounding_noise():
         targets.append(T)
         return [(T,)] if T >= 10.0 * (1 - 1e-15) else None
 
-    steps, best, _ = ideal_solve._descend(feasible, lambda s: s[0][0] * (1 - 4e-16), 1.0, 10.0, [(10.0,)])
+    steps, best, _ = ideal_solve.descending_search(feasible, lambda s: s[0][0] * (1 - 4e-16), 1.0, 10.0, [(10.0,)])
     assert targets == [10.0 * (1 - ideal_solve.RESOLUTION)]
     assert best == 10.0 and steps == [(10.0,)]
     targets.clear()  # a real improvement (8) is still found, to the resolution
@@ -191,7 +191,7 @@ def test_descent_does_not_chase_rounding_noise():
         targets.append(T)
         return [(8.0,)] if T >= 8.0 else None
 
-    steps, best, _ = ideal_solve._descend(better, lambda s: s[0][0], 1.0, 10.0, None)
+    steps, best, _ = ideal_solve.descending_search(better, lambda s: s[0][0], 1.0, 10.0, None)
     assert best == 8.0 and targets[-1] == 8.0 * (1 - ideal_solve.RESOLUTION) and len(targets) < 20
 
 
@@ -206,19 +206,19 @@ def test_descent_stops_at_its_deadline_with_the_split_in_hand_and_the_band_it_pr
         clock[0] = float(len(targets))
         return [(8.0,)] if T >= 8.0 else None
 
-    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 10.0, None)
+    steps, best, lower = ideal_solve.descending_search(feasible, lambda s: s[0][0], 1.0, 10.0, None)
     assert steps == [(8.0,)] and best == lower == 8.0 and len(targets) > 3
     targets.clear()
     clock[0] = 0.0
     monkeypatch.setattr(ideal_solve, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=lambda: 0.0))
-    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 10.0, None, deadline=3.0)
+    steps, best, lower = ideal_solve.descending_search(feasible, lambda s: s[0][0], 1.0, 10.0, None, deadline=3.0)
     assert len(targets) == 3 and targets[0] == 10.0 * (1 - ideal_solve.RESOLUTION)
     assert steps == [(8.0,)] and best == 8.0
     assert lower == max(t for t in targets if t < 8.0) < 8.0  # the largest target refuted: the optimum lies above
     # no split in hand at the deadline (no incumbent, nothing feasible yet): the search goes on until it has one
     targets.clear()
     clock[0] = 10.0
-    steps, best, lower = ideal_solve._descend(feasible, lambda s: s[0][0], 1.0, 7.0, None, deadline=3.0)
+    steps, best, lower = ideal_solve.descending_search(feasible, lambda s: s[0][0], 1.0, 7.0, None, deadline=3.0)
     assert steps == [] and best == lower == math.inf  # nothing at or below 7 exists
 
 
