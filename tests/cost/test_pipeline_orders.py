@@ -92,15 +92,25 @@ def test_hand_instance_of_unequal_stages():
     assert bars["1F1"] == (4.0, 6.0) and bars["0B0"] == (4.0, 7.0) and bars["0B1"] == (7.0, 10.0)
 
 
+def shape(draw, fewest: int, rounds: int) -> tuple[str, int, int, int]:
+    """An order's name, ranks ``p`` (from ``fewest``), stages per rank ``v`` and micro-batches ``m`` (at most
+    ``rounds`` per rank)."""
+    name = draw(st.sampled_from(ORDERS))
+    p = draw(st.integers(fewest, 4))
+    v = 2 if name == "zbv" else draw(st.integers(1, 3))
+    m = draw(st.integers(1, rounds * p)) if name == "zbv" else p * draw(st.integers(1, rounds))
+    return name, p, v, m
+
+
+def stage_lists(draw, count: int, most: int, s: int) -> list[list[float]]:
+    return [draw(st.lists(st.integers(0, most).map(float), min_size=s, max_size=s)) for _ in range(count)]
+
+
 @st.composite
 def instances(draw):
-    name = draw(st.sampled_from(ORDERS))
-    p = draw(st.integers(1, 4))
-    v = 2 if name == "zbv" else draw(st.integers(1, 3))
-    m = draw(st.integers(1, 4 * p)) if name == "zbv" else p * draw(st.integers(1, 4))
+    name, p, v, m = shape(draw, 1, 4)
     s = p * v
-    times = [st.lists(st.integers(0, 6).map(float), min_size=s, max_size=s) for _ in range(3)]
-    f, i, w = (draw(x) for x in times)
+    f, i, w = stage_lists(draw, 3, 6, s)
     return name, p, v, m, StageTimes(tuple(layout(name, p, s)), tuple(f), tuple(i), tuple(w))
 
 
@@ -172,13 +182,10 @@ def test_the_closed_form_pays_the_messages_round_trip_and_the_links_fill_and_dra
 
 @st.composite
 def linked_instances(draw):
-    name = draw(st.sampled_from(ORDERS))
-    p = draw(st.integers(2, 4))
-    v = 2 if name == "zbv" else draw(st.integers(1, 3))
-    m = draw(st.integers(1, 3 * p)) if name == "zbv" else p * draw(st.integers(1, 3))
+    name, p, v, m = shape(draw, 2, 3)
     s = p * v
-    f, i, w = (draw(st.lists(st.integers(0, 4).map(float), min_size=s, max_size=s)) for _ in range(3))
-    out, back = (draw(st.lists(st.integers(0, 8).map(float), min_size=s, max_size=s)) for _ in range(2))
+    f, i, w = stage_lists(draw, 3, 4, s)
+    out, back = stage_lists(draw, 2, 8, s)
     return name, p, v, m, linked(name, p, v, f, i, w, out, back)
 
 
