@@ -103,17 +103,29 @@ def layered(n: int, k: int, seed: int) -> tuple[Graph, Cluster]:
     return Graph(ops, [(f"t{a}", f"t{b}") for a, b in sorted(edges)], name="layered"), Cluster(devices, links)
 
 
+def stop_the_descent(monkeypatch) -> list[float]:
+    """``schedule-ls`` out of time before its first candidate (its descent and segment moves do nothing): the list
+    of the objectives each descent was handed."""
+    from placement_dsl.heuristics import schedule_ls
+
+    seen: list[float] = []
+
+    def stopped(state, assign, best, b, until, rng, **options):
+        seen.append(best[0])
+        return assign, best, b, (0, 0), False
+
+    monkeypatch.setattr(schedule_ls, "descend", stopped)
+    monkeypatch.setattr(schedule_ls, "improve_segments", lambda *args, **kwargs: None)
+    return seen
+
+
 def test_a_search_stopped_before_any_move_answers_its_starts_mirror_when_that_ends_sooner(monkeypatch):
     """On generated 1,000- to 5,000-task sheets the descent ran out of time far from a local optimum, so the mirror
     (which came only after one) never ran: the answer was CPOP's 28.224 where its mirror ends at 27.898."""
     from placement_dsl.evaluate import evaluate
     from placement_dsl.heuristics import run, schedule_ls
 
-    def stopped(state, assign, best, b, until, rng, **options):  # out of time before its first candidate
-        return assign, best, b, (0, 0), False
-
-    monkeypatch.setattr(schedule_ls, "descend", stopped)
-    monkeypatch.setattr(schedule_ls, "improve_segments", lambda *args, **kwargs: None)
+    stop_the_descent(monkeypatch)
     sooner = 0
     for seed in range(6):
         g, c = layered(120, 4, seed)

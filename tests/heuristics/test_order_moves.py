@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from placement_dsl.evaluate import CostModel, evaluate
-from placement_dsl.heuristics import run, schedule_ls
+from placement_dsl.heuristics import run
 from placement_dsl.heuristics.mirror import justified
 from placement_dsl.heuristics.schedule_moves import ScheduleState, descend, start_order
 
-from .test_mirror import greedy_trap, layered
+from .test_mirror import greedy_trap, layered, stop_the_descent
 
 MODEL = CostModel.named("makespan")
 
@@ -32,14 +32,7 @@ def test_the_descent_starts_from_the_best_schedule_of_its_start(monkeypatch):
     """CPOP's assignment of a 3,065-op sheet list-schedules to 28.85 in its own start order and to 27.98 in its
     mirror's: a descent from the first had to gain 0.6 before any move counted (none did in 20 s). GETF's own
     schedule of a 15,838-op sheet is 155.04, its mirror 146.23."""
-    seen = []
-
-    def stopped(state, assign, best, b, until, rng, **options):  # out of time before its first candidate
-        seen.append(best[0])
-        return assign, best, b, (0, 0), False
-
-    monkeypatch.setattr(schedule_ls, "descend", stopped)
-    monkeypatch.setattr(schedule_ls, "improve_segments", lambda *args, **kwargs: None)
+    seen = stop_the_descent(monkeypatch)
     sooner = 0
     for seed in range(6):
         g, c = layered(120, 4, seed)
