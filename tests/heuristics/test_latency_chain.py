@@ -90,7 +90,7 @@ def test_latency_best_descends_from_its_best_start_first(dnn_partitioning):
 
 
 def test_the_chain_split_leaves_most_of_latency_bests_time_to_the_search(monkeypatch, tmp_path):
-    """Its O(groups^2) intervals (27 s on 761 ops before they were compiled) get at most 40 % of the time left; with
+    """Its O(groups^2) intervals (27 s on 761 ops before they were compiled) get at most 60 % of the time left; with
     latency-best's own deadline they could leave the local search nothing. (The candidates run in a forked child
     under a time limit: the spy writes what it is given to a file.)"""
     import time
@@ -108,7 +108,7 @@ def test_the_chain_split_leaves_most_of_latency_bests_time_to_the_search(monkeyp
     g = chain([(1.0, 20.0)] * 6, [1.0] * 5 + [0.0], [1.0] * 6)
     run("latency-best", g, Cluster.accelerators(3, memory=2.5, cpus=1), model=LATENCY, time_limit=10.0)
     given = [float(line) for line in seen.read_text().split()]
-    assert len(given) == 1 and 0 < given[0] <= 0.4 * 10.0
+    assert len(given) == 1 and 0 < given[0] <= latency_module.CHAIN_SHARE * 10.0 and latency_module.CHAIN_SHARE < 1
 
 
 def test_the_groups_go_in_a_topological_order_with_weights_just_before_their_first_consumer():
