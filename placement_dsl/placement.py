@@ -81,7 +81,7 @@ class Placement:
         if arr.size and (not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0 or arr.max() >= cluster.size):
             bad = int(np.flatnonzero((arr < 0) | (arr >= cluster.size))[0]) if np.issubdtype(arr.dtype, np.integer) else 0
             raise SpecError(
-                f"placement: op {graph.names[bad]!r} has device index {arr[bad]!r}; valid are 0..{cluster.size - 1}"
+                f"placement: op {graph.names[bad]!r} has device index {arr[bad].item()!r}; valid are 0..{cluster.size - 1}"
             )
         self.graph = graph
         self.cluster = cluster

@@ -78,7 +78,7 @@ class Problem:
         self.source_graph = graph
         self.cluster = cluster
         self.objective = Throughput() if objective is None else objective
-        self.constraints: tuple[Term, ...] = tuple(constraints)
+        self.constraints: tuple[Term, ...] = _terms(constraints)
         self._check_terms()
         self.objective.validate(graph, cluster)
         g, pins = graph, []
@@ -294,4 +294,15 @@ class Problem:
     def __repr__(self) -> str:
         terms = ", ".join(repr(t) for t in self.constraints)
         return f"Problem({self.graph!r}, {self.cluster!r}, objective={self.objective!r}, constraints=[{terms}])"
+
+
+def _terms(constraints: Any) -> tuple[Term, ...]:
+    """The constraint terms as a tuple: a single term reads as a list of one (``Problem(g, c, Throughput(), Memory())``);
+    anything else that is not an iterable of terms is refused naming what was given."""
+    if isinstance(constraints, Term):
+        return (constraints,)
+    if isinstance(constraints, (str, bytes)) or not hasattr(constraints, "__iter__"):
+        raise SpecError(f"Problem: constraints must be a term or a list of terms such as [Memory(), Contiguous()], "
+                        f"got {constraints!r}")
+    return tuple(constraints)
 

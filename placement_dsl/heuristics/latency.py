@@ -40,6 +40,7 @@ from .fallback import fallback, fallback_seconds, one_device_closed_form, one_de
 from .latency_chain import chain_split, group_positions
 from .latency_kernels import apply, better, descend, latency
 from .latency_modules import Modules
+from .latency_passes import PASSES, ops_search, passes
 from .latency_spine_split import spine_split
 from .latency_spread import Spreads
 from .latency_starts import default_starts
@@ -300,7 +301,8 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     Parameters
     ----------
     starts
-        ``(label, op -> device)`` start splits; default Tarnawski §7's greedy and the max-load
+        ``(label, op -> device)`` start splits (a third item, a schedule, is kept where devices run one op at a
+        time: :func:`.latency_passes.ops_search`); default Tarnawski §7's greedy and the max-load
         DP split (:func:`.latency_starts.maxload_start`). Each descends to a local optimum; then the best split's device
         merges are descended from (:func:`merged_descent`, again for each better split found), and ``restarts``
         times the best split so far takes ``kicks`` random moves (blocks, swaps) and descends again. When the kicks
@@ -334,13 +336,13 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     if not begin:
         raise SpecError("latency-local-search: no start split given; pass starts=[(label, assignment)] or None")
     if execution(cluster) != "invocations":
-        return _scheduled(graph, cluster, model, lat, begin, seed, at, t0)
+        return ops_search(graph, cluster, model, lat, begin, seed, at, t0)
     _compile(su, np.asarray(begin[0][1]), moves)
     spreads = Spreads(su)
     modules = Modules(su, spreads, split_score)
     deadline, evals, best, log = time.perf_counter() + (SEARCH_SECONDS if at is None else left(at)), 0, None, []
     tell = _Progress()
-    for label, assign in begin:
+    for label, assign, *_ in begin:
         tell.phase = f"start {label}"
         dev, key, n = _descent(su, np.asarray(assign), moves, deadline, max_evaluations - evals, tell)
         evals += n
@@ -382,57 +384,23 @@ def latency_local_search(graph: Graph, cluster: Cluster, *, model: CostModel | N
     return stopped(result) if ran_out else result
 
 
-def _scheduled(graph: Graph, cluster: Cluster, model: CostModel | None, lat: CostModel,
-               begin: list[tuple[str, np.ndarray]], seed: int | None, at: float | None, t0: float) -> HeuristicResult:
-    """The latency local search where the cost model's single-sample referee schedules ops one at a time over the
-    cluster's routes (:func:`~placement_dsl.evaluate.execution` ``"ops"``: a cluster with links whose devices do not
-    run invocations). There the invocation kernel's latency, which moves every tensor through host memory at each
-    device's bandwidth, is not the cost model's; the search is schedule-ls, which scores every move by the referee's
-    list schedule over the routes, from the start the cost model scores best (valid first)."""
-    scored = []  # each start scored while the time left holds a scoring and the search's set-up (the first always:
-    for label, assign in begin:  # latency-best passes its best first; six scorings of 2,000 ops took 1 s at load 8)
-        if scored and at is not None and left(at) < fallback_seconds(graph, cluster, "none", 1 + SCHEDULE_SET_UP):
-            break
-        scored.append((evaluate(Placement(graph, cluster, np.asarray(assign)), lat), label, np.asarray(assign)))
-    label, assign = min(scored, key=lambda s: (not s[0].valid, s[0].objective))[1:]
-    log = [{"start": lab, "latency": float(e.objective)} for e, lab, _ in scored]
-    if at is not None and left(at) < fallback_seconds(graph, cluster, "none", SCHEDULE_SET_UP):  # it would overrun
-        placement = Placement(graph, cluster, assign, source="latency-local-search")
-        ev = evaluate(placement, model or lat)
-        return stopped(HeuristicResult(method="latency-local-search", placement=placement, objective=ev.objective,
-                                       valid=ev.valid, seconds=time.perf_counter() - t0,
-                                       info={"optimizes": "latency", "starts": log, "search": f"none from {label}: "
-                                             "less time left than schedule-ls's set-up"}))
-    found = run_method("schedule-ls", graph, cluster, model=lat, seed=seed, time_limit=left(at),
-                       start=Placement(graph, cluster, assign, source=label))
-    placement = Placement(graph, cluster, found.placement.assign, source="latency-local-search",
-                          schedule=found.placement.schedule)
-    ev = evaluate(placement, model or lat)
-    result = HeuristicResult(method="latency-local-search", placement=placement, objective=ev.objective,
-                             valid=ev.valid, seconds=time.perf_counter() - t0, evaluations=found.evaluations,
-                             info={"optimizes": "latency", "starts": log, "search": f"schedule-ls from {label}",
-                                   "moves": found.info.get("moves", 0)})
-    return stopped(result) if found.info.get("stopped") else result
-
-
-SCHEDULE_SET_UP = 4  # evaluations' worth of schedule-ls's set-up before it first reads its clock (its state, the
-# start's list schedule and its mirror): with less left, latency-best's search from its best start overran a race's
-# share at load 8 (a 10 s solve of 2,000 ops: its chain split's 2,180.0 found, the race ended before it returned)
-
-
 def _candidate(method: str, assign: np.ndarray | None, seconds: float, graph: Graph, cluster: Cluster,
-               model: CostModel, error: str = "", scored: tuple[float, bool | None] | None = None) -> dict[str, Any]:
+               model: CostModel, error: str = "", scored: tuple[float, bool | None] | None = None,
+               schedule: Any = None) -> dict[str, Any]:
     """A candidate's row, its ``(latency, valid)`` as ``scored`` by ``model`` where its result carried them (a scoring
-    is a list schedule of 47,584 ops on a 15,000-task sheet: greedy's cost one more than its three), else scored."""
+    is a list schedule of 47,584 ops on a 15,000-task sheet: greedy's cost one more than its three), else scored;
+    with the ``schedule`` its result carried, which the score and the answer keep (HEFT's 731.0 on a 2,000-op DAG
+    with links is 778.8 when the referee schedules its split again)."""
     if assign is None:
         return {"method": method, "error": error, "seconds": seconds}
     if scored is None or scored[1] is None:
-        scored = (ev := evaluate(Placement(graph, cluster, assign), model)).objective, ev.valid
-    return {"method": method, "latency": scored[0], "valid": scored[1], "seconds": seconds, "assign": assign}
+        scored = (ev := evaluate(Placement(graph, cluster, assign, schedule=schedule), model)).objective, ev.valid
+    row = {"method": method, "latency": scored[0], "valid": scored[1], "seconds": seconds, "assign": assign}
+    return {**row, "schedule": schedule} if schedule is not None else row
 
 
-def _scores(result: Any) -> tuple[float, bool | None]:  # the verdict on its split where one was made (not on a
-    return result.objective, None if result.placement.schedule is not None else getattr(result, "valid", None)  # schedule)
+def _scores(result: Any) -> tuple[float, bool | None]:  # the verdict on its placement (its schedule kept) where made
+    return result.objective, getattr(result, "valid", None)
 
 
 def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int,
@@ -444,8 +412,10 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
     on the DPs never reached it (a 60 s solve answered 1,312.7 where latency-best alone reaches 1,283.0).
     ``found(candidate)`` is called with each candidate as it is scored."""
     out = []  # greedy and the DPs by the registry's run: where links leave a pair of devices without a route it
-    # searches within the devices that reach one another where a split sends a tensor across such a pair
-    for method, run in (("greedy", lambda: run_method("greedy", graph, cluster, model=lat)),
+    # searches within the devices that reach one another where a split sends a tensor across such a pair; the list
+    # schedulers first where devices run one op at a time (:mod:`.latency_passes`)
+    for method, run in (*passes(graph, cluster, lat, at),
+                        ("greedy", lambda: run_method("greedy", graph, cluster, model=lat)),
                         ("one-device", lambda: _Split(one_device_split(graph, cluster))),  # one sum or longest path
                         ("chain", lambda: _Split(chain_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
                         ("spine", lambda: _Split(spine_split(graph, cluster, lat, _share(at, CHAIN_SHARE)))),
@@ -457,11 +427,12 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
             break
         t = time.perf_counter()
         try:
-            res = run()  # greedy's verdict is by lat, the DPs' by the max-load model
-            assign, error, scored = res.placement.assign, "", _scores(res) if method == "greedy" else None
-        except (SpecError, InfeasibleError) as err:
-            assign, error, scored = None, str(err), None
-        out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error, scored))
+            res = run()  # greedy's and the passes' verdicts are by lat, the DPs' by the max-load model
+            assign, error, scored = res.placement.assign, "", _scores(res) if method in BY_LATENCY else None
+            schedule = res.placement.schedule if method in BY_LATENCY else None  # what its verdict scored
+        except (SpecError, InfeasibleError, BudgetSpent) as err:
+            assign, error, scored, schedule = None, str(err), None, None
+        out.append(_candidate(method, assign, time.perf_counter() - t, graph, cluster, lat, error, scored, schedule))
         _report_candidates(out)
         if found is not None:
             found(out[-1])
@@ -469,6 +440,7 @@ def _baselines(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: in
 
 
 BASELINES = 6  # greedy, one device (557.4 on a 15,000-task sheet, greedy 777.6), the chain, spine, DP and DPL splits
+BY_LATENCY = ("greedy", *PASSES)  # the candidates run under the latency model: their verdict is the candidate's score
 CHAIN_SHARE = 0.6  # of latency-best's time left, at most, for the chain split (O(groups^2) intervals: 27 s at 761;
 # at 0.4 a 3.5 s call on a generated DAG of 2,000 ops at load 8 stopped it at 1.3 s, before the 2,180.0 it finds)
 DP_SHARE = 0.5  # of latency-best's time left, at most, for each max-load DP's split: given all of it, DPL on a
@@ -537,11 +509,12 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
             return found
     ls = next((c for c in cands if c["method"] == "latency-local-search"), {})
     win = min(ranked, key=lambda c: (not c["valid"], c["latency"]))
-    placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}")
-    listed = [{k: v for k, v in c.items() if k not in ("assign", "stopped", "evaluations")} for c in cands]
+    placement = Placement(graph, cluster, win["assign"], source=f"latency-best:{win['method']}",
+                          schedule=win.get("schedule"))
+    listed = [{k: v for k, v in c.items() if k not in ("assign", "schedule", "stopped", "evaluations")} for c in cands]
     objective = win["latency"] if same else evaluate(placement, model or lat).objective
     info = {"optimizes": "latency", "best": win["method"], "candidates": listed}
-    if ls.get("stopped", True) or len(cands) < BASELINES + 1:
+    if ls.get("stopped", True) or len(cands) < BASELINES + 1 + len(passes(graph, cluster, lat, None)):
         info["stopped"] = "time limit"
     return HeuristicResult(method="latency-best", placement=placement, objective=objective,
                            seconds=time.perf_counter() - t0, evaluations=ls.get("evaluations", 0), info=info)
@@ -575,11 +548,12 @@ def _searches(send: Callable[[dict[str, Any]], None], graph: Graph, cluster: Clu
     ranked = sorted((c for c in cands if "assign" in c), key=lambda c: (not c["valid"], c["latency"]))
     if not ranked:
         return
-    starts = [(c["method"], c["assign"]) for c in ranked]  # the best first: a short budget descends from it
+    # the best first (a short budget descends from it), with the schedule it came with
+    starts = [(c["method"], c["assign"], *([c["schedule"]] if "schedule" in c else [])) for c in ranked]
     limit = None if at is None else max(left(at) - fallback_seconds(graph, cluster, "none", 1), 0.0)
     ls = latency_local_search(graph, cluster, model=lat, seed=seed, starts=starts, time_limit=limit, **search)
     cands.append({**_candidate("latency-local-search", ls.placement.assign, ls.seconds, graph, cluster, lat,
-                               scored=_scores(ls)),
+                               scored=_scores(ls), schedule=ls.placement.schedule),
                   "stopped": bool(ls.info.get("stopped")), "evaluations": ls.evaluations})
     _report_candidates(cands)
     send(cands[-1])

@@ -47,7 +47,8 @@ def test_bad_mappings(chain, mapping, message):
         Placement.from_mapping(chain, Cluster.stages(2), mapping)
 
 
-@pytest.mark.parametrize("assign, message", [([0, 0, 0], "needs 4 device indices"), ([0, 0, 5, 0], "op 'c'"),
+@pytest.mark.parametrize("assign, message", [([0, 0, 0], "needs 4 device indices"),
+                                             (np.array([0, 0, 5, 0]), r"op 'c' has device index 5; valid"),
                                              ([0, -1, 0, 0], "op 'b'"), ([0.5, 0, 0, 0], "device index")])
 def test_bad_arrays(chain, assign, message):
     with pytest.raises(SpecError, match=message):

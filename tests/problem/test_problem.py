@@ -53,6 +53,14 @@ def test_unknown_names_raise_spec_errors_naming_them(term, words):
         assert w in str(err.value)
 
 
+def test_a_single_term_reads_as_a_list_of_one_and_a_non_term_is_named():
+    one = Problem(small(), Stages(2), Throughput(), Memory())
+    assert one.constraints == Problem(small(), Stages(2), Throughput(), [Memory()]).constraints
+    for bad in (42, "memory"):
+        with pytest.raises(SpecError, match=f"constraints must be a term or a list of terms.*{bad!r}"):
+            Problem(small(), Stages(2), Throughput(), bad)
+
+
 def test_conflicting_pins_and_memory_modes_are_rejected():
     with pytest.raises(SpecError, match="conflicting pins"):
         Problem(small(), Stages(2), Throughput(), [Pin("a", "stage0"), Pin("a", "stage1")])

@@ -1,0 +1,98 @@
+"""latency-best's list-scheduling candidates, and the latency local search, where the cluster's devices run one op at
+a time.
+
+Where the cluster has links (MOIRAI §III; :func:`~placement_dsl.evaluate.execution` ``"ops"``), the single-sample
+latency is a list schedule over the routes, not Tarnawski's invocations, and the splits built for invocations (greedy,
+the chain, the DPs over ideals) keep each device's ops in few runs where a schedule interleaves them. There the list
+schedulers (HEFT, :mod:`.listsched`; CPOP, :mod:`.schedule_ls`) are the constructions that win: on a generated DAG of
+2,000 ops onto four accelerators with links and a host, HEFT's schedule is 731.0 in 0.6 s where the chain split is
+2,180.0 and greedy's 2,798.2. Their splits need not be contiguous, so they are offered only where the cost model
+requires neither contiguity nor a subgraph limit; on invocation clusters their interleaved splits have cyclic
+invocations (infinite latency), so they are not offered there.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..deadline import BudgetSpent
+from ..evaluate import CostModel, evaluate, execution
+from ..graph import Graph
+from ..placement import Placement
+from .base import HeuristicResult, left, stopped
+from .base import run as run_method
+from .fallback import fallback_seconds
+
+PASSES = ("list", "cpop")  # HEFT first: the better of the two on every generated DAG measured (731.0 and 855.7 at 2k)
+PASS_EVALUATIONS = 3  # evaluations' worth of one pass (each op tried on every device, each tensor booked on its
+# route), by fallback_seconds' sizing: HEFT took 0.56 s wall on 2,000 ops and 1.56 s on 5,000 at load 9.4, where
+# that sizing gives one evaluation 0.24 and 0.59 s
+
+
+def applies(cluster: Cluster, model: CostModel) -> bool:
+    """Whether list-scheduling splits are latency-best candidates: devices that run one op at a time, and no
+    contiguity or subgraph limit (Tarnawski's ``q``) that their interleaved splits would break."""
+    return execution(cluster) == "ops" and "contiguous" not in model.require and not model.max_subgraphs
+
+
+def pass_seconds(graph: Graph, cluster: Cluster) -> float:
+    """Wall seconds one pass is estimated to take on ``graph`` here as loaded now (:data:`PASS_EVALUATIONS`)."""
+    return fallback_seconds(graph, cluster, "none", PASS_EVALUATIONS)
+
+
+def passes(graph: Graph, cluster: Cluster, model: CostModel, at: float | None
+           ) -> list[tuple[str, Callable[[], HeuristicResult]]]:
+    """The list-scheduling candidates (:data:`PASSES`) as ``(method, call)`` where they :func:`applies`, none else.
+    A call whose :func:`pass_seconds` do not fit what is left until ``at`` (``time.monotonic()``) raises
+    :class:`~placement_dsl.deadline.BudgetSpent` without running: the cheaper candidates after it keep the time."""
+    if not applies(cluster, model):
+        return []
+
+    def call(method: str) -> HeuristicResult:
+        need, rest = pass_seconds(graph, cluster), left(at)
+        if rest is not None and need > rest:
+            raise BudgetSpent(f"{method}: ~{need:.1f} s estimated for {graph.n} ops, {rest:.1f} s left")
+        return run_method(method, graph, cluster, model=model)
+
+    return [(method, lambda method=method: call(method)) for method in PASSES]
+
+
+def ops_search(graph: Graph, cluster: Cluster, model: CostModel | None, lat: CostModel,
+               begin: list[tuple[str, np.ndarray]], seed: int | None, at: float | None, t0: float) -> HeuristicResult:
+    """The latency local search where the cost model's single-sample referee schedules ops one at a time over the
+    cluster's routes (:func:`~placement_dsl.evaluate.execution` ``"ops"``: a cluster with links whose devices do not
+    run invocations). There the invocation kernel's latency, which moves every tensor through host memory at each
+    device's bandwidth, is not the cost model's; the search is schedule-ls, which scores every move by the referee's
+    list schedule over the routes, from the start the cost model scores best (valid first)."""
+    scored = []  # each start scored while the time left holds a scoring and the search's set-up (the first always:
+    for label, assign, *schedule in begin:  # latency-best passes its best first; six scorings of 2,000 ops took 1 s
+        if scored and at is not None and left(at) < fallback_seconds(graph, cluster, "none", 1 + SCHEDULE_SET_UP):
+            break  # (at load 8); each start with its own schedule where it came with one
+        start = Placement(graph, cluster, np.asarray(assign), source=label, schedule=schedule[0] if schedule else None)
+        scored.append((evaluate(start, lat), label, start))
+    label, start = min(scored, key=lambda s: (not s[0].valid, s[0].objective))[1:]
+    log = [{"start": lab, "latency": float(e.objective)} for e, lab, _ in scored]
+    if at is not None and left(at) < fallback_seconds(graph, cluster, "none", SCHEDULE_SET_UP):  # it would overrun
+        placement = Placement(graph, cluster, start.assign, source="latency-local-search", schedule=start.schedule)
+        ev = evaluate(placement, model or lat)
+        return stopped(HeuristicResult(method="latency-local-search", placement=placement, objective=ev.objective,
+                                       valid=ev.valid, seconds=time.perf_counter() - t0,
+                                       info={"optimizes": "latency", "starts": log, "search": f"none from {label}: "
+                                             "less time left than schedule-ls's set-up"}))
+    found = run_method("schedule-ls", graph, cluster, model=lat, seed=seed, time_limit=left(at), start=start)
+    placement = Placement(graph, cluster, found.placement.assign, source="latency-local-search",
+                          schedule=found.placement.schedule)
+    ev = evaluate(placement, model or lat)
+    result = HeuristicResult(method="latency-local-search", placement=placement, objective=ev.objective,
+                             valid=ev.valid, seconds=time.perf_counter() - t0, evaluations=found.evaluations,
+                             info={"optimizes": "latency", "starts": log, "search": f"schedule-ls from {label}",
+                                   "moves": found.info.get("moves", 0)})
+    return stopped(result) if found.info.get("stopped") else result
+
+
+SCHEDULE_SET_UP = 4  # evaluations' worth of schedule-ls's set-up before it first reads its clock (its state, the
+# start's list schedule and its mirror): with less left, latency-best's search from its best start overran a race's
+# share at load 8 (a 10 s solve of 2,000 ops: its chain split's 2,180.0 found, the race ended before it returned)
