@@ -77,15 +77,17 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     for i in range(max(1, int(restarts))):
         if best is not None and expired(at):
             break
+        # under a V every other restart descends free: the fold of its lowest max-load split may beat the chains
+        free = model.name in FOLDS and i % 2 == 1
         if i == 0 and start_split is not None:
             dev = start_split.copy()
         else:
-            drawn = chain_start(graph, gid, gtime, gmem, cluster.memory, hard, rng) if chain else None
+            drawn = chain_start(graph, gid, gtime, gmem, cluster.memory, hard, rng) if chain and not free else None
             dev = (drawn if drawn is not None else random_start(gtime, gmem, cluster.memory, hard, rng))[gid]
         dev, value, moves = group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
                                         graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
                                         cluster.memory, hard, cluster.transfer_scale, ovf,
-                                        OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at), fw)
+                                        OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at), fw[:0] if free else fw)
         total_moves, done = total_moves + moves, done + 1
         key = (*_verdict(graph, cluster, model, dev), float(value))
         valid_ends += not key[0]
