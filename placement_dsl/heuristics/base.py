@@ -186,13 +186,12 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
         verdict = evaluate(result.placement, model)
         if not verdict.valid and result.info.get("stopped") == STOPPED:  # the fallback's slicing runs kernels too
             result, verdict = _valid_when_stopped(method, result, verdict, model, start)
+    if model.name in FOLDS and not math.isfinite(verdict.objective):
+        result, verdict = _folded(method, result, verdict, model, at)
     check = verdict.objective
-    if model.name in FOLDS and not math.isfinite(check):
-        result, check = _folded(method, result, model, at)
-    else:  # the verdict is the answer's: a caller need not score it again (latency-best's candidates)
-        result = replace(result, valid=verdict.valid)
+    result = replace(result, valid=verdict.valid)  # a caller need not score it again (latency-best's candidates)
     if not verdict.valid:
-        result = _off_pin(method, result)
+        result = _declined(method, _off_pin(method, result), verdict)
     if abs(check - result.objective) > 1e-6 * max(1.0, abs(check)):
         raise AssertionError(f"heuristic {method!r} reported {result.objective} but the cost model says {check}")
     if result.seconds == 0.0:
@@ -258,18 +257,28 @@ def _valid_when_stopped(method: str, result: HeuristicResult, verdict: Any, mode
     return (found, checked) if checked.valid else (result, verdict)
 
 
-def _folded(method: str, result: HeuristicResult, model: CostModel, at: float | None) -> tuple[HeuristicResult, float]:
+def _declined(method: str, result: HeuristicResult, verdict: Any) -> HeuristicResult:
+    """An answer the cost model rejects, said to be none: ``info["declined"]`` names the first violation (a finite
+    objective, e.g. a device's memory overfilled under the ranks' stashes, is no answer either)."""
+    if "declined" in result.info:
+        return result
+    why = next((v.message for v in verdict.violations if v.counts(verdict.model.require)), "invalid")
+    return replace(result, info={**result.info, "declined": f"{method} found no valid split: {why}"})
+
+
+def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel,
+            at: float | None) -> tuple[HeuristicResult, Any]:
     """Under a schedule that folds stages onto ranks (ZBV), an answer the V cannot fold (infinite) made into one that
-    it folds (:func:`.fold_ranks.fold`), which the cost model scores; where none exists the answer is kept, infinite,
-    with ``info["declined"]`` saying why."""
+    it folds (:func:`.fold_ranks.fold`), with the cost model's verdict on it; where none exists the answer is kept,
+    infinite, with ``info["declined"]`` saying why."""
     placement = fold_ranks.fold(result.placement, model, at)
     if placement is None:
         why = (f"{model.name}: no split folds onto the cluster's {result.placement.cluster.size} device(s); the V "
                "needs an even number of stages, at least 2, one device each")
-        return replace(result, info={**result.info, "declined": why}), result.objective
+        return replace(result, info={**result.info, "declined": why}), verdict
     ev = evaluate(placement, model)
     info = {**result.info, "folded": f"{method}'s answer folded onto the V's ranks (it was {result.objective})"}
-    return replace(result, placement=placement, objective=ev.objective, info=info), ev.objective
+    return replace(result, placement=placement, objective=ev.objective, info=info), ev
 
 
 # ---------------------------------------------------------------------------- time limits

@@ -31,6 +31,7 @@ from .jit import njit
 from .kernels import clock, device_tallies
 from .registry import heuristic
 from .segments import stage_load
+from .stage_order import forward_edges, makes_cycle
 
 __getattr__ = moved(__name__, {"level_path": "placement_dsl.heuristics.level_path",
                                 "pipedream_path": "placement_dsl.heuristics.level_path",
@@ -227,10 +228,14 @@ def _better(v0, v1, b0, b1):
 
 @njit(cache=True)
 def group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, pred_idx, succ_ptr, succ_idx,
-                out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline=np.inf):
+                out_bytes, cap, hard, tscale, ovf, overlap, max_moves, deadline, fw):
     """Best single-group move until none improves (max load, then spread), or ``time.monotonic()`` passes
-    ``deadline`` (read before every move)."""
+    ``deadline`` (read before every move). With ``fw`` (each op's forward flag, empty: none) a move that makes the
+    devices' forward edges cyclic while they were not is refused (:func:`.stage_order.makes_cycle`): a schedule of
+    stages needs them in a chain."""
     n = dev.size
+    order = fw.size > 0
+    fe = forward_edges(dev, fw, succ_ptr, succ_idx, cap.size) if order else np.zeros((1, 1), np.int64)
     D = cap.size
     nG = gptr.size - 1
     own = np.arange(D)  # times has one row per device
@@ -269,7 +274,9 @@ def group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, 
                 comp[d] -= gtime[G, d]
                 mem[a] += gmem[G]
                 mem[d] -= gmem[G]
-                if _better(v0, v1, n0, n1):
+                if _better(v0, v1, n0, n1) and not (order and makes_cycle(fe, G, d, a, gid, gptr, gmem_idx, fw,
+                                                                            pred_ptr, pred_idx, succ_ptr, succ_idx,
+                                                                            dev)):
                     best_g, best_d, n0, n1 = G, d, v0, v1
         if best_g < 0:
             break
@@ -281,6 +288,8 @@ def group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, pred_ptr, 
             dev[v] = best_d
         comp, mem, tin, tout = device_tallies(dev, own, times, mem_op, succ_ptr, succ_idx, out_bytes, D)
         b0, b1 = _score(comp, mem, tin, tout, cap, tscale, ovf, overlap)
+        if order:
+            fe = forward_edges(dev, fw, succ_ptr, succ_idx, D)
         moves += 1
     return dev, b0, moves
 

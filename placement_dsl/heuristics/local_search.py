@@ -23,6 +23,7 @@ from .latency import latency_local_search
 from .registry import heuristic
 from .segments import OVERLAP_CODE
 from .slicegraph import slicegraph
+from .stage_order import chain_start, needs_chain
 
 SEED_SHARE = 1 / 3  # of the time limit, SliceGraph's for the seeded start (its DP stopped: the balanced slicing)
 
@@ -42,6 +43,9 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     first, then by objective; ``info["kept_start"]`` when the start stands), so a max-load optimum the model's
     schedule cannot run (a stage cycle under interleaved 1F1B, ZB-H1 or GPipe's fill and drain) never displaces a
     valid start; under ZBV the lowest max-load split is also tried folded onto the V's ranks (``info["folded"]``).
+    Where the schedule runs the stages in a chain (:func:`.stage_order.needs_chain`) the random restarts start from
+    a random chain of the groups (:func:`.stage_order.chain_start`) and the descent refuses a move that closes a cycle
+    among the devices' forward edges; ``info["valid_ends"]`` counts the descents' ends the cost model accepts.
     Under a latency model (where a max-load optimum from a random
     start is usually non-contiguous and slow) it is the latency local search instead:
     :func:`.latency.latency_local_search`, with ``restarts`` kicks. Past ``time_limit`` seconds
@@ -59,7 +63,9 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     hard = ml.memory is MemoryMode.HARD
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
     rng = np.random.default_rng(seed)
-    total_moves, done = 0, 0
+    total_moves, done, valid_ends = 0, 0, 0
+    chain = needs_chain(model)  # the schedule runs stages in a chain: descents keep the devices' forward edges acyclic
+    fw = ~graph.backward if chain else np.zeros(0, dtype=bool)
     start_split = seed_split(graph, cluster, model, at) if seeded else None
     # the descents minimize max-load; the cost model judges what they reach (a max-load optimum may be a split the
     # model's schedule cannot run, e.g. a stage cycle under interleaved 1F1B), so the valid start is a candidate too
@@ -71,16 +77,20 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     for i in range(max(1, int(restarts))):
         if best is not None and expired(at):
             break
+        # under a V every other restart descends free: the fold of its lowest max-load split may beat the chains
+        free = model.name in FOLDS and i % 2 == 1
         if i == 0 and start_split is not None:
             dev = start_split.copy()
         else:
-            dev = random_start(gtime, gmem, cluster.memory, hard, rng)[gid]
+            drawn = chain_start(graph, gid, gtime, gmem, cluster.memory, hard, rng) if chain and not free else None
+            dev = (drawn if drawn is not None else random_start(gtime, gmem, cluster.memory, hard, rng))[gid]
         dev, value, moves = group_moves(dev, gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr,
                                         graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.out_bytes,
                                         cluster.memory, hard, cluster.transfer_scale, ovf,
-                                        OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at))
+                                        OVERLAP_CODE[ml.overlap], max_moves, kernel_deadline(at), fw[:0] if free else fw)
         total_moves, done = total_moves + moves, done + 1
         key = (*_verdict(graph, cluster, model, dev), float(value))
+        valid_ends += not key[0]
         if best is None or key < best[0]:
             best = (key, dev.copy(), {"max_load": float(value)})
         if lowest is None or value < lowest[0]:
@@ -94,7 +104,7 @@ def local_search(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
                 best = (key, folded.assign.copy(), {"max_load": lowest[0], "folded": (
                     "local-search's lowest max-load split folded onto the V's ranks (it was inf)")})
     result = scored_result("local-search", graph, cluster, model, best[1], start, evaluations=done,
-                           moves=total_moves, **best[2])
+                           moves=total_moves, valid_ends=valid_ends, **best[2])
     return stopped(result) if expired(at) else result
 
 

@@ -150,7 +150,7 @@ def polish(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, se
     ovf = np.where((ml.memory is MemoryMode.OVERFLOW) & ~cluster.host, 1.0 / cluster.bandwidth, 0.0)
     args = (gid, gptr, gmem_idx, gtime, gmem, times, mem_op, graph.pred_ptr, graph.pred_idx, graph.succ_ptr,
             graph.succ_idx, graph.out_bytes, cluster.memory, hard, cluster.transfer_scale, ovf,
-            OVERLAP_CODE[ml.overlap], 100_000, kernel_deadline(at))
+            OVERLAP_CODE[ml.overlap], 100_000, kernel_deadline(at), np.zeros(0, dtype=bool))
     first = np.asarray(start.assign, dtype=np.int64).copy()
     structured = bool(ml.require & STRUCTURE)
     rejected = 0
