@@ -5,16 +5,17 @@ generated DAG of 2,000 ops with links, latency-best answered 2,180.0 (the chain 
 (HEFT's schedule, its start)."""
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 import pytest
 
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel, evaluate, execution
-from placement_dsl.graph import Graph, Op
+from placement_dsl.graph import Graph
 from placement_dsl.heuristics import latency_passes, run
 from placement_dsl.heuristics.latency_passes import applies
+
+from ..solve.sheets import recent_dag
 
 LATENCY = CostModel.named("latency")
 
@@ -30,16 +31,7 @@ def _linked(accelerators: int = 4) -> Cluster:
 
 
 def _layered(seed: int, n: int = 150) -> Graph:
-    """A random DAG whose ops read one to three of the twelve ops before them (wide: many ops ready at once)."""
-    rng = random.Random(seed)
-    ops, edges = [], []
-    for i in range(n):
-        w = round(rng.uniform(0.1, 3.0), 3)
-        ops.append(Op(name=f"v{i}", work={"accelerator": w, "cpu": round(w * rng.uniform(3, 10), 3)},
-                      param_bytes=rng.uniform(1.0, 50.0), out_bytes=rng.uniform(0.1, 4.0)))
-        if i:
-            edges += [(f"v{j}", f"v{i}") for j in rng.sample(range(max(0, i - 12), i), k=min(i, rng.randint(1, 3)))]
-    return Graph(ops, edges, name=f"layered{seed}")
+    return recent_dag(n, seed, "v", (1.0, 50.0), (0.1, 4.0), f"layered{seed}")
 
 
 @pytest.mark.parametrize("seed", [0, 1])

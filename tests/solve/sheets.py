@@ -1,8 +1,28 @@
 """Layered DAGs for generated MOIRAI sheets in the solve tests (:func:`placement_dsl.testing.moirai_sheet` writes
-them out): layers of up to ``width`` tasks side by side, each task fed by one to three of the layer before."""
+them out): layers of up to ``width`` tasks side by side, each task fed by one to three of the layer before; and
+random DAGs of ops for the latency tests on linked clusters (:func:`recent_dag`)."""
 from __future__ import annotations
 
 import random
+
+from placement_dsl.graph import Graph, Op
+
+
+def recent_dag(n: int, seed: int, prefix: str, param: tuple[float, float], out: tuple[float, float],
+               name: str) -> Graph:
+    """A random DAG of ``n`` ops ``prefix0..``: each reads one to three of the twelve ops before it (wide: many ops
+    ready at once), its accelerator time 0.1-3, its CPU time 3-10 times that, parameter and output bytes drawn from
+    the ranges ``param`` and ``out``."""
+    rng = random.Random(seed)
+    ops, edges = [], []
+    for i in range(n):
+        w = round(rng.uniform(0.1, 3.0), 3)
+        ops.append(Op(name=f"{prefix}{i}", work={"accelerator": w, "cpu": round(w * rng.uniform(3, 10), 3)},
+                      param_bytes=rng.uniform(*param), out_bytes=rng.uniform(*out)))
+        if i:
+            edges += [(f"{prefix}{j}", f"{prefix}{i}")
+                      for j in rng.sample(range(max(0, i - 12), i), k=min(i, rng.randint(1, 3)))]
+    return Graph(ops, edges, name=name)
 
 
 def layered(rng: random.Random, tasks: int, width: int, back: float | None = None) -> tuple[list[list[int]], dict[int, set[int]]]:

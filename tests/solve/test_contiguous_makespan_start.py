@@ -7,27 +7,19 @@ nor used to improve the start (a generated DAG of 2,000 ops: 2798.16 or 5715.96 
 """
 from __future__ import annotations
 
-import random
-
-from placement_dsl import Cluster, Device, Graph, Link, Op, Route, Workload, starts
+from placement_dsl import Cluster, Device, Link, Route, Workload, starts
 from placement_dsl.deadline import Deadline
 from placement_dsl.heuristics.base import TimeLimitReached
 from placement_dsl.presets import problem_for_method
 from placement_dsl.starts import PASSES, auto_methods, goal, improving, leads, race, resolve
 
+from .sheets import recent_dag
+
 
 def _workload(n: int = 60, seed: int = 1) -> Workload:
     """A random layered DAG on four accelerators of different speeds joined by links, and a host CPU."""
-    rng = random.Random(seed)
-    ops, edges = [], []
-    for i in range(n):
-        a = round(rng.uniform(0.1, 3), 3)
-        ops.append(Op(name=f"op{i}", work={"accelerator": a, "cpu": round(a * rng.uniform(3, 10), 3)},
-                      param_bytes=rng.uniform(1e6, 5e7), out_bytes=rng.uniform(1e5, 4e6)))
-        if i:
-            for j in rng.sample(range(max(0, i - 12), i), k=min(i - max(0, i - 12), rng.randint(1, 3))):
-                edges.append((f"op{j}", f"op{i}"))
-    memory = sum(o.param_bytes for o in ops) / 3.0
+    graph = recent_dag(n, seed, "op", (1e6, 5e7), (1e5, 4e6), f"rand{n}")
+    memory = sum(o.param_bytes for o in graph.ops) / 3.0
     devices = [Device(name=f"gpu{k}", memory=memory, speed=s, bandwidth=8e6) for k, s in enumerate((1, 1.5, 0.7, 1.2))]
     links = []
     for a, b, bw in (("gpu0", "gpu1", 8e6), ("gpu1", "gpu2", 4e6), ("gpu2", "gpu3", 8e6), ("gpu0", "host", 1e6)):
@@ -36,8 +28,7 @@ def _workload(n: int = 60, seed: int = 1) -> Workload:
     routes = [Route(src=order[i], dst=order[j], path=tuple(order[i:j + 1])) for i in range(5) for j in range(i + 2, 5)]
     routes += [Route(src=order[j], dst=order[i], path=tuple(reversed(order[i:j + 1])))
                for i in range(5) for j in range(i + 2, 5)]
-    return Workload(Graph(ops, edges, name=f"rand{n}"), Cluster([*devices, Device(name="host", kind="cpu")], links,
-                                                              routes))
+    return Workload(graph, Cluster([*devices, Device(name="host", kind="cpu")], links, routes))
 
 
 def test_contiguous_makespan_races_and_continues_the_latency_search():
