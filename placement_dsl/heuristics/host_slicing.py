@@ -37,7 +37,7 @@ from .base import TimeLimitReached
 from .contract import Contraction
 from .ideal_lattice import DeviceClass, dfs_order
 from .ideal_solve import RESOLUTION, Solution, Stopped, capacity_bound, descending_search
-from .jit import njit
+from .jit import njit, restartable
 from .kernels import clock
 from .segments import advance, stage_load, stage_params
 
@@ -174,6 +174,9 @@ def feasible_split(order, pred_ptr, pred_idx, outdeg, out_bytes, mem_op, acc_t, 
         j = i
     return 1, starts[:count][::-1].copy(), ends[:count][::-1].copy(), kinds[:count][::-1].copy(), \
         loads[:count][::-1].copy()
+
+
+restartable(feasible_split)  # it writes none of its arguments: a probe in Python gives way to its compiled code
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ideal_enumeration import ONE, bit_index
-from .jit import njit
+from .jit import njit, restartable
 
 
 # ---------------------------------------------------------------------------- tensor boundaries
@@ -101,6 +101,9 @@ def boundaries(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
             else:
                 tin[i] += tcost[t]
     return tin, tout, ptr, idx
+
+
+restartable(boundaries)  # it writes none of its arguments
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 
-from .jit import njit, python_version
+from .jit import njit, python_version, restartable
 from .kernels import clock
 
 INF = np.inf
@@ -169,6 +169,9 @@ def _enumerate_ideals_python(pred_ptr, pred_idx, W, limit, deadline):
     return words, np.array(child, np.int64), np.array(parent, np.int64), status
 
 
+restartable(enumerate_ideals)  # it writes none of its arguments: run in Python, it gives way to its compiled code
+
+
 @njit(cache=True)
 def widest_level(pred_ptr, pred_idx):
     """Most nodes of one longest-path depth, of a DAG whose nodes are numbered topologically.
@@ -302,6 +305,9 @@ def _ideal_sums_numpy(ideals, values):
         if inside.any():
             out[inside] += values[v]
     return out
+
+
+restartable(ideal_sums)  # it writes none of its arguments
 
 
 DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)

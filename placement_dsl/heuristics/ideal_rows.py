@@ -27,6 +27,11 @@ ROUNDS = (8, 64)  # a feasibility run prices each ideal's nearest sub-ideals in 
 PRICE_FIRST = 8  # ... each ideal's this many nearest priced for every ideal at once before the run (BERT-L3: 0.15 s, 0.16 at 64)
 PRICE_CHUNK = 1 << 19  # pairs priced at once (their temporaries: about 100 bytes each)
 BLOCK = 1 << 22  # candidate (I, J) cells tested at once while finding the pairs
+DENSE_CELLS = 1 << 25
+"""Most ideals x (tensors + nodes) for :func:`boundaries_numpy`'s whole-array steps (their temporaries take 10-30
+bytes a cell, and a numpy step is not stopped by a deadline's timer): beyond, the kernel's own walk runs in Python,
+its work the output and the tensors at each added node. cnn-20000 beside a CPU, 21,121 ideals of 19,968 nodes, with
+the DP's kernels run in Python on a cache still cold for this one: 15.6 GB and 88 s on a 60 s limit."""
 
 
 def bits(ideals: np.ndarray) -> np.ndarray:
@@ -47,8 +52,11 @@ def tensor_counts(member: np.ndarray, tmask: np.ndarray) -> np.ndarray:
 @python_version(boundaries)
 def boundaries_numpy(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi):
     """:func:`.ideal_boundaries.boundaries` in Python: every ideal's split tensors at once; ``in`` and ``out``
-    summed in ascending tensor order as the kernel adds them, so the same to the bit."""
+    summed in ascending tensor order as the kernel adds them, so the same to the bit. Above :data:`DENSE_CELLS`, the
+    kernel's walk itself."""
     N = ideals.shape[0]
+    if N * (tmask.shape[0] + ideals.shape[1] * 64) > DENSE_CELLS:
+        return boundaries.py_func(ideals, sub_ptr, sub_idx, tmask, towner, tcost, tlo, thi)
     member = bits(ideals)
     counts = tensor_counts(member, tmask)
     size = np.bitwise_count(tmask).sum(axis=1) if tmask.shape[0] else np.zeros(0, np.int64)

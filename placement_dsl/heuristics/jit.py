@@ -62,6 +62,10 @@ BY_WORK_OPS = 2_000
 # seconds past a call's deadline that a kernel run in Python because numba's cache was cold may still take (a
 # method's best-so-far or fallback, built after its deadline, runs kernels too); then it is stopped
 PYTHON_GRACE = 2.0
+# seconds between looks at numba's cache while a kernel runs in Python because it was cold: the background compile
+# of feasible_split (host slicing) took 5-10 s, while one probe of it in Python on cnn-20000 beside a CPU took more
+# than 30 s, so a call kept in Python to its end returned the greedy fallback where the compiled DP proves the optimum
+WARM_POLL = 1.0
 
 _KERNELS: list[Kernel] = []
 _PACKAGE = __name__.split(".")[0]
@@ -97,6 +101,7 @@ class Kernel:
         self._numba_compile: Callable[..., Any] | None = None  # the dispatcher's own compile (compile_all())
         self._uncached: set[tuple[Any, ...]] = set()  # argument types found neither compiled nor in numba's cache
         self.in_python: Callable[..., Any] = fn  # what runs in Python (:meth:`python`: a numpy version)
+        self.restartable = False  # writes none of its arguments: a run in Python may be dropped and run compiled
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__module__ = fn.__module__
@@ -106,6 +111,8 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         if self.dispatcher is not None:
             return self.dispatcher(*args)
+        if kernel_cache.Limited.cold and not _State.interpreted and warmed(self):
+            return self(*args)
         if _State.interpreted or kernel_cache.Limited.cold:
             return self.run_python(*args)
         if kernel_cache.Limited.methods and cold_start(self):
@@ -124,10 +131,15 @@ class Kernel:
             kernel_cache.want(self, args)
         _RUNNING.inside = True
         try:
-            with np.errstate(over="ignore"), _stopped_at(kernel_cache.Limited.at if cold else math.inf, self):
+            with np.errstate(over="ignore"), _stopped_at(kernel_cache.Limited.at if cold else math.inf, self,
+                                                         lambda: self.cached_for(args)):
                 return self.in_python(*args)  # numba's integers wrap silently (the bitsets' hashes rely on it)
+        except _Warmed:  # the background compile cached it meanwhile: kernels are compiled from here on
+            _leave_cold()
+            self._uncached.clear()  # numba's dispatch looks at its cache again (_compile_or_python)
         finally:
             _RUNNING.inside = False
+        return self(*args)
 
     def _compile_or_python(self, *args: Any, **kws: Any) -> Any:
         """numba's dispatcher meets argument types it has no code for and asks what to call: inside a call with a
@@ -148,6 +160,13 @@ class Kernel:
                 kernel_cache.compile_in_background()
             return self.run_python  # numba calls what this returns with the arguments (its compiled entry point)
         return self._numba_compile(*args, **kws)
+
+    def cached_for(self, args: tuple[Any, ...]) -> bool:
+        """Whether numba's on-disk cache now holds the kernel's code: before numba is loaded, for any argument
+        types (:func:`.kernel_cache.cached`); after, for those of ``args``."""
+        if self.dispatcher is None:
+            return kernel_cache.cached(self)
+        return self._in_cache(tuple(self.dispatcher.typeof_pyval(a) for a in args))
 
     def _in_cache(self, sig: tuple[Any, ...]) -> bool:
         """Whether numba's on-disk cache holds the dispatcher's code for argument types ``sig`` (``True`` when
@@ -200,11 +219,13 @@ def python_version(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 @contextlib.contextmanager
-def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
+def _stopped_at(at: float, kernel: Kernel, ready: Callable[[], bool]) -> Iterator[None]:
     """Within the block, :class:`~.base.ColdKernels` (a :class:`~.base.TimeLimitReached`) is raised once
     ``time.monotonic()`` passes ``at`` plus :data:`PYTHON_GRACE` (what a method does past its deadline: its
     fallback's kernels). A timer signal, so that a Python loop reading no clock is stopped too: on the main thread
-    only, and only where nothing else uses the timer."""
+    only, and only where nothing else uses the timer. For a :attr:`Kernel.restartable` kernel the timer also rings
+    every :data:`WARM_POLL` seconds and raises :class:`_Warmed` once ``ready()`` (the background compile has cached
+    the kernel)."""
     if not math.isfinite(at) or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -218,16 +239,65 @@ def _stopped_at(at: float, kernel: Kernel) -> Iterator[None]:
         yield  # the timer is someone else's
         return
 
+    poll = kernel.restartable
+
     def ring(signum: int, frame: Any) -> None:
-        raise ColdKernels(message)
+        remaining = at + PYTHON_GRACE - time.monotonic()
+        if remaining <= 0:
+            raise ColdKernels(message)
+        if poll and ready():
+            raise _Warmed
+        signal.setitimer(signal.ITIMER_REAL, min(remaining, WARM_POLL))
 
     signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, left)
+    signal.setitimer(signal.ITIMER_REAL, min(left, WARM_POLL) if poll else left)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+class _Warmed(Exception):  # not an error: a kernel run in Python is dropped for its compiled code
+    """Raised inside a :attr:`Kernel.restartable` kernel run in Python once :func:`warmed` switched to compiled
+    kernels; :meth:`Kernel.run_python` runs it again, compiled."""
+
+
+class _Poll:
+    last: float = -math.inf  # when warmed() last looked at numba's cache (time.monotonic())
+
+
+def warmed(kernel: Kernel) -> bool:
+    """Inside a call whose kernels run in Python because their cache was cold (:func:`cold_start`): whether
+    ``kernel`` has since been cached (by the background compile) — then the call's kernels are compiled (loaded)
+    from here on, those not cached yet running in Python where numba meets them (:meth:`Kernel._compile_or_python`).
+    Looks at the cache at most every :data:`WARM_POLL` seconds (a ``stat`` and a small read)."""
+    if _State.compiled or not kernel_cache.Limited.cold:
+        return False
+    now = time.monotonic()
+    if now - _Poll.last < WARM_POLL:
+        return False
+    _Poll.last = now
+    if not kernel_cache.cached(kernel):
+        return False
+    _leave_cold()
+    return True
+
+
+def _leave_cold() -> None:
+    """The call's kernels are compiled (loaded from numba's cache) from here on."""
+    kernel_cache.Limited.cold = False
+    compile_all()
+
+
+def restartable(kernel: Any) -> Any:
+    """Mark ``kernel`` as writing none of its arguments (it returns what it computes): run in Python because its
+    cache was cold, it is dropped and run again compiled as soon as the background compile has cached it
+    (:func:`warmed`, looked at by the deadline's timer every :data:`WARM_POLL` seconds), rather than run to its end
+    in Python. Returns ``kernel``."""
+    if isinstance(kernel, Kernel):
+        kernel.restartable = True
+    return kernel
 
 
 def _dispatch(kernel: Kernel, numba: Any) -> None:

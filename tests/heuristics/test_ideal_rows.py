@@ -144,3 +144,28 @@ def test_the_lookup_in_python_is_the_kernel_s(graph, picks):
     rows = np.array([ideals[p % len(ideals)] for p in picks] + [~ideals[0]],
                     dtype=np.uint64).reshape(-1, ideals.shape[1])
     np.testing.assert_array_equal(lookup_dict(ideals, rows), K.lookup(ideals, rows))
+
+
+def test_the_boundaries_in_python_of_a_wide_lattice_walk_it_rather_than_fill_dense_tables():
+    """21,121 ideals of 19,968 nodes (cnn-20000 beside a CPU) took 15.6 GB and 88 s of a 60 s limit in the whole-array
+    version, its numpy steps out of reach of the deadline's timer: past ideal_rows.DENSE_CELLS cells the kernel's own
+    walk runs, its memory the output's. A 6,000-op chain: the dense tables would take hundreds of MB."""
+    import tracemalloc
+
+    n = 6_000
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(n)],
+              [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    su = setup(g, Cluster.stages(2), CostModel(), False, True)
+    sw = Sweeps(ideal_lattice(su.con, 100_000), su.classes, CostModel(), False)
+    lat = sw.lat
+    tracemalloc.start()
+    try:
+        ours = boundaries_numpy(lat.ideals, lat.sub_ptr, lat.sub_idx, *sw.io[4:])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MB"
+    theirs = K.boundaries(lat.ideals, lat.sub_ptr, lat.sub_idx, *sw.io[4:])
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)

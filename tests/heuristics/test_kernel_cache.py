@@ -240,3 +240,46 @@ def test_the_work_balanced_slicing_of_a_short_call_runs_python_kernels_whatever_
             "p = spread_split(g, Cluster.accelerators(2), CostModel(), 30.0, python=True)\n"
             "import sys\nprint(p.source, jit.is_compiled(), 'numba' in sys.modules)\n")
     assert _printed(code, tmp_path, policy="compile") == ["balanced", "False", "False"]
+
+
+
+SPIN = '''from placement_dsl.heuristics import jit
+
+
+@jit.njit(cache=True)
+def spin(n):
+    total = 0
+    for i in range(n):
+        total += i % 7
+    return total
+
+
+jit.restartable(spin)
+'''
+
+
+def test_a_restartable_kernel_in_python_gives_way_to_its_compiled_code_once_the_cache_has_it(tmp_path):
+    """A call with a limit that found the cache cold ran its kernels in Python to its end, even after the background
+    compile had cached them in seconds: one probe of the host slicing in Python outlasted the DP's share on
+    cnn-20000 beside a CPU (33 s of a 60 s limit, the greedy fallback, where compiled the DP proves the optimum). A
+    kernel marked restartable (it writes none of its arguments) is dropped for its compiled code once it is cached.
+    Here the cache is filled by another process while the call runs the kernel in Python."""
+    (tmp_path / "spinmod.py").write_text(SPIN)
+    env = _env(tmp_path / "cache", "compile")
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    n = 1_000_000_000  # a minute or more in Python, a second compiled
+    cold = ("import time\nimport spinmod\nfrom placement_dsl.heuristics import jit, kernel_cache\n"
+            "kernel_cache.compile_in_background = lambda: False\nt0 = time.monotonic()\n"
+            "with kernel_cache.limited('spin', 300.0):\n"
+            f"    value = spinmod.spin({n})\n"
+            "print(value, jit.is_compiled(), time.monotonic() - t0)\n")
+    warm = "import time\ntime.sleep(2.0)\nimport spinmod\nprint(spinmod.spin(10))\n"
+    compiling = subprocess.Popen([sys.executable, "-c", warm], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    out = subprocess.run([sys.executable, "-c", cold], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**env, kernel_cache.ENV: "background"}, check=False)
+    assert compiling.communicate(timeout=300)[0].split() == ["24"]
+    assert out.returncode == 0, out.stdout + out.stderr
+    value, compiled, wall = out.stdout.split()
+    assert int(value) == n // 7 * 21 + sum(range(n % 7))
+    assert compiled == "True"
+    assert float(wall) < 20.0, f"the kernel ran {float(wall):.0f} s: it stayed in Python"
