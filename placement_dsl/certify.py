@@ -58,26 +58,24 @@ level              bound                                               class
                    bound
 =================  ==================================================  ==============================
 
-Both single-sample objectives also take ``route-path`` (the longest path at the fastest allowed
-times, each edge paying the cheapest transfer between the devices its ends could run on: the
-latency model's write and read, the makespan's route) and ``device-work`` (the serial devices'
-work between the ops' heads and tails, an energy bound; the latency model's hosts run any number
-of ops at once), and ``segment-path`` (the cheapest cut of the heaviest paths into runs that fit one device's
-memory, each run paying its boundary transfers), all over all placements (:mod:`.bounds.latency`,
-:mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``split-heads``
+Both single-sample objectives also take ``route-path`` (the longest path at the fastest allowed times, each edge
+paying the cheapest transfer between the devices its ends could run on: the latency model's write and read, the
+makespan's route) and ``device-work`` (the serial devices' work between the ops' heads and tails, an energy bound;
+the latency model's hosts run any number of ops at once), and ``segment-path`` (the cheapest cut of the heaviest
+paths into runs that fit one device's memory, each run paying its boundary transfers), all over all placements
+(:mod:`.bounds.latency`, :mod:`.bounds.makespan`, :mod:`.bounds.memory_path`); where devices run one op at a time, also ``split-heads``
 (each op's start on each device: the least split of its nearby ancestors into those run there one at a time and
 those whose tensors move there, and the device work between those heads and tails, :mod:`.bounds.split_heads`) and
 ``cut-segments`` (between two ops comparable with all others, each device that joins pays a transfer in and out,
 :mod:`.bounds.segments`); a makespan also takes ``window-schedules`` (the whole of a small graph and windows around
 its most critical ops, each scheduled by CP-SAT with the split heads as releases and the split tails after them,
-:mod:`.bounds.windows`) and ``lifted-heads`` (the split heads carried along the topological order, each anchor's
-nearest ancestors scheduled by CP-SAT from their heads and the proven least makespan the floor of the heads after it,
-:mod:`.bounds.head_lift`). The single-sample objective (``Latency`` or its alias ``Makespan``) takes the latency
-levels where the cluster's accelerators run invocations (Tarnawski's restriction) and the schedule levels where
-its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`): ``schedule-lp`` (the LP of
-the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started from the
-best of list scheduling, CPOP, the best single device and the schedule local search: its dual
-bound), over the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
+:mod:`.bounds.windows`) and ``lifted-heads`` (each anchor's nearest ancestors scheduled by CP-SAT from their heads:
+the floor of the heads after it, :mod:`.bounds.head_lift`). The single-sample objective (``Latency`` or its alias
+``Makespan``) takes the latency levels where the cluster's accelerators run invocations (Tarnawski's restriction)
+and the schedule levels where its devices run one op at a time (MOIRAI §III, :func:`~placement_dsl.evaluate.execution`):
+``schedule-lp`` (the LP of the schedule MILP, big-Ms from the best makespan) and ``schedule`` (the MILP warm-started
+from the best of list scheduling, CPOP, the best single device and the schedule local search: its dual bound), over
+the problem's class. ``certify(formulation=...)`` puts a formulation of one's own
 (e.g. derived from ``latency`` or ``schedule``) in the LP and MIP levels' place.
 
 Replicated stages (a ``Replicate(R)`` term, Tarnawski App. C.2) widen every class: ``simple``
@@ -503,8 +501,8 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             share = min(share, max(left - min(MODEL_MARGIN, MARGIN_SHARE * left), 0.0))
         t, run.label, run.own = time.perf_counter(), "", False
         try:
-            if level.too_large(run, share):
-                raise BudgetSpent(level.too_large(run, share))
+            if large := level.too_large(run, share):
+                raise BudgetSpent(large)
             bound, status, note, scope = level.run(run, share)
         except SpecError as err:  # the level's formulation does not apply to this problem (found while building)
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope

@@ -456,10 +456,9 @@ def dp(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed: 
     max_ideals
         Give up (``SpecError``) beyond this many ideals.
     incumbent
-        Start from the DPL split (beside hosts, :mod:`.host_slicing`'s probes): feasibility runs below its
-        max-load (same optimum, far fewer pairs; one run when the DPL split is optimal). From
-        ``BRKGA_INCUMBENT_IDEALS`` ideals on, BRKGA's split (seed 0) is a second candidate when it is one of the DP's splits, and the
-        better of the two starts the search (``info["brkga"]``: its objective).
+        Start from the DPL split (beside hosts, :mod:`.host_slicing`'s probes): feasibility runs below its max-load
+        (same optimum, far fewer pairs; one run when the DPL split is optimal). From ``BRKGA_INCUMBENT_IDEALS`` ideals
+        on, BRKGA's split (seed 0) is a second candidate when one of the DP's splits, the better starting (``info["brkga"]``).
     merge_zero_cost
         App. B's merging of zero-cost leaves (off: more ideals, same optimum).
     time_limit
@@ -570,12 +569,9 @@ def dpl(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed:
 
 
 def _beside_hosts(su: _Setup) -> bool:
-    """One class of accelerators beside one class of hosts, no replicas, past :data:`DPL_SWEEP_NODES` supernodes:
-    DPL is :mod:`.host_slicing`'s probes. Below, the sweep over the prefixes is cheap and backtracks the split of
-    Tarnawski et al.'s own DP among the tied optima (its latency is Table 4's: bert3's 415.90, where the probes'
-    split of the same max load reads 414.43)."""
-    return not su.replication and su.con.n_nodes > DPL_SWEEP_NODES and host_slicing.applies(su.graph, su.cluster,
-                                                                                              su.model)
+    """Accelerators beside hosts, no replicas, past :data:`DPL_SWEEP_NODES` supernodes: DPL by :mod:`.host_slicing`'s
+    probes (below, the cheap sweep backtracks Tarnawski et al.'s own split among tied optima: Table 4's bert3 415.90)."""
+    return not su.replication and su.con.n_nodes > DPL_SWEEP_NODES and host_slicing.applies(su.graph, su.cluster, su.model)
 
 
 def _dpl_slicing(su: _Setup, start: float, at: float | None) -> HeuristicResult | None:
