@@ -213,8 +213,11 @@ def test_every_path_checks_the_problems_own_constraints():
     problem = Problem(base.source_graph, base.cluster, base.objective, [*base.constraints, Pin("a", "cpu0")])
     best, _ = testing.brute_force(problem)
     assert best == pytest.approx(10.0)
+    unpinned = testing.brute_force(base)[1]  # the DP now honours the pin: a start that breaks it is the unpinned optimum
+    start = {op.name: base.cluster.names[int(d)] for op, d in zip(base.graph.ops, unpinned.assign, strict=True)}
+    assert start["a"] != "cpu0"
     for formulation in ("chain", "throughput"):
-        result = solve(problem, formulation=formulation, warm_start="dp", gap=0.01, time_limit=20)
+        result = solve(problem, formulation=formulation, warm_start=start, gap=0.01, time_limit=20)
         assert problem.is_valid(result.placement), problem.violations(result.placement)
         assert result.objective == pytest.approx(best) and result.bound <= best + 1e-9
         assert result.start_accepted is False and "pinned to 'cpu0'" in result.message
