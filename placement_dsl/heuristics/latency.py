@@ -501,7 +501,7 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
     if not ranked:  # stopped before any candidate was scored: the O(n + m) splits that fit what is left, else
         try:  # the one device that holds the graph, by the closed form (no split could be built and scored in time)
             return fallback("latency-best", graph, cluster, model or lat, "its first candidate", t0, None if at is None
-                            else Deadline(max(left(at) - answer_seconds(graph, cluster, 0), 0.0)))
+                            else Deadline(max(left(at) - checks_seconds(graph, cluster, 0), 0.0)))
         except BudgetSpent:
             found = one_device_closed_form("latency-best", graph, cluster, "its first candidate", t0)
             if found is None:
@@ -523,18 +523,18 @@ def latency_best(graph: Graph, cluster: Cluster, *, model: CostModel | None = No
 CHECKS = 2  # evaluations of latency-best's answer after it returns: the registry's re-check and the caller's scoring
 
 
-def answer_seconds(graph: Graph, cluster: Cluster, more: int) -> float:
+def checks_seconds(graph: Graph, cluster: Cluster, more: int) -> float:
     """Seconds the :data:`CHECKS` evaluations of the answer, and ``more``, take on this machine as loaded now."""
     return fallback_seconds(graph, cluster, "none", CHECKS + more)
 
 
 def _clocked(graph: Graph, cluster: Cluster, lat: CostModel, dp_max_ideals: int, seed: int | None,
              search: dict[str, Any], at: float, scored: bool) -> list[dict[str, Any]]:
-    """The candidates :func:`_searches` scored by ``at`` less the answer's checks (:func:`answer_seconds`; one more
+    """The candidates :func:`_searches` scored by ``at`` less the answer's checks (:func:`checks_seconds`; one more
     where the caller's model is not ``lat``): they run in a forked child stopped by force then
     (:func:`~placement_dsl.deadline.stream_within`), so that neither a candidate that checks no clock (greedy: 15-19
     s on a 15,000-task MOIRAI sheet of 47,584 ops at load 6-8) nor the scoring of one holds the call past it."""
-    until = Deadline(max(left(at) - answer_seconds(graph, cluster, 0 if scored else 1), 0.0))
+    until = Deadline(max(left(at) - checks_seconds(graph, cluster, 0 if scored else 1), 0.0))
     return list(stream_within(until, _searches, graph, cluster, lat, dp_max_ideals, seed, search, until.at))
 
 
