@@ -314,15 +314,23 @@ def ping_pong(sizes: Sequence[int] = (4, 1 << 16, 1 << 18, 1 << 20, 1 << 22), re
     if repeat < 1 or len(set(sizes)) < 2 or min(sizes) < 1 or clock not in ("wall", "cpu"):
         raise SpecError(f"ping_pong: needs repeat >= 1 ({repeat}), two sizes >= 1 byte or more ({list(sizes)}) and "
                         f"clock 'wall' or 'cpu' ({clock!r})")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = str(Path(tmp, "link.json"))
-        torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat, out, clock), nprocs=2,
-                                              join=True, start_method="fork")
-        rows = json.loads(Path(out).read_text())
-    return fit_link(rows, grows=clock == "wall")
+    for attempt in range(PING_PONG_TRIES):  # a wall-clock line bent by other work is measured again, more times
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = str(Path(tmp, "link.json"))
+            torch.multiprocessing.start_processes(_ping_pong_rank, args=(port, list(sizes), repeat << attempt, out,
+                                                                         clock), nprocs=2, join=True, start_method="fork")
+            rows = json.loads(Path(out).read_text())
+        try:
+            return fit_link(rows, grows=clock == "wall")
+        except SpecError:
+            if attempt == PING_PONG_TRIES - 1:
+                raise
+
+
+PING_PONG_TRIES = 3  # tries (each doubling the round trips) before a line not growing is an error (under load: -7e-10)
 
 
 # ---------------------------------------------------------------------------- a pipeline run's costs

@@ -193,6 +193,28 @@ def test_ping_pong_measures_the_gloo_link():
         profile.ping_pong((8,), repeat=3)
 
 
+def test_a_link_line_bent_by_load_is_measured_again_with_more_round_trips(monkeypatch):
+    """Under load a small message's fastest round trip once outlasted a 4 MB one's (slope -7e-10 ms per byte) and the
+    run_pipeline example stopped; the link is measured again, each time keeping the fastest of twice the trips."""
+    torch = pytest.importorskip("torch")
+    lines = [[[4, 0.5], [1 << 22, 0.4]], [[4, 0.3], [1 << 22, 0.2]], [[4, 0.05], [1 << 22, 0.9]]]
+    repeats = []
+
+    def measured(fn, args, nprocs, join, start_method):
+        _, _, repeat, out, _ = args
+        repeats.append(repeat)
+        Path(out).write_text(json.dumps(lines[len(repeats) - 1]))
+
+    monkeypatch.setattr(torch.multiprocessing, "start_processes", measured)
+    t = profile.ping_pong((4, 1 << 22), repeat=5)
+    assert repeats == [5, 10, 20] and t.bandwidth < float("inf") and t.samples[-1] == (1 << 22, 0.9)
+    repeats.clear()
+    lines[2] = lines[0]
+    with pytest.raises(SpecError, match="does not grow"):
+        profile.ping_pong((4, 1 << 22), repeat=5)
+    assert repeats == [5, 10, 20]
+
+
 def test_run_costs_are_fitted_back_from_a_simulated_run():
     """Run a 2-stage training chain in the simulator with compute x2, a link of 0.5 ms + bytes / 4 and 0.75 ms per
     task; the stage fit gives the factor back and :func:`fit_overhead` the overhead, given the link."""
