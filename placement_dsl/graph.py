@@ -293,10 +293,11 @@ class Graph:
         idx, ptr = self.pred_idx.tolist(), self.pred_ptr.tolist()
         return tuple(idx[ptr[v]:ptr[v + 1]] for v in range(self.n))
 
-    def longest(self, weight: np.ndarray) -> float:
-        """The length of the longest path under op weights ``weight`` (every op as soon as its inputs end)."""
-        finish = np.zeros(self.n)
-        for v in self.topo.tolist():
+    def longest(self, weight: np.ndarray, ops: np.ndarray | None = None) -> float:
+        """The length of the longest path under op weights ``weight`` (every op as soon as its inputs end), over the
+        whole graph or the subgraph ``ops`` induces (given in topological order)."""
+        finish = np.zeros(self.n)  # an op outside ``ops`` is never reached: it adds 0 to a path
+        for v in (self.topo if ops is None else ops).tolist():
             preds = self.predecessors(v)
             finish[v] = finish[preds].max(initial=0.0) + weight[v]
         return float(finish.max(initial=0.0))

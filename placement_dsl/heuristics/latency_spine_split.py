@@ -144,7 +144,7 @@ class _Spine:
             t = self.times[comp, a]
             sent = [int(v) for v in comp.tolist() if any(inside[w] != b + 1 for w in g.successors(v).tolist())]
             out["work"].append(float(t.sum()) + self.scale[a] * float(self.out[sent].sum()))
-            out["host"].append(_longest(g, comp, self.host))
+            out["host"].append(g.longest(self.host, comp))
             out["mem"].append(float(self.mem[comp].sum()))
             mid, cut = self._cut(comp, a, self.host if run_on_host else self.times[:, a], inside, b + 1)
             out["mid"].append(mid)
@@ -304,13 +304,3 @@ class _Spine:
                     assign[comp] = self.hosts[h1 - 1] if where[b] < 0 else d
         return assign
 
-
-def _longest(graph: Graph, comp: np.ndarray, times: np.ndarray) -> float:
-    """The longest path of ``times`` inside ``comp`` (in topological order)."""
-    inside = np.zeros(graph.n, dtype=bool)
-    inside[comp] = True
-    dist = {}
-    for v in comp.tolist():
-        preds = [u for u in graph.predecessors(v).tolist() if inside[u]]
-        dist[v] = float(times[v]) + max((dist[u] for u in preds), default=0.0)
-    return max(dist.values(), default=0.0)

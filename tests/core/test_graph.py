@@ -194,3 +194,11 @@ def test_json_numbers_are_taken_without_the_general_check(spy):
     with pytest.raises(SpecError, match=r"op 'v0': work: work\['cpu'\] must be a finite number >= 0, got -3.0"):
         Graph([{**ops[0], "work": {"cpu": -3.0}}])
     assert calls == [-3.0] and Graph([{"name": "a", "work": 2}]).work("gpu").tolist() == [2.0]
+
+
+def test_longest_path_over_the_whole_graph_or_the_subgraph_ops_induce():
+    g = diamond()  # a -> b -> d, a -> c -> d
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    assert g.longest(w) == 8.0  # a, c, d
+    assert g.longest(w, np.array([1, 3])) == 6.0  # b, d
+    assert g.longest(w, np.array([0, 3])) == 4.0  # a and d are joined through b or c only: no path of both
