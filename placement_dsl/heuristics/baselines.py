@@ -154,9 +154,9 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     model = model or CostModel()
     best: tuple[bool, float, int] | None = None
     cut = False
-    allowed = np.isfinite(cluster.times(graph)).all(axis=0)  # a pinned op rules out its group's other members
+    misfits = one_device_misfits(graph, cluster, memory=False)  # a pinned op rules out its group's other members
     for group in cluster.homogeneous_groups():
-        d = next((e for e in group if allowed[e]), group[0])
+        d = next((e for e in group if misfits[e] is None), group[0])
         if cluster.host[d] and (~cluster.host).any():
             continue
         if best is not None and expired(at):
@@ -169,6 +169,27 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     result = scored_result("one-device", graph, cluster, model, np.full(graph.n, best[2]), start,
                            evaluations=len(cluster.homogeneous_groups()))
     return stopped(result) if cut else result
+
+
+def one_device_misfits(graph: Graph, cluster: Cluster, times: np.ndarray | None = None, *,
+                       memory: bool = True) -> list[str | None]:
+    """Per device, why it cannot take every op of ``graph`` alone: an op it may not run (its kind, or a pin
+    elsewhere), or (``memory``) the ops' parameters and activations above its memory; ``None`` where it can.
+    ``times``: ``cluster.times(graph)`` where the caller has it. The one rule of every one-device split."""
+    times = cluster.times(graph) if times is None else times
+    size = graph.param_bytes + graph.activation_bytes
+    need = float(size.sum())
+    out: list[str | None] = []
+    for d, dev in enumerate(cluster.devices):
+        bad = np.flatnonzero(~np.isfinite(times[:, d]))
+        if bad.size:
+            out.append(f"{dev.name!r} cannot run op {graph.names[bad[0]]!r} (kind {dev.kind!r})")
+        elif memory and need > float(cluster.memory[d]) * (1 + SLACK):
+            out.append(f"{dev.name!r} holds {dev.memory:.6g} < {need:.6g} needed "
+                       f"(largest op {graph.names[int(np.argmax(size))]!r})")
+        else:
+            out.append(None)
+    return out
 
 
 @njit(cache=True)

@@ -21,7 +21,7 @@ from ..placement import Placement
 from ..problem import Problem
 from . import jit, kernel_cache
 from .base import STOPPED, HeuristicResult
-from .baselines import greedy, one_device
+from .baselines import greedy, one_device, one_device_misfits
 from .slicegraph import Slicer
 
 EVALUATE_PER_OP = 5e-5  # seconds per op of one evaluation at deadline.LOAD_MEASURED (scaled by slowdown()): a
@@ -111,12 +111,11 @@ def one_device_latency(graph: Graph, cluster: Cluster) -> tuple[float, int] | No
     :func:`one_device_closed_form` (one sum or longest path per device): ``(latency, device)``, ``None`` where no
     device holds the graph."""
     times = cluster.times(graph)
-    need = float((graph.param_bytes + graph.activation_bytes).sum())
     best: tuple[float, int] | None = None
-    for d in range(cluster.size):
-        t = times[:, d]
-        if not np.isfinite(t).all() or need > float(cluster.memory[d]) * (1 + 1e-9):
+    for d, why in enumerate(one_device_misfits(graph, cluster, times)):
+        if why is not None:
             continue
+        t = times[:, d]
         latency = graph.longest(t) if cluster.parallel[d] else float(np.sum(t))
         best = (latency, d) if best is None or latency < best[0] else best
     return best

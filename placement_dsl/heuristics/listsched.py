@@ -43,6 +43,7 @@ from ..schedule import (
 )
 from . import manifest
 from .base import HeuristicResult, cut_at, deadline_at, expired, stopped
+from .baselines import one_device_misfits
 from .registry import heuristic
 
 PACK_LIMIT = 5000  # groups left above which best-fit decreasing is not re-run (the last packing is followed)
@@ -241,21 +242,15 @@ def one_device_best(graph: Graph, cluster: Cluster, *, model: CostModel | None =
     start = time.perf_counter()
     at = cut_at(deadline_at("one-device-best", time_limit), graph)  # a device's schedule built and scored by then
     mk = makespan_model(model)
-    times = cluster.times(graph)
-    need = float((graph.param_bytes + graph.activation_bytes).sum())
-    biggest = graph.names[int(np.argmax(graph.param_bytes + graph.activation_bytes))]
     best: tuple[float, int, Placement] | None = None
     reasons = []
     cut = False
-    for d, dev in enumerate(cluster.devices):
+    for d, why in enumerate(one_device_misfits(graph, cluster, memory=mk.memory is MemoryMode.HARD)):
         if best is not None and expired(at):
             cut = True
             break
-        bad = np.flatnonzero(~np.isfinite(times[:, d]))
-        if bad.size:
-            reasons.append(f"{dev.name!r} cannot run op {graph.names[bad[0]]!r} (kind {dev.kind!r})")
-        elif mk.memory is MemoryMode.HARD and need > dev.memory * (1 + TOL):
-            reasons.append(f"{dev.name!r} holds {dev.memory:.6g} < {need:.6g} needed (largest op {biggest!r})")
+        if why is not None:
+            reasons.append(why)
         else:
             p = Placement(graph, cluster, np.full(graph.n, d))
             p = Placement(graph, cluster, p.assign, source="one-device-best", schedule=list_schedule(p, mk.congestion))
