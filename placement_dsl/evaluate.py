@@ -16,27 +16,22 @@ here. For a device ``d`` holding ops ``S`` (Archer et al. eq. 1-3; Tarnawski et 
   ``message_latency``, and a device's load adds ``task_overhead`` per pass it runs ops of. The searches
   price neither (:func:`placement_dsl.heuristics.run` refuses them); the simulator and this referee do.
 
-Training graphs split each term into a forward and a backward part: compute by the op's
-pass, and a transfer by the pass of the tensor's *producer* (the tensor moves when it is
-made). Objectives: ``max_load`` = ``max_d load(d)`` (pipeline bottleneck, Tarnawski
-throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d BW_d``
-(overflow is charged to the forward pass); on a cluster with links each link is a resource
-too (:func:`link_loads`: every tensor loads each link of its route with ``bytes / bandwidth``),
-in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and drain with micro-batches);
-``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over the placement's
-virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state
-``max`` over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices
-onto a rank and hands the tensor between them over in its process); on a cluster with links each message
-between stages of two devices is also a task on every link of its route (and the steady state the most work
-of a rank or a link);
-``latency`` = single-sample latency in
-Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph
-when all its inputs are in host memory, then reads them, computes and writes its outputs;
-host ops run as soon as their inputs are ready. A non-contiguous device set is cut into
-contiguous subgraphs run one at a time (§4.1, Fig. 4; :mod:`placement_dsl.invocation`). On a
-cluster with links, latency and makespan pay each transfer over its route (every hop's latency
-plus size over the bottleneck, :class:`~placement_dsl.cluster.Cluster`), under the model's
-congestion (latency: ``none`` unless a :class:`~placement_dsl.constraints.Congestion` term asks).
+Training graphs split each term into a forward and a backward part: compute by the op's pass, and a transfer by the pass
+of the tensor's *producer* (the tensor moves when it is made). Objectives: ``max_load`` = ``max_d load(d)`` (pipeline
+bottleneck, Tarnawski throughput, PipeDream ``max_d FW_d + BW_d``); ``gpipe`` = ``max_d FW_d + max_d BW_d`` (overflow is
+charged to the forward pass); on a cluster with links each link is a resource too (:func:`link_loads`: every tensor
+loads each link of its route with ``bytes / bandwidth``), in ``max_load`` and ``gpipe`` (a stage of GPipe's fill and
+drain with micro-batches); ``interleaved-1f1b``, ``zb-h1`` and ``zbv`` = the time per sample of torch's rank orders over
+the placement's virtual stages with ``microbatches`` (:mod:`placement_dsl.pipeline_orders`), their steady state ``max``
+over ranks of their stages' ``F + I + W`` without (``max_d (FW_d + BW_d)``; ZBV folds two devices onto a rank and hands
+the tensor between them over in its process); on a cluster with links each message between stages of two devices is also
+a task on every link of its route (and the steady state the most work of a rank or a link); ``latency`` = single-sample
+latency in Tarnawski's invocation model (§4): a non-host device starts its (contiguous) subgraph when all its inputs are
+in host memory, then reads them, computes and writes its outputs; host ops run as soon as their inputs are ready. A
+non-contiguous device set is cut into contiguous subgraphs run one at a time (§4.1, Fig. 4;
+:mod:`placement_dsl.invocation`). On a cluster with links, latency and makespan pay each transfer over its route (every
+hop's latency plus size over the bottleneck, :class:`~placement_dsl.cluster.Cluster`), under the model's congestion
+(latency: ``none`` unless a :class:`~placement_dsl.constraints.Congestion` term asks).
 """
 from __future__ import annotations
 
@@ -157,6 +152,13 @@ class CostModel:
             require = require | {"schedule"}
         return replace(cls(objective=objective, memory=memory, require=require, name=name), **changes)
 
+    @property
+    def chained_stages(self) -> bool:
+        """Whether the schedule runs the stages in a chain, pricing a split whose stages form a cycle ``inf``: the rank
+        orders of :data:`~placement_dsl.pipeline_orders.ORDERS` (max load), GPipe's fill and drain (micro-batches)."""
+        return self.name in ORDERS if self.objective is Objective.MAX_LOAD else \
+            self.objective is Objective.GPIPE and self.microbatches is not None
+
 
 @dataclass(frozen=True)
 class DeviceCost:
@@ -272,9 +274,9 @@ class Evaluation:
 def transfer_terms(p: Placement, counts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bytes entering/leaving each device, split by the producer's pass: (in_fw, in_bw, out_fw, out_bw).
 
-    Each tensor is counted once per device boundary (Archer eq. 1): producers ``u`` with at
-    least one consumer on another device; for the receiving side, once per (tensor, device).
-    ``counts``: the number of such tensors instead of their bytes (the messages a runtime sends).
+    Each tensor is counted once per device boundary (Archer eq. 1): producers ``u`` with at least one consumer on
+    another device; for the receiving side, once per (tensor, device). ``counts``: the number of such tensors
+    instead of their bytes (the messages a runtime sends).
     """
     g, D = p.graph, p.cluster.size
     dev = p.assign
@@ -297,10 +299,10 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     """Per link of the cluster (none without links), the time it spends moving one sample's tensors.
 
     A tensor ``u`` read on device ``d != dev(u)`` crosses every link of the route ``dev(u) -> d``
-    (:attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) once, loading each
-    link with ``out_bytes(u) / bandwidth``, in the pass of its producer. A replicated placement
-    (Tarnawski App. C.2) spreads each tensor's samples over its replicas' routes and all-reduces a stage's
-    parameters over the links between its replicas (:func:`~placement_dsl.replication.replica_link_loads`).
+    (:attr:`Cluster.route_links <placement_dsl.cluster.Cluster.route_links>`) once, loading each link with
+    ``out_bytes(u) / bandwidth``, in the pass of its producer. A replicated placement (Tarnawski App. C.2) spreads
+    each tensor's samples over its replicas' routes and all-reduces a stage's parameters over the links between its
+    replicas (:func:`~placement_dsl.replication.replica_link_loads`).
     """
     g, c = p.graph, p.cluster
     if not c.links:
@@ -436,10 +438,9 @@ def invocation_latency(p: Placement, model: CostModel | None = None
                        ) -> tuple[float, dict[str, float], dict[str, int], list[Violation]]:
     """Single-sample latency in Tarnawski's invocation model (§4, §4.1; :func:`.invocation.invocations`).
 
-    Returns the latency, each op's finish time, the number of contiguous subgraphs
-    (invocations) on each accelerator, and the violations: invocations that wait on each
-    other (no order exists, latency ``inf``), or an accelerator needing more subgraphs than
-    ``model.max_subgraphs`` (Fig. 4's ``q``).
+    Returns the latency, each op's finish time, the number of contiguous subgraphs (invocations) on each
+    accelerator, and the violations: invocations that wait on each other (no order exists, latency ``inf``), or an
+    accelerator needing more subgraphs than ``model.max_subgraphs`` (Fig. 4's ``q``).
     """
     s = invocations(p, Congestion.NONE if model is None else model.congestion)
     c, g = p.cluster, p.graph
@@ -483,18 +484,18 @@ def single_sample(p: Placement, model: CostModel | None = None
                   ) -> tuple[float, dict[str, float], dict[str, int], list[Violation]]:
     """Single-sample latency of one input: the one referee of the ``latency`` and ``makespan`` objectives.
 
-    One schedule model: every op gets a device and a start time, a tensor crossing devices is a transfer
-    task after its producer ends (over its route under ``model.congestion`` on a cluster with links; through
-    host memory otherwise), a device that is not parallel runs one thing at a time, and the latency is the
-    last finish. Two kinds of devices (:func:`execution`):
+    One schedule model: every op gets a device and a start time, a tensor crossing devices is a transfer task after
+    its producer ends (over its route under ``model.congestion`` on a cluster with links; through host memory
+    otherwise), a device that is not parallel runs one thing at a time, and the latency is the last finish. Two
+    kinds of devices (:func:`execution`):
 
     * one op at a time (MOIRAI §III, eq. 4-8; the general case): the placement's own schedule is checked
       (:func:`~placement_dsl.schedule.check_schedule`), else list scheduling's is scored;
-    * invocations (Tarnawski §4, the restriction): an accelerator runs each contiguous subgraph of its ops as
-      one invocation that reads its inputs, computes and writes its outputs (reads and writes are the
-      transfers, at its bandwidth, on a cluster without links), subgraphs in turn. The schedule is then fixed
-      by the placement (every invocation as early as its inputs allow; :func:`invocation_latency`), so a
-      placement's attached schedule is not consulted.
+    * invocations (Tarnawski §4, the restriction): an accelerator runs each contiguous subgraph of its ops as one
+      invocation that reads its inputs, computes and writes its outputs (reads and writes are the transfers, at its
+      bandwidth, on a cluster without links), subgraphs in turn. The schedule is then fixed by the placement (every
+      invocation as early as its inputs allow; :func:`invocation_latency`), so a placement's attached schedule is
+      not consulted.
 
     Parallel (host) devices run every op as soon as its inputs are ready in both. Returns the latency, each op's
     finish (invocations) , the subgraphs per accelerator and the violations; ``model.max_subgraphs`` caps the
@@ -573,11 +574,11 @@ def evaluate(placement: Placement, model: CostModel | str | None = None) -> Eval
     pipelined = model.objective in (Objective.MAX_LOAD, Objective.GPIPE)
     links = link_loads(placement) if pipelined else ()
     violations += unrouted(placement) if pipelined else []  # the single-sample schedules name them themselves
-    if model.objective is Objective.MAX_LOAD and model.name in ORDERS:
+    if model.objective is Objective.MAX_LOAD and model.chained_stages:
         objective = _rank_order_objective(placement, model, violations)
     elif model.objective is Objective.MAX_LOAD:
         objective = max([r.load for r in rows] + [lk.load for lk in links])
-    elif model.objective is Objective.GPIPE and model.microbatches is not None:  # fill and drain
+    elif model.chained_stages:  # GPipe's fill and drain
         cycle = pass_cycle(placement)
         if cycle:
             objective = math.inf

@@ -14,16 +14,13 @@ import heapq
 
 import numpy as np
 
-from ..evaluate import CostModel, Objective
-from ..pipeline_orders import ORDERS
+from ..evaluate import CostModel
 from .jit import njit
 
 
 def needs_chain(model: CostModel | None) -> bool:
-    """Whether ``model``'s schedule refuses a split whose stages form a cycle."""
-    if model is None:
-        return False
-    return model.name in ORDERS or (model.objective is Objective.GPIPE and model.microbatches is not None)
+    """Whether ``model``'s schedule refuses a split whose stages form a cycle (:attr:`.CostModel.chained_stages`)."""
+    return model is not None and model.chained_stages
 
 
 @njit(cache=True)
