@@ -21,7 +21,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InfeasibleError, SpecError
-from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, Overlap, evaluate
+from ..evaluate import REL_TOL, CostModel, MemoryMode, Objective, combine_loads, evaluate
 from ..graph import Graph
 from ..pipeline_orders import ORDERS
 from . import manifest
@@ -79,14 +79,6 @@ def best_threshold(thetas, P, FW, BW, ok, comp_fw):
     return best, arg
 
 
-def _combine(mode: Overlap, comp: np.ndarray, tin: np.ndarray, tout: np.ndarray) -> np.ndarray:
-    if mode is Overlap.NONE:
-        return comp + tin + tout
-    if mode is Overlap.HALF:
-        return np.maximum(comp, tin + tout)
-    return np.maximum(np.maximum(comp, tin), tout)
-
-
 def _tables(graph: Graph, cluster: Cluster, model: CostModel):
     """Chain, per-stage FW and BW loads, memory feasibility, forward compute prefix sums."""
     lay = layout(cluster)
@@ -113,8 +105,8 @@ def _tables(graph: Graph, cluster: Cluster, model: CostModel):
                          chain.comp, math.inf, 1.0)[:5]))
     span = lambda prefix: prefix[None, :] - prefix[:, None]
     cf, cb = span(comp_fw), span(chain.comp) - span(comp_fw)
-    FW = _combine(model.overlap, cf, tin_fw, tout_fw)
-    BW = _combine(model.overlap, cb, tin - tin_fw, tout - tout_fw)
+    FW = combine_loads(model.overlap, cf, tin_fw, tout_fw, 0.0)  # the overflow: none, memory is hard
+    BW = combine_loads(model.overlap, cb, tin - tin_fw, tout - tout_fw, 0.0)
     cap = d.memory * (1 + REL_TOL)
     if spec is None:
         ok = span(chain.memnode) <= cap
