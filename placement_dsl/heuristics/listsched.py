@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ..cluster import Cluster
+from ..congestion import Congestion
 from ..errors import InfeasibleError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
 from ..schedule import (
     ListScheduler,
+    Schedule,
     exact_transfer_table,
     list_schedule,
     priority_order,
@@ -203,6 +206,28 @@ def earliest_finish_device(builder: ListScheduler, packing: Packing, v: int, u: 
     return reached[0][1]  # no packing known for the rest: greedy
 
 
+def list_walk(graph: Graph, cluster: Cluster, congestion: Congestion, unit: np.ndarray, packing: Packing,
+              rank: np.ndarray, at: float | None, choose: Callable[[ListScheduler, int, int, bool, int], int]
+              ) -> tuple[np.ndarray, Schedule, bool]:
+    """The walk list scheduling shares (HEFT, CPOP): the ops by :func:`~placement_dsl.schedule.priority_order` of
+    ``rank``, each unit (colocation group) on the device ``choose(builder, v, u, cut, last)`` gives when its first op
+    ``v`` comes (taken from ``packing``; ``last``: the device of the op placed before, ``-1`` at first; ``cut``: once
+    ``at`` passed, checked every 256 ops), its later ops following it, each op placed on the schedule as it comes.
+    Returns each op's device, the schedule and whether the walk was cut."""
+    builder = ListScheduler(graph, cluster, congestion)
+    device = np.full(packing.size.size, -1, dtype=np.int64)
+    last, cut = -1, False
+    for k, v in enumerate(priority_order(graph, rank)):
+        u = unit[v]
+        if device[u] < 0:
+            cut = cut or ((k & 255) == 0 and expired(at))
+            device[u] = choose(builder, v, u, cut, last)
+            packing.take(u, int(device[u]))
+        builder.place(v, int(device[u]))
+        last = int(device[u])
+    return device[unit], builder.schedule(), cut
+
+
 @heuristic("list", optimizes="makespan", options=manifest.Nothing)
 def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
          seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
@@ -217,19 +242,13 @@ def heft(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
     unit, packing = op_groups(graph, cluster, hard=mk.memory is MemoryMode.HARD)
     mean_time, comm = mean_costs(graph, cluster)
     rank = upward_rank(graph, mean_time, comm[graph.src])
-    builder = ListScheduler(graph, cluster, mk.congestion)
-    device = np.full(packing.size.size, -1, dtype=np.int64)
-    last, cut = -1, False
-    for k, v in enumerate(priority_order(graph, rank)):
-        u = unit[v]
-        if device[u] < 0:
-            cut = cut or ((k & 255) == 0 and expired(at))
-            keep = cut and last >= 0 and packing.admits(u, last)
-            device[u] = last if keep else earliest_finish_device(builder, packing, v, u)
-            packing.take(u, int(device[u]))
-        builder.place(v, int(device[u]))
-        last = int(device[u])
-    placement = Placement(graph, cluster, device[unit], source="list", schedule=builder.schedule())
+
+    def choose(builder: ListScheduler, v: int, u: int, cut: bool, last: int) -> int:
+        keep = cut and last >= 0 and packing.admits(u, last)
+        return last if keep else earliest_finish_device(builder, packing, v, u)
+
+    assign, schedule, cut = list_walk(graph, cluster, mk.congestion, unit, packing, rank, at, choose)
+    placement = Placement(graph, cluster, assign, source="list", schedule=schedule)
     result = schedule_result("list", placement, model, start)
     return stopped(result) if cut else result
 

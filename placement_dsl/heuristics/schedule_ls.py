@@ -66,10 +66,10 @@ from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode, Objective, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from ..schedule import ListScheduler, priority_order, upward_rank
+from ..schedule import ListScheduler, upward_rank
 from . import manifest
-from .base import HeuristicResult, cut_at, deadline_at, expired, left, run, stopped
-from .listsched import earliest_finish_device, mean_costs, op_groups
+from .base import HeuristicResult, cut_at, deadline_at, left, run, stopped
+from .listsched import earliest_finish_device, list_walk, mean_costs, op_groups
 from .mirror import ROUNDS, justified, left_justified
 from .registry import heuristic
 from .schedule_moves import TOL, ScheduleState, better_schedule, descend, start_order
@@ -118,21 +118,14 @@ def cpop(graph: Graph, cluster: Cluster, *, model: CostModel | None = None, seed
     times = cluster.times(graph)
     path_time = np.where(np.isfinite(times[on_path]), times[on_path], np.inf).sum(axis=0)
     fastest = int(np.argmin(path_time))
-    builder = ListScheduler(graph, cluster, Congestion(model.congestion))
-    device = np.full(packing.size.size, -1, dtype=np.int64)
-    last, cut = -1, False
-    for k, v in enumerate(priority_order(graph, rank)):
-        u = unit[v]
-        if device[u] < 0:
-            cut = cut or ((k & 255) == 0 and expired(at))
-            near = [d for d in ((fastest, last) if cut else (fastest,) if on_path[v] else ()) if d >= 0]
-            device[u] = next((d for d in near if packing.room(u, d) and packing.admits(u, d)), -1)
-            if device[u] < 0:
-                device[u] = earliest_finish_device(builder, packing, v, u)
-            packing.take(u, int(device[u]))
-        builder.place(v, int(device[u]))
-        last = int(device[u])
-    placement = Placement(graph, cluster, device[unit], "cpop", schedule=builder.schedule())
+
+    def choose(builder: ListScheduler, v: int, u: int, cut: bool, last: int) -> int:
+        near = [d for d in ((fastest, last) if cut else (fastest,) if on_path[v] else ()) if d >= 0]
+        d = next((d for d in near if packing.room(u, d) and packing.admits(u, d)), -1)
+        return d if d >= 0 else earliest_finish_device(builder, packing, v, u)
+
+    assign, schedule, cut = list_walk(graph, cluster, Congestion(model.congestion), unit, packing, rank, at, choose)
+    placement = Placement(graph, cluster, assign, "cpop", schedule=schedule)
     ev = evaluate(placement, model)
     result = HeuristicResult(method="cpop", placement=placement, objective=ev.objective, evaluations=1,
                              seconds=time.perf_counter() - t0,
