@@ -410,6 +410,26 @@ def least_first_order(n: int, edges: Iterable[tuple[int, int]], key: Sequence[An
     return out
 
 
+def last_first_order(succ: Sequence[Sequence[int]], indeg: Any, ready: list[int]) -> list[int]:
+    """Kahn's algorithm taking the ready node found last first (depth first): from ``ready`` (the nodes without
+    predecessors, the last one taken first), each node's successors ``succ[node]`` made ready in their order once
+    their last predecessor is taken. ``indeg`` (a list or array of in-degrees) is counted down in place: the nodes
+    it leaves above 0 lie on or behind a cycle and are left out of the order.
+
+    >>> last_first_order([[2], [2], []], [0, 0, 2], [0, 1])
+    [1, 0, 2]
+    """
+    out = []
+    while ready:
+        v = ready.pop()
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return out
+
+
 def union_roots(n: int, pairs: Iterable[tuple[int, int]]) -> list[int]:
     """Union-find over ``0 .. n - 1``: each element's root after joining every pair ``(a, b)`` in order (``a``'s
     root put under ``b``'s, paths halved)."""

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import SpecError
+from .graph import last_first_order
 from .replication import replica_routes
 
 if TYPE_CHECKING:
@@ -158,30 +159,23 @@ def flow_shop(duration: np.ndarray, preds: list[list[int]], m: int) -> float:
     for u in order:
         head[u] = duration[u] + max((head[v] for v in preds[u]), default=0.0)
     tail = np.zeros(n)  # longest path starting at u (u included)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u in range(n):
-        for v in preds[u]:
-            succ[v].append(u)
+    succ = _successors(preds)
     for u in reversed(order):
         tail[u] = duration[u] + max((tail[v] for v in succ[u]), default=0.0)
     return float(((m - 1) * duration + head + tail - duration).max())
 
 
-def _topological(preds: list[list[int]], n: int) -> list[int]:
-    indeg = np.array([len(p) for p in preds])
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u in range(n):
-        for v in preds[u]:
+def _successors(preds: list[list[int]]) -> list[list[int]]:
+    """Each unit's successors, from each unit's predecessors."""
+    succ: list[list[int]] = [[] for _ in preds]
+    for u, before in enumerate(preds):
+        for v in before:
             succ[v].append(u)
-    ready = [u for u in range(n) if indeg[u] == 0]
-    out = []
-    while ready:
-        u = ready.pop()
-        out.append(u)
-        for w in succ[u]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
+    return succ
+
+
+def _topological(preds: list[list[int]], n: int) -> list[int]:
+    out = last_first_order(_successors(preds), [len(p) for p in preds], [u for u in range(n) if not preds[u]])
     if len(out) < n:
         raise SpecError("GPipe fill and drain: the device passes form a cycle; make the placement contiguous")
     return out
@@ -218,16 +212,7 @@ def pass_cycle(p: Placement) -> list[str]:
     """
     present, preds = unit_graph(p)
     indeg = np.array([len(x) for x in preds], dtype=np.int64)
-    succ: list[list[int]] = [[] for _ in present]
-    for u, before in enumerate(preds):
-        for v in before:
-            succ[v].append(u)
-    ready = [u for u in range(len(present)) if indeg[u] == 0]
-    while ready:
-        for w in succ[ready.pop()]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
+    last_first_order(_successors(preds), indeg, [u for u in range(len(present)) if indeg[u] == 0])  # counts indeg down
     left = np.flatnonzero(indeg > 0)
     if left.size == 0:
         return []

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import SpecError
+from ..graph import last_first_order
 from ..structure import count_ideals
 from . import ideal_kernels as K
 from . import jit
@@ -304,12 +305,4 @@ def dfs_order(con: Contraction) -> np.ndarray:
     for u, v in sorted(zip(con.src.tolist(), con.dst.tolist()), key=lambda e: key[e[1]]):
         succ[u].append(v)
     stack = sorted(np.flatnonzero(indeg == 0).tolist(), key=key.__getitem__)
-    out = []
-    while stack:
-        v = stack.pop()
-        out.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return np.array(out, dtype=np.int64)
+    return np.array(last_first_order(succ, indeg, stack), dtype=np.int64)

@@ -202,3 +202,12 @@ def test_longest_path_over_the_whole_graph_or_the_subgraph_ops_induce():
     assert g.longest(w) == 8.0  # a, c, d
     assert g.longest(w, np.array([1, 3])) == 6.0  # b, d
     assert g.longest(w, np.array([0, 3])) == 4.0  # a and d are joined through b or c only: no path of both
+
+
+def test_last_first_order_goes_depth_first_and_leaves_a_cycle_counted_in_indeg():
+    from placement_dsl.graph import last_first_order
+
+    succ = [[1, 2], [3], [3], [], [5], [4]]  # a diamond 0 -> {1, 2} -> 3 and a cycle 4 <-> 5
+    indeg = [0, 1, 1, 2, 1, 1]
+    assert last_first_order(succ, indeg, [0]) == [0, 2, 1, 3]  # the successor made ready last is taken first
+    assert indeg == [0, 0, 0, 0, 1, 1]  # the cycle's nodes keep a predecessor
