@@ -1,7 +1,8 @@
 """Old import paths of moved names, kept for one release with a :class:`DeprecationWarning`.
 
-A module whose public names moved to another module sets ``__getattr__ = moved(__name__, {name: module})``;
-reading such a name from the old module warns and returns the object from its new home.
+A module whose public names moved to another module sets ``__getattr__ = moved(__name__, {name: module})`` (or
+``moved(__name__, "new.module")`` where the whole module moved); reading such a name from the old module warns and
+returns the object from its new home.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from types import ModuleType
 from typing import Any
 
 
-def moved(old: str, names: Mapping[str, ModuleType | str]) -> Callable[[str], Any]:
+def moved(old: str, names: Mapping[str, ModuleType | str] | str) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``old`` that forwards each name of ``names`` to the module it moved to (a module,
-    or its full name when the new module sits above the old one and may only be imported on use).
+    or its full name when the new module sits above the old one and may only be imported on use); ``names`` a
+    module's full name: every name, for a module moved whole (a name the new module lacks is no attribute of either).
 
     >>> import types
     >>> new = types.ModuleType("new"); new.f = len
@@ -25,13 +27,14 @@ def moved(old: str, names: Mapping[str, ModuleType | str]) -> Callable[[str], An
     (True, 'old.f moved to new.f; import it from there (old.f goes in the next release)')
     """
     def __getattr__(name: str) -> Any:
-        if name not in names:
+        if not isinstance(names, str) and name not in names:
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
-        target = names[name]
+        target = names if isinstance(names, str) else names[name]
         module = importlib.import_module(target) if isinstance(target, str) else target
+        found = getattr(module, name)  # AttributeError, unwarned, for a name a module moved whole never had
         warnings.warn(f"{old}.{name} moved to {module.__name__}.{name}; import it from there ({old}.{name} goes in "
                       "the next release)", DeprecationWarning, stacklevel=2)
-        return getattr(module, name)
+        return found
 
     return __getattr__
 

@@ -23,6 +23,9 @@ MOVED = [
     ("placement_dsl.heuristics.pipeline_dp", "pipeline", "placement_dsl.heuristics.pipeline"),
     ("placement_dsl.heuristics.ideals", "MAX_STATES", "placement_dsl.heuristics.ideal_lattice"),
     ("placement_dsl.heuristics.ideals", "IdealLattice", "placement_dsl.heuristics.ideal_lattice"),
+    ("placement_dsl.heuristics.lns", "schedule_lns", "placement_dsl.search.lns"),  # modules moved whole
+    ("placement_dsl.heuristics.neighbourhood", "ip_neighbourhoods", "placement_dsl.search.neighbourhood"),
+    ("placement_dsl.formulations.chain", "target_level", "placement_dsl.search.chain"),
 ]
 
 
@@ -40,8 +43,9 @@ def test_from_import_of_a_moved_name_works():
     assert pipeline.__module__ == "placement_dsl.heuristics.pipeline"
 
 
-def test_an_unknown_name_is_still_an_attribute_error():
-    module = importlib.import_module("placement_dsl.io.report")
+@pytest.mark.parametrize("old", ["placement_dsl.io.report", "placement_dsl.heuristics.lns"])
+def test_an_unknown_name_is_still_an_attribute_error(old):
+    module = importlib.import_module(old)  # names listed, or a module moved whole: no warning for a name never had
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="no attribute 'nothing'"):
@@ -54,3 +58,15 @@ def test_names_still_at_home_do_not_warn():
         from placement_dsl.heuristics.baselines import greedy, one_device  # noqa: F401
         from placement_dsl.heuristics.ideals import dp, dpl, ideal_lattice  # noqa: F401
         from placement_dsl.io.workload import Workload, graph_to_dict  # noqa: F401
+
+
+def test_a_module_moved_whole_forwards_every_name_it_has():
+    import json
+
+    from placement_dsl.deprecated import moved
+
+    getattr_ = moved("old", "json")
+    with pytest.warns(DeprecationWarning, match=r"old\.dumps moved to json\.dumps; import it from there"):
+        assert getattr_("dumps") is json.dumps
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        getattr_("nothing")

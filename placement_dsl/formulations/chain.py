@@ -8,9 +8,7 @@ the optimum is then certified by ``min(T*, solver bound)`` (:func:`certified_bou
 """
 from __future__ import annotations
 
-import importlib
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +24,7 @@ from ..blocks.chain import (
     PositionWindows,
 )
 from ..constraints import Colocate, Contiguous, DagOrder, Term
+from ..deprecated import moved
 from ..errors import SpecError
 from ..objectives import GPipe
 from ..options import Options, option
@@ -230,10 +229,4 @@ _MOVED = {name: "placement_dsl.search.chain" for name in (
     "BRKGA_CHUNK")}
 
 
-def __getattr__(name: str) -> Any:
-    """The chain's target search moved to :mod:`placement_dsl.search.chain` (it runs solve); the old names
-    are kept for one release, with a :class:`DeprecationWarning`."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(_MOVED[name]), name)
+__getattr__ = moved(__name__, _MOVED)  # the chain's target search moved to placement_dsl.search.chain (it runs solve)
