@@ -53,11 +53,13 @@ def single_sample_bound(problem: Any, deadline: Deadline | None = None) -> tuple
         found["route-path"] = route_path_latency(problem)[0]
     else:
         found = {"route-path": route_path_makespan(problem)[0]}
-        if not problem.cluster.parallel.any():  # the load and the cut segments count every device as serial
+        serial = not problem.cluster.parallel.any()  # the load and the cut segments count every device as serial
+        if serial:
             found["simple"] = simple_lower_bound(problem.graph, problem.cluster)
-            found["cut-segments"] = transfer_segment_bound(problem, clock.within(clock.left() * 2 / 3))[0]
-        found["segment-lp"] = segment_lp_bound(problem, clock.within(clock.left() * 2 / 3))[0]
-        found["split-heads"] = split_bound(problem, clock.within(clock.left() / 2))[0]  # what it priced in its share
+        clocked = [("cut-segments", transfer_segment_bound)] if serial else []
+        clocked += [("split-heads", split_bound), ("segment-lp", segment_lp_bound)]
+        for k, (name, bound) in enumerate(clocked):  # an equal share of what is left, the segment path's included
+            found[name] = bound(problem, clock.within(clock.left() / (len(clocked) + 1 - k)))[0]
     spine = spine_or_nothing(problem, clock.within(clock.left() / 3)) if latency else 0.0
     if not problem.graph.is_training:
         try:
