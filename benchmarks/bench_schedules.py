@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 import numpy as np
 
