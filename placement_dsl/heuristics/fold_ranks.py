@@ -165,11 +165,26 @@ def _stages_of(chain: list[int]) -> Stages:
             for a, b in itertools.pairwise(chain)]
 
 
-def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
+Score = float | tuple[float, float]  # the cost model's objective, or (bytes over memory, objective): scorer
+
+
+def below(a: Score, b: Score) -> bool:
+    """``a`` better than ``b`` by more than a relative ``1e-9`` (anything finite below infinite): a float is an
+    objective, a pair (bytes over memory, objective) is compared by its bytes first."""
+    pair_a, pair_b = (v if isinstance(v, tuple) else (0.0, v) for v in (a, b))
+    for u, w in zip(pair_a, pair_b, strict=True):
+        if u < w and (np.isinf(w) or u < w - REL_TOL * max(1.0, abs(w))):
+            return True
+        if w < u and (np.isinf(u) or w < u - REL_TOL * max(1.0, abs(u))):
+            return False
+    return False
+
+
+def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], Score], devices: int,
               deadline: float | None = None, evaluations: int = MAX_EVALUATIONS,
               fits: Callable[[int], bool] = even) -> Stages:
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
-    objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
+    objective, ``inf`` when invalid; or :func:`scorer`'s pair) falls (:func:`below`): steepest descent, at most
     ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
     form a small DAG, the best of all its chains of ideals into a count of stages ``fits`` accepts (the V's: even)
     instead (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads); a count it does not accept
@@ -185,7 +200,7 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
                 break
             spent += 1
             value = score(c)
-            if value < found and (np.isinf(found) or value < found - REL_TOL * max(1.0, abs(found))):
+            if below(value, found):
                 found, chosen = value, c
         return found, chosen
 
@@ -195,7 +210,7 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
         found, chosen = best_of(every, value)
         return stages if chosen is None else chosen
     if not fits(len(stages)):
-        found, chosen = best_of(evened(stages, devices, fits), np.inf)
+        found, chosen = best_of(evened(stages, devices, fits), (np.inf, np.inf))
         if chosen is not None:
             value, stages = found, chosen
     while True:
@@ -205,11 +220,18 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
         value, stages = found, chosen
 
 
-def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]) -> Callable[[Stages], float]:
-    """The cost model's objective of a split (``place``: stages -> op assignment), ``inf`` when it is invalid."""
-    def score(stages: Stages) -> float:
+def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]
+           ) -> Callable[[Stages], tuple[float, float]]:
+    """``(bytes over memory, objective)`` of a split by the cost model (``place``: stages -> op assignment): ``(0,
+    objective)`` when it is valid; where memory alone is over, the bytes over every device's capacity and the
+    objective, so a descent from an overfull split moves towards one that fits; ``(inf, inf)`` otherwise."""
+    def score(stages: Stages) -> tuple[float, float]:
         ev = evaluate(Placement(graph, cluster, place(stages)), model)
-        return float(ev.objective) if ev.valid else float("inf")
+        if ev.valid:
+            return 0.0, float(ev.objective)
+        if any(v.check != "memory" for v in ev.binding):
+            return math.inf, math.inf
+        return sum(max(0.0, d.memory_used - d.memory_capacity) for d in ev.devices), float(ev.objective)
     return score
 
 
@@ -257,7 +279,7 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
         for c in candidates[:-1]:
             if deadline is not None and time.monotonic() > deadline:
                 break
-            if (v := score(c)) < value:
+            if below(v := score(c), value):
                 value, chosen = v, c
         stages = chosen
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
