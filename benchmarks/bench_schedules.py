@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -106,62 +105,82 @@ def random_rows(seeds: int, m: int) -> list[tuple]:
     return rows
 
 
-def linked_times(rng, schedule: str, p: int, v: int, scale: float) -> StageTimes:
+FAMILIES = ("pairs", "pairs + latency", "private + latency", "ring + latency")  # the links of linked_times
+
+
+def linked_times(rng, schedule: str, p: int, v: int, scale: float, family: str = "pairs") -> StageTimes:
     """Random stage times (F, I, W uniform in [0.5, 2], [0.5, 2], [0.2, 2]; interleaved 1F1B's B is I + W) whose
-    boundaries between ranks send one message each way, a link per ordered pair of ranks: the forward message up to
-    ``scale`` times its sender's F, the backward one up to ``scale`` times its sender's I."""
+    boundaries between ranks send one message each way: the forward message up to ``scale`` times its sender's F,
+    the backward one up to ``scale`` times its sender's I, over the links of ``family`` (:data:`FAMILIES`):
+    ``pairs`` a link per ordered pair of ranks (the boundaries of the virtual stages between two ranks share it);
+    ``private`` a link per message; ``ring`` a one-way ring of ``p`` links, each message hop by hop from its
+    sender's rank to its reader's (a link carries several ranks' messages), each link of a random bandwidth (0.5-2
+    times); ``+ latency`` each link a random latency up to the mean task time."""
     s = p * v
     rank = tuple(layout(schedule, p, s))
     f, i, w = rng.uniform(0.5, 2.0, s), rng.uniform(0.5, 2.0, s), rng.uniform(0.2, 2.0, s)
     if schedule == "interleaved-1f1b":
         i, w = i + w, np.zeros(s)
-    link: dict[tuple[int, int], int] = {}
-    sent = []
+    sizes = []
     for a in range(s - 1):
-        x, y = rank[a], rank[a + 1]
-        if x != y:
-            sent.append(StageTransfer(a, a + 1, "F", "F", (link.setdefault((x, y), len(link)),),
-                                      (rng.uniform(0, scale) * f[a],)))
-            sent.append(StageTransfer(a + 1, a, "B", "B", (link.setdefault((y, x), len(link)),),
-                                      (rng.uniform(0, scale) * i[a + 1],)))
+        if rank[a] != rank[a + 1]:
+            sizes.append((a, a + 1, "F", rng.uniform(0, scale) * f[a]))
+            sizes.append((a + 1, a, "B", rng.uniform(0, scale) * i[a + 1]))
+    kind = family.split(" + ")[0]
+    speed, lag = rng.uniform(0.5, 2.0, 2 * len(sizes) + p), rng.uniform(0.0, 1.0, 2 * len(sizes) + p)
+    link: dict[object, int] = {}
+    sent = []
+    for n, (src, dst, kind_of, size) in enumerate(sizes):
+        x, y = rank[src], rank[dst]
+        if kind == "ring":
+            path = [(x + h) % p for h in range((y - x) % p)]
+        else:
+            path = [n if kind == "private" else (x, y)]
+        lks = tuple(link.setdefault(key, len(link)) for key in path)
+        hops = tuple(size / speed[k] for k in lks) if kind == "ring" else (size,) * len(lks)
+        lat = tuple(float(lag[k]) for k in lks) if family.endswith("latency") else ()
+        sent.append(StageTransfer(src, dst, kind_of, kind_of, lks, hops, lat))
     return StageTimes(rank, tuple(f), tuple(i), tuple(w), tuple(sent))
 
 
 def random_links(seeds: int) -> None:
     """The closed form against the recurrence (which the simulator equals) on generated pipelines with links: p 2..8
-    ranks, v 1..4 virtual stages (ZBV's 2), m 8..64, messages 0..2x their stages' times (scales 0, 0.5, 1, 2); the
-    largest relative error per schedule and m, and of each of the closed form's parts at m = 64."""
-    worst: dict[tuple[str, int], tuple] = {}
-    before: dict[tuple[str, int], float] = {}
-    for schedule in ("interleaved-1f1b", "zb-h1", "zbv"):
-        for p in (2, 3, 4, 6, 8):
-            for v in (2,) if schedule in FOLDS else (1, 2, 3, 4):
-                for m in (8, 16, 32, 64):
-                    if schedule not in FOLDS and m % max(1, m // p):
-                        continue
-                    orders = rank_orders(schedule, p, v, m)
-                    for seed in range(seeds):
-                        for scale in (0.0, 0.5, 1.0, 2.0):
-                            t = linked_times(np.random.default_rng([seed, p, v]), schedule, p, v, scale)
-                            exact = order_makespan(t, orders)
-                            tasks = TaskGraph(t, orders)
-                            old = max(order_bounds.fill_work_drain(replace(t, transfers=()), orders),
-                                      m * max(t.link_loads().values(), default=0.0))  # the links' time alone
-                            parts = (closed_form_makespan(t, orders), old, order_bounds.fill_work_drain(t, orders),
-                                     order_bounds.links(tasks), order_bounds.delays(tasks))
-                            assert parts[0] <= exact * (1 + 1e-12), (schedule, p, v, m, seed, scale)
-                            errs = tuple(error(x, exact) for x in parts)
-                            before[(schedule, m)] = max(before.get((schedule, m), 0.0), errs[1])
-                            if errs[0] >= worst.get((schedule, m), (-1.0,))[0]:
-                                worst[(schedule, m)] = (*errs, p, v, seed, scale)
-    print("| schedule | m | closed form below the recurrence, worst | before (no messages in the fill and drain, "
-          "the links' time alone) there | fill-work-drain | links | delays | p | v | seed | messages x stage |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for (schedule, m), (c, old, fwd, lk, dl, p, v, seed, scale) in sorted(worst.items()):
-        print(f"| {schedule} | {m} | {c:.1%} | {old:.1%} | {fwd:.1%} | {lk:.1%} | {dl:.1%} | {p} | {v} | {seed} | "
-              f"{scale} |")
-    print("\nthe closed form before, worst over the same instances: " + ", ".join(
-        f"{schedule} m = {m} {e:.1%}" for (schedule, m), e in sorted(before.items())))
+    ranks, v 1..4 virtual stages (ZBV's 2), m 8, 32, 64, messages 0..2x their stages' times (scales 0, 0.5, 1, 2),
+    each family of links of :func:`linked_times`; the largest relative error per family, schedule and m, the former
+    closed form's there (its last family each message a delay, no link shared) and its own largest, and each part's
+    error on the worst instance."""
+    worst: dict[tuple[str, str, int], tuple] = {}
+    before: dict[tuple[str, str, int], float] = {}
+    for family in FAMILIES:
+        for schedule in ("interleaved-1f1b", "zb-h1", "zbv"):
+            for p in (2, 3, 4, 6, 8):
+                for v in (2,) if schedule in FOLDS else (1, 2, 3, 4):
+                    for m in (8, 32, 64):
+                        if schedule not in FOLDS and m % max(1, m // p):
+                            continue
+                        orders = rank_orders(schedule, p, v, m)
+                        for seed in range(seeds):
+                            for scale in (0.0, 0.5, 1.0, 2.0):
+                                t = linked_times(np.random.default_rng([seed, p, v]), schedule, p, v, scale, family)
+                                exact = order_makespan(t, orders)
+                                tasks = TaskGraph(t, orders)
+                                alone = max(tasks.longest([*tasks.ranks, *([h] for h in tasks.hops)])[1].values(),
+                                            default=0.0)  # the former last family: each message a delay
+                                parts = (closed_form_makespan(t, orders), order_bounds.fill_work_drain(t, orders),
+                                         order_bounds.links(tasks), order_bounds.queued(tasks))
+                                old = max(*parts[1:3], alone)
+                                assert parts[0] <= exact * (1 + 1e-12), (family, schedule, p, v, m, seed, scale)
+                                errs = tuple(error(x, exact) for x in (parts[0], old, *parts[1:]))
+                                key = (family, schedule, m)
+                                before[key] = max(before.get(key, 0.0), errs[1])
+                                if errs[0] >= worst.get(key, (-1.0,))[0]:
+                                    worst[key] = (*errs, p, v, seed, scale)
+    print("| links | schedule | m | closed form below the recurrence, worst | the former closed form there | "
+          "the former, worst | fill-work-drain | links | queued | p | v | seed | messages x stage |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (family, schedule, m), (c, old, fwd, lk, qd, p, v, seed, scale) in sorted(worst.items()):
+        print(f"| {family} | {schedule} | {m} | {c:.1%} | {old:.1%} | {before[(family, schedule, m)]:.1%} | "
+              f"{fwd:.1%} | {lk:.1%} | {qd:.1%} | {p} | {v} | {seed} | {scale} |")
 
 
 def memory_check(instances: int) -> None:

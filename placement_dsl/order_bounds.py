@@ -12,18 +12,23 @@ recurrence, and :func:`closed_form_makespan` is the largest of them:
   ``m v (f + b) + (p - 1)(f + b)``, ZB-H1's ``m (f + i + w) + (p - 1)(f + i - w)``.
 * **links**: a link carries every micro-batch's hops one at a time (``m`` times its time per micro-batch), after the
   first hop's message is made (micro-batch 0's fill up to it), and the last hop's message is still read after it.
-* **delays**: the ranks' orders with each message a delay of its hops' time and no link shared, the recurrence with
-  the links' capacity relaxed (each message starts its hops when it is made). A rank whose order keeps ``w``
-  micro-batches in flight runs at least one round trip of a micro-batch through the stages after it and back,
-  messages included, per ``w`` micro-batches: where that round trip outlasts the work of the micro-batches in
-  flight, this is what binds, not a rank's work nor a link's, and it holds every rank's wait on another's.
+* **queued**: the ranks' orders with each link's hops in the orders the links are known to keep without sorting them
+  (:func:`known_queues`): a link's first hops of the messages one rank sends in that rank's order (their
+  tasks end in it), and a message's later hops in micro-batch order. Each is a sub-order of the link's order
+  (:meth:`~placement_dsl.pipeline_orders.TaskGraph.link_orders`), so this is the recurrence with some of a link's
+  waits left out: where every link carries the first hops of one rank's messages (a link per ordered pair of ranks,
+  whatever the virtual stages sharing it) it is the recurrence itself. A rank whose order keeps ``w`` micro-batches
+  in flight runs at least one round trip of a micro-batch through the stages after it and back, messages and their
+  queues included, per ``w`` micro-batches: where that round trip outlasts the work of the micro-batches in flight,
+  this is what binds, not a rank's work nor a link's.
 
-Each costs one pass over the orders' tasks (the exact recurrence two, and a sort of the hops: the links' orders,
-:meth:`~placement_dsl.pipeline_orders.TaskGraph.link_orders`). What none holds is a link shared by messages in flight
-at once (interleaved stages' boundaries between the same two ranks, both passes' messages of a link): a message
-queued behind another, and the ranks waiting on it. There the recurrence stays above them; on generated pipelines
-(``benchmarks/bench_schedules.py --random-links``, docs/training.md) up to 11 % at ``m = 64`` under interleaved 1F1B,
-3.4 % under ZB-H1, 0.8 % under ZBV. Without links it is the fill-work-drain form alone.
+Each costs one pass over the orders' tasks (the exact recurrence two, and a sort of the hops: the links' orders).
+What none holds is the order between messages of different senders on one link (a ring's or a server's link that
+several ranks' messages cross), which only the sort gives: there the recurrence stays above them. Formerly the last
+family took each message as a delay with no link shared, and missed the queue of a link's messages: 10.9 % under
+the recurrence at ``m = 64`` under interleaved 1F1B on generated pipelines (``benchmarks/bench_schedules.py
+--random-links``, docs/training.md), 3.4 % under ZB-H1, 0.8 % under ZBV; 10 % too with a link per message. Without
+links it is the fill-work-drain form alone.
 """
 from __future__ import annotations
 
@@ -39,15 +44,41 @@ def closed_form_makespan(times: StageTimes, orders: Sequence[Sequence[Action]]) 
     if not any(orders):
         return 0.0
     tasks = TaskGraph(times, orders)
-    return max(fill_work_drain(times, orders), links(tasks), delays(tasks))
+    return max(fill_work_drain(times, orders), links(tasks), queued(tasks))
 
 
-def delays(tasks: TaskGraph) -> float:
-    """The ranks' orders with each message a delay of its hops' time, no link shared: the recurrence without the
-    links as resources."""
+def known_queues(tasks: TaskGraph) -> list[list[tuple]]:
+    """Sub-orders of every link's order known without sorting its hops: the first hops one rank sends over a link in
+    the order its tasks making them run (where one task sends two messages over it, each message's own), and each
+    message's later hops by micro-batch. Every hop is in one."""
+    times, back = tasks.times, tasks.back
+    pos = {key: n for rank in tasks.ranks for n, key in enumerate(rank)}
+    groups: dict[tuple, list[tuple]] = {}
+    for hop in tasks.hops:
+        _, n, h, _ = hop
+        x = times.transfers[n]
+        groups.setdefault(("sent", x.links[0], times.rank[x.src]) if h == 0 else ("hop", n, h), []).append(hop)
+    out: list[list[tuple]] = []
+    for key, hops in groups.items():
+        made = {(times.transfers[n].src, times.transfers[n].sent) for n in {hop[1] for hop in hops}}
+        if key[0] == "sent" and len(made) == len({hop[1] for hop in hops}):
+
+            def sender(hop: tuple) -> int:
+                x = times.transfers[hop[1]]
+                return pos[(x.src, "F" if x.sent == "F" else back, hop[3])]
+
+            out.append(sorted(hops, key=sender))
+        else:
+            for n in sorted({hop[1] for hop in hops}):
+                out.append(sorted((hop for hop in hops if hop[1] == n), key=lambda hop: hop[3]))
+    return out
+
+
+def queued(tasks: TaskGraph) -> float:
+    """The recurrence with each link's hops in the sub-orders :func:`known_queues` gives, not its whole order."""
     if not tasks.hops:
         return 0.0
-    return max(tasks.longest([*tasks.ranks, *([h] for h in tasks.hops)])[1].values())
+    return max(tasks.longest([*tasks.ranks, *known_queues(tasks)])[1].values())
 
 
 def _hops(times: StageTimes, back: bool) -> np.ndarray:
@@ -106,4 +137,4 @@ def links(tasks: TaskGraph) -> float:
     return max(first[lk] + m * load + after[lk] for lk, load in tasks.times.link_loads().items())
 
 
-__all__ = ["closed_form_makespan", "delays", "fill_work_drain", "links"]
+__all__ = ["closed_form_makespan", "fill_work_drain", "known_queues", "links", "queued"]

@@ -100,6 +100,19 @@ def rounds(ranks: int, microbatches: int) -> int:
     return microbatches // n
 
 
+def runs(schedule: str, stages: int, microbatches: int | None = None) -> bool:
+    """Whether ``schedule``'s orders run a pipeline of ``stages`` stages of one device each: ZBV's V an even number,
+    at least 2 (:data:`FOLDS`); the round-robin orders (``v = 1``, a rank per stage) a rank count whose rounds split
+    ``microbatches`` (:func:`rounds`; any count without ``m``).
+
+    >>> [h for h in range(1, 9) if runs("interleaved-1f1b", h, 64)], [h for h in range(1, 7) if runs("zbv", h)]
+    ([1, 2, 4, 8], [2, 4, 6])
+    """
+    if schedule in FOLDS:
+        return stages >= FOLDS[schedule] and stages % FOLDS[schedule] == 0
+    return stages >= 1 and (microbatches is None or microbatches % max(1, microbatches // stages) == 0)
+
+
 def _check(schedule: str, ranks: int, local: int, microbatches: int) -> None:
     if schedule not in ORDERS:
         raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS)}")
@@ -525,6 +538,7 @@ __all__ = [
     "order_makespan",
     "rank_orders",
     "rounds",
+    "runs",
     "stage_inflight",
     "stash_peaks",
     "steady_state",

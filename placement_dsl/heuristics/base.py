@@ -186,7 +186,7 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
         verdict = evaluate(result.placement, model)
         if not verdict.valid and result.info.get("stopped") == STOPPED:  # the fallback's slicing runs kernels too
             result, verdict = _valid_when_stopped(method, result, verdict, model, start)
-    if model.name in FOLDS and not math.isfinite(verdict.objective):
+    if model.name in ORDERS and not verdict.valid:
         result, verdict = _folded(method, result, verdict, model, at)
     check = verdict.objective
     result = replace(result, valid=verdict.valid)  # a caller need not score it again (latency-best's candidates)
@@ -268,16 +268,23 @@ def _declined(method: str, result: HeuristicResult, verdict: Any) -> HeuristicRe
 
 def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel,
             at: float | None) -> tuple[HeuristicResult, Any]:
-    """Under a schedule that folds stages onto ranks (ZBV), an answer the V cannot fold (infinite) made into one that
-    it folds (:func:`.fold_ranks.fold`), with the cost model's verdict on it; where none exists the answer is kept,
-    infinite, with ``info["declined"]`` saying why."""
+    """Under torch's orders (:data:`~placement_dsl.pipeline_orders.ORDERS`), an invalid answer made into a split the
+    orders run (:func:`.fold_ranks.fold`: the V's fold under ZBV; one stage per device, a rank count whose rounds split
+    the micro-batches under the round-robin orders), with the cost model's verdict on it. It replaces the answer when
+    it is valid or the answer had no time at all (the orders could not run it); else the answer is kept, and where no
+    split exists ``info["declined"]`` says why in one line."""
     placement = fold_ranks.fold(result.placement, model, at)
+    size = result.placement.cluster.size
     if placement is None:
-        why = (f"{model.name}: no split folds onto the cluster's {result.placement.cluster.size} device(s); the V "
-               "needs an even number of stages, at least 2, one device each")
+        need = "the V needs an even number of stages, at least 2" if model.name in FOLDS else \
+            f"the orders need a rank count whose rounds split microbatches={model.microbatches}"
+        why = f"{model.name}: no split of one stage per device runs on the cluster's {size} device(s); {need}"
         return replace(result, info={**result.info, "declined": why}), verdict
     ev = evaluate(placement, model)
-    info = {**result.info, "folded": f"{method}'s answer folded onto the V's ranks (it was {result.objective})"}
+    if not ev.valid and math.isfinite(verdict.objective):
+        return result, verdict
+    onto = "the V's ranks" if model.name in FOLDS else f"{len(set(placement.assign.tolist()))} ranks, a stage each"
+    info = {**result.info, "folded": f"{method}'s answer folded onto {onto} (it was {result.objective})"}
     return replace(result, placement=placement, objective=ev.objective, info=info), ev
 
 

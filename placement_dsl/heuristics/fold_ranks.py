@@ -1,4 +1,5 @@
-"""Stages folded onto ranks (ZBV's V): the DP's split re-balanced by the ranks' loads.
+"""Stages folded onto ranks (ZBV's V): the DP's split re-balanced by the ranks' loads; any split made one torch's
+orders run.
 
 Under a schedule that folds its stages onto ranks (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV,
 Qi et al. §6) rank ``k`` of ``p`` runs stages ``k`` and ``2p - 1 - k``; its load is the sum of two
@@ -17,7 +18,11 @@ bound, and the heuristics claim none under ``zbv`` (:func:`.base.run`). Where th
 ideals (:func:`splits_of_ideals`) all of them are scored instead: the best of the DP's class.
 
 :func:`fold` makes any heuristic's answer that the V cannot fold into one that it folds (its colocation
-groups as nodes, :func:`group_nodes`), then re-balances it; :func:`.base.run` applies it under ``zbv``.
+groups as nodes, :func:`group_nodes`), then re-balances it; :func:`.base.run` applies it under ``zbv``. The same
+mechanism makes an answer the round-robin orders (``interleaved-1f1b``, ``zb-h1``) cannot run into one they run:
+one stage per device, their count one whose rounds split the micro-batches (:func:`~placement_dsl.pipeline_orders.runs`:
+5 ranks do not split 64 micro-batches into rounds, as torch refuses too, so a split over 4 accelerators and a host
+CPU is merged to 4 stages), re-balanced by the cost model; ``fits`` says which stage counts a schedule runs.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..evaluate import CostModel, evaluate
+from ..pipeline_orders import runs
 from ..placement import Placement
 from ..structure import ideal_masks
 
@@ -43,6 +49,17 @@ MAX_EVALUATIONS = 2000  # the cost model's calls one rebalance makes at most
 MAX_WORK = 4_000_000  # ... and at most this many ops scored in all (a 20,000-op graph: 200 calls)
 MAX_NODES = 64  # off a path, chains of ideals are enumerated on DAGs of at most this many supernodes
 REL_TOL = 1e-9
+
+
+def even(stages: int) -> bool:
+    """The V's stage counts (ZBV): even, at least 2; the default ``fits`` of :func:`rebalance`."""
+    return runs("zbv", stages)
+
+
+def stage_counts(model: CostModel) -> Callable[[int], bool]:
+    """The stage counts (one device each) whose orders ``model``'s schedule runs at its micro-batches."""
+    name, m = str(model.name), model.microbatches
+    return lambda stages: runs(name, stages, m)
 
 
 def _neighbours(con: Contraction) -> tuple[list[list[int]], list[list[int]]]:
@@ -71,28 +88,29 @@ def moves(stages: Stages, succ: list[list[int]], pred: list[list[int]]) -> Itera
                     yield new
 
 
-def evened(stages: Stages, devices: int) -> list[Stages]:
-    """Splits with an even number of stages made from an odd ``stages``: a stage cut in two at its middle supernode
-    (supernodes are numbered topologically, so a stage's first half after the stages before it is an ideal) while
-    the devices allow, and the last two stages merged."""
+def evened(stages: Stages, devices: int, fits: Callable[[int], bool] = even) -> list[Stages]:
+    """Splits of a count ``fits`` accepts (the V's: even) made from ``stages`` one stage away: a stage cut in two at its
+    middle supernode (supernodes are numbered topologically, so a stage's first half after the stages before it is an
+    ideal) while the devices allow, and two adjacent stages merged (the last two last)."""
     out = []
-    if len(stages) < devices:
+    if len(stages) < devices and fits(len(stages) + 1):
         for k, nodes in enumerate(stages):
             if len(nodes) > 1:
                 half = len(nodes) // 2
                 out.append([*stages[:k], nodes[:half], nodes[half:], *stages[k + 1:]])
-    if len(stages) > 1:
-        out.append([*stages[:-2], np.sort(np.concatenate(stages[-2:]))])
+    if fits(len(stages) - 1):
+        out += [[*stages[:k], np.sort(np.concatenate(stages[k:k + 2])), *stages[k + 2:]] for k in range(len(stages) - 1)]
     return out
 
 
-def splits_of_a_path(con: Contraction, devices: int) -> list[Stages] | None:
+def splits_of_a_path(con: Contraction, devices: int, fits: Callable[[int], bool] = even) -> list[Stages] | None:
     """Where the supernodes form a path (each has an edge to the next: the ideals are the prefixes), every split into
-    an even number of stages, at most ``devices``, if there are at most :data:`MAX_EVALUATIONS`; else ``None``."""
+    a count of stages ``fits`` accepts (the V's: even), at most ``devices``, if there are at most
+    :data:`MAX_EVALUATIONS`; else ``None``."""
     n = con.n_nodes
     if not _is_path(con):
         return None
-    counts = range(2, min(devices, n) + 1, 2)
+    counts = [h for h in range(1, min(devices, n) + 1) if fits(h)]
     if sum(math.comb(n - 1, h - 1) for h in counts) > MAX_EVALUATIONS:
         return None
     nodes = np.arange(n)
@@ -110,13 +128,15 @@ def ideals(con: Contraction, cap: int = MAX_EVALUATIONS) -> list[int] | None:
     return ideal_masks(*_neighbours(con), cap)
 
 
-def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS) -> list[Stages] | None:
-    """Every chain of ideals ``{} < I_1 < ... < I_h = all`` with an even number ``h`` of stages, at most ``devices``
-    (the DP's class, folded: stage ``k`` is ``I_k+1 - I_k``), if there are at most ``cap``; else ``None``. On a path
-    the ideals are the prefixes (:func:`splits_of_a_path`); off one, DAGs of at most :data:`MAX_NODES` supernodes."""
+def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS,
+                     fits: Callable[[int], bool] = even) -> list[Stages] | None:
+    """Every chain of ideals ``{} < I_1 < ... < I_h = all`` whose count ``h`` of stages ``fits`` accepts (the V's:
+    even), at most ``devices`` (the DP's class, folded: stage ``k`` is ``I_k+1 - I_k``), if there are at most ``cap``;
+    else ``None``. On a path the ideals are the prefixes (:func:`splits_of_a_path`); off one, DAGs of at most
+    :data:`MAX_NODES` supernodes."""
     n = con.n_nodes
     if _is_path(con) or n > MAX_NODES:
-        return splits_of_a_path(con, devices)
+        return splits_of_a_path(con, devices, fits)
     every = ideals(con, cap) if n else None
     if every is None:
         return None
@@ -126,7 +146,7 @@ def splits_of_ideals(con: Contraction, devices: int, cap: int = MAX_EVALUATIONS)
 
     def grow(chain: list[int]) -> bool:
         nonlocal steps
-        if (len(chain) + 1) % 2 == 0 and len(chain) + 1 <= devices:
+        if fits(len(chain) + 1) and len(chain) + 1 <= devices:
             out.append(_stages_of([0, *chain, full]))
             if len(out) > cap:
                 return False
@@ -145,13 +165,30 @@ def _stages_of(chain: list[int]) -> Stages:
             for a, b in itertools.pairwise(chain)]
 
 
-def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float], devices: int,
-              deadline: float | None = None, evaluations: int = MAX_EVALUATIONS) -> Stages:
+Score = float | tuple[float, float]  # the cost model's objective, or (bytes over memory, objective): scorer
+
+
+def below(a: Score, b: Score) -> bool:
+    """``a`` better than ``b`` by more than a relative ``1e-9`` (anything finite below infinite): a float is an
+    objective, a pair (bytes over memory, objective) is compared by its bytes first."""
+    pair_a, pair_b = (v if isinstance(v, tuple) else (0.0, v) for v in (a, b))
+    for u, w in zip(pair_a, pair_b, strict=True):
+        if u < w and (np.isinf(w) or u < w - REL_TOL * max(1.0, abs(w))):
+            return True
+        if w < u and (np.isinf(u) or w < u - REL_TOL * max(1.0, abs(u))):
+            return False
+    return False
+
+
+def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], Score], devices: int,
+              deadline: float | None = None, evaluations: int = MAX_EVALUATIONS,
+              fits: Callable[[int], bool] = even) -> Stages:
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
-    objective; ``inf`` when invalid) falls by more than a relative ``1e-9``: steepest descent, at most
+    objective, ``inf`` when invalid; or :func:`scorer`'s pair) falls (:func:`below`): steepest descent, at most
     ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
-    form a small DAG, the best of all its chains of ideals into an even number of stages instead
-    (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads)."""
+    form a small DAG, the best of all its chains of ideals into a count of stages ``fits`` accepts (the V's: even)
+    instead (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads); a count it does not accept
+    is first made one (:func:`evened`)."""
     succ, pred = _neighbours(con)
     spent = 0
 
@@ -163,17 +200,17 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
                 break
             spent += 1
             value = score(c)
-            if value < found and (np.isinf(found) or value < found - REL_TOL * max(1.0, abs(found))):
+            if below(value, found):
                 found, chosen = value, c
         return found, chosen
 
-    every = splits_of_ideals(con, devices) if evaluations >= MAX_EVALUATIONS else None
+    every = splits_of_ideals(con, devices, fits=fits) if evaluations >= MAX_EVALUATIONS else None
     value = score(stages)
     if every is not None:  # the best of them, or the start if none beats it before the deadline
         found, chosen = best_of(every, value)
         return stages if chosen is None else chosen
-    if len(stages) % 2:
-        found, chosen = best_of(evened(stages, devices), np.inf)
+    if not fits(len(stages)):
+        found, chosen = best_of(evened(stages, devices, fits), (np.inf, np.inf))
         if chosen is not None:
             value, stages = found, chosen
     while True:
@@ -183,24 +220,33 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], float]
         value, stages = found, chosen
 
 
-def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]) -> Callable[[Stages], float]:
-    """The cost model's objective of a split (``place``: stages -> op assignment), ``inf`` when it is invalid."""
-    def score(stages: Stages) -> float:
+def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]
+           ) -> Callable[[Stages], tuple[float, float]]:
+    """``(bytes over memory, objective)`` of a split by the cost model (``place``: stages -> op assignment): ``(0,
+    objective)`` when it is valid; where memory alone is over, the bytes over every device's capacity and the
+    objective, so a descent from an overfull split moves towards one that fits; ``(inf, inf)`` otherwise."""
+    def score(stages: Stages) -> tuple[float, float]:
         ev = evaluate(Placement(graph, cluster, place(stages)), model)
-        return float(ev.objective) if ev.valid else float("inf")
+        if ev.valid:
+            return 0.0, float(ev.objective)
+        if any(v.check != "memory" for v in ev.binding):
+            return math.inf, math.inf
+        return sum(max(0.0, d.memory_used - d.memory_capacity) for d in ev.devices), float(ev.objective)
     return score
 
 
 def fold(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
-    """A split the V folds, made from ``placement`` (which it does not fold: an odd number of devices, or devices whose
-    ops reach each other through another device), then re-balanced by the ranks (:func:`rebalance`); ``None`` where
-    none exists (fewer than 2 devices).
+    """A split ``model``'s orders run, made from ``placement`` (which they do not run: under the V an odd number of
+    devices, or devices whose ops reach each other through another device; under the round-robin orders a rank count
+    whose rounds do not split the micro-batches, or a device holding stages they cannot interleave), then re-balanced
+    by the cost model (:func:`rebalance`); ``None`` where none exists (fewer than 2 devices).
 
     The placement's colocation groups (:func:`group_nodes`) keep their devices' order where the device graph is
     acyclic (each device one stage, in a topological order); else each maximal run of one device along the supernodes'
-    topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices. Either way
-    every prefix of stages is an ideal. An odd count is made even (:func:`evened`); each stage keeps the device that
-    held most of its supernodes, or takes an unused one (accelerators first)."""
+    topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices, and on
+    down while no count one stage away is one the orders run (:func:`stage_counts`). Either way every prefix of stages
+    is an ideal. A count they do not run is then made one (:func:`evened`: the V's odd count even); each stage keeps
+    the device that held most of its supernodes, or takes an unused one (accelerators first)."""
     graph, cluster = placement.graph, placement.cluster
     con = group_nodes(graph)
     if cluster.size < 2 or con is None:
@@ -212,7 +258,12 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     times = cluster.times(graph)
     least = np.where(np.isfinite(times), times, np.inf).min(axis=1)
     work = np.bincount(con.image, weights=np.where(np.isfinite(least), least, 0.0), minlength=con.n_nodes)
-    while len(stages) > cluster.size:
+    fits = stage_counts(model)
+
+    def near(h: int) -> bool:  # a count the orders run at most one stage away
+        return fits(h) or fits(h - 1) or (h < cluster.size and fits(h + 1))
+
+    while len(stages) > 1 and (len(stages) > cluster.size or not near(len(stages))):
         k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
         stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
 
@@ -220,19 +271,19 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
         return _devices_of(con, st, owner, cluster)
 
     score = scorer(graph, cluster, model, place)
-    if len(stages) % 2:
-        candidates = evened(stages, cluster.size)
+    if not fits(len(stages)):
+        candidates = evened(stages, cluster.size, fits)
         if not candidates:
             return None
-        value, chosen = score(candidates[-1]), candidates[-1]  # the last two merged: always there
+        value, chosen = score(candidates[-1]), candidates[-1]  # scored whatever the deadline (the V: the last two merged)
         for c in candidates[:-1]:
             if deadline is not None and time.monotonic() > deadline:
                 break
-            if (v := score(c)) < value:
+            if below(v := score(c), value):
                 value, chosen = v, c
         stages = chosen
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
-    stages = rebalance(con, stages, score, cluster.size, deadline, budget)
+    stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits)
     return Placement(graph, cluster, place(stages), source=placement.source)
 
 
