@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -47,8 +49,8 @@ from .placement import Placement, PlacementClass
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "PASS_MARGIN", "RACE",
            "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
-           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width",
-           "pass_estimates", "pass_seconds", "race", "resolve"]
+           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width", "outside",
+           "pass_estimates", "pass_seconds", "race", "rebuilt", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -280,10 +282,14 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
         seconds = min(seconds, deadline.left() - fallback_seconds(problem.graph, problem.cluster, "none", SCORING))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
+    kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
-                           even) if FORK and math.isfinite(clock.at) else _here(problem, order, seconds, deadline, even)
+                           even, kept is not None) if FORK and math.isfinite(clock.at) else \
+        _here(problem, order, seconds, deadline, even, kept is not None)
     for kind, method, *rest in stream:
-        if kind in ("best", "found"):
+        if kind == "outside" and kept is not None:
+            kept[:] = sorted([*kept, (rest[-1], method, rest[0])], key=lambda s: s[0])[:OUTSIDE_KEPT]
+        elif kind in ("best", "found"):
             seen.append((rest[-1], method, *rest[:-1]))  # (objective, method, parts, bound)
             best_sent = (method, *rest[:-1]) if kind == "best" else best_sent
         elif kind == "done":
@@ -356,10 +362,11 @@ def construction_order(problem: Any, methods: list[str], passes: dict[str, float
     return passes + baselines if passes else baselines
 
 
-def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool) -> list[tuple]:
+def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool,
+          wide: bool) -> list[tuple]:
     """The race's messages with its searches run in this process."""
     sent: list[tuple] = []
-    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even)
+    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide)
     return sent
 
 
@@ -382,10 +389,11 @@ def _best_baseline(problem: Any, methods: list[str], best: Start, deadline: Dead
 
 
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
-                even: bool) -> None:
+                even: bool, wide: bool = False) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
     each valid start as ``("best" or "found", method, its placement's parts, class bound, objective)``: ``"best"``
-    when it is better than every start before it. Once a start meets a class
+    when it is better than every start before it; with ``wide``, each start the problem refuses with a finite
+    objective as ``("outside", method, parts, objective)`` (its family may take it: :func:`outside`). Once a start meets a class
     bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
     best: float | None = None
     proven = -math.inf
@@ -412,6 +420,8 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         if start.usable:  # every valid start, the best so far as such (the caller keeps a few distinct others)
             kind, best = ("best", start.objective) if best is None or start.objective < best else ("found", best)
             send((kind, method, _parts(start.placement), start.bound, start.objective))
+        elif wide and start.evaluation is not None and math.isfinite(start.evaluation.objective):
+            send(("outside", method, _parts(start.placement), start.evaluation.objective))
         send(("done", method, start.refusal.removeprefix("warm start refused: "), cut, start.bound))
         proven = max(proven, -math.inf if start.bound is None else start.bound)
 
@@ -452,11 +462,31 @@ def _parts(placement: Placement) -> tuple:
     return placement.assign, placement.source, placement.schedule, replicas or None
 
 
+def rebuilt(problem: Any, parts: tuple) -> Placement:
+    """The placement a race's child sent as its ``parts`` (:func:`_parts`), on ``problem``'s graph and cluster."""
+    assign, source, schedule, replicas = parts
+    return Placement(problem.graph, problem.cluster, assign, source, schedule=schedule, replicas=replicas)
+
+
 def _received(problem: Any, method: str, parts: tuple, bound: float | None) -> Start:
     """The start a race's child sent, rebuilt on the problem's graph and cluster and checked here."""
-    assign, source, schedule, replicas = parts
-    placement = Placement(problem.graph, problem.cluster, assign, source, schedule=schedule, replicas=replicas)
-    return _checked(problem, placement, bound, method)
+    return _checked(problem, rebuilt(problem, parts), bound, method)
+
+
+OUTSIDE, OUTSIDE_KEPT = ContextVar[list[tuple] | None]("outside_starts", default=None), 2  # see outside()
+
+
+@contextmanager
+def outside() -> Iterator[list[tuple]]:
+    """Within the block every race on a problem whose terms restrict it to a class keeps the best
+    :data:`OUTSIDE_KEPT` placements the class refuses but scores finitely (``(objective, method, parts)``, best first,
+    :func:`rebuilt` gives each placement) in the list it yields: the caller offers them to the problem's family (HEFT's
+    schedule, refused under contiguity, is the best placement over every one on a cluster with links)."""
+    token = OUTSIDE.set([])
+    try:
+        yield OUTSIDE.get()
+    finally:
+        OUTSIDE.reset(token)
 
 
 def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: str | None = None,
