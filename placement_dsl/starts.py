@@ -59,6 +59,7 @@ MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid 
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
+HOLD = 0.6  # of the caller's time left, the most a race is widened to for its passes (a 60 s solve of 5,057 ops at load 14: 53.7 s)
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
 LEAD = {"max_load": ("dp", "pipedream", "slicegraph")}  # per goal, the searches a race runs first after the baselines and the
 LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left at least: for max load the DP over
@@ -222,7 +223,7 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     end = began + budget
     methods = auto_methods(problem)
     racing = RACE if improving(problem) in registry.load() else 1.0  # no improving method: all of it
-    most = math.inf if deadline is None else deadline.left() - KEEP
+    most = math.inf if deadline is None else HOLD * deadline.left() - KEEP
     need = min(held_seconds(problem, methods), max(most, budget))  # a share too small for the passes (or the
     budget, end = max(budget, need), max(end, began + need)  # contiguous class's search) is widened to hold them
     best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
@@ -277,7 +278,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     order += [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = held_seconds(problem, methods, passes)  # the passes' time, however small the race: each is run to its
     # end (under contiguity, where their splits are refused, the lead search's estimated time instead)
-    seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
+    seconds = max(seconds, need if deadline is None else min(need, HOLD * deadline.left() - KEEP))
     if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
         seconds = min(seconds, deadline.left() - fallback_seconds(problem.graph, problem.cluster, "none", SCORING))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
@@ -478,10 +479,9 @@ OUTSIDE, OUTSIDE_KEPT = ContextVar[list[tuple] | None]("outside_starts", default
 
 @contextmanager
 def outside() -> Iterator[list[tuple]]:
-    """Within the block every race on a problem whose terms restrict it to a class keeps the best
-    :data:`OUTSIDE_KEPT` placements the class refuses but scores finitely (``(objective, method, parts)``, best first,
-    :func:`rebuilt` gives each placement) in the list it yields: the caller offers them to the problem's family (HEFT's
-    schedule, refused under contiguity, is the best placement over every one on a cluster with links)."""
+    """Within the block each race on a problem its terms restrict keeps the best :data:`OUTSIDE_KEPT` placements the
+    class refuses with a finite objective (``(objective, method, parts)``, best first; :func:`rebuilt`) in the list it
+    yields, for the problem's family (HEFT's schedule, refused under contiguity, on a cluster with links)."""
     token = OUTSIDE.set([])
     try:
         yield OUTSIDE.get()
