@@ -22,14 +22,19 @@ from .deadline import Deadline, call_within
 from .errors import PlacementError
 from .evaluate import execution
 from .heuristics import run as heuristic
+from .heuristics.fallback import SCORING, fallback_seconds
 from .placement import Placement
 from .problem import Problem
+from .starts import pass_estimates, rebuilt
 
 __all__ = ["BEYOND", "ROUNDING", "TOL", "Beyond", "Wider", "elsewhere", "held", "reported", "search", "widened"]
 
 TOL = 1e-6  # relative slack of a solver's bound over the best objective (solver tolerances)
 ROUNDING = 1e-12  # relative difference of bound and objective that is floating-point rounding of the time scale
 BEYOND = ("list", "latency-best")  # the heuristics a restricted latency certificate runs over the family
+BEYOND_OPS = ("list", "cpop")  # ... and a solve's family where the devices run one op at a time (links, MOIRAI §III):
+# the list schedulers, whose interleaved splits contiguity refuses (a contiguous latency of 2,000 ops onto four
+# linked accelerators and a host: the class's best 3,071.7, HEFT's schedule 1,046.2)
 UPPER_MARGIN, UPPER_MARGIN_PER_OP = 0.15, 1.5e-4  # of its share, and per op, a schedule pass's limit ends early:
 # stopped, a pass completes its schedule (a list schedule of 47,584 ops takes 5-7.5 s), which the throughput
 # searches' margin (deadline.stop_margin: a placement scored) does not hold
@@ -135,15 +140,18 @@ Offer = Callable[[Placement, str], Any]
 
 
 def search(problem: Problem, methods: tuple[str, ...], share: Deadline, offer: Offer) -> None:
-    """``methods`` in turn on ``problem``'s cost model with its q (the subgraphs per accelerator its terms allow),
-    within ``share``, each answer given to ``offer`` with the method's name (a method stopped past its limit, or that
-    does not apply, gives none)."""
-    from .formulations.latency import subgraphs_per_accelerator  # the formulations load Pyomo: only where one runs
+    """``methods`` in turn on ``problem``'s cost model, with its q (the subgraphs per accelerator its terms allow) on
+    Tarnawski's invocations, within ``share``, each answer given to ``offer`` with the method's name (a method stopped
+    past its limit, or that does not apply, gives none; a pass whose estimated time does not fit is not run)."""
+    model = problem.cost_model()
+    if execution(problem.cluster) == "invocations":
+        from .formulations.latency import subgraphs_per_accelerator  # the formulations load Pyomo: where one runs
 
-    model = replace(problem.cost_model(), max_subgraphs=subgraphs_per_accelerator(problem))
+        model = replace(model, max_subgraphs=subgraphs_per_accelerator(problem))
+    estimates = pass_estimates(problem, list(methods))
     for method in methods:
-        if share.expired(0.1):
-            break
+        if share.expired(max(0.1, estimates.get(method, 0.0))):
+            continue
         limit = share.left()  # its own limit ends a margin before it is stopped, so that it returns its best
         margin = min(max(UPPER_MARGIN * limit, UPPER_MARGIN_PER_OP * problem.graph.n), 0.5 * limit)
         try:
@@ -158,24 +166,33 @@ Bound = Callable[[Deadline], "tuple[float | None, str]"]
 
 
 def widened(problem: Problem, answer: tuple[float, Placement | None, str], deadline: Deadline,
-            bound: Bound) -> Beyond | None:
+            bound: Bound, offered: list[tuple] = ()) -> Beyond | None:
     """What a solve's ``answer`` (objective, placement, finder; its class's best) leaves open beyond its class, found
     within ``deadline``: ``bound`` (a bound over every placement and what proved it) in :data:`BOUND_SHARE` of it;
-    then, for Tarnawski's invocation model and while that bound does not meet the answer, the family's heuristics
-    (:data:`BEYOND`, as a certification runs them) in the rest, each placement the class refuses offered as one
-    outside it. ``None`` where no term restricts the problem."""
+    then, while that bound does not meet the answer, the placements the solve's start race scored and the class
+    refused (``offered``: ``(objective, method, parts)``, :func:`~placement_dsl.starts.outside`), each while its
+    scoring fits, and the family's heuristics (:data:`BEYOND` on Tarnawski's invocations, as a certification runs
+    them; :data:`BEYOND_OPS` where the devices run one op at a time) in the rest, each placement the class refuses
+    offered as one outside it. ``None`` where no term restricts the problem."""
     wider = Wider(problem, problem.class_label(), TOL, ROUNDING)
     if wider.problem is None:
         return None
     value, by = bound(deadline.within(BOUND_SHARE * deadline.left()))
     if value is not None:
         wider.prove(by, value, answer[0])
-    if execution(problem.cluster) == "invocations" and wider.wide[0] < answer[0] * (1 - wider.rounding):
-        def outside(placement: Placement, who: str) -> None:
-            if not problem.is_valid(placement):  # one the class accepts is no answer beyond it
-                wider.offer(placement, who)
+    if wider.wide[0] >= answer[0] * (1 - wider.rounding):
+        return wider.beyond(answer)
 
-        search(wider.problem, BEYOND, deadline, outside)
+    def outside(placement: Placement, who: str) -> None:
+        if not problem.is_valid(placement):  # one the class accepts is no answer beyond it
+            wider.offer(placement, who)
+
+    scoring = fallback_seconds(problem.graph, problem.cluster, "none", 2 * SCORING)  # the class's check and the family's
+    for _, method, parts in offered:
+        if deadline.expired(scoring):
+            break
+        outside(rebuilt(problem, parts), method)
+    search(wider.problem, BEYOND if execution(problem.cluster) == "invocations" else BEYOND_OPS, deadline, outside)
     return wider.beyond(answer)
 
 

@@ -36,7 +36,7 @@ from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
 from .solvers import SolveOptions, SolverOutcome, Status, solve_model
-from .starts import AUTO
+from .starts import AUTO, outside
 from .stopped import (
     MATCH_TOL,
     RESERVE,
@@ -130,13 +130,14 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     running = _segment_bound(problem, inner)
     token = RUNNING.set(running) if running is not None else None
     try:
-        with elsewhere():  # a solve inside this one (a coarse model, a window) reports no family of its own
+        with elsewhere(), outside() as offered:  # a solve inside this one (a coarse model, a window) reports no
+            # family of its own; the start's races keep what the class refuses for this one's
             result = _solve(problem, formulation, solver, inner, t0, gap, threads, warm_start, log_path, method,
                             options)
         if result.bound_scope is not None:  # its class by name: which device order a DAG order follows, q, ...
             result.bound_label = problem.class_label(result.bound_scope)
         if kept:
-            _widen(problem, result, clock.within(kept), t0)
+            _widen(problem, result, clock.within(kept), t0, offered)
         if running is not None and running.note:
             result.message = "; ".join(m for m in (result.message, running.note) if m)
         return result
@@ -162,12 +163,13 @@ def _family_seconds(problem: Any, clock: Deadline) -> float:
     return min(FAMILY_SHARE * clock.left(), FAMILY_MOST)
 
 
-def _widen(problem: Problem, result: Result, clock: Deadline, t0: float) -> None:
+def _widen(problem: Problem, result: Result, clock: Deadline, t0: float, offered: list[tuple]) -> None:
     """``result``'s family beyond its class, as a certificate reports it (:func:`~placement_dsl.beyond.widened`: the
-    family's heuristics, the closed forms over every placement), within ``clock``."""
+    placements the start's races scored and the class refused, ``offered``, the family's heuristics, the closed forms
+    over every placement), within ``clock``."""
     began = time.perf_counter()
     answer = (math.inf if result.objective is None else result.objective, result.placement, result.found_by or "solve")
-    result.family = widened(problem, answer, clock, lambda left: closed_form_source(problem, left))
+    result.family = widened(problem, answer, clock, lambda left: closed_form_source(problem, left), offered)
     result.timings = replace(result.timings, family=time.perf_counter() - began, total=time.perf_counter() - t0)
 
 SEGMENT_SHARE = 0.5  # of a single-sample solve's time, the most its segment bound's child process runs beside it

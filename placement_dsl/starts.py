@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -47,8 +49,8 @@ from .placement import Placement, PlacementClass
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "PASS_MARGIN", "RACE",
            "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
-           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width",
-           "pass_estimates", "pass_seconds", "race", "resolve"]
+           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width", "outside",
+           "pass_estimates", "pass_seconds", "race", "rebuilt", "resolve"]
 
 AUTO = "auto"
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
@@ -57,6 +59,7 @@ MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid 
 KEEP = 1.0  # seconds of the caller's deadline a named heuristic leaves for the caller's own work
 BASELINES = frozenset({"greedy", "one-device"})  # O(n + m): "auto" runs them even once its share is spent
 RACE = 0.4  # of "auto"'s share in which its searches race; the rest goes to the improving method from the best
+HOLD = 0.6  # of the caller's time left, the most a race is widened to for its passes (a 60 s solve of 5,057 ops at load 14: 53.7 s)
 FORK = True  # whether a race's searches run in a forked child stopped at the race's end (see race())
 LEAD = {"max_load": ("dp", "pipedream", "slicegraph")}  # per goal, the searches a race runs first after the baselines and the
 LEAD_SHARE = 0.5  # passes, in order, the first with this share of the time left at least: for max load the DP over
@@ -220,7 +223,7 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
     end = began + budget
     methods = auto_methods(problem)
     racing = RACE if improving(problem) in registry.load() else 1.0  # no improving method: all of it
-    most = math.inf if deadline is None else deadline.left() - KEEP
+    most = math.inf if deadline is None else HOLD * deadline.left() - KEEP
     need = min(held_seconds(problem, methods), max(most, budget))  # a share too small for the passes (or the
     budget, end = max(budget, need), max(end, began + need)  # contiguous class's search) is widened to hold them
     best, refusals, unfinished = race(problem, methods, max(racing * budget, need) - (time.perf_counter() - began),
@@ -275,15 +278,19 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     order += [m for m in methods if m not in BASELINES and m not in lead and m not in passes]
     need = held_seconds(problem, methods, passes)  # the passes' time, however small the race: each is run to its
     # end (under contiguity, where their splits are refused, the lead search's estimated time instead)
-    seconds = max(seconds, need if deadline is None else min(need, deadline.left() - KEEP))
+    seconds = max(seconds, need if deadline is None else min(need, HOLD * deadline.left() - KEEP))
     if deadline is not None:  # its best start is scored here after it (two list schedules of 47,584 ops: 10 s)
         seconds = min(seconds, deadline.left() - fallback_seconds(problem.graph, problem.cluster, "none", SCORING))
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
+    kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
-                           even) if FORK and math.isfinite(clock.at) else _here(problem, order, seconds, deadline, even)
+                           even, kept is not None) if FORK and math.isfinite(clock.at) else \
+        _here(problem, order, seconds, deadline, even, kept is not None)
     for kind, method, *rest in stream:
-        if kind in ("best", "found"):
+        if kind == "outside" and kept is not None:
+            kept[:] = sorted([*kept, (rest[-1], method, rest[0])], key=lambda s: s[0])[:OUTSIDE_KEPT]
+        elif kind in ("best", "found"):
             seen.append((rest[-1], method, *rest[:-1]))  # (objective, method, parts, bound)
             best_sent = (method, *rest[:-1]) if kind == "best" else best_sent
         elif kind == "done":
@@ -356,10 +363,11 @@ def construction_order(problem: Any, methods: list[str], passes: dict[str, float
     return passes + baselines if passes else baselines
 
 
-def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool) -> list[tuple]:
+def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool,
+          wide: bool) -> list[tuple]:
     """The race's messages with its searches run in this process."""
     sent: list[tuple] = []
-    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even)
+    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide)
     return sent
 
 
@@ -382,10 +390,11 @@ def _best_baseline(problem: Any, methods: list[str], best: Start, deadline: Dead
 
 
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
-                even: bool) -> None:
+                even: bool, wide: bool = False) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
     each valid start as ``("best" or "found", method, its placement's parts, class bound, objective)``: ``"best"``
-    when it is better than every start before it. Once a start meets a class
+    when it is better than every start before it; with ``wide``, each start the problem refuses with a finite
+    objective as ``("outside", method, parts, objective)`` (its family may take it: :func:`outside`). Once a start meets a class
     bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
     best: float | None = None
     proven = -math.inf
@@ -412,6 +421,8 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
         if start.usable:  # every valid start, the best so far as such (the caller keeps a few distinct others)
             kind, best = ("best", start.objective) if best is None or start.objective < best else ("found", best)
             send((kind, method, _parts(start.placement), start.bound, start.objective))
+        elif wide and start.evaluation is not None and math.isfinite(start.evaluation.objective):
+            send(("outside", method, _parts(start.placement), start.evaluation.objective))
         send(("done", method, start.refusal.removeprefix("warm start refused: "), cut, start.bound))
         proven = max(proven, -math.inf if start.bound is None else start.bound)
 
@@ -452,11 +463,30 @@ def _parts(placement: Placement) -> tuple:
     return placement.assign, placement.source, placement.schedule, replicas or None
 
 
+def rebuilt(problem: Any, parts: tuple) -> Placement:
+    """The placement a race's child sent as its ``parts`` (:func:`_parts`), on ``problem``'s graph and cluster."""
+    assign, source, schedule, replicas = parts
+    return Placement(problem.graph, problem.cluster, assign, source, schedule=schedule, replicas=replicas)
+
+
 def _received(problem: Any, method: str, parts: tuple, bound: float | None) -> Start:
     """The start a race's child sent, rebuilt on the problem's graph and cluster and checked here."""
-    assign, source, schedule, replicas = parts
-    placement = Placement(problem.graph, problem.cluster, assign, source, schedule=schedule, replicas=replicas)
-    return _checked(problem, placement, bound, method)
+    return _checked(problem, rebuilt(problem, parts), bound, method)
+
+
+OUTSIDE, OUTSIDE_KEPT = ContextVar[list[tuple] | None]("outside_starts", default=None), 2  # see outside()
+
+
+@contextmanager
+def outside() -> Iterator[list[tuple]]:
+    """Within the block each race on a problem its terms restrict keeps the best :data:`OUTSIDE_KEPT` placements the
+    class refuses with a finite objective (``(objective, method, parts)``, best first; :func:`rebuilt`) in the list it
+    yields, for the problem's family (HEFT's schedule, refused under contiguity, on a cluster with links)."""
+    token = OUTSIDE.set([])
+    try:
+        yield OUTSIDE.get()
+    finally:
+        OUTSIDE.reset(token)
 
 
 def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: str | None = None,

@@ -25,11 +25,9 @@ from ..placement import Placement
 from .base import HeuristicResult, left, stopped
 from .base import run as run_method
 from .fallback import fallback_seconds
+from .pass_costs import pass_wall
 
 PASSES = ("list", "cpop")  # HEFT first: the better of the two on every generated DAG measured (731.0 and 855.7 at 2k)
-PASS_EVALUATIONS = 3  # evaluations' worth of one pass (each op tried on every device, each tensor booked on its
-# route), by fallback_seconds' sizing: HEFT took 0.56 s wall on 2,000 ops and 1.56 s on 5,000 at load 9.4, where
-# that sizing gives one evaluation 0.24 and 0.59 s
 
 
 def applies(cluster: Cluster, model: CostModel) -> bool:
@@ -38,21 +36,17 @@ def applies(cluster: Cluster, model: CostModel) -> bool:
     return execution(cluster) == "ops" and "contiguous" not in model.require and not model.max_subgraphs
 
 
-def pass_seconds(graph: Graph, cluster: Cluster) -> float:
-    """Wall seconds one pass is estimated to take on ``graph`` here as loaded now (:data:`PASS_EVALUATIONS`)."""
-    return fallback_seconds(graph, cluster, "none", PASS_EVALUATIONS)
-
-
 def passes(graph: Graph, cluster: Cluster, model: CostModel, at: float | None
            ) -> list[tuple[str, Callable[[], HeuristicResult]]]:
     """The list-scheduling candidates (:data:`PASSES`) as ``(method, call)`` where they :func:`applies`, none else.
-    A call whose :func:`pass_seconds` do not fit what is left until ``at`` (``time.monotonic()``) raises
-    :class:`~placement_dsl.deadline.BudgetSpent` without running: the cheaper candidates after it keep the time."""
+    A call whose estimated wall seconds (:func:`~.pass_costs.pass_wall`, the estimate a race sizes them by) do not
+    fit what is left until ``at`` (``time.monotonic()``) raises :class:`~placement_dsl.deadline.BudgetSpent` without
+    running: the cheaper candidates after it keep the time."""
     if not applies(cluster, model):
         return []
 
     def call(method: str) -> HeuristicResult:
-        need, rest = pass_seconds(graph, cluster), left(at)
+        need, rest = (0.0 if at is None else pass_wall(graph, cluster, [method])[method]), left(at)
         if rest is not None and need > rest:
             raise BudgetSpent(f"{method}: ~{need:.1f} s estimated for {graph.n} ops, {rest:.1f} s left")
         return run_method(method, graph, cluster, model=model)

@@ -47,23 +47,34 @@ def mean_width(graph: Any) -> float:
 
 def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
     """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
-    on ``problem`` on this machine as loaded now: its CPU seconds (:func:`pass_seconds`) times :data:`PASS_MARGIN`,
-    over this process's share of the cores (the load average per core, at least 1)."""
+    on ``problem`` on this machine as loaded now (:func:`pass_wall`)."""
+    return pass_wall(problem.graph, problem.cluster, methods)
+
+
+def pass_wall(graph: Any, cluster: Any, methods: list[str]) -> dict[str, float]:
+    """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
+    on ``graph`` onto ``cluster`` on this machine as loaded now: its CPU seconds (:func:`cpu_seconds`) times
+    :data:`PASS_MARGIN`, over this process's share of the cores (the load average per core, at least 1). The one
+    estimate of a pass, for a race's order and sizing and for latency-best's list-scheduling candidates alike."""
     found = [m for m in dict.fromkeys(methods) if m in PASSES]  # (the O(n + m) baselines are none of them)
     if not found:
         return {}
     cores, load = machine()
-    width = mean_width(problem.graph)
+    width = mean_width(graph)
     factor = PASS_MARGIN * max(1.0, load / max(cores, 1))
-    cpu = {m: pass_seconds(problem, m, width) for m in found}
+    cpu = {m: cpu_seconds(graph, cluster.size, m, width) for m in found}
     return {m: cpu[m] * factor for m in sorted(found, key=lambda m: cpu[m])}
 
 
 def pass_seconds(problem: Any, method: str, width: float | None = None) -> float:
-    """The CPU seconds of pass ``method`` on ``problem`` on one idle core: its terms (:data:`PASSES`) on the graph's
-    ops ``n``, edges ``m``, devices ``D`` and mean width ``w`` (``width``; computed when ``None``): ``1``,
-    ``(n + m) D``, ``(n + m) D log2 n``, ``(n + m) log2 n``, ``n D w``, ``n w``."""
-    g, devices = problem.graph, problem.cluster.size
+    """The CPU seconds of pass ``method`` on ``problem`` on one idle core (:func:`cpu_seconds`)."""
+    return cpu_seconds(problem.graph, problem.cluster.size, method, width)
+
+
+def cpu_seconds(g: Any, devices: int, method: str, width: float | None = None) -> float:
+    """The CPU seconds of pass ``method`` on graph ``g`` onto ``devices`` devices on one idle core: its terms
+    (:data:`PASSES`) on the graph's ops ``n``, edges ``m``, devices ``D`` and mean width ``w`` (``width``; computed
+    when ``None``): ``1``, ``(n + m) D``, ``(n + m) D log2 n``, ``(n + m) log2 n``, ``n D w``, ``n w``."""
     w = mean_width(g) if width is None else width
     size, log = g.n + g.m, math.log2(max(g.n, 2))
     terms = (1.0, size * devices, size * devices * log, size * log, g.n * devices * w, g.n * w)

@@ -58,8 +58,7 @@ def test_the_list_schedulers_are_not_offered_on_invocations_or_under_contiguity(
 
 
 def test_a_pass_that_does_not_fit_the_time_left_is_not_run_and_the_others_are(monkeypatch):
-    monkeypatch.setattr(latency_passes, "fallback_seconds", lambda graph, cluster, split="balanced", checks=0:
-                        1e6 if checks == latency_passes.PASS_EVALUATIONS else 0.0)
+    monkeypatch.setattr(latency_passes, "pass_wall", lambda graph, cluster, methods: dict.fromkeys(methods, 1e6))
     found = run("latency-best", _layered(0, 60), _linked(), model=LATENCY, time_limit=5.0)
     rows = {c["method"]: c for c in found.info["candidates"]}
     assert "estimated" in rows["list"]["error"] and "latency" in rows["greedy"]

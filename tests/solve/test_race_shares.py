@@ -170,3 +170,20 @@ def test_a_throughput_race_runs_the_slicings_next_when_the_dp_declines_a_wide_gr
     assert [m for m, _ in searches[:3]] == ["dp", "pipedream", "slicegraph"]
     assert searches[2][1] >= starts.NEXT_LEAD_SHARE * (8.0 - (time.perf_counter() - began)) - 0.5
     assert best.usable
+
+
+def test_the_passes_widen_a_start_to_at_most_its_hold_of_the_time_left(monkeypatch):
+    """Passes estimated past the whole budget widened the start to all of it but KEEP: a 60 s solve of 5,057 ops at
+    load 14 spent 53.7 s on its start, and the coarse solve and LNS had 2 s. The widening stops at HOLD of the time
+    left; the passes that do not fit are cut short, and the best start found so far answers."""
+    real_estimates = starts.pass_estimates
+    monkeypatch.setattr(starts, "pass_estimates", lambda p, methods: dict.fromkeys(real_estimates(p, methods), 1e3))
+    given, raced = [], starts.race
+
+    def racing(problem, methods, seconds, *args, **kwargs):
+        given.append(seconds)
+        return raced(problem, methods, seconds, *args, **kwargs)
+    monkeypatch.setattr(starts, "race", racing)
+    clock = Deadline(10.0)
+    found = resolve(_gpt_layer(), "auto", deadline=clock, share=0.2, cap=float("inf"))
+    assert found.usable and given and given[0] <= 0.6 * 10.0 - starts.KEEP + 1e-6  # was 9 s

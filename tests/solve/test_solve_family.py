@@ -12,11 +12,14 @@ import pytest
 
 from placement_dsl.cli import main
 from placement_dsl.constraints import Contiguous, Memory, Subgraphs
+from placement_dsl.deadline import Deadline
 from placement_dsl.evaluate import evaluate
+from placement_dsl.heuristics import run
 from placement_dsl.io import Workload, save_workload
 from placement_dsl.objectives import Latency
 from placement_dsl.problem import Problem
 from placement_dsl.solve import solve
+from placement_dsl.starts import outside, race, rebuilt
 from placement_dsl.testing import invocation_workload, valid_objectives
 
 TOL = 1e-9
@@ -75,3 +78,35 @@ def test_solve_ip_prints_and_writes_the_family(tmp_path, capsys):
     wide = payload["classes"]["all placements"]
     assert payload["bound_scope"] == "contiguous placements" and wide["bound"] > 0
     assert wide["bound"] <= min(wide["objective"], payload["objective"]) * (1 + TOL)
+
+
+def _linked_contiguous(n: int = 120) -> Problem:
+    """A contiguous latency on devices that run one op at a time (linked accelerators and a host, MOIRAI §III), where
+    HEFT's interleaved schedule lies outside the class."""
+    from ..heuristics.test_latency_passes import _layered, _linked
+
+    return Problem(_layered(0, n), _linked(), Latency(), [Memory(), Contiguous()])
+
+
+def test_a_contiguous_latency_on_links_reports_heft_outside_its_class():
+    problem = _linked_contiguous()
+    heft = problem.unrestricted().evaluate(run("list", problem.graph, problem.cluster,
+                                               model=problem.unrestricted().cost_model()).placement)
+    res = solve(problem, time_limit=LIMIT)
+    beyond = res.family
+    assert not problem.is_valid(run("list", problem.graph, problem.cluster, model=problem.cost_model()).placement)
+    assert beyond is not None and beyond.outside and beyond.objective <= heft.objective * (1 + TOL) < res.objective
+    assert problem.unrestricted().is_valid(beyond.placement) and beyond.bound <= beyond.objective * (1 + TOL)
+
+
+def test_a_race_keeps_the_placements_the_class_refuses_for_the_family():
+    problem = _linked_contiguous()
+    with outside() as kept:
+        best, _, _ = race(problem, ["greedy", "list"], 20.0, Deadline(30.0))
+    assert best.usable and best.method == "greedy"
+    assert [m for _, m, _ in kept] == ["list"]
+    objective, _, parts = kept[0]
+    placement = rebuilt(problem, parts)
+    assert not problem.is_valid(placement) and problem.unrestricted().evaluate(placement).objective == \
+        pytest.approx(objective)
+    assert race(problem, ["list"], 20.0, Deadline(30.0))[0].usable is False  # outside the block: nothing kept, no error
