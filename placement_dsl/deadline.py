@@ -216,8 +216,9 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
     proc.start()
     send.close()
     try:
-        if not recv.poll(deadline.left() + GRACE):
-            raise BudgetSpent(f"budget spent: {name} was stopped at the deadline ({deadline.seconds:.1f} s)")
+        while not recv.poll(_waitable(deadline.left() + GRACE)):
+            if deadline.expired(-GRACE):
+                raise BudgetSpent(f"budget spent: {name} was stopped at the deadline ({deadline.seconds:.1f} s)")
         ok, value = _loads(recv.recv_bytes(), kept)
     except EOFError:
         proc.join(timeout=1.0)
@@ -230,6 +231,20 @@ def call_within(deadline: Deadline, fn: Callable[..., Any], *args: Any, **kwargs
     if ok:
         return value
     raise value
+
+
+MAX_WAIT = 86400.0  # seconds: the longest single wait on a pipe; poll() takes its timeout in ms as a C int (2**31 ms,
+# 24.8 days), so a larger finite time limit (e.g. --time-limit 1e7) overflowed it. A caller waiting longer re-checks its
+# deadline after each wait (_waitable: the guarded calls' waits)
+
+
+def _waitable(seconds: float) -> float:
+    """``seconds`` as a timeout the operating system's waits accept: at most :data:`MAX_WAIT`.
+
+    >>> _waitable(1e7), _waitable(2.5)
+    (86400.0, 2.5)
+    """
+    return min(seconds, MAX_WAIT)
 
 
 def can_fork() -> bool:
@@ -267,7 +282,11 @@ def stream_within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Ite
     proc.start()
     send.close()
     try:
-        while recv.poll(deadline.left()):
+        while True:
+            if not recv.poll(_waitable(deadline.left())):
+                if deadline.expired():
+                    return
+                continue
             try:
                 message = _loads(recv.recv_bytes(), kept)
             except EOFError:  # the child returned (or died): everything it sent has been read

@@ -77,6 +77,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         placement, payload, text = _run_ip(args, w, model)
     else:
         placement, payload, text = _run_heuristic(args, w, model)
+    if getattr(args, "started", None) is not None:  # `seconds` counts from the solve's call, this from the command's
+        payload["wall_seconds"] = time.monotonic() - args.started  # start (the process's): what --time-limit bounds
     if args.out and placement is not None and _holds(payload):
         try:
             save_answer(placement, args.out, w, model, payload.get("objective"))

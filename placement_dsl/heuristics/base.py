@@ -98,6 +98,7 @@ def run(method: str, graph: Graph, cluster: Cluster, *, model: CostModel | None 
     method's own is returned, its unrouted tensors named by the cost model.
     """
     model = model or CostModel()
+    registry.get(method).refuse(model.objective.value)  # before the method's module loads
     if model.task_overhead and not model.message_latency:
         return _with_task_overhead(method, graph, cluster, model, seed, time_limit, options)
     parts = routable.groups(cluster)

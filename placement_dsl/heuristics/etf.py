@@ -127,7 +127,7 @@ def _favourite_parents(graph: Graph, mean_time: np.ndarray, comm: np.ndarray,
     x = favourite_lp(graph, mean_time, c, seconds)
     if x is not None:
         return favourites(graph, x), "lp"
-    greedy = np.where(c > 0, 0.5 * ROUND * (1.0 - c / max(float(c.max()), TOL)), 1.0)  # larger transfer: smaller x
+    greedy = np.where(c > 0, 0.5 * ROUND * (1.0 - c / max(float(c.max(initial=0.0)), TOL)), 1.0)  # larger transfer: smaller x
     return favourites(graph, greedy), "greedy"
 
 

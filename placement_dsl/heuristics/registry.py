@@ -24,10 +24,14 @@ methods are declared the same way in :data:`DECLARED` (their modules compile num
 :func:`get` read the declarations (:func:`declare`) and import only the module of the method that runs. ``optimizes`` says
 what the method minimizes when it searches: an objective (``"max_load"``, ``"latency"``,
 ``"makespan"``, ``"gpipe"``), ``"cost_model"`` (picks by the model it is given) or
-``"memory_fill"`` (looks at memory only).
+``"memory_fill"`` (looks at memory only). A method that answers only some cost models' objectives declares them
+(``serves``, the table's optional fourth entry): :func:`~placement_dsl.heuristics.run` refuses another objective by
+:meth:`Heuristic.refuse` before the method's module is imported (the searches' load Pyomo and CP-SAT: 10 s under load
+for a one-line refusal); a method without one answers every objective, its answer priced by the model it is given.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,8 +49,8 @@ PLUGIN_PACKAGES: list[str] = [__package__, "placement_dsl.search"]
 @dataclass(frozen=True)
 class Heuristic:
     """A registered method: its name, function (or, declared by a plugin package, ``"module:function"``
-    imported on first use), what it optimizes, the module that defines it and its declared options
-    (``None``: undeclared, passed unchecked)."""
+    imported on first use), what it optimizes, the module that defines it, its declared options
+    (``None``: undeclared, passed unchecked) and the cost models' objectives it answers (``None``: every one)."""
 
     name: str
     target: Callable[..., Any] | str
@@ -54,6 +58,13 @@ class Heuristic:
     module: str
     doc: str = ""
     options: type[Options] | None = None
+    serves: tuple[str, ...] | None = None
+
+    def refuse(self, objective: str) -> None:
+        """A :class:`SpecError` when the method does not answer a cost model's ``objective`` (e.g. ``"max_load"``)."""
+        if self.serves is not None and objective not in self.serves:
+            raise SpecError(f"{self.name} searches {' and '.join(self.serves)}; the cost model's objective is "
+                            f"{objective!r}")
 
     def check(self, given: dict[str, Any]) -> dict[str, Any]:
         """``given`` checked against the declared options (:func:`placement_dsl.options.validate`); undeclared
@@ -152,23 +163,28 @@ def heuristic(name: str, *, optimizes: str, doc: str = "",
             raise SpecError(f"heuristic {name!r} is already registered by {old.where}; {where} needs another name")
         first = (fn.__doc__ or "").strip().split("\n")[0]
         declared = options if options is not None or old is None else old.options  # a plugin's manifest declared them
-        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first, declared)
+        serves = None if old is None else old.serves  # as its options: declared in the manifest
+        HEURISTICS[name] = Heuristic(name, fn, optimizes, fn.__module__, doc or first, declared, serves)
         return fn
     return register
 
 
 def _add_declared(package: str, table: dict[str, tuple[Any, ...]]) -> None:
-    """Enter ``table``'s methods (``{name: ("module:function", optimizes[, options])}``, modules relative to
-    ``package``; ``options`` an :class:`~placement_dsl.options.Options` model or the name of one in
-    :mod:`.manifest`) by name; a method already registered keeps its entry."""
+    """Enter ``table``'s methods (``{name: ("module:function", optimizes[, options[, serves]])}``, modules relative
+    to ``package``; ``options`` an :class:`~placement_dsl.options.Options` model or the name of one in
+    :mod:`.manifest`, ``serves`` the objectives the method answers) by name; a method already registered keeps its
+    entry."""
     for name, (target, goal, *declared) in table.items():
         module, _, attr = target.partition(":")
         full = f"{package}.{module}"
+        serves = tuple(declared[1]) if len(declared) > 1 else None
+        if name in HEURISTICS and HEURISTICS[name].serves is None and serves is not None:  # its module came first
+            HEURISTICS[name] = dataclasses.replace(HEURISTICS[name], serves=serves)
         if name not in HEURISTICS:
             options = declared[0] if declared else None
             if isinstance(options, str):  # a model of .manifest (no kernels)
                 options = getattr(manifest, options)
-            HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full, options=options)
+            HEURISTICS[name] = Heuristic(name, f"{full}:{attr}", goal, full, options=options, serves=serves)
 
 
 def _plugins(import_all: bool) -> None:

@@ -8,7 +8,8 @@ ONNX shape inference gives every tensor's shape and element type. Then:
 * a node's ``out_bytes`` are the bytes of its outputs that other nodes (or the graph's
   outputs) consume, ``activation_bytes`` those of all its outputs;
 * ``param_bytes`` come from the initializers a node reads, an initializer read by several
-  nodes counted once (at its first reader); nodes computing only from initializers and
+  nodes counted once (at its first reader), an initializer the exporter folded from a parameter
+  (a tied weight's transpose) counted as that parameter; nodes computing only from initializers and
   shapes (``Constant``, ``Shape``, a weight's ``Transpose``) are folded away;
 * FLOPs and bytes moved come from the shapes for the common ops (``MatMul``/``Gemm``,
   ``Conv``, pooling, attention, normalizations, elementwise, reductions, data movement) and
@@ -31,12 +32,15 @@ Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..cluster import Cluster
 from ..errors import SpecError
@@ -48,7 +52,7 @@ from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
 from .module_calls import RECORD_VERSION, aliases_in_order, calls_in_order, on_op, record
-from .onnx_file import read, weightless
+from .onnx_file import read, values, weightless
 from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
 from .onnx_shapes import MAX_ELEMENTS, infer
 
@@ -394,9 +398,41 @@ def _one_value(init: Any) -> bool:
     return bool(values.size) and bool((values == values.flat[0]).all())
 
 
-def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None) -> _Build:
-    """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first."""
+def _copies(graph: Any, folder: Path | None) -> dict[str, str]:
+    """Initializers an exporter folded from a parameter, by name -> the parameter's: one without a module's name
+    whose values are the named one's, its axes permuted (the dynamo exporter folds a tied head's ``Transpose`` of
+    the embedding into a second initializer, ``val_90 [32, 100]`` beside ``head.weight [100, 32]``). Values are read
+    for such pairs only (same type, same dims in some order, two axes or more, not one value throughout)."""
+    named = [init for init in graph.initializer if _PARAMETER.match(init.name) and len(init.dims) >= 2]
+    read: dict[str, Any] = {}
+
+    def of(init: Any) -> Any:
+        if init.name not in read:
+            read[init.name] = values(init, folder)
+        return read[init.name]
+    out: dict[str, str] = {}
+    for init in graph.initializer:
+        dims = tuple(int(d) for d in init.dims)
+        if _PARAMETER.match(init.name) or len(dims) < 2 or len(dims) > 4:
+            continue
+        for param in named:
+            if param.data_type != init.data_type or sorted(param.dims) != sorted(dims):
+                continue
+            mine, theirs = of(init), of(param)
+            if mine is None or theirs is None or (mine == mine.flat[0]).all():
+                continue
+            if any(np.array_equal(theirs.transpose(p), mine) for p in itertools.permutations(range(len(dims)))
+                   if tuple(theirs.shape[a] for a in p) == dims):
+                out[init.name] = param.name
+                break
+    return out
+
+
+def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None, folder: Path | None = None) -> _Build:
+    """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first;
+    an initializer folded from a parameter (:func:`_copies`, external data under ``folder``) charged as it."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
+    static.update({copy: frozenset({param}) for copy, param in _copies(graph, folder).items()})
     table = _tensor_table(shapes if shapes is not None else graph)
     table.update({init.name: Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
                   for init in graph.initializer})
@@ -490,7 +526,8 @@ def _infer(model: Any) -> tuple[Any, str]:
 
 def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | None = None,
                dims: Mapping[str, int] | None = None, granularity: str = "op", depth: int | None = None,
-               cluster: Cluster | None = None, rooflines: tuple[Roofline, ...] = ROOFLINES) -> Workload:
+               cluster: Cluster | None = None, rooflines: tuple[Roofline, ...] = ROOFLINES,
+               folder: str | Path | None = None) -> Workload:
     """A workload from an ONNX ``ModelProto`` (changed in place: its symbolic dimensions are fixed).
 
     Parameters
@@ -508,12 +545,15 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
         The cluster (default: the zoo's, four accelerators and a CPU on PCIe).
     rooflines
         One roofline per device kind, turning FLOPs and bytes into ms.
+    folder
+        Where the model's external data lie (the model file's folder), read only to tell an initializer folded
+        from a parameter (a tied weight's transpose) from a weight of its own; ``None``: external data unread.
     """
     _check_text(model.graph)
     fixed = fix_dimensions(model, batch, seq, dims)
     _check_dims(model.graph)
     inferred, problem = _infer(model)
-    b = _walk(model.graph, tuple(rooflines), inferred.graph)
+    b = _walk(model.graph, tuple(rooflines), inferred.graph, None if folder is None else Path(folder))
     if not b.ops:
         raise SpecError(f"ONNX model {name!r} has no compute nodes (only constants and shapes); check the file")
     graph = by_granularity(Graph(b.ops, b.edges, name=name), granularity, depth)
@@ -536,7 +576,8 @@ def from_model(model: Any, *, name: str = "onnx", batch: int = 1, seq: int | Non
 def load(path: str | Path, **options: Any) -> Workload:
     """Read an ONNX file without its weights' values and import it (options: see :func:`from_model`).
 
-    The weights, inline or external, are never read: only their shapes (:func:`.onnx_file.read`).
+    The weights, inline or external, are not read (only their shapes, :func:`.onnx_file.read`), except a pair that
+    may be a parameter and its folded copy (:func:`_copies`).
     """
     _onnx()
     path = Path(path)
@@ -546,5 +587,5 @@ def load(path: str | Path, **options: Any) -> Workload:
         raise SpecError(f"cannot read ONNX model {str(path)!r}: no such file") from None
     except Exception as err:  # noqa: BLE001 - WireError, and protobuf's decode errors have no common base
         raise SpecError(f"{str(path)!r} is not an ONNX model ({type(err).__name__}: {str(err)[:120]})") from None
-    w = from_model(model, name=options.pop("name", None) or path.stem, **options)
+    w = from_model(model, name=options.pop("name", None) or path.stem, folder=path.parent, **options)
     return Workload(w.graph, w.cluster, w.format, {**w.meta, "path": str(path)})

@@ -15,6 +15,7 @@ model already loaded, for shape inference.
 from __future__ import annotations
 
 import io
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,3 +151,29 @@ def weightless(model: Any) -> Any:
         getattr(graph, name).extend(getattr(source, name))
     graph.initializer.extend(_tensor(t) for t in source.initializer)
     return out
+
+
+def values(tensor: Any, folder: Path | None) -> Any:
+    """The values of ``tensor`` (a numpy array): held in the model, or read from its external data file, whose
+    ``location`` lies under ``folder`` (the model file's); ``None`` where :func:`read` skipped them or they cannot be
+    read."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    try:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            return numpy_helper.to_array(tensor)
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        if folder is None or "location" not in info:
+            return None
+        path = (Path(folder) / info["location"]).resolve()
+        if Path(folder).resolve() not in path.parents:
+            return None
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        count = math.prod(int(d) for d in tensor.dims)
+        with open(path, "rb") as file:
+            file.seek(int(info.get("offset", 0)))
+            data = file.read(count * dtype.itemsize)
+        return np.frombuffer(data, dtype=dtype, count=count).reshape([int(d) for d in tensor.dims])
+    except (OSError, ValueError, TypeError, KeyError):  # a missing file, a short one, a type numpy has not
+        return None

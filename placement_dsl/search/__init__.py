@@ -37,11 +37,13 @@ class ContractedLns(Options):
                                   "ends and gives its time back (None: it runs until its time limit)", ge=1)
 
 
-HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan", ScheduleLns),
-              "latency-lns": ("anytime:latency_lns", "latency", ContractedLns),
-              "makespan-lns": ("anytime:makespan_lns", "makespan", ContractedLns)}
+SINGLE_SAMPLE = ("latency", "makespan")
+HEURISTICS = {"schedule-lns": ("lns:schedule_lns", "makespan", ScheduleLns, ("makespan",)),
+              "latency-lns": ("anytime:latency_lns", "latency", ContractedLns, SINGLE_SAMPLE),
+              "makespan-lns": ("anytime:makespan_lns", "makespan", ContractedLns, SINGLE_SAMPLE)}
 """The methods this package registers (:mod:`placement_dsl.heuristics.registry`): name -> (module:function, what
-it minimizes, its declared options)."""
+it minimizes, its declared options, the cost models' objectives it answers: another is refused before its module,
+which loads Pyomo, is imported)."""
 
 _WHERE = {"contracted_lns": "anytime", "target_level": "chain", "target_search": "chain", "windowed_bound": "chain", "makespan_problem": "lns",
           "schedule_lns": "lns", "ip_neighbourhoods": "neighbourhood", "pin_outside": "pin", "resolve_free": "pin"}

@@ -500,3 +500,14 @@ def test_dp_time_limit_reports_a_time_limit_status_with_its_bound(capsys, tmp_pa
     assert exact["status"] == "optimal" and exact["gap"] == 0.0
     assert cut["status"] == "time_limit" and cut["exact_among"] is None and cut["info"]["stopped"] == "time limit"
     assert cut["bound"] <= exact["objective"] <= cut["objective"] and cut["gap"] > 0
+
+
+
+def test_solve_json_says_the_wall_from_the_commands_start(capsys):
+    """``seconds`` counts from the method's call: the answer of ``--method ip --time-limit 0.5`` said 0.11 s where
+    the command ended 8 s after its start (the time limit's clock). ``wall_seconds`` counts from that start, the
+    workload's reading and the answer's report included."""
+    code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", "dp", "--json")
+    assert code == 0, err
+    payload = strict_loads(out)
+    assert payload["wall_seconds"] >= payload["seconds"] > 0

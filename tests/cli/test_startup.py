@@ -190,3 +190,22 @@ def test_a_command_builds_only_its_own_parser(tmp_path, command):
     others = {"placement_dsl.cli.sweep", "placement_dsl.cli.show", "placement_dsl.cli.importer",
               "placement_dsl.cli.export", "placement_dsl.cli.profile", "placement_dsl.export", "placement_dsl.profile"}
     assert not loaded & others
+
+
+@pytest.mark.parametrize("method", ["schedule-lns", "latency-lns", "makespan-lns"])
+def test_a_method_refused_for_the_objective_is_refused_before_the_solver_stack_loads(tmp_path, method):
+    """The searches' modules load Pyomo and CP-SAT: 10-12 s under load before the one-line refusal (exit 2)."""
+    from placement_dsl.cluster import Cluster
+    from placement_dsl.graph import Graph, Op
+    from placement_dsl.io import Workload, save_workload
+
+    path = tmp_path / "chain.json"
+    save_workload(Workload(Graph([Op(name="a", work=1.0)], []), Cluster.stages(2)), path)
+    argv = ["solve", str(path), "--objective", "throughput", "--method", method, "--time-limit", "3"]
+    code = (f"from placement_dsl.cli import main\nassert main({argv!r}) == 2\nimport sys\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r})))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"{method} searches" in out.stderr and out.stdout.strip().splitlines()[-1] == "[]"

@@ -374,3 +374,25 @@ def test_a_stopped_search_reports_the_closed_form_bound_when_it_proved_less(monk
     # which cut-stages' is the best: the optimum 7.25 (the two devices hold consecutive runs of the chain; each on
     # its own, the most either could hold, gave 6.5)
     assert result.bound == pytest.approx(7.25, rel=1e-5) and "by the cut stages" in result.message
+
+
+@pytest.mark.parametrize("limit", [1e7, 1e9])
+def test_a_guarded_call_takes_a_limit_longer_than_the_systems_longest_wait(limit):
+    """poll() takes its timeout in ms as a C int: a wait of --time-limit 1e7 raised OverflowError (internal error)."""
+    from placement_dsl.deadline import call_within, stream_within
+
+    assert call_within(Deadline(limit), _slow, 0.01) == 0.01
+    assert list(stream_within(Deadline(limit), lambda send, x: send(x), 3)) == [3]
+
+
+def test_a_guarded_call_waits_past_one_clamped_wait_until_its_answer(monkeypatch):
+    from placement_dsl import deadline
+    from placement_dsl.deadline import call_within, stream_within
+
+    monkeypatch.setattr(deadline, "MAX_WAIT", 0.05)
+    assert call_within(Deadline(30.0), _slow, 0.3) == 0.3
+
+    def later(send, x):
+        time.sleep(0.3)
+        send(x)
+    assert list(stream_within(Deadline(30.0), later, 4)) == [4]

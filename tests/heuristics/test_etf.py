@@ -150,3 +150,12 @@ def test_time_limit_zero_still_answers_a_valid_schedule(method):
     assert evaluate(r.placement, MODEL).valid
     with pytest.raises(SpecError, match="time_limit"):
         run(method, graph, Cluster.accelerators(3), model=MODEL, time_limit=-1)
+
+
+def test_m_sct_places_a_graph_without_edges_when_the_lp_has_no_time(monkeypatch):
+    """The greedy favourites (the LP unsolved in the time left) took the largest transfer of no edges: ValueError."""
+    monkeypatch.setattr(etf, "favourite_lp", lambda *a: None)
+    graph = Graph([Op(name="a", work=2.0), Op(name="b", work=3.0)], [])
+    r = run("m-sct", graph, two(), model=MODEL)
+    assert r.info["favourites"] == "greedy"
+    assert r.objective == pytest.approx(evaluate(r.placement, MODEL).objective) == pytest.approx(3.0)

@@ -140,3 +140,20 @@ def test_a_method_whose_module_registered_before_the_table_is_still_listed_in_th
     monkeypatch.setattr(registry, "_loaded", [False])
     assert registry.names()[:len(registry.DECLARED)] == list(registry.DECLARED)
     assert registry.methods_for("max_load") == [n for n in registry.DECLARED if n in registry.methods_for("max_load")]
+
+
+@pytest.mark.parametrize(("method", "objective"), [("schedule-lns", "max_load"), ("schedule-lns", "latency"),
+                                                   ("latency-lns", "max_load"), ("makespan-lns", "max_load")])
+def test_a_method_is_refused_for_an_objective_it_does_not_serve_before_its_module_loads(method, objective, monkeypatch):
+    """The searches' modules load Pyomo and CP-SAT (10 s under load): their refusal comes from the registry first."""
+    from placement_dsl.evaluate import CostModel
+    from placement_dsl.heuristics import base
+
+    def loaded(name):
+        raise AssertionError(f"{name}'s module was imported")
+    monkeypatch.setattr(base, "resolve", loaded)
+    graph = Graph([Op(name="a", work=1.0), Op(name="b", work=1.0)], [("a", "b")])
+    with pytest.raises(SpecError, match=f"^{method} searches .*; the cost model's objective is '{objective}'$"):
+        run(method, graph, Cluster.stages(2), model=CostModel.named(objective))
+    assert registry.get(method).serves is not None and objective not in registry.get(method).serves
+
