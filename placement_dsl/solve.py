@@ -236,6 +236,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         return stop.result(f"{err} (the model's preparation)")
     plan = form.with_floor(plan, clock.within(min(FLOOR_SHARE * max(clock.left() - RESERVE, 0.0), FLOOR_MOST)))
     plan.info["label"] = start_label(warm_start)
+    stop.back()  # without a start, the answer if the search finds none: built while there is time for it
     t_start = time.perf_counter() - t0
     if early is None and plan.info.get("floor") is not None:
         stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")

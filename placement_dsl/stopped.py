@@ -306,6 +306,7 @@ class Stop:
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
+        self.fallen: tuple[Placement | None, Evaluation | None] | None = None  # the fallback split, once built
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -388,9 +389,22 @@ class Stop:
         return self.start is not None and \
             self.problem.class_of(self.start) in self.form.placement_class(self.problem)
 
+    def back(self) -> None:
+        """Without a usable start, the fallback split built now (:meth:`_fallback`), before the model: a solver
+        that finds no solution by its deadline leaves too little time to build it under load (a throughput IP of
+        217 ops onto 4 stages, 30 s at load 15: the solver ran 12.6 s without an incumbent and the split's child
+        was stopped in the second left, so the command answered no placement at all)."""
+        if self.start is None or self.refusal or self.start_eval is None:
+            self._fallback()
+
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
-        work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
+        work-balanced slicing), when it is valid for the problem: a stopped solve still answers. Built once."""
+        if self.fallen is None:
+            self.fallen = self._fallback_split()
+        return self.fallen
+
+    def _fallback_split(self) -> tuple[Placement | None, Evaluation | None]:
         try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
             found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model")
         except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)

@@ -170,3 +170,25 @@ def test_the_contracted_lns_gives_its_start_the_time_no_window_step_could_use(mo
     with pytest.raises(Seen):
         anytime.contracted_lns(regal(8, n=40).graph, serial(2), model=MAKESPAN, time_limit=seconds, start="list")
     assert seen["keep"] == pytest.approx(kept and seen["left"] / 2)
+
+
+@pytest.mark.parametrize("method", ["getf", "m-sct"])
+def test_a_cut_earliest_time_first_schedule_tries_the_near_devices_before_listing_every_devices_room(monkeypatch,
+                                                                                                      method):
+    # each op left after the cut listed the room of all 16 devices: most of a GETF cut at once on GPT-3 of 20,111 ops
+    # (11 s at load 16, past a 60 s command's limit)
+    from placement_dsl.heuristics.listsched import Packing
+
+    g = regal(7, n=300).graph
+    calls = [0]
+    real = Packing.room
+
+    def counted(self, u, d):
+        calls[0] += 1
+        return real(self, u, d)
+
+    monkeypatch.setattr(Packing, "room", counted)
+    found = run(method, g, serial(16), model=MAKESPAN, time_limit=0.0)
+    assert found.info.get("stopped") == STOPPED and found.valid
+    assert calls[0] < 8 * g.n  # every device's room listed for every op: 16 per op (ops without a placed input
+    # or group still list them: 5 per op here)

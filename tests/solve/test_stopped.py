@@ -107,3 +107,23 @@ def test_an_answer_whose_proven_bound_meets_it_is_optimal_though_the_model_was_n
     assert "not built" in result.message or "too large" in result.message, result.message
     assert result.bound == pytest.approx(result.objective, rel=1e-9) and result.gap == pytest.approx(0.0)
     assert result.status is Status.OPTIMAL, result.message
+
+
+def test_a_search_without_a_start_is_backed_by_the_fallback_split_built_before_its_model(monkeypatch):
+    """A throughput IP of 217 ops onto 4 stages, 30 s at load 15: the solver found no incumbent by its deadline and
+    the fallback split's child was stopped in the second left, so the command answered no placement at all."""
+    from placement_dsl.deadline import BudgetSpent
+    from placement_dsl.heuristics import fallback
+
+    def spent(*args, **kwargs):
+        raise BudgetSpent("skipped: the cheapest split needs ~2 s, 0.3 s left")
+
+    def run(model, solver, options, start=None):  # the search takes the time: no split can be built after it
+        monkeypatch.setattr(fallback, "scored_fallback", spent)
+        return SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None, None, False, solver)
+
+    problem, optimum = testing.chain()
+    monkeypatch.setattr(solve_module, "solve_model", run)
+    result = solve(problem, time_limit=30)
+    assert result.placement is not None and problem.is_valid(result.placement)
+    assert result.found_by.startswith("fallback (") and result.objective >= optimum
