@@ -41,7 +41,7 @@ from ..placement import Placement
 from ..problem import Problem
 from ..schedule import list_schedule
 from ..starts import resolve
-from .contracted import CHILD, order, remaining, step, sub_solver
+from .contracted import CHILD, OVERSIZED, order, remaining, step, sub_solver
 from .lns import makespan_problem, windows
 
 COARSE_SHARE = 0.4  # of the time that the coarse solve gets
@@ -112,6 +112,10 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             found, made = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
             info["steps"] += 1
             idle += "skipped" not in made  # a step that built no model tells nothing of the neighbourhood
+            if str(made.get("skipped", "")).startswith(OVERSIZED):  # every window's model is as large: the time
+                info["oversized"] = made["skipped"]  # goes back to the caller (a solve's restarts of its improving
+                return incumbent, {**info, "lns_seconds": time.perf_counter() - t1, "window": size,  # method)
+                                   "objective": best, "stalled": True}
             if found is not None:
                 incumbent, best, improved, idle = found, problem.evaluate(found).objective, True, 0
                 info["improvements"] += 1
