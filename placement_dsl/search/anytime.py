@@ -13,7 +13,8 @@ objectives) improves an incumbent until a deadline by contracted steps
    contracted and pinned where the incumbent runs it; windows slide with half overlap and double after
    a pass without improvement, then come at random; until the deadline, or, with ``patience``, until that
    many steps in a row found nothing (the caller has a better use for the time: on GPT-3 330M the windows
-   found nothing in 181 s of a 300 s solve).
+   found nothing in 181 s of a 300 s solve), or at once where a window's CP-SAT model is larger than
+   :data:`~.contracted.CPSAT_WINDOW_OPS` (the ops outside every window alone are that many coarse ops).
 
 Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
 never worse than the start. No bound comes out of it: a contracted model's bound holds for its
