@@ -89,6 +89,6 @@ def test_a_window_search_whose_cpsat_model_stays_too_large_hands_its_time_back(m
     start = run("list", problem.graph, problem.cluster, model=problem.cost_model()).placement
     monkeypatch.setattr(contracted, "CPSAT_WINDOW_OPS", 10)
     monkeypatch.setattr(contracted, "solve", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("solved")))
-    found, info = search(problem, start, 600.0, coarse=False, solver="cpsat")
+    found, info = search(problem, start, 30.0, coarse=False, solver="cpsat")
     assert found is start and info["stalled"] and info["steps"] == 1
     assert info["oversized"].startswith(contracted.OVERSIZED)
