@@ -13,7 +13,8 @@ objectives) improves an incumbent until a deadline by contracted steps
    contracted and pinned where the incumbent runs it; windows slide with half overlap and double after
    a pass without improvement, then come at random; until the deadline, or, with ``patience``, until that
    many steps in a row found nothing (the caller has a better use for the time: on GPT-3 330M the windows
-   found nothing in 181 s of a 300 s solve).
+   found nothing in 181 s of a 300 s solve), or at once where a window's CP-SAT model is larger than
+   :data:`~.contracted.CPSAT_WINDOW_OPS` (the ops outside every window alone are that many coarse ops).
 
 Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
 never worse than the start. No bound comes out of it: a contracted model's bound holds for its
@@ -41,7 +42,7 @@ from ..placement import Placement
 from ..problem import Problem
 from ..schedule import list_schedule
 from ..starts import resolve
-from .contracted import CHILD, order, remaining, step, sub_solver
+from .contracted import CHILD, OVERSIZED, order, remaining, step, sub_solver
 from .lns import makespan_problem, windows
 
 COARSE_SHARE = 0.4  # of the time that the coarse solve gets
@@ -112,6 +113,10 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             found, made = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
             info["steps"] += 1
             idle += "skipped" not in made  # a step that built no model tells nothing of the neighbourhood
+            if str(made.get("skipped", "")).startswith(OVERSIZED):  # every window's model is as large: the time
+                info["oversized"] = made["skipped"]  # goes back to the caller (a solve's restarts of its improving
+                return incumbent, {**info, "lns_seconds": time.perf_counter() - t1, "window": size,  # method)
+                                   "objective": best, "stalled": True}
             if found is not None:
                 incumbent, best, improved, idle = found, problem.evaluate(found).objective, True, 0
                 info["improvements"] += 1

@@ -10,12 +10,15 @@ import numpy as np
 
 from placement_dsl.constraints import Memory
 from placement_dsl.formulations import get
+from placement_dsl.heuristics import run
 from placement_dsl.objectives import Latency
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem
 from placement_dsl.search import contracted
+from placement_dsl.search.anytime import search
 from placement_dsl.sizing import build_seconds, fitting_ops
 from placement_dsl.zoo import default_cluster, transformer
+from tests.solve.test_pass_estimates import layered_sheet
 
 LIMIT = 12.0
 
@@ -76,3 +79,16 @@ class _Stop:
     objective = None
     message = ""
     placement = None
+
+
+def test_a_window_search_whose_cpsat_model_stays_too_large_hands_its_time_back(monkeypatch):
+    """Outside its window a step keeps the incumbent's runs of one device along its order; where they alone are more
+    coarse ops than CP-SAT searches in a step (a 1,000-task sheet: 1,915), no window is solved and the search ends at
+    once, stalled, for its caller to spend the time otherwise."""
+    problem = layered_sheet(40, 5, 0)
+    start = run("list", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    monkeypatch.setattr(contracted, "CPSAT_WINDOW_OPS", 10)
+    monkeypatch.setattr(contracted, "solve", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("solved")))
+    found, info = search(problem, start, 30.0, coarse=False, solver="cpsat")
+    assert found is start and info["stalled"] and info["steps"] == 1
+    assert info["oversized"].startswith(contracted.OVERSIZED)
