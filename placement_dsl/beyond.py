@@ -23,7 +23,7 @@ from .errors import PlacementError
 from .evaluate import execution
 from .heuristics import run as heuristic
 from .placement import Placement
-from .problem import Problem
+from .problem import Problem, subgraphs_per_accelerator
 
 __all__ = ["BEYOND", "ROUNDING", "TOL", "Beyond", "Wider", "elsewhere", "held", "reported", "search", "widened"]
 
@@ -138,8 +138,6 @@ def search(problem: Problem, methods: tuple[str, ...], share: Deadline, offer: O
     """``methods`` in turn on ``problem``'s cost model with its q (the subgraphs per accelerator its terms allow),
     within ``share``, each answer given to ``offer`` with the method's name (a method stopped past its limit, or that
     does not apply, gives none)."""
-    from .formulations.latency import subgraphs_per_accelerator  # the formulations load Pyomo: only where one runs
-
     model = replace(problem.cost_model(), max_subgraphs=subgraphs_per_accelerator(problem))
     for method in methods:
         if share.expired(0.1):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import math
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,29 @@ def family(problem: Problem) -> Family:
     return Family.THROUGHPUT if problem.has(Contiguous) else Family.NONCONTIGUOUS
 
 
+def widened(problem: Problem) -> str | None:
+    """Why no level bounds ``problem``: a term that widens the placements (``widens = True``, e.g.
+    :class:`~placement_dsl.training_terms.Replicate`) makes the levels' bounds, which ignore it, no bounds."""
+    wide = [type(t).__name__ for t in problem.constraints if getattr(t, "widens", False)]
+    return f"{', '.join(wide)} widens the placements beyond what the levels bound" if wide else None
+
+
+_FAMILY_TUPLES = {"MTPP_LEVELS": Family.MTPP, "ROUTED_MTPP_LEVELS": Family.ROUTED_MTPP,
+                  "THROUGHPUT_LEVELS": Family.THROUGHPUT, "NONCONTIG_LEVELS": Family.NONCONTIGUOUS,
+                  "LATENCY_LEVELS": Family.LATENCY, "MAKESPAN_LEVELS": Family.MAKESPAN}
+
+
+def family_tuple(module: str, name: str) -> tuple[str, ...]:
+    """``module``'s old per-family tuple ``name`` (``MTPP_LEVELS``, ...), read from the levels' ``defaults``
+    (deprecated: a module's ``__getattr__``); :class:`AttributeError` for any other name."""
+    if name in _FAMILY_TUPLES:
+        warnings.warn(f"{module}.{name} is deprecated; use default_levels(problem) or "
+                      f"placement_dsl.levels.base.defaults_of(Family.{_FAMILY_TUPLES[name].name})",
+                      DeprecationWarning, stacklevel=3)
+        return defaults_of(_FAMILY_TUPLES[name])
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class Level:
     """One rung of the bound hierarchy, registered once in :data:`LEVELS` (run in ``rank`` order).
@@ -94,7 +118,8 @@ class Level:
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
     counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
     by it); an ``always`` level runs even after the gap target is met; a
-    ``free`` one (a closed form of milliseconds) even after the budget is spent, while the call's time holds its
+    ``free`` one (a closed form of milliseconds, ranked before the others) before the upper-bound heuristics (which
+    cannot take its time) and even after the budget is spent, while the call's time holds its
     passes over the graph (:meth:`late`). ``needs(run)`` estimates the seconds
     a MIP level's model takes to build (``None``: not known); a level whose model cannot be built in all that is left
     takes no share from the levels before it.
