@@ -139,7 +139,7 @@ from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
 from .heuristics.base import ColdKernels, TimeLimitReached
 from .heuristics.fallback import spread_applies, spread_split
-from .levels.base import LEVELS, Family, Level, checked_levels, family, family_tuple, load, widened
+from .levels.base import FREE_SECONDS, LEVELS, Family, Level, checked_levels, family, family_tuple, load, widened
 from .levels.latency import chosen_formulation, fallback_upper, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -204,6 +204,7 @@ class _Run:
         self.listed = problem.class_label()  # the problem's class, by name
         self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
+        self.late = FREE_SECONDS  # what the free levels may take past the budget (Level.late), left
 
     def offer(self, placement: Placement, who: str, scored: tuple[bool, Any] | None = None) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid). ``scored``:
@@ -466,10 +467,11 @@ def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, oute
     for i in span:
         level = chosen[i]
         left = clock.left()
-        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(run.problem, outer)):
+        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(problem, outer, run.late)):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
+        run.late -= level.late_seconds(problem) if left <= 0 else 0.0  # the free levels' time past the budget
         large = level.too_large(run, left)  # sized before its accepts or its run loads a formulation
         reason = large or level.accepts(problem) or (None if level.replicates else widened(problem))
         if reason:

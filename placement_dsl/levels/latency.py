@@ -23,7 +23,7 @@ from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
 from ..problem import Problem, subgraphs_per_accelerator
 from ..structure import longest_run
-from .base import ALL, Family, Outcome, family, latency_only, level, own_class
+from .base import ALL, PATH_PER_EDGE, Family, Outcome, family, latency_only, level, own_class
 
 LATENCY = {Family.LATENCY}
 MAKESPAN = {Family.MAKESPAN}
@@ -47,7 +47,7 @@ def priced(problem: Problem) -> str | None:
     return reason
 
 
-@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True,
+@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="latency: longest path at the fastest allowed times, no transfers")
 def critical_path(run: Any, seconds: float) -> Outcome:
     """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
@@ -211,7 +211,7 @@ def makespan_only(problem: Problem) -> str | None:
         "bounds the makespan of a schedule whose devices run one op at a time (MOIRAI)"
 
 
-@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
+@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer")
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer

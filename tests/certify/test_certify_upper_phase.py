@@ -45,8 +45,8 @@ def test_the_latency_upper_phase_offers_the_start_solve_makes(monkeypatch):
     monkeypatch.setattr(starts, "resolve", resolved)
     cert = certify(problem, budget=20, levels=("critical-path",))
     assert asked and asked[0] == starts.AUTO
-    assert cert.found_by == "raced" and cert.objective == problem.evaluate(chosen).objective
-    assert [u.method for u in cert.upper][:1] == ["raced"]
+    assert ("raced", problem.evaluate(chosen).objective) in [(u.method, u.objective) for u in cert.upper]
+    assert cert.objective <= problem.evaluate(chosen).objective
 
 
 def test_the_single_sample_heuristics_run_again_with_the_time_the_levels_left(monkeypatch):
@@ -108,3 +108,23 @@ def test_a_polish_stopped_on_a_cold_kernel_cache_leaves_the_certificate_to_go_on
     assert cert.placement is not None
     polished = [u for u in cert.upper if u.method.startswith("polish")]
     assert polished and all(u.objective is None and "Python" in u.message for u in polished)
+
+
+def test_the_closed_forms_of_milliseconds_still_run_once_start_up_spent_the_budget(monkeypatch):
+    """Start-up took all of a 4 s bounds of 1,502 ops and 3,000 edges at load 14: simple, capacity (0.05 and
+    0.001 s there) and critical-path (0.13 s) were estimated at route-path's rate per op and edge and skipped."""
+    from placement_dsl.deadline import Deadline
+    from placement_dsl.levels import base
+
+    monkeypatch.setattr(base, "slowdown", lambda: 1.0)
+    n = 2_500  # 4,999 ops and edges: 0.15 s at route-path's rate, over the 0.1 s a late level had
+    g = Graph([Op(name=f"v{i}", work=1.0, out_bytes=1.0) for i in range(n)],
+              [(f"v{i}", f"v{i + 1}") for i in range(n - 1)])
+    spent = Deadline(1e-9)
+    time.sleep(0.01)
+    cert = certify(Problem(g, Cluster([Device(name=f"acc{i}", invocations=True) for i in range(2)]), Latency()),
+                   budget=20, levels=("critical-path", "latency-lp"), deadline=spent)
+    rows = {r.level: r for r in cert.levels}
+    assert rows["critical-path"].bound == float(n) and rows["latency-lp"].status is LevelStatus.SKIPPED
+    cert = certify(Problem(g, Stages(2), Throughput()), budget=20, levels=("simple", "capacity"), deadline=spent)
+    assert [r.status for r in cert.levels] == [LevelStatus.OPTIMAL] * 2 and cert.bound == n / 2
