@@ -74,7 +74,7 @@ def test_the_heuristics_under_the_problems_q_load_no_pyomo():
             "search(p, ('greedy',), Deadline(30), lambda placement, who: got.append(who))\n"
             "assert got == ['greedy'] and subgraphs_per_accelerator(p) == 1, got\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyomo'))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     assert Subgraphs(1).q == 1
@@ -83,9 +83,12 @@ def test_the_heuristics_under_the_problems_q_load_no_pyomo():
 def test_the_closed_forms_of_milliseconds_run_before_the_heuristics_spend_the_budget(monkeypatch):
     """A 4 s bounds of 1,502 ops at load 14: start-up and the heuristics took it all and every level, simple's
     and capacity's included, read "budget spent": bound 0."""
+    from placement_dsl.levels import base
+
     def spent(run, seconds):
         run.clock.at = time.monotonic()  # the heuristics took every second left
     monkeypatch.setattr(certify_module, "latency_upper", spent)
+    monkeypatch.setattr(base, "slowdown", lambda: 1e9)  # a load at which no level runs past the budget
     cert = certify(_latency_problem(), budget=20, levels=("critical-path", "latency-lp"))
     rows = {r.level: r for r in cert.levels}
     assert rows["critical-path"].status is LevelStatus.OPTIMAL and rows["critical-path"].bound == 7.0
