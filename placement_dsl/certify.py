@@ -114,9 +114,8 @@ A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where i
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
 as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: the work-balanced
 slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; PipeDream's path, slicegraph
-and BRKGA if the gap is still open before the next level (the certificate's ``upper`` lists what ran). The closed
-forms of milliseconds (``free``: ``simple``, ``critical-path``, ...) run before any heuristic; a single-sample
-certificate's heuristics (:func:`.levels.latency.latency_upper`) run again with the time the levels leave.
+and BRKGA if the gap is still open before the next level (the certificate's ``upper`` lists what ran). The ``free``
+levels run first; single-sample heuristics again before a model level while no placement is held, and at the end.
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
 one per family of bounds), and register themselves (:func:`~placement_dsl.levels.base.level`)
@@ -127,6 +126,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from typing import Any
 
 from . import certificate as checks
@@ -373,9 +373,7 @@ its start-up (loading kernels on a busy machine), which left BRKGA out of one ru
 # ---------------------------------------------------------------------------- levels
 load()  # the levels of placement_dsl.levels, registered in LEVELS in rank order
 
-def __getattr__(name: str) -> Any:
-    """The old per-family tuples (``MTPP_LEVELS``, ...), read from the levels' ``defaults`` (deprecated)."""
-    return family_tuple(__name__, name)
+__getattr__ = partial(family_tuple, __name__)  # the old per-family tuples (MTPP_LEVELS, ...), deprecated
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
@@ -443,15 +441,15 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         run.offer(start, start.source or "start")
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
-    first = next((i for i, lv in enumerate(chosen) if not lv.free), len(chosen))  # the closed forms of milliseconds
-    _levels(run, chosen, range(first), pending, outer, stop_at_gap)  # (ranked first) before the heuristics, which
-    pending.greedy()  # (and start-up) took all of a 4 s bounds of 1,502 ops at load 14: every level skipped, bound 0
-    upper = None if not isinstance(problem.objective, Latency) else \
-        latency_upper if family(problem) is Family.LATENCY else makespan_upper  # by how the devices run
-    if upper is not None:  # the single-sample levels' horizon and warm start
+    first = next((i for i, lv in enumerate(chosen) if not lv.free), len(chosen))  # the free levels before the
+    _levels(run, chosen, range(first), pending, outer, stop_at_gap)  # heuristics (4 s, 1,502 ops: bound 0 after them)
+    pending.greedy()
+    upper = None if not isinstance(problem.objective, Latency) else latency_upper if family(problem) is Family.LATENCY \
+        else makespan_upper  # the single-sample levels' horizon and warm start, by how the devices run
+    if upper is not None:
         upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
-    _levels(run, chosen, range(first, len(chosen)), pending, outer, stop_at_gap)
+    _levels(run, chosen, range(first, len(chosen)), pending, outer, stop_at_gap, upper)
     pending.rest()
     _again(run)
     if upper is not None and not run.settled() and clock.left() >= MIN_AGAIN:  # the time the levels left (a 5-op graph's: 6 s
@@ -461,8 +459,9 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     return run.certificate()
 
 
-def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, outer: Deadline, stop_at_gap: bool) -> None:
-    """The levels ``chosen[i]`` for ``i`` in ``span``, in order, each with its share of what is left (or skipped)."""
+def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, outer: Deadline, stop_at_gap: bool,
+            upper: Any = None) -> None:
+    """The levels ``chosen[i]``, ``i`` in ``span``, each with its share of what is left (or skipped)."""
     clock, problem = run.clock, run.problem
     for i in span:
         level = chosen[i]
@@ -488,9 +487,10 @@ def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, oute
         if beyond:
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0, beyond))
             continue
-        if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
-            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
-            left = clock.left()
+        if not level.closed_form and not math.isfinite(run.best[0]) and (upper or LEVELS["dp"] in chosen[:i]):
+            # the MIP levels' start: in place of the DP's; or the single-sample heuristics again (6 ops: a Pin
+            _upper(run, FALLBACK_UPPER, left / 4, first=True) if upper is None else upper(run, left / 4)  # refused
+            left = clock.left()  # greedy's split, and latency-best's share stopped it)
         mips = [lv for lv in chosen[i:] if not lv.closed_form]
         weights = sum(lv.weight for lv in mips if lv is level or (stop_at_gap and run.met() and not lv.always)
                       or lv.fits(run, left))

@@ -104,7 +104,7 @@ def family_tuple(module: str, name: str) -> tuple[str, ...]:
     if name in _FAMILY_TUPLES:
         warnings.warn(f"{module}.{name} is deprecated; use default_levels(problem) or "
                       f"placement_dsl.levels.base.defaults_of(Family.{_FAMILY_TUPLES[name].name})",
-                      DeprecationWarning, stacklevel=3)
+                      DeprecationWarning, stacklevel=2)
         return defaults_of(_FAMILY_TUPLES[name])
     raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

@@ -131,3 +131,30 @@ def test_the_closed_forms_of_milliseconds_still_run_once_start_up_spent_the_budg
     assert rows["critical-path"].bound == float(n) and rows["latency-lp"].status is LevelStatus.SKIPPED
     cert = certify(Problem(g, Stages(2), Throughput()), budget=20, levels=("simple", "capacity"), deadline=spent)
     assert [r.status for r in cert.levels] == [LevelStatus.OPTIMAL] * 2 and cert.bound == n / 2
+
+
+def test_the_split_a_small_graph_falls_back_on_loads_no_numba():
+    """The last resort of a certificate with no placement: its balanced split loaded numba and the slicing kernels,
+    6-12 s at load 14 for 5 ops, past the call's limit plus its grace."""
+    code = ("import sys, time\n"
+            f"sys.path.insert(0, {__file__.rsplit('/', 1)[0]!r})\n"
+            "from test_certify_upper_phase import _latency_problem\n"
+            "from placement_dsl.heuristics.fallback import fallback\n"
+            "p = _latency_problem()\n"
+            "found = fallback('certify', p.graph, p.cluster, p.cost_model(), 'certify')\n"
+            "valid = p.is_valid(found.placement)\n"
+            "assert valid, found\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_the_single_sample_heuristics_run_again_before_a_model_level_while_no_placement_is_held(monkeypatch):
+    """A Pin refused greedy's split of 6 ops and a 1.5 s share stopped latency-best's: the latency IP then ran 4.6 s
+    without a start and found nothing (no placement at all), where solve's start and IP prove 24.0 in 3.3 s."""
+    given = []
+    monkeypatch.setattr(certify_module, "latency_upper", lambda run, seconds: given.append((seconds, len(run.rows))))
+    certify(_latency_problem(), budget=20, levels=("critical-path", "latency-lp"))
+    assert [rows for _, rows in given][:2] == [1, 1]  # before the upper phase, critical-path; again before the LP
+    assert len(given) == 3 and given[1][0] < given[0][0] * 4  # a quarter of what was left, then the end's
