@@ -442,7 +442,7 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
     first = next((i for i, lv in enumerate(chosen) if not lv.free), len(chosen))  # the free levels before the
-    _levels(run, chosen, range(first), pending, outer, stop_at_gap)  # heuristics (4 s, 1,502 ops: bound 0 after them)
+    _levels(run, chosen, range(first), pending, outer, stop_at_gap)  # heuristics (4 s, 1,502 ops: bound 0 after)
     pending.greedy()
     upper = None if not isinstance(problem.objective, Latency) else latency_upper if family(problem) is Family.LATENCY \
         else makespan_upper  # the single-sample levels' horizon and warm start, by how the devices run
@@ -492,12 +492,12 @@ def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, oute
             _upper(run, FALLBACK_UPPER, left / 4, first=True) if upper is None else upper(run, left / 4)  # refused
             left = clock.left()  # greedy's split, and latency-best's share stopped it)
         mips = [lv for lv in chosen[i:] if not lv.closed_form]
-        weights = sum(lv.weight for lv in mips if lv is level or (stop_at_gap and run.met() and not lv.always)
-                      or lv.fits(run, left))
-        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share; MIP levels
-        # whose models cannot be built in all that is left take none (GoogLeNet at 10 s: two skipped model levels
-        # held half the time from CP-SAT's segments, which priced none of 9 in 2.8 s, and 3 s went unused)
-        later = weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
+        weights = 0.0 if level.free else sum(lv.weight for lv in mips if lv is level or (
+            stop_at_gap and run.met() and not lv.always) or (lv.accepts(problem) is None and lv.fits(run, left)))
+        # a closed form may take half of what is left, a MIP level its weight's share; MIP levels that do not apply
+        # or whose models cannot be built in all that is left take none (GoogLeNet at 10 s: 3 s unused); a free level
+        # half, unsized (sizing the MIP levels loaded Pyomo: 13 s at load 16 on 5 ops, before any heuristic)
+        later = level.free or weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
         free = max(left - pending.held(), LINEAR_SHARE * left) if level.closed_form else left  # the heuristics' kept
         share = free * (0.5 if later else 1.0) if level.closed_form else left * (level.weight / weights if weights else 1.0)
         if not level.closed_form:
