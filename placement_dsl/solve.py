@@ -22,7 +22,6 @@ from .beyond import elsewhere, reported, widened
 from .bounds.segments import reused
 from .bounds.single_sample import SECONDS as SECONDS_CLOSED
 from .bounds.single_sample import single_sample_bound
-from .compile import compile
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .deprecated import keyword
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError, refuse_spawned_rerun
@@ -35,7 +34,7 @@ from .problem import Problem
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
-from .solvers import SolveOptions, SolverOutcome, Status, solve_model
+from .solvers import SolveOptions, SolverOutcome, Status
 from .starts import AUTO, outside
 from .stopped import (
     MATCH_TOL,
@@ -252,6 +251,9 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         if stop.proves_start():
             return stop.result(f"{err}; the start meets the floor")
         return heuristics_instead(stop, spec, clock).result(str(err))
+    from .compile import compile  # Pyomo and the solvers: loaded by the path that builds a model, not before it
+    from .solvers import solve_model
+
     try:
         compiled = compile(plan.problem, form, deadline=clock)
     except BudgetSpent as err:
