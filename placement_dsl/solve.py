@@ -251,9 +251,6 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         if stop.proves_start():
             return stop.result(f"{err}; the start meets the floor")
         return heuristics_instead(stop, spec, clock).result(str(err))
-    from .compile import compile  # Pyomo and the solvers: loaded by the path that builds a model, not before it
-    from .solvers import solve_model
-
     try:
         compiled = compile(plan.problem, form, deadline=clock)
     except BudgetSpent as err:
@@ -286,6 +283,21 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
                              handoff=outcome.timings.handoff, solve=outcome.timings.solve,
                              total=time.perf_counter() - t0)
     return result
+
+
+def compile(problem: Problem, form: Formulation, **kwargs: Any) -> Any:
+    """:func:`placement_dsl.compile.compile`, imported (with Pyomo) by the first model build, not by a solve that
+    answers before it."""
+    from .compile import compile as build
+
+    return build(problem, form, **kwargs)
+
+
+def solve_model(model: Any, solver: str, options: SolveOptions, start: Any = None) -> SolverOutcome:
+    """:func:`placement_dsl.solvers.solve_model`, imported (with the backends) by the first model handed off."""
+    from .solvers import solve_model as run
+
+    return run(model, solver, options, start=start)
 
 
 def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
