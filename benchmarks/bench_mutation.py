@@ -91,7 +91,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                      "tests/heuristics/test_latency.py::test_invocations_that_wait_on_each_other_are_a_named_violation"], []),
     # one solve for every backend: the start's check and fallback, the status folding, optimality claims the
     # solver's own numbers contradict (stand-in backends), the cutoff's cap on the bound
-    "solvers/__init__.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
+    "solvers/dispatch.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
     # the status tables entry by entry, classify, the options' checks; HiGHS's callbacks through short solves
     "solvers/base.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),
     "solvers/highs.py": (["tests/solvers/test_solvers.py", "tests/solvers/test_highs.py"], NO_PYOMO_SOLVERS),

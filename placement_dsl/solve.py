@@ -22,7 +22,6 @@ from .beyond import elsewhere, reported, widened
 from .bounds.segments import reused
 from .bounds.single_sample import SECONDS as SECONDS_CLOSED
 from .bounds.single_sample import single_sample_bound
-from .compile import compile
 from .deadline import BudgetSpent, Deadline, call_within, seconds
 from .deprecated import keyword
 from .errors import EvaluationMismatchError, SolverUnavailableError, SpecError, refuse_spawned_rerun
@@ -35,7 +34,7 @@ from .problem import Problem
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
-from .solvers import SolveOptions, SolverOutcome, Status, solve_model
+from .solvers import SolveOptions, SolverOutcome, Status
 from .starts import AUTO, outside
 from .stopped import (
     MATCH_TOL,
@@ -285,6 +284,21 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
                              handoff=outcome.timings.handoff, solve=outcome.timings.solve,
                              total=time.perf_counter() - t0)
     return result
+
+
+def compile(problem: Problem, form: Formulation, **kwargs: Any) -> Any:
+    """:func:`placement_dsl.compile.compile`, imported (with Pyomo) by the first model build, not by a solve that
+    answers before it."""
+    from .compile import compile as build
+
+    return build(problem, form, **kwargs)
+
+
+def solve_model(model: Any, solver: str, options: SolveOptions, start: Any = None) -> SolverOutcome:
+    """:func:`placement_dsl.solvers.solve_model`, imported (with the backends) by the first model handed off."""
+    from .solvers import solve_model as run
+
+    return run(model, solver, options, start=start)
 
 
 def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..errors import InfeasibleError
 from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
+from .lazy import pyo
 
 
 def _pairs(ctx: Context, rep: np.ndarray | None = None) -> list[tuple[str, str]]:

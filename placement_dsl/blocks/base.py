@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..errors import InfeasibleError, SpecError
+from .lazy import pyo
 
 if TYPE_CHECKING:
     from ..problem import Problem

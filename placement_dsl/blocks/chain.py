@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..constraints import DagOrder
 from ..errors import SpecError
 from ..structure import ChainData, chain_data
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, Stage, Warm, register
+from .lazy import pyo
 from .transfer import TensorCut
 
 if TYPE_CHECKING:

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..constraints import Contiguous
 from .assignment import Assignment
 from .base import AssignmentLink, BlockTemplate, Context, Link, Stage, TransferLink, Warm, register
 from .latency_data import Bounds, Slot, accelerators, bounds, merged_hosts, reach, warm_times
+from .lazy import pyo
 
 
 @dataclass(frozen=True)

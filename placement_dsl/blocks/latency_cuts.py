@@ -20,7 +20,6 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..constraints import DagOrder
 from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
@@ -39,6 +38,7 @@ from .latency_data import (
     run_path_bound,
     warm_times,
 )
+from .lazy import pyo
 
 
 def op_time(ctx: Context, v: int) -> Any:

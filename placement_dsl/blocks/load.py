@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..evaluate import Overlap
 from .base import (
@@ -30,6 +29,7 @@ from .base import (
     register,
     settle,
 )
+from .lazy import pyo
 
 PARTS = {Overlap.NONE: ("total",), Overlap.HALF: ("compute", "comm"), Overlap.FULL: ("compute", "in", "out")}
 

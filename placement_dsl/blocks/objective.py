@@ -4,9 +4,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pyomo.environ as pyo
-
 from .base import BlockTemplate, BottleneckLink, Context, LoadLink, Stage, Warm, register
+from .lazy import pyo
 from .load import warm_parts
 
 

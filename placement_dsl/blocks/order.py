@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from .base import BlockTemplate, Context, Warm, register
+from .lazy import pyo
 
 
 @register

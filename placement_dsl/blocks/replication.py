@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..evaluate import Overlap
 from ..replication import ALLREDUCE_FACTOR
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Link, LoadLink, Stage, Warm, register
+from .lazy import pyo
 from .load import warm_parts
 
 

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from .base import AssignmentLink, BlockTemplate, BottleneckLink, Context, Stage, TransferLink, Warm, register
+from .lazy import pyo
 
 
 def _rate(ctx: Context) -> np.ndarray:

@@ -37,12 +37,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
-from pyomo.gdp import Disjunct, Disjunction
 
 from ..placement import Placement
 from ..schedule import Schedule, transfer_tasks
 from .base import AssignmentLink, BlockTemplate, Context, Link, ScheduleLink, Stage, Warm, register
+from .lazy import gdp, pyo
 from .schedule_data import ScheduleData, schedule_data
 from .schedule_warm import WarmSchedule, retime, warm_schedule
 
@@ -232,18 +231,18 @@ class _Snap:
 
 # ---------------------------------------------------------------------------- disjunctions
 def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list[tuple[Any, Any]],
-                       apart_rows: Callable[[Disjunct, Any, Any], None],
+                       apart_rows: Callable[[Any, Any, Any], None],
                        order: Callable[[Any, Any], Any], what: str) -> None:
     """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated)."""
     blk.pairs = index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
     blk.separable = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
-    blk.apart = Disjunct(blk.separable, rule=lambda d, i, j: apart_rows(d, i, j),
+    blk.apart = gdp.Disjunct(blk.separable, rule=lambda d, i, j: apart_rows(d, i, j),
                          doc=f"the two {what} never share a resource")
-    blk.first = Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
+    blk.first = gdp.Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
         expr=order(i, j), doc=f"{what} i ends before j starts")), doc=f"{what} i precedes j")
-    blk.second = Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
+    blk.second = gdp.Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
         expr=order(j, i), doc=f"{what} j ends before i starts")), doc=f"{what} j precedes i")
-    blk.order = Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in b.separable else [])
+    blk.order = gdp.Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in b.separable else [])
                             + [b.first[i, j], b.second[i, j]],
                             doc=f"two {what} are apart or one precedes the other")
 
@@ -274,7 +273,7 @@ class DeviceOverlap(_Timed):
         apart = [(ops[i], ops[j]) for i, j, _ in data.op_pairs if data.separable(i, j)]
         dev = ctx.cluster.index
 
-        def apart_rows(d: Disjunct, i: str, j: str) -> None:
+        def apart_rows(d: Any, i: str, j: str) -> None:
             d.row = pyo.Constraint(shared[i, j], rule=lambda _, k: ctx.x(idx[i], dev[k]) + ctx.x(idx[j], dev[k]) <= 1,
                                    doc="ops i and j are not both on device k")
 
@@ -306,7 +305,7 @@ class TransferCongestion(_Timed):
         pairs = [(key(k), key(j)) for k, j, _ in data.task_pairs]
         usage = {(key(k), key(j)): rows for k, j, rows in data.task_pairs}
 
-        def apart_rows(d: Disjunct, i: Any, j: Any) -> None:
+        def apart_rows(d: Any, i: Any, j: Any) -> None:
             rows = usage[i, j]
             d.row = pyo.Constraint(range(len(rows)), rule=lambda _, r: self._use(ctx, data, i, rows[r])
                                    + self._use(ctx, data, j, rows[r]) <= 1, doc="not both on this port or channel")

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pyomo.environ as pyo
-
 from .base import BlockTemplate, Context, Stage, Warm, register
 from .latency_data import accelerators
+from .lazy import pyo
 
 
 @register

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..cluster import Cluster, Device
 from ..errors import SpecError
 from .assignment import Assignment, OrderedAssignment
 from .base import BlockTemplate, BottleneckLink, Context, LoadLink, Stage, TransferLink, Warm, register
+from .lazy import pyo
 
 if TYPE_CHECKING:
     from ..problem import Problem

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..errors import SpecError
 from ..training import TrainingMemorySpec
 from .base import AssignmentLink, BlockTemplate, Context, Stage, Warm, register, settle
+from .lazy import pyo
 
 
 def _terms(ctx: Context) -> tuple[np.ndarray, np.ndarray]:

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from ..errors import SpecError
 from .base import BlockTemplate, Context, Stage, TransferLink, Warm, register
+from .lazy import pyo
 
 if TYPE_CHECKING:
     from ..problem import Problem

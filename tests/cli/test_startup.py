@@ -209,3 +209,13 @@ def test_a_method_refused_for_the_objective_is_refused_before_the_solver_stack_l
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"{method} searches" in out.stderr and out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_solve_whose_budget_is_spent_before_the_build_loads_no_solver_stack(tmp_path):
+    """A model-based solve consults its formulation (which one, whether it accepts, its estimated build) before it
+    knows whether it builds a model; one whose budget is spent first answers with its start, and Pyomo, the
+    solvers' bindings and CP-SAT (seconds of start-up under load) load only on the path that builds a model."""
+    path = _small_workload(tmp_path)
+    shown = _dp_run(path, "sorted({m.split('.')[0] for m in sys.modules} & {'pyomo', 'ortools', 'highspy', "
+                          "'pyscipopt'})", ("solve", "--method", "ip", "--time-limit", "0.01"))
+    assert shown == "[]"
