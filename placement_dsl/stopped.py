@@ -290,6 +290,9 @@ def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, sta
     return current
 
 
+HELD_SHARE = 0.2  # of the time left: the most the fallback split held before the start takes (Stop.hold)
+
+
 class Stop:
     """The answer of a solve that the budget stops before (or while) its model is built: the start, if any,
     with status time limit and the best bound known without a model."""
@@ -306,6 +309,7 @@ class Stop:
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
+        self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # the fallback built first (held())
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -318,7 +322,7 @@ class Stop:
         better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
                       found.evaluation, "", self.t0)
         better.start_bound, better.floor, better.floor_source = self.start_bound, self.floor, self.floor_source
-        better.clock = self.clock
+        better.clock, better.held = self.clock, self.held
         return better
 
     def proves_start(self) -> bool:
@@ -390,7 +394,10 @@ class Stop:
 
     def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
-        work-balanced slicing), when it is valid for the problem: a stopped solve still answers."""
+        work-balanced slicing), when it is valid for the problem: a stopped solve still answers. The one built
+        before the start (:func:`held`) is that answer; it is built here only where none is held."""
+        if self.held[0] is not None:
+            return self.held
         try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
             found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model")
         except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)
@@ -400,6 +407,18 @@ class Stop:
         placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
                               source=found.info.get("fallback", "fallback"))
         return (placement, ev) if valid and ev.valid else (None, None)
+
+    def hold(self, share: float = HELD_SHARE) -> None:
+        """Build and score the fallback split now, before anything expensive runs, within ``share`` of the time left
+        (at least the cheapest split's estimate): a start or search cut short later still leaves this answer (a
+        1 -> 1,500 -> 1 fan at load 15 answered nothing when the split was left to the end)."""
+        clock, need = self.clock, fallback_seconds(self.problem.graph, self.problem.cluster, "balanced", 1)
+        tiny = need <= fallbacks.MILLISECONDS  # built here, not in a child stopped at the deadline
+        self.clock = Deadline(math.inf) if tiny else clock.within(max(share * clock.left(), need))
+        try:
+            self.held = self._fallback()
+        finally:
+            self.clock = clock
 
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof

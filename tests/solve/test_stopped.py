@@ -2,6 +2,8 @@
 fallback split, with the search's bound where it proved more than the closed forms (placement_dsl.stopped)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from placement_dsl import solve as solve_module
@@ -107,3 +109,21 @@ def test_an_answer_whose_proven_bound_meets_it_is_optimal_though_the_model_was_n
     assert "not built" in result.message or "too large" in result.message, result.message
     assert result.bound == pytest.approx(result.objective, rel=1e-9) and result.gap == pytest.approx(0.0)
     assert result.status is Status.OPTIMAL, result.message
+
+
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_a_start_that_finds_nothing_and_spends_the_budget_still_leaves_the_fallback_split(monkeypatch, objective):
+    """The fallback split is in hand before the start runs: a start stopped with nothing at the deadline (the fan
+    1 -> 1,500 -> 1 at load 15) leaves it as the answer, though no time is left to build it then."""
+    from placement_dsl.heuristics import fallback
+    problem, _ = testing.chain() if objective == "throughput" else testing.latency_diamond()
+    monkeypatch.setattr(fallback, "EVALUATE_PER_OP", 0.05)  # the splits' estimate is a second: none fits a spent clock
+    monkeypatch.setattr(fallback, "slowdown", lambda: 1.0)  # whatever the machine's load
+
+    def spent(problem, spec, clock, share=None):  # the start runs to the deadline and finds nothing
+        clock.at = time.monotonic() - 1.0
+        return None, None, "warm start refused: no heuristic found a valid start", None, "auto", (), ()
+    monkeypatch.setattr(solve_module, "first_start", spent)
+    result = solve(problem, warm_start="auto", time_limit=30)
+    assert result.placement is not None and problem.is_valid(result.placement)
+    assert result.status in (Status.TIME_LIMIT_FEASIBLE, Status.OPTIMAL) and result.found_by.startswith("fallback (")
