@@ -122,7 +122,7 @@ class Spine:
         cap = data["cap"]  # a class without a limit leaves the side branches' memory unpriced (a weaker bound)
         self.memory = bool(cap.size) and bool(np.isfinite(cap).all()) and float(cap.max()) > 0
         self.step = float(cap.max()) / BUCKETS if self.memory else math.inf
-        self.table = []
+        self.table, self.deadline = [], deadline  # checked per segment and per kind and room of its ends
         for j in range(k + 1):
             if deadline is not None:
                 deadline.check(f"the spine bound's segment {j} of {k + 1}")
@@ -233,7 +233,9 @@ class Spine:
         for x in SIDES:
             for y in SIDES:
                 for a in range(levels.size if x else 1):  # a host end holds nothing: one room
-                    for b in range(levels.size if y else 1):
+                    for b in range(levels.size if y else 1):  # each pass prices every path (1,500 on a fan)
+                        if self.deadline is not None:
+                            self.deadline.check(f"the spine bound's segment {j}, its ends' rooms")
                         room = (levels[a], levels[b])
                         least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], room)
                         cost = np.maximum(low, start + rest + least - charged * (x + y))
