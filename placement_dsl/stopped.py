@@ -290,7 +290,8 @@ def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, sta
     return current
 
 
-HELD_SHARE = 0.2  # of the time left: the most the fallback split held before the start takes (Stop.hold)
+HELD_SHARE, HELD_GRACE = 0.2, 2.0  # of the time left, the fallback split held before the start (Stop.hold), twice
+# its estimate where more, even past a clock spent before the solve began (by 2 s at most, within the promise's 5)
 
 
 class Stop:
@@ -409,12 +410,11 @@ class Stop:
         return (placement, ev) if valid and ev.valid else (None, None)
 
     def hold(self, share: float = HELD_SHARE) -> None:
-        """Build and score the fallback split now, before anything expensive runs, within ``share`` of the time left
-        (at least the cheapest split's estimate): a start or search cut short later still leaves this answer (a
-        1 -> 1,500 -> 1 fan at load 15 answered nothing when the split was left to the end)."""
+        """Build and score the fallback split now, before anything expensive runs (:data:`HELD_SHARE`): a start or
+        search cut short still leaves it (a 1,500-wide fan at load 15 answered nothing when it was left to the end)."""
         clock, need = self.clock, fallback_seconds(self.problem.graph, self.problem.cluster, "balanced", 1)
-        tiny = need <= fallbacks.MILLISECONDS  # built here, not in a child stopped at the deadline
-        self.clock = Deadline(math.inf) if tiny else clock.within(max(share * clock.left(), need))
+        tiny, left = need <= fallbacks.MILLISECONDS, clock.left()  # tiny: built here, not in a child stopped at its end
+        self.clock = Deadline(math.inf) if tiny else Deadline(min(max(share * left, 2 * need), left + HELD_GRACE))
         try:
             self.held = self._fallback()
         finally:

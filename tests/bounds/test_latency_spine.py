@@ -305,3 +305,17 @@ def test_a_wide_segment_stops_by_its_deadline_between_the_rooms_of_its_ends(monk
     with pytest.raises(BudgetSpent, match="ends' rooms"):
         spine_bound(p, clock)
     assert len(priced) == 1
+
+
+def test_prices_that_do_not_fit_the_time_left_are_not_begun(monkeypatch):
+    # a segment's prices are whole-array passes over its chains and grid points (1,500 x 3,586 on a wide fan): sized
+    # first, and refused where the estimate exceeds what is left rather than begun and run past the deadline
+    from placement_dsl.bounds import latency_spine
+    ops = [op("a", mem=2.0)] + [op(f"f{i}", mem=2.0) for i in range(8)] + [op("z", mem=2.0)]
+    g = Graph(ops, [("a", f"f{i}") for i in range(8)] + [(f"f{i}", "z") for i in range(8)])
+    p = Problem(g, Cluster.accelerators(2, memory=8.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p, Deadline(60.0))[0] > 0
+    monkeypatch.setattr(latency_spine, "PRICE_CELL", 1.0)  # a second per chain and point: more than 60 s
+    with pytest.raises(BudgetSpent, match="prices of 8 chains"):
+        spine_bound(p, Deadline(60.0))
+    assert spine_bound(p)[0] > 0  # without a deadline the prices are not sized
