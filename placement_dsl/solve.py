@@ -217,11 +217,12 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     spec = start_spec(problem, warm_start)
     share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
     spec = AUTO if share is not None else spec
+    held = _held(problem, form, method, solver, clock, t0)  # an answer in hand before anything expensive runs
     early = first_floor(problem, share, clock)  # a model too large to build: the host's share of memory first
     start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished, stop.floor, stop.others = start_bound, unfinished, early, others
-    stop.clock = clock
+    stop.clock, stop.held = clock, held
     stop = continued_first(stop, spec, clock)
     start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
@@ -235,7 +236,6 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         return stop.result(f"{err} (the model's preparation)")
     plan = form.with_floor(plan, clock.within(min(FLOOR_SHARE * max(clock.left() - RESERVE, 0.0), FLOOR_MOST)))
     plan.info["label"] = start_label(warm_start)
-    stop.back()  # without a start, the answer if the search finds none: built while there is time for it
     t_start = time.perf_counter() - t0
     if early is None and plan.info.get("floor") is not None:
         stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")
@@ -301,6 +301,15 @@ def solve_model(model: Any, solver: str, options: SolveOptions, start: Any = Non
     return run(model, solver, options, start=start)
 
 
+def _held(problem: Any, form: Formulation, method: str, solver: str, clock: Deadline, t0: float
+          ) -> tuple[Placement | None, Evaluation | None]:
+    """The fallback split, built and scored first (:meth:`Stop.hold`): the answer where the start finds nothing."""
+    empty = Stop(problem, form, method, solver, None, None, None, "", t0)
+    empty.clock = clock
+    empty.hold()
+    return empty.held
+
+
 def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
                  warm_start: Any, log_path: Any, method: str, options: Mapping[str, Any]) -> Result:
     """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
@@ -316,10 +325,11 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
         raise SpecError(f"solver 'cpsat' takes no formulation options; got {sorted(options)} (windows is an option "
                         "of the 'chain' formulation)")
     label = CPSAT if method == "ip" else method  # the default label names the backend
+    held = _held(problem, form, label, CPSAT, clock, t0)
     start, start_eval, refusal, start_bound, warm_start, unfinished, _ = first_start(
         problem, start_spec(problem, warm_start), clock)
     stop = Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)
-    stop.start_bound, stop.unfinished, stop.clock = start_bound, unfinished, clock
+    stop.start_bound, stop.unfinished, stop.clock, stop.held = start_bound, unfinished, clock, held
     t_start = time.perf_counter() - t0
     if clock.expired(MIN_SEARCH + RESERVE):
         result = stop.result(f"budget spent before the CP-SAT search ({clock.left():.1f} s left, the warm start took "

@@ -290,6 +290,10 @@ def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, sta
     return current
 
 
+HELD_SHARE, HELD_GRACE = 0.2, 2.0  # of the time left, the fallback split held before the start (Stop.hold), or 1.5x
+# its estimate, past a clock spent before the solve began by 2 s at most (the promise's 5); built here within 2 s
+
+
 class Stop:
     """The answer of a solve that the budget stops before (or while) its model is built: the start, if any,
     with status time limit and the best bound known without a model."""
@@ -306,7 +310,7 @@ class Stop:
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
-        self.fallen: tuple[Placement | None, Evaluation | None] | None = None  # the fallback split, once built
+        self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # the fallback built first (held())
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -319,7 +323,7 @@ class Stop:
         better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
                       found.evaluation, "", self.t0)
         better.start_bound, better.floor, better.floor_source = self.start_bound, self.floor, self.floor_source
-        better.clock = self.clock
+        better.clock, better.held = self.clock, self.held
         return better
 
     def proves_start(self) -> bool:
@@ -389,24 +393,14 @@ class Stop:
         return self.start is not None and \
             self.problem.class_of(self.start) in self.form.placement_class(self.problem)
 
-    def back(self) -> None:
-        """Without a usable start, the fallback split built now (:meth:`_fallback`), before the model: a solver
-        that finds no solution by its deadline leaves too little time to build it under load (a throughput IP of
-        217 ops onto 4 stages, 30 s at load 15: the solver ran 12.6 s without an incumbent and the split's child
-        was stopped in the second left, so the command answered no placement at all)."""
-        if self.start is None or self.refusal or self.start_eval is None:
-            self._fallback()
-
-    def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
+    def _fallback(self, here: bool = False) -> tuple[Placement | None, Evaluation | None]:
         """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
-        work-balanced slicing), when it is valid for the problem: a stopped solve still answers. Built once."""
-        if self.fallen is None:
-            self.fallen = self._fallback_split()
-        return self.fallen
-
-    def _fallback_split(self) -> tuple[Placement | None, Evaluation | None]:
+        work-balanced slicing), when it is valid for the problem: a stopped solve still answers. The one built
+        before the start (:func:`held`) is that answer; it is built here only where none is held."""
+        if self.held[0] is not None:
+            return self.held
         try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
-            found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model")
+            found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model", here)
         except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)
             self.note = "; ".join(m for m in (self.note, f"fallback split {err}" if isinstance(err, BudgetSpent)
                                               else "") if m)
@@ -414,6 +408,17 @@ class Stop:
         placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
                               source=found.info.get("fallback", "fallback"))
         return (placement, ev) if valid and ev.valid else (None, None)
+
+    def hold(self, share: float = HELD_SHARE) -> None:
+        """Build and score the fallback split now, before anything expensive runs (:data:`HELD_SHARE`): a start or
+        search cut short still leaves it (a 1,500-wide fan at load 15 answered nothing when it was left to the end)."""
+        clock, need = self.clock, fallback_seconds(self.problem.graph, self.problem.cluster, "balanced", 1)
+        tiny, here, left = need <= fallbacks.MILLISECONDS, need <= HELD_GRACE, clock.left()  # here: not in a child,
+        self.clock = Deadline(math.inf) if tiny else Deadline(min(max(share * left, 1.5 * need), left + HELD_GRACE))
+        try:  # which leaves nothing where it is stopped (1,502 ops at load 15: each time)
+            self.held = self._fallback(here)
+        finally:
+            self.clock = clock
 
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..deadline import BudgetSpent, Deadline
+from ..deadline import BudgetSpent, Deadline, slowdown
 from ..evaluate import execution
 from ..graph import Graph
 from ..structure import disjoint_paths
@@ -54,6 +54,8 @@ MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 BUCKETS = 64  # free memory on a grid of capacity / BUCKETS (rounded up)
 TAU_STEPS = 64  # the grid of a segment's bound on its chains' parts elsewhere
 EXACT_PATH = 64  # a path between two cut ops whose middles elsewhere are priced op by op, at most (O(length^2))
+PRICE_CELL = 1.5e-7  # seconds per chain and grid point of a segment's prices (_prices) at load 1, scaled by
+# slowdown(): a 1,500-wide fan's segment (1,500 chains x 3,586 points) took 1.5-2.4 s at slowdown 3.3, twice per segment
 ROOMS = np.array([0, 1, 2, 4, 8, 16, 32])  # an end's free memory, in grid points, rounded up to these (or unbounded)
 
 
@@ -122,7 +124,7 @@ class Spine:
         cap = data["cap"]  # a class without a limit leaves the side branches' memory unpriced (a weaker bound)
         self.memory = bool(cap.size) and bool(np.isfinite(cap).all()) and float(cap.max()) > 0
         self.step = float(cap.max()) / BUCKETS if self.memory else math.inf
-        self.table = []
+        self.table, self.deadline = [], deadline  # checked per segment and per kind and room of its ends
         for j in range(k + 1):
             if deadline is not None:
                 deadline.check(f"the spine bound's segment {j} of {k + 1}")
@@ -233,7 +235,9 @@ class Spine:
         for x in SIDES:
             for y in SIDES:
                 for a in range(levels.size if x else 1):  # a host end holds nothing: one room
-                    for b in range(levels.size if y else 1):
+                    for b in range(levels.size if y else 1):  # each pass prices every path (1,500 on a fan)
+                        if self.deadline is not None:
+                            self.deadline.check(f"the spine bound's segment {j}, its ends' rooms")
                         room = (levels[a], levels[b])
                         least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], room)
                         cost = np.maximum(low, start + rest + least - charged * (x + y))
@@ -269,6 +273,10 @@ class Spine:
         taus = np.unique(np.concatenate((top * np.arange(TAU_STEPS + 1) / TAU_STEPS, turn, work + rho, hosted,
                                          *[_steps(t) for t in times])))
         taus = taus[(taus >= 0) & (taus <= top)]
+        need_s = PRICE_CELL * work.size * taus.size * slowdown()  # whole-array passes, not stopped once begun
+        if self.deadline is not None and need_s > self.deadline.left():
+            raise BudgetSpent(f"the spine bound's prices of {work.size} chains on {taus.size} points need "
+                              f"~{need_s:.1f} s, {self.deadline.left():.1f} s left")
         per = np.zeros((work.size, taus.size))
         per[finite] = taus[None, :] / slow[finite, None]
         allowed = np.maximum(taus[None, :] - rho[:, None], per)
@@ -276,6 +284,8 @@ class Spine:
         need[need <= 1e-9 * work[:, None]] = 0.0  # rounding past where nothing need move (its memory: none)
         memneed = np.zeros_like(need)
         for i, (b, x) in enumerate(zip(chains, a)):
+            if self.deadline is not None:
+                self.deadline.check("the spine bound's prices")
             keep = x > 0
             if not keep.any():
                 continue

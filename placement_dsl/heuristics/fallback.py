@@ -130,13 +130,17 @@ def one_device_split(graph: Graph, cluster: Cluster) -> np.ndarray:
     return np.full(graph.n, best[1], dtype=np.int64)
 
 
-def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
+def scored_fallback(problem: Problem, deadline: Deadline, method: str, phase: str, here: bool = False
+                    ) -> tuple[HeuristicResult, bool, Any]:
     """:func:`fallback` on ``problem``'s graph, cluster and cost model, and its placement scored as ``problem`` scores
     one (whether it is valid for its terms, and its evaluation: one evaluation, :data:`SCORING`), all within ``deadline``
-    (:func:`sized_call`), the splits sized to leave the scoring its time. :class:`BudgetSpent` says why where even
-    the cheapest split and its scoring do not fit, or the child was stopped."""
+    (:func:`sized_call`), the splits sized to leave the scoring its time (``here``: in this process, trusted to
+    stop by those sizes). :class:`BudgetSpent` says why where even the cheapest split and its scoring do not fit,
+    or the child was stopped."""
     g, c = problem.graph, problem.cluster
     need, scoring = fallback_seconds(g, c, "balanced", SCORING), SCORING * EVALUATE_PER_OP * g.n * slowdown()
+    if here:  # in this process, the splits sized to the deadline: a child stopped at it leaves nothing it built
+        return _scored(problem, deadline.at - scoring, method, phase)
     return sized_call(deadline, need, f"the cheapest split of {g.n} ops and its scoring", _scored, problem, deadline.at - scoring,
                       method, phase)
 

@@ -237,6 +237,10 @@ def _placement(path: Path, workload: Workload) -> Placement:
         return dp.placement_from_split(workload.graph, workload.cluster, data, source=str(path))
     if workload.format == "moirai" and "assignment" in data and "start" in data:
         return moirai.schedule_from_dict(workload.graph, workload.cluster, data)  # what solve --out writes for a sheet
+    if "assignment" in data:  # a native placement but for its format line: name the field that is missing or wrong
+        found = f"has 'format': {data['format']!r}" if "format" in data else "has no 'format' field"
+        raise SpecError(f"{str(path)!r} has a native 'assignment' but {found}; a native placement file needs "
+                        f"'format': {PLACEMENT_FORMAT!r}")
     raise SpecError(f"{str(path)!r} is not a placement file (native 'assignment', a split with 'fpgas'/'cpus', "
                     "or a MOIRAI sheet's schedule with 'assignment' and 'start')")
 

@@ -285,3 +285,37 @@ def test_stops_by_its_deadline():
     with pytest.raises(BudgetSpent):
         spine_bound(p, Deadline(0.0))
     assert spine_or_nothing(p, Deadline(0.0)) == 0.0
+
+
+def test_a_wide_segment_stops_by_its_deadline_between_the_rooms_of_its_ends(monkeypatch):
+    # a fan a -> {f0 .. f7} -> z: one segment whose ends are priced per kind and room of each (every path each
+    # time: 1,500 of them on a wide fan ran 3 minutes past a 10 s limit); a deadline passing in the first pricing
+    # stops it there, not after every room
+    from placement_dsl.bounds import latency_spine_ends
+    ops = [op("a", mem=2.0)] + [op(f"f{i}", mem=2.0) for i in range(8)] + [op("z", mem=2.0)]
+    g = Graph(ops, [("a", f"f{i}") for i in range(8)] + [(f"f{i}", "z") for i in range(8)])
+    p = Problem(g, Cluster.accelerators(2, memory=8.0, cpus=1), Latency(), [Memory()])
+    clock, priced, at = Deadline(60.0), [], latency_spine_ends.EndPrices.at
+
+    def expiring(self, *args, **kwargs):  # the clock runs out while the first end is priced
+        priced.append(args[:2])
+        clock.at = 0.0
+        return at(self, *args, **kwargs)
+    monkeypatch.setattr(latency_spine_ends.EndPrices, "at", expiring)
+    with pytest.raises(BudgetSpent, match="ends' rooms"):
+        spine_bound(p, clock)
+    assert len(priced) == 1
+
+
+def test_prices_that_do_not_fit_the_time_left_are_not_begun(monkeypatch):
+    # a segment's prices are whole-array passes over its chains and grid points (1,500 x 3,586 on a wide fan): sized
+    # first, and refused where the estimate exceeds what is left rather than begun and run past the deadline
+    from placement_dsl.bounds import latency_spine
+    ops = [op("a", mem=2.0)] + [op(f"f{i}", mem=2.0) for i in range(8)] + [op("z", mem=2.0)]
+    g = Graph(ops, [("a", f"f{i}") for i in range(8)] + [(f"f{i}", "z") for i in range(8)])
+    p = Problem(g, Cluster.accelerators(2, memory=8.0, cpus=1), Latency(), [Memory()])
+    assert spine_bound(p, Deadline(60.0))[0] > 0
+    monkeypatch.setattr(latency_spine, "PRICE_CELL", 1.0)  # a second per chain and point: more than 60 s
+    with pytest.raises(BudgetSpent, match="prices of 8 chains"):
+        spine_bound(p, Deadline(60.0))
+    assert spine_bound(p)[0] > 0  # without a deadline the prices are not sized

@@ -103,6 +103,11 @@ def test_unreadable_and_invalid_files(tmp_path):
         load_workload(tmp_path / "what.txt", format="onnx")
     with pytest.raises(SpecError, match="not a placement file"):
         load_placement(_write(tmp_path / "p.json", {"x": 1}), rich_workload())
+    bare = {"assignment": {op.name: "s0" for op in rich_workload().graph.ops}}  # native but for its format line
+    with pytest.raises(SpecError, match="has no 'format' field; .*'format': 'placement_dsl.placement'"):
+        load_placement(_write(tmp_path / "bare.json", bare), rich_workload())
+    with pytest.raises(SpecError, match="has 'format': 'other'"):
+        load_placement(_write(tmp_path / "other.json", {**bare, "format": "other"}), rich_workload())
 
 
 def _write(path: Path, data: dict) -> Path:

@@ -2,10 +2,13 @@
 fallback split, with the search's bound where it proved more than the closed forms (placement_dsl.stopped)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from placement_dsl import solve as solve_module
 from placement_dsl import testing
+from placement_dsl.deadline import Deadline
 from placement_dsl.placement import Placement
 from placement_dsl.solve import solve
 from placement_dsl.solvers import SolverOutcome, Status
@@ -127,3 +130,23 @@ def test_a_search_without_a_start_is_backed_by_the_fallback_split_built_before_i
     result = solve(problem, time_limit=30)
     assert result.placement is not None and problem.is_valid(result.placement)
     assert result.found_by.startswith("fallback (") and result.objective >= optimum
+
+
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_a_start_that_finds_nothing_and_spends_the_budget_still_leaves_the_fallback_split(monkeypatch, objective):
+    """The fallback split is in hand before the start runs: a start stopped with nothing at the deadline (the fan
+    1 -> 1,500 -> 1 at load 15) leaves it as the answer, though no time is left to build it then."""
+    from placement_dsl.heuristics import fallback
+    problem, _ = testing.chain() if objective == "throughput" else testing.latency_diamond()
+    monkeypatch.setattr(fallback, "EVALUATE_PER_OP", 0.05)  # the splits' estimate is a second: none fits a spent clock
+    monkeypatch.setattr(fallback, "slowdown", lambda: 1.0)  # whatever the machine's load
+
+    def spent(problem, spec, clock, share=None):  # the start runs to the deadline and finds nothing
+        clock.at = time.monotonic() - 1.0
+        return None, None, "warm start refused: no heuristic found a valid start", None, "auto", (), ()
+    monkeypatch.setattr(solve_module, "first_start", spent)
+    late = Deadline(0.2)  # and a caller whose clock is all but spent before the solve begins (the CLI's start-up)
+    for result in (solve(problem, warm_start="auto", time_limit=30), solve(problem, warm_start="auto", deadline=late)):
+        assert result.placement is not None and problem.is_valid(result.placement)
+        assert result.status in (Status.TIME_LIMIT_FEASIBLE, Status.OPTIMAL)
+        assert result.found_by.startswith("fallback (")
