@@ -284,7 +284,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
     kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
-    jit.warm_within(problem.graph.n, [m for m in dict.fromkeys((*lead, improving(problem))) if m in methods], (deadline or clock).left())
+    jit.warm_within(problem.graph.n, [m for m in dict.fromkeys((*lead, improving(problem))) if m in methods], clock.left())
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
                            even, kept is not None) if FORK and math.isfinite(clock.at) else \
         _here(problem, order, seconds, deadline, even, kept is not None)
