@@ -25,6 +25,13 @@ from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
 
 
+def fresh(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter (what a first call imports), which must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def _latency_problem(*terms) -> Problem:
     g = Graph([Op(name="a", work=2, out_bytes=1), Op(name="b", work=3, out_bytes=1), Op(name="c", work=2)],
               [("a", "b"), ("b", "c")])
@@ -74,8 +81,7 @@ def test_the_heuristics_under_the_problems_q_load_no_pyomo():
             "search(p, ('greedy',), Deadline(30), lambda placement, who: got.append(who))\n"
             "assert got == ['greedy'] and subgraphs_per_accelerator(p) == 1, got\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyomo'))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-    assert out.returncode == 0, out.stderr
+    out = fresh(code)
     assert out.stdout.strip() == "[]"
     assert Subgraphs(1).q == 1
 
@@ -145,8 +151,7 @@ def test_the_split_a_small_graph_falls_back_on_loads_no_numba():
             "valid = p.is_valid(found.placement)\n"
             "assert valid, found\n"
             "print('numba' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-    assert out.returncode == 0, out.stderr
+    out = fresh(code)
     assert out.stdout.strip() == "False"
 
 
