@@ -23,12 +23,11 @@ import numbers
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from .errors import PlacementError, SpecError
 
-__all__ = ["BudgetSpent", "Deadline", "answer_seconds", "call_within", "can_fork", "contention", "in_process", "machine", "model_cpu",
+__all__ = ["BudgetSpent", "Deadline", "answer_seconds", "call_within", "can_fork", "contention", "machine", "model_cpu",
            "model_seconds", "process_start", "scoring_seconds", "seconds", "slowdown", "stop_margin", "stream_within",
            "unlinked_locks"]
 
@@ -248,28 +247,11 @@ def _waitable(seconds: float) -> float:
     return min(seconds, MAX_WAIT)
 
 
-class _InProcess:
-    depth: int = 0  # of in_process() blocks entered
-
-
 def can_fork() -> bool:
-    """Whether this process may run a guarded call in a forked child (not a daemonic process, which may have none,
-    nor inside :func:`in_process`)."""
+    """Whether this process may run a guarded call in a forked child (not a daemonic process, which may have none)."""
     import multiprocessing as mp  # only a call with a deadline forks: most commands never need it
 
-    return not _InProcess.depth and not mp.current_process().daemon and "fork" in mp.get_all_start_methods()
-
-
-@contextmanager
-def in_process() -> Iterator[None]:
-    """Within the block, calls with a deadline run here, trusted to stop by their clocks, as in a daemonic process
-    (:func:`can_fork` is false): what loads a method's compiled kernels into this process for the children it forks
-    afterwards (:func:`.heuristics.jit.load_kernels`), which a child of its own would load and take with it."""
-    _InProcess.depth += 1
-    try:
-        yield
-    finally:
-        _InProcess.depth -= 1
+    return not mp.current_process().daemon and "fork" in mp.get_all_start_methods()
 
 
 def _fork() -> Any:

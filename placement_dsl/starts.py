@@ -39,7 +39,7 @@ import numpy as np
 from .deadline import Deadline, call_within, stream_within
 from .errors import PlacementError, SpecError
 from .evaluate import Evaluation, Objective, execution
-from .heuristics import jit, registry
+from .heuristics import registry
 from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
 from .heuristics.latency_chain import chain_orders
@@ -261,7 +261,7 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     slicegraph's). One child for the race, not one per search: each child loads the kernels its searches use
     again. The best start found is evaluated again here by the problem's cost model and validity check. Where no
     child may be forked (a daemonic worker) the searches run here, trusted to stop by their clocks; so do the
-    baselines when the race found no valid start by its end. The leads' and improving search's kernels load here first.
+    baselines when the race found no valid start by its end.
 
     Besides the best start, the answer keeps in ``others`` the next best valid starts of the race (at most
     :data:`KEPT` in all), each distinct from the best and from one another (:data:`DISTINCT`) and within
@@ -284,7 +284,6 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
     kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
-    jit.warm_within(problem.graph.n, [m for m in dict.fromkeys((*lead, improving(problem))) if m in methods], clock.left())
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
                            even, kept is not None) if FORK and math.isfinite(clock.at) else \
         _here(problem, order, seconds, deadline, even, kept is not None)
@@ -330,6 +329,7 @@ as loaded now) the latency search is given at least in a race of a :func:`contig
 and max-load splits and a descent from the best. On a generated DAG of 2,000 ops onto four linked accelerators and a
 host it needs about 5 s (the chain split 0.3-1.2 s, DPL 2-7 s at load 7), 4.7 s by this; given half of a 10 s
 solve's race (1.1 s) it answered greedy's split, 2,884.8, where its chain split is 2,266.6."""
+
 
 LEAD_CHECKS = 4  # evaluations' worth a sized lead leaves of the race: its answer checked by the registry and scored
 # here, then sent (given all but one, latency-best on 2,000 ops at load 7.7 ended past the race, which lost its split)

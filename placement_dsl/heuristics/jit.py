@@ -337,11 +337,9 @@ _LOADED: set[str] = set()  # the methods load_kernels() ran
 def load_kernels(methods: Iterable[str]) -> None:
     """Compile (or load from numba's cache) the kernels each of ``methods`` (heuristics' names) reaches, once per
     process, by running it on a three-op chain on two accelerators and a CPU: what a process does before it forks
-    children that run those methods (certify's heuristics, a sweep's tasks, a solve's start race), so that each child
-    finds them loaded instead of importing numba and loading the same cache again (1.5-2 s of CPU each; 8-12 s for
-    latency-best's chain split at load 14). A method that declines the chain has loaded what it reached. Each runs
-    here (:func:`~placement_dsl.deadline.in_process`): under its time limit latency-best ran its searches in a forked
-    child, which loaded the kernels and took them with it, and every later child loaded them again.
+    children that run those methods (certify's heuristics, a sweep's tasks), so that each child finds them loaded
+    instead of importing numba and loading the same cache again (1.5-2 s of CPU each). A method that declines the
+    chain has loaded what it reached.
 
     Where the cache is cold (none of the kernels declared so far is cached, :mod:`.kernel_cache`) and its policy is
     ``background``, nothing is compiled here (a minute of a caller's budget): the children run their kernels in
@@ -358,8 +356,7 @@ def load_kernels(methods: Iterable[str]) -> None:
     for method in todo:
         _LOADED.add(method)
         try:
-            with deadline.in_process():
-                run(method, g, cluster, time_limit=5.0)
+            run(method, g, cluster, time_limit=5.0)
         except PlacementError:
             pass
 
@@ -382,15 +379,13 @@ that has to load them pays this before its search: the path's child on 20,111 op
 again and was stopped at its share with nothing."""
 
 
-def warm_within(ops: int, methods: str | Iterable[str], seconds: float) -> None:
-    """Load the compiled kernels of ``methods`` (a name, or names) here (:func:`warm`: once per process, only from
-    numba's cache) before the first child that runs them is forked (certify's heuristics, a solve's start race, whose
-    children and the later phases' then find them loaded), where ``seconds`` holds the load of those not loaded yet on
-    this machine as loaded now (:data:`KERNEL_LOAD_CPU` each times :func:`~placement_dsl.deadline.contention`); the
-    load's time comes out of ``seconds``, as it would in the child."""
-    todo = [m for m in ((methods,) if isinstance(methods, str) else methods) if m not in _LOADED]
-    if todo and seconds >= KERNEL_LOAD_CPU * len(todo) * deadline.contention():
-        warm(ops, todo)
+def warm_within(ops: int, method: str, seconds: float) -> None:
+    """Load ``method``'s compiled kernels here (:func:`warm`: once per process, only from numba's cache) before the
+    first child that runs it is forked, where its share of ``seconds`` holds the load on this machine as loaded now
+    (:data:`KERNEL_LOAD_CPU` times :func:`~placement_dsl.deadline.contention`); the load's time comes out of that
+    share, as it would in the child."""
+    if seconds >= KERNEL_LOAD_CPU * deadline.contention():
+        warm(ops, (method,))
 
 
 def python_kernels() -> bool:

@@ -198,31 +198,6 @@ def test_load_kernels_runs_each_method_once_per_process(monkeypatch):
     assert jit.is_compiled()
 
 
-def test_load_kernels_runs_each_method_in_this_process(monkeypatch):
-    """Under its warm-up's time limit latency-best ran its searches in a forked child, which loaded the chain split's
-    kernels and took them with it: a solve's start race, latency-best's own child, the improve step and the family
-    step each loaded them again (8-12 s each on 2,000 ops at load 14, so a 10 s solve answered greedy's split)."""
-    from placement_dsl import deadline
-
-    forkable = []
-    monkeypatch.setattr(jit, "run", lambda method, *a, **k: forkable.append(deadline.can_fork()))
-    monkeypatch.setattr(jit, "_LOADED", set())
-    jit.load_kernels(["latency-best", "dp"])
-    assert forkable == [False, False]
-    assert deadline.can_fork() == (not __import__("multiprocessing").current_process().daemon)
-
-
-def test_warm_within_loads_the_methods_not_loaded_yet_where_the_time_holds_them(monkeypatch):
-    loads = []
-    monkeypatch.setattr(jit, "warm", lambda ops, methods: loads.append(list(methods)))
-    monkeypatch.setattr(jit, "_LOADED", {"dp"})
-    monkeypatch.setattr(jit.deadline, "contention", lambda: 2.0)
-    jit.warm_within(100, ["dp", "latency-best"], 1.0)  # one load: 0.9 s at contention 2
-    jit.warm_within(100, "slicegraph", 0.5)  # too little time: the child would load them itself
-    jit.warm_within(100, ["dp"], 10.0)  # loaded already
-    assert loads == [["latency-best"]]
-
-
 def test_a_sweep_process_s_warm_up_loads_the_kernels_its_tasks_run():
     """The sweep's fork server warms up once (``sweep.tasks.warm``), so that no task's time limit pays for numba:
     its three-op warm-up chain is small enough for Python kernels, so the kernels are loaded by name

@@ -130,19 +130,3 @@ def test_passes_cut_short_are_not_left_to_run_again_under_contiguity(monkeypatch
     free = problem_for_method(_workload(), objective="latency", method="ip-noncontig")
     _, _, unfinished = race(free, auto_methods(free), 10.0, Deadline(60.0))
     assert set(unfinished) & set(PASSES)  # where their splits count, they run again
-
-
-def test_the_race_loads_its_lead_searches_kernels_before_it_forks(monkeypatch):
-    """The race's child, latency-best's own child, the improve step and the family step are each forked from the
-    solve's process: latency-best's kernels are loaded there first, once, so that each child inherits them (loaded
-    in each child, 8-12 s at load 14, a 10 s solve of 2,000 ops answered greedy's split, 2,884.8)."""
-    events = []
-    monkeypatch.setattr(starts.jit, "warm_within", lambda ops, methods, seconds: events.append(("warm", list(methods))))
-
-    def forked(clock, fn, *args):
-        events.append(("fork", None))
-        return iter(())
-    monkeypatch.setattr(starts, "stream_within", forked)
-    problem = problem_for_method(_workload(), objective="latency", method="ip")
-    race(problem, auto_methods(problem), 1.0, Deadline(60.0))
-    assert events[:2] == [("warm", ["latency-best"]), ("fork", None)]
