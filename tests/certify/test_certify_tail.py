@@ -76,12 +76,20 @@ def test_the_scored_fallback_is_refused_with_its_estimate_or_answers_as_the_prob
     assert valid and value.objective == tiny.evaluate(found.placement).objective
 
 
-def test_a_solve_past_its_deadline_sizes_the_fallback_split_and_says_why():
+def test_a_solve_past_its_deadline_sizes_the_fallback_split_and_says_why(monkeypatch):
+    """A solve whose clock is spent before it begins holds the fallback split in this process where the split's
+    estimate is within ``HELD_GRACE`` (its 2 s within the promise's 5): it is the answer. Where the estimate is past
+    the grace, the split is skipped and the answer says why."""
+    from placement_dsl import stopped
     from placement_dsl.solve import solve
     from placement_dsl.solvers import Status
 
-    spent = Deadline(1.0, start=time.monotonic() - 2.0)
-    result = solve(_schedule(6000), deadline=spent, method="ip")
+    problem = _schedule(6000)  # its split's estimate: ~0.9 s
+    result = solve(problem, deadline=Deadline(1.0, start=time.monotonic() - 2.0), method="ip")
+    assert result.placement is not None and problem.is_valid(result.placement)
+    assert result.found_by.startswith("fallback (")
+    monkeypatch.setattr(stopped, "HELD_GRACE", 0.1)
+    result = solve(problem, deadline=Deadline(1.0, start=time.monotonic() - 2.0), method="ip")
     assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
     assert "fallback split skipped" in result.message and "6000 ops" in result.message
 
