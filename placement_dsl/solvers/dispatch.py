@@ -17,26 +17,10 @@ from pyomo.core.base.var import VarData
 
 from ..errors import InfeasibleError, SolverUnavailableError
 from . import guard, highs, pyomo_generic, scip
-from .base import (
-    Bound,
-    Capabilities,
-    Final,
-    HandedOff,
-    Incumbent,
-    Native,
-    SolveOptions,
-    SolverOutcome,
-    StartVerdict,
-    Status,
-    Timings,
-    classify,
-)
+from .base import Capabilities, Native, SolveOptions, SolverOutcome, Status, Timings, classify
 from .matrix import LinearModel, extract
 
-__all__ = [
-    "Backend", "Bound", "Capabilities", "Final", "HandedOff", "Incumbent", "Native", "SolveOptions", "SolverOutcome",
-    "StartVerdict", "Status", "Timings", "available_solvers", "backend", "solve_model",
-]
+__all__ = ["Backend", "available_solvers", "backend", "solve_model"]  # the results' names: the package (.base)
 
 # Pyomo names probed when listing what is installed
 PYOMO_CANDIDATES = ("appsi_highs", "scip_direct", "pyomo:highs", "gurobi_direct", "gurobi", "cplex", "cbc", "glpk",
