@@ -47,6 +47,7 @@ from .stopped import (
     first_floor,
     first_start,
     floor,
+    held_split,
     heuristics_instead,
     search_per_build,
     start_label,
@@ -217,7 +218,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     spec = start_spec(problem, warm_start)
     share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
     spec = AUTO if share is not None else spec
-    held = _held(problem, form, method, solver, clock, t0)  # an answer in hand before anything expensive runs
+    held = held_split(problem, clock)  # an answer in hand before anything expensive runs
     early = first_floor(problem, share, clock)  # a model too large to build: the host's share of memory first
     start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
@@ -301,15 +302,6 @@ def solve_model(model: Any, solver: str, options: SolveOptions, start: Any = Non
     return run(model, solver, options, start=start)
 
 
-def _held(problem: Any, form: Formulation, method: str, solver: str, clock: Deadline, t0: float
-          ) -> tuple[Placement | None, Evaluation | None]:
-    """The fallback split, built and scored first (:meth:`Stop.hold`): the answer where the start finds nothing."""
-    empty = Stop(problem, form, method, solver, None, None, None, "", t0)
-    empty.clock = clock
-    empty.hold()
-    return empty.held
-
-
 def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap: float, threads: int,
                  warm_start: Any, log_path: Any, method: str, options: Mapping[str, Any]) -> Result:
     """``solver="cpsat"``: the makespan problem as CP-SAT's interval model (:func:`placement_dsl.cpsat.solve_model`),
@@ -325,7 +317,7 @@ def _solve_cpsat(problem: Any, formulation: Any, clock: Deadline, t0: float, gap
         raise SpecError(f"solver 'cpsat' takes no formulation options; got {sorted(options)} (windows is an option "
                         "of the 'chain' formulation)")
     label = CPSAT if method == "ip" else method  # the default label names the backend
-    held = _held(problem, form, label, CPSAT, clock, t0)
+    held = held_split(problem, clock)
     start, start_eval, refusal, start_bound, warm_start, unfinished, _ = first_start(
         problem, start_spec(problem, warm_start), clock)
     stop = Stop(problem, form, label, CPSAT, warm_start, start, start_eval, refusal, t0)

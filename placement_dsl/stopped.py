@@ -1,9 +1,8 @@
 """What a solve starts from, and what it answers when its model is not built or not searched to the end.
 
-The start policy of :func:`placement_dsl.solve.solve` (which start a solve makes when none is asked for, and when
-the start is continued by the objective's improving heuristics before or instead of the model) and :class:`Stop`,
-the answer of a solve stopped without a solution of its model: the start, else an O(n + m) fallback split, with
-the best bound known without a model (the start heuristic's proof, the closed forms, the run-paths DP).
+The start policy of :func:`placement_dsl.solve.solve` (which start it makes when none is asked for, and when the
+objective's improving heuristics continue it) and :class:`Stop`, the answer of a solve stopped without a solution of
+its model: the start, else a fallback split held first, with the best bound known without a model.
 """
 from __future__ import annotations
 
@@ -290,8 +289,30 @@ def again(problem: Any, current: Start, clock: Deadline, share: float = 1.0, sta
     return current
 
 
-HELD_SHARE, HELD_GRACE = 0.2, 2.0  # of the time left, the fallback split held before the start (Stop.hold), or 1.5x
-# its estimate, past a clock spent before the solve began by 2 s at most (the promise's 5); built here within 2 s
+HELD_SHARE, HELD_GRACE = 0.2, 2.0  # of the time left, the split held_split builds, or 1.5x its estimate; past a clock
+# spent before the solve began by 2 s at most (the promise's 5), and built in this process where it takes 2 s at most
+
+
+def fallback_split(problem: Any, clock: Deadline, here: bool = False) -> tuple[Placement | None, Evaluation | None, str]:
+    """The best O(n + m) split (greedy, one device, work-balanced) valid for ``problem`` and its evaluation, within
+    ``clock`` (``here``: in this process), and why there is none ("" when none is valid)."""
+    try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
+        found, valid, ev = fallbacks.scored_fallback(problem, clock, "fallback", "no model", here)
+    except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)
+        return None, None, f"fallback split {err}" if isinstance(err, BudgetSpent) else ""
+    placement = Placement(problem.graph, problem.cluster, found.placement.assign,
+                          source=found.info.get("fallback", "fallback"))
+    return (placement, ev, "") if valid and ev.valid else (None, None, "")
+
+
+def held_split(problem: Any, clock: Deadline, share: float = HELD_SHARE) -> tuple[Placement | None, Evaluation | None]:
+    """The fallback split built and scored before anything expensive runs (:data:`HELD_SHARE` of the time left): a
+    start or search cut short still leaves it (a 1,500-wide fan at load 15 answered nothing when it was built last)."""
+    need = fallback_seconds(problem.graph, problem.cluster, "balanced", 1)
+    tiny, here, left = need <= fallbacks.MILLISECONDS, need <= HELD_GRACE, clock.left()  # a stopped child leaves nothing
+    held = Deadline(math.inf) if tiny else Deadline(min(max(share * left, 1.5 * need), left + HELD_GRACE))
+    placement, ev, _ = fallback_split(problem, held, here)
+    return placement, ev
 
 
 class Stop:
@@ -310,7 +331,7 @@ class Stop:
         self.floor_source: str | None = None  # what proved it, when not the run paths or the host's share
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
-        self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # the fallback built first (held())
+        self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # held_split's, built first
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -393,32 +414,13 @@ class Stop:
         return self.start is not None and \
             self.problem.class_of(self.start) in self.form.placement_class(self.problem)
 
-    def _fallback(self, here: bool = False) -> tuple[Placement | None, Evaluation | None]:
-        """Without a usable start, the best of the splits built in O(n + m) (greedy, one device, the
-        work-balanced slicing), when it is valid for the problem: a stopped solve still answers. The one built
-        before the start (:func:`held`) is that answer; it is built here only where none is held."""
+    def _fallback(self) -> tuple[Placement | None, Evaluation | None]:
+        """The split held before the start (:func:`held_split`), else one built now (:func:`fallback_split`)."""
         if self.held[0] is not None:
             return self.held
-        try:  # sized and stopped by the call's clock: 47,584 ops took 42 s for one device's split alone at load 8
-            found, valid, ev = fallbacks.scored_fallback(self.problem, self.clock, "fallback", "no model", here)
-        except PlacementError as err:  # none could be built, or none in the time left (BudgetSpent)
-            self.note = "; ".join(m for m in (self.note, f"fallback split {err}" if isinstance(err, BudgetSpent)
-                                              else "") if m)
-            return None, None
-        placement = Placement(self.problem.graph, self.problem.cluster, found.placement.assign,
-                              source=found.info.get("fallback", "fallback"))
-        return (placement, ev) if valid and ev.valid else (None, None)
-
-    def hold(self, share: float = HELD_SHARE) -> None:
-        """Build and score the fallback split now, before anything expensive runs (:data:`HELD_SHARE`): a start or
-        search cut short still leaves it (a 1,500-wide fan at load 15 answered nothing when it was left to the end)."""
-        clock, need = self.clock, fallback_seconds(self.problem.graph, self.problem.cluster, "balanced", 1)
-        tiny, here, left = need <= fallbacks.MILLISECONDS, need <= HELD_GRACE, clock.left()  # here: not in a child,
-        self.clock = Deadline(math.inf) if tiny else Deadline(min(max(share * left, 1.5 * need), left + HELD_GRACE))
-        try:  # which leaves nothing where it is stopped (1,502 ops at load 15: each time)
-            self.held = self._fallback(here)
-        finally:
-            self.clock = clock
+        placement, ev, note = fallback_split(self.problem, self.clock)
+        self.note = "; ".join(m for m in (self.note, note) if m)
+        return placement, ev
 
     def known_bound(self, result: Result) -> None:
         """Raise a missing or weaker bound to the best one known without a model: the start heuristic's proof
@@ -565,14 +567,12 @@ def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
 
 
 def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> float | None:
-    """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none,
-    the model is small for the time). A model whose build takes more than :data:`LARGE` of the time gets
-    :data:`LARGE_SHARE`, whether or not its build fits after the start (the start answers when it does not: a
-    throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
-    after a 7 s start, where the DP finds and proves 9.32); a model too large to be built gets
-    :data:`INSTEAD_SHARE`, all but the time to check and report the answer, since no model follows (a throughput IP
-    of 2,080 ops at load 8 answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves
-    132.95 in 1.1 s). The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
+    """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none, the
+    model is small for the time). A model whose build takes more than :data:`LARGE` of the time gets :data:`LARGE_SHARE`
+    (a throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
+    after a 7 s start, where the DP proves 9.32); one too large to be built, :data:`INSTEAD_SHARE`, all but the time to
+    check and report the answer (2,080 ops at load 8: greedy's 134.31 after 6.5 s of 60, the DP's 132.95 in 1.1 s).
+    The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
     if spec is not None:
         return None
     need, left = build_seconds(problem, form), clock.left() - RESERVE
