@@ -220,17 +220,17 @@ def test_a_links_latency_delays_each_message_not_the_link(name):
     assert late.link_loads() == plain.link_loads()  # the links' occupancy: bytes over bandwidth alone
 
 
-def with_latency(t: StageTimes, latency: float) -> StageTimes:
-    """``t`` with every message's hop paying ``latency`` on its link."""
-    return replace(t, transfers=tuple(replace(x, latencies=(latency,)) for x in t.transfers))
+def with_latency(case: tuple, latency: float) -> tuple[StageTimes, list]:
+    """A drawn linked case's stage times with every message's hop paying ``latency`` on its link, and its ranks'
+    orders."""
+    name, p, v, m, t = case
+    return replace(t, transfers=tuple(replace(x, latencies=(latency,)) for x in t.transfers)), rank_orders(name, p, v, m)
 
 
 @settings(deadline=None, max_examples=40)
 @given(linked_instances(), st.integers(0, 5).map(float))
 def test_the_recurrence_equals_the_simulator_with_link_latencies(case, latency):
-    name, p, v, m, t = case
-    t = with_latency(t, latency)
-    orders = rank_orders(name, p, v, m)
+    t, orders = with_latency(case, latency)
     span = order_makespan(t, orders)
     assert span == pytest.approx(simulate_orders(t, orders).makespan, abs=1e-9)
     assert closed_form_makespan(t, orders) <= span + 1e-9
@@ -253,9 +253,7 @@ def test_interleaved_stages_sharing_a_link_queue_their_messages_in_the_closed_fo
 @given(linked_instances(), st.integers(0, 3).map(float))
 def test_the_closed_form_is_the_recurrence_where_each_link_carries_one_ranks_messages(case, latency):
     """A link per ordered pair of ranks carries the messages of its first rank alone, in that rank's order."""
-    name, p, v, m, t = case
-    t = with_latency(t, latency)
-    orders = rank_orders(name, p, v, m)
+    t, orders = with_latency(case, latency)
     assert closed_form_makespan(t, orders) == pytest.approx(order_makespan(t, orders), rel=1e-12, abs=1e-9)
 
 
