@@ -275,3 +275,17 @@ def test_the_dp_under_memory_per_schedule_compiles_beyond_the_suffix_dp_s_own_li
             "r = run('dp', g, Cluster.stages(2), model=model)\n"
             "print(jit.is_compiled(), 'numba' in sys.modules)")
     assert _api_run(code) == "True True"
+
+
+def test_the_fallback_s_balanced_split_loads_no_kernels():
+    """The fallback's work-balanced slicing (a solve's held split, before its start) runs its ``O(n + m)`` kernels in
+    Python on a graph past ``jit.SMALL_OPS``: numba stays unloaded (the kernels give the same answers either way:
+    test_python_and_compiled_kernels_give_the_same_objective_and_split)."""
+    code = ("import sys\nimport numpy as np\nfrom placement_dsl.cluster import Cluster\n"
+            "from placement_dsl.evaluate import CostModel\nfrom placement_dsl.heuristics import jit\n"
+            "from placement_dsl.heuristics.fallback import _balanced\nfrom placement_dsl.testing import random_graph\n"
+            "g = random_graph(np.random.default_rng(3), 60, density=0.1)\n"
+            "r = _balanced(g, Cluster.accelerators(3, cpus=1), CostModel())[0]\n"
+            "assert g.n > jit.SMALL_OPS and r.placement.assign.shape == (g.n,)\n"
+            "print(jit.is_compiled(), 'numba' in sys.modules)")
+    assert _api_run(code) == "False False"
