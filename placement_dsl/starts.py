@@ -30,7 +30,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,10 @@ from .heuristics import registry
 from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
 from .heuristics.latency_chain import chain_orders
-from .heuristics.pass_costs import PASS_MARGIN, PASSES, mean_width, pass_estimates, pass_seconds
+from .heuristics.pass_costs import PASS_MARGIN, PASSES, Sizes, mean_width, pass_estimates, pass_seconds
 from .io import Workload, load_placement
 from .placement import Placement, PlacementClass
+from .structure import one_order
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "PASS_MARGIN", "RACE",
            "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
@@ -285,8 +285,8 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
     kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
-                           even, kept is not None) if FORK and math.isfinite(clock.at) else \
-        _here(problem, order, seconds, deadline, even, kept is not None)
+                           even, kept is not None, passes) if FORK and math.isfinite(clock.at) else \
+        _here(problem, order, seconds, deadline, even, kept is not None, passes)
     for kind, method, *rest in stream:
         if kind == "outside" and kept is not None:
             kept[:] = sorted([*kept, (rest[-1], method, rest[0])], key=lambda s: s[0])[:OUTSIDE_KEPT]
@@ -364,10 +364,10 @@ def construction_order(problem: Any, methods: list[str], passes: dict[str, float
 
 
 def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool,
-          wide: bool) -> list[tuple]:
+          wide: bool, passes: dict[str, float] | None = None) -> list[tuple]:
     """The race's messages with its searches run in this process."""
     sent: list[tuple] = []
-    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide)
+    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide, passes)
     return sent
 
 
@@ -390,25 +390,34 @@ def _best_baseline(problem: Any, methods: list[str], best: Start, deadline: Dead
 
 
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
-                even: bool, wide: bool = False) -> None:
+                even: bool, wide: bool = False, passes: dict[str, float] | None = None) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
     each valid start as ``("best" or "found", method, its placement's parts, class bound, objective)``: ``"best"``
     when it is better than every start before it; with ``wide``, each start the problem refuses with a finite
     objective as ``("outside", method, parts, objective)`` (its family may take it: :func:`outside`). Once a start meets a class
-    bound a search proved (the DP's optimum), no search can beat it: the rest are done without running."""
+    bound a search proved (the DP's optimum), no search can beat it: the rest are done without running. Once a start
+    is held, a method whose :class:`~.heuristics.pass_costs.Sizes` need (a pass's estimate, ``passes``, times the
+    race's passes' overrun so far; an improving method's :data:`SET_UP`) passes the race's end is not started but
+    done as cut short (GPT of 5,057 ops: m-SCT cut at 1.5 s of its 3.9 s, schedule-ls given 0.1 s took 1.0 s)."""
     best: float | None = None
     proven = -math.inf
+    sizes = Sizes(passes or {}, {m: fallback_seconds(problem.graph, problem.cluster, "none", SET_UP[m])
+                                 for m in methods if m in SET_UP})
     for i, method in enumerate(methods):
         if best is not None and best <= proven * (1 + PROVEN_TOL):
             send(("done", method, "", False, None))
             continue
         left = until - time.monotonic()
+        if best is not None and sizes.need(method) > left:
+            send(("done", method, "", True, None))
+            continue
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:
             continue  # every search runs (a first run in a process may spend the share loading its kernels)
         searches_left = sum(m not in BASELINES for m in methods[i:]) if even and method not in PASSES else 1
         given = max(left / max(searches_left, 1), lead_share(problem, method) * left,
                     min(lead_seconds(problem, method), left - fallback_seconds(problem.graph, problem.cluster, "none",
                                                                                LEAD_CHECKS)))
+        began = time.monotonic()
         try:
             found = run(method, problem.graph, problem.cluster, model=problem.cost_model(),
                         time_limit=max(given, MIN_METHOD))
@@ -416,6 +425,8 @@ def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadl
             send(("done", method, f"{method!r} found no placement ({str(err).splitlines()[0]})",
                   isinstance(err, TimeLimitReached), None))
             continue
+        finally:
+            sizes.ran(method, time.monotonic() - began)
         start = _checked(problem, found.placement, _class_bound(problem, found), method)
         cut = found.info.get("stopped") == STOPPED
         if start.usable:  # every valid start, the best so far as such (the caller keeps a few distinct others)
@@ -574,17 +585,6 @@ def _continue(problem: Any, start: Start, method: str, seconds: float, seed: int
                    time_limit=seconds, **options)
     except PlacementError:
         return None
-
-
-def one_order(graph: Any) -> bool:
-    """Whether an inference graph has one topological order (each op's successor in it is one of its consumers, a
-    chain with skips): then a contiguous set is an interval of that order and every contiguous split a chain of
-    ideals, so the contiguous class is the DP class."""
-    if graph.is_training or graph.n < 2:
-        return not graph.is_training
-    topo = graph.topo
-    edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
-    return all(pair in edges for pair in pairwise(topo.tolist()))
 
 
 def _class_bound(problem: Any, found: HeuristicResult) -> float | None:

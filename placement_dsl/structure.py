@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -353,3 +355,14 @@ def _path_to(graph: Graph, s: int, b: int, inside: np.ndarray, used: np.ndarray)
                 stack.append(w)
     used[list(back)] = True
     return None
+
+
+def one_order(graph: Any) -> bool:
+    """Whether an inference graph has one topological order (each op's successor in it is one of its consumers, a
+    chain with skips): then a contiguous set is an interval of that order and every contiguous split a chain of
+    ideals, so the contiguous class is the DP class."""
+    if graph.is_training or graph.n < 2:
+        return not graph.is_training
+    topo = graph.topo
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
+    return all(pair in edges for pair in pairwise(topo.tolist()))
