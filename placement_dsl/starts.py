@@ -248,8 +248,8 @@ def _auto(problem: Any, deadline: Deadline | None, share: float, cap: float) -> 
                  (f" ({refusals[0]})" if refusals else ""), method=AUTO, unfinished=tuple(unfinished))
 
 
-def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True
-         ) -> tuple[Start, list[str], list[str]]:
+def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None = None, even: bool = True,
+         held: bool = False) -> tuple[Start, list[str], list[str]]:
     """The best valid start among ``methods``, run one after another in ``seconds`` of wall clock: the constructions
     first (:func:`construction_order`: the baselines, :data:`BASELINES`, built in ``O(n + m)``; where passes are
     among the methods, the passes, :data:`PASSES`, cheapest first by :func:`pass_estimates`, each with all the time
@@ -293,9 +293,11 @@ def race(problem: Any, methods: list[str], seconds: float, deadline: Deadline | 
     clock = Deadline(max(seconds, 0.0)) if deadline is None else deadline.within(max(seconds, 0.0))
     best_sent, proven, refusals, done, seen = None, None, [], {}, []
     kept = OUTSIDE.get() if OUTSIDE.get() is not None and problem.unrestricted() is not None else None  # outside()
+    sizes = Sizes(passes, {m: fallback_seconds(problem.graph, problem.cluster, "none", SET_UP[m])
+                           for m in order if m in SET_UP}, held)
     stream = stream_within(clock, _race_child, problem, order, time.monotonic() + max(seconds, 0.0), deadline,
-                           even, kept is not None, passes) if FORK and math.isfinite(clock.at) else \
-        _here(problem, order, seconds, deadline, even, kept is not None, passes)
+                           even, kept is not None, sizes) if FORK and math.isfinite(clock.at) else \
+        _here(problem, order, seconds, deadline, even, kept is not None, sizes)
     for kind, method, *rest in stream:
         if kind == "outside" and kept is not None:
             kept[:] = sorted([*kept, (rest[-1], method, rest[0])], key=lambda s: s[0])[:OUTSIDE_KEPT]
@@ -373,10 +375,10 @@ def construction_order(problem: Any, methods: list[str], passes: dict[str, float
 
 
 def _here(problem: Any, methods: list[str], seconds: float, deadline: Deadline | None, even: bool,
-          wide: bool, passes: dict[str, float] | None = None) -> list[tuple]:
+          wide: bool, sizes: Sizes | None = None) -> list[tuple]:
     """The race's messages with its searches run in this process."""
     sent: list[tuple] = []
-    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide, passes)
+    _race_child(sent.append, problem, methods, time.monotonic() + seconds, deadline, even, wide, sizes)
     return sent
 
 
@@ -399,25 +401,24 @@ def _best_baseline(problem: Any, methods: list[str], best: Start, deadline: Dead
 
 
 def _race_child(send: Any, problem: Any, methods: list[str], until: float, deadline: Deadline | None,
-                even: bool, wide: bool = False, passes: dict[str, float] | None = None) -> None:
+                even: bool, wide: bool = False, sizes: Sizes | None = None) -> None:
     """The race's searches in order, each reported as ``("done", method, refusal, cut short, class bound)``, and
     each valid start as ``("best" or "found", method, its placement's parts, class bound, objective)``: ``"best"``
     when it is better than every start before it; with ``wide``, each start the problem refuses with a finite
     objective as ``("outside", method, parts, objective)`` (its family may take it: :func:`outside`). Once a start meets a class
     bound a search proved (the DP's optimum), no search can beat it: the rest are done without running. Once a start
-    is held, a method whose :class:`~.heuristics.pass_costs.Sizes` need (a pass's estimate, ``passes``, times the
+    is held (here, or by the caller: ``sizes.held``), a method whose ``sizes`` need (a pass's estimate times the
     race's passes' overrun so far; an improving method's :data:`SET_UP`) passes the race's end is not started but
     done as cut short (GPT of 5,057 ops: m-SCT cut at 1.5 s of its 3.9 s, schedule-ls given 0.1 s took 1.0 s)."""
     best: float | None = None
     proven = -math.inf
-    sizes = Sizes(passes or {}, {m: fallback_seconds(problem.graph, problem.cluster, "none", SET_UP[m])
-                                 for m in methods if m in SET_UP})
+    sizes = sizes or Sizes({})
     for i, method in enumerate(methods):
         if best is not None and best <= proven * (1 + PROVEN_TOL):
             send(("done", method, "", False, None))
             continue
         left = until - time.monotonic()
-        if best is not None and sizes.need(method) > left:
+        if (best is not None or sizes.held) and sizes.need(method) > left:
             send(("done", method, "", True, None))
             continue
         if deadline is not None and deadline.left() <= KEEP and best is not None and method not in BASELINES:

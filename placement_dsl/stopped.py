@@ -160,7 +160,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
     if current.usable and rerun:  # the start's share stopped searches that may beat it (GETF on GPT-3
         raced = race(stop.problem, rerun, RERUN * (until - time.perf_counter()),
-                     Deadline(max(until - time.perf_counter(), 0.0)), even=False)[0]  # 330M:
+                     Deadline(max(until - time.perf_counter(), 0.0)), even=False, held=True)[0]  # 330M:
         # 13-20 s; an even share of the rerun, 8 s among five searches at 300 s, stopped it again: 144.75 > 143.60;
         # held to the share: without a deadline the passes' estimates widened it, 155 s of a 30 s solve of 47,584 ops)
         if raced.usable and raced.objective < current.objective:

@@ -87,10 +87,11 @@ class Sizes:
     seconds over their estimates, at least 1: the fit's spread, a slower CPU, a load that rose), and a method's
     own set-up seconds (``set_up``: an improving search's state built before its first look at its clock); 0 for
     any other method. On a GPT of 5,057 ops onto MOIRAI's inter-server cluster at load 5 the passes ran 1.5 times
-    their estimates, and m-SCT, started with 1.5 s of its 3.9 s, was cut short for nothing."""
+    their estimates, and m-SCT, started with 1.5 s of its 3.9 s, was cut short for nothing. ``held``: the race's
+    caller holds a start already (none of its methods is needed for one)."""
 
-    def __init__(self, passes: dict[str, float], set_up: dict[str, float] | None = None) -> None:
-        self.passes, self.set_up = passes, set_up or {}
+    def __init__(self, passes: dict[str, float], set_up: dict[str, float] | None = None, held: bool = False) -> None:
+        self.passes, self.set_up, self.held = passes, set_up or {}, held
         self.spent = self.estimated = 0.0
 
     def overrun(self) -> float:
