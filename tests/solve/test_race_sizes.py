@@ -133,3 +133,28 @@ def test_the_improving_method_continues_the_race_s_best_and_is_not_raced_from_it
 def test_the_improving_method_searches_on_its_own_where_the_race_holds_no_start(monkeypatch):
     raced = _raced(monkeypatch, found_nothing=True)
     assert raced[1] == ["schedule-ls"]
+
+
+def test_solve_reruns_what_its_start_cut_short_as_a_race_for_a_held_start(monkeypatch):
+    """heuristics_instead (a model too large) reruns the searches the start cut short in a race told that a start
+    is held, so that it starts no pass its time cannot hold."""
+    from placement_dsl import stopped
+    from placement_dsl.formulations import get
+
+    calls = []
+
+    def racing(problem, methods, seconds, deadline=None, even=True, held=False):
+        calls.append((list(methods), held))
+        return starts.Start(), [], list(methods)
+    monkeypatch.setattr(stopped, "race", racing)
+    monkeypatch.setattr(stopped, "improve", lambda problem, current, *args, **kwargs: current)
+    monkeypatch.setattr(stopped, "whole_model", lambda problem, current, clock: (current, None))
+    monkeypatch.setattr(stopped, "MIN_COARSE", 1e9)  # no window search, nor restarts: the rerun alone
+    monkeypatch.setattr(stopped, "tail", lambda stop, current, pool, clock, phases: current)
+    problem = _problem()
+    placement = real_run("one-device", problem.graph, problem.cluster, model=problem.cost_model()).placement
+    stop = stopped.Stop(problem, get("schedule"), "ip", "highs", "auto: one-device", placement,
+                        problem.evaluate(placement), "", 0.0)
+    stop.unfinished = ("m-sct",)
+    stopped.heuristics_instead(stop, starts.AUTO, Deadline(30.0))
+    assert calls == [(["m-sct"], True)]
