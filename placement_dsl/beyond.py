@@ -24,7 +24,7 @@ from .evaluate import execution
 from .heuristics import run as heuristic
 from .heuristics.fallback import SCORING, fallback_seconds
 from .placement import Placement
-from .problem import Problem
+from .problem import Problem, subgraphs_per_accelerator
 from .starts import pass_estimates, rebuilt
 
 __all__ = ["BEYOND", "ROUNDING", "TOL", "Beyond", "Wider", "elsewhere", "held", "reported", "search", "widened"]
@@ -145,8 +145,6 @@ def search(problem: Problem, methods: tuple[str, ...], share: Deadline, offer: O
     past its limit, or that does not apply, gives none; a pass whose estimated time does not fit is not run)."""
     model = problem.cost_model()
     if execution(problem.cluster) == "invocations":
-        from .formulations.latency import subgraphs_per_accelerator  # the formulations load Pyomo: where one runs
-
         model = replace(model, max_subgraphs=subgraphs_per_accelerator(problem))
     estimates = pass_estimates(problem, list(methods))
     for method in methods:

@@ -30,6 +30,7 @@ from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
 from .replication import replicas_dict
+from .structure import longest_run
 from .workload import graph_from_dict, graph_to_dict
 
 PROBLEM_FORMAT = "placement_dsl.problem"
@@ -294,6 +295,17 @@ class Problem:
     def __repr__(self) -> str:
         terms = ", ".join(repr(t) for t in self.constraints)
         return f"Problem({self.graph!r}, {self.cluster!r}, objective={self.objective!r}, constraints=[{terms}])"
+
+
+def subgraphs_per_accelerator(problem: Problem) -> int:
+    """``q`` (Tarnawski Fig. 4): 1 under Contiguous, the least ``Subgraphs(q)``, else enough for every placement.
+    Here, not beside the latency formulation, so that a heuristic's run under ``q`` loads no Pyomo (its import took
+    3 s of a certificate's 2 s upper-bound share at load 14, and no heuristic ran)."""
+    most = max(1, math.ceil(longest_run(problem.graph) / 2))
+    if problem.has(Contiguous):
+        return 1
+    asked = [t.q for t in problem.find(Subgraphs)]
+    return min([most, *asked])
 
 
 def _terms(constraints: Any) -> tuple[Term, ...]:

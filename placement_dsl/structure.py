@@ -353,3 +353,13 @@ def _path_to(graph: Graph, s: int, b: int, inside: np.ndarray, used: np.ndarray)
                 stack.append(w)
     used[list(back)] = True
     return None
+
+
+def longest_run(graph: Graph) -> int:
+    """Ops on the longest path: an accelerator never needs more than ``ceil(run / 2)`` subgraphs."""
+    depth = np.ones(graph.n, dtype=np.int64)
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        if preds.size:
+            depth[v] += depth[preds].max()
+    return int(depth.max(initial=0))

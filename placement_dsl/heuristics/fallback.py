@@ -169,10 +169,11 @@ def _scored(problem: Problem, until: float, method: str, phase: str) -> tuple[He
 
 def _balanced(graph: Graph, cluster: Cluster, model: CostModel) -> list[HeuristicResult]:
     """The work-balanced slicing of the graph's topological order onto the accelerators, if the cluster allows one."""
-    try:
-        slicer = Slicer(graph, cluster, model, devices=_non_host(cluster))
-        order = slicer.order(-graph.rank.astype(float))
-        return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
+    try:  # a small graph's kernels in Python when numba is not loaded yet: loading it took 6-12 s at load 14, past
+        with jit.interpreted(jit.small(graph.n)):  # a certificate's limit, for the split of 6 ops
+            slicer = Slicer(graph, cluster, model, devices=_non_host(cluster))
+            order = slicer.order(-graph.rank.astype(float))
+            return [slicer.result("balanced", order, slicer.balanced_bounds(order), time.perf_counter(), 1)]
     except PlacementError:  # an op the accelerators cannot run
         return []
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..beyond import BEYOND, UPPER_MARGIN, UPPER_MARGIN_PER_OP, search
@@ -20,8 +21,9 @@ from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
 from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
-from ..problem import Problem
-from .base import ALL, Family, Outcome, family, latency_only, level, own_class
+from ..problem import Problem, subgraphs_per_accelerator
+from ..structure import longest_run
+from .base import ALL, PATH_PER_EDGE, Family, Outcome, family, latency_only, level, own_class
 
 LATENCY = {Family.LATENCY}
 MAKESPAN = {Family.MAKESPAN}
@@ -45,7 +47,7 @@ def priced(problem: Problem) -> str | None:
     return reason
 
 
-@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True,
+@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="latency: longest path at the fastest allowed times, no transfers")
 def critical_path(run: Any, seconds: float) -> Outcome:
     """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
@@ -62,7 +64,6 @@ def run_paths(run: Any, seconds: float) -> Outcome:
     """The DP over the cheapest runs of the longest paths: memory splits a path, each split pays its transfers."""
     from ..blocks.base import Context
     from ..blocks.latency_data import run_path_bound
-    from ..formulations.latency import subgraphs_per_accelerator
 
     clock = run.clock.within(seconds)
     ctx = Context(run.problem)
@@ -87,8 +88,6 @@ def _latency_hinted(run: Any) -> Problem:
 
 
 def _subgraph_note(problem: Problem) -> str:
-    from ..formulations.latency import longest_run, subgraphs_per_accelerator
-
     q = subgraphs_per_accelerator(problem)
     every = q >= max(1, math.ceil(longest_run(problem.graph) / 2))
     return "any number of subgraphs per accelerator" if every else f"at most {q} subgraph(s) per accelerator"
@@ -141,20 +140,58 @@ def _model_ip(run: Any, default: str, seconds: float, who: str | None = None) ->
 
 
 def latency_upper(run: Any, seconds: float) -> None:
-    """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q,
-    after greedy alone in O(n + m): stopped past its limit (its DPs on 20,000 ops), latency-best offers nothing, and
-    the certificate was left with no placement at all. Where terms restrict the problem to a class (contiguous
-    placements: Tarnawski's invocations of whole subgraphs), list scheduling and latency-best over the family
-    (:data:`BEYOND`) follow with the rest of the share: a placement outside the class that beats the class's best is
-    the certificate's to report (12 ops beside a CPU: 99.049 where the contiguous optimum is 212.802)."""
+    """The family's best heuristics in the share: greedy in O(n + m) first, here (on 20,000 ops the others are stopped
+    with nothing), then the start solve makes (:func:`~placement_dsl.starts.resolve` ``"auto"``: the family's searches
+    raced, the baselines, then the latency search from the best). Where terms restrict the problem to a class
+    (contiguous placements: Tarnawski's invocations of whole subgraphs), that start searches without the class's limit
+    on subgraphs per accelerator (q), so latency-best under it runs in its place (the start only where greedy and it
+    find no valid placement), and list scheduling and latency-best over the
+    family (:data:`BEYOND`) follow with the rest of the share: a placement outside the class that beats the class's
+    best is the certificate's to report (12 ops beside a CPU: 99.049 where the contiguous optimum is 212.802). Each
+    answer is recorded in ``run.upper``. Before, greedy and latency-best alone ran, after a Pyomo import that took
+    3 s of a 2 s share at load 14: a certificate of a 5-op graph held the fallback split's 4.5, or nothing, where
+    latency-best finds 3.0."""
     share = run.clock.within(max(seconds, 0.5))
     wide = run.family.problem
     mine = share.within(share.left() * (CLASS_SHARE if wide is not None else 1.0))
-    search(run.problem, ("greedy", "latency-best"), mine, run.offer)
+    t = time.perf_counter()
+
+    def offer(placement: Any, who: str) -> None:
+        value = run.offer(placement, who)
+        run.upper.append(UpperRun(who, value, time.perf_counter() - t, "" if value is not None else
+                                  "no valid placement"))
+
+    q = replace(run.model, max_subgraphs=subgraphs_per_accelerator(run.problem))
+    try:  # here, not in a child stopped at the share: its split is the placement the certificate always has
+        offer(heuristic("greedy", run.problem.graph, run.problem.cluster, model=q, time_limit=mine.left()).placement,
+              "greedy")
+    except PlacementError as err:  # the accelerators cannot run every op
+        run.upper.append(UpperRun("greedy", None, time.perf_counter() - t, str(err).split(";")[0]))
+    if wide is not None:
+        search(run.problem, ("latency-best",), mine, offer)
+    if (wide is None or not math.isfinite(run.best[0])) and not mine.expired(0.1):
+        _start(run, mine, offer)
     if wide is not None:
         search(wide, BEYOND, share, run.offer)
 
 
+def _start(run: Any, deadline: Deadline, offer: Any) -> None:
+    """Solve's start (``"auto"``) within ``deadline``, offered; recorded with the reason where it found none."""
+    from ..starts import AUTO, resolve
+
+    t = time.perf_counter()
+    try:
+        start = resolve(run.problem, AUTO, deadline=deadline, share=1.0, cap=math.inf, keep=0.0)
+    except PlacementError as err:  # stopped (e.g. a kernel in Python on a cold cache)
+        run.upper.append(UpperRun(AUTO_START, None, time.perf_counter() - t, str(err).split(";")[0]))
+        return
+    if start.placement is None:
+        run.upper.append(UpperRun(AUTO_START, None, time.perf_counter() - t, start.refusal))
+    else:
+        offer(start.placement, start.method or AUTO_START)
+
+
+AUTO_START = "auto"  # the upper-bound run of solve's start, in run.upper
 CLASS_SHARE = 0.75  # of the heuristics' share, the class's where the family's follow
 
 
@@ -174,7 +211,7 @@ def makespan_only(problem: Problem) -> str | None:
         "bounds the makespan of a schedule whose devices run one op at a time (MOIRAI)"
 
 
-@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
+@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer")
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
