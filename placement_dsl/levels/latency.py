@@ -159,7 +159,7 @@ def latency_upper(run: Any, seconds: float) -> None:
     def offer(placement: Any, who: str) -> None:
         value = run.offer(placement, who)
         run.upper.append(UpperRun(who, value, time.perf_counter() - t, "" if value is not None else
-                                  "no valid placement"))
+                                  NO_PLACEMENT))
 
     if not any(u.method == "greedy" and not u.message.startswith("skipped") for u in run.upper):  # the same
         # split every time: run once
@@ -209,6 +209,7 @@ def _start(run: Any, deadline: Deadline, offer: Any) -> None:
 
 
 AUTO_START = "auto"  # the upper-bound run of solve's start, in run.upper
+NO_PLACEMENT = "no valid placement"  # a construction's answer the cost model rejects, in run.upper
 CLASS_SHARE = 0.75  # of the heuristics' share, the class's where the family's follow
 
 
@@ -448,6 +449,10 @@ def makespan_upper(run: Any, seconds: float) -> None:
     the split after the levels no longer fitted ("best inf"). Where the cheapest pass and the split do not both fit,
     the cheaper of the two has the time (HEFT, ~10 s at load 6 on 47,584 ops, where the split takes 17 s for 1,078.51
     and had left it 3.3 s after 11 s of reading the sheet).
+
+    Run again with the time the levels leave, the constructions that answered (a schedule, valid or not: each is
+    deterministic) are not run twice; those cut short or skipped run, and the search from the best has the rest
+    (on a 1,500-op sheet the second run built the same eight schedules again).
     """
     from ..starts import auto_methods, construction_order, improve, pass_estimates, resolve
 
@@ -460,7 +465,8 @@ def makespan_upper(run: Any, seconds: float) -> None:
     first, left = (needs[order[0]] if order else 0.0), run.clock.left()
     kept = split if first + split <= left or first > split else 0.0  # both fit, or the split is the cheaper
     share = run.clock.within(max(min(max(seconds, first), left - kept), 0.5))
-    for method in order:
+    done = {u.method for u in run.upper if u.objective is not None or u.message == NO_PLACEMENT}
+    for method in (m for m in order if m not in done):  # run again: those cut short or skipped, not their answers
         if share.expired(0.1):
             break
         if math.isfinite(run.best[0]) and needs[method] > share.left():
@@ -478,7 +484,7 @@ def makespan_upper(run: Any, seconds: float) -> None:
             continue
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
-                                  "no valid placement", found.seconds))
+                                  NO_PLACEMENT, found.seconds))
     if not math.isfinite(run.best[0]):  # the passes found no valid schedule: the cheapest split, in the time kept
         fallback_upper(run, run.clock.within(max(share.left(), split)))
     best = run.best[1]
