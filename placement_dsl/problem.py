@@ -24,7 +24,7 @@ from typing import Any
 from .cluster import Cluster
 from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs, Term, term_from_dict
 from .errors import SpecError
-from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
+from .evaluate import CostModel, Evaluation, MemoryMode, evaluate, execution
 from .files import write_atomic
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
@@ -306,6 +306,17 @@ def subgraphs_per_accelerator(problem: Problem) -> int:
         return 1
     asked = [t.q for t in problem.find(Subgraphs)]
     return min([most, *asked])
+
+
+def q_model(problem: Problem, model: CostModel | None = None) -> CostModel:
+    """``model`` (else the problem's cost model) with the problem's ``q`` where its devices run invocations: what a
+    heuristic's split is built and chosen under, so that one past ``Subgraphs(q)`` reads invalid there. Chosen by the
+    problem's cost model alone, a fallback of 6 ops held greedy's split (26.0, two subgraphs on the accelerator),
+    which ``Subgraphs(1)`` refused, over every op on the CPU (58.0, valid)."""
+    model = problem.cost_model() if model is None else model
+    if execution(problem.cluster) != "invocations":
+        return model
+    return dataclasses.replace(model, max_subgraphs=subgraphs_per_accelerator(problem))
 
 
 def _terms(constraints: Any) -> tuple[Term, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
 from ..beyond import BEYOND, UPPER_MARGIN, UPPER_MARGIN_PER_OP, search
@@ -21,7 +20,7 @@ from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
 from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
-from ..problem import Problem, subgraphs_per_accelerator
+from ..problem import Problem, q_model, subgraphs_per_accelerator
 from ..structure import longest_run
 from .base import ALL, PATH_PER_EDGE, Family, Outcome, family, latency_only, level, own_class
 
@@ -164,6 +163,8 @@ def latency_upper(run: Any, seconds: float) -> None:
     if not any(u.method == "greedy" and not u.message.startswith("skipped") for u in run.upper):  # the same
         # split every time: run once
         _greedy(run, mine, offer)
+    if not math.isfinite(run.best[0]):  # greedy's split broke a term (a Pin beside Subgraphs(1) on 6 ops): the split
+        fallback_upper(run, mine)  # that keeps them (every op on the CPU), a start for all that follows
     if wide is not None:
         search(run.problem, ("latency-best",), mine, offer)
     if (wide is None or not math.isfinite(run.best[0])) and not mine.expired(0.1):
@@ -185,7 +186,7 @@ def _greedy(run: Any, deadline: Deadline, offer: Any) -> None:
         run.upper.append(UpperRun("greedy", None, 0.0, f"skipped: {need:.1f} s estimated for {p.graph.n} ops, "
                                                       f"{left:.1f} s left"))
         return
-    q = replace(run.model, max_subgraphs=subgraphs_per_accelerator(p))
+    q = q_model(p, run.model)
     try:
         offer(heuristic("greedy", p.graph, p.cluster, model=q, time_limit=left).placement, "greedy")
     except PlacementError as err:  # the accelerators cannot run every op
@@ -497,7 +498,10 @@ def makespan_upper(run: Any, seconds: float) -> None:
 def fallback_upper(run: Any, deadline: Deadline) -> None:
     """The splits the heuristics fall back on, built and scored within ``deadline``, sized first
     (:func:`~placement_dsl.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8),
-    offered and recorded in ``run.upper``."""
+    offered and recorded in ``run.upper``; not again once built (the same splits: the upper phase's answer stands)."""
+    if any(u.method == "fallback" and (u.objective is not None or u.message.startswith(NO_PLACEMENT))
+           for u in run.upper):
+        return
     t = time.perf_counter()
     try:
         found, valid, ev = scored_fallback(run.problem, deadline, "certify", "certify")
@@ -505,7 +509,7 @@ def fallback_upper(run: Any, deadline: Deadline) -> None:
         run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
         return
     kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
-    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    note = ("" if valid else f"{NO_PLACEMENT}; ") + ("skipped " + ", ".join(skipped) if skipped else "")
     run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 

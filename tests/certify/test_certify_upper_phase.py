@@ -23,6 +23,7 @@ from placement_dsl.levels import dp as dp_level
 from placement_dsl.objectives import Latency, Throughput
 from placement_dsl.placement import Placement
 from placement_dsl.problem import Problem, Stages
+from placement_dsl.progress import Recorder, reporting
 
 
 def fresh(code: str) -> subprocess.CompletedProcess:
@@ -163,3 +164,47 @@ def test_the_single_sample_heuristics_run_again_before_a_model_level_while_no_pl
     certify(_latency_problem(), budget=20, levels=("critical-path", "latency-lp"))
     assert [rows for _, rows in given][:2] == [1, 1]  # before the upper phase, critical-path; again before the LP
     assert len(given) == 3 and given[1][0] < given[0][0] * 4  # a quarter of what was left, then the end's
+
+
+def _pinned_problem() -> Problem:
+    """6 ops onto an accelerator and a CPU, the fifth pinned to the CPU, one subgraph on the accelerator: greedy's fill
+    runs v0-v3 and v5 there (two subgraphs, 26.0), which Subgraphs(1) refuses; every op on the CPU is valid (58.0)."""
+    from placement_dsl.constraints import Pin
+
+    acc, cpu = [2, 1, 4, 1, 4, 1], [5, 11, 10, 11, 10, 11]
+    ops = [Op(name=f"v{i}", work={"accelerator": float(a), "cpu": float(c)}, out_bytes=1.0)
+           for i, (a, c) in enumerate(zip(acc, cpu, strict=True))]
+    edges = [("v0", "v1"), ("v0", "v3"), ("v1", "v2"), ("v1", "v3"), ("v1", "v4"), ("v2", "v3"), ("v3", "v4"),
+             ("v3", "v5"), ("v4", "v5")]
+    cluster = Cluster([Device(name="acc0", kind="accelerator", invocations=True), Device(name="cpu0", kind="cpu")])
+    return Problem(Graph(ops, edges), cluster, Latency(), [Pin("v4", "cpu0"), Subgraphs(1)])
+
+
+def test_the_fallback_split_keeps_the_pin_and_the_subgraphs_per_accelerator():
+    """The fallback chose among its splits by the problem's cost model without q: greedy's (26.0) over every op on
+    the CPU, and one device meant an accelerator only (the pin ruled it out), so no split it held was valid."""
+    from placement_dsl.deadline import Deadline
+    from placement_dsl.heuristics.fallback import scored_fallback
+
+    problem = _pinned_problem()
+    found, valid, ev = scored_fallback(problem, Deadline(30.0), "certify", "certify")
+    assert valid and found.info["fallback"] == "one-device" and ev.objective == 58.0
+    assert set(found.placement.assign.tolist()) == {problem.cluster.names.index("cpu0")}
+
+
+def test_a_certificate_holds_a_valid_placement_where_greedy_breaks_a_pin_and_the_searches_are_stopped(monkeypatch):
+    """A 6-op latency problem with a Pin and Subgraphs(1), certify budget 8: greedy's split broke the pin's
+    subgraphs and latency-best's share stopped it, and the certificate ended with no placement where solve finds
+    24.0. The fallback split that keeps them is offered in the upper phase, a start for the levels after it."""
+    from placement_dsl.levels import latency
+
+    monkeypatch.setattr(latency, "search", lambda *args, **kwargs: None)  # every search stopped with nothing
+    monkeypatch.setattr(latency, "_start", lambda *args, **kwargs: None)
+    problem = _pinned_problem()
+    with reporting(Recorder()) as rec:
+        cert = certify(problem, budget=8.0, levels=("critical-path", "route-path"))
+    assert [e.fields["best"] for e in rec.of("certify") if e.fields["level"] == "start"] == [58.0]  # before the levels
+    assert cert.placement is not None and problem.is_valid(cert.placement)
+    assert cert.objective == problem.evaluate(cert.placement).objective == 58.0
+    assert [u.method for u in cert.upper].count("fallback") == 1  # built once: not again after the levels
+    assert cert.bound <= cert.objective
