@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .deadline import Deadline, call_within
@@ -24,7 +24,7 @@ from .evaluate import execution
 from .heuristics import run as heuristic
 from .heuristics.fallback import SCORING, fallback_seconds
 from .placement import Placement
-from .problem import Problem
+from .problem import Problem, q_model
 from .starts import pass_estimates, rebuilt
 
 __all__ = ["BEYOND", "ROUNDING", "TOL", "Beyond", "Wider", "elsewhere", "held", "reported", "search", "widened"]
@@ -143,11 +143,7 @@ def search(problem: Problem, methods: tuple[str, ...], share: Deadline, offer: O
     """``methods`` in turn on ``problem``'s cost model, with its q (the subgraphs per accelerator its terms allow) on
     Tarnawski's invocations, within ``share``, each answer given to ``offer`` with the method's name (a method stopped
     past its limit, or that does not apply, gives none; a pass whose estimated time does not fit is not run)."""
-    model = problem.cost_model()
-    if execution(problem.cluster) == "invocations":
-        from .formulations.latency import subgraphs_per_accelerator  # the formulations load Pyomo: where one runs
-
-        model = replace(model, max_subgraphs=subgraphs_per_accelerator(problem))
+    model = q_model(problem)
     estimates = pass_estimates(problem, list(methods))
     for method in methods:
         if share.expired(max(0.1, estimates.get(method, 0.0))):

@@ -114,7 +114,8 @@ A time-limited MIP contributes its proven dual bound. Heuristics (``dp`` where i
 ``slicegraph``, ``brkga``) and MIP incumbents give the upper bound; :func:`certify` stops
 as soon as ``(best - bound) / best <= gap``. The heuristics run by expected value per second: the work-balanced
 slicing (else greedy) first, then the closed forms and, on a graph of few ideals, the DP; PipeDream's path, slicegraph
-and BRKGA if the gap is still open before the next level (the certificate's ``upper`` lists what ran).
+and BRKGA if the gap is still open before the next level (the certificate's ``upper`` lists what ran). The ``free``
+levels run first; single-sample heuristics again before a model level while no placement is held, and at the end.
 
 This module is the driver. The levels live in :mod:`placement_dsl.levels`, one module each (or
 one per family of bounds), and register themselves (:func:`~placement_dsl.levels.base.level`)
@@ -125,7 +126,7 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
+from functools import partial
 from typing import Any
 
 from . import certificate as checks
@@ -136,9 +137,9 @@ from .deadline import BudgetSpent, Deadline, call_within, seconds, stop_margin
 from .errors import PlacementError, SpecError, refuse_spawned_rerun
 from .heuristics import jit, kernel_cache
 from .heuristics import run as heuristic
-from .heuristics.base import ColdKernels
+from .heuristics.base import ColdKernels, TimeLimitReached
 from .heuristics.fallback import spread_applies, spread_split
-from .levels.base import LEVELS, Family, Level, checked_levels, defaults_of, family, load
+from .levels.base import FREE_SECONDS, LEVELS, Family, Level, checked_levels, family, family_tuple, load, widened
 from .levels.latency import chosen_formulation, fallback_upper, latency_upper, makespan_upper
 from .levels.relaxed import guess_bound, guess_problem
 from .objectives import Latency
@@ -203,6 +204,7 @@ class _Run:
         self.listed = problem.class_label()  # the problem's class, by name
         self.family = Wider(problem, self.listed, TOL, ROUNDING)  # what is known beyond the problem's class
         self.needs: dict[str, float] = {}  # a MIP level's estimated build (Level.needs), once per certification
+        self.late = FREE_SECONDS  # what the free levels may take past the budget (Level.late), left
 
     def offer(self, placement: Placement, who: str, scored: tuple[bool, Any] | None = None) -> float | None:
         """Keep ``placement`` if valid and better than the best; its objective (``None`` if invalid). ``scored``:
@@ -369,28 +371,9 @@ its start-up (loading kernels on a busy machine), which left BRKGA out of one ru
 
 
 # ---------------------------------------------------------------------------- levels
-def _widened(problem: Problem) -> str | None:
-    """Why no level bounds ``problem``: a term that widens the placements (``widens = True``, e.g.
-    :class:`~placement_dsl.training_terms.Replicate`) makes the levels' bounds, which ignore it, no bounds."""
-    wide = [type(t).__name__ for t in problem.constraints if getattr(t, "widens", False)]
-    return f"{', '.join(wide)} widens the placements beyond what the levels bound" if wide else None
-
-
 load()  # the levels of placement_dsl.levels, registered in LEVELS in rank order
 
-_FAMILY_TUPLES = {"MTPP_LEVELS": Family.MTPP, "ROUTED_MTPP_LEVELS": Family.ROUTED_MTPP,
-                  "THROUGHPUT_LEVELS": Family.THROUGHPUT, "NONCONTIG_LEVELS": Family.NONCONTIGUOUS,
-                  "LATENCY_LEVELS": Family.LATENCY, "MAKESPAN_LEVELS": Family.MAKESPAN}
-
-
-def __getattr__(name: str) -> Any:
-    """The old per-family tuples (``MTPP_LEVELS``, ...), read from the levels' ``defaults`` (deprecated)."""
-    if name in _FAMILY_TUPLES:
-        warnings.warn(f"placement_dsl.certify.{name} is deprecated; use default_levels(problem) or "
-                      f"placement_dsl.levels.base.defaults_of(Family.{_FAMILY_TUPLES[name].name})",
-                      DeprecationWarning, stacklevel=2)
-        return defaults_of(_FAMILY_TUPLES[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = partial(family_tuple, __name__)  # the old per-family tuples (MTPP_LEVELS, ...), deprecated
 
 
 def default_levels(problem: Problem) -> tuple[str, ...]:
@@ -458,19 +441,38 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         run.offer(start, start.source or "start")
     pipelines = problem.has(DagOrder) or (problem.has(Contiguous) and not isinstance(problem.objective, Latency))
     pending = _Pending(run, UPPER if pipelines else (), chosen)  # their splits are contiguous (slicings of an order)
+    first = next((i for i, lv in enumerate(chosen) if not lv.free), len(chosen))  # the free levels before the
+    _levels(run, chosen, range(first), pending, outer, stop_at_gap)  # heuristics (4 s, 1,502 ops: bound 0 after)
     pending.greedy()
-    if isinstance(problem.objective, Latency):  # the single-sample levels' horizon and warm start, by how devices run
-        upper = latency_upper if family(problem) is Family.LATENCY else makespan_upper
+    upper = None if not isinstance(problem.objective, Latency) else latency_upper if family(problem) is Family.LATENCY \
+        else makespan_upper  # the single-sample levels' horizon and warm start, by how the devices run
+    if upper is not None:
         upper(run, clock.clip(min(20.0, clock.seconds / 4)))
     report("certify", level="start", bound=run.bound[0], best=run.best[0])
-    for i, level in enumerate(chosen):
+    _levels(run, chosen, range(first, len(chosen)), pending, outer, stop_at_gap, upper)
+    pending.rest()
+    _again(run)
+    if upper is not None and not run.settled() and clock.left() >= MIN_AGAIN:  # the time the levels left (a 5-op graph's: 6 s
+        upper(run, clock.left())  # of 8, after a 2 s share had ended latency-best's chain split, 3.0, at 4.5)
+    if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
+        fallback_upper(run, outer)
+    return run.certificate()
+
+
+def _levels(run: _Run, chosen: list[Level], span: range, pending: _Pending, outer: Deadline, stop_at_gap: bool,
+            upper: Any = None) -> None:
+    """The levels ``chosen[i]``, ``i`` in ``span``, each with its share of what is left (or skipped)."""
+    clock, problem = run.clock, run.problem
+    for i in span:
+        level = chosen[i]
         left = clock.left()
-        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(run.problem, outer)):
+        if (stop_at_gap and run.met() and not level.always) or (left <= 0 and not level.late(problem, outer, run.late)):
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0,
                                         "gap target met" if run.met() else "budget spent"))
             continue
+        run.late -= level.late_seconds(problem) if left <= 0 else 0.0  # the free levels' time past the budget
         large = level.too_large(run, left)  # sized before its accepts or its run loads a formulation
-        reason = large or level.accepts(problem) or (None if level.replicates else _widened(problem))
+        reason = large or level.accepts(problem) or (None if level.replicates else widened(problem))
         if reason:
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED if large else LevelStatus.NOT_APPLICABLE,
                                         0.0, reason, run.scope, run.listed))
@@ -485,16 +487,17 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
         if beyond:
             run.rows.append(LevelResult(level.name, None, LevelStatus.SKIPPED, 0.0, beyond))
             continue
-        if not level.closed_form and not math.isfinite(run.best[0]) and LEVELS["dp"] in chosen[:i]:
-            _upper(run, FALLBACK_UPPER, left / 4, first=True)  # in place of the DP's: the MIP levels' start
-            left = clock.left()
+        if not level.closed_form and not math.isfinite(run.best[0]) and (upper or LEVELS["dp"] in chosen[:i]):
+            # the MIP levels' start: in place of the DP's; or the single-sample heuristics again (6 ops: a Pin
+            _upper(run, FALLBACK_UPPER, left / 4, first=True) if upper is None else upper(run, left / 4)  # refused
+            left = clock.left()  # greedy's split, and latency-best's share stopped it)
         mips = [lv for lv in chosen[i:] if not lv.closed_form]
-        weights = sum(lv.weight for lv in mips if lv is level or (stop_at_gap and run.met() and not lv.always)
-                      or lv.fits(run, left))
-        # a closed form (the DP, the cuts) may take half of what is left, a MIP level its weight's share; MIP levels
-        # whose models cannot be built in all that is left take none (GoogLeNet at 10 s: two skipped model levels
-        # held half the time from CP-SAT's segments, which priced none of 9 in 2.8 s, and 3 s went unused)
-        later = weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
+        weights = 0.0 if level.free else sum(lv.weight for lv in mips if lv is level or (
+            stop_at_gap and run.met() and not lv.always) or (lv.accepts(problem) is None and lv.fits(run, left)))
+        # a closed form may take half of what is left, a MIP level its weight's share; MIP levels that do not apply
+        # or whose models cannot be built in all that is left take none (GoogLeNet at 10 s: 3 s unused); a free level
+        # half, unsized (sizing the MIP levels loaded Pyomo: 13 s at load 16 on 5 ops, before any heuristic)
+        later = level.free or weights > 0 or (mips and any(lv.closed_form for lv in chosen[i + 1:]))
         free = max(left - pending.held(), LINEAR_SHARE * left) if level.closed_form else left  # the heuristics' kept
         share = free * (0.5 if later else 1.0) if level.closed_form else left * (level.weight / weights if weights else 1.0)
         if not level.closed_form:
@@ -508,15 +511,12 @@ def certify(problem: Problem, budget: float = 60.0, levels: tuple[str, ...] | No
             bound, status, note, scope = None, LevelStatus.NOT_APPLICABLE, str(err), run.scope
         except BudgetSpent as err:  # the level found it cannot fit (e.g. its model is too large for its share)
             bound, status, note, scope = None, LevelStatus.SKIPPED, str(err), run.scope
+        except TimeLimitReached as err:  # a heuristic the level runs here was stopped with nothing (ColdKernels: its
+            bound, status, note, scope = None, LevelStatus.NO_BOUND, str(err), run.scope  # kernel in Python)
         label = run.label or (run.listed if scope == run.scope and (run.own or scope != ALL) else "")
         run.rows.append(LevelResult(level.name, run.prove(level.name, bound, scope), status, time.perf_counter() - t,
                                     note, scope, label))
         report("certify", level=level.name, bound=run.bound[0], best=run.best[0])
-    pending.rest()
-    _again(run)
-    if not math.isfinite(run.best[0]):  # every heuristic stopped (a loaded machine): the splits they fall back on
-        fallback_upper(run, outer)
-    return run.certificate()
 
 
 class _Pending:

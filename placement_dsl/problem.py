@@ -24,12 +24,13 @@ from typing import Any
 from .cluster import Cluster
 from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs, Term, term_from_dict
 from .errors import SpecError
-from .evaluate import CostModel, Evaluation, MemoryMode, evaluate
+from .evaluate import CostModel, Evaluation, MemoryMode, evaluate, execution
 from .files import write_atomic
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
 from .replication import replicas_dict
+from .structure import longest_run
 from .workload import graph_from_dict, graph_to_dict
 
 PROBLEM_FORMAT = "placement_dsl.problem"
@@ -294,6 +295,28 @@ class Problem:
     def __repr__(self) -> str:
         terms = ", ".join(repr(t) for t in self.constraints)
         return f"Problem({self.graph!r}, {self.cluster!r}, objective={self.objective!r}, constraints=[{terms}])"
+
+
+def subgraphs_per_accelerator(problem: Problem) -> int:
+    """``q`` (Tarnawski Fig. 4): 1 under Contiguous, the least ``Subgraphs(q)``, else enough for every placement.
+    Here, not beside the latency formulation, so that a heuristic's run under ``q`` loads no Pyomo (its import took
+    3 s of a certificate's 2 s upper-bound share at load 14, and no heuristic ran)."""
+    most = max(1, math.ceil(longest_run(problem.graph) / 2))
+    if problem.has(Contiguous):
+        return 1
+    asked = [t.q for t in problem.find(Subgraphs)]
+    return min([most, *asked])
+
+
+def q_model(problem: Problem, model: CostModel | None = None) -> CostModel:
+    """``model`` (else the problem's cost model) with the problem's ``q`` where its devices run invocations: what a
+    heuristic's split is built and chosen under, so that one past ``Subgraphs(q)`` reads invalid there. Chosen by the
+    problem's cost model alone, a fallback of 6 ops held greedy's split (26.0, two subgraphs on the accelerator),
+    which ``Subgraphs(1)`` refused, over every op on the CPU (58.0, valid)."""
+    model = problem.cost_model() if model is None else model
+    if execution(problem.cluster) != "invocations":
+        return model
+    return dataclasses.replace(model, max_subgraphs=subgraphs_per_accelerator(problem))
 
 
 def _terms(constraints: Any) -> tuple[Term, ...]:

@@ -366,3 +366,13 @@ def one_order(graph: Any) -> bool:
     topo = graph.topo
     edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
     return all(pair in edges for pair in pairwise(topo.tolist()))
+
+
+def longest_run(graph: Graph) -> int:
+    """Ops on the longest path: an accelerator never needs more than ``ceil(run / 2)`` subgraphs."""
+    depth = np.ones(graph.n, dtype=np.int64)
+    for v in graph.topo.tolist():
+        preds = graph.predecessors(v)
+        if preds.size:
+            depth[v] += depth[preds].max()
+    return int(depth.max(initial=0))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -76,16 +75,6 @@ def _bounds(ctx: Context, horizon: float | None) -> Bounds:
 def accelerators(ctx: Context) -> list[int]:
     """Non-host devices some op may run on."""
     return [d for d in range(ctx.D) if not ctx.cluster.host[d] and ctx.unit_allowed[:, d].any()]
-
-
-def longest_run(graph: Any) -> int:
-    """Ops on the longest path: an accelerator never needs more than ``ceil(run / 2)`` subgraphs."""
-    depth = np.ones(graph.n, dtype=np.int64)
-    for v in graph.topo.tolist():
-        preds = graph.predecessors(v)
-        if preds.size:
-            depth[v] += depth[preds].max()
-    return int(depth.max(initial=0))
 
 
 def levels(ctx: Context, assign: np.ndarray, acc: list[int]) -> np.ndarray:

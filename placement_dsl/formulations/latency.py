@@ -22,15 +22,15 @@ from ..blocks import TensorCut
 from ..blocks.base import BlockTemplate, Context
 from ..blocks.latency import InvocationTimes, LatencyAssignment, LatencyObjective, SubgraphSlots
 from ..blocks.latency_cuts import DeviceOrder, PathCuts, RunFlows
-from ..blocks.latency_data import first_use_order, longest_run, run_path_bound
+from ..blocks.latency_data import first_use_order, run_path_bound
 from ..bounds.single_sample import single_sample_bound
-from ..constraints import Congestion, Contiguous, Subgraphs, Term
+from ..constraints import Congestion, Subgraphs, Term
 from ..deadline import BudgetSpent, Deadline
 from ..errors import PlacementError, SpecError
 from ..evaluate import execution
 from ..objectives import Latency
 from ..placement import PlacementClass
-from ..problem import Problem
+from ..problem import Problem, subgraphs_per_accelerator
 from ..solvers.base import Status
 from .base import Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE
@@ -56,15 +56,6 @@ class LatencyHint(Term):
         check_horizon(self, "latency")
         if not 0.0 <= self.floor < math.inf:
             raise SpecError(f"LatencyHint: floor must be a finite latency >= 0, got {self.floor!r}")
-
-
-def subgraphs_per_accelerator(problem: Problem) -> int:
-    """``q``: 1 under Contiguous, the least ``Subgraphs(q)``, else enough for every placement."""
-    most = max(1, math.ceil(longest_run(problem.graph) / 2))
-    if problem.has(Contiguous):
-        return 1
-    asked = [t.q for t in problem.find(Subgraphs)]
-    return min([most, *asked])
 
 
 FLOOR_PATHS = 8  # longest paths the run-paths floor of a solve without a model cuts, in turn while its clock allows

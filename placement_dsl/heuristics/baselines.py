@@ -145,7 +145,9 @@ def greedy(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
 @heuristic("one-device", optimizes="cost_model", options=manifest.Nothing)
 def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None,
                seed: int | None = None, time_limit: float | None = None) -> HeuristicResult:
-    """Every op on one accelerator: the best valid one by the cost model (else the best at all).
+    """Every op on one accelerator: the best valid one by the cost model (else the best at all); on a host only where
+    no accelerator may run every op (an op pinned to the host: every accelerator's split broke the pin, and under
+    ``Subgraphs(1)`` the fallback of a 6-op certificate held no valid placement where all on the CPU is one).
 
     One evaluation per class of identical devices (a member every op may run on: pinned ops); past ``time_limit`` seconds the best so far
     (``info["stopped"]``)."""
@@ -157,7 +159,7 @@ def one_device(graph: Graph, cluster: Cluster, *, model: CostModel | None = None
     misfits = one_device_misfits(graph, cluster, memory=False)  # a pinned op rules out its group's other members
     for group in cluster.homogeneous_groups():
         d = next((e for e in group if misfits[e] is None), group[0])
-        if cluster.host[d] and (~cluster.host).any():
+        if cluster.host[d] and any(misfits[e] is None for e in np.flatnonzero(~cluster.host)):
             continue
         if best is not None and expired(at):
             cut = True

@@ -18,7 +18,7 @@ from ..errors import InfeasibleError, PlacementError
 from ..evaluate import CostModel, evaluate
 from ..graph import Graph
 from ..placement import Placement
-from ..problem import Problem
+from ..problem import Problem, q_model
 from . import jit, kernel_cache
 from .base import STOPPED, HeuristicResult
 from .baselines import greedy, one_device, one_device_misfits
@@ -161,8 +161,8 @@ SCORING = 1  # evaluations a problem scores a placement with (Problem.scored: it
 
 def _scored(problem: Problem, until: float, method: str, phase: str) -> tuple[HeuristicResult, bool, Any]:
     now = time.monotonic()
-    found = fallback(method, problem.graph, problem.cluster, problem.cost_model(), phase,
-                     deadline=Deadline(max(until - now, 0.0), now))
+    found = fallback(method, problem.graph, problem.cluster, q_model(problem), phase,
+                     deadline=Deadline(max(until - now, 0.0), now))  # the splits chosen under the problem's q
     violations, ev = problem.scored(found.placement)
     return found, not violations, ev
 

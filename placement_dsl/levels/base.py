@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import math
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,29 @@ def family(problem: Problem) -> Family:
     return Family.THROUGHPUT if problem.has(Contiguous) else Family.NONCONTIGUOUS
 
 
+def widened(problem: Problem) -> str | None:
+    """Why no level bounds ``problem``: a term that widens the placements (``widens = True``, e.g.
+    :class:`~placement_dsl.training_terms.Replicate`) makes the levels' bounds, which ignore it, no bounds."""
+    wide = [type(t).__name__ for t in problem.constraints if getattr(t, "widens", False)]
+    return f"{', '.join(wide)} widens the placements beyond what the levels bound" if wide else None
+
+
+_FAMILY_TUPLES = {"MTPP_LEVELS": Family.MTPP, "ROUTED_MTPP_LEVELS": Family.ROUTED_MTPP,
+                  "THROUGHPUT_LEVELS": Family.THROUGHPUT, "NONCONTIG_LEVELS": Family.NONCONTIGUOUS,
+                  "LATENCY_LEVELS": Family.LATENCY, "MAKESPAN_LEVELS": Family.MAKESPAN}
+
+
+def family_tuple(module: str, name: str) -> tuple[str, ...]:
+    """``module``'s old per-family tuple ``name`` (``MTPP_LEVELS``, ...), read from the levels' ``defaults``
+    (deprecated: a module's ``__getattr__``); :class:`AttributeError` for any other name."""
+    if name in _FAMILY_TUPLES:
+        warnings.warn(f"{module}.{name} is deprecated; use default_levels(problem) or "
+                      f"placement_dsl.levels.base.defaults_of(Family.{_FAMILY_TUPLES[name].name})",
+                      DeprecationWarning, stacklevel=2)
+        return defaults_of(_FAMILY_TUPLES[name])
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class Level:
     """One rung of the bound hierarchy, registered once in :data:`LEVELS` (run in ``rank`` order).
@@ -94,8 +118,9 @@ class Level:
     problem, else the reason (the row then reads not applicable). ``closed_form`` levels are not
     counted in the MIP levels' shares and may take half of what is left (they stop, or are stopped,
     by it); an ``always`` level runs even after the gap target is met; a
-    ``free`` one (a closed form of milliseconds) even after the budget is spent, while the call's time holds its
-    passes over the graph (:meth:`late`). ``needs(run)`` estimates the seconds
+    ``free`` one (a closed form of milliseconds, ranked first) before the upper-bound heuristics (which cannot take
+    its time) and even after the budget is spent, while the call's time holds its passes over the graph
+    (:meth:`late`; ``per_edge``: their seconds per op and edge). ``needs(run)`` estimates the seconds
     a MIP level's model takes to build (``None``: not known); a level whose model cannot be built in all that is left
     takes no share from the levels before it.
     A ``replicates`` level also bounds problems with a :class:`~placement_dsl.training_terms.Replicate`
@@ -123,6 +148,7 @@ class Level:
     reach: Callable[[Run], float | None] | None = None
     precision: float = 0.0
     needs: Callable[[Run], float] | None = None
+    per_edge: float | None = None
 
     def fits(self, run: Run, left: float) -> bool:
         """Whether its model may be built and searched in ``left`` seconds (``needs``, estimated once per
@@ -145,12 +171,16 @@ class Level:
         return (f"model too large for the time left: the {self.name!r} level's model takes ~{run.needs[self.name]:.0f} "
                 f"s to build, {max(seconds, 0.0):.1f} s left; not built")
 
-    def late(self, problem: Problem, deadline: Deadline) -> bool:
-        """Whether it runs once the levels' budget is spent: a ``free`` level whose passes over the graph
-        (:data:`FREE_PER_EDGE` per op and edge) take milliseconds (:data:`FREE_SECONDS`) or fit what is left of the
-        call (``deadline``)."""
+    def late_seconds(self, problem: Problem) -> float:
+        """Its passes' estimated seconds here now: ``per_edge`` (else :data:`FREE_PER_EDGE`) per op and edge."""
         g = problem.graph
-        return self.free and FREE_PER_EDGE * (g.n + g.m) * slowdown() <= max(FREE_SECONDS, deadline.left())
+        return (self.per_edge or FREE_PER_EDGE) * (g.n + g.m) * slowdown()
+
+    def late(self, problem: Problem, deadline: Deadline, allowance: float = 0.0) -> bool:
+        """Whether it runs once the levels' budget is spent: a ``free`` level whose passes over the graph
+        (:meth:`late_seconds`) fit ``allowance`` (what is left of :data:`FREE_SECONDS`) or what is left of the call
+        (``deadline``)."""
+        return self.free and self.late_seconds(problem) <= max(allowance, deadline.left())
 
     def beyond_reach(self, best: float, bound: float, run: Run) -> str | None:
         """Why the level cannot change a certificate of objective ``best`` and bound ``bound`` (``None``: it may):
@@ -171,7 +201,9 @@ class Level:
 
 FREE_PER_EDGE = 3e-5  # seconds per op or edge of a free level's passes at deadline.LOAD_MEASURED (route-path: 2.8 s
 # on 47,584 ops and 65,222 edges at load 8 on 2 cores; segment-path spent 4.7 s before its first check of the clock)
-FREE_SECONDS = 0.1  # a free level estimated to take at most this runs whatever is left
+FREE_SECONDS = 0.3  # what the free levels estimated to take it run past the budget together: start-up and the
+# heuristics took all of a 4 s bounds of 1,502 ops at load 14, and simple (0.05 s), capacity (0.001 s), critical-path
+# (0.13 s) and route-path (0.21 s) were skipped for bound 0
 
 LEVELS: dict[str, Level] = {}
 """Every registered level by name, in rank order (complete after :func:`load`)."""
@@ -212,7 +244,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
           accepts: Callable[[Problem], str | None] | None = None, closed_form: bool = False, always: bool = False,
           free: bool = False, replicates: bool = False, weight: float = 1.0,
           reach: Callable[[Run], float | None] | None = None, precision: float = 0.0,
-          needs: Callable[[Run], float] | None = None,
+          needs: Callable[[Run], float] | None = None, per_edge: float | None = None,
           doc: str = "") -> Callable[[Callable[[Run, float], Outcome]], Callable[[Run, float], Outcome]]:
     """Register the decorated function as the level ``name`` (returned unchanged); see :class:`Level`."""
     defaults = frozenset(defaults)
@@ -222,7 +254,7 @@ def level(name: str, *, rank: float, defaults: Iterable[Family] = (),
     def add(fn: Callable[[Run, float], Outcome]) -> Callable[[Run, float], Outcome]:
         first = (fn.__doc__ or "").strip().split("\n")[0]
         register(Level(name, fn, accepts or (lambda problem: None), closed_form, always, free, doc or first,
-                       replicates, weight, float(rank), defaults, reach, float(precision), needs))
+                       replicates, weight, float(rank), defaults, reach, float(precision), needs, per_edge))
         return fn
     return add
 
@@ -314,3 +346,8 @@ def latency_only(problem: Problem) -> str | None:
     """The latency levels bound single-sample latency only."""
     return None if isinstance(problem.objective, Latency) and family(problem) is Family.LATENCY else \
         "bounds single-sample latency in the invocation model (accelerators that run invocations)"
+
+
+VECTOR_PER_EDGE = 1e-6  # per_edge of the free levels of a few numpy passes (simple: 0.05 s, capacity 0.001 s, on
+# 1,502 ops and 3,000 edges at load 14)
+PATH_PER_EDGE = 1e-5  # ... of one pass in topological order (critical-path 0.13 s, route-path 0.21 s, there)

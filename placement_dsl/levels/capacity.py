@@ -7,7 +7,7 @@ from ..bounds.capacity import capacity_bound
 from ..certificate import LevelStatus
 from ..evaluate import MemoryMode, Objective
 from ..problem import Problem
-from .base import ALL, Family, Outcome, Run, level
+from .base import ALL, VECTOR_PER_EDGE, Family, Outcome, Run, level
 
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 
@@ -19,7 +19,7 @@ def _accepts(problem: Problem) -> str | None:
     return None
 
 
-@level("capacity", rank=11, defaults=MAX_LOAD, accepts=_accepts, closed_form=True, free=True,
+@level("capacity", rank=11, defaults=MAX_LOAD, accepts=_accepts, closed_form=True, free=True, per_edge=VECTOR_PER_EDGE,
        doc="the work each device can do at its speed, and what only the hosts' memory can hold")
 def _capacity(run: Run, seconds: float) -> Outcome:
     del seconds  # O(n D + n log n)

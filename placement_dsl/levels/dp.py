@@ -2,11 +2,12 @@
 bound (and, without structure terms, polish's start) elsewhere. On a routed cluster it runs ``dp-servers``."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
-from ..certificate import LevelStatus
+from ..certificate import LevelStatus, UpperRun
 from ..constraints import Contiguous, DagOrder
 from ..deadline import BudgetSpent, call_within, contention
 from ..errors import PlacementError
@@ -87,9 +88,17 @@ def _polish(run: Run, split: Placement, seconds: float) -> None:
     packed = packed_start(run.problem.graph, run.problem.cluster)
     for start, label in ((split, "polish"), (packed, "polish-packed")):
         if start is not None:
-            polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
-                                 time_limit=seconds)
-            run.offer(polished.placement, label)
+            t = time.perf_counter()
+            try:
+                polished = heuristic("polish", run.problem.graph, run.problem.cluster, model=run.model, start=start,
+                                     time_limit=seconds)
+            except PlacementError as err:  # stopped with nothing: its kernel in Python on a cold cache (ColdKernels,
+                # raised out of certify on a 4-op graph), or past its limit; the certificate goes on without it
+                run.upper.append(UpperRun(label, None, time.perf_counter() - t, str(err).split(";")[0]))
+                continue
+            value = run.offer(polished.placement, label)
+            run.upper.append(UpperRun(label, value, time.perf_counter() - t, "" if value is not None else
+                                      "no valid placement", polished.seconds))
 
 
 def _dp_replicates_exactly(cluster: Any) -> bool:

@@ -20,8 +20,9 @@ from ..errors import PlacementError, SpecError
 from ..heuristics import run as heuristic
 from ..heuristics.fallback import SCORING, fallback_seconds, scored_fallback
 from ..objectives import Latency
-from ..problem import Problem
-from .base import ALL, Family, Outcome, family, latency_only, level, own_class
+from ..problem import Problem, q_model, subgraphs_per_accelerator
+from ..structure import longest_run
+from .base import ALL, PATH_PER_EDGE, Family, Outcome, family, latency_only, level, own_class
 
 LATENCY = {Family.LATENCY}
 MAKESPAN = {Family.MAKESPAN}
@@ -45,7 +46,7 @@ def priced(problem: Problem) -> str | None:
     return reason
 
 
-@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True,
+@level("critical-path", rank=120, defaults=LATENCY, accepts=latency_only, closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="latency: longest path at the fastest allowed times, no transfers")
 def critical_path(run: Any, seconds: float) -> Outcome:
     """The longest path at the ops' fastest allowed times, without transfers: every placement's latency."""
@@ -62,7 +63,6 @@ def run_paths(run: Any, seconds: float) -> Outcome:
     """The DP over the cheapest runs of the longest paths: memory splits a path, each split pays its transfers."""
     from ..blocks.base import Context
     from ..blocks.latency_data import run_path_bound
-    from ..formulations.latency import subgraphs_per_accelerator
 
     clock = run.clock.within(seconds)
     ctx = Context(run.problem)
@@ -87,8 +87,6 @@ def _latency_hinted(run: Any) -> Problem:
 
 
 def _subgraph_note(problem: Problem) -> str:
-    from ..formulations.latency import longest_run, subgraphs_per_accelerator
-
     q = subgraphs_per_accelerator(problem)
     every = q >= max(1, math.ceil(longest_run(problem.graph) / 2))
     return "any number of subgraphs per accelerator" if every else f"at most {q} subgraph(s) per accelerator"
@@ -141,20 +139,78 @@ def _model_ip(run: Any, default: str, seconds: float, who: str | None = None) ->
 
 
 def latency_upper(run: Any, seconds: float) -> None:
-    """The best latency heuristic (greedy, DP, DPL splits and the latency local search) under the problem's q,
-    after greedy alone in O(n + m): stopped past its limit (its DPs on 20,000 ops), latency-best offers nothing, and
-    the certificate was left with no placement at all. Where terms restrict the problem to a class (contiguous
-    placements: Tarnawski's invocations of whole subgraphs), list scheduling and latency-best over the family
-    (:data:`BEYOND`) follow with the rest of the share: a placement outside the class that beats the class's best is
-    the certificate's to report (12 ops beside a CPU: 99.049 where the contiguous optimum is 212.802)."""
+    """The family's best heuristics in the share: greedy in O(n + m) first, here (on 20,000 ops the others are stopped
+    with nothing), then the start solve makes (:func:`~placement_dsl.starts.resolve` ``"auto"``: the family's searches
+    raced, the baselines, then the latency search from the best). Where terms restrict the problem to a class
+    (contiguous placements: Tarnawski's invocations of whole subgraphs), that start searches without the class's limit
+    on subgraphs per accelerator (q), so latency-best under it runs in its place (the start only where greedy and it
+    find no valid placement), and list scheduling and latency-best over the
+    family (:data:`BEYOND`) follow with the rest of the share: a placement outside the class that beats the class's
+    best is the certificate's to report (12 ops beside a CPU: 99.049 where the contiguous optimum is 212.802). Each
+    answer is recorded in ``run.upper``. Before, greedy and latency-best alone ran, after a Pyomo import that took
+    3 s of a 2 s share at load 14: a certificate of a 5-op graph held the fallback split's 4.5, or nothing, where
+    latency-best finds 3.0."""
     share = run.clock.within(max(seconds, 0.5))
     wide = run.family.problem
     mine = share.within(share.left() * (CLASS_SHARE if wide is not None else 1.0))
-    search(run.problem, ("greedy", "latency-best"), mine, run.offer)
+    t = time.perf_counter()
+
+    def offer(placement: Any, who: str) -> None:
+        value = run.offer(placement, who)
+        run.upper.append(UpperRun(who, value, time.perf_counter() - t, "" if value is not None else
+                                  NO_PLACEMENT))
+
+    if not any(u.method == "greedy" and not u.message.startswith("skipped") for u in run.upper):  # the same
+        # split every time: run once
+        _greedy(run, mine, offer)
+    if not math.isfinite(run.best[0]):  # greedy's split broke a term (a Pin beside Subgraphs(1) on 6 ops): the split
+        fallback_upper(run, mine)  # that keeps them (every op on the CPU), a start for all that follows
+    if wide is not None:
+        search(run.problem, ("latency-best",), mine, offer)
+    if (wide is None or not math.isfinite(run.best[0])) and not mine.expired(0.1):
+        _start(run, mine, offer)
     if wide is not None:
         search(wide, BEYOND, share, run.offer)
 
 
+def _greedy(run: Any, deadline: Deadline, offer: Any) -> None:
+    """Greedy's split under the problem's q, here (not in a child stopped at the share: it is the placement the
+    certificate always has), where its estimate fits what is left of ``deadline`` or the held split's grace past it
+    (:data:`~placement_dsl.stopped.HELD_GRACE`, as solve's): unsized, a spent call of 48,000 ops ran it 2.8 s past
+    its clock at load 6, and it grows with the graph."""
+    from ..stopped import HELD_GRACE
+
+    p, t = run.problem, time.perf_counter()
+    need, left = fallback_seconds(p.graph, p.cluster, "greedy", SCORING), deadline.left()
+    if need > left + HELD_GRACE:
+        run.upper.append(UpperRun("greedy", None, 0.0, f"skipped: {need:.1f} s estimated for {p.graph.n} ops, "
+                                                      f"{left:.1f} s left"))
+        return
+    q = q_model(p, run.model)
+    try:
+        offer(heuristic("greedy", p.graph, p.cluster, model=q, time_limit=left).placement, "greedy")
+    except PlacementError as err:  # the accelerators cannot run every op
+        run.upper.append(UpperRun("greedy", None, time.perf_counter() - t, str(err).split(";")[0]))
+
+
+def _start(run: Any, deadline: Deadline, offer: Any) -> None:
+    """Solve's start (``"auto"``) within ``deadline``, offered; recorded with the reason where it found none."""
+    from ..starts import AUTO, resolve
+
+    t = time.perf_counter()
+    try:
+        start = resolve(run.problem, AUTO, deadline=deadline, share=1.0, cap=math.inf, keep=0.0)
+    except PlacementError as err:  # stopped (e.g. a kernel in Python on a cold cache)
+        run.upper.append(UpperRun(AUTO_START, None, time.perf_counter() - t, str(err).split(";")[0]))
+        return
+    if start.placement is None:
+        run.upper.append(UpperRun(AUTO_START, None, time.perf_counter() - t, start.refusal))
+    else:
+        offer(start.placement, start.method or AUTO_START)
+
+
+AUTO_START = "auto"  # the upper-bound run of solve's start, in run.upper
+NO_PLACEMENT = "no valid placement"  # a construction's answer the cost model rejects, in run.upper
 CLASS_SHARE = 0.75  # of the heuristics' share, the class's where the family's follow
 
 
@@ -174,7 +230,7 @@ def makespan_only(problem: Problem) -> str | None:
         "bounds the makespan of a schedule whose devices run one op at a time (MOIRAI)"
 
 
-@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True,
+@level("route-path", rank=122, defaults=LATENCY | MAKESPAN, accepts=lambda problem: priced(problem), closed_form=True, free=True, per_edge=PATH_PER_EDGE,
        doc="single sample: longest path at the fastest allowed times, each edge its cheapest transfer")
 def route_path(run: Any, seconds: float) -> Outcome:
     """The longest path with route costs: each op on its fastest allowed device, each edge the cheapest transfer
@@ -394,6 +450,10 @@ def makespan_upper(run: Any, seconds: float) -> None:
     the split after the levels no longer fitted ("best inf"). Where the cheapest pass and the split do not both fit,
     the cheaper of the two has the time (HEFT, ~10 s at load 6 on 47,584 ops, where the split takes 17 s for 1,078.51
     and had left it 3.3 s after 11 s of reading the sheet).
+
+    Run again with the time the levels leave, the constructions that answered (a schedule, valid or not: each is
+    deterministic) are not run twice; those cut short or skipped run, and the search from the best has the rest
+    (on a 1,500-op sheet the second run built the same eight schedules again).
     """
     from ..starts import auto_methods, construction_order, improve, pass_estimates, resolve
 
@@ -406,7 +466,8 @@ def makespan_upper(run: Any, seconds: float) -> None:
     first, left = (needs[order[0]] if order else 0.0), run.clock.left()
     kept = split if first + split <= left or first > split else 0.0  # both fit, or the split is the cheaper
     share = run.clock.within(max(min(max(seconds, first), left - kept), 0.5))
-    for method in order:
+    done = {u.method for u in run.upper if u.objective is not None or u.message == NO_PLACEMENT}
+    for method in (m for m in order if m not in done):  # run again: those cut short or skipped, not their answers
         if share.expired(0.1):
             break
         if math.isfinite(run.best[0]) and needs[method] > share.left():
@@ -424,7 +485,7 @@ def makespan_upper(run: Any, seconds: float) -> None:
             continue
         value = run.offer(found.placement, method)
         run.upper.append(UpperRun(method, value, time.perf_counter() - t, "" if value is not None else
-                                  "no valid placement", found.seconds))
+                                  NO_PLACEMENT, found.seconds))
     if not math.isfinite(run.best[0]):  # the passes found no valid schedule: the cheapest split, in the time kept
         fallback_upper(run, run.clock.within(max(share.left(), split)))
     best = run.best[1]
@@ -437,7 +498,10 @@ def makespan_upper(run: Any, seconds: float) -> None:
 def fallback_upper(run: Any, deadline: Deadline) -> None:
     """The splits the heuristics fall back on, built and scored within ``deadline``, sized first
     (:func:`~placement_dsl.heuristics.fallback.scored_fallback`; 88 s past a 30 s limit on 47,584 ops at load 8),
-    offered and recorded in ``run.upper``."""
+    offered and recorded in ``run.upper``; not again once built (the same splits: the upper phase's answer stands)."""
+    if any(u.method == "fallback" and (u.objective is not None or u.message.startswith(NO_PLACEMENT))
+           for u in run.upper):
+        return
     t = time.perf_counter()
     try:
         found, valid, ev = scored_fallback(run.problem, deadline, "certify", "certify")
@@ -445,7 +509,7 @@ def fallback_upper(run: Any, deadline: Deadline) -> None:
         run.upper.append(UpperRun("fallback", None, time.perf_counter() - t, str(err)))
         return
     kept, skipped = run.offer(found.placement, "fallback", (valid, ev.objective)), found.info.get("skipped")
-    note = ("" if valid else "no valid placement; ") + ("skipped " + ", ".join(skipped) if skipped else "")
+    note = ("" if valid else f"{NO_PLACEMENT}; ") + ("skipped " + ", ".join(skipped) if skipped else "")
     run.upper.append(UpperRun("fallback", kept, time.perf_counter() - t, note.rstrip("; "), found.seconds))
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from ..bounds import one_or_cut
 from ..certificate import LevelStatus
-from .base import ALL, Family, Outcome, Run, level
+from .base import ALL, VECTOR_PER_EDGE, Family, Outcome, Run, level
 
 MAX_LOAD = {Family.MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}  # a routed cluster's devices are not identical
 
 
-@level("one-or-cut", rank=12, defaults=MAX_LOAD, accepts=one_or_cut.problem_applies, closed_form=True, free=True,
+@level("one-or-cut", rank=12, defaults=MAX_LOAD, accepts=one_or_cut.problem_applies, closed_form=True, free=True, per_edge=VECTOR_PER_EDGE,
        doc="one device's load, or the busiest device's work plus the cheapest tensor it must cut")
 def _one_or_cut(run: Run, seconds: float) -> Outcome:
     del seconds  # O(n + m)

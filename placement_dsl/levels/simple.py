@@ -8,7 +8,7 @@ from ..bounds.packing import packing_bound
 from ..bounds.simple import replicated_lower_bound
 from ..certificate import LevelStatus
 from ..evaluate import Objective
-from .base import ALL, Family, Outcome, Run, level, not_latency, replicas
+from .base import ALL, VECTOR_PER_EDGE, Family, Outcome, Run, level, not_latency, replicas
 
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 PACKING_SHARE = 0.25  # of the level's share, the most the packing bound's searches take: this level runs first and
@@ -16,7 +16,7 @@ PACKING_SHARE = 0.25  # of the level's share, the most the packing bound's searc
 # onto 4 stages (245.81), leaving none to the cut stages, which prove 250.59 in 0.2 s
 
 
-@level("simple", rank=10, defaults=MAX_LOAD, accepts=not_latency, closed_form=True, free=True, replicates=True,
+@level("simple", rank=10, defaults=MAX_LOAD, accepts=not_latency, closed_form=True, free=True, per_edge=VECTOR_PER_EDGE, replicates=True,
        doc="Lemma 3.3, max(max_v work, sum_v work / k)")
 def _simple(run: Run, seconds: float) -> Outcome:
     p = run.problem

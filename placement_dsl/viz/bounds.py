@@ -1,7 +1,7 @@
 """The certificate over time: the best proven lower bound and the best placement's objective.
 
 The points come from the ``certify`` progress reports (:mod:`placement_dsl.progress`), one
-after the upper-bound heuristics and one after each level, each timed; without a recording
+after each level and one after the upper-bound heuristics (which follow the free levels), each timed; without a recording
 they are rebuilt from the certificate's table (levels end one after another).
 """
 from __future__ import annotations

@@ -80,6 +80,9 @@ def test_bounds_runs_the_constructions_in_the_order_of_solves_race():
     assert not set(SUBSUMED) & set(order)  # one device on each in turn: the best single device's split, dearer
     cert = certify(problem, budget=20, levels=("route-path",))
     ran = [u.method for u in cert.upper if u.method in order]
-    assert ran == order[:len(ran)] and ran[:2] == ["list", "cpop"]
+    again = next((i for i, m in enumerate(ran) if m in ran[:i]), len(ran))  # the upper phase's second run from here
+    assert ran[:again] == order[:again] and ran[:2] == ["list", "cpop"]
+    answered = [u.method for u in cert.upper if u.method in order and not u.message.startswith("skipped")]
+    assert len(answered) == len(set(answered))  # run again, only the constructions skipped or cut short run
     heft = problem.evaluate(run("list", problem.graph, problem.cluster, model=problem.cost_model()).placement)
     assert cert.objective <= heft.objective * (1 + 1e-9)
