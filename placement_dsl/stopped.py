@@ -544,9 +544,9 @@ def closed_form_source(problem: Any, clock: Deadline | None = None) -> tuple[flo
 
 def start_spec(problem: Any, warm_start: Any) -> Any:
     """What the start resolver is asked for: ``None`` (no start asked for) means ``"auto"`` for every objective, and
-    :data:`~placement_dsl.starts.NONE` (``"none"``) no start. A throughput IP of GPT-3's 217 ops onto 4 stages with no
-    start found no incumbent in 12.6 s of a 30 s limit and answered greedy's split 12.744 where the DP over ideals
-    (``dpl``) finds 7.1019 in about a second; the models of the single-sample objectives are hard to start too."""
+    :data:`~placement_dsl.starts.NONE` (``"none"``) no start. A throughput IP of GPT-3's 217 ops onto 16 stages with
+    no start found no incumbent in a 30 s limit and answered greedy's split 12.744 where the linearized DP (``dpl``)
+    finds 7.1019 in about a second; the models of the single-sample objectives are hard to start too."""
     if warm_start is None:
         return AUTO
     return None if isinstance(warm_start, str) and warm_start == NONE else warm_start

@@ -238,8 +238,8 @@ def test_a_model_built_within_a_second_is_searched_whatever_the_ratio_asked(monk
 
 @pytest.mark.parametrize("warm_start", [None, "none"])
 def test_a_small_throughput_model_with_no_start_asked_for_starts_from_auto(monkeypatch, warm_start) -> None:
-    """GPT-3 of 217 ops onto 4 stages, 30 s, no start: HiGHS found no incumbent in 12.6 s of a quickly built model
-    and the answer was greedy's split 12.744 where the DP over ideals finds 7.1019 in about a second. No start asked
+    """GPT-3 of 217 ops onto 16 stages, 30 s, no start: HiGHS found no incumbent of a quickly built model and the
+    answer was greedy's split 12.744 where the linearized DP finds 7.1019 in about a second. No start asked
     for is "auto" for a small model too (in its small share); ``"none"`` asks for no start and gets the fallback split."""
     import placement_dsl.solve as solve_module
     from placement_dsl import stopped
