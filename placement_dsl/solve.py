@@ -95,9 +95,10 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
         A heuristic method name (``"dp"``, ``"slicegraph"``, ...), ``"auto"`` (the best of the
         heuristics that optimize the problem's objective, in a small share of the budget), a
         :class:`Placement`, a mapping ``{op name: device name}``, or the path of a placement file
-        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for latency and makespan, and for
-        a model that fits but whose estimated build takes more than :data:`~placement_dsl.stopped.LARGE` of the time left; no start
-        otherwise.
+        (:func:`placement_dsl.starts.resolve`). ``None``: ``"auto"`` for every objective, in its small
+        share, or a larger one for a throughput or training model whose estimated build takes more than
+        :data:`~placement_dsl.stopped.LARGE` of the time left (:func:`~placement_dsl.stopped.start_share`);
+        ``"none"``: no start, the solver searches from nothing.
         A start that is invalid for the problem or violates the formulation is refused (and said so),
         not passed.
     log_path
@@ -216,8 +217,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
         why = unwritten(problem)
         raise SpecError(reason if why is None else why if formulation == "auto" else f"{reason}; {why}")
     spec = start_spec(problem, warm_start)
-    share = start_share(problem, form, spec, clock)  # a large model's solve makes a start though none was asked for
-    spec = AUTO if share is not None else spec
+    share = start_share(problem, form, warm_start, clock)  # a large model's start with none asked for: a larger share
     held = held_split(problem, clock)  # an answer in hand before anything expensive runs
     early = first_floor(problem, share, clock)  # a model too large to build: the host's share of memory first
     start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
@@ -375,8 +375,8 @@ def _check_arguments(gap: Any, threads: Any, warm_start: Any, **names: Any) -> N
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise SpecError(f"threads {threads!r}: give a whole number of solver threads, 1 or more")
     if warm_start is not None and not isinstance(warm_start, (str, Path, Placement, Mapping)):
-        raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, 'auto', a Placement, a mapping of op to "
-                        f"device names or a placement file, not a {type(warm_start).__name__}")
+        raise SpecError(f"warm_start {warm_start!r}: give a heuristic name, 'auto', 'none', a Placement, a mapping of op "
+                        f"to device names or a placement file, not a {type(warm_start).__name__}")
 
 
 def _record_start(result: Result, start_eval: Evaluation | None, refusal: str, passed: bool,

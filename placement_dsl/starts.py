@@ -15,7 +15,7 @@ backend, CP-SAT included), the formulations' horizons and the search layer. A st
   start) from the best start found (:func:`improve`), not to an even split among methods that stop early;
 * a :class:`~placement_dsl.placement.Placement` (with its schedule, if any), a mapping
   ``{op name: device name}``, or the path of a placement file;
-* ``None``: no start.
+* ``None`` or :data:`NONE` (``"none"``): no start (:func:`placement_dsl.solve.solve` reads ``None`` as ``"auto"``).
 
 The answer is a :class:`Start`: the placement, its evaluation by the problem's cost model, why it
 is refused (``""`` when usable: a start the problem's validity check rejects, or a heuristic that
@@ -47,12 +47,12 @@ from .io import Workload, load_placement
 from .placement import Placement, PlacementClass
 from .structure import one_order
 
-__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "PASSES", "PASS_MARGIN", "RACE",
+__all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "NONE", "PASSES", "PASS_MARGIN", "RACE",
            "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
            "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width", "outside",
            "pass_estimates", "pass_seconds", "race", "rebuilt", "resolve"]
 
-AUTO = "auto"
+AUTO, NONE = "auto", "none"  # the heuristics' best start; no start at all
 AUTO_SHARE = 0.15  # of the caller's time left, at most, that "auto" spends on its heuristics
 AUTO_SECONDS = 5.0  # ... and never more than this many seconds (also the share without a deadline)
 MIN_METHOD = 0.1  # seconds a method of "auto" is given at least while no valid start is known
@@ -160,7 +160,7 @@ def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share:
     a named heuristic leaves ``keep`` seconds of it to the caller; ``"auto"`` spends at most
     ``share`` of what is left and ``cap`` seconds.
     """
-    if spec is None:
+    if spec is None or isinstance(spec, str) and spec == NONE:
         return Start()
     if isinstance(spec, str) and spec == AUTO:
         return _auto(problem, deadline, share, cap)
@@ -178,10 +178,10 @@ def resolve(problem: Any, spec: Any, *, deadline: Deadline | None = None, share:
     if isinstance(spec, (str, Path)):
         path = Path(spec)
         if not path.exists():
-            raise SpecError(f"warm_start {str(spec)!r} is neither a heuristic ({sorted(registry.load())}), 'auto', "
+            raise SpecError(f"warm_start {str(spec)!r} is neither a heuristic ({sorted(registry.load())}), 'auto', 'none', "
                             "nor an existing placement file")
         return _checked(problem, load_placement(path, Workload(problem.graph, problem.cluster)))
-    raise SpecError(f"warm_start {spec!r}: give a heuristic name, 'auto', a Placement, a mapping of op to device "
+    raise SpecError(f"warm_start {spec!r}: give a heuristic name, 'auto', 'none', a Placement, a mapping of op to device "
                     f"names or a placement file, not a {type(spec).__name__}")
 
 

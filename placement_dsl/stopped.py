@@ -36,7 +36,7 @@ from .restarts import restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, STALE, Start, alternatives, goal, improve, improving, race, resolve
+from .starts import AUTO, NONE, STALE, Start, alternatives, goal, improve, improving, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -543,14 +543,16 @@ def closed_form_source(problem: Any, clock: Deadline | None = None) -> tuple[flo
 
 
 def start_spec(problem: Any, warm_start: Any) -> Any:
-    """What the start resolver is asked for: ``None`` means ``"auto"`` for the single-sample objectives
-    (latency, makespan), whose models are hard to start without a good incumbent, and no start otherwise."""
-    if warm_start is None and problem.cost_model().objective in SINGLE_SAMPLE:
+    """What the start resolver is asked for: ``None`` (no start asked for) means ``"auto"`` for every objective, and
+    :data:`~placement_dsl.starts.NONE` (``"none"``) no start. A throughput IP of GPT-3's 217 ops onto 16 stages with
+    no start found no incumbent in a 30 s limit and answered greedy's split 12.744 where the linearized DP (``dpl``)
+    finds 7.1019 in about a second; the models of the single-sample objectives are hard to start too."""
+    if warm_start is None:
         return AUTO
-    return warm_start
+    return None if isinstance(warm_start, str) and warm_start == NONE else warm_start
 
 
-LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for makes one
+LARGE = 0.1  # of the time left, a model's estimated build above which a solve with no start asked for gives it more
 LARGE_SHARE = 0.5  # of the time left, the "auto" start's share then (see start_share)
 INSTEAD_SHARE = 0.75  # of the time left, the "auto" start's share when the model is too large to be built at all
 # (the rest: the answer's checks and bounds and the command's output, 5 s and more on 20,000 ops at load 12)
@@ -558,22 +560,17 @@ FLOOR_KEPT = 0.5  # of the time left, at most, for the host-share bound before s
 LATE_PER_OP = 2e-4  # seconds per op kept after the host-share bound for the answer's checks and output
 
 
-def large(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bool:
-    """Whether a solve with no start asked for starts from ``"auto"`` all the same: its estimated build takes more
-    than :data:`LARGE` of the time left. The solver rarely finds an incumbent of such a model in the time left (the
-    throughput IP of a ResNet-152 of 208 ops onto 16 stages: none in 60 s), and a model too large to be built
-    answers the start."""
-    return start_share(problem, form, spec, clock) is not None
-
-
-def start_share(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> float | None:
-    """The share of the time left for the ``"auto"`` start a solve with no start asked for makes (``None``: none, the
-    model is small for the time). A model whose build takes more than :data:`LARGE` of the time gets :data:`LARGE_SHARE`
-    (a throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
-    after a 7 s start, where the DP proves 9.32); one too large to be built, :data:`INSTEAD_SHARE`, all but the time to
-    check and report the answer (2,080 ops at load 8: greedy's 134.31 after 6.5 s of 60, the DP's 132.95 in 1.1 s).
-    The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
-    if spec is not None:
+def start_share(problem: Any, form: Formulation, warm_start: Any, clock: Deadline) -> float | None:
+    """The share of the time left for the ``"auto"`` start of a throughput or training solve with no start asked for
+    (``warm_start`` ``None``; ``None``: :func:`~placement_dsl.starts.resolve`'s small share, the model is small for
+    the time, and for the single-sample objectives). A model whose build takes more than :data:`LARGE` of the time gets
+    :data:`LARGE_SHARE`, whether or not its build fits after the start (the start answers when it does not: a
+    throughput IP of ResNet-152 onto 16 stages, 208 ops, built for 16 s and kept greedy's 52.84 for 23 s of search
+    after a 7 s start, where the DP finds and proves 9.32); a model too large to be built gets
+    :data:`INSTEAD_SHARE`, all but the time to check and report the answer, since no model follows (a throughput IP
+    of 2,080 ops at load 8 answered greedy's 134.31 after 6.5 s of a 60 s limit, where the DP finds and proves
+    132.95 in 1.1 s). The race is stopped at its share (:func:`placement_dsl.starts.race`)."""
+    if warm_start is not None or problem.cost_model().objective in SINGLE_SAMPLE:
         return None
     need, left = build_seconds(problem, form), clock.left() - RESERVE
     if need <= LARGE * left or left <= 0:

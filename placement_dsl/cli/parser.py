@@ -105,8 +105,9 @@ def _solve_parser(sub: Any) -> None:
                          "start, model build and search), enforced by the project; a model that cannot be built "
                          "and searched in the time left is not built (default: 60)")
     so.add_argument("--gap", type=_number(float, 0, "--gap"), help="MIP methods: relative gap target (default: 1e-4)")
-    so.add_argument("--warm-start", metavar="METHOD|FILE",
-                    help="MIP methods: heuristic METHOD or placement FILE to start from")
+    so.add_argument("--warm-start", metavar="METHOD|FILE|auto|none",
+                    help="MIP methods: heuristic METHOD or placement FILE to start from, 'auto' (the best "
+                         "heuristic in a small share of the time; the default) or 'none' (no start)")
     so.add_argument("--evaluations", type=_number(int, 1, "--evaluations"), metavar="N",
                     help="evaluation budget of the ordering searches (methods whose function takes it)")
     so.add_argument("--seed", type=int, metavar="N", help="random seed of the heuristics that draw (default: 0)")

@@ -69,7 +69,7 @@ def tiny(seed: int, n: int, cpus: int, training: bool = False) -> Problem:
 
 def test_accelerators_cpu_instance():
     problem, optimum = testing.accelerators_cpu()
-    result = solve(problem, formulation="chain", solver="highs", time_limit=20)
+    result = solve(problem, formulation="chain", solver="highs", time_limit=20, warm_start="none")  # the model's proof
     assert result.objective == pytest.approx(optimum)
     assert result.bound == pytest.approx(optimum, rel=1e-6)
 
@@ -170,9 +170,10 @@ def test_the_target_is_the_solvers_cutoff(monkeypatch):
                         or real(model, solver, options, start))
     problem, optimum = testing.accelerators_cpu()
     scale = compile(chain_problem(problem, optimum), "chain").objective_scale
-    above = solve(chain_problem(problem, optimum * 1.01), formulation="chain", solver="highs", time_limit=20)
+    above = solve(chain_problem(problem, optimum * 1.01), formulation="chain", solver="highs", time_limit=20,
+                  warm_start="none")  # the target's cutoff alone, not a start's
     assert above.status is Status.OPTIMAL and above.objective == pytest.approx(optimum)
-    solve(problem, formulation="chain", solver="highs", time_limit=20)
+    solve(problem, formulation="chain", solver="highs", time_limit=20, warm_start="none")
     assert seen[0] * scale == pytest.approx(optimum * 1.01 * (1 + CUTOFF_SLACK), rel=1e-12) and seen[1] is None
     assert 0 < CUTOFF_SLACK <= 1e-6
 

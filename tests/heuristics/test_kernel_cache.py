@@ -230,6 +230,22 @@ def test_the_work_balanced_slicing_under_a_limit_runs_python_kernels_on_a_cold_c
     assert _printed(code, tmp_path) == ["balanced", "[0,", "1]", "False", "False"]
 
 
+def test_the_fallback_split_under_a_deadline_runs_python_kernels_on_a_cold_cache(tmp_path):
+    """A solve builds its fallback split before its start (held_split), under a deadline but outside any method's
+    run: on a cold cache its work-balanced slicing compiled every kernel there, 11-13 s before a 30 s throughput solve
+    of GPT-3's 217 ops at load 7, and the start's race then had too little left to finish pipedream's path DP (the
+    answer: greedy's 12.744, where the path DP finds 7.611). Its deadline is a time limit: numba is not loaded."""
+    code = ("from placement_dsl import testing\nfrom placement_dsl.cluster import Cluster\n"
+            "from placement_dsl.deadline import Deadline\nfrom placement_dsl.evaluate import CostModel\n"
+            "from placement_dsl.heuristics import jit, kernel_cache\n"
+            "from placement_dsl.heuristics.fallback import fallback\n"
+            "kernel_cache.compile_in_background = lambda: False\n"
+            "g = testing.chain_graph([3, 1, 4, 1, 5, 9, 2, 6])\n"
+            "r = fallback('fallback', g, Cluster.accelerators(2), CostModel(), 'held', deadline=Deadline(30.0))\n"
+            "import sys\nprint(r.info['fallback'], jit.is_compiled(), 'numba' in sys.modules)\n")
+    assert _printed(code, tmp_path) == ["balanced", "False", "False"]
+
+
 def test_the_work_balanced_slicing_of_a_short_call_runs_python_kernels_whatever_the_cache(tmp_path):
     """A short certify builds the slicing in its own process without loading numba (1.2 s at load 7 on 20,000 ops,
     where the loops take 0.2 s): here even a policy that compiles in the call loads nothing."""

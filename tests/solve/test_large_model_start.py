@@ -234,3 +234,33 @@ def test_a_model_built_within_a_second_is_searched_whatever_the_ratio_asked(monk
     else:
         with pytest.raises(BudgetSpent, match="searched"):
             sizing.check_fits(problem, get("auto", problem), clock, clock.left(), per)
+
+
+@pytest.mark.parametrize("warm_start", [None, "none"])
+def test_a_small_throughput_model_with_no_start_asked_for_starts_from_auto(monkeypatch, warm_start) -> None:
+    """GPT-3 of 217 ops onto 16 stages, 30 s, no start: HiGHS found no incumbent of a quickly built model and the
+    answer was greedy's split 12.744 where the linearized DP finds 7.1019 in about a second. No start asked
+    for is "auto" for a small model too (in its small share); ``"none"`` asks for no start and gets the fallback split."""
+    import placement_dsl.solve as solve_module
+    from placement_dsl import stopped
+    from placement_dsl.solvers import SolverOutcome, Status
+
+    monkeypatch.setattr(stopped, "build_seconds", lambda problem, form, loaded=True: 1e-3)  # small for the time
+    monkeypatch.setattr(solve_module, "solve_model",
+                        lambda model, solver, options, start=None: SolverOutcome(Status.TIME_LIMIT_NO_SOLUTION, None,
+                                                                                 1e-3, False, solver))
+    problem, optimum = testing.chain()  # greedy and one device: 8; the DP: 5
+    result = solve(problem, time_limit=LIMIT, warm_start=warm_start)
+    if warm_start is None:
+        assert result.found_by.startswith("warm start (auto") and result.objective == pytest.approx(optimum)
+    else:
+        assert result.found_by.startswith("fallback")  # the balanced split, not a start
+
+
+def test_no_start_asked_for_means_auto_for_every_objective_and_none_means_no_start() -> None:
+    from placement_dsl.starts import AUTO, NONE
+    from placement_dsl.stopped import start_spec
+
+    problem, _ = testing.chain()
+    assert start_spec(problem, None) == AUTO and start_spec(problem, NONE) is None
+    assert start_spec(problem, "dpl") == "dpl" and resolve(problem, NONE).placement is None

@@ -159,7 +159,7 @@ def test_windows_need_chain_and_a_warm_start():
     with pytest.raises(SpecError, match="'throughput' takes no options \\['windows'\\]"):
         solve(problem, formulation="throughput", warm_start="dp", options={"windows": True})
     with pytest.raises(SpecError, match="windows=True"):
-        solve(problem, formulation="chain", options={"windows": True})
+        solve(problem, formulation="chain", warm_start="none", options={"windows": True})
 
 
 def test_windowed_chain_certifies_the_dp_class():

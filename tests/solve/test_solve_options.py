@@ -43,6 +43,6 @@ def test_the_windows_keyword_is_deprecated_and_still_works():
     problem, _ = testing.accelerators_cpu()
     with pytest.warns(DeprecationWarning, match=r"solve\(windows=\.\.\.\) is deprecated; give options="), \
             pytest.raises(SpecError, match="windows=True needs a warm start"):
-        solve(problem, formulation="chain", windows=True)
+        solve(problem, formulation="chain", warm_start="none", windows=True)
     with pytest.warns(DeprecationWarning), pytest.raises(SpecError, match=r"windows 'yes': give True"):
         solve(problem, formulation="chain", windows="yes")

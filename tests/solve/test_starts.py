@@ -158,9 +158,10 @@ def test_a_makespan_solve_without_a_start_starts_from_auto():
     assert result.start_objective is not None and result.objective == pytest.approx(optimum)
 
 
-def test_a_throughput_solve_without_a_start_has_none():
-    problem, _ = testing.chain()
-    assert solve(problem, time_limit=20).start_objective is None
+def test_a_throughput_solve_without_a_start_asked_for_starts_from_auto_and_none_asks_for_none():
+    problem, optimum = testing.chain()
+    assert solve(problem, time_limit=20).start_objective == pytest.approx(optimum)  # the DP's optimum
+    assert solve(problem, time_limit=20, warm_start="none").start_objective is None
 
 
 def test_placements_mappings_and_files_resolve_alike(tmp_path):

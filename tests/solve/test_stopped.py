@@ -44,7 +44,7 @@ def test_a_search_without_a_solution_keeps_the_closed_form_bound_when_its_own_is
 def test_a_search_without_a_solution_or_a_start_answers_the_fallback_split(monkeypatch):
     problem, optimum = testing.chain()
     monkeypatch.setattr(solve_module, "solve_model", _no_solution(None))
-    result = solve(problem, time_limit=30)
+    result = solve(problem, time_limit=30, warm_start="none")  # no start: the fallback split is what is left
     assert problem.is_valid(result.placement)
     assert result.found_by.startswith("fallback (") and 0 < result.bound <= optimum <= result.objective
     assert result.status is (Status.OPTIMAL if result.bound == pytest.approx(result.objective, rel=1e-9)
@@ -127,7 +127,7 @@ def test_a_search_without_a_start_is_backed_by_the_fallback_split_built_before_i
 
     problem, optimum = testing.chain()
     monkeypatch.setattr(solve_module, "solve_model", run)
-    result = solve(problem, time_limit=30)
+    result = solve(problem, time_limit=30, warm_start="none")
     assert result.placement is not None and problem.is_valid(result.placement)
     assert result.found_by.startswith("fallback (") and result.objective >= optimum
 
