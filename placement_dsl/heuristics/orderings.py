@@ -137,11 +137,13 @@ def _next_generation(state: SearchState, cfg: BrkgaConfig, rng: np.random.Genera
 
 def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Generator,
                  initial: np.ndarray | None = None, deadline: float | None = None,
-                 objective: Callable[[np.ndarray], float] | None = None) -> SearchState:
+                 objective: Callable[[np.ndarray], float] | None = None,
+                 label: tuple[str, str] = ("brkga", "best")) -> SearchState:
     """Minimize ``fitness`` over random keys in ``[0, 1]^n`` within ``cfg.evaluations`` decodes; no decode
     starts after ``deadline`` (``time.monotonic()``) but the first population's first row. Each generation
-    reports as ``best`` the ``objective`` of its best keys (the cost model's, where the fitness is a
-    decoder's value: computed when the best keys change), else their fitness."""
+    reports, as ``label`` (the method, the figure's name), the ``objective`` of its best keys (the cost model's,
+    where the fitness is a decoder's value: computed when the best keys change), else their fitness (a search
+    whose fitness is no objective names it otherwise: the linear arrangements' ``arrangement``)."""
     P = min(cfg.population, cfg.evaluations)
     keys = rng.random((P, n))
     if initial is not None:
@@ -161,7 +163,7 @@ def brkga_search(fitness: Fitness, n: int, cfg: BrkgaConfig, rng: np.random.Gene
         if objective is not None and (shown is None or state.history[-1] < shown[0]):
             shown = (state.history[-1], objective(state.keys[int(np.argmin(state.values))]))
         best = state.history[-1] if shown is None else shown[1]
-        report("brkga", generation=len(state.history), evaluations=state.evaluations, best=best)
+        report(label[0], generation=len(state.history), evaluations=state.evaluations, **{label[1]: best})
     return state
 
 
@@ -394,7 +396,8 @@ def _mla(graph: Graph, cluster: Cluster, model: CostModel | None, seed: int | No
     began = time.monotonic()
     decode(first)  # the initial order's slicing: the answer to beat, and what one slicing costs here
     search_at = None if at is None else at - SLICING_RESERVE * (time.monotonic() - began)
-    state = brkga_search(fitness, graph.n, cfg, np.random.default_rng(seed), first[None, :], search_at)
+    state = brkga_search(fitness, graph.n, cfg, np.random.default_rng(seed), first[None, :], search_at,
+                         label=(method, "arrangement"))
     best = state.keys[int(np.argmin(state.values))]
     if decode.order is not None and not np.array_equal(slicer.order(best), decode.order):
         decode(best, decode.value)  # cut off at the initial order's value: only a better slicing is kept
