@@ -257,8 +257,8 @@ def _run_jobs(rank: int, prepared: list[Prepared]) -> list[dict]:
     medians over the steps after the first and its stage timed alone (:meth:`_Running.result`). A job's steps spread
     over the whole run, so a load that changes while the jobs run moves every split's CPU time alike: run one job
     after the other, the example CNN's ``parameters`` split, measured last as the ranks' slowdown fell from 6.8 to
-    1.5, spent 26 % less CPU time per micro-batch on its first stage than the calibration fitted on our split,
-    measured first, priced it."""
+    1.5, had its first stage priced 26 % over its CPU time per micro-batch (of that time) by the calibration fitted
+    on our split, measured first."""
     running = [_Running.of(rank, p) for p in prepared]
     for i, j in turns([p.job["steps"] + 1 for p in prepared]):
         running[j].step(i, rank)
