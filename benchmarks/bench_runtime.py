@@ -24,7 +24,10 @@ the profile's), a stage's fixed time per op it runs and its fixed time per micro
 and the runtime pay per chunk whatever the stage's modules cost; :func:`placement_dsl.profile.stage_costs_of`).
 The rest is measured: the link (ping-pong), and beside
 every step the same schedule on stages that do no work (the runtime's own cost, read through the simulator as
-a time per task) and the ranks' compute run at once (the wall-clock slowdown of a loaded machine).
+a time per task) and the ranks' compute run at once (the wall-clock slowdown of a loaded machine). Every job (each
+model's three splits, and the calibration's splits at one sample per micro-batch) steps in turn, one step of each per
+round in alternating order (``pipeline_ranks.turns``), so that the load of a shared machine, which changes over the
+minutes a run takes, falls on every split alike rather than on the split that happened to run first.
 
 Then one row per schedule with virtual stages (``--virtual``, on by default): interleaved 1F1B,
 ZB-H1 and ZBV from the exported schedule CSV over 4 virtual stages on the 2 ranks

@@ -136,15 +136,31 @@ def prepare(job: dict, quick: bool, world: int) -> Prepared:
 
 
 def worker(rank: int, world: int, port: int, prepared: list[Prepared], out_dir: str) -> None:
-    """One pipeline rank: for each job run its schedules' steps, check the output, time the stage."""
+    """One pipeline rank: the jobs' steps in turn (:func:`_run_jobs`), each output checked, each stage timed."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        results = [_run_job(rank, p) for p in prepared]
+        results = _run_jobs(rank, prepared)
     finally:
         dist.destroy_process_group()
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+
+
+def turns(steps: list[int]) -> list[tuple[int, int]]:
+    """``(round, job)`` in the order the jobs step: round ``r`` steps every job that has a step ``r`` (job ``j`` has
+    ``steps[j]``), in order in even rounds and in reverse in odd ones, so that load which drifts over a run (a machine
+    shared with other work) falls alike on every job, as in :func:`interleaved_rounds`.
+
+    >>> turns([2, 3])
+    [(0, 0), (0, 1), (1, 1), (1, 0), (2, 1)]
+    """
+    return [(r, j) for r in range(max(steps, default=0)) for j in _in_turn(r, len(steps)) if r < steps[j]]
+
+
+def _in_turn(r: int, jobs: int) -> range:
+    """The jobs of round ``r`` in the order they step: forward in even rounds, reversed in odd ones."""
+    return range(jobs) if r % 2 == 0 else range(jobs - 1, -1, -1)
 
 
 def _schedule(name: str, stage: Any, job: dict) -> Any:
@@ -169,52 +185,84 @@ def _timed_step(schedule: Any, rank: int, x: torch.Tensor, target: torch.Tensor,
     return 1e3 * (time.perf_counter() - start) / m, 1e3 * (time.thread_time() - cpu) / m, y
 
 
-def _run_job(rank: int, p: Prepared) -> dict:
-    """Each schedule's steps on the job's stages; after each, a step of the same schedule on :class:`Idle` stages
-    (the runtime's own cost) and the ranks' compute at once (the machine's slowdown), so that all three see the
-    same load; medians over the steps after the first, of the wall clock (``_ms``) and of the rank's CPU time
-    (``_cpu_ms``); the slowdown unless the job says ``"slowdown": False``. Then the stage times alone (the fastest of
-    the job's ``repeat`` runs; none without)."""
-    job, m = p.job, p.job["microbatches"]
-    stage = p.pipe.build_stage(rank, torch.device("cpu"))
-    world = dist.get_world_size()
-    idle = p.idle.build_stage(rank, torch.device("cpu"))
-    idle_x, idle_target = idle_batch(len(p.x))
-    mb = job["microbatch"]
-    forward, backward = _stage_pass(p.pipe, rank, p.x[:mb], p.target[:mb])
-    last = rank == world - 1
-    out: dict[str, Any] = {"model": job["model"], "rank": rank}
-    for name in job["schedules"]:
-        schedule, idle_schedule = _schedule(name, stage, job), _schedule(name, idle, job)
-        steps, idle_steps, cpu, idle_cpu, slowdown = [], [], [], [], []
-        for i in range(job["steps"] + 1):
+@dataclass
+class _Running:
+    """One job on one rank: its stage's and the idle stages' schedules, the steps' times so far, its results."""
+
+    prepared: Prepared
+    schedules: dict[str, tuple[Any, Any]]  # per schedule name: the stage's and the idle stages' schedule
+    forward: Any  # the stage's pass on one micro-batch (:func:`_stage_pass`), for the slowdown and the stage alone
+    backward: Any
+    idle_batch: tuple[torch.Tensor, torch.Tensor]  # the idle stages' input and target
+    times: dict[str, list[float]]
+    out: dict[str, Any]
+
+    @staticmethod
+    def of(rank: int, p: Prepared) -> _Running:
+        stage = p.pipe.build_stage(rank, torch.device("cpu"))
+        idle = p.idle.build_stage(rank, torch.device("cpu"))
+        mb = p.job["microbatch"]
+        forward, backward = _stage_pass(p.pipe, rank, p.x[:mb], p.target[:mb])
+        schedules = {name: (_schedule(name, stage, p.job), _schedule(name, idle, p.job)) for name in p.job["schedules"]}
+        times = {f"{name}_{what}": [] for name in schedules for what in ("step", "idle", "cpu", "idle_cpu", "slowdown")}
+        return _Running(p, schedules, forward, backward, idle_batch(len(p.x)), times,
+                        {"model": p.job["model"], "rank": rank})
+
+    def step(self, i: int, rank: int) -> None:
+        """Step ``i`` of each of the job's schedules: the job's step, then a step of the same schedule on
+        :class:`Idle` stages (the runtime's own cost) and the ranks' compute at once (the machine's slowdown), so that
+        all three see the same load; on the last rank the first step's output is checked against the unsplit
+        model's."""
+        p, m = self.prepared, self.prepared.job["microbatches"]
+        idle_x, idle_target = self.idle_batch
+        for name, (schedule, idle_schedule) in self.schedules.items():
             ms, ms_cpu, y = _timed_step(schedule, rank, p.x, p.target, m)
-            steps.append(ms), cpu.append(ms_cpu)
+            self.times[f"{name}_step"].append(ms), self.times[f"{name}_cpu"].append(ms_cpu)
             ms, ms_cpu, _ = _timed_step(idle_schedule, rank, idle_x, idle_target, m)
-            idle_steps.append(ms), idle_cpu.append(ms_cpu)
-            if job.get("slowdown", True):
+            self.times[f"{name}_idle"].append(ms), self.times[f"{name}_idle_cpu"].append(ms_cpu)
+            if p.job.get("slowdown", True):
                 dist.barrier()  # every rank at once, as in a step
-                slowdown.append(busy_slowdown(lambda: backward(forward()), m))
-            if i == 0 and last:
+                self.times[f"{name}_slowdown"].append(busy_slowdown(lambda: self.backward(self.forward()), m))
+            if i == 0 and rank == dist.get_world_size() - 1:
                 with torch.no_grad():
                     want = p.model(p.x)
-                out[f"{name}_max_abs_diff"] = float((y.detach() - want).abs().max())
-                out[f"{name}_allclose"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
-        out[f"{name}_step_ms"] = statistics.median(steps[1:])
-        out[f"{name}_idle_ms"] = statistics.median(idle_steps[1:])
-        out[f"{name}_cpu_ms"] = statistics.median(cpu[1:])
-        out[f"{name}_idle_cpu_ms"] = statistics.median(idle_cpu[1:])
-        if slowdown:
-            out[f"{name}_slowdown"] = statistics.median(slowdown[1:])
-    if not job.get("repeat"):  # a job without ``repeat`` is not timed alone
-        return out
-    for turn in range(world):  # one rank at a time: the ranks share the machine's cores
+                self.out[f"{name}_max_abs_diff"] = float((y.detach() - want).abs().max())
+                self.out[f"{name}_allclose"] = bool(torch.allclose(y.detach(), want, rtol=1e-4, atol=1e-5))
+
+    def result(self, rank: int) -> dict:
+        """Medians over the steps after the first, of the wall clock (``_ms``) and of the rank's CPU time
+        (``_cpu_ms``); the slowdown unless the job says ``"slowdown": False``. Then the stage times alone (the fastest
+        of the job's ``repeat`` runs; none without), one rank at a time: the ranks share the machine's cores."""
+        out, job = self.out, self.prepared.job
+        for name in self.schedules:
+            for key, what in (("step_ms", "step"), ("idle_ms", "idle"), ("cpu_ms", "cpu"), ("idle_cpu_ms", "idle_cpu"),
+                              ("slowdown", "slowdown")):
+                if self.times[f"{name}_{what}"]:
+                    out[f"{name}_{key}"] = statistics.median(self.times[f"{name}_{what}"][1:])
+        if not job.get("repeat"):  # a job without ``repeat`` is not timed alone
+            return out
+        p, mb = self.prepared, job["microbatch"]
+        for turn in range(dist.get_world_size()):
+            dist.barrier()
+            if turn == rank:
+                fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
         dist.barrier()
-        if turn == rank:
-            fw, bw = _stage_times(p.pipe, rank, p.x[:mb], p.target[:mb], job["repeat"])
-    dist.barrier()
-    out.update(forward_ms=fw, backward_ms=bw)
-    return out
+        out.update(forward_ms=fw, backward_ms=bw)
+        return out
+
+
+def _run_jobs(rank: int, prepared: list[Prepared]) -> list[dict]:
+    """Every job's schedules stepped in turn (:func:`turns`: one step of each job per round, the jobs in order and
+    then in reverse), each step beside a step of idle stages and the slowdown (:meth:`_Running.step`); per job its
+    medians over the steps after the first and its stage timed alone (:meth:`_Running.result`). A job's steps spread
+    over the whole run, so a load that changes while the jobs run moves every split's CPU time alike: run one job
+    after the other, the example CNN's ``parameters`` split, measured last as the ranks' slowdown fell from 6.8 to
+    1.5, had its first stage priced 26 % over its CPU time per micro-batch (of that time) by the calibration fitted
+    on our split, measured first."""
+    running = [_Running.of(rank, p) for p in prepared]
+    for i, j in turns([p.job["steps"] + 1 for p in prepared]):
+        running[j].step(i, rank)
+    return [r.result(rank) for r in running]
 
 
 def execute(jobs: list[dict], quick: bool, world: int = 2) -> list[list[dict]]:
@@ -260,7 +308,7 @@ def _rounds_worker(rank: int, world: int, port: int, prepared: list[Prepared], r
         first, mb, slowdown = prepared[0], prepared[0].job["microbatch"], []
         forward, backward = _stage_pass(first.pipe, rank, first.x[:mb], first.target[:mb])
         for r in range(rounds + 1):  # round 0 warms up and is dropped
-            order = range(len(prepared)) if r % 2 == 0 else range(len(prepared) - 1, -1, -1)
+            order = _in_turn(r, len(prepared))
             for s in names:
                 for j in (*order, -1):
                     x, target = (idle_x, idle_target) if j < 0 else (prepared[j].x, prepared[j].target)

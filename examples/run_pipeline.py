@@ -21,7 +21,9 @@ stage) also run at ``SMALL`` samples per micro-batch, where the compute shrinks 
 the fit tells them apart. Beside every step the same schedule runs on
 stages that do no work (``IdleNet``: the runtime's own cost per task,
 :func:`placement_dsl.profile.runtime_overhead`) and the ranks' compute runs at once (the machine's wall-clock
-slowdown), so no step is fitted on.
+slowdown), so no step is fitted on. The jobs (each model's split at both sizes and the lopsided one) step in turn,
+one step of each per round (:func:`pipeline_ranks.turns`), so that a load that changes during the run falls on them
+alike.
 
 Last, each model is placed again on the calibrated costs (every op's time times the factor plus the time per op, and
 the fixed time per stage, which the DP prices; ``--calibration-out FILE`` writes them for ``placement-dsl import

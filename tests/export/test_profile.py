@@ -437,3 +437,24 @@ def test_a_module_called_around_another_gets_its_profiled_time_on_both_calls(tmp
     back = [op for op in train.ops if op.backward and op.attrs.get("call_of", op.attrs.get("module")) == "act"]
     assert len(back) == 2
     assert sum(op.work["accelerator"] for op in back) == pytest.approx(float(rows["act"]["backward_ms"]), rel=1e-3)
+
+
+def test_the_modules_are_timed_in_turns_so_a_burst_of_load_slows_one_round_not_one_module(monkeypatch):
+    """A clock that runs 10x slower for its first 24 readings (a burst of other work on a shared machine): timed one
+    module after the other, the first module's three runs of each of its four timings (2 readings each) all fell in
+    the burst and its fastest read 10 ms; in turns the burst covers one and a half rounds, and every module's fastest
+    run is outside it."""
+    torch = pytest.importorskip("torch")
+    readings = {"n": 0, "now": 0.0}
+
+    def clock() -> float:
+        readings["n"] += 1
+        readings["now"] += 0.010 if readings["n"] <= 24 else 0.001
+        return readings["now"]
+
+    monkeypatch.setitem(profile.CLOCKS, "wall", clock)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    rows = profile.profile_module(model, (torch.randn(2, 4),), depth=1, repeat=3, warmup=0, clock="wall")
+    assert [r.module for r in rows] == ["0", "1"]
+    for r in rows:
+        assert [r.forward_ms, r.backward_ms, r.input_grad_ms, r.weight_grad_ms] == pytest.approx([1.0] * 4), r
