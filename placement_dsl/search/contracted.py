@@ -12,7 +12,8 @@ graph finds it valid and better.
 * The **coarse solve** (``free=None``): every interval may move, intervals of at most ``cap`` ops, the
   cap as small as the model's build and search for the step's time allow (:func:`placement_dsl.sizing.fitting_ops`).
 * An **LNS step** (``free`` a window of ops): the window's ops stay single and free, every other
-  interval is as long as the incumbent allows and pinned where the incumbent runs it.
+  interval is as long as the incumbent allows (one device, no transfer in or out but at its ends:
+  :func:`crossing`) and pinned where the incumbent runs it.
 
 Intervals of a topological order are convex, so a coarse placement is a placement of the whole graph
 and a contiguous coarse placement expands to a contiguous one. A coarse model's bound is no bound for
@@ -52,7 +53,10 @@ SEARCH_PER_BUILD = 10.0  # seconds of search a step's coarse model asks per seco
 CPSAT_OPS = 60  # the coarse size of a makespan step with CP-SAT (its interval model is not sized by nonzeros)
 CPSAT_WINDOW_OPS = 500  # the most coarse ops of a CP-SAT window step: the ops outside the window stay in runs of the
 # incumbent's devices along its order, and on a 1,000-task sheet (3,116 ops, 5 devices) those runs left 1,915 coarse
-# ops; CP-SAT's step took 15 s of a 60 s solve's 16 s of windows and answered 45.1 where its warm start held 26.0
+# ops; CP-SAT's step took 15 s of a 60 s solve's 16 s of windows and answered 45.1 where its warm start held 26.0 (a
+# hint the runs' merged transfers made slower, :func:`crossing`). Runs cut at transfers keep the hint's makespan, but
+# CP-SAT did not improve it on more ops: a 5,057-op GPT's 733 coarse ops held 25.92 for a 15 s step, and at a limit
+# of 800 its windows took 21.2 s of a 60 s solve, which answered 25.9337 where schedule-ls's rounds reached 25.9182
 OVERSIZED = "the window's contraction keeps"  # how a step skipped for CPSAT_WINDOW_OPS says so: where the ops outside
 # any window alone are more coarse ops than that; a window whose contraction passes it is shortened until it fits
 CHILD = 2.5  # seconds a CP-SAT step's solve runs past its limit: its child process starts (OR-Tools' import), answers
@@ -96,7 +100,8 @@ def intervals(problem: Problem, incumbent: Placement, free: np.ndarray | None, t
     g = problem.graph
     seq, dev = order(problem, incumbent), np.asarray(incumbent.assign)
     if free is not None:
-        return runs(g, seq, dev, free, g.n)
+        begins, ends = crossing(problem, incumbent, free)
+        return runs(g, seq, dev, free, g.n, begins, ends)
     single = np.zeros(g.n, dtype=bool)
     if len(runs(g, seq, dev, single, g.n)) > target:  # the incumbent changes devices too often: plain intervals
         dev = np.zeros(g.n, dtype=np.int64)
@@ -105,6 +110,22 @@ def intervals(problem: Problem, incumbent: Placement, free: np.ndarray | None, t
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if len(runs(g, seq, dev, single, mid)) <= target else (mid + 1, hi)
     return runs(g, seq, dev, single, lo)
+
+
+def crossing(problem: Problem, incumbent: Placement, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ops that receive and those that send a tensor that may cost a transfer in a window step: on an edge whose
+    ends the incumbent runs on two devices or that touches the window (``free``, a mask). A run of a window step
+    begins at such a receiver and ends after such a sender, and its coarse op sends only such outputs
+    (:func:`~placement_dsl.coarsen.contract`'s ``senders``): a run that takes an input or sends an output midway
+    would wait for its inputs at its first op and hold its outputs to its last, and send every member's output to
+    each consumer. On a 5,057-op GPT the incumbent's schedule on such a contraction lasted 99.5 where it lasted
+    25.93, and CP-SAT started from that; on this one it lasts 25.92."""
+    g, a = problem.graph, np.asarray(incumbent.assign)
+    cross = (a[g.src] != a[g.dst]) | free[g.src] | free[g.dst]
+    begins, ends = np.zeros(g.n, dtype=bool), np.zeros(g.n, dtype=bool)
+    begins[g.dst[cross]] = True
+    ends[g.src[cross]] = True
+    return begins, ends
 
 
 def mapped(incumbent: Placement, groups: list[list[int]]) -> np.ndarray:
@@ -234,7 +255,8 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
             mask = _mask(problem.graph.n, window)
             groups = intervals(problem, incumbent, mask, target)
         try:
-            coarsening = contract(problem.graph, groups)
+            coarsening = contract(problem.graph, groups,
+                                  senders=None if mask is None else crossing(problem, incumbent, mask)[1])
             pinned = [] if mask is None else [k for k, group in enumerate(groups) if not mask[group[0]]]
             small = coarse_problem(problem, coarsening, pinned, incumbent, cluster)
         except PlacementError as err:
@@ -299,4 +321,4 @@ def remaining(deadline: float) -> float:
     return max(0.0, deadline - time.perf_counter())
 
 
-__all__ = ["coarse_problem", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]
+__all__ = ["coarse_problem", "crossing", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]
