@@ -224,12 +224,15 @@ def coarsen(graph: Graph, rules: Sequence[FusionRule] = DEFAULT_RULES,
 
 
 # ---------------------------------------------------------------------------- contraction of intervals
-def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "") -> Coarsening:
+def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "",
+             senders: np.ndarray | None = None) -> Coarsening:
     """The coarse graph of ``groups``, a partition of the ops into intervals of one topological order (members in
     that order; groups in it too). A group of one op keeps it; a larger one becomes one op doing the members'
     work back to back (:func:`_merged`) whose output is the sum of the members' outputs that leave it (every
-    consumer outside gets it). Raises :class:`SpecError` when a group has no device kind that runs every member
-    or the groups do not partition the ops."""
+    consumer outside gets it), or of those among ``senders`` (a mask of ops) only: a caller that knows which
+    outputs cost a transfer (the others reach consumers on the same device) counts those alone. Raises
+    :class:`SpecError` when a group has no device kind that runs every member or the groups do not partition the
+    ops."""
     of = np.full(graph.n, -1, dtype=np.int64)
     for c, group in enumerate(groups):
         of[list(group)] = c
@@ -238,6 +241,8 @@ def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "") -> C
     leaves = of[graph.src] != of[graph.dst]
     sends = np.zeros(graph.n, dtype=bool)
     sends[graph.src[leaves]] = True
+    if senders is not None:
+        sends &= senders
     ops = []
     for c, group in enumerate(groups):
         if len(group) == 1:
@@ -254,10 +259,14 @@ def contract(graph: Graph, groups: Sequence[Sequence[int]], name: str = "") -> C
     return Coarsening(graph, coarse, tuple(tuple(int(v) for v in group) for group in groups), (None,) * len(groups))
 
 
-def runs(graph: Graph, order: Sequence[int], device: np.ndarray, single: np.ndarray, cap: int) -> list[list[int]]:
+def runs(graph: Graph, order: Sequence[int], device: np.ndarray, single: np.ndarray, cap: int,
+         begins: np.ndarray | None = None, ends: np.ndarray | None = None) -> list[list[int]]:
     """``order`` (a topological order) cut into intervals: a new one starts at an op that is ``single`` (it stays
-    alone), after one, when the device changes, when the interval holds ``cap`` ops, or where the colocation groups
-    of its members would be two (a group of one op is none)."""
+    alone), after one, when the device changes, when the interval holds ``cap`` ops, where the colocation groups
+    of its members would be two (a group of one op is none), at an op of ``begins`` and after one of ``ends``
+    (masks of ops; default none)."""
+    begins = np.zeros(graph.n, dtype=bool) if begins is None else begins
+    ends = np.zeros(graph.n, dtype=bool) if ends is None else ends
     counts = Counter(op.group for op in graph.ops)
     out: list[list[int]] = []
     current: list[int] = []
@@ -265,6 +274,7 @@ def runs(graph: Graph, order: Sequence[int], device: np.ndarray, single: np.ndar
     for v in order:
         op_group = graph.ops[v].group if counts[graph.ops[v].group] > 1 else None
         if current and (single[v] or single[current[-1]] or device[v] != device[current[-1]] or len(current) >= cap
+                        or begins[v] or ends[current[-1]]
                         or (op_group is not None and group is not None and op_group != group)):
             out.append(current)
             current, group = [], None

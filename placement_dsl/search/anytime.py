@@ -13,8 +13,9 @@ objectives) improves an incumbent until a deadline by contracted steps
    contracted and pinned where the incumbent runs it; windows slide with half overlap and double after
    a pass without improvement, then come at random; until the deadline, or, with ``patience``, until that
    many steps in a row found nothing (the caller has a better use for the time: on GPT-3 330M the windows
-   found nothing in 181 s of a 300 s solve), or at once where a window's CP-SAT model is larger than
-   :data:`~.contracted.CPSAT_WINDOW_OPS` (the ops outside every window alone are that many coarse ops).
+   found nothing in 181 s of a 300 s solve); a window whose CP-SAT model is larger than
+   :data:`~.contracted.CPSAT_WINDOW_OPS` is shortened until it fits, and the search ends at once where the ops
+   outside any window alone are more coarse ops than that.
 
 Each step is kept only when the cost model on the full graph finds it valid and better, so the answer is
 never worse than the start. No bound comes out of it: a contracted model's bound holds for its
@@ -51,6 +52,9 @@ STEP_SECONDS = 15.0  # a window's re-solve, at most
 MIN_STEP = 2.0  # seconds below which no step starts
 SLACK = 1.0  # seconds a step's solve may run past its limit (reading the answer back, the checks), kept free
 SEARCH_SECONDS = 60.0  # the time limit when none is given
+EXPAND_EVALS = 12.0  # a step's expansion and scores of its answer (:func:`~.contracted.step`'s ``after``), in
+# evaluations of the start, until a step measures its own: 0.47 s where the start's took 0.05 s (a 5,057-op GPT),
+# where the fixed 1 ms per op kept 5.1 s of each step and skipped the coarse step of a 23 s search
 
 
 def coarse_seconds(left: float) -> float:
@@ -93,11 +97,15 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
     t0 = time.perf_counter()
     deadline = t0 + seconds
     solver = solver or sub_solver(problem)
+    began = time.perf_counter()
     incumbent, best = start, problem.evaluate(start).objective
+    after = EXPAND_EVALS * (time.perf_counter() - began)  # a step's expansion and scores, till one is measured
     info: dict[str, Any] = {"start": best, "steps": 0, "improvements": 0, "coarse_seconds": 0.0, "lns_seconds": 0.0}
     if coarse and remaining(deadline) >= MIN_STEP:
         seconds_coarse = coarse_seconds(remaining(deadline))
-        found, info["coarse"] = step(problem, incumbent, None, seconds_coarse, coarse_solver(solver, seconds_coarse))
+        found, info["coarse"] = step(problem, incumbent, None, seconds_coarse, coarse_solver(solver, seconds_coarse),
+                                     after=after)
+        after = max(after, info["coarse"].get("expand_seconds", 0.0))
         info["steps"] += 1
         if found is not None:
             incumbent, best, info["improvements"] = found, problem.evaluate(found).objective, 1
@@ -110,7 +118,8 @@ def search(problem: Problem, start: Placement, seconds: float, *, seed: int | No
             seconds_left = remaining(deadline)
             if seconds_left < MIN_STEP + SLACK or (patience is not None and idle >= patience):
                 break
-            found, made = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver)
+            found, made = step(problem, incumbent, free, min(step_seconds, seconds_left - SLACK), solver, after=after)
+            after = max(after, made.get("expand_seconds", 0.0))
             info["steps"] += 1
             idle += "skipped" not in made  # a step that built no model tells nothing of the neighbourhood
             if str(made.get("skipped", "")).startswith(OVERSIZED):  # every window's model is as large: the time

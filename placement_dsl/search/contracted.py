@@ -12,7 +12,8 @@ graph finds it valid and better.
 * The **coarse solve** (``free=None``): every interval may move, intervals of at most ``cap`` ops, the
   cap as small as the model's build and search for the step's time allow (:func:`placement_dsl.sizing.fitting_ops`).
 * An **LNS step** (``free`` a window of ops): the window's ops stay single and free, every other
-  interval is as long as the incumbent allows and pinned where the incumbent runs it.
+  interval is as long as the incumbent allows (one device, no transfer in or out but at its ends:
+  :func:`crossing`) and pinned where the incumbent runs it.
 
 Intervals of a topological order are convex, so a coarse placement is a placement of the whole graph
 and a contiguous coarse placement expands to a contiguous one. A coarse model's bound is no bound for
@@ -52,11 +53,17 @@ SEARCH_PER_BUILD = 10.0  # seconds of search a step's coarse model asks per seco
 CPSAT_OPS = 60  # the coarse size of a makespan step with CP-SAT (its interval model is not sized by nonzeros)
 CPSAT_WINDOW_OPS = 500  # the most coarse ops of a CP-SAT window step: the ops outside the window stay in runs of the
 # incumbent's devices along its order, and on a 1,000-task sheet (3,116 ops, 5 devices) those runs left 1,915 coarse
-# ops; CP-SAT's step took 15 s of a 60 s solve's 16 s of windows and answered 45.1 where its warm start held 26.0
-OVERSIZED = "the window's contraction keeps"  # how a step skipped for CPSAT_WINDOW_OPS says so
+# ops; CP-SAT's step took 15 s of a 60 s solve's 16 s of windows and answered 45.1 where its warm start held 26.0 (a
+# hint the runs' merged transfers made slower, :func:`crossing`). Runs cut at transfers keep the hint's makespan, but
+# CP-SAT did not improve it on more ops: a 5,057-op GPT's 733 coarse ops held 25.92 for a 15 s step, and at a limit
+# of 800 its windows took 21.2 s of a 60 s solve, which answered 25.9337 where schedule-ls's rounds reached 25.9182
+OVERSIZED = "the window's contraction keeps"  # how a step skipped for CPSAT_WINDOW_OPS says so: where the ops outside
+# any window alone are more coarse ops than that; a window whose contraction passes it is shortened until it fits
 CHILD = 2.5  # seconds a CP-SAT step's solve runs past its limit: its child process starts (OR-Tools' import), answers
-EXPAND = 1e-3  # seconds per op of the full graph to expand the answer and score its schedules (1 s at 1,137 ops)
-# (a 1,137-op sheet's steps took 13.4 s of 10 and 8.1 s of 5 at load 7, and its 60 s solve ended at 68.9 s)
+EXPAND = 1e-3  # seconds per op of the full graph to expand the answer and score its schedules, where the caller has
+# not measured them (``after``): 1 s at 1,137 ops (a sheet's steps took 13.4 s of 10 and 8.1 s of 5 at load 7, and its
+# 60 s solve ended at 68.9 s), but 0.47 s at 5,057 (a GPT at load 4), where the 5.1 s it kept left the coarse step
+# of a 23 s search 0.6 s, and the step was skipped
 
 
 def sub_solver(problem: Problem) -> str:
@@ -93,7 +100,8 @@ def intervals(problem: Problem, incumbent: Placement, free: np.ndarray | None, t
     g = problem.graph
     seq, dev = order(problem, incumbent), np.asarray(incumbent.assign)
     if free is not None:
-        return runs(g, seq, dev, free, g.n)
+        begins, ends = crossing(problem, incumbent, free)
+        return runs(g, seq, dev, free, g.n, begins, ends)
     single = np.zeros(g.n, dtype=bool)
     if len(runs(g, seq, dev, single, g.n)) > target:  # the incumbent changes devices too often: plain intervals
         dev = np.zeros(g.n, dtype=np.int64)
@@ -102,6 +110,22 @@ def intervals(problem: Problem, incumbent: Placement, free: np.ndarray | None, t
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if len(runs(g, seq, dev, single, mid)) <= target else (mid + 1, hi)
     return runs(g, seq, dev, single, lo)
+
+
+def crossing(problem: Problem, incumbent: Placement, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ops that receive and those that send a tensor that may cost a transfer in a window step: on an edge whose
+    ends the incumbent runs on two devices or that touches the window (``free``, a mask). A run of a window step
+    begins at such a receiver and ends after such a sender, and its coarse op sends only such outputs
+    (:func:`~placement_dsl.coarsen.contract`'s ``senders``): a run that takes an input or sends an output midway
+    would wait for its inputs at its first op and hold its outputs to its last, and send every member's output to
+    each consumer. On a 5,057-op GPT the incumbent's schedule on such a contraction lasted 99.5 where it lasted
+    25.93, and CP-SAT started from that; on this one it lasts 25.92."""
+    g, a = problem.graph, np.asarray(incumbent.assign)
+    cross = (a[g.src] != a[g.dst]) | free[g.src] | free[g.dst]
+    begins, ends = np.zeros(g.n, dtype=bool), np.zeros(g.n, dtype=bool)
+    begins[g.dst[cross]] = True
+    ends[g.src[cross]] = True
+    return begins, ends
 
 
 def mapped(incumbent: Placement, groups: list[list[int]]) -> np.ndarray:
@@ -146,15 +170,19 @@ def sub_cluster(cluster: Cluster, keep: list[int]) -> Cluster:
 
 
 def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds: float,
-         solver: str | None = None, target: int | None = None) -> tuple[Placement | None, dict[str, Any]]:
+         solver: str | None = None, target: int | None = None,
+         after: float | None = None) -> tuple[Placement | None, dict[str, Any]]:
     """One contracted re-solve within ``seconds`` (the whole call): a placement of the full graph that the cost
     model finds valid and better than ``incumbent`` (else ``None``), and what happened (``info``). ``free``: the
     window's ops (in order), or ``None`` for the coarse solve. A coarse model whose estimated build and search
     (:data:`SEARCH_PER_BUILD` times the build) do not fit the time left is contracted further (fewer intervals, a
-    shorter window) first."""
+    shorter window) first, and a window whose CP-SAT model passes :data:`CPSAT_WINDOW_OPS` is shortened until it
+    fits. ``after``: the seconds kept to expand the answer and score it (default :data:`EXPAND` per op), measured
+    in ``info["expand_seconds"]``; ``info["free"]``: the window's ops the model held."""
     t0 = time.perf_counter()
     solver = solver or sub_solver(problem)
-    until = t0 + seconds - (CHILD if solver == "cpsat" else 0.0) - EXPAND * problem.graph.n  # the model's own time
+    after = EXPAND * problem.graph.n if after is None else after
+    until = t0 + seconds - (CHILD if solver == "cpsat" else 0.0) - after  # the model's own time
     if target is None:
         target = CPSAT_OPS if solver == "cpsat" else fitting_ops(problem, get("auto", problem), until - t0,
                                                                  SEARCH_PER_BUILD)
@@ -162,8 +190,10 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
     made = _sized(problem, incumbent, free, target, until, solver)
     if isinstance(made, str):
         return None, {**info, "skipped": made}
-    coarsening, small, start, keep = made
+    coarsening, small, start, keep, window = made
     info["coarse_ops"] = small.graph.n
+    if free is not None:
+        info["free"] = window
     left = until - time.perf_counter()
     if left < 1.0:
         return None, {**info, "skipped": "no time left for the coarse model"}
@@ -176,7 +206,10 @@ def step(problem: Problem, incumbent: Placement, free: list[int] | None, seconds
                 start_refused="warm start refused" in result.message)
     if result.placement is None:
         return None, info
-    return _better(problem, incumbent, coarsening, _on(problem.cluster, keep, result.placement)), info
+    began = time.perf_counter()
+    found = _better(problem, incumbent, coarsening, _on(problem.cluster, keep, result.placement))
+    info["expand_seconds"] = time.perf_counter() - began
+    return found, info
 
 
 def _on(cluster: Cluster, keep: np.ndarray, placement: Placement) -> Placement:
@@ -194,11 +227,13 @@ TRIES = 4  # contractions tried before a step gives up on a model too large for 
 
 
 def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, target: int, until: float,
-           solver: str) -> tuple[Coarsening, Problem, Placement, np.ndarray] | str:
+           solver: str) -> tuple[Coarsening, Problem, Placement, np.ndarray, int] | str:
     """The contraction, its problem (on the incumbent's devices and a spare of each class, :func:`devices`), the
-    incumbent on it and the devices kept, contracted until the model's estimated build and search
-    (:data:`SEARCH_PER_BUILD` times it) fit the time left until ``until`` (``time.perf_counter()``), read after each
-    contraction, which on a large graph takes time of its own (CP-SAT's model is not sized); or why there is none."""
+    incumbent on it, the devices kept and the window's ops kept free, contracted until the model's estimated build
+    and search (:data:`SEARCH_PER_BUILD` times it) fit the time left until ``until`` (``time.perf_counter()``), read
+    after each contraction, which on a large graph takes time of its own; a CP-SAT window (whose model is not sized
+    by its build) shortened until its contraction keeps at most :data:`CPSAT_WINDOW_OPS` ops (each op of the window
+    is one coarse op at most: the excess, dropped from its end, brings it there or near); or why there is none."""
     window = None if free is None else list(free)
     keep = devices(problem, incumbent)
     cluster = sub_cluster(problem.cluster, keep)
@@ -209,15 +244,19 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
             return "no coarse model fits the time"
         if time.perf_counter() >= until:
             return "no time left for the coarse model"
-        mask = None
-        if window is not None:
-            mask = np.zeros(problem.graph.n, dtype=bool)
-            mask[window] = True
+        mask = None if window is None else _mask(problem.graph.n, window)
         groups = intervals(problem, incumbent, mask, target)
-        if mask is not None and solver == "cpsat" and len(groups) > CPSAT_WINDOW_OPS:  # no window contracts it less
-            return f"{OVERSIZED} {len(groups)} ops, more than CP-SAT searches in a step ({CPSAT_WINDOW_OPS})"
+        while window is not None and solver == "cpsat" and len(groups) > CPSAT_WINDOW_OPS:  # a shorter window
+            window = window[:len(window) - (len(groups) - CPSAT_WINDOW_OPS)]  # contracts it less, down to the runs
+            if not window:  # of the ops outside it, which no window contracts
+                return f"{OVERSIZED} {len(groups)} ops, more than CP-SAT searches in a step ({CPSAT_WINDOW_OPS})"
+            if time.perf_counter() >= until:
+                return "no time left for the coarse model"
+            mask = _mask(problem.graph.n, window)
+            groups = intervals(problem, incumbent, mask, target)
         try:
-            coarsening = contract(problem.graph, groups)
+            coarsening = contract(problem.graph, groups,
+                                  senders=None if mask is None else crossing(problem, incumbent, mask)[1])
             pinned = [] if mask is None else [k for k, group in enumerate(groups) if not mask[group[0]]]
             small = coarse_problem(problem, coarsening, pinned, incumbent, cluster)
         except PlacementError as err:
@@ -228,7 +267,7 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
         room = until - time.perf_counter()  # the contraction and its count took time: the clock, read again
         if need <= room:
             start = Placement(small.graph, small.cluster, at[mapped(incumbent, groups)], source="incumbent")
-            return coarsening, small, start, np.asarray(keep, dtype=np.int64)
+            return coarsening, small, start, np.asarray(keep, dtype=np.int64), 0 if window is None else len(window)
         if room <= 0:
             return "no time left for the coarse model"
         shrink = 0.9 * math.sqrt(room / need)
@@ -237,6 +276,13 @@ def _sized(problem: Problem, incumbent: Placement, free: list[int] | None, targe
         else:
             window = window[:min(int(len(window) * shrink), len(window) - 1)]
     return "no coarse model fits the time"
+
+
+def _mask(n: int, window: list[int]) -> np.ndarray:
+    """The window's ops as a mask of the ``n`` ops."""
+    mask = np.zeros(n, dtype=bool)
+    mask[window] = True
+    return mask
 
 
 def _better(problem: Problem, incumbent: Placement, coarsening: Coarsening, coarse: Placement) -> Placement | None:
@@ -275,4 +321,4 @@ def remaining(deadline: float) -> float:
     return max(0.0, deadline - time.perf_counter())
 
 
-__all__ = ["coarse_problem", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]
+__all__ = ["coarse_problem", "crossing", "devices", "intervals", "mapped", "order", "remaining", "step", "sub_solver"]

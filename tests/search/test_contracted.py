@@ -96,8 +96,10 @@ def test_a_window_stays_fine_and_the_rest_is_pinned_in_runs_of_the_incumbent():
     free = np.zeros(problem.graph.n, dtype=bool)
     free[10:20] = True
     groups = contracted.intervals(problem, start, free, 0)
-    assert sum(len(g) == 1 for g in groups) >= 10 and len(groups) <= 10 + 4
+    assert sum(len(g) == 1 for g in groups) >= 10 and len(groups) <= problem.graph.n // 4
     assert all(len(set(start.assign[g].tolist())) == 1 for g in groups)
+    begins, ends = contracted.crossing(problem, start, free)  # a run takes and sends what crosses at its ends only
+    assert not any(begins[g[1:]].any() or ends[g[:-1]].any() for g in groups)
     coarsening = contract(problem.graph, groups)
     pinned = [k for k, g in enumerate(groups) if not free[g[0]]]
     small = contracted.coarse_problem(problem, coarsening, pinned, start)

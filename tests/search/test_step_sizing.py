@@ -59,9 +59,9 @@ def test_a_steps_coarse_model_builds_and_is_searched_within_the_step(monkeypatch
 def test_a_contraction_that_spends_the_steps_time_builds_no_model(monkeypatch):
     real = contracted.contract
 
-    def slow(graph, groups):
+    def slow(graph, groups, **kw):
         time.sleep(1.7)
-        return real(graph, groups)
+        return real(graph, groups, **kw)
 
     monkeypatch.setattr(contracted, "contract", slow)
     monkeypatch.setattr(contracted, "solve", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("solved")))
