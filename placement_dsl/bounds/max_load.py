@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..evaluate import MemoryMode, Objective
 from ..problem import Problem
+from ..training_terms import Replicate
 from . import one_or_cut
 from .capacity import capacity_bound
-from .simple import simple_lower_bound
+from .simple import replicated_lower_bound, simple_lower_bound
 
 
 def max_load_bound(problem: Problem) -> float | None:
@@ -19,9 +20,13 @@ def max_load_bound(problem: Problem) -> float | None:
     model = problem.cost_model()
     if model.objective is not Objective.MAX_LOAD:
         return None
+    if any(getattr(t, "widens", False) for t in problem.constraints):  # replicated stages divide their loads: the
+        # others proved 10 (the largest op) and 11 (one device or a cut) on a chain whose two replicas reach 7.5
+        most = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+        return float(replicated_lower_bound(problem.graph, problem.cluster, most, model.overlap.value)) \
+            if most > 1 else None
     found = [float(simple_lower_bound(problem.graph, problem.cluster))]
     if not one_or_cut.problem_applies(problem):
         found.append(one_or_cut.problem_bound(problem))
-    if not any(getattr(t, "widens", False) for t in problem.constraints):
-        found.append(capacity_bound(problem.graph, problem.cluster, hard_memory=model.memory is MemoryMode.HARD))
+    found.append(capacity_bound(problem.graph, problem.cluster, hard_memory=model.memory is MemoryMode.HARD))
     return max(found)
