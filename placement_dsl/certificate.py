@@ -210,7 +210,8 @@ def solve_level(run: Any, formulation: str, seconds: float, start: Placement | N
     check_fits(run.problem, formulation, clock)
     with elsewhere():  # the certification keeps the family itself
         res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                    gap=max(run.gap, MIP_GAP), warm_start=start, deadline=clock, **options)
+                    gap=max(run.gap, MIP_GAP), warm_start="none" if start is None else start, deadline=clock,
+                    **options)  # a level without a start searches from none: the upper phase already raced them
     return res, level_status(res.status, res.bound is not None)
 
 
