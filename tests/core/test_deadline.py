@@ -124,7 +124,7 @@ def test_a_contiguous_problem_keeps_the_dps_bound_when_the_model_is_not_built(mo
 
 def test_without_a_start_the_stopped_solve_answers_a_fallback_split_with_a_bound():
     problem, optimum = testing.chain()
-    result = solve(problem, deadline=SPENT)
+    result = solve(problem, deadline=SPENT, warm_start="none")
     assert result.status is stopped_status(result) and result.placement is not None
     assert result.found_by.startswith("fallback (") and "fallback split" in result.message
     assert problem.is_valid(result.placement) and 0 < result.bound <= optimum <= result.objective
@@ -137,7 +137,7 @@ def test_without_a_start_or_a_fallback_the_stopped_solve_has_no_placement_but_a_
         raise PlacementError("no split")
     monkeypatch.setattr("placement_dsl.heuristics.fallback.fallback", none)
     problem, _ = testing.chain()
-    result = solve(problem, deadline=SPENT)
+    result = solve(problem, deadline=SPENT, warm_start="none")
     assert result.status is Status.TIME_LIMIT_NO_SOLUTION and result.placement is None
     assert result.bound is not None and result.bound > 0
 
