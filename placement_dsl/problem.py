@@ -126,6 +126,11 @@ class Problem:
         return [t for t in self.constraints if isinstance(t, cls)]
 
     @property
+    def widens(self) -> bool:
+        """Whether a term widens the placements beyond one device per op (``widens = True``, e.g. ``Replicate``)."""
+        return any(getattr(t, "widens", False) for t in self.constraints)
+
+    @property
     def terms(self) -> tuple[Term, ...]:
         return (self.objective, *self.constraints)
 
@@ -222,7 +227,7 @@ class Problem:
         placement = self._rebased(placement)
         ev = evaluate(placement, self.cost_model())
         out = [f"[{v.check}] {v.message}" for v in ev.binding]
-        if placement.replicated and not any(getattr(t, "widens", False) for t in self.constraints):
+        if placement.replicated and not self.widens:
             out.append("[replicas] stages run on several devices, which the problem does not allow (add Replicate)")
         for term in self.constraints:
             out.extend(f"[{type(term).__name__}] {m}" for m in term.check(placement))

@@ -589,7 +589,7 @@ def _class_bound(problem: Any, found: HeuristicResult) -> float | None:
     contiguous splits with an acyclic quotient, in any device order) on a problem whose class lies in it
     (contiguous and DAG-ordered) and whose terms do not widen the placements. A contiguous problem without DAG
     order also admits splits whose quotient has a cycle, which may be better."""
-    widens = any(getattr(t, "widens", False) for t in problem.constraints)
+    widens = problem.widens
     within = problem.placement_class() in PlacementClass.DP or (problem.placement_class() == PlacementClass.CONTIGUOUS
                                                                  and one_order(problem.graph))
     if found.bound is None or found.exact_among != DP_CLASS or not within or widens:

@@ -71,7 +71,7 @@ def applies(problem: Problem) -> str | None:
         return "the cut-stages bound bounds a max load with transfers not overlapped"
     if problem.graph.backward.any():
         return "the cut-stages bound needs a forward graph (a training graph's devices hold two contiguous parts)"
-    if any(getattr(t, "widens", False) for t in problem.constraints):
+    if problem.widens:
         return "the cut-stages bound does not divide a replicated stage's load"
     c = problem.cluster
     if not c.host.any():

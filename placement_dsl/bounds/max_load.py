@@ -20,7 +20,7 @@ def max_load_bound(problem: Problem) -> float | None:
     model = problem.cost_model()
     if model.objective is not Objective.MAX_LOAD:
         return None
-    if any(getattr(t, "widens", False) for t in problem.constraints):  # replicated stages divide their loads: the
+    if problem.widens:  # replicated stages divide their loads: the
         # others proved 10 (the largest op) and 11 (one device or a cut) on a chain whose two replicas reach 7.5
         most = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
         return float(replicated_lower_bound(problem.graph, problem.cluster, most, model.overlap.value)) \

@@ -39,7 +39,7 @@ def applies(problem: Any) -> bool:
     model, cluster, graph = problem.cost_model(), problem.cluster, problem.graph
     if model.objective is not Objective.MAX_LOAD or model.memory is not MemoryMode.HARD:
         return False
-    if not (problem.has(Contiguous) or problem.has(DagOrder)) or any(getattr(t, "widens", False) for t in problem.constraints):
+    if not (problem.has(Contiguous) or problem.has(DagOrder)) or problem.widens:
         return False
     host = np.asarray(cluster.host, dtype=bool)
     caps = np.asarray(cluster.memory, dtype=float)[~host]
