@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from .bounds.max_load import replicas
 from .constraints import Term
 from .errors import InfeasibleError, SpecError
 from .evaluate import evaluate
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .schedule import ListScheduler, check_schedule
-from .training_terms import Replicate
 
 MAX_BRUTE_FORCE = 20_000
 
@@ -53,7 +53,7 @@ def _replicated(problem: Problem, candidates: Any) -> Any:
     """Each placement, and with a ``Replicate`` term every choice of replica counts for its stages
     (replicas on the free devices of the stage's kind, in pipeline order: identical devices give
     every choice of devices the same cost)."""
-    limit = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+    limit = replicas(problem)
     for placement in candidates:
         yield placement
         if limit == 1:

@@ -21,6 +21,7 @@ from .errors import SpecError
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .progress import scaled
+from .starts import NONE
 
 if TYPE_CHECKING:  # the solvers' package loads Pyomo: imported where a model is solved, not by the levels without one
     from .solvers.base import Status
@@ -210,7 +211,7 @@ def solve_level(run: Any, formulation: str, seconds: float, start: Placement | N
     check_fits(run.problem, formulation, clock)
     with elsewhere():  # the certification keeps the family itself
         res = solve(run.problem, formulation=formulation, solver=run.solver, time_limit=max(seconds, 0.1),
-                    gap=max(run.gap, MIP_GAP), warm_start="none" if start is None else start, deadline=clock,
+                    gap=max(run.gap, MIP_GAP), warm_start=NONE if start is None else start, deadline=clock,
                     **options)  # a level without a start searches from none: the upper phase already raced them
     return res, level_status(res.status, res.bound is not None)
 

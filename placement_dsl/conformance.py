@@ -46,6 +46,7 @@ from .heuristics.base import DP_CLASS
 from .io.workload import load_workload, save_workload
 from .placement import Placement, PlacementClass
 from .problem import Problem
+from .starts import NONE
 from .workload import Workload
 
 TOL = 1e-7
@@ -123,7 +124,7 @@ def check_formulation(formulation: str | Formulation, problem: Problem, optimum:
 def _check_optimum(form: Formulation, problem: Problem, target: float, solver: str, time_limit: float) -> list[str]:
     from .solve import solve
 
-    result = solve(problem, form, solver=solver, time_limit=time_limit, gap=1e-9)
+    result = solve(problem, form, solver=solver, time_limit=time_limit, gap=1e-9, warm_start=NONE)  # the model's own
     if result.objective is None or abs(result.objective - target) > 1e-6 * max(1.0, abs(target)):
         return [f"{form.name} with {solver}: objective {result.objective} != {target} over its class"]
     if result.bound is not None and result.bound > target * (1 + 1e-6) + 1e-9:
@@ -135,7 +136,7 @@ def _check_empty(form: Formulation, problem: Problem, solver: str, time_limit: f
     from .solve import solve
     from .solvers.base import Status
 
-    result = solve(problem, form, solver=solver, time_limit=time_limit)
+    result = solve(problem, form, solver=solver, time_limit=time_limit, warm_start=NONE)  # a start would be an answer
     if result.status is not Status.INFEASIBLE:
         return [(f"{form.name} with {solver}: represents none of the problem's placements but ended "
                  f"{result.status.value} with objective {result.objective}")]

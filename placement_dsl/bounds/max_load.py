@@ -10,6 +10,13 @@ from .capacity import capacity_bound
 from .simple import replicated_lower_bound, simple_lower_bound
 
 
+def replicas(problem: Problem) -> int:
+    """The most devices a stage may run on: the largest ``max_per_stage`` of the problem's
+    :class:`~placement_dsl.training_terms.Replicate` terms (1 without one), the ``R`` of Lemma 3.3 over replicas
+    (App. C.2, :func:`~placement_dsl.bounds.simple.replicated_lower_bound`)."""
+    return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+
+
 def max_load_bound(problem: Problem) -> float | None:
     """In O(n D + n log n): Lemma 3.3; one device's load or a cut tensor on each device used
     (:mod:`~placement_dsl.bounds.one_or_cut`; a GPT-3 of 217 ops whose tied embedding keeps it on one device: 12.74
@@ -22,7 +29,7 @@ def max_load_bound(problem: Problem) -> float | None:
         return None
     if problem.widens:  # replicated stages divide their loads: the
         # others proved 10 (the largest op) and 11 (one device or a cut) on a chain whose two replicas reach 7.5
-        most = max((t.max_per_stage for t in problem.find(Replicate)), default=1)
+        most = replicas(problem)
         return float(replicated_lower_bound(problem.graph, problem.cluster, most, model.overlap.value)) \
             if most > 1 else None
     found = [float(simple_lower_bound(problem.graph, problem.cluster))]

@@ -19,17 +19,10 @@ __getattr__ = moved(__name__, dict.fromkeys(("boundaries_arg", "with_boundaries"
 def split_of_model(args: argparse.Namespace, w: Any) -> Any:
     """``--split`` on the workload's graph, or on the model's other view (``--training`` or not) when it is a split
     of that one: a runtime runs the forward stages, which both views share (a training split's gradients go with
-    their forward ops, :func:`~placement_dsl.export.plan.forward_view`). A split of neither is the error of the
-    view asked for."""
-    try:
-        return load_placement(args.split, w)
-    except SpecError as err:
-        asked = err
-    try:
-        other = workload_from_args(argparse.Namespace(**{**vars(args), "training": not args.training}))
-        return load_placement(args.split, other)
-    except SpecError:
-        raise asked from None
+    their forward ops, :func:`~placement_dsl.export.plan.forward_view`). The split is read once, the other view
+    only when needed; a split of neither is the error of the view asked for."""
+    return load_placement(args.split, w, lambda: workload_from_args(
+        argparse.Namespace(**{**vars(args), "training": not args.training})))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -17,19 +17,16 @@ from __future__ import annotations
 import numpy as np
 
 from .ideal_kernels import (
-    CLOCK_PAIRS,
     INF,
     NONE,
     bit_index,
-    has_node,
     least_load,
     push_below,
-    removed_node,
     replicated_load,
     stage_io,
     stage_load,
 )
-from .ideal_sweep import class_takes, stage_loads
+from .ideal_sweep import class_takes, clock_due, stage_loads, walk_end, walk_scratch, walk_start
 from .jit import njit, python_version
 from .kernels import clock
 
@@ -255,23 +252,14 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     most = np.full((N if hosts else 1, max(quick.max() + 1, 1), S), -1, np.int32)  # see _most_work
     if hosts:
         _most_work(most, feas, 0, quick, work, sub_ptr, sub_idx, S)
-    stamp = np.full(N, -1, np.int64)
-    stack = np.empty(N, np.int64)
-    alive = np.zeros(C, np.bool_)
-    comp = np.zeros(C)
-    base = np.zeros(C)
-    sync = np.zeros(C)
-    live = np.zeros(S, np.bool_)
+    stamp, stack, alive, comp, base, sync, _, live, leaving, out_lb = walk_scratch(N, C, S, tmask.shape[1] * 64)
     need = np.zeros(SW, np.uint64)
     add = np.zeros(SW, np.uint64)
-    n = tmask.shape[1] * 64
-    leaving = np.zeros(n)
-    out_lb = np.zeros(N)
     visited = 0
     stopped = False
     checked = 0
     for I in range(1, N):
-        if deadline < INF and ((I & 0x3FFF) == 0 or visited - checked > CLOCK_PAIRS):
+        if clock_due(I, visited, checked, deadline):
             checked = visited
             if clock() > deadline:
                 stopped = True
@@ -297,17 +285,8 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
             any_live = any_live or need[w] != ZERO
         if any_live:
             row_i = ideals[I]
-            for p in range(sptr[I], sptr[I + 1]):
-                t = sidx[p]
-                if has_node(row_i, towner[t]):
-                    leaving[towner[t]] += tcost[t]
-            top = 0
-            for p in range(sub_ptr[I], sub_ptr[I + 1]):
-                J = sub_idx[p]
-                stamp[J] = I
-                stack[top] = J
-                out_lb[J] = leaving[removed_node(row_i, ideals[J])]
-                top += 1
+            top = walk_start(I, row_i, ideals, sub_ptr, sub_idx, sptr, sidx, towner, tcost, stamp, stack, out_lb,
+                             leaving)
             open_ = True
             while top > 0 and open_:
                 top -= 1
@@ -360,8 +339,7 @@ def feasible(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
                     open_ = False
                     for w in range(SW):
                         open_ = open_ or need[w] != ZERO
-            for p in range(sptr[I], sptr[I + 1]):
-                leaving[towner[sidx[p]]] = 0.0
+            walk_end(I, sptr, sidx, towner, leaving)
         if prune_work:
             _most_below(mfw, feas, I, work, mem, sub_ptr, sub_idx, S)
         if hosts:

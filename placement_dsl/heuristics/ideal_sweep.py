@@ -248,7 +248,7 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
     visited = 0
     checked = 0
     for I in range(1, N):
-        if deadline < INF and ((I & 0x3FFF) == 0 or visited - checked > CLOCK_PAIRS):
+        if clock_due(I, visited, checked, deadline):
             checked = visited
             if clock() > deadline:
                 return dp, back_j, back_c, back_k, -1 - visited
@@ -260,11 +260,48 @@ def sweep(ideals, sub_ptr, sub_idx, work, unsup, mem, param,
 
 
 @njit(cache=True)
+def clock_due(I, visited, checked, deadline):
+    """Whether a sweep at ideal ``I``, ``visited`` pairs in (``checked`` at its last reading), reads the clock now:
+    with a ``deadline``, every 16,384 ideals or :data:`CLOCK_PAIRS` pairs (:func:`sweep`,
+    :func:`.ideal_feasible.feasible`)."""
+    return deadline < INF and ((I & 0x3FFF) == 0 or visited - checked > CLOCK_PAIRS)
+
+
+@njit(cache=True)
 def walk_scratch(N, C, S, n):
-    """The scratch arrays of :func:`sweep_ideal`: the walk's stamps and stack, per class and state flags and
-    loads, per node its tensors read outside ``I`` and per ideal the tensors a stage sends out of ``I``."""
+    """The scratch arrays of a walk below an ideal (:func:`sweep_ideal`, :func:`.ideal_feasible.feasible`): the
+    walk's stamps and stack, per class flags and loads, per state flags, per node its tensors read outside ``I``
+    and per ideal the tensors a stage sends out of ``I``."""
     return (np.full(N, -1, np.int64), np.empty(N, np.int64), np.zeros(C, np.bool_), np.zeros(C), np.zeros(C),
             np.zeros(C), np.zeros(C), np.zeros(S, np.bool_), np.zeros(n), np.zeros(N))
+
+
+@njit(cache=True)
+def walk_start(I, row_i, ideals, sub_ptr, sub_idx, sptr, sidx, towner, tcost, stamp, stack, out_lb, leaving):
+    """Begin the walk below ``I`` (:func:`sweep_ideal`, :func:`.ideal_feasible.feasible`): per node of ``I``, the
+    tensors it sends out of ``I`` (``leaving``, cleared by :func:`walk_end`), and ``I``'s immediate sub-ideals
+    stamped and on the stack, each with the tensors its stage sends out of ``I`` (``out_lb``); the stack's top.
+    :func:`push_below` continues the walk."""
+    for p in range(sptr[I], sptr[I + 1]):
+        t = sidx[p]
+        if has_node(row_i, towner[t]):
+            leaving[towner[t]] += tcost[t]
+    top = 0
+    for p in range(sub_ptr[I], sub_ptr[I + 1]):
+        J = sub_idx[p]
+        stamp[J] = I
+        stack[top] = J
+        out_lb[J] = leaving[removed_node(row_i, ideals[J])]
+        top += 1
+    return top
+
+
+@njit(cache=True)
+def walk_end(I, sptr, sidx, towner, leaving):
+    """End the walk below ``I``: clear what :func:`walk_start` put in ``leaving``."""
+    for p in range(sptr[I], sptr[I + 1]):
+        leaving[towner[sidx[p]]] = 0.0
+
 
 @njit(cache=True)
 def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, sub_idx, work, unsup, mem, param,
@@ -280,17 +317,7 @@ def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, su
         _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
         return 0
     row_i = ideals[I]
-    top = 0
-    for p in range(sptr[I], sptr[I + 1]):
-        t = sidx[p]
-        if has_node(row_i, towner[t]):
-            leaving[towner[t]] += tcost[t]
-    for p in range(sub_ptr[I], sub_ptr[I + 1]):
-        J = sub_idx[p]
-        stamp[J] = I
-        stack[top] = J
-        out_lb[J] = leaving[removed_node(row_i, ideals[J])]
-        top += 1
+    top = walk_start(I, row_i, ideals, sub_ptr, sub_idx, sptr, sidx, towner, tcost, stamp, stack, out_lb, leaving)
     while top > 0:
         top -= 1
         J = stack[top]
@@ -334,8 +361,7 @@ def sweep_ideal(I, dp, back_j, back_c, back_k, mfw, scratch, ideals, sub_ptr, su
                         improved = True
         if improved:  # a state at the floor finishes the states with more devices at once
             _unused(dp, back_j, back_c, I, counts, strides, live)
-    for p in range(sptr[I], sptr[I + 1]):
-        leaving[towner[sidx[p]]] = 0.0
+    walk_end(I, sptr, sidx, towner, leaving)
     _unused(dp, back_j, back_c, I, counts, strides, live)
     _most_work_below(mfw, dp, I, work, mem, sub_ptr, sub_idx)
     return visited

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..deadline import machine
+from ..deadline import contention
 
 PASSES = {"list": (0.0073, 0.0, 1.57e-7, 8.5e-7, 0.0, 0.0), "cpop": (0.0175, 0.0, 1.99e-7, 7.4e-7, 0.0, 0.0),
           "one-device-best": (0.00898, 3.31e-7, 0.0, 0.0, 5.83e-7, 0.0), "getf": (0.0, 0.0, 5.71e-6, 0.0, 8.05e-7, 0.0),
@@ -57,14 +57,15 @@ def pass_estimates(problem: Any, methods: list[str]) -> dict[str, float]:
 def pass_wall(graph: Any, cluster: Any, methods: list[str]) -> dict[str, float]:
     """The passes (:data:`PASSES`) among ``methods``, cheapest first, with the wall seconds each is estimated to take
     on ``graph`` onto ``cluster`` on this machine as loaded now: its CPU seconds (:func:`cpu_seconds`) times
-    :data:`PASS_MARGIN`, over this process's share of the cores (the load average per core, at least 1). The one
-    estimate of a pass, for a race's order and sizing and for latency-best's list-scheduling candidates alike."""
+    :data:`PASS_MARGIN` and the machine's :func:`~placement_dsl.deadline.contention` (the load average per core, at
+    least 1), the one reading of the load every estimate of wall seconds takes. The one estimate of a pass, for a
+    race's order and sizing (:class:`Sizes` corrects it by what the race's passes took) and for latency-best's
+    list-scheduling candidates alike."""
     found = [m for m in dict.fromkeys(methods) if m in PASSES]  # (the O(n + m) baselines are none of them)
     if not found:
         return {}
-    cores, load = machine()
     width = mean_width(graph)
-    factor = PASS_MARGIN * max(1.0, load / max(cores, 1))
+    factor = PASS_MARGIN * contention()
     cpu = {m: cpu_seconds(graph, cluster.size, m, width) for m in found}
     return {m: cpu[m] * factor for m in sorted(found, key=lambda m: cpu[m])}
 

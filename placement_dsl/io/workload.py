@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -223,14 +223,27 @@ def save_workload(w: Workload, path: str | Path, format: str | None = None) -> N
     _write_json(path, data)
 
 
-def load_placement(path: str | Path, workload: Workload) -> Placement:
-    """Read a placement: native JSON, a dnn-partitioning split file, or (for a MOIRAI sheet) its schedule file."""
-    with naming(Path(path)):
-        return _placement(Path(path), workload)
+def load_placement(path: str | Path, workload: Workload, other: Callable[[], Workload] | None = None) -> Placement:
+    """Read a placement: native JSON, a dnn-partitioning split file, or (for a MOIRAI sheet) its schedule file.
+
+    ``other``: where the file is not a placement of ``workload``, the workload it may be one of instead (another
+    view of the model, read only then); the file is read once, and a placement of neither is ``workload``'s error."""
+    path = Path(path)
+    with naming(path):
+        data = _read_json(path)
+        try:
+            return _placement(data, path, workload)
+        except SpecError as err:
+            if other is None:
+                raise
+            asked = err
+        try:
+            return _placement(data, path, other())
+        except SpecError:
+            raise asked from None
 
 
-def _placement(path: Path, workload: Workload) -> Placement:
-    data = _read_json(path)
+def _placement(data: dict[str, Any], path: Path, workload: Workload) -> Placement:
     if data.get("format") == PLACEMENT_FORMAT:
         return Placement.from_dict(workload.graph, workload.cluster, data)
     if "fpgas" in data or "cpus" in data:

@@ -34,7 +34,6 @@ from ..objectives import Bottleneck, Latency, PipeDream, Throughput
 from ..placement import PlacementClass
 from ..plugins import import_modules
 from ..problem import Problem
-from ..training_terms import Replicate
 
 ALL, DAG_ORDERED, DP_CLASS = PlacementClass.ALL, PlacementClass.DAG_ORDERED, PlacementClass.DP
 Outcome = tuple[float | None, LevelStatus, str, PlacementClass]
@@ -289,11 +288,6 @@ def defaults_of(fam: Family) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------- what several levels ask
-def replicas(problem: Problem) -> int:
-    """The most devices a stage may run on (1 without a ``Replicate`` term)."""
-    return max((t.max_per_stage for t in problem.find(Replicate)), default=1)
-
-
 def dp_class_is_dag_order(problem: Problem) -> bool:
     """Identical stages, no host devices, an inference graph, under DagOrder: the DP is exact.
 

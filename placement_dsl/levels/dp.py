@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bounds.max_load import replicas
 from ..certificate import LevelStatus, UpperRun
 from ..constraints import Contiguous, DagOrder
 from ..deadline import BudgetSpent, call_within, contention
@@ -15,7 +16,7 @@ from ..heuristics import run as heuristic
 from ..heuristics.base import DP_CLASS as DP_EXACT
 from ..heuristics.polish import packed_start
 from ..placement import Placement
-from .base import ANY_ORDER, DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, numbered, replicas
+from .base import ANY_ORDER, DP_CLASS, Family, Outcome, Run, dp_class_is_dag_order, level, numbered
 
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 STOP_MARGIN = 0.15  # of its share, the DP ends this early: on a loaded machine it reads its clock late and

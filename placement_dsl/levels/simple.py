@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from ..bounds import simple_lower_bound
+from ..bounds.max_load import replicas
 from ..bounds.packing import SECONDS as PACKING_SECONDS
 from ..bounds.packing import packing_bound
 from ..bounds.simple import replicated_lower_bound
 from ..certificate import LevelStatus
 from ..evaluate import Objective
-from .base import ALL, VECTOR_PER_EDGE, Family, Outcome, Run, level, not_latency, replicas
+from .base import ALL, VECTOR_PER_EDGE, Family, Outcome, Run, level, not_latency
 
 MAX_LOAD = {Family.MTPP, Family.ROUTED_MTPP, Family.THROUGHPUT, Family.NONCONTIGUOUS}
 PACKING_SHARE = 0.25  # of the level's share, the most the packing bound's searches take: this level runs first and

@@ -1,9 +1,10 @@
 """Tarnawski's Fig. 6 IP warm-started from the best placement, and the IP neighbourhoods around it."""
 from __future__ import annotations
 
+from ..bounds.max_load import replicas
 from ..certificate import MIP_GAP, LevelStatus, solve_level
 from ..problem import Problem
-from .base import Family, Outcome, Run, level, placement_mip_needs, replicas, tarnawski
+from .base import Family, Outcome, Run, level, placement_mip_needs, tarnawski
 
 
 def _formulation(problem: Problem) -> str:

@@ -19,6 +19,7 @@ from ..placement import Placement
 from ..problem import Problem
 from ..solve import solve
 from ..solvers.base import Status
+from ..starts import NONE
 
 CLOSE = 0.02  # relative distance of floor and best placement at which target_search tries the placement's value
 STEP = 0.25  # of the way from the floor to the best placement: the next target while none has failed
@@ -31,7 +32,7 @@ def windowed_bound(problem: Problem, target: float, seconds: float, solver: str 
     it is proven (the windowed model solved or found empty), and the placement it found (with ``prune``, only
     placements below the cutoff just above ``T*`` are sought; without, the solver's incumbents above it too)."""
     res = solve(chain_problem(problem, target, prune), formulation="chain", solver=solver, time_limit=seconds, gap=1e-6,
-                budget=seconds, warm_start="none")  # the model's own proof: an "auto" start's race took the time
+                budget=seconds, warm_start=NONE)  # the model's own proof: an "auto" start's race took the time
     proven = res.status in (Status.OPTIMAL, Status.INFEASIBLE)
     bound = res.bound if res.bound is not None else (target if res.status is Status.INFEASIBLE else None)
     return bound, proven, res.placement if res.status.has_solution else None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from placement_dsl import testing
 from placement_dsl.bounds import cut_stages
-from placement_dsl.bounds.max_load import max_load_bound
+from placement_dsl.bounds.max_load import max_load_bound, replicas
 from placement_dsl.formulations import get
 from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
 from placement_dsl.result import Result
 from placement_dsl.solvers import Status
 from placement_dsl.stopped import Stop
@@ -20,6 +21,14 @@ def test_the_closed_forms_stay_below_a_replicated_optimum():
     problem, optimum = testing.replicated_chain()
     assert max_load_bound(problem) <= optimum
     assert cut_stages.applies(problem) is not None and cut_stages.answer_bound(problem, 11.0) is None
+
+
+def test_the_replica_cap_is_the_largest_replicate_term_and_one_without():
+    """The bound's ``R`` and the levels' (the simple and DP levels, Tarnawski's IP's choice) are one reading."""
+    problem, _ = testing.replicated_chain()
+    assert replicas(problem) == 3
+    plain = Problem(problem.source_graph, problem.cluster, problem.objective, problem.constraints[:1])
+    assert replicas(plain) == 1
 
 
 def test_a_stopped_solve_does_not_prove_a_start_a_replicated_stage_beats():

@@ -114,3 +114,26 @@ def test_a_broken_template_is_caught():
     for var in cut.values():
         values[var] = 0.0  # a cut nobody pays for
     assert compiled.varmap.residual(values, compiled.model.tensor_cut)[0] > 0.5
+
+
+def test_the_conformance_solves_search_the_model_from_no_start(monkeypatch):
+    """A formulation conforms by its own model: its solves ask for no start. Without one asked for, a solve races
+    the heuristics first, and an empty class's check would read their start as the model's answer."""
+    from types import SimpleNamespace
+
+    from placement_dsl import conformance, solve
+    from placement_dsl.solvers import Status
+    from placement_dsl.starts import NONE
+
+    asked = []
+
+    def recorded(problem, form, **options):
+        asked.append(options.get("warm_start"))
+        return SimpleNamespace(objective=1.0, bound=1.0, status=Status.INFEASIBLE)
+
+    monkeypatch.setattr(solve, "solve", recorded)
+    problem, _ = testing.INSTANCES[min(testing.INSTANCES)]()
+    form = FORMULATIONS["exact"]
+    assert conformance._check_optimum(form, problem, 1.0, "highs", 1.0) == []
+    assert conformance._check_empty(form, problem, "highs", 1.0) == []
+    assert asked == [NONE, NONE]

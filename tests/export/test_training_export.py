@@ -115,3 +115,18 @@ def test_a_training_split_of_a_torch_model_runs_in_torchs_pipeline():
     spec = export(t, "torch-pipelining").data
     assert spec["split_spec"] == {"layers.2": "beginning"} and spec["num_stages"] == 2
     runs_as_planned(model, x, spec)
+
+
+def test_a_split_of_the_other_view_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The split file is read once and tried on either view; before, it was read again for the other view."""
+    from placement_dsl.io import workload as io_workload
+
+    work, split, out = tmp_path / "gpt.json", tmp_path / "tr.json", tmp_path / "v.txt"
+    save_workload(Workload(gpt_like(), Cluster.stages(2), "native"), work)
+    split.write_text(json.dumps(_trained(_cut(gpt_like(), "h2.ln")).to_dict()))
+    read = io_workload._read_json
+    reads: list[Path] = []
+    monkeypatch.setattr(io_workload, "_read_json", lambda path: reads.append(Path(path)) or read(path))
+    assert main(["export", str(work), "--split", str(split), "--to", "vllm", "--out", str(out)]) == 0
+    assert out.read_text() == "2,2\n"
+    assert reads.count(split) == 1

@@ -353,3 +353,28 @@ def test_an_incumbent_the_dp_may_not_take_is_priced_infinite_and_ignored():
     for stages in bad:  # each bad split as the incumbent: the search still finds the optimum, a split it may take
         sol = ideal_solve.solve(sw.lat, su.classes, model, False, math.inf, incumbents=[stages])
         assert sol.value == 21.0 and sol.lower is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(graph=graphs(), cluster=clusters())
+def test_both_runs_begin_and_end_their_walk_below_an_ideal_alike(graph, cluster):
+    """The feasibility run and the sweep begin the walk below ``I`` with one kernel: ``I``'s immediate sub-ideals,
+    stamped, each with the tensors its stage sends out of ``I`` (those its removed node makes that leave ``I``);
+    ending it clears what each node sends."""
+    from placement_dsl.heuristics.ideal_sweep import walk_end, walk_scratch, walk_start
+
+    sw, _ = _sweeps(graph, cluster, CostModel(), False)
+    (ideals, sub_ptr, sub_idx, *_), (sptr, sidx, _, towner, tcost) = sw.head, sw.head[16:21]
+    N = ideals.shape[0]
+    stamp, stack, _, _, _, _, _, _, leaving, out_lb = walk_scratch(N, 1, 1, sw.head[18].shape[1] * 64)
+    for I in range(1, N):
+        top = walk_start(I, ideals[I], ideals, sub_ptr, sub_idx, sptr, sidx, towner, tcost, stamp, stack, out_lb,
+                         leaving)
+        subs = sub_idx[sub_ptr[I]:sub_ptr[I + 1]]
+        assert sorted(stack[:top].tolist()) == sorted(subs.tolist()) and (stamp[subs] == I).all()
+        for J in subs.tolist():
+            (x,) = np.flatnonzero(_bits(ideals[I:I + 1] & ~ideals[J:J + 1], 64 * ideals.shape[1])[0])
+            crossing = sidx[sptr[I]:sptr[I + 1]]
+            assert out_lb[J] == pytest.approx(tcost[crossing[towner[crossing] == x]].sum())
+        walk_end(I, sptr, sidx, towner, leaving)
+        assert not leaving.any()

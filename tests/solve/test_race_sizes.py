@@ -158,3 +158,15 @@ def test_solve_reruns_what_its_start_cut_short_as_a_race_for_a_held_start(monkey
     stop.unfinished = ("m-sct",)
     stopped.heuristics_instead(stop, starts.AUTO, Deadline(30.0))
     assert calls == [(["m-sct"], True)]
+
+
+def test_a_pass_estimate_reads_the_load_as_every_wall_estimate_does(monkeypatch):
+    """A pass's wall seconds are its CPU seconds times the margin and the machine's contention, the one reading of
+    the load (``deadline.contention``): the pass costs computed the load per core again from ``machine()``."""
+    from placement_dsl import deadline
+    from placement_dsl.heuristics.pass_costs import PASS_MARGIN, cpu_seconds, pass_wall
+
+    p = _problem()
+    monkeypatch.setattr(deadline, "machine", lambda: (2, 7.0))
+    wall = pass_wall(p.graph, p.cluster, ["list"])["list"]
+    assert wall == pytest.approx(cpu_seconds(p.graph, p.cluster.size, "list") * PASS_MARGIN * 3.5)
