@@ -204,11 +204,18 @@ class Spine:
         return np.maximum(table, self._ends(j, out, chains, rho, paths, splits, size, rooms)), rooms, rooms
 
     def _fit(self, cost: np.ndarray, held: np.ndarray, size: int) -> np.ndarray:
-        """The least ``cost`` whose ``held`` memory fits, per point of the free-memory grid."""
+        """The least ``cost`` whose ``held`` memory fits (last axis), per point of the free-memory grid (a new last
+        axis in its place)."""
         if not self.memory:
-            return np.array([float(cost.min())])
-        budget = self.step * np.arange(size)[:, None] * (1 + 1e-9)
-        return np.where(held[None] <= budget, cost[None], math.inf).min(axis=1)
+            return np.min(cost, axis=-1, keepdims=True)
+        budget = self.step * np.arange(size) * (1 + 1e-9)
+        out = np.empty((*cost.shape[:-1], size))
+        for row, (c, h) in enumerate(zip(cost.reshape(-1, cost.shape[-1]), held.reshape(-1, held.shape[-1]))):
+            order = np.argsort(h, kind="stable")  # the least cost among the memories up to each budget
+            fit = np.searchsorted(h[order], budget, side="right")
+            least = np.minimum.accumulate(c[order])
+            out.reshape(-1, size)[row] = np.where(fit > 0, least[np.maximum(fit - 1, 0)], math.inf)
+        return out
 
     def _ends(self, j: int, out: np.ndarray, chains: list[np.ndarray], rho: np.ndarray, paths: list[np.ndarray],
               splits: list[tuple[np.ndarray, ...] | None], size: int, rooms: np.ndarray) -> np.ndarray:
@@ -233,17 +240,14 @@ class Spine:
                            any(b.size == 0 for b in self.paths[j]))
         charged = self.scale_min * float(self.crossing[j])
         for x in SIDES:
-            for y in SIDES:
-                for a in range(levels.size if x else 1):  # a host end holds nothing: one room
-                    for b in range(levels.size if y else 1):  # each pass prices every path (1,500 on a fan)
-                        if self.deadline is not None:
-                            self.deadline.check(f"the spine bound's segment {j}, its ends' rooms")
-                        room = (levels[a], levels[b])
-                        least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], room)
-                        cost = np.maximum(low, start + rest + least - charged * (x + y))
-                        cost = np.where((front <= room[0] * (1 + 1e-9)) & (back <= room[1] * (1 + 1e-9)), cost, math.inf)
-                        table[x, y, a if x else slice(None), b if y else slice(None)] = \
-                            self._fit(cost, held + rest_mem, size)
+            for y in SIDES:  # every room of both ends at once; a host end holds nothing: one room
+                if self.deadline is not None:  # each pass prices every path (1,500 on a fan)
+                    self.deadline.check(f"the spine bound's segment {j}, its ends' rooms")
+                x_rooms, y_rooms = levels[:levels.size if x else 1], levels[:levels.size if y else 1]
+                least, held, front, back = prices.at(x, y, taus, need[:p], memneed[:p], x_rooms, y_rooms)
+                cost = np.maximum(low, start + rest + least - charged * (x + y))
+                fits = (front <= x_rooms[:, None, None] * (1 + 1e-9)) & (back <= y_rooms[None, :, None] * (1 + 1e-9))
+                table[x, y] = self._fit(np.where(fits, cost, math.inf), held + rest_mem, size)
         return table
 
     def _splits(self, b: np.ndarray, j: int, out: np.ndarray) -> tuple[np.ndarray, ...] | None:

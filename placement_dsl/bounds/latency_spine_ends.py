@@ -77,53 +77,68 @@ def least_moves(splits: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray,
 
 class EndPrices:
     """Per path and grid point, the least work plus end tensors of the splits that fit a side's kind and room (module
-    docstring): :meth:`at` for one pair of sides."""
+    docstring): :meth:`at` for one pair of sides and every pair of rooms at once."""
 
     def __init__(self, paths: list[np.ndarray], splits: list[tuple[np.ndarray, ...] | None], head: float,
                  out: np.ndarray, scale: float, direct: bool) -> None:
         self.paths, self.splits, self.head, self.out, self.scale = paths, splits, head, out, scale
         self.direct = direct  # an edge c_{j-1} -> c_j: both ends move c_{j-1}'s tensor whatever the split
+        self.sorted = [None if x is None else _by_cost(b, x, out) for b, x in zip(paths, splits)]
 
     def at(self, x_side: int, y_side: int, taus: np.ndarray, need: np.ndarray, memneed: np.ndarray,
-           rooms: tuple[float, float] = (math.inf, math.inf)) -> tuple[np.ndarray, ...]:
-        """For each high end ``t1`` of the grid's intervals and then ``tau = inf``: the least, over the flags (``X`` /
-        ``Y`` moves ``c_{j-1}``'s tensor), of the paths' moves ``max(need, least split)`` plus the flagged tensors
-        (scaled), the paths' least memory moved, and their least memory in ``X`` and in ``Y``; ``need`` / ``memneed``
-        are the paths' rows of the knapsack bounds on the grid (``taus.size`` points; past the grid, nothing
-        moves). ``rooms``: the free memory of ``X`` and ``Y``, which every split's prefix and suffix fit."""
+           x_rooms: np.ndarray, y_rooms: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For each pair of rooms and each high end ``t1`` of the grid's intervals and then ``tau = inf``: the least,
+        over the flags (``X`` / ``Y`` moves ``c_{j-1}``'s tensor), of the paths' moves ``max(need, least split)`` plus
+        the flagged tensors (scaled), the paths' least memory moved, and their least memory in ``X`` and in ``Y``, each
+        ``(x_rooms.size, y_rooms.size, taus.size)``; ``need`` / ``memneed`` are the paths' rows of the knapsack bounds
+        on the grid (``taus.size`` points; past the grid, nothing moves). ``x_rooms`` / ``y_rooms``: the free memory
+        of ``X`` and ``Y`` to price, which every split's prefix and suffix fit."""
         tops = np.append(taus[1:], math.inf)
         flags = [(fx, fy) for fx in ((0, 1) if x_side else (0,)) for fy in ((0, 1) if y_side else (0,))
                  if not self.direct or ((fx or not x_side) and (fy or not y_side))]
-        total = {f: np.zeros(tops.size) for f in flags}
-        held, front, back = np.zeros(tops.size), np.zeros(tops.size), np.zeros(tops.size)
+        shape = (x_rooms.size, y_rooms.size, tops.size)
+        total = {f: np.zeros(shape) for f in flags}
+        held, front, back = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         past = np.zeros((need.shape[0], 1))  # past the grid nothing need move
         need_at, mem_at = np.concatenate((need[:, 1:], past), axis=1), np.concatenate((memneed[:, 1:], past), axis=1)
-        for i, (b, splits) in enumerate(zip(self.paths, self.splits)):
-            if splits is None:  # a long path: its least tensor at each end it does not share with c_{j-1}
+        for i, (b, ready) in enumerate(zip(self.paths, self.sorted)):
+            if ready is None:  # a long path: its least tensor at each end it does not share with c_{j-1}
                 least = self.scale * float(self.out[b].min())
                 for fx, fy in flags:
                     total[fx, fy] += need_at[i] + least * (x_side * (1 - fx) + y_side * (1 - fy))
                 held += mem_at[i]
                 continue
-            cost, work, mem, s, e, first = splits
-            ok = (first <= rooms[0] if x_side else s == 0) & (mem - first <= rooms[1] if y_side else e == b.size)
-            order = np.argsort(cost, kind="stable")
-            at = np.searchsorted(cost[order], tops, side="left") - 1  # splits faster than t1 (all at inf)
-            at[-1] = order.size - 1
+            cost, work, mem, s, e, first, x_out, y_out = ready  # sorted by the middle's time
+            ok_x = first[None] <= x_rooms[:, None] if x_side else (s == 0)[None]
+            ok_y = (mem - first)[None] <= y_rooms[:, None] if y_side else (e == b.size)[None]
+            ok = ok_x[:, None, :] & ok_y[None, :, :]  # (x room, y room, split)
+            at = np.searchsorted(cost, tops, side="left") - 1  # splits faster than t1 (all at inf)
+            at[-1] = cost.size - 1
             for sums, part, floor in ((held, mem, mem_at[i]), (front, first, 0.0), (back, mem - first, 0.0)):
-                least = _prefix_min(np.where(ok, part, math.inf)[order])
-                sums += np.maximum(floor, np.where(at >= 0, least[np.maximum(at, 0)], math.inf))
-            x_out = np.where(s > 0, self.out[b[np.maximum(s - 1, 0)]], 0.0)
-            y_out = np.where(e > 0, self.out[b[np.maximum(e - 1, 0)]], 0.0)
+                sums += np.maximum(floor, _least_at(np.where(ok, part, math.inf), at))
             moved = work + self.scale * (x_side * x_out + y_side * y_out)
             for fx, fy in flags:
-                allowed = ok & ((s > 0) | bool(fx) | (not x_side)) & ((e > 0) | bool(fy) | (not y_side))
-                best = _prefix_min(np.where(allowed, moved, math.inf)[order])
-                value = np.where(at >= 0, best[np.maximum(at, 0)], math.inf)
-                total[fx, fy] += np.maximum(need_at[i], value)
+                allowed = ok & (((s > 0) | bool(fx) | (not x_side)) & ((e > 0) | bool(fy) | (not y_side)))
+                total[fx, fy] += np.maximum(need_at[i], _least_at(np.where(allowed, moved, math.inf), at))
         shared = self.scale * self.head
         least = np.min([t + shared * (x_side * fx + y_side * fy) for (fx, fy), t in total.items()], axis=0)
         return least, held, front, back
+
+
+def _by_cost(b: np.ndarray, splits: tuple[np.ndarray, ...], out: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A path's splits sorted by their middles' times, with the tensors ``X`` writes and ``Y`` reads under each: the
+    part of :meth:`EndPrices.at` no room or side changes."""
+    cost, work, mem, s, e, first = splits
+    order = np.argsort(cost, kind="stable")
+    x_out = np.where(s > 0, out[b[np.maximum(s - 1, 0)]], 0.0)
+    y_out = np.where(e > 0, out[b[np.maximum(e - 1, 0)]], 0.0)
+    return tuple(a[order] for a in (cost, work, mem, s, e, first, x_out, y_out))
+
+
+def _least_at(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The least of ``values`` (last axis) up to each index ``at`` (``inf`` where it is negative)."""
+    least = np.minimum.accumulate(values, axis=-1)
+    return np.where(at >= 0, least[..., np.maximum(at, 0)], math.inf)
 
 
 def _prefix_min(x: np.ndarray) -> np.ndarray:

@@ -202,31 +202,45 @@ def transfer_table(graph: Graph, cluster: Cluster) -> np.ndarray:
     return comm
 
 
-def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray,
+                group: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ready, tail)``, both ``(n, D)``: ``ready[v, d]`` is a lower bound on when ``v`` can start on ``d`` (each
     input produced at its earliest, on its best device, and moved to ``d``); ``tail[v, d]`` a lower bound on the time
     from ``v``'s end on ``d`` to the end of the schedule (each consumer moved to, and run on, its best device, then
-    its own tail). Every schedule starts ``v`` after ``min_d ready`` and runs at least ``min_d tail`` after it."""
+    its own tail). Every schedule starts ``v`` after ``min_d ready`` and runs at least ``min_d tail`` after it.
+    ``group``: the ops' colocation classes, which every placement keeps on one device: an input or a consumer of
+    ``v``'s class runs on ``d`` too (a MOIRAI flow op, colocated with its producer of no bytes, moves its tensor
+    from the producer's device, not from wherever the move is cheapest)."""
     n, D = times.shape
     ready, tail = np.zeros((n, D)), np.zeros((n, D))
     for v in graph.topo.tolist():
         preds = graph.predecessors(v)
         if preds.size:
             done = ready[preds] + times[preds]  # (input, its device)
-            ready[v] = (done[:, :, None] + comm[preds]).min(axis=1).max(axis=0)
+            arrive = (done[:, :, None] + comm[preds]).min(axis=1)
+            if group is not None:
+                same = group[preds] == group[v]
+                arrive[same] = done[same]
+            ready[v] = arrive.max(axis=0)
     for v in graph.topo[::-1].tolist():
         succ = graph.successors(v)
         if succ.size:
-            after = (times[succ] + tail[succ])[:, None, :] + comm[v][None]  # (consumer, d, d2)
-            tail[v] = after.min(axis=2).max(axis=0)
+            run = times[succ] + tail[succ]  # (consumer, its device)
+            after = (run[:, None, :] + comm[v][None]).min(axis=2)  # (consumer, d)
+            if group is not None:
+                same = group[succ] == group[v]
+                after[same] = run[same]
+            tail[v] = after.max(axis=0)
     return ready, tail
 
 
-def route_path_bound(graph: Graph, times: np.ndarray, comm: np.ndarray) -> tuple[float, int]:
+def route_path_bound(graph: Graph, times: np.ndarray, comm: np.ndarray,
+                     group: np.ndarray | None = None) -> tuple[float, int]:
     """The longest path with route costs: ``max_v min_d ready[v, d] + p_vd + tail[v, d]`` and the ``v`` attaining it.
 
-    Each edge pays the cheapest transfer between the devices its ends could run on (0 when they can share one)."""
-    ready, tail = heads_tails(graph, times, comm)
+    Each edge pays the cheapest transfer between the devices its ends could run on (0 when they can share one, and
+    always when ``group`` colocates them, :func:`heads_tails`)."""
+    ready, tail = heads_tails(graph, times, comm, group)
     with np.errstate(invalid="ignore"):
         through = np.nan_to_num(ready + times + tail, nan=np.inf).min(axis=1)
     through = np.where(np.isfinite(through), through, 0.0)
@@ -293,7 +307,7 @@ def energy_bound(graph: Graph, times: np.ndarray, comm: np.ndarray, free: np.nda
 def route_path_makespan(problem: Any) -> tuple[float, str]:
     """:func:`route_path_bound` of a makespan problem (allowed times, the cost model's transfers) and a note."""
     g = problem.graph
-    bound, v = route_path_bound(g, allowed_times(problem), transfer_table(g, problem.cluster))
+    bound, v = route_path_bound(g, allowed_times(problem), transfer_table(g, problem.cluster), g.group_id)
     return bound, f"longest path through {g.names[v]!r} with route costs" if g.n else "empty graph"
 
 
@@ -301,5 +315,7 @@ def energy_makespan(problem: Any) -> tuple[float, str]:
     """:func:`energy_bound` of a makespan problem: every device but the parallel hosts runs one op at a time."""
     g, c = problem.graph, problem.cluster
     kinds = np.array([d.kind for d in c.devices])
-    return energy_bound(g, allowed_times(problem), transfer_table(g, c), free=c.parallel, kinds=kinds), \
+    times, comm = allowed_times(problem), transfer_table(g, c)
+    ends = heads_tails(g, times, comm, g.group_id)  # a colocation class on one device
+    return energy_bound(g, times, comm, free=c.parallel, kinds=kinds, ends=ends), \
         f"work of {g.n} ops over {c.size} devices with heads and tails"

@@ -5,8 +5,8 @@ schedule in time (:func:`~placement_dsl.bounds.makespan.segment_bound`): the ops
 ``a`` and ``b`` run in ``[end(a), start(b)]``, of length ``L``. A device ``d`` that runs some of ``S`` but not
 ``a`` starts its first one only after a tensor reaches it from another device (every op of ``S`` descends from
 ``a``, and the first one on ``d`` has its last input from elsewhere): at least ``in_d = min`` transfer into ``d``
-of a tensor of ``a`` or ``S``; likewise, not running ``b``, it ends its last one ``out_d`` before ``b`` starts. So
-with ``U`` the devices that run ``S``, ``L >= o_d + load_d`` for each ``d`` in ``U``, ``o_d = in_d [d != dev(a)] +
+of a tensor of ``a`` or ``S`` that an op of another colocation class reads (a class runs on one device); likewise,
+not running ``b``, it ends its last one ``out_d`` before ``b`` starts. So with ``U`` the devices that run ``S``, ``L >= o_d + load_d`` for each ``d`` in ``U``, ``o_d = in_d [d != dev(a)] +
 out_d [d != dev(b)]``, and for any weights ``lambda`` on ``U``'s simplex (the LP dual of the load split)::
 
     L >= sum_{v in S} min_{d in U} lambda_d p_vd + sum_{d in U} lambda_d o_d.
@@ -61,6 +61,7 @@ def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[floa
     comm = transfer_table(g, c)
     D = c.size
     comm[:, np.arange(D), np.arange(D)] = np.inf
+    comm[~crossing(g)] = np.inf  # a tensor only colocated consumers read never leaves its device
     into = comm.min(axis=1)  # into[u, d]: the cheapest move of u's tensor into d from another device
     out_of = comm.min(axis=2)  # out_of[u, d]: ... out of d
     fastest = times.min(axis=1)
@@ -119,6 +120,14 @@ def _device_sets(D: int) -> list[tuple[np.ndarray, np.ndarray]]:
                 full[-1, idx] = dual_weights(k, np.ones(k))[0]
                 lam = full
             out.append((idx, lam))
+    return out
+
+
+def crossing(graph: Any) -> np.ndarray:
+    """Per op, whether some consumer is of another colocation class: only such a tensor may move between devices
+    (every placement keeps a class on one device)."""
+    out = np.zeros(graph.n, dtype=bool)
+    out[graph.src[graph.group_id[graph.src] != graph.group_id[graph.dst]]] = True
     return out
 
 

@@ -319,3 +319,22 @@ def test_prices_that_do_not_fit_the_time_left_are_not_begun(monkeypatch):
     with pytest.raises(BudgetSpent, match="prices of 8 chains"):
         spine_bound(p, Deadline(60.0))
     assert spine_bound(p)[0] > 0  # without a deadline the prices are not sized
+
+
+def test_a_segments_ends_are_priced_once_per_kind_of_end_every_room_at_once(monkeypatch):
+    # the ends of a segment between two cut ops are priced per kind of each end (host or accelerator) and per room
+    # of each (up to eight levels): a pass per pair of rooms was 1 + 2 x 8 + 64 passes over every path of the
+    # segment, 2.5 s of Inception-v3's 326 ops, more than a 20 s solve's bound phase gave the spine. One pass per
+    # pair of kinds prices every room at once, to the same bound.
+    from placement_dsl.bounds import latency_spine_ends
+    ops = [op("a", mem=2.0)] + [op(f"f{i}", mem=2.0) for i in range(8)] + [op("z", mem=2.0)]
+    g = Graph(ops, [("a", f"f{i}") for i in range(8)] + [(f"f{i}", "z") for i in range(8)])
+    p = Problem(g, Cluster.accelerators(2, memory=8.0, cpus=1), Latency(), [Memory()])
+    priced, at = [], latency_spine_ends.EndPrices.at
+
+    def counted(self, *args, **kwargs):
+        priced.append(args[:2])
+        return at(self, *args, **kwargs)
+    monkeypatch.setattr(latency_spine_ends.EndPrices, "at", counted)
+    assert spine_bound(p)[0] == pytest.approx(14.0)
+    assert sorted(priced) == [(0, 0), (0, 1), (1, 0), (1, 1)]
