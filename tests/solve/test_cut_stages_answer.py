@@ -1,5 +1,7 @@
 """A solve's answer on a contiguous max load carries the cut-stages bound when the model proves less: GPT-3's inner
-stages pay their residual tensors, which Lemma 3.3 (W / k) misses."""
+stages pay their residual tensors, which Lemma 3.3 (W / k) misses. The solve's bisection of the bound stops by its
+clock as well as at its precision, so under load it may stop a few millionths under the bound at the answer: held to
+1e-4 here, fifty times closer than W / k's shortfall."""
 from __future__ import annotations
 
 import pytest
@@ -19,7 +21,7 @@ def test_a_solve_stopped_before_its_model_reports_the_cut_stages_bound():
     work = float(problem.cluster.times(problem.graph)[:, 0].sum())
     expected, _ = cut_stages_bound(problem, result.objective)
     assert expected is not None and expected > 1.02 * work / 4
-    assert result.bound == pytest.approx(expected) or result.bound >= expected
+    assert result.bound == pytest.approx(expected, rel=1e-4) or result.bound >= expected
 
 
 def test_a_solve_on_more_than_1500_cut_ops_reports_the_cut_stages_bound():
@@ -29,5 +31,5 @@ def test_a_solve_on_more_than_1500_cut_ops_reports_the_cut_stages_bound():
     result = solve(problem, time_limit=4.0)
     expected, note = cut_stages_bound(problem, result.objective)
     assert expected is not None, note
-    assert result.bound == pytest.approx(expected) or result.bound >= expected
+    assert result.bound == pytest.approx(expected, rel=1e-4) or result.bound >= expected
     assert "cut stages" in result.message or result.bound > expected
