@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.gc_manager import PauseGC
 from pyomo.core.base.constraint import ConstraintData
 from pyomo.core.base.objective import ObjectiveData
 from pyomo.core.base.var import VarData
@@ -156,7 +157,16 @@ def _parts(model: pyo.ConcreteModel) -> tuple[ObjectiveData, list[ConstraintData
 
 
 def extract(model: pyo.ConcreteModel) -> LinearModel:
-    """The arrays of a linear Pyomo model with one active minimize objective (no untransformed disjunctions)."""
+    """The arrays of a linear Pyomo model with one active minimize objective (no untransformed disjunctions).
+
+    The interpreter's cyclic collector is paused meanwhile, as Pyomo's writers pause it (a collection walks the whole
+    model).
+    """
+    with PauseGC():
+        return _extract(model)
+
+
+def _extract(model: pyo.ConcreteModel) -> LinearModel:
     obj, constraints = _parts(model)
     visitor = LinearRepnVisitor({})
     var_map = visitor.var_map

@@ -1,7 +1,10 @@
 """The hand-off arrays are read without naming rows and in one walk of the model's blocks: naming every row cost as
 much as reading its coefficients, and three walks of a transformed schedule model's tens of thousands of blocks as
-much again (a 596-op sheet's extraction took 7.0 CPU s, 2.6 s without them)."""
+much again (a 596-op sheet's extraction took 7.0 CPU s, 2.6 s without them); and the interpreter's cyclic
+collector is paused meanwhile, as Pyomo's writers pause it."""
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 import pyomo.environ as pyo
@@ -61,3 +64,14 @@ def test_an_untransformed_disjunct_is_refused_in_the_same_walk():
     m.d.c = pyo.Constraint(expr=m.b.x[0] >= 1)
     with pytest.raises(SpecError, match=r"1 untransformed disjunction\(s\) or disjunct\(s\), e.g. \['d'\]"):
         extract(m)
+
+
+def test_the_cyclic_collector_is_paused_while_the_arrays_are_read(monkeypatch):
+    from placement_dsl.solvers import matrix
+
+    seen = []
+    parts = matrix._parts
+    monkeypatch.setattr(matrix, "_parts", lambda model: seen.append(gc.isenabled()) or parts(model))
+    assert gc.isenabled()
+    extract(_model())
+    assert seen == [False] and gc.isenabled()
