@@ -24,7 +24,7 @@ Each such pair gets one ``pyomo.gdp`` disjunction ``[apart] v [first] v [second]
 ``apart`` says the two never share a device (or port, or channel), instead of MOIRAI's one
 big-M pair per device. Every big-M comes from variable bounds taken from the data, written
 beside the rows in a ``BigM`` suffix that ``gdp.bigm`` reads (it would derive the same from the
-bounds, at a third of its time): start times lie in ``[head, H - fastest - tail]`` with ``head``
+bounds, at a fifth of its time): start times lie in ``[head, H - fastest - tail]`` with ``head``
 and ``tail`` the longest paths of fastest times into and out of an op, and ``H`` a known
 makespan (:class:`~placement_dsl.blocks.schedule_data.ScheduleData`), never a constant.
 
@@ -240,7 +240,7 @@ def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list
     """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated).
 
     Every row's big-M is written into the block's ``BigM`` suffix, where ``gdp.bigm`` reads it instead of estimating
-    it from the row's expression (the same value, from the same bounds: a third of the transformation's time went to
+    it from the row's expression (the same value, from the same bounds: a fifth of the transformation's time went to
     the estimates); ``gdp.hull`` ignores the suffix.
     """
     blk.BigM = big_m = pyo.Suffix(direction=pyo.Suffix.LOCAL, doc=f"the big-M of every row of the {what}' disjuncts")
