@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
+from pyomo.common.gc_manager import PauseGC
 
 from .blocks.base import BlockTemplate, Context, Scale, ScheduleLink, Warm, build_order
 from .deadline import Deadline
@@ -201,7 +202,15 @@ def compile(problem: Problem, formulation: str | Formulation = "auto", deadline:
     each into a block of its name; then the formulation's Pyomo transformation, if any
     (e.g. ``gdp.bigm`` for disjunctions), is applied. With a ``deadline``, the build stops between
     blocks once it is spent (:class:`~placement_dsl.deadline.BudgetSpent`, naming the next block).
+
+    The interpreter's cyclic collector is paused meanwhile, as Pyomo's writers pause it: every collection walks the
+    growing model, a fifth of a large build's time.
     """
+    with PauseGC():
+        return _compile(problem, formulation, deadline)
+
+
+def _compile(problem: Problem, formulation: str | Formulation, deadline: Deadline | None) -> Compiled:
     form = get(formulation, problem)
     steps = form.steps(problem)
     by_template = {id(s.template): s for s in steps}

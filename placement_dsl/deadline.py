@@ -33,15 +33,16 @@ __all__ = ["BudgetSpent", "Deadline", "answer_seconds", "call_within", "can_fork
 
 # CPU seconds per estimated nonzero of a placement MIP's constraint matrix (Archer's and Tarnawski's throughput models
 # and their relaxations) to build the Pyomo model and extract its arrays for a solver, after a start-up of MODEL_START:
-# refitted on zoo graphs of 50 to 290 ops onto 4 and 8 devices (throughput, exact, with contiguity and memory; 3.9k to
-# 23k nonzeros, the estimate 1.00-1.03 times the model), 2.4e-5 to 2.9e-5 (benchmarks/bench_model_sizing.py), and on
-# GPT-3 and CNN graphs of 5,000-10,000 ops onto 8 and 16 stages, whose builds ran 34 s past the former rate's estimate
-# (1.0e-5, fitted on the same zoo graphs when their builds took 0.4 of what they take now: within 0.4-0.6 of every
-# build since, and large models were built that did not fit their budget). Times the machine's contention
-# (contention()), as the schedule and latency models' rates (placement_dsl.sizing); the first rate, 1.3e-4 s for one
-# other job per core, was 5 times these builds idle
-SECONDS_PER_NONZERO = 2.7e-5
-MODEL_START = 0.02  # CPU seconds of a placement MIP's build and extraction whatever its size
+# refitted when the extraction stopped naming rows and read them with Pyomo's LinearRepnVisitor in one walk, and
+# builds and extraction ran with the cyclic collector paused: zoo graphs of 50 to 290 ops onto 4 and 8 devices
+# (throughput, exact, with contiguity and memory; 3.9k to 23k nonzeros), 9.3e-6 to 1.3e-5 (0.05 to 0.25 s,
+# benchmarks/bench_model_sizing.py), and GPT-3 of 4,886 and 9,758 ops on its default cluster, 1.4e-5 and 1.6e-5 (399k
+# and 798k estimated: 5.6 s, 17.6 s before, and 12.4 s); the estimate 0.9-1.6 times these builds. The former rate,
+# 2.7e-5, was 1.9-3.1 times them; the one before it, 1.0e-5, fitted when builds took 0.4-0.6 of what they took then,
+# let large models be built past their budget. Times the machine's contention (contention()), as the schedule and
+# latency models' rates (placement_dsl.sizing)
+SECONDS_PER_NONZERO = 1.4e-5
+MODEL_START = 0.01  # CPU seconds of a placement MIP's build and extraction whatever its size
 MIN_SEARCH = 1.0  # seconds of search below which a model is not worth building
 PLACEMENT_NONZEROS = 9.0  # a placement MIP's nonzeros (Archer's and Tarnawski's models and their relaxations) per op
 # or edge and device: the estimate :mod:`placement_dsl.sizing` makes of them, here without loading their formulations

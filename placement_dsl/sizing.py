@@ -195,23 +195,25 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float, per_build: float
 
 SCHEDULE_START = 0.03  # CPU seconds of a schedule model's build, extraction and hand-off whatever its size (a first
 # model of 93 nonzeros in a process: 0.01 s built, 0.015 s handed to HiGHS)
-SCHEDULE_PER_NONZERO = 5.5e-5  # CPU seconds per estimated nonzero of the schedule model, built (its pair disjunctions
-# reformulated by gdp.bigm: 60 % of the build) and extracted: refitted on generated layered MOIRAI sheets of 107 to 914
-# ops (3 and 4 devices; 16.6k to 724k nonzeros estimated, 1.0-1.6 times the model's), 3.3e-5 to 6.0e-5, rising with
-# the model (the interpreter's collector walks a larger heap); with the start-up, 0.9 to 1.7 times their CPU time. The
-# former rate, 3.3e-5 (fitted on sheets of 34 to 1,661 ops when their builds took 0.6 of what they take now), was
-# 0.55-0.6 of the larger builds. The machine's load is the contention's (:func:`~placement_dsl.deadline.contention`),
-# not this rate's: the first estimate at the rate of the other models (1.3e-4 s per nonzero, for one other job per
-# core) was 6 times a 141-op sheet's build on an idle machine, and the model was refused
+SCHEDULE_PER_NONZERO = 3.7e-5  # CPU seconds per estimated nonzero of the schedule model, built (its pair disjunctions
+# reformulated by gdp.bigm, their big-Ms handed to it) and extracted: refitted when the extraction stopped naming rows
+# and read them with Pyomo's LinearRepnVisitor, the big-Ms were no longer estimated and builds ran with the cyclic
+# collector paused, on generated layered MOIRAI sheets of 107, 343, 596 and 897 ops (3 and 4 devices; 16.6k to 854k
+# nonzeros estimated; benchmarks/bench_model_sizing.py): 2.1e-5 to 3.9e-5 (0.35, 4.9, 15.5 and 33.4 s, against 0.77,
+# 8.0, 32.2 and 52.8 s before); with the start-up, 0.95 to 1.8 times their CPU time. The former rate, 5.5e-5, was
+# 1.4-2.7 times them. The machine's load is the contention's (:func:`~placement_dsl.deadline.contention`), not this
+# rate's: the first estimate at the rate of the other models (1.3e-4 s per nonzero, for one other job per core) was 6
+# times a 141-op sheet's build on an idle machine, and the model was refused
 
 
-LATENCY_START = 0.06  # CPU seconds of a latency model's build and extraction whatever its size
-LATENCY_PER_NONZERO = 4.5e-6  # CPU seconds per estimated nonzero of the latency model (Tarnawski Fig. 3 / Fig. 4),
-# built and extracted: refitted on generated invocation graphs of 12 to 140 ops (2 to 4 accelerators beside a CPU),
-# 4.3e-6 to 5.6e-5 per estimated nonzero (the estimate grows faster than the model: 0.6 to 4 times its count); with
-# the start-up, 0.6 to 1.1 times their CPU time (benchmarks/bench_model_sizing.py). The former rate, 3e-6 (fitted when
-# these builds took 0.6 of what they take now), was 0.32-0.7 of them; the first, the placement MIPs' 1.3e-4 s for one
-# other job per core, was 20 to 77 times these builds idle, and models that fit were refused
+LATENCY_START = 0.05  # CPU seconds of a latency model's build and extraction whatever its size
+LATENCY_PER_NONZERO = 2.5e-6  # CPU seconds per estimated nonzero of the latency model (Tarnawski Fig. 3 / Fig. 4),
+# built and extracted: refitted (rows no longer named, read by Pyomo's LinearRepnVisitor in one walk, the cyclic
+# collector paused) on generated invocation graphs of 12 to 140 ops (2 to 4 accelerators beside a CPU), 0.05 to 1.24 s
+# (0.06 to 1.89 s before), 2.6e-6 to 3.5e-5 per estimated nonzero (the estimate grows faster than the model: 0.6 to 4
+# times its count); with the start-up, 0.69 to 1.07 times their CPU time (benchmarks/bench_model_sizing.py). The
+# former rate, 4.5e-6, was 0.98-1.8 times them; the first, the placement MIPs' 1.3e-4 s for one other job per core,
+# was 20 to 77 times these builds idle, and models that fit were refused
 
 
 class Build(NamedTuple):

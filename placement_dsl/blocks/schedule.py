@@ -22,8 +22,9 @@ closure of the augmented DAG) and that may share a resource with positive durati
 zero time and zero-time transfers are instants, as in :func:`~placement_dsl.schedule.check_schedule`).
 Each such pair gets one ``pyomo.gdp`` disjunction ``[apart] v [first] v [second]``, where
 ``apart`` says the two never share a device (or port, or channel), instead of MOIRAI's one
-big-M pair per device. Every big-M comes from variable bounds taken from the data (the
-transformation derives it): start times lie in ``[head, H - fastest - tail]`` with ``head``
+big-M pair per device. Every big-M comes from variable bounds taken from the data, written
+beside the rows in a ``BigM`` suffix that ``gdp.bigm`` reads (it would derive the same from the
+bounds, at a fifth of its time): start times lie in ``[head, H - fastest - tail]`` with ``head``
 and ``tail`` the longest paths of fastest times into and out of an op, and ``H`` a known
 makespan (:class:`~placement_dsl.blocks.schedule_data.ScheduleData`), never a constant.
 
@@ -230,21 +231,46 @@ class _Snap:
 
 
 # ---------------------------------------------------------------------------- disjunctions
+Row = tuple[Any, float]  # a disjunct's row and its big-M: the most its body exceeds its bound within the variables' bounds
+
+
 def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list[tuple[Any, Any]],
-                       apart_rows: Callable[[Any, Any, Any], None],
-                       order: Callable[[Any, Any], Any], what: str) -> None:
-    """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated)."""
+                       apart_rows: Callable[[Any, Any], dict[Any, Row]],
+                       order: Callable[[Any, Any], Row], what: str) -> None:
+    """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated).
+
+    Every row's big-M is written into the block's ``BigM`` suffix, where ``gdp.bigm`` reads it instead of estimating
+    it from the row's expression (the same value, from the same bounds: a fifth of the transformation's time went to
+    the estimates); ``gdp.hull`` ignores the suffix.
+    """
+    blk.BigM = big_m = pyo.Suffix(direction=pyo.Suffix.LOCAL, doc=f"the big-M of every row of the {what}' disjuncts")
     blk.pairs = index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
     blk.separable = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
-    blk.apart = gdp.Disjunct(blk.separable, rule=lambda d, i, j: apart_rows(d, i, j),
-                         doc=f"the two {what} never share a resource")
-    blk.first = gdp.Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
-        expr=order(i, j), doc=f"{what} i ends before j starts")), doc=f"{what} i precedes j")
-    blk.second = gdp.Disjunct(index, rule=lambda d, i, j: d.add_component("row", pyo.Constraint(
-        expr=order(j, i), doc=f"{what} j ends before i starts")), doc=f"{what} j precedes i")
+
+    def separate(d: Any, i: Any, j: Any) -> None:
+        rows = apart_rows(i, j)
+        d.row = pyo.Constraint(list(rows), rule=lambda _, r: rows[r][0], doc=f"the two {what} do not share resource r")
+        for r, (_, m) in rows.items():
+            big_m[d.row[r]] = m
+
+    def precede(d: Any, i: Any, j: Any) -> None:
+        row, m = order(i, j)
+        d.row = pyo.Constraint(expr=row, doc=f"of the two {what}, the one first ends before the other starts")
+        big_m[d.row] = m
+
+    blk.apart = gdp.Disjunct(blk.separable, rule=separate, doc=f"the two {what} never share a resource")
+    blk.first = gdp.Disjunct(index, rule=precede, doc=f"{what} i precedes j")
+    blk.second = gdp.Disjunct(index, rule=lambda d, i, j: precede(d, j, i), doc=f"{what} j precedes i")
     blk.order = gdp.Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in b.separable else [])
                             + [b.first[i, j], b.second[i, j]],
                             doc=f"two {what} are apart or one precedes the other")
+
+
+def _upper(term: Any) -> float:
+    """The upper bound of an assignment term: a number, or a variable within ``[0, 1]``."""
+    if isinstance(term, (int, float)):
+        return float(term)
+    return 1.0 if term.ub is None else float(term.ub)
 
 
 def _pair_values(blk: pyo.Block, choice: dict[tuple[Any, Any], str]) -> Iterator[tuple[Any, float]]:
@@ -273,12 +299,17 @@ class DeviceOverlap(_Timed):
         apart = [(ops[i], ops[j]) for i, j, _ in data.op_pairs if data.separable(i, j)]
         dev = ctx.cluster.index
 
-        def apart_rows(d: Any, i: str, j: str) -> None:
-            d.row = pyo.Constraint(shared[i, j], rule=lambda _, k: ctx.x(idx[i], dev[k]) + ctx.x(idx[j], dev[k]) <= 1,
-                                   doc="ops i and j are not both on device k")
+        def apart_rows(i: str, j: str) -> dict[Any, Row]:  # ops i and j are not both on device k
+            terms = {k: (ctx.x(idx[i], dev[k]), ctx.x(idx[j], dev[k])) for k in shared[i, j]}
+            return {k: (a + b <= 1, max(_upper(a) + _upper(b) - 1, 0.0)) for k, (a, b) in terms.items()}
 
-        _pair_disjunctions(blk, pairs, apart, apart_rows,
-                           lambda i, j: times.start(idx[j]) >= times.start(idx[i]) + times.duration(idx[i]), "ops")
+        def order(i: str, j: str) -> Row:
+            v, u = idx[i], idx[j]
+            longest = sum(float(ctx.work[v, d]) * _upper(ctx.x(v, d)) for d in range(ctx.D) if ctx.work[v, d] > 0)
+            m = data.start_bounds(v)[1] + longest - data.start_bounds(u)[0]
+            return times.start(u) >= times.start(v) + times.duration(v), max(m, 0.0)
+
+        _pair_disjunctions(blk, pairs, apart, apart_rows, order, "ops")
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         data, times, ops = self.data(ctx), self.warm(ctx, warm), ctx.ops
@@ -305,24 +336,27 @@ class TransferCongestion(_Timed):
         pairs = [(key(k), key(j)) for k, j, _ in data.task_pairs]
         usage = {(key(k), key(j)): rows for k, j, rows in data.task_pairs}
 
-        def apart_rows(d: Any, i: Any, j: Any) -> None:
-            rows = usage[i, j]
-            d.row = pyo.Constraint(range(len(rows)), rule=lambda _, r: self._use(ctx, data, i, rows[r])
-                                   + self._use(ctx, data, j, rows[r]) <= 1, doc="not both on this port or channel")
-
-        def order(i: Any, j: Any) -> Any:
+        def apart_rows(i: Any, j: Any) -> dict[Any, Row]:  # not both on this port or channel
             ki, kj = data.task_index[i], data.task_index[j]
-            return link.start(kj) >= link.start(ki) + link.duration(ki)
+            busy = [(data.busy_channels(ki, r), data.busy_channels(kj, r)) for r in usage[i, j]]
+            return {r: (self._use(ctx, ki, a) + self._use(ctx, kj, b) <= 1, max(len(a) + len(b) - 1.0, 0.0))
+                    for r, (a, b) in enumerate(busy)}
+
+        def order(i: Any, j: Any) -> Row:
+            ki, kj = data.task_index[i], data.task_index[j]
+            u = data.tasks[ki].producer
+            longest = sum(data.time(u, a, c) for a, c in data.task_channels[ki])
+            m = data.task_bounds(ki)[1] + longest - data.task_bounds(kj)[0]
+            return link.start(kj) >= link.start(ki) + link.duration(ki), max(m, 0.0)
 
         _pair_disjunctions(blk, pairs, pairs, apart_rows, order, "transfers")
 
     @staticmethod
-    def _use(ctx: Context, data: ScheduleData, key: Any, resource: tuple[int, ...]) -> Any:
-        """Task ``key``'s use of a port ``(a, -1)`` out, ``(-1, b)`` in, channel ``(a, b)`` or link ``(-2, l)`` for a
-        positive time."""
-        k = data.task_index[key]
+    def _use(ctx: Context, k: int, busy: list[tuple[int, int]]) -> Any:
+        """Task ``k``'s use of a resource (a port ``(a, -1)`` out, ``(-1, b)`` in, channel ``(a, b)`` or link
+        ``(-2, l)``) for a positive time: the sum of its channels ``busy`` there (:meth:`ScheduleData.busy_channels`)."""
         link = ctx.link(TaskLink)
-        return sum(link.channel(k, a, c) for a, c in data.busy_channels(k, resource))
+        return sum(link.channel(k, a, c) for a, c in busy)
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         data, times = self.data(ctx), self.warm(ctx, warm)

@@ -200,8 +200,21 @@ class ScheduleData:
 
     def busy_channels(self, k: int, resource: Resource) -> list[tuple[int, int]]:
         """Channels ``(a, c)`` of task ``k`` that hold ``resource`` (:attr:`held`) for a positive time."""
-        u = self.tasks[k].producer
-        return [(a, c) for a, c in sorted(self.task_channels[k]) if resource in self.held(a, c) and self.time(u, a, c) > 0]
+        return self._busy[k].get(resource, [])
+
+    @cached_property
+    def _busy(self) -> list[dict[Resource, list[tuple[int, int]]]]:
+        """Per task, the channels holding each resource for a positive time, found once (the congestion rows and
+        pairs ask for them per pair, per resource)."""
+        out: list[dict[Resource, list[tuple[int, int]]]] = []
+        for k, t in enumerate(self.tasks):
+            by_resource: dict[Resource, list[tuple[int, int]]] = {}
+            for a, c in sorted(self.task_channels[k]):
+                if self.time(t.producer, a, c) > 0:
+                    for r in self.held(a, c):
+                        by_resource.setdefault(r, []).append((a, c))
+            out.append(by_resource)
+        return out
 
     def resources(self) -> list[Resource]:
         """The resources transfers contend for (:attr:`TransferResources.all <placement_dsl.congestion.TransferResources.all>`):
@@ -219,7 +232,8 @@ class ScheduleData:
     @cached_property
     def task_pairs(self) -> list[tuple[int, int, list[Resource]]]:
         """``(k, j, resources)``: tasks not ordered by precedence (or their windows) that may share those resources."""
-        used = [{r for r in self.resources() if self.busy_channels(k, r)} for k in range(len(self.tasks))]
+        every = set(self.resources())
+        used = [every.intersection(self._busy[k]) for k in range(len(self.tasks))]
         return [(k, j, sorted(used[k] & used[j])) for k in range(len(self.tasks)) for j in range(k + 1, len(self.tasks))
                 if used[k] & used[j] and not self._precedes(k, j) and not self._precedes(j, k)]
 

@@ -92,3 +92,17 @@ def test_placement_round_trip_through_variable_values():
         assert c.varmap.placement(c.model) == best
     with pytest.raises(SpecError, match="no values"):
         compile(problem).varmap.placement()
+
+
+def test_the_cyclic_collector_is_paused_while_a_model_is_built(monkeypatch):
+    """Every collection walks the growing model: a fifth of a 596-op schedule model's build (15.7 s, 12.1 s paused)."""
+    import gc
+
+    import placement_dsl.compile as compiling
+
+    seen = []
+    order = compiling.build_order
+    monkeypatch.setattr(compiling, "build_order", lambda templates: seen.append(gc.isenabled()) or order(templates))
+    assert gc.isenabled()
+    compile(chain()[0])
+    assert seen == [False] and gc.isenabled()

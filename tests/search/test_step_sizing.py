@@ -18,7 +18,7 @@ from placement_dsl.search import contracted
 from placement_dsl.search.anytime import search
 from placement_dsl.sizing import build_seconds, fitting_ops
 from placement_dsl.zoo import default_cluster, transformer
-from tests.solve.test_pass_estimates import layered_sheet
+from tests.solve.sheets import layered_sheet
 
 LIMIT = 12.0
 

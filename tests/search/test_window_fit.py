@@ -14,7 +14,7 @@ from placement_dsl.problem import Problem
 from placement_dsl.schedule import list_schedule
 from placement_dsl.search import contracted
 from placement_dsl.search.anytime import search
-from tests.solve.test_pass_estimates import layered_sheet
+from tests.solve.sheets import layered_sheet
 
 WINDOW = 8
 

@@ -5,7 +5,6 @@ first: on a 15,000-task sheet ``bounds`` left HEFT no time and answered the fall
 and solve's race spent its share on the one-device baseline (13.7 s of CPU on 47,584 ops) before any pass."""
 from __future__ import annotations
 
-import random
 import time
 
 import pytest
@@ -16,29 +15,8 @@ from placement_dsl.heuristics import run
 from placement_dsl.presets import makespan_problem
 from placement_dsl.problem import Problem
 from placement_dsl.starts import PASSES, SUBSUMED, auto_methods, construction_order, pass_seconds
-from placement_dsl.testing import moirai_sheet
 from placement_dsl.zoo import gpt3
-from tests.solve.sheets import layered
-
-
-def layered_sheet(tasks: int, devices: int, seed: int) -> Problem:
-    """A MOIRAI sheet of ``tasks`` tasks in layers of up to ``sqrt(tasks) / 2`` side by side (each task fed by one to
-    three of the layer before, sometimes one two layers back), heterogeneous speeds and bandwidths, a flow per edge."""
-    rng = random.Random(seed)
-    layers, succ = layered(rng, tasks, max(2, int(tasks ** 0.5 / 2)), back=0.15)
-    K = devices
-    speed = [rng.uniform(0.5, 2.5) for _ in range(K)]
-    bandwidth = [[rng.choice((2.0, 5.0, 10.0, 25.0)) for _ in range(K)] for _ in range(K)]
-
-    def draw(i: int, successors: int) -> tuple[float, list[float], list[float]]:
-        base = rng.lognormvariate(0, 1) * 0.05
-        mi = float(rng.randint(0, 50) * 1000)
-        times = [round(base / speed[k] * rng.uniform(0.8, 1.25), 5) for k in range(K)]
-        return mi, times, [rng.choice((0.0, 0.1, 0.5, 1.0, 3.0)) for _ in range(successors)]
-
-    graph, cluster = moirai_sheet(lambda i: sorted(succ[i]), tasks, layers[0], bandwidth, draw, 1e12,
-                                  f"layered{tasks}-{seed}")
-    return makespan_problem(graph, cluster, CostModel.named("makespan"))
+from tests.solve.sheets import layered_sheet
 
 
 def _gpt() -> Problem:
