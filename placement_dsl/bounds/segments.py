@@ -6,15 +6,20 @@ schedule in time (:func:`~placement_dsl.bounds.makespan.segment_bound`): the ops
 ``a`` starts its first one only after a tensor reaches it from another device (every op of ``S`` descends from
 ``a``, and the first one on ``d`` has its last input from elsewhere): at least ``in_d = min`` transfer into ``d``
 of a tensor of ``a`` or ``S`` that an op of another colocation class reads (a class runs on one device); likewise,
-not running ``b``, it ends its last one ``out_d`` before ``b`` starts. So with ``U`` the devices that run ``S``, ``L >= o_d + load_d`` for each ``d`` in ``U``, ``o_d = in_d [d != dev(a)] +
-out_d [d != dev(b)]``, and for any weights ``lambda`` on ``U``'s simplex (the LP dual of the load split)::
+not running ``b``, it ends its last one ``out_d`` before ``b`` starts. So with ``U`` the devices that run ``S``,
+``L >= o_d + load_d`` for each ``d`` in ``U``, ``o_d = in_d [d != dev(a)] + out_d [d != dev(b)]``, and for any
+weights ``lambda`` on ``U``'s simplex (the LP dual of the load split)::
 
     L >= sum_{v in S} min_{d in U} lambda_d p_vd + sum_{d in U} lambda_d o_d.
 
 The bound of a segment is the least over ``U`` and the devices of ``a`` and ``b`` (in ``U``: a smaller ``o``) of
-the best weights' value, and at least its longest path; the makespan is at least the cut ops' fastest times plus
-the segments' bounds. Where transfers cost more than the parallel branches save, it is the serial work of the
-segment on one device, which the work and path bounds cannot see.
+the best weights' value, and at least its longest path. The split is fractional, so it lets a slow device take a
+share of an op that alone outlasts the segment; but a segment of length ``L`` runs ``v`` on ``d`` only if ``v``'s
+time there, with the least routes through the segment before and after it, fits in ``L``. With such ops kept off
+such devices the value is at most ``L``, so the segment is at least the least ``L`` that passes this test (a
+slow device's op pruned that way lifts GoogLeNet's segments from their paths, 0.817 to 0.922 in all). The makespan
+is at least the cut ops' fastest times plus the segments' bounds. Where transfers cost more than the parallel
+branches save, it is the serial work of the segment on one device, which the work and path bounds cannot see.
 """
 from __future__ import annotations
 
@@ -27,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from ..deadline import Deadline
-from .makespan import allowed_times, comparable_cuts, dual_weights, segment_path, transfer_table, weighted_costs
+from .makespan import (
+    allowed_times,
+    comparable_cuts,
+    dual_weights,
+    heads_tails,
+    segment_path,
+    transfer_table,
+    weighted_costs,
+)
 
 GRID = 10  # simplex steps of a segment's weights (four devices: 286 weight vectors per device set)
 MAX_DEVICES = 6  # beyond, the device sets are too many to enumerate: the segments keep path and work only
@@ -59,6 +72,7 @@ def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[floa
     g, c = problem.graph, problem.cluster
     times = allowed_times(problem)
     comm = transfer_table(g, c)
+    routes = comm.copy()
     D = c.size
     comm[:, np.arange(D), np.arange(D)] = np.inf
     comm[~crossing(g)] = np.inf  # a tensor only colocated consumers read never leaves its device
@@ -79,8 +93,9 @@ def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[floa
         ins = into[feed].min(axis=0) if a >= 0 else np.zeros(D)
         outs = out_of[ops].min(axis=0) if b >= 0 else np.zeros(D)
         ins, outs = np.where(np.isfinite(ins), ins, 0.0), np.where(np.isfinite(outs), outs, 0.0)
-        spread = _spread(times[ops], ins, outs, sets) if D <= MAX_DEVICES else 0.0
-        values[s] = max(segment_path(g, ops, fastest), spread)
+        path = segment_path(g, ops, fastest)
+        spread = _windowed(g, ops, times, routes, path, ins, outs, sets) if D <= MAX_DEVICES else 0.0
+        values[s] = max(path, spread)
     if memo is not None:
         memo[("values", id(problem))] = (problem, (total, dict(values), len(cuts)))
     return total, values, len(cuts)
@@ -131,18 +146,57 @@ def crossing(graph: Any) -> np.ndarray:
     return out
 
 
+def _windows(graph: Any, ops: np.ndarray, times: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    """``span[i, d]``: the least length of the segment of ``ops`` if ``ops[i]`` runs on ``d``: its time there between
+    the longest routes through ``ops`` before and after it (:func:`~placement_dsl.bounds.makespan.heads_tails` on the
+    segment alone; a colocation class takes its members' largest on each device, for it runs on one)."""
+    ready, tail = heads_tails(graph, times, comm, graph.group_id, ops)
+    span = (ready + times + tail)[ops]
+    group = graph.group_id[ops]
+    for gid in np.unique(group).tolist():
+        members = group == gid
+        span[members] = span[members].max(axis=0)
+    return span
+
+
+def _windowed(graph: Any, ops: np.ndarray, times: np.ndarray, comm: np.ndarray, path: float, ins: np.ndarray,
+              outs: np.ndarray, sets: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The least ``L`` (at least ``path``) that the spread of the ops allowed on each device within ``L`` does not
+    exceed. A segment of length ``L`` runs no op on a device where its window (:func:`_windows`) is longer, so the
+    spread with those times dropped is at most ``L``; dropping fewer as ``L`` grows, the spread only falls, and the
+    least such ``L`` is found by bisection over the windows' values, each a step of the spread. Ops of no time on
+    every device are left out (they add no work; dropping their windows only relaxes)."""
+    span = _windows(graph, ops, times, comm)
+    times = times[ops]
+    busy = (np.where(np.isfinite(times), times, 0.0) > 0).any(axis=1)  # an op of no time adds no work
+    span, times = span[busy], times[busy]
+    steps = np.unique(np.append(span[np.isfinite(span) & (span > path)], path))
+
+    def spread(k: int) -> float:
+        return _spread(np.where(span <= steps[k], times, np.inf), ins, outs, sets)
+
+    lo, hi = 0, len(steps) - 1  # the least step k whose spread is below the next step (the last step's always is)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if spread(mid) < steps[mid + 1]:
+            hi = mid
+        else:
+            lo = mid + 1
+    value = max(float(steps[lo]), spread(lo))
+    return value if np.isfinite(value) else 0.0  # an op no device may run: left to the feasibility checks
+
+
 def _spread(times: np.ndarray, ins: np.ndarray, outs: np.ndarray, sets: list[tuple[np.ndarray, np.ndarray]]) -> float:
-    """The least over device sets ``U`` and the cut ops' devices in ``U`` of the best weights' value."""
+    """The least over device sets ``U`` and the cut ops' devices in ``U`` of the best weights' value (``inf`` when no
+    set may run every op)."""
     best = np.inf
     for idx, lam in sets:
         if not np.isfinite(times[:, idx]).any(axis=1).all():
             continue  # an op no device of the set may run
         work = weighted_costs(times[:, idx], lam[:, idx]).sum(axis=1)  # per weight vector: sum_v min_d lambda_d p_vd
-        for da, db in itertools.product(idx.tolist(), repeat=2):
-            o = ins + outs
-            o[da] -= ins[da]
-            o[db] -= outs[db]
-            best = min(best, float((work + lam @ o).max()))
+        base = work + lam @ (ins + outs)  # then a's device pays no way in, b's no way out: (weights, da, db)
+        free = base[:, None, None] - (lam[:, idx] * ins[idx])[:, :, None] - (lam[:, idx] * outs[idx])[:, None, :]
+        best = min(best, float(free.max(axis=0).min()))
         if best <= 0:
             return 0.0
-    return 0.0 if not np.isfinite(best) else best
+    return best

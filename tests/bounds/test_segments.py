@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement_dsl.bounds.makespan import energy_makespan, route_path_makespan
 from placement_dsl.bounds.segments import transfer_segment_bound
@@ -13,6 +15,7 @@ from placement_dsl.deadline import Deadline
 from placement_dsl.graph import Graph, Op
 from placement_dsl.objectives import Makespan
 from placement_dsl.problem import Problem
+from tests.bounds import test_split_heads as cases
 
 
 def serial(k: int, memory: float = math.inf) -> Cluster:
@@ -49,3 +52,52 @@ def test_many_devices_keep_to_the_paths_without_enumerating_device_sets():
     # 2^12 device sets with their weight grids would take minutes; the segments fall back to their paths (3)
     p = Problem(fork(10.0).graph, serial(12), Makespan())
     assert transfer_segment_bound(p, Deadline(5.0))[0] == pytest.approx(3.0)
+
+
+def three_branches() -> Problem:
+    """``a -> {x, y, z} -> b`` of free tensors on two devices: ``a`` and ``b`` take 1, each branch 2 on d0 and 5
+    on d1."""
+    ops = [Op(name="a", work=1.0), Op(name="b", work=1.0)]
+    ops += [Op(name=x, work={"d0": 2.0, "d1": 5.0}) for x in "xyz"]
+    edges = [(u, v) for x in "xyz" for u, v in (("a", x), (x, "b"))]
+    devices = [Device(name=f"d{i}", kind=f"d{i}", invocations=False) for i in range(2)]
+    return Problem(Graph(ops, edges), Cluster(devices), Makespan())
+
+
+def test_an_op_too_slow_for_the_segment_is_kept_off_that_device():
+    # split fractionally, the branches fit in 30/7 (15/7 of them on d0, 6/7 on d1; the weight grid proves 4.2),
+    # but a branch on d1 takes 5,
+    # so a segment shorter than 5 runs all three on d0 (6): the segment is 5 and the makespan 7, the optimum
+    p = three_branches()
+    assert transfer_segment_bound(p)[0] == pytest.approx(7.0) == brute_force(p)[0]
+
+
+@st.composite
+def forks(draw):
+    """``a -> branches -> b`` (1 to 4 branch ops, a branch of two in a chain sometimes) on 2-3 devices of unrelated
+    times from 0.5 to 5, tensors of 0 to 4 bytes, and sometimes an edge carried by a MOIRAI flow op (no time,
+    colocated with its producer, a transfer matrix of its own): at most 7 ops."""
+    k, width = draw(st.integers(2, 3)), draw(st.integers(1, 4))
+    chain = width <= 3 and draw(st.booleans())
+
+    def op(name: str) -> Op:
+        return Op(name=name, work={f"d{j}": draw(st.sampled_from([0.5, 1.0, 2.0, 3.0, 5.0])) for j in range(k)},
+                  out_bytes=draw(st.sampled_from([0.0, 1.0, 2.0, 4.0])), group=name)
+
+    ops = [op("a"), op("b")] + [op(f"x{i}") for i in range(width)]
+    edges = [e for i in range(width) for e in (("a", f"x{i}"), (f"x{i}", "b"))]
+    if chain:
+        ops.append(op("y"))
+        edges = [e for e in edges if e != ("x0", "b")] + [("x0", "y"), ("y", "b")]
+    if len(ops) < 7 and draw(st.booleans()):
+        u, v = edges.pop(draw(st.integers(0, len(edges) - 1)))
+        matrix = [[0.0 if i == j else draw(st.sampled_from([0.5, 1.0, 3.0])) for j in range(k)] for i in range(k)]
+        ops.append(Op(name="q", work=0.0, group=u, attrs={"transfer_time": matrix}))
+        edges += [(u, "q"), ("q", v)]
+    return Problem(Graph(ops, edges), cases.mesh(k), Makespan())
+
+
+@given(forks())
+@settings(max_examples=25, deadline=None)
+def test_at_most_the_exhaustive_optimum_of_any_tiny_fork(problem):
+    assert transfer_segment_bound(problem)[0] <= cases.exhaustive(problem) + 1e-9
