@@ -72,6 +72,28 @@ def test_an_op_too_slow_for_the_segment_is_kept_off_that_device():
     assert transfer_segment_bound(p)[0] == pytest.approx(7.0) == brute_force(p)[0]
 
 
+
+def test_a_device_joins_only_through_a_tensor_the_segment_reads():
+    # a -> {x, y} -> b: a's tensor takes 2 to move, x and y send free tensors to b only. x is fast on d0, y on d1,
+    # but a device without a pays 2 to start either, more than the split saves: the segment is 1.5 on d0 (2.5 in
+    # all, the optimum). Priced by the tensors that only b reads, a device joined for free (1.5)
+    ops = [Op(name="a", work=0.5, out_bytes=2.0), Op(name="b", work=0.5),
+           Op(name="x", work={"d0": 0.5, "d1": 1.0}), Op(name="y", work={"d0": 1.0, "d1": 0.5})]
+    p = Problem(Graph(ops, [("a", "x"), ("a", "y"), ("x", "b"), ("y", "b")]), cases.mesh(2), Makespan())
+    assert transfer_segment_bound(p)[0] == pytest.approx(2.5) == cases.exhaustive(p)
+
+
+def test_a_device_joins_after_the_producer_of_the_tensor_it_reads():
+    # a -> {x -> y, u, w} -> b on three devices, 0.5 each but w 1; only a's tensor costs (1). A device without a
+    # starts at the earliest when x's free tensor is ready, 0.5 after a: with the work of 2.5 over three devices,
+    # each of the two others paying 0.5, the segment is at least 7/6 (13/6 in all; the optimum is 2.5). Moves
+    # priced without their producers' times let a device join at once: the segment's path, 1 (2 in all)
+    ops = [Op(name=x, work=0.5, out_bytes=1.0 if x == "a" else 0.0) for x in "abxyu"] + [Op(name="w", work=1.0)]
+    edges = [("a", "x"), ("x", "y"), ("a", "u"), ("a", "w"), ("y", "b"), ("u", "b"), ("w", "b")]
+    p = Problem(Graph(ops, edges), cases.mesh(3), Makespan())
+    assert transfer_segment_bound(p)[0] == pytest.approx(13 / 6)
+    assert transfer_segment_bound(p)[0] <= cases.exhaustive(p) + 1e-9
+
 @st.composite
 def forks(draw):
     """``a -> branches -> b`` (1 to 4 branch ops, a branch of two in a chain sometimes) on 2-3 devices of unrelated
