@@ -97,7 +97,7 @@ def segment_values(problem: Any, deadline: Deadline | None = None) -> tuple[floa
         if D <= MAX_DEVICES:
             ready, tail = heads_tails(g, times, routes, g.group_id, ops)
             ins, outs = _ends(g, ops, a, b, into, out_of, ready + times, times + tail)
-            spread = _windowed(g, ops, times, ready + times + tail, path, ins, outs, sets)
+            spread = _windowed(g, ops, times, ready + times + tail, path, ins, outs, sets, c.parallel)
         values[s] = max(path, spread)
     if memo is not None:
         memo[("values", id(problem))] = (problem, (total, dict(values), len(cuts)))
@@ -186,16 +186,18 @@ def _windows(graph: Any, ops: np.ndarray, span: np.ndarray) -> np.ndarray:
 
 
 def _windowed(graph: Any, ops: np.ndarray, times: np.ndarray, through: np.ndarray, path: float, ins: np.ndarray,
-              outs: np.ndarray, sets: list[tuple[np.ndarray, np.ndarray]]) -> float:
+              outs: np.ndarray, sets: list[tuple[np.ndarray, np.ndarray]], parallel: np.ndarray) -> float:
     """The least ``L`` (at least ``path``) that the spread of the ops allowed on each device within ``L`` does not
     exceed. A segment of length ``L`` runs no op on a device where its window (:func:`_windows`) is longer, so the
     spread with those times dropped is at most ``L``; dropping fewer as ``L`` grows, the spread only falls, and the
     least such ``L`` is found by bisection over the windows' values, each a step of the spread. Ops of no time on
-    every device are left out (they add no work; dropping their windows only relaxes)."""
+    every device are left out (they add no work; dropping their windows only relaxes), and a ``parallel`` device
+    (a host running its ops side by side) loads no work, only its windows bind there."""
     span = _windows(graph, ops, through)
     times = times[ops]
     busy = (np.where(np.isfinite(times), times, 0.0) > 0).any(axis=1)  # an op of no time adds no work
     span, times = span[busy], times[busy]
+    times = np.where(parallel & np.isfinite(times), 0.0, times)
     steps = np.unique(np.append(span[np.isfinite(span) & (span > path)], path))
 
     def spread(k: int) -> float:

@@ -94,6 +94,17 @@ def test_a_device_joins_after_the_producer_of_the_tensor_it_reads():
     assert transfer_segment_bound(p)[0] == pytest.approx(13 / 6)
     assert transfer_segment_bound(p)[0] <= cases.exhaustive(p) + 1e-9
 
+
+def test_a_host_runs_its_share_side_by_side():
+    # the three branches take 5 on the accelerator and 1 on the host, which runs them at once: the segment is 1 and
+    # the makespan 3 (a and b take 1). Counted as run one at a time, the host's share would make the segment 3
+    ops = [Op(name="a", work=1.0), Op(name="b", work=1.0)]
+    ops += [Op(name=x, work={"accelerator": 5.0, "cpu": 1.0}) for x in "xyz"]
+    edges = [(u, v) for x in "xyz" for u, v in (("a", x), (x, "b"))]
+    p = Problem(Graph(ops, edges), Cluster.accelerators(1, cpus=1), Makespan())
+    assert p.cluster.parallel.any()
+    assert transfer_segment_bound(p)[0] == pytest.approx(3.0) == brute_force(p)[0]
+
 @st.composite
 def forks(draw):
     """``a -> branches -> b`` (1 to 4 branch ops, a branch of two in a chain sometimes) on 2-3 devices of unrelated
