@@ -202,19 +202,26 @@ def transfer_table(graph: Graph, cluster: Cluster) -> np.ndarray:
     return comm
 
 
-def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray,
-                group: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray, group: np.ndarray | None = None,
+                ops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ready, tail)``, both ``(n, D)``: ``ready[v, d]`` is a lower bound on when ``v`` can start on ``d`` (each
     input produced at its earliest, on its best device, and moved to ``d``); ``tail[v, d]`` a lower bound on the time
     from ``v``'s end on ``d`` to the end of the schedule (each consumer moved to, and run on, its best device, then
     its own tail). Every schedule starts ``v`` after ``min_d ready`` and runs at least ``min_d tail`` after it.
     ``group``: the ops' colocation classes, which every placement keeps on one device: an input or a consumer of
     ``v``'s class runs on ``d`` too (a MOIRAI flow op, colocated with its producer of no bytes, moves its tensor
-    from the producer's device, not from wherever the move is cheapest)."""
+    from the producer's device, not from wherever the move is cheapest). ``ops``: only the subgraph they induce, timed
+    from its own start to its own end (the ops outside, and the edges to them, dropped; their rows stay 0)."""
     n, D = times.shape
     ready, tail = np.zeros((n, D)), np.zeros((n, D))
-    for v in graph.topo.tolist():
+    inside = np.ones(n, dtype=bool)
+    if ops is not None:
+        inside[:] = False
+        inside[ops] = True
+    order = graph.topo[inside[graph.topo]].tolist()
+    for v in order:
         preds = graph.predecessors(v)
+        preds = preds[inside[preds]]
         if preds.size:
             done = ready[preds] + times[preds]  # (input, its device)
             arrive = (done[:, :, None] + comm[preds]).min(axis=1)
@@ -222,8 +229,9 @@ def heads_tails(graph: Graph, times: np.ndarray, comm: np.ndarray,
                 same = group[preds] == group[v]
                 arrive[same] = done[same]
             ready[v] = arrive.max(axis=0)
-    for v in graph.topo[::-1].tolist():
+    for v in order[::-1]:
         succ = graph.successors(v)
+        succ = succ[inside[succ]]
         if succ.size:
             run = times[succ] + tail[succ]  # (consumer, its device)
             after = (run[:, None, :] + comm[v][None]).min(axis=2)  # (consumer, d)
