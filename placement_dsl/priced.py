@@ -28,19 +28,20 @@ def cut_seconds(problem: Any) -> float:
     return CUT_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown()
 
 
-def start_bound(problem: Any, upper: float, clock: Deadline, gap: float) -> tuple[float | None, str]:
+def start_bound(problem: Any, upper: float, clock: Deadline, gap: float) -> tuple[float | None, bool]:
     """The cut-stages bound over the problem's class below a start of max load ``upper``, its first step at the start
     less half the relative ``gap`` (ruled out, it proves the start within the gap, where the start less the gap
     falls short by the bound's shave), in :data:`CUT_SHARE` of ``clock``'s time left (at most :data:`CUT_MOST` s),
-    and a note; ``None`` where the bound does not apply or its tables do not fit that time."""
+    and whether it is the search's last word (its bisection ended, or the start is proven): ``None`` where the bound
+    does not apply or its tables do not fit that time, unfinished where its clock stopped it."""
     if problem.placement_class() is PlacementClass.ALL or cut_stages.applies(problem) or not math.isfinite(upper):
-        return None, ""
+        return None, False
     seconds = min(CUT_SHARE * clock.left(), CUT_MOST)
     if cut_seconds(problem) > seconds:
-        return None, f"the cut stages' bound not priced: its tables take ~{cut_seconds(problem):.1f} s"
+        return None, False
     found = cut_stages.cut_stages_search(problem, upper, cut_stages.SOLVE_PAIRS, seconds,
                                          probe=upper * (1 - 0.5 * gap) if gap > 0 else None)
-    return found.bound, found.note
+    return found.bound, found.finished
 
 
 def meets(bound: float, objective: float, gap: float = 0.0) -> bool:

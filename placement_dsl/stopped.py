@@ -334,7 +334,7 @@ class Stop:
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
         self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # held_split's, built first
         self.gap = 0.0  # the relative gap within which the floor proves the start (the solve's)
-        self.priced = False  # whether the cut stages were priced on the start (price_start): not again on the answer
+        self.priced = False  # whether the cut stages were priced on the start to their end (price_start): not again
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -363,8 +363,8 @@ class Stop:
         large = LARGE * clock.left()
         if not self._usable() or UNREAD.get() or build_seconds(self.problem, self.form, within=large) <= large:
             return
-        self.priced = True
-        found, _ = start_bound(self.problem, self.start_eval.objective, clock, self.gap)
+        found, finished = start_bound(self.problem, self.start_eval.objective, clock, self.gap)
+        self.priced = finished  # a bound its clock stopped is priced again on the answer (whose runs are fewer)
         if found is not None and (self.floor is None or found > self.floor):
             self.floor, self.floor_source = min(found, self.start_eval.objective), "the cut stages"
 
