@@ -17,15 +17,18 @@ from .placement import PlacementClass
 from .result import Result
 from .solvers import Status
 
-CUT_SHARE, CUT_MOST = 0.25, 20.0  # of the time left, the cut stages' clock before the model is built, and its most
-CUT_PER_EDGE = 1.3e-4  # seconds per op and edge of the cut stages' tables, block prices and first chain, before the
-# search reads its clock (at load 1 on 2 cores, scaled by slowdown(): cnn-5000 onto 17 devices, 11,183 ops and
-# edges, 2.0 s at load 5.6)
+CUT_SHARE, CUT_MOST = 0.3, 20.0  # of the time left, the cut stages' clock before the model is built, and its most
+CUT_PER_EDGE = 3e-5  # seconds per op and edge of the cut stages' tables, block prices and first chain, before the
+# search reads its clock (at deadline.LOAD_MEASURED, scaled by slowdown(): gpt3-20000 onto 16 stages, 45,668 ops
+# and edges, 2.0 s at load 6.1 on 2 cores)
+CUT_PER_EDGE_HOSTS = 1.3e-4  # ... beside host devices (their prices and reach: cnn-5000 onto 16 accelerators and a
+# host, 11,183 ops and edges, 2.0 s at load 5.6)
 
 
 def cut_seconds(problem: Any) -> float:
     """The estimated seconds, here now, of the cut stages' work before their search reads its clock."""
-    return CUT_PER_EDGE * (problem.graph.n + problem.graph.m) * slowdown()
+    rate = CUT_PER_EDGE_HOSTS if problem.cluster.host.any() else CUT_PER_EDGE
+    return rate * (problem.graph.n + problem.graph.m) * slowdown()
 
 
 def start_bound(problem: Any, upper: float, clock: Deadline, gap: float) -> tuple[float | None, bool]:

@@ -334,7 +334,7 @@ class Stop:
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
         self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # held_split's, built first
         self.gap = 0.0  # the relative gap within which the floor proves the start (the solve's)
-        self.priced = False  # whether the cut stages were priced on the start to their end (price_start): not again
+        self.priced = math.inf  # the start's max load, where the cut stages were priced on it to their end: not again
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -359,12 +359,12 @@ class Stop:
     def price_start(self, clock: Deadline) -> None:
         """For a model whose build takes over :data:`LARGE` of the time left (a small one proves its start itself),
         the cut-stages bound on a usable start before the build (:func:`~placement_dsl.priced.start_bound`) raises
-        the floor: a start it proves needs no model, the answer's bound is never below it, nor priced again."""
+        the floor: a start it proves needs no model, the answer's bound is never below it (priced again if better)."""
         large = LARGE * clock.left()
-        if not self._usable() or UNREAD.get() or build_seconds(self.problem, self.form, within=large) <= large:
+        if not self._usable() or UNREAD.get() or build_seconds(self.problem, self.form) <= large:
             return
         found, finished = start_bound(self.problem, self.start_eval.objective, clock, self.gap)
-        self.priced = finished  # a bound its clock stopped is priced again on the answer (whose runs are fewer)
+        self.priced = self.start_eval.objective if finished else math.inf  # else again on the answer (fewer runs)
         if found is not None and (self.floor is None or found > self.floor):
             self.floor, self.floor_source = min(found, self.start_eval.objective), "the cut stages"
 
@@ -457,7 +457,7 @@ class Stop:
         if self.floor is not None:
             bound = self.floor if bound is None else max(bound, self.floor)
         cut = cut_stages.answer_bound(self.problem, result.objective) if result.objective is not None and \
-            not self.priced else None
+            result.objective < self.priced else None  # a better answer holds fewer runs: priced again
         if cut is not None and (bound is None or cut > bound):  # inner devices pay the tensors across their cut ops
             bound, source = cut, "by the cut stages"
         if bound is None or (result.bound is not None and result.bound >= bound):
