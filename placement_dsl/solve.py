@@ -225,7 +225,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     start, start_eval, refusal, start_bound, warm_start, unfinished, others = first_start(problem, spec, clock, share)
     stop = Stop(problem, form, method, solver, warm_start, start, start_eval, refusal, t0)
     stop.start_bound, stop.unfinished, stop.floor, stop.others = start_bound, unfinished, early, others
-    stop.clock, stop.held, stop.gap = clock, held, gap
+    stop.clock, stop.held = clock, held
     stop = continued_first(stop, spec, clock)
     start, start_eval, refusal, warm_start = stop.start, stop.start_eval, stop.refusal, stop.warm_start
     if clock.expired(MIN_SEARCH) and not options:  # prepare may run a heuristic of its own (a horizon)
@@ -242,7 +242,7 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     t_start = time.perf_counter() - t0
     if early is None and plan.info.get("floor") is not None:
         stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")
-    stop.price_start(clock)  # the cut stages on the start, before the model: the floor of its answer's bound
+    stop.price_start(clock, gap)  # the cut stages on the start, before the model: the floor of its answer's bound
     if stop.proves_start():  # nothing to search: the start meets the floor (within the gap)
         return stop.result("the start meets the floor proven before the model build; not built")
     if clock.expired(MIN_SEARCH):

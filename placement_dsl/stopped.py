@@ -333,7 +333,7 @@ class Stop:
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
         self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # held_split's, built first
-        self.gap = 0.0  # the relative gap within which the floor proves the start (the solve's)
+        self.gap = 0.0  # the relative gap within which the floor proves an answer (the solve's, once price_start priced)
         self.priced = math.inf  # the start's max load, where the cut stages were priced on it to their end: not again
 
     def as_start(self) -> Start:
@@ -356,15 +356,15 @@ class Stop:
         return self._usable() and self.floor is not None and math.isfinite(self.start_eval.objective) and \
             meets(self.floor, self.start_eval.objective, self.gap)
 
-    def price_start(self, clock: Deadline) -> None:
-        """For a model whose build takes over :data:`LARGE` of the time left (a small one proves its start itself),
-        the cut-stages bound on a usable start before the build (:func:`~placement_dsl.priced.start_bound`) raises
-        the floor: a start it proves needs no model, the answer's bound is never below it (priced again if better)."""
+    def price_start(self, clock: Deadline, gap: float) -> None:
+        """For a model whose build takes over :data:`LARGE` of the time left, the cut-stages bound on a usable start
+        before the build (:func:`~placement_dsl.priced.start_bound`) raises the floor: a start it proves within ``gap``
+        needs no model; the answer's bound is never below it (priced again on a better answer, or if its clock ran out)."""
         large = LARGE * clock.left()
         if not self._usable() or UNREAD.get() or build_seconds(self.problem, self.form) <= large:
             return
-        found, finished = start_bound(self.problem, self.start_eval.objective, clock, self.gap)
-        self.priced = self.start_eval.objective if finished else math.inf  # else again on the answer (fewer runs)
+        found, finished = start_bound(self.problem, self.start_eval.objective, clock, gap)
+        self.priced, self.gap = self.start_eval.objective if finished else math.inf, gap if found is not None else 0.0
         if found is not None and (self.floor is None or found > self.floor):
             self.floor, self.floor_source = min(found, self.start_eval.objective), "the cut stages"
 
