@@ -34,7 +34,7 @@ from .problem import Problem
 from .progress import scaled
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, check_fits
-from .solvers import SolveOptions, SolverOutcome, Status
+from .solvers import SolveOptions, SolverOutcome, Status, known
 from .starts import AUTO, outside
 from .stopped import (
     MATCH_TOL,
@@ -126,6 +126,8 @@ def solve(problem: Any, formulation: str | Formulation = "auto", solver: str = "
     options = _options(options, windows)
     _check_arguments(gap, threads, warm_start, solver=solver, method=method, log_path=log_path,
                      formulation=formulation)
+    if solver != CPSAT:  # refused before any start or bound work (a start proven optimal builds no model)
+        known(solver)
     kept = _family_seconds(problem, clock)  # what the answer learns beyond its class, after the search
     inner = clock.within(clock.left() - kept) if kept else clock
     running = _segment_bound(problem, inner)
@@ -240,7 +242,8 @@ def _solve(problem: Any, formulation: Any, solver: str, clock: Deadline, t0: flo
     t_start = time.perf_counter() - t0
     if early is None and plan.info.get("floor") is not None:
         stop.floor, stop.floor_source = plan.info["floor"], plan.info.get("floor_source")
-    if stop.proves_start():  # nothing to search: the start meets the floor
+    stop.price_start(clock, gap)  # the cut stages on the start, before the model: the floor of its answer's bound
+    if stop.proves_start():  # nothing to search: the start meets the floor (within the gap)
         return stop.result("the start meets the floor proven before the model build; not built")
     if clock.expired(MIN_SEARCH):
         return stop.result(f"budget spent before the model build ({clock.left():.1f} s left, the warm start took "

@@ -32,6 +32,7 @@ from .heuristics import host_share
 from .heuristics.base import TimeLimitReached
 from .heuristics.fallback import fallback_seconds
 from .placement import Placement
+from .priced import meets, proven, start_bound
 from .restarts import restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
@@ -332,6 +333,8 @@ class Stop:
         self.note = ""  # what the search after the start did, for the answer's message (the restarts)
         self.clock = Deadline(math.inf)  # the call's deadline (solve sets it): the fallback split is sized to it
         self.held: tuple[Placement | None, Evaluation | None] = (None, None)  # held_split's, built first
+        self.gap = 0.0  # the relative gap within which the floor proves an answer (the solve's, once price_start priced)
+        self.priced = math.inf  # the start's max load, where the cut stages were priced on it to their end: not again
 
     def as_start(self) -> Start:
         """The start as the resolver's :class:`~placement_dsl.starts.Start` (named by its method)."""
@@ -344,15 +347,29 @@ class Stop:
         better = Stop(self.problem, self.form, self.method, self.solver, f"{AUTO}: {found.method}", found.placement,
                       found.evaluation, "", self.t0)
         better.start_bound, better.floor, better.floor_source = self.start_bound, self.floor, self.floor_source
-        better.clock, better.held = self.clock, self.held
+        better.clock, better.held, better.gap = self.clock, self.held, self.gap
         return better
 
     def proves_start(self) -> bool:
         """Whether the floor (:attr:`floor`, a bound over the problem's placements) reaches the start's objective
-        (within a relative 1e-9): the start is then optimal and needs no search."""
-        usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
-        return usable and self.floor is not None and math.isfinite(self.start_eval.objective) and \
-            meets(self.floor, self.start_eval.objective)
+        (within the solve's relative :attr:`gap`): the start is then optimal and needs no search."""
+        return self._usable() and self.floor is not None and math.isfinite(self.start_eval.objective) and \
+            meets(self.floor, self.start_eval.objective, self.gap)
+
+    def price_start(self, clock: Deadline, gap: float) -> None:
+        """For a model whose build takes over :data:`LARGE` of the time left, the cut-stages bound on a usable start
+        before the build (:func:`~placement_dsl.priced.start_bound`) raises the floor: a start it proves within ``gap``
+        needs no model; the answer's bound is never below it (priced again on a better answer, or if its clock ran out)."""
+        large = LARGE * clock.left()
+        if not self._usable() or UNREAD.get() or build_seconds(self.problem, self.form) <= large:
+            return
+        found, finished = start_bound(self.problem, self.start_eval.objective, clock, gap)
+        self.priced, self.gap = self.start_eval.objective if finished else math.inf, gap if found is not None else 0.0
+        if found is not None and (self.floor is None or found > self.floor):
+            self.floor, self.floor_source = min(found, self.start_eval.objective), "the cut stages"
+
+    def _usable(self) -> bool:  # the start is valid and not refused
+        return self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
 
     def result(self, why: str) -> Result:
         usable = self.start is not None and not self.refusal and self.start_eval is not None
@@ -394,8 +411,7 @@ class Stop:
                 answer.bound = searched.bound if answer.objective is None else min(searched.bound, answer.objective)
             answer.start_accepted, answer.log_path = searched.start_accepted, searched.log_path
             return answer
-        usable = self.start is not None and not self.refusal and self.start_eval is not None and self.start_eval.valid
-        if not usable or searched.objective is None or searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
+        if not self._usable() or searched.objective is None or searched.status in (Status.INFEASIBLE, Status.UNBOUNDED) or \
                 searched.objective <= self.start_eval.objective or not self.in_class():  # the better, however close
             return searched  # a start outside the formulation's class is no answer of it: the class's answer stands
         note = (f"the solver's answer {searched.objective:.10g} is worse than the start "
@@ -428,7 +444,7 @@ class Stop:
         makespan, the critical path for latency), unless the caller reads none (:func:`unread_bounds`). An answer
         stopped by its time limit whose bound then meets its objective is optimal (over the class the bound covers)."""
         self._raise_bound(result)
-        proven(result)
+        proven(result, self.gap)
 
     def _raise_bound(self, result: Result) -> None:
         if UNREAD.get():
@@ -440,7 +456,8 @@ class Stop:
             bound, source = closed, "by a closed form"  # proves less than the closed forms
         if self.floor is not None:
             bound = self.floor if bound is None else max(bound, self.floor)
-        cut = cut_stages.answer_bound(self.problem, result.objective) if result.objective is not None else None
+        cut = cut_stages.answer_bound(self.problem, result.objective) if result.objective is not None and \
+            result.objective < self.priced else None  # a better answer holds fewer runs: priced again
         if cut is not None and (bound is None or cut > bound):  # inner devices pay the tensors across their cut ops
             bound, source = cut, "by the cut stages"
         if bound is None or (result.bound is not None and result.bound >= bound):
@@ -453,20 +470,6 @@ class Stop:
 
     def _bound_source(self) -> str:
         return "proven by the warm start's heuristic" if self.start_bound is not None else "by a closed form"
-
-
-def proven(result: Result) -> None:
-    """A time-limited answer whose bound meets its objective (within a relative 1e-9) is :attr:`Status.OPTIMAL`:
-    the bound proves it over the class it covers (``bound_scope``), however the search ended."""
-    objective, bound = result.objective, result.bound
-    if result.status is Status.TIME_LIMIT_FEASIBLE and objective is not None and bound is not None and \
-            math.isfinite(objective) and meets(bound, objective):
-        result.status = Status.OPTIMAL
-
-
-def meets(bound: float, objective: float) -> bool:
-    """Whether ``bound`` proves ``objective`` optimal: it reaches it within a relative 1e-9 (absolute below 1)."""
-    return bound >= objective - 1e-9 * max(1.0, abs(objective))
 
 
 FLOOR_SHARE, FLOOR_LEAST, FLOOR_MOST = 0.1, 12.0, 30.0  # of the time left, the run-paths floor's clock (and its limits)

@@ -8,8 +8,10 @@ not pay their start-up.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
+from ..lp import available as highs_available
 from .base import (
     Bound,
     Capabilities,
@@ -29,7 +31,7 @@ from .base import (
 
 __all__ = [
     "Backend", "Bound", "Capabilities", "Final", "HandedOff", "Incumbent", "Native", "SolveOptions", "SolverOutcome",
-    "StartVerdict", "Status", "Timings", "available_solvers", "backend", "solve_model",
+    "StartVerdict", "Status", "Timings", "available_solvers", "backend", "known", "solve_model",
 ]
 
 DISPATCH = frozenset({"Backend", "NATIVE", "PYOMO_CANDIDATES", "START_TOL", "CLAIM_TOL", "RETRY_SECONDS",
@@ -41,3 +43,12 @@ def __getattr__(name: str) -> Any:
     if name in DISPATCH:
         return getattr(importlib.import_module(f"{__name__}.dispatch"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def known(solver: str) -> None:
+    """Refuse ``solver`` when it is unknown or not installed (:class:`~placement_dsl.errors.SolverUnavailableError`, as
+    :func:`solve_model` would), before any work of a solve: the native names without loading Pyomo (a solve may answer
+    before its model build, whose start-up it then does not pay), any other name by the dispatch (:func:`backend`)."""
+    if (solver == "highs" and highs_available()) or (solver == "scip" and importlib.util.find_spec("pyscipopt")):
+        return
+    importlib.import_module(f"{__name__}.dispatch").backend(solver)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from placement_dsl.bounds.block_cuts import block_costs
-from placement_dsl.bounds.cut_stages import applies, cut_stages_bound
+from placement_dsl.bounds.cut_stages import applies, cut_stages_bound, cut_stages_search
 from placement_dsl.bounds.makespan import comparable_cuts
 from placement_dsl.cluster import Cluster
 from placement_dsl.constraints import Contiguous, DagOrder
@@ -116,3 +116,16 @@ def test_the_price_beside_a_block_of_heads_is_the_least_an_enumerated_device_pay
                 paid_in[min(held)] = min(paid_in[min(held)], cost.in_fw)
                 paid_out[max(held)] = min(paid_out[max(held)], cost.out_fw)
     assert (enter <= paid_in * (1 + 1e-9)).all() and (leave <= paid_out * (1 + 1e-9)).all()  # 1.1 times fails
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("gap", [1e-4, 0.01, 0.2])
+def test_the_bound_probed_at_a_solves_gap_never_exceeds_the_best_placement(seed, gap):
+    """Its first step at a start less a solve's gap: still below the optimum, whether that step rules the start out
+    (an optimal start) or not (a start above the optimum)."""
+    g = _graph(7, seed)
+    problem = Problem(g, Cluster.stages(2 + seed % 2, bandwidth=0.5 + seed % 3), Bottleneck(), [Contiguous()])
+    best = optimum(problem)
+    for upper in (best, 1.5 * best):
+        found = cut_stages_search(problem, upper, probe=upper * (1 - gap))
+        assert found.bound is None or found.bound <= best * (1 + 1e-9), found.note
