@@ -540,7 +540,7 @@ def improve(problem: Any, start: Start, seconds: float, seed: int = 0, method: s
         given = min(left, ROUND) if rounds else left
         found = _continue(problem, best, "latency-local-search" if again else method, given, seed,
                           {"starts": round_orders(problem.graph, problem.cluster, problem.cost_model(), seed, given)
-                           if ordered else [], **options} if again
+                           if ordered else [], "restarts": ROUND_RESTARTS, **options} if again
                           else options)
         seed += 1
         if found is None:
@@ -563,6 +563,9 @@ SET_UP = {"schedule-ls": 3}  # evaluations' worth of an improving method's set-u
 # (its state, the start's list schedule and check): improve() gives it no less (on 47,584 ops 2.9-3.4 s of CPU, 8.6-9.7 s
 # at load 5.8, where 2 s were given; 0.8 s of CPU on 15,764 ops)
 ROUND = 10.0  # seconds of one round of a latency search continued by improve()
+ROUND_RESTARTS = 50  # restarts of a later round (the first runs to its clock): a round that runs them all ends on its
+# own, and STALE such rounds end the search; given the first round's unbounded restarts, every round of a 4-op graph
+# ran to its clock and a 60 s solve's search took all 60 s
 STALE = 3  # rounds in a row that end on their own without a better split, after which improve() stops (a graph of a
 # few ops: each round's 50 restarts take milliseconds, and fresh seeds ran until the share was spent, 16 s of a 60 s
 # solve on four ops); a round its time stops keeps the rounds going (BERT-3: a fresh seed found what 90 s did not)
