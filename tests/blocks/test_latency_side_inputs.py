@@ -142,7 +142,7 @@ def residual_blocks(draw):
                    [Memory(), term])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(residual_blocks())
 def test_the_run_paths_floor_never_exceeds_the_optimum_of_residual_blocks(p):
     assert floor(p) <= optimum(p) * (1 + TOL) + TOL

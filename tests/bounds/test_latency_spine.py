@@ -172,7 +172,7 @@ def modules(draw):
     return Problem(Graph(ops, edges), Cluster.accelerators(k, memory=4.0, cpus=1), Latency(), terms)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(modules())
 def test_never_above_the_brute_force_optimum_on_modules_of_three_branches(problem):
     assert_not_above_the_optimum(problem)
@@ -212,7 +212,7 @@ def host_cuts(draw):
     return modules_problem(draw, ops, edges, k)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(host_cuts())
 def test_never_above_the_brute_force_optimum_where_the_runs_move_a_cut_ops_tensor(problem):
     assert_not_above_the_optimum(problem)
