@@ -13,7 +13,6 @@ from typing import Any
 
 from .bounds import cut_stages
 from .deadline import Deadline, slowdown
-from .placement import PlacementClass
 from .result import Result
 from .solvers import Status
 
@@ -37,7 +36,7 @@ def start_bound(problem: Any, upper: float, clock: Deadline, gap: float) -> tupl
     falls short by the bound's shave), in :data:`CUT_SHARE` of ``clock``'s time left (at most :data:`CUT_MOST` s),
     and whether it is the search's last word (its bisection ended, or the start is proven): ``None`` where the bound
     does not apply or its tables do not fit that time, unfinished where its clock stopped it."""
-    if problem.placement_class() is PlacementClass.ALL or cut_stages.applies(problem) or not math.isfinite(upper):
+    if not cut_stages.bounds_answer(problem, upper):
         return None, False
     seconds = min(CUT_SHARE * clock.left(), CUT_MOST)
     if cut_seconds(problem) > seconds:

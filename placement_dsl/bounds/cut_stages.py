@@ -96,10 +96,16 @@ def first_load(work: float, k: int, hosts: int, host_work: Callable[[float], flo
     return lo
 
 
+def bounds_answer(problem: Problem, upper: float) -> bool:
+    """Whether the bound applies to a solve's answer of max load ``upper``: to the problem's class (contiguous or
+    DAG-ordered) and the problem, below a finite ``upper``."""
+    return problem.placement_class() is not PlacementClass.ALL and not applies(problem) and math.isfinite(upper)
+
+
 def answer_bound(problem: Problem, upper: float) -> float | None:
-    """:func:`cut_stages_bound` for a solve's answer of max load ``upper``, where it applies to the problem's class
-    (contiguous or DAG-ordered), its tables holding at most :data:`SOLVE_PAIRS` runs of cut ops; else ``None``."""
-    if problem.placement_class() is PlacementClass.ALL or applies(problem) or not math.isfinite(upper):
+    """:func:`cut_stages_bound` for a solve's answer of max load ``upper`` where :func:`bounds_answer`, its tables
+    holding at most :data:`SOLVE_PAIRS` runs of cut ops; else ``None``."""
+    if not bounds_answer(problem, upper):
         return None
     return cut_stages_bound(problem, upper, SOLVE_PAIRS, ANSWER_SECONDS)[0]
 
