@@ -145,8 +145,13 @@ def crossing(graph: Any) -> np.ndarray:
     """Per op, whether some consumer is of another colocation class: only such a tensor may move between devices
     (every placement keeps a class on one device)."""
     out = np.zeros(graph.n, dtype=bool)
-    out[graph.src[graph.group_id[graph.src] != graph.group_id[graph.dst]]] = True
+    out[graph.src[between_classes(graph)]] = True
     return out
+
+
+def between_classes(graph: Any) -> np.ndarray:
+    """Per edge, whether its ends are of two colocation classes (only such an edge's tensor may move)."""
+    return graph.group_id[graph.src] != graph.group_id[graph.dst]
 
 
 def _ends(graph: Any, ops: np.ndarray, a: int, b: int, into: np.ndarray, out_of: np.ndarray, done: np.ndarray,
@@ -160,7 +165,7 @@ def _ends(graph: Any, ops: np.ndarray, a: int, b: int, into: np.ndarray, out_of:
     inside = np.zeros(graph.n, dtype=bool)
     inside[ops] = True
     src, dst = graph.src, graph.dst
-    other = graph.group_id[src] != graph.group_id[dst]
+    other = between_classes(graph)
     ins = outs = np.zeros(D)
     if a >= 0:
         e = np.flatnonzero(other & inside[dst] & (inside[src] | (src == a)))
