@@ -125,6 +125,13 @@ class Interleaved1F1B(ObjectiveTerm):
     step of ``m`` micro-batches in torch's order, fill and drain included (Megatron's bubble ``(p - 1)/(v m)``
     on equal stages); ``None`` is the steady state ``max_d (FW_d + BW_d)``, PipeDream's max load.
 
+    ``virtual=v`` asks for ``v`` virtual stages per rank (Megatron's virtual pipeline stages, torch's
+    ``ScheduleInterleaved1F1B`` with ``v`` stages per rank): the cost model holds a placement of another count
+    invalid, and the heuristics' answers are made ``p v``-stage splits, stage ``s`` on rank ``s mod p``
+    (:func:`placement_dsl.heuristics.fold_ranks.interleave`); ``None`` takes the placement's stages as they are.
+    Whatever ``v``, the time per sample is at least the most work of a rank, at least the least total work over
+    the ranks (the ``simple`` bound of max load), which holds for every ``v``.
+
     The IPs refuse it (:attr:`bounds_max_load` is False): no formulation writes the bubble, which
     depends on the stage order, nor restricts placements to round-robin stages (the cost model marks
     the others invalid). Where it is exact, it is :class:`PipeDream`'s: the steady state over
@@ -133,13 +140,17 @@ class Interleaved1F1B(ObjectiveTerm):
     """
 
     microbatches: int | None = None
+    virtual: int | None = None
     names: ClassVar[tuple[str, ...]] = ("interleaved-1f1b",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        m = self.microbatches
+        m, v = self.microbatches, self.virtual
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise SpecError(f"{type(self).__name__}(microbatches={m!r}): give a whole number of micro-batches >= 1, "
+                            "or None")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise SpecError(f"{type(self).__name__}(virtual={v!r}): give a whole number of stages per rank >= 1, "
                             "or None")
 
     @property
@@ -148,7 +159,8 @@ class Interleaved1F1B(ObjectiveTerm):
         return False
 
     def cost_model_fields(self) -> dict[str, Any]:
-        return {} if self.microbatches is None else {"microbatches": self.microbatches}
+        """The step and the stages per rank the cost model reads (:meth:`Problem.cost_model`)."""
+        return {k: v for k, v in (("microbatches", self.microbatches), ("virtual", self.virtual)) if v is not None}
 
     def cost_model(self) -> CostModel:
         return CostModel.named(self.names[0], overlap=self.overlap, **self.cost_model_fields())
@@ -176,6 +188,11 @@ class ZeroBubbleV(Interleaved1F1B):
     :class:`Interleaved1F1B`: the heuristics answer and the cost model scores them."""
 
     names: ClassVar[tuple[str, ...]] = ("zbv",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.virtual not in (None, 2):
+            raise SpecError(f"ZeroBubbleV(virtual={self.virtual!r}): the V runs 2 stages per rank; give 2 or None")
 
 
 def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> ObjectiveTerm:

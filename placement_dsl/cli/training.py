@@ -7,6 +7,8 @@
   ``max FW + max BW``, with its fill and drain over ``M`` micro-batches; 1F1B: PipeDream's
   ``max (FW + BW)``) and memory counted per schedule (:class:`~placement_dsl.training_terms.TrainingMemory`,
   Adam in mixed precision unless ``--optimizer-bytes``/``--weight-bytes`` say otherwise).
+* ``--virtual-stages V``: with ``--objective interleaved-1f1b|zb-h1``, ``V`` virtual stages per rank (Megatron's
+  virtual pipeline stages; ``CostModel.virtual``): the heuristics' answers become splits of ``p V`` stages.
 * ``--replicate R``: stages on up to ``R`` devices (Tarnawski App. C.2): the DPs and the planners
   replicate, the MIP methods add :class:`~placement_dsl.training_terms.Replicate` (formulation
   ``throughput-replicated``), and ``evaluate`` checks a split's replicas against it.
@@ -54,6 +56,9 @@ def add_training_args(sp: argparse.ArgumentParser, number: Any) -> None:
                     help="micro-batches per mini-batch: GPipe's fill and drain and stash (needed for --schedule gpipe; "
                          "with --objective gpipe the fill and drain alone); caps "
                          "1F1B's stash; with --objective interleaved-1f1b or zb-h1, the step torch's orders run")
+    sp.add_argument("--virtual-stages", type=number(int, 1, "--virtual-stages"), metavar="V",
+                    help="with --objective interleaved-1f1b or zb-h1: virtual stages per rank (stage s on rank s mod "
+                         "p; Megatron's virtual pipeline stages); default: as each answer has them, one per device")
     sp.add_argument("--optimizer-bytes", type=number(float, 0, "--optimizer-bytes", False), metavar="B",
                     help=f"bytes per parameter of weights, gradients and optimizer state (default "
                          f"{ADAM_MIXED_BYTES:g}: Adam in mixed precision)")
@@ -104,8 +109,20 @@ def memory_spec(args: argparse.Namespace) -> TrainingMemorySpec | None:
                               bool(args.recompute))
 
 
+def virtual_stages(args: argparse.Namespace, name: str | None) -> int | None:
+    """``--virtual-stages``, refused with an objective that runs one stage per device."""
+    v = getattr(args, "virtual_stages", None)
+    if v is not None and name not in ORDERS:
+        raise SpecError(f"--virtual-stages needs --objective {'|'.join(ORDERS)}; objective {name!r} runs one stage "
+                        "per device")
+    return v
+
+
 def training_model(args: argparse.Namespace, model: CostModel) -> CostModel:
-    """``model`` with GPipe's micro-batches and the memory per schedule the flags ask for."""
+    """``model`` with GPipe's micro-batches, the virtual stages and the memory per schedule the flags ask for."""
+    v = virtual_stages(args, model.name)
+    if v is not None:
+        model = replace(model, virtual=v)
     spec = memory_spec(args)
     if spec is None:
         m = getattr(args, "microbatches", None)
@@ -140,11 +157,15 @@ def training_problem(args: argparse.Namespace, problem: Problem) -> Problem:
     """The MIP methods' problem with the flags' terms: memory per schedule replaces plain memory,
     ``Replicate(R)`` is added, GPipe gets its micro-batches."""
     terms = training_terms(args)
-    if not terms and getattr(args, "microbatches", None) is None:
+    v = virtual_stages(args, problem.objective.names[0])
+    if not terms and getattr(args, "microbatches", None) is None and v is None:
         return problem
     constraints = [t for t in problem.constraints if not (isinstance(t, Memory) and any(
         isinstance(x, TrainingMemory) for x in terms))]
     objective = problem.objective
-    if isinstance(objective, (GPipe, Interleaved1F1B)) and getattr(args, "microbatches", None) is not None:
-        objective = type(objective)(overlap=objective.overlap, microbatches=args.microbatches)
+    if isinstance(objective, GPipe) and getattr(args, "microbatches", None) is not None:
+        objective = GPipe(overlap=objective.overlap, microbatches=args.microbatches)
+    if isinstance(objective, Interleaved1F1B):
+        objective = type(objective)(overlap=objective.overlap, virtual=v,
+                                    microbatches=getattr(args, "microbatches", None) or objective.microbatches)
     return Problem(problem.source_graph, problem.cluster, objective, [*constraints, *terms])

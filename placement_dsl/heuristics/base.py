@@ -199,9 +199,9 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
         object.__setattr__(result, "seconds", time.perf_counter() - start)
     if model.objective is Objective.LATENCY:
         result = _latency_verdict(method, result, check)
-    if model.name in ORDERS and (model.microbatches is not None or model.name in FOLDS):  # the bubble of torch's
-        result = replace(result, bound=None, exact_among=None)  # orders, a rank's two devices (ZBV): no max-load
-        # method is exact for it (objectives.Interleaved1F1B)
+    if model.name in ORDERS and (model.microbatches is not None or model.name in FOLDS or (model.virtual or 1) > 1):
+        result = replace(result, bound=None, exact_among=None)  # the bubble of torch's orders, a rank's two devices
+        # (ZBV) or its v stages: no max-load method is exact for it (objectives.Interleaved1F1B)
     return result
 
 
@@ -271,7 +271,7 @@ def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel
             at: float | None) -> tuple[HeuristicResult, Any]:
     """Under torch's orders (:data:`~placement_dsl.pipeline_orders.ORDERS`), an invalid answer made into a split the
     orders run (:func:`.fold_ranks.fold`: the V's fold under ZBV; one stage per device, a rank count whose rounds split
-    the micro-batches under the round-robin orders), with the cost model's verdict on it. It replaces the answer when
+    the micro-batches under the round-robin orders; ``v`` stages per rank where the model asks ``virtual=v``), with the cost model's verdict on it. It replaces the answer when
     it is valid or the answer had no time at all (the orders could not run it); else the answer is kept, and where no
     split exists ``info["declined"]`` says why in one line."""
     placement = fold_ranks.fold(result.placement, model, at)
@@ -279,12 +279,18 @@ def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel
     if placement is None:
         need = "the V needs an even number of stages, at least 2" if model.name in FOLDS else \
             f"the orders need a rank count whose rounds split microbatches={model.microbatches}"
-        why = f"{model.name}: no split of one stage per device runs on the cluster's {size} device(s); {need}"
+        what = "one stage per device"
+        if (model.virtual or 1) > 1 and model.name not in FOLDS:
+            what = f"{model.virtual} stages per rank"
+            need = f"{need}, at least 2 ranks, and as many stages as the graph has forward ops (with their gradients)"
+        why = f"{model.name}: no split of {what} runs on the cluster's {size} device(s); {need}"
         return replace(result, info={**result.info, "declined": why}), verdict
     ev = evaluate(placement, model)
     if not ev.valid and math.isfinite(verdict.objective):
         return result, verdict
-    onto = "the V's ranks" if model.name in FOLDS else f"{len(set(placement.assign.tolist()))} ranks, a stage each"
+    ranks = len(set(placement.assign.tolist()))
+    onto = "the V's ranks" if model.name in FOLDS else \
+        f"{ranks} ranks, {model.virtual} stages each" if (model.virtual or 1) > 1 else f"{ranks} ranks, a stage each"
     info = {**result.info, "folded": f"{method}'s answer folded onto {onto} (it was {result.objective})"}
     return replace(result, placement=placement, objective=ev.objective, info=info), ev
 

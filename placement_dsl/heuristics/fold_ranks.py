@@ -23,6 +23,11 @@ mechanism makes an answer the round-robin orders (``interleaved-1f1b``, ``zb-h1`
 one stage per device, their count one whose rounds split the micro-batches (:func:`~placement_dsl.pipeline_orders.runs`:
 5 ranks do not split 64 micro-batches into rounds, as torch refuses too, so a split over 4 accelerators and a host
 CPU is merged to 4 stages), re-balanced by the cost model; ``fits`` says which stage counts a schedule runs.
+
+Where the cost model asks for ``v >= 2`` virtual stages per rank (``CostModel.virtual``; Megatron's virtual pipeline
+stages), :func:`fold` answers with :func:`interleave`: the forward DAG's supernodes cut along their topological
+numbering into ``p v`` stages of balanced work (:func:`balanced_cuts`, the path DP of the bottleneck), stage ``s``
+on rank ``s mod p``, then re-balanced by the cost model as above with the count held at ``p v``.
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..evaluate import CostModel, evaluate
-from ..pipeline_orders import runs
+from ..pipeline_orders import FOLDS, runs
 from ..placement import Placement
 from ..structure import ideal_masks
 
@@ -248,6 +253,8 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     is an ideal. A count they do not run is then made one (:func:`evened`: the V's odd count even); each stage keeps
     the device that held most of its supernodes, or takes an unused one (accelerators first)."""
     graph, cluster = placement.graph, placement.cluster
+    if (model.virtual or 1) > 1 and model.name not in FOLDS:
+        return interleave(placement, model, deadline)
     con = group_nodes(graph)
     if cluster.size < 2 or con is None:
         return None
@@ -255,9 +262,7 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     held = np.bincount(con.image[fw] * cluster.size + placement.assign[fw], minlength=con.n_nodes * cluster.size)
     owner = held.reshape(con.n_nodes, cluster.size).argmax(axis=1)  # the device holding most of each node's ops
     stages = _stages_by_device(con, owner)
-    times = cluster.times(graph)
-    least = np.where(np.isfinite(times), times, np.inf).min(axis=1)
-    work = np.bincount(con.image, weights=np.where(np.isfinite(least), least, 0.0), minlength=con.n_nodes)
+    work = node_work(graph, cluster, con)
     fits = stage_counts(model)
 
     def near(h: int) -> bool:  # a count the orders run at most one stage away
@@ -285,6 +290,111 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
     stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits)
     return Placement(graph, cluster, place(stages), source=placement.source)
+
+
+def node_work(graph, cluster, con: Contraction | Nodes) -> np.ndarray:
+    """Each supernode's compute on its fastest device kind, forward and backward (0 for an op no device runs)."""
+    times = cluster.times(graph)
+    least = np.where(np.isfinite(times), times, np.inf).min(axis=1)
+    return np.bincount(con.image, weights=np.where(np.isfinite(least), least, 0.0), minlength=con.n_nodes)
+
+
+def balanced_cuts(work: np.ndarray, count: int) -> Stages:
+    """``range(len(work))`` cut into ``count`` non-empty runs whose largest sum is least (the path DP of the bottleneck,
+    by bisection on it: a greedy cut at a cap is optimal for that cap), the runs of a count below ``count`` split at
+    their middles, the longest first. ``count <= len(work)``.
+
+    >>> [c.tolist() for c in balanced_cuts(np.array([1.0, 1.0, 2.0, 1.0, 1.0]), 3)]
+    [[0, 1], [2], [3, 4]]
+    """
+    n = len(work)
+    prefix = np.concatenate([[0.0], np.cumsum(work)])
+
+    def cuts_at(cap: float) -> list[int] | None:
+        out, at = [], 0
+        while at < n:
+            end = max(at + 1, int(np.searchsorted(prefix, prefix[at] + cap * (1 + REL_TOL), side="right")) - 1)
+            out.append(end)
+            at = end
+            if len(out) > count:
+                return None
+        return out
+
+    lo, hi = float(work.max(initial=0.0)), float(prefix[-1])
+    for _ in range(60):
+        if hi - lo <= REL_TOL * max(hi, 1e-300):
+            break
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if cuts_at(mid) is not None else (mid, hi)
+    ends = cuts_at(hi) or list(range(1, n + 1))
+    runs_ = [np.arange(a, b) for a, b in itertools.pairwise([0, *ends])]
+    while len(runs_) < count:
+        k = max(range(len(runs_)), key=lambda j: len(runs_[j]))
+        half = len(runs_[k]) // 2
+        runs_[k:k + 1] = [runs_[k][:half], runs_[k][half:]]
+    return runs_
+
+
+def even_cuts(weight: np.ndarray, count: int) -> Stages | None:
+    """``range(len(weight))`` cut into ``count`` runs of equal shares of the total weight, each index in the run its
+    middle falls in (Megatron's even layout where every weight is 1: equal layers per virtual stage); ``None`` where a
+    run is empty.
+
+    >>> [c.tolist() for c in even_cuts(np.ones(6), 3)]
+    [[0, 1], [2, 3], [4, 5]]
+    """
+    total = float(weight.sum())
+    if total <= 0:
+        return None
+    part = np.minimum(((np.cumsum(weight) - weight / 2) / total * count).astype(np.int64), count - 1)
+    runs_ = [np.flatnonzero(part == k) for k in range(count)]
+    return runs_ if all(len(r) for r in runs_) else None
+
+
+def interleave(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
+    """A split of ``model.virtual = v`` virtual stages per rank made for ``placement``'s graph and cluster: ``p``
+    ranks, the accelerators (every device where there are fewer than 2: a pipeline runtime runs no stage on a host
+    CPU), the most of them whose rounds split the micro-batches with ``p v`` stages at most the supernodes, and the
+    answer's own count of accelerators if that one fits too. The supernodes are cut into ``p v`` stages
+    three ways (:func:`balanced_cuts`, the bottleneck's path DP; equal work and equal layers, Megatron's even layout:
+    :func:`even_cuts`), stage ``s`` on the ``(s mod p)``-th device, each re-balanced by the cost model with ``p v``
+    stages (:func:`rebalance`, memory first: :func:`scorer`); the best is the answer. ``None`` where no ``p`` fits."""
+    graph, cluster, v = placement.graph, placement.cluster, int(model.virtual or 1)
+    con = group_nodes(graph)
+    if con is None:
+        return None
+    devices = [d for d in range(cluster.size) if not cluster.host[d]]
+    devices = devices if len(devices) > 1 else list(range(cluster.size))
+    fits = stage_counts(model)
+    used = len(set(placement.assign.tolist()) & set(devices))
+    counts = [h for h in range(len(devices), 1, -1) if fits(h) and h * v <= con.n_nodes]
+    counts = [h for h in dict.fromkeys([counts[0], used]) if h in counts] if counts else []
+    work = node_work(graph, cluster, con)
+    budget = max(20, min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n))) // (3 * max(1, len(counts))))
+    best: tuple[Score, Placement] | None = None
+    for p in counts:
+        count = p * v
+        ranks = np.array(devices[:p])
+
+        def place(st: Stages, ranks: np.ndarray = ranks, p: int = p) -> np.ndarray:
+            device = np.empty(con.n_nodes, dtype=np.int64)
+            for k, nodes in enumerate(st):
+                device[nodes] = ranks[k % p]
+            return device[con.image]
+
+        score = scorer(graph, cluster, model, place)
+        starts: list[Stages] = []
+        for st in (balanced_cuts(work, count), even_cuts(work, count), even_cuts(np.ones(con.n_nodes), count)):
+            if st is not None and not any(all(np.array_equal(a, b) for a, b in zip(st, o)) for o in starts):
+                starts.append(st)
+        for start in starts:  # the bottleneck's cut, then equal work and equal layers (Megatron's even layout)
+            if best is not None and deadline is not None and time.monotonic() > deadline:
+                break
+            stages = rebalance(con, start, score, count, deadline, budget, lambda h, n=count: h == n)
+            value = score(stages)
+            if best is None or below(value, best[0]):
+                best = value, Placement(graph, cluster, place(stages), source=placement.source)
+    return None if best is None else best[1]
 
 
 @dataclass(frozen=True)
