@@ -6,11 +6,15 @@ import io
 
 import pytest
 
+from placement_dsl.boundaries import Boundaries
 from placement_dsl.cluster import Cluster
 from placement_dsl.errors import SpecError
 from placement_dsl.export import export
+from placement_dsl.heuristics import run
+from placement_dsl.objectives import Interleaved1F1B
 from placement_dsl.pipeline_orders import rank_orders
 from placement_dsl.placement import Placement
+from placement_dsl.problem import Problem
 
 from .test_export import _cut, gpt_like
 from .titan_rule import flattened
@@ -131,3 +135,23 @@ def test_zbv_schedule_csv_is_torchs_order_and_passes_its_validation():
     assert [[c for c in row if c] for row in rows] == [[str(a) for a in o] for o in rank_orders("zbv", 2, 2, 4)]
     with pytest.raises(SpecError, match="zbv runs 2 stages per rank in a V, and the placement has 3 stages"):
         export(zbv(3), "schedule-csv", schedule="zbv")
+
+
+def test_a_split_of_two_stages_per_rank_the_package_finds_is_exported_by_each_runtime_that_runs_it():
+    """Asked for 2 virtual stages per rank with stage boundaries between modules, the heuristics' answer is 4
+    stages round-robin on 2 ranks: Megatron's layout with 2 virtual stages, torch's ScheduleInterleaved1F1B stage
+    list; runtimes of one stage per rank refuse it with the reason."""
+    problem = Problem(gpt_like(8), Cluster.stages(2), Interleaved1F1B(microbatches=4, virtual=2),
+                      [Boundaries.modules(depth=3)])
+    found = run("dp", problem.graph, problem.cluster, model=problem.cost_model(), time_limit=20)
+    assert found.valid
+    placement = Placement(gpt_like(8), problem.cluster, found.placement.assign)
+    data = export(placement, "megatron").data
+    assert data["pipeline_model_parallel_size"] == 2 and data["num_virtual_stages_per_pipeline_rank"] == 2
+    assert data["pipeline_model_parallel_layout"].count("|") == 3 and sum(data["layers_per_stage"]) == 8
+    spec = export(placement, "torch-pipelining", schedule="interleaved-1f1b").data
+    assert spec["schedule_class"] == "ScheduleInterleaved1F1B" and spec["stage_index_per_rank"] == [[0, 2], [1, 3]]
+    assert len(spec["split_spec"]) == 3
+    for runtime in ("vllm", "deepspeed"):
+        with pytest.raises(SpecError, match="one contiguous stage per rank"):
+            export(placement, runtime)
