@@ -14,6 +14,7 @@ against the simulator; the last lines give the largest error per schedule.
     python benchmarks/bench_schedules.py --quick    # three models, 5 seeds
     python benchmarks/bench_schedules.py --links 0.5  # the zoo rows with links between the devices (--ring)
     python benchmarks/bench_schedules.py --random-links 3  # the closed form on generated pipelines with links
+    python benchmarks/bench_schedules.py --splits --quick  # our v-splits against Megatron's even layout and v = 1
 """
 from __future__ import annotations
 
@@ -291,6 +292,60 @@ def zbv_dags(instances: int, layers: int = 6, m: int = 8) -> None:
     print("| " + " | ".join(str(v) for v in tally.values()) + " |")
 
 
+def splits(quick: bool, time_limit: float) -> None:
+    """Our splits of ``v`` virtual stages per rank (``Interleaved1F1B(virtual=v)``: the DP's answer made one of ``p v``
+    stages by :func:`placement_dsl.heuristics.fold_ranks.interleave`) against Megatron's even layout (equal layers per
+    virtual stage: the forward colocation groups, in topological order, cut into ``p v`` runs of equal count, stage
+    ``s`` on rank ``s mod p``) and against our ``v = 1`` answer, for the zoo's training models on ``p`` = 2 and 4 copies
+    of the model's accelerator (memory not binding), ``m`` = 8 and 64: the time per sample by the cost model (the
+    recurrence, which the simulator equals: checked on every row)."""
+    import math
+
+    from placement_dsl.evaluate import CostModel, evaluate
+    from placement_dsl.heuristics import fold_ranks, run
+
+    names = ["gpt2-medium-layers-train", "resnet50-train", "bert-base-layers-train"] if quick else \
+        [n for n in zoo.names() if n.endswith("-train") and not n.startswith("regal")]
+    print("| model | p | m | ours v=1 | Megatron even v=2 | ours v=2 | Megatron even v=3 | ours v=3 | "
+          "best v: ours / v=1 | seconds (v=2, v=3) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        w = zoo.get(name)
+        g = w.graph
+        acc = next(d for d in w.cluster.devices if not w.cluster.host[w.cluster.index[d.name]])
+        nodes = fold_ranks.group_nodes(g)
+        for p in (2, 4):
+            cluster = Cluster([acc.model_copy(update={"name": f"{acc.name}/{k}", "memory": math.inf})
+                               for k in range(p)])
+            for m in (8, 64):
+                cells, best, one, secs = [], math.inf, math.inf, []
+                for v in (1, 2, 3):
+                    model = CostModel.named("interleaved-1f1b", microbatches=m, virtual=v)
+                    if v > 1:
+                        cuts = fold_ranks.even_cuts(np.ones(nodes.n_nodes), p * v)
+                        device = np.empty(nodes.n_nodes, dtype=np.int64)
+                        for k, st in enumerate(cuts or []):
+                            device[st] = k % p
+                        even = evaluate(Placement(g, cluster, device[nodes.image]), model) if cuts else None
+                        cells.append(f"{even.objective:.6g}" if even is not None and even.valid else "-")
+                    start = time.perf_counter()
+                    found = run("dp", g, cluster, model=model, time_limit=time_limit)
+                    if v > 1:
+                        secs.append(f"{time.perf_counter() - start:.1f}")
+                    if not found.valid:
+                        cells.append("declined")
+                        continue
+                    sim = simulate(found.placement, "interleaved-1f1b", m).time_per_sample
+                    assert math.isclose(sim, found.objective, rel_tol=1e-9), (name, p, m, v, sim, found.objective)
+                    cells.append(f"{found.objective:.6g}")
+                    if v == 1:
+                        one = found.objective
+                    else:
+                        best = min(best, found.objective)
+                ratio = f"{best / one:.3f}" if math.isfinite(best) and math.isfinite(one) else "-"
+                print(f"| {name} | {p} | {m} | {' | '.join(cells)} | {ratio} | {', '.join(secs)} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -305,8 +360,15 @@ def main() -> None:
                     help="only ZBV on DAGs: the DP against the best chain of ideals and brute force, N instances")
     ap.add_argument("--random-links", type=int, default=0, metavar="SEEDS",
                     help="only the closed form against the recurrence on generated pipelines with links, SEEDS each")
+    ap.add_argument("--splits", action="store_true",
+                    help="only our splits of v = 1, 2, 3 stages per rank against Megatron's even layout")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="with --splits: seconds per search")
     args = ap.parse_args()
     start = time.perf_counter()
+    if args.splits:
+        splits(args.quick, args.time_limit)
+        print(f"wall {time.perf_counter() - start:.1f} s")
+        return
     if args.random_links:
         random_links(args.random_links)
         print(f"wall {time.perf_counter() - start:.1f} s")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from ..cluster import Cluster
 from ..deadline import scoring_seconds
 from ..deprecated import moved
@@ -182,7 +184,14 @@ def _run(method: str, graph: Graph, cluster: Cluster, model: CostModel, seed: in
     options = registry.get(method).check(options)
     fn = resolve(method)
     with kernel_cache.limited(method, time_limit):  # a cold kernel cache: Python, not a minute compiling
-        result = fn(graph, cluster, model=model, seed=seed, time_limit=own_limit(time_limit, graph, model), **options)
+        try:
+            result = fn(graph, cluster, model=model, seed=seed, time_limit=own_limit(time_limit, graph, model),
+                        **options)
+        except InfeasibleError as err:  # one stage per device does not fit; v per rank may (folded below)
+            if (model.virtual or 1) == 1 or model.name in FOLDS:
+                raise
+            result = HeuristicResult(method, Placement(graph, cluster, np.zeros(graph.n, dtype=np.int64)), math.inf,
+                                     time.perf_counter() - start, info={"infeasible": str(err)})
         result = _scheduled(result, model)
         verdict = evaluate(result.placement, model)
         if not verdict.valid and result.info.get("stopped") == STOPPED:  # the fallback's slicing runs kernels too

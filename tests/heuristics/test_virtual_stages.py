@@ -146,3 +146,13 @@ def test_the_command_line_asks_for_virtual_stages_and_refuses_them_without_an_or
     assert main(["solve", "zoo:transformer-small-train", "--stages", "2", "--memory", "1e12", "--objective",
                  "interleaved-1f1b", "--microbatches", "4", "--virtual-stages", "2", "--method", "dp", "--json"]) == 0
     assert "2 ranks, 2 stages each" in capsys.readouterr().out
+
+
+def test_a_split_of_v_stages_per_rank_is_found_where_no_split_of_one_stage_per_device_fits():
+    """Layers of 10, 10, 1, 1 parameter bytes (each gradient counting its layer's again) on 2 devices of 23: one
+    contiguous stage per device holds at least 24 (the DP raised 'no contiguous split ... fits'); 2 stages per rank,
+    layers 0 and 2 on one rank, hold 22 each."""
+    g = chain([1.0] * 4, out_bytes=0.0, params=[10.0, 10.0, 1.0, 1.0])
+    model = CostModel.named("interleaved-1f1b", microbatches=4, virtual=2)
+    found = run("dp", g, Cluster.stages(2, memory=23.0), model=model, time_limit=20)
+    assert found.valid and evaluate(found.placement, model).valid
