@@ -26,8 +26,10 @@ CPU is merged to 4 stages), re-balanced by the cost model; ``fits`` says which s
 
 Where the cost model asks for ``v >= 2`` virtual stages per rank (``CostModel.virtual``; Megatron's virtual pipeline
 stages), :func:`fold` answers with :func:`interleave`: the forward DAG's supernodes cut along their topological
-numbering into ``p v`` stages of balanced work (:func:`balanced_cuts`, the path DP of the bottleneck), stage ``s``
-on rank ``s mod p``, then re-balanced by the cost model as above with the count held at ``p v``.
+numbering into ``p v`` stages (of the least bottleneck, :func:`balanced_cuts`, the path DP; of equal work; of equal
+layers, Megatron's even layout: :func:`even_cuts`), stage ``s`` on rank ``s mod p``, each re-balanced by the cost
+model as above with the count held at ``p v``, the best kept. Nothing here is exact: the cut is the DP's class on a
+path and the ranks' loads sum stages from all along it, as under the V.
 """
 from __future__ import annotations
 
