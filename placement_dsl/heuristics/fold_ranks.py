@@ -360,7 +360,9 @@ def interleave(placement: Placement, model: CostModel, deadline: float | None = 
     answer's own count of accelerators if that one fits too. The supernodes are cut into ``p v`` stages
     three ways (:func:`balanced_cuts`, the bottleneck's path DP; equal work and equal layers, Megatron's even layout:
     :func:`even_cuts`), stage ``s`` on the ``(s mod p)``-th device, each re-balanced by the cost model with ``p v``
-    stages (:func:`rebalance`, memory first: :func:`scorer`); the best is the answer. ``None`` where no ``p`` fits."""
+    stages (:func:`rebalance`, memory first: :func:`scorer`); where the chains of ideals into ``p v`` stages are few
+    (:func:`splits_of_ideals`: on a path, the cuts) every one is scored instead, the best of the DP's class. The best
+    is the answer. ``None`` where no ``p`` fits."""
     graph, cluster, v = placement.graph, placement.cluster, int(model.virtual or 1)
     con = group_nodes(graph)
     if con is None:
@@ -372,7 +374,8 @@ def interleave(placement: Placement, model: CostModel, deadline: float | None = 
     counts = [h for h in range(len(devices), 1, -1) if fits(h) and h * v <= con.n_nodes]
     counts = [h for h in dict.fromkeys([counts[0], used]) if h in counts] if counts else []
     work = node_work(graph, cluster, con)
-    budget = max(20, min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n))) // (3 * max(1, len(counts))))
+    full = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
+    budget = max(20, full // (3 * max(1, len(counts))))
     best: tuple[Score, Placement] | None = None
     for p in counts:
         count = p * v
@@ -389,10 +392,15 @@ def interleave(placement: Placement, model: CostModel, deadline: float | None = 
         for st in (balanced_cuts(work, count), even_cuts(work, count), even_cuts(np.ones(con.n_nodes), count)):
             if st is not None and not any(all(np.array_equal(a, b) for a, b in zip(st, o)) for o in starts):
                 starts.append(st)
-        for start in starts:  # the bottleneck's cut, then equal work and equal layers (Megatron's even layout)
-            if best is not None and deadline is not None and time.monotonic() > deadline:
+        every = splits_of_ideals(con, count, fits=lambda h, n=count: h == n) if full >= MAX_EVALUATIONS else None
+        if every is not None:  # few enough: every chain of ideals (on a path, every cut), the starts scored first
+            candidates = [*starts, *every]
+        else:  # the bottleneck's cut, then equal work and equal layers (Megatron's even layout), each descended
+            candidates = [rebalance(con, st, score, count, deadline, budget, lambda h, n=count: h == n)
+                          for st in starts]  # a rebalance past the deadline keeps its start
+        for k, stages in enumerate(candidates):
+            if k >= len(starts) and deadline is not None and time.monotonic() > deadline:
                 break
-            stages = rebalance(con, start, score, count, deadline, budget, lambda h, n=count: h == n)
             value = score(stages)
             if best is None or below(value, best[0]):
                 best = value, Placement(graph, cluster, place(stages), source=placement.source)

@@ -156,3 +156,20 @@ def test_a_split_of_v_stages_per_rank_is_found_where_no_split_of_one_stage_per_d
     model = CostModel.named("interleaved-1f1b", microbatches=4, virtual=2)
     found = run("dp", g, Cluster.stages(2, memory=23.0), model=model, time_limit=20)
     assert found.valid and evaluate(found.placement, model).valid
+
+
+def test_on_small_chains_the_answer_is_the_best_round_robin_cut():
+    """Random training chains of 6-10 layers, 2 ranks, 2 stages each: every cut into 4 stages scored (brute force);
+    the answer is the best. The descent from three starts alone missed it on one of these 12 (by 0.15 %)."""
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        n, m = int(rng.integers(6, 11)), int(rng.choice([4, 8, 16]))
+        g = chain(rng.integers(1, 9, size=n).astype(float).tolist(), out_bytes=float(rng.uniform(0, 2)))
+        cluster, model = Cluster.stages(2), CostModel.named("interleaved-1f1b", microbatches=m, virtual=2)
+        best = math.inf
+        for cuts in itertools.combinations(range(1, n), 3):
+            bounds = (0, *cuts, n)
+            ev = evaluate(layout(g, cluster, [s % 2 for s in range(4) for _ in range(bounds[s], bounds[s + 1])]), model)
+            best = min(best, ev.objective) if ev.valid else best
+        found = run("dp", g, cluster, model=model, time_limit=20)
+        assert math.isclose(found.objective, best, rel_tol=1e-9), (n, m, found.objective, best)
