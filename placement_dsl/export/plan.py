@@ -121,7 +121,7 @@ def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -
                     if virtual else "")
             raise SpecError(f"{runtime}: device {names[d]!r} holds stages {ks} that are not contiguous in execution "
                             f"order; a pipeline runtime runs one contiguous stage per rank{hint} "
-                            f"({_remedy(placement)})")
+                            f"({_remedy(placement, stages)})")
     for s in stages:
         dev = placement.cluster.devices[s.device]
         if dev.kind == CPU or dev.host:
@@ -136,8 +136,14 @@ def pipeline_stages(placement: Placement, runtime: str, virtual: bool = False) -
     return stages
 
 
-def _remedy(placement: Placement) -> str:
-    """What makes a split of one contiguous stage per device, naming the method that made this one (its source)."""
+def _remedy(placement: Placement, stages: list[Stage]) -> str:
+    """What makes a split of one contiguous stage per device, naming the method that made this one (its source); a
+    split of ``v`` stages per rank round-robin (an interleaved plan, ``--virtual-stages``) goes to the runtimes that run
+    it instead."""
+    if _round_robin(stages):
+        v = len(stages) // (max(stage_ranks(stages)) + 1)
+        return (f"the plan holds {v} virtual stages per rank round-robin: export it to megatron, torch-pipelining, "
+                "torchtitan or schedule-csv with --schedule interleaved-1f1b, or solve without --virtual-stages")
     made = placement.source.split("+")[0] if placement.source else ""
     if made == "dp":  # pointing at the method that made it would send the user round in a circle
         return "made by dp; solve with --method slicegraph, whose stages are intervals of one topological order"
