@@ -46,7 +46,7 @@ from .cluster import Cluster
 from .congestion import Congestion
 from .errors import SpecError
 from .invocation import invocations, subgraph_levels
-from .pipeline_orders import FOLDS, ORDERS, check_round_robin, order_makespan, rank_orders, steady_state
+from .pipeline_orders import ORDERS, check_round_robin, check_step, order_makespan, rank_orders, steady_state
 from .placement import Placement
 from .replication import replica_link_loads, replica_owner, replicated, routed_transfers, sync_times
 from .report import device_rows, device_table
@@ -132,17 +132,7 @@ class CostModel:
         q = self.max_subgraphs
         if q is not None and (isinstance(q, bool) or not isinstance(q, int) or q < 1):
             raise SpecError(f"CostModel: max_subgraphs must be a whole number >= 1 or None, got {q!r}")
-        m = self.microbatches
-        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
-            raise SpecError(f"CostModel: microbatches must be a whole number >= 1 or None, got {m!r}")
-        v = self.virtual
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-            raise SpecError(f"CostModel: virtual must be a whole number of stages per rank >= 1 or None, got {v!r}")
-        if v is not None and self.name not in (*ORDERS, None):
-            raise SpecError(f"CostModel: virtual={v} is the stages per rank of torch's orders {list(ORDERS)}; "
-                            f"objective {self.name!r} runs one stage per device")
-        if v is not None and self.name in FOLDS and v != FOLDS[self.name]:
-            raise SpecError(f"CostModel: {self.name} runs {FOLDS[self.name]} stages per rank, got virtual={v}")
+        check_step(self.name, self.microbatches, self.virtual)
         for name in ("task_overhead", "message_latency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
@@ -550,10 +540,7 @@ def _rank_order_objective(p: Placement, model: CostModel, violations: list[Viola
     try:
         times = stage_times(p, device_costs, model, schedule=str(model.name))
         ranks = max(times.rank) + 1
-        check_round_robin(times, ranks, str(model.name))
-        if model.virtual is not None and times.stages != ranks * model.virtual:
-            raise SpecError(f"{times.stages} stages on {ranks} ranks are {times.stages // ranks} per rank, and "
-                            f"virtual={model.virtual} asks for {model.virtual} per rank ({ranks * model.virtual} stages)")
+        check_round_robin(times, ranks, str(model.name), model.virtual)
         if model.microbatches is None:  # the orders' limit: a rank's stages' tasks (two devices under ZBV's fold)
             return steady_state(times)
         orders = rank_orders(model.name, ranks, times.stages // ranks, int(model.microbatches))

@@ -276,11 +276,31 @@ class StageTimes:
         return {"F": self.f[s], "B": self.i[s] + self.w[s], "I": self.i[s], "W": self.w[s]}[a.kind]
 
 
-def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleaved-1f1b") -> None:
-    """Stage ``s`` must run on rank ``s mod p`` with ``v`` stages per rank (the orders' layout; ZBV's V for ``zbv``)."""
+def check_step(name: str | None, microbatches: int | None, virtual: int | None) -> None:
+    """A cost model's step: ``microbatches`` and ``virtual`` (stages per rank asked of the orders) whole numbers
+    ``>= 1`` or ``None``, ``virtual`` only under the orders (:data:`ORDERS`; ZBV's V holds 2)."""
+    m, v = microbatches, virtual
+    if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+        raise SpecError(f"CostModel: microbatches must be a whole number >= 1 or None, got {m!r}")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+        raise SpecError(f"CostModel: virtual must be a whole number of stages per rank >= 1 or None, got {v!r}")
+    if v is not None and name not in (*ORDERS, None):
+        raise SpecError(f"CostModel: virtual={v} is the stages per rank of torch's orders {list(ORDERS)}; "
+                        f"objective {name!r} runs one stage per device")
+    if v is not None and name in FOLDS and v != FOLDS[name]:
+        raise SpecError(f"CostModel: {name} runs {FOLDS[name]} stages per rank, got virtual={v}")
+
+
+def check_round_robin(times: StageTimes, ranks: int, schedule: str = "interleaved-1f1b",
+                      virtual: int | None = None) -> None:
+    """Stage ``s`` must run on rank ``s mod p`` with ``v`` stages per rank (the orders' layout; ZBV's V for ``zbv``),
+    ``v`` the ``virtual`` asked where given."""
     if times.stages % ranks:
         raise SpecError(f"pipeline schedule: {times.stages} stages do not split into {ranks} ranks evenly; "
                         "every rank needs the same number of virtual stages")
+    if virtual is not None and times.stages != ranks * virtual:
+        raise SpecError(f"{times.stages} stages on {ranks} ranks are {times.stages // ranks} per rank, and "
+                        f"virtual={virtual} asks for {virtual} per rank ({ranks * virtual} stages)")
     want = layout(schedule, ranks, times.stages)
     for s, k in enumerate(times.rank):
         if k != want[s]:
@@ -534,6 +554,7 @@ __all__ = [
     "StageTransfer",
     "TaskGraph",
     "check_round_robin",
+    "check_step",
     "layout",
     "order_makespan",
     "rank_orders",
