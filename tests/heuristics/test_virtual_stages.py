@@ -173,3 +173,25 @@ def test_on_small_chains_the_answer_is_the_best_round_robin_cut():
             best = min(best, ev.objective) if ev.valid else best
         found = run("dp", g, cluster, model=model, time_limit=20)
         assert math.isclose(found.objective, best, rel_tol=1e-9), (n, m, found.objective, best)
+
+
+def test_on_small_dags_the_answer_is_the_best_of_every_placement_or_none_exists():
+    """Random training DAGs of 4-8 layers (skip edges included) on 2 ranks, 2 stages each: brute force over every
+    placement of the layers, valid only as 4 round-robin stages; the answer is its optimum, declined only where no
+    placement is valid."""
+    rng = np.random.default_rng(7)
+    model, cluster = CostModel.named("interleaved-1f1b", microbatches=4, virtual=2), Cluster.stages(2)
+    for _ in range(10):
+        n = int(rng.integers(4, 9))
+        edges = {(int(rng.integers(0, j)), j) for j in range(1, n)}
+        edges |= {(a, b) for a, b in rng.integers(0, n, size=(2, 2)).tolist() if a < b}
+        ops = [Op(name=f"l{i}", work=float(rng.integers(1, 6)), out_bytes=float(rng.integers(0, 3)), param_bytes=1.0)
+               for i in range(n)]
+        g = Graph(*with_backward(ops, [(f"l{a}", f"l{b}") for a, b in sorted(edges)]))
+        best = math.inf
+        for fw in itertools.product(range(2), repeat=n):
+            ev = evaluate(layout(g, cluster, list(fw)), model)
+            best = min(best, ev.objective) if ev.valid else best
+        found = run("dp", g, cluster, model=model, time_limit=10)
+        assert found.valid == math.isfinite(best), (sorted(edges), found.info.get("declined"))
+        assert not found.valid or math.isclose(found.objective, best, rel_tol=1e-9), (found.objective, best)
