@@ -18,7 +18,8 @@ tensor's producer):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any, ClassVar
 
 from .constraints import Term
@@ -203,12 +204,16 @@ def objective_named(name: str, overlap: str | Overlap = Overlap.NONE) -> Objecti
 
 
 def objective_of(model: CostModel) -> ObjectiveTerm:
-    """The objective term whose cost model is ``model`` (its objective, memory mode and overlap)."""
-    for cls in dict.fromkeys(OBJECTIVES.values()):
+    """The objective term whose cost model is ``model`` (the one it names first): its objective, memory mode and overlap, and the step and
+    stages per rank it reads (``microbatches``, ``virtual``: the term's own :meth:`cost_model_fields`)."""
+    named = [OBJECTIVES[model.name]] if model.name in OBJECTIVES else []
+    for cls in dict.fromkeys([*named, *OBJECTIVES.values()]):
         term = cls(overlap=model.overlap)
         mine = term.cost_model()
         if (mine.objective, mine.memory) == (model.objective, model.memory):
-            return term
+            fields = {f.name: getattr(model, f.name) for f in dataclass_fields(cls)
+                      if f.name in ("microbatches", "virtual") and getattr(model, f.name) is not None}
+            return replace(term, **fields) if fields else term
     raise SpecError(f"objective {model.objective.value!r} with {model.memory.value} memory has no objective term; "
                     f"choose from {sorted(OBJECTIVES)}")
 

@@ -19,7 +19,16 @@ from placement_dsl.constraints import (
 )
 from placement_dsl.evaluate import MemoryMode, Objective
 from placement_dsl.io import Workload
-from placement_dsl.objectives import Bottleneck, GPipe, PipeDream, Throughput
+from placement_dsl.objectives import (
+    Bottleneck,
+    GPipe,
+    Interleaved1F1B,
+    PipeDream,
+    Throughput,
+    ZeroBubbleH1,
+    ZeroBubbleV,
+    objective_of,
+)
 from placement_dsl.problem import Problem, Stages
 from placement_dsl.testing import chain_graph, colocated_pinned, training_graph
 
@@ -215,3 +224,13 @@ def test_a_pinned_op_off_its_pin_is_one_violation_naming_the_pin():
     assert len(found) == 1, found
     assert found[0].startswith("[allowed]") and "'c'" in found[0] and "pinned to 'acc1'" in found[0]
     assert not p.violations(p.placement([0, 0, 1]))
+
+
+@pytest.mark.parametrize("term", [Throughput(), PipeDream(), Bottleneck(), GPipe(), GPipe(microbatches=8),
+                                  Interleaved1F1B(), Interleaved1F1B(microbatches=4, virtual=2),
+                                  ZeroBubbleH1(virtual=3), ZeroBubbleV(microbatches=16)])
+def test_the_term_of_a_cost_model_is_the_term_that_made_it(term):
+    """The DAG-ordered problem ``bounds`` certifies (``presets.dag_problem``) rebuilds its objective from the cost
+    model: it must keep the schedule it names and the step and stages per rank it reads (an interleaved model
+    had come back as throughput, a GPipe of 8 micro-batches as the steady state)."""
+    assert objective_of(term.cost_model()) == term
