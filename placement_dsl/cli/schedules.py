@@ -27,9 +27,9 @@ def add_congestion_arg(sp: argparse.ArgumentParser) -> None:
     """``--congestion``: which transfers exclude each other in a schedule (makespan objectives)."""
     sp.add_argument("--congestion", choices=CONGESTION,
                     help="makespan (MOIRAI sheets) and latency over a cluster's links: transfers leaving or "
-                         "entering one device never overlap (port, the makespan's default), or on one ordered "
+                         "entering one device never overlap (port, the default of both names), or on one ordered "
                          "device pair (channel), or on one physical link of their routes (link), or never "
-                         "contend (none, the latency's default)")
+                         "contend (none)")
 
 
 def objective_name(workload: Workload, name: str) -> str:
