@@ -38,9 +38,28 @@ def read_workload(spec: str, fmt: str | None = None, stages: int | None = None, 
         if note is not None and str(w.meta.get("backward", "")).startswith("derived"):
             note(f"--training: graph {w.graph.name!r} had no backward pass; derived one "
                  "(each op's backward work is twice its forward work)")
-    if stages is not None:
-        w = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
-    return w
+    return w if stages is None else resized(w, stages)
+
+
+def resized(w: Workload, stages: int) -> Workload:
+    """``w`` on ``stages`` copies of its first accelerator (:func:`resize`), refused where the graph's flows are timed
+    per pair of the file's devices (:func:`timed_devices`)."""
+    out = Workload(w.graph, resize(w.cluster, stages), w.format, w.meta)
+    timed_devices(out, w.cluster, "--stages")
+    return out
+
+
+def timed_devices(w: Workload, read: Cluster, options: str) -> None:
+    """Refuse a cluster whose devices are not those ``read`` (the file's) when the graph's flows carry a transfer time
+    per pair of those devices (a MOIRAI sheet's ``transfer_time``): copies made by ``--stages``, a host added by
+    ``--cpus`` or servers have no times, and the matrices' rows would be read as other devices'. ``options`` names
+    what changed the cluster."""
+    flow = next((op for op in w.graph.ops if "transfer_time" in op.attrs), None)
+    if flow is None or [(d.name, d.kind) for d in w.cluster.devices] == [(d.name, d.kind) for d in read.devices]:
+        return
+    raise SpecError(f"{options}: graph {w.graph.name!r} times each data flow (op {flow.name!r}) between each pair of "
+                    f"its {read.size} devices ({', '.join(read.names)}), and the resized cluster's devices have no "
+                    "such times; leave the cluster as the file gives it")
 
 
 def resize(cluster: Cluster, k: int) -> Cluster:

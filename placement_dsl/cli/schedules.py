@@ -27,9 +27,9 @@ def add_congestion_arg(sp: argparse.ArgumentParser) -> None:
     """``--congestion``: which transfers exclude each other in a schedule (makespan objectives)."""
     sp.add_argument("--congestion", choices=CONGESTION,
                     help="makespan (MOIRAI sheets) and latency over a cluster's links: transfers leaving or "
-                         "entering one device never overlap (port, the makespan's default), or on one ordered "
+                         "entering one device never overlap (port, the default of both names), or on one ordered "
                          "device pair (channel), or on one physical link of their routes (link), or never "
-                         "contend (none, the latency's default)")
+                         "contend (none)")
 
 
 def objective_name(workload: Workload, name: str) -> str:
@@ -51,7 +51,8 @@ def congestion_fields(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 
 def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostModel) -> Any:
-    """``--method ip`` on a makespan problem: the ``schedule`` formulation (or CP-SAT), certified."""
+    """``--method ip`` on a makespan problem: the family's formulation for the way the cluster runs ops (``"auto"``:
+    the schedule MILP, or CP-SAT, where devices run one op at a time; the latency IP where they run invocations)."""
     from ..search.lns import makespan_problem
     from ..solve import solve
 
@@ -62,7 +63,7 @@ def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostMode
 
     problem = makespan_problem(workload.graph, workload.cluster, model)
     deadline = command_deadline(args)
-    return solve(problem, "schedule", solver=args.solver, time_limit=args.time_limit, gap=args.gap,
+    return solve(problem, "auto", solver=args.solver, time_limit=args.time_limit, gap=args.gap,
                  warm_start=args.warm_start, deadline=deadline)
 
 

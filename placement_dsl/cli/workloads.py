@@ -122,6 +122,7 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
     stages = getattr(args, "stages", None)
     spec = spec or args.workload
     w = read_workload(spec, args.format, None, getattr(args, "training", False))
+    read = w.cluster
     if getattr(args, "own_process", False):  # the workload lives as long as the process: later collections (a forked
         gc.freeze()  # child's too, copying every page they touch) no longer walk its records (20,000 ops: 0.09 s of a
         # host-share bound's 0.46); not in a caller's process (a test's), whose collector is its own
@@ -135,6 +136,8 @@ def workload_from_args(args: argparse.Namespace, spec: str | None = None) -> Wor
         w = Workload(w.graph, reconfigure(w.cluster, **options), w.format, {**w.meta, **given})
     servers = hierarchical(args, w.cluster)
     w = w if servers is None else Workload(w.graph, servers, w.format, {**w.meta, "servers": args.servers})
+    changed = [f"--{k}" for k in ("stages", "cpus", "servers") if getattr(args, k, None) is not None]
+    presets.timed_devices(w, read, "/".join(changed) or "the cluster options")
     try:
         w.check_runnable()
     except SpecError as err:

@@ -158,8 +158,16 @@ class Kernel:
                 self._uncached.add(sig)
                 kernel_cache.want(self, args)
                 kernel_cache.compile_in_background()
-            return self.run_python  # numba calls what this returns with the arguments (its compiled entry point)
+            return self._run_given  # numba calls what this returns with the arguments (its compiled entry point)
         return self._numba_compile(*args, **kws)
+
+    def _run_given(self, *args: Any) -> Any:
+        """:meth:`run_python` on the arguments numba's dispatcher passes: an argument the caller left to its default
+        comes as numba's ``OmittedArg``, which Python code cannot compare (gpipe-split's tables, which leave their
+        deadline out, failed on a cold cache); it is given its default."""
+        from numba.core.dispatcher import OmittedArg  # loaded: numba's dispatcher is calling
+
+        return self.run_python(*(a.value if isinstance(a, OmittedArg) else a for a in args))
 
     def cached_for(self, args: tuple[Any, ...]) -> bool:
         """Whether numba's on-disk cache now holds the kernel's code: before numba is loaded, for any argument

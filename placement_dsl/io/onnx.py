@@ -174,15 +174,17 @@ def fix_dimensions(model: Any, batch: int = 1, seq: int | None = None,
     """Replace the symbolic dimensions of the graph's tensors by numbers; returns the names fixed.
 
     ``batch`` fixes names like ``batch``/``N``, ``seq`` names like ``seq``/``sequence_length``,
-    ``dims`` any name. A symbolic dimension of a graph input left open is refused.
+    ``dims`` any name. A symbolic dimension of a graph input left open is refused, and so is a name in ``dims`` that
+    no symbolic dimension has.
     """
-    dims, fixed = dict(dims or {}), {}
+    dims, fixed, named = dict(dims or {}), {}, set()
     g = model.graph
     inits = {i.name for i in g.initializer}
     for vi in (*g.input, *g.value_info, *g.output):
         for d in vi.type.tensor_type.shape.dim:
             if d.HasField("dim_value") or not d.dim_param:
                 continue
+            named |= {d.dim_param, *re.findall(r"[A-Za-z_]\w*", d.dim_param)}  # a name, or those of an expression
             value = _dim_value(d.dim_param, batch, seq, dims)
             if value is None and vi.name not in inits and any(vi is x for x in g.input):
                 raise SpecError(f"ONNX input {vi.name!r} has the symbolic dimension {d.dim_param!r}; fix it with "
@@ -191,6 +193,9 @@ def fix_dimensions(model: Any, batch: int = 1, seq: int | None = None,
             if value is not None:
                 fixed[d.dim_param] = value
                 d.dim_value = value
+    if unknown := sorted(set(dims) - named):  # a misspelt name fixed nothing, and an open dimension stays open
+        raise SpecError(f"--dim {unknown[0]} (dims= in Python): the model has no symbolic dimension {unknown[0]!r} (its symbolic "
+                        f"dimensions: {sorted(n for n in named if n.isidentifier())[:8] or 'none'})")
     return fixed
 
 

@@ -32,9 +32,8 @@ from ..evaluate import CostModel
 from ..graph import Graph, Op
 from ..heuristics import jit, run
 from ..heuristics.registry import names
-from ..io import Workload
 from ..objectives import Bottleneck
-from ..presets import dag_problem, read_workload, resize
+from ..presets import dag_problem, read_workload, resized
 from ..problem import Problem, Stages
 
 LEVEL, METHOD = "level", "method"
@@ -195,7 +194,7 @@ def _base_workload(source: str) -> Any:
 def _workload(source: str, k: int | None) -> Any:
     """The workload of ``source`` on ``k`` stages (as ``bench_bounds`` builds it)."""
     w = _base_workload(source)
-    return w if k is None else Workload(w.graph, resize(w.cluster, k), w.format, w.meta)
+    return w if k is None else resized(w, k)
 
 
 def family(workload: Any) -> str:

@@ -251,6 +251,18 @@ def test_help_documents_exit_codes(capsys):
     assert code == 0 and "3" in out and "infeasible" in out and "70" in out
 
 
+def test_the_congestion_help_names_the_cost_model_s_default(capsys):
+    """Latency and makespan are one objective scored under one default congestion; the help said latency's was
+    'none' while the cost model priced a latency under 'port'."""
+    from placement_dsl.evaluate import CostModel
+
+    code, out, _ = run_cli(capsys, "solve", "--help")
+    text = " ".join(out.split())
+    defaults = re.findall(r"\((\w+), the (?:\w+'s )?default", text[text.index("--congestion {"):])
+    assert code == 0 and defaults == [CostModel.named("latency").congestion.value] == \
+        [CostModel.named("makespan").congestion.value]
+
+
 @pytest.mark.parametrize("method", ["dp", "slicegraph", "greedy"])
 def test_evaluations_on_a_method_without_them_is_a_note(capsys, method):
     code, out, err = run_cli(capsys, "solve", "zoo:transformer-small", "--method", method,

@@ -129,3 +129,29 @@ def test_bounds_and_evaluate_price_the_congestion_solve_was_given(capsys, tmp_pa
         assert main(["bounds", str(workload), "--time-limit", "10", *argv]) == 0
         assert json.loads(capsys.readouterr().out)["bound"] <= scores[mode] * (1 + 1e-9)
     assert scores["port"] > 1.4 * scores["none"]  # the two transfers wait for each other only at a port
+
+
+@pytest.mark.parametrize("option", [("--stages", "3", "--memory", "100"), ("--cpus", "1"),
+                                    ("--servers", "1", "--per-server", "3", "--intra", "10", "--inter", "1")])
+def test_resizing_a_sheet_s_cluster_is_refused_naming_the_option(capsys, shared_data, option):
+    """A sheet times each flow between each pair of its own devices: ``--stages 3`` (three copies of d0) read those
+    matrices as if the copies were d0, d1 and d2 and answered (29.0, a schedule of devices the sheet does not have),
+    while a cluster of another size failed on the first flow's matrix, naming the op rather than the option."""
+    path = shared_data / "moirai" / "example-1.xls"
+    code = main(["solve", str(path), "--method", "list", "--json", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and option[0] in err.splitlines()[-1] and "d0, d1, d2" in err
+    assert main(["solve", str(path), "--method", "list", "--json", "--memory", "100", "--cpus", "0"]) == 0
+
+
+def test_a_sweep_s_stages_on_a_sheet_are_refused_naming_them(shared_data):
+    """The sweep reads its graphs at each k through the same reader: a sheet at k=3 was scored on three copies of d0
+    under the sheet's matrices (list scheduling 44.0), and at k=2 failed on the first flow's matrix."""
+    from placement_dsl.presets import read_workload
+    from placement_dsl.sweep import tasks
+
+    path = shared_data / "moirai" / "example-1.xls"
+    for read in (lambda: read_workload(str(path), stages=3), lambda: tasks._workload(str(path), 3)):
+        with pytest.raises(SpecError, match="--stages: graph 'example-1' times each data flow"):
+            read()
+    assert read_workload(str(path)).cluster.names == ("d0", "d1", "d2")

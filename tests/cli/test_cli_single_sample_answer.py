@@ -91,3 +91,13 @@ def test_show_gantt_of_a_pipeline_objective_still_simulates_the_pipeline(capsys,
     shown = ok(capsys, "show", str(native), "--objective", "throughput", "--kind", "gantt",
                "--out", str(tmp_path / "g.png"))
     assert shown["schedule"] == "pipeline" and shown["microbatches"] == 8
+
+
+def test_the_ip_answers_makespan_as_latency_on_a_cluster_of_invocations(capsys, native):
+    """Makespan is latency under MOIRAI's name: on a cluster without links (its accelerators run invocations) the
+    command line asked the op-at-a-time schedule formulation for it, which refused the cluster ("use formulation
+    'latency'", a choice the command line does not offer), where --objective latency answered."""
+    found = {name: ok(capsys, "solve", str(native), "--objective", name, "--method", "ip", "--time-limit", "30")
+             for name in ("latency", "makespan")}
+    assert found["makespan"]["status"] == found["latency"]["status"] == "optimal"
+    assert found["makespan"]["objective"] == pytest.approx(found["latency"]["objective"])

@@ -196,6 +196,18 @@ def test_compiled_kernels_meeting_uncached_argument_types_run_them_in_python_und
     assert _printed(code, tmp_path) == ["[0,", "1,", "2,", "3]", "0", "1"]
 
 
+def test_a_kernel_whose_caller_leaves_a_default_out_runs_in_python_with_the_default(tmp_path):
+    """numba's dispatcher passes an argument left to its default as its ``OmittedArg``: handed to the kernel run in
+    Python it reached the kernel's code (gpipe-split's tables, whose deadline is left out, ended the command with a
+    TypeError, exit 70, on a cold cache)."""
+    code = ("from placement_dsl import testing\nfrom placement_dsl.cluster import Cluster\n"
+            "from placement_dsl.heuristics import jit, kernel_cache\nfrom placement_dsl.heuristics.base import run\n"
+            "jit.compile_all()\nkernel_cache.compile_in_background = lambda: False\n"
+            "r = run('gpipe-split', testing.chain_graph([3, 1, 4, 1, 5, 9, 2, 6]), Cluster.stages(2), time_limit=30.0)\n"
+            "print(r.objective, r.valid)\n")
+    assert _printed(code, tmp_path) == ["18.0", "True"]
+
+
 def test_the_deadline_ringing_while_a_kernel_is_dispatched_stops_the_call_instead_of_compiling(tmp_path):
     """The deadline's timer can ring while numba dispatches a callee of a kernel run in Python (the dispatch reads
     the argument types in Python): that is the call's end, not a reason to compile in it. Caught as "numba cannot

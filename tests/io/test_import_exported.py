@@ -27,6 +27,7 @@ onnx = pytest.importorskip("onnx")
 
 from placement_dsl.cli import main
 from placement_dsl.cluster import Cluster
+from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.heuristics import run
 from placement_dsl.io import onnx as onnx_io
@@ -241,6 +242,9 @@ def test_symbolic_dimension_expressions_are_evaluated():
     dims = [d.dim_value or d.dim_param for d in model.graph.value_info[0].type.tensor_type.shape.dim]
     assert dims == [6, "2*width // 4"]  # 'width' is open: left symbolic
     assert onnx_io.fix_dimensions(helper.make_model(graph), batch=3, seq=5, dims={"width": 6})["2*width // 4"] == 3
+    with pytest.raises(SpecError, match="'widht'.* dimensions: \\['batch', 'seq', 'width'\\]"):
+        onnx_io.fix_dimensions(helper.make_model(graph), batch=3, seq=5, dims={"widht": 6})  # a misspelt name: no
+        # dimension is fixed by it, and 'width' would stay open without a word
 
 
 def test_layers_take_in_parent_scope_and_unscoped_ops():
