@@ -258,7 +258,11 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None, 
     topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices, and on
     down while no count one stage away is one the orders run (:func:`stage_counts`). Either way every prefix of stages
     is an ideal. A count they do not run is then made one (:func:`evened`: the V's odd count even); each stage keeps
-    the device that held most of its supernodes, or takes an unused one (accelerators first). The first ``least``
+    the device that held most of its supernodes, or takes an unused one (accelerators first). Where the orders still
+    run no stage count of the re-balanced split (a stage whose ops are not joined by edges on its device is as many
+    stages as it has parts, and their count may not divide among the ranks), its adjacent stages are merged, the
+    lightest pair first, one stage fewer at a time, each re-balanced, down to the fewest the orders run (one device's
+    stages on one rank, under the round-robin orders). The first ``least``
     scores of the cost model are made whatever the ``deadline`` (a method stopped by its limit leaves the fold none:
     its answer would be the unbalanced split, which may overfill a device)."""
     graph, cluster = placement.graph, placement.cluster
@@ -277,14 +281,18 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None, 
     def near(h: int) -> bool:  # a count the orders run at most one stage away
         return fits(h) or fits(h - 1) or (h < cluster.size and fits(h + 1))
 
-    while len(stages) > 1 and (len(stages) > cluster.size or not near(len(stages))):
-        k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
-        stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
+    def merged(st: Stages, cap: int, ok: Callable[[int], bool]) -> Stages:  # the lightest adjacent pair first
+        st = list(st)
+        while len(st) > 1 and (len(st) > cap or not ok(len(st))):
+            k = min(range(len(st) - 1), key=lambda j: work[st[j]].sum() + work[st[j + 1]].sum())
+            st[k:k + 2] = [np.sort(np.concatenate(st[k:k + 2]))]
+        return st
 
     def place(st: Stages) -> np.ndarray:
         return _devices_of(con, st, owner, cluster)
 
     score = scorer(graph, cluster, model, place)
+    stages = merged(stages, cluster.size, near)
     if not fits(len(stages)):
         candidates = evened(stages, cluster.size, fits)
         if not candidates:
@@ -297,7 +305,11 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None, 
                 value, chosen = v, c
         stages = chosen
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
-    stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits, least)
+    while True:
+        stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits, least)
+        if past(deadline) or math.isfinite(score(stages)[0]) or not any(map(fits, range(1, len(stages)))):
+            break
+        stages = merged(stages, len(stages) - 1, fits)  # stages the orders do not run: one fewer (see above)
     return Placement(graph, cluster, place(stages), source=placement.source)
 
 
