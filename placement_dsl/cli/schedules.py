@@ -52,13 +52,18 @@ def congestion_fields(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 def solve_makespan(args: argparse.Namespace, workload: Workload, model: CostModel) -> Any:
     """``--method ip`` on a makespan problem: the family's formulation for the way the cluster runs ops (``"auto"``:
-    the schedule MILP, or CP-SAT, where devices run one op at a time; the latency IP where they run invocations)."""
+    the schedule MILP, or CP-SAT, where devices run one op at a time; the latency IP where they run invocations).
+    The makespan problem places any op on any device (MOIRAI eq. 4-8), so ``ip-noncontig`` is the same problem;
+    ``exact`` (a DAG-ordered pipeline) is refused, saying why."""
     from ..search.lns import makespan_problem
     from ..solve import solve
 
-    if args.method != "ip":
-        raise SpecError(f"method {args.method} has no makespan formulation; use --method ip (the schedule MILP, "
-                        "or CP-SAT with --solver cpsat) or a schedule heuristic (list, one-device-best, schedule-lns)")
+    if args.method not in ("ip", "ip-noncontig"):
+        raise SpecError(f"method {args.method} solves a DAG-ordered pipeline (Archer Fig. 3), which has no makespan "
+                        "formulation: a single sample's schedule sends tensors back and forth between devices, and "
+                        "the makespan problem places any op on any device; use --method ip or ip-noncontig (that "
+                        "problem: the schedule MILP, or CP-SAT with --solver cpsat) or a schedule heuristic (list, "
+                        "one-device-best, schedule-lns)")
     from .common import command_deadline
 
     problem = makespan_problem(workload.graph, workload.cluster, model)

@@ -282,8 +282,15 @@ def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel
     orders run (:func:`.fold_ranks.fold`: the V's fold under ZBV; one stage per device, a rank count whose rounds split
     the micro-batches under the round-robin orders; ``v`` stages per rank where the model asks ``virtual=v``), with the cost model's verdict on it. It replaces the answer when
     it is valid or the answer had no time at all (the orders could not run it); else the answer is kept, and where no
-    split exists ``info["declined"]`` says why in one line."""
-    placement = fold_ranks.fold(result.placement, model, at)
+    split exists ``info["declined"]`` says why in one line.
+
+    A method stopped by its limit leaves the fold no time: the fold makes its first :func:`fold_scores` scores
+    whatever the deadline, and where the fold of the method's split is still invalid, the split the methods fall back
+    to (:data:`.registry.FALLBACK`) is folded in its place."""
+    least = fold_scores(result.placement.graph.n)
+    placement = fold_ranks.fold(result.placement, model, at, least)
+    if result.info.get("stopped") == STOPPED and (placement is None or not evaluate(placement, model).valid):
+        placement = _fallback_folded(method, result, model, at, least) or placement
     size = result.placement.cluster.size
     if placement is None:
         need = "the V needs an even number of stages, at least 2" if model.name in FOLDS else \
@@ -302,6 +309,29 @@ def _folded(method: str, result: HeuristicResult, verdict: Any, model: CostModel
         f"{ranks} ranks, {model.virtual} stages each" if (model.virtual or 1) > 1 else f"{ranks} ranks, a stage each"
     info = {**result.info, "folded": f"{method}'s answer folded onto {onto} (it was {result.objective})"}
     return replace(result, placement=placement, objective=ev.objective, info=info), ev
+
+
+FOLD_SCORES = 200  # the cost model's scores a fold makes past the deadline at most (the V of a 76-op transformer
+# on 3 accelerators and a CPU, from one device's split: valid and as good as without a limit after 30)
+FOLD_SECONDS = 2.0  # ... and at most this many seconds of them, by scoring_seconds: two folds within limit + 5 s
+
+
+def fold_scores(ops: int) -> int:
+    """The scores of the cost model a fold of ``ops`` ops makes whatever the deadline (:func:`_folded`):
+    :data:`FOLD_SCORES`, fewer where they would take more than :data:`FOLD_SECONDS` on this machine as loaded now."""
+    return min(FOLD_SCORES, int(FOLD_SECONDS / max(scoring_seconds(ops, False), 1e-9)))
+
+
+def _fallback_folded(method: str, result: HeuristicResult, model: CostModel, at: float | None,
+                     least: int) -> Placement | None:
+    """The fold of the split a stopped method falls back to (:data:`.registry.FALLBACK`), if it is valid."""
+    g, c = result.placement.graph, result.placement.cluster
+    try:
+        found = registry.fallback()(method, g, c, model, str(result.info.get("stopped_in", "the search")))
+    except PlacementError:  # no split could be built
+        return None
+    placement = fold_ranks.fold(found.placement, model, at, least)
+    return placement if placement is not None and evaluate(placement, model).valid else None
 
 
 # ---------------------------------------------------------------------------- time limits

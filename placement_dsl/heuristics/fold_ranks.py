@@ -189,10 +189,10 @@ def below(a: Score, b: Score) -> bool:
 
 def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], Score], devices: int,
               deadline: float | None = None, evaluations: int = MAX_EVALUATIONS,
-              fits: Callable[[int], bool] = even) -> Stages:
+              fits: Callable[[int], bool] = even, least: int = 0) -> Stages:
     """``stages`` (supernodes per stage, in pipeline order) improved by single moves while ``score`` (the cost model's
     objective, ``inf`` when invalid; or :func:`scorer`'s pair) falls (:func:`below`): steepest descent, at most
-    ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``). Where the supernodes
+    ``evaluations`` scores, none started after ``deadline`` (``time.monotonic()``) but the first ``least``. Where the supernodes
     form a small DAG, the best of all its chains of ideals into a count of stages ``fits`` accepts (the V's: even)
     instead (:func:`splits_of_ideals`: the best of the DP's class under the ranks' loads); a count it does not accept
     is first made one (:func:`evened`)."""
@@ -203,7 +203,7 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], Score]
         nonlocal spent
         found, chosen = current, None
         for c in candidates:
-            if spent >= evaluations or (deadline is not None and time.monotonic() > deadline):
+            if spent >= evaluations or (spent >= least and past(deadline)):
                 break
             spent += 1
             value = score(c)
@@ -227,6 +227,11 @@ def rebalance(con: Contraction, stages: Stages, score: Callable[[Stages], Score]
         value, stages = found, chosen
 
 
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.monotonic()``, ``None``: none) has passed."""
+    return deadline is not None and time.monotonic() > deadline
+
+
 def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarray]
            ) -> Callable[[Stages], tuple[float, float]]:
     """``(bytes over memory, objective)`` of a split by the cost model (``place``: stages -> op assignment): ``(0,
@@ -242,7 +247,7 @@ def scorer(graph, cluster, model: CostModel, place: Callable[[Stages], np.ndarra
     return score
 
 
-def fold(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
+def fold(placement: Placement, model: CostModel, deadline: float | None = None, least: int = 0) -> Placement | None:
     """A split ``model``'s orders run, made from ``placement`` (which they do not run: under the V an odd number of
     devices, or devices whose ops reach each other through another device; under the round-robin orders a rank count
     whose rounds do not split the micro-batches, or a device holding stages they cannot interleave), then re-balanced
@@ -253,10 +258,16 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     topological numbering is a stage, adjacent stages merged (the lightest pair first) down to the devices, and on
     down while no count one stage away is one the orders run (:func:`stage_counts`). Either way every prefix of stages
     is an ideal. A count they do not run is then made one (:func:`evened`: the V's odd count even); each stage keeps
-    the device that held most of its supernodes, or takes an unused one (accelerators first)."""
+    the device that held most of its supernodes, or takes an unused one (accelerators first). Where the orders still
+    run no stage count of the re-balanced split (a stage whose ops are not joined by edges on its device is as many
+    stages as it has parts, and their count may not divide among the ranks), its adjacent stages are merged, the
+    lightest pair first, one stage fewer at a time, each re-balanced, down to the fewest the orders run (one device's
+    stages on one rank, under the round-robin orders). The first ``least``
+    scores of the cost model are made whatever the ``deadline`` (a method stopped by its limit leaves the fold none:
+    its answer would be the unbalanced split, which may overfill a device)."""
     graph, cluster = placement.graph, placement.cluster
     if (model.virtual or 1) > 1 and model.name not in FOLDS:
-        return interleave(placement, model, deadline)
+        return interleave(placement, model, deadline, least)
     con = group_nodes(graph)
     if cluster.size < 2 or con is None:
         return None
@@ -270,27 +281,35 @@ def fold(placement: Placement, model: CostModel, deadline: float | None = None) 
     def near(h: int) -> bool:  # a count the orders run at most one stage away
         return fits(h) or fits(h - 1) or (h < cluster.size and fits(h + 1))
 
-    while len(stages) > 1 and (len(stages) > cluster.size or not near(len(stages))):
-        k = min(range(len(stages) - 1), key=lambda j: work[stages[j]].sum() + work[stages[j + 1]].sum())
-        stages[k:k + 2] = [np.sort(np.concatenate(stages[k:k + 2]))]
+    def merged(st: Stages, cap: int, ok: Callable[[int], bool]) -> Stages:  # the lightest adjacent pair first
+        st = list(st)
+        while len(st) > 1 and (len(st) > cap or not ok(len(st))):
+            k = min(range(len(st) - 1), key=lambda j: work[st[j]].sum() + work[st[j + 1]].sum())
+            st[k:k + 2] = [np.sort(np.concatenate(st[k:k + 2]))]
+        return st
 
     def place(st: Stages) -> np.ndarray:
         return _devices_of(con, st, owner, cluster)
 
     score = scorer(graph, cluster, model, place)
+    stages = merged(stages, cluster.size, near)
     if not fits(len(stages)):
         candidates = evened(stages, cluster.size, fits)
         if not candidates:
             return None
         value, chosen = score(candidates[-1]), candidates[-1]  # scored whatever the deadline (the V: the last two merged)
-        for c in candidates[:-1]:
-            if deadline is not None and time.monotonic() > deadline:
+        for k, c in enumerate(candidates[:-1]):
+            if k >= least and past(deadline):
                 break
             if below(v := score(c), value):
                 value, chosen = v, c
         stages = chosen
     budget = min(MAX_EVALUATIONS, max(20, MAX_WORK // max(1, graph.n)))
-    stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits)
+    while True:
+        stages = rebalance(con, stages, score, cluster.size, deadline, budget, fits, least)
+        if past(deadline) or math.isfinite(score(stages)[0]) or not any(map(fits, range(1, len(stages)))):
+            break
+        stages = merged(stages, len(stages) - 1, fits)  # stages the orders do not run: one fewer (see above)
     return Placement(graph, cluster, place(stages), source=placement.source)
 
 
@@ -353,7 +372,8 @@ def even_cuts(weight: np.ndarray, count: int) -> Stages | None:
     return runs_ if all(len(r) for r in runs_) else None
 
 
-def interleave(placement: Placement, model: CostModel, deadline: float | None = None) -> Placement | None:
+def interleave(placement: Placement, model: CostModel, deadline: float | None = None,
+               least: int = 0) -> Placement | None:
     """A split of ``model.virtual = v`` virtual stages per rank made for ``placement``'s graph and cluster: ``p``
     ranks, the accelerators (every device where there are fewer than 2: a pipeline runtime runs no stage on a host
     CPU), the most of them whose rounds split the micro-batches with ``p v`` stages at most the supernodes, and the
@@ -362,7 +382,8 @@ def interleave(placement: Placement, model: CostModel, deadline: float | None = 
     :func:`even_cuts`), stage ``s`` on the ``(s mod p)``-th device, each re-balanced by the cost model with ``p v``
     stages (:func:`rebalance`, memory first: :func:`scorer`); where the chains of ideals into ``p v`` stages are few
     (:func:`splits_of_ideals`: on a path, the cuts) every one is scored instead, the best of the DP's class. The best
-    is the answer. ``None`` where no ``p`` fits."""
+    is the answer. ``None`` where no ``p`` fits. The first ``least`` scores of each descent, and of the chains, are made
+    whatever the ``deadline`` (:func:`fold`)."""
     graph, cluster, v = placement.graph, placement.cluster, int(model.virtual or 1)
     con = group_nodes(graph)
     if con is None:
@@ -396,10 +417,10 @@ def interleave(placement: Placement, model: CostModel, deadline: float | None = 
         if every is not None:  # few enough: every chain of ideals (on a path, every cut), the starts scored first
             candidates = [*starts, *every]
         else:  # the bottleneck's cut, then equal work and equal layers (Megatron's even layout), each descended
-            candidates = [rebalance(con, st, score, count, deadline, budget, lambda h, n=count: h == n)
+            candidates = [rebalance(con, st, score, count, deadline, budget, lambda h, n=count: h == n, least)
                           for st in starts]  # a rebalance past the deadline keeps its start
         for k, stages in enumerate(candidates):
-            if k >= len(starts) and deadline is not None and time.monotonic() > deadline:
+            if k >= len(starts) + least and past(deadline):
                 break
             value = score(stages)
             if best is None or below(value, best[0]):

@@ -101,3 +101,14 @@ def test_the_ip_answers_makespan_as_latency_on_a_cluster_of_invocations(capsys, 
              for name in ("latency", "makespan")}
     assert found["makespan"]["status"] == found["latency"]["status"] == "optimal"
     assert found["makespan"]["objective"] == pytest.approx(found["latency"]["objective"])
+
+
+def test_makespan_takes_ip_noncontig_as_ip_and_says_why_exact_has_no_formulation(capsys, native):
+    """The makespan problem places any op on any device, so --method ip-noncontig asks the problem --method ip solves
+    (it was refused, "use --method ip", where latency took it); exact's DAG-ordered pipeline has no makespan
+    formulation, and the refusal says so."""
+    free = ok(capsys, "solve", str(native), "--objective", "makespan", "--method", "ip-noncontig", "--time-limit", "30")
+    listed = ok(capsys, "solve", str(native), "--objective", "makespan", "--method", "list")
+    assert free["status"] == "optimal" and free["valid"] and free["objective"] <= listed["objective"] + 1e-9
+    code, captured = run(capsys, "solve", str(native), "--objective", "makespan", "--method", "exact")
+    assert code == 2 and "DAG-ordered" in captured.err and len(captured.err.strip().splitlines()) == 1

@@ -11,8 +11,9 @@ from placement_dsl import zoo
 from placement_dsl.cluster import Cluster
 from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
-from placement_dsl.heuristics import run
+from placement_dsl.heuristics import fold_ranks, run
 from placement_dsl.pipeline_orders import runs
+from placement_dsl.placement import Placement
 from placement_dsl.simulate import analytic_time_per_sample, simulate
 from placement_dsl.zoo.training import with_backward
 
@@ -57,3 +58,19 @@ def test_an_answer_over_memory_under_the_v_is_folded_onto_one_that_fits():
     found = run("greedy", zoo.get("resnet50-train").graph, Cluster.stages(4, memory=3e9), model=model, time_limit=20)
     ev = evaluate(found.placement, model)
     assert ev.valid and found.objective == ev.objective and "folded" in found.info
+
+
+def test_a_split_whose_stages_do_not_divide_among_the_ranks_is_merged_into_one_that_does():
+    """Sixteen towers that share no edge, dealt round robin onto three devices: a device's towers are not joined on it,
+    so each is a stage of its own, 16 stages that do not split into 3 ranks, and the fold answered such a split
+    (infinite). Its stages are merged, one fewer at a time, into a count the orders run: here one device's 16 stages
+    on one rank (two devices' towers would have to alternate along the data flow)."""
+    n = 16
+    ops, edges = with_backward([Op(name=f"t{i}", work=1.0, out_bytes=1.0, param_bytes=1.0) for i in range(n)], [])
+    g, model = Graph(ops, edges), CostModel.named("interleaved-1f1b", microbatches=4)
+    assign = [i % 3 for i in range(n)]
+    placement = Placement(g, Cluster.stages(3), assign + assign[::-1])
+    assert evaluate(placement, model).objective == math.inf
+    folded = fold_ranks.fold(placement, model)
+    ev = evaluate(folded, model)
+    assert ev.valid and ev.objective == pytest.approx(simulate(folded, "interleaved-1f1b", 4).time_per_sample)

@@ -13,6 +13,7 @@ from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import fold_ranks, run
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import simulate
+from placement_dsl.zoo import transformer
 from placement_dsl.zoo.training import with_backward
 
 WORKS = [2, 5, 1, 4, 3, 1, 2, 3]
@@ -80,3 +81,18 @@ def test_a_fold_past_its_deadline_scores_one_evened_split(monkeypatch):
     p = Placement(g, Cluster.stages(4), [0, 0, 0, 1, 1, 1, 2, 2] + [2, 2, 1, 1, 1, 0, 0, 0])
     folded = fold_ranks.fold(p, model, deadline=0.0)
     assert len(calls) == 2 and evaluate(folded, model).valid
+
+
+@pytest.mark.parametrize("method", ["brkga", "random"])
+def test_a_method_stopped_by_its_limit_answers_a_fold_that_fits(method):
+    """A transformer block on three accelerators whose memory binds and a CPU: stopped at once, the method holds no
+    split the V folds, and the fold had no time left, so one device's split folded unbalanced overfilled an
+    accelerator (no answer on a feasible problem). The fold makes its first scores whatever the deadline: the answer
+    is valid and the cost model's."""
+    g = transformer(layers=1, hidden=64, heads=2, seq_len=16, batch=2, vocab=100, granularity="operator",
+                    training=True).graph
+    cluster = Cluster.accelerators(3, memory=sum(o.param_bytes + o.activation_bytes for o in g.ops) / 2.5, cpus=1)
+    model = CostModel.named("zbv", microbatches=4)
+    found = run(method, g, cluster, model=model, time_limit=0)
+    ev = evaluate(found.placement, model)
+    assert ev.valid and found.objective == ev.objective and "folded" in found.info

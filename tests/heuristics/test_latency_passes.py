@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
+from placement_dsl import zoo
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel, evaluate, execution
 from placement_dsl.graph import Graph
 from placement_dsl.heuristics import latency_passes, run
 from placement_dsl.heuristics.latency_passes import applies
+from placement_dsl.placement import Placement
 
 from ..solve.sheets import recent_dag
 
@@ -63,3 +66,22 @@ def test_a_pass_that_does_not_fit_the_time_left_is_not_run_and_the_others_are(mo
     rows = {c["method"]: c for c in found.info["candidates"]}
     assert "estimated" in rows["list"]["error"] and "latency" in rows["greedy"]
     assert evaluate(found.placement, LATENCY).valid
+
+
+def test_the_search_descends_from_more_than_the_best_start():
+    """A transformer onto accelerators of speeds 2, 1 and 0.5, too small to hold it alone, with links and a host:
+    the whole graph on the host is the best start (1.557; every max-load split and the chain's are it) and a local
+    optimum of schedule-ls, which searched from it alone. From HEFT's split (3.271) it reaches 1.218: the search now
+    descends from the next best different starts too, and keeps the best."""
+    g = zoo.transformer(layers=3, hidden=256, heads=4, seq_len=64, batch=4, vocab=1000, granularity="operator").graph
+    mem = sum(o.param_bytes + o.activation_bytes for o in g.ops) / 2.5
+    links = [("g0", "g1", 1e6, 0.01), ("g1", "g2", 5e5, 0.02), ("g0", "c0", 2e5, 0.05)]
+    cluster = Cluster([Device(name="g0", speed=2.0, memory=mem * 1.2), Device(name="g1", speed=1.0, memory=mem),
+                       Device(name="g2", speed=0.5, memory=mem * 2), Device(name="c0", kind="cpu")],
+                      [Link(src=s, dst=d, bandwidth=b, latency=t) for a, c, b, t in links for s, d in ((a, c), (c, a))])
+    host = np.full(g.n, 3)
+    heft = run("list", g, cluster, model=LATENCY).placement.assign
+    assert evaluate(Placement(g, cluster, host), LATENCY).objective < evaluate(Placement(g, cluster, heft),
+                                                                               LATENCY).objective
+    found = run("latency-local-search", g, cluster, model=LATENCY, starts=[("host", host), ("list", heft)])
+    assert found.valid and found.objective < 0.8 * evaluate(Placement(g, cluster, host), LATENCY).objective
