@@ -266,3 +266,20 @@ def test_a_layers_pairs_are_priced_where_the_path_takes_them():
         value, note, complete = segment_lp_bound(p)
         assert complete and f"{lps} segment LPs" in note
         assert value == pytest.approx(every_pair(p), rel=1e-9)
+
+
+def test_layers_alike_but_for_their_times_share_their_port_cuts(monkeypatch):
+    # three layers of four heads whose heads take 1, 2 and 3: three LPs, one set of port cuts (the cuts read the
+    # tensors, not the times), and the bound the cuts found layer by layer give
+    ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(4)]
+    ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(3) for i in range(4)]
+    ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(3) for i in range(4)]
+    edges = [e for j in range(3) for i in range(4)
+             for e in ((f"c{j}", f"l{j}q{i}"), (f"l{j}q{i}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
+    p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+    found, real = [], segment_lp._port_cuts
+    monkeypatch.setattr(segment_lp, "_port_cuts", lambda *args: found.append(1) or real(*args))
+    value, note, complete = segment_lp_bound(p)
+    assert complete and "(0 reused)" in note and len(found) == 1
+    monkeypatch.setattr(segment_lp._Pricer, "_port_rows", lambda self, *args: real(*args, self.deadline))
+    assert value == pytest.approx(segment_lp_bound(p)[0], rel=1e-12)
