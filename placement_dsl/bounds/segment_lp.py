@@ -171,6 +171,7 @@ class _Pricer:
         self.cache: dict[bytes, np.ndarray] = {}
         self.models: dict[bytes, _Model] = {}  # a segment's LP kept for its pairs (with ``pairs``)
         self.cut_rows: dict[bytes, list] = {}  # the port cuts of segments alike but for their ops' times
+        self.bases: dict[tuple, Any] = {}  # the optimal basis of a pair's LP, by the segment's form
         self.solved, self.reused, self.complete = 0, 0, True
         self.lp_ok, self.pairs = available(), pairs
 
@@ -209,9 +210,7 @@ class _Pricer:
         """Price the pair ``(da, db)`` of segment ``key``'s cut ops' devices by its LP (the price only rises: the
         floor stays under it); ``False`` once the clock has stopped it."""
         m = self.models[key]
-        m.highs.clearSolver()  # from scratch, presolved: the floor's basis took twice the simplex iterations (1,480
-        # against 712 a pair over a 500-op GPT's layers on four devices, 2.6 times the time)
-        value = self._run(m.highs, m.n_cols, m.fixed(da, db))
+        value = self._solve(m, da, db)
         m.done[da, db] = True
         if value is None:
             return self.deadline is None or not self.deadline.expired()  # HiGHS gave up: the floor stays
@@ -284,6 +283,7 @@ class _Pricer:
         kept for its pairs (``None`` unsolved)."""
         p, comm = self.times[nodes], self.comm[nodes]
         N, D = p.shape
+        form = _form(p, comm, edges, a >= 0, b >= 0)
         inner = np.ones(N, dtype=bool)
         if a >= 0:
             inner[0] = False
@@ -339,7 +339,7 @@ class _Pricer:
                 if cols:
                     rows.append((cols + [0], vals + [-1.0], -np.inf, 0.0))
         if self.ports:
-            rows += self._port_rows(p, comm, edges, col, a >= 0, b >= 0)
+            rows += self._port_rows(form, p, comm, edges, col, a >= 0, b >= 0)
         n_cols = nxt
         upper = np.full(n_cols, np.inf)
         upper[1:1 + N * D] = np.where(np.isfinite(p), 1.0, 0.0).ravel()
@@ -357,25 +357,39 @@ class _Pricer:
         h.passModel(n_cols, len(rows), len(v_all), 1, 1, 0.0, cost, np.zeros(n_cols), upper,
                     np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float),
                     start, r_idx.astype(np.int32), v_all, np.zeros(n_cols, dtype=np.int32))
-        floor = self._run(h, n_cols, upper)  # the cut ops anywhere: a floor under every pair
+        model = _Model(h, n_cols, upper, col, p, a >= 0, b >= 0, (form, len(rows)))
+        floor = self._solve(model, -1, -1)  # the cut ops anywhere: a floor under every pair
         if floor is None:
             return np.zeros(shape), None
-        return np.full(shape, floor), _Model(h, n_cols, upper, col, p, a >= 0, b >= 0)
+        return np.full(shape, floor), model
 
-    def _port_rows(self, p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray,
+    def _solve(self, m: _Model, da: int, db: int) -> float | None:
+        """The LP of ``m`` with its cut ops on ``da`` and ``db`` (``-1``: anywhere), from the optimal basis of the
+        same pair of a segment of the same form (:func:`_form`) where one was solved, else from scratch, presolved.
+        A noisy GPT's layers differ only in their ops' times, and a layer's optimal basis often holds for the next
+        as it is: a 5,057-op GPT's 332 LPs (inter-server) took 103,051 simplex iterations so, 250,784 from scratch;
+        from the last pair's basis of the same segment they took twice those from scratch."""
+        basis = self.bases.get((m.form, da, db))
+        if basis is None:
+            m.highs.clearSolver()
+        else:
+            m.highs.setBasis(basis)
+        value = self._run(m.highs, m.n_cols, m.fixed(da, db))
+        if value is not None:
+            self.bases[(m.form, da, db)] = m.highs.getBasis()
+        return value
+
+    def _port_rows(self, form: bytes, p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray,
                    has_a: bool, has_b: bool) -> list[tuple[list[int], list[float], float, float]]:
         """:func:`_port_cuts`, found once for segments that differ only in their ops' times (a noisy transformer's
         layers): the cuts read the tensors' transfer times, the edges, and which ops may run where and take time.
         Their max flows, in Python, took 35 of a 5,057-op GPT's 51 s of floors under a profiler (41 layers, one
         set of cuts); rows a spent clock cut short are not kept."""
-        sent = comm[:-1] if has_b else comm  # b's own tensor leaves after the window
-        key = b"|".join([np.ascontiguousarray(sent).tobytes(), np.isfinite(p).tobytes(), (p > 0).tobytes(),
-                         np.asarray(edges, dtype=np.int64).tobytes(), bytes([has_a, has_b])])
-        rows = self.cut_rows.get(key)
+        rows = self.cut_rows.get(form)
         if rows is None:
             rows = _port_cuts(p, comm, edges, col, has_a, has_b, self.deadline)
             if self.deadline is None or not self.deadline.expired():
-                self.cut_rows[key] = rows
+                self.cut_rows[form] = rows
         return rows
 
     def _run(self, h: Any, n_cols: int, upper: np.ndarray) -> float | None:
@@ -401,15 +415,18 @@ class _Model:
     (solved, or not to be: a cut op that may not run on a device is never there on the path)."""
 
     def __init__(self, highs: Any, n_cols: int, upper: np.ndarray, col: np.ndarray, p: np.ndarray, has_a: bool,
-                 has_b: bool) -> None:
+                 has_b: bool, form: tuple[bytes, int]) -> None:
         self.highs, self.n_cols, self.upper, self.col, self.has_a, self.has_b = highs, n_cols, upper, col, has_a, has_b
+        self.form = form  # segments of one form have one layout of rows and columns
         first = np.isfinite(p[0]) if has_a else np.ones(1, dtype=bool)
         last = np.isfinite(p[-1]) if has_b else np.ones(1, dtype=bool)
         self.done = ~(first[:, None] & last[None, :])
 
     def fixed(self, da: int, db: int) -> np.ndarray:
-        """The columns' upper bounds with ``a`` on ``da`` and ``b`` on ``db``."""
+        """The columns' upper bounds with ``a`` on ``da`` and ``b`` on ``db`` (``-1``: anywhere)."""
         upper = self.upper.copy()
+        if da < 0:
+            return upper
         if self.has_a:
             upper[self.col[0]] = 0.0
             upper[self.col[0, da]] = 1.0
@@ -417,6 +434,15 @@ class _Model:
             upper[self.col[-1]] = 0.0
             upper[self.col[-1, db]] = 1.0
         return upper
+
+
+def _form(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], has_a: bool, has_b: bool) -> bytes:
+    """What a segment's LP reads but its ops' times: the tensors' transfer times, the edges, which ops may run where
+    and take time. Segments of one form (a noisy transformer's layers) have the same port cuts and the same layout of
+    rows and columns."""
+    sent = comm[:-1] if has_b else comm  # b's own tensor leaves after the window
+    return b"|".join([np.ascontiguousarray(sent).tobytes(), np.isfinite(p).tobytes(), (p > 0).tobytes(),
+                      np.asarray(edges, dtype=np.int64).tobytes(), bytes([has_a, has_b])])
 
 
 def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray, has_a: bool,

@@ -281,5 +281,33 @@ def test_layers_alike_but_for_their_times_share_their_port_cuts(monkeypatch):
     monkeypatch.setattr(segment_lp, "_port_cuts", lambda *args: found.append(1) or real(*args))
     value, note, complete = segment_lp_bound(p)
     assert complete and "(0 reused)" in note and len(found) == 1
-    monkeypatch.setattr(segment_lp._Pricer, "_port_rows", lambda self, *args: real(*args, self.deadline))
+    monkeypatch.setattr(segment_lp._Pricer, "_port_rows", lambda self, form, *args: real(*args, self.deadline))
     assert value == pytest.approx(segment_lp_bound(p)[0], rel=1e-12)
+
+
+def test_a_layers_lps_start_from_the_layer_befores_basis(monkeypatch):
+    # three GPT layers whose ops' times differ by a few percent: each pair's LP starts from the optimal basis of the
+    # same pair of the layer before, to the same optimum in fewer simplex iterations than from scratch
+    import numpy as np
+
+    from placement_dsl.zoo import gpt3
+
+    w = gpt3(None, layers=3, hidden=256, heads=2, seq_len=128, cluster="inter-server")
+    factors = np.random.default_rng(1).lognormal(0.0, 0.1, (w.graph.n, 4))
+    ops = [op.model_copy(update={"work": {k: t * f for (k, t), f in zip(op.work.items(), row)}})
+           for op, row in zip(w.graph.ops, factors)]
+    g = Graph(ops, [(w.graph.names[u], w.graph.names[v]) for u, v in zip(w.graph.src, w.graph.dst)])
+    p = Problem(g, w.cluster, Makespan(), [Congestion("port")])
+    iterations, real = [], segment_lp._Pricer._run
+
+    def counted(self: Any, highs: Any, n_cols: int, upper: Any) -> Any:
+        value = real(self, highs, n_cols, upper)
+        iterations.append(highs.getInfo().simplex_iteration_count)
+        return value
+    monkeypatch.setattr(segment_lp._Pricer, "_run", counted)
+    value, _, complete = segment_lp_bound(p)
+    kept = sum(iterations)
+    monkeypatch.setattr(segment_lp._Pricer, "bases", property(lambda self: {}, lambda self, v: None), raising=False)
+    iterations.clear()
+    assert complete and value == pytest.approx(segment_lp_bound(p)[0], rel=1e-9)
+    assert kept < sum(iterations)
