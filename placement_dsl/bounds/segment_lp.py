@@ -376,7 +376,7 @@ class _Pricer:
         else:
             m.highs.setBasis(basis)
         value = self._run(m.highs, m.n_cols, m.fixed(da, db))
-        if value is not None:
+        if value is not None and da >= 0:
             self.bases[(m.form, da, db)] = m.highs.getBasis()
         return value
 
