@@ -89,8 +89,8 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
 def lp_seconds(nodes: int, edges: int, devices: int) -> float:
     """Wall seconds a segment's LP of ``nodes`` ops and ``edges`` edges on ``devices`` devices, with its cut ops
     anywhere, is estimated to take here now: :data:`LP_CELL_SECONDS` per (node + edge) x device, times the machine's
-    contention (:func:`~placement_dsl.deadline.contention`). A pair's LP, re-run from that one's basis, is stopped by
-    HiGHS's time limit instead."""
+    contention (:func:`~placement_dsl.deadline.contention`). A pair's LP, solved on the instance that one built, is
+    stopped by HiGHS's time limit instead."""
     return LP_CELL_SECONDS * (nodes + edges) * devices * contention()
 
 
