@@ -330,9 +330,10 @@ def _worth(problem: Any, parts: list[Any]) -> bool:
     return sum(s.ops for s in parts if s.problem is not None) >= MIN_SHARE * problem.graph.n
 
 
-def beside(problem: Any, until: float, in_process: float) -> Running | Done | None:
+def beside(problem: Any, until: float, in_process: float, lps_alone: float | None = None) -> Running | Done | None:
     """The segments' bound beside a solve until ``until``: CP-SAT's (:func:`start`) or else the segments' LPs in a
-    child process when a core is free (:func:`free_cores`), else the LPs in this process for ``in_process`` seconds
+    child process when a core is free (:func:`free_cores`), else the LPs in this process for ``in_process`` seconds,
+    or ``lps_alone`` (default ``in_process``) where CP-SAT's segments are not worth a child after them
     (:class:`Done`, its note naming the load); ``None`` for a graph outside :data:`MIN_OPS` .. :data:`MAX_OPS` ops
     or a budget under 2 s."""
     if not _sized(problem) or until - time.monotonic() < 2.0:
@@ -341,8 +342,9 @@ def beside(problem: Any, until: float, in_process: float) -> Running | Done | No
     if spare < MIN_FREE:  # one process at a time: the LPs here, then CP-SAT's segments in a child it waits for
         from . import cpsat
 
-        clock = Deadline(min(in_process, until - time.monotonic()))
         worth = cpsat.available() and _worth(problem, segments(problem)[1])
+        seconds = in_process if worth or lps_alone is None else lps_alone
+        clock = Deadline(min(seconds, until - time.monotonic()))
         found = segment_lp_bound(problem, clock.within(clock.left() / 2 if worth else clock.left()))[0] \
             if problem.graph.n <= LP_MAX_OPS else 0.0
         if worth and not clock.expired(CHILD_LEAST):

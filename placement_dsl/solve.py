@@ -180,6 +180,12 @@ SEGMENT_LEAST = 20.0  # seconds it may run however short that share (within the 
 SEGMENT_HERE = (0.15, 45.0)  # with no core free for the child: the share of the time, and the most seconds, in-process
 # (GPT-3 330M inter-server's 17 pair LPs of its attention window take 20-35 s at load 8-10: 30 s left the bound at
 # 183.3 where they prove 198.6, and its window search had not improved the start in the 150 s it had)
+LPS_ALONE = 0.35  # that share where the LPs run alone (CP-SAT's segments not worth a child after them): a cap, not a
+# reservation (a 500-op GPT's LPs end in 2 s). 60 s solves of 5,057-op GPTs at load 8-11, 0.15 against 0.35 (answer /
+# bound): inter-server seed 11 25.932 / 22.155 against 25.918 / 24.766 (the LPs done in 14.4 s), seed 12 26.016 /
+# 22.491 against 26.014 / 24.748, intra-server seed 11 17.957 / 17.427 against 17.960 / 17.428 (unfinished either
+# way). With CP-SAT's child after the LPs the larger share cost MOIRAI's GoogLeNet 5 s of a 20 s search (1.373 to
+# 1.420) for no better bound, so there the share stays
 
 
 def _segment_bound(problem: Any, clock: Deadline) -> Any:
@@ -196,7 +202,8 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
         until = time.monotonic() + cpsat_segments.SECONDS
     share, most = SEGMENT_HERE
     with reused():  # the closed forms ask again for what the in-process bound priced
-        running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most)
+        running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most,
+                                        min(most, LPS_ALONE * left) if math.isfinite(left) else most)
         if running is not None:  # the closed forms now, inside the budget, not after the search has spent it; held
             # to the in-process share too (by their own 3 s clock, 4.2 s of a 10 s solve of 2,000 ops at load 7)
             running.closed = single_sample_bound(problem, Deadline(min(SECONDS_CLOSED, max(share * left, 0.0)))

@@ -18,7 +18,11 @@ its consumer starts). With ``a`` on ``da`` and ``b`` on ``db`` the length of tha
   to every consumer's share (GPT-3 330M's attention window at A->A: 1.63 by the flows, 2.17 with the cuts).
 
 The makespan is then at least the shortest path over the cut ops' devices: ``F_b(db) = min_da F_a(da) + L_s(da,
-db) + p_b(db)``, from the ops before the first cut op to the ops after the last. Where a transformer's attention
+db) + p_b(db)``, from the ops before the first cut op to the ops after the last. Each segment's LP is solved first with
+its cut ops anywhere (a floor under every pair of their devices), then pair by pair only where the path needs it: the
+pairs on the shortest path over the prices so far, until that path's pairs are all solved. Its value is then the one
+every pair's LP gives (no price rises on it, the others only rise), from a fraction of the pairs (a GPT of 5,057 ops
+on MOIRAI's inter-server cluster: 332 LPs where every pair took 744, both 24.77). Where a transformer's attention
 heads must share the devices through their ports, the LP sees what neither the work nor the path can: moving a head
 off the cut ops' device loads both ports with its inputs. Memory, colocation and the order on a device are
 dropped, so the value holds for every placement.
@@ -42,16 +46,15 @@ MAX_OPS = 6000  # the cut ops' reachability matrix (n^2 booleans)
 MAX_LP_OPS = 2000  # a segment beyond is priced by its path alone
 TOL = 1e-7  # relative slack taken off an LP's optimum (HiGHS's tolerances)
 LP_CELL_SECONDS = 3e-5  # CPU seconds of a segment's LP per (node + edge) x device, its rows built and solved once:
-# a generated DAG's one segment of 1,998 ops and 3,979 edges on 5 devices took 0.9 s (its pair LPs 1.4 s, PAIR_RUNS),
-# 2.5-3.1 s of wall at load 6.6 on two cores; started with a 1.1 s share left, it took 2.5 s of a 10 s solve
-PAIR_RUNS = 1.6  # the pair LPs' time over the floor's
+# a generated DAG's one segment of 1,998 ops and 3,979 edges on 5 devices took 0.9 s, 2.5-3.1 s of wall at load 6.6
+# on two cores; started with a 1.1 s share left, it took 2.5 s of a 10 s solve
 
 
 def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool = True) -> tuple[float, str, bool]:
-    """The bound of the module docstring in cost-model units, a note, and whether every segment's LP was solved.
-    Every segment is priced with the cut ops anywhere first (its floor), then, with ``pairs``, pair by pair of their
-    devices; a segment left unsolved, by ``deadline`` or HiGHS, is priced by its floor if it has one, else its path,
-    and once ``deadline`` has passed by 0: the value still holds."""
+    """The bound of the module docstring in cost-model units, a note, and whether every LP the path needs was solved.
+    Every segment is priced with the cut ops anywhere first (its floor), then, with ``pairs``, the pairs of their
+    devices the shortest path takes (:func:`_refine`); a segment left unsolved, by ``deadline`` or HiGHS, is priced by
+    its floor if it has one, else its path, and once ``deadline`` has passed by 0: the value still holds."""
     g, c = problem.graph, problem.cluster
     if g.n == 0:
         return 0.0, "empty graph", True
@@ -71,15 +74,11 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     segment = np.where(np.isin(np.arange(g.n), cuts), -1, reach[cuts].sum(axis=0))  # the cut ops before each op
     del reach
     serial, ports = ~np.asarray(c.parallel, dtype=bool), congestion is Congestion.PORT
-    pricer = _Pricer(g, times, comm, resources, serial, deadline, False, ports)  # every segment's floor first
-    value = _walk(pricer, segment, cuts, times)
-    solved, reused, complete = pricer.solved, pricer.reused, pricer.complete
-    if pairs:  # then pair by pair; a segment the clock stops keeps its floor
-        paired = _Pricer(g, times, comm, resources, serial, deadline, True, ports)
-        paired.fallback = pricer.cache
-        value = max(value, _walk(paired, segment, cuts, times))
-        solved, reused, complete = solved + paired.solved, reused + paired.reused, paired.complete
-    note = (f"{len(cuts)} cut ops, {solved} segment LPs ({reused} reused)"
+    pricer = _Pricer(g, times, comm, resources, serial, deadline, pairs, ports)
+    prices, keys = _walk(pricer, segment, cuts)  # every segment's floor first
+    value, complete = _refine(pricer, prices, keys, cuts, times) if pairs else \
+        (_shortest(prices, cuts, times)[0], pricer.complete)
+    note = (f"{len(cuts)} cut ops, {pricer.solved} segment LPs ({pricer.reused} reused)"
             + ("" if complete else "; some segments priced by their floor, their path alone or, past the clock, 0"))
     out = (value if math.isfinite(value) else 0.0), note, complete
     if complete and memo is not None:  # within segments.reused(): asked again, answered again
@@ -87,26 +86,64 @@ def segment_lp_bound(problem: Any, deadline: Deadline | None = None, pairs: bool
     return out
 
 
-def lp_seconds(nodes: int, edges: int, devices: int, pairs: bool) -> float:
-    """Wall seconds a segment's LP of ``nodes`` ops and ``edges`` edges on ``devices`` devices is estimated to take
-    here now: :data:`LP_CELL_SECONDS` per (node + edge) x device (:data:`PAIR_RUNS` times that with its pair LPs),
-    times the machine's contention (:func:`~placement_dsl.deadline.contention`)."""
-    return LP_CELL_SECONDS * (nodes + edges) * devices * (PAIR_RUNS if pairs else 1.0) * contention()
+def lp_seconds(nodes: int, edges: int, devices: int) -> float:
+    """Wall seconds a segment's LP of ``nodes`` ops and ``edges`` edges on ``devices`` devices, with its cut ops
+    anywhere, is estimated to take here now: :data:`LP_CELL_SECONDS` per (node + edge) x device, times the machine's
+    contention (:func:`~placement_dsl.deadline.contention`). A pair's LP, solved on the instance that one built, is
+    stopped by HiGHS's time limit instead."""
+    return LP_CELL_SECONDS * (nodes + edges) * devices * contention()
 
 
-def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray, times: np.ndarray) -> float:
-    """The shortest path over the cut ops' devices, each segment priced by ``pricer``."""
-    finish = None  # finish[d]: least finish of the last cut op priced, on d
+def _walk(pricer: _Pricer, segment: np.ndarray, cuts: np.ndarray) -> tuple[list[np.ndarray], list[bytes | None]]:
+    """Each segment's price ``(Da, Db)`` by ``pricer`` (one array for identical segments: a pair priced later raises
+    every one of them) and its key (``None``: no LP, its price final)."""
+    prices, keys = [], []
     for s in range(len(cuts) + 1):
         ops = np.flatnonzero(segment == s)
         a = int(cuts[s - 1]) if s > 0 else -1
         b = int(cuts[s]) if s < len(cuts) else -1
-        price = pricer.price(ops, a, b)  # (Da, Db): Da = 1 without a, Db = 1 without b; 0 once the clock is spent
-        through = price if finish is None else (finish[:, None] + price).min(axis=0)[None, :]
-        finish = (through[0] + times[b]) if b >= 0 else through[0]
-        if b < 0:
-            break
-    return float(np.min(finish))
+        price, key = pricer.price(ops, a, b)  # Da = 1 without a, Db = 1 without b; 0 once the clock is spent
+        prices.append(price)
+        keys.append(key)
+    return prices, keys
+
+
+def _shortest(prices: list[np.ndarray], cuts: np.ndarray, times: np.ndarray) -> tuple[float, list[tuple[int, int]]]:
+    """The shortest path over the cut ops' devices with segment ``s`` priced ``prices[s]``: its length and, per
+    segment, the devices ``(da, db)`` of its cut ops on it (0 for a cut op that is not there)."""
+    finish, back = None, []  # finish[d]: least finish of the last cut op priced, on d
+    for s, price in enumerate(prices):
+        if finish is None:
+            through, came = price[0], np.zeros(price.shape[1], dtype=np.int64)
+        else:
+            total = finish[:, None] + price
+            came = np.argmin(total, axis=0)
+            through = total[came, np.arange(total.shape[1])]
+        back.append(came)
+        finish = through + times[cuts[s]] if s < len(cuts) else through
+    end = int(np.argmin(finish))
+    path = []
+    for came in reversed(back):
+        path.append((int(came[end]), end))
+        end = int(came[end])
+    return float(finish.min()), path[::-1]
+
+
+def _refine(pricer: _Pricer, prices: list[np.ndarray], keys: list[bytes | None], cuts: np.ndarray,
+            times: np.ndarray) -> tuple[float, bool]:
+    """The shortest path once the pairs of cut-op devices it takes have their LPs: each round solves the pairs of the
+    current shortest path still priced by their floor, until it has none (its length is then the one every pair's LP
+    would give) or the clock stops it (its length still holds: a pair unsolved keeps its floor). Whether it ended on
+    a path of solved pairs with every segment's floor solved is the second value."""
+    while True:
+        value, path = _shortest(prices, cuts, times)
+        todo = list(dict.fromkeys((keys[s], da, db) for s, (da, db) in enumerate(path)
+                                  if keys[s] in pricer.models and not pricer.models[keys[s]].done[da, db]))
+        if not todo:
+            return value, pricer.complete
+        for key, da, db in todo:
+            if not pricer.pair(key, da, db):
+                return _shortest(prices, cuts, times)[0], False
 
 
 def _resources(cluster: Any, congestion: Congestion) -> list[list[tuple[int, int]]]:
@@ -122,8 +159,9 @@ def _resources(cluster: Any, congestion: Congestion) -> list[list[tuple[int, int
 
 
 class _Pricer:
-    """Each segment's window lengths ``(Da, Db)``; identical segments (same times, transfers and edges, as a
-    transformer's layers) are priced once."""
+    """Each segment's window lengths ``(Da, Db)``: its floor at once (:meth:`price`), a pair of its cut ops' devices
+    on demand (:meth:`pair`, with ``pairs``); identical segments (same times, transfers and edges, as a transformer's
+    layers) are priced once, into one array."""
 
     def __init__(self, g: Any, times: np.ndarray, comm: np.ndarray, resources: list[list[tuple[int, int]]],
                  serial: np.ndarray, deadline: Deadline | None, pairs: bool = True, ports: bool = False) -> None:
@@ -131,44 +169,58 @@ class _Pricer:
         self.ports = ports  # each device's out- and in-port is a resource: the cut rows (:func:`_port_cuts`) hold
         self.deadline = deadline
         self.cache: dict[bytes, np.ndarray] = {}
-        self.fallback: dict[bytes, np.ndarray] = {}  # a segment's price when the clock stops it (an earlier pass's)
+        self.models: dict[bytes, _Model] = {}  # a segment's LP kept for its pairs (with ``pairs``)
+        self.cut_rows: dict[bytes, list] = {}  # the port cuts of segments alike but for their ops' times
+        self.bases: dict[tuple, Any] = {}  # the optimal basis of a pair's LP, by the segment's form
         self.solved, self.reused, self.complete = 0, 0, True
         self.lp_ok, self.pairs = available(), pairs
 
-    def price(self, ops: np.ndarray, a: int, b: int) -> np.ndarray:
+    def price(self, ops: np.ndarray, a: int, b: int) -> tuple[np.ndarray, bytes | None]:
+        """The segment's price with its cut ops anywhere in its LP (its path pair by pair) and its key (``None``
+        for a segment without ops)."""
         D = self.times.shape[1]
         if ops.size == 0:
             if a < 0 or b < 0:
-                return np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
+                return np.zeros((1 if a < 0 else D, 1 if b < 0 else D)), None
             edge = b in self.g.successors(a).tolist()
-            return self.comm[a].copy() if edge else np.zeros((D, D))
-        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long, or its floor
-            self.complete = False
-            nodes, edges = self._local(ops, a, b)
-            floor = self.fallback.get(self._key(nodes, edges, a, b))
-            return np.zeros((1 if a < 0 else D, 1 if b < 0 else D)) if floor is None else floor
+            return (self.comm[a].copy() if edge else np.zeros((D, D))), None
         nodes, edges = self._local(ops, a, b)
         key = self._key(nodes, edges, a, b)
         if key in self.cache:
             self.reused += 1
-            return self.cache[key]
+            return self.cache[key], key
+        if self.deadline is not None and self.deadline.expired():  # a window is at least 0 long
+            self.complete = False
+            self.cache[key] = np.zeros((1 if a < 0 else D, 1 if b < 0 else D))
+            return self.cache[key], key
         path = self._path(ops, a, b)
-        lp = np.zeros_like(path)
         fits = self._fits(nodes, edges)
         if not self.lp_ok or ops.size > MAX_LP_OPS or not fits:
             self.complete = self.complete and ops.size <= MAX_LP_OPS and self.lp_ok and fits
-            floor = self.fallback.get(key)  # an earlier pass's price of the segment, where it has one
-            lp = lp if floor is None else np.broadcast_to(floor, lp.shape).copy()
-        else:
-            lp = self._lp(nodes, edges, a, b, path.shape)
-        out = np.maximum(path, lp)
-        self.cache[key] = out
-        return out
+            self.cache[key] = path
+            return path, key
+        self.cache[key] = path
+        floor, model = self._lp(nodes, edges, a, b, path.shape)
+        np.maximum(path, floor, out=path)
+        if model is not None and self.pairs:
+            self.models[key] = model
+        return path, key
+
+    def pair(self, key: bytes, da: int, db: int) -> bool:
+        """Price the pair ``(da, db)`` of segment ``key``'s cut ops' devices by its LP (the price only rises: the
+        floor stays under it); ``False`` once the clock has stopped it."""
+        m = self.models[key]
+        value = self._solve(m, da, db)
+        m.done[da, db] = True
+        if value is None:
+            return self.deadline is None or not self.deadline.expired()  # HiGHS gave up: the floor stays
+        self.cache[key][da, db] = max(self.cache[key][da, db], value)
+        return True
 
     def _fits(self, nodes: np.ndarray, edges: list[tuple[int, int]]) -> bool:
         """Whether the segment's LP is estimated to end within the deadline (:func:`lp_seconds`): its rows are built
         and solved without a look at the clock, so one started with less time left overruns it."""
-        return self.deadline is None or lp_seconds(len(nodes), len(edges), self.times.shape[1], self.pairs) <= \
+        return self.deadline is None or lp_seconds(len(nodes), len(edges), self.times.shape[1]) <= \
             self.deadline.left()
 
     def _local(self, ops: np.ndarray, a: int, b: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -226,10 +278,12 @@ class _Pricer:
         return np.where(np.isfinite(value), value, 0.0)
 
     def _lp(self, nodes: np.ndarray, edges: list[tuple[int, int]], a: int, b: int,
-            shape: tuple[int, int]) -> np.ndarray:
-        """``(Da, Db)``: the LP of the module docstring for each pair of the cut ops' devices (0 where unsolved)."""
+            shape: tuple[int, int]) -> tuple[np.ndarray, _Model | None]:
+        """``(Da, Db)``: the LP of the module docstring with the cut ops anywhere (0 where unsolved), and the LP
+        kept for its pairs (``None`` unsolved)."""
         p, comm = self.times[nodes], self.comm[nodes]
         N, D = p.shape
+        form = _form(p, comm, edges, a >= 0, b >= 0)
         inner = np.ones(N, dtype=bool)
         if a >= 0:
             inner[0] = False
@@ -285,7 +339,7 @@ class _Pricer:
                 if cols:
                     rows.append((cols + [0], vals + [-1.0], -np.inf, 0.0))
         if self.ports:
-            rows += _port_cuts(p, comm, edges, col, a >= 0, b >= 0, self.deadline)
+            rows += self._port_rows(form, p, comm, edges, col, a >= 0, b >= 0)
         n_cols = nxt
         upper = np.full(n_cols, np.inf)
         upper[1:1 + N * D] = np.where(np.isfinite(p), 1.0, 0.0).ravel()
@@ -303,28 +357,41 @@ class _Pricer:
         h.passModel(n_cols, len(rows), len(v_all), 1, 1, 0.0, cost, np.zeros(n_cols), upper,
                     np.array([r[2] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float),
                     start, r_idx.astype(np.int32), v_all, np.zeros(n_cols, dtype=np.int32))
-        out = np.zeros(shape)
-        base_upper = upper.copy()
-        floor = self._run(h, n_cols, base_upper)  # the cut ops anywhere: a floor under every pair
+        model = _Model(h, n_cols, upper, col, p, a >= 0, b >= 0, (form, len(rows)))
+        floor = self._solve(model, -1, -1)  # the cut ops anywhere: a floor under every pair
         if floor is None:
-            return out
-        out[:] = floor
-        if not self.pairs:
-            return out
-        for da, db in sorted(np.ndindex(*shape), key=lambda pair: pair[0] != pair[1]):  # the diagonal first
-            if (a >= 0 and not math.isfinite(p[0, da])) or (b >= 0 and not math.isfinite(p[-1, db])):
-                continue  # the cut op may not run there: the path over the cut ops does not pass it
-            fixed = base_upper.copy()
-            if a >= 0:
-                fixed[col[0]] = 0.0
-                fixed[col[0, da]] = 1.0
-            if b >= 0:
-                fixed[col[-1]] = 0.0
-                fixed[col[-1, db]] = 1.0
-            value = self._run(h, n_cols, fixed)
-            if value is not None:
-                out[da, db] = max(floor, value)
-        return out
+            return np.zeros(shape), None
+        return np.full(shape, floor), model
+
+    def _solve(self, m: _Model, da: int, db: int) -> float | None:
+        """The LP of ``m`` with its cut ops on ``da`` and ``db`` (``-1``: anywhere), from the optimal basis of the
+        same pair in a segment of the same form (:func:`_form`) where one was solved, else from scratch, presolved.
+        A noisy GPT's layers differ only in their ops' times, and a layer's optimal basis often holds for the next
+        as it is: a 5,057-op GPT's 332 LPs (inter-server) took 98,816 simplex iterations so, 250,784 from scratch;
+        from the last pair's basis of the same segment they took twice those from scratch. A floor (cut ops anywhere)
+        runs from scratch: from the layer before's it took 1,000 iterations where it takes 840."""
+        basis = self.bases.get((m.form, da, db)) if da >= 0 else None
+        if basis is None:
+            m.highs.clearSolver()
+        else:
+            m.highs.setBasis(basis)
+        value = self._run(m.highs, m.n_cols, m.fixed(da, db))
+        if value is not None and da >= 0:
+            self.bases[(m.form, da, db)] = m.highs.getBasis()
+        return value
+
+    def _port_rows(self, form: bytes, p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray,
+                   has_a: bool, has_b: bool) -> list[tuple[list[int], list[float], float, float]]:
+        """:func:`_port_cuts`, found once for segments that differ only in their ops' times (a noisy transformer's
+        layers): the cuts read the tensors' transfer times, the edges, and which ops may run where and take time.
+        Their max flows, in Python, took 35 of a 5,057-op GPT's 51 s of floors under a profiler (41 layers, one
+        set of cuts); rows a spent clock cut short are not kept."""
+        rows = self.cut_rows.get(form)
+        if rows is None:
+            rows = _port_cuts(p, comm, edges, col, has_a, has_b, self.deadline)
+            if self.deadline is None or not self.deadline.expired():
+                self.cut_rows[form] = rows
+        return rows
 
     def _run(self, h: Any, n_cols: int, upper: np.ndarray) -> float | None:
         """The LP's optimum with the columns' upper bounds ``upper`` (less HiGHS's tolerance), ``None`` unsolved."""
@@ -342,6 +409,41 @@ class _Pricer:
             return None
         self.solved += 1
         return max(0.0, float(h.getInfo().objective_function_value) * (1 - TOL) - TOL)
+
+
+class _Model:
+    """A segment's LP on its HiGHS instance, solved with the cut ops anywhere, and the pairs of their devices done
+    (solved, or not to be: a cut op that may not run on a device is never there on the path)."""
+
+    def __init__(self, highs: Any, n_cols: int, upper: np.ndarray, col: np.ndarray, p: np.ndarray, has_a: bool,
+                 has_b: bool, form: tuple[bytes, int]) -> None:
+        self.highs, self.n_cols, self.upper, self.col, self.has_a, self.has_b = highs, n_cols, upper, col, has_a, has_b
+        self.form = form  # segments of one form have one layout of rows and columns
+        first = np.isfinite(p[0]) if has_a else np.ones(1, dtype=bool)
+        last = np.isfinite(p[-1]) if has_b else np.ones(1, dtype=bool)
+        self.done = ~(first[:, None] & last[None, :])
+
+    def fixed(self, da: int, db: int) -> np.ndarray:
+        """The columns' upper bounds with ``a`` on ``da`` and ``b`` on ``db`` (``-1``: anywhere)."""
+        upper = self.upper.copy()
+        if da < 0:
+            return upper
+        if self.has_a:
+            upper[self.col[0]] = 0.0
+            upper[self.col[0, da]] = 1.0
+        if self.has_b:
+            upper[self.col[-1]] = 0.0
+            upper[self.col[-1, db]] = 1.0
+        return upper
+
+
+def _form(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], has_a: bool, has_b: bool) -> bytes:
+    """What a segment's LP reads but its ops' times: the tensors' transfer times, the edges, which ops may run where
+    and take time. Segments of one form (a noisy transformer's layers) have the same port cuts and the same layout of
+    rows and columns."""
+    sent = comm[:-1] if has_b else comm  # b's own tensor leaves after the window
+    return b"|".join([np.ascontiguousarray(sent).tobytes(), np.isfinite(p).tobytes(), (p > 0).tobytes(),
+                      np.asarray(edges, dtype=np.int64).tobytes(), bytes([has_a, has_b])])
 
 
 def _port_cuts(p: np.ndarray, comm: np.ndarray, edges: list[tuple[int, int]], col: np.ndarray, has_a: bool,
