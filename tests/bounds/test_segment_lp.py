@@ -99,17 +99,23 @@ def test_a_spent_clock_answers_at_once(monkeypatch):
     assert segment_lp_bound(heads(4, 10.0, "port"), After(2))[:3:2] == (pytest.approx(3.0), False)
 
 
+def layers_of_heads(layers: int) -> Problem:
+    """``layers`` layers of four heads between cut ops on two serial devices: cut op ``c{j}`` (1, 100 bytes out)
+    feeds four heads ``l{j}q{i}`` (0, 10 bytes out) -> ``l{j}x{i}`` (``1 + j``), which feed ``c{j + 1}``."""
+    ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(layers + 1)]
+    ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(layers) for i in range(4)]
+    ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(layers) for i in range(4)]
+    edges = [e for j in range(layers) for i in range(4)
+             for e in ((f"c{j}", f"l{j}q{i}"), (f"l{j}q{i}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
+    return Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+
+
 def test_a_clock_that_stops_the_pairs_keeps_every_segments_floor():
     # two layers of four heads (the second's heads take 2): the floors of both are priced before any pair, so a clock
     # spent after them (nine questions: the start, and per layer a price, one per device as its port cuts are found,
     # and an LP) keeps both floors; priced layer by layer, the second layer counted 0 once the first one's pairs had
     # spent the clock
-    ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(3)]
-    ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(2) for i in range(4)]
-    ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(2) for i in range(4)]
-    edges = [e for j in range(2) for i in range(4)
-             for e in ((f"c{j}", f"l{j}q{i}"), (f"l{j}q{i}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
-    p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+    p = layers_of_heads(2)
     floors = segment_lp_bound(p, pairs=False)[0]
     assert floors == pytest.approx(3.0 + 2.0 + 4.0, rel=1e-6)  # the cut ops; each layer's heads split half and half
     value, _, complete = segment_lp_bound(p, After(9))
@@ -271,12 +277,7 @@ def test_a_layers_pairs_are_priced_where_the_path_takes_them():
 def test_layers_alike_but_for_their_times_share_their_port_cuts(monkeypatch):
     # three layers of four heads whose heads take 1, 2 and 3: three LPs, one set of port cuts (the cuts read the
     # tensors, not the times), and the bound the cuts found layer by layer give
-    ops = [Op(name=f"c{j}", work=1.0, out_bytes=100.0) for j in range(4)]
-    ops += [Op(name=f"l{j}q{i}", work=0.0, out_bytes=10.0) for j in range(3) for i in range(4)]
-    ops += [Op(name=f"l{j}x{i}", work=1.0 + j, out_bytes=0.0) for j in range(3) for i in range(4)]
-    edges = [e for j in range(3) for i in range(4)
-             for e in ((f"c{j}", f"l{j}q{i}"), (f"l{j}q{i}", f"l{j}x{i}"), (f"l{j}x{i}", f"c{j + 1}"))]
-    p = Problem(Graph(ops, edges), serial(2), Makespan(), [Congestion("port")])
+    p = layers_of_heads(3)
     found, real = [], segment_lp._port_cuts
     monkeypatch.setattr(segment_lp, "_port_cuts", lambda *args: found.append(1) or real(*args))
     value, note, complete = segment_lp_bound(p)
