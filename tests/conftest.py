@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,64 +86,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                            "CI runs with the reference data beside the clone, so this skip is a broken setup")
 
 
-KERNELS_WAIT = 600.0  # seconds a worker waits for another's compile of a module's methods before compiling them
-
-
 @pytest.fixture(scope="session", autouse=True)
-def _compiled_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _compiled_kernels() -> None:
     """Compile the heuristics' numba kernels once, before any test runs (numba caches them on disk).
 
-    A fresh install compiles each kernel on its first call, for about a minute of CPU in all; tests that give a
-    solve a budget of seconds (latency and makespan solves start from their heuristics) would otherwise lose it to
-    the compiler when they happen to be the first caller. Under pytest-xdist the workers share the compiling
-    (:func:`_share_kernels`) instead of each compiling every kernel."""
+    A fresh install compiles each kernel on its first call, for up to ~45 s in all; tests that give a solve a
+    budget of seconds (latency and makespan solves start from their heuristics) would otherwise lose it to the
+    compiler when they happen to be the first caller."""
     from placement_dsl import testing
     from placement_dsl.errors import PlacementError
     from placement_dsl.heuristics import registry, run
 
     problems = [testing.latency_diamond()[0], testing.makespan_fork()[0], testing.contiguity_binds()[0]]
-    modules: dict[str, list[str]] = {}  # the methods of each module, in the registry's order
     for name, method in registry.load().items():
-        if not method.where.startswith("placement_dsl.search."):  # a search over solver calls (schedule-lns, ...)
-            modules.setdefault(method.where.split(":")[0], []).append(name)  # has nothing of its own to compile
-
-    def compile_kernels(module: str) -> None:
-        for name in modules[module]:
-            for problem in problems:
-                try:
-                    run(name, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5)
-                except (PlacementError, ValueError, TypeError):
-                    pass  # a method that declines the instance compiled what it reached
-
-    if not hasattr(request.config, "workerinput"):  # one process: it compiles them all
-        for module in modules:
-            compile_kernels(module)
-        return
-    _share_kernels(list(modules), compile_kernels, tmp_path_factory.getbasetemp().parent / "compiled-kernels")
-
-
-def _share_kernels(modules: list[str], compile_kernels: Callable[[str], None], folder: Path) -> None:
-    """One worker's share of compiling the kernels of the heuristics' ``modules`` (the methods of a module share
-    kernels: dp's and dpl's ideals): it claims each module no worker has claimed by creating ``folder/MODULE``,
-    compiles it and marks it ``MODULE.done``, then runs the modules others claimed once they are done, loading their
-    kernels from numba's cache (compiling them itself when a claim stays undone for :data:`KERNELS_WAIT` seconds).
-    Every worker goes through ``modules`` in the registry's order, whose later methods (latency-best, polish) run the
-    earlier ones' kernels: mostly compiled by then. ``folder`` is shared by the workers of one run only."""
-    folder.mkdir(parents=True, exist_ok=True)
-    theirs = []
-    for module in modules:
-        try:
-            os.close(os.open(folder / module, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-        except FileExistsError:
-            theirs.append(module)
-            continue
-        compile_kernels(module)
-        (folder / f"{module}.done").touch()
-    for module in theirs:
-        until = time.monotonic() + KERNELS_WAIT
-        while not (folder / f"{module}.done").exists() and time.monotonic() < until:
-            time.sleep(0.2)
-        compile_kernels(module)
+        if method.where.startswith("placement_dsl.search."):
+            continue  # a search over solver calls (schedule-lns, latency-lns, ...): nothing of its own to compile
+        for problem in problems:
+            try:
+                run(name, problem.graph, problem.cluster, model=problem.cost_model(), time_limit=5)
+            except (PlacementError, ValueError, TypeError):
+                pass  # a method that declines the instance compiled what it reached
 
 
 @pytest.fixture

@@ -197,33 +197,3 @@ def test_a_skipped_shared_test_fails_when_the_data_is_required(tmp_path):
     assert done.returncode == 1, done.stdout[-2000:]
     assert "1 passed, 1 error" in done.stdout
     assert "PLACEMENT_DSL_REQUIRE_SHARED=1" in done.stdout and "is missing" in done.stdout
-
-
-# ---------------------------------------------------------------------------- conftest: the workers share the compile
-def test_the_workers_compile_each_module_once_and_load_the_others_after_it(tmp_path):
-    # two workers (threads here) go through the modules: each module is compiled by the one that claims it first, and
-    # run by the other only once that compile is done (its kernels then load from numba's cache)
-    import threading
-    import time
-
-    from tests.conftest import _share_kernels
-
-    modules = [f"m{i}" for i in range(6)]
-    runs: list[tuple[str, str, float, float]] = []  # (worker, module, start, end)
-
-    def worker(name: str, order: list[str]) -> None:
-        def compile_kernels(module: str) -> None:
-            start = time.monotonic()
-            time.sleep(0.05)
-            runs.append((name, module, start, time.monotonic()))
-        _share_kernels(order, compile_kernels, tmp_path)
-
-    threads = [threading.Thread(target=worker, args=("gw0", modules)),
-               threading.Thread(target=worker, args=("gw1", modules))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for module in modules:
-        first, second = sorted((r for r in runs if r[1] == module), key=lambda r: r[2])
-        assert first[0] != second[0] and first[3] <= second[2], (module, first, second)
