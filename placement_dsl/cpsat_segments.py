@@ -34,7 +34,10 @@ MIN_SECONDS = 0.05  # CP-SAT's least time on a segment
 SECONDS = 10.0  # the default clock
 MIN_SHARE = 0.1  # of the graph's ops, the least the segments CP-SAT would price hold for a solve to start the child
 MIN_OPS = 40  # smaller graphs start no child beside a solve: their models prove them (and the child costs seconds)
-MIN_FREE = 1.0  # idle cores (the machine's less its load) a child beside a solve needs
+MIN_FREE = 0.75  # idle cores (the machine's less its load, the solve's own core in it) a child beside a solve needs:
+# a core mostly free. At 1.0 a 2-core machine running the solve alone started the child or not by the load's noise
+# (1.00 against 1.02): back to back, MOIRAI's GoogLeNet solved in 20 s proved 1.22309 in one run of four, 1.03557 in
+# the others
 CHILD_LEAST = 4.0  # seconds the in-process clock must have left for CP-SAT's child after the LPs: starting it (OR-Tools'
 # import) took 3-6 s at load 8, and with 1 s left a 1,137-op sheet's 7.9 s share ran to 11.4 s
 
