@@ -26,6 +26,7 @@ from .constraints import Term
 from .errors import SpecError
 from .evaluate import CostModel, Overlap
 from .evaluate import Objective as CostObjective
+from .pipeline_orders import whole
 
 OVERLAPS = tuple(o.value for o in Overlap)
 
@@ -106,7 +107,7 @@ class GPipe(ObjectiveTerm):
     def __post_init__(self) -> None:
         super().__post_init__()
         m = self.microbatches
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        if m is not None and not whole(m, int):
             raise SpecError(f"GPipe(microbatches={m!r}): give a whole number of micro-batches >= 1, or None")
 
     def cost_model_fields(self) -> dict[str, Any]:
@@ -147,10 +148,10 @@ class Interleaved1F1B(ObjectiveTerm):
     def __post_init__(self) -> None:
         super().__post_init__()
         m, v = self.microbatches, self.virtual
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        if m is not None and not whole(m, int):
             raise SpecError(f"{type(self).__name__}(microbatches={m!r}): give a whole number of micro-batches >= 1, "
                             "or None")
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        if v is not None and not whole(v, int):
             raise SpecError(f"{type(self).__name__}(virtual={v!r}): give a whole number of stages per rank >= 1, "
                             "or None")
 

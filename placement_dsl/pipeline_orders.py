@@ -69,6 +69,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,11 +114,17 @@ def runs(schedule: str, stages: int, microbatches: int | None = None) -> bool:
     return stages >= 1 and (microbatches is None or microbatches % max(1, microbatches // stages) == 0)
 
 
+def whole(value: Any, kinds: type | tuple[type, ...] = (int, np.integer)) -> bool:
+    """Whether ``value`` is a whole number ``>= 1`` of ``kinds`` (not a bool): a count of micro-batches, ranks or
+    stages per rank."""
+    return not isinstance(value, bool) and isinstance(value, kinds) and value >= 1
+
+
 def _check(schedule: str, ranks: int, local: int, microbatches: int) -> None:
     if schedule not in ORDERS:
         raise SpecError(f"pipeline schedule: unknown schedule {schedule!r}; choose from {list(ORDERS)}")
     for name, value in (("ranks", ranks), ("virtual stages per rank", local), ("microbatches", microbatches)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not whole(value):
             raise SpecError(f"pipeline schedule {schedule!r}: {name} must be a whole number >= 1, got {value!r}")
 
 
@@ -280,9 +287,9 @@ def check_step(name: str | None, microbatches: int | None, virtual: int | None) 
     """A cost model's step: ``microbatches`` and ``virtual`` (stages per rank asked of the orders) whole numbers
     ``>= 1`` or ``None``, ``virtual`` only under the orders (:data:`ORDERS`; ZBV's V holds 2)."""
     m, v = microbatches, virtual
-    if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+    if m is not None and not whole(m):
         raise SpecError(f"CostModel: microbatches must be a whole number >= 1 or None, got {m!r}")
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+    if v is not None and not whole(v):
         raise SpecError(f"CostModel: virtual must be a whole number of stages per rank >= 1 or None, got {v!r}")
     if v is not None and name not in (*ORDERS, None):
         raise SpecError(f"CostModel: virtual={v} is the stages per rank of torch's orders {list(ORDERS)}; "
@@ -565,4 +572,5 @@ __all__ = [
     "steady_state",
     "task_inputs",
     "unit_rows",
+    "whole",
 ]
