@@ -201,9 +201,12 @@ def _segment_bound(problem: Any, clock: Deadline) -> Any:
     if not math.isfinite(until):
         until = time.monotonic() + cpsat_segments.SECONDS
     share, most = SEGMENT_HERE
+
+    def capped(part: float) -> float:  # ``part`` of the time left, at most ``most`` seconds
+        return min(most, part * left) if math.isfinite(left) else most
+
     with reused():  # the closed forms ask again for what the in-process bound priced
-        running = cpsat_segments.beside(problem, until, min(most, share * left) if math.isfinite(left) else most,
-                                        min(most, LPS_ALONE * left) if math.isfinite(left) else most)
+        running = cpsat_segments.beside(problem, until, capped(share), capped(LPS_ALONE))
         if running is not None:  # the closed forms now, inside the budget, not after the search has spent it; held
             # to the in-process share too (by their own 3 s clock, 4.2 s of a 10 s solve of 2,000 ops at load 7)
             running.closed = single_sample_bound(problem, Deadline(min(SECONDS_CLOSED, max(share * left, 0.0)))
