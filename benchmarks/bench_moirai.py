@@ -1,14 +1,14 @@
 """MOIRAI (Zhang et al.) sample sheets: the makespan MILP, CP-SAT and LNS against list scheduling, the best single
 device, and the paper's MILP as published.
 
-    python benchmarks/bench_moirai.py [--time-limit 300] [--congestion port] [--hull] [--data ../shared/data/moirai]
+    python benchmarks/bench_moirai.py [--time-limit 300] [--congestion port] [--data ../shared/data/moirai]
 
 For every ``.xls`` sheet, one row per method: makespan (the cost model's, of the method's own
 schedule), proven bound, gap, seconds, and whether the schedule passes
 :func:`~placement_dsl.schedule.check_schedule`:
 
-* ``milp`` — the ``schedule`` formulation (eq. 4-8 as GDP, big-M from the data), HiGHS,
-  warm-started with list scheduling;
+* ``milp`` — the ``schedule`` formulation (eq. 4-8, each pair's order a disjunction written as big-M rows
+  from the data), HiGHS, warm-started with list scheduling;
 * ``cpsat`` — :func:`~placement_dsl.solve.solve` with ``solver="cpsat"``, hinted with list scheduling;
 * ``lns`` — the ``schedule-lns`` heuristic (CP-SAT windows);
 * ``list``, ``cpop``, ``one device`` — HEFT with memory-aware device choice, Topcuoglu's CPOP, and
@@ -21,7 +21,6 @@ schedule), proven bound, gap, seconds, and whether the schedule passes
   solved cold by HiGHS. Its answer is checked like every other: on millisecond data the
   constant big-M lets the solver's tolerances (``1e5 * 1e-6 = 0.1``) hide overlaps.
 
-``--hull`` adds the bigm-vs-hull comparison (model size, LP and root bounds) of the formulation.
 The paper's anchor: example-1's optimum is 30. A second table reports operator fusion (MOIRAI
 Alg. 1) on the zoo's typed graphs (the sheets carry no operator types).
 """
@@ -209,45 +208,6 @@ def sheet_rows(path: Path, limit: float, congestion: str, threads: int) -> None:
         row(name, "paper optimum", PAPER_OPTIMUM[name], None, 0.0, "—", "MOIRAI's MILP")
 
 
-def hull_rows(path: Path, limit: float) -> None:
-    """Model size and bounds of the formulation under gdp.bigm and gdp.hull (the start's horizon)."""
-    from placement_dsl.compile import compile
-    from placement_dsl.formulations.schedule import hinted, list_horizon, transformed
-    from placement_dsl.solvers.matrix import extract
-
-    w = moirai.load(path)
-    problem = Problem(w.graph, w.cluster, Makespan(), [Memory()])
-    problem = hinted(problem, list_horizon(problem)[1])
-    for trafo in ("gdp.bigm", "gdp.hull"):
-        t0 = time.perf_counter()
-        compiled = compile(problem, transformed(trafo, trafo))
-        built = time.perf_counter() - t0
-        lm = extract(compiled.model)
-        relaxed, root = _bounds(lm, limit)
-        markdown_row([path.stem, trafo, lm.n_cols, int(lm.integer.sum()), lm.n_rows, len(lm.value), fmt(built, ".1f"),
-                      fmt(relaxed * compiled.scale.time, ".5g"), fmt(root * compiled.scale.time, ".5g")])
-
-
-def _bounds(lm, limit: float) -> tuple[float, float]:
-    """The LP relaxation's value and HiGHS's dual bound after the root node (one node, cuts included)."""
-    from placement_dsl.solvers.highs import new_highs
-
-    out = []
-    for integer, nodes in ((False, None), (True, 1)):
-        h = new_highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("time_limit", float(limit))
-        if nodes:
-            h.setOptionValue("mip_max_nodes", nodes)
-        kinds = lm.integer.astype(np.int32) if integer else np.zeros(lm.n_cols, dtype=np.int32)
-        h.passModel(lm.n_cols, lm.n_rows, len(lm.value), 1, 1, 0.0, lm.cost, lm.col_lower, lm.col_upper, lm.row_lower,
-                    lm.row_upper, lm.start, lm.index, lm.value, kinds)
-        h.run()
-        info = h.getInfo()
-        out.append((info.mip_dual_bound if integer else info.objective_function_value) + lm.offset)
-    return out[0], out[1]
-
-
 def fusion_rows() -> None:
     for name in zoo.names():
         if name.endswith("-train") or name.startswith("regal"):
@@ -263,18 +223,11 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per method and sheet")
     ap.add_argument("--congestion", default="port", choices=["port", "channel", "none"])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--hull", action="store_true", help="also compare gdp.bigm and gdp.hull")
     args = ap.parse_args()
     sheets = sorted(require(args.data).glob("*.xls"), key=lambda p: p.stat().st_size)
     markdown_head(["sheet", "method", "makespan", "bound", "gap", "s", "valid", "note"])
     for path in sheets:
         sheet_rows(path, args.time_limit, args.congestion, args.threads)
-    if args.hull:
-        print()
-        markdown_head(["sheet", "transformation", "columns", "integer", "rows", "nonzeros", "build s", "LP bound",
-                       "root bound"])
-        for path in sheets:
-            hull_rows(path, args.time_limit)
     print()
     markdown_head(["zoo graph", "ops", "fused ops", "reduction", "chains fused"])
     fusion_rows()

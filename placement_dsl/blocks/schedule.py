@@ -6,7 +6,7 @@ block                  template                     paper
 ``op_times``           :class:`OpTimes`             eq. (4a) on operator edges, (4b)
 ``transfers``          :class:`TransferTasks`       eq. (7): ``z_q`` and channel choice ``u_{qk'k''}``;
                                                     eq. (4a) over the augmented DAG (Fig. 8)
-``device_overlap``     :class:`DeviceOverlap`       eq. (6) with a same-device disjunct
+``device_overlap``     :class:`DeviceOverlap`       eq. (6) with an apart choice per pair
 ``congestion``         :class:`TransferCongestion`  eq. (8), per port or per channel
 ``makespan``           :class:`MakespanObjective`   eq. (4) and device/port load cuts
 =====================  ===========================  ==============================================
@@ -20,13 +20,14 @@ reach ``b``; its duration is ``sum w[k, a, b] p^comm_{u a b}``.
 Non-overlap is written only for pairs that precedence does not already order (transitive
 closure of the augmented DAG) and that may share a resource with positive durations (ops of
 zero time and zero-time transfers are instants, as in :func:`~placement_dsl.schedule.check_schedule`).
-Each such pair gets one ``pyomo.gdp`` disjunction ``[apart] v [first] v [second]``, where
-``apart`` says the two never share a device (or port, or channel), instead of MOIRAI's one
-big-M pair per device. Every big-M comes from variable bounds taken from the data, written
-beside the rows in a ``BigM`` suffix that ``gdp.bigm`` reads (it would derive the same from the
-bounds, at a fifth of its time): start times lie in ``[head, H - fastest - tail]`` with ``head``
-and ``tail`` the longest paths of fastest times into and out of an op, and ``H`` a known
-makespan (:class:`~placement_dsl.blocks.schedule_data.ScheduleData`), never a constant.
+Each such pair gets one disjunction ``[apart] v [first] v [second]``, where ``apart`` says the
+two never share a device (or port, or channel), instead of MOIRAI's one big-M pair per device:
+a binary per choice, exactly one per pair, and each choice's rows relaxed by their big-M where
+it is not taken (:func:`_pair_orders`; the rows ``gdp.bigm`` would write, written directly).
+Every big-M comes from variable bounds taken from the data: start times lie in
+``[head, H - fastest - tail]`` with ``head`` and ``tail`` the longest paths of fastest times
+into and out of an op, and ``H`` a known makespan
+(:class:`~placement_dsl.blocks.schedule_data.ScheduleData`), never a constant.
 
 The data the templates share (tasks, bounds, pairs) is :mod:`placement_dsl.blocks.schedule_data`;
 the warm start and the re-timing of a solver's schedule are :mod:`placement_dsl.blocks.schedule_warm`.
@@ -42,7 +43,7 @@ import numpy as np
 from ..placement import Placement
 from ..schedule import Schedule, transfer_tasks
 from .base import AssignmentLink, BlockTemplate, Context, Link, ScheduleLink, Stage, Warm, register
-from .lazy import gdp, pyo
+from .lazy import pyo
 from .schedule_data import ScheduleData, schedule_data
 from .schedule_warm import WarmSchedule, retime, warm_schedule
 
@@ -230,40 +231,48 @@ class _Snap:
         return times[1].get((u, d), self.blk.T[self.data.task_key(k)].value)
 
 
-# ---------------------------------------------------------------------------- disjunctions
-Row = tuple[Any, float]  # a disjunct's row and its big-M: the most its body exceeds its bound within the variables' bounds
+# ---------------------------------------------------------------------------- pair orders
+Row = tuple[Any, float, float]  # a choice's row ``body <= bound``: body, bound and its big-M, the most the body
+# exceeds the bound within the variables' bounds
 
 
-def _pair_disjunctions(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list[tuple[Any, Any]],
-                       apart_rows: Callable[[Any, Any], dict[Any, Row]],
-                       order: Callable[[Any, Any], Row], what: str) -> None:
-    """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated).
+def _pair_orders(blk: pyo.Block, pairs: list[tuple[Any, Any]], apart: list[tuple[Any, Any]],
+                 apart_rows: Callable[[Any, Any], dict[Any, Row]],
+                 order: Callable[[Any, Any], Row], what: str) -> None:
+    """``[apart] v [i first] v [j first]`` per pair (``apart`` only where the pair may be separated), as big-M rows.
 
-    Every row's big-M is written into the block's ``BigM`` suffix, where ``gdp.bigm`` reads it instead of estimating
-    it from the row's expression (the same value, from the same bounds: a fifth of the transformation's time went to
-    the estimates); ``gdp.hull`` ignores the suffix.
+    One binary per choice, exactly one per pair (``order``); each choice's rows hold where its binary is 1 and are
+    relaxed by their big-M where it is 0: ``body <= bound + M (1 - y)`` (``>=``: ``- M``). This is the MILP
+    ``gdp.bigm`` made of the same disjunctions with the same big-Ms, row for row, written here directly: building
+    the disjuncts and transforming them was 60 % of the model's build.
     """
-    blk.BigM = big_m = pyo.Suffix(direction=pyo.Suffix.LOCAL, doc=f"the big-M of every row of the {what}' disjuncts")
     blk.pairs = index = pyo.Set(initialize=pairs, dimen=2, doc=f"pairs of {what} not ordered by precedence")
     blk.separable = pyo.Set(initialize=apart, dimen=2, doc=f"pairs of {what} that may be kept apart")
+    blk.apart = pyo.Var(blk.separable, domain=pyo.Binary, doc=f"1 iff the two {what} never share a resource")
+    blk.first = pyo.Var(index, domain=pyo.Binary, doc=f"1 iff of the two {what}, i precedes j")
+    blk.second = pyo.Var(index, domain=pyo.Binary, doc=f"1 iff of the two {what}, j precedes i")
+    apart_set, rows = set(apart), {}
+    blk.order = pyo.Constraint(index, rule=lambda b, i, j: (b.apart[i, j] if (i, j) in apart_set else 0)
+                               + b.first[i, j] + b.second[i, j] == 1,
+                               doc=f"two {what} are apart or one precedes the other: exactly one choice")
+    for i, j in apart:
+        for r, row in apart_rows(i, j).items():
+            rows[i, j, r] = row
+    blk.apart_row = pyo.Constraint(
+        pyo.Set(initialize=list(rows), dimen=3, doc=f"(i, j, resource r) rows of the pairs of {what} kept apart"),
+        rule=lambda b, i, j, r: _relaxed(rows[i, j, r], b.apart[i, j]),
+        doc=f"the two {what} do not share resource r, where they are kept apart")
+    blk.first_row = pyo.Constraint(index, rule=lambda b, i, j: _relaxed(order(i, j), b.first[i, j]),
+                                   doc=f"of the two {what}, i ends before j starts, where i is first")
+    blk.second_row = pyo.Constraint(index, rule=lambda b, i, j: _relaxed(order(j, i), b.second[i, j]),
+                                    doc=f"of the two {what}, j ends before i starts, where j is first")
 
-    def separate(d: Any, i: Any, j: Any) -> None:
-        rows = apart_rows(i, j)
-        d.row = pyo.Constraint(list(rows), rule=lambda _, r: rows[r][0], doc=f"the two {what} do not share resource r")
-        for r, (_, m) in rows.items():
-            big_m[d.row[r]] = m
 
-    def precede(d: Any, i: Any, j: Any) -> None:
-        row, m = order(i, j)
-        d.row = pyo.Constraint(expr=row, doc=f"of the two {what}, the one first ends before the other starts")
-        big_m[d.row] = m
-
-    blk.apart = gdp.Disjunct(blk.separable, rule=separate, doc=f"the two {what} never share a resource")
-    blk.first = gdp.Disjunct(index, rule=precede, doc=f"{what} i precedes j")
-    blk.second = gdp.Disjunct(index, rule=lambda d, i, j: precede(d, j, i), doc=f"{what} j precedes i")
-    blk.order = gdp.Disjunction(index, rule=lambda b, i, j: ([b.apart[i, j]] if (i, j) in b.separable else [])
-                            + [b.first[i, j], b.second[i, j]],
-                            doc=f"two {what} are apart or one precedes the other")
+def _relaxed(row: Row, chosen: Any) -> Any:
+    """``row``'s ``body <= bound`` relaxed by its big-M where ``chosen`` is 0, as ``gdp.bigm`` writes it:
+    ``body - M (1 - chosen) <= bound``; a row whose big-M is 0 holds whatever the choice."""
+    body, bound, big_m = row
+    return body <= bound if big_m == 0 else body - big_m * (1 - chosen) <= bound
 
 
 def _upper(term: Any) -> float:
@@ -274,10 +283,10 @@ def _upper(term: Any) -> float:
 
 
 def _pair_values(blk: pyo.Block, choice: dict[tuple[Any, Any], str]) -> Iterator[tuple[Any, float]]:
-    """Indicator binaries of every disjunct of the block (``choice``: 'apart', 'first' or 'second')."""
+    """The choice binaries of the block's pairs (``choice``: 'apart', 'first' or 'second')."""
     for label in ("apart", "first", "second"):
-        for key, disjunct in getattr(blk, label).items():
-            yield disjunct.binary_indicator_var, float(choice[key] == label)
+        for key, var in getattr(blk, label).items():
+            yield var, float(choice[key] == label)
 
 
 @register
@@ -301,15 +310,15 @@ class DeviceOverlap(_Timed):
 
         def apart_rows(i: str, j: str) -> dict[Any, Row]:  # ops i and j are not both on device k
             terms = {k: (ctx.x(idx[i], dev[k]), ctx.x(idx[j], dev[k])) for k in shared[i, j]}
-            return {k: (a + b <= 1, max(_upper(a) + _upper(b) - 1, 0.0)) for k, (a, b) in terms.items()}
+            return {k: (a + b, 1.0, max(_upper(a) + _upper(b) - 1, 0.0)) for k, (a, b) in terms.items()}
 
         def order(i: str, j: str) -> Row:
             v, u = idx[i], idx[j]
             longest = sum(float(ctx.work[v, d]) * _upper(ctx.x(v, d)) for d in range(ctx.D) if ctx.work[v, d] > 0)
             m = data.start_bounds(v)[1] + longest - data.start_bounds(u)[0]
-            return times.start(u) >= times.start(v) + times.duration(v), max(m, 0.0)
+            return times.start(v) + times.duration(v) - times.start(u), 0.0, max(m, 0.0)
 
-        _pair_disjunctions(blk, pairs, apart, apart_rows, order, "ops")
+        _pair_orders(blk, pairs, apart, apart_rows, order, "ops")
 
     def values(self, blk: pyo.Block, ctx: Context, warm: Warm) -> Iterator[tuple[Any, float]]:
         data, times, ops = self.data(ctx), self.warm(ctx, warm), ctx.ops
@@ -339,7 +348,7 @@ class TransferCongestion(_Timed):
         def apart_rows(i: Any, j: Any) -> dict[Any, Row]:  # not both on this port or channel
             ki, kj = data.task_index[i], data.task_index[j]
             busy = [(data.busy_channels(ki, r), data.busy_channels(kj, r)) for r in usage[i, j]]
-            return {r: (self._use(ctx, ki, a) + self._use(ctx, kj, b) <= 1, max(len(a) + len(b) - 1.0, 0.0))
+            return {r: (self._use(ctx, ki, a) + self._use(ctx, kj, b), 1.0, max(len(a) + len(b) - 1.0, 0.0))
                     for r, (a, b) in enumerate(busy)}
 
         def order(i: Any, j: Any) -> Row:
@@ -347,9 +356,9 @@ class TransferCongestion(_Timed):
             u = data.tasks[ki].producer
             longest = sum(data.time(u, a, c) for a, c in data.task_channels[ki])
             m = data.task_bounds(ki)[1] + longest - data.task_bounds(kj)[0]
-            return link.start(kj) >= link.start(ki) + link.duration(ki), max(m, 0.0)
+            return link.start(ki) + link.duration(ki) - link.start(kj), 0.0, max(m, 0.0)
 
-        _pair_disjunctions(blk, pairs, pairs, apart_rows, order, "transfers")
+        _pair_orders(blk, pairs, pairs, apart_rows, order, "transfers")
 
     @staticmethod
     def _use(ctx: Context, k: int, busy: list[tuple[int, int]]) -> Any:

@@ -1,7 +1,7 @@
 """Schedules into and out of MOIRAI's schedule MILP: the warm start and the re-timed read-back.
 
 :func:`warm_schedule` turns a warm placement (with its schedule, else its list schedule, else the
-:func:`serial_schedule`) into start times and the disjunct every pair of
+:func:`serial_schedule`) into start times and the choice every pair of
 :mod:`placement_dsl.blocks.schedule` takes; :func:`retime` re-times a solver's schedule in its
 own order with exact (or rounded-up) durations, so a solver's tolerance never reaches the cost
 model (used by the MILP read-back and by :mod:`placement_dsl.cpsat`).
@@ -25,7 +25,7 @@ from .schedule_data import SLACK, ScheduleData
 # ---------------------------------------------------------------------------- warm start
 @dataclass(frozen=True)
 class WarmSchedule:
-    """A placement's schedule in model units, and the disjunct each pair takes."""
+    """A placement's schedule in model units, and the choice (apart, first, second) each pair takes."""
 
     start: np.ndarray
     task_start: np.ndarray

@@ -5,14 +5,13 @@ The skeleton is the one-hot assignment (eq. 4c) and the schedule blocks of
 (eq. 4a-4b), transfer tasks with their channel choice (eq. 7), device non-overlap (eq. 6)
 and congestion (eq. 8, in the problem's :class:`~placement_dsl.constraints.Congestion` mode).
 Memory (eq. 5), pins, colocation and allowed kinds come from the inherited :data:`~.rules.BASE_RULES`.
-Non-overlap is written as ``pyomo.gdp`` disjunctions and reformulated by ``gdp.bigm`` (the
-default; :func:`transformed` derives a ``gdp.hull`` variant for comparison, without warm starts).
-Big-M wins on MOIRAI's sheets (``benchmarks/bench_moirai.py --hull``): on example-1 the hull has
-6.5 times the columns and 5 times the rows for the same LP bound (26) and root bound (28); on
-GoogLeNet 13 times the columns and 9 times the rows (99,460 x 148,922 against 7,606 x 17,324),
-takes 172 s to build against 9 s, and its LP bound is barely higher (0.8607 against 0.8597) while
-HiGHS's root node on it ends lower within 15 minutes (0.876 against big-M's 0.891 in 78 s). The
-big-Ms are tight anyway: each is derived from variable bounds (heads, tails and the horizon).
+Non-overlap is a disjunction per pair written directly as big-M rows (one binary per choice, exactly
+one per pair), each big-M derived from variable bounds (heads, tails and the horizon): the MILP
+``gdp.bigm`` made of the same disjunctions, row for row, built without Pyomo's disjuncts and their
+transformation, which were 60 % of the build (506 ops: 45 of 59 CPU s built and extracted, now 11).
+The hull reformulation lost to big-M on MOIRAI's sheets when it was compared: on GoogLeNet 13 times
+the columns and 9 times the rows, 172 s to build against 9 s, an LP bound barely higher (0.8607
+against 0.8597) and a lower root bound within 15 minutes (0.876 against big-M's 0.891 in 78 s).
 
 Before the solve, :meth:`ScheduleFormulation.prepare` adds a :class:`ScheduleHint`: the warm
 start's makespan (else list scheduling's, when its placement is valid for the problem) is the
@@ -36,7 +35,7 @@ from ..errors import SpecError
 from ..evaluate import execution
 from ..objectives import Latency, Makespan
 from ..problem import Problem
-from .base import Formulation, Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
+from .base import Kind, ObjectiveFormulation, Plan, check_horizon, drop, register, valid_heuristic
 from .rules import BASE
 
 if TYPE_CHECKING:
@@ -114,9 +113,7 @@ class ScheduleFormulation(ObjectiveFormulation):
                 options: Mapping[str, Any]) -> Plan:
         if options:
             raise SpecError(f"formulation {self.name!r} takes no options {sorted(options)}")
-        plan = self._plan(problem, start_eval)
-        plan.pass_start = self.transformation == "gdp.bigm"  # the hull's disaggregated variables get no start values
-        return plan
+        return self._plan(problem, start_eval)
 
     @staticmethod
     def _plan(problem: Problem, start_eval: Evaluation | None) -> Plan:
@@ -135,16 +132,9 @@ def list_horizon(problem: Problem) -> tuple[Placement, float] | None:
     return valid_heuristic(problem, "list")
 
 
-def transformed(name: str, transformation: str) -> Formulation:
-    """The schedule formulation under another GDP reformulation (e.g. ``"gdp.hull"``), unregistered:
-    pass the object to ``solve`` or ``compile``."""
-    return SCHEDULE.derive(name, doc=f"{SCHEDULE.doc} Reformulated by {transformation}.", cls=ScheduleFormulation,
-                           transformation=transformation)
-
-
 SCHEDULE = register(ScheduleFormulation("schedule", Kind.EXACT, _skeleton, RULES, parent=BASE, doc="""
 MOIRAI (Zhang et al. §III-D): assignment (4c), start times and precedence over the augmented DAG
 (4a-4b), transfer tasks with channel choice (7), device non-overlap (6) and port or channel
-congestion (8) as GDP disjunctions reformulated by big-M with bounds from the data, memory (5);
+congestion (8) as a disjunction per pair written as big-M rows with bounds from the data, memory (5);
 ``minimize C_max`` (4); ``Subgraphs(q)`` by Tarnawski Fig. 4's levels (at most ``q`` contiguous subgraphs per
-accelerator).""", transformation="gdp.bigm"))
+accelerator)."""))

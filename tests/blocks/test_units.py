@@ -84,7 +84,7 @@ def test_the_schedule_a_placement_carries_is_its_warm_start():
     c, values = warm(problem, "schedule", carried)
     assert c.objective_scale == 3.0  # model time unit: the total work on the one device
     assert (by_name(values, "S[a]"), by_name(values, "S[b]")) == (0.0, pytest.approx(1 / 3))
-    assert by_name(values, "first[a,b].binary_indicator_var") == 1.0
+    assert by_name(values, "device_overlap.first[a,b]") == 1.0
 
 
 def test_warm_start_on_a_routed_cluster_prices_each_pass_with_its_own_tensors():

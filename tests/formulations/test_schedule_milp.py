@@ -18,7 +18,7 @@ from placement_dsl.congestion import Resource
 from placement_dsl.constraints import Colocate, Congestion, Memory, Pin
 from placement_dsl.errors import InfeasibleError, SpecError
 from placement_dsl.formulations import choose, get
-from placement_dsl.formulations.schedule import ScheduleHint, hinted, transformed
+from placement_dsl.formulations.schedule import ScheduleHint, hinted
 from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import moirai
@@ -162,12 +162,24 @@ def test_auto_chooses_the_schedule_formulation_and_it_refuses_other_objectives()
     assert reason is not None and "makespan" in reason and "Throughput" in reason
 
 
-def test_the_hull_variant_reaches_the_same_optimum():
-    problem = join("port")
-    hull = transformed("schedule-hull", "gdp.hull")
-    result = solve(problem, hull, time_limit=60, gap=1e-9, warm_start="list")
-    assert result.objective == pytest.approx(exhaustive(problem), rel=1e-6)
-    assert not result.start_accepted  # not passed: the hull's disaggregated variables have no start values
+@pytest.mark.parametrize("name", ["fork", "join-port", "broadcast", "flows", "pinned"])
+def test_each_pair_is_three_choices_written_as_rows_without_a_transformation(name):
+    # the disjunctions are big-M rows of the templates, not Pyomo disjuncts left to gdp.bigm (60 % of the build):
+    # per pair one "exactly one" row, one row per choice of order, one per resource the pair may be kept apart on
+    problem = INSTANCES[name]()
+    form = get("schedule")
+    assert form.transformation is None
+    compiled = compile(problem, form)
+    model = compiled.model
+    assert not [c for c in model.component_objects(descend_into=True) if "gdp" in type(c).__module__]
+    blocks = [b for b in (model.device_overlap, model.congestion) if b.component("pairs") is not None]
+    assert blocks
+    for blk in blocks:
+        assert len(blk.order) == len(blk.first_row) == len(blk.second_row) == len(blk.pairs) == len(blk.first)
+        assert {(i, j) for i, j, _ in blk.apart_row} == set(blk.separable) == set(blk.apart)
+    blk, template = compiled.varmap.block("device_overlap")
+    data = template.data(compiled.varmap.context)
+    assert len(blk.apart_row) == sum(len(devs) for i, j, devs in data.op_pairs if data.separable(i, j))
 
 
 # ---------------------------------------------------------------------------- bad input, time limits
@@ -212,7 +224,7 @@ def test_values_give_every_variable_and_hinted_problems_keep_the_start_inside():
     compiled = compile(hinted(problem, start.objective), "schedule")
     values = compiled.varmap.values(start.placement)
     assert compiled.varmap.residual(values)[0] <= 1e-7
-    indicators = [v for v in values if v.name.endswith("binary_indicator_var")]
+    indicators = [v for v in values if v.parent_component().local_name in ("apart", "first", "second")]
     assert indicators and len(values) == sum(1 for _ in compiled.model.component_data_objects(pyo.Var))
 
 
@@ -261,13 +273,11 @@ def test_googlenet_beats_list_and_one_device_with_a_bound(shared_data):
 
 @pytest.mark.parametrize("name", sorted(INSTANCES))
 def test_every_component_of_the_schedule_milp_is_documented(name):
-    from pyomo.gdp import Disjunct
-
     model = compile(INSTANCES[name](), "schedule").model
     assert check_documented(model) == []
-    seen = {c.local_name for c in model.component_objects(descend_into=(pyo.Block, Disjunct))}
+    seen = {c.local_name for c in model.component_objects(descend_into=True)}
     assert {"makespan", "goal", "last", "device_busy"} <= seen
-    assert "pairs" not in seen or {"separable", "first", "second", "order"} <= seen
+    assert "pairs" not in seen or {"separable", "apart", "first", "second", "order", "first_row", "second_row"} <= seen
 
 
 def test_a_second_provider_of_the_transfer_tasks_is_named():
