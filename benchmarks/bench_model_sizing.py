@@ -2,10 +2,10 @@
 per nonzero measured on builds (``placement_dsl.sizing``), times the machine's contention.
 
 For the latency model (Tarnawski Fig. 3 / Fig. 4) on generated invocation graphs, the throughput model on zoo graphs
-and the schedule model (MOIRAI's makespan, its pair disjunctions reformulated by ``gdp.bigm``) on generated layered
+and the schedule model (MOIRAI's makespan, its pair orders written as big-M rows) on generated layered
 sheets of 107 to 897 ops (and, with ``--seeds``, more generated graphs of each size), build and extract each model
 three times and print its least CPU seconds next to the estimate on an idle machine, with the estimated and the built
-nonzeros, and the least CPU seconds of the build (transformation included) and of the extraction apart. The anchor:
+nonzeros, and the least CPU seconds of the build and of the extraction apart. The anchor:
 the estimate within 0.5-2 times the build (``ratio``). CPU seconds of a build vary with the host (1.5-3 times apart on
 the same graph between runs on a shared virtual machine), so this is measured here, not in the tests; the tests hold
 the count of nonzeros the estimate rests on.

@@ -195,15 +195,15 @@ def fitting_ops(problem: Any, formulation: Any, seconds: float, per_build: float
 
 SCHEDULE_START = 0.03  # CPU seconds of a schedule model's build, extraction and hand-off whatever its size (a first
 # model of 93 nonzeros in a process: 0.01 s built, 0.015 s handed to HiGHS)
-SCHEDULE_PER_NONZERO = 3.7e-5  # CPU seconds per estimated nonzero of the schedule model, built (its pair disjunctions
-# reformulated by gdp.bigm, their big-Ms handed to it) and extracted: refitted when the extraction stopped naming rows
-# and read them with Pyomo's LinearRepnVisitor, the big-Ms were no longer estimated and builds ran with the cyclic
-# collector paused, on generated layered MOIRAI sheets of 107, 343, 596 and 897 ops (3 and 4 devices; 16.6k to 854k
-# nonzeros estimated; benchmarks/bench_model_sizing.py): 2.1e-5 to 3.9e-5 (0.35, 4.9, 15.5 and 33.4 s, against 0.77,
-# 8.0, 32.2 and 52.8 s before); with the start-up, 0.95 to 1.8 times their CPU time. The former rate, 5.5e-5, was
-# 1.4-2.7 times them. The machine's load is the contention's (:func:`~placement_dsl.deadline.contention`), not this
-# rate's: the first estimate at the rate of the other models (1.3e-4 s per nonzero, for one other job per core) was 6
-# times a 141-op sheet's build on an idle machine, and the model was refused
+SCHEDULE_PER_NONZERO = 9e-6  # CPU seconds per estimated nonzero of the schedule model, built (its pair orders written
+# as big-M rows by the templates) and extracted: refitted when the rows stopped being Pyomo disjuncts transformed by
+# gdp.bigm, on generated layered MOIRAI sheets of 107, 343, 596 and 897 ops (3 and 4 devices; 16.6k to 854k nonzeros
+# estimated; benchmarks/bench_model_sizing.py at load 3.7-5.5): 5.5e-6 to 1.12e-5 (0.09, 1.2, 4.7 and 9.6 s, against
+# 0.35, 4.9, 15.5 and 33.4 s with the disjuncts); with the start-up, 0.80 to 1.95 times their CPU time. The former
+# rate, 3.7e-5, was 3.3 to 7 times them, and a 20 s solve of a 506-op GPT refused its model (~64 s estimated, 11 CPU s
+# built). The machine's load is the contention's (:func:`~placement_dsl.deadline.contention`), not this rate's: the
+# first estimate at the rate of the other models (1.3e-4 s per nonzero, for one other job per core) was 6 times a
+# 141-op sheet's build on an idle machine, and the model was refused
 
 
 LATENCY_START = 0.05  # CPU seconds of a latency model's build and extraction whatever its size

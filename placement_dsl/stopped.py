@@ -73,9 +73,12 @@ SEEDS = {"continued": 1, "instead": 2, "again": 3, "restarts": 1000, "tail": 100
 
 
 HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
-SEARCH_PER_BUILD = 20.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its
+SEARCH_PER_BUILD = 80.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its
 # build: GoogLeNet's (307 ops) built in 5.3 s of a 300 s solve and HiGHS kept the start's 1.37343 for 282 s, where the
-# critical-chain and window searches reach 1.33025; at 4 times its build it was built there
+# critical-chain and window searches reach 1.33025; at 4 times its build it was built there. It was 20 while the
+# model's pairs were Pyomo disjuncts transformed by gdp.bigm: the build is about 4 times faster now (sizing's
+# SCHEDULE_PER_NONZERO, 3.7e-5 then 9e-6), HiGHS's search on the same rows is not, so the search asked per nonzero
+# stays what it was
 
 
 def search_per_build(problem: Any, spec: Any) -> float:
