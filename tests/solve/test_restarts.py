@@ -152,3 +152,51 @@ def test_fresh_seed_rounds_that_find_nothing_leave_the_restarts_most_of_the_time
     assert result.timings.restarts >= stopped.MIN_LNS and "restarts after the searches stalled" in result.message
     assert result.placement is not None and result.objective <= result.start_objective
 
+
+
+def _scripted(start_values: dict[str, list[float]]):
+    """Starts named by ``start_values`` and an improving method that walks each through its list of values, one a
+    turn, and then ends at a local optimum (no ``stopped`` in its info)."""
+    from types import SimpleNamespace
+
+    from placement_dsl.starts import Start
+
+    def start(name: str, step: int) -> Start:
+        values = start_values[name]
+        return Start(placement=SimpleNamespace(name=name), evaluation=SimpleNamespace(objective=values[step]),
+                     method=name, info={"step": step})
+
+    def improve(problem, current, seconds, seed=0, **options):
+        name, step = current.method, current.info["step"]
+        calls.append(name)
+        if step + 1 == len(start_values[name]):  # a local optimum: nothing better, the run ended on its own
+            return Start(current.placement, current.evaluation, method=name, info={"step": step})
+        found = start(name, step + 1)
+        found.info["stopped"] = "time limit"
+        return found
+
+    calls: list[str] = []
+    return [start(name, 0) for name in start_values], improve, calls
+
+
+def test_led_continues_the_start_that_improves_not_only_the_best(monkeypatch) -> None:
+    """The race's best start is not always the best to continue: a 506-op GPT's start with every op on its best device
+    (4.3655) moved one op in 5 s, where CPOP's (4.5372) reached 4.2853. led() probes every kept start, then gives its
+    turns to the one that promises most and answers the best; a start at a local optimum gets no more turns."""
+    starts, improve, calls = _scripted({"flat": [10.0, 10.0], "steep": [12.0, 11.0, 9.0, 7.0, 5.0, 5.0]})
+    monkeypatch.setattr(restarts, "improve", improve)
+    best, others = restarts.led(_problem(), starts, 60.0, seed=0)
+    assert (best.method, best.objective) == ("steep", 5.0)
+    assert [(s.method, s.objective) for s in others] == [("flat", 10.0)]
+    assert calls.count("flat") == 2 and calls.count("steep") == 6  # flat: a probe and its end; steep to its end
+
+
+def test_led_gives_a_lone_start_the_whole_time_and_keeps_the_starts_past_the_kept_ones(monkeypatch) -> None:
+    starts, improve, calls = _scripted({name: [float(v), float(v)] for v, name in enumerate("abcd")})
+    monkeypatch.setattr(restarts, "improve", improve)
+    best, others = restarts.led(_problem(), starts[:1], 60.0, seed=0)
+    assert best.method == "a" and others == [] and calls == ["a"]
+    calls.clear()
+    best, others = restarts.led(_problem(), starts, 60.0, seed=0)  # all at their local optimum after a probe
+    assert best.method == "a" and [s.method for s in others] == ["b", "c", "d"]
+    assert sorted(set(calls)) == list("abcd"[:KEPT])  # the starts past the kept ones are handed back, not continued
