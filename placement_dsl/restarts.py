@@ -11,10 +11,6 @@ runs the improving method (:data:`placement_dsl.starts.IMPROVING`) from
 2. then the best schedule so far *kicked*: the colocation units of a window of its start order moved each to
    another device that may run it and has room (:func:`kicked`), list-scheduled.
 
-Before them, the time a solve gives its improving method goes to the best start and the race's kept ones
-(:func:`led`): each is continued for a short turn, then the one whose continuation promises most, for as long as it
-improves.
-
 A restart whose local optimum comes within :data:`PROMISING` of the best goes on to the window search (the
 objective's LNS, :data:`placement_dsl.stopped.SEARCHES`, without its coarse solve, until ``patience`` windows in a
 row find nothing). The neighbourhoods grow while restarts find nothing: the kick's window doubles from
@@ -26,19 +22,17 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from typing import Any
 
 import numpy as np
 
 from .deadline import Deadline
 from .errors import SpecError
-from .heuristics.fallback import fallback_seconds
 from .placement import Placement
 from .schedule import list_schedule
-from .starts import KEPT, MIN_METHOD, OWN_STARTS, SET_UP, Start, alternatives, improve, improving, resolve
+from .starts import Start, improve, resolve
 
-__all__ = ["FIRST_KICK", "MOST_KICK", "PROBE", "PROMISING", "kicked", "led", "pooled", "restart"]
+__all__ = ["FIRST_KICK", "MOST_KICK", "PROMISING", "kicked", "restart"]
 
 FIRST_KICK = 0.05  # of the ops, the window a first kick moves (at least 2 ops)
 MOST_KICK = 0.5  # of the ops, the largest window a kick moves
@@ -124,58 +118,4 @@ def restart(problem: Any, best: Start, pool: list[Start], clock: Deadline, *, re
             kick, window = (first if kick >= most else min(2 * kick, most)), min(2 * window, max(n, 1))
     best.info = {**best.info, "restarts": count, "restarts_better": better}
     return best
-
-
-PROBE = 0.4  # of the time :func:`led` is given, split evenly among its starts, each continued for its part first
-STILL = 2.0  # the most :func:`led` takes, in multiples of the time it is given, while its leader's last turn gained
-
-
-def led(problem: Any, starts: list[Start], seconds: float, seed: int) -> tuple[Start, list[Start]]:
-    """The best of ``starts`` (the best first, at most :data:`~placement_dsl.starts.KEPT`) continued by the improving
-    method for ``seconds``, and the others as they were continued (with ``starts`` past the kept ones).
-
-    Each start is continued for an even part of :data:`PROBE` of the time first; then, in turns of twice the last, the
-    one that promises most: its makespan less its last turn's gain per second times the time left. Past the time,
-    the leader goes on while its last turn gained, up to :data:`STILL` times the time. A start whose turn ended at a
-    local optimum with no gain is done. The best start by its value is not always the best to continue: on a 506-op
-    GPT every op on its best device (4.3655) moved one op in 5 s at load 8 (4.3633), where CPOP's schedule (4.5372)
-    reached 4.4711, and 4.2853 on an idle machine. An improving method that searches from starts of its own beside
-    the one it is given (:data:`~placement_dsl.starts.OWN_STARTS`: the latency search) continues the best alone."""
-    began = time.perf_counter()
-    end, most, starts, rest = began + seconds, began + STILL * seconds, starts[:KEPT], starts[KEPT:]
-    least = max(2 * MIN_METHOD, 2 * fallback_seconds(problem.graph, problem.cluster, "none",
-                                                      SET_UP.get(improving(problem) or "", 0)))
-    probe = PROBE * seconds / max(len(starts), 1)
-    if len(starts) < 2 or probe < least or improving(problem) in OWN_STARTS:  # those search from starts of their own
-        return improve(problem, starts[0], seconds, seed=seed), starts[1:] + rest
-    found, rate, done = list(starts), [0.0] * len(starts), [False] * len(starts)
-
-    def turn(k: int, seconds: float, seed: int) -> None:
-        began, before = time.perf_counter(), found[k].objective
-        found[k] = improve(problem, found[k], seconds, seed=seed)
-        rate[k] = (before - found[k].objective) / max(time.perf_counter() - began, 1e-9)
-        done[k] = rate[k] <= 0 and found[k].info.get("stopped") is None
-
-    for k in range(len(starts)):
-        turn(k, min(probe, max(end - time.perf_counter(), 0.0)), seed + k)
-    given, last, count = probe, -1, len(starts)
-    while not all(done):
-        now = time.perf_counter()
-        within = end - now >= least
-        if not within and (last < 0 or rate[last] <= 0 or done[last] or most - now < least):
-            break
-        k = min((i for i in range(len(found)) if not done[i]),
-                key=lambda i: found[i].objective - rate[i] * (end - now)) if within else last
-        given = 2 * given if k == last else probe
-        turn(k, min(given, (end if within else most) - now), seed + count)
-        count, last = count + 1, k
-    order = sorted(range(len(found)), key=lambda i: found[i].objective)
-    return found[order[0]], [found[i] for i in order[1:]] + rest
-
-
-def pooled(problem: Any, pool: list[Any]) -> list[Start]:
-    """A pool of starts as :class:`~placement_dsl.starts.Start` s, best first: those it holds as such, and the race's
-    kept starts (:attr:`Start.others <placement_dsl.starts.Start.others>`) rebuilt and checked."""
-    return sorted([s for s in pool if isinstance(s, Start)] +
-                  alternatives(problem, tuple(s for s in pool if not isinstance(s, Start))), key=lambda s: s.objective)
 

@@ -33,11 +33,11 @@ from .heuristics.base import TimeLimitReached
 from .heuristics.fallback import fallback_seconds
 from .placement import Placement
 from .priced import meets, proven, start_bound
-from .restarts import led, pooled, restart
+from .restarts import restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, NONE, STALE, Start, goal, improve, improving, race, resolve
+from .starts import AUTO, NONE, STALE, Start, alternatives, goal, improve, improving, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -124,10 +124,9 @@ def continues(problem: Any, form: Formulation, spec: Any, clock: Deadline) -> bo
 
 
 def continued(stop: Stop, clock: Deadline, seconds: float) -> Stop:
-    """``stop`` with its start continued by the objective's improving method for ``seconds`` (from it and the race's
-    kept starts, :func:`~placement_dsl.restarts.led`) when that is better."""
+    """``stop`` with its start continued by the objective's improving method for ``seconds`` when that is better."""
     current = stop.as_start()
-    found = led(stop.problem, [current, *pooled(stop.problem, list(stop.others))], seconds, SEEDS["continued"])[0]
+    found = improve(stop.problem, current, seconds, seed=SEEDS["continued"])
     if not found.usable or found.placement is stop.start:
         return stop
     return stop.with_start(found)
@@ -146,10 +145,9 @@ def continued_first(stop: Stop, spec: Any, clock: Deadline) -> Stop:
 
 def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
     """A model sized too large for the budget is not built; with an ``"auto"`` start, what is left of the budget
-    (all but :data:`RESERVE`) goes to the objective's improving method from the start and the race's kept ones
-    (:data:`IMPROVE_SHARE` of it, :func:`placement_dsl.restarts.led`: the one that promises most continued), after
-    the searches the start's small share cut short run again in :data:`RERUN` of it, but for the improving method
-    itself, which runs from the best starts next; the objective's
+    (all but :data:`RESERVE`) goes to the objective's improving method from the start (:data:`IMPROVE_SHARE` of it,
+    :func:`placement_dsl.starts.improve`, after the searches the start's small share cut short run again in
+    :data:`RERUN` of it, but for the improving method itself, which runs from the best start next; the objective's
     heuristics again when no start was found), for a makespan whose CP-SAT model is small to CP-SAT on the whole
     graph from the best schedule (:func:`whole_model`), then to the objective's search (:data:`SEARCHES`: a coarse
     solve and LNS on contracted models) until its windows stall (:data:`PATIENCE`), then to the improving method
@@ -172,9 +170,9 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         if raced.usable and raced.objective < current.objective:
             current, raced = raced, current
         pool += [raced, *raced.others] if raced.usable else []
-    seconds = until - time.perf_counter()  # the improving method from the best start, or from a kept one it leaves
-    found, pool = led(stop.problem, [current, *pooled(stop.problem, pool)], seconds, SEEDS["instead"]) if \
-        current.usable else (resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf), pool)
+    seconds = until - time.perf_counter()
+    found = improve(stop.problem, current, seconds, seed=SEEDS["instead"]) if current.usable else \
+        resolve(stop.problem, AUTO, deadline=Deadline(seconds), share=1.0, cap=math.inf)
     if found.usable and (not current.usable or found.objective < current.objective):
         current = found
     phases = {"start": time.perf_counter() - stop.t0}
@@ -195,7 +193,10 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         phases["again"] = time.perf_counter() - began
         if restarts:  # the time the stalled searches gave back: restarts to the deadline
             began = time.perf_counter()
-            current = restart(stop.problem, current, pooled(stop.problem, pool), clock, reserve=RESERVE,
+            pool = [s for s in pool if isinstance(s, Start)] + \
+                alternatives(stop.problem, tuple(s for s in pool if not isinstance(s, Start)))
+            pool.sort(key=lambda s: s.objective)
+            current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
             pool = []
@@ -232,7 +233,10 @@ def tail(stop: Stop, current: Start, pool: list[Any], clock: Deadline, phases: d
     if not current.usable or clock.left() - RESERVE < least:
         return current
     began, before = time.perf_counter(), current.info.get("restarts", 0)
-    found = restart(problem, current, pooled(problem, pool), clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
+    pool = [s for s in pool if isinstance(s, Start)] + \
+        alternatives(problem, tuple(s for s in pool if not isinstance(s, Start)))
+    pool.sort(key=lambda s: s.objective)
+    found = restart(problem, current, pool, clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
                     seed=SEEDS["tail"])
     phases["restarts"] = phases.get("restarts", 0.0) + time.perf_counter() - began
     if clock.left() - RESERVE >= least:  # no kick was valid (a contiguous or pinned problem): fresh seeds instead
