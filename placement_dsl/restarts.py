@@ -30,9 +30,9 @@ from .deadline import Deadline
 from .errors import SpecError
 from .placement import Placement
 from .schedule import list_schedule
-from .starts import Start, improve, resolve
+from .starts import Start, alternatives, improve, resolve
 
-__all__ = ["FIRST_KICK", "MOST_KICK", "PROMISING", "kicked", "restart"]
+__all__ = ["FIRST_KICK", "MOST_KICK", "PROMISING", "kicked", "pooled", "restart"]
 
 FIRST_KICK = 0.05  # of the ops, the window a first kick moves (at least 2 ops)
 MOST_KICK = 0.5  # of the ops, the largest window a kick moves
@@ -119,3 +119,9 @@ def restart(problem: Any, best: Start, pool: list[Start], clock: Deadline, *, re
     best.info = {**best.info, "restarts": count, "restarts_better": better}
     return best
 
+
+def pooled(problem: Any, pool: list[Any]) -> list[Start]:
+    """A pool of starts as :class:`~placement_dsl.starts.Start` s, best first: those it holds as such, and the race's
+    kept starts (:attr:`Start.others <placement_dsl.starts.Start.others>`) rebuilt and checked."""
+    return sorted([s for s in pool if isinstance(s, Start)] +
+                  alternatives(problem, tuple(s for s in pool if not isinstance(s, Start))), key=lambda s: s.objective)

@@ -33,11 +33,11 @@ from .heuristics.base import TimeLimitReached
 from .heuristics.fallback import fallback_seconds
 from .placement import Placement
 from .priced import meets, proven, start_bound
-from .restarts import restart
+from .restarts import pooled, restart
 from .result import Result, Seconds
 from .sizing import MIN_SEARCH, build_seconds, check_fits
 from .solvers import Status
-from .starts import AUTO, NONE, STALE, Start, alternatives, goal, improve, improving, race, resolve
+from .starts import AUTO, NONE, STALE, Start, goal, improve, improving, race, resolve
 
 MATCH_TOL = 1e-6  # relative agreement required between two objectives of one placement
 RESERVE = 1.0  # seconds kept after the search: reading the answer back and the cost model's checks
@@ -64,6 +64,8 @@ SEARCHES = {"latency": "latency-lns", "makespan": "makespan-lns"}  # by the star
 """Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
 coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
 IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
+IMPROVE_SHARES = {"makespan": 0.5}  # ... per goal where it gains most in one long run: schedule-ls from a 506-op GPT's
+# start, 4.36329, in a 20 s solve (0.3 of 13.4 s) kept 4.36041 on an idle machine; given 11 s at load 7, 4.25639
 RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
 PATIENCE = 3  # window steps in a row without a better schedule after which the search gives its time back
@@ -74,11 +76,8 @@ SEEDS = {"continued": 1, "instead": 2, "again": 3, "restarts": 1000, "tail": 100
 
 HEAVY = 0.35  # of the time left, a single-sample model's estimated build above which the start is continued first
 SEARCH_PER_BUILD = 80.0  # seconds of search an "auto" makespan solve asks of its schedule model per second of its
-# build: GoogLeNet's (307 ops) built in 5.3 s of a 300 s solve and HiGHS kept the start's 1.37343 for 282 s, where the
-# critical-chain and window searches reach 1.33025; at 4 times its build it was built there. It was 20 while the
-# model's pairs were Pyomo disjuncts transformed by gdp.bigm: the build is about 4 times faster now (sizing's
-# SCHEDULE_PER_NONZERO, 3.7e-5 then 9e-6), HiGHS's search on the same rows is not, so the search asked per nonzero
-# stays what it was
+# build (20 when it took 4 times as long, sizing.SCHEDULE_PER_NONZERO): GoogLeNet's (307 ops) built in 5.3 s of a 300 s
+# solve and HiGHS kept the start's 1.37343 for 282 s, where the critical-chain and window searches reach 1.33025
 
 
 def search_per_build(problem: Any, spec: Any) -> float:
@@ -158,7 +157,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         return stop
     current = stop.as_start()
     method = SEARCHES.get(goal(stop.problem))
-    share = IMPROVE_SHARE if method is not None else 1.0
+    share = IMPROVE_SHARES.get(goal(stop.problem), IMPROVE_SHARE) if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
     rerun = [m for m in stop.unfinished if m != improving(stop.problem)]  # it runs from the best start
     pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
@@ -193,10 +192,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         phases["again"] = time.perf_counter() - began
         if restarts:  # the time the stalled searches gave back: restarts to the deadline
             began = time.perf_counter()
-            pool = [s for s in pool if isinstance(s, Start)] + \
-                alternatives(stop.problem, tuple(s for s in pool if not isinstance(s, Start)))
-            pool.sort(key=lambda s: s.objective)
-            current = restart(stop.problem, current, pool, clock, reserve=RESERVE,
+            current = restart(stop.problem, current, pooled(stop.problem, pool), clock, reserve=RESERVE,
                               least=MIN_LNS, search=method, patience=PATIENCE, seed=SEEDS["restarts"])
             phases["restarts"] = time.perf_counter() - began
             pool = []
@@ -233,10 +229,7 @@ def tail(stop: Stop, current: Start, pool: list[Any], clock: Deadline, phases: d
     if not current.usable or clock.left() - RESERVE < least:
         return current
     began, before = time.perf_counter(), current.info.get("restarts", 0)
-    pool = [s for s in pool if isinstance(s, Start)] + \
-        alternatives(problem, tuple(s for s in pool if not isinstance(s, Start)))
-    pool.sort(key=lambda s: s.objective)
-    found = restart(problem, current, pool, clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
+    found = restart(problem, current, pooled(problem, pool), clock, reserve=RESERVE, least=least, search=None, patience=PATIENCE,
                     seed=SEEDS["tail"])
     phases["restarts"] = phases.get("restarts", 0.0) + time.perf_counter() - began
     if clock.left() - RESERVE >= least:  # no kick was valid (a contiguous or pinned problem): fresh seeds instead
