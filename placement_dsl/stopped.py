@@ -64,8 +64,6 @@ SEARCHES = {"latency": "latency-lns", "makespan": "makespan-lns"}  # by the star
 """Per single-sample objective, the search a solve whose model is too large runs after the improving heuristic: a
 coarse solve, then LNS over windows of the schedule (:mod:`placement_dsl.search.anytime`, a registered method)."""
 IMPROVE_SHARE = 0.3  # of the time left when the model is too large, for the improving heuristic; the search gets the rest
-IMPROVE_SHARES = {"makespan": 0.5}  # ... per goal where it gains most in one long run: schedule-ls from a 506-op GPT's
-# start, 4.36329, in a 20 s solve (0.3 of 13.4 s) kept 4.36041 on an idle machine; given 11 s at load 7, 4.25639
 RERUN = 0.5  # of that share, for the searches the start's small share cut short (run again to their end, if they fit)
 MIN_LNS = 3.0  # seconds below which the search is not started
 PATIENCE = 3  # window steps in a row without a better schedule after which the search gives its time back
@@ -157,7 +155,7 @@ def heuristics_instead(stop: Stop, spec: Any, clock: Deadline) -> Stop:
         return stop
     current = stop.as_start()
     method = SEARCHES.get(goal(stop.problem))
-    share = IMPROVE_SHARES.get(goal(stop.problem), IMPROVE_SHARE) if method is not None else 1.0
+    share = IMPROVE_SHARE if method is not None else 1.0
     until = time.perf_counter() + share * (clock.left() - RESERVE)
     rerun = [m for m in stop.unfinished if m != improving(stop.problem)]  # it runs from the best start
     pool = list(stop.others)  # the start's race's next best distinct starts, checked when restarts use them
