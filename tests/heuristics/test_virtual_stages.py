@@ -195,3 +195,19 @@ def test_on_small_dags_the_answer_is_the_best_of_every_placement_or_none_exists(
         found = run("dp", g, cluster, model=model, time_limit=10)
         assert found.valid == math.isfinite(best), (sorted(edges), found.info.get("declined"))
         assert not found.valid or math.isclose(found.objective, best, rel_tol=1e-9), (found.objective, best)
+
+
+def test_a_random_dag_folds_into_virtual_stages_on_every_rank():
+    """REGAL's random DAG (seed 17, 60 ops) onto 4 stages with 2 virtual stages per rank: the cuts along the
+    topological numbering leave a stage's ops unjoined on its device, and side by side with ops of the device's later
+    stage, which counted as stages of their own (or joined into a cycle) no split ran but one rank's. Counted by their
+    levels on the device, the cut's stages are the 8 the orders run, on the 4 ranks."""
+    from placement_dsl.zoo.regal import regal
+
+    w = regal(17, n=60, model="watts_strogatz", training=True)
+    model = CostModel.named("interleaved-1f1b", virtual=2)
+    found = run("slicegraph", w.graph, w.cluster, model=model, time_limit=20)
+    ev = evaluate(found.placement, model)
+    assert ev.valid and found.objective == ev.objective < math.inf
+    stage, device = virtual_stages(found.placement)
+    assert sorted(set(device)) == [0, 1, 2, 3] and len(device) == 8
