@@ -209,5 +209,5 @@ def test_a_random_dag_folds_into_virtual_stages_on_every_rank():
     found = run("slicegraph", w.graph, w.cluster, model=model, time_limit=20)
     ev = evaluate(found.placement, model)
     assert ev.valid and found.objective == ev.objective < math.inf
-    stage, device = virtual_stages(found.placement)
+    device = virtual_stages(found.placement)[1]
     assert sorted(set(device)) == [0, 1, 2, 3] and len(device) == 8
