@@ -7,9 +7,10 @@ the device join its ops (two branches of a DAG side by side on one device are on
 stages ordered by the forward data flow. A device that holds stages ``0`` and ``2`` of a chain thus
 holds two virtual stages, as interleaved 1F1B wants. A level is a set no path leaves and comes back
 to, but the levels of two devices may still feed each other (``a -> b`` and ``b' -> a'``, ``a, a'`` on
-one device and ``b, b'`` on another): the levels on such a cycle are cut by the most changes of device on a
-forward path ending in each op, a count no cycle of parts survives (it grows along every edge
-between devices and falls along none). A backward op
+one device and ``b, b'`` on another): the levels on such a cycle are cut by each op's earliest stage in torch's
+round-robin layout (the least stage of its device no earlier than its inputs', later than another
+device's), which no cycle of parts survives: it grows along every edge between devices and falls
+along none. A backward op
 belongs to the stage of the forward ops of its colocation group (an op and its gradient). Under a
 schedule whose rank map folds (ZBV) each device is one stage's slot: its ops are one stage whatever
 their order in the graph, and the stages go in a topological order of the device graph, ties by
@@ -105,10 +106,15 @@ def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarra
     if schedule in FOLDS:
         part = p.assign.astype(np.int64)
         device = {int(d): int(d) for d in np.unique(p.assign[fw])}
+        key = {d: (0, d) for d in device}
     else:
-        part = _level_parts(p, fw)  # a part's representative is its first op
+        rounds = _rounds(g, p.assign, fw)
+        part = _level_parts(p, fw, rounds)  # a part's representative is its first op
         device = {int(r): int(p.assign[r]) for r in np.unique(part[fw])}
-    order = _part_order(g, fw, part, device)
+        first = np.full(g.n, np.iinfo(np.int64).max)
+        np.minimum.at(first, part[fw], rounds[fw])
+        key = {r: (int(first[r]), r) for r in device}
+    order = _part_order(g, fw, part, device, key)
     stage = np.full(g.n, -1, dtype=np.int64)
     rank: dict[int, int] = {}
     for r, after in zip(order, [None, *order]):  # a part right after one of its device's joins its stage
@@ -125,10 +131,10 @@ def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarra
     return stage, [device[r] for r, after in zip(order, [None, *order]) if after is None or rank[after] != rank[r]]
 
 
-def _level_parts(p: Placement, fw: np.ndarray) -> np.ndarray:
+def _level_parts(p: Placement, fw: np.ndarray, rounds: np.ndarray) -> np.ndarray:
     """Per op, its part's representative (the part's first op): the forward ops of one device and level
-    (:func:`~placement_dsl.invocation.run_levels`); a level on a cycle of parts is cut by the ops' :func:`_switches`,
-    which no cycle survives (module docstring)."""
+    (:func:`~placement_dsl.invocation.run_levels`); a level on a cycle of parts is cut by the ops' ``rounds``
+    (:func:`_rounds`), which no cycle survives (module docstring)."""
     g = p.graph
     level = run_levels(g, p.assign, np.ones(p.cluster.size, dtype=bool), fw)
     unit = p.assign.astype(np.int64) * (int(level.max(initial=0)) + 1) + level
@@ -136,7 +142,7 @@ def _level_parts(p: Placement, fw: np.ndarray) -> np.ndarray:
     tangled = np.isin(part, _tangled(g, fw, part))
     if not tangled.any():
         return part
-    cut = _firsts(unit * (g.n + 1) + _switches(g, p.assign, fw))
+    cut = _firsts(unit * (g.n + 1) + rounds)
     return np.where(tangled, cut, part)
 
 
@@ -146,15 +152,22 @@ def _firsts(key: np.ndarray) -> np.ndarray:
     return first[inverse.ravel()]
 
 
-def _switches(g: Graph, assign: np.ndarray, fw: np.ndarray) -> np.ndarray:
-    """Per forward op, the most changes of device along a forward path ending in it. It grows along every forward
-    edge between two devices and never falls along one, so the parts of one device and count feed no cycle: around
-    one the count would grow."""
+def _rounds(g: Graph, assign: np.ndarray, fw: np.ndarray) -> np.ndarray:
+    """Per forward op, its stage in torch's round-robin layout if every op ran as early as it could: stage ``s`` on
+    the ``(s mod p)``-th of the ``p`` devices holding forward ops (in device order), each op in the first such stage of
+    its device no earlier than its inputs' and later than those of another device. The stage grows along every forward
+    edge between two devices and never falls along one, so the parts of one device and stage feed no cycle: around
+    one it would grow. On the cuts of a chain of ideals dealt round robin (the fold's interleaved splits) it gives
+    each cut's ops at most their cut's stage."""
+    dev, ahead = assign.tolist(), fw.tolist()
+    slot = {d: k for k, d in enumerate(sorted({dev[v] for v in range(g.n) if ahead[v]}))}
+    p = max(len(slot), 1)
     out = [0] * g.n
-    ptr, preds, dev, ahead = g.pred_ptr.tolist(), g.pred_idx.tolist(), assign.tolist(), fw.tolist()
+    ptr, preds = g.pred_ptr.tolist(), g.pred_idx.tolist()
     for v in g.topo.tolist():
         if ahead[v]:
-            out[v] = max((out[u] + (dev[u] != dev[v]) for u in preds[ptr[v]:ptr[v + 1]] if ahead[u]), default=0)
+            low = max((out[u] + (dev[u] != dev[v]) for u in preds[ptr[v]:ptr[v + 1]] if ahead[u]), default=0)
+            out[v] = low + (slot[dev[v]] - low) % p
     return np.asarray(out, dtype=np.int64)
 
 
@@ -182,10 +195,12 @@ def _tangled(g: Graph, fw: np.ndarray, part: np.ndarray) -> list[int]:
     return sorted(stuck(ends) & stuck({(b, a) for a, b in ends}))
 
 
-def _part_order(g, fw: np.ndarray, part: np.ndarray, device: dict[int, int]) -> list[int]:
+def _part_order(g, fw: np.ndarray, part: np.ndarray, device: dict[int, int],
+                key: dict[int, tuple[int, int]]) -> list[int]:
     """Parts in a topological order of the forward edges between them (a cycle is refused): after a part, a ready
-    part of its device, so that the two make one stage (no part lies between them); else the ready part of the first
-    op (a part's representative: its first op, or under a fold its device)."""
+    part of its device and round (``key[0]``), so that the two make one stage (no part lies between them); else the
+    ready part of the least ``key``: the earliest round of its ops in torch's round-robin layout (:func:`_rounds`),
+    then its first op (a part's representative: its first op, or under a fold its device)."""
     succ: dict[int, set[int]] = {r: set() for r in device}
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
         if fw[u] and fw[v] and part[u] != part[v]:
@@ -194,17 +209,22 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray, device: dict[int, int]) -> 
     for after in succ.values():
         for s in after:
             indeg[s] += 1
-    ready = sorted(r for r in succ if indeg[r] == 0)
-    mine: dict[int, list[int]] = {}  # the ready parts of each device (the popped ones left in the other heap)
-    for r in ready:
-        heapq.heappush(mine.setdefault(device[r], []), r)
+    ready: list[tuple[tuple[int, int], int]] = []
+    mine: dict[tuple[int, int], list[int]] = {}  # the ready parts of each device and round (popped ones stay in ready)
+
+    def push(r: int) -> None:
+        heapq.heappush(ready, (key[r], r))
+        heapq.heappush(mine.setdefault((device[r], key[r][0]), []), r)
+
+    for r in sorted(r for r in succ if indeg[r] == 0):
+        push(r)
     out: list[int] = []
     done: set[int] = set()
     while ready:
-        same = mine.get(device[out[-1]], []) if out else []
+        same = mine.get((device[out[-1]], key[out[-1]][0]), []) if out else []
         while same and same[0] in done:
             heapq.heappop(same)
-        r = heapq.heappop(same) if same else heapq.heappop(ready)
+        r = heapq.heappop(same) if same else heapq.heappop(ready)[1]
         if r in done:
             continue
         out.append(r)
@@ -212,8 +232,7 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray, device: dict[int, int]) -> 
         for s in succ[r]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                heapq.heappush(ready, s)
-                heapq.heappush(mine.setdefault(device[s], []), s)
+                push(s)
     if len(out) < len(succ):  # a device as one stage (the V); the levels' parts form no cycle (_level_parts)
         d = min(set(succ) - set(out))
         raise SpecError(f"virtual stages: device {d}'s ops reach each other through another device, and a V runs "

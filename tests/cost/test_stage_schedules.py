@@ -138,8 +138,8 @@ def test_a_device_is_one_stage_per_level_whatever_joins_its_ops():
 
 def test_levels_that_feed_each_other_are_cut_into_stages_that_do_not():
     """``a -> b`` and ``b' -> a'`` with ``a, a'`` on one device and ``b, b'`` on the other: each device's ops are one
-    level, and the two levels feed each other; cut by the changes of device on a path (``a``, ``b'``: none; ``b``,
-    ``a'``: one), the stages are ``a``, then ``b'`` and ``b`` (one device's, one after the other), then ``a'``."""
+    level, and the two levels feed each other; cut by each op's earliest stage in the round-robin layout (``a``: 0;
+    ``b``, ``b'``: 1; ``a'``: 2), the stages are ``a``, then ``b'`` and ``b``, then ``a'``."""
     fw = [Op(name=n, work=1.0) for n in ("a", "a2", "b", "b2")]
     ops, edges = with_backward(fw, [("a", "b"), ("b2", "a2")])
     p = Placement(Graph(ops, edges), Cluster.stages(2), [0, 0, 1, 1, 1, 1, 0, 0])
