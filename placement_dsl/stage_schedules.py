@@ -4,14 +4,14 @@ Virtual stages (:func:`virtual_stages`): the forward ops a device holds split by
 (:func:`~placement_dsl.invocation.run_levels` over the forward pass: the most runs of the device's ops on
 a path ending in the op, Tarnawski §4.1's subgraphs); each level is one stage, whether or not edges of
 the device join its ops (two branches of a DAG side by side on one device are one stage, not two), the
-stages ordered by the forward data flow. A device that holds stages ``0`` and ``2`` of a chain thus
+stages ordered by the forward data flow, where it leaves a choice by the earliest round-robin stage of
+their ops (below). A device that holds stages ``0`` and ``2`` of a chain thus
 holds two virtual stages, as interleaved 1F1B wants. A level is a set no path leaves and comes back
 to, but the levels of two devices may still feed each other (``a -> b`` and ``b' -> a'``, ``a, a'`` on
 one device and ``b, b'`` on another): the levels on such a cycle are cut by each op's earliest stage in torch's
 round-robin layout (the least stage of its device no earlier than its inputs', later than another
 device's), which no cycle of parts survives: it grows along every edge between devices and falls
-along none. A backward op
-belongs to the stage of the forward ops of its colocation group (an op and its gradient). Under a
+along none. A backward op belongs to the stage of the forward ops of its colocation group (an op and its gradient). Under a
 schedule whose rank map folds (ZBV) each device is one stage's slot: its ops are one stage whatever
 their order in the graph, and the stages go in a topological order of the device graph, ties by
 device number.
