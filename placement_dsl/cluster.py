@@ -45,7 +45,7 @@ CPU = "cpu"
 
 
 def _memory(value: Any) -> float:
-    value = real(value)
+    value = math.inf if value is None else real(value)  # null in JSON: unlimited
     if math.isnan(value) or value <= 0:
         raise ValueError(f"memory must be > 0 (use inf for unlimited), got {value!r}")
     if math.isfinite(value) and value > MAX_TOTAL:
@@ -70,7 +70,8 @@ class Device(Validated):
 
     name: str = field(REQUIRED, name_text)
     kind: str = field(ACCELERATOR, text, description="device kind; ops give their work per kind")
-    memory: float = field(math.inf, _memory, description="memory capacity (same unit as op bytes)")
+    memory: float = field(math.inf, _memory, description="memory capacity (same unit as op bytes); inf, "
+                                                         "null in JSON, is unlimited")
     speed: float = field(1.0, _rate("speed"), description="speed factor: time = work / speed")
     bandwidth: float = field(1.0, _rate("bandwidth"), description="transfer bandwidth to the interconnect / host memory")
     host: bool | None = field(None, optional_flag,
@@ -90,7 +91,7 @@ class Device(Validated):
 
 
 def _link_bandwidth(value: Any) -> float:
-    value = real(value)
+    value = math.inf if value is None else real(value)  # null in JSON: unlimited
     if math.isnan(value) or value <= 0:
         raise ValueError(f"bandwidth must be > 0, got {value!r}")
     return value

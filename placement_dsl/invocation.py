@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .congestion import Congestion, Resource, TransferResources
+from .graph import Graph
 from .placement import Placement
 from .schedule import Timeline, earliest_free, transfer_durations
 
@@ -79,27 +80,40 @@ def subgraph_levels(p: Placement) -> np.ndarray:
 
     Tarnawski §4.1: ``level_a(v) = max(1, max_u level_a(u) + [u not on a])`` over the
     predecessors ``u`` of an op ``v`` on accelerator ``a``, and ``max_u level_a(u)`` for ``v``
-    elsewhere: the most runs of ``a``'s ops on a path ending in ``v``. A contiguous set gets
-    level 1 throughout. One pass in topological order carrying a row of levels (one per
-    accelerator) per op; the rows merge with ``map(max, ...)``. The recursion is sequential
-    along every path, and on deep operator graphs this pass is faster than array calls per
-    depth layer.
+    elsewhere: the most runs of ``a``'s ops on a path ending in ``v`` (:func:`run_levels` over the
+    accelerators). A contiguous set gets level 1 throughout.
     """
-    g, c = p.graph, p.cluster
-    acc = np.flatnonzero(~c.host)
-    col = np.full(c.size, -1, dtype=np.int64)
+    return run_levels(p.graph, p.assign, ~p.cluster.host)
+
+
+def run_levels(g: Graph, assign: np.ndarray, counted: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Per op, the most runs of its device's ops on a path ending in it (1, 2, ...; :func:`subgraph_levels`), for the
+    devices ``counted`` marks; 0 on the others' ops. With ``keep`` (an op mask) only the kept ops and the edges
+    between them are paths, the others get 0: the forward pass alone, for the virtual stages of a training graph.
+    The ops of one device and level form a set no path leaves and comes back to, and every edge between two levels of
+    a device goes to the higher one.
+
+    One pass in topological order carrying a row of levels (one per counted device) per op; the rows merge with
+    ``map(max, ...)``. The recursion is sequential along every path, and on deep operator graphs this pass is faster
+    than array calls per depth layer."""
+    acc = np.flatnonzero(counted)
+    col = np.full(len(counted), -1, dtype=np.int64)
     col[acc] = np.arange(acc.size)
-    mine = col[p.assign].tolist()
+    mine = col[assign].tolist()
     zero = [0] * acc.size
     rows: list[list[int]] = [zero] * g.n
     ptr, preds = g.pred_ptr.tolist(), g.pred_idx.tolist()
+    kept = [True] * g.n if keep is None else np.asarray(keep, dtype=bool).tolist()
     out = [0] * g.n
     for v in g.topo.tolist():
+        if not kept[v]:
+            continue
         row, a = zero, mine[v]
-        for u in preds[ptr[v]:ptr[v + 1]]:
+        ins = [u for u in preds[ptr[v]:ptr[v + 1]] if kept[u]]
+        for u in ins:
             row = list(map(max, row, rows[u]))
         if a >= 0:
-            out[v] = max(1, row[a], *(rows[u][a] + 1 for u in preds[ptr[v]:ptr[v + 1]] if mine[u] != a))
+            out[v] = max(1, row[a], *(rows[u][a] + 1 for u in ins if mine[u] != a))
             row = row.copy() if row is zero else row
             row[a] = out[v]
         rows[v] = row

@@ -25,7 +25,7 @@ from .cluster import Cluster
 from .constraints import Colocate, Contiguous, DagOrder, Memory, Overflow, Pin, Subgraphs, Term, term_from_dict
 from .errors import SpecError
 from .evaluate import CostModel, Evaluation, MemoryMode, evaluate, execution
-from .files import write_atomic
+from .files import dumps_strict, write_atomic
 from .graph import Graph
 from .objectives import ObjectiveTerm, Throughput
 from .placement import Placement, PlacementClass
@@ -277,7 +277,8 @@ class Problem:
                    [_term(t, f"constraints[{i}]") for i, t in enumerate(constraints)])
 
     def save(self, path: str | Path) -> None:
-        write_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
+        """Write the problem as standard JSON (an unlimited memory is ``null``), whole or not at all."""
+        write_atomic(path, dumps_strict(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Problem:

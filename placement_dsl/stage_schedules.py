@@ -1,14 +1,20 @@
 """A placement's virtual stages, their task times from the cost model, and an event simulator of rank orders.
 
-Virtual stages (:func:`virtual_stages`): the forward ops a device holds split into the parts that
-forward edges between ops of that device connect; each part is one stage, the stages ordered by
-the forward data flow (they must form a chain of parts: a part that reaches another part of
-the same device through other devices makes a cycle, refused). A backward op belongs to the
-stage of the forward ops of its colocation group (an op and its gradient). A device that holds
-stages ``0`` and ``2`` of a chain thus holds two virtual stages, as interleaved 1F1B wants. Under a
+Virtual stages (:func:`virtual_stages`): the forward ops a device holds split by their level on it
+(:func:`~placement_dsl.invocation.run_levels` over the forward pass: the most runs of the device's ops on
+a path ending in the op, Tarnawski §4.1's subgraphs); each level is one stage, whether or not edges of
+the device join its ops (two branches of a DAG side by side on one device are one stage, not two), the
+stages ordered by the forward data flow, where it leaves a choice by the earliest round-robin stage of
+their ops (below). A device that holds stages ``0`` and ``2`` of a chain thus
+holds two virtual stages, as interleaved 1F1B wants. A level is a set no path leaves and comes back
+to, but the levels of two devices may still feed each other (``a -> b`` and ``b' -> a'``, ``a, a'`` on
+one device and ``b, b'`` on another): the levels on such a cycle are cut by each op's earliest stage in torch's
+round-robin layout (the least stage of its device no earlier than its inputs', later than another
+device's), which no cycle of parts survives: it grows along every edge between devices and falls
+along none. A backward op belongs to the stage of the forward ops of its colocation group (an op and its gradient). Under a
 schedule whose rank map folds (ZBV) each device is one stage's slot: its ops are one stage whatever
-their order in the graph (two branches of a DAG on one device are one stage, not two parts), and the
-stages go in a topological order of the device graph, ties by device number.
+their order in the graph, and the stages go in a topological order of the device graph, ties by
+device number.
 
 Task times (:func:`stage_times`): the cost model's per-device loads of a cluster with one copy
 of each device per stage (:func:`placement_dsl.evaluate.device_costs`): a stage pays its compute
@@ -61,6 +67,7 @@ from .cluster import Cluster, Link
 from .congestion import Congestion, TransferResources
 from .errors import SpecError
 from .graph import PINNED, Graph
+from .invocation import run_levels
 from .pipeline_orders import (
     FOLDS,
     SPLIT,
@@ -80,9 +87,10 @@ from .training import TrainingMemorySpec
 def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarray, list[int]]:
     """``(stage of every op, device of every stage)``; stages in forward data-flow order.
 
-    Under a schedule whose rank map folds (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV), a stage is
-    one device's ops, whatever the op order: each device is one stage's slot, and the stages go in a
-    topological order of the device graph (the forward edges between devices), ties by device number.
+    A stage is the forward ops of one level of a device (see the module docstring); under a schedule whose rank
+    map folds (:data:`~placement_dsl.pipeline_orders.FOLDS`: ZBV), a stage is one device's ops, whatever the op
+    order: each device is one stage's slot, and the stages go in a topological order of the device graph (the
+    forward edges between devices), ties by device number.
 
     >>> from placement_dsl.graph import Graph, Op
     >>> g = Graph([Op(name=n, work=1.0) for n in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
@@ -90,19 +98,27 @@ def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarra
     >>> stage.tolist(), device
     ([0, 1, 2, 3], [0, 1, 0, 1])
     >>> d = Graph([Op(name=n, work=1.0) for n in "abcd"], [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
-    >>> virtual_stages(Placement(d, Cluster.stages(3), [0, 1, 1, 2]), "zbv")[0].tolist()  # b, c: one stage
+    >>> virtual_stages(Placement(d, Cluster.stages(3), [0, 1, 1, 2]))[0].tolist()  # b, c: one stage
     [0, 1, 1, 2]
     """
     g = p.graph
     fw = ~g.backward
     if schedule in FOLDS:
-        part, key = p.assign.astype(np.int64), {int(d): int(d) for d in np.unique(p.assign[fw])}
+        part = p.assign.astype(np.int64)
+        device = {int(d): int(d) for d in np.unique(p.assign[fw])}
+        key = {d: (0, d) for d in device}
     else:
-        part = _same_device_parts(p, fw)
-        key = {int(r): int(np.flatnonzero(part == r)[0]) for r in np.unique(part[fw])}
-    order = _part_order(g, fw, part, key, schedule in FOLDS)
+        rounds = _rounds(g, p.assign, fw)
+        part = _level_parts(p, fw, rounds)  # a part's representative is its first op
+        device = {int(r): int(p.assign[r]) for r in np.unique(part[fw])}
+        first = np.full(g.n, np.iinfo(np.int64).max)
+        np.minimum.at(first, part[fw], rounds[fw])
+        key = {r: (int(first[r]), r) for r in device}
+    order = _part_order(g, fw, part, device, key)
     stage = np.full(g.n, -1, dtype=np.int64)
-    rank = {int(r): s for s, r in enumerate(order)}
+    rank: dict[int, int] = {}
+    for r, after in zip(order, [None, *order]):  # a part right after one of its device's joins its stage
+        rank[r] = rank[after] if after is not None and device[after] == device[r] else len(set(rank.values()))
     stage[fw] = [rank[int(r)] for r in part[fw]]
     for grp in g.groups:
         ahead = grp[fw[grp]]
@@ -112,29 +128,80 @@ def virtual_stages(p: Placement, schedule: str | None = None) -> tuple[np.ndarra
     if orphan.size:
         raise SpecError(f"virtual stages: backward op {g.names[orphan[0]]!r} shares a colocation group with no "
                         "forward op; pair each gradient with its op (Graph groups) to give it a stage")
-    return stage, [int(p.assign[fw & (part == r)][0]) for r in order]
+    return stage, [device[r] for r, after in zip(order, [None, *order]) if after is None or rank[after] != rank[r]]
 
 
-def _same_device_parts(p: Placement, fw: np.ndarray) -> np.ndarray:
-    """Per op, a representative of its part: forward ops joined by forward edges within one device."""
+def _level_parts(p: Placement, fw: np.ndarray, rounds: np.ndarray) -> np.ndarray:
+    """Per op, its part's representative (the part's first op): the forward ops of one device and level
+    (:func:`~placement_dsl.invocation.run_levels`); a level on a cycle of parts is cut by the ops' ``rounds``
+    (:func:`_rounds`), which no cycle survives (module docstring)."""
     g = p.graph
-    parent = np.arange(g.n)
-
-    def root(u: int) -> int:
-        while parent[u] != u:
-            parent[u] = parent[parent[u]]
-            u = int(parent[u])
-        return u
-
-    for u, v in zip(g.src.tolist(), g.dst.tolist()):
-        if fw[u] and fw[v] and p.assign[u] == p.assign[v]:
-            parent[root(u)] = root(v)
-    return np.array([root(u) for u in range(g.n)])
+    level = run_levels(g, p.assign, np.ones(p.cluster.size, dtype=bool), fw)
+    unit = p.assign.astype(np.int64) * (int(level.max(initial=0)) + 1) + level
+    part = _firsts(unit)
+    tangled = np.isin(part, _tangled(g, fw, part))
+    if not tangled.any():
+        return part
+    cut = _firsts(unit * (g.n + 1) + rounds)
+    return np.where(tangled, cut, part)
 
 
-def _part_order(g, fw: np.ndarray, part: np.ndarray, key: dict[int, int], folds: bool = False) -> list[int]:
-    """Parts in a topological order of the forward edges between them, ties by ``key`` (a cycle is refused)."""
-    succ: dict[int, set[int]] = {r: set() for r in key}
+def _firsts(key: np.ndarray) -> np.ndarray:
+    """Per op, the first op with its ``key``."""
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first[inverse.ravel()]
+
+
+def _rounds(g: Graph, assign: np.ndarray, fw: np.ndarray) -> np.ndarray:
+    """Per forward op, its stage in torch's round-robin layout if every op ran as early as it could: stage ``s`` on
+    the ``(s mod p)``-th of the ``p`` devices holding forward ops (in device order), each op in the first such stage of
+    its device no earlier than its inputs' and later than those of another device. The stage grows along every forward
+    edge between two devices and never falls along one, so the parts of one device and stage feed no cycle: around
+    one it would grow. On the cuts of a chain of ideals dealt round robin (the fold's interleaved splits) it gives
+    each cut's ops at most their cut's stage."""
+    dev, ahead = assign.tolist(), fw.tolist()
+    slot = {d: k for k, d in enumerate(sorted({dev[v] for v in range(g.n) if ahead[v]}))}
+    p = max(len(slot), 1)
+    out = [0] * g.n
+    ptr, preds = g.pred_ptr.tolist(), g.pred_idx.tolist()
+    for v in g.topo.tolist():
+        if ahead[v]:
+            low = max((out[u] + (dev[u] != dev[v]) for u in preds[ptr[v]:ptr[v + 1]] if ahead[u]), default=0)
+            out[v] = low + (slot[dev[v]] - low) % p
+    return np.asarray(out, dtype=np.int64)
+
+
+def _tangled(g: Graph, fw: np.ndarray, part: np.ndarray) -> list[int]:
+    """The parts on a cycle of the forward edges between parts, or between two cycles: those that neither a
+    topological order from the sources nor one from the sinks reaches."""
+    ends = {(int(part[u]), int(part[v])) for u, v in zip(g.src.tolist(), g.dst.tolist())
+            if fw[u] and fw[v] and part[u] != part[v]}
+    nodes = {int(r) for r in np.unique(part[fw])}
+
+    def stuck(pairs: set[tuple[int, int]]) -> set[int]:
+        succ: dict[int, list[int]] = {r: [] for r in nodes}
+        indeg = dict.fromkeys(nodes, 0)
+        for a, b in pairs:
+            succ[a].append(b)
+            indeg[b] += 1
+        ready = [r for r in nodes if indeg[r] == 0]
+        while ready:
+            for b in succ[ready.pop()]:
+                indeg[b] -= 1
+                if indeg[b] == 0:
+                    ready.append(b)
+        return {r for r, k in indeg.items() if k > 0}
+
+    return sorted(stuck(ends) & stuck({(b, a) for a, b in ends}))
+
+
+def _part_order(g, fw: np.ndarray, part: np.ndarray, device: dict[int, int],
+                key: dict[int, tuple[int, int]]) -> list[int]:
+    """Parts in a topological order of the forward edges between them (a cycle is refused): after a part, a ready
+    part of its device and round (``key[0]``), so that the two make one stage (no part lies between them); else the
+    ready part of the least ``key``: the earliest round of its ops in torch's round-robin layout (:func:`_rounds`),
+    then its first op (a part's representative: its first op, or under a fold its device)."""
+    succ: dict[int, set[int]] = {r: set() for r in device}
     for u, v in zip(g.src.tolist(), g.dst.tolist()):
         if fw[u] and fw[v] and part[u] != part[v]:
             succ[int(part[u])].add(int(part[v]))
@@ -142,23 +209,35 @@ def _part_order(g, fw: np.ndarray, part: np.ndarray, key: dict[int, int], folds:
     for after in succ.values():
         for s in after:
             indeg[s] += 1
-    ready = sorted((key[r], r) for r in succ if indeg[r] == 0)
+    ready: list[tuple[tuple[int, int], int]] = []
+    mine: dict[tuple[int, int], list[int]] = {}  # the ready parts of each device and round (popped ones stay in ready)
+
+    def push(r: int) -> None:
+        heapq.heappush(ready, (key[r], r))
+        heapq.heappush(mine.setdefault((device[r], key[r][0]), []), r)
+
+    for r in sorted(r for r in succ if indeg[r] == 0):
+        push(r)
     out: list[int] = []
+    done: set[int] = set()
     while ready:
-        _, r = heapq.heappop(ready)
+        same = mine.get((device[out[-1]], key[out[-1]][0]), []) if out else []
+        while same and same[0] in done:
+            heapq.heappop(same)
+        r = heapq.heappop(same) if same else heapq.heappop(ready)[1]
+        if r in done:
+            continue
         out.append(r)
+        done.add(r)
         for s in succ[r]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                heapq.heappush(ready, (key[s], s))
-    if len(out) < len(succ) and folds:
+                push(s)
+    if len(out) < len(succ):  # a device as one stage (the V); the levels' parts form no cycle (_level_parts)
         d = min(set(succ) - set(out))
         raise SpecError(f"virtual stages: device {d}'s ops reach each other through another device, and a V runs "
                         "each device as one stage; give the V's turn (stages p - 1 and p) and every other stage a "
                         "device of its own")
-    if len(out) < len(succ):
-        raise SpecError("virtual stages: the ops of one device reach each other through another device; "
-                        "the stages form a cycle and no pipeline schedule runs them (make each stage contiguous)")
     return out
 
 

@@ -24,24 +24,34 @@ NOT_TEXT = (".svg", ".png", ".dot", ".pdf", ".jpg", ".jpeg", ".gif")  # suffixes
 
 
 PICTURE_SECONDS = 10.0  # what a picture (or split points) without --split spends on its placement
+DRAWN = {"latency": "latency-best", "makespan": "list", "gpipe": "gpipe-split"}
+"""Per goal (:func:`~placement_dsl.starts.model_goal`), the heuristic whose placement is drawn without ``--split``:
+for the single-sample latency the best of greedy's, the DPs' and a local search's splits (Tarnawski §4-5), for the
+makespan of one op at a time HEFT's list schedule, for GPipe its own split; every other objective (throughput and
+the pipeline schedules priced as a max-load) the exact DP over ideals."""
+FALLBACK = "slicegraph"  # what is drawn where the heuristic refuses the graph (the DP: too many ideals)
 
 
 def _drawn_placement(args: argparse.Namespace, w: Workload) -> Placement:
-    """The ``--split`` file's placement, else one that is always there to draw (noted on stderr): the dp
-    heuristic's within :data:`PICTURE_SECONDS`, or where the exact DP refuses the graph (too many ideals) the
+    """The ``--split`` file's placement, else one that is always there to draw (noted on stderr, with the heuristic
+    and the objective it searched for): the objective's heuristic's (:data:`DRAWN`, the dp heuristic's for
+    throughput) within :data:`PICTURE_SECONDS`, or where it refuses the graph (the exact DP: too many ideals) the
     slicegraph heuristic's within that time (a stopped heuristic returns the splits its fallback builds in
     ``O(n + m)``)."""
     if args.split:
         return load_placement(args.split, w)
     from ..heuristics import run
+    from ..starts import model_goal
 
     model = cost_model(args, w)
+    method = DRAWN.get(model_goal(model, w.cluster), "dp")
     try:
-        placement = run("dp", w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
+        placement = run(method, w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
     except SpecError as refused:
-        note(f"no --split given: showing the slicegraph heuristic's placement (dp refuses: {refused})")
-        return run("slicegraph", w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
-    note("no --split given: showing the dp heuristic's placement")
+        note(f"no --split given: showing the {FALLBACK} heuristic's placement for objective {model.name or model.objective.value!r} "
+             f"({method} refuses: {refused})")
+        return run(FALLBACK, w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
+    note(f"no --split given: showing the {method} heuristic's placement for objective {model.name or model.objective.value!r}")
     return placement
 
 
@@ -179,8 +189,9 @@ def add_show_parser(sub: Any) -> None:
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sh.add_argument("workload", help="workload file or zoo:NAME (see 'placement-dsl zoo')")
     cluster_args(sh)
-    sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the dp heuristic's; for graph and gantt "
-                         "slicegraph's where dp refuses the graph)")
+    sh.add_argument("--split", metavar="SPLIT.json", help="placement or split file (default: the objective's heuristic's: dp for "
+                         "throughput, latency-best for latency, list for makespan, gpipe-split for gpipe; "
+                         "slicegraph's where it refuses the graph)")
     sh.add_argument("--kind", choices=KINDS, default="graph",
                     help="graph: ops coloured by device; gantt: simulated pipeline schedule (latency and makespan: "
                          "the single sample's schedule); bounds: certificate "

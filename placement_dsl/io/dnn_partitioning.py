@@ -118,7 +118,8 @@ def cluster_from_dict(data: Mapping[str, Any]) -> Cluster:
     """``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes and ``maxCPUs`` CPUs, unit bandwidth."""
     k = count(data.get("maxFPGAs", 1), "maxFPGAs", 0, MAX_DEVICES)
     cpus = count(data.get("maxCPUs", 0), "maxCPUs", 0, MAX_DEVICES - k)
-    memory = amount(data.get("maxSizePerFPGA", math.inf), "maxSizePerFPGA", unlimited=True)
+    size = data.get("maxSizePerFPGA")  # absent or null: unlimited
+    memory = math.inf if size is None else amount(size, "maxSizePerFPGA", unlimited=True)
     if memory <= 0:
         raise SpecError(f"maxSizePerFPGA: {data['maxSizePerFPGA']!r} must be > 0 (bytes per accelerator)")
     if k + cpus == 0:
@@ -156,7 +157,7 @@ def graph_to_dict(graph: Graph, cluster: Cluster | None = None) -> dict[str, Any
     out: dict[str, Any] = {}
     if cluster is not None:
         accs = [d for d in cluster.devices if not d.host]
-        if accs:
+        if accs and math.isfinite(accs[0].memory):  # unlimited memory is the field left out
             out["maxSizePerFPGA"] = accs[0].memory
         out["maxFPGAs"] = len(accs)
         out["maxCPUs"] = len(cluster.devices) - len(accs)

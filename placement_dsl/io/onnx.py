@@ -9,7 +9,8 @@ ONNX shape inference gives every tensor's shape and element type. Then:
   outputs) consume, ``activation_bytes`` those of all its outputs;
 * ``param_bytes`` come from the initializers a node reads, an initializer read by several
   nodes counted once (at its first reader), an initializer the exporter folded from a parameter
-  (a tied weight's transpose) counted as that parameter; nodes computing only from initializers and
+  (a tied weight's transpose, or a weight's transpose once per call of its module) counted as that
+  parameter where the graph shows it is one (:mod:`.onnx_params`); nodes computing only from initializers and
   shapes (``Constant``, ``Shape``, a weight's ``Transpose``) are folded away;
 * FLOPs and bytes moved come from the shapes for the common ops (``MatMul``/``Gemm``,
   ``Conv``, pooling, attention, normalizations, elementwise, reductions, data movement) and
@@ -32,15 +33,12 @@ Needs the ``onnx`` package (``pip install 'placement_dsl[onnx]'``).
 from __future__ import annotations
 
 import ast
-import itertools
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..cluster import Cluster
 from ..errors import SpecError
@@ -52,8 +50,9 @@ from ..zoo.costs import ROOFLINES, Roofline
 from .costs import by_granularity, roofline_work
 from .formats import importer
 from .module_calls import RECORD_VERSION, aliases_in_order, calls_in_order, on_op, record
-from .onnx_file import read, values, weightless
+from .onnx_file import read, weightless
 from .onnx_modules import Scopes, called_stack, module_path, module_stack  # noqa: F401 - module_path: this module's API
+from .onnx_params import PARAMETER, call_copies, folded_copies, one_value
 from .onnx_shapes import MAX_ELEMENTS, infer
 
 BATCH_NAMES = ("batch", "batch_size", "n", "b", "bs", "n_batch")
@@ -385,59 +384,11 @@ def _add_op(node: Any, name: str, b: _Build, rooflines: tuple[Roofline, ...]) ->
     b.producer.update({o: name for o in node.output if o})
 
 
-_PARAMETER = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # a module's weight, 'block.0.weight' (not 'onnx::Mul_3', 'val_2')
-
-
-def _one_value(init: Any) -> bool:
-    """Every element of the initializer is one value (a fresh norm's ones or zeros): both exporters give equal
-    weights one initializer whichever modules hold them, so its readers are no evidence of one module object. An
-    initializer whose values were not read (over :data:`.onnx_file.SMALL` bytes) is taken as varied."""
-    from onnx import TensorProto, numpy_helper
-
-    if init.data_location == TensorProto.EXTERNAL:
-        return False
-    try:
-        values = numpy_helper.to_array(init)
-    except Exception:  # noqa: BLE001 - values the reader cannot decode say nothing either way
-        return False
-    return bool(values.size) and bool((values == values.flat[0]).all())
-
-
-def _copies(graph: Any, folder: Path | None) -> dict[str, str]:
-    """Initializers an exporter folded from a parameter, by name -> the parameter's: one without a module's name
-    whose values are the named one's, its axes permuted (the dynamo exporter folds a tied head's ``Transpose`` of
-    the embedding into a second initializer, ``val_90 [32, 100]`` beside ``head.weight [100, 32]``). Values are read
-    for such pairs only (same type, same dims in some order, two axes or more, not one value throughout)."""
-    named = [init for init in graph.initializer if _PARAMETER.match(init.name) and len(init.dims) >= 2]
-    read: dict[str, Any] = {}
-
-    def of(init: Any) -> Any:
-        if init.name not in read:
-            read[init.name] = values(init, folder)
-        return read[init.name]
-    out: dict[str, str] = {}
-    for init in graph.initializer:
-        dims = tuple(int(d) for d in init.dims)
-        if _PARAMETER.match(init.name) or len(dims) < 2 or len(dims) > 4:
-            continue
-        for param in named:
-            if param.data_type != init.data_type or sorted(param.dims) != sorted(dims):
-                continue
-            mine, theirs = of(init), of(param)
-            if mine is None or theirs is None or (mine == mine.flat[0]).all():
-                continue
-            if any(np.array_equal(theirs.transpose(p), mine) for p in itertools.permutations(range(len(dims)))
-                   if tuple(theirs.shape[a] for a in p) == dims):
-                out[init.name] = param.name
-                break
-    return out
-
-
 def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None, folder: Path | None = None) -> _Build:
     """The ops of ``graph``; tensor shapes from ``shapes`` (an inferred copy of it), its own initializers first;
-    an initializer folded from a parameter (:func:`_copies`, external data under ``folder``) charged as it."""
+    an initializer folded from a parameter (:mod:`.onnx_params`, external data under ``folder``) charged as it."""
     static = {init.name: frozenset({init.name}) for init in graph.initializer}
-    static.update({copy: frozenset({param}) for copy, param in _copies(graph, folder).items()})
+    static.update({copy: frozenset({param}) for copy, param in folded_copies(graph, folder).items()})
     table = _tensor_table(shapes if shapes is not None else graph)
     table.update({init.name: Tensor(tuple(int(d) for d in init.dims), _itemsize(init.data_type))
                   for init in graph.initializer})
@@ -449,14 +400,18 @@ def _walk(graph: Any, rooflines: tuple[Roofline, ...], shapes: Any = None, folde
     named = [(node, _node_name(node, i, taken)) for i, node in kept]
     scopes = Scopes(graph)
     b.calls = {id(node): scopes.stack(node) for node, _ in named}
-    params = {init.name for init in graph.initializer if _PARAMETER.match(init.name)}
+    params = {init.name for init in graph.initializer if PARAMETER.match(init.name)}
     known = [node for node, _ in named if b.calls[id(node)] is not None]  # program order, known ops
     calls = calls_in_order([b.calls[id(node)] for node in known],
                            [{p for i in node.input for p in b.static.get(i, ()) if p in params} for node in known])
-    varied = {init.name for init in graph.initializer if init.name in params and not _one_value(init)}
+    varied = {init.name for init in graph.initializer if init.name in params and not one_value(init)}
     names = aliases_in_order([[path for path, _ in b.calls[id(node)]] for node in known],
                              [(node.op_type, {i for i in node.input if i in varied}) for node in known])
     b.shared = record({path: sum(calls.get(q, 0) for q in names.get(path, [path])) for path in calls}, names)
+    reads = [((b.calls[id(node)] or [(None, None)])[-1][0], frozenset(p for i in node.input for p in b.static.get(i, ())))
+             for node, _ in named]
+    one = call_copies(graph, reads, calls, folder)  # a weight the exporter folded once per call of its module
+    b.static = {t: frozenset(one.get(p, p) for p in derived) for t, derived in b.static.items()}
     # every producer is known before the first edge: a node reading a later node's output (a cycle, or an
     # unsorted file) keeps its edge, and the graph names the cycle instead of losing the edge
     b.producer = {o: name for node, name in named for o in node.output if o}
@@ -582,7 +537,7 @@ def load(path: str | Path, **options: Any) -> Workload:
     """Read an ONNX file without its weights' values and import it (options: see :func:`from_model`).
 
     The weights, inline or external, are not read (only their shapes, :func:`.onnx_file.read`), except a pair that
-    may be a parameter and its folded copy (:func:`_copies`).
+    may be a parameter and its folded copies (:mod:`.onnx_params`).
     """
     _onnx()
     path = Path(path)

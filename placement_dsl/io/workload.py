@@ -36,7 +36,7 @@ from ..workload import check_header as _check_header
 from ..zoo.training import with_backward
 from . import dnn_partitioning as dp
 from . import formats, moirai
-from .common import collector_paused, jsonable
+from .common import collector_paused, dumps_strict
 from .formats import importer
 
 WORKLOAD_FORMAT = "placement_dsl.workload"
@@ -305,5 +305,8 @@ def _check_depth(data: Any, source: str) -> None:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically (:func:`placement_dsl.files.write_atomic`): nothing half-written on error."""
-    write_atomic(path, json.dumps(jsonable(data, finite=False), indent=1) + "\n")  # unlimited memory stays Infinity
+    """Write standard JSON atomically (:func:`placement_dsl.files.write_atomic`): nothing half-written on error.
+
+    An unlimited amount (a device's memory, a link's bandwidth) is written ``null``, which the readers take as
+    unlimited; Python's ``Infinity``, which files written before held, is read as well but no strict parser takes it."""
+    write_atomic(path, dumps_strict(data, indent=1) + "\n")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.errors import SpecError
-from placement_dsl.evaluate import evaluate
+from placement_dsl.evaluate import CostModel, evaluate
 from placement_dsl.graph import Graph, Op
 from placement_dsl.placement import Placement
 from placement_dsl.simulate import (
@@ -116,11 +116,35 @@ def test_refusals():
         simulate(placed(g, [0, 0, 1], 2), "zb-h1", 2, weight_share=1.5)
     with pytest.raises(SpecError, match=r"weight_share must be one number or one per op \(6\), got 2 values"):
         simulate(placed(g, [0, 0, 1], 2), "zb-h1", 2, weight_share=[0.5, 0.5])
-    fw = [Op(name=n, work=1.0) for n in "abc"]
-    ops, edges = with_backward(fw, [("a", "b"), ("b", "c"), ("a", "c")])
+
+
+def test_a_device_is_one_stage_per_level_whatever_joins_its_ops():
+    """A device's ops are one stage per level (the most runs of its ops on a path ending in the op): ops side by side
+    that no edge of the device joins are one stage, and ops an edge joins that a path through another device also
+    joins are two (the stages would otherwise form a cycle)."""
+    towers = [Op(name=f"t{i}", work=1.0, param_bytes=1.0) for i in range(6)]
+    ops, edges = with_backward(towers, [])
+    assign = [i % 3 for i in range(6)]
+    side_by_side = Placement(Graph(ops, edges), Cluster.stages(3), assign + assign[::-1])
+    stage, device = virtual_stages(side_by_side)
+    assert stage[:6].tolist() == [0, 1, 2, 0, 1, 2] and device == [0, 1, 2]
+    assert evaluate(side_by_side, CostModel.named("interleaved-1f1b", microbatches=4)).valid
+    ops, edges = with_backward([Op(name=n, work=1.0) for n in "abc"], [("a", "b"), ("b", "c"), ("a", "c")])
     looped = Placement(Graph(ops, edges), Cluster.stages(2), [0, 1, 0, 0, 1, 0])
-    with pytest.raises(SpecError, match="the stages form a cycle"):
+    assert virtual_stages(looped)[0][:3].tolist() == [0, 1, 2]
+    with pytest.raises(SpecError, match="3 stages do not split into 2 ranks"):
         simulate(looped, "interleaved-1f1b", 2)
+
+
+def test_levels_that_feed_each_other_are_cut_into_stages_that_do_not():
+    """``a -> b`` and ``b' -> a'`` with ``a, a'`` on one device and ``b, b'`` on the other: each device's ops are one
+    level, and the two levels feed each other; cut by each op's earliest stage in the round-robin layout (``a``: 0;
+    ``b``, ``b'``: 1; ``a'``: 2), the stages are ``a``, then ``b'`` and ``b``, then ``a'``."""
+    fw = [Op(name=n, work=1.0) for n in ("a", "a2", "b", "b2")]
+    ops, edges = with_backward(fw, [("a", "b"), ("b2", "a2")])
+    p = Placement(Graph(ops, edges), Cluster.stages(2), [0, 0, 1, 1, 1, 1, 0, 0])
+    stage, device = virtual_stages(p)
+    assert stage[:4].tolist() == [0, 2, 1, 1] and device == [0, 1, 0]
 
 
 def test_the_cost_model_scores_the_schedules_as_the_simulator_runs_them():

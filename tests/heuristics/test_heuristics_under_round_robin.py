@@ -61,12 +61,12 @@ def test_an_answer_over_memory_under_the_v_is_folded_onto_one_that_fits():
 
 
 def test_a_split_whose_stages_do_not_divide_among_the_ranks_is_merged_into_one_that_does():
-    """Sixteen towers that share no edge, dealt round robin onto three devices: a device's towers are not joined on it,
-    so each is a stage of its own, 16 stages that do not split into 3 ranks, and the fold answered such a split
-    (infinite). Its stages are merged, one fewer at a time, into a count the orders run: here one device's 16 stages
-    on one rank (two devices' towers would have to alternate along the data flow)."""
+    """A chain of sixteen layers dealt round robin onto three devices: each layer is a stage of its own (the data
+    flow leaves each device and comes back), 16 stages that do not split into 3 ranks, and the fold answered such a
+    split (infinite). Its stages are merged, one fewer at a time, into a count the orders run."""
     n = 16
-    ops, edges = with_backward([Op(name=f"t{i}", work=1.0, out_bytes=1.0, param_bytes=1.0) for i in range(n)], [])
+    chained = [(f"t{i}", f"t{i + 1}") for i in range(n - 1)]
+    ops, edges = with_backward([Op(name=f"t{i}", work=1.0, out_bytes=1.0, param_bytes=1.0) for i in range(n)], chained)
     g, model = Graph(ops, edges), CostModel.named("interleaved-1f1b", microbatches=4)
     assign = [i % 3 for i in range(n)]
     placement = Placement(g, Cluster.stages(3), assign + assign[::-1])

@@ -195,3 +195,39 @@ def test_on_small_dags_the_answer_is_the_best_of_every_placement_or_none_exists(
         found = run("dp", g, cluster, model=model, time_limit=10)
         assert found.valid == math.isfinite(best), (sorted(edges), found.info.get("declined"))
         assert not found.valid or math.isclose(found.objective, best, rel_tol=1e-9), (found.objective, best)
+
+
+def test_a_random_dag_folds_into_virtual_stages_on_every_rank():
+    """REGAL's random DAG (seed 17, 60 ops) onto 4 stages with 2 virtual stages per rank: the cuts along the
+    topological numbering leave a stage's ops unjoined on its device, and side by side with ops of the device's later
+    stage, which counted as stages of their own (or joined into a cycle) no split ran but one rank's. Counted by their
+    levels on the device, the cut's stages are the 8 the orders run, on the 4 ranks."""
+    from placement_dsl.zoo.regal import regal
+
+    w = regal(17, n=60, model="watts_strogatz", training=True)
+    model = CostModel.named("interleaved-1f1b", virtual=2)
+    found = run("slicegraph", w.graph, w.cluster, model=model, time_limit=20)
+    ev = evaluate(found.placement, model)
+    assert ev.valid and found.objective == ev.objective < math.inf
+    device = virtual_stages(found.placement)[1]
+    assert sorted(set(device)) == [0, 1, 2, 3] and len(device) == 8
+
+
+def test_the_cuts_of_random_dags_dealt_round_robin_are_the_stages_the_orders_run():
+    """REGAL's random DAGs of 100 ops cut along the topological numbering into 8 stages (the fold's path DP), dealt
+    round robin onto 4 devices: a device's two cuts feed and are fed by the others', so its levels make cycles with
+    theirs. Cut by each op's earliest stage in the round-robin layout and ordered by it, the stages are the 8 on 4
+    ranks the orders run on seven seeds of eight (on seed 2 one cut's ops fall into two stages: 9); cut by the
+    changes of device along a path instead, on none."""
+    from placement_dsl.zoo.regal import regal
+
+    model, runs = CostModel.named("interleaved-1f1b", virtual=2), 0
+    for seed in range(8):
+        w = regal(seed, n=100, model="watts_strogatz", training=True)
+        nodes = fold_ranks.group_nodes(w.graph)
+        device = np.empty(nodes.n_nodes, dtype=np.int64)
+        for k, cut in enumerate(fold_ranks.balanced_cuts(fold_ranks.node_work(w.graph, w.cluster, nodes), 8)):
+            device[cut] = k % 4
+        placement = Placement(w.graph, w.cluster, device[nodes.image])
+        runs += evaluate(placement, model).valid and virtual_stages(placement)[1] == [0, 1, 2, 3] * 2
+    assert runs == 7

@@ -61,6 +61,33 @@ def test_native_bare_graph_and_placement_round_trip(tmp_path):
     assert json.loads((tmp_path / "p.json").read_text())["objective"] == 1.25
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def test_unlimited_amounts_are_written_as_standard_json(tmp_path):
+    """An unbounded device's memory and a link of unlimited bandwidth are ``null``, which a strict parser reads and
+    the reader takes as unlimited; files holding Python's ``Infinity`` (as earlier versions wrote) still read."""
+    w = rich_workload()
+    cluster = Cluster(w.cluster.devices, [Link(src="g0", dst="c0", bandwidth=math.inf)])
+    w = Workload(w.graph, cluster, "native", {"budget": math.inf})
+    path = tmp_path / "w.json"
+    save_workload(w, path)
+    data = json.loads(path.read_text(), parse_constant=_no_constant)
+    assert data["cluster"]["devices"][1]["memory"] is None and data["cluster"]["links"][0]["bandwidth"] is None
+    back = load_workload(path)
+    assert back.cluster == cluster and math.isinf(back.cluster.memory[1])
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(workload_to_dict(w)))  # Python's default writer: Infinity
+    assert "Infinity" in old.read_text() and load_workload(old).cluster == cluster
+    pair = Graph([Op(name="a", work=1.0, param_bytes=2.0, out_bytes=1.0), Op(name="b", work=2.0)], [("a", "b")])
+    dp = Workload(pair, Cluster.accelerators(2, cpus=1), "native")
+    save_workload(dp, tmp_path / "dp.json", format="dnn-partitioning")
+    data = json.loads((tmp_path / "dp.json").read_text(), parse_constant=_no_constant)
+    assert "maxSizePerFPGA" not in data and math.isinf(load_workload(tmp_path / "dp.json").cluster.memory[0])
+    assert math.isinf(dp_cluster_from_dict({**data, "maxSizePerFPGA": None}).memory[0])
+
+
 @pytest.mark.parametrize("data, message", [
     ({"format": "placement_dsl.workload", "version": 7, "graph": {}}, "unsupported version 7"),
     ({"format": "placement_dsl.graph"}, "'ops' list"),

@@ -1,6 +1,7 @@
 """The declarative problem layer: validation, the cost-model view, JSON round trips."""
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -110,6 +111,10 @@ def test_pins_are_checked_by_the_problem():
     assert any("pinned" in v for v in problem.violations(bad))
 
 
+def _refused(constant: str) -> None:
+    raise ValueError(f"non-standard JSON constant {constant}")
+
+
 def test_json_round_trip(tmp_path):
     terms = [Colocate([["a", "b"]], shared=False), Pin("c", "acc0"), AllowedKinds(["c"], ["accelerator"]), Memory(),
              Contiguous()]
@@ -118,6 +123,8 @@ def test_json_round_trip(tmp_path):
     assert q == p and q.cost_model() == p.cost_model()
     p.save(tmp_path / "p.json")
     assert Problem.load(tmp_path / "p.json") == p
+    text = (tmp_path / "p.json").read_text()  # standard JSON: the CPU's unlimited memory is null, not Infinity
+    assert json.loads(text, parse_constant=_refused)["cluster"]["devices"][2]["memory"] is None
     with pytest.raises(SpecError, match="unknown problem term"):
         term_from_dict({"term": "NoSuchTerm"})
 
