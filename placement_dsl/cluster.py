@@ -271,7 +271,7 @@ class Cluster:
         (:attr:`routed`) instead of through host memory.
 
         >>> c = Cluster.hierarchical(2, 2, intra=10.0, inter=1.0)
-        >>> c.names, c.route_bandwidth[0, 1], c.route_bandwidth[1, 2], c.routed
+        >>> c.names, float(c.route_bandwidth[0, 1]), float(c.route_bandwidth[1, 2]), c.routed
         (('s0g0', 's0g1', 's1g0', 's1g1'), 10.0, 1.0, True)
         """
         servers, per_server = count(servers, "Cluster.hierarchical: servers"), count(per_server, "per_server")

@@ -345,7 +345,7 @@ def stage_transfers(g: Graph, stage: np.ndarray, device: Sequence[int], cluster:
     >>> g = Graph([Op(name="a", work=1.0, out_bytes=4.0), Op(name="b", work=1.0)], [("a", "b")])
     >>> c = Cluster([{"name": "x"}, {"name": "y"}], [Link(src="x", dst="y", bandwidth=2.0)])
     >>> stage_transfers(g, np.array([0, 1]), [0, 1], c)
-    (StageTransfer(src=0, dst=1, sent='F', read='F', links=(0,), times=(2.0,)),)
+    (StageTransfer(src=0, dst=1, sent='F', read='F', links=(0,), times=(2.0,), latencies=()),)
     """
     if not cluster.links:
         return ()
