@@ -31,6 +31,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
 from .latency_chain_kernels import chain_rows
+from .latency_chain_routes import route_split, routed
 
 ROWS = 16  # starts the kernel prices between two looks at the clock
 MAX_GROUPS = 10_000  # groups above which the chain split declines (its intervals grow as the square of them; it
@@ -56,6 +57,8 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     G = len(first) - 1
     if G > MAX_GROUPS:
         raise SpecError(f"chain split: {G} colocation groups, more than {MAX_GROUPS}")
+    if routed(cluster):
+        return route_split(graph, cluster, model, order, first, deadline, accelerators)
     acc, hosts = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
     if accelerators is not None:
         if sorted(np.asarray(accelerators).tolist()) != acc.tolist():
