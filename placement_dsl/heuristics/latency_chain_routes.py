@@ -28,11 +28,10 @@ from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode, execution
 from ..graph import Graph
 from ..schedule import transfer_durations
-from .latency_chain_kernels import route_rows
+from .latency_chain_kernels import ROWS, route_rows
 
 ROUTE_DEVICES = 6  # devices the route chain's masks cover at most (64 masks x 7 last devices per position)
 UNREACHABLE = 1e30  # a move over no route: finite, so that the kernel's running sums can take it out again
-ROWS = 16  # starts the kernel prices between two looks at the clock
 
 
 def routed(cluster: Cluster) -> bool:
