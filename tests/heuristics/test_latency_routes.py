@@ -101,3 +101,33 @@ def test_on_tiny_linked_clusters_the_answers_are_valid_and_never_below_brute_for
     assert problem.is_valid(found.placement)
     assert problem.evaluate(found.placement).objective == pytest.approx(found.objective)
     assert found.objective >= optimum * (1 - 1e-9)
+
+
+def resnet_line(cpu: bool, monkeypatch: pytest.MonkeyPatch) -> Problem:
+    """A ResNet of one bottleneck block per stage (24 ops) onto accelerators of speeds 2, 1 and 0.5 (memories 1.2, 1
+    and 2 times 40 % of the graph's) on a line of links, with ``cpu`` a CPU linked to ``g0`` too."""
+    monkeypatch.setitem(zoo.RESNET_STAGES, 14, (1, 1, 1, 1))
+    g = zoo.resnet(14, batch=8).graph
+    mem = sum(o.param_bytes + o.activation_bytes for o in g.ops) / 2.5
+    devices = [Device(name="g0", speed=2.0, memory=mem * 1.2), Device(name="g1", speed=1.0, memory=mem),
+               Device(name="g2", speed=0.5, memory=mem * 2)]
+    hops = [("g0", "g1", 6.35e7, 0.034), ("g1", "g2", 6.35e7, 0.011)]
+    if cpu:
+        devices.append(Device(name="c0", kind="cpu"))
+        hops.append(("g0", "c0", 1.59e7, 0.068))
+    links = [Link(src=s, dst=d, bandwidth=b, latency=t) for a, c, b, t in hops for s, d in ((a, c), (c, a))]
+    return Problem(g, Cluster(devices, links), Latency(), [Memory()])
+
+
+def test_the_referee_chooses_among_the_chains_of_several_device_sets(monkeypatch):
+    """The chain's estimate takes every read from the interval before; its cheapest chain with the CPU ran one op
+    there (2.137 by the cost model), its cheapest on the accelerators alone is better (2.099): the cost model now
+    scores the cheapest chains of a few device sets, and a CPU more no longer makes the chain worse."""
+    found = {}
+    for cpu in (False, True):
+        problem = resnet_line(cpu, monkeypatch)
+        g, c, m = problem.graph, problem.cluster, problem.cost_model()
+        split = Placement(g, c, chain_split(g, c, m))
+        assert problem.is_valid(split)
+        found[cpu] = problem.evaluate(split).objective
+    assert found[True] <= found[False] * (1 + 1e-9)
