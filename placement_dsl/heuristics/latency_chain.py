@@ -31,7 +31,7 @@ from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
 from .latency_chain_kernels import ROWS, chain_rows
-from .latency_chain_routes import route_split, routed
+from .latency_chain_routes import prices_routes, route_split
 
 MAX_GROUPS = 10_000  # groups above which the chain split declines (its intervals grow as the square of them; it
 # reads its clock every ROWS starts: a generated DAG of 5,000 ops, 1.0 s of CPU, 5,671.8 where greedy's is 7,171.6)
@@ -44,7 +44,7 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     :data:`MAX_GROUPS` colocation groups, no chain fits the devices, or ``deadline``
     (``time.monotonic()``, as :func:`~.base.deadline_at` gives it) passes first. The intervals on accelerators go to
     them in the order ``accelerators`` (device indices; default: the cluster's accelerators in its order). Where
-    devices run one op at a time over routes (:func:`~.latency_chain_routes.routed`) the chain is priced over the
+    devices run one op at a time over routes (:func:`~.latency_chain_routes.prices_routes`) the chain is priced over the
     routes and weighs every order and subset of the devices (:func:`~.latency_chain_routes.route_split`; with
     ``accelerators``, that order, any skipped).
 
@@ -59,7 +59,7 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     G = len(first) - 1
     if G > MAX_GROUPS:
         raise SpecError(f"chain split: {G} colocation groups, more than {MAX_GROUPS}")
-    if routed(cluster):
+    if prices_routes(cluster):
         return route_split(graph, cluster, model, order, first, deadline, accelerators)
     acc, hosts = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
     if accelerators is not None:

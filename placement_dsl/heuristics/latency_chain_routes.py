@@ -41,7 +41,7 @@ CHOICES = 4  # sets of devices whose cheapest chains the cost model scores (the 
 UNREACHABLE = 1e30  # a move over no route: finite, so that the kernel's running sums can take it out again
 
 
-def routed(cluster: Cluster) -> bool:
+def prices_routes(cluster: Cluster) -> bool:
     """Whether the chain split prices its transfers over routes: devices run one op at a time (a cluster with links)
     and there are at most :data:`ROUTE_DEVICES` of them."""
     return cluster.size <= ROUTE_DEVICES and execution(cluster) == "ops"
