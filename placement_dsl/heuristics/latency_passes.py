@@ -108,7 +108,10 @@ def ops_search(graph: Graph, cluster: Cluster, model: CostModel | None, lat: Cos
                                    "moves": found.info.get("moves", 0)})
     return stopped(result) if ran_out else result
 
-SEARCH_STARTS = 3  # different start splits schedule-ls descends from at most, the best first, each from the time left
+SEARCH_STARTS = 6  # different start splits schedule-ls descends from at most, the best first, each from the time left
+# (three until the chain over routes ranked among the first: on a 24-op ResNet onto three linked accelerators and a
+# CPU the descents from the chain, HEFT's and CPOP's splits all ended at 2.011, those from greedy's (2.889) and the
+# max-load DP's (19.68) at 1.834 and 1.767; a search that stalls on a small graph ends in a second or two)
 
 SCHEDULE_SET_UP = 4  # evaluations' worth of schedule-ls's set-up before it first reads its clock (its state, the
 # start's list schedule and its mirror): with less left, latency-best's search from its best start overran a race's
