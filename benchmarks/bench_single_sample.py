@@ -2,6 +2,7 @@
 
     python benchmarks/bench_single_sample.py [--time-limit 300] [--quick] [--only NAME ...]
         [--sizes 500 1000 2000 5000] [--seeds 0 1 2] [--json out.json] [--data ../shared/data] [--sheets DIR]
+    python benchmarks/bench_single_sample.py --linked [--time-limit 10] [--seeds 0 1 2] [--only NAME ...]
 
 Inputs (each skipped cleanly when its data is absent):
 
@@ -33,6 +34,14 @@ Inputs (each skipped cleanly when its data is absent):
   - ``bert6`` and ``bert12`` (:func:`bert_layers`): Tarnawski's BERT-3 operator input with its middle encoder
     layer repeated, in its own format (accelerators of 600 MB as full as BERT-3's, eight CPUs), ``--seeds`` noise;
     anchor: latency-best's value.
+
+With ``--linked``, the linked family alone (:func:`linked_cases`): small graphs (the zoo's transformer, a ResNet, its
+Inception-v3, a random DAG) on three accelerators of speeds 2, 1 and 0.5 in an order drawn by the seed, memories 1.2, 1
+and 2 times 40 % of the graph's, linked in a line (the ends two hops apart) of drawn bandwidths and latencies, with and
+without a CPU linked to the first; latency, hard memory (the class latency-best answers in). Columns: latency-best
+(``--time-limit`` seconds) and the split it chose, the exact formulation's answer and bound among DAG-ordered splits
+(``--method exact``) and ``solve``'s over every split, each in ``--time-limit`` seconds, and latency-best over the
+best of them.
 
 Columns: the best of the package's heuristics for the objective (``cpop`` and ``schedule-ls`` from it
 for makespan, ``latency-best`` for latency), ``m-sct``, ``getf``, HEFT (``list``), the best single
@@ -66,10 +75,10 @@ from typing import Any
 import numpy as np
 from common import SHARED_DATA, fmt, markdown_head, markdown_row
 
-from placement_dsl.cluster import Cluster
-from placement_dsl.constraints import Congestion, Contiguous, Memory
+from placement_dsl.cluster import Cluster, Device, Link
+from placement_dsl.constraints import Congestion, Contiguous, DagOrder, Memory
 from placement_dsl.errors import PlacementError
-from placement_dsl.graph import Graph
+from placement_dsl.graph import Graph, Op
 from placement_dsl.heuristics import run
 from placement_dsl.io import load_workload, moirai
 from placement_dsl.objectives import Latency, Makespan
@@ -215,6 +224,75 @@ def makespan_problem(graph: Graph, cluster: Cluster) -> Problem:
 
 def latency_problem(graph: Graph, cluster: Cluster) -> Problem:
     return Problem(graph, cluster, Latency(), [Memory()])
+
+
+LINKED_SPEEDS = (2.0, 1.0, 0.5)  # the linked family's accelerators, in an order drawn by the seed ...
+LINKED_MEMORY = (1.2, 1.0, 2.0)  # ... their memories, times 40 % of the graph's (it needs two of them)
+
+
+def _linked_graphs() -> dict[str, Callable[[], Graph]]:
+    RESNET_STAGES.setdefault(14, (1, 1, 1, 1))  # a ResNet of one block per stage (24 ops); the zoo's start at 50
+    return {"transformer": lambda: transformer(layers=2, hidden=256, heads=4, seq_len=64, batch=4, vocab=1000,
+                                               granularity="operator").graph,
+            "resnet": lambda: resnet(14, batch=8).graph, "inception": lambda: inception(batch=8).graph,
+            "dag": _random_dag}
+
+
+def _random_dag(n: int = 30) -> Graph:
+    """A random DAG of ``n`` ops, each reading one to three of the six before it; accelerator times 0.1-3, CPU 3-10
+    times that, tensors and weights of 10^4-10^6 bytes."""
+    rng = np.random.default_rng(n)
+    ops = [Op(name=f"v{i}", work={"accelerator": (w := float(rng.uniform(0.1, 3.0))), "cpu": w * rng.uniform(3, 10)},
+              param_bytes=float(10 ** rng.uniform(4, 6)), out_bytes=float(10 ** rng.uniform(4, 6))) for i in range(n)]
+    edges = {(f"v{j}", f"v{i}") for i in range(1, n)
+             for j in rng.choice(range(max(0, i - 6), i), size=min(i, int(rng.integers(1, 4))), replace=False)}
+    return Graph(ops, sorted(edges), name=f"dag{n}")
+
+
+def linked_cluster(graph: Graph, seed: int, cpu: bool) -> Cluster:
+    """Three accelerators (:data:`LINKED_SPEEDS`, :data:`LINKED_MEMORY`) in an order drawn by ``seed`` on a line of
+    links ``g0 - g1 - g2``, each link's bandwidth 0.5-8 times the graph's mean tensor per mean op time and its latency
+    0-0.5 mean op times (drawn), and with ``cpu`` a CPU linked to ``g0`` (a quarter of the bandwidth, twice the
+    latency of the first link)."""
+    rng = np.random.default_rng(seed)
+    mem = float(np.sum(graph.param_bytes + graph.activation_bytes)) / 2.5
+    op_time, tensor = float(np.mean(graph.work("accelerator"))), float(np.mean(graph.out_bytes))
+    order = rng.permutation(3)
+    devices = [Device(name=f"g{k}", speed=LINKED_SPEEDS[i], memory=mem * LINKED_MEMORY[i]) for k, i in enumerate(order)]
+    hops = [(f"g{k}", f"g{k + 1}", tensor / op_time * rng.choice((0.5, 2.0, 8.0)), op_time * rng.uniform(0, 0.5))
+            for k in range(2)]
+    if cpu:
+        devices.append(Device(name="c0", kind="cpu"))
+        hops.append(("g0", "c0", hops[0][2] / 4, hops[0][3] * 2))
+    return Cluster(devices, [Link(src=s, dst=d, bandwidth=b, latency=t) for a, c, b, t in hops for s, d in ((a, c), (c, a))])
+
+
+def linked_cases(seeds: list[int]) -> list[Case]:
+    """The linked family (module docstring) as latency problems with hard memory."""
+    return [Case(f"{name}-s{seed}@3acc-line{'+cpu' if cpu else ''}",
+                 lambda b=build, s=seed, h=cpu: latency_problem((g := b()), linked_cluster(g, s, h)))
+            for name, build in _linked_graphs().items() for cpu in (False, True) for seed in seeds]
+
+
+def bench_linked(case: Case, time_limit: float) -> list[Any]:
+    """latency-best, the exact formulation among DAG-ordered splits and ``solve`` over all, next to one another."""
+    p = case.problem
+    ours = heuristic("latency-best", p, time_limit)
+    cells: list[Any] = [case.name, p.graph.n, _cell(ours), ours.get("by", "—"), fmt(ours["seconds"], ".1f")]
+    best = math.inf
+    for problem in (Problem(p.graph, p.cluster, Latency(), [Memory(), DagOrder()]), p):
+        t0 = time.perf_counter()
+        r = solve(problem, time_limit=time_limit)
+        ok = r.placement is not None and problem.is_valid(r.placement)
+        best = min(best, r.objective if ok else math.inf)
+        cells += [f"{r.objective:.6g}" if ok else "—", fmt(r.bound, ".6g"), r.status.value,
+                  fmt(time.perf_counter() - t0, ".1f")]
+    gap = ours["value"] / best - 1 if ours.get("value") and math.isfinite(best) else None
+    return [*cells, fmt(gap, "+.1%")]
+
+
+LINKED_HEAD = ["input", "ops", "latency-best", "by", "s", "exact (DAG order)", "bound", "status", "s", "solve",
+               "bound", "status", "s", "latency-best vs best"]
 
 
 def generated(sizes: list[int], seeds: list[int], gpt3_330m: bool) -> list[Case]:
@@ -383,7 +461,8 @@ def heuristic(method: str, problem: Problem, limit: float, **options: Any) -> di
         return {"value": None, "reason": str(err)[:200], "seconds": time.perf_counter() - t0}
     ev = problem.evaluate(r.placement)
     return {"value": ev.objective, "valid": ev.valid and not problem.violations(r.placement),
-            "seconds": time.perf_counter() - t0, "stopped": r.info.get("stopped"), "placement": r.placement}
+            "seconds": time.perf_counter() - t0, "stopped": r.info.get("stopped"), "placement": r.placement,
+            **({"by": r.info["best"]} if "best" in r.info else {})}
 
 
 def best_heuristic(problem: Problem, limit: float) -> dict[str, Any]:
@@ -476,7 +555,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write every row (with reasons and phases) here")
     ap.add_argument("--data", type=Path, default=SHARED_DATA, help="the reference data folder")
     ap.add_argument("--sheets", type=Path, default=None, help="also every MOIRAI .xls sheet in this folder")
+    ap.add_argument("--linked", action="store_true", help="the linked family alone (default: 10 s per solve)")
     args = ap.parse_args()
+    if args.linked:
+        return linked(args)
     time_limit = args.time_limit if args.time_limit is not None else (20.0 if args.quick else 300.0)
     sizes = args.sizes or ([500] if args.quick else [500, 1000, 2000, 5000])
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
@@ -496,6 +578,21 @@ def main() -> None:
         print_row(row)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1, default=str))
+
+
+def linked(args: argparse.Namespace) -> None:
+    """``--linked``: the linked family's table (and its rows to ``--json``)."""
+    time_limit = args.time_limit if args.time_limit is not None else 10.0
+    cases = [c for c in linked_cases(args.seeds if args.seeds is not None else [0, 1, 2])
+             if not args.only or any(o in c.name for o in args.only)]
+    print(f"time limit {time_limit:g} s per method\n")
+    markdown_head(LINKED_HEAD)
+    rows = []
+    for case in cases:
+        rows.append(bench_linked(case, time_limit))
+        markdown_row(rows[-1])
+        if args.json:
+            args.json.write_text(json.dumps([dict(zip(LINKED_HEAD, r)) for r in rows], indent=1, default=str))
 
 
 if __name__ == "__main__":

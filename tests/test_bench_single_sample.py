@@ -53,3 +53,19 @@ def test_a_noisy_generated_input_is_the_same_graph_in_every_process():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=root)
         found.add(out.stdout.strip())
     assert len(found) == 1
+
+
+def test_the_linked_family_is_latency_on_lines_of_links_whose_ends_are_two_hops_apart(monkeypatch):
+    """``--linked``: every graph kind with and without a CPU per seed, on devices that run one op at a time."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "common", raising=False)
+    import bench_single_sample as bench
+
+    from placement_dsl.evaluate import execution
+
+    cases = bench.linked_cases([0, 1])
+    assert len(cases) == 16 and len({c.name for c in cases}) == 16
+    p = next(c for c in cases if c.name == "transformer-s1@3acc-line+cpu").problem
+    assert type(p.objective).__name__ == "Latency" and execution(p.cluster) == "ops"
+    assert len(p.cluster.route("g0", "g2")) == 2 and p.cluster.names[-1] == "c0"
+    assert sorted(d.speed for d in p.cluster.devices[:3]) == [0.5, 1.0, 2.0]

@@ -30,9 +30,9 @@ from ..cluster import Cluster
 from ..errors import SpecError
 from ..evaluate import CostModel, MemoryMode
 from ..graph import Graph
-from .latency_chain_kernels import chain_rows
+from .latency_chain_kernels import ROWS, chain_rows
+from .latency_chain_routes import prices_routes, route_split
 
-ROWS = 16  # starts the kernel prices between two looks at the clock
 MAX_GROUPS = 10_000  # groups above which the chain split declines (its intervals grow as the square of them; it
 # reads its clock every ROWS starts: a generated DAG of 5,000 ops, 1.0 s of CPU, 5,671.8 where greedy's is 7,171.6)
 
@@ -43,7 +43,10 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     host's ops interleaved with an accelerator's would form a cycle through the two). :class:`~placement_dsl.errors.SpecError` when the graph has more than
     :data:`MAX_GROUPS` colocation groups, no chain fits the devices, or ``deadline``
     (``time.monotonic()``, as :func:`~.base.deadline_at` gives it) passes first. The intervals on accelerators go to
-    them in the order ``accelerators`` (device indices; default: the cluster's accelerators in its order).
+    them in the order ``accelerators`` (device indices; default: the cluster's accelerators in its order). Where
+    devices run one op at a time over routes (:func:`~.latency_chain_routes.prices_routes`) the chain is priced over the
+    routes and weighs every order and subset of the devices (:func:`~.latency_chain_routes.route_split`; with
+    ``accelerators``, that order, any skipped).
 
     >>> from placement_dsl.graph import Op
     >>> g = Graph([Op(name="a", work={"accelerator": 1.0, "cpu": 9.0}, param_bytes=1.0, out_bytes=5.0),
@@ -56,6 +59,8 @@ def chain_split(graph: Graph, cluster: Cluster, model: CostModel, deadline: floa
     G = len(first) - 1
     if G > MAX_GROUPS:
         raise SpecError(f"chain split: {G} colocation groups, more than {MAX_GROUPS}")
+    if prices_routes(cluster):
+        return route_split(graph, cluster, model, order, first, deadline, accelerators)
     acc, hosts = np.flatnonzero(~cluster.host), np.flatnonzero(cluster.host)
     if accelerators is not None:
         if sorted(np.asarray(accelerators).tolist()) != acc.tolist():
@@ -84,9 +89,10 @@ def chain_orders(graph: Graph, cluster: Cluster, model: CostModel, seed: int, co
                  deadline: float | None = None) -> list[tuple[str, np.ndarray]]:
     """Chain splits (:func:`chain_split`) with the accelerators in up to ``count`` orders other than the cluster's,
     drawn by ``seed`` (distinct, as many as there are), as ``(label, op -> device)`` starts; none starts after
-    ``deadline``. On heterogeneous accelerators with links the order decides which one holds each interval, which
-    the chain's one order never changes: on a generated DAG of 2,000 ops onto four of them and a host the 24 orders
-    range from 2,241.4 to 2,268.7 (the cluster's 2,266.6)."""
+    ``deadline``. On heterogeneous accelerators the order decides which one holds each interval: priced through
+    host memory, on a generated DAG of 2,000 ops onto four of them with links and a host, the 24 orders ranged from
+    2,241.4 to 2,268.7 (the cluster's 2,266.6). Over routes the chain split weighs every order at once and each
+    order here restricts it: the orders are starts of their own, never better by the chain's estimate."""
     acc = np.flatnonzero(~cluster.host)
     rng = np.random.default_rng(seed)
     seen, out = {tuple(acc.tolist())}, []

@@ -13,6 +13,8 @@ import numpy as np
 
 from .jit import njit
 
+ROWS = 16  # starts a chain kernel prices between two looks at the clock (its caller reads it)
+
 
 @njit(cache=True)
 def chain_rows(i0: int, i1: int, first: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, out: np.ndarray,
@@ -81,3 +83,70 @@ def chain_rows(i0: int, i1: int, first: np.ndarray, pred_ptr: np.ndarray, pred_i
                         on_acc[j, k + 1, h] = True
             if not fits and not math.isfinite(longest):
                 break
+
+
+@njit(cache=True)
+def route_rows(i0: int, i1: int, first: np.ndarray, pred_ptr: np.ndarray, pred_idx: np.ndarray, moves: np.ndarray,
+               times: np.ndarray, parallel: np.ndarray, work: np.ndarray, banned: np.ndarray, mem: np.ndarray,
+               cap: np.ndarray, later: np.ndarray, best: np.ndarray, back: np.ndarray, prev: np.ndarray,
+               inside: np.ndarray, read_mark: np.ndarray, finish: np.ndarray, moving: np.ndarray) -> None:
+    """Relax ``best[j, used, e]`` (the devices ``used`` as a bit mask, the last interval on ``e``; ``e == D``: none
+    yet) from every start ``i0 <= i < i1``: the interval's reads each cost their move from the previous interval's
+    device (``moves[v, d, e]``, a tensor's transfer over the route ``d -> e``), its ops the device's running time
+    (one after another, or the longest path where the device is ``parallel``). A device is used once, and not
+    after a device of ``later[e]`` (a mask; zero where the order is free)."""
+    G = first.size - 1
+    D = best.shape[2] - 1
+    cost = np.empty(D)
+    longest = np.empty(D)
+    for i in range(i0, i1):
+        live = np.flatnonzero(np.isfinite(best[i].ravel()))  # the states a chain reaches position i in
+        if live.size == 0:
+            continue
+        stamp = i + 1
+        start = first[i]
+        moving[:, :] = 0.0
+        longest[:] = 0.0
+        for j in range(i + 1, G + 1):
+            lo, hi = first[j - 1], first[j]
+            for v in range(lo, hi):
+                inside[v] = stamp
+                if read_mark[v] == stamp:  # consumed inside before it joined (a group out of topological order)
+                    read_mark[v] = 0
+                    moving -= moves[v]
+                for e in range(D):
+                    finish[v, e] = 0.0
+                for p in range(pred_ptr[v], pred_ptr[v + 1]):
+                    u = pred_idx[p]
+                    if inside[u] == stamp:
+                        for e in range(D):
+                            finish[v, e] = max(finish[v, e], finish[u, e])
+                    elif read_mark[u] != stamp:
+                        read_mark[u] = stamp
+                        moving += moves[u]
+                for e in range(D):
+                    finish[v, e] += times[v, e]
+                    longest[e] = max(longest[e], finish[v, e])
+            held = mem[hi] - mem[start]
+            fits = False
+            for e in range(D):
+                if held > cap[e] or banned[hi, e] != banned[start, e]:
+                    cost[e] = math.inf
+                elif parallel[e]:
+                    cost[e] = longest[e]
+                else:
+                    cost[e] = work[hi, e] - work[start, e]
+                fits = fits or math.isfinite(cost[e])
+            if not fits:
+                break
+            for state in live:
+                used, d = state // (D + 1), state % (D + 1)
+                r = best[i, used, d]
+                for e in range(D):
+                    if (used >> e) & 1 or used & later[e] or not math.isfinite(cost[e]):
+                        continue
+                    t = r + cost[e] + (moving[d, e] if d < D else 0.0)
+                    if t < best[j, used | (1 << e), e]:
+                        best[j, used | (1 << e), e] = t
+                        back[j, used | (1 << e), e] = i
+                        prev[j, used | (1 << e), e] = d

@@ -63,8 +63,9 @@ def ops_search(graph: Graph, cluster: Cluster, model: CostModel | None, lat: Cos
     list schedule over the routes, from the start the cost model scores best (valid first), then, while time is left,
     from the next best of different splits (:data:`SEARCH_STARTS` in all), the best answer kept. The best start alone
     was a trap: a transformer of 38 layers onto accelerators of speeds 2, 1 and 0.5 with links and a host was best all
-    on the host (1.557, every max-load split and the chain's), where schedule-ls from HEFT's split (3.271) reaches
-    1.218 in 0.3 s."""
+    on the host (1.557, every max-load split and the chain's when it priced transfers through host memory), where
+    schedule-ls from HEFT's split (3.271) reaches 1.218 in 0.3 s (the chain over routes,
+    :mod:`.latency_chain_routes`, is now the optimum there, 0.703)."""
     scored = []  # each start scored while the time left holds a scoring and the search's set-up (the first always:
     for label, assign, *schedule in begin:  # latency-best passes its best first; six scorings of 2,000 ops took 1 s
         if scored and at is not None and left(at) < fallback_seconds(graph, cluster, "none", 1 + SCHEDULE_SET_UP):
@@ -107,7 +108,10 @@ def ops_search(graph: Graph, cluster: Cluster, model: CostModel | None, lat: Cos
                                    "moves": found.info.get("moves", 0)})
     return stopped(result) if ran_out else result
 
-SEARCH_STARTS = 3  # different start splits schedule-ls descends from at most, the best first, each from the time left
+SEARCH_STARTS = 6  # different start splits schedule-ls descends from at most, the best first, each from the time left
+# (three until the chain over routes ranked among the first: on a 24-op ResNet onto three linked accelerators and a
+# CPU the descents from the chain, HEFT's and CPOP's splits all ended at 2.011, those from greedy's (2.889) and the
+# max-load DP's (19.68) at 1.834 and 1.767; a search that stalls on a small graph ends in a second or two)
 
 SCHEDULE_SET_UP = 4  # evaluations' worth of schedule-ls's set-up before it first reads its clock (its state, the
 # start's list schedule and its mirror): with less left, latency-best's search from its best start overran a race's

@@ -70,7 +70,7 @@ def test_a_pass_that_does_not_fit_the_time_left_is_not_run_and_the_others_are(mo
 
 def test_the_search_descends_from_more_than_the_best_start():
     """A transformer onto accelerators of speeds 2, 1 and 0.5, too small to hold it alone, with links and a host:
-    the whole graph on the host is the best start (1.557; every max-load split and the chain's are it) and a local
+    the whole graph on the host is the best start (1.557; every max-load split is it) and a local
     optimum of schedule-ls, which searched from it alone. From HEFT's split (3.271) it reaches 1.218: the search now
     descends from the next best different starts too, and keeps the best."""
     g = zoo.transformer(layers=3, hidden=256, heads=4, seq_len=64, batch=4, vocab=1000, granularity="operator").graph
