@@ -45,6 +45,7 @@ import numpy as np
 from .cluster import Cluster
 from .congestion import Congestion
 from .errors import SpecError
+from .graph import unique_pairs
 from .invocation import invocations, subgraph_levels
 from .pipeline_orders import ORDERS, check_round_robin, check_step, order_makespan, rank_orders, steady_state
 from .placement import Placement
@@ -283,7 +284,7 @@ def transfer_terms(p: Placement, counts: bool = False) -> tuple[np.ndarray, np.n
     prod = g.src[cross]
     recv = dev[g.dst[cross]]
     out_prod = np.unique(prod)
-    in_pairs = np.unique(np.stack([prod, recv], axis=1), axis=0) if prod.size else np.empty((0, 2), np.int64)
+    in_pairs = unique_pairs(prod, recv)
     res = []
     for producers, devices in ((in_pairs[:, 0], in_pairs[:, 1]), (out_prod, dev[out_prod])):
         for backward in (False, True):
@@ -310,7 +311,7 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     cross = dev[g.src] != dev[g.dst]
     fw, bw = replica_link_loads(g, c, dev, p.replica_sets)[:2] if p.replicated else np.zeros((2, len(c.links)))
     if cross.any() and not p.replicated:
-        pairs = np.unique(np.stack([g.src[cross], dev[g.dst[cross]]], axis=1), axis=0)
+        pairs = unique_pairs(g.src[cross], dev[g.dst[cross]])
         u, d = pairs[:, 0], pairs[:, 1]
         key, D = dev[u] * c.size + d, c.size
         for side, mask in ((fw, ~g.backward[u]), (bw, g.backward[u])):  # bytes per ordered device pair, then links
