@@ -353,7 +353,7 @@ combine_loads = _combine  # how a device's compute and transfers add up under it
 def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     g, c = p.graph, p.cluster
     D = c.size
-    times = c.times(g)[np.arange(g.n), p.assign]
+    times = p.op_times
     with np.errstate(invalid="ignore"):
         comp_fw = np.bincount(p.assign, weights=np.where(g.backward, 0.0, times), minlength=D)
         comp_bw = np.bincount(p.assign, weights=np.where(g.backward, times, 0.0), minlength=D)
@@ -412,7 +412,7 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
 def _violations(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...]) -> list[Violation]:
     g, c = p.graph, p.cluster
     out: list[Violation] = []
-    times = c.times(g)[np.arange(g.n), p.assign]
+    times = p.op_times
     pins = g.pinned
     for i in np.flatnonzero(~np.isfinite(times))[:10]:
         d = c.devices[p.assign[i]]
@@ -505,7 +505,7 @@ def single_sample(p: Placement, model: CostModel | None = None
     if execution(p.cluster) == "invocations":
         latency, finish, subgraphs, out = invocation_latency(p, model)
         g, c = p.graph, p.cluster
-        times = c.times(g)[np.arange(g.n), p.assign]
+        times = p.op_times
         out += [Violation("schedule", f"op {g.names[i]!r} cannot run on device {c.names[p.assign[i]]!r} "
                                       f"(kind {c.devices[p.assign[i]].kind!r})")
                 for i in np.flatnonzero(~np.isfinite(times))[:10]]  # no schedule exists, as in the general case

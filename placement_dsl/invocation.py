@@ -127,9 +127,7 @@ def _durations(p: Placement, unit: np.ndarray, n_units: int) -> np.ndarray:
     """``in + compute + out`` of each subgraph (Fig. 3, constraint 7); a host op's own time. On a
     cluster with links the transfers move over routes instead: an invocation is its computation."""
     g, c = p.graph, p.cluster
-    with np.errstate(invalid="ignore"):
-        times = c.times(g)[np.arange(g.n), p.assign]
-    dur = np.bincount(unit, weights=times, minlength=n_units)
+    dur = np.bincount(unit, weights=p.op_times, minlength=n_units)
     if c.links:
         return dur
     scale = np.zeros(n_units)
