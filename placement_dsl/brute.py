@@ -16,20 +16,92 @@ from typing import Any
 import numpy as np
 
 from .bounds.max_load import replicas
-from .constraints import Term
+from .constraints import AllowedKinds, Colocate, Congestion, Contiguous, Memory, Overflow, Pin, Subgraphs, Term
 from .errors import InfeasibleError, SpecError
-from .evaluate import evaluate
+from .evaluate import Objective, evaluate
+from .objectives import Bottleneck, Latency, Makespan, Throughput
 from .placement import Placement, PlacementClass
 from .problem import Problem
 from .schedule import ListScheduler, check_schedule
 
 MAX_BRUTE_FORCE = 20_000
+_ORDERLESS_OBJECTIVES = (Throughput, Bottleneck, Latency, Makespan)
+"""Objectives whose cost model reads no device order: a max over the devices' and links' loads, or one schedule's last
+finish (list scheduling breaks ties by op, never by device)."""
+_ORDERLESS_TERMS = (Memory, Overflow, Contiguous, Colocate, AllowedKinds, Subgraphs, Congestion, Pin)
+"""Constraint terms that read devices only through their attributes (pins by name: :func:`interchangeable` keeps
+the pinned devices apart). Any other term (``DagOrder``'s numbering, ``Replicate``'s pools, a user's term) turns
+the reduction off."""
 
 
-def placements(problem: Problem):
-    """Every placement brute force considers: colocation groups together, allowed kinds, pins.
+def interchangeable(problem: Problem) -> list[list[int]]:
+    """Classes of devices that swapping changes nothing the problem reads: equal in every attribute but the name
+    (kind, memory, speed, bandwidth, host, server, execution), the same ops' times, swapped links and routes that are
+    links and routes of the cluster (same bandwidth and latency), and named by no pin. Every permutation within a
+    class maps each placement to one of the same objective and validity, so brute force scores one placement of each
+    orbit (:func:`placements` with ``up_to_swaps``). Singletons are left out; none at all when the objective or a
+    term may read the devices' order or identity (see :data:`_ORDERLESS_OBJECTIVES`, :data:`_ORDERLESS_TERMS`).
 
-    Raises :class:`SpecError` past :data:`MAX_BRUTE_FORCE` placements.
+    >>> from placement_dsl.testing import chain
+    >>> from placement_dsl.objectives import Latency
+    >>> from placement_dsl.cluster import Cluster
+    >>> interchangeable(Problem(chain()[0].graph, Cluster.accelerators(3, cpus=1), Latency()))
+    [[0, 1, 2]]
+    """
+    model = problem.cost_model()
+    if type(problem.objective) not in _ORDERLESS_OBJECTIVES or model.chained_stages or model.training_memory \
+            is not None or model.virtual is not None or model.objective not in (Objective.MAX_LOAD, Objective.LATENCY,
+                                                                                  Objective.MAKESPAN) \
+            or any(type(t) not in _ORDERLESS_TERMS for t in problem.constraints):
+        return []
+    c, g = problem.cluster, problem.graph
+    named = set(problem.pins.values()) | set(g.pinned.values())
+    times = c.times(g)
+    link_of = {(lk.src, lk.dst): k for k, lk in enumerate(c.links)}
+    routes = c.route_links
+
+    def swappable(d: int, e: int) -> bool:
+        a, b = c.devices[d], c.devices[e]
+        if a.model_dump(exclude={"name"}) != b.model_dump(exclude={"name"}) or {a.name, b.name} & named \
+                or not np.array_equal(times[:, d], times[:, e]):
+            return False
+        swap = {d: e, e: d}
+        name = {a.name: b.name, b.name: a.name}
+        image = []
+        for lk in c.links:
+            k = link_of.get((name.get(lk.src, lk.src), name.get(lk.dst, lk.dst)))
+            if k is None or (c.links[k].bandwidth, c.links[k].latency) != (lk.bandwidth, lk.latency):
+                return False
+            image.append(k)
+        return all(routes[swap.get(x, x)][swap.get(y, y)] == (None if hops is None else tuple(image[k] for k in hops))
+                   for x, row in enumerate(routes) for y, hops in enumerate(row))
+
+    classes: list[list[int]] = []
+    for d in range(c.size):  # swaps compose: a device joins the first class one of whose members it swaps with
+        home = next((cl for cl in classes if swappable(cl[0], d)), None)
+        if home is None:
+            classes.append([d])
+        else:
+            home.append(d)
+    return [cl for cl in classes if len(cl) > 1]
+
+
+def _first_of_orbit(combo: tuple[int, ...], classes: list[list[int]]) -> bool:
+    """Whether ``combo`` (a device per group) uses each class's devices in class order as they first appear: the
+    least combination, in enumeration order, of its orbit under the swaps within the classes."""
+    for cl in classes:
+        seen = list(dict.fromkeys(d for d in combo if d in cl))
+        if seen != cl[:len(seen)]:
+            return False
+    return True
+
+
+def placements(problem: Problem, up_to_swaps: bool = False):
+    """Every placement brute force considers: colocation groups together, allowed kinds, pins; with ``up_to_swaps``
+    only the first of each orbit under swaps of :func:`interchangeable` devices (the same objectives and validity,
+    the same first best placement).
+
+    Raises :class:`SpecError` past :data:`MAX_BRUTE_FORCE` placements (counted before the reduction).
     """
     g, c = problem.graph, problem.cluster
     reps = np.unique(g.group_id)
@@ -44,9 +116,11 @@ def placements(problem: Problem):
     total = math.prod(len(ch) for ch in choices)
     if total > MAX_BRUTE_FORCE:
         raise SpecError(f"brute_force: {total} placements to enumerate (> {MAX_BRUTE_FORCE}); use a smaller problem")
+    classes = interchangeable(problem) if up_to_swaps else []
     where = np.searchsorted(reps, g.group_id)
     for combo in itertools.product(*choices):
-        yield Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
+        if not classes or _first_of_orbit(combo, classes):
+            yield Placement(g, c, np.asarray(combo, dtype=np.int64)[where], source="brute-force")
 
 
 def _replicated(problem: Problem, candidates: Any) -> Any:
@@ -75,16 +149,18 @@ def _replicated(problem: Problem, candidates: Any) -> Any:
                 yield placement.with_replicas(sets)
 
 
-def brute_force(problem: Problem, among: PlacementClass = PlacementClass.ALL) -> tuple[float, Placement]:
-    """``(best objective, a best placement)`` over every valid placement (small problems only) of the class
+def brute_force(problem: Problem, among: PlacementClass = PlacementClass.ALL, up_to_swaps: bool = True
+                ) -> tuple[float, Placement]:
+    """``(best objective, the first best placement)`` over every valid placement (small problems only) of the class
     ``among`` (:meth:`Problem.class_of <placement_dsl.problem.Problem.class_of>`: the same test the solve
-    applies to a start, so the DP's class holds its splits whatever the devices' numbering).
+    applies to a start, so the DP's class holds its splits whatever the devices' numbering). ``up_to_swaps`` scores
+    one placement per orbit of :func:`interchangeable` devices: the same answer, in a fraction of the time.
 
     Raises :class:`InfeasibleError` when no placement is valid.
     """
     model = problem.cost_model()
     best: tuple[float, Placement] | None = None
-    for placement in _replicated(problem, placements(problem)):
+    for placement in _replicated(problem, placements(problem, up_to_swaps)):
         ev = evaluate(placement, model)
         if not ev.valid or (best is not None and ev.objective >= best[0]):
             continue

@@ -25,6 +25,7 @@ Users who author a formulation, heuristic, level or format call them on their ow
 """
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 from pathlib import Path
@@ -172,8 +173,12 @@ optimum over a wider one)."""
 REL = 1e-9
 
 
+@functools.lru_cache(maxsize=64)
 def class_optimum(problem: Problem, cls: PlacementClass) -> float:
-    """The brute-force optimum of ``problem`` over the placements of ``cls`` (``inf`` when none is valid)."""
+    """The brute-force optimum of ``problem`` over the placements of ``cls`` (``inf`` when none is valid).
+
+    Kept for the last problems asked (equal problems have one optimum): checking every level or heuristic on one
+    problem asks for the same brute force once per level or heuristic."""
     return brute.optimum(problem, cls)
 
 

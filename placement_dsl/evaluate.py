@@ -45,6 +45,7 @@ import numpy as np
 from .cluster import Cluster
 from .congestion import Congestion
 from .errors import SpecError
+from .graph import unique_pairs
 from .invocation import invocations, subgraph_levels
 from .pipeline_orders import ORDERS, check_round_robin, check_step, order_makespan, rank_orders, steady_state
 from .placement import Placement
@@ -283,7 +284,7 @@ def transfer_terms(p: Placement, counts: bool = False) -> tuple[np.ndarray, np.n
     prod = g.src[cross]
     recv = dev[g.dst[cross]]
     out_prod = np.unique(prod)
-    in_pairs = np.unique(np.stack([prod, recv], axis=1), axis=0) if prod.size else np.empty((0, 2), np.int64)
+    in_pairs = unique_pairs(prod, recv)
     res = []
     for producers, devices in ((in_pairs[:, 0], in_pairs[:, 1]), (out_prod, dev[out_prod])):
         for backward in (False, True):
@@ -310,7 +311,7 @@ def link_loads(p: Placement) -> tuple[LinkCost, ...]:
     cross = dev[g.src] != dev[g.dst]
     fw, bw = replica_link_loads(g, c, dev, p.replica_sets)[:2] if p.replicated else np.zeros((2, len(c.links)))
     if cross.any() and not p.replicated:
-        pairs = np.unique(np.stack([g.src[cross], dev[g.dst[cross]]], axis=1), axis=0)
+        pairs = unique_pairs(g.src[cross], dev[g.dst[cross]])
         u, d = pairs[:, 0], pairs[:, 1]
         key, D = dev[u] * c.size + d, c.size
         for side, mask in ((fw, ~g.backward[u]), (bw, g.backward[u])):  # bytes per ordered device pair, then links
@@ -352,7 +353,7 @@ combine_loads = _combine  # how a device's compute and transfers add up under it
 def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
     g, c = p.graph, p.cluster
     D = c.size
-    times = c.times(g)[np.arange(g.n), p.assign]
+    times = p.op_times
     with np.errstate(invalid="ignore"):
         comp_fw = np.bincount(p.assign, weights=np.where(g.backward, 0.0, times), minlength=D)
         comp_bw = np.bincount(p.assign, weights=np.where(g.backward, times, 0.0), minlength=D)
@@ -411,7 +412,7 @@ def device_costs(p: Placement, model: CostModel) -> tuple[DeviceCost, ...]:
 def _violations(p: Placement, model: CostModel, rows: tuple[DeviceCost, ...]) -> list[Violation]:
     g, c = p.graph, p.cluster
     out: list[Violation] = []
-    times = c.times(g)[np.arange(g.n), p.assign]
+    times = p.op_times
     pins = g.pinned
     for i in np.flatnonzero(~np.isfinite(times))[:10]:
         d = c.devices[p.assign[i]]
@@ -504,7 +505,7 @@ def single_sample(p: Placement, model: CostModel | None = None
     if execution(p.cluster) == "invocations":
         latency, finish, subgraphs, out = invocation_latency(p, model)
         g, c = p.graph, p.cluster
-        times = c.times(g)[np.arange(g.n), p.assign]
+        times = p.op_times
         out += [Violation("schedule", f"op {g.names[i]!r} cannot run on device {c.names[p.assign[i]]!r} "
                                       f"(kind {c.devices[p.assign[i]].kind!r})")
                 for i in np.flatnonzero(~np.isfinite(times))[:10]]  # no schedule exists, as in the general case

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .congestion import Congestion, Resource, TransferResources
-from .graph import Graph
+from .graph import Graph, unique_pairs
 from .placement import Placement
 from .schedule import Timeline, earliest_free, transfer_durations
 
@@ -140,9 +140,7 @@ def _durations(p: Placement, unit: np.ndarray, n_units: int) -> np.ndarray:
     """``in + compute + out`` of each subgraph (Fig. 3, constraint 7); a host op's own time. On a
     cluster with links the transfers move over routes instead: an invocation is its computation."""
     g, c = p.graph, p.cluster
-    with np.errstate(invalid="ignore"):
-        times = c.times(g)[np.arange(g.n), p.assign]
-    dur = np.bincount(unit, weights=times, minlength=n_units)
+    dur = np.bincount(unit, weights=p.op_times, minlength=n_units)
     if c.links:
         return dur
     scale = np.zeros(n_units)
@@ -150,7 +148,7 @@ def _durations(p: Placement, unit: np.ndarray, n_units: int) -> np.ndarray:
     cross = unit[g.src] != unit[g.dst]
     prod, recv = g.src[cross], unit[g.dst[cross]]
     if prod.size:
-        pairs = np.unique(np.stack([prod, recv], axis=1), axis=0)  # each tensor once per subgraph
+        pairs = unique_pairs(prod, recv)  # each tensor once per subgraph
         dur += np.bincount(pairs[:, 1], weights=g.out_bytes[pairs[:, 0]] * scale[pairs[:, 1]], minlength=n_units)
         sent = np.unique(prod)
         dur += np.bincount(unit[sent], weights=g.out_bytes[sent] * scale[unit[sent]], minlength=n_units)
@@ -166,7 +164,7 @@ def _unit_edges(p: Placement, unit: np.ndarray, pieces: np.ndarray) -> np.ndarra
     ids = np.flatnonzero(owner[:-1] == owner[1:])
     chain = np.stack([ids, ids + 1], axis=1)
     both = np.concatenate([data, chain]).astype(np.int64)
-    return np.unique(both, axis=0) if both.size else np.empty((0, 2), dtype=np.int64)
+    return unique_pairs(both[:, 0], both[:, 1])
 
 
 # ---------------------------------------------------------------------------- schedule
@@ -208,7 +206,7 @@ def _routed_inputs(p: Placement, unit: np.ndarray) -> tuple[np.ndarray, np.ndarr
     if not cross.any():
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, empty, np.empty(0)
-    pairs = np.unique(np.stack([g.src[cross], unit[g.dst[cross]]], axis=1), axis=0)
+    pairs = unique_pairs(g.src[cross], unit[g.dst[cross]])
     prod, consumer = pairs[:, 0], pairs[:, 1]
     where = np.zeros(int(unit.max()) + 1, dtype=np.int64)
     where[unit] = a  # the device of each invocation

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,6 +94,15 @@ class Placement:
                             f"times for {graph.n} ops")
         self.schedule = schedule
         self.replica_sets = replica_sets(cluster, self.assign, replicas)
+
+    @cached_property
+    def op_times(self) -> np.ndarray:
+        """Each op's running time on its device (``inf`` where it may not run there): :meth:`Cluster.times
+        <placement_dsl.cluster.Cluster.times>` at the assignment, computed once per placement (read-only), as the
+        cost model's parts each read it."""
+        times = self.cluster.times(self.graph)[np.arange(self.graph.n), self.assign]
+        times.setflags(write=False)
+        return times
 
     @property
     def replicas(self) -> np.ndarray:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import SpecError
+from .graph import unique_pairs
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -180,8 +181,7 @@ def routed_transfers(graph: Any, cluster: Cluster, assign: np.ndarray,
     D = cluster.size
     dev = assign
     cross = dev[graph.src] != dev[graph.dst]
-    pairs = np.unique(np.stack([graph.src[cross], dev[graph.dst[cross]]], axis=1), axis=0) \
-        if cross.any() else np.empty((0, 2), np.int64)
+    pairs = unique_pairs(graph.src[cross], dev[graph.dst[cross]])
     stage_bw = np.array([[set_bandwidth(sets[a], sets[b], cluster.route_bandwidth) if a != b else np.inf
                           for b in range(D)] for a in range(D)])
     u, b = pairs[:, 0], pairs[:, 1]

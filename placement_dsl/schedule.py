@@ -289,7 +289,7 @@ def check_schedule(placement: Placement, schedule: Schedule,
     if start.shape != (g.n,):
         raise SpecError(f"schedule has {start.size} op start times, graph {g.name!r} has {g.n} ops")
     out: list[str] = []
-    dur = c.times(g)[np.arange(g.n), a]
+    dur = placement.op_times
     prod, recv, tdur = transfer_tasks(placement)
     ts = _given_transfers(placement, schedule, prod, recv, out)
     out += _unschedulable(placement)
@@ -562,7 +562,7 @@ def priority_order(graph: Graph, rank: np.ndarray) -> list[int]:
 def _unschedulable(placement: Placement) -> list[str]:
     """Why no schedule exists: ops that cannot run on their device, transfers without a route."""
     g, c, a = placement.graph, placement.cluster, placement.assign
-    dur = c.times(g)[np.arange(g.n), a]
+    dur = placement.op_times
     out = [f"op {g.names[i]!r} cannot run on device {c.names[a[i]]!r} (kind {c.devices[a[i]].kind!r})"
            for i in np.flatnonzero(~np.isfinite(dur))[:MAX_REPORT]]
     prod, recv, tdur = transfer_tasks(placement)
@@ -585,7 +585,7 @@ def list_schedule(placement: Placement, congestion: Congestion | str = Congestio
         raise SpecError(f"list_schedule: {errors[0]}")
     g, c, a = placement.graph, placement.cluster, placement.assign
     comm = transfer_durations(g, c, g.src, a[g.src], a[g.dst])
-    rank = upward_rank(g, c.times(g)[np.arange(g.n), a], comm)
+    rank = upward_rank(g, placement.op_times, comm)
     builder = ListScheduler(g, c, congestion)
     for v in priority_order(g, rank):
         builder.place(v, int(a[v]))

@@ -17,7 +17,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import SpecError
-from .graph import Graph
+from .graph import Graph, unique_pairs
 
 
 def orphan_mirrors(graph: Graph, label: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -166,15 +166,10 @@ def chain_data(graph: Graph, cluster: Cluster) -> ChainData:
             rho = 1.0
     fw = ~graph.backward
     keep = fw[graph.src] & fw[graph.dst] & (group[graph.src] != group[graph.dst])
-    edges = _unique_pairs(group[graph.src[keep]], group[graph.dst[keep]])
+    edges = unique_pairs(group[graph.src[keep]], group[graph.dst[keep]])
     anc, desc = _reach_sums(n_groups, edges, work)
     return ChainData(group, acc_time, cpu_time, memory, work, _with_orphan_mirrors(graph, group, edges),
                      anc, desc, len(acc), len(cpu), rho)
-
-
-def _unique_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    edges = np.stack([a, b], axis=1).astype(np.int64)
-    return np.unique(edges, axis=0) if len(edges) else np.zeros((0, 2), np.int64)
 
 
 def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -> np.ndarray:
@@ -189,7 +184,8 @@ def _with_orphan_mirrors(graph: Graph, group: np.ndarray, forward: np.ndarray) -
     _, mirror_src, mirror_dst = orphan_mirrors(graph, group)
     if not mirror_src.size:
         return forward
-    return np.unique(np.concatenate([forward, _unique_pairs(mirror_src, mirror_dst)]), axis=0)
+    both = np.concatenate([forward, np.stack([mirror_src, mirror_dst], axis=1).astype(np.int64)])
+    return unique_pairs(both[:, 0], both[:, 1])
 
 
 def few_ideals(graph: Graph, limit: int, max_ops: float = math.inf) -> bool:

@@ -38,8 +38,8 @@ class WarmSchedule:
 def serial_schedule(placement: Placement) -> Schedule:
     """Every op and then its outgoing transfers, one after another in topological order: valid for any
     congestion, and never longer than :class:`ScheduleData`'s serial bound."""
-    g, c, a = placement.graph, placement.cluster, placement.assign
-    dur = c.times(g)[np.arange(g.n), a]
+    g = placement.graph
+    dur = placement.op_times
     prod, recv, tdur = transfer_tasks(placement)
     start, moves, t = np.zeros(g.n), {}, 0.0
     for v in g.topo.tolist():
@@ -111,7 +111,7 @@ def retime(placement: Placement, schedule: Schedule, congestion: str,
     solver's rounding noise from a valid schedule without making it longer.
     """
     g, c, a = placement.graph, placement.cluster, placement.assign
-    dur = [length(t) for t in c.times(g)[np.arange(g.n), a]]
+    dur = [length(t) for t in placement.op_times]
     prod, recv, tdur = transfer_tasks(placement)
     move = {(int(u), int(d)): g.n + k for k, (u, d) in enumerate(zip(prod.tolist(), recv.tolist()))}
     preds: list[list[int]] = [[u if a[u] == a[v] else move[(u, int(a[v]))] for u in g.predecessors(v).tolist()]

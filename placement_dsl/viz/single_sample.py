@@ -49,7 +49,7 @@ def bars(placement: Placement, model: CostModel) -> list[Bar]:
 def _schedule_bars(p: Placement, model: CostModel) -> list[Bar]:
     g, c, a = p.graph, p.cluster, p.assign
     schedule = p.schedule if p.schedule is not None else list_schedule(p, model.congestion)
-    dur = c.times(g)[np.arange(g.n), a]
+    dur = p.op_times
     out = [Bar(c.names[a[i]], g.names[i], float(schedule.start[i]), float(schedule.start[i] + dur[i]))
            for i in range(g.n) if dur[i] > 0]
     for (u, d), t in schedule.transfer_start.items():

@@ -119,6 +119,21 @@ def test_a_class_optimum_is_over_the_class_the_solve_tests_a_start_by():
         == pytest.approx(10.1)
 
 
+def test_the_levels_checked_on_one_problem_share_its_brute_force(monkeypatch):
+    from placement_dsl import brute
+
+    calls = []
+    monkeypatch.setattr(brute, "optimum", lambda problem, among: calls.append(among) or 6.0)
+    problem = Problem(testing.chain()[0].source_graph, Cluster.accelerators(2), Throughput(), [Memory()])
+    class_optimum.cache_clear()
+    try:
+        for level in ("simple", "capacity"):
+            check_level(level, problem)
+    finally:
+        class_optimum.cache_clear()  # the made-up optimum stays out of later tests
+    assert calls == [PlacementClass.ALL]
+
+
 # ---------------------------------------------------------------------------- levels
 def host_between() -> tuple[Problem, float]:
     """:func:`~placement_dsl.testing.memory_leaves_the_cpu` with the CPU between the accelerators, contiguous: the

@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_dsl.errors import SpecError
-from placement_dsl.graph import Graph, Op
+from placement_dsl.graph import Graph, Op, unique_pairs
 
 
 def diamond() -> Graph:
@@ -211,3 +211,13 @@ def test_last_first_order_goes_depth_first_and_leaves_a_cycle_counted_in_indeg()
     indeg = [0, 1, 1, 2, 1, 1]
     assert last_first_order(succ, indeg, [0]) == [0, 2, 1, 3]  # the successor made ready last is taken first
     assert indeg == [0, 0, 0, 0, 1, 1]  # the cycle's nodes keep a predecessor
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=30))
+def test_unique_pairs_are_numpys_unique_rows(pairs):
+    a = np.array([p[0] for p in pairs], dtype=np.int64)
+    b = np.array([p[1] for p in pairs], dtype=np.int64)
+    rows = np.unique(np.stack([a, b], axis=1), axis=0) if pairs else np.empty((0, 2), dtype=np.int64)
+    got = unique_pairs(a, b)
+    assert got.dtype == np.int64 and got.shape == rows.shape and np.array_equal(got, rows)

@@ -1,10 +1,12 @@
 """Placements: constructors, views, validation, dict round trip."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from placement_dsl.cluster import Cluster
+from placement_dsl.cluster import Cluster, Device
 from placement_dsl.errors import SpecError
 from placement_dsl.evaluate import evaluate
 from placement_dsl.graph import Graph, Op
@@ -83,3 +85,14 @@ def test_placement_evaluate_and_table_are_deprecated(chain):
     with pytest.warns(DeprecationWarning, match=r"\.table\(\)") as caught:
         assert "objective (max_load): 2" in p.table()
     assert caught[0].filename == __file__  # the warning points at the caller
+
+
+def test_op_times_are_the_clusters_times_at_the_assignment_and_read_only():
+    g = Graph([Op(name="a", work={"accelerator": 2.0, "cpu": 6.0}), Op(name="b", work={"accelerator": 1.0})],
+              [("a", "b")])
+    c = Cluster([Device(name="x", speed=2.0), Device(name="h", kind="cpu")])
+    p = Placement(g, c, [1, 1])
+    assert p.op_times.tolist() == [6.0, math.inf]  # b has no time on a CPU
+    assert Placement(g, c, [0, 0]).op_times.tolist() == [1.0, 0.5]
+    with pytest.raises(ValueError):
+        p.op_times[0] = 0.0
