@@ -37,7 +37,7 @@ import numpy as np
 
 from .deadline import Deadline, call_within, stream_within
 from .errors import PlacementError, SpecError
-from .evaluate import Evaluation, Objective, execution
+from .evaluate import Evaluation
 from .heuristics import registry
 from .heuristics.base import DP_CLASS, STOPPED, HeuristicResult, TimeLimitReached, run
 from .heuristics.fallback import SCORING, fallback_seconds, sized_call
@@ -49,7 +49,7 @@ from .structure import one_order
 
 __all__ = ["AUTO", "AUTO_SECONDS", "AUTO_SHARE", "DISTINCT", "IMPROVING", "KEPT", "NONE", "PASSES", "PASS_MARGIN", "RACE",
            "SPREAD", "SUBSUMED", "Start", "alternatives", "auto_methods", "construction_order", "contiguous_makespan",
-           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width", "model_goal", "outside",
+           "held_seconds", "improve", "improving", "lead_seconds", "lead_share", "leads", "mean_width", "outside",
            "pass_estimates", "pass_seconds", "race", "rebuilt", "resolve"]
 
 AUTO, NONE = "auto", "none"  # the heuristics' best start; no start at all
@@ -106,17 +106,8 @@ class Start:
 
 
 def goal(problem: Any) -> str:
-    """What a heuristic searches for ``problem``: its objective's name, and for the single-sample objective (``latency``
-    or its alias ``makespan``) how the cluster's devices run (:func:`~placement_dsl.evaluate.execution`): Tarnawski's
-    invocations are the latency methods' model, one op at a time the list schedulers' (MOIRAI)."""
-    return model_goal(problem.cost_model(), problem.cluster)
-
-
-def model_goal(model: Any, cluster: Any) -> str:
-    """:func:`goal` of the cost model ``model`` on ``cluster``, where there is no problem yet."""
-    if model.objective in (Objective.LATENCY, Objective.MAKESPAN):
-        return "latency" if execution(cluster) == "invocations" else "makespan"
-    return model.objective.value
+    """What a heuristic searches for ``problem``: :func:`~placement_dsl.heuristics.registry.goal` of its cost model."""
+    return registry.goal(problem.cost_model(), problem.cluster)
 
 
 def auto_methods(problem: Any) -> list[str]:

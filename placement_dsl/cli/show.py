@@ -25,7 +25,7 @@ NOT_TEXT = (".svg", ".png", ".dot", ".pdf", ".jpg", ".jpeg", ".gif")  # suffixes
 
 PICTURE_SECONDS = 10.0  # what a picture (or split points) without --split spends on its placement
 DRAWN = {"latency": "latency-best", "makespan": "list", "gpipe": "gpipe-split"}
-"""Per goal (:func:`~placement_dsl.starts.model_goal`), the heuristic whose placement is drawn without ``--split``:
+"""Per goal (:func:`~placement_dsl.heuristics.registry.goal`), the heuristic whose placement is drawn without ``--split``:
 for the single-sample latency the best of greedy's, the DPs' and a local search's splits (Tarnawski §4-5), for the
 makespan of one op at a time HEFT's list schedule, for GPipe its own split; every other objective (throughput and
 the pipeline schedules priced as a max-load) the exact DP over ideals."""
@@ -40,11 +40,10 @@ def _drawn_placement(args: argparse.Namespace, w: Workload) -> Placement:
     ``O(n + m)``)."""
     if args.split:
         return load_placement(args.split, w)
-    from ..heuristics import run
-    from ..starts import model_goal
+    from ..heuristics import registry, run
 
     model = cost_model(args, w)
-    method = DRAWN.get(model_goal(model, w.cluster), "dp")
+    method = DRAWN.get(registry.goal(model, w.cluster), "dp")
     try:
         placement = run(method, w.graph, w.cluster, model=model, time_limit=PICTURE_SECONDS).placement
     except SpecError as refused:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..evaluate import Objective, execution
 from ..options import Options, describe, validate
 from ..plugins import import_modules
 from . import manifest
@@ -261,3 +262,13 @@ def optimizes(name: str, default: str | None = None) -> str | None:
 def methods_for(objective: str) -> list[str]:
     """The methods that search for ``objective`` (e.g. ``"max_load"``): its own, and those that take the model's."""
     return [h.name for h in load().values() if h.optimizes in (objective, "cost_model", "memory_fill")]
+
+
+def goal(model: Any, cluster: Any) -> str:
+    """What a heuristic searches for under the cost model ``model`` on ``cluster`` (the ``optimizes`` of the methods
+    that search for it): the objective's name, and for the single-sample objective (``latency`` or its alias
+    ``makespan``) how the cluster's devices run (:func:`~placement_dsl.evaluate.execution`): Tarnawski's invocations
+    are the latency methods' model, one op at a time the list schedulers' (MOIRAI)."""
+    if model.objective in (Objective.LATENCY, Objective.MAKESPAN):
+        return "latency" if execution(cluster) == "invocations" else "makespan"
+    return model.objective.value
