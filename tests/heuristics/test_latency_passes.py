@@ -10,7 +10,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from placement_dsl import zoo
 from placement_dsl.cluster import Cluster, Device, Link
 from placement_dsl.evaluate import CostModel, evaluate, execution
 from placement_dsl.graph import Graph
@@ -19,6 +18,7 @@ from placement_dsl.heuristics.latency_passes import applies
 from placement_dsl.placement import Placement
 
 from ..solve.sheets import recent_dag
+from .test_latency_chain_routes import hetero_line
 
 LATENCY = CostModel.named("latency")
 
@@ -73,12 +73,8 @@ def test_the_search_descends_from_more_than_the_best_start():
     the whole graph on the host is the best start (1.557; every max-load split is it) and a local
     optimum of schedule-ls, which searched from it alone. From HEFT's split (3.271) it reaches 1.218: the search now
     descends from the next best different starts too, and keeps the best."""
-    g = zoo.transformer(layers=3, hidden=256, heads=4, seq_len=64, batch=4, vocab=1000, granularity="operator").graph
-    mem = sum(o.param_bytes + o.activation_bytes for o in g.ops) / 2.5
-    links = [("g0", "g1", 1e6, 0.01), ("g1", "g2", 5e5, 0.02), ("g0", "c0", 2e5, 0.05)]
-    cluster = Cluster([Device(name="g0", speed=2.0, memory=mem * 1.2), Device(name="g1", speed=1.0, memory=mem),
-                       Device(name="g2", speed=0.5, memory=mem * 2), Device(name="c0", kind="cpu")],
-                      [Link(src=s, dst=d, bandwidth=b, latency=t) for a, c, b, t in links for s, d in ((a, c), (c, a))])
+    problem = hetero_line()
+    g, cluster = problem.graph, problem.cluster
     host = np.full(g.n, 3)
     heft = run("list", g, cluster, model=LATENCY).placement.assign
     assert evaluate(Placement(g, cluster, host), LATENCY).objective < evaluate(Placement(g, cluster, heft),
