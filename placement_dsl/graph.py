@@ -124,19 +124,20 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 
 
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The distinct pairs ``(a[i], b[i])`` of two arrays of indices (integers >= 0), sorted by ``a`` then ``b``, as
-    ``(k, 2)`` int64 rows: ``np.unique(np.stack([a, b], axis=1), axis=0)`` through one integer key per pair, as
-    ``np.unique``'s row mode (a structured view per call) cost the cost model a third of its time on small graphs.
+    """The distinct pairs ``(a[i], b[i])`` of two integer arrays, sorted by ``a`` then ``b``, as ``(k, 2)`` int64 rows:
+    ``np.unique(np.stack([a, b], axis=1), axis=0)`` through one integer key per pair, as ``np.unique``'s row mode (a
+    structured view per call) cost the cost model a third of its time on small graphs.
 
-    >>> unique_pairs(np.array([2, 0, 2, 0]), np.array([1, 3, 1, 0])).tolist()
-    [[0, 0], [0, 3], [2, 1]]
+    >>> unique_pairs(np.array([2, 0, 2, 0]), np.array([1, 3, 1, -1])).tolist()
+    [[0, -1], [0, 3], [2, 1]]
     """
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if not a.size:
         return np.empty((0, 2), dtype=np.int64)
-    m = int(b.max()) + 1
-    key = np.unique(a * m + b)
-    return np.stack([key // m, key % m], axis=1)
+    a0, b0 = int(a.min()), int(b.min())
+    m = int(b.max()) - b0 + 1
+    key = np.unique((a - a0) * m + (b - b0))
+    return np.stack([key // m + a0, key % m + b0], axis=1)
 
 
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

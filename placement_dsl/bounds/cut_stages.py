@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..evaluate import Objective, Overlap
-from ..graph import Graph
+from ..graph import Graph, unique_pairs
 from ..placement import PlacementClass
 from ..problem import Problem
 from ..structure import cut_ops
@@ -322,7 +322,7 @@ def _rectangles(g: Graph, seg: np.ndarray, r: int, scale: float) -> Rects:
     src, dst = g.src, g.dst
     keep = size[src] > 0
     src, dst = src[keep], dst[keep]
-    pairs = np.unique(np.stack([src, seg[dst]], axis=1), axis=0) if src.size else np.zeros((0, 2), np.int64)
+    pairs = unique_pairs(src, seg[dst])
     prev_seg = np.full(len(pairs), -(10 ** 9), dtype=np.int64)  # the producer's previous consumer segment
     same = np.zeros(len(pairs), dtype=bool)
     same[1:] = pairs[1:, 0] == pairs[:-1, 0]

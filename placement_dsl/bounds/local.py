@@ -28,7 +28,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..deadline import Deadline
 from ..evaluate import MemoryMode, Objective, evaluate
-from ..graph import Graph
+from ..graph import Graph, unique_pairs
 from ..placement import Placement
 from ..problem import Problem
 from ..structure import cut_ops
@@ -109,8 +109,7 @@ def part_loads(graph: Graph, cluster: Cluster, unit: np.ndarray) -> np.ndarray:
     load = np.bincount(unit, weights=t, minlength=size)[unit]
     sent = graph.out_bytes[graph.src] > 0  # each net (a producer and its consumers) as (producer, unit) pairs
     producer = np.concatenate([graph.src[sent], np.unique(graph.src[sent])])
-    pairs = np.unique(np.stack([producer, unit[np.concatenate([graph.dst[sent], np.unique(graph.src[sent])])]]),
-                      axis=1)
+    pairs = unique_pairs(producer, unit[np.concatenate([graph.dst[sent], np.unique(graph.src[sent])])]).T
     units = np.bincount(pairs[0], minlength=size)  # the units each net touches
     crossed = units[pairs[0]] > 1  # each unit holding a member holds some but not all: the tensor crosses it
     paid = np.bincount(pairs[1][crossed], weights=graph.out_bytes[pairs[0][crossed]] * scale, minlength=size)

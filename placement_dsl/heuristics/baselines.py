@@ -23,7 +23,7 @@ from ..cluster import Cluster
 from ..deprecated import moved
 from ..errors import InfeasibleError
 from ..evaluate import CostModel, Objective, evaluate
-from ..graph import Graph, least_first_order
+from ..graph import Graph, least_first_order, unique_pairs
 from ..placement import Placement
 from . import manifest
 from .base import HeuristicResult, deadline_at, expired, stopped
@@ -75,7 +75,7 @@ def contract(graph: Graph) -> list[np.ndarray]:
     size = int(group.max()) + 1
     cross = group[graph.src] != group[graph.dst]
     src, dst = group[graph.src[cross]], group[graph.dst[cross]]
-    arcs = np.unique(np.stack([src, dst], axis=1), axis=0) if src.size else np.empty((0, 2), np.int64)
+    arcs = unique_pairs(src, dst)
     first = np.full(size, graph.n, dtype=np.int64)
     np.minimum.at(first, group, graph.rank)
     order = least_first_order(size, arcs.tolist(), first.tolist())

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph import Graph
+from ..graph import Graph, unique_pairs
 from ..structure import orphan_mirrors
 from .jit import njit
 from .kernels import priority_order
@@ -110,7 +110,7 @@ class Contraction:
         """The same contraction with extra DAG edges (e.g. DPL's linearization path)."""
         s = np.concatenate([self.src, np.fromiter(src, np.int64)])
         d = np.concatenate([self.dst, np.fromiter(dst, np.int64)])
-        pairs = np.unique(np.stack([s, d], axis=1), axis=0)
+        pairs = unique_pairs(s, d)
         return Contraction(self.graph, self.image, self.n_nodes, pairs[:, 0].copy(), pairs[:, 1].copy(),
                            self.artificial, self.rep, dict(self.stats))
 
@@ -181,7 +181,7 @@ def _merge_zero_leaves(uf: _UnionFind, label: np.ndarray, backward: np.ndarray, 
     while True:
         key = _keys(uf, label, backward)
         cut = key[src] != key[dst]
-        pairs = np.unique(np.stack([key[src[cut]], key[dst[cut]]], axis=1), axis=0)
+        pairs = unique_pairs(key[src[cut]], key[dst[cut]])
         nonzero = set(key[~zero].tolist())
         heavy = set(key[memory > 0].tolist())
         nbrs: dict[int, set[int]] = {}
@@ -332,7 +332,7 @@ def _finish(graph: Graph, uf: _UnionFind, label: np.ndarray, backward: np.ndarra
     s, d = node[src[fw_edge]], node[dst[fw_edge]]
     pos = _topological_numbering(len(fw_roots), s, d)
     node = pos[node]
-    pairs = np.unique(np.stack([pos[s], pos[d]], axis=1), axis=0) if len(s) else np.empty((0, 2), np.int64)
+    pairs = unique_pairs(pos[s], pos[d])
     real_fw = np.zeros(len(fw_roots), bool)
     real_fw[node[: graph.n][~graph.backward]] = True
     rep = np.empty(len(fw_roots), dtype=np.int64)
